@@ -1,0 +1,75 @@
+#pragma once
+// What the example applications (gemm, cholesky, bspgemm) share: command line,
+// deterministic matrix contents, and the summary + JSON report.
+
+#include <mpi.h>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bellows/runtime/collection.hpp"
+#include "bellows/runtime/options.hpp"
+#include "bellows/runtime/stats.hpp"
+
+namespace bellows::examples {
+
+struct AppOptions {
+  int n = 2048;
+  int tile = 256;
+  int iterations = 1;
+  runtime::DeviceKind kernel = runtime::DeviceKind::cpu;
+  bool verify = false;
+  std::string trace_path;
+  std::string grid;               ///< "PxQ"; empty: most square grid for the rank count
+  int workers = 1;                ///< CPU worker threads per rank
+  double emulated_gflops = 1000;  ///< rate of the emulated device
+  int emulated_lanes = 1;
+  unsigned seed = 42;
+  bool quiet = false;             ///< only the JSON line
+  int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
+};
+
+/// Parses the command line shared by the examples. On a bad option, prints a message
+/// naming it to stderr (when `speak`) and returns std::nullopt with exit_code = 2; on
+/// --help prints the usage (when `speak`) and returns std::nullopt with exit_code = 0.
+std::optional<AppOptions> parse_app_options(const std::string& app, const std::string& description,
+                                            int argc, char** argv, int ranks, bool speak,
+                                            int& exit_code);
+
+/// Initialises MPI with MPI_THREAD_SERIALIZED (what libbellows needs); exits 1 when the
+/// library cannot provide it.
+void init_mpi(int& argc, char**& argv);
+
+/// The process grid for the options and rank count (validated by parse_app_options).
+runtime::BlockCyclic2D grid_for(const AppOptions& options, int ranks);
+
+runtime::RuntimeOptions runtime_options(const AppOptions& options);
+
+/// Deterministic pseudo-random value in [-0.5, 0.5) for global element (i, j).
+double random_entry(unsigned seed, long i, long j) noexcept;
+
+/// Fills every local tile of a general matrix with random_entry.
+void fill_random(runtime::TiledMatrix& matrix, unsigned seed);
+/// Fills the local tiles of a symmetric positive definite matrix: random symmetric
+/// entries plus n on the diagonal. Element (i, j) equals spd_entry(seed, n, i, j).
+void fill_spd(runtime::TiledMatrix& matrix, unsigned seed);
+double spd_entry(unsigned seed, long n, long i, long j) noexcept;
+
+struct IterationResult {
+  double seconds = 0.0;
+  double gflops = 0.0;
+  int ranks = 0;
+};
+
+/// Prints the human summary (unless quiet) and, as the last line, the JSON object
+/// {"app","n","tile","ranks","kernel","iterations":[...],"verified","residual", ...}.
+/// Call on rank 0 only.
+void print_report(const std::string& app, const AppOptions& options, int ranks,
+                  const std::vector<IterationResult>& iterations,
+                  const std::optional<bool>& verified, double residual,
+                  const std::vector<runtime::RankStats>& rank_stats,
+                  const nlohmann::json& extra = {});
+
+}  // namespace bellows::examples

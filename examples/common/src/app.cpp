@@ -1,0 +1,206 @@
+#include "bellows/examples/app.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+namespace bellows::examples {
+namespace {
+
+bool parse_grid(const std::string& text, int& p, int& q) {
+  const auto x = text.find('x');
+  if (x == std::string::npos) return false;
+  try {
+    std::size_t used = 0;
+    p = std::stoi(text.substr(0, x), &used);
+    if (used != x) return false;
+    const auto rest = text.substr(x + 1);
+    q = std::stoi(rest, &used);
+    return used == rest.size() && p > 0 && q > 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::optional<AppOptions> parse_app_options(const std::string& app, const std::string& description,
+                                            int argc, char** argv, int ranks, bool speak,
+                                            int& exit_code) {
+  AppOptions o;
+  std::string kernel = "cpu";
+  CLI::App cli(description, app);
+  cli.add_option("--n", o.n, "matrix order");
+  cli.add_option("--tile", o.tile, "tile order");
+  cli.add_option("--iterations", o.iterations, "times the task graph runs");
+  cli.add_option("--kernel", kernel, "task bodies: cpu, cuda or emulated");
+  cli.add_flag("--verify", o.verify, "check the result against LAPACK/BLAS on rank 0");
+  cli.add_option("--trace", o.trace_path, "append ready/completed task samples (JSON lines) to FILE");
+  cli.add_option("--grid", o.grid, "process grid PxQ (default: most square)");
+  cli.add_option("--workers", o.workers, "CPU worker threads per rank");
+  cli.add_option("--emulated-gflops", o.emulated_gflops, "speed of the emulated device, GFLOP/s");
+  cli.add_option("--emulated-lanes", o.emulated_lanes, "tasks the emulated device runs at once");
+  cli.add_option("--seed", o.seed, "seed of the input matrices");
+  cli.add_flag("--quiet", o.quiet, "print only the JSON line");
+  cli.add_option("--comm-sleep-us", o.comm_max_sleep_us,
+                 "longest sleep of the communication thread when idle, microseconds");
+  const auto fail = [&](const std::string& message) -> std::optional<AppOptions> {
+    if (speak) std::fprintf(stderr, "%s: error: %s\n", app.c_str(), message.c_str());
+    exit_code = 2;
+    return std::nullopt;
+  };
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    exit_code = 0;
+    if (speak) std::cout << cli.help();
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what());
+  }
+  if (o.n <= 0) return fail("--n must be positive, got " + std::to_string(o.n));
+  if (o.tile <= 0) return fail("--tile must be positive, got " + std::to_string(o.tile));
+  if (o.tile > o.n) {
+    return fail("--tile " + std::to_string(o.tile) + " is larger than the matrix (--n " +
+                std::to_string(o.n) + ")");
+  }
+  if (o.iterations <= 0) {
+    return fail("--iterations must be positive, got " + std::to_string(o.iterations));
+  }
+  if (o.workers <= 0) return fail("--workers must be positive, got " + std::to_string(o.workers));
+  if (!(o.emulated_gflops > 0.0)) return fail("--emulated-gflops must be positive");
+  if (o.emulated_lanes <= 0) return fail("--emulated-lanes must be positive");
+  if (o.comm_max_sleep_us <= 0) return fail("--comm-sleep-us must be positive");
+  if (!runtime::parse_device_kind(kernel, o.kernel)) {
+    return fail("--kernel must be cpu, cuda or emulated, got '" + kernel + "'");
+  }
+  if (o.verify && o.kernel == runtime::DeviceKind::emulated) {
+    return fail("--verify needs --kernel cpu or cuda: the emulated device does not compute");
+  }
+  if (!o.grid.empty()) {
+    int p = 0, q = 0;
+    if (!parse_grid(o.grid, p, q)) return fail("--grid must look like PxQ, got '" + o.grid + "'");
+    if (p * q != ranks) {
+      return fail("--grid " + o.grid + " needs " + std::to_string(p * q) + " ranks, running on " +
+                  std::to_string(ranks));
+    }
+  }
+  exit_code = 0;
+  return o;
+}
+
+void init_mpi(int& argc, char**& argv) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  if (provided < MPI_THREAD_SERIALIZED) {
+    std::fprintf(stderr, "error: MPI provides thread level %d, libbellows needs MPI_THREAD_SERIALIZED\n",
+                 provided);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+
+runtime::BlockCyclic2D grid_for(const AppOptions& options, int ranks) {
+  int p = 0, q = 0;
+  if (!options.grid.empty() && parse_grid(options.grid, p, q)) return runtime::BlockCyclic2D{p, q};
+  return runtime::BlockCyclic2D::square_for(ranks);
+}
+
+runtime::RuntimeOptions runtime_options(const AppOptions& options) {
+  runtime::RuntimeOptions r;
+  r.device = options.kernel;
+  r.cpu_workers = options.workers;
+  r.emulated_gflops = options.emulated_gflops;
+  r.emulated_lanes = options.emulated_lanes;
+  r.trace_path = options.trace_path;
+  r.comm_max_sleep_us = options.comm_max_sleep_us;
+  return r;
+}
+
+double random_entry(unsigned seed, long i, long j) noexcept {
+  const std::uint64_t h = mix(mix(static_cast<std::uint64_t>(seed) * 0x100000001b3ULL +
+                                  static_cast<std::uint64_t>(i)) ^
+                              static_cast<std::uint64_t>(j));
+  return static_cast<double>(h >> 11) * 0x1.0p-53 - 0.5;
+}
+
+double spd_entry(unsigned seed, long n, long i, long j) noexcept {
+  const double v = random_entry(seed, std::min(i, j), std::max(i, j));
+  return i == j ? v + static_cast<double>(n) : v;
+}
+
+void fill_random(runtime::TiledMatrix& matrix, unsigned seed) {
+  const long tile = matrix.tile_size();
+  matrix.for_each_local_tile([&](int m, int n, runtime::Tile& t) {
+    for (int j = 0; j < t.cols(); ++j) {
+      for (int i = 0; i < t.rows(); ++i) t.at(i, j) = random_entry(seed, m * tile + i, n * tile + j);
+    }
+  });
+}
+
+void fill_spd(runtime::TiledMatrix& matrix, unsigned seed) {
+  const long tile = matrix.tile_size();
+  const long order = matrix.rows();
+  matrix.for_each_local_tile([&](int m, int n, runtime::Tile& t) {
+    for (int j = 0; j < t.cols(); ++j) {
+      for (int i = 0; i < t.rows(); ++i) {
+        t.at(i, j) = spd_entry(seed, order, m * tile + i, n * tile + j);
+      }
+    }
+  });
+}
+
+void print_report(const std::string& app, const AppOptions& options, int ranks,
+                  const std::vector<IterationResult>& iterations,
+                  const std::optional<bool>& verified, double residual,
+                  const std::vector<runtime::RankStats>& rank_stats, const nlohmann::json& extra) {
+  nlohmann::json j;
+  j["app"] = app;
+  j["n"] = options.n;
+  j["tile"] = options.tile;
+  j["ranks"] = ranks;
+  j["kernel"] = std::string(runtime::to_string(options.kernel));
+  j["workers"] = options.workers;
+  nlohmann::json its = nlohmann::json::array();
+  for (const auto& it : iterations) {
+    its.push_back({{"seconds", it.seconds}, {"gflops", it.gflops}, {"ranks", it.ranks}});
+  }
+  j["iterations"] = its;
+  j["verified"] = verified.value_or(false);
+  if (verified) {
+    j["residual"] = residual;
+  } else {
+    j["residual"] = nullptr;
+  }
+  j["rank_stats"] = rank_stats;
+  for (const auto& [key, value] : extra.items()) j[key] = value;
+
+  if (!options.quiet) {
+    std::printf("%s: n=%d tile=%d ranks=%d kernel=%s workers/rank=%d\n", app.c_str(), options.n,
+                options.tile, ranks, std::string(runtime::to_string(options.kernel)).c_str(),
+                options.workers);
+    for (std::size_t i = 0; i < iterations.size(); ++i) {
+      std::printf("  iteration %zu: %.4f s, %.1f GFLOP/s on %d ranks\n", i + 1,
+                  iterations[i].seconds, iterations[i].gflops, iterations[i].ranks);
+    }
+    for (const auto& s : rank_stats) {
+      std::printf("  rank %d: %llu tasks, sent %.1f MiB, received %.1f MiB, busy %.3f s, idle %.3f s\n",
+                  s.rank, static_cast<unsigned long long>(s.tasks_executed),
+                  static_cast<double>(s.bytes_sent) / (1 << 20),
+                  static_cast<double>(s.bytes_received) / (1 << 20), s.busy_seconds, s.idle_seconds);
+    }
+    if (verified) {
+      std::printf("  verification: %s (residual %.3e)\n", *verified ? "passed" : "FAILED", residual);
+    }
+  }
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace bellows::examples

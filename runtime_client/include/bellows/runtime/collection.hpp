@@ -1,0 +1,79 @@
+#pragma once
+// Tiled data collections and their distributions.
+
+#include <functional>
+#include <mpi.h>
+#include <vector>
+
+#include "bellows/runtime/task.hpp"
+#include "bellows/runtime/tile.hpp"
+
+namespace bellows::runtime {
+
+/// 2D block-cyclic distribution of tiles over a P x Q process grid, row-major ranks:
+/// tile (m, n) lives on rank (m mod P) * Q + (n mod Q), as in ScaLAPACK.
+struct BlockCyclic2D {
+  int rows = 1;  ///< P
+  int cols = 1;  ///< Q
+
+  [[nodiscard]] int owner(int m, int n) const noexcept { return (m % rows) * cols + (n % cols); }
+  [[nodiscard]] int size() const noexcept { return rows * cols; }
+  /// The most square grid with rows <= cols for `ranks` processes.
+  static BlockCyclic2D square_for(int ranks);
+};
+
+/// A rows x cols matrix of doubles cut into tile x tile blocks (the last row and column
+/// of tiles may be smaller), distributed block-cyclically. Each rank allocates only its
+/// own tiles, and only those `keep(m, n)` accepts (e.g. the lower triangle).
+///
+/// Thread safety: distinct tiles may be read and replaced concurrently; the runtime
+/// replaces a tile when a task writes it back.
+class TiledMatrix {
+ public:
+  using TileFilter = std::function<bool(int m, int n)>;
+
+  TiledMatrix(CollectionId id, int rows, int cols, int tile, BlockCyclic2D distribution,
+              int my_rank, TileFilter keep = {});
+
+  [[nodiscard]] CollectionId id() const noexcept { return id_; }
+  [[nodiscard]] int rows() const noexcept { return rows_; }
+  [[nodiscard]] int cols() const noexcept { return cols_; }
+  [[nodiscard]] int tile_size() const noexcept { return tile_; }
+  [[nodiscard]] int tile_rows() const noexcept { return mt_; }  ///< number of tile rows
+  [[nodiscard]] int tile_cols() const noexcept { return nt_; }  ///< number of tile columns
+  [[nodiscard]] int rows_of_tile(int m) const noexcept;
+  [[nodiscard]] int cols_of_tile(int n) const noexcept;
+  [[nodiscard]] const BlockCyclic2D& distribution() const noexcept { return dist_; }
+  [[nodiscard]] int owner(int m, int n) const noexcept { return dist_.owner(m, n); }
+  [[nodiscard]] bool kept(int m, int n) const { return !keep_ || keep_(m, n); }
+  [[nodiscard]] bool is_local(int m, int n) const { return owner(m, n) == my_rank_ && kept(m, n); }
+  [[nodiscard]] TileIndex index(int m, int n) const noexcept { return TileIndex{id_, m, n}; }
+
+  /// The local tile (m, n); throws std::out_of_range when it is not local.
+  [[nodiscard]] const TilePtr& tile(int m, int n) const;
+  /// Replaces the local tile (m, n).
+  void set_tile(int m, int n, TilePtr t);
+  void for_each_local_tile(const std::function<void(int m, int n, Tile&)>& fn);
+
+  /// Collective over comm: rank 0 receives the whole matrix (column-major, ld = rows,
+  /// tiles not kept are left zero); other ranks receive an empty vector.
+  [[nodiscard]] std::vector<double> gather_to_root(MPI_Comm comm) const;
+
+ private:
+  [[nodiscard]] std::size_t slot(int m, int n) const noexcept {
+    return static_cast<std::size_t>(n) * mt_ + m;
+  }
+
+  CollectionId id_;
+  int rows_;
+  int cols_;
+  int tile_;
+  int mt_;
+  int nt_;
+  BlockCyclic2D dist_;
+  int my_rank_;
+  TileFilter keep_;
+  std::vector<TilePtr> tiles_;  // mt_ * nt_, null where not local
+};
+
+}  // namespace bellows::runtime

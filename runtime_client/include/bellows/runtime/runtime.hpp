@@ -1,0 +1,55 @@
+#pragma once
+// libbellows: a distributed dataflow task runtime over MPI.
+
+#include <memory>
+#include <mpi.h>
+#include <vector>
+
+#include "bellows/runtime/collection.hpp"
+#include "bellows/runtime/options.hpp"
+#include "bellows/runtime/stats.hpp"
+#include "bellows/runtime/task.hpp"
+
+namespace bellows::runtime {
+
+class Engine;
+
+/// One rank's share of the runtime. Works on the communicator it is given (never on
+/// MPI_COMM_WORLD), so the communicator can be replaced while the job runs.
+///
+/// Usage: register task classes and collections, then call run_iteration() on every
+/// rank of the communicator, as many times as wanted. Between iterations the caller
+/// may use MPI freely; during an iteration only the runtime's communication thread
+/// calls MPI, so MPI_THREAD_SERIALIZED is enough.
+///
+/// Thread safety: all methods are to be called from one thread (the application's).
+class Runtime {
+ public:
+  /// comm is duplicated; the duplicate is freed by the destructor.
+  Runtime(MPI_Comm comm, RuntimeOptions options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  [[nodiscard]] int rank() const noexcept;
+  [[nodiscard]] int size() const noexcept;
+  [[nodiscard]] MPI_Comm communicator() const noexcept;
+  [[nodiscard]] const RuntimeOptions& options() const noexcept;
+
+  /// Registers a task class; its id() must equal the number of classes added before.
+  void add_task_class(std::unique_ptr<TaskClass> task_class);
+  /// Registers a collection (not owned); its id() must equal the number added before.
+  void add_collection(TiledMatrix& collection);
+
+  /// Runs every task of the registered classes once. Collective.
+  IterationReport run_iteration();
+  /// Statistics accumulated over all iterations so far.
+  [[nodiscard]] const RankStats& stats() const noexcept;
+  /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective.
+  [[nodiscard]] std::vector<RankStats> gather_stats() const;
+
+ private:
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace bellows::runtime

@@ -1,0 +1,192 @@
+// The CUDA device: a manager thread moves each task through the stages of seed 001,
+// section III-A: device queue -> stage-in (host to device copies) -> execution ->
+// stage-out (device to host copies of written slots) -> epilogue (successors).
+// Stages run on three streams and overlap across tasks; only the device queue is
+// visible to stealing.
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+#include <deque>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "device.hpp"
+
+namespace bellows::runtime {
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string("CUDA device: ") + what + ": " + cudaGetErrorString(status));
+  }
+}
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(Engine& engine, int ordinal) : Device(engine), ordinal_(ordinal) {
+    int count = 0;
+    check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    if (ordinal < 0 || ordinal >= count) {
+      throw std::runtime_error("CUDA device " + std::to_string(ordinal) + " requested but " +
+                               std::to_string(count) + " GPUs are visible");
+    }
+    check(cudaSetDevice(ordinal_), "cudaSetDevice");
+    for (auto* s : {&stage_in_stream_, &exec_stream_, &stage_out_stream_}) {
+      check(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "cudaStreamCreate");
+    }
+    if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
+    cublasSetStream(cublas_, exec_stream_);
+    if (cusolverDnCreate(&cusolver_) != CUSOLVER_STATUS_SUCCESS) {
+      throw std::runtime_error("cusolverDnCreate failed");
+    }
+    cusolverDnSetStream(cusolver_, exec_stream_);
+    check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(workspace)");
+    check(cudaMalloc(&device_info_, sizeof(int)), "cudaMalloc(info)");
+  }
+
+  ~CudaDevice() override {
+    stop();
+    cudaFree(workspace_);
+    cudaFree(device_info_);
+    cusolverDnDestroy(cusolver_);
+    cublasDestroy(cublas_);
+    for (auto s : {stage_in_stream_, exec_stream_, stage_out_stream_}) cudaStreamDestroy(s);
+  }
+
+  void start() override {
+    reset_stop();
+    manager_ = std::thread([this] { manage(); });
+  }
+
+  void stop() override {
+    request_stop();
+    if (manager_.joinable()) manager_.join();
+  }
+
+ private:
+  struct InFlight {
+    std::unique_ptr<ReadyTask> task;
+    std::vector<double*> device_tiles;
+    cudaEvent_t done = nullptr;
+    Clock::time_point started;
+  };
+
+  static constexpr std::size_t kWorkspaceBytes = 64UL << 20;
+  static constexpr std::size_t kMaxStagedIn = 2;
+
+  InFlight stage_in(std::unique_ptr<ReadyTask> task) {
+    InFlight f;
+    f.started = Clock::now();
+    task->make_writable_slots_exclusive();
+    for (auto& t : task->tiles) {
+      double* d = nullptr;
+      if (t) {
+        check(cudaMallocAsync(reinterpret_cast<void**>(&d), t->bytes(), stage_in_stream_), "cudaMallocAsync");
+        check(cudaMemcpyAsync(d, t->data(), t->bytes(), cudaMemcpyHostToDevice, stage_in_stream_),
+              "stage-in copy");
+      }
+      f.device_tiles.push_back(d);
+    }
+    f.task = std::move(task);
+    check(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventRecord(f.done, stage_in_stream_), "cudaEventRecord");
+    return f;
+  }
+
+  void execute(InFlight& f) {
+    check(cudaStreamWaitEvent(exec_stream_, f.done, 0), "cudaStreamWaitEvent");
+    std::vector<Tile*> hosts;
+    for (auto& t : f.task->tiles) hosts.push_back(t.get());
+    CudaTaskContext ctx;
+    ctx.stream = exec_stream_;
+    ctx.cublas = cublas_;
+    ctx.cusolver = cusolver_;
+    ctx.device_tiles = f.device_tiles;
+    ctx.host_tiles = hosts;
+    ctx.workspace = static_cast<double*>(workspace_);
+    ctx.workspace_bytes = kWorkspaceBytes;
+    ctx.device_info = device_info_;
+    f.task->task_class->execute_cuda(f.task->key, ctx);
+    check(cudaGetLastError(), "task body launch");
+    check(cudaEventRecord(f.done, exec_stream_), "cudaEventRecord");
+  }
+
+  void stage_out(InFlight& f) {
+    check(cudaStreamWaitEvent(stage_out_stream_, f.done, 0), "cudaStreamWaitEvent");
+    for (std::size_t i = 0; i < f.device_tiles.size(); ++i) {
+      auto& t = f.task->tiles[i];
+      if (t && (f.task->writable >> i & 1U)) {
+        check(cudaMemcpyAsync(t->data(), f.device_tiles[i], t->bytes(), cudaMemcpyDeviceToHost,
+                              stage_out_stream_), "stage-out copy");
+      }
+      if (f.device_tiles[i]) cudaFreeAsync(f.device_tiles[i], stage_out_stream_);
+    }
+    check(cudaEventRecord(f.done, stage_out_stream_), "cudaEventRecord");
+  }
+
+  static bool finished(const InFlight& f) { return cudaEventQuery(f.done) == cudaSuccess; }
+
+  void manage() {
+    check(cudaSetDevice(ordinal_), "cudaSetDevice");
+    UnitStats unit;
+    std::deque<InFlight> staging, executing, staging_out;
+    for (;;) {
+      bool progressed = false;
+      while (staging.size() < kMaxStagedIn) {
+        auto task = try_pop();
+        if (!task) break;
+        staging.push_back(stage_in(std::move(task)));
+        progressed = true;
+      }
+      while (!staging.empty() && finished(staging.front())) {
+        execute(staging.front());
+        executing.push_back(std::move(staging.front()));
+        staging.pop_front();
+        progressed = true;
+      }
+      while (!executing.empty() && finished(executing.front())) {
+        stage_out(executing.front());
+        staging_out.push_back(std::move(executing.front()));
+        executing.pop_front();
+        progressed = true;
+      }
+      while (!staging_out.empty() && finished(staging_out.front())) {
+        InFlight f = std::move(staging_out.front());
+        staging_out.pop_front();
+        cudaEventDestroy(f.done);
+        finish(std::move(f.task), unit, seconds_between(f.started, Clock::now()));
+        progressed = true;
+      }
+      const bool idle = staging.empty() && executing.empty() && staging_out.empty();
+      if (idle) {
+        auto task = pop_or_wait(unit);
+        if (!task) break;
+        staging.push_back(stage_in(std::move(task)));
+      } else if (!progressed) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+    merge_stats(unit);
+  }
+
+  int ordinal_;
+  cudaStream_t stage_in_stream_ = nullptr;
+  cudaStream_t exec_stream_ = nullptr;
+  cudaStream_t stage_out_stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cusolverDnHandle_t cusolver_ = nullptr;
+  void* workspace_ = nullptr;
+  int* device_info_ = nullptr;
+  std::thread manager_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal) {
+  return std::make_unique<CudaDevice>(engine, ordinal);
+}
+
+}  // namespace bellows::runtime

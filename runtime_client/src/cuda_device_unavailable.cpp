@@ -1,0 +1,15 @@
+// Built when CUDA is not available: asking for the CUDA device is an error.
+
+#include <stdexcept>
+
+#include "device.hpp"
+
+namespace bellows::runtime {
+
+std::unique_ptr<Device> make_cuda_device(Engine& /*engine*/, int /*ordinal*/) {
+  throw std::runtime_error(
+      "the CUDA device is not available: Bellows was built without CUDA (nvcc, cuBLAS and "
+      "cuSOLVER were not found at configure time)");
+}
+
+}  // namespace bellows::runtime

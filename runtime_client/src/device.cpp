@@ -1,0 +1,95 @@
+#include "device.hpp"
+
+#include "engine.hpp"
+
+namespace bellows::runtime {
+
+void ReadyTask::make_writable_slots_exclusive() {
+  for (std::size_t i = 0; i < tiles.size(); ++i) {
+    if ((writable >> i & 1U) && tiles[i] && tiles[i].use_count() > 1) {
+      tiles[i] = tiles[i]->clone();
+    }
+  }
+}
+
+void Device::push(std::unique_ptr<ReadyTask> task) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push(std::move(task));
+  }
+  ready_.notify_one();
+}
+
+std::size_t Device::ready_count() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+std::unique_ptr<ReadyTask> Device::pop_or_wait(UnitStats& unit_stats) {
+  std::unique_lock lock(mutex_);
+  if (queue_.empty() && !stopping_) {
+    const auto begin = Clock::now();
+    ready_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+    unit_stats.totals.idle_seconds += seconds_between(begin, Clock::now());
+  }
+  if (queue_.empty()) return nullptr;
+  auto task = std::move(const_cast<std::unique_ptr<ReadyTask>&>(queue_.top()));
+  queue_.pop();
+  return task;
+}
+
+std::unique_ptr<ReadyTask> Device::try_pop() {
+  std::lock_guard lock(mutex_);
+  if (queue_.empty()) return nullptr;
+  auto task = std::move(const_cast<std::unique_ptr<ReadyTask>&>(queue_.top()));
+  queue_.pop();
+  return task;
+}
+
+bool Device::stop_requested() const {
+  std::lock_guard lock(mutex_);
+  return stopping_;
+}
+
+void Device::request_stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+}
+
+void Device::reset_stop() {
+  std::lock_guard lock(mutex_);
+  stopping_ = false;
+}
+
+void Device::merge_stats(const UnitStats& unit_stats) {
+  std::lock_guard lock(stats_mutex_);
+  stats_.add(unit_stats.totals);
+  for (std::size_t id = 0; id < unit_stats.tasks_by_class_id.size(); ++id) {
+    if (unit_stats.tasks_by_class_id[id] != 0) {
+      stats_.tasks_by_class[engine_.class_name(static_cast<TaskClassId>(id))] +=
+          unit_stats.tasks_by_class_id[id];
+    }
+  }
+}
+
+RankStats Device::take_stats() {
+  std::lock_guard lock(stats_mutex_);
+  RankStats out = stats_;
+  stats_ = RankStats{};
+  return out;
+}
+
+void Device::finish(std::unique_ptr<ReadyTask> task, UnitStats& unit_stats, double busy_seconds) {
+  unit_stats.totals.busy_seconds += busy_seconds;
+  unit_stats.totals.tasks_executed += 1;
+  unit_stats.totals.flops += task->flops;
+  const auto id = task->key.task_class;
+  if (unit_stats.tasks_by_class_id.size() <= id) unit_stats.tasks_by_class_id.resize(id + 1U);
+  unit_stats.tasks_by_class_id[id] += 1;
+  engine_.complete(std::move(task));
+}
+
+}  // namespace bellows::runtime

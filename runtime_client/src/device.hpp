@@ -1,0 +1,104 @@
+#pragma once
+// Execution devices of a rank and their ready-task queues.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <vector>
+
+#include "bellows/runtime/options.hpp"
+#include "bellows/runtime/stats.hpp"
+#include "bellows/runtime/task.hpp"
+
+namespace bellows::runtime {
+
+class Engine;
+
+/// A task whose inputs are all present on this rank.
+struct ReadyTask {
+  TaskKey key{};
+  const TaskClass* task_class = nullptr;
+  std::vector<TilePtr> tiles;     ///< one per slot; nullptr for control slots
+  std::uint32_t writable = 0;     ///< bit i set: slot i is read_write
+  std::int64_t priority = 0;
+  std::uint64_t sequence = 0;     ///< FIFO among equal priorities
+  double flops = 0.0;
+
+  /// Gives every writable slot a tile that nobody else references (copy on write).
+  void make_writable_slots_exclusive();
+};
+
+/// Counters of one execution unit (a worker thread, an emulated lane, a GPU manager).
+struct UnitStats {
+  RankStats totals;                               ///< tasks_by_class left empty here
+  std::vector<std::uint64_t> tasks_by_class_id;   ///< indexed by TaskClassId
+};
+
+/// A device: a ready queue (the "device queue" of seed 001, section III-A, the only
+/// queue stealing may take from) and the execution units that drain it.
+///
+/// Thread safety: push/ready_count are safe from any thread; start/stop are called by
+/// the engine's iteration driver only.
+class Device {
+ public:
+  explicit Device(Engine& engine) : engine_(engine) {}
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  /// Starts the execution units for one iteration.
+  virtual void start() = 0;
+  /// Asks the execution units to stop once the iteration is over, and joins them.
+  virtual void stop() = 0;
+
+  void push(std::unique_ptr<ReadyTask> task);
+  [[nodiscard]] std::size_t ready_count() const;
+  /// Statistics of the units since the last take_stats().
+  RankStats take_stats();
+
+ protected:
+  /// Blocks until a task is ready (returns it) or stop was requested (returns null).
+  /// Time spent blocked is counted as idle.
+  std::unique_ptr<ReadyTask> pop_or_wait(UnitStats& unit_stats);
+  /// Returns a ready task if one is queued, without blocking.
+  std::unique_ptr<ReadyTask> try_pop();
+  [[nodiscard]] bool stop_requested() const;
+  void request_stop();
+  void reset_stop();
+  void merge_stats(const UnitStats& unit_stats);
+  /// Runs the engine's completion for a task the unit has executed.
+  void finish(std::unique_ptr<ReadyTask> task, UnitStats& unit_stats, double busy_seconds);
+
+  Engine& engine_;
+
+ private:
+  struct Later {
+    bool operator()(const std::unique_ptr<ReadyTask>& a,
+                    const std::unique_ptr<ReadyTask>& b) const noexcept {
+      if (a->priority != b->priority) return a->priority < b->priority;
+      return a->sequence > b->sequence;
+    }
+  };
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::priority_queue<std::unique_ptr<ReadyTask>, std::vector<std::unique_ptr<ReadyTask>>, Later>
+      queue_;
+  bool stopping_ = false;
+  std::mutex stats_mutex_;
+  RankStats stats_;
+};
+
+std::unique_ptr<Device> make_cpu_device(Engine& engine, int workers);
+std::unique_ptr<Device> make_emulated_device(Engine& engine, double gflops, int lanes);
+/// Throws std::runtime_error when CUDA is not built in or no GPU is usable.
+std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal);
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace bellows::runtime

@@ -1,0 +1,354 @@
+#include "engine.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "comm_engine.hpp"
+
+namespace bellows::runtime {
+namespace {
+
+std::string describe(const TaskClass& cls, const TaskKey& key) {
+  return std::string(cls.name()) + "(" + std::to_string(key.index[0]) + "," +
+         std::to_string(key.index[1]) + "," + std::to_string(key.index[2]) + ")";
+}
+
+}  // namespace
+
+Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(options)) {
+  MPI_Comm_dup(comm, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  switch (options_.device) {
+    case DeviceKind::cpu: device_ = make_cpu_device(*this, options_.cpu_workers); break;
+    case DeviceKind::emulated:
+      if (!(options_.emulated_gflops > 0.0)) {
+        throw std::invalid_argument("emulated device rate must be positive, got " +
+                                    std::to_string(options_.emulated_gflops) + " GFLOP/s");
+      }
+      device_ = make_emulated_device(*this, options_.emulated_gflops, options_.emulated_lanes);
+      break;
+    case DeviceKind::cuda: device_ = make_cuda_device(*this, options_.cuda_device); break;
+  }
+  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us);
+  if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
+  total_stats_.rank = rank_;
+}
+
+Engine::~Engine() {
+  device_.reset();
+  comm_engine_.reset();
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void Engine::add_task_class(std::unique_ptr<TaskClass> task_class) {
+  if (!task_class) throw std::invalid_argument("add_task_class: null task class");
+  if (task_class->id() != classes_.size()) {
+    throw std::invalid_argument("task class '" + std::string(task_class->name()) + "' has id " +
+                                std::to_string(task_class->id()) + " but " +
+                                std::to_string(classes_.size()) + " classes were added before it");
+  }
+  class_names_.emplace_back(task_class->name());
+  classes_.push_back(std::move(task_class));
+  local_tasks_known_ = false;
+}
+
+void Engine::add_collection(TiledMatrix& collection) {
+  if (collection.id() != collections_.size()) {
+    throw std::invalid_argument("collection has id " + std::to_string(collection.id()) + " but " +
+                                std::to_string(collections_.size()) +
+                                " collections were added before it");
+  }
+  if (collection.distribution().size() > size_) {
+    throw std::invalid_argument("collection " + std::to_string(collection.id()) +
+                                " is distributed over " +
+                                std::to_string(collection.distribution().size()) +
+                                " ranks but the communicator has " + std::to_string(size_));
+  }
+  collections_.push_back(&collection);
+}
+
+const TaskClass& Engine::task_class(TaskClassId id) const {
+  if (id >= classes_.size()) {
+    throw std::out_of_range("unknown task class id " + std::to_string(id));
+  }
+  return *classes_[id];
+}
+
+TiledMatrix& Engine::collection(CollectionId id) const {
+  if (id >= collections_.size()) {
+    throw std::out_of_range("unknown collection id " + std::to_string(id));
+  }
+  return *collections_[id];
+}
+
+int Engine::rank_of(const TaskKey& key) const {
+  const auto& cls = task_class(key.task_class);
+  const int owner = cls.owner(key);
+  if (owner < 0 || owner >= size_) {
+    throw std::out_of_range("task " + describe(cls, key) + " maps to rank " +
+                            std::to_string(owner) + " outside a communicator of " +
+                            std::to_string(size_));
+  }
+  return owner;
+}
+
+std::size_t Engine::ready_count() const { return device_->ready_count(); }
+
+double Engine::iteration_clock() const { return seconds_between(iteration_start_, Clock::now()); }
+
+void Engine::prepare_local_tasks() {
+  local_roots_.clear();
+  local_task_count_ = 0;
+  std::vector<InputSource> specs;
+  for (const auto& cls : classes_) {
+    cls->for_each_task([&](const TaskKey& key) {
+      if (rank_of(key) != rank_) return;
+      ++local_task_count_;
+      specs.clear();
+      cls->inputs(key, specs);
+      bool has_predecessor = false;
+      for (const auto& s : specs) has_predecessor = has_predecessor || s.from_predecessor();
+      if (!has_predecessor) local_roots_.push_back(key);
+    });
+  }
+  local_tasks_known_ = true;
+}
+
+Engine::PendingTask& Engine::instantiate(const TaskKey& key, std::vector<TileIndex>& fetches) {
+  const auto& cls = task_class(key.task_class);
+  thread_local std::vector<InputSource> specs;
+  specs.clear();
+  cls.inputs(key, specs);
+  if (specs.size() > 32) {
+    throw std::length_error("task " + describe(cls, key) + " has " + std::to_string(specs.size()) +
+                            " input slots; at most 32 are supported");
+  }
+  auto [it, inserted] = pending_.try_emplace(key);
+  PendingTask& p = it->second;
+  p.tiles.resize(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto& s = specs[i];
+    if (s.access == Access::read_write) p.writable |= 1U << i;
+    switch (s.kind) {
+      case InputSource::Kind::collection: {
+        auto& coll = collection(s.tile.collection);
+        if (coll.owner(s.tile.m, s.tile.n) == rank_) {
+          p.tiles[i] = coll.tile(s.tile.m, s.tile.n);
+          break;
+        }
+        auto& entry = cache_[s.tile];
+        if (entry.tile) {
+          p.tiles[i] = entry.tile;
+        } else {
+          if (entry.waiters.empty()) fetches.push_back(s.tile);
+          entry.waiters.emplace_back(key, static_cast<int>(i));
+          ++p.missing;
+        }
+        break;
+      }
+      case InputSource::Kind::scratch:
+        p.tiles[i] = std::make_shared<Tile>(s.rows, s.cols);
+        break;
+      case InputSource::Kind::task:
+      case InputSource::Kind::control:
+        ++p.missing;
+        break;
+    }
+  }
+  return p;
+}
+
+void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
+  auto task = std::make_unique<ReadyTask>();
+  const auto& cls = task_class(key.task_class);
+  task->key = key;
+  task->task_class = &cls;
+  task->tiles = std::move(pending.tiles);
+  task->writable = pending.writable;
+  task->priority = cls.priority(key);
+  task->flops = cls.flops(key);
+  task->sequence = sequence_.fetch_add(1, std::memory_order_relaxed);
+  device_->push(std::move(task));
+  if (trace_) {
+    trace_->sample(iteration_clock(), device_->ready_count(),
+                   static_cast<std::uint64_t>(local_task_count_ - local_remaining_.load()));
+  }
+}
+
+void Engine::request_fetches(const std::vector<TileIndex>& fetches) {
+  for (const auto& index : fetches) {
+    const auto& coll = collection(index.collection);
+    comm_engine_->fetch_collection_tile(index, coll.owner(index.m, index.n),
+                                        coll.rows_of_tile(index.m), coll.cols_of_tile(index.n));
+  }
+}
+
+void Engine::deliver(const TaskKey& key, int slot, TilePtr tile) {
+  thread_local std::vector<TileIndex> fetches;
+  fetches.clear();
+  std::unique_lock lock(mutex_);
+  auto it = pending_.find(key);
+  PendingTask& p = (it == pending_.end()) ? instantiate(key, fetches) : it->second;
+  if (slot < 0 || static_cast<std::size_t>(slot) >= p.tiles.size()) {
+    throw std::out_of_range("input delivered to slot " + std::to_string(slot) + " of task " +
+                            describe(task_class(key.task_class), key) + " which has " +
+                            std::to_string(p.tiles.size()) + " slots");
+  }
+  if (p.missing <= 0) {
+    throw std::logic_error("task " + describe(task_class(key.task_class), key) +
+                           " received more inputs than it has predecessors (slot " +
+                           std::to_string(slot) + ")");
+  }
+  p.tiles[static_cast<std::size_t>(slot)] = std::move(tile);
+  if (--p.missing == 0) {
+    PendingTask ready = std::move(p);
+    pending_.erase(key);
+    lock.unlock();
+    make_ready(key, std::move(ready));
+  } else {
+    lock.unlock();
+  }
+  request_fetches(fetches);
+}
+
+void Engine::collection_tile_arrived(const TileIndex& index, TilePtr tile) {
+  std::vector<std::pair<TaskKey, PendingTask>> ready;
+  {
+    std::lock_guard lock(mutex_);
+    auto& entry = cache_[index];
+    entry.tile = std::move(tile);
+    for (const auto& [key, slot] : entry.waiters) {
+      auto it = pending_.find(key);
+      if (it == pending_.end()) {
+        throw std::logic_error("collection tile arrived for a task that is not pending");
+      }
+      it->second.tiles[static_cast<std::size_t>(slot)] = entry.tile;
+      if (--it->second.missing == 0) {
+        ready.emplace_back(key, std::move(it->second));
+        pending_.erase(it);
+      }
+    }
+    entry.waiters.clear();
+  }
+  for (auto& [key, p] : ready) make_ready(key, std::move(p));
+}
+
+void Engine::write_back(const TileIndex& index, TilePtr tile) {
+  collection(index.collection).set_tile(index.m, index.n, std::move(tile));
+}
+
+void Engine::complete(std::unique_ptr<ReadyTask> task) {
+  thread_local std::vector<Successor> successors;
+  thread_local std::vector<std::pair<TaskKey, int>> local;
+  thread_local std::vector<std::pair<int, std::vector<wire::Target>>> remote;
+  const auto& cls = *task->task_class;
+  for (std::size_t slot = 0; slot < task->tiles.size(); ++slot) {
+    successors.clear();
+    cls.successors(task->key, static_cast<int>(slot), successors);
+    if (successors.empty()) continue;
+    TilePtr tile = std::move(task->tiles[slot]);
+    local.clear();
+    remote.clear();
+    const auto remote_group = [&](int dest) -> std::vector<wire::Target>& {
+      for (auto& [r, targets] : remote) {
+        if (r == dest) return targets;
+      }
+      return remote.emplace_back(dest, std::vector<wire::Target>{}).second;
+    };
+    for (const auto& s : successors) {
+      if (s.kind == Successor::Kind::task) {
+        const int dest = rank_of(s.consumer);
+        if (dest == rank_) {
+          local.emplace_back(s.consumer, s.consumer_slot);
+        } else {
+          wire::Target t;
+          t.consumer = s.consumer;
+          t.slot = s.consumer_slot;
+          remote_group(dest).push_back(t);
+        }
+      } else {
+        const auto& coll = collection(s.tile.collection);
+        const int dest = coll.owner(s.tile.m, s.tile.n);
+        if (dest == rank_) {
+          write_back(s.tile, tile);
+        } else {
+          wire::Target t;
+          t.to_collection = true;
+          t.tile = s.tile;
+          remote_group(dest).push_back(t);
+        }
+      }
+    }
+    for (auto& [dest, targets] : remote) {
+      comm_engine_->send_activation(dest, tile, std::move(targets));
+    }
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      deliver(local[i].first, local[i].second, i + 1 == local.size() ? std::move(tile) : tile);
+    }
+  }
+  task.reset();
+  const auto remaining = local_remaining_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  if (trace_) {
+    trace_->sample(iteration_clock(), device_->ready_count(),
+                   static_cast<std::uint64_t>(local_task_count_ - remaining));
+  }
+  if (remaining == 0) comm_engine_->notify();
+}
+
+IterationReport Engine::run_iteration() {
+  if (!local_tasks_known_) prepare_local_tasks();
+  ++iteration_;
+  cache_.clear();
+  local_remaining_.store(local_task_count_, std::memory_order_release);
+  if (trace_) trace_->begin_iteration(iteration_);
+
+  MPI_Barrier(comm_);
+  iteration_start_ = Clock::now();
+  device_->start();
+  comm_engine_->start();
+  {
+    std::vector<TileIndex> fetches;
+    for (const auto& key : local_roots_) {
+      fetches.clear();
+      std::unique_lock lock(mutex_);
+      PendingTask& p = instantiate(key, fetches);
+      if (p.missing == 0) {
+        PendingTask ready = std::move(p);
+        pending_.erase(key);
+        lock.unlock();
+        make_ready(key, std::move(ready));
+      } else {
+        lock.unlock();
+      }
+      request_fetches(fetches);
+    }
+  }
+  comm_engine_->notify();
+  comm_engine_->join();
+  device_->stop();
+  const double elapsed = iteration_clock();
+
+  if (!pending_.empty()) {
+    const auto& [key, p] = *pending_.begin();
+    throw std::logic_error("iteration " + std::to_string(iteration_) + " ended on rank " +
+                           std::to_string(rank_) + " with " + std::to_string(pending_.size()) +
+                           " tasks waiting for inputs, e.g. " +
+                           describe(task_class(key.task_class), key) + " missing " +
+                           std::to_string(p.missing));
+  }
+
+  IterationReport report;
+  report.iteration = iteration_;
+  report.ranks = size_;
+  report.local = device_->take_stats();
+  report.local.add(comm_engine_->take_stats());
+  report.local.rank = rank_;
+  MPI_Allreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_);
+  MPI_Allreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_);
+  total_stats_.add(report.local);
+  if (trace_) trace_->flush();
+  return report;
+}
+
+}  // namespace bellows::runtime

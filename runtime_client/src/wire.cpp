@@ -1,0 +1,171 @@
+#include "wire.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+namespace bellows::runtime::wire {
+namespace {
+
+constexpr std::uint16_t kCollectionMarker = 0xFFFF;
+
+class Writer {
+ public:
+  template <typename T>
+  void put(T value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* p = reinterpret_cast<const std::byte*>(&value);
+    bytes_.insert(bytes_.end(), p, p + sizeof(T));
+  }
+  std::vector<std::byte> take() { return std::move(bytes_); }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  template <typename T>
+  bool get(T& value) {
+    if (bytes_.size() - offset_ < sizeof(T)) return false;
+    std::memcpy(&value, bytes_.data() + offset_, sizeof(T));
+    offset_ += sizeof(T);
+    return true;
+  }
+  [[nodiscard]] std::size_t remaining() const { return bytes_.size() - offset_; }
+
+ private:
+  std::span<const std::byte> bytes_;
+  std::size_t offset_ = 0;
+};
+
+void put_header(Writer& w, MessageType type) {
+  w.put(kMagic);
+  w.put(kVersion);
+  w.put(static_cast<std::uint8_t>(type));
+}
+
+constexpr std::size_t kTargetBytes = sizeof(std::uint16_t) + 3 * sizeof(std::int32_t) + 1;
+
+}  // namespace
+
+std::vector<std::byte> encode(const Message& message) {
+  Writer w;
+  if (const auto* a = std::get_if<Activate>(&message)) {
+    put_header(w, MessageType::activate);
+    w.put(a->handle);
+    w.put(a->rows);
+    w.put(a->cols);
+    w.put(static_cast<std::uint32_t>(a->targets.size()));
+    for (const auto& t : a->targets) {
+      if (t.to_collection) {
+        w.put(kCollectionMarker);
+        w.put(static_cast<std::int32_t>(t.tile.collection));
+        w.put(t.tile.m);
+        w.put(t.tile.n);
+        w.put(std::uint8_t{0});
+      } else {
+        w.put(t.consumer.task_class);
+        for (auto v : t.consumer.index) w.put(v);
+        w.put(t.slot);
+      }
+    }
+  } else if (const auto* f = std::get_if<Fetch>(&message)) {
+    put_header(w, MessageType::fetch);
+    w.put(f->handle);
+    w.put(f->tag);
+  } else {
+    const auto& c = std::get<CollectionFetch>(message);
+    put_header(w, MessageType::collection_fetch);
+    w.put(c.tile.collection);
+    w.put(c.tile.m);
+    w.put(c.tile.n);
+    w.put(c.tag);
+  }
+  return w.take();
+}
+
+std::optional<Message> decode(std::span<const std::byte> bytes, std::string& error) {
+  Reader r(bytes);
+  std::uint16_t magic = 0;
+  std::uint8_t version = 0;
+  std::uint8_t type = 0;
+  if (!r.get(magic) || !r.get(version) || !r.get(type)) {
+    error = "message of " + std::to_string(bytes.size()) + " bytes is shorter than the header";
+    return std::nullopt;
+  }
+  if (magic != kMagic) {
+    error = "bad magic 0x" + [&] {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "%04x", magic);
+      return std::string(buf);
+    }();
+    return std::nullopt;
+  }
+  if (version != kVersion) {
+    error = "unsupported protocol version " + std::to_string(version) + " (this build speaks " +
+            std::to_string(kVersion) + ")";
+    return std::nullopt;
+  }
+  const auto truncated = [&](const char* what) {
+    error = std::string("truncated ") + what + " message";
+    return std::nullopt;
+  };
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::activate: {
+      Activate a;
+      std::uint32_t count = 0;
+      if (!r.get(a.handle) || !r.get(a.rows) || !r.get(a.cols) || !r.get(count)) {
+        return truncated("activate");
+      }
+      if (a.rows < 0 || a.cols < 0) {
+        error = "activate with negative tile shape";
+        return std::nullopt;
+      }
+      if (r.remaining() != static_cast<std::size_t>(count) * kTargetBytes) {
+        error = "activate announces " + std::to_string(count) + " targets but carries " +
+                std::to_string(r.remaining()) + " bytes of them";
+        return std::nullopt;
+      }
+      a.targets.resize(count);
+      for (auto& t : a.targets) {
+        std::uint16_t cls = 0;
+        std::int32_t i0 = 0, i1 = 0, i2 = 0;
+        std::uint8_t slot = 0;
+        r.get(cls), r.get(i0), r.get(i1), r.get(i2), r.get(slot);
+        if (cls == kCollectionMarker) {
+          t.to_collection = true;
+          t.tile = TileIndex{static_cast<CollectionId>(i0), i1, i2};
+        } else {
+          t.consumer = TaskKey{cls, {i0, i1, i2}};
+          t.slot = slot;
+        }
+      }
+      return Message{std::move(a)};
+    }
+    case MessageType::fetch: {
+      Fetch f;
+      if (!r.get(f.handle) || !r.get(f.tag)) return truncated("fetch");
+      if (r.remaining() != 0) {
+        error = "fetch message has trailing bytes";
+        return std::nullopt;
+      }
+      return Message{f};
+    }
+    case MessageType::collection_fetch: {
+      CollectionFetch c;
+      if (!r.get(c.tile.collection) || !r.get(c.tile.m) || !r.get(c.tile.n) || !r.get(c.tag)) {
+        return truncated("collection_fetch");
+      }
+      if (r.remaining() != 0) {
+        error = "collection_fetch message has trailing bytes";
+        return std::nullopt;
+      }
+      return Message{c};
+    }
+  }
+  error = "unknown message type " + std::to_string(type);
+  return std::nullopt;
+}
+
+}  // namespace bellows::runtime::wire

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Installs what Bellows needs on Debian 12, as root: Debian packages, then
+# MPICH 4.0.2 (ch3:nemesis, which supports dynamic processes) built from
+# Debian's own source package into a prefix the project owns.
+# Idempotent: packages already present and an MPICH already built are skipped.
+#
+#   BELLOWS_DEPS_PREFIX   where Bellows-owned dependencies live (default /opt/bellows-deps)
+set -euo pipefail
+
+prefix_root="${BELLOWS_DEPS_PREFIX:-/opt/bellows-deps}"
+mpich_version="4.0.2"
+mpich_prefix="${prefix_root}/mpich-${mpich_version}-ch3"
+log() { printf 'install-deps: %s\n' "$*"; }
+
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates dpkg-dev
+  libopenblas-dev liblapacke-dev
+  libscalapack-mpich-dev libmpich-dev mpich
+  libhwloc-dev
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libpmix-dev
+  python3 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  log "Debian packages already installed"
+fi
+
+# Debian's mpich/libmpich-dev must not decide what "mpicc"/"mpiexec" mean for
+# Bellows; everything in the project points at ${mpich_prefix} explicitly.
+
+if [[ -x "${mpich_prefix}/bin/mpiexec" && -f "${mpich_prefix}/.bellows-complete" ]]; then
+  log "MPICH ${mpich_version} (ch3:nemesis) already in ${mpich_prefix}"
+  exit 0
+fi
+
+log "building MPICH ${mpich_version} (ch3:nemesis) into ${mpich_prefix} (about 7 minutes on 2 cores)"
+work="$(mktemp -d /tmp/bellows-mpich.XXXXXX)"
+trap 'rm -rf "${work}"' EXIT
+
+# A private APT configuration that adds the deb-src twin of the system's
+# bookworm sources, so the system configuration stays untouched.
+mkdir -p "${work}/apt/lists/partial" "${work}/apt/sources"
+for f in /etc/apt/sources.list.d/*.sources; do
+  [[ -f "$f" ]] || continue
+  sed 's/^Types:.*/Types: deb-src/' "$f" > "${work}/apt/sources/$(basename "$f")"
+done
+if [[ -f /etc/apt/sources.list ]]; then
+  sed -n 's/^deb /deb-src /p' /etc/apt/sources.list > "${work}/apt/sources/legacy.list"
+fi
+apt_opts=(-o "APT::Sandbox::User=root" -o "Dir::Etc::SourceParts=${work}/apt/sources" -o "Dir::Etc::SourceList=/dev/null"
+          -o "Dir::State::Lists=${work}/apt/lists")
+apt-get "${apt_opts[@]}" update -qq
+(cd "${work}" && apt-get "${apt_opts[@]}" source --download-only -qq mpich)
+dsc="$(ls "${work}"/mpich_*.dsc | head -n1)"
+case "$(basename "${dsc}")" in
+  "mpich_${mpich_version}"-*) ;;
+  *) log "error: Debian's source package is $(basename "${dsc}"), expected mpich ${mpich_version}"; exit 1 ;;
+esac
+dpkg-source --no-check -x "${dsc}" "${work}/src" >/dev/null
+
+cd "${work}/src"
+./configure --prefix="${mpich_prefix}" \
+  --with-device=ch3:nemesis --with-pm=hydra --with-hwloc=/usr \
+  --disable-fortran --disable-romio --without-yaksa \
+  --enable-shared --disable-static --enable-g=none --enable-fast=O2 \
+  > "${work}/configure.log" 2>&1 || { tail -n 40 "${work}/configure.log"; exit 1; }
+make -j"$(nproc)" > "${work}/make.log" 2>&1 || { tail -n 60 "${work}/make.log"; exit 1; }
+make install > "${work}/install.log" 2>&1 || { tail -n 40 "${work}/install.log"; exit 1; }
+touch "${mpich_prefix}/.bellows-complete"
+log "MPICH ready: ${mpich_prefix}/bin/mpiexec"
