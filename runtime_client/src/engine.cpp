@@ -1,5 +1,6 @@
 #include "engine.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -243,11 +244,13 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
   thread_local std::vector<std::pair<TaskKey, int>> local;
   thread_local std::vector<std::pair<int, std::vector<wire::Target>>> remote;
   const auto& cls = *task->task_class;
-  for (std::size_t slot = 0; slot < task->tiles.size(); ++slot) {
+  // A task without inputs still has slot 0, which carries control tokens.
+  const std::size_t slots = std::max<std::size_t>(task->tiles.size(), 1);
+  for (std::size_t slot = 0; slot < slots; ++slot) {
     successors.clear();
     cls.successors(task->key, static_cast<int>(slot), successors);
     if (successors.empty()) continue;
-    TilePtr tile = std::move(task->tiles[slot]);
+    TilePtr tile = slot < task->tiles.size() ? std::move(task->tiles[slot]) : nullptr;
     local.clear();
     remote.clear();
     const auto remote_group = [&](int dest) -> std::vector<wire::Target>& {

@@ -48,7 +48,8 @@ enum class Access : std::uint8_t { read, read_write };
 /// Where one input slot of a task gets its tile.
 struct InputSource {
   enum class Kind : std::uint8_t {
-    collection,  ///< tile of a collection as it is at the start of the iteration
+    collection,  ///< tile of a collection as it is when the task is instantiated (do not
+                 ///< write back, in the same iteration, to a collection that tasks read)
     task,        ///< a slot of a predecessor task, after that task ran
     scratch,     ///< a fresh, uninitialised tile of the given shape (an output buffer)
     control,     ///< a predecessor with no data: the slot stays empty (nullptr)
@@ -135,6 +136,7 @@ class TaskClass {
   virtual void inputs(const TaskKey& key, std::vector<InputSource>& out) const = 0;
   /// Where slot `slot` goes after the task ran (appended to out). Must mirror inputs():
   /// consumer C lists (P, s) as its input exactly when P lists C among successors of s.
+  /// A task with no inputs is asked for slot 0, which then carries a control token.
   virtual void successors(const TaskKey& key, int slot, std::vector<Successor>& out) const = 0;
   /// Floating-point operations, for GFLOP/s and for the emulated device's time model.
   [[nodiscard]] virtual double flops(const TaskKey& /*key*/) const { return 0.0; }
