@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include "engine.hpp"
 
@@ -13,7 +14,8 @@ namespace {
 constexpr int kControlTag = 1;
 constexpr int kFirstDataTag = 100;
 constexpr int kLastDataTag = 32000;  // MPI guarantees tags up to at least 32767
-constexpr int kPollRoundsBeforeSleep = 8;
+constexpr int kTransferPollUs = 20;
+constexpr int kFetchExpectedPollUs = 50;
 
 int element_count(const Tile& t) { return static_cast<int>(t.elements()); }
 
@@ -241,10 +243,18 @@ bool CommEngine::complete_operations() {
 void CommEngine::run() {
   // Short sleeps must be short: the default 50 us timer slack would dominate them.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  struct CpuTimeRecorder {
+    RankStats& stats;
+    ~CpuTimeRecorder() {
+      rusage usage{};
+      getrusage(RUSAGE_THREAD, &usage);
+      stats.comm_cpu_seconds += static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                                static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+    }
+  } recorder{stats_};
   MPI_Request barrier = MPI_REQUEST_NULL;
   bool barrier_posted = false;
   bool barrier_done = false;
-  int idle_rounds = 0;
   for (;;) {
     bool progressed = drain_outbox();
     progressed = receive_control() || progressed;
@@ -269,13 +279,14 @@ void CommEngine::run() {
     }
     if (barrier_done && quiet) break;
 
-    if (progressed) {
-      idle_rounds = 0;
-      continue;
-    }
-    if (++idle_rounds <= kPollRoundsBeforeSleep) continue;
-    const int exponent = std::min(idle_rounds - kPollRoundsBeforeSleep, 16);
-    const int sleep_us = std::min(max_sleep_us_, 1 << exponent);
+
+    if (progressed) continue;
+    // Poll often only while something is expected soon: transfers in flight need the
+    // progress engine on both sides, and a published tile is about to be fetched.
+    // Otherwise sleep long; local work wakes the thread at once through the outbox.
+    const int sleep_us = !requests_.empty()    ? kTransferPollUs
+                         : !published_.empty() ? kFetchExpectedPollUs
+                                               : max_sleep_us_;
     std::unique_lock lock(outbox_mutex_);
     wake_cv_.wait_for(lock, std::chrono::microseconds(sleep_us),
                       [&] { return wake_ || !outbox_.empty(); });

@@ -3,9 +3,10 @@
 // iteration. It carries activations, serves fetches (the handshake of seed 001,
 // section III-B) and detects the end of the iteration.
 //
-// It never spins a core while idle: after a short burst of polling it sleeps on a
-// condition variable, woken at once by local work (an activation to send, a tile to
-// fetch) and otherwise at most every max_sleep_us to poll for incoming messages.
+// It never spins a core while idle: it sleeps on a condition variable, woken at once
+// by local work (an activation to send, a tile to fetch); it polls MPI every few
+// microseconds while transfers are in flight or a published tile awaits its fetch,
+// and otherwise every max_sleep_us for unsolicited messages.
 
 #include <condition_variable>
 #include <cstdint>

@@ -43,7 +43,8 @@ std::vector<RankStats> Runtime::gather_stats() const {
                               s.busy_seconds,
                               s.idle_seconds,
                               s.modeled_seconds,
-                              s.flops};
+                              s.flops,
+                              s.comm_cpu_seconds};
   for (const auto& name : names) {
     auto it = s.tasks_by_class.find(name);
     mine.push_back(it == s.tasks_by_class.end() ? 0.0 : static_cast<double>(it->second));
@@ -66,8 +67,9 @@ std::vector<RankStats> Runtime::gather_stats() const {
     rs.idle_seconds = v[6];
     rs.modeled_seconds = v[7];
     rs.flops = v[8];
+    rs.comm_cpu_seconds = v[9];
     for (std::size_t c = 0; c < names.size(); ++c) {
-      const auto count = static_cast<std::uint64_t>(v[9 + c]);
+      const auto count = static_cast<std::uint64_t>(v[10 + c]);
       if (count != 0) rs.tasks_by_class[names[c]] = count;
     }
     out.push_back(std::move(rs));

@@ -15,6 +15,7 @@ void RankStats::add(const RankStats& o) {
   idle_seconds += o.idle_seconds;
   modeled_seconds += o.modeled_seconds;
   flops += o.flops;
+  comm_cpu_seconds += o.comm_cpu_seconds;
 }
 
 void to_json(nlohmann::json& j, const RankStats& s) {
@@ -27,7 +28,8 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"messages_received", s.messages_received},
                      {"busy_seconds", s.busy_seconds},
                      {"idle_seconds", s.idle_seconds},
-                     {"modeled_seconds", s.modeled_seconds}};
+                     {"modeled_seconds", s.modeled_seconds},
+                     {"comm_cpu_seconds", s.comm_cpu_seconds}};
 }
 
 }  // namespace bellows::runtime

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Runs an example application and checks the JSON object on the last line of its output.
+
+check_report.py --app gemm --n 300 --tile 64 --ranks 2 --kernel cpu --iterations 1 \
+    --verified true --tasks GEMM=125 -- mpiexec -n 2 ./gemm --n 300 ...
+"""
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+
+
+def fail(message, output=""):
+    if output:
+        sys.stdout.write(output)
+    print(f"check_report: FAIL: {message}")
+    sys.exit(1)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--app", required=True)
+    parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--tile", type=int, required=True)
+    parser.add_argument("--ranks", type=int, required=True)
+    parser.add_argument("--kernel", required=True)
+    parser.add_argument("--iterations", type=int, required=True)
+    parser.add_argument("--verified", choices=["true", "false"], required=True)
+    parser.add_argument("--tasks", action="append", default=[],
+                        help="CLASS=COUNT per iteration, summed over rank_stats")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        fail("no command given")
+
+    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=100)
+    output = proc.stdout
+    if proc.returncode != 0:
+        fail(f"exit code {proc.returncode}", output)
+    lines = [line for line in output.splitlines() if line.strip()]
+    if not lines:
+        fail("no output")
+    try:
+        report = json.loads(lines[-1])
+    except json.JSONDecodeError as e:
+        fail(f"last line is not JSON: {e}", output)
+
+    problems = []
+
+    def expect(condition, message):
+        if not condition:
+            problems.append(message)
+
+    for key in ("app", "n", "tile", "ranks", "kernel", "iterations", "verified", "residual",
+                "rank_stats"):
+        expect(key in report, f"key '{key}' missing")
+    if problems:
+        fail("; ".join(problems), output)
+
+    expect(report["app"] == args.app, f"app {report['app']!r}, expected {args.app!r}")
+    expect(report["n"] == args.n, f"n {report['n']}, expected {args.n}")
+    expect(report["tile"] == args.tile, f"tile {report['tile']}, expected {args.tile}")
+    expect(report["ranks"] == args.ranks, f"ranks {report['ranks']}, expected {args.ranks}")
+    expect(report["kernel"] == args.kernel, f"kernel {report['kernel']!r}, expected {args.kernel!r}")
+
+    iterations = report["iterations"]
+    expect(isinstance(iterations, list) and len(iterations) == args.iterations,
+           f"{len(iterations)} iterations, expected {args.iterations}")
+    for i, it in enumerate(iterations):
+        seconds, gflops = it.get("seconds"), it.get("gflops")
+        expect(isinstance(seconds, (int, float)) and seconds > 0,
+               f"iterations[{i}].seconds = {seconds!r}")
+        expect(isinstance(gflops, (int, float)) and gflops > 0 and math.isfinite(gflops),
+               f"iterations[{i}].gflops = {gflops!r}")
+        expect(it.get("ranks") == args.ranks, f"iterations[{i}].ranks = {it.get('ranks')!r}")
+
+    verified = args.verified == "true"
+    expect(report["verified"] is verified, f"verified {report['verified']!r}, expected {verified}")
+    residual = report["residual"]
+    if verified:
+        expect(isinstance(residual, (int, float)) and 0 <= residual and math.isfinite(residual),
+               f"residual {residual!r} is not a finite number")
+    else:
+        expect(residual is None, f"residual {residual!r}, expected null without --verify")
+
+    stats = report["rank_stats"]
+    expect(len(stats) == args.ranks, f"{len(stats)} rank_stats entries, expected {args.ranks}")
+    expect(sorted(s.get("rank") for s in stats) == list(range(args.ranks)),
+           "rank_stats ranks are not 0..ranks-1")
+    for spec in args.tasks:
+        name, count = spec.split("=")
+        total = sum(s.get("tasks_by_class", {}).get(name, 0) for s in stats)
+        expected = int(count) * args.iterations
+        expect(total == expected, f"{total} {name} tasks in rank_stats, expected {expected}")
+    all_tasks = sum(s.get("tasks", 0) for s in stats)
+    by_class = sum(sum(s.get("tasks_by_class", {}).values()) for s in stats)
+    expect(all_tasks == by_class, f"rank_stats tasks {all_tasks} != sum by class {by_class}")
+    sent = sum(s.get("bytes_sent", 0) for s in stats)
+    received = sum(s.get("bytes_received", 0) for s in stats)
+    expect(sent == received, f"bytes sent {sent} != bytes received {received}")
+
+    if problems:
+        fail("; ".join(problems), output)
+    print(lines[-1])
+    print("check_report: PASS")
+
+
+if __name__ == "__main__":
+    main()

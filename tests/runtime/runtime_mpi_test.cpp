@@ -1,0 +1,380 @@
+// The Runtime over several ranks (run under mpiexec -n 1..4): GEMM and Cholesky results
+// against OpenBLAS/LAPACK, exact task counts, reproducibility across iterations, and a
+// control-dependency chain that crosses ranks at every link.
+
+#include <cblas.h>
+#include <gtest/gtest.h>
+#include <lapacke.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "bellows/examples/app.hpp"
+#include "bellows/runtime/runtime.hpp"
+#include "cholesky_tasks.hpp"
+#include "gemm_tasks.hpp"
+#include "mpi_test_support.hpp"
+#include "test_task_classes.hpp"
+
+namespace br = bellows::runtime;
+namespace be = bellows::examples;
+namespace bt = bellows::testing;
+using bt::MpiTest;
+
+namespace {
+
+constexpr unsigned kSeed = 42;
+
+br::RuntimeOptions cpu_options(int workers = 1) {
+  br::RuntimeOptions o;
+  o.device = br::DeviceKind::cpu;
+  o.cpu_workers = workers;
+  o.comm_max_sleep_us = 100;
+  return o;
+}
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/// Tasks of `cls` owned by `rank`.
+std::uint64_t owned_by(const br::TaskClass& cls, int rank) {
+  std::uint64_t n = 0;
+  cls.for_each_task([&](const br::TaskKey& k) { n += cls.owner(k) == rank ? 1 : 0; });
+  return n;
+}
+
+// ---------------------------------------------------------------- GEMM
+
+struct GemmResult {
+  std::vector<std::vector<double>> c;  ///< per iteration, rank 0 only
+  std::vector<br::IterationReport> reports;
+  br::RankStats stats;                 ///< this rank, all iterations
+  std::uint64_t owned = 0;             ///< GEMM tasks this rank owns
+};
+
+/// C (m x n) = A (m x k) * B (k x n), tiled by `tile` on `grid`.
+GemmResult run_gemm(int m, int n, int k, int tile, br::BlockCyclic2D grid, int iterations,
+                    int workers = 1) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  br::TiledMatrix a(0, m, k, tile, grid, rank), b(1, k, n, tile, grid, rank),
+      c(2, m, n, tile, grid, rank);
+  be::fill_random(a, kSeed);
+  be::fill_random(b, kSeed + 1);
+  br::Runtime runtime(MPI_COMM_WORLD, cpu_options(workers));
+  runtime.add_collection(a);
+  runtime.add_collection(b);
+  runtime.add_collection(c);
+  auto gemm = std::make_unique<be::GemmTasks>(0, a, b, c);
+  GemmResult out;
+  out.owned = owned_by(*gemm, rank);
+  runtime.add_task_class(std::move(gemm));
+  for (int it = 0; it < iterations; ++it) {
+    out.reports.push_back(runtime.run_iteration());
+    out.c.push_back(c.gather_to_root(runtime.communicator()));
+  }
+  out.stats = runtime.stats();
+  return out;
+}
+
+/// max |C - A*B| / max |A*B| against OpenBLAS.
+double gemm_error(const std::vector<double>& c, int m, int n, int k) {
+  std::vector<double> a(static_cast<std::size_t>(m) * k), b(static_cast<std::size_t>(k) * n),
+      ref(static_cast<std::size_t>(m) * n);
+  for (long j = 0; j < k; ++j) {
+    for (long i = 0; i < m; ++i) a[static_cast<std::size_t>(j * m + i)] = be::random_entry(kSeed, i, j);
+  }
+  for (long j = 0; j < n; ++j) {
+    for (long i = 0; i < k; ++i) {
+      b[static_cast<std::size_t>(j * k + i)] = be::random_entry(kSeed + 1, i, j);
+    }
+  }
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a.data(), m, b.data(), k,
+              0.0, ref.data(), m);
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, std::abs(c[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  return diff / scale;
+}
+
+void check_gemm(const GemmResult& r, int m, int n, int k, int tile, int rank, int iterations) {
+  const auto expected_tasks =
+      static_cast<std::uint64_t>(ceil_div(m, tile)) * ceil_div(n, tile) * ceil_div(k, tile);
+  // Every task ran exactly once, on its owner.
+  EXPECT_EQ(bt::sum_over_ranks(bt::class_count(r.stats, "GEMM")), expected_tasks * iterations);
+  EXPECT_EQ(bt::class_count(r.stats, "GEMM"), r.owned * iterations) << "rank " << rank;
+  EXPECT_EQ(r.stats.tasks_executed, r.owned * iterations) << "rank " << rank;
+  // Every byte and message sent was received.
+  EXPECT_EQ(bt::sum_over_ranks(r.stats.bytes_sent), bt::sum_over_ranks(r.stats.bytes_received));
+  EXPECT_EQ(bt::sum_over_ranks(r.stats.messages_sent),
+            bt::sum_over_ranks(r.stats.messages_received));
+  const double flops = 2.0 * m * static_cast<double>(n) * k;
+  for (const auto& rep : r.reports) {
+    EXPECT_EQ(rep.total_flops, flops);
+    EXPECT_GT(rep.seconds, 0.0);
+  }
+  if (rank == 0) {
+    ASSERT_EQ(r.c.size(), static_cast<std::size_t>(iterations));
+    ASSERT_EQ(r.c[0].size(), static_cast<std::size_t>(m) * n);
+    const double error = gemm_error(r.c[0], m, n, k);
+    EXPECT_LE(error, 16.0 * k * DBL_EPSILON) << "C differs from OpenBLAS";
+  }
+}
+
+// ---------------------------------------------------------------- Cholesky
+
+struct CholeskyResult {
+  std::vector<std::vector<double>> l;  ///< per iteration, rank 0 only
+  std::vector<br::IterationReport> reports;
+  br::RankStats stats;
+  std::map<std::string, std::uint64_t> owned;  ///< per class, this rank
+  std::vector<double> a_after;                 ///< A gathered after the last iteration
+};
+
+CholeskyResult run_cholesky(int n, int tile, br::BlockCyclic2D grid, int iterations,
+                            int workers = 1) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const auto lower = [](int m, int k) { return m >= k; };
+  br::TiledMatrix a(0, n, n, tile, grid, rank, lower), l(1, n, n, tile, grid, rank, lower);
+  be::fill_spd(a, kSeed);
+  br::Runtime runtime(MPI_COMM_WORLD, cpu_options(workers));
+  runtime.add_collection(a);
+  runtime.add_collection(l);
+  CholeskyResult out;
+  for (auto& cls : be::make_cholesky_tasks(a, l)) {
+    out.owned[std::string(cls->name())] = owned_by(*cls, rank);
+    runtime.add_task_class(std::move(cls));
+  }
+  for (int it = 0; it < iterations; ++it) {
+    out.reports.push_back(runtime.run_iteration());
+    out.l.push_back(l.gather_to_root(runtime.communicator()));
+  }
+  out.a_after = a.gather_to_root(runtime.communicator());
+  out.stats = runtime.stats();
+  return out;
+}
+
+/// ||A - L L^T||_F / (||A||_F n eps), lower triangles.
+double cholesky_residual(const std::vector<double>& l, int n) {
+  std::vector<double> r(static_cast<std::size_t>(n) * n, 0.0);
+  double norm_a = 0.0;
+  for (long j = 0; j < n; ++j) {
+    for (long i = j; i < n; ++i) {
+      const double v = be::spd_entry(kSeed, n, i, j);
+      r[static_cast<std::size_t>(j * n + i)] = v;
+      norm_a += (i == j ? 1.0 : 2.0) * v * v;
+    }
+  }
+  cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, n, n, -1.0, l.data(), n, 1.0, r.data(), n);
+  double norm_r = 0.0;
+  for (long j = 0; j < n; ++j) {
+    for (long i = j; i < n; ++i) {
+      const double v = r[static_cast<std::size_t>(j * n + i)];
+      norm_r += (i == j ? 1.0 : 2.0) * v * v;
+    }
+  }
+  return std::sqrt(norm_r) / (std::sqrt(norm_a) * n * DBL_EPSILON);
+}
+
+/// max |L - L_lapack| / max |L_lapack| with LAPACK's dpotrf on the whole matrix.
+double cholesky_difference(const std::vector<double>& l, int n) {
+  std::vector<double> ref(static_cast<std::size_t>(n) * n, 0.0);
+  for (long j = 0; j < n; ++j) {
+    for (long i = j; i < n; ++i) ref[static_cast<std::size_t>(j * n + i)] = be::spd_entry(kSeed, n, i, j);
+  }
+  if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, ref.data(), n) != 0) return INFINITY;
+  double diff = 0.0, scale = 0.0;
+  for (long j = 0; j < n; ++j) {
+    for (long i = j; i < n; ++i) {
+      const auto at = static_cast<std::size_t>(j * n + i);
+      diff = std::max(diff, std::abs(l[at] - ref[at]));
+      scale = std::max(scale, std::abs(ref[at]));
+    }
+  }
+  return diff / scale;
+}
+
+void check_cholesky(const CholeskyResult& r, int n, int tile, int rank, int iterations) {
+  const int nt = ceil_div(n, tile);
+  const std::map<std::string, std::uint64_t> expected = {
+      {"POTRF", static_cast<std::uint64_t>(nt)},
+      {"TRSM", static_cast<std::uint64_t>(nt * (nt - 1) / 2)},
+      {"SYRK", static_cast<std::uint64_t>(nt * (nt - 1) / 2)},
+      {"GEMM", static_cast<std::uint64_t>(nt * (nt - 1) * (nt - 2) / 6)}};
+  const auto totals = bt::class_totals(r.stats, {"POTRF", "TRSM", "SYRK", "GEMM"});
+  for (const auto& [name, count] : expected) {
+    EXPECT_EQ(totals.at(name), count * iterations) << name;
+    EXPECT_EQ(bt::class_count(r.stats, name), r.owned.at(name) * iterations)
+        << name << " on rank " << rank;
+  }
+  EXPECT_EQ(bt::sum_over_ranks(r.stats.bytes_sent), bt::sum_over_ranks(r.stats.bytes_received));
+  EXPECT_EQ(bt::sum_over_ranks(r.stats.messages_sent),
+            bt::sum_over_ranks(r.stats.messages_received));
+  if (rank != 0) return;
+  ASSERT_EQ(r.l.size(), static_cast<std::size_t>(iterations));
+  const auto& l = r.l.back();
+  ASSERT_EQ(l.size(), static_cast<std::size_t>(n) * n);
+  const double residual = cholesky_residual(l, n);
+  EXPECT_LT(residual, 30.0);
+  EXPECT_LE(cholesky_difference(l, n), 1e-12) << "L differs from LAPACK's dpotrf";
+  int upper_nonzero = 0;
+  for (long j = 0; j < n; ++j) {
+    for (long i = 0; i < j; ++i) upper_nonzero += l[static_cast<std::size_t>(j * n + i)] != 0.0;
+  }
+  EXPECT_EQ(upper_nonzero, 0) << "L has entries above the diagonal";
+  // The input collection A is left unchanged.
+  int changed = 0;
+  for (long j = 0; j < n; ++j) {
+    for (long i = j; i < n; ++i) {
+      changed += r.a_after[static_cast<std::size_t>(j * n + i)] != be::spd_entry(kSeed, n, i, j);
+    }
+  }
+  EXPECT_EQ(changed, 0) << "the factorisation modified its input A";
+}
+
+bool bitwise_equal(const std::vector<double>& x, const std::vector<double>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- tests
+
+TEST_F(MpiTest, GemmOnSquareGrid) {
+  const auto grid = br::BlockCyclic2D::square_for(size());
+  const auto r = run_gemm(300, 300, 300, 64, grid, 1);
+  check_gemm(r, 300, 300, 300, 64, rank(), 1);
+}
+
+TEST_F(MpiTest, GemmOnOneRowGrid) {
+  const auto r = run_gemm(300, 300, 300, 64, br::BlockCyclic2D{1, size()}, 1);
+  check_gemm(r, 300, 300, 300, 64, rank(), 1);
+}
+
+TEST_F(MpiTest, GemmOnOneColumnGridWithRectangularOperandsAndTwoWorkers) {
+  // C (200 x 130) = A (200 x 300) * B (300 x 130): 4 x 3 tiles of C, 5 steps of k.
+  const auto r = run_gemm(200, 130, 300, 64, br::BlockCyclic2D{size(), 1}, 1, 2);
+  check_gemm(r, 200, 130, 300, 64, rank(), 1);
+}
+
+TEST_F(MpiTest, GemmIterationsAreBitIdentical) {
+  const auto r = run_gemm(300, 300, 300, 64, br::BlockCyclic2D::square_for(size()), 2, 2);
+  check_gemm(r, 300, 300, 300, 64, rank(), 2);
+  ASSERT_EQ(r.reports.size(), 2U);
+  EXPECT_EQ(r.reports[0].iteration, 1);
+  EXPECT_EQ(r.reports[1].iteration, 2);
+  EXPECT_EQ(r.reports[1].local.tasks_executed, r.owned) << "per-iteration count";
+  if (rank() == 0) {
+    ASSERT_EQ(r.c.size(), 2U);
+    EXPECT_TRUE(bitwise_equal(r.c[0], r.c[1])) << "the second iteration computed another C";
+  }
+}
+
+TEST_F(MpiTest, CholeskyOnSquareGrid) {
+  const auto r = run_cholesky(350, 64, br::BlockCyclic2D::square_for(size()), 1);
+  check_cholesky(r, 350, 64, rank(), 1);
+}
+
+TEST_F(MpiTest, CholeskyOnOneRowGridWithTwoWorkers) {
+  const auto r = run_cholesky(350, 64, br::BlockCyclic2D{1, size()}, 1, 2);
+  check_cholesky(r, 350, 64, rank(), 1);
+}
+
+TEST_F(MpiTest, CholeskyOnOneColumnGrid) {
+  const auto r = run_cholesky(350, 64, br::BlockCyclic2D{size(), 1}, 1);
+  check_cholesky(r, 350, 64, rank(), 1);
+}
+
+TEST_F(MpiTest, CholeskyIterationsAreBitIdentical) {
+  const auto r = run_cholesky(350, 64, br::BlockCyclic2D::square_for(size()), 2, 2);
+  check_cholesky(r, 350, 64, rank(), 2);
+  if (rank() == 0) {
+    ASSERT_EQ(r.l.size(), 2U);
+    EXPECT_TRUE(bitwise_equal(r.l[0], r.l[1])) << "the second iteration computed another L";
+  }
+}
+
+TEST_F(MpiTest, ControlChainAlternatesRanks) {
+  constexpr int kLength = 41;
+  auto chain = std::make_unique<bt::ChainTasks>(0, kLength, 1.0, size());
+  auto* probe = chain.get();
+  br::Runtime runtime(MPI_COMM_WORLD, cpu_options(2));
+  runtime.add_task_class(std::move(chain));
+  for (int it = 1; it <= 2; ++it) {
+    probe->clear();
+    const auto report = runtime.run_iteration();
+    std::vector<int> mine;
+    for (int i = rank(); i < kLength; i += size()) mine.push_back(i);
+    EXPECT_EQ(probe->order(), mine) << "rank " << rank() << ", iteration " << it;
+    EXPECT_EQ(probe->bad_slots(), 0);
+    EXPECT_EQ(bt::sum_over_ranks(bt::class_count(report.local, "CHAIN")),
+              static_cast<std::uint64_t>(kLength));
+    EXPECT_EQ(report.total_flops, kLength * 1.0);
+    // With more than one rank every link crosses ranks: one activation per link, plus
+    // the fetch of the head's 1 x 1 tile (8 bytes), the only data that moves.
+    const std::uint64_t messages = size() > 1 ? kLength - 1 + 1 : 0;
+    const std::uint64_t bytes = size() > 1 ? sizeof(double) : 0;
+    EXPECT_EQ(bt::sum_over_ranks(report.local.messages_sent), messages);
+    EXPECT_EQ(bt::sum_over_ranks(report.local.messages_received), messages);
+    EXPECT_EQ(bt::sum_over_ranks(report.local.bytes_sent), bytes);
+    EXPECT_EQ(bt::sum_over_ranks(report.local.bytes_received), bytes);
+  }
+  EXPECT_EQ(bt::sum_over_ranks(runtime.stats().tasks_executed), 2U * kLength);
+}
+
+TEST_F(MpiTest, EmulatedChainAcrossRanksIsNoFasterThanItsModel) {
+  // 40 links of 1 MFLOP at 10 GFLOP/s: 0.1 ms each, 4 ms of strictly sequential work.
+  br::RuntimeOptions options;
+  options.device = br::DeviceKind::emulated;
+  options.emulated_gflops = 10.0;
+  br::Runtime runtime(MPI_COMM_WORLD, options);
+  runtime.add_task_class(std::make_unique<bt::ChainTasks>(0, 40, 1e6, size()));
+  const auto report = runtime.run_iteration();
+  const double modeled = 40 * 1e6 / 10e9;
+  EXPECT_NEAR(bt::sum_over_ranks_d(report.local.modeled_seconds), modeled, modeled * 1e-9);
+  EXPECT_GE(report.seconds, modeled * (1.0 - 1e-6));
+  EXPECT_EQ(bt::sum_over_ranks(report.local.tasks_executed), 40U);
+  const auto gathered = runtime.gather_stats();
+  if (rank() == 0) {
+    ASSERT_EQ(gathered.size(), static_cast<std::size_t>(size()));
+    std::uint64_t total = 0;
+    for (int r = 0; r < size(); ++r) {
+      EXPECT_EQ(gathered[static_cast<std::size_t>(r)].rank, r);
+      // Ranks own 40 / size tasks, the first 40 % size of them one more.
+      const std::uint64_t owned = 40 / size() + (r < 40 % size() ? 1 : 0);
+      EXPECT_EQ(gathered[static_cast<std::size_t>(r)].tasks_by_class.at("CHAIN"), owned);
+      total += gathered[static_cast<std::size_t>(r)].tasks_executed;
+    }
+    EXPECT_EQ(total, 40U);
+  }
+}
+
+TEST_F(MpiTest, GatherToRootAssemblesEveryRanksTiles) {
+  const auto grid = br::BlockCyclic2D::square_for(size());
+  br::TiledMatrix m(0, 130, 70, 32, grid, rank());
+  m.for_each_local_tile([&](int tm, int tn, br::Tile& t) {
+    for (int j = 0; j < t.cols(); ++j) {
+      for (int i = 0; i < t.rows(); ++i) t.at(i, j) = (tm * 32 + i) * 1000.0 + (tn * 32 + j);
+    }
+  });
+  const auto full = m.gather_to_root(MPI_COMM_WORLD);
+  if (rank() == 0) {
+    ASSERT_EQ(full.size(), 130U * 70U);
+    int wrong = 0;
+    for (int j = 0; j < 70; ++j) {
+      for (int i = 0; i < 130; ++i) wrong += full[static_cast<std::size_t>(j) * 130 + i] != i * 1000.0 + j;
+    }
+    EXPECT_EQ(wrong, 0);
+  } else {
+    EXPECT_TRUE(full.empty());
+  }
+}

@@ -1,0 +1,254 @@
+// Control messages: encode/decode round trips and every refusal of decode.
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "wire.hpp"
+
+namespace wire = bellows::runtime::wire;
+using bellows::runtime::TaskKey;
+using bellows::runtime::TileIndex;
+
+namespace {
+
+constexpr std::size_t kHeaderBytes = 4;
+constexpr std::size_t kActivateFixedBytes = kHeaderBytes + 8 + 4 + 4 + 4;
+constexpr std::size_t kTargetBytes = 15;
+constexpr std::size_t kFetchBytes = kHeaderBytes + 8 + 4;
+constexpr std::size_t kCollectionFetchBytes = kHeaderBytes + 2 + 4 + 4 + 4;
+
+wire::Target task_target(std::uint16_t cls, int a, int b, int c, std::uint8_t slot) {
+  wire::Target t;
+  t.consumer = TaskKey{cls, {a, b, c}};
+  t.slot = slot;
+  return t;
+}
+
+wire::Target collection_target(std::uint16_t coll, int m, int n) {
+  wire::Target t;
+  t.to_collection = true;
+  t.tile = TileIndex{coll, m, n};
+  return t;
+}
+
+wire::Message round_trip(const wire::Message& in) {
+  const auto bytes = wire::encode(in);
+  std::string error;
+  const auto out = wire::decode(bytes, error);
+  EXPECT_TRUE(out.has_value()) << error;
+  EXPECT_TRUE(error.empty()) << error;
+  return out.value_or(wire::Message{wire::Fetch{}});
+}
+
+std::string decode_error(const std::vector<std::byte>& bytes) {
+  std::string error;
+  const auto out = wire::decode(bytes, error);
+  EXPECT_FALSE(out.has_value()) << "decode accepted " << bytes.size() << " bytes";
+  return error;
+}
+
+std::vector<std::byte> header(std::uint16_t magic, std::uint8_t version, std::uint8_t type) {
+  std::vector<std::byte> b(4);
+  std::memcpy(b.data(), &magic, 2);
+  b[2] = std::byte{version};
+  b[3] = std::byte{type};
+  return b;
+}
+
+template <typename T>
+void append(std::vector<std::byte>& b, T value) {
+  const auto* p = reinterpret_cast<const std::byte*>(&value);
+  b.insert(b.end(), p, p + sizeof(T));
+}
+
+}  // namespace
+
+TEST(Wire, ActivateWithTaskTargetsRoundTrips) {
+  wire::Activate a;
+  a.handle = 0x0123456789abcdefULL;
+  a.rows = 64;
+  a.cols = 44;
+  a.targets = {task_target(0, 1, 2, 3, 2), task_target(3, -7, 0, 2147483647, 255),
+               task_target(65534, 0, 0, 0, 0)};
+  const auto bytes = wire::encode(a);
+  EXPECT_EQ(bytes.size(), kActivateFixedBytes + 3 * kTargetBytes);
+  const auto out = round_trip(a);
+  ASSERT_TRUE(std::holds_alternative<wire::Activate>(out));
+  const auto& b = std::get<wire::Activate>(out);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(b.handle, 0x0123456789abcdefULL);
+  ASSERT_EQ(b.targets.size(), 3U);
+  EXPECT_EQ(b.targets[1].consumer.index[0], -7);
+  EXPECT_EQ(b.targets[1].consumer.index[2], 2147483647);
+  EXPECT_EQ(b.targets[1].slot, 255);
+  EXPECT_FALSE(b.targets[2].to_collection);
+  EXPECT_EQ(b.targets[2].consumer.task_class, 65534);
+}
+
+TEST(Wire, ActivateWithCollectionTargetsRoundTrips) {
+  wire::Activate a;
+  a.handle = 9;
+  a.rows = 30;
+  a.cols = 64;
+  a.targets = {collection_target(1, 4, 0), task_target(2, 4, 1, 0, 1),
+               collection_target(65534, 123456, 7)};
+  const auto out = round_trip(a);
+  ASSERT_TRUE(std::holds_alternative<wire::Activate>(out));
+  const auto& b = std::get<wire::Activate>(out);
+  EXPECT_EQ(b, a);
+  ASSERT_EQ(b.targets.size(), 3U);
+  EXPECT_TRUE(b.targets[0].to_collection);
+  EXPECT_EQ(b.targets[0].tile, (TileIndex{1, 4, 0}));
+  EXPECT_FALSE(b.targets[1].to_collection);
+  EXPECT_TRUE(b.targets[2].to_collection);
+  EXPECT_EQ(b.targets[2].tile, (TileIndex{65534, 123456, 7}));
+}
+
+TEST(Wire, ControlActivationWithoutTargetsRoundTrips) {
+  wire::Activate a;  // rows == 0: a control token
+  const auto bytes = wire::encode(a);
+  EXPECT_EQ(bytes.size(), kActivateFixedBytes);
+  const auto out = round_trip(a);
+  ASSERT_TRUE(std::holds_alternative<wire::Activate>(out));
+  EXPECT_EQ(std::get<wire::Activate>(out), a);
+  EXPECT_TRUE(std::get<wire::Activate>(out).targets.empty());
+}
+
+TEST(Wire, FetchRoundTrips) {
+  const wire::Fetch f{std::numeric_limits<std::uint64_t>::max(), 31999};
+  const auto bytes = wire::encode(f);
+  EXPECT_EQ(bytes.size(), kFetchBytes);
+  const auto out = round_trip(f);
+  ASSERT_TRUE(std::holds_alternative<wire::Fetch>(out));
+  EXPECT_EQ(std::get<wire::Fetch>(out), f);
+}
+
+TEST(Wire, CollectionFetchRoundTrips) {
+  const wire::CollectionFetch c{TileIndex{2, 17, 3}, 100};
+  const auto bytes = wire::encode(c);
+  EXPECT_EQ(bytes.size(), kCollectionFetchBytes);
+  const auto out = round_trip(c);
+  ASSERT_TRUE(std::holds_alternative<wire::CollectionFetch>(out));
+  EXPECT_EQ(std::get<wire::CollectionFetch>(out), c);
+  EXPECT_EQ(std::get<wire::CollectionFetch>(out).tile.m, 17);
+}
+
+TEST(Wire, HeaderCarriesMagicVersionAndType) {
+  const auto bytes = wire::encode(wire::Fetch{1, 2});
+  std::uint16_t magic = 0;
+  std::memcpy(&magic, bytes.data(), 2);
+  EXPECT_EQ(magic, wire::kMagic);
+  EXPECT_EQ(static_cast<int>(bytes[2]), wire::kVersion);
+  EXPECT_EQ(static_cast<int>(bytes[3]), static_cast<int>(wire::MessageType::fetch));
+  EXPECT_EQ(static_cast<int>(wire::encode(wire::Activate{})[3]),
+            static_cast<int>(wire::MessageType::activate));
+  EXPECT_EQ(static_cast<int>(wire::encode(wire::CollectionFetch{})[3]),
+            static_cast<int>(wire::MessageType::collection_fetch));
+}
+
+TEST(Wire, RefusesShortHeader) {
+  EXPECT_EQ(decode_error({}), "message of 0 bytes is shorter than the header");
+  auto bytes = wire::encode(wire::Fetch{1, 2});
+  bytes.resize(3);
+  EXPECT_EQ(decode_error(bytes), "message of 3 bytes is shorter than the header");
+}
+
+TEST(Wire, RefusesBadMagic) {
+  auto bytes = header(0x1234, wire::kVersion, 2);
+  append(bytes, std::uint64_t{1});
+  append(bytes, std::int32_t{2});
+  EXPECT_EQ(decode_error(bytes), "bad magic 0x1234");
+  auto swapped = wire::encode(wire::Fetch{1, 2});
+  std::swap(swapped[0], swapped[1]);
+  EXPECT_EQ(decode_error(swapped), "bad magic 0x11be");
+}
+
+TEST(Wire, RefusesOtherProtocolVersion) {
+  auto bytes = wire::encode(wire::Fetch{1, 2});
+  bytes[2] = std::byte{2};
+  const auto error = decode_error(bytes);
+  EXPECT_NE(error.find("version"), std::string::npos) << error;
+  EXPECT_EQ(error, "unsupported protocol version 2 (this build speaks 1)");
+  bytes[2] = std::byte{0};
+  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 1)");
+}
+
+TEST(Wire, RefusesUnknownType) {
+  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 0)), "unknown message type 0");
+  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 4)), "unknown message type 4");
+  auto bytes = wire::encode(wire::Fetch{1, 2});
+  bytes[3] = std::byte{200};
+  EXPECT_EQ(decode_error(bytes), "unknown message type 200");
+}
+
+TEST(Wire, RefusesTruncatedActivate) {
+  wire::Activate a;
+  a.handle = 5;
+  a.rows = a.cols = 8;
+  a.targets = {task_target(1, 2, 3, 4, 0)};
+  const auto full = wire::encode(a);
+  for (std::size_t size = kHeaderBytes; size < kActivateFixedBytes; ++size) {
+    const std::vector<std::byte> cut(full.begin(), full.begin() + static_cast<long>(size));
+    EXPECT_EQ(decode_error(cut), "truncated activate message") << size << " bytes";
+  }
+}
+
+TEST(Wire, RefusesActivateWhoseTargetCountDoesNotMatch) {
+  wire::Activate a;
+  a.handle = 5;
+  a.rows = a.cols = 8;
+  a.targets = {task_target(1, 2, 3, 4, 0), collection_target(0, 1, 1)};
+  auto bytes = wire::encode(a);
+  bytes.pop_back();  // one byte short of the second target
+  EXPECT_EQ(decode_error(bytes), "activate announces 2 targets but carries 29 bytes of them");
+  bytes = wire::encode(a);
+  bytes.push_back(std::byte{0});
+  EXPECT_EQ(decode_error(bytes), "activate announces 2 targets but carries 31 bytes of them");
+  bytes = wire::encode(a);
+  const std::uint32_t three = 3;
+  std::memcpy(bytes.data() + kActivateFixedBytes - 4, &three, 4);
+  EXPECT_EQ(decode_error(bytes), "activate announces 3 targets but carries 30 bytes of them");
+  // A huge announced count must not be trusted (no allocation of 4 billion targets).
+  const std::uint32_t huge = 0xFFFFFFFFU;
+  std::memcpy(bytes.data() + kActivateFixedBytes - 4, &huge, 4);
+  EXPECT_EQ(decode_error(bytes),
+            "activate announces 4294967295 targets but carries 30 bytes of them");
+}
+
+TEST(Wire, RefusesActivateWithNegativeShape) {
+  wire::Activate a;
+  a.rows = -1;
+  a.cols = 4;
+  EXPECT_EQ(decode_error(wire::encode(a)), "activate with negative tile shape");
+  a.rows = 4;
+  a.cols = -4;
+  EXPECT_EQ(decode_error(wire::encode(a)), "activate with negative tile shape");
+}
+
+TEST(Wire, RefusesTruncatedOrOverlongFetch) {
+  const auto full = wire::encode(wire::Fetch{77, 123});
+  for (std::size_t size = kHeaderBytes; size < kFetchBytes; ++size) {
+    const std::vector<std::byte> cut(full.begin(), full.begin() + static_cast<long>(size));
+    EXPECT_EQ(decode_error(cut), "truncated fetch message") << size << " bytes";
+  }
+  auto longer = full;
+  longer.push_back(std::byte{1});
+  EXPECT_EQ(decode_error(longer), "fetch message has trailing bytes");
+}
+
+TEST(Wire, RefusesTruncatedOrOverlongCollectionFetch) {
+  const auto full = wire::encode(wire::CollectionFetch{TileIndex{1, 2, 3}, 104});
+  for (std::size_t size = kHeaderBytes; size < kCollectionFetchBytes; ++size) {
+    const std::vector<std::byte> cut(full.begin(), full.begin() + static_cast<long>(size));
+    EXPECT_EQ(decode_error(cut), "truncated collection_fetch message") << size << " bytes";
+  }
+  auto longer = full;
+  longer.push_back(std::byte{1});
+  EXPECT_EQ(decode_error(longer), "collection_fetch message has trailing bytes");
+}
