@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -46,27 +48,61 @@ TEST(TaskKey, EqualityComparesClassAndEveryIndex) {
   EXPECT_EQ(std::hash<TaskKey>{}(k), std::hash<TaskKey>{}(TaskKey{3, {1, 2, 3}}));
 }
 
-TEST(TaskKey, HashSeparatesAGridOfKeys) {
-  std::unordered_set<std::size_t> hashes;
-  std::unordered_set<TaskKey> keys;
-  std::size_t count = 0;
+TEST(TaskKey, HashSeparatesKeysThatDifferInOneField) {
+  const std::hash<TaskKey> hash;
+  std::size_t compared = 0;
   for (std::uint16_t c = 0; c < 4; ++c) {
     for (int i = -2; i < 14; ++i) {
-      for (int j = 0; j < 16; ++j) {
-        for (int k = 0; k < 16; ++k) {
-          const TaskKey key{c, {i, j, k}};
-          hashes.insert(std::hash<TaskKey>{}(key));
-          keys.insert(key);
-          ++count;
+      for (int j = 0; j < 16; j += 3) {
+        for (int k = 0; k < 16; k += 3) {
+          const TaskKey base{c, {i, j, k}};
+          for (int field = 0; field < 4; ++field) {
+            for (int d = 1; d < 20; ++d) {
+              TaskKey other = base;
+              if (field == 0) {
+                other.task_class = static_cast<std::uint16_t>(c + d);
+              } else {
+                other.index[static_cast<std::size_t>(field - 1)] += d;
+              }
+              ASSERT_NE(other, base);
+              EXPECT_NE(hash(other), hash(base))
+                  << "class " << c << " (" << i << "," << j << "," << k << "), field " << field
+                  << " + " << d;
+              ++compared;
+            }
+          }
         }
       }
     }
   }
-  EXPECT_EQ(count, 4U * 16 * 16 * 16);
-  EXPECT_EQ(keys.size(), count);
-  EXPECT_EQ(hashes.size(), count) << "distinct keys share a hash";
+  EXPECT_EQ(compared, 4U * 16 * 6 * 6 * 4 * 19);
   // Permuted indices are different tasks with different hashes.
-  EXPECT_NE(std::hash<TaskKey>{}(TaskKey{0, {1, 2, 0}}), std::hash<TaskKey>{}(TaskKey{0, {2, 1, 0}}));
+  EXPECT_NE(hash(TaskKey{0, {1, 2, 0}}), hash(TaskKey{0, {2, 1, 0}}));
+}
+
+// What unordered_map sees: the keys of a 4-class, 32^3 task domain spread over the
+// buckets as uniformly random hashes would (mean of sum(bucket size^2) / keys close to
+// 1 + load factor).
+TEST(TaskKey, HashSpreadsATaskDomainOverBuckets) {
+  std::unordered_set<TaskKey> keys;
+  for (std::uint16_t c = 0; c < 4; ++c) {
+    for (int i = 0; i < 32; ++i) {
+      for (int j = 0; j < 32; ++j) {
+        for (int k = 0; k < 32; ++k) keys.insert(TaskKey{c, {i, j, k}});
+      }
+    }
+  }
+  ASSERT_EQ(keys.size(), 4U * 32 * 32 * 32);
+  double sum_squares = 0.0;
+  std::size_t longest = 0;
+  for (std::size_t b = 0; b < keys.bucket_count(); ++b) {
+    const auto n = keys.bucket_size(b);
+    sum_squares += static_cast<double>(n) * static_cast<double>(n);
+    longest = std::max(longest, n);
+  }
+  const double ideal = 1.0 + static_cast<double>(keys.size() - 1) / static_cast<double>(keys.bucket_count());
+  EXPECT_LT(sum_squares / static_cast<double>(keys.size()), ideal * 1.1);
+  EXPECT_LE(longest, 12U);
 }
 
 TEST(TileIndex, EqualityAndHash) {

@@ -14,6 +14,7 @@
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
 #include "ptg_check.hpp"
+#include "test_task_classes.hpp"
 
 namespace br = bellows::runtime;
 namespace be = bellows::examples;
@@ -216,7 +217,7 @@ TEST(CholeskyPtg, OwnersFollowTheUpdatedTileOnTwoByThreeGrid) {
   for (int k = 0; k < 5; ++k) {
     EXPECT_EQ(s.classes[0]->owner(s.classes[0]->key(k)), diagonal[static_cast<std::size_t>(k)]);
   }
-  for (int r = 0; r < 6; ++r) EXPECT_GT(per_rank[static_cast<std::size_t>(r)], 0) << "rank " << r;
+  for (int q = 0; q < 6; ++q) EXPECT_GT(per_rank[static_cast<std::size_t>(q)], 0) << "rank " << q;
 }
 
 TEST(CholeskyPtg, FlopsSumToTheTiledOperationCount) {
@@ -286,4 +287,16 @@ TEST(PtgChecker, ReportsMissingSuccessorsAndCycles) {
   const auto c = check_ptg({&cyclic}, 1);
   ASSERT_EQ(c.errors.size(), 1U) << first_errors(c);
   EXPECT_EQ(c.errors[0], "only 0 of 4 tasks can ever run (cycle or missing producer)");
+}
+
+TEST(PtgChecker, AcceptsTheControlChainOfTheRuntimeTests) {
+  const bellows::testing::ChainTasks chain(0, 10, 1.0, 3);
+  const auto r = check_ptg({&chain}, 3);
+  EXPECT_TRUE(r.errors.empty()) << first_errors(r);
+  EXPECT_EQ(r.total_tasks, 10U);
+  EXPECT_EQ(r.topologically_ordered, 10U);
+  EXPECT_EQ(r.predecessor_inputs.at(chain.key(0)), 0);
+  EXPECT_EQ(r.predecessor_inputs.at(chain.key(9)), 1);
+  EXPECT_EQ(r.owner.at(chain.key(7)), 1);
+  EXPECT_TRUE(r.write_backs.empty());
 }

@@ -99,15 +99,18 @@ inline PtgReport check_ptg(const std::vector<const runtime::TaskClass*>& classes
             " slot " + std::to_string(s.producer_slot) + ", which lists it " +
             std::to_string(matches) + " times");
       }
-      if (s.producer_slot >= inputs[s.producer].size()) {
+      // A task without inputs still has slot 0 (a control token).
+      const std::size_t producer_slots = std::max<std::size_t>(inputs[s.producer].size(), 1);
+      if (s.producer_slot >= producer_slots) {
         err(name(key) + " reads slot " + std::to_string(s.producer_slot) + " of " +
-            name(s.producer) + ", which has only " + std::to_string(inputs[s.producer].size()));
+            name(s.producer) + ", which has only " + std::to_string(producer_slots));
       }
     }
     r.predecessor_inputs[key] = predecessors;
     indegree[key] = predecessors;
 
-    for (std::size_t slot = 0; slot < in.size(); ++slot) {
+    const std::size_t output_slots = std::max<std::size_t>(in.size(), 1);
+    for (std::size_t slot = 0; slot < output_slots; ++slot) {
       succ.clear();
       classes[key.task_class]->successors(key, static_cast<int>(slot), succ);
       for (const auto& s : succ) {

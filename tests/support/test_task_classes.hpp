@@ -42,10 +42,9 @@ class IndependentTasks final : public runtime::TaskClass {
   std::string name_;
 };
 
-/// CHAIN(0) -> CHAIN(1) -> ... -> CHAIN(length-1), task i on rank i % ranks. Links are
-/// control dependencies (slot 0 of task i > 0 is empty). A task without slots never has
-/// its successors asked for, so the head carries a 1 x 1 scratch tile in slot 0, which
-/// travels to CHAIN(1) as data; every later link is a pure control token.
+/// CHAIN(0) -> CHAIN(1) -> ... -> CHAIN(length-1), task i on rank i % ranks. Every link
+/// is a control dependency: the head has no inputs (its slot 0 carries the control
+/// token), and slot 0 of every later task is a control slot, empty when it runs.
 class ChainTasks final : public runtime::TaskClass {
  public:
   ChainTasks(runtime::TaskClassId id, int length, double flops_each, int ranks)
@@ -58,8 +57,7 @@ class ChainTasks final : public runtime::TaskClass {
   int owner(const runtime::TaskKey& k) const override { return k.index[0] % ranks_; }
   void inputs(const runtime::TaskKey& k, std::vector<runtime::InputSource>& out) const override {
     const int i = k.index[0];
-    out.push_back(i == 0 ? runtime::InputSource::scratch_tile(1, 1)
-                         : runtime::InputSource::control_from(key(i - 1), 0));
+    if (i > 0) out.push_back(runtime::InputSource::control_from(key(i - 1), 0));
   }
   void successors(const runtime::TaskKey& k, int slot,
                   std::vector<runtime::Successor>& out) const override {
@@ -71,10 +69,8 @@ class ChainTasks final : public runtime::TaskClass {
     const int i = k.index[0];
     std::lock_guard lock(mutex_);
     order_.push_back(i);
-    const bool expect_tile = i <= 1;  // the head's scratch tile, and its copy at CHAIN(1)
-    const bool has_tile = tiles.size() == 1 && tiles[0] != nullptr;
-    if (tiles.size() != 1 || has_tile != expect_tile ||
-        (has_tile && (tiles[0]->rows() != 1 || tiles[0]->cols() != 1))) {
+    const std::size_t expected_slots = i == 0 ? 0 : 1;
+    if (tiles.size() != expected_slots || (expected_slots == 1 && tiles[0] != nullptr)) {
       ++bad_slots_;
     }
   }
@@ -83,6 +79,7 @@ class ChainTasks final : public runtime::TaskClass {
     std::lock_guard lock(mutex_);
     return order_;
   }
+  /// Tasks whose slots were not as declared (slot count, or a tile in a control slot).
   int bad_slots() const {
     std::lock_guard lock(mutex_);
     return bad_slots_;
@@ -100,6 +97,42 @@ class ChainTasks final : public runtime::TaskClass {
   mutable std::mutex mutex_;
   mutable std::vector<int> order_;
   mutable int bad_slots_ = 0;
+};
+
+/// PRODUCER(0) fills a 1 x 1 scratch tile; CONSUMER(0) depends on it through a control
+/// slot, which by the contract of InputSource::Kind::control stays empty (nullptr).
+class DataIntoControlSlot final : public runtime::TaskClass {
+ public:
+  DataIntoControlSlot(runtime::TaskClassId id, int ranks) : TaskClass(id), ranks_(ranks) {}
+
+  std::string_view name() const override { return "DATA_INTO_CONTROL"; }
+  void for_each_task(const std::function<void(const runtime::TaskKey&)>& fn) const override {
+    fn(key(0));
+    fn(key(1));
+  }
+  int owner(const runtime::TaskKey& k) const override { return k.index[0] % ranks_; }
+  void inputs(const runtime::TaskKey& k, std::vector<runtime::InputSource>& out) const override {
+    out.push_back(k.index[0] == 0 ? runtime::InputSource::scratch_tile(1, 1)
+                                  : runtime::InputSource::control_from(key(0), 0));
+  }
+  void successors(const runtime::TaskKey& k, int slot,
+                  std::vector<runtime::Successor>& out) const override {
+    if (slot == 0 && k.index[0] == 0) out.push_back(runtime::Successor::to_task(key(1), 0));
+  }
+  void execute_cpu(const runtime::TaskKey& k, std::span<runtime::Tile* const> tiles) const override {
+    if (k.index[0] == 0) {
+      tiles[0]->at(0, 0) = 1.0;
+    } else {
+      consumer_saw_tile.store(tiles.size() == 1 && tiles[0] != nullptr);
+      consumer_ran.store(true);
+    }
+  }
+
+  mutable std::atomic<bool> consumer_ran{false};
+  mutable std::atomic<bool> consumer_saw_tile{false};
+
+ private:
+  int ranks_;
 };
 
 }  // namespace bellows::testing

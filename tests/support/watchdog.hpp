@@ -21,7 +21,7 @@ class Watchdog {
       std::unique_lock lock(mutex_);
       if (!cv_.wait_for(lock, limit, [this] { return disarmed_; })) {
         std::fprintf(stderr,
-                     "\nWATCHDOG: rank %d: '%s' did not finish within %.1f s; aborting the process\n",
+                     "\nWATCHDOG: rank %d: '%s' did not finish within %g s; aborting the process\n",
                      rank_, what_.c_str(), std::chrono::duration<double>(limit).count());
         std::fflush(stderr);
         std::fflush(stdout);
