@@ -112,7 +112,8 @@ bool CommEngine::drain_outbox() {
     if (c.kind == Command::Kind::activate) {
       wire::Activate a;
       a.targets = std::move(c.targets);
-      if (c.tile) {
+      // A tile without elements travels as a control token (rows == 0): nothing to fetch.
+      if (c.tile && c.tile->elements() > 0) {
         a.handle = next_handle_++;
         a.rows = c.tile->rows();
         a.cols = c.tile->cols();

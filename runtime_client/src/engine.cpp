@@ -17,20 +17,21 @@ std::string describe(const TaskClass& cls, const TaskKey& key) {
 }  // namespace
 
 Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(options)) {
-  MPI_Comm_dup(comm, &comm_);
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
+  if (options_.device == DeviceKind::emulated && !(options_.emulated_gflops > 0.0)) {
+    throw std::invalid_argument("emulated device rate must be positive, got " +
+                                std::to_string(options_.emulated_gflops) + " GFLOP/s");
+  }
   switch (options_.device) {
     case DeviceKind::cpu: device_ = make_cpu_device(*this, options_.cpu_workers); break;
     case DeviceKind::emulated:
-      if (!(options_.emulated_gflops > 0.0)) {
-        throw std::invalid_argument("emulated device rate must be positive, got " +
-                                    std::to_string(options_.emulated_gflops) + " GFLOP/s");
-      }
       device_ = make_emulated_device(*this, options_.emulated_gflops, options_.emulated_lanes);
       break;
     case DeviceKind::cuda: device_ = make_cuda_device(*this, options_.cuda_device); break;
   }
+  // Duplicated only once nothing above can throw, so the duplicate is never leaked.
+  MPI_Comm_dup(comm, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us);
   if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
   total_stats_.rank = rank_;
@@ -44,6 +45,11 @@ Engine::~Engine() {
 
 void Engine::add_task_class(std::unique_ptr<TaskClass> task_class) {
   if (!task_class) throw std::invalid_argument("add_task_class: null task class");
+  if (task_class->id() == kReservedTaskClassId) {
+    throw std::invalid_argument("task class '" + std::string(task_class->name()) + "' uses id " +
+                                std::to_string(kReservedTaskClassId) +
+                                ", which the wire protocol reserves");
+  }
   if (task_class->id() != classes_.size()) {
     throw std::invalid_argument("task class '" + std::string(task_class->name()) + "' has id " +
                                 std::to_string(task_class->id()) + " but " +
@@ -131,6 +137,7 @@ Engine::PendingTask& Engine::instantiate(const TaskKey& key, std::vector<TileInd
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const auto& s = specs[i];
     if (s.access == Access::read_write) p.writable |= 1U << i;
+    if (s.kind == InputSource::Kind::control) p.control |= 1U << i;
     switch (s.kind) {
       case InputSource::Kind::collection: {
         auto& coll = collection(s.tile.collection);
@@ -201,7 +208,8 @@ void Engine::deliver(const TaskKey& key, int slot, TilePtr tile) {
                            " received more inputs than it has predecessors (slot " +
                            std::to_string(slot) + ")");
   }
-  p.tiles[static_cast<std::size_t>(slot)] = std::move(tile);
+  // A control slot stays empty whatever the producer's slot carried.
+  if (!(p.control >> slot & 1U)) p.tiles[static_cast<std::size_t>(slot)] = std::move(tile);
   if (--p.missing == 0) {
     PendingTask ready = std::move(p);
     pending_.erase(key);

@@ -66,6 +66,7 @@ class Engine {
   struct PendingTask {
     std::vector<TilePtr> tiles;
     std::uint32_t writable = 0;
+    std::uint32_t control = 0;  // slots that receive control tokens only
     int missing = 0;
   };
   struct CollectionCacheEntry {

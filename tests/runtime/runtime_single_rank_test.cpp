@@ -126,7 +126,7 @@ TEST_F(SingleRank, CpuChainRunsInOrder) {
 // task.hpp: a control slot "stays empty (nullptr)". Engine::deliver stores whatever
 // tile the producer's slot held, so a data slot feeding a control slot hands the
 // consumer that tile (and ships it between ranks). Enable once control slots drop it.
-TEST_F(SingleRank, DISABLED_DataIntoAControlSlotLeavesItEmpty) {
+TEST_F(SingleRank, DataIntoAControlSlotLeavesItEmpty) {
   auto cls = std::make_unique<bellows::testing::DataIntoControlSlot>(0, 1);
   const auto* probe = cls.get();
   br::Runtime runtime(MPI_COMM_WORLD, cpu(1));

@@ -24,6 +24,8 @@ struct cusolverDnContext;
 namespace bellows::runtime {
 
 using TaskClassId = std::uint16_t;
+/// Not a valid task class id: the wire protocol uses it to mark collection targets.
+inline constexpr TaskClassId kReservedTaskClassId = 0xFFFF;
 using CollectionId = std::uint16_t;
 
 /// The unique name of a task: its class and up to three indices.
@@ -159,10 +161,18 @@ class TaskClass {
 template <>
 struct std::hash<bellows::runtime::TaskKey> {
   std::size_t operator()(const bellows::runtime::TaskKey& k) const noexcept {
-    std::uint64_t h = 0x9e3779b97f4a7c15ULL * (k.task_class + 1);
-    for (auto v : k.index) {
-      h ^= static_cast<std::uint32_t>(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    }
+    // splitmix64 over the packed key: distinct keys of realistic domains do not collide.
+    const auto mix = [](std::uint64_t x) {
+      x += 0x9e3779b97f4a7c15ULL;
+      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+      return x ^ (x >> 31);
+    };
+    const std::uint64_t lo = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.index[0])) << 32) |
+                             static_cast<std::uint32_t>(k.index[1]);
+    const std::uint64_t hi = (static_cast<std::uint64_t>(k.task_class) << 32) |
+                             static_cast<std::uint32_t>(k.index[2]);
+    const std::uint64_t h = mix(lo ^ mix(hi));
     return static_cast<std::size_t>(h);
   }
 };
