@@ -1,14 +1,11 @@
 // cholesky: tiled lower Cholesky factorisation A = L * L^T over MPI ranks.
 //   mpiexec -n 2 ./cholesky --n 4096 --tile 256 --verify
 
-#include <cblas.h>
-
-#include <cfloat>
-#include <cmath>
 #include <cstdio>
 #include <exception>
 
 #include "bellows/examples/app.hpp"
+#include "bellows/examples/verify.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "cholesky_tasks.hpp"
 
@@ -16,28 +13,6 @@ namespace be = bellows::examples;
 namespace br = bellows::runtime;
 
 namespace {
-
-/// Scaled residual ||A - L L^T||_F / (||A||_F * n * eps), A rebuilt from its generator.
-double cholesky_residual(const std::vector<double>& l, int n, unsigned seed) {
-  std::vector<double> r(static_cast<std::size_t>(n) * n, 0.0);
-  double norm_a = 0.0;
-  for (long j = 0; j < n; ++j) {
-    for (long i = j; i < n; ++i) {
-      const double v = be::spd_entry(seed, n, i, j);
-      r[static_cast<std::size_t>(j * n + i)] = v;
-      norm_a += (i == j ? 1.0 : 2.0) * v * v;
-    }
-  }
-  cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, n, n, -1.0, l.data(), n, 1.0, r.data(), n);
-  double norm_r = 0.0;
-  for (long j = 0; j < n; ++j) {
-    for (long i = j; i < n; ++i) {
-      const double v = r[static_cast<std::size_t>(j * n + i)];
-      norm_r += (i == j ? 1.0 : 2.0) * v * v;
-    }
-  }
-  return std::sqrt(norm_r) / (std::sqrt(norm_a) * n * DBL_EPSILON);
-}
 
 int run(int argc, char** argv) {
   int rank = 0, size = 1;
@@ -72,7 +47,7 @@ int run(int argc, char** argv) {
   if (options->verify) {
     const auto full = l.gather_to_root(runtime.communicator());
     if (rank == 0) {
-      residual = cholesky_residual(full, n, options->seed);
+      residual = be::cholesky_scaled_residual(full, n, options->seed);
       // LAPACK's own test suite accepts scaled residuals below 30.
       verified = residual < 30.0;
     }

@@ -1,15 +1,12 @@
 // gemm: C = A * B with tiled tasks over MPI ranks.
 //   mpiexec -n 2 ./gemm --n 4096 --tile 256 --verify
 
-#include <cblas.h>
-
-#include <algorithm>
 #include <cfloat>
-#include <cmath>
 #include <cstdio>
 #include <exception>
 
 #include "bellows/examples/app.hpp"
+#include "bellows/examples/verify.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "gemm_tasks.hpp"
 
@@ -17,25 +14,6 @@ namespace be = bellows::examples;
 namespace br = bellows::runtime;
 
 namespace {
-
-/// max |C - A*B| / max |A*B| against OpenBLAS on the whole matrices.
-double gemm_error(const std::vector<double>& c, int n, unsigned seed) {
-  std::vector<double> a(static_cast<std::size_t>(n) * n), b(a.size()), ref(a.size());
-  for (long j = 0; j < n; ++j) {
-    for (long i = 0; i < n; ++i) {
-      a[static_cast<std::size_t>(j * n + i)] = be::random_entry(seed, i, j);
-      b[static_cast<std::size_t>(j * n + i)] = be::random_entry(seed + 1, i, j);
-    }
-  }
-  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, b.data(), n,
-              0.0, ref.data(), n);
-  double diff = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, std::abs(c[i] - ref[i]));
-    scale = std::max(scale, std::abs(ref[i]));
-  }
-  return scale > 0.0 ? diff / scale : diff;
-}
 
 int run(int argc, char** argv) {
   int rank = 0, size = 1;
@@ -71,7 +49,7 @@ int run(int argc, char** argv) {
   if (options->verify) {
     const auto full = c.gather_to_root(runtime.communicator());
     if (rank == 0) {
-      error = gemm_error(full, n, options->seed);
+      error = be::gemm_max_relative_error(full, n, n, n, options->seed);
       verified = error <= 16.0 * n * DBL_EPSILON;
     }
   }

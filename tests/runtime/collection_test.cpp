@@ -16,26 +16,13 @@
 #include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/task.hpp"
 #include "bellows/runtime/tile.hpp"
+#include "thrown_message.hpp"
 
 using bellows::runtime::BlockCyclic2D;
 using bellows::runtime::TaskKey;
 using bellows::runtime::Tile;
 using bellows::runtime::TiledMatrix;
 using bellows::runtime::TileIndex;
-
-namespace {
-
-template <typename F>
-std::string thrown_message(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<nothing thrown>";
-}
-
-}  // namespace
 
 TEST(TaskKey, EqualityComparesClassAndEveryIndex) {
   const TaskKey k{3, {1, 2, 3}};
@@ -226,7 +213,7 @@ TEST(TiledMatrix, KeepFilterLeavesOutTheUpperTriangle) {
   EXPECT_FALSE(l.kept(1, 3));
   EXPECT_TRUE(l.is_local(4, 4));
   EXPECT_FALSE(l.is_local(0, 4));
-  EXPECT_EQ(thrown_message([&] { (void)l.tile(0, 4); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { (void)l.tile(0, 4); }),
             "tile (0,4) of collection 1 is not on rank 0");
   EXPECT_THROW((void)l.tile(0, 4), std::out_of_range);
 
@@ -245,19 +232,19 @@ TEST(TiledMatrix, KeepFilterLeavesOutTheUpperTriangle) {
 TEST(TiledMatrix, TileAccessErrorsNameTheTile) {
   TiledMatrix a(2, 450, 450, 100, BlockCyclic2D{2, 3}, 0);
   EXPECT_THROW((void)a.tile(1, 0), std::out_of_range);
-  EXPECT_EQ(thrown_message([&] { (void)a.tile(1, 0); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { (void)a.tile(1, 0); }),
             "tile (1,0) of collection 2 is not on rank 0");
-  EXPECT_EQ(thrown_message([&] { (void)a.tile(5, 0); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { (void)a.tile(5, 0); }),
             "tile (5,0) of collection 2 is not on rank 0");
-  EXPECT_EQ(thrown_message([&] { (void)a.tile(0, -1); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { (void)a.tile(0, -1); }),
             "tile (0,-1) of collection 2 is not on rank 0");
   EXPECT_NO_THROW((void)a.tile(2, 3));
 
   EXPECT_THROW(a.set_tile(1, 1, std::make_shared<Tile>(100, 100)), std::out_of_range);
-  EXPECT_EQ(thrown_message([&] { a.set_tile(1, 1, std::make_shared<Tile>(100, 100)); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { a.set_tile(1, 1, std::make_shared<Tile>(100, 100)); }),
             "write-back of tile (1,1) of collection 2 on rank 0, which does not own it");
   EXPECT_THROW(a.set_tile(4, 0, std::make_shared<Tile>(100, 100)), std::invalid_argument);
-  EXPECT_EQ(thrown_message([&] { a.set_tile(4, 0, std::make_shared<Tile>(100, 100)); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { a.set_tile(4, 0, std::make_shared<Tile>(100, 100)); }),
             "write-back of tile (4,0) of collection 2 with a tile of the wrong shape");
   EXPECT_THROW(a.set_tile(0, 0, nullptr), std::invalid_argument);
 
@@ -269,10 +256,10 @@ TEST(TiledMatrix, TileAccessErrorsNameTheTile) {
 }
 
 TEST(TiledMatrix, RejectsNonPositiveSizesAndGrids) {
-  EXPECT_EQ(thrown_message([] { TiledMatrix(0, 0, 10, 5, BlockCyclic2D{1, 1}, 0); }),
+  EXPECT_EQ(bellows::testing::thrown_message([] { TiledMatrix(0, 0, 10, 5, BlockCyclic2D{1, 1}, 0); }),
             "matrix 0x10 with tile 5: sizes must be positive");
   EXPECT_THROW(TiledMatrix(0, 10, 10, 0, BlockCyclic2D{1, 1}, 0), std::invalid_argument);
-  EXPECT_EQ(thrown_message([] { TiledMatrix(0, 10, 10, 5, BlockCyclic2D{0, 2}, 0); }),
+  EXPECT_EQ(bellows::testing::thrown_message([] { TiledMatrix(0, 10, 10, 5, BlockCyclic2D{0, 2}, 0); }),
             "process grid 0x2 must be positive");
 }
 

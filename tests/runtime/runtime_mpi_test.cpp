@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bellows/examples/app.hpp"
+#include "bellows/examples/verify.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
@@ -84,28 +85,6 @@ GemmResult run_gemm(int m, int n, int k, int tile, br::BlockCyclic2D grid, int i
   return out;
 }
 
-/// max |C - A*B| / max |A*B| against OpenBLAS.
-double gemm_error(const std::vector<double>& c, int m, int n, int k) {
-  std::vector<double> a(static_cast<std::size_t>(m) * k), b(static_cast<std::size_t>(k) * n),
-      ref(static_cast<std::size_t>(m) * n);
-  for (long j = 0; j < k; ++j) {
-    for (long i = 0; i < m; ++i) a[static_cast<std::size_t>(j * m + i)] = be::random_entry(kSeed, i, j);
-  }
-  for (long j = 0; j < n; ++j) {
-    for (long i = 0; i < k; ++i) {
-      b[static_cast<std::size_t>(j * k + i)] = be::random_entry(kSeed + 1, i, j);
-    }
-  }
-  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a.data(), m, b.data(), k,
-              0.0, ref.data(), m);
-  double diff = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, std::abs(c[i] - ref[i]));
-    scale = std::max(scale, std::abs(ref[i]));
-  }
-  return diff / scale;
-}
-
 void check_gemm(const GemmResult& r, int m, int n, int k, int tile, int rank, int iterations) {
   const auto expected_tasks =
       static_cast<std::uint64_t>(ceil_div(m, tile)) * ceil_div(n, tile) * ceil_div(k, tile);
@@ -125,7 +104,7 @@ void check_gemm(const GemmResult& r, int m, int n, int k, int tile, int rank, in
   if (rank == 0) {
     ASSERT_EQ(r.c.size(), static_cast<std::size_t>(iterations));
     ASSERT_EQ(r.c[0].size(), static_cast<std::size_t>(m) * n);
-    const double error = gemm_error(r.c[0], m, n, k);
+    const double error = be::gemm_max_relative_error(r.c[0], m, n, k, kSeed);
     EXPECT_LE(error, 16.0 * k * DBL_EPSILON) << "C differs from OpenBLAS";
   }
 }
@@ -162,28 +141,6 @@ CholeskyResult run_cholesky(int n, int tile, br::BlockCyclic2D grid, int iterati
   out.a_after = a.gather_to_root(runtime.communicator());
   out.stats = runtime.stats();
   return out;
-}
-
-/// ||A - L L^T||_F / (||A||_F n eps), lower triangles.
-double cholesky_residual(const std::vector<double>& l, int n) {
-  std::vector<double> r(static_cast<std::size_t>(n) * n, 0.0);
-  double norm_a = 0.0;
-  for (long j = 0; j < n; ++j) {
-    for (long i = j; i < n; ++i) {
-      const double v = be::spd_entry(kSeed, n, i, j);
-      r[static_cast<std::size_t>(j * n + i)] = v;
-      norm_a += (i == j ? 1.0 : 2.0) * v * v;
-    }
-  }
-  cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, n, n, -1.0, l.data(), n, 1.0, r.data(), n);
-  double norm_r = 0.0;
-  for (long j = 0; j < n; ++j) {
-    for (long i = j; i < n; ++i) {
-      const double v = r[static_cast<std::size_t>(j * n + i)];
-      norm_r += (i == j ? 1.0 : 2.0) * v * v;
-    }
-  }
-  return std::sqrt(norm_r) / (std::sqrt(norm_a) * n * DBL_EPSILON);
 }
 
 /// max |L - L_lapack| / max |L_lapack| with LAPACK's dpotrf on the whole matrix.
@@ -224,7 +181,7 @@ void check_cholesky(const CholeskyResult& r, int n, int tile, int rank, int iter
   ASSERT_EQ(r.l.size(), static_cast<std::size_t>(iterations));
   const auto& l = r.l.back();
   ASSERT_EQ(l.size(), static_cast<std::size_t>(n) * n);
-  const double residual = cholesky_residual(l, n);
+  const double residual = be::cholesky_scaled_residual(l, n, kSeed);
   EXPECT_LT(residual, 30.0);
   EXPECT_LE(cholesky_difference(l, n), 1e-12) << "L differs from LAPACK's dpotrf";
   int upper_nonzero = 0;

@@ -13,6 +13,7 @@
 #include "bellows/runtime/runtime.hpp"
 #include "mpi_test_support.hpp"
 #include "test_task_classes.hpp"
+#include "thrown_message.hpp"
 
 namespace br = bellows::runtime;
 using bellows::testing::ChainTasks;
@@ -36,15 +37,6 @@ br::RuntimeOptions cpu(int workers) {
   return o;
 }
 
-template <typename F>
-std::string thrown_message(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<nothing thrown>";
-}
 
 constexpr double kModelTolerance = 0.10;  // wall time within 10 % of the model
 constexpr double kTaskFlops = 2e7;        // 2 ms at 10 GFLOP/s
@@ -198,22 +190,22 @@ TEST_F(SingleRank, EmptyIterationCompletes) {
 
 TEST_F(SingleRank, RejectsClassesAndCollectionsOutOfOrder) {
   br::Runtime runtime(MPI_COMM_WORLD, cpu(1));
-  EXPECT_EQ(thrown_message([&] { runtime.add_task_class(std::make_unique<IndependentTasks>(1, 1, 0, 1)); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { runtime.add_task_class(std::make_unique<IndependentTasks>(1, 1, 0, 1)); }),
             "task class 'INDEPENDENT' has id 1 but 0 classes were added before it");
-  EXPECT_EQ(thrown_message([&] { runtime.add_task_class(nullptr); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { runtime.add_task_class(nullptr); }),
             "add_task_class: null task class");
 
   br::TiledMatrix second(1, 10, 10, 5, br::BlockCyclic2D{1, 1}, 0);
-  EXPECT_EQ(thrown_message([&] { runtime.add_collection(second); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { runtime.add_collection(second); }),
             "collection has id 1 but 0 collections were added before it");
   br::TiledMatrix wide(0, 10, 10, 5, br::BlockCyclic2D{2, 2}, 0);
-  EXPECT_EQ(thrown_message([&] { runtime.add_collection(wide); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { runtime.add_collection(wide); }),
             "collection 0 is distributed over 4 ranks but the communicator has 1");
   EXPECT_THROW(runtime.add_collection(wide), std::invalid_argument);
 }
 
 TEST_F(SingleRank, RejectsANonPositiveEmulatedRate) {
-  EXPECT_EQ(thrown_message([] { br::Runtime r(MPI_COMM_WORLD, emulated(0.0)); }),
+  EXPECT_EQ(bellows::testing::thrown_message([] { br::Runtime r(MPI_COMM_WORLD, emulated(0.0)); }),
             "emulated device rate must be positive, got 0.000000 GFLOP/s");
   EXPECT_THROW(br::Runtime(MPI_COMM_WORLD, emulated(-3.0)), std::invalid_argument);
 }
@@ -222,7 +214,7 @@ TEST_F(SingleRank, RejectsAnOwnerOutsideTheCommunicator) {
   br::Runtime runtime(MPI_COMM_WORLD, cpu(1));
   // Task i on rank i % 3, but the communicator has one rank: task 1 is out of range.
   runtime.add_task_class(std::make_unique<IndependentTasks>(0, 5, 0, 3));
-  EXPECT_EQ(thrown_message([&] { (void)runtime.run_iteration(); }),
+  EXPECT_EQ(bellows::testing::thrown_message([&] { (void)runtime.run_iteration(); }),
             "task INDEPENDENT(1,0,0) maps to rank 1 outside a communicator of 1");
 }
 
