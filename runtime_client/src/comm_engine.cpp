@@ -24,14 +24,32 @@ int element_count(const Tile& t) { return static_cast<int>(t.elements()); }
 CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us)
     : engine_(engine), comm_(comm), max_sleep_us_(std::max(1, max_sleep_us)) {
   MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
   stats_.rank = rank_;
+  steal_ = engine_.options().steal;
+  std::seed_seq seed{steal_.seed, static_cast<unsigned>(rank_), 0xBE11u};
+  random_.seed(seed);
 }
 
 CommEngine::~CommEngine() {
   if (thread_.joinable()) thread_.join();
 }
 
+void CommEngine::reset_iteration_state() {
+  steal_outstanding_ = false;
+  steal_blocked_.store(false, std::memory_order_release);
+  final_reply_seen_ = false;
+  partial_replies_expected_ = 0;
+  partial_replies_seen_ = 0;
+  tasks_this_request_ = 0;
+  steal_backoff_us_ = 0;
+  next_steal_at_ = {};
+  global_done_ = false;
+  completed_everywhere_ = 0;
+}
+
 void CommEngine::start() {
+  reset_iteration_state();
   thread_ = std::thread([this] {
     try {
       run();
@@ -49,6 +67,11 @@ void CommEngine::notify() {
     wake_ = true;
   }
   wake_cv_.notify_one();
+}
+
+void CommEngine::notify_starving() {
+  if (steal_blocked_.load(std::memory_order_acquire)) return;
+  notify();
 }
 
 void CommEngine::send_activation(int dest, TilePtr tile, std::vector<wire::Target> targets) {
@@ -183,14 +206,238 @@ void CommEngine::handle(int source, wire::Message&& message) {
     MPI_Request request;
     MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, f->tag, comm_, &request);
     post(request, Operation{Operation::Kind::data_send, {}, std::move(tile), {}, {}});
-  } else {
-    const auto& c = std::get<wire::CollectionFetch>(message);
-    const auto& coll = engine_.collection(c.tile.collection);
-    TilePtr tile = coll.tile(c.tile.m, c.tile.n);  // throws when not local
+  } else if (auto* c = std::get_if<wire::CollectionFetch>(&message)) {
+    const auto& coll = engine_.collection(c->tile.collection);
+    TilePtr tile = coll.tile(c->tile.m, c->tile.n);  // throws when not local
     MPI_Request request;
-    MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c.tag, comm_, &request);
+    MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request);
     post(request, Operation{Operation::Kind::data_send, {}, std::move(tile), {}, {}});
+  } else if (auto* q = std::get_if<wire::StealRequest>(&message)) {
+    handle_steal_request(source, *q);
+  } else if (auto* reply = std::get_if<wire::StealReply>(&message)) {
+    handle_steal_reply(source, std::move(*reply));
+  } else if (auto* p = std::get_if<wire::Progress>(&message)) {
+    if (rank_ != 0 || !engine_.stealing()) {
+      fail("progress report from rank " + std::to_string(source) +
+           " reached a rank that does not count completions");
+    }
+    count_completed(p->completed);
+  } else {
+    if (source != 0 || !engine_.stealing()) {
+      fail("iteration_done from rank " + std::to_string(source) + " was not expected");
+    }
+    global_done_ = true;
   }
+}
+
+// ---------------------------------------------------------------- work stealing
+
+int CommEngine::random_rank_except(int a, int b) {
+  const int excluded = a == b ? 1 : 2;
+  const int candidates = size_ - excluded;
+  if (candidates <= 0) return -1;
+  int pick = static_cast<int>(random_() % static_cast<std::uint64_t>(candidates));
+  for (int r = 0; r < size_; ++r) {
+    if (r == a || r == b) continue;
+    if (pick-- == 0) return r;
+  }
+  return -1;
+}
+
+bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point now) {
+  if (steal_outstanding_ || global_done_ || !engine_.roots_queued() || now < next_steal_at_ ||
+      !engine_.starving()) {
+    return false;
+  }
+  const int victim = (steal_.policy == VictimPolicy::last_victim && last_victim_ >= 0)
+                         ? last_victim_
+                         : random_rank_except(rank_, rank_);
+  if (victim < 0) return false;
+  wire::StealRequest request;
+  request.thief = rank_;
+  request.request_id = ++steal_request_id_;
+  request.wanted = steal_.chunk;
+  send_control(victim, request);
+  steal_outstanding_ = true;
+  steal_blocked_.store(true, std::memory_order_release);
+  final_reply_seen_ = false;
+  partial_replies_expected_ = 0;
+  partial_replies_seen_ = 0;
+  tasks_this_request_ = 0;
+  steal_sent_at_ = now;
+  ++stats_.steal.requests_sent;
+  stats_.steal.max_outstanding = std::max<std::uint64_t>(stats_.steal.max_outstanding, 1);
+  return true;
+}
+
+void CommEngine::handle_steal_request(int source, const wire::StealRequest& request) {
+  if (!engine_.stealing()) {
+    fail("steal request from rank " + std::to_string(source) + " but stealing is off here");
+  }
+  if (request.thief == rank_ || request.thief >= size_) {
+    fail("steal request from rank " + std::to_string(source) + " names thief " +
+         std::to_string(request.thief) + ", not a valid other rank");
+  }
+  ++stats_.steal.requests_received;
+  stats_.steal.max_hops_seen = std::max<std::uint64_t>(stats_.steal.max_hops_seen, request.hops);
+
+  std::size_t left = 0;
+  auto tasks = global_done_ ? std::vector<std::unique_ptr<ReadyTask>>{}
+                            : engine_.give_tasks(request.wanted, request.thief, left);
+  wire::StealReply reply;
+  reply.request_id = request.request_id;
+  std::vector<InputSource> specs;
+  for (auto& task : tasks) {
+    wire::StolenTask stolen;
+    stolen.key = task->key;
+    specs.clear();
+    task->task_class->inputs(task->key, specs);
+    for (std::size_t slot = 0; slot < task->tiles.size() && slot < specs.size(); ++slot) {
+      if (specs[slot].kind == InputSource::Kind::scratch) continue;  // the thief makes it
+      wire::StolenInput input;
+      input.slot = static_cast<std::uint8_t>(slot);
+      TilePtr& tile = task->tiles[slot];
+      if (tile && tile->elements() > 0) {
+        input.handle = next_handle_++;
+        input.rows = tile->rows();
+        input.cols = tile->cols();
+        published_.emplace(input.handle, std::move(tile));
+      }
+      stolen.inputs.push_back(input);
+    }
+    reply.tasks.push_back(std::move(stolen));
+  }
+  const auto given = static_cast<std::int32_t>(reply.tasks.size());
+  if (given > 0) {
+    ++stats_.steal.requests_served;
+    stats_.steal.tasks_given += static_cast<std::uint64_t>(given);
+    const auto kept = static_cast<std::int64_t>(left);
+    stats_.steal.min_ready_after_serve = stats_.steal.min_ready_after_serve < 0
+                                             ? kept
+                                             : std::min(stats_.steal.min_ready_after_serve, kept);
+  }
+  if (given < request.wanted && request.hops < steal_.max_hops) {
+    const bool known = steal_.policy == VictimPolicy::last_victim && last_victim_ >= 0 &&
+                       last_victim_ != request.thief && last_victim_ != rank_;
+    const int next = known ? last_victim_ : random_rank_except(rank_, request.thief);
+    if (next >= 0) {
+      wire::StealRequest forward = request;
+      forward.wanted = request.wanted - given;
+      forward.hops = static_cast<std::uint8_t>(request.hops + 1);
+      if (given > 0) {
+        reply.final = false;
+        send_control(request.thief, reply);
+        forward.partial_replies = static_cast<std::uint16_t>(request.partial_replies + 1);
+      }
+      send_control(next, forward);
+      ++stats_.steal.requests_forwarded;
+      return;
+    }
+  }
+  reply.final = true;
+  reply.partial_replies = request.partial_replies;
+  send_control(request.thief, reply);
+}
+
+void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
+  if (!steal_outstanding_ || reply.request_id != steal_request_id_) {
+    fail("steal reply " + std::to_string(reply.request_id) + " from rank " +
+         std::to_string(source) + " answers no outstanding request");
+  }
+  for (auto& task : reply.tasks) {
+    engine_.adopt_stolen(task.key);
+    for (const auto& input : task.inputs) {
+      if (input.rows == 0) {
+        engine_.deliver(task.key, input.slot, nullptr);
+        continue;
+      }
+      auto tile = std::make_shared<Tile>(input.rows, input.cols);
+      stats_.steal.bytes_stolen += tile->bytes();
+      const int tag = next_tag();
+      MPI_Request request;
+      MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request);
+      wire::Target target;
+      target.consumer = task.key;
+      target.slot = input.slot;
+      post(request, Operation{Operation::Kind::activation_recv, {}, std::move(tile), {target}, {}});
+      send_control(source, wire::Fetch{input.handle, tag});
+    }
+  }
+  stats_.steal.tasks_stolen += reply.tasks.size();
+  tasks_this_request_ += reply.tasks.size();
+  if (!reply.tasks.empty()) last_victim_ = source;
+  if (reply.final) {
+    if (final_reply_seen_) {
+      fail("second final reply to steal request " + std::to_string(reply.request_id));
+    }
+    final_reply_seen_ = true;
+    partial_replies_expected_ = reply.partial_replies;
+  } else {
+    ++partial_replies_seen_;
+  }
+  if (final_reply_seen_ && partial_replies_seen_ == partial_replies_expected_) {
+    finish_steal_request(std::chrono::steady_clock::now());
+  }
+}
+
+void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now) {
+  steal_outstanding_ = false;
+  stats_.steal.round_trip_seconds.push_back(
+      std::chrono::duration<double>(now - steal_sent_at_).count());
+  if (tasks_this_request_ == 0) {
+    ++stats_.steal.requests_failed;
+    // The last victim had nothing (nor had the victims it forwarded to): try at random.
+    last_victim_ = -1;
+    steal_backoff_us_ = steal_backoff_us_ == 0
+                            ? steal_.min_backoff_us
+                            : std::min(2 * steal_backoff_us_, steal_.max_backoff_us);
+  } else {
+    steal_backoff_us_ = 0;
+  }
+  next_steal_at_ = now + std::chrono::microseconds(steal_backoff_us_);
+  steal_blocked_.store(false, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------- global completion count
+
+bool CommEngine::report_progress() {
+  bool sent = false;
+  if (engine_.local_work_done()) {
+    const auto delta = engine_.take_completed_delta();
+    if (delta > 0) {
+      if (rank_ == 0) {
+        count_completed(delta);
+      } else {
+        send_control(0, wire::Progress{delta});
+      }
+      sent = true;
+    }
+  }
+  if (rank_ == 0 && !global_done_ && completed_everywhere_ == engine_.total_task_count()) {
+    count_completed(0);
+    sent = true;
+  }
+  return sent;
+}
+
+void CommEngine::count_completed(std::uint64_t completed) {
+  completed_everywhere_ += static_cast<std::int64_t>(completed);
+  const auto total = engine_.total_task_count();
+  if (completed_everywhere_ > total) {
+    fail("ranks report " + std::to_string(completed_everywhere_) +
+         " completed tasks but the iteration has " + std::to_string(total));
+  }
+  if (completed_everywhere_ == total && !global_done_) {
+    global_done_ = true;
+    for (int r = 1; r < size_; ++r) send_control(r, wire::IterationDone{});
+  }
+}
+
+bool CommEngine::may_enter_barrier(bool work_done, bool quiet) const {
+  if (!(work_done && quiet && published_.empty())) return false;
+  if (!engine_.stealing()) return true;
+  // Idle ranks keep stealing until every task of the iteration has run somewhere.
+  return global_done_ && !steal_outstanding_;
 }
 
 bool CommEngine::complete_operations() {
@@ -256,10 +503,16 @@ void CommEngine::run() {
   MPI_Request barrier = MPI_REQUEST_NULL;
   bool barrier_posted = false;
   bool barrier_done = false;
+  const bool stealing = engine_.stealing();
   for (;;) {
     bool progressed = drain_outbox();
     progressed = receive_control() || progressed;
     progressed = complete_operations() || progressed;
+    const auto now = std::chrono::steady_clock::now();
+    if (stealing) {
+      progressed = report_progress() || progressed;
+      progressed = maybe_send_steal_request(now) || progressed;
+    }
 
     const bool work_done = engine_.local_work_done();
     bool outbox_empty = false;
@@ -268,7 +521,7 @@ void CommEngine::run() {
       outbox_empty = outbox_.empty();
     }
     const bool quiet = outbox_empty && requests_.empty();
-    if (!barrier_posted && work_done && quiet && published_.empty()) {
+    if (!barrier_posted && may_enter_barrier(work_done, quiet)) {
       MPI_Ibarrier(comm_, &barrier);
       barrier_posted = true;
       progressed = true;
@@ -285,9 +538,17 @@ void CommEngine::run() {
     // Poll often only while something is expected soon: transfers in flight need the
     // progress engine on both sides, and a published tile is about to be fetched.
     // Otherwise sleep long; local work wakes the thread at once through the outbox.
-    const int sleep_us = !requests_.empty()    ? kTransferPollUs
-                         : !published_.empty() ? kFetchExpectedPollUs
-                                               : max_sleep_us_;
+    int sleep_us = !requests_.empty()    ? kTransferPollUs
+                   : !published_.empty() ? kFetchExpectedPollUs
+                                         : max_sleep_us_;
+    if (stealing && !global_done_) {
+      if (steal_outstanding_) {
+        sleep_us = std::min(sleep_us, kTransferPollUs);
+      } else if (engine_.roots_queued() && engine_.starving()) {
+        const auto wait = std::chrono::duration_cast<std::chrono::microseconds>(next_steal_at_ - now);
+        sleep_us = std::clamp(static_cast<int>(wait.count()), 1, sleep_us);
+      }
+    }
     std::unique_lock lock(outbox_mutex_);
     wake_cv_.wait_for(lock, std::chrono::microseconds(sleep_us),
                       [&] { return wake_ || !outbox_.empty(); });

@@ -7,15 +7,26 @@
 // by local work (an activation to send, a tile to fetch); it polls MPI every few
 // microseconds while transfers are in flight or a published tile awaits its fetch,
 // and otherwise every max_sleep_us for unsolicited messages.
+//
+// With work stealing on (seed 001, section IV) it is also the rank's stealing thread:
+// it sends the rank's single outstanding steal request when the rank starves, serves
+// the requests of other ranks from the device queue (one thread per rank, so requests
+// are served one at a time), and forwards what it cannot satisfy. The end of an
+// iteration then needs a global count: every rank reports its completed tasks to the
+// first rank, which announces when all tasks of the iteration have run.
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mpi.h>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
 #include "bellows/runtime/task.hpp"
 #include "wire.hpp"
@@ -46,6 +57,9 @@ class CommEngine {
   void fetch_collection_tile(const TileIndex& index, int owner, int rows, int cols);
   /// Wakes the thread (e.g. the last local task completed).
   void notify();
+  /// Wakes the thread because the rank starves, unless a steal request is already out
+  /// or the thief is backing off (cheap: one atomic load on the common path).
+  void notify_starving();
 
   RankStats take_stats();
 
@@ -67,7 +81,17 @@ class CommEngine {
   };
 
   void run();
+  void reset_iteration_state();
   bool drain_outbox();
+  // Work stealing and the global end-of-iteration count.
+  bool maybe_send_steal_request(std::chrono::steady_clock::time_point now);
+  void handle_steal_request(int source, const wire::StealRequest& request);
+  void handle_steal_reply(int source, wire::StealReply&& reply);
+  void finish_steal_request(std::chrono::steady_clock::time_point now);
+  bool report_progress();
+  void count_completed(std::uint64_t completed);
+  [[nodiscard]] int random_rank_except(int a, int b);
+  [[nodiscard]] bool may_enter_barrier(bool work_done, bool quiet) const;
   bool receive_control();
   bool complete_operations();
   void handle(int source, wire::Message&& message);
@@ -94,6 +118,25 @@ class CommEngine {
   std::uint64_t next_handle_ = 1;
   int tag_cursor_ = 0;
   RankStats stats_;
+
+  int size_ = 1;
+  StealOptions steal_;
+  std::mt19937_64 random_;
+  // Thief side: at most one request out at any time.
+  std::atomic<bool> steal_blocked_{false};  // request out or backing off: workers stay quiet
+  bool steal_outstanding_ = false;
+  std::uint32_t steal_request_id_ = 0;
+  std::chrono::steady_clock::time_point steal_sent_at_{};
+  std::chrono::steady_clock::time_point next_steal_at_{};
+  int steal_backoff_us_ = 0;
+  bool final_reply_seen_ = false;
+  std::uint16_t partial_replies_expected_ = 0;
+  std::uint16_t partial_replies_seen_ = 0;
+  std::uint64_t tasks_this_request_ = 0;
+  int last_victim_ = -1;
+  // End of iteration with stealing: the first rank counts completions of all ranks.
+  bool global_done_ = false;
+  std::int64_t completed_everywhere_ = 0;  // first rank only
 };
 
 }  // namespace bellows::runtime

@@ -1,5 +1,7 @@
 #include "device.hpp"
 
+#include <algorithm>
+
 #include "engine.hpp"
 
 namespace bellows::runtime {
@@ -15,9 +17,31 @@ void ReadyTask::make_writable_slots_exclusive() {
 void Device::push(std::unique_ptr<ReadyTask> task) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push(std::move(task));
+    const Order order{task->priority, task->sequence};
+    queue_.emplace(order, std::move(task));
   }
   ready_.notify_one();
+}
+
+std::unique_ptr<ReadyTask> Device::take_front_locked() {
+  auto node = queue_.extract(queue_.begin());
+  return std::move(node.mapped());
+}
+
+std::vector<std::unique_ptr<ReadyTask>> Device::steal(std::size_t wanted, std::size_t keep,
+                                                      std::size_t& left) {
+  std::vector<std::unique_ptr<ReadyTask>> out;
+  std::lock_guard lock(mutex_);
+  const std::size_t spare = queue_.size() > keep ? queue_.size() - keep : 0;
+  const std::size_t count = std::min(wanted, spare);
+  for (auto it = queue_.end(); out.size() < count && it != queue_.begin();) {
+    --it;
+    if (it->second->migrated) continue;
+    out.push_back(std::move(it->second));
+    it = queue_.erase(it);
+  }
+  left = queue_.size();
+  return out;
 }
 
 std::size_t Device::ready_count() const {
@@ -33,16 +57,18 @@ std::unique_ptr<ReadyTask> Device::pop_or_wait(UnitStats& unit_stats) {
     unit_stats.totals.idle_seconds += seconds_between(begin, Clock::now());
   }
   if (queue_.empty()) return nullptr;
-  auto task = std::move(const_cast<std::unique_ptr<ReadyTask>&>(queue_.top()));
-  queue_.pop();
+  auto task = take_front_locked();
+  lock.unlock();
+  engine_.ready_task_taken();
   return task;
 }
 
 std::unique_ptr<ReadyTask> Device::try_pop() {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (queue_.empty()) return nullptr;
-  auto task = std::move(const_cast<std::unique_ptr<ReadyTask>&>(queue_.top()));
-  queue_.pop();
+  auto task = take_front_locked();
+  lock.unlock();
+  engine_.ready_task_taken();
   return task;
 }
 

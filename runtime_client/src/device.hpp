@@ -4,9 +4,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <queue>
 #include <vector>
 
 #include "bellows/runtime/options.hpp"
@@ -26,6 +26,7 @@ struct ReadyTask {
   std::int64_t priority = 0;
   std::uint64_t sequence = 0;     ///< FIFO among equal priorities
   double flops = 0.0;
+  bool migrated = false;          ///< stolen from another rank: never stolen again
 
   /// Gives every writable slot a tile that nobody else references (copy on write).
   void make_writable_slots_exclusive();
@@ -56,6 +57,12 @@ class Device {
 
   void push(std::unique_ptr<ReadyTask> task);
   [[nodiscard]] std::size_t ready_count() const;
+  /// Takes up to `wanted` queued tasks for a thief, lowest priority first, never a task
+  /// that was itself stolen, and never so many that fewer than `keep` stay queued.
+  /// `left` receives the queue length afterwards. Tasks already handed to an execution
+  /// unit (staging, running, staging out) are never taken.
+  std::vector<std::unique_ptr<ReadyTask>> steal(std::size_t wanted, std::size_t keep,
+                                                std::size_t& left);
   /// Statistics of the units since the last take_stats().
   RankStats take_stats();
 
@@ -75,17 +82,21 @@ class Device {
   Engine& engine_;
 
  private:
-  struct Later {
-    bool operator()(const std::unique_ptr<ReadyTask>& a,
-                    const std::unique_ptr<ReadyTask>& b) const noexcept {
-      if (a->priority != b->priority) return a->priority < b->priority;
-      return a->sequence > b->sequence;
+  // Ordered so that begin() is the next task to run (highest priority, then FIFO) and
+  // the back holds what a thief takes first.
+  struct Order {
+    std::int64_t priority;
+    std::uint64_t sequence;
+    bool operator<(const Order& o) const noexcept {
+      if (priority != o.priority) return priority > o.priority;
+      return sequence < o.sequence;
     }
   };
+  std::unique_ptr<ReadyTask> take_front_locked();
+
   mutable std::mutex mutex_;
   std::condition_variable ready_;
-  std::priority_queue<std::unique_ptr<ReadyTask>, std::vector<std::unique_ptr<ReadyTask>>, Later>
-      queue_;
+  std::map<Order, std::unique_ptr<ReadyTask>> queue_;
   bool stopping_ = false;
   std::mutex stats_mutex_;
   RankStats stats_;

@@ -119,7 +119,84 @@ void Engine::prepare_local_tasks() {
       if (!has_predecessor) local_roots_.push_back(key);
     });
   }
+  MPI_Allreduce(&local_task_count_, &total_task_count_, 1, MPI_INT64_T, MPI_SUM, comm_);
   local_tasks_known_ = true;
+}
+
+bool Engine::starving() const {
+  const auto ready = static_cast<std::int64_t>(device_->ready_count());
+  return ready < options_.steal.device_threshold || ready < options_.steal.node_threshold;
+}
+
+void Engine::ready_task_taken() {
+  if (!stealing() || !roots_queued()) return;
+  if (starving()) comm_engine_->notify_starving();
+}
+
+void Engine::record_migration(const TaskKey& key, int rank) {
+  std::lock_guard lock(migrations_mutex_);
+  migrations_[key] = rank;
+}
+
+std::unordered_map<TaskKey, int> Engine::migrations() const {
+  std::lock_guard lock(migrations_mutex_);
+  return migrations_;
+}
+
+std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief,
+                                                           std::size_t& left) {
+  const auto keep = static_cast<std::size_t>(
+      std::max(options_.steal.device_threshold, options_.steal.node_threshold));
+  auto tasks = device_->steal(static_cast<std::size_t>(std::max(wanted, 0)), keep, left);
+  if (tasks.empty()) return tasks;
+  for (const auto& t : tasks) record_migration(t->key, thief);
+  const auto remaining =
+      local_remaining_.fetch_sub(static_cast<std::int64_t>(tasks.size()), std::memory_order_acq_rel) -
+      static_cast<std::int64_t>(tasks.size());
+  if (remaining < 0) {
+    throw std::logic_error("rank " + std::to_string(rank_) + " gave away more tasks than it had");
+  }
+  if (trace_) {
+    trace_->sample(iteration_clock(), left, completed_this_iteration_.load());
+  }
+  return tasks;
+}
+
+void Engine::adopt_stolen(const TaskKey& key) {
+  const auto& cls = task_class(key.task_class);
+  std::vector<InputSource> specs;
+  cls.inputs(key, specs);
+  if (specs.size() > 32) {
+    throw std::length_error("stolen task " + describe(cls, key) + " has " +
+                            std::to_string(specs.size()) + " input slots; at most 32 are supported");
+  }
+  record_migration(key, rank_);
+  local_remaining_.fetch_add(1, std::memory_order_acq_rel);
+  std::unique_lock lock(mutex_);
+  auto [it, inserted] = pending_.try_emplace(key);
+  if (!inserted) {
+    throw std::logic_error("stolen task " + describe(cls, key) + " is already pending on rank " +
+                           std::to_string(rank_));
+  }
+  PendingTask& p = it->second;
+  p.migrated = true;
+  p.tiles.resize(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto& spec = specs[i];
+    if (spec.access == Access::read_write) p.writable |= 1U << i;
+    if (spec.kind == InputSource::Kind::control) p.control |= 1U << i;
+    if (spec.kind == InputSource::Kind::scratch) {
+      p.tiles[i] = std::make_shared<Tile>(spec.rows, spec.cols);
+    } else {
+      ++p.missing;  // sent by the victim: a tile to fetch, or a control token
+    }
+  }
+  if (p.missing == 0) {
+    PendingTask ready = std::move(p);
+    pending_.erase(it);
+    lock.unlock();
+    make_ready(key, std::move(ready));
+  }
 }
 
 Engine::PendingTask& Engine::instantiate(const TaskKey& key, std::vector<TileIndex>& fetches) {
@@ -177,11 +254,9 @@ void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
   task->priority = cls.priority(key);
   task->flops = cls.flops(key);
   task->sequence = sequence_.fetch_add(1, std::memory_order_relaxed);
+  task->migrated = pending.migrated;
   device_->push(std::move(task));
-  if (trace_) {
-    trace_->sample(iteration_clock(), device_->ready_count(),
-                   static_cast<std::uint64_t>(local_task_count_ - local_remaining_.load()));
-  }
+  if (trace_) trace_->sample(iteration_clock(), device_->ready_count(), completed_this_iteration_.load());
 }
 
 void Engine::request_fetches(const std::vector<TileIndex>& fetches) {
@@ -299,11 +374,11 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
     }
   }
   task.reset();
+  // Counted before the remaining work drops: whoever sees no work left also sees the count.
+  completed_unreported_.fetch_add(1, std::memory_order_acq_rel);
+  const auto completed = completed_this_iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
   const auto remaining = local_remaining_.fetch_sub(1, std::memory_order_acq_rel) - 1;
-  if (trace_) {
-    trace_->sample(iteration_clock(), device_->ready_count(),
-                   static_cast<std::uint64_t>(local_task_count_ - remaining));
-  }
+  if (trace_) trace_->sample(iteration_clock(), device_->ready_count(), completed);
   if (remaining == 0) comm_engine_->notify();
 }
 
@@ -312,6 +387,9 @@ IterationReport Engine::run_iteration() {
   ++iteration_;
   cache_.clear();
   local_remaining_.store(local_task_count_, std::memory_order_release);
+  completed_unreported_.store(0);
+  completed_this_iteration_.store(0);
+  roots_queued_.store(false, std::memory_order_release);
   if (trace_) trace_->begin_iteration(iteration_);
 
   MPI_Barrier(comm_);
@@ -335,6 +413,7 @@ IterationReport Engine::run_iteration() {
       request_fetches(fetches);
     }
   }
+  roots_queued_.store(true, std::memory_order_release);
   comm_engine_->notify();
   comm_engine_->join();
   device_->stop();

@@ -55,12 +55,44 @@ class Engine {
   void write_back(const TileIndex& index, TilePtr tile);
   /// A device ran `task`: activate its successors, count it done.
   void complete(std::unique_ptr<ReadyTask> task);
-  /// True when every task this rank owns in the current iteration has run.
+  /// True when every task this rank is responsible for in the current iteration has
+  /// run: those it owns, less those given to thieves, plus those it stole.
   [[nodiscard]] bool local_work_done() const noexcept {
     return local_remaining_.load(std::memory_order_acquire) == 0;
   }
   [[nodiscard]] std::size_t ready_count() const;
   [[nodiscard]] double iteration_clock() const;
+
+  // ---- work stealing (seed 001, section IV) ----
+
+  [[nodiscard]] bool stealing() const noexcept { return options_.steal.enabled && size_ > 1; }
+  /// True once the iteration's root tasks are queued (before that every rank looks idle).
+  [[nodiscard]] bool roots_queued() const noexcept {
+    return roots_queued_.load(std::memory_order_acquire);
+  }
+  /// A device starves below the device threshold of ready tasks; the rank (node) starves
+  /// when one of its devices does, or when all together are below the node threshold.
+  /// A rank drives one device today, so both compare the same count.
+  [[nodiscard]] bool starving() const;
+  /// Called by a device each time an execution unit takes a ready task: wakes the
+  /// communication thread when the rank starts to starve, so any worker detects it.
+  void ready_task_taken();
+  /// Every task of the iteration over all ranks (known after the first iteration starts).
+  [[nodiscard]] std::int64_t total_task_count() const noexcept { return total_task_count_; }
+  /// Tasks completed here since the previous call.
+  [[nodiscard]] std::uint64_t take_completed_delta() noexcept {
+    return completed_unreported_.exchange(0, std::memory_order_acq_rel);
+  }
+  /// Takes up to `wanted` ready tasks for rank `thief` (never below the device threshold)
+  /// and records their new placement. `left` receives the ready count afterwards.
+  std::vector<std::unique_ptr<ReadyTask>> give_tasks(int wanted, int thief, std::size_t& left);
+  /// Creates the pending record of a task stolen from another rank: its scratch slots are
+  /// made here, every other slot arrives through deliver(). Runs it at once when it has
+  /// nothing to receive.
+  void adopt_stolen(const TaskKey& key);
+  /// Where migrated tasks ran: key -> rank, recorded on the victim and on the thief (the
+  /// override table on top of the fixed mapping). Thread-safe copy.
+  [[nodiscard]] std::unordered_map<TaskKey, int> migrations() const;
 
  private:
   struct PendingTask {
@@ -68,6 +100,7 @@ class Engine {
     std::uint32_t writable = 0;
     std::uint32_t control = 0;  // slots that receive control tokens only
     int missing = 0;
+    bool migrated = false;  // stolen from another rank
   };
   struct CollectionCacheEntry {
     TilePtr tile;  // null while the fetch is in flight
@@ -80,6 +113,7 @@ class Engine {
   void make_ready(const TaskKey& key, PendingTask&& pending);
   void request_fetches(const std::vector<TileIndex>& fetches);
   void prepare_local_tasks();
+  void record_migration(const TaskKey& key, int rank);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
@@ -102,6 +136,12 @@ class Engine {
   std::vector<TaskKey> local_roots_;  // local tasks with no predecessor
   std::int64_t local_task_count_ = 0;
   std::atomic<std::int64_t> local_remaining_{0};
+  std::int64_t total_task_count_ = 0;
+  std::atomic<std::uint64_t> completed_unreported_{0};
+  std::atomic<std::uint64_t> completed_this_iteration_{0};
+  std::atomic<bool> roots_queued_{false};
+  mutable std::mutex migrations_mutex_;
+  std::unordered_map<TaskKey, int> migrations_;
   std::atomic<std::uint64_t> sequence_{0};
 
   int iteration_ = 0;

@@ -1,5 +1,7 @@
 #include "bellows/runtime/options.hpp"
 
+#include <string>
+
 namespace bellows::runtime {
 
 std::string_view to_string(DeviceKind kind) noexcept {
@@ -19,6 +21,43 @@ bool parse_device_kind(std::string_view text, DeviceKind& out) noexcept {
     }
   }
   return false;
+}
+
+std::string_view to_string(VictimPolicy policy) noexcept {
+  switch (policy) {
+    case VictimPolicy::random: return "random";
+    case VictimPolicy::last_victim: return "last-victim";
+  }
+  return "unknown";
+}
+
+bool parse_victim_policy(std::string_view text, VictimPolicy& out) noexcept {
+  for (auto policy : {VictimPolicy::random, VictimPolicy::last_victim}) {
+    if (text == to_string(policy)) {
+      out = policy;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string validate(const StealOptions& o) {
+  if (o.chunk < 1) return "steal chunk must be at least 1, got " + std::to_string(o.chunk);
+  if (o.max_hops < 0) return "steal max_hops must not be negative, got " + std::to_string(o.max_hops);
+  if (o.device_threshold < 0) {
+    return "steal device threshold must not be negative, got " + std::to_string(o.device_threshold);
+  }
+  if (o.node_threshold < 0) {
+    return "steal node threshold must not be negative, got " + std::to_string(o.node_threshold);
+  }
+  if (o.min_backoff_us < 1) {
+    return "steal min backoff must be at least 1 us, got " + std::to_string(o.min_backoff_us);
+  }
+  if (o.max_backoff_us < o.min_backoff_us) {
+    return "steal max backoff (" + std::to_string(o.max_backoff_us) +
+           " us) is below the min backoff (" + std::to_string(o.min_backoff_us) + " us)";
+  }
+  return {};
 }
 
 }  // namespace bellows::runtime

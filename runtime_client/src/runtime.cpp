@@ -26,6 +26,8 @@ IterationReport Runtime::run_iteration() { return engine_->run_iteration(); }
 
 const RankStats& Runtime::stats() const noexcept { return engine_->stats(); }
 
+std::unordered_map<TaskKey, int> Runtime::migrations() const { return engine_->migrations(); }
+
 std::vector<RankStats> Runtime::gather_stats() const {
   // Fixed numeric fields travel as doubles; per-class counts follow the class order,
   // which every rank shares.
@@ -44,7 +46,19 @@ std::vector<RankStats> Runtime::gather_stats() const {
                               s.idle_seconds,
                               s.modeled_seconds,
                               s.flops,
-                              s.comm_cpu_seconds};
+                              s.comm_cpu_seconds,
+                              static_cast<double>(s.steal.requests_sent),
+                              static_cast<double>(s.steal.requests_failed),
+                              static_cast<double>(s.steal.requests_received),
+                              static_cast<double>(s.steal.requests_served),
+                              static_cast<double>(s.steal.requests_forwarded),
+                              static_cast<double>(s.steal.tasks_stolen),
+                              static_cast<double>(s.steal.tasks_given),
+                              static_cast<double>(s.steal.bytes_stolen),
+                              static_cast<double>(s.steal.max_hops_seen),
+                              static_cast<double>(s.steal.max_outstanding),
+                              static_cast<double>(s.steal.min_ready_after_serve)};
+  constexpr std::size_t kFixedFields = 21;
   for (const auto& name : names) {
     auto it = s.tasks_by_class.find(name);
     mine.push_back(it == s.tasks_by_class.end() ? 0.0 : static_cast<double>(it->second));
@@ -52,6 +66,20 @@ std::vector<RankStats> Runtime::gather_stats() const {
   const int width = static_cast<int>(mine.size());
   std::vector<double> all(static_cast<std::size_t>(width) * engine_->size());
   MPI_Gather(mine.data(), width, MPI_DOUBLE, all.data(), width, MPI_DOUBLE, 0, comm);
+  // The steal round trips, one vector per rank.
+  const int my_round_trips = static_cast<int>(s.steal.round_trip_seconds.size());
+  std::vector<int> round_trips_counts(static_cast<std::size_t>(engine_->size()));
+  MPI_Gather(&my_round_trips, 1, MPI_INT, round_trips_counts.data(), 1, MPI_INT, 0, comm);
+  std::vector<int> round_trips_displacements(round_trips_counts.size());
+  int total_round_trips = 0;
+  for (std::size_t r = 0; r < round_trips_counts.size(); ++r) {
+    round_trips_displacements[r] = total_round_trips;
+    total_round_trips += round_trips_counts[r];
+  }
+  std::vector<double> all_round_trips(static_cast<std::size_t>(total_round_trips));
+  MPI_Gatherv(s.steal.round_trip_seconds.data(), my_round_trips, MPI_DOUBLE,
+              all_round_trips.data(), round_trips_counts.data(),
+              round_trips_displacements.data(), MPI_DOUBLE, 0, comm);
   std::vector<RankStats> out;
   if (engine_->rank() != 0) return out;
   for (int r = 0; r < engine_->size(); ++r) {
@@ -68,8 +96,23 @@ std::vector<RankStats> Runtime::gather_stats() const {
     rs.modeled_seconds = v[7];
     rs.flops = v[8];
     rs.comm_cpu_seconds = v[9];
+    rs.steal.requests_sent = static_cast<std::uint64_t>(v[10]);
+    rs.steal.requests_failed = static_cast<std::uint64_t>(v[11]);
+    rs.steal.requests_received = static_cast<std::uint64_t>(v[12]);
+    rs.steal.requests_served = static_cast<std::uint64_t>(v[13]);
+    rs.steal.requests_forwarded = static_cast<std::uint64_t>(v[14]);
+    rs.steal.tasks_stolen = static_cast<std::uint64_t>(v[15]);
+    rs.steal.tasks_given = static_cast<std::uint64_t>(v[16]);
+    rs.steal.bytes_stolen = static_cast<std::uint64_t>(v[17]);
+    rs.steal.max_hops_seen = static_cast<std::uint64_t>(v[18]);
+    rs.steal.max_outstanding = static_cast<std::uint64_t>(v[19]);
+    rs.steal.min_ready_after_serve = static_cast<std::int64_t>(v[20]);
+    const auto first = round_trips_displacements[static_cast<std::size_t>(r)];
+    const auto samples = round_trips_counts[static_cast<std::size_t>(r)];
+    rs.steal.round_trip_seconds.assign(all_round_trips.begin() + first,
+                                       all_round_trips.begin() + first + samples);
     for (std::size_t c = 0; c < names.size(); ++c) {
-      const auto count = static_cast<std::uint64_t>(v[10 + c]);
+      const auto count = static_cast<std::uint64_t>(v[kFixedFields + c]);
       if (count != 0) rs.tasks_by_class[names[c]] = count;
     }
     out.push_back(std::move(rs));

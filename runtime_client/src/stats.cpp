@@ -1,8 +1,60 @@
 #include "bellows/runtime/stats.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace bellows::runtime {
+
+void StealStats::add(const StealStats& o) {
+  requests_sent += o.requests_sent;
+  requests_failed += o.requests_failed;
+  requests_received += o.requests_received;
+  requests_served += o.requests_served;
+  requests_forwarded += o.requests_forwarded;
+  tasks_stolen += o.tasks_stolen;
+  tasks_given += o.tasks_given;
+  bytes_stolen += o.bytes_stolen;
+  max_hops_seen = std::max(max_hops_seen, o.max_hops_seen);
+  max_outstanding = std::max(max_outstanding, o.max_outstanding);
+  if (o.min_ready_after_serve >= 0) {
+    min_ready_after_serve = min_ready_after_serve < 0
+                                ? o.min_ready_after_serve
+                                : std::min(min_ready_after_serve, o.min_ready_after_serve);
+  }
+  round_trip_seconds.insert(round_trip_seconds.end(), o.round_trip_seconds.begin(),
+                            o.round_trip_seconds.end());
+}
+
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0.0;
+  const auto rank = static_cast<std::size_t>(
+      std::clamp(std::ceil(q * static_cast<double>(values.size())), 1.0,
+                 static_cast<double>(values.size())) - 1);
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(rank), values.end());
+  return values[rank];
+}
+
+void to_json(nlohmann::json& j, const StealStats& s) {
+  const auto us = [&](double q) { return quantile(s.round_trip_seconds, q) * 1e6; };
+  j = nlohmann::json{{"requests_sent", s.requests_sent},
+                     {"requests_failed", s.requests_failed},
+                     {"requests_received", s.requests_received},
+                     {"requests_served", s.requests_served},
+                     {"requests_forwarded", s.requests_forwarded},
+                     {"tasks_stolen", s.tasks_stolen},
+                     {"tasks_given", s.tasks_given},
+                     {"bytes_stolen", s.bytes_stolen},
+                     {"max_hops_seen", s.max_hops_seen},
+                     {"max_outstanding", s.max_outstanding},
+                     {"min_ready_after_serve", s.min_ready_after_serve},
+                     {"round_trip_us",
+                      {{"count", s.round_trip_seconds.size()},
+                       {"p50", us(0.5)},
+                       {"p90", us(0.9)},
+                       {"p99", us(0.99)},
+                       {"max", us(1.0)}}}};
+}
 
 void RankStats::add(const RankStats& o) {
   for (const auto& [name, count] : o.tasks_by_class) tasks_by_class[name] += count;
@@ -16,6 +68,7 @@ void RankStats::add(const RankStats& o) {
   modeled_seconds += o.modeled_seconds;
   flops += o.flops;
   comm_cpu_seconds += o.comm_cpu_seconds;
+  steal.add(o.steal);
 }
 
 void to_json(nlohmann::json& j, const RankStats& s) {
@@ -29,7 +82,8 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"busy_seconds", s.busy_seconds},
                      {"idle_seconds", s.idle_seconds},
                      {"modeled_seconds", s.modeled_seconds},
-                     {"comm_cpu_seconds", s.comm_cpu_seconds}};
+                     {"comm_cpu_seconds", s.comm_cpu_seconds},
+                     {"steal", s.steal}};
 }
 
 }  // namespace bellows::runtime

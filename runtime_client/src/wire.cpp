@@ -74,13 +74,41 @@ std::vector<std::byte> encode(const Message& message) {
     put_header(w, MessageType::fetch);
     w.put(f->handle);
     w.put(f->tag);
-  } else {
-    const auto& c = std::get<CollectionFetch>(message);
+  } else if (const auto* c = std::get_if<CollectionFetch>(&message)) {
     put_header(w, MessageType::collection_fetch);
-    w.put(c.tile.collection);
-    w.put(c.tile.m);
-    w.put(c.tile.n);
-    w.put(c.tag);
+    w.put(c->tile.collection);
+    w.put(c->tile.m);
+    w.put(c->tile.n);
+    w.put(c->tag);
+  } else if (const auto* q = std::get_if<StealRequest>(&message)) {
+    put_header(w, MessageType::steal_request);
+    w.put(q->thief);
+    w.put(q->request_id);
+    w.put(q->wanted);
+    w.put(q->hops);
+    w.put(q->partial_replies);
+  } else if (const auto* reply = std::get_if<StealReply>(&message)) {
+    put_header(w, MessageType::steal_reply);
+    w.put(reply->request_id);
+    w.put(static_cast<std::uint8_t>(reply->final ? 1 : 0));
+    w.put(reply->partial_replies);
+    w.put(static_cast<std::uint32_t>(reply->tasks.size()));
+    for (const auto& task : reply->tasks) {
+      w.put(task.key.task_class);
+      for (auto v : task.key.index) w.put(v);
+      w.put(static_cast<std::uint8_t>(task.inputs.size()));
+      for (const auto& in : task.inputs) {
+        w.put(in.slot);
+        w.put(in.handle);
+        w.put(in.rows);
+        w.put(in.cols);
+      }
+    }
+  } else if (const auto* p = std::get_if<Progress>(&message)) {
+    put_header(w, MessageType::progress);
+    w.put(p->completed);
+  } else {
+    put_header(w, MessageType::iteration_done);
   }
   return w.take();
 }
@@ -162,6 +190,84 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
         return std::nullopt;
       }
       return Message{c};
+    }
+    case MessageType::steal_request: {
+      StealRequest q;
+      if (!r.get(q.thief) || !r.get(q.request_id) || !r.get(q.wanted) || !r.get(q.hops) ||
+          !r.get(q.partial_replies)) {
+        return truncated("steal_request");
+      }
+      if (r.remaining() != 0) {
+        error = "steal_request message has trailing bytes";
+        return std::nullopt;
+      }
+      if (q.thief < 0 || q.wanted < 1) {
+        error = "steal_request with thief " + std::to_string(q.thief) + " and wanted " +
+                std::to_string(q.wanted);
+        return std::nullopt;
+      }
+      return Message{q};
+    }
+    case MessageType::steal_reply: {
+      StealReply reply;
+      std::uint8_t final = 0;
+      std::uint32_t count = 0;
+      if (!r.get(reply.request_id) || !r.get(final) || !r.get(reply.partial_replies) ||
+          !r.get(count)) {
+        return truncated("steal_reply");
+      }
+      if (final > 1) {
+        error = "steal_reply with final flag " + std::to_string(final);
+        return std::nullopt;
+      }
+      reply.final = final == 1;
+      // Each task needs at least its key and input count: refuse absurd counts before
+      // allocating for them.
+      constexpr std::size_t kMinTaskBytes = sizeof(std::uint16_t) + 3 * sizeof(std::int32_t) + 1;
+      if (static_cast<std::size_t>(count) * kMinTaskBytes > r.remaining()) {
+        error = "steal_reply announces " + std::to_string(count) + " tasks but carries " +
+                std::to_string(r.remaining()) + " bytes of them";
+        return std::nullopt;
+      }
+      reply.tasks.resize(count);
+      for (auto& task : reply.tasks) {
+        std::uint8_t inputs = 0;
+        if (!r.get(task.key.task_class) || !r.get(task.key.index[0]) ||
+            !r.get(task.key.index[1]) || !r.get(task.key.index[2]) || !r.get(inputs)) {
+          return truncated("steal_reply");
+        }
+        task.inputs.resize(inputs);
+        for (auto& in : task.inputs) {
+          if (!r.get(in.slot) || !r.get(in.handle) || !r.get(in.rows) || !r.get(in.cols)) {
+            return truncated("steal_reply");
+          }
+          if (in.rows < 0 || in.cols < 0) {
+            error = "steal_reply with negative tile shape";
+            return std::nullopt;
+          }
+        }
+      }
+      if (r.remaining() != 0) {
+        error = "steal_reply message has trailing bytes";
+        return std::nullopt;
+      }
+      return Message{std::move(reply)};
+    }
+    case MessageType::progress: {
+      Progress p;
+      if (!r.get(p.completed)) return truncated("progress");
+      if (r.remaining() != 0) {
+        error = "progress message has trailing bytes";
+        return std::nullopt;
+      }
+      return Message{p};
+    }
+    case MessageType::iteration_done: {
+      if (r.remaining() != 0) {
+        error = "iteration_done message has trailing bytes";
+        return std::nullopt;
+      }
+      return Message{IterationDone{}};
     }
   }
   error = "unknown message type " + std::to_string(type);

@@ -20,12 +20,16 @@
 namespace bellows::runtime::wire {
 
 inline constexpr std::uint16_t kMagic = 0xBE11;
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;
 
 enum class MessageType : std::uint8_t {
   activate = 1,          ///< a tile (or a control token) is ready for these consumers
   fetch = 2,             ///< send me the tile behind handle, on tag
   collection_fetch = 3,  ///< send me collection tile (c, m, n), on tag
+  steal_request = 4,     ///< a starving rank asks for tasks (seed 001, section IV)
+  steal_reply = 5,       ///< tasks given to a thief, described by key and input handles
+  progress = 6,          ///< tasks completed on a rank, to the first rank (stealing on)
+  iteration_done = 7,    ///< from the first rank: every task of the iteration has run
 };
 
 /// One consumer of an activation: a task slot, or a collection tile (write-back).
@@ -58,7 +62,55 @@ struct CollectionFetch {
   friend bool operator==(const CollectionFetch&, const CollectionFetch&) = default;
 };
 
-using Message = std::variant<Activate, Fetch, CollectionFetch>;
+/// Asks for `wanted` ready tasks on behalf of rank `thief`. A victim that cannot give
+/// them all may forward the rest to another victim (hops + 1); every reply goes straight
+/// to the thief.
+struct StealRequest {
+  std::int32_t thief = 0;
+  std::uint32_t request_id = 0;  ///< chosen by the thief, unique among its requests
+  std::int32_t wanted = 0;
+  std::uint8_t hops = 0;             ///< times this request was forwarded so far
+  std::uint16_t partial_replies = 0; ///< non-final replies already sent to the thief
+  friend bool operator==(const StealRequest&, const StealRequest&) = default;
+};
+
+/// One input of a stolen task that the thief fetches from the victim (rows == 0: a
+/// control token, nothing to fetch). Scratch slots are not listed: the thief makes them.
+struct StolenInput {
+  std::uint8_t slot = 0;
+  std::uint64_t handle = 0;
+  std::int32_t rows = 0;
+  std::int32_t cols = 0;
+  friend bool operator==(const StolenInput&, const StolenInput&) = default;
+};
+
+struct StolenTask {
+  TaskKey key{};
+  std::vector<StolenInput> inputs;
+  friend bool operator==(const StolenTask&, const StolenTask&) = default;
+};
+
+/// Tasks for the thief. The request is answered when the final reply has arrived and,
+/// with it, the `partial_replies` non-final ones that forwarding victims sent before.
+struct StealReply {
+  std::uint32_t request_id = 0;
+  bool final = true;
+  std::uint16_t partial_replies = 0;  ///< meaningful on the final reply
+  std::vector<StolenTask> tasks;
+  friend bool operator==(const StealReply&, const StealReply&) = default;
+};
+
+struct Progress {
+  std::uint64_t completed = 0;  ///< tasks completed since the rank's previous report
+  friend bool operator==(const Progress&, const Progress&) = default;
+};
+
+struct IterationDone {
+  friend bool operator==(const IterationDone&, const IterationDone&) = default;
+};
+
+using Message = std::variant<Activate, Fetch, CollectionFetch, StealRequest, StealReply, Progress,
+                             IterationDone>;
 
 std::vector<std::byte> encode(const Message& message);
 

@@ -177,17 +177,17 @@ TEST(Wire, RefusesBadMagic) {
 
 TEST(Wire, RefusesOtherProtocolVersion) {
   auto bytes = wire::encode(wire::Fetch{1, 2});
-  bytes[2] = std::byte{2};
+  bytes[2] = std::byte{1};
   const auto error = decode_error(bytes);
   EXPECT_NE(error.find("version"), std::string::npos) << error;
-  EXPECT_EQ(error, "unsupported protocol version 2 (this build speaks 1)");
+  EXPECT_EQ(error, "unsupported protocol version 1 (this build speaks 2)");
   bytes[2] = std::byte{0};
-  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 1)");
+  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 2)");
 }
 
 TEST(Wire, RefusesUnknownType) {
   EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 0)), "unknown message type 0");
-  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 4)), "unknown message type 4");
+  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 8)), "unknown message type 8");
   auto bytes = wire::encode(wire::Fetch{1, 2});
   bytes[3] = std::byte{200};
   EXPECT_EQ(decode_error(bytes), "unknown message type 200");
@@ -257,4 +257,67 @@ TEST(Wire, RefusesTruncatedOrOverlongCollectionFetch) {
   auto longer = full;
   longer.push_back(std::byte{1});
   EXPECT_EQ(decode_error(longer), "collection_fetch message has trailing bytes");
+}
+
+// ---------------------------------------------------------------- work stealing
+
+TEST(Wire, StealRequestRoundTrips) {
+  const wire::StealRequest q{3, 77, 5, 2, 1};
+  EXPECT_EQ(round_trip(q), wire::Message{q});
+}
+
+TEST(Wire, StealReplyWithTasksRoundTrips) {
+  wire::StealReply reply;
+  reply.request_id = 9;
+  reply.final = false;
+  reply.partial_replies = 0;
+  reply.tasks.push_back({TaskKey{2, {1, 2, 3}},
+                         {{0, 11, 64, 32}, {1, 0, 0, 0}, {2, 12, 64, 64}}});
+  reply.tasks.push_back({TaskKey{0, {7, -1, 0}}, {}});
+  EXPECT_EQ(round_trip(reply), wire::Message{reply});
+}
+
+TEST(Wire, EmptyFinalStealReplyRoundTrips) {
+  wire::StealReply reply;
+  reply.request_id = 4;
+  reply.partial_replies = 3;
+  EXPECT_EQ(round_trip(reply), wire::Message{reply});
+}
+
+TEST(Wire, ProgressAndIterationDoneRoundTrip) {
+  EXPECT_EQ(round_trip(wire::Progress{123456789}), wire::Message{wire::Progress{123456789}});
+  EXPECT_EQ(round_trip(wire::IterationDone{}), wire::Message{wire::IterationDone{}});
+}
+
+TEST(Wire, RefusesStealRequestWithoutThiefOrWants) {
+  EXPECT_EQ(decode_error(wire::encode(wire::StealRequest{-1, 1, 1, 0, 0})),
+            "steal_request with thief -1 and wanted 1");
+  EXPECT_EQ(decode_error(wire::encode(wire::StealRequest{0, 1, 0, 0, 0})),
+            "steal_request with thief 0 and wanted 0");
+  auto bytes = wire::encode(wire::StealRequest{0, 1, 1, 0, 0});
+  bytes.pop_back();
+  EXPECT_EQ(decode_error(bytes), "truncated steal_request message");
+}
+
+TEST(Wire, RefusesStealReplyWithMoreTasksThanBytes) {
+  wire::StealReply reply;
+  reply.tasks.push_back({TaskKey{1, {1, 1, 1}}, {{0, 5, 8, 8}}});
+  auto bytes = wire::encode(reply);
+  // The task count sits after header (4), request id (4), final (1), partial count (2).
+  bytes[11] = std::byte{0xFF};
+  EXPECT_EQ(decode_error(bytes), "steal_reply announces 255 tasks but carries 32 bytes of them");
+}
+
+TEST(Wire, RefusesTruncatedStealReplyAndBadFinalFlag) {
+  wire::StealReply reply;
+  reply.tasks.push_back({TaskKey{1, {1, 1, 1}}, {{0, 5, 8, 8}}});
+  auto bytes = wire::encode(reply);
+  auto truncated = bytes;
+  truncated.resize(truncated.size() - 3);
+  EXPECT_EQ(decode_error(truncated), "truncated steal_reply message");
+  auto trailing = bytes;
+  trailing.push_back(std::byte{0});
+  EXPECT_EQ(decode_error(trailing), "steal_reply message has trailing bytes");
+  bytes[8] = std::byte{7};
+  EXPECT_EQ(decode_error(bytes), "steal_reply with final flag 7");
 }

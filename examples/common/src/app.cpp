@@ -33,9 +33,11 @@ std::uint64_t mix(std::uint64_t x) noexcept {
 
 std::optional<AppOptions> parse_app_options(const std::string& app, const std::string& description,
                                             int argc, char** argv, int ranks, bool speak,
-                                            int& exit_code) {
+                                            int& exit_code, const ExtraOptions& extra) {
   AppOptions o;
   std::string kernel = "cpu";
+  std::string steal = "off";
+  std::string victim{runtime::to_string(o.steal.policy)};
   CLI::App cli(description, app);
   cli.add_option("--n", o.n, "matrix order");
   cli.add_option("--tile", o.tile, "tile order");
@@ -51,6 +53,17 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_flag("--quiet", o.quiet, "print only the JSON line");
   cli.add_option("--comm-sleep-us", o.comm_max_sleep_us,
                  "longest sleep of the communication thread when idle, microseconds");
+  cli.add_option("--steal", steal, "inter-rank work stealing: on or off");
+  cli.add_option("--steal-chunk", o.steal.chunk, "tasks asked for in one steal request");
+  cli.add_option("--steal-max-hops", o.steal.max_hops,
+                 "times a steal request may be forwarded to another victim");
+  cli.add_option("--steal-device-threshold", o.steal.device_threshold,
+                 "a device starves below this many ready tasks");
+  cli.add_option("--steal-node-threshold", o.steal.node_threshold,
+                 "a rank starves below this many ready tasks over all its devices");
+  cli.add_option("--steal-victim", victim, "victim choice: random or last-victim");
+  cli.add_option("--steal-seed", o.steal.seed, "seed of the random victim choice");
+  if (extra.add) extra.add(cli);
   const auto fail = [&](const std::string& message) -> std::optional<AppOptions> {
     if (speak) std::fprintf(stderr, "%s: error: %s\n", app.c_str(), message.c_str());
     exit_code = 2;
@@ -80,6 +93,17 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   if (o.comm_max_sleep_us <= 0) return fail("--comm-sleep-us must be positive");
   if (!runtime::parse_device_kind(kernel, o.kernel)) {
     return fail("--kernel must be cpu, cuda or emulated, got '" + kernel + "'");
+  }
+  if (steal != "on" && steal != "off") return fail("--steal must be on or off, got '" + steal + "'");
+  o.steal.enabled = steal == "on";
+  if (!runtime::parse_victim_policy(victim, o.steal.policy)) {
+    return fail("--steal-victim must be random or last-victim, got '" + victim + "'");
+  }
+  if (const auto problem = runtime::validate(o.steal); !problem.empty()) {
+    return fail("--steal-*: " + problem);
+  }
+  if (extra.check) {
+    if (const auto problem = extra.check(); !problem.empty()) return fail(problem);
   }
   if (o.verify && o.kernel == runtime::DeviceKind::emulated) {
     return fail("--verify needs --kernel cpu or cuda: the emulated device does not compute");
@@ -120,6 +144,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.emulated_lanes = options.emulated_lanes;
   r.trace_path = options.trace_path;
   r.comm_max_sleep_us = options.comm_max_sleep_us;
+  r.steal = options.steal;
   return r;
 }
 

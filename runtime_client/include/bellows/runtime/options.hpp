@@ -17,6 +17,41 @@ enum class DeviceKind {
 /// Parses "cpu", "cuda" or "emulated"; returns false on anything else.
 [[nodiscard]] bool parse_device_kind(std::string_view text, DeviceKind& out) noexcept;
 
+/// How a starving rank picks the rank it asks for work (seed 001, section IV-A).
+enum class VictimPolicy {
+  random,       ///< a random other rank every time
+  last_victim,  ///< the last rank that gave work, else random; victims forward likewise
+};
+
+[[nodiscard]] std::string_view to_string(VictimPolicy policy) noexcept;
+/// Parses "random" or "last-victim"; returns false on anything else.
+[[nodiscard]] bool parse_victim_policy(std::string_view text, VictimPolicy& out) noexcept;
+
+/// Inter-rank work stealing (seed 001, section IV). Every parameter lives here; the
+/// examples set them from their command line, the YAML policy will set them later.
+struct StealOptions {
+  bool enabled = false;
+  /// Tasks a thief asks for in one request.
+  int chunk = 4;
+  /// Times a request may be forwarded, on the thief's behalf, to another victim.
+  int max_hops = 2;
+  /// A device starves when its ready tasks drop below this; a victim never gives away
+  /// so many tasks that its own device would drop below it.
+  int device_threshold = 1;
+  /// A rank (node) starves when the ready tasks of all its devices together drop
+  /// below this.
+  int node_threshold = 1;
+  VictimPolicy policy = VictimPolicy::last_victim;
+  /// Seeds the random victim choice (mixed with the rank).
+  unsigned seed = 1;
+  /// Pause of a thief after a request came back empty, doubled up to max_backoff_us.
+  int min_backoff_us = 50;
+  int max_backoff_us = 2000;
+};
+
+/// Returns an empty string when the options are usable, else what is wrong with them.
+[[nodiscard]] std::string validate(const StealOptions& options);
+
 struct RuntimeOptions {
   DeviceKind device = DeviceKind::cpu;
   /// CPU worker threads per rank (device cpu).
@@ -31,6 +66,7 @@ struct RuntimeOptions {
   std::string trace_path;
   /// Longest sleep of the communication thread when nothing happens, microseconds.
   int comm_max_sleep_us = 200;
+  StealOptions steal;
 };
 
 }  // namespace bellows::runtime

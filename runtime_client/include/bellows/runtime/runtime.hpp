@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <mpi.h>
+#include <unordered_map>
 #include <vector>
 
 #include "bellows/runtime/collection.hpp"
@@ -47,6 +48,10 @@ class Runtime {
   [[nodiscard]] const RankStats& stats() const noexcept;
   /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective.
   [[nodiscard]] std::vector<RankStats> gather_stats() const;
+  /// Tasks that work stealing moved, as key -> rank that ran them: the override table
+  /// on top of the fixed mapping, recorded on both the victim and the thief. Holds the
+  /// latest placement of each key over all iterations so far.
+  [[nodiscard]] std::unordered_map<TaskKey, int> migrations() const;
 
  private:
   std::unique_ptr<Engine> engine_;

@@ -4,10 +4,32 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 namespace bellows::runtime {
+
+/// Work-stealing counters of one rank (seed 001, section IV). A rank is a thief for the
+/// requests it starts and a victim for those that reach it.
+struct StealStats {
+  std::uint64_t requests_sent = 0;       ///< thief: requests started
+  std::uint64_t requests_failed = 0;     ///< thief: requests answered without any task
+  std::uint64_t requests_received = 0;   ///< victim: requests that reached this rank
+  std::uint64_t requests_served = 0;     ///< victim: requests this rank gave tasks to
+  std::uint64_t requests_forwarded = 0;  ///< victim: requests passed on to another victim
+  std::uint64_t tasks_stolen = 0;        ///< thief: tasks received
+  std::uint64_t tasks_given = 0;         ///< victim: tasks handed to thieves
+  std::uint64_t bytes_stolen = 0;        ///< thief: input bytes fetched for stolen tasks
+  std::uint64_t max_hops_seen = 0;       ///< most forwards of a request that reached here
+  std::uint64_t max_outstanding = 0;     ///< most requests this rank had in flight at once
+  /// Fewest ready tasks a victim kept right after giving some away; -1: never gave.
+  std::int64_t min_ready_after_serve = -1;
+  /// Thief: seconds from sending a request to its complete answer, one per request.
+  std::vector<double> round_trip_seconds;
+
+  void add(const StealStats& other);
+};
 
 struct RankStats {
   int rank = 0;
@@ -22,11 +44,16 @@ struct RankStats {
   double modeled_seconds = 0.0;         ///< emulated device: sum of flops / rate
   double flops = 0.0;                   ///< flops of the tasks executed here
   double comm_cpu_seconds = 0.0;        ///< CPU time used by the communication thread
+  StealStats steal;
 
   void add(const RankStats& other);
 };
 
+void to_json(nlohmann::json& j, const StealStats& s);
 void to_json(nlohmann::json& j, const RankStats& s);
+
+/// The q-quantile (0 <= q <= 1, nearest rank) of values; 0 when empty.
+double quantile(std::vector<double> values, double q);
 
 /// What one iteration did on this rank.
 struct IterationReport {

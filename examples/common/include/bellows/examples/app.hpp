@@ -2,6 +2,7 @@
 // What the example applications (gemm, cholesky, bspgemm) share: command line,
 // deterministic matrix contents, and the summary + JSON report.
 
+#include <functional>
 #include <mpi.h>
 #include <optional>
 #include <string>
@@ -12,6 +13,10 @@
 #include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace bellows::examples {
 
@@ -29,6 +34,14 @@ struct AppOptions {
   unsigned seed = 42;
   bool quiet = false;             ///< only the JSON line
   int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
+  runtime::StealOptions steal;    ///< --steal on|off and the --steal-* parameters
+};
+
+/// Options one example adds to the shared ones: `add` registers them, `check` returns
+/// an error message (empty when they are fine) after parsing.
+struct ExtraOptions {
+  std::function<void(CLI::App&)> add;
+  std::function<std::string()> check;
 };
 
 /// Parses the command line shared by the examples. On a bad option, prints a message
@@ -36,7 +49,7 @@ struct AppOptions {
 /// --help prints the usage (when `speak`) and returns std::nullopt with exit_code = 0.
 std::optional<AppOptions> parse_app_options(const std::string& app, const std::string& description,
                                             int argc, char** argv, int ranks, bool speak,
-                                            int& exit_code);
+                                            int& exit_code, const ExtraOptions& extra = {});
 
 /// Initialises MPI with MPI_THREAD_SERIALIZED (what libbellows needs); exits 1 when the
 /// library cannot provide it.
