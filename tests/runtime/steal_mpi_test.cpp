@@ -1,0 +1,395 @@
+// Inter-rank work stealing (seed 001, section IV) under mpiexec -n 2..6: no task lost or
+// run twice under randomized victims, chunks, hops and thresholds; results exact and,
+// for GEMM and Cholesky, bit-identical to a run without stealing; forwarding bounded by
+// max_hops; victims never drained below their threshold; one request out per rank; the
+// fixed mapping untouched when stealing is off; no hang when a steal races the last tasks.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bellows/examples/app.hpp"
+#include "bellows/runtime/runtime.hpp"
+#include "cholesky_tasks.hpp"
+#include "gemm_tasks.hpp"
+#include "mpi_test_support.hpp"
+
+namespace br = bellows::runtime;
+namespace be = bellows::examples;
+namespace bt = bellows::testing;
+using bt::MpiTest;
+
+namespace {
+
+constexpr unsigned kSeed = 7;
+
+/// Counts executions per key index (one counter per task of a class).
+class ExecutionCounter {
+ public:
+  explicit ExecutionCounter(int count) : counts_(static_cast<std::size_t>(count)) {}
+  void hit(int i) const { counts_[static_cast<std::size_t>(i)].fetch_add(1); }
+  /// Sum over the ranks of comm, on rank 0 (empty elsewhere). Collective.
+  [[nodiscard]] std::vector<int> gather(MPI_Comm comm) const {
+    std::vector<int> mine(counts_.size()), all(counts_.size());
+    for (std::size_t i = 0; i < counts_.size(); ++i) mine[i] = counts_[i].load();
+    MPI_Reduce(mine.data(), all.data(), static_cast<int>(mine.size()), MPI_INT, MPI_SUM, 0, comm);
+    return bt::world_rank() == 0 ? all : std::vector<int>{};
+  }
+
+ private:
+  mutable std::vector<std::atomic<int>> counts_;
+};
+
+/// STAGE1(i) reads collection tile IN(i), computes IN(i) * 2 + i into a scratch tile and
+/// passes it to STAGE2(i) (data) and to STAGE2(i + 1) (a control dependency). Three in
+/// four STAGE1 tasks belong to rank 0: the rest of the job starves unless it steals.
+class StageOne final : public br::TaskClass {
+ public:
+  StageOne(br::TaskClassId id, const br::TiledMatrix& in, int count, int ranks, int sleep_us)
+      : TaskClass(id), in_(in), count_(count), ranks_(ranks), sleep_us_(sleep_us), runs(count) {}
+
+  std::string_view name() const override { return "STAGE1"; }
+  void for_each_task(const std::function<void(const br::TaskKey&)>& fn) const override {
+    for (int i = 0; i < count_; ++i) fn(key(i));
+  }
+  int owner(const br::TaskKey& k) const override {
+    const int i = k.index[0];
+    return i % 4 == 3 ? i % ranks_ : 0;
+  }
+  void inputs(const br::TaskKey& k, std::vector<br::InputSource>& out) const override {
+    const int i = k.index[0];
+    out.push_back(br::InputSource::from_collection(in_.index(i, 0), br::Access::read));
+    out.push_back(br::InputSource::scratch_tile(in_.rows_of_tile(i), in_.cols_of_tile(0)));
+  }
+  void successors(const br::TaskKey& k, int slot, std::vector<br::Successor>& out) const override {
+    const int i = k.index[0];
+    if (slot != 1) return;
+    out.push_back(br::Successor::to_task(br::TaskKey{static_cast<br::TaskClassId>(id() + 1), {i, 0, 0}}, 0));
+    if (i + 1 < count_) {
+      out.push_back(br::Successor::to_task(br::TaskKey{static_cast<br::TaskClassId>(id() + 1), {i + 1, 0, 0}}, 1));
+    }
+  }
+  double flops(const br::TaskKey&) const override { return 1e6; }
+  std::int64_t priority(const br::TaskKey& k) const override { return -k.index[0]; }
+  void execute_cpu(const br::TaskKey& k, std::span<br::Tile* const> tiles) const override {
+    const int i = k.index[0];
+    const br::Tile& in = *tiles[0];
+    br::Tile& out = *tiles[1];
+    for (int c = 0; c < in.cols(); ++c) {
+      for (int r = 0; r < in.rows(); ++r) out.at(r, c) = in.at(r, c) * 2.0 + i;
+    }
+    if (sleep_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+    runs.hit(i);
+  }
+
+  const br::TiledMatrix& in_;
+  int count_;
+  int ranks_;
+  int sleep_us_;
+  ExecutionCounter runs;
+};
+
+/// STAGE2(i) adds 1 to STAGE1(i)'s tile and writes it to collection OUT(i); it also
+/// waits for STAGE1(i - 1) through a control slot, which must arrive empty.
+class StageTwo final : public br::TaskClass {
+ public:
+  StageTwo(br::TaskClassId id, const br::TiledMatrix& out, int count, int ranks)
+      : TaskClass(id), out_(out), count_(count), ranks_(ranks), runs(count) {}
+
+  std::string_view name() const override { return "STAGE2"; }
+  void for_each_task(const std::function<void(const br::TaskKey&)>& fn) const override {
+    for (int i = 0; i < count_; ++i) fn(key(i));
+  }
+  int owner(const br::TaskKey& k) const override { return (k.index[0] * 7) % ranks_; }
+  void inputs(const br::TaskKey& k, std::vector<br::InputSource>& out) const override {
+    const int i = k.index[0];
+    const br::TaskKey producer{static_cast<br::TaskClassId>(id() - 1), {i, 0, 0}};
+    out.push_back(br::InputSource::from_task(producer, 1, br::Access::read_write));
+    if (i > 0) {
+      out.push_back(br::InputSource::control_from(
+          br::TaskKey{static_cast<br::TaskClassId>(id() - 1), {i - 1, 0, 0}}, 1));
+    }
+  }
+  void successors(const br::TaskKey& k, int slot, std::vector<br::Successor>& out) const override {
+    if (slot == 0) out.push_back(br::Successor::to_collection(out_.index(k.index[0], 0)));
+  }
+  double flops(const br::TaskKey&) const override { return 1e6; }
+  void execute_cpu(const br::TaskKey& k, std::span<br::Tile* const> tiles) const override {
+    const int i = k.index[0];
+    br::Tile& t = *tiles[0];
+    for (int c = 0; c < t.cols(); ++c) {
+      for (int r = 0; r < t.rows(); ++r) t.at(r, c) += 1.0;
+    }
+    if (i > 0 && tiles[1] != nullptr) bad_control.fetch_add(1);
+    runs.hit(i);
+  }
+
+  const br::TiledMatrix& out_;
+  int count_;
+  int ranks_;
+  ExecutionCounter runs;
+  mutable std::atomic<int> bad_control{0};
+};
+
+struct PipelineRun {
+  std::vector<int> stage1_runs, stage2_runs;  ///< rank 0 only
+  std::vector<double> out;                    ///< rank 0 only
+  std::vector<double> expected;               ///< rank 0 only
+  br::RankStats stats;                        ///< this rank
+  std::uint64_t owned = 0;                    ///< tasks this rank owns (both classes)
+  std::size_t migrations_here = 0;            ///< override entries naming this rank
+  std::size_t migrations_total = 0;
+  int bad_control = 0;
+};
+
+PipelineRun run_pipeline(const br::StealOptions& steal, int count, int iterations, int sleep_us) {
+  const int rank = bt::world_rank(), size = bt::world_size();
+  constexpr int kTile = 6;
+  const br::BlockCyclic2D column{size, 1};
+  br::TiledMatrix in(0, count * kTile, kTile, kTile, column, rank);
+  br::TiledMatrix out(1, count * kTile, kTile, kTile, column, rank);
+  be::fill_random(in, kSeed);
+
+  br::RuntimeOptions options;
+  options.comm_max_sleep_us = 100;
+  options.steal = steal;
+  br::Runtime runtime(MPI_COMM_WORLD, options);
+  runtime.add_collection(in);
+  runtime.add_collection(out);
+  auto one = std::make_unique<StageOne>(0, in, count, size, sleep_us);
+  auto two = std::make_unique<StageTwo>(1, out, count, size);
+  const auto& one_ref = *one;
+  const auto& two_ref = *two;
+  PipelineRun result;
+  for (int i = 0; i < count; ++i) {
+    result.owned += one->owner(one->key(i)) == rank ? 1 : 0;
+    result.owned += two->owner(two->key(i)) == rank ? 1 : 0;
+  }
+  runtime.add_task_class(std::move(one));
+  runtime.add_task_class(std::move(two));
+  for (int it = 0; it < iterations; ++it) runtime.run_iteration();
+
+  result.stats = runtime.stats();
+  for (const auto& [key, where] : runtime.migrations()) result.migrations_here += where == rank ? 1 : 0;
+  result.migrations_total = runtime.migrations().size();
+  result.stage1_runs = one_ref.runs.gather(MPI_COMM_WORLD);
+  result.stage2_runs = two_ref.runs.gather(MPI_COMM_WORLD);
+  result.bad_control = static_cast<int>(bt::sum_over_ranks(static_cast<std::uint64_t>(two_ref.bad_control.load())));
+  result.out = out.gather_to_root(MPI_COMM_WORLD);
+  const auto input = in.gather_to_root(MPI_COMM_WORLD);
+  if (rank == 0) {
+    result.expected.resize(input.size());
+    const long rows = static_cast<long>(count) * kTile;
+    for (long c = 0; c < kTile; ++c) {
+      for (long r = 0; r < rows; ++r) {
+        const auto idx = static_cast<std::size_t>(c * rows + r);
+        result.expected[idx] = input[idx] * 2.0 + static_cast<double>(r / kTile) + 1.0;
+      }
+    }
+  }
+  return result;
+}
+
+std::string describe(const br::StealOptions& s) {
+  return "chunk " + std::to_string(s.chunk) + ", max_hops " + std::to_string(s.max_hops) +
+         ", device threshold " + std::to_string(s.device_threshold) + ", node threshold " +
+         std::to_string(s.node_threshold) + ", victims " + std::string(br::to_string(s.policy));
+}
+
+/// The checks every stealing run must pass, on every rank (collective).
+void expect_exactly_once_and_exact(const PipelineRun& run, int iterations, const br::StealOptions& steal) {
+  const int rank = bt::world_rank();
+  if (rank == 0) {
+    for (std::size_t i = 0; i < run.stage1_runs.size(); ++i) {
+      EXPECT_EQ(run.stage1_runs[i], iterations) << "STAGE1(" << i << ") with " << describe(steal);
+      EXPECT_EQ(run.stage2_runs[i], iterations) << "STAGE2(" << i << ") with " << describe(steal);
+    }
+    ASSERT_EQ(run.out.size(), run.expected.size());
+    for (std::size_t i = 0; i < run.out.size(); ++i) {
+      ASSERT_EQ(run.out[i], run.expected[i]) << "OUT element " << i << " with " << describe(steal);
+    }
+  }
+  EXPECT_EQ(run.bad_control, 0) << "a control slot received a tile";
+  const auto& s = run.stats.steal;
+  // This rank ran what it owns, less what thieves took, plus what it stole.
+  EXPECT_EQ(run.stats.tasks_executed,
+            run.owned * static_cast<std::uint64_t>(iterations) - s.tasks_given + s.tasks_stolen)
+      << "rank " << rank << " with " << describe(steal);
+  EXPECT_EQ(bt::sum_over_ranks(s.tasks_stolen), bt::sum_over_ranks(s.tasks_given));
+  EXPECT_LE(s.max_hops_seen, static_cast<std::uint64_t>(steal.max_hops)) << describe(steal);
+  EXPECT_LE(s.max_outstanding, 1U);
+  const auto keep = std::max(steal.device_threshold, steal.node_threshold);
+  if (s.min_ready_after_serve >= 0) {
+    EXPECT_GE(s.min_ready_after_serve, keep) << "rank " << rank << " gave below its threshold";
+  }
+  if (s.tasks_stolen > 0) {
+    EXPECT_GT(run.migrations_here, 0U) << "thief recorded no migration";
+  }
+  if (s.tasks_given > 0) {
+    EXPECT_GT(run.migrations_total, run.migrations_here) << "victim recorded no migration";
+  }
+  EXPECT_EQ(s.round_trip_seconds.size(), s.requests_sent);
+}
+
+}  // namespace
+
+TEST_F(MpiTest, RandomizedStealingRunsEveryTaskExactlyOnce) {
+  std::mt19937 random(2026);  // same sequence on every rank
+  const br::VictimPolicy policies[] = {br::VictimPolicy::random, br::VictimPolicy::last_victim};
+  constexpr int kIterations = 2;
+  std::uint64_t stolen_everywhere = 0;
+  for (int config = 0; config < 6; ++config) {
+    br::StealOptions steal;
+    steal.enabled = true;
+    steal.chunk = 1 + static_cast<int>(random() % 8);
+    steal.max_hops = static_cast<int>(random() % 4);
+    steal.device_threshold = static_cast<int>(random() % 3);
+    steal.node_threshold = static_cast<int>(random() % 3);
+    steal.policy = policies[random() % 2];
+    steal.seed = static_cast<unsigned>(random());
+    const auto run = run_pipeline(steal, 64, kIterations, 300);
+    expect_exactly_once_and_exact(run, kIterations, steal);
+    stolen_everywhere += bt::sum_over_ranks(run.stats.steal.tasks_stolen);
+  }
+  // Rank 0 owns three quarters of STAGE1: the other ranks must have stolen some of it.
+  if (size() > 1) {
+    EXPECT_GT(stolen_everywhere, 0U);
+  }
+}
+
+TEST_F(MpiTest, ForwardingStopsAtMaxHops) {
+  for (int hops : {0, 1, 3}) {
+    br::StealOptions steal;
+    steal.enabled = true;
+    steal.chunk = 8;  // rarely satisfied in full: requests get forwarded when they may
+    steal.max_hops = hops;
+    steal.device_threshold = 2;
+    const auto run = run_pipeline(steal, 48, 1, 200);
+    expect_exactly_once_and_exact(run, 1, steal);
+    EXPECT_LE(run.stats.steal.max_hops_seen, static_cast<std::uint64_t>(hops));
+    if (hops == 0) {
+      EXPECT_EQ(run.stats.steal.requests_forwarded, 0U);
+    }
+  }
+}
+
+TEST_F(MpiTest, VictimsKeepTheirThreshold) {
+  br::StealOptions steal;
+  steal.enabled = true;
+  steal.chunk = 16;
+  steal.device_threshold = 3;
+  steal.node_threshold = 5;
+  const auto run = run_pipeline(steal, 64, 1, 300);
+  expect_exactly_once_and_exact(run, 1, steal);
+  if (run.stats.steal.min_ready_after_serve >= 0) {
+    EXPECT_GE(run.stats.steal.min_ready_after_serve, 5);
+  }
+}
+
+TEST_F(MpiTest, StealingOffKeepsTheFixedMapping) {
+  br::StealOptions steal;  // enabled = false
+  const auto run = run_pipeline(steal, 64, 2, 0);
+  expect_exactly_once_and_exact(run, 2, steal);
+  EXPECT_EQ(run.stats.tasks_executed, run.owned * 2) << "rank " << rank();
+  EXPECT_EQ(run.stats.steal.requests_sent, 0U);
+  EXPECT_EQ(run.stats.steal.requests_received, 0U);
+  EXPECT_EQ(run.migrations_total, 0U);
+}
+
+TEST_F(MpiTest, StealsRacingTheLastTasksDoNotHang) {
+  // Tiny graphs and no task time: requests keep arriving while victims run their last
+  // tasks and after every task ran. The watchdog turns a hang into a failure.
+  br::StealOptions steal;
+  steal.enabled = true;
+  steal.chunk = 8;
+  steal.max_hops = 3;
+  steal.device_threshold = 0;
+  steal.node_threshold = 0;
+  steal.policy = br::VictimPolicy::random;
+  const auto run = run_pipeline(steal, 2 * size(), 40, 0);
+  expect_exactly_once_and_exact(run, 40, steal);
+}
+
+namespace {
+
+/// C of a GEMM, gathered to rank 0.
+std::vector<double> gemm_result(const br::StealOptions& steal, int n, int tile) {
+  const int rank = bt::world_rank(), size = bt::world_size();
+  const auto grid = br::BlockCyclic2D::square_for(size);
+  br::TiledMatrix a(0, n, n, tile, grid, rank), b(1, n, n, tile, grid, rank),
+      c(2, n, n, tile, grid, rank);
+  be::fill_random(a, kSeed);
+  be::fill_random(b, kSeed + 1);
+  br::RuntimeOptions options;
+  options.comm_max_sleep_us = 100;
+  options.steal = steal;
+  br::Runtime runtime(MPI_COMM_WORLD, options);
+  runtime.add_collection(a);
+  runtime.add_collection(b);
+  runtime.add_collection(c);
+  runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+  runtime.run_iteration();
+  return c.gather_to_root(MPI_COMM_WORLD);
+}
+
+/// The factor L of a Cholesky, gathered to rank 0.
+std::vector<double> cholesky_result(const br::StealOptions& steal, int n, int tile) {
+  const int rank = bt::world_rank(), size = bt::world_size();
+  const auto grid = br::BlockCyclic2D::square_for(size);
+  br::TiledMatrix a(0, n, n, tile, grid, rank), l(1, n, n, tile, grid, rank);
+  be::fill_spd(a, kSeed);
+  br::RuntimeOptions options;
+  options.comm_max_sleep_us = 100;
+  options.steal = steal;
+  br::Runtime runtime(MPI_COMM_WORLD, options);
+  runtime.add_collection(a);
+  runtime.add_collection(l);
+  for (auto& cls : be::make_cholesky_tasks(a, l)) runtime.add_task_class(std::move(cls));
+  runtime.run_iteration();
+  return l.gather_to_root(MPI_COMM_WORLD);
+}
+
+br::StealOptions eager_stealing() {
+  br::StealOptions steal;
+  steal.enabled = true;
+  steal.chunk = 3;
+  steal.device_threshold = 0;
+  return steal;
+}
+
+}  // namespace
+
+TEST_F(MpiTest, GemmWithStealingIsBitIdenticalToWithout) {
+  const auto off = gemm_result(br::StealOptions{}, 200, 32);
+  const auto on = gemm_result(eager_stealing(), 200, 32);
+  if (rank() == 0) {
+    ASSERT_EQ(on.size(), off.size());
+    EXPECT_EQ(std::memcmp(on.data(), off.data(), on.size() * sizeof(double)), 0);
+  }
+}
+
+TEST_F(MpiTest, CholeskyWithStealingIsBitIdenticalToWithout) {
+  constexpr int kN = 224;
+  const auto off = cholesky_result(br::StealOptions{}, kN, 32);
+  const auto on = cholesky_result(eager_stealing(), kN, 32);
+  if (rank() == 0) {
+    ASSERT_EQ(on.size(), off.size());
+    // The factor is the lower triangle; tiles above the diagonal are never written.
+    for (std::size_t col = 0; col < kN; ++col) {
+      for (std::size_t row = col; row < kN; ++row) {
+        const std::size_t i = col * kN + row;
+        ASSERT_EQ(std::memcmp(&on[i], &off[i], sizeof(double)), 0)
+            << "L(" << row << "," << col << "): " << on[i] << " with stealing, " << off[i]
+            << " without";
+      }
+    }
+  }
+}
