@@ -16,13 +16,18 @@ constexpr int kFirstDataTag = 100;
 constexpr int kLastDataTag = 32000;  // MPI guarantees tags up to at least 32767
 constexpr int kTransferPollUs = 20;
 constexpr int kFetchExpectedPollUs = 50;
+// With doorbells from every peer, polling only backs up what the doorbells announce.
+constexpr int kDoorbellBackupPollUs = 100;
 
 int element_count(const Tile& t) { return static_cast<int>(t.elements()); }
 
 }  // namespace
 
-CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us)
-    : engine_(engine), comm_(comm), max_sleep_us_(std::max(1, max_sleep_us)) {
+CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool same_host_transport)
+    : engine_(engine),
+      comm_(comm),
+      max_sleep_us_(std::max(1, max_sleep_us)),
+      same_host_(comm, same_host_transport) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   stats_.rank = rank_;
@@ -66,7 +71,15 @@ void CommEngine::notify() {
     std::lock_guard lock(outbox_mutex_);
     wake_ = true;
   }
-  wake_cv_.notify_one();
+  wake_self();
+}
+
+void CommEngine::wake_self() {
+  if (same_host_.any_doorbell()) {
+    same_host_.ring(rank_);
+  } else {
+    wake_cv_.notify_one();
+  }
 }
 
 void CommEngine::notify_starving() {
@@ -79,7 +92,7 @@ void CommEngine::send_activation(int dest, TilePtr tile, std::vector<wire::Targe
     std::lock_guard lock(outbox_mutex_);
     outbox_.push_back(Command{Command::Kind::activate, dest, std::move(tile), std::move(targets), {}});
   }
-  wake_cv_.notify_one();
+  wake_self();
 }
 
 void CommEngine::fetch_collection_tile(const TileIndex& index, int owner, int rows, int cols) {
@@ -88,7 +101,7 @@ void CommEngine::fetch_collection_tile(const TileIndex& index, int owner, int ro
     outbox_.push_back(Command{Command::Kind::collection_fetch, owner,
                               std::make_shared<Tile>(rows, cols), {}, index});
   }
-  wake_cv_.notify_one();
+  wake_self();
 }
 
 RankStats CommEngine::take_stats() {
@@ -112,17 +125,19 @@ int CommEngine::next_tag() {
 }
 
 void CommEngine::post(MPI_Request request, Operation&& op) {
+  if (op.kind != Operation::Kind::control_send) ++mpi_transfers_;
   requests_.push_back(request);
   operations_.push_back(std::move(op));
 }
 
 void CommEngine::send_control(int dest, const wire::Message& message) {
-  Operation op{Operation::Kind::control_send, wire::encode(message), nullptr, {}, {}};
+  Operation op{Operation::Kind::control_send, dest, wire::encode(message), nullptr, {}, {}};
   MPI_Request request;
   MPI_Isend(op.buffer.data(), static_cast<int>(op.buffer.size()), MPI_BYTE, dest, kControlTag,
             comm_, &request);
   ++stats_.messages_sent;
   post(request, std::move(op));
+  same_host_.ring(dest);
 }
 
 bool CommEngine::drain_outbox() {
@@ -140,14 +155,18 @@ bool CommEngine::drain_outbox() {
         a.handle = next_handle_++;
         a.rows = c.tile->rows();
         a.cols = c.tile->cols();
+        if (same_host_.can_read(c.peer)) a.address = reinterpret_cast<std::uintptr_t>(c.tile->data());
         published_.emplace(a.handle, std::move(c.tile));
       }
       send_control(c.peer, a);
+    } else if (same_host_.can_read(c.peer)) {
+      collection_reads_.emplace(c.index, std::move(c.tile));
+      send_control(c.peer, wire::CollectionFetch{c.index, wire::kWhereIsTag});
     } else {
       const int tag = next_tag();
       MPI_Request request;
       MPI_Irecv(c.tile->data(), element_count(*c.tile), MPI_DOUBLE, c.peer, tag, comm_, &request);
-      post(request, Operation{Operation::Kind::collection_recv, {}, std::move(c.tile), {}, c.index});
+      post(request, Operation{Operation::Kind::collection_recv, -1, {}, std::move(c.tile), {}, c.index});
       send_control(c.peer, wire::CollectionFetch{c.index, tag});
     }
   }
@@ -189,10 +208,15 @@ void CommEngine::handle(int source, wire::Message&& message) {
       return;
     }
     auto tile = std::make_shared<Tile>(a->rows, a->cols);
+    if (a->address != 0) {
+      read_from_peer(source, a->handle, a->address, *tile);
+      deliver_to_targets(a->targets, std::move(tile));
+      return;
+    }
     const int tag = next_tag();
     MPI_Request request;
     MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request);
-    post(request, Operation{Operation::Kind::activation_recv, {}, std::move(tile),
+    post(request, Operation{Operation::Kind::activation_recv, -1, {}, std::move(tile),
                             std::move(a->targets), {}});
     send_control(source, wire::Fetch{a->handle, tag});
   } else if (auto* f = std::get_if<wire::Fetch>(&message)) {
@@ -205,13 +229,48 @@ void CommEngine::handle(int source, wire::Message&& message) {
     published_.erase(it);
     MPI_Request request;
     MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, f->tag, comm_, &request);
-    post(request, Operation{Operation::Kind::data_send, {}, std::move(tile), {}, {}});
+    post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
   } else if (auto* c = std::get_if<wire::CollectionFetch>(&message)) {
     const auto& coll = engine_.collection(c->tile.collection);
     TilePtr tile = coll.tile(c->tile.m, c->tile.n);  // throws when not local
+    if (c->tag == wire::kWhereIsTag) {
+      if (!same_host_.can_read(source)) {
+        fail("rank " + std::to_string(source) + " asked where a tile lies but cannot read here");
+      }
+      wire::CollectionTileAt at{c->tile, next_handle_++,
+                                reinterpret_cast<std::uintptr_t>(tile->data()), tile->rows(),
+                                tile->cols()};
+      published_.emplace(at.handle, std::move(tile));
+      send_control(source, at);
+      return;
+    }
     MPI_Request request;
     MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request);
-    post(request, Operation{Operation::Kind::data_send, {}, std::move(tile), {}, {}});
+    post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
+  } else if (auto* done = std::get_if<wire::Fetched>(&message)) {
+    auto it = published_.find(done->handle);
+    if (it == published_.end()) {
+      fail("rank " + std::to_string(source) + " read unknown tile handle " +
+           std::to_string(done->handle));
+    }
+    stats_.bytes_sent += it->second->bytes();
+    published_.erase(it);
+  } else if (auto* at = std::get_if<wire::CollectionTileAt>(&message)) {
+    auto it = collection_reads_.find(at->tile);
+    if (it == collection_reads_.end()) {
+      fail("rank " + std::to_string(source) + " announced collection tile (" +
+           std::to_string(at->tile.collection) + "," + std::to_string(at->tile.m) + "," +
+           std::to_string(at->tile.n) + ") that nobody asked for");
+    }
+    TilePtr tile = std::move(it->second);
+    collection_reads_.erase(it);
+    if (tile->rows() != at->rows || tile->cols() != at->cols) {
+      fail("collection tile from rank " + std::to_string(source) + " is " +
+           std::to_string(at->rows) + " x " + std::to_string(at->cols) + ", expected " +
+           std::to_string(tile->rows()) + " x " + std::to_string(tile->cols()));
+    }
+    read_from_peer(source, at->handle, at->address, *tile);
+    engine_.collection_tile_arrived(at->tile, std::move(tile));
   } else if (auto* q = std::get_if<wire::StealRequest>(&message)) {
     handle_steal_request(source, *q);
   } else if (auto* reply = std::get_if<wire::StealReply>(&message)) {
@@ -301,6 +360,9 @@ void CommEngine::handle_steal_request(int source, const wire::StealRequest& requ
         input.handle = next_handle_++;
         input.rows = tile->rows();
         input.cols = tile->cols();
+        if (same_host_.can_read(request.thief)) {
+          input.address = reinterpret_cast<std::uintptr_t>(tile->data());
+        }
         published_.emplace(input.handle, std::move(tile));
       }
       stolen.inputs.push_back(input);
@@ -340,6 +402,8 @@ void CommEngine::handle_steal_request(int source, const wire::StealRequest& requ
 }
 
 void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
+  // The round trip ends when the answer is here; fetching the stolen inputs follows.
+  const auto answered = std::chrono::steady_clock::now();
   if (!steal_outstanding_ || reply.request_id != steal_request_id_) {
     fail("steal reply " + std::to_string(reply.request_id) + " from rank " +
          std::to_string(source) + " answers no outstanding request");
@@ -353,13 +417,18 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
       }
       auto tile = std::make_shared<Tile>(input.rows, input.cols);
       stats_.steal.bytes_stolen += tile->bytes();
+      if (input.address != 0) {
+        read_from_peer(source, input.handle, input.address, *tile);
+        engine_.deliver(task.key, input.slot, std::move(tile));
+        continue;
+      }
       const int tag = next_tag();
       MPI_Request request;
       MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request);
       wire::Target target;
       target.consumer = task.key;
       target.slot = input.slot;
-      post(request, Operation{Operation::Kind::activation_recv, {}, std::move(tile), {target}, {}});
+      post(request, Operation{Operation::Kind::activation_recv, -1, {}, std::move(tile), {target}, {}});
       send_control(source, wire::Fetch{input.handle, tag});
     }
   }
@@ -376,7 +445,7 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
     ++partial_replies_seen_;
   }
   if (final_reply_seen_ && partial_replies_seen_ == partial_replies_expected_) {
-    finish_steal_request(std::chrono::steady_clock::now());
+    finish_steal_request(answered);
   }
 }
 
@@ -440,6 +509,25 @@ bool CommEngine::may_enter_barrier(bool work_done, bool quiet) const {
   return global_done_ && !steal_outstanding_;
 }
 
+void CommEngine::deliver_to_targets(std::vector<wire::Target>& targets, TilePtr tile) {
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto& t = targets[i];
+    TilePtr copy = (i + 1 == targets.size()) ? std::move(tile) : tile;
+    if (t.to_collection) {
+      engine_.write_back(t.tile, std::move(copy));
+    } else {
+      engine_.deliver(t.consumer, t.slot, std::move(copy));
+    }
+  }
+}
+
+void CommEngine::read_from_peer(int peer, std::uint64_t handle, std::uint64_t address, Tile& tile) {
+  std::string error;
+  if (!same_host_.read(peer, address, tile.data(), tile.bytes(), error)) fail(error);
+  stats_.bytes_received += tile.bytes();
+  send_control(peer, wire::Fetched{handle});
+}
+
 bool CommEngine::complete_operations() {
   if (requests_.empty()) return false;
   thread_local std::vector<int> indices;
@@ -450,22 +538,14 @@ bool CommEngine::complete_operations() {
   if (done == MPI_UNDEFINED || done == 0) return false;
   for (int d = 0; d < done; ++d) {
     auto& op = operations_[static_cast<std::size_t>(indices[static_cast<std::size_t>(d)])];
+    if (op.kind != Operation::Kind::control_send) --mpi_transfers_;
     switch (op.kind) {
-      case Operation::Kind::control_send: break;
+      case Operation::Kind::control_send: same_host_.ring(op.peer); break;
       case Operation::Kind::data_send: stats_.bytes_sent += op.tile->bytes(); break;
-      case Operation::Kind::activation_recv: {
+      case Operation::Kind::activation_recv:
         stats_.bytes_received += op.tile->bytes();
-        for (std::size_t i = 0; i < op.targets.size(); ++i) {
-          const auto& t = op.targets[i];
-          TilePtr tile = (i + 1 == op.targets.size()) ? std::move(op.tile) : op.tile;
-          if (t.to_collection) {
-            engine_.write_back(t.tile, std::move(tile));
-          } else {
-            engine_.deliver(t.consumer, t.slot, std::move(tile));
-          }
-        }
+        deliver_to_targets(op.targets, std::move(op.tile));
         break;
-      }
       case Operation::Kind::collection_recv:
         stats_.bytes_received += op.tile->bytes();
         engine_.collection_tile_arrived(op.index, std::move(op.tile));
@@ -520,11 +600,14 @@ void CommEngine::run() {
       std::lock_guard lock(outbox_mutex_);
       outbox_empty = outbox_.empty();
     }
-    const bool quiet = outbox_empty && requests_.empty();
+    const bool quiet = outbox_empty && requests_.empty() && collection_reads_.empty();
     if (!barrier_posted && may_enter_barrier(work_done, quiet)) {
       MPI_Ibarrier(comm_, &barrier);
       barrier_posted = true;
       progressed = true;
+      for (int r = 0; r < size_; ++r) {
+        if (r != rank_) same_host_.ring(r);  // their barrier needs their progress
+      }
     }
     if (barrier_posted && !barrier_done) {
       int flag = 0;
@@ -535,25 +618,45 @@ void CommEngine::run() {
 
 
     if (progressed) continue;
-    // Poll often only while something is expected soon: transfers in flight need the
-    // progress engine on both sides, and a published tile is about to be fetched.
-    // Otherwise sleep long; local work wakes the thread at once through the outbox.
-    int sleep_us = !requests_.empty()    ? kTransferPollUs
-                   : !published_.empty() ? kFetchExpectedPollUs
-                                         : max_sleep_us_;
-    if (stealing && !global_done_) {
-      if (steal_outstanding_) {
-        sleep_us = std::min(sleep_us, kTransferPollUs);
-      } else if (engine_.roots_queued() && engine_.starving()) {
-        const auto wait = std::chrono::duration_cast<std::chrono::microseconds>(next_steal_at_ - now);
-        sleep_us = std::clamp(static_cast<int>(wait.count()), 1, sleep_us);
-      }
+    const int sleep_us = sleep_budget_us(now, barrier_posted && !barrier_done);
+    if (same_host_.any_doorbell()) {
+      same_host_.wait(std::chrono::microseconds(sleep_us));
+      std::lock_guard lock(outbox_mutex_);
+      wake_ = false;
+    } else {
+      std::unique_lock lock(outbox_mutex_);
+      wake_cv_.wait_for(lock, std::chrono::microseconds(sleep_us),
+                        [&] { return wake_ || !outbox_.empty(); });
+      wake_ = false;
     }
-    std::unique_lock lock(outbox_mutex_);
-    wake_cv_.wait_for(lock, std::chrono::microseconds(sleep_us),
-                      [&] { return wake_ || !outbox_.empty(); });
-    wake_ = false;
   }
+}
+
+int CommEngine::sleep_budget_us(std::chrono::steady_clock::time_point now, bool barrier_pending) {
+  // Poll often only while something is expected soon. Tiles moving through MPI need the
+  // progress engine on both sides. Without doorbells from every peer, a message can only
+  // be noticed by polling, so poll faster while an answer is due (a published tile's
+  // fetch, a steal reply, a thief's request to a rank with tasks to spare). With them,
+  // peers ring and polling only backs the doorbells up. Local work always rings at once.
+  const bool rung = same_host_.all_have_doorbells();
+  int sleep_us = max_sleep_us_;
+  if (mpi_transfers_ > 0) {
+    sleep_us = kTransferPollUs;
+  } else if (!requests_.empty() || barrier_pending) {
+    sleep_us = std::min(sleep_us, rung ? kDoorbellBackupPollUs : kTransferPollUs);
+  } else if (!published_.empty() && !rung) {
+    sleep_us = std::min(sleep_us, kFetchExpectedPollUs);
+  }
+  if (engine_.stealing() && !global_done_) {
+    if (!rung && engine_.has_tasks_to_spare()) sleep_us = std::min(sleep_us, steal_.victim_poll_us);
+    if (steal_outstanding_) {
+      sleep_us = std::min(sleep_us, rung ? kDoorbellBackupPollUs : kTransferPollUs);
+    } else if (engine_.roots_queued() && engine_.starving()) {
+      const auto wait = std::chrono::duration_cast<std::chrono::microseconds>(next_steal_at_ - now);
+      sleep_us = std::clamp(static_cast<int>(wait.count()), 1, sleep_us);
+    }
+  }
+  return sleep_us;
 }
 
 }  // namespace bellows::runtime

@@ -29,6 +29,7 @@
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
 #include "bellows/runtime/task.hpp"
+#include "same_host.hpp"
 #include "wire.hpp"
 
 namespace bellows::runtime {
@@ -37,7 +38,8 @@ class Engine;
 
 class CommEngine {
  public:
-  CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us);
+  /// Collective over comm (probes what ranks on the same host can share).
+  CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool same_host_transport);
   ~CommEngine();
   CommEngine(const CommEngine&) = delete;
   CommEngine& operator=(const CommEngine&) = delete;
@@ -74,6 +76,7 @@ class CommEngine {
   struct Operation {
     enum class Kind : std::uint8_t { control_send, data_send, activation_recv, collection_recv };
     Kind kind;
+    int peer = -1;  // control sends: rung again once MPI has delivered the message
     std::vector<std::byte> buffer;
     TilePtr tile;
     std::vector<wire::Target> targets;
@@ -82,6 +85,12 @@ class CommEngine {
 
   void run();
   void reset_iteration_state();
+  void wake_self();
+  [[nodiscard]] int sleep_budget_us(std::chrono::steady_clock::time_point now, bool barrier_pending);
+  /// Same host: reads a peer's tile into `tile` and tells the peer it may drop it.
+  void read_from_peer(int peer, std::uint64_t handle, std::uint64_t address, Tile& tile);
+  /// Where to deliver a tile that arrived for `targets`.
+  void deliver_to_targets(std::vector<wire::Target>& targets, TilePtr tile);
   bool drain_outbox();
   // Work stealing and the global end-of-iteration count.
   bool maybe_send_steal_request(std::chrono::steady_clock::time_point now);
@@ -115,6 +124,9 @@ class CommEngine {
   std::vector<MPI_Request> requests_;
   std::vector<Operation> operations_;
   std::unordered_map<std::uint64_t, TilePtr> published_;
+  std::unordered_map<TileIndex, TilePtr> collection_reads_;  // same host: awaiting CollectionTileAt
+  int mpi_transfers_ = 0;  // tile payloads moving through MPI (need both sides to poll)
+  SameHost same_host_;
   std::uint64_t next_handle_ = 1;
   int tag_cursor_ = 0;
   RankStats stats_;

@@ -32,7 +32,8 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   MPI_Comm_dup(comm, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
-  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us);
+  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
+                                              options_.same_host_transport);
   if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
   total_stats_.rank = rank_;
 }
@@ -126,6 +127,11 @@ void Engine::prepare_local_tasks() {
 bool Engine::starving() const {
   const auto ready = static_cast<std::int64_t>(device_->ready_count());
   return ready < options_.steal.device_threshold || ready < options_.steal.node_threshold;
+}
+
+bool Engine::has_tasks_to_spare() const {
+  const auto keep = std::max(options_.steal.device_threshold, options_.steal.node_threshold);
+  return static_cast<std::int64_t>(device_->ready_count()) > keep;
 }
 
 void Engine::ready_task_taken() {

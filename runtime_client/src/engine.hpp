@@ -74,6 +74,8 @@ class Engine {
   /// when one of its devices does, or when all together are below the node threshold.
   /// A rank drives one device today, so both compare the same count.
   [[nodiscard]] bool starving() const;
+  /// True when the device queue holds more ready tasks than a victim keeps.
+  [[nodiscard]] bool has_tasks_to_spare() const;
   /// Called by a device each time an execution unit takes a ready task: wakes the
   /// communication thread when the rank starts to starve, so any worker detects it.
   void ready_task_taken();

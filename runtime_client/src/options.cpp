@@ -57,6 +57,9 @@ std::string validate(const StealOptions& o) {
     return "steal max backoff (" + std::to_string(o.max_backoff_us) +
            " us) is below the min backoff (" + std::to_string(o.min_backoff_us) + " us)";
   }
+  if (o.victim_poll_us < 1) {
+    return "steal victim poll must be at least 1 us, got " + std::to_string(o.victim_poll_us);
+  }
   return {};
 }
 

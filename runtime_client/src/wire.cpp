@@ -54,6 +54,7 @@ std::vector<std::byte> encode(const Message& message) {
   if (const auto* a = std::get_if<Activate>(&message)) {
     put_header(w, MessageType::activate);
     w.put(a->handle);
+    w.put(a->address);
     w.put(a->rows);
     w.put(a->cols);
     w.put(static_cast<std::uint32_t>(a->targets.size()));
@@ -100,6 +101,7 @@ std::vector<std::byte> encode(const Message& message) {
       for (const auto& in : task.inputs) {
         w.put(in.slot);
         w.put(in.handle);
+        w.put(in.address);
         w.put(in.rows);
         w.put(in.cols);
       }
@@ -107,8 +109,21 @@ std::vector<std::byte> encode(const Message& message) {
   } else if (const auto* p = std::get_if<Progress>(&message)) {
     put_header(w, MessageType::progress);
     w.put(p->completed);
-  } else {
+  } else if (std::holds_alternative<IterationDone>(message)) {
     put_header(w, MessageType::iteration_done);
+  } else if (const auto* fetched = std::get_if<Fetched>(&message)) {
+    put_header(w, MessageType::fetched);
+    w.put(fetched->handle);
+  } else {
+    const auto& at = std::get<CollectionTileAt>(message);
+    put_header(w, MessageType::collection_tile_at);
+    w.put(at.tile.collection);
+    w.put(at.tile.m);
+    w.put(at.tile.n);
+    w.put(at.handle);
+    w.put(at.address);
+    w.put(at.rows);
+    w.put(at.cols);
   }
   return w.take();
 }
@@ -143,7 +158,8 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
     case MessageType::activate: {
       Activate a;
       std::uint32_t count = 0;
-      if (!r.get(a.handle) || !r.get(a.rows) || !r.get(a.cols) || !r.get(count)) {
+      if (!r.get(a.handle) || !r.get(a.address) || !r.get(a.rows) || !r.get(a.cols) ||
+          !r.get(count)) {
         return truncated("activate");
       }
       if (a.rows < 0 || a.cols < 0) {
@@ -238,7 +254,8 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
         }
         task.inputs.resize(inputs);
         for (auto& in : task.inputs) {
-          if (!r.get(in.slot) || !r.get(in.handle) || !r.get(in.rows) || !r.get(in.cols)) {
+          if (!r.get(in.slot) || !r.get(in.handle) || !r.get(in.address) || !r.get(in.rows) ||
+              !r.get(in.cols)) {
             return truncated("steal_reply");
           }
           if (in.rows < 0 || in.cols < 0) {
@@ -268,6 +285,32 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
         return std::nullopt;
       }
       return Message{IterationDone{}};
+    }
+    case MessageType::fetched: {
+      Fetched f;
+      if (!r.get(f.handle)) return truncated("fetched");
+      if (r.remaining() != 0) {
+        error = "fetched message has trailing bytes";
+        return std::nullopt;
+      }
+      return Message{f};
+    }
+    case MessageType::collection_tile_at: {
+      CollectionTileAt at;
+      if (!r.get(at.tile.collection) || !r.get(at.tile.m) || !r.get(at.tile.n) ||
+          !r.get(at.handle) || !r.get(at.address) || !r.get(at.rows) || !r.get(at.cols)) {
+        return truncated("collection_tile_at");
+      }
+      if (r.remaining() != 0) {
+        error = "collection_tile_at message has trailing bytes";
+        return std::nullopt;
+      }
+      if (at.rows <= 0 || at.cols <= 0 || at.address == 0) {
+        error = "collection_tile_at without a tile (" + std::to_string(at.rows) + " x " +
+                std::to_string(at.cols) + " at address " + std::to_string(at.address) + ")";
+        return std::nullopt;
+      }
+      return Message{at};
     }
   }
   error = "unknown message type " + std::to_string(type);

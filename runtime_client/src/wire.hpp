@@ -30,6 +30,8 @@ enum class MessageType : std::uint8_t {
   steal_reply = 5,       ///< tasks given to a thief, described by key and input handles
   progress = 6,          ///< tasks completed on a rank, to the first rank (stealing on)
   iteration_done = 7,    ///< from the first rank: every task of the iteration has run
+  fetched = 8,           ///< the consumer read the tile behind handle itself (same host)
+  collection_tile_at = 9,  ///< where collection tile (c, m, n) lies, for a same-host read
 };
 
 /// One consumer of an activation: a task slot, or a collection tile (write-back).
@@ -44,6 +46,9 @@ struct Target {
 
 struct Activate {
   std::uint64_t handle = 0;  ///< producer-side name of the tile; unused when rows == 0
+  /// Non-zero: the tile's address in the producer, which shares the consumer's host; the
+  /// consumer reads it there and answers Fetched instead of Fetch.
+  std::uint64_t address = 0;
   std::int32_t rows = 0;     ///< 0: no data (control dependency)
   std::int32_t cols = 0;
   std::vector<Target> targets;
@@ -58,8 +63,28 @@ struct Fetch {
 
 struct CollectionFetch {
   TileIndex tile{};
-  std::int32_t tag = 0;
+  std::int32_t tag = 0;  ///< kWhereIsTag: answer with CollectionTileAt (same host)
   friend bool operator==(const CollectionFetch&, const CollectionFetch&) = default;
+};
+
+/// CollectionFetch::tag asking where the tile lies instead of for its bytes.
+inline constexpr std::int32_t kWhereIsTag = -1;
+
+/// The consumer has read the tile behind handle (same host): the producer may drop it.
+struct Fetched {
+  std::uint64_t handle = 0;
+  friend bool operator==(const Fetched&, const Fetched&) = default;
+};
+
+/// Answer to a CollectionFetch with kWhereIsTag: read rows x cols doubles at address,
+/// then send Fetched{handle}.
+struct CollectionTileAt {
+  TileIndex tile{};
+  std::uint64_t handle = 0;
+  std::uint64_t address = 0;
+  std::int32_t rows = 0;
+  std::int32_t cols = 0;
+  friend bool operator==(const CollectionTileAt&, const CollectionTileAt&) = default;
 };
 
 /// Asks for `wanted` ready tasks on behalf of rank `thief`. A victim that cannot give
@@ -79,6 +104,7 @@ struct StealRequest {
 struct StolenInput {
   std::uint8_t slot = 0;
   std::uint64_t handle = 0;
+  std::uint64_t address = 0;  ///< non-zero: read it there (same host), then Fetched
   std::int32_t rows = 0;
   std::int32_t cols = 0;
   friend bool operator==(const StolenInput&, const StolenInput&) = default;
@@ -110,7 +136,7 @@ struct IterationDone {
 };
 
 using Message = std::variant<Activate, Fetch, CollectionFetch, StealRequest, StealReply, Progress,
-                             IterationDone>;
+                             IterationDone, Fetched, CollectionTileAt>;
 
 std::vector<std::byte> encode(const Message& message);
 

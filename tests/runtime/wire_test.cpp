@@ -19,7 +19,7 @@ using bellows::runtime::TileIndex;
 namespace {
 
 constexpr std::size_t kHeaderBytes = 4;
-constexpr std::size_t kActivateFixedBytes = kHeaderBytes + 8 + 4 + 4 + 4;
+constexpr std::size_t kActivateFixedBytes = kHeaderBytes + 8 + 8 + 4 + 4 + 4;
 constexpr std::size_t kTargetBytes = 15;
 constexpr std::size_t kFetchBytes = kHeaderBytes + 8 + 4;
 constexpr std::size_t kCollectionFetchBytes = kHeaderBytes + 2 + 4 + 4 + 4;
@@ -187,7 +187,7 @@ TEST(Wire, RefusesOtherProtocolVersion) {
 
 TEST(Wire, RefusesUnknownType) {
   EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 0)), "unknown message type 0");
-  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 8)), "unknown message type 8");
+  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 10)), "unknown message type 10");
   auto bytes = wire::encode(wire::Fetch{1, 2});
   bytes[3] = std::byte{200};
   EXPECT_EQ(decode_error(bytes), "unknown message type 200");
@@ -272,7 +272,7 @@ TEST(Wire, StealReplyWithTasksRoundTrips) {
   reply.final = false;
   reply.partial_replies = 0;
   reply.tasks.push_back({TaskKey{2, {1, 2, 3}},
-                         {{0, 11, 64, 32}, {1, 0, 0, 0}, {2, 12, 64, 64}}});
+                         {{0, 11, 0, 64, 32}, {1, 0, 0, 0, 0}, {2, 12, 0x7f0012345678, 64, 64}}});
   reply.tasks.push_back({TaskKey{0, {7, -1, 0}}, {}});
   EXPECT_EQ(round_trip(reply), wire::Message{reply});
 }
@@ -301,16 +301,16 @@ TEST(Wire, RefusesStealRequestWithoutThiefOrWants) {
 
 TEST(Wire, RefusesStealReplyWithMoreTasksThanBytes) {
   wire::StealReply reply;
-  reply.tasks.push_back({TaskKey{1, {1, 1, 1}}, {{0, 5, 8, 8}}});
+  reply.tasks.push_back({TaskKey{1, {1, 1, 1}}, {{0, 5, 0, 8, 8}}});
   auto bytes = wire::encode(reply);
   // The task count sits after header (4), request id (4), final (1), partial count (2).
   bytes[11] = std::byte{0xFF};
-  EXPECT_EQ(decode_error(bytes), "steal_reply announces 255 tasks but carries 32 bytes of them");
+  EXPECT_EQ(decode_error(bytes), "steal_reply announces 255 tasks but carries 40 bytes of them");
 }
 
 TEST(Wire, RefusesTruncatedStealReplyAndBadFinalFlag) {
   wire::StealReply reply;
-  reply.tasks.push_back({TaskKey{1, {1, 1, 1}}, {{0, 5, 8, 8}}});
+  reply.tasks.push_back({TaskKey{1, {1, 1, 1}}, {{0, 5, 0, 8, 8}}});
   auto bytes = wire::encode(reply);
   auto truncated = bytes;
   truncated.resize(truncated.size() - 3);
@@ -320,4 +320,34 @@ TEST(Wire, RefusesTruncatedStealReplyAndBadFinalFlag) {
   EXPECT_EQ(decode_error(trailing), "steal_reply message has trailing bytes");
   bytes[8] = std::byte{7};
   EXPECT_EQ(decode_error(bytes), "steal_reply with final flag 7");
+}
+
+// ---------------------------------------------------------------- same-host reads
+
+TEST(Wire, SameHostActivateCarriesTheAddress) {
+  wire::Activate a;
+  a.handle = 5;
+  a.address = 0x7ffe00001000;
+  a.rows = 16;
+  a.cols = 8;
+  a.targets.push_back(wire::Target{false, TaskKey{1, {2, 3, 4}}, 1, {}});
+  EXPECT_EQ(round_trip(a), wire::Message{a});
+}
+
+TEST(Wire, FetchedAndCollectionTileAtRoundTrip) {
+  EXPECT_EQ(round_trip(wire::Fetched{42}), wire::Message{wire::Fetched{42}});
+  const wire::CollectionTileAt at{TileIndex{1, 2, 3}, 9, 0x7f0000000040, 32, 16};
+  EXPECT_EQ(round_trip(at), wire::Message{at});
+  const wire::CollectionFetch where{TileIndex{1, 2, 3}, wire::kWhereIsTag};
+  EXPECT_EQ(round_trip(where), wire::Message{where});
+}
+
+TEST(Wire, RefusesCollectionTileAtWithoutATile) {
+  EXPECT_EQ(decode_error(wire::encode(wire::CollectionTileAt{TileIndex{1, 2, 3}, 9, 0, 32, 16})),
+            "collection_tile_at without a tile (32 x 16 at address 0)");
+  EXPECT_EQ(decode_error(wire::encode(wire::CollectionTileAt{TileIndex{1, 2, 3}, 9, 64, 0, 16})),
+            "collection_tile_at without a tile (0 x 16 at address 64)");
+  auto bytes = wire::encode(wire::Fetched{1});
+  bytes.push_back(std::byte{0});
+  EXPECT_EQ(decode_error(bytes), "fetched message has trailing bytes");
 }

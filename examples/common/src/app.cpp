@@ -37,6 +37,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   AppOptions o;
   std::string kernel = "cpu";
   std::string steal = "off";
+  std::string same_host = "on";
   std::string victim{runtime::to_string(o.steal.policy)};
   CLI::App cli(description, app);
   cli.add_option("--n", o.n, "matrix order");
@@ -53,6 +54,8 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_flag("--quiet", o.quiet, "print only the JSON line");
   cli.add_option("--comm-sleep-us", o.comm_max_sleep_us,
                  "longest sleep of the communication thread when idle, microseconds");
+  cli.add_option("--same-host", same_host,
+                 "doorbells and direct tile reads between ranks on one host: on or off");
   cli.add_option("--steal", steal, "inter-rank work stealing: on or off");
   cli.add_option("--steal-chunk", o.steal.chunk, "tasks asked for in one steal request");
   cli.add_option("--steal-max-hops", o.steal.max_hops,
@@ -63,6 +66,8 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "a rank starves below this many ready tasks over all its devices");
   cli.add_option("--steal-victim", victim, "victim choice: random or last-victim");
   cli.add_option("--steal-seed", o.steal.seed, "seed of the random victim choice");
+  cli.add_option("--steal-victim-poll-us", o.steal.victim_poll_us,
+                 "longest sleep of the communication thread of a rank with tasks to spare");
   if (extra.add) extra.add(cli);
   const auto fail = [&](const std::string& message) -> std::optional<AppOptions> {
     if (speak) std::fprintf(stderr, "%s: error: %s\n", app.c_str(), message.c_str());
@@ -95,6 +100,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--kernel must be cpu, cuda or emulated, got '" + kernel + "'");
   }
   if (steal != "on" && steal != "off") return fail("--steal must be on or off, got '" + steal + "'");
+  if (same_host != "on" && same_host != "off") {
+    return fail("--same-host must be on or off, got '" + same_host + "'");
+  }
+  o.same_host_transport = same_host == "on";
   o.steal.enabled = steal == "on";
   if (!runtime::parse_victim_policy(victim, o.steal.policy)) {
     return fail("--steal-victim must be random or last-victim, got '" + victim + "'");
@@ -145,6 +154,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.trace_path = options.trace_path;
   r.comm_max_sleep_us = options.comm_max_sleep_us;
   r.steal = options.steal;
+  r.same_host_transport = options.same_host_transport;
   return r;
 }
 

@@ -47,6 +47,9 @@ struct StealOptions {
   /// Pause of a thief after a request came back empty, doubled up to max_backoff_us.
   int min_backoff_us = 50;
   int max_backoff_us = 2000;
+  /// Longest sleep of the communication thread of a rank that has tasks to spare, so
+  /// that steal requests are answered quickly (idle ranks sleep comm_max_sleep_us).
+  int victim_poll_us = 50;
 };
 
 /// Returns an empty string when the options are usable, else what is wrong with them.
@@ -66,6 +69,11 @@ struct RuntimeOptions {
   std::string trace_path;
   /// Longest sleep of the communication thread when nothing happens, microseconds.
   int comm_max_sleep_us = 200;
+  /// Between ranks on one host: doorbells that wake an idle communication thread, and
+  /// tiles read straight from the producer's memory (process_vm_readv) instead of
+  /// MPI's polled shared-memory rendezvous. Probed at start; pairs where it does not
+  /// work use MPI alone. Must be the same on every rank.
+  bool same_host_transport = true;
   StealOptions steal;
 };
 

@@ -35,6 +35,7 @@ struct AppOptions {
   bool quiet = false;             ///< only the JSON line
   int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
   runtime::StealOptions steal;    ///< --steal on|off and the --steal-* parameters
+  bool same_host_transport = true;  ///< --same-host on|off
 };
 
 /// Options one example adds to the shared ones: `add` registers them, `check` returns

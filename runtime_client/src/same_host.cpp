@@ -1,0 +1,201 @@
+#include "same_host.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <random>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <thread>
+#include <unistd.h>
+
+namespace bellows::runtime {
+namespace {
+
+constexpr std::size_t kCacheLine = 64;  // one doorbell per line: no false sharing
+constexpr std::size_t kHeaderBytes = kCacheLine;
+
+long futex(void* word, int op, std::uint32_t value, const timespec* timeout) {
+  return ::syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
+}
+
+std::uint64_t random_token() {
+  std::random_device device;
+  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+}
+
+/// What a rank tells the others about itself.
+struct Card {
+  std::int64_t pid = 0;
+  std::uint64_t probe_address = 0;
+  std::uint64_t probe_value = 0;
+  std::int32_t joined = 0;  ///< mapped the doorbell segment and found rank 0's token
+  std::int32_t padding = 0;
+};
+
+struct Announcement {
+  char name[56] = {};
+  std::uint64_t token = 0;
+};
+
+}  // namespace
+
+SameHost::SameHost(MPI_Comm comm, bool enabled) {
+  MPI_Comm_rank(comm, &rank_);
+  MPI_Comm_size(comm, &size_);
+  doorbell_peer_.assign(static_cast<std::size_t>(size_), 0);
+  read_peer_.assign(static_cast<std::size_t>(size_), 0);
+  pids_.assign(static_cast<std::size_t>(size_), 0);
+  int wanted = enabled ? 1 : 0, everyone = 0;
+  MPI_Allreduce(&wanted, &everyone, 1, MPI_INT, MPI_LAND, comm);
+  if (!everyone) return;
+
+  // The doorbell segment: created by rank 0, opened by every rank that sees the same
+  // /dev/shm (its host), unlinked as soon as all have tried, so nothing is left behind.
+  segment_bytes_ = kHeaderBytes + kCacheLine * static_cast<std::size_t>(size_);
+  Announcement announcement;
+  bool created = false;
+  if (rank_ == 0) {
+    announcement.token = random_token();
+    std::snprintf(announcement.name, sizeof announcement.name, "/bellows-%ld-%016llx",
+                  static_cast<long>(::getpid()),
+                  static_cast<unsigned long long>(announcement.token));
+    const int fd = ::shm_open(announcement.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(segment_bytes_)) == 0) {
+      created = true;
+      void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        segment_ = p;
+        std::memcpy(segment_, &announcement.token, sizeof announcement.token);
+      }
+    } else if (fd >= 0) {
+      ::shm_unlink(announcement.name);
+    }
+    if (fd >= 0) ::close(fd);
+    if (!created) announcement.name[0] = '\0';
+  }
+  MPI_Bcast(&announcement, sizeof announcement, MPI_BYTE, 0, comm);
+  if (rank_ != 0 && announcement.name[0] != '\0') {
+    const int fd = ::shm_open(announcement.name, O_RDWR, 0);
+    struct stat info {};
+    if (fd >= 0 && ::fstat(fd, &info) == 0 &&
+        static_cast<std::size_t>(info.st_size) == segment_bytes_) {
+      void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        std::uint64_t token = 0;
+        std::memcpy(&token, p, sizeof token);
+        if (token == announcement.token) {
+          segment_ = p;
+        } else {
+          ::munmap(p, segment_bytes_);
+        }
+      }
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  MPI_Barrier(comm);
+  if (created) ::shm_unlink(announcement.name);
+  if (segment_ != nullptr) doorbells_ = static_cast<std::byte*>(segment_) + kHeaderBytes;
+
+  // Who joined, and whether each pair can read the other's memory: a peer reads this
+  // rank's probe word, which holds a random value, and must find that value.
+  volatile std::uint64_t probe = random_token();
+  Card mine;
+  mine.pid = static_cast<std::int64_t>(::getpid());
+  mine.probe_address = reinterpret_cast<std::uintptr_t>(&probe);
+  mine.probe_value = probe;
+  mine.joined = segment_ != nullptr ? 1 : 0;
+  std::vector<Card> cards(static_cast<std::size_t>(size_));
+  MPI_Allgather(&mine, sizeof(Card), MPI_BYTE, cards.data(), sizeof(Card), MPI_BYTE, comm);
+  std::vector<std::uint8_t> can_read_row(static_cast<std::size_t>(size_), 0);
+  for (int r = 0; r < size_; ++r) {
+    const auto& card = cards[static_cast<std::size_t>(r)];
+    pids_[static_cast<std::size_t>(r)] = static_cast<long>(card.pid);
+    if (r == rank_ || !mine.joined || !card.joined) continue;
+    doorbell_peer_[static_cast<std::size_t>(r)] = 1;
+    // Only ranks that share this host's /dev/shm are probed: a pid means nothing elsewhere.
+    std::uint64_t value = 0;
+    iovec local{&value, sizeof value};
+    iovec remote{reinterpret_cast<void*>(card.probe_address), sizeof value};
+    const auto n = ::process_vm_readv(static_cast<pid_t>(card.pid), &local, 1, &remote, 1, 0);
+    can_read_row[static_cast<std::size_t>(r)] =
+        (n == static_cast<ssize_t>(sizeof value) && value == card.probe_value) ? 1 : 0;
+  }
+  std::vector<std::uint8_t> matrix(static_cast<std::size_t>(size_) * size_);
+  MPI_Allgather(can_read_row.data(), size_, MPI_BYTE, matrix.data(), size_, MPI_BYTE, comm);
+  all_doorbells_ = mine.joined != 0;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const auto me_reads_r = matrix[static_cast<std::size_t>(rank_) * size_ + r];
+    const auto r_reads_me = matrix[static_cast<std::size_t>(r) * size_ + rank_];
+    read_peer_[static_cast<std::size_t>(r)] = (me_reads_r && r_reads_me) ? 1 : 0;
+    all_doorbells_ = all_doorbells_ && doorbell_peer_[static_cast<std::size_t>(r)] != 0;
+  }
+}
+
+SameHost::~SameHost() {
+  if (segment_ != nullptr) ::munmap(segment_, segment_bytes_);
+}
+
+bool SameHost::has_doorbell(int rank) const noexcept {
+  return rank >= 0 && rank < size_ && doorbell_peer_[static_cast<std::size_t>(rank)] != 0;
+}
+
+bool SameHost::can_read(int rank) const noexcept {
+  return rank >= 0 && rank < size_ && read_peer_[static_cast<std::size_t>(rank)] != 0;
+}
+
+std::atomic<std::uint32_t>* SameHost::doorbell(int rank) const noexcept {
+  return reinterpret_cast<std::atomic<std::uint32_t>*>(doorbells_ +
+                                                       kCacheLine * static_cast<std::size_t>(rank));
+}
+
+void SameHost::ring(int rank) noexcept {
+  if (doorbells_ == nullptr || (rank != rank_ && !has_doorbell(rank))) return;
+  auto* word = doorbell(rank);
+  word->fetch_add(1, std::memory_order_acq_rel);
+  futex(word, FUTEX_WAKE, 1, nullptr);
+}
+
+void SameHost::wait(std::chrono::microseconds timeout) noexcept {
+  if (doorbells_ == nullptr) {
+    std::this_thread::sleep_for(timeout);
+    return;
+  }
+  auto* word = doorbell(rank_);
+  const std::uint32_t now = word->load(std::memory_order_acquire);
+  if (now != seen_) {
+    seen_ = now;
+    return;
+  }
+  const auto us = timeout.count();
+  const timespec relative{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+  futex(word, FUTEX_WAIT, now, &relative);
+  seen_ = word->load(std::memory_order_acquire);
+}
+
+bool SameHost::read(int rank, std::uint64_t address, void* local, std::size_t bytes,
+                    std::string& error) const {
+  auto* into = static_cast<std::byte*>(local);
+  std::size_t done = 0;
+  while (done < bytes) {
+    iovec l{into + done, bytes - done};
+    iovec r{reinterpret_cast<void*>(address + done), bytes - done};
+    const auto n = ::process_vm_readv(static_cast<pid_t>(pids_[static_cast<std::size_t>(rank)]),
+                                      &l, 1, &r, 1, 0);
+    if (n <= 0) {
+      error = "reading " + std::to_string(bytes) + " bytes from rank " + std::to_string(rank) +
+              " (pid " + std::to_string(pids_[static_cast<std::size_t>(rank)]) + "): " +
+              (n < 0 ? std::strerror(errno) : "nothing read");
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace bellows::runtime
