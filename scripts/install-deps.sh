@@ -20,7 +20,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpmix-dev
-  python3 procps
+  python3 python3-matplotlib procps
 )
 
 missing=()

@@ -21,6 +21,7 @@
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
 #include "mpi_test_support.hpp"
+#include "same_host.hpp"
 
 namespace br = bellows::runtime;
 namespace be = bellows::examples;
@@ -392,4 +393,46 @@ TEST_F(MpiTest, CholeskyWithStealingIsBitIdenticalToWithout) {
       }
     }
   }
+}
+
+// ---------------------------------------------------------------- same-host transport
+
+TEST_F(MpiTest, RanksOnThisHostShareDoorbellsAndTileReads) {
+  br::SameHost on(MPI_COMM_WORLD, true);
+  br::SameHost off(MPI_COMM_WORLD, false);
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    // Every rank of these tests runs on this host.
+    EXPECT_TRUE(on.has_doorbell(r)) << "rank " << rank() << " -> " << r;
+    EXPECT_TRUE(on.can_read(r)) << "rank " << rank() << " -> " << r;
+    EXPECT_FALSE(off.has_doorbell(r));
+    EXPECT_FALSE(off.can_read(r));
+  }
+  EXPECT_TRUE(on.all_have_doorbells());
+
+  // Each rank reads its right neighbour's buffer, whose address travels by MPI.
+  std::vector<double> mine(1000);
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = rank() * 10000.0 + static_cast<double>(i);
+  const int right = (rank() + 1) % size(), left = (rank() + size() - 1) % size();
+  std::uint64_t address = reinterpret_cast<std::uintptr_t>(mine.data()), right_address = 0;
+  MPI_Sendrecv(&address, 1, MPI_UINT64_T, left, 0, &right_address, 1, MPI_UINT64_T, right, 0,
+               MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  std::vector<double> theirs(mine.size());
+  std::string error;
+  EXPECT_TRUE(on.read(right, right_address, theirs.data(), theirs.size() * sizeof(double), error))
+      << error;
+  EXPECT_EQ(theirs[999], right * 10000.0 + 999.0);
+  // A read from an address the peer does not map fails with the reason.
+  EXPECT_FALSE(on.read(right, 8, theirs.data(), 64, error));
+  EXPECT_NE(error.find("reading 64 bytes from rank " + std::to_string(right)), std::string::npos)
+      << error;
+
+  // A ring wakes the rank at once; without one, wait() sleeps its full timeout.
+  MPI_Barrier(MPI_COMM_WORLD);
+  on.ring(right);
+  const auto begin = std::chrono::steady_clock::now();
+  on.wait(std::chrono::seconds(20));
+  const double woke_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  EXPECT_LT(woke_after, 10.0) << "the doorbell did not wake the rank";
+  MPI_Barrier(MPI_COMM_WORLD);
 }
