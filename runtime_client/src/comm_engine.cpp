@@ -209,8 +209,8 @@ void CommEngine::handle(int source, wire::Message&& message) {
     }
     auto tile = std::make_shared<Tile>(a->rows, a->cols);
     if (a->address != 0) {
-      read_from_peer(source, a->handle, a->address, *tile);
-      deliver_to_targets(a->targets, std::move(tile));
+      pending_reads_.push_back(
+          PendingRead{source, a->handle, a->address, std::move(tile), std::move(a->targets), {}, false});
       return;
     }
     const int tag = next_tag();
@@ -269,8 +269,7 @@ void CommEngine::handle(int source, wire::Message&& message) {
            std::to_string(at->rows) + " x " + std::to_string(at->cols) + ", expected " +
            std::to_string(tile->rows()) + " x " + std::to_string(tile->cols()));
     }
-    read_from_peer(source, at->handle, at->address, *tile);
-    engine_.collection_tile_arrived(at->tile, std::move(tile));
+    pending_reads_.push_back(PendingRead{source, at->handle, at->address, std::move(tile), {}, at->tile, true});
   } else if (auto* q = std::get_if<wire::StealRequest>(&message)) {
     handle_steal_request(source, *q);
   } else if (auto* reply = std::get_if<wire::StealReply>(&message)) {
@@ -418,8 +417,11 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
       auto tile = std::make_shared<Tile>(input.rows, input.cols);
       stats_.steal.bytes_stolen += tile->bytes();
       if (input.address != 0) {
-        read_from_peer(source, input.handle, input.address, *tile);
-        engine_.deliver(task.key, input.slot, std::move(tile));
+        wire::Target target;
+        target.consumer = task.key;
+        target.slot = input.slot;
+        pending_reads_.push_back(
+            PendingRead{source, input.handle, input.address, std::move(tile), {target}, {}, false});
         continue;
       }
       const int tag = next_tag();
@@ -521,6 +523,21 @@ void CommEngine::deliver_to_targets(std::vector<wire::Target>& targets, TilePtr 
   }
 }
 
+bool CommEngine::perform_pending_reads() {
+  if (pending_reads_.empty()) return false;
+  std::vector<PendingRead> reads;
+  reads.swap(pending_reads_);
+  for (auto& r : reads) {
+    read_from_peer(r.peer, r.handle, r.address, *r.tile);
+    if (r.to_collection) {
+      engine_.collection_tile_arrived(r.index, std::move(r.tile));
+    } else {
+      deliver_to_targets(r.targets, std::move(r.tile));
+    }
+  }
+  return true;
+}
+
 void CommEngine::read_from_peer(int peer, std::uint64_t handle, std::uint64_t address, Tile& tile) {
   std::string error;
   if (!same_host_.read(peer, address, tile.data(), tile.bytes(), error)) fail(error);
@@ -587,6 +604,9 @@ void CommEngine::run() {
   for (;;) {
     bool progressed = drain_outbox();
     progressed = receive_control() || progressed;
+    // Tile copies wait until every control message of this pass is handled, so that a
+    // steal request is not answered behind them.
+    progressed = perform_pending_reads() || progressed;
     progressed = complete_operations() || progressed;
     const auto now = std::chrono::steady_clock::now();
     if (stealing) {

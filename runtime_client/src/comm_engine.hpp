@@ -87,6 +87,17 @@ class CommEngine {
   void reset_iteration_state();
   void wake_self();
   [[nodiscard]] int sleep_budget_us(std::chrono::steady_clock::time_point now, bool barrier_pending);
+  /// Same host: a tile to copy from a peer, and where it goes.
+  struct PendingRead {
+    int peer;
+    std::uint64_t handle;
+    std::uint64_t address;
+    TilePtr tile;
+    std::vector<wire::Target> targets;  // task slots or write-backs
+    TileIndex index;                    // collection tile, when to_collection
+    bool to_collection;
+  };
+  bool perform_pending_reads();
   /// Same host: reads a peer's tile into `tile` and tells the peer it may drop it.
   void read_from_peer(int peer, std::uint64_t handle, std::uint64_t address, Tile& tile);
   /// Where to deliver a tile that arrived for `targets`.
@@ -125,6 +136,7 @@ class CommEngine {
   std::vector<Operation> operations_;
   std::unordered_map<std::uint64_t, TilePtr> published_;
   std::unordered_map<TileIndex, TilePtr> collection_reads_;  // same host: awaiting CollectionTileAt
+  std::vector<PendingRead> pending_reads_;
   int mpi_transfers_ = 0;  // tile payloads moving through MPI (need both sides to poll)
   SameHost same_host_;
   std::uint64_t next_handle_ = 1;

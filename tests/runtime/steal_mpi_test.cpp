@@ -252,7 +252,7 @@ TEST_F(MpiTest, RandomizedStealingRunsEveryTaskExactlyOnce) {
     steal.enabled = true;
     steal.chunk = 1 + static_cast<int>(random() % 8);
     steal.max_hops = static_cast<int>(random() % 4);
-    steal.device_threshold = static_cast<int>(random() % 3);
+    steal.device_threshold = 1 + static_cast<int>(random() % 2);  // 0 would never starve
     steal.node_threshold = static_cast<int>(random() % 3);
     steal.policy = policies[random() % 2];
     steal.seed = static_cast<unsigned>(random());
@@ -312,17 +312,19 @@ TEST_F(MpiTest, StealsRacingTheLastTasksDoNotHang) {
   steal.enabled = true;
   steal.chunk = 8;
   steal.max_hops = 3;
-  steal.device_threshold = 0;
+  steal.device_threshold = 1;
   steal.node_threshold = 0;
   steal.policy = br::VictimPolicy::random;
   const auto run = run_pipeline(steal, 2 * size(), 40, 0);
   expect_exactly_once_and_exact(run, 40, steal);
+  EXPECT_GT(bt::sum_over_ranks(run.stats.steal.requests_sent), 0U) << "nobody starved";
 }
 
 namespace {
 
 /// C of a GEMM, gathered to rank 0.
-std::vector<double> gemm_result(const br::StealOptions& steal, int n, int tile) {
+std::vector<double> gemm_result(const br::StealOptions& steal, int n, int tile,
+                                br::RankStats* stats = nullptr) {
   const int rank = bt::world_rank(), size = bt::world_size();
   const auto grid = br::BlockCyclic2D::square_for(size);
   br::TiledMatrix a(0, n, n, tile, grid, rank), b(1, n, n, tile, grid, rank),
@@ -338,11 +340,13 @@ std::vector<double> gemm_result(const br::StealOptions& steal, int n, int tile) 
   runtime.add_collection(c);
   runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
   runtime.run_iteration();
+  if (stats != nullptr) *stats = runtime.stats();
   return c.gather_to_root(MPI_COMM_WORLD);
 }
 
 /// The factor L of a Cholesky, gathered to rank 0.
-std::vector<double> cholesky_result(const br::StealOptions& steal, int n, int tile) {
+std::vector<double> cholesky_result(const br::StealOptions& steal, int n, int tile,
+                                    br::RankStats* stats = nullptr) {
   const int rank = bt::world_rank(), size = bt::world_size();
   const auto grid = br::BlockCyclic2D::square_for(size);
   br::TiledMatrix a(0, n, n, tile, grid, rank), l(1, n, n, tile, grid, rank);
@@ -355,6 +359,7 @@ std::vector<double> cholesky_result(const br::StealOptions& steal, int n, int ti
   runtime.add_collection(l);
   for (auto& cls : be::make_cholesky_tasks(a, l)) runtime.add_task_class(std::move(cls));
   runtime.run_iteration();
+  if (stats != nullptr) *stats = runtime.stats();
   return l.gather_to_root(MPI_COMM_WORLD);
 }
 
@@ -362,7 +367,7 @@ br::StealOptions eager_stealing() {
   br::StealOptions steal;
   steal.enabled = true;
   steal.chunk = 3;
-  steal.device_threshold = 0;
+  steal.device_threshold = 1;
   return steal;
 }
 
@@ -370,7 +375,9 @@ br::StealOptions eager_stealing() {
 
 TEST_F(MpiTest, GemmWithStealingIsBitIdenticalToWithout) {
   const auto off = gemm_result(br::StealOptions{}, 200, 32);
-  const auto on = gemm_result(eager_stealing(), 200, 32);
+  br::RankStats stats;
+  const auto on = gemm_result(eager_stealing(), 200, 32, &stats);
+  EXPECT_GT(bt::sum_over_ranks(stats.steal.requests_sent), 0U) << "nobody starved";
   if (rank() == 0) {
     ASSERT_EQ(on.size(), off.size());
     EXPECT_EQ(std::memcmp(on.data(), off.data(), on.size() * sizeof(double)), 0);
@@ -380,7 +387,9 @@ TEST_F(MpiTest, GemmWithStealingIsBitIdenticalToWithout) {
 TEST_F(MpiTest, CholeskyWithStealingIsBitIdenticalToWithout) {
   constexpr int kN = 224;
   const auto off = cholesky_result(br::StealOptions{}, kN, 32);
-  const auto on = cholesky_result(eager_stealing(), kN, 32);
+  br::RankStats stats;
+  const auto on = cholesky_result(eager_stealing(), kN, 32, &stats);
+  EXPECT_GT(bt::sum_over_ranks(stats.steal.tasks_stolen), 0U) << "no Cholesky task moved";
   if (rank() == 0) {
     ASSERT_EQ(on.size(), off.size());
     // The factor is the lower triangle; tiles above the diagonal are never written.

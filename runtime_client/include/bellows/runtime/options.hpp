@@ -36,7 +36,8 @@ struct StealOptions {
   /// Times a request may be forwarded, on the thief's behalf, to another victim.
   int max_hops = 2;
   /// A device starves when its ready tasks drop below this; a victim never gives away
-  /// so many tasks that its own device would drop below it.
+  /// so many tasks that its own device would drop below it. With both thresholds 0 a
+  /// rank never starves, so it never asks (it still gives).
   int device_threshold = 1;
   /// A rank (node) starves when the ready tasks of all its devices together drop
   /// below this.
