@@ -344,6 +344,7 @@ void CommEngine::handle_steal_request(int source, const wire::StealRequest& requ
                             : engine_.give_tasks(request.wanted, request.thief, left);
   wire::StealReply reply;
   reply.request_id = request.request_id;
+  reply.hops = request.hops;
   std::vector<InputSource> specs;
   for (auto& task : tasks) {
     wire::StolenTask stolen;
@@ -443,6 +444,7 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
     }
     final_reply_seen_ = true;
     partial_replies_expected_ = reply.partial_replies;
+    final_reply_hops_ = reply.hops;
   } else {
     ++partial_replies_seen_;
   }
@@ -455,6 +457,7 @@ void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now)
   steal_outstanding_ = false;
   stats_.steal.round_trip_seconds.push_back(
       std::chrono::duration<double>(now - steal_sent_at_).count());
+  stats_.steal.round_trip_forwards.push_back(final_reply_hops_);
   if (tasks_this_request_ == 0) {
     ++stats_.steal.requests_failed;
     // The last victim had nothing (nor had the victims it forwarded to): try at random.

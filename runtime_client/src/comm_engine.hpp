@@ -156,6 +156,7 @@ class CommEngine {
   bool final_reply_seen_ = false;
   std::uint16_t partial_replies_expected_ = 0;
   std::uint16_t partial_replies_seen_ = 0;
+  int final_reply_hops_ = 0;
   std::uint64_t tasks_this_request_ = 0;
   int last_victim_ = -1;
   // End of iteration with stealing: the first rank counts completions of all ranks.

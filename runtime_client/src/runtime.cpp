@@ -80,6 +80,9 @@ std::vector<RankStats> Runtime::gather_stats() const {
   MPI_Gatherv(s.steal.round_trip_seconds.data(), my_round_trips, MPI_DOUBLE,
               all_round_trips.data(), round_trips_counts.data(),
               round_trips_displacements.data(), MPI_DOUBLE, 0, comm);
+  std::vector<int> all_forwards(static_cast<std::size_t>(total_round_trips));
+  MPI_Gatherv(s.steal.round_trip_forwards.data(), my_round_trips, MPI_INT, all_forwards.data(),
+              round_trips_counts.data(), round_trips_displacements.data(), MPI_INT, 0, comm);
   std::vector<RankStats> out;
   if (engine_->rank() != 0) return out;
   for (int r = 0; r < engine_->size(); ++r) {
@@ -111,6 +114,8 @@ std::vector<RankStats> Runtime::gather_stats() const {
     const auto samples = round_trips_counts[static_cast<std::size_t>(r)];
     rs.steal.round_trip_seconds.assign(all_round_trips.begin() + first,
                                        all_round_trips.begin() + first + samples);
+    rs.steal.round_trip_forwards.assign(all_forwards.begin() + first,
+                                        all_forwards.begin() + first + samples);
     for (std::size_t c = 0; c < names.size(); ++c) {
       const auto count = static_cast<std::uint64_t>(v[kFixedFields + c]);
       if (count != 0) rs.tasks_by_class[names[c]] = count;

@@ -24,6 +24,8 @@ void StealStats::add(const StealStats& o) {
   }
   round_trip_seconds.insert(round_trip_seconds.end(), o.round_trip_seconds.begin(),
                             o.round_trip_seconds.end());
+  round_trip_forwards.insert(round_trip_forwards.end(), o.round_trip_forwards.begin(),
+                             o.round_trip_forwards.end());
 }
 
 double quantile(std::vector<double> values, double q) {
@@ -36,7 +38,15 @@ double quantile(std::vector<double> values, double q) {
 }
 
 void to_json(nlohmann::json& j, const StealStats& s) {
-  const auto us = [&](double q) { return quantile(s.round_trip_seconds, q) * 1e6; };
+  const auto summary = [](const std::vector<double>& seconds) {
+    const auto us = [&](double q) { return quantile(seconds, q) * 1e6; };
+    return nlohmann::json{{"count", seconds.size()}, {"p50", us(0.5)}, {"p90", us(0.9)},
+                          {"p99", us(0.99)}, {"max", us(1.0)}};
+  };
+  std::vector<double> direct;
+  for (std::size_t i = 0; i < s.round_trip_seconds.size() && i < s.round_trip_forwards.size(); ++i) {
+    if (s.round_trip_forwards[i] == 0) direct.push_back(s.round_trip_seconds[i]);
+  }
   j = nlohmann::json{{"requests_sent", s.requests_sent},
                      {"requests_failed", s.requests_failed},
                      {"requests_received", s.requests_received},
@@ -48,12 +58,8 @@ void to_json(nlohmann::json& j, const StealStats& s) {
                      {"max_hops_seen", s.max_hops_seen},
                      {"max_outstanding", s.max_outstanding},
                      {"min_ready_after_serve", s.min_ready_after_serve},
-                     {"round_trip_us",
-                      {{"count", s.round_trip_seconds.size()},
-                       {"p50", us(0.5)},
-                       {"p90", us(0.9)},
-                       {"p99", us(0.99)},
-                       {"max", us(1.0)}}}};
+                     {"round_trip_us", summary(s.round_trip_seconds)},
+                     {"direct_round_trip_us", summary(direct)}};
 }
 
 void RankStats::add(const RankStats& o) {

@@ -93,6 +93,7 @@ std::vector<std::byte> encode(const Message& message) {
     w.put(reply->request_id);
     w.put(static_cast<std::uint8_t>(reply->final ? 1 : 0));
     w.put(reply->partial_replies);
+    w.put(reply->hops);
     w.put(static_cast<std::uint32_t>(reply->tasks.size()));
     for (const auto& task : reply->tasks) {
       w.put(task.key.task_class);
@@ -229,7 +230,7 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
       std::uint8_t final = 0;
       std::uint32_t count = 0;
       if (!r.get(reply.request_id) || !r.get(final) || !r.get(reply.partial_replies) ||
-          !r.get(count)) {
+          !r.get(reply.hops) || !r.get(count)) {
         return truncated("steal_reply");
       }
       if (final > 1) {

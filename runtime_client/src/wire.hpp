@@ -122,6 +122,7 @@ struct StealReply {
   std::uint32_t request_id = 0;
   bool final = true;
   std::uint16_t partial_replies = 0;  ///< meaningful on the final reply
+  std::uint8_t hops = 0;  ///< forwards of the request this reply answers
   std::vector<StolenTask> tasks;
   friend bool operator==(const StealReply&, const StealReply&) = default;
 };

@@ -238,6 +238,10 @@ void expect_exactly_once_and_exact(const PipelineRun& run, int iterations, const
     EXPECT_GT(run.migrations_total, run.migrations_here) << "victim recorded no migration";
   }
   EXPECT_EQ(s.round_trip_seconds.size(), s.requests_sent);
+  ASSERT_EQ(s.round_trip_forwards.size(), s.requests_sent);
+  for (const int forwards : s.round_trip_forwards) {
+    EXPECT_LE(forwards, steal.max_hops) << "an answered request was forwarded too often";
+  }
 }
 
 }  // namespace

@@ -281,6 +281,7 @@ TEST(Wire, EmptyFinalStealReplyRoundTrips) {
   wire::StealReply reply;
   reply.request_id = 4;
   reply.partial_replies = 3;
+  reply.hops = 2;
   EXPECT_EQ(round_trip(reply), wire::Message{reply});
 }
 
@@ -303,8 +304,9 @@ TEST(Wire, RefusesStealReplyWithMoreTasksThanBytes) {
   wire::StealReply reply;
   reply.tasks.push_back({TaskKey{1, {1, 1, 1}}, {{0, 5, 0, 8, 8}}});
   auto bytes = wire::encode(reply);
-  // The task count sits after header (4), request id (4), final (1), partial count (2).
-  bytes[11] = std::byte{0xFF};
+  // The task count sits after header (4), request id (4), final (1), partial count (2),
+  // hops (1).
+  bytes[12] = std::byte{0xFF};
   EXPECT_EQ(decode_error(bytes), "steal_reply announces 255 tasks but carries 40 bytes of them");
 }
 

@@ -25,8 +25,11 @@ struct StealStats {
   std::uint64_t max_outstanding = 0;     ///< most requests this rank had in flight at once
   /// Fewest ready tasks a victim kept right after giving some away; -1: never gave.
   std::int64_t min_ready_after_serve = -1;
-  /// Thief: seconds from sending a request to its complete answer, one per request.
+  /// Thief: seconds from sending a request to its complete answer, one per request,
+  /// and how many times each was forwarded (a request forwarded h times visited h + 1
+  /// victims one after the other).
   std::vector<double> round_trip_seconds;
+  std::vector<int> round_trip_forwards;
 
   void add(const StealStats& other);
 };
