@@ -377,35 +377,50 @@ br::StealOptions eager_stealing() {
 
 }  // namespace
 
+// Whether a task moves depends on timing; each run is compared, and some run of a few
+// must have moved tasks.
+constexpr int kAttempts = 4;
+
 TEST_F(MpiTest, GemmWithStealingIsBitIdenticalToWithout) {
-  const auto off = gemm_result(br::StealOptions{}, 200, 32);
-  br::RankStats stats;
-  const auto on = gemm_result(eager_stealing(), 200, 32, &stats);
-  EXPECT_GT(bt::sum_over_ranks(stats.steal.requests_sent), 0U) << "nobody starved";
-  if (rank() == 0) {
-    ASSERT_EQ(on.size(), off.size());
-    EXPECT_EQ(std::memcmp(on.data(), off.data(), on.size() * sizeof(double)), 0);
+  constexpr int kN = 384;
+  const auto off = gemm_result(br::StealOptions{}, kN, 48);
+  std::uint64_t moved = 0;
+  for (int attempt = 0; attempt < kAttempts && moved == 0; ++attempt) {
+    br::RankStats stats;
+    const auto on = gemm_result(eager_stealing(), kN, 48, &stats);
+    moved = bt::sum_over_ranks(stats.steal.tasks_stolen);
+    if (rank() == 0) {  // no ASSERT here: every rank must reach the next run's collectives
+      EXPECT_TRUE(on.size() == off.size() &&
+                  std::memcmp(on.data(), off.data(), on.size() * sizeof(double)) == 0)
+          << "C differs with stealing (attempt " << attempt << ")";
+    }
   }
+  EXPECT_GT(moved, 0U) << "no GEMM task moved in " << kAttempts << " runs";
 }
 
 TEST_F(MpiTest, CholeskyWithStealingIsBitIdenticalToWithout) {
-  constexpr int kN = 224;
-  const auto off = cholesky_result(br::StealOptions{}, kN, 32);
-  br::RankStats stats;
-  const auto on = cholesky_result(eager_stealing(), kN, 32, &stats);
-  EXPECT_GT(bt::sum_over_ranks(stats.steal.tasks_stolen), 0U) << "no Cholesky task moved";
-  if (rank() == 0) {
-    ASSERT_EQ(on.size(), off.size());
-    // The factor is the lower triangle; tiles above the diagonal are never written.
-    for (std::size_t col = 0; col < kN; ++col) {
-      for (std::size_t row = col; row < kN; ++row) {
-        const std::size_t i = col * kN + row;
-        ASSERT_EQ(std::memcmp(&on[i], &off[i], sizeof(double)), 0)
-            << "L(" << row << "," << col << "): " << on[i] << " with stealing, " << off[i]
-            << " without";
+  constexpr int kN = 576;
+  const auto off = cholesky_result(br::StealOptions{}, kN, 48);
+  std::uint64_t moved = 0;
+  for (int attempt = 0; attempt < kAttempts && moved == 0; ++attempt) {
+    br::RankStats stats;
+    const auto on = cholesky_result(eager_stealing(), kN, 48, &stats);
+    moved = bt::sum_over_ranks(stats.steal.tasks_stolen);
+    if (rank() == 0) {  // no ASSERT here: every rank must reach the next run's collectives
+      EXPECT_EQ(on.size(), off.size());
+      // The factor is the lower triangle; tiles above the diagonal are never written.
+      bool same = on.size() == off.size();
+      for (std::size_t col = 0; same && col < kN; ++col) {
+        for (std::size_t row = col; same && row < kN; ++row) {
+          const std::size_t i = col * kN + row;
+          same = std::memcmp(&on[i], &off[i], sizeof(double)) == 0;
+          EXPECT_TRUE(same) << "L(" << row << "," << col << "): " << on[i] << " with stealing, "
+                            << off[i] << " without (attempt " << attempt << ")";
+        }
       }
     }
   }
+  EXPECT_GT(moved, 0U) << "no Cholesky task moved in " << kAttempts << " runs";
 }
 
 // ---------------------------------------------------------------- same-host transport
