@@ -16,8 +16,12 @@ constexpr int kFirstDataTag = 100;
 constexpr int kLastDataTag = 32000;  // MPI guarantees tags up to at least 32767
 constexpr int kTransferPollUs = 20;
 constexpr int kFetchExpectedPollUs = 50;
-// With doorbells from every peer, polling only backs up what the doorbells announce.
+// With doorbells from every peer, polling only backs up what the doorbells announce:
+// MPI's own progress for sends it could not deliver at once, and collective rounds.
 constexpr int kDoorbellBackupPollUs = 100;
+// With doorbells from every peer and nothing in flight, anything that needs this rank
+// rings it; the idle thread only checks in now and then.
+constexpr int kDoorbellIdleSleepUs = 2000;
 
 int element_count(const Tile& t) { return static_cast<int>(t.elements()); }
 
@@ -38,6 +42,14 @@ CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool sam
 
 CommEngine::~CommEngine() {
   if (thread_.joinable()) thread_.join();
+  if (copier_.joinable()) {
+    {
+      std::lock_guard lock(copy_mutex_);
+      copier_stop_ = true;
+    }
+    copy_cv_.notify_one();
+    copier_.join();
+  }
 }
 
 void CommEngine::reset_iteration_state() {
@@ -55,6 +67,11 @@ void CommEngine::reset_iteration_state() {
 
 void CommEngine::start() {
   reset_iteration_state();
+  {
+    std::lock_guard lock(copy_mutex_);
+    copier_stop_ = false;
+  }
+  copier_ = std::thread([this] { copy_loop(); });
   thread_ = std::thread([this] {
     try {
       run();
@@ -64,7 +81,15 @@ void CommEngine::start() {
   });
 }
 
-void CommEngine::join() { thread_.join(); }
+void CommEngine::join() {
+  thread_.join();
+  {
+    std::lock_guard lock(copy_mutex_);
+    copier_stop_ = true;
+  }
+  copy_cv_.notify_one();
+  copier_.join();
+}
 
 void CommEngine::notify() {
   {
@@ -106,6 +131,8 @@ void CommEngine::fetch_collection_tile(const TileIndex& index, int owner, int ro
 
 RankStats CommEngine::take_stats() {
   RankStats out = stats_;
+  out.bytes_received += copied_bytes_.exchange(0);
+  out.comm_cpu_seconds += copier_cpu_seconds_.exchange(0.0);
   stats_ = RankStats{};
   stats_.rank = rank_;
   return out;
@@ -159,6 +186,8 @@ bool CommEngine::drain_outbox() {
         published_.emplace(a.handle, std::move(c.tile));
       }
       send_control(c.peer, a);
+    } else if (c.kind == Command::Kind::fetched) {
+      send_control(c.peer, wire::Fetched{c.handle});
     } else if (same_host_.can_read(c.peer)) {
       collection_reads_.emplace(c.index, std::move(c.tile));
       send_control(c.peer, wire::CollectionFetch{c.index, wire::kWhereIsTag});
@@ -528,24 +557,62 @@ void CommEngine::deliver_to_targets(std::vector<wire::Target>& targets, TilePtr 
 
 bool CommEngine::perform_pending_reads() {
   if (pending_reads_.empty()) return false;
-  std::vector<PendingRead> reads;
-  reads.swap(pending_reads_);
-  for (auto& r : reads) {
-    read_from_peer(r.peer, r.handle, r.address, *r.tile);
-    if (r.to_collection) {
-      engine_.collection_tile_arrived(r.index, std::move(r.tile));
-    } else {
-      deliver_to_targets(r.targets, std::move(r.tile));
-    }
+  copies_in_flight_.fetch_add(static_cast<int>(pending_reads_.size()), std::memory_order_acq_rel);
+  {
+    std::lock_guard lock(copy_mutex_);
+    for (auto& r : pending_reads_) copy_queue_.push_back(std::move(r));
   }
+  pending_reads_.clear();
+  copy_cv_.notify_one();
   return true;
 }
 
-void CommEngine::read_from_peer(int peer, std::uint64_t handle, std::uint64_t address, Tile& tile) {
-  std::string error;
-  if (!same_host_.read(peer, address, tile.data(), tile.bytes(), error)) fail(error);
-  stats_.bytes_received += tile.bytes();
-  send_control(peer, wire::Fetched{handle});
+void CommEngine::copy_loop() {
+  struct CpuTimeRecorder {
+    std::atomic<double>& seconds;
+    ~CpuTimeRecorder() {
+      rusage usage{};
+      getrusage(RUSAGE_THREAD, &usage);
+      seconds.fetch_add(
+          static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+          static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6);
+    }
+  } recorder{copier_cpu_seconds_};
+  std::vector<PendingRead> batch;
+  for (;;) {
+    {
+      std::unique_lock lock(copy_mutex_);
+      copy_cv_.wait(lock, [&] { return copier_stop_ || !copy_queue_.empty(); });
+      if (copy_queue_.empty()) return;  // stop requested and nothing left
+      batch.swap(copy_queue_);
+    }
+    for (auto& r : batch) {
+      std::string error;
+      if (!same_host_.read(r.peer, r.address, r.tile->data(), r.tile->bytes(), error)) {
+        {
+          std::lock_guard lock(copy_mutex_);
+          if (copy_error_.empty()) copy_error_ = error;
+        }
+        wake_self();
+        continue;  // the communication thread aborts the job with the error
+      }
+      copied_bytes_.fetch_add(r.tile->bytes(), std::memory_order_relaxed);
+      if (r.to_collection) {
+        engine_.collection_tile_arrived(r.index, std::move(r.tile));
+      } else {
+        deliver_to_targets(r.targets, std::move(r.tile));
+      }
+      {
+        std::lock_guard lock(outbox_mutex_);
+        Command done{Command::Kind::fetched, r.peer, nullptr, {}, {}};
+        done.handle = r.handle;
+        outbox_.push_back(std::move(done));
+      }
+      copies_in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      wake_self();
+    }
+    batch.clear();
+  }
 }
 
 bool CommEngine::complete_operations() {
@@ -610,6 +677,10 @@ void CommEngine::run() {
     // Tile copies wait until every control message of this pass is handled, so that a
     // steal request is not answered behind them.
     progressed = perform_pending_reads() || progressed;
+    {
+      std::lock_guard lock(copy_mutex_);
+      if (!copy_error_.empty()) fail(copy_error_);
+    }
     progressed = complete_operations() || progressed;
     const auto now = std::chrono::steady_clock::now();
     if (stealing) {
@@ -618,12 +689,15 @@ void CommEngine::run() {
     }
 
     const bool work_done = engine_.local_work_done();
+    // Before the outbox: the copy thread queues its Fetched answer, then counts the copy
+    // done, so a finished count guarantees the answer is seen in the outbox.
+    const bool copies_done = copies_in_flight_.load(std::memory_order_acquire) == 0;
     bool outbox_empty = false;
     {
       std::lock_guard lock(outbox_mutex_);
       outbox_empty = outbox_.empty();
     }
-    const bool quiet = outbox_empty && requests_.empty() && collection_reads_.empty();
+    const bool quiet = copies_done && outbox_empty && requests_.empty() && collection_reads_.empty();
     if (!barrier_posted && may_enter_barrier(work_done, quiet)) {
       MPI_Ibarrier(comm_, &barrier);
       barrier_posted = true;
@@ -662,7 +736,7 @@ int CommEngine::sleep_budget_us(std::chrono::steady_clock::time_point now, bool 
   // fetch, a steal reply, a thief's request to a rank with tasks to spare). With them,
   // peers ring and polling only backs the doorbells up. Local work always rings at once.
   const bool rung = same_host_.all_have_doorbells();
-  int sleep_us = max_sleep_us_;
+  int sleep_us = rung ? std::max(max_sleep_us_, kDoorbellIdleSleepUs) : max_sleep_us_;
   if (mpi_transfers_ > 0) {
     sleep_us = kTransferPollUs;
   } else if (!requests_.empty() || barrier_pending) {

@@ -67,11 +67,12 @@ class CommEngine {
 
  private:
   struct Command {
-    enum class Kind : std::uint8_t { activate, collection_fetch } kind;
+    enum class Kind : std::uint8_t { activate, collection_fetch, fetched } kind;
     int peer = 0;
     TilePtr tile;
     std::vector<wire::Target> targets;
     TileIndex index{};
+    std::uint64_t handle = 0;  // fetched: the peer's handle of the tile copied
   };
   struct Operation {
     enum class Kind : std::uint8_t { control_send, data_send, activation_recv, collection_recv };
@@ -97,9 +98,11 @@ class CommEngine {
     TileIndex index;                    // collection tile, when to_collection
     bool to_collection;
   };
+  /// Hands this pass's same-host reads to the copy thread.
   bool perform_pending_reads();
-  /// Same host: reads a peer's tile into `tile` and tells the peer it may drop it.
-  void read_from_peer(int peer, std::uint64_t handle, std::uint64_t address, Tile& tile);
+  /// The copy thread: copies peers' tiles (process_vm_readv) so that the communication
+  /// thread stays free to answer messages, e.g. steal requests, while bytes move.
+  void copy_loop();
   /// Where to deliver a tile that arrived for `targets`.
   void deliver_to_targets(std::vector<wire::Target>& targets, TilePtr tile);
   bool drain_outbox();
@@ -137,6 +140,15 @@ class CommEngine {
   std::unordered_map<std::uint64_t, TilePtr> published_;
   std::unordered_map<TileIndex, TilePtr> collection_reads_;  // same host: awaiting CollectionTileAt
   std::vector<PendingRead> pending_reads_;
+  std::thread copier_;
+  std::mutex copy_mutex_;
+  std::condition_variable copy_cv_;
+  std::vector<PendingRead> copy_queue_;  // guarded by copy_mutex_
+  bool copier_stop_ = false;             // guarded by copy_mutex_
+  std::string copy_error_;               // guarded by copy_mutex_
+  std::atomic<int> copies_in_flight_{0};
+  std::atomic<std::uint64_t> copied_bytes_{0};
+  std::atomic<double> copier_cpu_seconds_{0.0};
   int mpi_transfers_ = 0;  // tile payloads moving through MPI (need both sides to poll)
   SameHost same_host_;
   std::uint64_t next_handle_ = 1;

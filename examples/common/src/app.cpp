@@ -214,6 +214,10 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
     j["residual"] = nullptr;
   }
   j["rank_stats"] = rank_stats;
+  // Stealing over all ranks: counters summed, round trips pooled before taking percentiles.
+  runtime::StealStats steal;
+  for (const auto& s : rank_stats) steal.add(s.steal);
+  j["steal"] = steal;
   for (const auto& [key, value] : extra.items()) j[key] = value;
 
   if (!options.quiet) {

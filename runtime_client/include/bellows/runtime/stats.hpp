@@ -46,7 +46,7 @@ struct RankStats {
   double idle_seconds = 0.0;            ///< execution units waiting for a ready task
   double modeled_seconds = 0.0;         ///< emulated device: sum of flops / rate
   double flops = 0.0;                   ///< flops of the tasks executed here
-  double comm_cpu_seconds = 0.0;        ///< CPU time used by the communication thread
+  double comm_cpu_seconds = 0.0;        ///< CPU time of the communication and copy threads
   StealStats steal;
 
   void add(const RankStats& other);
