@@ -37,9 +37,9 @@ def main():
     ref = os.path.join(args.build, "bench", "reference")
     n, p = str(args.n), str(args.ranks)
 
-    def bellows(app, tile):
+    def bellows(app, tile, same_host="on"):
         j = run_json([MPIEXEC, "-n", p, os.path.join(ex, app), "--n", n, "--tile", str(tile),
-                      "--iterations", "3", "--quiet"])
+                      "--iterations", "3", "--same-host", same_host, "--quiet"])
         return max(it["gflops"] for it in j["iterations"][1:])  # first iteration warms up
 
     def scalapack(op, tile):
@@ -60,10 +60,13 @@ def main():
     configs = [
         ("bellows gemm tile 256", lambda: bellows("gemm", 256)),
         ("bellows gemm tile 512", lambda: bellows("gemm", 512)),
+        ("bellows gemm tile 1024", lambda: bellows("gemm", 1024)),
+        ("bellows gemm 512 MPI only", lambda: bellows("gemm", 512, "off")),
         ("scalapack pdgemm nb 256", lambda: scalapack("gemm", 256)),
         ("scalapack pdgemm nb 512", lambda: scalapack("gemm", 512)),
         ("openblas dgemm 2 threads", lambda: openblas("gemm")),
         ("bellows cholesky tile 256", lambda: bellows("cholesky", 256)),
+        ("bellows cholesky 256 MPI only", lambda: bellows("cholesky", 256, "off")),
         ("scalapack pdpotrf nb 256", lambda: scalapack("potrf", 256)),
         ("scalapack pdpotrf nb 128", lambda: scalapack("potrf", 128)),
         ("openblas dpotrf 2 threads", lambda: openblas("potrf")),
@@ -81,7 +84,7 @@ def main():
     def best_of(*names):
         return [max(v) for v in zip(*(samples[x] for x in names))]
 
-    bellows_gemm = best_of("bellows gemm tile 256", "bellows gemm tile 512")
+    bellows_gemm = best_of("bellows gemm tile 256", "bellows gemm tile 512", "bellows gemm tile 1024")
     scalapack_gemm = best_of("scalapack pdgemm nb 256", "scalapack pdgemm nb 512")
     scalapack_potrf = best_of("scalapack pdpotrf nb 256", "scalapack pdpotrf nb 128")
     ratios = [
@@ -95,6 +98,10 @@ def main():
          ratio("bellows gemm tile 256", "scalapack pdgemm nb 256")),
         ("best GEMM / OpenBLAS 2-thread DGEMM", None,
          [a / b for a, b in zip(bellows_gemm, samples["openblas dgemm 2 threads"])]),
+        ("cholesky 256: same-host transport / MPI only", None,
+         ratio("bellows cholesky tile 256", "bellows cholesky 256 MPI only")),
+        ("gemm 512: same-host transport / MPI only", None,
+         ratio("bellows gemm tile 512", "bellows gemm 512 MPI only")),
     ]
     print(f"\nN={args.n}, {args.ranks} ranks x 1 thread (OpenBLAS: {args.ranks} threads), "
           f"{args.rounds} interleaved rounds\n")

@@ -6,7 +6,7 @@
 #
 # Writes OUT_DIR/bspgemm-PATTERN-steal-{off,on}-{ready,completed}.png and the JSON report
 # of each run as OUT_DIR/bspgemm-PATTERN-steal-{off,on}.json. The run is set by
-#   RANKS=4 N=2048 TILE=128 PATTERN=skewed DENSITY=0.5 GFLOPS=4 LANES=1 SEED=42 ITERATION=1
+#   RANKS=8 N=4096 TILE=256 PATTERN=skewed DENSITY=0.5 GFLOPS=10 LANES=1 SEED=42 ITERATION=2
 # (emulated kernel, so the result does not depend on the host's speed), and
 #   MPIEXEC   default: ${BELLOWS_DEPS_PREFIX:-/opt/bellows-deps}/mpich-4.0.2-ch3/bin/mpiexec
 #   PYTHON    an interpreter with matplotlib; default: the first of python3, /usr/bin/python3
@@ -39,9 +39,9 @@ if [[ -z "${python}" ]]; then
   exit 2
 fi
 
-ranks="${RANKS:-4}" n="${N:-2048}" tile="${TILE:-128}" pattern="${PATTERN:-skewed}"
-density="${DENSITY:-0.5}" gflops="${GFLOPS:-4}" lanes="${LANES:-1}" seed="${SEED:-42}"
-iteration="${ITERATION:-1}"
+ranks="${RANKS:-8}" n="${N:-4096}" tile="${TILE:-256}" pattern="${PATTERN:-skewed}"
+density="${DENSITY:-0.5}" gflops="${GFLOPS:-10}" lanes="${LANES:-1}" seed="${SEED:-42}"
+iteration="${ITERATION:-2}"
 export OPENBLAS_NUM_THREADS=1
 mkdir -p "${out}"
 work="$(mktemp -d /tmp/bellows-plots.XXXXXX)"

@@ -81,6 +81,24 @@ void CommEngine::start() {
   });
 }
 
+void CommEngine::barrier_without_spinning() {
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm_, &barrier);
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) same_host_.ring(r);
+  }
+  for (;;) {
+    int done = 0;
+    MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (same_host_.any_doorbell()) {
+      same_host_.wait(std::chrono::microseconds(kTransferPollUs));
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(kTransferPollUs));
+    }
+  }
+}
+
 void CommEngine::join() {
   thread_.join();
   {

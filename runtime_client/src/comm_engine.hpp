@@ -57,6 +57,10 @@ class CommEngine {
   void send_activation(int dest, TilePtr tile, std::vector<wire::Target> targets);
   /// Fetches collection tile `index` of shape rows x cols from its owner.
   void fetch_collection_tile(const TileIndex& index, int owner, int rows, int cols);
+  /// A barrier over the communicator that sleeps instead of spinning in MPI (MPICH ch3's
+  /// blocking calls poll without pause, and ranks sharing cores then leave a barrier
+  /// milliseconds apart). Collective; only while the thread is not running.
+  void barrier_without_spinning();
   /// Wakes the thread (e.g. the last local task completed).
   void notify();
   /// Wakes the thread because the rank starves, unless a steal request is already out

@@ -398,7 +398,7 @@ IterationReport Engine::run_iteration() {
   roots_queued_.store(false, std::memory_order_release);
   if (trace_) trace_->begin_iteration(iteration_);
 
-  MPI_Barrier(comm_);
+  comm_engine_->barrier_without_spinning();
   iteration_start_ = Clock::now();
   device_->start();
   comm_engine_->start();
