@@ -101,7 +101,7 @@ def main():
             add(ratios, f"bspgemm {ranks} ranks: speedup off / on", t_off / t_on)
             st = on["steal"]  # all ranks: counters summed, round trips pooled
             add(rows, f"bspgemm skewed {ranks} ranks, tasks stolen per run", st["tasks_stolen"])
-            add(rows, f"bspgemm skewed {ranks} ranks, steal requests (failed) per run",
+            add(rows, f"bspgemm skewed {ranks} ranks, steal requests per run",
                 st["requests_sent"])
             if st["round_trip_us"]["count"]:
                 add(rows, f"steal round trip, all requests, {ranks} ranks, p50 (us)",
