@@ -49,7 +49,8 @@ struct StealOptions {
   int min_backoff_us = 50;
   int max_backoff_us = 2000;
   /// Longest sleep of the communication thread of a rank that has tasks to spare, so
-  /// that steal requests are answered quickly (idle ranks sleep comm_max_sleep_us).
+  /// that steal requests are answered quickly, when some peer cannot ring this rank's
+  /// doorbell (see same_host_transport); with doorbells a request wakes it at once.
   int victim_poll_us = 50;
 };
 
