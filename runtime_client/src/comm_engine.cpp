@@ -729,7 +729,9 @@ void CommEngine::run() {
       MPI_Test(&barrier, &flag, MPI_STATUS_IGNORE);
       barrier_done = flag != 0;
     }
-    if (barrier_done && quiet) break;
+    // A collection tile asked for after this rank entered the barrier is published then;
+    // its reader's Fetched may trail the barrier, and must not reach the next iteration.
+    if (barrier_done && quiet && published_.empty()) break;
 
 
     if (progressed) continue;
