@@ -1,0 +1,219 @@
+#pragma once
+// Membership of a running job: grow the job's communicator by spawning processes and
+// shrink it by letting ranks leave, with MPI dynamic processes (written for and tested on
+// MPICH 4.0 with the ch3:nemesis device and the hydra process manager).
+//
+// Rules this code is built on:
+// - A process can leave a job only if no other process of its MPI_COMM_WORLD stays (its
+//   MPI_Finalize would wait for them, and exiting without MPI_Finalize makes mpiexec kill
+//   the job). So grow spawns one process per MPI_Comm_spawn call: each new rank is an
+//   MPI world of its own and can later leave alone.
+// - In MPICH ch3 a connection to a process of another MPI world is closed only when the
+//   last communicator that uses it is released with MPI_Comm_disconnect. The
+//   intercommunicators of MPI_Comm_spawn and the intermediate communicators of a grow
+//   are therefore disconnected as soon as the merge is done, so that between calls the
+//   job communicator is the only communicator of this module that ties ranks together.
+//   (Tried on MPICH 4.0.2 ch3: with a spawn intercommunicator kept, or with the old
+//   communicator released by MPI_Comm_free, a leaver's MPI_Finalize waits until the
+//   survivors finalize, even while they are inside MPI calls.)
+//
+// Error handling: while a function of this module runs, the communicators it uses are set
+// to MPI_ERRORS_RETURN (a caller's communicator gets its own handler back afterwards); a
+// failed call throws MpiError naming the call and carrying MPI's error string. The
+// communicators handed out carry MPI_ERRORS_ARE_FATAL, MPI's default. After an MpiError
+// the job is in an unknown state (MPI has no recovery here): call MPI_Abort.
+// Bad arguments throw std::invalid_argument on every rank before any communication that
+// could leave ranks waiting, as long as every rank passed the same arguments.
+
+#include <mpi.h>
+
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bellows::runtime {
+
+/// A failed MPI call: what() reads "MPI_Comm_spawn failed: <MPI error string>".
+class MpiError : public std::runtime_error {
+ public:
+  MpiError(std::string call, int code);
+  /// The MPI function that failed, e.g. "MPI_Intercomm_merge".
+  [[nodiscard]] const std::string& call() const noexcept { return call_; }
+  /// The MPI error code it returned.
+  [[nodiscard]] int code() const noexcept { return code_; }
+
+ private:
+  std::string call_;
+  int code_;
+};
+
+/// Owns an MPI communicator handle.
+///
+/// disconnect() is the normal way to let go of it: MPI_Comm_disconnect waits for pending
+/// traffic and, in MPICH ch3, closes the connections to processes of other MPI worlds
+/// that no other communicator uses, which a leaving process needs. The destructor only
+/// calls MPI_Comm_free (local, cannot hang while unwinding after an error), and nothing
+/// at all once MPI is finalized, nor for MPI_COMM_WORLD or MPI_COMM_SELF.
+class Communicator {
+ public:
+  Communicator() noexcept = default;
+  /// Takes ownership of comm (MPI_COMM_NULL gives an empty object).
+  explicit Communicator(MPI_Comm comm) noexcept : comm_(comm) {}
+  ~Communicator();
+  Communicator(Communicator&& other) noexcept : comm_(std::exchange(other.comm_, MPI_COMM_NULL)) {}
+  Communicator& operator=(Communicator&& other) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  [[nodiscard]] MPI_Comm get() const noexcept { return comm_; }
+  [[nodiscard]] explicit operator bool() const noexcept { return comm_ != MPI_COMM_NULL; }
+  /// Gives up ownership without touching the communicator.
+  [[nodiscard]] MPI_Comm release() noexcept { return std::exchange(comm_, MPI_COMM_NULL); }
+  /// MPI_Comm_disconnect; collective over the communicator (both groups of an
+  /// intercommunicator). Leaves the object empty, also when it throws MpiError.
+  void disconnect();
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+/// What to spawn when a job grows. Only rank 0 of the growing communicator reads it.
+struct SpawnSpec {
+  /// The executable: a path, or a name looked up in PATH.
+  std::string command;
+  /// Its arguments, without argv[0]; none may contain a newline.
+  std::vector<std::string> args;
+  /// Environment variables to add, as (name, value). MPICH's process manager (hydra)
+  /// ignores every spawn info key but path, wdir, host(s) and hostfile, so they are
+  /// passed by spawning /usr/bin/env NAME=VALUE... COMMAND ARGS, which execs COMMAND in
+  /// the same process. Names must not be empty or contain '='.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// The host to start the processes on (the "host" info key); empty: hydra's choice.
+  /// It must resolve: hydra hangs after an ssh error on an unknown host.
+  std::string host;
+};
+
+/// Timings of one grow, as seen by the calling rank. A rank spawned during the grow
+/// counts the steps from its own merge on.
+struct GrowReport {
+  int old_size = 0;  ///< size of the job communicator before the grow
+  int new_size = 0;  ///< and after
+  /// Ordinal of this process among the processes spawned by the grow (0 for the first
+  /// spawned), -1 on ranks that were members before.
+  int spawn_ordinal = -1;
+  std::vector<double> spawn_seconds;       ///< MPI_Comm_spawn, one entry per process
+  std::vector<double> merge_seconds;       ///< MPI_Intercomm_merge, one entry per process
+  std::vector<double> disconnect_seconds;  ///< releasing each step's intercomm and old comm
+  double total_seconds = 0.0;
+};
+
+/// Timings of one shrink, as seen by the calling rank.
+struct ShrinkReport {
+  int old_size = 0;
+  int new_size = 0;                 ///< size of the survivors' communicator
+  bool left = false;                ///< true on the ranks that left
+  double check_seconds = 0.0;       ///< the one allreduce that checks the arguments agree
+  double create_seconds = 0.0;      ///< MPI_Group_excl + MPI_Comm_create
+  double disconnect_seconds = 0.0;  ///< MPI_Comm_disconnect of the old communicator
+  double total_seconds = 0.0;
+};
+
+/// Checks a list of ranks that are to leave a communicator of `size` ranks: each in
+/// [1, size), no duplicates. Throws std::invalid_argument naming the first problem.
+/// Local; shrink() calls it on every rank before any communication.
+void validate_leaving(int size, std::span<const int> leaving);
+
+/// Grows `current` by `count` processes, spawned one per MPI_Comm_spawn call, and
+/// returns the grown communicator: the ranks of `current` keep their numbers, spawned
+/// process k gets number size(current) + k. Collective over `current`; every spawned
+/// process takes part through join_parent(). `count` and `spec` are read at rank 0 only
+/// (rank 0 broadcasts the count and the outcome of its checks). The caller owns the
+/// result (see Communicator) and stays owner of `current`, which this call leaves as it
+/// was. count 0 returns a duplicate.
+/// Throws std::invalid_argument on every rank when count is negative or spec is
+/// unusable (checked on rank 0's host: command not an executable file, bad env, host
+/// that does not resolve), MpiError when an MPI call fails.
+/// The spawned program must call MPI_Init and then join_parent(): one that exits or
+/// crashes before MPI_Init leaves this call waiting forever (neither ch3 nor hydra
+/// reports it), so run grows under a watchdog.
+[[nodiscard]] MPI_Comm grow_by_spawn(MPI_Comm current, int count, const SpawnSpec& spec,
+                                     GrowReport* report = nullptr);
+
+/// In a process started by grow_by_spawn(): joins the grow (its merge, and the spawns
+/// and merges of the processes spawned after it by the same grow, which are collective
+/// over the growing communicator) and returns the job communicator, owned by the
+/// caller. Disconnects the parent intercommunicator, so MPI_Comm_get_parent returns
+/// MPI_COMM_NULL afterwards. Returns nullopt, without communicating, in a process that
+/// was not spawned. Call it right after MPI_Init.
+[[nodiscard]] std::optional<MPI_Comm> join_parent(GrowReport* report = nullptr);
+
+/// Removes the ranks in `leaving` from `current` and consumes `current`. Collective over
+/// `current`: every rank, leavers included, calls it with the same list.
+///
+/// Order of events: validate_leaving() (throws std::invalid_argument on every rank);
+/// one MPI_Allreduce checks that every rank passed the same list and that no leaver
+/// shares its MPI_COMM_WORLD with a rank that stays (throws std::invalid_argument on
+/// every rank otherwise); MPI_Group_excl + MPI_Comm_create build the survivors'
+/// communicator (MPI_COMM_NULL on leavers; MPI_Comm_split is not used: on ch3 it keeps
+/// references to the leavers' connections); then every rank calls MPI_Comm_disconnect
+/// on `current`. That disconnect is what frees the leavers: their connections to the
+/// survivors were used by `current` alone, so each side sends ch3's close message and
+/// waits for the other's acknowledgement; after it a leaver is tied to nobody and can
+/// call MPI_Finalize and exit 0 while the job goes on.
+///
+/// Precondition: no other communicator that contains a leaver is alive (free or
+/// disconnect, e.g., a Runtime's duplicate, before calling), else the leaver's
+/// connections stay open and its MPI_Finalize waits for the survivors.
+/// Returns the survivors' communicator (owned by the caller) or MPI_COMM_NULL on a
+/// leaver. `current` is invalid afterwards on every rank, unless an exception was thrown
+/// before the disconnect (argument errors leave it untouched).
+[[nodiscard]] MPI_Comm shrink(MPI_Comm current, std::span<const int> leaving,
+                              ShrinkReport* report = nullptr);
+
+/// One process's view of the job: owns the job communicator and grows and shrinks it.
+///
+/// Lifecycle: member (after construction or join()) -> left (after a shrink() that
+/// named this rank; communicator() is then MPI_COMM_NULL and the process should call
+/// MPI_Finalize and exit). grow() and shrink() are collective over the job communicator.
+/// The reports of all grows and shrinks this process took part in are kept in order.
+///
+/// Thread safety: none; use from one thread, like MPI itself at MPI_THREAD_SERIALIZED.
+class Membership {
+ public:
+  /// A job of the processes of `initial` (typically MPI_COMM_WORLD of a job started
+  /// with mpiexec -n 1): works on a duplicate. Collective over `initial`.
+  explicit Membership(MPI_Comm initial);
+  /// In a spawned process: the membership it joined (join_parent()); nullopt in a
+  /// process that was not spawned.
+  [[nodiscard]] static std::optional<Membership> join();
+
+  [[nodiscard]] MPI_Comm communicator() const noexcept { return job_.get(); }
+  /// Rank and size in the job communicator; -1 and 0 once left.
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] bool is_member() const noexcept { return static_cast<bool>(job_); }
+
+  /// Spawns `count` processes (spec read on rank 0) that join with join(). Collective.
+  const GrowReport& grow(int count, const SpawnSpec& spec);
+  /// Removes the ranks in `leaving`; on those ranks is_member() is false afterwards.
+  /// Collective over the job communicator, leavers included.
+  const ShrinkReport& shrink(std::span<const int> leaving);
+
+  [[nodiscard]] const std::vector<GrowReport>& grows() const noexcept { return grows_; }
+  [[nodiscard]] const std::vector<ShrinkReport>& shrinks() const noexcept { return shrinks_; }
+
+ private:
+  Membership(Communicator job, GrowReport joined);
+  void refresh() noexcept;
+
+  Communicator job_;
+  int rank_ = -1;
+  int size_ = 0;
+  std::vector<GrowReport> grows_;
+  std::vector<ShrinkReport> shrinks_;
+};
+
+}  // namespace bellows::runtime

@@ -1,0 +1,584 @@
+#include "bellows/runtime/membership.hpp"
+
+#include <netdb.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+namespace bellows::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string mpi_error_text(int code) {
+  std::array<char, MPI_MAX_ERROR_STRING> text{};
+  int length = 0;
+  if (MPI_Error_string(code, text.data(), &length) != MPI_SUCCESS) {
+    return "MPI error code " + std::to_string(code);
+  }
+  return std::string(text.data(), static_cast<std::size_t>(length));
+}
+
+void check(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) throw MpiError(call, rc);
+}
+
+bool mpi_finalized() noexcept {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+bool predefined(MPI_Comm comm) noexcept {
+  return comm == MPI_COMM_NULL || comm == MPI_COMM_WORLD || comm == MPI_COMM_SELF;
+}
+
+/// MPI_ERRORS_RETURN on a caller's communicator while a call of this module runs; the
+/// handler it had comes back in the destructor (unless the communicator was consumed).
+class ReturnErrors {
+ public:
+  explicit ReturnErrors(MPI_Comm comm) : comm_(comm) {
+    check(MPI_Comm_get_errhandler(comm_, &saved_), "MPI_Comm_get_errhandler");
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  }
+  ~ReturnErrors() {
+    if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_set_errhandler(comm_, saved_);
+    if (saved_ != MPI_ERRORS_ARE_FATAL && saved_ != MPI_ERRORS_RETURN && !mpi_finalized()) {
+      MPI_Errhandler_free(&saved_);
+    }
+  }
+  ReturnErrors(const ReturnErrors&) = delete;
+  ReturnErrors& operator=(const ReturnErrors&) = delete;
+  /// The communicator is gone: nothing to restore.
+  void consumed() noexcept { comm_ = MPI_COMM_NULL; }
+
+ private:
+  MPI_Comm comm_;
+  MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
+};
+
+/// Takes ownership of a communicator MPI just created and sets MPI_ERRORS_RETURN on it.
+Communicator adopt(MPI_Comm comm) {
+  Communicator owned(comm);
+  if (owned) check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  return owned;
+}
+
+/// The communicator as it is handed to the caller: MPI's default error handler.
+MPI_Comm hand_out(Communicator comm) {
+  if (comm)
+    check(MPI_Comm_set_errhandler(comm.get(), MPI_ERRORS_ARE_FATAL), "MPI_Comm_set_errhandler");
+  return comm.release();
+}
+
+class Info {
+ public:
+  Info() { check(MPI_Info_create(&info_), "MPI_Info_create"); }
+  ~Info() {
+    if (info_ != MPI_INFO_NULL && !mpi_finalized()) MPI_Info_free(&info_);
+  }
+  Info(const Info&) = delete;
+  Info& operator=(const Info&) = delete;
+  void set(const char* key, const std::string& value) {
+    check(MPI_Info_set(info_, key, value.c_str()), "MPI_Info_set");
+  }
+  [[nodiscard]] MPI_Info get() const noexcept { return info_; }
+
+ private:
+  MPI_Info info_ = MPI_INFO_NULL;
+};
+
+class Group {
+ public:
+  Group() = default;
+  ~Group() {
+    if (group_ != MPI_GROUP_NULL && group_ != MPI_GROUP_EMPTY && !mpi_finalized()) {
+      MPI_Group_free(&group_);
+    }
+  }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+  MPI_Group* out() noexcept { return &group_; }
+  [[nodiscard]] MPI_Group get() const noexcept { return group_; }
+
+ private:
+  MPI_Group group_ = MPI_GROUP_NULL;
+};
+
+// ------------------------------------------------------------------ spawn preparation
+
+bool is_executable_file(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+         ::access(path.c_str(), X_OK) == 0;
+}
+
+/// The command as an absolute path, or empty when it is not an executable file.
+std::string resolve_command(const std::string& command) {
+  std::string found;
+  if (command.find('/') != std::string::npos) {
+    if (is_executable_file(command)) found = command;
+  } else if (const char* path = std::getenv("PATH")) {
+    std::string_view rest(path);
+    while (found.empty()) {
+      const auto colon = rest.find(':');
+      std::string candidate(rest.substr(0, colon));
+      if (candidate.empty()) candidate.push_back('.');  // an empty PATH entry: the cwd
+      candidate.push_back('/');
+      candidate.append(command);
+      if (is_executable_file(candidate)) found = candidate;
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  if (found.empty()) return {};
+  char* absolute = ::realpath(found.c_str(), nullptr);
+  if (absolute == nullptr) return {};
+  std::string result(absolute);
+  std::free(absolute);
+  return result;
+}
+
+constexpr const char* kEnvProgram = "/usr/bin/env";
+
+/// What rank 0 passes to MPI_Comm_spawn: the program, its NULL-terminated argv and the
+/// info object.
+struct PreparedSpawn {
+  std::string program;
+  std::vector<std::string> args;
+  std::vector<char*> argv;
+  Info info;
+};
+
+/// Checks spec on rank 0 and fills `out`; returns what is wrong, or an empty string.
+std::string prepare_spawn(const SpawnSpec& spec, PreparedSpawn& out) {
+  if (spec.command.empty()) return "spawn spec: empty command";
+  const std::string command = resolve_command(spec.command);
+  if (command.empty()) {
+    return "spawn spec: command '" + spec.command + "' is not an executable file";
+  }
+  for (const auto& arg : spec.args) {
+    if (arg.find('\n') != std::string::npos) {
+      return "spawn spec: argument '" + arg + "' contains a newline";
+    }
+  }
+  out.args.clear();
+  if (spec.env.empty()) {
+    out.program = command;
+  } else {
+    if (!is_executable_file(kEnvProgram)) {
+      return std::string("spawn spec: environment variables need ") + kEnvProgram +
+             ", which is not an executable file";
+    }
+    if (command.find('=') != std::string::npos) {
+      return "spawn spec: with environment variables the command path may not contain '=': " +
+             command;
+    }
+    out.program = kEnvProgram;
+    for (const auto& [name, value] : spec.env) {
+      if (name.empty() || name.find('=') != std::string::npos ||
+          name.find('\n') != std::string::npos || value.find('\n') != std::string::npos) {
+        return "spawn spec: bad environment variable '" + name +
+               "' (empty, or holds '=' or a "
+               "newline)";
+      }
+      out.args.push_back(name + "=" + value);
+    }
+    out.args.push_back(command);
+  }
+  out.args.insert(out.args.end(), spec.args.begin(), spec.args.end());
+  out.argv.clear();
+  for (auto& arg : out.args) out.argv.push_back(arg.data());
+  out.argv.push_back(nullptr);
+  if (!spec.host.empty()) {
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(spec.host.c_str(), nullptr, nullptr, &found);
+    if (rc != 0) {
+      return "spawn spec: host '" + spec.host + "' does not resolve: " + ::gai_strerror(rc);
+    }
+    ::freeaddrinfo(found);
+    out.info.set("host", spec.host);
+  }
+  return {};
+}
+
+// ------------------------------------------------------------------ the grow protocol
+
+/// Broadcast by rank 0 over the caller's communicator when a grow starts.
+struct GrowStart {
+  int count = 0;
+  int error_length = 0;
+  std::array<char, 512> error{};
+};
+
+/// Broadcast by rank 0 over each merged communicator, so that the process just spawned
+/// learns how many spawns follow, in which it takes part. The magic number and version
+/// catch a parent and a child built from different versions of this protocol.
+constexpr int kStepMagic = 0x42474d53;  // "BGMS"
+constexpr int kStepVersion = 1;
+
+struct StepHeader {
+  int magic = kStepMagic;
+  int version = kStepVersion;
+  int remaining = 0;  ///< spawns still to come in this grow
+  int ordinal = 0;    ///< ordinal of the process just merged
+  int old_size = 0;   ///< size of the communicator when the grow started
+};
+
+/// Spawns `remaining` processes one at a time, merging each into the communicator grown
+/// so far. Runs on every rank of `start` (the caller's communicator, not owned, on the
+/// first members; the communicator a spawned process just merged into, owned, on that
+/// process). `spawn` is non-null on rank 0 only.
+Communicator spawn_loop(MPI_Comm start, Communicator owned, int remaining, int ordinal,
+                        int old_size, PreparedSpawn* spawn, GrowReport& report) {
+  MPI_Comm job = start;
+  while (remaining > 0) {
+    auto t = Clock::now();
+    MPI_Comm inter_raw = MPI_COMM_NULL;
+    int process_error = MPI_SUCCESS;
+    check(MPI_Comm_spawn(
+              spawn ? spawn->program.c_str() : nullptr, spawn ? spawn->argv.data() : MPI_ARGV_NULL,
+              1, spawn ? spawn->info.get() : MPI_INFO_NULL, 0, job, &inter_raw, &process_error),
+          "MPI_Comm_spawn");
+    Communicator inter = adopt(inter_raw);
+    if (process_error != MPI_SUCCESS) throw MpiError("MPI_Comm_spawn (the process)", process_error);
+    report.spawn_seconds.push_back(seconds_since(t));
+
+    // The members so far form the low group, so they keep their ranks and the new
+    // process comes last.
+    t = Clock::now();
+    MPI_Comm merged_raw = MPI_COMM_NULL;
+    check(MPI_Intercomm_merge(inter.get(), 0, &merged_raw), "MPI_Intercomm_merge");
+    Communicator merged = adopt(merged_raw);
+    report.merge_seconds.push_back(seconds_since(t));
+
+    --remaining;
+    StepHeader header;
+    header.remaining = remaining;
+    header.ordinal = ordinal++;
+    header.old_size = old_size;
+    check(MPI_Bcast(&header, sizeof header, MPI_BYTE, 0, merged.get()), "MPI_Bcast");
+
+    // The merged communicator holds the connections now; release what would keep them
+    // open after a later shrink.
+    t = Clock::now();
+    inter.disconnect();
+    owned.disconnect();
+    report.disconnect_seconds.push_back(seconds_since(t));
+    owned = std::move(merged);
+    job = owned.get();
+  }
+  return owned;
+}
+
+void finish_report(GrowReport& report, MPI_Comm grown, Clock::time_point start) {
+  MPI_Comm_size(grown, &report.new_size);
+  report.total_seconds = seconds_since(start);
+}
+
+/// FNV-1a over the size and the sorted leaving ranks.
+std::uint64_t fingerprint(int size, const std::vector<int>& sorted) {
+  std::uint64_t hash = 1469598103934665603ULL;
+  const auto mix = [&hash](int value) {
+    for (int byte = 0; byte < 4; ++byte) {
+      hash ^= static_cast<std::uint64_t>((static_cast<unsigned>(value) >> (8 * byte)) & 0xffU);
+      hash *= 1099511628211ULL;
+    }
+  };
+  mix(size);
+  for (const int rank : sorted) mix(rank);
+  return hash;
+}
+
+/// The smallest leaving rank that shares this process's MPI_COMM_WORLD with a rank that
+/// stays, as far as this process can tell (it knows only its own world); -1 if none.
+int world_conflict(MPI_Comm current, const std::vector<int>& sorted) {
+  int world_size = 1;
+  check(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "MPI_Comm_size");
+  if (world_size == 1) return -1;
+  Group world, job;
+  check(MPI_Comm_group(MPI_COMM_WORLD, world.out()), "MPI_Comm_group");
+  check(MPI_Comm_group(current, job.out()), "MPI_Comm_group");
+  std::vector<int> in_world(static_cast<std::size_t>(world_size));
+  std::vector<int> in_job(in_world.size());
+  for (int r = 0; r < world_size; ++r) in_world[static_cast<std::size_t>(r)] = r;
+  check(
+      MPI_Group_translate_ranks(world.get(), world_size, in_world.data(), job.get(), in_job.data()),
+      "MPI_Group_translate_ranks");
+  std::vector<int> mates;
+  for (const int r : in_job) {
+    if (r != MPI_UNDEFINED) mates.push_back(r);
+  }
+  const auto leaves = [&sorted](int r) {
+    return std::binary_search(sorted.begin(), sorted.end(), r);
+  };
+  const bool any_leaves = std::any_of(mates.begin(), mates.end(), leaves);
+  const bool all_leave = std::all_of(mates.begin(), mates.end(), leaves);
+  if (!any_leaves || all_leave) return -1;
+  int first = -1;
+  for (const int r : mates) {
+    if (leaves(r) && (first < 0 || r < first)) first = r;
+  }
+  return first;
+}
+
+MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, ShrinkReport& report) {
+  const auto start = Clock::now();
+  int size = 0;
+  check(MPI_Comm_size(current.get(), &size), "MPI_Comm_size");
+  validate_leaving(size, leaving);
+  std::vector<int> sorted(leaving.begin(), leaving.end());
+  std::sort(sorted.begin(), sorted.end());
+  report = ShrinkReport{};
+  report.old_size = size;
+
+  ReturnErrors errors(current.get());
+  // One allreduce checks that all ranks agree (max of h and of ~h equal the local ones
+  // only if every rank has the same h) and finds the smallest leaver that shares its MPI
+  // world with a rank that stays.
+  auto t = Clock::now();
+  const std::uint64_t hash = fingerprint(size, sorted);
+  const int conflict = world_conflict(current.get(), sorted);
+  std::array<unsigned long long, 3> values{
+      hash, ~hash, conflict < 0 ? 0ULL : static_cast<unsigned long long>(size - conflict)};
+  check(
+      MPI_Allreduce(MPI_IN_PLACE, values.data(), 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, current.get()),
+      "MPI_Allreduce");
+  report.check_seconds = seconds_since(t);
+  if (values[0] != hash || values[1] != ~hash) {
+    throw std::invalid_argument("shrink: the ranks passed different lists of leaving ranks");
+  }
+  if (values[2] != 0) {
+    throw std::invalid_argument(
+        "shrink: rank " + std::to_string(size - static_cast<int>(values[2])) +
+        " cannot leave: it shares its MPI_COMM_WORLD (one mpiexec or one MPI_Comm_spawn call) "
+        "with ranks that stay, and its MPI_Finalize would wait for them");
+  }
+
+  t = Clock::now();
+  Group all, survivors_group;
+  check(MPI_Comm_group(current.get(), all.out()), "MPI_Comm_group");
+  check(MPI_Group_excl(all.get(), static_cast<int>(sorted.size()), sorted.data(),
+                       survivors_group.out()),
+        "MPI_Group_excl");
+  MPI_Comm survivors_raw = MPI_COMM_NULL;
+  check(MPI_Comm_create(current.get(), survivors_group.get(), &survivors_raw), "MPI_Comm_create");
+  Communicator survivors = adopt(survivors_raw);
+  report.create_seconds = seconds_since(t);
+
+  // Every rank, leavers included, disconnects the old communicator: it was the last user
+  // of the connections between leavers and survivors, so ch3 closes them now (close
+  // message, acknowledgement) and nothing ties a leaver to the job any more.
+  t = Clock::now();
+  errors.consumed();
+  current.disconnect();
+  report.disconnect_seconds = seconds_since(t);
+
+  report.left = !survivors;
+  report.new_size = size - static_cast<int>(sorted.size());
+  report.total_seconds = seconds_since(start);
+  return hand_out(std::move(survivors));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ public functions
+
+MpiError::MpiError(std::string call, int code)
+    : std::runtime_error(call + " failed: " + mpi_error_text(code)),
+      call_(std::move(call)),
+      code_(code) {}
+
+Communicator::~Communicator() {
+  if (!predefined(comm_) && !mpi_finalized()) MPI_Comm_free(&comm_);
+}
+
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+  if (this != &other) {
+    Communicator old(std::exchange(comm_, std::exchange(other.comm_, MPI_COMM_NULL)));
+  }
+  return *this;
+}
+
+void Communicator::disconnect() {
+  MPI_Comm comm = std::exchange(comm_, MPI_COMM_NULL);
+  if (predefined(comm)) return;
+  check(MPI_Comm_disconnect(&comm), "MPI_Comm_disconnect");
+}
+
+void validate_leaving(int size, std::span<const int> leaving) {
+  std::vector<int> seen;
+  for (const int rank : leaving) {
+    if (rank == 0) throw std::invalid_argument("shrink: rank 0 may not leave the job");
+    if (rank < 0 || rank >= size) {
+      throw std::invalid_argument("shrink: leaving rank " + std::to_string(rank) +
+                                  " is out of range [1, " + std::to_string(size) + ")");
+    }
+    if (std::find(seen.begin(), seen.end(), rank) != seen.end()) {
+      throw std::invalid_argument("shrink: leaving rank " + std::to_string(rank) +
+                                  " is listed twice");
+    }
+    seen.push_back(rank);
+  }
+}
+
+MPI_Comm grow_by_spawn(MPI_Comm current, int count, const SpawnSpec& spec, GrowReport* report) {
+  const auto start = Clock::now();
+  GrowReport local;
+  GrowReport& r = report ? *report : local;
+  r = GrowReport{};
+  int rank = 0;
+  check(MPI_Comm_rank(current, &rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(current, &r.old_size), "MPI_Comm_size");
+  ReturnErrors errors(current);
+
+  // Rank 0 checks the request and tells everyone, so that all ranks throw alike.
+  GrowStart header;
+  PreparedSpawn spawn;
+  if (rank == 0) {
+    header.count = count;
+    std::string error = count < 0 ? "grow: count must not be negative, got " + std::to_string(count)
+                        : count > 0 ? prepare_spawn(spec, spawn)
+                                    : std::string();
+    error.resize(std::min(error.size(), header.error.size()));
+    header.error_length = static_cast<int>(error.size());
+    std::copy(error.begin(), error.end(), header.error.begin());
+  }
+  check(MPI_Bcast(&header, sizeof header, MPI_BYTE, 0, current), "MPI_Bcast");
+  if (header.error_length > 0) {
+    throw std::invalid_argument(
+        std::string(header.error.data(), static_cast<std::size_t>(header.error_length)));
+  }
+
+  Communicator grown;
+  if (header.count == 0) {
+    MPI_Comm copy = MPI_COMM_NULL;
+    check(MPI_Comm_dup(current, &copy), "MPI_Comm_dup");
+    grown = adopt(copy);
+  } else {
+    grown = spawn_loop(current, Communicator(), header.count, 0, r.old_size,
+                       rank == 0 ? &spawn : nullptr, r);
+  }
+  finish_report(r, grown.get(), start);
+  return hand_out(std::move(grown));
+}
+
+std::optional<MPI_Comm> join_parent(GrowReport* report) {
+  const auto start = Clock::now();
+  MPI_Comm parent_raw = MPI_COMM_NULL;
+  check(MPI_Comm_get_parent(&parent_raw), "MPI_Comm_get_parent");
+  if (parent_raw == MPI_COMM_NULL) return std::nullopt;
+  GrowReport local;
+  GrowReport& r = report ? *report : local;
+  r = GrowReport{};
+  Communicator parent = adopt(parent_raw);
+
+  // The spawned process is the high group, so it comes after the members so far.
+  auto t = Clock::now();
+  MPI_Comm merged_raw = MPI_COMM_NULL;
+  check(MPI_Intercomm_merge(parent.get(), 1, &merged_raw), "MPI_Intercomm_merge");
+  Communicator merged = adopt(merged_raw);
+  r.merge_seconds.push_back(seconds_since(t));
+  StepHeader header;
+  header.magic = 0;
+  check(MPI_Bcast(&header, sizeof header, MPI_BYTE, 0, merged.get()), "MPI_Bcast");
+  if (header.magic != kStepMagic || header.version != kStepVersion) {
+    throw std::runtime_error("join: the spawning job speaks another grow protocol (magic " +
+                             std::to_string(header.magic) + ", version " +
+                             std::to_string(header.version) + "; expected version " +
+                             std::to_string(kStepVersion) + ")");
+  }
+  t = Clock::now();
+  parent.disconnect();
+  r.disconnect_seconds.push_back(seconds_since(t));
+  r.old_size = header.old_size;
+  r.spawn_ordinal = header.ordinal;
+
+  const MPI_Comm first = merged.get();
+  Communicator grown = spawn_loop(first, std::move(merged), header.remaining, header.ordinal + 1,
+                                  header.old_size, nullptr, r);
+  finish_report(r, grown.get(), start);
+  return hand_out(std::move(grown));
+}
+
+MPI_Comm shrink(MPI_Comm current, std::span<const int> leaving, ShrinkReport* report) {
+  ShrinkReport local;
+  Communicator borrowed(current);
+  try {
+    return shrink_owned(borrowed, leaving, report ? *report : local);
+  } catch (...) {
+    // Thrown before the disconnect: the caller still owns current.
+    (void)borrowed.release();
+    throw;
+  }
+}
+
+// ------------------------------------------------------------------ Membership
+
+Membership::Membership(MPI_Comm initial) {
+  ReturnErrors errors(initial);
+  MPI_Comm copy = MPI_COMM_NULL;
+  check(MPI_Comm_dup(initial, &copy), "MPI_Comm_dup");
+  job_ = Communicator(hand_out(adopt(copy)));
+  refresh();
+}
+
+Membership::Membership(Communicator job, GrowReport joined) : job_(std::move(job)) {
+  grows_.push_back(std::move(joined));
+  refresh();
+}
+
+std::optional<Membership> Membership::join() {
+  GrowReport report;
+  auto job = join_parent(&report);
+  if (!job) return std::nullopt;
+  return Membership(Communicator(*job), std::move(report));
+}
+
+const GrowReport& Membership::grow(int count, const SpawnSpec& spec) {
+  if (!job_) throw std::logic_error("membership: grow called on a rank that left");
+  GrowReport report;
+  Communicator grown(grow_by_spawn(job_.get(), count, spec, &report));
+  // The old communicator's connections live on in the grown one: this releases nothing
+  // but the handle, but it must be a disconnect so that a later one can close them.
+  {
+    ReturnErrors errors(job_.get());
+    errors.consumed();
+    job_.disconnect();
+  }
+  job_ = std::move(grown);
+  refresh();
+  grows_.push_back(std::move(report));
+  return grows_.back();
+}
+
+const ShrinkReport& Membership::shrink(std::span<const int> leaving) {
+  if (!job_) throw std::logic_error("membership: shrink called on a rank that left");
+  ShrinkReport report;
+  job_ = Communicator(shrink_owned(job_, leaving, report));
+  refresh();
+  shrinks_.push_back(report);
+  return shrinks_.back();
+}
+
+void Membership::refresh() noexcept {
+  rank_ = -1;
+  size_ = 0;
+  if (job_) {
+    MPI_Comm_rank(job_.get(), &rank_);
+    MPI_Comm_size(job_.get(), &size_);
+  }
+}
+
+}  // namespace bellows::runtime
