@@ -38,6 +38,26 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   total_stats_.rank = rank_;
 }
 
+void Engine::expand_onto(MPI_Comm comm) {
+  int new_rank = -1, new_size = 0;
+  MPI_Comm_rank(comm, &new_rank);
+  MPI_Comm_size(comm, &new_size);
+  if (new_rank != rank_ || new_size < size_) {
+    throw std::invalid_argument("expand_onto: rank " + std::to_string(rank_) + " of " +
+                                std::to_string(size_) + " would become rank " +
+                                std::to_string(new_rank) + " of " + std::to_string(new_size) +
+                                "; the new communicator must keep every rank and only add");
+  }
+  // Nothing runs between iterations: no thread of the communication engine is alive.
+  comm_engine_.reset();
+  MPI_Comm_disconnect(&comm_);
+  MPI_Comm_dup(comm, &comm_);
+  MPI_Comm_size(comm_, &size_);
+  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
+                                              options_.same_host_transport);
+  local_tasks_known_ = false;  // the task total is summed over the new communicator
+}
+
 Engine::~Engine() {
   device_.reset();
   comm_engine_.reset();

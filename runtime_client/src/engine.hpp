@@ -41,6 +41,8 @@ class Engine {
   [[nodiscard]] TiledMatrix& collection(CollectionId id) const;
 
   IterationReport run_iteration();
+  /// See Runtime::expand_onto.
+  void expand_onto(MPI_Comm comm);
   [[nodiscard]] const RankStats& stats() const noexcept { return total_stats_; }
 
   // ---- called from devices and the communication thread (thread-safe) ----

@@ -24,6 +24,8 @@ void Runtime::add_collection(TiledMatrix& collection) { engine_->add_collection(
 
 IterationReport Runtime::run_iteration() { return engine_->run_iteration(); }
 
+void Runtime::expand_onto(MPI_Comm comm) { engine_->expand_onto(comm); }
+
 const RankStats& Runtime::stats() const noexcept { return engine_->stats(); }
 
 std::unordered_map<TaskKey, int> Runtime::migrations() const { return engine_->migrations(); }

@@ -44,6 +44,17 @@ class Runtime {
 
   /// Runs every task of the registered classes once. Collective.
   IterationReport run_iteration();
+
+  /// Moves the runtime onto a grown communicator, between iterations (expand).
+  /// `comm` must hold every rank of the current one with the same rank number, plus new
+  /// ranks at the end (what grow_by_spawn() returns). Collective in two parts: every
+  /// current member disconnects its duplicate of the old communicator
+  /// (MPI_Comm_disconnect, so that ranks can later leave), and then every rank of
+  /// `comm`, new ones included (which construct their Runtime on `comm` instead), takes
+  /// a duplicate of it. The fixed mapping is unchanged: new ranks own no task and get
+  /// their work by stealing. Throws std::invalid_argument when `comm` is not a grown
+  /// copy of the current communicator.
+  void expand_onto(MPI_Comm comm);
   /// Statistics accumulated over all iterations so far.
   [[nodiscard]] const RankStats& stats() const noexcept;
   /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective.

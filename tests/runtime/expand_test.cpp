@@ -1,0 +1,186 @@
+// A running GEMM that expands: `mpiexec -n 1 expand_tests` starts rank 0, which grows the
+// job to 2 ranks, runs an iteration with work stealing on, grows it to 4 ranks between
+// iterations (the runtime moves onto the grown communicator with Runtime::expand_onto,
+// the new ranks build their runtime on it) and runs two more iterations.
+//
+// Checked: every GEMM task ran exactly once per iteration over all ranks; the new ranks,
+// which own no task under the fixed mapping, ran some (they got them by stealing); C after
+// the last iteration is bit-identical to C after the first (the k order of each C tile is
+// fixed, wherever its tasks run) and matches BLAS. Rank 0 prints one JSON line with the
+// counts and "result":"PASS" or "FAIL"; every process runs under a watchdog.
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <array>
+#include <cfloat>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bellows/examples/app.hpp"
+#include "bellows/examples/verify.hpp"
+#include "bellows/runtime/membership.hpp"
+#include "bellows/runtime/runtime.hpp"
+#include "gemm_tasks.hpp"
+#include "watchdog.hpp"
+
+namespace br = bellows::runtime;
+namespace be = bellows::examples;
+
+namespace {
+
+constexpr const char* kChildFlag = "--expand-child";
+constexpr int kN = 384;
+constexpr int kTile = 48;
+constexpr int kInitialRanks = 2;  // the fixed mapping is over these ranks
+constexpr unsigned kSeed = 11;
+constexpr int kTasks = (kN / kTile) * (kN / kTile) * (kN / kTile);
+
+std::string self_path() {
+  std::array<char, 4096> buffer{};
+  const auto length = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+  return length > 0 ? std::string(buffer.data(), static_cast<std::size_t>(length)) : std::string();
+}
+
+/// The GEMM of every rank, on the mapping of the initial ranks.
+struct Gemm {
+  explicit Gemm(int rank)
+      : grid(br::BlockCyclic2D::square_for(kInitialRanks)),
+        a(0, kN, kN, kTile, grid, rank),
+        b(1, kN, kN, kTile, grid, rank),
+        c(2, kN, kN, kTile, grid, rank) {
+    be::fill_random(a, kSeed);
+    be::fill_random(b, kSeed + 1);
+  }
+  void attach(br::Runtime& runtime) {
+    runtime.add_collection(a);
+    runtime.add_collection(b);
+    runtime.add_collection(c);
+    runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+  }
+  br::BlockCyclic2D grid;
+  br::TiledMatrix a, b, c;
+};
+
+br::RuntimeOptions options() {
+  br::RuntimeOptions o;
+  o.steal.enabled = true;
+  o.steal.chunk = 2;
+  return o;
+}
+
+/// Sum over the communicator, on every rank.
+long long sum(long long value, MPI_Comm comm) {
+  long long all = 0;
+  MPI_Allreduce(&value, &all, 1, MPI_LONG_LONG, MPI_SUM, comm);
+  return all;
+}
+
+/// Iterations 2 and 3, on the grown job: every rank, old or new.
+int finish(br::Membership& job, br::Runtime& runtime, Gemm& gemm, const std::vector<double>& first_c,
+           long long executed_before) {
+  const MPI_Comm comm = job.communicator();
+  for (int it = 0; it < 2; ++it) runtime.run_iteration();
+  const bool joined = job.rank() >= kInitialRanks;
+  const auto executed = static_cast<long long>(runtime.stats().tasks_executed);
+  const long long executed_since = executed - executed_before;
+  const long long all_since = sum(executed_since, comm);
+  const long long new_ranks_ran = sum(joined ? executed_since : 0, comm);
+  const auto c = gemm.c.gather_to_root(comm);
+  int failed = 0;
+  if (job.rank() == 0) {
+    const double error = be::gemm_max_relative_error(c, kN, kN, kN, kSeed);
+    const bool exact = c.size() == first_c.size() &&
+                       std::memcmp(c.data(), first_c.data(), c.size() * sizeof(double)) == 0;
+    const bool once = all_since == 2LL * kTasks;
+    const bool stolen = new_ranks_ran > 0;
+    failed = (error <= 16.0 * kN * DBL_EPSILON && exact && once && stolen) ? 0 : 1;
+    nlohmann::json j{{"ranks", job.size()},
+                     {"tasks_per_iteration", kTasks},
+                     {"tasks_run_after_expand", all_since},
+                     {"tasks_run_by_new_ranks", new_ranks_ran},
+                     {"bit_identical_to_first_iteration", exact},
+                     {"max_relative_error", error},
+                     {"grow_seconds", job.grows().empty() ? 0.0 : job.grows().back().total_seconds},
+                     {"result", failed ? "FAIL" : "PASS"}};
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+  }
+  MPI_Bcast(&failed, 1, MPI_INT, 0, comm);
+  return failed;
+}
+
+int run_root() {
+  br::Membership job(MPI_COMM_WORLD);
+  br::SpawnSpec spec;
+  spec.command = self_path();
+  spec.args = {kChildFlag, "0"};
+  job.grow(kInitialRanks - 1, spec);  // ranks that own tasks: spawned, so removable
+
+  Gemm gemm(job.rank());
+  br::Runtime runtime(job.communicator(), options());
+  gemm.attach(runtime);
+  runtime.run_iteration();
+  const long long first_executed = sum(static_cast<long long>(runtime.stats().tasks_executed),
+                                       job.communicator());
+  const auto first_c = gemm.c.gather_to_root(job.communicator());
+  if (first_executed != kTasks) {
+    std::fprintf(stderr, "expand_tests: FAILED: %lld tasks ran in the first iteration, expected %d\n",
+                 first_executed, kTasks);
+  }
+
+  spec.args = {kChildFlag, "1"};
+  job.grow(2, spec);
+  runtime.expand_onto(job.communicator());
+  const int failed = finish(job, runtime, gemm, first_c,
+                            static_cast<long long>(runtime.stats().tasks_executed));
+  return failed || first_executed != kTasks ? 1 : 0;
+}
+
+/// A spawned rank: joins at the start (phase 0) or at the expand (phase 1).
+int run_child(int phase) {
+  auto joined = br::Membership::join();
+  if (!joined) throw std::runtime_error("started with " + std::string(kChildFlag) + " but not spawned");
+  br::Membership& job = *joined;
+  Gemm gemm(job.rank());
+  auto runtime = std::make_unique<br::Runtime>(job.communicator(), options());
+  gemm.attach(*runtime);
+  long long executed_before = 0;
+  if (phase == 0) {
+    runtime->run_iteration();
+    (void)sum(static_cast<long long>(runtime->stats().tasks_executed), job.communicator());
+    (void)gemm.c.gather_to_root(job.communicator());
+    br::SpawnSpec none;  // read on rank 0 only
+    job.grow(2, none);
+    runtime->expand_onto(job.communicator());
+    executed_before = static_cast<long long>(runtime->stats().tasks_executed);
+  }
+  return finish(job, *runtime, gemm, {}, executed_before);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  const bool child = argc > 2 && std::string(argv[1]) == kChildFlag;
+  bellows::testing::Watchdog dog(bellows::testing::limit_from_env("BELLOWS_TEST_WATCHDOG_S", 60.0),
+                                 child ? "expand child" : "expand scenario (rank 0)");
+  int code = 1;
+  try {
+    code = child ? run_child(std::stoi(argv[2])) : run_root();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "expand_tests: pid %d: %s; aborting the job\n", static_cast<int>(::getpid()),
+                 error.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  if (code != 0) std::fprintf(stderr, "expand_tests: pid %d: FAILED\n", static_cast<int>(::getpid()));
+  dog.disarm();
+  MPI_Finalize();
+  return code;
+}
