@@ -38,6 +38,47 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   total_stats_.rank = rank_;
 }
 
+void Engine::pin_new_placements() {
+  // (class, i0, i1, i2, rank) per task a new rank stole in this iteration.
+  std::vector<std::int32_t> mine;
+  {
+    std::lock_guard lock(migrations_mutex_);
+    if (rank_ >= first_new_rank_) {
+      for (const auto& key : stolen_this_iteration_) {
+        mine.insert(mine.end(), {static_cast<std::int32_t>(key.task_class), key.index[0],
+                                 key.index[1], key.index[2], rank_});
+      }
+    }
+    stolen_this_iteration_.clear();
+  }
+  const int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(size_)), offsets(counts.size());
+  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_);
+  int total = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    offsets[r] = total;
+    total += counts[r];
+  }
+  if (total == 0) return;
+  std::vector<std::int32_t> all(static_cast<std::size_t>(total));
+  MPI_Allgatherv(mine.data(), count, MPI_INT32_T, all.data(), counts.data(), offsets.data(),
+                 MPI_INT32_T, comm_);
+  for (std::size_t i = 0; i + 4 < all.size(); i += 5) {
+    const TaskKey key{static_cast<TaskClassId>(all[i]), {all[i + 1], all[i + 2], all[i + 3]}};
+    pinned_.emplace(key, all[i + 4]);  // a pinned task is never stolen, so never re-pinned
+  }
+  local_tasks_known_ = false;  // this rank's own tasks changed
+}
+
+void Engine::join_expansion(int first_new_rank) {
+  if (first_new_rank < 1 || first_new_rank > rank_) {
+    throw std::invalid_argument("join_expansion: rank " + std::to_string(rank_) +
+                                " cannot be new when the ranks before the expand were " +
+                                std::to_string(first_new_rank));
+  }
+  if (first_new_rank_ < 0) first_new_rank_ = first_new_rank;
+}
+
 void Engine::expand_onto(MPI_Comm comm) {
   int new_rank = -1, new_size = 0;
   MPI_Comm_rank(comm, &new_rank);
@@ -52,6 +93,7 @@ void Engine::expand_onto(MPI_Comm comm) {
   comm_engine_.reset();
   MPI_Comm_disconnect(&comm_);
   MPI_Comm_dup(comm, &comm_);
+  first_new_rank_ = first_new_rank_ < 0 ? size_ : first_new_rank_;
   MPI_Comm_size(comm_, &size_);
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
                                               options_.same_host_transport);
@@ -111,6 +153,9 @@ TiledMatrix& Engine::collection(CollectionId id) const {
 }
 
 int Engine::rank_of(const TaskKey& key) const {
+  if (!pinned_.empty()) {
+    if (const auto it = pinned_.find(key); it != pinned_.end()) return it->second;
+  }
   const auto& cls = task_class(key.task_class);
   const int owner = cls.owner(key);
   if (owner < 0 || owner >= size_) {
@@ -197,6 +242,10 @@ void Engine::adopt_stolen(const TaskKey& key) {
                             std::to_string(specs.size()) + " input slots; at most 32 are supported");
   }
   record_migration(key, rank_);
+  {
+    std::lock_guard lock(migrations_mutex_);
+    stolen_this_iteration_.push_back(key);
+  }
   local_remaining_.fetch_add(1, std::memory_order_acq_rel);
   std::unique_lock lock(mutex_);
   auto [it, inserted] = pending_.try_emplace(key);
@@ -280,7 +329,8 @@ void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
   task->priority = cls.priority(key);
   task->flops = cls.flops(key);
   task->sequence = sequence_.fetch_add(1, std::memory_order_relaxed);
-  task->migrated = pending.migrated;
+  // A stolen task, or one pinned to a new rank, is never stolen (again).
+  task->migrated = pending.migrated || (!pinned_.empty() && pinned_.count(key) != 0);
   device_->push(std::move(task));
   if (trace_) trace_->sample(iteration_clock(), device_->ready_count(), completed_this_iteration_.load());
 }
@@ -464,6 +514,7 @@ IterationReport Engine::run_iteration() {
   MPI_Allreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_);
   total_stats_.add(report.local);
   if (trace_) trace_->flush();
+  if (first_new_rank_ >= 0) pin_new_placements();
   return report;
 }
 

@@ -41,14 +41,19 @@ class Engine {
   [[nodiscard]] TiledMatrix& collection(CollectionId id) const;
 
   IterationReport run_iteration();
-  /// See Runtime::expand_onto.
+  /// See Runtime::expand_onto and Runtime::join_expansion.
   void expand_onto(MPI_Comm comm);
+  void join_expansion(int first_new_rank);
   [[nodiscard]] const RankStats& stats() const noexcept { return total_stats_; }
 
   // ---- called from devices and the communication thread (thread-safe) ----
 
-  /// The rank that runs `key`: the fixed mapping of its class.
+  /// The rank that runs `key`: its pinned placement if it has one (see pin_new_placements),
+  /// else the fixed mapping of its class.
   [[nodiscard]] int rank_of(const TaskKey& key) const;
+  /// Tasks that now belong to ranks added by an expand: key -> rank (every rank holds
+  /// the same table; it changes only between iterations).
+  [[nodiscard]] const std::unordered_map<TaskKey, int>& pinned() const noexcept { return pinned_; }
   /// A predecessor's tile (or control token) for slot `slot` of local task `key`.
   void deliver(const TaskKey& key, int slot, TilePtr tile);
   /// A remote collection tile requested by instantiate() has arrived.
@@ -118,6 +123,10 @@ class Engine {
   void request_fetches(const std::vector<TileIndex>& fetches);
   void prepare_local_tasks();
   void record_migration(const TaskKey& key, int rank);
+  /// After an iteration, collective: the tasks that ranks added by an expand stole in it
+  /// become theirs for good (seed 001, section V: a task migrated to a new node stays
+  /// there, so its predecessors send straight to it, and it is not migrated again).
+  void pin_new_placements();
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
@@ -146,6 +155,9 @@ class Engine {
   std::atomic<bool> roots_queued_{false};
   mutable std::mutex migrations_mutex_;
   std::unordered_map<TaskKey, int> migrations_;
+  std::vector<TaskKey> stolen_this_iteration_;  // guarded by migrations_mutex_
+  int first_new_rank_ = -1;                     // ranks from here on came with an expand
+  std::unordered_map<TaskKey, int> pinned_;     // changed between iterations only
   std::atomic<std::uint64_t> sequence_{0};
 
   int iteration_ = 0;

@@ -26,6 +26,12 @@ IterationReport Runtime::run_iteration() { return engine_->run_iteration(); }
 
 void Runtime::expand_onto(MPI_Comm comm) { engine_->expand_onto(comm); }
 
+void Runtime::join_expansion(int first_new_rank) { engine_->join_expansion(first_new_rank); }
+
+const std::unordered_map<TaskKey, int>& Runtime::pinned() const noexcept {
+  return engine_->pinned();
+}
+
 const RankStats& Runtime::stats() const noexcept { return engine_->stats(); }
 
 std::unordered_map<TaskKey, int> Runtime::migrations() const { return engine_->migrations(); }

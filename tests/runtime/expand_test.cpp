@@ -4,9 +4,11 @@
 // the new ranks build their runtime on it) and runs two more iterations.
 //
 // Checked: every GEMM task ran exactly once per iteration over all ranks; the new ranks,
-// which own no task under the fixed mapping, ran some (they got them by stealing); C after
-// the last iteration is bit-identical to C after the first (the k order of each C tile is
-// fixed, wherever its tasks run) and matches BLAS. Rank 0 prints one JSON line with the
+// which own no task under the fixed mapping, ran some in the first iteration after the
+// expand (they got them by stealing); those tasks are then pinned to them, the same table
+// on every rank, and run there in the next iteration; C after the last iteration is
+// bit-identical to C after the first (the k order of each C tile is fixed, wherever its
+// tasks run) and matches BLAS. Rank 0 prints one JSON line with the
 // counts and "result":"PASS" or "FAIL"; every process runs under a watchdog.
 
 #include <mpi.h>
@@ -84,25 +86,46 @@ long long sum(long long value, MPI_Comm comm) {
 int finish(br::Membership& job, br::Runtime& runtime, Gemm& gemm, const std::vector<double>& first_c,
            long long executed_before) {
   const MPI_Comm comm = job.communicator();
-  for (int it = 0; it < 2; ++it) runtime.run_iteration();
   const bool joined = job.rank() >= kInitialRanks;
-  const auto executed = static_cast<long long>(runtime.stats().tasks_executed);
-  const long long executed_since = executed - executed_before;
-  const long long all_since = sum(executed_since, comm);
-  const long long new_ranks_ran = sum(joined ? executed_since : 0, comm);
+  const auto executed = [&] { return static_cast<long long>(runtime.stats().tasks_executed); };
+
+  runtime.run_iteration();  // 2: new ranks get work by stealing only
+  const long long second = executed() - executed_before;
+  const long long stolen_by_new = sum(joined ? second : 0, comm);
+  // After it, what the new ranks stole is theirs: the same table on every rank.
+  const auto pinned = static_cast<long long>(runtime.pinned().size());
+  long long pinned_here = 0;
+  for (const auto& [key, rank] : runtime.pinned()) pinned_here += rank == job.rank() ? 1 : 0;
+  long long pinned_min = 0, pinned_max = 0;
+  MPI_Allreduce(&pinned, &pinned_min, 1, MPI_LONG_LONG, MPI_MIN, comm);
+  MPI_Allreduce(&pinned, &pinned_max, 1, MPI_LONG_LONG, MPI_MAX, comm);
+
+  runtime.run_iteration();  // 3: pinned tasks run on their new ranks, without stealing them
+  const long long third = executed() - executed_before - second;
+  const int short_of_pinned = third < pinned_here ? 1 : 0;  // a new rank lost a pinned task
+  int short_anywhere = 0;
+  MPI_Allreduce(&short_of_pinned, &short_anywhere, 1, MPI_INT, MPI_MAX, comm);
+  const long long all_second = sum(second, comm);
+  const long long all_third = sum(third, comm);
+  const long long new_ranks_third = sum(joined ? third : 0, comm);
   const auto c = gemm.c.gather_to_root(comm);
   int failed = 0;
   if (job.rank() == 0) {
     const double error = be::gemm_max_relative_error(c, kN, kN, kN, kSeed);
     const bool exact = c.size() == first_c.size() &&
                        std::memcmp(c.data(), first_c.data(), c.size() * sizeof(double)) == 0;
-    const bool once = all_since == 2LL * kTasks;
-    const bool stolen = new_ranks_ran > 0;
-    failed = (error <= 16.0 * kN * DBL_EPSILON && exact && once && stolen) ? 0 : 1;
+    const bool once = all_second == kTasks && all_third == kTasks;
+    const bool pinned_ok = pinned_min == pinned_max && pinned_max == stolen_by_new &&
+                           short_anywhere == 0 && new_ranks_third >= pinned_max;
+    failed = (error <= 16.0 * kN * DBL_EPSILON && exact && once && stolen_by_new > 0 && pinned_ok)
+                 ? 0
+                 : 1;
     nlohmann::json j{{"ranks", job.size()},
                      {"tasks_per_iteration", kTasks},
-                     {"tasks_run_after_expand", all_since},
-                     {"tasks_run_by_new_ranks", new_ranks_ran},
+                     {"tasks_run", {all_second, all_third}},
+                     {"new_ranks_stole_in_first_iteration_after_expand", stolen_by_new},
+                     {"pinned_tasks", {pinned_min, pinned_max}},
+                     {"new_ranks_ran_in_next_iteration", new_ranks_third},
                      {"bit_identical_to_first_iteration", exact},
                      {"max_relative_error", error},
                      {"grow_seconds", job.grows().empty() ? 0.0 : job.grows().back().total_seconds},
@@ -149,6 +172,7 @@ int run_child(int phase) {
   Gemm gemm(job.rank());
   auto runtime = std::make_unique<br::Runtime>(job.communicator(), options());
   gemm.attach(*runtime);
+  if (phase == 1) runtime->join_expansion(kInitialRanks);
   long long executed_before = 0;
   if (phase == 0) {
     runtime->run_iteration();

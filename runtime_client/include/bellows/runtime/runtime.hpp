@@ -55,6 +55,14 @@ class Runtime {
   /// their work by stealing. Throws std::invalid_argument when `comm` is not a grown
   /// copy of the current communicator.
   void expand_onto(MPI_Comm comm);
+  /// On a rank added by an expand, right after constructing the runtime on the grown
+  /// communicator: ranks from `first_new_rank` on are the new ones (the size before the
+  /// expand). Every rank then agrees which ranks are new: after each iteration, the tasks
+  /// that new ranks stole become theirs for good (see pinned()).
+  void join_expansion(int first_new_rank);
+  /// Tasks pinned to ranks added by an expand: key -> rank. The same on every rank;
+  /// changes only between iterations.
+  [[nodiscard]] const std::unordered_map<TaskKey, int>& pinned() const noexcept;
   /// Statistics accumulated over all iterations so far.
   [[nodiscard]] const RankStats& stats() const noexcept;
   /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective.
