@@ -65,6 +65,21 @@ void TiledMatrix::set_tile(int m, int n, TilePtr t) {
   tiles_[slot(m, n)] = std::move(t);
 }
 
+void TiledMatrix::set_placement(std::vector<int> placement, int my_rank) {
+  if (placement.size() != static_cast<std::size_t>(dist_.size())) {
+    throw std::invalid_argument("placement of collection " + std::to_string(id_) + " has " +
+                                std::to_string(placement.size()) + " entries for a grid of " +
+                                std::to_string(dist_.size()) + " ranks");
+  }
+  placement_ = std::move(placement);
+  my_rank_ = my_rank;
+  for (int n = 0; n < nt_; ++n) {
+    for (int m = 0; m < mt_; ++m) {
+      if (!is_local(m, n)) tiles_[slot(m, n)].reset();
+    }
+  }
+}
+
 void TiledMatrix::for_each_local_tile(const std::function<void(int, int, Tile&)>& fn) {
   for (int n = 0; n < nt_; ++n) {
     for (int m = 0; m < mt_; ++m) {
@@ -83,7 +98,7 @@ std::vector<double> TiledMatrix::gather_to_root(MPI_Comm comm) const {
   for (int n = 0; n < nt_; ++n) {
     for (int m = 0; m < mt_; ++m) {
       if (!kept(m, n)) continue;
-      const int owner = dist_.owner(m, n);
+      const int owner = this->owner(m, n);
       const int tr = rows_of_tile(m);
       const int tc = cols_of_tile(n);
       if (rank == 0) {

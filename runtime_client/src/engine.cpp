@@ -70,12 +70,63 @@ void Engine::pin_new_placements() {
   local_tasks_known_ = false;  // this rank's own tasks changed
 }
 
+void Engine::attach(MPI_Comm comm) {
+  MPI_Comm_dup(comm, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
+                                              options_.same_host_transport);
+  total_stats_.rank = rank_;
+  local_tasks_known_ = false;  // the task total is summed over the new communicator
+}
+
+void Engine::share_mapping_state() {
+  // [first_new_rank, then per collection: grid size and placement (empty: identity),
+  //  then the pinned tasks as (class, i0, i1, i2, rank)], from rank 0.
+  std::vector<std::int32_t> state;
+  if (rank_ == 0) {
+    state.push_back(first_new_rank_);
+    for (const auto* c : collections_) {
+      state.push_back(static_cast<std::int32_t>(c->placement().size()));
+      state.insert(state.end(), c->placement().begin(), c->placement().end());
+    }
+    for (const auto& [key, rank] : pinned_) {
+      state.insert(state.end(), {static_cast<std::int32_t>(key.task_class), key.index[0],
+                                 key.index[1], key.index[2], rank});
+    }
+  }
+  int length = static_cast<int>(state.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, comm_);
+  state.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(state.data(), length, MPI_INT32_T, 0, comm_);
+  if (rank_ == 0) return;
+  std::size_t at = 0;
+  first_new_rank_ = state.at(at++);
+  for (auto* c : collections_) {
+    const auto entries = static_cast<std::size_t>(state.at(at++));
+    if (entries != 0) {
+      std::vector<int> placement(state.begin() + static_cast<std::ptrdiff_t>(at),
+                                 state.begin() + static_cast<std::ptrdiff_t>(at + entries));
+      c->set_placement(std::move(placement), rank_);
+      at += entries;
+    }
+  }
+  pinned_.clear();
+  for (; at + 4 < state.size(); at += 5) {
+    pinned_.emplace(TaskKey{static_cast<TaskClassId>(state[at]),
+                            {state[at + 1], state[at + 2], state[at + 3]}},
+                    state[at + 4]);
+  }
+  local_tasks_known_ = false;
+}
+
 void Engine::join_expansion(int first_new_rank) {
   if (first_new_rank < 1 || first_new_rank > rank_) {
     throw std::invalid_argument("join_expansion: rank " + std::to_string(rank_) +
                                 " cannot be new when the ranks before the expand were " +
                                 std::to_string(first_new_rank));
   }
+  share_mapping_state();
   if (first_new_rank_ < 0) first_new_rank_ = first_new_rank;
 }
 
@@ -83,7 +134,7 @@ void Engine::expand_onto(MPI_Comm comm) {
   int new_rank = -1, new_size = 0;
   MPI_Comm_rank(comm, &new_rank);
   MPI_Comm_size(comm, &new_size);
-  if (new_rank != rank_ || new_size < size_) {
+  if (comm_ == MPI_COMM_NULL || new_rank != rank_ || new_size < size_) {
     throw std::invalid_argument("expand_onto: rank " + std::to_string(rank_) + " of " +
                                 std::to_string(size_) + " would become rank " +
                                 std::to_string(new_rank) + " of " + std::to_string(new_size) +
@@ -92,12 +143,108 @@ void Engine::expand_onto(MPI_Comm comm) {
   // Nothing runs between iterations: no thread of the communication engine is alive.
   comm_engine_.reset();
   MPI_Comm_disconnect(&comm_);
-  MPI_Comm_dup(comm, &comm_);
-  first_new_rank_ = first_new_rank_ < 0 ? size_ : first_new_rank_;
-  MPI_Comm_size(comm_, &size_);
-  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
-                                              options_.same_host_transport);
-  local_tasks_known_ = false;  // the task total is summed over the new communicator
+  const int old_size = size_;
+  attach(comm);
+  if (first_new_rank_ < 0) first_new_rank_ = old_size;
+  share_mapping_state();
+}
+
+ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
+  const auto begin = Clock::now();
+  std::vector<char> leaves(static_cast<std::size_t>(size_), 0);
+  for (const int r : leaving) {
+    if (r <= 0 || r >= size_ || leaves[static_cast<std::size_t>(r)]) {
+      throw std::invalid_argument("prepare_shrink: cannot remove rank " + std::to_string(r) +
+                                  " from " + std::to_string(size_) +
+                                  " ranks (rank 0 stays; each rank once)");
+    }
+    leaves[static_cast<std::size_t>(r)] = 1;
+  }
+  // backup(r): the next rank after r, wrapping, that stays; renumbered: survivors keep
+  // their order.
+  const auto backup = [&](int r) {
+    int b = r;
+    while (leaves[static_cast<std::size_t>(b)]) b = (b + 1) % size_;
+    return b;
+  };
+  std::vector<int> renumbered(static_cast<std::size_t>(size_), -1);
+  for (int r = 0, next = 0; r < size_; ++r) {
+    if (!leaves[static_cast<std::size_t>(r)]) renumbered[static_cast<std::size_t>(r)] = next++;
+  }
+  ShrinkHandoff out;
+  out.leaving = leaves[static_cast<std::size_t>(rank_)] != 0;
+  out.new_rank = renumbered[static_cast<std::size_t>(rank_)];
+
+  // Hand the leavers' collection tiles to their backups, in one fixed order per pair.
+  constexpr int kHandoffTag = 7002;
+  std::vector<MPI_Request> requests;
+  std::vector<std::pair<std::pair<TiledMatrix*, std::pair<int, int>>, TilePtr>> received;
+  for (auto* c : collections_) {
+    for (int n = 0; n < c->tile_cols(); ++n) {
+      for (int m = 0; m < c->tile_rows(); ++m) {
+        if (!c->kept(m, n)) continue;
+        const int holder = c->owner(m, n);
+        if (!leaves[static_cast<std::size_t>(holder)]) continue;
+        const int heir = backup(holder);
+        if (holder == rank_) {
+          const TilePtr& t = c->tile(m, n);
+          requests.emplace_back();
+          MPI_Isend(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, heir, kHandoffTag,
+                    comm_, &requests.back());
+          ++out.tiles_sent;
+          out.bytes_moved += t->bytes();
+        } else if (heir == rank_) {
+          auto t = std::make_shared<Tile>(c->rows_of_tile(m), c->cols_of_tile(n));
+          requests.emplace_back();
+          MPI_Irecv(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, holder, kHandoffTag,
+                    comm_, &requests.back());
+          ++out.tiles_received;
+          out.bytes_moved += t->bytes();
+          received.push_back({{c, {m, n}}, std::move(t)});
+        }
+      }
+    }
+  }
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+
+  // The mapping in the survivors' numbering.
+  for (auto* c : collections_) {
+    std::vector<int> placement(static_cast<std::size_t>(c->distribution().size()));
+    for (int g = 0; g < c->distribution().size(); ++g) {
+      const int now = c->placement().empty() ? g : c->placement()[static_cast<std::size_t>(g)];
+      placement[static_cast<std::size_t>(g)] = renumbered[static_cast<std::size_t>(backup(now))];
+    }
+    c->set_placement(std::move(placement), out.new_rank);
+  }
+  for (auto& [where, tile] : received) where.first->set_tile(where.second.first, where.second.second, std::move(tile));
+  std::unordered_map<TaskKey, int> pinned;
+  for (const auto& [key, rank] : pinned_) {
+    if (!leaves[static_cast<std::size_t>(rank)]) pinned.emplace(key, renumbered[static_cast<std::size_t>(rank)]);
+  }
+  pinned_ = std::move(pinned);  // a leaver's pinned tasks go back to the fixed mapping
+  if (first_new_rank_ >= 0) {
+    int before = 0;
+    for (int r = 1; r < first_new_rank_; ++r) before += leaves[static_cast<std::size_t>(r)];
+    first_new_rank_ -= before;
+  }
+  {
+    std::lock_guard lock(migrations_mutex_);
+    migrations_.clear();  // rank numbers change
+    stolen_this_iteration_.clear();
+  }
+
+  comm_engine_.reset();
+  MPI_Comm_disconnect(&comm_);
+  local_tasks_known_ = false;
+  out.seconds = seconds_between(begin, Clock::now());
+  return out;
+}
+
+void Engine::attach_shrunk(MPI_Comm survivors) {
+  if (comm_ != MPI_COMM_NULL) {
+    throw std::logic_error("attach_shrunk without prepare_shrink");
+  }
+  attach(survivors);
 }
 
 Engine::~Engine() {
@@ -459,6 +606,10 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
 }
 
 IterationReport Engine::run_iteration() {
+  if (comm_ == MPI_COMM_NULL) {
+    throw std::logic_error("run_iteration on a runtime that is between the halves of a shrink "
+                           "or has left the job");
+  }
   if (!local_tasks_known_) prepare_local_tasks();
   ++iteration_;
   cache_.clear();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bellows/runtime/collection.hpp"
+#include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
 #include "bellows/runtime/task.hpp"
@@ -44,6 +45,8 @@ class Engine {
   /// See Runtime::expand_onto and Runtime::join_expansion.
   void expand_onto(MPI_Comm comm);
   void join_expansion(int first_new_rank);
+  ShrinkHandoff prepare_shrink(std::span<const int> leaving);
+  void attach_shrunk(MPI_Comm survivors);
   [[nodiscard]] const RankStats& stats() const noexcept { return total_stats_; }
 
   // ---- called from devices and the communication thread (thread-safe) ----
@@ -127,6 +130,11 @@ class Engine {
   /// become theirs for good (seed 001, section V: a task migrated to a new node stays
   /// there, so its predecessors send straight to it, and it is not migrated again).
   void pin_new_placements();
+  /// Collective after an expand: rank 0's mapping state (which ranks are new, each
+  /// collection's placement, the pinned tasks) reaches the new ranks.
+  void share_mapping_state();
+  /// Takes a duplicate of `comm` and a communication engine on it.
+  void attach(MPI_Comm comm);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

@@ -28,6 +28,12 @@ void Runtime::expand_onto(MPI_Comm comm) { engine_->expand_onto(comm); }
 
 void Runtime::join_expansion(int first_new_rank) { engine_->join_expansion(first_new_rank); }
 
+ShrinkHandoff Runtime::prepare_shrink(std::span<const int> leaving) {
+  return engine_->prepare_shrink(leaving);
+}
+
+void Runtime::attach_shrunk(MPI_Comm survivors) { engine_->attach_shrunk(survivors); }
+
 const std::unordered_map<TaskKey, int>& Runtime::pinned() const noexcept {
   return engine_->pinned();
 }

@@ -44,7 +44,19 @@ class TiledMatrix {
   [[nodiscard]] int rows_of_tile(int m) const noexcept;
   [[nodiscard]] int cols_of_tile(int n) const noexcept;
   [[nodiscard]] const BlockCyclic2D& distribution() const noexcept { return dist_; }
-  [[nodiscard]] int owner(int m, int n) const noexcept { return dist_.owner(m, n); }
+  /// The rank that holds tile (m, n) now: the distribution's rank, moved by the
+  /// placement (see set_placement).
+  [[nodiscard]] int owner(int m, int n) const noexcept {
+    const int grid_rank = dist_.owner(m, n);
+    return placement_.empty() ? grid_rank : placement_[static_cast<std::size_t>(grid_rank)];
+  }
+  /// Where the distribution's ranks live after a shrink: grid rank g is held by rank
+  /// placement[g] of the current communicator, and this process is now `my_rank` (-1: it
+  /// left). Tiles this rank no longer holds are dropped; tiles it gains are empty until
+  /// set_tile() installs them (the runtime does, with the data of the rank that left).
+  void set_placement(std::vector<int> placement, int my_rank);
+  [[nodiscard]] const std::vector<int>& placement() const noexcept { return placement_; }
+  [[nodiscard]] int my_rank() const noexcept { return my_rank_; }
   [[nodiscard]] bool kept(int m, int n) const { return !keep_ || keep_(m, n); }
   [[nodiscard]] bool is_local(int m, int n) const { return owner(m, n) == my_rank_ && kept(m, n); }
   [[nodiscard]] TileIndex index(int m, int n) const noexcept { return TileIndex{id_, m, n}; }
@@ -73,6 +85,7 @@ class TiledMatrix {
   BlockCyclic2D dist_;
   int my_rank_;
   TileFilter keep_;
+  std::vector<int> placement_;  // empty: grid rank g is communicator rank g
   std::vector<TilePtr> tiles_;  // mt_ * nt_, null where not local
 };
 

@@ -1,8 +1,10 @@
 #pragma once
 // libbellows: a distributed dataflow task runtime over MPI.
 
+#include <cstdint>
 #include <memory>
 #include <mpi.h>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -14,6 +16,16 @@
 namespace bellows::runtime {
 
 class Engine;
+
+/// What the first half of a shrink did on this rank.
+struct ShrinkHandoff {
+  bool leaving = false;               ///< this rank leaves
+  int new_rank = -1;                  ///< its rank among the survivors (-1 on leavers)
+  std::uint64_t tiles_sent = 0;       ///< collection tiles handed to backups
+  std::uint64_t tiles_received = 0;   ///< collection tiles taken over as a backup
+  std::uint64_t bytes_moved = 0;      ///< sent plus received
+  double seconds = 0.0;
+};
 
 /// One rank's share of the runtime. Works on the communicator it is given (never on
 /// MPI_COMM_WORLD), so the communicator can be replaced while the job runs.
@@ -60,6 +72,18 @@ class Runtime {
   /// expand). Every rank then agrees which ranks are new: after each iteration, the tasks
   /// that new ranks stole become theirs for good (see pinned()).
   void join_expansion(int first_new_rank);
+  /// First half of a shrink, between iterations; collective over the current
+  /// communicator, every rank passing the same `leaving` list (rank 0 may not leave).
+  /// Each leaving rank's data goes to its backup, the next rank after it (wrapping) that
+  /// stays, so a backup that leaves passes everything on: the leavers' collection tiles
+  /// are sent to their backups, every collection's placement and the pinned tasks are
+  /// rewritten for the survivors' numbering (tasks and messages that were the leavers'
+  /// now go to the backups), and the runtime disconnects its duplicate of the
+  /// communicator. Then shrink the job communicator (Membership::shrink) and, on the
+  /// survivors, call attach_shrunk(); a leaver can only destroy its runtime.
+  ShrinkHandoff prepare_shrink(std::span<const int> leaving);
+  /// Second half of a shrink, on the survivors: the runtime continues on `survivors`.
+  void attach_shrunk(MPI_Comm survivors);
   /// Tasks pinned to ranks added by an expand: key -> rank. The same on every rank;
   /// changes only between iterations.
   [[nodiscard]] const std::unordered_map<TaskKey, int>& pinned() const noexcept;
