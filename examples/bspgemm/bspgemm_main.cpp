@@ -76,6 +76,13 @@ int run(int argc, char** argv) {
       exit_code, extra_options(sparse));
   if (!options) return exit_code;
 
+  if (!options->resize.empty()) {
+    if (rank == 0) {
+      std::fprintf(stderr, "bspgemm: error: --resize works with gemm and cholesky; bspgemm runs "
+                           "on a fixed set of ranks\n");
+    }
+    return 2;
+  }
   const auto grid = be::grid_for(*options, size);
   const int n = options->n, tile = options->tile;
   const int k = sparse.k_given ? sparse.k : n;

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "bellows/examples/app.hpp"
+#include "bellows/examples/elastic.hpp"
 #include "bellows/examples/verify.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "cholesky_tasks.hpp"
@@ -15,47 +16,56 @@ namespace br = bellows::runtime;
 namespace {
 
 int run(int argc, char** argv) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int world_rank = 0, world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   int exit_code = 0;
   const auto options = be::parse_app_options(
-      "cholesky", "Tiled Cholesky factorisation A = L * L^T on libbellows", argc, argv, size,
-      rank == 0, exit_code);
+      "cholesky", "Tiled Cholesky factorisation A = L * L^T on libbellows", argc, argv, world_size,
+      world_rank == 0, exit_code);
   if (!options) return exit_code;
+  be::ElasticSession session("cholesky", *options, argc, argv);
+  const int rank = session.rank();
 
-  const auto grid = be::grid_for(*options, size);
+  const auto grid = be::grid_for(*options, session.grid_ranks());
   const int n = options->n, tile = options->tile;
   const auto lower = [](int m, int k) { return m >= k; };
   br::TiledMatrix a(0, n, n, tile, grid, rank, lower), l(1, n, n, tile, grid, rank, lower);
   be::fill_spd(a, options->seed);
 
-  br::Runtime runtime(MPI_COMM_WORLD, be::runtime_options(*options));
+  br::Runtime runtime(session.communicator(), be::runtime_options(*options));
+  session.attach(runtime);
   runtime.add_collection(a);
   runtime.add_collection(l);
   for (auto& cls : be::make_cholesky_tasks(a, l)) runtime.add_task_class(std::move(cls));
 
   std::vector<be::IterationResult> iterations;
   const double flops = static_cast<double>(n) * n * n / 3.0;
-  for (int it = 0; it < options->iterations; ++it) {
+  for (int it = session.first_iteration(); it < options->iterations; ++it) {
+    if (!session.resize_before(it)) return 0;  // this rank left the job
     const auto report = runtime.run_iteration();
+    session.after_iteration(it, report);
     iterations.push_back({report.seconds, flops / report.seconds * 1e-9, report.ranks});
   }
 
   std::optional<bool> verified;
   double residual = 0.0;
   if (options->verify) {
-    const auto full = l.gather_to_root(runtime.communicator());
-    if (rank == 0) {
+    const auto full = l.gather_to_root(session.communicator());
+    if (session.rank() == 0) {
       residual = be::cholesky_scaled_residual(full, n, options->seed);
       // LAPACK's own test suite accepts scaled residuals below 30.
       verified = residual < 30.0;
     }
   }
   const auto stats = runtime.gather_stats();
-  if (rank == 0) be::print_report("cholesky", *options, size, iterations, verified, residual, stats);
+  if (session.rank() == 0) {
+    be::print_report("cholesky", *options, session.size(), iterations, verified, residual, stats,
+                     session.telemetry().empty() ? nlohmann::json{}
+                                                 : nlohmann::json{{"resizes", session.telemetry()}});
+  }
   int failed = verified.has_value() && !*verified ? 1 : 0;
-  MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&failed, 1, MPI_INT, 0, session.communicator());
   return failed;
 }
 

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "bellows/examples/app.hpp"
+#include "bellows/examples/elastic.hpp"
 #include "bellows/examples/verify.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "gemm_tasks.hpp"
@@ -16,22 +17,26 @@ namespace br = bellows::runtime;
 namespace {
 
 int run(int argc, char** argv) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int world_rank = 0, world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   int exit_code = 0;
   const auto options = be::parse_app_options("gemm", "Tiled GEMM C = A * B on libbellows", argc,
-                                             argv, size, rank == 0, exit_code);
+                                             argv, world_size, world_rank == 0, exit_code);
   if (!options) return exit_code;
+  be::ElasticSession session("gemm", *options, argc, argv);
+  const MPI_Comm comm = session.communicator();
+  const int rank = session.rank();
 
-  const auto grid = be::grid_for(*options, size);
+  const auto grid = be::grid_for(*options, session.grid_ranks());
   const int n = options->n, tile = options->tile;
   br::TiledMatrix a(0, n, n, tile, grid, rank), b(1, n, n, tile, grid, rank),
       c(2, n, n, tile, grid, rank);
   be::fill_random(a, options->seed);
   be::fill_random(b, options->seed + 1);
 
-  br::Runtime runtime(MPI_COMM_WORLD, be::runtime_options(*options));
+  br::Runtime runtime(comm, be::runtime_options(*options));
+  session.attach(runtime);
   runtime.add_collection(a);
   runtime.add_collection(b);
   runtime.add_collection(c);
@@ -39,24 +44,30 @@ int run(int argc, char** argv) {
 
   std::vector<be::IterationResult> iterations;
   const double flops = 2.0 * n * static_cast<double>(n) * n;
-  for (int it = 0; it < options->iterations; ++it) {
+  for (int it = session.first_iteration(); it < options->iterations; ++it) {
+    if (!session.resize_before(it)) return 0;  // this rank left the job
     const auto report = runtime.run_iteration();
+    session.after_iteration(it, report);
     iterations.push_back({report.seconds, flops / report.seconds * 1e-9, report.ranks});
   }
 
   std::optional<bool> verified;
   double error = 0.0;
   if (options->verify) {
-    const auto full = c.gather_to_root(runtime.communicator());
-    if (rank == 0) {
+    const auto full = c.gather_to_root(session.communicator());
+    if (session.rank() == 0) {
       error = be::gemm_max_relative_error(full, n, n, n, options->seed);
       verified = error <= 16.0 * n * DBL_EPSILON;
     }
   }
   const auto stats = runtime.gather_stats();
-  if (rank == 0) be::print_report("gemm", *options, size, iterations, verified, error, stats);
+  if (session.rank() == 0) {
+    be::print_report("gemm", *options, session.size(), iterations, verified, error, stats,
+                     session.telemetry().empty() ? nlohmann::json{}
+                                                 : nlohmann::json{{"resizes", session.telemetry()}});
+  }
   int failed = verified.has_value() && !*verified ? 1 : 0;
-  MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&failed, 1, MPI_INT, 0, session.communicator());
   return failed;
 }
 

@@ -95,6 +95,8 @@ void Engine::share_mapping_state() {
                                  key.index[1], key.index[2], rank});
     }
   }
+  auto collection_count = collections_.size();
+  MPI_Bcast(&collection_count, 1, MPI_UINT64_T, 0, comm_);
   int length = static_cast<int>(state.size());
   MPI_Bcast(&length, 1, MPI_INT, 0, comm_);
   state.resize(static_cast<std::size_t>(length));
@@ -102,14 +104,13 @@ void Engine::share_mapping_state() {
   if (rank_ == 0) return;
   std::size_t at = 0;
   first_new_rank_ = state.at(at++);
-  for (auto* c : collections_) {
+  // Collections are registered after join_expansion; add_collection applies these.
+  joined_placements_.clear();
+  for (std::size_t c = 0; c < collection_count; ++c) {
     const auto entries = static_cast<std::size_t>(state.at(at++));
-    if (entries != 0) {
-      std::vector<int> placement(state.begin() + static_cast<std::ptrdiff_t>(at),
-                                 state.begin() + static_cast<std::ptrdiff_t>(at + entries));
-      c->set_placement(std::move(placement), rank_);
-      at += entries;
-    }
+    joined_placements_.emplace_back(state.begin() + static_cast<std::ptrdiff_t>(at),
+                                    state.begin() + static_cast<std::ptrdiff_t>(at + entries));
+    at += entries;
   }
   pinned_.clear();
   for (; at + 4 < state.size(); at += 5) {
@@ -125,6 +126,10 @@ void Engine::join_expansion(int first_new_rank) {
     throw std::invalid_argument("join_expansion: rank " + std::to_string(rank_) +
                                 " cannot be new when the ranks before the expand were " +
                                 std::to_string(first_new_rank));
+  }
+  if (!collections_.empty() || !classes_.empty()) {
+    throw std::logic_error("join_expansion must come before the first add_collection and "
+                           "add_task_class");
   }
   share_mapping_state();
   if (first_new_rank_ < 0) first_new_rank_ = first_new_rank;
@@ -276,12 +281,12 @@ void Engine::add_collection(TiledMatrix& collection) {
                                 std::to_string(collections_.size()) +
                                 " collections were added before it");
   }
-  if (collection.distribution().size() > size_) {
-    throw std::invalid_argument("collection " + std::to_string(collection.id()) +
-                                " is distributed over " +
-                                std::to_string(collection.distribution().size()) +
-                                " ranks but the communicator has " + std::to_string(size_));
+  // A rank that joined an expanded job got the placements in join_expansion.
+  if (collections_.size() < joined_placements_.size() &&
+      !joined_placements_[collections_.size()].empty()) {
+    collection.set_placement(joined_placements_[collections_.size()], rank_);
   }
+  check_fits(collection);
   collections_.push_back(&collection);
 }
 
@@ -317,7 +322,22 @@ std::size_t Engine::ready_count() const { return device_->ready_count(); }
 
 double Engine::iteration_clock() const { return seconds_between(iteration_start_, Clock::now()); }
 
+void Engine::check_fits(const TiledMatrix& collection) const {
+  for (int g = 0; g < collection.distribution().size(); ++g) {
+    const int holder = collection.placement().empty()
+                           ? g
+                           : collection.placement()[static_cast<std::size_t>(g)];
+    if (holder < 0 || holder >= size_) {
+      throw std::invalid_argument("collection " + std::to_string(collection.id()) +
+                                  " is distributed over " +
+                                  std::to_string(collection.distribution().size()) +
+                                  " ranks but the communicator has " + std::to_string(size_));
+    }
+  }
+}
+
 void Engine::prepare_local_tasks() {
+  for (const auto* c : collections_) check_fits(*c);
   local_roots_.clear();
   local_task_count_ = 0;
   std::vector<InputSource> specs;
@@ -347,6 +367,11 @@ bool Engine::has_tasks_to_spare() const {
 }
 
 void Engine::ready_task_taken() {
+  if (first_task_steady_ns_.load(std::memory_order_relaxed) == 0) {
+    std::int64_t none = 0;
+    first_task_steady_ns_.compare_exchange_strong(
+        none, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+  }
   if (!stealing() || !roots_queued()) return;
   if (starving()) comm_engine_->notify_starving();
 }
@@ -616,6 +641,7 @@ IterationReport Engine::run_iteration() {
   local_remaining_.store(local_task_count_, std::memory_order_release);
   completed_unreported_.store(0);
   completed_this_iteration_.store(0);
+  first_task_steady_ns_.store(0);
   roots_queued_.store(false, std::memory_order_release);
   if (trace_) trace_->begin_iteration(iteration_);
 
@@ -661,6 +687,7 @@ IterationReport Engine::run_iteration() {
   report.local = device_->take_stats();
   report.local.add(comm_engine_->take_stats());
   report.local.rank = rank_;
+  report.first_task_steady_ns = first_task_steady_ns_.load();
   MPI_Allreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_);
   MPI_Allreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_);
   total_stats_.add(report.local);

@@ -125,6 +125,9 @@ class Engine {
   void make_ready(const TaskKey& key, PendingTask&& pending);
   void request_fetches(const std::vector<TileIndex>& fetches);
   void prepare_local_tasks();
+  /// Throws std::invalid_argument when a collection's tiles live on ranks this
+  /// communicator does not have.
+  void check_fits(const TiledMatrix& collection) const;
   void record_migration(const TaskKey& key, int rank);
   /// After an iteration, collective: the tasks that ranks added by an expand stole in it
   /// become theirs for good (seed 001, section V: a task migrated to a new node stays
@@ -161,11 +164,13 @@ class Engine {
   std::atomic<std::uint64_t> completed_unreported_{0};
   std::atomic<std::uint64_t> completed_this_iteration_{0};
   std::atomic<bool> roots_queued_{false};
+  std::atomic<std::int64_t> first_task_steady_ns_{0};
   mutable std::mutex migrations_mutex_;
   std::unordered_map<TaskKey, int> migrations_;
   std::vector<TaskKey> stolen_this_iteration_;  // guarded by migrations_mutex_
   int first_new_rank_ = -1;                     // ranks from here on came with an expand
   std::unordered_map<TaskKey, int> pinned_;     // changed between iterations only
+  std::vector<std::vector<int>> joined_placements_;  // from join_expansion, by collection id
   std::atomic<std::uint64_t> sequence_{0};
 
   int iteration_ = 0;

@@ -171,8 +171,8 @@ int run_child(int phase) {
   br::Membership& job = *joined;
   Gemm gemm(job.rank());
   auto runtime = std::make_unique<br::Runtime>(job.communicator(), options());
-  gemm.attach(*runtime);
   if (phase == 1) runtime->join_expansion(kInitialRanks);
+  gemm.attach(*runtime);
   long long executed_before = 0;
   if (phase == 0) {
     runtime->run_iteration();

@@ -246,8 +246,8 @@ int run_child(Process& p, std::size_t joined_at) {
   const int before = p.job->size() - scenario()[joined_at].grow;
   p.app = std::make_unique<App>(p.kind, p.job->rank());
   p.runtime = std::make_unique<br::Runtime>(p.job->communicator(), options());
-  p.app->attach(*p.runtime);
   if (joined_at > 0) p.runtime->join_expansion(before);
+  p.app->attach(*p.runtime);
   p.check.expect(p.job->rank() >= before, "a spawned process got an existing rank");
   record_spawned(p, before);
   if (scenario()[joined_at].iterations > 0) iterate(p, scenario()[joined_at].iterations);

@@ -1,7 +1,11 @@
 #include "bellows/examples/app.hpp"
 
+#include "bellows/examples/elastic.hpp"
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace bellows::examples {
@@ -56,6 +60,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "longest sleep of the communication thread when idle, microseconds");
   cli.add_option("--same-host", same_host,
                  "doorbells and direct tile reads between ranks on one host: on or off");
+  cli.add_option("--resize", o.resize,
+                 "resize schedule, e.g. iter=3:+2,iter=6:-3 (job started by scripts/bellows-local)");
+  cli.add_option("--join-iteration", o.join_iteration)->group("");  // set by a resize's spawn
+  cli.add_option("--join-grid-ranks", o.join_grid_ranks)->group("");
   cli.add_option("--steal", steal, "inter-rank work stealing: on or off");
   cli.add_option("--steal-chunk", o.steal.chunk, "tasks asked for in one steal request");
   cli.add_option("--steal-max-hops", o.steal.max_hops,
@@ -99,6 +107,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   if (!runtime::parse_device_kind(kernel, o.kernel)) {
     return fail("--kernel must be cpu, cuda or emulated, got '" + kernel + "'");
   }
+  if (std::string error; !parse_resize_schedule(o.resize, o.iterations, error)) return fail(error);
   if (steal != "on" && steal != "off") return fail("--steal must be on or off, got '" + steal + "'");
   if (same_host != "on" && same_host != "off") {
     return fail("--same-host must be on or off, got '" + same_host + "'");
@@ -116,6 +125,22 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   }
   if (o.verify && o.kernel == runtime::DeviceKind::emulated) {
     return fail("--verify needs --kernel cpu or cuda: the emulated device does not compute");
+  }
+  // An elastic job starts as one process that grows itself (elastic.hpp): the grid is over
+  // the ranks it grows to.
+  if (!o.resize.empty() && o.join_iteration < 0 && ranks > 1 &&
+      std::getenv("BELLOWS_LOCAL_RANKS") == nullptr) {
+    return fail("--resize needs the job started by scripts/bellows-local (ranks started "
+                "together by mpiexec -n N share one MPI world and cannot leave it)");
+  }
+  if (o.join_grid_ranks > 0) {
+    ranks = o.join_grid_ranks;
+  } else if (const char* local = std::getenv("BELLOWS_LOCAL_RANKS"); local != nullptr) {
+    try {
+      ranks = std::max(1, std::stoi(local));
+    } catch (const std::exception&) {
+      return fail(std::string("BELLOWS_LOCAL_RANKS must be a rank count, got '") + local + "'");
+    }
   }
   if (!o.grid.empty()) {
     int p = 0, q = 0;

@@ -68,9 +68,11 @@ class Runtime {
   /// copy of the current communicator.
   void expand_onto(MPI_Comm comm);
   /// On a rank added by an expand, right after constructing the runtime on the grown
-  /// communicator: ranks from `first_new_rank` on are the new ones (the size before the
-  /// expand). Every rank then agrees which ranks are new: after each iteration, the tasks
-  /// that new ranks stole become theirs for good (see pinned()).
+  /// communicator and before adding collections and task classes: ranks from
+  /// `first_new_rank` on are the new ones (the size before the expand). Collective with
+  /// the old ranks' expand_onto(): the new rank receives the mapping state (which ranks
+  /// are new, each collection's placement, the pinned tasks). After each iteration, the
+  /// tasks that new ranks stole become theirs for good (see pinned()).
   void join_expansion(int first_new_rank);
   /// First half of a shrink, between iterations; collective over the current
   /// communicator, every rank passing the same `leaving` list (rank 0 may not leave).

@@ -65,6 +65,9 @@ struct IterationReport {
   double seconds = 0.0;       ///< wall time, barrier to barrier (same on every rank)
   double total_flops = 0.0;   ///< summed over all ranks
   RankStats local;            ///< this rank's share of the iteration
+  /// When this rank's first task of the iteration started, as std::chrono::steady_clock
+  /// nanoseconds since its epoch (comparable between processes of one host); 0: none.
+  std::int64_t first_task_steady_ns = 0;
 
   [[nodiscard]] double gflops() const noexcept {
     return seconds > 0.0 ? total_flops / seconds * 1e-9 : 0.0;

@@ -1,0 +1,86 @@
+#pragma once
+// The elastic side of the example applications: the job's membership, its resize schedule
+// (--resize "iter=3:+2,iter=6:-3"), and what each resize did.
+//
+// A job can shrink only if every rank but the first is its own MPI world, so an elastic
+// job is started as one process (scripts/bellows-local -n N -- APP ARGS runs
+// `mpiexec -n 1 APP ARGS` with BELLOWS_LOCAL_RANKS=N), which spawns the other N - 1 ranks
+// itself, one per MPI_Comm_spawn. A resize "+k" spawns k more ranks between iterations
+// (they run the same program and join at that iteration); "-k" removes the k
+// highest-numbered ranks, which hand their data to their backups, finalize and exit 0.
+// The fixed mapping stays over the first N ranks (the grid); ranks added later get
+// their work by stealing, so --steal on is what makes an expand pay off.
+
+#include <mpi.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bellows/examples/app.hpp"
+#include "bellows/runtime/membership.hpp"
+#include "bellows/runtime/runtime.hpp"
+
+namespace bellows::examples {
+
+/// One entry of --resize: before iteration `iteration` (1-based, at least 2), add
+/// `delta` ranks (delta > 0) or remove -delta ranks (delta < 0).
+struct ResizeStep {
+  int iteration = 0;
+  int delta = 0;
+};
+
+/// Parses "iter=3:+2,iter=6:-3". On error returns nullopt with `error` naming the item.
+std::optional<std::vector<ResizeStep>> parse_resize_schedule(const std::string& text,
+                                                             int iterations, std::string& error);
+
+class ElasticSession {
+ public:
+  /// Right after MPI_Init and parse_app_options. A process spawned by a resize joins its
+  /// job here; the first process of a bellows-local job grows it to its initial size.
+  /// Throws std::invalid_argument when the schedule cannot run on this job (e.g. it
+  /// shrinks a job started by a plain mpiexec -n N, whose ranks share an MPI world).
+  ElasticSession(const std::string& app, const AppOptions& options, int argc, char** argv);
+
+  [[nodiscard]] MPI_Comm communicator() const noexcept;
+  [[nodiscard]] int rank() const noexcept;
+  [[nodiscard]] int size() const noexcept;
+  /// Ranks the fixed mapping (the process grid) is over: the job's initial size.
+  [[nodiscard]] int grid_ranks() const noexcept { return grid_ranks_; }
+  /// 0, or the iteration (0-based) this process joins at.
+  [[nodiscard]] int first_iteration() const noexcept { return first_iteration_; }
+
+  /// Registers the runtime the application built on communicator(), right after
+  /// constructing it and before adding collections and task classes; on a process that
+  /// joined by an expand, hands it the job's mapping state (collective with the old
+  /// ranks' expand).
+  void attach(runtime::Runtime& runtime);
+  /// Before iteration `it` (0-based): carries out the resize the schedule has there, if
+  /// any. Collective. Returns false on a rank that has just left the job: it must stop
+  /// and finalize.
+  bool resize_before(int it);
+  /// After each iteration: lets the session time the first task of new ranks. Collective.
+  void after_iteration(int it, const runtime::IterationReport& report);
+  /// What each resize did (rank 0), for the JSON report.
+  [[nodiscard]] nlohmann::json telemetry() const { return telemetry_; }
+
+ private:
+  [[nodiscard]] runtime::SpawnSpec spawn_spec(int join_iteration) const;
+
+  std::string app_;
+  std::vector<std::string> args_;  // argv[1..], without the join options
+  std::vector<ResizeStep> schedule_;
+  std::optional<runtime::Membership> job_;
+  MPI_Comm world_ = MPI_COMM_NULL;  // a job that is not elastic works on MPI_COMM_WORLD
+  runtime::Runtime* runtime_ = nullptr;
+  int grid_ranks_ = 1;
+  int first_iteration_ = 0;
+  int joined_after_size_ = 0;  // > 0 on a process that joined by an expand
+  std::int64_t request_steady_ns_ = 0;  // when the latest expand was asked for
+  int first_new_rank_ = -1;             // of the latest expand, until its first iteration ran
+  nlohmann::json telemetry_ = nlohmann::json::array();
+};
+
+}  // namespace bellows::examples
