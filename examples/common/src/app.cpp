@@ -253,6 +253,32 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
       std::printf("  iteration %zu: %.4f s, %.1f GFLOP/s on %d ranks\n", i + 1,
                   iterations[i].seconds, iterations[i].gflops, iterations[i].ranks);
     }
+    if (extra.contains("resizes")) {
+      for (const auto& r : extra["resizes"]) {
+        const int from = r.value("from_ranks", 0), to = r.value("to_ranks", 0);
+        std::printf("  resize before iteration %d: %d -> %d ranks", r.value("before_iteration", 0),
+                    from, to);
+        if (r.contains("add")) {
+          std::printf(", %d spawned in %.3f s", r.value("add", 0), r.value("grow_seconds", 0.0));
+          if (r.contains("request_to_first_task_seconds")) {
+            std::printf("; request to first task on each new rank:");
+            for (const auto& t : r["request_to_first_task_seconds"]) {
+              if (t.is_number()) {
+                std::printf(" %.3f s", t.get<double>());
+              } else {
+                std::printf(" (none)");
+              }
+            }
+          }
+        } else {
+          std::printf(", ranks %s left: %.1f MiB handed to backups, drain %.3f s, shrink %.3f s",
+                      r.value("remove", nlohmann::json::array()).dump().c_str(),
+                      static_cast<double>(r.value("bytes_handed_to_backups", 0ULL)) / (1 << 20),
+                      r.value("drain_seconds", 0.0), r.value("shrink_seconds", 0.0));
+        }
+        std::printf("\n");
+      }
+    }
     for (const auto& s : rank_stats) {
       std::printf("  rank %d: %llu tasks, sent %.1f MiB, received %.1f MiB, busy %.3f s, idle %.3f s\n",
                   s.rank, static_cast<unsigned long long>(s.tasks_executed),
