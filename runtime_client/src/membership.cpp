@@ -1,5 +1,7 @@
 #include "bellows/runtime/membership.hpp"
 
+#include <thread>
+
 #include <netdb.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -226,7 +228,7 @@ struct GrowStart {
 /// learns how many spawns follow, in which it takes part. The magic number and version
 /// catch a parent and a child built from different versions of this protocol.
 constexpr int kStepMagic = 0x42474d53;  // "BGMS"
-constexpr int kStepVersion = 1;
+constexpr int kStepVersion = 2;
 
 struct StepHeader {
   int magic = kStepMagic;
@@ -236,32 +238,87 @@ struct StepHeader {
   int old_size = 0;   ///< size of the communicator when the grow started
 };
 
-/// Spawns `remaining` processes one at a time, merging each into the communicator grown
-/// so far. Runs on every rank of `start` (the caller's communicator, not owned, on the
-/// first members; the communicator a spawned process just merged into, owned, on that
-/// process). `spawn` is non-null on rank 0 only.
+/// A barrier that sleeps between polls: the members wait in it while rank 0 alone starts
+/// a process, instead of spinning inside a collective (MPICH ch3 polls without pause)
+/// and taking the cores the starting process needs.
+void sleeping_barrier(MPI_Comm comm) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+constexpr int kPortTag = 0x4247;
+
+/// Joins a new process to the job through an MPI port that the job's rank 0 opened and
+/// sent it over `pair` (their 2-rank communicator): the members accept, the new process
+/// connects, and the intercommunicator is merged so that the job's ranks keep their
+/// numbers and the new process comes last. (MPI_Intercomm_create cannot do this on ch3:
+/// the members other than rank 0 do not know the new process's process group.)
+/// Collective over `job` (members; `port` significant at rank 0) or run by the new
+/// process (job = MPI_COMM_NULL).
+Communicator join_through_port(MPI_Comm job, MPI_Comm pair, const char* port, bool newcomer,
+                               GrowReport& report) {
+  const auto t = Clock::now();
+  MPI_Comm inter_raw = MPI_COMM_NULL;
+  if (newcomer) {
+    std::array<char, MPI_MAX_PORT_NAME> name{};
+    check(MPI_Recv(name.data(), MPI_MAX_PORT_NAME, MPI_CHAR, 0, kPortTag, pair, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+    check(MPI_Comm_connect(name.data(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter_raw),
+          "MPI_Comm_connect");
+  } else {
+    check(MPI_Comm_accept(port, MPI_INFO_NULL, 0, job, &inter_raw), "MPI_Comm_accept");
+  }
+  Communicator inter = adopt(inter_raw);
+  MPI_Comm merged_raw = MPI_COMM_NULL;
+  check(MPI_Intercomm_merge(inter.get(), newcomer ? 1 : 0, &merged_raw), "MPI_Intercomm_merge");
+  Communicator merged = adopt(merged_raw);
+  report.merge_seconds.push_back(seconds_since(t));
+  inter.disconnect();
+  return merged;
+}
+
+/// Adds `remaining` processes one at a time to the communicator grown so far. Runs on
+/// every rank of `start` (the caller's communicator, not owned, on the first members; the
+/// communicator a spawned process just joined, owned, on that process). Only rank 0
+/// spawns, on MPI_COMM_SELF, while the others sleep in a barrier; then all join the new
+/// process. `spawn` is non-null on rank 0 only.
 Communicator spawn_loop(MPI_Comm start, Communicator owned, int remaining, int ordinal,
                         int old_size, PreparedSpawn* spawn, GrowReport& report) {
   MPI_Comm job = start;
   while (remaining > 0) {
+    int rank = 0;
+    check(MPI_Comm_rank(job, &rank), "MPI_Comm_rank");
     auto t = Clock::now();
-    MPI_Comm inter_raw = MPI_COMM_NULL;
-    int process_error = MPI_SUCCESS;
-    check(MPI_Comm_spawn(
-              spawn ? spawn->program.c_str() : nullptr, spawn ? spawn->argv.data() : MPI_ARGV_NULL,
-              1, spawn ? spawn->info.get() : MPI_INFO_NULL, 0, job, &inter_raw, &process_error),
-          "MPI_Comm_spawn");
-    Communicator inter = adopt(inter_raw);
-    if (process_error != MPI_SUCCESS) throw MpiError("MPI_Comm_spawn (the process)", process_error);
+    Communicator pair;
+    std::array<char, MPI_MAX_PORT_NAME> port{};
+    if (rank == 0) {
+      check(MPI_Open_port(MPI_INFO_NULL, port.data()), "MPI_Open_port");
+      MPI_Comm inter_raw = MPI_COMM_NULL;
+      int process_error = MPI_SUCCESS;
+      check(MPI_Comm_spawn(spawn ? spawn->program.c_str() : nullptr,
+                           spawn ? spawn->argv.data() : MPI_ARGV_NULL, 1,
+                           spawn ? spawn->info.get() : MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter_raw,
+                           &process_error),
+            "MPI_Comm_spawn");
+      Communicator inter = adopt(inter_raw);
+      if (process_error != MPI_SUCCESS) throw MpiError("MPI_Comm_spawn (the process)", process_error);
+      MPI_Comm pair_raw = MPI_COMM_NULL;
+      check(MPI_Intercomm_merge(inter.get(), 0, &pair_raw), "MPI_Intercomm_merge");
+      pair = adopt(pair_raw);
+      inter.disconnect();
+      check(MPI_Send(port.data(), MPI_MAX_PORT_NAME, MPI_CHAR, 1, kPortTag, pair.get()), "MPI_Send");
+    }
+    sleeping_barrier(job);
     report.spawn_seconds.push_back(seconds_since(t));
 
-    // The members so far form the low group, so they keep their ranks and the new
-    // process comes last.
-    t = Clock::now();
-    MPI_Comm merged_raw = MPI_COMM_NULL;
-    check(MPI_Intercomm_merge(inter.get(), 0, &merged_raw), "MPI_Intercomm_merge");
-    Communicator merged = adopt(merged_raw);
-    report.merge_seconds.push_back(seconds_since(t));
+    Communicator merged = join_through_port(job, pair.get(), port.data(), false, report);
+    if (rank == 0) check(MPI_Close_port(port.data()), "MPI_Close_port");
 
     --remaining;
     StepHeader header;
@@ -270,10 +327,10 @@ Communicator spawn_loop(MPI_Comm start, Communicator owned, int remaining, int o
     header.old_size = old_size;
     check(MPI_Bcast(&header, sizeof header, MPI_BYTE, 0, merged.get()), "MPI_Bcast");
 
-    // The merged communicator holds the connections now; release what would keep them
+    // The job communicator holds the connections now; release what would keep them
     // open after a later shrink.
     t = Clock::now();
-    inter.disconnect();
+    if (pair) pair.disconnect();
     owned.disconnect();
     report.disconnect_seconds.push_back(seconds_since(t));
     owned = std::move(merged);
@@ -484,12 +541,14 @@ std::optional<MPI_Comm> join_parent(GrowReport* report) {
   r = GrowReport{};
   Communicator parent = adopt(parent_raw);
 
-  // The spawned process is the high group, so it comes after the members so far.
+  // The spawning rank 0 and this process form a pair, through which this process joins
+  // the whole job (as the high group, so it comes after the members so far).
   auto t = Clock::now();
-  MPI_Comm merged_raw = MPI_COMM_NULL;
-  check(MPI_Intercomm_merge(parent.get(), 1, &merged_raw), "MPI_Intercomm_merge");
-  Communicator merged = adopt(merged_raw);
+  MPI_Comm pair_raw = MPI_COMM_NULL;
+  check(MPI_Intercomm_merge(parent.get(), 1, &pair_raw), "MPI_Intercomm_merge");
+  Communicator pair = adopt(pair_raw);
   r.merge_seconds.push_back(seconds_since(t));
+  Communicator merged = join_through_port(MPI_COMM_NULL, pair.get(), nullptr, true, r);
   StepHeader header;
   header.magic = 0;
   check(MPI_Bcast(&header, sizeof header, MPI_BYTE, 0, merged.get()), "MPI_Bcast");
@@ -501,6 +560,7 @@ std::optional<MPI_Comm> join_parent(GrowReport* report) {
   }
   t = Clock::now();
   parent.disconnect();
+  pair.disconnect();
   r.disconnect_seconds.push_back(seconds_since(t));
   r.old_size = header.old_size;
   r.spawn_ordinal = header.ordinal;

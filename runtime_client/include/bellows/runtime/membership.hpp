@@ -129,7 +129,11 @@ void validate_leaving(int size, std::span<const int> leaving);
 /// Grows `current` by `count` processes, spawned one per MPI_Comm_spawn call, and
 /// returns the grown communicator: the ranks of `current` keep their numbers, spawned
 /// process k gets number size(current) + k. Collective over `current`; every spawned
-/// process takes part through join_parent(). `count` and `spec` are read at rank 0 only
+/// process takes part through join_parent(). For each process, rank 0 alone spawns it on
+/// MPI_COMM_SELF while the other ranks wait in a barrier that sleeps (a collective spawn
+/// would have them spin in MPICH ch3 and starve the starting process of cores); the new
+/// process then connects to an MPI port rank 0 opened, which every rank accepts, and the
+/// connection is merged. `count` and `spec` are read at rank 0 only
 /// (rank 0 broadcasts the count and the outcome of its checks). The caller owns the
 /// result (see Communicator) and stays owner of `current`, which this call leaves as it
 /// was. count 0 returns a duplicate.
