@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Elastic benchmark: a running job that expands or shrinks, against a static job at the final
+size, in the same run (the paper's Tables IV-VI in shape).
+
+Every job is started by scripts/bellows-local on the emulated device (GPU-like ranks: each task
+costs flops / rate seconds of modeled time, while queues, messages and tile moves are real) with
+work stealing on. An elastic job resizes before iteration --resize-at; its performance after
+the resize is the median of the iterations after the first one that follows the resize (that
+one is where new ranks steal their first work, and after it their tasks are pinned to them).
+A static job runs at the final size from the start (median of its iterations but the first).
+
+  python3 bench/elastic.py --build build/default --base 8 --adds 2,4,8 --shrink-base 16 --removes 2,4,8
+
+Prints, per configuration, the iteration times, performance elastic / static, and for expands
+the time from the request to the first task on the new ranks.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_json(cmd, env_extra=None):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=900)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build/default")
+    ap.add_argument("--apps", default="gemm,cholesky")
+    ap.add_argument("--base", type=int, default=8, help="ranks before an expand")
+    ap.add_argument("--adds", default="2,4,8")
+    ap.add_argument("--shrink-base", type=int, default=16, help="ranks before a shrink (GEMM)")
+    ap.add_argument("--removes", default="2,4,8")
+    ap.add_argument("--n", type=int, default=2048)
+    ap.add_argument("--tile", type=int, default=256)
+    ap.add_argument("--gflops", type=float, default=10.0)
+    ap.add_argument("--iterations", type=int, default=7)
+    ap.add_argument("--resize-at", type=int, default=3, help="the resize comes before this iteration")
+    args = ap.parse_args()
+    launcher = os.path.join(ROOT, "scripts", "bellows-local")
+    common = ["--n", str(args.n), "--tile", str(args.tile), "--kernel", "emulated",
+              "--emulated-gflops", str(args.gflops), "--iterations", str(args.iterations),
+              "--steal", "on", "--quiet"]
+
+    def job(app, ranks, resize=None):
+        cmd = [launcher, "-n", str(ranks), "--", os.path.join(args.build, "examples", app)] + common
+        if resize:
+            cmd += ["--resize", resize]
+        return run_json(cmd)
+
+    def steady(report, first):
+        # iterations are 1-based in --resize; skip the first `first` of them
+        times = [it["seconds"] for it in report["iterations"][first:]]
+        return statistics.median(times)
+
+    rows = []
+    for app in args.apps.split(","):
+        for add in [int(a) for a in args.adds.split(",") if a]:
+            print(f"{app}: {args.base} +{add} ...", file=sys.stderr, flush=True)
+            elastic = job(app, args.base, f"iter={args.resize_at}:+{add}")
+            static = job(app, args.base + add)
+            t_elastic = steady(elastic, args.resize_at)  # iterations after the first after the resize
+            t_static = steady(static, 1)
+            latency = max(x for x in elastic["resizes"][0]["request_to_first_task_seconds"] if x is not None)
+            rows.append((f"{app} {args.base} +{add}", t_elastic, t_static, t_static / t_elastic,
+                         0.95 if add <= 4 else 0.90, latency))
+    for remove in [int(r) for r in args.removes.split(",") if r]:
+        print(f"gemm: {args.shrink_base} -{remove} ...", file=sys.stderr, flush=True)
+        elastic = job("gemm", args.shrink_base, f"iter={args.resize_at}:-{remove}")
+        static = job("gemm", args.shrink_base - remove)
+        t_elastic = steady(elastic, args.resize_at)
+        t_static = steady(static, 1)
+        rows.append((f"gemm {args.shrink_base} -{remove}", t_elastic, t_static, t_static / t_elastic,
+                     0.90, None))
+
+    print(f"\nemulated device {args.gflops:g} GFLOP/s per rank, n={args.n}, tile {args.tile}, "
+          f"{args.iterations} iterations, resize before iteration {args.resize_at}, stealing on\n")
+    print(f"{'configuration':22s} {'elastic s':>10s} {'static s':>9s} {'elastic/static perf':>20s} "
+          f"{'target':>7s} {'request->first task s':>22s}")
+    for name, te, ts, ratio, target, latency in rows:
+        lat = f"{latency:.3f}" + (" (<=0.5 met)" if latency <= 0.5 else " (<=0.5 NOT met)") \
+            if latency is not None else ""
+        print(f"{name:22s} {te:10.4f} {ts:9.4f} {ratio:20.3f} {'>=' + str(target):>7s}"
+              f"{'  met' if ratio >= target else '  NOT met':9s} {lat:>22s}")
+
+
+if __name__ == "__main__":
+    main()
