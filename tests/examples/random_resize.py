@@ -35,6 +35,8 @@ def main():
     ap.add_argument("--ranks", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=6)
     ap.add_argument("--max-ranks", type=int, default=5)
+    ap.add_argument("--tasks-per-iteration", type=int, required=True,
+                    help="checks that every task ran once per iteration, leavers included")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     extra = a.args[1:] if a.args[:1] == ["--"] else a.args
@@ -81,6 +83,11 @@ def main():
     got = [x["ranks"] for x in report["iterations"]]
     if got != expected_ranks:
         return fail(f"iteration rank counts {got}, expected {expected_ranks}")
+    ran = sum(r["tasks"] for r in report["rank_stats"]) + \
+        sum(r.get("tasks_run_by_leaving_ranks", 0) for r in resizes)
+    if ran != a.tasks_per_iteration * a.iterations:
+        return fail(f"{ran} tasks ran over all ranks (leavers included), expected "
+                    f"{a.tasks_per_iteration} x {a.iterations}")
     print("random_resize: PASS")
     return 0
 

@@ -197,12 +197,16 @@ bool ElasticSession::resize_before(int it) {
     double seconds = handoff.seconds, slowest = 0.0;
     MPI_Reduce(&bytes, &all_bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, before);
     MPI_Reduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, before);
+    // What the leavers ran stays counted: the final report lists only the ranks left.
+    unsigned long long ran = handoff.leaving ? runtime_->stats().tasks_executed : 0, leavers_ran = 0;
+    MPI_Reduce(&ran, &leavers_ran, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, before);
     job_->shrink(leaving);
     if (handoff.leaving) return false;
     runtime_->attach_shrunk(job_->communicator());
     entry["remove"] = leaving;
     entry["bytes_handed_to_backups"] = all_bytes / 2;  // each byte counted by sender and receiver
     entry["drain_seconds"] = slowest;
+    entry["tasks_run_by_leaving_ranks"] = leavers_ran;
     entry["shrink_seconds"] = job_->shrinks().back().total_seconds;
   }
   entry["to_ranks"] = job_->size();
