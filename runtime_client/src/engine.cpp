@@ -165,13 +165,34 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
     }
     leaves[static_cast<std::size_t>(r)] = 1;
   }
-  // backup(r): the next rank after r, wrapping, that stays; renumbered: survivors keep
-  // their order.
-  const auto backup = [&](int r) {
-    int b = r;
-    while (leaves[static_cast<std::size_t>(b)]) b = (b + 1) % size_;
-    return b;
-  };
+  // Each leaving rank's backup is the staying rank that holds the least data (grid ranks
+  // over all collections; ties: the first after the leaver in ring order), chosen leaver
+  // by leaver, so removing a block of ranks spreads their work instead of piling it on
+  // one neighbour. A backup that leaves later hands everything on the same way.
+  std::vector<long> held(static_cast<std::size_t>(size_), 0);
+  for (const auto* c : collections_) {
+    for (int g = 0; g < c->distribution().size(); ++g) {
+      ++held[static_cast<std::size_t>(c->placement().empty() ? g : c->placement()[static_cast<std::size_t>(g)])];
+    }
+  }
+  std::vector<int> backups(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) backups[static_cast<std::size_t>(r)] = r;
+  for (int r = 1; r < size_; ++r) {
+    if (!leaves[static_cast<std::size_t>(r)]) continue;
+    int best = -1;
+    for (int step = 1; step < size_; ++step) {
+      const int candidate = (r + step) % size_;
+      if (leaves[static_cast<std::size_t>(candidate)]) continue;
+      if (best < 0 || held[static_cast<std::size_t>(candidate)] < held[static_cast<std::size_t>(best)]) {
+        best = candidate;
+      }
+    }
+    backups[static_cast<std::size_t>(r)] = best;
+    held[static_cast<std::size_t>(best)] += held[static_cast<std::size_t>(r)];
+    held[static_cast<std::size_t>(r)] = 0;
+  }
+  const auto backup = [&](int r) { return backups[static_cast<std::size_t>(r)]; };
+  // Survivors keep their order in the new numbering.
   std::vector<int> renumbered(static_cast<std::size_t>(size_), -1);
   for (int r = 0, next = 0; r < size_; ++r) {
     if (!leaves[static_cast<std::size_t>(r)]) renumbered[static_cast<std::size_t>(r)] = next++;

@@ -3,9 +3,11 @@
 // program as the job grows. Scenario, followed by every process from the step it joined at:
 //
 //   grow to 4 ranks (the fixed mapping is over these 4: a 2 x 2 grid)   iteration
-//   ranks 1 and 2 leave at once (rank 1's backup, 2, leaves too: 3 inherits)   iteration
+//   ranks 1 and 2 leave at once (their data goes to the two survivors, the least
+//   loaded first)   iteration
 //   grow by 2 (expand after shrink; new ranks get work by stealing)   iteration, iteration
-//   rank 3, added by the expand and holding pinned tasks, leaves   iteration
+//   ranks 1 and 3 leave: 1 is a backup holding two ranks' data, which passes to rank 2,
+//   added by the expand; 3, also added, holds pinned tasks   iteration
 //
 // After every iteration: each task ran exactly once over the ranks of that iteration, and
 // the result gathered to rank 0 is bit-identical to the first iteration's (the update
@@ -54,7 +56,7 @@ struct Step {
 
 const std::vector<Step>& scenario() {
   static const std::vector<Step> steps = {
-      {kGridRanks - 1, {}, 1}, {0, {1, 2}, 1}, {2, {}, 2}, {0, {3}, 1}};
+      {kGridRanks - 1, {}, 1}, {0, {1, 2}, 1}, {2, {}, 2}, {0, {1, 3}, 1}};
   return steps;
 }
 

@@ -76,8 +76,10 @@ class Runtime {
   void join_expansion(int first_new_rank);
   /// First half of a shrink, between iterations; collective over the current
   /// communicator, every rank passing the same `leaving` list (rank 0 may not leave).
-  /// Each leaving rank's data goes to its backup, the next rank after it (wrapping) that
-  /// stays, so a backup that leaves passes everything on: the leavers' collection tiles
+  /// Each leaving rank's data goes to its backup, the staying rank that holds the least
+  /// data (ties: the first after it in ring order), chosen leaver by leaver, so that a
+  /// block of leavers is spread over the survivors; a backup that leaves later passes
+  /// everything on the same way: the leavers' collection tiles
   /// are sent to their backups, every collection's placement and the pinned tasks are
   /// rewritten for the survivors' numbering (tasks and messages that were the leavers'
   /// now go to the backups), and the runtime disconnects its duplicate of the
