@@ -452,6 +452,12 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
 
 // ------------------------------------------------------------------ public functions
 
+std::string current_executable() {
+  std::array<char, 4096> buffer{};
+  const auto length = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+  return length > 0 ? std::string(buffer.data(), static_cast<std::size_t>(length)) : std::string();
+}
+
 MpiError::MpiError(std::string call, int code)
     : std::runtime_error(call + " failed: " + mpi_error_text(code)),
       call_(std::move(call)),

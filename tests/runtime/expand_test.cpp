@@ -14,7 +14,6 @@
 #include <mpi.h>
 #include <unistd.h>
 
-#include <array>
 #include <cfloat>
 #include <cstdio>
 #include <cstring>
@@ -41,12 +40,6 @@ constexpr int kTile = 48;
 constexpr int kInitialRanks = 2;  // the fixed mapping is over these ranks
 constexpr unsigned kSeed = 11;
 constexpr int kTasks = (kN / kTile) * (kN / kTile) * (kN / kTile);
-
-std::string self_path() {
-  std::array<char, 4096> buffer{};
-  const auto length = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
-  return length > 0 ? std::string(buffer.data(), static_cast<std::size_t>(length)) : std::string();
-}
 
 /// The GEMM of every rank, on the mapping of the initial ranks.
 struct Gemm {
@@ -140,7 +133,7 @@ int finish(br::Membership& job, br::Runtime& runtime, Gemm& gemm, const std::vec
 int run_root() {
   br::Membership job(MPI_COMM_WORLD);
   br::SpawnSpec spec;
-  spec.command = self_path();
+  spec.command = bellows::runtime::current_executable();
   spec.args = {kChildFlag, "0"};
   job.grow(kInitialRanks - 1, spec);  // ranks that own tasks: spawned, so removable
 

@@ -16,21 +16,19 @@
 #include "bellows/runtime/membership.hpp"
 
 #include <mpi.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "spawned_processes.hpp"
 #include "watchdog.hpp"
 
 namespace {
@@ -89,32 +87,6 @@ double max_over_ranks(double value, MPI_Comm comm) {
   double all = 0.0;
   MPI_Allreduce(&value, &all, 1, MPI_DOUBLE, MPI_MAX, comm);
   return all;
-}
-
-/// True once the process is gone or a zombie waiting for its parent (hydra's proxy).
-bool process_gone(int pid) {
-  if (::kill(pid, 0) != 0) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  const auto paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
-}
-
-/// Seconds until every pid is gone; a negative value when some outlived the limit.
-double wait_gone(const std::vector<int>& pids, Clock::time_point since) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(kExitLimitSeconds);
-  while (!std::all_of(pids.begin(), pids.end(), process_gone)) {
-    if (Clock::now() > deadline) return -1.0;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-std::string self_path() {
-  std::array<char, 4096> buffer{};
-  const auto length = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
-  return length > 0 ? std::string(buffer.data(), static_cast<std::size_t>(length)) : std::string();
 }
 
 /// Checks the job after step `index`. Collective over the new job communicator.
@@ -220,7 +192,7 @@ bool run_steps(Membership& m, std::size_t next, Process& me, Root* root, SpawnSp
       // Others wait in the next collective meanwhile: a leaver that needed the job's
       // help to exit would show up here as a timeout.
       if (root) {
-        const double gone = wait_gone(leaving_pids, shrunk);
+        const double gone = bellows::testing::wait_gone(leaving_pids, shrunk, kExitLimitSeconds);
         me.expect(gone >= 0.0, "leavers still running " + std::to_string(kExitLimitSeconds) +
                                    " s after the shrink");
         record["leavers_gone_s"] = gone;
@@ -238,7 +210,7 @@ int run_root(Process& me, Clock::time_point start) {
   Root root;
   root.pids = {me.pid};
   SpawnSpec spec;
-  spec.command = self_path();
+  spec.command = bellows::runtime::current_executable();
   spec.args = {kChildFlag};
   spec.env = {{kEnvName, "1"}};
   std::optional<Membership> m(std::in_place, MPI_COMM_WORLD);
@@ -248,7 +220,7 @@ int run_root(Process& me, Clock::time_point start) {
   const auto finalize_start = Clock::now();
   me.expect(MPI_Finalize() == MPI_SUCCESS, "MPI_Finalize failed");
   const double finalize_s = std::chrono::duration<double>(Clock::now() - finalize_start).count();
-  const double gone = wait_gone(root.spawned, finalize_start);
+  const double gone = bellows::testing::wait_gone(root.spawned, finalize_start, kExitLimitSeconds);
   me.expect(gone >= 0.0, "spawned processes still running after the end");
   const bool pass = me.ok && everyone;
   nlohmann::json line = {{"test", "membership"},

@@ -17,18 +17,15 @@
 // stderr. Every process runs under a watchdog.
 
 #include <mpi.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <array>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bellows/examples/app.hpp"
@@ -36,6 +33,7 @@
 #include "bellows/runtime/runtime.hpp"
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
+#include "spawned_processes.hpp"
 #include "watchdog.hpp"
 
 namespace br = bellows::runtime;
@@ -58,21 +56,6 @@ const std::vector<Step>& scenario() {
   static const std::vector<Step> steps = {
       {kGridRanks - 1, {}, 1}, {0, {1, 2}, 1}, {2, {}, 2}, {0, {1, 3}, 1}};
   return steps;
-}
-
-std::string self_path() {
-  std::array<char, 4096> buffer{};
-  const auto length = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
-  return length > 0 ? std::string(buffer.data(), static_cast<std::size_t>(length)) : std::string();
-}
-
-bool process_gone(int pid) {
-  if (::kill(pid, 0) != 0) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  const auto paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
 }
 
 struct Check {
@@ -201,7 +184,7 @@ void record_spawned(Process& p, int before) {
 /// Runs the scenario from step `next` on. Returns false on a process that left.
 bool run_steps(Process& p, std::size_t next) {
   br::SpawnSpec spec;
-  spec.command = self_path();
+  spec.command = bellows::runtime::current_executable();
   for (std::size_t s = next; s < scenario().size(); ++s) {
     const Step& step = scenario()[s];
     if (step.grow > 0) {
@@ -286,16 +269,10 @@ int main(int argc, char** argv) {
   MPI_Finalize();
   if (root) {
     // Every spawned process must be gone (or a zombie awaiting hydra) soon after.
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    std::size_t left_behind = 0;
-    for (;;) {
-      left_behind = 0;
-      for (const int pid : p.spawned) left_behind += process_gone(pid) ? 0 : 1;
-      if (left_behind == 0 || Clock::now() > deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    if (left_behind != 0) {
-      std::fprintf(stderr, "resize_tests: FAILED: %zu spawned processes still run\n", left_behind);
+    if (bellows::testing::wait_gone(p.spawned, Clock::now(), 10.0) < 0.0) {
+      const auto left_behind = std::count_if(p.spawned.begin(), p.spawned.end(),
+                                             [](int pid) { return !bellows::testing::process_gone(pid); });
+      std::fprintf(stderr, "resize_tests: FAILED: %td spawned processes still run\n", left_behind);
       code = 1;
     }
     nlohmann::json j{{"app", p.kind}, {"steps", log}, {"spawned", p.spawned.size()},

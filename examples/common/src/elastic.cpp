@@ -1,9 +1,6 @@
 #include "bellows/examples/elastic.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -17,12 +14,6 @@ std::int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::string self_path() {
-  std::array<char, 4096> buffer{};
-  const auto length = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
-  return length > 0 ? std::string(buffer.data(), static_cast<std::size_t>(length)) : std::string();
 }
 
 }  // namespace
@@ -162,7 +153,7 @@ int ElasticSession::size() const noexcept {
 
 runtime::SpawnSpec ElasticSession::spawn_spec(int join_iteration) const {
   runtime::SpawnSpec spec;
-  spec.command = self_path();
+  spec.command = bellows::runtime::current_executable();
   spec.args = args_;
   spec.args.insert(spec.args.end(), {"--join-iteration", std::to_string(join_iteration),
                                      "--join-grid-ranks", std::to_string(grid_ranks_)});

@@ -81,6 +81,10 @@ class Communicator {
 };
 
 /// What to spawn when a job grows. Only rank 0 of the growing communicator reads it.
+/// The path of this process's executable (/proc/self/exe), what a job that grows by
+/// spawning copies of itself puts in SpawnSpec::command; empty when it cannot be read.
+[[nodiscard]] std::string current_executable();
+
 struct SpawnSpec {
   /// The executable: a path, or a name looked up in PATH.
   std::string command;
