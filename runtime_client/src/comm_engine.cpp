@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
@@ -24,6 +25,23 @@ constexpr int kDoorbellBackupPollUs = 100;
 constexpr int kDoorbellIdleSleepUs = 2000;
 
 int element_count(const Tile& t) { return static_cast<int>(t.elements()); }
+
+/// Hands the CPU time the calling thread used to `record` when the thread's loop ends.
+class ThreadCpuTime {
+ public:
+  explicit ThreadCpuTime(std::function<void(double)> record) : record_(std::move(record)) {}
+  ~ThreadCpuTime() {
+    rusage usage{};
+    getrusage(RUSAGE_THREAD, &usage);
+    record_(static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+            static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6);
+  }
+  ThreadCpuTime(const ThreadCpuTime&) = delete;
+  ThreadCpuTime& operator=(const ThreadCpuTime&) = delete;
+
+ private:
+  std::function<void(double)> record_;
+};
 
 }  // namespace
 
@@ -53,8 +71,7 @@ CommEngine::~CommEngine() {
 }
 
 void CommEngine::reset_iteration_state() {
-  steal_outstanding_ = false;
-  steal_blocked_.store(false, std::memory_order_release);
+  steal_outstanding_.store(false, std::memory_order_release);
   final_reply_seen_ = false;
   partial_replies_expected_ = 0;
   partial_replies_seen_ = 0;
@@ -126,7 +143,7 @@ void CommEngine::wake_self() {
 }
 
 void CommEngine::notify_starving() {
-  if (steal_blocked_.load(std::memory_order_acquire)) return;
+  if (steal_outstanding_.load(std::memory_order_acquire)) return;
   notify();
 }
 
@@ -363,8 +380,7 @@ bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point 
   request.request_id = ++steal_request_id_;
   request.wanted = steal_.chunk;
   send_control(victim, request);
-  steal_outstanding_ = true;
-  steal_blocked_.store(true, std::memory_order_release);
+  steal_outstanding_.store(true, std::memory_order_release);
   final_reply_seen_ = false;
   partial_replies_expected_ = 0;
   partial_replies_seen_ = 0;
@@ -501,7 +517,7 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
 }
 
 void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now) {
-  steal_outstanding_ = false;
+  steal_outstanding_.store(false, std::memory_order_release);
   stats_.steal.round_trip_seconds.push_back(
       std::chrono::duration<double>(now - steal_sent_at_).count());
   stats_.steal.round_trip_forwards.push_back(final_reply_hops_);
@@ -516,7 +532,6 @@ void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now)
     steal_backoff_us_ = 0;
   }
   next_steal_at_ = now + std::chrono::microseconds(steal_backoff_us_);
-  steal_blocked_.store(false, std::memory_order_release);
 }
 
 // ---------------------------------------------------------------- global completion count
@@ -586,16 +601,7 @@ bool CommEngine::perform_pending_reads() {
 }
 
 void CommEngine::copy_loop() {
-  struct CpuTimeRecorder {
-    std::atomic<double>& seconds;
-    ~CpuTimeRecorder() {
-      rusage usage{};
-      getrusage(RUSAGE_THREAD, &usage);
-      seconds.fetch_add(
-          static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-          static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6);
-    }
-  } recorder{copier_cpu_seconds_};
+  const ThreadCpuTime cpu([this](double seconds) { copier_cpu_seconds_.fetch_add(seconds); });
   std::vector<PendingRead> batch;
   for (;;) {
     {
@@ -676,15 +682,7 @@ bool CommEngine::complete_operations() {
 void CommEngine::run() {
   // Short sleeps must be short: the default 50 us timer slack would dominate them.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  struct CpuTimeRecorder {
-    RankStats& stats;
-    ~CpuTimeRecorder() {
-      rusage usage{};
-      getrusage(RUSAGE_THREAD, &usage);
-      stats.comm_cpu_seconds += static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-                                static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
-    }
-  } recorder{stats_};
+  const ThreadCpuTime cpu([this](double seconds) { stats_.comm_cpu_seconds += seconds; });
   MPI_Request barrier = MPI_REQUEST_NULL;
   bool barrier_posted = false;
   bool barrier_done = false;

@@ -64,7 +64,7 @@ class CommEngine {
   /// Wakes the thread (e.g. the last local task completed).
   void notify();
   /// Wakes the thread because the rank starves, unless a steal request is already out
-  /// or the thief is backing off (cheap: one atomic load on the common path).
+  /// (cheap: one atomic load on the common path).
   void notify_starving();
 
   RankStats take_stats();
@@ -163,8 +163,9 @@ class CommEngine {
   StealOptions steal_;
   std::mt19937_64 random_;
   // Thief side: at most one request out at any time.
-  std::atomic<bool> steal_blocked_{false};  // request out or backing off: workers stay quiet
-  bool steal_outstanding_ = false;
+  // Written by the communication thread only; workers read it to stay quiet while a
+  // request is out.
+  std::atomic<bool> steal_outstanding_{false};
   std::uint32_t steal_request_id_ = 0;
   std::chrono::steady_clock::time_point steal_sent_at_{};
   std::chrono::steady_clock::time_point next_steal_at_{};
