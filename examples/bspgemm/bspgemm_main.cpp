@@ -8,7 +8,6 @@
 
 #include <cfloat>
 #include <cstdio>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -164,15 +163,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  be::init_mpi(argc, argv);
-  int code = 1;
-  try {
-    code = run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bspgemm: error: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  MPI_Finalize();
-  return code;
-}
+int main(int argc, char** argv) { return be::run_example("bspgemm", argc, argv, run); }

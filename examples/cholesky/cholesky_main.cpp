@@ -2,7 +2,6 @@
 //   mpiexec -n 2 ./cholesky --n 4096 --tile 256 --verify
 
 #include <cstdio>
-#include <exception>
 
 #include "bellows/examples/app.hpp"
 #include "bellows/examples/elastic.hpp"
@@ -71,15 +70,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  be::init_mpi(argc, argv);
-  int code = 1;
-  try {
-    code = run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cholesky: error: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  MPI_Finalize();
-  return code;
-}
+int main(int argc, char** argv) { return be::run_example("cholesky", argc, argv, run); }

@@ -3,7 +3,6 @@
 
 #include <cfloat>
 #include <cstdio>
-#include <exception>
 
 #include "bellows/examples/app.hpp"
 #include "bellows/examples/elastic.hpp"
@@ -73,15 +72,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  be::init_mpi(argc, argv);
-  int code = 1;
-  try {
-    code = run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gemm: error: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  MPI_Finalize();
-  return code;
-}
+int main(int argc, char** argv) { return be::run_example("gemm", argc, argv, run); }

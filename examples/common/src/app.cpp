@@ -164,6 +164,19 @@ void init_mpi(int& argc, char**& argv) {
   }
 }
 
+int run_example(const char* app, int argc, char** argv, int (*run)(int, char**)) {
+  init_mpi(argc, argv);
+  int code = 1;
+  try {
+    code = run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", app, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}
+
 runtime::BlockCyclic2D grid_for(const AppOptions& options, int ranks) {
   int p = 0, q = 0;
   if (!options.grid.empty() && parse_grid(options.grid, p, q)) return runtime::BlockCyclic2D{p, q};

@@ -59,6 +59,11 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
 /// library cannot provide it.
 void init_mpi(int& argc, char**& argv);
 
+/// The main() of an example: initialises MPI, calls run(argc, argv), and finalizes MPI.
+/// An exception from run is printed as "APP: error: ..." and aborts the job with code 1.
+/// Returns run's result.
+int run_example(const char* app, int argc, char** argv, int (*run)(int, char**));
+
 /// The process grid for the options and rank count (validated by parse_app_options).
 runtime::BlockCyclic2D grid_for(const AppOptions& options, int ranks);
 
