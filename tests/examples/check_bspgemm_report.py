@@ -12,17 +12,11 @@ Prints "check_bspgemm_report: PASS" or "check_bspgemm_report: FAIL: ...".
 """
 
 import argparse
-import json
 import math
-import subprocess
-import sys
 
+from report_runner import command_after_dashes, failer, run_report
 
-def fail(message, output=""):
-    if output:
-        sys.stdout.write(output)
-    print(f"check_bspgemm_report: FAIL: {message}")
-    sys.exit(1)
+fail = failer("check_bspgemm_report")
 
 
 def close(x, y, rel=1e-9):
@@ -42,22 +36,7 @@ def main():
                         help="iterations cannot beat the busiest rank's modeled work")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        fail("no command given")
-
-    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=100)
-    output = proc.stdout
-    if proc.returncode != 0:
-        fail(f"exit code {proc.returncode}", output)
-    lines = [line for line in output.splitlines() if line.strip()]
-    try:
-        report = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError as e:
-        fail(f"last line is not JSON: {e}", output)
-    if not isinstance(report, dict):
-        fail("no JSON report", output)
+    report, output = run_report(command_after_dashes(args.command, fail), fail)
 
     problems = []
 
@@ -106,7 +85,7 @@ def main():
 
     if problems:
         fail("; ".join(problems), output)
-    print(lines[-1])
+    print(output.rstrip().splitlines()[-1])
     print("check_bspgemm_report: PASS")
 
 

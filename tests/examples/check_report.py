@@ -6,17 +6,11 @@ check_report.py --app gemm --n 300 --tile 64 --ranks 2 --kernel cpu --iterations
 """
 
 import argparse
-import json
 import math
-import subprocess
-import sys
 
+from report_runner import command_after_dashes, failer, run_report
 
-def fail(message, output=""):
-    if output:
-        sys.stdout.write(output)
-    print(f"check_report: FAIL: {message}")
-    sys.exit(1)
+fail = failer("check_report")
 
 
 def main():
@@ -32,22 +26,7 @@ def main():
                         help="CLASS=COUNT per iteration, summed over rank_stats")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        fail("no command given")
-
-    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=100)
-    output = proc.stdout
-    if proc.returncode != 0:
-        fail(f"exit code {proc.returncode}", output)
-    lines = [line for line in output.splitlines() if line.strip()]
-    if not lines:
-        fail("no output")
-    try:
-        report = json.loads(lines[-1])
-    except json.JSONDecodeError as e:
-        fail(f"last line is not JSON: {e}", output)
+    report, output = run_report(command_after_dashes(args.command, fail), fail)
 
     problems = []
 
@@ -105,7 +84,7 @@ def main():
 
     if problems:
         fail("; ".join(problems), output)
-    print(lines[-1])
+    print(output.rstrip().splitlines()[-1])
     print("check_report: PASS")
 
 
