@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include "engine.hpp"
+#include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
 namespace {
@@ -104,16 +105,8 @@ void CommEngine::barrier_without_spinning() {
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) same_host_.ring(r);
   }
-  for (;;) {
-    int done = 0;
-    MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    if (same_host_.any_doorbell()) {
-      same_host_.wait(std::chrono::microseconds(kTransferPollUs));
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(kTransferPollUs));
-    }
-  }
+  // Peers ring as they enter; without doorbells SameHost::wait is a plain sleep.
+  wait_sleeping(barrier, [this] { same_host_.wait(std::chrono::microseconds(kTransferPollUs)); });
 }
 
 void CommEngine::join() {

@@ -1,5 +1,7 @@
 #include "bellows/runtime/membership.hpp"
 
+#include "sleeping_wait.hpp"
+
 #include <thread>
 
 #include <netdb.h>
@@ -244,12 +246,8 @@ struct StepHeader {
 void sleeping_barrier(MPI_Comm comm) {
   MPI_Request request = MPI_REQUEST_NULL;
   check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
-  for (;;) {
-    int done = 0;
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  check(wait_sleeping(request, [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); }),
+        "MPI_Test");
 }
 
 constexpr int kPortTag = 0x4247;
