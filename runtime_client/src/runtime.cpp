@@ -1,6 +1,7 @@
 #include "bellows/runtime/runtime.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 #include "engine.hpp"
 
@@ -42,6 +43,37 @@ const RankStats& Runtime::stats() const noexcept { return engine_->stats(); }
 
 std::unordered_map<TaskKey, int> Runtime::migrations() const { return engine_->migrations(); }
 
+namespace {
+
+/// Calls f on every number of a RankStats that gather_stats() carries, in one fixed order
+/// (the per-class counts and the round trips travel apart).
+template <typename Stats, typename F>  // Stats: RankStats or const RankStats
+void for_each_number(Stats& s, F&& f) {
+  f(s.tasks_executed);
+  f(s.bytes_sent);
+  f(s.bytes_received);
+  f(s.messages_sent);
+  f(s.messages_received);
+  f(s.busy_seconds);
+  f(s.idle_seconds);
+  f(s.modeled_seconds);
+  f(s.flops);
+  f(s.comm_cpu_seconds);
+  f(s.steal.requests_sent);
+  f(s.steal.requests_failed);
+  f(s.steal.requests_received);
+  f(s.steal.requests_served);
+  f(s.steal.requests_forwarded);
+  f(s.steal.tasks_stolen);
+  f(s.steal.tasks_given);
+  f(s.steal.bytes_stolen);
+  f(s.steal.max_hops_seen);
+  f(s.steal.max_outstanding);
+  f(s.steal.min_ready_after_serve);
+}
+
+}  // namespace
+
 std::vector<RankStats> Runtime::gather_stats() const {
   // Fixed numeric fields travel as doubles; per-class counts follow the class order,
   // which every rank shares.
@@ -51,28 +83,9 @@ std::vector<RankStats> Runtime::gather_stats() const {
   for (std::size_t id = 0; id < engine_->class_count(); ++id) {
     names.push_back(engine_->class_name(static_cast<TaskClassId>(id)));
   }
-  std::vector<double> mine = {static_cast<double>(s.tasks_executed),
-                              static_cast<double>(s.bytes_sent),
-                              static_cast<double>(s.bytes_received),
-                              static_cast<double>(s.messages_sent),
-                              static_cast<double>(s.messages_received),
-                              s.busy_seconds,
-                              s.idle_seconds,
-                              s.modeled_seconds,
-                              s.flops,
-                              s.comm_cpu_seconds,
-                              static_cast<double>(s.steal.requests_sent),
-                              static_cast<double>(s.steal.requests_failed),
-                              static_cast<double>(s.steal.requests_received),
-                              static_cast<double>(s.steal.requests_served),
-                              static_cast<double>(s.steal.requests_forwarded),
-                              static_cast<double>(s.steal.tasks_stolen),
-                              static_cast<double>(s.steal.tasks_given),
-                              static_cast<double>(s.steal.bytes_stolen),
-                              static_cast<double>(s.steal.max_hops_seen),
-                              static_cast<double>(s.steal.max_outstanding),
-                              static_cast<double>(s.steal.min_ready_after_serve)};
-  constexpr std::size_t kFixedFields = 21;
+  std::vector<double> mine;
+  for_each_number(s, [&](const auto& x) { mine.push_back(static_cast<double>(x)); });
+  const std::size_t fixed_fields = mine.size();
   for (const auto& name : names) {
     auto it = s.tasks_by_class.find(name);
     mine.push_back(it == s.tasks_by_class.end() ? 0.0 : static_cast<double>(it->second));
@@ -103,27 +116,8 @@ std::vector<RankStats> Runtime::gather_stats() const {
     const double* v = all.data() + static_cast<std::size_t>(r) * width;
     RankStats rs;
     rs.rank = r;
-    rs.tasks_executed = static_cast<std::uint64_t>(v[0]);
-    rs.bytes_sent = static_cast<std::uint64_t>(v[1]);
-    rs.bytes_received = static_cast<std::uint64_t>(v[2]);
-    rs.messages_sent = static_cast<std::uint64_t>(v[3]);
-    rs.messages_received = static_cast<std::uint64_t>(v[4]);
-    rs.busy_seconds = v[5];
-    rs.idle_seconds = v[6];
-    rs.modeled_seconds = v[7];
-    rs.flops = v[8];
-    rs.comm_cpu_seconds = v[9];
-    rs.steal.requests_sent = static_cast<std::uint64_t>(v[10]);
-    rs.steal.requests_failed = static_cast<std::uint64_t>(v[11]);
-    rs.steal.requests_received = static_cast<std::uint64_t>(v[12]);
-    rs.steal.requests_served = static_cast<std::uint64_t>(v[13]);
-    rs.steal.requests_forwarded = static_cast<std::uint64_t>(v[14]);
-    rs.steal.tasks_stolen = static_cast<std::uint64_t>(v[15]);
-    rs.steal.tasks_given = static_cast<std::uint64_t>(v[16]);
-    rs.steal.bytes_stolen = static_cast<std::uint64_t>(v[17]);
-    rs.steal.max_hops_seen = static_cast<std::uint64_t>(v[18]);
-    rs.steal.max_outstanding = static_cast<std::uint64_t>(v[19]);
-    rs.steal.min_ready_after_serve = static_cast<std::int64_t>(v[20]);
+    std::size_t field = 0;
+    for_each_number(rs, [&](auto& x) { x = static_cast<std::decay_t<decltype(x)>>(v[field++]); });
     const auto first = round_trips_displacements[static_cast<std::size_t>(r)];
     const auto samples = round_trips_counts[static_cast<std::size_t>(r)];
     rs.steal.round_trip_seconds.assign(all_round_trips.begin() + first,
@@ -131,7 +125,7 @@ std::vector<RankStats> Runtime::gather_stats() const {
     rs.steal.round_trip_forwards.assign(all_forwards.begin() + first,
                                         all_forwards.begin() + first + samples);
     for (std::size_t c = 0; c < names.size(); ++c) {
-      const auto count = static_cast<std::uint64_t>(v[kFixedFields + c]);
+      const auto count = static_cast<std::uint64_t>(v[fixed_fields + c]);
       if (count != 0) rs.tasks_by_class[names[c]] = count;
     }
     out.push_back(std::move(rs));
