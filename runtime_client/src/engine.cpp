@@ -29,13 +29,7 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
     case DeviceKind::cuda: device_ = make_cuda_device(*this, options_.cuda_device); break;
   }
   // Duplicated only once nothing above can throw, so the duplicate is never leaked.
-  MPI_Comm_dup(comm, &comm_);
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
-                                              options_.same_host_transport);
-  if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
-  total_stats_.rank = rank_;
+  attach(comm);
 }
 
 void Engine::pin_new_placements() {
@@ -76,6 +70,8 @@ void Engine::attach(MPI_Comm comm) {
   MPI_Comm_size(comm_, &size_);
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
                                               options_.same_host_transport);
+  // The trace and the statistics name this rank by its number in the new communicator.
+  if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
   total_stats_.rank = rank_;
   local_tasks_known_ = false;  // the task total is summed over the new communicator
 }

@@ -136,7 +136,9 @@ class Engine {
   /// Collective after an expand: rank 0's mapping state (which ranks are new, each
   /// collection's placement, the pinned tasks) reaches the new ranks.
   void share_mapping_state();
-  /// Takes a duplicate of `comm` and a communication engine on it.
+  /// Takes a duplicate of `comm` and a communication engine on it; the trace and the
+  /// statistics then name this rank by its number there. Used at construction and after
+  /// every resize.
   void attach(MPI_Comm comm);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
