@@ -179,8 +179,9 @@ PipelineRun run_pipeline(const br::StealOptions& steal, int count, int iteration
   for (int it = 0; it < iterations; ++it) runtime.run_iteration();
 
   result.stats = runtime.stats();
-  for (const auto& [key, where] : runtime.migrations()) result.migrations_here += where == rank ? 1 : 0;
-  result.migrations_total = runtime.migrations().size();
+  const auto migrations = runtime.migrations();  // a copy, taken once
+  for (const auto& [key, where] : migrations) result.migrations_here += where == rank ? 1 : 0;
+  result.migrations_total = migrations.size();
   result.stage1_runs = one_ref.runs.gather(MPI_COMM_WORLD);
   result.stage2_runs = two_ref.runs.gather(MPI_COMM_WORLD);
   result.bad_control = static_cast<int>(bt::sum_over_ranks(static_cast<std::uint64_t>(two_ref.bad_control.load())));
