@@ -4,15 +4,14 @@
 // Stages run on three streams and overlap across tasks; only the device queue is
 // visible to stealing.
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <cusolverDn.h>
 
 #include <deque>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "bellows/runtime/cuda_libraries.hpp"
 #include "device.hpp"
 
 namespace bellows::runtime {
@@ -37,12 +36,12 @@ class CudaDevice final : public Device {
     for (auto* s : {&stage_in_stream_, &exec_stream_, &stage_out_stream_}) {
       check(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "cudaStreamCreate");
     }
-    if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
-    cublasSetStream(cublas_, exec_stream_);
-    if (cusolverDnCreate(&cusolver_) != CUSOLVER_STATUS_SUCCESS) {
+    if (math_.create_cublas(&cublas_) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
+    math_.cublas_set_stream(cublas_, exec_stream_);
+    if (math_.create_cusolver(&cusolver_) != CUSOLVER_STATUS_SUCCESS) {
       throw std::runtime_error("cusolverDnCreate failed");
     }
-    cusolverDnSetStream(cusolver_, exec_stream_);
+    math_.cusolver_set_stream(cusolver_, exec_stream_);
     check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(workspace)");
     check(cudaMalloc(&device_info_, sizeof(int)), "cudaMalloc(info)");
   }
@@ -51,8 +50,8 @@ class CudaDevice final : public Device {
     stop();
     cudaFree(workspace_);
     cudaFree(device_info_);
-    cusolverDnDestroy(cusolver_);
-    cublasDestroy(cublas_);
+    math_.destroy_cusolver(cusolver_);
+    math_.destroy_cublas(cublas_);
     for (auto s : {stage_in_stream_, exec_stream_, stage_out_stream_}) cudaStreamDestroy(s);
   }
 
@@ -176,6 +175,7 @@ class CudaDevice final : public Device {
   cudaStream_t stage_in_stream_ = nullptr;
   cudaStream_t exec_stream_ = nullptr;
   cudaStream_t stage_out_stream_ = nullptr;
+  const CudaMathLibraries& math_ = cuda_math_libraries();
   cublasHandle_t cublas_ = nullptr;
   cusolverDnHandle_t cusolver_ = nullptr;
   void* workspace_ = nullptr;

@@ -179,7 +179,10 @@ bool ElasticSession::resize_before(int it) {
     runtime_->expand_onto(job_->communicator());
     first_new_rank_ = old_size;
     entry["add"] = step->delta;
-    entry["grow_seconds"] = job_->grows().back().total_seconds;
+    const auto& grown = job_->grows().back();
+    entry["grow_seconds"] = grown.total_seconds;
+    entry["spawn_seconds"] = grown.spawn_seconds;
+    entry["merge_seconds"] = grown.merge_seconds;
   } else {
     std::vector<int> leaving;
     for (int r = old_size + step->delta; r < old_size; ++r) leaving.push_back(r);

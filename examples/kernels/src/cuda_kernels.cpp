@@ -1,13 +1,12 @@
 // cuBLAS / cuSOLVER tile kernels.
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <cusolverDn.h>
 
 #include <stdexcept>
 #include <string>
 
 #include "bellows/kernels/tile_kernels.hpp"
+#include "bellows/runtime/cuda_libraries.hpp"
 #include "zero_upper.hpp"
 
 namespace bellows::kernels {
@@ -22,13 +21,15 @@ void check(cublasStatus_t s, const char* what) {
 double* dev(const CudaTaskContext& ctx, int slot) { return ctx.device_tiles[static_cast<std::size_t>(slot)]; }
 const Tile& host(const CudaTaskContext& ctx, int slot) { return *ctx.host_tiles[static_cast<std::size_t>(slot)]; }
 
+const runtime::CudaMathLibraries& math() { return runtime::cuda_math_libraries(); }
+
 }  // namespace
 
 bool cuda_available() noexcept { return true; }
 
 void cuda_gemm_nn(const CudaTaskContext& ctx, int a, int b, double beta, int c) {
   const double one = 1.0;
-  check(cublasDgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, host(ctx, c).rows(), host(ctx, c).cols(),
+  check(math().dgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, host(ctx, c).rows(), host(ctx, c).cols(),
                     host(ctx, a).cols(), &one, dev(ctx, a), host(ctx, a).rows(), dev(ctx, b),
                     host(ctx, b).rows(), &beta, dev(ctx, c), host(ctx, c).rows()),
         "cublasDgemm");
@@ -36,7 +37,7 @@ void cuda_gemm_nn(const CudaTaskContext& ctx, int a, int b, double beta, int c) 
 
 void cuda_gemm_nt_minus(const CudaTaskContext& ctx, int a, int b, int c) {
   const double minus_one = -1.0, one = 1.0;
-  check(cublasDgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, host(ctx, c).rows(), host(ctx, c).cols(),
+  check(math().dgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, host(ctx, c).rows(), host(ctx, c).cols(),
                     host(ctx, a).cols(), &minus_one, dev(ctx, a), host(ctx, a).rows(), dev(ctx, b),
                     host(ctx, b).rows(), &one, dev(ctx, c), host(ctx, c).rows()),
         "cublasDgemm");
@@ -44,7 +45,7 @@ void cuda_gemm_nt_minus(const CudaTaskContext& ctx, int a, int b, int c) {
 
 void cuda_syrk_lower_minus(const CudaTaskContext& ctx, int a, int c) {
   const double minus_one = -1.0, one = 1.0;
-  check(cublasDsyrk(ctx.cublas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, host(ctx, c).rows(),
+  check(math().dsyrk(ctx.cublas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, host(ctx, c).rows(),
                     host(ctx, a).cols(), &minus_one, dev(ctx, a), host(ctx, a).rows(), &one,
                     dev(ctx, c), host(ctx, c).rows()),
         "cublasDsyrk");
@@ -52,7 +53,7 @@ void cuda_syrk_lower_minus(const CudaTaskContext& ctx, int a, int c) {
 
 void cuda_trsm_right_lower_trans(const CudaTaskContext& ctx, int l, int a) {
   const double one = 1.0;
-  check(cublasDtrsm(ctx.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
+  check(math().dtrsm(ctx.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
                     CUBLAS_DIAG_NON_UNIT, host(ctx, a).rows(), host(ctx, a).cols(), &one,
                     dev(ctx, l), host(ctx, l).rows(), dev(ctx, a), host(ctx, a).rows()),
         "cublasDtrsm");
@@ -61,7 +62,7 @@ void cuda_trsm_right_lower_trans(const CudaTaskContext& ctx, int l, int a) {
 void cuda_potrf_lower(const CudaTaskContext& ctx, int a) {
   const int n = host(ctx, a).rows();
   int lwork = 0;
-  if (cusolverDnDpotrf_bufferSize(ctx.cusolver, CUBLAS_FILL_MODE_LOWER, n, dev(ctx, a), n, &lwork) !=
+  if (math().dpotrf_buffer_size(ctx.cusolver, CUBLAS_FILL_MODE_LOWER, n, dev(ctx, a), n, &lwork) !=
       CUSOLVER_STATUS_SUCCESS) {
     throw std::runtime_error("cusolverDnDpotrf_bufferSize failed");
   }
@@ -69,7 +70,7 @@ void cuda_potrf_lower(const CudaTaskContext& ctx, int a) {
     throw std::runtime_error("cusolverDnDpotrf needs " + std::to_string(lwork) +
                              " doubles of workspace, more than the device provides");
   }
-  if (cusolverDnDpotrf(ctx.cusolver, CUBLAS_FILL_MODE_LOWER, n, dev(ctx, a), n, ctx.workspace, lwork,
+  if (math().dpotrf(ctx.cusolver, CUBLAS_FILL_MODE_LOWER, n, dev(ctx, a), n, ctx.workspace, lwork,
                        ctx.device_info) != CUSOLVER_STATUS_SUCCESS) {
     throw std::runtime_error("cusolverDnDpotrf failed");
   }
