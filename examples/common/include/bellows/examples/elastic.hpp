@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bellows/examples/app.hpp"
+#include "bellows/runtime/elastic_job.hpp"
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/runtime.hpp"
 
@@ -36,6 +37,10 @@ struct ResizeStep {
 std::optional<std::vector<ResizeStep>> parse_resize_schedule(const std::string& text,
                                                              int iterations, std::string& error);
 
+/// The example programs' side of an elastic job: starts it (the first process of a
+/// bellows-local job grows it to its initial size; a process spawned by an expand joins),
+/// and posts the --resize schedule's requests to the runtime's ElasticJob, which carries
+/// them out.
 class ElasticSession {
  public:
   /// Right after MPI_Init and parse_app_options. A process spawned by a resize joins its
@@ -44,27 +49,29 @@ class ElasticSession {
   /// shrinks a job started by a plain mpiexec -n N, whose ranks share an MPI world).
   ElasticSession(const std::string& app, const AppOptions& options, int argc, char** argv);
 
-  [[nodiscard]] MPI_Comm communicator() const noexcept;
-  [[nodiscard]] int rank() const noexcept;
-  [[nodiscard]] int size() const noexcept;
+  [[nodiscard]] MPI_Comm communicator() const noexcept { return job_->communicator(); }
+  [[nodiscard]] int rank() const noexcept { return job_->rank(); }
+  [[nodiscard]] int size() const noexcept { return job_->size(); }
   /// Ranks the fixed mapping (the process grid) is over: the job's initial size.
   [[nodiscard]] int grid_ranks() const noexcept { return grid_ranks_; }
   /// 0, or the iteration (0-based) this process joins at.
   [[nodiscard]] int first_iteration() const noexcept { return first_iteration_; }
+  /// The runtime's resize API, e.g. to post requests or register callbacks.
+  [[nodiscard]] runtime::ElasticJob& job() noexcept { return *job_; }
 
   /// Registers the runtime the application built on communicator(), right after
-  /// constructing it and before adding collections and task classes; on a process that
-  /// joined by an expand, hands it the job's mapping state (collective with the old
-  /// ranks' expand).
-  void attach(runtime::Runtime& runtime);
-  /// Before iteration `it` (0-based): carries out the resize the schedule has there, if
-  /// any. Collective. Returns false on a rank that has just left the job: it must stop
-  /// and finalize.
+  /// constructing it and before adding collections and task classes.
+  void attach(runtime::Runtime& runtime) { job_->attach(runtime); }
+  /// Before iteration `it` (0-based): rank 0 posts the schedule's request for `it`, if
+  /// any, and the job carries out what is pending. Collective. Returns false on a rank
+  /// that has just left the job: it must stop and finalize.
   bool resize_before(int it);
-  /// After each iteration: lets the session time the first task of new ranks. Collective.
-  void after_iteration(int it, const runtime::IterationReport& report);
+  /// After each iteration: lets the job time the first task of new ranks. Collective.
+  void after_iteration(int /*it*/, const runtime::IterationReport& report) {
+    job_->after_iteration(report);
+  }
   /// What each resize did (rank 0), for the JSON report.
-  [[nodiscard]] nlohmann::json telemetry() const { return telemetry_; }
+  [[nodiscard]] nlohmann::json telemetry() const { return job_->telemetry(); }
 
  private:
   [[nodiscard]] runtime::SpawnSpec spawn_spec(int join_iteration) const;
@@ -72,15 +79,9 @@ class ElasticSession {
   std::string app_;
   std::vector<std::string> args_;  // argv[1..], without the join options
   std::vector<ResizeStep> schedule_;
-  std::optional<runtime::Membership> job_;
-  MPI_Comm world_ = MPI_COMM_NULL;  // a job that is not elastic works on MPI_COMM_WORLD
-  runtime::Runtime* runtime_ = nullptr;
+  std::optional<runtime::ElasticJob> job_;
   int grid_ranks_ = 1;
   int first_iteration_ = 0;
-  int joined_after_size_ = 0;  // > 0 on a process that joined by an expand
-  std::int64_t request_steady_ns_ = 0;  // when the latest expand was asked for
-  int first_new_rank_ = -1;             // of the latest expand, until its first iteration ran
-  nlohmann::json telemetry_ = nlohmann::json::array();
 };
 
 }  // namespace bellows::examples

@@ -1,0 +1,138 @@
+#pragma once
+// The resize API of a running job, for whoever decides resizes (the control plane, an
+// operator, the application itself): "add k ranks", "remove these ranks", and callbacks
+// when a resize starts, commits or is refused.
+//
+// Requests may be posted at any time, from any thread and on any rank. They are carried
+// out between iterations: the application calls apply_pending() before each iteration
+// (collectively), which picks one request, runs it on every rank (membership change
+// plus the runtime's expand_onto / prepare_shrink + attach_shrunk), and reports it.
+// A job that never posts a request pays one sleeping MPI_Iallreduce per iteration.
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bellows/runtime/membership.hpp"
+#include "bellows/runtime/runtime.hpp"
+
+namespace bellows::runtime {
+
+/// One resize as the callbacks see it.
+struct ResizeEvent {
+  enum class Kind { expand, shrink };
+  Kind kind = Kind::expand;
+  int id = 0;              ///< 1 for the job's first resize, then 2, ...
+  int from_ranks = 0;      ///< job size before
+  int to_ranks = 0;        ///< job size after (what was asked, in on_resize_start)
+  int add = 0;             ///< ranks added (expand)
+  std::vector<int> remove; ///< ranks removed, numbered as before the shrink
+  std::string reason;      ///< the requester's words
+  int requested_by = 0;    ///< rank that posted the request
+  int before_iteration = 0;///< iteration (0-based) the resize happens before
+  bool left = false;       ///< in on_resize_commit: this rank left the job
+  double seconds = 0.0;    ///< in on_resize_commit: time the resize took on this rank
+};
+
+/// The job's membership, its runtime, and the resize requests waiting to be carried out.
+///
+/// Thread safety: request_expand(), request_shrink() and pending_requests() may be called
+/// from any thread (e.g. a PMIx event handler); everything else from the application's
+/// thread, like MPI at MPI_THREAD_SERIALIZED. Callbacks run on the application's thread,
+/// inside apply_pending().
+class ElasticJob {
+ public:
+  /// What to start for an expand: called on rank 0 with the iteration (0-based) the new
+  /// ranks join at, so the program can tell its new copies where to start.
+  using SpawnSpecFor = std::function<SpawnSpec(int join_iteration)>;
+  using Callback = std::function<void(const ResizeEvent&)>;
+
+  /// `membership` is the job (constructed, grown to its initial size, or joined). On a
+  /// process that joined by an expand, `joined_at_iteration` (> 0) is the iteration it
+  /// starts at: its first apply_pending(), for that iteration, does nothing, since the
+  /// resize it joined through is done. Elsewhere (first ranks, and ranks spawned to
+  /// bring a job to its initial size) it is -1 or 0.
+  ElasticJob(Membership membership, SpawnSpecFor spawn_spec, int joined_at_iteration = -1);
+
+  [[nodiscard]] MPI_Comm communicator() const noexcept { return membership_.communicator(); }
+  [[nodiscard]] int rank() const noexcept { return membership_.rank(); }
+  [[nodiscard]] int size() const noexcept { return membership_.size(); }
+  [[nodiscard]] const Membership& membership() const noexcept { return membership_; }
+
+  /// Registers the runtime built on communicator(), right after constructing it and
+  /// before adding collections and task classes. On a process that joined by an expand,
+  /// receives the job's mapping state (Runtime::join_expansion).
+  void attach(Runtime& runtime);
+
+  /// Asks for `count` more ranks. Throws std::invalid_argument when count < 1.
+  void request_expand(int count, std::string reason = {});
+  /// Asks that `ranks` leave (numbers as they are when the request is carried out).
+  /// Checked when it is carried out: a list naming rank 0, a rank out of range, a
+  /// duplicate, or every rank is refused (on_resize_refused) and the job goes on.
+  void request_shrink(std::vector<int> ranks, std::string reason = {});
+  /// Requests posted on this rank and not carried out yet.
+  [[nodiscard]] std::size_t pending_requests() const;
+
+  void on_resize_start(Callback callback) { on_start_ = std::move(callback); }
+  void on_resize_commit(Callback callback) { on_commit_ = std::move(callback); }
+  /// A request that could not be carried out: the event's reason says why.
+  void on_resize_refused(Callback callback) { on_refused_ = std::move(callback); }
+
+  /// What apply_pending() did on this rank.
+  enum class Outcome { none, resized, refused, left };
+  /// Before iteration `iteration` (0-based); collective over communicator(). Among the
+  /// ranks with pending requests, the lowest rank's oldest request is carried out (one
+  /// per call). Returns Outcome::left on a rank that has just left the job: it must
+  /// destroy its runtime, stop and finalize MPI. Throws MpiError when MPI fails.
+  Outcome apply_pending(int iteration);
+
+  /// After each iteration, with its report: times each new rank's first task after an
+  /// expand (request to first task). Collective.
+  void after_iteration(const IterationReport& report);
+
+  /// One JSON object per resize carried out (rank 0 keeps them; empty elsewhere): sizes,
+  /// timings, bytes handed to backups, tasks run by leaving ranks, request to first task.
+  /// Its "before_iteration" counts from 1, as the examples' --resize schedules do
+  /// (ResizeEvent::before_iteration counts from 0, as apply_pending() does).
+  [[nodiscard]] const nlohmann::json& telemetry() const noexcept { return telemetry_; }
+
+ private:
+  struct Request {
+    int add = 0;              // > 0: expand
+    std::vector<int> remove;  // else: shrink
+    std::string reason;
+    std::int64_t posted_steady_ns = 0;
+  };
+
+  [[nodiscard]] std::optional<Request> agree_on_request(int& requester);
+  Outcome expand(const Request& request, ResizeEvent& event, int iteration);
+  Outcome shrink(const Request& request, ResizeEvent& event);
+
+  Membership membership_;
+  SpawnSpecFor spawn_spec_;
+  Runtime* runtime_ = nullptr;
+  int joined_at_iteration_ = -1;
+  int joined_after_size_ = 0;
+  int resizes_ = 0;
+
+  mutable std::mutex mutex_;
+  std::deque<Request> pending_;
+
+  Callback on_start_;
+  Callback on_commit_;
+  Callback on_refused_;
+
+  std::int64_t expand_request_steady_ns_ = 0;  // of the latest expand, for the latency
+  int first_new_rank_ = -1;                    // of the latest expand, until it ran once
+  nlohmann::json telemetry_ = nlohmann::json::array();
+};
+
+}  // namespace bellows::runtime

@@ -1,0 +1,270 @@
+#include "bellows/runtime/elastic_job.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include "sleeping_wait.hpp"
+
+namespace bellows::runtime {
+namespace {
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double seconds_since(std::int64_t start_ns) { return static_cast<double>(steady_ns() - start_ns) * 1e-9; }
+
+void check(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) throw MpiError(call, rc);
+}
+
+/// Completes `request` without spinning: ranks reach an iteration boundary at different
+/// times, and those that wait must leave the cores to those still working.
+void wait_without_spinning(MPI_Request& request, const char* call) {
+  check(wait_sleeping(request, [] { std::this_thread::sleep_for(std::chrono::microseconds(100)); }),
+        call);
+}
+
+// A request travels as int64 words: add, posted_steady_ns, remove count, the ranks,
+// reason length, then the reason's bytes packed eight to a word.
+std::vector<std::int64_t> pack(int add, const std::vector<int>& remove, const std::string& reason,
+                               std::int64_t posted) {
+  std::vector<std::int64_t> words{add, posted, static_cast<std::int64_t>(remove.size())};
+  for (const int r : remove) words.push_back(r);
+  words.push_back(static_cast<std::int64_t>(reason.size()));
+  const std::size_t first = words.size();
+  words.resize(first + (reason.size() + 7) / 8, 0);
+  if (!reason.empty()) std::memcpy(words.data() + first, reason.data(), reason.size());
+  return words;
+}
+
+void unpack(const std::vector<std::int64_t>& words, int& add, std::vector<int>& remove,
+            std::string& reason, std::int64_t& posted) {
+  std::size_t at = 0;
+  add = static_cast<int>(words.at(at++));
+  posted = words.at(at++);
+  const auto count = static_cast<std::size_t>(words.at(at++));
+  remove.clear();
+  for (std::size_t i = 0; i < count; ++i) remove.push_back(static_cast<int>(words.at(at++)));
+  const auto length = static_cast<std::size_t>(words.at(at++));
+  if (words.size() < at + (length + 7) / 8) throw std::logic_error("resize request truncated");
+  reason.assign(reinterpret_cast<const char*>(words.data() + at), length);
+}
+
+}  // namespace
+
+ElasticJob::ElasticJob(Membership membership, SpawnSpecFor spawn_spec, int joined_at_iteration)
+    : membership_(std::move(membership)),
+      spawn_spec_(std::move(spawn_spec)),
+      joined_at_iteration_(joined_at_iteration) {
+  if (joined_at_iteration_ > 0 && !membership_.grows().empty()) {
+    joined_after_size_ = membership_.grows().back().old_size;
+    first_new_rank_ = joined_after_size_;
+  }
+}
+
+void ElasticJob::attach(Runtime& runtime) {
+  runtime_ = &runtime;
+  if (joined_after_size_ > 0) runtime.join_expansion(joined_after_size_);
+}
+
+void ElasticJob::request_expand(int count, std::string reason) {
+  if (count < 1) {
+    throw std::invalid_argument("request_expand: the count must be at least 1, got " + std::to_string(count));
+  }
+  std::lock_guard lock(mutex_);
+  pending_.push_back(Request{count, {}, std::move(reason), steady_ns()});
+}
+
+void ElasticJob::request_shrink(std::vector<int> ranks, std::string reason) {
+  std::lock_guard lock(mutex_);
+  pending_.push_back(Request{0, std::move(ranks), std::move(reason), steady_ns()});
+}
+
+std::size_t ElasticJob::pending_requests() const {
+  std::lock_guard lock(mutex_);
+  return pending_.size();
+}
+
+std::optional<ElasticJob::Request> ElasticJob::agree_on_request(int& requester) {
+  const MPI_Comm comm = communicator();
+  const int my_rank = rank(), job_size = size();
+  std::optional<Request> mine;
+  {
+    std::lock_guard lock(mutex_);
+    if (!pending_.empty()) mine = pending_.front();
+  }
+  // The lowest rank with a request wins; and every rank learns how many resizes the job
+  // made (a rank that joined late counts from its join).
+  std::array<int, 2> values{mine ? my_rank : job_size, -resizes_};
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), 2, MPI_INT, MPI_MIN, comm, &request), "MPI_Iallreduce");
+  wait_without_spinning(request, "MPI_Iallreduce");
+  resizes_ = -values[1];
+  requester = values[0];
+  if (requester == job_size) return std::nullopt;
+
+  std::vector<std::int64_t> words;
+  std::int64_t length = 0;
+  if (my_rank == requester) {
+    words = pack(mine->add, mine->remove, mine->reason, mine->posted_steady_ns);
+    length = static_cast<std::int64_t>(words.size());
+    std::lock_guard lock(mutex_);
+    pending_.pop_front();
+  }
+  check(MPI_Ibcast(&length, 1, MPI_INT64_T, requester, comm, &request), "MPI_Ibcast");
+  wait_without_spinning(request, "MPI_Ibcast");
+  words.resize(static_cast<std::size_t>(length));
+  check(MPI_Ibcast(words.data(), static_cast<int>(length), MPI_INT64_T, requester, comm, &request),
+        "MPI_Ibcast");
+  wait_without_spinning(request, "MPI_Ibcast");
+  Request agreed;
+  unpack(words, agreed.add, agreed.remove, agreed.reason, agreed.posted_steady_ns);
+  return agreed;
+}
+
+ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
+  if (runtime_ == nullptr) throw std::logic_error("ElasticJob::apply_pending before attach()");
+  if (joined_after_size_ > 0 && iteration == joined_at_iteration_) return Outcome::none;  // joined through it
+  int requester = -1;
+  const auto request = agree_on_request(requester);
+  if (!request) return Outcome::none;
+
+  ResizeEvent event;
+  event.id = resizes_ + 1;
+  event.kind = request->add > 0 ? ResizeEvent::Kind::expand : ResizeEvent::Kind::shrink;
+  event.from_ranks = size();
+  event.add = request->add;
+  event.remove = request->remove;
+  event.reason = request->reason;
+  event.requested_by = requester;
+  event.before_iteration = iteration;
+
+  if (event.kind == ResizeEvent::Kind::shrink) {
+    std::string why;
+    try {
+      if (request->remove.empty()) throw std::invalid_argument("shrink: the request names no rank");
+      validate_leaving(size(), request->remove);
+    } catch (const std::invalid_argument& e) {
+      why = e.what();
+    }
+    if (why.empty()) {
+      // A rank that shares its MPI_COMM_WORLD with others (started by one mpiexec -n N)
+      // cannot leave alone; refuse before any data moves.
+      int world_size = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+      const bool leaving = std::find(request->remove.begin(), request->remove.end(), rank()) !=
+                           request->remove.end();
+      int blocked = leaving && world_size > 1 ? rank() : size();
+      MPI_Request r = MPI_REQUEST_NULL;
+      check(MPI_Iallreduce(MPI_IN_PLACE, &blocked, 1, MPI_INT, MPI_MIN, communicator(), &r),
+            "MPI_Iallreduce");
+      wait_without_spinning(r, "MPI_Iallreduce");
+      if (blocked < size()) {
+        why = "rank " + std::to_string(blocked) +
+              " cannot leave: it shares its MPI_COMM_WORLD with other ranks (started by one "
+              "mpiexec -n N); only ranks started alone or spawned one per MPI_Comm_spawn can leave";
+      }
+    }
+    if (!why.empty()) {
+      event.reason = "shrink refused: " + why;
+      event.to_ranks = size();
+      if (on_refused_) on_refused_(event);
+      return Outcome::refused;
+    }
+  }
+  event.to_ranks = event.kind == ResizeEvent::Kind::expand
+                       ? size() + request->add
+                       : size() - static_cast<int>(request->remove.size());
+  if (on_start_) on_start_(event);
+  const std::int64_t start = steady_ns();
+  const Outcome outcome = event.kind == ResizeEvent::Kind::expand ? expand(*request, event, iteration)
+                                                                  : shrink(*request, event);
+  ++resizes_;
+  event.seconds = seconds_since(start);
+  event.left = outcome == Outcome::left;
+  if (!event.left) event.to_ranks = size();
+  if (on_commit_) on_commit_(event);
+  return outcome;
+}
+
+ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& event, int iteration) {
+  const int old_size = size();
+  const SpawnSpec spec = rank() == 0 ? spawn_spec_(iteration) : SpawnSpec{};
+  const auto& grown = membership_.grow(request.add, spec);
+  runtime_->expand_onto(communicator());
+  expand_request_steady_ns_ = request.posted_steady_ns;
+  first_new_rank_ = old_size;
+  if (rank() == 0) {
+    telemetry_.push_back({{"id", event.id},
+                          {"before_iteration", iteration + 1},
+                          {"from_ranks", old_size},
+                          {"to_ranks", size()},
+                          {"add", request.add},
+                          {"reason", request.reason},
+                          {"requested_by", event.requested_by},
+                          {"grow_seconds", grown.total_seconds},
+                          {"spawn_seconds", grown.spawn_seconds},
+                          {"merge_seconds", grown.merge_seconds}});
+  }
+  return Outcome::resized;
+}
+
+ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& event) {
+  const MPI_Comm before = communicator();
+  const int old_size = size();
+  const auto handoff = runtime_->prepare_shrink(request.remove);
+  unsigned long long bytes = handoff.bytes_moved, all_bytes = 0;
+  double seconds = handoff.seconds, slowest = 0.0;
+  check(MPI_Reduce(&bytes, &all_bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, before), "MPI_Reduce");
+  check(MPI_Reduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, before), "MPI_Reduce");
+  // What the leavers ran stays counted: a final report lists only the ranks left.
+  unsigned long long ran = handoff.leaving ? runtime_->stats().tasks_executed : 0, leavers_ran = 0;
+  check(MPI_Reduce(&ran, &leavers_ran, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, before), "MPI_Reduce");
+  const bool was_rank_zero = rank() == 0;
+  const auto& shrunk = membership_.shrink(request.remove);
+  if (handoff.leaving) return Outcome::left;
+  runtime_->attach_shrunk(communicator());
+  if (was_rank_zero) {
+    telemetry_.push_back({{"id", event.id},
+                          {"before_iteration", event.before_iteration + 1},
+                          {"from_ranks", old_size},
+                          {"to_ranks", size()},
+                          {"remove", request.remove},
+                          {"reason", request.reason},
+                          {"requested_by", event.requested_by},
+                          {"bytes_handed_to_backups", all_bytes / 2},  // sender and receiver count each byte
+                          {"drain_seconds", slowest},
+                          {"tasks_run_by_leaving_ranks", leavers_ran},
+                          {"shrink_seconds", shrunk.total_seconds}});
+  }
+  return Outcome::resized;
+}
+
+void ElasticJob::after_iteration(const IterationReport& report) {
+  if (first_new_rank_ < 0) return;
+  // Time from the expand request to the first task on each new rank. The ranks share
+  // the host whose steady clock the request was stamped with; on other hosts the
+  // numbers would mix clocks.
+  const std::int64_t mine = report.first_task_steady_ns;
+  std::vector<std::int64_t> all(static_cast<std::size_t>(size()));
+  check(MPI_Gather(&mine, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, 0, communicator()), "MPI_Gather");
+  if (rank() == 0 && !telemetry_.empty()) {
+    nlohmann::json latencies = nlohmann::json::array();
+    for (std::size_t r = static_cast<std::size_t>(first_new_rank_); r < all.size(); ++r) {
+      latencies.push_back(all[r] == 0 ? nlohmann::json(nullptr)
+                                      : nlohmann::json(static_cast<double>(all[r] - expand_request_steady_ns_) * 1e-9));
+    }
+    telemetry_.back()["request_to_first_task_seconds"] = latencies;
+  }
+  first_new_rank_ = -1;
+}
+
+}  // namespace bellows::runtime
