@@ -35,6 +35,12 @@ void append(std::string& text, const std::string& more) {
   text += (text.empty() ? "" : "; ") + more;
 }
 
+// "node2, node3 stay with job 42 until released by hand" (or "stays" for one node).
+std::string stay_text(const std::vector<std::string>& nodes, const std::string& job) {
+  return join(nodes) + (nodes.size() == 1 ? " stays" : " stay") + " with job " + job +
+         " until released by hand";
+}
+
 bool contains(const std::vector<std::string>& items, const std::string& item) {
   return std::find(items.begin(), items.end(), item) != items.end();
 }
@@ -242,7 +248,9 @@ Outcome ResizeController::apply(Input input) {
                              std::string(to_string(r.state)));
   }
   const auto now = clock_.now();
-  const double duration = std::chrono::duration<double>(now - r.entered).count();
+  // A resize that only starts has spent no time anywhere yet.
+  const double duration =
+      r.state == ResizeState::none ? 0.0 : std::chrono::duration<double>(now - r.entered).count();
   const ResizeState from = r.state;
   std::string detail = input.detail;
   r.state = transition->to;
@@ -337,7 +345,7 @@ void ResizeController::run_action(ResizeAction action, const Input& input, std::
       for (const std::string& node : r.nodes) {
         if (!contains(unreleased_, node)) unreleased_.push_back(node);
       }
-      append(detail, join(r.nodes) + " stay with job " + job_ + " until released by hand");
+      append(detail, stay_text(r.nodes, job_));
       break;
     case ResizeAction::adopt_nodes:
       for (const std::string& node : r.nodes) {
@@ -475,8 +483,7 @@ void ResizeController::give_back_stray(ResizeId id, const std::vector<std::strin
       input.event = ResizeEvent::release_failed;
       input.rm = RmAnswerRecord{status.code, status.text, {}};
       input.nodes = nodes;
-      refuse(input, "giving back the late grant failed: " + status.text + "; " + join(nodes) +
-                        " stay with job " + job_ + " until released by hand");
+      refuse(input, "giving back the late grant failed: " + status.text + "; " + stay_text(nodes, job_));
     });
   }));
 }
