@@ -94,8 +94,10 @@ class ResizeController {
   /// due, and runs the resulting transitions. Never blocks.
   void poll();
 
-  /// Applies one event to the resize `resize` (0: the one in flight), as the event sources
-  /// do. Refused when it is not that resize's or not allowed in its state.
+  /// Applies one event to the resize `resize` (0: the one in flight), for event sources
+  /// outside the two interfaces (an operator, a transport). Refused when it is not that
+  /// resize's, not allowed in its state, or is request or rm_granted (an order and a grant
+  /// carry more than an event: they come through request_*() and the resource manager).
   Outcome deliver(ResizeId resize, ResizeEvent event, std::string detail = {});
 
   /// The resize in flight, if any.
