@@ -1,0 +1,73 @@
+#pragma once
+// The running job as the controller steers it: the daemons on its nodes and its ranks.
+// Commands return at once; what the job and its daemons report back arrives as JobReport
+// values through the listener, from inside progress() only (the same completion model as
+// ResourceManager: no callback from another thread or from inside a command).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace bellows::controller {
+
+/// Identifies one resize of a job; ids count up from 1. 0 means "no resize".
+using ResizeId = std::uint64_t;
+
+/// What the job or one of its daemons reports.
+enum class JobReportKind {
+  daemon_up,        ///< the daemon on `node` is running (after start_daemons)
+  ranks_committed,  ///< the job runs with its new membership of `ranks` ranks
+  rank_died,        ///< a rank on `node` died; `text` says how
+  drained,          ///< the leaving ranks of a shrink handed their work over and exited
+};
+
+/// One report. resize is the resize the command belonged to; a rank that dies on its own
+/// is reported with resize 0 and concerns whatever resize runs.
+struct JobReport {
+  JobReportKind kind = JobReportKind::daemon_up;
+  ResizeId resize = 0;
+  std::string node;
+  unsigned ranks = 0;
+  std::string text;
+};
+
+/// Steers the job and the daemons of its nodes.
+///
+/// Thread safety: one thread (the controller's loop) calls every method.
+/// Errors: commands do not throw; a command that cannot be carried out shows as a report
+/// that never comes (the controller's timers catch it) or as a rank_died report.
+class JobControl {
+ public:
+  using Listener = std::function<void(const JobReport&)>;
+
+  virtual ~JobControl() = default;
+
+  /// Where reports go from now on (replaces any earlier listener).
+  virtual void set_listener(Listener listener) = 0;
+
+  /// Starts a daemon on each node; one daemon_up report per node that comes up.
+  virtual void start_daemons(ResizeId resize, const std::vector<std::string>& nodes) = 0;
+
+  /// Tells the job to add ranks on the nodes (their daemons are up); ranks_committed once
+  /// the new ranks joined, or rank_died.
+  virtual void add_ranks(ResizeId resize, const std::vector<std::string>& nodes) = 0;
+
+  /// Undoes what the resize started on the nodes: the job drops ranks it was adding there
+  /// and their daemons stop. When it returns, no rank of the job uses these nodes any more
+  /// and the nodes can be given back.
+  virtual void withdraw(ResizeId resize, const std::vector<std::string>& nodes) = 0;
+
+  /// Tells the job that its ranks on the nodes leave: they hand their work to their backup
+  /// ranks and exit; ranks_committed when the others run with the smaller membership, then
+  /// drained once every leaving rank exited.
+  virtual void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) = 0;
+
+  /// Calls off remove_ranks(): the leaving ranks stay and the job keeps its size.
+  virtual void cancel_remove(ResizeId resize) = 0;
+
+  /// Delivers the reports that arrived since the last call to the listener. Never blocks.
+  virtual void progress() = 0;
+};
+
+}  // namespace bellows::controller

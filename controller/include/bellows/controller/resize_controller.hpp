@@ -1,0 +1,163 @@
+#pragma once
+// The resize state machine of one job: takes expand and shrink orders, drives the resource
+// manager and the job through the transitions of resize_state.hpp, guards every phase with a
+// timer, and writes every transition to the event log.
+//
+// Expand: ask the resource manager -> start daemons on the granted nodes -> tell the job to
+// add ranks -> wait for the commit. Shrink: pick nodes -> tell the job which ranks leave ->
+// wait until they drained and exited -> only then give the nodes back.
+// Nothing is lost on the abort paths: an expand aborted after the grant gives the granted
+// nodes back; a shrink aborted keeps the job at its size. Nodes the resource manager does
+// not take back are listed in unreleased_nodes().
+
+#include "bellows/controller/clock.hpp"
+#include "bellows/controller/event_log.hpp"
+#include "bellows/controller/job_control.hpp"
+#include "bellows/controller/resize_limits.hpp"
+#include "bellows/controller/resize_state.hpp"
+#include "bellows/controller/resource_manager.hpp"
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bellows::controller {
+
+/// An order to grow the job.
+struct ExpandOrder {
+  unsigned count = 0;  ///< nodes to add, at least 1
+  Requester requester = Requester::policy;
+  std::string reason;  ///< why, for the event log
+  /// The limit on the whole resize; the controller.resize_deadline setting when unset.
+  std::optional<std::chrono::milliseconds> deadline;
+};
+
+/// An order to shrink the job: either count (the controller picks the nodes added last) or
+/// an explicit list of nodes, not both.
+struct ShrinkOrder {
+  unsigned count = 0;
+  std::vector<std::string> nodes;
+  Requester requester = Requester::policy;
+  std::string reason;
+  std::optional<std::chrono::milliseconds> deadline;
+};
+
+/// Whether an order or event was taken; text says what happened or why not.
+struct Outcome {
+  bool accepted = false;
+  ResizeId resize = 0;
+  std::string text;
+};
+
+/// A resize as seen from outside.
+struct ResizeView {
+  ResizeId id = 0;
+  ResizeKind kind = ResizeKind::expand;
+  ResizeState state = ResizeState::none;
+  unsigned count = 0;
+  Requester requester = Requester::policy;
+  std::string reason;
+  std::vector<std::string> nodes;  ///< granted nodes (expand) or leaving nodes (shrink)
+};
+
+/// The resize state machine of one job. At most one resize is in flight at a time.
+///
+/// Thread safety: not thread-safe. One thread (the controller's loop) calls every method
+/// and poll(), which is also where the resource manager's and the job's callbacks arrive.
+/// Errors: bad orders and events not allowed in the current state are refused with an
+/// Outcome and a refused line in the event log; nothing throws for them.
+class ResizeController {
+ public:
+  /// Controls `job`, which runs on `nodes` (its first node first; that node never leaves).
+  /// rm, job_control, clock and log must outlive the controller. Registers itself as
+  /// job_control's listener. Throws std::invalid_argument for an empty job id, an empty or
+  /// duplicated node list, or a limit that is not positive.
+  ResizeController(std::string job, std::vector<std::string> nodes, ResourceManager& rm,
+                   JobControl& job_control, const Clock& clock, EventLog& log,
+                   ResizeLimits limits = ResizeLimits::defaults());
+  /// Unregisters from job_control; a resize still in flight is left as it is.
+  ~ResizeController();
+  ResizeController(const ResizeController&) = delete;
+  ResizeController& operator=(const ResizeController&) = delete;
+
+  /// Starts an expansion unless another resize runs or the order is malformed.
+  Outcome request_expand(const ExpandOrder& order);
+  /// Starts a shrink unless another resize runs or the order is malformed (no nodes, a node
+  /// that is not the job's, the first node, all nodes).
+  Outcome request_shrink(const ShrinkOrder& order);
+
+  /// Hands over the resource manager's and the job's answers, fires the timers that are
+  /// due, and runs the resulting transitions. Never blocks.
+  void poll();
+
+  /// Applies one event to the resize `resize` (0: the one in flight), for event sources
+  /// outside the two interfaces (an operator, a transport). Refused when it is not that
+  /// resize's, not allowed in its state, or is request or rm_granted (an order and a grant
+  /// carry more than an event: they come through request_*() and the resource manager).
+  Outcome deliver(ResizeId resize, ResizeEvent event, std::string detail = {});
+
+  /// The resize in flight, if any.
+  [[nodiscard]] std::optional<ResizeView> active() const;
+  /// Resizes that reached committed or aborted, oldest first.
+  [[nodiscard]] const std::vector<ResizeView>& finished() const noexcept { return finished_; }
+  /// The job's nodes now, its first node first.
+  [[nodiscard]] const std::vector<std::string>& nodes() const noexcept { return nodes_; }
+  /// Nodes the resource manager did not take back when asked; they still belong to the job
+  /// in its books and need an operator (or a later release) to go back.
+  [[nodiscard]] const std::vector<std::string>& unreleased_nodes() const noexcept {
+    return unreleased_;
+  }
+  /// When the next timer is due (for a loop that sleeps), if any.
+  [[nodiscard]] std::optional<Clock::time_point> next_timer() const;
+
+ private:
+  struct Resize;
+  struct Input {
+    ResizeId resize = 0;
+    ResizeEvent event = ResizeEvent::request;
+    std::optional<RmAnswerRecord> rm;
+    std::vector<std::string> nodes;
+    std::string detail;
+  };
+
+  Outcome start(std::unique_ptr<Resize> resize);
+  Outcome refuse_order(ResizeKind kind, unsigned count, Requester requester,
+                       const std::string& reason, const std::string& why);
+  Outcome apply(Input input);
+  Outcome refuse(const Input& input, const std::string& why);
+  void run_action(ResizeAction action, const Input& input, std::string& detail);
+  void arm_state_timer();
+  void fire_due_timers();
+  void drain();
+  void on_job_report(const JobReport& report);
+  void on_rm_answer(ResizeId id, ExpandAnswer answer);
+  void on_release_answer(ResizeId id, const std::vector<std::string>& nodes, RmStatus status);
+  void give_back_stray(ResizeId id, const std::vector<std::string>& nodes);
+  void log(const Input& input, const ResizeView* resize, ResizeState from, ResizeState to,
+           double duration_s, const std::string& detail, bool refused);
+  [[nodiscard]] ResizeView view(const Resize& resize) const;
+  [[nodiscard]] const ResizeView* finished_view(ResizeId id) const;
+  template <typename Callback>
+  [[nodiscard]] auto guarded(Callback callback);
+
+  std::string job_;
+  std::vector<std::string> nodes_;
+  ResourceManager& rm_;
+  JobControl& job_control_;
+  const Clock& clock_;
+  EventLog& log_;
+  ResizeLimits limits_;
+
+  ResizeId next_id_ = 1;
+  std::unique_ptr<Resize> active_;
+  std::vector<ResizeView> finished_;
+  std::vector<std::string> unreleased_;
+  std::deque<std::function<void()>> queue_;  ///< answers and reports waiting for drain()
+  std::shared_ptr<int> alive_;  ///< callbacks hold a weak_ptr: none runs after destruction
+};
+
+}  // namespace bellows::controller

@@ -1,0 +1,98 @@
+#pragma once
+// The resize lifecycle as one table: (kind, state, event) -> (next state, action).
+//
+//   expand: none -> requested -> granted -> reconfiguring -> committed
+//   shrink: none -> reconfiguring -> releasing -> committed
+//   abort paths end in aborted, through aborting where granted nodes must go back first.
+//
+// A shrink needs nobody's grant, so it starts in reconfiguring (the job is told which ranks
+// leave) and enters releasing only once they drained and exited. An (kind, state, event)
+// that has no row is refused. The controller (resize_controller.hpp) carries the actions out;
+// this header only says what happens, so that the table can be read, tested and printed
+// into the documentation as it is.
+
+#include <array>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace bellows::controller {
+
+/// Grow or shrink.
+enum class ResizeKind { expand, shrink };
+
+/// Where a resize stands. none: not started yet; committed and aborted are final.
+enum class ResizeState { none, requested, granted, reconfiguring, releasing, aborting, committed, aborted };
+
+/// What can happen to a resize.
+enum class ResizeEvent {
+  request,               ///< the resize was asked for and accepted
+  rm_granted,            ///< the resource manager granted nodes
+  rm_denied,             ///< the resource manager said no (or answered an error)
+  rm_timeout,            ///< the resource manager did not grant in time
+  daemons_ready,         ///< the daemon of every granted node came up
+  daemon_start_timeout,  ///< a granted node's daemon did not come up in time
+  ranks_committed,       ///< the job reports its new membership
+  rank_died,             ///< a rank of the job died while the resize ran
+  drain_done,            ///< the leaving ranks handed their work over and exited
+  release_done,          ///< the resource manager took the nodes back
+  release_failed,        ///< the resource manager did not take the nodes back
+  resize_deadline,       ///< the policy's limit on how long a resize may take passed
+};
+
+/// What the controller does on a transition.
+enum class ResizeAction {
+  none,
+  ask_rm,               ///< ask the resource manager for the nodes
+  cancel_rm_request,    ///< withdraw the request from the resource manager
+  start_daemons,        ///< start a daemon on every granted node
+  add_ranks,            ///< tell the job to add ranks on the new nodes
+  withdraw_and_release, ///< stop what the resize started on its nodes, give them back
+  remove_ranks,         ///< tell the job which ranks leave
+  cancel_remove,        ///< tell the job the leaving ranks stay
+  release_nodes,        ///< give the drained nodes back to the resource manager
+  note_unreleased,      ///< record the nodes the resource manager did not take back
+  adopt_nodes,          ///< count the new nodes as the job's
+};
+
+/// One row of the table.
+struct ResizeTransition {
+  ResizeKind kind;
+  ResizeState from;
+  ResizeEvent event;
+  ResizeState to;
+  ResizeAction action;
+};
+
+/// The whole table, in the order the documentation lists it.
+[[nodiscard]] std::span<const ResizeTransition> resize_transitions() noexcept;
+
+/// The row for (kind, from, event), or std::nullopt when the event is not allowed there.
+[[nodiscard]] std::optional<ResizeTransition> find_transition(ResizeKind kind, ResizeState from,
+                                                              ResizeEvent event) noexcept;
+
+/// True for committed and aborted.
+[[nodiscard]] constexpr bool is_final(ResizeState state) noexcept {
+  return state == ResizeState::committed || state == ResizeState::aborted;
+}
+
+/// Names as they appear in the event log and the documentation ("rm_granted", ...).
+[[nodiscard]] std::string_view to_string(ResizeKind kind) noexcept;
+[[nodiscard]] std::string_view to_string(ResizeState state) noexcept;
+[[nodiscard]] std::string_view to_string(ResizeEvent event) noexcept;
+[[nodiscard]] std::string_view to_string(ResizeAction action) noexcept;
+
+/// The inverse of to_string(); std::nullopt when text is no such name.
+[[nodiscard]] std::optional<ResizeKind> parse_resize_kind(std::string_view text) noexcept;
+[[nodiscard]] std::optional<ResizeState> parse_resize_state(std::string_view text) noexcept;
+[[nodiscard]] std::optional<ResizeEvent> parse_resize_event(std::string_view text) noexcept;
+
+/// One sentence per action, for the documentation.
+[[nodiscard]] std::string_view describe(ResizeAction action) noexcept;
+
+/// The table as Markdown (kind | state | event | next state | action), one row per entry;
+/// docs/controller.md carries this text verbatim.
+[[nodiscard]] std::string transitions_markdown();
+
+}  // namespace bellows::controller

@@ -1,0 +1,134 @@
+#include "bellows/controller/resize_state.hpp"
+
+#include <cstddef>
+
+namespace bellows::controller {
+
+namespace {
+
+using K = ResizeKind;
+using S = ResizeState;
+using E = ResizeEvent;
+using A = ResizeAction;
+
+// The resize lifecycle. Every row is one allowed transition; anything else is refused.
+constexpr std::array kTransitions{
+    // ---- expand: ask the resource manager, start daemons, add ranks, wait for the commit
+    ResizeTransition{K::expand, S::none, E::request, S::requested, A::ask_rm},
+    ResizeTransition{K::expand, S::requested, E::rm_granted, S::granted, A::start_daemons},
+    ResizeTransition{K::expand, S::requested, E::rm_denied, S::aborted, A::none},
+    ResizeTransition{K::expand, S::requested, E::rm_timeout, S::aborted, A::cancel_rm_request},
+    ResizeTransition{K::expand, S::requested, E::resize_deadline, S::aborted, A::cancel_rm_request},
+    ResizeTransition{K::expand, S::granted, E::daemons_ready, S::reconfiguring, A::add_ranks},
+    ResizeTransition{K::expand, S::granted, E::daemon_start_timeout, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::granted, E::rank_died, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::granted, E::resize_deadline, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::reconfiguring, E::ranks_committed, S::committed, A::adopt_nodes},
+    ResizeTransition{K::expand, S::reconfiguring, E::rank_died, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::reconfiguring, E::resize_deadline, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::aborting, E::release_done, S::aborted, A::none},
+    ResizeTransition{K::expand, S::aborting, E::release_failed, S::aborted, A::note_unreleased},
+    ResizeTransition{K::expand, S::aborting, E::resize_deadline, S::aborting, A::none},
+    // ---- shrink: tell the job who leaves, wait until they exited, only then give nodes back
+    ResizeTransition{K::shrink, S::none, E::request, S::reconfiguring, A::remove_ranks},
+    ResizeTransition{K::shrink, S::reconfiguring, E::ranks_committed, S::reconfiguring, A::none},
+    ResizeTransition{K::shrink, S::reconfiguring, E::drain_done, S::releasing, A::release_nodes},
+    ResizeTransition{K::shrink, S::reconfiguring, E::rank_died, S::aborted, A::cancel_remove},
+    ResizeTransition{K::shrink, S::reconfiguring, E::resize_deadline, S::aborted, A::cancel_remove},
+    ResizeTransition{K::shrink, S::releasing, E::release_done, S::committed, A::none},
+    ResizeTransition{K::shrink, S::releasing, E::release_failed, S::committed, A::note_unreleased},
+    ResizeTransition{K::shrink, S::releasing, E::resize_deadline, S::releasing, A::none},
+};
+
+constexpr std::array<std::string_view, 2> kKindNames{"expand", "shrink"};
+constexpr std::array<std::string_view, 8> kStateNames{
+    "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted"};
+constexpr std::array<std::string_view, 12> kEventNames{
+    "request",         "rm_granted", "rm_denied",  "rm_timeout",   "daemons_ready",  "daemon_start_timeout",
+    "ranks_committed", "rank_died",  "drain_done", "release_done", "release_failed", "resize_deadline"};
+constexpr std::array<std::string_view, 11> kActionNames{
+    "none",         "ask_rm",        "cancel_rm_request", "start_daemons",   "add_ranks",  "withdraw_and_release",
+    "remove_ranks", "cancel_remove", "release_nodes",     "note_unreleased", "adopt_nodes"};
+constexpr std::array<std::string_view, 11> kActionHelp{
+    "nothing",
+    "ask the resource manager for the nodes",
+    "withdraw the request from the resource manager",
+    "start a daemon on every granted node",
+    "tell the job to add ranks on the new nodes",
+    "stop what the resize started on its nodes, give the nodes back",
+    "tell the job which ranks leave",
+    "tell the job that the leaving ranks stay",
+    "give the drained nodes back to the resource manager",
+    "record the nodes the resource manager did not take back",
+    "count the new nodes as the job's",
+};
+
+template <typename Enum, std::size_t N>
+std::string_view name_of(const std::array<std::string_view, N>& names, Enum value) noexcept {
+  const auto index = static_cast<std::size_t>(value);
+  return index < N ? names[index] : std::string_view("?");
+}
+
+template <typename Enum, std::size_t N>
+std::optional<Enum> parse_name(const std::array<std::string_view, N>& names,
+                               std::string_view text) noexcept {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (names[i] == text) return static_cast<Enum>(i);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::span<const ResizeTransition> resize_transitions() noexcept { return kTransitions; }
+
+std::optional<ResizeTransition> find_transition(ResizeKind kind, ResizeState from,
+                                                ResizeEvent event) noexcept {
+  for (const ResizeTransition& t : kTransitions) {
+    if (t.kind == kind && t.from == from && t.event == event) return t;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(ResizeKind kind) noexcept { return name_of(kKindNames, kind); }
+std::string_view to_string(ResizeState state) noexcept { return name_of(kStateNames, state); }
+std::string_view to_string(ResizeEvent event) noexcept { return name_of(kEventNames, event); }
+std::string_view to_string(ResizeAction action) noexcept { return name_of(kActionNames, action); }
+std::string_view describe(ResizeAction action) noexcept { return name_of(kActionHelp, action); }
+
+std::optional<ResizeKind> parse_resize_kind(std::string_view text) noexcept {
+  return parse_name<ResizeKind>(kKindNames, text);
+}
+std::optional<ResizeState> parse_resize_state(std::string_view text) noexcept {
+  return parse_name<ResizeState>(kStateNames, text);
+}
+std::optional<ResizeEvent> parse_resize_event(std::string_view text) noexcept {
+  return parse_name<ResizeEvent>(kEventNames, text);
+}
+
+std::string transitions_markdown() {
+  std::string out = "| kind | state | event | next state | action |\n|---|---|---|---|---|\n";
+  for (const ResizeTransition& t : kTransitions) {
+    out += "| ";
+    out += to_string(t.kind);
+    out += " | ";
+    out += to_string(t.from);
+    out += " | ";
+    out += to_string(t.event);
+    out += " | ";
+    out += to_string(t.to);
+    out += " | ";
+    if (t.action == ResizeAction::none) {
+      out += "-";
+    } else {
+      out += "`";
+      out += to_string(t.action);
+      out += "`: ";
+      out += describe(t.action);
+    }
+    out += " |\n";
+  }
+  return out;
+}
+
+}  // namespace bellows::controller

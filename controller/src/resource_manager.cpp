@@ -1,0 +1,29 @@
+#include "bellows/controller/resource_manager.hpp"
+
+#include <array>
+#include <cstddef>
+
+namespace bellows::controller {
+
+namespace {
+constexpr std::array<std::string_view, 9> kRmCodeNames{
+    "ok", "denied", "timeout", "cancelled", "bad_request", "unknown_job", "unknown_node",
+    "not_owner", "unavailable"};
+}  // namespace
+
+std::string_view to_string(RmCode code) noexcept {
+  const auto index = static_cast<std::size_t>(code);
+  return index < kRmCodeNames.size() ? kRmCodeNames[index] : std::string_view("?");
+}
+
+bool parse_rm_code(std::string_view text, RmCode& code) noexcept {
+  for (std::size_t i = 0; i < kRmCodeNames.size(); ++i) {
+    if (kRmCodeNames[i] == text) {
+      code = static_cast<RmCode>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace bellows::controller
