@@ -20,6 +20,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpmix-dev
+  libzmq3-dev cppzmq-dev
   python3 python3-matplotlib procps
 )
 

@@ -1,0 +1,250 @@
+#pragma once
+// The messages between bellows-controller (one per job) and bellowsd (one per node of the
+// job), defined once for both sides.
+//
+// Wire format (all integers little-endian):
+//
+//   offset  size  field
+//   0       4     magic "BLWS"                   } frozen in every protocol version, so that
+//   4       2     protocol version               } any version can name any other one
+//   6       2     message type (MessageType)
+//   8       4     flags: 1 request, 2 reply, 0 one-way notification
+//   12      4     body length in bytes (at most kMaxBodyBytes)
+//   16      8     correlation id: a request's id, repeated in its reply (0 otherwise)
+//   24      ...   body: the message's fields in declaration order
+//
+// Body fields: u8/u16/u32/u64/i32 as fixed-size integers, bool as one byte 0 or 1, double as
+// IEEE-754 binary64, string as u32 length + bytes (at most kMaxStringBytes), list as u32
+// count + elements. No field is optional and nothing follows the last field.
+//
+// Versioning rule: a change to any message (a field added, removed, reordered or given a new
+// meaning, a type added) raises kProtocolVersion by one. Peers must speak the same version;
+// decode() refuses any other one and names both.
+//
+// Thread safety: everything here is a pure function or a value type.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace bellows::protocol {
+
+/// The four bytes that open every message.
+inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
+/// The protocol version this build speaks.
+inline constexpr std::uint16_t kProtocolVersion = 1;
+/// Size of the fixed header.
+inline constexpr std::size_t kHeaderBytes = 24;
+/// Largest body accepted (the largest real message, LaunchRanks, is a few KiB).
+inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;
+/// Largest string field accepted.
+inline constexpr std::uint32_t kMaxStringBytes = 1u << 16;
+
+/// Message types. 1-15 flow from a daemon to the controller, 16-31 from the controller to a
+/// daemon, 32 and up either way.
+enum class MessageType : std::uint16_t {
+  hello = 1,
+  node_metrics = 2,
+  allocation_request = 3,
+  rank_exited = 4,
+  resize_ack = 5,
+  resize_decided = 16,
+  commit = 17,
+  abort = 18,
+  launch_ranks = 19,
+  stop = 20,
+  ack = 32,
+};
+
+/// The lowercase name of a message type ("resize_decided"), or "unknown".
+std::string_view to_string(MessageType type);
+
+/// What a message is on the wire: a one-way notification, a request that expects exactly
+/// one reply with the same correlation id, or that reply.
+enum class Kind : std::uint8_t { notification = 0, request = 1, reply = 2 };
+
+// ---------------------------------------------------------------- daemon -> controller
+
+/// A daemon registers with the controller of its job (sent first, as a request).
+struct Hello {
+  static constexpr MessageType kType = MessageType::hello;
+  std::string node_name;                            ///< not empty
+  std::int32_t daemon_pid = 0;                      ///< > 0
+  std::uint16_t protocol_version = kProtocolVersion;  ///< equal to the header's version
+  bool operator==(const Hello&) const = default;
+};
+
+/// Metrics of one node, sent every tick and at the end of each iteration.
+struct NodeMetrics {
+  static constexpr MessageType kType = MessageType::node_metrics;
+  std::string node_name;                 ///< not empty
+  std::uint64_t iteration = 0;           ///< number of the last completed iteration
+  double iteration_seconds = 0.0;        ///< its wall time, finite and >= 0
+  std::uint64_t ready_tasks = 0;         ///< ready tasks on the node now
+  double busy_fraction = 0.0;            ///< in [0, 1]
+  std::uint64_t steals_sent = 0;         ///< steal requests sent since the previous report
+  std::uint64_t steals_failed = 0;       ///< of those, answered with no task
+  bool operator==(const NodeMetrics&) const = default;
+};
+
+/// EXTEND or RELEASE, as in PMIx_Allocation_request.
+enum class AllocationDirective : std::uint8_t { extend = 1, release = 2 };
+
+/// An allocation request a rank made (PMIx_Allocation_request), forwarded by its daemon.
+struct AllocationRequest {
+  static constexpr MessageType kType = MessageType::allocation_request;
+  AllocationDirective directive = AllocationDirective::extend;
+  std::uint32_t node_count = 0;       ///< > 0
+  std::uint32_t requesting_rank = 0;
+  bool operator==(const AllocationRequest&) const = default;
+};
+
+/// A rank of this node ended. A nonzero exit code or a signal means it crashed.
+struct RankExited {
+  static constexpr MessageType kType = MessageType::rank_exited;
+  std::uint32_t rank = 0;
+  std::int32_t pid = 0;        ///< > 0
+  std::int32_t exit_code = 0;  ///< exit status when it exited, 0 when killed by a signal
+  std::int32_t signal = 0;     ///< the signal that killed it, 0 when it exited
+  bool crashed() const { return exit_code != 0 || signal != 0; }
+  bool operator==(const RankExited&) const = default;
+};
+
+/// A daemon's part of a resize is done: the ranks that joined (expand) or drained and left
+/// (shrink) on its node.
+struct ResizeAck {
+  static constexpr MessageType kType = MessageType::resize_ack;
+  std::uint64_t resize_id = 0;
+  std::vector<std::uint32_t> ranks_joined;
+  std::vector<std::uint32_t> ranks_drained;
+  bool operator==(const ResizeAck&) const = default;
+};
+
+// ---------------------------------------------------------------- controller -> daemon
+
+enum class ResizeKind : std::uint8_t { expand = 1, shrink = 2 };
+
+/// The controller decided a resize. Expand: `count` nodes, named in new_nodes, no leaving
+/// ranks or nodes. Shrink: `count` nodes leave, named in leaving_nodes with their ranks in
+/// leaving_ranks, no new nodes.
+struct ResizeDecided {
+  static constexpr MessageType kType = MessageType::resize_decided;
+  std::uint64_t resize_id = 0;
+  ResizeKind kind = ResizeKind::expand;
+  std::uint32_t count = 0;  ///< > 0
+  std::vector<std::string> new_nodes;
+  std::vector<std::uint32_t> leaving_ranks;
+  std::vector<std::string> leaving_nodes;
+  bool operator==(const ResizeDecided&) const = default;
+};
+
+/// The resize is complete everywhere: make it final.
+struct Commit {
+  static constexpr MessageType kType = MessageType::commit;
+  std::uint64_t resize_id = 0;
+  bool operator==(const Commit&) const = default;
+};
+
+/// The resize is abandoned; the job keeps its previous size.
+struct Abort {
+  static constexpr MessageType kType = MessageType::abort;
+  std::uint64_t resize_id = 0;
+  std::string reason;
+  bool operator==(const Abort&) const = default;
+};
+
+/// Start ranks on this node.
+struct LaunchRanks {
+  static constexpr MessageType kType = MessageType::launch_ranks;
+  std::uint64_t resize_id = 0;          ///< 0 for the job's first ranks
+  std::vector<std::uint32_t> ranks;     ///< not empty
+  std::vector<std::string> argv;        ///< not empty: the program and its arguments
+  std::vector<std::string> env;         ///< "NAME=VALUE" entries added to the environment
+  bool operator==(const LaunchRanks&) const = default;
+};
+
+/// Stop the node's ranks (SIGTERM, then SIGKILL after grace_ms) and exit.
+struct Stop {
+  static constexpr MessageType kType = MessageType::stop;
+  std::string reason;
+  std::uint32_t grace_ms = 0;
+  bool operator==(const Stop&) const = default;
+};
+
+// ---------------------------------------------------------------- either way
+
+/// Status codes carried by Ack.
+enum class AckCode : std::int32_t {
+  ok = 0,
+  refused = 1,      ///< the message was refused (malformed, wrong version, not allowed)
+  failed = 2,       ///< understood, but doing it failed (text says why)
+  unsupported = 3,  ///< this side does not handle that message
+  unanswered = 4,   ///< the receiver dropped the request without answering it
+};
+
+/// A reply that carries a status: the answer to most requests.
+struct Ack {
+  static constexpr MessageType kType = MessageType::ack;
+  AckCode code = AckCode::ok;
+  std::string text;
+  bool operator==(const Ack&) const = default;
+};
+
+/// Any message.
+using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
+                             ResizeDecided, Commit, Abort, LaunchRanks, Stop, Ack>;
+
+/// The type of the message held.
+MessageType type_of(const Message& message);
+
+/// A message with what the header adds to it.
+struct Envelope {
+  Kind kind = Kind::notification;
+  std::uint64_t correlation_id = 0;  ///< nonzero for requests and replies
+  Message message;
+  bool operator==(const Envelope&) const = default;
+};
+
+/// The bytes of an envelope, header included. Encoding cannot fail for values that decode
+/// accepts; values it would refuse (an empty node name, a busy fraction of 2) are encoded
+/// as they are and refused by the receiver.
+std::vector<std::uint8_t> encode(const Envelope& envelope);
+
+/// Shorthand: a notification.
+std::vector<std::uint8_t> encode(const Message& message);
+
+/// Why decode refused its input.
+enum class DecodeError : std::uint8_t {
+  ok = 0,
+  truncated,            ///< fewer bytes than the header or the body needs
+  wrong_magic,          ///< does not start with "BLWS"
+  unsupported_version,  ///< another protocol version (text names both)
+  unknown_type,         ///< a message type this version does not define
+  bad_length,           ///< the body is longer than the header says, or over kMaxBodyBytes
+  bad_field,            ///< a field's value is invalid, or bytes follow the last field
+};
+
+/// The lowercase name of a decode error ("unsupported_version").
+std::string_view to_string(DecodeError error);
+
+/// What decode found: on success the envelope, otherwise a code and a text naming what was
+/// wrong and where (e.g. "bad field resize_decided.kind: 7 is neither expand (1) nor shrink
+/// (2)"). peer_version is set as soon as the first six bytes could be read.
+struct DecodeResult {
+  DecodeError error = DecodeError::ok;
+  std::string text;
+  std::optional<std::uint16_t> peer_version;
+  Envelope envelope;
+  bool ok() const { return error == DecodeError::ok; }
+};
+
+/// Decodes one message. Never throws and never reads past `bytes`; any input gives either
+/// an envelope or an error.
+DecodeResult decode(std::span<const std::uint8_t> bytes);
+
+}  // namespace bellows::protocol

@@ -1,0 +1,453 @@
+#include "bellows/protocol/messages.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+namespace bellows::protocol {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian and so is every supported host");
+
+// Each message's fields, in wire order, visited by name: the one list that both the
+// encoder and the decoder walk.
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, Hello>
+void fields(V& v, M& m) {
+  v("node_name", m.node_name);
+  v("daemon_pid", m.daemon_pid);
+  v("protocol_version", m.protocol_version);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, NodeMetrics>
+void fields(V& v, M& m) {
+  v("node_name", m.node_name);
+  v("iteration", m.iteration);
+  v("iteration_seconds", m.iteration_seconds);
+  v("ready_tasks", m.ready_tasks);
+  v("busy_fraction", m.busy_fraction);
+  v("steals_sent", m.steals_sent);
+  v("steals_failed", m.steals_failed);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, AllocationRequest>
+void fields(V& v, M& m) {
+  v("directive", m.directive);
+  v("node_count", m.node_count);
+  v("requesting_rank", m.requesting_rank);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, RankExited>
+void fields(V& v, M& m) {
+  v("rank", m.rank);
+  v("pid", m.pid);
+  v("exit_code", m.exit_code);
+  v("signal", m.signal);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, ResizeAck>
+void fields(V& v, M& m) {
+  v("resize_id", m.resize_id);
+  v("ranks_joined", m.ranks_joined);
+  v("ranks_drained", m.ranks_drained);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, ResizeDecided>
+void fields(V& v, M& m) {
+  v("resize_id", m.resize_id);
+  v("kind", m.kind);
+  v("count", m.count);
+  v("new_nodes", m.new_nodes);
+  v("leaving_ranks", m.leaving_ranks);
+  v("leaving_nodes", m.leaving_nodes);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, Commit>
+void fields(V& v, M& m) {
+  v("resize_id", m.resize_id);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, Abort>
+void fields(V& v, M& m) {
+  v("resize_id", m.resize_id);
+  v("reason", m.reason);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, LaunchRanks>
+void fields(V& v, M& m) {
+  v("resize_id", m.resize_id);
+  v("ranks", m.ranks);
+  v("argv", m.argv);
+  v("env", m.env);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, Stop>
+void fields(V& v, M& m) {
+  v("reason", m.reason);
+  v("grace_ms", m.grace_ms);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, Ack>
+void fields(V& v, M& m) {
+  v("code", m.code);
+  v("text", m.text);
+}
+
+// ---------------------------------------------------------------- semantic checks
+
+std::string check(const Hello& m, std::uint16_t header_version) {
+  if (m.node_name.empty()) return "node_name: empty";
+  if (m.daemon_pid <= 0) return "daemon_pid: " + std::to_string(m.daemon_pid) + " is not a pid";
+  if (m.protocol_version != header_version) {
+    return "protocol_version: " + std::to_string(m.protocol_version) +
+           " differs from the header's version " + std::to_string(header_version);
+  }
+  return {};
+}
+std::string check(const NodeMetrics& m, std::uint16_t) {
+  if (m.node_name.empty()) return "node_name: empty";
+  if (!std::isfinite(m.iteration_seconds) || m.iteration_seconds < 0.0) {
+    return "iteration_seconds: " + std::to_string(m.iteration_seconds) +
+           " is not a finite time >= 0";
+  }
+  if (!(m.busy_fraction >= 0.0 && m.busy_fraction <= 1.0)) {
+    return "busy_fraction: " + std::to_string(m.busy_fraction) + " is not in [0, 1]";
+  }
+  if (m.steals_failed > m.steals_sent) {
+    return "steals_failed: " + std::to_string(m.steals_failed) + " exceeds steals_sent " +
+           std::to_string(m.steals_sent);
+  }
+  return {};
+}
+std::string check(const AllocationRequest& m, std::uint16_t) {
+  const auto d = static_cast<unsigned>(m.directive);
+  if (d != 1 && d != 2) {
+    return "directive: " + std::to_string(d) + " is neither extend (1) nor release (2)";
+  }
+  if (m.node_count == 0) return "node_count: 0";
+  return {};
+}
+std::string check(const RankExited& m, std::uint16_t) {
+  if (m.pid <= 0) return "pid: " + std::to_string(m.pid) + " is not a pid";
+  if (m.signal < 0 || m.signal > 64) return "signal: " + std::to_string(m.signal) + " is not a signal";
+  if (m.signal != 0 && m.exit_code != 0) return "exit_code: nonzero although killed by a signal";
+  return {};
+}
+std::string check(const ResizeAck&, std::uint16_t) { return {}; }
+std::string check(const ResizeDecided& m, std::uint16_t) {
+  const auto k = static_cast<unsigned>(m.kind);
+  if (k != 1 && k != 2) return "kind: " + std::to_string(k) + " is neither expand (1) nor shrink (2)";
+  if (m.count == 0) return "count: 0";
+  if (m.kind == ResizeKind::expand && (!m.leaving_ranks.empty() || !m.leaving_nodes.empty())) {
+    return "leaving_ranks: an expand names no leaving ranks or nodes";
+  }
+  if (m.kind == ResizeKind::shrink && !m.new_nodes.empty()) {
+    return "new_nodes: a shrink names no new nodes";
+  }
+  return {};
+}
+std::string check(const Commit&, std::uint16_t) { return {}; }
+std::string check(const Abort&, std::uint16_t) { return {}; }
+std::string check(const LaunchRanks& m, std::uint16_t) {
+  if (m.ranks.empty()) return "ranks: empty";
+  if (m.argv.empty() || m.argv.front().empty()) return "argv: no program";
+  for (std::size_t i = 0; i < m.env.size(); ++i) {
+    const auto eq = m.env[i].find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return "env[" + std::to_string(i) + "]: '" + m.env[i] + "' is not NAME=VALUE";
+    }
+  }
+  return {};
+}
+std::string check(const Stop&, std::uint16_t) { return {}; }
+std::string check(const Ack& m, std::uint16_t) {
+  const auto c = static_cast<std::int32_t>(m.code);
+  if (c < 0 || c > 4) return "code: " + std::to_string(c) + " is not an ack code (0-4)";
+  return {};
+}
+
+// ---------------------------------------------------------------- encoding
+
+class Writer {
+ public:
+  explicit Writer(std::vector<std::uint8_t>& out) : out_(out) {}
+
+  template <class T>
+    requires std::is_arithmetic_v<T> || std::is_enum_v<T>
+  void operator()(const char*, const T& value) {
+    put(value);
+  }
+  void operator()(const char*, const std::string& value) {
+    put(static_cast<std::uint32_t>(value.size()));
+    out_.insert(out_.end(), value.begin(), value.end());
+  }
+  template <class T>
+  void operator()(const char* name, const std::vector<T>& values) {
+    put(static_cast<std::uint32_t>(values.size()));
+    for (const auto& v : values) (*this)(name, v);
+  }
+
+  template <class T>
+  void put(const T& value) {
+    std::uint8_t bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    out_.insert(out_.end(), bytes, bytes + sizeof(T));
+  }
+
+ private:
+  std::vector<std::uint8_t>& out_;
+};
+
+// ---------------------------------------------------------------- decoding
+
+class Reader {
+ public:
+  Reader(std::span<const std::uint8_t> bytes, std::string_view message)
+      : bytes_(bytes), message_(message) {}
+
+  bool failed() const { return error_ != DecodeError::ok; }
+  DecodeError error() const { return error_; }
+  const std::string& text() const { return text_; }
+  std::size_t left() const { return bytes_.size() - pos_; }
+
+  template <class T>
+    requires std::is_arithmetic_v<T> || std::is_enum_v<T>
+  void operator()(const char* name, T& value) {
+    if (failed()) return;
+    if (left() < sizeof(T)) return truncated(name, sizeof(T));
+    std::memcpy(&value, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+  }
+  void operator()(const char* name, std::string& value) {
+    if (failed()) return;
+    std::uint32_t size = 0;
+    (*this)(name, size);
+    if (failed()) return;
+    if (size > kMaxStringBytes) {
+      return fail(DecodeError::bad_field, std::string("bad field ") + std::string(message_) +
+                                              "." + name + ": length " + std::to_string(size) +
+                                              " exceeds " + std::to_string(kMaxStringBytes));
+    }
+    if (left() < size) return truncated(name, size);
+    value.assign(reinterpret_cast<const char*>(bytes_.data() + pos_), size);
+    pos_ += size;
+  }
+  template <class T>
+  void operator()(const char* name, std::vector<T>& values) {
+    if (failed()) return;
+    std::uint32_t count = 0;
+    (*this)(name, count);
+    if (failed()) return;
+    // Every element takes at least 4 bytes (u32, or a string's length): a count that the
+    // remaining bytes cannot hold is refused before anything is allocated.
+    if (count > left() / 4) {
+      return fail(DecodeError::truncated,
+                  "truncated " + std::string(message_) + ": field " + name + " holds " +
+                      std::to_string(count) + " entries, only " + std::to_string(left()) +
+                      " bytes left");
+    }
+    values.assign(count, T{});
+    for (std::uint32_t i = 0; i < count && !failed(); ++i) {
+      const std::string element = std::string(name) + "[" + std::to_string(i) + "]";
+      (*this)(element.c_str(), values[i]);
+    }
+  }
+
+  void fail(DecodeError error, std::string text) {
+    if (failed()) return;
+    error_ = error;
+    text_ = std::move(text);
+  }
+
+ private:
+  void truncated(const char* name, std::size_t need) {
+    fail(DecodeError::truncated, "truncated " + std::string(message_) + ": field " + name +
+                                     " needs " + std::to_string(need) + " bytes, " +
+                                     std::to_string(left()) + " left");
+  }
+
+  std::span<const std::uint8_t> bytes_;
+  std::string_view message_;
+  std::size_t pos_ = 0;
+  DecodeError error_ = DecodeError::ok;
+  std::string text_;
+};
+
+template <class M>
+void decode_body(std::span<const std::uint8_t> body, std::uint16_t version, DecodeResult& out) {
+  const std::string_view name = to_string(M::kType);
+  M message{};
+  Reader reader(body, name);
+  fields(reader, message);
+  if (!reader.failed() && reader.left() != 0) {
+    reader.fail(DecodeError::bad_field, "bad field " + std::string(name) + ": " +
+                                            std::to_string(reader.left()) +
+                                            " bytes follow the last field");
+  }
+  if (reader.failed()) {
+    out.error = reader.error();
+    out.text = reader.text();
+    return;
+  }
+  if (std::string problem = check(message, version); !problem.empty()) {
+    out.error = DecodeError::bad_field;
+    out.text = "bad field " + std::string(name) + "." + problem;
+    return;
+  }
+  out.envelope.message = std::move(message);
+}
+
+template <class T>
+T load(std::span<const std::uint8_t> bytes, std::size_t offset) {
+  T value;
+  std::memcpy(&value, bytes.data() + offset, sizeof(T));
+  return value;
+}
+
+std::string hex32(std::uint32_t value) {
+  static const char* digits = "0123456789abcdef";
+  std::string text = "0x";
+  for (int shift = 28; shift >= 0; shift -= 4) text += digits[(value >> shift) & 0xfu];
+  return text;
+}
+
+}  // namespace
+
+std::string_view to_string(MessageType type) {
+  switch (type) {
+    case MessageType::hello: return "hello";
+    case MessageType::node_metrics: return "node_metrics";
+    case MessageType::allocation_request: return "allocation_request";
+    case MessageType::rank_exited: return "rank_exited";
+    case MessageType::resize_ack: return "resize_ack";
+    case MessageType::resize_decided: return "resize_decided";
+    case MessageType::commit: return "commit";
+    case MessageType::abort: return "abort";
+    case MessageType::launch_ranks: return "launch_ranks";
+    case MessageType::stop: return "stop";
+    case MessageType::ack: return "ack";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(DecodeError error) {
+  switch (error) {
+    case DecodeError::ok: return "ok";
+    case DecodeError::truncated: return "truncated";
+    case DecodeError::wrong_magic: return "wrong_magic";
+    case DecodeError::unsupported_version: return "unsupported_version";
+    case DecodeError::unknown_type: return "unknown_type";
+    case DecodeError::bad_length: return "bad_length";
+    case DecodeError::bad_field: return "bad_field";
+  }
+  return "unknown";
+}
+
+MessageType type_of(const Message& message) {
+  return std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kType; }, message);
+}
+
+std::vector<std::uint8_t> encode(const Envelope& envelope) {
+  std::vector<std::uint8_t> out;
+  out.reserve(128);
+  Writer writer(out);
+  out.insert(out.end(), std::begin(kMagic), std::end(kMagic));
+  writer.put(kProtocolVersion);
+  writer.put(static_cast<std::uint16_t>(type_of(envelope.message)));
+  writer.put(static_cast<std::uint32_t>(envelope.kind));
+  writer.put(std::uint32_t{0});  // body length, set below
+  writer.put(envelope.correlation_id);
+  std::visit([&](const auto& m) { fields(writer, m); }, envelope.message);
+  const auto body = static_cast<std::uint32_t>(out.size() - kHeaderBytes);
+  std::memcpy(out.data() + 12, &body, sizeof body);
+  return out;
+}
+
+std::vector<std::uint8_t> encode(const Message& message) {
+  return encode(Envelope{Kind::notification, 0, message});
+}
+
+DecodeResult decode(std::span<const std::uint8_t> bytes) {
+  DecodeResult out;
+  auto fail = [&](DecodeError error, std::string text) {
+    out.error = error;
+    out.text = std::move(text);
+    return out;
+  };
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), kMagic, 4) != 0) {
+    std::uint32_t seen = 0;
+    for (int i = 0; i < 4; ++i) seen = (seen << 8) | bytes[static_cast<std::size_t>(i)];
+    return fail(DecodeError::wrong_magic,
+                "wrong magic " + hex32(seen) + ", expected 0x424c5753 (\"BLWS\")");
+  }
+  if (bytes.size() >= 6) {
+    out.peer_version = load<std::uint16_t>(bytes, 4);
+    if (*out.peer_version != kProtocolVersion) {
+      return fail(DecodeError::unsupported_version,
+                  "protocol version " + std::to_string(*out.peer_version) +
+                      " refused: this side speaks version " + std::to_string(kProtocolVersion));
+    }
+  }
+  if (bytes.size() < kHeaderBytes) {
+    return fail(DecodeError::truncated, "truncated message: " + std::to_string(bytes.size()) +
+                                            " bytes, the header needs " +
+                                            std::to_string(kHeaderBytes));
+  }
+  const auto type = load<std::uint16_t>(bytes, 6);
+  const auto flags = load<std::uint32_t>(bytes, 8);
+  const auto length = load<std::uint32_t>(bytes, 12);
+  const auto correlation = load<std::uint64_t>(bytes, 16);
+  if (length > kMaxBodyBytes) {
+    return fail(DecodeError::bad_length, "bad length: a body of " + std::to_string(length) +
+                                             " bytes exceeds the limit of " +
+                                             std::to_string(kMaxBodyBytes));
+  }
+  const std::size_t follow = bytes.size() - kHeaderBytes;
+  if (follow < length) {
+    return fail(DecodeError::truncated, "truncated message: the header says " +
+                                            std::to_string(length) + " body bytes, " +
+                                            std::to_string(follow) + " follow");
+  }
+  if (follow > length) {
+    return fail(DecodeError::bad_length, "bad length: the header says " +
+                                             std::to_string(length) + " body bytes, " +
+                                             std::to_string(follow) + " follow");
+  }
+  if (flags > 2) {
+    return fail(DecodeError::bad_field,
+                "bad field header.flags: " + std::to_string(flags) +
+                    " is none of notification (0), request (1), reply (2)");
+  }
+  out.envelope.kind = static_cast<Kind>(flags);
+  out.envelope.correlation_id = correlation;
+  if ((out.envelope.kind == Kind::notification) != (correlation == 0)) {
+    return fail(DecodeError::bad_field,
+                "bad field header.correlation_id: " + std::to_string(correlation) + " for a " +
+                    (out.envelope.kind == Kind::notification ? "notification (must be 0)"
+                                                             : "request or reply (must be > 0)"));
+  }
+  const auto body = bytes.subspan(kHeaderBytes);
+  const std::uint16_t version = *out.peer_version;
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::hello: decode_body<Hello>(body, version, out); break;
+    case MessageType::node_metrics: decode_body<NodeMetrics>(body, version, out); break;
+    case MessageType::allocation_request: decode_body<AllocationRequest>(body, version, out); break;
+    case MessageType::rank_exited: decode_body<RankExited>(body, version, out); break;
+    case MessageType::resize_ack: decode_body<ResizeAck>(body, version, out); break;
+    case MessageType::resize_decided: decode_body<ResizeDecided>(body, version, out); break;
+    case MessageType::commit: decode_body<Commit>(body, version, out); break;
+    case MessageType::abort: decode_body<Abort>(body, version, out); break;
+    case MessageType::launch_ranks: decode_body<LaunchRanks>(body, version, out); break;
+    case MessageType::stop: decode_body<Stop>(body, version, out); break;
+    case MessageType::ack: decode_body<Ack>(body, version, out); break;
+    default:
+      return fail(DecodeError::unknown_type,
+                  "unknown message type " + std::to_string(type) + " (protocol version " +
+                      std::to_string(kProtocolVersion) + ")");
+  }
+  return out;
+}
+
+}  // namespace bellows::protocol

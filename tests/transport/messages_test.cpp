@@ -1,0 +1,262 @@
+// The controller <-> daemon messages: round trips of every message, each refusal with its
+// exact text, and random and mutated input that must always give a clean error.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "bellows/protocol/messages.hpp"
+
+namespace bellows::protocol {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+std::vector<Message> one_of_each() {
+  return {
+      Hello{"node-a", 4242, kProtocolVersion},
+      NodeMetrics{"node-b", 17, 0.125, 96, 0.75, 12, 5},
+      AllocationRequest{AllocationDirective::release, 3, 7},
+      RankExited{9, 31337, 0, 11},
+      ResizeAck{5, {4, 5, 6}, {}},
+      ResizeDecided{6, ResizeKind::expand, 2, {"n7", "n8"}, {}, {}},
+      ResizeDecided{7, ResizeKind::shrink, 1, {}, {2, 3}, {"n2"}},
+      Commit{6},
+      Abort{7, "slurm denied the expansion: Requested node configuration is not available"},
+      LaunchRanks{6, {4, 5}, {"/usr/bin/app", "--n", "4096", ""}, {"OMP_NUM_THREADS=1", "X="}},
+      Stop{"job finished", 2000},
+      Ack{AckCode::failed, "no such node"},
+  };
+}
+
+void set_u16(Bytes& b, std::size_t at, std::uint16_t v) { std::memcpy(b.data() + at, &v, 2); }
+void set_u32(Bytes& b, std::size_t at, std::uint32_t v) { std::memcpy(b.data() + at, &v, 4); }
+void set_u64(Bytes& b, std::size_t at, std::uint64_t v) { std::memcpy(b.data() + at, &v, 8); }
+
+TEST(Messages, EveryMessageRoundTripsAsEachKind) {
+  std::uint64_t id = 1;
+  for (const auto& message : one_of_each()) {
+    for (Kind kind : {Kind::notification, Kind::request, Kind::reply}) {
+      const Envelope sent{kind, kind == Kind::notification ? 0 : id++, message};
+      const Bytes bytes = encode(sent);
+      const DecodeResult got = decode(bytes);
+      ASSERT_TRUE(got.ok()) << to_string(type_of(message)) << ": " << got.text;
+      EXPECT_EQ(got.envelope, sent) << to_string(type_of(message));
+      EXPECT_EQ(got.peer_version, kProtocolVersion);
+    }
+  }
+}
+
+TEST(Messages, HeaderLayoutIsFixed) {
+  const Bytes bytes = encode(Envelope{Kind::request, 0x0102030405060708ull, Commit{9}});
+  ASSERT_EQ(bytes.size(), kHeaderBytes + 8);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 4), "BLWS");
+  EXPECT_EQ(bytes[4], kProtocolVersion);
+  EXPECT_EQ(bytes[5], 0);
+  EXPECT_EQ(bytes[6], 17);  // commit
+  EXPECT_EQ(bytes[8], 1);   // request
+  EXPECT_EQ(bytes[12], 8);  // body length
+  EXPECT_EQ(bytes[16], 0x08);
+  EXPECT_EQ(bytes[23], 0x01);
+  EXPECT_EQ(bytes[24], 9);
+}
+
+TEST(Messages, NamesOfTypesAndErrors) {
+  EXPECT_EQ(to_string(MessageType::resize_decided), "resize_decided");
+  EXPECT_EQ(to_string(static_cast<MessageType>(99)), "unknown");
+  EXPECT_EQ(to_string(DecodeError::unsupported_version), "unsupported_version");
+  EXPECT_TRUE(RankExited({1, 2, 0, 9}).crashed());
+  EXPECT_TRUE(RankExited({1, 2, 3, 0}).crashed());
+  EXPECT_FALSE(RankExited({1, 2, 0, 0}).crashed());
+}
+
+struct Refusal {
+  DecodeError error;
+  std::string text;
+};
+
+Refusal refusal(const Bytes& bytes) {
+  const DecodeResult r = decode(bytes);
+  return {r.error, r.text};
+}
+
+#define EXPECT_REFUSED(bytes, code, message)     \
+  do {                                            \
+    const Refusal r_ = refusal(bytes);            \
+    EXPECT_EQ(r_.error, DecodeError::code);       \
+    EXPECT_EQ(r_.text, message);                  \
+  } while (0)
+
+TEST(Messages, RefusesWrongMagic) {
+  Bytes b = encode(Commit{1});
+  b[0] = 'X';
+  EXPECT_REFUSED(b, wrong_magic, "wrong magic 0x584c5753, expected 0x424c5753 (\"BLWS\")");
+}
+
+TEST(Messages, RefusesAnotherVersionNamingBoth) {
+  Bytes b = encode(Commit{1});
+  set_u16(b, 4, 7);
+  const DecodeResult r = decode(b);
+  EXPECT_EQ(r.error, DecodeError::unsupported_version);
+  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 1");
+  EXPECT_EQ(r.peer_version, 7);
+  // Only the magic and the version are needed to refuse a version.
+  const Bytes six(b.begin(), b.begin() + 6);
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 1");
+}
+
+TEST(Messages, RefusesUnknownType) {
+  Bytes b = encode(Commit{1});
+  set_u16(b, 6, 99);
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 1)");
+}
+
+TEST(Messages, RefusesTruncatedInput) {
+  EXPECT_REFUSED(Bytes{}, truncated, "truncated message: 0 bytes, the header needs 24");
+  const Bytes full = encode(Hello{"node-a", 12, kProtocolVersion});
+  EXPECT_REFUSED(Bytes(full.begin(), full.begin() + 10), truncated,
+                 "truncated message: 10 bytes, the header needs 24");
+  EXPECT_REFUSED(Bytes(full.begin(), full.end() - 1), truncated,
+                 "truncated message: the header says 16 body bytes, 15 follow");
+  // A body length that agrees with a body cut inside a field.
+  Bytes cut(full.begin(), full.end() - 3);
+  set_u32(cut, 12, 13);
+  EXPECT_REFUSED(cut, truncated, "truncated hello: field daemon_pid needs 4 bytes, 3 left");
+  // A string longer than what follows.
+  Bytes long_string = full;
+  set_u32(long_string, kHeaderBytes, 200);
+  EXPECT_REFUSED(long_string, truncated, "truncated hello: field node_name needs 200 bytes, 12 left");
+}
+
+TEST(Messages, RefusesBadLength) {
+  Bytes b = encode(Commit{1});
+  b.push_back(0);
+  EXPECT_REFUSED(b, bad_length, "bad length: the header says 8 body bytes, 9 follow");
+  set_u32(b, 12, kMaxBodyBytes + 1);
+  EXPECT_REFUSED(b, bad_length, "bad length: a body of 1048577 bytes exceeds the limit of 1048576");
+}
+
+TEST(Messages, RefusesBadFields) {
+  auto body_of = [](const Message& m) { return encode(m); };
+  EXPECT_REFUSED(body_of(Hello{"", 1, kProtocolVersion}), bad_field,
+                 "bad field hello.node_name: empty");
+  EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
+                 "bad field hello.daemon_pid: -4 is not a pid");
+  EXPECT_REFUSED(body_of(Hello{"a", 4, 3}), bad_field,
+                 "bad field hello.protocol_version: 3 differs from the header's version 1");
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, 0.5, 1, 1.5, 0, 0}), bad_field,
+                 "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}),
+                 bad_field, "bad field node_metrics.iteration_seconds: nan is not a finite time >= 0");
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, 0.5, 1, 0.5, 2, 3}), bad_field,
+                 "bad field node_metrics.steals_failed: 3 exceeds steals_sent 2");
+  EXPECT_REFUSED(body_of(AllocationRequest{static_cast<AllocationDirective>(5), 1, 0}), bad_field,
+                 "bad field allocation_request.directive: 5 is neither extend (1) nor release (2)");
+  EXPECT_REFUSED(body_of(AllocationRequest{AllocationDirective::extend, 0, 0}), bad_field,
+                 "bad field allocation_request.node_count: 0");
+  EXPECT_REFUSED(body_of(RankExited{1, 0, 0, 0}), bad_field, "bad field rank_exited.pid: 0 is not a pid");
+  EXPECT_REFUSED(body_of(RankExited{1, 5, 0, 99}), bad_field,
+                 "bad field rank_exited.signal: 99 is not a signal");
+  EXPECT_REFUSED(body_of(ResizeDecided{1, static_cast<ResizeKind>(7), 1, {}, {}, {}}), bad_field,
+                 "bad field resize_decided.kind: 7 is neither expand (1) nor shrink (2)");
+  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 0, {}, {}, {}}), bad_field,
+                 "bad field resize_decided.count: 0");
+  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 1, {"n"}, {3}, {}}), bad_field,
+                 "bad field resize_decided.leaving_ranks: an expand names no leaving ranks or nodes");
+  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::shrink, 1, {"n"}, {3}, {"m"}}), bad_field,
+                 "bad field resize_decided.new_nodes: a shrink names no new nodes");
+  EXPECT_REFUSED(body_of(LaunchRanks{1, {}, {"a"}, {}}), bad_field, "bad field launch_ranks.ranks: empty");
+  EXPECT_REFUSED(body_of(LaunchRanks{1, {0}, {}, {}}), bad_field, "bad field launch_ranks.argv: no program");
+  EXPECT_REFUSED(body_of(LaunchRanks{1, {0}, {"a"}, {"A=1", "=x"}}), bad_field,
+                 "bad field launch_ranks.env[1]: '=x' is not NAME=VALUE");
+  EXPECT_REFUSED(body_of(Ack{static_cast<AckCode>(-1), ""}), bad_field,
+                 "bad field ack.code: -1 is not an ack code (0-4)");
+}
+
+TEST(Messages, RefusesBadHeaderFieldsAndTrailingBytes) {
+  Bytes b = encode(Commit{1});
+  set_u32(b, 8, 3);
+  EXPECT_REFUSED(b, bad_field,
+                 "bad field header.flags: 3 is none of notification (0), request (1), reply (2)");
+  b = encode(Commit{1});
+  set_u64(b, 16, 5);
+  EXPECT_REFUSED(b, bad_field, "bad field header.correlation_id: 5 for a notification (must be 0)");
+  b = encode(Envelope{Kind::reply, 0, Commit{1}});
+  EXPECT_REFUSED(b, bad_field, "bad field header.correlation_id: 0 for a request or reply (must be > 0)");
+  b = encode(Commit{1});
+  b.push_back(1);
+  b.push_back(2);
+  set_u32(b, 12, 10);
+  EXPECT_REFUSED(b, bad_field, "bad field commit: 2 bytes follow the last field");
+}
+
+TEST(Messages, RefusesOversizedStringsAndListsBeforeAllocating) {
+  Bytes b = encode(Stop{"x", 1});
+  set_u32(b, kHeaderBytes, kMaxStringBytes + 1);
+  EXPECT_REFUSED(b, bad_field, "bad field stop.reason: length 65537 exceeds 65536");
+  b = encode(LaunchRanks{1, {0}, {"a"}, {}});
+  set_u32(b, kHeaderBytes + 8, 0xffffffffu);
+  EXPECT_REFUSED(b, truncated,
+                 "truncated launch_ranks: field ranks holds 4294967295 entries, only 17 bytes left");
+  // The name of a list element is indexed.
+  b = encode(LaunchRanks{1, {0}, {"a", "bc"}, {}});
+  set_u32(b, kHeaderBytes + 8 + 4 + 4 + 4 + 4 + 1, 7);
+  EXPECT_REFUSED(b, truncated, "truncated launch_ranks: field argv[1] needs 7 bytes, 6 left");
+}
+
+// Random bytes, bytes with a valid header and a random body, and valid messages with bytes
+// flipped, cut or inserted: decode never crashes and either succeeds or names an error.
+TEST(Messages, FuzzedInputAlwaysGivesACleanResult) {
+  std::mt19937_64 rng(20261101);
+  auto byte = [&] { return static_cast<std::uint8_t>(rng() & 0xffu); };
+  const auto seeds = one_of_each();
+  std::size_t accepted = 0, refused = 0;
+  for (int round = 0; round < 200000; ++round) {
+    Bytes b;
+    switch (round % 4) {
+      case 0: {
+        b.resize(rng() % 96);
+        for (auto& x : b) x = byte();
+        break;
+      }
+      case 1: {
+        b = encode(seeds[rng() % seeds.size()]);
+        b.resize(kHeaderBytes + rng() % 64);
+        for (std::size_t i = kHeaderBytes; i < b.size(); ++i) b[i] = byte();
+        set_u32(b, 12, static_cast<std::uint32_t>(b.size() - kHeaderBytes));
+        break;
+      }
+      case 2: {
+        b = encode(seeds[rng() % seeds.size()]);
+        const int flips = 1 + static_cast<int>(rng() % 4);
+        for (int f = 0; f < flips; ++f) b[rng() % b.size()] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
+        break;
+      }
+      default: {
+        b = encode(seeds[rng() % seeds.size()]);
+        if (rng() % 2) {
+          b.resize(rng() % b.size());
+        } else {
+          b.insert(b.begin() + static_cast<std::ptrdiff_t>(rng() % b.size()), byte());
+        }
+        break;
+      }
+    }
+    const DecodeResult r = decode(b);
+    if (r.ok()) {
+      ++accepted;
+      EXPECT_TRUE(r.text.empty());
+      // What was accepted encodes back to the same bytes.
+      EXPECT_EQ(encode(r.envelope), b);
+    } else {
+      ++refused;
+      ASSERT_FALSE(r.text.empty()) << "error " << to_string(r.error) << " without a text";
+    }
+  }
+  EXPECT_EQ(accepted + refused, 200000u);
+  EXPECT_GT(refused, 100000u);
+}
+
+}  // namespace
+}  // namespace bellows::protocol

@@ -1,0 +1,620 @@
+#include "core.hpp"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <iostream>
+
+namespace bellows::transport::detail {
+namespace {
+
+constexpr const char* kZapDomain = "bellows";
+constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
+constexpr const char* kMonitorEndpoint = "inproc://bellows.transport.monitor";
+constexpr std::size_t kMaxLoggedKeys = 4096;
+constexpr int kMaxBatch = 256;
+
+std::string describe_address(const char* address) {
+  if (address == nullptr || *address == '\0') return "unknown";
+  if (const auto c = parse_ipc_peer_address(address)) {
+    return "pid " + std::to_string(c->pid) + " uid " + std::to_string(c->uid);
+  }
+  return address;
+}
+
+std::string ms_text(std::chrono::milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
+
+std::string handshake_detail(int value) {
+  switch (value) {
+    case ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+      return "curve cryptographic error (the peer does not use the job's server key)";
+    case ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+      return "security mechanism mismatch (a plain peer on a curve endpoint or the reverse)";
+    default: break;
+  }
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%x", static_cast<unsigned>(value));
+  return std::string("zmtp protocol error ") + hex;
+}
+
+void check_key(const std::string& key, const char* what) {
+  if (key.size() != 40) {
+    throw TransportError(std::string("curve ") + what + " key has " + std::to_string(key.size()) +
+                         " characters, expected 40 (Z85)");
+  }
+}
+
+}  // namespace
+
+Core::Core(CoreOptions options, Handlers handlers)
+    : options_(std::move(options)), handlers_(std::move(handlers)), context_(1) {
+  if (!options_.log) {
+    options_.log = [](LogLevel level, const std::string& text) {
+      std::cerr << "bellows-transport: " << to_string(level) << ": " << text << std::endl;
+    };
+  }
+  const std::string& ep = options_.endpoint;
+  const bool ipc = ep.rfind("ipc://", 0) == 0;
+  const bool tcp = ep.rfind("tcp://", 0) == 0;
+  if (!ipc && !tcp) {
+    throw TransportError("endpoint '" + ep + "': expected ipc://PATH or tcp://ADDRESS:PORT");
+  }
+  if (tcp && !options_.curve) {
+    throw TransportError("endpoint " + ep +
+                         ": tcp needs the job's curve keys (plain tcp is not authenticated)");
+  }
+  if (options_.curve) {
+    check_key(options_.curve->public_key, "public");
+    check_key(options_.curve->secret_key, "secret");
+  }
+  if (options_.curve_server_key) check_key(*options_.curve_server_key, "server");
+  const bool server = options_.role == Role::server;
+  if (ipc && server) {
+    const std::filesystem::path path(ep.substr(6));
+    const std::string problem = private_directory_problem(path.parent_path(), ::geteuid());
+    if (!problem.empty()) throw TransportError("endpoint " + ep + ": " + problem);
+  }
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw TransportError(std::string("eventfd: ") + std::strerror(errno));
+  try {
+    socket_ = zmq::socket_t(context_, server ? zmq::socket_type::router : zmq::socket_type::dealer);
+    socket_.set(zmq::sockopt::linger, 100);
+    socket_.set(zmq::sockopt::maxmsgsize,
+                static_cast<std::int64_t>(protocol::kHeaderBytes + protocol::kMaxBodyBytes));
+    if (server) {
+      socket_.set(zmq::sockopt::router_mandatory, 1);
+      // The ZAP handler must be bound before the socket that uses it.
+      zap_ = zmq::socket_t(context_, zmq::socket_type::router);
+      zap_.set(zmq::sockopt::linger, 0);
+      zap_.bind(kZapEndpoint);
+      socket_.set(zmq::sockopt::zap_domain, kZapDomain);
+      if (options_.curve) {
+        socket_.set(zmq::sockopt::curve_server, 1);
+        socket_.set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
+      }
+    } else if (options_.curve) {
+      socket_.set(zmq::sockopt::curve_serverkey,
+                  options_.curve_server_key.value_or(options_.curve->public_key));
+      socket_.set(zmq::sockopt::curve_publickey, options_.curve->public_key);
+      socket_.set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
+    }
+    const int events = server ? (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+                              : (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                 ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+    if (zmq_socket_monitor(socket_.handle(), kMonitorEndpoint, events) != 0) {
+      throw zmq::error_t();
+    }
+    monitor_ = zmq::socket_t(context_, zmq::socket_type::pair);
+    monitor_.set(zmq::sockopt::linger, 0);
+    monitor_.connect(kMonitorEndpoint);
+    if (server) {
+      socket_.bind(ep);
+      endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+    } else {
+      socket_.connect(ep);
+      endpoint_ = ep;
+    }
+  } catch (const zmq::error_t& e) {
+    ::close(wake_fd_);
+    throw TransportError("endpoint " + ep + ": cannot " + (server ? "bind" : "connect") + ": " +
+                         e.what());
+  }
+}
+
+Core::~Core() {
+  stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void Core::start() {
+  // The thread waits until its id is recorded, so that on_loop_thread() is right from the
+  // first handler on.
+  std::promise<void> ready;
+  thread_ = std::thread([this, started = ready.get_future()]() mutable {
+    started.wait();
+    run();
+  });
+  loop_thread_id_ = thread_.get_id();
+  ready.set_value();
+}
+
+void Core::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
+  // From a handler the loop ends once the handler returns; the owner joins it later.
+  if (on_loop_thread()) return;
+  std::lock_guard lock(join_mutex_);
+  if (thread_.joinable()) thread_.join();
+}
+
+// ---------------------------------------------------------------- sending
+
+void Core::enqueue(Outgoing out) {
+  bool queued = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      queue_.push_back(std::move(out));
+      queued = true;
+    }
+  }
+  if (!queued) {
+    if (out.done) out.done({Status::closed, "the endpoint is stopped", protocol::Ack{}});
+    return;
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void Core::notify(const PeerId& peer, protocol::Message message) {
+  Outgoing out;
+  out.peer = peer;
+  out.type = protocol::type_of(message);
+  out.bytes = protocol::encode(message);
+  if (on_loop_thread()) return send_now(std::move(out));
+  enqueue(std::move(out));
+}
+
+void Core::reply(const PeerId& peer, std::uint64_t correlation_id, protocol::Message message) {
+  Outgoing out;
+  out.peer = peer;
+  out.type = protocol::type_of(message);
+  out.bytes = protocol::encode(protocol::Envelope{protocol::Kind::reply, correlation_id, message});
+  if (on_loop_thread()) return send_now(std::move(out));
+  enqueue(std::move(out));
+}
+
+void Core::request_async(const PeerId& peer, protocol::Message message,
+                         std::chrono::milliseconds timeout, std::function<void(RequestResult)> done) {
+  Outgoing out;
+  out.peer = peer;
+  out.correlation_id = next_correlation_++;
+  out.type = protocol::type_of(message);
+  out.timeout = timeout;
+  out.done = done ? std::move(done) : [](RequestResult) {};
+  out.bytes = protocol::encode(
+      protocol::Envelope{protocol::Kind::request, out.correlation_id, std::move(message)});
+  if (on_loop_thread()) return send_now(std::move(out));
+  enqueue(std::move(out));
+}
+
+RequestResult Core::request(const PeerId& peer, protocol::Message message,
+                            std::chrono::milliseconds timeout) {
+  if (on_loop_thread()) {
+    return {Status::would_block,
+            "request() called from a handler would block the receive thread: use request_async()",
+            protocol::Ack{}};
+  }
+  auto promise = std::make_shared<std::promise<RequestResult>>();
+  auto future = promise->get_future();
+  request_async(peer, std::move(message), timeout,
+                [promise](RequestResult r) { promise->set_value(std::move(r)); });
+  return future.get();
+}
+
+bool Core::send_bytes(const PeerId& peer, const std::vector<std::uint8_t>& bytes,
+                      std::string& error) {
+  if (options_.role == Role::server) {
+    if (zmq_send(socket_.handle(), peer.routing_id.data(), peer.routing_id.size(),
+                 ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+      error = zmq_errno() == EHOSTUNREACH ? "no connected peer " + peer.to_string()
+                                          : std::string(zmq_strerror(zmq_errno()));
+      return false;
+    }
+  }
+  if (zmq_send(socket_.handle(), bytes.data(), bytes.size(), ZMQ_DONTWAIT) < 0) {
+    error = zmq_strerror(zmq_errno());
+    return false;
+  }
+  return true;
+}
+
+void Core::send_now(Outgoing out) {
+  std::string error;
+  const bool sent = send_bytes(out.peer, out.bytes, error);
+  const std::string name(protocol::to_string(out.type));
+  if (!sent) {
+    const bool unknown = error.rfind("no connected peer", 0) == 0;
+    if (out.done) {
+      out.done({unknown ? Status::unknown_peer : Status::send_failed,
+                "cannot send " + name + ": " + error, protocol::Ack{}});
+    } else {
+      log(LogLevel::warning, "dropped " + name + ": " + error);
+    }
+    return;
+  }
+  if (out.correlation_id != 0) {
+    pending_.emplace(out.correlation_id,
+                     Pending{out.peer, out.type, out.timeout, Clock::now() + out.timeout,
+                             std::move(out.done)});
+  }
+}
+
+bool Core::take_commands() {
+  std::deque<Outgoing> batch;
+  bool stopping = false;
+  {
+    std::lock_guard lock(mutex_);
+    batch.swap(queue_);
+    stopping = stopping_;
+  }
+  for (auto& out : batch) send_now(std::move(out));
+  return stopping;
+}
+
+// ---------------------------------------------------------------- the receive thread
+
+long Core::poll_timeout_ms() const {
+  auto next = Clock::time_point::max();
+  for (const auto& [id, p] : pending_) next = std::min(next, p.deadline);
+  for (const auto& d : drops_) next = std::min(next, d.at);
+  if (next == Clock::time_point::max()) return -1;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<long>(left);
+}
+
+void Core::run() {
+  zmq_pollitem_t items[4] = {
+      {socket_.handle(), 0, ZMQ_POLLIN, 0},
+      {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+      {monitor_.handle(), 0, ZMQ_POLLIN, 0},
+      {zap_.handle(), 0, ZMQ_POLLIN, 0},
+  };
+  const int count = options_.role == Role::server ? 4 : 3;
+  std::string why = "the endpoint is stopped";
+  for (;;) {
+    if (zmq_poll(items, count, poll_timeout_ms()) < 0) {
+      if (zmq_errno() == EINTR) continue;
+      why = std::string("poll failed: ") + zmq_strerror(zmq_errno());
+      log(LogLevel::error, why);
+      break;
+    }
+    if (items[1].revents != 0) {
+      std::uint64_t value = 0;
+      [[maybe_unused]] const auto n = ::read(wake_fd_, &value, sizeof value);
+    }
+    const bool stopping = take_commands();
+    if (count == 4 && items[3].revents != 0) handle_zap();
+    drain_monitor();
+    receive_all();
+    const auto now = Clock::now();
+    expire(now);
+    run_drops(now);
+    if (stopping) break;
+  }
+  finish(why);
+}
+
+void Core::finish(const std::string& why) {
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [id, p] : pending) {
+    p.done({Status::closed, "no reply to " + std::string(protocol::to_string(p.type)) + ": " + why,
+            protocol::Ack{}});
+  }
+  // Requests queued after the last pass.
+  std::deque<Outgoing> left;
+  {
+    std::lock_guard lock(mutex_);
+    left.swap(queue_);
+  }
+  for (auto& out : left) {
+    if (out.done) out.done({Status::closed, why, protocol::Ack{}});
+  }
+}
+
+void Core::receive_all() {
+  for (int n = 0; n < kMaxBatch; ++n) {
+    std::vector<zmq::message_t> frames;
+    for (;;) {
+      zmq::message_t frame;
+      if (zmq_msg_recv(frame.handle(), socket_.handle(), ZMQ_DONTWAIT) < 0) {
+        if (frames.empty()) return;  // EAGAIN: nothing more now
+        break;
+      }
+      const bool more = frame.more();
+      frames.push_back(std::move(frame));
+      if (!more) break;
+    }
+    // Connection events that came before this message (a closed connection whose file
+    // descriptor the sender now reuses) are applied first.
+    drain_monitor();
+    PeerId peer;
+    if (options_.role == Role::server) {
+      peer.routing_id = frames.front().to_string();
+      frames.erase(frames.begin());
+    }
+    handle_message(peer, frames);
+  }
+}
+
+void Core::handle_message(const PeerId& peer, std::vector<zmq::message_t>& frames) {
+  PeerState local;
+  PeerState* state = &local;
+  if (options_.role == Role::server) {
+    auto [it, added] = peers_.try_emplace(peer);
+    state = &it->second;
+    if (added && !frames.empty()) {
+      auto& first = frames.front();
+      state->fd = zmq_msg_get(first.handle(), ZMQ_SRCFD);
+      state->address = describe_address(first.gets("Peer-Address"));
+      const char* user = first.gets("User-Id");
+      state->user_id = user != nullptr ? user : "";
+      if (state->fd >= 0) fd_peers_[state->fd] = peer;
+    }
+  } else {
+    local.address = "controller";
+  }
+  if (state->refused) return;  // dropped: already logged once
+  if (frames.size() != 1) {
+    return refuse(peer, *state,
+                  "a message of " + std::to_string(frames.size()) + " frames, expected 1", nullptr);
+  }
+  const auto& body = frames.front();
+  auto decoded = protocol::decode(
+      std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(body.data()), body.size()));
+  if (!decoded.ok()) return refuse(peer, *state, decoded.text, &decoded);
+  dispatch(peer, *state, std::move(decoded.envelope));
+}
+
+void Core::dispatch(const PeerId& peer, const PeerState& state, protocol::Envelope envelope) {
+  const std::string name(protocol::to_string(protocol::type_of(envelope.message)));
+  const std::string from =
+      options_.role == Role::server ? "peer " + state.address : std::string("the controller");
+  if (envelope.kind == protocol::Kind::reply) {
+    const auto it = pending_.find(envelope.correlation_id);
+    if (it == pending_.end() || it->second.peer != peer) {
+      log(LogLevel::info, "dropped " + name + " reply " + std::to_string(envelope.correlation_id) +
+                              " from " + from + ": no request waits for it (timed out?)");
+      return;
+    }
+    auto done = std::move(it->second.done);
+    pending_.erase(it);
+    done({Status::ok, {}, std::move(envelope.message)});
+    return;
+  }
+  Incoming in{peer, state.address, state.user_id, std::move(envelope)};
+  if (in.envelope.kind == protocol::Kind::request) {
+    Responder responder(weak_from_this(), peer, in.envelope.correlation_id,
+                        protocol::type_of(in.envelope.message));
+    if (!handlers_.on_request) {
+      responder.reply(protocol::Ack{protocol::AckCode::unsupported, "no handler for " + name});
+      return;
+    }
+    try {
+      handlers_.on_request(in, std::move(responder));
+    } catch (const std::exception& e) {
+      log(LogLevel::error, "handler for " + name + " from " + from + " threw: " + e.what());
+    }
+    return;
+  }
+  if (options_.role == Role::client) {
+    if (const auto* ack = std::get_if<protocol::Ack>(&in.envelope.message);
+        ack != nullptr && ack->code == protocol::AckCode::refused) {
+      log(LogLevel::warning, "the controller refused a message: " + ack->text);
+    }
+  }
+  if (!handlers_.on_notification) return;
+  try {
+    handlers_.on_notification(in);
+  } catch (const std::exception& e) {
+    log(LogLevel::error, "handler for " + name + " from " + from + " threw: " + e.what());
+  }
+}
+
+void Core::refuse(const PeerId& peer, PeerState& state, const std::string& cause,
+                  const protocol::DecodeResult* decoded) {
+  const bool server = options_.role == Role::server;
+  log(LogLevel::warning, server ? "refused message from peer " + state.address + ": " + cause +
+                                      "; dropping the peer"
+                                : "refused message from the controller: " + cause);
+  // Tell the sender why, correlated when its header could be read.
+  protocol::Envelope answer{protocol::Kind::notification, 0,
+                            protocol::Ack{protocol::AckCode::refused, cause}};
+  if (decoded != nullptr && decoded->envelope.kind == protocol::Kind::request &&
+      decoded->envelope.correlation_id != 0) {
+    answer.kind = protocol::Kind::reply;
+    answer.correlation_id = decoded->envelope.correlation_id;
+  }
+  std::string error;
+  if (!send_bytes(peer, protocol::encode(answer), error)) {
+    log(LogLevel::info, "could not tell " + (server ? "peer " + state.address : "the controller") +
+                            " about the refusal: " + error);
+  }
+  if (!server) return;
+  state.refused = true;
+  if (state.fd >= 0) drops_.push_back({state.fd, peer, Clock::now() + options_.drop_delay});
+}
+
+void Core::run_drops(Clock::time_point now) {
+  if (drops_.empty()) return;
+  drain_monitor();
+  for (auto it = drops_.begin(); it != drops_.end();) {
+    if (it->at > now) {
+      ++it;
+      continue;
+    }
+    // Only while that descriptor is still this peer's connection (the monitor reports a
+    // close before the descriptor can be reused).
+    const auto owner = fd_peers_.find(it->fd);
+    if (owner != fd_peers_.end() && owner->second == it->peer) {
+      ::shutdown(it->fd, SHUT_RDWR);
+    }
+    it = drops_.erase(it);
+  }
+}
+
+void Core::expire(Clock::time_point now) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.deadline > now) {
+      ++it;
+      continue;
+    }
+    auto p = std::move(it->second);
+    it = pending_.erase(it);
+    p.done({Status::timeout,
+            "no reply to " + std::string(protocol::to_string(p.type)) + " within " +
+                ms_text(p.timeout),
+            protocol::Ack{}});
+  }
+}
+
+// ---------------------------------------------------------------- ZAP and monitor
+
+void Core::handle_zap() {
+  for (;;) {
+    std::vector<zmq::message_t> frames;
+    for (;;) {
+      zmq::message_t frame;
+      if (zmq_msg_recv(frame.handle(), zap_.handle(), ZMQ_DONTWAIT) < 0) break;
+      const bool more = frame.more();
+      frames.push_back(std::move(frame));
+      if (!more) break;
+    }
+    if (frames.empty()) return;
+    // ROUTER envelope: [sender id][empty][version][request id][domain][address][identity]
+    // [mechanism][credentials...]
+    if (frames.size() < 8) continue;
+    ZapRequest request;
+    request.domain = frames[4].to_string();
+    request.address = frames[5].to_string();
+    request.mechanism = frames[7].to_string();
+    for (std::size_t i = 8; i < frames.size(); ++i) request.credentials.push_back(frames[i].to_string());
+    AuthPolicy policy;
+    policy.owner_uid = options_.owner_uid;
+    if (options_.curve) policy.curve_client_key = options_.curve->public_key;
+    const AuthDecision decision = authorize(request, policy);
+    if (!decision.allowed) log_once(LogLevel::warning, "refused connection: " + decision.reason);
+    const std::string status = decision.allowed ? "200" : "400";
+    const std::string text = decision.allowed ? "OK" : decision.reason;
+    zap_.send(frames[0], zmq::send_flags::sndmore);
+    zap_.send(zmq::message_t(), zmq::send_flags::sndmore);
+    zap_.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+    zap_.send(frames[3], zmq::send_flags::sndmore);
+    zap_.send(zmq::buffer(status), zmq::send_flags::sndmore);
+    zap_.send(zmq::buffer(text), zmq::send_flags::sndmore);
+    zap_.send(zmq::buffer(decision.user_id), zmq::send_flags::sndmore);
+    zap_.send(zmq::message_t(), zmq::send_flags::none);
+  }
+}
+
+void Core::drain_monitor() {
+  for (;;) {
+    zmq::message_t event;
+    if (zmq_msg_recv(event.handle(), monitor_.handle(), ZMQ_DONTWAIT) < 0) return;
+    zmq::message_t address;
+    if (event.more()) (void)zmq_msg_recv(address.handle(), monitor_.handle(), 0);
+    if (event.size() < 6) continue;
+    std::uint16_t id = 0;
+    std::int32_t value = 0;
+    std::memcpy(&id, event.data(), 2);
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
+    const bool server = options_.role == Role::server;
+    switch (id) {
+      case ZMQ_EVENT_ACCEPTED:
+        peer_disconnected(value);  // a new connection on this descriptor: the old one is gone
+        break;
+      case ZMQ_EVENT_DISCONNECTED:
+        if (server) {
+          peer_disconnected(value);
+        } else {
+          log_once(LogLevel::info, "lost the connection to the controller at " + endpoint_);
+        }
+        break;
+      case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+        logged_.erase("lost the connection to the controller at " + endpoint_);
+        break;
+      case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        // The server's ZAP handler already logged why.
+        if (!server) {
+          log_once(LogLevel::warning, "the controller at " + endpoint_ +
+                                          " refused this connection (authentication failed)");
+        }
+        break;
+      case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+      case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        log_once(LogLevel::warning,
+                 std::string(server ? "refused connection on " : "connection to the controller at ") +
+                     endpoint_ + (server ? ": handshake failed: " : " failed: ") +
+                     (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? handshake_detail(value)
+                                                                : std::string("handshake failed")));
+        break;
+      default: break;
+    }
+  }
+}
+
+void Core::peer_disconnected(int fd) {
+  const auto it = fd_peers_.find(fd);
+  if (it == fd_peers_.end()) return;  // never sent a message
+  const PeerId peer = it->second;
+  fd_peers_.erase(it);
+  const auto state = peers_.find(peer);
+  const std::string address = state != peers_.end() ? state->second.address : "unknown";
+  if (state != peers_.end()) peers_.erase(state);
+  for (auto p = pending_.begin(); p != pending_.end();) {
+    if (p->second.peer != peer) {
+      ++p;
+      continue;
+    }
+    auto pending = std::move(p->second);
+    p = pending_.erase(p);
+    pending.done({Status::peer_gone,
+                  "peer " + address + " disconnected before replying to " +
+                      std::string(protocol::to_string(pending.type)),
+                  protocol::Ack{}});
+  }
+  if (handlers_.on_peer_gone) {
+    try {
+      handlers_.on_peer_gone(peer);
+    } catch (const std::exception& e) {
+      log(LogLevel::error, "handler for a lost peer threw: " + std::string(e.what()));
+    }
+  }
+}
+
+void Core::log(LogLevel level, const std::string& text) {
+  try {
+    options_.log(level, text);
+  } catch (...) {
+    // A log sink that throws must not end the receive thread.
+  }
+}
+
+void Core::log_once(LogLevel level, const std::string& text) {
+  if (logged_.size() >= kMaxLoggedKeys) logged_.clear();
+  if (logged_.insert(text).second) log(level, text);
+}
+
+}  // namespace bellows::transport::detail
