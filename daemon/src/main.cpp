@@ -31,7 +31,11 @@ int main(int argc, char** argv) {
   app.add_option("--tcp-nodelay", nodelay,
                  "set TCP_NODELAY on rank connections (false only to measure its effect)")
       ->default_val(true);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // a bad option: status 2, as the examples
+  }
 
   auto logger = spdlog::stderr_logger_mt("bellowsd");
   logger->set_pattern("bellowsd: %l: %v");
