@@ -35,15 +35,16 @@ InfoArray::InfoArray(std::size_t n) : size_(n) {
 
 InfoArray::InfoArray(const Payload& payload) : InfoArray(payload.size()) {
   std::size_t i = 0;
-  for (const auto& [key, value] : payload) {
-    if (const auto* u = std::get_if<std::uint64_t>(&value)) {
-      load(i++, key.c_str(), u, PMIX_UINT64);
-    } else if (const auto* d = std::get_if<double>(&value)) {
-      load(i++, key.c_str(), d, PMIX_DOUBLE);
-    } else {
-      load(i++, key.c_str(), std::get<std::string>(value).c_str(), PMIX_STRING);
-    }
-  }
+  for (const auto& [key, value] : payload) load(i++, key, value);
+}
+
+void InfoArray::load(std::size_t i, const std::string& key, const Value& value) {
+  if (const auto* u = std::get_if<std::uint64_t>(&value))
+    load(i, key.c_str(), u, PMIX_UINT64);
+  else if (const auto* d = std::get_if<double>(&value))
+    load(i, key.c_str(), d, PMIX_DOUBLE);
+  else
+    load(i, key.c_str(), std::get<std::string>(value).c_str(), PMIX_STRING);
 }
 
 InfoArray::~InfoArray() {

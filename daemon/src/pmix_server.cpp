@@ -530,14 +530,7 @@ Status PmixServer::notify(pmix_status_t code, const Payload& payload, pmix_data_
     full[proto::kVersion] = proto::kProtocolVersion;
     InfoArray info(full.size() + (targets.empty() ? 0 : 1));
     std::size_t i = 0;
-    for (const auto& [key, value] : full) {
-      if (const auto* u = std::get_if<std::uint64_t>(&value))
-        info.load(i++, key.c_str(), u, PMIX_UINT64);
-      else if (const auto* d = std::get_if<double>(&value))
-        info.load(i++, key.c_str(), d, PMIX_DOUBLE);
-      else
-        info.load(i++, key.c_str(), std::get<std::string>(value).c_str(), PMIX_STRING);
-    }
+    for (const auto& [key, value] : full) info.load(i++, key, value);
     if (!targets.empty()) {
       std::vector<pmix_proc_t> procs;
       procs.reserve(targets.size());

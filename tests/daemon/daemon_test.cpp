@@ -95,6 +95,16 @@ class DaemonTest : public ::testing::Test {
   bellows::testing::Watchdog watchdog_{60s, "daemon test"};
 };
 
+// The codes sit in the range PMIx leaves to hosts, and each key has one type.
+static_assert(proto::kExpandDecided < PMIX_EXTERNAL_ERR_BASE);
+static_assert(proto::kRankMetrics < PMIX_EXTERNAL_ERR_BASE);
+static_assert(proto::key_type(proto::kExpandHosts) == PMIX_STRING);
+static_assert(proto::key_type(proto::kMetricsBusyFraction) == PMIX_DOUBLE);
+static_assert(proto::key_type(proto::kResizeId) == PMIX_UINT64);
+static_assert(proto::key_type("bellows.unknown") == PMIX_UNDEF);
+static_assert(proto::event_name(proto::kResizeAborted) == "resize-aborted");
+static_assert(proto::event_name(PMIX_ERR_BAD_PARAM).empty());
+
 TEST(ControlChannel, NoDaemonConfiguredGivesNullopt) {
   const char* saved = std::getenv(bellows::runtime::ControlChannel::kUriVariable);
   const std::string value = saved ? saved : "";

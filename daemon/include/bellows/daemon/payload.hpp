@@ -68,6 +68,8 @@ class InfoArray {
 
   /// Copies data (of PMIx type type) into entry i under key.
   void load(std::size_t i, const char* key, const void* data, pmix_data_type_t type);
+  /// Copies value (as PMIX_UINT64, PMIX_DOUBLE or PMIX_STRING) into entry i under key.
+  void load(std::size_t i, const std::string& key, const Value& value);
   [[nodiscard]] pmix_info_t* data() noexcept { return info_; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// Gives up ownership (for a PMIx release callback that frees it with PMIX_INFO_FREE).
