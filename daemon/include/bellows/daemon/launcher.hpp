@@ -1,0 +1,73 @@
+#pragma once
+// Starts the ranks of a job on this node as PMIx clients of the node's PmixServer and watches
+// them until they exit.
+
+#include <bellows/daemon/payload.hpp>
+#include <bellows/daemon/pmix_server.hpp>
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bellows::daemon {
+
+/// What to start: nprocs copies of argv, ranks 0..nprocs-1 of the PMIx nspace.
+struct LaunchSpec {
+  std::string nspace;
+  /// argv[0] is the program (searched in PATH when it has no '/').
+  std::vector<std::string> argv;
+  std::uint32_t nprocs = 1;
+  /// Extra NAME=VALUE entries for the processes' environment.
+  std::vector<std::string> env;
+};
+
+/// How a watched process ended.
+struct ExitStatus {
+  ProcId proc;
+  pid_t pid = 0;
+  /// True when it called exit (code holds the status), false when a signal killed it.
+  bool exited = false;
+  int code = 0;
+  int signal = 0;
+  /// "exited with status 3" or "killed by signal 15 (Terminated)".
+  [[nodiscard]] std::string describe() const;
+};
+
+/// Registers each job with the PMIx server (PMIx_server_register_nspace, one
+/// PMIx_server_register_client per rank), prepares each child's environment with
+/// PMIx_server_setup_fork, forks and execs, and waits for each child on a thread of its own.
+/// The destructor sends SIGTERM to children still running, SIGKILL 2 s later, reaps them and
+/// deregisters the jobs. Must not outlive the server.
+///
+/// Thread safety: all methods may be called from any thread (not PMIx's progress thread); the
+/// exit handler runs on the watching thread of the process that ended.
+class LocalLauncher {
+ public:
+  using ExitHandler = std::function<void(const ExitStatus&)>;
+
+  LocalLauncher(PmixServer& server, ExitHandler on_exit);
+  ~LocalLauncher();
+  LocalLauncher(const LocalLauncher&) = delete;
+  LocalLauncher& operator=(const LocalLauncher&) = delete;
+
+  /// Starts the job; returns the pids in rank order. Throws std::invalid_argument for a bad
+  /// spec (empty argv or nspace, 0 processes, nspace already launched), PmixError when PMIx
+  /// refuses, std::system_error when fork fails. A program that cannot be executed exits
+  /// with status 127 (reported through the exit handler).
+  std::vector<pid_t> launch(const LaunchSpec& spec);
+  /// Sends sig to a process this launcher started and that still runs; false otherwise.
+  bool signal(pid_t pid, int sig);
+  /// Number of processes started and not yet reaped.
+  [[nodiscard]] std::size_t running() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bellows::daemon

@@ -1,0 +1,151 @@
+#pragma once
+// bellowsd's PMIx server (PMIx 4.2): ranks attach to it as PMIx tools (MPI ranks, which are
+// no PMIx clients) or connect as PMIx clients (processes LocalLauncher starts).
+//
+// Threads: PMIx runs its own progress thread and calls the upcalls there. The upcalls only
+// copy what they receive and hand it to the server's worker thread, which runs the owner's
+// handlers; answers go back to PMIx from the worker (or from whichever thread the owner
+// replies on), never from the progress thread.
+
+#include <bellows/daemon/payload.hpp>
+
+#include <pmix_common.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bellows::daemon {
+
+struct ReplyGate;
+
+/// A PMIx_Allocation_request received from a rank.
+struct AllocationRequest {
+  ProcId requester;
+  /// PMIX_ALLOC_EXTEND (grow) or PMIX_ALLOC_RELEASE (shrink).
+  pmix_alloc_directive_t directive = PMIX_ALLOC_EXTEND;
+  /// PMIX_ALLOC_NUM_NODES.
+  std::uint64_t num_nodes = 0;
+  /// PMIX_ALLOC_REQ_ID when the requester gave one, else "".
+  std::string request_id;
+};
+
+/// The answer to one AllocationRequest: call reply() once, from any thread but PMIx's
+/// progress thread. Dropping it unanswered replies PMIX_ERR_NOT_AVAILABLE "the daemon gave
+/// no answer". After its PmixServer is gone, reply() does nothing (the rank's connection is
+/// closed by then). Move-only; not thread-safe.
+class AllocationResponder {
+ public:
+  AllocationResponder() noexcept = default;
+  ~AllocationResponder();
+  AllocationResponder(AllocationResponder&& other) noexcept;
+  AllocationResponder& operator=(AllocationResponder&& other) noexcept;
+  AllocationResponder(const AllocationResponder&) = delete;
+  AllocationResponder& operator=(const AllocationResponder&) = delete;
+
+  /// Sends status (PMIX_SUCCESS when granted) and text to the rank. PMIx 4.2.2 delivers the
+  /// text (kReplyText) only with PMIX_SUCCESS: a refusal reaches the rank as its status alone,
+  /// so refusals are also logged here, with their text. A second call does nothing.
+  void reply(pmix_status_t status, const std::string& text);
+  [[nodiscard]] bool answered() const noexcept { return cbfunc_ == nullptr; }
+
+ private:
+  friend struct ResponderAccess;
+  AllocationResponder(std::shared_ptr<ReplyGate> gate, std::string what, pmix_info_cbfunc_t cbfunc,
+                      void* cbdata) noexcept
+      : gate_(std::move(gate)), what_(std::move(what)), cbfunc_(cbfunc), cbdata_(cbdata) {}
+  std::shared_ptr<ReplyGate> gate_;
+  std::string what_;
+  pmix_info_cbfunc_t cbfunc_ = nullptr;
+  void* cbdata_ = nullptr;
+};
+
+/// One rank's metrics (protocol kRankMetrics) as received.
+struct ReceivedMetrics {
+  ProcId source;
+  std::uint64_t rank = 0;
+  std::uint64_t ready_tasks = 0;
+  double busy_fraction = 0.0;
+  std::uint64_t steals_sent = 0;
+  std::uint64_t steals_failed = 0;
+  double iteration_seconds = 0.0;
+  std::uint64_t iteration = 0;
+  std::uint64_t request_id = 0;
+};
+
+/// RAII PMIx server: PMIx_server_init in the constructor, PMIx_server_finalize in the
+/// destructor. One per process (PMIx keeps global state); a second one throws
+/// std::logic_error.
+///
+/// Thread safety: notify() and the on_*() setters may be called from any thread except PMIx's
+/// progress thread, concurrently. Handlers run on the server's worker thread, one at a time.
+class PmixServer {
+ public:
+  struct Options {
+    /// Private directory for PMIx's rendezvous files; emptied at start and removed at exit
+    /// (so it must belong to this daemon alone). Created when missing.
+    std::filesystem::path tmpdir;
+    /// Where to write the URI tools connect with; "" for none. Removed at exit.
+    std::filesystem::path uri_file;
+    /// This node's name (PMIX_HOSTNAME of launched clients); "" for the host name.
+    std::string node_name;
+    /// The server's nspace (rank 0).
+    std::string nspace = "bellowsd";
+    /// Set TCP_NODELAY on the connections to ranks (PMIx 4.2.2 does not, and a reply followed
+    /// at once by an event then waits ~40 ms for a delayed ACK).
+    bool tcp_nodelay = true;
+  };
+
+  using AllocateHandler = std::function<void(const AllocationRequest&, AllocationResponder)>;
+  using MetricsHandler = std::function<void(const ReceivedMetrics&)>;
+  using ToolHandler = std::function<void(const ProcId&)>;
+
+  /// Starts the server; throws PmixError (PMIx refused) or std::runtime_error (files).
+  explicit PmixServer(Options options);
+  ~PmixServer();
+  PmixServer(const PmixServer&) = delete;
+  PmixServer& operator=(const PmixServer&) = delete;
+
+  /// The URI a tool passes as PMIX_SERVER_URI ("bellowsd.0;tcp4://127.0.0.1:PORT").
+  [[nodiscard]] const std::string& uri() const noexcept;
+  /// The server's own process name.
+  [[nodiscard]] const ProcId& id() const noexcept;
+  [[nodiscard]] const Options& options() const noexcept;
+
+  /// Handler for allocation requests; without one they are answered PMIX_ERR_NOT_SUPPORTED
+  /// "no controller is attached to this daemon". Requests without PMIX_ALLOC_NUM_NODES, with
+  /// 0 nodes or with another directive are refused PMIX_ERR_BAD_PARAM before any handler.
+  void on_allocate(AllocateHandler handler);
+  /// Handler for rank metrics; without one they are dropped.
+  void on_metrics(MetricsHandler handler);
+  /// Called when a tool attached, with the name the server gave it.
+  void on_tool_connected(ToolHandler handler);
+
+  /// Delivers a Bellows event (protocol kExpandDecided, ...) with payload (kVersion is added)
+  /// to the ranks in range: PMIX_RANGE_LOCAL or PMIX_RANGE_GLOBAL reach tools and clients;
+  /// PMIX_RANGE_CUSTOM reaches the processes in targets only.
+  Status notify(pmix_status_t code, const Payload& payload,
+                pmix_data_range_t range = PMIX_RANGE_LOCAL,
+                const std::vector<ProcId>& targets = {});
+
+  /// Allocation requests handled and refused, metrics messages taken and dropped (malformed or
+/// another protocol version), tools attached, so far.
+  struct Counters {
+    std::uint64_t allocation_requests = 0;
+    std::uint64_t refused_requests = 0;
+    std::uint64_t metrics = 0;
+    std::uint64_t dropped_metrics = 0;
+    std::uint64_t tools = 0;
+  };
+  [[nodiscard]] Counters counters() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bellows::daemon

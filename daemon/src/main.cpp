@@ -1,0 +1,80 @@
+// bellowsd: the Bellows daemon of one node. It is the PMIx server the ranks of its node attach
+// to; it logs their allocation requests and metrics and stops cleanly on SIGTERM or SIGINT.
+
+#include <bellows/daemon/pmix_server.hpp>
+#include <bellows/protocol/pmix_events.hpp>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <string>
+
+int main(int argc, char** argv) {
+  namespace d = bellows::daemon;
+  CLI::App app{"bellowsd: the Bellows daemon of one node (PMIx server for its ranks)", "bellowsd"};
+  d::PmixServer::Options options;
+  std::string tmpdir;
+  std::string uri_file;
+  bool verbose = false;
+  bool nodelay = true;
+  app.add_option("--tmpdir", tmpdir,
+                 "private directory for PMIx's rendezvous files (emptied of PMIx files at start)")
+      ->required();
+  app.add_option("--uri-file", uri_file, "file to write the server URI to (BELLOWS_DAEMON_URI)");
+  app.add_option("--node-name", options.node_name, "this node's name (default: the host name)");
+  app.add_flag("--verbose,-v", verbose, "log every request, metrics message and connection");
+  app.add_option("--tcp-nodelay", nodelay,
+                 "set TCP_NODELAY on rank connections (false only to measure its effect)")
+      ->default_val(true);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // a bad option: status 2, as the examples
+  }
+
+  auto logger = spdlog::stderr_logger_mt("bellowsd");
+  logger->set_pattern("bellowsd: %l: %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+
+  // SIGTERM and SIGINT are taken by sigwait below; blocked before any thread starts, so no
+  // thread (PMIx's included) receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  options.tmpdir = tmpdir;
+  options.uri_file = uri_file;
+  options.tcp_nodelay = nodelay;
+  try {
+    d::PmixServer server(options);
+    // Allocation requests: no controller is attached yet, so the server refuses them
+    // (PMIX_ERR_NOT_SUPPORTED) and logs each one.
+    server.on_metrics([](const d::ReceivedMetrics& m) {
+      spdlog::debug(
+          "metrics from {}: rank {} iteration {} ready {} busy {:.3f} steals {}/{} failed, "
+          "iteration {:.6f} s",
+          d::to_string(m.source), m.rank, m.iteration, m.ready_tasks, m.busy_fraction,
+          m.steals_failed, m.steals_sent, m.iteration_seconds);
+    });
+    server.on_tool_connected(
+        [](const d::ProcId& tool) { spdlog::debug("tool {} attached", d::to_string(tool)); });
+    spdlog::info("listening at {} (node {}, protocol version {})", server.uri(),
+                 server.options().node_name, bellows::protocol::pmix::kProtocolVersion);
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    spdlog::info("received signal {} ({}): stopping", sig, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,553 @@
+#include <bellows/daemon/pmix_server.hpp>
+
+#include <bellows/protocol/pmix_events.hpp>
+
+#include "tcp_nodelay.hpp"
+#include "worker.hpp"
+
+#include <pmix.h>
+#include <pmix_server.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <shared_mutex>
+#include <system_error>
+
+namespace bellows::daemon {
+
+namespace proto = bellows::protocol::pmix;
+
+/// Builds responders (their constructor is private to keep them made here only).
+struct ResponderAccess {
+  static AllocationResponder make(std::shared_ptr<ReplyGate> gate, std::string what,
+                                  pmix_info_cbfunc_t cbfunc, void* cbdata) {
+    return AllocationResponder(std::move(gate), std::move(what), cbfunc, cbdata);
+  }
+};
+
+/// Open while PMIx may be called back; closed (under the exclusive lock) before finalize.
+struct ReplyGate {
+  std::shared_mutex mutex;
+  bool open = true;
+};
+
+namespace {
+
+/// A release callback's argument: the info array handed to PMIx with a reply.
+struct ReleasedInfo {
+  pmix_info_t* info;
+  std::size_t size;
+};
+
+void release_info(void* cbdata) {
+  auto* released = static_cast<ReleasedInfo*>(cbdata);
+  if (released->info != nullptr) PMIX_INFO_FREE(released->info, released->size);
+  delete released;
+}
+
+/// Calls an allocation request's cbfunc with status and a kReplyText entry.
+void send_reply(pmix_info_cbfunc_t cbfunc, void* cbdata, pmix_status_t status,
+                const std::string& text) {
+  InfoArray info(2);
+  info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
+  info.load(1, proto::kReplyText, text.c_str(), PMIX_STRING);
+  auto* released = new ReleasedInfo{nullptr, info.size()};
+  released->info = info.release();
+  cbfunc(status, released->info, released->size, cbdata, release_info, released);
+}
+
+/// The port of a "nspace.rank;tcp4://host:port" URI, or -1.
+int uri_port(const std::string& uri) {
+  const auto colon = uri.rfind(':');
+  if (colon == std::string::npos) return -1;
+  try {
+    return std::stoi(uri.substr(colon + 1));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+/// Number in a pmix_value_t of an integer type; false for other types or negative values.
+bool unsigned_value(const pmix_value_t& v, std::uint64_t& out) {
+  switch (v.type) {
+    case PMIX_UINT64: out = v.data.uint64; return true;
+    case PMIX_UINT32: out = v.data.uint32; return true;
+    case PMIX_UINT16: out = v.data.uint16; return true;
+    case PMIX_UINT8: out = v.data.uint8; return true;
+    case PMIX_UINT: out = v.data.uint; return true;
+    case PMIX_SIZE: out = v.data.size; return true;
+    case PMIX_INT64:
+      if (v.data.int64 < 0) return false;
+      out = static_cast<std::uint64_t>(v.data.int64);
+      return true;
+    case PMIX_INT32:
+      if (v.data.int32 < 0) return false;
+      out = static_cast<std::uint64_t>(v.data.int32);
+      return true;
+    case PMIX_INT:
+      if (v.data.integer < 0) return false;
+      out = static_cast<std::uint64_t>(v.data.integer);
+      return true;
+    default: return false;
+  }
+}
+
+std::string directive_name(pmix_alloc_directive_t directive) {
+  switch (directive) {
+    case PMIX_ALLOC_NEW: return "new";
+    case PMIX_ALLOC_EXTEND: return "extend";
+    case PMIX_ALLOC_RELEASE: return "release";
+    case PMIX_ALLOC_REAQUIRE: return "reacquire";
+    default: return "directive " + std::to_string(static_cast<int>(directive));
+  }
+}
+
+/// Removes what PMIx leaves in a server tmpdir (names starting with "pmix").
+void remove_pmix_files(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().starts_with("pmix"))
+      std::filesystem::remove_all(entry.path(), ec);
+  }
+}
+
+// 0: no server yet, 1: one runs, 2: one ran and was finalized. PMIx 4.2.2 crashes in a second
+// PMIx_server_init after PMIx_server_finalize ("bit out of range 0 - FD_SETSIZE on fd_set"),
+// so a process gets one server in its life.
+std::atomic<int> g_server_state{0};
+
+}  // namespace
+
+class PmixServer::Impl {
+ public:
+  explicit Impl(Options options) : options_(std::move(options)) {}
+
+  Options options_;
+  std::string uri_;
+  ProcId id_;
+  int port_ = -1;
+  bool created_tmpdir_ = false;
+  std::shared_ptr<ReplyGate> gate_ = std::make_shared<ReplyGate>();
+  Worker worker_;
+
+  mutable std::mutex mutex_;  // guards the handlers and counters
+  AllocateHandler allocate_handler_;
+  MetricsHandler metrics_handler_;
+  ToolHandler tool_handler_;
+  Counters counters_;
+  std::uint64_t next_tool_ = 1;
+
+  /// Runs on the worker before each job: Nagle off on connections accepted since last time.
+  void nodelay() const {
+    if (options_.tcp_nodelay && port_ > 0) set_nodelay_on_local_port(port_);
+  }
+
+  void count(std::uint64_t Counters::*field) {
+    std::lock_guard lock(mutex_);
+    ++(counters_.*field);
+  }
+};
+
+namespace {
+
+// The upcalls find the server here: PMIx gives them no pointer of ours.
+std::atomic<PmixServer::Impl*> g_impl{nullptr};
+
+pmix_status_t allocate_upcall(const pmix_proc_t* client, pmix_alloc_directive_t directive,
+                              const pmix_info_t data[], size_t ndata, pmix_info_cbfunc_t cbfunc,
+                              void* cbdata) {
+  PmixServer::Impl* impl = g_impl.load();
+  if (impl == nullptr) return PMIX_ERR_NOT_AVAILABLE;
+  AllocationRequest request;
+  request.requester = from_pmix(*client);
+  request.directive = directive;
+  std::string error;
+  bool have_count = false;
+  for (size_t i = 0; i < ndata; ++i) {
+    if (PMIX_CHECK_KEY(&data[i], PMIX_ALLOC_NUM_NODES)) {
+      if (!unsigned_value(data[i].value, request.num_nodes)) {
+        error = "pmix.alloc.nnodes must be a non-negative integer";
+      }
+      have_count = true;
+    } else if (PMIX_CHECK_KEY(&data[i], PMIX_ALLOC_REQ_ID) && data[i].value.type == PMIX_STRING &&
+               data[i].value.data.string != nullptr) {
+      request.request_id = data[i].value.data.string;
+    }
+  }
+  if (error.empty()) {
+    if (directive != PMIX_ALLOC_EXTEND && directive != PMIX_ALLOC_RELEASE)
+      error = directive_name(directive) + " is not supported (only extend and release)";
+    else if (!have_count)
+      error = "no node count (pmix.alloc.nnodes)";
+    else if (request.num_nodes == 0)
+      error = "node count (pmix.alloc.nnodes) is 0";
+  }
+  const bool posted = impl->worker_.post([impl, request, error, cbfunc, cbdata] {
+    impl->nodelay();
+    if (!error.empty()) {
+      impl->count(&PmixServer::Counters::refused_requests);
+      const std::string text = "allocation request from " + to_string(request.requester) +
+                               " refused: " + error;
+      spdlog::warn("{}", text);
+      send_reply(cbfunc, cbdata, PMIX_ERR_BAD_PARAM, text);
+      return;
+    }
+    impl->count(&PmixServer::Counters::allocation_requests);
+    std::string what = "allocation request from " + to_string(request.requester) + " (" +
+                       directive_name(request.directive) + " " +
+                       std::to_string(request.num_nodes) + " node(s))";
+    spdlog::debug("{}", what);
+    PmixServer::AllocateHandler handler;
+    {
+      std::lock_guard lock(impl->mutex_);
+      handler = impl->allocate_handler_;
+    }
+    AllocationResponder responder =
+        ResponderAccess::make(impl->gate_, std::move(what), cbfunc, cbdata);
+    if (!handler) {
+      responder.reply(PMIX_ERR_NOT_SUPPORTED, "no controller is attached to this daemon");
+      return;
+    }
+    try {
+      handler(request, std::move(responder));
+    } catch (const std::exception& e) {
+      spdlog::error("allocation handler failed: {}", e.what());
+    }
+  });
+  return posted ? PMIX_SUCCESS : PMIX_ERR_NOT_AVAILABLE;
+}
+
+pmix_status_t notify_event_upcall(pmix_status_t /*code*/, const pmix_proc_t* /*source*/,
+                                  pmix_data_range_t /*range*/, pmix_info_t* /*info*/,
+                                  size_t /*ninfo*/, pmix_op_cbfunc_t /*cbfunc*/, void* /*cbdata*/) {
+  // Events that ranks send beyond their node (ranges NAMESPACE, SESSION, GLOBAL) end here;
+  // Bellows has none (metrics use PMIX_RANGE_RM and reach metrics_event_handler). Never call
+  // cbfunc here: in PMIx 4.2.2 calling it inline deadlocks and calling it later touches
+  // released data; PMIX_OPERATION_SUCCEEDED tells PMIx we are done.
+  return PMIX_OPERATION_SUCCEEDED;
+}
+
+/// A rank's metrics: PMIx_Notify_event(kRankMetrics, PMIX_RANGE_RM) from a tool or client
+/// reaches the server's own event handlers (PMIx 4.2.2 does not pass RM-range events to the
+/// notify_event upcall). Runs on PMIx's progress thread: decode, hand over, return.
+void metrics_event_handler(size_t /*id*/, pmix_status_t /*code*/, const pmix_proc_t* source,
+                           pmix_info_t info[], size_t ninfo, pmix_info_t* /*results*/,
+                           size_t /*nresults*/, pmix_event_notification_cbfunc_fn_t cbfunc,
+                           void* cbdata) {
+  if (PmixServer::Impl* impl = g_impl.load()) {
+    ReceivedMetrics metrics;
+    metrics.source = from_pmix(*source);
+    const Payload payload = decode_payload(info, ninfo);
+    std::string error;
+    try {
+      const auto version = get<std::uint64_t>(payload, proto::kVersion);
+      if (version != proto::kProtocolVersion) {
+        error = "protocol version " + std::to_string(version) + ", this daemon speaks " +
+                std::to_string(proto::kProtocolVersion);
+      } else {
+        metrics.rank = get<std::uint64_t>(payload, proto::kMetricsRank);
+        metrics.ready_tasks = get<std::uint64_t>(payload, proto::kMetricsReadyTasks);
+        metrics.busy_fraction = get<double>(payload, proto::kMetricsBusyFraction);
+        metrics.steals_sent = get<std::uint64_t>(payload, proto::kMetricsStealsSent);
+        metrics.steals_failed = get<std::uint64_t>(payload, proto::kMetricsStealsFailed);
+        metrics.iteration_seconds = get<double>(payload, proto::kMetricsIterationSeconds);
+        metrics.iteration = get<std::uint64_t>(payload, proto::kMetricsIteration);
+        metrics.request_id = get<std::uint64_t>(payload, proto::kMetricsRequestId);
+      }
+    } catch (const std::invalid_argument& e) {
+      error = e.what();
+    }
+    impl->worker_.post([impl, metrics, error] {
+      impl->nodelay();
+      if (!error.empty()) {
+        impl->count(&PmixServer::Counters::dropped_metrics);
+        spdlog::warn("metrics from {} dropped: {}", to_string(metrics.source), error);
+        return;
+      }
+      impl->count(&PmixServer::Counters::metrics);
+      PmixServer::MetricsHandler handler;
+      {
+        std::lock_guard lock(impl->mutex_);
+        handler = impl->metrics_handler_;
+      }
+      if (handler) {
+        try {
+          handler(metrics);
+        } catch (const std::exception& e) {
+          spdlog::error("metrics handler failed: {}", e.what());
+        }
+      }
+    });
+  }
+  if (cbfunc != nullptr) cbfunc(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, cbdata);
+}
+
+void tool_connected_upcall(pmix_info_t* info, size_t ninfo, pmix_tool_connection_cbfunc_t cbfunc,
+                           void* cbdata) {
+  PmixServer::Impl* impl = g_impl.load();
+  if (impl == nullptr) {
+    cbfunc(PMIX_ERR_NOT_AVAILABLE, nullptr, cbdata);
+    return;
+  }
+  // A tool that chose its name (PMIX_TOOL_NSPACE and PMIX_TOOL_RANK) brings it along.
+  ProcId proc;
+  bool named = false;
+  for (size_t i = 0; i < ninfo; ++i) {
+    if (PMIX_CHECK_KEY(&info[i], PMIX_NSPACE) && info[i].value.type == PMIX_STRING &&
+        info[i].value.data.string != nullptr) {
+      proc.nspace = info[i].value.data.string;
+      named = true;
+    } else if (PMIX_CHECK_KEY(&info[i], PMIX_RANK) && info[i].value.type == PMIX_PROC_RANK) {
+      proc.rank = info[i].value.data.rank;
+    }
+  }
+  {
+    std::lock_guard lock(impl->mutex_);
+    if (!named) proc.nspace = impl->options_.nspace + ".tool." + std::to_string(impl->next_tool_++);
+  }
+  const bool posted = impl->worker_.post([impl, proc, cbfunc, cbdata] {
+    impl->nodelay();
+    pmix_proc_t assigned = to_pmix(proc);
+    cbfunc(PMIX_SUCCESS, &assigned, cbdata);
+    impl->count(&PmixServer::Counters::tools);
+    PmixServer::ToolHandler handler;
+    {
+      std::lock_guard lock(impl->mutex_);
+      handler = impl->tool_handler_;
+    }
+    if (handler) handler(proc);
+  });
+  if (!posted) cbfunc(PMIX_ERR_NOT_AVAILABLE, nullptr, cbdata);
+}
+
+pmix_status_t client_connected_upcall(const pmix_proc_t* /*proc*/, void* /*server_object*/,
+                                      pmix_op_cbfunc_t /*cbfunc*/, void* /*cbdata*/) {
+  PmixServer::Impl* impl = g_impl.load();
+  if (impl != nullptr) impl->worker_.post([impl] { impl->nodelay(); });
+  return PMIX_OPERATION_SUCCEEDED;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ AllocationResponder
+
+AllocationResponder::~AllocationResponder() { reply(PMIX_ERR_NOT_AVAILABLE, "the daemon gave no answer"); }
+
+AllocationResponder::AllocationResponder(AllocationResponder&& other) noexcept
+    : gate_(std::move(other.gate_)),
+      what_(std::move(other.what_)),
+      cbfunc_(std::exchange(other.cbfunc_, nullptr)),
+      cbdata_(std::exchange(other.cbdata_, nullptr)) {}
+
+AllocationResponder& AllocationResponder::operator=(AllocationResponder&& other) noexcept {
+  if (this != &other) {
+    reply(PMIX_ERR_NOT_AVAILABLE, "the daemon gave no answer");
+    gate_ = std::move(other.gate_);
+    what_ = std::move(other.what_);
+    cbfunc_ = std::exchange(other.cbfunc_, nullptr);
+    cbdata_ = std::exchange(other.cbdata_, nullptr);
+  }
+  return *this;
+}
+
+void AllocationResponder::reply(pmix_status_t status, const std::string& text) {
+  if (cbfunc_ == nullptr || !gate_) return;
+  auto cbfunc = std::exchange(cbfunc_, nullptr);
+  std::shared_lock lock(gate_->mutex);
+  if (!gate_->open) return;
+  if (status == PMIX_SUCCESS)
+    spdlog::debug("{} granted: {}", what_, text);
+  else
+    spdlog::info("{} refused ({}): {}", what_, status_string(status), text);
+  try {
+    send_reply(cbfunc, cbdata_, status, text);
+  } catch (const std::exception& e) {
+    spdlog::error("cannot answer an allocation request: {}", e.what());
+  }
+}
+
+// ------------------------------------------------------------------ PmixServer
+
+PmixServer::PmixServer(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  int expected = 0;
+  if (!g_server_state.compare_exchange_strong(expected, 1)) {
+    if (expected == 1)
+      throw std::logic_error("a PmixServer already exists in this process (PMIx allows one)");
+    throw std::logic_error("a PmixServer already ran in this process (PMIx 4.2.2 cannot start "
+                           "a server again after PMIx_server_finalize)");
+  }
+  Impl& s = *impl_;
+  bool initialized = false;  // PMIx_server_init succeeded (a later failure finalizes it)
+  try {
+    if (s.options_.tmpdir.empty()) throw std::invalid_argument("PmixServer: tmpdir is empty");
+    std::error_code ec;
+    s.created_tmpdir_ = std::filesystem::create_directories(s.options_.tmpdir, ec);
+    if (ec)
+      throw std::runtime_error("cannot create tmpdir " + s.options_.tmpdir.string() + ": " +
+                               ec.message());
+    remove_pmix_files(s.options_.tmpdir);  // what a killed server left behind
+    if (s.options_.node_name.empty()) {
+      std::array<char, 256> host{};
+      ::gethostname(host.data(), host.size() - 1);
+      s.options_.node_name = host.data();
+    }
+
+    static pmix_server_module_t module{};
+    module.client_connected = client_connected_upcall;
+    module.notify_event = notify_event_upcall;
+    module.tool_connected = tool_connected_upcall;
+    module.allocate = allocate_upcall;
+
+    const std::string tmpdir = s.options_.tmpdir.string();
+    const pmix_rank_t rank = 0;
+    const bool yes = true;
+    InfoArray info(7);
+    info.load(0, PMIX_SERVER_TOOL_SUPPORT, &yes, PMIX_BOOL);
+    info.load(1, PMIX_SERVER_TMPDIR, tmpdir.c_str(), PMIX_STRING);
+    info.load(2, PMIX_SYSTEM_TMPDIR, tmpdir.c_str(), PMIX_STRING);
+    info.load(3, PMIX_SERVER_NSPACE, s.options_.nspace.c_str(), PMIX_STRING);
+    info.load(4, PMIX_SERVER_RANK, &rank, PMIX_PROC_RANK);
+    info.load(5, PMIX_HOSTNAME, s.options_.node_name.c_str(), PMIX_STRING);
+    info.load(6, PMIX_TCP_DISABLE_IPV6, &yes, PMIX_BOOL);
+    g_impl.store(&s);
+    const pmix_status_t rc = PMIx_server_init(&module, info.data(), info.size());
+    if (rc != PMIX_SUCCESS) {
+      g_impl.store(nullptr);
+      throw PmixError("PMIx_server_init", rc);
+    }
+    initialized = true;
+    s.id_ = ProcId{s.options_.nspace, 0};
+
+    pmix_status_t metrics_code = proto::kRankMetrics;
+    const pmix_status_t ref = PMIx_Register_event_handler(&metrics_code, 1, nullptr, 0,
+                                                          metrics_event_handler, nullptr, nullptr);
+    if (ref < 0) {
+      PMIx_server_finalize();
+      g_impl.store(nullptr);
+      throw PmixError("PMIx_Register_event_handler(rank metrics)", ref);
+    }
+
+    pmix_proc_t self = to_pmix(s.id_);
+    pmix_value_t* value = nullptr;
+    const pmix_status_t got = PMIx_Get(&self, PMIX_SERVER_URI, nullptr, 0, &value);
+    if (got != PMIX_SUCCESS || value == nullptr || value->type != PMIX_STRING) {
+      if (value != nullptr) PMIX_VALUE_RELEASE(value);
+      PMIx_server_finalize();
+      g_impl.store(nullptr);
+      throw PmixError("PMIx_Get(PMIX_SERVER_URI)", got == PMIX_SUCCESS ? PMIX_ERR_TYPE_MISMATCH : got);
+    }
+    s.uri_ = value->data.string;
+    PMIX_VALUE_RELEASE(value);
+    s.port_ = uri_port(s.uri_);
+
+    if (!s.options_.uri_file.empty()) {
+      // Written under another name and renamed, so a reader never sees half a URI.
+      const auto partial = s.options_.uri_file.string() + ".partial";
+      {
+        std::ofstream out(partial, std::ios::trunc);
+        out << s.uri_ << '\n';
+        if (!out.flush()) {
+          const std::string why = std::strerror(errno);
+          PMIx_server_finalize();
+          g_impl.store(nullptr);
+          throw std::runtime_error("cannot write uri file " + partial + ": " + why);
+        }
+      }
+      std::filesystem::rename(partial, s.options_.uri_file, ec);
+      if (ec) {
+        PMIx_server_finalize();
+        g_impl.store(nullptr);
+        throw std::runtime_error("cannot rename " + partial + " to " +
+                                 s.options_.uri_file.string() + ": " + ec.message());
+      }
+    }
+    spdlog::debug("pmix server {} listening at {}", to_string(s.id_), s.uri_);
+  } catch (...) {
+    // A failed PMIx_server_init leaves nothing to finalize; a later one may try again.
+    g_server_state.store(initialized ? 2 : 0);
+    throw;
+  }
+}
+
+PmixServer::~PmixServer() {
+  Impl& s = *impl_;
+  s.worker_.stop();  // runs what is queued (answers included) while PMIx still runs
+  {
+    std::unique_lock lock(s.gate_->mutex);
+    s.gate_->open = false;
+  }
+  g_impl.store(nullptr);
+  const pmix_status_t rc = PMIx_server_finalize();
+  if (rc != PMIX_SUCCESS) spdlog::warn("PMIx_server_finalize failed: {}", status_string(rc));
+  std::error_code ec;
+  if (!s.options_.uri_file.empty()) std::filesystem::remove(s.options_.uri_file, ec);
+  remove_pmix_files(s.options_.tmpdir);
+  if (s.created_tmpdir_) std::filesystem::remove(s.options_.tmpdir, ec);  // only when empty
+  g_server_state.store(2);
+}
+
+const std::string& PmixServer::uri() const noexcept { return impl_->uri_; }
+const ProcId& PmixServer::id() const noexcept { return impl_->id_; }
+const PmixServer::Options& PmixServer::options() const noexcept { return impl_->options_; }
+
+void PmixServer::on_allocate(AllocateHandler handler) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->allocate_handler_ = std::move(handler);
+}
+
+void PmixServer::on_metrics(MetricsHandler handler) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->metrics_handler_ = std::move(handler);
+}
+
+void PmixServer::on_tool_connected(ToolHandler handler) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->tool_handler_ = std::move(handler);
+}
+
+PmixServer::Counters PmixServer::counters() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->counters_;
+}
+
+Status PmixServer::notify(pmix_status_t code, const Payload& payload, pmix_data_range_t range,
+                          const std::vector<ProcId>& targets) {
+  const std::string_view name = proto::event_name(code);
+  const std::string what = name.empty() ? "event " + std::to_string(code) : std::string(name);
+  if (range == PMIX_RANGE_CUSTOM && targets.empty())
+    return {PMIX_ERR_BAD_PARAM, "notify " + what + ": custom range without targets"};
+  if (range != PMIX_RANGE_CUSTOM && !targets.empty())
+    return {PMIX_ERR_BAD_PARAM, "notify " + what + ": targets given for a range other than custom"};
+  try {
+    Payload full = payload;
+    full[proto::kVersion] = proto::kProtocolVersion;
+    InfoArray info(full.size() + (targets.empty() ? 0 : 1));
+    std::size_t i = 0;
+    for (const auto& [key, value] : full) info.load(i++, key, value);
+    if (!targets.empty()) {
+      std::vector<pmix_proc_t> procs;
+      procs.reserve(targets.size());
+      for (const auto& t : targets) procs.push_back(to_pmix(t));
+      pmix_data_array_t array{PMIX_PROC, procs.size(), procs.data()};
+      info.load(i, PMIX_EVENT_CUSTOM_RANGE, &array, PMIX_DATA_ARRAY);
+    }
+    impl_->nodelay();
+    pmix_proc_t self = to_pmix(impl_->id_);
+    const pmix_status_t rc =
+        PMIx_Notify_event(code, &self, range, info.data(), info.size(), nullptr, nullptr);
+    if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
+      return {rc, "notify " + what + ": PMIx_Notify_event failed: " + status_string(rc)};
+    return {PMIX_SUCCESS, "notified " + what};
+  } catch (const std::exception& e) {
+    return {PMIX_ERROR, "notify " + what + ": " + e.what()};
+  }
+}
+
+}  // namespace bellows::daemon

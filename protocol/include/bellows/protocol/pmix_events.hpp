@@ -1,0 +1,120 @@
+#pragma once
+// The PMIx vocabulary between bellowsd (the PMIx server of a node) and the ranks attached to
+// it (PMIx tools or clients): event codes, payload keys and the value type each key carries.
+// Both sides include this header; nothing here needs linking.
+//
+// Directions:
+// - daemon -> ranks: PMIx_Notify_event(code, payload) with one of the resize event codes.
+// - rank -> daemon: PMIx_Allocation_request(EXTEND | RELEASE, PMIX_ALLOC_NUM_NODES = k);
+//   the daemon answers with a PMIx status and a kReplyText entry.
+// - rank -> daemon: metrics as PMIx_Notify_event(kRankMetrics, payload, PMIX_RANGE_RM), which
+//   PMIx hands to the daemon's notify_event upcall and to nobody else. Chosen over PMIx_Log
+//   (blocking round trip: the rank would wait for the daemon every iteration) and over
+//   PMIx_Job_control (its directives are meant for actions, and it is a round trip as well):
+//   a notification is one message, the rank does not wait, and RM range keeps it off other
+//   ranks.
+//
+// Every payload carries kVersion = kProtocolVersion; a receiver refuses another version.
+// Value types: counts, ids, ranks and iteration numbers are PMIX_UINT64, fractions and
+// times PMIX_DOUBLE, lists PMIX_STRING (comma-separated, no spaces).
+
+#include <pmix_common.h>
+
+#include <cstdint>
+#include <string_view>
+
+namespace bellows::protocol::pmix {
+
+/// Version of this vocabulary; raise it when a code or key changes meaning.
+inline constexpr std::uint64_t kProtocolVersion = 1;
+
+/// PMIx reserves codes more negative than PMIX_EXTERNAL_ERR_BASE for hosts and users; Bellows
+/// takes the block just below PMIX_EXTERNAL_ERR_BASE - 100.
+inline constexpr pmix_status_t kEventBase = PMIX_EXTERNAL_ERR_BASE - 100;
+
+/// daemon -> ranks: the job grows. Payload: kResizeId, kExpandCount, kExpandHosts.
+inline constexpr pmix_status_t kExpandDecided = kEventBase - 1;
+/// daemon -> ranks: ranks leave the job. Payload: kResizeId, kShrinkRanks, kShrinkNodes.
+inline constexpr pmix_status_t kShrinkDecided = kEventBase - 2;
+/// daemon -> ranks: the resize kResizeId is complete.
+inline constexpr pmix_status_t kResizeCommitted = kEventBase - 3;
+/// daemon -> ranks: the resize kResizeId was given up. Payload: kResizeId, kAbortReason.
+inline constexpr pmix_status_t kResizeAborted = kEventBase - 4;
+/// daemon -> ranks: publish metrics now (kRequestId echoed back in kMetricsRequestId).
+inline constexpr pmix_status_t kMetricsRequest = kEventBase - 5;
+/// rank -> daemon (range PMIX_RANGE_RM): one rank's metrics, keys kMetrics*.
+inline constexpr pmix_status_t kRankMetrics = kEventBase - 6;
+
+/// The name of a Bellows event code, or "" for any other code.
+constexpr std::string_view event_name(pmix_status_t code) noexcept {
+  switch (code) {
+    case kExpandDecided: return "expand-decided";
+    case kShrinkDecided: return "shrink-decided";
+    case kResizeCommitted: return "resize-committed";
+    case kResizeAborted: return "resize-aborted";
+    case kMetricsRequest: return "metrics-request";
+    case kRankMetrics: return "rank-metrics";
+    default: return "";
+  }
+}
+
+// ------------------------------------------------------------------ payload keys
+// (PMIx keys are at most PMIX_MAX_KEYLEN = 511 characters.)
+
+/// uint64: kProtocolVersion of the sender; in every Bellows payload.
+inline constexpr const char* kVersion = "bellows.version";
+/// uint64: identifier of a resize, the same in its decided / committed / aborted events.
+inline constexpr const char* kResizeId = "bellows.resize.id";
+/// uint64: number of ranks (one per node) the job grows by.
+inline constexpr const char* kExpandCount = "bellows.expand.count";
+/// string: host names of the new ranks, in rank order ("n3,n4").
+inline constexpr const char* kExpandHosts = "bellows.expand.hosts";
+/// string: ranks that leave ("2,3").
+inline constexpr const char* kShrinkRanks = "bellows.shrink.ranks";
+/// string: nodes given back ("n3,n4").
+inline constexpr const char* kShrinkNodes = "bellows.shrink.nodes";
+/// string: why a resize was given up.
+inline constexpr const char* kAbortReason = "bellows.abort.reason";
+/// uint64: identifier of a metrics request.
+inline constexpr const char* kRequestId = "bellows.request.id";
+/// string: the daemon's answer to an allocation request, readable text.
+inline constexpr const char* kReplyText = "bellows.reply.text";
+
+// rank metrics (kRankMetrics)
+/// uint64: the rank that reports (its rank in the job communicator).
+inline constexpr const char* kMetricsRank = "bellows.metrics.rank";
+/// uint64: tasks ready to run on the rank.
+inline constexpr const char* kMetricsReadyTasks = "bellows.metrics.ready_tasks";
+/// double in [0, 1]: share of the last interval the workers were busy.
+inline constexpr const char* kMetricsBusyFraction = "bellows.metrics.busy_fraction";
+/// uint64: steal requests the rank sent.
+inline constexpr const char* kMetricsStealsSent = "bellows.metrics.steals_sent";
+/// uint64: steal requests that came back empty.
+inline constexpr const char* kMetricsStealsFailed = "bellows.metrics.steals_failed";
+/// double: seconds the last iteration took.
+inline constexpr const char* kMetricsIterationSeconds = "bellows.metrics.iteration_seconds";
+/// uint64: number of the last finished iteration.
+inline constexpr const char* kMetricsIteration = "bellows.metrics.iteration";
+/// uint64: kRequestId of the kMetricsRequest this answers, 0 for a periodic report.
+inline constexpr const char* kMetricsRequestId = "bellows.metrics.request_id";
+
+/// The PMIx data type a Bellows key carries (PMIX_UINT64, PMIX_DOUBLE or PMIX_STRING), or
+/// PMIX_UNDEF for a key that is not Bellows'.
+constexpr pmix_data_type_t key_type(std::string_view key) noexcept {
+  constexpr std::string_view strings[] = {kExpandHosts, kShrinkRanks, kShrinkNodes, kAbortReason,
+                                          kReplyText};
+  constexpr std::string_view doubles[] = {kMetricsBusyFraction, kMetricsIterationSeconds};
+  constexpr std::string_view integers[] = {
+      kVersion,           kResizeId,          kExpandCount,         kRequestId,
+      kMetricsRank,       kMetricsReadyTasks, kMetricsStealsSent,   kMetricsStealsFailed,
+      kMetricsIteration,  kMetricsRequestId};
+  for (auto k : strings)
+    if (k == key) return PMIX_STRING;
+  for (auto k : doubles)
+    if (k == key) return PMIX_DOUBLE;
+  for (auto k : integers)
+    if (k == key) return PMIX_UINT64;
+  return PMIX_UNDEF;
+}
+
+}  // namespace bellows::protocol::pmix

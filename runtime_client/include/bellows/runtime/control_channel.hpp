@@ -1,0 +1,139 @@
+#pragma once
+// A rank's connection to its node's daemon (bellowsd): the rank attaches to the daemon's PMIx
+// server as a PMIx tool, asks it for more or fewer nodes, publishes its metrics, and receives
+// resize events. The event codes and payload keys are bellows/protocol/pmix_events.hpp.
+//
+// The runtime works without a daemon: connect_from_environment() gives std::nullopt when none
+// is configured.
+//
+// Events arrive on PMIx's progress thread, which only queues them; the application takes them
+// with poll_events() (e.g. between iterations), which runs the registered callbacks on the
+// calling thread.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bellows::runtime {
+
+/// One rank's metrics for the daemon (protocol kRankMetrics).
+struct RankMetrics {
+  std::uint64_t rank = 0;
+  std::uint64_t ready_tasks = 0;
+  /// Share of the last interval the workers were busy, in [0, 1].
+  double busy_fraction = 0.0;
+  std::uint64_t steals_sent = 0;
+  std::uint64_t steals_failed = 0;
+  double iteration_seconds = 0.0;
+  std::uint64_t iteration = 0;
+  /// The MetricsRequestEvent::request_id this answers, 0 for a periodic report.
+  std::uint64_t request_id = 0;
+};
+
+/// The daemon's answer to request_resize().
+struct ResizeAnswer {
+  /// PMIx status: 0 (PMIX_SUCCESS) when granted.
+  int status = 0;
+  /// PMIx's name for status, e.g. "SUCCESS", "BAD-PARAM".
+  std::string status_name;
+  /// The daemon's text when granted (e.g. "granted 2 nodes"). PMIx 4.2.2 carries no text with
+  /// a refusal: then "refused by the daemon (<status_name>); the daemon's log says why".
+  std::string text;
+  [[nodiscard]] bool granted() const noexcept { return status == 0; }
+};
+
+/// The job grows by count ranks, on hosts (in rank order).
+struct ExpandEvent {
+  std::uint64_t resize_id = 0;
+  std::uint64_t count = 0;
+  std::vector<std::string> hosts;
+};
+/// ranks leave the job; nodes are given back.
+struct ShrinkEvent {
+  std::uint64_t resize_id = 0;
+  std::vector<std::uint64_t> ranks;
+  std::vector<std::string> nodes;
+};
+/// The resize resize_id is complete.
+struct CommitEvent {
+  std::uint64_t resize_id = 0;
+};
+/// The resize resize_id was given up, for reason.
+struct AbortEvent {
+  std::uint64_t resize_id = 0;
+  std::string reason;
+};
+/// The daemon asks for metrics now; answer with RankMetrics::request_id = request_id.
+struct MetricsRequestEvent {
+  std::uint64_t request_id = 0;
+};
+
+/// Could not attach to the daemon, or a call to it failed at the PMIx level.
+class ControlChannelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The PMIx tool connection to bellowsd (PMIx_tool_init in connect, PMIx_tool_finalize in the
+/// destructor). PMIx allows one tool connection per process, so at most one ControlChannel
+/// exists at a time (a second connect throws ControlChannelError). Move-only.
+///
+/// Thread safety: request_resize() and publish_metrics() may be called from any thread;
+/// the on_*() setters and poll_events() from one application thread.
+class ControlChannel {
+ public:
+  /// Environment variable holding the daemon's URI, or "file:PATH" naming a file that holds it.
+  static constexpr const char* kUriVariable = "BELLOWS_DAEMON_URI";
+  /// Set to 0 to leave Nagle's algorithm on the connection (to measure its cost).
+  static constexpr const char* kNodelayVariable = "BELLOWS_TCP_NODELAY";
+
+  /// std::nullopt when BELLOWS_DAEMON_URI is unset or empty; else connect(its value).
+  static std::optional<ControlChannel> connect_from_environment();
+  /// Attaches to the daemon at uri ("nspace.rank;tcp4://host:port" or "file:PATH").
+  /// Throws ControlChannelError naming the URI and PMIx's reason.
+  static ControlChannel connect(const std::string& uri);
+
+  ~ControlChannel();
+  ControlChannel(ControlChannel&& other) noexcept;
+  ControlChannel& operator=(ControlChannel&& other) noexcept;
+  ControlChannel(const ControlChannel&) = delete;
+  ControlChannel& operator=(const ControlChannel&) = delete;
+
+  /// Asks for delta_nodes more nodes (> 0, PMIX_ALLOC_EXTEND) or fewer (< 0,
+  /// PMIX_ALLOC_RELEASE) and waits for the daemon's answer. std::invalid_argument for 0.
+  ResizeAnswer request_resize(int delta_nodes);
+  /// Sends metrics to the daemon (PMIx_Notify_event, range PMIX_RANGE_RM); returns once PMIx
+  /// has queued them. Throws ControlChannelError when PMIx refuses to send.
+  void publish_metrics(const RankMetrics& metrics);
+
+  void on_expand(std::function<void(const ExpandEvent&)> callback);
+  void on_shrink(std::function<void(const ShrinkEvent&)> callback);
+  void on_commit(std::function<void(const CommitEvent&)> callback);
+  void on_abort(std::function<void(const AbortEvent&)> callback);
+  void on_metrics_request(std::function<void(const MetricsRequestEvent&)> callback);
+
+  /// Runs the callbacks of the events received so far (in arrival order), waiting up to
+  /// `wait` for the first one when none is queued. Returns the number of events taken
+  /// (also those without a callback).
+  std::size_t poll_events(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+
+  /// The tool's PMIx name, "nspace:rank", as the daemon assigned it.
+  [[nodiscard]] const std::string& name() const noexcept;
+  /// Events dropped because their payload was malformed or of another protocol version, and
+  /// the reason for the last one ("" when none).
+  [[nodiscard]] std::uint64_t dropped_events() const;
+  [[nodiscard]] std::string last_drop_reason() const;
+
+  struct State;
+
+ private:
+  explicit ControlChannel(std::unique_ptr<State> state) noexcept;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace bellows::runtime

@@ -1,0 +1,399 @@
+#include <bellows/runtime/control_channel.hpp>
+
+#include <bellows/protocol/pmix_events.hpp>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pmix_tool.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <utility>
+#include <variant>
+
+namespace bellows::runtime {
+
+namespace proto = bellows::protocol::pmix;
+
+namespace {
+
+/// Owns a pmix_info_t array (PMIX_INFO_CREATE / PMIX_INFO_FREE).
+class Info {
+ public:
+  explicit Info(std::size_t n) : size_(n) { PMIX_INFO_CREATE(info_, n); }
+  ~Info() {
+    if (info_ != nullptr) PMIX_INFO_FREE(info_, size_);
+  }
+  Info(const Info&) = delete;
+  Info& operator=(const Info&) = delete;
+  void load(std::size_t i, const char* key, const void* data, pmix_data_type_t type) {
+    const pmix_status_t rc = PMIx_Info_load(&info_[i], key, data, type);
+    if (rc != PMIX_SUCCESS)
+      throw ControlChannelError(std::string("PMIx_Info_load(") + key + ") failed: " +
+                                PMIx_Error_string(rc));
+  }
+  pmix_info_t* data() const noexcept { return info_; }
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  pmix_info_t* info_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+/// The server port of a "nspace.rank;tcp4://host:port" URI, or -1.
+int uri_port(const std::string& uri) {
+  const auto colon = uri.rfind(':');
+  if (colon == std::string::npos) return -1;
+  char* end = nullptr;
+  const long port = std::strtol(uri.c_str() + colon + 1, &end, 10);
+  return (end != uri.c_str() + colon + 1 && port > 0 && port < 65536) ? static_cast<int>(port) : -1;
+}
+
+/// PMIx 4.2.2 leaves Nagle's algorithm on and has no setting for it: sets TCP_NODELAY on this
+/// process's TCP connections to peer port `port` (the daemon). Returns how many it found.
+int set_nodelay_on_peer_port(int port) noexcept {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  int found = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    struct stat st {};
+    if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage peer{};
+    socklen_t length = sizeof peer;
+    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &length) != 0)
+      continue;
+    int peer_port = -1;
+    if (peer.ss_family == AF_INET)
+      peer_port = ntohs(reinterpret_cast<const sockaddr_in&>(peer).sin_port);
+    else if (peer.ss_family == AF_INET6)
+      peer_port = ntohs(reinterpret_cast<const sockaddr_in6&>(peer).sin6_port);
+    if (peer_port != port) continue;
+    const int on = 1;
+    if (::setsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == 0) ++found;
+  }
+  ::closedir(dir);
+  return found;
+}
+
+using Event = std::variant<ExpandEvent, ShrinkEvent, CommitEvent, AbortEvent, MetricsRequestEvent>;
+
+/// Values of the Bellows keys of an event.
+struct Fields {
+  std::vector<std::pair<std::string, pmix_value_t*>> entries;
+
+  const pmix_value_t* find(const char* key) const {
+    for (const auto& [k, v] : entries)
+      if (k == key) return v;
+    return nullptr;
+  }
+  std::uint64_t number(const char* key) const {
+    const pmix_value_t* v = find(key);
+    if (v == nullptr) throw std::invalid_argument(std::string("no '") + key + "'");
+    if (v->type != PMIX_UINT64)
+      throw std::invalid_argument(std::string("'") + key + "' is not a uint64");
+    return v->data.uint64;
+  }
+  std::string text(const char* key) const {
+    const pmix_value_t* v = find(key);
+    if (v == nullptr) throw std::invalid_argument(std::string("no '") + key + "'");
+    if (v->type != PMIX_STRING)
+      throw std::invalid_argument(std::string("'") + key + "' is not a string");
+    return v->data.string != nullptr ? v->data.string : "";
+  }
+};
+
+/// The event for code with info's payload; std::invalid_argument naming what is wrong.
+Event decode_event(pmix_status_t code, pmix_info_t info[], size_t ninfo) {
+  Fields f;
+  for (size_t i = 0; i < ninfo; ++i) {
+    const std::string key(info[i].key, ::strnlen(info[i].key, PMIX_MAX_KEYLEN + 1));
+    if (key.starts_with("bellows.")) f.entries.emplace_back(key, &info[i].value);
+  }
+  const std::uint64_t version = f.number(proto::kVersion);
+  if (version != proto::kProtocolVersion)
+    throw std::invalid_argument("protocol version " + std::to_string(version) +
+                                ", this rank speaks " + std::to_string(proto::kProtocolVersion));
+  switch (code) {
+    case proto::kExpandDecided:
+      return ExpandEvent{f.number(proto::kResizeId), f.number(proto::kExpandCount),
+                         split(f.text(proto::kExpandHosts))};
+    case proto::kShrinkDecided: {
+      ShrinkEvent e{f.number(proto::kResizeId), {}, split(f.text(proto::kShrinkNodes))};
+      for (const auto& r : split(f.text(proto::kShrinkRanks))) {
+        char* end = nullptr;
+        const unsigned long long rank = std::strtoull(r.c_str(), &end, 10);
+        if (end == r.c_str() || *end != '\0')
+          throw std::invalid_argument("'" + std::string(proto::kShrinkRanks) + "' holds '" + r +
+                                      "', not a rank");
+        e.ranks.push_back(rank);
+      }
+      return e;
+    }
+    case proto::kResizeCommitted: return CommitEvent{f.number(proto::kResizeId)};
+    case proto::kResizeAborted:
+      return AbortEvent{f.number(proto::kResizeId), f.text(proto::kAbortReason)};
+    case proto::kMetricsRequest: return MetricsRequestEvent{f.number(proto::kRequestId)};
+    default: throw std::invalid_argument("unknown event code " + std::to_string(code));
+  }
+}
+
+std::atomic<bool> g_connected{false};
+
+}  // namespace
+
+struct ControlChannel::State {
+  std::string uri;
+  std::string name;
+  pmix_proc_t self{};
+  size_t handler_id = 0;
+  bool handler_registered = false;
+
+  mutable std::mutex mutex;  // guards the queue and the drop counters
+  std::condition_variable arrived;
+  std::deque<Event> queue;
+  std::uint64_t dropped = 0;
+  std::string last_drop_reason;
+
+  std::function<void(const ExpandEvent&)> expand;
+  std::function<void(const ShrinkEvent&)> shrink;
+  std::function<void(const CommitEvent&)> commit;
+  std::function<void(const AbortEvent&)> abort;
+  std::function<void(const MetricsRequestEvent&)> metrics_request;
+};
+
+namespace {
+
+// The event handler finds the channel here (PMIx passes it no pointer of ours; one channel
+// exists at a time).
+std::atomic<ControlChannel::State*> g_state{nullptr};
+
+void event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* /*source*/,
+                   pmix_info_t info[], size_t ninfo, pmix_info_t* /*results*/,
+                   size_t /*nresults*/, pmix_event_notification_cbfunc_fn_t cbfunc,
+                   void* cbdata) {
+  if (ControlChannel::State* state = g_state.load()) {
+    std::lock_guard lock(state->mutex);
+    try {
+      state->queue.push_back(decode_event(code, info, ninfo));
+      state->arrived.notify_all();
+    } catch (const std::exception& e) {
+      ++state->dropped;
+      const std::string_view name = proto::event_name(code);
+      state->last_drop_reason = std::string(name.empty() ? "event" : name) + ": " + e.what();
+    }
+  }
+  if (cbfunc != nullptr) cbfunc(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, cbdata);
+}
+
+std::string read_uri(const std::string& uri) {
+  if (!uri.starts_with("file:")) return uri;
+  const std::string path = uri.substr(5);
+  std::ifstream in(path);
+  std::string text;
+  if (!in || !std::getline(in, text) || text.empty())
+    throw ControlChannelError("cannot read the daemon's URI from " + path + ": " +
+                              (in ? "the file is empty" : std::strerror(errno)));
+  return text;
+}
+
+}  // namespace
+
+std::optional<ControlChannel> ControlChannel::connect_from_environment() {
+  const char* uri = std::getenv(kUriVariable);
+  if (uri == nullptr || *uri == '\0') return std::nullopt;
+  return connect(uri);
+}
+
+ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
+  if (g_connected.exchange(true))
+    throw ControlChannelError("a ControlChannel is already connected in this process "
+                              "(PMIx allows one tool connection)");
+  try {
+    auto state = std::make_unique<State>();
+    state->uri = read_uri(uri_or_file);
+    Info info(1);
+    info.load(0, PMIX_SERVER_URI, state->uri.c_str(), PMIX_STRING);
+    pmix_status_t rc = PMIx_tool_init(&state->self, info.data(), info.size());
+    if (rc != PMIX_SUCCESS)
+      throw ControlChannelError("cannot attach to bellowsd at '" + state->uri +
+                                "': PMIx_tool_init failed: " + PMIx_Error_string(rc));
+    state->name = std::string(state->self.nspace, ::strnlen(state->self.nspace, PMIX_MAX_NSLEN + 1)) +
+                  ":" + std::to_string(state->self.rank);
+    const char* nodelay = std::getenv(kNodelayVariable);
+    if (nodelay == nullptr || std::string_view(nodelay) != "0")
+      set_nodelay_on_peer_port(uri_port(state->uri));
+
+    g_state.store(state.get());
+    pmix_status_t codes[] = {proto::kExpandDecided, proto::kShrinkDecided,
+                             proto::kResizeCommitted, proto::kResizeAborted,
+                             proto::kMetricsRequest};
+    Info handler_info(1);
+    handler_info.load(0, PMIX_EVENT_HDLR_NAME, "bellows.control", PMIX_STRING);
+    rc = PMIx_Register_event_handler(codes, std::size(codes), handler_info.data(),
+                                     handler_info.size(), event_handler, nullptr, nullptr);
+    if (rc < 0) {
+      g_state.store(nullptr);
+      PMIx_tool_finalize();
+      throw ControlChannelError(std::string("PMIx_Register_event_handler failed: ") +
+                                PMIx_Error_string(rc));
+    }
+    state->handler_id = static_cast<size_t>(rc);
+    state->handler_registered = true;
+    return ControlChannel(std::move(state));
+  } catch (...) {
+    g_connected.store(false);
+    throw;
+  }
+}
+
+ControlChannel::ControlChannel(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
+
+ControlChannel::~ControlChannel() {
+  if (!state_) return;
+  if (state_->handler_registered) PMIx_Deregister_event_handler(state_->handler_id, nullptr, nullptr);
+  g_state.store(nullptr);
+  PMIx_tool_finalize();
+  g_connected.store(false);
+}
+
+ControlChannel::ControlChannel(ControlChannel&& other) noexcept = default;
+
+ControlChannel& ControlChannel::operator=(ControlChannel&& other) noexcept {
+  if (this != &other) {
+    ControlChannel old(std::move(*this));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+const std::string& ControlChannel::name() const noexcept { return state_->name; }
+
+ResizeAnswer ControlChannel::request_resize(int delta_nodes) {
+  if (delta_nodes == 0)
+    throw std::invalid_argument("request_resize: delta_nodes must not be 0");
+  const pmix_alloc_directive_t directive = delta_nodes > 0 ? PMIX_ALLOC_EXTEND : PMIX_ALLOC_RELEASE;
+  const std::uint64_t nodes = delta_nodes > 0 ? static_cast<std::uint64_t>(delta_nodes)
+                                              : static_cast<std::uint64_t>(-static_cast<long long>(delta_nodes));
+  Info info(1);
+  info.load(0, PMIX_ALLOC_NUM_NODES, &nodes, PMIX_UINT64);
+  pmix_info_t* results = nullptr;
+  size_t nresults = 0;
+  const pmix_status_t rc =
+      PMIx_Allocation_request(directive, info.data(), info.size(), &results, &nresults);
+  ResizeAnswer answer;
+  answer.status = rc;
+  answer.status_name = PMIx_Error_string(rc);
+  for (size_t i = 0; i < nresults; ++i) {
+    if (PMIX_CHECK_KEY(&results[i], proto::kReplyText) && results[i].value.type == PMIX_STRING &&
+        results[i].value.data.string != nullptr)
+      answer.text = results[i].value.data.string;
+  }
+  if (results != nullptr) PMIX_INFO_FREE(results, nresults);
+  // PMIx 4.2.2 drops the daemon's text from a refusal; the daemon logs it.
+  if (answer.text.empty())
+    answer.text = rc == PMIX_SUCCESS ? "granted"
+                                     : "refused by the daemon (" + answer.status_name +
+                                           "); the daemon's log says why";
+  return answer;
+}
+
+void ControlChannel::publish_metrics(const RankMetrics& m) {
+  Info info(9);
+  info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
+  info.load(1, proto::kMetricsRank, &m.rank, PMIX_UINT64);
+  info.load(2, proto::kMetricsReadyTasks, &m.ready_tasks, PMIX_UINT64);
+  info.load(3, proto::kMetricsBusyFraction, &m.busy_fraction, PMIX_DOUBLE);
+  info.load(4, proto::kMetricsStealsSent, &m.steals_sent, PMIX_UINT64);
+  info.load(5, proto::kMetricsStealsFailed, &m.steals_failed, PMIX_UINT64);
+  info.load(6, proto::kMetricsIterationSeconds, &m.iteration_seconds, PMIX_DOUBLE);
+  info.load(7, proto::kMetricsIteration, &m.iteration, PMIX_UINT64);
+  info.load(8, proto::kMetricsRequestId, &m.request_id, PMIX_UINT64);
+  // The blocking form: PMIx 4.2.2 runs the completion callback of the non-blocking form twice
+  // for a tool (once for the local delivery, once for the daemon's acknowledgement), so the
+  // array could not be released from it safely.
+  const pmix_status_t rc = PMIx_Notify_event(proto::kRankMetrics, &state_->self, PMIX_RANGE_RM,
+                                             info.data(), info.size(), nullptr, nullptr);
+  if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
+    throw ControlChannelError(std::string("publish_metrics: PMIx_Notify_event failed: ") +
+                              PMIx_Error_string(rc));
+}
+
+void ControlChannel::on_expand(std::function<void(const ExpandEvent&)> callback) {
+  state_->expand = std::move(callback);
+}
+void ControlChannel::on_shrink(std::function<void(const ShrinkEvent&)> callback) {
+  state_->shrink = std::move(callback);
+}
+void ControlChannel::on_commit(std::function<void(const CommitEvent&)> callback) {
+  state_->commit = std::move(callback);
+}
+void ControlChannel::on_abort(std::function<void(const AbortEvent&)> callback) {
+  state_->abort = std::move(callback);
+}
+void ControlChannel::on_metrics_request(std::function<void(const MetricsRequestEvent&)> callback) {
+  state_->metrics_request = std::move(callback);
+}
+
+std::size_t ControlChannel::poll_events(std::chrono::milliseconds wait) {
+  std::deque<Event> events;
+  {
+    std::unique_lock lock(state_->mutex);
+    if (state_->queue.empty() && wait.count() > 0)
+      state_->arrived.wait_for(lock, wait, [&] { return !state_->queue.empty(); });
+    events.swap(state_->queue);
+  }
+  State& s = *state_;
+  for (const Event& event : events) {
+    std::visit(
+        [&s](const auto& e) {
+          using E = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<E, ExpandEvent>) {
+            if (s.expand) s.expand(e);
+          } else if constexpr (std::is_same_v<E, ShrinkEvent>) {
+            if (s.shrink) s.shrink(e);
+          } else if constexpr (std::is_same_v<E, CommitEvent>) {
+            if (s.commit) s.commit(e);
+          } else if constexpr (std::is_same_v<E, AbortEvent>) {
+            if (s.abort) s.abort(e);
+          } else {
+            if (s.metrics_request) s.metrics_request(e);
+          }
+        },
+        event);
+  }
+  return events.size();
+}
+
+std::uint64_t ControlChannel::dropped_events() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->dropped;
+}
+
+std::string ControlChannel::last_drop_reason() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->last_drop_reason;
+}
+
+}  // namespace bellows::runtime

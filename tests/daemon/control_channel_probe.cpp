@@ -1,0 +1,158 @@
+// The rank side of the daemon tests: a process that attaches to bellowsd through libbellows'
+// ControlChannel (as an MPI rank would) and prints what it sees, one line per fact.
+//
+//   control_channel_probe roundtrip   request +2, publish metrics, print the events until an
+//                                     abort event, send a request without a node count,
+//                                     request -1
+//   control_channel_probe ask N       request N nodes, print the answer
+//   control_channel_probe client FILE as a PMIx client started by the daemon: write
+//                                     "nspace:rank size N" to FILE.rank
+
+#include <bellows/runtime/control_channel.hpp>
+
+#include <pmix.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <string>
+
+namespace {
+
+using bellows::runtime::ControlChannel;
+
+std::string joined(const auto& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ',';
+    if constexpr (std::is_same_v<std::decay_t<decltype(item)>, std::string>)
+      out += item;
+    else
+      out += std::to_string(item);
+  }
+  return out;
+}
+
+void print_answer(const char* what, const bellows::runtime::ResizeAnswer& a) {
+  std::printf("%s status=%d name=%s text=%s\n", what, a.status, a.status_name.c_str(),
+              a.text.c_str());
+  std::fflush(stdout);
+}
+
+int roundtrip(ControlChannel& channel) {
+  bool aborted = false;
+  channel.on_expand([](const bellows::runtime::ExpandEvent& e) {
+    std::printf("expand id=%llu count=%llu hosts=%s\n", static_cast<unsigned long long>(e.resize_id),
+                static_cast<unsigned long long>(e.count), joined(e.hosts).c_str());
+  });
+  channel.on_shrink([](const bellows::runtime::ShrinkEvent& e) {
+    std::printf("shrink id=%llu ranks=%s nodes=%s\n", static_cast<unsigned long long>(e.resize_id),
+                joined(e.ranks).c_str(), joined(e.nodes).c_str());
+  });
+  channel.on_commit([](const bellows::runtime::CommitEvent& e) {
+    std::printf("commit id=%llu\n", static_cast<unsigned long long>(e.resize_id));
+  });
+  channel.on_abort([&aborted](const bellows::runtime::AbortEvent& e) {
+    std::printf("abort id=%llu reason=%s\n", static_cast<unsigned long long>(e.resize_id),
+                e.reason.c_str());
+    aborted = true;
+  });
+  channel.on_metrics_request([&channel](const bellows::runtime::MetricsRequestEvent& e) {
+    std::printf("metrics-request id=%llu\n", static_cast<unsigned long long>(e.request_id));
+    bellows::runtime::RankMetrics m;
+    m.rank = 3;
+    m.request_id = e.request_id;
+    channel.publish_metrics(m);
+  });
+
+  print_answer("answer", channel.request_resize(2));
+  bellows::runtime::RankMetrics m;
+  m.rank = 3;
+  m.ready_tasks = 17;
+  m.busy_fraction = 0.625;
+  m.steals_sent = 9;
+  m.steals_failed = 4;
+  m.iteration_seconds = 0.125;
+  m.iteration = 6;
+  channel.publish_metrics(m);
+  std::printf("published\n");
+  std::fflush(stdout);
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!aborted && std::chrono::steady_clock::now() < deadline) {
+    channel.poll_events(std::chrono::milliseconds(100));
+    std::fflush(stdout);
+  }
+  if (!aborted) {
+    std::printf("no abort event within 30 s\n");
+    return 1;
+  }
+  std::printf("dropped=%llu reason=%s\n", static_cast<unsigned long long>(channel.dropped_events()),
+              channel.last_drop_reason().c_str());
+
+  // A request the daemon must refuse: PMIX_ALLOC_EXTEND without PMIX_ALLOC_NUM_NODES.
+  pmix_info_t* results = nullptr;
+  size_t nresults = 0;
+  const pmix_status_t rc = PMIx_Allocation_request(PMIX_ALLOC_EXTEND, nullptr, 0, &results, &nresults);
+  std::string text;
+  for (size_t i = 0; i < nresults; ++i)
+    if (PMIX_CHECK_KEY(&results[i], "bellows.reply.text") && results[i].value.type == PMIX_STRING)
+      text = results[i].value.data.string;
+  if (results != nullptr) PMIX_INFO_FREE(results, nresults);
+  std::printf("malformed status=%d name=%s text=%s\n", rc, PMIx_Error_string(rc), text.c_str());
+
+  print_answer("release", channel.request_resize(-1));
+  std::printf("done\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+int client(const std::string& file) {
+  pmix_proc_t self;
+  pmix_status_t rc = PMIx_Init(&self, nullptr, 0);
+  if (rc != PMIX_SUCCESS) {
+    std::fprintf(stderr, "PMIx_Init failed: %s\n", PMIx_Error_string(rc));
+    return 2;
+  }
+  pmix_proc_t job;
+  PMIX_LOAD_PROCID(&job, self.nspace, PMIX_RANK_WILDCARD);
+  pmix_value_t* value = nullptr;
+  unsigned size = 0;
+  rc = PMIx_Get(&job, PMIX_JOB_SIZE, nullptr, 0, &value);
+  if (rc == PMIX_SUCCESS && value != nullptr && value->type == PMIX_UINT32) size = value->data.uint32;
+  if (value != nullptr) PMIX_VALUE_RELEASE(value);
+  {
+    std::ofstream out(file + "." + std::to_string(self.rank));
+    out << self.nspace << ':' << self.rank << " size " << size << '\n';
+  }
+  PMIx_Finalize(nullptr, 0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line reaches the test at once
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "client" && argc == 3) return client(argv[2]);
+    auto channel = ControlChannel::connect_from_environment();
+    if (!channel) {
+      std::printf("no daemon configured\n");
+      return 3;
+    }
+    std::printf("attached %s\n", channel->name().c_str());
+    std::fflush(stdout);
+    if (mode == "roundtrip") return roundtrip(*channel);
+    if (mode == "ask" && argc == 3) {
+      print_answer("answer", channel->request_resize(std::stoi(argv[2])));
+      return 0;
+    }
+    std::fprintf(stderr, "usage: control_channel_probe roundtrip | ask N | client FILE\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::printf("error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,400 @@
+// bellowsd's PMIx server, launcher and executable, against real PMIx 4.2 processes: a
+// separate process attaches through libbellows' ControlChannel as a PMIx tool.
+
+#include <bellows/daemon/launcher.hpp>
+#include <bellows/daemon/pmix_server.hpp>
+#include <bellows/protocol/pmix_events.hpp>
+#include <bellows/runtime/control_channel.hpp>
+
+#include <gtest/gtest.h>
+
+#include "child_process.hpp"
+#include "watchdog.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace d = bellows::daemon;
+namespace proto = bellows::protocol::pmix;
+using bellows::testing::ChildProcess;
+using namespace std::chrono_literals;
+
+/// Values handed over from the server's worker thread to the test.
+template <class T>
+class Mailbox {
+ public:
+  void push(T value) {
+    {
+      std::lock_guard lock(mutex_);
+      items_.push_back(std::move(value));
+    }
+    cv_.notify_all();
+  }
+  std::optional<T> pop(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    if (!cv_.wait_for(lock, limit, [&] { return !items_.empty(); })) return std::nullopt;
+    T value = std::move(items_.front());
+    items_.pop_front();
+    return value;
+  }
+  std::size_t size() {
+    std::lock_guard lock(mutex_);
+    return items_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<T> items_;
+};
+
+struct Request {
+  d::AllocationRequest request;
+  std::shared_ptr<d::AllocationResponder> responder;
+};
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("bellows-daemon-test-" + std::to_string(::getpid()) + "-" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  d::PmixServer::Options options() const {
+    d::PmixServer::Options o;
+    o.tmpdir = dir_ / "pmix";
+    o.uri_file = dir_ / "uri";
+    o.node_name = "n1";
+    return o;
+  }
+
+  std::string line(ChildProcess& child) {
+    auto text = child.next_line(20s);
+    return text ? *text : "<no line within 20 s>";
+  }
+
+  fs::path dir_;
+  bellows::testing::Watchdog watchdog_{60s, "daemon test"};
+};
+
+// The codes sit in the range PMIx leaves to hosts, and each key has one type.
+static_assert(proto::kExpandDecided < PMIX_EXTERNAL_ERR_BASE);
+static_assert(proto::kRankMetrics < PMIX_EXTERNAL_ERR_BASE);
+static_assert(proto::key_type(proto::kExpandHosts) == PMIX_STRING);
+static_assert(proto::key_type(proto::kMetricsBusyFraction) == PMIX_DOUBLE);
+static_assert(proto::key_type(proto::kResizeId) == PMIX_UINT64);
+static_assert(proto::key_type("bellows.unknown") == PMIX_UNDEF);
+static_assert(proto::event_name(proto::kResizeAborted) == "resize-aborted");
+static_assert(proto::event_name(PMIX_ERR_BAD_PARAM).empty());
+
+TEST(ControlChannel, NoDaemonConfiguredGivesNullopt) {
+  const char* saved = std::getenv(bellows::runtime::ControlChannel::kUriVariable);
+  const std::string value = saved ? saved : "";
+  ::unsetenv(bellows::runtime::ControlChannel::kUriVariable);
+  EXPECT_FALSE(bellows::runtime::ControlChannel::connect_from_environment().has_value());
+  ::setenv(bellows::runtime::ControlChannel::kUriVariable, "", 1);
+  EXPECT_FALSE(bellows::runtime::ControlChannel::connect_from_environment().has_value());
+  if (saved) ::setenv(bellows::runtime::ControlChannel::kUriVariable, value.c_str(), 1);
+  else ::unsetenv(bellows::runtime::ControlChannel::kUriVariable);
+}
+
+TEST(ControlChannel, UnreadableUriFileIsAClearError) {
+  try {
+    bellows::runtime::ControlChannel::connect("file:/nonexistent/bellows.uri");
+    FAIL() << "connect did not throw";
+  } catch (const bellows::runtime::ControlChannelError& e) {
+    EXPECT_STREQ(e.what(),
+                 "cannot read the daemon's URI from /nonexistent/bellows.uri: No such file or directory");
+  }
+}
+
+TEST_F(DaemonTest, RankRequestsMetricsAndEventsRoundTrip) {
+  d::PmixServer server(options());
+  Mailbox<Request> requests;
+  Mailbox<d::ReceivedMetrics> metrics;
+  Mailbox<d::ProcId> tools;
+  server.on_allocate([&](const d::AllocationRequest& r, d::AllocationResponder responder) {
+    requests.push({r, std::make_shared<d::AllocationResponder>(std::move(responder))});
+  });
+  server.on_metrics([&](const d::ReceivedMetrics& m) { metrics.push(m); });
+  server.on_tool_connected([&](const d::ProcId& p) { tools.push(p); });
+
+  std::ifstream uri_file(dir_ / "uri");
+  std::string uri;
+  std::getline(uri_file, uri);
+  EXPECT_EQ(uri, server.uri());
+  EXPECT_TRUE(uri.starts_with("bellowsd.0;tcp4://127.0.0.1:")) << uri;
+
+  ChildProcess rank({BELLOWS_PROBE_PATH, "roundtrip"},
+                    {std::string("BELLOWS_DAEMON_URI=file:") + (dir_ / "uri").string()});
+  const auto tool = tools.pop(20s);
+  ASSERT_TRUE(tool.has_value());
+  EXPECT_EQ(tool->nspace, "bellowsd.tool.1");
+  EXPECT_EQ(line(rank), "attached bellowsd.tool.1:0");
+
+  // +2 nodes: the handler sees the directive, the count and who asked; the rank its answer.
+  auto request = requests.pop(20s);
+  ASSERT_TRUE(request.has_value());
+  EXPECT_EQ(request->request.directive, PMIX_ALLOC_EXTEND);
+  EXPECT_EQ(request->request.num_nodes, 2u);
+  EXPECT_EQ(request->request.requester, *tool);
+  request->responder->reply(PMIX_SUCCESS, "granted 2 nodes");
+  EXPECT_EQ(line(rank), "answer status=0 name=SUCCESS text=granted 2 nodes");
+
+  // Metrics arrive with exact values.
+  EXPECT_EQ(line(rank), "published");
+  const auto m = metrics.pop(20s);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->source, *tool);
+  EXPECT_EQ(m->rank, 3u);
+  EXPECT_EQ(m->ready_tasks, 17u);
+  EXPECT_EQ(m->busy_fraction, 0.625);
+  EXPECT_EQ(m->steals_sent, 9u);
+  EXPECT_EQ(m->steals_failed, 4u);
+  EXPECT_EQ(m->iteration_seconds, 0.125);
+  EXPECT_EQ(m->iteration, 6u);
+  EXPECT_EQ(m->request_id, 0u);
+
+  // Events reach the rank's handlers with their exact payloads, in order.
+  auto ok = server.notify(proto::kExpandDecided, {{proto::kResizeId, std::uint64_t{7}},
+                                                  {proto::kExpandCount, std::uint64_t{2}},
+                                                  {proto::kExpandHosts, std::string("n3,n4")}});
+  EXPECT_TRUE(ok.ok()) << ok.text;
+  EXPECT_EQ(line(rank), "expand id=7 count=2 hosts=n3,n4");
+  ok = server.notify(proto::kShrinkDecided, {{proto::kResizeId, std::uint64_t{8}},
+                                             {proto::kShrinkRanks, std::string("2,3")},
+                                             {proto::kShrinkNodes, std::string("n3")}},
+                     PMIX_RANGE_CUSTOM, {*tool});
+  EXPECT_TRUE(ok.ok()) << ok.text;
+  EXPECT_EQ(line(rank), "shrink id=8 ranks=2,3 nodes=n3");
+  ok = server.notify(proto::kMetricsRequest, {{proto::kRequestId, std::uint64_t{41}}});
+  EXPECT_TRUE(ok.ok()) << ok.text;
+  EXPECT_EQ(line(rank), "metrics-request id=41");
+  const auto answered = metrics.pop(20s);
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_EQ(answered->request_id, 41u);
+  // An event without its resize id is dropped by the rank, and counted.
+  ok = server.notify(proto::kResizeCommitted, {});
+  EXPECT_TRUE(ok.ok()) << ok.text;
+  ok = server.notify(proto::kResizeCommitted, {{proto::kResizeId, std::uint64_t{8}}});
+  EXPECT_TRUE(ok.ok()) << ok.text;
+  EXPECT_EQ(line(rank), "commit id=8");
+  ok = server.notify(proto::kResizeAborted, {{proto::kResizeId, std::uint64_t{9}},
+                                             {proto::kAbortReason, std::string("slurm said no")}},
+                     PMIX_RANGE_GLOBAL);
+  EXPECT_TRUE(ok.ok()) << ok.text;
+  EXPECT_EQ(line(rank), "abort id=9 reason=slurm said no");
+  EXPECT_EQ(line(rank), "dropped=1 reason=resize-committed: no 'bellows.resize.id'");
+
+  // A request without a node count is refused before the handler (counted below); PMIx
+  // carries the status, not the text, of a refusal.
+  EXPECT_EQ(line(rank), "malformed status=" + std::to_string(PMIX_ERR_BAD_PARAM) +
+                            " name=BAD-PARAM text=");
+  // -1: a release, denied by the handler.
+  request = requests.pop(20s);
+  ASSERT_TRUE(request.has_value());
+  EXPECT_EQ(request->request.directive, PMIX_ALLOC_RELEASE);
+  EXPECT_EQ(request->request.num_nodes, 1u);
+  request->responder->reply(PMIX_ERR_OUT_OF_RESOURCE, "the job is at its minimum size");
+  EXPECT_EQ(line(rank), "release status=" + std::to_string(PMIX_ERR_OUT_OF_RESOURCE) +
+                            " name=OUT-OF-RESOURCE text=refused by the daemon (OUT-OF-RESOURCE); "
+                            "the daemon's log says why");
+  EXPECT_EQ(line(rank), "done");
+  const auto status = rank.wait_exit(20s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  EXPECT_EQ(requests.size(), 0u);
+
+  const auto counters = server.counters();
+  EXPECT_EQ(counters.allocation_requests, 2u);
+  EXPECT_EQ(counters.refused_requests, 1u);
+  EXPECT_EQ(counters.metrics, 2u);
+  EXPECT_EQ(counters.tools, 1u);
+}
+
+TEST_F(DaemonTest, UnansweredRequestAndMissingHandlerGetClearAnswers) {
+  d::PmixServer server(options());
+  const std::string uri = "BELLOWS_DAEMON_URI=" + server.uri();
+  {
+    ChildProcess rank({BELLOWS_PROBE_PATH, "ask", "3"}, {uri});
+    EXPECT_EQ(line(rank).rfind("attached ", 0), 0u);
+    EXPECT_EQ(line(rank), "answer status=" + std::to_string(PMIX_ERR_NOT_SUPPORTED) +
+                              " name=NOT-SUPPORTED text=refused by the daemon (NOT-SUPPORTED); "
+                              "the daemon's log says why");
+    ASSERT_TRUE(rank.wait_exit(20s).has_value());
+  }
+  server.on_allocate([](const d::AllocationRequest&, d::AllocationResponder) {});  // drops it
+  ChildProcess rank({BELLOWS_PROBE_PATH, "ask", "-2"}, {uri});
+  EXPECT_EQ(line(rank).rfind("attached ", 0), 0u);
+  EXPECT_EQ(line(rank), "answer status=" + std::to_string(PMIX_ERR_NOT_AVAILABLE) +
+                            " name=NOT_AVAILABLE text=refused by the daemon (NOT_AVAILABLE); "
+                            "the daemon's log says why");
+  ASSERT_TRUE(rank.wait_exit(20s).has_value());
+}
+
+TEST_F(DaemonTest, NotifyRefusesBadTargets) {
+  d::PmixServer server(options());
+  auto s = server.notify(proto::kResizeCommitted, {{proto::kResizeId, std::uint64_t{1}}},
+                         PMIX_RANGE_CUSTOM);
+  EXPECT_EQ(s.code, PMIX_ERR_BAD_PARAM);
+  EXPECT_EQ(s.text, "notify resize-committed: custom range without targets");
+  s = server.notify(proto::kResizeCommitted, {}, PMIX_RANGE_LOCAL, {{"x", 0}});
+  EXPECT_EQ(s.code, PMIX_ERR_BAD_PARAM);
+  EXPECT_EQ(s.text, "notify resize-committed: targets given for a range other than custom");
+}
+
+TEST_F(DaemonTest, OneServerPerProcess) {
+  auto other = options();
+  other.tmpdir = dir_ / "other";
+  {
+    d::PmixServer server(options());
+    try {
+      d::PmixServer second(other);
+      FAIL() << "a second server started";
+    } catch (const std::logic_error& e) {
+      EXPECT_STREQ(e.what(), "a PmixServer already exists in this process (PMIx allows one)");
+    }
+  }
+  try {
+    d::PmixServer again(other);
+    FAIL() << "a server started again";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(), "a PmixServer already ran in this process (PMIx 4.2.2 cannot start a "
+                           "server again after PMIx_server_finalize)");
+  }
+}
+
+TEST_F(DaemonTest, CleansWhatAKilledServerLeftAndItsOwnFiles) {
+  const auto tmp = dir_ / "pmix";
+  fs::create_directories(tmp / "pmix_dstor_ds21_99999");
+  std::ofstream(tmp / "pmix.n1.tool.99999") << "stale";
+  std::ofstream(tmp / "keep.txt") << "not PMIx's";
+  {
+    d::PmixServer server(options());
+    EXPECT_FALSE(fs::exists(tmp / "pmix_dstor_ds21_99999"));
+    EXPECT_FALSE(fs::exists(tmp / "pmix.n1.tool.99999"));
+    EXPECT_TRUE(fs::exists(dir_ / "uri"));
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "uri"));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tmp)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"keep.txt"});
+}
+
+TEST_F(DaemonTest, LauncherReportsExitStatusAndSignal) {
+  d::PmixServer server(options());
+  Mailbox<d::ExitStatus> exits;
+  d::LocalLauncher launcher(server, [&](const d::ExitStatus& e) { exits.push(e); });
+  const auto quick = launcher.launch({"job.exit", {"/bin/sh", "-c", "exit 3"}, 1, {}});
+  ASSERT_EQ(quick.size(), 1u);
+  auto e = exits.pop(20s);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->pid, quick[0]);
+  EXPECT_EQ(e->proc, (d::ProcId{"job.exit", 0}));
+  EXPECT_TRUE(e->exited);
+  EXPECT_EQ(e->code, 3);
+  EXPECT_EQ(e->describe(), "exited with status 3");
+
+  const auto slow = launcher.launch({"job.sleep", {"sleep", "30"}, 1, {}});
+  EXPECT_EQ(launcher.running(), 1u);
+  EXPECT_TRUE(launcher.signal(slow[0], SIGTERM));
+  e = exits.pop(20s);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(e->exited);
+  EXPECT_EQ(e->signal, SIGTERM);
+  EXPECT_EQ(e->describe(), "killed by signal 15 (Terminated)");
+  EXPECT_FALSE(launcher.signal(slow[0], SIGTERM));  // reaped: not ours any more
+  EXPECT_EQ(launcher.running(), 0u);
+
+  const auto missing = launcher.launch({"job.missing", {"/nonexistent/program"}, 1, {}});
+  e = exits.pop(20s);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code, 127);
+}
+
+TEST_F(DaemonTest, LauncherRefusesBadSpecs) {
+  d::PmixServer server(options());
+  d::LocalLauncher launcher(server, nullptr);
+  auto message = [&](const d::LaunchSpec& spec) {
+    try {
+      launcher.launch(spec);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_EQ(message({"", {"true"}, 1, {}}), "launch: the nspace is empty");
+  EXPECT_EQ(message({"job.a", {}, 1, {}}), "launch job.a: no program given");
+  EXPECT_EQ(message({"job.a", {"true"}, 0, {}}), "launch job.a: 0 processes");
+  EXPECT_EQ(message({"job.a", {"true"}, 1, {}}), "no exception");
+  EXPECT_EQ(message({"job.a", {"true"}, 1, {}}), "launch: nspace 'job.a' was launched already");
+}
+
+TEST_F(DaemonTest, LauncherStartsPmixClientsAndStopsThemAtTheEnd) {
+  d::PmixServer server(options());
+  Mailbox<d::ExitStatus> exits;
+  std::vector<pid_t> sleepers;
+  {
+    d::LocalLauncher launcher(server, [&](const d::ExitStatus& e) { exits.push(e); });
+    const auto out = (dir_ / "client").string();
+    launcher.launch({"job.clients", {BELLOWS_PROBE_PATH, "client", out}, 2, {}});
+    for (int i = 0; i < 2; ++i) {
+      auto e = exits.pop(20s);
+      ASSERT_TRUE(e.has_value());
+      EXPECT_EQ(e->describe(), "exited with status 0") << to_string(e->proc);
+    }
+    for (int r = 0; r < 2; ++r) {
+      std::ifstream in(out + "." + std::to_string(r));
+      std::string text;
+      std::getline(in, text);
+      EXPECT_EQ(text, "job.clients:" + std::to_string(r) + " size 2");
+    }
+    sleepers = launcher.launch({"job.sleepers", {"sleep", "60"}, 2, {}});
+  }  // the launcher stops what still runs
+  EXPECT_EQ(exits.size(), 2u);
+  for (pid_t pid : sleepers) EXPECT_NE(::kill(pid, 0), 0) << pid << " still exists";
+}
+
+TEST_F(DaemonTest, BellowsdServesARankAndStopsOnSigterm) {
+  ChildProcess daemon({BELLOWSD_PATH, "--tmpdir", (dir_ / "pmix").string(), "--uri-file",
+                       (dir_ / "uri").string(), "--node-name", "n1"});
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!fs::exists(dir_ / "uri") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(fs::exists(dir_ / "uri"));
+  {
+    ChildProcess rank({BELLOWS_PROBE_PATH, "ask", "2"},
+                      {"BELLOWS_DAEMON_URI=file:" + (dir_ / "uri").string()});
+    EXPECT_EQ(line(rank).rfind("attached bellowsd.tool.", 0), 0u);
+    EXPECT_EQ(line(rank), "answer status=" + std::to_string(PMIX_ERR_NOT_SUPPORTED) +
+                              " name=NOT-SUPPORTED text=refused by the daemon (NOT-SUPPORTED); "
+                              "the daemon's log says why");
+    ASSERT_TRUE(rank.wait_exit(20s).has_value());
+  }
+  ASSERT_EQ(::kill(daemon.pid(), SIGTERM), 0);
+  const auto status = daemon.wait_exit(20s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  EXPECT_FALSE(fs::exists(dir_ / "uri"));
+  EXPECT_FALSE(fs::exists(dir_ / "pmix"));
+}
+
+}  // namespace
