@@ -41,7 +41,6 @@ int check_files(const std::vector<std::string>& files) {
 void add_policy_command(CLI::App& app, Outcome& outcome) {
   auto options = std::make_shared<PolicyOptions>();
   CLI::App* policy = app.add_subcommand("policy", "Check resize-policy files, list their keys");
-  policy->require_subcommand(1);
 
   CLI::App* check = policy->add_subcommand(
       "check", "Check policy files: every error as FILE:LINE:COL: message on stderr; "

@@ -320,7 +320,7 @@ Decision PolicyEngine::tick(const TickInput& in) {
     if (in.now < *cooldown_until_) {
       reset_streaks();
       return hold("cooldown after the last resize, " + elapsed(in.now, *cooldown_until_) +
-                  " of " + format_duration(policy_.cooldown) + " left");
+                  " left");
     }
     cooldown_until_.reset();
   }
@@ -344,11 +344,10 @@ Decision PolicyEngine::tick(const TickInput& in) {
     auto release = pick_release(in.metrics, policy_.release_order, in.nodes - limits.max);
     if (release.empty()) return hold(why + ", but no reported node can be released");
     const int k = static_cast<int>(release.size());
-    return decide(Action::shrink, k,
-                  "shrink by " + std::to_string(k) + ": " + why + "; releasing " +
-                      join_names(release) + " (release_order " +
-                      std::string(to_string(policy_.release_order)) + ")",
-                  std::move(release));
+    std::string reason = "shrink by " + std::to_string(k) + ": " + why + "; releasing " +
+                         join_names(release) + " (release_order " +
+                         std::string(to_string(policy_.release_order)) + ")";
+    return decide(Action::shrink, k, std::move(reason), std::move(release));
   }
   if (in.nodes < limits.min) {
     const std::string why = "the job has " + std::to_string(in.nodes) +
@@ -419,11 +418,10 @@ Decision PolicyEngine::tick(const TickInput& in) {
       note = " (nodes.step " + std::to_string(limits.step) + ", limited by " +
              std::to_string(k) + (k == 1 ? " releasable node)" : " releasable nodes)");
     }
-    return decide(Action::shrink, k,
-                  "shrink by " + std::to_string(k) + note + ": " + give.fired_text +
-                      "; releasing " + join_names(release) + " (release_order " +
-                      std::string(to_string(policy_.release_order)) + ")",
-                  std::move(release));
+    std::string reason = "shrink by " + std::to_string(k) + note + ": " + give.fired_text +
+                         "; releasing " + join_names(release) + " (release_order " +
+                         std::string(to_string(policy_.release_order)) + ")";
+    return decide(Action::shrink, k, std::move(reason), std::move(release));
   }
 
   std::string waiting = grow.waiting_text;

@@ -100,6 +100,18 @@ std::string unknown_key_message(std::string_view name, std::string_view section)
   if (!best.empty() && best_distance <= 2 && 2 * best_distance < std::max(name.size(), best.size())) {
     return out + "; did you mean " + in_quotes(best) + "?";
   }
+  // A shortened or lengthened name: "hysteresis" for "hysteresis_ticks", "maximum" for "max".
+  std::string_view longest;
+  std::size_t longest_shared = 0;
+  for (const auto& sibling : siblings) {
+    const auto shorter = std::min(name.size(), sibling.size());
+    if (shorter >= 3 && shorter > longest_shared &&
+        name.substr(0, shorter) == sibling.substr(0, shorter)) {
+      longest = sibling;
+      longest_shared = shorter;
+    }
+  }
+  if (!longest.empty()) return out + "; did you mean " + in_quotes(longest) + "?";
   // The right name in the wrong section.
   for (const KeyInfo& key : schema()) {
     if (key_name(key.path) == name && key_section(key.path) != section) {
@@ -188,6 +200,14 @@ class Walker {
         if (const auto w = written_.find(k); w != written_.end()) {
           at = w->second;
           break;
+        }
+      }
+      // Say where a value the file does not write comes from.
+      for (const auto& k : problem.keys) {
+        const KeyInfo* key = find_key(k);
+        if (written_.count(k) == 0 && key != nullptr) {
+          problem.message += "; " + k + " is not written, its default is " +
+                             std::string(key->default_value);
         }
       }
       add(at, std::move(problem.message));
