@@ -163,23 +163,25 @@ void check_input(const TickInput& in) {
                                 std::to_string(in.pending_jobs));
   }
   for (const NodeMetrics& m : in.metrics) {
-    const std::string where = "tick input: node '" + m.name + "' (index " +
-                              std::to_string(m.index) + "): ";
+    // Built only when something is wrong: this loop runs over every node every tick.
+    auto where = [&m] {
+      return "tick input: node '" + m.name + "' (index " + std::to_string(m.index) + "): ";
+    };
     if (!(m.busy_fraction >= 0.0 && m.busy_fraction <= 1.0)) {
-      throw std::invalid_argument(where + "busy_fraction must be between 0 and 1, got " +
+      throw std::invalid_argument(where() + "busy_fraction must be between 0 and 1, got " +
                                   format_number(m.busy_fraction));
     }
     if (!(m.ready_tasks >= 0.0)) {
-      throw std::invalid_argument(where + "ready_tasks must not be negative, got " +
+      throw std::invalid_argument(where() + "ready_tasks must not be negative, got " +
                                   format_number(m.ready_tasks));
     }
     if (m.steals_failed > m.steals_sent) {
-      throw std::invalid_argument(where + "steals_failed (" + std::to_string(m.steals_failed) +
+      throw std::invalid_argument(where() + "steals_failed (" + std::to_string(m.steals_failed) +
                                   ") is larger than steals_sent (" +
                                   std::to_string(m.steals_sent) + ")");
     }
     if (!(m.last_iteration_seconds >= 0.0)) {
-      throw std::invalid_argument(where + "last_iteration_seconds must not be negative, got " +
+      throw std::invalid_argument(where() + "last_iteration_seconds must not be negative, got " +
                                   format_number(m.last_iteration_seconds));
     }
   }
