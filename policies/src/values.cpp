@@ -203,8 +203,13 @@ std::string parse_value(const KeyInfo& key, std::string_view text, KeyValue& out
       return {};
     }
     case KeyType::boolean:
-      if (text == "true" || text == "false") {
-        out.boolean = text == "true";
+      // YAML 1.2's core schema: true and false, in three spellings each.
+      if (text == "true" || text == "True" || text == "TRUE") {
+        out.boolean = true;
+        return {};
+      }
+      if (text == "false" || text == "False" || text == "FALSE") {
+        out.boolean = false;
         return {};
       }
       return "expected true or false, got " + in_quotes(text);

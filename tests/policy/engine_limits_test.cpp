@@ -213,3 +213,15 @@ TEST(PolicyEngineLimits, AnInconsistentPolicyIsRefused) {
   EXPECT_EQ(thrown([&] { bp::PolicyEngine engine(p); }),
             "policy: nodes.min, nodes.step and hysteresis_ticks must be at least 1");
 }
+
+TEST(PolicyEngineLimits, LargeMeasuresReadPlainly) {
+  bp::PolicyEngine engine(policy_from(R"(
+nodes: {min: 1, max: 8}
+expand: {ready_tasks_per_node_above: 2500}
+hysteresis_ticks: 2
+)"));
+  auto metrics = nodes(2, 12345.6, 0.5);
+  metrics[1].ready_tasks = 12345.4;  // 12345.5 per node
+  EXPECT_EQ(engine.tick(input(t0, metrics, 1)).reason,
+            "hold: waiting: expand.ready_tasks_per_node_above: 12345.5 > 2500 (held 1 of 2 ticks)");
+}

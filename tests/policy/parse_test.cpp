@@ -105,6 +105,19 @@ TEST(PolicyParse, UnwrittenKeysKeepTheirDefaults) {
   EXPECT_EQ(*result.policy, expected);
 }
 
+TEST(PolicyParse, BooleansInTheirCoreSchemaSpellings) {
+  for (const char* yes : {"true", "True", "TRUE"}) {
+    const auto r = bp::parse_policy(std::string("stealing: {enabled: ") + yes + "}\n", "b.yaml");
+    ASSERT_TRUE(r.ok()) << yes;
+    EXPECT_TRUE(r.policy->stealing.enabled) << yes;
+  }
+  for (const char* no : {"false", "False", "FALSE"}) {
+    const auto r = bp::parse_policy(std::string("stealing: {enabled: ") + no + "}\n", "b.yaml");
+    ASSERT_TRUE(r.ok()) << no;
+    EXPECT_FALSE(r.policy->stealing.enabled) << no;
+  }
+}
+
 TEST(PolicyParse, FixedSizeJobNeedsNoStepCheck) {
   // min == max: no resize can happen, so a step larger than the range is not an error.
   const auto result = bp::parse_policy("nodes: {min: 4, max: 4, step: 2}\n", "fixed.yaml");

@@ -41,6 +41,7 @@ struct LoadResult {
 /// a value is expected and the reverse, values out of range, unknown words of a choice,
 /// malformed durations, an empty file, and the rules between keys (check_consistency).
 /// Keys not written keep their schema default. Never throws for bad input.
+/// Thread-safe, as are all free functions of this library: they share no state.
 [[nodiscard]] LoadResult parse_policy(std::string_view text, std::string_view name);
 
 /// Reads the file and parses it as parse_policy does, naming the file by `path`.

@@ -54,6 +54,7 @@ struct KeyInfo {
 };
 
 /// Every key, sections before the keys inside them, in the order of the key reference.
+/// The table is constant: reading it from several threads is safe.
 [[nodiscard]] std::span<const KeyInfo> schema() noexcept;
 
 /// The key with this dotted path, or null.
