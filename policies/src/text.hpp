@@ -1,5 +1,5 @@
 #pragma once
-// Small text helpers shared by the policy library's sources.
+// Small text functions shared by the policy library's sources.
 
 #include <cstdio>
 #include <string>
