@@ -1,0 +1,26 @@
+#pragma once
+// The subcommands of `bellows`. Each adds itself to the application with an add_*
+// function defined in its own file; main.cpp calls them all.
+
+#include <CLI/CLI.hpp>
+
+namespace bellows::cli {
+
+/// Exit statuses shared by every subcommand.
+enum ExitStatus : int {
+  exit_ok = 0,
+  /// The command could not do its work (an unexpected error).
+  exit_failed = 1,
+  /// Bad input: a bad option, or a policy file with errors.
+  exit_bad_input = 2,
+};
+
+/// Where a subcommand leaves its exit status; CLI11 callbacks return nothing.
+struct Outcome {
+  int status = exit_ok;
+};
+
+/// `bellows policy check FILE...` and `bellows policy keys [--markdown]`.
+void add_policy_command(CLI::App& app, Outcome& outcome);
+
+}  // namespace bellows::cli
