@@ -220,6 +220,11 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
 ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& event) {
   const MPI_Comm before = communicator();
   const int old_size = size();
+  // Tasks pinned to the leavers go back to the fixed mapping (and so to the backups).
+  std::size_t unpinned = 0;
+  for (const auto& [key, owner] : runtime_->pinned()) {
+    unpinned += std::count(request.remove.begin(), request.remove.end(), owner) > 0 ? 1 : 0;
+  }
   const auto handoff = runtime_->prepare_shrink(request.remove);
   unsigned long long bytes = handoff.bytes_moved, all_bytes = 0;
   double seconds = handoff.seconds, slowest = 0.0;
@@ -243,6 +248,7 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
                           {"bytes_handed_to_backups", all_bytes / 2},  // sender and receiver count each byte
                           {"drain_seconds", slowest},
                           {"tasks_run_by_leaving_ranks", leavers_ran},
+                          {"pinned_tasks_returned_to_backups", unpinned},
                           {"shrink_seconds", shrunk.total_seconds}});
   }
   return Outcome::resized;
@@ -263,6 +269,10 @@ void ElasticJob::after_iteration(const IterationReport& report) {
                                       : nlohmann::json(static_cast<double>(all[r] - expand_request_steady_ns_) * 1e-9));
     }
     telemetry_.back()["request_to_first_task_seconds"] = latencies;
+    // What the new ranks stole in their first iteration is now theirs (Runtime::pinned()).
+    std::size_t pinned_to_new = 0;
+    for (const auto& [key, owner] : runtime_->pinned()) pinned_to_new += owner >= first_new_rank_ ? 1 : 0;
+    telemetry_.back()["tasks_pinned_to_new_ranks"] = pinned_to_new;
   }
   first_new_rank_ = -1;
 }

@@ -128,7 +128,7 @@ int run(br::ElasticJob& job, int first_iteration) {
     if (outcome == br::ElasticJob::Outcome::left) break;
     (void)before;
     const auto executed_before = runtime.stats().tasks_executed;
-    runtime.run_iteration();
+    job.after_iteration(runtime.run_iteration());
     long long mine = static_cast<long long>(runtime.stats().tasks_executed - executed_before), all = 0;
     MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, job.communicator());
     counted += all;
@@ -173,8 +173,15 @@ int run(br::ElasticJob& job, int first_iteration) {
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, job.communicator());
   if (job.rank() == 0) {
     const bool counts = counted == static_cast<long long>(kTasks) * kIterations;
-    const bool pass = any_failed == 0 && exact && counts && job.size() == kInitialRanks &&
-                      job.telemetry().size() == 2;
+    const auto& t = job.telemetry();
+    // New ranks keep what they stole in their first iteration (how much depends on timing,
+    // possibly nothing); all of it goes back to the fixed mapping (the backups) when the new
+    // ranks leave, with whatever they stole and kept later.
+    const bool pinned = t.size() == 2 && t[0].contains("tasks_pinned_to_new_ranks") &&
+                        t[1].contains("pinned_tasks_returned_to_backups") &&
+                        t[1].value("pinned_tasks_returned_to_backups", 0) >=
+                            t[0].value("tasks_pinned_to_new_ranks", 0);
+    const bool pass = any_failed == 0 && exact && counts && job.size() == kInitialRanks && pinned;
     nlohmann::json j{{"ranks", job.size()},
                      {"tasks_counted", counted},
                      {"tasks_expected", kTasks * kIterations},
