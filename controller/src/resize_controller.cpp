@@ -553,6 +553,11 @@ void ResizeController::on_job_report(const JobReport& report) {
       input.event = ResizeEvent::drain_done;
       input.detail = "the leaving ranks exited";
       break;
+    case JobReportKind::refused:
+      input.event = ResizeEvent::job_refused;
+      input.detail = "the job refused the resize" +
+                     (report.text.empty() ? std::string() : ": " + report.text);
+      break;
   }
   apply(std::move(input));
 }

@@ -26,6 +26,7 @@ constexpr std::array kTransitions{
     ResizeTransition{K::expand, S::reconfiguring, E::ranks_committed, S::committed, A::adopt_nodes},
     ResizeTransition{K::expand, S::reconfiguring, E::rank_died, S::aborting, A::withdraw_and_release},
     ResizeTransition{K::expand, S::reconfiguring, E::resize_deadline, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::reconfiguring, E::job_refused, S::aborting, A::withdraw_and_release},
     ResizeTransition{K::expand, S::aborting, E::release_done, S::aborted, A::none},
     ResizeTransition{K::expand, S::aborting, E::release_failed, S::aborted, A::note_unreleased},
     ResizeTransition{K::expand, S::aborting, E::resize_deadline, S::aborting, A::none},
@@ -35,6 +36,7 @@ constexpr std::array kTransitions{
     ResizeTransition{K::shrink, S::reconfiguring, E::drain_done, S::releasing, A::release_nodes},
     ResizeTransition{K::shrink, S::reconfiguring, E::rank_died, S::aborted, A::cancel_remove},
     ResizeTransition{K::shrink, S::reconfiguring, E::resize_deadline, S::aborted, A::cancel_remove},
+    ResizeTransition{K::shrink, S::reconfiguring, E::job_refused, S::aborted, A::none},
     ResizeTransition{K::shrink, S::releasing, E::release_done, S::committed, A::none},
     ResizeTransition{K::shrink, S::releasing, E::release_failed, S::committed, A::note_unreleased},
     ResizeTransition{K::shrink, S::releasing, E::resize_deadline, S::releasing, A::none},
@@ -43,9 +45,10 @@ constexpr std::array kTransitions{
 constexpr std::array<std::string_view, 2> kKindNames{"expand", "shrink"};
 constexpr std::array<std::string_view, 8> kStateNames{
     "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted"};
-constexpr std::array<std::string_view, 12> kEventNames{
+constexpr std::array<std::string_view, 13> kEventNames{
     "request",         "rm_granted", "rm_denied",  "rm_timeout",   "daemons_ready",  "daemon_start_timeout",
-    "ranks_committed", "rank_died",  "drain_done", "release_done", "release_failed", "resize_deadline"};
+    "ranks_committed", "rank_died",  "drain_done", "release_done", "release_failed", "resize_deadline",
+    "job_refused"};
 constexpr std::array<std::string_view, 11> kActionNames{
     "none",         "ask_rm",        "cancel_rm_request", "start_daemons",   "add_ranks",  "withdraw_and_release",
     "remove_ranks", "cancel_remove", "release_nodes",     "note_unreleased", "adopt_nodes"};

@@ -1,6 +1,10 @@
 // bellowsd: the Bellows daemon of one node. It is the PMIx server the ranks of its node attach
-// to; it logs their allocation requests and metrics and stops cleanly on SIGTERM or SIGINT.
+// to. With --controller it forwards their allocation requests, metrics and resize reports to
+// the job's controller and delivers the controller's decisions to them; without, it refuses
+// allocation requests and logs metrics. Stops cleanly on SIGTERM, SIGINT or the controller's
+// Stop.
 
+#include <bellows/daemon/controller_link.hpp>
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 
@@ -10,7 +14,10 @@
 
 #include <pthread.h>
 
+#include <chrono>
 #include <csignal>
+#include <memory>
+#include <unistd.h>
 #include <cstdlib>
 #include <string>
 
@@ -20,6 +27,7 @@ int main(int argc, char** argv) {
   d::PmixServer::Options options;
   std::string tmpdir;
   std::string uri_file;
+  std::string controller;
   bool verbose = false;
   bool nodelay = true;
   app.add_option("--tmpdir", tmpdir,
@@ -27,6 +35,8 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--uri-file", uri_file, "file to write the server URI to (BELLOWS_DAEMON_URI)");
   app.add_option("--node-name", options.node_name, "this node's name (default: the host name)");
+  app.add_option("--controller", controller,
+                 "the job controller's endpoint (ipc://DIR/controller.sock) to register with");
   app.add_flag("--verbose,-v", verbose, "log every request, metrics message and connection");
   app.add_option("--tcp-nodelay", nodelay,
                  "set TCP_NODELAY on rank connections (false only to measure its effect)")
@@ -55,8 +65,8 @@ int main(int argc, char** argv) {
   options.tcp_nodelay = nodelay;
   try {
     d::PmixServer server(options);
-    // Allocation requests: no controller is attached yet, so the server refuses them
-    // (PMIX_ERR_NOT_SUPPORTED) and logs each one.
+    // Without a controller, allocation requests are refused (PMIX_ERR_NOT_SUPPORTED) and
+    // logged, and metrics are logged.
     server.on_metrics([](const d::ReceivedMetrics& m) {
       spdlog::debug(
           "metrics from {}: rank {} iteration {} ready {} busy {:.3f} steals {}/{} failed, "
@@ -66,6 +76,18 @@ int main(int argc, char** argv) {
     });
     server.on_tool_connected(
         [](const d::ProcId& tool) { spdlog::debug("tool {} attached", d::to_string(tool)); });
+    std::unique_ptr<d::ControllerLink> link;
+    if (!controller.empty()) {
+      link = std::make_unique<d::ControllerLink>(
+          server, d::ControllerLink::Options{controller, server.options().node_name, {}},
+          [](const std::string&) { ::kill(::getpid(), SIGTERM); });
+      std::string why;
+      if (!link->wait_registered(std::chrono::seconds(30), &why)) {
+        spdlog::error("could not register with the controller at {}: {}", controller, why);
+        return 1;
+      }
+      spdlog::info("registered with the controller at {}", controller);
+    }
     spdlog::info("listening at {} (node {}, protocol version {})", server.uri(),
                  server.options().node_name, bellows::protocol::pmix::kProtocolVersion);
     int sig = 0;

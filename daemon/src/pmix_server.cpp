@@ -10,7 +10,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -140,6 +142,7 @@ class PmixServer::Impl {
   mutable std::mutex mutex_;  // guards the handlers and counters
   AllocateHandler allocate_handler_;
   MetricsHandler metrics_handler_;
+  ResizeReportHandler resize_report_handler_;
   ToolHandler tool_handler_;
   Counters counters_;
   std::uint64_t next_tool_ = 1;
@@ -228,20 +231,96 @@ pmix_status_t notify_event_upcall(pmix_status_t /*code*/, const pmix_proc_t* /*s
                                   pmix_data_range_t /*range*/, pmix_info_t* /*info*/,
                                   size_t /*ninfo*/, pmix_op_cbfunc_t /*cbfunc*/, void* /*cbdata*/) {
   // Events that ranks send beyond their node (ranges NAMESPACE, SESSION, GLOBAL) end here;
-  // Bellows has none (metrics use PMIX_RANGE_RM and reach metrics_event_handler). Never call
+  // Bellows has none (metrics use PMIX_RANGE_RM and reach rank_event_handler). Never call
   // cbfunc here: in PMIx 4.2.2 calling it inline deadlocks and calling it later touches
   // released data; PMIX_OPERATION_SUCCEEDED tells PMIx we are done.
   return PMIX_OPERATION_SUCCEEDED;
 }
 
-/// A rank's metrics: PMIx_Notify_event(kRankMetrics, PMIX_RANGE_RM) from a tool or client
-/// reaches the server's own event handlers (PMIx 4.2.2 does not pass RM-range events to the
-/// notify_event upcall). Runs on PMIx's progress thread: decode, hand over, return.
-void metrics_event_handler(size_t /*id*/, pmix_status_t /*code*/, const pmix_proc_t* source,
+/// "2,3" -> {2, 3}; "" -> {}. Throws std::invalid_argument naming the bad entry.
+std::vector<std::uint32_t> parse_rank_list(const std::string& text) {
+  std::vector<std::uint32_t> ranks;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    std::size_t used = 0;
+    unsigned long value = 0;
+    try {
+      value = std::stoul(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value > UINT32_MAX) {
+      throw std::invalid_argument(std::string(proto::kReportRanks) + ": '" + item +
+                                  "' is not a rank");
+    }
+    ranks.push_back(static_cast<std::uint32_t>(value));
+    at = comma + 1;
+  }
+  return ranks;
+}
+
+/// A rank's resize report (kResizeReport, PMIX_RANGE_RM): decoded here, handed to the worker.
+void resize_report_event(PmixServer::Impl* impl, const pmix_proc_t* source, pmix_info_t info[],
+                         size_t ninfo) {
+  ReceivedResizeReport report;
+  report.source = from_pmix(*source);
+  std::string error;
+  try {
+    const Payload payload = decode_payload(info, ninfo);
+    const auto version = get<std::uint64_t>(payload, proto::kVersion);
+    if (version != proto::kProtocolVersion) {
+      error = "protocol version " + std::to_string(version) + ", this daemon speaks " +
+              std::to_string(proto::kProtocolVersion);
+    } else {
+      report.resize_id = get<std::uint64_t>(payload, proto::kResizeId);
+      report.outcome = get<std::string>(payload, proto::kReportOutcome);
+      report.job_size = get<std::uint64_t>(payload, proto::kReportJobSize);
+      report.ranks = parse_rank_list(get<std::string>(payload, proto::kReportRanks));
+      report.text = get<std::string>(payload, proto::kReportText);
+      if (report.outcome != "committed" && report.outcome != "refused" && report.outcome != "left")
+        error = std::string(proto::kReportOutcome) + ": '" + report.outcome +
+                "' is none of committed, refused, left";
+    }
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
+  }
+  impl->worker_.post([impl, report, error] {
+    impl->nodelay();
+    if (!error.empty()) {
+      impl->count(&PmixServer::Counters::dropped_resize_reports);
+      spdlog::warn("resize report from {} dropped: {}", to_string(report.source), error);
+      return;
+    }
+    impl->count(&PmixServer::Counters::resize_reports);
+    PmixServer::ResizeReportHandler handler;
+    {
+      std::lock_guard lock(impl->mutex_);
+      handler = impl->resize_report_handler_;
+    }
+    if (handler) {
+      try {
+        handler(report);
+      } catch (const std::exception& e) {
+        spdlog::error("resize report handler failed: {}", e.what());
+      }
+    }
+  });
+}
+
+/// What ranks send the daemon: PMIx_Notify_event(kRankMetrics or kResizeReport,
+/// PMIX_RANGE_RM) from a tool or client reaches the server's own event handlers (PMIx 4.2.2
+/// does not pass RM-range events to the notify_event upcall). Runs on PMIx's progress
+/// thread: decode, hand over, return.
+void rank_event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* source,
                            pmix_info_t info[], size_t ninfo, pmix_info_t* /*results*/,
                            size_t /*nresults*/, pmix_event_notification_cbfunc_fn_t cbfunc,
                            void* cbdata) {
-  if (PmixServer::Impl* impl = g_impl.load()) {
+  PmixServer::Impl* impl = g_impl.load();
+  if (impl != nullptr && code == proto::kResizeReport) {
+    resize_report_event(impl, source, info, ninfo);
+  } else if (impl != nullptr) {
     ReceivedMetrics metrics;
     metrics.source = from_pmix(*source);
     const Payload payload = decode_payload(info, ninfo);
@@ -425,9 +504,9 @@ PmixServer::PmixServer(Options options) : impl_(std::make_unique<Impl>(std::move
     initialized = true;
     s.id_ = ProcId{s.options_.nspace, 0};
 
-    pmix_status_t metrics_code = proto::kRankMetrics;
-    const pmix_status_t ref = PMIx_Register_event_handler(&metrics_code, 1, nullptr, 0,
-                                                          metrics_event_handler, nullptr, nullptr);
+    pmix_status_t rank_codes[] = {proto::kRankMetrics, proto::kResizeReport};
+    const pmix_status_t ref = PMIx_Register_event_handler(rank_codes, 2, nullptr, 0,
+                                                          rank_event_handler, nullptr, nullptr);
     if (ref < 0) {
       PMIx_server_finalize();
       g_impl.store(nullptr);
@@ -500,6 +579,11 @@ const PmixServer::Options& PmixServer::options() const noexcept { return impl_->
 void PmixServer::on_allocate(AllocateHandler handler) {
   std::lock_guard lock(impl_->mutex_);
   impl_->allocate_handler_ = std::move(handler);
+}
+
+void PmixServer::on_resize_report(ResizeReportHandler handler) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->resize_report_handler_ = std::move(handler);
 }
 
 void PmixServer::on_metrics(MetricsHandler handler) {

@@ -50,8 +50,11 @@ template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, ResizeAck>
 void fields(V& v, M& m) {
   v("resize_id", m.resize_id);
+  v("outcome", m.outcome);
+  v("job_size", m.job_size);
   v("ranks_joined", m.ranks_joined);
   v("ranks_drained", m.ranks_drained);
+  v("text", m.text);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, ResizeDecided>
@@ -94,6 +97,20 @@ void fields(V& v, M& m) {
   v("code", m.code);
   v("text", m.text);
 }
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, OperatorResize>
+void fields(V& v, M& m) {
+  v("delta", m.delta);
+  v("reason", m.reason);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, StatusRequest>
+void fields(V&, M&) {}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, StatusReply>
+void fields(V& v, M& m) {
+  v("json", m.json);
+}
 
 // ---------------------------------------------------------------- semantic checks
 
@@ -135,7 +152,16 @@ std::string check(const RankExited& m, std::uint16_t) {
   if (m.signal != 0 && m.exit_code != 0) return "exit_code: nonzero although killed by a signal";
   return {};
 }
-std::string check(const ResizeAck&, std::uint16_t) { return {}; }
+std::string check(const ResizeAck& m, std::uint16_t) {
+  const auto o = static_cast<unsigned>(m.outcome);
+  if (o < 1 || o > 3) {
+    return "outcome: " + std::to_string(o) + " is none of committed (1), refused (2), drained (3)";
+  }
+  if (m.outcome == ResizeAckOutcome::drained && m.ranks_drained.empty()) {
+    return "ranks_drained: empty although the outcome is drained";
+  }
+  return {};
+}
 std::string check(const ResizeDecided& m, std::uint16_t) {
   const auto k = static_cast<unsigned>(m.kind);
   if (k != 1 && k != 2) return "kind: " + std::to_string(k) + " is neither expand (1) nor shrink (2)";
@@ -162,6 +188,12 @@ std::string check(const LaunchRanks& m, std::uint16_t) {
   return {};
 }
 std::string check(const Stop&, std::uint16_t) { return {}; }
+std::string check(const OperatorResize& m, std::uint16_t) {
+  if (m.delta == 0) return "delta: 0 (neither grow nor shrink)";
+  return {};
+}
+std::string check(const StatusRequest&, std::uint16_t) { return {}; }
+std::string check(const StatusReply&, std::uint16_t) { return {}; }
 std::string check(const Ack& m, std::uint16_t) {
   const auto c = static_cast<std::int32_t>(m.code);
   if (c < 0 || c > 4) return "code: " + std::to_string(c) + " is not an ack code (0-4)";
@@ -328,6 +360,9 @@ std::string_view to_string(MessageType type) {
     case MessageType::launch_ranks: return "launch_ranks";
     case MessageType::stop: return "stop";
     case MessageType::ack: return "ack";
+    case MessageType::operator_resize: return "operator_resize";
+    case MessageType::status_request: return "status_request";
+    case MessageType::status_reply: return "status_reply";
   }
   return "unknown";
 }
@@ -442,6 +477,9 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::launch_ranks: decode_body<LaunchRanks>(body, version, out); break;
     case MessageType::stop: decode_body<Stop>(body, version, out); break;
     case MessageType::ack: decode_body<Ack>(body, version, out); break;
+    case MessageType::operator_resize: decode_body<OperatorResize>(body, version, out); break;
+    case MessageType::status_request: decode_body<StatusRequest>(body, version, out); break;
+    case MessageType::status_reply: decode_body<StatusReply>(body, version, out); break;
     default:
       return fail(DecodeError::unknown_type,
                   "unknown message type " + std::to_string(type) + " (protocol version " +

@@ -340,6 +340,29 @@ void ControlChannel::publish_metrics(const RankMetrics& m) {
                               PMIx_Error_string(rc));
 }
 
+void ControlChannel::report_resize(const ResizeReport& r) {
+  static constexpr const char* outcomes[] = {"committed", "refused", "left"};
+  const char* outcome = outcomes[static_cast<int>(r.outcome)];
+  std::string ranks;
+  for (std::uint64_t rank : r.ranks) {
+    if (!ranks.empty()) ranks += ',';
+    ranks += std::to_string(rank);
+  }
+  Info info(6);
+  info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
+  info.load(1, proto::kResizeId, &r.resize_id, PMIX_UINT64);
+  info.load(2, proto::kReportOutcome, outcome, PMIX_STRING);
+  info.load(3, proto::kReportJobSize, &r.job_size, PMIX_UINT64);
+  info.load(4, proto::kReportRanks, ranks.c_str(), PMIX_STRING);
+  info.load(5, proto::kReportText, r.text.c_str(), PMIX_STRING);
+  // Blocking, as publish_metrics().
+  const pmix_status_t rc = PMIx_Notify_event(proto::kResizeReport, &state_->self, PMIX_RANGE_RM,
+                                             info.data(), info.size(), nullptr, nullptr);
+  if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
+    throw ControlChannelError(std::string("report_resize: PMIx_Notify_event failed: ") +
+                              PMIx_Error_string(rc));
+}
+
 void ControlChannel::on_expand(std::function<void(const ExpandEvent&)> callback) {
   state_->expand = std::move(callback);
 }

@@ -33,7 +33,7 @@ TEST(ResizeTable, HasOneRowPerKindStateAndEvent) {
         << "two rows for " << row_name(t.kind, t.from, t.event);
     EXPECT_FALSE(is_final(t.from)) << row_name(t.kind, t.from, t.event);
   }
-  EXPECT_EQ(resize_transitions().size(), 23u);
+  EXPECT_EQ(resize_transitions().size(), 25u);
 }
 
 TEST(ResizeTable, EveryStateBetweenStartAndEndIsLeftAndEveryFinalStateReached) {
@@ -158,6 +158,10 @@ class EveryTransition : public ControllerTest,
         break;
       case ResizeEvent::resize_deadline:
         ASSERT_TRUE(ctl->deliver(0, ResizeEvent::resize_deadline, "limit passed").accepted);
+        break;
+      case ResizeEvent::job_refused:
+        job.refused(1, "rank 0 cannot leave");
+        advance(10ms);
         break;
     }
   }

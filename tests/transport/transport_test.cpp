@@ -145,7 +145,7 @@ TEST_F(TransportProcesses, RequestReplyAndNotificationsBothWaysOverIpc) {
       hello.peer, protocol::ResizeDecided{3, protocol::ResizeKind::expand, 2, {"n5", "n6"}, {}, {}},
       2s);
   ASSERT_TRUE(r.ok()) << r.text;
-  EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{3, {8, 9}, {}}));
+  EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{3, protocol::ResizeAckOutcome::committed, 9, {8, 9}, {}, ""}));
   EXPECT_EQ(daemon->wait_for("request", 2s), "request resize_decided 3 2");
 
   // controller -> daemon notifications.
@@ -202,7 +202,7 @@ TEST_F(TransportProcesses, MalformedMessageIsRefusedLoggedAndItsPeerDropped) {
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "3000", "--send-hex",
                    hex(std::vector<std::uint8_t>(text.begin(), text.end()))});
   const std::string cause = "wrong magic 0x68656c6c, expected 0x424c5753 (\"BLWS\")";
-  EXPECT_EQ(raw->wait_for("received", 5s), "received version 1 correlation 0 ack 1 " + cause)
+  EXPECT_EQ(raw->wait_for("received", 5s), "received version 2 correlation 0 ack 1 " + cause)
       << raw->transcript();
   ASSERT_TRUE(logs_.wait(1, 2s));
   EXPECT_EQ(logs_.items().front(), "warning: refused message from peer pid " +
@@ -224,11 +224,11 @@ TEST_F(TransportProcesses, MalformedMessageIsRefusedLoggedAndItsPeerDropped) {
 TEST_F(TransportProcesses, WrongVersionIsRefusedNamingBothVersions) {
   start_server(ipc_endpoint_);
   auto bytes = protocol::encode(protocol::Envelope{protocol::Kind::request, 5, protocol::Commit{1}});
-  bytes[4] = 2;  // version 2
+  bytes[4] = 3;  // version 3
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "500", "--send-hex",
                    hex(bytes)});
-  const std::string cause = "protocol version 2 refused: this side speaks version 1";
-  EXPECT_EQ(raw->wait_for("received", 5s), "received version 1 correlation 0 ack 1 " + cause)
+  const std::string cause = "protocol version 3 refused: this side speaks version 2";
+  EXPECT_EQ(raw->wait_for("received", 5s), "received version 2 correlation 0 ack 1 " + cause)
       << raw->transcript();
   ASSERT_TRUE(logs_.wait(1, 2s));
   EXPECT_EQ(logs_.items().front(), "warning: refused message from peer pid " +
@@ -245,7 +245,7 @@ TEST_F(TransportProcesses, BadFieldInARequestGetsACorrelatedRefusal) {
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "500", "--send-hex",
                    hex(bytes)});
   EXPECT_EQ(raw->wait_for("received", 5s),
-            "received version 1 correlation 9 ack 1 bad field hello.node_name: empty")
+            "received version 2 correlation 9 ack 1 bad field hello.node_name: empty")
       << raw->transcript();
   EXPECT_EQ(raw->wait_exit(5s), 0);
   EXPECT_EQ(logs_.count_containing("bad field hello.node_name: empty; dropping the peer"), 1u);
@@ -333,7 +333,7 @@ TEST_F(TransportCurve, JobKeyHolderTalks) {
   const RequestResult r = server_->request(
       hello.peer, protocol::ResizeDecided{4, protocol::ResizeKind::expand, 1, {"n9"}, {}, {}}, 2s);
   ASSERT_TRUE(r.ok()) << r.text;
-  EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{4, {8, 9}, {}}));
+  EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{4, protocol::ResizeAckOutcome::committed, 9, {8, 9}, {}, ""}));
   server_->notify(hello.peer, protocol::Stop{"done", 0});
   EXPECT_EQ(daemon->wait_exit(5s), 0);
   EXPECT_TRUE(logs_.items().empty());

@@ -28,6 +28,9 @@ class FakeJobControl final : public JobControl {
     report({JobReportKind::rank_died, resize, std::move(node), 0, std::move(text)});
   }
   void drained(ResizeId resize) { report({JobReportKind::drained, resize, "", 0, ""}); }
+  void refused(ResizeId resize, std::string text) {
+    report({JobReportKind::refused, resize, "", 0, std::move(text)});
+  }
 
   void set_listener(Listener listener) override { listener_ = std::move(listener); }
   void start_daemons(ResizeId resize, const std::vector<std::string>& nodes) override {

@@ -20,6 +20,7 @@ enum class JobReportKind {
   ranks_committed,  ///< the job runs with its new membership of `ranks` ranks
   rank_died,        ///< a rank on `node` died; `text` says how
   drained,          ///< the leaving ranks of a shrink handed their work over and exited
+  refused,          ///< the job refused the resize and keeps its size; `text` says why
 };
 
 /// One report. resize is the resize the command belonged to; a rank that dies on its own

@@ -39,6 +39,7 @@ enum class ResizeEvent {
   release_done,          ///< the resource manager took the nodes back
   release_failed,        ///< the resource manager did not take the nodes back
   resize_deadline,       ///< the policy's limit on how long a resize may take passed
+  job_refused,           ///< the job refused the resize and keeps its size
 };
 
 /// What the controller does on a transition.

@@ -76,6 +76,17 @@ struct ReceivedMetrics {
   std::uint64_t request_id = 0;
 };
 
+/// A rank's report of how a resize ended (protocol kResizeReport) as received.
+struct ReceivedResizeReport {
+  ProcId source;
+  std::uint64_t resize_id = 0;
+  /// "committed", "refused" or "left" (kReportOutcome).
+  std::string outcome;
+  std::uint64_t job_size = 0;
+  std::vector<std::uint32_t> ranks;
+  std::string text;
+};
+
 /// RAII PMIx server: PMIx_server_init in the constructor, PMIx_server_finalize in the
 /// destructor. One per process (PMIx keeps global state); a second one throws
 /// std::logic_error.
@@ -101,6 +112,7 @@ class PmixServer {
 
   using AllocateHandler = std::function<void(const AllocationRequest&, AllocationResponder)>;
   using MetricsHandler = std::function<void(const ReceivedMetrics&)>;
+  using ResizeReportHandler = std::function<void(const ReceivedResizeReport&)>;
   using ToolHandler = std::function<void(const ProcId&)>;
 
   /// Starts the server; throws PmixError (PMIx refused) or std::runtime_error (files).
@@ -121,6 +133,9 @@ class PmixServer {
   void on_allocate(AllocateHandler handler);
   /// Handler for rank metrics; without one they are dropped.
   void on_metrics(MetricsHandler handler);
+  /// Handler for the ranks' resize reports; without one they are dropped. Reports with an
+  /// unknown outcome or a malformed rank list are dropped and logged before any handler.
+  void on_resize_report(ResizeReportHandler handler);
   /// Called when a tool attached, with the name the server gave it.
   void on_tool_connected(ToolHandler handler);
 
@@ -138,6 +153,8 @@ class PmixServer {
     std::uint64_t refused_requests = 0;
     std::uint64_t metrics = 0;
     std::uint64_t dropped_metrics = 0;
+    std::uint64_t resize_reports = 0;
+    std::uint64_t dropped_resize_reports = 0;
     std::uint64_t tools = 0;
   };
   [[nodiscard]] Counters counters() const;

@@ -37,7 +37,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint16_t kProtocolVersion = 2;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real message, LaunchRanks, is a few KiB).
@@ -46,7 +46,8 @@ inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;
 inline constexpr std::uint32_t kMaxStringBytes = 1u << 16;
 
 /// Message types. 1-15 flow from a daemon to the controller, 16-31 from the controller to a
-/// daemon, 32 and up either way.
+/// daemon, 32-39 either way, 40 and up between an operator's `bellows` command and the
+/// controller.
 enum class MessageType : std::uint16_t {
   hello = 1,
   node_metrics = 2,
@@ -59,6 +60,9 @@ enum class MessageType : std::uint16_t {
   launch_ranks = 19,
   stop = 20,
   ack = 32,
+  operator_resize = 40,
+  status_request = 41,
+  status_reply = 42,
 };
 
 /// The lowercase name of a message type ("resize_decided"), or "unknown".
@@ -115,13 +119,23 @@ struct RankExited {
   bool operator==(const RankExited&) const = default;
 };
 
-/// A daemon's part of a resize is done: the ranks that joined (expand) or drained and left
-/// (shrink) on its node.
+/// How a resize ended for the ranks that report it.
+enum class ResizeAckOutcome : std::uint8_t {
+  committed = 1,  ///< the job runs with its new membership (reported by the job's first rank)
+  refused = 2,    ///< the job refused the resize and keeps its size (text says why)
+  drained = 3,    ///< ranks of this node handed their work over and left the job
+};
+
+/// What the ranks of a daemon's node reported about a resize: the job committed it (with
+/// the ranks that joined), refused it, or the node's leaving ranks drained and left.
 struct ResizeAck {
   static constexpr MessageType kType = MessageType::resize_ack;
   std::uint64_t resize_id = 0;
+  ResizeAckOutcome outcome = ResizeAckOutcome::committed;
+  std::uint32_t job_size = 0;  ///< ranks in the job after the resize (0 when unknown)
   std::vector<std::uint32_t> ranks_joined;
   std::vector<std::uint32_t> ranks_drained;
+  std::string text;
   bool operator==(const ResizeAck&) const = default;
 };
 
@@ -176,6 +190,30 @@ struct Stop {
   bool operator==(const Stop&) const = default;
 };
 
+// ---------------------------------------------------------------- operator <-> controller
+
+/// An operator's order (`bellows resize +K|-K`): grow by delta nodes (> 0) or shrink by
+/// -delta (< 0). Answered with an Ack saying whether the controller took it.
+struct OperatorResize {
+  static constexpr MessageType kType = MessageType::operator_resize;
+  std::int32_t delta = 0;  ///< not 0
+  std::string reason;
+  bool operator==(const OperatorResize&) const = default;
+};
+
+/// Asks the controller for the job's state (`bellows status`); answered with StatusReply.
+struct StatusRequest {
+  static constexpr MessageType kType = MessageType::status_request;
+  bool operator==(const StatusRequest&) const = default;
+};
+
+/// The job's state as one JSON object (job, backend, nodes, iteration, resizes, ...).
+struct StatusReply {
+  static constexpr MessageType kType = MessageType::status_reply;
+  std::string json;
+  bool operator==(const StatusReply&) const = default;
+};
+
 // ---------------------------------------------------------------- either way
 
 /// Status codes carried by Ack.
@@ -197,7 +235,8 @@ struct Ack {
 
 /// Any message.
 using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
-                             ResizeDecided, Commit, Abort, LaunchRanks, Stop, Ack>;
+                             ResizeDecided, Commit, Abort, LaunchRanks, Stop, Ack, OperatorResize,
+                             StatusRequest, StatusReply>;
 
 /// The type of the message held.
 MessageType type_of(const Message& message);

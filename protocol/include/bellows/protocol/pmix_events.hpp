@@ -7,6 +7,8 @@
 // - daemon -> ranks: PMIx_Notify_event(code, payload) with one of the resize event codes.
 // - rank -> daemon: PMIx_Allocation_request(EXTEND | RELEASE, PMIX_ALLOC_NUM_NODES = k);
 //   the daemon answers with a PMIx status and a kReplyText entry.
+// - rank -> daemon: how a resize ended on the rank, as PMIx_Notify_event(kResizeReport,
+//   payload, PMIX_RANGE_RM), like the metrics below.
 // - rank -> daemon: metrics as PMIx_Notify_event(kRankMetrics, payload, PMIX_RANGE_RM), which
 //   PMIx hands to the daemon's notify_event upcall and to nobody else. Chosen over PMIx_Log
 //   (blocking round trip: the rank would wait for the daemon every iteration) and over
@@ -26,7 +28,7 @@
 namespace bellows::protocol::pmix {
 
 /// Version of this vocabulary; raise it when a code or key changes meaning.
-inline constexpr std::uint64_t kProtocolVersion = 1;
+inline constexpr std::uint64_t kProtocolVersion = 2;
 
 /// PMIx reserves codes more negative than PMIX_EXTERNAL_ERR_BASE for hosts and users; Bellows
 /// takes the block just below PMIX_EXTERNAL_ERR_BASE - 100.
@@ -44,6 +46,9 @@ inline constexpr pmix_status_t kResizeAborted = kEventBase - 4;
 inline constexpr pmix_status_t kMetricsRequest = kEventBase - 5;
 /// rank -> daemon (range PMIX_RANGE_RM): one rank's metrics, keys kMetrics*.
 inline constexpr pmix_status_t kRankMetrics = kEventBase - 6;
+/// rank -> daemon (range PMIX_RANGE_RM): how the resize kResizeId ended on the rank.
+/// Payload: kResizeId, kReportOutcome, kReportJobSize, kReportRanks, kReportText.
+inline constexpr pmix_status_t kResizeReport = kEventBase - 7;
 
 /// The name of a Bellows event code, or "" for any other code.
 constexpr std::string_view event_name(pmix_status_t code) noexcept {
@@ -54,6 +59,7 @@ constexpr std::string_view event_name(pmix_status_t code) noexcept {
     case kResizeAborted: return "resize-aborted";
     case kMetricsRequest: return "metrics-request";
     case kRankMetrics: return "rank-metrics";
+    case kResizeReport: return "resize-report";
     default: return "";
   }
 }
@@ -80,6 +86,18 @@ inline constexpr const char* kRequestId = "bellows.request.id";
 /// string: the daemon's answer to an allocation request, readable text.
 inline constexpr const char* kReplyText = "bellows.reply.text";
 
+// resize reports (kResizeReport)
+/// string: "committed" (the job runs with its new membership; sent by the job's first rank),
+/// "refused" (the job refused the resize and keeps its size) or "left" (the reporting ranks
+/// handed their work over and are leaving the job).
+inline constexpr const char* kReportOutcome = "bellows.report.outcome";
+/// uint64: ranks in the job after the resize.
+inline constexpr const char* kReportJobSize = "bellows.report.job_size";
+/// string: the ranks concerned ("8,9": those that joined, or those that left), may be empty.
+inline constexpr const char* kReportRanks = "bellows.report.ranks";
+/// string: readable detail (why a resize was refused).
+inline constexpr const char* kReportText = "bellows.report.text";
+
 // rank metrics (kRankMetrics)
 /// uint64: the rank that reports (its rank in the job communicator).
 inline constexpr const char* kMetricsRank = "bellows.metrics.rank";
@@ -101,13 +119,14 @@ inline constexpr const char* kMetricsRequestId = "bellows.metrics.request_id";
 /// The PMIx data type a Bellows key carries (PMIX_UINT64, PMIX_DOUBLE or PMIX_STRING), or
 /// PMIX_UNDEF for a key that is not Bellows'.
 constexpr pmix_data_type_t key_type(std::string_view key) noexcept {
-  constexpr std::string_view strings[] = {kExpandHosts, kShrinkRanks, kShrinkNodes, kAbortReason,
-                                          kReplyText};
+  constexpr std::string_view strings[] = {kExpandHosts,   kShrinkRanks,  kShrinkNodes,
+                                          kAbortReason,   kReplyText,    kReportOutcome,
+                                          kReportRanks,   kReportText};
   constexpr std::string_view doubles[] = {kMetricsBusyFraction, kMetricsIterationSeconds};
   constexpr std::string_view integers[] = {
       kVersion,           kResizeId,          kExpandCount,         kRequestId,
       kMetricsRank,       kMetricsReadyTasks, kMetricsStealsSent,   kMetricsStealsFailed,
-      kMetricsIteration,  kMetricsRequestId};
+      kMetricsIteration,  kMetricsRequestId,  kReportJobSize};
   for (auto k : strings)
     if (k == key) return PMIX_STRING;
   for (auto k : doubles)

@@ -35,6 +35,19 @@ struct RankMetrics {
   std::uint64_t request_id = 0;
 };
 
+/// How a resize ended on this rank, for the daemon (protocol kResizeReport).
+struct ResizeReport {
+  enum class Outcome { committed, refused, left };
+  std::uint64_t resize_id = 0;
+  Outcome outcome = Outcome::committed;
+  /// Ranks in the job after the resize.
+  std::uint64_t job_size = 0;
+  /// The ranks concerned: those that joined (committed expand) or that leave (left).
+  std::vector<std::uint64_t> ranks;
+  /// Why a resize was refused; may be empty otherwise.
+  std::string text;
+};
+
 /// The daemon's answer to request_resize().
 struct ResizeAnswer {
   /// PMIx status: 0 (PMIX_SUCCESS) when granted.
@@ -110,6 +123,10 @@ class ControlChannel {
   /// Sends metrics to the daemon (PMIx_Notify_event, range PMIX_RANGE_RM); returns once PMIx
   /// has queued them. Throws ControlChannelError when PMIx refuses to send.
   void publish_metrics(const RankMetrics& metrics);
+  /// Tells the daemon how a resize ended on this rank (PMIx_Notify_event, range
+  /// PMIX_RANGE_RM); returns once PMIx has queued it. Throws ControlChannelError when PMIx
+  /// refuses to send.
+  void report_resize(const ResizeReport& report);
 
   void on_expand(std::function<void(const ExpandEvent&)> callback);
   void on_shrink(std::function<void(const ShrinkEvent&)> callback);

@@ -1,0 +1,62 @@
+#pragma once
+// bellowsd's connection to the job's controller: what the node's ranks send the daemon over
+// PMIx goes on to the controller over the transport, and the controller's decisions come
+// back to the ranks as PMIx events.
+//
+//   rank -> daemon (PMIx)                        daemon -> controller (transport)
+//   PMIx_Allocation_request(EXTEND|RELEASE, k)   AllocationRequest (request; its Ack answers
+//                                                the rank: ok -> PMIX_SUCCESS + text)
+//   kRankMetrics                                 NodeMetrics
+//   kResizeReport                                ResizeAck
+//
+//   controller -> daemon (transport)             daemon -> ranks (PMIx event, local range)
+//   ResizeDecided (expand | shrink)              kExpandDecided | kShrinkDecided
+//   Commit / Abort                               kResizeCommitted / kResizeAborted
+//   Stop                                         (the daemon stops: on_stop)
+
+#include <bellows/daemon/pmix_server.hpp>
+#include <bellows/transport/endpoint.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace bellows::daemon {
+
+/// Joins one PmixServer to the job's controller. Registers the server's allocation, metrics
+/// and resize-report handlers (replacing any others) and sends Hello.
+///
+/// Thread safety: the handlers run on the server's worker and the transport's receive
+/// thread; wait_registered() and the accessors may be called from any thread.
+class ControllerLink {
+ public:
+  struct Options {
+    /// The controller's endpoint (transport::Server::endpoint()).
+    std::string endpoint;
+    /// This node's name as the controller knows it.
+    std::string node_name;
+    /// How long a rank's allocation request may wait for the controller's answer.
+    std::chrono::milliseconds request_timeout{10000};
+  };
+
+  /// `server` must outlive the link. on_stop runs (on the transport's thread) when the
+  /// controller sends Stop, with its reason. Throws transport::TransportError for a bad
+  /// endpoint.
+  ControllerLink(PmixServer& server, Options options,
+                 std::function<void(const std::string&)> on_stop);
+  ~ControllerLink();
+  ControllerLink(const ControllerLink&) = delete;
+  ControllerLink& operator=(const ControllerLink&) = delete;
+
+  /// Waits until the controller answered Hello; false on timeout or refusal, with the
+  /// reason in *why.
+  bool wait_registered(std::chrono::milliseconds timeout, std::string* why = nullptr);
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace bellows::daemon

@@ -1,0 +1,208 @@
+#include <bellows/daemon/controller_link.hpp>
+
+#include <bellows/protocol/pmix_events.hpp>
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <variant>
+
+namespace bellows::daemon {
+namespace {
+
+namespace pmix = protocol::pmix;
+namespace transport = bellows::transport;
+
+std::string join(const auto& items) {
+  std::string text;
+  for (const auto& item : items) {
+    if (!text.empty()) text += ',';
+    if constexpr (std::is_same_v<std::decay_t<decltype(item)>, std::string>)
+      text += item;
+    else
+      text += std::to_string(item);
+  }
+  return text;
+}
+
+void log_sink(transport::LogLevel level, const std::string& text) {
+  switch (level) {
+    case transport::LogLevel::info: spdlog::info("transport: {}", text); break;
+    case transport::LogLevel::warning: spdlog::warn("transport: {}", text); break;
+    case transport::LogLevel::error: spdlog::error("transport: {}", text); break;
+  }
+}
+
+}  // namespace
+
+struct ControllerLink::State {
+  PmixServer* server = nullptr;
+  Options options;
+  std::function<void(const std::string&)> on_stop;
+  std::unique_ptr<transport::Client> client;
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::optional<std::string> registration;  // "" when registered, else why not
+
+  void deliver(const protocol::Message& message) {
+    if (const auto* d = std::get_if<protocol::ResizeDecided>(&message)) {
+      Payload payload{{pmix::kResizeId, d->resize_id}};
+      pmix_status_t code = pmix::kExpandDecided;
+      if (d->kind == protocol::ResizeKind::expand) {
+        payload[pmix::kExpandCount] = std::uint64_t{d->count};
+        payload[pmix::kExpandHosts] = join(d->new_nodes);
+      } else {
+        code = pmix::kShrinkDecided;
+        payload[pmix::kShrinkRanks] = join(d->leaving_ranks);
+        payload[pmix::kShrinkNodes] = join(d->leaving_nodes);
+      }
+      report_notify(code, payload);
+    } else if (const auto* c = std::get_if<protocol::Commit>(&message)) {
+      report_notify(pmix::kResizeCommitted, Payload{{pmix::kResizeId, c->resize_id}});
+    } else if (const auto* a = std::get_if<protocol::Abort>(&message)) {
+      report_notify(pmix::kResizeAborted,
+                    Payload{{pmix::kResizeId, a->resize_id}, {pmix::kAbortReason, a->reason}});
+    } else if (const auto* s = std::get_if<protocol::Stop>(&message)) {
+      spdlog::info("controller says stop: {}", s->reason);
+      if (on_stop) on_stop(s->reason);
+    } else {
+      spdlog::warn("dropped {} from the controller: a daemon does not handle it",
+                   protocol::to_string(protocol::type_of(message)));
+    }
+  }
+
+  void report_notify(pmix_status_t code, const Payload& payload) {
+    const Status status = server->notify(code, payload, PMIX_RANGE_LOCAL);
+    if (!status.ok())
+      spdlog::error("could not deliver {} to the ranks: {}", pmix::event_name(code), status.text);
+  }
+};
+
+ControllerLink::ControllerLink(PmixServer& server, Options options,
+                               std::function<void(const std::string&)> on_stop)
+    : state_(std::make_shared<State>()) {
+  state_->server = &server;
+  state_->options = std::move(options);
+  state_->on_stop = std::move(on_stop);
+  std::weak_ptr<State> weak = state_;
+
+  transport::Handlers handlers;
+  handlers.on_notification = [weak](const transport::Incoming& in) {
+    if (auto s = weak.lock()) s->deliver(in.envelope.message);
+  };
+  handlers.on_request = [weak](const transport::Incoming& in, transport::Responder responder) {
+    if (auto s = weak.lock()) s->deliver(in.envelope.message);
+    responder.reply(protocol::Ack{protocol::AckCode::ok, ""});
+  };
+  transport::ClientOptions client_options;
+  client_options.endpoint = state_->options.endpoint;
+  client_options.log = log_sink;
+  state_->client = std::make_unique<transport::Client>(client_options, handlers);
+
+  server.on_allocate([weak](const AllocationRequest& request, AllocationResponder responder) {
+    auto s = weak.lock();
+    if (!s) return;  // the responder answers "the daemon gave no answer"
+    protocol::AllocationRequest forward;
+    forward.directive = request.directive == PMIX_ALLOC_EXTEND
+                            ? protocol::AllocationDirective::extend
+                            : protocol::AllocationDirective::release;
+    forward.node_count = static_cast<std::uint32_t>(request.num_nodes);
+    forward.requesting_rank = request.requester.rank;
+    auto shared = std::make_shared<AllocationResponder>(std::move(responder));
+    s->client->request_async(forward, s->options.request_timeout,
+                             [shared](transport::RequestResult result) {
+                               if (!result.ok()) {
+                                 shared->reply(PMIX_ERR_TIMEOUT,
+                                               "the controller did not answer: " + result.text);
+                                 return;
+                               }
+                               const auto* ack = std::get_if<protocol::Ack>(&result.reply);
+                               if (ack == nullptr) {
+                                 shared->reply(PMIX_ERR_BAD_PARAM,
+                                               "the controller answered with a " +
+                                                   std::string(protocol::to_string(
+                                                       protocol::type_of(result.reply))));
+                               } else if (ack->code == protocol::AckCode::ok) {
+                                 shared->reply(PMIX_SUCCESS, ack->text);
+                               } else {
+                                 shared->reply(PMIX_ERR_NOT_AVAILABLE,
+                                               "the controller refused: " + ack->text);
+                               }
+                             });
+  });
+  server.on_metrics([weak](const ReceivedMetrics& m) {
+    auto s = weak.lock();
+    if (!s) return;
+    protocol::NodeMetrics node;
+    node.node_name = s->options.node_name;
+    node.iteration = m.iteration;
+    node.iteration_seconds = m.iteration_seconds;
+    node.ready_tasks = m.ready_tasks;
+    node.busy_fraction = m.busy_fraction;
+    node.steals_sent = m.steals_sent;
+    node.steals_failed = m.steals_failed;
+    s->client->notify(node);
+  });
+  server.on_resize_report([weak](const ReceivedResizeReport& r) {
+    auto s = weak.lock();
+    if (!s) return;
+    protocol::ResizeAck ack;
+    ack.resize_id = r.resize_id;
+    ack.job_size = static_cast<std::uint32_t>(r.job_size);
+    ack.text = r.text;
+    if (r.outcome == "committed") {
+      ack.outcome = protocol::ResizeAckOutcome::committed;
+      ack.ranks_joined = r.ranks;
+    } else if (r.outcome == "refused") {
+      ack.outcome = protocol::ResizeAckOutcome::refused;
+    } else {
+      ack.outcome = protocol::ResizeAckOutcome::drained;
+      ack.ranks_drained = r.ranks;
+    }
+    s->client->notify(ack);
+  });
+
+  protocol::Hello hello{state_->options.node_name, static_cast<std::int32_t>(::getpid()),
+                        protocol::kProtocolVersion};
+  state_->client->request_async(hello, std::chrono::seconds(30),
+                                [weak](transport::RequestResult result) {
+                                  auto s = weak.lock();
+                                  if (!s) return;
+                                  std::string why;
+                                  if (!result.ok()) {
+                                    why = result.text;
+                                  } else if (const auto* ack =
+                                                 std::get_if<protocol::Ack>(&result.reply);
+                                             ack == nullptr || ack->code != protocol::AckCode::ok) {
+                                    why = ack ? "the controller refused: " + ack->text
+                                              : "the controller answered hello with no ack";
+                                  }
+                                  std::lock_guard lock(s->mutex);
+                                  s->registration = why;
+                                  s->changed.notify_all();
+                                });
+}
+
+ControllerLink::~ControllerLink() {
+  state_->server->on_allocate(nullptr);
+  state_->server->on_metrics(nullptr);
+  state_->server->on_resize_report(nullptr);
+  state_->client->stop();
+}
+
+bool ControllerLink::wait_registered(std::chrono::milliseconds timeout, std::string* why) {
+  std::unique_lock lock(state_->mutex);
+  state_->changed.wait_for(lock, timeout, [&] { return state_->registration.has_value(); });
+  if (!state_->registration) {
+    if (why) *why = "no answer to hello from the controller at " + state_->options.endpoint;
+    return false;
+  }
+  if (why) *why = *state_->registration;
+  return state_->registration->empty();
+}
+
+}  // namespace bellows::daemon
