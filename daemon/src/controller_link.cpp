@@ -145,6 +145,7 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
     node.busy_fraction = m.busy_fraction;
     node.steals_sent = m.steals_sent;
     node.steals_failed = m.steals_failed;
+    node.job_gflops = m.job_gflops;
     s->client->notify(node);
   });
   server.on_resize_report([weak](const ReceivedResizeReport& r) {

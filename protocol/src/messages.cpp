@@ -30,6 +30,7 @@ void fields(V& v, M& m) {
   v("busy_fraction", m.busy_fraction);
   v("steals_sent", m.steals_sent);
   v("steals_failed", m.steals_failed);
+  v("job_gflops", m.job_gflops);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, AllocationRequest>
@@ -131,6 +132,9 @@ std::string check(const NodeMetrics& m, std::uint16_t) {
   }
   if (!(m.busy_fraction >= 0.0 && m.busy_fraction <= 1.0)) {
     return "busy_fraction: " + std::to_string(m.busy_fraction) + " is not in [0, 1]";
+  }
+  if (!std::isfinite(m.job_gflops) || m.job_gflops < 0.0) {
+    return "job_gflops: " + std::to_string(m.job_gflops) + " is not a finite rate >= 0";
   }
   if (m.steals_failed > m.steals_sent) {
     return "steals_failed: " + std::to_string(m.steals_failed) + " exceeds steals_sent " +

@@ -320,7 +320,7 @@ ResizeAnswer ControlChannel::request_resize(int delta_nodes) {
 }
 
 void ControlChannel::publish_metrics(const RankMetrics& m) {
-  Info info(9);
+  Info info(10);
   info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
   info.load(1, proto::kMetricsRank, &m.rank, PMIX_UINT64);
   info.load(2, proto::kMetricsReadyTasks, &m.ready_tasks, PMIX_UINT64);
@@ -330,6 +330,7 @@ void ControlChannel::publish_metrics(const RankMetrics& m) {
   info.load(6, proto::kMetricsIterationSeconds, &m.iteration_seconds, PMIX_DOUBLE);
   info.load(7, proto::kMetricsIteration, &m.iteration, PMIX_UINT64);
   info.load(8, proto::kMetricsRequestId, &m.request_id, PMIX_UINT64);
+  info.load(9, proto::kMetricsJobGflops, &m.job_gflops, PMIX_DOUBLE);
   // The blocking form: PMIx 4.2.2 runs the completion callback of the non-blocking form twice
   // for a tool (once for the local delivery, once for the daemon's acknowledgement), so the
   // array could not be released from it safely.

@@ -642,6 +642,7 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
   // Counted before the remaining work drops: whoever sees no work left also sees the count.
   completed_unreported_.fetch_add(1, std::memory_order_acq_rel);
   const auto completed = completed_this_iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
+  ready_samples_sum_.fetch_add(device_->ready_count(), std::memory_order_relaxed);
   const auto remaining = local_remaining_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (trace_) trace_->sample(iteration_clock(), device_->ready_count(), completed);
   if (remaining == 0) comm_engine_->notify();
@@ -658,6 +659,7 @@ IterationReport Engine::run_iteration() {
   local_remaining_.store(local_task_count_, std::memory_order_release);
   completed_unreported_.store(0);
   completed_this_iteration_.store(0);
+  ready_samples_sum_.store(0);
   first_task_steady_ns_.store(0);
   roots_queued_.store(false, std::memory_order_release);
   if (trace_) trace_->begin_iteration(iteration_);
@@ -704,6 +706,10 @@ IterationReport Engine::run_iteration() {
   report.local = device_->take_stats();
   report.local.add(comm_engine_->take_stats());
   report.local.rank = rank_;
+  if (const auto samples = completed_this_iteration_.load(); samples > 0) {
+    report.local.ready_tasks_mean =
+        static_cast<double>(ready_samples_sum_.load()) / static_cast<double>(samples);
+  }
   report.first_task_steady_ns = first_task_steady_ns_.load();
   MPI_Allreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_);
   MPI_Allreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_);

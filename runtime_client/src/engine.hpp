@@ -165,6 +165,7 @@ class Engine {
   std::int64_t total_task_count_ = 0;
   std::atomic<std::uint64_t> completed_unreported_{0};
   std::atomic<std::uint64_t> completed_this_iteration_{0};
+  std::atomic<std::uint64_t> ready_samples_sum_{0};  ///< ready_count() at each completion
   std::atomic<bool> roots_queued_{false};
   std::atomic<std::int64_t> first_task_steady_ns_{0};
   mutable std::mutex migrations_mutex_;

@@ -16,7 +16,7 @@ using Bytes = std::vector<std::uint8_t>;
 std::vector<Message> one_of_each() {
   return {
       Hello{"node-a", 4242, kProtocolVersion},
-      NodeMetrics{"node-b", 17, 0.125, 96, 0.75, 12, 5},
+      NodeMetrics{"node-b", 17, 0.125, 96, 0.75, 12, 5, 41.5},
       AllocationRequest{AllocationDirective::release, 3, 7},
       RankExited{9, 31337, 0, 11},
       ResizeAck{5, ResizeAckOutcome::committed, 7, {4, 5, 6}, {}, ""},

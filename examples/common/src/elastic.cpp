@@ -72,12 +72,22 @@ ElasticSession::ElasticSession(const std::string& app, const AppOptions& options
   schedule_ = std::move(*schedule);
   auto spawn = [this](int join_iteration) { return spawn_spec(join_iteration); };
 
+  const auto attach_control_plane = [this] {
+    if (!link_) return;
+    if (!schedule_.empty()) {
+      throw std::invalid_argument("--resize cannot be used under bellows run: the controller "
+                                  "decides the resizes (bellows resize +K|-K asks it for one)");
+    }
+    link_->attach(*job_);
+  };
   if (options.join_iteration >= 0) {  // spawned by a resize (or by the initial grow)
     auto joined = runtime::Membership::join();
     if (!joined) throw std::invalid_argument("--join-iteration given to a process that was not spawned");
     grid_ranks_ = options.join_grid_ranks;
     first_iteration_ = options.join_iteration;
     job_.emplace(std::move(*joined), spawn, first_iteration_);
+    link_ = runtime::ControlPlaneLink::from_environment(job_->rank());
+    attach_control_plane();
     return;
   }
   int world_size = 1;
@@ -118,10 +128,12 @@ ElasticSession::ElasticSession(const std::string& app, const AppOptions& options
                                   std::to_string(s.delta) + " leaves no rank");
     }
   }
+  link_ = runtime::ControlPlaneLink::from_environment(0);
   runtime::Membership membership(MPI_COMM_WORLD);
   grid_ranks_ = initial;
   if (initial > 1) membership.grow(initial - 1, spawn_spec(0));
   job_.emplace(std::move(membership), spawn);
+  attach_control_plane();
 }
 
 runtime::SpawnSpec ElasticSession::spawn_spec(int join_iteration) const {
@@ -130,6 +142,8 @@ runtime::SpawnSpec ElasticSession::spawn_spec(int join_iteration) const {
   spec.args = args_;
   spec.args.insert(spec.args.end(), {"--join-iteration", std::to_string(join_iteration),
                                      "--join-grid-ranks", std::to_string(grid_ranks_)});
+  // Rank 0 spawns: at the first grow the new ranks start at 1, at an expand at the size now.
+  if (link_) spec.env = link_->spawn_environment(job_ ? job_->size() : 1);
   return spec;
 }
 
@@ -146,6 +160,7 @@ bool ElasticSession::resize_before(int it) {
       job_->request_shrink(std::move(leaving), reason);
     }
   }
+  if (link_) link_->poll();
   return job_->apply_pending(it) != runtime::ElasticJob::Outcome::left;
 }
 

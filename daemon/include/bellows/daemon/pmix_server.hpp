@@ -74,6 +74,7 @@ struct ReceivedMetrics {
   double iteration_seconds = 0.0;
   std::uint64_t iteration = 0;
   std::uint64_t request_id = 0;
+  double job_gflops = 0.0;
 };
 
 /// A rank's report of how a resize ended (protocol kResizeReport) as received.

@@ -93,6 +93,7 @@ struct NodeMetrics {
   double busy_fraction = 0.0;            ///< in [0, 1]
   std::uint64_t steals_sent = 0;         ///< steal requests sent since the previous report
   std::uint64_t steals_failed = 0;       ///< of those, answered with no task
+  double job_gflops = 0.0;               ///< the whole job's rate in that iteration (first node), else 0
   bool operator==(const NodeMetrics&) const = default;
 };
 

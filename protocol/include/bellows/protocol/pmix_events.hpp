@@ -113,6 +113,9 @@ inline constexpr const char* kMetricsStealsFailed = "bellows.metrics.steals_fail
 inline constexpr const char* kMetricsIterationSeconds = "bellows.metrics.iteration_seconds";
 /// uint64: number of the last finished iteration.
 inline constexpr const char* kMetricsIteration = "bellows.metrics.iteration";
+/// double: the whole job's GFLOP/s in the last iteration (reported by the job's first rank;
+/// 0 from the others).
+inline constexpr const char* kMetricsJobGflops = "bellows.metrics.job_gflops";
 /// uint64: kRequestId of the kMetricsRequest this answers, 0 for a periodic report.
 inline constexpr const char* kMetricsRequestId = "bellows.metrics.request_id";
 
@@ -122,7 +125,8 @@ constexpr pmix_data_type_t key_type(std::string_view key) noexcept {
   constexpr std::string_view strings[] = {kExpandHosts,   kShrinkRanks,  kShrinkNodes,
                                           kAbortReason,   kReplyText,    kReportOutcome,
                                           kReportRanks,   kReportText};
-  constexpr std::string_view doubles[] = {kMetricsBusyFraction, kMetricsIterationSeconds};
+  constexpr std::string_view doubles[] = {kMetricsBusyFraction, kMetricsIterationSeconds,
+                                          kMetricsJobGflops};
   constexpr std::string_view integers[] = {
       kVersion,           kResizeId,          kExpandCount,         kRequestId,
       kMetricsRank,       kMetricsReadyTasks, kMetricsStealsSent,   kMetricsStealsFailed,

@@ -31,6 +31,8 @@ struct RankMetrics {
   std::uint64_t steals_failed = 0;
   double iteration_seconds = 0.0;
   std::uint64_t iteration = 0;
+  /// The whole job's GFLOP/s in that iteration (the job's first rank), else 0.
+  double job_gflops = 0.0;
   /// The MetricsRequestEvent::request_id this answers, 0 for a periodic report.
   std::uint64_t request_id = 0;
 };

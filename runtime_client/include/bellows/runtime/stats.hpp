@@ -48,6 +48,9 @@ struct RankStats {
   double flops = 0.0;                   ///< flops of the tasks executed here
   double comm_cpu_seconds = 0.0;        ///< CPU time of the communication and copy threads
   StealStats steal;
+  /// Mean number of ready tasks waiting on this rank, sampled at each task completion of
+  /// one iteration (a gauge: add() leaves it alone, and the JSON report does not carry it).
+  double ready_tasks_mean = 0.0;
 
   void add(const RankStats& other);
 };

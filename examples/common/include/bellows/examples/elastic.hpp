@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bellows/examples/app.hpp"
+#include "bellows/runtime/control_plane_link.hpp"
 #include "bellows/runtime/elastic_job.hpp"
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/runtime.hpp"
@@ -40,7 +41,8 @@ std::optional<std::vector<ResizeStep>> parse_resize_schedule(const std::string& 
 /// The example programs' side of an elastic job: starts it (the first process of a
 /// bellows-local job grows it to its initial size; a process spawned by an expand joins),
 /// and posts the --resize schedule's requests to the runtime's ElasticJob, which carries
-/// them out.
+/// them out. Under `bellows run` (BELLOWS_JOB_DIR set) the control plane decides the
+/// resizes instead: every rank attaches to its node's daemon (ControlPlaneLink).
 class ElasticSession {
  public:
   /// Right after MPI_Init and parse_app_options. A process spawned by a resize joins its
@@ -67,8 +69,13 @@ class ElasticSession {
   /// that has just left the job: it must stop and finalize.
   bool resize_before(int it);
   /// After each iteration: lets the job time the first task of new ranks. Collective.
-  void after_iteration(int /*it*/, const runtime::IterationReport& report) {
+  void after_iteration(int it, const runtime::IterationReport& report) {
     job_->after_iteration(report);
+    if (link_) link_->publish(report, it + 1);
+  }
+  /// The control plane, when the job runs under `bellows run`.
+  [[nodiscard]] runtime::ControlPlaneLink* control_plane() noexcept {
+    return link_ ? &*link_ : nullptr;
   }
   /// What each resize did (rank 0), for the JSON report.
   [[nodiscard]] nlohmann::json telemetry() const { return job_->telemetry(); }
@@ -80,6 +87,7 @@ class ElasticSession {
   std::vector<std::string> args_;  // argv[1..], without the join options
   std::vector<ResizeStep> schedule_;
   std::optional<runtime::ElasticJob> job_;
+  std::optional<runtime::ControlPlaneLink> link_;  // in place: attach() keeps its address
   int grid_ranks_ = 1;
   int first_iteration_ = 0;
 };

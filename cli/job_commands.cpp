@@ -1,0 +1,153 @@
+// `bellows status`, `bellows resize +K|-K` and `bellows events`: talk to the controller of a
+// job started by `bellows run` (over its private socket: only the job owner may) or read the
+// job's event log.
+
+#include <bellows/controller/event_log.hpp>
+#include <bellows/transport/endpoint.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "job_dir.hpp"
+#include "timeline.hpp"
+
+namespace bellows::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+transport::RequestResult ask_controller(const std::string& job, protocol::Message message) {
+  const auto dir = find_job_dir(job);
+  transport::ClientOptions options;
+  options.endpoint = "ipc://" + (dir / "controller.sock").string();
+  options.log = [](transport::LogLevel, const std::string&) {};
+  transport::Client client(options, {});
+  auto result = client.request(std::move(message), 5s);
+  client.stop();
+  if (!result.ok()) {
+    throw std::runtime_error("the controller of " + dir.filename().string() + " did not answer (" +
+                             result.text + "); has the job ended?");
+  }
+  return result;
+}
+
+int status(const std::string& job, bool json) {
+  const auto result = ask_controller(job, protocol::StatusRequest{});
+  const auto* reply = std::get_if<protocol::StatusReply>(&result.reply);
+  if (reply == nullptr) throw std::runtime_error("the controller answered with no status");
+  const auto s = nlohmann::json::parse(reply->json);
+  if (json) {
+    std::printf("%s\n", s.dump(2).c_str());
+    return exit_ok;
+  }
+  std::string nodes;
+  for (const auto& n : s["nodes"]) nodes += (nodes.empty() ? "" : ", ") + n.get<std::string>();
+  std::printf("job %s (%s backend)\n", s["job"].get<std::string>().c_str(),
+              s["backend"].get<std::string>().c_str());
+  std::printf("  nodes      %zu [%s], range %d:%d\n", s["nodes"].size(), nodes.c_str(),
+              s["node_range"][0].get<int>(), s["node_range"][1].get<int>());
+  std::printf("  ranks      %d\n", s["ranks"].get<int>());
+  std::printf("  iteration  %llu (%.3f s, %.1f GFLOP/s)\n",
+              static_cast<unsigned long long>(s["iteration"].get<std::uint64_t>()),
+              s["iteration_seconds"].get<double>(), s["gflops"].get<double>());
+  std::printf("  policy     %s\n", s["policy"].get<std::string>().empty()
+                                       ? "(none: resizes on request only)"
+                                       : s["policy"].get<std::string>().c_str());
+  if (!s["active_resize"].is_null()) {
+    const auto& a = s["active_resize"];
+    std::printf("  resizing   #%d %s by %d, %s (asked by %s: %s)\n", a["id"].get<int>(),
+                a["kind"].get<std::string>().c_str(), a["count"].get<int>(),
+                a["state"].get<std::string>().c_str(), a["requester"].get<std::string>().c_str(),
+                a["reason"].get<std::string>().c_str());
+  }
+  std::printf("  resizes    %zu finished\n", s["finished_resizes"].size());
+  std::printf("  events     %s\n", s["event_log"].get<std::string>().c_str());
+  return exit_ok;
+}
+
+int resize(const std::string& job, const std::string& change, const std::string& reason) {
+  int delta = 0;
+  try {
+    std::size_t used = 0;
+    delta = std::stoi(change, &used);
+    if (used != change.size() || (change[0] != '+' && change[0] != '-')) delta = 0;
+  } catch (const std::exception&) {
+    delta = 0;
+  }
+  if (delta == 0) {
+    std::fprintf(stderr, "bellows resize: '%s' is not +K or -K (K > 0)\n", change.c_str());
+    return exit_bad_input;
+  }
+  const auto result = ask_controller(job, protocol::OperatorResize{delta, reason});
+  const auto* ack = std::get_if<protocol::Ack>(&result.reply);
+  if (ack == nullptr) throw std::runtime_error("the controller answered with no acknowledgement");
+  std::printf("%s\n", ack->text.c_str());
+  return ack->code == protocol::AckCode::ok ? exit_ok : exit_failed;
+}
+
+int events(const std::string& job, bool json) {
+  const auto path = find_job_dir(job) / "events.jsonl";
+  if (json) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path.string());
+    std::string line;
+    while (std::getline(in, line)) std::printf("%s\n", line.c_str());
+    return exit_ok;
+  }
+  print_timeline(stdout, controller::read_event_log(path));
+  return exit_ok;
+}
+
+}  // namespace
+
+void add_job_commands(CLI::App& app, Outcome& outcome) {
+  auto job = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* status_cmd = app.add_subcommand("status", "show a running job: nodes, iteration, resizes");
+  status_cmd->add_option("job", *job, "job id (default: the job started last)");
+  status_cmd->add_flag("--json", *json, "print the controller's status object");
+  status_cmd->callback([job, json, &outcome] {
+    try {
+      outcome.status = status(*job, *json);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bellows status: %s\n", e.what());
+      outcome.status = exit_failed;
+    }
+  });
+
+  auto change = std::make_shared<std::string>();
+  auto reason = std::make_shared<std::string>();
+  CLI::App* resize_cmd =
+      app.add_subcommand("resize", "ask a running job's controller to grow (+K) or shrink (-K)");
+  resize_cmd->add_option("change", *change, "+K or -K nodes")->required();
+  resize_cmd->add_option("--job", *job, "job id (default: the job started last)");
+  resize_cmd->add_option("--reason", *reason, "why, for the event log");
+  resize_cmd->callback([job, change, reason, &outcome] {
+    try {
+      outcome.status = resize(*job, *change, *reason);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bellows resize: %s\n", e.what());
+      outcome.status = exit_failed;
+    }
+  });
+
+  CLI::App* events_cmd = app.add_subcommand("events", "print a job's resize event log");
+  events_cmd->add_option("job", *job, "job id (default: the job started last)");
+  events_cmd->add_flag("--json", *json, "print the JSON lines as they are");
+  events_cmd->callback([job, json, &outcome] {
+    try {
+      outcome.status = events(*job, *json);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bellows events: %s\n", e.what());
+      outcome.status = exit_failed;
+    }
+  });
+}
+
+}  // namespace bellows::cli

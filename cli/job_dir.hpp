@@ -1,0 +1,20 @@
+#pragma once
+// Where `bellows run` keeps a job's files, and how the other subcommands find them:
+//   RUN_DIR/JOB/            the job's private directory (controller socket, event log,
+//                           one directory per node with its daemon's URI and log)
+//   RUN_DIR/latest          a symbolic link to the job started last
+// RUN_DIR is $BELLOWS_RUN_DIR, or /tmp/bellows-UID.
+
+#include <filesystem>
+#include <string>
+
+namespace bellows::cli {
+
+/// $BELLOWS_RUN_DIR or /tmp/bellows-UID.
+[[nodiscard]] std::filesystem::path run_dir();
+
+/// The directory of job `job` ("" or "latest": the job started last). Throws
+/// std::runtime_error naming what is missing.
+[[nodiscard]] std::filesystem::path find_job_dir(const std::string& job);
+
+}  // namespace bellows::cli

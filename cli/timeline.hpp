@@ -1,0 +1,16 @@
+#pragma once
+// The resize timeline of a job, as `bellows run` prints it at the end and `bellows events`
+// prints it on demand: one line per transition of the event log, then one summary line
+// per resize.
+
+#include <bellows/controller/event_log.hpp>
+
+#include <cstdio>
+#include <vector>
+
+namespace bellows::cli {
+
+/// Writes the timeline of `records` (an event log, oldest first) to `out`.
+void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& records);
+
+}  // namespace bellows::cli

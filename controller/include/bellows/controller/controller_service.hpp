@@ -1,0 +1,130 @@
+#pragma once
+// bellows-controller's loop, one per job: the transport server the job's daemons and the
+// operator's `bellows` commands talk to, the policy engine ticking on the nodes' metrics,
+// and the resize state machine driving the resource manager and the job.
+//
+//   daemons ──Hello, NodeMetrics, AllocationRequest, ResizeAck──▶ ┐
+//   operator ──OperatorResize, StatusRequest──────────────────────▶ ├─ inbox ─▶ step()
+//                                                                  ┘     │
+//   PolicyEngine.tick() every policy.tick ─▶ ResizeController ─▶ ResourceManager, DaemonJobControl
+//
+// Everything arriving from the transport's thread goes through one inbox; step() runs it on
+// the caller's thread, so the resize controller, the engine and the job control see one
+// thread only.
+
+#include "bellows/controller/clock.hpp"
+#include "bellows/controller/daemon_job_control.hpp"
+#include "bellows/controller/event_log.hpp"
+#include "bellows/controller/resize_controller.hpp"
+#include "bellows/controller/resource_manager.hpp"
+
+#include <bellows/policy/engine.hpp>
+#include <bellows/transport/endpoint.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bellows::controller {
+
+struct ControllerOptions {
+  std::string job;                     ///< the job's id
+  std::string backend = "local";       ///< for status
+  std::filesystem::path job_dir;       ///< private directory (0700) of the job
+  std::vector<std::string> nodes;      ///< the job's nodes at start, its first node first
+  unsigned min_nodes = 1;              ///< operator and application resizes stay within
+  unsigned max_nodes = 1;              ///< [min_nodes, max_nodes]
+  std::optional<policy::Policy> policy;  ///< none: resizes only on request
+  std::string policy_file;             ///< for status
+  ResizeLimits limits = ResizeLimits::defaults();
+};
+
+/// Thread safety: step(), status() and the accessors from one thread (the loop's); the
+/// transport's thread only fills the inbox.
+class ControllerService {
+ public:
+  /// Binds ipc://JOB_DIR/controller.sock (only the job owner's uid may connect) and opens
+  /// JOB_DIR/events.jsonl. rm, launcher and clock must outlive the service. Throws
+  /// transport::TransportError or std::runtime_error naming what failed.
+  ControllerService(ControllerOptions options, ResourceManager& rm, NodeLauncher& launcher,
+                    const Clock& clock);
+  ~ControllerService();
+  ControllerService(const ControllerService&) = delete;
+  ControllerService& operator=(const ControllerService&) = delete;
+
+  [[nodiscard]] const std::string& endpoint() const;
+  [[nodiscard]] std::filesystem::path event_log_path() const;
+
+  /// Starts the daemons of the job's first nodes.
+  void start_daemons();
+  /// True once the daemon of every node the job holds registered.
+  [[nodiscard]] bool daemons_registered() const;
+
+  /// Runs what arrived (waiting up to `wait` for something), the resource manager's and the
+  /// job's answers, the timers, and the policy tick when it is due.
+  void step(std::chrono::milliseconds wait);
+
+  /// Asks for a resize by delta nodes (> 0 grow, < 0 shrink) on behalf of requester.
+  Outcome resize(int delta, Requester requester, const std::string& reason);
+
+  /// The job's state: job, backend, nodes, ranks, iteration, GFLOP/s-free progress numbers,
+  /// the resize in flight and the finished ones.
+  [[nodiscard]] nlohmann::json status() const;
+  /// The last iteration any node reported (0 before the first).
+  [[nodiscard]] std::uint64_t iteration() const noexcept { return iteration_; }
+  [[nodiscard]] const ResizeController& resizes() const noexcept { return *resizes_; }
+
+  /// Stops the daemons and the transport (at the end of the job).
+  void shutdown();
+
+ private:
+  struct NodeState {
+    policy::NodeMetrics metrics;
+    bool reported = false;
+  };
+
+  void post(std::function<void()> work);
+  void on_request(const transport::Incoming& in, transport::Responder responder);
+  void on_notification(const transport::Incoming& in);
+  void on_peer_gone(const transport::PeerId& peer);
+  bool send(const std::string& node, const protocol::Message& message);
+  void tick_policy();
+  void track_finished();
+
+  ControllerOptions options_;
+  ResourceManager& rm_;
+  const Clock& clock_;
+  EventLog log_;
+  DaemonJobControl job_control_;
+  std::unique_ptr<ResizeController> resizes_;
+  std::optional<policy::PolicyEngine> engine_;
+  std::unique_ptr<transport::Server> server_;
+
+  std::mutex inbox_mutex_;
+  std::condition_variable inbox_ready_;
+  std::deque<std::function<void()>> inbox_;
+
+  std::map<std::string, transport::PeerId> daemons_;  ///< node -> its daemon's connection
+  std::map<std::string, NodeState> node_state_;
+  std::map<std::string, std::uint64_t> joined_order_;
+  std::uint64_t next_join_ = 0;
+  std::uint64_t iteration_ = 0;
+  double iteration_seconds_ = 0.0;
+  double gflops_ = 0.0;
+  std::size_t finished_seen_ = 0;
+  std::size_t nodes_before_resize_ = 0;
+  Clock::time_point next_tick_{};
+  std::string last_decision_;
+};
+
+}  // namespace bellows::controller

@@ -1,0 +1,80 @@
+#pragma once
+// JobControl over the job's daemons: the resize orders go to the daemon of the job's first
+// node (where the job's first rank runs, which carries every resize out for the whole job);
+// what the daemons forward from their ranks (committed, refused, drained) comes back as
+// JobReports. Daemons on new nodes are started through a NodeLauncher and count as up once
+// they registered (Hello) with the controller.
+
+#include "bellows/controller/job_control.hpp"
+#include "bellows/controller/local_node_pool.hpp"
+
+#include <bellows/protocol/messages.hpp>
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace bellows::controller {
+
+/// Thread safety: one thread (the controller's loop) calls every method, the daemon_*()
+/// and resize_ack() inputs included.
+class DaemonJobControl final : public JobControl {
+ public:
+  /// Sends a message to the daemon of a node; false when no daemon of that node is
+  /// registered.
+  using Sender = std::function<bool(const std::string& node, const protocol::Message& message)>;
+
+  /// `first_node` is the node of the job's first rank. launcher must outlive this object.
+  DaemonJobControl(std::string job, std::string first_node, NodeLauncher& launcher, Sender send);
+
+  // ---- what the daemons say (called by the controller's loop)
+  /// The daemon of `node` registered.
+  void daemon_registered(const std::string& node);
+  /// The daemon of `node` went away (exited, crashed, dropped).
+  void daemon_gone(const std::string& node);
+  /// The ranks of `node` reported how a resize ended.
+  void resize_ack(const std::string& node, const protocol::ResizeAck& ack);
+
+  // ---- JobControl
+  void set_listener(Listener listener) override { listener_ = std::move(listener); }
+  void start_daemons(ResizeId resize, const std::vector<std::string>& nodes) override;
+  void add_ranks(ResizeId resize, const std::vector<std::string>& nodes) override;
+  void withdraw(ResizeId resize, const std::vector<std::string>& nodes) override;
+  void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) override;
+  void cancel_remove(ResizeId resize) override;
+  void progress() override;
+
+  /// Starts the daemons of the job's first nodes (before the job starts); a node whose
+  /// daemon cannot start shows as one that never registers.
+  void start_initial_daemons(const std::vector<std::string>& nodes);
+  /// Whether the daemon of `node` is registered.
+  [[nodiscard]] bool registered(const std::string& node) const { return registered_.contains(node); }
+  /// Stops the daemons this object started that still run (at the end of the job).
+  void stop_started_daemons();
+  /// Ranks in the job as last reported (0 before the first report).
+  [[nodiscard]] unsigned job_size() const noexcept { return job_size_; }
+
+ private:
+  void report(JobReport report) { reports_.push_back(std::move(report)); }
+  void send_to_all(const protocol::Message& message);
+
+  std::string job_;
+  std::string first_node_;
+  NodeLauncher& launcher_;
+  Sender send_;
+  Listener listener_;
+  std::deque<JobReport> reports_;
+
+  std::set<std::string> registered_;
+  std::map<std::string, ResizeId> starting_;   ///< node -> resize that started its daemon
+  std::set<std::string> started_;              ///< daemons started here and not stopped
+  ResizeId expanding_ = 0;                     ///< add_ranks sent, no answer yet
+  ResizeId shrinking_ = 0;                     ///< remove_ranks sent, not drained yet
+  std::vector<std::string> leaving_;           ///< nodes of that shrink not drained yet
+  unsigned job_size_ = 0;
+};
+
+}  // namespace bellows::controller

@@ -1,0 +1,310 @@
+#include "bellows/controller/controller_service.hpp"
+
+#include <bellows/transport/security.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace bellows::controller {
+namespace {
+
+std::string signed_count(int delta) {
+  std::string text = std::to_string(delta);
+  if (delta > 0) text.insert(text.begin(), '+');
+  return text;
+}
+
+transport::LogSink controller_log() {
+  return [](transport::LogLevel level, const std::string& text) {
+    std::fprintf(stderr, "bellows-controller: %s: %s\n", transport::to_string(level), text.c_str());
+  };
+}
+
+}  // namespace
+
+ControllerService::ControllerService(ControllerOptions options, ResourceManager& rm,
+                                     NodeLauncher& launcher, const Clock& clock)
+    : options_(std::move(options)),
+      rm_(rm),
+      clock_(clock),
+      log_(options_.job_dir / "events.jsonl"),
+      job_control_(options_.job, options_.nodes.empty() ? std::string() : options_.nodes.front(),
+                   launcher,
+                   [this](const std::string& node, const protocol::Message& message) {
+                     return send(node, message);
+                   }) {
+  if (options_.nodes.empty()) throw std::invalid_argument("a job needs at least one node");
+  if (options_.policy) {
+    // The policy's limit on a resize is the controller's deadline.
+    options_.limits.resize_deadline = options_.policy->resize_timeout;
+    engine_.emplace(*options_.policy);
+  }
+  resizes_ = std::make_unique<ResizeController>(options_.job, options_.nodes, rm_, job_control_,
+                                                clock_, log_, options_.limits);
+  for (const auto& node : options_.nodes) joined_order_[node] = next_join_++;
+
+  transport::prepare_private_directory(options_.job_dir);
+  transport::ServerOptions server_options;
+  server_options.endpoint = "ipc://" + (options_.job_dir / "controller.sock").string();
+  server_options.log = controller_log();
+  transport::Handlers handlers;
+  handlers.on_request = [this](const transport::Incoming& in, transport::Responder responder) {
+    auto shared = std::make_shared<transport::Responder>(std::move(responder));
+    post([this, in, shared] { on_request(in, std::move(*shared)); });
+  };
+  handlers.on_notification = [this](const transport::Incoming& in) {
+    post([this, in] { on_notification(in); });
+  };
+  handlers.on_peer_gone = [this](const transport::PeerId& peer) {
+    post([this, peer] { on_peer_gone(peer); });
+  };
+  server_ = std::make_unique<transport::Server>(server_options, handlers);
+  next_tick_ = clock_.now();
+}
+
+ControllerService::~ControllerService() { shutdown(); }
+
+const std::string& ControllerService::endpoint() const { return server_->endpoint(); }
+
+std::filesystem::path ControllerService::event_log_path() const {
+  return options_.job_dir / "events.jsonl";
+}
+
+void ControllerService::start_daemons() { job_control_.start_initial_daemons(options_.nodes); }
+
+bool ControllerService::daemons_registered() const {
+  return std::ranges::all_of(resizes_->nodes(),
+                             [this](const std::string& node) { return job_control_.registered(node); });
+}
+
+void ControllerService::post(std::function<void()> work) {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    inbox_.push_back(std::move(work));
+  }
+  inbox_ready_.notify_one();
+}
+
+void ControllerService::step(std::chrono::milliseconds wait) {
+  std::deque<std::function<void()>> work;
+  {
+    std::unique_lock lock(inbox_mutex_);
+    if (inbox_.empty() && wait.count() > 0)
+      inbox_ready_.wait_for(lock, wait, [this] { return !inbox_.empty(); });
+    work.swap(inbox_);
+  }
+  for (auto& item : work) item();
+  resizes_->poll();
+  track_finished();
+  if (engine_ && clock_.now() >= next_tick_) {
+    tick_policy();
+    next_tick_ = clock_.now() + options_.policy->tick;
+  }
+}
+
+bool ControllerService::send(const std::string& node, const protocol::Message& message) {
+  const auto it = daemons_.find(node);
+  if (it == daemons_.end()) return false;
+  server_->notify(it->second, message);
+  return true;
+}
+
+void ControllerService::on_request(const transport::Incoming& in, transport::Responder responder) {
+  const protocol::Message& message = in.envelope.message;
+  if (const auto* hello = std::get_if<protocol::Hello>(&message)) {
+    const auto& nodes = resizes_->nodes();
+    const bool ours = std::ranges::find(nodes, hello->node_name) != nodes.end();
+    const bool starting = resizes_->active() &&
+                          std::ranges::find(resizes_->active()->nodes, hello->node_name) !=
+                              resizes_->active()->nodes.end();
+    if (!ours && !starting) {
+      responder.reply(protocol::Ack{protocol::AckCode::refused,
+                                    hello->node_name + " is not a node of job " + options_.job});
+      return;
+    }
+    daemons_[hello->node_name] = in.peer;
+    responder.reply(protocol::Ack{protocol::AckCode::ok, "welcome " + hello->node_name});
+    job_control_.daemon_registered(hello->node_name);
+  } else if (const auto* request = std::get_if<protocol::AllocationRequest>(&message)) {
+    const int delta = request->directive == protocol::AllocationDirective::extend
+                          ? static_cast<int>(request->node_count)
+                          : -static_cast<int>(request->node_count);
+    const Outcome outcome = resize(delta, Requester::application,
+                                   "rank " + std::to_string(request->requesting_rank) + " asked for " +
+                                       signed_count(delta) + " node(s)");
+    responder.reply(protocol::Ack{outcome.accepted ? protocol::AckCode::ok : protocol::AckCode::refused,
+                                  outcome.text});
+  } else if (const auto* order = std::get_if<protocol::OperatorResize>(&message)) {
+    const Outcome outcome = resize(order->delta, Requester::operator_,
+                                   order->reason.empty() ? "operator asked for " + signed_count(order->delta)
+                                                         : order->reason);
+    responder.reply(protocol::Ack{outcome.accepted ? protocol::AckCode::ok : protocol::AckCode::refused,
+                                  outcome.text});
+  } else if (std::holds_alternative<protocol::StatusRequest>(message)) {
+    responder.reply(protocol::StatusReply{status().dump()});
+  } else {
+    responder.reply(protocol::Ack{protocol::AckCode::unsupported,
+                                  "the controller does not handle " +
+                                      std::string(protocol::to_string(protocol::type_of(message)))});
+  }
+}
+
+void ControllerService::on_notification(const transport::Incoming& in) {
+  std::string node;
+  for (const auto& [name, peer] : daemons_) {
+    if (peer == in.peer) node = name;
+  }
+  if (node.empty()) return;  // not registered: nothing it says counts
+  if (const auto* m = std::get_if<protocol::NodeMetrics>(&in.envelope.message)) {
+    NodeState& state = node_state_[node];
+    state.reported = true;
+    state.metrics.name = node;
+    state.metrics.ready_tasks = static_cast<double>(m->ready_tasks);
+    state.metrics.busy_fraction = m->busy_fraction;
+    state.metrics.steals_sent += m->steals_sent;
+    state.metrics.steals_failed += m->steals_failed;
+    state.metrics.last_iteration_seconds = m->iteration_seconds;
+    state.metrics.iterations = m->iteration;
+    if (m->iteration >= iteration_) {
+      iteration_ = m->iteration;
+      iteration_seconds_ = m->iteration_seconds;
+    }
+    if (m->job_gflops > 0.0) gflops_ = m->job_gflops;
+  } else if (const auto* ack = std::get_if<protocol::ResizeAck>(&in.envelope.message)) {
+    job_control_.resize_ack(node, *ack);
+  }
+}
+
+void ControllerService::on_peer_gone(const transport::PeerId& peer) {
+  for (auto it = daemons_.begin(); it != daemons_.end(); ++it) {
+    if (it->second == peer) {
+      const std::string node = it->first;
+      daemons_.erase(it);
+      node_state_.erase(node);
+      job_control_.daemon_gone(node);
+      return;
+    }
+  }
+}
+
+Outcome ControllerService::resize(int delta, Requester requester, const std::string& reason) {
+  const auto size = static_cast<int>(resizes_->nodes().size());
+  if (delta == 0) return {false, 0, "a resize by 0 nodes changes nothing"};
+  if (size + delta < static_cast<int>(options_.min_nodes) ||
+      size + delta > static_cast<int>(options_.max_nodes)) {
+    return {false, 0, "job " + options_.job + " may hold " + std::to_string(options_.min_nodes) +
+                          " to " + std::to_string(options_.max_nodes) + " nodes: " +
+                          signed_count(delta) + " from " + std::to_string(size) + " would make " +
+                          std::to_string(size + delta)};
+  }
+  nodes_before_resize_ = resizes_->nodes().size();
+  Outcome outcome;
+  if (delta > 0) {
+    outcome = resizes_->request_expand({static_cast<unsigned>(delta), requester, reason, {}});
+  } else {
+    ShrinkOrder order;
+    order.count = static_cast<unsigned>(-delta);
+    order.requester = requester;
+    order.reason = reason;
+    outcome = resizes_->request_shrink(order);
+  }
+  if (outcome.accepted && engine_ && requester != Requester::policy)
+    engine_->resize_started(clock_.now());
+  return outcome;
+}
+
+void ControllerService::tick_policy() {
+  std::vector<policy::NodeMetrics> metrics;
+  const auto& nodes = resizes_->nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    auto it = node_state_.find(nodes[i]);
+    if (it == node_state_.end() || !it->second.reported) continue;
+    policy::NodeMetrics m = it->second.metrics;
+    m.index = static_cast<int>(i);
+    m.joined = joined_order_[nodes[i]];
+    metrics.push_back(m);
+    it->second.metrics.steals_sent = 0;  // steals count per tick
+    it->second.metrics.steals_failed = 0;
+  }
+  policy::TickInput input;
+  input.now = clock_.now();
+  input.nodes = static_cast<int>(nodes.size());
+  input.metrics = metrics;
+  if (auto idle = rm_.idle_nodes(); idle.status.ok())
+    input.idle_nodes = static_cast<int>(idle.value.size());
+  if (auto pending = rm_.pending_jobs(); pending.status.ok())
+    input.pending_jobs = static_cast<int>(pending.value.size());
+  const policy::Decision decision = engine_->tick(input);
+  if (decision.action == policy::Action::hold) return;
+  last_decision_ = decision.reason;
+  nodes_before_resize_ = nodes.size();
+  Outcome outcome;
+  if (decision.action == policy::Action::expand) {
+    outcome = resizes_->request_expand(
+        {static_cast<unsigned>(decision.nodes), Requester::policy, decision.reason, {}});
+  } else {
+    ShrinkOrder order;
+    order.nodes = decision.release;
+    order.requester = Requester::policy;
+    order.reason = decision.reason;
+    outcome = resizes_->request_shrink(order);
+  }
+  if (!outcome.accepted) engine_->resize_aborted(clock_.now());
+}
+
+void ControllerService::track_finished() {
+  const auto& finished = resizes_->finished();
+  for (; finished_seen_ < finished.size(); ++finished_seen_) {
+    const ResizeView& view = finished[finished_seen_];
+    if (view.kind == ResizeKind::expand && view.state == ResizeState::committed) {
+      for (const auto& node : view.nodes) joined_order_[node] = next_join_++;
+    }
+    if (!engine_) continue;
+    if (view.state == ResizeState::committed) {
+      engine_->resize_committed(clock_.now(), static_cast<int>(nodes_before_resize_),
+                                static_cast<int>(resizes_->nodes().size()));
+    } else {
+      engine_->resize_aborted(clock_.now());
+    }
+  }
+}
+
+nlohmann::json ControllerService::status() const {
+  nlohmann::json s;
+  s["job"] = options_.job;
+  s["backend"] = options_.backend;
+  s["nodes"] = resizes_->nodes();
+  s["node_range"] = {options_.min_nodes, options_.max_nodes};
+  s["policy"] = options_.policy_file;
+  s["ranks"] = job_control_.job_size();
+  s["iteration"] = iteration_;
+  s["iteration_seconds"] = iteration_seconds_;
+  s["gflops"] = gflops_;
+  s["last_policy_decision"] = last_decision_;
+  const auto view_json = [](const ResizeView& v) {
+    return nlohmann::json{{"id", v.id},
+                          {"kind", std::string(to_string(v.kind))},
+                          {"state", std::string(to_string(v.state))},
+                          {"count", v.count},
+                          {"requester", std::string(to_string(v.requester))},
+                          {"reason", v.reason},
+                          {"nodes", v.nodes}};
+  };
+  s["active_resize"] = nullptr;
+  if (auto active = resizes_->active()) s["active_resize"] = view_json(*active);
+  s["finished_resizes"] = nlohmann::json::array();
+  for (const auto& v : resizes_->finished()) s["finished_resizes"].push_back(view_json(v));
+  s["unreleased_nodes"] = resizes_->unreleased_nodes();
+  s["event_log"] = event_log_path().string();
+  return s;
+}
+
+void ControllerService::shutdown() {
+  if (!server_) return;
+  for (const auto& [node, peer] : daemons_) server_->notify(peer, protocol::Stop{"the job ended", 2000});
+  job_control_.stop_started_daemons();
+  server_->stop();
+  server_.reset();
+}
+
+}  // namespace bellows::controller

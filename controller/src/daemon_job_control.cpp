@@ -1,0 +1,165 @@
+#include "bellows/controller/daemon_job_control.hpp"
+
+#include <algorithm>
+
+namespace bellows::controller {
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string text;
+  for (const auto& item : items) {
+    if (!text.empty()) text += ',';
+    text += item;
+  }
+  return text;
+}
+
+}  // namespace
+
+DaemonJobControl::DaemonJobControl(std::string job, std::string first_node, NodeLauncher& launcher,
+                                   Sender send)
+    : job_(std::move(job)),
+      first_node_(std::move(first_node)),
+      launcher_(launcher),
+      send_(std::move(send)) {}
+
+void DaemonJobControl::daemon_registered(const std::string& node) {
+  registered_.insert(node);
+  const auto it = starting_.find(node);
+  if (it != starting_.end()) {
+    report({JobReportKind::daemon_up, it->second, node, 0, ""});
+    starting_.erase(it);
+  }
+}
+
+void DaemonJobControl::daemon_gone(const std::string& node) {
+  // Daemons stopped here were unregistered first: only a daemon that went away on its own
+  // gets this far.
+  if (registered_.erase(node) == 0) return;
+  // A leaving node's daemon may go once its ranks left.
+  if (shrinking_ != 0 && std::ranges::find(leaving_, node) != leaving_.end()) return;
+  const ResizeId resize = expanding_ != 0 ? expanding_ : shrinking_;
+  report({JobReportKind::rank_died, resize, node, 0, "the daemon of " + node + " went away"});
+}
+
+void DaemonJobControl::resize_ack(const std::string& node, const protocol::ResizeAck& ack) {
+  using protocol::ResizeAckOutcome;
+  if (ack.job_size != 0) job_size_ = ack.job_size;
+  switch (ack.outcome) {
+    case ResizeAckOutcome::committed:
+      if (ack.resize_id == expanding_) expanding_ = 0;
+      report({JobReportKind::ranks_committed, ack.resize_id, node, ack.job_size, ""});
+      if (ack.resize_id != shrinking_) send_to_all(protocol::Commit{ack.resize_id});
+      break;
+    case ResizeAckOutcome::refused:
+      if (ack.resize_id == expanding_) expanding_ = 0;
+      if (ack.resize_id == shrinking_) {
+        shrinking_ = 0;
+        leaving_.clear();
+      }
+      report({JobReportKind::refused, ack.resize_id, node, ack.job_size, ack.text});
+      break;
+    case ResizeAckOutcome::drained: {
+      if (ack.resize_id != shrinking_) break;
+      std::erase(leaving_, node);
+      // The node's ranks left: its daemon goes too, before the node is given back.
+      registered_.erase(node);
+      if (started_.erase(node) != 0) launcher_.stop(node);
+      if (leaving_.empty()) {
+        report({JobReportKind::drained, shrinking_, "", job_size_, ""});
+        send_to_all(protocol::Commit{shrinking_});
+        shrinking_ = 0;
+      }
+      break;
+    }
+  }
+}
+
+void DaemonJobControl::start_daemons(ResizeId resize, const std::vector<std::string>& nodes) {
+  for (const std::string& node : nodes) {
+    starting_[node] = resize;
+    const RmStatus status = launcher_.launch(node, job_);
+    if (status.ok()) {
+      started_.insert(node);
+    } else {
+      // No daemon_up comes: the controller's daemon_start timer aborts the resize.
+      starting_.erase(node);
+    }
+    if (registered_.contains(node)) daemon_registered(node);
+  }
+}
+
+void DaemonJobControl::add_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
+  expanding_ = resize;
+  protocol::ResizeDecided decided;
+  decided.resize_id = resize;
+  decided.kind = protocol::ResizeKind::expand;
+  decided.count = static_cast<std::uint32_t>(nodes.size());
+  decided.new_nodes = nodes;
+  if (!send_(first_node_, decided)) {
+    report({JobReportKind::rank_died, resize, first_node_, 0,
+            "no daemon is registered on " + first_node_ + ", the job's first node"});
+  }
+}
+
+void DaemonJobControl::withdraw(ResizeId resize, const std::vector<std::string>& nodes) {
+  if (expanding_ == resize) {
+    send_(first_node_, protocol::Abort{resize, "the controller withdrew the expansion onto " +
+                                                   join(nodes)});
+    expanding_ = 0;
+  }
+  for (const std::string& node : nodes) {
+    starting_.erase(node);
+    registered_.erase(node);
+    if (started_.erase(node) != 0) launcher_.stop(node);
+  }
+}
+
+void DaemonJobControl::remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
+  shrinking_ = resize;
+  leaving_ = nodes;
+  protocol::ResizeDecided decided;
+  decided.resize_id = resize;
+  decided.kind = protocol::ResizeKind::shrink;
+  decided.count = static_cast<std::uint32_t>(nodes.size());
+  decided.leaving_nodes = nodes;
+  if (!send_(first_node_, decided)) {
+    report({JobReportKind::rank_died, resize, first_node_, 0,
+            "no daemon is registered on " + first_node_ + ", the job's first node"});
+  }
+}
+
+void DaemonJobControl::cancel_remove(ResizeId resize) {
+  if (shrinking_ != resize) return;
+  send_(first_node_, protocol::Abort{resize, "the controller called the shrink off"});
+  shrinking_ = 0;
+  leaving_.clear();
+}
+
+void DaemonJobControl::progress() {
+  while (!reports_.empty()) {
+    JobReport next = std::move(reports_.front());
+    reports_.pop_front();
+    if (listener_) listener_(next);
+  }
+}
+
+void DaemonJobControl::start_initial_daemons(const std::vector<std::string>& nodes) {
+  for (const std::string& node : nodes) {
+    if (launcher_.launch(node, job_).ok()) started_.insert(node);
+  }
+}
+
+void DaemonJobControl::stop_started_daemons() {
+  for (const std::string& node : started_) {
+    registered_.erase(node);
+    launcher_.stop(node);
+  }
+  started_.clear();
+}
+
+void DaemonJobControl::send_to_all(const protocol::Message& message) {
+  for (const std::string& node : registered_) send_(node, message);
+}
+
+}  // namespace bellows::controller

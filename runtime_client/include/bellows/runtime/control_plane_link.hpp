@@ -1,0 +1,84 @@
+#pragma once
+// Joins a running job's ElasticJob to the control plane (`bellows run`): every rank attaches
+// to the daemon of its node, publishes its metrics after each iteration and reports how the
+// job's resizes end; the job's first rank turns the controller's decisions (expand onto these
+// nodes, the ranks on those nodes leave) into ElasticJob requests.
+//
+// The job's nodes come from the environment `bellows run` sets:
+//   BELLOWS_JOB_DIR            the job's directory; the daemon of node N listens at the URI
+//                              in JOB_DIR/nodes/N/uri
+//   BELLOWS_NODES              the job's nodes at start, one rank per node, rank r on node r
+//   BELLOWS_EXPAND_NODES       (in processes spawned by a resize) the new ranks' nodes, in
+//   BELLOWS_EXPAND_FIRST_RANK  rank order, the first of them being rank FIRST_RANK
+//
+// One rank per node: the controller counts nodes, the job counts ranks, and this link maps
+// one onto the other.
+
+#include "bellows/runtime/control_channel.hpp"
+#include "bellows/runtime/elastic_job.hpp"
+#include "bellows/runtime/stats.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bellows::runtime {
+
+/// Thread safety: one application thread, like ElasticJob's apply_pending().
+class ControlPlaneLink {
+ public:
+  static constexpr const char* kJobDirVariable = "BELLOWS_JOB_DIR";
+  static constexpr const char* kNodesVariable = "BELLOWS_NODES";
+  static constexpr const char* kExpandNodesVariable = "BELLOWS_EXPAND_NODES";
+  static constexpr const char* kExpandFirstRankVariable = "BELLOWS_EXPAND_FIRST_RANK";
+
+  /// std::nullopt when BELLOWS_JOB_DIR is unset (the job runs without a control plane).
+  /// `rank` is this process's rank in the job now. Throws std::invalid_argument when the
+  /// variables are inconsistent (naming the variable), ControlChannelError when the daemon
+  /// cannot be reached.
+  static std::optional<ControlPlaneLink> from_environment(int rank);
+
+  /// Registers the ElasticJob callbacks that report resizes and the daemon's event
+  /// callbacks (call once, after the job exists; replaces the job's on_resize_* callbacks).
+  /// Both keep a pointer to this link: it must not move afterwards.
+  void attach(ElasticJob& job);
+
+  /// Before ElasticJob::apply_pending(): runs the daemon's events; on the first rank an
+  /// expand or shrink decision becomes an ElasticJob request.
+  void poll();
+
+  /// After each iteration (1-based count of iterations done): publishes this rank's metrics.
+  void publish(const IterationReport& report, int iterations_done);
+
+  /// What a spawn must add to the new processes' environment so that each finds its node:
+  /// for the job's first grow to its initial size (ranks 1..n-1 on BELLOWS_NODES[1..]), or
+  /// for the expand being carried out.
+  [[nodiscard]] std::vector<std::pair<std::string, std::string>> spawn_environment(
+      int first_new_rank) const;
+
+  /// Asks the controller for delta more (> 0) or fewer (< 0) nodes, through the daemon.
+  ResizeAnswer request_resize(int delta_nodes) { return channel_.request_resize(delta_nodes); }
+
+  /// This rank's node.
+  [[nodiscard]] const std::string& node() const noexcept { return node_; }
+
+ private:
+  ControlPlaneLink(ControlChannel channel, std::string node, std::vector<std::string> nodes)
+      : channel_(std::move(channel)), node_(std::move(node)), nodes_by_rank_(std::move(nodes)) {}
+
+  void report(ResizeReport report);
+  [[nodiscard]] std::uint64_t resize_id_of(const std::string& reason) const;
+
+  ControlChannel channel_;
+  ElasticJob* job_ = nullptr;
+  std::string node_;
+  std::vector<std::string> nodes_by_rank_;  ///< first rank: node of every rank
+  std::vector<std::string> expand_hosts_;   ///< nodes of the expand being carried out
+  std::map<std::string, std::uint64_t> controller_resizes_;  ///< request reason -> resize id
+  int rank_before_ = 0;
+};
+
+}  // namespace bellows::runtime

@@ -1,0 +1,204 @@
+#include "bellows/runtime/control_plane_link.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+namespace bellows::runtime {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    items.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+
+std::string join_list(const std::vector<std::string>& items) {
+  std::string text;
+  for (const auto& item : items) {
+    if (!text.empty()) text += ',';
+    text += item;
+  }
+  return text;
+}
+
+std::string variable(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+}  // namespace
+
+std::optional<ControlPlaneLink> ControlPlaneLink::from_environment(int rank) {
+  const std::string job_dir = variable(kJobDirVariable);
+  if (job_dir.empty()) return std::nullopt;
+  const std::vector<std::string> nodes = split_list(variable(kNodesVariable));
+  if (nodes.empty())
+    throw std::invalid_argument(std::string(kNodesVariable) + " is empty although " +
+                                kJobDirVariable + " is set");
+  std::string node;
+  const std::string expand_nodes = variable(kExpandNodesVariable);
+  if (!expand_nodes.empty()) {
+    const std::vector<std::string> hosts = split_list(expand_nodes);
+    int first = -1;
+    try {
+      first = std::stoi(variable(kExpandFirstRankVariable));
+    } catch (const std::exception&) {
+      first = -1;
+    }
+    if (first < 1 || rank < first || rank - first >= static_cast<int>(hosts.size())) {
+      throw std::invalid_argument(std::string(kExpandNodesVariable) + "=" + expand_nodes + " and " +
+                                  kExpandFirstRankVariable + "=" +
+                                  variable(kExpandFirstRankVariable) + " name no node for rank " +
+                                  std::to_string(rank));
+    }
+    node = hosts[static_cast<std::size_t>(rank - first)];
+  } else {
+    if (rank < 0 || rank >= static_cast<int>(nodes.size()))
+      throw std::invalid_argument(std::string(kNodesVariable) + "=" + join_list(nodes) +
+                                  " names no node for rank " + std::to_string(rank));
+    node = nodes[static_cast<std::size_t>(rank)];
+  }
+  const auto uri = std::filesystem::path(job_dir) / "nodes" / node / "uri";
+  ControlChannel channel = ControlChannel::connect("file:" + uri.string());
+  return ControlPlaneLink(std::move(channel), node, nodes);
+}
+
+void ControlPlaneLink::attach(ElasticJob& job) {
+  job_ = &job;
+  channel_.on_expand([this](const ExpandEvent& e) {
+    if (job_->rank() != 0) return;
+    expand_hosts_ = e.hosts;
+    const std::string reason =
+        "controller resize " + std::to_string(e.resize_id) + ": expand onto " + join_list(e.hosts);
+    controller_resizes_[reason] = e.resize_id;
+    job_->request_expand(static_cast<int>(e.count), reason);
+  });
+  channel_.on_shrink([this](const ShrinkEvent& e) {
+    if (job_->rank() != 0) return;
+    std::vector<int> ranks;
+    for (std::uint64_t r : e.ranks) ranks.push_back(static_cast<int>(r));
+    for (const std::string& node : e.nodes) {
+      const auto it = std::ranges::find(nodes_by_rank_, node);
+      if (it == nodes_by_rank_.end()) {
+        report({e.resize_id, ResizeReport::Outcome::refused,
+                static_cast<std::uint64_t>(job_->size()), {},
+                "node " + node + " runs no rank of this job"});
+        return;
+      }
+      const int rank = static_cast<int>(it - nodes_by_rank_.begin());
+      if (std::ranges::find(ranks, rank) == ranks.end()) ranks.push_back(rank);
+    }
+    const std::string reason =
+        "controller resize " + std::to_string(e.resize_id) + ": release " + join_list(e.nodes);
+    controller_resizes_[reason] = e.resize_id;
+    job_->request_shrink(std::move(ranks), reason);
+  });
+  channel_.on_abort([this](const AbortEvent& e) {
+    if (job_->rank() == 0)
+      std::fprintf(stderr, "bellows: the controller gave resize %llu up: %s\n",
+                   static_cast<unsigned long long>(e.resize_id), e.reason.c_str());
+  });
+
+  job.on_resize_start([this](const ResizeEvent&) { rank_before_ = job_->rank(); });
+  job.on_resize_commit([this](const ResizeEvent& e) {
+    if (e.left) {
+      report({resize_id_of(e.reason), ResizeReport::Outcome::left,
+              static_cast<std::uint64_t>(e.to_ranks), {static_cast<std::uint64_t>(rank_before_)}, ""});
+      return;
+    }
+    if (job_->rank() != 0) return;
+    ResizeReport r{resize_id_of(e.reason), ResizeReport::Outcome::committed,
+                   static_cast<std::uint64_t>(e.to_ranks), {}, ""};
+    if (e.kind == ResizeEvent::Kind::expand) {
+      for (int i = 0; i < e.add; ++i) {
+        nodes_by_rank_.push_back(i < static_cast<int>(expand_hosts_.size())
+                                     ? expand_hosts_[static_cast<std::size_t>(i)]
+                                     : std::string("(unknown)"));
+        r.ranks.push_back(static_cast<std::uint64_t>(e.from_ranks + i));
+      }
+      expand_hosts_.clear();
+    } else {
+      std::vector<int> leaving = e.remove;
+      std::ranges::sort(leaving, std::greater<>());
+      for (int rank : leaving) {
+        if (rank < static_cast<int>(nodes_by_rank_.size()))
+          nodes_by_rank_.erase(nodes_by_rank_.begin() + rank);
+        r.ranks.push_back(static_cast<std::uint64_t>(rank));
+      }
+    }
+    if (r.resize_id != 0) report(r);
+  });
+  job.on_resize_refused([this](const ResizeEvent& e) {
+    if (job_->rank() != 0) return;
+    expand_hosts_.clear();
+    const std::uint64_t id = resize_id_of(e.reason);
+    if (id != 0)
+      report({id, ResizeReport::Outcome::refused, static_cast<std::uint64_t>(e.from_ranks), {},
+              e.reason});
+  });
+}
+
+void ControlPlaneLink::poll() { channel_.poll_events(); }
+
+void ControlPlaneLink::publish(const IterationReport& report, int iterations_done) {
+  RankMetrics m;
+  m.rank = static_cast<std::uint64_t>(job_ != nullptr ? job_->rank() : 0);
+  m.ready_tasks = static_cast<std::uint64_t>(report.local.ready_tasks_mean + 0.5);
+  const double busy = report.local.busy_seconds;
+  const double total = busy + report.local.idle_seconds;
+  m.busy_fraction = total > 0.0 ? std::clamp(busy / total, 0.0, 1.0) : 0.0;
+  m.steals_sent = report.local.steal.requests_sent;
+  m.steals_failed = std::min(report.local.steal.requests_failed, m.steals_sent);
+  m.iteration_seconds = report.seconds;
+  m.iteration = static_cast<std::uint64_t>(iterations_done);
+  if (m.rank == 0) m.job_gflops = report.gflops();
+  try {
+    channel_.publish_metrics(m);
+  } catch (const ControlChannelError& e) {
+    std::fprintf(stderr, "bellows: rank %llu: %s\n", static_cast<unsigned long long>(m.rank),
+                 e.what());
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> ControlPlaneLink::spawn_environment(
+    int first_new_rank) const {
+  std::vector<std::string> hosts = expand_hosts_;
+  if (hosts.empty()) {  // the first grow: ranks 1.. on the job's first nodes
+    for (std::size_t r = static_cast<std::size_t>(first_new_rank); r < nodes_by_rank_.size(); ++r)
+      hosts.push_back(nodes_by_rank_[r]);
+  }
+  return {{kExpandNodesVariable, join_list(hosts)},
+          {kExpandFirstRankVariable, std::to_string(first_new_rank)}};
+}
+
+void ControlPlaneLink::report(ResizeReport r) {
+  try {
+    channel_.report_resize(r);
+  } catch (const ControlChannelError& e) {
+    std::fprintf(stderr, "bellows: could not report resize %llu: %s\n",
+                 static_cast<unsigned long long>(r.resize_id), e.what());
+  }
+}
+
+std::uint64_t ControlPlaneLink::resize_id_of(const std::string& reason) const {
+  const auto it = controller_resizes_.find(reason);
+  if (it != controller_resizes_.end()) return it->second;
+  // On ranks other than the first (leavers), the id is read back from the reason text.
+  const std::string prefix = "controller resize ";
+  if (reason.rfind(prefix, 0) != 0) return 0;
+  try {
+    return std::stoull(reason.substr(prefix.size()));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace bellows::runtime
