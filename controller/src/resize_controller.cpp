@@ -345,6 +345,11 @@ void ResizeController::run_action(ResizeAction action, const Input& input, std::
       for (const std::string& node : r.nodes) {
         if (!contains(unreleased_, node)) unreleased_.push_back(node);
       }
+      if (r.kind == ResizeKind::shrink && r.state == ResizeState::draining) {
+        // The job runs without these nodes, but its leaving ranks did not exit in time.
+        std::erase_if(nodes_, [&r](const std::string& node) { return contains(r.nodes, node); });
+        append(detail, "the leaving ranks did not exit in time");
+      }
       append(detail, stay_text(r.nodes, job_));
       break;
     case ResizeAction::adopt_nodes:

@@ -32,19 +32,25 @@ constexpr std::array kTransitions{
     ResizeTransition{K::expand, S::aborting, E::resize_deadline, S::aborting, A::none},
     // ---- shrink: tell the job who leaves, wait until they exited, only then give nodes back
     ResizeTransition{K::shrink, S::none, E::request, S::reconfiguring, A::remove_ranks},
-    ResizeTransition{K::shrink, S::reconfiguring, E::ranks_committed, S::reconfiguring, A::none},
+    ResizeTransition{K::shrink, S::reconfiguring, E::ranks_committed, S::draining, A::none},
     ResizeTransition{K::shrink, S::reconfiguring, E::drain_done, S::releasing, A::release_nodes},
     ResizeTransition{K::shrink, S::reconfiguring, E::rank_died, S::aborted, A::cancel_remove},
     ResizeTransition{K::shrink, S::reconfiguring, E::resize_deadline, S::aborted, A::cancel_remove},
     ResizeTransition{K::shrink, S::reconfiguring, E::job_refused, S::aborted, A::none},
+    // the job runs without the leaving ranks: only their exit is awaited; the nodes go back
+    // once they exited, or stay the job's (unreleased) when they do not exit in time
+    ResizeTransition{K::shrink, S::draining, E::drain_done, S::releasing, A::release_nodes},
+    ResizeTransition{K::shrink, S::draining, E::rank_died, S::releasing, A::release_nodes},
+    ResizeTransition{K::shrink, S::draining, E::resize_deadline, S::committed, A::note_unreleased},
+    ResizeTransition{K::shrink, S::releasing, E::ranks_committed, S::releasing, A::none},
     ResizeTransition{K::shrink, S::releasing, E::release_done, S::committed, A::none},
     ResizeTransition{K::shrink, S::releasing, E::release_failed, S::committed, A::note_unreleased},
     ResizeTransition{K::shrink, S::releasing, E::resize_deadline, S::releasing, A::none},
 };
 
 constexpr std::array<std::string_view, 2> kKindNames{"expand", "shrink"};
-constexpr std::array<std::string_view, 8> kStateNames{
-    "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted"};
+constexpr std::array<std::string_view, 9> kStateNames{
+    "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted", "draining"};
 constexpr std::array<std::string_view, 13> kEventNames{
     "request",         "rm_granted", "rm_denied",  "rm_timeout",   "daemons_ready",  "daemon_start_timeout",
     "ranks_committed", "rank_died",  "drain_done", "release_done", "release_failed", "resize_deadline",

@@ -33,7 +33,7 @@ TEST(ResizeTable, HasOneRowPerKindStateAndEvent) {
         << "two rows for " << row_name(t.kind, t.from, t.event);
     EXPECT_FALSE(is_final(t.from)) << row_name(t.kind, t.from, t.event);
   }
-  EXPECT_EQ(resize_transitions().size(), 25u);
+  EXPECT_EQ(resize_transitions().size(), 29u);
 }
 
 TEST(ResizeTable, EveryStateBetweenStartAndEndIsLeftAndEveryFinalStateReached) {
@@ -116,6 +116,9 @@ class EveryTransition : public ControllerTest,
       ASSERT_TRUE(shrink(1).accepted);
       if (from == ResizeState::releasing) {
         job.drained(1);
+        advance(10ms);
+      } else if (from == ResizeState::draining) {
+        job.committed(1, 1);
         advance(10ms);
       }
     }
@@ -276,7 +279,8 @@ std::vector<RefusedCase> refused_cases() {
   const std::vector<std::pair<ResizeKind, ResizeState>> reachable{
       {ResizeKind::expand, ResizeState::requested},     {ResizeKind::expand, ResizeState::granted},
       {ResizeKind::expand, ResizeState::reconfiguring}, {ResizeKind::expand, ResizeState::aborting},
-      {ResizeKind::shrink, ResizeState::reconfiguring}, {ResizeKind::shrink, ResizeState::releasing}};
+      {ResizeKind::shrink, ResizeState::reconfiguring}, {ResizeKind::shrink, ResizeState::releasing},
+      {ResizeKind::shrink, ResizeState::draining}};
   std::vector<RefusedCase> out;
   for (auto [kind, state] : reachable) {
     for (int e = static_cast<int>(ResizeEvent::rm_denied); e <= static_cast<int>(ResizeEvent::resize_deadline); ++e) {
@@ -312,6 +316,9 @@ TEST_P(RefusedEventTest, ChangesNothingAndIsLogged) {
     ASSERT_TRUE(shrink(1).accepted);
     if (c.state == ResizeState::releasing) {
       job.drained(1);
+      advance(10ms);
+    } else if (c.state == ResizeState::draining) {
+      job.committed(1, 1);
       advance(10ms);
     }
   }

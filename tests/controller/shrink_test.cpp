@@ -32,7 +32,7 @@ TEST_F(ShrinkTest, ReleasesOnlyAfterTheLeavingRanksDrainedAndLogsEveryStep) {
   advance(4000ms);
   job.committed(1, 1);  // the others run without the leaving ranks; they have not exited yet
   ctl->poll();
-  EXPECT_EQ(state(), S::reconfiguring);
+  EXPECT_EQ(state(), S::draining);
   advance(1000ms);
   EXPECT_TRUE(rm.releases().empty());
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
@@ -53,9 +53,9 @@ TEST_F(ShrinkTest, ReleasesOnlyAfterTheLeavingRanksDrainedAndLogsEveryStep) {
   EXPECT_EQ(r[0], line("2024-05-01T12:00:00.000Z", 1, kShrink, 1, E::request, S::none, S::reconfiguring, 0,
                        kApplication, why, std::nullopt, {"node1"}, "ranks on node1 leave"));
   EXPECT_EQ(r[1], line("2024-05-01T12:00:04.000Z", 1, kShrink, 1, E::ranks_committed, S::reconfiguring,
-                       S::reconfiguring, 4.0, kApplication, why, std::nullopt, {"node1"},
+                       S::draining, 4.0, kApplication, why, std::nullopt, {"node1"},
                        "the job runs on 1 rank"));
-  EXPECT_EQ(r[2], line("2024-05-01T12:00:05.000Z", 1, kShrink, 1, E::drain_done, S::reconfiguring,
+  EXPECT_EQ(r[2], line("2024-05-01T12:00:05.000Z", 1, kShrink, 1, E::drain_done, S::draining,
                        S::releasing, 1.0, kApplication, why, std::nullopt, {"node1"},
                        "the leaving ranks exited; giving node1 back to the resource manager"));
   EXPECT_EQ(r[3], line("2024-05-01T12:00:05.100Z", 1, kShrink, 1, E::release_done, S::releasing,

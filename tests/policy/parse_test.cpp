@@ -192,7 +192,7 @@ TEST(PolicyParse, ShippedExamplesLoad) {
     EXPECT_TRUE(result.ok()) << entry.path() << ": "
                              << (result.diagnostics.empty() ? "" : bp::format(result.diagnostics[0]));
   }
-  EXPECT_EQ(count, 3);
+  EXPECT_EQ(count, 4);
   const auto throughput =
       bp::load_policy_file(std::string(BELLOWS_POLICY_EXAMPLES_DIR) + "/throughput.yaml");
   ASSERT_TRUE(throughput.ok());

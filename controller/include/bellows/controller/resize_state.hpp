@@ -2,11 +2,12 @@
 // The resize lifecycle as one table: (kind, state, event) -> (next state, action).
 //
 //   expand: none -> requested -> granted -> reconfiguring -> committed
-//   shrink: none -> reconfiguring -> releasing -> committed
+//   shrink: none -> reconfiguring -> draining -> releasing -> committed
 //   abort paths end in aborted, through aborting where granted nodes must go back first.
 //
 // A shrink needs nobody's grant, so it starts in reconfiguring (the job is told which ranks
-// leave) and enters releasing only once they drained and exited. An (kind, state, event)
+// leave), enters draining once the job runs without them (it cannot be called off from then
+// on), and releasing only once they drained and exited. An (kind, state, event)
 // that has no row is refused. The controller (resize_controller.hpp) carries the actions out;
 // this header only says what happens, so that the table can be read, tested and printed
 // into the documentation as it is.
@@ -23,7 +24,7 @@ namespace bellows::controller {
 enum class ResizeKind { expand, shrink };
 
 /// Where a resize stands. none: not started yet; committed and aborted are final.
-enum class ResizeState { none, requested, granted, reconfiguring, releasing, aborting, committed, aborted };
+enum class ResizeState { none, requested, granted, reconfiguring, releasing, aborting, committed, aborted, draining };
 
 /// What can happen to a resize.
 enum class ResizeEvent {

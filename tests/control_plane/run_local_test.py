@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""End-to-end test of `bellows run` on the local backend: a real controller, one real bellowsd
+per emulated node and real MPICH ranks. The policy grows the job from 2 to 4 nodes, an operator
+shrinks it back with `bellows resize -2`, an out-of-range request is refused with the reason,
+the GEMM result verifies, the event log holds the expected resizes, and no process is left.
+
+  run_local_test.py --bellows PATH --app PATH
+Prints "run_local: PASS" or "run_local: FAIL: why".
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+POLICY = """\
+nodes:
+  min: 2
+  max: 4
+  step: 2
+expand:
+  ready_tasks_per_node_above: 1
+tick: 250ms
+hysteresis_ticks: 1
+cooldown: 10m
+resize_timeout: 1m
+"""
+
+
+def fail(why):
+    print(f"run_local: FAIL: {why}", flush=True)
+    sys.exit(1)
+
+
+def processes_mentioning(text):
+    """Pids whose command line or environment contains text."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        for name in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{pid}/{name}", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(pid))
+                        break
+            except OSError:
+                pass
+    return found
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bellows", required=True)
+    p.add_argument("--app", required=True)
+    a = p.parse_args()
+
+    run_dir = tempfile.mkdtemp(prefix="bellows-run-test-")
+    env = dict(os.environ, BELLOWS_RUN_DIR=run_dir, OPENBLAS_NUM_THREADS="1")
+    policy = os.path.join(run_dir, "grow.yaml")
+    with open(policy, "w") as f:
+        f.write(POLICY)
+
+    def bellows(*args):
+        return subprocess.run([a.bellows, *args], env=env, capture_output=True, text=True, timeout=30)
+
+    job = subprocess.Popen(
+        [a.bellows, "run", "--nodes", "2:4", "--policy", policy, "--quiet", "--",
+         a.app, "--n", "1536", "--tile", "256", "--iterations", "24", "--steal", "on", "--verify"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The policy sees ready tasks piling up on 2 nodes and grows the job to 4.
+        deadline = time.time() + 90
+        status = {}
+        while time.time() < deadline:
+            r = bellows("status", "--json")
+            if r.returncode == 0:
+                status = json.loads(r.stdout)
+                if len(status["nodes"]) == 4 and status["active_resize"] is None:
+                    break
+            if job.poll() is not None:
+                fail(f"the job ended before it grew: {job.stderr.read()[-2000:]}")
+            time.sleep(0.2)
+        else:
+            fail(f"the job did not grow to 4 nodes within 90 s; last status {status}")
+        if status["ranks"] != 4:
+            fail(f"status says {status['ranks']} ranks after the expand, expected 4")
+
+        r = bellows("resize", "+1")
+        if r.returncode != 1 or "may hold 2 to 4 nodes: +1 from 4 would make 5" not in r.stdout:
+            fail(f"an out-of-range resize was not refused as expected: {r.returncode} {r.stdout!r}")
+
+        r = bellows("resize", "-2", "--reason", "operator gives two nodes back")
+        if r.returncode != 0 or "ranks on local2, local3 leave" not in r.stdout:
+            fail(f"bellows resize -2: {r.returncode} {r.stdout!r} {r.stderr!r}")
+
+        out, err = job.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        fail("the job did not end within its time")
+    if job.returncode != 0:
+        fail(f"bellows run exited {job.returncode}: {err[-3000:]}")
+    report = json.loads(out.strip().splitlines()[-1])
+    if not report.get("verified"):
+        fail(f"the result did not verify: residual {report.get('residual')}")
+    if report["ranks"] != 2:
+        fail(f"the job ended on {report['ranks']} ranks, expected 2")
+
+    job_dir = os.path.realpath(os.path.join(run_dir, "latest"))
+    with open(os.path.join(job_dir, "events.jsonl")) as f:
+        events = [json.loads(line) for line in f if line.strip()]
+    finals = {(e["resize"], e["kind"], e["requester"], e["to"]) for e in events
+              if e["to"] in ("committed", "aborted") and not e["refused"]}
+    expected = {(1, "expand", "policy", "committed"), (2, "shrink", "operator", "committed")}
+    if finals != expected:
+        fail(f"final resize states {sorted(finals)}, expected {sorted(expected)}")
+    reasons = {e["resize"]: e["reason"] for e in events if e["resize"]}
+    if "expand.ready_tasks_per_node_above" not in reasons.get(1, ""):
+        fail(f"the expand's reason does not name its trigger: {reasons.get(1)!r}")
+    if reasons.get(2) != "operator gives two nodes back":
+        fail(f"the shrink's reason is {reasons.get(2)!r}")
+    refused = [e for e in events if e["refused"]]
+    if refused:
+        fail(f"refused events in the log: {refused}")
+    if "resize #1: expand by 2 node(s) [local2,local3], asked by policy, committed" not in err:
+        fail(f"the timeline at the end misses the expand: {err[-2000:]}")
+
+    time.sleep(0.5)
+    left = processes_mentioning(job_dir)
+    if left:
+        fail(f"processes of the job are left: {left}")
+    print("run_local: PASS", flush=True)
+
+
+if __name__ == "__main__":
+    main()
