@@ -78,9 +78,11 @@ int main(int argc, char** argv) {
         [](const d::ProcId& tool) { spdlog::debug("tool {} attached", d::to_string(tool)); });
     std::unique_ptr<d::ControllerLink> link;
     if (!controller.empty()) {
+      d::ControllerLink::Options link_options;
+      link_options.endpoint = controller;
+      link_options.node_name = server.options().node_name;
       link = std::make_unique<d::ControllerLink>(
-          server, d::ControllerLink::Options{controller, server.options().node_name, {}},
-          [](const std::string&) { ::kill(::getpid(), SIGTERM); });
+          server, link_options, [](const std::string&) { ::kill(::getpid(), SIGTERM); });
       std::string why;
       if (!link->wait_registered(std::chrono::seconds(30), &why)) {
         spdlog::error("could not register with the controller at {}: {}", controller, why);
