@@ -26,7 +26,8 @@ void add_policy_command(CLI::App& app, Outcome& outcome);
 /// `bellows run [--backend local] [--nodes MIN:MAX] [--policy FILE] -- PROGRAM ARGS...`.
 void add_run_command(CLI::App& app, Outcome& outcome);
 
-/// `bellows status [JOB]`, `bellows resize +K|-K [--job JOB]`, `bellows events [JOB]`.
+/// `bellows status [JOB]`, `bellows resize +K|-K [--job JOB]`, `bellows events [JOB]`,
+/// `bellows plot [JOB] [--out PNG]`.
 void add_job_commands(CLI::App& app, Outcome& outcome);
 
 }  // namespace bellows::cli

@@ -7,8 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -91,6 +98,25 @@ int resize(const std::string& job, const std::string& change, const std::string&
   return ack->code == protocol::AckCode::ok ? exit_ok : exit_failed;
 }
 
+int plot(const std::string& job, std::string out) {
+  const auto dir = find_job_dir(job);
+  if (out.empty()) out = (dir / "timeline.png").string();
+  const char* script_env = std::getenv("BELLOWS_PLOT_SCRIPT");
+  const std::string script = script_env != nullptr && *script_env != '\0' ? script_env : BELLOWS_PLOT_SCRIPT;
+  // Debian's python3 carries Debian's matplotlib; another python3 first in PATH may not.
+  const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::execlp(python.c_str(), python.c_str(), script.c_str(), dir.c_str(), "--out", out.c_str(),
+             static_cast<char*>(nullptr));
+    std::fprintf(stderr, "bellows plot: cannot run %s: %s\n", python.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? exit_ok : exit_failed;
+}
+
 int events(const std::string& job, bool json) {
   const auto path = find_job_dir(job) / "events.jsonl";
   if (json) {
@@ -133,6 +159,20 @@ void add_job_commands(CLI::App& app, Outcome& outcome) {
       outcome.status = resize(*job, *change, *reason);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bellows resize: %s\n", e.what());
+      outcome.status = exit_failed;
+    }
+  });
+
+  auto out = std::make_shared<std::string>();
+  CLI::App* plot_cmd = app.add_subcommand(
+      "plot", "draw a job's GFLOP/s, ready tasks, nodes and resizes on one timeline (PNG)");
+  plot_cmd->add_option("job", *job, "job id (default: the job started last)");
+  plot_cmd->add_option("--out,-o", *out, "the PNG to write (default: JOB_DIR/timeline.png)");
+  plot_cmd->callback([job, out, &outcome] {
+    try {
+      outcome.status = plot(*job, *out);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bellows plot: %s\n", e.what());
       outcome.status = exit_failed;
     }
   });

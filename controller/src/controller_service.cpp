@@ -28,6 +28,7 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
       rm_(rm),
       clock_(clock),
       log_(options_.job_dir / "events.jsonl"),
+      metrics_log_(options_.job_dir / "metrics.jsonl", std::ios::app),
       job_control_(options_.job, options_.nodes.empty() ? std::string() : options_.nodes.front(),
                    launcher,
                    [this](const std::string& node, const protocol::Message& message) {
@@ -170,6 +171,18 @@ void ControllerService::on_notification(const transport::Incoming& in) {
       iteration_seconds_ = m->iteration_seconds;
     }
     if (m->job_gflops > 0.0) gflops_ = m->job_gflops;
+    metrics_log_ << nlohmann::json{{"time", format_utc(clock_.wall_now())},
+                                   {"node", node},
+                                   {"iteration", m->iteration},
+                                   {"iteration_seconds", m->iteration_seconds},
+                                   {"ready_tasks", m->ready_tasks},
+                                   {"busy_fraction", m->busy_fraction},
+                                   {"job_gflops", m->job_gflops},
+                                   {"nodes", resizes_->nodes().size()},
+                                   {"ranks", job_control_.job_size()}}
+                        .dump()
+                 << '\n'
+                 << std::flush;
   } else if (const auto* ack = std::get_if<protocol::ResizeAck>(&in.envelope.message)) {
     job_control_.resize_ack(node, *ack);
   }

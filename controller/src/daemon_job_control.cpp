@@ -145,6 +145,7 @@ void DaemonJobControl::progress() {
 }
 
 void DaemonJobControl::start_initial_daemons(const std::vector<std::string>& nodes) {
+  job_size_ = static_cast<unsigned>(nodes.size());  // one rank per node
   for (const std::string& node : nodes) {
     if (launcher_.launch(node, job_).ok()) started_.insert(node);
   }

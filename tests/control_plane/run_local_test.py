@@ -127,6 +127,13 @@ def main():
     if "resize #1: expand by 2 node(s) [local2,local3], asked by policy, committed" not in err:
         fail(f"the timeline at the end misses the expand: {err[-2000:]}")
 
+    png = os.path.join(run_dir, "timeline.png")
+    r = bellows("plot", "--out", png)
+    if r.returncode != 0 or not os.path.exists(png) or os.path.getsize(png) < 10000:
+        fail(f"bellows plot: {r.returncode} {r.stdout!r} {r.stderr!r}")
+    if "2 resizes" not in r.stdout:
+        fail(f"bellows plot did not draw the 2 resizes: {r.stdout!r}")
+
     time.sleep(0.5)
     left = processes_mentioning(job_dir)
     if left:

@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -54,7 +55,7 @@ struct ControllerOptions {
 class ControllerService {
  public:
   /// Binds ipc://JOB_DIR/controller.sock (only the job owner's uid may connect) and opens
-  /// JOB_DIR/events.jsonl. rm, launcher and clock must outlive the service. Throws
+  /// JOB_DIR/events.jsonl and JOB_DIR/metrics.jsonl (one line per node report). rm, launcher and clock must outlive the service. Throws
   /// transport::TransportError or std::runtime_error naming what failed.
   ControllerService(ControllerOptions options, ResourceManager& rm, NodeLauncher& launcher,
                     const Clock& clock);
@@ -105,6 +106,7 @@ class ControllerService {
   ResourceManager& rm_;
   const Clock& clock_;
   EventLog log_;
+  std::ofstream metrics_log_;  ///< JOB_DIR/metrics.jsonl: every NodeMetrics, with its time
   DaemonJobControl job_control_;
   std::unique_ptr<ResizeController> resizes_;
   std::optional<policy::PolicyEngine> engine_;
