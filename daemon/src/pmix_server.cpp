@@ -1,8 +1,8 @@
 #include <bellows/daemon/pmix_server.hpp>
 
 #include <bellows/protocol/pmix_events.hpp>
+#include <bellows/protocol/tcp_nodelay.hpp>
 
-#include "tcp_nodelay.hpp"
 #include "worker.hpp"
 
 #include <pmix.h>
@@ -149,7 +149,7 @@ class PmixServer::Impl {
 
   /// Runs on the worker before each job: Nagle off on connections accepted since last time.
   void nodelay() const {
-    if (options_.tcp_nodelay && port_ > 0) set_nodelay_on_local_port(port_);
+    if (options_.tcp_nodelay && port_ > 0) protocol::set_nodelay_on_port(port_, protocol::PortSide::local);
   }
 
   void count(std::uint64_t Counters::*field) {

@@ -1,14 +1,9 @@
 #include <bellows/runtime/control_channel.hpp>
 
 #include <bellows/protocol/pmix_events.hpp>
+#include <bellows/protocol/tcp_nodelay.hpp>
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pmix_tool.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -66,35 +61,6 @@ int uri_port(const std::string& uri) {
   char* end = nullptr;
   const long port = std::strtol(uri.c_str() + colon + 1, &end, 10);
   return (end != uri.c_str() + colon + 1 && port > 0 && port < 65536) ? static_cast<int>(port) : -1;
-}
-
-/// PMIx 4.2.2 leaves Nagle's algorithm on and has no setting for it: sets TCP_NODELAY on this
-/// process's TCP connections to peer port `port` (the daemon). Returns how many it found.
-int set_nodelay_on_peer_port(int port) noexcept {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return 0;
-  int found = 0;
-  while (const dirent* entry = ::readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0') continue;
-    struct stat st {};
-    if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage peer{};
-    socklen_t length = sizeof peer;
-    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &length) != 0)
-      continue;
-    int peer_port = -1;
-    if (peer.ss_family == AF_INET)
-      peer_port = ntohs(reinterpret_cast<const sockaddr_in&>(peer).sin_port);
-    else if (peer.ss_family == AF_INET6)
-      peer_port = ntohs(reinterpret_cast<const sockaddr_in6&>(peer).sin6_port);
-    if (peer_port != port) continue;
-    const int on = 1;
-    if (::setsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == 0) ++found;
-  }
-  ::closedir(dir);
-  return found;
 }
 
 using Event = std::variant<ExpandEvent, ShrinkEvent, CommitEvent, AbortEvent, MetricsRequestEvent>;
@@ -243,7 +209,7 @@ ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
                   ":" + std::to_string(state->self.rank);
     const char* nodelay = std::getenv(kNodelayVariable);
     if (nodelay == nullptr || std::string_view(nodelay) != "0")
-      set_nodelay_on_peer_port(uri_port(state->uri));
+      bellows::protocol::set_nodelay_on_port(uri_port(state->uri), bellows::protocol::PortSide::peer);
 
     g_state.store(state.get());
     pmix_status_t codes[] = {proto::kExpandDecided, proto::kShrinkDecided,
@@ -320,7 +286,7 @@ ResizeAnswer ControlChannel::request_resize(int delta_nodes) {
 }
 
 void ControlChannel::publish_metrics(const RankMetrics& m) {
-  Info info(10);
+  Info info(11);
   info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
   info.load(1, proto::kMetricsRank, &m.rank, PMIX_UINT64);
   info.load(2, proto::kMetricsReadyTasks, &m.ready_tasks, PMIX_UINT64);
@@ -331,6 +297,10 @@ void ControlChannel::publish_metrics(const RankMetrics& m) {
   info.load(7, proto::kMetricsIteration, &m.iteration, PMIX_UINT64);
   info.load(8, proto::kMetricsRequestId, &m.request_id, PMIX_UINT64);
   info.load(9, proto::kMetricsJobGflops, &m.job_gflops, PMIX_DOUBLE);
+  // PMIx 4.2.2 otherwise keeps every notification in a cache of limited size: a tool that
+  // publishes often fails with OUT-OF-RESOURCE or crashes once it is full.
+  const bool no_cache = true;
+  info.load(10, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
   // The blocking form: PMIx 4.2.2 runs the completion callback of the non-blocking form twice
   // for a tool (once for the local delivery, once for the daemon's acknowledgement), so the
   // array could not be released from it safely.
@@ -349,13 +319,15 @@ void ControlChannel::report_resize(const ResizeReport& r) {
     if (!ranks.empty()) ranks += ',';
     ranks += std::to_string(rank);
   }
-  Info info(6);
+  Info info(7);
   info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
   info.load(1, proto::kResizeId, &r.resize_id, PMIX_UINT64);
   info.load(2, proto::kReportOutcome, outcome, PMIX_STRING);
   info.load(3, proto::kReportJobSize, &r.job_size, PMIX_UINT64);
   info.load(4, proto::kReportRanks, ranks.c_str(), PMIX_STRING);
   info.load(5, proto::kReportText, r.text.c_str(), PMIX_STRING);
+  const bool no_cache = true;  // see publish_metrics()
+  info.load(6, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
   // Blocking, as publish_metrics().
   const pmix_status_t rc = PMIx_Notify_event(proto::kResizeReport, &state_->self, PMIX_RANGE_RM,
                                              info.data(), info.size(), nullptr, nullptr);
