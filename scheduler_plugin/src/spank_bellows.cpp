@@ -7,7 +7,7 @@
 //   slurm_spank_init_post_opt  the same, once the options are read: validates them; a bad
 //                              value fails the submission with the plugin's messages
 //   slurm_spank_user_init      slurmstepd only: exports BELLOWS_ELASTIC_* into the job
-// No exception leaves this file: every callback catches and answers ESPANK_ERROR.
+// No exception leaves this file: every callback catches and answers -1 (failure).
 
 // spank.h declares the slurm_spank_* callbacks without a C linkage block of their own.
 extern "C" {
@@ -15,6 +15,7 @@ extern "C" {
 }
 
 #include <array>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -50,6 +51,10 @@ PluginState& plugin_state() {
   return state;
 }
 
+// SPANK treats a negative answer as failure (ESPANK_* codes are positive and would pass:
+// sbatch goes on and submits the job).
+constexpr int failed = -1;
+
 enum OptionId : int { elastic_id = 1, elastic_policy_id = 2 };
 
 int remember_option(int id, const char* optarg, int /*remote*/) noexcept {
@@ -60,7 +65,7 @@ int remember_option(int id, const char* optarg, int /*remote*/) noexcept {
     return ESPANK_SUCCESS;
   } catch (const std::exception& error) {
     slurm_error("spank_bellows: %s", error.what());
-    return ESPANK_ERROR;
+    return failed;
   }
 }
 
@@ -78,15 +83,20 @@ std::array<spank_option, 2>& option_table() {
   return table;
 }
 
-// Where a relative --elastic-policy=FILE is read from: the submission directory. In
-// slurmstepd that is the job's SLURM_SUBMIT_DIR; in sbatch, salloc and srun the working
-// directory.
+// Where a relative --elastic-policy=FILE is read from: the directory the job was submitted
+// from. sbatch and salloc submit a new job from their working directory. slurmstepd gets the
+// job's SLURM_SUBMIT_DIR; so does srun inside a job, which inherits the job's options (its
+// working directory may be the job's --chdir); a srun that creates a job uses its own.
 std::filesystem::path submission_dir(spank_t sp) {
   if (spank_remote(sp) == 1) {
     std::array<char, 4096> buffer{};
     if (spank_getenv(sp, "SLURM_SUBMIT_DIR", buffer.data(), static_cast<int>(buffer.size())) ==
         ESPANK_SUCCESS) {
       return buffer.data();
+    }
+  } else if (spank_context() == S_CTX_LOCAL && std::getenv("SLURM_JOB_ID") != nullptr) {
+    if (const char* dir = std::getenv("SLURM_SUBMIT_DIR"); dir != nullptr && *dir != '\0') {
+      return dir;
     }
   }
   std::error_code ec;
@@ -110,13 +120,13 @@ extern "C" BELLOWS_SPANK_EXPORT int slurm_spank_init(spank_t sp, int /*ac*/, cha
       const spank_err_t rc = spank_option_register(sp, &option);
       if (rc != ESPANK_SUCCESS) {
         slurm_error("spank_bellows: cannot register --%s: %s", option.name, spank_strerror(rc));
-        return ESPANK_ERROR;
+        return failed;
       }
     }
     return ESPANK_SUCCESS;
   } catch (const std::exception& error) {
     slurm_error("spank_bellows: %s", error.what());
-    return ESPANK_ERROR;
+    return failed;
   }
 }
 
@@ -128,13 +138,13 @@ extern "C" BELLOWS_SPANK_EXPORT int slurm_spank_init_post_opt(spank_t sp, int /*
     bellows::spank::Validation result = bellows::spank::validate(state.values, submission_dir(sp));
     if (!result.ok()) {
       for (const std::string& line : result.errors) slurm_error("%s", line.c_str());
-      return ESPANK_ERROR;
+      return failed;
     }
     state.environment = std::move(result.environment);
     return ESPANK_SUCCESS;
   } catch (const std::exception& error) {
     slurm_error("spank_bellows: %s", error.what());
-    return ESPANK_ERROR;
+    return failed;
   }
 }
 
@@ -145,12 +155,12 @@ extern "C" BELLOWS_SPANK_EXPORT int slurm_spank_user_init(spank_t sp, int /*ac*/
       if (rc != ESPANK_SUCCESS) {
         slurm_error("spank_bellows: cannot set %s in the job's environment: %s", var.name.c_str(),
                     spank_strerror(rc));
-        return ESPANK_ERROR;
+        return failed;
       }
     }
     return ESPANK_SUCCESS;
   } catch (const std::exception& error) {
     slurm_error("spank_bellows: %s", error.what());
-    return ESPANK_ERROR;
+    return failed;
   }
 }
