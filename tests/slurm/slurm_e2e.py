@@ -4,7 +4,7 @@ SPANK plugin spank_bellows.so loaded.
 
   slurm_e2e.py --dir DIR --local-slurm PATH [--plugin SO] [--bellows CLI] [--source ROOT] TEST
 
-TEST is one of: start, stop (the CTest fixture pair), sinfo_nodes_idle, srun_and_sacct,
+TEST is one of: start, stop (the CTest fixture pair), start_failure, sinfo_nodes_idle, srun_and_sacct,
 sbatch_help, reject_bad_elastic, reject_bad_policy, elastic_job_environment,
 expand_and_shrink. Each prints what it checks and ends with "slurm_e2e: PASS" or
 "slurm_e2e: FAIL: <why>" (exit status 0 or 1).
@@ -160,18 +160,57 @@ def test_stop(c, args):
         time.sleep(0.1)
     check(not left, "processes (or zombies) of the cluster left after stop: "
           + ", ".join(describe(p) for p in left))
-    marker = f"BELLOWS_LOCAL_SLURM_DIR={c.dir}".encode()
-    strays = []
+    strays = marked_processes(c.dir)
+    check(not strays, "processes started for the cluster still running: "
+          + ", ".join(describe(p) for p in strays))
+    log("no daemon, slurmstepd, job task or zombie of the cluster is left")
+
+
+def marked_processes(directory):
+    marker = f"BELLOWS_LOCAL_SLURM_DIR={directory}".encode()
+    found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 if marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                    strays.append(int(entry))
+                    found.append(int(entry))
             except OSError:
                 pass
-    check(not strays, "processes started for the cluster still running: "
-          + ", ".join(describe(p) for p in strays))
-    log("no daemon, slurmstepd, job task or zombie of the cluster is left")
+    return found
+
+
+def test_start_failure(c, args):
+    """A daemon that fails at start: start exits 1, names it, shows its log, stops the rest."""
+    directory = c.dir.parent / "failing-cluster"
+    shutil.rmtree(directory, ignore_errors=True)
+    fake = c.dir.parent / "failing-bin"
+    shutil.rmtree(fake, ignore_errors=True)
+    fake.mkdir(parents=True)
+    (fake / "slurmdbd").write_text(
+        "#!/bin/sh\n"
+        "echo 'fatal: this slurmdbd fails on purpose' >> \"$(dirname \"$SLURM_CONF\")/../log/slurmdbd.log\"\n"
+        "exit 1\n")
+    (fake / "slurmdbd").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:{os.environ.get('PATH', '')}")
+    began = time.monotonic()
+    result = subprocess.run([c.local_slurm, "start", str(directory)], env=env, capture_output=True,
+                            text=True, timeout=240)
+    output = result.stdout + result.stderr
+    print(output, end="")
+    check(result.returncode == 1, f"local-slurm start exited with {result.returncode}, expected 1")
+    for expected in ("local-slurm: error: slurmdbd exited with status 1",
+                     f"local-slurm: last lines of {directory}/log/slurmdbd.log:",
+                     "fatal: this slurmdbd fails on purpose",
+                     "local-slurm: stopping what was started"):
+        check(expected in output.splitlines(), f"the output lacks the line '{expected}'")
+    check(not (directory / "run" / "subreaper.pid").exists(), "the subreaper's pid file is still there")
+    deadline = time.monotonic() + 10
+    while marked_processes(directory) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = marked_processes(directory)
+    check(not left, "processes of the failed cluster left: " + ", ".join(describe(p) for p in left))
+    log(f"the failed start stopped munged and mariadbd ({time.monotonic() - began:.2f} s)")
+    shutil.rmtree(fake, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ the tests
@@ -312,28 +351,28 @@ def test_expand_and_shrink(c, args):
     batch_host = c.job_field(job, "BatchHost")
     check(c.job_field(job, "NumNodes") == "1", "the job does not start on 1 node")
     try:
-        # 1. A helper allocation without a step, depending on the job's expansion.
+        # 1. An expansion allocation without a step, depending on the job (expand:JOBID).
         began = time.monotonic()
         result = c.run(["salloc", "-N1", f"--dependency=expand:{job}", "--no-shell"])
-        timed("helper_allocation", began)
+        timed("expansion_allocation", began)
         words = (result.stdout + result.stderr).split()
         check("allocation" in words, f"salloc: {result.stdout}{result.stderr}")
-        helper = words[words.index("allocation") + 1]
-        helper_node = c.job_field(helper, "NodeList")
-        # 2. Merge: the helper gives its node to the job.
+        expansion = words[words.index("allocation") + 1]
+        new_node = c.job_field(expansion, "NodeList")
+        # 2. Merge: the expansion allocation gives its node to the job.
         began = time.monotonic()
-        c.run(["scontrol", "update", f"JobId={helper}", "NumNodes=0"])
+        c.run(["scontrol", "update", f"JobId={expansion}", "NumNodes=0"])
         timed("merge", began)
         nodes = c.job_field(job, "NumNodes")
         nodelist = c.job_field(job, "NodeList")
         check(nodes == "2", f"job {job} has {nodes} nodes ({nodelist}) after the merge, expected 2")
         check(c.job_field(job, "JobState") == "RUNNING", "the job stopped running at the merge")
-        log(f"job {job} expanded: {batch_host} + {helper_node} -> NodeList={nodelist}")
+        log(f"job {job} expanded: {batch_host} + {new_node} -> NodeList={nodelist}")
         # A step on both nodes of the expanded job.
         began = time.monotonic()
         step = c.run(["srun", f"--jobid={job}", "-N2", "--overlap", "printenv", "SLURMD_NODENAME"])
         timed("step_on_2_nodes", began)
-        check(sorted(step.stdout.split()) == sorted([batch_host, helper_node]),
+        check(sorted(step.stdout.split()) == sorted([batch_host, new_node]),
               f"step on the expanded job ran on {step.stdout.split()}")
         # 3. Shrink back to the batch host; the freed node goes idle.
         began = time.monotonic()
@@ -341,14 +380,14 @@ def test_expand_and_shrink(c, args):
         timed("shrink", began)
         began = time.monotonic()
         deadline = began + 10
-        while c.node_states().get(helper_node) != "idle":
-            check(time.monotonic() < deadline, f"{helper_node} not idle 10 s after the shrink")
+        while c.node_states().get(new_node) != "idle":
+            check(time.monotonic() < deadline, f"{new_node} not idle 10 s after the shrink")
             time.sleep(0.01)
         timed("freed_node_idle", began)
         check(c.job_field(job, "NumNodes") == "1" and c.job_field(job, "NodeList") == batch_host,
               f"job {job} after the shrink: {c.job_field(job, 'NodeList')}")
         check(c.job_field(job, "JobState") == "RUNNING", "the job stopped running at the shrink")
-        log(f"job {job} shrunk back to {batch_host}; {helper_node} idle")
+        log(f"job {job} shrunk back to {batch_host}; {new_node} idle")
     finally:
         c.run(["scancel", job], ok=False)
     for name, seconds in timings.items():
@@ -359,6 +398,7 @@ def test_expand_and_shrink(c, args):
 TESTS = {
     "start": test_start,
     "stop": test_stop,
+    "start_failure": test_start_failure,
     "sinfo_nodes_idle": test_sinfo_nodes_idle,
     "srun_and_sacct": test_srun_and_sacct,
     "sbatch_help": test_sbatch_help,
@@ -380,7 +420,7 @@ def main():
     args = parser.parse_args()
     cluster = Cluster(args)
     try:
-        if args.test not in ("start", "stop"):
+        if args.test not in ("start", "stop", "start_failure"):
             check((cluster.dir / "run" / "subreaper.pid").exists(),
                   f"no cluster running in {cluster.dir} (the slurm.cluster_start fixture failed?)")
         TESTS[args.test](cluster, args)
