@@ -142,8 +142,11 @@ def test_start(c, args):
 
 
 def test_stop(c, args):
-    keeper = int((c.dir / "run" / "subreaper.pid").read_text())
-    pids = [keeper] + processes_below(keeper)
+    pid_file = c.dir / "run" / "subreaper.pid"
+    check((c.dir / "run" / "cluster.json").exists(), f"no cluster in {c.dir} to stop")
+    # Without a pid file (the start failed) only the marker check below applies.
+    keeper = int(pid_file.read_text()) if pid_file.exists() else None
+    pids = [keeper] + processes_below(keeper) if keeper else []
     log(f"{len(pids)} processes of the cluster before stop: "
         + ", ".join(describe(p) for p in pids))
     result = c.run([c.local_slurm, "stop", str(c.dir)], timeout=120, ok=False)
