@@ -22,7 +22,8 @@ packages=(
   libpmix-dev
   libzmq3-dev cppzmq-dev
   python3 python3-matplotlib procps
-  # A real Slurm on this host (scripts/local-slurm) and the SPANK plugin's header
+  # A real Slurm on this host (scripts/local-slurm) and the SPANK plugin's header; none of
+  # them depends on Open MPI (apt-cache depends --recurse --no-recommends shows no openmpi)
   slurmctld slurmd slurmdbd slurm-client munge mariadb-server libslurm-dev
 )
 
