@@ -22,6 +22,9 @@ packages=(
   libpmix-dev
   libzmq3-dev cppzmq-dev
   python3 python3-matplotlib procps
+  # A real Slurm on this host (scripts/local-slurm) and the SPANK plugin's header; none of
+  # them depends on Open MPI (apt-cache depends --recurse --no-recommends shows no openmpi)
+  slurmctld slurmd slurmdbd slurm-client munge mariadb-server libslurm-dev
 )
 
 missing=()
@@ -33,8 +36,19 @@ done
 if ((${#missing[@]})); then
   log "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # munge and mariadb-server start their system-wide daemons on install: keep them from
+  # doing so (scripts/local-slurm runs private ones), unless a policy is already in place.
+  policy_rc=/usr/sbin/policy-rc.d
+  own_policy_rc=0
+  if [[ ! -e "${policy_rc}" ]]; then
+    printf '#!/bin/sh\n# installed by Bellows install-deps.sh while it runs\nexit 101\n' > "${policy_rc}"
+    chmod 755 "${policy_rc}"
+    own_policy_rc=1
+  fi
+  status=0
+  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; } || status=$?
+  if ((own_policy_rc)); then rm -f "${policy_rc}"; fi
+  ((status == 0)) || exit "${status}"
 else
   log "Debian packages already installed"
 fi
