@@ -185,6 +185,8 @@ void ControllerService::on_notification(const transport::Incoming& in) {
                  << std::flush;
   } else if (const auto* ack = std::get_if<protocol::ResizeAck>(&in.envelope.message)) {
     job_control_.resize_ack(node, *ack);
+  } else if (const auto* exited = std::get_if<protocol::RankExited>(&in.envelope.message)) {
+    job_control_.rank_exited(node, *exited);
   }
 }
 

@@ -42,6 +42,16 @@ void DaemonJobControl::daemon_gone(const std::string& node) {
   report({JobReportKind::rank_died, resize, node, 0, "the daemon of " + node + " went away"});
 }
 
+void DaemonJobControl::rank_exited(const std::string& node, const protocol::RankExited& exited) {
+  const ResizeId resize = expanding_ != 0 ? expanding_ : shrinking_;
+  if (resize == 0 && starting_.empty()) return;  // no resize runs: the job itself handles it
+  std::string how = exited.signal != 0 ? "killed by signal " + std::to_string(exited.signal)
+                    : exited.exit_code >= 0 ? "exit status " + std::to_string(exited.exit_code)
+                                            : "its process disappeared";
+  report({JobReportKind::rank_died, resize, node, 0,
+          "rank " + std::to_string(exited.rank) + " (pid " + std::to_string(exited.pid) + ") " + how});
+}
+
 void DaemonJobControl::resize_ack(const std::string& node, const protocol::ResizeAck& ack) {
   using protocol::ResizeAckOutcome;
   if (ack.job_size != 0) job_size_ = ack.job_size;

@@ -5,8 +5,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
+#include <csignal>
+#include <fstream>
+#include <map>
 #include <mutex>
+#include <thread>
 #include <optional>
 #include <variant>
 
@@ -38,6 +43,24 @@ void log_sink(transport::LogLevel level, const std::string& text) {
 
 }  // namespace
 
+/// A rank being watched: its pid, its rank in the job (from its metrics), and whether it
+/// reported that it left (then its end is expected).
+struct WatchedRank {
+  pid_t pid = 0;
+  std::uint32_t rank = 0;
+  bool left = false;
+};
+
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  // A process that ended but was not reaped yet by its parent (hydra) is gone for us too.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
+}
+
 struct ControllerLink::State {
   PmixServer* server = nullptr;
   Options options;
@@ -47,6 +70,28 @@ struct ControllerLink::State {
   std::mutex mutex;
   std::condition_variable changed;
   std::optional<std::string> registration;  // "" when registered, else why not
+  std::map<std::string, WatchedRank> watched;  // by the rank's PMIx name
+  bool stopping = false;
+  std::thread watcher;
+
+  /// Every 100 ms: ranks whose process ended are reported (RankExited) and forgotten.
+  void watch() {
+    std::unique_lock lock(mutex);
+    while (!changed.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopping; })) {
+      for (auto it = watched.begin(); it != watched.end();) {
+        if (!process_gone(it->second.pid)) {
+          ++it;
+          continue;
+        }
+        if (!it->second.left) {
+          spdlog::warn("rank {} ({}, pid {}) ended without leaving the job", it->second.rank,
+                       it->first, it->second.pid);
+          client->notify(protocol::RankExited{it->second.rank, it->second.pid, -1, 0});
+        }
+        it = watched.erase(it);
+      }
+    }
+  }
 
   void deliver(const protocol::Message& message) {
     if (const auto* d = std::get_if<protocol::ResizeDecided>(&message)) {
@@ -134,9 +179,20 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
                                }
                              });
   });
+  server.on_rank_attached([weak](const ProcId& proc, pid_t pid) {
+    auto s = weak.lock();
+    if (!s) return;
+    std::lock_guard lock(s->mutex);
+    s->watched[to_string(proc)] = WatchedRank{pid, 0, false};
+  });
   server.on_metrics([weak](const ReceivedMetrics& m) {
     auto s = weak.lock();
     if (!s) return;
+    {
+      std::lock_guard lock(s->mutex);
+      if (auto it = s->watched.find(to_string(m.source)); it != s->watched.end())
+        it->second.rank = static_cast<std::uint32_t>(m.rank);
+    }
     protocol::NodeMetrics node;
     node.node_name = s->options.node_name;
     node.iteration = m.iteration;
@@ -163,9 +219,14 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
     } else {
       ack.outcome = protocol::ResizeAckOutcome::drained;
       ack.ranks_drained = r.ranks;
+      std::lock_guard lock(s->mutex);
+      if (auto it = s->watched.find(to_string(r.source)); it != s->watched.end())
+        it->second.left = true;
     }
     s->client->notify(ack);
   });
+
+  state_->watcher = std::thread([s = state_.get()] { s->watch(); });
 
   protocol::Hello hello{state_->options.node_name, static_cast<std::int32_t>(::getpid()),
                         protocol::kProtocolVersion};
@@ -189,6 +250,13 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
 }
 
 ControllerLink::~ControllerLink() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->changed.notify_all();
+  if (state_->watcher.joinable()) state_->watcher.join();
+  state_->server->on_rank_attached(nullptr);
   state_->server->on_allocate(nullptr);
   state_->server->on_metrics(nullptr);
   state_->server->on_resize_report(nullptr);

@@ -4,6 +4,7 @@
 #include <bellows/protocol/tcp_nodelay.hpp>
 
 #include <pmix_tool.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -227,6 +228,22 @@ ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
     }
     state->handler_id = static_cast<size_t>(rc);
     state->handler_registered = true;
+    // The daemon watches this process from now on (it learns of a crash without waiting).
+    const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
+    const bool no_cache = true;
+    Info attached(3);
+    attached.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
+    attached.load(1, proto::kAttachedPid, &pid, PMIX_UINT64);
+    attached.load(2, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
+    rc = PMIx_Notify_event(proto::kRankAttached, &state->self, PMIX_RANGE_RM, attached.data(),
+                           attached.size(), nullptr, nullptr);
+    if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED) {
+      g_state.store(nullptr);
+      PMIx_Deregister_event_handler(state->handler_id, nullptr, nullptr);
+      PMIx_tool_finalize();
+      throw ControlChannelError(std::string("telling bellowsd this rank attached failed: ") +
+                                PMIx_Error_string(rc));
+    }
     return ControlChannel(std::move(state));
   } catch (...) {
     g_connected.store(false);

@@ -17,6 +17,7 @@
 #include <exception>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -145,11 +146,14 @@ int main(int argc, char** argv) {
     std::printf("attached %s\n", channel->name().c_str());
     std::fflush(stdout);
     if (mode == "roundtrip") return roundtrip(*channel);
+    if (mode == "hold") {  // stays attached until killed
+      while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     if (mode == "ask" && argc == 3) {
       print_answer("answer", channel->request_resize(std::stoi(argv[2])));
       return 0;
     }
-    std::fprintf(stderr, "usage: control_channel_probe roundtrip | ask N | client FILE\n");
+    std::fprintf(stderr, "usage: control_channel_probe roundtrip | ask N | hold | client FILE\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());

@@ -5,6 +5,8 @@
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 #include <bellows/runtime/control_channel.hpp>
+#include <bellows/transport/endpoint.hpp>
+#include <bellows/transport/security.hpp>
 
 #include <gtest/gtest.h>
 
@@ -395,6 +397,85 @@ TEST_F(DaemonTest, BellowsdServesARankAndStopsOnSigterm) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
   EXPECT_FALSE(fs::exists(dir_ / "uri"));
   EXPECT_FALSE(fs::exists(dir_ / "pmix"));
+}
+
+TEST_F(DaemonTest, BellowsdForwardsToItsControllerAndReportsARankThatDies) {
+  // The controller's end, in this process: answers Hello and allocation requests, records
+  // what the daemon sends.
+  namespace tr = bellows::transport;
+  namespace pr = bellows::protocol;
+  const fs::path ctl = dir_ / "ctl";
+  tr::prepare_private_directory(ctl);
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<pr::Message> received;
+  tr::Handlers handlers;
+  handlers.on_request = [&](const tr::Incoming& in, tr::Responder responder) {
+    {
+      std::lock_guard lock(mutex);
+      received.push_back(in.envelope.message);
+    }
+    arrived.notify_all();
+    const bool allocation = std::holds_alternative<pr::AllocationRequest>(in.envelope.message);
+    responder.reply(pr::Ack{pr::AckCode::ok, allocation ? "granted by the test" : "welcome"});
+  };
+  handlers.on_notification = [&](const tr::Incoming& in) {
+    {
+      std::lock_guard lock(mutex);
+      received.push_back(in.envelope.message);
+    }
+    arrived.notify_all();
+  };
+  tr::ServerOptions options;
+  options.endpoint = "ipc://" + (ctl / "controller.sock").string();
+  options.log = [](tr::LogLevel, const std::string&) {};
+  tr::Server server(options, handlers);
+  const auto wait_for = [&](auto predicate) {
+    std::unique_lock lock(mutex);
+    return arrived.wait_for(lock, 20s, [&] {
+      return std::any_of(received.begin(), received.end(), predicate);
+    });
+  };
+
+  ChildProcess daemon({BELLOWSD_PATH, "--tmpdir", (dir_ / "pmix").string(), "--uri-file",
+                       (dir_ / "uri").string(), "--node-name", "n7", "--controller",
+                       server.endpoint()});
+  ASSERT_TRUE(wait_for([](const pr::Message& m) {
+    const auto* hello = std::get_if<pr::Hello>(&m);
+    return hello != nullptr && hello->node_name == "n7";
+  }));
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!fs::exists(dir_ / "uri") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  const std::string uri_env = "BELLOWS_DAEMON_URI=file:" + (dir_ / "uri").string();
+  {
+    ChildProcess rank({BELLOWS_PROBE_PATH, "ask", "2"}, {uri_env});
+    EXPECT_EQ(line(rank).rfind("attached bellowsd.tool.", 0), 0u);
+    EXPECT_EQ(line(rank), "answer status=0 name=SUCCESS text=granted by the test");
+    ASSERT_TRUE(rank.wait_exit(20s).has_value());
+  }
+  EXPECT_TRUE(wait_for([](const pr::Message& m) {
+    const auto* request = std::get_if<pr::AllocationRequest>(&m);
+    return request != nullptr && request->directive == pr::AllocationDirective::extend &&
+           request->node_count == 2;
+  }));
+
+  // A rank that is killed: the daemon sees its process go and tells the controller.
+  ChildProcess doomed({BELLOWS_PROBE_PATH, "hold"}, {uri_env});
+  EXPECT_EQ(line(doomed).rfind("attached bellowsd.tool.", 0), 0u);
+  const pid_t pid = doomed.pid();
+  std::this_thread::sleep_for(200ms);  // the attach notice reaches the daemon
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(doomed.wait_exit(20s).has_value());
+  EXPECT_TRUE(wait_for([pid](const pr::Message& m) {
+    const auto* exited = std::get_if<pr::RankExited>(&m);
+    return exited != nullptr && exited->pid == pid && exited->exit_code == -1 && exited->crashed();
+  }));
+
+  ASSERT_EQ(::kill(daemon.pid(), SIGTERM), 0);
+  const auto status = daemon.wait_exit(20s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
 }
 
 }  // namespace

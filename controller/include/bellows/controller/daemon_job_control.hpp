@@ -35,6 +35,9 @@ class DaemonJobControl final : public JobControl {
   void daemon_registered(const std::string& node);
   /// The daemon of `node` went away (exited, crashed, dropped).
   void daemon_gone(const std::string& node);
+  /// A rank of `node` ended without leaving the job (its daemon saw the process go): a death
+  /// of the resize in flight, if any.
+  void rank_exited(const std::string& node, const protocol::RankExited& exited);
   /// The ranks of `node` reported how a resize ended.
   void resize_ack(const std::string& node, const protocol::ResizeAck& ack);
 

@@ -8,6 +8,7 @@
 //                                                the rank: ok -> PMIX_SUCCESS + text)
 //   kRankMetrics                                 NodeMetrics
 //   kResizeReport                                ResizeAck
+//   kRankAttached (pid), then the process ends   RankExited (unless it reported "left")
 //
 //   controller -> daemon (transport)             daemon -> ranks (PMIx event, local range)
 //   ResizeDecided (expand | shrink)              kExpandDecided | kShrinkDecided

@@ -10,6 +10,7 @@
 #include <bellows/daemon/payload.hpp>
 
 #include <pmix_common.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -114,6 +115,8 @@ class PmixServer {
   using AllocateHandler = std::function<void(const AllocationRequest&, AllocationResponder)>;
   using MetricsHandler = std::function<void(const ReceivedMetrics&)>;
   using ResizeReportHandler = std::function<void(const ReceivedResizeReport&)>;
+  /// A rank attached and said which process it is: (its PMIx name, its pid).
+  using RankAttachedHandler = std::function<void(const ProcId&, pid_t)>;
   using ToolHandler = std::function<void(const ProcId&)>;
 
   /// Starts the server; throws PmixError (PMIx refused) or std::runtime_error (files).
@@ -137,6 +140,8 @@ class PmixServer {
   /// Handler for the ranks' resize reports; without one they are dropped. Reports with an
   /// unknown outcome or a malformed rank list are dropped and logged before any handler.
   void on_resize_report(ResizeReportHandler handler);
+  /// Handler for the ranks' attach notices (kRankAttached); without one they are dropped.
+  void on_rank_attached(RankAttachedHandler handler);
   /// Called when a tool attached, with the name the server gave it.
   void on_tool_connected(ToolHandler handler);
 

@@ -114,7 +114,9 @@ struct RankExited {
   static constexpr MessageType kType = MessageType::rank_exited;
   std::uint32_t rank = 0;
   std::int32_t pid = 0;        ///< > 0
-  std::int32_t exit_code = 0;  ///< exit status when it exited, 0 when killed by a signal
+  /// Exit status when it exited, 0 when killed by a signal, -1 when the daemon could not
+  /// learn it (the rank is not its child: it saw the process disappear).
+  std::int32_t exit_code = 0;
   std::int32_t signal = 0;     ///< the signal that killed it, 0 when it exited
   bool crashed() const { return exit_code != 0 || signal != 0; }
   bool operator==(const RankExited&) const = default;

@@ -49,6 +49,9 @@ inline constexpr pmix_status_t kRankMetrics = kEventBase - 6;
 /// rank -> daemon (range PMIX_RANGE_RM): how the resize kResizeId ended on the rank.
 /// Payload: kResizeId, kReportOutcome, kReportJobSize, kReportRanks, kReportText.
 inline constexpr pmix_status_t kResizeReport = kEventBase - 7;
+/// rank -> daemon (range PMIX_RANGE_RM), right after attaching: the rank's process id, so that
+/// the daemon can tell when it ends. Payload: kAttachedPid.
+inline constexpr pmix_status_t kRankAttached = kEventBase - 8;
 
 /// The name of a Bellows event code, or "" for any other code.
 constexpr std::string_view event_name(pmix_status_t code) noexcept {
@@ -60,6 +63,7 @@ constexpr std::string_view event_name(pmix_status_t code) noexcept {
     case kMetricsRequest: return "metrics-request";
     case kRankMetrics: return "rank-metrics";
     case kResizeReport: return "resize-report";
+    case kRankAttached: return "rank-attached";
     default: return "";
   }
 }
@@ -85,6 +89,9 @@ inline constexpr const char* kAbortReason = "bellows.abort.reason";
 inline constexpr const char* kRequestId = "bellows.request.id";
 /// string: the daemon's answer to an allocation request, readable text.
 inline constexpr const char* kReplyText = "bellows.reply.text";
+
+/// uint64: the process id of a rank that attached (kRankAttached).
+inline constexpr const char* kAttachedPid = "bellows.attached.pid";
 
 // resize reports (kResizeReport)
 /// string: "committed" (the job runs with its new membership; sent by the job's first rank),
@@ -130,7 +137,7 @@ constexpr pmix_data_type_t key_type(std::string_view key) noexcept {
   constexpr std::string_view integers[] = {
       kVersion,           kResizeId,          kExpandCount,         kRequestId,
       kMetricsRank,       kMetricsReadyTasks, kMetricsStealsSent,   kMetricsStealsFailed,
-      kMetricsIteration,  kMetricsRequestId,  kReportJobSize};
+      kMetricsIteration,  kMetricsRequestId,  kReportJobSize,       kAttachedPid};
   for (auto k : strings)
     if (k == key) return PMIX_STRING;
   for (auto k : doubles)
