@@ -432,7 +432,7 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
   // table of its own, and put it back in order from there.
   t = Clock::now();
   const int staying = size - static_cast<int>(sorted.size());
-  const bool prefix = sorted.empty() || sorted.front() == staying;
+  const bool prefix = !sorted.empty() && sorted.front() == staying;
   std::vector<int> order;
   for (int r = 0; r < size; ++r) {
     if (!std::binary_search(sorted.begin(), sorted.end(), r)) order.push_back(r);
@@ -458,7 +458,9 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
     // Back to the old order: new rank i is rank i - 1 (mod n) of the rotated one.
     t = Clock::now();
     std::vector<int> back(static_cast<std::size_t>(staying));
-    for (int i = 0; i < staying; ++i) back[static_cast<std::size_t>(i)] = (i + staying - 1) % staying;
+    for (int i = 0; i < staying; ++i) {
+      back[static_cast<std::size_t>(i)] = (i + staying - 1) % staying;
+    }
     Group rotated, ordered;
     check(MPI_Comm_group(survivors.get(), rotated.out()), "MPI_Comm_group");
     check(MPI_Group_incl(rotated.get(), staying, back.data(), ordered.out()), "MPI_Group_incl");
