@@ -421,12 +421,26 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
         "with ranks that stay, and its MPI_Finalize would wait for them");
   }
 
+  // The survivors' communicator. MPICH ch3 gives a communicator made from a group its
+  // own table of connections, except when the group's ranks are those of the old
+  // communicator 0..n-1 in order: then it reuses the old communicator's table
+  // (dup_vcrt in ch3u_comm.c does not compare the sizes), leavers included, and that
+  // table keeps the connections to the leavers open until the survivors release the new
+  // communicator, so a leaver's disconnect below waits for the end of the job. That is
+  // the case whenever the leavers are the highest ranks. So the survivors first form a
+  // communicator in rotated order (rank 0 last: never the prefix order), which gets a
+  // table of its own, and put it back in order from there.
   t = Clock::now();
+  const int staying = size - static_cast<int>(sorted.size());
+  const bool prefix = !sorted.empty() && sorted.front() == staying;
+  std::vector<int> order;
+  for (int r = 0; r < size; ++r) {
+    if (!std::binary_search(sorted.begin(), sorted.end(), r)) order.push_back(r);
+  }
+  if (prefix && staying > 1) std::rotate(order.begin(), order.begin() + 1, order.end());
   Group all, survivors_group;
   check(MPI_Comm_group(current.get(), all.out()), "MPI_Comm_group");
-  check(MPI_Group_excl(all.get(), static_cast<int>(sorted.size()), sorted.data(),
-                       survivors_group.out()),
-        "MPI_Group_excl");
+  check(MPI_Group_incl(all.get(), staying, order.data(), survivors_group.out()), "MPI_Group_incl");
   MPI_Comm survivors_raw = MPI_COMM_NULL;
   check(MPI_Comm_create(current.get(), survivors_group.get(), &survivors_raw), "MPI_Comm_create");
   Communicator survivors = adopt(survivors_raw);
@@ -439,6 +453,24 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
   errors.consumed();
   current.disconnect();
   report.disconnect_seconds = seconds_since(t);
+
+  if (survivors && prefix && staying > 1) {
+    // Back to the old order: new rank i is rank i - 1 (mod n) of the rotated one.
+    t = Clock::now();
+    std::vector<int> back(static_cast<std::size_t>(staying));
+    for (int i = 0; i < staying; ++i) {
+      back[static_cast<std::size_t>(i)] = (i + staying - 1) % staying;
+    }
+    Group rotated, ordered;
+    check(MPI_Comm_group(survivors.get(), rotated.out()), "MPI_Comm_group");
+    check(MPI_Group_incl(rotated.get(), staying, back.data(), ordered.out()), "MPI_Group_incl");
+    MPI_Comm ordered_raw = MPI_COMM_NULL;
+    check(MPI_Comm_create(survivors.get(), ordered.get(), &ordered_raw), "MPI_Comm_create");
+    Communicator in_order = adopt(ordered_raw);
+    survivors.disconnect();
+    survivors = std::move(in_order);
+    report.create_seconds += seconds_since(t);
+  }
 
   report.left = !survivors;
   report.new_size = size - static_cast<int>(sorted.size());

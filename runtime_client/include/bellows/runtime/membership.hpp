@@ -16,6 +16,19 @@
 //   (Tried on MPICH 4.0.2 ch3: with a spawn intercommunicator kept, or with the old
 //   communicator released by MPI_Comm_free, a leaver's MPI_Finalize waits until the
 //   survivors finalize, even while they are inside MPI calls.)
+// - ch3 keeps one table of connections per communicator, shared by duplicates, and a
+//   connection stays open while any table that lists it is alive. A communicator made
+//   from a group (MPI_Comm_create, MPI_Comm_split) whose ranks are 0..n-1 of the old one
+//   in order does not get a table of its own: it shares the old communicator's table,
+//   the leavers' connections included (ch3u_comm.c, dup_vcrt, compares the mapping but
+//   not the sizes). That is the case whenever the leavers are the highest ranks; a leaver
+//   then waits in MPI_Comm_disconnect, polling a core, until the survivors release their
+//   communicator at the end of the job. So shrink builds the survivors' communicator in
+//   rotated order in that case (never the prefix order, so it gets a table of its own)
+//   and puts it back in order from there. With its own table, the survivors'
+//   disconnect of the old communicator closes every connection to the leavers (both
+//   sides are inside MPI_Comm_disconnect, so both make progress) and the leavers exit
+//   within milliseconds while the job goes on.
 //
 // Error handling: while a function of this module runs, the communicators it uses are set
 // to MPI_ERRORS_RETURN (a caller's communicator gets its own handler back afterwards); a
@@ -120,7 +133,7 @@ struct ShrinkReport {
   int new_size = 0;                 ///< size of the survivors' communicator
   bool left = false;                ///< true on the ranks that left
   double check_seconds = 0.0;       ///< the one allreduce that checks the arguments agree
-  double create_seconds = 0.0;      ///< MPI_Group_excl + MPI_Comm_create
+  double create_seconds = 0.0;      ///< building the survivors' communicator (MPI_Comm_create)
   double disconnect_seconds = 0.0;  ///< MPI_Comm_disconnect of the old communicator
   double total_seconds = 0.0;
 };
@@ -164,13 +177,15 @@ void validate_leaving(int size, std::span<const int> leaving);
 /// Order of events: validate_leaving() (throws std::invalid_argument on every rank);
 /// one MPI_Allreduce checks that every rank passed the same list and that no leaver
 /// shares its MPI_COMM_WORLD with a rank that stays (throws std::invalid_argument on
-/// every rank otherwise); MPI_Group_excl + MPI_Comm_create build the survivors'
-/// communicator (MPI_COMM_NULL on leavers; MPI_Comm_split is not used: on ch3 it keeps
-/// references to the leavers' connections); then every rank calls MPI_Comm_disconnect
-/// on `current`. That disconnect is what frees the leavers: their connections to the
-/// survivors were used by `current` alone, so each side sends ch3's close message and
-/// waits for the other's acknowledgement; after it a leaver is tied to nobody and can
-/// call MPI_Finalize and exit 0 while the job goes on.
+/// every rank otherwise); MPI_Comm_create builds the survivors' communicator
+/// (MPI_COMM_NULL on leavers), in rotated order when the leavers are the highest ranks
+/// so that it does not share `current`'s table of connections (see the rules above);
+/// then every rank calls MPI_Comm_disconnect on `current`. That disconnect is what frees
+/// the leavers: their connections to the survivors were used by `current` alone, so
+/// each side sends ch3's close message and waits for the other's acknowledgement; after
+/// it a leaver is tied to nobody and can call MPI_Finalize and exit 0 while the job goes
+/// on. Last, the survivors put a rotated communicator back in order (one more
+/// MPI_Comm_create over the survivors alone, and a disconnect of the rotated one).
 ///
 /// Precondition: no other communicator that contains a leaver is alive (free or
 /// disconnect, e.g., a Runtime's duplicate, before calling), else the leaver's

@@ -1,0 +1,188 @@
+// Ranks that leave a running job exit at once, while the job goes on:
+// `mpiexec -n 1 leaver_exit_tests` starts rank 0, which grows the job to 3 ranks; a GEMM
+// with stealing runs under ElasticJob, and between iterations:
+//   before iteration 2: rank 2, one of the job's first ranks, leaves: 3 -> 2;
+//   before iteration 3: one rank is added: 2 -> 3;
+//   before iteration 4: rank 2, the rank that expand added, leaves: 3 -> 2.
+// Both leavers are the highest rank, the case in which the survivors' communicator
+// could keep the leavers' connections open (membership.hpp). Right before each shrink
+// the ranks gather their pids at rank 0. After the shrink, rank 0 waits, without
+// calling MPI, until the leaver's process is gone (or a zombie waiting for hydra's
+// proxy), at most kExitLimitSeconds, while the other survivor has gone on into the
+// next iteration. A leaver that can only exit once the job ends fails here.
+// Also checked: every GEMM task ran exactly once per iteration, and C is bit-identical
+// after every iteration. Rank 0 prints one JSON line with "result":"PASS" or "FAIL";
+// every process runs under a watchdog.
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bellows/examples/app.hpp"
+#include "bellows/runtime/elastic_job.hpp"
+#include "gemm_tasks.hpp"
+#include "spawned_processes.hpp"
+#include "watchdog.hpp"
+
+namespace br = bellows::runtime;
+namespace be = bellows::examples;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kChildFlag = "--leaver-exit-child";
+constexpr int kN = 288;
+constexpr int kTile = 48;
+constexpr int kInitialRanks = 3;
+constexpr int kIterations = 6;
+constexpr int kTasks = (kN / kTile) * (kN / kTile) * (kN / kTile);
+constexpr double kExitLimitSeconds = 10.0;
+
+struct Gemm {
+  explicit Gemm(int rank)
+      : grid(br::BlockCyclic2D::square_for(kInitialRanks)),
+        a(0, kN, kN, kTile, grid, rank),
+        b(1, kN, kN, kTile, grid, rank),
+        c(2, kN, kN, kTile, grid, rank) {
+    be::fill_random(a, 7);
+    be::fill_random(b, 8);
+  }
+  void attach(br::Runtime& runtime) {
+    runtime.add_collection(a);
+    runtime.add_collection(b);
+    runtime.add_collection(c);
+    runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+  }
+  br::BlockCyclic2D grid;
+  br::TiledMatrix a, b, c;
+};
+
+br::SpawnSpec spawn_spec(int join_iteration) {
+  br::SpawnSpec spec;
+  spec.command = br::current_executable();
+  spec.args = {kChildFlag, std::to_string(join_iteration)};
+  return spec;
+}
+
+/// Runs iterations first_iteration..kIterations-1 on any rank; returns 0 when everything
+/// this rank checked held (rank 0: the whole job).
+int run(br::ElasticJob& job, int first_iteration) {
+  auto gemm = std::make_unique<Gemm>(job.rank());
+  br::RuntimeOptions options;
+  options.steal.enabled = true;
+  options.steal.chunk = 2;
+  br::Runtime runtime(job.communicator(), options);
+  job.attach(runtime);
+  gemm->attach(runtime);
+
+  int failed = 0;
+  std::vector<double> first_c;
+  nlohmann::json leavers = nlohmann::json::array();
+  for (int it = first_iteration; it < kIterations; ++it) {
+    const bool shrink = it == 2 || it == 4;
+    std::vector<int> pids(static_cast<std::size_t>(job.size()));
+    if (shrink) {
+      const int pid = static_cast<int>(::getpid());
+      MPI_Gather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, 0, job.communicator());
+    }
+    if (job.rank() == 0) {
+      if (shrink) job.request_shrink({2}, "the highest rank leaves");
+      if (it == 3) job.request_expand(1, "one more rank");
+    }
+    const int rank_before = job.rank();
+    const auto outcome = job.apply_pending(it);
+    if (outcome == br::ElasticJob::Outcome::left) return 0;  // MPI_Finalize and exit follow
+    const auto resized = Clock::now();
+    if (shrink && rank_before == 0) {
+      // The other survivor is in the next iteration meanwhile.
+      const int leaver = pids.at(2);
+      const double gone = bellows::testing::wait_gone({leaver}, resized, kExitLimitSeconds);
+      const bool survivor_alive = !bellows::testing::process_gone(pids.at(1));
+      leavers.push_back({{"before_iteration", it},
+                         {"pid", leaver},
+                         {"first_rank", it == 2},
+                         {"gone_after_shrink_s", gone},
+                         {"survivor_alive", survivor_alive}});
+      if (gone < 0.0 || !survivor_alive) {
+        std::fprintf(stderr,
+                     "leaver_exit_tests: FAILED: leaver pid %d (rank 2 before iteration %d) still "
+                     "running %.0f s after the shrink\n",
+                     leaver, it, kExitLimitSeconds);
+        failed = 1;
+      }
+    }
+
+    const auto executed_before = runtime.stats().tasks_executed;
+    job.after_iteration(runtime.run_iteration());
+    long long mine = static_cast<long long>(runtime.stats().tasks_executed - executed_before), all = 0;
+    MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, job.communicator());
+    const auto c = gemm->c.gather_to_root(job.communicator());
+    if (job.rank() == 0) {
+      if (first_c.empty()) first_c = c;
+      const bool exact = c.size() == first_c.size() &&
+                         std::memcmp(c.data(), first_c.data(), c.size() * sizeof(double)) == 0;
+      if (all != kTasks || !exact) {
+        std::fprintf(stderr, "leaver_exit_tests: FAILED: iteration %d ran %lld tasks (expected %d), C %s\n",
+                     it, all, kTasks, exact ? "exact" : "differs");
+        failed = 1;
+      }
+    }
+  }
+
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, job.communicator());
+  if (job.rank() == 0) {
+    const bool pass = any_failed == 0 && job.size() == 2 && leavers.size() == 2;
+    nlohmann::json line{{"test", "leaver_exit"},
+                        {"ranks", job.size()},
+                        {"leavers", leavers},
+                        {"exit_limit_s", kExitLimitSeconds},
+                        {"result", pass ? "PASS" : "FAIL"}};
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+    any_failed = pass ? 0 : 1;
+  }
+  MPI_Bcast(&any_failed, 1, MPI_INT, 0, job.communicator());
+  return any_failed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  const bool child = argc > 2 && std::string(argv[1]) == kChildFlag;
+  bellows::testing::Watchdog dog(bellows::testing::limit_from_env("BELLOWS_TEST_WATCHDOG_S", 60.0),
+                                 child ? "leaver exit child" : "leaver exit scenario (rank 0)");
+  int code = 1;
+  try {
+    if (child) {
+      const int join_iteration = std::stoi(argv[2]);
+      auto joined = br::Membership::join();
+      if (!joined) throw std::runtime_error("started as a child but not spawned");
+      br::ElasticJob job(std::move(*joined), spawn_spec, join_iteration);
+      code = run(job, join_iteration);
+    } else {
+      br::Membership membership(MPI_COMM_WORLD);
+      membership.grow(kInitialRanks - 1, spawn_spec(0));
+      br::ElasticJob job(std::move(membership), spawn_spec);
+      code = run(job, 0);
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "leaver_exit_tests: pid %d: %s; aborting the job\n", static_cast<int>(::getpid()),
+                 error.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  if (code != 0) std::fprintf(stderr, "leaver_exit_tests: pid %d: FAILED\n", static_cast<int>(::getpid()));
+  dog.disarm();
+  MPI_Finalize();
+  return code;
+}
