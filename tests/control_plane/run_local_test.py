@@ -68,7 +68,7 @@ def main():
 
     job = subprocess.Popen(
         [a.bellows, "run", "--nodes", "2:4", "--policy", policy, "--quiet", "--",
-         a.app, "--n", "1536", "--tile", "256", "--iterations", "24", "--steal", "on", "--verify"],
+         a.app, "--n", "1536", "--tile", "256", "--iterations", "40", "--steal", "on", "--verify"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # The policy sees ready tasks piling up on 2 nodes and grows the job to 4.
@@ -95,6 +95,21 @@ def main():
         r = bellows("resize", "-2", "--reason", "operator gives two nodes back")
         if r.returncode != 0 or "ranks on local2, local3 leave" not in r.stdout:
             fail(f"bellows resize -2: {r.returncode} {r.stdout!r} {r.stderr!r}")
+
+        # The leaving ranks exit at once: the nodes go back while the job still runs.
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            r = bellows("status", "--json")
+            if r.returncode != 0:
+                fail(f"the job ended before its shrink completed: {r.stderr!r}")
+            status = json.loads(r.stdout)
+            if len(status["nodes"]) == 2 and status["active_resize"] is None:
+                break
+            time.sleep(0.2)
+        else:
+            fail(f"the shrink did not give the nodes back within 30 s; last status {status}")
+        if status["ranks"] != 2:
+            fail(f"status says {status['ranks']} ranks after the shrink, expected 2")
 
         out, err = job.communicate(timeout=150)
     except subprocess.TimeoutExpired:
