@@ -14,9 +14,9 @@ export BELLOWS_RUN_DIR="${BELLOWS_RUN_DIR:-$(mktemp -d /tmp/bellows-demo.XXXXXX)
 bellows="${build}/cli/bellows"
 
 echo
-echo "== bellows run: elastic GEMM (n=3072, tile 256, 30 iterations), nodes 2:6, policy local-demo.yaml =="
+echo "== bellows run: elastic GEMM (n=2048, tile 256, 30 iterations), nodes 2:6, policy local-demo.yaml =="
 "${bellows}" run --nodes 2:6 --policy "${root}/policies/examples/local-demo.yaml" -- \
-  "${build}/examples/gemm" --n 3072 --tile 256 --iterations 30 --steal on --verify &
+  "${build}/examples/gemm" --n 2048 --tile 256 --iterations 30 --steal on --verify &
 job=$!
 
 # The operator: once the policy has grown the job to 6 nodes, give 4 of them back.

@@ -59,7 +59,12 @@ void DaemonJobControl::resize_ack(const std::string& node, const protocol::Resiz
     case ResizeAckOutcome::committed:
       if (ack.resize_id == expanding_) expanding_ = 0;
       report({JobReportKind::ranks_committed, ack.resize_id, node, ack.job_size, ""});
-      if (ack.resize_id != shrinking_) send_to_all(protocol::Commit{ack.resize_id});
+      if (ack.resize_id == shrinking_) {
+        shrink_committed_ = true;
+        finish_shrink_if_drained();
+      } else {
+        send_to_all(protocol::Commit{ack.resize_id});
+      }
       break;
     case ResizeAckOutcome::refused:
       if (ack.resize_id == expanding_) expanding_ = 0;
@@ -75,14 +80,20 @@ void DaemonJobControl::resize_ack(const std::string& node, const protocol::Resiz
       // The node's ranks left: its daemon goes too, before the node is given back.
       registered_.erase(node);
       if (started_.erase(node) != 0) launcher_.stop(node);
-      if (leaving_.empty()) {
-        report({JobReportKind::drained, shrinking_, "", job_size_, ""});
-        send_to_all(protocol::Commit{shrinking_});
-        shrinking_ = 0;
-      }
+      finish_shrink_if_drained();
       break;
     }
   }
+}
+
+void DaemonJobControl::finish_shrink_if_drained() {
+  // The first rank's commit and the leavers' reports come from different nodes, in any
+  // order: the shrink is drained once both are in.
+  if (shrinking_ == 0 || !shrink_committed_ || !leaving_.empty()) return;
+  report({JobReportKind::drained, shrinking_, "", job_size_, ""});
+  send_to_all(protocol::Commit{shrinking_});
+  shrinking_ = 0;
+  shrink_committed_ = false;
 }
 
 void DaemonJobControl::start_daemons(ResizeId resize, const std::vector<std::string>& nodes) {
@@ -127,6 +138,7 @@ void DaemonJobControl::withdraw(ResizeId resize, const std::vector<std::string>&
 
 void DaemonJobControl::remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
   shrinking_ = resize;
+  shrink_committed_ = false;
   leaving_ = nodes;
   protocol::ResizeDecided decided;
   decided.resize_id = resize;

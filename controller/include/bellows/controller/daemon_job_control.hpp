@@ -63,6 +63,7 @@ class DaemonJobControl final : public JobControl {
  private:
   void report(JobReport report) { reports_.push_back(std::move(report)); }
   void send_to_all(const protocol::Message& message);
+  void finish_shrink_if_drained();
 
   std::string job_;
   std::string first_node_;
@@ -77,6 +78,7 @@ class DaemonJobControl final : public JobControl {
   ResizeId expanding_ = 0;                     ///< add_ranks sent, no answer yet
   ResizeId shrinking_ = 0;                     ///< remove_ranks sent, not drained yet
   std::vector<std::string> leaving_;           ///< nodes of that shrink not drained yet
+  bool shrink_committed_ = false;              ///< the first rank reported that shrink
   unsigned job_size_ = 0;
 };
 
