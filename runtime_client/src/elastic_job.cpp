@@ -199,7 +199,9 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
   const int old_size = size();
   const SpawnSpec spec = rank() == 0 ? spawn_spec_(iteration) : SpawnSpec{};
   const auto& grown = membership_.grow(request.add, spec);
+  const std::int64_t onto_start = steady_ns();
   runtime_->expand_onto(communicator());
+  const double onto_seconds = seconds_since(onto_start);
   expand_request_steady_ns_ = request.posted_steady_ns;
   first_new_rank_ = old_size;
   if (rank() == 0) {
@@ -212,7 +214,11 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
                           {"requested_by", event.requested_by},
                           {"grow_seconds", grown.total_seconds},
                           {"spawn_seconds", grown.spawn_seconds},
-                          {"merge_seconds", grown.merge_seconds}});
+                          {"wait_seconds", grown.wait_seconds},
+                          {"group_seconds", grown.group_seconds},
+                          {"merge_seconds", grown.merge_seconds},
+                          {"disconnect_seconds", grown.disconnect_seconds},
+                          {"expand_onto_seconds", onto_seconds}});
   }
   return Outcome::resized;
 }

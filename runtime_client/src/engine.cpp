@@ -1,10 +1,12 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 
 #include "comm_engine.hpp"
+#include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
 namespace {
@@ -47,7 +49,9 @@ void Engine::pin_new_placements() {
   }
   const int count = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(size_)), offsets(counts.size());
-  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Iallgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_, &request);
+  wait_asleep(request);
   int total = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
     offsets[r] = total;
@@ -55,8 +59,9 @@ void Engine::pin_new_placements() {
   }
   if (total == 0) return;
   std::vector<std::int32_t> all(static_cast<std::size_t>(total));
-  MPI_Allgatherv(mine.data(), count, MPI_INT32_T, all.data(), counts.data(), offsets.data(),
-                 MPI_INT32_T, comm_);
+  MPI_Iallgatherv(mine.data(), count, MPI_INT32_T, all.data(), counts.data(), offsets.data(),
+                  MPI_INT32_T, comm_, &request);
+  wait_asleep(request);
   for (std::size_t i = 0; i + 4 < all.size(); i += 5) {
     const TaskKey key{static_cast<TaskClassId>(all[i]), {all[i + 1], all[i + 2], all[i + 3]}};
     pinned_.emplace(key, all[i + 4]);  // a pinned task is never stolen, so never re-pinned
@@ -65,7 +70,10 @@ void Engine::pin_new_placements() {
 }
 
 void Engine::attach(MPI_Comm comm) {
-  MPI_Comm_dup(comm, &comm_);
+  // Ranks get here at different times (a resize, new ranks starting): wait asleep.
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Comm_idup(comm, &comm_, &request);
+  wait_asleep(request);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
@@ -91,12 +99,16 @@ void Engine::share_mapping_state() {
                                  key.index[1], key.index[2], rank});
     }
   }
-  auto collection_count = collections_.size();
-  MPI_Bcast(&collection_count, 1, MPI_UINT64_T, 0, comm_);
-  int length = static_cast<int>(state.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, comm_);
-  state.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(state.data(), length, MPI_INT32_T, 0, comm_);
+  // Rank 0 sends the length and the collection count first; the others wait asleep.
+  std::array<std::int64_t, 2> sizes{static_cast<std::int64_t>(state.size()),
+                                    static_cast<std::int64_t>(collections_.size())};
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibcast(sizes.data(), 2, MPI_INT64_T, 0, comm_, &request);
+  wait_asleep(request);
+  const auto collection_count = static_cast<std::size_t>(sizes[1]);
+  state.resize(static_cast<std::size_t>(sizes[0]));
+  MPI_Ibcast(state.data(), static_cast<int>(sizes[0]), MPI_INT32_T, 0, comm_, &request);
+  wait_asleep(request);
   if (rank_ == 0) return;
   std::size_t at = 0;
   first_new_rank_ = state.at(at++);
@@ -369,7 +381,9 @@ void Engine::prepare_local_tasks() {
       if (!has_predecessor) local_roots_.push_back(key);
     });
   }
-  MPI_Allreduce(&local_task_count_, &total_task_count_, 1, MPI_INT64_T, MPI_SUM, comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Iallreduce(&local_task_count_, &total_task_count_, 1, MPI_INT64_T, MPI_SUM, comm_, &request);
+  wait_asleep(request);
   local_tasks_known_ = true;
 }
 
@@ -705,8 +719,11 @@ IterationReport Engine::run_iteration() {
   report.local.add(comm_engine_->take_stats());
   report.local.rank = rank_;
   report.first_task_steady_ns = first_task_steady_ns_.load();
-  MPI_Allreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_);
-  MPI_Allreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_);
+  std::array<MPI_Request, 2> reductions{};
+  MPI_Iallreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_, &reductions[0]);
+  MPI_Iallreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_,
+                 &reductions[1]);
+  wait_all_asleep(reductions.data(), 2);
   total_stats_.add(report.local);
   if (trace_) trace_->flush();
   if (first_new_rank_ >= 0) pin_new_placements();
