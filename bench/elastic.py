@@ -12,7 +12,10 @@ A static job runs at the final size from the start (median of its iterations but
   python3 bench/elastic.py --build build/default --base 8 --adds 2,4,8 --shrink-base 16 --removes 2,4,8
 
 Prints, per configuration, the iteration times, performance elastic / static, and for expands
-the time from the request to the first task on the new ranks.
+the time from the request to the first task on the new ranks. With --compare-build DIR, each
+elastic job also runs with the binaries of DIR (another build, e.g. of an earlier commit) right
+after the one of --build, against the same static job. --rounds repeats everything and prints
+every round.
 """
 import argparse
 import json
@@ -43,16 +46,23 @@ def main():
     ap.add_argument("--gflops", type=float, default=10.0)
     ap.add_argument("--iterations", type=int, default=7)
     ap.add_argument("--resize-at", type=int, default=3, help="the resize comes before this iteration")
+    ap.add_argument("--compare-build", default=None, help="also run each elastic job with this build")
+    ap.add_argument("--rebalance", choices=["on", "off"], default=None,
+                    help="pass --rebalance to the --build binaries (default: theirs)")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     launcher = os.path.join(ROOT, "scripts", "bellows-local")
     common = ["--n", str(args.n), "--tile", str(args.tile), "--kernel", "emulated",
               "--emulated-gflops", str(args.gflops), "--iterations", str(args.iterations),
               "--steal", "on", "--quiet"]
 
-    def job(app, ranks, resize=None):
-        cmd = [launcher, "-n", str(ranks), "--", os.path.join(args.build, "examples", app)] + common
+    def job(app, ranks, resize=None, build=None):
+        build = build or args.build
+        cmd = [launcher, "-n", str(ranks), "--", os.path.join(build, "examples", app)] + common
         if resize:
             cmd += ["--resize", resize]
+        if args.rebalance and build == args.build:
+            cmd += ["--rebalance", args.rebalance]
         return run_json(cmd)
 
     def steady(report, first):
@@ -60,35 +70,40 @@ def main():
         times = [it["seconds"] for it in report["iterations"][first:]]
         return statistics.median(times)
 
+    builds = [("", args.build)] + ([(" [compare]", args.compare_build)] if args.compare_build else [])
+    configs = [(app, "+", add) for app in args.apps.split(",")
+               for add in [int(a) for a in args.adds.split(",") if a]]
+    configs += [("gemm", "-", remove) for remove in [int(r) for r in args.removes.split(",") if r]]
     rows = []
-    for app in args.apps.split(","):
-        for add in [int(a) for a in args.adds.split(",") if a]:
-            print(f"{app}: {args.base} +{add} ...", file=sys.stderr, flush=True)
-            elastic = job(app, args.base, f"iter={args.resize_at}:+{add}")
-            static = job(app, args.base + add)
-            t_elastic = steady(elastic, args.resize_at)  # iterations after the first after the resize
+    for rnd in range(args.rounds):
+        for app, sign, delta in configs:
+            base = args.base if sign == "+" else args.shrink_base
+            final = base + delta if sign == "+" else base - delta
+            print(f"round {rnd + 1}: {app}: {base} {sign}{delta} ...", file=sys.stderr, flush=True)
+            static = job(app, final)
             t_static = steady(static, 1)
-            latency = max(x for x in elastic["resizes"][0]["request_to_first_task_seconds"] if x is not None)
-            rows.append((f"{app} {args.base} +{add}", t_elastic, t_static, t_static / t_elastic,
-                         0.95 if add <= 4 else 0.90, latency))
-    for remove in [int(r) for r in args.removes.split(",") if r]:
-        print(f"gemm: {args.shrink_base} -{remove} ...", file=sys.stderr, flush=True)
-        elastic = job("gemm", args.shrink_base, f"iter={args.resize_at}:-{remove}")
-        static = job("gemm", args.shrink_base - remove)
-        t_elastic = steady(elastic, args.resize_at)
-        t_static = steady(static, 1)
-        rows.append((f"gemm {args.shrink_base} -{remove}", t_elastic, t_static, t_static / t_elastic,
-                     0.90, None))
+            for tag, build in builds:
+                elastic = job(app, base, f"iter={args.resize_at}:{sign}{delta}", build)
+                t_elastic = steady(elastic, args.resize_at)  # iterations after the first after the resize
+                resize = elastic["resizes"][0]
+                latency = None
+                if sign == "+":
+                    latency = max(x for x in resize["request_to_first_task_seconds"] if x is not None)
+                target = 0.90 if sign == "-" or delta > 4 else 0.95
+                rows.append((rnd + 1, f"{app} {base} {sign}{delta}{tag}", t_elastic, t_static,
+                             t_static / t_elastic, target, latency, resize))
 
     print(f"\nemulated device {args.gflops:g} GFLOP/s per rank, n={args.n}, tile {args.tile}, "
           f"{args.iterations} iterations, resize before iteration {args.resize_at}, stealing on\n")
-    print(f"{'configuration':22s} {'elastic s':>10s} {'static s':>9s} {'elastic/static perf':>20s} "
-          f"{'target':>7s} {'request->first task s':>22s}")
-    for name, te, ts, ratio, target, latency in rows:
-        lat = f"{latency:.3f}" + (" (<=0.5 met)" if latency <= 0.5 else " (<=0.5 NOT met)") \
+    print(f"{'round':>5s} {'configuration':30s} {'elastic s':>10s} {'static s':>9s} {'elastic/static perf':>20s} "
+          f"{'target':>7s}          {'request->first task s':>22s} {'grow s':>7s} {'tasks moved':>11s}")
+    for rnd, name, te, ts, ratio, target, latency, resize in rows:
+        lat = (f"{latency:.3f}" + (" (<=0.5 met)" if latency <= 0.5 else " (<=0.5 NOT met)")) \
             if latency is not None else ""
-        print(f"{name:22s} {te:10.4f} {ts:9.4f} {ratio:20.3f} {'>=' + str(target):>7s}"
-              f"{'  met' if ratio >= target else '  NOT met':9s} {lat:>22s}")
+        grow = f"{resize['grow_seconds']:.3f}" if "grow_seconds" in resize else ""
+        moved = str(resize.get("tasks_migrated", ""))
+        print(f"{rnd:5d} {name:30s} {te:10.4f} {ts:9.4f} {ratio:20.3f} {'>=' + str(target):>7s}"
+              f"{'  met' if ratio >= target else '  NOT met':9s} {lat:>22s} {grow:>7s} {moved:>11s}")
 
 
 if __name__ == "__main__":

@@ -66,12 +66,23 @@ void TiledMatrix::set_tile(int m, int n, TilePtr t) {
 }
 
 void TiledMatrix::set_placement(std::vector<int> placement, int my_rank) {
+  set_mapping(std::move(placement), tile_owners_, my_rank);
+}
+
+void TiledMatrix::set_mapping(std::vector<int> placement, std::vector<int> tile_owners,
+                              int my_rank) {
   if (placement.size() != static_cast<std::size_t>(dist_.size())) {
     throw std::invalid_argument("placement of collection " + std::to_string(id_) + " has " +
                                 std::to_string(placement.size()) + " entries for a grid of " +
                                 std::to_string(dist_.size()) + " ranks");
   }
+  if (!tile_owners.empty() && tile_owners.size() != tiles_.size()) {
+    throw std::invalid_argument("tile owners of collection " + std::to_string(id_) + " have " +
+                                std::to_string(tile_owners.size()) + " entries for " +
+                                std::to_string(tiles_.size()) + " tiles");
+  }
   placement_ = std::move(placement);
+  tile_owners_ = std::move(tile_owners);
   my_rank_ = my_rank;
   for (int n = 0; n < nt_; ++n) {
     for (int m = 0; m < mt_; ++m) {
@@ -79,6 +90,14 @@ void TiledMatrix::set_placement(std::vector<int> placement, int my_rank) {
     }
   }
 }
+
+void TiledMatrix::start_probe(int base) {
+  saved_tile_owners_ = tile_owners_;
+  tile_owners_.resize(tiles_.size());
+  for (std::size_t s = 0; s < tiles_.size(); ++s) tile_owners_[s] = -(2 + base + static_cast<int>(s));
+}
+
+void TiledMatrix::stop_probe() noexcept { tile_owners_.swap(saved_tile_owners_); saved_tile_owners_.clear(); }
 
 void TiledMatrix::for_each_local_tile(const std::function<void(int, int, Tile&)>& fn) {
   for (int n = 0; n < nt_; ++n) {

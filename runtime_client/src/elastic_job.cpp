@@ -199,7 +199,9 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
   const int old_size = size();
   const SpawnSpec spec = rank() == 0 ? spawn_spec_(iteration) : SpawnSpec{};
   const auto& grown = membership_.grow(request.add, spec);
+  const std::int64_t onto_start = steady_ns();
   runtime_->expand_onto(communicator());
+  const double onto_seconds = seconds_since(onto_start);
   expand_request_steady_ns_ = request.posted_steady_ns;
   first_new_rank_ = old_size;
   if (rank() == 0) {
@@ -212,7 +214,13 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
                           {"requested_by", event.requested_by},
                           {"grow_seconds", grown.total_seconds},
                           {"spawn_seconds", grown.spawn_seconds},
-                          {"merge_seconds", grown.merge_seconds}});
+                          {"wait_seconds", grown.wait_seconds},
+                          {"group_seconds", grown.group_seconds},
+                          {"merge_seconds", grown.merge_seconds},
+                          {"disconnect_seconds", grown.disconnect_seconds},
+                          {"expand_onto_seconds", onto_seconds},
+                          {"tiles_migrated", runtime_->last_rebalance().tiles},
+                          {"tasks_migrated", runtime_->last_rebalance().tasks}});
   }
   return Outcome::resized;
 }
@@ -226,6 +234,7 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
     unpinned += std::count(request.remove.begin(), request.remove.end(), owner) > 0 ? 1 : 0;
   }
   const auto handoff = runtime_->prepare_shrink(request.remove);
+  const Rebalance rebalance = runtime_->last_rebalance();
   unsigned long long bytes = handoff.bytes_moved, all_bytes = 0;
   double seconds = handoff.seconds, slowest = 0.0;
   check(MPI_Reduce(&bytes, &all_bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, before), "MPI_Reduce");
@@ -249,6 +258,8 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
                           {"drain_seconds", slowest},
                           {"tasks_run_by_leaving_ranks", leavers_ran},
                           {"pinned_tasks_returned_to_backups", unpinned},
+                          {"tiles_migrated", rebalance.tiles},
+                          {"tasks_migrated", rebalance.tasks},
                           {"shrink_seconds", shrunk.total_seconds}});
   }
   return Outcome::resized;

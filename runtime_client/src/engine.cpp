@@ -1,10 +1,12 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 
 #include "comm_engine.hpp"
+#include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
 namespace {
@@ -47,7 +49,9 @@ void Engine::pin_new_placements() {
   }
   const int count = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(size_)), offsets(counts.size());
-  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Iallgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_, &request);
+  wait_asleep(request);
   int total = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
     offsets[r] = total;
@@ -55,8 +59,9 @@ void Engine::pin_new_placements() {
   }
   if (total == 0) return;
   std::vector<std::int32_t> all(static_cast<std::size_t>(total));
-  MPI_Allgatherv(mine.data(), count, MPI_INT32_T, all.data(), counts.data(), offsets.data(),
-                 MPI_INT32_T, comm_);
+  MPI_Iallgatherv(mine.data(), count, MPI_INT32_T, all.data(), counts.data(), offsets.data(),
+                  MPI_INT32_T, comm_, &request);
+  wait_asleep(request);
   for (std::size_t i = 0; i + 4 < all.size(); i += 5) {
     const TaskKey key{static_cast<TaskClassId>(all[i]), {all[i + 1], all[i + 2], all[i + 3]}};
     pinned_.emplace(key, all[i + 4]);  // a pinned task is never stolen, so never re-pinned
@@ -65,7 +70,10 @@ void Engine::pin_new_placements() {
 }
 
 void Engine::attach(MPI_Comm comm) {
-  MPI_Comm_dup(comm, &comm_);
+  // Ranks get here at different times (a resize, new ranks starting): wait asleep.
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Comm_idup(comm, &comm_, &request);
+  wait_asleep(request);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
@@ -78,41 +86,74 @@ void Engine::attach(MPI_Comm comm) {
 
 void Engine::share_mapping_state() {
   // [first_new_rank, then per collection: grid size and placement (empty: identity),
-  //  then the pinned tasks as (class, i0, i1, i2, rank)], from rank 0.
+  //  tile count and per-tile owners (empty: none), then the tile moves as (collection,
+  //  m, n, to, tasks), then the pinned tasks as (class, i0, i1, i2, rank)], from rank 0.
   std::vector<std::int32_t> state;
   if (rank_ == 0) {
     state.push_back(first_new_rank_);
     for (const auto* c : collections_) {
       state.push_back(static_cast<std::int32_t>(c->placement().size()));
       state.insert(state.end(), c->placement().begin(), c->placement().end());
+      state.push_back(static_cast<std::int32_t>(c->tile_owners().size()));
+      state.insert(state.end(), c->tile_owners().begin(), c->tile_owners().end());
+    }
+    state.push_back(static_cast<std::int32_t>(pending_moves_.size()));
+    for (const auto& move : pending_moves_) {
+      state.insert(state.end(), {static_cast<std::int32_t>(move.collection), move.m, move.n,
+                                 move.to, static_cast<std::int32_t>(move.tasks)});
     }
     for (const auto& [key, rank] : pinned_) {
       state.insert(state.end(), {static_cast<std::int32_t>(key.task_class), key.index[0],
                                  key.index[1], key.index[2], rank});
     }
   }
-  auto collection_count = collections_.size();
-  MPI_Bcast(&collection_count, 1, MPI_UINT64_T, 0, comm_);
-  int length = static_cast<int>(state.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, comm_);
-  state.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(state.data(), length, MPI_INT32_T, 0, comm_);
+  // Rank 0 sends the length and the collection count first; the others wait asleep.
+  std::array<std::int64_t, 2> sizes{static_cast<std::int64_t>(state.size()),
+                                    static_cast<std::int64_t>(collections_.size())};
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibcast(sizes.data(), 2, MPI_INT64_T, 0, comm_, &request);
+  wait_asleep(request);
+  const auto collection_count = static_cast<std::size_t>(sizes[1]);
+  state.resize(static_cast<std::size_t>(sizes[0]));
+  MPI_Ibcast(state.data(), static_cast<int>(sizes[0]), MPI_INT32_T, 0, comm_, &request);
+  wait_asleep(request);
   if (rank_ == 0) return;
   std::size_t at = 0;
-  first_new_rank_ = state.at(at++);
-  // Collections are registered after join_expansion; add_collection applies these.
-  joined_placements_.clear();
-  for (std::size_t c = 0; c < collection_count; ++c) {
+  const auto take = [&](std::vector<int>& out) {
     const auto entries = static_cast<std::size_t>(state.at(at++));
-    joined_placements_.emplace_back(state.begin() + static_cast<std::ptrdiff_t>(at),
-                                    state.begin() + static_cast<std::ptrdiff_t>(at + entries));
+    out.assign(state.begin() + static_cast<std::ptrdiff_t>(at),
+               state.begin() + static_cast<std::ptrdiff_t>(at + entries));
     at += entries;
+  };
+  const int first_new_rank = state.at(at++);
+  std::vector<std::vector<int>> placements(collection_count), owners(collection_count);
+  for (std::size_t c = 0; c < collection_count; ++c) {
+    take(placements[c]);
+    take(owners[c]);
+  }
+  pending_moves_.clear();
+  const auto moves = static_cast<std::size_t>(state.at(at++));
+  for (std::size_t i = 0; i < moves; ++i, at += 5) {
+    pending_moves_.push_back(TileMove{static_cast<CollectionId>(state.at(at)), state.at(at + 1),
+                                      state.at(at + 2), state.at(at + 3),
+                                      static_cast<std::uint32_t>(state.at(at + 4))});
   }
   pinned_.clear();
   for (; at + 4 < state.size(); at += 5) {
     pinned_.emplace(TaskKey{static_cast<TaskClassId>(state[at]),
                             {state[at + 1], state[at + 2], state[at + 3]}},
                     state[at + 4]);
+  }
+  last_rebalance_ = Rebalance{};
+  for (const auto& move : pending_moves_) {
+    ++last_rebalance_.tiles;
+    last_rebalance_.tasks += move.tasks;
+  }
+  if (collections_.empty()) {
+    // A new rank: add_collection applies these as the collections are registered.
+    first_new_rank_ = first_new_rank;
+    joined_placements_ = std::move(placements);
+    joined_tile_owners_ = std::move(owners);
   }
   local_tasks_known_ = false;
 }
@@ -147,119 +188,15 @@ void Engine::expand_onto(MPI_Comm comm) {
   const int old_size = size_;
   attach(comm);
   if (first_new_rank_ < 0) first_new_rank_ = old_size;
+  if (rank_ == 0) {
+    pending_moves_ = plan_expand(old_size);
+    last_rebalance_ = Rebalance{};
+    for (const auto& move : pending_moves_) {
+      ++last_rebalance_.tiles;
+      last_rebalance_.tasks += move.tasks;
+    }
+  }
   share_mapping_state();
-}
-
-ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
-  const auto begin = Clock::now();
-  std::vector<char> leaves(static_cast<std::size_t>(size_), 0);
-  for (const int r : leaving) {
-    if (r <= 0 || r >= size_ || leaves[static_cast<std::size_t>(r)]) {
-      throw std::invalid_argument("prepare_shrink: cannot remove rank " + std::to_string(r) +
-                                  " from " + std::to_string(size_) +
-                                  " ranks (rank 0 stays; each rank once)");
-    }
-    leaves[static_cast<std::size_t>(r)] = 1;
-  }
-  // Each leaving rank's backup is the staying rank that holds the least data (grid ranks
-  // over all collections; ties: the first after the leaver in ring order), chosen leaver
-  // by leaver, so removing a block of ranks spreads their work instead of piling it on
-  // one neighbour. A backup that leaves later hands everything on the same way.
-  std::vector<long> held(static_cast<std::size_t>(size_), 0);
-  for (const auto* c : collections_) {
-    for (int g = 0; g < c->distribution().size(); ++g) {
-      ++held[static_cast<std::size_t>(c->placement().empty() ? g : c->placement()[static_cast<std::size_t>(g)])];
-    }
-  }
-  std::vector<int> backups(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) backups[static_cast<std::size_t>(r)] = r;
-  for (int r = 1; r < size_; ++r) {
-    if (!leaves[static_cast<std::size_t>(r)]) continue;
-    int best = -1;
-    for (int step = 1; step < size_; ++step) {
-      const int candidate = (r + step) % size_;
-      if (leaves[static_cast<std::size_t>(candidate)]) continue;
-      if (best < 0 || held[static_cast<std::size_t>(candidate)] < held[static_cast<std::size_t>(best)]) {
-        best = candidate;
-      }
-    }
-    backups[static_cast<std::size_t>(r)] = best;
-    held[static_cast<std::size_t>(best)] += held[static_cast<std::size_t>(r)];
-    held[static_cast<std::size_t>(r)] = 0;
-  }
-  const auto backup = [&](int r) { return backups[static_cast<std::size_t>(r)]; };
-  // Survivors keep their order in the new numbering.
-  std::vector<int> renumbered(static_cast<std::size_t>(size_), -1);
-  for (int r = 0, next = 0; r < size_; ++r) {
-    if (!leaves[static_cast<std::size_t>(r)]) renumbered[static_cast<std::size_t>(r)] = next++;
-  }
-  ShrinkHandoff out;
-  out.leaving = leaves[static_cast<std::size_t>(rank_)] != 0;
-  out.new_rank = renumbered[static_cast<std::size_t>(rank_)];
-
-  // Hand the leavers' collection tiles to their backups, in one fixed order per pair.
-  constexpr int kHandoffTag = 7002;
-  std::vector<MPI_Request> requests;
-  std::vector<std::pair<std::pair<TiledMatrix*, std::pair<int, int>>, TilePtr>> received;
-  for (auto* c : collections_) {
-    for (int n = 0; n < c->tile_cols(); ++n) {
-      for (int m = 0; m < c->tile_rows(); ++m) {
-        if (!c->kept(m, n)) continue;
-        const int holder = c->owner(m, n);
-        if (!leaves[static_cast<std::size_t>(holder)]) continue;
-        const int heir = backup(holder);
-        if (holder == rank_) {
-          const TilePtr& t = c->tile(m, n);
-          requests.emplace_back();
-          MPI_Isend(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, heir, kHandoffTag,
-                    comm_, &requests.back());
-          ++out.tiles_sent;
-          out.bytes_moved += t->bytes();
-        } else if (heir == rank_) {
-          auto t = std::make_shared<Tile>(c->rows_of_tile(m), c->cols_of_tile(n));
-          requests.emplace_back();
-          MPI_Irecv(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, holder, kHandoffTag,
-                    comm_, &requests.back());
-          ++out.tiles_received;
-          out.bytes_moved += t->bytes();
-          received.push_back({{c, {m, n}}, std::move(t)});
-        }
-      }
-    }
-  }
-  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-
-  // The mapping in the survivors' numbering.
-  for (auto* c : collections_) {
-    std::vector<int> placement(static_cast<std::size_t>(c->distribution().size()));
-    for (int g = 0; g < c->distribution().size(); ++g) {
-      const int now = c->placement().empty() ? g : c->placement()[static_cast<std::size_t>(g)];
-      placement[static_cast<std::size_t>(g)] = renumbered[static_cast<std::size_t>(backup(now))];
-    }
-    c->set_placement(std::move(placement), out.new_rank);
-  }
-  for (auto& [where, tile] : received) where.first->set_tile(where.second.first, where.second.second, std::move(tile));
-  std::unordered_map<TaskKey, int> pinned;
-  for (const auto& [key, rank] : pinned_) {
-    if (!leaves[static_cast<std::size_t>(rank)]) pinned.emplace(key, renumbered[static_cast<std::size_t>(rank)]);
-  }
-  pinned_ = std::move(pinned);  // a leaver's pinned tasks go back to the fixed mapping
-  if (first_new_rank_ >= 0) {
-    int before = 0;
-    for (int r = 1; r < first_new_rank_; ++r) before += leaves[static_cast<std::size_t>(r)];
-    first_new_rank_ -= before;
-  }
-  {
-    std::lock_guard lock(migrations_mutex_);
-    migrations_.clear();  // rank numbers change
-    stolen_this_iteration_.clear();
-  }
-
-  comm_engine_.reset();
-  MPI_Comm_disconnect(&comm_);
-  local_tasks_known_ = false;
-  out.seconds = seconds_between(begin, Clock::now());
-  return out;
 }
 
 void Engine::attach_shrunk(MPI_Comm survivors) {
@@ -299,9 +236,15 @@ void Engine::add_collection(TiledMatrix& collection) {
                                 " collections were added before it");
   }
   // A rank that joined an expanded job got the placements in join_expansion.
-  if (collections_.size() < joined_placements_.size() &&
-      !joined_placements_[collections_.size()].empty()) {
-    collection.set_placement(joined_placements_[collections_.size()], rank_);
+  const auto id = collections_.size();
+  if (id < joined_placements_.size() &&
+      (!joined_placements_[id].empty() || !joined_tile_owners_[id].empty())) {
+    std::vector<int> placement = joined_placements_[id];
+    if (placement.empty()) {
+      placement.resize(static_cast<std::size_t>(collection.distribution().size()));
+      for (std::size_t g = 0; g < placement.size(); ++g) placement[g] = static_cast<int>(g);
+    }
+    collection.set_mapping(std::move(placement), joined_tile_owners_[id], rank_);
   }
   check_fits(collection);
   collections_.push_back(&collection);
@@ -369,7 +312,9 @@ void Engine::prepare_local_tasks() {
       if (!has_predecessor) local_roots_.push_back(key);
     });
   }
-  MPI_Allreduce(&local_task_count_, &total_task_count_, 1, MPI_INT64_T, MPI_SUM, comm_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Iallreduce(&local_task_count_, &total_task_count_, 1, MPI_INT64_T, MPI_SUM, comm_, &request);
+  wait_asleep(request);
   local_tasks_known_ = true;
 }
 
@@ -653,6 +598,7 @@ IterationReport Engine::run_iteration() {
     throw std::logic_error("run_iteration on a runtime that is between the halves of a shrink "
                            "or has left the job");
   }
+  if (!pending_moves_.empty()) apply_tile_moves();
   if (!local_tasks_known_) prepare_local_tasks();
   ++iteration_;
   cache_.clear();
@@ -711,8 +657,11 @@ IterationReport Engine::run_iteration() {
         static_cast<double>(ready_samples_sum_.load()) / static_cast<double>(samples);
   }
   report.first_task_steady_ns = first_task_steady_ns_.load();
-  MPI_Allreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_);
-  MPI_Allreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_);
+  std::array<MPI_Request, 2> reductions{};
+  MPI_Iallreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_, &reductions[0]);
+  MPI_Iallreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_,
+                 &reductions[1]);
+  wait_all_asleep(reductions.data(), 2);
   total_stats_.add(report.local);
   if (trace_) trace_->flush();
   if (first_new_rank_ >= 0) pin_new_placements();

@@ -47,6 +47,7 @@ class Engine {
   void join_expansion(int first_new_rank);
   ShrinkHandoff prepare_shrink(std::span<const int> leaving);
   void attach_shrunk(MPI_Comm survivors);
+  [[nodiscard]] Rebalance last_rebalance() const noexcept { return last_rebalance_; }
   [[nodiscard]] const RankStats& stats() const noexcept { return total_stats_; }
 
   // ---- called from devices and the communication thread (thread-safe) ----
@@ -107,6 +108,23 @@ class Engine {
   [[nodiscard]] std::unordered_map<TaskKey, int> migrations() const;
 
  private:
+  /// A tile that changes owner at the start of the next iteration (after an expand).
+  struct TileMove {
+    CollectionId collection = 0;
+    int m = 0;
+    int n = 0;
+    int to = 0;               ///< the new owner
+    std::uint32_t tasks = 0;  ///< tasks of an iteration that the tile decides
+  };
+  /// Which tile decides each task's owner, and the work behind each tile. Tiles are
+  /// numbered over all collections: collection c's tile (m, n) is base[c] + its slot.
+  struct WorkMap {
+    std::vector<int> base;              ///< per collection: its first tile number
+    std::vector<int> holder;            ///< per tile: its owner now (-1: not kept)
+    std::vector<double> weight;         ///< per tile: flops of the tasks it decides
+    std::vector<std::uint32_t> tasks;   ///< per tile: how many tasks it decides
+    std::vector<double> load;           ///< per rank: flops of tasks no tile decides
+  };
   struct PendingTask {
     std::vector<TilePtr> tiles;
     std::uint32_t writable = 0;
@@ -136,6 +154,18 @@ class Engine {
   /// Collective after an expand: rank 0's mapping state (which ranks are new, each
   /// collection's placement, the pinned tasks) reaches the new ranks.
   void share_mapping_state();
+  /// Every task's weight (flops, at least 1) attributed to the tile whose owner decides
+  /// it (found by probing the collections' owners), or to a rank for pinned tasks and
+  /// tasks whose owner no tile decides. Pinned tasks of ranks marked in `pinned_leaves`
+  /// (indexed by rank; empty: none) count for their tiles. Between iterations only.
+  [[nodiscard]] WorkMap map_work(const std::vector<char>& pinned_leaves) const;
+  /// After an expand to size_ ranks from `old_size`: the tiles the new ranks take over
+  /// (none without RuntimeOptions::rebalance_on_resize).
+  [[nodiscard]] std::vector<TileMove> plan_expand(int old_size) const;
+  /// Collective: carries out pending_moves_ (tile data to the new owners, then every
+  /// rank records them). Run at the start of the first iteration after an expand, when
+  /// the new ranks have registered their collections.
+  void apply_tile_moves();
   /// Takes a duplicate of `comm` and a communication engine on it; the trace and the
   /// statistics then name this rank by its number there. Used at construction and after
   /// every resize.
@@ -174,6 +204,9 @@ class Engine {
   int first_new_rank_ = -1;                     // ranks from here on came with an expand
   std::unordered_map<TaskKey, int> pinned_;     // changed between iterations only
   std::vector<std::vector<int>> joined_placements_;  // from join_expansion, by collection id
+  std::vector<std::vector<int>> joined_tile_owners_;  // likewise
+  std::vector<TileMove> pending_moves_;  // same on every rank; applied by the next iteration
+  Rebalance last_rebalance_;
   std::atomic<std::uint64_t> sequence_{0};
 
   int iteration_ = 0;

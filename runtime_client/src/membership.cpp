@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 namespace bellows::runtime {
@@ -218,123 +219,331 @@ std::string prepare_spawn(const SpawnSpec& spec, PreparedSpawn& out) {
 }
 
 // ------------------------------------------------------------------ the grow protocol
+//
+// A grow by k over a job of n ranks, with one join of the job however large k is:
+//  1. Rank 0 checks the spec and broadcasts the count and what to spawn.
+//  2. Spawns in parallel: rank r starts new process i for every i with i mod n == r, one
+//     MPI_Comm_spawn on MPI_COMM_SELF each (each new process is an MPI world of its own),
+//     and sends it its JoinPlan (ordinal, count, old size) over the spawn intercomm.
+//  3. Ports: each new process opens a port for every round of step 5 in which its group
+//     accepts another, and sends their names to its spawner; rank 0 opens the job's port. One allreduce over the job gathers the
+//     table of ports (and every spawn's duration); each spawner sends it to its processes.
+//  4. The job waits, sleeping, until new process 0 says the new processes are one group.
+//  5. The new processes join pairwise in ceil(log2 k) rounds (a tree of accept/connect
+//     and merge, ordered by ordinal), so that they form one communicator.
+//  6. One MPI_Comm_accept over the job and MPI_Comm_connect over the new processes'
+//     communicator, then one MPI_Intercomm_merge: the job's ranks keep their numbers and
+//     new process i becomes rank n + i.
+//  7. Every intermediate communicator (spawn intercomms, the new processes' group
+//     communicators, the accept intercomm) is disconnected, and the ports closed.
+// The job's ranks wait without spinning (nonblocking calls polled with sleeps) wherever
+// they wait for the new processes, so that those get the cores; only the accept itself
+// is a blocking collective.
 
 /// Broadcast by rank 0 over the caller's communicator when a grow starts.
 struct GrowStart {
   int count = 0;
   int error_length = 0;
+  int spawn_bytes = 0;  ///< length of the serialized PreparedSpawn that follows
   std::array<char, 512> error{};
 };
 
-/// Broadcast by rank 0 over each merged communicator, so that the process just spawned
-/// learns how many spawns follow, in which it takes part. The magic number and version
+/// Sent by a spawning rank to each process it started. The magic number and version
 /// catch a parent and a child built from different versions of this protocol.
 constexpr int kStepMagic = 0x42474d53;  // "BGMS"
-constexpr int kStepVersion = 2;
+constexpr int kStepVersion = 3;
 
-struct StepHeader {
+struct JoinPlan {
   int magic = kStepMagic;
   int version = kStepVersion;
-  int remaining = 0;  ///< spawns still to come in this grow
-  int ordinal = 0;    ///< ordinal of the process just merged
-  int old_size = 0;   ///< size of the communicator when the grow started
+  int ordinal = 0;   ///< of the process this is sent to
+  int count = 0;     ///< processes this grow adds
+  int old_size = 0;  ///< size of the communicator when the grow started
 };
 
-/// A barrier that sleeps between polls: the members wait in it while rank 0 alone starts
-/// a process, instead of spinning inside a collective (MPICH ch3 polls without pause)
-/// and taking the cores the starting process needs.
-void sleeping_barrier(MPI_Comm comm) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
+/// Sent by new process 0 to its spawner (rank 0) once the new processes are one group.
+struct GroupReady {
+  double group_seconds = 0.0;
+};
+
+constexpr int kPlanTag = 0x4247;
+constexpr int kPortTag = 0x4248;
+constexpr int kTableTag = 0x4249;
+constexpr int kReadyTag = 0x424a;
+
+/// Completes `request` with sleeps between tests (MPICH ch3's blocking calls poll without
+/// pause and would take the cores that the starting processes need).
+void await(MPI_Request& request, const char* call) {
   check(wait_sleeping(request, [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); }),
-        "MPI_Test");
+        call);
 }
 
-constexpr int kPortTag = 0x4247;
+/// Rounds of the join tree for `count` new processes: ceil(log2 count).
+int tree_rounds(int count) {
+  int rounds = 0;
+  for (int step = 1; step < count; step *= 2) ++rounds;
+  return rounds;
+}
 
-/// Joins a new process to the job through an MPI port that the job's rank 0 opened and
-/// sent it over `pair` (their 2-rank communicator): the members accept, the new process
-/// connects, and the intercommunicator is merged so that the job's ranks keep their
-/// numbers and the new process comes last. (MPI_Intercomm_create cannot do this on ch3:
-/// the members other than rank 0 do not know the new process's process group.)
-/// Collective over `job` (members; `port` significant at rank 0) or run by the new
-/// process (job = MPI_COMM_NULL).
-Communicator join_through_port(MPI_Comm job, MPI_Comm pair, const char* port, bool newcomer,
-                               GrowReport& report) {
-  const auto t = Clock::now();
+/// True when new process `ordinal` of `count` accepts another group in round `round`
+/// of the join tree (step 2^round), so that it needs a port for that round.
+bool accepts_in_round(int ordinal, int count, int round) {
+  const int step = 1 << round;
+  return ordinal % (2 * step) == 0 && ordinal + step < count;
+}
+
+/// The port table: for each new process, one MPI_MAX_PORT_NAME row per round of the join
+/// tree (empty where it accepts nobody; a port serves one round only, so that a process
+/// that connects early cannot be taken by an earlier round's accept), then the job's port.
+using PortTable = std::vector<char>;
+char* port_row(PortTable& table, int row) {
+  return table.data() + static_cast<std::size_t>(row) * MPI_MAX_PORT_NAME;
+}
+std::size_t table_bytes(int count) {
+  return (static_cast<std::size_t>(count) * tree_rounds(count) + 1) * MPI_MAX_PORT_NAME;
+}
+int job_port_row(int count) { return count * tree_rounds(count); }
+
+/// What rank 0 decided to spawn, as bytes for a broadcast: program, host, then the
+/// arguments, each as a 4-byte length and its bytes.
+std::vector<char> serialize_spawn(const PreparedSpawn& spawn, const std::string& host) {
+  std::vector<char> out;
+  const auto put = [&out](const std::string& s) {
+    const auto length = static_cast<std::uint32_t>(s.size());
+    const auto* p = reinterpret_cast<const char*>(&length);
+    out.insert(out.end(), p, p + sizeof length);
+    out.insert(out.end(), s.begin(), s.end());
+  };
+  put(spawn.program);
+  put(host);
+  for (const auto& arg : spawn.args) put(arg);
+  return out;
+}
+
+void deserialize_spawn(const std::vector<char>& bytes, PreparedSpawn& out) {
+  std::size_t at = 0;
+  const auto get = [&]() {
+    std::uint32_t length = 0;
+    if (at + sizeof length > bytes.size()) throw std::logic_error("grow: truncated spawn spec");
+    std::memcpy(&length, bytes.data() + at, sizeof length);
+    at += sizeof length;
+    if (at + length > bytes.size()) throw std::logic_error("grow: truncated spawn spec");
+    std::string s(bytes.data() + at, length);
+    at += length;
+    return s;
+  };
+  out.program = get();
+  const std::string host = get();
+  out.args.clear();
+  while (at < bytes.size()) out.args.push_back(get());
+  out.argv.clear();
+  for (auto& arg : out.args) out.argv.push_back(arg.data());
+  out.argv.push_back(nullptr);
+  if (!host.empty()) out.info.set("host", host);
+}
+
+/// Step 5 on new process `ordinal` of `count`: the pairwise rounds that make the new
+/// processes one communicator, ordered by ordinal. Round s (1, 2, 4, ...): the group
+/// that starts at a multiple of 2s accepts, on its first process's port, the group that
+/// starts s after it, which connects; the merge puts the accepting group first. Every
+/// intermediate communicator is disconnected. Returns MPI_COMM_SELF's wrapper for k = 1.
+Communicator form_new_group(int ordinal, int count, PortTable& table) {
+  Communicator group;  // empty: MPI_COMM_SELF
+  const int rounds = tree_rounds(count);
+  for (int round = 0, step = 1; step < count; ++round, step *= 2) {
+    const int block = ordinal - ordinal % (2 * step);
+    const bool lower = ordinal - block < step;
+    if (lower && block + step >= count) continue;  // no partner group this round
+    const MPI_Comm local = group ? group.get() : MPI_COMM_SELF;
+    MPI_Comm inter_raw = MPI_COMM_NULL;
+    if (lower) {
+      check(MPI_Comm_accept(port_row(table, block * rounds + round), MPI_INFO_NULL, 0, local,
+                            &inter_raw),
+            "MPI_Comm_accept");
+    } else {
+      check(MPI_Comm_connect(port_row(table, block * rounds + round), MPI_INFO_NULL, 0, local,
+                             &inter_raw),
+            "MPI_Comm_connect");
+    }
+    Communicator inter = adopt(inter_raw);
+    MPI_Comm merged_raw = MPI_COMM_NULL;
+    check(MPI_Intercomm_merge(inter.get(), lower ? 0 : 1, &merged_raw), "MPI_Intercomm_merge");
+    Communicator merged = adopt(merged_raw);
+    inter.disconnect();
+    group.disconnect();
+    group = std::move(merged);
+  }
+  return group;
+}
+
+/// Step 6, both sides: the job (`local` = the caller's communicator, accept) or the new
+/// processes (`local` = their group, connect) join and merge, the job first.
+Communicator join_job(MPI_Comm local, const char* port, bool newcomers) {
   MPI_Comm inter_raw = MPI_COMM_NULL;
-  if (newcomer) {
-    std::array<char, MPI_MAX_PORT_NAME> name{};
-    check(MPI_Recv(name.data(), MPI_MAX_PORT_NAME, MPI_CHAR, 0, kPortTag, pair, MPI_STATUS_IGNORE),
-          "MPI_Recv");
-    check(MPI_Comm_connect(name.data(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter_raw),
-          "MPI_Comm_connect");
+  if (newcomers) {
+    check(MPI_Comm_connect(port, MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_connect");
   } else {
-    check(MPI_Comm_accept(port, MPI_INFO_NULL, 0, job, &inter_raw), "MPI_Comm_accept");
+    check(MPI_Comm_accept(port, MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_accept");
   }
   Communicator inter = adopt(inter_raw);
   MPI_Comm merged_raw = MPI_COMM_NULL;
-  check(MPI_Intercomm_merge(inter.get(), newcomer ? 1 : 0, &merged_raw), "MPI_Intercomm_merge");
+  check(MPI_Intercomm_merge(inter.get(), newcomers ? 1 : 0, &merged_raw), "MPI_Intercomm_merge");
   Communicator merged = adopt(merged_raw);
-  report.merge_seconds.push_back(seconds_since(t));
   inter.disconnect();
   return merged;
 }
 
-/// Adds `remaining` processes one at a time to the communicator grown so far. Runs on
-/// every rank of `start` (the caller's communicator, not owned, on the first members; the
-/// communicator a spawned process just joined, owned, on that process). Only rank 0
-/// spawns, on MPI_COMM_SELF, while the others sleep in a barrier; then all join the new
-/// process. `spawn` is non-null on rank 0 only.
-Communicator spawn_loop(MPI_Comm start, Communicator owned, int remaining, int ordinal,
-                        int old_size, PreparedSpawn* spawn, GrowReport& report) {
-  MPI_Comm job = start;
-  while (remaining > 0) {
-    int rank = 0;
-    check(MPI_Comm_rank(job, &rank), "MPI_Comm_rank");
-    auto t = Clock::now();
-    Communicator pair;
-    std::array<char, MPI_MAX_PORT_NAME> port{};
-    if (rank == 0) {
-      check(MPI_Open_port(MPI_INFO_NULL, port.data()), "MPI_Open_port");
-      MPI_Comm inter_raw = MPI_COMM_NULL;
-      int process_error = MPI_SUCCESS;
-      check(MPI_Comm_spawn(spawn ? spawn->program.c_str() : nullptr,
-                           spawn ? spawn->argv.data() : MPI_ARGV_NULL, 1,
-                           spawn ? spawn->info.get() : MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter_raw,
-                           &process_error),
-            "MPI_Comm_spawn");
-      Communicator inter = adopt(inter_raw);
-      if (process_error != MPI_SUCCESS) throw MpiError("MPI_Comm_spawn (the process)", process_error);
-      MPI_Comm pair_raw = MPI_COMM_NULL;
-      check(MPI_Intercomm_merge(inter.get(), 0, &pair_raw), "MPI_Intercomm_merge");
-      pair = adopt(pair_raw);
-      inter.disconnect();
-      check(MPI_Send(port.data(), MPI_MAX_PORT_NAME, MPI_CHAR, 1, kPortTag, pair.get()), "MPI_Send");
-    }
-    sleeping_barrier(job);
-    report.spawn_seconds.push_back(seconds_since(t));
+/// Steps 2-7 on the ranks of the job. `spawn` is what to start (the same on every rank).
+Communicator grow_members(MPI_Comm current, int count, PreparedSpawn& spawn, GrowReport& report) {
+  int rank = 0, size = 1;
+  check(MPI_Comm_rank(current, &rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(current, &size), "MPI_Comm_size");
 
-    Communicator merged = join_through_port(job, pair.get(), port.data(), false, report);
-    if (rank == 0) check(MPI_Close_port(port.data()), "MPI_Close_port");
-
-    --remaining;
-    StepHeader header;
-    header.remaining = remaining;
-    header.ordinal = ordinal++;
-    header.old_size = old_size;
-    check(MPI_Bcast(&header, sizeof header, MPI_BYTE, 0, merged.get()), "MPI_Bcast");
-
-    // The job communicator holds the connections now; release what would keep them
-    // open after a later shrink.
-    t = Clock::now();
-    if (pair) pair.disconnect();
-    owned.disconnect();
-    report.disconnect_seconds.push_back(seconds_since(t));
-    owned = std::move(merged);
-    job = owned.get();
+  // 2. This rank's spawns.
+  std::vector<int> mine;
+  for (int i = rank; i < count; i += size) mine.push_back(i);
+  std::vector<Communicator> children;
+  std::vector<double> spawn_seconds(static_cast<std::size_t>(count), 0.0);
+  std::vector<JoinPlan> plans(mine.size());
+  std::vector<MPI_Request> requests;
+  for (std::size_t c = 0; c < mine.size(); ++c) {
+    const auto t = Clock::now();
+    MPI_Comm inter_raw = MPI_COMM_NULL;
+    int process_error = MPI_SUCCESS;
+    check(MPI_Comm_spawn(spawn.program.c_str(), spawn.argv.data(), 1, spawn.info.get(), 0,
+                         MPI_COMM_SELF, &inter_raw, &process_error),
+          "MPI_Comm_spawn");
+    children.push_back(adopt(inter_raw));
+    if (process_error != MPI_SUCCESS) throw MpiError("MPI_Comm_spawn (the process)", process_error);
+    spawn_seconds[static_cast<std::size_t>(mine[c])] = seconds_since(t);
+    plans[c].ordinal = mine[c];
+    plans[c].count = count;
+    plans[c].old_size = size;
+    requests.emplace_back();
+    check(MPI_Isend(&plans[c], sizeof(JoinPlan), MPI_BYTE, 0, kPlanTag, children.back().get(),
+                    &requests.back()),
+          "MPI_Isend");
   }
-  return owned;
+
+  // 3. The port table.
+  const auto t_wait = Clock::now();
+  PortTable table(table_bytes(count), '\0');
+  const int rounds = tree_rounds(count);
+  for (std::size_t c = 0; c < mine.size(); ++c) {
+    if (rounds == 0) break;
+    requests.emplace_back();
+    check(MPI_Irecv(port_row(table, mine[c] * rounds), rounds * MPI_MAX_PORT_NAME, MPI_CHAR, 0,
+                    kPortTag, children[c].get(), &requests.back()),
+          "MPI_Irecv");
+  }
+  for (auto& request : requests) await(request, "MPI_Test");
+  requests.clear();
+  const int job_port = job_port_row(count);
+  if (rank == 0) check(MPI_Open_port(MPI_INFO_NULL, port_row(table, job_port)), "MPI_Open_port");
+  std::array<MPI_Request, 2> gathers{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  check(MPI_Iallreduce(MPI_IN_PLACE, table.data(), static_cast<int>(table.size()), MPI_BYTE,
+                       MPI_BOR, current, &gathers[0]),
+        "MPI_Iallreduce");
+  check(MPI_Iallreduce(MPI_IN_PLACE, spawn_seconds.data(), count, MPI_DOUBLE, MPI_MAX, current,
+                       &gathers[1]),
+        "MPI_Iallreduce");
+  for (auto& request : gathers) await(request, "MPI_Test");
+  report.spawn_seconds = spawn_seconds;
+  for (auto& child : children) {
+    requests.emplace_back();
+    check(MPI_Isend(table.data(), static_cast<int>(table.size()), MPI_CHAR, 0, kTableTag,
+                    child.get(), &requests.back()),
+          "MPI_Isend");
+  }
+  for (auto& request : requests) await(request, "MPI_Test");
+  requests.clear();
+
+  // 4. New process 0 (spawned by rank 0) says when the new processes are one group.
+  GroupReady ready;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (rank == 0) {
+    check(MPI_Irecv(&ready, sizeof ready, MPI_BYTE, 0, kReadyTag, children.front().get(), &request),
+          "MPI_Irecv");
+    await(request, "MPI_Test");
+  }
+  check(MPI_Ibcast(&ready, sizeof ready, MPI_BYTE, 0, current, &request), "MPI_Ibcast");
+  await(request, "MPI_Test");
+  report.wait_seconds = seconds_since(t_wait);
+  report.group_seconds = ready.group_seconds;
+
+  // 6. One accept over the job, one merge.
+  auto t = Clock::now();
+  Communicator grown = join_job(current, port_row(table, job_port), false);
+  report.merge_seconds.push_back(seconds_since(t));
+  if (rank == 0) check(MPI_Close_port(port_row(table, job_port)), "MPI_Close_port");
+
+  // 7. The grown communicator holds the connections now.
+  t = Clock::now();
+  for (auto& child : children) child.disconnect();
+  report.disconnect_seconds.push_back(seconds_since(t));
+  return grown;
+}
+
+/// Steps 3-7 on a new process, with `parent` its spawn intercommunicator.
+Communicator grow_newcomer(Communicator& parent, GrowReport& report) {
+  JoinPlan plan;
+  plan.magic = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Irecv(&plan, sizeof plan, MPI_BYTE, 0, kPlanTag, parent.get(), &request), "MPI_Irecv");
+  await(request, "MPI_Test");
+  if (plan.magic != kStepMagic || plan.version != kStepVersion) {
+    throw std::runtime_error("join: the spawning job speaks another grow protocol (magic " +
+                             std::to_string(plan.magic) + ", version " +
+                             std::to_string(plan.version) + "; expected version " +
+                             std::to_string(kStepVersion) + ")");
+  }
+  report.old_size = plan.old_size;
+  report.spawn_ordinal = plan.ordinal;
+
+  // 3. This process's ports, one per round in which it accepts; then the whole table.
+  const int rounds = tree_rounds(plan.count);
+  PortTable own(static_cast<std::size_t>(rounds) * MPI_MAX_PORT_NAME, '\0');
+  for (int round = 0; round < rounds; ++round) {
+    if (accepts_in_round(plan.ordinal, plan.count, round)) {
+      check(MPI_Open_port(MPI_INFO_NULL, port_row(own, round)), "MPI_Open_port");
+    }
+  }
+  if (rounds > 0) {
+    check(MPI_Send(own.data(), static_cast<int>(own.size()), MPI_CHAR, 0, kPortTag, parent.get()),
+          "MPI_Send");
+  }
+  PortTable table(table_bytes(plan.count), '\0');
+  check(MPI_Irecv(table.data(), static_cast<int>(table.size()), MPI_CHAR, 0, kTableTag,
+                  parent.get(), &request),
+        "MPI_Irecv");
+  await(request, "MPI_Test");
+
+  // 5. One group of new processes.
+  auto t = Clock::now();
+  Communicator group = form_new_group(plan.ordinal, plan.count, table);
+  for (int round = 0; round < rounds; ++round) {
+    if (accepts_in_round(plan.ordinal, plan.count, round)) {
+      check(MPI_Close_port(port_row(own, round)), "MPI_Close_port");
+    }
+  }
+  report.group_seconds = seconds_since(t);
+  if (plan.ordinal == 0) {
+    GroupReady ready{report.group_seconds};
+    check(MPI_Send(&ready, sizeof ready, MPI_BYTE, 0, kReadyTag, parent.get()), "MPI_Send");
+  }
+
+  // 6. Join the job.
+  t = Clock::now();
+  Communicator grown =
+      join_job(group ? group.get() : MPI_COMM_SELF, port_row(table, job_port_row(plan.count)), true);
+  report.merge_seconds.push_back(seconds_since(t));
+
+  // 7.
+  t = Clock::now();
+  group.disconnect();
+  parent.disconnect();
+  report.disconnect_seconds.push_back(seconds_since(t));
+  return grown;
 }
 
 void finish_report(GrowReport& report, MPI_Comm grown, Clock::time_point start) {
@@ -536,9 +745,11 @@ MPI_Comm grow_by_spawn(MPI_Comm current, int count, const SpawnSpec& spec, GrowR
   check(MPI_Comm_size(current, &r.old_size), "MPI_Comm_size");
   ReturnErrors errors(current);
 
-  // Rank 0 checks the request and tells everyone, so that all ranks throw alike.
+  // Rank 0 checks the request and tells everyone (with what to spawn, since every rank
+  // spawns), so that all ranks throw alike.
   GrowStart header;
   PreparedSpawn spawn;
+  std::vector<char> spawn_bytes;
   if (rank == 0) {
     header.count = count;
     std::string error = count < 0 ? "grow: count must not be negative, got " + std::to_string(count)
@@ -547,8 +758,12 @@ MPI_Comm grow_by_spawn(MPI_Comm current, int count, const SpawnSpec& spec, GrowR
     error.resize(std::min(error.size(), header.error.size()));
     header.error_length = static_cast<int>(error.size());
     std::copy(error.begin(), error.end(), header.error.begin());
+    if (error.empty() && count > 0) spawn_bytes = serialize_spawn(spawn, spec.host);
+    header.spawn_bytes = static_cast<int>(spawn_bytes.size());
   }
-  check(MPI_Bcast(&header, sizeof header, MPI_BYTE, 0, current), "MPI_Bcast");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibcast(&header, sizeof header, MPI_BYTE, 0, current, &request), "MPI_Ibcast");
+  await(request, "MPI_Test");
   if (header.error_length > 0) {
     throw std::invalid_argument(
         std::string(header.error.data(), static_cast<std::size_t>(header.error_length)));
@@ -560,8 +775,12 @@ MPI_Comm grow_by_spawn(MPI_Comm current, int count, const SpawnSpec& spec, GrowR
     check(MPI_Comm_dup(current, &copy), "MPI_Comm_dup");
     grown = adopt(copy);
   } else {
-    grown = spawn_loop(current, Communicator(), header.count, 0, r.old_size,
-                       rank == 0 ? &spawn : nullptr, r);
+    spawn_bytes.resize(static_cast<std::size_t>(header.spawn_bytes));
+    check(MPI_Ibcast(spawn_bytes.data(), header.spawn_bytes, MPI_CHAR, 0, current, &request),
+          "MPI_Ibcast");
+    await(request, "MPI_Test");
+    if (rank != 0) deserialize_spawn(spawn_bytes, spawn);
+    grown = grow_members(current, header.count, spawn, r);
   }
   finish_report(r, grown.get(), start);
   return hand_out(std::move(grown));
@@ -576,34 +795,7 @@ std::optional<MPI_Comm> join_parent(GrowReport* report) {
   GrowReport& r = report ? *report : local;
   r = GrowReport{};
   Communicator parent = adopt(parent_raw);
-
-  // The spawning rank 0 and this process form a pair, through which this process joins
-  // the whole job (as the high group, so it comes after the members so far).
-  auto t = Clock::now();
-  MPI_Comm pair_raw = MPI_COMM_NULL;
-  check(MPI_Intercomm_merge(parent.get(), 1, &pair_raw), "MPI_Intercomm_merge");
-  Communicator pair = adopt(pair_raw);
-  r.merge_seconds.push_back(seconds_since(t));
-  Communicator merged = join_through_port(MPI_COMM_NULL, pair.get(), nullptr, true, r);
-  StepHeader header;
-  header.magic = 0;
-  check(MPI_Bcast(&header, sizeof header, MPI_BYTE, 0, merged.get()), "MPI_Bcast");
-  if (header.magic != kStepMagic || header.version != kStepVersion) {
-    throw std::runtime_error("join: the spawning job speaks another grow protocol (magic " +
-                             std::to_string(header.magic) + ", version " +
-                             std::to_string(header.version) + "; expected version " +
-                             std::to_string(kStepVersion) + ")");
-  }
-  t = Clock::now();
-  parent.disconnect();
-  pair.disconnect();
-  r.disconnect_seconds.push_back(seconds_since(t));
-  r.old_size = header.old_size;
-  r.spawn_ordinal = header.ordinal;
-
-  const MPI_Comm first = merged.get();
-  Communicator grown = spawn_loop(first, std::move(merged), header.remaining, header.ordinal + 1,
-                                  header.old_size, nullptr, r);
+  Communicator grown = grow_newcomer(parent, r);
   finish_report(r, grown.get(), start);
   return hand_out(std::move(grown));
 }

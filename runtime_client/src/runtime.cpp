@@ -39,6 +39,8 @@ const std::unordered_map<TaskKey, int>& Runtime::pinned() const noexcept {
   return engine_->pinned();
 }
 
+Rebalance Runtime::last_rebalance() const noexcept { return engine_->last_rebalance(); }
+
 const RankStats& Runtime::stats() const noexcept { return engine_->stats(); }
 
 std::unordered_map<TaskKey, int> Runtime::migrations() const { return engine_->migrations(); }

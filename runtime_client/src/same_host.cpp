@@ -1,5 +1,8 @@
 #include "same_host.hpp"
 
+#include "sleeping_wait.hpp"
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -34,7 +37,7 @@ struct Card {
   std::uint64_t probe_address = 0;
   std::uint64_t probe_value = 0;
   std::int32_t joined = 0;  ///< mapped the doorbell segment and found rank 0's token
-  std::int32_t padding = 0;
+  std::int32_t wanted = 0;  ///< the same-host transport is enabled on this rank
 };
 
 struct Announcement {
@@ -50,16 +53,17 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
   doorbell_peer_.assign(static_cast<std::size_t>(size_), 0);
   read_peer_.assign(static_cast<std::size_t>(size_), 0);
   pids_.assign(static_cast<std::size_t>(size_), 0);
-  int wanted = enabled ? 1 : 0, everyone = 0;
-  MPI_Allreduce(&wanted, &everyone, 1, MPI_INT, MPI_LAND, comm);
-  if (!everyone) return;
-
+  // Three collectives, each waited for asleep (ranks arrive at different times, e.g.
+  // new ranks after an expand, and MPICH's blocking collectives spin): the segment's
+  // name, every rank's card (which also tells rank 0 that all have tried to open the
+  // segment), and who can read whom.
+  //
   // The doorbell segment: created by rank 0, opened by every rank that sees the same
   // /dev/shm (its host), unlinked as soon as all have tried, so nothing is left behind.
   segment_bytes_ = kHeaderBytes + kCacheLine * static_cast<std::size_t>(size_);
   Announcement announcement;
   bool created = false;
-  if (rank_ == 0) {
+  if (rank_ == 0 && enabled) {
     announcement.token = random_token();
     std::snprintf(announcement.name, sizeof announcement.name, "/bellows-%ld-%016llx",
                   static_cast<long>(::getpid()),
@@ -78,8 +82,10 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
     if (fd >= 0) ::close(fd);
     if (!created) announcement.name[0] = '\0';
   }
-  MPI_Bcast(&announcement, sizeof announcement, MPI_BYTE, 0, comm);
-  if (rank_ != 0 && announcement.name[0] != '\0') {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibcast(&announcement, sizeof announcement, MPI_BYTE, 0, comm, &request);
+  wait_asleep(request);
+  if (rank_ != 0 && enabled && announcement.name[0] != '\0') {
     const int fd = ::shm_open(announcement.name, O_RDWR, 0);
     struct stat info {};
     if (fd >= 0 && ::fstat(fd, &info) == 0 &&
@@ -97,9 +103,6 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
     }
     if (fd >= 0) ::close(fd);
   }
-  MPI_Barrier(comm);
-  if (created) ::shm_unlink(announcement.name);
-  if (segment_ != nullptr) doorbells_ = static_cast<std::byte*>(segment_) + kHeaderBytes;
 
   // Who joined, and whether each pair can read the other's memory: a peer reads this
   // rank's probe word, which holds a random value, and must find that value.
@@ -109,8 +112,20 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
   mine.probe_address = reinterpret_cast<std::uintptr_t>(&probe);
   mine.probe_value = probe;
   mine.joined = segment_ != nullptr ? 1 : 0;
+  mine.wanted = enabled ? 1 : 0;
   std::vector<Card> cards(static_cast<std::size_t>(size_));
-  MPI_Allgather(&mine, sizeof(Card), MPI_BYTE, cards.data(), sizeof(Card), MPI_BYTE, comm);
+  MPI_Iallgather(&mine, sizeof(Card), MPI_BYTE, cards.data(), sizeof(Card), MPI_BYTE, comm,
+                 &request);
+  wait_asleep(request);
+  if (created) ::shm_unlink(announcement.name);  // every rank has tried to open it
+  const bool everyone = std::all_of(cards.begin(), cards.end(),
+                                    [](const Card& card) { return card.wanted != 0; });
+  if (!everyone) {
+    if (segment_ != nullptr) ::munmap(segment_, segment_bytes_);
+    segment_ = nullptr;
+    return;
+  }
+  if (segment_ != nullptr) doorbells_ = static_cast<std::byte*>(segment_) + kHeaderBytes;
   std::vector<std::uint8_t> can_read_row(static_cast<std::size_t>(size_), 0);
   for (int r = 0; r < size_; ++r) {
     const auto& card = cards[static_cast<std::size_t>(r)];
@@ -126,7 +141,9 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
         (n == static_cast<ssize_t>(sizeof value) && value == card.probe_value) ? 1 : 0;
   }
   std::vector<std::uint8_t> matrix(static_cast<std::size_t>(size_) * size_);
-  MPI_Allgather(can_read_row.data(), size_, MPI_BYTE, matrix.data(), size_, MPI_BYTE, comm);
+  MPI_Iallgather(can_read_row.data(), size_, MPI_BYTE, matrix.data(), size_, MPI_BYTE, comm,
+                 &request);
+  wait_asleep(request);
   all_doorbells_ = mine.joined != 0;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;

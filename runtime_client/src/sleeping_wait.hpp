@@ -4,6 +4,9 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <thread>
+
 namespace bellows::runtime {
 
 /// Tests `request` until it completes, calling pause() between tests. Returns the first
@@ -15,6 +18,24 @@ int wait_sleeping(MPI_Request& request, Pause&& pause) {
     const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || done) return rc;
     pause();
+  }
+}
+
+/// Tests `request` until it completes, sleeping `pause` between tests: how the runtime
+/// waits in collectives between iterations, where ranks arrive at different times.
+inline int wait_asleep(MPI_Request& request,
+                       std::chrono::microseconds pause = std::chrono::microseconds(100)) {
+  return wait_sleeping(request, [pause] { std::this_thread::sleep_for(pause); });
+}
+
+/// Tests every request until all complete, sleeping `pause` between rounds.
+inline int wait_all_asleep(MPI_Request* requests, int count,
+                           std::chrono::microseconds pause = std::chrono::microseconds(100)) {
+  for (;;) {
+    int done = 0;
+    const int rc = MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS || done) return rc;
+    std::this_thread::sleep_for(pause);
   }
 }
 

@@ -255,6 +255,33 @@ TEST(TiledMatrix, TileAccessErrorsNameTheTile) {
   EXPECT_EQ(a.tile(4, 0)->at(49, 99), 4.5);
 }
 
+TEST(TiledMatrix, TileOwnersOverrideThePlacementAndDropTilesThatLeave) {
+  const BlockCyclic2D grid{1, 2};  // 3 x 3 tiles: columns 0 and 2 on rank 0, 1 on rank 1
+  TiledMatrix a(0, 300, 300, 100, grid, 0);
+  std::vector<int> owners(9, TiledMatrix::kNoTileOwner);
+  owners[2 * 3 + 1] = 2;  // tile (1, 2) to rank 2
+  owners[1 * 3 + 0] = 0;  // tile (0, 1) to rank 0
+  a.set_mapping({0, 1}, owners, 0);
+  EXPECT_EQ(a.owner(1, 2), 2);
+  EXPECT_EQ(a.owner(0, 1), 0);
+  EXPECT_EQ(a.owner(2, 2), 0);  // as the placement says
+  EXPECT_EQ(a.owner(1, 1), 1);
+  EXPECT_FALSE(a.is_local(1, 2));
+  EXPECT_THROW((void)a.tile(1, 2), std::out_of_range);  // dropped
+  EXPECT_TRUE(a.is_local(0, 1));  // gained: empty until installed
+  EXPECT_THROW((void)a.tile(0, 1), std::out_of_range);
+  a.set_tile(0, 1, std::make_shared<Tile>(100, 100));
+  EXPECT_NO_THROW((void)a.tile(0, 1));
+  // A new placement keeps the per-tile owners.
+  a.set_placement({1, 0}, 0);
+  EXPECT_EQ(a.owner(1, 2), 2);
+  EXPECT_EQ(a.owner(2, 2), 1);
+  EXPECT_EQ(a.owner(1, 1), 0);
+  EXPECT_EQ(a.tile_owners(), owners);
+  EXPECT_EQ(bellows::testing::thrown_message([&] { a.set_mapping({0, 1}, {1, 2}, 0); }),
+            "tile owners of collection 0 have 2 entries for 9 tiles");
+}
+
 TEST(TiledMatrix, RejectsNonPositiveSizesAndGrids) {
   EXPECT_EQ(bellows::testing::thrown_message([] { TiledMatrix(0, 0, 10, 5, BlockCyclic2D{1, 1}, 0); }),
             "matrix 0x10 with tile 5: sizes must be positive");

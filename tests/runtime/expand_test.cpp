@@ -1,15 +1,20 @@
-// A running GEMM that expands: `mpiexec -n 1 expand_tests` starts rank 0, which grows the
-// job to 2 ranks, runs an iteration with work stealing on, grows it to 4 ranks between
-// iterations (the runtime moves onto the grown communicator with Runtime::expand_onto,
-// the new ranks build their runtime on it) and runs two more iterations.
+// A running GEMM that expands: `mpiexec -n 1 expand_tests [steal|rebalance]` starts rank
+// 0, which grows the job to 2 ranks, runs an iteration with work stealing on, grows it to
+// 4 ranks between iterations (the runtime moves onto the grown communicator with
+// Runtime::expand_onto, the new ranks build their runtime on it) and runs two more
+// iterations.
 //
-// Checked: every GEMM task ran exactly once per iteration over all ranks; the new ranks,
-// which own no task under the fixed mapping, ran some in the first iteration after the
-// expand (they got them by stealing); those tasks are then pinned to them, the same table
-// on every rank, and run there in the next iteration; C after the last iteration is
-// bit-identical to C after the first (the k order of each C tile is fixed, wherever its
-// tasks run) and matches BLAS. Rank 0 prints one JSON line with the
-// counts and "result":"PASS" or "FAIL"; every process runs under a watchdog.
+// Checked: every GEMM task ran exactly once per iteration over all ranks; the new ranks
+// ran some in the first iteration after the expand; what they stole in it is then pinned
+// to them, the same table on every rank, and runs there in the next iteration; C after
+// the last iteration is bit-identical to C after the first (the k order of each C tile
+// is fixed, wherever its tasks run) and matches BLAS.
+// "steal" (RuntimeOptions::rebalance_on_resize off): the new ranks own no task under the
+// fixed mapping, so all they ran in their first iteration was stolen.
+// "rebalance" (on): each new rank took over C tiles (a quarter of them), the same count on
+// every rank, and with them their tasks.
+// Rank 0 prints one JSON line with the counts and "result":"PASS" or "FAIL"; every
+// process runs under a watchdog.
 
 #include <mpi.h>
 #include <unistd.h>
@@ -61,10 +66,13 @@ struct Gemm {
   br::TiledMatrix a, b, c;
 };
 
+bool g_rebalance = true;  // the mode, from the command line
+
 br::RuntimeOptions options() {
   br::RuntimeOptions o;
   o.steal.enabled = true;
   o.steal.chunk = 2;
+  o.rebalance_on_resize = g_rebalance;
   return o;
 }
 
@@ -82,9 +90,18 @@ int finish(br::Membership& job, br::Runtime& runtime, Gemm& gemm, const std::vec
   const bool joined = job.rank() >= kInitialRanks;
   const auto executed = [&] { return static_cast<long long>(runtime.stats().tasks_executed); };
 
-  runtime.run_iteration();  // 2: new ranks get work by stealing only
+  const auto stolen_before = static_cast<long long>(runtime.stats().steal.tasks_stolen);
+  runtime.run_iteration();  // 2: new ranks run what they took over and what they steal
   const long long second = executed() - executed_before;
-  const long long stolen_by_new = sum(joined ? second : 0, comm);
+  const long long ran_by_new = sum(joined ? second : 0, comm);
+  const long long stolen_by_new = sum(
+      joined ? static_cast<long long>(runtime.stats().steal.tasks_stolen) - stolen_before : 0, comm);
+  int c_tiles = 0;
+  gemm.c.for_each_local_tile([&](int, int, br::Tile&) { ++c_tiles; });
+  int c_tiles_min = 0, c_tiles_max = 0;
+  const int new_rank_tiles = joined ? c_tiles : kTasks;  // old ranks do not count
+  MPI_Allreduce(&new_rank_tiles, &c_tiles_min, 1, MPI_INT, MPI_MIN, comm);
+  MPI_Allreduce(&c_tiles, &c_tiles_max, 1, MPI_INT, MPI_MAX, comm);
   // After it, what the new ranks stole is theirs: the same table on every rank.
   const auto pinned = static_cast<long long>(runtime.pinned().size());
   long long pinned_here = 0;
@@ -110,10 +127,20 @@ int finish(br::Membership& job, br::Runtime& runtime, Gemm& gemm, const std::vec
     const bool once = all_second == kTasks && all_third == kTasks;
     const bool pinned_ok = pinned_min == pinned_max && pinned_max == stolen_by_new &&
                            short_anywhere == 0 && new_ranks_third >= pinned_max;
-    failed = (error <= 16.0 * kN * DBL_EPSILON && exact && once && stolen_by_new > 0 && pinned_ok)
-                 ? 0
-                 : 1;
-    nlohmann::json j{{"ranks", job.size()},
+    const int c_tile_count = (kN / kTile) * (kN / kTile);
+    const bool mode_ok =
+        g_rebalance
+            ? ran_by_new > 0 && c_tiles_min == c_tile_count / 4 && c_tiles_max == c_tile_count / 4 &&
+                  runtime.last_rebalance().tiles == static_cast<std::uint64_t>(c_tile_count / 2) &&
+                  runtime.last_rebalance().tasks == static_cast<std::uint64_t>(kTasks / 2)
+            : stolen_by_new > 0 && ran_by_new == stolen_by_new && c_tiles_min == 0;
+    failed = (error <= 16.0 * kN * DBL_EPSILON && exact && once && pinned_ok && mode_ok) ? 0 : 1;
+    nlohmann::json j{{"mode", g_rebalance ? "rebalance" : "steal"},
+                     {"ranks", job.size()},
+                     {"new_ranks_ran_in_first_iteration_after_expand", ran_by_new},
+                     {"c_tiles_per_new_rank", {c_tiles_min, c_tiles_max}},
+                     {"tiles_migrated", runtime.last_rebalance().tiles},
+                     {"tasks_migrated", runtime.last_rebalance().tasks},
                      {"tasks_per_iteration", kTasks},
                      {"tasks_run", {all_second, all_third}},
                      {"new_ranks_stole_in_first_iteration_after_expand", stolen_by_new},
@@ -134,7 +161,8 @@ int run_root() {
   br::Membership job(MPI_COMM_WORLD);
   br::SpawnSpec spec;
   spec.command = bellows::runtime::current_executable();
-  spec.args = {kChildFlag, "0"};
+  const std::string mode = g_rebalance ? "rebalance" : "steal";
+  spec.args = {kChildFlag, "0", mode};
   job.grow(kInitialRanks - 1, spec);  // ranks that own tasks: spawned, so removable
 
   Gemm gemm(job.rank());
@@ -149,7 +177,7 @@ int run_root() {
                  first_executed, kTasks);
   }
 
-  spec.args = {kChildFlag, "1"};
+  spec.args = {kChildFlag, "1", mode};
   job.grow(2, spec);
   runtime.expand_onto(job.communicator());
   const int failed = finish(job, runtime, gemm, first_c,
@@ -184,7 +212,14 @@ int run_child(int phase) {
 int main(int argc, char** argv) {
   int provided = MPI_THREAD_SINGLE;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  const bool child = argc > 2 && std::string(argv[1]) == kChildFlag;
+  const bool child = argc > 3 && std::string(argv[1]) == kChildFlag;
+  const std::string mode = child ? argv[3] : (argc > 1 ? argv[1] : "rebalance");
+  if (mode != "steal" && mode != "rebalance") {
+    std::fprintf(stderr, "expand_tests: unknown mode '%s' (steal or rebalance)\n", mode.c_str());
+    MPI_Finalize();
+    return 2;
+  }
+  g_rebalance = mode == "rebalance";
   bellows::testing::Watchdog dog(bellows::testing::limit_from_env("BELLOWS_TEST_WATCHDOG_S", 60.0),
                                  child ? "expand child" : "expand scenario (rank 0)");
   int code = 1;

@@ -42,6 +42,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string kernel = "cpu";
   std::string steal = "off";
   std::string same_host = "on";
+  std::string rebalance = "on";
   std::string victim{runtime::to_string(o.steal.policy)};
   CLI::App cli(description, app);
   cli.add_option("--n", o.n, "matrix order");
@@ -62,6 +63,8 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "doorbells and direct tile reads between ranks on one host: on or off");
   cli.add_option("--resize", o.resize,
                  "resize schedule, e.g. iter=3:+2,iter=6:-3 (job started by scripts/bellows-local)");
+  cli.add_option("--rebalance", rebalance,
+                 "move tile ownership at a resize so that the next iteration starts balanced: on or off");
   cli.add_option("--join-iteration", o.join_iteration)->group("");  // set by a resize's spawn
   cli.add_option("--join-grid-ranks", o.join_grid_ranks)->group("");
   cli.add_option("--steal", steal, "inter-rank work stealing: on or off");
@@ -113,6 +116,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--same-host must be on or off, got '" + same_host + "'");
   }
   o.same_host_transport = same_host == "on";
+  if (rebalance != "on" && rebalance != "off") {
+    return fail("--rebalance must be on or off, got '" + rebalance + "'");
+  }
+  o.rebalance_on_resize = rebalance == "on";
   o.steal.enabled = steal == "on";
   if (!runtime::parse_victim_policy(victim, o.steal.policy)) {
     return fail("--steal-victim must be random or last-victim, got '" + victim + "'");
@@ -193,6 +200,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.comm_max_sleep_us = options.comm_max_sleep_us;
   r.steal = options.steal;
   r.same_host_transport = options.same_host_transport;
+  r.rebalance_on_resize = options.rebalance_on_resize;
   return r;
 }
 

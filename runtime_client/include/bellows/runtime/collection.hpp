@@ -10,6 +10,8 @@
 
 namespace bellows::runtime {
 
+class Engine;
+
 /// 2D block-cyclic distribution of tiles over a P x Q process grid, row-major ranks:
 /// tile (m, n) lives on rank (m mod P) * Q + (n mod Q), as in ScaLAPACK.
 struct BlockCyclic2D {
@@ -44,18 +46,31 @@ class TiledMatrix {
   [[nodiscard]] int rows_of_tile(int m) const noexcept;
   [[nodiscard]] int cols_of_tile(int n) const noexcept;
   [[nodiscard]] const BlockCyclic2D& distribution() const noexcept { return dist_; }
-  /// The rank that holds tile (m, n) now: the distribution's rank, moved by the
-  /// placement (see set_placement).
+  /// The rank that holds tile (m, n) now: its own owner if it has one (see
+  /// set_mapping), else the distribution's rank moved by the placement.
   [[nodiscard]] int owner(int m, int n) const noexcept {
+    if (!tile_owners_.empty()) {
+      const int own = tile_owners_[slot(m, n)];
+      if (own != kNoTileOwner) return own;
+    }
     const int grid_rank = dist_.owner(m, n);
     return placement_.empty() ? grid_rank : placement_[static_cast<std::size_t>(grid_rank)];
   }
-  /// Where the distribution's ranks live after a shrink: grid rank g is held by rank
+  /// An entry of tile_owners() that defers to the placement.
+  static constexpr int kNoTileOwner = -1;
+  /// Where the distribution's ranks live after a resize: grid rank g is held by rank
   /// placement[g] of the current communicator, and this process is now `my_rank` (-1: it
-  /// left). Tiles this rank no longer holds are dropped; tiles it gains are empty until
-  /// set_tile() installs them (the runtime does, with the data of the rank that left).
+  /// left). Per-tile owners set by set_mapping() are kept. Tiles this rank no longer
+  /// holds are dropped; tiles it gains are empty until set_tile() installs them (the
+  /// runtime does, with the data of the rank that held them).
   void set_placement(std::vector<int> placement, int my_rank);
+  /// The placement (as set_placement) and per-tile owners at once: tile_owners is empty
+  /// (none) or holds tile_rows() * tile_cols() entries, entry n * tile_rows() + m being
+  /// the rank that holds tile (m, n) or kNoTileOwner. The runtime uses per-tile owners
+  /// to spread the tiles of ranks that leave and to give new ranks a share of the tiles.
+  void set_mapping(std::vector<int> placement, std::vector<int> tile_owners, int my_rank);
   [[nodiscard]] const std::vector<int>& placement() const noexcept { return placement_; }
+  [[nodiscard]] const std::vector<int>& tile_owners() const noexcept { return tile_owners_; }
   [[nodiscard]] int my_rank() const noexcept { return my_rank_; }
   [[nodiscard]] bool kept(int m, int n) const { return !keep_ || keep_(m, n); }
   [[nodiscard]] bool is_local(int m, int n) const { return owner(m, n) == my_rank_ && kept(m, n); }
@@ -72,9 +87,16 @@ class TiledMatrix {
   [[nodiscard]] std::vector<double> gather_to_root(MPI_Comm comm) const;
 
  private:
+  friend class Engine;
+
   [[nodiscard]] std::size_t slot(int m, int n) const noexcept {
     return static_cast<std::size_t>(n) * mt_ + m;
   }
+  /// For the runtime, between iterations only: while probing, owner(m, n) answers
+  /// -(2 + base + slot), so that the runtime learns which tile decides each task's owner;
+  /// stop_probe() puts the owners back.
+  void start_probe(int base);
+  void stop_probe() noexcept;
 
   CollectionId id_;
   int rows_;
@@ -86,6 +108,8 @@ class TiledMatrix {
   int my_rank_;
   TileFilter keep_;
   std::vector<int> placement_;  // empty: grid rank g is communicator rank g
+  std::vector<int> tile_owners_;  // empty, or per slot: the owner or kNoTileOwner
+  std::vector<int> saved_tile_owners_;  // while probing
   std::vector<TilePtr> tiles_;  // mt_ * nt_, null where not local
 };
 

@@ -99,8 +99,10 @@ class ElasticJob {
   void after_iteration(const IterationReport& report);
 
   /// One JSON object per resize carried out (rank 0 keeps them; empty elsewhere): sizes,
-  /// timings, bytes handed to backups, tasks run by leaving ranks and their pinned tasks
-  /// returned to the backups, request to first task and tasks pinned to the new ranks.
+  /// timings (for an expand each phase of the grow, see GrowReport, and expand_onto),
+  /// bytes handed over, tasks run by leaving ranks and their pinned tasks returned,
+  /// "tiles_migrated" and "tasks_migrated" (Runtime::last_rebalance()), request to first
+  /// task and tasks pinned to the new ranks.
   /// Its "before_iteration" counts from 1, as the examples' --resize schedules do
   /// (ResizeEvent::before_iteration counts from 0, as apply_pending() does).
   [[nodiscard]] const nlohmann::json& telemetry() const noexcept { return telemetry_; }

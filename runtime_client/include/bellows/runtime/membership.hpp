@@ -114,16 +114,27 @@ struct SpawnSpec {
 };
 
 /// Timings of one grow, as seen by the calling rank. A rank spawned during the grow
-/// counts the steps from its own merge on.
+/// counts from its own start (join_parent()).
 struct GrowReport {
   int old_size = 0;  ///< size of the job communicator before the grow
   int new_size = 0;  ///< and after
   /// Ordinal of this process among the processes spawned by the grow (0 for the first
   /// spawned), -1 on ranks that were members before.
   int spawn_ordinal = -1;
-  std::vector<double> spawn_seconds;       ///< MPI_Comm_spawn, one entry per process
-  std::vector<double> merge_seconds;       ///< MPI_Intercomm_merge, one entry per process
-  std::vector<double> disconnect_seconds;  ///< releasing each step's intercomm and old comm
+  /// MPI_Comm_spawn of each process, by ordinal (the ranks spawn in parallel; every
+  /// rank that was a member gets all of them, spawned processes none).
+  std::vector<double> spawn_seconds;
+  /// Members: from the end of their own spawns until the spawned processes were one
+  /// group and ready to join (exchanging ports included). Spawned processes: 0.
+  double wait_seconds = 0.0;
+  /// The spawned processes forming their own communicator (pairwise accept/connect and
+  /// merge rounds), as spawned process 0 timed it; known on every rank.
+  double group_seconds = 0.0;
+  /// Joining the spawned group to the job: the one MPI_Comm_accept / MPI_Comm_connect
+  /// and MPI_Intercomm_merge (one entry).
+  std::vector<double> merge_seconds;
+  /// Releasing the intermediate communicators (one entry).
+  std::vector<double> disconnect_seconds;
   double total_seconds = 0.0;
 };
 
@@ -146,14 +157,17 @@ void validate_leaving(int size, std::span<const int> leaving);
 /// Grows `current` by `count` processes, spawned one per MPI_Comm_spawn call, and
 /// returns the grown communicator: the ranks of `current` keep their numbers, spawned
 /// process k gets number size(current) + k. Collective over `current`; every spawned
-/// process takes part through join_parent(). For each process, rank 0 alone spawns it on
-/// MPI_COMM_SELF while the other ranks wait in a barrier that sleeps (a collective spawn
-/// would have them spin in MPICH ch3 and starve the starting process of cores); the new
-/// process then connects to an MPI port rank 0 opened, which every rank accepts, and the
-/// connection is merged. `count` and `spec` are read at rank 0 only
-/// (rank 0 broadcasts the count and the outcome of its checks). The caller owns the
-/// result (see Communicator) and stays owner of `current`, which this call leaves as it
-/// was. count 0 returns a duplicate.
+/// process takes part through join_parent(). The ranks spawn in parallel (rank r starts
+/// processes r, r + size, ...; each on MPI_COMM_SELF, so each is an MPI world of its
+/// own); the spawned processes form one communicator among themselves (pairwise rounds
+/// of accept/connect and merge over ports they open), and the job then accepts that
+/// group once, on a port rank 0 opened, and merges with it. Members wait without
+/// spinning while the processes start and group (MPICH ch3's blocking calls would take
+/// the cores they need). Every intermediate communicator is disconnected before the
+/// call returns. `count` and `spec` are read at rank 0 only (rank 0 broadcasts the
+/// count, what to spawn and the outcome of its checks). The caller owns the result
+/// (see Communicator) and stays owner of `current`, which this call leaves as it was.
+/// count 0 returns a duplicate.
 /// Throws std::invalid_argument on every rank when count is negative or spec is
 /// unusable (checked on rank 0's host: command not an executable file, bad env, host
 /// that does not resolve), MpiError when an MPI call fails.
@@ -163,10 +177,9 @@ void validate_leaving(int size, std::span<const int> leaving);
 [[nodiscard]] MPI_Comm grow_by_spawn(MPI_Comm current, int count, const SpawnSpec& spec,
                                      GrowReport* report = nullptr);
 
-/// In a process started by grow_by_spawn(): joins the grow (its merge, and the spawns
-/// and merges of the processes spawned after it by the same grow, which are collective
-/// over the growing communicator) and returns the job communicator, owned by the
-/// caller. Disconnects the parent intercommunicator, so MPI_Comm_get_parent returns
+/// In a process started by grow_by_spawn(): joins the grow (the group of processes
+/// spawned by it, then the job) and returns the job communicator, owned by the caller.
+/// Disconnects the parent intercommunicator, so MPI_Comm_get_parent returns
 /// MPI_COMM_NULL afterwards. Returns nullopt, without communicating, in a process that
 /// was not spawned. Call it right after MPI_Init.
 [[nodiscard]] std::optional<MPI_Comm> join_parent(GrowReport* report = nullptr);

@@ -76,6 +76,13 @@ struct RuntimeOptions {
   /// MPI's polled shared-memory rendezvous. Probed at start; pairs where it does not
   /// work use MPI alone. Must be the same on every rank.
   bool same_host_transport = true;
+  /// Moves tile ownership (and with it the tasks each tile decides) at a resize, so
+  /// that the next iteration starts balanced: an expand gives the new ranks a share of
+  /// the tiles of the most loaded ranks, a shrink spreads the leaving ranks' tiles over
+  /// the survivors by load (the work of each tile counted from its tasks' flops). Off:
+  /// new ranks get work by stealing only and each leaver's tiles go to one backup, as in
+  /// seed 001, section V. Must be the same on every rank.
+  bool rebalance_on_resize = true;
   StealOptions steal;
 };
 

@@ -17,6 +17,12 @@ namespace bellows::runtime {
 
 class Engine;
 
+/// What a resize did to the ownership of tiles (the same on every rank).
+struct Rebalance {
+  std::uint64_t tiles = 0;  ///< collection tiles whose owner changed
+  std::uint64_t tasks = 0;  ///< tasks of an iteration whose rank changed with them
+};
+
 /// What the first half of a shrink did on this rank.
 struct ShrinkHandoff {
   bool leaving = false;               ///< this rank leaves
@@ -63,34 +69,43 @@ class Runtime {
   /// current member disconnects its duplicate of the old communicator
   /// (MPI_Comm_disconnect, so that ranks can later leave), and then every rank of
   /// `comm`, new ones included (which construct their Runtime on `comm` instead), takes
-  /// a duplicate of it. The fixed mapping is unchanged: new ranks own no task and get
-  /// their work by stealing. Throws std::invalid_argument when `comm` is not a grown
-  /// copy of the current communicator.
+  /// a duplicate of it. With RuntimeOptions::rebalance_on_resize, rank 0 also picks
+  /// tiles of the most loaded ranks for the new ones (by the flops of the tasks each
+  /// tile decides) until the loads are even; the tiles change hands at the start of the
+  /// next iteration (collective, before its tasks are known). Without it, or for the
+  /// work the move leaves uneven, new ranks get work by stealing. Throws
+  /// std::invalid_argument when `comm` is not a grown copy of the current communicator.
   void expand_onto(MPI_Comm comm);
   /// On a rank added by an expand, right after constructing the runtime on the grown
   /// communicator and before adding collections and task classes: ranks from
   /// `first_new_rank` on are the new ones (the size before the expand). Collective with
   /// the old ranks' expand_onto(): the new rank receives the mapping state (which ranks
-  /// are new, each collection's placement, the pinned tasks). After each iteration, the
-  /// tasks that new ranks stole become theirs for good (see pinned()).
+  /// are new, each collection's placement and per-tile owners, the tiles it is to take
+  /// over, the pinned tasks). After each iteration, the tasks that new ranks stole
+  /// become theirs for good (see pinned()).
   void join_expansion(int first_new_rank);
   /// First half of a shrink, between iterations; collective over the current
   /// communicator, every rank passing the same `leaving` list (rank 0 may not leave).
-  /// Each leaving rank's data goes to its backup, the staying rank that holds the least
-  /// data (ties: the first after it in ring order), chosen leaver by leaver, so that a
-  /// block of leavers is spread over the survivors; a backup that leaves later passes
-  /// everything on the same way: the leavers' collection tiles
-  /// are sent to their backups, every collection's placement and the pinned tasks are
-  /// rewritten for the survivors' numbering (tasks and messages that were the leavers'
-  /// now go to the backups), and the runtime disconnects its duplicate of the
-  /// communicator. Then shrink the job communicator (Membership::shrink) and, on the
-  /// survivors, call attach_shrunk(); a leaver can only destroy its runtime.
+  /// Each leaving rank has a backup, the staying rank that holds the least data (ties:
+  /// the first after it in ring order), chosen leaver by leaver. With
+  /// RuntimeOptions::rebalance_on_resize the leavers' tiles that decide tasks go one by
+  /// one, heaviest first, to the least loaded survivor (so the next iteration starts
+  /// balanced), and their other tiles to their backups; without it every tile goes to
+  /// the backup (seed 001, section V). The tiles are sent, every collection's placement
+  /// and per-tile owners and the pinned tasks are rewritten for the survivors'
+  /// numbering (tasks and messages that were the leavers' now go to the new owners;
+  /// tasks pinned to a leaver go back to their tile's owner), and the runtime
+  /// disconnects its duplicate of the communicator. Then shrink the job communicator
+  /// (Membership::shrink) and, on the survivors, call attach_shrunk(); a leaver can only
+  /// destroy its runtime.
   ShrinkHandoff prepare_shrink(std::span<const int> leaving);
   /// Second half of a shrink, on the survivors: the runtime continues on `survivors`.
   void attach_shrunk(MPI_Comm survivors);
   /// Tasks pinned to ranks added by an expand: key -> rank. The same on every rank;
   /// changes only between iterations.
   [[nodiscard]] const std::unordered_map<TaskKey, int>& pinned() const noexcept;
+  /// What the latest expand_onto() / join_expansion() or prepare_shrink() moved.
+  [[nodiscard]] Rebalance last_rebalance() const noexcept;
   /// Statistics accumulated over all iterations so far.
   [[nodiscard]] const RankStats& stats() const noexcept;
   /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective.

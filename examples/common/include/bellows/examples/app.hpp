@@ -36,6 +36,7 @@ struct AppOptions {
   int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
   runtime::StealOptions steal;    ///< --steal on|off and the --steal-* parameters
   bool same_host_transport = true;  ///< --same-host on|off
+  bool rebalance_on_resize = true;  ///< --rebalance on|off (RuntimeOptions::rebalance_on_resize)
   std::string resize;             ///< --resize "iter=3:+2,iter=6:-3" (see elastic.hpp)
   int join_iteration = -1;        ///< set on processes spawned by a resize
   int join_grid_ranks = 0;        ///< likewise: the ranks of the fixed mapping
