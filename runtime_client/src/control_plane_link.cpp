@@ -1,6 +1,7 @@
 #include "bellows/runtime/control_plane_link.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +9,9 @@
 
 namespace bellows::runtime {
 namespace {
+
+// The process's attached link, for request_resize() (one per process, as its ControlChannel).
+std::atomic<ControlPlaneLink*> g_attached{nullptr};
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> items;
@@ -71,8 +75,22 @@ std::optional<ControlPlaneLink> ControlPlaneLink::from_environment(int rank) {
   return ControlPlaneLink(std::move(channel), node, nodes);
 }
 
+ControlPlaneLink::~ControlPlaneLink() {
+  ControlPlaneLink* self = this;
+  g_attached.compare_exchange_strong(self, nullptr);
+}
+
+ResizeAnswer request_resize(int delta_nodes) {
+  ControlPlaneLink* link = g_attached.load();
+  if (link == nullptr)
+    throw std::logic_error("request_resize: this process is not attached to a control plane "
+                           "(the job was not started by bellows run)");
+  return link->request_resize(delta_nodes);
+}
+
 void ControlPlaneLink::attach(ElasticJob& job) {
   job_ = &job;
+  g_attached.store(this);
   channel_.on_expand([this](const ExpandEvent& e) {
     if (job_->rank() != 0) return;
     expand_hosts_ = e.hosts;

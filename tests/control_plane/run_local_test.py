@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """End-to-end test of `bellows run` on the local backend: a real controller, one real bellowsd
 per emulated node and real MPICH ranks. The policy grows the job from 2 to 4 nodes, an operator
-shrinks it back with `bellows resize -2`, an out-of-range request is refused with the reason,
-the GEMM result verifies, the event log holds the expected resizes, and no process is left.
+shrinks it back with `bellows resize -2` (the nodes go back while the job runs), an
+out-of-range request is refused with the reason, the application itself asks for one more node
+near its end (bellows::runtime::request_resize) and gets it, the GEMM result verifies, the event
+log holds the expected resizes, `bellows plot` draws them, and no process is left.
 
   run_local_test.py --bellows PATH --app PATH
 Prints "run_local: PASS" or "run_local: FAIL: why".
@@ -68,7 +70,8 @@ def main():
 
     job = subprocess.Popen(
         [a.bellows, "run", "--nodes", "2:4", "--policy", policy, "--quiet", "--",
-         a.app, "--n", "1536", "--tile", "256", "--iterations", "40", "--steal", "on", "--verify"],
+         a.app, "--n", "1536", "--tile", "256", "--iterations", "40", "--steal", "on", "--verify",
+         "--ask-controller", "iter=36:+1"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # The policy sees ready tasks piling up on 2 nodes and grows the job to 4.
@@ -120,15 +123,18 @@ def main():
     report = json.loads(out.strip().splitlines()[-1])
     if not report.get("verified"):
         fail(f"the result did not verify: residual {report.get('residual')}")
-    if report["ranks"] != 2:
-        fail(f"the job ended on {report['ranks']} ranks, expected 2")
+    if report["ranks"] != 3:
+        fail(f"the job ended on {report['ranks']} ranks, expected 3 (after its own +1)")
+    if "asked the controller for +1 node(s) before iteration 36: accepted" not in out:
+        fail(f"the application's request was not accepted: {out[-1500:]}")
 
     job_dir = os.path.realpath(os.path.join(run_dir, "latest"))
     with open(os.path.join(job_dir, "events.jsonl")) as f:
         events = [json.loads(line) for line in f if line.strip()]
     finals = {(e["resize"], e["kind"], e["requester"], e["to"]) for e in events
               if e["to"] in ("committed", "aborted") and not e["refused"]}
-    expected = {(1, "expand", "policy", "committed"), (2, "shrink", "operator", "committed")}
+    expected = {(1, "expand", "policy", "committed"), (2, "shrink", "operator", "committed"),
+                (3, "expand", "application", "committed")}
     if finals != expected:
         fail(f"final resize states {sorted(finals)}, expected {sorted(expected)}")
     reasons = {e["resize"]: e["reason"] for e in events if e["resize"]}
@@ -136,6 +142,8 @@ def main():
         fail(f"the expand's reason does not name its trigger: {reasons.get(1)!r}")
     if reasons.get(2) != "operator gives two nodes back":
         fail(f"the shrink's reason is {reasons.get(2)!r}")
+    if reasons.get(3) != "rank 0 asked for +1 node(s)":
+        fail(f"the application's expand has the reason {reasons.get(3)!r}")
     refused = [e for e in events if e["refused"]]
     if refused:
         fail(f"refused events in the log: {refused}")
@@ -146,8 +154,8 @@ def main():
     r = bellows("plot", "--out", png)
     if r.returncode != 0 or not os.path.exists(png) or os.path.getsize(png) < 10000:
         fail(f"bellows plot: {r.returncode} {r.stdout!r} {r.stderr!r}")
-    if "2 resizes" not in r.stdout:
-        fail(f"bellows plot did not draw the 2 resizes: {r.stdout!r}")
+    if "3 resizes" not in r.stdout:
+        fail(f"bellows plot did not draw the 3 resizes: {r.stdout!r}")
 
     time.sleep(0.5)
     left = processes_mentioning(job_dir)

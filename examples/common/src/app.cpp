@@ -63,6 +63,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "doorbells and direct tile reads between ranks on one host: on or off");
   cli.add_option("--resize", o.resize,
                  "resize schedule, e.g. iter=3:+2,iter=6:-3 (job started by scripts/bellows-local)");
+  cli.add_option("--ask-controller", o.ask_controller,
+                 "under bellows run: the application asks the controller for nodes, e.g. iter=9:+1 "
+                 "(bellows::runtime::request_resize before that iteration, on rank 0)");
   cli.add_option("--rebalance", rebalance,
                  "move tile ownership at a resize so that the next iteration starts balanced: on or off");
   cli.add_option("--join-iteration", o.join_iteration)->group("");  // set by a resize's spawn
@@ -111,6 +114,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--kernel must be cpu, cuda or emulated, got '" + kernel + "'");
   }
   if (std::string error; !parse_resize_schedule(o.resize, o.iterations, error)) return fail(error);
+  if (std::string error; !parse_resize_schedule(o.ask_controller, o.iterations, error)) {
+    return fail("--ask-controller" + error.substr(error.find(' ')));
+  }
   if (steal != "on" && steal != "off") return fail("--steal must be on or off, got '" + steal + "'");
   if (same_host != "on" && same_host != "off") {
     return fail("--same-host must be on or off, got '" + same_host + "'");

@@ -1,6 +1,7 @@
 #include "bellows/examples/elastic.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -70,6 +71,7 @@ ElasticSession::ElasticSession(const std::string& app, const AppOptions& options
   auto schedule = parse_resize_schedule(options.resize, options.iterations, error);
   if (!schedule) throw std::invalid_argument(error);
   schedule_ = std::move(*schedule);
+  asks_ = *parse_resize_schedule(options.ask_controller, options.iterations, error);
   auto spawn = [this](int join_iteration) { return spawn_spec(join_iteration); };
 
   const auto attach_control_plane = [this] {
@@ -80,6 +82,9 @@ ElasticSession::ElasticSession(const std::string& app, const AppOptions& options
     }
     link_->attach(*job_);
   };
+  if (!asks_.empty() && std::getenv(runtime::ControlPlaneLink::kJobDirVariable) == nullptr) {
+    throw std::invalid_argument("--ask-controller needs the job started by bellows run");
+  }
   if (options.join_iteration >= 0) {  // spawned by a resize (or by the initial grow)
     auto joined = runtime::Membership::join();
     if (!joined) throw std::invalid_argument("--join-iteration given to a process that was not spawned");
@@ -159,6 +164,16 @@ bool ElasticSession::resize_before(int it) {
       for (int r = size() + step->delta; r < size(); ++r) leaving.push_back(r);
       job_->request_shrink(std::move(leaving), reason);
     }
+  }
+  const auto ask = std::find_if(asks_.begin(), asks_.end(),
+                                [&](const ResizeStep& s) { return s.iteration - 1 == it; });
+  if (ask != asks_.end() && rank() == 0) {
+    // The application's own request: the controller decides, and its decision comes back
+    // as an event like any other.
+    const auto answer = runtime::request_resize(ask->delta);
+    std::printf("  asked the controller for %+d node(s) before iteration %d: %s (%s)\n", ask->delta,
+                ask->iteration, answer.granted() ? "accepted" : "refused", answer.text.c_str());
+    std::fflush(stdout);
   }
   if (link_) link_->poll();
   return job_->apply_pending(it) != runtime::ElasticJob::Outcome::left;

@@ -41,6 +41,10 @@ class ControlPlaneLink {
   /// cannot be reached.
   static std::optional<ControlPlaneLink> from_environment(int rank);
 
+  ~ControlPlaneLink();
+  ControlPlaneLink(ControlPlaneLink&&) noexcept = default;
+  ControlPlaneLink& operator=(ControlPlaneLink&&) noexcept = default;
+
   /// Registers the ElasticJob callbacks that report resizes and the daemon's event
   /// callbacks (call once, after the job exists; replaces the job's on_resize_* callbacks).
   /// Both keep a pointer to this link: it must not move afterwards.
@@ -80,5 +84,12 @@ class ControlPlaneLink {
   std::map<std::string, std::uint64_t> controller_resizes_;  ///< request reason -> resize id
   int rank_before_ = 0;
 };
+
+/// An application's own request for delta_nodes more (> 0) or fewer (< 0) nodes, sent through
+/// this process's attached ControlPlaneLink to its daemon and the job's controller, which
+/// decides like for any other request (a granted request comes back as a resize event).
+/// Throws std::logic_error when the process has no attached link (not under `bellows run`),
+/// std::invalid_argument for 0, ControlChannelError when PMIx fails.
+ResizeAnswer request_resize(int delta_nodes);
 
 }  // namespace bellows::runtime

@@ -86,6 +86,7 @@ class ElasticSession {
   std::string app_;
   std::vector<std::string> args_;  // argv[1..], without the join options
   std::vector<ResizeStep> schedule_;
+  std::vector<ResizeStep> asks_;  // --ask-controller
   std::optional<runtime::ElasticJob> job_;
   std::optional<runtime::ControlPlaneLink> link_;  // in place: attach() keeps its address
   int grid_ranks_ = 1;
