@@ -6,7 +6,7 @@
 //                                                          JobId=HELPER NumNodes=0; until the
 //                                                          job lists the nodes
 //   shrink: release_nodes -> the nodes idle in Slurm  vs  scontrol update JobId=JOB
-//                                                          NumNodes=1; until idle
+//                                                          NodeList=BATCHHOST; until idle
 //
 // Needs a Slurm cluster with permit_job_expansion: the one SLURM_CONF names, or one started
 // here with scripts/local-slurm in a temporary directory (and stopped at the end).
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
         const auto now_held = rm.nodes_of(job).value;
         std::vector<std::string> added(now_held.begin() + 1, now_held.end());
         t = Clock::now();
-        must("scontrol update JobId=" + job + " NumNodes=1");
+        must("scontrol update JobId=" + job + " NodeList=" + batch_host);
         wait_for([&] { return all_idle(rm, added); }, "raw-released nodes idle");
         shrink_raw.push_back(since(t));
         if (rm.nodes_of(job).value != std::vector<std::string>{batch_host}) {

@@ -506,26 +506,14 @@ struct SlurmResourceManager::Impl {
     job_desc_msg_t desc;
     slurm_init_job_desc_msg(&desc);
     desc.job_id = w.job_id;
-    // Slurm keeps the first min_nodes nodes of the job (in its node order) when the count
-    // drops, and that path leaves select/linear's books right. Naming the nodes that stay
-    // (req_nodes) can release any node, but in Slurm 22.05 with select/linear a node released
-    // that way is refused to later jobs once the shrunk job ends (until scontrol
-    // reconfigure; docs/slurm.md). So: a count when the leaving nodes are the job's last,
-    // the list otherwise.
-    const bool last_nodes =
-        std::equal(plan.remaining.begin(), plan.remaining.end(), job.value.nodes.begin());
-    if (last_nodes) {
-      desc.min_nodes = static_cast<std::uint32_t>(plan.remaining.size());
-      w.how = "NumNodes=" + std::to_string(plan.remaining.size());
-    } else {
-      desc.req_nodes = req_nodes.data();
-      w.how = "NodeList=" + req_nodes;
-    }
+    // The nodes that stay, by name: Slurm drops the others (a count, min_nodes, would keep
+    // the job's first nodes in Slurm's order, whichever they are).
+    desc.req_nodes = req_nodes.data();
+    w.how = "NodeList=" + req_nodes;
     const auto began = Clock::now();
     if (slurm_update_job(&desc) != SLURM_SUCCESS) {
       const int errnum = slurm_get_errno();
-      answer_release(w, slurm_error("release by job " + w.job + ": shrinking to " + req_nodes +
-                                        " (" + w.how + "): ",
+      answer_release(w, slurm_error("release by job " + w.job + " (" + w.how + "): ",
                                     "slurm_update_job", errnum));
       return;
     }
