@@ -357,5 +357,28 @@ TEST_F(SlurmResourceManagerTest, RefusesMalformedRequestsAndUnknownJobs) {
   EXPECT_EQ(rm_->nodes_of("abc").status.code, RmCode::unknown_job);
 }
 
+// Last: it replaces the suite's backend.
+TEST_F(SlurmResourceManagerTest, DestructorCancelsPendingHelperJobs) {
+  const std::string job = submit(1);
+  const std::string busy = submit(kNodes - 1);
+  bool called = false;
+  const RmRequestId id = rm_->request_expand({.job = job, .count = 1, .min_count = 1, .timeout = 60s},
+                                             [&](ExpandAnswer) { called = true; });
+  std::string helper;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto h = rm_->helper_job_of(id);
+        if (h != 0) helper = std::to_string(h);
+        return !helper.empty() && job_state(helper) == "PENDING";
+      },
+      10s));
+  delete rm_;
+  rm_ = nullptr;
+  EXPECT_FALSE(squeue_jobs().contains(helper)) << "helper job " << helper << " outlived the backend";
+  EXPECT_FALSE(called);
+  rm_ = new SlurmResourceManager();
+  EXPECT_EQ(nodes_of(job).size(), 1u);
+}
+
 }  // namespace
 }  // namespace bellows::controller
