@@ -14,8 +14,8 @@
 //   req_nodes); Slurm kills what the job still ran on the others. The batch host cannot go.
 // - idle_nodes, pending_jobs, nodes_of: one slurmctld RPC each (slurm_load_node,
 //   slurm_load_jobs, slurm_load_job).
-// Answers carry the time of each phase ("granted n3,n4: helper 41 allocated in 0.02 s,
-// merged in 0.41 s"), so the controller's event log records them.
+// Answers carry the time of each phase ("granted n3,n4: helper job 41 submitted in 0.00 s,
+// allocated in 0.02 s, merged in 0.41 s"), so the controller's event log records them.
 
 #include "bellows/controller/resource_manager.hpp"
 
