@@ -1,0 +1,78 @@
+#pragma once
+// The Slurm backend of the resource manager, over the libslurm C API (Slurm 22.05; the
+// cluster needs SchedulerParameters=permit_job_expansion and, for repeated resizes of one
+// job, accounting through slurmdbd). Built only when libslurm is found
+// (target bellows::controller_slurm).
+//
+// In Slurm terms:
+// - request_expand: a helper job, an allocation without a job step that depends on the job
+//   (dependency "expand:JOBID", slurm_allocate_resources); once it runs, it is merged into
+//   the job (slurm_update_job on the helper with min_nodes = 0), and the job, still under
+//   its own id, holds the helper's nodes. A helper not granted within the request's timeout
+//   is cancelled (slurm_kill_job) and the answer is timeout.
+// - release_nodes: the job is shrunk to the nodes that stay (slurm_update_job with
+//   req_nodes); Slurm kills what the job still ran on the others. The batch host cannot go.
+// - idle_nodes, pending_jobs, nodes_of: one slurmctld RPC each (slurm_load_node,
+//   slurm_load_jobs, slurm_load_job).
+// Answers carry the time of each phase ("granted n3,n4: helper job 41 submitted in 0.00 s,
+// allocated in 0.02 s, merged in 0.41 s"), so the controller's event log records them.
+
+#include "bellows/controller/resource_manager.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bellows::controller {
+
+/// Settings of the Slurm backend.
+struct SlurmOptions {
+  /// The partition whose nodes and pending jobs idle_nodes() and pending_jobs() report;
+  /// empty: every partition. Helper jobs always go to the partition of the job they grow.
+  std::string partition;
+  /// How often the backend's thread asks slurmctld about a helper job or a shrink.
+  std::chrono::milliseconds poll_interval{10};
+  /// How long a release may take before it is answered unavailable (Slurm takes well
+  /// under a second), and how long a merge may take to show in the job.
+  std::chrono::milliseconds settle_timeout{10'000};
+};
+
+/// ResourceManager over a Slurm cluster (libslurm; slurm.conf from SLURM_CONF or the
+/// default path). Job ids are Slurm job ids ("41").
+///
+/// Thread safety: as ResourceManager (one thread calls every method). The blocking libslurm
+/// calls of request_expand, cancel_expand and release_nodes run on one thread of the
+/// backend; their answers are queued and delivered by progress(). The queries
+/// (idle_nodes, pending_jobs, nodes_of) block the caller for one RPC.
+/// Lifetime: one SlurmResourceManager per process (libslurm's slurm_init/slurm_fini are
+/// process-wide). The destructor cancels every helper job not yet merged and joins the
+/// backend's thread; callbacks not yet delivered are dropped.
+class SlurmResourceManager final : public ResourceManager {
+ public:
+  explicit SlurmResourceManager(SlurmOptions options = {});
+  ~SlurmResourceManager() override;
+  SlurmResourceManager(const SlurmResourceManager&) = delete;
+  SlurmResourceManager& operator=(const SlurmResourceManager&) = delete;
+
+  [[nodiscard]] std::string name() const override { return "slurm"; }
+  RmRequestId request_expand(const ExpandRequest& request, ExpandCallback done) override;
+  bool cancel_expand(RmRequestId id) override;
+  void release_nodes(const std::string& job, const std::vector<std::string>& nodes,
+                     ReleaseCallback done) override;
+  [[nodiscard]] RmResult<std::vector<std::string>> idle_nodes() override;
+  [[nodiscard]] RmResult<std::vector<PendingJob>> pending_jobs() override;
+  [[nodiscard]] RmResult<std::vector<std::string>> nodes_of(const std::string& job) override;
+  void progress() override;
+
+  /// The Slurm job id of the helper job of a pending expansion, 0 when it has none (yet,
+  /// or any more). For tests and diagnostics.
+  [[nodiscard]] std::uint32_t helper_job_of(RmRequestId id) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bellows::controller

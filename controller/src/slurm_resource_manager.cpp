@@ -1,0 +1,733 @@
+#include "bellows/controller/slurm_resource_manager.hpp"
+
+#include "bellows/controller/node_list.hpp"
+#include "slurm_handles.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+namespace bellows::controller {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Where helper jobs are recognised (and left out of pending_jobs()).
+constexpr std::string_view kHelperPrefix = "bellows-expand-";
+
+std::string seconds(Clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+RmCode code_of(int errnum) {
+  switch (errnum) {
+    case ESLURM_INVALID_JOB_ID:
+      return RmCode::unknown_job;
+    case ESLURM_INVALID_NODE_NAME:
+      return RmCode::unknown_node;
+    case SLURM_COMMUNICATIONS_CONNECTION_ERROR:
+    case SLURM_COMMUNICATIONS_SEND_ERROR:
+    case SLURM_COMMUNICATIONS_RECEIVE_ERROR:
+    case SLURM_COMMUNICATIONS_SHUTDOWN_ERROR:
+    case SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR:
+    case SLURMCTLD_COMMUNICATIONS_SEND_ERROR:
+    case SLURMCTLD_COMMUNICATIONS_RECEIVE_ERROR:
+    case SLURMCTLD_COMMUNICATIONS_SHUTDOWN_ERROR:
+    case SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT:
+    case ESLURM_IN_STANDBY_MODE:
+      return RmCode::unavailable;
+    default:
+      return RmCode::denied;
+  }
+}
+
+/// libslurm's answer to a failed call, with the context of the operation in front.
+RmStatus slurm_error(const std::string& context, const char* call, int errnum) {
+  return {code_of(errnum), context + slurm::error_text(call, errnum)};
+}
+
+const char* state_name(std::uint32_t state) {
+  static constexpr const char* names[] = {"PENDING",   "RUNNING",  "SUSPENDED", "COMPLETED",
+                                          "CANCELLED", "FAILED",   "TIMEOUT",   "NODE_FAIL",
+                                          "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"};
+  const std::uint32_t base = state & JOB_STATE_BASE;
+  return base < std::size(names) ? names[base] : "UNKNOWN";
+}
+
+std::string reason_name(std::uint16_t reason) {
+  switch (reason) {
+    case WAIT_NO_REASON: return "None";
+    case WAIT_PRIORITY: return "Priority";
+    case WAIT_DEPENDENCY: return "Dependency";
+    case WAIT_RESOURCES: return "Resources";
+    case WAIT_DEP_INVALID: return "DependencyNeverSatisfied";
+    default: return "reason " + std::to_string(reason);
+  }
+}
+
+bool in_list(const char* comma_list, const std::string& name) {
+  if (comma_list == nullptr) return false;
+  std::string_view rest(comma_list);
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    if (rest.substr(0, comma) == name) return true;
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+/// What the backend needs of a job record, copied out of libslurm's buffer.
+struct Job {
+  std::uint32_t id = 0;
+  std::uint32_t state = 0;  ///< base state (JOB_PENDING, JOB_RUNNING, ...)
+  std::uint16_t reason = 0;
+  std::vector<std::string> nodes;
+  std::string batch_host;
+  std::string partition;
+  std::string account;
+  std::uint32_t user_id = 0;
+  std::uint32_t group_id = 0;
+};
+
+/// Parses a Slurm job id; status unknown_job (or bad_request for an empty id) otherwise.
+RmStatus parse_job_id(const std::string& job, std::uint32_t& id) {
+  if (job.empty()) return {RmCode::bad_request, "empty job id"};
+  auto [ptr, ec] = std::from_chars(job.data(), job.data() + job.size(), id);
+  if (ec != std::errc() || ptr != job.data() + job.size() || id == 0) {
+    return {RmCode::unknown_job, "'" + job + "' is no Slurm job id"};
+  }
+  return {RmCode::ok, ""};
+}
+
+RmResult<Job> load_job(std::uint32_t id) {
+  job_info_msg_t* raw = nullptr;
+  if (slurm_load_job(&raw, id, SHOW_ALL) != SLURM_SUCCESS) {
+    const int errnum = slurm_get_errno();
+    return {slurm_error("job " + std::to_string(id) + ": ", "slurm_load_job", errnum), {}};
+  }
+  const slurm::JobInfo info(raw);
+  for (std::uint32_t i = 0; i < info->record_count; ++i) {
+    const slurm_job_info_t& r = info->job_array[i];
+    if (r.job_id != id) continue;
+    Job job;
+    job.id = id;
+    job.state = r.job_state & JOB_STATE_BASE;
+    job.reason = r.state_reason;
+    try {
+      job.nodes = expand_hostlist(r.nodes != nullptr ? r.nodes : "");
+    } catch (const std::invalid_argument& e) {
+      return {{RmCode::unavailable, "job " + std::to_string(id) + ": " + e.what()}, {}};
+    }
+    job.batch_host = r.batch_host != nullptr ? r.batch_host : "";
+    job.partition = r.partition != nullptr ? r.partition : "";
+    job.account = r.account != nullptr ? r.account : "";
+    job.user_id = r.user_id;
+    job.group_id = r.group_id;
+    return {{RmCode::ok, ""}, std::move(job)};
+  }
+  return {{RmCode::unknown_job, "job " + std::to_string(id) + ": slurmctld has no record of it"},
+          {}};
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+struct SlurmResourceManager::Impl {
+  /// Where an expansion stands, shared between the two threads (under mutex).
+  enum class Phase { queued, waiting, merging, answered, cancelled };
+
+  struct ExpandWork {
+    RmRequestId id = 0;
+    ExpandRequest request;
+    Clock::time_point asked;
+    std::uint32_t job = 0;
+    std::uint32_t helper = 0;
+    Clock::duration submit_time{};
+  };
+
+  struct ReleaseWork {
+    std::uint64_t id = 0;
+    std::string job;
+    std::vector<std::string> nodes;
+    Clock::time_point asked;
+    std::uint32_t job_id = 0;
+    Clock::time_point updated;
+    Clock::duration update_time{};
+    std::string how;  ///< the update: "NumNodes=1" or "NodeList=n[1,3]"
+  };
+
+  struct Answer {
+    bool expand = true;
+    std::uint64_t id = 0;
+    std::string job;
+    ExpandAnswer expand_answer;
+    RmStatus release_status;
+    std::vector<std::string> released;
+  };
+
+  SlurmOptions options;
+  slurm::Library library;  // before the thread that uses it, after it on destruction
+
+  // Shared with the backend's thread.
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::deque<ExpandWork> new_expands;
+  std::deque<ReleaseWork> new_releases;
+  std::map<RmRequestId, Phase> phases;
+  std::map<RmRequestId, std::uint32_t> helpers;
+  std::vector<Answer> answers;
+
+  // The controller's thread only.
+  RmRequestId next_expand = 1;
+  std::uint64_t next_release = 1;
+  std::map<RmRequestId, ExpandCallback> expand_callbacks;
+  std::map<std::uint64_t, ReleaseCallback> release_callbacks;
+  std::map<std::string, std::vector<std::string>> granted;  ///< per job, in grant order
+
+  // The backend's thread only.
+  std::vector<ExpandWork> active_expands;
+  std::vector<ReleaseWork> active_releases;
+  std::string alloc_host;
+
+  std::thread thread;
+
+  explicit Impl(SlurmOptions o) : options(std::move(o)) {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+    alloc_host = host;
+    thread = std::thread([this] { run(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    thread.join();
+  }
+
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // ------------------------------------------------------------ the backend's thread
+
+  void run() {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      if (stopping) break;
+      std::deque<ExpandWork> expands;
+      std::deque<ReleaseWork> releases;
+      expands.swap(new_expands);
+      releases.swap(new_releases);
+      lock.unlock();
+      for (ExpandWork& w : expands) start_expand(std::move(w));
+      for (ReleaseWork& w : releases) start_release(std::move(w));
+      poll_expands();
+      poll_releases();
+      lock.lock();
+      auto has_work = [this] { return stopping || !new_expands.empty() || !new_releases.empty(); };
+      if (active_expands.empty() && active_releases.empty()) {
+        wake.wait(lock, has_work);
+      } else {
+        wake.wait_for(lock, options.poll_interval, has_work);
+      }
+    }
+    lock.unlock();
+    // No helper job outlives the backend.
+    for (const ExpandWork& w : active_expands) kill_helper(w.helper);
+  }
+
+  Phase phase_of(RmRequestId id) {
+    std::lock_guard lock(mutex);
+    auto it = phases.find(id);
+    return it == phases.end() ? Phase::cancelled : it->second;
+  }
+
+  void forget(RmRequestId id) {
+    std::lock_guard lock(mutex);
+    phases.erase(id);
+    helpers.erase(id);
+  }
+
+  void answer_expand(const ExpandWork& w, RmStatus status, std::vector<std::string> nodes = {}) {
+    Answer a;
+    a.expand = true;
+    a.id = w.id;
+    a.job = w.request.job;
+    a.expand_answer.status = std::move(status);
+    a.expand_answer.nodes = std::move(nodes);
+    std::lock_guard lock(mutex);
+    phases[w.id] = Phase::answered;
+    helpers.erase(w.id);
+    answers.push_back(std::move(a));
+  }
+
+  void answer_release(const ReleaseWork& w, RmStatus status) {
+    Answer a;
+    a.expand = false;
+    a.id = w.id;
+    a.job = w.job;
+    a.release_status = std::move(status);
+    if (a.release_status.ok()) a.released = w.nodes;
+    std::lock_guard lock(mutex);
+    answers.push_back(std::move(a));
+  }
+
+  static void kill_helper(std::uint32_t helper) {
+    if (helper != 0) (void)slurm_kill_job(helper, SIGKILL, 0);
+  }
+
+  void start_expand(ExpandWork w) {
+    if (phase_of(w.id) == Phase::cancelled) {
+      forget(w.id);
+      return;
+    }
+    const ExpandRequest& r = w.request;
+    const std::string context =
+        "expand job " + r.job + " by " + std::to_string(r.count) + ": ";
+    if (r.count == 0 || r.min_count == 0 || r.min_count > r.count) {
+      answer_expand(w, {RmCode::bad_request,
+                        context + "needs 1 <= min_count (" + std::to_string(r.min_count) +
+                            ") <= count (" + std::to_string(r.count) + ")"});
+      return;
+    }
+    RmStatus parsed = parse_job_id(r.job, w.job);
+    if (!parsed.ok()) {
+      answer_expand(w, {parsed.code, context + parsed.text});
+      return;
+    }
+    auto job = load_job(w.job);
+    if (!job.status.ok()) {
+      answer_expand(w, job.status);
+      return;
+    }
+    if (job.value.state != JOB_RUNNING) {
+      answer_expand(w, {RmCode::denied, context + "the job is " + state_name(job.value.state) +
+                                            ": only a running job can grow"});
+      return;
+    }
+    std::string dependency = "expand:" + r.job;
+    std::string name = std::string(kHelperPrefix) + r.job;
+    job_desc_msg_t desc;
+    slurm_init_job_desc_msg(&desc);
+    desc.name = name.data();
+    desc.dependency = dependency.data();
+    desc.partition = job.value.partition.data();
+    if (!job.value.account.empty()) desc.account = job.value.account.data();
+    desc.user_id = job.value.user_id;
+    desc.group_id = job.value.group_id;
+    desc.min_nodes = r.min_count;
+    desc.max_nodes = r.count;
+    desc.shared = JOB_SHARED_NONE;  // whole nodes, also under select/cons_tres
+    desc.alloc_node = alloc_host.data();
+    desc.immediate = 0;
+    resource_allocation_response_msg_t* raw = nullptr;
+    const auto began = Clock::now();
+    const int rc = slurm_allocate_resources(&desc, &raw);
+    const int errnum = slurm_get_errno();
+    const slurm::Allocation allocation(raw);
+    w.submit_time = Clock::now() - began;
+    if (rc != SLURM_SUCCESS || !allocation) {
+      answer_expand(w, slurm_error(context, "slurm_allocate_resources", errnum));
+      return;
+    }
+    w.helper = allocation->job_id;
+    {
+      std::lock_guard lock(mutex);
+      helpers[w.id] = w.helper;
+      if (phases[w.id] == Phase::queued) phases[w.id] = Phase::waiting;
+    }
+    active_expands.push_back(std::move(w));
+  }
+
+  /// One look at each helper job; returns when each was looked at once.
+  void poll_expands() {
+    for (std::size_t i = 0; i < active_expands.size();) {
+      if (poll_expand(active_expands[i])) {
+        active_expands.erase(active_expands.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  /// True when the expansion is finished (answered, or cancelled and its helper killed).
+  bool poll_expand(ExpandWork& w) {
+    if (phase_of(w.id) == Phase::cancelled) {
+      kill_helper(w.helper);
+      forget(w.id);
+      return true;
+    }
+    const ExpandRequest& r = w.request;
+    const std::string context = "expand job " + r.job + " by " + std::to_string(r.count) + ": ";
+    const std::string helper = "helper job " + std::to_string(w.helper);
+    const auto now = Clock::now();
+    const bool expired = now >= w.asked + r.timeout;
+    auto loaded = load_job(w.helper);
+    if (!loaded.status.ok()) {
+      if (loaded.status.code == RmCode::unavailable && !expired) return false;  // try again
+      kill_helper(w.helper);
+      answer_expand(w, {loaded.status.code == RmCode::unknown_job ? RmCode::denied
+                                                                  : loaded.status.code,
+                        context + helper + ": " + loaded.status.text});
+      return true;
+    }
+    const Job& h = loaded.value;
+    if (h.state == JOB_PENDING) {
+      if (h.reason == WAIT_DEP_INVALID) {
+        kill_helper(w.helper);
+        answer_expand(w, {RmCode::denied, context + helper +
+                                              " can never run (DependencyNeverSatisfied): "
+                                              "the job ended or cannot grow"});
+        return true;
+      }
+      if (!expired) return false;
+      kill_helper(w.helper);
+      // Resources: no node is free; Priority: the free ones go to jobs queued before it.
+      const bool no_node = h.reason == WAIT_RESOURCES || h.reason == WAIT_PRIORITY;
+      const std::string why = no_node ? "no idle node: " : "not granted: ";
+      answer_expand(w, {RmCode::timeout, context + why + helper + " pending (" +
+                                             reason_name(h.reason) + ") for " +
+                                             seconds(now - w.asked) + "; cancelled it"});
+      return true;
+    }
+    if (h.state != JOB_RUNNING) {
+      answer_expand(w, {RmCode::denied, context + helper + " ended " + state_name(h.state) +
+                                            " before it was granted (" + reason_name(h.reason) +
+                                            ")"});
+      return true;
+    }
+    {
+      std::lock_guard lock(mutex);
+      if (phases[w.id] == Phase::cancelled) {
+        phases.erase(w.id);
+        helpers.erase(w.id);
+        kill_helper(w.helper);
+        return true;
+      }
+      phases[w.id] = Phase::merging;  // from here on cancel_expand() says false
+    }
+    merge(w, h.nodes, now);
+    return true;
+  }
+
+  void merge(const ExpandWork& w, const std::vector<std::string>& helper_nodes,
+             Clock::time_point allocated) {
+    const ExpandRequest& r = w.request;
+    const std::string context = "expand job " + r.job + " by " + std::to_string(r.count) + ": ";
+    const std::string helper = "helper job " + std::to_string(w.helper);
+    job_desc_msg_t desc;
+    slurm_init_job_desc_msg(&desc);
+    desc.job_id = w.helper;
+    desc.min_nodes = 0;
+    const auto began = Clock::now();
+    if (slurm_update_job(&desc) != SLURM_SUCCESS) {
+      const int errnum = slurm_get_errno();
+      kill_helper(w.helper);
+      answer_expand(w, slurm_error(context + "merging " + helper + ": ", "slurm_update_job",
+                                   errnum));
+      return;
+    }
+    const auto updated = Clock::now();
+    // The job's node list shows the helper's nodes once the merge is through.
+    for (;;) {
+      auto job = load_job(w.job);
+      if (job.status.ok() &&
+          std::all_of(helper_nodes.begin(), helper_nodes.end(),
+                      [&](const std::string& n) { return contains(job.value.nodes, n); })) {
+        break;
+      }
+      if (Clock::now() - updated > options.settle_timeout) {
+        answer_expand(w, {RmCode::unavailable,
+                          context + helper + " merged, but job " + r.job + " does not list " +
+                              join_nodes(helper_nodes) + " after " +
+                              seconds(options.settle_timeout) +
+                              (job.status.ok() ? "" : " (" + job.status.text + ")")});
+        return;
+      }
+      std::this_thread::sleep_for(options.poll_interval);
+    }
+    const auto merged = Clock::now();
+    answer_expand(w,
+                  {RmCode::ok, "granted " + join_nodes(helper_nodes) + ": " + helper +
+                                   " submitted in " + seconds(w.submit_time) + ", allocated in " +
+                                   seconds(allocated - w.asked) + ", merged in " +
+                                   seconds(merged - began)},
+                  helper_nodes);
+  }
+
+  void start_release(ReleaseWork w) {
+    const std::string context = "release of " + join_nodes(w.nodes) + ": ";
+    RmStatus parsed = parse_job_id(w.job, w.job_id);
+    if (!parsed.ok()) {
+      answer_release(w, {parsed.code, context + parsed.text});
+      return;
+    }
+    auto job = load_job(w.job_id);
+    if (!job.status.ok()) {
+      answer_release(w, job.status);
+      return;
+    }
+    std::vector<std::string> known = job.value.nodes;
+    if (!std::all_of(w.nodes.begin(), w.nodes.end(),
+                     [&](const std::string& n) { return contains(known, n); })) {
+      auto all = load_node_names();
+      if (!all.status.ok()) {
+        answer_release(w, all.status);
+        return;
+      }
+      known = std::move(all.value);
+    }
+    ReleasePlan plan =
+        plan_release(w.job, job.value.nodes, job.value.batch_host, w.nodes, known);
+    if (!plan.status.ok()) {
+      answer_release(w, plan.status);
+      return;
+    }
+    std::string req_nodes = compress_hostlist(plan.remaining);
+    job_desc_msg_t desc;
+    slurm_init_job_desc_msg(&desc);
+    desc.job_id = w.job_id;
+    // The nodes that stay, by name: Slurm drops the others (a count, min_nodes, would keep
+    // the job's first nodes in Slurm's order, whichever they are).
+    desc.req_nodes = req_nodes.data();
+    w.how = "NodeList=" + req_nodes;
+    const auto began = Clock::now();
+    if (slurm_update_job(&desc) != SLURM_SUCCESS) {
+      const int errnum = slurm_get_errno();
+      answer_release(w, slurm_error("release by job " + w.job + " (" + w.how + "): ",
+                                    "slurm_update_job", errnum));
+      return;
+    }
+    w.updated = Clock::now();
+    w.update_time = w.updated - began;
+    active_releases.push_back(std::move(w));
+  }
+
+  void poll_releases() {
+    for (std::size_t i = 0; i < active_releases.size();) {
+      if (poll_release(active_releases[i])) {
+        active_releases.erase(active_releases.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  bool poll_release(const ReleaseWork& w) {
+    auto job = load_job(w.job_id);
+    const auto now = Clock::now();
+    if (job.status.ok() &&
+        std::none_of(w.nodes.begin(), w.nodes.end(),
+                     [&](const std::string& n) { return contains(job.value.nodes, n); })) {
+      answer_release(w, {RmCode::ok, "released " + join_nodes(w.nodes) + " of job " + w.job +
+                                         " (" + w.how + "): updated in " + seconds(w.update_time) +
+                                         ", gone from the job in " + seconds(now - w.updated)});
+      return true;
+    }
+    if (now - w.updated > options.settle_timeout) {
+      answer_release(w, {RmCode::unavailable,
+                         "release by job " + w.job + ": " + join_nodes(w.nodes) +
+                             " still listed " + seconds(now - w.updated) + " after the update" +
+                             (job.status.ok() ? "" : " (" + job.status.text + ")")});
+      return true;
+    }
+    return false;
+  }
+
+  // ------------------------------------------------------------ either thread (one RPC)
+
+  RmResult<std::vector<std::string>> load_node_names(bool idle_only = false) const {
+    node_info_msg_t* raw = nullptr;
+    if (slurm_load_node(0, &raw, SHOW_ALL) != SLURM_SUCCESS) {
+      const int errnum = slurm_get_errno();
+      return {slurm_error("", "slurm_load_node", errnum), {}};
+    }
+    const slurm::NodeInfo info(raw);
+    std::vector<std::string> names;
+    constexpr std::uint32_t unusable = NODE_STATE_DRAIN | NODE_STATE_COMPLETING |
+                                       NODE_STATE_NO_RESPOND | NODE_STATE_POWERED_DOWN |
+                                       NODE_STATE_FAIL | NODE_STATE_MAINT | NODE_STATE_RES;
+    for (std::uint32_t i = 0; i < info->record_count; ++i) {
+      const node_info_t& n = info->node_array[i];
+      if (n.name == nullptr) continue;
+      if (idle_only) {
+        if ((n.node_state & NODE_STATE_BASE) != NODE_STATE_IDLE) continue;
+        if ((n.node_state & unusable) != 0) continue;
+        if (!options.partition.empty() && !in_list(n.partitions, options.partition)) continue;
+      }
+      names.emplace_back(n.name);
+    }
+    return {{RmCode::ok, ""}, std::move(names)};
+  }
+};
+
+SlurmResourceManager::SlurmResourceManager(SlurmOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+SlurmResourceManager::~SlurmResourceManager() = default;
+
+RmRequestId SlurmResourceManager::request_expand(const ExpandRequest& request,
+                                                 ExpandCallback done) {
+  Impl& m = *impl_;
+  const RmRequestId id = m.next_expand++;
+  Impl::ExpandWork w;
+  w.id = id;
+  w.request = request;
+  w.asked = Clock::now();
+  m.expand_callbacks.emplace(id, std::move(done));
+  {
+    std::lock_guard lock(m.mutex);
+    m.phases[id] = Impl::Phase::queued;
+    m.new_expands.push_back(std::move(w));
+  }
+  m.wake.notify_one();
+  return id;
+}
+
+bool SlurmResourceManager::cancel_expand(RmRequestId id) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lock(m.mutex);
+    auto it = m.phases.find(id);
+    if (it == m.phases.end() ||
+        (it->second != Impl::Phase::queued && it->second != Impl::Phase::waiting)) {
+      return false;
+    }
+    it->second = Impl::Phase::cancelled;  // the backend's thread kills the helper job
+  }
+  m.expand_callbacks.erase(id);
+  m.wake.notify_one();
+  return true;
+}
+
+void SlurmResourceManager::release_nodes(const std::string& job,
+                                         const std::vector<std::string>& nodes,
+                                         ReleaseCallback done) {
+  Impl& m = *impl_;
+  Impl::ReleaseWork w;
+  w.id = m.next_release++;
+  w.job = job;
+  w.nodes = nodes;
+  w.asked = Clock::now();
+  m.release_callbacks.emplace(w.id, std::move(done));
+  {
+    std::lock_guard lock(m.mutex);
+    m.new_releases.push_back(std::move(w));
+  }
+  m.wake.notify_one();
+}
+
+RmResult<std::vector<std::string>> SlurmResourceManager::idle_nodes() {
+  return impl_->load_node_names(/*idle_only=*/true);
+}
+
+RmResult<std::vector<PendingJob>> SlurmResourceManager::pending_jobs() {
+  job_info_msg_t* raw = nullptr;
+  if (slurm_load_jobs(0, &raw, SHOW_ALL) != SLURM_SUCCESS) {
+    const int errnum = slurm_get_errno();
+    return {slurm_error("", "slurm_load_jobs", errnum), {}};
+  }
+  const slurm::JobInfo info(raw);
+  struct Row {
+    time_t submitted;
+    std::uint32_t id;
+    PendingJob job;
+  };
+  std::vector<Row> rows;
+  for (std::uint32_t i = 0; i < info->record_count; ++i) {
+    const slurm_job_info_t& r = info->job_array[i];
+    if ((r.job_state & JOB_STATE_BASE) != JOB_PENDING) continue;
+    if (r.name != nullptr && std::string_view(r.name).starts_with(kHelperPrefix)) continue;
+    if (!impl_->options.partition.empty() && !in_list(r.partition, impl_->options.partition)) {
+      continue;
+    }
+    rows.push_back({r.submit_time, r.job_id, {std::to_string(r.job_id), r.num_nodes}});
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return a.submitted != b.submitted ? a.submitted < b.submitted : a.id < b.id;
+  });
+  std::vector<PendingJob> jobs;
+  jobs.reserve(rows.size());
+  for (Row& row : rows) jobs.push_back(std::move(row.job));
+  return {{RmCode::ok, ""}, std::move(jobs)};
+}
+
+RmResult<std::vector<std::string>> SlurmResourceManager::nodes_of(const std::string& job) {
+  std::uint32_t id = 0;
+  RmStatus parsed = parse_job_id(job, id);
+  if (!parsed.ok()) return {parsed, {}};
+  auto loaded = load_job(id);
+  if (!loaded.status.ok()) return {loaded.status, {}};
+  const Job& j = loaded.value;
+  if (j.state == JOB_PENDING) return {{RmCode::ok, ""}, {}};
+  if (j.state != JOB_RUNNING && j.state != JOB_SUSPENDED) {
+    return {{RmCode::unknown_job, "job " + job + " is " + state_name(j.state) + ": it holds no node"},
+            {}};
+  }
+  auto it = impl_->granted.find(job);
+  static const std::vector<std::string> none;
+  return {{RmCode::ok, ""},
+          allocation_order(j.nodes, j.batch_host, it == impl_->granted.end() ? none : it->second)};
+}
+
+void SlurmResourceManager::progress() {
+  Impl& m = *impl_;
+  std::vector<Impl::Answer> ready;
+  {
+    std::lock_guard lock(m.mutex);
+    ready.swap(m.answers);
+    for (const Impl::Answer& a : ready) {
+      if (a.expand) m.phases.erase(a.id);
+    }
+  }
+  for (Impl::Answer& a : ready) {
+    if (a.expand) {
+      auto it = m.expand_callbacks.find(a.id);
+      if (it == m.expand_callbacks.end()) continue;
+      ExpandCallback done = std::move(it->second);
+      m.expand_callbacks.erase(it);
+      if (a.expand_answer.status.ok()) {
+        auto& order = m.granted[a.job];
+        order.insert(order.end(), a.expand_answer.nodes.begin(), a.expand_answer.nodes.end());
+      }
+      done(std::move(a.expand_answer));
+    } else {
+      auto it = m.release_callbacks.find(a.id);
+      if (it == m.release_callbacks.end()) continue;
+      ReleaseCallback done = std::move(it->second);
+      m.release_callbacks.erase(it);
+      if (a.release_status.ok()) {
+        auto& order = m.granted[a.job];
+        std::erase_if(order, [&](const std::string& n) { return contains(a.released, n); });
+      }
+      done(std::move(a.release_status));
+    }
+  }
+}
+
+std::uint32_t SlurmResourceManager::helper_job_of(RmRequestId id) const {
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->helpers.find(id);
+  return it == impl_->helpers.end() ? 0 : it->second;
+}
+
+}  // namespace bellows::controller
