@@ -52,7 +52,6 @@ std::vector<std::string> SlurmDaemonLauncher::command(const std::string& node) c
                                    "-n1",
                                    "-w",
                                    node,
-                                   "--exact",
                                    "--quiet",
                                    "--job-name=bellowsd",
                                    "--kill-on-bad-exit=1",

@@ -77,7 +77,7 @@ TEST_F(SlurmDaemonLauncherTest, StartsTheDaemonAsAStepOnTheNode) {
   EXPECT_NE(launcher.pid_of("n3"), 0);
   EXPECT_FALSE(launcher.launch("n3", "41").ok()) << "a second daemon on the same node";
   const std::string job_dir = (dir_ / "job").string();
-  EXPECT_EQ(read("args"), "--jobid=41\n--overlap\n-N1\n-n1\n-w\nn3\n--exact\n--quiet\n"
+  EXPECT_EQ(read("args"), "--jobid=41\n--overlap\n-N1\n-n1\n-w\nn3\n--quiet\n"
                           "--job-name=bellowsd\n--kill-on-bad-exit=1\n/opt/bellows/bin/bellowsd\n"
                           "--tmpdir\n" + job_dir + "/nodes/n3/pmix\n--uri-file\n" + job_dir +
                           "/nodes/n3/uri\n--node-name\nn3\n--controller\nipc://" + job_dir +

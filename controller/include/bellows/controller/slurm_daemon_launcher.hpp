@@ -1,7 +1,11 @@
 #pragma once
 // The Slurm backend's NodeLauncher: one bellowsd per node of the job, started as a job step
-// on that node (`srun --jobid=JOB --overlap -N1 -n1 -w NODE --exact ... bellowsd ...`), so
-// that Slurm accounts for it, places it on the node and ends it with the job. It registers
+// on that node (`srun --jobid=JOB --overlap -N1 -n1 -w NODE ... bellowsd ...`), so that Slurm
+// accounts for it, places it on the node and ends it with the job. Not `--exact`: on nodes a
+// job gained by expansion (Slurm 22.05, select/linear) a step with --exact is refused
+// ("Requested node configuration is not available") or waits forever ("Requested nodes are
+// busy") while another step runs on the job; --overlap alone shares the nodes with the job's
+// other steps. It registers
 // with the job's controller like any daemon. Stopping a node's daemon signals its srun
 // (SIGTERM, which srun forwards to the step; SIGKILL after stop_grace).
 //
