@@ -432,6 +432,13 @@ def test_run_slurm(c, args):
     """bellows run --backend slurm in a batch job: the policy grows the job from 1 to 3 nodes
     under its own job id, the daemons run as steps on the job's nodes, the GEMM verifies."""
     check(args.bellows and args.app, "run_slurm needs --bellows and --app")
+    outside = subprocess.run([args.bellows, "run", "--backend", "slurm", "--", "true"],
+                             env={k: v for k, v in c.env.items() if k != "SLURM_JOB_ID"},
+                             capture_output=True, text=True, timeout=30)
+    check(outside.returncode == 2 and
+          "bellows run --backend slurm runs inside a Slurm job" in outside.stderr,
+          f"outside a job: exit {outside.returncode}, {outside.stderr!r}")
+    log(f"outside a job: {outside.stderr.strip()}")
     # select/linear may have lost count of nodes that joined and left a job by expansion
     # (docs/slurm.md, Troubleshooting): rebuild its books first.
     c.run(["scontrol", "reconfigure"])
