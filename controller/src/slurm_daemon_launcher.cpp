@@ -53,6 +53,7 @@ std::vector<std::string> SlurmDaemonLauncher::command(const std::string& node) c
                                    "-w",
                                    node,
                                    "--quiet",
+                                   "--disable-status",
                                    "--job-name=bellowsd",
                                    "--kill-on-bad-exit=1",
                                    options_.bellowsd.string(),
@@ -111,24 +112,40 @@ RmStatus SlurmDaemonLauncher::launch(const std::string& node, const std::string&
   return {};
 }
 
+namespace {
+
+/// Waits up to `within` for the child to end; true once it is reaped.
+bool reaped(pid_t pid, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  int status = 0;
+  while (true) {
+    const pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid || (got < 0 && errno == ECHILD)) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
 RmStatus SlurmDaemonLauncher::stop(const std::string& node) {
   const auto it = running_.find(node);
   if (it == running_.end()) return {RmCode::unknown_node, "no daemon runs on " + node};
   const pid_t pid = it->second;
   running_.erase(it);
+  // srun --disable-status forwards a single SIGINT to the step: bellowsd stops cleanly. On
+  // SIGTERM srun would end the step with SIGKILL: that is the second resort.
+  ::kill(pid, SIGINT);
+  if (reaped(pid, options_.stop_grace)) return {};
   ::kill(pid, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + options_.stop_grace;
-  int status = 0;
-  while (true) {
-    const pid_t got = ::waitpid(pid, &status, WNOHANG);
-    if (got == pid || (got < 0 && errno == ECHILD)) return {};
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!reaped(pid, std::chrono::milliseconds(2000))) {
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
   }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return {RmCode::unavailable, "the srun of the daemon on " + node + " did not stop within " +
-                                   std::to_string(options_.stop_grace.count()) + " ms: killed"};
+  return {RmCode::unavailable, "the daemon on " + node + " did not stop within " +
+                                   std::to_string(options_.stop_grace.count()) +
+                                   " ms of SIGINT: its step was cancelled"};
 }
 
 }  // namespace bellows::controller

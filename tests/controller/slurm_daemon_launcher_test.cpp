@@ -1,6 +1,6 @@
 // SlurmDaemonLauncher with a stand-in srun (a shell script): the command line it runs for a
-// node, the job's stale sizes left out of srun's environment, and stop() ending srun (SIGTERM)
-// or killing one that ignores it. The launcher against a real Slurm: slurm.run_slurm.
+// node, the job's stale sizes left out of srun's environment, and stop() ending srun (SIGINT,
+// which srun forwards to bellowsd) or cancelling it (SIGTERM) when that is ignored. The launcher against a real Slurm: slurm.run_slurm.
 
 #include "bellows/controller/slurm_daemon_launcher.hpp"
 
@@ -77,7 +77,7 @@ TEST_F(SlurmDaemonLauncherTest, StartsTheDaemonAsAStepOnTheNode) {
   EXPECT_NE(launcher.pid_of("n3"), 0);
   EXPECT_FALSE(launcher.launch("n3", "41").ok()) << "a second daemon on the same node";
   const std::string job_dir = (dir_ / "job").string();
-  EXPECT_EQ(read("args"), "--jobid=41\n--overlap\n-N1\n-n1\n-w\nn3\n--quiet\n"
+  EXPECT_EQ(read("args"), "--jobid=41\n--overlap\n-N1\n-n1\n-w\nn3\n--quiet\n--disable-status\n"
                           "--job-name=bellowsd\n--kill-on-bad-exit=1\n/opt/bellows/bin/bellowsd\n"
                           "--tmpdir\n" + job_dir + "/nodes/n3/pmix\n--uri-file\n" + job_dir +
                           "/nodes/n3/uri\n--node-name\nn3\n--controller\nipc://" + job_dir +
@@ -97,14 +97,14 @@ TEST_F(SlurmDaemonLauncherTest, StartsTheDaemonAsAStepOnTheNode) {
   ::unsetenv("SLURM_JOB_ID");
 }
 
-TEST_F(SlurmDaemonLauncherTest, KillsAnSrunThatIgnoresSigterm) {
-  SlurmDaemonLauncher launcher(options(fake_srun("trap '' TERM; while :; do sleep 0.05; done")));
+TEST_F(SlurmDaemonLauncherTest, CancelsAStepThatIgnoresSigint) {
+  SlurmDaemonLauncher launcher(options(fake_srun("trap '' INT; while :; do sleep 0.05; done")));
   ASSERT_TRUE(launcher.launch("n2", "41").ok());
   ASSERT_FALSE(read("env").empty());
   const pid_t pid = launcher.pid_of("n2");
   const auto stopped = launcher.stop("n2");
   EXPECT_FALSE(stopped.ok());
-  EXPECT_NE(stopped.text.find("did not stop within 500 ms: killed"), std::string::npos) << stopped.text;
+  EXPECT_NE(stopped.text.find("did not stop within 500 ms of SIGINT: its step was cancelled"), std::string::npos) << stopped.text;
   EXPECT_NE(::kill(pid, 0), 0) << "the srun is gone and reaped";
 }
 

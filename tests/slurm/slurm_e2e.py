@@ -428,9 +428,14 @@ def processes_mentioning(text):
     return found
 
 
+def nodelist_names(c, nodelist):
+    return c.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
+
+
 def test_run_slurm(c, args):
     """bellows run --backend slurm in a batch job: the policy grows the job from 1 to 3 nodes
-    under its own job id, the daemons run as steps on the job's nodes, the GEMM verifies."""
+    under its own job id, the daemons run as steps on the job's nodes, an operator shrinks it
+    back to its batch host (bellows resize -2), the GEMM verifies."""
     check(args.bellows and args.app, "run_slurm needs --bellows and --app")
     outside = subprocess.run([args.bellows, "run", "--backend", "slurm", "--", "true"],
                              env={k: v for k, v in c.env.items() if k != "SLURM_JOB_ID"},
@@ -447,14 +452,15 @@ def test_run_slurm(c, args):
     runs = work / "runs"
     (work / "grow.yaml").write_text(RUN_POLICY)
     command = (f"{args.bellows} run --backend slurm --quiet -- {args.app} --n 1536 --tile 256 "
-               "--iterations 40 --steal on --verify")
+               "--iterations 80 --steal on --verify")
     began = time.monotonic()
     job = c.run(["sbatch", "--parsable", "-N1", "--elastic=1:3", "--elastic-policy=grow.yaml",
                  "-J", "e2e-run", "-D", str(work), "-o", "job.out", "-t", "5",
                  f"--export=ALL,BELLOWS_RUN_DIR={runs},OPENBLAS_NUM_THREADS=1",
                  "--wrap", command], cwd=work).stdout.strip()
     ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
-    most, nodelist, steps = 0, "", set()
+    most, nodelist, steps, shrunk, shrunk_to = 0, "", set(), None, ""
+    env = dict(c.env, BELLOWS_RUN_DIR=str(runs))
     try:
         deadline = time.monotonic() + 100
         while True:
@@ -470,6 +476,17 @@ def test_run_slurm(c, args):
                         f"({time.monotonic() - began:.2f} s after submission)")
                 out = c.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j %N"], ok=False).stdout
                 steps.update(line.strip() for line in out.splitlines() if "bellowsd" in line)
+                if count == 3 and shrunk is None:
+                    status = subprocess.run([args.bellows, "status", job, "--json"], env=env,
+                                            capture_output=True, text=True, timeout=30)
+                    if status.returncode == 0 and json.loads(status.stdout)["active_resize"] is None:
+                        shrunk = subprocess.run([args.bellows, "resize", "-2", "--job", job, "--reason",
+                                                 "operator gives two nodes back"], env=env,
+                                                capture_output=True, text=True, timeout=30)
+                        log(f"bellows resize -2: {shrunk.stdout.strip()} {shrunk.stderr.strip()}")
+                if shrunk is not None and count == 1 and not shrunk_to:
+                    shrunk_to = c.job_field(job, "NodeList")
+                    log(f"job {job} runs on {shrunk_to} again, still RUNNING")
             time.sleep(0.1)
     finally:
         c.run(["scancel", job], ok=False)
@@ -477,6 +494,9 @@ def test_run_slurm(c, args):
     log(f"job {job} {state} {time.monotonic() - began:.2f} s after submission")
     check(state == "COMPLETED", f"job {job} ended {state}; output:\n{output[-3000:]}")
     check(most == 3, f"job {job} held at most {most} node(s) ({nodelist}), expected 3")
+    check(shrunk is not None and shrunk.returncode == 0, f"bellows resize -2 failed: {shrunk}")
+    check(shrunk_to == nodelist_names(c, nodelist)[0],
+          f"after the shrink job {job} ran on '{shrunk_to}', expected its batch host")
     log(f"daemon steps seen: {sorted(steps)}")
     check(len({line.split()[2] for line in steps}) == 3,
           f"expected bellowsd steps on 3 nodes of job {job}, saw {sorted(steps)}")
@@ -485,7 +505,7 @@ def test_run_slurm(c, args):
     check(reports, f"no GEMM report in the job's output:\n{output[-3000:]}")
     report = json.loads(reports[-1])
     check(report.get("verified") is True, f"the GEMM did not verify: {reports[-1]}")
-    check(report.get("ranks") == 3, f"the GEMM ended on {report.get('ranks')} ranks, expected 3")
+    check(report.get("ranks") == 1, f"the GEMM ended on {report.get('ranks')} ranks, expected 1")
     log(f"GEMM verified on {report['ranks']} ranks")
 
     events_file = runs / job / "events.jsonl"
@@ -494,6 +514,13 @@ def test_run_slurm(c, args):
     committed = [e for e in events if e["to"] == "committed" and not e["refused"]]
     check(any(e["kind"] == "expand" and e["requester"] == "policy" for e in committed),
           f"no committed policy expand in {events_file}: {events}")
+    check(any(e["kind"] == "shrink" and e["requester"] == "operator" for e in committed),
+          f"no committed operator shrink in {events_file}: {events}")
+    # The daemons of the released nodes stopped on the SIGINT srun forwarded, not killed.
+    for node in nodelist_names(c, nodelist)[1:]:
+        text = (runs / job / "nodes" / node / "bellowsd.log").read_text()
+        check("(SIGINT): stopping" in text and "Killed" not in text,
+              f"the daemon on {node} did not stop cleanly:\n{text}")
     check(not [e for e in events if e["to"] == "aborted"], f"aborted resizes: {events}")
     log(f"event log: committed {[(e['resize'], e['kind'], e['requester']) for e in committed]}")
 
@@ -506,9 +533,10 @@ def test_run_slurm(c, args):
             break
         time.sleep(0.2)
     log(f"sacct: {rows}")
-    # One row per size of the job: RESIZING on 1 node, then COMPLETED on 3.
-    check(any(row.split("|")[0] == job and row.split("|")[2:4] == ["COMPLETED", "3"] for row in rows),
-          f"sacct -j {job} has no COMPLETED row on 3 nodes: {rows}")
+    # One row per size of the job: RESIZING on 1 node, RESIZING on 3, COMPLETED on 1.
+    sizes = [row.split("|")[2:4] for row in rows if row.split("|")[0] == job]
+    check(sizes == [["RESIZING", "1"], ["RESIZING", "3"], ["COMPLETED", "1"]],
+          f"sacct -j {job}: {rows}")
     # sacct lists the merged helper allocations as their own (ended) jobs, never running.
     queue = c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.strip()
     check(not queue, f"jobs left in the queue: {queue}")

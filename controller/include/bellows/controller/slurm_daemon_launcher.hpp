@@ -6,8 +6,9 @@
 // ("Requested node configuration is not available") or waits forever ("Requested nodes are
 // busy") while another step runs on the job; --overlap alone shares the nodes with the job's
 // other steps. It registers
-// with the job's controller like any daemon. Stopping a node's daemon signals its srun
-// (SIGTERM, which srun forwards to the step; SIGKILL after stop_grace).
+// with the job's controller like any daemon. Stopping a node's daemon sends SIGINT to its
+// srun, which (with --disable-status) forwards it to the step: bellowsd stops cleanly. After
+// stop_grace, SIGTERM (srun then cancels the step, SIGKILL to its task), then SIGKILL to srun.
 //
 // The daemon reaches the controller at controller_endpoint; with ipc:// that works only when
 // every node of the job is this host (a local cluster with multiple slurmd, scripts/local-slurm).
@@ -41,7 +42,7 @@ class SlurmDaemonLauncher final : public NodeLauncher {
     std::filesystem::path job_dir;        ///< the job's private directory
     std::string controller_endpoint;      ///< passed as bellowsd --controller
     bool verbose = false;                 ///< bellowsd --verbose
-    std::chrono::milliseconds stop_grace{5000};  ///< SIGTERM -> SIGKILL
+    std::chrono::milliseconds stop_grace{5000};  ///< SIGINT -> SIGTERM (step cancelled)
   };
 
   /// The variables removed from srun's environment (stale after a resize of the job).
@@ -56,7 +57,8 @@ class SlurmDaemonLauncher final : public NodeLauncher {
   /// Starts the srun of the node's daemon; ok once srun runs (the daemon registers with the
   /// controller on its own once the step started), or why it could not start.
   RmStatus launch(const std::string& node, const std::string& job) override;
-  /// SIGTERM to the srun, waits up to stop_grace, then SIGKILL; reaps it.
+  /// SIGINT to the srun (forwarded to bellowsd), waits up to stop_grace, then SIGTERM (srun
+  /// cancels the step), 2 s later SIGKILL; reaps it.
   RmStatus stop(const std::string& node) override;
 
   /// The srun command line launch() runs for a node.
