@@ -1,5 +1,7 @@
-// `bellows run`: runs a program as an elastic job on the local backend. This process is the
-// job's controller (ControllerService): it starts one bellowsd per emulated node, launches
+// `bellows run`: runs a program as an elastic job, on the local backend (emulated nodes on
+// this host) or, inside a Slurm batch job, on the Slurm backend (the job's own nodes, grown
+// and shrunk under its job id). This process is the job's controller (ControllerService): it
+// starts one bellowsd per node (a process, or a Slurm step on the node), launches
 // the program's first rank through MPICH's mpiexec (the program grows to its initial size and
 // later resizes itself with MPI dynamic processes, as the controller decides), shows a
 // progress line, and prints the resize timeline at the end.
@@ -8,6 +10,10 @@
 #include <bellows/controller/local_daemon_launcher.hpp>
 #include <bellows/controller/local_node_pool.hpp>
 #include <bellows/controller/local_resource_manager.hpp>
+#include <bellows/controller/slurm_daemon_launcher.hpp>
+#if BELLOWS_HAVE_SLURM_BACKEND
+#include <bellows/controller/slurm_resource_manager.hpp>
+#endif
 #include <bellows/policy/load.hpp>
 
 #include <signal.h>
@@ -79,19 +85,27 @@ std::string join(const std::vector<std::string>& items, const char* separator = 
 }
 
 /// Starts `mpiexec -n 1 PROGRAM ARGS` with the job's variables added; returns its pid.
+/// On the Slurm backend hydra is told to start its proxies with fork on this host: it would
+/// otherwise launch them with srun, and spawns in the job would hang.
 pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
                      const std::vector<std::string>& nodes) {
+  const bool slurm = o.backend == "slurm";
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     if (entry.rfind("BELLOWS_EXPAND_", 0) == 0) continue;
+    if (slurm && (entry.rfind("HYDRA_LAUNCHER=", 0) == 0 || entry.rfind("HYDRA_RMK=", 0) == 0))
+      continue;
     env.push_back(entry);
   }
   env.push_back("BELLOWS_LOCAL_RANKS=" + std::to_string(nodes.size()));
   env.push_back("BELLOWS_JOB_DIR=" + job_dir.string());
   env.push_back("BELLOWS_NODES=" + join(nodes));
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) env.push_back("OPENBLAS_NUM_THREADS=1");
-  std::vector<std::string> args = {find_mpiexec().string(), "-n", "1"};
+  if (slurm) env.push_back("HYDRA_LAUNCHER=fork");
+  std::vector<std::string> args = {find_mpiexec().string()};
+  if (slurm) args.insert(args.end(), {"-launcher", "fork", "-hosts", "localhost"});
+  args.insert(args.end(), {"-n", "1"});
   args.insert(args.end(), o.command.begin(), o.command.end());
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
@@ -125,11 +139,59 @@ std::string progress_line(const ctl::ControllerService& service) {
          " | last resize " + last;
 }
 
-int run_job(const RunOptions& o) {
-  if (o.backend != "local") {
-    std::fprintf(stderr, "bellows run: backend '%s' is not available in this build; use --backend local\n",
-                 o.backend.c_str());
+/// A node range "MIN:MAX" from the SPANK plugin's BELLOWS_ELASTIC_MIN / BELLOWS_ELASTIC_MAX,
+/// empty when they are not both set.
+std::string elastic_range_from_environment() {
+  const char* min = std::getenv("BELLOWS_ELASTIC_MIN");
+  const char* max = std::getenv("BELLOWS_ELASTIC_MAX");
+  if (min == nullptr || max == nullptr || *min == '\0' || *max == '\0') return {};
+  return std::string(min) + ":" + max;
+}
+
+/// Where the job's nodes come from and who starts its daemons.
+struct Backend {
+  std::string job;
+  std::vector<std::string> nodes;  ///< the job's nodes at start, its first node first
+  std::unique_ptr<ctl::LocalNodePool> pool;
+  std::unique_ptr<ctl::ResourceManager> rm;
+  std::unique_ptr<ctl::NodeLauncher> launcher;
+};
+
+fs::path make_job_dir(const std::string& job) {
+  const fs::path job_dir = run_dir() / job;
+  fs::create_directories(run_dir());
+  fs::permissions(run_dir(), fs::perms::owner_all, fs::perm_options::replace);
+  fs::create_directories(job_dir);
+  fs::permissions(job_dir, fs::perms::owner_all, fs::perm_options::replace);
+  std::error_code ec;
+  fs::remove(run_dir() / "latest", ec);
+  fs::create_directory_symlink(job, run_dir() / "latest", ec);
+  return job_dir;
+}
+
+fs::path find_srun() {
+  if (const char* path = std::getenv("BELLOWS_SRUN"); path != nullptr && *path != '\0') return path;
+  return "srun";
+}
+
+int run_job(RunOptions o) {
+  const bool slurm = o.backend == "slurm";
+  const char* slurm_job = std::getenv("SLURM_JOB_ID");
+  if (slurm && (slurm_job == nullptr || *slurm_job == '\0')) {
+    std::fprintf(stderr,
+                 "bellows run: bellows run --backend slurm runs inside a Slurm job (no SLURM_JOB_ID): "
+                 "submit it with sbatch or salloc\n");
     return exit_bad_input;
+  }
+#if !BELLOWS_HAVE_SLURM_BACKEND
+  if (slurm) {
+    std::fprintf(stderr, "bellows run: the Slurm backend is not available in this build (libslurm "
+                         "was not found); use --backend local\n");
+    return exit_bad_input;
+  }
+#endif
+  if (slurm && o.policy_file.empty()) {
+    if (const char* file = std::getenv("BELLOWS_ELASTIC_POLICY"); file != nullptr) o.policy_file = file;
   }
   std::optional<policy::Policy> policy;
   if (!o.policy_file.empty()) {
@@ -140,12 +202,18 @@ int run_job(const RunOptions& o) {
     }
     policy = std::move(loaded.policy);
   }
+  std::string range_text = o.nodes;
+  const char* range_source = "--nodes";
+  if (slurm && range_text.empty()) {
+    range_text = elastic_range_from_environment();
+    range_source = "BELLOWS_ELASTIC_MIN/MAX";
+  }
   int min_nodes = policy ? policy->nodes.min : 1;
   int max_nodes = policy ? policy->nodes.max : 1;
-  if (!o.nodes.empty()) {
-    const auto range = policy::parse_node_range(o.nodes);
+  if (!range_text.empty()) {
+    const auto range = policy::parse_node_range(range_text);
     if (!range.range) {
-      std::fprintf(stderr, "bellows run: --nodes: %s\n", range.error.c_str());
+      std::fprintf(stderr, "bellows run: %s: %s\n", range_source, range.error.c_str());
       return exit_bad_input;
     }
     min_nodes = range.range->min;
@@ -155,65 +223,94 @@ int run_job(const RunOptions& o) {
       policy->nodes.max = max_nodes;
     }
   }
-  const unsigned pool_size = o.pool != 0 ? o.pool : static_cast<unsigned>(max_nodes);
-  if (pool_size < static_cast<unsigned>(min_nodes)) {
-    std::fprintf(stderr, "bellows run: --pool %u has fewer nodes than the job needs (%d)\n",
-                 pool_size, min_nodes);
-    return exit_bad_input;
-  }
 
-  const std::string job = "local-" + std::to_string(::getpid());
-  const fs::path job_dir = run_dir() / job;
-  fs::create_directories(run_dir());
-  fs::permissions(run_dir(), fs::perms::owner_all, fs::perm_options::replace);
-  fs::create_directories(job_dir);
-  fs::permissions(job_dir, fs::perms::owner_all, fs::perm_options::replace);
-  std::error_code ec;
-  fs::remove(run_dir() / "latest", ec);
-  fs::create_directory_symlink(job, run_dir() / "latest", ec);
+  Backend backend;
+  if (slurm) {
+#if BELLOWS_HAVE_SLURM_BACKEND
+    backend.job = slurm_job;
+    auto rm = std::make_unique<ctl::SlurmResourceManager>();
+    auto held = rm->nodes_of(backend.job);
+    if (!held.status.ok() || held.value.empty()) {
+      std::fprintf(stderr, "bellows run: the nodes of Slurm job %s: %s\n", backend.job.c_str(),
+                   held.status.ok() ? "none (is it running?)" : held.status.text.c_str());
+      return exit_failed;
+    }
+    backend.nodes = held.value;
+    if (range_text.empty() && !policy) {
+      min_nodes = max_nodes = static_cast<int>(backend.nodes.size());
+    }
+    backend.rm = std::move(rm);
+#endif
+  } else {
+    const unsigned pool_size = o.pool != 0 ? o.pool : static_cast<unsigned>(max_nodes);
+    if (pool_size < static_cast<unsigned>(min_nodes)) {
+      std::fprintf(stderr, "bellows run: --pool %u has fewer nodes than the job needs (%d)\n",
+                   pool_size, min_nodes);
+      return exit_bad_input;
+    }
+    backend.job = "local-" + std::to_string(::getpid());
+    backend.pool = std::make_unique<ctl::LocalNodePool>(pool_size);
+  }
+  const std::string& job = backend.job;
+  const fs::path job_dir = make_job_dir(job);
+  const std::string endpoint = "ipc://" + (job_dir / "controller.sock").string();
 
   ctl::SystemClock clock;
-  ctl::LocalNodePool pool(pool_size);
-  ctl::LocalResourceManager rm(pool, clock);
-  const auto first = pool.allocate(job, static_cast<unsigned>(min_nodes));
-  if (!first.status.ok()) {
-    std::fprintf(stderr, "bellows run: %s\n", first.status.text.c_str());
-    return exit_failed;
+  if (!slurm) {
+    backend.rm = std::make_unique<ctl::LocalResourceManager>(*backend.pool, clock);
+    const auto first = backend.pool->allocate(job, static_cast<unsigned>(min_nodes));
+    if (!first.status.ok()) {
+      std::fprintf(stderr, "bellows run: %s\n", first.status.text.c_str());
+      return exit_failed;
+    }
+    backend.nodes = first.nodes;
+    // The launcher needs the controller's endpoint, which exists once the service is bound:
+    // it is the same fixed path, so it can be named first.
+    backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(
+        ctl::LocalDaemonLauncher::Options{find_bellowsd(), job_dir, endpoint, o.verbose});
+  } else {
+    // Every node of a local cluster is this host, so the daemons reach the ipc:// endpoint.
+    ctl::SlurmDaemonLauncher::Options launch;
+    launch.srun = find_srun();
+    launch.job = job;
+    launch.bellowsd = find_bellowsd();
+    launch.job_dir = job_dir;
+    launch.controller_endpoint = endpoint;
+    launch.verbose = o.verbose;
+    backend.launcher = std::make_unique<ctl::SlurmDaemonLauncher>(launch);
   }
+  const std::vector<std::string> first_nodes = backend.nodes;
 
   ctl::ControllerOptions options;
   options.job = job;
+  options.backend = o.backend;
   options.job_dir = job_dir;
-  options.nodes = first.nodes;
+  options.nodes = first_nodes;
   options.min_nodes = static_cast<unsigned>(min_nodes);
   options.max_nodes = static_cast<unsigned>(max_nodes);
   options.policy = policy;
   options.policy_file = o.policy_file;
-  // The launcher needs the controller's endpoint, which exists once the service is bound:
-  // it is the same fixed path, so it can be named first.
-  ctl::LocalDaemonLauncher launcher({find_bellowsd(), job_dir,
-                                     "ipc://" + (job_dir / "controller.sock").string(), o.verbose});
-  ctl::ControllerService service(options, rm, launcher, clock);
+  ctl::ControllerService service(options, *backend.rm, *backend.launcher, clock);
 
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 
-  std::fprintf(stderr, "bellows: job %s on %s (nodes %d:%d%s%s), files in %s\n", job.c_str(),
-               join(first.nodes, ", ").c_str(), min_nodes, max_nodes,
+  std::fprintf(stderr, "bellows: job %s on %s (%s backend, nodes %d:%d%s%s), files in %s\n", job.c_str(),
+               join(first_nodes, ", ").c_str(), o.backend.c_str(), min_nodes, max_nodes,
                policy ? ", policy " : "", policy ? o.policy_file.c_str() : "", job_dir.c_str());
   service.start_daemons();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!service.daemons_registered()) {
     if (std::chrono::steady_clock::now() > deadline || g_stop_signal.load() != 0) {
       std::fprintf(stderr, "bellows run: the daemons of %s did not register within 20 s (logs in %s/nodes)\n",
-                   join(first.nodes, ", ").c_str(), job_dir.c_str());
+                   join(first_nodes, ", ").c_str(), job_dir.c_str());
       service.shutdown();
       return exit_failed;
     }
     service.step(std::chrono::milliseconds(20));
   }
 
-  const pid_t child = launch_program(o, job_dir, first.nodes);
+  const pid_t child = launch_program(o, job_dir, first_nodes);
   int status = 0;
   auto next_progress = std::chrono::steady_clock::now();
   std::string last_line;
@@ -253,12 +350,16 @@ void add_run_command(CLI::App& app, Outcome& outcome) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run = app.add_subcommand(
       "run", "run PROGRAM as an elastic job: bellows run [OPTIONS] -- PROGRAM ARGS...");
-  run->add_option("--backend", options->backend, "where nodes come from: local (emulated nodes on this host)")
+  run->add_option("--backend", options->backend, "where nodes come from: local (emulated nodes on this host) or slurm (inside a "
+                  "Slurm batch job: its nodes, grown and shrunk under its job id)")
       ->check(CLI::IsMember({"local", "slurm"}));
   run->add_option("--nodes", options->nodes,
-                  "MIN:MAX nodes; the job starts on MIN (default: the policy's nodes.min:max, else 1:1)");
-  run->add_option("--policy", options->policy_file, "resize policy (YAML, see bellows policy keys)");
-  run->add_option("--pool", options->pool, "emulated nodes on this host (default: MAX)");
+                  "MIN:MAX nodes; the job starts on MIN (default: BELLOWS_ELASTIC_MIN:MAX on "
+                  "slurm, else the policy's nodes.min:max, else 1:1; on slurm it starts on the "
+                  "nodes the Slurm job holds)");
+  run->add_option("--policy", options->policy_file, "resize policy (YAML, see bellows policy keys; on slurm default "
+                  "BELLOWS_ELASTIC_POLICY)");
+  run->add_option("--pool", options->pool, "local backend: emulated nodes on this host (default: MAX)");
   run->add_flag("--verbose", options->verbose, "daemons log every request and metrics message");
   run->add_flag("--quiet", options->quiet, "no progress line");
   run->add_option("command", options->command, "PROGRAM and its arguments, after --")->required();

@@ -1,0 +1,78 @@
+#pragma once
+// The Slurm backend's NodeLauncher: one bellowsd per node of the job, started as a job step
+// on that node (`srun --jobid=JOB --overlap -N1 -n1 -w NODE ... bellowsd ...`), so that Slurm
+// accounts for it, places it on the node and ends it with the job. Not `--exact`: on nodes a
+// job gained by expansion (Slurm 22.05, select/linear) a step with --exact is refused
+// ("Requested node configuration is not available") or waits forever ("Requested nodes are
+// busy") while another step runs on the job; --overlap alone shares the nodes with the job's
+// other steps. It registers
+// with the job's controller like any daemon. Stopping a node's daemon sends SIGINT to its
+// srun, which (with --disable-status) forwards it to the step: bellowsd stops cleanly. After
+// stop_grace, SIGTERM (srun then cancels the step, SIGKILL to its task), then SIGKILL to srun.
+//
+// The daemon reaches the controller at controller_endpoint; with ipc:// that works only when
+// every node of the job is this host (a local cluster with multiple slurmd, scripts/local-slurm).
+// The node's directory (JOB_DIR/nodes/NODE: PMIx rendezvous files, URI file, log) must be
+// visible on the node: on one host it is.
+//
+// srun runs with the sizes of the job at the time bellows started removed from its
+// environment (SLURM_NNODES, SLURM_NODELIST, SLURM_TASKS_PER_NODE, ...): after an expansion
+// they are stale, and srun would refuse a node the job gained ("More processors requested
+// than permitted"); srun takes the job's current layout from slurmctld instead.
+
+#include "bellows/controller/local_node_pool.hpp"
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace bellows::controller {
+
+/// Thread safety: one thread (the controller's loop) calls every method.
+class SlurmDaemonLauncher final : public NodeLauncher {
+ public:
+  struct Options {
+    std::filesystem::path srun = "srun";  ///< the srun executable
+    std::string job;                      ///< the Slurm job id the steps run in
+    std::filesystem::path bellowsd;       ///< the bellowsd executable (as seen on the node)
+    std::filesystem::path job_dir;        ///< the job's private directory
+    std::string controller_endpoint;      ///< passed as bellowsd --controller
+    bool verbose = false;                 ///< bellowsd --verbose
+    std::chrono::milliseconds stop_grace{5000};  ///< SIGINT -> SIGTERM (step cancelled)
+  };
+
+  /// The variables removed from srun's environment (stale after a resize of the job).
+  static const std::vector<std::string>& stale_variables();
+
+  explicit SlurmDaemonLauncher(Options options);
+  /// Stops every daemon still running.
+  ~SlurmDaemonLauncher() override;
+  SlurmDaemonLauncher(const SlurmDaemonLauncher&) = delete;
+  SlurmDaemonLauncher& operator=(const SlurmDaemonLauncher&) = delete;
+
+  /// Starts the srun of the node's daemon; ok once srun runs (the daemon registers with the
+  /// controller on its own once the step started), or why it could not start.
+  RmStatus launch(const std::string& node, const std::string& job) override;
+  /// SIGINT to the srun (forwarded to bellowsd), waits up to stop_grace, then SIGTERM (srun
+  /// cancels the step), 2 s later SIGKILL; reaps it.
+  RmStatus stop(const std::string& node) override;
+
+  /// The srun command line launch() runs for a node.
+  [[nodiscard]] std::vector<std::string> command(const std::string& node) const;
+  /// The directory of a node: JOB_DIR/nodes/NODE.
+  [[nodiscard]] std::filesystem::path node_dir(const std::string& node) const;
+  /// The file holding the URI of a node's daemon.
+  [[nodiscard]] std::filesystem::path uri_file(const std::string& node) const;
+  /// The pid of a node's srun, 0 when none runs.
+  [[nodiscard]] pid_t pid_of(const std::string& node) const;
+
+ private:
+  Options options_;
+  std::map<std::string, pid_t> running_;
+};
+
+}  // namespace bellows::controller
