@@ -1,17 +1,12 @@
 #include "bellows/controller/slurm_daemon_launcher.hpp"
 
-#include <fcntl.h>
+#include "daemon_process.hpp"
+
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <thread>
-
-extern char** environ;
 
 namespace bellows::controller {
 
@@ -72,61 +67,23 @@ std::vector<std::string> SlurmDaemonLauncher::command(const std::string& node) c
 RmStatus SlurmDaemonLauncher::launch(const std::string& node, const std::string& job) {
   if (running_.contains(node))
     return {RmCode::bad_request, "a daemon of job " + job + " already runs on " + node};
-  std::error_code ec;
   const auto dir = node_dir(node);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return {RmCode::unavailable, "cannot create " + dir.string() + ": " + ec.message()};
-  std::filesystem::remove(uri_file(node), ec);
-
-  std::vector<std::string> args = command(node);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  if (RmStatus prepared = detail::prepare_node_dir(dir, uri_file(node)); !prepared.ok()) return prepared;
 
   const auto& stale = stale_variables();
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const std::string name = entry.substr(0, entry.find('='));
-    if (std::find(stale.begin(), stale.end(), name) != stale.end()) continue;
-    env.push_back(entry);
-  }
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  const std::string log = (dir / "bellowsd.log").string();
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
+  std::vector<std::string> env = detail::current_environment();
+  std::erase_if(env, [&stale](const std::string& entry) {
+    return std::find(stale.begin(), stale.end(), entry.substr(0, entry.find('='))) != stale.end();
+  });
+  std::string error;
+  const pid_t pid = detail::spawn_logged(command(node), std::move(env), dir / "bellowsd.log", &error);
+  if (pid == 0) {
     return {RmCode::unavailable,
-            "cannot start " + options_.srun.string() + " for " + node + ": " + std::strerror(rc)};
+            "cannot start " + options_.srun.string() + " for " + node + ": " + error};
   }
   running_[node] = pid;
   return {};
 }
-
-namespace {
-
-/// Waits up to `within` for the child to end; true once it is reaped.
-bool reaped(pid_t pid, std::chrono::milliseconds within) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  int status = 0;
-  while (true) {
-    const pid_t got = ::waitpid(pid, &status, WNOHANG);
-    if (got == pid || (got < 0 && errno == ECHILD)) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-}  // namespace
 
 RmStatus SlurmDaemonLauncher::stop(const std::string& node) {
   const auto it = running_.find(node);
@@ -136,9 +93,9 @@ RmStatus SlurmDaemonLauncher::stop(const std::string& node) {
   // srun --disable-status forwards a single SIGINT to the step: bellowsd stops cleanly. On
   // SIGTERM srun would end the step with SIGKILL: that is the second resort.
   ::kill(pid, SIGINT);
-  if (reaped(pid, options_.stop_grace)) return {};
+  if (detail::reaped_within(pid, options_.stop_grace)) return {};
   ::kill(pid, SIGTERM);
-  if (!reaped(pid, std::chrono::milliseconds(2000))) {
+  if (!detail::reaped_within(pid, std::chrono::milliseconds(2000))) {
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
