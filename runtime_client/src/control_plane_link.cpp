@@ -96,7 +96,6 @@ void ControlPlaneLink::attach(ElasticJob& job) {
     expand_hosts_ = e.hosts;
     const std::string reason =
         "controller resize " + std::to_string(e.resize_id) + ": expand onto " + join_list(e.hosts);
-    controller_resizes_[reason] = e.resize_id;
     job_->request_expand(static_cast<int>(e.count), reason);
   });
   channel_.on_shrink([this](const ShrinkEvent& e) {
@@ -116,7 +115,6 @@ void ControlPlaneLink::attach(ElasticJob& job) {
     }
     const std::string reason =
         "controller resize " + std::to_string(e.resize_id) + ": release " + join_list(e.nodes);
-    controller_resizes_[reason] = e.resize_id;
     job_->request_shrink(std::move(ranks), reason);
   });
   channel_.on_abort([this](const AbortEvent& e) {
@@ -207,9 +205,8 @@ void ControlPlaneLink::report(ResizeReport r) {
 }
 
 std::uint64_t ControlPlaneLink::resize_id_of(const std::string& reason) const {
-  const auto it = controller_resizes_.find(reason);
-  if (it != controller_resizes_.end()) return it->second;
-  // On ranks other than the first (leavers), the id is read back from the reason text.
+  // The reason the link gave the request names the controller's resize id; on every rank
+  // (leavers too) the id is read back from it.
   const std::string prefix = "controller resize ";
   if (reason.rfind(prefix, 0) != 0) return 0;
   try {

@@ -19,7 +19,6 @@
 #include "bellows/runtime/stats.hpp"
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -81,7 +80,6 @@ class ControlPlaneLink {
   std::string node_;
   std::vector<std::string> nodes_by_rank_;  ///< first rank: node of every rank
   std::vector<std::string> expand_hosts_;   ///< nodes of the expand being carried out
-  std::map<std::string, std::uint64_t> controller_resizes_;  ///< request reason -> resize id
   int rank_before_ = 0;
 };
 
