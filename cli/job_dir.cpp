@@ -1,7 +1,13 @@
 #include "job_dir.hpp"
 
+#if BELLOWS_HAVE_SLURM_BACKEND
+#include <bellows/controller/slurm_resource_manager.hpp>
+#endif
+
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -12,14 +18,50 @@ std::filesystem::path run_dir() {
   return std::filesystem::path("/tmp") / ("bellows-" + std::to_string(::geteuid()));
 }
 
+namespace {
+
+/// The job directory a Slurm job's `bellows run` wrote into the job's comment, or "" with
+/// why in `why`. Asks Slurm only where it is configured (libslurm exits on a missing
+/// slurm.conf).
+std::filesystem::path job_dir_from_slurm(const std::string& job, std::string& why) {
+#if BELLOWS_HAVE_SLURM_BACKEND
+  if (job.empty() || !std::all_of(job.begin(), job.end(), [](unsigned char c) { return std::isdigit(c); }))
+    return {};
+  const char* conf = std::getenv("SLURM_CONF");
+  std::error_code ec;
+  if ((conf == nullptr || *conf == '\0') && !std::filesystem::exists("/etc/slurm/slurm.conf", ec)) return {};
+  controller::SlurmResourceManager slurm;
+  auto published = slurm.published_job_dir(job);
+  if (!published.status.ok()) {
+    why = published.status.text;
+    return {};
+  }
+  return published.value;
+#else
+  (void)job;
+  (void)why;
+  return {};
+#endif
+}
+
+}  // namespace
+
 std::filesystem::path find_job_dir(const std::string& job) {
   const auto root = run_dir();
-  const auto dir = root / (job.empty() ? std::string("latest") : job);
+  auto dir = root / (job.empty() ? std::string("latest") : job);
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     if (job.empty() || job == "latest")
       throw std::runtime_error("no job has been started with bellows run (no " + dir.string() + ")");
-    throw std::runtime_error("no job " + job + " (no directory " + dir.string() + ")");
+    std::string why;
+    const auto published = job_dir_from_slurm(job, why);
+    if (published.empty() || !std::filesystem::is_directory(published, ec)) {
+      std::string text = "no job " + job + " (no directory " + dir.string();
+      if (!published.empty()) text += " nor " + published.string() + ", named by the Slurm job";
+      if (!why.empty()) text += "; " + why;
+      throw std::runtime_error(text + ")");
+    }
+    dir = published;
   }
   return std::filesystem::canonical(dir, ec).empty() ? dir : std::filesystem::canonical(dir);
 }

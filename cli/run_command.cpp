@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.hpp"
@@ -169,6 +170,40 @@ fs::path make_job_dir(const std::string& job) {
   return job_dir;
 }
 
+/// A Slurm job submitted on fewer nodes than its minimum (sbatch -N1 --elastic=2:4) grows to
+/// the minimum under its own job id before the program starts. Returns false (having said
+/// why) when Slurm does not grant the missing nodes in time, or on a stop signal.
+bool grow_to_minimum(ctl::ResourceManager& rm, const std::string& job, unsigned min_nodes,
+                     std::vector<std::string>& nodes) {
+  const auto missing = min_nodes - static_cast<unsigned>(nodes.size());
+  const auto timeout = ctl::ResizeLimits::defaults().rm_request;
+  std::fprintf(stderr, "bellows: job %s holds %zu node(s), fewer than its minimum %u: asking for %u more\n",
+               job.c_str(), nodes.size(), min_nodes, missing);
+  std::optional<ctl::ExpandAnswer> answer;
+  const auto began = std::chrono::steady_clock::now();
+  const auto request = rm.request_expand({job, missing, missing, timeout},
+                                         [&answer](ctl::ExpandAnswer a) { answer = std::move(a); });
+  while (!answer) {
+    if (g_stop_signal.load() != 0) {
+      rm.cancel_expand(request);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rm.progress();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  if (!answer->status.ok()) {
+    std::fprintf(stderr, "bellows run: job %s needs at least %u nodes and holds %zu: %s (%s, %.2f s)\n",
+                 job.c_str(), min_nodes, nodes.size(), answer->status.text.c_str(),
+                 std::string(ctl::to_string(answer->status.code)).c_str(), seconds);
+    return false;
+  }
+  nodes.insert(nodes.end(), answer->nodes.begin(), answer->nodes.end());
+  std::fprintf(stderr, "bellows: job %s grew to %zu nodes (%s) in %.2f s\n", job.c_str(), nodes.size(),
+               join(answer->nodes, ", ").c_str(), seconds);
+  return true;
+}
+
 fs::path find_srun() {
   if (const char* path = std::getenv("BELLOWS_SRUN"); path != nullptr && *path != '\0') return path;
   return "srun";
@@ -239,6 +274,10 @@ int run_job(RunOptions o) {
     if (range_text.empty() && !policy) {
       min_nodes = max_nodes = static_cast<int>(backend.nodes.size());
     }
+    if (backend.nodes.size() < static_cast<std::size_t>(min_nodes)) {
+      if (!grow_to_minimum(*rm, backend.job, static_cast<unsigned>(min_nodes), backend.nodes))
+        return exit_failed;
+    }
     backend.rm = std::move(rm);
 #endif
   } else {
@@ -253,6 +292,15 @@ int run_job(RunOptions o) {
   }
   const std::string& job = backend.job;
   const fs::path job_dir = make_job_dir(job);
+#if BELLOWS_HAVE_SLURM_BACKEND
+  if (slurm) {
+    // `bellows status JOB` and `bellows events JOB` find the directory from any shell.
+    auto& slurm_rm = static_cast<ctl::SlurmResourceManager&>(*backend.rm);
+    if (const auto published = slurm_rm.publish_job_dir(job, job_dir.string()); !published.ok())
+      std::fprintf(stderr, "bellows: note: %s: bellows status %s needs BELLOWS_RUN_DIR=%s\n",
+                   published.text.c_str(), job.c_str(), run_dir().c_str());
+  }
+#endif
   const std::string endpoint = "ipc://" + (job_dir / "controller.sock").string();
 
   ctl::SystemClock clock;

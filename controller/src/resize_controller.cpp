@@ -292,7 +292,11 @@ void ResizeController::run_action(ResizeAction action, const Input& input, std::
       request.job = job_;
       request.count = r.count;
       request.min_count = 1;
+      // The resource manager must answer before the resize's own limit: a grant that comes
+      // later would only be given back. It gets the limit less the grace for its answer.
       request.timeout = limits_.rm_request;
+      if (r.limit > limits_.rm_answer_grace)
+        request.timeout = std::min(request.timeout, r.limit - limits_.rm_answer_grace);
       const ResizeId id = r.id;
       r.rm_request = rm_.request_expand(request, guarded([this, id](ExpandAnswer answer) {
         queue_.push_back([this, id, answer = std::move(answer)]() mutable {
@@ -303,9 +307,12 @@ void ResizeController::run_action(ResizeAction action, const Input& input, std::
       break;
     }
     case ResizeAction::cancel_rm_request:
-      append(detail, rm_.cancel_expand(r.rm_request)
-                         ? "request withdrawn from the resource manager"
-                         : "the resource manager had already answered the request");
+      // Nothing to withdraw when the resource manager's own answer (timeout) got us here.
+      if (r.rm_request != 0) {
+        append(detail, rm_.cancel_expand(r.rm_request)
+                           ? "request withdrawn from the resource manager"
+                           : "the resource manager had already answered the request");
+      }
       break;
     case ResizeAction::start_daemons:
       r.nodes = input.nodes;
@@ -469,6 +476,7 @@ void ResizeController::on_rm_answer(ResizeId id, ExpandAnswer answer) {
     }
   } else if (answer.status.code == RmCode::timeout) {
     input.event = ResizeEvent::rm_timeout;
+    if (active_ && active_->id == id) active_->rm_request = 0;  // answered: nothing to withdraw
   } else {
     input.event = ResizeEvent::rm_denied;
     if (answer.status.ok()) input.detail = "the resource manager granted no nodes";

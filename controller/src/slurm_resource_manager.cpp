@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -98,6 +99,7 @@ struct Job {
   std::string batch_host;
   std::string partition;
   std::string account;
+  std::string comment;
   std::uint32_t user_id = 0;
   std::uint32_t group_id = 0;
 };
@@ -134,6 +136,7 @@ RmResult<Job> load_job(std::uint32_t id) {
     job.batch_host = r.batch_host != nullptr ? r.batch_host : "";
     job.partition = r.partition != nullptr ? r.partition : "";
     job.account = r.account != nullptr ? r.account : "";
+    job.comment = r.comment != nullptr ? r.comment : "";
     job.user_id = r.user_id;
     job.group_id = r.group_id;
     return {{RmCode::ok, ""}, std::move(job)};
@@ -205,6 +208,8 @@ struct SlurmResourceManager::Impl {
   std::vector<ExpandWork> active_expands;
   std::vector<ReleaseWork> active_releases;
   std::string alloc_host;
+  /// When a node last left a job (wall clock, whole seconds), by (job id, node).
+  std::map<std::pair<std::uint32_t, std::string>, std::time_t> departed;
 
   std::thread thread;
 
@@ -466,12 +471,30 @@ struct SlurmResourceManager::Impl {
       std::this_thread::sleep_for(options.poll_interval);
     }
     const auto merged = Clock::now();
+    const std::string held = hold_for_credentials(w.job, helper_nodes);
     answer_expand(w,
                   {RmCode::ok, "granted " + join_nodes(helper_nodes) + ": " + helper +
                                    " submitted in " + seconds(w.submit_time) + ", allocated in " +
                                    seconds(allocated - w.asked) + ", merged in " +
-                                   seconds(merged - began)},
+                                   seconds(merged - began) + held},
                   helper_nodes);
+  }
+
+  /// A node that left the job has the job's credentials revoked by its slurmd, up to and
+  /// including the second it left: a step started there within that same second is refused
+  /// ("Job credential revoked"). So a node coming back to the job in the second it left is
+  /// granted only once that second is over. Returns what the wait was, for the answer's text.
+  std::string hold_for_credentials(std::uint32_t job, const std::vector<std::string>& nodes) {
+    std::time_t latest = 0;
+    for (const auto& node : nodes) {
+      if (auto it = departed.find({job, node}); it != departed.end()) latest = std::max(latest, it->second);
+    }
+    if (latest == 0 || std::time(nullptr) > latest) return {};
+    const auto began = Clock::now();
+    std::this_thread::sleep_until(std::chrono::system_clock::from_time_t(latest + 1) +
+                                  std::chrono::milliseconds(10));
+    return "; held " + seconds(Clock::now() - began) +
+           " (a node left the job in the same second: Slurm refuses steps there until it is over)";
   }
 
   void start_release(ReleaseWork w) {
@@ -538,6 +561,7 @@ struct SlurmResourceManager::Impl {
     if (job.status.ok() &&
         std::none_of(w.nodes.begin(), w.nodes.end(),
                      [&](const std::string& n) { return contains(job.value.nodes, n); })) {
+      for (const auto& node : w.nodes) departed[{w.job_id, node}] = std::time(nullptr);
       answer_release(w, {RmCode::ok, "released " + join_nodes(w.nodes) + " of job " + w.job +
                                          " (" + w.how + "): updated in " + seconds(w.update_time) +
                                          ", gone from the job in " + seconds(now - w.updated)});
@@ -722,6 +746,45 @@ void SlurmResourceManager::progress() {
       done(std::move(a.release_status));
     }
   }
+}
+
+namespace {
+constexpr std::string_view kJobDirTag = "bellows:";
+}  // namespace
+
+RmStatus SlurmResourceManager::publish_job_dir(const std::string& job, const std::string& dir) {
+  std::uint32_t id = 0;
+  if (RmStatus parsed = parse_job_id(job, id); !parsed.ok()) return parsed;
+  auto loaded = load_job(id);
+  if (!loaded.status.ok()) return loaded.status;
+  const std::string& comment = loaded.value.comment;
+  if (!comment.empty() && !comment.starts_with(kJobDirTag)) {
+    return {RmCode::denied, "job " + job + " has a comment of its own ('" + comment + "'), kept"};
+  }
+  std::string text = std::string(kJobDirTag) + dir;
+  job_desc_msg_t desc;
+  slurm_init_job_desc_msg(&desc);
+  desc.job_id = id;
+  desc.comment = text.data();
+  if (slurm_update_job(&desc) != SLURM_SUCCESS) {
+    const int errnum = slurm_get_errno();
+    return slurm_error("job " + job + ": comment: ", "slurm_update_job", errnum);
+  }
+  return {RmCode::ok, ""};
+}
+
+RmResult<std::string> SlurmResourceManager::published_job_dir(const std::string& job) {
+  std::uint32_t id = 0;
+  if (RmStatus parsed = parse_job_id(job, id); !parsed.ok()) return {parsed, {}};
+  auto loaded = load_job(id);
+  if (!loaded.status.ok()) return {loaded.status, {}};
+  const std::string& comment = loaded.value.comment;
+  if (!comment.starts_with(kJobDirTag) || comment.size() == kJobDirTag.size()) {
+    return {{RmCode::denied, "Slurm job " + job + " was not started by bellows run (its comment names no "
+                             "job directory)"},
+            {}};
+  }
+  return {{RmCode::ok, ""}, comment.substr(kJobDirTag.size())};
 }
 
 std::uint32_t SlurmResourceManager::helper_job_of(RmRequestId id) const {

@@ -21,6 +21,14 @@ std::int64_t steady_ns() {
 
 double seconds_since(std::int64_t start_ns) { return static_cast<double>(steady_ns() - start_ns) * 1e-9; }
 
+/// A steady-clock stamp of this host as seconds since the Unix epoch (to line it up with
+/// the controller's event log).
+double unix_seconds_of(std::int64_t stamp_steady_ns) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+  return static_cast<double>(now_ns - (steady_ns() - stamp_steady_ns)) * 1e-9;
+}
+
 void check(int rc, const char* call) {
   if (rc != MPI_SUCCESS) throw MpiError(call, rc);
 }
@@ -212,6 +220,7 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
                           {"add", request.add},
                           {"reason", request.reason},
                           {"requested_by", event.requested_by},
+                          {"requested_unix_seconds", unix_seconds_of(request.posted_steady_ns)},
                           {"grow_seconds", grown.total_seconds},
                           {"spawn_seconds", grown.spawn_seconds},
                           {"wait_seconds", grown.wait_seconds},

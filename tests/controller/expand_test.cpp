@@ -131,7 +131,7 @@ TEST_F(ControllerTest, TimeoutAnsweredByTheResourceManagerAborts) {
   EXPECT_EQ(r.event, E::rm_timeout);
   EXPECT_EQ(r.rm, (RmAnswerRecord{RmCode::timeout, "expansion job still pending after 1 s", {}}));
   EXPECT_EQ(r.detail,
-            "expansion job still pending after 1 s; the resource manager had already answered the request");
+            "expansion job still pending after 1 s");
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
 }
 
@@ -213,6 +213,22 @@ TEST_F(ControllerTest, ResizeDeadlineWhileRequestedWithdrawsTheRequest) {
   EXPECT_EQ(last_record().detail,
             "the resize passed its limit of 1.2 s; request withdrawn from the resource manager");
   EXPECT_EQ(rm.cancel_calls(), (std::vector<RmRequestId>{1}));
+}
+
+TEST_F(ControllerTest, ResourceManagerIsAskedToAnswerBeforeTheResizeLimit) {
+  // rm_request_timeout 1 s and rm_answer_grace 0.5 s: a resize limited to 1.2 s leaves the
+  // resource manager 0.7 s; one limited to 10 s keeps the configured 1 s.
+  rm.script_expand(ExpandScript::never());
+  ExpandOrder order;
+  order.count = 1;
+  order.deadline = 1200ms;
+  ASSERT_TRUE(ctl->request_expand(order).accepted);
+  EXPECT_EQ(rm.expand_requests().back().timeout, 700ms);
+  advance(1200ms);
+  ASSERT_EQ(state(), S::aborted);
+  order.deadline = 10000ms;
+  ASSERT_TRUE(ctl->request_expand(order).accepted);
+  EXPECT_EQ(rm.expand_requests().back().timeout, 1000ms);
 }
 
 TEST_F(ControllerTest, ReleaseThatNeverAnswersLeavesTheNodesListedAsUnreleased) {

@@ -1,16 +1,15 @@
 #!/usr/bin/env python3
-"""End-to-end tests against a real Slurm cluster started by scripts/local-slurm, with the
-SPANK plugin spank_bellows.so loaded.
+"""End-to-end tests of the Slurm cluster started by scripts/local-slurm, with the SPANK
+plugin spank_bellows.so loaded.
 
   slurm_e2e.py --dir DIR --local-slurm PATH [--plugin SO] [--bellows CLI] [--source ROOT] TEST
 
 TEST is one of: start, stop (the CTest fixture pair), start_failure, sinfo_nodes_idle, srun_and_sacct,
 sbatch_help, reject_bad_elastic, reject_bad_policy, elastic_job_environment,
-expand_and_shrink, run_slurm. Each prints what it checks and ends with "slurm_e2e: PASS" or
-"slurm_e2e: FAIL: <why>" (exit status 0 or 1).
+expand_and_shrink. Each prints what it checks and ends with "slurm_e2e: PASS" or
+"slurm_e2e: FAIL: <why>" (exit status 0 or 1). slurm_elastic_e2e.py runs elastic jobs on it.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -19,108 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-NODES = 4
-
-
-class TestFailure(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise TestFailure(message)
-
-
-def log(message):
-    print(f"slurm_e2e: {message}", flush=True)
-
-
-class Cluster:
-    def __init__(self, args):
-        self.dir = Path(args.dir).resolve()
-        self.local_slurm = args.local_slurm
-        self.env = dict(os.environ, SLURM_CONF=str(self.dir / "etc" / "slurm.conf"))
-        self.work = self.dir.parent / "work"
-
-    def run(self, args, cwd=None, timeout=60, ok=True):
-        """Runs a command against the cluster; with ok=True a non-zero exit fails the test."""
-        began = time.monotonic()
-        result = subprocess.run(args, env=self.env, cwd=cwd, capture_output=True, text=True,
-                                timeout=timeout)
-        result.seconds = time.monotonic() - began
-        if ok and result.returncode != 0:
-            raise TestFailure(f"{' '.join(args)} exited with {result.returncode}:\n"
-                              f"{result.stdout}{result.stderr}")
-        return result
-
-    def node_states(self):
-        out = self.run(["sinfo", "-h", "-N", "-o", "%N %T"]).stdout
-        return dict(line.split() for line in out.splitlines() if line.strip())
-
-    def wait_idle(self, timeout=20):
-        deadline = time.monotonic() + timeout
-        while True:
-            states = self.node_states()
-            if len(states) == NODES and all(s == "idle" for s in states.values()):
-                return states
-            if time.monotonic() > deadline:
-                raise TestFailure(f"nodes not all idle after {timeout} s: {states}")
-            time.sleep(0.05)
-
-    def job_field(self, job, field):
-        out = self.run(["scontrol", "-o", "show", "job", str(job)]).stdout
-        for item in out.split():
-            if item.startswith(field + "="):
-                return item.split("=", 1)[1]
-        raise TestFailure(f"scontrol show job {job} has no {field}: {out}")
-
-    def wait_job_state(self, job, states, timeout=30):
-        deadline = time.monotonic() + timeout
-        while True:
-            state = self.job_field(job, "JobState")
-            if state in states:
-                return state
-            if time.monotonic() > deadline:
-                raise TestFailure(f"job {job} is {state} after {timeout} s, expected {states}")
-            time.sleep(0.02)
-
-    def workdir(self, name):
-        path = self.work / name
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-        return path
+from slurm_cluster import NODES, check, describe, log, main, marked_processes, processes_below
 
 
 # ------------------------------------------------------------------ the fixture pair
-
-
-def processes_below(pid):
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(text[text.rfind(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def describe(pid):
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        comm = text[text.find("(") + 1:text.rfind(")")]
-        state = text[text.rfind(")") + 2:].split()[0]
-        return f"{pid} {comm} [{state}]"
-    except OSError:
-        return f"{pid} (gone)"
 
 
 def test_start(c, args):
@@ -167,19 +68,6 @@ def test_stop(c, args):
     check(not strays, "processes started for the cluster still running: "
           + ", ".join(describe(p) for p in strays))
     log("no daemon, slurmstepd, job task or zombie of the cluster is left")
-
-
-def marked_processes(directory):
-    marker = f"BELLOWS_LOCAL_SLURM_DIR={directory}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                if marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
 
 
 def test_start_failure(c, args):
@@ -398,154 +286,6 @@ def test_expand_and_shrink(c, args):
     print(json.dumps({"expand_and_shrink_seconds": {k: round(v, 4) for k, v in timings.items()}}))
 
 
-RUN_POLICY = """\
-nodes:
-  min: 1
-  max: 3
-  step: 2
-expand:
-  ready_tasks_per_node_above: 1
-tick: 250ms
-hysteresis_ticks: 1
-cooldown: 10m
-resize_timeout: 1m
-"""
-
-
-def processes_mentioning(text):
-    """Pids whose command line or environment contains text."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        for name in ("cmdline", "environ"):
-            try:
-                if text.encode() in Path(f"/proc/{pid}/{name}").read_bytes():
-                    found.append(int(pid))
-                    break
-            except OSError:
-                pass
-    return found
-
-
-def nodelist_names(c, nodelist):
-    return c.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
-
-
-def test_run_slurm(c, args):
-    """bellows run --backend slurm in a batch job: the policy grows the job from 1 to 3 nodes
-    under its own job id, the daemons run as steps on the job's nodes, an operator shrinks it
-    back to its batch host (bellows resize -2), the GEMM verifies."""
-    check(args.bellows and args.app, "run_slurm needs --bellows and --app")
-    outside = subprocess.run([args.bellows, "run", "--backend", "slurm", "--", "true"],
-                             env={k: v for k, v in c.env.items() if k != "SLURM_JOB_ID"},
-                             capture_output=True, text=True, timeout=30)
-    check(outside.returncode == 2 and
-          "bellows run --backend slurm runs inside a Slurm job" in outside.stderr,
-          f"outside a job: exit {outside.returncode}, {outside.stderr!r}")
-    log(f"outside a job: {outside.stderr.strip()}")
-    # select/linear may have lost count of nodes that joined and left a job by expansion
-    # (docs/slurm.md, Troubleshooting): rebuild its books first.
-    c.run(["scontrol", "reconfigure"])
-    c.wait_idle()
-    work = c.workdir("run_slurm")
-    runs = work / "runs"
-    (work / "grow.yaml").write_text(RUN_POLICY)
-    command = (f"{args.bellows} run --backend slurm --quiet -- {args.app} --n 1536 --tile 256 "
-               "--iterations 80 --steal on --verify")
-    began = time.monotonic()
-    job = c.run(["sbatch", "--parsable", "-N1", "--elastic=1:3", "--elastic-policy=grow.yaml",
-                 "-J", "e2e-run", "-D", str(work), "-o", "job.out", "-t", "5",
-                 f"--export=ALL,BELLOWS_RUN_DIR={runs},OPENBLAS_NUM_THREADS=1",
-                 "--wrap", command], cwd=work).stdout.strip()
-    ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
-    most, nodelist, steps, shrunk, shrunk_to = 0, "", set(), None, ""
-    env = dict(c.env, BELLOWS_RUN_DIR=str(runs))
-    try:
-        deadline = time.monotonic() + 100
-        while True:
-            state = c.job_field(job, "JobState")
-            if state in ended:
-                break
-            check(time.monotonic() < deadline, f"job {job} still {state} after 100 s")
-            if state == "RUNNING":
-                count = int(c.job_field(job, "NumNodes"))
-                if count > most:
-                    most, nodelist = count, c.job_field(job, "NodeList")
-                    log(f"job {job} runs on {count} node(s): {nodelist} "
-                        f"({time.monotonic() - began:.2f} s after submission)")
-                out = c.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j %N"], ok=False).stdout
-                steps.update(line.strip() for line in out.splitlines() if "bellowsd" in line)
-                if count == 3 and shrunk is None:
-                    status = subprocess.run([args.bellows, "status", job, "--json"], env=env,
-                                            capture_output=True, text=True, timeout=30)
-                    if status.returncode == 0 and json.loads(status.stdout)["active_resize"] is None:
-                        shrunk = subprocess.run([args.bellows, "resize", "-2", "--job", job, "--reason",
-                                                 "operator gives two nodes back"], env=env,
-                                                capture_output=True, text=True, timeout=30)
-                        log(f"bellows resize -2: {shrunk.stdout.strip()} {shrunk.stderr.strip()}")
-                if shrunk is not None and count == 1 and not shrunk_to:
-                    shrunk_to = c.job_field(job, "NodeList")
-                    log(f"job {job} runs on {shrunk_to} again, still RUNNING")
-            time.sleep(0.1)
-    finally:
-        c.run(["scancel", job], ok=False)
-    output = (work / "job.out").read_text() if (work / "job.out").exists() else ""
-    log(f"job {job} {state} {time.monotonic() - began:.2f} s after submission")
-    check(state == "COMPLETED", f"job {job} ended {state}; output:\n{output[-3000:]}")
-    check(most == 3, f"job {job} held at most {most} node(s) ({nodelist}), expected 3")
-    check(shrunk is not None and shrunk.returncode == 0, f"bellows resize -2 failed: {shrunk}")
-    check(shrunk_to == nodelist_names(c, nodelist)[0],
-          f"after the shrink job {job} ran on '{shrunk_to}', expected its batch host")
-    log(f"daemon steps seen: {sorted(steps)}")
-    check(len({line.split()[2] for line in steps}) == 3,
-          f"expected bellowsd steps on 3 nodes of job {job}, saw {sorted(steps)}")
-
-    reports = [line for line in output.splitlines() if line.startswith("{") and "verified" in line]
-    check(reports, f"no GEMM report in the job's output:\n{output[-3000:]}")
-    report = json.loads(reports[-1])
-    check(report.get("verified") is True, f"the GEMM did not verify: {reports[-1]}")
-    check(report.get("ranks") == 1, f"the GEMM ended on {report.get('ranks')} ranks, expected 1")
-    log(f"GEMM verified on {report['ranks']} ranks")
-
-    events_file = runs / job / "events.jsonl"
-    check(events_file.exists(), f"no event log {events_file}")
-    events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
-    committed = [e for e in events if e["to"] == "committed" and not e["refused"]]
-    check(any(e["kind"] == "expand" and e["requester"] == "policy" for e in committed),
-          f"no committed policy expand in {events_file}: {events}")
-    check(any(e["kind"] == "shrink" and e["requester"] == "operator" for e in committed),
-          f"no committed operator shrink in {events_file}: {events}")
-    # The daemons of the released nodes stopped on the SIGINT srun forwarded, not killed.
-    for node in nodelist_names(c, nodelist)[1:]:
-        text = (runs / job / "nodes" / node / "bellowsd.log").read_text()
-        check("(SIGINT): stopping" in text and "Killed" not in text,
-              f"the daemon on {node} did not stop cleanly:\n{text}")
-    check(not [e for e in events if e["to"] == "aborted"], f"aborted resizes: {events}")
-    log(f"event log: committed {[(e['resize'], e['kind'], e['requester']) for e in committed]}")
-
-    # Accounting: the job, under its own id, on 3 nodes.
-    deadline = time.monotonic() + 20
-    while True:
-        rows = c.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,JobName,State,NNodes,NodeList"]
-                     ).stdout.split()
-        if any(row.split("|")[2] == "COMPLETED" for row in rows) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    log(f"sacct: {rows}")
-    # One row per size of the job: RESIZING on 1 node, RESIZING on 3, COMPLETED on 1.
-    sizes = [row.split("|")[2:4] for row in rows if row.split("|")[0] == job]
-    check(sizes == [["RESIZING", "1"], ["RESIZING", "3"], ["COMPLETED", "1"]],
-          f"sacct -j {job}: {rows}")
-    # sacct lists the merged helper allocations as their own (ended) jobs, never running.
-    queue = c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.strip()
-    check(not queue, f"jobs left in the queue: {queue}")
-    c.wait_idle()
-    time.sleep(0.5)
-    left = processes_mentioning(str(runs / job))
-    check(not left, "processes of the job are left: " + ", ".join(describe(p) for p in left))
-    log("no job, step or process of the run is left; every node is idle")
-
 
 TESTS = {
     "start": test_start,
@@ -558,35 +298,8 @@ TESTS = {
     "reject_bad_policy": test_reject_bad_policy,
     "elastic_job_environment": test_elastic_job_environment,
     "expand_and_shrink": test_expand_and_shrink,
-    "run_slurm": test_run_slurm,
 }
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dir", required=True, help="the cluster directory")
-    parser.add_argument("--local-slurm", required=True, help="scripts/local-slurm")
-    parser.add_argument("--plugin", help="spank_bellows.so")
-    parser.add_argument("--bellows", help="the bellows command")
-    parser.add_argument("--source", help="the source tree (policies/examples/ is read from it)")
-    parser.add_argument("--app", help="the gemm example (run_slurm)")
-    parser.add_argument("test", choices=sorted(TESTS))
-    args = parser.parse_args()
-    cluster = Cluster(args)
-    try:
-        if args.test not in ("start", "stop", "start_failure"):
-            check((cluster.dir / "run" / "subreaper.pid").exists(),
-                  f"no cluster running in {cluster.dir} (the slurm.cluster_start fixture failed?)")
-        TESTS[args.test](cluster, args)
-    except TestFailure as failure:
-        log(f"FAIL: {failure}")
-        return 1
-    except subprocess.TimeoutExpired as timeout:
-        log(f"FAIL: {' '.join(timeout.cmd)} did not finish within {timeout.timeout} s")
-        return 1
-    log("PASS")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__, TESTS, fixture_tests=("start", "stop", "start_failure")))

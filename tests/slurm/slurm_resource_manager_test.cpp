@@ -343,6 +343,47 @@ TEST_F(SlurmResourceManagerTest, TwentyExpandReleaseCyclesOnOneJob) {
       << sh("sinfo -N -h -o '%N %T'");
 }
 
+TEST_F(SlurmResourceManagerTest, ANodeBackInTheSecondItLeftRunsSteps) {
+  // slurmd revokes the job's credentials on a node that leaves it, up to that second: the
+  // grant of the same node within the second waits for the next one, so a step starts.
+  const std::string job = submit(1);
+  submit(kNodes - 2);  // one idle node: every expansion gets the node just released
+  int held = 0;
+  for (int cycle = 1; cycle <= 3; ++cycle) {
+    const auto grant = expand({.job = job, .count = 1, .min_count = 1, .timeout = 10s});
+    ASSERT_TRUE(grant.has_value() && grant->status.ok()) << "cycle " << cycle << ": "
+                                                         << (grant ? grant->status.text : "no answer");
+    held += grant->status.text.find("; held ") != std::string::npos ? 1 : 0;
+    const std::string node = grant->nodes.at(0);
+    EXPECT_EQ(sh("srun --jobid=" + job + " --overlap -N1 -w " + node + " printenv SLURMD_NODENAME 2>&1"), node)
+        << "cycle " << cycle << ": " << grant->status.text;
+    const auto released = release(job, grant->nodes);
+    ASSERT_TRUE(released.has_value() && released->ok()) << "cycle " << cycle;
+  }
+  std::cout << held << " of 3 grants held for the second the node left in\n";
+}
+
+TEST_F(SlurmResourceManagerTest, PublishesTheJobDirectoryInTheJobsComment) {
+  const std::string job = submit(1);
+  EXPECT_EQ(rm_->published_job_dir(job).status.code, RmCode::denied);
+  const RmStatus published = rm_->publish_job_dir(job, "/tmp/runs/" + job);
+  ASSERT_TRUE(published.ok()) << published.text;
+  EXPECT_EQ(rm_->published_job_dir(job).value, "/tmp/runs/" + job);
+  EXPECT_EQ(sh("squeue -h -j " + job + " -o %k"), "bellows:/tmp/runs/" + job);
+
+  const std::string other = submit(1);
+  sh("scontrol update JobId=" + other + " Comment=mine");
+  const RmStatus kept = rm_->publish_job_dir(other, "/tmp/runs/" + other);
+  EXPECT_EQ(kept.code, RmCode::denied);
+  EXPECT_EQ(kept.text, "job " + other + " has a comment of its own ('mine'), kept");
+  EXPECT_EQ(sh("squeue -h -j " + other + " -o %k"), "mine");
+  const auto none = rm_->published_job_dir(other);
+  EXPECT_EQ(none.status.code, RmCode::denied);
+  EXPECT_EQ(none.status.text, "Slurm job " + other +
+                                  " was not started by bellows run (its comment names no job directory)");
+  EXPECT_EQ(rm_->published_job_dir("999999").status.code, RmCode::unknown_job);
+}
+
 TEST_F(SlurmResourceManagerTest, RefusesMalformedRequestsAndUnknownJobs) {
   auto answer = expand({.job = "", .count = 1, .min_count = 1, .timeout = 1s});
   ASSERT_TRUE(answer.has_value());

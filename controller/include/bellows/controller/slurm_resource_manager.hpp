@@ -66,6 +66,14 @@ class SlurmResourceManager final : public ResourceManager {
   [[nodiscard]] RmResult<std::vector<std::string>> nodes_of(const std::string& job) override;
   void progress() override;
 
+  /// Writes where `bellows run` keeps the job's files into the job's comment, as
+  /// "bellows:DIR", so that `bellows status JOB` finds them from any shell with the job id.
+  /// A comment of the user's own is kept: the answer is then denied, quoting it. One RPC.
+  RmStatus publish_job_dir(const std::string& job, const std::string& dir);
+  /// The directory publish_job_dir() wrote; unknown_job, or denied when the job's comment
+  /// names none. One RPC.
+  [[nodiscard]] RmResult<std::string> published_job_dir(const std::string& job);
+
   /// The Slurm job id of the helper job of a pending expansion, 0 when it has none (yet,
   /// or any more). For tests and diagnostics.
   [[nodiscard]] std::uint32_t helper_job_of(RmRequestId id) const;

@@ -1,0 +1,190 @@
+"""What the end-to-end Slurm tests share: the cluster started by scripts/local-slurm, checks,
+process inspection and the command-line runner (slurm_e2e.py, slurm_elastic_e2e.py)."""
+
+import argparse
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+NODES = 4
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+
+class TestFailure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise TestFailure(message)
+
+
+def log(message):
+    print(f"slurm_e2e: {message}", flush=True)
+
+
+class Cluster:
+    def __init__(self, args):
+        self.dir = Path(args.dir).resolve()
+        self.local_slurm = args.local_slurm
+        self.env = dict(os.environ, SLURM_CONF=str(self.dir / "etc" / "slurm.conf"))
+        self.work = self.dir.parent / "work"
+
+    def run(self, args, cwd=None, timeout=60, ok=True):
+        """Runs a command against the cluster; with ok=True a non-zero exit fails the test."""
+        began = time.monotonic()
+        result = subprocess.run(args, env=self.env, cwd=cwd, capture_output=True, text=True,
+                                timeout=timeout)
+        result.seconds = time.monotonic() - began
+        if ok and result.returncode != 0:
+            raise TestFailure(f"{' '.join(args)} exited with {result.returncode}:\n"
+                              f"{result.stdout}{result.stderr}")
+        return result
+
+    def node_states(self):
+        out = self.run(["sinfo", "-h", "-N", "-o", "%N %T"]).stdout
+        return dict(line.split() for line in out.splitlines() if line.strip())
+
+    def wait_idle(self, timeout=20):
+        deadline = time.monotonic() + timeout
+        while True:
+            states = self.node_states()
+            if len(states) == NODES and all(s == "idle" for s in states.values()):
+                return states
+            if time.monotonic() > deadline:
+                raise TestFailure(f"nodes not all idle after {timeout} s: {states}")
+            time.sleep(0.05)
+
+    def job_field(self, job, field):
+        out = self.run(["scontrol", "-o", "show", "job", str(job)]).stdout
+        for item in out.split():
+            if item.startswith(field + "="):
+                return item.split("=", 1)[1]
+        raise TestFailure(f"scontrol show job {job} has no {field}: {out}")
+
+    def wait_job_state(self, job, states, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.job_field(job, "JobState")
+            if state in states:
+                return state
+            if time.monotonic() > deadline:
+                raise TestFailure(f"job {job} is {state} after {timeout} s, expected {states}")
+            time.sleep(0.02)
+
+    def workdir(self, name):
+        path = self.work / name
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        return path
+
+
+# ------------------------------------------------------------------ processes
+
+
+def processes_below(pid):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(text[text.rfind(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def describe(pid):
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        comm = text[text.find("(") + 1:text.rfind(")")]
+        state = text[text.rfind(")") + 2:].split()[0]
+        return f"{pid} {comm} [{state}]"
+    except OSError:
+        return f"{pid} (gone)"
+
+
+def marked_processes(directory):
+    marker = f"BELLOWS_LOCAL_SLURM_DIR={directory}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def processes_mentioning(text):
+    """Pids whose command line or environment contains text."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        for name in ("cmdline", "environ"):
+            try:
+                if text.encode() in Path(f"/proc/{pid}/{name}").read_bytes():
+                    found.append(int(pid))
+                    break
+            except OSError:
+                pass
+    return found
+
+
+def nodelist_names(c, nodelist):
+    return c.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
+
+
+
+def zombies_of(parents):
+    """Zombie processes whose parent is one of parents."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        if fields[0] == "Z" and int(fields[1]) in parents:
+            found.append(int(entry))
+    return found
+
+
+def main(doc, tests, fixture_tests=()):
+    """Runs the test named on the command line; tests in fixture_tests need no running cluster."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--dir", required=True, help="the cluster directory")
+    parser.add_argument("--local-slurm", required=True, help="scripts/local-slurm")
+    parser.add_argument("--plugin", help="spank_bellows.so")
+    parser.add_argument("--bellows", help="the bellows command")
+    parser.add_argument("--source", help="the source tree (policies/examples/ is read from it)")
+    parser.add_argument("--app", help="the gemm example")
+    parser.add_argument("--cholesky", help="the cholesky example")
+    parser.add_argument("test", choices=sorted(tests))
+    args = parser.parse_args()
+    cluster = Cluster(args)
+    try:
+        if args.test not in fixture_tests:
+            check((cluster.dir / "run" / "subreaper.pid").exists(),
+                  f"no cluster running in {cluster.dir} (the slurm.cluster_start fixture failed?)")
+        tests[args.test](cluster, args)
+    except TestFailure as failure:
+        log(f"FAIL: {failure}")
+        return 1
+    except subprocess.TimeoutExpired as timeout:
+        log(f"FAIL: {' '.join(timeout.cmd)} did not finish within {timeout.timeout} s")
+        return 1
+    log("PASS")
+    return 0

@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""End-to-end tests of elastic jobs on the Slurm cluster started by scripts/local-slurm:
+`bellows run --backend slurm` inside batch jobs submitted with the SPANK plugin's options.
+
+  slurm_elastic_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM --cholesky CHOLESKY TEST
+
+TEST is one of: run_slurm, grow_and_yield, expand_not_granted, resize_cycles. Each prints what
+it checks and ends with "slurm_e2e: PASS" or "slurm_e2e: FAIL: <why>" (exit status 0 or 1).
+"""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from slurm_cluster import (ENDED, NODES, check, describe, log, main, nodelist_names,
+                           processes_mentioning, zombies_of)
+
+
+class ElasticJob:
+    """A batch job whose script is `bellows run --backend slurm --quiet -- PROGRAM`."""
+
+    def __init__(self, c, args, work, name, sbatch_options, program, policy=None):
+        self.c, self.args, self.work = c, args, work
+        self.runs = work / "runs"
+        self.env = dict(c.env, BELLOWS_RUN_DIR=str(self.runs))
+        options = list(sbatch_options)
+        if policy is not None:
+            (work / "policy.yaml").write_text(policy)
+            options.append("--elastic-policy=policy.yaml")
+        command = f"{args.bellows} run --backend slurm --quiet -- {program}"
+        self.began = time.monotonic()
+        self.id = c.run(["sbatch", "--parsable", *options, "-J", name, "-D", str(work), "-o", "job.out",
+                         "-t", "5", f"--export=ALL,BELLOWS_RUN_DIR={self.runs},OPENBLAS_NUM_THREADS=1",
+                         "--wrap", command], cwd=work).stdout.strip()
+        self.job_dir = self.runs / self.id
+        log(f"submitted job {self.id}: {' '.join(options)} {command}")
+
+    def since(self):
+        return time.monotonic() - self.began
+
+    def state(self):
+        return self.c.job_field(self.id, "JobState")
+
+    def nodes(self):
+        """The job's nodes now (empty unless it runs)."""
+        if self.state() != "RUNNING":
+            return []
+        return nodelist_names(self.c, self.c.job_field(self.id, "NodeList"))
+
+    def bellows(self, *command, timeout=30, login_shell=False):
+        """Runs bellows COMMAND with the job's BELLOWS_RUN_DIR, or as from a login shell
+        that knows only the job id."""
+        env = self.c.env if login_shell else self.env
+        return subprocess.run([self.args.bellows, *command], env=env, capture_output=True,
+                              text=True, timeout=timeout)
+
+    def status(self):
+        """`bellows status JOB --json`, or None while the controller does not answer yet."""
+        result = self.bellows("status", self.id, "--json")
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    def settled_on(self, count):
+        """True when the job holds count nodes, runs count ranks and no resize is in flight."""
+        s = self.status()
+        return (s is not None and s["active_resize"] is None and len(s["nodes"]) == count
+                and s["ranks"] == count and len(self.nodes()) == count)
+
+    def wait(self, what, condition, timeout):
+        deadline = time.monotonic() + timeout
+        while not condition():
+            state = self.state()
+            check(state in ("PENDING", "RUNNING"), f"job {self.id} ended {state} while waiting for "
+                  f"{what}; output:\n{self.output()[-3000:]}")
+            check(time.monotonic() < deadline, f"job {self.id}: no {what} within {timeout} s")
+            time.sleep(0.1)
+        log(f"job {self.id}: {what} ({self.since():.2f} s after submission)")
+
+    def wait_end(self, timeout):
+        deadline = time.monotonic() + timeout
+        while (state := self.state()) not in ENDED:
+            check(time.monotonic() < deadline, f"job {self.id} still {state} after {timeout} s")
+            time.sleep(0.2)
+        log(f"job {self.id} {state} {self.since():.2f} s after submission")
+        check(state == "COMPLETED", f"job {self.id} ended {state}; output:\n{self.output()[-3000:]}")
+
+    def cancel(self):
+        self.c.run(["scancel", self.id], ok=False)
+
+    def output(self):
+        path = self.work / "job.out"
+        return path.read_text() if path.exists() else ""
+
+    def report(self, ranks=None):
+        """The application's JSON line: it must have verified (on `ranks` ranks if given)."""
+        reports = [line for line in self.output().splitlines() if line.startswith("{") and "verified" in line]
+        check(reports, f"no report in the output of job {self.id}:\n{self.output()[-3000:]}")
+        report = json.loads(reports[-1])
+        check(report.get("verified") is True, f"the result did not verify: {reports[-1][:400]}")
+        check(ranks is None or report.get("ranks") == ranks, f"the job ended on {report.get('ranks')} ranks, expected {ranks}")
+        log(f"{report['app']} verified on {report['ranks']} ranks")
+        return report
+
+    def events(self):
+        path = self.job_dir / "events.jsonl"
+        check(path.exists(), f"no event log {path}")
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def accounting(self):
+        """sacct's rows of the job (one per size it had), once the last one is COMPLETED."""
+        deadline = time.monotonic() + 20
+        while True:
+            rows = [row.split("|") for row in self.c.run(
+                ["sacct", "-n", "-X", "-P", "-j", self.id, "-o", "JobID,State,NNodes"]).stdout.split()]
+            rows = [row for row in rows if row[0] == self.id]
+            if (rows and rows[-1][1] == "COMPLETED") or time.monotonic() > deadline:
+                log(f"sacct -j {self.id}: {[f'{s}/{n}' for _, s, n in rows]}")
+                return [(state, int(nodes)) for _, state, nodes in rows]
+            time.sleep(0.2)
+
+    def check_nothing_left(self):
+        queue = self.c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.strip()
+        check(not queue, f"jobs left in the queue (a helper job?): {queue}")
+        self.c.wait_idle()
+        time.sleep(0.5)
+        left = processes_mentioning(str(self.job_dir))
+        check(not left, "processes of the job are left: " + ", ".join(describe(p) for p in left))
+        log("no job, helper job, step or process of the run is left; every node is idle")
+
+
+def committed(events):
+    return [e for e in events if e["to"] == "committed" and not e["refused"]]
+
+
+def daemon_steps(c, job):
+    """The nodes on which job runs a bellowsd step now."""
+    out = c.run(["squeue", "-h", "-s", "-j", job, "-o", "%j %N"], ok=False).stdout
+    return sorted(line.split()[1] for line in out.splitlines() if line.startswith("bellowsd "))
+
+
+def start_clean(c, name):
+    # select/linear may have lost count of nodes that joined and left a job by expansion
+    # (docs/slurm.md, Troubleshooting): rebuild its books first.
+    c.run(["scontrol", "reconfigure"])
+    c.wait_idle()
+    return c.workdir(name)
+
+
+# ------------------------------------------------------------------ operator shrink
+
+
+RUN_POLICY = """\
+nodes:
+  min: 1
+  max: 3
+  step: 2
+expand:
+  ready_tasks_per_node_above: 1
+tick: 250ms
+hysteresis_ticks: 1
+cooldown: 10m
+resize_timeout: 1m
+"""
+
+
+def test_run_slurm(c, args):
+    """bellows run --backend slurm in a batch job: the policy grows the job from 1 to 3 nodes
+    under its own job id, the daemons run as steps on the job's nodes, an operator shrinks it
+    back to its batch host (bellows resize -2), the GEMM verifies."""
+    outside = subprocess.run([args.bellows, "run", "--backend", "slurm", "--", "true"],
+                             env={k: v for k, v in c.env.items() if k != "SLURM_JOB_ID"},
+                             capture_output=True, text=True, timeout=30)
+    check(outside.returncode == 2 and
+          "bellows run --backend slurm runs inside a Slurm job" in outside.stderr,
+          f"outside a job: exit {outside.returncode}, {outside.stderr!r}")
+    log(f"outside a job: {outside.stderr.strip()}")
+    work = start_clean(c, "run_slurm")
+    job = ElasticJob(c, args, work, "e2e-run", ["-N1", "--elastic=1:3"],
+                     f"{args.app} --n 1536 --tile 256 --iterations 60 --steal on --verify",
+                     policy=RUN_POLICY)
+    steps = set()
+    try:
+        def grown():
+            steps.update(daemon_steps(c, job.id))
+            return job.settled_on(3)
+        job.wait("3 nodes, 3 ranks", grown, 60)
+        grown_to = job.nodes()
+        # From a login shell with the job id only: the job's comment names its directory.
+        login = job.bellows("status", job.id, "--json", login_shell=True)
+        check(login.returncode == 0 and json.loads(login.stdout)["nodes"] == grown_to,
+              f"bellows status {job.id} from a login shell: {login.returncode} {login.stdout} {login.stderr}")
+        log(f"bellows status {job.id} from a login shell: nodes {json.loads(login.stdout)['nodes']}")
+        shrunk = job.bellows("resize", "-2", "--job", job.id, "--reason", "operator gives two nodes back")
+        log(f"bellows resize -2: {shrunk.stdout.strip()} {shrunk.stderr.strip()}")
+        check(shrunk.returncode == 0, f"bellows resize -2 failed: {shrunk}")
+        job.wait("1 node again", lambda: job.settled_on(1), 30)
+        shrunk_to = job.nodes()
+        job.wait_end(150)
+    finally:
+        job.cancel()
+    check(shrunk_to == grown_to[:1], f"after the shrink job {job.id} ran on {shrunk_to}, expected "
+          f"its batch host {grown_to[0]}")
+    log(f"daemon steps seen on {sorted(steps)}")
+    check(sorted(steps) == sorted(grown_to), f"expected bellowsd steps on {grown_to}, saw {sorted(steps)}")
+    job.report(ranks=1)
+
+    events = job.events()
+    done = committed(events)
+    check(any(e["kind"] == "expand" and e["requester"] == "policy" for e in done),
+          f"no committed policy expand: {events}")
+    check(any(e["kind"] == "shrink" and e["requester"] == "operator" for e in done),
+          f"no committed operator shrink: {events}")
+    check(not [e for e in events if e["to"] == "aborted"], f"aborted resizes: {events}")
+    # The daemons of the released nodes stopped on the SIGINT srun forwarded, not killed.
+    for node in grown_to[1:]:
+        text = (job.job_dir / "nodes" / node / "bellowsd.log").read_text()
+        check("(SIGINT): stopping" in text and "Killed" not in text,
+              f"the daemon on {node} did not stop cleanly:\n{text}")
+    log(f"event log: committed {[(e['resize'], e['kind'], e['requester']) for e in done]}")
+    login = job.bellows("events", job.id, login_shell=True)
+    check(login.returncode == 0 and "operator gives two nodes back" in login.stdout,
+          f"bellows events {job.id} from a login shell: {login.returncode} {login.stdout} {login.stderr}")
+    missing = job.bellows("status", "999999", login_shell=True)
+    check(missing.returncode != 0 and "no job 999999" in missing.stderr, f"status of no job: {missing}")
+    log(f"from a login shell: bellows events {job.id} lists the resizes; job 999999: {missing.stderr.strip()}")
+    # One row per size of the job: RESIZING on 1 node, RESIZING on 3, COMPLETED on 1.
+    sizes = job.accounting()
+    check(sizes == [("RESIZING", 1), ("RESIZING", 3), ("COMPLETED", 1)], f"sacct: {sizes}")
+    job.check_nothing_left()
+
+
+# ------------------------------------------------------------------ queue pressure
+
+
+YIELD_POLICY = """\
+nodes:
+  min: 2
+  max: 6
+  step: 2
+expand:
+  combine: all
+  idle_nodes_at_least: 2
+  ready_tasks_per_node_above: 1
+shrink:
+  pending_jobs_at_least: 1
+tick: 250ms
+hysteresis_ticks: 1
+cooldown: 1s
+resize_timeout: 1m
+"""
+
+
+def test_grow_and_yield(c, args):
+    """An elastic Cholesky submitted with -N1 --elastic=2:6 grows to its minimum before it
+    starts, then onto the idle nodes (policy); a rigid job that needs two nodes makes the
+    policy (pending jobs) shrink it, and the rigid job runs on the nodes it gave back."""
+    work = start_clean(c, "grow_and_yield")
+    job = ElasticJob(c, args, work, "e2e-elastic", ["-N1", "--elastic=2:6"],
+                     f"{args.cholesky} --n 2048 --tile 256 --iterations 90 --steal on --verify",
+                     policy=YIELD_POLICY)
+    rigid = None
+    try:
+        job.wait("its minimum of 2 nodes", lambda: len(job.nodes()) >= 2, 60)
+        job.wait("every node of the cluster (4 nodes, 4 ranks)", lambda: job.settled_on(4), 60)
+        states = c.node_states()
+        check(all(s == "allocated" for s in states.values()), f"sinfo with the job on 4 nodes: {states}")
+        grown_to = job.nodes()
+        check(sorted(daemon_steps(c, job.id)) == sorted(grown_to),
+              f"bellowsd steps on {daemon_steps(c, job.id)}, expected {grown_to}")
+
+        asked = time.monotonic()
+        rigid = c.run(["sbatch", "--parsable", "-N2", "-J", "e2e-rigid", "-D", str(work), "-o", "rigid.out",
+                       "--wrap", "srun -N2 printenv SLURMD_NODENAME; sleep 2"]).stdout.strip()
+        log(f"submitted rigid job {rigid} (-N2) while every node is the elastic job's")
+        job.wait("2 nodes again after the rigid job queued", lambda: job.settled_on(2), 30)
+        kept = job.nodes()
+        released = sorted(set(grown_to) - set(kept))
+        check(kept[0] == grown_to[0], f"the batch host {grown_to[0]} was given back: kept {kept}")
+        state = c.wait_job_state(rigid, ("RUNNING",) + ENDED, timeout=30)
+        log(f"rigid job {rigid} {state} {time.monotonic() - asked:.2f} s after its submission")
+        rigid_nodes = nodelist_names(c, c.job_field(rigid, "NodeList"))
+        check(sorted(rigid_nodes) == released, f"rigid job {rigid} runs on {rigid_nodes}, the elastic "
+              f"job gave back {released}")
+        left = [p for node in released for p in processes_mentioning(str(job.job_dir / "nodes" / node))]
+        check(not left, "processes of the elastic job left on the released nodes: "
+              + ", ".join(describe(p) for p in left))
+        check(sorted(daemon_steps(c, job.id)) == sorted(kept),
+              f"bellowsd steps on {daemon_steps(c, job.id)}, expected {kept}")
+        log(f"the elastic job gave back {released}; rigid job {rigid} runs there, nothing of the "
+            "elastic job is left on them")
+        c.wait_job_state(rigid, ENDED, timeout=30)
+        job.wait_end(150)
+    finally:
+        job.cancel()
+        if rigid:
+            c.run(["scancel", rigid], ok=False)
+    check(c.job_field(rigid, "JobState") == "COMPLETED", f"rigid job {rigid}: {c.job_field(rigid, 'JobState')}")
+    ran_on = sorted((work / "rigid.out").read_text().split())
+    check(ran_on == released, f"the rigid job's step ran on {ran_on}, expected {released}")
+    report = job.report()
+    events = job.events()
+    done = committed(events)
+    expands = [e for e in done if e["kind"] == "expand"]
+    shrinks = [e for e in done if e["kind"] == "shrink"]
+    check(expands and expands[0]["requester"] == "policy", f"no committed policy expand: {events}")
+    check(shrinks and shrinks[0]["requester"] == "policy" and "pending" in shrinks[0]["reason"],
+          f"no committed policy shrink for the pending job: {events}")
+    log(f"shrink: {shrinks[0]['reason']}")
+    sizes = job.accounting()
+    check(sizes[:3] == [("RESIZING", 1), ("RESIZING", 2), ("RESIZING", 4)] and sizes[-1][0] == "COMPLETED",
+          f"sacct: {sizes}, expected 1 -> 2 -> 4 -> ... -> COMPLETED")
+    check(report["ranks"] == sizes[-1][1], f"ended on {report['ranks']} ranks, sacct says {sizes[-1][1]} nodes")
+    job.check_nothing_left()
+
+
+# ------------------------------------------------------------------ not granted
+
+
+# No condition: the job resizes only when asked. A resize may take 4 s, so Slurm is given
+# 2 s to grant (controller.rm_answer_grace, 2 s, is kept for its answer).
+ASKED_ONLY_POLICY = """\
+nodes:
+  min: 1
+  max: 2
+resize_timeout: 4s
+"""
+
+
+def test_expand_not_granted(c, args):
+    """Every other node is busy: an expansion (bellows resize +1) is not granted, the helper
+    job is cancelled, the event log says why, and the job finishes at its size. (The policy
+    itself never asks while the partition has no idle node.)"""
+    work = start_clean(c, "expand_not_granted")
+    blocker = c.run(["sbatch", "--parsable", f"-N{NODES - 1}", "-J", "e2e-blocker", "-D", str(work),
+                     "-o", "/dev/null", "--wrap", "sleep 300"]).stdout.strip()
+    job = None
+    try:
+        c.wait_job_state(blocker, ("RUNNING",))
+        job = ElasticJob(c, args, work, "e2e-wants-more", ["-N1", "--elastic=1:2"],
+                         f"{args.app} --n 1024 --tile 256 --iterations 200 --verify", policy=ASKED_ONLY_POLICY)
+        job.wait("the controller", lambda: job.settled_on(1), 60)
+        asked = job.bellows("resize", "+1", "--job", job.id, "--reason", "more nodes, please")
+        check(asked.returncode == 0, f"bellows resize +1: {asked.returncode} {asked.stderr}")
+        log(f"bellows resize +1: {asked.stdout.strip()}")
+
+        def expand_ended():
+            return any(e["kind"] == "expand" and e["to"] == "aborted" for e in job.events())
+        job.wait("the expand aborted", expand_ended, 30)
+        queue = c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.split("\n")
+        check(sorted(line.split()[0] for line in queue if line.strip()) == sorted([blocker, job.id]),
+              f"the queue holds more than the two jobs (a helper job left?): {queue}")
+        check(len(job.nodes()) == 1 and job.state() == "RUNNING", f"job {job.id}: {job.state()} on {job.nodes()}")
+        job.wait_end(150)
+    finally:
+        if job:
+            job.cancel()
+        c.run(["scancel", blocker], ok=False)
+    job.report(ranks=1)
+    events = job.events()
+    aborted = [e for e in events if e["kind"] == "expand" and e["to"] == "aborted"]
+    check(len(aborted) == 1, f"expected one aborted expand: {events}")
+    why = aborted[0]["detail"]
+    log(f"event log: expand {aborted[0]['from']} -> aborted on {aborted[0]['event']}: {why}")
+    check(aborted[0]["event"] == "rm_timeout" and "no idle node" in why and "cancelled it" in why,
+          f"the event log does not say why: {aborted[0]}")
+    check(not committed(events), f"committed resizes: {events}")
+    sizes = job.accounting()
+    check(sizes == [("COMPLETED", 1)], f"sacct: {sizes}")
+    job.check_nothing_left()
+
+
+# ------------------------------------------------------------------ cycles
+
+
+CYCLES = 20
+CYCLE_ITERATIONS = 1200  # 30-45 s of GEMM; the cycles take 20-25 s
+
+
+def test_resize_cycles(c, args):
+    """20 expand/shrink cycles (bellows resize +1, then -1) on one running job: each one
+    commits, no zombie, no helper job or node is left, the result verifies."""
+    work = start_clean(c, "resize_cycles")
+    job = ElasticJob(c, args, work, "e2e-cycles", ["-N1", "--elastic=1:2"],
+                     f"{args.app} --n 768 --tile 256 --iterations {CYCLE_ITERATIONS} --verify")
+    try:
+        job.wait("the controller", lambda: job.settled_on(1), 60)
+        began = time.monotonic()
+        for cycle in range(1, CYCLES + 1):
+            for delta, size in (("+1", 2), ("-1", 1)):
+                asked = job.bellows("resize", delta, "--job", job.id, "--reason", f"cycle {cycle}")
+                check(asked.returncode == 0, f"cycle {cycle}: bellows resize {delta}: {asked.stderr}")
+                deadline = time.monotonic() + 30
+                while not job.settled_on(size):
+                    check(job.state() == "RUNNING", f"cycle {cycle}: job {job.id} ended before the "
+                          f"{CYCLES} cycles; output:\n{job.output()[-2000:]}")
+                    check(time.monotonic() < deadline, f"cycle {cycle}: {delta} not done in 30 s: {job.status()}")
+                    time.sleep(0.05)
+        log(f"{CYCLES} cycles in {time.monotonic() - began:.1f} s")
+        controller = [p for p in processes_mentioning(f"BELLOWS_RUN_DIR={job.runs}") if
+                      "bellows" in describe(p) and "run" in Path(f"/proc/{p}/cmdline").read_text()]
+        zombies = zombies_of(set(controller))
+        check(not zombies, "zombies under the controller: " + ", ".join(describe(p) for p in zombies))
+        queue = c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.split("\n")
+        check([line.split()[0] for line in queue if line.strip()] == [job.id],
+              f"the queue holds more than the job (a helper job left?): {queue}")
+        check(daemon_steps(c, job.id) == job.nodes(), f"bellowsd steps on {daemon_steps(c, job.id)}")
+        log(f"after the cycles: no zombie under the controller {controller}, no helper job, "
+            f"one bellowsd step")
+        job.wait_end(150)
+    finally:
+        job.cancel()
+    job.report(ranks=1)
+    events = job.events()
+    done = committed(events)
+    check(len(done) == 2 * CYCLES and not [e for e in events if e["to"] == "aborted"],
+          f"{len(done)} committed resizes, expected {2 * CYCLES}: {[e for e in events if e['to'] == 'aborted']}")
+    # slurmdbd keeps one row per size and start second: resizes within one second share a row.
+    sizes = job.accounting()
+    check(sizes[-1] == ("COMPLETED", 1) and all(s in (("RESIZING", 1), ("RESIZING", 2)) for s in sizes[:-1])
+          and len(sizes) > CYCLES / 2, f"sacct: {sizes}")
+    job.check_nothing_left()
+
+
+TESTS = {
+    "run_slurm": test_run_slurm,
+    "grow_and_yield": test_grow_and_yield,
+    "expand_not_granted": test_expand_not_granted,
+    "resize_cycles": test_resize_cycles,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main(__doc__, TESTS))
