@@ -11,7 +11,8 @@ Stealing", Figures 2-5.
 The trace is what an application run with --trace FILE appends: one JSON object per line,
 {"rank":R,"iteration":I,"t":SECONDS,"ready":N,"completed":M}, with t measured from the
 start of iteration I on every rank. Without --iteration the highest iteration in the file
-is plotted. Blank lines are ignored. A trace file is appended to by every run: remove it
+is plotted. Blank lines and resize lines ({"event":"resize",...}, docs/runtime.md) are
+ignored. A trace file is appended to by every run: remove it
 before a run whose trace is to be plotted alone.
 
 Exit codes: 0 plotted; 2 bad command line, unreadable, malformed or empty trace, or an
@@ -42,13 +43,16 @@ def is_count(value):
 
 
 def parse_sample(text, where):
-    """One trace line -> (rank, iteration, t, ready, completed); raises TraceError."""
+    """One trace line -> (rank, iteration, t, ready, completed), or None for a resize line;
+    raises TraceError."""
     try:
         sample = json.loads(text)
     except json.JSONDecodeError as e:
         raise TraceError(f"{where}: not JSON ({e.msg} at column {e.colno})") from None
     if not isinstance(sample, dict):
         raise TraceError(f"{where}: expected a JSON object, got {type(sample).__name__}")
+    if sample.get("event") == "resize":
+        return None
     missing = [f for f in FIELDS if f not in sample]
     if missing:
         raise TraceError(f"{where}: missing field(s) {', '.join(missing)}")
@@ -74,7 +78,9 @@ def read_trace(path):
     samples = []
     for number, line in enumerate(lines, start=1):
         if line.strip():
-            samples.append(parse_sample(line, f"{path}:{number}"))
+            sample = parse_sample(line, f"{path}:{number}")
+            if sample is not None:
+                samples.append(sample)
     if not samples:
         raise TraceError(f"{path}: empty trace (no samples)")
     return samples

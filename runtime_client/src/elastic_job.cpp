@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 
 #include "sleeping_wait.hpp"
+#include "trace.hpp"
 
 namespace bellows::runtime {
 namespace {
@@ -66,6 +68,24 @@ void unpack(const std::vector<std::int64_t>& words, int& add, std::vector<int>& 
   reason.assign(reinterpret_cast<const char*>(words.data() + at), length);
 }
 
+/// The fields every resize line of the trace starts with.
+nlohmann::ordered_json common_fields(const ResizeEvent& event, int rank, const char* role) {
+  return {{"event", "resize"},
+          {"resize", event.id},
+          {"kind", event.kind == ResizeEvent::Kind::expand ? "expand" : "shrink"},
+          {"rank", rank},
+          {"role", role},
+          {"from_ranks", event.from_ranks},
+          {"to_ranks", event.to_ranks},
+          {"requested_by", event.requested_by},
+          {"reason", event.reason}};
+}
+
+/// Seconds from `from` to `to` (steady clock, ns), to the microsecond, as the samples.
+double seconds_between_ns(std::int64_t from, std::int64_t to) {
+  return std::round(static_cast<double>(to - from) * 1e-3) * 1e-6;
+}
+
 }  // namespace
 
 ElasticJob::ElasticJob(Membership membership, SpawnSpecFor spawn_spec, int joined_at_iteration)
@@ -75,7 +95,28 @@ ElasticJob::ElasticJob(Membership membership, SpawnSpecFor spawn_spec, int joine
   if (joined_at_iteration_ > 0 && !membership_.grows().empty()) {
     joined_after_size_ = membership_.grows().back().old_size;
     first_new_rank_ = joined_after_size_;
+    joined_steady_ns_ = steady_ns();
   }
+}
+
+bool ElasticJob::tracing() const { return runtime_ != nullptr && !runtime_->options().trace_path.empty(); }
+
+void ElasticJob::write_trace(TraceLine& line, int iteration, std::int64_t base_ns,
+                             std::int64_t first_task_ns) const {
+  auto& f = line.fields;
+  f["iteration"] = iteration;
+  f["t"] = seconds_between_ns(base_ns, line.end_ns);
+  f["t_request"] = seconds_between_ns(base_ns, line.request_ns);
+  f["t_start"] = seconds_between_ns(base_ns, line.start_ns);
+  f["seconds"] = seconds_between_ns(line.start_ns, line.end_ns);
+  if (first_task_ns != 0) {
+    f["t_first_task"] = seconds_between_ns(base_ns, first_task_ns);
+    if (f.value("role", "") == "new") {
+      f["request_to_first_task_seconds"] = seconds_between_ns(line.request_ns, first_task_ns);
+    }
+  }
+  Trace::append(runtime_->options().trace_path, rank() >= 0 ? rank() : f.value("rank", -1),
+                f.dump() + "\n");
 }
 
 void ElasticJob::attach(Runtime& runtime) {
@@ -199,6 +240,25 @@ ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
   event.seconds = seconds_since(start);
   event.left = outcome == Outcome::left;
   if (!event.left) event.to_ranks = size();
+  if (trace_pending_) {
+    // Common fields first, then what expand() or shrink() recorded.
+    auto fields = common_fields(event, event.left ? trace_pending_->fields.value("rank", -1) : rank(),
+                                trace_pending_->fields.value("role", "member").c_str());
+    trace_pending_->fields.erase("rank");
+    trace_pending_->fields.erase("role");
+    fields.update(trace_pending_->fields);
+    trace_pending_->fields = std::move(fields);
+    trace_pending_->request_ns = request->posted_steady_ns;
+    trace_pending_->start_ns = start;
+    trace_pending_->end_ns = steady_ns();
+    if (event.left) {
+      // A leaver runs no more iterations: its times count from the start of its last one
+      // (from the start of the resize if it ran none).
+      write_trace(*trace_pending_, last_iteration_,
+                  last_iteration_ > 0 ? last_iteration_start_ns_ : start, 0);
+      trace_pending_.reset();
+    }
+  }
   if (on_commit_) on_commit_(event);
   return outcome;
 }
@@ -212,6 +272,28 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
   const double onto_seconds = seconds_since(onto_start);
   expand_request_steady_ns_ = request.posted_steady_ns;
   first_new_rank_ = old_size;
+  if (tracing()) {
+    // This rank's own spawns (rank r spawns the new processes r, r + old size, ...).
+    nlohmann::json spawned = nlohmann::json::array(), spawn_seconds = nlohmann::json::array();
+    for (std::size_t i = static_cast<std::size_t>(rank()); i < grown.spawn_seconds.size();
+         i += static_cast<std::size_t>(old_size)) {
+      spawned.push_back(i);
+      spawn_seconds.push_back(grown.spawn_seconds[i]);
+    }
+    TraceLine line;
+    line.fields = {{"rank", rank()},
+                   {"role", "member"},
+                   {"spawned", spawned},
+                   {"spawn_seconds", spawn_seconds},
+                   {"wait_seconds", grown.wait_seconds},
+                   {"group_seconds", grown.group_seconds},
+                   {"merge_seconds", grown.merge_seconds.empty() ? 0.0 : grown.merge_seconds.front()},
+                   {"grow_seconds", grown.total_seconds},
+                   {"expand_onto_seconds", onto_seconds},
+                   {"tiles_migrated", runtime_->last_rebalance().tiles},
+                   {"tasks_migrated", runtime_->last_rebalance().tasks}};
+    trace_pending_ = std::move(line);
+  }
   if (rank() == 0) {
     telemetry_.push_back({{"id", event.id},
                           {"before_iteration", iteration + 1},
@@ -252,7 +334,23 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
   unsigned long long ran = handoff.leaving ? runtime_->stats().tasks_executed : 0, leavers_ran = 0;
   check(MPI_Reduce(&ran, &leavers_ran, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, before), "MPI_Reduce");
   const bool was_rank_zero = rank() == 0;
+  const int old_rank = rank();
   const auto& shrunk = membership_.shrink(request.remove);
+  if (tracing()) {
+    TraceLine line;
+    line.fields = {{"rank", old_rank},
+                   {"role", handoff.leaving ? "leaves" : "stays"},
+                   {"remove", request.remove},
+                   {"tiles_sent", handoff.tiles_sent},
+                   {"tiles_received", handoff.tiles_received},
+                   {"bytes_moved", handoff.bytes_moved},
+                   {"drain_seconds", handoff.seconds},
+                   {"shrink_seconds", shrunk.total_seconds},
+                   {"tasks_run", runtime_->stats().tasks_executed},
+                   {"tiles_migrated", rebalance.tiles},
+                   {"tasks_migrated", rebalance.tasks}};
+    trace_pending_ = std::move(line);
+  }
   if (handoff.leaving) return Outcome::left;
   runtime_->attach_shrunk(communicator());
   if (was_rank_zero) {
@@ -275,7 +373,51 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
 }
 
 void ElasticJob::after_iteration(const IterationReport& report) {
-  if (first_new_rank_ < 0) return;
+  last_iteration_ = report.iteration;
+  last_iteration_start_ns_ = report.start_steady_ns;
+  if (first_new_rank_ >= 0) time_first_tasks(report);
+  if (joined_steady_ns_ != 0 && tracing()) {
+    // A rank added by an expand: its own line, with the request time and the resize's
+    // number from rank 0 (time_first_tasks).
+    const auto& joined = membership_.grows().back();
+    TraceLine line;
+    ResizeEvent event;
+    event.id = joined_resize_;
+    event.from_ranks = joined_after_size_;
+    event.to_ranks = size();
+    event.requested_by = joined_requested_by_;
+    line.fields = common_fields(event, rank(), "new");
+    line.fields.update(nlohmann::ordered_json{
+        {"spawn_ordinal", joined.spawn_ordinal},
+        {"group_seconds", joined.group_seconds},
+        {"merge_seconds", joined.merge_seconds.empty() ? 0.0 : joined.merge_seconds.front()},
+        {"grow_seconds", joined.total_seconds},
+        {"tiles_migrated", runtime_->last_rebalance().tiles},
+        {"tasks_migrated", runtime_->last_rebalance().tasks}});
+    line.fields.erase("reason");
+    line.request_ns = joined_request_ns_;
+    line.end_ns = joined_steady_ns_;
+    line.start_ns = joined_steady_ns_ - static_cast<std::int64_t>(joined.total_seconds * 1e9);
+    write_trace(line, report.iteration, report.start_steady_ns, report.first_task_steady_ns);
+  }
+  joined_steady_ns_ = 0;
+  if (trace_pending_) {
+    write_trace(*trace_pending_, report.iteration, report.start_steady_ns, report.first_task_steady_ns);
+    trace_pending_.reset();
+  }
+}
+
+void ElasticJob::time_first_tasks(const IterationReport& report) {
+  // The resize's number, who asked, and when, for the ranks it added (rank 0 knows them).
+  std::array<std::int64_t, 3> resize{resizes_, 0, expand_request_steady_ns_};
+  if (rank() == 0 && !telemetry_.empty()) resize[1] = telemetry_.back().value("requested_by", 0);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibcast(resize.data(), 3, MPI_INT64_T, 0, communicator(), &request), "MPI_Ibcast");
+  wait_without_spinning(request, "MPI_Ibcast");
+  joined_resize_ = static_cast<int>(resize[0]);
+  joined_requested_by_ = static_cast<int>(resize[1]);
+  joined_request_ns_ = resize[2];
+
   // Time from the expand request to the first task on each new rank. The ranks share
   // the host whose steady clock the request was stamped with; on other hosts the
   // numbers would mix clocks.

@@ -107,11 +107,12 @@ void Engine::share_mapping_state() {
                                  key.index[1], key.index[2], rank});
     }
   }
-  // Rank 0 sends the length and the collection count first; the others wait asleep.
-  std::array<std::int64_t, 2> sizes{static_cast<std::int64_t>(state.size()),
-                                    static_cast<std::int64_t>(collections_.size())};
+  // Rank 0 sends the length, the collection count and the iterations run so far first;
+  // the others wait asleep.
+  std::array<std::int64_t, 3> sizes{static_cast<std::int64_t>(state.size()),
+                                    static_cast<std::int64_t>(collections_.size()), iteration_};
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ibcast(sizes.data(), 2, MPI_INT64_T, 0, comm_, &request);
+  MPI_Ibcast(sizes.data(), 3, MPI_INT64_T, 0, comm_, &request);
   wait_asleep(request);
   const auto collection_count = static_cast<std::size_t>(sizes[1]);
   state.resize(static_cast<std::size_t>(sizes[0]));
@@ -152,6 +153,7 @@ void Engine::share_mapping_state() {
   if (collections_.empty()) {
     // A new rank: add_collection applies these as the collections are registered.
     first_new_rank_ = first_new_rank;
+    iteration_ = static_cast<int>(sizes[2]);  // continue the job's count of iterations
     joined_placements_ = std::move(placements);
     joined_tile_owners_ = std::move(owners);
   }
@@ -657,6 +659,8 @@ IterationReport Engine::run_iteration() {
         static_cast<double>(ready_samples_sum_.load()) / static_cast<double>(samples);
   }
   report.first_task_steady_ns = first_task_steady_ns_.load();
+  report.start_steady_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(iteration_start_.time_since_epoch()).count();
   std::array<MPI_Request, 2> reductions{};
   MPI_Iallreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_, &reductions[0]);
   MPI_Iallreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_,

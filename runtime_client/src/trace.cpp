@@ -39,16 +39,20 @@ bool Trace::flush() {
     }
     samples_.clear();
   }
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  return append(path_, rank_, text);
+}
+
+bool Trace::append(const std::string& path, int rank, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
-    std::fprintf(stderr, "bellows: rank %d: cannot open trace file %s: %s\n", rank_,
-                 path_.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "bellows: rank %d: cannot open trace file %s: %s\n", rank,
+                 path.c_str(), std::strerror(errno));
     return false;
   }
   const ssize_t written = ::write(fd, text.data(), text.size());
   ::close(fd);
   if (written != static_cast<ssize_t>(text.size())) {
-    std::fprintf(stderr, "bellows: rank %d: short write to trace file %s\n", rank_, path_.c_str());
+    std::fprintf(stderr, "bellows: rank %d: short write to trace file %s\n", rank, path.c_str());
     return false;
   }
   return true;

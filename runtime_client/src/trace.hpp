@@ -1,5 +1,6 @@
 #pragma once
 // Optional trace of ready tasks and completed tasks per rank over time, as JSON lines.
+// Resize events go to the same file (ElasticJob writes them with Trace::append).
 
 #include <cstdint>
 #include <mutex>
@@ -22,6 +23,10 @@ class Trace {
   bool flush();
 
   static constexpr double kMinInterval = 200e-6;
+
+  /// Appends `text` (whole lines) to the trace file at `path` in one write (O_APPEND).
+  /// Reports a failure on stderr, naming `rank`, and returns false.
+  static bool append(const std::string& path, int rank, const std::string& text);
 
  private:
   struct Sample {

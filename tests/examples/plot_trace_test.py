@@ -62,6 +62,9 @@ def synthetic_trace(path):
                               "ready": max(0, 10 - step + rank), "completed": completed}
                     f.write(json.dumps(sample, separators=(",", ":")) + "\n")
             f.write("\n")
+        # A resize line is not a sample: the plot skips it.
+        f.write('{"event":"resize","resize":1,"kind":"expand","rank":0,"iteration":2,'
+                '"t":-0.01}\n')
 
 
 def main():

@@ -95,7 +95,9 @@ class ElasticJob {
   Outcome apply_pending(int iteration);
 
   /// After each iteration, with its report: times each new rank's first task after an
-  /// expand (request to first task). Collective.
+  /// expand (request to first task), and, when the runtime traces (RuntimeOptions::
+  /// trace_path), writes this rank's line about the resize before that iteration to the
+  /// trace. Collective.
   void after_iteration(const IterationReport& report);
 
   /// One JSON object per resize carried out (rank 0 keeps them; empty elsewhere): sizes,
@@ -115,7 +117,22 @@ class ElasticJob {
     std::int64_t posted_steady_ns = 0;
   };
 
+  /// This rank's line about one resize for the trace, until the iteration that gives
+  /// its time base has run (a leaver writes it at once).
+  struct TraceLine {
+    nlohmann::ordered_json fields;
+    std::int64_t request_ns = 0;  // steady clock, ns
+    std::int64_t start_ns = 0;
+    std::int64_t end_ns = 0;
+  };
+
   [[nodiscard]] std::optional<Request> agree_on_request(int& requester);
+  [[nodiscard]] bool tracing() const;
+  /// Writes `line` with its times relative to `base_ns`, the start of iteration `iteration`.
+  void write_trace(TraceLine& line, int iteration, std::int64_t base_ns,
+                   std::int64_t first_task_ns) const;
+  /// after_iteration() after an expand: request to first task on each new rank.
+  void time_first_tasks(const IterationReport& report);
   Outcome expand(const Request& request, ResizeEvent& event, int iteration);
   Outcome shrink(const Request& request, ResizeEvent& event);
 
@@ -136,6 +153,14 @@ class ElasticJob {
   std::int64_t expand_request_steady_ns_ = 0;  // of the latest expand, for the latency
   int first_new_rank_ = -1;                    // of the latest expand, until it ran once
   nlohmann::json telemetry_ = nlohmann::json::array();
+
+  std::optional<TraceLine> trace_pending_;     // written after the next iteration
+  std::int64_t joined_steady_ns_ = 0;          // a rank added by an expand: when it joined
+  int joined_resize_ = 0;                      // and, from rank 0, the resize's number,
+  int joined_requested_by_ = 0;                // who asked for it
+  std::int64_t joined_request_ns_ = 0;         // and when
+  int last_iteration_ = 0;                     // IterationReport::iteration of the latest
+  std::int64_t last_iteration_start_ns_ = 0;   // and when it started
 };
 
 }  // namespace bellows::runtime

@@ -63,6 +63,8 @@ double quantile(std::vector<double> values, double q);
 
 /// What one iteration did on this rank.
 struct IterationReport {
+  /// 1 for the job's first iteration, then 2, ... (a rank added by an expand continues
+  /// the job's count, so that its trace lines name the same iterations as the others').
   int iteration = 0;
   int ranks = 0;
   double seconds = 0.0;       ///< wall time, barrier to barrier (same on every rank)
@@ -71,6 +73,9 @@ struct IterationReport {
   /// When this rank's first task of the iteration started, as std::chrono::steady_clock
   /// nanoseconds since its epoch (comparable between processes of one host); 0: none.
   std::int64_t first_task_steady_ns = 0;
+  /// When the iteration started on this rank (after the barrier that starts it), on the
+  /// same clock: the origin of the trace's "t" for this iteration.
+  std::int64_t start_steady_ns = 0;
 
   [[nodiscard]] double gflops() const noexcept {
     return seconds > 0.0 ? total_flops / seconds * 1e-9 : 0.0;
