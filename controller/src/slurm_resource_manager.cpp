@@ -100,6 +100,8 @@ struct Job {
   std::string partition;
   std::string account;
   std::string comment;
+  std::uint32_t time_limit = INFINITE;  ///< minutes; INFINITE or NO_VAL: none
+  std::time_t end_time = 0;             ///< when the time limit ends a running job
   std::uint32_t user_id = 0;
   std::uint32_t group_id = 0;
 };
@@ -137,6 +139,8 @@ RmResult<Job> load_job(std::uint32_t id) {
     job.partition = r.partition != nullptr ? r.partition : "";
     job.account = r.account != nullptr ? r.account : "";
     job.comment = r.comment != nullptr ? r.comment : "";
+    job.time_limit = r.time_limit;
+    job.end_time = r.end_time;
     job.user_id = r.user_id;
     job.group_id = r.group_id;
     return {{RmCode::ok, ""}, std::move(job)};
@@ -329,10 +333,23 @@ struct SlurmResourceManager::Impl {
                                             ": only a running job can grow"});
       return;
     }
+    // Keep within the job's time limit: the helper asks for no more time than the job has
+    // left (so that backfill can place it), and a job in its last minute does not grow.
+    std::uint32_t helper_minutes = NO_VAL;
+    if (job.value.time_limit != INFINITE && job.value.time_limit != NO_VAL) {
+      const std::time_t left = job.value.end_time - std::time(nullptr);
+      if (left < 60) {
+        answer_expand(w, {RmCode::denied, context + "the job ends in " + std::to_string(std::max<std::time_t>(left, 0)) +
+                                              " s (its time limit): too late to grow"});
+        return;
+      }
+      helper_minutes = static_cast<std::uint32_t>(left / 60);
+    }
     std::string dependency = "expand:" + r.job;
     std::string name = std::string(kHelperPrefix) + r.job;
     job_desc_msg_t desc;
     slurm_init_job_desc_msg(&desc);
+    desc.time_limit = helper_minutes;
     desc.name = name.data();
     desc.dependency = dependency.data();
     desc.partition = job.value.partition.data();

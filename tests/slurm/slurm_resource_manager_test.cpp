@@ -96,9 +96,9 @@ class SlurmResourceManagerTest : public ::testing::Test {
     wait_until([] { return sh("sinfo -h -o '%D %T'") == std::to_string(kNodes) + " idle"; }, 20s);
   }
 
-  /// sbatch -N nodes --wrap 'sleep 300'; waits until it runs unless `wait` is false.
-  std::string submit(int nodes, bool wait = true) {
-    const std::string job = sh("sbatch --parsable -N" + std::to_string(nodes) +
+  /// sbatch -N nodes OPTIONS --wrap 'sleep 300'; waits until it runs unless `wait` is false.
+  std::string submit(int nodes, bool wait = true, const std::string& options = "") {
+    const std::string job = sh("sbatch --parsable -N" + std::to_string(nodes) + " " + options +
                                " -J rm-test -o /dev/null --wrap 'sleep 300'");
     EXPECT_FALSE(job.empty()) << "sbatch failed";
     jobs_.push_back(job);
@@ -361,6 +361,22 @@ TEST_F(SlurmResourceManagerTest, ANodeBackInTheSecondItLeftRunsSteps) {
     ASSERT_TRUE(released.has_value() && released->ok()) << "cycle " << cycle;
   }
   std::cout << held << " of 3 grants held for the second the node left in\n";
+}
+
+TEST_F(SlurmResourceManagerTest, KeepsWithinTheJobsTimeLimit) {
+  // A job with 5 minutes grows; its time limit stays what it was.
+  const std::string job = submit(1, true, "-t 5");
+  const auto grant = expand({.job = job, .count = 1, .min_count = 1, .timeout = 10s});
+  ASSERT_TRUE(grant.has_value() && grant->status.ok()) << (grant ? grant->status.text : "no answer");
+  EXPECT_EQ(sh("squeue -h -j " + job + " -o '%D %l'"), "2 5:00");
+  // A job in its last minute does not.
+  const std::string ending = submit(1, true, "-t 1");
+  std::this_thread::sleep_for(2s);  // less than 60 s left
+  const auto late = expand({.job = ending, .count = 1, .min_count = 1, .timeout = 10s});
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(late->status.code, RmCode::denied) << late->status.text;
+  EXPECT_NE(late->status.text.find("(its time limit): too late to grow"), std::string::npos) << late->status.text;
+  EXPECT_EQ(squeue_jobs(), (std::set<std::string>{job, ending}));
 }
 
 TEST_F(SlurmResourceManagerTest, PublishesTheJobDirectoryInTheJobsComment) {
