@@ -5,14 +5,14 @@
 // iterations.
 //
 // Checked: every GEMM task ran exactly once per iteration over all ranks; the new ranks
-// ran some in the first iteration after the expand; what they stole in it is then pinned
-// to them, the same table on every rank, and runs there in the next iteration; C after
+// ran some in the first iteration after the expand; C after
 // the last iteration is bit-identical to C after the first (the k order of each C tile
 // is fixed, wherever its tasks run) and matches BLAS.
 // "steal" (RuntimeOptions::rebalance_on_resize off): the new ranks own no task under the
-// fixed mapping, so all they ran in their first iteration was stolen.
+// fixed mapping, so all they ran in their first iteration was stolen; it is then pinned to
+// them, the same table on every rank, and runs there in the next iteration.
 // "rebalance" (on): each new rank took over C tiles (a quarter of them), the same count on
-// every rank, and with them their tasks.
+// every rank, and with them their tasks; nothing is pinned.
 // Rank 0 prints one JSON line with the counts and "result":"PASS" or "FAIL"; every
 // process runs under a watchdog.
 
@@ -125,8 +125,11 @@ int finish(br::Membership& job, br::Runtime& runtime, Gemm& gemm, const std::vec
     const bool exact = c.size() == first_c.size() &&
                        std::memcmp(c.data(), first_c.data(), c.size() * sizeof(double)) == 0;
     const bool once = all_second == kTasks && all_third == kTasks;
-    const bool pinned_ok = pinned_min == pinned_max && pinned_max == stolen_by_new &&
-                           short_anywhere == 0 && new_ranks_third >= pinned_max;
+    // Pinned only without the rebalance: with it the new ranks own tiles, and their
+    // steals stay steals.
+    const bool pinned_ok = g_rebalance ? pinned_min == 0 && pinned_max == 0
+                                       : pinned_min == pinned_max && pinned_max == stolen_by_new &&
+                                             short_anywhere == 0 && new_ranks_third >= pinned_max;
     const int c_tile_count = (kN / kTile) * (kN / kTile);
     const bool mode_ok =
         g_rebalance

@@ -5,9 +5,9 @@
 //   grow to 4 ranks (the fixed mapping is over these 4: a 2 x 2 grid)   iteration
 //   ranks 1 and 2 leave at once (their data goes to the two survivors, the least
 //   loaded first)   iteration
-//   grow by 2 (expand after shrink; new ranks get work by stealing)   iteration, iteration
+//   grow by 2 (expand after shrink; new ranks take tiles and steal)   iteration, iteration
 //   ranks 1 and 3 leave: 1 is a backup holding two ranks' data, which passes to rank 2,
-//   added by the expand; 3, also added, holds pinned tasks   iteration
+//   added by the expand; 3, also added   iteration
 //
 // After every iteration: each task ran exactly once over the ranks of that iteration, and
 // the result gathered to rank 0 is bit-identical to the first iteration's (the update

@@ -80,8 +80,9 @@ struct RuntimeOptions {
   /// that the next iteration starts balanced: an expand gives the new ranks a share of
   /// the tiles of the most loaded ranks, a shrink spreads the leaving ranks' tiles over
   /// the survivors by load (the work of each tile counted from its tasks' flops). Off:
-  /// new ranks get work by stealing only and each leaver's tiles go to one backup, as in
-  /// seed 001, section V. Must be the same on every rank.
+  /// new ranks get work by stealing only, what they steal is pinned to them for good (the
+  /// override table), and each leaver's tiles go to one backup, as in seed 001, section V.
+  /// Must be the same on every rank.
   bool rebalance_on_resize = true;
   StealOptions steal;
 };

@@ -81,8 +81,9 @@ class Runtime {
   /// `first_new_rank` on are the new ones (the size before the expand). Collective with
   /// the old ranks' expand_onto(): the new rank receives the mapping state (which ranks
   /// are new, each collection's placement and per-tile owners, the tiles it is to take
-  /// over, the pinned tasks). After each iteration, the tasks that new ranks stole
-  /// become theirs for good (see pinned()).
+  /// over, the pinned tasks). Without RuntimeOptions::rebalance_on_resize, the tasks that
+  /// new ranks steal after it become theirs for good (see pinned()); with it, the new
+  /// ranks own tiles and what they steal stays a steal.
   void join_expansion(int first_new_rank);
   /// First half of a shrink, between iterations; collective over the current
   /// communicator, every rank passing the same `leaving` list (rank 0 may not leave).
