@@ -26,11 +26,11 @@
 
 #include "bellows/examples/app.hpp"
 #include "bellows/runtime/elastic_job.hpp"
-#include "gemm_tasks.hpp"
+#include "tiled_gemm.hpp"
 #include "watchdog.hpp"
 
 namespace br = bellows::runtime;
-namespace be = bellows::examples;
+namespace bt = bellows::test;
 
 namespace {
 
@@ -41,31 +41,7 @@ constexpr int kInitialRanks = 3;
 constexpr int kIterations = 5;
 constexpr int kTasks = (kN / kTile) * (kN / kTile) * (kN / kTile);
 
-struct Gemm {
-  explicit Gemm(int rank)
-      : grid(br::BlockCyclic2D::square_for(kInitialRanks)),
-        a(0, kN, kN, kTile, grid, rank),
-        b(1, kN, kN, kTile, grid, rank),
-        c(2, kN, kN, kTile, grid, rank) {
-    be::fill_random(a, 5);
-    be::fill_random(b, 6);
-  }
-  void attach(br::Runtime& runtime) {
-    runtime.add_collection(a);
-    runtime.add_collection(b);
-    runtime.add_collection(c);
-    runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
-  }
-  br::BlockCyclic2D grid;
-  br::TiledMatrix a, b, c;
-};
-
-br::SpawnSpec spawn_spec(int join_iteration) {
-  br::SpawnSpec spec;
-  spec.command = br::current_executable();
-  spec.args = {kChildFlag, std::to_string(join_iteration)};
-  return spec;
-}
+br::SpawnSpec spawn_spec(int join_iteration) { return bt::spawn_this_test(kChildFlag, join_iteration); }
 
 std::string describe(const char* what, const br::ResizeEvent& e) {
   std::ostringstream text;
@@ -99,7 +75,7 @@ int run(br::ElasticJob& job, int first_iteration) {
   job.on_resize_commit([&](const br::ResizeEvent& e) { seen.push_back(describe("commit", e)); });
   job.on_resize_refused([&](const br::ResizeEvent& e) { seen.push_back(describe("refused", e)); });
 
-  auto gemm = std::make_unique<Gemm>(job.rank());
+  auto gemm = std::make_unique<bt::TiledGemm>(kN, kTile, kInitialRanks, job.rank(), 5);
   br::RuntimeOptions options;
   options.steal.enabled = true;
   options.steal.chunk = 2;

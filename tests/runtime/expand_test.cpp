@@ -31,11 +31,12 @@
 #include "bellows/examples/verify.hpp"
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/runtime.hpp"
-#include "gemm_tasks.hpp"
+#include "tiled_gemm.hpp"
 #include "watchdog.hpp"
 
 namespace br = bellows::runtime;
 namespace be = bellows::examples;
+namespace bt = bellows::test;
 
 namespace {
 
@@ -45,26 +46,6 @@ constexpr int kTile = 48;
 constexpr int kInitialRanks = 2;  // the fixed mapping is over these ranks
 constexpr unsigned kSeed = 11;
 constexpr int kTasks = (kN / kTile) * (kN / kTile) * (kN / kTile);
-
-/// The GEMM of every rank, on the mapping of the initial ranks.
-struct Gemm {
-  explicit Gemm(int rank)
-      : grid(br::BlockCyclic2D::square_for(kInitialRanks)),
-        a(0, kN, kN, kTile, grid, rank),
-        b(1, kN, kN, kTile, grid, rank),
-        c(2, kN, kN, kTile, grid, rank) {
-    be::fill_random(a, kSeed);
-    be::fill_random(b, kSeed + 1);
-  }
-  void attach(br::Runtime& runtime) {
-    runtime.add_collection(a);
-    runtime.add_collection(b);
-    runtime.add_collection(c);
-    runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
-  }
-  br::BlockCyclic2D grid;
-  br::TiledMatrix a, b, c;
-};
 
 bool g_rebalance = true;  // the mode, from the command line
 
@@ -84,7 +65,7 @@ long long sum(long long value, MPI_Comm comm) {
 }
 
 /// Iterations 2 and 3, on the grown job: every rank, old or new.
-int finish(br::Membership& job, br::Runtime& runtime, Gemm& gemm, const std::vector<double>& first_c,
+int finish(br::Membership& job, br::Runtime& runtime, bt::TiledGemm& gemm, const std::vector<double>& first_c,
            long long executed_before) {
   const MPI_Comm comm = job.communicator();
   const bool joined = job.rank() >= kInitialRanks;
@@ -168,7 +149,7 @@ int run_root() {
   spec.args = {kChildFlag, "0", mode};
   job.grow(kInitialRanks - 1, spec);  // ranks that own tasks: spawned, so removable
 
-  Gemm gemm(job.rank());
+  bt::TiledGemm gemm(kN, kTile, kInitialRanks, job.rank(), kSeed);
   br::Runtime runtime(job.communicator(), options());
   gemm.attach(runtime);
   runtime.run_iteration();
@@ -193,7 +174,7 @@ int run_child(int phase) {
   auto joined = br::Membership::join();
   if (!joined) throw std::runtime_error("started with " + std::string(kChildFlag) + " but not spawned");
   br::Membership& job = *joined;
-  Gemm gemm(job.rank());
+  bt::TiledGemm gemm(kN, kTile, kInitialRanks, job.rank(), kSeed);
   auto runtime = std::make_unique<br::Runtime>(job.communicator(), options());
   if (phase == 1) runtime->join_expansion(kInitialRanks);
   gemm.attach(*runtime);

@@ -27,12 +27,12 @@
 
 #include "bellows/examples/app.hpp"
 #include "bellows/runtime/elastic_job.hpp"
-#include "gemm_tasks.hpp"
 #include "spawned_processes.hpp"
+#include "tiled_gemm.hpp"
 #include "watchdog.hpp"
 
 namespace br = bellows::runtime;
-namespace be = bellows::examples;
+namespace bt = bellows::test;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -45,36 +45,12 @@ constexpr int kIterations = 6;
 constexpr int kTasks = (kN / kTile) * (kN / kTile) * (kN / kTile);
 constexpr double kExitLimitSeconds = 10.0;
 
-struct Gemm {
-  explicit Gemm(int rank)
-      : grid(br::BlockCyclic2D::square_for(kInitialRanks)),
-        a(0, kN, kN, kTile, grid, rank),
-        b(1, kN, kN, kTile, grid, rank),
-        c(2, kN, kN, kTile, grid, rank) {
-    be::fill_random(a, 7);
-    be::fill_random(b, 8);
-  }
-  void attach(br::Runtime& runtime) {
-    runtime.add_collection(a);
-    runtime.add_collection(b);
-    runtime.add_collection(c);
-    runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
-  }
-  br::BlockCyclic2D grid;
-  br::TiledMatrix a, b, c;
-};
-
-br::SpawnSpec spawn_spec(int join_iteration) {
-  br::SpawnSpec spec;
-  spec.command = br::current_executable();
-  spec.args = {kChildFlag, std::to_string(join_iteration)};
-  return spec;
-}
+br::SpawnSpec spawn_spec(int join_iteration) { return bt::spawn_this_test(kChildFlag, join_iteration); }
 
 /// Runs iterations first_iteration..kIterations-1 on any rank; returns 0 when everything
 /// this rank checked held (rank 0: the whole job).
 int run(br::ElasticJob& job, int first_iteration) {
-  auto gemm = std::make_unique<Gemm>(job.rank());
+  auto gemm = std::make_unique<bt::TiledGemm>(kN, kTile, kInitialRanks, job.rank(), 7);
   br::RuntimeOptions options;
   options.steal.enabled = true;
   options.steal.chunk = 2;
