@@ -28,8 +28,8 @@
 #include "bellows/examples/app.hpp"
 #include "bellows/runtime/elastic_job.hpp"
 #include "spawned_processes.hpp"
+#include "elastic_test_main.hpp"
 #include "tiled_gemm.hpp"
-#include "watchdog.hpp"
 
 namespace br = bellows::runtime;
 namespace bt = bellows::test;
@@ -44,8 +44,6 @@ constexpr int kInitialRanks = 3;
 constexpr int kIterations = 6;
 constexpr int kTasks = (kN / kTile) * (kN / kTile) * (kN / kTile);
 constexpr double kExitLimitSeconds = 10.0;
-
-br::SpawnSpec spawn_spec(int join_iteration) { return bt::spawn_this_test(kChildFlag, join_iteration); }
 
 /// Runs iterations first_iteration..kIterations-1 on any rank; returns 0 when everything
 /// this rank checked held (rank 0: the whole job).
@@ -132,33 +130,5 @@ int run(br::ElasticJob& job, int first_iteration) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  const bool child = argc > 2 && std::string(argv[1]) == kChildFlag;
-  bellows::testing::Watchdog dog(bellows::testing::limit_from_env("BELLOWS_TEST_WATCHDOG_S", 60.0),
-                                 child ? "leaver exit child" : "leaver exit scenario (rank 0)");
-  int code = 1;
-  try {
-    if (child) {
-      const int join_iteration = std::stoi(argv[2]);
-      auto joined = br::Membership::join();
-      if (!joined) throw std::runtime_error("started as a child but not spawned");
-      br::ElasticJob job(std::move(*joined), spawn_spec, join_iteration);
-      code = run(job, join_iteration);
-    } else {
-      br::Membership membership(MPI_COMM_WORLD);
-      membership.grow(kInitialRanks - 1, spawn_spec(0));
-      br::ElasticJob job(std::move(membership), spawn_spec);
-      code = run(job, 0);
-    }
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "leaver_exit_tests: pid %d: %s; aborting the job\n", static_cast<int>(::getpid()),
-                 error.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-  }
-  if (code != 0) std::fprintf(stderr, "leaver_exit_tests: pid %d: FAILED\n", static_cast<int>(::getpid()));
-  dog.disarm();
-  MPI_Finalize();
-  return code;
+  return bt::run_elastic_job_test(argc, argv, "leaver_exit_tests", kChildFlag, kInitialRanks, run);
 }

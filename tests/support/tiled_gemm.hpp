@@ -4,10 +4,8 @@
 // and seed + 1, so that every rank (and every rank added later) builds the same problem.
 
 #include <memory>
-#include <string>
 
 #include "bellows/examples/app.hpp"
-#include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "gemm_tasks.hpp"
 
@@ -34,14 +32,5 @@ struct TiledGemm {
   runtime::BlockCyclic2D grid;
   runtime::TiledMatrix a, b, c;
 };
-
-/// What a resize spawns: this test program again, told by `child_flag` that it joins the
-/// job before iteration `join_iteration`.
-inline runtime::SpawnSpec spawn_this_test(const char* child_flag, int join_iteration) {
-  runtime::SpawnSpec spec;
-  spec.command = runtime::current_executable();
-  spec.args = {child_flag, std::to_string(join_iteration)};
-  return spec;
-}
 
 }  // namespace bellows::test
