@@ -16,6 +16,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+from procfs import processes_mentioning  # noqa: E402
 
 POLICY = """\
 nodes:
@@ -34,23 +38,6 @@ resize_timeout: 1m
 def fail(why):
     print(f"run_local: FAIL: {why}", flush=True)
     sys.exit(1)
-
-
-def processes_mentioning(text):
-    """Pids whose command line or environment contains text."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        for name in ("cmdline", "environ"):
-            try:
-                with open(f"/proc/{pid}/{name}", "rb") as f:
-                    if text.encode() in f.read():
-                        found.append(int(pid))
-                        break
-            except OSError:
-                pass
-    return found
 
 
 def main():

@@ -5,11 +5,20 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+from procfs import (describe, processes_below, processes_mentioning,  # noqa: E402
+                    processes_with_environment, zombies_of)
+
+# The process helpers the test scripts import from here.
+__all__ = ["describe", "processes_below", "processes_mentioning", "zombies_of"]
+
 NODES = 4
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+
 
 class TestFailure(Exception):
     pass
@@ -83,83 +92,13 @@ class Cluster:
 # ------------------------------------------------------------------ processes
 
 
-def processes_below(pid):
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(text[text.rfind(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def describe(pid):
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        comm = text[text.find("(") + 1:text.rfind(")")]
-        state = text[text.rfind(")") + 2:].split()[0]
-        return f"{pid} {comm} [{state}]"
-    except OSError:
-        return f"{pid} (gone)"
-
-
 def marked_processes(directory):
-    marker = f"BELLOWS_LOCAL_SLURM_DIR={directory}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                if marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
-
-
-def processes_mentioning(text):
-    """Pids whose command line or environment contains text."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        for name in ("cmdline", "environ"):
-            try:
-                if text.encode() in Path(f"/proc/{pid}/{name}").read_bytes():
-                    found.append(int(pid))
-                    break
-            except OSError:
-                pass
-    return found
+    """Every process started for the cluster in directory carries this entry."""
+    return processes_with_environment(f"BELLOWS_LOCAL_SLURM_DIR={directory}")
 
 
 def nodelist_names(c, nodelist):
     return c.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
-
-
-
-def zombies_of(parents):
-    """Zombie processes whose parent is one of parents."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2:].split()
-        if fields[0] == "Z" and int(fields[1]) in parents:
-            found.append(int(entry))
-    return found
 
 
 def main(doc, tests, fixture_tests=()):
