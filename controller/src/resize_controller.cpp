@@ -307,7 +307,7 @@ void ResizeController::run_action(ResizeAction action, const Input& input, std::
       break;
     }
     case ResizeAction::cancel_rm_request:
-      // Nothing to withdraw when the resource manager's own answer (timeout) got us here.
+      // Nothing to withdraw once the resource manager has answered.
       if (r.rm_request != 0) {
         append(detail, rm_.cancel_expand(r.rm_request)
                            ? "request withdrawn from the resource manager"
@@ -463,6 +463,7 @@ void ResizeController::on_rm_answer(ResizeId id, ExpandAnswer answer) {
   RmAnswerRecord record{answer.status.code, answer.status.text, answer.nodes};
   input.rm = record;
   input.detail = answer.status.text;
+  if (active_ && active_->id == id) active_->rm_request = 0;  // answered: nothing to withdraw
   const bool granted = answer.status.ok() && !answer.nodes.empty();
   if (granted) {
     input.event = ResizeEvent::rm_granted;
@@ -476,7 +477,6 @@ void ResizeController::on_rm_answer(ResizeId id, ExpandAnswer answer) {
     }
   } else if (answer.status.code == RmCode::timeout) {
     input.event = ResizeEvent::rm_timeout;
-    if (active_ && active_->id == id) active_->rm_request = 0;  // answered: nothing to withdraw
   } else {
     input.event = ResizeEvent::rm_denied;
     if (answer.status.ok()) input.detail = "the resource manager granted no nodes";
