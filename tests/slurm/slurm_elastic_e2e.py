@@ -225,9 +225,11 @@ def test_run_slurm(c, args):
     missing = job.bellows("status", "999999", login_shell=True)
     check(missing.returncode != 0 and "no job 999999" in missing.stderr, f"status of no job: {missing}")
     log(f"from a login shell: bellows events {job.id} lists the resizes; job 999999: {missing.stderr.strip()}")
-    # One row per size of the job: RESIZING on 1 node, RESIZING on 3, COMPLETED on 1.
+    # One row per size of the job: RESIZING on 1 node, RESIZING on 3, COMPLETED on 1 (the
+    # first two share a row when the policy grew the job within the second it started).
     sizes = job.accounting()
-    check(sizes == [("RESIZING", 1), ("RESIZING", 3), ("COMPLETED", 1)], f"sacct: {sizes}")
+    check(sizes in ([("RESIZING", 1), ("RESIZING", 3), ("COMPLETED", 1)], [("RESIZING", 3), ("COMPLETED", 1)]),
+          f"sacct: {sizes}")
     job.check_nothing_left()
 
 
@@ -308,12 +310,20 @@ def test_grow_and_yield(c, args):
     check(shrinks and shrinks[0]["requester"] == "policy" and "pending" in shrinks[0]["reason"],
           f"no committed policy shrink for the pending job: {events}")
     log(f"shrink: {shrinks[0]['reason']}")
-    # One row per size and start second (the growth to 2 and to 4 may share a second).
+    # One row per size and start second: the start on 1 node, the growth to 2 (0.4 s later)
+    # and the one to 4 may share a second, and so may a last growth and the job's end.
     sizes = job.accounting()
-    check(sizes[0] == ("RESIZING", 1) and ("RESIZING", 4) in sizes and sizes[-1][0] == "COMPLETED" and
-          all(state == "RESIZING" and nodes in (1, 2, 4) for state, nodes in sizes[:-1]),
-          f"sacct: {sizes}, expected 1 -> (2) -> 4 -> ... -> COMPLETED")
-    check(report["ranks"] == sizes[-1][1], f"ended on {report['ranks']} ranks, sacct says {sizes[-1][1]} nodes")
+    check(sizes[0][1] in (1, 2) and ("RESIZING", 4) in sizes and sizes[-1][0] == "COMPLETED" and
+          all(state == "RESIZING" for state, _ in sizes[:-1]) and all(nodes in (1, 2, 4) for _, nodes in sizes),
+          f"sacct: {sizes}, expected (1) -> 2 -> 4 -> ... -> COMPLETED")
+    # The rigid job's end lets the policy grow the job again: that growth may still be under
+    # way (the nodes the job's, its ranks not yet started) when the Cholesky ends.
+    regrowth = [e for e in events if e["kind"] == "expand" and e["resize"] > shrinks[0]["resize"]]
+    in_flight = [e for e in regrowth if e["to"] == "requested"] and not [
+        e for e in regrowth if e["to"] in ("committed", "aborted")]
+    check(report["ranks"] == sizes[-1][1] or (in_flight and report["ranks"] < sizes[-1][1]),
+          f"ended on {report['ranks']} ranks, sacct says {sizes[-1][1]} nodes; events after the "
+          f"shrink: {regrowth}")
     job.check_nothing_left()
 
 
