@@ -66,6 +66,9 @@ int status(const std::string& job, bool json) {
   std::printf("  policy     %s\n", s["policy"].get<std::string>().empty()
                                        ? "(none: resizes on request only)"
                                        : s["policy"].get<std::string>().c_str());
+  if (s.contains("policy_paused") && !s["policy_paused"].is_null()) {
+    std::printf("  paused     %s\n", s["policy_paused"].get<std::string>().c_str());
+  }
   if (!s["active_resize"].is_null()) {
     const auto& a = s["active_resize"];
     std::printf("  resizing   #%d %s by %d, %s (asked by %s: %s)\n", a["id"].get<int>(),

@@ -245,10 +245,23 @@ void ControllerService::tick_policy() {
   input.now = clock_.now();
   input.nodes = static_cast<int>(nodes.size());
   input.metrics = metrics;
-  if (auto idle = rm_.idle_nodes(); idle.status.ok())
-    input.idle_nodes = static_cast<int>(idle.value.size());
-  if (auto pending = rm_.pending_jobs(); pending.status.ok())
-    input.pending_jobs = static_cast<int>(pending.value.size());
+  const auto load = partition_load(rm_);
+  if (!load.status.ok()) {
+    // No tick on a guess: the streaks stay as they are until the next answer.
+    if (load.status.text != policy_paused_) {
+      std::fprintf(stderr, "bellows-controller: warning: policy tick skipped, the %s resource "
+                   "manager did not answer: %s\n", rm_.name().c_str(), load.status.text.c_str());
+      policy_paused_ = load.status.text;
+    }
+    return;
+  }
+  if (!policy_paused_.empty()) {
+    std::fprintf(stderr, "bellows-controller: info: policy ticks again, the %s resource manager "
+                 "answers\n", rm_.name().c_str());
+    policy_paused_.clear();
+  }
+  input.idle_nodes = load.value.idle_nodes;
+  input.pending_jobs = load.value.pending_jobs;
   const policy::Decision decision = engine_->tick(input);
   if (decision.action == policy::Action::hold) return;
   last_decision_ = decision.reason;
@@ -296,6 +309,8 @@ nlohmann::json ControllerService::status() const {
   s["iteration_seconds"] = iteration_seconds_;
   s["gflops"] = gflops_;
   s["last_policy_decision"] = last_decision_;
+  s["policy_paused"] = nullptr;
+  if (!policy_paused_.empty()) s["policy_paused"] = "the resource manager did not answer: " + policy_paused_;
   const auto view_json = [](const ResizeView& v) {
     return nlohmann::json{{"id", v.id},
                           {"kind", std::string(to_string(v.kind))},

@@ -26,4 +26,21 @@ bool parse_rm_code(std::string_view text, RmCode& code) noexcept {
   return false;
 }
 
+RmResult<PartitionLoad> partition_load(ResourceManager& rm) {
+  RmResult<PartitionLoad> load;
+  auto idle = rm.idle_nodes();
+  if (!idle.status.ok()) {
+    load.status = {idle.status.code, "idle nodes: " + idle.status.text};
+    return load;
+  }
+  auto pending = rm.pending_jobs();
+  if (!pending.status.ok()) {
+    load.status = {pending.status.code, "pending jobs: " + pending.status.text};
+    return load;
+  }
+  load.value.idle_nodes = static_cast<int>(idle.value.size());
+  load.value.pending_jobs = static_cast<int>(pending.value.size());
+  return load;
+}
+
 }  // namespace bellows::controller

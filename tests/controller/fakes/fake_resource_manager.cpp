@@ -52,10 +52,12 @@ void FakeResourceManager::release_nodes(const std::string& job, const std::vecto
 }
 
 RmResult<std::vector<std::string>> FakeResourceManager::idle_nodes() {
+  if (!idle_status_.ok()) return {idle_status_, {}};
   return {{RmCode::ok, ""}, pool_.idle_nodes()};
 }
 
 RmResult<std::vector<PendingJob>> FakeResourceManager::pending_jobs() {
+  if (!pending_status_.ok()) return {pending_status_, {}};
   return {{RmCode::ok, ""}, pending_jobs_};
 }
 

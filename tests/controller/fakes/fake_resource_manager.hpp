@@ -70,6 +70,10 @@ class FakeResourceManager final : public ResourceManager {
   void script_expand(ExpandScript script) { expand_scripts_.push_back(std::move(script)); }
   void script_release(ReleaseScript script) { release_scripts_.push_back(std::move(script)); }
   void set_pending_jobs(std::vector<PendingJob> jobs) { pending_jobs_ = std::move(jobs); }
+  /// idle_nodes() / pending_jobs() answer this status (ok again: they answer the pool's and
+  /// set_pending_jobs()' values).
+  void set_idle_nodes_status(RmStatus status) { idle_status_ = std::move(status); }
+  void set_pending_jobs_status(RmStatus status) { pending_status_ = std::move(status); }
 
   /// What the fake was asked.
   [[nodiscard]] const std::vector<ExpandRequest>& expand_requests() const noexcept { return expand_requests_; }
@@ -108,6 +112,8 @@ class FakeResourceManager final : public ResourceManager {
   std::deque<ExpandScript> expand_scripts_;
   std::deque<ReleaseScript> release_scripts_;
   std::vector<PendingJob> pending_jobs_;
+  RmStatus idle_status_;
+  RmStatus pending_status_;
   std::vector<ExpandRequest> expand_requests_;
   std::vector<RmRequestId> cancel_calls_;
   std::vector<ReleaseCall> releases_;

@@ -127,6 +127,7 @@ class ControllerService {
   std::size_t nodes_before_resize_ = 0;
   Clock::time_point next_tick_{};
   std::string last_decision_;
+  std::string policy_paused_;  ///< why the last tick was skipped (empty: it ran)
 };
 
 }  // namespace bellows::controller

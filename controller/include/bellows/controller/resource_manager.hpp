@@ -64,6 +64,12 @@ struct PendingJob {
   unsigned nodes = 0;  ///< nodes it waits for
 };
 
+/// What a policy tick weighs of the partition: the nodes nobody holds and the jobs waiting.
+struct PartitionLoad {
+  int idle_nodes = 0;
+  int pending_jobs = 0;
+};
+
 /// A request for more nodes for a running job.
 struct ExpandRequest {
   std::string job;          ///< the job to grow (Slurm job id, or the local job name)
@@ -135,5 +141,11 @@ class ResourceManager {
   /// this thread. Never blocks.
   virtual void progress() = 0;
 };
+
+/// Asks rm for its idle nodes and its pending jobs. When either question is not answered,
+/// the status names it and the resource manager's words ("pending jobs: slurm_load_jobs:
+/// Socket timed out ..."): a policy tick on a guess of 0 would take nodes a waiting job is
+/// about to get, or keep nodes it waits for.
+[[nodiscard]] RmResult<PartitionLoad> partition_load(ResourceManager& rm);
 
 }  // namespace bellows::controller
