@@ -12,6 +12,7 @@ Prints "run_local: PASS" or "run_local: FAIL: why".
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,7 @@ def main():
     a = p.parse_args()
 
     run_dir = tempfile.mkdtemp(prefix="bellows-run-test-")
+    print(f"run_local: job files in {run_dir}", flush=True)
     env = dict(os.environ, BELLOWS_RUN_DIR=run_dir, OPENBLAS_NUM_THREADS="1")
     policy = os.path.join(run_dir, "grow.yaml")
     with open(policy, "w") as f:
@@ -148,6 +150,7 @@ def main():
     left = processes_mentioning(job_dir)
     if left:
         fail(f"processes of the job are left: {left}")
+    shutil.rmtree(run_dir)  # kept when the test fails: fail() exits before this
     print("run_local: PASS", flush=True)
 
 
