@@ -7,4 +7,10 @@ preset="${1:-default}"
 bash "${root}/scripts/build.sh" "${preset}"
 cd "${root}"
 export OPENBLAS_NUM_THREADS=1
-ctest --preset "${preset}"
+status=0
+ctest --preset "${preset}" || status=$?
+if [ "${status}" -ne 0 ]; then
+  # The failures' output again, at the end of the log where it is read first.
+  python3 "${root}/scripts/ctest_failures.py" "${root}/build/${preset}" || true
+fi
+exit "${status}"
