@@ -226,6 +226,13 @@ RequestResult Core::request(const PeerId& peer, protocol::Message message,
 bool Core::send_bytes(const PeerId& peer, const std::vector<std::uint8_t>& bytes,
                       std::string& error) {
   if (options_.role == Role::server) {
+    // A peer whose disconnection was seen is gone, even while the ROUTER socket still holds
+    // its pipe for a moment (zmq tears it down on its I/O thread): a send would be queued
+    // there and lost, and a request would wait for its timeout.
+    if (!peers_.contains(peer)) {
+      error = "no connected peer " + peer.to_string();
+      return false;
+    }
     if (zmq_send(socket_.handle(), peer.routing_id.data(), peer.routing_id.size(),
                  ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
       error = zmq_errno() == EHOSTUNREACH ? "no connected peer " + peer.to_string()
