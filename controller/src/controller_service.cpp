@@ -330,6 +330,11 @@ nlohmann::json ControllerService::status() const {
 }
 
 void ControllerService::shutdown() {
+  // The event log ends every resize it began: one still running ends with the job.
+  if (resizes_ && resizes_->active()) {
+    (void)resizes_->deliver(0, ResizeEvent::job_ended,
+                            "the job ended before the resize finished; its nodes go back with the job");
+  }
   if (!server_) return;
   for (const auto& [node, peer] : daemons_) server_->notify(peer, protocol::Stop{"the job ended", 2000});
   job_control_.stop_started_daemons();

@@ -30,6 +30,12 @@ constexpr std::array kTransitions{
     ResizeTransition{K::expand, S::aborting, E::release_done, S::aborted, A::none},
     ResizeTransition{K::expand, S::aborting, E::release_failed, S::aborted, A::note_unreleased},
     ResizeTransition{K::expand, S::aborting, E::resize_deadline, S::aborting, A::none},
+    // the job's end: the nodes go back with the job, and the resource manager's backend
+    // cancels a helper request still open
+    ResizeTransition{K::expand, S::requested, E::job_ended, S::aborted, A::none},
+    ResizeTransition{K::expand, S::granted, E::job_ended, S::aborted, A::none},
+    ResizeTransition{K::expand, S::reconfiguring, E::job_ended, S::aborted, A::none},
+    ResizeTransition{K::expand, S::aborting, E::job_ended, S::aborted, A::none},
     // ---- shrink: tell the job who leaves, wait until they exited, only then give nodes back
     ResizeTransition{K::shrink, S::none, E::request, S::reconfiguring, A::remove_ranks},
     ResizeTransition{K::shrink, S::reconfiguring, E::ranks_committed, S::draining, A::none},
@@ -46,15 +52,20 @@ constexpr std::array kTransitions{
     ResizeTransition{K::shrink, S::releasing, E::release_done, S::committed, A::none},
     ResizeTransition{K::shrink, S::releasing, E::release_failed, S::committed, A::note_unreleased},
     ResizeTransition{K::shrink, S::releasing, E::resize_deadline, S::releasing, A::none},
+    // the job's end: before the job took the new membership nothing changed; after it, the
+    // job ran without the leaving ranks and their nodes go back with the job
+    ResizeTransition{K::shrink, S::reconfiguring, E::job_ended, S::aborted, A::none},
+    ResizeTransition{K::shrink, S::draining, E::job_ended, S::committed, A::none},
+    ResizeTransition{K::shrink, S::releasing, E::job_ended, S::committed, A::none},
 };
 
 constexpr std::array<std::string_view, 2> kKindNames{"expand", "shrink"};
 constexpr std::array<std::string_view, 9> kStateNames{
     "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted", "draining"};
-constexpr std::array<std::string_view, 13> kEventNames{
+constexpr std::array<std::string_view, 14> kEventNames{
     "request",         "rm_granted", "rm_denied",  "rm_timeout",   "daemons_ready",  "daemon_start_timeout",
     "ranks_committed", "rank_died",  "drain_done", "release_done", "release_failed", "resize_deadline",
-    "job_refused"};
+    "job_refused",     "job_ended"};
 constexpr std::array<std::string_view, 11> kActionNames{
     "none",         "ask_rm",        "cancel_rm_request", "start_daemons",   "add_ranks",  "withdraw_and_release",
     "remove_ranks", "cancel_remove", "release_nodes",     "note_unreleased", "adopt_nodes"};

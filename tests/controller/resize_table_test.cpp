@@ -33,7 +33,7 @@ TEST(ResizeTable, HasOneRowPerKindStateAndEvent) {
         << "two rows for " << row_name(t.kind, t.from, t.event);
     EXPECT_FALSE(is_final(t.from)) << row_name(t.kind, t.from, t.event);
   }
-  EXPECT_EQ(resize_transitions().size(), 29u);
+  EXPECT_EQ(resize_transitions().size(), 36u);
 }
 
 TEST(ResizeTable, EveryStateBetweenStartAndEndIsLeftAndEveryFinalStateReached) {
@@ -167,6 +167,9 @@ class EveryTransition : public ControllerTest,
       case ResizeEvent::job_refused:
         job.refused(1, "rank 0 cannot leave");
         advance(10ms);
+        break;
+      case ResizeEvent::job_ended:
+        ASSERT_TRUE(ctl->deliver(0, ResizeEvent::job_ended, "the job ended").accepted);
         break;
     }
   }

@@ -85,7 +85,8 @@ class ControllerService {
   [[nodiscard]] std::uint64_t iteration() const noexcept { return iteration_; }
   [[nodiscard]] const ResizeController& resizes() const noexcept { return *resizes_; }
 
-  /// Stops the daemons and the transport (at the end of the job).
+  /// Ends a resize still in flight (job_ended, in the event log), stops the daemons and the
+  /// transport (at the end of the job).
   void shutdown();
 
  private:

@@ -41,6 +41,7 @@ enum class ResizeEvent {
   release_failed,        ///< the resource manager did not take the nodes back
   resize_deadline,       ///< the policy's limit on how long a resize may take passed
   job_refused,           ///< the job refused the resize and keeps its size
+  job_ended,             ///< the job ended (its program exited) while the resize ran
 };
 
 /// What the controller does on a transition.
