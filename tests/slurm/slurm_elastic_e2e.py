@@ -120,8 +120,12 @@ class ElasticJob:
             time.sleep(0.2)
 
     def check_nothing_left(self):
-        queue = self.c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.strip()
-        check(not queue, f"jobs left in the queue (a helper job?): {queue}")
+        # A job cancelled at the end (a blocker) may still be COMPLETING for a moment.
+        deadline = time.monotonic() + 30
+        while (queue := self.c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.strip()) and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        check(not queue, f"jobs left in the queue 30 s after the test's end (a helper job?): {queue}")
         self.c.wait_idle()
         time.sleep(0.5)
         left = processes_mentioning(str(self.job_dir))
