@@ -1,5 +1,6 @@
 """Processes as /proc shows them, for tests that check what they started is gone:
-tests/slurm/slurm_cluster.py, tests/control_plane/run_local_test.py."""
+tests/slurm/slurm_cluster.py, tests/control_plane/run_local_test.py,
+tests/tools/subreaper_test.py."""
 
 import os
 from pathlib import Path
@@ -23,6 +24,16 @@ def describe(pid):
     """'PID COMM [STATE]', or 'PID (gone)'."""
     stat = _stat(pid)
     return f"{pid} {stat[0]} [{stat[1]}]" if stat else f"{pid} (gone)"
+
+
+def gone(pid):
+    """True when pid no longer exists (a zombie still does)."""
+    return _stat(pid) is None
+
+
+def children_of(pid):
+    """(pid, state) of each direct child of pid."""
+    return [(entry, stat[1]) for entry in _other_pids() if (stat := _stat(entry)) and stat[2] == pid]
 
 
 def processes_below(pid):

@@ -14,6 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+from procfs import children_of, describe, gone  # noqa: E402
+
 
 def fail(message):
     print(f"subreaper_test: FAIL: {message}", flush=True)
@@ -23,25 +26,6 @@ def fail(message):
 def check(condition, message):
     if not condition:
         fail(message)
-
-
-def stat(pid):
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2:].split()
-    return fields[0], int(fields[1])  # state, ppid
-
-
-def children_of(pid):
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            s = stat(int(entry))
-            if s and s[1] == pid:
-                found.append((int(entry), s[0]))
-    return found
 
 
 def wait_for(predicate, timeout):
@@ -78,8 +62,8 @@ def main():
         took = time.monotonic() - began
         check(code == 0, f"exit status {code} after SIGTERM, expected 0")
         check(not pidfile.exists(), "the pid file is still there after SIGTERM")
-        check(wait_for(lambda: all(stat(p) is None for p in orphans), 5),
-              f"orphans left after SIGTERM: {[(p, stat(p)) for p in orphans]}")
+        check(wait_for(lambda: all(gone(p) for p in orphans), 5),
+              f"orphans left after SIGTERM: {[describe(p) for p in orphans if not gone(p)]}")
         check(took >= 0.4, f"SIGTERM-ignoring orphan killed after {took:.2f} s, before the grace")
         print(f"subreaper_test: SIGTERM stopped both orphans in {took:.2f} s (SIGKILL after the "
               "0.5 s grace for the one that ignores SIGTERM)", flush=True)
