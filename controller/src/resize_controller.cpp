@@ -255,7 +255,7 @@ Outcome ResizeController::apply(Input input) {
   std::string detail = input.detail;
   r.state = transition->to;
   r.entered = now;
-  run_action(transition->action, input, detail);
+  run_action(transition->action, from, input, detail);
   if (from != r.state) arm_state_timer();
   const ResizeView v = view(r);
   log(input, &v, from, r.state, duration, detail, false);
@@ -282,7 +282,8 @@ Outcome ResizeController::refuse(const Input& input, const std::string& why) {
   return {false, input.resize, text};
 }
 
-void ResizeController::run_action(ResizeAction action, const Input& input, std::string& detail) {
+void ResizeController::run_action(ResizeAction action, ResizeState from, const Input& input,
+                                  std::string& detail) {
   Resize& r = *active_;
   switch (action) {
     case ResizeAction::none:
@@ -352,7 +353,7 @@ void ResizeController::run_action(ResizeAction action, const Input& input, std::
       for (const std::string& node : r.nodes) {
         if (!contains(unreleased_, node)) unreleased_.push_back(node);
       }
-      if (r.kind == ResizeKind::shrink && r.state == ResizeState::draining) {
+      if (r.kind == ResizeKind::shrink && from == ResizeState::draining) {
         // The job runs without these nodes, but its leaving ranks did not exit in time.
         std::erase_if(nodes_, [&r](const std::string& node) { return contains(r.nodes, node); });
         append(detail, "the leaving ranks did not exit in time");

@@ -156,6 +156,30 @@ TEST_F(ShrinkTest, DeadlineDuringDrainAbortsAndTheJobKeepsItsSize) {
   EXPECT_TRUE(rm.releases().empty());
 }
 
+// The job took the shrink (ranks_committed) but the leaving ranks never reported that they
+// exited: at the deadline the shrink commits, the job's node list no longer holds the leavers'
+// node, and the node is listed as unreleased (it is not given back while a rank may live there).
+TEST_F(ShrinkTest, DeadlineWhileDrainingCommitsWithoutTheLeavingNodes) {
+  ShrinkOrder order;
+  order.count = 1;
+  order.deadline = 2500ms;
+  ASSERT_TRUE(ctl->request_shrink(order).accepted);
+  advance(1000ms);
+  job.committed(1, 1);
+  ctl->poll();
+  EXPECT_EQ(state(), S::draining);
+  EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
+  advance(1500ms);
+  EXPECT_EQ(state(), S::committed);
+  EXPECT_EQ(ctl->nodes(), (Nodes{"node0"}));
+  EXPECT_EQ(ctl->unreleased_nodes(), (Nodes{"node1"}));
+  EXPECT_TRUE(rm.releases().empty());
+  EXPECT_EQ(last_record().event, E::resize_deadline);
+  EXPECT_EQ(last_record().detail,
+            "the resize passed its limit of 2.5 s; the leaving ranks did not exit in time; node1 stays "
+            "with job 42 until released by hand");
+}
+
 TEST_F(ShrinkTest, FailedReleaseAfterDrainCommitsAndListsTheNode) {
   rm.script_release(ReleaseScript::fail(RmCode::not_owner, "node1 is not part of job 42", 100ms));
   ASSERT_TRUE(shrink(1).accepted);

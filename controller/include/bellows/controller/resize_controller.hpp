@@ -129,7 +129,9 @@ class ResizeController {
                        const std::string& reason, const std::string& why);
   Outcome apply(Input input);
   Outcome refuse(const Input& input, const std::string& why);
-  void run_action(ResizeAction action, const Input& input, std::string& detail);
+  /// Carries out a transition's action; `from` is the state the resize left (it is already
+  /// in the transition's target).
+  void run_action(ResizeAction action, ResizeState from, const Input& input, std::string& detail);
   void arm_state_timer();
   void fire_due_timers();
   void drain();
