@@ -16,6 +16,7 @@
 #include <bellows/controller/local_node_pool.hpp>
 #include <bellows/controller/local_resource_manager.hpp>
 #include <bellows/runtime/control_channel.hpp>
+#include <bellows/transport/socket_directory.hpp>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -96,7 +97,9 @@ int main(int argc, char** argv) {
   options.nodes = first.nodes;
   options.min_nodes = 1;
   options.max_nodes = 2;
-  ctl::LocalDaemonLauncher launcher({bellowsd, job_dir, "ipc://" + (job_dir / "controller.sock").string()});
+  const bellows::transport::SocketDirectory sockets(options.job, job_dir);
+  options.endpoint = sockets.ipc_endpoint("controller.sock");
+  ctl::LocalDaemonLauncher launcher({bellowsd, job_dir, options.endpoint});
   int status = 1;
   {
     ctl::ControllerService service(options, rm, launcher, clock);

@@ -3,6 +3,7 @@
 // job's event log.
 
 #include <bellows/controller/event_log.hpp>
+#include <bellows/protocol/job_directory.hpp>
 #include <bellows/transport/endpoint.hpp>
 
 #include <nlohmann/json.hpp>
@@ -31,8 +32,14 @@ using namespace std::chrono_literals;
 
 transport::RequestResult ask_controller(const std::string& job, protocol::Message message) {
   const auto dir = find_job_dir(job);
+  const auto endpoint_file = protocol::JobDirectory{dir}.controller_endpoint_file();
+  std::ifstream in(endpoint_file);
+  std::string endpoint;
+  if (!std::getline(in, endpoint) || endpoint.empty())
+    throw std::runtime_error("the controller of " + dir.filename().string() + " has not said where it listens (no " +
+                             endpoint_file.string() + "); has the job started?");
   transport::ClientOptions options;
-  options.endpoint = "ipc://" + (dir / "controller.sock").string();
+  options.endpoint = endpoint;
   options.log = [](transport::LogLevel, const std::string&) {};
   transport::Client client(options, {});
   auto result = client.request(std::move(message), 5s);
@@ -121,7 +128,7 @@ int plot(const std::string& job, std::string out) {
 }
 
 int events(const std::string& job, bool json) {
-  const auto path = find_job_dir(job) / "events.jsonl";
+  const auto path = protocol::JobDirectory{find_job_dir(job)}.event_log();
   if (json) {
     std::ifstream in(path);
     if (!in) throw std::runtime_error("cannot read " + path.string());

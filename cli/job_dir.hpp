@@ -1,7 +1,8 @@
 #pragma once
 // Where `bellows run` keeps a job's files, and how the other subcommands find them:
-//   RUN_DIR/JOB/            the job's private directory (controller socket, event log,
-//                           one directory per node with its daemon's URI and log)
+//   RUN_DIR/JOB/            the job's private directory (protocol::JobDirectory: where the
+//                           controller listens, event log, one directory per node with its
+//                           daemon's URI and log)
 //   RUN_DIR/latest          a symbolic link to the job started last
 // RUN_DIR is $BELLOWS_RUN_DIR, or /tmp/bellows-UID.
 

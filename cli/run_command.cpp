@@ -15,6 +15,8 @@
 #include <bellows/controller/slurm_resource_manager.hpp>
 #endif
 #include <bellows/policy/load.hpp>
+#include <bellows/protocol/job_directory.hpp>
+#include <bellows/transport/socket_directory.hpp>
 
 #include <signal.h>
 #include <spawn.h>
@@ -225,6 +227,12 @@ int run_job(RunOptions o) {
     return exit_bad_input;
   }
 #endif
+  // A socket root too long for a Unix socket is refused before anything starts.
+  if (const std::string problem = transport::socket_root_problem(transport::socket_root());
+      !problem.empty()) {
+    std::fprintf(stderr, "bellows run: %s\n", problem.c_str());
+    return exit_bad_input;
+  }
   if (slurm && o.policy_file.empty()) {
     if (const char* file = std::getenv("BELLOWS_ELASTIC_POLICY"); file != nullptr) o.policy_file = file;
   }
@@ -301,7 +309,10 @@ int run_job(RunOptions o) {
                    published.text.c_str(), job.c_str(), run_dir().c_str());
   }
 #endif
-  const std::string endpoint = "ipc://" + (job_dir / "controller.sock").string();
+  // The controller's socket lives in a short directory of this host, whatever the length of
+  // job_dir; the job directory says where (controller.endpoint).
+  const transport::SocketDirectory sockets(job, job_dir);
+  const std::string endpoint = sockets.ipc_endpoint("controller.sock");
 
   ctl::SystemClock clock;
   if (!slurm) {
@@ -313,7 +324,7 @@ int run_job(RunOptions o) {
     }
     backend.nodes = first.nodes;
     // The launcher needs the controller's endpoint, which exists once the service is bound:
-    // it is the same fixed path, so it can be named first.
+    // it is fixed by the socket directory, so it can be named first.
     backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(
         ctl::LocalDaemonLauncher::Options{find_bellowsd(), job_dir, endpoint, o.verbose});
   } else {
@@ -333,6 +344,7 @@ int run_job(RunOptions o) {
   options.job = job;
   options.backend = o.backend;
   options.job_dir = job_dir;
+  options.endpoint = endpoint;
   options.nodes = first_nodes;
   options.min_nodes = static_cast<unsigned>(min_nodes);
   options.max_nodes = static_cast<unsigned>(max_nodes);
@@ -385,7 +397,7 @@ int run_job(RunOptions o) {
   service.shutdown();
 
   std::fprintf(stderr, "\n");
-  print_timeline(stderr, ctl::read_event_log(job_dir / "events.jsonl"));
+  print_timeline(stderr, ctl::read_event_log(protocol::JobDirectory{job_dir}.event_log()));
   std::fprintf(stderr, "bellows: job %s ended on %zu node(s); events: bellows events %s\n",
                job.c_str(), final_status["nodes"].size(), job.c_str());
   if (WIFEXITED(status)) return WEXITSTATUS(status);

@@ -1,5 +1,6 @@
 #include "bellows/controller/controller_service.hpp"
 
+#include <bellows/protocol/job_directory.hpp>
 #include <bellows/transport/security.hpp>
 
 #include <algorithm>
@@ -27,8 +28,8 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
     : options_(std::move(options)),
       rm_(rm),
       clock_(clock),
-      log_(options_.job_dir / "events.jsonl"),
-      metrics_log_(options_.job_dir / "metrics.jsonl", std::ios::app),
+      log_(protocol::JobDirectory{options_.job_dir}.event_log()),
+      metrics_log_(protocol::JobDirectory{options_.job_dir}.metrics_log(), std::ios::app),
       job_control_(options_.job, options_.nodes.empty() ? std::string() : options_.nodes.front(),
                    launcher,
                    [this](const std::string& node, const protocol::Message& message) {
@@ -46,7 +47,7 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
 
   transport::prepare_private_directory(options_.job_dir);
   transport::ServerOptions server_options;
-  server_options.endpoint = "ipc://" + (options_.job_dir / "controller.sock").string();
+  server_options.endpoint = options_.endpoint;
   server_options.log = controller_log();
   transport::Handlers handlers;
   handlers.on_request = [this](const transport::Incoming& in, transport::Responder responder) {
@@ -60,6 +61,12 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
     post([this, peer] { on_peer_gone(peer); });
   };
   server_ = std::make_unique<transport::Server>(server_options, handlers);
+  // The `bellows` commands find the controller here, whatever the job directory's length.
+  const auto endpoint_file = protocol::JobDirectory{options_.job_dir}.controller_endpoint_file();
+  std::ofstream out(endpoint_file, std::ios::trunc);
+  out << server_->endpoint() << '\n';
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + endpoint_file.string());
   next_tick_ = clock_.now();
 }
 
@@ -68,7 +75,7 @@ ControllerService::~ControllerService() { shutdown(); }
 const std::string& ControllerService::endpoint() const { return server_->endpoint(); }
 
 std::filesystem::path ControllerService::event_log_path() const {
-  return options_.job_dir / "events.jsonl";
+  return protocol::JobDirectory{options_.job_dir}.event_log();
 }
 
 void ControllerService::start_daemons() { job_control_.start_initial_daemons(options_.nodes); }

@@ -2,6 +2,8 @@
 
 #include "daemon_process.hpp"
 
+#include <bellows/protocol/job_directory.hpp>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,11 +17,11 @@ LocalDaemonLauncher::~LocalDaemonLauncher() {
 }
 
 std::filesystem::path LocalDaemonLauncher::node_dir(const std::string& node) const {
-  return options_.job_dir / "nodes" / node;
+  return protocol::JobDirectory{options_.job_dir}.node_dir(node);
 }
 
 std::filesystem::path LocalDaemonLauncher::uri_file(const std::string& node) const {
-  return node_dir(node) / "uri";
+  return protocol::JobDirectory{options_.job_dir}.daemon_uri_file(node);
 }
 
 pid_t LocalDaemonLauncher::pid_of(const std::string& node) const {
@@ -30,18 +32,19 @@ pid_t LocalDaemonLauncher::pid_of(const std::string& node) const {
 RmStatus LocalDaemonLauncher::launch(const std::string& node, const std::string& job) {
   if (running_.contains(node))
     return {RmCode::bad_request, "a daemon of job " + job + " already runs on " + node};
+  const protocol::JobDirectory layout{options_.job_dir};
   const auto dir = node_dir(node);
   if (RmStatus prepared = detail::prepare_node_dir(dir, uri_file(node)); !prepared.ok()) return prepared;
 
   std::vector<std::string> args = {options_.bellowsd.string(),
-                                   "--tmpdir",      (dir / "pmix").string(),
+                                   "--tmpdir",      layout.pmix_tmpdir(node).string(),
                                    "--uri-file",    uri_file(node).string(),
                                    "--node-name",   node,
                                    "--controller",  options_.controller_endpoint};
   if (options_.verbose) args.push_back("--verbose");
   std::string error;
   const pid_t pid = detail::spawn_logged(std::move(args), detail::current_environment(),
-                                         dir / "bellowsd.log", &error);
+                                         layout.daemon_log(node), &error);
   if (pid == 0) {
     return {RmCode::unavailable,
             "cannot start " + options_.bellowsd.string() + " for " + node + ": " + error};

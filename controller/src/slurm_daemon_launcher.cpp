@@ -2,6 +2,8 @@
 
 #include "daemon_process.hpp"
 
+#include <bellows/protocol/job_directory.hpp>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,11 +28,11 @@ SlurmDaemonLauncher::~SlurmDaemonLauncher() {
 }
 
 std::filesystem::path SlurmDaemonLauncher::node_dir(const std::string& node) const {
-  return options_.job_dir / "nodes" / node;
+  return protocol::JobDirectory{options_.job_dir}.node_dir(node);
 }
 
 std::filesystem::path SlurmDaemonLauncher::uri_file(const std::string& node) const {
-  return node_dir(node) / "uri";
+  return protocol::JobDirectory{options_.job_dir}.daemon_uri_file(node);
 }
 
 pid_t SlurmDaemonLauncher::pid_of(const std::string& node) const {
@@ -39,7 +41,7 @@ pid_t SlurmDaemonLauncher::pid_of(const std::string& node) const {
 }
 
 std::vector<std::string> SlurmDaemonLauncher::command(const std::string& node) const {
-  const auto dir = node_dir(node);
+  const protocol::JobDirectory layout{options_.job_dir};
   std::vector<std::string> args = {options_.srun.string(),
                                    "--jobid=" + options_.job,
                                    "--overlap",
@@ -53,7 +55,7 @@ std::vector<std::string> SlurmDaemonLauncher::command(const std::string& node) c
                                    "--kill-on-bad-exit=1",
                                    options_.bellowsd.string(),
                                    "--tmpdir",
-                                   (dir / "pmix").string(),
+                                   layout.pmix_tmpdir(node).string(),
                                    "--uri-file",
                                    uri_file(node).string(),
                                    "--node-name",
@@ -76,7 +78,8 @@ RmStatus SlurmDaemonLauncher::launch(const std::string& node, const std::string&
     return std::find(stale.begin(), stale.end(), entry.substr(0, entry.find('='))) != stale.end();
   });
   std::string error;
-  const pid_t pid = detail::spawn_logged(command(node), std::move(env), dir / "bellowsd.log", &error);
+  const pid_t pid = detail::spawn_logged(command(node), std::move(env),
+                                         protocol::JobDirectory{options_.job_dir}.daemon_log(node), &error);
   if (pid == 0) {
     return {RmCode::unavailable,
             "cannot start " + options_.srun.string() + " for " + node + ": " + error};

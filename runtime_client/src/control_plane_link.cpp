@@ -1,5 +1,7 @@
 #include "bellows/runtime/control_plane_link.hpp"
 
+#include <bellows/protocol/job_directory.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -70,7 +72,7 @@ std::optional<ControlPlaneLink> ControlPlaneLink::from_environment(int rank) {
                                   " names no node for rank " + std::to_string(rank));
     node = nodes[static_cast<std::size_t>(rank)];
   }
-  const auto uri = std::filesystem::path(job_dir) / "nodes" / node / "uri";
+  const auto uri = protocol::JobDirectory{job_dir}.daemon_uri_file(node);
   ControlChannel channel = ControlChannel::connect("file:" + uri.string());
   return ControlPlaneLink(std::move(channel), node, nodes);
 }

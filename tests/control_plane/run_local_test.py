@@ -4,9 +4,14 @@ per emulated node and real MPICH ranks. The policy grows the job from 2 to 4 nod
 shrinks it back with `bellows resize -2` (the nodes go back while the job runs), an
 out-of-range request is refused with the reason, the application itself asks for one more node
 near its end (bellows::runtime::request_resize) and gets it, the GEMM result verifies, the event
-log holds the expected resizes, `bellows plot` draws them, and no process is left.
+log holds the expected resizes, `bellows plot` draws them, and no process is left. The
+controller's socket lives in the socket directory (BELLOWS_SOCKET_DIR, a private temporary
+directory here), is named in the job directory's controller.endpoint, and is gone at the end.
 
-  run_local_test.py --bellows PATH --app PATH
+  run_local_test.py --bellows PATH --app PATH [--run-dir-length N]
+
+With --run-dir-length the job directory's path is made N characters long or more (a deep
+project tree), far beyond the 107 characters a Unix socket's path may hold.
 Prints "run_local: PASS" or "run_local: FAIL: why".
 """
 import argparse
@@ -45,11 +50,19 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bellows", required=True)
     p.add_argument("--app", required=True)
+    p.add_argument("--run-dir-length", type=int, default=0)
     a = p.parse_args()
 
-    run_dir = tempfile.mkdtemp(prefix="bellows-run-test-")
-    print(f"run_local: job files in {run_dir}", flush=True)
-    env = dict(os.environ, BELLOWS_RUN_DIR=run_dir, OPENBLAS_NUM_THREADS="1")
+    top = tempfile.mkdtemp(prefix="bellows-run-test-")
+    run_dir = top
+    while len(run_dir) < a.run_dir_length:
+        run_dir = os.path.join(run_dir, "a-deep-project-directory")
+    os.makedirs(run_dir, exist_ok=True)
+    socket_root = os.path.join(top, "sockets")
+    print(f"run_local: job files in {run_dir} ({len(run_dir)} characters), sockets in {socket_root}",
+          flush=True)
+    env = dict(os.environ, BELLOWS_RUN_DIR=run_dir, BELLOWS_SOCKET_DIR=socket_root,
+               OPENBLAS_NUM_THREADS="1")
     policy = os.path.join(run_dir, "grow.yaml")
     with open(policy, "w") as f:
         f.write(POLICY)
@@ -79,6 +92,11 @@ def main():
             fail(f"the job did not grow to 4 nodes within 90 s; last status {status}")
         if status["ranks"] != 4:
             fail(f"status says {status['ranks']} ranks after the expand, expected 4")
+        with open(os.path.join(run_dir, "latest", "controller.endpoint")) as f:
+            endpoint = f.read().strip()
+        expected_prefix = f"ipc://{socket_root}/{status['job']}-"
+        if not endpoint.startswith(expected_prefix) or not endpoint.endswith("/controller.sock"):
+            fail(f"controller.endpoint says {endpoint!r}, expected {expected_prefix}HASH/controller.sock")
 
         r = bellows("resize", "+1")
         if r.returncode != 1 or "may hold 2 to 4 nodes: +1 from 4 would make 5" not in r.stdout:
@@ -139,7 +157,7 @@ def main():
     if "resize #1: expand by 2 node(s) [local2,local3], asked by policy, committed" not in err:
         fail(f"the timeline at the end misses the expand: {err[-2000:]}")
 
-    png = os.path.join(run_dir, "timeline.png")
+    png = os.path.join(top, "timeline.png")
     r = bellows("plot", "--out", png)
     if r.returncode != 0 or not os.path.exists(png) or os.path.getsize(png) < 10000:
         fail(f"bellows plot: {r.returncode} {r.stdout!r} {r.stderr!r}")
@@ -150,7 +168,9 @@ def main():
     left = processes_mentioning(job_dir)
     if left:
         fail(f"processes of the job are left: {left}")
-    shutil.rmtree(run_dir)  # kept when the test fails: fail() exits before this
+    if os.listdir(socket_root):
+        fail(f"the job's socket directory is left: {os.listdir(socket_root)} in {socket_root}")
+    shutil.rmtree(top)  # kept when the test fails: fail() exits before this
     print("run_local: PASS", flush=True)
 
 

@@ -399,6 +399,40 @@ TEST_F(DaemonTest, BellowsdServesARankAndStopsOnSigterm) {
   EXPECT_FALSE(fs::exists(dir_ / "pmix"));
 }
 
+// A job directory may be as deep as a site's project tree: PMIx keeps only files there (its
+// rendezvous and dstore files; its connections are TCP), so a PMIx client the daemon started
+// and a tool both attach when the daemon's tmpdir path has 200 characters and more.
+TEST_F(DaemonTest, ClientAndToolAttachWhenTheJobDirectoryPathIsLong) {
+  fs::path job_dir = dir_;
+  while (job_dir.string().size() < 200) job_dir /= "deep-project-directory";
+  const fs::path node_dir = job_dir / "nodes" / "n1";
+  fs::create_directories(node_dir);
+  ASSERT_GE(node_dir.string().size(), 200u);
+  d::PmixServer::Options o = options();
+  o.tmpdir = node_dir / "pmix";
+  o.uri_file = node_dir / "uri";
+  d::PmixServer server(o);
+  Mailbox<d::ExitStatus> exits;
+  Mailbox<d::ProcId> tools;
+  server.on_tool_connected([&](const d::ProcId& p) { tools.push(p); });
+  d::LocalLauncher launcher(server, [&](const d::ExitStatus& e) { exits.push(e); });
+  const auto out = (node_dir / "client").string();
+  launcher.launch({"job.deep", {BELLOWS_PROBE_PATH, "client", out}, 1, {}});
+  const auto exit = exits.pop(20s);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->describe(), "exited with status 0");
+  std::ifstream in(out + ".0");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "job.deep:0 size 1");
+
+  ChildProcess tool({BELLOWS_PROBE_PATH, "ask", "2"}, {"BELLOWS_DAEMON_URI=file:" + o.uri_file.string()});
+  EXPECT_EQ(line(tool).rfind("attached bellowsd.tool.", 0), 0u);
+  EXPECT_TRUE(tools.pop(20s).has_value());
+  EXPECT_EQ(line(tool).rfind("answer status=", 0), 0u);
+  ASSERT_TRUE(tool.wait_exit(20s).has_value());
+}
+
 TEST_F(DaemonTest, BellowsdForwardsToItsControllerAndReportsARankThatDies) {
   // The controller's end, in this process: answers Hello and allocation requests, records
   // what the daemon sends.

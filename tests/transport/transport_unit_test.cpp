@@ -2,6 +2,8 @@
 // private directories, option checks, and the request/reply contract within one process.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <zmq.h>
 
 #include "bellows/transport/endpoint.hpp"
+#include "bellows/transport/socket_directory.hpp"
 #include "watchdog.hpp"
 
 namespace bellows::transport {
@@ -188,6 +191,105 @@ TEST_F(PrivateDir, ServerRefusesUnsafeEndpoints) {
   ServerOptions o = server_at("tcp://127.0.0.1:*");
   o.curve = CurveKeyPair{"short", "short"};
   EXPECT_EQ(thrown([&] { Server(o, {}); }), "curve public key has 5 characters, expected 40 (Z85)");
+}
+
+// ------------------------------------------------------------------ socket directories
+
+TEST_F(PrivateDir, IpcEndpointsLongerThanASocketAddressAreRefusedWithWhatToSet) {
+  std::string deep = dir_;
+  while (deep.size() < 120) deep += "/deep";
+  std::filesystem::create_directories(deep);
+  ASSERT_EQ(::chmod(deep.c_str(), 0700), 0);
+  const std::string socket = deep + "/c.sock";
+  const std::string why = "the socket path " + socket + " has " + std::to_string(socket.size()) +
+                          " characters, more than the 107 a Unix socket allows; set "
+                          "BELLOWS_SOCKET_DIR to a shorter private directory of this host (such as "
+                          "/tmp/bellows-" + std::to_string(::geteuid()) + ")";
+  EXPECT_EQ(socket_path_problem(socket), why);
+  EXPECT_EQ(thrown([&] { Server(server_at("ipc://" + socket), {}); }), "endpoint ipc://" + socket + ": " + why);
+  EXPECT_EQ(thrown([&] { Client(client_at("ipc://" + socket), {}); }), "endpoint ipc://" + socket + ": " + why);
+  EXPECT_EQ(socket_path_problem(dir_ + "/c.sock"), "");
+}
+
+TEST_F(PrivateDir, ASocketDirectoryIsShortPrivateOwnedAndRemovedWhateverTheJobDirectory) {
+  const std::string root = dir_ + "/sockets";
+  std::string job_dir = dir_;
+  while (job_dir.size() < 200) job_dir += "/a-project-directory-of-a-site";
+  std::string path;
+  {
+    SocketDirectory sockets("local-42", job_dir, root);
+    path = sockets.path().string();
+    EXPECT_EQ(sockets.path().parent_path().string(), root);
+    EXPECT_EQ(sockets.path().filename().string().rfind("local-42-", 0), 0u);
+    EXPECT_EQ(sockets.path().filename().string().size(), std::string("local-42-").size() + 8);
+    EXPECT_EQ(private_directory_problem(sockets.path(), ::geteuid()), "");
+    EXPECT_EQ(private_directory_problem(root, ::geteuid()), "");
+    const std::string endpoint = sockets.ipc_endpoint("controller.sock");
+    EXPECT_EQ(endpoint, "ipc://" + path + "/controller.sock");
+    Server server(server_at(endpoint), {});  // binds: the path fits
+    EXPECT_TRUE(std::filesystem::exists(path + "/controller.sock"));
+    // The same job directory again while its owner lives: refused, and left alone.
+    EXPECT_EQ(thrown([&] { SocketDirectory twice("local-42", job_dir, root); }),
+              "socket directory " + path + " belongs to process " + std::to_string(::getpid()) +
+                  ", which is still running (the same job twice?)");
+    EXPECT_TRUE(std::filesystem::exists(path));
+    // Another job directory of the same job name: another directory.
+    SocketDirectory other("local-42", job_dir + "/other", root);
+    EXPECT_NE(other.path(), sockets.path());
+    // Names that are no file names are made so.
+    SocketDirectory odd("a/b c", job_dir, root);
+    EXPECT_EQ(odd.path().filename().string().rfind("a_b_c-", 0), 0u);
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_TRUE(std::filesystem::is_empty(root));
+}
+
+TEST_F(PrivateDir, ASocketDirectoryWhoseOwnerWasKilledIsRemovedByTheNextOne) {
+  const std::string root = dir_ + "/sockets";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    SocketDirectory sockets("killed", dir_ + "/job", root);
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::string left;
+  while (left.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(root, ec))
+      if (std::filesystem::exists(e.path() / "owner")) left = e.path().string();
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_FALSE(left.empty());
+  EXPECT_EQ(SocketDirectory::remove_stale(root), 0u);  // its owner lives
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(std::filesystem::exists(left));
+  {
+    SocketDirectory next("next", dir_ + "/job2", root);
+    EXPECT_FALSE(std::filesystem::exists(left));
+  }
+  // A directory with no owner file is not judged.
+  std::filesystem::create_directory(root + "/foreign");
+  EXPECT_EQ(SocketDirectory::remove_stale(root), 0u);
+  EXPECT_TRUE(std::filesystem::exists(root + "/foreign"));
+}
+
+TEST_F(PrivateDir, ASocketRootTooLongIsRefusedBeforeAnythingIsMade) {
+  std::string root = dir_;
+  while (root.size() < 80) root += "/r";
+  const std::string why = socket_root_problem(root);
+  EXPECT_EQ(why.rfind("the socket directory " + root + " (BELLOWS_SOCKET_DIR, XDG_RUNTIME_DIR or /tmp) is "
+                      "too long: a job's sockets under it would have up to " +
+                          std::to_string(root.size() + 58) + " characters, more than the 107",
+                      0),
+            0u)
+      << why;
+  EXPECT_EQ(thrown([&] { SocketDirectory sockets("j", dir_ + "/job", root); }), why);
+  EXPECT_FALSE(std::filesystem::exists(root));
+  EXPECT_EQ(socket_root_problem("/tmp/bellows-0/sockets"), "");
 }
 
 class InProcess : public PrivateDir {

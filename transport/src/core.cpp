@@ -1,4 +1,5 @@
 #include "core.hpp"
+#include "bellows/transport/socket_directory.hpp"
 
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -62,6 +63,10 @@ Core::Core(CoreOptions options, Handlers handlers)
   const bool tcp = ep.rfind("tcp://", 0) == 0;
   if (!ipc && !tcp) {
     throw TransportError("endpoint '" + ep + "': expected ipc://PATH or tcp://ADDRESS:PORT");
+  }
+  if (ipc) {
+    if (const std::string problem = socket_path_problem(ep.substr(6)); !problem.empty())
+      throw TransportError("endpoint " + ep + ": " + problem);
   }
   if (tcp && !options_.curve) {
     throw TransportError("endpoint " + ep +

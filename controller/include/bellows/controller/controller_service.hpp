@@ -42,6 +42,9 @@ struct ControllerOptions {
   std::string job;                     ///< the job's id
   std::string backend = "local";       ///< for status
   std::filesystem::path job_dir;       ///< private directory (0700) of the job
+  /// Where to listen: ipc://SOCKET_DIR/controller.sock (a transport::SocketDirectory of this
+  /// host, whatever the length of job_dir) or tcp://ADDRESS:PORT.
+  std::string endpoint;
   std::vector<std::string> nodes;      ///< the job's nodes at start, its first node first
   unsigned min_nodes = 1;              ///< operator and application resizes stay within
   unsigned max_nodes = 1;              ///< [min_nodes, max_nodes]
@@ -54,9 +57,10 @@ struct ControllerOptions {
 /// transport's thread only fills the inbox.
 class ControllerService {
  public:
-  /// Binds ipc://JOB_DIR/controller.sock (only the job owner's uid may connect) and opens
-  /// JOB_DIR/events.jsonl and JOB_DIR/metrics.jsonl (one line per node report). rm, launcher and clock must outlive the service. Throws
-  /// transport::TransportError or std::runtime_error naming what failed.
+  /// Binds options.endpoint (over ipc only the job owner's uid may connect), writes it to
+  /// the job directory's controller.endpoint, and opens its events.jsonl and metrics.jsonl
+  /// (one line per node report; protocol::JobDirectory). rm, launcher and clock must outlive
+  /// the service. Throws transport::TransportError or std::runtime_error naming what failed.
   ControllerService(ControllerOptions options, ResourceManager& rm, NodeLauncher& launcher,
                     const Clock& clock);
   ~ControllerService();
@@ -107,7 +111,7 @@ class ControllerService {
   ResourceManager& rm_;
   const Clock& clock_;
   EventLog log_;
-  std::ofstream metrics_log_;  ///< JOB_DIR/metrics.jsonl: every NodeMetrics, with its time
+  std::ofstream metrics_log_;  ///< metrics.jsonl: every NodeMetrics, with its time
   DaemonJobControl job_control_;
   std::unique_ptr<ResizeController> resizes_;
   std::optional<policy::PolicyEngine> engine_;
