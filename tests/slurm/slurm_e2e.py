@@ -50,6 +50,9 @@ def test_stop(c, args):
     pids = [keeper] + processes_below(keeper) if keeper else []
     log(f"{len(pids)} processes of the cluster before stop: "
         + ", ".join(describe(p) for p in pids))
+    sockets = (c.dir / "sockets").resolve()
+    check(len(str(sockets)) < 40 and (sockets / "munge.socket.2").exists(),
+          f"the cluster's sockets are not in a short directory: {sockets}")
     result = c.run([c.local_slurm, "stop", str(c.dir)], timeout=120, ok=False)
     print(result.stdout + result.stderr, end="")
     check(result.returncode == 0, f"local-slurm stop exited with {result.returncode}")
@@ -67,7 +70,8 @@ def test_stop(c, args):
     strays = marked_processes(c.dir)
     check(not strays, "processes started for the cluster still running: "
           + ", ".join(describe(p) for p in strays))
-    log("no daemon, slurmstepd, job task or zombie of the cluster is left")
+    check(not sockets.exists(), f"the socket directory {sockets} is left after stop")
+    log("no daemon, slurmstepd, job task, zombie or socket directory of the cluster is left")
 
 
 def test_start_failure(c, args):
@@ -100,6 +104,8 @@ def test_start_failure(c, args):
         time.sleep(0.1)
     left = marked_processes(directory)
     check(not left, "processes of the failed cluster left: " + ", ".join(describe(p) for p in left))
+    sockets = (directory / "sockets").resolve()
+    check(not sockets.exists(), f"the failed cluster's socket directory {sockets} is left")
     log(f"the failed start stopped munged and mariadbd ({time.monotonic() - began:.2f} s)")
     shutil.rmtree(fake, ignore_errors=True)
 

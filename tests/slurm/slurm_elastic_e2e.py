@@ -9,6 +9,7 @@ it checks and ends with "slurm_e2e: PASS" or "slurm_e2e: FAIL: <why>" (exit stat
 """
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -21,9 +22,11 @@ from slurm_cluster import (ENDED, NODES, check, describe, log, main, nodelist_na
 class ElasticJob:
     """A batch job whose script is `bellows run --backend slurm --quiet -- PROGRAM`."""
 
-    def __init__(self, c, args, work, name, sbatch_options, program, policy=None):
+    def __init__(self, c, args, work, name, sbatch_options, program, policy=None, run_dir_length=0):
         self.c, self.args, self.work = c, args, work
         self.runs = work / "runs"
+        while len(str(self.runs)) < run_dir_length:  # a deep project tree
+            self.runs = self.runs / "a-deep-project-directory"
         self.env = dict(c.env, BELLOWS_RUN_DIR=str(self.runs))
         options = list(sbatch_options)
         if policy is not None:
@@ -130,7 +133,18 @@ class ElasticJob:
         time.sleep(0.5)
         left = processes_mentioning(str(self.job_dir))
         check(not left, "processes of the job are left: " + ", ".join(describe(p) for p in left))
-        log("no job, helper job, step or process of the run is left; every node is idle")
+        sockets = list(socket_root(self.c.env).glob(f"{self.id}-*"))
+        check(not sockets, f"the controller's socket directory is left: {sockets}")
+        log("no job, helper job, step, process or socket of the run is left; every node is idle")
+
+
+def socket_root(env):
+    """Where a controller started with env binds its socket (transport/socket_directory.hpp)."""
+    if env.get("BELLOWS_SOCKET_DIR"):
+        return Path(env["BELLOWS_SOCKET_DIR"])
+    if env.get("XDG_RUNTIME_DIR") and Path(env["XDG_RUNTIME_DIR"]).is_dir():
+        return Path(env["XDG_RUNTIME_DIR"]) / "bellows"
+    return Path(f"/tmp/bellows-{os.geteuid()}/sockets")
 
 
 def committed(events):
@@ -171,7 +185,8 @@ resize_timeout: 1m
 def test_run_slurm(c, args):
     """bellows run --backend slurm in a batch job: the policy grows the job from 1 to 3 nodes
     under its own job id, the daemons run as steps on the job's nodes, an operator shrinks it
-    back to its batch host (bellows resize -2), the GEMM verifies."""
+    back to its batch host (bellows resize -2), the GEMM verifies. The job directory's path
+    has 200 characters and more (BELLOWS_RUN_DIR in a deep project tree)."""
     outside = subprocess.run([args.bellows, "run", "--backend", "slurm", "--", "true"],
                              env={k: v for k, v in c.env.items() if k != "SLURM_JOB_ID"},
                              capture_output=True, text=True, timeout=30)
@@ -182,7 +197,8 @@ def test_run_slurm(c, args):
     work = start_clean(c, "run_slurm")
     job = ElasticJob(c, args, work, "e2e-run", ["-N1", "--elastic=1:3"],
                      f"{args.app} --n 1536 --tile 256 --iterations 60 --steal on --verify",
-                     policy=RUN_POLICY)
+                     policy=RUN_POLICY, run_dir_length=200)
+    log(f"job directory {job.job_dir} ({len(str(job.job_dir))} characters)")
     steps = set()
     try:
         def grown():
