@@ -27,6 +27,22 @@ constexpr int kDoorbellIdleSleepUs = 2000;
 
 int element_count(const Tile& t) { return static_cast<int>(t.elements()); }
 
+int rank_in(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+int size_of(MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  return size;
+}
+
+StealPolicy::Time steal_time(std::chrono::steady_clock::time_point now) {
+  return std::chrono::duration_cast<StealPolicy::Time>(now.time_since_epoch());
+}
+
 /// Hands the CPU time the calling thread used to `record` when the thread's loop ends.
 class ThreadCpuTime {
  public:
@@ -49,14 +65,12 @@ class ThreadCpuTime {
 CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool same_host_transport)
     : engine_(engine),
       comm_(comm),
+      rank_(rank_in(comm)),
       max_sleep_us_(std::max(1, max_sleep_us)),
-      same_host_(comm, same_host_transport) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
+      same_host_(comm, same_host_transport),
+      size_(size_of(comm)),
+      steal_policy_(engine.options().steal, rank_, size_) {
   stats_.rank = rank_;
-  steal_ = engine_.options().steal;
-  std::seed_seq seed{steal_.seed, static_cast<unsigned>(rank_), 0xBE11u};
-  random_.seed(seed);
 }
 
 CommEngine::~CommEngine() {
@@ -77,8 +91,7 @@ void CommEngine::reset_iteration_state() {
   partial_replies_expected_ = 0;
   partial_replies_seen_ = 0;
   tasks_this_request_ = 0;
-  steal_backoff_us_ = 0;
-  next_steal_at_ = {};
+  steal_policy_.start_iteration();
   global_done_ = false;
   completed_everywhere_ = 0;
 }
@@ -347,32 +360,24 @@ void CommEngine::handle(int source, wire::Message&& message) {
 
 // ---------------------------------------------------------------- work stealing
 
-int CommEngine::random_rank_except(int a, int b) {
-  const int excluded = a == b ? 1 : 2;
-  const int candidates = size_ - excluded;
-  if (candidates <= 0) return -1;
-  int pick = static_cast<int>(random_() % static_cast<std::uint64_t>(candidates));
-  for (int r = 0; r < size_; ++r) {
-    if (r == a || r == b) continue;
-    if (pick-- == 0) return r;
-  }
-  return -1;
+StealPolicy::ThiefView CommEngine::thief_view() const {
+  StealPolicy::ThiefView view;
+  view.ready = engine_.ready_count();
+  view.roots_queued = engine_.roots_queued();
+  view.request_outstanding = steal_outstanding_;
+  view.iteration_over = global_done_;
+  return view;
 }
 
 bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point now) {
-  if (steal_outstanding_ || global_done_ || !engine_.roots_queued() || now < next_steal_at_ ||
-      !engine_.starving()) {
-    return false;
-  }
-  const int victim = (steal_.policy == VictimPolicy::last_victim && last_victim_ >= 0)
-                         ? last_victim_
-                         : random_rank_except(rank_, rank_);
-  if (victim < 0) return false;
+  if (!steal_policy_.should_ask(steal_time(now), thief_view())) return false;
+  const auto victim = steal_policy_.choose_victim();
+  if (!victim) return false;
   wire::StealRequest request;
   request.thief = rank_;
   request.request_id = ++steal_request_id_;
-  request.wanted = steal_.chunk;
-  send_control(victim, request);
+  request.wanted = steal_policy_.options().chunk;
+  send_control(*victim, request);
   steal_outstanding_.store(true, std::memory_order_release);
   final_reply_seen_ = false;
   partial_replies_expected_ = 0;
@@ -434,23 +439,20 @@ void CommEngine::handle_steal_request(int source, const wire::StealRequest& requ
                                              ? kept
                                              : std::min(stats_.steal.min_ready_after_serve, kept);
   }
-  if (given < request.wanted && request.hops < steal_.max_hops) {
-    const bool known = steal_.policy == VictimPolicy::last_victim && last_victim_ >= 0 &&
-                       last_victim_ != request.thief && last_victim_ != rank_;
-    const int next = known ? last_victim_ : random_rank_except(rank_, request.thief);
-    if (next >= 0) {
-      wire::StealRequest forward = request;
-      forward.wanted = request.wanted - given;
-      forward.hops = static_cast<std::uint8_t>(request.hops + 1);
-      if (given > 0) {
-        reply.final = false;
-        send_control(request.thief, reply);
-        forward.partial_replies = static_cast<std::uint16_t>(request.partial_replies + 1);
-      }
-      send_control(next, forward);
-      ++stats_.steal.requests_forwarded;
-      return;
+  // What this rank could not give goes on to another victim, on the thief's behalf.
+  const auto next = steal_policy_.forward_to(request.thief, request.hops, given, request.wanted);
+  if (next) {
+    wire::StealRequest forward = request;
+    forward.wanted = next->wanted;
+    forward.hops = static_cast<std::uint8_t>(next->hops);
+    if (given > 0) {
+      reply.final = false;
+      send_control(request.thief, reply);
+      forward.partial_replies = static_cast<std::uint16_t>(request.partial_replies + 1);
     }
+    send_control(next->victim, forward);
+    ++stats_.steal.requests_forwarded;
+    return;
   }
   reply.final = true;
   reply.partial_replies = request.partial_replies;
@@ -493,7 +495,7 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
   }
   stats_.steal.tasks_stolen += reply.tasks.size();
   tasks_this_request_ += reply.tasks.size();
-  if (!reply.tasks.empty()) last_victim_ = source;
+  steal_policy_.reply_received(source, reply.tasks.size());
   if (reply.final) {
     if (final_reply_seen_) {
       fail("second final reply to steal request " + std::to_string(reply.request_id));
@@ -514,17 +516,8 @@ void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now)
   stats_.steal.round_trip_seconds.push_back(
       std::chrono::duration<double>(now - steal_sent_at_).count());
   stats_.steal.round_trip_forwards.push_back(final_reply_hops_);
-  if (tasks_this_request_ == 0) {
-    ++stats_.steal.requests_failed;
-    // The last victim had nothing (nor had the victims it forwarded to): try at random.
-    last_victim_ = -1;
-    steal_backoff_us_ = steal_backoff_us_ == 0
-                            ? steal_.min_backoff_us
-                            : std::min(2 * steal_backoff_us_, steal_.max_backoff_us);
-  } else {
-    steal_backoff_us_ = 0;
-  }
-  next_steal_at_ = now + std::chrono::microseconds(steal_backoff_us_);
+  if (tasks_this_request_ == 0) ++stats_.steal.requests_failed;
+  steal_policy_.request_answered(steal_time(now), tasks_this_request_);
 }
 
 // ---------------------------------------------------------------- global completion count
@@ -756,11 +749,15 @@ int CommEngine::sleep_budget_us(std::chrono::steady_clock::time_point now, bool 
     sleep_us = std::min(sleep_us, kFetchExpectedPollUs);
   }
   if (engine_.stealing() && !global_done_) {
-    if (!rung && engine_.has_tasks_to_spare()) sleep_us = std::min(sleep_us, steal_.victim_poll_us);
+    if (!rung && engine_.has_tasks_to_spare()) {
+      sleep_us = std::min(sleep_us, steal_policy_.options().victim_poll_us);
+    }
     if (steal_outstanding_) {
       sleep_us = std::min(sleep_us, rung ? kDoorbellBackupPollUs : kTransferPollUs);
     } else if (engine_.roots_queued() && engine_.starving()) {
-      const auto wait = std::chrono::duration_cast<std::chrono::microseconds>(next_steal_at_ - now);
+      // Wake when the policy's backoff runs out.
+      const auto wait = std::chrono::duration_cast<std::chrono::microseconds>(
+          steal_policy_.next_ask_at() - steal_time(now));
       sleep_us = std::clamp(static_cast<int>(wait.count()), 1, sleep_us);
     }
   }

@@ -11,9 +11,11 @@
 // With work stealing on (seed 001, section IV) it is also the rank's stealing thread:
 // it sends the rank's single outstanding steal request when the rank starves, serves
 // the requests of other ranks from the device queue (one thread per rank, so requests
-// are served one at a time), and forwards what it cannot satisfy. The end of an
-// iteration then needs a global count: every rank reports its completed tasks to the
-// first rank, which announces when all tasks of the iteration have run.
+// are served one at a time), and forwards what it cannot satisfy. What to do (when to
+// ask, whom, how much to give, where to forward) is StealPolicy's choice
+// (steal_policy.hpp); this thread carries it out. The end of an iteration then needs a
+// global count: every rank reports its completed tasks to the first rank, which
+// announces when all tasks of the iteration have run.
 
 #include <atomic>
 #include <chrono>
@@ -21,13 +23,13 @@
 #include <cstdint>
 #include <mpi.h>
 #include <mutex>
-#include <random>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
+#include "bellows/runtime/steal_policy.hpp"
 #include "bellows/runtime/task.hpp"
 #include "same_host.hpp"
 #include "wire.hpp"
@@ -115,9 +117,10 @@ class CommEngine {
   void handle_steal_request(int source, const wire::StealRequest& request);
   void handle_steal_reply(int source, wire::StealReply&& reply);
   void finish_steal_request(std::chrono::steady_clock::time_point now);
+  /// What the policy needs to know before this rank asks for work.
+  [[nodiscard]] StealPolicy::ThiefView thief_view() const;
   bool report_progress();
   void count_completed(std::uint64_t completed);
-  [[nodiscard]] int random_rank_except(int a, int b);
   [[nodiscard]] bool may_enter_barrier(bool work_done, bool quiet) const;
   bool receive_control();
   bool complete_operations();
@@ -160,22 +163,18 @@ class CommEngine {
   RankStats stats_;
 
   int size_ = 1;
-  StealOptions steal_;
-  std::mt19937_64 random_;
+  StealPolicy steal_policy_;
   // Thief side: at most one request out at any time.
   // Written by the communication thread only; workers read it to stay quiet while a
   // request is out.
   std::atomic<bool> steal_outstanding_{false};
   std::uint32_t steal_request_id_ = 0;
   std::chrono::steady_clock::time_point steal_sent_at_{};
-  std::chrono::steady_clock::time_point next_steal_at_{};
-  int steal_backoff_us_ = 0;
   bool final_reply_seen_ = false;
   std::uint16_t partial_replies_expected_ = 0;
   std::uint16_t partial_replies_seen_ = 0;
   int final_reply_hops_ = 0;
   std::uint64_t tasks_this_request_ = 0;
-  int last_victim_ = -1;
   // End of iteration with stealing: the first rank counts completions of all ranks.
   bool global_done_ = false;
   std::int64_t completed_everywhere_ = 0;  // first rank only

@@ -28,12 +28,11 @@ std::unique_ptr<ReadyTask> Device::take_front_locked() {
   return std::move(node.mapped());
 }
 
-std::vector<std::unique_ptr<ReadyTask>> Device::steal(std::size_t wanted, std::size_t keep,
-                                                      std::size_t& left) {
+std::vector<std::unique_ptr<ReadyTask>> Device::steal(
+    const std::function<std::size_t(std::size_t ready)>& how_many, std::size_t& left) {
   std::vector<std::unique_ptr<ReadyTask>> out;
   std::lock_guard lock(mutex_);
-  const std::size_t spare = queue_.size() > keep ? queue_.size() - keep : 0;
-  const std::size_t count = std::min(wanted, spare);
+  const std::size_t count = how_many(queue_.size());
   for (auto it = queue_.end(); out.size() < count && it != queue_.begin();) {
     --it;
     if (it->second->migrated) continue;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,12 +58,12 @@ class Device {
 
   void push(std::unique_ptr<ReadyTask> task);
   [[nodiscard]] std::size_t ready_count() const;
-  /// Takes up to `wanted` queued tasks for a thief, lowest priority first, never a task
-  /// that was itself stolen, and never so many that fewer than `keep` stay queued.
-  /// `left` receives the queue length afterwards. Tasks already handed to an execution
-  /// unit (staging, running, staging out) are never taken.
-  std::vector<std::unique_ptr<ReadyTask>> steal(std::size_t wanted, std::size_t keep,
-                                                std::size_t& left);
+  /// Takes queued tasks for a thief: up to `how_many(queue length)`, asked under the
+  /// queue's lock (StealPolicy::tasks_to_give decides), lowest priority first, never a
+  /// task that was itself stolen. `left` receives the queue length afterwards. Tasks
+  /// already handed to an execution unit (staging, running, staging out) are never taken.
+  std::vector<std::unique_ptr<ReadyTask>> steal(
+      const std::function<std::size_t(std::size_t ready)>& how_many, std::size_t& left);
   /// Statistics of the units since the last take_stats().
   RankStats take_stats();
 

@@ -321,13 +321,11 @@ void Engine::prepare_local_tasks() {
 }
 
 bool Engine::starving() const {
-  const auto ready = static_cast<std::int64_t>(device_->ready_count());
-  return ready < options_.steal.device_threshold || ready < options_.steal.node_threshold;
+  return StealPolicy::starving(options_.steal, device_->ready_count());
 }
 
 bool Engine::has_tasks_to_spare() const {
-  const auto keep = std::max(options_.steal.device_threshold, options_.steal.node_threshold);
-  return static_cast<std::int64_t>(device_->ready_count()) > keep;
+  return StealPolicy::has_tasks_to_spare(options_.steal, device_->ready_count());
 }
 
 void Engine::ready_task_taken() {
@@ -352,9 +350,9 @@ std::unordered_map<TaskKey, int> Engine::migrations() const {
 
 std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief,
                                                            std::size_t& left) {
-  const auto keep = static_cast<std::size_t>(
-      std::max(options_.steal.device_threshold, options_.steal.node_threshold));
-  auto tasks = device_->steal(static_cast<std::size_t>(std::max(wanted, 0)), keep, left);
+  auto tasks = device_->steal(
+      [&](std::size_t ready) { return StealPolicy::tasks_to_give(options_.steal, ready, wanted); },
+      left);
   if (tasks.empty()) return tasks;
   for (const auto& t : tasks) record_migration(t->key, thief);
   const auto remaining =

@@ -14,6 +14,7 @@
 #include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
+#include "bellows/runtime/steal_policy.hpp"
 #include "bellows/runtime/task.hpp"
 #include "device.hpp"
 #include "trace.hpp"
@@ -81,11 +82,9 @@ class Engine {
   [[nodiscard]] bool roots_queued() const noexcept {
     return roots_queued_.load(std::memory_order_acquire);
   }
-  /// A device starves below the device threshold of ready tasks; the rank (node) starves
-  /// when one of its devices does, or when all together are below the node threshold.
-  /// A rank drives one device today, so both compare the same count.
+  /// StealPolicy::starving for the device queue's ready tasks now.
   [[nodiscard]] bool starving() const;
-  /// True when the device queue holds more ready tasks than a victim keeps.
+  /// StealPolicy::has_tasks_to_spare for the device queue's ready tasks now.
   [[nodiscard]] bool has_tasks_to_spare() const;
   /// Called by a device each time an execution unit takes a ready task: wakes the
   /// communication thread when the rank starts to starve, so any worker detects it.
@@ -96,8 +95,8 @@ class Engine {
   [[nodiscard]] std::uint64_t take_completed_delta() noexcept {
     return completed_unreported_.exchange(0, std::memory_order_acq_rel);
   }
-  /// Takes up to `wanted` ready tasks for rank `thief` (never below the device threshold)
-  /// and records their new placement. `left` receives the ready count afterwards.
+  /// Takes the ready tasks StealPolicy::tasks_to_give grants a request of rank `thief` for
+  /// `wanted` and records their new placement. `left` receives the ready count afterwards.
   std::vector<std::unique_ptr<ReadyTask>> give_tasks(int wanted, int thief, std::size_t& left);
   /// Creates the pending record of a task stolen from another rank: its scratch slots are
   /// made here, every other slot arrives through deliver(). Runs it at once when it has

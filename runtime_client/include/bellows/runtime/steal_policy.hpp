@@ -1,0 +1,138 @@
+#pragma once
+// The decisions of inter-rank work stealing, apart from the messages that carry them out.
+//
+// John & Milthorpe, "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU
+// Work Stealing", CCGrid 2024, section IV: a rank starves when its ready tasks drop below
+// a threshold, sends at most one steal request at a time to a victim chosen without load
+// information (section IV-A: the last rank that gave work, else a random one), and a
+// victim gives only what it can spare and forwards the rest of the request, on the
+// thief's behalf, to its own last successful victim, at most N times.
+//
+// Nothing here sends a message, reads a clock or takes a lock: inputs are plain values,
+// results are choices. The communication engine (runtime_client/src/comm_engine.cpp)
+// carries them out over MPI; a simulator or a cost model can call the same functions.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <random>
+
+#include "bellows/runtime/options.hpp"
+
+namespace bellows::runtime {
+
+/// The stealing state of one rank and the choices that depend on it: when it asks,
+/// whom, how long it backs off after an empty answer, and where it forwards a request it
+/// could not satisfy. One rank's victim and forwarding choices draw from one random
+/// sequence, seeded from StealOptions::seed and the rank, so a run is reproducible.
+///
+/// Time is a value the caller passes in (`Time`: a duration since any fixed origin; the
+/// runtime passes steady_clock's time since its epoch, a simulator its simulated time).
+///
+/// Thread safety: the static members are safe from any thread; an instance belongs to one
+/// thread (the rank's communication thread).
+class StealPolicy {
+ public:
+  using Time = std::chrono::nanoseconds;
+
+  /// A request this rank forwards on a thief's behalf.
+  struct Forward {
+    int victim = -1;  ///< the rank it goes to
+    int wanted = 0;   ///< tasks still wanted: what was asked less what this rank gave
+    int hops = 0;     ///< times the request has been forwarded, this time included
+    friend bool operator==(const Forward&, const Forward&) = default;
+  };
+
+  /// What a rank knows when it considers asking for work.
+  struct ThiefView {
+    std::size_t ready = 0;             ///< ready tasks queued on its device
+    bool roots_queued = false;         ///< the iteration's roots are queued (before, all look idle)
+    bool request_outstanding = false;  ///< its previous request is not fully answered yet
+    bool iteration_over = false;       ///< every task of the iteration has run somewhere
+  };
+
+  /// Rank `rank` of `size` ranks. The random sequence is std::mt19937_64 seeded with
+  /// std::seed_seq{options.seed, rank, 0xBE11}.
+  StealPolicy(const StealOptions& options, int rank, int size);
+
+  [[nodiscard]] const StealOptions& options() const noexcept { return options_; }
+
+  // ---- starvation and what a victim gives: functions of the options alone ----
+  //
+  // A rank drives one device today, so the device and the node threshold both compare the
+  // one ready count of its device queue (the only queue tasks are stolen from). These are
+  // safe from any thread.
+
+  /// True when a rank with `ready` queued ready tasks starves: below `device_threshold`
+  /// (its device starves) or below `node_threshold` (the node does). Section IV.
+  [[nodiscard]] static bool starving(const StealOptions& options, std::size_t ready) noexcept;
+  /// Ready tasks a victim always keeps: max(`device_threshold`, `node_threshold`), so that
+  /// giving never makes it starve.
+  [[nodiscard]] static std::size_t tasks_kept(const StealOptions& options) noexcept;
+  /// True when a victim with `ready` queued ready tasks could give at least one away.
+  [[nodiscard]] static bool has_tasks_to_spare(const StealOptions& options,
+                                               std::size_t ready) noexcept;
+  /// How many of its `ready` queued tasks a victim gives to a request for `wanted` (a
+  /// negative `wanted` counts as 0): at most `wanted`, and never so many that fewer than
+  /// tasks_kept() stay queued.
+  [[nodiscard]] static std::size_t tasks_to_give(const StealOptions& options, std::size_t ready,
+                                                 int wanted) noexcept;
+
+  // ---- thief side ----
+
+  /// Forgets the backoff at the start of an iteration (the last victim is kept).
+  void start_iteration() noexcept;
+
+  /// True when the rank should send a request now: nothing is outstanding, the iteration
+  /// is not over, its roots are queued, the backoff after the last empty answer has run
+  /// out (`now` >= next_ask_at()), and the rank starves (starving()). At most one
+  /// request per rank is out at any time (section IV).
+  [[nodiscard]] bool should_ask(Time now, const ThiefView& view) const noexcept;
+
+  /// The rank to ask: under VictimPolicy::last_victim the last rank that gave work when
+  /// there is one, else a random rank other than this one (one draw). nullopt when there
+  /// is no other rank.
+  [[nodiscard]] std::optional<int> choose_victim();
+
+  /// A reply to this rank's request came from `victim` with `tasks` tasks (the first
+  /// victim or one the request was forwarded to). A victim that gave work becomes the
+  /// last victim.
+  void reply_received(int victim, std::size_t tasks) noexcept;
+
+  /// The request is fully answered at `now` with `tasks` tasks over all its replies.
+  /// None: the rank forgets its last victim and backs off, min_backoff_us at first,
+  /// doubling up to max_backoff_us. Some: the backoff ends. Returns next_ask_at().
+  Time request_answered(Time now, std::uint64_t tasks);
+
+  /// The earliest time the rank may ask again (the origin, 0, before any answer).
+  [[nodiscard]] Time next_ask_at() const noexcept { return next_ask_at_; }
+  /// The current backoff, microseconds (0: none).
+  [[nodiscard]] int backoff_us() const noexcept { return backoff_us_; }
+  /// The last rank that gave work, if remembered.
+  [[nodiscard]] std::optional<int> last_victim() const noexcept;
+
+  // ---- victim side ----
+
+  /// Where this rank forwards a request of `thief`, already forwarded `hops` times, for
+  /// `wanted` tasks of which it gave `given`. nullopt when it gave all that was wanted,
+  /// when the request has been forwarded max_hops times, or when no rank is left to ask.
+  /// Else, under VictimPolicy::last_victim, this rank's own last victim when that is
+  /// neither the thief nor this rank; otherwise a random rank other than both (one draw).
+  [[nodiscard]] std::optional<Forward> forward_to(int thief, int hops, int given, int wanted);
+
+ private:
+  /// A random rank other than `a` and `b` (which may be equal); nullopt, without a draw,
+  /// when there is none.
+  [[nodiscard]] std::optional<int> random_rank_except(int a, int b);
+
+  StealOptions options_;
+  int rank_;
+  int size_;
+  std::mt19937_64 random_;
+  int last_victim_ = -1;
+  int backoff_us_ = 0;
+  Time next_ask_at_{0};
+};
+
+}  // namespace bellows::runtime

@@ -1,0 +1,93 @@
+#include "bellows/runtime/steal_policy.hpp"
+
+#include <algorithm>
+
+namespace bellows::runtime {
+
+bool StealPolicy::starving(const StealOptions& options, std::size_t ready) noexcept {
+  const auto count = static_cast<std::int64_t>(ready);
+  return count < options.device_threshold || count < options.node_threshold;
+}
+
+std::size_t StealPolicy::tasks_kept(const StealOptions& options) noexcept {
+  // Both thresholds are validated non-negative (validate(StealOptions)).
+  return static_cast<std::size_t>(std::max(options.device_threshold, options.node_threshold));
+}
+
+bool StealPolicy::has_tasks_to_spare(const StealOptions& options, std::size_t ready) noexcept {
+  return ready > tasks_kept(options);
+}
+
+std::size_t StealPolicy::tasks_to_give(const StealOptions& options, std::size_t ready,
+                                       int wanted) noexcept {
+  const std::size_t keep = tasks_kept(options);
+  const std::size_t spare = ready > keep ? ready - keep : 0;
+  return std::min(static_cast<std::size_t>(std::max(wanted, 0)), spare);
+}
+
+StealPolicy::StealPolicy(const StealOptions& options, int rank, int size)
+    : options_(options), rank_(rank), size_(size) {
+  std::seed_seq seed{options_.seed, static_cast<unsigned>(rank_), 0xBE11u};
+  random_.seed(seed);
+}
+
+void StealPolicy::start_iteration() noexcept {
+  backoff_us_ = 0;
+  next_ask_at_ = Time{0};
+}
+
+bool StealPolicy::should_ask(Time now, const ThiefView& view) const noexcept {
+  return !view.request_outstanding && !view.iteration_over && view.roots_queued &&
+         now >= next_ask_at_ && starving(options_, view.ready);
+}
+
+std::optional<int> StealPolicy::choose_victim() {
+  if (options_.policy == VictimPolicy::last_victim && last_victim_ >= 0) return last_victim_;
+  return random_rank_except(rank_, rank_);
+}
+
+void StealPolicy::reply_received(int victim, std::size_t tasks) noexcept {
+  if (tasks > 0) last_victim_ = victim;
+}
+
+StealPolicy::Time StealPolicy::request_answered(Time now, std::uint64_t tasks) {
+  if (tasks == 0) {
+    // The last victim had nothing (nor had the victims it forwarded to): try at random.
+    last_victim_ = -1;
+    backoff_us_ = backoff_us_ == 0 ? options_.min_backoff_us
+                                   : std::min(2 * backoff_us_, options_.max_backoff_us);
+  } else {
+    backoff_us_ = 0;
+  }
+  next_ask_at_ = now + std::chrono::microseconds(backoff_us_);
+  return next_ask_at_;
+}
+
+std::optional<int> StealPolicy::last_victim() const noexcept {
+  if (last_victim_ < 0) return std::nullopt;
+  return last_victim_;
+}
+
+std::optional<StealPolicy::Forward> StealPolicy::forward_to(int thief, int hops, int given,
+                                                            int wanted) {
+  if (given >= wanted || hops >= options_.max_hops) return std::nullopt;
+  const bool known = options_.policy == VictimPolicy::last_victim && last_victim_ >= 0 &&
+                     last_victim_ != thief && last_victim_ != rank_;
+  const auto next = known ? std::optional<int>(last_victim_) : random_rank_except(rank_, thief);
+  if (!next) return std::nullopt;
+  return Forward{*next, wanted - given, hops + 1};
+}
+
+std::optional<int> StealPolicy::random_rank_except(int a, int b) {
+  const int excluded = a == b ? 1 : 2;
+  const int candidates = size_ - excluded;
+  if (candidates <= 0) return std::nullopt;
+  int pick = static_cast<int>(random_() % static_cast<std::uint64_t>(candidates));
+  for (int r = 0; r < size_; ++r) {
+    if (r == a || r == b) continue;
+    if (pick-- == 0) return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace bellows::runtime

@@ -1,0 +1,374 @@
+// StealPolicy: when a rank asks for work, whom, how long it backs off, what a victim gives
+// and where it forwards, without MPI or a clock. The random victims are the sequence the
+// runtime drew before the policy was taken out of the communication engine (same seed,
+// same rank, same draws).
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "bellows/runtime/options.hpp"
+#include "bellows/runtime/steal_policy.hpp"
+
+using bellows::runtime::StealOptions;
+using bellows::runtime::StealPolicy;
+using bellows::runtime::VictimPolicy;
+using std::chrono::microseconds;
+
+namespace {
+
+using Time = StealPolicy::Time;
+using Forward = StealPolicy::Forward;
+
+StealOptions steal_options(VictimPolicy policy = VictimPolicy::last_victim) {
+  StealOptions o;
+  o.enabled = true;
+  o.policy = policy;
+  return o;  // chunk 4, max_hops 2, thresholds 1 and 1, seed 1, backoff 50 to 2000 us
+}
+
+/// A rank that starves and may ask: nothing outstanding, roots queued, no ready task.
+StealPolicy::ThiefView starving_view() {
+  StealPolicy::ThiefView view;
+  view.ready = 0;
+  view.roots_queued = true;
+  view.request_outstanding = false;
+  view.iteration_over = false;
+  return view;
+}
+
+std::vector<int> victims(StealPolicy& policy, int count) {
+  std::vector<int> out;
+  for (int i = 0; i < count; ++i) out.push_back(policy.choose_victim().value_or(-100));
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- starvation and giving
+
+TEST(StealPolicy, StarvesBelowEitherThreshold) {
+  StealOptions o = steal_options();
+  EXPECT_TRUE(StealPolicy::starving(o, 0));
+  EXPECT_FALSE(StealPolicy::starving(o, 1));
+
+  o.device_threshold = 2;
+  o.node_threshold = 5;
+  EXPECT_TRUE(StealPolicy::starving(o, 4));  // the node starves, the device does not
+  EXPECT_FALSE(StealPolicy::starving(o, 5));
+
+  o.device_threshold = 6;
+  EXPECT_TRUE(StealPolicy::starving(o, 5));  // the device starves, the node does not
+  EXPECT_FALSE(StealPolicy::starving(o, 6));
+
+  o.device_threshold = 0;
+  o.node_threshold = 0;
+  EXPECT_FALSE(StealPolicy::starving(o, 0));  // with both 0 a rank never starves
+}
+
+TEST(StealPolicy, VictimKeepsTheLargerThreshold) {
+  StealOptions o = steal_options();
+  o.device_threshold = 2;
+  o.node_threshold = 3;
+  EXPECT_EQ(StealPolicy::tasks_kept(o), 3U);
+  EXPECT_FALSE(StealPolicy::has_tasks_to_spare(o, 3));
+  EXPECT_TRUE(StealPolicy::has_tasks_to_spare(o, 4));
+
+  o.node_threshold = 0;
+  EXPECT_EQ(StealPolicy::tasks_kept(o), 2U);
+  EXPECT_FALSE(StealPolicy::has_tasks_to_spare(o, 2));
+  EXPECT_TRUE(StealPolicy::has_tasks_to_spare(o, 3));
+}
+
+TEST(StealPolicy, VictimGivesAtMostWantedAndNeverBelowItsThreshold) {
+  StealOptions o = steal_options();
+  o.device_threshold = 2;
+  o.node_threshold = 1;
+  EXPECT_EQ(StealPolicy::tasks_to_give(o, 10, 4), 4U);  // as many as wanted
+  EXPECT_EQ(StealPolicy::tasks_to_give(o, 5, 4), 3U);   // 2 stay queued
+  EXPECT_EQ(StealPolicy::tasks_to_give(o, 3, 4), 1U);
+  EXPECT_EQ(StealPolicy::tasks_to_give(o, 2, 4), 0U);   // at the threshold: nothing
+  EXPECT_EQ(StealPolicy::tasks_to_give(o, 1, 4), 0U);   // below it: nothing
+  EXPECT_EQ(StealPolicy::tasks_to_give(o, 0, 4), 0U);
+  EXPECT_EQ(StealPolicy::tasks_to_give(o, 10, 0), 0U);
+  EXPECT_EQ(StealPolicy::tasks_to_give(o, 10, -3), 0U);  // a negative request asks for none
+
+  o.device_threshold = 0;
+  o.node_threshold = 0;
+  EXPECT_EQ(StealPolicy::tasks_to_give(o, 3, 4), 3U);  // no threshold: everything queued
+}
+
+// ---------------------------------------------------------------- whether to ask
+
+TEST(StealPolicy, AsksWhenStarvingWithRootsQueuedAndNothingOutstanding) {
+  StealPolicy policy(steal_options(), 0, 4);
+  EXPECT_EQ(policy.next_ask_at(), Time{0});
+  EXPECT_TRUE(policy.should_ask(Time{0}, starving_view()));
+  EXPECT_TRUE(policy.should_ask(Time{123456789}, starving_view()));
+}
+
+TEST(StealPolicy, NoRequestWhileOneIsOutstanding) {
+  StealPolicy policy(steal_options(), 0, 4);
+  auto view = starving_view();
+  view.request_outstanding = true;
+  EXPECT_FALSE(policy.should_ask(Time{1000}, view));
+}
+
+TEST(StealPolicy, NoRequestWhenNotStarving) {
+  StealOptions o = steal_options();
+  o.device_threshold = 2;
+  o.node_threshold = 3;
+  StealPolicy policy(o, 0, 4);
+  auto view = starving_view();
+  view.ready = 2;
+  EXPECT_TRUE(policy.should_ask(Time{1000}, view));
+  view.ready = 3;
+  EXPECT_FALSE(policy.should_ask(Time{1000}, view));
+
+  o.device_threshold = 0;
+  o.node_threshold = 0;
+  StealPolicy never(o, 0, 4);
+  EXPECT_FALSE(never.should_ask(Time{1000}, starving_view()));
+}
+
+TEST(StealPolicy, NoRequestBeforeRootsAreQueuedOrAfterTheIteration) {
+  StealPolicy policy(steal_options(), 0, 4);
+  auto view = starving_view();
+  view.roots_queued = false;
+  EXPECT_FALSE(policy.should_ask(Time{1000}, view));
+  view = starving_view();
+  view.iteration_over = true;
+  EXPECT_FALSE(policy.should_ask(Time{1000}, view));
+}
+
+TEST(StealPolicy, NoRequestBeforeTheBackoffRunsOut) {
+  StealPolicy policy(steal_options(), 0, 4);
+  const Time answered{std::chrono::milliseconds(5)};
+  EXPECT_EQ(policy.request_answered(answered, 0), answered + microseconds(50));
+  EXPECT_FALSE(policy.should_ask(answered, starving_view()));
+  EXPECT_FALSE(policy.should_ask(answered + microseconds(50) - Time{1}, starving_view()));
+  EXPECT_TRUE(policy.should_ask(answered + microseconds(50), starving_view()));
+}
+
+// ---------------------------------------------------------------- backoff
+
+TEST(StealPolicy, BackoffDoublesFromMinToMaxOnEmptyAnswersAndEndsOnSuccess) {
+  StealPolicy policy(steal_options(), 1, 4);
+  EXPECT_EQ(policy.backoff_us(), 0);
+  const std::vector<int> expected{50, 100, 200, 400, 800, 1600, 2000, 2000};
+  Time now{std::chrono::seconds(1)};
+  for (const int backoff : expected) {
+    now += microseconds(10);
+    EXPECT_EQ(policy.request_answered(now, 0), now + microseconds(backoff));
+    EXPECT_EQ(policy.backoff_us(), backoff);
+    EXPECT_EQ(policy.next_ask_at(), now + microseconds(backoff));
+  }
+  now += microseconds(10);
+  EXPECT_EQ(policy.request_answered(now, 3), now);
+  EXPECT_EQ(policy.backoff_us(), 0);
+  EXPECT_TRUE(policy.should_ask(now, starving_view()));
+  EXPECT_EQ(policy.request_answered(now, 0), now + microseconds(50));  // starts over at min
+}
+
+TEST(StealPolicy, BackoffFollowsTheOptions) {
+  StealOptions o = steal_options();
+  o.min_backoff_us = 7;
+  o.max_backoff_us = 20;
+  StealPolicy policy(o, 0, 2);
+  std::vector<int> seen;
+  for (int i = 0; i < 4; ++i) {
+    policy.request_answered(Time{0}, 0);
+    seen.push_back(policy.backoff_us());
+  }
+  EXPECT_EQ(seen, (std::vector<int>{7, 14, 20, 20}));
+}
+
+TEST(StealPolicy, ANewIterationForgetsTheBackoffButNotTheLastVictim) {
+  StealPolicy policy(steal_options(), 0, 4);
+  policy.request_answered(Time{1000}, 0);
+  policy.reply_received(3, 1);  // a reply to the next request
+  EXPECT_EQ(policy.backoff_us(), 50);
+  EXPECT_EQ(policy.next_ask_at(), Time{1000} + microseconds(50));
+
+  policy.start_iteration();
+  EXPECT_EQ(policy.backoff_us(), 0);
+  EXPECT_EQ(policy.next_ask_at(), Time{0});
+  EXPECT_EQ(policy.last_victim(), 3);
+  EXPECT_EQ(policy.request_answered(Time{2000}, 0), Time{2000} + microseconds(50));
+}
+
+// ---------------------------------------------------------------- whom to ask
+
+TEST(StealPolicy, RandomVictimsAreTheRuntimesSequenceForTheSeed) {
+  StealPolicy rank0(steal_options(), 0, 4);
+  EXPECT_EQ(victims(rank0, 10), (std::vector<int>{2, 1, 1, 2, 2, 3, 2, 2, 2, 1}));
+
+  StealPolicy rank2(steal_options(), 2, 8);
+  EXPECT_EQ(victims(rank2, 10), (std::vector<int>{4, 6, 4, 7, 3, 0, 0, 3, 7, 6}));
+
+  StealOptions seven = steal_options();
+  seven.seed = 7;
+  StealPolicy seeded(seven, 2, 8);
+  EXPECT_EQ(victims(seeded, 10), (std::vector<int>{6, 3, 1, 3, 7, 0, 5, 6, 7, 4}));
+}
+
+TEST(StealPolicy, RandomVictimIsNeverSelfAndCoversEveryOtherRank) {
+  StealPolicy policy(steal_options(VictimPolicy::random), 3, 6);
+  std::set<int> seen;
+  for (const int v : victims(policy, 600)) {
+    EXPECT_NE(v, 3);
+    seen.insert(v);
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 4, 5}));
+}
+
+TEST(StealPolicy, AsksTheLastSuccessfulVictimWithoutADraw) {
+  StealPolicy policy(steal_options(), 0, 4);
+  policy.reply_received(3, 2);
+  policy.request_answered(Time{1000}, 2);
+  EXPECT_EQ(policy.last_victim(), 3);
+  EXPECT_EQ(victims(policy, 3), (std::vector<int>{3, 3, 3}));
+
+  policy.request_answered(Time{2000}, 0);  // empty answer: back to random, the first draw
+  EXPECT_EQ(policy.last_victim(), std::nullopt);
+  EXPECT_EQ(victims(policy, 2), (std::vector<int>{2, 1}));
+}
+
+TEST(StealPolicy, AReplyWithoutTasksDoesNotChangeTheLastVictim) {
+  StealPolicy policy(steal_options(), 0, 4);
+  policy.reply_received(1, 0);
+  EXPECT_EQ(policy.last_victim(), std::nullopt);
+  policy.reply_received(2, 1);
+  policy.reply_received(3, 0);  // a forward that found nothing more
+  policy.request_answered(Time{0}, 1);
+  EXPECT_EQ(policy.last_victim(), 2);
+}
+
+TEST(StealPolicy, TheLastRankToGiveBecomesTheLastVictim) {
+  StealPolicy policy(steal_options(), 0, 4);
+  policy.reply_received(1, 2);  // partial reply of the first victim
+  policy.reply_received(3, 2);  // final reply of the victim it forwarded to
+  policy.request_answered(Time{0}, 4);
+  EXPECT_EQ(policy.last_victim(), 3);
+}
+
+TEST(StealPolicy, RandomPolicyIgnoresTheLastVictim) {
+  StealPolicy policy(steal_options(VictimPolicy::random), 0, 4);
+  policy.reply_received(3, 2);
+  policy.request_answered(Time{0}, 2);
+  EXPECT_EQ(policy.last_victim(), 3);  // remembered, not used
+  EXPECT_EQ(victims(policy, 10), (std::vector<int>{2, 1, 1, 2, 2, 3, 2, 2, 2, 1}));
+}
+
+TEST(StealPolicy, TheFailedRequestForgetsTheLastVictim) {
+  StealPolicy policy(steal_options(), 1, 4);
+  policy.reply_received(2, 1);
+  policy.request_answered(Time{0}, 1);
+  EXPECT_EQ(policy.last_victim(), 2);
+  policy.request_answered(Time{10}, 0);
+  EXPECT_EQ(policy.last_victim(), std::nullopt);
+}
+
+// ---------------------------------------------------------------- forwarding
+
+TEST(StealPolicy, NoForwardWhenTheVictimGaveAllThatWasWanted) {
+  StealPolicy policy(steal_options(), 2, 8);
+  EXPECT_EQ(policy.forward_to(5, 0, 4, 4), std::nullopt);
+  EXPECT_EQ(policy.forward_to(5, 0, 3, 2), std::nullopt);
+  // No draw was spent: the next victim is still the first of the sequence.
+  EXPECT_EQ(policy.choose_victim(), 4);
+}
+
+TEST(StealPolicy, ForwardingStopsAtMaxHops) {
+  StealOptions o = steal_options();
+  o.max_hops = 2;
+  StealPolicy policy(o, 2, 8);
+  EXPECT_EQ(policy.forward_to(5, 0, 1, 4), (Forward{6, 3, 1}));
+  EXPECT_EQ(policy.forward_to(5, 1, 0, 3), (Forward{6, 3, 2}));
+  EXPECT_EQ(policy.forward_to(5, 2, 0, 3), std::nullopt);
+  EXPECT_EQ(policy.forward_to(5, 3, 0, 3), std::nullopt);
+
+  o.max_hops = 0;
+  StealPolicy never(o, 2, 8);
+  EXPECT_EQ(never.forward_to(5, 0, 0, 4), std::nullopt);
+}
+
+TEST(StealPolicy, ForwardsToARandomRankOtherThanSelfAndThief) {
+  StealPolicy sequence(steal_options(), 2, 8);
+  std::vector<int> first;
+  for (int i = 0; i < 10; ++i) first.push_back(sequence.forward_to(5, 0, 0, 4)->victim);
+  EXPECT_EQ(first, (std::vector<int>{6, 6, 4, 7, 7, 6, 1, 3, 6, 3}));
+
+  StealPolicy policy(steal_options(VictimPolicy::random), 2, 8);
+  std::set<int> seen;
+  for (int i = 0; i < 800; ++i) {
+    const auto f = policy.forward_to(5, 0, 1, 4);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->wanted, 3);
+    EXPECT_EQ(f->hops, 1);
+    seen.insert(f->victim);
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 3, 4, 6, 7}));
+}
+
+TEST(StealPolicy, ForwardsToItsOwnLastVictimFirst) {
+  StealPolicy policy(steal_options(), 2, 8);
+  policy.reply_received(7, 1);
+  policy.request_answered(Time{0}, 1);
+  EXPECT_EQ(policy.forward_to(5, 0, 1, 4), (Forward{7, 3, 1}));
+  EXPECT_EQ(policy.forward_to(5, 1, 0, 3), (Forward{7, 3, 2}));
+  EXPECT_EQ(policy.choose_victim(), 7);
+
+  // Its last victim is the thief: a random rank other than 2 and 7 (the first draw).
+  EXPECT_EQ(policy.forward_to(7, 0, 0, 4), (Forward{5, 4, 1}));
+}
+
+TEST(StealPolicy, RandomPolicyForwardsAtRandomDespiteALastVictim) {
+  StealPolicy policy(steal_options(VictimPolicy::random), 2, 8);
+  policy.reply_received(7, 1);
+  policy.request_answered(Time{0}, 1);
+  EXPECT_EQ(policy.forward_to(5, 0, 0, 4), (Forward{6, 4, 1}));
+}
+
+TEST(StealPolicy, VictimChoicesAndForwardsDrawFromOneSequence) {
+  StealPolicy policy(steal_options(), 2, 8);
+  std::vector<int> drawn;
+  for (int i = 0; i < 5; ++i) {
+    drawn.push_back(policy.choose_victim().value_or(-1));
+    drawn.push_back(policy.forward_to(5, 0, 0, 4).value_or(Forward{}).victim);
+  }
+  EXPECT_EQ(drawn, (std::vector<int>{4, 6, 4, 7, 3, 6, 0, 3, 7, 3}));
+}
+
+TEST(StealPolicy, SameSeedAndRankSameChoices) {
+  StealPolicy a(steal_options(), 1, 16);
+  StealPolicy b(steal_options(), 1, 16);
+  StealPolicy other_rank(steal_options(), 2, 16);
+  const auto from_a = victims(a, 50);
+  EXPECT_EQ(from_a, victims(b, 50));
+  EXPECT_NE(from_a, victims(other_rank, 50));
+}
+
+// ---------------------------------------------------------------- one or two ranks
+
+TEST(StealPolicy, OneRankHasNoVictimAndNowhereToForward) {
+  StealPolicy policy(steal_options(), 0, 1);
+  EXPECT_EQ(policy.choose_victim(), std::nullopt);
+  StealPolicy random_policy(steal_options(VictimPolicy::random), 0, 1);
+  EXPECT_EQ(random_policy.choose_victim(), std::nullopt);
+}
+
+TEST(StealPolicy, TwoRanksAskEachOtherButNeverForward) {
+  StealPolicy policy(steal_options(), 0, 2);
+  EXPECT_EQ(victims(policy, 5), (std::vector<int>{1, 1, 1, 1, 1}));
+  // A victim of two ranks has no third to forward to, whatever it remembers.
+  StealPolicy victim(steal_options(), 1, 2);
+  EXPECT_EQ(victim.forward_to(0, 0, 0, 4), std::nullopt);
+  victim.reply_received(0, 2);
+  victim.request_answered(Time{0}, 2);
+  EXPECT_EQ(victim.forward_to(0, 0, 0, 4), std::nullopt);
+}
