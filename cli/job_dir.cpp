@@ -4,6 +4,8 @@
 #include <bellows/controller/slurm_resource_manager.hpp>
 #endif
 
+#include <bellows/transport/socket_directory.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +55,11 @@ std::filesystem::path find_job_dir(const std::string& job) {
   if (!std::filesystem::is_directory(dir, ec)) {
     if (job.empty() || job == "latest")
       throw std::runtime_error("no job has been started with bellows run (no " + dir.string() + ")");
+    // A job running on this host says where its directory is in its socket directory.
+    if (auto running = transport::SocketDirectory::find_job_dir(job);
+        !running.empty() && std::filesystem::is_directory(running, ec)) {
+      return std::filesystem::canonical(running, ec).empty() ? running : std::filesystem::canonical(running);
+    }
     std::string why;
     const auto published = job_dir_from_slurm(job, why);
     if (published.empty() || !std::filesystem::is_directory(published, ec)) {

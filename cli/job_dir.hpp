@@ -14,8 +14,10 @@ namespace bellows::cli {
 /// $BELLOWS_RUN_DIR or /tmp/bellows-UID.
 [[nodiscard]] std::filesystem::path run_dir();
 
-/// The directory of job `job` ("" or "latest": the job started last). Throws
-/// std::runtime_error naming what is missing.
+/// The directory of job `job` ("" or "latest": the job started last): RUN_DIR/JOB, else the
+/// one a job of that id running on this host named in its socket directory
+/// (transport::SocketDirectory), else the one a Slurm job of that id names in its comment.
+/// Throws std::runtime_error naming what is missing.
 [[nodiscard]] std::filesystem::path find_job_dir(const std::string& job);
 
 }  // namespace bellows::cli

@@ -92,6 +92,14 @@ def main():
             fail(f"the job did not grow to 4 nodes within 90 s; last status {status}")
         if status["ranks"] != 4:
             fail(f"status says {status['ranks']} ranks after the expand, expected 4")
+        # From a shell that knows only the job id (no BELLOWS_RUN_DIR): the running job's
+        # socket directory names its job directory.
+        elsewhere = dict(env)
+        del elsewhere["BELLOWS_RUN_DIR"]
+        r = subprocess.run([a.bellows, "status", status["job"], "--json"], env=elsewhere,
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0 or json.loads(r.stdout)["job"] != status["job"]:
+            fail(f"bellows status {status['job']} without BELLOWS_RUN_DIR: {r.returncode} {r.stderr!r}")
         with open(os.path.join(run_dir, "latest", "controller.endpoint")) as f:
             endpoint = f.read().strip()
         expected_prefix = f"ipc://{socket_root}/{status['job']}-"

@@ -233,6 +233,9 @@ TEST_F(PrivateDir, ASocketDirectoryIsShortPrivateOwnedAndRemovedWhateverTheJobDi
               "socket directory " + path + " belongs to process " + std::to_string(::getpid()) +
                   ", which is still running (the same job twice?)");
     EXPECT_TRUE(std::filesystem::exists(path));
+    // The running job is found by its id, wherever its directory is.
+    EXPECT_EQ(SocketDirectory::find_job_dir("local-42", root).string(), job_dir);
+    EXPECT_EQ(SocketDirectory::find_job_dir("local-4", root).string(), "");
     // Another job directory of the same job name: another directory.
     SocketDirectory other("local-42", job_dir + "/other", root);
     EXPECT_NE(other.path(), sockets.path());
@@ -242,6 +245,7 @@ TEST_F(PrivateDir, ASocketDirectoryIsShortPrivateOwnedAndRemovedWhateverTheJobDi
   }
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_TRUE(std::filesystem::is_empty(root));
+  EXPECT_EQ(SocketDirectory::find_job_dir("local-42", root).string(), "");
 }
 
 TEST_F(PrivateDir, ASocketDirectoryWhoseOwnerWasKilledIsRemovedByTheNextOne) {
@@ -263,10 +267,12 @@ TEST_F(PrivateDir, ASocketDirectoryWhoseOwnerWasKilledIsRemovedByTheNextOne) {
   }
   ASSERT_FALSE(left.empty());
   EXPECT_EQ(SocketDirectory::remove_stale(root), 0u);  // its owner lives
+  EXPECT_EQ(SocketDirectory::find_job_dir("killed", root).string(), dir_ + "/job");
   ::kill(child, SIGKILL);
   int status = 0;
   ::waitpid(child, &status, 0);
   EXPECT_TRUE(std::filesystem::exists(left));
+  EXPECT_EQ(SocketDirectory::find_job_dir("killed", root).string(), "");  // not running
   {
     SocketDirectory next("next", dir_ + "/job2", root);
     EXPECT_FALSE(std::filesystem::exists(left));

@@ -136,13 +136,16 @@ SocketDirectory::SocketDirectory(const std::string& job, const fs::path& job_dir
     if (::mkdir(path_.c_str(), 0700) != 0)
       throw TransportError("cannot create directory " + path_.string() + ": " + std::strerror(errno));
   }
-  std::ofstream owner(path_ / "owner");
-  owner << ::getpid() << ' ' << start_time_of(::getpid()) << '\n';
-  owner.close();
-  if (!owner) {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-    throw TransportError("cannot write " + (path_ / "owner").string());
+  for (const auto& [file, text] : {std::pair{"job_dir", fs::absolute(job_dir).lexically_normal().string()},
+                                    std::pair{"owner", std::to_string(::getpid()) + " " + start_time_of(::getpid())}}) {
+    std::ofstream out(path_ / file);
+    out << text << '\n';
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+      throw TransportError("cannot write " + (path_ / file).string());
+    }
   }
 }
 
@@ -157,6 +160,20 @@ std::string SocketDirectory::ipc_endpoint(const std::string& name) const {
   if (const std::string problem = socket_path_problem(socket); !problem.empty())
     throw TransportError(problem);
   return "ipc://" + socket.string();
+}
+
+fs::path SocketDirectory::find_job_dir(const std::string& job, const fs::path& root) {
+  const std::string prefix = file_name_of(job) + "-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() != prefix.size() + 8 || name.rfind(prefix, 0) != 0) continue;
+    if (owner_gone(entry.path())) continue;
+    std::ifstream in(entry.path() / "job_dir");
+    std::string dir;
+    if (std::getline(in, dir) && !dir.empty()) return dir;
+  }
+  return {};
 }
 
 std::size_t SocketDirectory::remove_stale(const fs::path& root) {

@@ -14,7 +14,9 @@
 // every level Bellows creates is 0700 and owned by the user, so only the user (and root) can
 // reach a socket, as before.
 //
-// The directory holds an `owner` file (the pid and start time of the process that made it).
+// The directory holds an `owner` file (the pid and start time of the process that made it) and
+// a `job_dir` file (the job directory's path, so that a job can be found by its id on this
+// host while it runs, wherever its directory is).
 // The owner removes the directory when it ends; a directory whose owner was killed is removed
 // by the next SocketDirectory made under the same root.
 //
@@ -67,6 +69,11 @@ class SocketDirectory {
   /// Removes the directories under `root` whose owner process no longer exists; returns how
   /// many. Directories without an owner file are left alone.
   static std::size_t remove_stale(const std::filesystem::path& root);
+
+  /// The job directory of the running job `job` (one whose SocketDirectory under `root` has
+  /// a live owner), or "" when there is none.
+  static std::filesystem::path find_job_dir(const std::string& job,
+                                            const std::filesystem::path& root = socket_root());
 
  private:
   std::filesystem::path path_;
