@@ -3,18 +3,6 @@
 #include <algorithm>
 
 namespace bellows::controller {
-namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string text;
-  for (const auto& item : items) {
-    if (!text.empty()) text += ',';
-    text += item;
-  }
-  return text;
-}
-
-}  // namespace
 
 DaemonJobControl::DaemonJobControl(std::string job, std::string first_node, NodeLauncher& launcher,
                                    Sender send)
@@ -67,12 +55,14 @@ void DaemonJobControl::resize_ack(const std::string& node, const protocol::Resiz
       }
       break;
     case ResizeAckOutcome::refused:
+    case ResizeAckOutcome::cancelled:
       if (ack.resize_id == expanding_) expanding_ = 0;
       if (ack.resize_id == shrinking_) {
         shrinking_ = 0;
         leaving_.clear();
       }
-      report({JobReportKind::refused, ack.resize_id, node, ack.job_size, ack.text});
+      report({ack.outcome == ResizeAckOutcome::refused ? JobReportKind::refused : JobReportKind::cancelled,
+              ack.resize_id, node, ack.job_size, ack.text});
       break;
     case ResizeAckOutcome::drained: {
       if (ack.resize_id != shrinking_) break;
@@ -124,11 +114,9 @@ void DaemonJobControl::add_ranks(ResizeId resize, const std::vector<std::string>
 }
 
 void DaemonJobControl::withdraw(ResizeId resize, const std::vector<std::string>& nodes) {
-  if (expanding_ == resize) {
-    send_(first_node_, protocol::Abort{resize, "the controller withdrew the expansion onto " +
-                                                   join(nodes)});
-    expanding_ = 0;
-  }
+  // The job was never told of the expansion, or dropped it (cancel()): no rank of it runs
+  // on the nodes.
+  if (expanding_ == resize) expanding_ = 0;
   for (const std::string& node : nodes) {
     starting_.erase(node);
     registered_.erase(node);
@@ -151,11 +139,14 @@ void DaemonJobControl::remove_ranks(ResizeId resize, const std::vector<std::stri
   }
 }
 
-void DaemonJobControl::cancel_remove(ResizeId resize) {
-  if (shrinking_ != resize) return;
-  send_(first_node_, protocol::Abort{resize, "the controller called the shrink off"});
-  shrinking_ = 0;
-  leaving_.clear();
+void DaemonJobControl::cancel(ResizeId resize) {
+  // The job's first rank answers: cancelled (resize_ack), or the commit it already sent.
+  if (resize != expanding_ && resize != shrinking_) return;
+  const std::string what = resize == expanding_ ? "expansion" : "shrink";
+  if (!send_(first_node_, protocol::Abort{resize, "the controller called the " + what + " off"})) {
+    report({JobReportKind::rank_died, resize, first_node_, 0,
+            "no daemon is registered on " + first_node_ + ", the job's first node"});
+  }
 }
 
 void DaemonJobControl::progress() {

@@ -345,9 +345,9 @@ void ResizeController::run_action(ResizeAction action, ResizeState from, const I
       job_control_.remove_ranks(r.id, r.nodes);
       append(detail, "ranks on " + join(r.nodes) + " leave");
       break;
-    case ResizeAction::cancel_remove:
-      job_control_.cancel_remove(r.id);
-      append(detail, "the ranks on " + join(r.nodes) + " stay");
+    case ResizeAction::cancel_in_job:
+      job_control_.cancel(r.id);
+      append(detail, "asked the job to drop it");
       break;
     case ResizeAction::note_unreleased:
       for (const std::string& node : r.nodes) {
@@ -389,6 +389,10 @@ void ResizeController::arm_state_timer() {
       r.timer_due = now + limits_.release;
       r.timer_event = ResizeEvent::release_failed;
       break;
+    case ResizeState::cancelling:
+      r.timer_due = now + limits_.cancel;
+      r.timer_event = ResizeEvent::cancel_timeout;
+      break;
     default:
       break;
   }
@@ -416,6 +420,10 @@ void ResizeController::fire_due_timers() {
                        seconds_text(limits_.daemon_start);
         break;
       }
+      case ResizeEvent::cancel_timeout:
+        input.detail = "the job did not answer the cancellation within " + seconds_text(limits_.cancel);
+        if (r.kind == ResizeKind::shrink) input.detail += "; the ranks on " + join(r.nodes) + " count as staying";
+        break;
       default:
         input.detail = "no answer from the resource manager to the release of " + join(r.nodes) +
                        " within " + seconds_text(limits_.release);
@@ -571,6 +579,12 @@ void ResizeController::on_job_report(const JobReport& report) {
       input.event = ResizeEvent::job_refused;
       input.detail = "the job refused the resize" +
                      (report.text.empty() ? std::string() : ": " + report.text);
+      break;
+    case JobReportKind::cancelled:
+      input.event = ResizeEvent::job_cancelled;
+      input.detail = "the job dropped the resize before carrying it out";
+      if (active_ && active_->id == report.resize && active_->kind == ResizeKind::shrink)
+        input.detail += "; the ranks on " + join(active_->nodes) + " stay";
       break;
   }
   apply(std::move(input));

@@ -23,6 +23,10 @@ constexpr std::array kSettings{
     ResizeSetting{"controller.release_timeout", "duration", milliseconds(30000),
                   "how long the resource manager may take to take nodes back",
                   &ResizeLimits::release},
+    ResizeSetting{"controller.cancel_timeout", "duration", milliseconds(30000),
+                  "how long the job may take to answer when a resize it was told of is called "
+                  "off (it answers between iterations)",
+                  &ResizeLimits::cancel},
     ResizeSetting{"controller.resize_deadline", "duration", milliseconds(120000),
                   "how long a whole resize may take unless the request sets its own limit",
                   &ResizeLimits::resize_deadline},

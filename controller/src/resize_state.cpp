@@ -24,9 +24,16 @@ constexpr std::array kTransitions{
     ResizeTransition{K::expand, S::granted, E::rank_died, S::aborting, A::withdraw_and_release},
     ResizeTransition{K::expand, S::granted, E::resize_deadline, S::aborting, A::withdraw_and_release},
     ResizeTransition{K::expand, S::reconfiguring, E::ranks_committed, S::committed, A::adopt_nodes},
-    ResizeTransition{K::expand, S::reconfiguring, E::rank_died, S::aborting, A::withdraw_and_release},
-    ResizeTransition{K::expand, S::reconfiguring, E::resize_deadline, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::reconfiguring, E::rank_died, S::cancelling, A::cancel_in_job},
+    ResizeTransition{K::expand, S::reconfiguring, E::resize_deadline, S::cancelling, A::cancel_in_job},
     ResizeTransition{K::expand, S::reconfiguring, E::job_refused, S::aborting, A::withdraw_and_release},
+    // called off after the job was told: the job's answer decides
+    ResizeTransition{K::expand, S::cancelling, E::job_cancelled, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::cancelling, E::job_refused, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::cancelling, E::cancel_timeout, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::cancelling, E::ranks_committed, S::committed, A::adopt_nodes},
+    ResizeTransition{K::expand, S::cancelling, E::rank_died, S::cancelling, A::none},
+    ResizeTransition{K::expand, S::cancelling, E::resize_deadline, S::cancelling, A::none},
     ResizeTransition{K::expand, S::aborting, E::release_done, S::aborted, A::none},
     ResizeTransition{K::expand, S::aborting, E::release_failed, S::aborted, A::note_unreleased},
     ResizeTransition{K::expand, S::aborting, E::resize_deadline, S::aborting, A::none},
@@ -35,14 +42,23 @@ constexpr std::array kTransitions{
     ResizeTransition{K::expand, S::requested, E::job_ended, S::aborted, A::none},
     ResizeTransition{K::expand, S::granted, E::job_ended, S::aborted, A::none},
     ResizeTransition{K::expand, S::reconfiguring, E::job_ended, S::aborted, A::none},
+    ResizeTransition{K::expand, S::cancelling, E::job_ended, S::aborted, A::none},
     ResizeTransition{K::expand, S::aborting, E::job_ended, S::aborted, A::none},
     // ---- shrink: tell the job who leaves, wait until they exited, only then give nodes back
     ResizeTransition{K::shrink, S::none, E::request, S::reconfiguring, A::remove_ranks},
     ResizeTransition{K::shrink, S::reconfiguring, E::ranks_committed, S::draining, A::none},
     ResizeTransition{K::shrink, S::reconfiguring, E::drain_done, S::releasing, A::release_nodes},
-    ResizeTransition{K::shrink, S::reconfiguring, E::rank_died, S::aborted, A::cancel_remove},
-    ResizeTransition{K::shrink, S::reconfiguring, E::resize_deadline, S::aborted, A::cancel_remove},
+    ResizeTransition{K::shrink, S::reconfiguring, E::rank_died, S::cancelling, A::cancel_in_job},
+    ResizeTransition{K::shrink, S::reconfiguring, E::resize_deadline, S::cancelling, A::cancel_in_job},
     ResizeTransition{K::shrink, S::reconfiguring, E::job_refused, S::aborted, A::none},
+    // called off after the job was told: the leaving ranks stay only if the job says so
+    ResizeTransition{K::shrink, S::cancelling, E::job_cancelled, S::aborted, A::none},
+    ResizeTransition{K::shrink, S::cancelling, E::job_refused, S::aborted, A::none},
+    ResizeTransition{K::shrink, S::cancelling, E::cancel_timeout, S::aborted, A::none},
+    ResizeTransition{K::shrink, S::cancelling, E::ranks_committed, S::draining, A::none},
+    ResizeTransition{K::shrink, S::cancelling, E::drain_done, S::releasing, A::release_nodes},
+    ResizeTransition{K::shrink, S::cancelling, E::rank_died, S::cancelling, A::none},
+    ResizeTransition{K::shrink, S::cancelling, E::resize_deadline, S::cancelling, A::none},
     // the job runs without the leaving ranks: only their exit is awaited; the nodes go back
     // once they exited, or stay the job's (unreleased) when they do not exit in time
     ResizeTransition{K::shrink, S::draining, E::drain_done, S::releasing, A::release_nodes},
@@ -55,20 +71,22 @@ constexpr std::array kTransitions{
     // the job's end: before the job took the new membership nothing changed; after it, the
     // job ran without the leaving ranks and their nodes go back with the job
     ResizeTransition{K::shrink, S::reconfiguring, E::job_ended, S::aborted, A::none},
+    ResizeTransition{K::shrink, S::cancelling, E::job_ended, S::aborted, A::none},
     ResizeTransition{K::shrink, S::draining, E::job_ended, S::committed, A::none},
     ResizeTransition{K::shrink, S::releasing, E::job_ended, S::committed, A::none},
 };
 
 constexpr std::array<std::string_view, 2> kKindNames{"expand", "shrink"};
-constexpr std::array<std::string_view, 9> kStateNames{
-    "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted", "draining"};
-constexpr std::array<std::string_view, 14> kEventNames{
-    "request",         "rm_granted", "rm_denied",  "rm_timeout",   "daemons_ready",  "daemon_start_timeout",
-    "ranks_committed", "rank_died",  "drain_done", "release_done", "release_failed", "resize_deadline",
-    "job_refused",     "job_ended"};
+constexpr std::array<std::string_view, 10> kStateNames{
+    "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted", "draining",
+    "cancelling"};
+constexpr std::array<std::string_view, 16> kEventNames{
+    "request",         "rm_granted",  "rm_denied",     "rm_timeout",    "daemons_ready",  "daemon_start_timeout",
+    "ranks_committed", "rank_died",   "drain_done",    "release_done",  "release_failed", "resize_deadline",
+    "job_refused",     "job_ended",   "job_cancelled", "cancel_timeout"};
 constexpr std::array<std::string_view, 11> kActionNames{
     "none",         "ask_rm",        "cancel_rm_request", "start_daemons",   "add_ranks",  "withdraw_and_release",
-    "remove_ranks", "cancel_remove", "release_nodes",     "note_unreleased", "adopt_nodes"};
+    "remove_ranks", "cancel_in_job", "release_nodes",     "note_unreleased", "adopt_nodes"};
 constexpr std::array<std::string_view, 11> kActionHelp{
     "nothing",
     "ask the resource manager for the nodes",
@@ -77,7 +95,7 @@ constexpr std::array<std::string_view, 11> kActionHelp{
     "tell the job to add ranks on the new nodes",
     "stop what the resize started on its nodes, give the nodes back",
     "tell the job which ranks leave",
-    "tell the job that the leaving ranks stay",
+    "ask the job to drop the resize unless it has carried it out already",
     "give the drained nodes back to the resource manager",
     "record the nodes the resource manager did not take back",
     "count the new nodes as the job's",

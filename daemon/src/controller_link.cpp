@@ -216,6 +216,8 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
       ack.ranks_joined = r.ranks;
     } else if (r.outcome == "refused") {
       ack.outcome = protocol::ResizeAckOutcome::refused;
+    } else if (r.outcome == "cancelled") {
+      ack.outcome = protocol::ResizeAckOutcome::cancelled;
     } else {
       ack.outcome = protocol::ResizeAckOutcome::drained;
       ack.ranks_drained = r.ranks;

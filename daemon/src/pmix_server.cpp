@@ -280,9 +280,10 @@ void resize_report_event(PmixServer::Impl* impl, const pmix_proc_t* source, pmix
       report.job_size = get<std::uint64_t>(payload, proto::kReportJobSize);
       report.ranks = parse_rank_list(get<std::string>(payload, proto::kReportRanks));
       report.text = get<std::string>(payload, proto::kReportText);
-      if (report.outcome != "committed" && report.outcome != "refused" && report.outcome != "left")
+      if (report.outcome != "committed" && report.outcome != "refused" &&
+          report.outcome != "cancelled" && report.outcome != "left")
         error = std::string(proto::kReportOutcome) + ": '" + report.outcome +
-                "' is none of committed, refused, left";
+                "' is none of committed, refused, cancelled, left";
     }
   } catch (const std::invalid_argument& e) {
     error = e.what();

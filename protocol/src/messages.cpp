@@ -158,8 +158,9 @@ std::string check(const RankExited& m, std::uint16_t) {
 }
 std::string check(const ResizeAck& m, std::uint16_t) {
   const auto o = static_cast<unsigned>(m.outcome);
-  if (o < 1 || o > 3) {
-    return "outcome: " + std::to_string(o) + " is none of committed (1), refused (2), drained (3)";
+  if (o < 1 || o > 4) {
+    return "outcome: " + std::to_string(o) +
+           " is none of committed (1), refused (2), drained (3), cancelled (4)";
   }
   if (m.outcome == ResizeAckOutcome::drained && m.ranks_drained.empty()) {
     return "ranks_drained: empty although the outcome is drained";

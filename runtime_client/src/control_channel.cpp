@@ -329,7 +329,7 @@ void ControlChannel::publish_metrics(const RankMetrics& m) {
 }
 
 void ControlChannel::report_resize(const ResizeReport& r) {
-  static constexpr const char* outcomes[] = {"committed", "refused", "left"};
+  static constexpr const char* outcomes[] = {"committed", "refused", "left", "cancelled"};
   const char* outcome = outcomes[static_cast<int>(r.outcome)];
   std::string ranks;
   for (std::uint64_t rank : r.ranks) {

@@ -98,7 +98,7 @@ void ControlPlaneLink::attach(ElasticJob& job) {
     expand_hosts_ = e.hosts;
     const std::string reason =
         "controller resize " + std::to_string(e.resize_id) + ": expand onto " + join_list(e.hosts);
-    job_->request_expand(static_cast<int>(e.count), reason);
+    job_->request_expand(static_cast<int>(e.count), reason, e.resize_id);
   });
   channel_.on_shrink([this](const ShrinkEvent& e) {
     if (job_->rank() != 0) return;
@@ -117,23 +117,35 @@ void ControlPlaneLink::attach(ElasticJob& job) {
     }
     const std::string reason =
         "controller resize " + std::to_string(e.resize_id) + ": release " + join_list(e.nodes);
-    job_->request_shrink(std::move(ranks), reason);
+    job_->request_shrink(std::move(ranks), reason, e.resize_id);
   });
+  // The controller calls a resize off: the job drops it unless it has carried it out, and
+  // says which (the controller follows the job's answer, so both agree on the membership).
   channel_.on_abort([this](const AbortEvent& e) {
-    if (job_->rank() == 0)
-      std::fprintf(stderr, "bellows: the controller gave resize %llu up: %s\n",
-                   static_cast<unsigned long long>(e.resize_id), e.reason.c_str());
+    if (job_->rank() != 0) return;
+    const auto id = static_cast<unsigned long long>(e.resize_id);
+    if (job_->cancel(e.resize_id) || !settled_.contains(e.resize_id)) {
+      expand_hosts_.clear();
+      std::fprintf(stderr, "bellows: resize %llu called off by the controller (%s): dropped\n", id,
+                   e.reason.c_str());
+      report({e.resize_id, ResizeReport::Outcome::cancelled, static_cast<std::uint64_t>(job_->size()), {},
+              e.reason});
+      return;
+    }
+    std::fprintf(stderr, "bellows: resize %llu called off by the controller (%s) after the job carried "
+                 "it out: it stands\n", id, e.reason.c_str());
   });
 
   job.on_resize_start([this](const ResizeEvent&) { rank_before_ = job_->rank(); });
   job.on_resize_commit([this](const ResizeEvent& e) {
     if (e.left) {
-      report({resize_id_of(e.reason), ResizeReport::Outcome::left,
+      report({e.resize_id, ResizeReport::Outcome::left,
               static_cast<std::uint64_t>(e.to_ranks), {static_cast<std::uint64_t>(rank_before_)}, ""});
       return;
     }
     if (job_->rank() != 0) return;
-    ResizeReport r{resize_id_of(e.reason), ResizeReport::Outcome::committed,
+    settled_.insert(e.resize_id);
+    ResizeReport r{e.resize_id, ResizeReport::Outcome::committed,
                    static_cast<std::uint64_t>(e.to_ranks), {}, ""};
     if (e.kind == ResizeEvent::Kind::expand) {
       for (int i = 0; i < e.add; ++i) {
@@ -157,9 +169,9 @@ void ControlPlaneLink::attach(ElasticJob& job) {
   job.on_resize_refused([this](const ResizeEvent& e) {
     if (job_->rank() != 0) return;
     expand_hosts_.clear();
-    const std::uint64_t id = resize_id_of(e.reason);
-    if (id != 0)
-      report({id, ResizeReport::Outcome::refused, static_cast<std::uint64_t>(e.from_ranks), {},
+    settled_.insert(e.resize_id);
+    if (e.resize_id != 0)
+      report({e.resize_id, ResizeReport::Outcome::refused, static_cast<std::uint64_t>(e.from_ranks), {},
               e.reason});
   });
 }
@@ -203,18 +215,6 @@ void ControlPlaneLink::report(ResizeReport r) {
   } catch (const ControlChannelError& e) {
     std::fprintf(stderr, "bellows: could not report resize %llu: %s\n",
                  static_cast<unsigned long long>(r.resize_id), e.what());
-  }
-}
-
-std::uint64_t ControlPlaneLink::resize_id_of(const std::string& reason) const {
-  // The reason the link gave the request names the controller's resize id; on every rank
-  // (leavers too) the id is read back from it.
-  const std::string prefix = "controller resize ";
-  if (reason.rfind(prefix, 0) != 0) return 0;
-  try {
-    return std::stoull(reason.substr(prefix.size()));
-  } catch (const std::exception&) {
-    return 0;
   }
 }
 

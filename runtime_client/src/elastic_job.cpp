@@ -42,11 +42,12 @@ void wait_without_spinning(MPI_Request& request, const char* call) {
         call);
 }
 
-// A request travels as int64 words: add, posted_steady_ns, remove count, the ranks,
-// reason length, then the reason's bytes packed eight to a word.
+// A request travels as int64 words: add, posted_steady_ns, resize_id, remove count, the
+// ranks, reason length, then the reason's bytes packed eight to a word.
 std::vector<std::int64_t> pack(int add, const std::vector<int>& remove, const std::string& reason,
-                               std::int64_t posted) {
-  std::vector<std::int64_t> words{add, posted, static_cast<std::int64_t>(remove.size())};
+                               std::int64_t posted, std::uint64_t resize_id) {
+  std::vector<std::int64_t> words{add, posted, static_cast<std::int64_t>(resize_id),
+                                  static_cast<std::int64_t>(remove.size())};
   for (const int r : remove) words.push_back(r);
   words.push_back(static_cast<std::int64_t>(reason.size()));
   const std::size_t first = words.size();
@@ -56,10 +57,11 @@ std::vector<std::int64_t> pack(int add, const std::vector<int>& remove, const st
 }
 
 void unpack(const std::vector<std::int64_t>& words, int& add, std::vector<int>& remove,
-            std::string& reason, std::int64_t& posted) {
+            std::string& reason, std::int64_t& posted, std::uint64_t& resize_id) {
   std::size_t at = 0;
   add = static_cast<int>(words.at(at++));
   posted = words.at(at++);
+  resize_id = static_cast<std::uint64_t>(words.at(at++));
   const auto count = static_cast<std::size_t>(words.at(at++));
   remove.clear();
   for (std::size_t i = 0; i < count; ++i) remove.push_back(static_cast<int>(words.at(at++)));
@@ -124,17 +126,23 @@ void ElasticJob::attach(Runtime& runtime) {
   if (joined_after_size_ > 0) runtime.join_expansion(joined_after_size_);
 }
 
-void ElasticJob::request_expand(int count, std::string reason) {
+void ElasticJob::request_expand(int count, std::string reason, std::uint64_t resize_id) {
   if (count < 1) {
     throw std::invalid_argument("request_expand: the count must be at least 1, got " + std::to_string(count));
   }
   std::lock_guard lock(mutex_);
-  pending_.push_back(Request{count, {}, std::move(reason), steady_ns()});
+  pending_.push_back(Request{count, {}, std::move(reason), steady_ns(), resize_id});
 }
 
-void ElasticJob::request_shrink(std::vector<int> ranks, std::string reason) {
+void ElasticJob::request_shrink(std::vector<int> ranks, std::string reason, std::uint64_t resize_id) {
   std::lock_guard lock(mutex_);
-  pending_.push_back(Request{0, std::move(ranks), std::move(reason), steady_ns()});
+  pending_.push_back(Request{0, std::move(ranks), std::move(reason), steady_ns(), resize_id});
+}
+
+bool ElasticJob::cancel(std::uint64_t resize_id) {
+  if (resize_id == 0) return false;
+  std::lock_guard lock(mutex_);
+  return std::erase_if(pending_, [resize_id](const Request& r) { return r.resize_id == resize_id; }) > 0;
 }
 
 std::size_t ElasticJob::pending_requests() const {
@@ -163,7 +171,7 @@ std::optional<ElasticJob::Request> ElasticJob::agree_on_request(int& requester) 
   std::vector<std::int64_t> words;
   std::int64_t length = 0;
   if (my_rank == requester) {
-    words = pack(mine->add, mine->remove, mine->reason, mine->posted_steady_ns);
+    words = pack(mine->add, mine->remove, mine->reason, mine->posted_steady_ns, mine->resize_id);
     length = static_cast<std::int64_t>(words.size());
     std::lock_guard lock(mutex_);
     pending_.pop_front();
@@ -175,7 +183,7 @@ std::optional<ElasticJob::Request> ElasticJob::agree_on_request(int& requester) 
         "MPI_Ibcast");
   wait_without_spinning(request, "MPI_Ibcast");
   Request agreed;
-  unpack(words, agreed.add, agreed.remove, agreed.reason, agreed.posted_steady_ns);
+  unpack(words, agreed.add, agreed.remove, agreed.reason, agreed.posted_steady_ns, agreed.resize_id);
   return agreed;
 }
 
@@ -188,6 +196,7 @@ ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
 
   ResizeEvent event;
   event.id = resizes_ + 1;
+  event.resize_id = request->resize_id;
   event.kind = request->add > 0 ? ResizeEvent::Kind::expand : ResizeEvent::Kind::shrink;
   event.from_ranks = size();
   event.add = request->add;

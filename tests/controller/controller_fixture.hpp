@@ -59,6 +59,7 @@ inline ResizeLimits test_limits() {
   set_limit(limits, "controller.rm_answer_grace", 500ms);
   set_limit(limits, "controller.daemon_start_timeout", 2000ms);
   set_limit(limits, "controller.release_timeout", 3000ms);
+  set_limit(limits, "controller.cancel_timeout", 4000ms);
   set_limit(limits, "controller.resize_deadline", 10000ms);
   return limits;
 }

@@ -161,13 +161,20 @@ TEST_F(ControllerTest, DaemonThatNeverComesUpAbortsAndGivesTheGrantedNodesBack) 
   EXPECT_TRUE(ctl->unreleased_nodes().empty());
 }
 
-TEST_F(ControllerTest, RankDeathDuringReconfigurationAbortsAndGivesTheNodesBack) {
+TEST_F(ControllerTest, RankDeathDuringReconfigurationCancelsAndGivesTheNodesBackOnceTheJobDropsIt) {
   expand_to_reconfiguring();
   job.died(1, "node3", "exit code 134");
   advance(10ms);
+  EXPECT_EQ(state(), S::cancelling);
+  EXPECT_EQ(last_record().detail, "a rank on node3 died: exit code 134; asked the job to drop it");
+  EXPECT_EQ(job.calls().back(), "cancel 1");
+  EXPECT_TRUE(rm.releases().empty());  // nothing goes back before the job answered
+  job.cancelled(1);
+  advance(10ms);
   EXPECT_EQ(state(), S::aborting);
   EXPECT_EQ(last_record().detail,
-            "a rank on node3 died: exit code 134; giving node2, node3 back to the resource manager");
+            "the job dropped the resize before carrying it out; giving node2, node3 back to the "
+            "resource manager");
   EXPECT_EQ(last_record().nodes, (Nodes{"node2", "node3"}));
   EXPECT_EQ(job.calls().back(), "withdraw 1 node2,node3");
   advance(100ms);
@@ -176,7 +183,40 @@ TEST_F(ControllerTest, RankDeathDuringReconfigurationAbortsAndGivesTheNodesBack)
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
 }
 
-TEST_F(ControllerTest, ResizeDeadlineDuringReconfigurationAbortsAndGivesTheNodesBack) {
+// The job carried the expansion out before the cancellation reached it: its commit stands,
+// and the controller counts the new nodes as the job does.
+TEST_F(ControllerTest, ACancelledExpansionTheJobAlreadyCarriedOutCommits) {
+  expand_to_reconfiguring();
+  ASSERT_TRUE(ctl->deliver(0, E::resize_deadline, "limit passed").accepted);
+  EXPECT_EQ(state(), S::cancelling);
+  job.committed(1, 4);
+  advance(10ms);
+  EXPECT_EQ(state(), S::committed);
+  EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1", "node2", "node3"}));
+  EXPECT_EQ(rm.pool().nodes_of("42"), (Nodes{"node0", "node1", "node2", "node3"}));
+  EXPECT_TRUE(rm.releases().empty());
+  EXPECT_EQ(job.calls(), (Nodes{"start_daemons 1 node2,node3", "add_ranks 1 node2,node3", "cancel 1"}));
+}
+
+// A job that never answers (its first rank is gone): the controller decides alone after
+// cancel_timeout, and says so.
+TEST_F(ControllerTest, ACancellationTheJobDoesNotAnswerTimesOutAndGivesTheNodesBack) {
+  expand_to_reconfiguring();
+  ASSERT_TRUE(ctl->deliver(0, E::resize_deadline, "limit passed").accepted);
+  advance(3999ms);
+  EXPECT_EQ(state(), S::cancelling);
+  advance(1ms);
+  EXPECT_EQ(state(), S::aborting);
+  EXPECT_EQ(last_record().event, E::cancel_timeout);
+  EXPECT_EQ(last_record().detail,
+            "the job did not answer the cancellation within 4 s; giving node2, node3 back to the "
+            "resource manager");
+  advance(100ms);
+  EXPECT_EQ(state(), S::aborted);
+  EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
+}
+
+TEST_F(ControllerTest, ResizeDeadlineDuringReconfigurationCancelsAndGivesTheNodesBack) {
   ExpandOrder order;
   order.count = 2;
   order.reason = kWhy;
@@ -190,12 +230,14 @@ TEST_F(ControllerTest, ResizeDeadlineDuringReconfigurationAbortsAndGivesTheNodes
   advance(699ms);
   EXPECT_EQ(state(), S::reconfiguring);
   advance(1ms);
-  EXPECT_EQ(state(), S::aborting);
+  EXPECT_EQ(state(), S::cancelling);
   EXPECT_EQ(last_record(), line("2024-05-01T12:00:01.500Z", 1, kExpand, 2, E::resize_deadline,
-                                S::reconfiguring, S::aborting, 0.7, kPolicy, kWhy, std::nullopt,
+                                S::reconfiguring, S::cancelling, 0.7, kPolicy, kWhy, std::nullopt,
                                 {"node2", "node3"},
-                                "the resize passed its limit of 1.5 s; "
-                                "giving node2, node3 back to the resource manager"));
+                                "the resize passed its limit of 1.5 s; asked the job to drop it"));
+  job.cancelled(1);
+  advance(10ms);
+  EXPECT_EQ(state(), S::aborting);
   advance(100ms);
   EXPECT_EQ(state(), S::aborted);
   EXPECT_EQ(rm.pool().nodes_of("42"), (Nodes{"node0", "node1"}));
@@ -461,7 +503,7 @@ TEST(ResizeLimits, EachSettingIsDeclaredOnceWithDefaultAndHelp) {
                  "unknown controller setting 'controller.deamon_start_timeout' (known: "
                  "controller.rm_request_timeout, controller.rm_answer_grace, "
                  "controller.daemon_start_timeout, controller.release_timeout, "
-                 "controller.resize_deadline)");
+                 "controller.cancel_timeout, controller.resize_deadline)");
   }
   try {
     set_limit(l, "controller.release_timeout", -5ms);

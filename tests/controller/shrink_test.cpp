@@ -123,19 +123,42 @@ TEST_F(ShrinkTest, MalformedOrdersAreRefusedNamingTheProblem) {
   EXPECT_EQ(r.event, E::request);
 }
 
-TEST_F(ShrinkTest, RankDeathDuringDrainAbortsAndTheJobKeepsItsSize) {
+TEST_F(ShrinkTest, RankDeathDuringReconfigurationCancelsAndTheJobKeepsItsSizeWhenItDropsIt) {
   ASSERT_TRUE(shrink(1).accepted);
   job.died(1, "node0", "signal 11");
   advance(10ms);
+  EXPECT_EQ(state(), S::cancelling);
+  EXPECT_EQ(job.calls(), (Nodes{"remove_ranks 1 node1", "cancel 1"}));
+  EXPECT_EQ(last_record().detail, "a rank on node0 died: signal 11; asked the job to drop it");
+  job.cancelled(1);
+  advance(10ms);
   EXPECT_EQ(state(), S::aborted);
-  EXPECT_EQ(job.calls(), (Nodes{"remove_ranks 1 node1", "cancel_remove 1"}));
   EXPECT_TRUE(rm.releases().empty());
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
   EXPECT_EQ(rm.pool().nodes_of("42"), (Nodes{"node0", "node1"}));
-  EXPECT_EQ(last_record().detail, "a rank on node0 died: signal 11; the ranks on node1 stay");
+  EXPECT_EQ(last_record().detail,
+            "the job dropped the resize before carrying it out; the ranks on node1 stay");
 }
 
-TEST_F(ShrinkTest, DeadlineDuringDrainAbortsAndTheJobKeepsItsSize) {
+// The job had already run the shrink when the cancellation reached it: the leaving ranks
+// are gone, so the shrink goes on and their node goes back once they exited.
+TEST_F(ShrinkTest, ACancelledShrinkTheJobAlreadyCarriedOutGoesOn) {
+  ASSERT_TRUE(shrink(1).accepted);
+  ASSERT_TRUE(ctl->deliver(0, E::resize_deadline, "limit passed").accepted);
+  EXPECT_EQ(state(), S::cancelling);
+  job.committed(1, 1);
+  advance(10ms);
+  EXPECT_EQ(state(), S::draining);
+  job.drained(1);
+  advance(10ms);
+  EXPECT_EQ(state(), S::releasing);
+  EXPECT_EQ(ctl->nodes(), (Nodes{"node0"}));
+  advance(100ms);
+  EXPECT_EQ(state(), S::committed);
+  EXPECT_EQ(rm.pool().nodes_of("42"), (Nodes{"node0"}));
+}
+
+TEST_F(ShrinkTest, DeadlineDuringReconfigurationCancelsAndTheJobKeepsItsSize) {
   ShrinkOrder order;
   order.count = 1;
   order.deadline = 2500ms;
@@ -143,11 +166,14 @@ TEST_F(ShrinkTest, DeadlineDuringDrainAbortsAndTheJobKeepsItsSize) {
   advance(2499ms);
   EXPECT_EQ(state(), S::reconfiguring);
   advance(1ms);
+  EXPECT_EQ(state(), S::cancelling);
+  EXPECT_EQ(job.calls().back(), "cancel 1");
+  EXPECT_EQ(last_record().detail, "the resize passed its limit of 2.5 s; asked the job to drop it");
+  job.cancelled(1);
+  advance(10ms);
   EXPECT_EQ(state(), S::aborted);
-  EXPECT_EQ(job.calls().back(), "cancel_remove 1");
   EXPECT_TRUE(rm.releases().empty());
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
-  EXPECT_EQ(last_record().detail, "the resize passed its limit of 2.5 s; the ranks on node1 stay");
   // A drain report that comes after the abort is refused and changes nothing.
   job.drained(1);
   advance(10ms);

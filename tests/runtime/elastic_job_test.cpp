@@ -1,8 +1,12 @@
 // The runtime's resize API on a running GEMM: `mpiexec -n 1 elastic_job_tests` starts
 // rank 0, which grows the job to 3 ranks; then, between iterations, requests posted by
 // different ranks (one from a second thread) are carried out by ElasticJob:
-//   before iteration 1: nothing pending: no callback, Outcome::none;
-//   before iteration 2: rank 1 asked (from another thread) for 2 more ranks: 3 -> 5;
+//   before iteration 1: rank 0 posted an expand for the controller's resize 77 and
+//                       cancelled it (ElasticJob::cancel): nothing pending, no callback,
+//                       Outcome::none;
+//   before iteration 2: rank 1 asked (from another thread) for 2 more ranks, as resize 41:
+//                       3 -> 5, every rank's events carry resize id 41; a cancel that comes
+//                       after it was carried out is refused;
 //   before iteration 3: rank 0 asked that rank 1 leave twice (refused, the job goes on),
 //                       rank 4 asked that ranks 3 and 4 leave (queued behind it);
 //   before iteration 4: ranks 3 and 4 (both added by the expand) leave: 5 -> 3.
@@ -44,6 +48,7 @@ constexpr int kTasks = (kN / kTile) * (kN / kTile) * (kN / kTile);
 std::string describe(const char* what, const br::ResizeEvent& e) {
   std::ostringstream text;
   text << what << " #" << e.id;
+  if (e.resize_id != 0) text << " resize " << e.resize_id;
   if (e.kind == br::ResizeEvent::Kind::expand) {
     text << " expand +" << e.add;
   } else {
@@ -84,12 +89,19 @@ int run(br::ElasticJob& job, int first_iteration) {
   std::vector<double> first_c;
   bool exact = true;
   long long counted = 0;  // tasks of all iterations, over all ranks (rank 0)
+  bool cancels_ok = true;
   for (int it = first_iteration; it < kIterations; ++it) {
     const int rank_before = job.rank();
+    if (it == 1 && rank_before == 0) {
+      job.request_expand(1, "called off", 77);
+      cancels_ok = cancels_ok && job.pending_requests() == 1 && job.cancel(77) &&
+                   job.pending_requests() == 0 && !job.cancel(77) && !job.cancel(0);
+    }
     if (it == 2 && rank_before == 1) {
-      std::thread poster([&job] { job.request_expand(2, "more ranks, please"); });
+      std::thread poster([&job] { job.request_expand(2, "more ranks, please", 41); });
       poster.join();
     }
+    if (it == 3 && rank_before == 1) cancels_ok = cancels_ok && !job.cancel(41);  // carried out
     if (it == 3 && rank_before == 0) job.request_shrink({1, 1}, "rank 1 twice");
     if (it == 3 && rank_before == 4) job.request_shrink({3, 4}, "the added ones");
     const auto before = runtime.stats().tasks_executed;
@@ -119,7 +131,7 @@ int run(br::ElasticJob& job, int first_iteration) {
   }
 
   // What every rank must have seen, by the rank number it started with.
-  const std::string expand = "#1 expand +2 3->5 by rank 1 before 2: more ranks, please";
+  const std::string expand = "#1 resize 41 expand +2 3->5 by rank 1 before 2: more ranks, please";
   const std::string refused = "refused #2 shrink 1 1 5->5 by rank 0 before 3: shrink refused: "
                               "shrink: leaving rank 1 is listed twice";
   const std::string shrink = "#2 shrink 3 4 5->3 by rank 4 before 4: the added ones";
@@ -134,7 +146,8 @@ int run(br::ElasticJob& job, int first_iteration) {
   const bool leaves = job.membership().rank() < 0;
   expected.push_back("commit " + shrink + (leaves ? " (left)" : ""));
   expected.push_back(leaves ? "iteration 4: left" : "iteration 4: resized");
-  int failed = seen == expected ? 0 : 1;
+  int failed = seen == expected && cancels_ok ? 0 : 1;
+  if (!cancels_ok) std::fprintf(stderr, "elastic_job_tests: ElasticJob::cancel answered wrong\n");
   if (failed) {
     std::fprintf(stderr, "elastic_job_tests: pid %d saw:\n", static_cast<int>(::getpid()));
     for (const auto& s : seen) std::fprintf(stderr, "  %s\n", s.c_str());

@@ -22,6 +22,7 @@ std::vector<Message> one_of_each() {
       ResizeAck{5, ResizeAckOutcome::committed, 7, {4, 5, 6}, {}, ""},
       ResizeAck{8, ResizeAckOutcome::drained, 4, {}, {5, 6}, ""},
       ResizeAck{9, ResizeAckOutcome::refused, 6, {}, {}, "rank 0 cannot leave"},
+      ResizeAck{10, ResizeAckOutcome::cancelled, 6, {}, {}, ""},
       ResizeDecided{6, ResizeKind::expand, 2, {"n7", "n8"}, {}, {}},
       ResizeDecided{7, ResizeKind::shrink, 1, {}, {2, 3}, {"n2"}},
       Commit{6},
@@ -104,17 +105,17 @@ TEST(Messages, RefusesAnotherVersionNamingBoth) {
   set_u16(b, 4, 7);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 2");
+  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 3");
   EXPECT_EQ(r.peer_version, 7);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 2");
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 3");
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Commit{1});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 2)");
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 3)");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -148,8 +149,8 @@ TEST(Messages, RefusesBadFields) {
                  "bad field hello.node_name: empty");
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
-  EXPECT_REFUSED(body_of(Hello{"a", 4, 3}), bad_field,
-                 "bad field hello.protocol_version: 3 differs from the header's version 2");
+  EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
+                 "bad field hello.protocol_version: 2 differs from the header's version 3");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, 0.5, 1, 1.5, 0, 0}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}),
@@ -171,8 +172,9 @@ TEST(Messages, RefusesBadFields) {
                  "bad field resize_decided.leaving_ranks: an expand names no leaving ranks or nodes");
   EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::shrink, 1, {"n"}, {3}, {"m"}}), bad_field,
                  "bad field resize_decided.new_nodes: a shrink names no new nodes");
-  EXPECT_REFUSED(body_of(ResizeAck{1, static_cast<ResizeAckOutcome>(4), 2, {}, {}, ""}), bad_field,
-                 "bad field resize_ack.outcome: 4 is none of committed (1), refused (2), drained (3)");
+  EXPECT_REFUSED(body_of(ResizeAck{1, static_cast<ResizeAckOutcome>(5), 2, {}, {}, ""}), bad_field,
+                 "bad field resize_ack.outcome: 5 is none of committed (1), refused (2), drained (3), "
+                 "cancelled (4)");
   EXPECT_REFUSED(body_of(ResizeAck{1, ResizeAckOutcome::drained, 2, {}, {}, ""}), bad_field,
                  "bad field resize_ack.ranks_drained: empty although the outcome is drained");
   EXPECT_REFUSED(body_of(OperatorResize{0, "why"}), bad_field,

@@ -12,7 +12,7 @@ namespace bellows::controller::testing {
 
 class FakeJobControl final : public JobControl {
  public:
-  /// The commands so far, e.g. "start_daemons 1 node2,node3", "cancel_remove 2".
+  /// The commands so far, e.g. "start_daemons 1 node2,node3", "cancel 2".
   [[nodiscard]] const std::vector<std::string>& calls() const noexcept { return calls_; }
   [[nodiscard]] bool has_listener() const noexcept { return static_cast<bool>(listener_); }
 
@@ -31,6 +31,7 @@ class FakeJobControl final : public JobControl {
   void refused(ResizeId resize, std::string text) {
     report({JobReportKind::refused, resize, "", 0, std::move(text)});
   }
+  void cancelled(ResizeId resize) { report({JobReportKind::cancelled, resize, "", 0, ""}); }
 
   void set_listener(Listener listener) override { listener_ = std::move(listener); }
   void start_daemons(ResizeId resize, const std::vector<std::string>& nodes) override {
@@ -45,7 +46,7 @@ class FakeJobControl final : public JobControl {
   void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) override {
     record("remove_ranks", resize, nodes);
   }
-  void cancel_remove(ResizeId resize) override { record("cancel_remove", resize, {}); }
+  void cancel(ResizeId resize) override { record("cancel", resize, {}); }
   void progress() override {
     std::deque<JobReport> now;
     now.swap(reports_);

@@ -47,7 +47,7 @@ class DaemonJobControl final : public JobControl {
   void add_ranks(ResizeId resize, const std::vector<std::string>& nodes) override;
   void withdraw(ResizeId resize, const std::vector<std::string>& nodes) override;
   void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) override;
-  void cancel_remove(ResizeId resize) override;
+  void cancel(ResizeId resize) override;
   void progress() override;
 
   /// Starts the daemons of the job's first nodes (before the job starts); a node whose

@@ -21,6 +21,7 @@ enum class JobReportKind {
   rank_died,        ///< a rank on `node` died; `text` says how
   drained,          ///< the leaving ranks of a shrink handed their work over and exited
   refused,          ///< the job refused the resize and keeps its size; `text` says why
+  cancelled,        ///< the job dropped the resize (after cancel()) before carrying it out
 };
 
 /// One report. resize is the resize the command belonged to; a rank that dies on its own
@@ -64,8 +65,10 @@ class JobControl {
   /// drained once every leaving rank exited.
   virtual void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) = 0;
 
-  /// Calls off remove_ranks(): the leaving ranks stay and the job keeps its size.
-  virtual void cancel_remove(ResizeId resize) = 0;
+  /// Asks the job to drop the resize it was told of (add_ranks() or remove_ranks()). The job
+  /// answers cancelled when it had not begun it (its membership is as before), or, having
+  /// already carried it out, its ranks_committed (and drained) stand.
+  virtual void cancel(ResizeId resize) = 0;
 
   /// Delivers the reports that arrived since the last call to the listener. Never blocks.
   virtual void progress() = 0;

@@ -16,6 +16,7 @@ struct ResizeLimits {
   std::chrono::milliseconds rm_answer_grace{0};  ///< extra wait for the answer after it
   std::chrono::milliseconds daemon_start{0};     ///< granted -> every daemon up
   std::chrono::milliseconds release{0};          ///< release_nodes() -> its answer
+  std::chrono::milliseconds cancel{0};           ///< cancel() -> the job's answer
   std::chrono::milliseconds resize_deadline{0};  ///< request -> final state (policy's limit)
 
   /// Every limit at its declared default.

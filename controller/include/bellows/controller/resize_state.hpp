@@ -7,7 +7,15 @@
 //
 // A shrink needs nobody's grant, so it starts in reconfiguring (the job is told which ranks
 // leave), enters draining once the job runs without them (it cannot be called off from then
-// on), and releasing only once they drained and exited. An (kind, state, event)
+// on), and releasing only once they drained and exited.
+//
+// Once the job has been told (reconfiguring), the controller cannot call a resize off by
+// itself: the job carries resizes out between iterations, and may have done so already. It
+// asks the job to drop it (cancelling) and follows the job's answer: job_cancelled (the job
+// had not begun it: the resize aborts) or ranks_committed (the job had already carried it out:
+// the resize goes on as if never called off). So the controller's membership and the job's
+// agree whichever way the race goes. Only when the job does not answer within
+// cancel_timeout (its first rank is gone) does the controller decide alone. An (kind, state, event)
 // that has no row is refused. The controller (resize_controller.hpp) carries the actions out;
 // this header only says what happens, so that the table can be read, tested and printed
 // into the documentation as it is.
@@ -24,7 +32,9 @@ namespace bellows::controller {
 enum class ResizeKind { expand, shrink };
 
 /// Where a resize stands. none: not started yet; committed and aborted are final.
-enum class ResizeState { none, requested, granted, reconfiguring, releasing, aborting, committed, aborted, draining };
+enum class ResizeState {
+  none, requested, granted, reconfiguring, releasing, aborting, committed, aborted, draining, cancelling
+};
 
 /// What can happen to a resize.
 enum class ResizeEvent {
@@ -42,6 +52,8 @@ enum class ResizeEvent {
   resize_deadline,       ///< the policy's limit on how long a resize may take passed
   job_refused,           ///< the job refused the resize and keeps its size
   job_ended,             ///< the job ended (its program exited) while the resize ran
+  job_cancelled,         ///< the job dropped the resize before carrying it out
+  cancel_timeout,        ///< the job did not answer the cancellation in time
 };
 
 /// What the controller does on a transition.
@@ -53,7 +65,7 @@ enum class ResizeAction {
   add_ranks,            ///< tell the job to add ranks on the new nodes
   withdraw_and_release, ///< stop what the resize started on its nodes, give them back
   remove_ranks,         ///< tell the job which ranks leave
-  cancel_remove,        ///< tell the job the leaving ranks stay
+  cancel_in_job,        ///< ask the job to drop the resize unless it has carried it out
   release_nodes,        ///< give the drained nodes back to the resource manager
   note_unreleased,      ///< record the nodes the resource manager did not take back
   adopt_nodes,          ///< count the new nodes as the job's

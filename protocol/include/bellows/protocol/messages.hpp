@@ -37,7 +37,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 2;
+inline constexpr std::uint16_t kProtocolVersion = 3;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real message, LaunchRanks, is a few KiB).
@@ -127,10 +127,12 @@ enum class ResizeAckOutcome : std::uint8_t {
   committed = 1,  ///< the job runs with its new membership (reported by the job's first rank)
   refused = 2,    ///< the job refused the resize and keeps its size (text says why)
   drained = 3,    ///< ranks of this node handed their work over and left the job
+  cancelled = 4,  ///< the job dropped the resize, called off (Abort) before it carried it out
 };
 
 /// What the ranks of a daemon's node reported about a resize: the job committed it (with
-/// the ranks that joined), refused it, or the node's leaving ranks drained and left.
+/// the ranks that joined), refused it, dropped it when the controller called it off, or the
+/// node's leaving ranks drained and left.
 struct ResizeAck {
   static constexpr MessageType kType = MessageType::resize_ack;
   std::uint64_t resize_id = 0;

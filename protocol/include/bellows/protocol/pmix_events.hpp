@@ -28,7 +28,7 @@
 namespace bellows::protocol::pmix {
 
 /// Version of this vocabulary; raise it when a code or key changes meaning.
-inline constexpr std::uint64_t kProtocolVersion = 2;
+inline constexpr std::uint64_t kProtocolVersion = 3;
 
 /// PMIx reserves codes more negative than PMIX_EXTERNAL_ERR_BASE for hosts and users; Bellows
 /// takes the block just below PMIX_EXTERNAL_ERR_BASE - 100.
@@ -95,8 +95,9 @@ inline constexpr const char* kAttachedPid = "bellows.attached.pid";
 
 // resize reports (kResizeReport)
 /// string: "committed" (the job runs with its new membership; sent by the job's first rank),
-/// "refused" (the job refused the resize and keeps its size) or "left" (the reporting ranks
-/// handed their work over and are leaving the job).
+/// "refused" (the job refused the resize and keeps its size), "cancelled" (the job's first
+/// rank dropped the resize the controller called off, before carrying it out) or "left" (the
+/// reporting ranks handed their work over and are leaving the job).
 inline constexpr const char* kReportOutcome = "bellows.report.outcome";
 /// uint64: ranks in the job after the resize.
 inline constexpr const char* kReportJobSize = "bellows.report.job_size";

@@ -39,7 +39,9 @@ struct RankMetrics {
 
 /// How a resize ended on this rank, for the daemon (protocol kResizeReport).
 struct ResizeReport {
-  enum class Outcome { committed, refused, left };
+  /// cancelled: the job's first rank dropped a resize the controller called off (Abort)
+  /// before carrying it out.
+  enum class Outcome { committed, refused, left, cancelled };
   std::uint64_t resize_id = 0;
   Outcome outcome = Outcome::committed;
   /// Ranks in the job after the resize.

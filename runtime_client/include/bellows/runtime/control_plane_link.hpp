@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,13 +74,13 @@ class ControlPlaneLink {
       : channel_(std::move(channel)), node_(std::move(node)), nodes_by_rank_(std::move(nodes)) {}
 
   void report(ResizeReport report);
-  [[nodiscard]] std::uint64_t resize_id_of(const std::string& reason) const;
 
   ControlChannel channel_;
   ElasticJob* job_ = nullptr;
   std::string node_;
   std::vector<std::string> nodes_by_rank_;  ///< first rank: node of every rank
   std::vector<std::string> expand_hosts_;   ///< nodes of the expand being carried out
+  std::set<std::uint64_t> settled_;         ///< first rank: resizes carried out or refused
   int rank_before_ = 0;
 };
 

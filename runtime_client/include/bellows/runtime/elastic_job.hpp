@@ -31,6 +31,9 @@ struct ResizeEvent {
   enum class Kind { expand, shrink };
   Kind kind = Kind::expand;
   int id = 0;              ///< 1 for the job's first resize, then 2, ...
+  /// The controller's id of this resize (the one its messages and PMIx events carry), or
+  /// 0 for a resize the job asked for itself without a controller.
+  std::uint64_t resize_id = 0;
   int from_ranks = 0;      ///< job size before
   int to_ranks = 0;        ///< job size after (what was asked, in on_resize_start)
   int add = 0;             ///< ranks added (expand)
@@ -72,14 +75,22 @@ class ElasticJob {
   /// receives the job's mapping state (Runtime::join_expansion).
   void attach(Runtime& runtime);
 
-  /// Asks for `count` more ranks. Throws std::invalid_argument when count < 1.
-  void request_expand(int count, std::string reason = {});
+  /// Asks for `count` more ranks. `resize_id`: the controller's id of the resize (every
+  /// rank's ResizeEvent carries it), 0 when there is none. Throws std::invalid_argument
+  /// when count < 1.
+  void request_expand(int count, std::string reason = {}, std::uint64_t resize_id = 0);
   /// Asks that `ranks` leave (numbers as they are when the request is carried out).
   /// Checked when it is carried out: a list naming rank 0, a rank out of range, a
   /// duplicate, or every rank is refused (on_resize_refused) and the job goes on.
-  void request_shrink(std::vector<int> ranks, std::string reason = {});
+  void request_shrink(std::vector<int> ranks, std::string reason = {}, std::uint64_t resize_id = 0);
   /// Requests posted on this rank and not carried out yet.
   [[nodiscard]] std::size_t pending_requests() const;
+  /// Drops the request of resize `resize_id` (not 0) posted on this rank if apply_pending()
+  /// has not taken it yet; true when it did. Once apply_pending() has taken a request (the
+  /// point of no return: every rank has agreed on it) it is carried out, and this returns
+  /// false. Called on the application's thread between iterations, as the control plane
+  /// does, the answer is final: a dropped request never runs.
+  bool cancel(std::uint64_t resize_id);
 
   void on_resize_start(Callback callback) { on_start_ = std::move(callback); }
   void on_resize_commit(Callback callback) { on_commit_ = std::move(callback); }
@@ -115,6 +126,7 @@ class ElasticJob {
     std::vector<int> remove;  // else: shrink
     std::string reason;
     std::int64_t posted_steady_ns = 0;
+    std::uint64_t resize_id = 0;  // the controller's, 0 when none
   };
 
   /// This rank's line about one resize for the trace, until the iteration that gives
