@@ -17,7 +17,7 @@ std::string signed_count(int delta) {
 
 transport::LogSink controller_log() {
   return [](transport::LogLevel level, const std::string& text) {
-    std::fprintf(stderr, "bellows-controller: %s: %s\n", transport::to_string(level), text.c_str());
+    std::fprintf(stderr, "bellows run: %s: %s\n", transport::to_string(level), text.c_str());
   };
 }
 
@@ -256,14 +256,14 @@ void ControllerService::tick_policy() {
   if (!load.status.ok()) {
     // No tick on a guess: the streaks stay as they are until the next answer.
     if (load.status.text != policy_paused_) {
-      std::fprintf(stderr, "bellows-controller: warning: policy tick skipped, the %s resource "
+      std::fprintf(stderr, "bellows run: warning: policy tick skipped, the %s resource "
                    "manager did not answer: %s\n", rm_.name().c_str(), load.status.text.c_str());
       policy_paused_ = load.status.text;
     }
     return;
   }
   if (!policy_paused_.empty()) {
-    std::fprintf(stderr, "bellows-controller: info: policy ticks again, the %s resource manager "
+    std::fprintf(stderr, "bellows run: info: policy ticks again, the %s resource manager "
                  "answers\n", rm_.name().c_str());
     policy_paused_.clear();
   }

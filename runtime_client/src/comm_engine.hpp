@@ -1,14 +1,15 @@
 #pragma once
 // The communication thread of a rank: the only thread that calls MPI during an
-// iteration. It carries activations, serves fetches (the handshake of seed 001,
-// section III-B) and detects the end of the iteration.
+// iteration. It carries activations, serves fetches (the handshake of John & Milthorpe,
+// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+// CCGrid 2024, section III-B) and detects the end of the iteration.
 //
 // It never spins a core while idle: it sleeps on a condition variable, woken at once
 // by local work (an activation to send, a tile to fetch); it polls MPI every few
 // microseconds while transfers are in flight or a published tile awaits its fetch,
 // and otherwise every max_sleep_us for unsolicited messages.
 //
-// With work stealing on (seed 001, section IV) it is also the rank's stealing thread:
+// With work stealing on (John & Milthorpe, section IV) it is also the rank's stealing thread:
 // it sends the rank's single outstanding steal request when the rank starves, serves
 // the requests of other ranks from the device queue (one thread per rank, so requests
 // are served one at a time), and forwards what it cannot satisfy. What to do (when to

@@ -1,5 +1,6 @@
-// The CUDA device: a manager thread moves each task through the stages of seed 001,
-// section III-A: device queue -> stage-in (host to device copies) -> execution ->
+// The CUDA device: a manager thread moves each task through the stages of John & Milthorpe,
+// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+// CCGrid 2024, section III-A: device queue -> stage-in (host to device copies) -> execution ->
 // stage-out (device to host copies of written slots) -> epilogue (successors).
 // Stages run on three streams and overlap across tasks; only the device queue is
 // visible to stealing.

@@ -39,8 +39,10 @@ struct UnitStats {
   std::vector<std::uint64_t> tasks_by_class_id;   ///< indexed by TaskClassId
 };
 
-/// A device: a ready queue (the "device queue" of seed 001, section III-A, the only
-/// queue stealing may take from) and the execution units that drain it.
+/// A device: a ready queue (the "device queue" of John & Milthorpe,
+/// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+/// CCGrid 2024, section III-A, the only queue stealing may take from) and the execution
+/// units that drain it.
 ///
 /// Thread safety: push/ready_count are safe from any thread; start/stop are called by
 /// the engine's iteration driver only.

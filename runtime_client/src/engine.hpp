@@ -75,7 +75,9 @@ class Engine {
   [[nodiscard]] std::size_t ready_count() const;
   [[nodiscard]] double iteration_clock() const;
 
-  // ---- work stealing (seed 001, section IV) ----
+  // ---- work stealing (John & Milthorpe,
+  // "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+  // CCGrid 2024, section IV) ----
 
   [[nodiscard]] bool stealing() const noexcept { return options_.steal.enabled && size_ > 1; }
   /// True once the iteration's root tasks are queued (before that every rank looks idle).
@@ -147,8 +149,9 @@ class Engine {
   void check_fits(const TiledMatrix& collection) const;
   void record_migration(const TaskKey& key, int rank);
   /// After an iteration, collective: the tasks that ranks added by an expand stole in it
-  /// become theirs for good (seed 001, section V: a task migrated to a new node stays
-  /// there, so its predecessors send straight to it, and it is not migrated again).
+  /// become theirs for good (John & Milthorpe (CCGrid 2024), section V: a task migrated to a
+  /// new node stays there, so its predecessors send straight to it, and it is not migrated
+  /// again).
   void pin_new_placements();
   /// Collective after an expand: rank 0's mapping state (which ranks are new, each
   /// collection's placement, the pinned tasks) reaches the new ranks.

@@ -1,7 +1,9 @@
 // Who owns which tile across resizes: the work behind each tile, the tiles an expand
 // gives to the new ranks, and how a shrink spreads the leaving ranks' tiles.
 //
-// Seed 001, section V keeps the fixed mapping: new nodes get work only by stealing, and
+// John & Milthorpe,
+// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+// CCGrid 2024, section V keeps the fixed mapping: new nodes get work only by stealing, and
 // a node that leaves hands everything to one backup, which stealing then relieves
 // iteration after iteration. With RuntimeOptions::rebalance_on_resize the runtime also
 // moves tile ownership at the resize (per-tile owners on top of each collection's

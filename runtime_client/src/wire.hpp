@@ -3,7 +3,9 @@
 //
 // Every message starts with a fixed header: magic, protocol version, message type.
 // Tile payloads never travel in control messages: they follow the handshake of
-// PaRSEC (seed 001, section III-B): the producer sends an activation, the consumer
+// PaRSEC (John & Milthorpe,
+// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+// CCGrid 2024, section III-B): the producer sends an activation, the consumer
 // allocates a buffer, posts a receive and sends a fetch, and the producer sends the
 // tile on the tag the consumer chose.
 
@@ -26,7 +28,7 @@ enum class MessageType : std::uint8_t {
   activate = 1,          ///< a tile (or a control token) is ready for these consumers
   fetch = 2,             ///< send me the tile behind handle, on tag
   collection_fetch = 3,  ///< send me collection tile (c, m, n), on tag
-  steal_request = 4,     ///< a starving rank asks for tasks (seed 001, section IV)
+  steal_request = 4,     ///< a starving rank asks for tasks (John & Milthorpe, section IV)
   steal_reply = 5,       ///< tasks given to a thief, described by key and input handles
   progress = 6,          ///< tasks completed on a rank, to the first rank (stealing on)
   iteration_done = 7,    ///< from the first rank: every task of the iteration has run

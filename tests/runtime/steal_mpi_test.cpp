@@ -1,4 +1,6 @@
-// Inter-rank work stealing (seed 001, section IV) under mpiexec -n 2..6: no task lost or
+// Inter-rank work stealing (John & Milthorpe,
+// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+// CCGrid 2024, section IV) under mpiexec -n 2..6: no task lost or
 // run twice under randomized victims, chunks, hops and thresholds; results exact and,
 // for GEMM and Cholesky, bit-identical to a run without stealing; forwarding bounded by
 // max_hops; victims never drained below their threshold; one request out per rank; the

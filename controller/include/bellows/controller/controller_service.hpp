@@ -1,7 +1,8 @@
 #pragma once
-// bellows-controller's loop, one per job: the transport server the job's daemons and the
-// operator's `bellows` commands talk to, the policy engine ticking on the nodes' metrics,
-// and the resize state machine driving the resource manager and the job.
+// The controller's loop, one per job, run by the `bellows run` process (cli/run_command.cpp):
+// the transport server the job's daemons and the operator's `bellows` commands talk to, the
+// policy engine ticking on the nodes' metrics, and the resize state machine driving the
+// resource manager and the job.
 //
 //   daemons ──Hello, NodeMetrics, AllocationRequest, ResizeAck──▶ ┐
 //   operator ──OperatorResize, StatusRequest──────────────────────▶ ├─ inbox ─▶ step()

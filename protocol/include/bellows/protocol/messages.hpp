@@ -1,6 +1,6 @@
 #pragma once
-// The messages between bellows-controller (one per job) and bellowsd (one per node of the
-// job), defined once for both sides.
+// The messages between the job's controller (the `bellows run` process, one per job) and
+// bellowsd (one per node of the job), defined once for both sides.
 //
 // Wire format (all integers little-endian):
 //

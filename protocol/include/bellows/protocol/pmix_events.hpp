@@ -10,7 +10,8 @@
 // - rank -> daemon: how a resize ended on the rank, as PMIx_Notify_event(kResizeReport,
 //   payload, PMIX_RANGE_RM), like the metrics below.
 // - rank -> daemon: metrics as PMIx_Notify_event(kRankMetrics, payload, PMIX_RANGE_RM), which
-//   PMIx hands to the daemon's notify_event upcall and to nobody else. Chosen over PMIx_Log
+//   PMIx hands to the event handlers the daemon registered and to nobody else (PMIx 4.2.2 does
+//   not pass RM-range events to the notify_event upcall). Chosen over PMIx_Log
 //   (blocking round trip: the rank would wait for the daemon every iteration) and over
 //   PMIx_Job_control (its directives are meant for actions, and it is a round trip as well):
 //   a notification is one message, the rank does not wait, and RM range keeps it off other
@@ -19,6 +20,9 @@
 // Every payload carries kVersion = kProtocolVersion; a receiver refuses another version.
 // Value types: counts, ids, ranks and iteration numbers are PMIX_UINT64, fractions and
 // times PMIX_DOUBLE, lists PMIX_STRING (comma-separated, no spaces).
+//
+// kEventCodes and kPayloadKeys list every code and key; docs/daemon.md's tables are checked
+// against them (tests/daemon/docs_test.cpp).
 
 #include <pmix_common.h>
 
@@ -53,19 +57,30 @@ inline constexpr pmix_status_t kResizeReport = kEventBase - 7;
 /// the daemon can tell when it ends. Payload: kAttachedPid.
 inline constexpr pmix_status_t kRankAttached = kEventBase - 8;
 
+/// A Bellows event code: the name of its constant and its name in logs.
+struct EventCode {
+  pmix_status_t code;
+  std::string_view constant;
+  std::string_view name;
+};
+
+/// Every Bellows event code.
+inline constexpr EventCode kEventCodes[] = {
+    {kExpandDecided, "kExpandDecided", "expand-decided"},
+    {kShrinkDecided, "kShrinkDecided", "shrink-decided"},
+    {kResizeCommitted, "kResizeCommitted", "resize-committed"},
+    {kResizeAborted, "kResizeAborted", "resize-aborted"},
+    {kMetricsRequest, "kMetricsRequest", "metrics-request"},
+    {kRankMetrics, "kRankMetrics", "rank-metrics"},
+    {kResizeReport, "kResizeReport", "resize-report"},
+    {kRankAttached, "kRankAttached", "rank-attached"},
+};
+
 /// The name of a Bellows event code, or "" for any other code.
 constexpr std::string_view event_name(pmix_status_t code) noexcept {
-  switch (code) {
-    case kExpandDecided: return "expand-decided";
-    case kShrinkDecided: return "shrink-decided";
-    case kResizeCommitted: return "resize-committed";
-    case kResizeAborted: return "resize-aborted";
-    case kMetricsRequest: return "metrics-request";
-    case kRankMetrics: return "rank-metrics";
-    case kResizeReport: return "resize-report";
-    case kRankAttached: return "rank-attached";
-    default: return "";
-  }
+  for (const auto& event : kEventCodes)
+    if (event.code == code) return event.name;
+  return "";
 }
 
 // ------------------------------------------------------------------ payload keys
@@ -127,24 +142,45 @@ inline constexpr const char* kMetricsJobGflops = "bellows.metrics.job_gflops";
 /// uint64: kRequestId of the kMetricsRequest this answers, 0 for a periodic report.
 inline constexpr const char* kMetricsRequestId = "bellows.metrics.request_id";
 
+/// A Bellows payload key: the name of its constant and the PMIx data type it carries.
+struct PayloadKey {
+  std::string_view key;
+  std::string_view constant;
+  pmix_data_type_t type;
+};
+
+/// Every Bellows payload key.
+inline constexpr PayloadKey kPayloadKeys[] = {
+    {kVersion, "kVersion", PMIX_UINT64},
+    {kResizeId, "kResizeId", PMIX_UINT64},
+    {kExpandCount, "kExpandCount", PMIX_UINT64},
+    {kExpandHosts, "kExpandHosts", PMIX_STRING},
+    {kShrinkRanks, "kShrinkRanks", PMIX_STRING},
+    {kShrinkNodes, "kShrinkNodes", PMIX_STRING},
+    {kAbortReason, "kAbortReason", PMIX_STRING},
+    {kRequestId, "kRequestId", PMIX_UINT64},
+    {kReplyText, "kReplyText", PMIX_STRING},
+    {kAttachedPid, "kAttachedPid", PMIX_UINT64},
+    {kReportOutcome, "kReportOutcome", PMIX_STRING},
+    {kReportJobSize, "kReportJobSize", PMIX_UINT64},
+    {kReportRanks, "kReportRanks", PMIX_STRING},
+    {kReportText, "kReportText", PMIX_STRING},
+    {kMetricsRank, "kMetricsRank", PMIX_UINT64},
+    {kMetricsReadyTasks, "kMetricsReadyTasks", PMIX_UINT64},
+    {kMetricsBusyFraction, "kMetricsBusyFraction", PMIX_DOUBLE},
+    {kMetricsStealsSent, "kMetricsStealsSent", PMIX_UINT64},
+    {kMetricsStealsFailed, "kMetricsStealsFailed", PMIX_UINT64},
+    {kMetricsIterationSeconds, "kMetricsIterationSeconds", PMIX_DOUBLE},
+    {kMetricsIteration, "kMetricsIteration", PMIX_UINT64},
+    {kMetricsJobGflops, "kMetricsJobGflops", PMIX_DOUBLE},
+    {kMetricsRequestId, "kMetricsRequestId", PMIX_UINT64},
+};
+
 /// The PMIx data type a Bellows key carries (PMIX_UINT64, PMIX_DOUBLE or PMIX_STRING), or
 /// PMIX_UNDEF for a key that is not Bellows'.
 constexpr pmix_data_type_t key_type(std::string_view key) noexcept {
-  constexpr std::string_view strings[] = {kExpandHosts,   kShrinkRanks,  kShrinkNodes,
-                                          kAbortReason,   kReplyText,    kReportOutcome,
-                                          kReportRanks,   kReportText};
-  constexpr std::string_view doubles[] = {kMetricsBusyFraction, kMetricsIterationSeconds,
-                                          kMetricsJobGflops};
-  constexpr std::string_view integers[] = {
-      kVersion,           kResizeId,          kExpandCount,         kRequestId,
-      kMetricsRank,       kMetricsReadyTasks, kMetricsStealsSent,   kMetricsStealsFailed,
-      kMetricsIteration,  kMetricsRequestId,  kReportJobSize,       kAttachedPid};
-  for (auto k : strings)
-    if (k == key) return PMIX_STRING;
-  for (auto k : doubles)
-    if (k == key) return PMIX_DOUBLE;
-  for (auto k : integers)
-    if (k == key) return PMIX_UINT64;
+  for (const auto& k : kPayloadKeys)
+    if (k.key == key) return k.type;
   return PMIX_UNDEF;
 }
 

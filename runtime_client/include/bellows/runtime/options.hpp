@@ -17,7 +17,9 @@ enum class DeviceKind {
 /// Parses "cpu", "cuda" or "emulated"; returns false on anything else.
 [[nodiscard]] bool parse_device_kind(std::string_view text, DeviceKind& out) noexcept;
 
-/// How a starving rank picks the rank it asks for work (seed 001, section IV-A).
+/// How a starving rank picks the rank it asks for work (John & Milthorpe,
+/// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+/// CCGrid 2024, section IV-A).
 enum class VictimPolicy {
   random,       ///< a random other rank every time
   last_victim,  ///< the last rank that gave work, else random; victims forward likewise
@@ -27,8 +29,9 @@ enum class VictimPolicy {
 /// Parses "random" or "last-victim"; returns false on anything else.
 [[nodiscard]] bool parse_victim_policy(std::string_view text, VictimPolicy& out) noexcept;
 
-/// Inter-rank work stealing (seed 001, section IV). Every parameter lives here; the
-/// examples set them from their command line, the YAML policy will set them later.
+/// Inter-rank work stealing (John & Milthorpe (CCGrid 2024), section IV). Every parameter
+/// lives here; the examples set them from their command line, the YAML policy will set them
+/// later.
 struct StealOptions {
   bool enabled = false;
   /// Tasks a thief asks for in one request.
@@ -81,7 +84,8 @@ struct RuntimeOptions {
   /// the tiles of the most loaded ranks, a shrink spreads the leaving ranks' tiles over
   /// the survivors by load (the work of each tile counted from its tasks' flops). Off:
   /// new ranks get work by stealing only, what they steal is pinned to them for good (the
-  /// override table), and each leaver's tiles go to one backup, as in seed 001, section V.
+  /// override table), and each leaver's tiles go to one backup, as in John & Milthorpe
+  /// (CCGrid 2024), section V.
   /// Must be the same on every rank.
   bool rebalance_on_resize = true;
   StealOptions steal;

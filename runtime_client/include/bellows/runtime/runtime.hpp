@@ -92,7 +92,9 @@ class Runtime {
   /// RuntimeOptions::rebalance_on_resize the leavers' tiles that decide tasks go one by
   /// one, heaviest first, to the least loaded survivor (so the next iteration starts
   /// balanced), and their other tiles to their backups; without it every tile goes to
-  /// the backup (seed 001, section V). The tiles are sent, every collection's placement
+  /// the backup (John & Milthorpe,
+  /// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+  /// CCGrid 2024, section V). The tiles are sent, every collection's placement
   /// and per-tile owners and the pinned tasks are rewritten for the survivors'
   /// numbering (tasks and messages that were the leavers' now go to the new owners;
   /// tasks pinned to a leaver go back to their tile's owner), and the runtime

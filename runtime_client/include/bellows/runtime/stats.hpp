@@ -10,7 +10,9 @@
 
 namespace bellows::runtime {
 
-/// Work-stealing counters of one rank (seed 001, section IV). A rank is a thief for the
+/// Work-stealing counters of one rank (John & Milthorpe,
+/// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+/// CCGrid 2024, section IV). A rank is a thief for the
 /// requests it starts and a victim for those that reach it.
 struct StealStats {
   std::uint64_t requests_sent = 0;       ///< thief: requests started
