@@ -23,7 +23,8 @@ int run(int argc, char** argv) {
       "cholesky", "Tiled Cholesky factorisation A = L * L^T on libbellows", argc, argv, world_size,
       world_rank == 0, exit_code);
   if (!options) return exit_code;
-  be::ElasticSession session("cholesky", *options, argc, argv);
+  br::ElasticSession session(argc, argv);
+  be::ScheduledResizes resizes(*options, session);
   const int rank = session.rank();
 
   const auto grid = be::grid_for(*options, session.grid_ranks());
@@ -41,7 +42,8 @@ int run(int argc, char** argv) {
   std::vector<be::IterationResult> iterations;
   const double flops = static_cast<double>(n) * n * n / 3.0;
   for (int it = session.first_iteration(); it < options->iterations; ++it) {
-    if (!session.resize_before(it)) return 0;  // this rank left the job
+    resizes.post_before(it);
+    if (!session.before_iteration(it)) return 0;  // this rank left the job
     const auto report = runtime.run_iteration();
     session.after_iteration(it, report);
     iterations.push_back({report.seconds, flops / report.seconds * 1e-9, report.ranks});

@@ -234,14 +234,14 @@ ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
     if (!why.empty()) {
       event.reason = "shrink refused: " + why;
       event.to_ranks = size();
-      if (on_refused_) on_refused_(event);
+      for (const auto& callback : on_refused_) callback(event);
       return Outcome::refused;
     }
   }
   event.to_ranks = event.kind == ResizeEvent::Kind::expand
                        ? size() + request->add
                        : size() - static_cast<int>(request->remove.size());
-  if (on_start_) on_start_(event);
+  for (const auto& callback : on_start_) callback(event);
   const std::int64_t start = steady_ns();
   const Outcome outcome = event.kind == ResizeEvent::Kind::expand ? expand(*request, event, iteration)
                                                                   : shrink(*request, event);
@@ -268,7 +268,7 @@ ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
       trace_pending_.reset();
     }
   }
-  if (on_commit_) on_commit_(event);
+  for (const auto& callback : on_commit_) callback(event);
   return outcome;
 }
 

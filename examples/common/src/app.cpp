@@ -68,8 +68,6 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "(bellows::runtime::request_resize before that iteration, on rank 0)");
   cli.add_option("--rebalance", rebalance,
                  "move tile ownership at a resize so that the next iteration starts balanced: on or off");
-  cli.add_option("--join-iteration", o.join_iteration)->group("");  // set by a resize's spawn
-  cli.add_option("--join-grid-ranks", o.join_grid_ranks)->group("");
   cli.add_option("--steal", steal, "inter-rank work stealing: on or off");
   cli.add_option("--steal-chunk", o.steal.chunk, "tasks asked for in one steal request");
   cli.add_option("--steal-max-hops", o.steal.max_hops,
@@ -139,21 +137,18 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   if (o.verify && o.kernel == runtime::DeviceKind::emulated) {
     return fail("--verify needs --kernel cpu or cuda: the emulated device does not compute");
   }
-  // An elastic job starts as one process that grows itself (elastic.hpp): the grid is over
-  // the ranks it grows to.
-  if (!o.resize.empty() && o.join_iteration < 0 && ranks > 1 &&
-      std::getenv("BELLOWS_LOCAL_RANKS") == nullptr) {
+  // An elastic job starts as one process that grows itself (runtime::ElasticSession): the
+  // grid is over the ranks it grows to.
+  const bool spawned = std::getenv(runtime::ElasticSession::kJoinIterationVariable) != nullptr;
+  if (!o.resize.empty() && !spawned && ranks > 1 &&
+      std::getenv(runtime::ElasticSession::kInitialRanksVariable) == nullptr) {
     return fail("--resize needs the job started by scripts/bellows-local (ranks started "
                 "together by mpiexec -n N share one MPI world and cannot leave it)");
   }
-  if (o.join_grid_ranks > 0) {
-    ranks = o.join_grid_ranks;
-  } else if (const char* local = std::getenv("BELLOWS_LOCAL_RANKS"); local != nullptr) {
-    try {
-      ranks = std::max(1, std::stoi(local));
-    } catch (const std::exception&) {
-      return fail(std::string("BELLOWS_LOCAL_RANKS must be a rank count, got '") + local + "'");
-    }
+  try {
+    ranks = runtime::ElasticSession::initial_grid_ranks();
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what());
   }
   if (!o.grid.empty()) {
     int p = 0, q = 0;

@@ -6,12 +6,6 @@
 #include <stdexcept>
 
 namespace bellows::examples {
-namespace {
-
-constexpr const char* kLocalRanksVariable = "BELLOWS_LOCAL_RANKS";
-
-}  // namespace
-
 std::optional<std::vector<ResizeStep>> parse_resize_schedule(const std::string& text,
                                                              int iterations, std::string& error) {
   std::vector<ResizeStep> steps;
@@ -56,52 +50,23 @@ std::optional<std::vector<ResizeStep>> parse_resize_schedule(const std::string& 
   return steps;
 }
 
-ElasticSession::ElasticSession(const std::string& app, const AppOptions& options, int argc,
-                               char** argv)
-    : app_(app) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--join-iteration" || arg == "--join-grid-ranks") {
-      ++i;  // drop the option and its value: a spawn sets its own
-      continue;
-    }
-    args_.push_back(arg);
-  }
+ScheduledResizes::ScheduledResizes(const AppOptions& options, runtime::ElasticSession& session)
+    : session_(session) {
   std::string error;
   auto schedule = parse_resize_schedule(options.resize, options.iterations, error);
   if (!schedule) throw std::invalid_argument(error);
   schedule_ = std::move(*schedule);
   asks_ = *parse_resize_schedule(options.ask_controller, options.iterations, error);
-  auto spawn = [this](int join_iteration) { return spawn_spec(join_iteration); };
-
-  const auto attach_control_plane = [this] {
-    if (!link_) return;
-    if (!schedule_.empty()) {
-      throw std::invalid_argument("--resize cannot be used under bellows run: the controller "
-                                  "decides the resizes (bellows resize +K|-K asks it for one)");
-    }
-    link_->attach(*job_);
-  };
+  if (session.control_plane() != nullptr && !schedule_.empty()) {
+    throw std::invalid_argument("--resize cannot be used under bellows run: the controller "
+                                "decides the resizes (bellows resize +K|-K asks it for one)");
+  }
   if (!asks_.empty() && std::getenv(runtime::ControlPlaneLink::kJobDirVariable) == nullptr) {
     throw std::invalid_argument("--ask-controller needs the job started by bellows run");
   }
-  if (options.join_iteration >= 0) {  // spawned by a resize (or by the initial grow)
-    auto joined = runtime::Membership::join();
-    if (!joined) throw std::invalid_argument("--join-iteration given to a process that was not spawned");
-    grid_ranks_ = options.join_grid_ranks;
-    first_iteration_ = options.join_iteration;
-    job_.emplace(std::move(*joined), spawn, first_iteration_);
-    link_ = runtime::ControlPlaneLink::from_environment(job_->rank());
-    attach_control_plane();
-    return;
-  }
-  int world_size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  const char* local = std::getenv(kLocalRanksVariable);
   const bool shrinks = std::any_of(schedule_.begin(), schedule_.end(),
                                    [](const ResizeStep& s) { return s.delta < 0; });
-  if (local == nullptr && world_size > 1) {
-    // A plain mpiexec -n N job: its ranks share one MPI world, so none can leave.
+  if (!session.ranks_can_leave()) {
     if (shrinks) {
       throw std::invalid_argument("--resize shrinks the job, which needs it started by "
                                   "scripts/bellows-local (ranks of one mpiexec -n N cannot leave)");
@@ -109,23 +74,9 @@ ElasticSession::ElasticSession(const std::string& app, const AppOptions& options
     if (!schedule_.empty()) {
       throw std::invalid_argument("--resize needs the job started by scripts/bellows-local");
     }
-    grid_ranks_ = world_size;
-    job_.emplace(runtime::Membership(MPI_COMM_WORLD), spawn);
-    return;
   }
-  int initial = 1;
-  if (local != nullptr) {
-    try {
-      initial = std::stoi(local);
-    } catch (const std::exception&) {
-      initial = 0;
-    }
-    if (initial < 1 || world_size != 1) {
-      throw std::invalid_argument(std::string(kLocalRanksVariable) + "=" + local +
-                                  ": expected a positive rank count and one started process");
-    }
-  }
-  int size = initial;
+  if (session.first_iteration() > 0) return;  // checked by the first process already
+  int size = session.size();
   for (const auto& s : schedule_) {
     size += s.delta;
     if (size < 1) {
@@ -133,41 +84,26 @@ ElasticSession::ElasticSession(const std::string& app, const AppOptions& options
                                   std::to_string(s.delta) + " leaves no rank");
     }
   }
-  link_ = runtime::ControlPlaneLink::from_environment(0);
-  runtime::Membership membership(MPI_COMM_WORLD);
-  grid_ranks_ = initial;
-  if (initial > 1) membership.grow(initial - 1, spawn_spec(0));
-  job_.emplace(std::move(membership), spawn);
-  attach_control_plane();
 }
 
-runtime::SpawnSpec ElasticSession::spawn_spec(int join_iteration) const {
-  runtime::SpawnSpec spec;
-  spec.command = bellows::runtime::current_executable();
-  spec.args = args_;
-  spec.args.insert(spec.args.end(), {"--join-iteration", std::to_string(join_iteration),
-                                     "--join-grid-ranks", std::to_string(grid_ranks_)});
-  // Rank 0 spawns: at the first grow the new ranks start at 1, at an expand at the size now.
-  if (link_) spec.env = link_->spawn_environment(job_ ? job_->size() : 1);
-  return spec;
-}
-
-bool ElasticSession::resize_before(int it) {
+void ScheduledResizes::post_before(int it) {
+  if (session_.rank() != 0) return;
+  auto& job = session_.job();
   const auto step = std::find_if(schedule_.begin(), schedule_.end(),
                                  [&](const ResizeStep& s) { return s.iteration - 1 == it; });
-  if (step != schedule_.end() && rank() == 0) {
+  if (step != schedule_.end()) {
     const std::string reason = "--resize iter=" + std::to_string(step->iteration);
     if (step->delta > 0) {
-      job_->request_expand(step->delta, reason);
+      job.request_expand(step->delta, reason);
     } else {
       std::vector<int> leaving;
-      for (int r = size() + step->delta; r < size(); ++r) leaving.push_back(r);
-      job_->request_shrink(std::move(leaving), reason);
+      for (int r = session_.size() + step->delta; r < session_.size(); ++r) leaving.push_back(r);
+      job.request_shrink(std::move(leaving), reason);
     }
   }
   const auto ask = std::find_if(asks_.begin(), asks_.end(),
                                 [&](const ResizeStep& s) { return s.iteration - 1 == it; });
-  if (ask != asks_.end() && rank() == 0) {
+  if (ask != asks_.end()) {
     // The application's own request: the controller decides, and its decision comes back
     // as an event like any other.
     const auto answer = runtime::request_resize(ask->delta);
@@ -175,8 +111,6 @@ bool ElasticSession::resize_before(int it) {
                 ask->iteration, answer.granted() ? "accepted" : "refused", answer.text.c_str());
     std::fflush(stdout);
   }
-  if (link_) link_->poll();
-  return job_->apply_pending(it) != runtime::ElasticJob::Outcome::left;
 }
 
 }  // namespace bellows::examples

@@ -45,9 +45,9 @@ class ControlPlaneLink {
   ControlPlaneLink(ControlPlaneLink&&) noexcept = default;
   ControlPlaneLink& operator=(ControlPlaneLink&&) noexcept = default;
 
-  /// Registers the ElasticJob callbacks that report resizes and the daemon's event
-  /// callbacks (call once, after the job exists; replaces the job's on_resize_* callbacks).
-  /// Both keep a pointer to this link: it must not move afterwards.
+  /// Subscribes to the ElasticJob's resize events (to report them) and registers the
+  /// daemon's event callbacks (call once, after the job exists). Both keep a pointer to this
+  /// link: it must not move afterwards.
   void attach(ElasticJob& job);
 
   /// Before ElasticJob::apply_pending(): runs the daemon's events; on the first rank an

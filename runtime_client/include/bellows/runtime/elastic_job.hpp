@@ -92,10 +92,12 @@ class ElasticJob {
   /// does, the answer is final: a dropped request never runs.
   bool cancel(std::uint64_t resize_id);
 
-  void on_resize_start(Callback callback) { on_start_ = std::move(callback); }
-  void on_resize_commit(Callback callback) { on_commit_ = std::move(callback); }
+  /// Subscribe to resize events: every callback added runs, in the order added (the control
+  /// plane, a trace, the application itself can all listen).
+  void on_resize_start(Callback callback) { on_start_.push_back(std::move(callback)); }
+  void on_resize_commit(Callback callback) { on_commit_.push_back(std::move(callback)); }
   /// A request that could not be carried out: the event's reason says why.
-  void on_resize_refused(Callback callback) { on_refused_ = std::move(callback); }
+  void on_resize_refused(Callback callback) { on_refused_.push_back(std::move(callback)); }
 
   /// What apply_pending() did on this rank.
   enum class Outcome { none, resized, refused, left };
@@ -158,9 +160,9 @@ class ElasticJob {
   mutable std::mutex mutex_;
   std::deque<Request> pending_;
 
-  Callback on_start_;
-  Callback on_commit_;
-  Callback on_refused_;
+  std::vector<Callback> on_start_;
+  std::vector<Callback> on_commit_;
+  std::vector<Callback> on_refused_;
 
   std::int64_t expand_request_steady_ns_ = 0;  // of the latest expand, for the latency
   int first_new_rank_ = -1;                    // of the latest expand, until it ran once

@@ -39,8 +39,6 @@ struct AppOptions {
   bool rebalance_on_resize = true;  ///< --rebalance on|off (RuntimeOptions::rebalance_on_resize)
   std::string resize;             ///< --resize "iter=3:+2,iter=6:-3" (see elastic.hpp)
   std::string ask_controller;     ///< --ask-controller "iter=9:+1" (under bellows run)
-  int join_iteration = -1;        ///< set on processes spawned by a resize
-  int join_grid_ranks = 0;        ///< likewise: the ranks of the fixed mapping
 };
 
 /// Options one example adds to the shared ones: `add` registers them, `check` returns

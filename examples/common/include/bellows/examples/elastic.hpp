@@ -1,6 +1,7 @@
 #pragma once
-// The elastic side of the example applications: the job's membership, its resize schedule
-// (--resize "iter=3:+2,iter=6:-3"), and what each resize did.
+// The example applications' own resizes: the --resize schedule ("iter=3:+2,iter=6:-3") and
+// --ask-controller, on top of libbellows' runtime::ElasticSession, which starts the job and
+// carries every resize out (any application can use it the same way; docs/runtime.md).
 //
 // A job can shrink only if every rank but the first is its own MPI world, so an elastic
 // job is started as one process (scripts/bellows-local -n N -- APP ARGS runs
@@ -15,19 +16,12 @@
 // over the first N ranks (the grid), ranks added later get their work by stealing alone,
 // and each leaving rank hands its tiles to one backup.
 
-#include <mpi.h>
-
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "bellows/examples/app.hpp"
-#include "bellows/runtime/control_plane_link.hpp"
-#include "bellows/runtime/elastic_job.hpp"
-#include "bellows/runtime/membership.hpp"
-#include "bellows/runtime/runtime.hpp"
+#include "bellows/runtime/elastic_session.hpp"
 
 namespace bellows::examples {
 
@@ -42,59 +36,25 @@ struct ResizeStep {
 std::optional<std::vector<ResizeStep>> parse_resize_schedule(const std::string& text,
                                                              int iterations, std::string& error);
 
-/// The example programs' side of an elastic job: starts it (the first process of a
-/// bellows-local job grows it to its initial size; a process spawned by an expand joins),
-/// and posts the --resize schedule's requests to the runtime's ElasticJob, which carries
-/// them out. Under `bellows run` (BELLOWS_JOB_DIR set) the control plane decides the
-/// resizes instead: every rank attaches to its node's daemon (ControlPlaneLink).
-class ElasticSession {
+/// The example programs' own resizes, on top of libbellows' runtime::ElasticSession (which
+/// starts the job, joins spawned processes and carries resizes out): the --resize schedule,
+/// posted to the session's ElasticJob, and --ask-controller, the application's requests to
+/// the controller under `bellows run`.
+class ScheduledResizes {
  public:
-  /// Right after MPI_Init and parse_app_options. A process spawned by a resize joins its
-  /// job here; the first process of a bellows-local job grows it to its initial size.
-  /// Throws std::invalid_argument when the schedule cannot run on this job (e.g. it
-  /// shrinks a job started by a plain mpiexec -n N, whose ranks share an MPI world).
-  ElasticSession(const std::string& app, const AppOptions& options, int argc, char** argv);
+  /// Throws std::invalid_argument when the schedule cannot run on this job: --resize under
+  /// `bellows run` (the controller decides), a shrink in a job whose ranks cannot leave
+  /// (mpiexec -n N), a schedule that leaves no rank, --ask-controller outside `bellows run`.
+  ScheduledResizes(const AppOptions& options, runtime::ElasticSession& session);
 
-  [[nodiscard]] MPI_Comm communicator() const noexcept { return job_->communicator(); }
-  [[nodiscard]] int rank() const noexcept { return job_->rank(); }
-  [[nodiscard]] int size() const noexcept { return job_->size(); }
-  /// Ranks the fixed mapping (the process grid) is over: the job's initial size.
-  [[nodiscard]] int grid_ranks() const noexcept { return grid_ranks_; }
-  /// 0, or the iteration (0-based) this process joins at.
-  [[nodiscard]] int first_iteration() const noexcept { return first_iteration_; }
-  /// The runtime's resize API, e.g. to post requests or register callbacks.
-  [[nodiscard]] runtime::ElasticJob& job() noexcept { return *job_; }
-
-  /// Registers the runtime the application built on communicator(), right after
-  /// constructing it and before adding collections and task classes.
-  void attach(runtime::Runtime& runtime) { job_->attach(runtime); }
-  /// Before iteration `it` (0-based): rank 0 posts the schedule's request for `it`, if
-  /// any, and the job carries out what is pending. Collective. Returns false on a rank
-  /// that has just left the job: it must stop and finalize.
-  bool resize_before(int it);
-  /// After each iteration: lets the job time the first task of new ranks. Collective.
-  void after_iteration(int it, const runtime::IterationReport& report) {
-    job_->after_iteration(report);
-    if (link_) link_->publish(report, it + 1);
-  }
-  /// The control plane, when the job runs under `bellows run`.
-  [[nodiscard]] runtime::ControlPlaneLink* control_plane() noexcept {
-    return link_ ? &*link_ : nullptr;
-  }
-  /// What each resize did (rank 0), for the JSON report.
-  [[nodiscard]] nlohmann::json telemetry() const { return job_->telemetry(); }
+  /// Before iteration `it` (0-based), on rank 0: posts the schedule's request for `it` and
+  /// asks the controller, if either names it. Call before session.before_iteration(it).
+  void post_before(int it);
 
  private:
-  [[nodiscard]] runtime::SpawnSpec spawn_spec(int join_iteration) const;
-
-  std::string app_;
-  std::vector<std::string> args_;  // argv[1..], without the join options
+  runtime::ElasticSession& session_;
   std::vector<ResizeStep> schedule_;
-  std::vector<ResizeStep> asks_;  // --ask-controller
-  std::optional<runtime::ElasticJob> job_;
-  std::optional<runtime::ControlPlaneLink> link_;  // in place: attach() keeps its address
-  int grid_ranks_ = 1;
-  int first_iteration_ = 0;
+  std::vector<ResizeStep> asks_;
 };
 
 }  // namespace bellows::examples

@@ -1,0 +1,105 @@
+#pragma once
+// An elastic job as an application sees it: create one ElasticSession right after MPI_Init,
+// build the runtime on its communicator, and call before_iteration() / after_iteration()
+// around each iteration. The session starts the job (the first process grows it to its
+// initial size; a process spawned by an expand joins it at the right iteration), attaches
+// it to the control plane when it runs under `bellows run` (ControlPlaneLink), and carries
+// out the resizes the controller, an operator or the application asks for.
+//
+//   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+//   bellows::runtime::ElasticSession session(argc, argv);
+//   bellows::runtime::Runtime runtime(session.communicator(), options);
+//   session.attach(runtime);
+//   ... add collections (over session.grid_ranks() ranks) and task classes ...
+//   for (int it = session.first_iteration(); it < iterations; ++it) {
+//     if (!session.before_iteration(it)) break;  // this rank left the job
+//     session.after_iteration(it, runtime.run_iteration());
+//   }
+//
+// How the job starts (any rank but the first can leave only if it is its own MPI world):
+//   - `bellows run -- APP` or `scripts/bellows-local -n N -- APP` start one process with
+//     BELLOWS_LOCAL_RANKS=N; it spawns the other N - 1, one per MPI_Comm_spawn;
+//   - `mpiexec -n N APP` starts N ranks that share one MPI world: the job runs, it can grow,
+//     but no rank can leave (ranks_can_leave() is false);
+//   - a process spawned by a resize finds BELLOWS_JOIN_ITERATION and BELLOWS_GRID_RANKS in
+//     its environment (the session that spawned it set them) and joins.
+// New ranks run the same program with the same arguments.
+//
+// Thread safety: one application thread, like MPI at MPI_THREAD_SERIALIZED; the job's
+// request_*() may be called from any thread.
+
+#include <mpi.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bellows/runtime/control_plane_link.hpp"
+#include "bellows/runtime/elastic_job.hpp"
+#include "bellows/runtime/runtime.hpp"
+
+namespace bellows::runtime {
+
+class ElasticSession {
+ public:
+  /// The initial size of a job started as one process (bellows run, bellows-local).
+  static constexpr const char* kInitialRanksVariable = "BELLOWS_LOCAL_RANKS";
+  /// Set by the session in the processes it spawns: the iteration (0-based) they join at,
+  /// and the ranks the fixed mapping is over.
+  static constexpr const char* kJoinIterationVariable = "BELLOWS_JOIN_ITERATION";
+  static constexpr const char* kGridRanksVariable = "BELLOWS_GRID_RANKS";
+
+  /// Right after MPI_Init. `argv` are the program's arguments (new ranks get the same).
+  /// Throws std::invalid_argument naming the variable when the environment is inconsistent,
+  /// MpiError when MPI fails, ControlChannelError when the node's daemon cannot be reached.
+  ElasticSession(int argc, char** argv);
+
+  /// The ranks the job's fixed mapping (its process grid) is over: its initial size, the
+  /// same on every rank whenever it joined. Readable before a session exists (an
+  /// application validates its grid with it): BELLOWS_GRID_RANKS, else BELLOWS_LOCAL_RANKS,
+  /// else the size of MPI_COMM_WORLD. Throws std::invalid_argument on a bad value.
+  [[nodiscard]] static int initial_grid_ranks();
+
+  [[nodiscard]] MPI_Comm communicator() const noexcept { return job_->communicator(); }
+  [[nodiscard]] int rank() const noexcept { return job_->rank(); }
+  [[nodiscard]] int size() const noexcept { return job_->size(); }
+  [[nodiscard]] int grid_ranks() const noexcept { return grid_ranks_; }
+  /// 0, or the iteration (0-based) this process joins at.
+  [[nodiscard]] int first_iteration() const noexcept { return first_iteration_; }
+  /// False for a job started by mpiexec -n N: its ranks share one MPI world and none can
+  /// leave it (a shrink would be refused).
+  [[nodiscard]] bool ranks_can_leave() const noexcept { return ranks_can_leave_; }
+
+  /// The runtime's resize API: post requests, cancel them, subscribe to resize events.
+  [[nodiscard]] ElasticJob& job() noexcept { return *job_; }
+  /// The control plane, when the job runs under `bellows run` (else nullptr).
+  [[nodiscard]] ControlPlaneLink* control_plane() noexcept { return link_ ? &*link_ : nullptr; }
+
+  /// Registers the runtime built on communicator(), right after constructing it and
+  /// before adding collections and task classes.
+  void attach(Runtime& runtime) { job_->attach(runtime); }
+  /// Before iteration `it` (0-based): runs the control plane's events and carries out what
+  /// is pending. Collective. Returns false on a rank that has just left the job: it must
+  /// destroy its runtime and finalize MPI.
+  bool before_iteration(int it);
+  /// After iteration `it`: times new ranks' first tasks, publishes this rank's metrics to
+  /// the control plane. Collective.
+  void after_iteration(int it, const IterationReport& report);
+
+  /// What each resize did (rank 0), as ElasticJob::telemetry().
+  [[nodiscard]] const nlohmann::json& telemetry() const noexcept { return job_->telemetry(); }
+
+ private:
+  [[nodiscard]] SpawnSpec spawn_spec(int join_iteration) const;
+
+  std::vector<std::string> args_;
+  std::optional<ElasticJob> job_;
+  std::optional<ControlPlaneLink> link_;  // in place: attach() keeps its address
+  int grid_ranks_ = 1;
+  int first_iteration_ = 0;
+  bool ranks_can_leave_ = true;
+};
+
+}  // namespace bellows::runtime
