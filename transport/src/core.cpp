@@ -18,6 +18,10 @@ constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 constexpr const char* kMonitorEndpoint = "inproc://bellows.transport.monitor";
 constexpr std::size_t kMaxLoggedKeys = 4096;
 constexpr int kMaxBatch = 256;
+/// How long a client holds a notification while it has no connection to the controller.
+constexpr std::chrono::milliseconds kHoldNotification{2000};
+/// How often it tries again meanwhile.
+constexpr std::chrono::milliseconds kHeldRetry{5};
 
 std::string describe_address(const char* address) {
   if (address == nullptr || *address == '\0') return "unknown";
@@ -228,35 +232,58 @@ RequestResult Core::request(const PeerId& peer, protocol::Message message,
   return future.get();
 }
 
-bool Core::send_bytes(const PeerId& peer, const std::vector<std::uint8_t>& bytes,
-                      std::string& error) {
+int Core::send_bytes(const PeerId& peer, const std::vector<std::uint8_t>& bytes,
+                     std::string& error) {
   if (options_.role == Role::server) {
     // A peer whose disconnection was seen is gone, even while the ROUTER socket still holds
     // its pipe for a moment (zmq tears it down on its I/O thread): a send would be queued
     // there and lost, and a request would wait for its timeout.
     if (!peers_.contains(peer)) {
       error = "no connected peer " + peer.to_string();
-      return false;
+      return EHOSTUNREACH;
     }
     if (zmq_send(socket_.handle(), peer.routing_id.data(), peer.routing_id.size(),
                  ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-      error = zmq_errno() == EHOSTUNREACH ? "no connected peer " + peer.to_string()
-                                          : std::string(zmq_strerror(zmq_errno()));
-      return false;
+      const int code = zmq_errno();
+      error = code == EHOSTUNREACH ? "no connected peer " + peer.to_string()
+                                   : std::string(zmq_strerror(code));
+      return code;
     }
   }
   if (zmq_send(socket_.handle(), bytes.data(), bytes.size(), ZMQ_DONTWAIT) < 0) {
-    error = zmq_strerror(zmq_errno());
-    return false;
+    const int code = zmq_errno();
+    error = zmq_strerror(code);
+    return code;
   }
-  return true;
+  return 0;
 }
 
 void Core::send_now(Outgoing out) {
+  if (!held_.empty()) {  // nothing overtakes what waits for the connection
+    hold(std::move(out));
+    return;
+  }
   std::string error;
-  const bool sent = send_bytes(out.peer, out.bytes, error);
+  const int code = send_bytes(out.peer, out.bytes, error);
+  if (code == EAGAIN && options_.role == Role::client) {
+    hold(std::move(out));
+    return;
+  }
+  finish_send(std::move(out), code, error);
+}
+
+void Core::hold(Outgoing out) {
+  // No connection at this moment (the first one is not up yet, or ZeroMQ is reconnecting
+  // after the controller dropped it): the message waits, in order, until it can go. A
+  // request waits no longer than its timeout, a notification no longer than
+  // kHoldNotification.
+  if (!out.deadline) out.deadline = Clock::now() + (out.done ? out.timeout : kHoldNotification);
+  held_.push_back(std::move(out));
+}
+
+void Core::finish_send(Outgoing out, int code, const std::string& error) {
   const std::string name(protocol::to_string(out.type));
-  if (!sent) {
+  if (code != 0) {
     const bool unknown = error.rfind("no connected peer", 0) == 0;
     if (out.done) {
       out.done({unknown ? Status::unknown_peer : Status::send_failed,
@@ -267,9 +294,33 @@ void Core::send_now(Outgoing out) {
     return;
   }
   if (out.correlation_id != 0) {
+    const auto deadline = out.deadline.value_or(Clock::now() + out.timeout);
     pending_.emplace(out.correlation_id,
-                     Pending{out.peer, out.type, out.timeout, Clock::now() + out.timeout,
-                             std::move(out.done)});
+                     Pending{out.peer, out.type, out.timeout, deadline, std::move(out.done)});
+  }
+}
+
+void Core::retry_held(Clock::time_point now) {
+  while (!held_.empty()) {
+    std::string error;
+    const int code = send_bytes(held_.front().peer, held_.front().bytes, error);
+    if (code == EAGAIN && *held_.front().deadline > now) return;  // nothing may overtake it
+    Outgoing out = std::move(held_.front());
+    held_.pop_front();
+    if (code != EAGAIN) {
+      finish_send(std::move(out), code, error);
+      continue;
+    }
+    const std::string name(protocol::to_string(out.type));
+    if (out.done) {
+      out.done({Status::timeout,
+                "no reply to " + name + " within " + ms_text(out.timeout) +
+                    " (no connection to the controller)",
+                protocol::Ack{}});
+    } else {
+      log(LogLevel::warning, "dropped " + name + ": no connection to the controller within " +
+                                 ms_text(kHoldNotification));
+    }
   }
 }
 
@@ -291,6 +342,7 @@ long Core::poll_timeout_ms() const {
   auto next = Clock::time_point::max();
   for (const auto& [id, p] : pending_) next = std::min(next, p.deadline);
   for (const auto& d : drops_) next = std::min(next, d.at);
+  if (!held_.empty()) next = std::min(next, Clock::now() + kHeldRetry);
   if (next == Clock::time_point::max()) return -1;
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
   return left < 0 ? 0 : static_cast<long>(left);
@@ -316,6 +368,7 @@ void Core::run() {
       std::uint64_t value = 0;
       [[maybe_unused]] const auto n = ::read(wake_fd_, &value, sizeof value);
     }
+    retry_held(Clock::now());
     const bool stopping = take_commands();
     if (count == 4 && items[3].revents != 0) handle_zap();
     drain_monitor();
@@ -335,11 +388,13 @@ void Core::finish(const std::string& why) {
     p.done({Status::closed, "no reply to " + std::string(protocol::to_string(p.type)) + ": " + why,
             protocol::Ack{}});
   }
-  // Requests queued after the last pass.
-  std::deque<Outgoing> left;
+  // Requests held for the connection, then those queued after the last pass.
+  std::deque<Outgoing> left = std::move(held_);
+  held_.clear();
   {
     std::lock_guard lock(mutex_);
-    left.swap(queue_);
+    for (auto& out : queue_) left.push_back(std::move(out));
+    queue_.clear();
   }
   for (auto& out : left) {
     if (out.done) out.done({Status::closed, why, protocol::Ack{}});
@@ -460,7 +515,7 @@ void Core::refuse(const PeerId& peer, PeerState& state, const std::string& cause
     answer.correlation_id = decoded->envelope.correlation_id;
   }
   std::string error;
-  if (!send_bytes(peer, protocol::encode(answer), error)) {
+  if (send_bytes(peer, protocol::encode(answer), error) != 0) {
     log(LogLevel::info, "could not tell " + (server ? "peer " + state.address : "the controller") +
                             " about the refusal: " + error);
   }

@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -63,6 +64,9 @@ class Core : public std::enable_shared_from_this<Core> {
     protocol::MessageType type{};
     std::chrono::milliseconds timeout{0};
     std::function<void(RequestResult)> done;
+    /// Client: set when the first send found no connection (held until then; a request's
+    /// reply is due by then too).
+    std::optional<Clock::time_point> deadline;
   };
   struct Pending {
     PeerId peer;
@@ -87,8 +91,16 @@ class Core : public std::enable_shared_from_this<Core> {
   void run();
   long poll_timeout_ms() const;
   bool take_commands();
+  /// Sends, or (client, no connection at the moment) holds the message until it can go or
+  /// its deadline passes.
   void send_now(Outgoing out);
-  bool send_bytes(const PeerId& peer, const std::vector<std::uint8_t>& bytes, std::string& error);
+  void hold(Outgoing out);
+  /// After a send: a failure answered or logged, a request's reply awaited.
+  void finish_send(Outgoing out, int code, const std::string& error);
+  /// Sends what is held, in order, while the connection takes it; fails what waited too long.
+  void retry_held(Clock::time_point now);
+  /// Returns 0, or the errno of the failed send with `error` set.
+  int send_bytes(const PeerId& peer, const std::vector<std::uint8_t>& bytes, std::string& error);
   void receive_all();
   void handle_message(const PeerId& peer, std::vector<zmq::message_t>& frames);
   void dispatch(const PeerId& peer, const PeerState& state, protocol::Envelope envelope);
@@ -123,6 +135,7 @@ class Core : public std::enable_shared_from_this<Core> {
 
   // Receive thread only.
   std::unordered_map<std::uint64_t, Pending> pending_;
+  std::deque<Outgoing> held_;  ///< client: messages waiting for the connection, in order
   std::map<PeerId, PeerState> peers_;
   std::map<int, PeerId> fd_peers_;
   std::vector<Drop> drops_;
