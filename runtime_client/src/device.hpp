@@ -106,7 +106,8 @@ class Device {
 };
 
 std::unique_ptr<Device> make_cpu_device(Engine& engine, int workers);
-std::unique_ptr<Device> make_emulated_device(Engine& engine, double gflops, int lanes);
+/// `compute`: also run each task's CPU body (RuntimeOptions::emulated_compute).
+std::unique_ptr<Device> make_emulated_device(Engine& engine, double gflops, int lanes, bool compute);
 /// Throws std::runtime_error when CUDA is not built in or no GPU is usable.
 std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal);
 

@@ -1,6 +1,7 @@
 // The emulated device: charges each task flops / rate seconds of modeled execution
 // time without computing, so that GPU-like nodes can be studied on a small machine
-// while queues, messages and data transfers stay real.
+// while queues, messages and data transfers stay real. With `compute` it also runs the
+// task's CPU body within that time (a node of a stated speed with exact results).
 
 #include <thread>
 
@@ -11,8 +12,8 @@ namespace {
 
 class EmulatedDevice final : public Device {
  public:
-  EmulatedDevice(Engine& engine, double gflops, int lanes)
-      : Device(engine), flops_per_second_(gflops * 1e9), lanes_(lanes < 1 ? 1 : lanes) {}
+  EmulatedDevice(Engine& engine, double gflops, int lanes, bool compute)
+      : Device(engine), flops_per_second_(gflops * 1e9), lanes_(lanes < 1 ? 1 : lanes), compute_(compute) {}
   ~EmulatedDevice() override { stop(); }
 
   void start() override {
@@ -33,6 +34,7 @@ class EmulatedDevice final : public Device {
   void run_lane() {
     UnitStats unit;
     Clock::time_point lane_clock{};
+    std::vector<Tile*> views;
     for (;;) {
       const double idle_before = unit.totals.idle_seconds;
       auto task = pop_or_wait(unit);
@@ -43,6 +45,12 @@ class EmulatedDevice final : public Device {
       const double modeled = task->flops / flops_per_second_;
       lane_clock = start + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(modeled));
+      if (compute_) {
+        task->make_writable_slots_exclusive();
+        views.clear();
+        for (auto& t : task->tiles) views.push_back(t.get());
+        task->task_class->execute_cpu(task->key, views);
+      }
       std::this_thread::sleep_until(lane_clock);
       unit.totals.modeled_seconds += modeled;
       finish(std::move(task), unit, seconds_between(start, Clock::now()));
@@ -56,13 +64,14 @@ class EmulatedDevice final : public Device {
 
   double flops_per_second_;
   int lanes_;
+  bool compute_;
   std::vector<std::thread> threads_;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> make_emulated_device(Engine& engine, double gflops, int lanes) {
-  return std::make_unique<EmulatedDevice>(engine, gflops, lanes);
+std::unique_ptr<Device> make_emulated_device(Engine& engine, double gflops, int lanes, bool compute) {
+  return std::make_unique<EmulatedDevice>(engine, gflops, lanes, compute);
 }
 
 }  // namespace bellows::runtime

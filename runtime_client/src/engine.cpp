@@ -26,7 +26,8 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   switch (options_.device) {
     case DeviceKind::cpu: device_ = make_cpu_device(*this, options_.cpu_workers); break;
     case DeviceKind::emulated:
-      device_ = make_emulated_device(*this, options_.emulated_gflops, options_.emulated_lanes);
+      device_ = make_emulated_device(*this, options_.emulated_gflops, options_.emulated_lanes,
+                                     options_.emulated_compute);
       break;
     case DeviceKind::cuda: device_ = make_cuda_device(*this, options_.cuda_device); break;
   }

@@ -43,6 +43,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string steal = "off";
   std::string same_host = "on";
   std::string rebalance = "on";
+  std::string emulated_compute = "off";
   std::string victim{runtime::to_string(o.steal.policy)};
   CLI::App cli(description, app);
   cli.add_option("--n", o.n, "matrix order");
@@ -55,6 +56,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--workers", o.workers, "CPU worker threads per rank");
   cli.add_option("--emulated-gflops", o.emulated_gflops, "speed of the emulated device, GFLOP/s");
   cli.add_option("--emulated-lanes", o.emulated_lanes, "tasks the emulated device runs at once");
+  cli.add_option("--emulated-compute", emulated_compute,
+                 "the emulated device also computes each task (on the CPU, within its modeled "
+                 "time): a node of the stated speed with exact results, on or off");
   cli.add_option("--seed", o.seed, "seed of the input matrices");
   cli.add_flag("--quiet", o.quiet, "print only the JSON line");
   cli.add_option("--comm-sleep-us", o.comm_max_sleep_us,
@@ -134,8 +138,13 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   if (extra.check) {
     if (const auto problem = extra.check(); !problem.empty()) return fail(problem);
   }
-  if (o.verify && o.kernel == runtime::DeviceKind::emulated) {
-    return fail("--verify needs --kernel cpu or cuda: the emulated device does not compute");
+  if (emulated_compute != "on" && emulated_compute != "off") {
+    return fail("--emulated-compute must be on or off, got '" + emulated_compute + "'");
+  }
+  o.emulated_compute = emulated_compute == "on";
+  if (o.verify && o.kernel == runtime::DeviceKind::emulated && !o.emulated_compute) {
+    return fail("--verify needs --kernel cpu or cuda, or the emulated device with --emulated-compute "
+                "on: without it the emulated device does not compute");
   }
   // An elastic job starts as one process that grows itself (runtime::ElasticSession): the
   // grid is over the ranks it grows to.
@@ -197,6 +206,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.cpu_workers = options.workers;
   r.emulated_gflops = options.emulated_gflops;
   r.emulated_lanes = options.emulated_lanes;
+  r.emulated_compute = options.emulated_compute;
   r.trace_path = options.trace_path;
   r.comm_max_sleep_us = options.comm_max_sleep_us;
   r.steal = options.steal;

@@ -68,6 +68,10 @@ struct RuntimeOptions {
   double emulated_gflops = 1000.0;
   /// Tasks the emulated device runs at once (streams of a GPU).
   int emulated_lanes = 1;
+  /// The emulated device also runs each task's CPU body, then waits out the rest of the
+  /// task's modeled time: a node of a stated speed whose results are exact. The modeled
+  /// speed must stay below what the host computes for the rank, or tasks take longer.
+  bool emulated_compute = false;
   /// CUDA device ordinal (device cuda).
   int cuda_device = 0;
   /// When not empty, every rank appends its trace (JSON lines) to this file.

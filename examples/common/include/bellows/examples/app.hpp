@@ -31,6 +31,7 @@ struct AppOptions {
   int workers = 1;                ///< CPU worker threads per rank
   double emulated_gflops = 1000;  ///< rate of the emulated device
   int emulated_lanes = 1;
+  bool emulated_compute = false;  ///< --emulated-compute on|off
   unsigned seed = 42;
   bool quiet = false;             ///< only the JSON line
   int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
