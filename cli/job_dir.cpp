@@ -20,6 +20,15 @@ std::filesystem::path run_dir() {
   return std::filesystem::path("/tmp") / ("bellows-" + std::to_string(::geteuid()));
 }
 
+std::filesystem::path local_pool_file() {
+  if (const char* file = std::getenv("BELLOWS_LOCAL_POOL"); file != nullptr && *file != '\0') return file;
+  const auto dir = std::filesystem::path("/tmp") / ("bellows-" + std::to_string(::geteuid()));
+  std::error_code ec;
+  if (std::filesystem::create_directory(dir, ec))
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace, ec);
+  return dir / "local-pool.json";
+}
+
 namespace {
 
 /// The job directory a Slurm job's `bellows run` wrote into the job's comment, or "" with

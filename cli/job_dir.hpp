@@ -14,6 +14,11 @@ namespace bellows::cli {
 /// $BELLOWS_RUN_DIR or /tmp/bellows-UID.
 [[nodiscard]] std::filesystem::path run_dir();
 
+/// The state file of the host's local node pool, shared by every `bellows run` of the local
+/// backend: $BELLOWS_LOCAL_POOL, or /tmp/bellows-UID/local-pool.json (the directory is made
+/// 0700 when missing).
+[[nodiscard]] std::filesystem::path local_pool_file();
+
 /// The directory of job `job` ("" or "latest": the job started last): RUN_DIR/JOB, else the
 /// one a job of that id running on this host named in its socket directory
 /// (transport::SocketDirectory), else the one a Slurm job of that id names in its comment.

@@ -206,6 +206,32 @@ bool grow_to_minimum(ctl::ResourceManager& rm, const std::string& job, unsigned 
   return true;
 }
 
+/// The job's first nodes from the host's pool: at once when they are idle, else, like a job
+/// pending in a batch queue, once other jobs gave them back (the job waits in the pool's queue,
+/// where their policies see it as a pending job). nullopt on a stop signal, having said why.
+std::optional<std::vector<std::string>> start_on_local_pool(ctl::LocalNodePool& pool, const std::string& job,
+                                                            unsigned nodes) {
+  auto first = pool.allocate(job, nodes);
+  if (first.status.ok()) return first.nodes;
+  pool.wait_for(job, nodes);
+  std::fprintf(stderr, "bellows: job %s waits for %u node(s) of the local pool (%s)\n", job.c_str(), nodes,
+               pool.holders_text().c_str());
+  const auto began = std::chrono::steady_clock::now();
+  while (g_stop_signal.load() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    first = pool.allocate(job, nodes);
+    if (first.status.ok()) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      std::fprintf(stderr, "bellows: job %s got %s after waiting %.2f s\n", job.c_str(),
+                   join(first.nodes, ", ").c_str(), seconds);
+      return first.nodes;
+    }
+  }
+  pool.stop_waiting(job);
+  std::fprintf(stderr, "bellows run: stopped while waiting for %u node(s) of the local pool\n", nodes);
+  return std::nullopt;
+}
+
 fs::path find_srun() {
   if (const char* path = std::getenv("BELLOWS_SRUN"); path != nullptr && *path != '\0') return path;
   return "srun";
@@ -267,6 +293,10 @@ int run_job(RunOptions o) {
     }
   }
 
+  // A stop signal ends waits (for Slurm, for the local pool) and then the job.
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+
   Backend backend;
   if (slurm) {
 #if BELLOWS_HAVE_SLURM_BACKEND
@@ -296,8 +326,23 @@ int run_job(RunOptions o) {
       return exit_bad_input;
     }
     backend.job = "local-" + std::to_string(::getpid());
-    backend.pool = std::make_unique<ctl::LocalNodePool>(pool_size);
+    // The host's pool, shared by every job of the local backend (as a cluster's nodes are).
+    backend.pool = std::make_unique<ctl::LocalNodePool>(local_pool_file(), pool_size);
   }
+  // Whatever happens from here on, the job's nodes go back to the host's pool at the end.
+  struct GiveBack {
+    ctl::LocalNodePool* pool;
+    std::string job;
+    ~GiveBack() {
+      if (pool == nullptr) return;
+      try {
+        pool->stop_waiting(job);
+        pool->release_all(job);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bellows run: %s\n", e.what());
+      }
+    }
+  } give_back{backend.pool.get(), backend.job};
   const std::string& job = backend.job;
   const fs::path job_dir = make_job_dir(job);
 #if BELLOWS_HAVE_SLURM_BACKEND
@@ -317,12 +362,9 @@ int run_job(RunOptions o) {
   ctl::SystemClock clock;
   if (!slurm) {
     backend.rm = std::make_unique<ctl::LocalResourceManager>(*backend.pool, clock);
-    const auto first = backend.pool->allocate(job, static_cast<unsigned>(min_nodes));
-    if (!first.status.ok()) {
-      std::fprintf(stderr, "bellows run: %s\n", first.status.text.c_str());
-      return exit_failed;
-    }
-    backend.nodes = first.nodes;
+    auto first = start_on_local_pool(*backend.pool, job, static_cast<unsigned>(min_nodes));
+    if (!first) return exit_failed;
+    backend.nodes = std::move(*first);
     // The launcher needs the controller's endpoint, which exists once the service is bound:
     // it is fixed by the socket directory, so it can be named first.
     backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(
@@ -351,9 +393,6 @@ int run_job(RunOptions o) {
   options.policy = policy;
   options.policy_file = o.policy_file;
   ctl::ControllerService service(options, *backend.rm, *backend.launcher, clock);
-
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
 
   std::fprintf(stderr, "bellows: job %s on %s (%s backend, nodes %d:%d%s%s), files in %s\n", job.c_str(),
                join(first_nodes, ", ").c_str(), o.backend.c_str(), min_nodes, max_nodes,

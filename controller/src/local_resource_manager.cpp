@@ -45,7 +45,7 @@ RmResult<std::vector<std::string>> LocalResourceManager::idle_nodes() {
 }
 
 RmResult<std::vector<PendingJob>> LocalResourceManager::pending_jobs() {
-  return {{RmCode::ok, ""}, {}};
+  return {{RmCode::ok, ""}, pool_.waiting_jobs()};
 }
 
 RmResult<std::vector<std::string>> LocalResourceManager::nodes_of(const std::string& job) {

@@ -48,7 +48,8 @@ def main():
 
     run_dir = tempfile.mkdtemp(prefix="bellows-cancel-test-")
     print(f"cancel: job files in {run_dir}", flush=True)
-    env = dict(os.environ, BELLOWS_RUN_DIR=run_dir, OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, BELLOWS_RUN_DIR=run_dir, OPENBLAS_NUM_THREADS="1",
+               BELLOWS_LOCAL_POOL=os.path.join(run_dir, "local-pool.json"))
     policy = os.path.join(run_dir, "cancel.yaml")
     with open(policy, "w") as f:
         f.write(POLICY)

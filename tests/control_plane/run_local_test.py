@@ -62,7 +62,7 @@ def main():
     print(f"run_local: job files in {run_dir} ({len(run_dir)} characters), sockets in {socket_root}",
           flush=True)
     env = dict(os.environ, BELLOWS_RUN_DIR=run_dir, BELLOWS_SOCKET_DIR=socket_root,
-               OPENBLAS_NUM_THREADS="1")
+               BELLOWS_LOCAL_POOL=os.path.join(top, "local-pool.json"), OPENBLAS_NUM_THREADS="1")
     policy = os.path.join(run_dir, "grow.yaml")
     with open(policy, "w") as f:
         f.write(POLICY)

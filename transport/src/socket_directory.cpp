@@ -2,6 +2,8 @@
 
 #include "bellows/transport/security.hpp"
 
+#include <bellows/protocol/process_identity.hpp>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 namespace bellows::transport {
 namespace {
@@ -48,29 +49,13 @@ std::string file_name_of(const std::string& job) {
   return name.empty() ? std::string("job") : name;
 }
 
-/// Field 22 of /proc/PID/stat (the start time in clock ticks since boot), or "" when the
-/// process does not exist. With the pid it names one process, even after the pid is reused.
-std::string start_time_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return {};
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return {};
-  std::istringstream fields(stat.substr(close + 2));  // from field 3 (state) on
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 22) return field;
-  }
-  return {};
-}
-
 /// True when the directory's owner file names a process that no longer exists.
 bool owner_gone(const fs::path& dir) {
   std::ifstream in(dir / "owner");
-  long pid = 0;
-  std::string started;
-  if (!(in >> pid >> started) || pid <= 0) return false;  // no owner file: not ours to judge
-  return start_time_of(static_cast<pid_t>(pid)) != started;
+  std::string text;
+  if (!std::getline(in, text)) return false;  // no owner file: not ours to judge
+  const auto owner = protocol::ProcessIdentity::parse(text);
+  return owner.pid > 0 && !owner.alive();
 }
 
 }  // namespace
@@ -137,7 +122,7 @@ SocketDirectory::SocketDirectory(const std::string& job, const fs::path& job_dir
       throw TransportError("cannot create directory " + path_.string() + ": " + std::strerror(errno));
   }
   for (const auto& [file, text] : {std::pair{"job_dir", fs::absolute(job_dir).lexically_normal().string()},
-                                    std::pair{"owner", std::to_string(::getpid()) + " " + start_time_of(::getpid())}}) {
+                                    std::pair{"owner", protocol::ProcessIdentity::self().text()}}) {
     std::ofstream out(path_ / file);
     out << text << '\n';
     out.close();

@@ -1,12 +1,22 @@
 #pragma once
-// The bookkeeping of the local backend: a fixed pool of emulated nodes on this host, named
-// <prefix>0 .. <prefix>N-1 ("local0", "local1", ...), each idle or allocated to one job.
-// The pool only records who holds what; starting a bellowsd for an emulated node belongs to a
-// NodeLauncher, so that the pool stays free of process management.
+// The bookkeeping of the local backend: a pool of emulated nodes on this host, named
+// <prefix>0 .. <prefix>N-1 ("local0", "local1", ...), each idle or allocated to one job, and
+// the jobs waiting for nodes. The pool only records who holds what; starting a bellowsd for an
+// emulated node belongs to a NodeLauncher, so that the pool stays free of process management.
+//
+// The local backend stands in for a batch system, so its nodes belong to the host, not to one
+// job: a pool opened on a state file (every `bellows run` of the user opens the same one,
+// BELLOWS_LOCAL_POOL, default /tmp/bellows-UID/local-pool.json) is shared by every process
+// that opens it. Each operation locks the file (flock), reads it, applies, writes it back.
+// The file records, per job, the process that holds its nodes (protocol::ProcessIdentity):
+// nodes and waits of a job whose process is gone (killed) are given back at the next
+// operation of anyone. A pool made without a file lives in one process (tests).
 
 #include "bellows/controller/resource_manager.hpp"
 
 #include <cstddef>
+#include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -27,19 +37,26 @@ class NodeLauncher {
   virtual RmStatus stop(const std::string& node) = 0;
 };
 
-/// A fixed set of emulated nodes and which job holds each.
+/// A set of emulated nodes, which job holds each, and which jobs wait for nodes.
 ///
-/// Allocation takes the lowest-numbered idle nodes, so that a run is reproducible.
+/// Allocation takes the lowest-numbered idle nodes, so that a run is reproducible; nodes
+/// waited for go to the waiting jobs first, oldest first, as a batch system's queue would.
 /// Errors are answered as RmStatus with a text that names the node and the job.
-/// Thread safety: every method may be called from any thread (one mutex).
+/// Thread safety: every method may be called from any thread (one mutex, and the file's
+/// lock between processes).
 class LocalNodePool {
  public:
-  /// size nodes named prefix + index. Throws std::invalid_argument when size is 0 or the
-  /// prefix is empty.
+  /// size nodes named prefix + index, in this process only. Throws std::invalid_argument
+  /// when size is 0 or the prefix is empty.
   explicit LocalNodePool(std::size_t size, std::string prefix = "local");
+  /// The pool kept in `state_file`, shared with every process that opens it; it grows to at
+  /// least `at_least` nodes. Creates the file (0600) when missing. Throws
+  /// std::invalid_argument for 0 nodes or an empty prefix, std::runtime_error naming the
+  /// file when it cannot be opened, locked, read or written.
+  LocalNodePool(std::filesystem::path state_file, std::size_t at_least, std::string prefix = "local");
 
   /// The number of nodes, idle or not.
-  [[nodiscard]] std::size_t size() const noexcept { return owners_.size(); }
+  [[nodiscard]] std::size_t size() const;
   /// All node names in index order.
   [[nodiscard]] std::vector<std::string> names() const;
   /// True when the pool has a node of this name.
@@ -71,13 +88,37 @@ class LocalNodePool {
   /// The idle nodes in index order.
   [[nodiscard]] std::vector<std::string> idle_nodes() const;
 
+  /// Puts the job in the queue of jobs waiting for `nodes` nodes (or updates its count);
+  /// allocations of other jobs then leave the nodes it waits for. A job that gets its nodes
+  /// from allocate() leaves the queue.
+  void wait_for(const std::string& job, unsigned nodes);
+  /// Takes the job out of the queue (it gave up).
+  void stop_waiting(const std::string& job);
+  /// The waiting jobs, oldest first.
+  [[nodiscard]] std::vector<PendingJob> waiting_jobs() const;
+  /// Who holds what now, one line: "local0 job-a, local1 idle, ...", for messages.
+  [[nodiscard]] std::string holders_text() const;
+
  private:
-  [[nodiscard]] std::optional<std::size_t> index_of(const std::string& node) const;
-  [[nodiscard]] std::string range_text() const;
+  struct State {
+    std::vector<std::string> owners;  ///< per node index: the job holding it, "" when idle
+    std::vector<PendingJob> waiting;  ///< oldest first
+    std::map<std::string, std::string> processes;  ///< job -> ProcessIdentity::text()
+  };
+
+  /// Runs f(state, changed) on the current state under the lock (and the file's), and saves
+  /// the state when f set `changed`; returns what f returns.
+  template <class F>
+  auto update(F&& f) const;
+
+  [[nodiscard]] std::optional<std::size_t> index_of(const State& state, const std::string& node) const;
+  [[nodiscard]] std::string range_text(const State& state) const;
 
   std::string prefix_;
+  std::filesystem::path state_file_;  ///< empty: this process only
+  std::size_t at_least_ = 0;
   mutable std::mutex mutex_;
-  std::vector<std::string> owners_;  ///< per node index: the job holding it, "" when idle
+  mutable State state_;
 };
 
 }  // namespace bellows::controller

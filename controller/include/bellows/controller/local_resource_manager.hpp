@@ -14,7 +14,8 @@ namespace bellows::controller {
 /// ResourceManager over a LocalNodePool. Answers come from progress() once `latency` has
 /// passed on the clock since the call; an expansion is decided when it is answered (so a
 /// release answered earlier can make room for it). It never answers with timeout: the pool
-/// decides at once. It has no queue of its own, so pending_jobs() is always empty.
+/// decides at once. pending_jobs() are the jobs waiting in the pool's queue for their first
+/// nodes (other `bellows run` of this host on a shared pool).
 ///
 /// Thread safety: as ResourceManager (one thread). The pool may be shared with other
 /// users, which it allows.
