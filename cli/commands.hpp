@@ -26,6 +26,9 @@ void add_policy_command(CLI::App& app, Outcome& outcome);
 /// `bellows run [--backend local] [--nodes MIN:MAX] [--policy FILE] -- PROGRAM ARGS...`.
 void add_run_command(CLI::App& app, Outcome& outcome);
 
+/// `bellows doctor [--json]`: can the Slurm cluster run elastic jobs, and what to fix.
+void add_doctor_command(CLI::App& app, Outcome& outcome);
+
 /// `bellows status [JOB]`, `bellows resize +K|-K [--job JOB]`, `bellows events [JOB]`,
 /// `bellows plot [JOB] [--out PNG]`.
 void add_job_commands(CLI::App& app, Outcome& outcome);

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   CLI::App app{"bellows: elastic jobs for HPC clusters", "bellows"};
   Outcome outcome;
   add_policy_command(app, outcome);
+  add_doctor_command(app, outcome);
   add_run_command(app, outcome);
   add_job_commands(app, outcome);
   allow_unknown_subcommand_names(app);

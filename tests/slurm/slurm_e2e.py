@@ -146,6 +146,30 @@ def test_srun_and_sacct(c, args):
     log(f"sacct: {'|'.join(rows[0])}")
 
 
+def test_doctor(c, args):
+    """bellows doctor on the test cluster: no problem; each check said; exit 0. Then the same
+    with slurm.conf out of reach: the one problem named, exit 1."""
+    result = c.run([args.bellows, "doctor"], ok=False)
+    print(result.stdout, end="")
+    check(result.returncode == 0, f"bellows doctor exited {result.returncode}: {result.stderr}")
+    lines = result.stdout.splitlines()
+    for expected in ("ok       slurmctld: answers (cluster bellows, Slurm 22.05",
+                     "ok       job expansion: permitted (SchedulerParameters=permit_job_expansion",
+                     "ok       accounting: slurmdbd (accounting_storage/slurmdbd)",
+                     f"ok       SPANK plugin: loaded by {c.dir}/etc/plugstack.conf: required {args.plugin}",
+                     "warning  select plugin: select/linear",
+                     "ok       munge: reachable (socket=",
+                     "bellows doctor: 0 problem(s), 2 warning(s): elastic jobs can run here"):
+        check(any(line.startswith(expected) for line in lines), f"no line starting '{expected}'")
+    env = dict(c.env, SLURM_CONF=str(c.dir / "etc" / "missing.conf"))
+    broken = subprocess.run([args.bellows, "doctor"], env=env, capture_output=True, text=True, timeout=60)
+    check(broken.returncode == 1 and broken.stdout.startswith(
+              f"problem  slurmctld: scontrol show config failed: SLURM_CONF={c.dir}/etc/missing.conf names no file"),
+          f"bellows doctor without a slurm.conf: {broken.returncode} {broken.stdout!r}")
+    log("bellows doctor: no problem on this cluster; without its slurm.conf: " +
+        broken.stdout.splitlines()[0])
+
+
 def test_sbatch_help(c, args):
     out = c.run(["sbatch", "--help"]).stdout
     check("Options provided by plugins:" in out, "sbatch --help has no plugin options section")
@@ -300,6 +324,7 @@ TESTS = {
     "sinfo_nodes_idle": test_sinfo_nodes_idle,
     "srun_and_sacct": test_srun_and_sacct,
     "sbatch_help": test_sbatch_help,
+    "doctor": test_doctor,
     "reject_bad_elastic": test_reject_bad_elastic,
     "reject_bad_policy": test_reject_bad_policy,
     "elastic_job_environment": test_elastic_job_environment,

@@ -1,0 +1,168 @@
+#include "doctor.hpp"
+
+#include <sstream>
+
+namespace bellows::cli {
+namespace {
+
+std::string trim(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return {};
+  const auto last = text.find_last_not_of(" \t\r");
+  return text.substr(first, last - first + 1);
+}
+
+std::string value_of(const SiteFacts& facts, const std::string& key) {
+  const auto it = facts.config.find(key);
+  return it == facts.config.end() || it->second == "(null)" ? std::string() : it->second;
+}
+
+/// True when `list` (comma-separated) holds `item`, also as "item=...".
+bool list_has(const std::string& list, const std::string& item) {
+  std::istringstream in(list);
+  std::string entry;
+  while (std::getline(in, entry, ',')) {
+    entry = trim(entry);
+    if (entry == item || entry.rfind(item + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+/// The non-comment lines of a plugstack file that load spank_bellows.so.
+bool loads_bellows_plugin(const std::string& plugstack, std::string& line_found) {
+  std::istringstream in(plugstack);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    if (t.find("spank_bellows.so") != std::string::npos &&
+        (t.rfind("required", 0) == 0 || t.rfind("optional", 0) == 0)) {
+      line_found = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* to_string(Verdict verdict) noexcept {
+  switch (verdict) {
+    case Verdict::ok: return "ok";
+    case Verdict::warning: return "warning";
+    case Verdict::problem: return "problem";
+  }
+  return "?";
+}
+
+std::map<std::string, std::string> parse_scontrol_config(const std::string& text) {
+  std::map<std::string, std::string> config;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    const std::string key = trim(line.substr(0, eq));
+    if (key.empty() || key.find(' ') != std::string::npos) continue;
+    config[key] = trim(line.substr(eq + 3));
+  }
+  return config;
+}
+
+std::vector<Finding> diagnose(const SiteFacts& facts) {
+  std::vector<Finding> out;
+  if (!facts.config_error.empty()) {
+    out.push_back({"slurmctld", Verdict::problem,
+                   "scontrol show config failed: " + facts.config_error,
+                   "start slurmctld, or point SLURM_CONF at the cluster's slurm.conf"});
+    return out;
+  }
+  out.push_back({"slurmctld", Verdict::ok,
+                 "answers (cluster " + value_of(facts, "ClusterName") + ", Slurm " +
+                     value_of(facts, "SLURM_VERSION") + ")",
+                 ""});
+
+  const std::string scheduler = value_of(facts, "SchedulerParameters");
+  if (list_has(scheduler, "permit_job_expansion")) {
+    out.push_back({"job expansion", Verdict::ok,
+                   "permitted (SchedulerParameters=" + scheduler + "): a job grows under its own job id", ""});
+  } else {
+    out.push_back({"job expansion", Verdict::problem,
+                   "not permitted (SchedulerParameters=" + (scheduler.empty() ? std::string("(none)") : scheduler) +
+                       "): Slurm refuses to merge new nodes into a running job, and Bellows grows jobs only "
+                       "that way today",
+                   "add permit_job_expansion to SchedulerParameters in slurm.conf, then scontrol reconfigure"});
+  }
+
+  const std::string accounting = value_of(facts, "AccountingStorageType");
+  if (accounting == "accounting_storage/slurmdbd") {
+    out.push_back({"accounting", Verdict::ok, "slurmdbd (" + accounting + ")", ""});
+  } else {
+    out.push_back({"accounting", Verdict::problem,
+                   (accounting.empty() ? std::string("none") : accounting) +
+                       ": a resized job can be resized once; every later update of it fails with \"Job "
+                       "update not available right now, the DB index is being set\"",
+                   "run slurmdbd and set AccountingStorageType=accounting_storage/slurmdbd"});
+  }
+
+  const std::string plugstack = value_of(facts, "PlugStackConfig");
+  std::string plugin_line;
+  if (!facts.plugstack_error.empty()) {
+    out.push_back({"SPANK plugin", Verdict::problem,
+                   "cannot read PlugStackConfig " + plugstack + ": " + facts.plugstack_error,
+                   "add the line `required /PATH/TO/spank_bellows.so` to " +
+                       (plugstack.empty() ? std::string("plugstack.conf (PlugStackConfig)") : plugstack)});
+  } else if (loads_bellows_plugin(facts.plugstack_text, plugin_line)) {
+    out.push_back({"SPANK plugin", Verdict::ok, "loaded by " + plugstack + ": " + plugin_line, ""});
+  } else {
+    out.push_back({"SPANK plugin", Verdict::problem,
+                   plugstack + " does not load spank_bellows.so: sbatch has no --elastic option",
+                   "add the line `required /PATH/TO/spank_bellows.so` to " + plugstack});
+  }
+
+  const std::string select = value_of(facts, "SelectType");
+  if (select == "select/linear") {
+    out.push_back({"select plugin", Verdict::warning,
+                   "select/linear: it can lose count of a node that joined a job by expansion and left "
+                   "it; the node then shows idle but takes no job",
+                   "scontrol reconfigure rebuilds its books (docs/slurm.md, Troubleshooting)"});
+  } else if (select == "select/cons_tres" || select == "select/cons_res") {
+    out.push_back({"select plugin", Verdict::warning,
+                   select + ": nodes are shared by default; an expansion's helper job may land on a node "
+                            "the job already holds",
+                   "give elastic jobs whole nodes (--exclusive) or OverSubscribe=EXCLUSIVE on their partition"});
+  } else {
+    out.push_back({"select plugin", Verdict::ok, select.empty() ? "(unknown)" : select, ""});
+  }
+
+  const std::string prolog = value_of(facts, "PrologFlags");
+  if (list_has(prolog, "Contain")) {
+    out.push_back({"extern step", Verdict::problem,
+                   "PrologFlags=" + prolog + ": every job gets an extern step, and Slurm refuses to merge a "
+                   "helper job that has a step (pam_slurm_adopt sites use Contain)",
+                   "no same-id expansion on this cluster; elastic jobs cannot grow until Bellows spans a "
+                   "companion allocation"});
+  } else {
+    out.push_back({"extern step", Verdict::ok, "no extern step (PrologFlags=" + (prolog.empty() ? "none" : prolog) + ")", ""});
+  }
+
+  const std::string auth = value_of(facts, "AuthType");
+  if (auth != "auth/munge") {
+    out.push_back({"munge", Verdict::warning, "AuthType=" + auth + ": not munge", ""});
+  } else if (facts.munge_error.empty()) {
+    out.push_back({"munge", Verdict::ok, "reachable (" + value_of(facts, "AuthInfo") + ")", ""});
+  } else {
+    out.push_back({"munge", Verdict::problem, "unreachable: " + facts.munge_error,
+                   "start munged on this host with the cluster's key"});
+  }
+
+  out.push_back({"control plane", Verdict::warning,
+                 "a job's controller listens on a Unix socket of its batch host, and its daemons reach it "
+                 "there: every node of an elastic job must be that host (one host with several slurmd, "
+                 "as scripts/local-slurm starts)",
+                 "on a cluster of separate hosts, elastic jobs need the TCP control plane, which is not built "
+                 "yet"});
+  return out;
+}
+
+}  // namespace bellows::cli

@@ -1,0 +1,109 @@
+// `bellows doctor`'s diagnosis on canned facts: each check's verdict and its text, for a
+// cluster that can run elastic jobs and for each way one cannot.
+
+#include "doctor.hpp"
+
+#include <gtest/gtest.h>
+
+namespace bellows::cli {
+namespace {
+
+const char* kGoodConfig = R"(Configuration data as of 2026-11-24T16:20:00
+AccountingStorageType   = accounting_storage/slurmdbd
+AuthInfo                = socket=/tmp/s/munge.socket.2
+AuthType                = auth/munge
+ClusterName             = bellows
+PlugStackConfig         = /etc/slurm/plugstack.conf
+PrologFlags             = (null)
+SchedulerParameters     = permit_job_expansion,batch_sched_delay=0
+SelectType              = select/linear
+SlurmctldHost[0]        = vm(127.0.0.1)
+SLURM_VERSION           = 22.05.8
+)";
+
+SiteFacts good() {
+  SiteFacts f;
+  f.config = parse_scontrol_config(kGoodConfig);
+  f.plugstack_text = "# plugins\nrequired /opt/bellows/lib/spank_bellows.so\n";
+  return f;
+}
+
+const Finding& find(const std::vector<Finding>& all, const std::string& check) {
+  for (const Finding& f : all) {
+    if (f.check == check) return f;
+  }
+  static const Finding none{"(missing)", Verdict::problem, "", ""};
+  return none;
+}
+
+TEST(Doctor, ParsesScontrolShowConfig) {
+  const auto c = parse_scontrol_config(kGoodConfig);
+  EXPECT_EQ(c.at("SchedulerParameters"), "permit_job_expansion,batch_sched_delay=0");
+  EXPECT_EQ(c.at("SlurmctldHost[0]"), "vm(127.0.0.1)");
+  EXPECT_EQ(c.at("PrologFlags"), "(null)");
+  EXPECT_EQ(c.count("Configuration data as of 2026-11-24T16:20:00"), 0u);
+}
+
+TEST(Doctor, AClusterThatCanRunElasticJobsHasNoProblem) {
+  const auto all = diagnose(good());
+  std::vector<std::string> checks;
+  for (const Finding& f : all) {
+    checks.push_back(f.check);
+    EXPECT_NE(f.verdict, Verdict::problem) << f.check << ": " << f.what;
+  }
+  EXPECT_EQ(checks, (std::vector<std::string>{"slurmctld", "job expansion", "accounting", "SPANK plugin",
+                                              "select plugin", "extern step", "munge", "control plane"}));
+  EXPECT_EQ(find(all, "slurmctld").what, "answers (cluster bellows, Slurm 22.05.8)");
+  EXPECT_EQ(find(all, "SPANK plugin").what,
+            "loaded by /etc/slurm/plugstack.conf: required /opt/bellows/lib/spank_bellows.so");
+  EXPECT_EQ(find(all, "munge").what, "reachable (socket=/tmp/s/munge.socket.2)");
+  EXPECT_EQ(find(all, "select plugin").verdict, Verdict::warning);
+}
+
+TEST(Doctor, EachProblemIsNamedWithItsFix) {
+  SiteFacts f = good();
+  f.config["SchedulerParameters"] = "batch_sched_delay=0";
+  f.config["AccountingStorageType"] = "accounting_storage/none";
+  f.config["PrologFlags"] = "Alloc,Contain";
+  f.plugstack_text = "# required /opt/bellows/lib/spank_bellows.so\n";
+  f.munge_error = "/tmp/s/munge.socket.2: Connection refused";
+  const auto all = diagnose(f);
+  const Finding& expansion = find(all, "job expansion");
+  EXPECT_EQ(expansion.verdict, Verdict::problem);
+  EXPECT_EQ(expansion.what,
+            "not permitted (SchedulerParameters=batch_sched_delay=0): Slurm refuses to merge new nodes into a "
+            "running job, and Bellows grows jobs only that way today");
+  EXPECT_EQ(expansion.fix, "add permit_job_expansion to SchedulerParameters in slurm.conf, then scontrol reconfigure");
+  EXPECT_EQ(find(all, "accounting").verdict, Verdict::problem);
+  EXPECT_EQ(find(all, "accounting").fix, "run slurmdbd and set AccountingStorageType=accounting_storage/slurmdbd");
+  EXPECT_EQ(find(all, "extern step").verdict, Verdict::problem);
+  EXPECT_EQ(find(all, "SPANK plugin").what,
+            "/etc/slurm/plugstack.conf does not load spank_bellows.so: sbatch has no --elastic option");
+  EXPECT_EQ(find(all, "SPANK plugin").fix,
+            "add the line `required /PATH/TO/spank_bellows.so` to /etc/slurm/plugstack.conf");
+  EXPECT_EQ(find(all, "munge").what, "unreachable: /tmp/s/munge.socket.2: Connection refused");
+}
+
+TEST(Doctor, NoSlurmctldIsTheOneFinding) {
+  SiteFacts f;
+  f.config_error = "scontrol: error: Unable to contact slurm controller (connect failure)";
+  const auto all = diagnose(f);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].verdict, Verdict::problem);
+  EXPECT_EQ(all[0].what,
+            "scontrol show config failed: scontrol: error: Unable to contact slurm controller (connect failure)");
+}
+
+TEST(Doctor, SharedNodeSelectAndAnUnreadablePlugstackAreSaid) {
+  SiteFacts f = good();
+  f.config["SelectType"] = "select/cons_tres";
+  f.plugstack_text.clear();
+  f.plugstack_error = "No such file or directory";
+  const auto all = diagnose(f);
+  EXPECT_EQ(find(all, "select plugin").verdict, Verdict::warning);
+  EXPECT_EQ(find(all, "SPANK plugin").what,
+            "cannot read PlugStackConfig /etc/slurm/plugstack.conf: No such file or directory");
+}
+
+}  // namespace
+}  // namespace bellows::cli
