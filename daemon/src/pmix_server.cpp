@@ -374,7 +374,6 @@ void rank_event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* so
         metrics.steals_failed = get<std::uint64_t>(payload, proto::kMetricsStealsFailed);
         metrics.iteration_seconds = get<double>(payload, proto::kMetricsIterationSeconds);
         metrics.iteration = get<std::uint64_t>(payload, proto::kMetricsIteration);
-        metrics.request_id = get<std::uint64_t>(payload, proto::kMetricsRequestId);
         metrics.job_gflops = get<double>(payload, proto::kMetricsJobGflops);
       }
     } catch (const std::invalid_argument& e) {

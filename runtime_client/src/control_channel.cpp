@@ -64,7 +64,7 @@ int uri_port(const std::string& uri) {
   return (end != uri.c_str() + colon + 1 && port > 0 && port < 65536) ? static_cast<int>(port) : -1;
 }
 
-using Event = std::variant<ExpandEvent, ShrinkEvent, CommitEvent, AbortEvent, MetricsRequestEvent>;
+using Event = std::variant<ExpandEvent, ShrinkEvent, CommitEvent, AbortEvent>;
 
 /// Values of the Bellows keys of an event.
 struct Fields {
@@ -121,7 +121,6 @@ Event decode_event(pmix_status_t code, pmix_info_t info[], size_t ninfo) {
     case proto::kResizeCommitted: return CommitEvent{f.number(proto::kResizeId)};
     case proto::kResizeAborted:
       return AbortEvent{f.number(proto::kResizeId), f.text(proto::kAbortReason)};
-    case proto::kMetricsRequest: return MetricsRequestEvent{f.number(proto::kRequestId)};
     default: throw std::invalid_argument("unknown event code " + std::to_string(code));
   }
 }
@@ -147,7 +146,6 @@ struct ControlChannel::State {
   std::function<void(const ShrinkEvent&)> shrink;
   std::function<void(const CommitEvent&)> commit;
   std::function<void(const AbortEvent&)> abort;
-  std::function<void(const MetricsRequestEvent&)> metrics_request;
 };
 
 namespace {
@@ -214,8 +212,7 @@ ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
 
     g_state.store(state.get());
     pmix_status_t codes[] = {proto::kExpandDecided, proto::kShrinkDecided,
-                             proto::kResizeCommitted, proto::kResizeAborted,
-                             proto::kMetricsRequest};
+                             proto::kResizeCommitted, proto::kResizeAborted};
     Info handler_info(1);
     handler_info.load(0, PMIX_EVENT_HDLR_NAME, "bellows.control", PMIX_STRING);
     rc = PMIx_Register_event_handler(codes, std::size(codes), handler_info.data(),
@@ -303,7 +300,7 @@ ResizeAnswer ControlChannel::request_resize(int delta_nodes) {
 }
 
 void ControlChannel::publish_metrics(const RankMetrics& m) {
-  Info info(11);
+  Info info(10);
   info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
   info.load(1, proto::kMetricsRank, &m.rank, PMIX_UINT64);
   info.load(2, proto::kMetricsReadyTasks, &m.ready_tasks, PMIX_UINT64);
@@ -312,12 +309,11 @@ void ControlChannel::publish_metrics(const RankMetrics& m) {
   info.load(5, proto::kMetricsStealsFailed, &m.steals_failed, PMIX_UINT64);
   info.load(6, proto::kMetricsIterationSeconds, &m.iteration_seconds, PMIX_DOUBLE);
   info.load(7, proto::kMetricsIteration, &m.iteration, PMIX_UINT64);
-  info.load(8, proto::kMetricsRequestId, &m.request_id, PMIX_UINT64);
-  info.load(9, proto::kMetricsJobGflops, &m.job_gflops, PMIX_DOUBLE);
+  info.load(8, proto::kMetricsJobGflops, &m.job_gflops, PMIX_DOUBLE);
   // PMIx 4.2.2 otherwise keeps every notification in a cache of limited size: a tool that
   // publishes often fails with OUT-OF-RESOURCE or crashes once it is full.
   const bool no_cache = true;
-  info.load(10, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
+  info.load(9, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
   // The blocking form: PMIx 4.2.2 runs the completion callback of the non-blocking form twice
   // for a tool (once for the local delivery, once for the daemon's acknowledgement), so the
   // array could not be released from it safely.
@@ -365,9 +361,6 @@ void ControlChannel::on_commit(std::function<void(const CommitEvent&)> callback)
 void ControlChannel::on_abort(std::function<void(const AbortEvent&)> callback) {
   state_->abort = std::move(callback);
 }
-void ControlChannel::on_metrics_request(std::function<void(const MetricsRequestEvent&)> callback) {
-  state_->metrics_request = std::move(callback);
-}
 
 std::size_t ControlChannel::poll_events(std::chrono::milliseconds wait) {
   std::deque<Event> events;
@@ -388,10 +381,8 @@ std::size_t ControlChannel::poll_events(std::chrono::milliseconds wait) {
             if (s.shrink) s.shrink(e);
           } else if constexpr (std::is_same_v<E, CommitEvent>) {
             if (s.commit) s.commit(e);
-          } else if constexpr (std::is_same_v<E, AbortEvent>) {
-            if (s.abort) s.abort(e);
           } else {
-            if (s.metrics_request) s.metrics_request(e);
+            if (s.abort) s.abort(e);
           }
         },
         event);

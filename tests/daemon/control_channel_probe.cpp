@@ -59,13 +59,6 @@ int roundtrip(ControlChannel& channel) {
                 e.reason.c_str());
     aborted = true;
   });
-  channel.on_metrics_request([&channel](const bellows::runtime::MetricsRequestEvent& e) {
-    std::printf("metrics-request id=%llu\n", static_cast<unsigned long long>(e.request_id));
-    bellows::runtime::RankMetrics m;
-    m.rank = 3;
-    m.request_id = e.request_id;
-    channel.publish_metrics(m);
-  });
 
   print_answer("answer", channel.request_resize(2));
   bellows::runtime::RankMetrics m;
@@ -76,6 +69,7 @@ int roundtrip(ControlChannel& channel) {
   m.steals_failed = 4;
   m.iteration_seconds = 0.125;
   m.iteration = 6;
+  m.job_gflops = 41.5;
   channel.publish_metrics(m);
   std::printf("published\n");
   std::fflush(stdout);

@@ -74,7 +74,6 @@ struct ReceivedMetrics {
   std::uint64_t steals_failed = 0;
   double iteration_seconds = 0.0;
   std::uint64_t iteration = 0;
-  std::uint64_t request_id = 0;
   double job_gflops = 0.0;
 };
 

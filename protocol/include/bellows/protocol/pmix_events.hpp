@@ -46,8 +46,7 @@ inline constexpr pmix_status_t kShrinkDecided = kEventBase - 2;
 inline constexpr pmix_status_t kResizeCommitted = kEventBase - 3;
 /// daemon -> ranks: the resize kResizeId was given up. Payload: kResizeId, kAbortReason.
 inline constexpr pmix_status_t kResizeAborted = kEventBase - 4;
-/// daemon -> ranks: publish metrics now (kRequestId echoed back in kMetricsRequestId).
-inline constexpr pmix_status_t kMetricsRequest = kEventBase - 5;
+// kEventBase - 5 is not used (it was a metrics request that nothing sent).
 /// rank -> daemon (range PMIX_RANGE_RM): one rank's metrics, keys kMetrics*.
 inline constexpr pmix_status_t kRankMetrics = kEventBase - 6;
 /// rank -> daemon (range PMIX_RANGE_RM): how the resize kResizeId ended on the rank.
@@ -70,7 +69,6 @@ inline constexpr EventCode kEventCodes[] = {
     {kShrinkDecided, "kShrinkDecided", "shrink-decided"},
     {kResizeCommitted, "kResizeCommitted", "resize-committed"},
     {kResizeAborted, "kResizeAborted", "resize-aborted"},
-    {kMetricsRequest, "kMetricsRequest", "metrics-request"},
     {kRankMetrics, "kRankMetrics", "rank-metrics"},
     {kResizeReport, "kResizeReport", "resize-report"},
     {kRankAttached, "kRankAttached", "rank-attached"},
@@ -100,8 +98,6 @@ inline constexpr const char* kShrinkRanks = "bellows.shrink.ranks";
 inline constexpr const char* kShrinkNodes = "bellows.shrink.nodes";
 /// string: why a resize was given up.
 inline constexpr const char* kAbortReason = "bellows.abort.reason";
-/// uint64: identifier of a metrics request.
-inline constexpr const char* kRequestId = "bellows.request.id";
 /// string: the daemon's answer to an allocation request, readable text.
 inline constexpr const char* kReplyText = "bellows.reply.text";
 
@@ -139,8 +135,6 @@ inline constexpr const char* kMetricsIteration = "bellows.metrics.iteration";
 /// double: the whole job's GFLOP/s in the last iteration (reported by the job's first rank;
 /// 0 from the others).
 inline constexpr const char* kMetricsJobGflops = "bellows.metrics.job_gflops";
-/// uint64: kRequestId of the kMetricsRequest this answers, 0 for a periodic report.
-inline constexpr const char* kMetricsRequestId = "bellows.metrics.request_id";
 
 /// A Bellows payload key: the name of its constant and the PMIx data type it carries.
 struct PayloadKey {
@@ -158,7 +152,6 @@ inline constexpr PayloadKey kPayloadKeys[] = {
     {kShrinkRanks, "kShrinkRanks", PMIX_STRING},
     {kShrinkNodes, "kShrinkNodes", PMIX_STRING},
     {kAbortReason, "kAbortReason", PMIX_STRING},
-    {kRequestId, "kRequestId", PMIX_UINT64},
     {kReplyText, "kReplyText", PMIX_STRING},
     {kAttachedPid, "kAttachedPid", PMIX_UINT64},
     {kReportOutcome, "kReportOutcome", PMIX_STRING},
@@ -173,7 +166,6 @@ inline constexpr PayloadKey kPayloadKeys[] = {
     {kMetricsIterationSeconds, "kMetricsIterationSeconds", PMIX_DOUBLE},
     {kMetricsIteration, "kMetricsIteration", PMIX_UINT64},
     {kMetricsJobGflops, "kMetricsJobGflops", PMIX_DOUBLE},
-    {kMetricsRequestId, "kMetricsRequestId", PMIX_UINT64},
 };
 
 /// The PMIx data type a Bellows key carries (PMIX_UINT64, PMIX_DOUBLE or PMIX_STRING), or

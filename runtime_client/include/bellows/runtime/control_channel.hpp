@@ -33,8 +33,6 @@ struct RankMetrics {
   std::uint64_t iteration = 0;
   /// The whole job's GFLOP/s in that iteration (the job's first rank), else 0.
   double job_gflops = 0.0;
-  /// The MetricsRequestEvent::request_id this answers, 0 for a periodic report.
-  std::uint64_t request_id = 0;
 };
 
 /// How a resize ended on this rank, for the daemon (protocol kResizeReport).
@@ -85,10 +83,6 @@ struct AbortEvent {
   std::uint64_t resize_id = 0;
   std::string reason;
 };
-/// The daemon asks for metrics now; answer with RankMetrics::request_id = request_id.
-struct MetricsRequestEvent {
-  std::uint64_t request_id = 0;
-};
 
 /// Could not attach to the daemon, or a call to it failed at the PMIx level.
 class ControlChannelError : public std::runtime_error {
@@ -136,7 +130,6 @@ class ControlChannel {
   void on_shrink(std::function<void(const ShrinkEvent&)> callback);
   void on_commit(std::function<void(const CommitEvent&)> callback);
   void on_abort(std::function<void(const AbortEvent&)> callback);
-  void on_metrics_request(std::function<void(const MetricsRequestEvent&)> callback);
 
   /// Runs the callbacks of the events received so far (in arrival order), waiting up to
   /// `wait` for the first one when none is queued. Returns the number of events taken
