@@ -102,7 +102,6 @@ struct ControllerLink::State {
         payload[pmix::kExpandHosts] = join(d->new_nodes);
       } else {
         code = pmix::kShrinkDecided;
-        payload[pmix::kShrinkRanks] = join(d->leaving_ranks);
         payload[pmix::kShrinkNodes] = join(d->leaving_nodes);
       }
       report_notify(code, payload);

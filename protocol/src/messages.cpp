@@ -64,7 +64,6 @@ void fields(V& v, M& m) {
   v("kind", m.kind);
   v("count", m.count);
   v("new_nodes", m.new_nodes);
-  v("leaving_ranks", m.leaving_ranks);
   v("leaving_nodes", m.leaving_nodes);
 }
 template <class V, class M>
@@ -171,8 +170,8 @@ std::string check(const ResizeDecided& m, std::uint16_t) {
   const auto k = static_cast<unsigned>(m.kind);
   if (k != 1 && k != 2) return "kind: " + std::to_string(k) + " is neither expand (1) nor shrink (2)";
   if (m.count == 0) return "count: 0";
-  if (m.kind == ResizeKind::expand && (!m.leaving_ranks.empty() || !m.leaving_nodes.empty())) {
-    return "leaving_ranks: an expand names no leaving ranks or nodes";
+  if (m.kind == ResizeKind::expand && !m.leaving_nodes.empty()) {
+    return "leaving_nodes: an expand names no leaving nodes";
   }
   if (m.kind == ResizeKind::shrink && !m.new_nodes.empty()) {
     return "new_nodes: a shrink names no new nodes";

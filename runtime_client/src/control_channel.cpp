@@ -106,18 +106,8 @@ Event decode_event(pmix_status_t code, pmix_info_t info[], size_t ninfo) {
     case proto::kExpandDecided:
       return ExpandEvent{f.number(proto::kResizeId), f.number(proto::kExpandCount),
                          split(f.text(proto::kExpandHosts))};
-    case proto::kShrinkDecided: {
-      ShrinkEvent e{f.number(proto::kResizeId), {}, split(f.text(proto::kShrinkNodes))};
-      for (const auto& r : split(f.text(proto::kShrinkRanks))) {
-        char* end = nullptr;
-        const unsigned long long rank = std::strtoull(r.c_str(), &end, 10);
-        if (end == r.c_str() || *end != '\0')
-          throw std::invalid_argument("'" + std::string(proto::kShrinkRanks) + "' holds '" + r +
-                                      "', not a rank");
-        e.ranks.push_back(rank);
-      }
-      return e;
-    }
+    case proto::kShrinkDecided:
+      return ShrinkEvent{f.number(proto::kResizeId), split(f.text(proto::kShrinkNodes))};
     case proto::kResizeCommitted: return CommitEvent{f.number(proto::kResizeId)};
     case proto::kResizeAborted:
       return AbortEvent{f.number(proto::kResizeId), f.text(proto::kAbortReason)};

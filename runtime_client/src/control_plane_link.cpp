@@ -103,7 +103,6 @@ void ControlPlaneLink::attach(ElasticJob& job) {
   channel_.on_shrink([this](const ShrinkEvent& e) {
     if (job_->rank() != 0) return;
     std::vector<int> ranks;
-    for (std::uint64_t r : e.ranks) ranks.push_back(static_cast<int>(r));
     for (const std::string& node : e.nodes) {
       const auto it = std::ranges::find(nodes_by_rank_, node);
       if (it == nodes_by_rank_.end()) {

@@ -48,8 +48,8 @@ int roundtrip(ControlChannel& channel) {
                 static_cast<unsigned long long>(e.count), joined(e.hosts).c_str());
   });
   channel.on_shrink([](const bellows::runtime::ShrinkEvent& e) {
-    std::printf("shrink id=%llu ranks=%s nodes=%s\n", static_cast<unsigned long long>(e.resize_id),
-                joined(e.ranks).c_str(), joined(e.nodes).c_str());
+    std::printf("shrink id=%llu nodes=%s\n", static_cast<unsigned long long>(e.resize_id),
+                joined(e.nodes).c_str());
   });
   channel.on_commit([](const bellows::runtime::CommitEvent& e) {
     std::printf("commit id=%llu\n", static_cast<unsigned long long>(e.resize_id));

@@ -182,11 +182,10 @@ TEST_F(DaemonTest, RankRequestsMetricsAndEventsRoundTrip) {
   EXPECT_TRUE(ok.ok()) << ok.text;
   EXPECT_EQ(line(rank), "expand id=7 count=2 hosts=n3,n4");
   ok = server.notify(proto::kShrinkDecided, {{proto::kResizeId, std::uint64_t{8}},
-                                             {proto::kShrinkRanks, std::string("2,3")},
                                              {proto::kShrinkNodes, std::string("n3")}},
                      PMIX_RANGE_CUSTOM, {*tool});
   EXPECT_TRUE(ok.ok()) << ok.text;
-  EXPECT_EQ(line(rank), "shrink id=8 ranks=2,3 nodes=n3");
+  EXPECT_EQ(line(rank), "shrink id=8 nodes=n3");
   // An event without its resize id is dropped by the rank, and counted.
   ok = server.notify(proto::kResizeCommitted, {});
   EXPECT_TRUE(ok.ok()) << ok.text;

@@ -23,8 +23,8 @@ std::vector<Message> one_of_each() {
       ResizeAck{8, ResizeAckOutcome::drained, 4, {}, {5, 6}, ""},
       ResizeAck{9, ResizeAckOutcome::refused, 6, {}, {}, "rank 0 cannot leave"},
       ResizeAck{10, ResizeAckOutcome::cancelled, 6, {}, {}, ""},
-      ResizeDecided{6, ResizeKind::expand, 2, {"n7", "n8"}, {}, {}},
-      ResizeDecided{7, ResizeKind::shrink, 1, {}, {2, 3}, {"n2"}},
+      ResizeDecided{6, ResizeKind::expand, 2, {"n7", "n8"}, {}},
+      ResizeDecided{7, ResizeKind::shrink, 1, {}, {"n2"}},
       Commit{6},
       Abort{7, "slurm denied the expansion: Requested node configuration is not available"},
       LaunchRanks{6, {4, 5}, {"/usr/bin/app", "--n", "4096", ""}, {"OMP_NUM_THREADS=1", "X="}},
@@ -164,13 +164,13 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(RankExited{1, 0, 0, 0}), bad_field, "bad field rank_exited.pid: 0 is not a pid");
   EXPECT_REFUSED(body_of(RankExited{1, 5, 0, 99}), bad_field,
                  "bad field rank_exited.signal: 99 is not a signal");
-  EXPECT_REFUSED(body_of(ResizeDecided{1, static_cast<ResizeKind>(7), 1, {}, {}, {}}), bad_field,
+  EXPECT_REFUSED(body_of(ResizeDecided{1, static_cast<ResizeKind>(7), 1, {}, {}}), bad_field,
                  "bad field resize_decided.kind: 7 is neither expand (1) nor shrink (2)");
-  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 0, {}, {}, {}}), bad_field,
+  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 0, {}, {}}), bad_field,
                  "bad field resize_decided.count: 0");
-  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 1, {"n"}, {3}, {}}), bad_field,
-                 "bad field resize_decided.leaving_ranks: an expand names no leaving ranks or nodes");
-  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::shrink, 1, {"n"}, {3}, {"m"}}), bad_field,
+  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 1, {"n"}, {"m"}}), bad_field,
+                 "bad field resize_decided.leaving_nodes: an expand names no leaving nodes");
+  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::shrink, 1, {"n"}, {"m"}}), bad_field,
                  "bad field resize_decided.new_nodes: a shrink names no new nodes");
   EXPECT_REFUSED(body_of(ResizeAck{1, static_cast<ResizeAckOutcome>(5), 2, {}, {}, ""}), bad_field,
                  "bad field resize_ack.outcome: 5 is none of committed (1), refused (2), drained (3), "

@@ -142,7 +142,7 @@ TEST_F(TransportProcesses, RequestReplyAndNotificationsBothWaysOverIpc) {
 
   // controller -> daemon request with its exact reply.
   const RequestResult r = server_->request(
-      hello.peer, protocol::ResizeDecided{3, protocol::ResizeKind::expand, 2, {"n5", "n6"}, {}, {}},
+      hello.peer, protocol::ResizeDecided{3, protocol::ResizeKind::expand, 2, {"n5", "n6"}, {}},
       2s);
   ASSERT_TRUE(r.ok()) << r.text;
   EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{3, protocol::ResizeAckOutcome::committed, 9, {8, 9}, {}, ""}));
@@ -331,7 +331,7 @@ TEST_F(TransportCurve, JobKeyHolderTalks) {
   EXPECT_EQ(hello.user_id, "curve:job-key");
   EXPECT_EQ(hello.peer_address, "127.0.0.1");
   const RequestResult r = server_->request(
-      hello.peer, protocol::ResizeDecided{4, protocol::ResizeKind::expand, 1, {"n9"}, {}, {}}, 2s);
+      hello.peer, protocol::ResizeDecided{4, protocol::ResizeKind::expand, 1, {"n9"}, {}}, 2s);
   ASSERT_TRUE(r.ok()) << r.text;
   EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{4, protocol::ResizeAckOutcome::committed, 9, {8, 9}, {}, ""}));
   server_->notify(hello.peer, protocol::Stop{"done", 0});

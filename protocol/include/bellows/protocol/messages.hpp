@@ -149,15 +149,14 @@ struct ResizeAck {
 enum class ResizeKind : std::uint8_t { expand = 1, shrink = 2 };
 
 /// The controller decided a resize. Expand: `count` nodes, named in new_nodes, no leaving
-/// ranks or nodes. Shrink: `count` nodes leave, named in leaving_nodes with their ranks in
-/// leaving_ranks, no new nodes.
+/// nodes. Shrink: `count` nodes leave, named in leaving_nodes (the job's first rank knows
+/// which ranks run on them), no new nodes.
 struct ResizeDecided {
   static constexpr MessageType kType = MessageType::resize_decided;
   std::uint64_t resize_id = 0;
   ResizeKind kind = ResizeKind::expand;
   std::uint32_t count = 0;  ///< > 0
   std::vector<std::string> new_nodes;
-  std::vector<std::uint32_t> leaving_ranks;
   std::vector<std::string> leaving_nodes;
   bool operator==(const ResizeDecided&) const = default;
 };

@@ -40,7 +40,8 @@ inline constexpr pmix_status_t kEventBase = PMIX_EXTERNAL_ERR_BASE - 100;
 
 /// daemon -> ranks: the job grows. Payload: kResizeId, kExpandCount, kExpandHosts.
 inline constexpr pmix_status_t kExpandDecided = kEventBase - 1;
-/// daemon -> ranks: ranks leave the job. Payload: kResizeId, kShrinkRanks, kShrinkNodes.
+/// daemon -> ranks: nodes leave the job, and the ranks on them. Payload: kResizeId,
+/// kShrinkNodes.
 inline constexpr pmix_status_t kShrinkDecided = kEventBase - 2;
 /// daemon -> ranks: the resize kResizeId is complete.
 inline constexpr pmix_status_t kResizeCommitted = kEventBase - 3;
@@ -92,8 +93,6 @@ inline constexpr const char* kResizeId = "bellows.resize.id";
 inline constexpr const char* kExpandCount = "bellows.expand.count";
 /// string: host names of the new ranks, in rank order ("n3,n4").
 inline constexpr const char* kExpandHosts = "bellows.expand.hosts";
-/// string: ranks that leave ("2,3").
-inline constexpr const char* kShrinkRanks = "bellows.shrink.ranks";
 /// string: nodes given back ("n3,n4").
 inline constexpr const char* kShrinkNodes = "bellows.shrink.nodes";
 /// string: why a resize was given up.
@@ -149,7 +148,6 @@ inline constexpr PayloadKey kPayloadKeys[] = {
     {kResizeId, "kResizeId", PMIX_UINT64},
     {kExpandCount, "kExpandCount", PMIX_UINT64},
     {kExpandHosts, "kExpandHosts", PMIX_STRING},
-    {kShrinkRanks, "kShrinkRanks", PMIX_STRING},
     {kShrinkNodes, "kShrinkNodes", PMIX_STRING},
     {kAbortReason, "kAbortReason", PMIX_STRING},
     {kReplyText, "kReplyText", PMIX_STRING},

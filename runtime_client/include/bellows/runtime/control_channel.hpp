@@ -68,10 +68,9 @@ struct ExpandEvent {
   std::uint64_t count = 0;
   std::vector<std::string> hosts;
 };
-/// ranks leave the job; nodes are given back.
+/// nodes are given back: the ranks on them leave the job.
 struct ShrinkEvent {
   std::uint64_t resize_id = 0;
-  std::vector<std::uint64_t> ranks;
   std::vector<std::string> nodes;
 };
 /// The resize resize_id is complete.
