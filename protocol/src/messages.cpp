@@ -78,14 +78,6 @@ void fields(V& v, M& m) {
   v("reason", m.reason);
 }
 template <class V, class M>
-  requires std::is_same_v<std::remove_const_t<M>, LaunchRanks>
-void fields(V& v, M& m) {
-  v("resize_id", m.resize_id);
-  v("ranks", m.ranks);
-  v("argv", m.argv);
-  v("env", m.env);
-}
-template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, Stop>
 void fields(V& v, M& m) {
   v("reason", m.reason);
@@ -180,17 +172,6 @@ std::string check(const ResizeDecided& m, std::uint16_t) {
 }
 std::string check(const Commit&, std::uint16_t) { return {}; }
 std::string check(const Abort&, std::uint16_t) { return {}; }
-std::string check(const LaunchRanks& m, std::uint16_t) {
-  if (m.ranks.empty()) return "ranks: empty";
-  if (m.argv.empty() || m.argv.front().empty()) return "argv: no program";
-  for (std::size_t i = 0; i < m.env.size(); ++i) {
-    const auto eq = m.env[i].find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return "env[" + std::to_string(i) + "]: '" + m.env[i] + "' is not NAME=VALUE";
-    }
-  }
-  return {};
-}
 std::string check(const Stop&, std::uint16_t) { return {}; }
 std::string check(const OperatorResize& m, std::uint16_t) {
   if (m.delta == 0) return "delta: 0 (neither grow nor shrink)";
@@ -361,7 +342,6 @@ std::string_view to_string(MessageType type) {
     case MessageType::resize_decided: return "resize_decided";
     case MessageType::commit: return "commit";
     case MessageType::abort: return "abort";
-    case MessageType::launch_ranks: return "launch_ranks";
     case MessageType::stop: return "stop";
     case MessageType::ack: return "ack";
     case MessageType::operator_resize: return "operator_resize";
@@ -478,7 +458,6 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::resize_decided: decode_body<ResizeDecided>(body, version, out); break;
     case MessageType::commit: decode_body<Commit>(body, version, out); break;
     case MessageType::abort: decode_body<Abort>(body, version, out); break;
-    case MessageType::launch_ranks: decode_body<LaunchRanks>(body, version, out); break;
     case MessageType::stop: decode_body<Stop>(body, version, out); break;
     case MessageType::ack: decode_body<Ack>(body, version, out); break;
     case MessageType::operator_resize: decode_body<OperatorResize>(body, version, out); break;

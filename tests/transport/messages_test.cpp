@@ -27,7 +27,6 @@ std::vector<Message> one_of_each() {
       ResizeDecided{7, ResizeKind::shrink, 1, {}, {"n2"}},
       Commit{6},
       Abort{7, "slurm denied the expansion: Requested node configuration is not available"},
-      LaunchRanks{6, {4, 5}, {"/usr/bin/app", "--n", "4096", ""}, {"OMP_NUM_THREADS=1", "X="}},
       Stop{"job finished", 2000},
       Ack{AckCode::failed, "no such node"},
       OperatorResize{-2, "maintenance on local4"},
@@ -179,10 +178,6 @@ TEST(Messages, RefusesBadFields) {
                  "bad field resize_ack.ranks_drained: empty although the outcome is drained");
   EXPECT_REFUSED(body_of(OperatorResize{0, "why"}), bad_field,
                  "bad field operator_resize.delta: 0 (neither grow nor shrink)");
-  EXPECT_REFUSED(body_of(LaunchRanks{1, {}, {"a"}, {}}), bad_field, "bad field launch_ranks.ranks: empty");
-  EXPECT_REFUSED(body_of(LaunchRanks{1, {0}, {}, {}}), bad_field, "bad field launch_ranks.argv: no program");
-  EXPECT_REFUSED(body_of(LaunchRanks{1, {0}, {"a"}, {"A=1", "=x"}}), bad_field,
-                 "bad field launch_ranks.env[1]: '=x' is not NAME=VALUE");
   EXPECT_REFUSED(body_of(Ack{static_cast<AckCode>(-1), ""}), bad_field,
                  "bad field ack.code: -1 is not an ack code (0-4)");
 }
@@ -208,14 +203,14 @@ TEST(Messages, RefusesOversizedStringsAndListsBeforeAllocating) {
   Bytes b = encode(Stop{"x", 1});
   set_u32(b, kHeaderBytes, kMaxStringBytes + 1);
   EXPECT_REFUSED(b, bad_field, "bad field stop.reason: length 65537 exceeds 65536");
-  b = encode(LaunchRanks{1, {0}, {"a"}, {}});
-  set_u32(b, kHeaderBytes + 8, 0xffffffffu);
+  b = encode(ResizeDecided{1, ResizeKind::expand, 1, {"a"}, {}});
+  set_u32(b, kHeaderBytes + 8 + 1 + 4, 0xffffffffu);
   EXPECT_REFUSED(b, truncated,
-                 "truncated launch_ranks: field ranks holds 4294967295 entries, only 17 bytes left");
+                 "truncated resize_decided: field new_nodes holds 4294967295 entries, only 9 bytes left");
   // The name of a list element is indexed.
-  b = encode(LaunchRanks{1, {0}, {"a", "bc"}, {}});
-  set_u32(b, kHeaderBytes + 8 + 4 + 4 + 4 + 4 + 1, 7);
-  EXPECT_REFUSED(b, truncated, "truncated launch_ranks: field argv[1] needs 7 bytes, 6 left");
+  b = encode(ResizeDecided{1, ResizeKind::expand, 2, {"a", "bc"}, {}});
+  set_u32(b, kHeaderBytes + 8 + 1 + 4 + 4 + 4 + 1, 7);
+  EXPECT_REFUSED(b, truncated, "truncated resize_decided: field new_nodes[1] needs 7 bytes, 6 left");
 }
 
 // Random bytes, bytes with a valid header and a random body, and valid messages with bytes

@@ -40,14 +40,16 @@ inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 inline constexpr std::uint16_t kProtocolVersion = 3;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
-/// Largest body accepted (the largest real message, LaunchRanks, is a few KiB).
+/// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
+/// few KiB).
 inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;
 /// Largest string field accepted.
 inline constexpr std::uint32_t kMaxStringBytes = 1u << 16;
 
 /// Message types. 1-15 flow from a daemon to the controller, 16-31 from the controller to a
 /// daemon, 32-39 either way, 40 and up between an operator's `bellows` command and the
-/// controller.
+/// controller. A number once used is not given to another message: 19 (launch_ranks, which
+/// nothing sent) stays free.
 enum class MessageType : std::uint16_t {
   hello = 1,
   node_metrics = 2,
@@ -57,7 +59,6 @@ enum class MessageType : std::uint16_t {
   resize_decided = 16,
   commit = 17,
   abort = 18,
-  launch_ranks = 19,
   stop = 20,
   ack = 32,
   operator_resize = 40,
@@ -176,16 +177,6 @@ struct Abort {
   bool operator==(const Abort&) const = default;
 };
 
-/// Start ranks on this node.
-struct LaunchRanks {
-  static constexpr MessageType kType = MessageType::launch_ranks;
-  std::uint64_t resize_id = 0;          ///< 0 for the job's first ranks
-  std::vector<std::uint32_t> ranks;     ///< not empty
-  std::vector<std::string> argv;        ///< not empty: the program and its arguments
-  std::vector<std::string> env;         ///< "NAME=VALUE" entries added to the environment
-  bool operator==(const LaunchRanks&) const = default;
-};
-
 /// Stop the node's ranks (SIGTERM, then SIGKILL after grace_ms) and exit.
 struct Stop {
   static constexpr MessageType kType = MessageType::stop;
@@ -239,7 +230,7 @@ struct Ack {
 
 /// Any message.
 using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
-                             ResizeDecided, Commit, Abort, LaunchRanks, Stop, Ack, OperatorResize,
+                             ResizeDecided, Commit, Abort, Stop, Ack, OperatorResize,
                              StatusRequest, StatusReply>;
 
 /// The type of the message held.
