@@ -105,8 +105,6 @@ struct ControllerLink::State {
         payload[pmix::kShrinkNodes] = join(d->leaving_nodes);
       }
       report_notify(code, payload);
-    } else if (const auto* c = std::get_if<protocol::Commit>(&message)) {
-      report_notify(pmix::kResizeCommitted, Payload{{pmix::kResizeId, c->resize_id}});
     } else if (const auto* a = std::get_if<protocol::Abort>(&message)) {
       report_notify(pmix::kResizeAborted,
                     Payload{{pmix::kResizeId, a->resize_id}, {pmix::kAbortReason, a->reason}});

@@ -67,11 +67,6 @@ void fields(V& v, M& m) {
   v("leaving_nodes", m.leaving_nodes);
 }
 template <class V, class M>
-  requires std::is_same_v<std::remove_const_t<M>, Commit>
-void fields(V& v, M& m) {
-  v("resize_id", m.resize_id);
-}
-template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, Abort>
 void fields(V& v, M& m) {
   v("resize_id", m.resize_id);
@@ -170,7 +165,6 @@ std::string check(const ResizeDecided& m, std::uint16_t) {
   }
   return {};
 }
-std::string check(const Commit&, std::uint16_t) { return {}; }
 std::string check(const Abort&, std::uint16_t) { return {}; }
 std::string check(const Stop&, std::uint16_t) { return {}; }
 std::string check(const OperatorResize& m, std::uint16_t) {
@@ -340,7 +334,6 @@ std::string_view to_string(MessageType type) {
     case MessageType::rank_exited: return "rank_exited";
     case MessageType::resize_ack: return "resize_ack";
     case MessageType::resize_decided: return "resize_decided";
-    case MessageType::commit: return "commit";
     case MessageType::abort: return "abort";
     case MessageType::stop: return "stop";
     case MessageType::ack: return "ack";
@@ -456,7 +449,6 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::rank_exited: decode_body<RankExited>(body, version, out); break;
     case MessageType::resize_ack: decode_body<ResizeAck>(body, version, out); break;
     case MessageType::resize_decided: decode_body<ResizeDecided>(body, version, out); break;
-    case MessageType::commit: decode_body<Commit>(body, version, out); break;
     case MessageType::abort: decode_body<Abort>(body, version, out); break;
     case MessageType::stop: decode_body<Stop>(body, version, out); break;
     case MessageType::ack: decode_body<Ack>(body, version, out); break;

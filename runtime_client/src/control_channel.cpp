@@ -64,7 +64,7 @@ int uri_port(const std::string& uri) {
   return (end != uri.c_str() + colon + 1 && port > 0 && port < 65536) ? static_cast<int>(port) : -1;
 }
 
-using Event = std::variant<ExpandEvent, ShrinkEvent, CommitEvent, AbortEvent>;
+using Event = std::variant<ExpandEvent, ShrinkEvent, AbortEvent>;
 
 /// Values of the Bellows keys of an event.
 struct Fields {
@@ -108,7 +108,6 @@ Event decode_event(pmix_status_t code, pmix_info_t info[], size_t ninfo) {
                          split(f.text(proto::kExpandHosts))};
     case proto::kShrinkDecided:
       return ShrinkEvent{f.number(proto::kResizeId), split(f.text(proto::kShrinkNodes))};
-    case proto::kResizeCommitted: return CommitEvent{f.number(proto::kResizeId)};
     case proto::kResizeAborted:
       return AbortEvent{f.number(proto::kResizeId), f.text(proto::kAbortReason)};
     default: throw std::invalid_argument("unknown event code " + std::to_string(code));
@@ -134,7 +133,6 @@ struct ControlChannel::State {
 
   std::function<void(const ExpandEvent&)> expand;
   std::function<void(const ShrinkEvent&)> shrink;
-  std::function<void(const CommitEvent&)> commit;
   std::function<void(const AbortEvent&)> abort;
 };
 
@@ -201,8 +199,7 @@ ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
       bellows::protocol::set_nodelay_on_port(uri_port(state->uri), bellows::protocol::PortSide::peer);
 
     g_state.store(state.get());
-    pmix_status_t codes[] = {proto::kExpandDecided, proto::kShrinkDecided,
-                             proto::kResizeCommitted, proto::kResizeAborted};
+    pmix_status_t codes[] = {proto::kExpandDecided, proto::kShrinkDecided, proto::kResizeAborted};
     Info handler_info(1);
     handler_info.load(0, PMIX_EVENT_HDLR_NAME, "bellows.control", PMIX_STRING);
     rc = PMIx_Register_event_handler(codes, std::size(codes), handler_info.data(),
@@ -345,9 +342,6 @@ void ControlChannel::on_expand(std::function<void(const ExpandEvent&)> callback)
 void ControlChannel::on_shrink(std::function<void(const ShrinkEvent&)> callback) {
   state_->shrink = std::move(callback);
 }
-void ControlChannel::on_commit(std::function<void(const CommitEvent&)> callback) {
-  state_->commit = std::move(callback);
-}
 void ControlChannel::on_abort(std::function<void(const AbortEvent&)> callback) {
   state_->abort = std::move(callback);
 }
@@ -369,8 +363,6 @@ std::size_t ControlChannel::poll_events(std::chrono::milliseconds wait) {
             if (s.expand) s.expand(e);
           } else if constexpr (std::is_same_v<E, ShrinkEvent>) {
             if (s.shrink) s.shrink(e);
-          } else if constexpr (std::is_same_v<E, CommitEvent>) {
-            if (s.commit) s.commit(e);
           } else {
             if (s.abort) s.abort(e);
           }

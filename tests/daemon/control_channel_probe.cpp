@@ -51,9 +51,6 @@ int roundtrip(ControlChannel& channel) {
     std::printf("shrink id=%llu nodes=%s\n", static_cast<unsigned long long>(e.resize_id),
                 joined(e.nodes).c_str());
   });
-  channel.on_commit([](const bellows::runtime::CommitEvent& e) {
-    std::printf("commit id=%llu\n", static_cast<unsigned long long>(e.resize_id));
-  });
   channel.on_abort([&aborted](const bellows::runtime::AbortEvent& e) {
     std::printf("abort id=%llu reason=%s\n", static_cast<unsigned long long>(e.resize_id),
                 e.reason.c_str());

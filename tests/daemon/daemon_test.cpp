@@ -187,17 +187,15 @@ TEST_F(DaemonTest, RankRequestsMetricsAndEventsRoundTrip) {
   EXPECT_TRUE(ok.ok()) << ok.text;
   EXPECT_EQ(line(rank), "shrink id=8 nodes=n3");
   // An event without its resize id is dropped by the rank, and counted.
-  ok = server.notify(proto::kResizeCommitted, {});
+  ok = server.notify(proto::kResizeAborted, {{proto::kAbortReason, std::string("no id")}},
+                     PMIX_RANGE_GLOBAL);
   EXPECT_TRUE(ok.ok()) << ok.text;
-  ok = server.notify(proto::kResizeCommitted, {{proto::kResizeId, std::uint64_t{8}}});
-  EXPECT_TRUE(ok.ok()) << ok.text;
-  EXPECT_EQ(line(rank), "commit id=8");
   ok = server.notify(proto::kResizeAborted, {{proto::kResizeId, std::uint64_t{9}},
                                              {proto::kAbortReason, std::string("slurm said no")}},
                      PMIX_RANGE_GLOBAL);
   EXPECT_TRUE(ok.ok()) << ok.text;
   EXPECT_EQ(line(rank), "abort id=9 reason=slurm said no");
-  EXPECT_EQ(line(rank), "dropped=1 reason=resize-committed: no 'bellows.resize.id'");
+  EXPECT_EQ(line(rank), "dropped=1 reason=resize-aborted: no 'bellows.resize.id'");
 
   // A request without a node count is refused before the handler (counted below); PMIx
   // carries the status, not the text, of a refusal.
@@ -247,13 +245,13 @@ TEST_F(DaemonTest, UnansweredRequestAndMissingHandlerGetClearAnswers) {
 
 TEST_F(DaemonTest, NotifyRefusesBadTargets) {
   d::PmixServer server(options());
-  auto s = server.notify(proto::kResizeCommitted, {{proto::kResizeId, std::uint64_t{1}}},
+  auto s = server.notify(proto::kResizeAborted, {{proto::kResizeId, std::uint64_t{1}}},
                          PMIX_RANGE_CUSTOM);
   EXPECT_EQ(s.code, PMIX_ERR_BAD_PARAM);
-  EXPECT_EQ(s.text, "notify resize-committed: custom range without targets");
-  s = server.notify(proto::kResizeCommitted, {}, PMIX_RANGE_LOCAL, {{"x", 0}});
+  EXPECT_EQ(s.text, "notify resize-aborted: custom range without targets");
+  s = server.notify(proto::kResizeAborted, {}, PMIX_RANGE_LOCAL, {{"x", 0}});
   EXPECT_EQ(s.code, PMIX_ERR_BAD_PARAM);
-  EXPECT_EQ(s.text, "notify resize-committed: targets given for a range other than custom");
+  EXPECT_EQ(s.text, "notify resize-aborted: targets given for a range other than custom");
 }
 
 TEST_F(DaemonTest, OneServerPerProcess) {

@@ -25,7 +25,6 @@ std::vector<Message> one_of_each() {
       ResizeAck{10, ResizeAckOutcome::cancelled, 6, {}, {}, ""},
       ResizeDecided{6, ResizeKind::expand, 2, {"n7", "n8"}, {}},
       ResizeDecided{7, ResizeKind::shrink, 1, {}, {"n2"}},
-      Commit{6},
       Abort{7, "slurm denied the expansion: Requested node configuration is not available"},
       Stop{"job finished", 2000},
       Ack{AckCode::failed, "no such node"},
@@ -54,14 +53,14 @@ TEST(Messages, EveryMessageRoundTripsAsEachKind) {
 }
 
 TEST(Messages, HeaderLayoutIsFixed) {
-  const Bytes bytes = encode(Envelope{Kind::request, 0x0102030405060708ull, Commit{9}});
-  ASSERT_EQ(bytes.size(), kHeaderBytes + 8);
+  const Bytes bytes = encode(Envelope{Kind::request, 0x0102030405060708ull, Abort{9, ""}});
+  ASSERT_EQ(bytes.size(), kHeaderBytes + 12);
   EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 4), "BLWS");
   EXPECT_EQ(bytes[4], kProtocolVersion);
   EXPECT_EQ(bytes[5], 0);
-  EXPECT_EQ(bytes[6], 17);  // commit
-  EXPECT_EQ(bytes[8], 1);   // request
-  EXPECT_EQ(bytes[12], 8);  // body length
+  EXPECT_EQ(bytes[6], 18);   // abort
+  EXPECT_EQ(bytes[8], 1);    // request
+  EXPECT_EQ(bytes[12], 12);  // body length
   EXPECT_EQ(bytes[16], 0x08);
   EXPECT_EQ(bytes[23], 0x01);
   EXPECT_EQ(bytes[24], 9);
@@ -94,13 +93,13 @@ Refusal refusal(const Bytes& bytes) {
   } while (0)
 
 TEST(Messages, RefusesWrongMagic) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   b[0] = 'X';
   EXPECT_REFUSED(b, wrong_magic, "wrong magic 0x584c5753, expected 0x424c5753 (\"BLWS\")");
 }
 
 TEST(Messages, RefusesAnotherVersionNamingBoth) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   set_u16(b, 4, 7);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
@@ -112,7 +111,7 @@ TEST(Messages, RefusesAnotherVersionNamingBoth) {
 }
 
 TEST(Messages, RefusesUnknownType) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
   EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 3)");
 }
@@ -135,9 +134,9 @@ TEST(Messages, RefusesTruncatedInput) {
 }
 
 TEST(Messages, RefusesBadLength) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   b.push_back(0);
-  EXPECT_REFUSED(b, bad_length, "bad length: the header says 8 body bytes, 9 follow");
+  EXPECT_REFUSED(b, bad_length, "bad length: the header says 12 body bytes, 13 follow");
   set_u32(b, 12, kMaxBodyBytes + 1);
   EXPECT_REFUSED(b, bad_length, "bad length: a body of 1048577 bytes exceeds the limit of 1048576");
 }
@@ -183,20 +182,20 @@ TEST(Messages, RefusesBadFields) {
 }
 
 TEST(Messages, RefusesBadHeaderFieldsAndTrailingBytes) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   set_u32(b, 8, 3);
   EXPECT_REFUSED(b, bad_field,
                  "bad field header.flags: 3 is none of notification (0), request (1), reply (2)");
-  b = encode(Commit{1});
+  b = encode(Abort{1, ""});
   set_u64(b, 16, 5);
   EXPECT_REFUSED(b, bad_field, "bad field header.correlation_id: 5 for a notification (must be 0)");
-  b = encode(Envelope{Kind::reply, 0, Commit{1}});
+  b = encode(Envelope{Kind::reply, 0, Abort{1, ""}});
   EXPECT_REFUSED(b, bad_field, "bad field header.correlation_id: 0 for a request or reply (must be > 0)");
-  b = encode(Commit{1});
+  b = encode(Abort{1, ""});
   b.push_back(1);
   b.push_back(2);
-  set_u32(b, 12, 10);
-  EXPECT_REFUSED(b, bad_field, "bad field commit: 2 bytes follow the last field");
+  set_u32(b, 12, 14);
+  EXPECT_REFUSED(b, bad_field, "bad field abort: 2 bytes follow the last field");
 }
 
 TEST(Messages, RefusesOversizedStringsAndListsBeforeAllocating) {

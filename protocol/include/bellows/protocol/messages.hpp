@@ -48,8 +48,8 @@ inline constexpr std::uint32_t kMaxStringBytes = 1u << 16;
 
 /// Message types. 1-15 flow from a daemon to the controller, 16-31 from the controller to a
 /// daemon, 32-39 either way, 40 and up between an operator's `bellows` command and the
-/// controller. A number once used is not given to another message: 19 (launch_ranks, which
-/// nothing sent) stays free.
+/// controller. A number once used is not given to another message: 17 (commit, which no
+/// rank needed) and 19 (launch_ranks, which nothing sent) stay free.
 enum class MessageType : std::uint16_t {
   hello = 1,
   node_metrics = 2,
@@ -57,7 +57,6 @@ enum class MessageType : std::uint16_t {
   rank_exited = 4,
   resize_ack = 5,
   resize_decided = 16,
-  commit = 17,
   abort = 18,
   stop = 20,
   ack = 32,
@@ -162,13 +161,6 @@ struct ResizeDecided {
   bool operator==(const ResizeDecided&) const = default;
 };
 
-/// The resize is complete everywhere: make it final.
-struct Commit {
-  static constexpr MessageType kType = MessageType::commit;
-  std::uint64_t resize_id = 0;
-  bool operator==(const Commit&) const = default;
-};
-
 /// The resize is abandoned; the job keeps its previous size.
 struct Abort {
   static constexpr MessageType kType = MessageType::abort;
@@ -230,7 +222,7 @@ struct Ack {
 
 /// Any message.
 using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
-                             ResizeDecided, Commit, Abort, Stop, Ack, OperatorResize,
+                             ResizeDecided, Abort, Stop, Ack, OperatorResize,
                              StatusRequest, StatusReply>;
 
 /// The type of the message held.

@@ -43,8 +43,7 @@ inline constexpr pmix_status_t kExpandDecided = kEventBase - 1;
 /// daemon -> ranks: nodes leave the job, and the ranks on them. Payload: kResizeId,
 /// kShrinkNodes.
 inline constexpr pmix_status_t kShrinkDecided = kEventBase - 2;
-/// daemon -> ranks: the resize kResizeId is complete.
-inline constexpr pmix_status_t kResizeCommitted = kEventBase - 3;
+// kEventBase - 3 is not used (it told the ranks of a commit their first rank had reported).
 /// daemon -> ranks: the resize kResizeId was given up. Payload: kResizeId, kAbortReason.
 inline constexpr pmix_status_t kResizeAborted = kEventBase - 4;
 // kEventBase - 5 is not used (it was a metrics request that nothing sent).
@@ -68,7 +67,6 @@ struct EventCode {
 inline constexpr EventCode kEventCodes[] = {
     {kExpandDecided, "kExpandDecided", "expand-decided"},
     {kShrinkDecided, "kShrinkDecided", "shrink-decided"},
-    {kResizeCommitted, "kResizeCommitted", "resize-committed"},
     {kResizeAborted, "kResizeAborted", "resize-aborted"},
     {kRankMetrics, "kRankMetrics", "rank-metrics"},
     {kResizeReport, "kResizeReport", "resize-report"},
@@ -87,7 +85,7 @@ constexpr std::string_view event_name(pmix_status_t code) noexcept {
 
 /// uint64: kProtocolVersion of the sender; in every Bellows payload.
 inline constexpr const char* kVersion = "bellows.version";
-/// uint64: identifier of a resize, the same in its decided / committed / aborted events.
+/// uint64: identifier of a resize, the same in its decided and aborted events and its reports.
 inline constexpr const char* kResizeId = "bellows.resize.id";
 /// uint64: number of ranks (one per node) the job grows by.
 inline constexpr const char* kExpandCount = "bellows.expand.count";

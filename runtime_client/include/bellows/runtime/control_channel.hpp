@@ -73,10 +73,6 @@ struct ShrinkEvent {
   std::uint64_t resize_id = 0;
   std::vector<std::string> nodes;
 };
-/// The resize resize_id is complete.
-struct CommitEvent {
-  std::uint64_t resize_id = 0;
-};
 /// The resize resize_id was given up, for reason.
 struct AbortEvent {
   std::uint64_t resize_id = 0;
@@ -127,7 +123,6 @@ class ControlChannel {
 
   void on_expand(std::function<void(const ExpandEvent&)> callback);
   void on_shrink(std::function<void(const ShrinkEvent&)> callback);
-  void on_commit(std::function<void(const CommitEvent&)> callback);
   void on_abort(std::function<void(const AbortEvent&)> callback);
 
   /// Runs the callbacks of the events received so far (in arrival order), waiting up to
