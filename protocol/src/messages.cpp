@@ -24,13 +24,7 @@ template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, NodeMetrics>
 void fields(V& v, M& m) {
   v("node_name", m.node_name);
-  v("iteration", m.iteration);
-  v("iteration_seconds", m.iteration_seconds);
-  v("ready_tasks", m.ready_tasks);
-  v("busy_fraction", m.busy_fraction);
-  v("steals_sent", m.steals_sent);
-  v("steals_failed", m.steals_failed);
-  v("job_gflops", m.job_gflops);
+  visit_fields(m.metrics, [&v](const char* name, const char*, auto& value) { v(name, value); });
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, AllocationRequest>
@@ -101,17 +95,10 @@ void fields(V& v, M& m) {
 
 // ---------------------------------------------------------------- semantic checks
 
-std::string check(const Hello& m, std::uint16_t header_version) {
-  if (m.node_name.empty()) return "node_name: empty";
-  if (m.daemon_pid <= 0) return "daemon_pid: " + std::to_string(m.daemon_pid) + " is not a pid";
-  if (m.protocol_version != header_version) {
-    return "protocol_version: " + std::to_string(m.protocol_version) +
-           " differs from the header's version " + std::to_string(header_version);
-  }
-  return {};
-}
-std::string check(const NodeMetrics& m, std::uint16_t) {
-  if (m.node_name.empty()) return "node_name: empty";
+}  // namespace
+
+// metrics.hpp's check(), which check(const NodeMetrics&) below applies.
+std::string check(const Metrics& m) {
   if (!std::isfinite(m.iteration_seconds) || m.iteration_seconds < 0.0) {
     return "iteration_seconds: " + std::to_string(m.iteration_seconds) +
            " is not a finite time >= 0";
@@ -127,6 +114,22 @@ std::string check(const NodeMetrics& m, std::uint16_t) {
            std::to_string(m.steals_sent);
   }
   return {};
+}
+
+namespace {
+
+std::string check(const Hello& m, std::uint16_t header_version) {
+  if (m.node_name.empty()) return "node_name: empty";
+  if (m.daemon_pid <= 0) return "daemon_pid: " + std::to_string(m.daemon_pid) + " is not a pid";
+  if (m.protocol_version != header_version) {
+    return "protocol_version: " + std::to_string(m.protocol_version) +
+           " differs from the header's version " + std::to_string(header_version);
+  }
+  return {};
+}
+std::string check(const NodeMetrics& m, std::uint16_t) {
+  if (m.node_name.empty()) return "node_name: empty";
+  return check(m.metrics);
 }
 std::string check(const AllocationRequest& m, std::uint16_t) {
   const auto d = static_cast<unsigned>(m.directive);

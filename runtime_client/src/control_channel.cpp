@@ -14,6 +14,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -287,20 +288,17 @@ ResizeAnswer ControlChannel::request_resize(int delta_nodes) {
 }
 
 void ControlChannel::publish_metrics(const RankMetrics& m) {
-  Info info(10);
-  info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
-  info.load(1, proto::kMetricsRank, &m.rank, PMIX_UINT64);
-  info.load(2, proto::kMetricsReadyTasks, &m.ready_tasks, PMIX_UINT64);
-  info.load(3, proto::kMetricsBusyFraction, &m.busy_fraction, PMIX_DOUBLE);
-  info.load(4, proto::kMetricsStealsSent, &m.steals_sent, PMIX_UINT64);
-  info.load(5, proto::kMetricsStealsFailed, &m.steals_failed, PMIX_UINT64);
-  info.load(6, proto::kMetricsIterationSeconds, &m.iteration_seconds, PMIX_DOUBLE);
-  info.load(7, proto::kMetricsIteration, &m.iteration, PMIX_UINT64);
-  info.load(8, proto::kMetricsJobGflops, &m.job_gflops, PMIX_DOUBLE);
+  Info info(2 + protocol::kMetricsFields + 1);
+  std::size_t i = 0;
+  info.load(i++, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
+  info.load(i++, proto::kMetricsRank, &m.rank, PMIX_UINT64);
+  protocol::visit_fields(m.metrics, [&info, &i](const char*, const char* key, const auto& value) {
+    info.load(i++, key, &value, proto::kTypeOf<std::remove_cvref_t<decltype(value)>>);
+  });
   // PMIx 4.2.2 otherwise keeps every notification in a cache of limited size: a tool that
   // publishes often fails with OUT-OF-RESOURCE or crashes once it is full.
   const bool no_cache = true;
-  info.load(9, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
+  info.load(i++, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
   // The blocking form: PMIx 4.2.2 runs the completion callback of the non-blocking form twice
   // for a tool (once for the local delivery, once for the daemon's acknowledgement), so the
   // array could not be released from it safely.

@@ -60,13 +60,13 @@ int roundtrip(ControlChannel& channel) {
   print_answer("answer", channel.request_resize(2));
   bellows::runtime::RankMetrics m;
   m.rank = 3;
-  m.ready_tasks = 17;
-  m.busy_fraction = 0.625;
-  m.steals_sent = 9;
-  m.steals_failed = 4;
-  m.iteration_seconds = 0.125;
-  m.iteration = 6;
-  m.job_gflops = 41.5;
+  m.metrics = {.iteration = 6,
+               .iteration_seconds = 0.125,
+               .ready_tasks = 17,
+               .busy_fraction = 0.625,
+               .steals_sent = 9,
+               .steals_failed = 4,
+               .job_gflops = 41.5};
   channel.publish_metrics(m);
   std::printf("published\n");
   std::fflush(stdout);

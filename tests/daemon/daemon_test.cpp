@@ -167,13 +167,13 @@ TEST_F(DaemonTest, RankRequestsMetricsAndEventsRoundTrip) {
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->source, *tool);
   EXPECT_EQ(m->rank, 3u);
-  EXPECT_EQ(m->ready_tasks, 17u);
-  EXPECT_EQ(m->busy_fraction, 0.625);
-  EXPECT_EQ(m->steals_sent, 9u);
-  EXPECT_EQ(m->steals_failed, 4u);
-  EXPECT_EQ(m->iteration_seconds, 0.125);
-  EXPECT_EQ(m->iteration, 6u);
-  EXPECT_EQ(m->job_gflops, 41.5);
+  EXPECT_EQ(m->metrics, (bellows::protocol::Metrics{.iteration = 6,
+                                                     .iteration_seconds = 0.125,
+                                                     .ready_tasks = 17,
+                                                     .busy_fraction = 0.625,
+                                                     .steals_sent = 9,
+                                                     .steals_failed = 4,
+                                                     .job_gflops = 41.5}));
 
   // Events reach the rank's handlers with their exact payloads, in order.
   auto ok = server.notify(proto::kExpandDecided, {{proto::kResizeId, std::uint64_t{7}},

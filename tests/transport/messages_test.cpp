@@ -5,6 +5,9 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "bellows/protocol/messages.hpp"
 
@@ -16,7 +19,7 @@ using Bytes = std::vector<std::uint8_t>;
 std::vector<Message> one_of_each() {
   return {
       Hello{"node-a", 4242, kProtocolVersion},
-      NodeMetrics{"node-b", 17, 0.125, 96, 0.75, 12, 5, 41.5},
+      NodeMetrics{"node-b", {17, 0.125, 96, 0.75, 12, 5, 41.5}},
       AllocationRequest{AllocationDirective::release, 3, 7},
       RankExited{9, 31337, 0, 11},
       ResizeAck{5, ResizeAckOutcome::committed, 7, {4, 5, 6}, {}, ""},
@@ -64,6 +67,57 @@ TEST(Messages, HeaderLayoutIsFixed) {
   EXPECT_EQ(bytes[16], 0x08);
   EXPECT_EQ(bytes[23], 0x01);
   EXPECT_EQ(bytes[24], 9);
+}
+
+// NodeMetrics is the node's name, then the Metrics fields as visit_fields() lists them: the
+// layout it had when it spelled them out.
+TEST(Messages, NodeMetricsBodyIsTheNameThenTheMetricsFields) {
+  const Bytes bytes = encode(NodeMetrics{"n7", {11, 0.5, 22, 0.25, 33, 3, 7.5}});
+  Bytes body;
+  auto put = [&body](const auto& value) {
+    std::uint8_t raw[sizeof value];
+    std::memcpy(raw, &value, sizeof value);
+    body.insert(body.end(), raw, raw + sizeof value);
+  };
+  put(std::uint32_t{2});
+  body.push_back('n');
+  body.push_back('7');
+  put(std::uint64_t{11});  // iteration
+  put(0.5);                // iteration_seconds
+  put(std::uint64_t{22});  // ready_tasks
+  put(0.25);               // busy_fraction
+  put(std::uint64_t{33});  // steals_sent
+  put(std::uint64_t{3});   // steals_failed
+  put(7.5);                // job_gflops
+  EXPECT_EQ(Bytes(bytes.begin() + kHeaderBytes, bytes.end()), body);
+}
+
+// Each field is visited once, with its transport name and its PMIx key
+// ("bellows.metrics." + name), and can be written through the visitor.
+TEST(Metrics, VisitFieldsNamesEachFieldWithItsKey) {
+  Metrics m;
+  std::vector<std::string> names;
+  visit_fields(m, [&names](const char* name, const char* key, auto& value) {
+    names.emplace_back(name);
+    EXPECT_EQ(std::string(key), std::string("bellows.metrics.") + name);
+    value = static_cast<std::remove_reference_t<decltype(value)>>(names.size());
+  });
+  EXPECT_EQ(names, (std::vector<std::string>{"iteration", "iteration_seconds", "ready_tasks",
+                                             "busy_fraction", "steals_sent", "steals_failed",
+                                             "job_gflops"}));
+  EXPECT_EQ(names.size(), kMetricsFields);
+  EXPECT_EQ(m, (Metrics{1, 2.0, 3, 4.0, 5, 6, 7.0}));
+}
+
+TEST(Metrics, CheckNamesTheFirstImpossibleField) {
+  EXPECT_EQ(check(Metrics{}), "");
+  EXPECT_EQ(check(Metrics{.iteration_seconds = -1.0}),
+            "iteration_seconds: -1.000000 is not a finite time >= 0");
+  EXPECT_EQ(check(Metrics{.busy_fraction = 1.5}), "busy_fraction: 1.500000 is not in [0, 1]");
+  EXPECT_EQ(check(Metrics{.job_gflops = std::numeric_limits<double>::infinity()}),
+            "job_gflops: inf is not a finite rate >= 0");
+  EXPECT_EQ(check(Metrics{.steals_sent = 2, .steals_failed = 3}),
+            "steals_failed: 3 exceeds steals_sent 2");
 }
 
 TEST(Messages, NamesOfTypesAndErrors) {
@@ -149,11 +203,11 @@ TEST(Messages, RefusesBadFields) {
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
                  "bad field hello.protocol_version: 2 differs from the header's version 3");
-  EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, 0.5, 1, 1.5, 0, 0}), bad_field,
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
-  EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}),
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),
                  bad_field, "bad field node_metrics.iteration_seconds: nan is not a finite time >= 0");
-  EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, 0.5, 1, 0.5, 2, 3}), bad_field,
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 0.5, 2, 3}}), bad_field,
                  "bad field node_metrics.steals_failed: 3 exceeds steals_sent 2");
   EXPECT_REFUSED(body_of(AllocationRequest{static_cast<AllocationDirective>(5), 1, 0}), bad_field,
                  "bad field allocation_request.directive: 5 is neither extend (1) nor release (2)");

@@ -138,7 +138,7 @@ TEST_F(TransportProcesses, RequestReplyAndNotificationsBothWaysOverIpc) {
   EXPECT_EQ(metrics.peer, hello.peer);
   EXPECT_EQ(metrics.envelope.kind, protocol::Kind::notification);
   EXPECT_EQ(metrics.envelope.message,
-            protocol::Message(protocol::NodeMetrics{"node-7", 4, 0.25, 17, 0.5, 3, 1}));
+            protocol::Message(protocol::NodeMetrics{"node-7", {4, 0.25, 17, 0.5, 3, 1}}));
 
   // controller -> daemon request with its exact reply.
   const RequestResult r = server_->request(

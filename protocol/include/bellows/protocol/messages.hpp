@@ -23,6 +23,8 @@
 //
 // Thread safety: everything here is a pure function or a value type.
 
+#include "bellows/protocol/metrics.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -83,17 +85,12 @@ struct Hello {
   bool operator==(const Hello&) const = default;
 };
 
-/// Metrics of one node, sent every tick and at the end of each iteration.
+/// Metrics of one node, sent after each iteration of its rank: the rank's Metrics
+/// (metrics.hpp) with the node's name.
 struct NodeMetrics {
   static constexpr MessageType kType = MessageType::node_metrics;
-  std::string node_name;                 ///< not empty
-  std::uint64_t iteration = 0;           ///< number of the last completed iteration
-  double iteration_seconds = 0.0;        ///< its wall time, finite and >= 0
-  std::uint64_t ready_tasks = 0;         ///< ready tasks on the node now
-  double busy_fraction = 0.0;            ///< in [0, 1]
-  std::uint64_t steals_sent = 0;         ///< steal requests sent since the previous report
-  std::uint64_t steals_failed = 0;       ///< of those, answered with no task
-  double job_gflops = 0.0;               ///< the whole job's rate in that iteration (first node), else 0
+  std::string node_name;  ///< not empty
+  Metrics metrics;        ///< checked by protocol::check(const Metrics&)
   bool operator==(const NodeMetrics&) const = default;
 };
 

@@ -24,10 +24,14 @@
 // kEventCodes and kPayloadKeys list every code and key; docs/daemon.md's tables are checked
 // against them (tests/daemon/docs_test.cpp).
 
+#include "bellows/protocol/metrics.hpp"
+
 #include <pmix_common.h>
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace bellows::protocol::pmix {
 
@@ -47,7 +51,8 @@ inline constexpr pmix_status_t kShrinkDecided = kEventBase - 2;
 /// daemon -> ranks: the resize kResizeId was given up. Payload: kResizeId, kAbortReason.
 inline constexpr pmix_status_t kResizeAborted = kEventBase - 4;
 // kEventBase - 5 is not used (it was a metrics request that nothing sent).
-/// rank -> daemon (range PMIX_RANGE_RM): one rank's metrics, keys kMetrics*.
+/// rank -> daemon (range PMIX_RANGE_RM): one rank's metrics: kMetricsRank and the fields of
+/// protocol::Metrics, each under its key (visit_fields() in metrics.hpp).
 inline constexpr pmix_status_t kRankMetrics = kEventBase - 6;
 /// rank -> daemon (range PMIX_RANGE_RM): how the resize kResizeId ended on the rank.
 /// Payload: kResizeId, kReportOutcome, kReportJobSize, kReportRanks, kReportText.
@@ -114,24 +119,10 @@ inline constexpr const char* kReportRanks = "bellows.report.ranks";
 /// string: readable detail (why a resize was refused).
 inline constexpr const char* kReportText = "bellows.report.text";
 
-// rank metrics (kRankMetrics)
+// rank metrics (kRankMetrics): the rank, then the Metrics fields, whose keys
+// (kMetricsIteration, kMetricsReadyTasks, ...) are declared with them in metrics.hpp.
 /// uint64: the rank that reports (its rank in the job communicator).
 inline constexpr const char* kMetricsRank = "bellows.metrics.rank";
-/// uint64: tasks ready to run on the rank.
-inline constexpr const char* kMetricsReadyTasks = "bellows.metrics.ready_tasks";
-/// double in [0, 1]: share of the last interval the workers were busy.
-inline constexpr const char* kMetricsBusyFraction = "bellows.metrics.busy_fraction";
-/// uint64: steal requests the rank sent.
-inline constexpr const char* kMetricsStealsSent = "bellows.metrics.steals_sent";
-/// uint64: steal requests that came back empty.
-inline constexpr const char* kMetricsStealsFailed = "bellows.metrics.steals_failed";
-/// double: seconds the last iteration took.
-inline constexpr const char* kMetricsIterationSeconds = "bellows.metrics.iteration_seconds";
-/// uint64: number of the last finished iteration.
-inline constexpr const char* kMetricsIteration = "bellows.metrics.iteration";
-/// double: the whole job's GFLOP/s in the last iteration (reported by the job's first rank;
-/// 0 from the others).
-inline constexpr const char* kMetricsJobGflops = "bellows.metrics.job_gflops";
 
 /// A Bellows payload key: the name of its constant and the PMIx data type it carries.
 struct PayloadKey {
@@ -171,5 +162,28 @@ constexpr pmix_data_type_t key_type(std::string_view key) noexcept {
     if (k.key == key) return k.type;
   return PMIX_UNDEF;
 }
+
+/// The PMIx data type that carries a value of type T in a Bellows payload.
+template <class T>
+inline constexpr pmix_data_type_t kTypeOf = PMIX_UNDEF;
+template <>
+inline constexpr pmix_data_type_t kTypeOf<std::uint64_t> = PMIX_UINT64;
+template <>
+inline constexpr pmix_data_type_t kTypeOf<double> = PMIX_DOUBLE;
+template <>
+inline constexpr pmix_data_type_t kTypeOf<std::string> = PMIX_STRING;
+
+/// Whether every field of protocol::Metrics has its key in kPayloadKeys, with the type of
+/// its value.
+constexpr bool metrics_keys_declared() noexcept {
+  bool declared = true;
+  Metrics m{};
+  visit_fields(m, [&declared](const char*, const char* key, const auto& value) {
+    declared = declared && key_type(key) == kTypeOf<std::remove_cvref_t<decltype(value)>>;
+  });
+  return declared;
+}
+static_assert(metrics_keys_declared(),
+              "a field of protocol::Metrics lacks its key in kPayloadKeys, or has another type");
 
 }  // namespace bellows::protocol::pmix
