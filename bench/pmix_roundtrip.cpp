@@ -99,7 +99,7 @@ int rank_side(int n) {
   }
   bellows::runtime::RankMetrics m;
   for (int i = 0; i < n; ++i) {
-    m.iteration = now_ns();  // the daemon computes the arrival latency from it
+    m.metrics.iteration = now_ns();  // the daemon computes the arrival latency from it
     const auto t0 = Clock::now();
     channel->publish_metrics(m);
     metrics_call_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   });
   server.on_metrics([&](const d::ReceivedMetrics& m) {
     std::lock_guard lock(mutex);
-    metrics_arrival_us.push_back(static_cast<double>(now_ns() - m.iteration) / 1000.0);
+    metrics_arrival_us.push_back(static_cast<double>(now_ns() - m.metrics.iteration) / 1000.0);
     done.notify_all();
   });
 

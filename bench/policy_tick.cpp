@@ -44,7 +44,7 @@ Summary summarize(std::vector<double> us) {
 
 std::vector<bp::NodeMetrics> make_metrics(int count, unsigned seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> ready(0.0, 4.0);
+  std::uniform_int_distribution<int> ready(0, 4);
   std::uniform_real_distribution<double> busy(0.3, 0.8);
   std::uniform_int_distribution<int> steals(0, 50);
   std::vector<bp::NodeMetrics> out(static_cast<std::size_t>(count));
@@ -53,12 +53,12 @@ std::vector<bp::NodeMetrics> make_metrics(int count, unsigned seed) {
     m.name = "node" + std::to_string(i);
     m.index = i;
     m.joined = static_cast<std::uint64_t>(i);
-    m.ready_tasks = ready(rng);
-    m.busy_fraction = busy(rng);
-    m.steals_sent = static_cast<std::uint64_t>(steals(rng));
-    m.steals_failed = m.steals_sent / 3;
-    m.last_iteration_seconds = 10.0 + busy(rng);
-    m.iterations = 40;
+    m.metrics.ready_tasks = static_cast<std::uint64_t>(ready(rng));
+    m.metrics.busy_fraction = busy(rng);
+    m.metrics.steals_sent = static_cast<std::uint64_t>(steals(rng));
+    m.metrics.steals_failed = m.metrics.steals_sent / 3;
+    m.metrics.iteration_seconds = 10.0 + busy(rng);
+    m.metrics.iteration = 40;
   }
   return out;
 }

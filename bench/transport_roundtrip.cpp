@@ -45,7 +45,7 @@ using Clock = std::chrono::steady_clock;
 
 void measure(const std::string& name, transport::ClientOptions options, int warmup, int iterations) {
   transport::Client client(std::move(options), {});
-  const protocol::NodeMetrics metrics{"node-001", 12, 0.8125, 64, 0.97, 10, 2};
+  const protocol::NodeMetrics metrics{"node-001", {12, 0.8125, 64, 0.97, 10, 2}};
   for (int i = 0; i < warmup; ++i) {
     const auto r = client.request(metrics, std::chrono::seconds(5));
     if (!r.ok()) {

@@ -164,27 +164,29 @@ void ControllerService::on_notification(const transport::Incoming& in) {
   }
   if (node.empty()) return;  // not registered: nothing it says counts
   if (const auto* m = std::get_if<protocol::NodeMetrics>(&in.envelope.message)) {
+    const protocol::Metrics& reported = m->metrics;
     NodeState& state = node_state_[node];
+    // The last report, with the steals of every report since the previous tick.
+    const std::uint64_t steals_sent = state.node.metrics.steals_sent + reported.steals_sent;
+    const std::uint64_t steals_failed =
+        state.node.metrics.steals_failed + reported.steals_failed;
     state.reported = true;
-    state.metrics.name = node;
-    state.metrics.ready_tasks = static_cast<double>(m->ready_tasks);
-    state.metrics.busy_fraction = m->busy_fraction;
-    state.metrics.steals_sent += m->steals_sent;
-    state.metrics.steals_failed += m->steals_failed;
-    state.metrics.last_iteration_seconds = m->iteration_seconds;
-    state.metrics.iterations = m->iteration;
-    if (m->iteration >= iteration_) {
-      iteration_ = m->iteration;
-      iteration_seconds_ = m->iteration_seconds;
+    state.node.name = node;
+    state.node.metrics = reported;
+    state.node.metrics.steals_sent = steals_sent;
+    state.node.metrics.steals_failed = steals_failed;
+    if (reported.iteration >= iteration_) {
+      iteration_ = reported.iteration;
+      iteration_seconds_ = reported.iteration_seconds;
     }
-    if (m->job_gflops > 0.0) gflops_ = m->job_gflops;
+    if (reported.job_gflops > 0.0) gflops_ = reported.job_gflops;
     metrics_log_ << nlohmann::json{{"time", format_utc(clock_.wall_now())},
                                    {"node", node},
-                                   {"iteration", m->iteration},
-                                   {"iteration_seconds", m->iteration_seconds},
-                                   {"ready_tasks", m->ready_tasks},
-                                   {"busy_fraction", m->busy_fraction},
-                                   {"job_gflops", m->job_gflops},
+                                   {"iteration", reported.iteration},
+                                   {"iteration_seconds", reported.iteration_seconds},
+                                   {"ready_tasks", reported.ready_tasks},
+                                   {"busy_fraction", reported.busy_fraction},
+                                   {"job_gflops", reported.job_gflops},
                                    {"nodes", resizes_->nodes().size()},
                                    {"ranks", job_control_.job_size()}}
                         .dump()
@@ -241,12 +243,12 @@ void ControllerService::tick_policy() {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     auto it = node_state_.find(nodes[i]);
     if (it == node_state_.end() || !it->second.reported) continue;
-    policy::NodeMetrics m = it->second.metrics;
+    policy::NodeMetrics m = it->second.node;
     m.index = static_cast<int>(i);
     m.joined = joined_order_[nodes[i]];
     metrics.push_back(m);
-    it->second.metrics.steals_sent = 0;  // steals count per tick
-    it->second.metrics.steals_failed = 0;
+    it->second.node.metrics.steals_sent = 0;  // steals count per tick
+    it->second.node.metrics.steals_failed = 0;
   }
   policy::TickInput input;
   input.now = clock_.now();

@@ -50,8 +50,6 @@ void DaemonJobControl::resize_ack(const std::string& node, const protocol::Resiz
       if (ack.resize_id == shrinking_) {
         shrink_committed_ = true;
         finish_shrink_if_drained();
-      } else {
-        send_to_all(protocol::Commit{ack.resize_id});
       }
       break;
     case ResizeAckOutcome::refused:
@@ -81,7 +79,6 @@ void DaemonJobControl::finish_shrink_if_drained() {
   // order: the shrink is drained once both are in.
   if (shrinking_ == 0 || !shrink_committed_ || !leaving_.empty()) return;
   report({JobReportKind::drained, shrinking_, "", job_size_, ""});
-  send_to_all(protocol::Commit{shrinking_});
   shrinking_ = 0;
   shrink_committed_ = false;
 }
@@ -170,10 +167,6 @@ void DaemonJobControl::stop_started_daemons() {
     launcher_.stop(node);
   }
   started_.clear();
-}
-
-void DaemonJobControl::send_to_all(const protocol::Message& message) {
-  for (const std::string& node : registered_) send_(node, message);
 }
 
 }  // namespace bellows::controller

@@ -102,12 +102,9 @@ struct ControllerLink::State {
         payload[pmix::kExpandHosts] = join(d->new_nodes);
       } else {
         code = pmix::kShrinkDecided;
-        payload[pmix::kShrinkRanks] = join(d->leaving_ranks);
         payload[pmix::kShrinkNodes] = join(d->leaving_nodes);
       }
       report_notify(code, payload);
-    } else if (const auto* c = std::get_if<protocol::Commit>(&message)) {
-      report_notify(pmix::kResizeCommitted, Payload{{pmix::kResizeId, c->resize_id}});
     } else if (const auto* a = std::get_if<protocol::Abort>(&message)) {
       report_notify(pmix::kResizeAborted,
                     Payload{{pmix::kResizeId, a->resize_id}, {pmix::kAbortReason, a->reason}});
@@ -193,16 +190,7 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
       if (auto it = s->watched.find(to_string(m.source)); it != s->watched.end())
         it->second.rank = static_cast<std::uint32_t>(m.rank);
     }
-    protocol::NodeMetrics node;
-    node.node_name = s->options.node_name;
-    node.iteration = m.iteration;
-    node.iteration_seconds = m.iteration_seconds;
-    node.ready_tasks = m.ready_tasks;
-    node.busy_fraction = m.busy_fraction;
-    node.steals_sent = m.steals_sent;
-    node.steals_failed = m.steals_failed;
-    node.job_gflops = m.job_gflops;
-    s->client->notify(node);
+    s->client->notify(protocol::NodeMetrics{s->options.node_name, m.metrics});
   });
   server.on_resize_report([weak](const ReceivedResizeReport& r) {
     auto s = weak.lock();

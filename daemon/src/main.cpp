@@ -71,8 +71,9 @@ int main(int argc, char** argv) {
       spdlog::debug(
           "metrics from {}: rank {} iteration {} ready {} busy {:.3f} steals {}/{} failed, "
           "iteration {:.6f} s",
-          d::to_string(m.source), m.rank, m.iteration, m.ready_tasks, m.busy_fraction,
-          m.steals_failed, m.steals_sent, m.iteration_seconds);
+          d::to_string(m.source), m.rank, m.metrics.iteration, m.metrics.ready_tasks,
+          m.metrics.busy_fraction, m.metrics.steals_failed, m.metrics.steals_sent,
+          m.metrics.iteration_seconds);
     });
     server.on_tool_connected(
         [](const d::ProcId& tool) { spdlog::debug("tool {} attached", d::to_string(tool)); });

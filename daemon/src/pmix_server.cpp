@@ -20,6 +20,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <system_error>
+#include <type_traits>
 
 namespace bellows::daemon {
 
@@ -368,14 +369,10 @@ void rank_event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* so
                 std::to_string(proto::kProtocolVersion);
       } else {
         metrics.rank = get<std::uint64_t>(payload, proto::kMetricsRank);
-        metrics.ready_tasks = get<std::uint64_t>(payload, proto::kMetricsReadyTasks);
-        metrics.busy_fraction = get<double>(payload, proto::kMetricsBusyFraction);
-        metrics.steals_sent = get<std::uint64_t>(payload, proto::kMetricsStealsSent);
-        metrics.steals_failed = get<std::uint64_t>(payload, proto::kMetricsStealsFailed);
-        metrics.iteration_seconds = get<double>(payload, proto::kMetricsIterationSeconds);
-        metrics.iteration = get<std::uint64_t>(payload, proto::kMetricsIteration);
-        metrics.request_id = get<std::uint64_t>(payload, proto::kMetricsRequestId);
-        metrics.job_gflops = get<double>(payload, proto::kMetricsJobGflops);
+        protocol::visit_fields(metrics.metrics,
+                               [&payload](const char*, const char* key, auto& value) {
+                                 value = get<std::remove_cvref_t<decltype(value)>>(payload, key);
+                               });
       }
     } catch (const std::invalid_argument& e) {
       error = e.what();

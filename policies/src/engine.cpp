@@ -162,27 +162,24 @@ void check_input(const TickInput& in) {
     throw std::invalid_argument("tick input: pending_jobs must not be negative, got " +
                                 std::to_string(in.pending_jobs));
   }
-  for (const NodeMetrics& m : in.metrics) {
+  for (const NodeMetrics& node : in.metrics) {
     // Built only when something is wrong: this loop runs over every node every tick.
-    auto where = [&m] {
-      return "tick input: node '" + m.name + "' (index " + std::to_string(m.index) + "): ";
+    auto where = [&node] {
+      return "tick input: node '" + node.name + "' (index " + std::to_string(node.index) + "): ";
     };
+    const protocol::Metrics& m = node.metrics;
     if (!(m.busy_fraction >= 0.0 && m.busy_fraction <= 1.0)) {
       throw std::invalid_argument(where() + "busy_fraction must be between 0 and 1, got " +
                                   format_number(m.busy_fraction));
-    }
-    if (!(m.ready_tasks >= 0.0)) {
-      throw std::invalid_argument(where() + "ready_tasks must not be negative, got " +
-                                  format_number(m.ready_tasks));
     }
     if (m.steals_failed > m.steals_sent) {
       throw std::invalid_argument(where() + "steals_failed (" + std::to_string(m.steals_failed) +
                                   ") is larger than steals_sent (" +
                                   std::to_string(m.steals_sent) + ")");
     }
-    if (!(m.last_iteration_seconds >= 0.0)) {
-      throw std::invalid_argument(where() + "last_iteration_seconds must not be negative, got " +
-                                  format_number(m.last_iteration_seconds));
+    if (!(m.iteration_seconds >= 0.0)) {
+      throw std::invalid_argument(where() + "iteration_seconds must not be negative, got " +
+                                  format_number(m.iteration_seconds));
     }
   }
 }
@@ -201,8 +198,10 @@ std::vector<std::string> pick_release(std::span<const NodeMetrics> metrics, Rele
         if (a->joined != b->joined) return a->joined > b->joined;
         break;
       case ReleaseOrder::least_loaded:
-        if (a->ready_tasks != b->ready_tasks) return a->ready_tasks < b->ready_tasks;
-        if (a->busy_fraction != b->busy_fraction) return a->busy_fraction < b->busy_fraction;
+        if (a->metrics.ready_tasks != b->metrics.ready_tasks)
+          return a->metrics.ready_tasks < b->metrics.ready_tasks;
+        if (a->metrics.busy_fraction != b->metrics.busy_fraction)
+          return a->metrics.busy_fraction < b->metrics.busy_fraction;
         break;
       case ReleaseOrder::highest_index:
         break;
@@ -283,12 +282,13 @@ void PolicyEngine::resize_aborted(TimePoint now) { finish_resize(now); }
 void PolicyEngine::observe_iterations(std::span<const NodeMetrics> metrics) {
   std::uint64_t count = 0;
   double seconds = 0.0;
-  for (const NodeMetrics& m : metrics) {
-    if (m.iterations > count) {
-      count = m.iterations;
-      seconds = m.last_iteration_seconds;
-    } else if (m.iterations == count) {
-      seconds = std::max(seconds, m.last_iteration_seconds);
+  for (const NodeMetrics& node : metrics) {
+    const protocol::Metrics& m = node.metrics;
+    if (m.iteration > count) {
+      count = m.iteration;
+      seconds = m.iteration_seconds;
+    } else if (m.iteration == count) {
+      seconds = std::max(seconds, m.iteration_seconds);
     }
   }
   if (count == 0 || seconds <= 0.0) return;
@@ -363,10 +363,10 @@ Decision PolicyEngine::tick(const TickInput& in) {
   double ready = 0.0;
   double busy = 0.0;
   for (const NodeMetrics& node : in.metrics) {
-    ready += node.ready_tasks;
-    busy += node.busy_fraction;
-    m.steals_sent += node.steals_sent;
-    m.steals_failed += node.steals_failed;
+    ready += static_cast<double>(node.metrics.ready_tasks);
+    busy += node.metrics.busy_fraction;
+    m.steals_sent += node.metrics.steals_sent;
+    m.steals_failed += node.metrics.steals_failed;
   }
   const auto reported = static_cast<double>(in.metrics.size());
   m.ready_per_node = ready / reported;

@@ -24,13 +24,7 @@ template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, NodeMetrics>
 void fields(V& v, M& m) {
   v("node_name", m.node_name);
-  v("iteration", m.iteration);
-  v("iteration_seconds", m.iteration_seconds);
-  v("ready_tasks", m.ready_tasks);
-  v("busy_fraction", m.busy_fraction);
-  v("steals_sent", m.steals_sent);
-  v("steals_failed", m.steals_failed);
-  v("job_gflops", m.job_gflops);
+  visit_fields(m.metrics, [&v](const char* name, const char*, auto& value) { v(name, value); });
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, AllocationRequest>
@@ -64,27 +58,13 @@ void fields(V& v, M& m) {
   v("kind", m.kind);
   v("count", m.count);
   v("new_nodes", m.new_nodes);
-  v("leaving_ranks", m.leaving_ranks);
   v("leaving_nodes", m.leaving_nodes);
-}
-template <class V, class M>
-  requires std::is_same_v<std::remove_const_t<M>, Commit>
-void fields(V& v, M& m) {
-  v("resize_id", m.resize_id);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, Abort>
 void fields(V& v, M& m) {
   v("resize_id", m.resize_id);
   v("reason", m.reason);
-}
-template <class V, class M>
-  requires std::is_same_v<std::remove_const_t<M>, LaunchRanks>
-void fields(V& v, M& m) {
-  v("resize_id", m.resize_id);
-  v("ranks", m.ranks);
-  v("argv", m.argv);
-  v("env", m.env);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, Stop>
@@ -115,17 +95,10 @@ void fields(V& v, M& m) {
 
 // ---------------------------------------------------------------- semantic checks
 
-std::string check(const Hello& m, std::uint16_t header_version) {
-  if (m.node_name.empty()) return "node_name: empty";
-  if (m.daemon_pid <= 0) return "daemon_pid: " + std::to_string(m.daemon_pid) + " is not a pid";
-  if (m.protocol_version != header_version) {
-    return "protocol_version: " + std::to_string(m.protocol_version) +
-           " differs from the header's version " + std::to_string(header_version);
-  }
-  return {};
-}
-std::string check(const NodeMetrics& m, std::uint16_t) {
-  if (m.node_name.empty()) return "node_name: empty";
+}  // namespace
+
+// metrics.hpp's check(), which check(const NodeMetrics&) below applies.
+std::string check(const Metrics& m) {
   if (!std::isfinite(m.iteration_seconds) || m.iteration_seconds < 0.0) {
     return "iteration_seconds: " + std::to_string(m.iteration_seconds) +
            " is not a finite time >= 0";
@@ -141,6 +114,22 @@ std::string check(const NodeMetrics& m, std::uint16_t) {
            std::to_string(m.steals_sent);
   }
   return {};
+}
+
+namespace {
+
+std::string check(const Hello& m, std::uint16_t header_version) {
+  if (m.node_name.empty()) return "node_name: empty";
+  if (m.daemon_pid <= 0) return "daemon_pid: " + std::to_string(m.daemon_pid) + " is not a pid";
+  if (m.protocol_version != header_version) {
+    return "protocol_version: " + std::to_string(m.protocol_version) +
+           " differs from the header's version " + std::to_string(header_version);
+  }
+  return {};
+}
+std::string check(const NodeMetrics& m, std::uint16_t) {
+  if (m.node_name.empty()) return "node_name: empty";
+  return check(m.metrics);
 }
 std::string check(const AllocationRequest& m, std::uint16_t) {
   const auto d = static_cast<unsigned>(m.directive);
@@ -171,27 +160,15 @@ std::string check(const ResizeDecided& m, std::uint16_t) {
   const auto k = static_cast<unsigned>(m.kind);
   if (k != 1 && k != 2) return "kind: " + std::to_string(k) + " is neither expand (1) nor shrink (2)";
   if (m.count == 0) return "count: 0";
-  if (m.kind == ResizeKind::expand && (!m.leaving_ranks.empty() || !m.leaving_nodes.empty())) {
-    return "leaving_ranks: an expand names no leaving ranks or nodes";
+  if (m.kind == ResizeKind::expand && !m.leaving_nodes.empty()) {
+    return "leaving_nodes: an expand names no leaving nodes";
   }
   if (m.kind == ResizeKind::shrink && !m.new_nodes.empty()) {
     return "new_nodes: a shrink names no new nodes";
   }
   return {};
 }
-std::string check(const Commit&, std::uint16_t) { return {}; }
 std::string check(const Abort&, std::uint16_t) { return {}; }
-std::string check(const LaunchRanks& m, std::uint16_t) {
-  if (m.ranks.empty()) return "ranks: empty";
-  if (m.argv.empty() || m.argv.front().empty()) return "argv: no program";
-  for (std::size_t i = 0; i < m.env.size(); ++i) {
-    const auto eq = m.env[i].find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return "env[" + std::to_string(i) + "]: '" + m.env[i] + "' is not NAME=VALUE";
-    }
-  }
-  return {};
-}
 std::string check(const Stop&, std::uint16_t) { return {}; }
 std::string check(const OperatorResize& m, std::uint16_t) {
   if (m.delta == 0) return "delta: 0 (neither grow nor shrink)";
@@ -360,9 +337,7 @@ std::string_view to_string(MessageType type) {
     case MessageType::rank_exited: return "rank_exited";
     case MessageType::resize_ack: return "resize_ack";
     case MessageType::resize_decided: return "resize_decided";
-    case MessageType::commit: return "commit";
     case MessageType::abort: return "abort";
-    case MessageType::launch_ranks: return "launch_ranks";
     case MessageType::stop: return "stop";
     case MessageType::ack: return "ack";
     case MessageType::operator_resize: return "operator_resize";
@@ -477,9 +452,7 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::rank_exited: decode_body<RankExited>(body, version, out); break;
     case MessageType::resize_ack: decode_body<ResizeAck>(body, version, out); break;
     case MessageType::resize_decided: decode_body<ResizeDecided>(body, version, out); break;
-    case MessageType::commit: decode_body<Commit>(body, version, out); break;
     case MessageType::abort: decode_body<Abort>(body, version, out); break;
-    case MessageType::launch_ranks: decode_body<LaunchRanks>(body, version, out); break;
     case MessageType::stop: decode_body<Stop>(body, version, out); break;
     case MessageType::ack: decode_body<Ack>(body, version, out); break;
     case MessageType::operator_resize: decode_body<OperatorResize>(body, version, out); break;

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -64,7 +65,7 @@ int uri_port(const std::string& uri) {
   return (end != uri.c_str() + colon + 1 && port > 0 && port < 65536) ? static_cast<int>(port) : -1;
 }
 
-using Event = std::variant<ExpandEvent, ShrinkEvent, CommitEvent, AbortEvent, MetricsRequestEvent>;
+using Event = std::variant<ExpandEvent, ShrinkEvent, AbortEvent>;
 
 /// Values of the Bellows keys of an event.
 struct Fields {
@@ -106,22 +107,10 @@ Event decode_event(pmix_status_t code, pmix_info_t info[], size_t ninfo) {
     case proto::kExpandDecided:
       return ExpandEvent{f.number(proto::kResizeId), f.number(proto::kExpandCount),
                          split(f.text(proto::kExpandHosts))};
-    case proto::kShrinkDecided: {
-      ShrinkEvent e{f.number(proto::kResizeId), {}, split(f.text(proto::kShrinkNodes))};
-      for (const auto& r : split(f.text(proto::kShrinkRanks))) {
-        char* end = nullptr;
-        const unsigned long long rank = std::strtoull(r.c_str(), &end, 10);
-        if (end == r.c_str() || *end != '\0')
-          throw std::invalid_argument("'" + std::string(proto::kShrinkRanks) + "' holds '" + r +
-                                      "', not a rank");
-        e.ranks.push_back(rank);
-      }
-      return e;
-    }
-    case proto::kResizeCommitted: return CommitEvent{f.number(proto::kResizeId)};
+    case proto::kShrinkDecided:
+      return ShrinkEvent{f.number(proto::kResizeId), split(f.text(proto::kShrinkNodes))};
     case proto::kResizeAborted:
       return AbortEvent{f.number(proto::kResizeId), f.text(proto::kAbortReason)};
-    case proto::kMetricsRequest: return MetricsRequestEvent{f.number(proto::kRequestId)};
     default: throw std::invalid_argument("unknown event code " + std::to_string(code));
   }
 }
@@ -145,9 +134,7 @@ struct ControlChannel::State {
 
   std::function<void(const ExpandEvent&)> expand;
   std::function<void(const ShrinkEvent&)> shrink;
-  std::function<void(const CommitEvent&)> commit;
   std::function<void(const AbortEvent&)> abort;
-  std::function<void(const MetricsRequestEvent&)> metrics_request;
 };
 
 namespace {
@@ -213,9 +200,7 @@ ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
       bellows::protocol::set_nodelay_on_port(uri_port(state->uri), bellows::protocol::PortSide::peer);
 
     g_state.store(state.get());
-    pmix_status_t codes[] = {proto::kExpandDecided, proto::kShrinkDecided,
-                             proto::kResizeCommitted, proto::kResizeAborted,
-                             proto::kMetricsRequest};
+    pmix_status_t codes[] = {proto::kExpandDecided, proto::kShrinkDecided, proto::kResizeAborted};
     Info handler_info(1);
     handler_info.load(0, PMIX_EVENT_HDLR_NAME, "bellows.control", PMIX_STRING);
     rc = PMIx_Register_event_handler(codes, std::size(codes), handler_info.data(),
@@ -303,21 +288,17 @@ ResizeAnswer ControlChannel::request_resize(int delta_nodes) {
 }
 
 void ControlChannel::publish_metrics(const RankMetrics& m) {
-  Info info(11);
-  info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
-  info.load(1, proto::kMetricsRank, &m.rank, PMIX_UINT64);
-  info.load(2, proto::kMetricsReadyTasks, &m.ready_tasks, PMIX_UINT64);
-  info.load(3, proto::kMetricsBusyFraction, &m.busy_fraction, PMIX_DOUBLE);
-  info.load(4, proto::kMetricsStealsSent, &m.steals_sent, PMIX_UINT64);
-  info.load(5, proto::kMetricsStealsFailed, &m.steals_failed, PMIX_UINT64);
-  info.load(6, proto::kMetricsIterationSeconds, &m.iteration_seconds, PMIX_DOUBLE);
-  info.load(7, proto::kMetricsIteration, &m.iteration, PMIX_UINT64);
-  info.load(8, proto::kMetricsRequestId, &m.request_id, PMIX_UINT64);
-  info.load(9, proto::kMetricsJobGflops, &m.job_gflops, PMIX_DOUBLE);
+  Info info(2 + protocol::kMetricsFields + 1);
+  std::size_t i = 0;
+  info.load(i++, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
+  info.load(i++, proto::kMetricsRank, &m.rank, PMIX_UINT64);
+  protocol::visit_fields(m.metrics, [&info, &i](const char*, const char* key, const auto& value) {
+    info.load(i++, key, &value, proto::kTypeOf<std::remove_cvref_t<decltype(value)>>);
+  });
   // PMIx 4.2.2 otherwise keeps every notification in a cache of limited size: a tool that
   // publishes often fails with OUT-OF-RESOURCE or crashes once it is full.
   const bool no_cache = true;
-  info.load(10, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
+  info.load(i++, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
   // The blocking form: PMIx 4.2.2 runs the completion callback of the non-blocking form twice
   // for a tool (once for the local delivery, once for the daemon's acknowledgement), so the
   // array could not be released from it safely.
@@ -359,14 +340,8 @@ void ControlChannel::on_expand(std::function<void(const ExpandEvent&)> callback)
 void ControlChannel::on_shrink(std::function<void(const ShrinkEvent&)> callback) {
   state_->shrink = std::move(callback);
 }
-void ControlChannel::on_commit(std::function<void(const CommitEvent&)> callback) {
-  state_->commit = std::move(callback);
-}
 void ControlChannel::on_abort(std::function<void(const AbortEvent&)> callback) {
   state_->abort = std::move(callback);
-}
-void ControlChannel::on_metrics_request(std::function<void(const MetricsRequestEvent&)> callback) {
-  state_->metrics_request = std::move(callback);
 }
 
 std::size_t ControlChannel::poll_events(std::chrono::milliseconds wait) {
@@ -386,12 +361,8 @@ std::size_t ControlChannel::poll_events(std::chrono::milliseconds wait) {
             if (s.expand) s.expand(e);
           } else if constexpr (std::is_same_v<E, ShrinkEvent>) {
             if (s.shrink) s.shrink(e);
-          } else if constexpr (std::is_same_v<E, CommitEvent>) {
-            if (s.commit) s.commit(e);
-          } else if constexpr (std::is_same_v<E, AbortEvent>) {
-            if (s.abort) s.abort(e);
           } else {
-            if (s.metrics_request) s.metrics_request(e);
+            if (s.abort) s.abort(e);
           }
         },
         event);

@@ -103,7 +103,6 @@ void ControlPlaneLink::attach(ElasticJob& job) {
   channel_.on_shrink([this](const ShrinkEvent& e) {
     if (job_->rank() != 0) return;
     std::vector<int> ranks;
-    for (std::uint64_t r : e.ranks) ranks.push_back(static_cast<int>(r));
     for (const std::string& node : e.nodes) {
       const auto it = std::ranges::find(nodes_by_rank_, node);
       if (it == nodes_by_rank_.end()) {
@@ -179,8 +178,9 @@ void ControlPlaneLink::attach(ElasticJob& job) {
 void ControlPlaneLink::poll() { channel_.poll_events(); }
 
 void ControlPlaneLink::publish(const IterationReport& report, int iterations_done) {
-  RankMetrics m;
-  m.rank = static_cast<std::uint64_t>(job_ != nullptr ? job_->rank() : 0);
+  RankMetrics r;
+  r.rank = static_cast<std::uint64_t>(job_ != nullptr ? job_->rank() : 0);
+  protocol::Metrics& m = r.metrics;
   m.ready_tasks = static_cast<std::uint64_t>(report.local.ready_tasks_mean + 0.5);
   const double busy = report.local.busy_seconds;
   const double total = busy + report.local.idle_seconds;
@@ -189,11 +189,11 @@ void ControlPlaneLink::publish(const IterationReport& report, int iterations_don
   m.steals_failed = std::min(report.local.steal.requests_failed, m.steals_sent);
   m.iteration_seconds = report.seconds;
   m.iteration = static_cast<std::uint64_t>(iterations_done);
-  if (m.rank == 0) m.job_gflops = report.gflops();
+  if (r.rank == 0) m.job_gflops = report.gflops();
   try {
-    channel_.publish_metrics(m);
+    channel_.publish_metrics(r);
   } catch (const ControlChannelError& e) {
-    std::fprintf(stderr, "bellows: rank %llu: %s\n", static_cast<unsigned long long>(m.rank),
+    std::fprintf(stderr, "bellows: rank %llu: %s\n", static_cast<unsigned long long>(r.rank),
                  e.what());
   }
 }

@@ -48,34 +48,25 @@ int roundtrip(ControlChannel& channel) {
                 static_cast<unsigned long long>(e.count), joined(e.hosts).c_str());
   });
   channel.on_shrink([](const bellows::runtime::ShrinkEvent& e) {
-    std::printf("shrink id=%llu ranks=%s nodes=%s\n", static_cast<unsigned long long>(e.resize_id),
-                joined(e.ranks).c_str(), joined(e.nodes).c_str());
-  });
-  channel.on_commit([](const bellows::runtime::CommitEvent& e) {
-    std::printf("commit id=%llu\n", static_cast<unsigned long long>(e.resize_id));
+    std::printf("shrink id=%llu nodes=%s\n", static_cast<unsigned long long>(e.resize_id),
+                joined(e.nodes).c_str());
   });
   channel.on_abort([&aborted](const bellows::runtime::AbortEvent& e) {
     std::printf("abort id=%llu reason=%s\n", static_cast<unsigned long long>(e.resize_id),
                 e.reason.c_str());
     aborted = true;
   });
-  channel.on_metrics_request([&channel](const bellows::runtime::MetricsRequestEvent& e) {
-    std::printf("metrics-request id=%llu\n", static_cast<unsigned long long>(e.request_id));
-    bellows::runtime::RankMetrics m;
-    m.rank = 3;
-    m.request_id = e.request_id;
-    channel.publish_metrics(m);
-  });
 
   print_answer("answer", channel.request_resize(2));
   bellows::runtime::RankMetrics m;
   m.rank = 3;
-  m.ready_tasks = 17;
-  m.busy_fraction = 0.625;
-  m.steals_sent = 9;
-  m.steals_failed = 4;
-  m.iteration_seconds = 0.125;
-  m.iteration = 6;
+  m.metrics = {.iteration = 6,
+               .iteration_seconds = 0.125,
+               .ready_tasks = 17,
+               .busy_fraction = 0.625,
+               .steals_sent = 9,
+               .steals_failed = 4,
+               .job_gflops = 41.5};
   channel.publish_metrics(m);
   std::printf("published\n");
   std::fflush(stdout);

@@ -90,8 +90,8 @@ hysteresis_ticks: 1
 release_order: least_loaded
 )"));
   // Only the batch host and one other node reported.
-  auto metrics = nodes(2, 5.0, 0.5);
-  metrics[0].ready_tasks = 0.0;  // the least loaded, but index 0
+  auto metrics = nodes(2, 5, 0.5);
+  metrics[0].metrics.ready_tasks = 0;  // the least loaded, but index 0
   bp::TickInput in = input(t0, metrics, 0, 1);
   in.nodes = 5;
   auto d = engine.tick(in);
@@ -104,7 +104,7 @@ release_order: least_loaded
   EXPECT_EQ(d.release, std::vector<std::string>{"n1"});
 
   bp::PolicyEngine alone(engine.policy());
-  const auto host = nodes(1, 0.0, 0.0);
+  const auto host = nodes(1, 0, 0.0);
   in = input(t0, host, 0, 1);
   in.nodes = 3;
   EXPECT_EQ(alone.tick(in).reason,
@@ -116,13 +116,13 @@ namespace {
 
 // Five nodes whose join order, load and index disagree.
 std::vector<bp::NodeMetrics> mixed() {
-  auto m = nodes(5, 0.0, 0.5);
+  auto m = nodes(5, 0, 0.5);
   // name  index joined ready busy
-  m[0].joined = 0; m[0].ready_tasks = 0;  m[0].busy_fraction = 0.0;  // batch host
-  m[1].joined = 4; m[1].ready_tasks = 9;  m[1].busy_fraction = 0.9;
-  m[2].joined = 1; m[2].ready_tasks = 1;  m[2].busy_fraction = 0.7;
-  m[3].joined = 3; m[3].ready_tasks = 1;  m[3].busy_fraction = 0.2;
-  m[4].joined = 2; m[4].ready_tasks = 5;  m[4].busy_fraction = 0.1;
+  m[0].joined = 0; m[0].metrics.ready_tasks = 0;  m[0].metrics.busy_fraction = 0.0;  // batch host
+  m[1].joined = 4; m[1].metrics.ready_tasks = 9;  m[1].metrics.busy_fraction = 0.9;
+  m[2].joined = 1; m[2].metrics.ready_tasks = 1;  m[2].metrics.busy_fraction = 0.7;
+  m[3].joined = 3; m[3].metrics.ready_tasks = 1;  m[3].metrics.busy_fraction = 0.2;
+  m[4].joined = 2; m[4].metrics.ready_tasks = 5;  m[4].metrics.busy_fraction = 0.1;
   return m;
 }
 
@@ -178,17 +178,18 @@ TEST(PolicyEngineLimits, NoTriggersWrittenNeverResizes) {
 TEST(PolicyEngineLimits, BadInputIsNamed) {
   bp::PolicyEngine engine(policy_from(kLimits));
   auto metrics = nodes(3, 0, 0.5);
-  metrics[1].busy_fraction = 1.5;
+  metrics[1].metrics.busy_fraction = 1.5;
   EXPECT_EQ(thrown([&] { (void)engine.tick(input(t0, metrics)); }),
             "tick input: node 'n1' (index 1): busy_fraction must be between 0 and 1, got 1.5");
   metrics = nodes(3, 0, 0.5);
-  metrics[2].steals_sent = 3;
-  metrics[2].steals_failed = 4;
+  metrics[2].metrics.steals_sent = 3;
+  metrics[2].metrics.steals_failed = 4;
   EXPECT_EQ(thrown([&] { (void)engine.tick(input(t0, metrics)); }),
             "tick input: node 'n2' (index 2): steals_failed (4) is larger than steals_sent (3)");
-  metrics = nodes(3, -1, 0.5);
+  metrics = nodes(3, 0, 0.5);
+  metrics[0].metrics.iteration_seconds = -2.5;
   EXPECT_EQ(thrown([&] { (void)engine.tick(input(t0, metrics)); }),
-            "tick input: node 'n0' (index 0): ready_tasks must not be negative, got -1");
+            "tick input: node 'n0' (index 0): iteration_seconds must not be negative, got -2.5");
   metrics = nodes(3, 0, 0.5);
   auto in = input(t0, metrics);
   in.nodes = 0;
@@ -220,8 +221,8 @@ nodes: {min: 1, max: 8}
 expand: {ready_tasks_per_node_above: 2500}
 hysteresis_ticks: 2
 )"));
-  auto metrics = nodes(2, 12345.6, 0.5);
-  metrics[1].ready_tasks = 12345.4;  // 12345.5 per node
+  auto metrics = nodes(2, 12345, 0.5);
+  metrics[1].metrics.ready_tasks = 12346;  // 12345.5 per node
   EXPECT_EQ(engine.tick(input(t0, metrics, 1)).reason,
             "hold: waiting: expand.ready_tasks_per_node_above: 12345.5 > 2500 (held 1 of 2 ticks)");
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,7 @@ inline Policy policy_from(const std::string& text) {
 }
 
 /// `count` nodes n0, n1, ... with index and join order equal to their number.
-inline std::vector<NodeMetrics> nodes(int count, double ready_tasks, double busy_fraction) {
+inline std::vector<NodeMetrics> nodes(int count, std::uint64_t ready_tasks, double busy_fraction) {
   std::vector<NodeMetrics> out;
   for (int i = 0; i < count; ++i) {
     NodeMetrics m;
@@ -28,8 +29,8 @@ inline std::vector<NodeMetrics> nodes(int count, double ready_tasks, double busy
     m.name.insert(0, 1, 'n');  // not "n" + ...: GCC 12 -Wrestrict false positive at -O3
     m.index = i;
     m.joined = static_cast<std::uint64_t>(i);
-    m.ready_tasks = ready_tasks;
-    m.busy_fraction = busy_fraction;
+    m.metrics.ready_tasks = ready_tasks;
+    m.metrics.busy_fraction = busy_fraction;
     out.push_back(m);
   }
   return out;

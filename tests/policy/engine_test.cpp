@@ -24,7 +24,7 @@ resize_timeout: 1m
 
 TEST(PolicyEngine, TriggerFiresAfterHysteresisTicks) {
   bp::PolicyEngine engine(policy_from(kBusy));
-  const auto busy = nodes(4, 2.0, 0.95);
+  const auto busy = nodes(4, 2, 0.95);
   auto d = engine.tick(input(t0, busy, 10));
   EXPECT_EQ(d.action, bp::Action::hold);
   EXPECT_EQ(d.nodes, 0);
@@ -41,8 +41,8 @@ TEST(PolicyEngine, TriggerFiresAfterHysteresisTicks) {
 
 TEST(PolicyEngine, ATickWithoutTheTriggerStartsTheCountAgain) {
   bp::PolicyEngine engine(policy_from(kBusy));
-  const auto busy = nodes(4, 2.0, 0.95);
-  const auto calm = nodes(4, 2.0, 0.9);  // not above 0.9
+  const auto busy = nodes(4, 2, 0.95);
+  const auto calm = nodes(4, 2, 0.9);  // not above 0.9
   (void)engine.tick(input(t0, busy, 10));
   (void)engine.tick(input(t0 + 5s, busy, 10));
   auto d = engine.tick(input(t0 + 10s, calm, 10));
@@ -55,7 +55,7 @@ TEST(PolicyEngine, ATickWithoutTheTriggerStartsTheCountAgain) {
 
 TEST(PolicyEngine, HoldsWhileAResizeIsInFlightAndSaysWhenItIsOverdue) {
   bp::PolicyEngine engine(policy_from(kBusy));
-  const auto busy = nodes(4, 2.0, 0.95);
+  const auto busy = nodes(4, 2, 0.95);
   for (int i = 0; i < 2; ++i) (void)engine.tick(input(t0, busy, 10));
   ASSERT_EQ(engine.tick(input(t0, busy, 10)).action, bp::Action::expand);
   for (int i = 1; i <= 12; ++i) {  // 5s ... 55s, then 1m
@@ -73,7 +73,7 @@ TEST(PolicyEngine, HoldsWhileAResizeIsInFlightAndSaysWhenItIsOverdue) {
 
 TEST(PolicyEngine, CooldownAfterCommitThenCountingStartsAfresh) {
   bp::PolicyEngine engine(policy_from(kBusy));
-  const auto busy = nodes(6, 2.0, 0.95);
+  const auto busy = nodes(6, 2, 0.95);
   engine.resize_started(t0);
   EXPECT_EQ(engine.tick(input(t0 + 1s, busy, 10)).reason, "hold: a resize is in flight (for 1s)");
   engine.resize_committed(t0 + 2s, 4, 6);
@@ -108,7 +108,7 @@ expand:
   idle_nodes_at_least: 2
 hysteresis_ticks: 1
 )"));
-  const auto busy = nodes(2, 0.0, 0.95);
+  const auto busy = nodes(2, 0, 0.95);
   EXPECT_EQ(engine.tick(input(t0, busy, 1)).reason,
             "hold: waiting: expand.busy_fraction_above: 0.95 > 0.9 (held 1 tick); combine all: "
             "1 of 2 triggers fired");
@@ -128,13 +128,13 @@ expand:
   steal_failure_ratio_below: 0.2
 hysteresis_ticks: 1
 )"));
-  auto metrics = nodes(2, 0.0, 0.95);
-  metrics[0].ready_tasks = 10;
-  metrics[1].ready_tasks = 30;  // 20 per node
-  metrics[0].steals_sent = 60;
-  metrics[0].steals_failed = 6;
-  metrics[1].steals_sent = 40;
-  metrics[1].steals_failed = 4;  // 10 of 100 failed
+  auto metrics = nodes(2, 0, 0.95);
+  metrics[0].metrics.ready_tasks = 10;
+  metrics[1].metrics.ready_tasks = 30;  // 20 per node
+  metrics[0].metrics.steals_sent = 60;
+  metrics[0].metrics.steals_failed = 6;
+  metrics[1].metrics.steals_sent = 40;
+  metrics[1].metrics.steals_failed = 4;  // 10 of 100 failed
   const auto d = engine.tick(input(t0, metrics, 5));
   EXPECT_EQ(d.reason,
             "expand by 1: expand.ready_tasks_per_node_above: 20 > 8 (held 1 tick); "
@@ -149,10 +149,10 @@ shrink:
   steal_failure_ratio_above: 0.8
 hysteresis_ticks: 1
 )"));
-  auto metrics = nodes(3, 0.0, 0.1);
+  auto metrics = nodes(3, 0, 0.1);
   EXPECT_EQ(engine.tick(input(t0, metrics)).reason, "hold: no trigger holds");
-  metrics[1].steals_sent = 10;
-  metrics[1].steals_failed = 9;
+  metrics[1].metrics.steals_sent = 10;
+  metrics[1].metrics.steals_failed = 9;
   const auto d = engine.tick(input(t0 + 5s, metrics));
   EXPECT_EQ(d.action, bp::Action::shrink);
   EXPECT_EQ(d.reason,
@@ -197,8 +197,8 @@ cooldown: 0s
 std::vector<bp::NodeMetrics> iterated(int count, std::uint64_t iterations, double seconds) {
   auto out = nodes(count, 1.0, 0.8);
   for (auto& m : out) {
-    m.iterations = iterations;
-    m.last_iteration_seconds = seconds;
+    m.metrics.iteration = iterations;
+    m.metrics.iteration_seconds = seconds;
   }
   return out;
 }
@@ -213,13 +213,13 @@ TEST(PolicyEngine, IterationEfficiencyAfterAnExpand) {
   // The first tick after the commit: new nodes have no iteration yet; the old ones' count
   // becomes the baseline, whatever size its iterations ran at.
   auto after = iterated(4, 5, 10.0);
-  after[2].iterations = after[3].iterations = 0;
-  after[2].last_iteration_seconds = after[3].last_iteration_seconds = 0.0;
+  after[2].metrics.iteration = after[3].metrics.iteration = 0;
+  after[2].metrics.iteration_seconds = after[3].metrics.iteration_seconds = 0.0;
   EXPECT_EQ(engine.tick(input(t0 + 3s, after)).reason, "hold: no trigger holds");
   EXPECT_FALSE(engine.iteration_efficiency().has_value());
   // Iteration 6 at 4 nodes took 8 s against 10 s at 2: E = (10 / 8 - 1) / (2 / 2) = 0.25.
   auto measured = iterated(4, 6, 8.0);
-  measured[1].last_iteration_seconds = 7.5;  // the job's time is the slowest node's
+  measured[1].metrics.iteration_seconds = 7.5;  // the job's time is the slowest node's
   const auto d = engine.tick(input(t0 + 13s, measured));
   ASSERT_TRUE(engine.iteration_efficiency().has_value());
   EXPECT_DOUBLE_EQ(*engine.iteration_efficiency(), 0.25);
@@ -266,7 +266,7 @@ TEST(PolicyEngine, IterationEfficiencyOfAnExpandByOneOfFour) {
 TEST(PolicyEngine, ReloadSwapsOnlyAValidPolicy) {
   const bp::Policy original = policy_from(kBusy);
   bp::PolicyEngine engine(original);
-  const auto busy = nodes(4, 2.0, 0.95);
+  const auto busy = nodes(4, 2, 0.95);
   (void)engine.tick(input(t0, busy, 10));
   (void)engine.tick(input(t0 + 5s, busy, 10));
 
@@ -290,7 +290,7 @@ TEST(PolicyEngine, ReloadSwapsOnlyAValidPolicy) {
   EXPECT_EQ(engine.policy().hysteresis_ticks, 2);
   EXPECT_EQ(engine.policy().expand.busy_fraction_above, 0.5);
   // The cooldown that started under the old policy (30s from the commit) carries on.
-  const auto six = nodes(6, 1.0, 0.6);
+  const auto six = nodes(6, 1, 0.6);
   EXPECT_EQ(engine.tick(input(t0 + 12s, six, 10)).reason,
             "hold: cooldown after the last resize, 29s left");
   EXPECT_EQ(engine.tick(input(t0 + 41s, six, 10)).reason,

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "bellows/protocol/messages.hpp"
 
@@ -16,18 +19,16 @@ using Bytes = std::vector<std::uint8_t>;
 std::vector<Message> one_of_each() {
   return {
       Hello{"node-a", 4242, kProtocolVersion},
-      NodeMetrics{"node-b", 17, 0.125, 96, 0.75, 12, 5, 41.5},
+      NodeMetrics{"node-b", {17, 0.125, 96, 0.75, 12, 5, 41.5}},
       AllocationRequest{AllocationDirective::release, 3, 7},
       RankExited{9, 31337, 0, 11},
       ResizeAck{5, ResizeAckOutcome::committed, 7, {4, 5, 6}, {}, ""},
       ResizeAck{8, ResizeAckOutcome::drained, 4, {}, {5, 6}, ""},
       ResizeAck{9, ResizeAckOutcome::refused, 6, {}, {}, "rank 0 cannot leave"},
       ResizeAck{10, ResizeAckOutcome::cancelled, 6, {}, {}, ""},
-      ResizeDecided{6, ResizeKind::expand, 2, {"n7", "n8"}, {}, {}},
-      ResizeDecided{7, ResizeKind::shrink, 1, {}, {2, 3}, {"n2"}},
-      Commit{6},
+      ResizeDecided{6, ResizeKind::expand, 2, {"n7", "n8"}, {}},
+      ResizeDecided{7, ResizeKind::shrink, 1, {}, {"n2"}},
       Abort{7, "slurm denied the expansion: Requested node configuration is not available"},
-      LaunchRanks{6, {4, 5}, {"/usr/bin/app", "--n", "4096", ""}, {"OMP_NUM_THREADS=1", "X="}},
       Stop{"job finished", 2000},
       Ack{AckCode::failed, "no such node"},
       OperatorResize{-2, "maintenance on local4"},
@@ -55,17 +56,68 @@ TEST(Messages, EveryMessageRoundTripsAsEachKind) {
 }
 
 TEST(Messages, HeaderLayoutIsFixed) {
-  const Bytes bytes = encode(Envelope{Kind::request, 0x0102030405060708ull, Commit{9}});
-  ASSERT_EQ(bytes.size(), kHeaderBytes + 8);
+  const Bytes bytes = encode(Envelope{Kind::request, 0x0102030405060708ull, Abort{9, ""}});
+  ASSERT_EQ(bytes.size(), kHeaderBytes + 12);
   EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 4), "BLWS");
   EXPECT_EQ(bytes[4], kProtocolVersion);
   EXPECT_EQ(bytes[5], 0);
-  EXPECT_EQ(bytes[6], 17);  // commit
-  EXPECT_EQ(bytes[8], 1);   // request
-  EXPECT_EQ(bytes[12], 8);  // body length
+  EXPECT_EQ(bytes[6], 18);   // abort
+  EXPECT_EQ(bytes[8], 1);    // request
+  EXPECT_EQ(bytes[12], 12);  // body length
   EXPECT_EQ(bytes[16], 0x08);
   EXPECT_EQ(bytes[23], 0x01);
   EXPECT_EQ(bytes[24], 9);
+}
+
+// NodeMetrics is the node's name, then the Metrics fields as visit_fields() lists them: the
+// layout it had when it spelled them out.
+TEST(Messages, NodeMetricsBodyIsTheNameThenTheMetricsFields) {
+  const Bytes bytes = encode(NodeMetrics{"n7", {11, 0.5, 22, 0.25, 33, 3, 7.5}});
+  Bytes body;
+  auto put = [&body](const auto& value) {
+    std::uint8_t raw[sizeof value];
+    std::memcpy(raw, &value, sizeof value);
+    body.insert(body.end(), raw, raw + sizeof value);
+  };
+  put(std::uint32_t{2});
+  body.push_back('n');
+  body.push_back('7');
+  put(std::uint64_t{11});  // iteration
+  put(0.5);                // iteration_seconds
+  put(std::uint64_t{22});  // ready_tasks
+  put(0.25);               // busy_fraction
+  put(std::uint64_t{33});  // steals_sent
+  put(std::uint64_t{3});   // steals_failed
+  put(7.5);                // job_gflops
+  EXPECT_EQ(Bytes(bytes.begin() + kHeaderBytes, bytes.end()), body);
+}
+
+// Each field is visited once, with its transport name and its PMIx key
+// ("bellows.metrics." + name), and can be written through the visitor.
+TEST(Metrics, VisitFieldsNamesEachFieldWithItsKey) {
+  Metrics m;
+  std::vector<std::string> names;
+  visit_fields(m, [&names](const char* name, const char* key, auto& value) {
+    names.emplace_back(name);
+    EXPECT_EQ(std::string(key), std::string("bellows.metrics.") + name);
+    value = static_cast<std::remove_reference_t<decltype(value)>>(names.size());
+  });
+  EXPECT_EQ(names, (std::vector<std::string>{"iteration", "iteration_seconds", "ready_tasks",
+                                             "busy_fraction", "steals_sent", "steals_failed",
+                                             "job_gflops"}));
+  EXPECT_EQ(names.size(), kMetricsFields);
+  EXPECT_EQ(m, (Metrics{1, 2.0, 3, 4.0, 5, 6, 7.0}));
+}
+
+TEST(Metrics, CheckNamesTheFirstImpossibleField) {
+  EXPECT_EQ(check(Metrics{}), "");
+  EXPECT_EQ(check(Metrics{.iteration_seconds = -1.0}),
+            "iteration_seconds: -1.000000 is not a finite time >= 0");
+  EXPECT_EQ(check(Metrics{.busy_fraction = 1.5}), "busy_fraction: 1.500000 is not in [0, 1]");
+  EXPECT_EQ(check(Metrics{.job_gflops = std::numeric_limits<double>::infinity()}),
+            "job_gflops: inf is not a finite rate >= 0");
+  EXPECT_EQ(check(Metrics{.steals_sent = 2, .steals_failed = 3}),
+            "steals_failed: 3 exceeds steals_sent 2");
 }
 
 TEST(Messages, NamesOfTypesAndErrors) {
@@ -95,13 +147,13 @@ Refusal refusal(const Bytes& bytes) {
   } while (0)
 
 TEST(Messages, RefusesWrongMagic) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   b[0] = 'X';
   EXPECT_REFUSED(b, wrong_magic, "wrong magic 0x584c5753, expected 0x424c5753 (\"BLWS\")");
 }
 
 TEST(Messages, RefusesAnotherVersionNamingBoth) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   set_u16(b, 4, 7);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
@@ -113,7 +165,7 @@ TEST(Messages, RefusesAnotherVersionNamingBoth) {
 }
 
 TEST(Messages, RefusesUnknownType) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
   EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 3)");
 }
@@ -136,9 +188,9 @@ TEST(Messages, RefusesTruncatedInput) {
 }
 
 TEST(Messages, RefusesBadLength) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   b.push_back(0);
-  EXPECT_REFUSED(b, bad_length, "bad length: the header says 8 body bytes, 9 follow");
+  EXPECT_REFUSED(b, bad_length, "bad length: the header says 12 body bytes, 13 follow");
   set_u32(b, 12, kMaxBodyBytes + 1);
   EXPECT_REFUSED(b, bad_length, "bad length: a body of 1048577 bytes exceeds the limit of 1048576");
 }
@@ -151,11 +203,11 @@ TEST(Messages, RefusesBadFields) {
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
                  "bad field hello.protocol_version: 2 differs from the header's version 3");
-  EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, 0.5, 1, 1.5, 0, 0}), bad_field,
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
-  EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}),
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),
                  bad_field, "bad field node_metrics.iteration_seconds: nan is not a finite time >= 0");
-  EXPECT_REFUSED(body_of(NodeMetrics{"a", 1, 0.5, 1, 0.5, 2, 3}), bad_field,
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 0.5, 2, 3}}), bad_field,
                  "bad field node_metrics.steals_failed: 3 exceeds steals_sent 2");
   EXPECT_REFUSED(body_of(AllocationRequest{static_cast<AllocationDirective>(5), 1, 0}), bad_field,
                  "bad field allocation_request.directive: 5 is neither extend (1) nor release (2)");
@@ -164,13 +216,13 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(RankExited{1, 0, 0, 0}), bad_field, "bad field rank_exited.pid: 0 is not a pid");
   EXPECT_REFUSED(body_of(RankExited{1, 5, 0, 99}), bad_field,
                  "bad field rank_exited.signal: 99 is not a signal");
-  EXPECT_REFUSED(body_of(ResizeDecided{1, static_cast<ResizeKind>(7), 1, {}, {}, {}}), bad_field,
+  EXPECT_REFUSED(body_of(ResizeDecided{1, static_cast<ResizeKind>(7), 1, {}, {}}), bad_field,
                  "bad field resize_decided.kind: 7 is neither expand (1) nor shrink (2)");
-  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 0, {}, {}, {}}), bad_field,
+  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 0, {}, {}}), bad_field,
                  "bad field resize_decided.count: 0");
-  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 1, {"n"}, {3}, {}}), bad_field,
-                 "bad field resize_decided.leaving_ranks: an expand names no leaving ranks or nodes");
-  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::shrink, 1, {"n"}, {3}, {"m"}}), bad_field,
+  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::expand, 1, {"n"}, {"m"}}), bad_field,
+                 "bad field resize_decided.leaving_nodes: an expand names no leaving nodes");
+  EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::shrink, 1, {"n"}, {"m"}}), bad_field,
                  "bad field resize_decided.new_nodes: a shrink names no new nodes");
   EXPECT_REFUSED(body_of(ResizeAck{1, static_cast<ResizeAckOutcome>(5), 2, {}, {}, ""}), bad_field,
                  "bad field resize_ack.outcome: 5 is none of committed (1), refused (2), drained (3), "
@@ -179,43 +231,39 @@ TEST(Messages, RefusesBadFields) {
                  "bad field resize_ack.ranks_drained: empty although the outcome is drained");
   EXPECT_REFUSED(body_of(OperatorResize{0, "why"}), bad_field,
                  "bad field operator_resize.delta: 0 (neither grow nor shrink)");
-  EXPECT_REFUSED(body_of(LaunchRanks{1, {}, {"a"}, {}}), bad_field, "bad field launch_ranks.ranks: empty");
-  EXPECT_REFUSED(body_of(LaunchRanks{1, {0}, {}, {}}), bad_field, "bad field launch_ranks.argv: no program");
-  EXPECT_REFUSED(body_of(LaunchRanks{1, {0}, {"a"}, {"A=1", "=x"}}), bad_field,
-                 "bad field launch_ranks.env[1]: '=x' is not NAME=VALUE");
   EXPECT_REFUSED(body_of(Ack{static_cast<AckCode>(-1), ""}), bad_field,
                  "bad field ack.code: -1 is not an ack code (0-4)");
 }
 
 TEST(Messages, RefusesBadHeaderFieldsAndTrailingBytes) {
-  Bytes b = encode(Commit{1});
+  Bytes b = encode(Abort{1, ""});
   set_u32(b, 8, 3);
   EXPECT_REFUSED(b, bad_field,
                  "bad field header.flags: 3 is none of notification (0), request (1), reply (2)");
-  b = encode(Commit{1});
+  b = encode(Abort{1, ""});
   set_u64(b, 16, 5);
   EXPECT_REFUSED(b, bad_field, "bad field header.correlation_id: 5 for a notification (must be 0)");
-  b = encode(Envelope{Kind::reply, 0, Commit{1}});
+  b = encode(Envelope{Kind::reply, 0, Abort{1, ""}});
   EXPECT_REFUSED(b, bad_field, "bad field header.correlation_id: 0 for a request or reply (must be > 0)");
-  b = encode(Commit{1});
+  b = encode(Abort{1, ""});
   b.push_back(1);
   b.push_back(2);
-  set_u32(b, 12, 10);
-  EXPECT_REFUSED(b, bad_field, "bad field commit: 2 bytes follow the last field");
+  set_u32(b, 12, 14);
+  EXPECT_REFUSED(b, bad_field, "bad field abort: 2 bytes follow the last field");
 }
 
 TEST(Messages, RefusesOversizedStringsAndListsBeforeAllocating) {
   Bytes b = encode(Stop{"x", 1});
   set_u32(b, kHeaderBytes, kMaxStringBytes + 1);
   EXPECT_REFUSED(b, bad_field, "bad field stop.reason: length 65537 exceeds 65536");
-  b = encode(LaunchRanks{1, {0}, {"a"}, {}});
-  set_u32(b, kHeaderBytes + 8, 0xffffffffu);
+  b = encode(ResizeDecided{1, ResizeKind::expand, 1, {"a"}, {}});
+  set_u32(b, kHeaderBytes + 8 + 1 + 4, 0xffffffffu);
   EXPECT_REFUSED(b, truncated,
-                 "truncated launch_ranks: field ranks holds 4294967295 entries, only 17 bytes left");
+                 "truncated resize_decided: field new_nodes holds 4294967295 entries, only 9 bytes left");
   // The name of a list element is indexed.
-  b = encode(LaunchRanks{1, {0}, {"a", "bc"}, {}});
-  set_u32(b, kHeaderBytes + 8 + 4 + 4 + 4 + 4 + 1, 7);
-  EXPECT_REFUSED(b, truncated, "truncated launch_ranks: field argv[1] needs 7 bytes, 6 left");
+  b = encode(ResizeDecided{1, ResizeKind::expand, 2, {"a", "bc"}, {}});
+  set_u32(b, kHeaderBytes + 8 + 1 + 4 + 4 + 4 + 1, 7);
+  EXPECT_REFUSED(b, truncated, "truncated resize_decided: field new_nodes[1] needs 7 bytes, 6 left");
 }
 
 // Random bytes, bytes with a valid header and a random body, and valid messages with bytes

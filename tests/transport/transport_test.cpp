@@ -138,11 +138,11 @@ TEST_F(TransportProcesses, RequestReplyAndNotificationsBothWaysOverIpc) {
   EXPECT_EQ(metrics.peer, hello.peer);
   EXPECT_EQ(metrics.envelope.kind, protocol::Kind::notification);
   EXPECT_EQ(metrics.envelope.message,
-            protocol::Message(protocol::NodeMetrics{"node-7", 4, 0.25, 17, 0.5, 3, 1}));
+            protocol::Message(protocol::NodeMetrics{"node-7", {4, 0.25, 17, 0.5, 3, 1}}));
 
   // controller -> daemon request with its exact reply.
   const RequestResult r = server_->request(
-      hello.peer, protocol::ResizeDecided{3, protocol::ResizeKind::expand, 2, {"n5", "n6"}, {}, {}},
+      hello.peer, protocol::ResizeDecided{3, protocol::ResizeKind::expand, 2, {"n5", "n6"}, {}},
       2s);
   ASSERT_TRUE(r.ok()) << r.text;
   EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{3, protocol::ResizeAckOutcome::committed, 9, {8, 9}, {}, ""}));
@@ -223,7 +223,7 @@ TEST_F(TransportProcesses, MalformedMessageIsRefusedLoggedAndItsPeerDropped) {
 
 TEST_F(TransportProcesses, WrongVersionIsRefusedNamingBothVersions) {
   start_server(ipc_endpoint_);
-  auto bytes = protocol::encode(protocol::Envelope{protocol::Kind::request, 5, protocol::Commit{1}});
+  auto bytes = protocol::encode(protocol::Envelope{protocol::Kind::request, 5, protocol::StatusRequest{}});
   bytes[4] = 4;  // version 4
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "500", "--send-hex",
                    hex(bytes)});
@@ -260,13 +260,13 @@ TEST_F(TransportProcesses, ServerRequestsTimeOutOrFailWhenThePeerIsSilentOrGone)
   ASSERT_TRUE(notifications_.wait(1, 5s));
   const PeerId silent = notifications_.items().front().peer;
 
-  RequestResult r = server_->request(silent, protocol::Commit{1}, 200ms);
+  RequestResult r = server_->request(silent, protocol::StatusRequest{}, 200ms);
   EXPECT_EQ(r.status, Status::timeout);
-  EXPECT_EQ(r.text, "no reply to commit within 200 ms");
+  EXPECT_EQ(r.text, "no reply to status_request within 200 ms");
 
   // A request still waiting when the peer dies ends at once, not at its timeout.
   std::promise<RequestResult> waiting;
-  server_->request_async(silent, protocol::Commit{2}, 20s,
+  server_->request_async(silent, protocol::StatusRequest{}, 20s,
                          [&](RequestResult result) { waiting.set_value(std::move(result)); });
   std::this_thread::sleep_for(50ms);
   const auto t0 = std::chrono::steady_clock::now();
@@ -277,12 +277,12 @@ TEST_F(TransportProcesses, ServerRequestsTimeOutOrFailWhenThePeerIsSilentOrGone)
   r = future.get();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
   EXPECT_EQ(r.status, Status::peer_gone);
-  EXPECT_EQ(r.text, "peer pid " + std::to_string(pid) + " uid 0 disconnected before replying to commit");
+  EXPECT_EQ(r.text, "peer pid " + std::to_string(pid) + " uid 0 disconnected before replying to status_request");
   ASSERT_TRUE(gone_.wait(1, 2s));
 
-  r = server_->request(silent, protocol::Commit{3}, 200ms);
+  r = server_->request(silent, protocol::StatusRequest{}, 200ms);
   EXPECT_EQ(r.status, Status::unknown_peer);
-  EXPECT_EQ(r.text, "cannot send commit: no connected peer " + silent.to_string());
+  EXPECT_EQ(r.text, "cannot send status_request: no connected peer " + silent.to_string());
 }
 
 TEST_F(TransportProcesses, ClientRequestTimesOutWhenTheControllerIsGone) {
@@ -301,9 +301,9 @@ TEST_F(TransportProcesses, ClientRequestTimesOutWhenTheControllerIsGone) {
   EXPECT_EQ(r.reply, protocol::Message(protocol::Ack{protocol::AckCode::ok, "welcome hello"}));
 
   controller->kill();
-  r = client.request(protocol::Commit{1}, 300ms);
+  r = client.request(protocol::StatusRequest{}, 300ms);
   EXPECT_EQ(r.status, Status::timeout);
-  EXPECT_EQ(r.text, "no reply to commit within 300 ms");
+  EXPECT_EQ(r.text, "no reply to status_request within 300 ms");
   EXPECT_TRUE(client_logs.wait_containing(
       "info: lost the connection to the controller at " + ipc_endpoint_, 1s));
 }
@@ -331,7 +331,7 @@ TEST_F(TransportCurve, JobKeyHolderTalks) {
   EXPECT_EQ(hello.user_id, "curve:job-key");
   EXPECT_EQ(hello.peer_address, "127.0.0.1");
   const RequestResult r = server_->request(
-      hello.peer, protocol::ResizeDecided{4, protocol::ResizeKind::expand, 1, {"n9"}, {}, {}}, 2s);
+      hello.peer, protocol::ResizeDecided{4, protocol::ResizeKind::expand, 1, {"n9"}, {}}, 2s);
   ASSERT_TRUE(r.ok()) << r.text;
   EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{4, protocol::ResizeAckOutcome::committed, 9, {8, 9}, {}, ""}));
   server_->notify(hello.peer, protocol::Stop{"done", 0});

@@ -119,7 +119,7 @@ int run_daemon(const Options& o) {
   say(std::string("hello ") + transport::to_string(result.status) + " " +
       (result.ok() ? describe(result.reply) : result.text));
   if (!result.ok()) return 3;
-  client.notify(protocol::NodeMetrics{o.node, 4, 0.25, 17, 0.5, 3, 1});
+  client.notify(protocol::NodeMetrics{o.node, {4, 0.25, 17, 0.5, 3, 1}});
   std::unique_lock lock(mutex);
   if (!cv.wait_for(lock, 20s, [&] { return stop; })) return 4;
   return 0;

@@ -310,10 +310,10 @@ TEST_F(InProcess, RepliesLaterUnansweredThrowingAndBlockingHandlers) {
   Handlers h;
   h.on_request = [&](const Incoming& in, Responder responder) {
     const auto& m = in.envelope.message;
-    if (std::holds_alternative<protocol::Commit>(m)) return;  // dropped unanswered
+    if (std::holds_alternative<protocol::StatusRequest>(m)) return;  // dropped unanswered
     if (std::holds_alternative<protocol::Stop>(m)) throw std::runtime_error("boom");
     if (std::holds_alternative<protocol::Abort>(m)) {
-      const RequestResult r = server.load()->request(in.peer, protocol::Commit{1}, 1s);
+      const RequestResult r = server.load()->request(in.peer, protocol::StatusRequest{}, 1s);
       responder.reply(protocol::Ack{protocol::AckCode::failed,
                                     std::string(to_string(r.status)) + ": " + r.text});
       return;
@@ -336,11 +336,11 @@ TEST_F(InProcess, RepliesLaterUnansweredThrowingAndBlockingHandlers) {
   ASSERT_TRUE(r.ok()) << r.text;
   EXPECT_EQ(r.reply, protocol::Message(protocol::Ack{protocol::AckCode::ok, "later"}));
 
-  r = client.request(protocol::Commit{5}, 2s);
+  r = client.request(protocol::StatusRequest{}, 2s);
   ASSERT_TRUE(r.ok()) << r.text;
   EXPECT_EQ(r.reply, protocol::Message(protocol::Ack{
                          protocol::AckCode::unanswered,
-                         "the receiver dropped the commit request without answering"}));
+                         "the receiver dropped the status_request request without answering"}));
 
   r = client.request(protocol::Abort{5, "x"}, 2s);
   ASSERT_TRUE(r.ok()) << r.text;
@@ -368,10 +368,10 @@ TEST_F(InProcess, PeerWithoutARequestHandlerAnswersUnsupported) {
   client.notify(protocol::Hello{"n", 1, protocol::kProtocolVersion});
   auto f = peer.get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
-  const RequestResult r = s.request(f.get(), protocol::Commit{1}, 2s);
+  const RequestResult r = s.request(f.get(), protocol::StatusRequest{}, 2s);
   ASSERT_TRUE(r.ok()) << r.text;
   EXPECT_EQ(r.reply, protocol::Message(protocol::Ack{protocol::AckCode::unsupported,
-                                                     "no handler for commit"}));
+                                                     "no handler for status_request"}));
 }
 
 TEST_F(InProcess, StoppedEndpointsEndRequestsAsClosed) {
@@ -380,15 +380,15 @@ TEST_F(InProcess, StoppedEndpointsEndRequestsAsClosed) {
   std::promise<RequestResult> pending;
   s.stop();
   // Nothing answers: the client's request is pending when the client stops.
-  client.request_async(protocol::Commit{1}, 10s,
+  client.request_async(protocol::StatusRequest{}, 10s,
                        [&](RequestResult r) { pending.set_value(std::move(r)); });
   client.stop();
   auto f = pending.get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   const RequestResult r = f.get();
   EXPECT_EQ(r.status, Status::closed);
-  EXPECT_EQ(r.text, "no reply to commit: the endpoint is stopped");
-  const RequestResult after = client.request(protocol::Commit{2}, 1s);
+  EXPECT_EQ(r.text, "no reply to status_request: the endpoint is stopped");
+  const RequestResult after = client.request(protocol::StatusRequest{}, 1s);
   EXPECT_EQ(after.status, Status::closed);
   EXPECT_EQ(after.text, "the endpoint is stopped");
 }

@@ -96,7 +96,7 @@ class ControllerService {
 
  private:
   struct NodeState {
-    policy::NodeMetrics metrics;
+    policy::NodeMetrics node;  ///< what the policy gets: the last report, steals summed per tick
     bool reported = false;
   };
 

@@ -2,7 +2,8 @@
 // JobControl over the job's daemons: the resize orders go to the daemon of the job's first
 // node (where the job's first rank runs, which carries every resize out for the whole job);
 // what the daemons forward from their ranks (committed, refused, drained) comes back as
-// JobReports. Daemons on new nodes are started through a NodeLauncher and count as up once
+// JobReports. Nothing is sent when a resize commits: the job's first rank reported it, so
+// the job knows. Daemons on new nodes are started through a NodeLauncher and count as up once
 // they registered (Hello) with the controller.
 
 #include "bellows/controller/job_control.hpp"
@@ -62,7 +63,6 @@ class DaemonJobControl final : public JobControl {
 
  private:
   void report(JobReport report) { reports_.push_back(std::move(report)); }
-  void send_to_all(const protocol::Message& message);
   void finish_shrink_if_drained();
 
   std::string job_;

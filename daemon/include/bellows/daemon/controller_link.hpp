@@ -12,7 +12,7 @@
 //
 //   controller -> daemon (transport)             daemon -> ranks (PMIx event, local range)
 //   ResizeDecided (expand | shrink)              kExpandDecided | kShrinkDecided
-//   Commit / Abort                               kResizeCommitted / kResizeAborted
+//   Abort                                        kResizeAborted
 //   Stop                                         (the daemon stops: on_stop)
 
 #include <bellows/daemon/pmix_server.hpp>

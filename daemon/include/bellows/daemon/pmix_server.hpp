@@ -8,6 +8,7 @@
 // replies on), never from the progress thread.
 
 #include <bellows/daemon/payload.hpp>
+#include <bellows/protocol/metrics.hpp>
 
 #include <pmix_common.h>
 #include <sys/types.h>
@@ -64,18 +65,12 @@ class AllocationResponder {
   void* cbdata_ = nullptr;
 };
 
-/// One rank's metrics (protocol kRankMetrics) as received.
+/// One rank's metrics (protocol kRankMetrics) as received: who sent them, the rank they name
+/// and the record every side shares (bellows/protocol/metrics.hpp).
 struct ReceivedMetrics {
   ProcId source;
   std::uint64_t rank = 0;
-  std::uint64_t ready_tasks = 0;
-  double busy_fraction = 0.0;
-  std::uint64_t steals_sent = 0;
-  std::uint64_t steals_failed = 0;
-  double iteration_seconds = 0.0;
-  std::uint64_t iteration = 0;
-  std::uint64_t request_id = 0;
-  double job_gflops = 0.0;
+  protocol::Metrics metrics;
 };
 
 /// A rank's report of how a resize ended (protocol kResizeReport) as received.

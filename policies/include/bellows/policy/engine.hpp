@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <bellows/protocol/metrics.hpp>
+
 #include "bellows/policy/load.hpp"
 #include "bellows/policy/policy.hpp"
 
@@ -17,7 +19,8 @@ namespace bellows::policy {
 /// The engine never reads a clock: the caller passes the time of each event.
 using TimePoint = std::chrono::steady_clock::time_point;
 
-/// What one node of the job reported for the last tick.
+/// What one node of the job reported for the last tick: the metrics record its rank sends
+/// (bellows/protocol/metrics.hpp) with the node's place in the job.
 struct NodeMetrics {
   /// The node's host name, as the resource manager knows it.
   std::string name;
@@ -25,17 +28,10 @@ struct NodeMetrics {
   int index = 0;
   /// Order in which the nodes joined the job: larger joined later.
   std::uint64_t joined = 0;
-  /// Tasks ready to run on the node, over all its devices.
-  double ready_tasks = 0.0;
-  /// Fraction of the last tick the node's devices spent running tasks, 0 to 1.
-  double busy_fraction = 0.0;
-  /// Steal requests the node sent during the last tick, and how many came back empty.
-  std::uint64_t steals_sent = 0;
-  std::uint64_t steals_failed = 0;
-  /// Wall time of the last iteration the node completed, seconds; 0 before the first.
-  double last_iteration_seconds = 0.0;
-  /// Iterations of the job the node has completed.
-  std::uint64_t iterations = 0;
+  /// The node's last report, except steals_sent and steals_failed: those of every report
+  /// since the previous tick, summed. iteration is 0 and iteration_seconds 0 before the
+  /// node completed its first iteration.
+  protocol::Metrics metrics;
 };
 
 /// Everything one tick looks at.
@@ -82,7 +78,7 @@ struct Decision {
 /// committed, and t_after the job's iteration time at the first tick that sees more
 /// iterations completed than the first tick after the commit saw (what that first tick
 /// sees may have run before the resize). The job's iteration time is the largest
-/// last_iteration_seconds among the nodes that completed the most iterations. E = 1: the added nodes sped the job up in proportion; 0: no gain;
+/// metrics.iteration_seconds among the nodes that completed the most iterations. E = 1: the added nodes sped the job up in proportion; 0: no gain;
 /// negative: the job got slower. A later resize forgets it.
 ///
 /// Not thread-safe: one thread (the controller's) calls every method.

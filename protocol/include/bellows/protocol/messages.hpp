@@ -23,6 +23,8 @@
 //
 // Thread safety: everything here is a pure function or a value type.
 
+#include "bellows/protocol/metrics.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -40,14 +42,16 @@ inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 inline constexpr std::uint16_t kProtocolVersion = 3;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
-/// Largest body accepted (the largest real message, LaunchRanks, is a few KiB).
+/// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
+/// few KiB).
 inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;
 /// Largest string field accepted.
 inline constexpr std::uint32_t kMaxStringBytes = 1u << 16;
 
 /// Message types. 1-15 flow from a daemon to the controller, 16-31 from the controller to a
 /// daemon, 32-39 either way, 40 and up between an operator's `bellows` command and the
-/// controller.
+/// controller. A number once used is not given to another message: 17 (commit, which no
+/// rank needed) and 19 (launch_ranks, which nothing sent) stay free.
 enum class MessageType : std::uint16_t {
   hello = 1,
   node_metrics = 2,
@@ -55,9 +59,7 @@ enum class MessageType : std::uint16_t {
   rank_exited = 4,
   resize_ack = 5,
   resize_decided = 16,
-  commit = 17,
   abort = 18,
-  launch_ranks = 19,
   stop = 20,
   ack = 32,
   operator_resize = 40,
@@ -83,17 +85,12 @@ struct Hello {
   bool operator==(const Hello&) const = default;
 };
 
-/// Metrics of one node, sent every tick and at the end of each iteration.
+/// Metrics of one node, sent after each iteration of its rank: the rank's Metrics
+/// (metrics.hpp) with the node's name.
 struct NodeMetrics {
   static constexpr MessageType kType = MessageType::node_metrics;
-  std::string node_name;                 ///< not empty
-  std::uint64_t iteration = 0;           ///< number of the last completed iteration
-  double iteration_seconds = 0.0;        ///< its wall time, finite and >= 0
-  std::uint64_t ready_tasks = 0;         ///< ready tasks on the node now
-  double busy_fraction = 0.0;            ///< in [0, 1]
-  std::uint64_t steals_sent = 0;         ///< steal requests sent since the previous report
-  std::uint64_t steals_failed = 0;       ///< of those, answered with no task
-  double job_gflops = 0.0;               ///< the whole job's rate in that iteration (first node), else 0
+  std::string node_name;  ///< not empty
+  Metrics metrics;        ///< checked by protocol::check(const Metrics&)
   bool operator==(const NodeMetrics&) const = default;
 };
 
@@ -149,24 +146,16 @@ struct ResizeAck {
 enum class ResizeKind : std::uint8_t { expand = 1, shrink = 2 };
 
 /// The controller decided a resize. Expand: `count` nodes, named in new_nodes, no leaving
-/// ranks or nodes. Shrink: `count` nodes leave, named in leaving_nodes with their ranks in
-/// leaving_ranks, no new nodes.
+/// nodes. Shrink: `count` nodes leave, named in leaving_nodes (the job's first rank knows
+/// which ranks run on them), no new nodes.
 struct ResizeDecided {
   static constexpr MessageType kType = MessageType::resize_decided;
   std::uint64_t resize_id = 0;
   ResizeKind kind = ResizeKind::expand;
   std::uint32_t count = 0;  ///< > 0
   std::vector<std::string> new_nodes;
-  std::vector<std::uint32_t> leaving_ranks;
   std::vector<std::string> leaving_nodes;
   bool operator==(const ResizeDecided&) const = default;
-};
-
-/// The resize is complete everywhere: make it final.
-struct Commit {
-  static constexpr MessageType kType = MessageType::commit;
-  std::uint64_t resize_id = 0;
-  bool operator==(const Commit&) const = default;
 };
 
 /// The resize is abandoned; the job keeps its previous size.
@@ -175,16 +164,6 @@ struct Abort {
   std::uint64_t resize_id = 0;
   std::string reason;
   bool operator==(const Abort&) const = default;
-};
-
-/// Start ranks on this node.
-struct LaunchRanks {
-  static constexpr MessageType kType = MessageType::launch_ranks;
-  std::uint64_t resize_id = 0;          ///< 0 for the job's first ranks
-  std::vector<std::uint32_t> ranks;     ///< not empty
-  std::vector<std::string> argv;        ///< not empty: the program and its arguments
-  std::vector<std::string> env;         ///< "NAME=VALUE" entries added to the environment
-  bool operator==(const LaunchRanks&) const = default;
 };
 
 /// Stop the node's ranks (SIGTERM, then SIGKILL after grace_ms) and exit.
@@ -240,7 +219,7 @@ struct Ack {
 
 /// Any message.
 using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
-                             ResizeDecided, Commit, Abort, LaunchRanks, Stop, Ack, OperatorResize,
+                             ResizeDecided, Abort, Stop, Ack, OperatorResize,
                              StatusRequest, StatusReply>;
 
 /// The type of the message held.

@@ -24,10 +24,14 @@
 // kEventCodes and kPayloadKeys list every code and key; docs/daemon.md's tables are checked
 // against them (tests/daemon/docs_test.cpp).
 
+#include "bellows/protocol/metrics.hpp"
+
 #include <pmix_common.h>
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace bellows::protocol::pmix {
 
@@ -40,15 +44,15 @@ inline constexpr pmix_status_t kEventBase = PMIX_EXTERNAL_ERR_BASE - 100;
 
 /// daemon -> ranks: the job grows. Payload: kResizeId, kExpandCount, kExpandHosts.
 inline constexpr pmix_status_t kExpandDecided = kEventBase - 1;
-/// daemon -> ranks: ranks leave the job. Payload: kResizeId, kShrinkRanks, kShrinkNodes.
+/// daemon -> ranks: nodes leave the job, and the ranks on them. Payload: kResizeId,
+/// kShrinkNodes.
 inline constexpr pmix_status_t kShrinkDecided = kEventBase - 2;
-/// daemon -> ranks: the resize kResizeId is complete.
-inline constexpr pmix_status_t kResizeCommitted = kEventBase - 3;
+// kEventBase - 3 is not used (it told the ranks of a commit their first rank had reported).
 /// daemon -> ranks: the resize kResizeId was given up. Payload: kResizeId, kAbortReason.
 inline constexpr pmix_status_t kResizeAborted = kEventBase - 4;
-/// daemon -> ranks: publish metrics now (kRequestId echoed back in kMetricsRequestId).
-inline constexpr pmix_status_t kMetricsRequest = kEventBase - 5;
-/// rank -> daemon (range PMIX_RANGE_RM): one rank's metrics, keys kMetrics*.
+// kEventBase - 5 is not used (it was a metrics request that nothing sent).
+/// rank -> daemon (range PMIX_RANGE_RM): one rank's metrics: kMetricsRank and the fields of
+/// protocol::Metrics, each under its key (visit_fields() in metrics.hpp).
 inline constexpr pmix_status_t kRankMetrics = kEventBase - 6;
 /// rank -> daemon (range PMIX_RANGE_RM): how the resize kResizeId ended on the rank.
 /// Payload: kResizeId, kReportOutcome, kReportJobSize, kReportRanks, kReportText.
@@ -68,9 +72,7 @@ struct EventCode {
 inline constexpr EventCode kEventCodes[] = {
     {kExpandDecided, "kExpandDecided", "expand-decided"},
     {kShrinkDecided, "kShrinkDecided", "shrink-decided"},
-    {kResizeCommitted, "kResizeCommitted", "resize-committed"},
     {kResizeAborted, "kResizeAborted", "resize-aborted"},
-    {kMetricsRequest, "kMetricsRequest", "metrics-request"},
     {kRankMetrics, "kRankMetrics", "rank-metrics"},
     {kResizeReport, "kResizeReport", "resize-report"},
     {kRankAttached, "kRankAttached", "rank-attached"},
@@ -88,20 +90,16 @@ constexpr std::string_view event_name(pmix_status_t code) noexcept {
 
 /// uint64: kProtocolVersion of the sender; in every Bellows payload.
 inline constexpr const char* kVersion = "bellows.version";
-/// uint64: identifier of a resize, the same in its decided / committed / aborted events.
+/// uint64: identifier of a resize, the same in its decided and aborted events and its reports.
 inline constexpr const char* kResizeId = "bellows.resize.id";
 /// uint64: number of ranks (one per node) the job grows by.
 inline constexpr const char* kExpandCount = "bellows.expand.count";
 /// string: host names of the new ranks, in rank order ("n3,n4").
 inline constexpr const char* kExpandHosts = "bellows.expand.hosts";
-/// string: ranks that leave ("2,3").
-inline constexpr const char* kShrinkRanks = "bellows.shrink.ranks";
 /// string: nodes given back ("n3,n4").
 inline constexpr const char* kShrinkNodes = "bellows.shrink.nodes";
 /// string: why a resize was given up.
 inline constexpr const char* kAbortReason = "bellows.abort.reason";
-/// uint64: identifier of a metrics request.
-inline constexpr const char* kRequestId = "bellows.request.id";
 /// string: the daemon's answer to an allocation request, readable text.
 inline constexpr const char* kReplyText = "bellows.reply.text";
 
@@ -121,26 +119,10 @@ inline constexpr const char* kReportRanks = "bellows.report.ranks";
 /// string: readable detail (why a resize was refused).
 inline constexpr const char* kReportText = "bellows.report.text";
 
-// rank metrics (kRankMetrics)
+// rank metrics (kRankMetrics): the rank, then the Metrics fields, whose keys
+// (kMetricsIteration, kMetricsReadyTasks, ...) are declared with them in metrics.hpp.
 /// uint64: the rank that reports (its rank in the job communicator).
 inline constexpr const char* kMetricsRank = "bellows.metrics.rank";
-/// uint64: tasks ready to run on the rank.
-inline constexpr const char* kMetricsReadyTasks = "bellows.metrics.ready_tasks";
-/// double in [0, 1]: share of the last interval the workers were busy.
-inline constexpr const char* kMetricsBusyFraction = "bellows.metrics.busy_fraction";
-/// uint64: steal requests the rank sent.
-inline constexpr const char* kMetricsStealsSent = "bellows.metrics.steals_sent";
-/// uint64: steal requests that came back empty.
-inline constexpr const char* kMetricsStealsFailed = "bellows.metrics.steals_failed";
-/// double: seconds the last iteration took.
-inline constexpr const char* kMetricsIterationSeconds = "bellows.metrics.iteration_seconds";
-/// uint64: number of the last finished iteration.
-inline constexpr const char* kMetricsIteration = "bellows.metrics.iteration";
-/// double: the whole job's GFLOP/s in the last iteration (reported by the job's first rank;
-/// 0 from the others).
-inline constexpr const char* kMetricsJobGflops = "bellows.metrics.job_gflops";
-/// uint64: kRequestId of the kMetricsRequest this answers, 0 for a periodic report.
-inline constexpr const char* kMetricsRequestId = "bellows.metrics.request_id";
 
 /// A Bellows payload key: the name of its constant and the PMIx data type it carries.
 struct PayloadKey {
@@ -155,10 +137,8 @@ inline constexpr PayloadKey kPayloadKeys[] = {
     {kResizeId, "kResizeId", PMIX_UINT64},
     {kExpandCount, "kExpandCount", PMIX_UINT64},
     {kExpandHosts, "kExpandHosts", PMIX_STRING},
-    {kShrinkRanks, "kShrinkRanks", PMIX_STRING},
     {kShrinkNodes, "kShrinkNodes", PMIX_STRING},
     {kAbortReason, "kAbortReason", PMIX_STRING},
-    {kRequestId, "kRequestId", PMIX_UINT64},
     {kReplyText, "kReplyText", PMIX_STRING},
     {kAttachedPid, "kAttachedPid", PMIX_UINT64},
     {kReportOutcome, "kReportOutcome", PMIX_STRING},
@@ -173,7 +153,6 @@ inline constexpr PayloadKey kPayloadKeys[] = {
     {kMetricsIterationSeconds, "kMetricsIterationSeconds", PMIX_DOUBLE},
     {kMetricsIteration, "kMetricsIteration", PMIX_UINT64},
     {kMetricsJobGflops, "kMetricsJobGflops", PMIX_DOUBLE},
-    {kMetricsRequestId, "kMetricsRequestId", PMIX_UINT64},
 };
 
 /// The PMIx data type a Bellows key carries (PMIX_UINT64, PMIX_DOUBLE or PMIX_STRING), or
@@ -183,5 +162,28 @@ constexpr pmix_data_type_t key_type(std::string_view key) noexcept {
     if (k.key == key) return k.type;
   return PMIX_UNDEF;
 }
+
+/// The PMIx data type that carries a value of type T in a Bellows payload.
+template <class T>
+inline constexpr pmix_data_type_t kTypeOf = PMIX_UNDEF;
+template <>
+inline constexpr pmix_data_type_t kTypeOf<std::uint64_t> = PMIX_UINT64;
+template <>
+inline constexpr pmix_data_type_t kTypeOf<double> = PMIX_DOUBLE;
+template <>
+inline constexpr pmix_data_type_t kTypeOf<std::string> = PMIX_STRING;
+
+/// Whether every field of protocol::Metrics has its key in kPayloadKeys, with the type of
+/// its value.
+constexpr bool metrics_keys_declared() noexcept {
+  bool declared = true;
+  Metrics m{};
+  visit_fields(m, [&declared](const char*, const char* key, const auto& value) {
+    declared = declared && key_type(key) == kTypeOf<std::remove_cvref_t<decltype(value)>>;
+  });
+  return declared;
+}
+static_assert(metrics_keys_declared(),
+              "a field of protocol::Metrics lacks its key in kPayloadKeys, or has another type");
 
 }  // namespace bellows::protocol::pmix

@@ -3,12 +3,17 @@
 // server as a PMIx tool, asks it for more or fewer nodes, publishes its metrics, and receives
 // resize events. The event codes and payload keys are bellows/protocol/pmix_events.hpp.
 //
+// The metrics a rank publishes are bellows::protocol::Metrics (bellows/protocol/metrics.hpp),
+// the record its daemon, the controller and the policy engine read as well.
+//
 // The runtime works without a daemon: connect_from_environment() gives std::nullopt when none
 // is configured.
 //
 // Events arrive on PMIx's progress thread, which only queues them; the application takes them
 // with poll_events() (e.g. between iterations), which runs the registered callbacks on the
 // calling thread.
+
+#include <bellows/protocol/metrics.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -21,20 +26,11 @@
 
 namespace bellows::runtime {
 
-/// One rank's metrics for the daemon (protocol kRankMetrics).
+/// One rank's metrics for the daemon (protocol kRankMetrics): the rank that reports them
+/// and the record every side shares.
 struct RankMetrics {
   std::uint64_t rank = 0;
-  std::uint64_t ready_tasks = 0;
-  /// Share of the last interval the workers were busy, in [0, 1].
-  double busy_fraction = 0.0;
-  std::uint64_t steals_sent = 0;
-  std::uint64_t steals_failed = 0;
-  double iteration_seconds = 0.0;
-  std::uint64_t iteration = 0;
-  /// The whole job's GFLOP/s in that iteration (the job's first rank), else 0.
-  double job_gflops = 0.0;
-  /// The MetricsRequestEvent::request_id this answers, 0 for a periodic report.
-  std::uint64_t request_id = 0;
+  protocol::Metrics metrics;
 };
 
 /// How a resize ended on this rank, for the daemon (protocol kResizeReport).
@@ -70,24 +66,15 @@ struct ExpandEvent {
   std::uint64_t count = 0;
   std::vector<std::string> hosts;
 };
-/// ranks leave the job; nodes are given back.
+/// nodes are given back: the ranks on them leave the job.
 struct ShrinkEvent {
   std::uint64_t resize_id = 0;
-  std::vector<std::uint64_t> ranks;
   std::vector<std::string> nodes;
-};
-/// The resize resize_id is complete.
-struct CommitEvent {
-  std::uint64_t resize_id = 0;
 };
 /// The resize resize_id was given up, for reason.
 struct AbortEvent {
   std::uint64_t resize_id = 0;
   std::string reason;
-};
-/// The daemon asks for metrics now; answer with RankMetrics::request_id = request_id.
-struct MetricsRequestEvent {
-  std::uint64_t request_id = 0;
 };
 
 /// Could not attach to the daemon, or a call to it failed at the PMIx level.
@@ -134,9 +121,7 @@ class ControlChannel {
 
   void on_expand(std::function<void(const ExpandEvent&)> callback);
   void on_shrink(std::function<void(const ShrinkEvent&)> callback);
-  void on_commit(std::function<void(const CommitEvent&)> callback);
   void on_abort(std::function<void(const AbortEvent&)> callback);
-  void on_metrics_request(std::function<void(const MetricsRequestEvent&)> callback);
 
   /// Runs the callbacks of the events received so far (in arrival order), waiting up to
   /// `wait` for the first one when none is queued. Returns the number of events taken
