@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+from log_lines import job_log_problems  # noqa: E402
 from procfs import processes_mentioning  # noqa: E402
 
 POLICY = """\
@@ -113,6 +114,12 @@ def main():
         fail(f"the job ran on {[i['ranks'] for i in report['iterations']]} ranks, expected 2 throughout")
     if "ended on 2 node(s)" not in err:
         fail(f"the controller does not end on 2 nodes: {err[-1500:]}")
+    # No warning or error in `bellows run`'s stderr or a daemon's log (the withdrawn node's
+    # included), but one "ended without leaving the job" per rank at the end
+    # (log_lines.RANK_ENDED_AT_JOB_END).
+    problems = job_log_problems(job_dir, err, final_ranks=report["ranks"])
+    if problems:
+        fail("unexpected warnings or errors in the job's logs:\n  " + "\n  ".join(problems))
 
     time.sleep(0.5)
     left = processes_mentioning(job_dir)

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+from log_lines import job_log_problems  # noqa: E402
 from procfs import processes_mentioning  # noqa: E402
 
 POLICY = """\
@@ -144,6 +145,11 @@ def main():
         fail(f"the application's request was not accepted: {out[-1500:]}")
 
     job_dir = os.path.realpath(os.path.join(run_dir, "latest"))
+    # No warning or error in `bellows run`'s stderr or a daemon's log, but one "ended without
+    # leaving the job" per rank at the end (log_lines.RANK_ENDED_AT_JOB_END).
+    problems = job_log_problems(job_dir, err, final_ranks=report["ranks"])
+    if problems:
+        fail("unexpected warnings or errors in the job's logs:\n  " + "\n  ".join(problems))
     with open(os.path.join(job_dir, "events.jsonl")) as f:
         events = [json.loads(line) for line in f if line.strip()]
     finals = {(e["resize"], e["kind"], e["requester"], e["to"]) for e in events

@@ -32,6 +32,7 @@
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "tiled_gemm.hpp"
+#include "verdict.hpp"
 #include "watchdog.hpp"
 
 namespace br = bellows::runtime;
@@ -197,11 +198,12 @@ int main(int argc, char** argv) {
   int provided = MPI_THREAD_SINGLE;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   const bool child = argc > 3 && std::string(argv[1]) == kChildFlag;
+  const bellows::testing::ProcessVerdict verdict(child ? "expand_tests child" : "expand_tests rank 0");
   const std::string mode = child ? argv[3] : (argc > 1 ? argv[1] : "rebalance");
   if (mode != "steal" && mode != "rebalance") {
     std::fprintf(stderr, "expand_tests: unknown mode '%s' (steal or rebalance)\n", mode.c_str());
     MPI_Finalize();
-    return 2;
+    return verdict.record(2);
   }
   g_rebalance = mode == "rebalance";
   bellows::testing::Watchdog dog(bellows::testing::limit_from_env("BELLOWS_TEST_WATCHDOG_S", 60.0),
@@ -218,5 +220,5 @@ int main(int argc, char** argv) {
   if (code != 0) std::fprintf(stderr, "expand_tests: pid %d: FAILED\n", static_cast<int>(::getpid()));
   dog.disarm();
   MPI_Finalize();
-  return code;
+  return verdict.record(code);
 }

@@ -9,8 +9,9 @@
 // Leavers call MPI_Finalize and exit; rank 0 times how long until each is gone, and at
 // the end, after its own MPI_Finalize, checks that no spawned process is left.
 // Rank 0 prints one JSON line with the timings and "result":"PASS" or "FAIL". A failed
-// check prints "FAILED:" on the process's stderr: that is how a process that already left
-// reports (hydra does not pass the exit code of a spawned process on to mpiexec's).
+// check prints "FAILED:" on the process's stderr, and every process leaves its verdict
+// (verdict.hpp): that is how a process that already left reports (hydra does not pass the
+// exit code of a spawned process on to mpiexec's).
 // Every process runs under a watchdog; an exception calls MPI_Abort.
 
 #include "bellows/runtime/membership.hpp"
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "spawned_processes.hpp"
+#include "verdict.hpp"
 #include "watchdog.hpp"
 
 namespace {
@@ -262,12 +264,14 @@ int main(int argc, char** argv) {
   int provided = MPI_THREAD_SINGLE;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   const bool child = argc > 1 && std::string(argv[1]) == kChildFlag;
+  const bellows::testing::ProcessVerdict verdict(child ? "membership_tests child"
+                                                       : "membership_tests rank 0");
   Process me;
   bellows::testing::Watchdog dog(
       bellows::testing::limit_from_env("BELLOWS_TEST_WATCHDOG_S", 60.0),
       child ? "membership child pid " + std::to_string(me.pid) : "membership scenario (rank 0)");
   try {
-    return child ? run_child(me) : run_root(me, start);
+    return verdict.record(child ? run_child(me) : run_root(me, start));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "membership_tests: pid %d: %s; aborting the job\n", me.pid, error.what());
     std::fflush(stderr);

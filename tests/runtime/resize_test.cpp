@@ -34,6 +34,7 @@
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
 #include "spawned_processes.hpp"
+#include "verdict.hpp"
 #include "watchdog.hpp"
 
 namespace br = bellows::runtime;
@@ -248,6 +249,7 @@ int main(int argc, char** argv) {
   int provided = MPI_THREAD_SINGLE;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   const bool child = argc > 3 && std::string(argv[1]) == kChildFlag;
+  const bellows::testing::ProcessVerdict verdict(child ? "resize_tests child" : "resize_tests rank 0");
   Process p;
   p.kind = child ? argv[3] : (argc > 1 ? argv[1] : "gemm");
   bellows::testing::Watchdog dog(bellows::testing::limit_from_env("BELLOWS_TEST_WATCHDOG_S", 60.0),
@@ -280,5 +282,5 @@ int main(int argc, char** argv) {
     std::printf("%s\n", j.dump().c_str());
   }
   if (code != 0) std::fprintf(stderr, "resize_tests: pid %d: FAILED\n", static_cast<int>(::getpid()));
-  return code;
+  return verdict.record(code);
 }

@@ -14,6 +14,7 @@
 
 #include "bellows/runtime/elastic_job.hpp"
 #include "bellows/runtime/membership.hpp"
+#include "verdict.hpp"
 #include "watchdog.hpp"
 
 namespace bellows::test {
@@ -30,12 +31,15 @@ inline runtime::SpawnSpec spawn_this_test(const char* child_flag, int join_itera
 /// main() of an ElasticJob test named `name`: builds the job (rank 0 grows it to
 /// `initial_ranks`; a spawned rank joins it) and returns run(job, first iteration) of this
 /// rank. An exception aborts the whole job; a non-zero result prints "FAILED" on stderr.
+/// Every process, rank 0 and spawned ones alike, leaves its verdict for the test's wrapper
+/// (verdict.hpp): a rank that left the job fails the test if its own checks failed.
 inline int run_elastic_job_test(int argc, char** argv, const char* name, const char* child_flag,
                                 int initial_ranks,
                                 const std::function<int(runtime::ElasticJob&, int)>& run) {
   int provided = MPI_THREAD_SINGLE;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   const bool child = argc > 2 && std::string(argv[1]) == child_flag;
+  const testing::ProcessVerdict verdict(std::string(name) + (child ? " child" : " rank 0"));
   testing::Watchdog dog(testing::limit_from_env("BELLOWS_TEST_WATCHDOG_S", 60.0),
                         std::string(name) + (child ? ": child" : ": scenario (rank 0)"));
   const auto spawn_spec = [child_flag](int join_iteration) {
@@ -64,7 +68,7 @@ inline int run_elastic_job_test(int argc, char** argv, const char* name, const c
   if (code != 0) std::fprintf(stderr, "%s: pid %d: FAILED\n", name, static_cast<int>(::getpid()));
   dog.disarm();
   MPI_Finalize();
-  return code;
+  return verdict.record(code);
 }
 
 }  // namespace bellows::test

@@ -3,6 +3,9 @@
 // is not disarmed within its limit, it prints what was running and aborts the process,
 // so that mpiexec tears the whole job down instead of waiting for ctest's timeout.
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -13,6 +16,14 @@
 
 namespace bellows::testing {
 
+/// Where a watchdog writes why it aborts: stderr, or the real stderr while a test copies file
+/// descriptor 2 into its log (StderrTee in log_check.hpp), so that the line is not lost with
+/// the copying thread.
+inline std::atomic<int>& watchdog_fd() {
+  static std::atomic<int> fd{STDERR_FILENO};
+  return fd;
+}
+
 class Watchdog {
  public:
   Watchdog(std::chrono::milliseconds limit, std::string what, int rank = 0)
@@ -20,10 +31,10 @@ class Watchdog {
     thread_ = std::thread([this, limit] {
       std::unique_lock lock(mutex_);
       if (!cv_.wait_for(lock, limit, [this] { return disarmed_; })) {
-        std::fprintf(stderr,
-                     "\nWATCHDOG: rank %d: '%s' did not finish within %g s; aborting the process\n",
-                     rank_, what_.c_str(), std::chrono::duration<double>(limit).count());
         std::fflush(stderr);
+        ::dprintf(watchdog_fd().load(),
+                  "\nWATCHDOG: rank %d: '%s' did not finish within %g s; aborting the process\n",
+                  rank_, what_.c_str(), std::chrono::duration<double>(limit).count());
         std::fflush(stdout);
         std::abort();
       }

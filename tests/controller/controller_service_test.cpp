@@ -1,0 +1,327 @@
+// ControllerService in one process: its real transport server on an ipc socket of a private
+// socket directory, real transport::Clients as the daemons and the operator, the fake
+// resource manager and clock, and a launcher that only records. The test thread runs the
+// service's loop (step) while it waits for an answer, with a deadline; no sleeps.
+// Any warning or error the service or a client logs fails the test unless the test allows it.
+
+#include "bellows/controller/controller_service.hpp"
+
+#include "fake_clock.hpp"
+#include "fake_resource_manager.hpp"
+#include "log_check.hpp"
+
+#include <bellows/protocol/job_directory.hpp>
+#include <bellows/transport/socket_directory.hpp>
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace bellows::controller {
+namespace {
+
+using namespace std::chrono_literals;
+namespace protocol = bellows::protocol;
+namespace transport = bellows::transport;
+using Lines = std::vector<std::string>;
+
+class RecordingLauncher final : public NodeLauncher {
+ public:
+  RmStatus launch(const std::string& node, const std::string& job) override {
+    calls.push_back("launch " + node + " " + job);
+    return {};
+  }
+  RmStatus stop(const std::string& node) override {
+    calls.push_back("stop " + node);
+    return {};
+  }
+  Lines calls;
+};
+
+/// A daemon or an operator command: a client whose incoming notifications are kept.
+class Peer {
+ public:
+  explicit Peer(const std::string& endpoint,
+                std::function<void(transport::LogLevel, const std::string&)> log) {
+    transport::ClientOptions o;
+    o.endpoint = endpoint;
+    o.log = std::move(log);
+    transport::Handlers h;
+    h.on_notification = [this](const transport::Incoming& in) {
+      std::lock_guard lock(mutex_);
+      received_.push_back(in.envelope.message);
+    };
+    client = std::make_unique<transport::Client>(std::move(o), std::move(h));
+  }
+  std::vector<protocol::Message> received() {
+    std::lock_guard lock(mutex_);
+    return received_;
+  }
+  std::unique_ptr<transport::Client> client;
+
+ private:
+  std::mutex mutex_;
+  std::vector<protocol::Message> received_;
+};
+
+/// Job 42 on node0 and node1 of an 8-node fake pool; operators may resize it within 1-3 nodes.
+class ControllerServiceTest : public bellows::testing::LoggedTest {
+ protected:
+  ControllerServiceTest() {
+    char pattern[] = "/tmp/bellows-service-XXXXXX";
+    if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = pattern;
+    job_dir_ = dir_ / "job";
+    // `bellows run` makes the job directory before the service (which opens its logs there).
+    std::filesystem::create_directory(job_dir_);
+    std::filesystem::permissions(job_dir_, std::filesystem::perms::owner_all);
+    sockets_ = std::make_unique<transport::SocketDirectory>("42", job_dir_, dir_ / "sockets");
+    (void)rm_.pool().allocate("42", 2);
+    ControllerOptions o;
+    o.job = "42";
+    o.job_dir = job_dir_;
+    o.endpoint = sockets_->ipc_endpoint("controller.sock");
+    o.nodes = {"node0", "node1"};
+    o.min_nodes = 1;
+    o.max_nodes = 3;
+    service_ = std::make_unique<ControllerService>(o, rm_, launcher_, clock_);
+  }
+
+  ~ControllerServiceTest() override {
+    // The job ends with its daemons still connected: Stop reaches each of them.
+    service_->shutdown();
+    peers_.clear();
+    service_.reset();
+    sockets_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  /// A new client of the service.
+  Peer& connect() {
+    peers_.push_back(std::make_unique<Peer>(service_->endpoint(), log_sink<transport::LogLevel>()));
+    return *peers_.back();
+  }
+
+  /// Runs the service's loop until `done` holds; false after 5 s.
+  bool run_until(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      service_->step(5ms);
+    }
+    return true;
+  }
+
+  /// Sends a request from `peer` and runs the loop until its answer arrives.
+  protocol::Message ask(Peer& peer, protocol::Message message) {
+    auto answer = std::make_shared<std::promise<transport::RequestResult>>();
+    auto future = answer->get_future();
+    peer.client->request_async(std::move(message), 5s,
+                               [answer](transport::RequestResult r) { answer->set_value(std::move(r)); });
+    if (!run_until([&] { return future.wait_for(0ms) == std::future_status::ready; })) {
+      ADD_FAILURE() << "no answer within 5 s";
+      return protocol::Ack{protocol::AckCode::failed, "no answer"};
+    }
+    const transport::RequestResult r = future.get();
+    EXPECT_TRUE(r.ok()) << r.text;
+    return r.reply;
+  }
+
+  /// A daemon of `node` that registered.
+  Peer& daemon(const std::string& node) {
+    Peer& peer = connect();
+    EXPECT_EQ(ask(peer, protocol::Hello{node, ::getpid(), protocol::kProtocolVersion}),
+              protocol::Message(protocol::Ack{protocol::AckCode::ok, "welcome " + node}));
+    return peer;
+  }
+
+  /// Runs the loop until `peer` received `n` notifications; they all.
+  std::vector<protocol::Message> wait_received(Peer& peer, std::size_t n) {
+    EXPECT_TRUE(run_until([&] { return peer.received().size() >= n; }))
+        << "received " << peer.received().size() << " of " << n;
+    return peer.received();
+  }
+
+  nlohmann::json status(Peer& peer) {
+    const protocol::Message reply = ask(peer, protocol::StatusRequest{});
+    const auto* s = std::get_if<protocol::StatusReply>(&reply);
+    if (s == nullptr) {
+      ADD_FAILURE() << "no StatusReply";
+      return {};
+    }
+    return nlohmann::json::parse(s->json);
+  }
+
+  /// The last line of events.jsonl: its event and detail.
+  std::pair<std::string, std::string> last_event() {
+    const auto records = read_event_log(service_->event_log_path());
+    if (records.empty()) return {};
+    return {std::string(to_string(records.back().event)), records.back().detail};
+  }
+
+  Lines file_lines(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    Lines out;
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::filesystem::path job_dir_;
+  testing::FakeClock clock_;
+  testing::FakeResourceManager rm_{clock_, 8};
+  RecordingLauncher launcher_;
+  std::unique_ptr<transport::SocketDirectory> sockets_;
+  std::unique_ptr<ControllerService> service_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+};
+
+TEST_F(ControllerServiceTest, WritesItsEndpointForTheBellowsCommands) {
+  EXPECT_EQ(file_lines(protocol::JobDirectory{job_dir_}.controller_endpoint_file()),
+            Lines{service_->endpoint()});
+  EXPECT_EQ(service_->endpoint(), "ipc://" + (sockets_->path() / "controller.sock").string());
+}
+
+TEST_F(ControllerServiceTest, ADaemonsHelloRegistersItsNode) {
+  service_->start_daemons();
+  EXPECT_EQ(launcher_.calls, (Lines{"launch node0 42", "launch node1 42"}));
+  EXPECT_FALSE(service_->daemons_registered());
+  daemon("node0");
+  EXPECT_FALSE(service_->daemons_registered());
+  daemon("node1");
+  EXPECT_TRUE(service_->daemons_registered());
+
+  Peer& stranger = connect();
+  EXPECT_EQ(ask(stranger, protocol::Hello{"node7", ::getpid(), protocol::kProtocolVersion}),
+            protocol::Message(protocol::Ack{protocol::AckCode::refused, "node7 is not a node of job 42"}));
+  EXPECT_EQ(ask(stranger, protocol::Commit{1}),
+            protocol::Message(protocol::Ack{protocol::AckCode::unsupported,
+                                            "the controller does not handle commit"}));
+}
+
+TEST_F(ControllerServiceTest, OperatorResizesOutsideTheNodeRangeAreRefusedWithTheReason) {
+  Peer& op = connect();
+  EXPECT_EQ(ask(op, protocol::OperatorResize{2, ""}),
+            protocol::Message(protocol::Ack{protocol::AckCode::refused,
+                                            "job 42 may hold 1 to 3 nodes: +2 from 2 would make 4"}));
+  EXPECT_EQ(ask(op, protocol::OperatorResize{-2, "give everything back"}),
+            protocol::Message(protocol::Ack{protocol::AckCode::refused,
+                                            "job 42 may hold 1 to 3 nodes: -2 from 2 would make 0"}));
+  EXPECT_EQ(status(op)["active_resize"], nullptr);
+  EXPECT_EQ(file_lines(service_->event_log_path()), Lines{});
+}
+
+TEST_F(ControllerServiceTest, AnAcceptedOperatorExpansionRunsToItsCommit) {
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  Peer& op = connect();
+  const protocol::Message accepted = ask(op, protocol::OperatorResize{1, ""});
+  EXPECT_EQ(accepted, protocol::Message(protocol::Ack{
+                          protocol::AckCode::ok, "asked the fake resource manager for 1 node"}));
+  // A second order while the first runs: refused with the resize controller's text.
+  const protocol::Message second = ask(op, protocol::OperatorResize{-1, "too many"});
+  ASSERT_TRUE(std::holds_alternative<protocol::Ack>(second));
+  EXPECT_EQ(second, protocol::Message(protocol::Ack{
+                        protocol::AckCode::refused,
+                        "resize 2 refused: resize 1 (expand by 1, asked by operator) is in flight, "
+                        "in state requested"}));
+
+  // The fake resource manager grants node2 after 0.7 s; its daemon is started.
+  clock_.advance(700ms);
+  ASSERT_TRUE(run_until([&] { return launcher_.calls.size() == 1; }));
+  EXPECT_EQ(launcher_.calls, Lines{"launch node2 42"});
+  Peer& node2 = daemon("node2");
+  // Up: the job's first node is told, and only it.
+  protocol::ResizeDecided decided;
+  decided.resize_id = 1;
+  decided.kind = protocol::ResizeKind::expand;
+  decided.count = 1;
+  decided.new_nodes = {"node2"};
+  EXPECT_EQ(wait_received(node0, 1), std::vector<protocol::Message>{decided});
+  node0.client->notify(protocol::ResizeAck{1, protocol::ResizeAckOutcome::committed, 3, {2}, {}, ""});
+  EXPECT_EQ(wait_received(node0, 2).back(), protocol::Message(protocol::Commit{1}));
+  EXPECT_EQ(wait_received(node1, 1), std::vector<protocol::Message>{protocol::Commit{1}});
+  EXPECT_EQ(wait_received(node2, 1), std::vector<protocol::Message>{protocol::Commit{1}});
+
+  const nlohmann::json s = status(op);
+  EXPECT_EQ(s["nodes"], (Lines{"node0", "node1", "node2"}));
+  EXPECT_EQ(s["ranks"], 3);
+  EXPECT_EQ(s["active_resize"], nullptr);
+  ASSERT_EQ(s["finished_resizes"].size(), 1u);
+  EXPECT_EQ(s["finished_resizes"][0]["state"], "committed");
+  EXPECT_EQ(s["finished_resizes"][0]["requester"], "operator");
+  EXPECT_EQ(s["finished_resizes"][0]["reason"], "operator asked for +1");
+  EXPECT_EQ(s["finished_resizes"][0]["nodes"], Lines{"node2"});
+}
+
+TEST_F(ControllerServiceTest, StatusAnswersTheJobItsNodesAndRange) {
+  Peer& op = connect();
+  const nlohmann::json s = status(op);
+  EXPECT_EQ(s["job"], "42");
+  EXPECT_EQ(s["backend"], "local");
+  EXPECT_EQ(s["nodes"], (Lines{"node0", "node1"}));
+  EXPECT_EQ(s["node_range"], (std::vector<unsigned>{1, 3}));
+  EXPECT_EQ(s["ranks"], 0);
+  EXPECT_EQ(s["iteration"], 0);
+  EXPECT_EQ(s["active_resize"], nullptr);
+  EXPECT_EQ(s["finished_resizes"], nlohmann::json::array());
+  EXPECT_EQ(s["unreleased_nodes"], nlohmann::json::array());
+  EXPECT_EQ(s["event_log"], service_->event_log_path().string());
+  EXPECT_EQ(s["policy_paused"], nullptr);
+}
+
+TEST_F(ControllerServiceTest, NodeMetricsOfARegisteredDaemonLandInMetricsJsonl) {
+  const auto metrics_log = protocol::JobDirectory{job_dir_}.metrics_log();
+  // Not registered: what it says does not count. Its status request, behind the metrics on
+  // the same connection, is answered after them.
+  Peer& stranger = connect();
+  stranger.client->notify(protocol::NodeMetrics{"node1", 9, 1.5, 3, 0.5, 0, 0, 0.0});
+  (void)status(stranger);
+  EXPECT_EQ(file_lines(metrics_log), Lines{});
+
+  Peer& node0 = daemon("node0");
+  node0.client->notify(protocol::NodeMetrics{"node0", 4, 0.25, 17, 0.5, 3, 1, 12.5});
+  const nlohmann::json s = status(node0);
+  EXPECT_EQ(s["iteration"], 4);
+  EXPECT_EQ(s["iteration_seconds"], 0.25);
+  EXPECT_EQ(s["gflops"], 12.5);
+  EXPECT_EQ(file_lines(metrics_log),
+            Lines{R"({"busy_fraction":0.5,"iteration":4,"iteration_seconds":0.25,"job_gflops":12.5,)"
+                  R"("node":"node0","nodes":2,"ranks":0,"ready_tasks":17,)"
+                  R"("time":"2024-05-01T12:00:00.000Z"})"});
+}
+
+TEST_F(ControllerServiceTest, ShutdownEndsTheResizeInFlightAndStopsTheDaemons) {
+  Peer& node0 = daemon("node0");
+  Peer& op = connect();
+  EXPECT_EQ(ask(op, protocol::OperatorResize{1, "more hands"}),
+            protocol::Message(protocol::Ack{protocol::AckCode::ok,
+                                            "asked the fake resource manager for 1 node"}));
+  service_->shutdown();
+  EXPECT_EQ(last_event().first, "job_ended");
+  EXPECT_EQ(last_event().second,
+            "the job ended before the resize finished; its nodes go back with the job");
+  EXPECT_EQ(service_->resizes().finished().back().state, ResizeState::aborted);
+  // The daemons are told; the server is gone after that.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (node0.received().empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(node0.received(),
+            (std::vector<protocol::Message>{protocol::Stop{"the job ended", 2000}}));
+  service_->shutdown();  // idempotent
+}
+
+}  // namespace
+}  // namespace bellows::controller

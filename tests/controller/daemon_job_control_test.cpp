@@ -1,0 +1,494 @@
+// DaemonJobControl without processes: a launcher that records what it is asked, a sender that
+// records every message and reaches only the nodes a test says have a daemon. Every message
+// sent and every report delivered is checked exactly.
+
+#include "bellows/controller/daemon_job_control.hpp"
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace bellows::controller {
+namespace {
+
+namespace protocol = bellows::protocol;
+using Lines = std::vector<std::string>;
+using Nodes = std::vector<std::string>;
+
+/// Records launch and stop calls as "launch node2 42", "stop node2"; launches of the nodes in
+/// `failing` are refused.
+class RecordingLauncher final : public NodeLauncher {
+ public:
+  RmStatus launch(const std::string& node, const std::string& job) override {
+    calls.push_back("launch " + node + " " + job);
+    if (failing.contains(node)) return {RmCode::unavailable, "cannot start bellowsd on " + node};
+    return {};
+  }
+  RmStatus stop(const std::string& node) override {
+    calls.push_back("stop " + node);
+    return {};
+  }
+  Lines calls;
+  std::set<std::string> failing;
+};
+
+/// A message as it was sent to a node.
+struct Sent {
+  std::string node;
+  protocol::Message message;
+  bool operator==(const Sent&) const = default;
+};
+
+std::string describe(const protocol::Message& message) {
+  std::ostringstream text;
+  text << protocol::to_string(protocol::type_of(message));
+  const auto list = [&text](const auto& items) {
+    text << '[';
+    for (std::size_t i = 0; i < items.size(); ++i) text << (i == 0 ? "" : ",") << items[i];
+    text << ']';
+  };
+  if (const auto* d = std::get_if<protocol::ResizeDecided>(&message)) {
+    text << ' ' << d->resize_id << (d->kind == protocol::ResizeKind::expand ? " expand " : " shrink ")
+         << d->count << " new ";
+    list(d->new_nodes);
+    text << " leaving ranks ";
+    list(d->leaving_ranks);
+    text << " nodes ";
+    list(d->leaving_nodes);
+  } else if (const auto* c = std::get_if<protocol::Commit>(&message)) {
+    text << ' ' << c->resize_id;
+  } else if (const auto* a = std::get_if<protocol::Abort>(&message)) {
+    text << ' ' << a->resize_id << " '" << a->reason << "'";
+  }
+  return text.str();
+}
+
+void PrintTo(const Sent& sent, std::ostream* os) { *os << sent.node << " <- " << describe(sent.message); }
+
+const char* kind_name(JobReportKind kind) {
+  switch (kind) {
+    case JobReportKind::daemon_up: return "daemon_up";
+    case JobReportKind::ranks_committed: return "ranks_committed";
+    case JobReportKind::rank_died: return "rank_died";
+    case JobReportKind::drained: return "drained";
+    case JobReportKind::refused: return "refused";
+    case JobReportKind::cancelled: return "cancelled";
+  }
+  return "?";
+}
+
+/// "rank_died resize 2 node node1 ranks 0: the daemon of node1 went away"
+std::string line(const JobReport& r) {
+  std::string text = std::string(kind_name(r.kind)) + " resize " + std::to_string(r.resize) +
+                     " node " + (r.node.empty() ? "-" : r.node) + " ranks " +
+                     std::to_string(r.ranks);
+  if (!r.text.empty()) text += ": " + r.text;
+  return text;
+}
+
+protocol::ResizeDecided expand_order(std::uint64_t id, Nodes nodes) {
+  protocol::ResizeDecided d;
+  d.resize_id = id;
+  d.kind = protocol::ResizeKind::expand;
+  d.count = static_cast<std::uint32_t>(nodes.size());
+  d.new_nodes = std::move(nodes);
+  return d;
+}
+
+protocol::ResizeDecided shrink_order(std::uint64_t id, Nodes nodes) {
+  protocol::ResizeDecided d;
+  d.resize_id = id;
+  d.kind = protocol::ResizeKind::shrink;
+  d.count = static_cast<std::uint32_t>(nodes.size());
+  d.leaving_nodes = std::move(nodes);
+  return d;
+}
+
+protocol::ResizeAck ack(std::uint64_t id, protocol::ResizeAckOutcome outcome, std::uint32_t job_size,
+                        std::string text = "") {
+  protocol::ResizeAck a;
+  a.resize_id = id;
+  a.outcome = outcome;
+  a.job_size = job_size;
+  a.text = std::move(text);
+  return a;
+}
+
+using Outcome = protocol::ResizeAckOutcome;
+
+/// Job 42 whose first rank runs on node0; node0 and node1 hold the job at the start.
+class DaemonJobControlTest : public ::testing::Test {
+ protected:
+  DaemonJobControlTest() {
+    control.set_listener([this](const JobReport& r) { delivered.push_back(line(r)); });
+  }
+
+  /// The daemons of the nodes register (and can be reached).
+  void register_daemons(const Nodes& nodes) {
+    for (const auto& node : nodes) {
+      reachable.insert(node);
+      control.daemon_registered(node);
+    }
+  }
+
+  /// The reports delivered by one progress() call.
+  Lines progress() {
+    delivered.clear();
+    control.progress();
+    return delivered;
+  }
+
+  /// The messages sent since the last call.
+  std::vector<Sent> sent_now() {
+    std::vector<Sent> out;
+    out.swap(sent);
+    return out;
+  }
+
+  /// Expansion 1 to node2 and node3: daemons started and registered, add_ranks sent.
+  void expanding() {
+    register_daemons({"node0", "node1"});
+    control.start_daemons(1, {"node2", "node3"});
+    register_daemons({"node2", "node3"});
+    ASSERT_EQ(progress(), (Lines{"daemon_up resize 1 node node2 ranks 0",
+                                 "daemon_up resize 1 node node3 ranks 0"}));
+    control.add_ranks(1, {"node2", "node3"});
+    ASSERT_EQ(sent_now(), (std::vector<Sent>{{"node0", expand_order(1, {"node2", "node3"})}}));
+  }
+
+  /// Shrink 2 of the 4-node job: node2 and node3 (started by expansion 1) leave.
+  void shrinking() {
+    expanding();
+    control.resize_ack("node0", ack(1, Outcome::committed, 4));
+    ASSERT_EQ(progress(), (Lines{"ranks_committed resize 1 node node0 ranks 4"}));
+    (void)sent_now();
+    control.remove_ranks(2, {"node2", "node3"});
+    ASSERT_EQ(sent_now(), (std::vector<Sent>{{"node0", shrink_order(2, {"node2", "node3"})}}));
+    launcher.calls.clear();
+  }
+
+  RecordingLauncher launcher;
+  std::set<std::string> reachable;
+  std::vector<Sent> sent;
+  Lines delivered;
+  DaemonJobControl control{"42", "node0", launcher,
+                           [this](const std::string& node, const protocol::Message& message) {
+                             if (!reachable.contains(node)) return false;
+                             sent.push_back({node, message});
+                             return true;
+                           }};
+};
+
+// ---------------------------------------------------------------- daemons
+
+TEST_F(DaemonJobControlTest, StartedDaemonsAreUpOnceTheyRegisterOnceEach) {
+  control.start_daemons(1, {"node2", "node3"});
+  EXPECT_EQ(launcher.calls, (Lines{"launch node2 42", "launch node3 42"}));
+  EXPECT_EQ(progress(), Lines{});  // launched is not up
+  EXPECT_FALSE(control.registered("node3"));
+
+  control.daemon_registered("node3");
+  EXPECT_TRUE(control.registered("node3"));
+  EXPECT_EQ(progress(), (Lines{"daemon_up resize 1 node node3 ranks 0"}));
+  control.daemon_registered("node2");
+  control.daemon_registered("node2");  // a reconnection: up already
+  EXPECT_EQ(progress(), (Lines{"daemon_up resize 1 node node2 ranks 0"}));
+  EXPECT_TRUE(sent.empty());
+}
+
+TEST_F(DaemonJobControlTest, ADaemonRegisteredBeforeItsStartIsUpAtOnce) {
+  control.daemon_registered("node2");
+  control.start_daemons(3, {"node2"});
+  EXPECT_EQ(launcher.calls, (Lines{"launch node2 42"}));
+  EXPECT_EQ(progress(), (Lines{"daemon_up resize 3 node node2 ranks 0"}));
+}
+
+TEST_F(DaemonJobControlTest, ReportsComeOnlyFromProgress) {
+  control.start_daemons(1, {"node2"});
+  control.daemon_registered("node2");
+  EXPECT_TRUE(delivered.empty());
+  EXPECT_EQ(progress(), (Lines{"daemon_up resize 1 node node2 ranks 0"}));
+  EXPECT_EQ(progress(), Lines{});
+}
+
+TEST_F(DaemonJobControlTest, ADaemonThatCannotStartNeverComesUpAndIsNotStopped) {
+  launcher.failing = {"node3"};
+  control.start_daemons(1, {"node2", "node3"});
+  control.daemon_registered("node2");
+  control.daemon_registered("node3");  // some other daemon of that name: not this resize's
+  EXPECT_EQ(progress(), (Lines{"daemon_up resize 1 node node2 ranks 0"}));
+  control.stop_started_daemons();
+  EXPECT_EQ(launcher.calls, (Lines{"launch node2 42", "launch node3 42", "stop node2"}));
+}
+
+TEST_F(DaemonJobControlTest, InitialDaemonsAreStartedAndStoppedAtTheEnd) {
+  launcher.failing = {"node1"};
+  control.start_initial_daemons({"node0", "node1"});
+  EXPECT_EQ(control.job_size(), 2u);  // one rank per node
+  register_daemons({"node0"});
+  EXPECT_EQ(progress(), Lines{});  // the job's own daemons are not a resize's
+  control.stop_started_daemons();
+  EXPECT_FALSE(control.registered("node0"));
+  EXPECT_EQ(launcher.calls, (Lines{"launch node0 42", "launch node1 42", "stop node0"}));
+  control.stop_started_daemons();  // nothing left to stop
+  EXPECT_EQ(launcher.calls.size(), 3u);
+}
+
+// ---------------------------------------------------------------- expansion
+
+TEST_F(DaemonJobControlTest, AddRanksTellsTheFirstNodeOnly) {
+  expanding();  // checks the one ResizeDecided to node0
+  EXPECT_EQ(progress(), Lines{});
+}
+
+TEST_F(DaemonJobControlTest, AddRanksWithoutADaemonOnTheFirstNodeIsADeath) {
+  register_daemons({"node1", "node2"});
+  control.add_ranks(1, {"node2"});
+  EXPECT_TRUE(sent.empty());
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 1 node node0 ranks 0: no daemon is registered "
+                               "on node0, the job's first node"}));
+}
+
+TEST_F(DaemonJobControlTest, ACommittedExpansionIsReportedThenCommittedOnEveryDaemon) {
+  expanding();
+  control.resize_ack("node0", ack(1, Outcome::committed, 4));
+  EXPECT_EQ(progress(), (Lines{"ranks_committed resize 1 node node0 ranks 4"}));
+  EXPECT_EQ(control.job_size(), 4u);
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", protocol::Commit{1}},
+                                           {"node1", protocol::Commit{1}},
+                                           {"node2", protocol::Commit{1}},
+                                           {"node3", protocol::Commit{1}}}));
+  // The expansion is over: a rank that ends now belongs to no resize.
+  control.rank_exited("node2", {2, 900, 1, 0});
+  control.cancel(1);
+  EXPECT_EQ(progress(), Lines{});
+  EXPECT_TRUE(sent.empty());
+}
+
+TEST_F(DaemonJobControlTest, ARefusedExpansionIsReportedWithTheJobsTextAndNothingCommitted) {
+  expanding();
+  control.resize_ack("node0", ack(1, Outcome::refused, 2, "the job is in its last iteration"));
+  EXPECT_EQ(progress(), (Lines{"refused resize 1 node node0 ranks 2: the job is in its last iteration"}));
+  EXPECT_EQ(control.job_size(), 2u);
+  EXPECT_TRUE(sent.empty());
+  control.cancel(1);  // nothing in flight any more
+  EXPECT_TRUE(sent.empty());
+}
+
+TEST_F(DaemonJobControlTest, ACancelledExpansionIsReportedAndNothingCommitted) {
+  expanding();
+  control.cancel(1);
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{
+                            {"node0", protocol::Abort{1, "the controller called the expansion off"}}}));
+  control.resize_ack("node0", ack(1, Outcome::cancelled, 2, "dropped before apply_pending"));
+  EXPECT_EQ(progress(), (Lines{"cancelled resize 1 node node0 ranks 2: dropped before apply_pending"}));
+  EXPECT_TRUE(sent.empty());
+  control.withdraw(1, {"node2", "node3"});
+  EXPECT_EQ(launcher.calls,
+            (Lines{"launch node2 42", "launch node3 42", "stop node2", "stop node3"}));
+  EXPECT_FALSE(control.registered("node2"));
+  // Their daemons were stopped here: their going is no death.
+  control.daemon_gone("node2");
+  EXPECT_EQ(progress(), Lines{});
+}
+
+TEST_F(DaemonJobControlTest, ACancelAnsweredByTheCommitAlreadySentCommits) {
+  expanding();
+  control.cancel(1);
+  (void)sent_now();
+  control.resize_ack("node0", ack(1, Outcome::committed, 4));
+  EXPECT_EQ(progress(), (Lines{"ranks_committed resize 1 node node0 ranks 4"}));
+  EXPECT_EQ(sent_now().size(), 4u);  // Commit{1} to the four daemons
+}
+
+TEST_F(DaemonJobControlTest, WithdrawBeforeTheJobWasToldStopsTheNewDaemons) {
+  register_daemons({"node0", "node1"});
+  control.start_daemons(1, {"node2", "node3"});
+  register_daemons({"node2"});
+  control.withdraw(1, {"node2", "node3"});
+  EXPECT_EQ(launcher.calls,
+            (Lines{"launch node2 42", "launch node3 42", "stop node2", "stop node3"}));
+  // node3 registers late: no resize waits for it any more.
+  control.daemon_registered("node3");
+  EXPECT_EQ(progress(), (Lines{"daemon_up resize 1 node node2 ranks 0"}));
+  EXPECT_TRUE(sent.empty());
+}
+
+// ---------------------------------------------------------------- cancel
+
+TEST_F(DaemonJobControlTest, CancelOfAShrinkSendsAbortToTheFirstNode) {
+  shrinking();
+  control.cancel(2);
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{
+                            {"node0", protocol::Abort{2, "the controller called the shrink off"}}}));
+  control.resize_ack("node0", ack(2, Outcome::cancelled, 4));
+  EXPECT_EQ(progress(), (Lines{"cancelled resize 2 node node0 ranks 4"}));
+  // The shrink is off: node2 leaving now is a death, its drained ack is ignored.
+  control.resize_ack("node2", ack(2, Outcome::drained, 0));
+  control.daemon_gone("node2");
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node2 ranks 0: the daemon of node2 went away"}));
+  EXPECT_TRUE(launcher.calls.empty());
+}
+
+TEST_F(DaemonJobControlTest, CancelWithoutADaemonOnTheFirstNodeIsADeathOfTheFirstNode) {
+  expanding();
+  reachable.erase("node0");  // the connection is gone, not yet reported
+  control.cancel(1);
+  EXPECT_TRUE(sent.empty());
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 1 node node0 ranks 0: no daemon is registered "
+                               "on node0, the job's first node"}));
+}
+
+TEST_F(DaemonJobControlTest, CancelOfAResizeTheJobWasNotToldSendsNothing) {
+  expanding();
+  control.cancel(7);
+  EXPECT_TRUE(sent.empty());
+  EXPECT_EQ(progress(), Lines{});
+}
+
+// ---------------------------------------------------------------- shrink
+
+TEST_F(DaemonJobControlTest, RemoveRanksTellsTheFirstNodeWhichNodesLeave) {
+  shrinking();  // checks the one ResizeDecided to node0
+  EXPECT_EQ(progress(), Lines{});
+}
+
+TEST_F(DaemonJobControlTest, RemoveRanksWithoutADaemonOnTheFirstNodeIsADeath) {
+  register_daemons({"node1"});
+  control.remove_ranks(2, {"node1"});
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 2 node node0 ranks 0: no daemon is registered "
+                               "on node0, the job's first node"}));
+}
+
+/// The first rank's commit and the leavers' drained acks arrive in any order; the shrink is
+/// drained (and committed on the daemons that stay) once all are in, never before.
+class ShrinkOrder : public DaemonJobControlTest,
+                    public ::testing::WithParamInterface<std::vector<std::string>> {};
+
+TEST_P(ShrinkOrder, DrainedOnlyOnceTheCommitAndEveryLeaverAreIn) {
+  shrinking();
+  const Lines& order = GetParam();
+  Lines expected_stops;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::string& who = order[i];
+    Lines reports;
+    if (who == "commit") {
+      control.resize_ack("node0", ack(2, Outcome::committed, 2));
+      reports = {"ranks_committed resize 2 node node0 ranks 2"};
+    } else {
+      control.resize_ack(who, ack(2, Outcome::drained, 0));
+      expected_stops.push_back("stop " + who);
+      EXPECT_FALSE(control.registered(who)) << who;
+    }
+    if (i + 1 == order.size()) {
+      reports.push_back("drained resize 2 node - ranks 2");
+      EXPECT_EQ(progress(), reports) << "after " << who;
+      EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", protocol::Commit{2}},
+                                               {"node1", protocol::Commit{2}}}));
+    } else {
+      EXPECT_EQ(progress(), reports) << "after " << who;
+      EXPECT_TRUE(sent_now().empty()) << "after " << who;
+    }
+    EXPECT_EQ(launcher.calls, expected_stops) << "after " << who;
+  }
+  // Over: a second drained ack or a leaver's daemon going changes nothing.
+  control.resize_ack("node3", ack(2, Outcome::drained, 0));
+  control.daemon_gone("node3");
+  EXPECT_EQ(progress(), Lines{});
+  EXPECT_TRUE(sent.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AnyOrder, ShrinkOrder,
+    ::testing::Values(std::vector<std::string>{"commit", "node2", "node3"},
+                      std::vector<std::string>{"node2", "commit", "node3"},
+                      std::vector<std::string>{"node3", "node2", "commit"}),
+    [](const ::testing::TestParamInfo<std::vector<std::string>>& p) {
+      std::string name;
+      for (const auto& who : p.param) name += who == "commit" ? "Commit" : who == "node2" ? "Node2" : "Node3";
+      return name;
+    });
+
+TEST_F(DaemonJobControlTest, ADrainedNodeNotStartedHereIsUnregisteredButNotStopped) {
+  register_daemons({"node0", "node1"});
+  control.remove_ranks(2, {"node1"});
+  (void)sent_now();
+  control.resize_ack("node1", ack(2, Outcome::drained, 0));
+  control.resize_ack("node0", ack(2, Outcome::committed, 1));
+  EXPECT_EQ(progress(), (Lines{"ranks_committed resize 2 node node0 ranks 1",
+                               "drained resize 2 node - ranks 1"}));
+  EXPECT_FALSE(control.registered("node1"));
+  EXPECT_TRUE(launcher.calls.empty());
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", protocol::Commit{2}}}));
+}
+
+TEST_F(DaemonJobControlTest, ARefusedShrinkIsReportedAndItsNodesStay) {
+  shrinking();
+  control.resize_ack("node0", ack(2, Outcome::refused, 4, "node2 holds the only copy of tile (3,1)"));
+  EXPECT_EQ(progress(), (Lines{"refused resize 2 node node0 ranks 4: node2 holds the only copy "
+                               "of tile (3,1)"}));
+  control.resize_ack("node2", ack(2, Outcome::drained, 0));
+  EXPECT_EQ(progress(), Lines{});
+  EXPECT_TRUE(control.registered("node2"));
+  EXPECT_TRUE(launcher.calls.empty());
+  EXPECT_TRUE(sent.empty());
+}
+
+// ---------------------------------------------------------------- deaths
+
+TEST_F(DaemonJobControlTest, ALeavingNodesDaemonGoingDuringTheShrinkIsNoDeath) {
+  shrinking();
+  control.daemon_gone("node3");
+  EXPECT_EQ(progress(), Lines{});
+  control.daemon_gone("node1");
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 2 node node1 ranks 0: the daemon of node1 went away"}));
+}
+
+TEST_F(DaemonJobControlTest, ADaemonGoingIsADeathOfTheResizeInFlightOrOfNone) {
+  register_daemons({"node0", "node1"});
+  control.daemon_gone("node1");
+  control.daemon_gone("node5");  // never registered: nothing to say
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node1 ranks 0: the daemon of node1 went away"}));
+
+  control.start_daemons(1, {"node2"});
+  register_daemons({"node2"});
+  control.add_ranks(1, {"node2"});
+  (void)progress();
+  control.daemon_gone("node2");
+  control.daemon_gone("node2");  // reported once
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 1 node node2 ranks 0: the daemon of node2 went away"}));
+}
+
+TEST_F(DaemonJobControlTest, ARankExitIsADeathOfTheResizeInFlight) {
+  // No resize runs: the job handles its own ranks.
+  control.rank_exited("node1", {1, 700, 1, 0});
+  EXPECT_EQ(progress(), Lines{});
+
+  // Daemons are starting, the job was not told yet: a death of no resize in particular.
+  register_daemons({"node0", "node1"});
+  control.start_daemons(1, {"node2", "node3"});
+  control.rank_exited("node1", {1, 701, 0, 9});
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node1 ranks 0: rank 1 (pid 701) killed by signal 9"}));
+
+  register_daemons({"node2", "node3"});
+  control.add_ranks(1, {"node2", "node3"});
+  (void)progress();
+  control.rank_exited("node2", {2, 812, 3, 0});
+  control.rank_exited("node3", {3, 813, -1, 0});
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 1 node node2 ranks 0: rank 2 (pid 812) exit status 3",
+                               "rank_died resize 1 node node3 ranks 0: rank 3 (pid 813) its process "
+                               "disappeared"}));
+}
+
+TEST_F(DaemonJobControlTest, ARankExitDuringAShrinkIsADeathOfTheShrink) {
+  shrinking();
+  control.rank_exited("node1", {1, 702, 0, 0});
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 2 node node1 ranks 0: rank 1 (pid 702) exit status 0"}));
+}
+
+}  // namespace
+}  // namespace bellows::controller
