@@ -48,9 +48,9 @@ int main(int argc, char** argv) {
   CLI::App app{"bellows: elastic jobs for HPC clusters", "bellows"};
   Outcome outcome;
   add_policy_command(app, outcome);
-  add_doctor_command(app, outcome);
   add_run_command(app, outcome);
   add_job_commands(app, outcome);
+  add_doctor_command(app, outcome);
   allow_unknown_subcommand_names(app);
 
   try {
