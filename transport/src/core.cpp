@@ -289,7 +289,9 @@ void Core::finish_send(Outgoing out, int code, const std::string& error) {
       out.done({unknown ? Status::unknown_peer : Status::send_failed,
                 "cannot send " + name + ": " + error, protocol::Ack{}});
     } else {
-      log(LogLevel::warning, "dropped " + name + ": " + error);
+      // A notification to a peer that is gone: its going was reported (on_peer_gone), and
+      // what it was told no longer matters to it. Anything else is worth a warning.
+      log(unknown ? LogLevel::info : LogLevel::warning, "dropped " + name + ": " + error);
     }
     return;
   }
