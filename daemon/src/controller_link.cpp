@@ -44,11 +44,12 @@ void log_sink(transport::LogLevel level, const std::string& text) {
 }  // namespace
 
 /// A rank being watched: its pid, its rank in the job (from its metrics), and whether it
-/// reported that it left (then its end is expected).
+/// reported that it left the job or detached at its program's end (then its end is expected).
 struct WatchedRank {
   pid_t pid = 0;
   std::uint32_t rank = 0;
   bool left = false;
+  bool detached = false;
 };
 
 bool process_gone(pid_t pid) {
@@ -83,7 +84,10 @@ struct ControllerLink::State {
           ++it;
           continue;
         }
-        if (!it->second.left) {
+        if (it->second.detached) {
+          spdlog::debug("rank {} ({}, pid {}) ended after detaching", it->second.rank, it->first,
+                        it->second.pid);
+        } else if (!it->second.left) {
           spdlog::warn("rank {} ({}, pid {}) ended without leaving the job", it->second.rank,
                        it->first, it->second.pid);
           client->notify(protocol::RankExited{it->second.rank, it->second.pid, -1, 0});
@@ -180,7 +184,13 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
     auto s = weak.lock();
     if (!s) return;
     std::lock_guard lock(s->mutex);
-    s->watched[to_string(proc)] = WatchedRank{pid, 0, false};
+    s->watched[to_string(proc)] = WatchedRank{pid, 0, false, false};
+  });
+  server.on_rank_detached([weak](const ProcId& proc) {
+    auto s = weak.lock();
+    if (!s) return;
+    std::lock_guard lock(s->mutex);
+    if (auto it = s->watched.find(to_string(proc)); it != s->watched.end()) it->second.detached = true;
   });
   server.on_metrics([weak](const ReceivedMetrics& m) {
     auto s = weak.lock();

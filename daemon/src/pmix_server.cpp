@@ -145,6 +145,7 @@ class PmixServer::Impl {
   MetricsHandler metrics_handler_;
   ResizeReportHandler resize_report_handler_;
   RankAttachedHandler rank_attached_handler_;
+  RankDetachedHandler rank_detached_handler_;
   ToolHandler tool_handler_;
   Counters counters_;
   std::uint64_t next_tool_ = 1;
@@ -344,6 +345,33 @@ void rank_attached_event(PmixServer::Impl* impl, const pmix_proc_t* source, pmix
   });
 }
 
+/// A rank's detach notice (kRankDetached), handed to the worker.
+void rank_detached_event(PmixServer::Impl* impl, const pmix_proc_t* source, pmix_info_t info[],
+                         size_t ninfo) {
+  const ProcId proc = from_pmix(*source);
+  std::string error;
+  try {
+    const auto version = get<std::uint64_t>(decode_payload(info, ninfo), proto::kVersion);
+    if (version != proto::kProtocolVersion)
+      error = "protocol version " + std::to_string(version) + ", this daemon speaks " +
+              std::to_string(proto::kProtocolVersion);
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
+  }
+  impl->worker_.post([impl, proc, error] {
+    if (!error.empty()) {
+      spdlog::warn("detach notice from {} dropped: {}", to_string(proc), error);
+      return;
+    }
+    PmixServer::RankDetachedHandler handler;
+    {
+      std::lock_guard lock(impl->mutex_);
+      handler = impl->rank_detached_handler_;
+    }
+    if (handler) handler(proc);
+  });
+}
+
 /// What ranks send the daemon: PMIx_Notify_event(kRankMetrics or kResizeReport,
 /// PMIX_RANGE_RM) from a tool or client reaches the server's own event handlers (PMIx 4.2.2
 /// does not pass RM-range events to the notify_event upcall). Runs on PMIx's progress
@@ -357,6 +385,8 @@ void rank_event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* so
     resize_report_event(impl, source, info, ninfo);
   } else if (impl != nullptr && code == proto::kRankAttached) {
     rank_attached_event(impl, source, info, ninfo);
+  } else if (impl != nullptr && code == proto::kRankDetached) {
+    rank_detached_event(impl, source, info, ninfo);
   } else if (impl != nullptr) {
     ReceivedMetrics metrics;
     metrics.source = from_pmix(*source);
@@ -538,8 +568,9 @@ PmixServer::PmixServer(Options options) : impl_(std::make_unique<Impl>(std::move
     initialized = true;
     s.id_ = ProcId{s.options_.nspace, 0};
 
-    pmix_status_t rank_codes[] = {proto::kRankMetrics, proto::kResizeReport, proto::kRankAttached};
-    const pmix_status_t ref = PMIx_Register_event_handler(rank_codes, 3, nullptr, 0,
+    pmix_status_t rank_codes[] = {proto::kRankMetrics, proto::kResizeReport, proto::kRankAttached,
+                                  proto::kRankDetached};
+    const pmix_status_t ref = PMIx_Register_event_handler(rank_codes, std::size(rank_codes), nullptr, 0,
                                                           rank_event_handler, nullptr, nullptr);
     if (ref < 0) {
       PMIx_server_finalize();
@@ -618,6 +649,11 @@ void PmixServer::on_allocate(AllocateHandler handler) {
 void PmixServer::on_resize_report(ResizeReportHandler handler) {
   std::lock_guard lock(impl_->mutex_);
   impl_->resize_report_handler_ = std::move(handler);
+}
+
+void PmixServer::on_rank_detached(RankDetachedHandler handler) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->rank_detached_handler_ = std::move(handler);
 }
 
 void PmixServer::on_rank_attached(RankAttachedHandler handler) {

@@ -240,6 +240,13 @@ ControlChannel::ControlChannel(std::unique_ptr<State> state) noexcept : state_(s
 
 ControlChannel::~ControlChannel() {
   if (!state_) return;
+  // The daemon watches this process: its end from now on is the program's, not a death.
+  const bool no_cache = true;
+  Info detached(2);
+  detached.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
+  detached.load(1, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
+  (void)PMIx_Notify_event(proto::kRankDetached, &state_->self, PMIX_RANGE_RM, detached.data(),
+                          detached.size(), nullptr, nullptr);
   if (state_->handler_registered) PMIx_Deregister_event_handler(state_->handler_id, nullptr, nullptr);
   g_state.store(nullptr);
   PMIx_tool_finalize();

@@ -112,6 +112,7 @@ class PmixServer {
   using ResizeReportHandler = std::function<void(const ReceivedResizeReport&)>;
   /// A rank attached and said which process it is: (its PMIx name, its pid).
   using RankAttachedHandler = std::function<void(const ProcId&, pid_t)>;
+  using RankDetachedHandler = std::function<void(const ProcId&)>;
   using ToolHandler = std::function<void(const ProcId&)>;
 
   /// Starts the server; throws PmixError (PMIx refused) or std::runtime_error (files).
@@ -137,6 +138,9 @@ class PmixServer {
   void on_resize_report(ResizeReportHandler handler);
   /// Handler for the ranks' attach notices (kRankAttached); without one they are dropped.
   void on_rank_attached(RankAttachedHandler handler);
+  /// Handler for the ranks' detach notices (kRankDetached, sent as a rank's program ends);
+  /// without one they are dropped.
+  void on_rank_detached(RankDetachedHandler handler);
   /// Called when a tool attached, with the name the server gave it.
   void on_tool_connected(ToolHandler handler);
 

@@ -60,6 +60,9 @@ inline constexpr pmix_status_t kResizeReport = kEventBase - 7;
 /// rank -> daemon (range PMIX_RANGE_RM), right after attaching: the rank's process id, so that
 /// the daemon can tell when it ends. Payload: kAttachedPid.
 inline constexpr pmix_status_t kRankAttached = kEventBase - 8;
+/// rank -> daemon (range PMIX_RANGE_RM), as the rank detaches from its daemon (its program
+/// ends): its process going from then on is an end, not a death. Payload: kVersion only.
+inline constexpr pmix_status_t kRankDetached = kEventBase - 9;
 
 /// A Bellows event code: the name of its constant and its name in logs.
 struct EventCode {
@@ -76,6 +79,7 @@ inline constexpr EventCode kEventCodes[] = {
     {kRankMetrics, "kRankMetrics", "rank-metrics"},
     {kResizeReport, "kResizeReport", "resize-report"},
     {kRankAttached, "kRankAttached", "rank-attached"},
+    {kRankDetached, "kRankDetached", "rank-detached"},
 };
 
 /// The name of a Bellows event code, or "" for any other code.
