@@ -360,17 +360,24 @@ void CommEngine::handle(int source, wire::Message&& message) {
 
 // ---------------------------------------------------------------- work stealing
 
-StealPolicy::ThiefView CommEngine::thief_view() const {
+StealPolicy::ThiefView CommEngine::thief_view(StealPolicy::Time now) const {
   StealPolicy::ThiefView view;
-  view.ready = engine_.ready_count();
   view.roots_queued = engine_.roots_queued();
   view.request_outstanding = steal_outstanding_;
   view.iteration_over = global_done_;
+  // The ready count takes the device queue's lock, which the device's workers contend for
+  // (tasks of tens of microseconds at GPU speed): read it only when nothing else already
+  // rules a request out. Unread it stays 0, and should_ask() says no for the other reason.
+  if (view.roots_queued && !view.request_outstanding && !view.iteration_over &&
+      now >= steal_policy_.next_ask_at()) {
+    view.ready = engine_.ready_count();
+  }
   return view;
 }
 
 bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point now) {
-  if (!steal_policy_.should_ask(steal_time(now), thief_view())) return false;
+  const auto at = steal_time(now);
+  if (!steal_policy_.should_ask(at, thief_view(at))) return false;
   const auto victim = steal_policy_.choose_victim();
   if (!victim) return false;
   wire::StealRequest request;

@@ -119,7 +119,8 @@ class CommEngine {
   void handle_steal_reply(int source, wire::StealReply&& reply);
   void finish_steal_request(std::chrono::steady_clock::time_point now);
   /// What the policy needs to know before this rank asks for work.
-  [[nodiscard]] StealPolicy::ThiefView thief_view() const;
+  /// What the steal policy weighs, at `now` (the ready count only when it can matter).
+  [[nodiscard]] StealPolicy::ThiefView thief_view(StealPolicy::Time now) const;
   bool report_progress();
   void count_completed(std::uint64_t completed);
   [[nodiscard]] bool may_enter_barrier(bool work_done, bool quiet) const;
