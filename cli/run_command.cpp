@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <chrono>
@@ -96,14 +97,18 @@ pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
-    if (entry.rfind("BELLOWS_EXPAND_", 0) == 0) continue;
+    const std::string name = entry.substr(0, entry.find('='));
+    if (std::ranges::any_of(protocol::job_environment::kSpawnOnly,
+                            [&name](const char* spawn_only) { return name == spawn_only; }))
+      continue;
     if (slurm && (entry.rfind("HYDRA_LAUNCHER=", 0) == 0 || entry.rfind("HYDRA_RMK=", 0) == 0))
       continue;
     env.push_back(entry);
   }
-  env.push_back("BELLOWS_LOCAL_RANKS=" + std::to_string(nodes.size()));
-  env.push_back("BELLOWS_JOB_DIR=" + job_dir.string());
-  env.push_back("BELLOWS_NODES=" + join(nodes));
+  namespace job_env = protocol::job_environment;
+  env.push_back(std::string(job_env::kInitialRanks) + "=" + std::to_string(nodes.size()));
+  env.push_back(std::string(job_env::kJobDir) + "=" + job_dir.string());
+  env.push_back(std::string(job_env::kNodes) + "=" + join(nodes));
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) env.push_back("OPENBLAS_NUM_THREADS=1");
   if (slurm) env.push_back("HYDRA_LAUNCHER=fork");
   std::vector<std::string> args = {find_mpiexec().string()};

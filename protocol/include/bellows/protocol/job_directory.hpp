@@ -1,6 +1,7 @@
 #pragma once
-// The files of one job, in its job directory: the one description that `bellows run`, the
-// controller, the daemon launchers, the `bellows` commands and the ranks all use.
+// The files of one job, in its job directory, and the environment its processes find: the one
+// description that `bellows run`, the controller, the daemon launchers, the `bellows` commands
+// and the ranks all use.
 //
 //   JOB_DIR/                      0700, owned by the job's user; any length of path
 //     controller.endpoint         where the controller listens (one line, "ipc://..." or
@@ -13,7 +14,7 @@
 //     nodes/NODE/bellowsd.log     what that daemon logged
 //     nodes/NODE/pmix/            PMIx's rendezvous files of that daemon (no sockets)
 //
-// Header-only, no I/O: paths only.
+// Header-only, no I/O: paths and names only.
 
 #include <filesystem>
 #include <string>
@@ -31,5 +32,29 @@ struct JobDirectory {
   [[nodiscard]] std::filesystem::path daemon_log(const std::string& node) const { return node_dir(node) / "bellowsd.log"; }
   [[nodiscard]] std::filesystem::path pmix_tmpdir(const std::string& node) const { return node_dir(node) / "pmix"; }
 };
+
+/// What a job's processes find in their environment.
+namespace job_environment {
+/// The job directory (set by `bellows run` for the program it starts).
+inline constexpr const char* kJobDir = "BELLOWS_JOB_DIR";
+/// The job's nodes at start, comma-separated, rank r on node r.
+inline constexpr const char* kNodes = "BELLOWS_NODES";
+/// The job's initial size: its first process grows it to that many ranks (bellows run,
+/// scripts/bellows-local).
+inline constexpr const char* kInitialRanks = "BELLOWS_LOCAL_RANKS";
+/// In processes an expand spawns: their nodes in rank order, and the rank of the first.
+inline constexpr const char* kExpandNodes = "BELLOWS_EXPAND_NODES";
+inline constexpr const char* kExpandFirstRank = "BELLOWS_EXPAND_FIRST_RANK";
+/// In processes a resize spawns: the iteration they join at, and the ranks the job's fixed
+/// mapping is over.
+inline constexpr const char* kJoinIteration = "BELLOWS_JOIN_ITERATION";
+inline constexpr const char* kGridRanks = "BELLOWS_GRID_RANKS";
+/// The PMIx URI of a rank's daemon ("file:PATH" or the URI itself), for a rank started
+/// without a job directory.
+inline constexpr const char* kDaemonUri = "BELLOWS_DAEMON_URI";
+
+/// The variables only a spawn sets: a program that starts a new job drops them.
+inline constexpr const char* kSpawnOnly[] = {kExpandNodes, kExpandFirstRank, kJoinIteration, kGridRanks};
+}  // namespace job_environment
 
 }  // namespace bellows::protocol

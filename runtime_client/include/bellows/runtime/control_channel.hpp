@@ -13,6 +13,7 @@
 // with poll_events() (e.g. between iterations), which runs the registered callbacks on the
 // calling thread.
 
+#include <bellows/protocol/job_directory.hpp>
 #include <bellows/protocol/metrics.hpp>
 
 #include <chrono>
@@ -92,7 +93,7 @@ class ControlChannelError : public std::runtime_error {
 class ControlChannel {
  public:
   /// Environment variable holding the daemon's URI, or "file:PATH" naming a file that holds it.
-  static constexpr const char* kUriVariable = "BELLOWS_DAEMON_URI";
+  static constexpr const char* kUriVariable = protocol::job_environment::kDaemonUri;
   /// Set to 0 to leave Nagle's algorithm on the connection (to measure its cost).
   static constexpr const char* kNodelayVariable = "BELLOWS_TCP_NODELAY";
 

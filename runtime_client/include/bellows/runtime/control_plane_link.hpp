@@ -14,6 +14,8 @@
 // One rank per node: the controller counts nodes, the job counts ranks, and this link maps
 // one onto the other.
 
+#include <bellows/protocol/job_directory.hpp>
+
 #include "bellows/runtime/control_channel.hpp"
 #include "bellows/runtime/elastic_job.hpp"
 #include "bellows/runtime/stats.hpp"
@@ -30,10 +32,10 @@ namespace bellows::runtime {
 /// Thread safety: one application thread, like ElasticJob's apply_pending().
 class ControlPlaneLink {
  public:
-  static constexpr const char* kJobDirVariable = "BELLOWS_JOB_DIR";
-  static constexpr const char* kNodesVariable = "BELLOWS_NODES";
-  static constexpr const char* kExpandNodesVariable = "BELLOWS_EXPAND_NODES";
-  static constexpr const char* kExpandFirstRankVariable = "BELLOWS_EXPAND_FIRST_RANK";
+  static constexpr const char* kJobDirVariable = protocol::job_environment::kJobDir;
+  static constexpr const char* kNodesVariable = protocol::job_environment::kNodes;
+  static constexpr const char* kExpandNodesVariable = protocol::job_environment::kExpandNodes;
+  static constexpr const char* kExpandFirstRankVariable = protocol::job_environment::kExpandFirstRank;
 
   /// std::nullopt when BELLOWS_JOB_DIR is unset (the job runs without a control plane).
   /// `rank` is this process's rank in the job now. Throws std::invalid_argument when the

@@ -36,6 +36,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <bellows/protocol/job_directory.hpp>
+
 #include "bellows/runtime/control_plane_link.hpp"
 #include "bellows/runtime/elastic_job.hpp"
 #include "bellows/runtime/runtime.hpp"
@@ -45,11 +47,11 @@ namespace bellows::runtime {
 class ElasticSession {
  public:
   /// The initial size of a job started as one process (bellows run, bellows-local).
-  static constexpr const char* kInitialRanksVariable = "BELLOWS_LOCAL_RANKS";
+  static constexpr const char* kInitialRanksVariable = protocol::job_environment::kInitialRanks;
   /// Set by the session in the processes it spawns: the iteration (0-based) they join at,
   /// and the ranks the fixed mapping is over.
-  static constexpr const char* kJoinIterationVariable = "BELLOWS_JOIN_ITERATION";
-  static constexpr const char* kGridRanksVariable = "BELLOWS_GRID_RANKS";
+  static constexpr const char* kJoinIterationVariable = protocol::job_environment::kJoinIteration;
+  static constexpr const char* kGridRanksVariable = protocol::job_environment::kGridRanks;
 
   /// Right after MPI_Init. `argv` are the program's arguments (new ranks get the same).
   /// Throws std::invalid_argument naming the variable when the environment is inconsistent,
