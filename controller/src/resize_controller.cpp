@@ -61,6 +61,7 @@ struct ResizeController::Resize {
   RmRequestId rm_request = 0;
   std::vector<std::string> nodes;       ///< granted (expand) or leaving (shrink)
   std::vector<std::string> daemons_up;  ///< granted nodes whose daemon came up
+  std::vector<std::string> drained;     ///< leaving nodes whose ranks left (shrink)
   std::optional<Clock::time_point> timer_due;
   ResizeEvent timer_event = ResizeEvent::rm_timeout;
 };
@@ -346,7 +347,7 @@ void ResizeController::run_action(ResizeAction action, ResizeState from, const I
       append(detail, "ranks on " + join(r.nodes) + " leave");
       break;
     case ResizeAction::cancel_in_job:
-      job_control_.cancel(r.id);
+      job_control_.cancel(r.id, input.detail);
       append(detail, "asked the job to drop it");
       break;
     case ResizeAction::note_unreleased:
@@ -565,16 +566,29 @@ void ResizeController::on_job_report(const JobReport& report) {
       input.event = ResizeEvent::ranks_committed;
       input.detail = "the job runs on " + std::to_string(report.ranks) +
                      (report.ranks == 1 ? " rank" : " ranks");
-      break;
+      apply(std::move(input));
+      // A shrink whose leavers all drained before the job's commit came is drained now.
+      finish_drain_if_complete();
+      return;
     case JobReportKind::rank_died:
+      // With no resize in flight it is refused, and so written to the event log.
       input.event = ResizeEvent::rank_died;
       input.detail = "a rank on " + report.node + " died" +
                      (report.text.empty() ? std::string() : ": " + report.text);
       break;
-    case JobReportKind::drained:
+    case JobReportKind::drained: {
+      // Each leaving node reports when its ranks left; the shrink is drained once every one
+      // did and the job runs without them (its commit came).
       input.event = ResizeEvent::drain_done;
       input.detail = "the leaving ranks exited";
-      break;
+      if (active_ && active_->id == report.resize && active_->kind == ResizeKind::shrink &&
+          contains(active_->nodes, report.node)) {
+        if (!contains(active_->drained, report.node)) active_->drained.push_back(report.node);
+        finish_drain_if_complete();
+        return;
+      }
+      break;  // no shrink waits for this node: refused and logged
+    }
     case JobReportKind::refused:
       input.event = ResizeEvent::job_refused;
       input.detail = "the job refused the resize" +
@@ -587,6 +601,18 @@ void ResizeController::on_job_report(const JobReport& report) {
         input.detail += "; the ranks on " + join(active_->nodes) + " stay";
       break;
   }
+  apply(std::move(input));
+}
+
+void ResizeController::finish_drain_if_complete() {
+  if (!active_ || active_->kind != ResizeKind::shrink) return;
+  Resize& r = *active_;
+  if (r.drained.size() < r.nodes.size()) return;
+  if (r.state != ResizeState::draining) return;  // the job's commit comes first
+  Input input;
+  input.resize = r.id;
+  input.event = ResizeEvent::drain_done;
+  input.detail = "the leaving ranks exited";
   apply(std::move(input));
 }
 

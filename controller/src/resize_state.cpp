@@ -47,7 +47,6 @@ constexpr std::array kTransitions{
     // ---- shrink: tell the job who leaves, wait until they exited, only then give nodes back
     ResizeTransition{K::shrink, S::none, E::request, S::reconfiguring, A::remove_ranks},
     ResizeTransition{K::shrink, S::reconfiguring, E::ranks_committed, S::draining, A::none},
-    ResizeTransition{K::shrink, S::reconfiguring, E::drain_done, S::releasing, A::release_nodes},
     ResizeTransition{K::shrink, S::reconfiguring, E::rank_died, S::cancelling, A::cancel_in_job},
     ResizeTransition{K::shrink, S::reconfiguring, E::resize_deadline, S::cancelling, A::cancel_in_job},
     ResizeTransition{K::shrink, S::reconfiguring, E::job_refused, S::aborted, A::none},
@@ -56,7 +55,6 @@ constexpr std::array kTransitions{
     ResizeTransition{K::shrink, S::cancelling, E::job_refused, S::aborted, A::none},
     ResizeTransition{K::shrink, S::cancelling, E::cancel_timeout, S::aborted, A::none},
     ResizeTransition{K::shrink, S::cancelling, E::ranks_committed, S::draining, A::none},
-    ResizeTransition{K::shrink, S::cancelling, E::drain_done, S::releasing, A::release_nodes},
     ResizeTransition{K::shrink, S::cancelling, E::rank_died, S::cancelling, A::none},
     ResizeTransition{K::shrink, S::cancelling, E::resize_deadline, S::cancelling, A::none},
     // the job runs without the leaving ranks: only their exit is awaited; the nodes go back
@@ -64,7 +62,6 @@ constexpr std::array kTransitions{
     ResizeTransition{K::shrink, S::draining, E::drain_done, S::releasing, A::release_nodes},
     ResizeTransition{K::shrink, S::draining, E::rank_died, S::releasing, A::release_nodes},
     ResizeTransition{K::shrink, S::draining, E::resize_deadline, S::committed, A::note_unreleased},
-    ResizeTransition{K::shrink, S::releasing, E::ranks_committed, S::releasing, A::none},
     ResizeTransition{K::shrink, S::releasing, E::release_done, S::committed, A::none},
     ResizeTransition{K::shrink, S::releasing, E::release_failed, S::committed, A::note_unreleased},
     ResizeTransition{K::shrink, S::releasing, E::resize_deadline, S::releasing, A::none},

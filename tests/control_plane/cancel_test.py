@@ -81,7 +81,7 @@ def main():
         t.fail(f"refused events in the log: {refused}")
     t.log(" -> ".join(f"{to} ({event})" for event, _, to in path))
 
-    if "bellows: resize 1 called off by the controller (the controller called the expansion off): dropped" \
+    if "bellows: resize 1 called off by the controller (the resize passed its limit of 1 s): dropped" \
             not in err:
         t.fail(f"the job did not say it dropped resize 1: {err[-2000:]}")
     report = json.loads(out.strip().splitlines()[-1])

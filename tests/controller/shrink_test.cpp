@@ -79,7 +79,11 @@ TEST_F(ShrinkTest, ExplicitNodesLeaveInTheGivenOrder) {
   order.reason = "bellows resize 42 -node3 -node1";
   ASSERT_TRUE(ctl->request_shrink(order).accepted);
   EXPECT_EQ(job.calls().back(), "remove_ranks 2 node3,node1");
-  job.drained(2);
+  job.committed(2, 2);
+  job.drained(2, "node3");
+  advance(10ms);
+  EXPECT_EQ(state(), S::draining);  // node1's ranks have not left yet
+  job.drained(2, "node1");
   advance(10ms);
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node2"}));
   advance(100ms);
@@ -209,7 +213,10 @@ TEST_F(ShrinkTest, DeadlineWhileDrainingCommitsWithoutTheLeavingNodes) {
 TEST_F(ShrinkTest, FailedReleaseAfterDrainCommitsAndListsTheNode) {
   rm.script_release(ReleaseScript::fail(RmCode::not_owner, "node1 is not part of job 42", 100ms));
   ASSERT_TRUE(shrink(1).accepted);
-  job.drained(1);
+  job.drained(1);  // before the first rank's commit: the shrink drains once that comes
+  advance(10ms);
+  EXPECT_EQ(state(), S::reconfiguring);
+  job.committed(1, 1);
   advance(10ms);
   advance(100ms);
   EXPECT_EQ(state(), S::committed);

@@ -27,7 +27,10 @@ class FakeJobControl final : public JobControl {
   void died(ResizeId resize, std::string node, std::string text) {
     report({JobReportKind::rank_died, resize, std::move(node), 0, std::move(text)});
   }
-  void drained(ResizeId resize) { report({JobReportKind::drained, resize, "", 0, ""}); }
+  /// The ranks of leaving node `node` left (each leaving node reports).
+  void drained(ResizeId resize, std::string node = "node1") {
+    report({JobReportKind::drained, resize, std::move(node), 0, ""});
+  }
   void refused(ResizeId resize, std::string text) {
     report({JobReportKind::refused, resize, "", 0, std::move(text)});
   }
@@ -46,7 +49,7 @@ class FakeJobControl final : public JobControl {
   void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) override {
     record("remove_ranks", resize, nodes);
   }
-  void cancel(ResizeId resize) override { record("cancel", resize, {}); }
+  void cancel(ResizeId resize, const std::string& /*why*/) override { record("cancel", resize, {}); }
   void progress() override {
     std::deque<JobReport> now;
     now.swap(reports_);

@@ -48,7 +48,7 @@ class DaemonJobControl final : public JobControl {
   void add_ranks(ResizeId resize, const std::vector<std::string>& nodes) override;
   void withdraw(ResizeId resize, const std::vector<std::string>& nodes) override;
   void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) override;
-  void cancel(ResizeId resize) override;
+  void cancel(ResizeId resize, const std::string& why) override;
   void progress() override;
 
   /// Starts the daemons of the job's first nodes (before the job starts); a node whose
@@ -63,7 +63,8 @@ class DaemonJobControl final : public JobControl {
 
  private:
   void report(JobReport report) { reports_.push_back(std::move(report)); }
-  void finish_shrink_if_drained();
+  /// Sends to the first node's daemon; a missing one is reported as a death there.
+  void send_to_first_node(ResizeId resize, const protocol::Message& message);
 
   std::string job_;
   std::string first_node_;
@@ -75,10 +76,6 @@ class DaemonJobControl final : public JobControl {
   std::set<std::string> registered_;
   std::map<std::string, ResizeId> starting_;   ///< node -> resize that started its daemon
   std::set<std::string> started_;              ///< daemons started here and not stopped
-  ResizeId expanding_ = 0;                     ///< add_ranks sent, no answer yet
-  ResizeId shrinking_ = 0;                     ///< remove_ranks sent, not drained yet
-  std::vector<std::string> leaving_;           ///< nodes of that shrink not drained yet
-  bool shrink_committed_ = false;              ///< the first rank reported that shrink
   unsigned job_size_ = 0;
 };
 

@@ -19,13 +19,14 @@ enum class JobReportKind {
   daemon_up,        ///< the daemon on `node` is running (after start_daemons)
   ranks_committed,  ///< the job runs with its new membership of `ranks` ranks
   rank_died,        ///< a rank on `node` died; `text` says how
-  drained,          ///< the leaving ranks of a shrink handed their work over and exited
+  drained,          ///< the ranks of leaving node `node` handed their work over and left
   refused,          ///< the job refused the resize and keeps its size; `text` says why
   cancelled,        ///< the job dropped the resize (after cancel()) before carrying it out
 };
 
-/// One report. resize is the resize the command belonged to; a rank that dies on its own
-/// is reported with resize 0 and concerns whatever resize runs.
+/// One report: a fact, not a verdict (what it means for the resize is the resize controller's
+/// transition table's to say). resize is the resize the command belonged to; a rank that dies
+/// on its own is reported with resize 0 and concerns whatever resize runs, if any.
 struct JobReport {
   JobReportKind kind = JobReportKind::daemon_up;
   ResizeId resize = 0;
@@ -61,14 +62,14 @@ class JobControl {
   virtual void withdraw(ResizeId resize, const std::vector<std::string>& nodes) = 0;
 
   /// Tells the job that its ranks on the nodes leave: they hand their work to their backup
-  /// ranks and exit; ranks_committed when the others run with the smaller membership, then
-  /// drained once every leaving rank exited.
+  /// ranks and exit; ranks_committed when the others run with the smaller membership, and
+  /// drained for each leaving node once its ranks left.
   virtual void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) = 0;
 
-  /// Asks the job to drop the resize it was told of (add_ranks() or remove_ranks()). The job
-  /// answers cancelled when it had not begun it (its membership is as before), or, having
-  /// already carried it out, its ranks_committed (and drained) stand.
-  virtual void cancel(ResizeId resize) = 0;
+  /// Asks the job to drop the resize it was told of (add_ranks() or remove_ranks()), saying
+  /// why. The job answers cancelled when it had not begun it (its membership is as before),
+  /// or, having already carried it out, its ranks_committed (and drained) stand.
+  virtual void cancel(ResizeId resize, const std::string& why) = 0;
 
   /// Delivers the reports that arrived since the last call to the listener. Never blocks.
   virtual void progress() = 0;
