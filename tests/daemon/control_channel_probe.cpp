@@ -5,6 +5,12 @@
 //                                     abort event, send a request without a node count,
 //                                     request -1
 //   control_channel_probe ask N       request N nodes, print the answer
+//   control_channel_probe link        request +2 and -1, publish metrics, report a resize
+//                                     committed, refused and cancelled, print the events
+//                                     until an abort event (for the ControllerLink tests)
+//   control_channel_probe leave       publish metrics as rank 6, report that it left, stay
+//                                     attached until killed
+//   control_channel_probe hold        publish metrics as rank 7, stay attached until killed
 //   control_channel_probe client FILE as a PMIx client started by the daemon: write
 //                                     "nspace:rank size N" to FILE.rank
 
@@ -41,8 +47,8 @@ void print_answer(const char* what, const bellows::runtime::ResizeAnswer& a) {
   std::fflush(stdout);
 }
 
-int roundtrip(ControlChannel& channel) {
-  bool aborted = false;
+/// Prints each expand, shrink and abort event as it is polled; an abort sets `aborted`.
+void print_events(ControlChannel& channel, bool& aborted) {
   channel.on_expand([](const bellows::runtime::ExpandEvent& e) {
     std::printf("expand id=%llu count=%llu hosts=%s\n", static_cast<unsigned long long>(e.resize_id),
                 static_cast<unsigned long long>(e.count), joined(e.hosts).c_str());
@@ -56,6 +62,11 @@ int roundtrip(ControlChannel& channel) {
                 e.reason.c_str());
     aborted = true;
   });
+}
+
+int roundtrip(ControlChannel& channel) {
+  bool aborted = false;
+  print_events(channel, aborted);
 
   print_answer("answer", channel.request_resize(2));
   bellows::runtime::RankMetrics m;
@@ -100,6 +111,47 @@ int roundtrip(ControlChannel& channel) {
   return 0;
 }
 
+int link(ControlChannel& channel) {
+  bool aborted = false;
+  print_events(channel, aborted);
+  print_answer("extend", channel.request_resize(2));
+  print_answer("release", channel.request_resize(-1));
+  bellows::runtime::RankMetrics m;
+  m.rank = 5;
+  m.metrics = {.iteration = 12,
+               .iteration_seconds = 0.25,
+               .ready_tasks = 3,
+               .busy_fraction = 0.5,
+               .steals_sent = 2,
+               .steals_failed = 1,
+               .job_gflops = 8.0};
+  channel.publish_metrics(m);
+  using Outcome = bellows::runtime::ResizeReport::Outcome;
+  channel.report_resize({11, Outcome::committed, 4, {2, 3}, ""});
+  channel.report_resize({12, Outcome::refused, 2, {}, "the job is at its maximum size"});
+  channel.report_resize({13, Outcome::cancelled, 2, {}, ""});
+  std::printf("reported\n");
+  std::fflush(stdout);
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!aborted && std::chrono::steady_clock::now() < deadline) {
+    channel.poll_events(std::chrono::milliseconds(100));
+    std::fflush(stdout);
+  }
+  std::printf(aborted ? "done\n" : "no abort event within 30 s\n");
+  return aborted ? 0 : 1;
+}
+
+int leave(ControlChannel& channel) {
+  bellows::runtime::RankMetrics m;
+  m.rank = 6;
+  channel.publish_metrics(m);
+  channel.report_resize({14, bellows::runtime::ResizeReport::Outcome::left, 3, {6}, ""});
+  std::printf("left\n");
+  std::fflush(stdout);
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 int client(const std::string& file) {
   pmix_proc_t self;
   pmix_status_t rc = PMIx_Init(&self, nullptr, 0);
@@ -137,14 +189,22 @@ int main(int argc, char** argv) {
     std::printf("attached %s\n", channel->name().c_str());
     std::fflush(stdout);
     if (mode == "roundtrip") return roundtrip(*channel);
-    if (mode == "hold") {  // stays attached until killed
+    if (mode == "link") return link(*channel);
+    if (mode == "leave") return leave(*channel);
+    if (mode == "hold") {  // publishes metrics as rank 7, stays attached until killed
+      bellows::runtime::RankMetrics m;
+      m.rank = 7;
+      channel->publish_metrics(m);
+      std::printf("published\n");
+      std::fflush(stdout);
       while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     if (mode == "ask" && argc == 3) {
       print_answer("answer", channel->request_resize(std::stoi(argv[2])));
       return 0;
     }
-    std::fprintf(stderr, "usage: control_channel_probe roundtrip | ask N | hold | client FILE\n");
+    std::fprintf(stderr,
+                 "usage: control_channel_probe roundtrip | ask N | link | leave | hold | client FILE\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());

@@ -1,0 +1,340 @@
+// daemon::ControllerLink, the daemon's side of its controller: a real PmixServer in this
+// process, a transport::Server in this process playing the controller, and the ranks played by
+// control_channel_probe processes attached through libbellows' ControlChannel. One PmixServer
+// per test (PMIx allows one per process life): ctest runs each test in a process of its own.
+
+#include <bellows/daemon/controller_link.hpp>
+#include <bellows/daemon/pmix_server.hpp>
+#include <bellows/protocol/messages.hpp>
+#include <bellows/transport/endpoint.hpp>
+#include <bellows/transport/security.hpp>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "child_process.hpp"
+#include "log_check.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace d = bellows::daemon;
+namespace pr = bellows::protocol;
+namespace tr = bellows::transport;
+using bellows::testing::ChildProcess;
+using namespace std::chrono_literals;
+
+class ControllerLinkTest : public bellows::testing::LoggedTest {
+ protected:
+  ControllerLinkTest() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    // One test per process: the pid names the directory, short enough for the socket's path.
+    dir_ = fs::temp_directory_path() / ("bellows-link-test-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    tr::prepare_private_directory(dir_ / "ctl");
+    // The daemon's log as bellowsd writes it, on stderr, where the test's log check reads it.
+    auto logger = spdlog::stderr_logger_mt("bellowsd-" + std::string(info->name()));
+    logger->set_pattern("bellowsd: %l: %v");
+    spdlog::set_default_logger(logger);
+    spdlog::set_level(spdlog::level::debug);
+  }
+  ~ControllerLinkTest() override {
+    controller_.reset();
+    fs::remove_all(dir_);
+  }
+
+  d::PmixServer::Options pmix_options() const {
+    d::PmixServer::Options o;
+    o.tmpdir = dir_ / "pmix";
+    o.uri_file = dir_ / "uri";
+    o.node_name = "n7";
+    return o;
+  }
+
+  /// Starts the controller's end: it answers Hello with hello_answer_, an allocation request
+  /// with allocation_answer_ (none: it keeps the request unanswered), records everything.
+  void start_controller() {
+    tr::Handlers handlers;
+    handlers.on_request = [this](const tr::Incoming& in, tr::Responder responder) {
+      std::optional<pr::Ack> answer;
+      {
+        std::lock_guard lock(mutex_);
+        received_.push_back(in.envelope.message);
+        if (std::holds_alternative<pr::Hello>(in.envelope.message)) {
+          peer_ = in.peer;
+          answer = hello_answer_;
+        } else if (const auto* r = std::get_if<pr::AllocationRequest>(&in.envelope.message)) {
+          answer = allocation_answer_(*r);
+          if (!answer) kept_.push_back(std::make_shared<tr::Responder>(std::move(responder)));
+        }
+      }
+      arrived_.notify_all();
+      if (answer) responder.reply(*answer);
+    };
+    handlers.on_notification = [this](const tr::Incoming& in) {
+      {
+        std::lock_guard lock(mutex_);
+        received_.push_back(in.envelope.message);
+      }
+      arrived_.notify_all();
+    };
+    tr::ServerOptions options;
+    options.endpoint = endpoint();
+    options.log = log_sink<tr::LogLevel>();
+    controller_ = std::make_unique<tr::Server>(options, handlers);
+  }
+
+  std::string endpoint() const { return "ipc://" + (dir_ / "ctl" / "controller.sock").string(); }
+
+  /// Waits until the controller received `count` messages; all it received by then.
+  std::vector<pr::Message> received(std::size_t count) {
+    std::unique_lock lock(mutex_);
+    arrived_.wait_for(lock, 20s, [&] { return received_.size() >= count; });
+    return received_;
+  }
+
+  tr::PeerId peer() {
+    std::lock_guard lock(mutex_);
+    return peer_;
+  }
+
+  std::string line(ChildProcess& child) {
+    auto text = child.next_line(20s);
+    return text ? *text : "<no line within 20 s>";
+  }
+
+  /// Whether a line containing `text` was logged within 20 s.
+  bool logged_within(const std::string& text) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const auto lines = logged();
+      if (std::any_of(lines.begin(), lines.end(),
+                      [&](const std::string& l) { return l.find(text) != std::string::npos; }))
+        return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
+  static bool exited_zero(const std::optional<int>& status) {
+    return status.has_value() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+  }
+
+  fs::path dir_;
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::vector<pr::Message> received_;
+  std::vector<std::shared_ptr<tr::Responder>> kept_;
+  tr::PeerId peer_;
+  pr::Ack hello_answer_{pr::AckCode::ok, "welcome"};
+  std::function<std::optional<pr::Ack>(const pr::AllocationRequest&)> allocation_answer_ =
+      [](const pr::AllocationRequest&) { return std::nullopt; };
+  std::unique_ptr<tr::Server> controller_;
+};
+
+// Hello first; then a rank's requests with the controller's answers, its metrics and its
+// resize reports reach the controller; the controller's decisions reach the rank as events; a
+// rank that ended with its program (it detached) is no death.
+TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDecisions) {
+  allocation_answer_ = [](const pr::AllocationRequest& r) {
+    return r.directive == pr::AllocationDirective::extend
+               ? pr::Ack{pr::AckCode::ok, "granted 2 nodes"}
+               : pr::Ack{pr::AckCode::refused, "the job is at its minimum size"};
+  };
+  start_controller();
+  d::PmixServer server(pmix_options());
+  d::ControllerLink link(server, {endpoint(), "n7", 20s}, nullptr);
+  std::string why = "not set";
+  ASSERT_TRUE(link.wait_registered(20s, &why));
+  EXPECT_EQ(why, "");
+  const pr::Hello hello{"n7", static_cast<std::int32_t>(::getpid()), pr::kProtocolVersion};
+  ASSERT_EQ(received(1).front(), pr::Message(hello));
+
+  ChildProcess rank({BELLOWS_PROBE_PATH, "link"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
+  EXPECT_EQ(line(rank), "attached bellowsd.tool.1:0");
+  EXPECT_EQ(line(rank), "extend status=0 name=SUCCESS text=granted 2 nodes");
+  // PMIx 4.2.2 carries no text with a refusal: the controller's reason stays in the daemon.
+  EXPECT_EQ(line(rank), "release status=" + std::to_string(PMIX_ERR_NOT_AVAILABLE) +
+                            " name=NOT_AVAILABLE text=refused by the daemon (NOT_AVAILABLE); "
+                            "the daemon's log says why");
+  EXPECT_EQ(line(rank), "reported");
+
+  pr::ResizeAck committed{11, pr::ResizeAckOutcome::committed, 4, {2, 3}, {}, ""};
+  pr::ResizeAck refused{12, pr::ResizeAckOutcome::refused, 2, {}, {},
+                        "the job is at its maximum size"};
+  pr::ResizeAck cancelled{13, pr::ResizeAckOutcome::cancelled, 2, {}, {}, ""};
+  const std::vector<pr::Message> expected = {
+      hello,
+      pr::AllocationRequest{pr::AllocationDirective::extend, 2, 0},
+      pr::AllocationRequest{pr::AllocationDirective::release, 1, 0},
+      pr::NodeMetrics{"n7", pr::Metrics{.iteration = 12,
+                                        .iteration_seconds = 0.25,
+                                        .ready_tasks = 3,
+                                        .busy_fraction = 0.5,
+                                        .steals_sent = 2,
+                                        .steals_failed = 1,
+                                        .job_gflops = 8.0}},
+      committed, refused, cancelled};
+  EXPECT_EQ(received(expected.size()), expected);
+
+  // The controller's decisions, as notifications and as a request (answered ok).
+  controller_->notify(peer(), pr::ResizeDecided{21, pr::ResizeKind::expand, 2, {"n8", "n9"}, {}});
+  controller_->notify(peer(), pr::ResizeDecided{22, pr::ResizeKind::shrink, 1, {}, {"n8"}});
+  const auto result = controller_->request(peer(), pr::Abort{23, "slurm said no"}, 20s);
+  ASSERT_TRUE(result.ok()) << result.text;
+  EXPECT_EQ(result.reply, pr::Message(pr::Ack{pr::AckCode::ok, ""}));
+  EXPECT_EQ(line(rank), "expand id=21 count=2 hosts=n8,n9");
+  EXPECT_EQ(line(rank), "shrink id=22 nodes=n8");
+  EXPECT_EQ(line(rank), "abort id=23 reason=slurm said no");
+  EXPECT_EQ(line(rank), "done");
+  EXPECT_TRUE(exited_zero(rank.wait_exit(20s)));
+
+  // A rank killed after it published its metrics: the daemon names it and its rank. By then
+  // the rank that detached, gone before, was seen gone too: it is no RankExited.
+  ChildProcess doomed({BELLOWS_PROBE_PATH, "hold"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
+  EXPECT_EQ(line(doomed), "attached bellowsd.tool.2:0");
+  EXPECT_EQ(line(doomed), "published");
+  ASSERT_EQ(received(expected.size() + 1).back(), pr::Message(pr::NodeMetrics{"n7", {}}));
+  const pid_t pid = doomed.pid();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(doomed.wait_exit(20s).has_value());
+  auto all = received(expected.size() + 2);
+  ASSERT_EQ(all.size(), expected.size() + 2);
+  EXPECT_EQ(all.back(), pr::Message(pr::RankExited{7, pid, -1, 0}));
+  EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: rank 7 (bellowsd.tool.2:0, pid " +
+                                      std::to_string(pid) + ") ended without leaving the job")));
+  EXPECT_TRUE(logged_within("bellowsd: debug: rank 5 (bellowsd.tool.1:0, pid " +
+                            std::to_string(rank.pid()) + ") ended after detaching"));
+}
+
+// A rank that reported it left the job (a drained shrink) may end at any time after: its end
+// is no death, even when it never detached.
+TEST_F(ControllerLinkTest, ARankThatLeftIsDrainedAndItsEndIsNoDeath) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  d::ControllerLink link(server, {endpoint(), "n7", 20s}, nullptr);
+  ASSERT_TRUE(link.wait_registered(20s));
+
+  ChildProcess leaver({BELLOWS_PROBE_PATH, "leave"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
+  EXPECT_EQ(line(leaver), "attached bellowsd.tool.1:0");
+  EXPECT_EQ(line(leaver), "left");
+  const std::vector<pr::Message> expected = {
+      pr::Hello{"n7", static_cast<std::int32_t>(::getpid()), pr::kProtocolVersion},
+      pr::NodeMetrics{"n7", {}},
+      pr::ResizeAck{14, pr::ResizeAckOutcome::drained, 3, {}, {6}, ""}};
+  ASSERT_EQ(received(expected.size()), expected);
+  const pid_t left_pid = leaver.pid();
+  ASSERT_EQ(::kill(left_pid, SIGKILL), 0);
+  ASSERT_TRUE(leaver.wait_exit(20s).has_value());
+
+  // A rank that dies after it: its RankExited comes alone.
+  ChildProcess doomed({BELLOWS_PROBE_PATH, "hold"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
+  EXPECT_EQ(line(doomed), "attached bellowsd.tool.2:0");
+  ASSERT_EQ(received(expected.size() + 1).back(), pr::Message(pr::NodeMetrics{"n7", {}}));
+  const pid_t pid = doomed.pid();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(doomed.wait_exit(20s).has_value());
+  const auto all = received(expected.size() + 2);
+  ASSERT_EQ(all.size(), expected.size() + 2);
+  EXPECT_EQ(all.back(), pr::Message(pr::RankExited{7, pid, -1, 0}));
+  allow_log("bellowsd: warning: rank 7 (bellowsd.tool.2:0, pid " + std::to_string(pid) +
+            ") ended without leaving the job");
+}
+
+// Stop reaches on_stop with its reason, as a notification or a request (answered ok); a
+// message a daemon does not handle is dropped with a warning naming it.
+TEST_F(ControllerLinkTest, StopRunsTheCallbackAndOtherMessagesAreDropped) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  std::mutex mutex;
+  std::condition_variable called;
+  std::vector<std::string> reasons;
+  d::ControllerLink link(server, {endpoint(), "n7", 20s}, [&](const std::string& reason) {
+    {
+      std::lock_guard lock(mutex);
+      reasons.push_back(reason);
+    }
+    called.notify_all();
+  });
+  ASSERT_TRUE(link.wait_registered(20s));
+
+  controller_->notify(peer(), pr::Stop{"the job ended", 0});
+  const auto result =
+      controller_->request(peer(), pr::Stop{"the operator cancelled it", 5000}, 20s);
+  ASSERT_TRUE(result.ok()) << result.text;
+  EXPECT_EQ(result.reply, pr::Message(pr::Ack{pr::AckCode::ok, ""}));
+  {
+    std::unique_lock lock(mutex);
+    called.wait_for(lock, 20s, [&] { return reasons.size() >= 2; });
+    EXPECT_EQ(reasons, (std::vector<std::string>{"the job ended", "the operator cancelled it"}));
+  }
+  EXPECT_TRUE(logged_within("bellowsd: info: controller says stop: the job ended"));
+
+  controller_->notify(peer(), pr::StatusRequest{});
+  EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: dropped status_request from the "
+                                      "controller: a daemon does not handle it")));
+}
+
+TEST_F(ControllerLinkTest, ARefusedHelloSaysWhy) {
+  hello_answer_ = pr::Ack{pr::AckCode::refused, "node n7 is not in the job"};
+  start_controller();
+  d::PmixServer server(pmix_options());
+  d::ControllerLink link(server, {endpoint(), "n7", 20s}, nullptr);
+  std::string why;
+  EXPECT_FALSE(link.wait_registered(20s, &why));
+  EXPECT_EQ(why, "the controller refused: node n7 is not in the job");
+}
+
+// No controller at the endpoint: no registration, and a rank's request gets PMIx's timeout
+// once the link's request_timeout passed.
+TEST_F(ControllerLinkTest, NoControllerMeansNoRegistrationAndRequestsTimeOut) {
+  d::PmixServer server(pmix_options());
+  d::ControllerLink link(server, {endpoint(), "n7", 300ms}, nullptr);
+  std::string why;
+  EXPECT_FALSE(link.wait_registered(300ms, &why));
+  EXPECT_EQ(why, "no answer to hello from the controller at " + endpoint());
+
+  ChildProcess rank({BELLOWS_PROBE_PATH, "ask", "2"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
+  EXPECT_EQ(line(rank), "attached bellowsd.tool.1:0");
+  EXPECT_EQ(line(rank), "answer status=" + std::to_string(PMIX_ERR_TIMEOUT) +
+                            " name=TIMEOUT text=refused by the daemon (TIMEOUT); "
+                            "the daemon's log says why");
+  EXPECT_TRUE(exited_zero(rank.wait_exit(20s)));
+}
+
+// An allocation request the controller leaves unanswered: the rank gets PMIx's timeout once
+// the link's request_timeout passed.
+TEST_F(ControllerLinkTest, AnUnansweredRequestTimesOut) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  d::ControllerLink link(server, {endpoint(), "n7", 300ms}, nullptr);
+  ASSERT_TRUE(link.wait_registered(20s));
+  ChildProcess rank({BELLOWS_PROBE_PATH, "ask", "-1"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
+  EXPECT_EQ(line(rank), "attached bellowsd.tool.1:0");
+  EXPECT_EQ(line(rank), "answer status=" + std::to_string(PMIX_ERR_TIMEOUT) +
+                            " name=TIMEOUT text=refused by the daemon (TIMEOUT); "
+                            "the daemon's log says why");
+  EXPECT_TRUE(exited_zero(rank.wait_exit(20s)));
+  EXPECT_EQ(received(2).back(),
+            pr::Message(pr::AllocationRequest{pr::AllocationDirective::release, 1, 0}));
+}
+
+}  // namespace
