@@ -257,6 +257,7 @@ ControllerLink::~ControllerLink() {
   state_->changed.notify_all();
   if (state_->watcher.joinable()) state_->watcher.join();
   state_->server->on_rank_attached(nullptr);
+  state_->server->on_rank_detached(nullptr);
   state_->server->on_allocate(nullptr);
   state_->server->on_metrics(nullptr);
   state_->server->on_resize_report(nullptr);
