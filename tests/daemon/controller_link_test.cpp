@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "child_process.hpp"
+#include "recording_controller.hpp"
 #include "log_check.hpp"
 
 #include <sys/wait.h>
@@ -72,49 +73,20 @@ class ControllerLinkTest : public bellows::testing::LoggedTest {
   /// Starts the controller's end: it answers Hello with hello_answer_, an allocation request
   /// with allocation_answer_ (none: it keeps the request unanswered), records everything.
   void start_controller() {
-    tr::Handlers handlers;
-    handlers.on_request = [this](const tr::Incoming& in, tr::Responder responder) {
-      std::optional<pr::Ack> answer;
-      {
-        std::lock_guard lock(mutex_);
-        received_.push_back(in.envelope.message);
-        if (std::holds_alternative<pr::Hello>(in.envelope.message)) {
-          peer_ = in.peer;
-          answer = hello_answer_;
-        } else if (const auto* r = std::get_if<pr::AllocationRequest>(&in.envelope.message)) {
-          answer = allocation_answer_(*r);
-          if (!answer) kept_.push_back(std::make_shared<tr::Responder>(std::move(responder)));
-        }
-      }
-      arrived_.notify_all();
-      if (answer) responder.reply(*answer);
-    };
-    handlers.on_notification = [this](const tr::Incoming& in) {
-      {
-        std::lock_guard lock(mutex_);
-        received_.push_back(in.envelope.message);
-      }
-      arrived_.notify_all();
-    };
-    tr::ServerOptions options;
-    options.endpoint = endpoint();
-    options.log = log_sink<tr::LogLevel>();
-    controller_ = std::make_unique<tr::Server>(options, handlers);
+    controller_ = std::make_unique<bellows::testing::RecordingController>(
+        endpoint(), log_sink<tr::LogLevel>(), [this](const pr::Message& m) -> std::optional<pr::Ack> {
+          if (std::holds_alternative<pr::Hello>(m)) return hello_answer_;
+          if (const auto* r = std::get_if<pr::AllocationRequest>(&m)) return allocation_answer_(*r);
+          return std::nullopt;
+        });
   }
 
   std::string endpoint() const { return "ipc://" + (dir_ / "ctl" / "controller.sock").string(); }
 
   /// Waits until the controller received `count` messages; all it received by then.
-  std::vector<pr::Message> received(std::size_t count) {
-    std::unique_lock lock(mutex_);
-    arrived_.wait_for(lock, 20s, [&] { return received_.size() >= count; });
-    return received_;
-  }
-
-  tr::PeerId peer() {
-    std::lock_guard lock(mutex_);
-    return peer_;
-  }
+  std::vector<pr::Message> received(std::size_t count) { return controller_->received(count); }
+  tr::PeerId peer() { return controller_->peer(); }
+  tr::Server& controller() { return controller_->server(); }
 
   std::string line(ChildProcess& child) {
     auto text = child.next_line(20s);
@@ -139,15 +111,10 @@ class ControllerLinkTest : public bellows::testing::LoggedTest {
   }
 
   fs::path dir_;
-  std::mutex mutex_;
-  std::condition_variable arrived_;
-  std::vector<pr::Message> received_;
-  std::vector<std::shared_ptr<tr::Responder>> kept_;
-  tr::PeerId peer_;
   pr::Ack hello_answer_{pr::AckCode::ok, "welcome"};
   std::function<std::optional<pr::Ack>(const pr::AllocationRequest&)> allocation_answer_ =
       [](const pr::AllocationRequest&) { return std::nullopt; };
-  std::unique_ptr<tr::Server> controller_;
+  std::unique_ptr<bellows::testing::RecordingController> controller_;
 };
 
 // Hello first; then a rank's requests with the controller's answers, its metrics and its
@@ -196,9 +163,9 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
   EXPECT_EQ(received(expected.size()), expected);
 
   // The controller's decisions, as notifications and as a request (answered ok).
-  controller_->notify(peer(), pr::ResizeDecided{21, pr::ResizeKind::expand, 2, {"n8", "n9"}, {}});
-  controller_->notify(peer(), pr::ResizeDecided{22, pr::ResizeKind::shrink, 1, {}, {"n8"}});
-  const auto result = controller_->request(peer(), pr::Abort{23, "slurm said no"}, 20s);
+  controller().notify(peer(), pr::ResizeDecided{21, pr::ResizeKind::expand, 2, {"n8", "n9"}, {}});
+  controller().notify(peer(), pr::ResizeDecided{22, pr::ResizeKind::shrink, 1, {}, {"n8"}});
+  const auto result = controller().request(peer(), pr::Abort{23, "slurm said no"}, 20s);
   ASSERT_TRUE(result.ok()) << result.text;
   EXPECT_EQ(result.reply, pr::Message(pr::Ack{pr::AckCode::ok, ""}));
   EXPECT_EQ(line(rank), "expand id=21 count=2 hosts=n8,n9");
@@ -276,9 +243,9 @@ TEST_F(ControllerLinkTest, StopRunsTheCallbackAndOtherMessagesAreDropped) {
   });
   ASSERT_TRUE(link.wait_registered(20s));
 
-  controller_->notify(peer(), pr::Stop{"the job ended", 0});
+  controller().notify(peer(), pr::Stop{"the job ended", 0});
   const auto result =
-      controller_->request(peer(), pr::Stop{"the operator cancelled it", 5000}, 20s);
+      controller().request(peer(), pr::Stop{"the operator cancelled it", 5000}, 20s);
   ASSERT_TRUE(result.ok()) << result.text;
   EXPECT_EQ(result.reply, pr::Message(pr::Ack{pr::AckCode::ok, ""}));
   {
@@ -288,7 +255,7 @@ TEST_F(ControllerLinkTest, StopRunsTheCallbackAndOtherMessagesAreDropped) {
   }
   EXPECT_TRUE(logged_within("bellowsd: info: controller says stop: the job ended"));
 
-  controller_->notify(peer(), pr::StatusRequest{});
+  controller().notify(peer(), pr::StatusRequest{});
   EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: dropped status_request from the "
                                       "controller: a daemon does not handle it")));
 }

@@ -19,6 +19,7 @@
 
 #include "../daemon/child_process.hpp"
 #include "log_check.hpp"
+#include "recording_controller.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -66,28 +67,12 @@ class ControlPlaneLinkTest : public bellows::testing::LoggedTest {
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "job" / "nodes" / "n0");
     tr::prepare_private_directory(dir_ / "ctl");
-    tr::Handlers handlers;
-    handlers.on_request = [this](const tr::Incoming& in, tr::Responder responder) {
-      {
-        std::lock_guard lock(mutex_);
-        received_.push_back(in.envelope.message);
-        if (std::holds_alternative<pr::Hello>(in.envelope.message)) peer_ = in.peer;
-      }
-      arrived_.notify_all();
-      const bool allocation = std::holds_alternative<pr::AllocationRequest>(in.envelope.message);
-      responder.reply(pr::Ack{pr::AckCode::ok, allocation ? "granted 1 node" : "welcome"});
-    };
-    handlers.on_notification = [this](const tr::Incoming& in) {
-      {
-        std::lock_guard lock(mutex_);
-        received_.push_back(in.envelope.message);
-      }
-      arrived_.notify_all();
-    };
-    tr::ServerOptions options;
-    options.endpoint = "ipc://" + (dir_ / "ctl" / "controller.sock").string();
-    options.log = log_sink<tr::LogLevel>();
-    controller_ = std::make_unique<tr::Server>(options, handlers);
+    controller_ = std::make_unique<bellows::testing::RecordingController>(
+        "ipc://" + (dir_ / "ctl" / "controller.sock").string(), log_sink<tr::LogLevel>(),
+        [](const pr::Message& m) -> std::optional<pr::Ack> {
+          const bool allocation = std::holds_alternative<pr::AllocationRequest>(m);
+          return pr::Ack{pr::AckCode::ok, allocation ? "granted 1 node" : "welcome"};
+        });
   }
   ~ControlPlaneLinkTest() override {
     controller_.reset();
@@ -97,23 +82,12 @@ class ControlPlaneLinkTest : public bellows::testing::LoggedTest {
   }
 
   /// What the controller received, once it received `count` messages (or after 20 s).
-  std::vector<pr::Message> received(std::size_t count) {
-    std::unique_lock lock(mutex_);
-    arrived_.wait_for(lock, 20s, [&] { return received_.size() >= count; });
-    return received_;
-  }
-
-  tr::PeerId peer() {
-    std::lock_guard lock(mutex_);
-    return peer_;
-  }
+  std::vector<pr::Message> received(std::size_t count) { return controller_->received(count); }
+  tr::PeerId peer() { return controller_->peer(); }
+  tr::Server& controller() { return controller_->server(); }
 
   fs::path dir_;
-  std::mutex mutex_;
-  std::condition_variable arrived_;
-  std::vector<pr::Message> received_;
-  tr::PeerId peer_;
-  std::unique_ptr<tr::Server> controller_;
+  std::unique_ptr<bellows::testing::RecordingController> controller_;
 };
 
 TEST_F(ControlPlaneLinkTest, TurnsTheControllersDecisionsIntoRequestsOnTheFirstRank) {
@@ -169,23 +143,20 @@ TEST_F(ControlPlaneLinkTest, TurnsTheControllersDecisionsIntoRequestsOnTheFirstR
   };
   // The n-th message the controller received, polling meanwhile.
   const auto reported = [&](std::size_t n) {
-    poll_until([&] {
-      std::lock_guard lock(mutex_);
-      return received_.size() >= n;
-    });
+    poll_until([&] { return controller_->count() >= n; });
     const auto all = received(n);
     return all.size() >= n ? all[n - 1] : pr::Message(pr::Ack{pr::AckCode::failed, "nothing"});
   };
   std::size_t count = 1;
 
   // Expand onto n3 and n4: a request for 2 ranks; the spawn places them there.
-  controller_->notify(peer(), pr::ResizeDecided{31, pr::ResizeKind::expand, 2, {"n3", "n4"}, {}});
+  controller().notify(peer(), pr::ResizeDecided{31, pr::ResizeKind::expand, 2, {"n3", "n4"}, {}});
   ASSERT_TRUE(poll_until([&] { return job.pending_requests() == 1; }));
   EXPECT_EQ(link->spawn_environment(1),
             (Environment{{"BELLOWS_EXPAND_NODES", "n3,n4"}, {"BELLOWS_EXPAND_FIRST_RANK", "1"}}));
 
   // Called off before the job carried it out: dropped, reported cancelled with the reason.
-  controller_->notify(peer(), pr::Abort{31, "slurm said no"});
+  controller().notify(peer(), pr::Abort{31, "slurm said no"});
   ASSERT_TRUE(poll_until([&] { return job.pending_requests() == 0; }));
   EXPECT_EQ(reported(++count),
             pr::Message(
@@ -194,22 +165,22 @@ TEST_F(ControlPlaneLinkTest, TurnsTheControllersDecisionsIntoRequestsOnTheFirstR
             (Environment{{"BELLOWS_EXPAND_NODES", "n1,n2"}, {"BELLOWS_EXPAND_FIRST_RANK", "1"}}));
 
   // A shrink of a node without a rank of the job: refused, with the node named.
-  controller_->notify(peer(), pr::ResizeDecided{32, pr::ResizeKind::shrink, 1, {}, {"n9"}});
+  controller().notify(peer(), pr::ResizeDecided{32, pr::ResizeKind::shrink, 1, {}, {"n9"}});
   EXPECT_EQ(reported(++count), pr::Message(pr::ResizeAck{32, pr::ResizeAckOutcome::refused, 1, {},
                                                           {}, "node n9 runs no rank of this job"}));
   EXPECT_EQ(job.pending_requests(), 0u);
 
   // A shrink of n0 (twice named): a request for rank 0 to leave; called off, cancelled.
-  controller_->notify(peer(), pr::ResizeDecided{33, pr::ResizeKind::shrink, 2, {}, {"n0", "n0"}});
+  controller().notify(peer(), pr::ResizeDecided{33, pr::ResizeKind::shrink, 2, {}, {"n0", "n0"}});
   ASSERT_TRUE(poll_until([&] { return job.pending_requests() == 1; }));
-  controller_->notify(peer(), pr::Abort{33, "the operator cancelled it"});
+  controller().notify(peer(), pr::Abort{33, "the operator cancelled it"});
   ASSERT_TRUE(poll_until([&] { return job.pending_requests() == 0; }));
   EXPECT_EQ(reported(++count),
             pr::Message(pr::ResizeAck{33, pr::ResizeAckOutcome::cancelled, 1, {}, {},
                                       "the operator cancelled it"}));
 
   // The same shrink carried out: the job refuses it, and the link reports why.
-  controller_->notify(peer(), pr::ResizeDecided{34, pr::ResizeKind::shrink, 1, {}, {"n0"}});
+  controller().notify(peer(), pr::ResizeDecided{34, pr::ResizeKind::shrink, 1, {}, {"n0"}});
   ASSERT_TRUE(poll_until([&] { return job.pending_requests() == 1; }));
   EXPECT_EQ(job.apply_pending(0), br::ElasticJob::Outcome::refused);
   EXPECT_EQ(reported(++count),
@@ -217,7 +188,7 @@ TEST_F(ControlPlaneLinkTest, TurnsTheControllersDecisionsIntoRequestsOnTheFirstR
                                       "shrink refused: shrink: rank 0 may not leave the job"}));
   // Called off after the job settled it: the job's answer stands, nothing more is reported
   // (the next message the controller receives is the request below).
-  controller_->notify(peer(), pr::Abort{34, "too late"});
+  controller().notify(peer(), pr::Abort{34, "too late"});
   const std::string stands =
       "bellows: resize 34 called off by the controller (too late) after the job carried it out: "
       "it stands";
