@@ -341,8 +341,7 @@ int run_job(RunOptions o) {
     ~GiveBack() {
       if (pool == nullptr) return;
       try {
-        pool->stop_waiting(job);
-        pool->release_all(job);
+        pool->release_all(job);  // its nodes, and its place in the queue if it still waits
       } catch (const std::exception& e) {
         std::fprintf(stderr, "bellows run: %s\n", e.what());
       }
