@@ -136,9 +136,8 @@ auto LocalNodePool::update(F&& f) const {
 }
 
 LocalNodePool::LocalNodePool(std::filesystem::path state_file, std::size_t at_least, std::string prefix)
-    : prefix_(std::move(prefix)), state_file_(std::move(state_file)), at_least_(at_least) {
-  if (at_least == 0) throw std::invalid_argument("local node pool: needs at least 1 node, got 0");
-  if (prefix_.empty()) throw std::invalid_argument("local node pool: the node name prefix is empty");
+    : LocalNodePool(at_least, std::move(prefix)) {
+  state_file_ = std::move(state_file);
   // The pool grows to what this job needs; the change is saved at once.
   update([](State&, bool&) {});
 }
