@@ -69,14 +69,18 @@ fs::path socket_root() {
   return fs::path("/tmp") / ("bellows-" + std::to_string(::geteuid())) / "sockets";
 }
 
+/// What to do about a socket path that is too long.
+std::string shorter_root_advice() {
+  return std::string("set ") + kSocketDirVariable + " to a shorter private directory of this host (such as /tmp/bellows-" +
+         std::to_string(::geteuid()) + ")";
+}
+
 std::string socket_path_problem(const fs::path& path) {
   const std::size_t length = path.string().size();
   if (length <= kMaxSocketPathLength) return {};
   return "the socket path " + path.string() + " has " + std::to_string(length) +
-         " characters, more than the " + std::to_string(kMaxSocketPathLength) +
-         " a Unix socket allows; set " + kSocketDirVariable +
-         " to a shorter private directory of this host (such as /tmp/bellows-" +
-         std::to_string(::geteuid()) + ")";
+         " characters, more than the " + std::to_string(kMaxSocketPathLength) + " a Unix socket allows; " +
+         shorter_root_advice();
 }
 
 std::string socket_root_problem(const fs::path& root) {
@@ -85,10 +89,8 @@ std::string socket_root_problem(const fs::path& root) {
   if (length <= kMaxSocketPathLength) return {};
   return "the socket directory " + root.string() + " (" + kSocketDirVariable + ", XDG_RUNTIME_DIR or " +
          "/tmp) is too long: a job's sockets under it would have up to " + std::to_string(length) +
-         " characters, more than the " + std::to_string(kMaxSocketPathLength) +
-         " a Unix socket allows; set " + kSocketDirVariable +
-         " to a shorter private directory of this host (such as /tmp/bellows-" +
-         std::to_string(::geteuid()) + ")";
+         " characters, more than the " + std::to_string(kMaxSocketPathLength) + " a Unix socket allows; " +
+         shorter_root_advice();
 }
 
 SocketDirectory::SocketDirectory(const std::string& job, const fs::path& job_dir, fs::path root) {
@@ -105,7 +107,8 @@ SocketDirectory::SocketDirectory(const std::string& job, const fs::path& job_dir
   prepare_private_directory(root);
   remove_stale(root);
 
-  path_ = root / (file_name_of(job) + "-" + hash_hex(fs::absolute(job_dir).lexically_normal().string()));
+  const std::string job_path = fs::absolute(job_dir).lexically_normal().string();
+  path_ = root / (file_name_of(job) + "-" + hash_hex(job_path));
   if (::mkdir(path_.c_str(), 0700) != 0) {
     if (errno != EEXIST)
       throw TransportError("cannot create directory " + path_.string() + ": " + std::strerror(errno));
@@ -121,7 +124,7 @@ SocketDirectory::SocketDirectory(const std::string& job, const fs::path& job_dir
     if (::mkdir(path_.c_str(), 0700) != 0)
       throw TransportError("cannot create directory " + path_.string() + ": " + std::strerror(errno));
   }
-  for (const auto& [file, text] : {std::pair{"job_dir", fs::absolute(job_dir).lexically_normal().string()},
+  for (const auto& [file, text] : {std::pair{"job_dir", job_path},
                                     std::pair{"owner", protocol::ProcessIdentity::self().text()}}) {
     std::ofstream out(path_ / file);
     out << text << '\n';
