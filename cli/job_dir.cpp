@@ -15,14 +15,23 @@
 
 namespace bellows::cli {
 
+namespace {
+
+/// /tmp/bellows-UID: where this user's job files, pool and sockets go unless told otherwise.
+std::filesystem::path user_tmp_dir() {
+  return std::filesystem::path("/tmp") / ("bellows-" + std::to_string(::geteuid()));
+}
+
+}  // namespace
+
 std::filesystem::path run_dir() {
   if (const char* dir = std::getenv("BELLOWS_RUN_DIR"); dir != nullptr && *dir != '\0') return dir;
-  return std::filesystem::path("/tmp") / ("bellows-" + std::to_string(::geteuid()));
+  return user_tmp_dir();
 }
 
 std::filesystem::path local_pool_file() {
   if (const char* file = std::getenv("BELLOWS_LOCAL_POOL"); file != nullptr && *file != '\0') return file;
-  const auto dir = std::filesystem::path("/tmp") / ("bellows-" + std::to_string(::geteuid()));
+  const auto dir = user_tmp_dir();
   std::error_code ec;
   if (std::filesystem::create_directory(dir, ec))
     std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace, ec);
