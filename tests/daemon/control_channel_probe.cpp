@@ -64,6 +64,15 @@ void print_events(ControlChannel& channel, bool& aborted) {
   });
 }
 
+/// Runs the channel's events until the abort event came (`aborted`) or 30 s passed.
+void wait_for_abort(ControlChannel& channel, const bool& aborted) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!aborted && std::chrono::steady_clock::now() < deadline) {
+    channel.poll_events(std::chrono::milliseconds(100));
+    std::fflush(stdout);
+  }
+}
+
 int roundtrip(ControlChannel& channel) {
   bool aborted = false;
   print_events(channel, aborted);
@@ -82,11 +91,7 @@ int roundtrip(ControlChannel& channel) {
   std::printf("published\n");
   std::fflush(stdout);
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!aborted && std::chrono::steady_clock::now() < deadline) {
-    channel.poll_events(std::chrono::milliseconds(100));
-    std::fflush(stdout);
-  }
+  wait_for_abort(channel, aborted);
   if (!aborted) {
     std::printf("no abort event within 30 s\n");
     return 1;
@@ -133,11 +138,7 @@ int link(ControlChannel& channel) {
   std::printf("reported\n");
   std::fflush(stdout);
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!aborted && std::chrono::steady_clock::now() < deadline) {
-    channel.poll_events(std::chrono::milliseconds(100));
-    std::fflush(stdout);
-  }
+  wait_for_abort(channel, aborted);
   std::printf(aborted ? "done\n" : "no abort event within 30 s\n");
   return aborted ? 0 : 1;
 }
