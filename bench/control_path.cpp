@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   options.max_nodes = 2;
   const bellows::transport::SocketDirectory sockets(options.job, job_dir);
   options.endpoint = sockets.ipc_endpoint("controller.sock");
-  ctl::LocalDaemonLauncher launcher({bellowsd, job_dir, options.endpoint});
+  ctl::LocalDaemonLauncher launcher({bellowsd, job_dir});
   int status = 1;
   {
     ctl::ControllerService service(options, rm, launcher, clock);

@@ -4,6 +4,7 @@
 
 #include <bellows/controller/event_log.hpp>
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/endpoint.hpp>
 
 #include <nlohmann/json.hpp>
@@ -32,14 +33,13 @@ using namespace std::chrono_literals;
 
 transport::RequestResult ask_controller(const std::string& job, protocol::Message message) {
   const auto dir = find_job_dir(job);
-  const auto endpoint_file = protocol::JobDirectory{dir}.controller_endpoint_file();
-  std::ifstream in(endpoint_file);
-  std::string endpoint;
-  if (!std::getline(in, endpoint) || endpoint.empty())
-    throw std::runtime_error("the controller of " + dir.filename().string() + " has not said where it listens (no " +
-                             endpoint_file.string() + "); has the job started?");
   transport::ClientOptions options;
-  options.endpoint = endpoint;
+  try {
+    options = transport::read_controller_contact(dir).client_options();
+  } catch (const transport::TransportError& e) {
+    throw std::runtime_error("the controller of " + dir.filename().string() + ": " + e.what() +
+                             "; has the job started?");
+  }
   options.log = [](transport::LogLevel, const std::string&) {};
   transport::Client client(options, {});
   auto result = client.request(std::move(message), 5s);

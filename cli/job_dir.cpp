@@ -29,6 +29,15 @@ std::filesystem::path run_dir() {
   return user_tmp_dir();
 }
 
+std::filesystem::path cluster_run_dir() {
+  if (const char* dir = std::getenv("BELLOWS_RUN_DIR"); dir != nullptr && *dir != '\0') return dir;
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0')
+    throw std::runtime_error("neither BELLOWS_RUN_DIR nor HOME is set: name a directory every node of the "
+                             "job sees with BELLOWS_RUN_DIR");
+  return std::filesystem::path(home) / ".bellows" / "jobs";
+}
+
 std::filesystem::path local_pool_file() {
   if (const char* file = std::getenv("BELLOWS_LOCAL_POOL"); file != nullptr && *file != '\0') return file;
   const auto dir = user_tmp_dir();
@@ -67,9 +76,15 @@ std::filesystem::path job_dir_from_slurm(const std::string& job, std::string& wh
 }  // namespace
 
 std::filesystem::path find_job_dir(const std::string& job) {
-  const auto root = run_dir();
-  auto dir = root / (job.empty() ? std::string("latest") : job);
+  const auto name = job.empty() ? std::string("latest") : job;
+  auto dir = run_dir() / name;
   std::error_code ec;
+  const char* home = std::getenv("HOME");
+  if (!std::filesystem::is_directory(dir, ec) && home != nullptr && *home != '\0') {
+    // A Slurm job's directory, or the Slurm job started last, in the cluster's run directory.
+    const auto cluster = cluster_run_dir() / name;
+    if (std::filesystem::is_directory(cluster, ec)) dir = cluster;
+  }
   if (!std::filesystem::is_directory(dir, ec)) {
     if (job.empty() || job == "latest")
       throw std::runtime_error("no job has been started with bellows run (no " + dir.string() + ")");

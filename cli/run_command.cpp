@@ -16,6 +16,7 @@
 #endif
 #include <bellows/policy/load.hpp>
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/socket_directory.hpp>
 
 #include <signal.h>
@@ -54,6 +55,7 @@ struct RunOptions {
   std::string nodes;
   std::string policy_file;
   unsigned pool = 0;
+  std::string listen;  ///< ipc, tcp or tcp:ADDRESS; empty: ipc on local, tcp on slurm
   bool verbose = false;
   bool quiet = false;
   std::vector<std::string> command;
@@ -165,15 +167,16 @@ struct Backend {
   std::unique_ptr<ctl::NodeLauncher> launcher;
 };
 
-fs::path make_job_dir(const std::string& job) {
-  const fs::path job_dir = run_dir() / job;
-  fs::create_directories(run_dir());
-  fs::permissions(run_dir(), fs::perms::owner_all, fs::perm_options::replace);
+/// RUN_DIR/JOB, 0700, and RUN_DIR/latest pointing to it.
+fs::path make_job_dir(const fs::path& root, const std::string& job) {
+  const fs::path job_dir = root / job;
+  fs::create_directories(root);
+  fs::permissions(root, fs::perms::owner_all, fs::perm_options::replace);
   fs::create_directories(job_dir);
   fs::permissions(job_dir, fs::perms::owner_all, fs::perm_options::replace);
   std::error_code ec;
-  fs::remove(run_dir() / "latest", ec);
-  fs::create_directory_symlink(job, run_dir() / "latest", ec);
+  fs::remove(root / "latest", ec);
+  fs::create_directory_symlink(job, root / "latest", ec);
   return job_dir;
 }
 
@@ -235,6 +238,24 @@ std::optional<std::vector<std::string>> start_on_local_pool(ctl::LocalNodePool& 
   pool.stop_waiting(job);
   std::fprintf(stderr, "bellows run: stopped while waiting for %u node(s) of the local pool\n", nodes);
   return std::nullopt;
+}
+
+/// The controller's endpoint for --listen: "ipc" (daemons and commands of this host only),
+/// "tcp" (this host's address, any free port: daemons on other nodes) or "tcp:ADDRESS".
+/// `listen` is checked by listen_problem() when the options are parsed.
+std::string listen_endpoint(const std::string& listen, bool slurm, const transport::SocketDirectory& sockets) {
+  const std::string choice = listen.empty() ? (slurm ? "tcp" : "ipc") : listen;
+  if (choice == "ipc") return sockets.ipc_endpoint("controller.sock");
+  if (choice == "tcp") return transport::this_host_tcp_endpoint();
+  return "tcp://" + choice.substr(4) + ":*";
+}
+
+/// "" when --listen's value is one listen_endpoint() knows, else what is wrong.
+std::string listen_problem(const std::string& listen) {
+  if (listen == "ipc" || listen == "tcp" || (listen.starts_with("tcp:") && listen.size() > 4 &&
+                                             listen.find_first_of(":/ ", 4) == std::string::npos))
+    return {};
+  return "expected ipc, tcp or tcp:ADDRESS, not " + listen;
 }
 
 fs::path find_srun() {
@@ -348,20 +369,23 @@ int run_job(RunOptions o) {
     }
   } give_back{backend.pool.get(), backend.job};
   const std::string& job = backend.job;
-  const fs::path job_dir = make_job_dir(job);
+  // A Slurm job's daemons run on other nodes: its directory must be one they all see.
+  const fs::path root = slurm ? cluster_run_dir() : run_dir();
+  const fs::path job_dir = make_job_dir(root, job);
 #if BELLOWS_HAVE_SLURM_BACKEND
   if (slurm) {
     // `bellows status JOB` and `bellows events JOB` find the directory from any shell.
     auto& slurm_rm = static_cast<ctl::SlurmResourceManager&>(*backend.rm);
     if (const auto published = slurm_rm.publish_job_dir(job, job_dir.string()); !published.ok())
       std::fprintf(stderr, "bellows: note: %s: bellows status %s needs BELLOWS_RUN_DIR=%s\n",
-                   published.text.c_str(), job.c_str(), run_dir().c_str());
+                   published.text.c_str(), job.c_str(), root.c_str());
   }
 #endif
-  // The controller's socket lives in a short directory of this host, whatever the length of
-  // job_dir; the job directory says where (controller.endpoint).
+  // An ipc socket lives in a short directory of this host, whatever the length of job_dir; a
+  // tcp endpoint is on this host's address. The job directory says which
+  // (controller.endpoint, and controller.key for tcp).
   const transport::SocketDirectory sockets(job, job_dir);
-  const std::string endpoint = sockets.ipc_endpoint("controller.sock");
+  const std::string endpoint = listen_endpoint(o.listen, slurm, sockets);
 
   ctl::SystemClock clock;
   if (!slurm) {
@@ -372,15 +396,14 @@ int run_job(RunOptions o) {
     // The launcher needs the controller's endpoint, which exists once the service is bound:
     // it is fixed by the socket directory, so it can be named first.
     backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(
-        ctl::LocalDaemonLauncher::Options{find_bellowsd(), job_dir, endpoint, o.verbose});
+        ctl::LocalDaemonLauncher::Options{find_bellowsd(), job_dir, o.verbose});
   } else {
-    // Every node of a local cluster is this host, so the daemons reach the ipc:// endpoint.
+    // Each node's daemon finds the controller in the job directory, which every node sees.
     ctl::SlurmDaemonLauncher::Options launch;
     launch.srun = find_srun();
     launch.job = job;
     launch.bellowsd = find_bellowsd();
     launch.job_dir = job_dir;
-    launch.controller_endpoint = endpoint;
     launch.verbose = o.verbose;
     backend.launcher = std::make_unique<ctl::SlurmDaemonLauncher>(launch);
   }
@@ -463,6 +486,10 @@ void add_run_command(CLI::App& app, Outcome& outcome) {
   run->add_option("--policy", options->policy_file, "resize policy (YAML, see bellows policy keys; on slurm default "
                   "BELLOWS_ELASTIC_POLICY)");
   run->add_option("--pool", options->pool, "local backend: emulated nodes on this host (default: MAX)");
+  run->add_option("--listen", options->listen,
+                  "where the controller listens: ipc (this host; default on local), tcp (this host's "
+                  "address; default on slurm) or tcp:ADDRESS")
+      ->check(listen_problem);
   run->add_flag("--verbose", options->verbose, "daemons log every request and metrics message");
   run->add_flag("--quiet", options->quiet, "no progress line");
   run->add_option("command", options->command, "PROGRAM and its arguments, after --")->required();

@@ -1,6 +1,7 @@
 #include "bellows/controller/controller_service.hpp"
 
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/security.hpp>
 
 #include <algorithm>
@@ -48,6 +49,8 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
   transport::prepare_private_directory(options_.job_dir);
   transport::ServerOptions server_options;
   server_options.endpoint = options_.endpoint;
+  // Over tcp the daemons on other hosts prove they belong to the job by holding its key.
+  if (transport::is_tcp_endpoint(options_.endpoint)) server_options.curve = transport::generate_curve_key_pair();
   server_options.log = controller_log();
   transport::Handlers handlers;
   handlers.on_request = [this](const transport::Incoming& in, transport::Responder responder) {
@@ -61,12 +64,9 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
     post([this, peer] { on_peer_gone(peer); });
   };
   server_ = std::make_unique<transport::Server>(server_options, handlers);
-  // The `bellows` commands find the controller here, whatever the job directory's length.
-  const auto endpoint_file = protocol::JobDirectory{options_.job_dir}.controller_endpoint_file();
-  std::ofstream out(endpoint_file, std::ios::trunc);
-  out << server_->endpoint() << '\n';
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + endpoint_file.string());
+  // The daemons and the `bellows` commands find the controller here, whatever the job
+  // directory's length and on whichever node they run.
+  transport::publish_controller_contact(options_.job_dir, {server_->endpoint(), server_options.curve});
   next_tick_ = clock_.now();
 }
 

@@ -40,7 +40,7 @@ RmStatus LocalDaemonLauncher::launch(const std::string& node, const std::string&
                                    "--tmpdir",      layout.pmix_tmpdir(node).string(),
                                    "--uri-file",    uri_file(node).string(),
                                    "--node-name",   node,
-                                   "--controller",  options_.controller_endpoint};
+                                   "--job-dir",     options_.job_dir.string()};
   if (options_.verbose) args.push_back("--verbose");
   std::string error;
   const pid_t pid = detail::spawn_logged(std::move(args), detail::current_environment(),

@@ -60,8 +60,8 @@ std::vector<std::string> SlurmDaemonLauncher::command(const std::string& node) c
                                    uri_file(node).string(),
                                    "--node-name",
                                    node,
-                                   "--controller",
-                                   options_.controller_endpoint};
+                                   "--job-dir",
+                                   options_.job_dir.string()};
   if (options_.verbose) args.push_back("--verbose");
   return args;
 }

@@ -146,6 +146,7 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
   };
   transport::ClientOptions client_options;
   client_options.endpoint = state_->options.endpoint;
+  client_options.curve = state_->options.curve;
   client_options.log = log_sink;
   state_->client = std::make_unique<transport::Client>(client_options, handlers);
 

@@ -1,5 +1,6 @@
 // bellowsd: the Bellows daemon of one node. It is the PMIx server the ranks of its node attach
-// to. With --controller it forwards their allocation requests, metrics and resize reports to
+// to. With --controller (or --job-dir, which names the controller's endpoint and, for tcp, its
+// key) it forwards their allocation requests, metrics and resize reports to
 // the job's controller and delivers the controller's decisions to them; without, it refuses
 // allocation requests and logs metrics. Stops cleanly on SIGTERM, SIGINT or the controller's
 // Stop.
@@ -7,6 +8,7 @@
 #include <bellows/daemon/controller_link.hpp>
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/protocol/pmix_events.hpp>
+#include <bellows/transport/controller_contact.hpp>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <csignal>
 #include <memory>
+#include <optional>
 #include <unistd.h>
 #include <cstdlib>
 #include <string>
@@ -35,8 +38,14 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--uri-file", uri_file, "file to write the server URI to (BELLOWS_DAEMON_URI)");
   app.add_option("--node-name", options.node_name, "this node's name (default: the host name)");
-  app.add_option("--controller", controller,
-                 "the job controller's endpoint (ipc://DIR/controller.sock) to register with");
+  std::string job_dir;
+  auto* controller_option =
+      app.add_option("--controller", controller,
+                     "the job controller's endpoint (ipc://DIR/controller.sock) to register with");
+  app.add_option("--job-dir", job_dir,
+                 "the job directory: register with the controller it names (controller.endpoint, "
+                 "and controller.key for tcp://)")
+      ->excludes(controller_option);
   app.add_flag("--verbose,-v", verbose, "log every request, metrics message and connection");
   app.add_option("--tcp-nodelay", nodelay,
                  "set TCP_NODELAY on rank connections (false only to measure its effect)")
@@ -78,9 +87,16 @@ int main(int argc, char** argv) {
     server.on_tool_connected(
         [](const d::ProcId& tool) { spdlog::debug("tool {} attached", d::to_string(tool)); });
     std::unique_ptr<d::ControllerLink> link;
+    std::optional<bellows::transport::CurveKeyPair> curve;
+    if (!job_dir.empty()) {
+      auto contact = bellows::transport::read_controller_contact(job_dir);
+      controller = contact.endpoint;
+      curve = std::move(contact.curve);
+    }
     if (!controller.empty()) {
       d::ControllerLink::Options link_options;
       link_options.endpoint = controller;
+      link_options.curve = curve;
       link_options.node_name = server.options().node_name;
       link = std::make_unique<d::ControllerLink>(
           server, link_options, [](const std::string&) { ::kill(::getpid(), SIGTERM); });

@@ -8,10 +8,12 @@ log holds the expected resizes, `bellows plot` draws them, and no process is lef
 controller's socket lives in the socket directory (BELLOWS_SOCKET_DIR, a private temporary
 directory here), is named in the job directory's controller.endpoint, and is gone at the end.
 
-  run_local_test.py --bellows PATH --app PATH [--run-dir-length N]
+  run_local_test.py --bellows PATH --app PATH [--run-dir-length N] [--listen tcp:ADDRESS]
 
 With --run-dir-length the job directory's path is made N characters long or more (a deep
-project tree), far beyond the 107 characters a Unix socket's path may hold.
+project tree), far beyond the 107 characters a Unix socket's path may hold. With --listen the
+controller listens on tcp (bellows run --listen): the daemons and the `bellows` commands
+reach it there with the job's CURVE key from the job directory (controller.key, 0600).
 Prints "run_local: PASS" or "run_local: FAIL: why".
 """
 import json
@@ -40,7 +42,10 @@ resize_timeout: 1m
 
 
 def main():
-    t = LocalJobTest("run_local", lambda p: p.add_argument("--run-dir-length", type=int, default=0))
+    def options(p):
+        p.add_argument("--run-dir-length", type=int, default=0)
+        p.add_argument("--listen", default="")
+    t = LocalJobTest("run_local", options)
     run_dir = t.top
     while len(run_dir) < t.args.run_dir_length:
         run_dir = os.path.join(run_dir, "a-deep-project-directory")
@@ -50,7 +55,8 @@ def main():
     t.log(f"job files in {run_dir} ({len(run_dir)} characters), sockets in {socket_root}")
     policy = t.write("grow.yaml", POLICY)
 
-    job = t.start("--nodes", "2:4", "--policy", policy, "--quiet", "--",
+    listen = ["--listen", t.args.listen] if t.args.listen else []
+    job = t.start("--nodes", "2:4", "--policy", policy, "--quiet", *listen, "--",
                   t.args.app, "--n", "1536", "--tile", "256", "--iterations", "40", "--steal", "on",
                   "--verify", "--ask-controller", "iter=36:+1")
     try:
@@ -79,9 +85,22 @@ def main():
             t.fail(f"bellows status {status['job']} without BELLOWS_RUN_DIR: {r.returncode} {r.stderr!r}")
         with open(os.path.join(run_dir, "latest", "controller.endpoint")) as f:
             endpoint = f.read().strip()
-        expected_prefix = f"ipc://{socket_root}/{status['job']}-"
-        if not endpoint.startswith(expected_prefix) or not endpoint.endswith("/controller.sock"):
-            t.fail(f"controller.endpoint says {endpoint!r}, expected {expected_prefix}HASH/controller.sock")
+        if t.args.listen:
+            address = t.args.listen.split(":", 1)[1]
+            if not endpoint.startswith(f"tcp://{address}:") or endpoint.endswith(":*"):
+                t.fail(f"controller.endpoint says {endpoint!r}, expected tcp://{address}:PORT")
+            key = os.path.join(run_dir, "latest", "controller.key")
+            if not os.path.isfile(key) or os.stat(key).st_mode & 0o777 != 0o600:
+                t.fail(f"the job's key {key} is missing or not 0600")
+        else:
+            expected_prefix = f"ipc://{socket_root}/{status['job']}-"
+            if not endpoint.startswith(expected_prefix) or not endpoint.endswith("/controller.sock"):
+                t.fail(f"controller.endpoint says {endpoint!r}, expected {expected_prefix}HASH/controller.sock")
+        for node in ("local0", "local1", "local2", "local3"):
+            with open(os.path.join(run_dir, "latest", "nodes", node, "bellowsd.log")) as f:
+                log = f.read()
+            if f"registered with the controller at {endpoint}" not in log:
+                t.fail(f"the daemon of {node} did not register at {endpoint}: {log[-1500:]}")
 
         r = t.bellows("resize", "+1")
         if r.returncode != 1 or "may hold 2 to 4 nodes: +1 from 4 would make 5" not in r.stdout:

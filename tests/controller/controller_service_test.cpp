@@ -1,5 +1,5 @@
 // ControllerService in one process: its real transport server on an ipc socket of a private
-// socket directory, real transport::Clients as the daemons and the operator, the fake
+// socket directory (or on tcp with the job's CURVE key), real transport::Clients as the daemons and the operator, the fake
 // resource manager and clock, and a launcher that only records. The test thread runs the
 // service's loop (step) while it waits for an answer, with a deadline; no sleeps.
 // Any warning or error the service or a client logs fails the test unless the test allows it.
@@ -11,12 +11,16 @@
 #include "log_check.hpp"
 
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/socket_directory.hpp>
+
+#include <sys/stat.h>
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -52,10 +56,7 @@ class RecordingLauncher final : public NodeLauncher {
 /// A daemon or an operator command: a client whose incoming notifications are kept.
 class Peer {
  public:
-  explicit Peer(const std::string& endpoint,
-                std::function<void(transport::LogLevel, const std::string&)> log) {
-    transport::ClientOptions o;
-    o.endpoint = endpoint;
+  Peer(transport::ClientOptions o, std::function<void(transport::LogLevel, const std::string&)> log) {
     o.log = std::move(log);
     transport::Handlers h;
     h.on_notification = [this](const transport::Incoming& in) {
@@ -78,7 +79,9 @@ class Peer {
 /// Job 42 on node0 and node1 of an 8-node fake pool; operators may resize it within 1-3 nodes.
 class ControllerServiceTest : public bellows::testing::LoggedTest {
  protected:
-  ControllerServiceTest() {
+  ControllerServiceTest() : ControllerServiceTest("") {}
+  /// listen: "" for the ipc socket, else a tcp endpoint to bind ("tcp://127.0.0.1:*").
+  explicit ControllerServiceTest(const std::string& listen) {
     char pattern[] = "/tmp/bellows-service-XXXXXX";
     if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = pattern;
@@ -91,7 +94,7 @@ class ControllerServiceTest : public bellows::testing::LoggedTest {
     ControllerOptions o;
     o.job = "42";
     o.job_dir = job_dir_;
-    o.endpoint = sockets_->ipc_endpoint("controller.sock");
+    o.endpoint = listen.empty() ? sockets_->ipc_endpoint("controller.sock") : listen;
     o.nodes = {"node0", "node1"};
     o.min_nodes = 1;
     o.max_nodes = 3;
@@ -107,9 +110,10 @@ class ControllerServiceTest : public bellows::testing::LoggedTest {
     std::filesystem::remove_all(dir_);
   }
 
-  /// A new client of the service.
-  Peer& connect() {
-    peers_.push_back(std::make_unique<Peer>(service_->endpoint(), log_sink<transport::LogLevel>()));
+  /// A new client of the service, with what the job directory says (endpoint and key).
+  Peer& connect() { return connect(transport::read_controller_contact(job_dir_).client_options()); }
+  Peer& connect(transport::ClientOptions options) {
+    peers_.push_back(std::make_unique<Peer>(std::move(options), log_sink<transport::LogLevel>()));
     return *peers_.back();
   }
 
@@ -323,6 +327,70 @@ TEST_F(ControllerServiceTest, ShutdownEndsTheResizeInFlightAndStopsTheDaemons) {
   EXPECT_EQ(node0.received(),
             (std::vector<protocol::Message>{protocol::Stop{"the job ended", 2000}}));
   service_->shutdown();  // idempotent
+}
+
+/// The same service listening on tcp, as on a cluster whose nodes are other hosts.
+class ControllerServiceOverTcpTest : public ControllerServiceTest {
+ protected:
+  ControllerServiceOverTcpTest() : ControllerServiceTest("tcp://127.0.0.1:*") {}
+};
+
+TEST_F(ControllerServiceOverTcpTest, PublishesItsTcpEndpointAndTheJobsKeyForTheDaemons) {
+  const protocol::JobDirectory layout{job_dir_};
+  EXPECT_EQ(file_lines(layout.controller_endpoint_file()), Lines{service_->endpoint()});
+  EXPECT_TRUE(service_->endpoint().starts_with("tcp://127.0.0.1:")) << service_->endpoint();
+  EXPECT_NE(service_->endpoint(), "tcp://127.0.0.1:*") << "the port is resolved";
+  struct stat key {};
+  ASSERT_EQ(::stat(layout.controller_key_file().c_str(), &key), 0);
+  EXPECT_EQ(key.st_mode & 0777, 0600u);
+  const auto contact = transport::read_controller_contact(job_dir_);
+  EXPECT_EQ(contact.endpoint, service_->endpoint());
+  ASSERT_TRUE(contact.curve.has_value());
+}
+
+TEST_F(ControllerServiceOverTcpTest, ADaemonHoldingTheJobsKeyRegistersAndIsAnswered) {
+  service_->start_daemons();
+  daemon("node0");
+  daemon("node1");
+  EXPECT_TRUE(service_->daemons_registered());
+  const auto s = status(connect());
+  EXPECT_EQ(s["job"], "42");
+  EXPECT_EQ(s["nodes"].size(), 2u);
+}
+
+TEST_F(ControllerServiceOverTcpTest, APeerWithAnotherKeyIsRefusedAndNotRegistered) {
+  service_->start_daemons();
+  auto options = transport::read_controller_contact(job_dir_).client_options();
+  const auto server_key = options.curve->public_key;
+  options.curve = transport::generate_curve_key_pair();
+  options.curve_server_key = server_key;
+  Peer& stranger = connect(options);
+  auto answer = std::make_shared<std::promise<transport::RequestResult>>();
+  auto future = answer->get_future();
+  stranger.client->request_async(protocol::Hello{"node0", ::getpid(), protocol::kProtocolVersion}, 500ms,
+                                 [answer](transport::RequestResult r) { answer->set_value(std::move(r)); });
+  ASSERT_TRUE(run_until([&] { return future.wait_for(0ms) == std::future_status::ready; }));
+  EXPECT_FALSE(future.get().ok());
+  EXPECT_FALSE(service_->daemons_registered());
+  const auto lines = logged();
+  const std::string refusal = allow_log(", not the job's key");
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),
+                          [&](const std::string& l) { return l.find(refusal) != std::string::npos; }))
+      << "the refusal is logged";
+  allow_log("refused this connection");
+}
+
+TEST_F(ControllerServiceOverTcpTest, AJobDirectoryWithoutTheKeySaysSo) {
+  std::filesystem::remove(protocol::JobDirectory{job_dir_}.controller_key_file());
+  try {
+    (void)transport::read_controller_contact(job_dir_);
+    ADD_FAILURE() << "no error";
+  } catch (const transport::TransportError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the controller listens at " + service_->endpoint() + " but its key file " +
+                  (job_dir_ / "controller.key").string() +
+                  " is missing: this host does not see the job directory the controller wrote");
+  }
 }
 
 }  // namespace

@@ -60,7 +60,6 @@ class SlurmDaemonLauncherTest : public ::testing::Test {
     o.job = "41";
     o.bellowsd = "/opt/bellows/bin/bellowsd";
     o.job_dir = dir_ / "job";
-    o.controller_endpoint = "ipc://" + (dir_ / "job" / "controller.sock").string();
     o.stop_grace = std::chrono::milliseconds(500);
     return o;
   }
@@ -80,8 +79,7 @@ TEST_F(SlurmDaemonLauncherTest, StartsTheDaemonAsAStepOnTheNode) {
   EXPECT_EQ(read("args"), "--jobid=41\n--overlap\n-N1\n-n1\n-w\nn3\n--quiet\n--disable-status\n"
                           "--job-name=bellowsd\n--kill-on-bad-exit=1\n/opt/bellows/bin/bellowsd\n"
                           "--tmpdir\n" + job_dir + "/nodes/n3/pmix\n--uri-file\n" + job_dir +
-                          "/nodes/n3/uri\n--node-name\nn3\n--controller\nipc://" + job_dir +
-                          "/controller.sock\n");
+                          "/nodes/n3/uri\n--node-name\nn3\n--job-dir\n" + job_dir + "\n");
   const std::string env = read("env");
   EXPECT_EQ(env.find("SLURM_NNODES="), std::string::npos) << env;
   EXPECT_EQ(env.find("SLURM_JOB_NODELIST="), std::string::npos) << env;

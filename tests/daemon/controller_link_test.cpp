@@ -128,7 +128,7 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
   };
   start_controller();
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 20s}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}}, nullptr);
   std::string why = "not set";
   ASSERT_TRUE(link.wait_registered(20s, &why));
   EXPECT_EQ(why, "");
@@ -197,7 +197,7 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
 TEST_F(ControllerLinkTest, ARankThatLeftIsDrainedAndItsEndIsNoDeath) {
   start_controller();
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 20s}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}}, nullptr);
   ASSERT_TRUE(link.wait_registered(20s));
 
   ChildProcess leaver({BELLOWS_PROBE_PATH, "leave"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
@@ -234,7 +234,7 @@ TEST_F(ControllerLinkTest, StopRunsTheCallbackAndOtherMessagesAreDropped) {
   std::mutex mutex;
   std::condition_variable called;
   std::vector<std::string> reasons;
-  d::ControllerLink link(server, {endpoint(), "n7", 20s}, [&](const std::string& reason) {
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}}, [&](const std::string& reason) {
     {
       std::lock_guard lock(mutex);
       reasons.push_back(reason);
@@ -264,7 +264,7 @@ TEST_F(ControllerLinkTest, ARefusedHelloSaysWhy) {
   hello_answer_ = pr::Ack{pr::AckCode::refused, "node n7 is not in the job"};
   start_controller();
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 20s}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}}, nullptr);
   std::string why;
   EXPECT_FALSE(link.wait_registered(20s, &why));
   EXPECT_EQ(why, "the controller refused: node n7 is not in the job");
@@ -274,7 +274,7 @@ TEST_F(ControllerLinkTest, ARefusedHelloSaysWhy) {
 // once the link's request_timeout passed.
 TEST_F(ControllerLinkTest, NoControllerMeansNoRegistrationAndRequestsTimeOut) {
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 300ms}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 300ms, {}}, nullptr);
   std::string why;
   EXPECT_FALSE(link.wait_registered(300ms, &why));
   EXPECT_EQ(why, "no answer to hello from the controller at " + endpoint());
@@ -292,7 +292,7 @@ TEST_F(ControllerLinkTest, NoControllerMeansNoRegistrationAndRequestsTimeOut) {
 TEST_F(ControllerLinkTest, AnUnansweredRequestTimesOut) {
   start_controller();
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 300ms}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 300ms, {}}, nullptr);
   ASSERT_TRUE(link.wait_registered(20s));
   ChildProcess rank({BELLOWS_PROBE_PATH, "ask", "-1"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
   EXPECT_EQ(line(rank), "attached bellowsd.tool.1:0");

@@ -233,6 +233,17 @@ def test_run_slurm(c, args):
     check(any(e["kind"] == "shrink" and e["requester"] == "operator" for e in done),
           f"no committed operator shrink: {events}")
     check(not [e for e in events if e["to"] == "aborted"], f"aborted resizes: {events}")
+    # Every daemon reached the controller over tcp with the job's key (a real cluster's nodes
+    # cannot reach a Unix socket of the batch host).
+    endpoint = (job.job_dir / "controller.endpoint").read_text().strip()
+    key_mode = (job.job_dir / "controller.key").stat().st_mode & 0o777
+    check(endpoint.startswith("tcp://") and key_mode == 0o600,
+          f"controller.endpoint {endpoint!r}, controller.key mode {key_mode:o}: expected tcp:// and 0600")
+    for node in grown_to:
+        text = (job.job_dir / "nodes" / node / "bellowsd.log").read_text()
+        check(f"registered with the controller at {endpoint}" in text,
+              f"the daemon on {node} did not register at {endpoint}:\n{text}")
+    log(f"every daemon registered with the controller at {endpoint} (job key 0600)")
     # The daemons of the released nodes stopped on the SIGINT srun forwarded, not killed.
     for node in grown_to[1:]:
         text = (job.job_dir / "nodes" / node / "bellowsd.log").read_text()

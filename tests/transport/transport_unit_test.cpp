@@ -13,6 +13,7 @@
 
 #include <zmq.h>
 
+#include "bellows/transport/controller_contact.hpp"
 #include "bellows/transport/endpoint.hpp"
 #include "bellows/transport/socket_directory.hpp"
 #include "log_check.hpp"
@@ -158,6 +159,37 @@ TEST_F(PrivateDir, KeyFileRoundTripAndPermissionChecks) {
   EXPECT_EQ(thrown([&] { read_key_file(bad); }), "key file " + bad + " lacks its secret key");
   EXPECT_EQ(thrown([&] { read_key_file(dir_ + "/none"); }),
             "cannot read key file " + dir_ + "/none: No such file or directory");
+}
+
+TEST_F(PrivateDir, AControllerContactRoundTripsThroughTheJobDirectory) {
+  const ControllerContact ipc{"ipc://" + dir_ + "/controller.sock", std::nullopt};
+  publish_controller_contact(dir_, ipc);
+  EXPECT_EQ(read_controller_contact(dir_).endpoint, ipc.endpoint);
+  EXPECT_FALSE(read_controller_contact(dir_).curve.has_value());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/controller.key"));
+  // A second run of the same job id replaces what the first left.
+  for (int run = 0; run < 2; ++run) {
+    const ControllerContact tcp{"tcp://127.0.0.1:4" + std::to_string(run), generate_curve_key_pair()};
+    publish_controller_contact(dir_, tcp);
+    const auto read = read_controller_contact(dir_);
+    EXPECT_EQ(read.endpoint, tcp.endpoint);
+    EXPECT_EQ(read.curve, tcp.curve);
+    EXPECT_EQ(read.client_options().curve, tcp.curve);
+  }
+  ASSERT_EQ(::chmod((dir_ + "/controller.key").c_str(), 0644), 0);
+  EXPECT_EQ(thrown([&] { (void)read_controller_contact(dir_); }),
+            "key file " + dir_ + "/controller.key has mode 0644: group and others must have no access (0600)");
+  std::filesystem::remove(dir_ + "/controller.endpoint");
+  EXPECT_EQ(thrown([&] { (void)read_controller_contact(dir_); }),
+            "the controller has not said where it listens (no " + dir_ + "/controller.endpoint)");
+}
+
+TEST(ControllerContact, ThisHostsTcpEndpointIsAnAddressWithAnyPort) {
+  const auto endpoint = this_host_tcp_endpoint();
+  EXPECT_TRUE(endpoint.starts_with("tcp://")) << endpoint;
+  EXPECT_TRUE(endpoint.ends_with(":*")) << endpoint;
+  EXPECT_TRUE(is_tcp_endpoint(endpoint));
+  EXPECT_FALSE(is_tcp_endpoint("ipc:///tmp/x"));
 }
 
 TEST_F(PrivateDir, PrivateDirectoryChecks) {

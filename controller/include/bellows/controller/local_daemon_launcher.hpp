@@ -20,8 +20,8 @@ class LocalDaemonLauncher final : public NodeLauncher {
  public:
   struct Options {
     std::filesystem::path bellowsd;     ///< the bellowsd executable
-    std::filesystem::path job_dir;      ///< the job's private directory
-    std::string controller_endpoint;    ///< passed as bellowsd --controller
+    /// The job's private directory: bellowsd --job-dir, where it finds the controller.
+    std::filesystem::path job_dir;
     bool verbose = false;               ///< bellowsd --verbose
     std::chrono::milliseconds stop_grace{5000};  ///< SIGTERM -> SIGKILL
   };

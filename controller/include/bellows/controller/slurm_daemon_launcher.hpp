@@ -10,10 +10,10 @@
 // srun, which (with --disable-status) forwards it to the step: bellowsd stops cleanly. After
 // stop_grace, SIGTERM (srun then cancels the step, SIGKILL to its task), then SIGKILL to srun.
 //
-// The daemon reaches the controller at controller_endpoint; with ipc:// that works only when
-// every node of the job is this host (a local cluster with multiple slurmd, scripts/local-slurm).
-// The node's directory (JOB_DIR/nodes/NODE: PMIx rendezvous files, URI file, log) must be
-// visible on the node: on one host it is.
+// The daemon finds the controller in the job directory (bellowsd --job-dir: controller.endpoint,
+// and controller.key for tcp://), so the job directory must be visible on every node of the job:
+// a shared home or project directory on a cluster. The node's own directory
+// (JOB_DIR/nodes/NODE: PMIx rendezvous files, URI file, log) is in it too.
 //
 // srun runs with the sizes of the job at the time bellows started removed from its
 // environment (SLURM_NNODES, SLURM_NODELIST, SLURM_TASKS_PER_NODE, ...): after an expansion
@@ -39,8 +39,8 @@ class SlurmDaemonLauncher final : public NodeLauncher {
     std::filesystem::path srun = "srun";  ///< the srun executable
     std::string job;                      ///< the Slurm job id the steps run in
     std::filesystem::path bellowsd;       ///< the bellowsd executable (as seen on the node)
-    std::filesystem::path job_dir;        ///< the job's private directory
-    std::string controller_endpoint;      ///< passed as bellowsd --controller
+    /// The job's private directory, seen by every node: bellowsd --job-dir.
+    std::filesystem::path job_dir;
     bool verbose = false;                 ///< bellowsd --verbose
     std::chrono::milliseconds stop_grace{5000};  ///< SIGINT -> SIGTERM (step cancelled)
   };

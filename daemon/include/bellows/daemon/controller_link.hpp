@@ -17,10 +17,12 @@
 
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/transport/endpoint.hpp>
+#include <bellows/transport/security.hpp>
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace bellows::daemon {
@@ -39,6 +41,8 @@ class ControllerLink {
     std::string node_name;
     /// How long a rank's allocation request may wait for the controller's answer.
     std::chrono::milliseconds request_timeout{10000};
+    /// The job's key pair, required when endpoint is tcp:// (transport::read_controller_contact).
+    std::optional<transport::CurveKeyPair> curve;
   };
 
   /// `server` must outlive the link. on_stop runs (on the transport's thread) when the

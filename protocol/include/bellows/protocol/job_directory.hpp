@@ -8,6 +8,9 @@
 //                                 "tcp://..."); its ipc socket lives in a short socket
 //                                 directory of the controller's host, never here
 //                                 (transport/socket_directory.hpp)
+//     controller.key              tcp only: the job's CURVE key pair (0600), which the
+//                                 daemons and the `bellows` commands present
+//                                 (transport/controller_contact.hpp)
 //     events.jsonl                the event log: one line per resize transition
 //     metrics.jsonl               every node report the controller received, with its time
 //     nodes/NODE/uri              the PMIx URI of NODE's bellowsd (ranks attach to it)
@@ -25,6 +28,7 @@ struct JobDirectory {
   std::filesystem::path root;
 
   [[nodiscard]] std::filesystem::path controller_endpoint_file() const { return root / "controller.endpoint"; }
+  [[nodiscard]] std::filesystem::path controller_key_file() const { return root / "controller.key"; }
   [[nodiscard]] std::filesystem::path event_log() const { return root / "events.jsonl"; }
   [[nodiscard]] std::filesystem::path metrics_log() const { return root / "metrics.jsonl"; }
   [[nodiscard]] std::filesystem::path node_dir(const std::string& node) const { return root / "nodes" / node; }
