@@ -172,7 +172,9 @@ void CommEngine::fetch_collection_tile(const TileIndex& index, int owner, int ro
 
 RankStats CommEngine::take_stats() {
   RankStats out = stats_;
-  out.bytes_received += copied_bytes_.exchange(0);
+  const auto copied = copied_bytes_.exchange(0);
+  out.bytes_received += copied;
+  out.bytes_received_same_host += copied;
   out.comm_cpu_seconds += copier_cpu_seconds_.exchange(0.0);
   stats_ = RankStats{};
   stats_.rank = rank_;
@@ -324,6 +326,7 @@ void CommEngine::handle(int source, wire::Message&& message) {
            std::to_string(done->handle));
     }
     stats_.bytes_sent += it->second->bytes();
+    stats_.bytes_sent_same_host += it->second->bytes();
     published_.erase(it);
   } else if (auto* at = std::get_if<wire::CollectionTileAt>(&message)) {
     auto it = collection_reads_.find(at->tile);

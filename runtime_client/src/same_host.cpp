@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/utsname.h>
 #include <thread>
 #include <unistd.h>
 
@@ -38,7 +39,17 @@ struct Card {
   std::uint64_t probe_value = 0;
   std::int32_t joined = 0;  ///< mapped the doorbell segment and found rank 0's token
   std::int32_t wanted = 0;  ///< the same-host transport is enabled on this rank
+  char host[64] = {};       ///< the rank's host name (uname): ranks of one node share it
 };
+
+/// This process's host name, as its node's UTS namespace says (truncated to fit a Card).
+void host_name(char (&out)[64]) {
+  utsname name{};
+  if (::uname(&name) != 0) return;
+  const std::size_t length = ::strnlen(name.nodename, sizeof out - 1);
+  std::memcpy(out, name.nodename, length);
+  out[length] = '\0';
+}
 
 struct Announcement {
   char name[56] = {};
@@ -113,6 +124,7 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
   mine.probe_value = probe;
   mine.joined = segment_ != nullptr ? 1 : 0;
   mine.wanted = enabled ? 1 : 0;
+  host_name(mine.host);
   std::vector<Card> cards(static_cast<std::size_t>(size_));
   MPI_Iallgather(&mine, sizeof(Card), MPI_BYTE, cards.data(), sizeof(Card), MPI_BYTE, comm,
                  &request);
@@ -131,6 +143,9 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
     const auto& card = cards[static_cast<std::size_t>(r)];
     pids_[static_cast<std::size_t>(r)] = static_cast<long>(card.pid);
     if (r == rank_ || !mine.joined || !card.joined) continue;
+    // Ranks of different nodes share nothing but the network, even when the kernel would
+    // let them (nodes emulated by namespaces of one machine): tiles go through MPI.
+    if (std::strncmp(card.host, mine.host, sizeof mine.host) != 0) continue;
     doorbell_peer_[static_cast<std::size_t>(r)] = 1;
     // Only ranks that share this host's /dev/shm are probed: a pid means nothing elsewhere.
     std::uint64_t value = 0;

@@ -15,8 +15,9 @@
 //    the producer's tile straight from the producer's memory and then tells it so; no
 //    side polls while the bytes move.
 //
-// Both are probed when the runtime starts (collective) and used only between ranks
-// where the probe worked in both directions; every other pair uses MPI alone.
+// Both are probed when the runtime starts (collective) and used only between ranks of one
+// node (the same host name) where the probe worked in both directions; every other pair
+// uses MPI alone, as ranks on different hosts of a cluster must.
 
 #include <atomic>
 #include <chrono>

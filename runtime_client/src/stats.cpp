@@ -67,6 +67,8 @@ void RankStats::add(const RankStats& o) {
   tasks_executed += o.tasks_executed;
   bytes_sent += o.bytes_sent;
   bytes_received += o.bytes_received;
+  bytes_sent_same_host += o.bytes_sent_same_host;
+  bytes_received_same_host += o.bytes_received_same_host;
   messages_sent += o.messages_sent;
   messages_received += o.messages_received;
   busy_seconds += o.busy_seconds;
@@ -83,6 +85,8 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"tasks_by_class", s.tasks_by_class},
                      {"bytes_sent", s.bytes_sent},
                      {"bytes_received", s.bytes_received},
+                     {"bytes_sent_same_host", s.bytes_sent_same_host},
+                     {"bytes_received_same_host", s.bytes_received_same_host},
                      {"messages_sent", s.messages_sent},
                      {"messages_received", s.messages_received},
                      {"busy_seconds", s.busy_seconds},

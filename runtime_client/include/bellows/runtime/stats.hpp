@@ -42,6 +42,10 @@ struct RankStats {
   std::uint64_t tasks_executed = 0;
   std::uint64_t bytes_sent = 0;         ///< tile payloads sent
   std::uint64_t bytes_received = 0;     ///< tile payloads received
+  /// The part of bytes_sent / bytes_received that moved by single-copy reads between ranks of
+  /// one node (the same-host transport); the rest went through MPI.
+  std::uint64_t bytes_sent_same_host = 0;
+  std::uint64_t bytes_received_same_host = 0;
   std::uint64_t messages_sent = 0;      ///< control messages sent
   std::uint64_t messages_received = 0;  ///< control messages received
   double busy_seconds = 0.0;            ///< summed over the rank's execution units
