@@ -95,7 +95,7 @@ def listening_everywhere(pids):
             local, state, inode = row[1], row[3], row[9]
             address, port = local.split(":")
             if state == "0A" and inode in inodes and set(address) == {"0"}:
-                found.append(f"{pid} {describe(pid)} *:{int(port, 16)}")
+                found.append(f"{describe(pid)} *:{int(port, 16)}")
     return found
 
 
