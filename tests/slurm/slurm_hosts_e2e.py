@@ -1,0 +1,303 @@
+"""End-to-end tests of `scripts/local-slurm start --separate-hosts`: every node a host of its own
+(network, UTS and mount namespaces), and nothing of it left after stop.
+
+  separate_hosts               a 4-node cluster in a directory with a path longer than 150
+                               characters: host names per node, a network namespace per slurmd,
+                               private /tmp, TCP between nodes by name, nothing listening on all
+                               interfaces, job expansion permitted; beside it a second cluster
+                               with --no-job-expansion (its own range, names and ports); both
+                               stopped, nothing left
+  separate_hosts_start_failure a slurmd that exits 1: start says so and leaves nothing behind
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from slurm_cluster import (Cluster, check, describe, log, main,  # noqa: E402
+                           marked_processes, processes_below)
+
+NODES = 4
+NODE_NAMES = [f"n{i}" for i in range(1, NODES + 1)]
+MIN_DIR_LENGTH = 150
+
+# Lines of the daemons' logs that a first start writes and that say nothing is wrong.
+EXPECTED_LOG_LINES = [
+    r"slurmctld\.log:.*error: Could not open (node|job|reservation|trigger) state file .*: No such file or directory",
+    r"slurmctld\.log:.*error: NOTE: Trying backup state save file\. .* (lost|Lost)!?",
+    r"slurmctld\.log:.*error: No fed_mgr state file \(.*\) to recover",
+    r"slurmdbd\.log:.*error: Database settings not recommended values: innodb_buffer_pool_size",
+    r"mariadbd\.(log|out):.*\[Warning\] 'proxies_priv' entry '@% root@.*' ignored in --skip-name-resolve mode\.",
+    r"mariadbd\.(log|out):.*\[Warning\] Could not increase number of max_open_files to more than \d+ "
+    r"\(request: \d+\)",
+]
+
+
+def long_dir(base, name):
+    """base/name padded so that its path is longer than MIN_DIR_LENGTH characters."""
+    path = Path(base).resolve() / name
+    padding = max(0, MIN_DIR_LENGTH + 1 - len(str(path)) - 1)
+    return path / ("p" * padding) if padding else path
+
+
+def cluster_in(directory, args):
+    return Cluster(SimpleNamespace(dir=directory, local_slurm=args.local_slurm))
+
+
+def start(c, *options):
+    shutil.rmtree(c.dir, ignore_errors=True)
+    result = c.run([c.local_slurm, "start", str(c.dir), "--separate-hosts", "--nodes", str(NODES), *options],
+                   timeout=120, ok=False)
+    print(result.stdout + result.stderr, end="")
+    check(result.returncode == 0, f"local-slurm start {c.dir} exited with {result.returncode}")
+    lines = result.stdout.splitlines()
+    check(re.fullmatch(rf"local-slurm: starting {NODES} nodes in {re.escape(str(c.dir))} \(ports \d+-\d+, "
+                       r"separate hosts on 10\.213\.\d+\.0/24\)", lines[0]), f"first line: {lines[0]}")
+    idle = re.fullmatch(rf"local-slurm: {NODES} nodes idle in ([0-9.]+) s after the slurmd launch; "
+                        r"cluster up in ([0-9.]+) s \(.*\)", lines[1])
+    check(idle, f"second line: {lines[1]}")
+    log(f"{c.dir.name[:20]}...: {NODES} nodes idle {idle.group(1)} s after the slurmd launch, "
+        f"cluster up in {idle.group(2)} s (start took {result.seconds:.2f} s)")
+    check(float(idle.group(1)) < 10, f"the nodes took {idle.group(1)} s to become idle")
+    return json.loads((c.dir / "run" / "cluster.json").read_text())
+
+
+def on_head(c, command, timeout=60, ok=True):
+    """srun and salloc listen on the address of their host's name: they run on the head."""
+    return c.run([c.local_slurm, "exec", str(c.dir), "--", *command], timeout=timeout, ok=ok)
+
+
+def pid_of(c, name):
+    return int((c.dir / "run" / f"{name}.pid").read_text().split()[0])
+
+
+def listening_everywhere(pids):
+    """'PID ADDRESS:PORT' for each TCP socket of pids that listens on 0.0.0.0 or ::."""
+    found = []
+    for pid in pids:
+        inodes = set()
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+            tables = [Path(f"/proc/{pid}/net/{t}").read_text().splitlines()[1:] for t in ("tcp", "tcp6")]
+        except OSError:
+            continue  # gone meanwhile
+        for row in (line.split() for table in tables for line in table):
+            local, state, inode = row[1], row[3], row[9]
+            address, port = local.split(":")
+            if state == "0A" and inode in inodes and set(address) == {"0"}:
+                found.append(f"{describe(pid)} *:{int(port, 16)}")
+    return found
+
+
+def unexpected_log_lines(directory):
+    found = []
+    for path in sorted((directory / "log").iterdir()):
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("$ "):  # the command line local-slurm ran
+                continue
+            if re.search(r"error|fatal|warn", line, re.IGNORECASE):
+                entry = f"{path.name}:{line}"
+                if not any(re.search(pattern, entry) for pattern in EXPECTED_LOG_LINES):
+                    found.append(entry)
+    return found
+
+
+def leftovers(directory, digest, pids):
+    """What of a stopped cluster is still there."""
+    left = [describe(p) for p in pids if Path(f"/proc/{p}").exists()]
+    left += [describe(p) for p in marked_processes(directory)]
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    left += [f"netns {line.split()[0]}" for line in netns.splitlines() if digest in line]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    left += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if digest in line]
+    left += [f"mount {line.split()[4]}" for line in Path("/proc/self/mountinfo").read_text().splitlines()
+             if digest in line]
+    left += [str(p) for p in (Path(f"/tmp/bellows-slurm-{digest}"), Path(f"/run/bellows-slurm-{digest}"))
+             if p.exists()]
+    return left
+
+
+def stop(c, digest):
+    keeper = pid_of(c, "subreaper")
+    pids = [keeper] + processes_below(keeper)
+    result = c.run([c.local_slurm, "stop", str(c.dir)], timeout=120, ok=False)
+    print(result.stdout + result.stderr, end="")
+    check(result.returncode == 0, f"local-slurm stop exited with {result.returncode}")
+    check(re.fullmatch(rf"local-slurm: stopped the cluster in {re.escape(str(c.dir))} in [0-9.]+ s; no process, "
+                       r"namespace or socket directory of it left\n", result.stdout), f"stop said: {result.stdout}")
+    log(f"local-slurm stop took {result.seconds:.2f} s")
+    deadline = time.monotonic() + 10  # PID 1 reaps the subreaper
+    while (left := leftovers(c.dir, digest, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    check(not left, "left after stop: " + ", ".join(left))
+    again = c.run([c.local_slurm, "stop", str(c.dir)], timeout=60, ok=False)
+    check(again.returncode == 0, f"a second stop exited with {again.returncode}: {again.stdout}{again.stderr}")
+
+
+def scheduler_parameters(c):
+    for line in c.run(["scontrol", "show", "config"]).stdout.splitlines():
+        if line.startswith("SchedulerParameters"):
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+def check_hosts(c, cluster, digest):
+    separate = cluster["separate_hosts"]
+    addresses = {n: separate["nodes"][n] for n in NODE_NAMES}
+    network = separate["network"]
+    check(addresses == {n: network.replace(".0/24", f".{i}") for i, n in enumerate(NODE_NAMES, 1)},
+          f"node addresses {addresses} in {network}")
+    status = c.run([c.local_slurm, "status", str(c.dir)]).stdout
+    for node in NODE_NAMES:
+        check(re.search(rf"^  node {node} +{re.escape(addresses[node])} +netns bellows-{digest}-{node}$", status,
+                        re.MULTILINE), f"status lacks the line of {node}:\n{status}")
+
+    # One host name per node, from a step on each.
+    result = on_head(c, ["srun", "-N", str(NODES), "-l", "hostname"])
+    lines = sorted(line for line in result.stdout.splitlines() if line.strip())
+    check(lines == [f"{i}: {n}" for i, n in enumerate(NODE_NAMES)], f"srun -N{NODES} -l hostname: {lines}")
+    log(f"srun -N{NODES} -l hostname: {' '.join(lines)} ({result.seconds:.2f} s)")
+
+    # A network, UTS and mount namespace per slurmd, none of them the test's.
+    slurmds = {n: pid_of(c, f"slurmd-{n}") for n in NODE_NAMES}
+    for kind in ("net", "uts", "mnt"):
+        spaces = {n: os.readlink(f"/proc/{pid}/ns/{kind}") for n, pid in slurmds.items()}
+        own = os.readlink(f"/proc/self/ns/{kind}")
+        check(len(set(spaces.values())) == NODES and own not in spaces.values(),
+              f"{kind} namespaces of the slurmds {spaces}, the test's {own}")
+    log("each slurmd has its own network, UTS and mount namespace")
+
+    # Private /tmp: a file a step writes on n1 is not on n2, nor in the test's /tmp.
+    probe = f"/tmp/bellows-separate-hosts-probe-{digest}"
+    on_head(c, ["srun", "-w", "n1", "-N1", "sh", "-c", f"echo written-on-n1 > {probe}"])
+    seen = on_head(c, ["srun", "-w", "n1", "-N1", "cat", probe]).stdout.strip()
+    check(seen == "written-on-n1", f"n1 reads back {seen!r}")
+    absent = on_head(c, ["srun", "-w", "n2", "-N1", "sh", "-c", f"test -e {probe} && echo there || echo absent"])
+    check(absent.stdout.strip() == "absent", f"n2 sees n1's {probe}: {absent.stdout!r}")
+    check(not Path(probe).exists(), f"the test sees n1's {probe}")
+    log(f"{probe} written on n1 is not on n2 nor on the head")
+
+    # TCP from n1 to n2 by name; the port passes through DIR, which every node shares.
+    port_file = c.dir / "run" / "probe.port"
+    port_file.unlink(missing_ok=True)
+    server = ("import socket, sys\n"
+              "s = socket.socket(); s.bind(('n2', 0)); s.listen(1)\n"
+              f"open('{port_file}.tmp', 'w').write(str(s.getsockname()[1]))\n"
+              f"__import__('os').rename('{port_file}.tmp', '{port_file}')\n"
+              "conn, peer = s.accept()\n"
+              "print(socket.gethostname(), 'got', conn.recv(100).decode(), 'from', peer[0])\n")
+    listener = subprocess.Popen([c.local_slurm, "exec", str(c.dir), "--", "srun", "-w", "n2", "-N1",
+                                 "python3", "-c", server], env=c.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists() and listener.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(port_file.exists(), f"the listener on n2 wrote no port (status {listener.poll()})")
+        client = ("import socket\n"
+                  f"c = socket.create_connection(('n2', {port_file.read_text()}), timeout=10)\n"
+                  "c.sendall(('hello from ' + socket.gethostname()).encode())\n")
+        on_head(c, ["srun", "-w", "n1", "-N1", "python3", "-c", client])
+        out, err = listener.communicate(timeout=30)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    expected = f"n2 got hello from n1 from {addresses['n1']}"
+    check(out.strip() == expected, f"the listener on n2 printed {out!r} {err!r}, expected {expected!r}")
+    log(f"TCP n1 -> n2 by name: {expected}")
+
+    # Nothing of the cluster listens on all interfaces.
+    wide = listening_everywhere(marked_processes(c.dir))
+    check(not wide, "listening on all interfaces: " + ", ".join(wide))
+
+
+def test_separate_hosts(c, args):
+    check(os.geteuid() == 0, "the Slurm tests need root (the daemons run as root)")
+    began = time.monotonic()
+    first = cluster_in(long_dir(c.dir, "expanding"), args)
+    second = cluster_in(long_dir(c.dir, "rigid"), args)
+    check(len(str(first.dir)) > MIN_DIR_LENGTH, f"{first.dir} is not longer than {MIN_DIR_LENGTH}")
+    for other in (first, second):  # left by an interrupted run
+        if (other.dir / "run" / "cluster.json").exists():
+            other.run([other.local_slurm, "stop", str(other.dir)], ok=False)
+    plugin = ["--plugin", args.plugin] if args.plugin else []
+    cluster = start(first, *plugin)
+    digest = cluster["separate_hosts"]["bridge"][3:]
+    try:
+        check_hosts(first, cluster, digest)
+        parameters = scheduler_parameters(first)
+        check("permit_job_expansion" in parameters.split(","), f"SchedulerParameters = {parameters}")
+
+        # A second cluster beside the first, without job expansion.
+        other = start(second, "--no-job-expansion")
+        other_digest = other["separate_hosts"]["bridge"][3:]
+        try:
+            check(other_digest != digest and other["separate_hosts"]["network"] != cluster["separate_hosts"]["network"]
+                  and other["port_base"] != cluster["port_base"],
+                  f"the second cluster shares names, range or ports with the first: {other} {cluster}")
+            parameters = scheduler_parameters(second)
+            check(parameters == "batch_sched_delay=0", f"--no-job-expansion: SchedulerParameters = {parameters}")
+            result = on_head(second, ["srun", "-N", str(NODES), "-l", "hostname"])
+            check(sorted(result.stdout.split()) == sorted([f"{i}:" for i in range(NODES)] + NODE_NAMES),
+                  f"srun on the second cluster: {result.stdout!r}")
+            log(f"a second cluster on {other['separate_hosts']['network']}, ports {other['port_base']}, "
+                f"SchedulerParameters={parameters}")
+        finally:
+            stop(second, other_digest)
+    finally:
+        stop(first, digest)
+    unexpected = unexpected_log_lines(first.dir) + unexpected_log_lines(second.dir)
+    check(not unexpected, "unexpected lines in the logs:\n" + "\n".join(unexpected))
+    log(f"both clusters stopped, nothing left ({time.monotonic() - began:.1f} s in all)")
+
+
+def test_separate_hosts_start_failure(c, args):
+    """A slurmd that exits 1 (first in PATH, in a directory every node sees): start exits 1,
+    names it, shows its log and removes every process, namespace and directory it made."""
+    failing = cluster_in(long_dir(c.dir, "failing"), args)
+    fake = c.dir / "failing-bin"
+    shutil.rmtree(fake, ignore_errors=True)
+    fake.mkdir(parents=True)
+    (fake / "slurmd").write_text(
+        "#!/bin/sh\n"
+        "echo \"fatal: this slurmd on $(hostname) fails on purpose\" "
+        ">> \"$(dirname \"$SLURM_CONF\")/../log/slurmd-$2.log\"\n"
+        "exit 1\n")
+    (fake / "slurmd").chmod(0o755)
+    shutil.rmtree(failing.dir, ignore_errors=True)
+    env = dict(failing.env, PATH=f"{fake}:{os.environ.get('PATH', '')}")
+    began = time.monotonic()
+    result = subprocess.run([failing.local_slurm, "start", str(failing.dir), "--separate-hosts"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    print(output, end="")
+    check(result.returncode == 1, f"local-slurm start exited with {result.returncode}, expected 1")
+    for expected in ("local-slurm: error: slurmd -N n1 exited with status 1",
+                     f"local-slurm: last lines of {failing.dir}/log/slurmd-n1.log:",
+                     "fatal: this slurmd on n1 fails on purpose",
+                     "local-slurm: stopping what was started"):
+        check(expected in output.splitlines(), f"the output lacks the line '{expected}'")
+    digest = json.loads((failing.dir / "run" / "cluster.json").read_text())["separate_hosts"]["bridge"][3:]
+    deadline = time.monotonic() + 10
+    while (left := leftovers(failing.dir, digest, [])) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    check(not left, "left after the failed start: " + ", ".join(left))
+    check(not (failing.dir / "run" / "subreaper.pid").exists(), "the subreaper's pid file is still there")
+    log(f"the failed start removed what it had made ({time.monotonic() - began:.2f} s)")
+    shutil.rmtree(fake, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    tests = {"separate_hosts": test_separate_hosts, "separate_hosts_start_failure": test_separate_hosts_start_failure}
+    sys.exit(main(__doc__, tests, fixture_tests=tuple(tests)))
