@@ -615,6 +615,7 @@ bool CommEngine::perform_pending_reads() {
 void CommEngine::copy_loop() {
   const ThreadCpuTime cpu([this](double seconds) { copier_cpu_seconds_.fetch_add(seconds); });
   std::vector<PendingRead> batch;
+  std::chrono::steady_clock::time_point last_copy_done{};
   for (;;) {
     {
       std::unique_lock lock(copy_mutex_);
@@ -633,9 +634,12 @@ void CommEngine::copy_loop() {
         continue;  // the communication thread aborts the job with the error
       }
       copied_bytes_.fetch_add(r.tile->bytes(), std::memory_order_relaxed);
+      // Charged like an MPI receive: since it was announced or since the previous copy ended.
+      const auto copied = std::chrono::steady_clock::now();
       engine_.transfer_measured(
           r.peer, r.tile->bytes(),
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - r.announced).count());
+          std::chrono::duration<double>(copied - std::max(r.announced, last_copy_done)).count());
+      last_copy_done = copied;
       if (r.to_collection) {
         engine_.collection_tile_arrived(r.index, std::move(r.tile));
       } else {
@@ -666,10 +670,15 @@ bool CommEngine::complete_operations() {
     auto& op = operations_[static_cast<std::size_t>(indices[static_cast<std::size_t>(d)])];
     if (op.kind != Operation::Kind::control_send) --mpi_transfers_;
     if (is_receive(op)) {
+      // Tiles asked for together arrive one after the other: each is charged the time since
+      // it was asked for or since the previous one arrived, whichever is later, so that the
+      // model learns what one more tile costs rather than the length of the line.
       --mpi_receives_;
-      engine_.transfer_measured(op.peer, op.tile->bytes(),
-                                std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                              op.posted).count());
+      const auto now = std::chrono::steady_clock::now();
+      engine_.transfer_measured(
+          op.peer, op.tile->bytes(),
+          std::chrono::duration<double>(now - std::max(op.posted, last_receive_done_)).count());
+      last_receive_done_ = now;
     }
     switch (op.kind) {
       case Operation::Kind::control_send: same_host_.ring(op.peer); break;

@@ -166,6 +166,7 @@ class CommEngine {
   int mpi_transfers_ = 0;  // tile payloads moving through MPI (need both sides to poll)
   int mpi_receives_ = 0;   // of which coming to this rank
   std::uint64_t last_tile_bytes_ = 0;  // the latest tile announced to this rank
+  std::chrono::steady_clock::time_point last_receive_done_{};  // the latest MPI tile receive
   SameHost same_host_;
   std::uint64_t next_handle_ = 1;
   int tag_cursor_ = 0;
