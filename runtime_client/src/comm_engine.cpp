@@ -194,8 +194,13 @@ int CommEngine::next_tag() {
   return tag;
 }
 
+bool CommEngine::is_receive(const Operation& op) {
+  return op.kind == Operation::Kind::activation_recv || op.kind == Operation::Kind::collection_recv;
+}
+
 void CommEngine::post(MPI_Request request, Operation&& op) {
   if (op.kind != Operation::Kind::control_send) ++mpi_transfers_;
+  if (is_receive(op)) ++mpi_receives_;
   requests_.push_back(request);
   operations_.push_back(std::move(op));
 }
@@ -238,7 +243,7 @@ bool CommEngine::drain_outbox() {
       const int tag = next_tag();
       MPI_Request request;
       MPI_Irecv(c.tile->data(), element_count(*c.tile), MPI_DOUBLE, c.peer, tag, comm_, &request);
-      post(request, Operation{Operation::Kind::collection_recv, -1, {}, std::move(c.tile), {}, c.index});
+      post(request, Operation{Operation::Kind::collection_recv, c.peer, {}, std::move(c.tile), {}, c.index});
       send_control(c.peer, wire::CollectionFetch{c.index, tag});
     }
   }
@@ -280,6 +285,7 @@ void CommEngine::handle(int source, wire::Message&& message) {
       return;
     }
     auto tile = std::make_shared<Tile>(a->rows, a->cols);
+    last_tile_bytes_ = tile->bytes();
     if (a->address != 0) {
       pending_reads_.push_back(
           PendingRead{source, a->handle, a->address, std::move(tile), std::move(a->targets), {}, false});
@@ -288,7 +294,7 @@ void CommEngine::handle(int source, wire::Message&& message) {
     const int tag = next_tag();
     MPI_Request request;
     MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request);
-    post(request, Operation{Operation::Kind::activation_recv, -1, {}, std::move(tile),
+    post(request, Operation{Operation::Kind::activation_recv, source, {}, std::move(tile),
                             std::move(a->targets), {}});
     send_control(source, wire::Fetch{a->handle, tag});
   } else if (auto* f = std::get_if<wire::Fetch>(&message)) {
@@ -374,6 +380,12 @@ StealPolicy::ThiefView CommEngine::thief_view(StealPolicy::Time now) const {
   if (view.roots_queued && !view.request_outstanding && !view.iteration_over &&
       now >= steal_policy_.next_ask_at()) {
     view.ready = engine_.ready_count();
+    // Tiles on their way here make local tasks ready about one transfer from now.
+    if (mpi_receives_ > 0 || copies_in_flight_.load(std::memory_order_acquire) > 0 ||
+        !pending_reads_.empty()) {
+      view.expected_idle_seconds = engine_.transfer_seconds(-1, last_tile_bytes_);
+    }
+    view.round_trip_seconds = engine_.round_trip_seconds();
   }
   return view;
 }
@@ -387,6 +399,7 @@ bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point 
   request.thief = rank_;
   request.request_id = ++steal_request_id_;
   request.wanted = steal_policy_.options().chunk;
+  request.thief_load_ns = static_cast<std::uint64_t>(engine_.remaining_work_seconds() * 1e9);
   send_control(*victim, request);
   steal_outstanding_.store(true, std::memory_order_release);
   final_reply_seen_ = false;
@@ -411,8 +424,13 @@ void CommEngine::handle_steal_request(int source, const wire::StealRequest& requ
   stats_.steal.max_hops_seen = std::max<std::uint64_t>(stats_.steal.max_hops_seen, request.hops);
 
   std::size_t left = 0;
+  std::size_t refused = 0;
   auto tasks = global_done_ ? std::vector<std::unique_ptr<ReadyTask>>{}
-                            : engine_.give_tasks(request.wanted, request.thief, left);
+                            : engine_.give_tasks(request.wanted, request.thief,
+                                                 static_cast<double>(request.thief_load_ns) * 1e-9,
+                                                 left, refused);
+  stats_.steal.tasks_refused += refused;
+  if (tasks.empty() && refused > 0) ++stats_.steal.requests_refused;
   wire::StealReply reply;
   reply.request_id = request.request_id;
   reply.hops = request.hops;
@@ -499,7 +517,7 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
       wire::Target target;
       target.consumer = task.key;
       target.slot = input.slot;
-      post(request, Operation{Operation::Kind::activation_recv, -1, {}, std::move(tile), {target}, {}});
+      post(request, Operation{Operation::Kind::activation_recv, source, {}, std::move(tile), {target}, {}});
       send_control(source, wire::Fetch{input.handle, tag});
     }
   }
@@ -523,8 +541,9 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
 
 void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now) {
   steal_outstanding_.store(false, std::memory_order_release);
-  stats_.steal.round_trip_seconds.push_back(
-      std::chrono::duration<double>(now - steal_sent_at_).count());
+  const double round_trip = std::chrono::duration<double>(now - steal_sent_at_).count();
+  stats_.steal.round_trip_seconds.push_back(round_trip);
+  engine_.round_trip_measured(round_trip);
   stats_.steal.round_trip_forwards.push_back(final_reply_hops_);
   if (tasks_this_request_ == 0) ++stats_.steal.requests_failed;
   steal_policy_.request_answered(steal_time(now), tasks_this_request_);
@@ -599,6 +618,7 @@ bool CommEngine::perform_pending_reads() {
 void CommEngine::copy_loop() {
   const ThreadCpuTime cpu([this](double seconds) { copier_cpu_seconds_.fetch_add(seconds); });
   std::vector<PendingRead> batch;
+  std::chrono::steady_clock::time_point last_copy_done{};
   for (;;) {
     {
       std::unique_lock lock(copy_mutex_);
@@ -617,6 +637,12 @@ void CommEngine::copy_loop() {
         continue;  // the communication thread aborts the job with the error
       }
       copied_bytes_.fetch_add(r.tile->bytes(), std::memory_order_relaxed);
+      // Charged like an MPI receive: since it was announced or since the previous copy ended.
+      const auto copied = std::chrono::steady_clock::now();
+      engine_.transfer_measured(
+          r.peer, r.tile->bytes(),
+          std::chrono::duration<double>(copied - std::max(r.announced, last_copy_done)).count());
+      last_copy_done = copied;
       if (r.to_collection) {
         engine_.collection_tile_arrived(r.index, std::move(r.tile));
       } else {
@@ -646,6 +672,17 @@ bool CommEngine::complete_operations() {
   for (int d = 0; d < done; ++d) {
     auto& op = operations_[static_cast<std::size_t>(indices[static_cast<std::size_t>(d)])];
     if (op.kind != Operation::Kind::control_send) --mpi_transfers_;
+    if (is_receive(op)) {
+      // Tiles asked for together arrive one after the other: each is charged the time since
+      // it was asked for or since the previous one arrived, whichever is later, so that the
+      // model learns what one more tile costs rather than the length of the line.
+      --mpi_receives_;
+      const auto now = std::chrono::steady_clock::now();
+      engine_.transfer_measured(
+          op.peer, op.tile->bytes(),
+          std::chrono::duration<double>(now - std::max(op.posted, last_receive_done_)).count());
+      last_receive_done_ = now;
+    }
     switch (op.kind) {
       case Operation::Kind::control_send: same_host_.ring(op.peer); break;
       case Operation::Kind::data_send: stats_.bytes_sent += op.tile->bytes(); break;

@@ -84,11 +84,13 @@ class CommEngine {
   struct Operation {
     enum class Kind : std::uint8_t { control_send, data_send, activation_recv, collection_recv };
     Kind kind;
-    int peer = -1;  // control sends: rung again once MPI has delivered the message
+    int peer = -1;  // control sends: rung again once MPI has delivered the message; receives: the sender
     std::vector<std::byte> buffer;
     TilePtr tile;
     std::vector<wire::Target> targets;
     TileIndex index{};
+    // Receives: when the tile was asked for (the cost model's transfer time ends at arrival).
+    std::chrono::steady_clock::time_point posted = std::chrono::steady_clock::now();
   };
 
   void run();
@@ -104,6 +106,8 @@ class CommEngine {
     std::vector<wire::Target> targets;  // task slots or write-backs
     TileIndex index;                    // collection tile, when to_collection
     bool to_collection;
+    // When the tile was announced: the cost model's transfer time ends when it is copied.
+    std::chrono::steady_clock::time_point announced = std::chrono::steady_clock::now();
   };
   /// Hands this pass's same-host reads to the copy thread.
   bool perform_pending_reads();
@@ -129,6 +133,7 @@ class CommEngine {
   void handle(int source, wire::Message&& message);
   void send_control(int dest, const wire::Message& message);
   void post(MPI_Request request, Operation&& op);
+  [[nodiscard]] static bool is_receive(const Operation& op);
   int next_tag();
   [[noreturn]] void fail(const std::string& what);
 
@@ -159,6 +164,9 @@ class CommEngine {
   std::atomic<std::uint64_t> copied_bytes_{0};
   std::atomic<double> copier_cpu_seconds_{0.0};
   int mpi_transfers_ = 0;  // tile payloads moving through MPI (need both sides to poll)
+  int mpi_receives_ = 0;   // of which coming to this rank
+  std::uint64_t last_tile_bytes_ = 0;  // the latest tile announced to this rank
+  std::chrono::steady_clock::time_point last_receive_done_{};  // the latest MPI tile receive
   SameHost same_host_;
   std::uint64_t next_handle_ = 1;
   int tag_cursor_ = 0;

@@ -28,16 +28,26 @@ std::unique_ptr<ReadyTask> Device::take_front_locked() {
   return std::move(node.mapped());
 }
 
-std::vector<std::unique_ptr<ReadyTask>> Device::steal(
-    const std::function<std::size_t(std::size_t ready)>& how_many, std::size_t& left) {
+std::vector<std::unique_ptr<ReadyTask>> Device::steal_chosen(
+    const std::function<std::vector<std::size_t>(const std::vector<const ReadyTask*>& queue)>&
+        choose,
+    std::size_t& left) {
   std::vector<std::unique_ptr<ReadyTask>> out;
   std::lock_guard lock(mutex_);
-  const std::size_t count = how_many(queue_.size());
-  for (auto it = queue_.end(); out.size() < count && it != queue_.begin();) {
-    --it;
-    if (it->second->migrated) continue;
-    out.push_back(std::move(it->second));
-    it = queue_.erase(it);
+  std::vector<decltype(queue_)::iterator> positions;
+  std::vector<const ReadyTask*> view;
+  positions.reserve(queue_.size());
+  view.reserve(queue_.size());
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    positions.push_back(it);
+    view.push_back(it->second.get());
+  }
+  for (const std::size_t p : choose(view)) {
+    if (p >= positions.size() || positions[p] == queue_.end()) continue;  // out of range, or twice
+    if (positions[p]->second->migrated) continue;
+    out.push_back(std::move(positions[p]->second));
+    queue_.erase(positions[p]);
+    positions[p] = queue_.end();
   }
   left = queue_.size();
   return out;
@@ -108,6 +118,7 @@ RankStats Device::take_stats() {
 }
 
 void Device::finish(std::unique_ptr<ReadyTask> task, UnitStats& unit_stats, double busy_seconds) {
+  engine_.task_measured(task->key.task_class, task->flops, busy_seconds);
   unit_stats.totals.busy_seconds += busy_seconds;
   unit_stats.totals.tasks_executed += 1;
   unit_stats.totals.flops += task->flops;

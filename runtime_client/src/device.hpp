@@ -60,12 +60,16 @@ class Device {
 
   void push(std::unique_ptr<ReadyTask> task);
   [[nodiscard]] std::size_t ready_count() const;
-  /// Takes queued tasks for a thief: up to `how_many(queue length)`, asked under the
-  /// queue's lock (StealPolicy::tasks_to_give decides), lowest priority first, never a
-  /// task that was itself stolen. `left` receives the queue length afterwards. Tasks
-  /// already handed to an execution unit (staging, running, staging out) are never taken.
-  std::vector<std::unique_ptr<ReadyTask>> steal(
-      const std::function<std::size_t(std::size_t ready)>& how_many, std::size_t& left);
+  /// Takes queued tasks for a thief: those `choose` picks, asked under the queue's lock
+  /// (StealPolicy::choose_gifts decides). `choose` sees the queue front to back (the next
+  /// task to run first, the back holding the lowest priority) and returns positions in that
+  /// list; a task that was itself stolen is never taken. `left` receives the queue length
+  /// afterwards. Tasks already handed to an execution unit (staging, running, staging out)
+  /// are never taken.
+  std::vector<std::unique_ptr<ReadyTask>> steal_chosen(
+      const std::function<std::vector<std::size_t>(const std::vector<const ReadyTask*>& queue)>&
+          choose,
+      std::size_t& left);
   /// Statistics of the units since the last take_stats().
   RankStats take_stats();
 

@@ -303,11 +303,13 @@ void Engine::prepare_local_tasks() {
   for (const auto* c : collections_) check_fits(*c);
   local_roots_.clear();
   local_task_count_ = 0;
+  local_flops_ = 0.0;
   std::vector<InputSource> specs;
   for (const auto& cls : classes_) {
     cls->for_each_task([&](const TaskKey& key) {
       if (rank_of(key) != rank_) return;
       ++local_task_count_;
+      local_flops_ += cls->flops(key);
       specs.clear();
       cls->inputs(key, specs);
       bool has_predecessor = false;
@@ -350,12 +352,54 @@ std::unordered_map<TaskKey, int> Engine::migrations() const {
 }
 
 std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief,
-                                                           std::size_t& left) {
-  auto tasks = device_->steal(
-      [&](std::size_t ready) { return StealPolicy::tasks_to_give(options_.steal, ready, wanted); },
-      left);
+                                                           double thief_load_seconds,
+                                                           std::size_t& left,
+                                                           std::size_t& refused) {
+  refused = 0;
+  StealPolicy::GiftContext context;
+  context.lanes = lanes();
+  context.thief_load_seconds = thief_load_seconds;
+  context.victim_load_seconds = remaining_work_seconds();
+  context.reply_seconds = round_trip_seconds() / 2;
+  const auto choose = [&](const std::vector<const ReadyTask*>& queue) {
+    // Priced only near the back: the tasks a thief could take first. Those further ahead
+    // still count for when the victim would start the others.
+    constexpr std::size_t kPriced = 64;
+    std::vector<StealPolicy::GiftCandidate> candidates(queue.size());
+    std::vector<InputSource> specs;
+    std::lock_guard cost_lock(cost_mutex_);
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+      const ReadyTask& task = *queue[i];
+      auto& c = candidates[i];
+      c.run_seconds = cost_model_.task_seconds(task.key.task_class, task.flops);
+      c.movable = !task.migrated && queue.size() - i <= kPriced;
+      if (!c.movable || !options_.steal.cost_rule) continue;
+      specs.clear();
+      task.task_class->inputs(task.key, specs);
+      for (std::size_t slot = 0; slot < task.tiles.size() && slot < specs.size(); ++slot) {
+        const TilePtr& tile = task.tiles[slot];
+        if (specs[slot].kind == InputSource::Kind::scratch || !tile || tile->elements() == 0) {
+          continue;  // made by the thief, or a control token
+        }
+        c.fetch_seconds += cost_model_.transfer_seconds(thief, tile->bytes());
+        if (task.writable >> slot & 1U) {
+          c.return_seconds += cost_model_.transfer_seconds(thief, tile->bytes());
+        }
+      }
+    }
+    auto chosen = StealPolicy::choose_gifts(options_.steal, candidates, context, wanted);
+    const std::size_t allowed = StealPolicy::tasks_to_give(options_.steal, queue.size(), wanted);
+    refused = allowed > chosen.size() ? allowed - chosen.size() : 0;
+    return chosen;
+  };
+  auto tasks = device_->steal_chosen(choose, left);
   if (tasks.empty()) return tasks;
-  for (const auto& t : tasks) record_migration(t->key, thief);
+  double flops = 0.0;
+  for (const auto& t : tasks) {
+    record_migration(t->key, thief);
+    flops += t->flops;
+  }
+  remaining_flops_.fetch_sub(flops, std::memory_order_relaxed);
   const auto remaining =
       local_remaining_.fetch_sub(static_cast<std::int64_t>(tasks.size()), std::memory_order_acq_rel) -
       static_cast<std::int64_t>(tasks.size());
@@ -366,6 +410,52 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
     trace_->sample(iteration_clock(), left, completed_this_iteration_.load());
   }
   return tasks;
+}
+
+void Engine::task_measured(TaskClassId task_class, double flops, double seconds) {
+  std::lock_guard lock(cost_mutex_);
+  cost_model_.task_ran(task_class, flops, seconds);
+}
+
+void Engine::transfer_measured(int peer, std::uint64_t bytes, double seconds) {
+  std::lock_guard lock(cost_mutex_);
+  cost_model_.transfer_done(peer, bytes, seconds);
+}
+
+void Engine::round_trip_measured(double seconds) {
+  std::lock_guard lock(cost_mutex_);
+  cost_model_.round_trip_done(seconds);
+}
+
+double Engine::remaining_work_seconds() const {
+  const auto tasks = static_cast<double>(std::max<std::int64_t>(local_remaining_.load(), 0));
+  const double flops = std::max(remaining_flops_.load(std::memory_order_relaxed), 0.0);
+  std::lock_guard lock(cost_mutex_);
+  return cost_model_.work_seconds(tasks, flops) / static_cast<double>(lanes());
+}
+
+double Engine::round_trip_seconds() const {
+  std::lock_guard lock(cost_mutex_);
+  return cost_model_.round_trip_seconds();
+}
+
+double Engine::transfer_seconds(int peer, std::uint64_t bytes) const {
+  std::lock_guard lock(cost_mutex_);
+  return cost_model_.transfer_seconds(peer, bytes);
+}
+
+CostSummary Engine::cost_summary() const {
+  std::lock_guard lock(cost_mutex_);
+  return cost_model_.summary();
+}
+
+int Engine::lanes() const noexcept {
+  switch (options_.device) {
+    case DeviceKind::cpu: return std::max(options_.cpu_workers, 1);
+    case DeviceKind::emulated: return std::max(options_.emulated_lanes, 1);
+    case DeviceKind::cuda: return 1;
+  }
+  return 1;
 }
 
 void Engine::adopt_stolen(const TaskKey& key) {
@@ -381,6 +471,7 @@ void Engine::adopt_stolen(const TaskKey& key) {
     std::lock_guard lock(migrations_mutex_);
     stolen_this_iteration_.push_back(key);
   }
+  remaining_flops_.fetch_add(cls.flops(key), std::memory_order_relaxed);
   local_remaining_.fetch_add(1, std::memory_order_acq_rel);
   std::unique_lock lock(mutex_);
   auto [it, inserted] = pending_.try_emplace(key);
@@ -538,6 +629,7 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
   thread_local std::vector<std::pair<TaskKey, int>> local;
   thread_local std::vector<std::pair<int, std::vector<wire::Target>>> remote;
   const auto& cls = *task->task_class;
+  const double flops = task->flops;
   // A task without inputs still has slot 0, which carries control tokens.
   const std::size_t slots = std::max<std::size_t>(task->tiles.size(), 1);
   for (std::size_t slot = 0; slot < slots; ++slot) {
@@ -589,6 +681,7 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
   completed_unreported_.fetch_add(1, std::memory_order_acq_rel);
   const auto completed = completed_this_iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
   ready_samples_sum_.fetch_add(device_->ready_count(), std::memory_order_relaxed);
+  remaining_flops_.fetch_sub(flops, std::memory_order_relaxed);
   const auto remaining = local_remaining_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (trace_) trace_->sample(iteration_clock(), device_->ready_count(), completed);
   if (remaining == 0) comm_engine_->notify();
@@ -603,6 +696,7 @@ IterationReport Engine::run_iteration() {
   if (!local_tasks_known_) prepare_local_tasks();
   ++iteration_;
   cache_.clear();
+  remaining_flops_.store(local_flops_, std::memory_order_relaxed);
   local_remaining_.store(local_task_count_, std::memory_order_release);
   completed_unreported_.store(0);
   completed_this_iteration_.store(0);
@@ -653,6 +747,7 @@ IterationReport Engine::run_iteration() {
   report.local = device_->take_stats();
   report.local.add(comm_engine_->take_stats());
   report.local.rank = rank_;
+  report.local.cost = cost_summary();
   if (const auto samples = completed_this_iteration_.load(); samples > 0) {
     report.local.ready_tasks_mean =
         static_cast<double>(ready_samples_sum_.load()) / static_cast<double>(samples);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bellows/runtime/collection.hpp"
+#include "bellows/runtime/cost_model.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
@@ -97,9 +98,29 @@ class Engine {
   [[nodiscard]] std::uint64_t take_completed_delta() noexcept {
     return completed_unreported_.exchange(0, std::memory_order_acq_rel);
   }
-  /// Takes the ready tasks StealPolicy::tasks_to_give grants a request of rank `thief` for
-  /// `wanted` and records their new placement. `left` receives the ready count afterwards.
-  std::vector<std::unique_ptr<ReadyTask>> give_tasks(int wanted, int thief, std::size_t& left);
+  /// Takes the ready tasks StealPolicy::choose_gifts grants a request of rank `thief` for
+  /// `wanted` (the thief predicting `thief_load_seconds` of work left, per lane) and records
+  /// their new placement. `left` receives the ready count afterwards, `refused` how many
+  /// more the thresholds alone would have let go (those the cost rule kept).
+  std::vector<std::unique_ptr<ReadyTask>> give_tasks(int wanted, int thief,
+                                                     double thief_load_seconds,
+                                                     std::size_t& left, std::size_t& refused);
+
+  // ---- measured costs (CostModel; any thread) ----
+
+  /// A device ran a task of class `task_class` with `flops` in `seconds`.
+  void task_measured(TaskClassId task_class, double flops, double seconds);
+  /// A tile of `bytes` came from `peer` `seconds` after it was asked for.
+  void transfer_measured(int peer, std::uint64_t bytes, double seconds);
+  /// A steal request of this rank was answered `seconds` after it was sent.
+  void round_trip_measured(double seconds);
+  /// Predicted seconds to run what this rank still has to run in this iteration, per lane.
+  [[nodiscard]] double remaining_work_seconds() const;
+  [[nodiscard]] double round_trip_seconds() const;
+  [[nodiscard]] double transfer_seconds(int peer, std::uint64_t bytes) const;
+  [[nodiscard]] CostSummary cost_summary() const;
+  /// Tasks the device runs at once.
+  [[nodiscard]] int lanes() const noexcept;
   /// Creates the pending record of a task stolen from another rank: its scratch slots are
   /// made here, every other slot arrives through deliver(). Runs it at once when it has
   /// nothing to receive.
@@ -194,6 +215,10 @@ class Engine {
   std::vector<TaskKey> local_roots_;  // local tasks with no predecessor
   std::int64_t local_task_count_ = 0;
   std::atomic<std::int64_t> local_remaining_{0};
+  double local_flops_ = 0.0;                 // flops of the tasks this rank owns
+  std::atomic<double> remaining_flops_{0.0};  // flops of local_remaining_'s tasks
+  mutable std::mutex cost_mutex_;            // guards cost_model_
+  CostModel cost_model_;
   std::int64_t total_task_count_ = 0;
   std::atomic<std::uint64_t> completed_unreported_{0};
   std::atomic<std::uint64_t> completed_this_iteration_{0};

@@ -74,6 +74,16 @@ void for_each_number(Stats& s, F&& f) {
   f(s.steal.max_hops_seen);
   f(s.steal.max_outstanding);
   f(s.steal.min_ready_after_serve);
+  f(s.steal.tasks_refused);
+  f(s.steal.requests_refused);
+  f(s.cost.task_samples);
+  f(s.cost.task_overhead_us);
+  f(s.cost.seconds_per_gflop);
+  f(s.cost.transfer_samples);
+  f(s.cost.transfer_latency_us);
+  f(s.cost.transfer_gbytes_per_s);
+  f(s.cost.round_trip_samples);
+  f(s.cost.round_trip_us);
 }
 
 }  // namespace

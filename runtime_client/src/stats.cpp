@@ -15,6 +15,8 @@ void StealStats::add(const StealStats& o) {
   tasks_stolen += o.tasks_stolen;
   tasks_given += o.tasks_given;
   bytes_stolen += o.bytes_stolen;
+  tasks_refused += o.tasks_refused;
+  requests_refused += o.requests_refused;
   max_hops_seen = std::max(max_hops_seen, o.max_hops_seen);
   max_outstanding = std::max(max_outstanding, o.max_outstanding);
   if (o.min_ready_after_serve >= 0) {
@@ -55,6 +57,8 @@ void to_json(nlohmann::json& j, const StealStats& s) {
                      {"tasks_stolen", s.tasks_stolen},
                      {"tasks_given", s.tasks_given},
                      {"bytes_stolen", s.bytes_stolen},
+                     {"tasks_refused", s.tasks_refused},
+                     {"requests_refused", s.requests_refused},
                      {"max_hops_seen", s.max_hops_seen},
                      {"max_outstanding", s.max_outstanding},
                      {"min_ready_after_serve", s.min_ready_after_serve},
@@ -77,6 +81,20 @@ void RankStats::add(const RankStats& o) {
   flops += o.flops;
   comm_cpu_seconds += o.comm_cpu_seconds;
   steal.add(o.steal);
+  if (o.cost.task_samples > 0 || o.cost.transfer_samples > 0 || o.cost.round_trip_samples > 0) {
+    cost = o.cost;
+  }
+}
+
+void to_json(nlohmann::json& j, const CostSummary& s) {
+  j = nlohmann::json{{"task_samples", s.task_samples},
+                     {"task_overhead_us", s.task_overhead_us},
+                     {"seconds_per_gflop", s.seconds_per_gflop},
+                     {"transfer_samples", s.transfer_samples},
+                     {"transfer_latency_us", s.transfer_latency_us},
+                     {"transfer_gbytes_per_s", s.transfer_gbytes_per_s},
+                     {"round_trip_samples", s.round_trip_samples},
+                     {"round_trip_us", s.round_trip_us}};
 }
 
 void to_json(nlohmann::json& j, const RankStats& s) {
@@ -93,7 +111,8 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"idle_seconds", s.idle_seconds},
                      {"modeled_seconds", s.modeled_seconds},
                      {"comm_cpu_seconds", s.comm_cpu_seconds},
-                     {"steal", s.steal}};
+                     {"steal", s.steal},
+                     {"cost", s.cost}};
 }
 
 }  // namespace bellows::runtime

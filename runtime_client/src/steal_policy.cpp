@@ -25,6 +25,47 @@ std::size_t StealPolicy::tasks_to_give(const StealOptions& options, std::size_t 
   return std::min(static_cast<std::size_t>(std::max(wanted, 0)), spare);
 }
 
+std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
+                                                   std::span<const GiftCandidate> queue,
+                                                   const GiftContext& context, int wanted) {
+  std::vector<std::size_t> chosen;
+  const std::size_t limit = tasks_to_give(options, queue.size(), wanted);
+  if (limit == 0) return chosen;
+  std::vector<std::size_t> order;
+  for (std::size_t i = queue.size(); i-- > 0;) {
+    if (queue[i].movable) order.push_back(i);  // back first
+  }
+  if (!options.cost_rule) {
+    if (order.size() > limit) order.resize(limit);
+    return order;
+  }
+  // Locality first; among equal fetches the back of the queue first (stable).
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return queue[a].fetch_seconds < queue[b].fetch_seconds;
+  });
+  const double lanes = static_cast<double>(std::max(context.lanes, 1));
+  std::vector<double> ahead(queue.size() + 1, 0.0);  // run time of the tasks before position i
+  for (std::size_t i = 0; i < queue.size(); ++i) ahead[i + 1] = ahead[i] + queue[i].run_seconds;
+  double thief_clock = context.reply_seconds;  // when the thief is done with the gifts so far
+  double thief_load = context.thief_load_seconds;
+  double victim_load = context.victim_load_seconds;
+  for (const std::size_t i : order) {
+    if (chosen.size() == limit) break;
+    const GiftCandidate& c = queue[i];
+    double given_ahead = 0.0;
+    for (const std::size_t j : chosen) given_ahead += j < i ? queue[j].run_seconds : 0.0;
+    const double victim_starts = (ahead[i] - given_ahead) / lanes;
+    const double thief_cost = c.fetch_seconds + c.run_seconds;
+    if (thief_clock + thief_cost + c.return_seconds >= victim_starts) continue;
+    if (thief_load + thief_cost + c.return_seconds >= victim_load - c.run_seconds / lanes) continue;
+    chosen.push_back(i);
+    thief_clock += thief_cost;
+    thief_load += thief_cost;
+    victim_load -= c.run_seconds / lanes;
+  }
+  return chosen;
+}
+
 StealPolicy::StealPolicy(const StealOptions& options, int rank, int size)
     : options_(options), rank_(rank), size_(size) {
   std::seed_seq seed{options_.seed, static_cast<unsigned>(rank_), 0xBE11u};
@@ -38,7 +79,8 @@ void StealPolicy::start_iteration() noexcept {
 
 bool StealPolicy::should_ask(Time now, const ThiefView& view) const noexcept {
   return !view.request_outstanding && !view.iteration_over && view.roots_queued &&
-         now >= next_ask_at_ && starving(options_, view.ready);
+         now >= next_ask_at_ && starving(options_, view.ready) &&
+         (!options_.cost_rule || view.expected_idle_seconds > view.round_trip_seconds);
 }
 
 std::optional<int> StealPolicy::choose_victim() {

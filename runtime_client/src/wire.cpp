@@ -88,6 +88,7 @@ std::vector<std::byte> encode(const Message& message) {
     w.put(q->wanted);
     w.put(q->hops);
     w.put(q->partial_replies);
+    w.put(q->thief_load_ns);
   } else if (const auto* reply = std::get_if<StealReply>(&message)) {
     put_header(w, MessageType::steal_reply);
     w.put(reply->request_id);
@@ -211,7 +212,7 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
     case MessageType::steal_request: {
       StealRequest q;
       if (!r.get(q.thief) || !r.get(q.request_id) || !r.get(q.wanted) || !r.get(q.hops) ||
-          !r.get(q.partial_replies)) {
+          !r.get(q.partial_replies) || !r.get(q.thief_load_ns)) {
         return truncated("steal_request");
       }
       if (r.remaining() != 0) {

@@ -22,7 +22,7 @@
 namespace bellows::runtime::wire {
 
 inline constexpr std::uint16_t kMagic = 0xBE11;
-inline constexpr std::uint8_t kVersion = 2;
+inline constexpr std::uint8_t kVersion = 3;
 
 enum class MessageType : std::uint8_t {
   activate = 1,          ///< a tile (or a control token) is ready for these consumers
@@ -98,6 +98,8 @@ struct StealRequest {
   std::int32_t wanted = 0;
   std::uint8_t hops = 0;             ///< times this request was forwarded so far
   std::uint16_t partial_replies = 0; ///< non-final replies already sent to the thief
+  /// The thief's predicted work left when it asked, per lane, nanoseconds (CostModel).
+  std::uint64_t thief_load_ns = 0;
   friend bool operator==(const StealRequest&, const StealRequest&) = default;
 };
 

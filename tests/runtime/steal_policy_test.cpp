@@ -372,3 +372,114 @@ TEST(StealPolicy, TwoRanksAskEachOtherButNeverForward) {
   victim.request_answered(Time{0}, 2);
   EXPECT_EQ(victim.forward_to(0, 0, 0, 4), std::nullopt);
 }
+
+// ---------------------------------------------------------------- a steal only when it pays
+
+namespace {
+
+using Gift = StealPolicy::GiftCandidate;
+using GiftContext = StealPolicy::GiftContext;
+
+/// `count` queued tasks of `run` seconds each, every input costing `fetch` to move.
+std::vector<Gift> queue_of(std::size_t count, double run, double fetch, double back = 0.0) {
+  std::vector<Gift> queue(count);
+  for (auto& g : queue) {
+    g.run_seconds = run;
+    g.fetch_seconds = fetch;
+    g.return_seconds = back;
+  }
+  return queue;
+}
+
+GiftContext loads(double victim, double thief, double reply = 10e-6) {
+  GiftContext c;
+  c.lanes = 1;
+  c.victim_load_seconds = victim;
+  c.thief_load_seconds = thief;
+  c.reply_seconds = reply;
+  return c;
+}
+
+}  // namespace
+
+TEST(StealPolicy, RefusesAStealWhoseTransferExceedsTheGain) {
+  // GPU-speed tiles: 0.3 ms to run, 1.5 ms to fetch; 4 queued, so the last would start
+  // 0.9 ms from now on the victim, while the thief would finish it after 1.8 ms.
+  const auto queue = queue_of(4, 0.3e-3, 1.5e-3, 0.5e-3);
+  EXPECT_TRUE(StealPolicy::choose_gifts(steal_options(), queue, loads(1.2e-3, 0.0), 4).empty());
+}
+
+TEST(StealPolicy, GivesWhenTheThiefFinishesBeforeTheVictimWouldStart) {
+  // Slow tiles (10 GFLOP/s): 30 ms to run, 0.05 ms to fetch, 20 queued.
+  const auto queue = queue_of(20, 30e-3, 50e-6, 20e-6);
+  const auto gifts = StealPolicy::choose_gifts(steal_options(), queue, loads(0.6, 0.0), 4);
+  // From the back of the queue (lowest priority) first.
+  EXPECT_EQ(gifts, (std::vector<std::size_t>{19, 18, 17, 16}));
+}
+
+TEST(StealPolicy, RefusesWhenTheThiefHasAsMuchWorkLeft) {
+  // Balanced ranks: every task would finish sooner on the thief, but the thief has as
+  // much work of its own left: the gift would only make it the later of the two.
+  const auto queue = queue_of(20, 30e-3, 50e-6, 20e-6);
+  EXPECT_TRUE(StealPolicy::choose_gifts(steal_options(), queue, loads(0.6, 0.6), 4).empty());
+  // Less than one task's worth of difference is not enough either.
+  EXPECT_TRUE(StealPolicy::choose_gifts(steal_options(), queue, loads(0.6, 0.58), 4).empty());
+  // With a clear difference some go, until the loads would cross.
+  const auto gifts = StealPolicy::choose_gifts(steal_options(), queue, loads(0.6, 0.45), 4);
+  EXPECT_EQ(gifts.size(), 2U);
+}
+
+TEST(StealPolicy, StopsGivingWhereTheThiefWouldFinishLate) {
+  // 6 queued tasks of 1 ms; fetching one costs 1.2 ms. The thief's k-th gift finishes
+  // after k * 2.2 ms (+ reply); the task at position p would start after p ms here.
+  const auto queue = queue_of(6, 1e-3, 1.2e-3);
+  const auto gifts = StealPolicy::choose_gifts(steal_options(), queue, loads(1.0, 0.0), 4);
+  // Position 5 (starts at 5 ms) goes: the thief is done at 2.21 ms. Then position 4
+  // would start at 4 ms and be done on the thief at 4.41 ms: no.
+  EXPECT_EQ(gifts, (std::vector<std::size_t>{5}));
+}
+
+TEST(StealPolicy, PrefersTasksWhoseInputsTheThiefHolds) {
+  auto queue = queue_of(10, 10e-3, 2e-3);
+  queue[3].fetch_seconds = 0.0;  // the thief holds its inputs
+  queue[6].fetch_seconds = 0.1e-3;
+  const auto gifts = StealPolicy::choose_gifts(steal_options(), queue, loads(1.0, 0.0), 3);
+  ASSERT_EQ(gifts.size(), 3U);
+  EXPECT_EQ(gifts[0], 3U);
+  EXPECT_EQ(gifts[1], 6U);
+  EXPECT_EQ(gifts[2], 9U);
+}
+
+TEST(StealPolicy, NeverGivesUnmovableTasksNorBelowTheThreshold) {
+  auto queue = queue_of(5, 10e-3, 1e-6);
+  queue[4].movable = false;
+  StealOptions o = steal_options();
+  o.device_threshold = 3;  // keeps 3 of 5: two may go
+  const auto gifts = StealPolicy::choose_gifts(o, queue, loads(1.0, 0.0), 4);
+  // Position 3 starts here after 30 ms, on the thief it is done after 10 ms. Position 2
+  // would then be done there after 20 ms, when it starts here: no gain, it stays.
+  EXPECT_EQ(gifts, (std::vector<std::size_t>{3}));
+}
+
+TEST(StealPolicy, WithoutTheCostRuleAnySpareTaskGoesFromTheBack) {
+  StealOptions o = steal_options();
+  o.cost_rule = false;
+  const auto queue = queue_of(6, 0.3e-3, 5e-3);  // the rule would refuse every one
+  EXPECT_EQ(StealPolicy::choose_gifts(o, queue, loads(0.0, 1.0), 3),
+            (std::vector<std::size_t>{5, 4, 3}));
+}
+
+TEST(StealPolicy, AsksOnlyWhenIdleLongerThanARoundTrip) {
+  StealPolicy policy(steal_options(), 0, 4);
+  auto view = starving_view();
+  view.round_trip_seconds = 100e-6;
+  view.expected_idle_seconds = 30e-6;  // a tile arrives before an answer would
+  EXPECT_FALSE(policy.should_ask(Time{0}, view));
+  view.expected_idle_seconds = 500e-6;
+  EXPECT_TRUE(policy.should_ask(Time{0}, view));
+  StealOptions o = steal_options();
+  o.cost_rule = false;
+  StealPolicy eager(o, 0, 4);
+  view.expected_idle_seconds = 30e-6;
+  EXPECT_TRUE(eager.should_ask(Time{0}, view));
+}

@@ -177,12 +177,12 @@ TEST(Wire, RefusesBadMagic) {
 
 TEST(Wire, RefusesOtherProtocolVersion) {
   auto bytes = wire::encode(wire::Fetch{1, 2});
-  bytes[2] = std::byte{1};
+  bytes[2] = std::byte{2};  // before steal requests carried the thief's load
   const auto error = decode_error(bytes);
   EXPECT_NE(error.find("version"), std::string::npos) << error;
-  EXPECT_EQ(error, "unsupported protocol version 1 (this build speaks 2)");
+  EXPECT_EQ(error, "unsupported protocol version 2 (this build speaks 3)");
   bytes[2] = std::byte{0};
-  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 2)");
+  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 3)");
 }
 
 TEST(Wire, RefusesUnknownType) {
@@ -262,7 +262,7 @@ TEST(Wire, RefusesTruncatedOrOverlongCollectionFetch) {
 // ---------------------------------------------------------------- work stealing
 
 TEST(Wire, StealRequestRoundTrips) {
-  const wire::StealRequest q{3, 77, 5, 2, 1};
+  const wire::StealRequest q{3, 77, 5, 2, 1, 1234567890123ULL};
   EXPECT_EQ(round_trip(q), wire::Message{q});
 }
 

@@ -41,6 +41,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   AppOptions o;
   std::string kernel = "cpu";
   std::string steal = "off";
+  std::string steal_cost_rule = "on";
   std::string same_host = "on";
   std::string rebalance = "on";
   std::string emulated_compute = "off";
@@ -82,6 +83,8 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "a rank starves below this many ready tasks over all its devices");
   cli.add_option("--steal-victim", victim, "victim choice: random or last-victim");
   cli.add_option("--steal-seed", o.steal.seed, "seed of the random victim choice");
+  cli.add_option("--steal-cost-rule", steal_cost_rule,
+                 "steal only when the measured costs say it pays: on or off");
   cli.add_option("--steal-victim-poll-us", o.steal.victim_poll_us,
                  "longest sleep of the communication thread of a rank with tasks to spare");
   if (extra.add) extra.add(cli);
@@ -129,6 +132,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   }
   o.rebalance_on_resize = rebalance == "on";
   o.steal.enabled = steal == "on";
+  if (steal_cost_rule != "on" && steal_cost_rule != "off") {
+    return fail("--steal-cost-rule must be on or off, got '" + steal_cost_rule + "'");
+  }
+  o.steal.cost_rule = steal_cost_rule == "on";
   if (!runtime::parse_victim_policy(victim, o.steal.policy)) {
     return fail("--steal-victim must be random or last-victim, got '" + victim + "'");
   }

@@ -55,6 +55,13 @@ struct StealOptions {
   /// that steal requests are answered quickly, when some peer cannot ring this rank's
   /// doorbell (see same_host_transport); with doorbells a request wakes it at once.
   int victim_poll_us = 50;
+  /// Steal only when it pays, by the measured costs of CostModel (cost_model.hpp): a
+  /// victim gives a task only when the thief is predicted to finish it (inputs fetched,
+  /// outputs returned) before the victim would have started it and the gift shortens the
+  /// longer of the two ranks' remaining work; a thief asks only when it expects to idle
+  /// longer than a round trip (StealPolicy::choose_gifts, should_ask). Off: any task a
+  /// victim can spare goes, as in John & Milthorpe.
+  bool cost_rule = true;
 };
 
 /// Returns an empty string when the options are usable, else what is wrong with them.

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "bellows/runtime/cost_model.hpp"
+
 namespace bellows::runtime {
 
 /// Work-stealing counters of one rank (John & Milthorpe,
@@ -23,6 +25,10 @@ struct StealStats {
   std::uint64_t tasks_stolen = 0;        ///< thief: tasks received
   std::uint64_t tasks_given = 0;         ///< victim: tasks handed to thieves
   std::uint64_t bytes_stolen = 0;        ///< thief: input bytes fetched for stolen tasks
+  /// victim: tasks the thresholds let go but the cost rule kept (StealOptions::cost_rule)
+  std::uint64_t tasks_refused = 0;
+  /// victim: requests it gave nothing to although it had tasks to spare (the cost rule)
+  std::uint64_t requests_refused = 0;
   std::uint64_t max_hops_seen = 0;       ///< most forwards of a request that reached here
   std::uint64_t max_outstanding = 0;     ///< most requests this rank had in flight at once
   /// Fewest ready tasks a victim kept right after giving some away; -1: never gave.
@@ -54,6 +60,8 @@ struct RankStats {
   double flops = 0.0;                   ///< flops of the tasks executed here
   double comm_cpu_seconds = 0.0;        ///< CPU time of the communication and copy threads
   StealStats steal;
+  /// The cost model at the end of the latest iteration (a gauge: add() keeps the newer one).
+  CostSummary cost;
   /// Mean number of ready tasks waiting on this rank, sampled at each task completion of
   /// one iteration (a gauge: add() leaves it alone, and the JSON report does not carry it).
   double ready_tasks_mean = 0.0;
@@ -63,6 +71,7 @@ struct RankStats {
 
 void to_json(nlohmann::json& j, const StealStats& s);
 void to_json(nlohmann::json& j, const RankStats& s);
+void to_json(nlohmann::json& j, const CostSummary& s);
 
 /// The q-quantile (0 <= q <= 1, nearest rank) of values; 0 when empty.
 double quantile(std::vector<double> values, double q);

@@ -15,8 +15,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
+#include <span>
+#include <vector>
 
 #include "bellows/runtime/options.hpp"
 
@@ -50,6 +53,27 @@ class StealPolicy {
     bool roots_queued = false;         ///< the iteration's roots are queued (before, all look idle)
     bool request_outstanding = false;  ///< its previous request is not fully answered yet
     bool iteration_over = false;       ///< every task of the iteration has run somewhere
+    /// How long the rank expects to stay idle without stealing (CostModel: the predicted
+    /// arrival of the tiles already on their way to it; unbounded when none are).
+    double expected_idle_seconds = std::numeric_limits<double>::infinity();
+    /// The cost model's current steal round trip.
+    double round_trip_seconds = 0.0;
+  };
+
+  /// A task queued on a victim, priced by the victim's cost model for one thief.
+  struct GiftCandidate {
+    double run_seconds = 0.0;     ///< predicted compute (the same on either rank)
+    double fetch_seconds = 0.0;   ///< moving the inputs the thief does not hold to it
+    double return_seconds = 0.0;  ///< moving what the task writes back to the victim
+    bool movable = true;          ///< false: stolen before (never moves again), or not priced
+  };
+
+  /// What else a victim weighs when it prices a gift.
+  struct GiftContext {
+    int lanes = 1;                     ///< tasks the victim's device runs at once
+    double victim_load_seconds = 0.0;  ///< victim's predicted work left, per lane
+    double thief_load_seconds = 0.0;   ///< thief's, from its request
+    double reply_seconds = 0.0;        ///< the reply's way to the thief (half a round trip)
   };
 
   /// Rank `rank` of `size` ranks. The random sequence is std::mt19937_64 seeded with
@@ -79,6 +103,25 @@ class StealPolicy {
   [[nodiscard]] static std::size_t tasks_to_give(const StealOptions& options, std::size_t ready,
                                                  int wanted) noexcept;
 
+  /// Which of a victim's queued tasks go to a thief: positions in `queue`, which lists the
+  /// queue front to back (the next task to run first). At most tasks_to_give(options,
+  /// queue.size(), wanted), never an unmovable one.
+  ///
+  /// Without StealOptions::cost_rule: the movable tasks nearest the back (lowest priority).
+  /// With it, a task goes only when it pays (the rule of docs/runtime.md, "A steal is
+  /// made only when it pays"):
+  ///  1. the thief finishes it, inputs fetched and outputs returned, before the victim would
+  ///     have started it: reply + the fetches and runs of the gifts before it and its own +
+  ///     its return < (the run time of the tasks still ahead of it here) / lanes; and
+  ///  2. the gift shortens the longer of the two ranks' remaining work: thief load + fetches
+  ///     and runs of the gifts so far + its return < victim load - their runs / lanes.
+  /// Candidates are tried cheapest fetch first (locality: inputs the thief holds cost
+  /// nothing to move), then from the back of the queue.
+  [[nodiscard]] static std::vector<std::size_t> choose_gifts(const StealOptions& options,
+                                                             std::span<const GiftCandidate> queue,
+                                                             const GiftContext& context,
+                                                             int wanted);
+
   // ---- thief side ----
 
   /// Forgets the backoff at the start of an iteration (the last victim is kept).
@@ -87,7 +130,9 @@ class StealPolicy {
   /// True when the rank should send a request now: nothing is outstanding, the iteration
   /// is not over, its roots are queued, the backoff after the last empty answer has run
   /// out (`now` >= next_ask_at()), and the rank starves (starving()). At most one
-  /// request per rank is out at any time (section IV).
+  /// request per rank is out at any time (section IV). With StealOptions::cost_rule also
+  /// only when the rank expects to idle longer than a round trip
+  /// (view.expected_idle_seconds > view.round_trip_seconds).
   [[nodiscard]] bool should_ask(Time now, const ThiefView& view) const noexcept;
 
   /// The rank to ask: under VictimPolicy::last_victim the last rank that gave work when

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Stealing on against off where moving a tile costs about as much as running it.
+
+At the emulated device's default 1000 GFLOP/s per rank a tile task runs in 0.03-0.3 ms, about
+what moving its tiles takes. Runs gemm, cholesky and skewed bspgemm with stealing off and on,
+interleaved in each round, for every build given (e.g. the build before the cost rule and the
+one after), and prints the median over rounds of the ratio off / on within a round (>= 0.98:
+stealing costs nothing; the machine is shared and noisy, so only ratios within a round count).
+
+  python3 bench/steal_cost.py --builds build/base,build/default --tiles 256,512 --rounds 3
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+MPIEXEC = os.path.join(os.environ.get("BELLOWS_DEPS_PREFIX", "/opt/bellows-deps"),
+                       "mpich-4.0.2-ch3", "bin", "mpiexec")
+
+
+def run_json(cmd):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=600)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def makespan(report):
+    """Median iteration time, leaving out the first (it pays the warm-up)."""
+    seconds = [it["seconds"] for it in report["iterations"]]
+    return statistics.median(seconds[1:] if len(seconds) > 1 else seconds)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--builds", default="build/default")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--tiles", default="256,512")
+    ap.add_argument("--n", type=int, default=8192, help="gemm and cholesky order")
+    ap.add_argument("--bsp-n", type=int, default=4096, help="bspgemm order")
+    ap.add_argument("--gflops", type=float, default=1000.0)
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--apps", default="gemm,cholesky,bspgemm")
+    args = ap.parse_args()
+    builds = args.builds.split(",")
+    tiles = [int(t) for t in args.tiles.split(",")]
+    apps = args.apps.split(",")
+
+    def run(build, app, tile, steal):
+        n = args.bsp_n if app == "bspgemm" else args.n
+        cmd = [MPIEXEC, "-n", str(args.ranks), os.path.join(build, "examples", app),
+               "--n", str(n), "--tile", str(tile), "--steal", steal, "--kernel", "emulated",
+               "--emulated-gflops", str(args.gflops), "--iterations", str(args.iterations),
+               "--quiet"]
+        if app == "bspgemm":
+            cmd += ["--pattern", "skewed", "--density", "0.5"]
+        return run_json(cmd)
+
+    times = {}   # (app, tile, label) -> per round
+    ratios = {}  # (app, tile, build) -> per round
+    stolen = {}  # (app, tile, build) -> per round
+    for rnd in range(args.rounds):
+        print(f"round {rnd + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
+        for tile in tiles:
+            for app in apps:
+                off = makespan(run(builds[-1], app, tile, "off"))
+                times.setdefault((app, tile, "off"), []).append(off)
+                for build in builds:
+                    report = run(build, app, tile, "on")
+                    on = makespan(report)
+                    times.setdefault((app, tile, f"on {build}"), []).append(on)
+                    ratios.setdefault((app, tile, build), []).append(off / on)
+                    stolen.setdefault((app, tile, build), []).append(report["steal"]["tasks_stolen"])
+
+    print(f"\nemulated device {args.gflops:g} GFLOP/s per rank, {args.ranks} ranks, gemm/cholesky "
+          f"n={args.n}, bspgemm skewed n={args.bsp_n} density 0.5, {args.iterations} iterations "
+          f"(median of 2..), {args.rounds} interleaved rounds\n")
+    print(f"{'configuration':<44}{'median s':>10}   per round")
+    for (app, tile, label), values in times.items():
+        name = f"{app} tile {tile} steal {label}"
+        print(f"{name:<44}{statistics.median(values):>10.4f}   " +
+              " ".join(f"{v:.4f}" for v in values))
+    print(f"\n{'ratio off / on (same round)':<44}{'median':>8}  target  stolen/run  per round")
+    for (app, tile, build), values in ratios.items():
+        med = statistics.median(values)
+        name = f"{app} tile {tile} {build}"
+        print(f"{name:<44}{med:>8.3f}  >=0.98  {statistics.median(stolen[(app, tile, build)]):>10.0f}  "
+              + " ".join(f"{v:.3f}" for v in values) + ("  met" if med >= 0.98 else "  NOT met"))
+
+
+if __name__ == "__main__":
+    main()
