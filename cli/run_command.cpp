@@ -93,9 +93,36 @@ std::string join(const std::vector<std::string>& items, const char* separator = 
 /// Starts `mpiexec -n 1 PROGRAM ARGS` with the job's variables added; returns its pid.
 /// On the Slurm backend hydra is told to start its proxies with fork on this host: it would
 /// otherwise launch them with srun, and spawns in the job would hang.
+/// The command that starts one rank of the job on the node it runs on: MPICH's mpiexec with
+/// its fork launcher (hydra would otherwise start its proxies with srun or ssh), one process,
+/// the program (made absolute when given by a relative path: a daemon starts it from its own
+/// directory) and its arguments.
+std::vector<std::string> rank_command(const RunOptions& o) {
+  std::vector<std::string> args = {find_mpiexec().string(), "-launcher", "fork", "-hosts", "localhost", "-n", "1"};
+  std::string program = o.command.front();
+  if (program.find('/') != std::string::npos) program = fs::absolute(program).lexically_normal().string();
+  args.push_back(program);
+  args.insert(args.end(), o.command.begin() + 1, o.command.end());
+  return args;
+}
+
+/// What a rank that a node's daemon starts must find in its environment besides the
+/// daemon's: join the running job through its port, where the job's files are, the nodes.
+ctl::RankLaunch rank_launch(const RunOptions& o, const fs::path& job_dir, const std::vector<std::string>& nodes) {
+  namespace job_env = protocol::job_environment;
+  ctl::RankLaunch launch;
+  launch.command = rank_command(o);
+  launch.environment = {std::string(job_env::kJoin) + "=port", std::string(job_env::kJobDir) + "=" + job_dir.string(),
+                        std::string(job_env::kNodes) + "=" + join(nodes),
+                        std::string(job_env::kGridRanks) + "=" + std::to_string(nodes.size()), "HYDRA_LAUNCHER=fork"};
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) launch.environment.push_back("OPENBLAS_NUM_THREADS=1");
+  return launch;
+}
+
+/// Starts the job's first rank on this host, the job's first node; it opens the job's port,
+/// which the ranks the other nodes' daemons start connect to.
 pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
                      const std::vector<std::string>& nodes) {
-  const bool slurm = o.backend == "slurm";
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -103,8 +130,7 @@ pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
     if (std::ranges::any_of(protocol::job_environment::kSpawnOnly,
                             [&name](const char* spawn_only) { return name == spawn_only; }))
       continue;
-    if (slurm && (entry.rfind("HYDRA_LAUNCHER=", 0) == 0 || entry.rfind("HYDRA_RMK=", 0) == 0))
-      continue;
+    if (entry.rfind("HYDRA_LAUNCHER=", 0) == 0 || entry.rfind("HYDRA_RMK=", 0) == 0) continue;
     env.push_back(entry);
   }
   namespace job_env = protocol::job_environment;
@@ -112,11 +138,8 @@ pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
   env.push_back(std::string(job_env::kJobDir) + "=" + job_dir.string());
   env.push_back(std::string(job_env::kNodes) + "=" + join(nodes));
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) env.push_back("OPENBLAS_NUM_THREADS=1");
-  if (slurm) env.push_back("HYDRA_LAUNCHER=fork");
-  std::vector<std::string> args = {find_mpiexec().string()};
-  if (slurm) args.insert(args.end(), {"-launcher", "fork", "-hosts", "localhost"});
-  args.insert(args.end(), {"-n", "1"});
-  args.insert(args.end(), o.command.begin(), o.command.end());
+  env.push_back("HYDRA_LAUNCHER=fork");
+  std::vector<std::string> args = rank_command(o);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -419,6 +442,7 @@ int run_job(RunOptions o) {
   options.max_nodes = static_cast<unsigned>(max_nodes);
   options.policy = policy;
   options.policy_file = o.policy_file;
+  options.rank_launch = rank_launch(o, job_dir, first_nodes);
   ctl::ControllerService service(options, *backend.rm, *backend.launcher, clock);
 
   std::fprintf(stderr, "bellows: job %s on %s (%s backend, nodes %d:%d%s%s), files in %s\n", job.c_str(),
@@ -436,6 +460,7 @@ int run_job(RunOptions o) {
     service.step(std::chrono::milliseconds(20));
   }
 
+  service.start_initial_ranks();
   const pid_t child = launch_program(o, job_dir, first_nodes);
   int status = 0;
   auto next_progress = std::chrono::steady_clock::now();

@@ -42,6 +42,7 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
     options_.limits.resize_deadline = options_.policy->resize_timeout;
     engine_.emplace(*options_.policy);
   }
+  job_control_.set_rank_launch(options_.rank_launch);
   resizes_ = std::make_unique<ResizeController>(options_.job, options_.nodes, rm_, job_control_,
                                                 clock_, log_, options_.limits);
   for (const auto& node : options_.nodes) joined_order_[node] = next_join_++;
@@ -79,6 +80,11 @@ std::filesystem::path ControllerService::event_log_path() const {
 }
 
 void ControllerService::start_daemons() { job_control_.start_initial_daemons(options_.nodes); }
+
+void ControllerService::start_initial_ranks() {
+  if (options_.nodes.size() > 1)
+    job_control_.start_ranks(0, std::vector<std::string>(options_.nodes.begin() + 1, options_.nodes.end()));
+}
 
 bool ControllerService::daemons_registered() const {
   return std::ranges::all_of(resizes_->nodes(),

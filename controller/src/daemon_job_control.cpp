@@ -32,8 +32,10 @@ void DaemonJobControl::rank_exited(const std::string& node, const protocol::Rank
   std::string how = exited.signal != 0 ? "killed by signal " + std::to_string(exited.signal)
                     : exited.exit_code >= 0 ? "exit status " + std::to_string(exited.exit_code)
                                             : "its process disappeared";
-  report({JobReportKind::rank_died, 0, node, 0,
-          "rank " + std::to_string(exited.rank) + " (pid " + std::to_string(exited.pid) + ") " + how});
+  const std::string who = exited.rank == protocol::kNoRank
+                              ? "the rank started on " + node + " (pid " + std::to_string(exited.pid) + ")"
+                              : "rank " + std::to_string(exited.rank) + " (pid " + std::to_string(exited.pid) + ")";
+  report({JobReportKind::rank_died, 0, node, 0, who + " " + how});
 }
 
 void DaemonJobControl::resize_ack(const std::string& node, const protocol::ResizeAck& ack) {
@@ -86,6 +88,17 @@ void DaemonJobControl::add_ranks(ResizeId resize, const std::vector<std::string>
   decided.count = static_cast<std::uint32_t>(nodes.size());
   decided.new_nodes = nodes;
   send_to_first_node(resize, decided);
+  start_ranks(resize, nodes);
+}
+
+void DaemonJobControl::start_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
+  if (rank_launch_.command.empty()) return;
+  for (const std::string& node : nodes) {
+    if (!send_(node, protocol::StartRank{resize, rank_launch_.command, rank_launch_.environment})) {
+      report({JobReportKind::rank_died, resize, node, 0,
+              "no daemon is registered on " + node + " to start its rank"});
+    }
+  }
 }
 
 void DaemonJobControl::withdraw(ResizeId /*resize*/, const std::vector<std::string>& nodes) {

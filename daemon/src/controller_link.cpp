@@ -1,10 +1,13 @@
 #include <bellows/daemon/controller_link.hpp>
+#include <bellows/daemon/launcher.hpp>
 
+#include <bellows/protocol/job_directory.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <csignal>
@@ -74,6 +77,11 @@ struct ControllerLink::State {
   std::map<std::string, WatchedRank> watched;  // by the rank's PMIx name
   bool stopping = false;
   std::thread watcher;
+  /// Starts the node's ranks the controller asks for (StartRank), as PMIx clients.
+  std::unique_ptr<LocalLauncher> launcher;
+  std::uint64_t ranks_started = 0;
+  /// Set while the link stops: the ranks the launcher still runs are stopped on purpose.
+  std::atomic<bool> stopping_ranks{false};
 
   /// Every 100 ms: ranks whose process ended are reported (RankExited) and forgotten.
   void watch() {
@@ -115,9 +123,46 @@ struct ControllerLink::State {
     } else if (const auto* s = std::get_if<protocol::Stop>(&message)) {
       spdlog::info("controller says stop: {}", s->reason);
       if (on_stop) on_stop(s->reason);
+    } else if (const auto* start = std::get_if<protocol::StartRank>(&message)) {
+      start_rank(*start);
     } else {
       spdlog::warn("dropped {} from the controller: a daemon does not handle it",
                    protocol::to_string(protocol::type_of(message)));
+    }
+  }
+
+  /// Starts the rank the controller asked for. Its environment says which node it is on
+  /// (BELLOWS_NODE), so that it attaches here. A rank that cannot be started, or whose
+  /// launcher fails, is reported as a rank that exited (RankExited, rank -1 while it has no
+  /// rank in the job yet); one that ends normally is not (it detached, or left).
+  void start_rank(const protocol::StartRank& start) {
+    std::lock_guard lock(mutex);
+    if (!launcher) {
+      launcher = std::make_unique<LocalLauncher>(*server, [this](const ExitStatus& status) {
+        if ((status.exited && status.code == 0) || stopping_ranks.load()) {
+          spdlog::info("the rank launcher {} (pid {}) ended", to_string(status.proc), status.pid);
+          return;
+        }
+        spdlog::warn("the rank launcher {} (pid {}) {}", to_string(status.proc), status.pid,
+                     status.describe());
+        client->notify(protocol::RankExited{protocol::kNoRank, static_cast<std::int32_t>(status.pid),
+                                            status.exited ? status.code : 0,
+                                            status.exited ? 0 : status.signal});
+      });
+    }
+    LaunchSpec spec;
+    spec.nspace = "bellows-rank-" + options.node_name + "-" + std::to_string(++ranks_started);
+    spec.argv = start.command;
+    spec.env = start.environment;
+    spec.env.push_back(std::string(protocol::job_environment::kNode) + "=" + options.node_name);
+    try {
+      const auto pids = launcher->launch(spec);
+      spdlog::info("started the rank of resize {}: {} (pid {})", start.resize_id, join(start.command),
+                   pids.empty() ? 0 : pids.front());
+    } catch (const std::exception& e) {
+      spdlog::error("could not start the rank of resize {}: {}", start.resize_id, e.what());
+      // No process was started: the daemon's own pid names where it failed.
+      client->notify(protocol::RankExited{protocol::kNoRank, ::getpid(), 127, 0});
     }
   }
 
@@ -257,6 +302,14 @@ ControllerLink::~ControllerLink() {
   }
   state_->changed.notify_all();
   if (state_->watcher.joinable()) state_->watcher.join();
+  // Ranks started here that still run are stopped (SIGTERM, then SIGKILL) and reaped.
+  state_->stopping_ranks = true;
+  std::unique_ptr<LocalLauncher> launcher;
+  {
+    std::lock_guard lock(state_->mutex);
+    launcher = std::move(state_->launcher);
+  }
+  launcher.reset();
   state_->server->on_rank_attached(nullptr);
   state_->server->on_rank_detached(nullptr);
   state_->server->on_allocate(nullptr);

@@ -73,6 +73,13 @@ void fields(V& v, M& m) {
   v("grace_ms", m.grace_ms);
 }
 template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, StartRank>
+void fields(V& v, M& m) {
+  v("resize_id", m.resize_id);
+  v("command", m.command);
+  v("environment", m.environment);
+}
+template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, Ack>
 void fields(V& v, M& m) {
   v("code", m.code);
@@ -170,6 +177,15 @@ std::string check(const ResizeDecided& m, std::uint16_t) {
 }
 std::string check(const Abort&, std::uint16_t) { return {}; }
 std::string check(const Stop&, std::uint16_t) { return {}; }
+std::string check(const StartRank& m, std::uint16_t) {
+  if (m.command.empty() || m.command.front().empty()) return "command: empty";
+  for (const auto& entry : m.environment) {
+    const auto equals = entry.find('=');
+    if (equals == std::string::npos || equals == 0)
+      return "environment: " + entry + " is not NAME=VALUE";
+  }
+  return {};
+}
 std::string check(const OperatorResize& m, std::uint16_t) {
   if (m.delta == 0) return "delta: 0 (neither grow nor shrink)";
   return {};
@@ -339,6 +355,7 @@ std::string_view to_string(MessageType type) {
     case MessageType::resize_decided: return "resize_decided";
     case MessageType::abort: return "abort";
     case MessageType::stop: return "stop";
+    case MessageType::start_rank: return "start_rank";
     case MessageType::ack: return "ack";
     case MessageType::operator_resize: return "operator_resize";
     case MessageType::status_request: return "status_request";
@@ -454,6 +471,7 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::resize_decided: decode_body<ResizeDecided>(body, version, out); break;
     case MessageType::abort: decode_body<Abort>(body, version, out); break;
     case MessageType::stop: decode_body<Stop>(body, version, out); break;
+    case MessageType::start_rank: decode_body<StartRank>(body, version, out); break;
     case MessageType::ack: decode_body<Ack>(body, version, out); break;
     case MessageType::operator_resize: decode_body<OperatorResize>(body, version, out); break;
     case MessageType::status_request: decode_body<StatusRequest>(body, version, out); break;

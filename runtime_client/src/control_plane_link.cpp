@@ -49,9 +49,11 @@ std::optional<ControlPlaneLink> ControlPlaneLink::from_environment(int rank) {
   if (nodes.empty())
     throw std::invalid_argument(std::string(kNodesVariable) + " is empty although " +
                                 kJobDirVariable + " is set");
-  std::string node;
+  std::string node = variable(protocol::job_environment::kNode);
   const std::string expand_nodes = variable(kExpandNodesVariable);
-  if (!expand_nodes.empty()) {
+  if (!node.empty()) {
+    // Started by its node's daemon, which said where.
+  } else if (!expand_nodes.empty()) {
     const std::vector<std::string> hosts = split_list(expand_nodes);
     int first = -1;
     try {
@@ -124,7 +126,9 @@ void ControlPlaneLink::attach(ElasticJob& job) {
     if (job_->rank() != 0) return;
     const auto id = static_cast<unsigned long long>(e.resize_id);
     if (job_->cancel(e.resize_id) || !settled_.contains(e.resize_id)) {
+      const bool expand = !expand_hosts_.empty();
       expand_hosts_.clear();
+      if (expand && on_expand_dropped_) on_expand_dropped_();
       std::fprintf(stderr, "bellows: resize %llu called off by the controller (%s): dropped\n", id,
                    e.reason.c_str());
       report({e.resize_id, ResizeReport::Outcome::cancelled, static_cast<std::uint64_t>(job_->size()), {},
@@ -148,9 +152,12 @@ void ControlPlaneLink::attach(ElasticJob& job) {
                    static_cast<std::uint64_t>(e.to_ranks), {}, ""};
     if (e.kind == ResizeEvent::Kind::expand) {
       for (int i = 0; i < e.add; ++i) {
-        nodes_by_rank_.push_back(i < static_cast<int>(expand_hosts_.size())
-                                     ? expand_hosts_[static_cast<std::size_t>(i)]
-                                     : std::string("(unknown)"));
+        // Ranks that connected to the job's port were named by gather_nodes(); spawned
+        // ranks are on the expand's nodes in order.
+        if (static_cast<int>(nodes_by_rank_.size()) < e.to_ranks)
+          nodes_by_rank_.push_back(i < static_cast<int>(expand_hosts_.size())
+                                       ? expand_hosts_[static_cast<std::size_t>(i)]
+                                       : std::string("(unknown)"));
         r.ranks.push_back(static_cast<std::uint64_t>(e.from_ranks + i));
       }
       expand_hosts_.clear();
@@ -176,6 +183,23 @@ void ControlPlaneLink::attach(ElasticJob& job) {
 }
 
 void ControlPlaneLink::poll() { channel_.poll_events(); }
+
+std::vector<std::string> ControlPlaneLink::gather_nodes(MPI_Comm comm, const std::string& node) {
+  constexpr std::size_t kWidth = 256;
+  if (node.size() >= kWidth)
+    throw std::invalid_argument("node name " + node + " is longer than " + std::to_string(kWidth - 1) +
+                                " characters");
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::vector<char> mine(kWidth, '\0'), all(rank == 0 ? kWidth * static_cast<std::size_t>(size) : 0);
+  std::copy(node.begin(), node.end(), mine.begin());
+  MPI_Gather(mine.data(), static_cast<int>(kWidth), MPI_CHAR, all.data(), static_cast<int>(kWidth), MPI_CHAR, 0,
+             comm);
+  std::vector<std::string> nodes;
+  for (int r = 0; rank == 0 && r < size; ++r) nodes.emplace_back(all.data() + kWidth * static_cast<std::size_t>(r));
+  return nodes;
+}
 
 void ControlPlaneLink::publish(const IterationReport& report, int iterations_done) {
   RankMetrics r;

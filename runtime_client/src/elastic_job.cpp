@@ -91,8 +91,16 @@ double seconds_between_ns(std::int64_t from, std::int64_t to) {
 }  // namespace
 
 ElasticJob::ElasticJob(Membership membership, SpawnSpecFor spawn_spec, int joined_at_iteration)
+    : ElasticJob(std::move(membership),
+                 Grow([spawn_spec = std::move(spawn_spec)](Membership& m, int count, int iteration)
+                          -> const GrowReport& {
+                   return m.grow(count, m.rank() == 0 ? spawn_spec(iteration) : SpawnSpec{});
+                 }),
+                 joined_at_iteration) {}
+
+ElasticJob::ElasticJob(Membership membership, Grow grow, int joined_at_iteration)
     : membership_(std::move(membership)),
-      spawn_spec_(std::move(spawn_spec)),
+      grow_(std::move(grow)),
       joined_at_iteration_(joined_at_iteration) {
   if (joined_at_iteration_ > 0 && !membership_.grows().empty()) {
     joined_after_size_ = membership_.grows().back().old_size;
@@ -274,8 +282,7 @@ ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
 
 ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& event, int iteration) {
   const int old_size = size();
-  const SpawnSpec spec = rank() == 0 ? spawn_spec_(iteration) : SpawnSpec{};
-  const auto& grown = membership_.grow(request.add, spec);
+  const auto& grown = grow_(membership_, request.add, iteration);
   const std::int64_t onto_start = steady_ns();
   runtime_->expand_onto(communicator());
   const double onto_seconds = seconds_since(onto_start);

@@ -1,7 +1,12 @@
 #include "bellows/runtime/elastic_session.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
+#include <thread>
 
 namespace bellows::runtime {
 namespace {
@@ -24,6 +29,26 @@ std::optional<int> number_variable(const char* name, int least, const char* what
   return value;
 }
 
+std::string variable(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+/// The job's MPI port from the file its first rank wrote; waits up to a minute for it (a rank
+/// a daemon started at the job's start may come before the first rank opened the port).
+std::string read_job_port(const std::filesystem::path& file) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  for (;;) {
+    std::ifstream in(file);
+    std::string port;
+    if (std::getline(in, port) && !port.empty()) return port;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("the job's port " + file.string() +
+                               " did not appear within a minute: has the job's first rank started?");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 }  // namespace
 
 int ElasticSession::initial_grid_ranks() {
@@ -38,6 +63,43 @@ ElasticSession::ElasticSession(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) args_.emplace_back(argv[i]);
   grid_ranks_ = initial_grid_ranks();
   auto spawn = [this](int join_iteration) { return spawn_spec(join_iteration); };
+  ElasticJob::Grow accept = [this](Membership& m, int count, int join_iteration) -> const GrowReport& {
+    return accept_ranks(m, count, join_iteration);
+  };
+
+  namespace env = protocol::job_environment;
+  if (const std::string join = variable(env::kJoin); !join.empty()) {
+    // Started by a node's daemon: connect to the job's port, at the job's start or an expand.
+    if (join != "port")
+      throw std::invalid_argument(std::string(env::kJoin) + "=" + join + ": expected port");
+    const std::string node = variable(env::kNode);
+    if (node.empty() || variable(env::kJobDir).empty())
+      throw std::invalid_argument(std::string(env::kJoin) + "=port needs " + env::kNode + " and " +
+                                  env::kJobDir);
+    const auto port_file = protocol::JobDirectory{variable(env::kJobDir)}.job_port_file();
+    port_ = read_job_port(port_file);
+    std::vector<int> payload;
+    std::optional<Membership> connected;
+    try {
+      connected.emplace(Membership::join_by_connect(port_, payload));
+    } catch (const MpiError& e) {
+      std::ifstream in(port_file);
+      std::string now;
+      std::getline(in, now);
+      if (now == port_) throw;
+      throw JoinCalledOff("the job stopped accepting ranks on the port this one was started for (" +
+                          std::string(e.what()) + "): its resize was called off or the job ended");
+    }
+    Membership joined = std::move(*connected);
+    if (payload.size() != 2) throw std::runtime_error("the job sent no join iteration and grid size");
+    first_iteration_ = payload[0];
+    grid_ranks_ = payload[1];
+    (void)ControlPlaneLink::gather_nodes(joined.communicator(), node);
+    job_.emplace(std::move(joined), accept, first_iteration_);
+    link_ = ControlPlaneLink::from_environment(job_->rank());
+    if (link_) link_->attach(*job_);
+    return;
+  }
 
   if (auto join = number_variable(kJoinIterationVariable, 0, "an iteration (0 or more)")) {
     // Spawned by a resize (or by the first process's grow to the initial size).
@@ -68,9 +130,81 @@ ElasticSession::ElasticSession(int argc, char** argv) {
   }
   link_ = ControlPlaneLink::from_environment(0);
   Membership membership(MPI_COMM_WORLD);
+  if (link_) {
+    // Under the control plane the nodes' daemons start the other ranks; they connect here.
+    open_job_port();
+    if (initial.value_or(1) > 1) accept_ranks(membership, *initial - 1, 0);
+    job_.emplace(std::move(membership), accept);
+    link_->attach(*job_);
+    // An expand dropped before the job carried it out may have left a process connecting
+    // to the port: the next one gets a fresh port.
+    link_->on_expand_dropped([this] { rotate_job_port(); });
+    return;
+  }
   if (initial.value_or(1) > 1) membership.grow(*initial - 1, spawn_spec(0));
   job_.emplace(std::move(membership), spawn);
-  if (link_) link_->attach(*job_);
+}
+
+ElasticSession::~ElasticSession() {
+  if (!opened_port_) return;
+  std::error_code ignored;
+  std::filesystem::remove(protocol::JobDirectory{variable(protocol::job_environment::kJobDir)}.job_port_file(),
+                          ignored);
+  close_job_port();
+}
+
+void ElasticSession::close_job_port() noexcept { close_port(port_); }
+
+void ElasticSession::close_port(const std::string& port) noexcept {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!opened_port_ || finalized) return;
+  // A process that connected and was then stopped (the expand it came for was called off)
+  // leaves a dead connection in the port's queue, which ch3 reports when the port closes:
+  // nothing to do about it, and no reason to end the job.
+  MPI_Errhandler saved = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(MPI_COMM_WORLD, &saved);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Close_port(port.c_str());
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, saved);
+  if (saved != MPI_ERRORS_ARE_FATAL && saved != MPI_ERRORS_RETURN) MPI_Errhandler_free(&saved);
+}
+
+void ElasticSession::rotate_job_port() {
+  // The new port is in the file before the old one closes: a process whose connect fails
+  // then finds another port there and knows it was not waited for (JoinCalledOff).
+  const std::string old = port_;
+  open_job_port();
+  close_port(old);
+}
+
+void ElasticSession::open_job_port() {
+  char name[MPI_MAX_PORT_NAME] = {};
+  if (const int rc = MPI_Open_port(MPI_INFO_NULL, name); rc != MPI_SUCCESS) throw MpiError("MPI_Open_port", rc);
+  port_ = name;
+  opened_port_ = true;
+  const auto file = protocol::JobDirectory{variable(protocol::job_environment::kJobDir)}.job_port_file();
+  auto partial = file;
+  partial += ".partial";
+  {
+    std::ofstream out(partial, std::ios::trunc);
+    out << port_ << '\n';
+    out.close();
+    if (!out) throw std::runtime_error("cannot write " + partial.string());
+  }
+  std::filesystem::rename(partial, file);
+}
+
+const GrowReport& ElasticSession::accept_ranks(Membership& membership, int count, int join_iteration) {
+  const int payload[] = {join_iteration, grid_ranks_};
+  const GrowReport& report = membership.grow_by_accept(count, port_, payload);
+  auto nodes = ControlPlaneLink::gather_nodes(membership.communicator(), link_->node());
+  if (membership.rank() == 0) {
+    link_->set_nodes_by_rank(std::move(nodes));
+    // Nobody else may come through this port: the next grow gets a fresh one.
+    rotate_job_port();
+  }
+  return report;
 }
 
 SpawnSpec ElasticSession::spawn_spec(int join_iteration) const {

@@ -1,5 +1,6 @@
 #include "bellows/runtime/membership.hpp"
 
+#include "membership_support.hpp"
 #include "sleeping_wait.hpp"
 
 #include <thread>
@@ -20,11 +21,7 @@ namespace bellows::runtime {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using namespace membership_detail;
 
 std::string mpi_error_text(int code) {
   std::array<char, MPI_MAX_ERROR_STRING> text{};
@@ -35,57 +32,6 @@ std::string mpi_error_text(int code) {
   return std::string(text.data(), static_cast<std::size_t>(length));
 }
 
-void check(int rc, const char* call) {
-  if (rc != MPI_SUCCESS) throw MpiError(call, rc);
-}
-
-bool mpi_finalized() noexcept {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  return finalized != 0;
-}
-
-bool predefined(MPI_Comm comm) noexcept {
-  return comm == MPI_COMM_NULL || comm == MPI_COMM_WORLD || comm == MPI_COMM_SELF;
-}
-
-/// MPI_ERRORS_RETURN on a caller's communicator while a call of this module runs; the
-/// handler it had comes back in the destructor (unless the communicator was consumed).
-class ReturnErrors {
- public:
-  explicit ReturnErrors(MPI_Comm comm) : comm_(comm) {
-    check(MPI_Comm_get_errhandler(comm_, &saved_), "MPI_Comm_get_errhandler");
-    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  }
-  ~ReturnErrors() {
-    if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_set_errhandler(comm_, saved_);
-    if (saved_ != MPI_ERRORS_ARE_FATAL && saved_ != MPI_ERRORS_RETURN && !mpi_finalized()) {
-      MPI_Errhandler_free(&saved_);
-    }
-  }
-  ReturnErrors(const ReturnErrors&) = delete;
-  ReturnErrors& operator=(const ReturnErrors&) = delete;
-  /// The communicator is gone: nothing to restore.
-  void consumed() noexcept { comm_ = MPI_COMM_NULL; }
-
- private:
-  MPI_Comm comm_;
-  MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
-};
-
-/// Takes ownership of a communicator MPI just created and sets MPI_ERRORS_RETURN on it.
-Communicator adopt(MPI_Comm comm) {
-  Communicator owned(comm);
-  if (owned) check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  return owned;
-}
-
-/// The communicator as it is handed to the caller: MPI's default error handler.
-MPI_Comm hand_out(Communicator comm) {
-  if (comm)
-    check(MPI_Comm_set_errhandler(comm.get(), MPI_ERRORS_ARE_FATAL), "MPI_Comm_set_errhandler");
-  return comm.release();
-}
 
 class Info {
  public:
@@ -271,12 +217,6 @@ constexpr int kPortTag = 0x4248;
 constexpr int kTableTag = 0x4249;
 constexpr int kReadyTag = 0x424a;
 
-/// Completes `request` with sleeps between tests (MPICH ch3's blocking calls poll without
-/// pause and would take the cores that the starting processes need).
-void await(MPI_Request& request, const char* call) {
-  check(wait_sleeping(request, [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); }),
-        call);
-}
 
 /// Rounds of the join tree for `count` new processes: ceil(log2 count).
 int tree_rounds(int count) {
@@ -546,10 +486,6 @@ Communicator grow_newcomer(Communicator& parent, GrowReport& report) {
   return grown;
 }
 
-void finish_report(GrowReport& report, MPI_Comm grown, Clock::time_point start) {
-  MPI_Comm_size(grown, &report.new_size);
-  report.total_seconds = seconds_since(start);
-}
 
 /// FNV-1a over the size and the sorted leaving ranks.
 std::uint64_t fingerprint(int size, const std::vector<int>& sorted) {
@@ -838,6 +774,24 @@ const GrowReport& Membership::grow(int count, const SpawnSpec& spec) {
   if (!job_) throw std::logic_error("membership: grow called on a rank that left");
   GrowReport report;
   Communicator grown(grow_by_spawn(job_.get(), count, spec, &report));
+  return adopt_grown(std::move(grown), std::move(report));
+}
+
+const GrowReport& Membership::grow_by_accept(int count, const std::string& port,
+                                             std::span<const int> payload) {
+  if (!job_) throw std::logic_error("membership: grow called on a rank that left");
+  GrowReport report;
+  Communicator grown(runtime::grow_by_accept(job_.get(), count, port, payload, &report));
+  return adopt_grown(std::move(grown), std::move(report));
+}
+
+Membership Membership::join_by_connect(const std::string& port, std::vector<int>& payload) {
+  GrowReport report;
+  Communicator job(runtime::join_by_connect(port, payload, &report));
+  return Membership(std::move(job), std::move(report));
+}
+
+const GrowReport& Membership::adopt_grown(Communicator grown, GrowReport report) {
   // The old communicator's connections live on in the grown one: this releases nothing
   // but the handle, but it must be a disconnect so that a later one can close them.
   {

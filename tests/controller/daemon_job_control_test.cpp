@@ -249,6 +249,35 @@ TEST_F(DaemonJobControlTest, AddRanksWithoutADaemonOnTheFirstNodeIsADeath) {
                                "on node0, the job's first node"}));
 }
 
+TEST_F(DaemonJobControlTest, WithARankLaunchTheNewNodesDaemonsStartTheirRanks) {
+  const RankLaunch launch{{"mpiexec", "-n", "1", "/bin/app"}, {"BELLOWS_JOIN=port"}};
+  control.set_rank_launch(launch);
+  register_daemons({"node0", "node1", "node2", "node3"});
+  control.add_ranks(1, {"node2", "node3"});
+  const protocol::StartRank start{1, launch.command, launch.environment};
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", expand_order(1, {"node2", "node3"})},
+                                           {"node2", start},
+                                           {"node3", start}}));
+  control.start_ranks(0, {"node1"});
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node1", protocol::StartRank{0, launch.command, launch.environment}}}));
+  EXPECT_EQ(progress(), Lines{});
+}
+
+TEST_F(DaemonJobControlTest, ARankThatCannotBeStartedForLackOfADaemonIsADeath) {
+  control.set_rank_launch({{"mpiexec"}, {}});
+  register_daemons({"node0"});
+  control.add_ranks(1, {"node2"});
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", expand_order(1, {"node2"})}}));
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 1 node node2 ranks 0: no daemon is registered on node2 "
+                               "to start its rank"}));
+}
+
+TEST_F(DaemonJobControlTest, ARankThatExitedBeforeJoiningIsNamedByItsNode) {
+  control.rank_exited("node2", protocol::RankExited{protocol::kNoRank, 812, 1, 0});
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node2 ranks 0: the rank started on node2 (pid 812) "
+                               "exit status 1"}));
+}
+
 TEST_F(DaemonJobControlTest, ACommittedExpansionIsReportedAndNothingIsSentBack) {
   expanding();
   control.resize_ack("node0", ack(1, Outcome::committed, 4));

@@ -243,6 +243,10 @@ def test_run_slurm(c, args):
         text = (job.job_dir / "nodes" / node / "bellowsd.log").read_text()
         check(f"registered with the controller at {endpoint}" in text,
               f"the daemon on {node} did not register at {endpoint}:\n{text}")
+    # The ranks of the nodes the job grew onto were started by those nodes' daemons.
+    for node in grown_to[1:]:
+        text = (job.job_dir / "nodes" / node / "bellowsd.log").read_text()
+        check("started the rank of resize" in text, f"the daemon on {node} started no rank:\n{text}")
     log(f"every daemon registered with the controller at {endpoint} (job key 0600)")
     # The daemons of the released nodes stopped on the SIGINT srun forwarded, not killed.
     for node in grown_to[1:]:

@@ -30,6 +30,7 @@ std::vector<Message> one_of_each() {
       ResizeDecided{7, ResizeKind::shrink, 1, {}, {"n2"}},
       Abort{7, "slurm denied the expansion: Requested node configuration is not available"},
       Stop{"job finished", 2000},
+      StartRank{3, {"/usr/bin/mpiexec", "-n", "1", "./gemm", "--verify"}, {"BELLOWS_JOIN=port", "A="}},
       Ack{AckCode::failed, "no such node"},
       OperatorResize{-2, "maintenance on local4"},
       StatusRequest{},
@@ -157,17 +158,17 @@ TEST(Messages, RefusesAnotherVersionNamingBoth) {
   set_u16(b, 4, 7);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 3");
+  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 4");
   EXPECT_EQ(r.peer_version, 7);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 3");
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 4");
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 3)");
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 4)");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -202,7 +203,7 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
-                 "bad field hello.protocol_version: 2 differs from the header's version 3");
+                 "bad field hello.protocol_version: 2 differs from the header's version 4");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),
@@ -229,6 +230,9 @@ TEST(Messages, RefusesBadFields) {
                  "cancelled (4)");
   EXPECT_REFUSED(body_of(ResizeAck{1, ResizeAckOutcome::drained, 2, {}, {}, ""}), bad_field,
                  "bad field resize_ack.ranks_drained: empty although the outcome is drained");
+  EXPECT_REFUSED(body_of(StartRank{1, {}, {}}), bad_field, "bad field start_rank.command: empty");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {"=x"}}), bad_field,
+                 "bad field start_rank.environment: =x is not NAME=VALUE");
   EXPECT_REFUSED(body_of(OperatorResize{0, "why"}), bad_field,
                  "bad field operator_resize.delta: 0 (neither grow nor shrink)");
   EXPECT_REFUSED(body_of(Ack{static_cast<AckCode>(-1), ""}), bad_field,

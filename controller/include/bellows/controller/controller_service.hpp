@@ -52,6 +52,8 @@ struct ControllerOptions {
   std::optional<policy::Policy> policy;  ///< none: resizes only on request
   std::string policy_file;             ///< for status
   ResizeLimits limits = ResizeLimits::defaults();
+  /// How the nodes' daemons start the job's ranks (none: the job spawns its ranks itself).
+  RankLaunch rank_launch;
 };
 
 /// Thread safety: step(), status() and the accessors from one thread (the loop's); the
@@ -73,6 +75,9 @@ class ControllerService {
 
   /// Starts the daemons of the job's first nodes.
   void start_daemons();
+  /// Once the daemons registered: has the daemons of the job's first nodes but the first
+  /// start their ranks (options.rank_launch; the first rank is the caller's to start).
+  void start_initial_ranks();
   /// True once the daemon of every node the job holds registered.
   [[nodiscard]] bool daemons_registered() const;
 

@@ -4,7 +4,8 @@
 // what the daemons forward from their ranks (committed, refused, drained) comes back as
 // JobReports. Nothing is sent when a resize commits: the job's first rank reported it, so
 // the job knows. Daemons on new nodes are started through a NodeLauncher and count as up once
-// they registered (Hello) with the controller.
+// they registered (Hello) with the controller. With a RankLaunch, the ranks of new nodes are
+// started by their nodes' daemons (StartRank) and join the job through its port.
 
 #include "bellows/controller/job_control.hpp"
 #include "bellows/controller/local_node_pool.hpp"
@@ -19,6 +20,13 @@
 #include <vector>
 
 namespace bellows::controller {
+
+/// How a node's daemon starts the job's rank there (protocol::StartRank): the command (the
+/// job's launcher and program) and the variables that tell the rank to join the running job.
+struct RankLaunch {
+  std::vector<std::string> command;
+  std::vector<std::string> environment;  ///< NAME=VALUE
+};
 
 /// Thread safety: one thread (the controller's loop) calls every method, the daemon_*()
 /// and resize_ack() inputs included.
@@ -51,6 +59,13 @@ class DaemonJobControl final : public JobControl {
   void cancel(ResizeId resize, const std::string& why) override;
   void progress() override;
 
+  /// From now on the ranks of new nodes are started by their daemons with `launch` (none
+  /// set: the job starts its new ranks itself, by MPI_Comm_spawn).
+  void set_rank_launch(RankLaunch launch) { rank_launch_ = std::move(launch); }
+  /// Has the daemons of `nodes` start their rank (StartRank) for resize `resize` (0: the
+  /// job's start); a node without a registered daemon counts as a death. Nothing without a
+  /// RankLaunch.
+  void start_ranks(ResizeId resize, const std::vector<std::string>& nodes);
   /// Starts the daemons of the job's first nodes (before the job starts); a node whose
   /// daemon cannot start shows as one that never registers.
   void start_initial_daemons(const std::vector<std::string>& nodes);
@@ -77,6 +92,7 @@ class DaemonJobControl final : public JobControl {
   std::map<std::string, ResizeId> starting_;   ///< node -> resize that started its daemon
   std::set<std::string> started_;              ///< daemons started here and not stopped
   unsigned job_size_ = 0;
+  RankLaunch rank_launch_;
 };
 
 }  // namespace bellows::controller

@@ -11,6 +11,8 @@
 //     controller.key              tcp only: the job's CURVE key pair (0600), which the
 //                                 daemons and the `bellows` commands present
 //                                 (transport/controller_contact.hpp)
+//     job.port                    the MPI port the job's first rank opened: where the ranks
+//                                 that daemons start connect to join the job
 //     events.jsonl                the event log: one line per resize transition
 //     metrics.jsonl               every node report the controller received, with its time
 //     nodes/NODE/uri              the PMIx URI of NODE's bellowsd (ranks attach to it)
@@ -29,6 +31,7 @@ struct JobDirectory {
 
   [[nodiscard]] std::filesystem::path controller_endpoint_file() const { return root / "controller.endpoint"; }
   [[nodiscard]] std::filesystem::path controller_key_file() const { return root / "controller.key"; }
+  [[nodiscard]] std::filesystem::path job_port_file() const { return root / "job.port"; }
   [[nodiscard]] std::filesystem::path event_log() const { return root / "events.jsonl"; }
   [[nodiscard]] std::filesystem::path metrics_log() const { return root / "metrics.jsonl"; }
   [[nodiscard]] std::filesystem::path node_dir(const std::string& node) const { return root / "nodes" / node; }
@@ -53,6 +56,11 @@ inline constexpr const char* kExpandFirstRank = "BELLOWS_EXPAND_FIRST_RANK";
 /// mapping is over.
 inline constexpr const char* kJoinIteration = "BELLOWS_JOIN_ITERATION";
 inline constexpr const char* kGridRanks = "BELLOWS_GRID_RANKS";
+/// In a rank a daemon started (StartRank): the node it runs on, whose daemon it attaches to.
+inline constexpr const char* kNode = "BELLOWS_NODE";
+/// In a rank a daemon started: how it joins the running job. "port": it connects to the
+/// port the job's first rank opened and wrote to JobDirectory::job_port_file().
+inline constexpr const char* kJoin = "BELLOWS_JOIN";
 /// The PMIx URI of a rank's daemon ("file:PATH" or the URI itself), for a rank started
 /// without a job directory.
 inline constexpr const char* kDaemonUri = "BELLOWS_DAEMON_URI";

@@ -39,7 +39,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 3;
+inline constexpr std::uint16_t kProtocolVersion = 4;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
@@ -61,6 +61,7 @@ enum class MessageType : std::uint16_t {
   resize_decided = 16,
   abort = 18,
   stop = 20,
+  start_rank = 21,
   ack = 32,
   operator_resize = 40,
   status_request = 41,
@@ -106,10 +107,14 @@ struct AllocationRequest {
   bool operator==(const AllocationRequest&) const = default;
 };
 
+/// RankExited::rank of a process that had no rank in the job yet (a rank that the daemon
+/// started and that ended, or could not start, before it joined).
+inline constexpr std::uint32_t kNoRank = 0xffffffffu;
+
 /// A rank of this node ended. A nonzero exit code or a signal means it crashed.
 struct RankExited {
   static constexpr MessageType kType = MessageType::rank_exited;
-  std::uint32_t rank = 0;
+  std::uint32_t rank = 0;  ///< kNoRank: it had not joined yet
   std::int32_t pid = 0;        ///< > 0
   /// Exit status when it exited, 0 when killed by a signal, -1 when the daemon could not
   /// learn it (the rank is not its child: it saw the process disappear).
@@ -174,6 +179,18 @@ struct Stop {
   bool operator==(const Stop&) const = default;
 };
 
+/// Start the job's rank of this node: the daemon runs `command` (argv; the job's launcher
+/// and program) with its own environment, `environment` ("NAME=VALUE") and the variables of
+/// a PMIx client of this daemon added. The rank joins the running job by itself
+/// (runtime::ElasticSession: it connects to the port the job opened).
+struct StartRank {
+  static constexpr MessageType kType = MessageType::start_rank;
+  std::uint64_t resize_id = 0;  ///< the expand the rank is for; 0: the job's start
+  std::vector<std::string> command;
+  std::vector<std::string> environment;
+  bool operator==(const StartRank&) const = default;
+};
+
 // ---------------------------------------------------------------- operator <-> controller
 
 /// An operator's order (`bellows resize +K|-K`): grow by delta nodes (> 0) or shrink by
@@ -219,7 +236,7 @@ struct Ack {
 
 /// Any message.
 using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
-                             ResizeDecided, Abort, Stop, Ack, OperatorResize,
+                             ResizeDecided, Abort, Stop, StartRank, Ack, OperatorResize,
                              StatusRequest, StatusReply>;
 
 /// The type of the message held.

@@ -8,6 +8,7 @@
 //   BELLOWS_JOB_DIR            the job's directory; the daemon of node N listens at the URI
 //                              in JOB_DIR/nodes/N/uri
 //   BELLOWS_NODES              the job's nodes at start, one rank per node, rank r on node r
+//   BELLOWS_NODE               (in a rank a node's daemon started) the rank's node
 //   BELLOWS_EXPAND_NODES       (in processes spawned by a resize) the new ranks' nodes, in
 //   BELLOWS_EXPAND_FIRST_RANK  rank order, the first of them being rank FIRST_RANK
 //
@@ -21,6 +22,7 @@
 #include "bellows/runtime/stats.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -70,6 +72,13 @@ class ControlPlaneLink {
 
   /// This rank's node.
   [[nodiscard]] const std::string& node() const noexcept { return node_; }
+  /// Collective over comm: every rank's node, in rank order, on rank 0 (empty elsewhere).
+  /// Throws std::invalid_argument for a node name longer than 255 characters.
+  static std::vector<std::string> gather_nodes(MPI_Comm comm, const std::string& node);
+  /// First rank: runs `callback` after an expand the controller called off was dropped.
+  void on_expand_dropped(std::function<void()> callback) { on_expand_dropped_ = std::move(callback); }
+  /// First rank: the node of every rank, as gather_nodes() found them after a grow.
+  void set_nodes_by_rank(std::vector<std::string> nodes) { nodes_by_rank_ = std::move(nodes); }
 
  private:
   ControlPlaneLink(ControlChannel channel, std::string node, std::vector<std::string> nodes)
@@ -84,6 +93,7 @@ class ControlPlaneLink {
   std::vector<std::string> expand_hosts_;   ///< nodes of the expand being carried out
   std::set<std::uint64_t> settled_;         ///< first rank: resizes carried out or refused
   int rank_before_ = 0;
+  std::function<void()> on_expand_dropped_;
 };
 
 /// An application's own request for delta_nodes more (> 0) or fewer (< 0) nodes, sent through

@@ -56,6 +56,10 @@ class ElasticJob {
   /// What to start for an expand: called on rank 0 with the iteration (0-based) the new
   /// ranks join at, so the program can tell its new copies where to start.
   using SpawnSpecFor = std::function<SpawnSpec(int join_iteration)>;
+  /// How an expand brings its new ranks in, on every rank: grows `membership` by `count`
+  /// ranks that start at iteration `join_iteration` (0-based) and returns the grow's report
+  /// (Membership::grow, or Membership::grow_by_accept for ranks the nodes' daemons start).
+  using Grow = std::function<const GrowReport&(Membership& membership, int count, int join_iteration)>;
   using Callback = std::function<void(const ResizeEvent&)>;
 
   /// `membership` is the job (constructed, grown to its initial size, or joined). On a
@@ -64,6 +68,8 @@ class ElasticJob {
   /// resize it joined through is done. Elsewhere (first ranks, and ranks spawned to
   /// bring a job to its initial size) it is -1 or 0.
   ElasticJob(Membership membership, SpawnSpecFor spawn_spec, int joined_at_iteration = -1);
+  /// The same with new ranks brought in by `grow`.
+  ElasticJob(Membership membership, Grow grow, int joined_at_iteration = -1);
 
   [[nodiscard]] MPI_Comm communicator() const noexcept { return membership_.communicator(); }
   [[nodiscard]] int rank() const noexcept { return membership_.rank(); }
@@ -151,7 +157,7 @@ class ElasticJob {
   Outcome shrink(const Request& request, ResizeEvent& event);
 
   Membership membership_;
-  SpawnSpecFor spawn_spec_;
+  Grow grow_;
   Runtime* runtime_ = nullptr;
   int joined_at_iteration_ = -1;
   int joined_after_size_ = 0;

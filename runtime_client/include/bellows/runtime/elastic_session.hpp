@@ -17,12 +17,20 @@
 //   }
 //
 // How the job starts (any rank but the first can leave only if it is its own MPI world):
-//   - `bellows run -- APP` or `scripts/bellows-local -n N -- APP` start one process with
+//   - `bellows run -- APP` starts one process on the job's first node with
+//     BELLOWS_LOCAL_RANKS=N and BELLOWS_JOB_DIR; it opens an MPI port (JOB_DIR/job.port) and
+//     accepts the other N - 1, which the daemons of their nodes start (BELLOWS_JOIN=port,
+//     BELLOWS_NODE) and which connect to that port. An expand brings its ranks in the same
+//     way: the controller has the new nodes' daemons start them, the job accepts them before
+//     the iteration the expand is carried out at, and tells them that iteration;
+//   - `scripts/bellows-local -n N -- APP` (no control plane) starts one process with
 //     BELLOWS_LOCAL_RANKS=N; it spawns the other N - 1, one per MPI_Comm_spawn;
 //   - `mpiexec -n N APP` starts N ranks that share one MPI world: the job runs, it can grow,
 //     but no rank can leave (ranks_can_leave() is false);
 //   - a process spawned by a resize finds BELLOWS_JOIN_ITERATION and BELLOWS_GRID_RANKS in
 //     its environment (the session that spawned it set them) and joins.
+// After every grow under the control plane, rank 0 learns each rank's node (ranks join in
+// the order they connect, not in the order of the nodes).
 // New ranks run the same program with the same arguments.
 //
 // Thread safety: one application thread, like MPI at MPI_THREAD_SERIALIZED; the job's
@@ -31,6 +39,7 @@
 #include <mpi.h>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,6 +52,15 @@
 #include "bellows/runtime/runtime.hpp"
 
 namespace bellows::runtime {
+
+/// Thrown by ElasticSession in a rank a daemon started when the job stopped waiting for it
+/// before it joined (the resize it was started for was called off, or the job ended): the job
+/// closed the port it was connecting to. Nothing is wrong; the process should finalize MPI
+/// and exit 0.
+class JoinCalledOff : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class ElasticSession {
  public:
@@ -57,6 +75,10 @@ class ElasticSession {
   /// Throws std::invalid_argument naming the variable when the environment is inconsistent,
   /// MpiError when MPI fails, ControlChannelError when the node's daemon cannot be reached.
   ElasticSession(int argc, char** argv);
+  /// Closes the job's port (on the rank that opened it).
+  ~ElasticSession();
+  ElasticSession(const ElasticSession&) = delete;
+  ElasticSession& operator=(const ElasticSession&) = delete;
 
   /// The ranks the job's fixed mapping (its process grid) is over: its initial size, the
   /// same on every rank whenever it joined. Readable before a session exists (an
@@ -95,6 +117,16 @@ class ElasticSession {
 
  private:
   [[nodiscard]] SpawnSpec spawn_spec(int join_iteration) const;
+  /// Under the control plane: accepts `count` ranks on the job's port (grow_by_accept) and
+  /// tells rank 0 every rank's node.
+  const GrowReport& accept_ranks(Membership& membership, int count, int join_iteration);
+  /// Opens the job's port and writes it where the ranks the daemons start read it.
+  void open_job_port();
+  /// Closes the port this rank opened, whatever connected to it (no-op after MPI_Finalize).
+  void close_job_port() noexcept;
+  void close_port(const std::string& port) noexcept;
+  /// A fresh port in place of the old one.
+  void rotate_job_port();
 
   std::vector<std::string> args_;
   std::optional<ElasticJob> job_;
@@ -102,6 +134,8 @@ class ElasticSession {
   int grid_ranks_ = 1;
   int first_iteration_ = 0;
   bool ranks_can_leave_ = true;
+  std::string port_;  ///< the job's MPI port (rank 0 of a job under the control plane)
+  bool opened_port_ = false;
 };
 
 }  // namespace bellows::runtime

@@ -184,6 +184,29 @@ void validate_leaving(int size, std::span<const int> leaving);
 /// was not spawned. Call it right after MPI_Init.
 [[nodiscard]] std::optional<MPI_Comm> join_parent(GrowReport* report = nullptr);
 
+/// Most ints a grow by accept hands to the processes that join (grow_by_accept's payload).
+inline constexpr std::size_t kJoinPayloadInts = 8;
+
+/// Grows `current` by `count` processes that were started elsewhere (by their node's
+/// daemon) and connect to `port` with join_by_connect(): one MPI_Comm_accept and merge per
+/// process, in the order they connect; each process that joined takes part in the accepts
+/// after it. The ranks of `current` keep their numbers; the k-th process to connect gets
+/// size(current) + k. Rank 0's `payload` (at most kJoinPayloadInts ints: what a joining
+/// process must know, such as the iteration it starts at) reaches every joining process.
+/// Collective over `current`, which the caller still owns afterwards; returns the grown
+/// communicator (owned by the caller). count 0 returns a duplicate. Throws
+/// std::invalid_argument for a negative count or a payload too long, MpiError when an MPI
+/// call fails. The members wait in MPI_Comm_accept until the processes connect.
+[[nodiscard]] MPI_Comm grow_by_accept(MPI_Comm current, int count, const std::string& port,
+                                      std::span<const int> payload, GrowReport* report = nullptr);
+
+/// In a process started to join a running job: connects to `port` (the job's, opened with
+/// MPI_Open_port), takes part in the rest of the grow, and returns the job communicator
+/// (owned by the caller). `payload` receives what the job's rank 0 passed. The report's
+/// spawn_ordinal is this process's place among those that joined (0 for the first).
+[[nodiscard]] MPI_Comm join_by_connect(const std::string& port, std::vector<int>& payload,
+                                       GrowReport* report = nullptr);
+
 /// Removes the ranks in `leaving` from `current` and consumes `current`. Collective over
 /// `current`: every rank, leavers included, calls it with the same list.
 ///
@@ -234,6 +257,11 @@ class Membership {
 
   /// Spawns `count` processes (spec read on rank 0) that join with join(). Collective.
   const GrowReport& grow(int count, const SpawnSpec& spec);
+  /// Accepts `count` processes that connect to `port` (grow_by_accept). Collective.
+  const GrowReport& grow_by_accept(int count, const std::string& port, std::span<const int> payload);
+  /// In a process started to join a running job: the membership it joined through `port`
+  /// (join_by_connect), with rank 0's payload.
+  [[nodiscard]] static Membership join_by_connect(const std::string& port, std::vector<int>& payload);
   /// Removes the ranks in `leaving`; on those ranks is_member() is false afterwards.
   /// Collective over the job communicator, leavers included.
   const ShrinkReport& shrink(std::span<const int> leaving);
@@ -244,6 +272,8 @@ class Membership {
  private:
   Membership(Communicator job, GrowReport joined);
   void refresh() noexcept;
+  /// The job communicator becomes `grown` (the old one is disconnected); records the report.
+  const GrowReport& adopt_grown(Communicator grown, GrowReport report);
 
   Communicator job_;
   int rank_ = -1;
