@@ -92,6 +92,8 @@ void CommEngine::reset_iteration_state() {
   partial_replies_seen_ = 0;
   tasks_this_request_ = 0;
   steal_policy_.start_iteration();
+  next_ask_ns_.store(0, std::memory_order_release);
+  asking_pays_.store(true, std::memory_order_release);
   global_done_ = false;
   completed_everywhere_ = 0;
 }
@@ -150,6 +152,11 @@ void CommEngine::wake_self() {
 
 void CommEngine::notify_starving() {
   if (steal_outstanding_.load(std::memory_order_acquire)) return;
+  // The thread decides again at its next pass whether asking pays; until then it would not ask.
+  if (!asking_pays_.load(std::memory_order_acquire)) return;
+  // While the thief backs off, the thread wakes by itself when the backoff ends.
+  const auto next_ask = next_ask_ns_.load(std::memory_order_acquire);
+  if (next_ask != 0 && steal_time(std::chrono::steady_clock::now()).count() < next_ask) return;
   notify();
 }
 
@@ -236,10 +243,13 @@ bool CommEngine::drain_outbox() {
       send_control(c.peer, a);
     } else if (c.kind == Command::Kind::fetched) {
       send_control(c.peer, wire::Fetched{c.handle});
-    } else if (same_host_.can_read(c.peer)) {
-      collection_reads_.emplace(c.index, std::move(c.tile));
-      send_control(c.peer, wire::CollectionFetch{c.index, wire::kWhereIsTag});
     } else {
+      last_tile_bytes_ = c.tile->bytes();  // the thief's idea of what one tile costs to move
+      if (same_host_.can_read(c.peer)) {
+        collection_reads_.emplace(c.index, std::move(c.tile));
+        send_control(c.peer, wire::CollectionFetch{c.index, wire::kWhereIsTag});
+        continue;
+      }
       const int tag = next_tag();
       MPI_Request request;
       MPI_Irecv(c.tile->data(), element_count(*c.tile), MPI_DOUBLE, c.peer, tag, comm_, &request);
@@ -386,13 +396,21 @@ StealPolicy::ThiefView CommEngine::thief_view(StealPolicy::Time now) const {
       view.expected_idle_seconds = engine_.transfer_seconds(-1, last_tile_bytes_);
     }
     view.round_trip_seconds = engine_.round_trip_seconds();
+    if (const auto task = engine_.recent_task_seconds()) view.task_seconds = *task;
+    if (last_tile_bytes_ > 0) view.tile_move_seconds = engine_.transfer_seconds(-1, last_tile_bytes_);
   }
   return view;
 }
 
 bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point now) {
   const auto at = steal_time(now);
-  if (!steal_policy_.should_ask(at, thief_view(at))) return false;
+  const auto view = thief_view(at);
+  if (view.roots_queued && !view.request_outstanding && !view.iteration_over &&
+      at >= steal_policy_.next_ask_at()) {  // the view was read in full
+    asking_pays_.store(StealPolicy::asking_pays(steal_policy_.options(), view),
+                       std::memory_order_release);
+  }
+  if (!steal_policy_.should_ask(at, view)) return false;
   const auto victim = steal_policy_.choose_victim();
   if (!victim) return false;
   wire::StealRequest request;
@@ -546,7 +564,11 @@ void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now)
   engine_.round_trip_measured(round_trip);
   stats_.steal.round_trip_forwards.push_back(final_reply_hops_);
   if (tasks_this_request_ == 0) ++stats_.steal.requests_failed;
-  steal_policy_.request_answered(steal_time(now), tasks_this_request_);
+  const auto next = steal_policy_.request_answered(
+      steal_time(now), tasks_this_request_,
+      std::chrono::duration_cast<StealPolicy::Time>(
+          std::chrono::duration<double>(engine_.round_trip_seconds())));
+  next_ask_ns_.store(next.count(), std::memory_order_release);
 }
 
 // ---------------------------------------------------------------- global completion count
@@ -801,8 +823,10 @@ int CommEngine::sleep_budget_us(std::chrono::steady_clock::time_point now, bool 
     }
     if (steal_outstanding_) {
       sleep_us = std::min(sleep_us, rung ? kDoorbellBackupPollUs : kTransferPollUs);
-    } else if (engine_.roots_queued() && engine_.starving()) {
-      // Wake when the policy's backoff runs out.
+    } else if (asking_pays_.load(std::memory_order_acquire) && engine_.roots_queued() &&
+               engine_.starving()) {
+      // Wake when the policy's backoff runs out. Not while asking does not pay: the rule's
+      // inputs change with arrivals and completions, which wake this thread anyway.
       const auto wait = std::chrono::duration_cast<std::chrono::microseconds>(
           steal_policy_.next_ask_at() - steal_time(now));
       sleep_us = std::clamp(static_cast<int>(wait.count()), 1, sleep_us);

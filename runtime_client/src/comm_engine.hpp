@@ -66,8 +66,8 @@ class CommEngine {
   void barrier_without_spinning();
   /// Wakes the thread (e.g. the last local task completed).
   void notify();
-  /// Wakes the thread because the rank starves, unless a steal request is already out
-  /// (cheap: one atomic load on the common path).
+  /// Wakes the thread because the rank starves, unless a steal request is already out or
+  /// the rank backs off after an empty answer (cheap: atomic loads and a clock read).
   void notify_starving();
 
   RankStats take_stats();
@@ -165,7 +165,7 @@ class CommEngine {
   std::atomic<double> copier_cpu_seconds_{0.0};
   int mpi_transfers_ = 0;  // tile payloads moving through MPI (need both sides to poll)
   int mpi_receives_ = 0;   // of which coming to this rank
-  std::uint64_t last_tile_bytes_ = 0;  // the latest tile announced to this rank
+  std::uint64_t last_tile_bytes_ = 0;  // the latest tile announced to or asked for by this rank
   std::chrono::steady_clock::time_point last_receive_done_{};  // the latest MPI tile receive
   SameHost same_host_;
   std::uint64_t next_handle_ = 1;
@@ -178,6 +178,12 @@ class CommEngine {
   // Written by the communication thread only; workers read it to stay quiet while a
   // request is out.
   std::atomic<bool> steal_outstanding_{false};
+  // When the thief's backoff ends (StealPolicy::next_ask_at, nanoseconds on the steal
+  // clock; 0: no backoff), for workers to stay quiet until then.
+  std::atomic<std::int64_t> next_ask_ns_{0};
+  // Whether asking pays (StealPolicy::asking_pays) at the latest full look, for workers
+  // and the sleep budget: while it does not, a starving rank is not woken to ask.
+  std::atomic<bool> asking_pays_{true};
   std::uint32_t steal_request_id_ = 0;
   std::chrono::steady_clock::time_point steal_sent_at_{};
   bool final_reply_seen_ = false;

@@ -43,6 +43,11 @@ double LinearFit::intercept() const noexcept {
   return std::max(0.0, mean_y - slope() * mean_x);
 }
 
+std::optional<double> LinearFit::mean_y() const noexcept {
+  if (samples_ == 0 || w_ <= 0.0) return std::nullopt;
+  return y_ / w_;
+}
+
 std::optional<double> LinearFit::predict(double x) const noexcept {
   if (samples_ == 0) return std::nullopt;
   return std::max(0.0, intercept() + slope() * x);
@@ -78,6 +83,10 @@ double CostModel::task_seconds(std::uint32_t task_class, double flops) const {
   }
   if (const auto p = all_classes_.predict(flops)) return *p;
   return flops * options_.seconds_per_flop;
+}
+
+std::optional<double> CostModel::recent_task_seconds() const noexcept {
+  return all_classes_.mean_y();
 }
 
 double CostModel::work_seconds(double tasks, double flops) const {

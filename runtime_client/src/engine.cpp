@@ -439,6 +439,11 @@ double Engine::round_trip_seconds() const {
   return cost_model_.round_trip_seconds();
 }
 
+std::optional<double> Engine::recent_task_seconds() const {
+  std::lock_guard lock(cost_mutex_);
+  return cost_model_.recent_task_seconds();
+}
+
 double Engine::transfer_seconds(int peer, std::uint64_t bytes) const {
   std::lock_guard lock(cost_mutex_);
   return cost_model_.transfer_seconds(peer, bytes);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mpi.h>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -117,6 +118,8 @@ class Engine {
   /// Predicted seconds to run what this rank still has to run in this iteration, per lane.
   [[nodiscard]] double remaining_work_seconds() const;
   [[nodiscard]] double round_trip_seconds() const;
+  /// What a task has taken to run here lately; nullopt before the first one ran.
+  [[nodiscard]] std::optional<double> recent_task_seconds() const;
   [[nodiscard]] double transfer_seconds(int peer, std::uint64_t bytes) const;
   [[nodiscard]] CostSummary cost_summary() const;
   /// Tasks the device runs at once.

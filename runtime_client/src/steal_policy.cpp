@@ -55,6 +55,7 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
     double given_ahead = 0.0;
     for (const std::size_t j : chosen) given_ahead += j < i ? queue[j].run_seconds : 0.0;
     const double victim_starts = (ahead[i] - given_ahead) / lanes;
+    if (c.run_seconds <= c.fetch_seconds + c.return_seconds) continue;
     const double thief_cost = c.fetch_seconds + c.run_seconds;
     if (thief_clock + thief_cost + c.return_seconds >= victim_starts) continue;
     if (thief_load + thief_cost + c.return_seconds >= victim_load - c.run_seconds / lanes) continue;
@@ -79,8 +80,12 @@ void StealPolicy::start_iteration() noexcept {
 
 bool StealPolicy::should_ask(Time now, const ThiefView& view) const noexcept {
   return !view.request_outstanding && !view.iteration_over && view.roots_queued &&
-         now >= next_ask_at_ && starving(options_, view.ready) &&
-         (!options_.cost_rule || view.expected_idle_seconds > view.round_trip_seconds);
+         now >= next_ask_at_ && starving(options_, view.ready) && asking_pays(options_, view);
+}
+
+bool StealPolicy::asking_pays(const StealOptions& options, const ThiefView& view) noexcept {
+  return !options.cost_rule || (view.expected_idle_seconds > view.round_trip_seconds &&
+                                view.task_seconds > view.tile_move_seconds);
 }
 
 std::optional<int> StealPolicy::choose_victim() {
@@ -92,12 +97,22 @@ void StealPolicy::reply_received(int victim, std::size_t tasks) noexcept {
   if (tasks > 0) last_victim_ = victim;
 }
 
-StealPolicy::Time StealPolicy::request_answered(Time now, std::uint64_t tasks) {
+StealPolicy::Time StealPolicy::request_answered(Time now, std::uint64_t tasks, Time round_trip) {
   if (tasks == 0) {
     // The last victim had nothing (nor had the victims it forwarded to): try at random.
     last_victim_ = -1;
-    backoff_us_ = backoff_us_ == 0 ? options_.min_backoff_us
-                                   : std::min(2 * backoff_us_, options_.max_backoff_us);
+    int first = options_.min_backoff_us;
+    int longest = options_.max_backoff_us;
+    if (options_.cost_rule) {
+      // Never shorter than the round trips, nor the ceiling (clamped to stay an int).
+      const auto trips = std::chrono::duration_cast<std::chrono::microseconds>(round_trip).count() *
+                         kBackoffRoundTrips;
+      const int trips_us = static_cast<int>(
+          std::clamp<std::int64_t>(trips, 0, std::numeric_limits<int>::max() / 2));
+      first = std::max(first, trips_us);
+      longest = std::max(longest, trips_us);
+    }
+    backoff_us_ = backoff_us_ == 0 ? first : std::clamp(2 * backoff_us_, first, longest);
   } else {
     backoff_us_ = 0;
   }

@@ -117,3 +117,13 @@ TEST(CostModel, SummaryReportsTheFits) {
   EXPECT_EQ(s.round_trip_samples, 1U);
   EXPECT_NEAR(s.round_trip_us, 50.0, 1e-9);
 }
+
+TEST(CostModel, RecentTaskSecondsFollowTheTasksRun) {
+  CostModel model;
+  EXPECT_FALSE(model.recent_task_seconds().has_value());
+  model.task_ran(0, 1e9, 2e-3);
+  EXPECT_DOUBLE_EQ(model.recent_task_seconds().value(), 2e-3);
+  model.task_ran(1, 1e6, 4e-3);  // over all classes
+  const double mean = (0.97 * 2e-3 + 4e-3) / (0.97 + 1.0);
+  EXPECT_NEAR(model.recent_task_seconds().value(), mean, 1e-12);
+}

@@ -153,7 +153,16 @@ struct PipelineRun {
   int bad_control = 0;
 };
 
-PipelineRun run_pipeline(const br::StealOptions& steal, int count, int iterations, int sleep_us) {
+/// The emulated device at its default GPU speed (1000 GFLOP/s), running each task's CPU
+/// body too, so that results can be compared.
+void use_emulated_gpu(br::RuntimeOptions& options) {
+  options.device = br::DeviceKind::emulated;
+  options.emulated_gflops = 1000.0;
+  options.emulated_compute = true;
+}
+
+PipelineRun run_pipeline(const br::StealOptions& steal, int count, int iterations, int sleep_us,
+                         bool emulated = false) {
   const int rank = bt::world_rank(), size = bt::world_size();
   constexpr int kTile = 6;
   const br::BlockCyclic2D column{size, 1};
@@ -164,6 +173,7 @@ PipelineRun run_pipeline(const br::StealOptions& steal, int count, int iteration
   br::RuntimeOptions options;
   options.comm_max_sleep_us = 100;
   options.steal = steal;
+  if (emulated) use_emulated_gpu(options);
   br::Runtime runtime(MPI_COMM_WORLD, options);
   runtime.add_collection(in);
   runtime.add_collection(out);
@@ -331,7 +341,7 @@ namespace {
 
 /// C of a GEMM, gathered to rank 0.
 std::vector<double> gemm_result(const br::StealOptions& steal, int n, int tile,
-                                br::RankStats* stats = nullptr) {
+                                br::RankStats* stats = nullptr, bool emulated = false) {
   const int rank = bt::world_rank(), size = bt::world_size();
   const auto grid = br::BlockCyclic2D::square_for(size);
   br::TiledMatrix a(0, n, n, tile, grid, rank), b(1, n, n, tile, grid, rank),
@@ -341,6 +351,7 @@ std::vector<double> gemm_result(const br::StealOptions& steal, int n, int tile,
   br::RuntimeOptions options;
   options.comm_max_sleep_us = 100;
   options.steal = steal;
+  if (emulated) use_emulated_gpu(options);
   br::Runtime runtime(MPI_COMM_WORLD, options);
   runtime.add_collection(a);
   runtime.add_collection(b);
@@ -353,7 +364,7 @@ std::vector<double> gemm_result(const br::StealOptions& steal, int n, int tile,
 
 /// The factor L of a Cholesky, gathered to rank 0.
 std::vector<double> cholesky_result(const br::StealOptions& steal, int n, int tile,
-                                    br::RankStats* stats = nullptr) {
+                                    br::RankStats* stats = nullptr, bool emulated = false) {
   const int rank = bt::world_rank(), size = bt::world_size();
   const auto grid = br::BlockCyclic2D::square_for(size);
   br::TiledMatrix a(0, n, n, tile, grid, rank), l(1, n, n, tile, grid, rank);
@@ -361,6 +372,7 @@ std::vector<double> cholesky_result(const br::StealOptions& steal, int n, int ti
   br::RuntimeOptions options;
   options.comm_max_sleep_us = 100;
   options.steal = steal;
+  if (emulated) use_emulated_gpu(options);
   br::Runtime runtime(MPI_COMM_WORLD, options);
   runtime.add_collection(a);
   runtime.add_collection(l);
@@ -469,4 +481,47 @@ TEST_F(MpiTest, RanksOnThisHostShareDoorbellsAndTileReads) {
   const double woke_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   EXPECT_LT(woke_after, 10.0) << "the doorbell did not wake the rank";
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// ---------------------------------------------------------------- the cost rule at GPU speed
+
+// With the cost rule on (the default) at 1000 GFLOP/s, whatever the rule lets move or keeps:
+// every task runs exactly once and the results are bit-identical to stealing off.
+TEST_F(MpiTest, CostRuleAtGpuSpeedRunsEveryTaskOnceWithTheSameBits) {
+  br::StealOptions steal;
+  steal.enabled = true;
+  ASSERT_TRUE(steal.cost_rule);
+  // The skewed pipeline, each task counted where it runs.
+  const auto run = run_pipeline(steal, 64, 2, 0, true);
+  expect_exactly_once_and_exact(run, 2, steal);
+
+  constexpr int kN = 384;
+  constexpr int kTile = 48;
+  constexpr std::uint64_t kGemmTasks = (kN / kTile) * (kN / kTile) * (kN / kTile);
+  br::RankStats off_stats, on_stats;
+  const auto off = gemm_result(br::StealOptions{}, kN, kTile, &off_stats, true);
+  const auto on = gemm_result(steal, kN, kTile, &on_stats, true);
+  EXPECT_EQ(bt::sum_over_ranks(off_stats.tasks_executed), kGemmTasks);
+  EXPECT_EQ(bt::sum_over_ranks(on_stats.tasks_executed), kGemmTasks);
+  if (rank() == 0) {
+    EXPECT_TRUE(on.size() == off.size() &&
+                std::memcmp(on.data(), off.data(), on.size() * sizeof(double)) == 0)
+        << "C differs with the cost rule on";
+  }
+
+  constexpr int kCholeskyN = 576;
+  const auto l_off = cholesky_result(br::StealOptions{}, kCholeskyN, kTile, &off_stats, true);
+  const auto l_on = cholesky_result(steal, kCholeskyN, kTile, &on_stats, true);
+  EXPECT_EQ(bt::sum_over_ranks(on_stats.tasks_executed), bt::sum_over_ranks(off_stats.tasks_executed));
+  if (rank() == 0) {
+    bool same = l_on.size() == l_off.size();
+    for (std::size_t col = 0; same && col < kCholeskyN; ++col) {
+      for (std::size_t row = col; same && row < kCholeskyN; ++row) {
+        const std::size_t i = col * kCholeskyN + row;
+        same = std::memcmp(&l_on[i], &l_off[i], sizeof(double)) == 0;
+        EXPECT_TRUE(same) << "L(" << row << "," << col << "): " << l_on[i]
+                          << " with the cost rule on, " << l_off[i] << " without";
+      }
+    }
+  }
 }

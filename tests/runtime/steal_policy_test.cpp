@@ -430,13 +430,25 @@ TEST(StealPolicy, RefusesWhenTheThiefHasAsMuchWorkLeft) {
 }
 
 TEST(StealPolicy, StopsGivingWhereTheThiefWouldFinishLate) {
-  // 6 queued tasks of 1 ms; fetching one costs 1.2 ms. The thief's k-th gift finishes
-  // after k * 2.2 ms (+ reply); the task at position p would start after p ms here.
-  const auto queue = queue_of(6, 1e-3, 1.2e-3);
+  // 6 queued tasks of 1 ms; fetching one costs 0.9 ms. The thief's k-th gift finishes
+  // after k * 1.9 ms (+ reply); the task at position p would start after p ms here.
+  const auto queue = queue_of(6, 1e-3, 0.9e-3);
   const auto gifts = StealPolicy::choose_gifts(steal_options(), queue, loads(1.0, 0.0), 4);
-  // Position 5 (starts at 5 ms) goes: the thief is done at 2.21 ms. Then position 4
-  // would start at 4 ms and be done on the thief at 4.41 ms: no.
-  EXPECT_EQ(gifts, (std::vector<std::size_t>{5}));
+  // Positions 5 and 4 (start at 5 and 4 ms) go: the thief is done at 1.91 and 3.81 ms.
+  // Then position 3 would start at 3 ms and be done on the thief at 5.71 ms: no.
+  EXPECT_EQ(gifts, (std::vector<std::size_t>{5, 4}));
+}
+
+TEST(StealPolicy, RefusesATaskThatMovesLessComputeThanTransfer) {
+  // GPU speed with a deep queue: 40 tasks of 0.3 ms, the last would start here after
+  // 11.7 ms and the thief would be done with it after 0.66 ms. But fetching and returning
+  // it costs 0.35 ms, more than the 0.3 ms of compute it takes off the victim.
+  const auto queue = queue_of(40, 0.3e-3, 0.25e-3, 0.1e-3);
+  EXPECT_TRUE(StealPolicy::choose_gifts(steal_options(), queue, loads(12e-3, 0.0), 4).empty());
+  // Without the return it moves more compute (0.3 ms) than transfer (0.25 ms): it goes.
+  const auto lighter = queue_of(40, 0.3e-3, 0.25e-3);
+  EXPECT_EQ(StealPolicy::choose_gifts(steal_options(), lighter, loads(12e-3, 0.0), 1),
+            (std::vector<std::size_t>{39}));
 }
 
 TEST(StealPolicy, PrefersTasksWhoseInputsTheThiefHolds) {
@@ -482,4 +494,42 @@ TEST(StealPolicy, AsksOnlyWhenIdleLongerThanARoundTrip) {
   StealPolicy eager(o, 0, 4);
   view.expected_idle_seconds = 30e-6;
   EXPECT_TRUE(eager.should_ask(Time{0}, view));
+}
+
+TEST(StealPolicy, AsksOnlyWhenATaskRunsLongerThanItsTileMoves) {
+  StealPolicy policy(steal_options(), 0, 4);
+  auto view = starving_view();
+  view.round_trip_seconds = 100e-6;
+  view.task_seconds = 0.3e-3;  // GPU speed: a tile task of 0.3 ms ...
+  view.tile_move_seconds = 0.5e-3;  // ... whose tile takes 0.5 ms to move: nothing would go
+  EXPECT_FALSE(StealPolicy::asking_pays(policy.options(), view));
+  EXPECT_FALSE(policy.should_ask(Time{0}, view));
+  view.task_seconds = 30e-3;  // 10 GFLOP/s: the task outweighs its tile
+  EXPECT_TRUE(StealPolicy::asking_pays(policy.options(), view));
+  EXPECT_TRUE(policy.should_ask(Time{0}, view));
+  // Before its first task ran (task_seconds unbounded) a rank asks: e.g. a new rank.
+  EXPECT_TRUE(StealPolicy::asking_pays(policy.options(), starving_view()));
+  StealOptions o = steal_options();
+  o.cost_rule = false;
+  view.task_seconds = 0.3e-3;
+  EXPECT_TRUE(StealPolicy::asking_pays(o, view));
+  EXPECT_TRUE(StealPolicy(o, 0, 4).should_ask(Time{0}, view));
+}
+
+TEST(StealPolicy, UnderTheCostRuleABackoffIsNeverShorterThanARoundTrip) {
+  StealPolicy policy(steal_options(), 0, 4);  // backoff 50 to 2000 us
+  const Time now{1'000'000};
+  // Round trips of 100 us: the backoff starts at one round trip and doubles to 2000 us.
+  for (const int backoff : {100, 200, 400, 800, 1600, 2000, 2000}) {
+    EXPECT_EQ(policy.request_answered(now, 0, microseconds(100)), now + microseconds(backoff));
+  }
+  // Round trips of 3 ms (a loaded host): never sooner than one round trip.
+  policy.request_answered(now, 1, microseconds(3000));
+  EXPECT_EQ(policy.request_answered(now, 0, microseconds(3000)), now + microseconds(3000));
+  EXPECT_EQ(policy.request_answered(now, 0, microseconds(3000)), now + microseconds(3000));
+  // Without the rule the round trip is not consulted.
+  StealOptions o = steal_options();
+  o.cost_rule = false;
+  StealPolicy eager(o, 0, 4);
+  EXPECT_EQ(eager.request_answered(now, 0, microseconds(3000)), now + microseconds(50));
 }

@@ -40,6 +40,8 @@ class LinearFit {
   void add(double x, double y) noexcept;
   /// The predicted y at x, never negative; nullopt before the first sample.
   [[nodiscard]] std::optional<double> predict(double x) const noexcept;
+  /// The mean y over the samples, weighted as the fit weighs them; nullopt before the first.
+  [[nodiscard]] std::optional<double> mean_y() const noexcept;
   /// Samples seen (not decayed).
   [[nodiscard]] std::uint64_t samples() const noexcept { return samples_; }
   /// The fitted intercept and slope (0 and mean y / mean x when the x are all alike).
@@ -95,6 +97,9 @@ class CostModel {
 
   /// Running one task of `task_class` with `flops` here.
   [[nodiscard]] double task_seconds(std::uint32_t task_class, double flops) const;
+  /// What a task has taken to run here lately, over all classes (the mean with the
+  /// model's forgetting); nullopt before the first task ran.
+  [[nodiscard]] std::optional<double> recent_task_seconds() const noexcept;
   /// Running `tasks` tasks with `flops` in all, of classes mixed as seen so far.
   [[nodiscard]] double work_seconds(double tasks, double flops) const;
   /// Moving `bytes` of tile between this rank and `peer` (0 for 0 bytes).

@@ -58,6 +58,12 @@ class StealPolicy {
     double expected_idle_seconds = std::numeric_limits<double>::infinity();
     /// The cost model's current steal round trip.
     double round_trip_seconds = 0.0;
+    /// What a task typically takes to run here (CostModel: the recent mean; unbounded
+    /// before the first task ran, so that a rank without tasks of its own still asks).
+    double task_seconds = std::numeric_limits<double>::infinity();
+    /// What moving one tile to this rank typically takes (CostModel: the latest tile size;
+    /// 0 before any tile came).
+    double tile_move_seconds = 0.0;
   };
 
   /// A task queued on a victim, priced by the victim's cost model for one thief.
@@ -110,6 +116,8 @@ class StealPolicy {
   /// Without StealOptions::cost_rule: the movable tasks nearest the back (lowest priority).
   /// With it, a task goes only when it pays (the rule of docs/runtime.md, "A steal is
   /// made only when it pays"):
+  ///  0. it moves more compute than transfer: run > fetch + return (else the two ranks
+  ///     spend more of the machine moving it than it takes off the victim); and
   ///  1. the thief finishes it, inputs fetched and outputs returned, before the victim would
   ///     have started it: reply + the fetches and runs of the gifts before it and its own +
   ///     its return < (the run time of the tasks still ahead of it here) / lanes; and
@@ -132,8 +140,17 @@ class StealPolicy {
   /// out (`now` >= next_ask_at()), and the rank starves (starving()). At most one
   /// request per rank is out at any time (section IV). With StealOptions::cost_rule also
   /// only when the rank expects to idle longer than a round trip
-  /// (view.expected_idle_seconds > view.round_trip_seconds).
+  /// (view.expected_idle_seconds > view.round_trip_seconds) and a typical task runs
+  /// longer than one of its tiles takes to move (view.task_seconds >
+  /// view.tile_move_seconds): otherwise no task could pass rule 0 of choose_gifts, and
+  /// the request would only cost the victims it wakes.
   [[nodiscard]] bool should_ask(Time now, const ThiefView& view) const noexcept;
+
+  /// The cost rule's part of should_ask(): whether a request could pay for a rank that
+  /// sees `view`, whatever its ready count and backoff (always true without
+  /// StealOptions::cost_rule). While it is false the rank neither asks nor needs waking
+  /// when it starves.
+  [[nodiscard]] static bool asking_pays(const StealOptions& options, const ThiefView& view) noexcept;
 
   /// The rank to ask: under VictimPolicy::last_victim the last rank that gave work when
   /// there is one, else a random rank other than this one (one draw). nullopt when there
@@ -145,10 +162,22 @@ class StealPolicy {
   /// last victim.
   void reply_received(int victim, std::size_t tasks) noexcept;
 
-  /// The request is fully answered at `now` with `tasks` tasks over all its replies.
+  /// The request is fully answered at `now` with `tasks` tasks over all its replies;
+  /// `round_trip` is the cost model's steal round trip after this one.
   /// None: the rank forgets its last victim and backs off, min_backoff_us at first,
-  /// doubling up to max_backoff_us. Some: the backoff ends. Returns next_ask_at().
-  Time request_answered(Time now, std::uint64_t tasks);
+  /// doubling up to max_backoff_us. With StealOptions::cost_rule the backoff is never
+  /// shorter than kBackoffRoundTrips round trips, nor its ceiling: a thief that asks
+  /// again sooner than its previous answer took only finds the victims as they were, and
+  /// each request wakes every rank it visits (on a loaded host round trips take
+  /// milliseconds, and a 50 us backoff kept a thief asking all the time).
+  /// Some: the backoff ends. Returns next_ask_at().
+  Time request_answered(Time now, std::uint64_t tasks, Time round_trip = Time{0});
+
+  /// With StealOptions::cost_rule, the shortest backoff after an empty answer, and the
+  /// least its ceiling may be, in round trips: one, the least that stops a thief from
+  /// asking faster than it is answered (a ceiling of 16 round trips measured fewer steals
+  /// and a smaller speed-up at 10 GFLOP/s).
+  static constexpr int kBackoffRoundTrips = 1;
 
   /// The earliest time the rank may ask again (the origin, 0, before any answer).
   [[nodiscard]] Time next_ask_at() const noexcept { return next_ask_at_; }
