@@ -94,11 +94,15 @@ std::string join(const std::vector<std::string>& items, const char* separator = 
 /// On the Slurm backend hydra is told to start its proxies with fork on this host: it would
 /// otherwise launch them with srun, and spawns in the job would hang.
 /// The command that starts one rank of the job on the node it runs on: MPICH's mpiexec with
-/// its fork launcher (hydra would otherwise start its proxies with srun or ssh), one process,
+/// its fork launcher (hydra would otherwise start its proxies with srun or ssh) and without a
+/// resource manager's host list (`-rmk user`: inside a Slurm step hydra would take the job's
+/// node list), so that the rank is on this node under this node's host name, which its MPI
+/// port then carries (with `-hosts localhost` it would carry 127.0.0.1, which another host
+/// cannot reach); one process,
 /// the program (made absolute when given by a relative path: a daemon starts it from its own
 /// directory) and its arguments.
 std::vector<std::string> rank_command(const RunOptions& o) {
-  std::vector<std::string> args = {find_mpiexec().string(), "-launcher", "fork", "-hosts", "localhost", "-n", "1"};
+  std::vector<std::string> args = {find_mpiexec().string(), "-launcher", "fork", "-rmk", "user", "-n", "1"};
   std::string program = o.command.front();
   if (program.find('/') != std::string::npos) program = fs::absolute(program).lexically_normal().string();
   args.push_back(program);

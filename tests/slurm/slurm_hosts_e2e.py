@@ -8,6 +8,11 @@
                                with --no-job-expansion (its own range, names and ports); both
                                stopped, nothing left
   separate_hosts_start_failure a slurmd that exits 1: start says so and leaves nothing behind
+  separate_hosts_elastic       an elastic GEMM (`bellows run --backend slurm`) grows from n1 onto
+                               two other hosts and shrinks back: daemons on tcp, each rank started
+                               by its node's daemon inside that node's namespaces, tiles between
+                               nodes through MPI only, status from another node and from the
+                               machine's shell, nothing of the job left on the released hosts
 """
 
 import json
@@ -222,6 +227,166 @@ def check_hosts(c, cluster, digest):
     check(not wide, "listening on all interfaces: " + ", ".join(wide))
 
 
+
+GROW_POLICY = """\
+nodes:
+  min: 1
+  max: 3
+  step: 2
+expand:
+  ready_tasks_per_node_above: 1
+tick: 250ms
+hysteresis_ticks: 1
+cooldown: 10m
+resize_timeout: 1m
+"""
+
+
+def namespace(pid, kind):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
+def processes_of(job_dir, program):
+    """Pids of the processes whose command line names `program` and whose environment or
+    command line names the job directory (the ranks and daemons of one job)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (entry / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if program in cmdline.split(" ", 1)[0] and str(job_dir) in cmdline + environ:
+            found.append(int(entry.name))
+    return found
+
+
+def host_of(pid, holders):
+    """The node whose network namespace the process lives in (holders: node -> holder pid)."""
+    net = namespace(pid, "net")
+    return next((node for node, holder in holders.items() if namespace(holder, "net") == net), None)
+
+
+def test_separate_hosts_elastic(c, args):
+    check(os.geteuid() == 0, "the Slurm tests need root (the daemons run as root)")
+    check(args.bellows and args.app and args.plugin, "needs --bellows, --app and --plugin")
+    cluster_dir = long_dir(c.dir, "elastic")
+    first = cluster_in(cluster_dir, args)
+    if (first.dir / "run" / "cluster.json").exists():
+        first.run([first.local_slurm, "stop", str(first.dir)], ok=False)
+    cluster = start(first, "--plugin", args.plugin)
+    digest = cluster["separate_hosts"]["bridge"][3:]
+    addresses = cluster["separate_hosts"]["nodes"]
+    holders = {node: pid_of(first, f"host-{node}") for node in NODE_NAMES}
+    work = first.dir.parent / "elastic-work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / "grow.yaml").write_text(GROW_POLICY)
+    runs = work / "runs"  # shared by every host, as a home directory is
+    job = None
+    try:
+        command = (f"{args.bellows} run --backend slurm --quiet -- {args.app} --n 1536 --tile 256 "
+                   f"--iterations 150 --verify")
+        job = first.run(["sbatch", "--parsable", "-N1", "--elastic=1:3", "--elastic-policy=grow.yaml", "-J",
+                         "hosts-elastic", "-D", str(work), "-o", "job.out", "-t", "5",
+                         f"--export=ALL,BELLOWS_RUN_DIR={runs},OPENBLAS_NUM_THREADS=1", "--wrap", command],
+                        cwd=work).stdout.strip()
+        job_dir = runs / job
+        log(f"submitted job {job}: {command}")
+
+        def status(where=None):
+            """bellows status JOB --json from the machine's shell (the submit host) or a node."""
+            line = [args.bellows, "status", job, "--json"]
+            if where:
+                line = [first.local_slurm, "exec", str(first.dir), "--host", where, "--", *line]
+            result = subprocess.run(line, env=first.env, capture_output=True, text=True, timeout=30)
+            return json.loads(result.stdout) if result.returncode == 0 else None
+
+        deadline = time.monotonic() + 60
+        while not ((s := status()) and len(s["nodes"]) == 3 and s["ranks"] == 3 and s["active_resize"] is None):
+            check(time.monotonic() < deadline, f"job {job} did not grow to 3 nodes within 60 s: {s}")
+            time.sleep(0.3)
+        grown = s["nodes"]
+        check(grown[0] == "n1" and len(set(grown)) == 3, f"the job grew onto {grown}")
+        log(f"job {job} grew from n1 onto {grown[1:]}")
+
+        endpoint = (job_dir / "controller.endpoint").read_text().strip()
+        check(endpoint.startswith(f"tcp://{addresses['n1']}:"), f"the controller listens at {endpoint}")
+        daemons = {host_of(pid, holders): pid for pid in processes_of(job_dir, "bellowsd")}
+        check(sorted(n for n in daemons if n) == sorted(grown),
+              f"bellowsd processes by host: {daemons}, expected one on each of {grown}")
+        ranks = {}
+        for pid in processes_of(job_dir, args.app):
+            ranks.setdefault(host_of(pid, holders), []).append(pid)
+        check(sorted(n for n in ranks if n) == sorted(grown) and all(len(p) == 1 for p in ranks.values()),
+              f"gemm ranks by host: {ranks}, expected one on each of {grown}")
+        for node, (pid,) in ranks.items():
+            name = subprocess.run(["nsenter", "-t", str(pid), "-u", "hostname"], capture_output=True,
+                                  text=True).stdout.strip()
+            check(name == node and namespace(pid, "uts") == namespace(holders[node], "uts")
+                  and namespace(pid, "mnt") == namespace(holders[node], "mnt"),
+                  f"the rank on {node} (pid {pid}) has host name {name!r} and other namespaces than its node")
+        for node in grown:
+            text = (job_dir / "nodes" / node / "bellowsd.log").read_text()
+            check(f"registered with the controller at {endpoint}" in text,
+                  f"the daemon of {node} did not register at {endpoint}:\n{text}")
+        for node in grown[1:]:
+            text = (job_dir / "nodes" / node / "bellowsd.log").read_text()
+            check("started the rank of resize 1" in text, f"the daemon of {node} started no rank:\n{text}")
+        log(f"daemons registered at {endpoint}; one rank per host, in its node's network, UTS and "
+            f"mount namespaces, started by the node's daemon")
+        from_node = status("n3")
+        check(from_node and from_node["nodes"] == grown, f"bellows status {job} on n3: {from_node}")
+        log(f"bellows status {job} answers on n3 and on the machine's shell")
+
+        shrink = subprocess.run([args.bellows, "resize", "-2", "--job", job, "--reason", "hosts back"],
+                                env=first.env, capture_output=True, text=True, timeout=30)
+        check(shrink.returncode == 0, f"bellows resize -2: {shrink.stdout}{shrink.stderr}")
+        deadline = time.monotonic() + 30
+        while not ((s := status()) and s["nodes"] == ["n1"] and s["active_resize"] is None):
+            check(time.monotonic() < deadline, f"job {job} did not shrink back to n1 within 30 s: {s}")
+            time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while (left := [pid for pid in processes_of(job_dir, args.app) + processes_of(job_dir, "bellowsd")
+                        if host_of(pid, holders) in grown[1:]]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check(not left, "processes of the job left on the released hosts: " + ", ".join(describe(p) for p in left))
+        log(f"shrunk back to n1: nothing of the job left on {grown[1:]}")
+
+        deadline = time.monotonic() + 120
+        while first.job_field(job, "JobState") not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
+            check(time.monotonic() < deadline, f"job {job} did not end within 120 s")
+            time.sleep(0.3)
+        out = (work / "job.out").read_text()
+        state = first.job_field(job, "JobState")
+        check(state == "COMPLETED", f"job {job} is {state}:\n{out[-3000:]}")
+        report = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+        check(report["verified"], f"the GEMM did not verify: {report.get('residual')}")
+        grown_iterations = [it for it in report["iterations"] if it["ranks"] == 3]
+        check(grown_iterations, "no iteration ran on 3 ranks")
+        same_host = sum(r["bytes_received_same_host"] + r["bytes_sent_same_host"] for r in report["rank_stats"])
+        # The ranks at the end (n1's) report their whole run, iterations on 3 hosts included.
+        moved = sum(r["bytes_received"] + r["bytes_sent"] for r in report["rank_stats"])
+        check(same_host == 0 and moved > 0,
+              f"tiles between hosts: {moved} bytes moved, {same_host} through the same-host transport")
+        log(f"gemm verified; {len(grown_iterations)} iterations on 3 hosts; {moved} tile bytes sent or received "
+            f"by the ranks at the end, all through MPI")
+    finally:
+        if job:
+            first.run(["scancel", job], ok=False)
+        stop(first, digest)
+    # What Slurm logs for the merge of an expansion's helper job (docs/slurm.md, "Known quirks").
+    merge_lines = [r"slurmctld\.log:.*error: select_g_job_fini\(JobId=\d+\): No error",
+                   r"slurmd-n\d\.log:.*error: cons_res: zero processors allocated to step"]
+    unexpected = [line for line in unexpected_log_lines(first.dir)
+                  if not any(re.search(pattern, line) for pattern in merge_lines)]
+    check(not unexpected, "unexpected lines in the logs:\n" + "\n".join(unexpected))
+
 def test_separate_hosts(c, args):
     check(os.geteuid() == 0, "the Slurm tests need root (the daemons run as root)")
     began = time.monotonic()
@@ -299,5 +464,6 @@ def test_separate_hosts_start_failure(c, args):
 
 
 if __name__ == "__main__":
-    tests = {"separate_hosts": test_separate_hosts, "separate_hosts_start_failure": test_separate_hosts_start_failure}
+    tests = {"separate_hosts": test_separate_hosts, "separate_hosts_start_failure": test_separate_hosts_start_failure,
+             "separate_hosts_elastic": test_separate_hosts_elastic}
     sys.exit(main(__doc__, tests, fixture_tests=tuple(tests)))
