@@ -1,5 +1,8 @@
 #include "bellows/runtime/runtime.hpp"
 
+#include <sys/utsname.h>
+
+#include <array>
 #include <cstring>
 #include <type_traits>
 
@@ -124,12 +127,20 @@ std::vector<RankStats> Runtime::gather_stats() const {
   std::vector<int> all_forwards(static_cast<std::size_t>(total_round_trips));
   MPI_Gatherv(s.steal.round_trip_forwards.data(), my_round_trips, MPI_INT, all_forwards.data(),
               round_trips_counts.data(), round_trips_displacements.data(), MPI_INT, 0, comm);
+  // Each rank's host name.
+  constexpr int kHostWidth = 65;
+  std::array<char, kHostWidth> host{};
+  if (utsname name{}; ::uname(&name) == 0)
+    std::memcpy(host.data(), name.nodename, ::strnlen(name.nodename, kHostWidth - 1));
+  std::vector<char> hosts(static_cast<std::size_t>(kHostWidth) * engine_->size());
+  MPI_Gather(host.data(), kHostWidth, MPI_CHAR, hosts.data(), kHostWidth, MPI_CHAR, 0, comm);
   std::vector<RankStats> out;
   if (engine_->rank() != 0) return out;
   for (int r = 0; r < engine_->size(); ++r) {
     const double* v = all.data() + static_cast<std::size_t>(r) * width;
     RankStats rs;
     rs.rank = r;
+    rs.host = std::string(hosts.data() + static_cast<std::size_t>(r) * kHostWidth);
     std::size_t field = 0;
     for_each_number(rs, [&](auto& x) { x = static_cast<std::decay_t<decltype(x)>>(v[field++]); });
     const auto first = round_trips_displacements[static_cast<std::size_t>(r)];

@@ -99,6 +99,7 @@ void to_json(nlohmann::json& j, const CostSummary& s) {
 
 void to_json(nlohmann::json& j, const RankStats& s) {
   j = nlohmann::json{{"rank", s.rank},
+                     {"host", s.host},
                      {"tasks", s.tasks_executed},
                      {"tasks_by_class", s.tasks_by_class},
                      {"bytes_sent", s.bytes_sent},

@@ -42,6 +42,8 @@ def run(args, hosts):
     if not report["verified"]:
         fail(f"ranks on {hosts}: the result did not verify (residual {report['residual']})")
     stats = sorted(report["rank_stats"], key=lambda s: s["rank"])
+    if [s["host"] for s in stats] != hosts:
+        fail(f"the ranks' reports name the hosts {[s['host'] for s in stats]}, expected {hosts}")
     if [s["bytes_sent"] for s in stats] != [s["bytes_received"] for s in reversed(stats)]:
         fail(f"ranks on {hosts}: bytes sent and received do not match between the ranks: {stats}")
     return stats

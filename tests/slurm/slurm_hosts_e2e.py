@@ -369,6 +369,8 @@ def test_separate_hosts_elastic(c, args):
         check(report["verified"], f"the GEMM did not verify: {report.get('residual')}")
         grown_iterations = [it for it in report["iterations"] if it["ranks"] == 3]
         check(grown_iterations, "no iteration ran on 3 ranks")
+        check([r["host"] for r in report["rank_stats"]] == ["n1"],
+              f"the report names the hosts {[r['host'] for r in report['rank_stats']]}, expected n1 at the end")
         same_host = sum(r["bytes_received_same_host"] + r["bytes_sent_same_host"] for r in report["rank_stats"])
         # The ranks at the end (n1's) report their whole run, iterations on 3 hosts included.
         moved = sum(r["bytes_received"] + r["bytes_sent"] for r in report["rank_stats"])

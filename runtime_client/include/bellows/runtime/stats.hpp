@@ -44,6 +44,7 @@ struct StealStats {
 
 struct RankStats {
   int rank = 0;
+  std::string host;  ///< the rank's host name (uname), as gather_stats() found it
   std::map<std::string, std::uint64_t> tasks_by_class;  ///< tasks executed on this rank
   std::uint64_t tasks_executed = 0;
   std::uint64_t bytes_sent = 0;         ///< tile payloads sent
