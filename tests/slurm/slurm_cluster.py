@@ -41,7 +41,7 @@ class Cluster:
         self.work = self.dir.parent / ("work" if self.dir.name == "cluster" else f"work-{self.dir.name}")
         # Started with `local-slurm start --no-job-expansion`: Slurm's default SchedulerParameters,
         # so elastic jobs grow by companion allocations rather than by merging helper jobs.
-        self.companion = args.no_job_expansion
+        self.companion = getattr(args, "no_job_expansion", False)
 
     def run(self, args, cwd=None, timeout=60, ok=True):
         """Runs a command against the cluster; with ok=True a non-zero exit fails the test."""

@@ -4,7 +4,7 @@
 
   slurm_elastic_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM --cholesky CHOLESKY TEST
 
-TEST is one of: run_slurm, grow_and_yield, expand_not_granted, resize_cycles. Each prints what
+TEST is one of: run_slurm, grow_and_yield, expand_not_granted, resize_cycles, cancel_grown. Each prints what
 it checks and ends with "slurm_e2e: PASS" or "slurm_e2e: FAIL: <why>" (exit status 0 or 1).
 
 With --no-job-expansion the cluster runs with Slurm's default SchedulerParameters: `bellows run`
@@ -94,9 +94,17 @@ class ElasticJob:
         for comp in seen.values():
             check(comp["name"] == f"bellows-grow-{self.id}" and comp["comment"] == f"bellows:companion-of:{self.id}",
                   f"companion {comp['id']}: name {comp['name']!r}, comment {comp['comment']!r}")
-            rows = [row.split("|") for row in self.c.run(
-                ["sacct", "-n", "-P", "-j", comp["id"], "-o", "JobID,JobName,State,NodeList"]).stdout.split()]
-            allocation = [row for row in rows if row[0] == comp["id"]]
+            # slurmdbd may hear of the steps first (the allocation's row then reads "allocation",
+            # PENDING) when the companion lived for a second or less.
+            deadline = time.monotonic() + 20
+            while True:
+                rows = [row.split("|") for row in self.c.run(
+                    ["sacct", "-n", "-P", "-j", comp["id"], "-o", "JobID,JobName,State,NodeList"]).stdout.splitlines()]
+                allocation = [row for row in rows if row[0] == comp["id"]]
+                if (allocation and allocation[0][1] == f"bellows-grow-{self.id}" and
+                        allocation[-1][2] in ("COMPLETED", "CANCELLED")) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
             check(allocation and allocation[0][1] == f"bellows-grow-{self.id}" and
                   allocation[-1][2] in ("COMPLETED", "CANCELLED"), f"sacct -j {comp['id']}: {rows}")
             steps = {row[3] for row in rows if row[1] == "bellowsd"}
@@ -195,9 +203,19 @@ class ElasticJob:
         time.sleep(0.5)
         left = processes_mentioning(str(self.job_dir))
         check(not left, "processes of the job are left: " + ", ".join(describe(p) for p in left))
-        sockets = list(socket_root(self.c.env).glob(f"{self.id}-*"))
-        check(not sockets, f"the controller's socket directory is left: {sockets}")
+        # Named after the job id and a hash of the job directory: other clusters on this host
+        # (other build trees) have jobs of the same id.
+        sockets = socket_root(self.c.env) / f"{self.id}-{fnv1a(str(self.job_dir.absolute()))}"
+        check(not sockets.exists(), f"the controller's socket directory is left: {sockets}")
         log("no job, helper job, companion, step, process or socket of the run is left; every node is idle")
+
+
+def fnv1a(text):
+    """FNV-1a, 32 bits, as 8 hex digits (transport/src/socket_directory.cpp)."""
+    h = 2166136261
+    for byte in text.encode():
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return f"{h:08x}"
 
 
 def socket_root(env):
@@ -572,11 +590,40 @@ def test_resize_cycles(c, args):
     job.check_nothing_left()
 
 
+# ------------------------------------------------------------------ cancelled while grown
+
+
+def test_cancel_grown(c, args):
+    """scancel of a job the policy grew to 3 nodes: bellows run stops the program, its daemons
+    and (on a cluster without permit_job_expansion) completes its companion; nothing of the job
+    is left in the queue within seconds."""
+    work = start_clean(c, "cancel_grown")
+    job = ElasticJob(c, args, work, "e2e-cancel", ["-N1", "--elastic=1:3"],
+                     f"{args.app} --n 2048 --tile 256 --iterations 400 --verify", policy=RUN_POLICY)
+    seen, step_jobs = {}, {}
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        job.watch_companions(seen, step_jobs)
+        job.cancel()
+        asked = time.monotonic()
+        deadline = asked + 15
+        while (queue := c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check(not queue, f"left in the queue 15 s after scancel {job.id}: {queue}")
+        log(f"scancel {job.id}: the queue is empty {time.monotonic() - asked:.2f} s later")
+    finally:
+        job.cancel()
+    job.check_strategy()
+    job.check_companions_seen(seen)
+    job.check_nothing_left()
+
+
 TESTS = {
     "run_slurm": test_run_slurm,
     "grow_and_yield": test_grow_and_yield,
     "expand_not_granted": test_expand_not_granted,
     "resize_cycles": test_resize_cycles,
+    "cancel_grown": test_cancel_grown,
 }
 
 
