@@ -492,7 +492,10 @@ TEST_F(SlurmResourceManagerTest, SpansCompanionAllocationsWhenForced) {
   EXPECT_NE(rest->text.find("companion job " + companion + " completed"), std::string::npos) << rest->text;
   EXPECT_TRUE(rm_->companions_of(job).empty());
   EXPECT_TRUE(wait_until([&] { return !squeue_jobs().contains(companion); }, 10s));
-  EXPECT_EQ(sh("sacct -n -X -P -j " + companion + " -o State | tail -1"), "COMPLETED");
+  // slurmdbd hears of the end a moment later.
+  EXPECT_TRUE(wait_until([&] { return sh("sacct -n -X -P -j " + companion + " -o State | tail -1") == "COMPLETED"; },
+                         20s))
+      << "sacct -j " << companion << ": " << sh("sacct -n -X -P -j " + companion + " -o State");
   EXPECT_EQ(nodes_of(job), (Nodes{batch_host}));
 
   // A companion still held when the backend goes is completed with it.
