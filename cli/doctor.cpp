@@ -1,5 +1,7 @@
 #include "doctor.hpp"
 
+#include <bellows/controller/slurm_expand_strategy.hpp>
+
 #include <sstream>
 
 namespace bellows::cli {
@@ -82,16 +84,21 @@ std::vector<Finding> diagnose(const SiteFacts& facts) {
                      value_of(facts, "SLURM_VERSION") + ")",
                  ""});
 
+  // The strategy `bellows run --expand-strategy auto` picks on this cluster.
   const std::string scheduler = value_of(facts, "SchedulerParameters");
-  if (list_has(scheduler, "permit_job_expansion")) {
-    out.push_back({"job expansion", Verdict::ok,
-                   "permitted (SchedulerParameters=" + scheduler + "): a job grows under its own job id", ""});
+  const std::string prolog = value_of(facts, "PrologFlags");
+  namespace ctl = bellows::controller;
+  const ctl::StrategyChoice choice =
+      ctl::choose_expand_strategy(ctl::ExpandStrategy::automatic, scheduler, prolog);
+  if (choice.strategy == ctl::ExpandStrategy::merge) {
+    out.push_back({"expand strategy", Verdict::ok,
+                   "merge: " + choice.reason + ": a job grows under its own job id (helper jobs "
+                   "bellows-expand-JOBID merged into it)", ""});
   } else {
-    out.push_back({"job expansion", Verdict::problem,
-                   "not permitted (SchedulerParameters=" + (scheduler.empty() ? std::string("(none)") : scheduler) +
-                       "): Slurm refuses to merge new nodes into a running job, and Bellows grows jobs only "
-                       "that way today",
-                   "add permit_job_expansion to SchedulerParameters in slurm.conf, then scontrol reconfigure"});
+    out.push_back({"expand strategy", Verdict::ok,
+                   "companion: " + choice.reason + ": a job grows by companion allocations it spans "
+                   "(bellows-grow-JOBID, comment bellows:companion-of:JOBID, beside it in squeue and sacct)",
+                   ""});
   }
 
   const std::string accounting = value_of(facts, "AccountingStorageType");
@@ -135,13 +142,12 @@ std::vector<Finding> diagnose(const SiteFacts& facts) {
     out.push_back({"select plugin", Verdict::ok, select.empty() ? "(unknown)" : select, ""});
   }
 
-  const std::string prolog = value_of(facts, "PrologFlags");
   if (list_has(prolog, "Contain")) {
-    out.push_back({"extern step", Verdict::problem,
+    out.push_back({"extern step", Verdict::ok,
                    "PrologFlags=" + prolog + ": every job gets an extern step, and Slurm refuses to merge a "
-                   "helper job that has a step (pam_slurm_adopt sites use Contain)",
-                   "no same-id expansion on this cluster; elastic jobs cannot grow until Bellows spans a "
-                   "companion allocation"});
+                   "helper job that has one (pam_slurm_adopt sites use Contain): jobs grow by companion "
+                   "allocations",
+                   ""});
   } else {
     out.push_back({"extern step", Verdict::ok, "no extern step (PrologFlags=" + (prolog.empty() ? "none" : prolog) + ")", ""});
   }

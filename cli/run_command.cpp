@@ -56,6 +56,7 @@ struct RunOptions {
   std::string policy_file;
   unsigned pool = 0;
   std::string listen;  ///< ipc, tcp or tcp:ADDRESS; empty: ipc on local, tcp on slurm
+  std::string expand_strategy = "auto";  ///< slurm: auto, merge or companion
   bool verbose = false;
   bool quiet = false;
   std::vector<std::string> command;
@@ -354,7 +355,15 @@ int run_job(RunOptions o) {
   if (slurm) {
 #if BELLOWS_HAVE_SLURM_BACKEND
     backend.job = slurm_job;
-    auto rm = std::make_unique<ctl::SlurmResourceManager>();
+    ctl::SlurmOptions slurm_options;
+    (void)ctl::parse_expand_strategy(o.expand_strategy, slurm_options.expand_strategy);  // checked by CLI11
+    auto rm = std::make_unique<ctl::SlurmResourceManager>(slurm_options);
+    const ctl::StrategyChoice& strategy = rm->expand_strategy();
+    std::fprintf(stderr, "bellows: job %s grows by %s: %s\n", backend.job.c_str(),
+                 strategy.strategy == ctl::ExpandStrategy::merge
+                     ? "merging helper jobs into it (same job id)"
+                     : "companion allocations it spans (bellows-grow-JOBID)",
+                 strategy.reason.c_str());
     auto held = rm->nodes_of(backend.job);
     if (!held.status.ok() || held.value.empty()) {
       std::fprintf(stderr, "bellows run: the nodes of Slurm job %s: %s\n", backend.job.c_str(),
@@ -432,6 +441,11 @@ int run_job(RunOptions o) {
     launch.bellowsd = find_bellowsd();
     launch.job_dir = job_dir;
     launch.verbose = o.verbose;
+#if BELLOWS_HAVE_SLURM_BACKEND
+    // A node of a companion allocation runs its daemon as a step of that companion.
+    launch.slurm_job_of = [rm = static_cast<ctl::SlurmResourceManager*>(backend.rm.get()),
+                           job](const std::string& node) { return rm->slurm_job_of(job, node); };
+#endif
     backend.launcher = std::make_unique<ctl::SlurmDaemonLauncher>(launch);
   }
   const std::vector<std::string> first_nodes = backend.nodes;
@@ -519,6 +533,12 @@ void add_run_command(CLI::App& app, Outcome& outcome) {
                   "where the controller listens: ipc (this host; default on local), tcp (this host's "
                   "address; default on slurm) or tcp:ADDRESS")
       ->check(listen_problem);
+  run->add_option("--expand-strategy", options->expand_strategy,
+                  "slurm: how the job grows: merge (helper jobs merged into it, same job id; needs "
+                  "SchedulerParameters=permit_job_expansion), companion (step-less allocations "
+                  "named bellows-grow-JOBID that it spans; any Slurm) or auto (merge where the "
+                  "site permits it; default)")
+      ->check(CLI::IsMember({"auto", "merge", "companion"}));
   run->add_flag("--verbose", options->verbose, "daemons log every request and metrics message");
   run->add_flag("--quiet", options->quiet, "no progress line");
   run->add_option("command", options->command, "PROGRAM and its arguments, after --")->required();

@@ -40,10 +40,15 @@ pid_t SlurmDaemonLauncher::pid_of(const std::string& node) const {
   return it == running_.end() ? 0 : it->second;
 }
 
+std::string SlurmDaemonLauncher::slurm_job(const std::string& node) const {
+  std::string holder = options_.slurm_job_of ? options_.slurm_job_of(node) : std::string();
+  return holder.empty() ? options_.job : holder;
+}
+
 std::vector<std::string> SlurmDaemonLauncher::command(const std::string& node) const {
   const protocol::JobDirectory layout{options_.job_dir};
   std::vector<std::string> args = {options_.srun.string(),
-                                   "--jobid=" + options_.job,
+                                   "--jobid=" + slurm_job(node),
                                    "--overlap",
                                    "-N1",
                                    "-n1",

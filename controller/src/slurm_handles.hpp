@@ -32,9 +32,14 @@ struct AllocationFree {
   }
 };
 
+struct ConfigFree {
+  void operator()(slurm_conf_t* p) const noexcept { slurm_free_ctl_conf(p); }
+};
+
 using JobInfo = std::unique_ptr<job_info_msg_t, JobInfoFree>;
 using NodeInfo = std::unique_ptr<node_info_msg_t, NodeInfoFree>;
 using Allocation = std::unique_ptr<resource_allocation_response_msg_t, AllocationFree>;
+using Config = std::unique_ptr<slurm_conf_t, ConfigFree>;
 
 /// libslurm's last error on this thread, as "slurm_load_job: Invalid job id specified".
 inline std::string error_text(const char* call, int errnum) {

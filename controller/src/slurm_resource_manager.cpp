@@ -2,6 +2,7 @@
 
 #include "bellows/controller/node_list.hpp"
 #include "slurm_handles.hpp"
+#include "slurm_jobs.hpp"
 
 #include <unistd.h>
 
@@ -32,126 +33,14 @@ std::string seconds(Clock::duration d) {
   return buf;
 }
 
-RmCode code_of(int errnum) {
-  switch (errnum) {
-    case ESLURM_INVALID_JOB_ID:
-      return RmCode::unknown_job;
-    case ESLURM_INVALID_NODE_NAME:
-      return RmCode::unknown_node;
-    case SLURM_COMMUNICATIONS_CONNECTION_ERROR:
-    case SLURM_COMMUNICATIONS_SEND_ERROR:
-    case SLURM_COMMUNICATIONS_RECEIVE_ERROR:
-    case SLURM_COMMUNICATIONS_SHUTDOWN_ERROR:
-    case SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR:
-    case SLURMCTLD_COMMUNICATIONS_SEND_ERROR:
-    case SLURMCTLD_COMMUNICATIONS_RECEIVE_ERROR:
-    case SLURMCTLD_COMMUNICATIONS_SHUTDOWN_ERROR:
-    case SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT:
-    case ESLURM_IN_STANDBY_MODE:
-      return RmCode::unavailable;
-    default:
-      return RmCode::denied;
-  }
-}
-
-/// libslurm's answer to a failed call, with the context of the operation in front.
-RmStatus slurm_error(const std::string& context, const char* call, int errnum) {
-  return {code_of(errnum), context + slurm::error_text(call, errnum)};
-}
-
-const char* state_name(std::uint32_t state) {
-  static constexpr const char* names[] = {"PENDING",   "RUNNING",  "SUSPENDED", "COMPLETED",
-                                          "CANCELLED", "FAILED",   "TIMEOUT",   "NODE_FAIL",
-                                          "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"};
-  const std::uint32_t base = state & JOB_STATE_BASE;
-  return base < std::size(names) ? names[base] : "UNKNOWN";
-}
-
-std::string reason_name(std::uint16_t reason) {
-  switch (reason) {
-    case WAIT_NO_REASON: return "None";
-    case WAIT_PRIORITY: return "Priority";
-    case WAIT_DEPENDENCY: return "Dependency";
-    case WAIT_RESOURCES: return "Resources";
-    case WAIT_DEP_INVALID: return "DependencyNeverSatisfied";
-    default: return "reason " + std::to_string(reason);
-  }
-}
-
-bool in_list(const char* comma_list, const std::string& name) {
-  if (comma_list == nullptr) return false;
-  std::string_view rest(comma_list);
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    if (rest.substr(0, comma) == name) return true;
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
-/// What the backend needs of a job record, copied out of libslurm's buffer.
-struct Job {
-  std::uint32_t id = 0;
-  std::uint32_t state = 0;  ///< base state (JOB_PENDING, JOB_RUNNING, ...)
-  std::uint16_t reason = 0;
-  std::vector<std::string> nodes;
-  std::string batch_host;
-  std::string partition;
-  std::string account;
-  std::string comment;
-  std::uint32_t time_limit = INFINITE;  ///< minutes; INFINITE or NO_VAL: none
-  std::time_t end_time = 0;             ///< when the time limit ends a running job
-  std::uint32_t user_id = 0;
-  std::uint32_t group_id = 0;
-};
-
-/// Parses a Slurm job id; status unknown_job (or bad_request for an empty id) otherwise.
-RmStatus parse_job_id(const std::string& job, std::uint32_t& id) {
-  if (job.empty()) return {RmCode::bad_request, "empty job id"};
-  auto [ptr, ec] = std::from_chars(job.data(), job.data() + job.size(), id);
-  if (ec != std::errc() || ptr != job.data() + job.size() || id == 0) {
-    return {RmCode::unknown_job, "'" + job + "' is no Slurm job id"};
-  }
-  return {RmCode::ok, ""};
-}
-
-RmResult<Job> load_job(std::uint32_t id) {
-  job_info_msg_t* raw = nullptr;
-  if (slurm_load_job(&raw, id, SHOW_ALL) != SLURM_SUCCESS) {
-    const int errnum = slurm_get_errno();
-    return {slurm_error("job " + std::to_string(id) + ": ", "slurm_load_job", errnum), {}};
-  }
-  const slurm::JobInfo info(raw);
-  for (std::uint32_t i = 0; i < info->record_count; ++i) {
-    const slurm_job_info_t& r = info->job_array[i];
-    if (r.job_id != id) continue;
-    Job job;
-    job.id = id;
-    job.state = r.job_state & JOB_STATE_BASE;
-    job.reason = r.state_reason;
-    try {
-      job.nodes = expand_hostlist(r.nodes != nullptr ? r.nodes : "");
-    } catch (const std::invalid_argument& e) {
-      return {{RmCode::unavailable, "job " + std::to_string(id) + ": " + e.what()}, {}};
-    }
-    job.batch_host = r.batch_host != nullptr ? r.batch_host : "";
-    job.partition = r.partition != nullptr ? r.partition : "";
-    job.account = r.account != nullptr ? r.account : "";
-    job.comment = r.comment != nullptr ? r.comment : "";
-    job.time_limit = r.time_limit;
-    job.end_time = r.end_time;
-    job.user_id = r.user_id;
-    job.group_id = r.group_id;
-    return {{RmCode::ok, ""}, std::move(job)};
-  }
-  return {{RmCode::unknown_job, "job " + std::to_string(id) + ": slurmctld has no record of it"},
-          {}};
-}
-
-bool contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
+using slurm::contains;
+using slurm::in_list;
+using slurm::Job;
+using slurm::load_job;
+using slurm::parse_job_id;
+using slurm::reason_name;
+using slurm::slurm_error;
+using slurm::state_name;
 
 }  // namespace
 
@@ -164,7 +53,8 @@ struct SlurmResourceManager::Impl {
     ExpandRequest request;
     Clock::time_point asked;
     std::uint32_t job = 0;
-    std::uint32_t helper = 0;
+    std::uint32_t helper = 0;  ///< the helper job (merge) or the companion
+    bool companion = false;
     Clock::duration submit_time{};
   };
 
@@ -176,7 +66,9 @@ struct SlurmResourceManager::Impl {
     std::uint32_t job_id = 0;
     Clock::time_point updated;
     Clock::duration update_time{};
-    std::string how;  ///< the update: "NumNodes=1" or "NodeList=n[1,3]"
+    std::string how;  ///< the updates: "NodeList=n[1,3]", "companion job 43 completed"
+    std::vector<std::string> own;              ///< leaving nodes the job itself holds
+    std::vector<CompanionRelease> companions;  ///< leaving nodes of its companions
   };
 
   struct Answer {
@@ -200,6 +92,7 @@ struct SlurmResourceManager::Impl {
   std::map<RmRequestId, Phase> phases;
   std::map<RmRequestId, std::uint32_t> helpers;
   std::vector<Answer> answers;
+  std::map<std::string, CompanionBook> companions;  ///< per job
 
   // The controller's thread only.
   RmRequestId next_expand = 1;
@@ -217,11 +110,29 @@ struct SlurmResourceManager::Impl {
 
   std::thread thread;
 
-  explicit Impl(SlurmOptions o) : options(std::move(o)) {
+  StrategyChoice strategy;  ///< fixed at construction
+
+  explicit Impl(SlurmOptions o) : options(std::move(o)), strategy(load_strategy(options.expand_strategy)) {
     char host[256] = {};
     if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
     alloc_host = host;
     thread = std::thread([this] { run(); });
+  }
+
+  /// The strategy the site allows (or the one forced), from the controller's configuration.
+  static StrategyChoice load_strategy(ExpandStrategy requested) {
+    slurm_conf_t* raw = nullptr;
+    if (slurm_load_ctl_conf(0, &raw) != SLURM_SUCCESS) {
+      const int errnum = slurm_get_errno();
+      if (requested != ExpandStrategy::automatic) return choose_expand_strategy(requested, "", "");
+      return {ExpandStrategy::companion, slurm::error_text("slurm_load_ctl_conf", errnum) +
+                                            ": the site's settings are unknown, and a companion "
+                                            "allocation works on any Slurm"};
+    }
+    const slurm::Config conf(raw);
+    const std::string scheduler = conf->sched_params != nullptr ? conf->sched_params : "";
+    const std::string prolog = (conf->prolog_flags & PROLOG_FLAG_CONTAIN) != 0 ? "Contain" : "";
+    return choose_expand_strategy(requested, scheduler, prolog);
   }
 
   ~Impl() {
@@ -260,8 +171,13 @@ struct SlurmResourceManager::Impl {
       }
     }
     lock.unlock();
-    // No helper job outlives the backend.
+    // No helper job or companion outlives the backend.
     for (const ExpandWork& w : active_expands) kill_helper(w.helper);
+    std::lock_guard guard(mutex);
+    for (const auto& [job, book] : companions) {
+      for (std::uint32_t companion : book.companions()) complete_companion(companion);
+    }
+    companions.clear();
   }
 
   Phase phase_of(RmRequestId id) {
@@ -304,6 +220,15 @@ struct SlurmResourceManager::Impl {
     if (helper != 0) (void)slurm_kill_job(helper, SIGKILL, 0);
   }
 
+  /// Gives a running companion back: it ends COMPLETED (slurm_kill_job would leave it
+  /// CANCELLED in sacct), and Slurm ends its steps. Pending or gone: cancelled, or nothing.
+  static int complete_companion(std::uint32_t companion) {
+    if (slurm_complete_job(companion, 0) == SLURM_SUCCESS) return SLURM_SUCCESS;
+    const int errnum = slurm_get_errno();
+    if (errnum != ESLURM_INVALID_JOB_ID && errnum != ESLURM_ALREADY_DONE) kill_helper(companion);
+    return errnum;
+  }
+
   void start_expand(ExpandWork w) {
     if (phase_of(w.id) == Phase::cancelled) {
       forget(w.id);
@@ -333,25 +258,32 @@ struct SlurmResourceManager::Impl {
                                             ": only a running job can grow"});
       return;
     }
-    // Keep within the job's time limit: the helper asks for no more time than the job has
-    // left (so that backfill can place it), and a job in its last minute does not grow.
-    std::uint32_t helper_minutes = NO_VAL;
-    if (job.value.time_limit != INFINITE && job.value.time_limit != NO_VAL) {
-      const std::time_t left = job.value.end_time - std::time(nullptr);
-      if (left < 60) {
-        answer_expand(w, {RmCode::denied, context + "the job ends in " + std::to_string(std::max<std::time_t>(left, 0)) +
-                                              " s (its time limit): too late to grow"});
-        return;
-      }
-      helper_minutes = static_cast<std::uint32_t>(left / 60);
+    // Keep within the job's time limit: the helper or companion asks for no more time than
+    // the job has left (so that backfill can place it, and a companion ends with the job at
+    // the latest), and a job in its last minute does not grow.
+    const bool unlimited = job.value.time_limit == INFINITE || job.value.time_limit == NO_VAL;
+    const GrantMinutes minutes =
+        grant_minutes(unlimited ? std::nullopt : std::optional<std::uint32_t>(job.value.time_limit),
+                      job.value.end_time, std::time(nullptr));
+    if (!minutes.status.ok()) {
+      answer_expand(w, {minutes.status.code, context + minutes.status.text});
+      return;
     }
+    // merge: a helper job that may merge into the job once it runs; companion: an allocation
+    // of its own that says whose it is (squeue -o "%j %k").
+    w.companion = strategy.strategy == ExpandStrategy::companion;
     std::string dependency = "expand:" + r.job;
-    std::string name = std::string(kHelperPrefix) + r.job;
+    std::string name = w.companion ? companion_name(r.job) : std::string(kHelperPrefix) + r.job;
+    std::string comment = companion_comment(r.job);
     job_desc_msg_t desc;
     slurm_init_job_desc_msg(&desc);
-    desc.time_limit = helper_minutes;
+    desc.time_limit = minutes.minutes.value_or(NO_VAL);
     desc.name = name.data();
-    desc.dependency = dependency.data();
+    if (w.companion) {
+      desc.comment = comment.data();
+    } else {
+      desc.dependency = dependency.data();
+    }
     desc.partition = job.value.partition.data();
     if (!job.value.account.empty()) desc.account = job.value.account.data();
     desc.user_id = job.value.user_id;
@@ -400,7 +332,7 @@ struct SlurmResourceManager::Impl {
     }
     const ExpandRequest& r = w.request;
     const std::string context = "expand job " + r.job + " by " + std::to_string(r.count) + ": ";
-    const std::string helper = "helper job " + std::to_string(w.helper);
+    const std::string helper = (w.companion ? "companion job " : "helper job ") + std::to_string(w.helper);
     const auto now = Clock::now();
     const bool expired = now >= w.asked + r.timeout;
     auto loaded = load_job(w.helper);
@@ -446,6 +378,15 @@ struct SlurmResourceManager::Impl {
         return true;
       }
       phases[w.id] = Phase::merging;  // from here on cancel_expand() says false
+      if (w.companion) companions[r.job].add(w.helper, h.nodes);
+    }
+    if (w.companion) {
+      answer_expand(w,
+                    {RmCode::ok, "granted " + join_nodes(h.nodes) + ": " + helper + " (" +
+                                     companion_name(r.job) + ") submitted in " + seconds(w.submit_time) +
+                                     ", allocated in " + seconds(now - w.asked)},
+                    h.nodes);
+      return true;
     }
     merge(w, h.nodes, now);
     return true;
@@ -514,6 +455,25 @@ struct SlurmResourceManager::Impl {
            " (a node left the job in the same second: Slurm refuses steps there until it is over)";
   }
 
+  /// The job's companions now (a copy: the controller's thread reads them too).
+  CompanionBook book_of(const std::string& job) {
+    std::lock_guard lock(mutex);
+    auto it = companions.find(job);
+    return it == companions.end() ? CompanionBook{} : it->second;
+  }
+
+  /// Shrinks a job or companion to `remaining` by name: Slurm drops the others (a count,
+  /// min_nodes, would keep the first nodes in Slurm's order, whichever they are).
+  static int shrink_to(std::uint32_t id, const std::vector<std::string>& remaining, std::string& how) {
+    std::string req_nodes = compress_hostlist(remaining);
+    job_desc_msg_t desc;
+    slurm_init_job_desc_msg(&desc);
+    desc.job_id = id;
+    desc.req_nodes = req_nodes.data();
+    how = "NodeList=" + req_nodes;
+    return slurm_update_job(&desc) == SLURM_SUCCESS ? SLURM_SUCCESS : slurm_get_errno();
+  }
+
   void start_release(ReleaseWork w) {
     const std::string context = "release of " + join_nodes(w.nodes) + ": ";
     RmStatus parsed = parse_job_id(w.job, w.job_id);
@@ -526,7 +486,10 @@ struct SlurmResourceManager::Impl {
       answer_release(w, job.status);
       return;
     }
-    std::vector<std::string> known = job.value.nodes;
+    const CompanionBook book = book_of(w.job);
+    std::vector<std::string> held = job.value.nodes;
+    for (const auto& node : book.nodes()) held.push_back(node);
+    std::vector<std::string> known = held;
     if (!std::all_of(w.nodes.begin(), w.nodes.end(),
                      [&](const std::string& n) { return contains(known, n); })) {
       auto all = load_node_names();
@@ -536,26 +499,43 @@ struct SlurmResourceManager::Impl {
       }
       known = std::move(all.value);
     }
-    ReleasePlan plan =
-        plan_release(w.job, job.value.nodes, job.value.batch_host, w.nodes, known);
+    ReleasePlan plan = plan_release(w.job, held, job.value.batch_host, w.nodes, known);
     if (!plan.status.ok()) {
       answer_release(w, plan.status);
       return;
     }
-    std::string req_nodes = compress_hostlist(plan.remaining);
-    job_desc_msg_t desc;
-    slurm_init_job_desc_msg(&desc);
-    desc.job_id = w.job_id;
-    // The nodes that stay, by name: Slurm drops the others (a count, min_nodes, would keep
-    // the job's first nodes in Slurm's order, whichever they are).
-    desc.req_nodes = req_nodes.data();
-    w.how = "NodeList=" + req_nodes;
+    ReleaseSplit split = book.split(w.nodes);
+    w.own = std::move(split.own);
+    w.companions = std::move(split.companions);
     const auto began = Clock::now();
-    if (slurm_update_job(&desc) != SLURM_SUCCESS) {
-      const int errnum = slurm_get_errno();
-      answer_release(w, slurm_error("release by job " + w.job + " (" + w.how + "): ",
-                                    "slurm_update_job", errnum));
-      return;
+    // Companions first: a refusal there leaves the job itself untouched.
+    for (const CompanionRelease& c : w.companions) {
+      const std::string name = "companion job " + std::to_string(c.companion);
+      std::string how;
+      const int errnum = c.remaining.empty()
+                             ? (slurm_complete_job(c.companion, 0) == SLURM_SUCCESS ? SLURM_SUCCESS
+                                                                                     : slurm_get_errno())
+                             : shrink_to(c.companion, c.remaining, how);
+      if (errnum != SLURM_SUCCESS) {
+        answer_release(w, slurm_error("release by job " + w.job + " (" + name + "): ",
+                                      c.remaining.empty() ? "slurm_complete_job" : "slurm_update_job",
+                                      errnum));
+        return;
+      }
+      w.how += (w.how.empty() ? "" : ", ") + name + (c.remaining.empty() ? " completed" : " " + how);
+    }
+    if (!w.own.empty()) {
+      std::vector<std::string> remaining;
+      for (const auto& node : job.value.nodes) {
+        if (!contains(w.own, node)) remaining.push_back(node);
+      }
+      std::string how;
+      if (const int errnum = shrink_to(w.job_id, remaining, how); errnum != SLURM_SUCCESS) {
+        answer_release(w, slurm_error("release by job " + w.job + " (" + how + "): ",
+                                      "slurm_update_job", errnum));
+        return;
+      }
+      w.how = how + (w.how.empty() ? "" : ", ") + w.how;
     }
     w.updated = Clock::now();
     w.update_time = w.updated - began;
@@ -572,13 +552,37 @@ struct SlurmResourceManager::Impl {
     }
   }
 
+  /// True when none of `leaving` is listed by Slurm job `id` any more (or, for `whole`, once
+  /// the job no longer runs). `problem` says what slurmctld answered when it did not.
+  static bool left(std::uint32_t id, const std::vector<std::string>& leaving, bool whole,
+                   std::string& problem) {
+    auto loaded = load_job(id);
+    if (!loaded.status.ok()) {
+      problem = loaded.status.text;
+      return whole && loaded.status.code == RmCode::unknown_job;
+    }
+    if (whole) return loaded.value.state != JOB_RUNNING && loaded.value.state != JOB_SUSPENDED;
+    return std::none_of(leaving.begin(), leaving.end(),
+                        [&](const std::string& n) { return contains(loaded.value.nodes, n); });
+  }
+
   bool poll_release(const ReleaseWork& w) {
-    auto job = load_job(w.job_id);
     const auto now = Clock::now();
-    if (job.status.ok() &&
-        std::none_of(w.nodes.begin(), w.nodes.end(),
-                     [&](const std::string& n) { return contains(job.value.nodes, n); })) {
-      for (const auto& node : w.nodes) departed[{w.job_id, node}] = std::time(nullptr);
+    std::string problem;
+    bool done = w.own.empty() || left(w.job_id, w.own, false, problem);
+    for (const CompanionRelease& c : w.companions) {
+      if (!done) break;
+      done = left(c.companion, c.leaving, c.remaining.empty(), problem);
+    }
+    if (done) {
+      for (const auto& node : w.own) departed[{w.job_id, node}] = std::time(nullptr);
+      {
+        std::lock_guard lock(mutex);
+        if (auto it = companions.find(w.job); it != companions.end()) {
+          it->second.remove_nodes(w.nodes);
+          if (it->second.empty()) companions.erase(it);
+        }
+      }
       answer_release(w, {RmCode::ok, "released " + join_nodes(w.nodes) + " of job " + w.job +
                                          " (" + w.how + "): updated in " + seconds(w.update_time) +
                                          ", gone from the job in " + seconds(now - w.updated)});
@@ -586,9 +590,9 @@ struct SlurmResourceManager::Impl {
     }
     if (now - w.updated > options.settle_timeout) {
       answer_release(w, {RmCode::unavailable,
-                         "release by job " + w.job + ": " + join_nodes(w.nodes) +
+                         "release by job " + w.job + " (" + w.how + "): " + join_nodes(w.nodes) +
                              " still listed " + seconds(now - w.updated) + " after the update" +
-                             (job.status.ok() ? "" : " (" + job.status.text + ")")});
+                             (problem.empty() ? "" : " (" + problem + ")")});
       return true;
     }
     return false;
@@ -697,7 +701,11 @@ RmResult<std::vector<PendingJob>> SlurmResourceManager::pending_jobs() {
   for (std::uint32_t i = 0; i < info->record_count; ++i) {
     const slurm_job_info_t& r = info->job_array[i];
     if ((r.job_state & JOB_STATE_BASE) != JOB_PENDING) continue;
-    if (r.name != nullptr && std::string_view(r.name).starts_with(kHelperPrefix)) continue;
+    // The helper jobs and companions of elastic jobs wait for nodes for a job that runs.
+    if (r.name != nullptr && (std::string_view(r.name).starts_with(kHelperPrefix) ||
+                              std::string_view(r.name).starts_with(kCompanionPrefix))) {
+      continue;
+    }
     if (!impl_->options.partition.empty() && !in_list(r.partition, impl_->options.partition)) {
       continue;
     }
@@ -726,8 +734,13 @@ RmResult<std::vector<std::string>> SlurmResourceManager::nodes_of(const std::str
   }
   auto it = impl_->granted.find(job);
   static const std::vector<std::string> none;
-  return {{RmCode::ok, ""},
-          allocation_order(j.nodes, j.batch_host, it == impl_->granted.end() ? none : it->second)};
+  const std::vector<std::string>& granted = it == impl_->granted.end() ? none : it->second;
+  // The nodes of its companions are the job's too, once their grant was delivered.
+  std::vector<std::string> held = j.nodes;
+  for (const auto& node : impl_->book_of(job).nodes()) {
+    if (contains(granted, node) && !contains(held, node)) held.push_back(node);
+  }
+  return {{RmCode::ok, ""}, allocation_order(held, j.batch_host, granted)};
 }
 
 void SlurmResourceManager::progress() {
@@ -796,6 +809,12 @@ RmResult<std::string> SlurmResourceManager::published_job_dir(const std::string&
   auto loaded = load_job(id);
   if (!loaded.status.ok()) return {loaded.status, {}};
   const std::string& comment = loaded.value.comment;
+  if (comment.starts_with(kCompanionCommentPrefix)) {
+    const std::string owner = comment.substr(kCompanionCommentPrefix.size());
+    return {{RmCode::denied, "Slurm job " + job + " is a companion allocation of job " + owner +
+                                 ": ask for job " + owner},
+            {}};
+  }
   if (!comment.starts_with(kJobDirTag) || comment.size() == kJobDirTag.size()) {
     return {{RmCode::denied, "Slurm job " + job + " was not started by bellows run (its comment names no "
                              "job directory)"},
@@ -808,6 +827,24 @@ std::uint32_t SlurmResourceManager::helper_job_of(RmRequestId id) const {
   std::lock_guard lock(impl_->mutex);
   auto it = impl_->helpers.find(id);
   return it == impl_->helpers.end() ? 0 : it->second;
+}
+
+const StrategyChoice& SlurmResourceManager::expand_strategy() const noexcept {
+  return impl_->strategy;
+}
+
+std::string SlurmResourceManager::slurm_job_of(const std::string& job, const std::string& node) const {
+  std::lock_guard lock(impl_->mutex);
+  const auto it = impl_->companions.find(job);
+  if (it == impl_->companions.end()) return job;
+  const auto holder = it->second.holder_of(node);
+  return holder ? std::to_string(*holder) : job;
+}
+
+std::vector<std::uint32_t> SlurmResourceManager::companions_of(const std::string& job) const {
+  std::lock_guard lock(impl_->mutex);
+  const auto it = impl_->companions.find(job);
+  return it == impl_->companions.end() ? std::vector<std::uint32_t>{} : it->second.companions();
 }
 
 }  // namespace bellows::controller

@@ -51,9 +51,13 @@ TEST(Doctor, AClusterThatCanRunElasticJobsHasNoProblem) {
     checks.push_back(f.check);
     EXPECT_NE(f.verdict, Verdict::problem) << f.check << ": " << f.what;
   }
-  EXPECT_EQ(checks, (std::vector<std::string>{"slurmctld", "job expansion", "accounting", "SPANK plugin",
+  EXPECT_EQ(checks, (std::vector<std::string>{"slurmctld", "expand strategy", "accounting", "SPANK plugin",
                                               "select plugin", "extern step", "munge", "control plane"}));
   EXPECT_EQ(find(all, "slurmctld").what, "answers (cluster bellows, Slurm 22.05.8)");
+  EXPECT_EQ(find(all, "expand strategy").what,
+            "merge: Slurm permits job expansion (SchedulerParameters=permit_job_expansion,batch_sched_delay=0, "
+            "PrologFlags=(none)): a job grows under its own job id (helper jobs bellows-expand-JOBID merged "
+            "into it)");
   EXPECT_EQ(find(all, "SPANK plugin").what,
             "loaded by /etc/slurm/plugstack.conf: required /opt/bellows/lib/spank_bellows.so");
   EXPECT_EQ(find(all, "munge").what, "reachable (socket=/tmp/s/munge.socket.2)");
@@ -68,20 +72,30 @@ TEST(Doctor, EachProblemIsNamedWithItsFix) {
   f.plugstack_text = "# required /opt/bellows/lib/spank_bellows.so\n";
   f.munge_error = "/tmp/s/munge.socket.2: Connection refused";
   const auto all = diagnose(f);
-  const Finding& expansion = find(all, "job expansion");
-  EXPECT_EQ(expansion.verdict, Verdict::problem);
-  EXPECT_EQ(expansion.what,
-            "not permitted (SchedulerParameters=batch_sched_delay=0): Slurm refuses to merge new nodes into a "
-            "running job, and Bellows grows jobs only that way today");
-  EXPECT_EQ(expansion.fix, "add permit_job_expansion to SchedulerParameters in slurm.conf, then scontrol reconfigure");
   EXPECT_EQ(find(all, "accounting").verdict, Verdict::problem);
   EXPECT_EQ(find(all, "accounting").fix, "run slurmdbd and set AccountingStorageType=accounting_storage/slurmdbd");
-  EXPECT_EQ(find(all, "extern step").verdict, Verdict::problem);
+  EXPECT_EQ(find(all, "extern step").verdict, Verdict::ok) << "jobs grow by companion allocations there";
   EXPECT_EQ(find(all, "SPANK plugin").what,
             "/etc/slurm/plugstack.conf does not load spank_bellows.so: sbatch has no --elastic option");
   EXPECT_EQ(find(all, "SPANK plugin").fix,
             "add the line `required /PATH/TO/spank_bellows.so` to /etc/slurm/plugstack.conf");
   EXPECT_EQ(find(all, "munge").what, "unreachable: /tmp/s/munge.socket.2: Connection refused");
+}
+
+TEST(Doctor, SaysWhichExpandStrategyAJobUses) {
+  SiteFacts f = good();
+  f.config["SchedulerParameters"] = "batch_sched_delay=0";
+  const Finding without = find(diagnose(f), "expand strategy");
+  EXPECT_EQ(without.verdict, Verdict::ok);
+  EXPECT_EQ(without.what,
+            "companion: Slurm does not permit job expansion (SchedulerParameters=batch_sched_delay=0, "
+            "PrologFlags=(none)): a job grows by companion allocations it spans (bellows-grow-JOBID, comment "
+            "bellows:companion-of:JOBID, beside it in squeue and sacct)");
+  f = good();
+  f.config["PrologFlags"] = "Alloc,Contain";
+  const Finding contained = find(diagnose(f), "expand strategy");
+  EXPECT_EQ(contained.what.rfind("companion: Slurm refuses to merge a job with an extern step", 0), 0u)
+      << contained.what;
 }
 
 TEST(Doctor, NoSlurmctldIsTheOneFinding) {

@@ -95,6 +95,23 @@ TEST_F(SlurmDaemonLauncherTest, StartsTheDaemonAsAStepOnTheNode) {
   ::unsetenv("SLURM_JOB_ID");
 }
 
+TEST_F(SlurmDaemonLauncherTest, ADaemonOnACompanionsNodeRunsAsAStepOfTheCompanion) {
+  auto o = options(fake_srun("exec sleep 30"));
+  o.slurm_job_of = [](const std::string& node) { return node == "n3" || node == "n4" ? std::string("57") : std::string(); };
+  SlurmDaemonLauncher launcher(o);
+  EXPECT_EQ(launcher.slurm_job("n1"), "41");
+  EXPECT_EQ(launcher.slurm_job("n3"), "57");
+  EXPECT_EQ(launcher.command("n1")[1], "--jobid=41");
+  const auto command = launcher.command("n4");
+  EXPECT_EQ(command[1], "--jobid=57");
+  EXPECT_EQ(std::vector<std::string>(command.begin() + 2, command.begin() + 7),
+            (std::vector<std::string>{"--overlap", "-N1", "-n1", "-w", "n4"}));
+  ASSERT_TRUE(launcher.launch("n3", "41").ok());
+  const std::string args = read("args");
+  EXPECT_EQ(args.rfind("--jobid=57\n--overlap\n-N1\n-n1\n-w\nn3\n", 0), 0u) << args;
+  EXPECT_TRUE(launcher.stop("n3").ok());
+}
+
 TEST_F(SlurmDaemonLauncherTest, CancelsAStepThatIgnoresSigint) {
   SlurmDaemonLauncher launcher(options(fake_srun("trap '' INT; while :; do sleep 0.05; done")));
   ASSERT_TRUE(launcher.launch("n2", "41").ok());

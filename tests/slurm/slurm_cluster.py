@@ -38,7 +38,10 @@ class Cluster:
         self.dir = Path(args.dir).resolve()
         self.local_slurm = args.local_slurm
         self.env = dict(os.environ, SLURM_CONF=str(self.dir / "etc" / "slurm.conf"))
-        self.work = self.dir.parent / "work"
+        self.work = self.dir.parent / ("work" if self.dir.name == "cluster" else f"work-{self.dir.name}")
+        # Started with `local-slurm start --no-job-expansion`: Slurm's default SchedulerParameters,
+        # so elastic jobs grow by companion allocations rather than by merging helper jobs.
+        self.companion = getattr(args, "no_job_expansion", False)
 
     def run(self, args, cwd=None, timeout=60, ok=True):
         """Runs a command against the cluster; with ok=True a non-zero exit fails the test."""
@@ -111,6 +114,8 @@ def main(doc, tests, fixture_tests=()):
     parser.add_argument("--source", help="the source tree (policies/examples/ is read from it)")
     parser.add_argument("--app", help="the gemm example")
     parser.add_argument("--cholesky", help="the cholesky example")
+    parser.add_argument("--no-job-expansion", action="store_true",
+                        help="the cluster runs (start: is started) without permit_job_expansion")
     parser.add_argument("test", choices=sorted(tests))
     args = parser.parse_args()
     cluster = Cluster(args)

@@ -35,8 +35,8 @@ def test_start(c, args):
         c.run([c.local_slurm, "stop", str(c.dir)], ok=False)
     shutil.rmtree(c.dir, ignore_errors=True)
     shutil.rmtree(c.work, ignore_errors=True)
-    result = c.run([c.local_slurm, "start", str(c.dir), "--nodes", str(NODES), "--plugin",
-                    args.plugin], timeout=240, ok=False)
+    result = c.run([c.local_slurm, "start", str(c.dir), "--nodes", str(NODES), "--plugin", args.plugin]
+                   + (["--no-job-expansion"] if c.companion else []), timeout=240, ok=False)
     print(result.stdout + result.stderr, end="")
     check(result.returncode == 0, f"local-slurm start exited with {result.returncode}")
     log(f"local-slurm start took {result.seconds:.2f} s")
@@ -147,14 +147,17 @@ def test_srun_and_sacct(c, args):
 
 
 def test_doctor(c, args):
-    """bellows doctor on the test cluster: no problem; each check said; exit 0. Then the same
-    with slurm.conf out of reach: the one problem named, exit 1."""
+    """bellows doctor on the test cluster: no problem; each check said, with the expand strategy
+    a job uses (merge, or companion on a cluster without permit_job_expansion); exit 0. Then the
+    same with slurm.conf out of reach: the one problem named, exit 1."""
     result = c.run([args.bellows, "doctor"], ok=False)
     print(result.stdout, end="")
     check(result.returncode == 0, f"bellows doctor exited {result.returncode}: {result.stderr}")
     lines = result.stdout.splitlines()
     for expected in ("ok       slurmctld: answers (cluster bellows, Slurm 22.05",
-                     "ok       job expansion: permitted (SchedulerParameters=permit_job_expansion",
+                     "ok       expand strategy: companion: Slurm does not permit job expansion "
+                     "(SchedulerParameters=batch_sched_delay=0" if c.companion else
+                     "ok       expand strategy: merge: Slurm permits job expansion (SchedulerParameters=permit_job_expansion",
                      "ok       accounting: slurmdbd (accounting_storage/slurmdbd)",
                      f"ok       SPANK plugin: loaded by {c.dir}/etc/plugstack.conf: required {args.plugin}",
                      "warning  select plugin: select/linear",

@@ -4,8 +4,13 @@
 
   slurm_elastic_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM --cholesky CHOLESKY TEST
 
-TEST is one of: run_slurm, grow_and_yield, expand_not_granted, resize_cycles. Each prints what
+TEST is one of: run_slurm, grow_and_yield, expand_not_granted, resize_cycles, cancel_grown. Each prints what
 it checks and ends with "slurm_e2e: PASS" or "slurm_e2e: FAIL: <why>" (exit status 0 or 1).
+
+With --no-job-expansion the cluster runs with Slurm's default SchedulerParameters: `bellows run`
+then grows jobs by companion allocations (bellows-grow-JOBID), and the tests also check that
+they show in squeue and sacct while the job is grown, that the daemons on their nodes run as
+their steps, and that none is left after a shrink or at the end. Otherwise by merged helper jobs.
 """
 
 import json
@@ -47,10 +52,75 @@ class ElasticJob:
         return self.c.job_field(self.id, "JobState")
 
     def nodes(self):
-        """The job's nodes now (empty unless it runs)."""
+        """The job's nodes now (empty unless it runs), with those of its running companions."""
         if self.state() != "RUNNING":
             return []
-        return nodelist_names(self.c, self.c.job_field(self.id, "NodeList"))
+        own = nodelist_names(self.c, self.c.job_field(self.id, "NodeList"))
+        return own + [n for comp in self.companions() if comp["state"] == "RUNNING" for n in comp["nodes"]]
+
+    def companions(self):
+        """The job's companion allocations in the queue: id, name, comment, state, nodes."""
+        out = self.c.run(["squeue", "-h", "-n", f"bellows-grow-{self.id}", "-o", "%i|%j|%k|%T|%N"]).stdout
+        rows = []
+        for line in out.splitlines():
+            if line.strip():
+                job, name, comment, state, nodelist = line.split("|")
+                rows.append({"id": job, "name": name, "comment": comment, "state": state,
+                             "nodes": nodelist_names(self.c, nodelist) if nodelist else []})
+        return rows
+
+    def step_jobs(self):
+        """Node -> the Slurm job (the job's own id, or a companion's) whose bellowsd step runs there."""
+        ids = [self.id] + [comp["id"] for comp in self.companions()]
+        out = self.c.run(["squeue", "-h", "-s", "-j", ",".join(ids), "-o", "%i %j %N"], ok=False).stdout
+        return {fields[2]: fields[0].split(".")[0] for fields in (line.split() for line in out.splitlines())
+                if len(fields) == 3 and fields[1] == "bellowsd"}
+
+    def check_strategy(self):
+        """bellows run said which strategy it chose, the one this cluster allows."""
+        said = [line for line in self.output().splitlines() if " grows by " in line]
+        expected = "companion allocations" if self.c.companion else "merging helper jobs"
+        check(said and expected in said[0], f"bellows run does not say it grows by {expected}: {said}")
+        log(f"bellows run: {said[0]}")
+
+    def check_companions_seen(self, seen):
+        """While grown, each companion was in squeue with its name and comment, and the daemons on
+        its nodes ran as its steps; sacct lists it, COMPLETED (given back whole), or CANCELLED
+        at the job's end."""
+        if not self.c.companion:
+            check(not seen, f"companions on a cluster that permits expansion: {seen}")
+            return
+        check(seen, f"no companion of job {self.id} was seen in squeue")
+        for comp in seen.values():
+            check(comp["name"] == f"bellows-grow-{self.id}" and comp["comment"] == f"bellows:companion-of:{self.id}",
+                  f"companion {comp['id']}: name {comp['name']!r}, comment {comp['comment']!r}")
+            # slurmdbd may hear of the steps first (the allocation's row then reads "allocation",
+            # PENDING) when the companion lived for a second or less.
+            deadline = time.monotonic() + 20
+            while True:
+                rows = [row.split("|") for row in self.c.run(
+                    ["sacct", "-n", "-P", "-j", comp["id"], "-o", "JobID,JobName,State,NodeList"]).stdout.splitlines()]
+                allocation = [row for row in rows if row[0] == comp["id"]]
+                if (allocation and allocation[0][1] == f"bellows-grow-{self.id}" and
+                        allocation[-1][2] in ("COMPLETED", "CANCELLED")) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            check(allocation and allocation[0][1] == f"bellows-grow-{self.id}" and
+                  allocation[-1][2] in ("COMPLETED", "CANCELLED"), f"sacct -j {comp['id']}: {rows}")
+            steps = {row[3] for row in rows if row[1] == "bellowsd"}
+            check(steps and steps <= set(comp["nodes"]),
+                  f"sacct -j {comp['id']}: bellowsd steps on {sorted(steps)}, expected on {comp['nodes']}")
+        log(f"companions of job {self.id}: " + ", ".join(
+            f"{comp['id']} on {','.join(comp['nodes'])}" for comp in seen.values()) +
+            " (name, comment, bellowsd steps of their own; sacct lists them)")
+
+    def watch_companions(self, seen, steps):
+        """Records the companions in the queue and which Slurm job each daemon step runs in."""
+        for comp in self.companions():
+            if comp["state"] == "RUNNING":
+                seen.setdefault(comp["id"], comp)
+        for node, job in self.step_jobs().items():
+            steps[node] = job
 
     def bellows(self, *command, timeout=30, login_shell=False):
         """Runs bellows COMMAND with the job's BELLOWS_RUN_DIR, or as from a login shell
@@ -128,14 +198,24 @@ class ElasticJob:
         while (queue := self.c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.strip()) and \
                 time.monotonic() < deadline:
             time.sleep(0.2)
-        check(not queue, f"jobs left in the queue 30 s after the test's end (a helper job?): {queue}")
+        check(not queue, f"jobs left in the queue 30 s after the test's end (a helper job or companion?): {queue}")
         self.c.wait_idle()
         time.sleep(0.5)
         left = processes_mentioning(str(self.job_dir))
         check(not left, "processes of the job are left: " + ", ".join(describe(p) for p in left))
-        sockets = list(socket_root(self.c.env).glob(f"{self.id}-*"))
-        check(not sockets, f"the controller's socket directory is left: {sockets}")
-        log("no job, helper job, step, process or socket of the run is left; every node is idle")
+        # Named after the job id and a hash of the job directory: other clusters on this host
+        # (other build trees) have jobs of the same id.
+        sockets = socket_root(self.c.env) / f"{self.id}-{fnv1a(str(self.job_dir.absolute()))}"
+        check(not sockets.exists(), f"the controller's socket directory is left: {sockets}")
+        log("no job, helper job, companion, step, process or socket of the run is left; every node is idle")
+
+
+def fnv1a(text):
+    """FNV-1a, 32 bits, as 8 hex digits (transport/src/socket_directory.cpp)."""
+    h = 2166136261
+    for byte in text.encode():
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return f"{h:08x}"
 
 
 def socket_root(env):
@@ -152,9 +232,14 @@ def committed(events):
 
 
 def daemon_steps(c, job):
-    """The nodes on which job runs a bellowsd step now."""
-    out = c.run(["squeue", "-h", "-s", "-j", job, "-o", "%j %N"], ok=False).stdout
-    return sorted(line.split()[1] for line in out.splitlines() if line.startswith("bellowsd "))
+    """The nodes on which job (an ElasticJob) runs a bellowsd step now, in it or its companions."""
+    return sorted(job.step_jobs())
+
+
+def own_sizes(c, sizes):
+    """sacct's rows of a job that grew by companions: the job itself never changed size."""
+    check(sizes == [("COMPLETED", 1)], f"sacct: {sizes}, expected the job COMPLETED on its 1 node "
+          "(it grew by companion allocations)")
 
 
 def start_clean(c, name):
@@ -200,12 +285,15 @@ def test_run_slurm(c, args):
                      policy=RUN_POLICY, run_dir_length=200)
     log(f"job directory {job.job_dir} ({len(str(job.job_dir))} characters)")
     steps = set()
+    seen, step_jobs = {}, {}
     try:
         def grown():
-            steps.update(daemon_steps(c, job.id))
+            steps.update(daemon_steps(c, job))
+            job.watch_companions(seen, step_jobs)
             return job.settled_on(3)
         job.wait("3 nodes, 3 ranks", grown, 60)
         grown_to = job.nodes()
+        job.watch_companions(seen, step_jobs)
         # From a login shell with the job id only: the job's comment names its directory.
         login = job.bellows("status", job.id, "--json", login_shell=True)
         check(login.returncode == 0 and json.loads(login.stdout)["nodes"] == grown_to,
@@ -217,6 +305,7 @@ def test_run_slurm(c, args):
         check(shrunk.returncode == 0, f"bellows resize -2 failed: {shrunk}")
         job.wait("1 node again", lambda: job.settled_on(1), 30)
         shrunk_to = job.nodes()
+        check(not job.companions(), f"companions left after the shrink: {job.companions()}")
         job.wait_end(150)
     finally:
         job.cancel()
@@ -224,6 +313,13 @@ def test_run_slurm(c, args):
           f"its batch host {grown_to[0]}")
     log(f"daemon steps seen on {sorted(steps)}")
     check(sorted(steps) == sorted(grown_to), f"expected bellowsd steps on {grown_to}, saw {sorted(steps)}")
+    job.check_strategy()
+    job.check_companions_seen(seen)
+    for node in grown_to:
+        holder = next((comp["id"] for comp in seen.values() if node in comp["nodes"]), job.id)
+        check(step_jobs.get(node) == holder, f"the daemon on {node} ran in job {step_jobs.get(node)}, "
+              f"expected {holder}")
+    log(f"daemon steps by Slurm job: {step_jobs}")
     job.report(ranks=1)
 
     events = job.events()
@@ -263,8 +359,11 @@ def test_run_slurm(c, args):
     # One row per size of the job: RESIZING on 1 node, RESIZING on 3, COMPLETED on 1 (the
     # first two share a row when the policy grew the job within the second it started).
     sizes = job.accounting()
-    check(sizes in ([("RESIZING", 1), ("RESIZING", 3), ("COMPLETED", 1)], [("RESIZING", 3), ("COMPLETED", 1)]),
-          f"sacct: {sizes}")
+    if c.companion:
+        own_sizes(c, sizes)
+    else:
+        check(sizes in ([("RESIZING", 1), ("RESIZING", 3), ("COMPLETED", 1)], [("RESIZING", 3), ("COMPLETED", 1)]),
+              f"sacct: {sizes}")
     job.check_nothing_left()
 
 
@@ -298,14 +397,16 @@ def test_grow_and_yield(c, args):
                      f"{args.cholesky} --n 2048 --tile 256 --iterations 90 --steal on --verify",
                      policy=YIELD_POLICY)
     rigid = None
+    seen, step_jobs = {}, {}
     try:
         job.wait("its minimum of 2 nodes", lambda: len(job.nodes()) >= 2, 60)
         job.wait("every node of the cluster (4 nodes, 4 ranks)", lambda: job.settled_on(4), 60)
+        job.watch_companions(seen, step_jobs)
         states = c.node_states()
         check(all(s == "allocated" for s in states.values()), f"sinfo with the job on 4 nodes: {states}")
         grown_to = job.nodes()
-        check(sorted(daemon_steps(c, job.id)) == sorted(grown_to),
-              f"bellowsd steps on {daemon_steps(c, job.id)}, expected {grown_to}")
+        check(sorted(daemon_steps(c, job)) == sorted(grown_to),
+              f"bellowsd steps on {daemon_steps(c, job)}, expected {grown_to}")
 
         asked = time.monotonic()
         rigid = c.run(["sbatch", "--parsable", "-N2", "-J", "e2e-rigid", "-D", str(work), "-o", "rigid.out",
@@ -313,6 +414,9 @@ def test_grow_and_yield(c, args):
         log(f"submitted rigid job {rigid} (-N2) while every node is the elastic job's")
         job.wait("2 nodes again after the rigid job queued", lambda: job.settled_on(2), 30)
         kept = job.nodes()
+        left_companions = [n for comp in job.companions() for n in comp["nodes"]]
+        check(not set(left_companions) & set(grown_to) - set(kept),
+              f"companions still hold released nodes: {job.companions()}")
         released = sorted(set(grown_to) - set(kept))
         check(kept[0] == grown_to[0], f"the batch host {grown_to[0]} was given back: kept {kept}")
         state = c.wait_job_state(rigid, ("RUNNING",) + ENDED, timeout=30)
@@ -323,8 +427,8 @@ def test_grow_and_yield(c, args):
         left = [p for node in released for p in processes_mentioning(str(job.job_dir / "nodes" / node))]
         check(not left, "processes of the elastic job left on the released nodes: "
               + ", ".join(describe(p) for p in left))
-        check(sorted(daemon_steps(c, job.id)) == sorted(kept),
-              f"bellowsd steps on {daemon_steps(c, job.id)}, expected {kept}")
+        check(sorted(daemon_steps(c, job)) == sorted(kept),
+              f"bellowsd steps on {daemon_steps(c, job)}, expected {kept}")
         log(f"the elastic job gave back {released}; rigid job {rigid} runs there, nothing of the "
             "elastic job is left on them")
         c.wait_job_state(rigid, ENDED, timeout=30)
@@ -337,6 +441,8 @@ def test_grow_and_yield(c, args):
     ran_on = sorted((work / "rigid.out").read_text().split())
     check(ran_on == released, f"the rigid job's step ran on {ran_on}, expected {released}")
     report = job.report()
+    job.check_strategy()
+    job.check_companions_seen(seen)
     events = job.events()
     done = committed(events)
     expands = [e for e in done if e["kind"] == "expand"]
@@ -348,6 +454,11 @@ def test_grow_and_yield(c, args):
     # One row per size and start second: the start on 1 node, the growth to 2 (0.4 s later)
     # and the one to 4 may share a second, and so may a last growth and the job's end.
     sizes = job.accounting()
+    if c.companion:
+        own_sizes(c, sizes)
+        check(report["ranks"] >= 2, f"ended on {report['ranks']} ranks, below its minimum")
+        job.check_nothing_left()
+        return
     check(sizes[0][1] in (1, 2) and ("RESIZING", 4) in sizes and sizes[-1][0] == "COMPLETED" and
           all(state == "RESIZING" for state, _ in sizes[:-1]) and all(nodes in (1, 2, 4) for _, nodes in sizes),
           f"sacct: {sizes}, expected (1) -> 2 -> 4 -> ... -> COMPLETED")
@@ -397,7 +508,7 @@ def test_expand_not_granted(c, args):
         job.wait("the expand aborted", expand_ended, 30)
         queue = c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.split("\n")
         check(sorted(line.split()[0] for line in queue if line.strip()) == sorted([blocker, job.id]),
-              f"the queue holds more than the two jobs (a helper job left?): {queue}")
+              f"the queue holds more than the two jobs (a helper job or companion left?): {queue}")
         check(len(job.nodes()) == 1 and job.state() == "RUNNING", f"job {job.id}: {job.state()} on {job.nodes()}")
         job.wait_end(150)
     finally:
@@ -410,8 +521,10 @@ def test_expand_not_granted(c, args):
     check(len(aborted) == 1, f"expected one aborted expand: {events}")
     why = aborted[0]["detail"]
     log(f"event log: expand {aborted[0]['from']} -> aborted on {aborted[0]['event']}: {why}")
-    check(aborted[0]["event"] == "rm_timeout" and "no idle node" in why and "cancelled it" in why,
-          f"the event log does not say why: {aborted[0]}")
+    kind = "companion job" if c.companion else "helper job"
+    check(aborted[0]["event"] == "rm_timeout" and "no idle node" in why and "cancelled it" in why
+          and kind in why, f"the event log does not say why (a {kind}): {aborted[0]}")
+    job.check_strategy()
     check(not committed(events), f"committed resizes: {events}")
     sizes = job.accounting()
     check(sizes == [("COMPLETED", 1)], f"sacct: {sizes}")
@@ -451,8 +564,8 @@ def test_resize_cycles(c, args):
         check(not zombies, "zombies under the controller: " + ", ".join(describe(p) for p in zombies))
         queue = c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.split("\n")
         check([line.split()[0] for line in queue if line.strip()] == [job.id],
-              f"the queue holds more than the job (a helper job left?): {queue}")
-        check(daemon_steps(c, job.id) == job.nodes(), f"bellowsd steps on {daemon_steps(c, job.id)}")
+              f"the queue holds more than the job (a helper job or companion left?): {queue}")
+        check(daemon_steps(c, job) == job.nodes(), f"bellowsd steps on {daemon_steps(c, job)}")
         log(f"after the cycles: no zombie under the controller {controller}, no helper job, "
             f"one bellowsd step")
         job.wait_end(150)
@@ -463,10 +576,49 @@ def test_resize_cycles(c, args):
     done = committed(events)
     check(len(done) == 2 * CYCLES and not [e for e in events if e["to"] == "aborted"],
           f"{len(done)} committed resizes, expected {2 * CYCLES}: {[e for e in events if e['to'] == 'aborted']}")
-    # slurmdbd keeps one row per size and start second: resizes within one second share a row.
+    job.check_strategy()
     sizes = job.accounting()
+    if c.companion:
+        own_sizes(c, sizes)
+        # One companion per expansion, each given back whole at its shrink.
+        rows = [row.split("|") for row in c.run(["sacct", "-n", "-X", "-P", "--name", f"bellows-grow-{job.id}",
+                                                 "-o", "JobID,State,NNodes"]).stdout.split()]
+        check(len(rows) == CYCLES and all(row[1] == "COMPLETED" and row[2] == "1" for row in rows),
+              f"sacct --name bellows-grow-{job.id}: {rows}, expected {CYCLES} companions COMPLETED on 1 node")
+        log(f"sacct: {CYCLES} companions of job {job.id}, each COMPLETED on 1 node")
+        job.check_nothing_left()
+        return
+    # slurmdbd keeps one row per size and start second: resizes within one second share a row.
     check(sizes[-1] == ("COMPLETED", 1) and all(s in (("RESIZING", 1), ("RESIZING", 2)) for s in sizes[:-1])
           and len(sizes) > CYCLES / 2, f"sacct: {sizes}")
+    job.check_nothing_left()
+
+
+# ------------------------------------------------------------------ cancelled while grown
+
+
+def test_cancel_grown(c, args):
+    """scancel of a job the policy grew to 3 nodes: bellows run stops the program, its daemons
+    and (on a cluster without permit_job_expansion) completes its companion; nothing of the job
+    is left in the queue within seconds."""
+    work = start_clean(c, "cancel_grown")
+    job = ElasticJob(c, args, work, "e2e-cancel", ["-N1", "--elastic=1:3"],
+                     f"{args.app} --n 2048 --tile 256 --iterations 400 --verify", policy=RUN_POLICY)
+    seen, step_jobs = {}, {}
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        job.watch_companions(seen, step_jobs)
+        job.cancel()
+        asked = time.monotonic()
+        deadline = asked + 15
+        while (queue := c.run(["squeue", "-h", "-o", "%i %j %T"]).stdout.strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check(not queue, f"left in the queue 15 s after scancel {job.id}: {queue}")
+        log(f"scancel {job.id}: the queue is empty {time.monotonic() - asked:.2f} s later")
+    finally:
+        job.cancel()
+    job.check_strategy()
+    job.check_companions_seen(seen)
     job.check_nothing_left()
 
 
@@ -475,6 +627,7 @@ TESTS = {
     "grow_and_yield": test_grow_and_yield,
     "expand_not_granted": test_expand_not_granted,
     "resize_cycles": test_resize_cycles,
+    "cancel_grown": test_cancel_grown,
 }
 
 

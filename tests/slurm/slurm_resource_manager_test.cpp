@@ -442,5 +442,73 @@ TEST_F(SlurmResourceManagerTest, DestructorCancelsPendingHelperJobs) {
   EXPECT_EQ(nodes_of(job).size(), 1u);
 }
 
+// Last too: a backend forced to the companion strategy replaces the suite's.
+TEST_F(SlurmResourceManagerTest, SpansCompanionAllocationsWhenForced) {
+  delete rm_;
+  SlurmOptions forced;
+  forced.expand_strategy = ExpandStrategy::companion;
+  rm_ = new SlurmResourceManager(forced);
+  EXPECT_EQ(rm_->expand_strategy().strategy, ExpandStrategy::companion);
+  EXPECT_EQ(rm_->expand_strategy().reason, "forced (--expand-strategy companion)");
+  const std::string job = submit(1, true, "-t 10");
+  const std::string batch_host = nodes_of(job).at(0);
+
+  const auto answer = expand({.job = job, .count = 2, .min_count = 2, .timeout = 10s});
+  ASSERT_TRUE(answer.has_value() && answer->status.ok()) << (answer ? answer->status.text : "no answer");
+  std::cout << "expand: " << answer->status.text << "\n";
+  EXPECT_NE(answer->status.text.find("(bellows-grow-" + job + ")"), std::string::npos) << answer->status.text;
+  const auto companions = rm_->companions_of(job);
+  ASSERT_EQ(companions.size(), 1u);
+  const std::string companion = std::to_string(companions[0]);
+  // The job keeps its size; the companion beside it holds the new nodes, says whose it is,
+  // and ends no later than the job.
+  EXPECT_EQ(sh("squeue -h -j " + job + " -o '%T %D'"), "RUNNING 1");
+  EXPECT_EQ(sh("squeue -h -j " + companion + " -o '%j|%k|%T|%D'"),
+            "bellows-grow-" + job + "|bellows:companion-of:" + job + "|RUNNING|2");
+  const std::string limit = sh("squeue -h -j " + companion + " -o %l");
+  EXPECT_TRUE(limit == "9:00" || limit == "10:00")
+      << limit << ": the companion's time limit is not the whole minutes the job has left (of 10)";
+  EXPECT_EQ(nodes_of(job), (Nodes{batch_host, answer->nodes[0], answer->nodes[1]}));
+  EXPECT_EQ(rm_->slurm_job_of(job, batch_host), job);
+  for (const std::string& n : answer->nodes) EXPECT_EQ(rm_->slurm_job_of(job, n), companion);
+  EXPECT_EQ(sh("srun --jobid=" + companion + " --overlap -N1 -n1 -w " + answer->nodes[1] +
+               " printenv SLURM_JOB_ID"), companion) << "a step of the companion on its node";
+  const auto pending = rm_->pending_jobs();
+  ASSERT_TRUE(pending.status.ok());
+  EXPECT_TRUE(pending.value.empty()) << "the companion counts as a pending job";
+  auto published = rm_->published_job_dir(companion);
+  EXPECT_EQ(published.status.text, "Slurm job " + companion + " is a companion allocation of job " + job +
+                                       ": ask for job " + job);
+
+  // In part: the companion is shrunk; then the rest: it is given back whole (COMPLETED).
+  const auto part = release(job, {answer->nodes[0]});
+  ASSERT_TRUE(part.has_value() && part->ok()) << (part ? part->text : "no answer");
+  std::cout << "release: " << part->text << "\n";
+  EXPECT_EQ(sh("squeue -h -j " + companion + " -o '%T %N'"), "RUNNING " + answer->nodes[1]);
+  EXPECT_EQ(nodes_of(job), (Nodes{batch_host, answer->nodes[1]}));
+  const auto rest = release(job, {answer->nodes[1]});
+  ASSERT_TRUE(rest.has_value() && rest->ok()) << (rest ? rest->text : "no answer");
+  std::cout << "release: " << rest->text << "\n";
+  EXPECT_NE(rest->text.find("companion job " + companion + " completed"), std::string::npos) << rest->text;
+  EXPECT_TRUE(rm_->companions_of(job).empty());
+  EXPECT_TRUE(wait_until([&] { return !squeue_jobs().contains(companion); }, 10s));
+  // slurmdbd hears of the end a moment later.
+  EXPECT_TRUE(wait_until([&] { return sh("sacct -n -X -P -j " + companion + " -o State | tail -1") == "COMPLETED"; },
+                         20s))
+      << "sacct -j " << companion << ": " << sh("sacct -n -X -P -j " + companion + " -o State");
+  EXPECT_EQ(nodes_of(job), (Nodes{batch_host}));
+
+  // A companion still held when the backend goes is completed with it.
+  const auto again = expand({.job = job, .count = 1, .min_count = 1, .timeout = 10s});
+  ASSERT_TRUE(again.has_value() && again->status.ok()) << (again ? again->status.text : "no answer");
+  const std::string second = std::to_string(rm_->companions_of(job).at(0));
+  delete rm_;
+  rm_ = nullptr;
+  EXPECT_TRUE(wait_until([&] { return !squeue_jobs().contains(second); }, 10s))
+      << "companion " << second << " outlived the backend";
+  rm_ = new SlurmResourceManager();
+  EXPECT_EQ(job_state(job), "RUNNING");
+}
+
 }  // namespace
 }  // namespace bellows::controller

@@ -19,6 +19,10 @@
 // environment (SLURM_NNODES, SLURM_NODELIST, SLURM_TASKS_PER_NODE, ...): after an expansion
 // they are stale, and srun would refuse a node the job gained ("More processors requested
 // than permitted"); srun takes the job's current layout from slurmctld instead.
+//
+// A node the job spans through a companion allocation (slurm_expand_strategy.hpp) is held by
+// that companion, not by the job: its daemon runs as a step of the companion
+// (`srun --jobid=COMPANION ...`). Options::slurm_job_of names the Slurm job of each node.
 
 #include "bellows/controller/local_node_pool.hpp"
 
@@ -26,6 +30,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,6 +43,9 @@ class SlurmDaemonLauncher final : public NodeLauncher {
   struct Options {
     std::filesystem::path srun = "srun";  ///< the srun executable
     std::string job;                      ///< the Slurm job id the steps run in
+    /// The Slurm job that holds a node (a companion's id), when it is not `job`; empty
+    /// function or empty answer: `job`.
+    std::function<std::string(const std::string& node)> slurm_job_of;
     std::filesystem::path bellowsd;       ///< the bellowsd executable (as seen on the node)
     /// The job's private directory, seen by every node: bellowsd --job-dir.
     std::filesystem::path job_dir;
@@ -61,6 +69,8 @@ class SlurmDaemonLauncher final : public NodeLauncher {
   /// cancels the step), 2 s later SIGKILL; reaps it.
   RmStatus stop(const std::string& node) override;
 
+  /// The Slurm job a node's daemon runs in: Options::slurm_job_of's answer, else the job.
+  [[nodiscard]] std::string slurm_job(const std::string& node) const;
   /// The srun command line launch() runs for a node.
   [[nodiscard]] std::vector<std::string> command(const std::string& node) const;
   /// The directory of a node: JOB_DIR/nodes/NODE.

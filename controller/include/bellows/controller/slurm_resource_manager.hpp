@@ -1,23 +1,34 @@
 #pragma once
-// The Slurm backend of the resource manager, over the libslurm C API (Slurm 22.05; the
-// cluster needs SchedulerParameters=permit_job_expansion and, for repeated resizes of one
-// job, accounting through slurmdbd). Built only when libslurm is found
-// (target bellows::controller_slurm).
+// The Slurm backend of the resource manager, over the libslurm C API (Slurm 22.05; for
+// repeated resizes of one job the cluster needs accounting through slurmdbd). Built only when
+// libslurm is found (target bellows::controller_slurm).
 //
-// In Slurm terms:
-// - request_expand: a helper job, an allocation without a job step that depends on the job
-//   (dependency "expand:JOBID", slurm_allocate_resources); once it runs, it is merged into
-//   the job (slurm_update_job on the helper with min_nodes = 0), and the job, still under
-//   its own id, holds the helper's nodes. A helper not granted within the request's timeout
-//   is cancelled (slurm_kill_job) and the answer is timeout.
+// In Slurm terms, with one of two expand strategies (slurm_expand_strategy.hpp), chosen at
+// construction from the controller's SchedulerParameters and PrologFlags (slurm_load_ctl_conf)
+// unless SlurmOptions forces one:
+// - request_expand, merge (SchedulerParameters=permit_job_expansion): a helper job, an
+//   allocation without a job step that depends on the job (dependency "expand:JOBID",
+//   slurm_allocate_resources); once it runs, it is merged into the job (slurm_update_job on
+//   the helper with min_nodes = 0), and the job, still under its own id, holds the helper's
+//   nodes.
+// - request_expand, companion (any Slurm): an allocation without a job step of its own
+//   (slurm_allocate_resources with no script, as `salloc --no-shell`), named
+//   bellows-grow-JOBID, commented bellows:companion-of:JOBID, its time limit trimmed to what
+//   the job has left. Once it runs, its nodes are the job's; slurm_job_of() names the
+//   companion that holds a node, and the node's daemon runs as a step of it.
+//   Either way a helper or companion not granted within the request's timeout is cancelled
+//   (slurm_kill_job) and the answer is timeout.
 // - release_nodes: the job is shrunk to the nodes that stay (slurm_update_job with
 //   req_nodes); Slurm kills what the job still ran on the others. The batch host cannot go.
+//   A companion all of whose nodes leave is completed (slurm_complete_job: sacct shows it
+//   COMPLETED); one that keeps some is shrunk like the job.
 // - idle_nodes, pending_jobs, nodes_of: one slurmctld RPC each (slurm_load_node,
 //   slurm_load_jobs, slurm_load_job).
 // Answers carry the time of each phase ("granted n3,n4: helper job 41 submitted in 0.00 s,
 // allocated in 0.02 s, merged in 0.41 s"), so the controller's event log records them.
 
 #include "bellows/controller/resource_manager.hpp"
+#include "bellows/controller/slurm_expand_strategy.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -37,6 +48,8 @@ struct SlurmOptions {
   /// How long a release may take before it is answered unavailable (Slurm takes well
   /// under a second), and how long a merge may take to show in the job.
   std::chrono::milliseconds settle_timeout{10'000};
+  /// How a job grows: automatic (what the site's settings allow), merge or companion.
+  ExpandStrategy expand_strategy = ExpandStrategy::automatic;
 };
 
 /// ResourceManager over a Slurm cluster (libslurm; slurm.conf from SLURM_CONF or the
@@ -48,7 +61,8 @@ struct SlurmOptions {
 /// (idle_nodes, pending_jobs, nodes_of) block the caller for one RPC.
 /// Lifetime: one SlurmResourceManager per process (libslurm's slurm_init/slurm_fini are
 /// process-wide). The destructor cancels every helper job not yet merged and joins the
-/// backend's thread; callbacks not yet delivered are dropped.
+/// backend's thread; callbacks not yet delivered are dropped. It also completes every
+/// companion still held: nothing of the job is left in the queue.
 class SlurmResourceManager final : public ResourceManager {
  public:
   explicit SlurmResourceManager(SlurmOptions options = {});
@@ -74,9 +88,19 @@ class SlurmResourceManager final : public ResourceManager {
   /// names none. One RPC.
   [[nodiscard]] RmResult<std::string> published_job_dir(const std::string& job);
 
-  /// The Slurm job id of the helper job of a pending expansion, 0 when it has none (yet,
-  /// or any more). For tests and diagnostics.
+  /// The Slurm job id of the helper job (or companion) of a pending expansion, 0 when it has
+  /// none (yet, or any more). For tests and diagnostics.
   [[nodiscard]] std::uint32_t helper_job_of(RmRequestId id) const;
+
+  /// The strategy this backend grows jobs with, and why (chosen at construction).
+  [[nodiscard]] const StrategyChoice& expand_strategy() const noexcept;
+
+  /// The Slurm job that holds `node` for `job`: a companion's id, or `job` itself (also for
+  /// a node the job does not hold). Reflects every answer progress() delivered.
+  [[nodiscard]] std::string slurm_job_of(const std::string& job, const std::string& node) const;
+
+  /// The companions job holds now, in the order they were granted.
+  [[nodiscard]] std::vector<std::uint32_t> companions_of(const std::string& job) const;
 
  private:
   struct Impl;

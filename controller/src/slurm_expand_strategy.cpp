@@ -1,0 +1,176 @@
+#include "bellows/controller/slurm_expand_strategy.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace bellows::controller {
+namespace {
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  return text;
+}
+
+bool same_ignoring_case(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+/// True when the comma-separated `list` holds `item` (also as "item=..."); case as given.
+bool list_has(std::string_view list, std::string_view item, bool ignore_case) {
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    std::string_view entry = trim(list.substr(0, comma));
+    entry = entry.substr(0, entry.find('='));
+    if (ignore_case ? same_ignoring_case(entry, item) : entry == item) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+std::string shown(std::string_view value) { return value.empty() ? "(none)" : std::string(value); }
+
+}  // namespace
+
+std::string_view to_string(ExpandStrategy strategy) noexcept {
+  switch (strategy) {
+    case ExpandStrategy::automatic: return "auto";
+    case ExpandStrategy::merge: return "merge";
+    case ExpandStrategy::companion: return "companion";
+  }
+  return "?";
+}
+
+bool parse_expand_strategy(std::string_view text, ExpandStrategy& strategy) noexcept {
+  for (ExpandStrategy s : {ExpandStrategy::automatic, ExpandStrategy::merge, ExpandStrategy::companion}) {
+    if (text == to_string(s)) {
+      strategy = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+StrategyChoice choose_expand_strategy(ExpandStrategy requested, std::string_view scheduler_parameters,
+                                      std::string_view prolog_flags) {
+  const bool permitted = list_has(scheduler_parameters, "permit_job_expansion", false);
+  const bool contain = list_has(prolog_flags, "Contain", true);
+  const std::string site = "SchedulerParameters=" + shown(scheduler_parameters) +
+                           ", PrologFlags=" + shown(prolog_flags);
+  switch (requested) {
+    case ExpandStrategy::merge:
+      if (!permitted)
+        return {ExpandStrategy::merge, "forced (--expand-strategy merge); Slurm will refuse it: no "
+                                       "permit_job_expansion (" + site + ")"};
+      if (contain)
+        return {ExpandStrategy::merge, "forced (--expand-strategy merge); Slurm will refuse the merge: "
+                                       "every job has an extern step (" + site + ")"};
+      return {ExpandStrategy::merge, "forced (--expand-strategy merge)"};
+    case ExpandStrategy::companion:
+      return {ExpandStrategy::companion, "forced (--expand-strategy companion)"};
+    case ExpandStrategy::automatic:
+      break;
+  }
+  if (!permitted)
+    return {ExpandStrategy::companion, "Slurm does not permit job expansion (" + site + ")"};
+  if (contain)
+    return {ExpandStrategy::companion,
+            "Slurm refuses to merge a job with an extern step, which every job has here (" + site + ")"};
+  return {ExpandStrategy::merge, "Slurm permits job expansion (" + site + ")"};
+}
+
+GrantMinutes grant_minutes(std::optional<std::uint32_t> time_limit_minutes, std::time_t end_time,
+                           std::time_t now) {
+  if (!time_limit_minutes) return {{RmCode::ok, ""}, std::nullopt};
+  const std::time_t left = end_time - now;
+  if (left < 60) {
+    return {{RmCode::denied, "the job ends in " + std::to_string(std::max<std::time_t>(left, 0)) +
+                                 " s (its time limit): too late to grow"},
+            std::nullopt};
+  }
+  return {{RmCode::ok, ""}, static_cast<std::uint32_t>(left / 60)};
+}
+
+std::string companion_name(const std::string& job) { return std::string(kCompanionPrefix) + job; }
+
+std::string companion_comment(const std::string& job) {
+  return std::string(kCompanionCommentPrefix) + job;
+}
+
+void CompanionBook::add(std::uint32_t companion, std::vector<std::string> nodes) {
+  if (!nodes_.contains(companion)) order_.push_back(companion);
+  auto& held = nodes_[companion];
+  held.insert(held.end(), nodes.begin(), nodes.end());
+}
+
+std::optional<std::uint32_t> CompanionBook::holder_of(const std::string& node) const {
+  for (const auto& [companion, held] : nodes_) {
+    if (std::find(held.begin(), held.end(), node) != held.end()) return companion;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> CompanionBook::nodes() const {
+  std::vector<std::string> all;
+  for (std::uint32_t companion : order_) {
+    const auto& held = nodes_.at(companion);
+    all.insert(all.end(), held.begin(), held.end());
+  }
+  return all;
+}
+
+std::vector<std::uint32_t> CompanionBook::companions() const { return order_; }
+
+std::vector<std::string> CompanionBook::nodes_of(std::uint32_t companion) const {
+  const auto it = nodes_.find(companion);
+  return it == nodes_.end() ? std::vector<std::string>{} : it->second;
+}
+
+ReleaseSplit CompanionBook::split(const std::vector<std::string>& leaving) const {
+  ReleaseSplit out;
+  for (const auto& node : leaving) {
+    const auto holder = holder_of(node);
+    if (!holder) {
+      out.own.push_back(node);
+      continue;
+    }
+    auto it = std::find_if(out.companions.begin(), out.companions.end(),
+                           [&](const CompanionRelease& c) { return c.companion == *holder; });
+    if (it == out.companions.end()) {
+      out.companions.push_back({*holder, {}, {}});
+      it = std::prev(out.companions.end());
+    }
+    it->leaving.push_back(node);
+  }
+  for (CompanionRelease& c : out.companions) {
+    for (const auto& node : nodes_.at(c.companion)) {
+      if (std::find(c.leaving.begin(), c.leaving.end(), node) == c.leaving.end())
+        c.remaining.push_back(node);
+    }
+  }
+  return out;
+}
+
+void CompanionBook::remove_nodes(const std::vector<std::string>& nodes) {
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    std::erase_if(it->second, [&](const std::string& n) {
+      return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+    });
+    if (it->second.empty()) {
+      std::erase(order_, it->first);
+      it = nodes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void CompanionBook::remove(std::uint32_t companion) {
+  nodes_.erase(companion);
+  std::erase(order_, companion);
+}
+
+}  // namespace bellows::controller
