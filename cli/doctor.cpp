@@ -162,12 +162,24 @@ std::vector<Finding> diagnose(const SiteFacts& facts) {
                    "start munged on this host with the cluster's key"});
   }
 
-  out.push_back({"control plane", Verdict::warning,
-                 "a job's controller listens on a Unix socket of its batch host, and its daemons reach it "
-                 "there: every node of an elastic job must be that host (one host with several slurmd, "
-                 "as scripts/local-slurm starts)",
-                 "on a cluster of separate hosts, elastic jobs need the TCP control plane, which is not built "
-                 "yet"});
+  const std::string where = facts.host_name + (facts.host_address.empty() ? "" : " (" + facts.host_address + ")");
+  if (facts.host_address.empty()) {
+    out.push_back({"control plane", Verdict::problem,
+                   "this host's name " + facts.host_name + " resolves to no IPv4 address",
+                   "name every node in DNS or /etc/hosts: a job's controller listens on its batch host's "
+                   "address, and each rank's MPI port carries its node's"});
+  } else if (facts.host_address.starts_with("127.")) {
+    out.push_back({"control plane", Verdict::warning,
+                   "this host's name resolves to a loopback address, " + where +
+                       ": a job's controller or rank here is reachable from this host only",
+                   "fine where every node of a job is this host (scripts/local-slurm); on a cluster, map "
+                   "each node's name to its network address"});
+  } else {
+    out.push_back({"control plane", Verdict::ok,
+                   "a job's controller on this host listens on tcp on " + where +
+                       ", with the job's key; its daemons and ranks reach it over the network",
+                   ""});
+  }
   return out;
 }
 

@@ -22,6 +22,11 @@ struct SiteFacts {
   /// "" when a connection to the munge socket (AuthInfo socket=, else munge's default)
   /// succeeded, else why not.
   std::string munge_error;
+  /// This host's name and the first IPv4 address it resolves to ("" when none): where a job's
+  /// controller listens for the other nodes' daemons (bellows run --listen tcp) and what a
+  /// rank's MPI port carries.
+  std::string host_name;
+  std::string host_address;
 };
 
 enum class Verdict { ok, warning, problem };

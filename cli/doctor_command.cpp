@@ -2,6 +2,8 @@
 // the default configuration) and says, check by check, whether elastic jobs can run on it and
 // what to change where they cannot (doctor.hpp decides; this file gathers the facts).
 
+#include <bellows/transport/controller_contact.hpp>
+
 #include <nlohmann/json.hpp>
 
 #include <sys/socket.h>
@@ -98,6 +100,15 @@ SiteFacts gather() {
                                           : auth_info.find(',', at) - at - 7);
   }
   facts.munge_error = connect_problem(socket);
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) == 0) facts.host_name = name.data();
+  try {
+    // "tcp://ADDRESS:*": the address a job's controller here would listen on.
+    const std::string endpoint = transport::this_host_tcp_endpoint();
+    facts.host_address = endpoint.substr(6, endpoint.rfind(':') - 6);
+  } catch (const transport::TransportError&) {
+    facts.host_address.clear();
+  }
   return facts;
 }
 

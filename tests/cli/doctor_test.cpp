@@ -25,6 +25,8 @@ SiteFacts good() {
   SiteFacts f;
   f.config = parse_scontrol_config(kGoodConfig);
   f.plugstack_text = "# plugins\nrequired /opt/bellows/lib/spank_bellows.so\n";
+  f.host_name = "login1";
+  f.host_address = "10.1.0.5";
   return f;
 }
 
@@ -62,6 +64,22 @@ TEST(Doctor, AClusterThatCanRunElasticJobsHasNoProblem) {
             "loaded by /etc/slurm/plugstack.conf: required /opt/bellows/lib/spank_bellows.so");
   EXPECT_EQ(find(all, "munge").what, "reachable (socket=/tmp/s/munge.socket.2)");
   EXPECT_EQ(find(all, "select plugin").verdict, Verdict::warning);
+  EXPECT_EQ(find(all, "control plane").what,
+            "a job's controller on this host listens on tcp on login1 (10.1.0.5), with the job's key; its "
+            "daemons and ranks reach it over the network");
+  EXPECT_EQ(find(all, "control plane").verdict, Verdict::ok);
+}
+
+TEST(Doctor, AHostNameOnLoopbackIsAWarningAndNoAddressAProblem) {
+  SiteFacts f = good();
+  f.host_address = "127.0.1.1";
+  EXPECT_EQ(find(diagnose(f), "control plane").verdict, Verdict::warning);
+  EXPECT_EQ(find(diagnose(f), "control plane").what,
+            "this host's name resolves to a loopback address, login1 (127.0.1.1): a job's controller or "
+            "rank here is reachable from this host only");
+  f.host_address.clear();
+  EXPECT_EQ(find(diagnose(f), "control plane").verdict, Verdict::problem);
+  EXPECT_EQ(find(diagnose(f), "control plane").what, "this host's name login1 resolves to no IPv4 address");
 }
 
 TEST(Doctor, EachProblemIsNamedWithItsFix) {
