@@ -20,8 +20,9 @@ is a host of its own on this machine, the head is the machine itself.
   and on this machine the host name resolves to 127.0.0.1, which the nodes cannot reach. The
   head's holder is DIR/run/host-head.pid.
 - DIR is shared with every node, as a real cluster shares a home or project directory; when it
-  lies under /tmp it is bind-mounted at the same path into each node's private /tmp (so is the
-  SPANK plugin's directory).
+  lies under /tmp it is bind-mounted at the same path into each node's private /tmp (so are the
+  SPANK plugin's directory and the repository local-slurm belongs to, whose build tree holds
+  the programs jobs run).
 
 Only the Python standard library is used.
 """
