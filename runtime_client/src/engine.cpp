@@ -813,6 +813,13 @@ IterationReport Engine::run_iteration() {
   roots_queued_.store(false, std::memory_order_release);
   if (trace_) trace_->begin_iteration(iteration_);
 
+  if (link_) {
+    // Collections are the application's host memory, which it may read or write between
+    // iterations: each iteration starts with none of their tiles in device memory.
+    for (auto* coll : collections_) {
+      coll->for_each_local_tile([](int, int, Tile& t) { t.set_residency(Tile::kOnHost); });
+    }
+  }
   comm_engine_->barrier_without_spinning();
   iteration_start_ = Clock::now();
   for (auto& d : devices_) d->start();
