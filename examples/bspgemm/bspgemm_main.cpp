@@ -6,6 +6,7 @@
 // perfect-balance bound and the most any rank owns (see ModeledWork), to compare with
 // the measured iteration time.
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdio>
 #include <memory>
@@ -32,6 +33,8 @@ struct SparseOptions {
   be::SparsityPattern pattern = be::SparsityPattern::skewed;
   int k = 0;             ///< inner dimension; the matrix order n unless --k is given
   bool k_given = false;
+  double thin_fraction = 0.0;  ///< share of k slabs that are thin (thin_slab_widths)
+  int thin_width = 8;          ///< nonzero columns of A / rows of B in a thin slab
 };
 
 std::string format_number(double value) {
@@ -49,6 +52,10 @@ be::ExtraOptions extra_options(SparseOptions& s) {
     cli.add_option("--pattern", s.pattern_name,
                    "nonzero tiles: random, banded or skewed (default skewed)");
     *k_option = cli.add_option("--k", s.k, "inner dimension: A is n x k, B is k x n (default n)");
+    cli.add_option("--thin-fraction", s.thin_fraction,
+                   "share of k tile slabs that are thin: only --thin-width columns of A and rows "
+                   "of B nonzero, stored dense (default 0)");
+    cli.add_option("--thin-width", s.thin_width, "nonzero width of a thin slab (default 8)");
   };
   extra.check = [&s, k_option]() -> std::string {
     if (!(s.density > 0.0 && s.density <= 1.0)) {
@@ -59,6 +66,10 @@ be::ExtraOptions extra_options(SparseOptions& s) {
     }
     s.k_given = *k_option != nullptr && (*k_option)->count() > 0;
     if (s.k_given && s.k <= 0) return "--k must be positive, got " + std::to_string(s.k);
+    if (!(s.thin_fraction >= 0.0 && s.thin_fraction <= 1.0)) {
+      return "--thin-fraction must be in [0, 1], got " + format_number(s.thin_fraction);
+    }
+    if (s.thin_width <= 0) return "--thin-width must be positive, got " + std::to_string(s.thin_width);
     return {};
   };
   return extra;
@@ -96,12 +107,15 @@ int run(int argc, char** argv) {
                     [&pattern](int i, int j) { return pattern.c_nonzero(i, j); });
   be::fill_random(a, options->seed);
   be::fill_random(b, options->seed + 1);
+  const auto widths =
+      be::thin_slab_widths(tiles(k), tile, sparse.thin_fraction, sparse.thin_width, options->seed);
+  be::zero_thin_padding(a, b, widths);
 
   br::Runtime runtime(MPI_COMM_WORLD, be::runtime_options(*options));
   runtime.add_collection(a);
   runtime.add_collection(b);
   runtime.add_collection(c);
-  auto owned_tasks = std::make_unique<be::BspgemmTasks>(0, pattern, a, b, c);
+  auto owned_tasks = std::make_unique<be::BspgemmTasks>(0, pattern, a, b, c, widths);
   const be::BspgemmTasks& tasks = *owned_tasks;
   runtime.add_task_class(std::move(owned_tasks));
 
@@ -117,7 +131,7 @@ int run(int argc, char** argv) {
   if (options->verify) {
     const auto full = c.gather_to_root(runtime.communicator());
     if (rank == 0) {
-      error = be::bspgemm_max_relative_error(full, pattern, n, n, k, tile, options->seed);
+      error = be::bspgemm_max_relative_error(full, pattern, n, n, k, tile, options->seed, widths);
       verified = error <= 16.0 * k * DBL_EPSILON;
     }
   }
@@ -133,6 +147,8 @@ int run(int argc, char** argv) {
         {"b_nonzero_tiles", pattern.b_nonzeros()},
         {"tasks", pattern.products()},
         {"flops", flops},
+        {"thin_fraction", sparse.thin_fraction},
+        {"thin_slabs", std::count_if(widths.begin(), widths.end(), [tile](int w) { return w < tile; })},
     };
     if (options->kernel == br::DeviceKind::emulated) {
       const auto model = tasks.modeled_work(size, options->emulated_gflops, options->emulated_lanes);

@@ -1,10 +1,13 @@
 #include "bspgemm_tasks.hpp"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "bellows/kernels/tile_kernels.hpp"
 
@@ -41,6 +44,7 @@ constexpr std::uint64_t kSaltA = 0xA11;
 constexpr std::uint64_t kSaltB = 0xB22;
 constexpr std::uint64_t kSaltPermutation = 0x9e3;
 constexpr std::uint64_t kSaltTie = 0x7e1;
+constexpr std::uint64_t kSaltThin = 0x7a1;
 
 /// Probabilities min(1, s * w) whose mean is `density`, s found by bisection (the mean
 /// is continuous and nondecreasing in s, 0 at s = 0 and 1 at s = 1 / min(w)).
@@ -198,8 +202,12 @@ int TilePattern::position(int i, int j, int k) const noexcept {
 
 BspgemmTasks::BspgemmTasks(runtime::TaskClassId id, const TilePattern& pattern,
                            const runtime::TiledMatrix& a, const runtime::TiledMatrix& b,
-                           const runtime::TiledMatrix& c)
-    : TaskClass(id), pattern_(pattern), a_(a), b_(b), c_(c) {
+                           const runtime::TiledMatrix& c, std::vector<int> inner_widths)
+    : TaskClass(id), pattern_(pattern), a_(a), b_(b), c_(c), inner_widths_(std::move(inner_widths)) {
+  if (!inner_widths_.empty() && inner_widths_.size() != static_cast<std::size_t>(pattern.kt())) {
+    throw std::invalid_argument("BSPGEMM: " + std::to_string(inner_widths_.size()) +
+                                " inner widths for " + std::to_string(pattern.kt()) + " k slabs");
+  }
   if (a.tile_size() != b.tile_size() || a.tile_size() != c.tile_size() || a.cols() != b.rows() ||
       a.rows() != c.rows() || b.cols() != c.cols()) {
     throw std::invalid_argument("BSPGEMM: matrix shapes or tile sizes do not match");
@@ -267,13 +275,30 @@ void BspgemmTasks::successors(const TaskKey& key, int slot, std::vector<Successo
 
 double BspgemmTasks::flops(const TaskKey& key) const {
   const auto [i, j, k] = key.index;
-  return 2.0 * c_.rows_of_tile(i) * c_.cols_of_tile(j) * a_.cols_of_tile(k);
+  return 2.0 * c_.rows_of_tile(i) * c_.cols_of_tile(j) * inner_width(k);
+}
+
+std::vector<int> thin_slab_widths(int kt, int tile, double thin_fraction, int thin_width,
+                                  unsigned seed) {
+  if (!(thin_fraction > 0.0)) return {};
+  std::vector<int> widths(static_cast<std::size_t>(kt), tile);
+  for (int k = 0; k < kt; ++k) {
+    if (uniform(seed, kSaltThin, k, 0) < thin_fraction) {
+      widths[static_cast<std::size_t>(k)] = std::clamp(thin_width, 1, tile);
+    }
+  }
+  return widths;
 }
 
 std::int64_t BspgemmTasks::priority(const TaskKey& key) const { return key.index[2]; }
 
 void BspgemmTasks::execute_cpu(const TaskKey& key, std::span<runtime::Tile* const> tiles) const {
-  kernels::gemm_nn(*tiles[kSlotA], *tiles[kSlotB], is_first(key) ? 0.0 : 1.0, *tiles[kSlotC]);
+  const runtime::Tile& a = *tiles[kSlotA];
+  const runtime::Tile& b = *tiles[kSlotB];
+  runtime::Tile& c = *tiles[kSlotC];
+  const int inner = std::min(inner_width(key.index[2]), a.cols());
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, c.rows(), c.cols(), inner, 1.0, a.data(),
+              a.rows(), b.data(), b.rows(), is_first(key) ? 0.0 : 1.0, c.data(), c.rows());
 }
 
 bool BspgemmTasks::has_cuda_body() const { return kernels::cuda_available(); }

@@ -11,6 +11,7 @@
 // C(i,j) back to collection C. Every task runs on the owner of C(i,j), so under the
 // fixed 2D block-cyclic mapping a rank's work is the sum of the chains it owns.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -111,6 +112,15 @@ class TilePattern {
   std::int64_t b_band_ = 0;
 };
 
+/// Inner widths of the k tile slabs for a workload of mixed fill: slab k is "thin" with
+/// probability `thin_fraction` (a seeded hash of k, the same on every rank), and then only
+/// its first `thin_width` columns of A(:, k) and rows of B(k, :) hold nonzeros; the other
+/// slabs are full (`tile`). Tiles stay stored dense (tile x tile), so a thin slab's product
+/// moves as many bytes as a full one's for a fraction of the flops: cheap to compute,
+/// expensive to move. An empty result (thin_fraction 0) means every slab is full.
+[[nodiscard]] std::vector<int> thin_slab_widths(int kt, int tile, double thin_fraction,
+                                                int thin_width, unsigned seed);
+
 /// Modeled cost of one iteration on devices of a given speed (the emulated device's
 /// model: a task takes flops / rate seconds, `lanes` tasks at a time per rank).
 struct ModeledWork {
@@ -129,8 +139,12 @@ class BspgemmTasks final : public runtime::TaskClass {
   /// nonzero tile of A and B must be kept by its matrix (TiledMatrix's keep filter).
   /// All four are referenced, not copied, and must outlive the task class.
   /// Throws std::invalid_argument when shapes or filters disagree.
+  /// `inner_widths`: per k slab, the columns of A(:, k) and rows of B(k, :) that hold
+  /// nonzeros (thin_slab_widths); empty: all of them. The CPU body multiplies only those
+  /// (the entries beyond must be zero, so that the CUDA body's full product agrees).
   BspgemmTasks(runtime::TaskClassId id, const TilePattern& pattern, const runtime::TiledMatrix& a,
-               const runtime::TiledMatrix& b, const runtime::TiledMatrix& c);
+               const runtime::TiledMatrix& b, const runtime::TiledMatrix& c,
+               std::vector<int> inner_widths = {});
 
   [[nodiscard]] std::string_view name() const override { return "BSPGEMM"; }
   void for_each_task(const std::function<void(const runtime::TaskKey&)>& fn) const override;
@@ -156,6 +170,10 @@ class BspgemmTasks final : public runtime::TaskClass {
   static constexpr int kSlotC = 2;
 
  private:
+  [[nodiscard]] int inner_width(int k) const noexcept {
+    return inner_widths_.empty() ? a_.cols_of_tile(k)
+                                 : std::min(inner_widths_[static_cast<std::size_t>(k)], a_.cols_of_tile(k));
+  }
   [[nodiscard]] bool is_first(const runtime::TaskKey& key) const noexcept {
     return pattern_.ks(key.index[0], key.index[1]).front() == key.index[2];
   }
@@ -164,6 +182,7 @@ class BspgemmTasks final : public runtime::TaskClass {
   const runtime::TiledMatrix& a_;
   const runtime::TiledMatrix& b_;
   const runtime::TiledMatrix& c_;
+  std::vector<int> inner_widths_;
 };
 
 }  // namespace bellows::examples

@@ -14,6 +14,15 @@ void ReadyTask::make_writable_slots_exclusive() {
   }
 }
 
+Clock::time_point EmulatedLink::reserve(Clock::time_point earliest, std::uint64_t bytes) {
+  if (bytes == 0 || (seconds_per_byte_ == 0.0 && latency_seconds_ == 0.0)) return earliest;
+  const double seconds = latency_seconds_ + static_cast<double>(bytes) * seconds_per_byte_;
+  std::lock_guard lock(mutex_);
+  const auto begin = std::max(earliest, free_at_);
+  free_at_ = begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  return free_at_;
+}
+
 void Device::push(std::unique_ptr<ReadyTask> task) {
   {
     std::lock_guard lock(mutex_);
@@ -117,8 +126,11 @@ RankStats Device::take_stats() {
   return out;
 }
 
-void Device::finish(std::unique_ptr<ReadyTask> task, UnitStats& unit_stats, double busy_seconds) {
+void Device::finish(std::unique_ptr<ReadyTask> task, UnitStats& unit_stats, double busy_seconds,
+                    double compute_seconds) {
   engine_.task_measured(task->key.task_class, task->flops, busy_seconds);
+  engine_.device_task_measured(index_, task->key.task_class, task->flops,
+                               compute_seconds < 0.0 ? busy_seconds : compute_seconds);
   unit_stats.totals.busy_seconds += busy_seconds;
   unit_stats.totals.tasks_executed += 1;
   unit_stats.totals.flops += task->flops;

@@ -18,6 +18,11 @@ namespace bellows::runtime {
 
 class Engine;
 
+using Clock = std::chrono::steady_clock;
+inline double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
 /// A task whose inputs are all present on this rank.
 struct ReadyTask {
   TaskKey key{};
@@ -28,9 +33,35 @@ struct ReadyTask {
   std::uint64_t sequence = 0;     ///< FIFO among equal priorities
   double flops = 0.0;
   bool migrated = false;          ///< stolen from another rank: never stolen again
+  std::uint32_t leaving = 0;      ///< bit i set: after the task, slot i's tile is needed on
+                                  ///< the host (another rank or a collection)
+  std::size_t device_index = 0;   ///< the engine's device that runs it
+  double predicted_seconds = 0.0; ///< what the choice charged to that device's backlog
 
   /// Gives every writable slot a tile that nobody else references (copy on write).
   void make_writable_slots_exclusive();
+};
+
+/// The host <-> device link of the emulated device: transfers take latency + bytes / rate
+/// and use the link one at a time, in the order they reserve it.
+///
+/// Thread safety: reserve() may be called from any thread.
+class EmulatedLink {
+ public:
+  /// gbps <= 0: a free link (every transfer takes no time).
+  EmulatedLink(double gbps, double latency_seconds)
+      : seconds_per_byte_(gbps > 0.0 ? 1.0 / (gbps * 1e9) : 0.0),
+        latency_seconds_(gbps > 0.0 ? latency_seconds : 0.0) {}
+  /// When a transfer of `bytes` that may start at `earliest` ends (`earliest` for 0 bytes).
+  Clock::time_point reserve(Clock::time_point earliest, std::uint64_t bytes);
+  [[nodiscard]] double seconds_per_byte() const noexcept { return seconds_per_byte_; }
+  [[nodiscard]] double latency_seconds() const noexcept { return latency_seconds_; }
+
+ private:
+  double seconds_per_byte_;
+  double latency_seconds_;
+  std::mutex mutex_;
+  Clock::time_point free_at_{};
 };
 
 /// Counters of one execution unit (a worker thread, an emulated lane, a GPU manager).
@@ -48,7 +79,7 @@ struct UnitStats {
 /// the engine's iteration driver only.
 class Device {
  public:
-  explicit Device(Engine& engine) : engine_(engine) {}
+  explicit Device(Engine& engine, std::size_t index = 0) : engine_(engine), index_(index) {}
   virtual ~Device() = default;
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -83,10 +114,13 @@ class Device {
   void request_stop();
   void reset_stop();
   void merge_stats(const UnitStats& unit_stats);
-  /// Runs the engine's completion for a task the unit has executed.
-  void finish(std::unique_ptr<ReadyTask> task, UnitStats& unit_stats, double busy_seconds);
+  /// Runs the engine's completion for a task the unit has executed. `compute_seconds`:
+  /// the part of `busy_seconds` spent computing (the rest moved data); negative: all of it.
+  void finish(std::unique_ptr<ReadyTask> task, UnitStats& unit_stats, double busy_seconds,
+              double compute_seconds = -1.0);
 
   Engine& engine_;
+  std::size_t index_;  ///< position among the engine's devices
 
  private:
   // Ordered so that begin() is the next task to run (highest priority, then FIFO) and
@@ -109,15 +143,17 @@ class Device {
   RankStats stats_;
 };
 
-std::unique_ptr<Device> make_cpu_device(Engine& engine, int workers);
-/// `compute`: also run each task's CPU body (RuntimeOptions::emulated_compute).
-std::unique_ptr<Device> make_emulated_device(Engine& engine, double gflops, int lanes, bool compute);
+/// `link`: when not null, the workers bring back over it the inputs whose only valid copy is
+/// in device memory (Tile::residency) before running a task (device hybrid).
+std::unique_ptr<Device> make_cpu_device(Engine& engine, int workers, std::size_t index = 0,
+                                        std::shared_ptr<EmulatedLink> link = nullptr);
+/// `compute`: also run each task's CPU body (RuntimeOptions::emulated_compute). `link`
+/// carries the inputs not resident in device memory in, and the outputs marked `leaving`
+/// out (not null).
+std::unique_ptr<Device> make_emulated_device(Engine& engine, double gflops, int lanes, bool compute,
+                                             std::shared_ptr<EmulatedLink> link,
+                                             std::size_t index = 0);
 /// Throws std::runtime_error when CUDA is not built in or no GPU is usable.
 std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal);
-
-using Clock = std::chrono::steady_clock;
-inline double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 }  // namespace bellows::runtime

@@ -19,18 +19,44 @@ std::string describe(const TaskClass& cls, const TaskKey& key) {
 }  // namespace
 
 Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(options)) {
-  if (options_.device == DeviceKind::emulated && !(options_.emulated_gflops > 0.0)) {
+  const bool emulated =
+      options_.device == DeviceKind::emulated || options_.device == DeviceKind::hybrid;
+  if (emulated && !(options_.emulated_gflops > 0.0)) {
     throw std::invalid_argument("emulated device rate must be positive, got " +
                                 std::to_string(options_.emulated_gflops) + " GFLOP/s");
   }
-  switch (options_.device) {
-    case DeviceKind::cpu: device_ = make_cpu_device(*this, options_.cpu_workers); break;
-    case DeviceKind::emulated:
-      device_ = make_emulated_device(*this, options_.emulated_gflops, options_.emulated_lanes,
-                                     options_.emulated_compute);
-      break;
-    case DeviceKind::cuda: device_ = make_cuda_device(*this, options_.cuda_device); break;
+  if (emulated && !(options_.emulated_link_gbps >= 0.0 && options_.emulated_link_latency_us >= 0.0)) {
+    throw std::invalid_argument("emulated link rate and latency must not be negative, got " +
+                                std::to_string(options_.emulated_link_gbps) + " GB/s and " +
+                                std::to_string(options_.emulated_link_latency_us) + " us");
   }
+  if (emulated) {
+    link_ = std::make_shared<EmulatedLink>(options_.emulated_link_gbps,
+                                           options_.emulated_link_latency_us * 1e-6);
+  }
+  switch (options_.device) {
+    case DeviceKind::cpu: devices_.push_back(make_cpu_device(*this, options_.cpu_workers)); break;
+    case DeviceKind::emulated:
+      devices_.push_back(make_emulated_device(*this, options_.emulated_gflops,
+                                              options_.emulated_lanes, options_.emulated_compute,
+                                              link_));
+      break;
+    case DeviceKind::hybrid:
+      devices_.push_back(make_emulated_device(*this, options_.emulated_gflops,
+                                              options_.emulated_lanes, options_.emulated_compute,
+                                              link_, 0));
+      devices_.push_back(make_cpu_device(*this, options_.cpu_workers, 1, link_));
+      break;
+    case DeviceKind::cuda: devices_.push_back(make_cuda_device(*this, options_.cuda_device)); break;
+  }
+  for (std::size_t d = 0; d < devices_.size(); ++d) {
+    CostModelOptions priors;
+    // Until a device has run a task of a class: the emulated device's stated speed, and for
+    // CPU workers 10 GFLOP/s (one core's DGEMM, roughly). Learned from the first samples on.
+    priors.seconds_per_flop = (emulated && d == 0) ? 1.0 / (options_.emulated_gflops * 1e9) : 1e-10;
+    device_costs_.emplace_back(priors);
+  }
+  backlog_seconds_.assign(devices_.size(), 0.0);
   // Duplicated only once nothing above can throw, so the duplicate is never leaked.
   attach(comm);
 }
@@ -210,7 +236,7 @@ void Engine::attach_shrunk(MPI_Comm survivors) {
 }
 
 Engine::~Engine() {
-  device_.reset();
+  devices_.clear();
   comm_engine_.reset();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
@@ -281,7 +307,11 @@ int Engine::rank_of(const TaskKey& key) const {
   return owner;
 }
 
-std::size_t Engine::ready_count() const { return device_->ready_count(); }
+std::size_t Engine::ready_count() const {
+  std::size_t count = 0;
+  for (const auto& d : devices_) count += d->ready_count();
+  return count;
+}
 
 double Engine::iteration_clock() const { return seconds_between(iteration_start_, Clock::now()); }
 
@@ -324,11 +354,11 @@ void Engine::prepare_local_tasks() {
 }
 
 bool Engine::starving() const {
-  return StealPolicy::starving(options_.steal, device_->ready_count());
+  return StealPolicy::starving(options_.steal, ready_count());
 }
 
 bool Engine::has_tasks_to_spare() const {
-  return StealPolicy::has_tasks_to_spare(options_.steal, device_->ready_count());
+  return StealPolicy::has_tasks_to_spare(options_.steal, ready_count());
 }
 
 void Engine::ready_task_taken() {
@@ -392,12 +422,16 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
     refused = allowed > chosen.size() ? allowed - chosen.size() : 0;
     return chosen;
   };
-  auto tasks = device_->steal_chosen(choose, left);
+  auto tasks = devices_.front()->steal_chosen(choose, left);
   if (tasks.empty()) return tasks;
   double flops = 0.0;
   for (const auto& t : tasks) {
     record_migration(t->key, thief);
     flops += t->flops;
+  }
+  if (devices_.size() > 1) {
+    std::lock_guard cost_lock(cost_mutex_);
+    for (const auto& t : tasks) backlog_seconds_[t->device_index] -= t->predicted_seconds;
   }
   remaining_flops_.fetch_sub(flops, std::memory_order_relaxed);
   const auto remaining =
@@ -415,6 +449,12 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
 void Engine::task_measured(TaskClassId task_class, double flops, double seconds) {
   std::lock_guard lock(cost_mutex_);
   cost_model_.task_ran(task_class, flops, seconds);
+}
+
+void Engine::device_task_measured(std::size_t index, TaskClassId task_class, double flops,
+                                  double compute_seconds) {
+  std::lock_guard lock(cost_mutex_);
+  if (index < device_costs_.size()) device_costs_[index].task_ran(task_class, flops, compute_seconds);
 }
 
 void Engine::transfer_measured(int peer, std::uint64_t bytes, double seconds) {
@@ -458,6 +498,8 @@ int Engine::lanes() const noexcept {
   switch (options_.device) {
     case DeviceKind::cpu: return std::max(options_.cpu_workers, 1);
     case DeviceKind::emulated: return std::max(options_.emulated_lanes, 1);
+    case DeviceKind::hybrid:
+      return std::max(options_.emulated_lanes, 1) + std::max(options_.cpu_workers, 1);
     case DeviceKind::cuda: return 1;
   }
   return 1;
@@ -493,6 +535,7 @@ void Engine::adopt_stolen(const TaskKey& key) {
     if (spec.kind == InputSource::Kind::control) p.control |= 1U << i;
     if (spec.kind == InputSource::Kind::scratch) {
       p.tiles[i] = std::make_shared<Tile>(spec.rows, spec.cols);
+      p.tiles[i]->set_residency(Tile::kOnHost | Tile::kOnDevice);  // contents undefined
     } else {
       ++p.missing;  // sent by the victim: a tile to fetch, or a control token
     }
@@ -540,6 +583,7 @@ Engine::PendingTask& Engine::instantiate(const TaskKey& key, std::vector<TileInd
       }
       case InputSource::Kind::scratch:
         p.tiles[i] = std::make_shared<Tile>(s.rows, s.cols);
+        p.tiles[i]->set_residency(Tile::kOnHost | Tile::kOnDevice);  // contents undefined
         break;
       case InputSource::Kind::task:
       case InputSource::Kind::control:
@@ -562,8 +606,63 @@ void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
   task->sequence = sequence_.fetch_add(1, std::memory_order_relaxed);
   // A stolen task, or one pinned to a new rank, is never stolen (again).
   task->migrated = pending.migrated || (!pinned_.empty() && pinned_.count(key) != 0);
-  device_->push(std::move(task));
-  if (trace_) trace_->sample(iteration_clock(), device_->ready_count(), completed_this_iteration_.load());
+  if (link_) task->leaving = leaving_slots(*task);
+  const std::size_t d = devices_.size() > 1 ? place(*task) : 0;
+  devices_[d]->push(std::move(task));
+  if (trace_) trace_->sample(iteration_clock(), ready_count(), completed_this_iteration_.load());
+}
+
+std::uint32_t Engine::leaving_slots(const ReadyTask& task) const {
+  thread_local std::vector<Successor> successors;
+  std::uint32_t leaving = 0;
+  for (std::size_t slot = 0; slot < task.tiles.size(); ++slot) {
+    if (!task.tiles[slot]) continue;
+    successors.clear();
+    task.task_class->successors(task.key, static_cast<int>(slot), successors);
+    for (const auto& s : successors) {
+      const bool away = s.kind == Successor::Kind::collection || rank_of(s.consumer) != rank_;
+      if (away) {
+        leaving |= 1U << slot;
+        break;
+      }
+    }
+  }
+  return leaving;
+}
+
+std::size_t Engine::place(ReadyTask& task) {
+  thread_local std::vector<TileUse> uses;
+  uses.clear();
+  for (std::size_t slot = 0; slot < task.tiles.size(); ++slot) {
+    const TilePtr& tile = task.tiles[slot];
+    if (!tile || tile->elements() == 0) continue;
+    const auto where = tile->residency();
+    TileUse u;
+    u.bytes = tile->bytes();
+    u.on_host = (where & Tile::kOnHost) != 0;
+    u.on_device = (where & Tile::kOnDevice) != 0;
+    u.written = (task.writable >> slot & 1U) != 0;
+    u.leaves = (task.leaving >> slot & 1U) != 0;
+    uses.push_back(u);
+  }
+  ChoiceInput in;
+  in.tiles = uses;
+  in.link_seconds_per_byte = link_->seconds_per_byte();
+  in.link_latency_seconds = link_->latency_seconds();
+  const double device_lanes = std::max(options_.emulated_lanes, 1);
+  const double cpu_lanes = std::max(options_.cpu_workers, 1);
+  std::lock_guard lock(cost_mutex_);
+  in.device_compute_seconds = device_costs_[kHybridDevice].task_seconds(task.key.task_class, task.flops);
+  in.cpu_compute_seconds = device_costs_[kHybridCpu].task_seconds(task.key.task_class, task.flops);
+  in.device_backlog_seconds = std::max(backlog_seconds_[kHybridDevice], 0.0) / device_lanes;
+  in.cpu_backlog_seconds = std::max(backlog_seconds_[kHybridCpu], 0.0) / cpu_lanes;
+  const Choice choice = DeviceChoice::choose(in);
+  const std::size_t d = choice.place == Place::device ? kHybridDevice : kHybridCpu;
+  task.device_index = d;
+  task.predicted_seconds =
+      choice.place == Place::device ? choice.device_cost_seconds : choice.cpu_cost_seconds;
+  backlog_seconds_[d] += task.predicted_seconds;
+  return d;
 }
 
 void Engine::request_fetches(const std::vector<TileIndex>& fetches) {
@@ -681,14 +780,18 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
       deliver(local[i].first, local[i].second, i + 1 == local.size() ? std::move(tile) : tile);
     }
   }
+  if (devices_.size() > 1) {
+    std::lock_guard lock(cost_mutex_);
+    backlog_seconds_[task->device_index] -= task->predicted_seconds;
+  }
   task.reset();
   // Counted before the remaining work drops: whoever sees no work left also sees the count.
   completed_unreported_.fetch_add(1, std::memory_order_acq_rel);
   const auto completed = completed_this_iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
-  ready_samples_sum_.fetch_add(device_->ready_count(), std::memory_order_relaxed);
+  ready_samples_sum_.fetch_add(ready_count(), std::memory_order_relaxed);
   remaining_flops_.fetch_sub(flops, std::memory_order_relaxed);
   const auto remaining = local_remaining_.fetch_sub(1, std::memory_order_acq_rel) - 1;
-  if (trace_) trace_->sample(iteration_clock(), device_->ready_count(), completed);
+  if (trace_) trace_->sample(iteration_clock(), ready_count(), completed);
   if (remaining == 0) comm_engine_->notify();
 }
 
@@ -710,9 +813,16 @@ IterationReport Engine::run_iteration() {
   roots_queued_.store(false, std::memory_order_release);
   if (trace_) trace_->begin_iteration(iteration_);
 
+  if (link_) {
+    // Collections are the application's host memory, which it may read or write between
+    // iterations: each iteration starts with none of their tiles in device memory.
+    for (auto* coll : collections_) {
+      coll->for_each_local_tile([](int, int, Tile& t) { t.set_residency(Tile::kOnHost); });
+    }
+  }
   comm_engine_->barrier_without_spinning();
   iteration_start_ = Clock::now();
-  device_->start();
+  for (auto& d : devices_) d->start();
   comm_engine_->start();
   {
     std::vector<TileIndex> fetches;
@@ -734,7 +844,7 @@ IterationReport Engine::run_iteration() {
   roots_queued_.store(true, std::memory_order_release);
   comm_engine_->notify();
   comm_engine_->join();
-  device_->stop();
+  for (auto& d : devices_) d->stop();
   const double elapsed = iteration_clock();
 
   if (!pending_.empty()) {
@@ -749,7 +859,8 @@ IterationReport Engine::run_iteration() {
   IterationReport report;
   report.iteration = iteration_;
   report.ranks = size_;
-  report.local = device_->take_stats();
+  report.local = devices_.front()->take_stats();
+  for (std::size_t d = 1; d < devices_.size(); ++d) report.local.add(devices_[d]->take_stats());
   report.local.add(comm_engine_->take_stats());
   report.local.rank = rank_;
   report.local.cost = cost_summary();

@@ -13,6 +13,7 @@
 
 #include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/cost_model.hpp"
+#include "bellows/runtime/device_choice.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
@@ -111,6 +112,11 @@ class Engine {
 
   /// A device ran a task of class `task_class` with `flops` in `seconds`.
   void task_measured(TaskClassId task_class, double flops, double seconds);
+  /// Device `index` (device hybrid: 0 the emulated device, 1 the CPU workers) spent
+  /// `compute_seconds` computing a task, data movement left out: feeds that device's
+  /// CostModel, which DeviceChoice reads.
+  void device_task_measured(std::size_t index, TaskClassId task_class, double flops,
+                            double compute_seconds);
   /// A tile of `bytes` came from `peer` `seconds` after it was asked for.
   void transfer_measured(int peer, std::uint64_t bytes, double seconds);
   /// A steal request of this rank was answered `seconds` after it was sent.
@@ -206,7 +212,16 @@ class Engine {
   std::vector<std::string> class_names_;
   std::vector<TiledMatrix*> collections_;
 
-  std::unique_ptr<Device> device_;
+  /// The rank's devices. One, except with DeviceKind::hybrid: the emulated device (index 0,
+  /// the queue thieves take from) and the CPU workers (index 1).
+  std::vector<std::unique_ptr<Device>> devices_;
+  /// Hybrid: picks the device of a ready task (DeviceChoice) and charges it to that device's
+  /// backlog. Returns the device's index.
+  std::size_t place(ReadyTask& task);
+  /// The slots whose tile is needed on the host after `task` (ReadyTask::leaving).
+  [[nodiscard]] std::uint32_t leaving_slots(const ReadyTask& task) const;
+  static constexpr std::size_t kHybridDevice = 0;
+  static constexpr std::size_t kHybridCpu = 1;
   std::unique_ptr<CommEngine> comm_engine_;
   std::unique_ptr<Trace> trace_;
 
@@ -222,6 +237,9 @@ class Engine {
   std::atomic<double> remaining_flops_{0.0};  // flops of local_remaining_'s tasks
   mutable std::mutex cost_mutex_;            // guards cost_model_
   CostModel cost_model_;
+  std::vector<CostModel> device_costs_;   // per device, compute only; guarded by cost_mutex_
+  std::vector<double> backlog_seconds_;   // per device, predicted; guarded by cost_mutex_
+  std::shared_ptr<EmulatedLink> link_;    // devices emulated and hybrid
   std::int64_t total_task_count_ = 0;
   std::atomic<std::uint64_t> completed_unreported_{0};
   std::atomic<std::uint64_t> completed_this_iteration_{0};

@@ -9,12 +9,13 @@ std::string_view to_string(DeviceKind kind) noexcept {
     case DeviceKind::cpu: return "cpu";
     case DeviceKind::cuda: return "cuda";
     case DeviceKind::emulated: return "emulated";
+    case DeviceKind::hybrid: return "hybrid";
   }
   return "unknown";
 }
 
 bool parse_device_kind(std::string_view text, DeviceKind& out) noexcept {
-  for (auto kind : {DeviceKind::cpu, DeviceKind::cuda, DeviceKind::emulated}) {
+  for (auto kind : {DeviceKind::cpu, DeviceKind::cuda, DeviceKind::emulated, DeviceKind::hybrid}) {
     if (text == to_string(kind)) {
       out = kind;
       return true;

@@ -64,6 +64,8 @@ void for_each_number(Stats& s, F&& f) {
   f(s.busy_seconds);
   f(s.idle_seconds);
   f(s.modeled_seconds);
+  f(s.tasks_on_device);
+  f(s.link_bytes);
   f(s.flops);
   f(s.comm_cpu_seconds);
   f(s.steal.requests_sent);

@@ -78,6 +78,8 @@ void RankStats::add(const RankStats& o) {
   busy_seconds += o.busy_seconds;
   idle_seconds += o.idle_seconds;
   modeled_seconds += o.modeled_seconds;
+  tasks_on_device += o.tasks_on_device;
+  link_bytes += o.link_bytes;
   flops += o.flops;
   comm_cpu_seconds += o.comm_cpu_seconds;
   steal.add(o.steal);
@@ -111,6 +113,8 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"busy_seconds", s.busy_seconds},
                      {"idle_seconds", s.idle_seconds},
                      {"modeled_seconds", s.modeled_seconds},
+                     {"tasks_on_device", s.tasks_on_device},
+                     {"link_bytes", s.link_bytes},
                      {"comm_cpu_seconds", s.comm_cpu_seconds},
                      {"steal", s.steal},
                      {"cost", s.cost}};

@@ -21,6 +21,7 @@ Tile::~Tile() { tile_pool::release(data_, elements()); }
 std::shared_ptr<Tile> Tile::clone() const {
   auto copy = std::make_shared<Tile>(rows_, cols_);
   std::copy_n(data_, elements(), copy->data());
+  copy->set_residency(residency());
   return copy;
 }
 

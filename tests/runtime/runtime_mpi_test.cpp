@@ -4,6 +4,8 @@
 
 #include <cblas.h>
 #include <gtest/gtest.h>
+
+#include <optional>
 #include <lapacke.h>
 #include <mpi.h>
 
@@ -62,14 +64,14 @@ struct GemmResult {
 
 /// C (m x n) = A (m x k) * B (k x n), tiled by `tile` on `grid`.
 GemmResult run_gemm(int m, int n, int k, int tile, br::BlockCyclic2D grid, int iterations,
-                    int workers = 1) {
+                    int workers = 1, std::optional<br::RuntimeOptions> options = std::nullopt) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   br::TiledMatrix a(0, m, k, tile, grid, rank), b(1, k, n, tile, grid, rank),
       c(2, m, n, tile, grid, rank);
   be::fill_random(a, kSeed);
   be::fill_random(b, kSeed + 1);
-  br::Runtime runtime(MPI_COMM_WORLD, cpu_options(workers));
+  br::Runtime runtime(MPI_COMM_WORLD, options ? *options : cpu_options(workers));
   runtime.add_collection(a);
   runtime.add_collection(b);
   runtime.add_collection(c);
@@ -234,6 +236,26 @@ TEST_F(MpiTest, GemmIterationsAreBitIdentical) {
   if (rank() == 0) {
     ASSERT_EQ(r.c.size(), 2U);
     EXPECT_TRUE(bitwise_equal(r.c[0], r.c[1])) << "the second iteration computed another C";
+  }
+}
+
+TEST_F(MpiTest, GemmInHybridModeRunsEveryTaskOnceOnOneDeviceAndVerifies) {
+  // CPU workers and a computing emulated device with a 12 GB/s link: each task goes where it
+  // is predicted to finish first (which place wins is DeviceChoice's unit tests' subject).
+  auto options = cpu_options(1);
+  options.device = br::DeviceKind::hybrid;
+  options.emulated_gflops = 2.0;
+  options.emulated_compute = true;
+  options.emulated_link_gbps = 12.0;
+  const int m = 256, n = 192, k = 320, tile = 64;
+  const auto r =
+      run_gemm(m, n, k, tile, br::BlockCyclic2D::square_for(size()), 2, 1, options);
+  check_gemm(r, m, n, k, tile, rank(), 2);
+  // Each execution counts once, on the device or on a CPU worker.
+  EXPECT_LE(r.stats.tasks_on_device, r.stats.tasks_executed);
+  // The device's tasks moved their inputs in (collections start each iteration on the host).
+  if (r.stats.tasks_on_device > 0) {
+    EXPECT_GT(r.stats.link_bytes, 0U);
   }
 }
 

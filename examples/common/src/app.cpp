@@ -50,7 +50,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--n", o.n, "matrix order");
   cli.add_option("--tile", o.tile, "tile order");
   cli.add_option("--iterations", o.iterations, "times the task graph runs");
-  cli.add_option("--kernel", kernel, "task bodies: cpu, cuda or emulated");
+  cli.add_option("--kernel", kernel,
+                 "task bodies: cpu, cuda, emulated, or hybrid (CPU workers and the emulated "
+                 "device, each task where it is predicted to finish first)");
   cli.add_flag("--verify", o.verify, "check the result against LAPACK/BLAS on rank 0");
   cli.add_option("--trace", o.trace_path, "append ready/completed task samples (JSON lines) to FILE");
   cli.add_option("--grid", o.grid, "process grid PxQ (default: most square)");
@@ -60,6 +62,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--emulated-compute", emulated_compute,
                  "the emulated device also computes each task (on the CPU, within its modeled "
                  "time): a node of the stated speed with exact results, on or off");
+  cli.add_option("--emulated-link-gbps", o.emulated_link_gbps,
+                 "host <-> device link of the emulated device, GB/s (0: moving tiles is free)");
+  cli.add_option("--emulated-link-latency-us", o.emulated_link_latency_us,
+                 "fixed cost of one transfer over that link, microseconds");
   cli.add_option("--seed", o.seed, "seed of the input matrices");
   cli.add_flag("--quiet", o.quiet, "print only the JSON line");
   cli.add_option("--comm-sleep-us", o.comm_max_sleep_us,
@@ -114,9 +120,13 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   if (o.workers <= 0) return fail("--workers must be positive, got " + std::to_string(o.workers));
   if (!(o.emulated_gflops > 0.0)) return fail("--emulated-gflops must be positive");
   if (o.emulated_lanes <= 0) return fail("--emulated-lanes must be positive");
+  if (!(o.emulated_link_gbps >= 0.0)) return fail("--emulated-link-gbps must not be negative");
+  if (!(o.emulated_link_latency_us >= 0.0)) {
+    return fail("--emulated-link-latency-us must not be negative");
+  }
   if (o.comm_max_sleep_us <= 0) return fail("--comm-sleep-us must be positive");
   if (!runtime::parse_device_kind(kernel, o.kernel)) {
-    return fail("--kernel must be cpu, cuda or emulated, got '" + kernel + "'");
+    return fail("--kernel must be cpu, cuda, emulated or hybrid, got '" + kernel + "'");
   }
   if (std::string error; !parse_resize_schedule(o.resize, o.iterations, error)) return fail(error);
   if (std::string error; !parse_resize_schedule(o.ask_controller, o.iterations, error)) {
@@ -149,9 +159,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--emulated-compute must be on or off, got '" + emulated_compute + "'");
   }
   o.emulated_compute = emulated_compute == "on";
-  if (o.verify && o.kernel == runtime::DeviceKind::emulated && !o.emulated_compute) {
-    return fail("--verify needs --kernel cpu or cuda, or the emulated device with --emulated-compute "
-                "on: without it the emulated device does not compute");
+  if (o.verify && (o.kernel == runtime::DeviceKind::emulated || o.kernel == runtime::DeviceKind::hybrid) &&
+      !o.emulated_compute) {
+    return fail("--verify needs --kernel cpu or cuda, or the emulated device (emulated, hybrid) with "
+                "--emulated-compute on: without it the emulated device does not compute");
   }
   // An elastic job starts as one process that grows itself (runtime::ElasticSession): the
   // grid is over the ranks it grows to.
@@ -217,6 +228,8 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.emulated_gflops = options.emulated_gflops;
   r.emulated_lanes = options.emulated_lanes;
   r.emulated_compute = options.emulated_compute;
+  r.emulated_link_gbps = options.emulated_link_gbps;
+  r.emulated_link_latency_us = options.emulated_link_latency_us;
   r.trace_path = options.trace_path;
   r.comm_max_sleep_us = options.comm_max_sleep_us;
   r.steal = options.steal;

@@ -11,10 +11,12 @@ enum class DeviceKind {
   cpu,       ///< CPU worker threads run execute_cpu
   cuda,      ///< a CUDA GPU runs execute_cuda through stage-in / execute / stage-out queues
   emulated,  ///< charges each task flops / rate seconds without computing
+  hybrid,    ///< CPU workers and the emulated device; each ready task goes where it is
+             ///< predicted to finish first, data movement included (DeviceChoice)
 };
 
 [[nodiscard]] std::string_view to_string(DeviceKind kind) noexcept;
-/// Parses "cpu", "cuda" or "emulated"; returns false on anything else.
+/// Parses "cpu", "cuda", "emulated" or "hybrid"; returns false on anything else.
 [[nodiscard]] bool parse_device_kind(std::string_view text, DeviceKind& out) noexcept;
 
 /// How a starving rank picks the rank it asks for work (John & Milthorpe,
@@ -69,7 +71,7 @@ struct StealOptions {
 
 struct RuntimeOptions {
   DeviceKind device = DeviceKind::cpu;
-  /// CPU worker threads per rank (device cpu).
+  /// CPU worker threads per rank (devices cpu and hybrid).
   int cpu_workers = 1;
   /// Modeled speed of the emulated device, GFLOP/s.
   double emulated_gflops = 1000.0;
@@ -79,6 +81,15 @@ struct RuntimeOptions {
   /// task's modeled time: a node of a stated speed whose results are exact. The modeled
   /// speed must stay below what the host computes for the rank, or tasks take longer.
   bool emulated_compute = false;
+  /// Host <-> device link of the emulated device (devices emulated and hybrid), GB/s
+  /// (1e9 bytes per second); 0: a free link, no data movement charged. The device keeps
+  /// track of which tiles are in its memory: a task there first moves in the inputs it
+  /// does not hold, a tile it writes stays there, and a tile needed on the host (by a CPU
+  /// worker, another rank or a collection) comes back over the link. Transfers use the
+  /// link one at a time. The default is about what PCIe 3.0 x16 sustains.
+  double emulated_link_gbps = 12.0;
+  /// Fixed cost of one transfer over that link, microseconds.
+  double emulated_link_latency_us = 10.0;
   /// CUDA device ordinal (device cuda).
   int cuda_device = 0;
   /// When not empty, every rank appends its trace (JSON lines) to this file.

@@ -1,7 +1,9 @@
 #pragma once
 // A tile: the unit of data that flows between tasks and across ranks.
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace bellows::runtime {
@@ -33,13 +35,31 @@ class Tile {
   [[nodiscard]] double at(int i, int j) const noexcept {
     return data_[static_cast<std::size_t>(j) * rows_ + i];
   }
-  /// A deep copy.
+  /// A deep copy (with the same residency).
   [[nodiscard]] std::shared_ptr<Tile> clone() const;
+
+  /// Where a valid copy of the contents is, for the emulated device's data-movement model
+  /// (RuntimeOptions::emulated_link_gbps): a set of kOnHost and kOnDevice bits. A new tile
+  /// is on the host; a scratch tile (contents undefined) is valid everywhere. Bookkeeping
+  /// only: the data itself always lives in host memory. Safe from any thread.
+  static constexpr std::uint8_t kOnHost = 1;
+  static constexpr std::uint8_t kOnDevice = 2;
+  [[nodiscard]] std::uint8_t residency() const noexcept {
+    return residency_.load(std::memory_order_acquire);
+  }
+  void set_residency(std::uint8_t where) noexcept {
+    residency_.store(where, std::memory_order_release);
+  }
+  /// Adds `where` to the places that hold a valid copy (a read that copied it there).
+  void add_residency(std::uint8_t where) noexcept {
+    residency_.fetch_or(where, std::memory_order_acq_rel);
+  }
 
  private:
   int rows_;
   int cols_;
-  double* data_;  // from the tile buffer pool (tile_pool.hpp), returned there on destruction
+  double* data_;
+  std::atomic<std::uint8_t> residency_{kOnHost};  // from the tile buffer pool (tile_pool.hpp), returned there on destruction
 };
 
 using TilePtr = std::shared_ptr<Tile>;

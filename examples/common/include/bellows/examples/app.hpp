@@ -32,6 +32,8 @@ struct AppOptions {
   double emulated_gflops = 1000;  ///< rate of the emulated device
   int emulated_lanes = 1;
   bool emulated_compute = false;  ///< --emulated-compute on|off
+  double emulated_link_gbps = 12.0;       ///< host <-> device link of the emulated device
+  double emulated_link_latency_us = 10.0;
   unsigned seed = 42;
   bool quiet = false;             ///< only the JSON line
   int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
