@@ -25,6 +25,8 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
     throw std::invalid_argument("emulated device rate must be positive, got " +
                                 std::to_string(options_.emulated_gflops) + " GFLOP/s");
   }
+  if (options_.emulated_link_gbps == RuntimeOptions::kLinkOfDevice)
+    options_.emulated_link_gbps = options_.device == DeviceKind::hybrid ? 12.0 : 0.0;
   if (emulated && !(options_.emulated_link_gbps >= 0.0 && options_.emulated_link_latency_us >= 0.0)) {
     throw std::invalid_argument("emulated link rate and latency must not be negative, got " +
                                 std::to_string(options_.emulated_link_gbps) + " GB/s and " +

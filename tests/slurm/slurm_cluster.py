@@ -42,6 +42,8 @@ class Cluster:
         # Started with `local-slurm start --no-job-expansion`: Slurm's default SchedulerParameters,
         # so elastic jobs grow by companion allocations rather than by merging helper jobs.
         self.companion = getattr(args, "no_job_expansion", False)
+        # Started with `local-slurm start --separate-hosts`: every node a host of its own.
+        self.separate_hosts = getattr(args, "separate_hosts", False)
 
     def run(self, args, cwd=None, timeout=60, ok=True):
         """Runs a command against the cluster; with ok=True a non-zero exit fails the test."""
@@ -95,6 +97,36 @@ class Cluster:
 # ------------------------------------------------------------------ processes
 
 
+def namespace(pid, kind):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
+def processes_of(job_dir, program):
+    """Pids of the processes whose command line names `program` and whose environment or
+    command line names the job directory (the ranks and daemons of one job)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (entry / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if program in cmdline.split(" ", 1)[0] and str(job_dir) in cmdline + environ:
+            found.append(int(entry.name))
+    return found
+
+
+def host_of(pid, holders):
+    """The node whose network namespace the process lives in (holders: node -> holder pid)."""
+    net = namespace(pid, "net")
+    return next((node for node, holder in holders.items() if namespace(holder, "net") == net), None)
+
+
 def marked_processes(directory):
     """Every process started for the cluster in directory carries this entry."""
     return processes_with_environment(f"BELLOWS_LOCAL_SLURM_DIR={directory}")
@@ -116,6 +148,8 @@ def main(doc, tests, fixture_tests=()):
     parser.add_argument("--cholesky", help="the cholesky example")
     parser.add_argument("--no-job-expansion", action="store_true",
                         help="the cluster runs (start: is started) without permit_job_expansion")
+    parser.add_argument("--separate-hosts", action="store_true",
+                        help="the cluster's nodes are hosts of their own (start: local-slurm start --separate-hosts)")
     parser.add_argument("test", choices=sorted(tests))
     args = parser.parse_args()
     cluster = Cluster(args)

@@ -36,7 +36,8 @@ def test_start(c, args):
     shutil.rmtree(c.dir, ignore_errors=True)
     shutil.rmtree(c.work, ignore_errors=True)
     result = c.run([c.local_slurm, "start", str(c.dir), "--nodes", str(NODES), "--plugin", args.plugin]
-                   + (["--no-job-expansion"] if c.companion else []), timeout=240, ok=False)
+                   + (["--no-job-expansion"] if c.companion else [])
+                   + (["--separate-hosts"] if c.separate_hosts else []), timeout=240, ok=False)
     print(result.stdout + result.stderr, end="")
     check(result.returncode == 0, f"local-slurm start exited with {result.returncode}")
     log(f"local-slurm start took {result.seconds:.2f} s")

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_cluster import (ENDED, NODES, check, describe, log, main, nodelist_names,
-                           processes_mentioning, zombies_of)
+from slurm_cluster import (ENDED, NODES, check, describe, host_of, log, main, nodelist_names,
+                           processes_mentioning, processes_of, zombies_of)
 
 
 class ElasticJob:
@@ -267,6 +267,22 @@ resize_timeout: 1m
 """
 
 
+def check_on_their_hosts(c, args, job, nodes):
+    """On a cluster of separate hosts: one bellowsd and one rank of the job in each node's network
+    namespace (the node's own host), the rank with the node's host name."""
+    holders = {f"n{i}": int((c.dir / "run" / f"host-n{i}.pid").read_text().split()[0]) for i in range(1, NODES + 1)}
+    deadline = time.monotonic() + 10
+    while True:
+        daemons = sorted(filter(None, (host_of(p, holders) for p in processes_of(job.job_dir, "bellowsd"))))
+        ranks = sorted(filter(None, (host_of(p, holders) for p in processes_of(job.job_dir, args.app))))
+        if (daemons == sorted(nodes) and ranks == sorted(nodes)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    check(daemons == sorted(nodes), f"bellowsd processes on the hosts {daemons}, expected one on each of {nodes}")
+    check(ranks == sorted(nodes), f"ranks on the hosts {ranks}, expected one on each of {nodes}")
+    log(f"one bellowsd and one rank in the network namespace of each of {nodes}")
+
+
 def test_run_slurm(c, args):
     """bellows run --backend slurm in a batch job: the policy grows the job from 1 to 3 nodes
     under its own job id, the daemons run as steps on the job's nodes, an operator shrinks it
@@ -294,6 +310,8 @@ def test_run_slurm(c, args):
         job.wait("3 nodes, 3 ranks", grown, 60)
         grown_to = job.nodes()
         job.watch_companions(seen, step_jobs)
+        if c.separate_hosts:
+            check_on_their_hosts(c, args, job, grown_to)
         # From a login shell with the job id only: the job's comment names its directory.
         login = job.bellows("status", job.id, "--json", login_shell=True)
         check(login.returncode == 0 and json.loads(login.stdout)["nodes"] == grown_to,

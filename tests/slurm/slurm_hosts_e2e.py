@@ -26,8 +26,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_cluster import (Cluster, check, describe, log, main,  # noqa: E402
-                           marked_processes, processes_below)
+from slurm_cluster import (Cluster, check, describe, host_of, log, main,  # noqa: E402
+                           marked_processes, namespace, processes_below, processes_of)
 
 NODES = 4
 NODE_NAMES = [f"n{i}" for i in range(1, NODES + 1)]
@@ -240,36 +240,6 @@ hysteresis_ticks: 1
 cooldown: 10m
 resize_timeout: 1m
 """
-
-
-def namespace(pid, kind):
-    try:
-        return os.readlink(f"/proc/{pid}/ns/{kind}")
-    except OSError:
-        return None
-
-
-def processes_of(job_dir, program):
-    """Pids of the processes whose command line names `program` and whose environment or
-    command line names the job directory (the ranks and daemons of one job)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            environ = (entry / "environ").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if program in cmdline.split(" ", 1)[0] and str(job_dir) in cmdline + environ:
-            found.append(int(entry.name))
-    return found
-
-
-def host_of(pid, holders):
-    """The node whose network namespace the process lives in (holders: node -> holder pid)."""
-    net = namespace(pid, "net")
-    return next((node for node, holder in holders.items() if namespace(holder, "net") == net), None)
 
 
 def test_separate_hosts_elastic(c, args):

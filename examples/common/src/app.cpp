@@ -63,7 +63,8 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "the emulated device also computes each task (on the CPU, within its modeled "
                  "time): a node of the stated speed with exact results, on or off");
   cli.add_option("--emulated-link-gbps", o.emulated_link_gbps,
-                 "host <-> device link of the emulated device, GB/s (0: moving tiles is free)");
+                 "host <-> device link of the emulated device, GB/s (0: moving tiles is free; default: "
+                 "12 with --kernel hybrid, free with --kernel emulated)");
   cli.add_option("--emulated-link-latency-us", o.emulated_link_latency_us,
                  "fixed cost of one transfer over that link, microseconds");
   cli.add_option("--seed", o.seed, "seed of the input matrices");
@@ -120,7 +121,8 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   if (o.workers <= 0) return fail("--workers must be positive, got " + std::to_string(o.workers));
   if (!(o.emulated_gflops > 0.0)) return fail("--emulated-gflops must be positive");
   if (o.emulated_lanes <= 0) return fail("--emulated-lanes must be positive");
-  if (!(o.emulated_link_gbps >= 0.0)) return fail("--emulated-link-gbps must not be negative");
+  if (!(o.emulated_link_gbps >= 0.0) && o.emulated_link_gbps != runtime::RuntimeOptions::kLinkOfDevice)
+    return fail("--emulated-link-gbps must not be negative");
   if (!(o.emulated_link_latency_us >= 0.0)) {
     return fail("--emulated-link-latency-us must not be negative");
   }

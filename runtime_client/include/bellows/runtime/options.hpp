@@ -86,8 +86,11 @@ struct RuntimeOptions {
   /// track of which tiles are in its memory: a task there first moves in the inputs it
   /// does not hold, a tile it writes stays there, and a tile needed on the host (by a CPU
   /// worker, another rank or a collection) comes back over the link. Transfers use the
-  /// link one at a time. The default is about what PCIe 3.0 x16 sustains.
-  double emulated_link_gbps = 12.0;
+  /// link one at a time. kLinkOfDevice (the default): 12 GB/s, about what PCIe 3.0 x16
+  /// sustains, in hybrid mode, where the choice of device weighs it; a free link for the
+  /// emulated device alone, so that a GPU-speed rank is its rate alone unless a link is named.
+  static constexpr double kLinkOfDevice = -1.0;
+  double emulated_link_gbps = kLinkOfDevice;
   /// Fixed cost of one transfer over that link, microseconds.
   double emulated_link_latency_us = 10.0;
   /// CUDA device ordinal (device cuda).
