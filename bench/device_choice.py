@@ -18,27 +18,12 @@ results are not verified; the tests check hybrid's results with --emulated-compu
   python3 bench/device_choice.py --rounds 3
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
-MPIEXEC = os.path.join(os.environ.get("BELLOWS_DEPS_PREFIX", "/opt/bellows-deps"),
-                       "mpich-4.0.2-ch3", "bin", "mpiexec")
-
-
-def run_json(cmd):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=600)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def makespan(report):
-    """Median iteration time, leaving out the first (it pays the warm-up)."""
-    seconds = [it["seconds"] for it in report["iterations"]]
-    return statistics.median(seconds[1:] if len(seconds) > 1 else seconds)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import MPIEXEC, run_json, makespan  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -22,19 +22,14 @@ group, forming that group, the one accept and merge, and the pause of the job (g
 expand_onto: the time between two iterations that the resize cost the running job).
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import run_json  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run_json(cmd, env_extra=None):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **(env_extra or {}))
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=900)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -75,7 +70,7 @@ def main():
             cmd += ["--resize", resize]
         if args.rebalance and build == args.build:
             cmd += ["--rebalance", args.rebalance]
-        return run_json(cmd, env)
+        return run_json(cmd, env, timeout=900)
 
     def steady(report, first):
         # iterations are 1-based in --resize; skip the first `first` of them

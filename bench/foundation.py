@@ -10,21 +10,12 @@ per-configuration medians plus the ratios of each round, and their medians.
 Every configuration prints a JSON object as its last line; this script reads it.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
-MPIEXEC = os.path.join(os.environ.get("BELLOWS_DEPS_PREFIX", "/opt/bellows-deps"),
-                       "mpich-4.0.2-ch3", "bin", "mpiexec")
-
-
-def run_json(cmd):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=600)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import MPIEXEC, run_json  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

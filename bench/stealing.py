@@ -19,29 +19,12 @@ Prints a table and, per target, the median of the per-round ratios:
     h times visits h + 1 victims one after the other, and its round trip is listed apart.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
-MPIEXEC = os.path.join(os.environ.get("BELLOWS_DEPS_PREFIX", "/opt/bellows-deps"),
-                       "mpich-4.0.2-ch3", "bin", "mpiexec")
-
-
-def run_json(cmd):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=600)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def makespan(report, skip_first=True):
-    """Median iteration time, leaving out the first (it pays the warm-up)."""
-    seconds = [it["seconds"] for it in report["iterations"]]
-    if skip_first and len(seconds) > 1:
-        seconds = seconds[1:]
-    return statistics.median(seconds)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import MPIEXEC, run_json, makespan  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

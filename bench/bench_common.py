@@ -1,0 +1,23 @@
+"""What the benchmark scripts share: Bellows' mpiexec, running an example for its JSON report,
+and the steady iteration time of a report."""
+import json
+import os
+import statistics
+import subprocess
+
+MPIEXEC = os.path.join(os.environ.get("BELLOWS_DEPS_PREFIX", "/opt/bellows-deps"),
+                       "mpich-4.0.2-ch3", "bin", "mpiexec")
+
+
+def run_json(cmd, env_extra=None, timeout=600):
+    """Runs an example (OPENBLAS_NUM_THREADS=1, plus env_extra) and returns the JSON object on
+    the last line of its output."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **(env_extra or {}))
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=timeout)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def makespan(report, skip_first=True):
+    """Median iteration time, leaving out the first (it pays the warm-up)."""
+    seconds = [it["seconds"] for it in report["iterations"]]
+    return statistics.median(seconds[1:] if skip_first and len(seconds) > 1 else seconds)
