@@ -24,6 +24,22 @@ class TestFailure(Exception):
     pass
 
 
+# The policy of the elastic tests that grow a job from 1 to 3 nodes as soon as it has work
+# queued, and keep it there (no shrink by the policy: the tests shrink it by hand).
+GROW_POLICY = """\
+nodes:
+  min: 1
+  max: 3
+  step: 2
+expand:
+  ready_tasks_per_node_above: 1
+tick: 250ms
+hysteresis_ticks: 1
+cooldown: 10m
+resize_timeout: 1m
+"""
+
+
 def check(condition, message):
     if not condition:
         raise TestFailure(message)

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_cluster import (ENDED, NODES, check, describe, host_of, log, main, nodelist_names,
-                           processes_mentioning, processes_of, zombies_of)
+from slurm_cluster import (ENDED, GROW_POLICY, NODES, check, describe, host_of, log, main,
+                           nodelist_names, processes_mentioning, processes_of, zombies_of)
 
 
 class ElasticJob:
@@ -253,18 +253,6 @@ def start_clean(c, name):
 # ------------------------------------------------------------------ operator shrink
 
 
-RUN_POLICY = """\
-nodes:
-  min: 1
-  max: 3
-  step: 2
-expand:
-  ready_tasks_per_node_above: 1
-tick: 250ms
-hysteresis_ticks: 1
-cooldown: 10m
-resize_timeout: 1m
-"""
 
 
 def check_on_their_hosts(c, args, job, nodes):
@@ -298,7 +286,7 @@ def test_run_slurm(c, args):
     work = start_clean(c, "run_slurm")
     job = ElasticJob(c, args, work, "e2e-run", ["-N1", "--elastic=1:3"],
                      f"{args.app} --n 1536 --tile 256 --iterations 60 --steal on --verify",
-                     policy=RUN_POLICY, run_dir_length=200)
+                     policy=GROW_POLICY, run_dir_length=200)
     log(f"job directory {job.job_dir} ({len(str(job.job_dir))} characters)")
     steps = set()
     seen, step_jobs = {}, {}
@@ -621,7 +609,7 @@ def test_cancel_grown(c, args):
     is left in the queue within seconds."""
     work = start_clean(c, "cancel_grown")
     job = ElasticJob(c, args, work, "e2e-cancel", ["-N1", "--elastic=1:3"],
-                     f"{args.app} --n 2048 --tile 256 --iterations 400 --verify", policy=RUN_POLICY)
+                     f"{args.app} --n 2048 --tile 256 --iterations 400 --verify", policy=GROW_POLICY)
     seen, step_jobs = {}, {}
     try:
         job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_cluster import (Cluster, check, describe, host_of, log, main,  # noqa: E402
+from slurm_cluster import (GROW_POLICY, Cluster, check, describe, host_of, log, main,  # noqa: E402
                            marked_processes, namespace, processes_below, processes_of)
 
 NODES = 4
@@ -228,18 +228,6 @@ def check_hosts(c, cluster, digest):
 
 
 
-GROW_POLICY = """\
-nodes:
-  min: 1
-  max: 3
-  step: 2
-expand:
-  ready_tasks_per_node_above: 1
-tick: 250ms
-hysteresis_ticks: 1
-cooldown: 10m
-resize_timeout: 1m
-"""
 
 
 def test_separate_hosts_elastic(c, args):
