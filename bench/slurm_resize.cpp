@@ -89,7 +89,8 @@ class OwnCluster {
     if (mkdtemp(dir_template) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = dir_template;
     std::cerr << "bellows_slurm_resize_bench: starting a cluster in " << dir_ << "\n";
-    must(script_ + " start " + dir_ + " --nodes 4");
+    // --loopback: the raw side runs salloc and srun from this shell (docs/slurm.md).
+    must(script_ + " start " + dir_ + " --nodes 4 --loopback");
     setenv("SLURM_CONF", (dir_ + "/etc/slurm.conf").c_str(), 1);
   }
   ~OwnCluster() {

@@ -195,7 +195,8 @@ def main():
     directory = Path(args.cluster) if args.cluster else work / "cluster"
     local_slurm = ROOT / "scripts" / "local-slurm"
     if not args.cluster:
-        subprocess.run([str(local_slurm), "start", str(directory), "--nodes", "4", "--plugin",
+        # --loopback: the raw side runs salloc and srun from this shell (docs/slurm.md).
+        subprocess.run([str(local_slurm), "start", str(directory), "--nodes", "4", "--loopback", "--plugin",
                         str(build / "scheduler_plugin" / "spank_bellows.so")], check=True,
                        stdout=subprocess.DEVNULL)
     slurm = Slurm(directory)

@@ -58,8 +58,19 @@ class Cluster:
         # Started with `local-slurm start --no-job-expansion`: Slurm's default SchedulerParameters,
         # so elastic jobs grow by companion allocations rather than by merging helper jobs.
         self.companion = getattr(args, "no_job_expansion", False)
-        # Started with `local-slurm start --separate-hosts`: every node a host of its own.
-        self.separate_hosts = getattr(args, "separate_hosts", False)
+        # Started with `local-slurm start --loopback`: every node is this host.
+        self.loopback = getattr(args, "loopback", False)
+
+    @property
+    def separate_hosts(self):
+        """Every node is a host of its own (local-slurm's default; not --loopback)."""
+        return not self.loopback
+
+    def run_on_head(self, args, timeout=60, ok=True):
+        """A command that listens on its host's address (srun, salloc): on a cluster of separate
+        hosts it runs on the head (local-slurm exec), whose host name the nodes can reach."""
+        prefix = [self.local_slurm, "exec", str(self.dir), "--"] if self.separate_hosts else []
+        return self.run(prefix + list(args), timeout=timeout, ok=ok)
 
     def run(self, args, cwd=None, timeout=60, ok=True):
         """Runs a command against the cluster; with ok=True a non-zero exit fails the test."""
@@ -164,8 +175,8 @@ def main(doc, tests, fixture_tests=()):
     parser.add_argument("--cholesky", help="the cholesky example")
     parser.add_argument("--no-job-expansion", action="store_true",
                         help="the cluster runs (start: is started) without permit_job_expansion")
-    parser.add_argument("--separate-hosts", action="store_true",
-                        help="the cluster's nodes are hosts of their own (start: local-slurm start --separate-hosts)")
+    parser.add_argument("--loopback", action="store_true",
+                        help="every node of the cluster is this host (start: local-slurm start --loopback)")
     parser.add_argument("test", choices=sorted(tests))
     args = parser.parse_args()
     cluster = Cluster(args)

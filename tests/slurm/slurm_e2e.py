@@ -37,7 +37,7 @@ def test_start(c, args):
     shutil.rmtree(c.work, ignore_errors=True)
     result = c.run([c.local_slurm, "start", str(c.dir), "--nodes", str(NODES), "--plugin", args.plugin]
                    + (["--no-job-expansion"] if c.companion else [])
-                   + (["--separate-hosts"] if c.separate_hosts else []), timeout=240, ok=False)
+                   + (["--loopback"] if c.loopback else []), timeout=240, ok=False)
     print(result.stdout + result.stderr, end="")
     check(result.returncode == 0, f"local-slurm start exited with {result.returncode}")
     log(f"local-slurm start took {result.seconds:.2f} s")
@@ -124,7 +124,7 @@ def test_sinfo_nodes_idle(c, args):
 
 def test_srun_and_sacct(c, args):
     c.wait_idle()
-    result = c.run(["srun", "-N", str(NODES), "--label", "-J", "e2e-hostname", "hostname"])
+    result = c.run_on_head(["srun", "-N", str(NODES), "--label", "-J", "e2e-hostname", "hostname"])
     lines = sorted(result.stdout.split("\n"))
     lines = [line for line in lines if line.strip()]
     check(len(lines) == NODES, f"srun -N{NODES} hostname printed {lines}")
@@ -295,7 +295,7 @@ def test_expand_and_shrink(c, args):
         log(f"job {job} expanded: {batch_host} + {new_node} -> NodeList={nodelist}")
         # A step on both nodes of the expanded job.
         began = time.monotonic()
-        step = c.run(["srun", f"--jobid={job}", "-N2", "--overlap", "printenv", "SLURMD_NODENAME"])
+        step = c.run_on_head(["srun", f"--jobid={job}", "-N2", "--overlap", "printenv", "SLURMD_NODENAME"])
         timed("step_on_2_nodes", began)
         check(sorted(step.stdout.split()) == sorted([batch_host, new_node]),
               f"step on the expanded job ran on {step.stdout.split()}")

@@ -10,6 +10,8 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -38,6 +40,18 @@ std::string sh(const std::string& command) {
   while (std::fgets(buf.data(), buf.size(), pipe.get()) != nullptr) out += buf.data();
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
+}
+
+/// `srun ARGS` as this machine's shell can run it against the cluster: on a cluster of separate
+/// hosts srun listens on its host's address, so it runs on the cluster's head
+/// (BELLOWS_LOCAL_SLURM exec DIR --, set by CTest).
+std::string srun(const std::string& args) {
+  const char* local_slurm = std::getenv("BELLOWS_LOCAL_SLURM");
+  const char* conf = std::getenv("SLURM_CONF");
+  std::string prefix;
+  if (local_slurm != nullptr && *local_slurm != '\0' && conf != nullptr)
+    prefix = std::string(local_slurm) + " exec " + std::filesystem::path(conf).parent_path().parent_path().string() + " -- ";
+  return prefix + "srun " + args;
 }
 
 std::vector<std::string> words(const std::string& text) {
@@ -360,7 +374,7 @@ TEST_F(SlurmResourceManagerTest, ANodeBackInTheSecondItLeftRunsSteps) {
                                                          << (grant ? grant->status.text : "no answer");
     held += grant->status.text.find("; held ") != std::string::npos ? 1 : 0;
     const std::string node = grant->nodes.at(0);
-    EXPECT_EQ(sh("srun --jobid=" + job + " --overlap -N1 -w " + node + " printenv SLURMD_NODENAME 2>&1"), node)
+    EXPECT_EQ(sh(srun("--jobid=" + job + " --overlap -N1 -w " + node + " printenv SLURMD_NODENAME 2>&1")), node)
         << "cycle " << cycle << ": " << grant->status.text;
     const auto released = release(job, grant->nodes);
     ASSERT_TRUE(released.has_value() && released->ok()) << "cycle " << cycle;
@@ -471,8 +485,8 @@ TEST_F(SlurmResourceManagerTest, SpansCompanionAllocationsWhenForced) {
   EXPECT_EQ(nodes_of(job), (Nodes{batch_host, answer->nodes[0], answer->nodes[1]}));
   EXPECT_EQ(rm_->slurm_job_of(job, batch_host), job);
   for (const std::string& n : answer->nodes) EXPECT_EQ(rm_->slurm_job_of(job, n), companion);
-  EXPECT_EQ(sh("srun --jobid=" + companion + " --overlap -N1 -n1 -w " + answer->nodes[1] +
-               " printenv SLURM_JOB_ID"), companion) << "a step of the companion on its node";
+  EXPECT_EQ(sh(srun("--jobid=" + companion + " --overlap -N1 -n1 -w " + answer->nodes[1] +
+                    " printenv SLURM_JOB_ID")), companion) << "a step of the companion on its node";
   const auto pending = rm_->pending_jobs();
   ASSERT_TRUE(pending.status.ok());
   EXPECT_TRUE(pending.value.empty()) << "the companion counts as a pending job";
