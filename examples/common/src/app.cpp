@@ -316,7 +316,7 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
         std::printf("  resize before iteration %d: %d -> %d ranks", r.value("before_iteration", 0),
                     from, to);
         if (r.contains("add")) {
-          std::printf(", %d spawned in %.3f s", r.value("add", 0), r.value("grow_seconds", 0.0));
+          std::printf(", %d added in %.3f s", r.value("add", 0), r.value("grow_seconds", 0.0));
           if (r.contains("request_to_first_task_seconds")) {
             std::printf("; request to first task on each new rank:");
             for (const auto& t : r["request_to_first_task_seconds"]) {
