@@ -25,6 +25,9 @@ packages=(
   # A real Slurm on this host (scripts/local-slurm) and the SPANK plugin's header; none of
   # them depends on Open MPI (apt-cache depends --recurse --no-recommends shows no openmpi)
   slurmctld slurmd slurmdbd slurm-client munge mariadb-server libslurm-dev
+  # Its nodes as separate hosts: network namespaces, veth pairs and a bridge (ip); nsenter
+  # and unshare come with util-linux
+  iproute2 util-linux
 )
 
 missing=()
