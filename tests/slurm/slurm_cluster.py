@@ -154,6 +154,25 @@ def host_of(pid, holders):
     return next((node for node, holder in holders.items() if namespace(holder, "net") == net), None)
 
 
+def start_failing(local_slurm, directory, fake, daemon, script, env, expected_lines, options=(), timeout=240):
+    """`local-slurm start directory` with a fake `daemon` first in PATH (`script` is its shell
+    text; it lives in `fake`, which must not be under /tmp, as a node cannot see the machine's
+    /tmp): start must exit 1 and print each of expected_lines. Returns when start returned."""
+    shutil.rmtree(fake, ignore_errors=True)
+    fake.mkdir(parents=True)
+    (fake / daemon).write_text(script)
+    (fake / daemon).chmod(0o755)
+    shutil.rmtree(directory, ignore_errors=True)
+    env = dict(env, PATH=f"{fake}:{os.environ.get('PATH', '')}")
+    result = subprocess.run([local_slurm, "start", str(directory), *options], env=env, capture_output=True,
+                            text=True, timeout=timeout)
+    output = result.stdout + result.stderr
+    print(output, end="")
+    check(result.returncode == 1, f"local-slurm start exited with {result.returncode}, expected 1")
+    for expected in expected_lines:
+        check(expected in output.splitlines(), f"the output lacks the line '{expected}'")
+
+
 def marked_processes(directory):
     """Every process started for the cluster in directory carries this entry."""
     return processes_with_environment(f"BELLOWS_LOCAL_SLURM_DIR={directory}")

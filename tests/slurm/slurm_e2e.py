@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_cluster import NODES, check, describe, log, main, marked_processes, processes_below
+from slurm_cluster import NODES, check, describe, log, main, marked_processes, processes_below, start_failing
 
 
 # ------------------------------------------------------------------ the fixture pair
@@ -78,27 +78,16 @@ def test_stop(c, args):
 def test_start_failure(c, args):
     """A daemon that fails at start: start exits 1, names it, shows its log, stops the rest."""
     directory = c.dir.parent / "failing-cluster"
-    shutil.rmtree(directory, ignore_errors=True)
     fake = c.dir.parent / "failing-bin"
-    shutil.rmtree(fake, ignore_errors=True)
-    fake.mkdir(parents=True)
-    (fake / "slurmdbd").write_text(
-        "#!/bin/sh\n"
-        "echo 'fatal: this slurmdbd fails on purpose' >> \"$(dirname \"$SLURM_CONF\")/../log/slurmdbd.log\"\n"
-        "exit 1\n")
-    (fake / "slurmdbd").chmod(0o755)
-    env = dict(os.environ, PATH=f"{fake}:{os.environ.get('PATH', '')}")
     began = time.monotonic()
-    result = subprocess.run([c.local_slurm, "start", str(directory)], env=env, capture_output=True,
-                            text=True, timeout=240)
-    output = result.stdout + result.stderr
-    print(output, end="")
-    check(result.returncode == 1, f"local-slurm start exited with {result.returncode}, expected 1")
-    for expected in ("local-slurm: error: slurmdbd exited with status 1",
-                     f"local-slurm: last lines of {directory}/log/slurmdbd.log:",
-                     "fatal: this slurmdbd fails on purpose",
-                     "local-slurm: stopping what was started"):
-        check(expected in output.splitlines(), f"the output lacks the line '{expected}'")
+    start_failing(c.local_slurm, directory, fake, "slurmdbd",
+                  "#!/bin/sh\n"
+                  "echo 'fatal: this slurmdbd fails on purpose' >> \"$(dirname \"$SLURM_CONF\")/../log/slurmdbd.log\"\n"
+                  "exit 1\n", os.environ,
+                  ("local-slurm: error: slurmdbd exited with status 1",
+                   f"local-slurm: last lines of {directory}/log/slurmdbd.log:",
+                   "fatal: this slurmdbd fails on purpose",
+                   "local-slurm: stopping what was started"))
     check(not (directory / "run" / "subreaper.pid").exists(), "the subreaper's pid file is still there")
     deadline = time.monotonic() + 10
     while marked_processes(directory) and time.monotonic() < deadline:

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_cluster import (GROW_POLICY, Cluster, check, describe, host_of, log, main,  # noqa: E402
-                           marked_processes, namespace, processes_below, processes_of)
+                           marked_processes, namespace, processes_below, processes_of, start_failing)
 
 NODES = 4
 NODE_NAMES = [f"n{i}" for i in range(1, NODES + 1)]
@@ -392,27 +392,17 @@ def test_separate_hosts_start_failure(c, args):
     names it, shows its log and removes every process, namespace and directory it made."""
     failing = cluster_in(long_dir(c.dir, "failing"), args)
     fake = c.dir / "failing-bin"
-    shutil.rmtree(fake, ignore_errors=True)
-    fake.mkdir(parents=True)
-    (fake / "slurmd").write_text(
-        "#!/bin/sh\n"
-        "echo \"fatal: this slurmd on $(hostname) fails on purpose\" "
-        ">> \"$(dirname \"$SLURM_CONF\")/../log/slurmd-$2.log\"\n"
-        "exit 1\n")
-    (fake / "slurmd").chmod(0o755)
-    shutil.rmtree(failing.dir, ignore_errors=True)
-    env = dict(failing.env, PATH=f"{fake}:{os.environ.get('PATH', '')}")
     began = time.monotonic()
-    result = subprocess.run([failing.local_slurm, "start", str(failing.dir), "--separate-hosts"], env=env,
-                            capture_output=True, text=True, timeout=120)
-    output = result.stdout + result.stderr
-    print(output, end="")
-    check(result.returncode == 1, f"local-slurm start exited with {result.returncode}, expected 1")
-    for expected in ("local-slurm: error: slurmd -N n1 exited with status 1",
-                     f"local-slurm: last lines of {failing.dir}/log/slurmd-n1.log:",
-                     "fatal: this slurmd on n1 fails on purpose",
-                     "local-slurm: stopping what was started"):
-        check(expected in output.splitlines(), f"the output lacks the line '{expected}'")
+    start_failing(failing.local_slurm, failing.dir, fake, "slurmd",
+                  "#!/bin/sh\n"
+                  "echo \"fatal: this slurmd on $(hostname) fails on purpose\" "
+                  ">> \"$(dirname \"$SLURM_CONF\")/../log/slurmd-$2.log\"\n"
+                  "exit 1\n", failing.env,
+                  ("local-slurm: error: slurmd -N n1 exited with status 1",
+                   f"local-slurm: last lines of {failing.dir}/log/slurmd-n1.log:",
+                   "fatal: this slurmd on n1 fails on purpose",
+                   "local-slurm: stopping what was started"),
+                  options=("--separate-hosts",), timeout=120)
     digest = json.loads((failing.dir / "run" / "cluster.json").read_text())["separate_hosts"]["bridge"][3:]
     deadline = time.monotonic() + 10
     while (left := leftovers(failing.dir, digest, [])) and time.monotonic() < deadline:
