@@ -1,5 +1,6 @@
 #include <bellows/daemon/pmix_server.hpp>
 
+#include <bellows/protocol/job_file.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 #include <bellows/protocol/tcp_nodelay.hpp>
 
@@ -592,24 +593,12 @@ PmixServer::PmixServer(Options options) : impl_(std::make_unique<Impl>(std::move
     s.port_ = uri_port(s.uri_);
 
     if (!s.options_.uri_file.empty()) {
-      // Written under another name and renamed, so a reader never sees half a URI.
-      const auto partial = s.options_.uri_file.string() + ".partial";
-      {
-        std::ofstream out(partial, std::ios::trunc);
-        out << s.uri_ << '\n';
-        if (!out.flush()) {
-          const std::string why = std::strerror(errno);
-          PMIx_server_finalize();
-          g_impl.store(nullptr);
-          throw std::runtime_error("cannot write uri file " + partial + ": " + why);
-        }
-      }
-      std::filesystem::rename(partial, s.options_.uri_file, ec);
-      if (ec) {
+      try {
+        protocol::write_line_atomically(s.options_.uri_file, s.uri_);
+      } catch (const std::runtime_error&) {
         PMIx_server_finalize();
         g_impl.store(nullptr);
-        throw std::runtime_error("cannot rename " + partial + " to " +
-                                 s.options_.uri_file.string() + ": " + ec.message());
+        throw;
       }
     }
     spdlog::debug("pmix server {} listening at {}", to_string(s.id_), s.uri_);

@@ -1,5 +1,7 @@
 #include "bellows/runtime/elastic_session.hpp"
 
+#include <bellows/protocol/job_file.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -183,16 +185,8 @@ void ElasticSession::open_job_port() {
   if (const int rc = MPI_Open_port(MPI_INFO_NULL, name); rc != MPI_SUCCESS) throw MpiError("MPI_Open_port", rc);
   port_ = name;
   opened_port_ = true;
-  const auto file = protocol::JobDirectory{variable(protocol::job_environment::kJobDir)}.job_port_file();
-  auto partial = file;
-  partial += ".partial";
-  {
-    std::ofstream out(partial, std::ios::trunc);
-    out << port_ << '\n';
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + partial.string());
-  }
-  std::filesystem::rename(partial, file);
+  protocol::write_line_atomically(protocol::JobDirectory{variable(protocol::job_environment::kJobDir)}.job_port_file(),
+                                  port_);
 }
 
 const GrowReport& ElasticSession::accept_ranks(Membership& membership, int count, int join_iteration) {

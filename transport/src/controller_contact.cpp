@@ -1,6 +1,7 @@
 #include "bellows/transport/controller_contact.hpp"
 
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/protocol/job_file.hpp>
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -48,19 +49,11 @@ void publish_controller_contact(const std::filesystem::path& job_dir, const Cont
   std::error_code ignored;
   std::filesystem::remove(layout.controller_key_file(), ignored);
   if (contact.curve) write_key_file(layout.controller_key_file(), *contact.curve);
-  // Written beside and renamed, so that a reader never sees half a line.
-  const auto endpoint_file = layout.controller_endpoint_file();
-  auto partial = endpoint_file;
-  partial += ".partial";
-  {
-    std::ofstream out(partial, std::ios::trunc);
-    out << contact.endpoint << '\n';
-    out.close();
-    if (!out) throw TransportError("cannot write " + partial.string());
+  try {
+    protocol::write_line_atomically(layout.controller_endpoint_file(), contact.endpoint);
+  } catch (const std::runtime_error& e) {
+    throw TransportError(e.what());
   }
-  std::error_code ec;
-  std::filesystem::rename(partial, endpoint_file, ec);
-  if (ec) throw TransportError("cannot write " + endpoint_file.string() + ": " + ec.message());
 }
 
 ControllerContact read_controller_contact(const std::filesystem::path& job_dir) {
