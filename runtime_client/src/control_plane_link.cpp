@@ -12,6 +12,9 @@
 namespace bellows::runtime {
 namespace {
 
+namespace env = protocol::job_environment;
+using protocol::job_environment::value_of;
+
 // The process's attached link, for request_resize() (one per process, as its ControlChannel).
 std::atomic<ControlPlaneLink*> g_attached{nullptr};
 
@@ -35,36 +38,31 @@ std::string join_list(const std::vector<std::string>& items) {
   return text;
 }
 
-std::string variable(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
-
 }  // namespace
 
 std::optional<ControlPlaneLink> ControlPlaneLink::from_environment(int rank) {
-  const std::string job_dir = variable(kJobDirVariable);
+  const std::string job_dir = value_of(kJobDirVariable);
   if (job_dir.empty()) return std::nullopt;
-  const std::vector<std::string> nodes = split_list(variable(kNodesVariable));
+  const std::vector<std::string> nodes = split_list(value_of(kNodesVariable));
   if (nodes.empty())
     throw std::invalid_argument(std::string(kNodesVariable) + " is empty although " +
                                 kJobDirVariable + " is set");
-  std::string node = variable(protocol::job_environment::kNode);
-  const std::string expand_nodes = variable(kExpandNodesVariable);
+  std::string node = value_of(env::kNode);
+  const std::string expand_nodes = value_of(kExpandNodesVariable);
   if (!node.empty()) {
     // Started by its node's daemon, which said where.
   } else if (!expand_nodes.empty()) {
     const std::vector<std::string> hosts = split_list(expand_nodes);
     int first = -1;
     try {
-      first = std::stoi(variable(kExpandFirstRankVariable));
+      first = std::stoi(value_of(kExpandFirstRankVariable));
     } catch (const std::exception&) {
       first = -1;
     }
     if (first < 1 || rank < first || rank - first >= static_cast<int>(hosts.size())) {
       throw std::invalid_argument(std::string(kExpandNodesVariable) + "=" + expand_nodes + " and " +
                                   kExpandFirstRankVariable + "=" +
-                                  variable(kExpandFirstRankVariable) + " name no node for rank " +
+                                  value_of(kExpandFirstRankVariable) + " name no node for rank " +
                                   std::to_string(rank));
     }
     node = hosts[static_cast<std::size_t>(rank - first)];

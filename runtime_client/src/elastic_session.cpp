@@ -13,6 +13,9 @@
 namespace bellows::runtime {
 namespace {
 
+namespace env = protocol::job_environment;
+using protocol::job_environment::value_of;
+
 /// The value of variable `name` as a number of at least `least`, or nullopt when it is
 /// unset or empty. Throws std::invalid_argument naming the variable and the value.
 std::optional<int> number_variable(const char* name, int least, const char* what) {
@@ -31,13 +34,13 @@ std::optional<int> number_variable(const char* name, int least, const char* what
   return value;
 }
 
-std::string variable(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
-
 /// The job's MPI port from the file its first rank wrote; waits up to a minute for it (a rank
 /// a daemon started at the job's start may come before the first rank opened the port).
+/// Where the job's first rank writes the job's MPI port.
+std::filesystem::path job_port_file() {
+  return protocol::JobDirectory{value_of(env::kJobDir)}.job_port_file();
+}
+
 std::string read_job_port(const std::filesystem::path& file) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   for (;;) {
@@ -69,16 +72,15 @@ ElasticSession::ElasticSession(int argc, char** argv) {
     return accept_ranks(m, count, join_iteration);
   };
 
-  namespace env = protocol::job_environment;
-  if (const std::string join = variable(env::kJoin); !join.empty()) {
+  if (const std::string join = value_of(env::kJoin); !join.empty()) {
     // Started by a node's daemon: connect to the job's port, at the job's start or an expand.
     if (join != "port")
       throw std::invalid_argument(std::string(env::kJoin) + "=" + join + ": expected port");
-    const std::string node = variable(env::kNode);
-    if (node.empty() || variable(env::kJobDir).empty())
+    const std::string node = value_of(env::kNode);
+    if (node.empty() || value_of(env::kJobDir).empty())
       throw std::invalid_argument(std::string(env::kJoin) + "=port needs " + env::kNode + " and " +
                                   env::kJobDir);
-    const auto port_file = protocol::JobDirectory{variable(env::kJobDir)}.job_port_file();
+    const auto port_file = job_port_file();
     port_ = read_job_port(port_file);
     std::vector<int> payload;
     std::optional<Membership> connected;
@@ -150,8 +152,7 @@ ElasticSession::ElasticSession(int argc, char** argv) {
 ElasticSession::~ElasticSession() {
   if (!opened_port_) return;
   std::error_code ignored;
-  std::filesystem::remove(protocol::JobDirectory{variable(protocol::job_environment::kJobDir)}.job_port_file(),
-                          ignored);
+  std::filesystem::remove(job_port_file(), ignored);
   close_job_port();
 }
 
@@ -185,8 +186,7 @@ void ElasticSession::open_job_port() {
   if (const int rc = MPI_Open_port(MPI_INFO_NULL, name); rc != MPI_SUCCESS) throw MpiError("MPI_Open_port", rc);
   port_ = name;
   opened_port_ = true;
-  protocol::write_line_atomically(protocol::JobDirectory{variable(protocol::job_environment::kJobDir)}.job_port_file(),
-                                  port_);
+  protocol::write_line_atomically(job_port_file(), port_);
 }
 
 const GrowReport& ElasticSession::accept_ranks(Membership& membership, int count, int join_iteration) {

@@ -21,6 +21,7 @@
 //
 // Header-only, no I/O: paths and names only.
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -64,6 +65,12 @@ inline constexpr const char* kJoin = "BELLOWS_JOIN";
 /// The PMIx URI of a rank's daemon ("file:PATH" or the URI itself), for a rank started
 /// without a job directory.
 inline constexpr const char* kDaemonUri = "BELLOWS_DAEMON_URI";
+
+/// The value of variable `name` in this process's environment, "" when it is unset.
+inline std::string value_of(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
 
 /// The variables only a spawn sets: a program that starts a new job drops them.
 inline constexpr const char* kSpawnOnly[] = {kExpandNodes, kExpandFirstRank, kJoinIteration, kGridRanks};
