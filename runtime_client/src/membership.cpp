@@ -316,23 +316,6 @@ Communicator form_new_group(int ordinal, int count, PortTable& table) {
   return group;
 }
 
-/// Step 6, both sides: the job (`local` = the caller's communicator, accept) or the new
-/// processes (`local` = their group, connect) join and merge, the job first.
-Communicator join_job(MPI_Comm local, const char* port, bool newcomers) {
-  MPI_Comm inter_raw = MPI_COMM_NULL;
-  if (newcomers) {
-    check(MPI_Comm_connect(port, MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_connect");
-  } else {
-    check(MPI_Comm_accept(port, MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_accept");
-  }
-  Communicator inter = adopt(inter_raw);
-  MPI_Comm merged_raw = MPI_COMM_NULL;
-  check(MPI_Intercomm_merge(inter.get(), newcomers ? 1 : 0, &merged_raw), "MPI_Intercomm_merge");
-  Communicator merged = adopt(merged_raw);
-  inter.disconnect();
-  return merged;
-}
-
 /// Steps 2-7 on the ranks of the job. `spawn` is what to start (the same on every rank).
 Communicator grow_members(MPI_Comm current, int count, PreparedSpawn& spawn, GrowReport& report) {
   int rank = 0, size = 1;

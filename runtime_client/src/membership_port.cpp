@@ -31,19 +31,6 @@ struct RoundHeader {
   std::array<int, kJoinPayloadInts> payload{};
 };
 
-/// One round on the members' side: accept one process on `port`, merge, disconnect the
-/// intercommunicator.
-Communicator accept_one(MPI_Comm local, const std::string& port) {
-  MPI_Comm inter_raw = MPI_COMM_NULL;
-  check(MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_accept");
-  Communicator inter = adopt(inter_raw);
-  MPI_Comm merged_raw = MPI_COMM_NULL;
-  check(MPI_Intercomm_merge(inter.get(), 0, &merged_raw), "MPI_Intercomm_merge");
-  Communicator merged = adopt(merged_raw);
-  inter.disconnect();
-  return merged;
-}
-
 void share_header(RoundHeader& header, MPI_Comm comm) {
   MPI_Request request = MPI_REQUEST_NULL;
   check(MPI_Ibcast(&header, sizeof header, MPI_BYTE, 0, comm, &request), "MPI_Ibcast");
@@ -56,7 +43,7 @@ Communicator finish_rounds(Communicator grown, RoundHeader& header, const std::s
                            GrowReport& report) {
   while (header.joined < header.count) {
     const auto t = Clock::now();
-    Communicator next = accept_one(grown.get(), port);
+    Communicator next = join_job(grown.get(), port.c_str(), false);
     report.merge_seconds.push_back(seconds_since(t));
     const auto d = Clock::now();
     grown.disconnect();
@@ -95,7 +82,7 @@ MPI_Comm grow_by_accept(MPI_Comm current, int count, const std::string& port,
   std::copy(payload.begin(), payload.end(), header.payload.begin());
   // The first round on the caller's communicator, which stays the caller's.
   const auto t = Clock::now();
-  Communicator grown = accept_one(current, port);
+  Communicator grown = join_job(current, port.c_str(), false);
   r.merge_seconds.push_back(seconds_since(t));
   header.joined = 1;
   share_header(header, grown.get());
@@ -109,22 +96,17 @@ MPI_Comm join_by_connect(const std::string& port, std::vector<int>& payload, Gro
   GrowReport local;
   GrowReport& r = report ? *report : local;
   r = GrowReport{};
-  MPI_Comm inter_raw = MPI_COMM_NULL;
+  Communicator grown;
   {
     ReturnErrors errors(MPI_COMM_SELF);
-    check(MPI_Comm_connect(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter_raw), "MPI_Comm_connect");
+    grown = join_job(MPI_COMM_SELF, port.c_str(), true);
   }
-  Communicator inter = adopt(inter_raw);
-  check(MPI_Comm_remote_size(inter.get(), &r.old_size), "MPI_Comm_remote_size");
-  MPI_Comm merged_raw = MPI_COMM_NULL;
-  check(MPI_Intercomm_merge(inter.get(), 1, &merged_raw), "MPI_Intercomm_merge");
-  Communicator grown = adopt(merged_raw);
-  inter.disconnect();
   r.merge_seconds.push_back(seconds_since(start));
   RoundHeader header;
   share_header(header, grown.get());
-  // The job's size before the grow: this process is number old_size + joined - 1.
-  r.old_size -= header.joined - 1;
+  // The job's size before the grow: this process is its last rank, number old_size + joined - 1.
+  check(MPI_Comm_size(grown.get(), &r.old_size), "MPI_Comm_size");
+  r.old_size -= header.joined;
   r.spawn_ordinal = header.joined - 1;
   payload.assign(header.payload.begin(), header.payload.begin() + header.payload_size);
   grown = finish_rounds(std::move(grown), header, port, r);

@@ -83,4 +83,22 @@ inline void finish_report(GrowReport& report, MPI_Comm grown, Clock::time_point 
   report.total_seconds = seconds_since(start);
 }
 
+/// Both sides of joining a job: the job (`local` = its communicator, accept) or the processes
+/// that join it (`local` = their group, or MPI_COMM_SELF for one process; connect) meet on
+/// `port` and merge, the job first; the intercommunicator is disconnected.
+inline Communicator join_job(MPI_Comm local, const char* port, bool newcomers) {
+  MPI_Comm inter_raw = MPI_COMM_NULL;
+  if (newcomers) {
+    check(MPI_Comm_connect(port, MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_connect");
+  } else {
+    check(MPI_Comm_accept(port, MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_accept");
+  }
+  Communicator inter = adopt(inter_raw);
+  MPI_Comm merged_raw = MPI_COMM_NULL;
+  check(MPI_Intercomm_merge(inter.get(), newcomers ? 1 : 0, &merged_raw), "MPI_Intercomm_merge");
+  Communicator merged = adopt(merged_raw);
+  inter.disconnect();
+  return merged;
+}
+
 }  // namespace bellows::runtime::membership_detail
