@@ -103,9 +103,7 @@ SiteFacts gather() {
   std::array<char, 256> name{};
   if (::gethostname(name.data(), name.size() - 1) == 0) facts.host_name = name.data();
   try {
-    // "tcp://ADDRESS:*": the address a job's controller here would listen on.
-    const std::string endpoint = transport::this_host_tcp_endpoint();
-    facts.host_address = endpoint.substr(6, endpoint.rfind(':') - 6);
+    facts.host_address = transport::this_host_address();  // where a job's controller here listens
   } catch (const transport::TransportError&) {
     facts.host_address.clear();
   }

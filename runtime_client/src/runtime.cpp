@@ -1,12 +1,11 @@
 #include "bellows/runtime/runtime.hpp"
 
-#include <sys/utsname.h>
-
 #include <array>
 #include <cstring>
 #include <type_traits>
 
 #include "engine.hpp"
+#include "same_host.hpp"
 
 namespace bellows::runtime {
 
@@ -132,8 +131,8 @@ std::vector<RankStats> Runtime::gather_stats() const {
   // Each rank's host name.
   constexpr int kHostWidth = 65;
   std::array<char, kHostWidth> host{};
-  if (utsname name{}; ::uname(&name) == 0)
-    std::memcpy(host.data(), name.nodename, ::strnlen(name.nodename, kHostWidth - 1));
+  const std::string name = host_name();
+  std::memcpy(host.data(), name.data(), std::min(name.size(), host.size() - 1));
   std::vector<char> hosts(static_cast<std::size_t>(kHostWidth) * engine_->size());
   MPI_Gather(host.data(), kHostWidth, MPI_CHAR, hosts.data(), kHostWidth, MPI_CHAR, 0, comm);
   std::vector<RankStats> out;

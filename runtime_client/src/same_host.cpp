@@ -42,21 +42,18 @@ struct Card {
   char host[64] = {};       ///< the rank's host name (uname): ranks of one node share it
 };
 
-/// This process's host name, as its node's UTS namespace says (truncated to fit a Card).
-void host_name(char (&out)[64]) {
-  utsname name{};
-  if (::uname(&name) != 0) return;
-  const std::size_t length = ::strnlen(name.nodename, sizeof out - 1);
-  std::memcpy(out, name.nodename, length);
-  out[length] = '\0';
-}
-
 struct Announcement {
   char name[56] = {};
   std::uint64_t token = 0;
 };
 
 }  // namespace
+
+std::string host_name() {
+  utsname name{};
+  if (::uname(&name) != 0) return {};
+  return std::string(name.nodename, ::strnlen(name.nodename, sizeof name.nodename));
+}
 
 SameHost::SameHost(MPI_Comm comm, bool enabled) {
   MPI_Comm_rank(comm, &rank_);
@@ -124,7 +121,8 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
   mine.probe_value = probe;
   mine.joined = segment_ != nullptr ? 1 : 0;
   mine.wanted = enabled ? 1 : 0;
-  host_name(mine.host);
+  const std::string host = host_name();  // truncated to fit a Card
+  std::memcpy(mine.host, host.data(), std::min(host.size(), sizeof mine.host - 1));
   std::vector<Card> cards(static_cast<std::size_t>(size_));
   MPI_Iallgather(&mine, sizeof(Card), MPI_BYTE, cards.data(), sizeof(Card), MPI_BYTE, comm,
                  &request);

@@ -28,6 +28,9 @@
 
 namespace bellows::runtime {
 
+/// This process's host name (uname: its node's UTS namespace); ranks of one node share it.
+[[nodiscard]] std::string host_name();
+
 class SameHost {
  public:
   /// Collective over comm. With `enabled` false (or when nothing can be shared) every

@@ -24,7 +24,7 @@ ClientOptions ControllerContact::client_options() const {
 
 bool is_tcp_endpoint(const std::string& endpoint) { return endpoint.starts_with("tcp://"); }
 
-std::string this_host_tcp_endpoint() {
+std::string this_host_address() {
   std::array<char, 256> name{};
   if (::gethostname(name.data(), name.size() - 1) != 0)
     throw TransportError(std::string("cannot read this host's name: ") + std::strerror(errno));
@@ -41,8 +41,10 @@ std::string this_host_tcp_endpoint() {
   const auto* address = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
   ::inet_ntop(AF_INET, &address->sin_addr, text.data(), text.size());
   ::freeaddrinfo(found);
-  return "tcp://" + std::string(text.data()) + ":*";
+  return text.data();
 }
+
+std::string this_host_tcp_endpoint() { return "tcp://" + this_host_address() + ":*"; }
 
 void publish_controller_contact(const std::filesystem::path& job_dir, const ControllerContact& contact) {
   const protocol::JobDirectory layout{job_dir};

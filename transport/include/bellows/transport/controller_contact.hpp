@@ -33,8 +33,11 @@ struct ControllerContact {
 /// True for "tcp://..." endpoints.
 [[nodiscard]] bool is_tcp_endpoint(const std::string& endpoint);
 
-/// "tcp://ADDRESS:*": the first IPv4 address this host's name resolves to, any free port.
-/// Throws TransportError naming the host when its name resolves to no IPv4 address.
+/// The first IPv4 address this host's name resolves to (where a controller here listens for
+/// other hosts). Throws TransportError naming the host when its name resolves to none.
+[[nodiscard]] std::string this_host_address();
+
+/// "tcp://ADDRESS:*": this_host_address(), any free port.
 [[nodiscard]] std::string this_host_tcp_endpoint();
 
 /// Writes contact into job_dir: the key file first (replacing one a previous run of the same
