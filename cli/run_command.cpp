@@ -91,9 +91,6 @@ std::string join(const std::vector<std::string>& items, const char* separator = 
   return text;
 }
 
-/// Starts `mpiexec -n 1 PROGRAM ARGS` with the job's variables added; returns its pid.
-/// On the Slurm backend hydra is told to start its proxies with fork on this host: it would
-/// otherwise launch them with srun, and spawns in the job would hang.
 /// The command that starts one rank of the job on the node it runs on: MPICH's mpiexec with
 /// its fork launcher (hydra would otherwise start its proxies with srun or ssh) and without a
 /// resource manager's host list (`-rmk user`: inside a Slurm step hydra would take the job's
@@ -111,21 +108,32 @@ std::vector<std::string> rank_command(const RunOptions& o) {
   return args;
 }
 
+/// What every rank of the job finds in its environment besides what it inherits: where the
+/// job's files are, its first nodes, one BLAS thread unless set, and hydra's fork launcher
+/// (it would otherwise start its proxies with srun or ssh).
+std::vector<std::string> job_variables(const fs::path& job_dir, const std::vector<std::string>& nodes) {
+  namespace job_env = protocol::job_environment;
+  std::vector<std::string> env = {std::string(job_env::kJobDir) + "=" + job_dir.string(),
+                                  std::string(job_env::kNodes) + "=" + join(nodes), "HYDRA_LAUNCHER=fork"};
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) env.push_back("OPENBLAS_NUM_THREADS=1");
+  return env;
+}
+
 /// What a rank that a node's daemon starts must find in its environment besides the
-/// daemon's: join the running job through its port, where the job's files are, the nodes.
+/// daemon's: the job's variables, and that it joins the running job through its port.
 ctl::RankLaunch rank_launch(const RunOptions& o, const fs::path& job_dir, const std::vector<std::string>& nodes) {
   namespace job_env = protocol::job_environment;
   ctl::RankLaunch launch;
   launch.command = rank_command(o);
-  launch.environment = {std::string(job_env::kJoin) + "=port", std::string(job_env::kJobDir) + "=" + job_dir.string(),
-                        std::string(job_env::kNodes) + "=" + join(nodes),
-                        std::string(job_env::kGridRanks) + "=" + std::to_string(nodes.size()), "HYDRA_LAUNCHER=fork"};
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) launch.environment.push_back("OPENBLAS_NUM_THREADS=1");
+  launch.environment = job_variables(job_dir, nodes);
+  launch.environment.push_back(std::string(job_env::kJoin) + "=port");
+  launch.environment.push_back(std::string(job_env::kGridRanks) + "=" + std::to_string(nodes.size()));
   return launch;
 }
 
-/// Starts the job's first rank on this host, the job's first node; it opens the job's port,
-/// which the ranks the other nodes' daemons start connect to.
+/// Starts the job's first rank on this host, the job's first node, with the job's variables
+/// added; returns its pid. It opens the job's port, which the ranks the other nodes' daemons
+/// start connect to.
 pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
                      const std::vector<std::string>& nodes) {
   std::vector<std::string> env;
@@ -140,10 +148,7 @@ pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
   }
   namespace job_env = protocol::job_environment;
   env.push_back(std::string(job_env::kInitialRanks) + "=" + std::to_string(nodes.size()));
-  env.push_back(std::string(job_env::kJobDir) + "=" + job_dir.string());
-  env.push_back(std::string(job_env::kNodes) + "=" + join(nodes));
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) env.push_back("OPENBLAS_NUM_THREADS=1");
-  env.push_back("HYDRA_LAUNCHER=fork");
+  for (auto& variable : job_variables(job_dir, nodes)) env.push_back(std::move(variable));
   std::vector<std::string> args = rank_command(o);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
@@ -429,8 +434,6 @@ int run_job(RunOptions o) {
     auto first = start_on_local_pool(*backend.pool, job, static_cast<unsigned>(min_nodes));
     if (!first) return exit_failed;
     backend.nodes = std::move(*first);
-    // The launcher needs the controller's endpoint, which exists once the service is bound:
-    // it is fixed by the socket directory, so it can be named first.
     backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(
         ctl::LocalDaemonLauncher::Options{find_bellowsd(), job_dir, o.verbose});
   } else {
