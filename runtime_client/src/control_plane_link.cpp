@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "gather_strings.hpp"
+
 namespace bellows::runtime {
 namespace {
 
@@ -187,16 +189,7 @@ std::vector<std::string> ControlPlaneLink::gather_nodes(MPI_Comm comm, const std
   if (node.size() >= kWidth)
     throw std::invalid_argument("node name " + node + " is longer than " + std::to_string(kWidth - 1) +
                                 " characters");
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  std::vector<char> mine(kWidth, '\0'), all(rank == 0 ? kWidth * static_cast<std::size_t>(size) : 0);
-  std::copy(node.begin(), node.end(), mine.begin());
-  MPI_Gather(mine.data(), static_cast<int>(kWidth), MPI_CHAR, all.data(), static_cast<int>(kWidth), MPI_CHAR, 0,
-             comm);
-  std::vector<std::string> nodes;
-  for (int r = 0; rank == 0 && r < size; ++r) nodes.emplace_back(all.data() + kWidth * static_cast<std::size_t>(r));
-  return nodes;
+  return gather_strings(comm, node);
 }
 
 void ControlPlaneLink::publish(const IterationReport& report, int iterations_done) {

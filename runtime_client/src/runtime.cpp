@@ -1,10 +1,10 @@
 #include "bellows/runtime/runtime.hpp"
 
-#include <array>
 #include <cstring>
 #include <type_traits>
 
 #include "engine.hpp"
+#include "gather_strings.hpp"
 #include "same_host.hpp"
 
 namespace bellows::runtime {
@@ -128,20 +128,14 @@ std::vector<RankStats> Runtime::gather_stats() const {
   std::vector<int> all_forwards(static_cast<std::size_t>(total_round_trips));
   MPI_Gatherv(s.steal.round_trip_forwards.data(), my_round_trips, MPI_INT, all_forwards.data(),
               round_trips_counts.data(), round_trips_displacements.data(), MPI_INT, 0, comm);
-  // Each rank's host name.
-  constexpr int kHostWidth = 65;
-  std::array<char, kHostWidth> host{};
-  const std::string name = host_name();
-  std::memcpy(host.data(), name.data(), std::min(name.size(), host.size() - 1));
-  std::vector<char> hosts(static_cast<std::size_t>(kHostWidth) * engine_->size());
-  MPI_Gather(host.data(), kHostWidth, MPI_CHAR, hosts.data(), kHostWidth, MPI_CHAR, 0, comm);
+  const std::vector<std::string> hosts = gather_strings(comm, host_name());
   std::vector<RankStats> out;
   if (engine_->rank() != 0) return out;
   for (int r = 0; r < engine_->size(); ++r) {
     const double* v = all.data() + static_cast<std::size_t>(r) * width;
     RankStats rs;
     rs.rank = r;
-    rs.host = std::string(hosts.data() + static_cast<std::size_t>(r) * kHostWidth);
+    rs.host = hosts[static_cast<std::size_t>(r)];
     std::size_t field = 0;
     for_each_number(rs, [&](auto& x) { x = static_cast<std::decay_t<decltype(x)>>(v[field++]); });
     const auto first = round_trips_displacements[static_cast<std::size_t>(r)];
