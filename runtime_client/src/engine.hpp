@@ -7,6 +7,7 @@
 #include <mpi.h>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "bellows/runtime/device_choice.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/options.hpp"
+#include "bellows/runtime/regrid.hpp"
 #include "bellows/runtime/stats.hpp"
 #include "bellows/runtime/steal_policy.hpp"
 #include "bellows/runtime/task.hpp"
@@ -191,8 +193,10 @@ class Engine {
   /// tasks whose owner no tile decides. Pinned tasks of ranks marked in `pinned_leaves`
   /// (indexed by rank; empty: none) count for their tiles. Between iterations only.
   [[nodiscard]] WorkMap map_work(const std::vector<char>& pinned_leaves) const;
-  /// After an expand to size_ ranks from `old_size`: the tiles the new ranks take over
-  /// (none without RuntimeOptions::rebalance_on_resize).
+  /// The layout of the collections over `ranks` (numbered as work.holder) after a resize.
+  [[nodiscard]] Regrid plan_regrid(const WorkMap& work, std::span<const int> ranks) const;
+  /// After an expand to size_ ranks from `old_size`: the tiles that change owner as the
+  /// job re-grids (none without RuntimeOptions::rebalance_on_resize).
   [[nodiscard]] std::vector<TileMove> plan_expand(int old_size) const;
   /// Collective: carries out pending_moves_ (tile data to the new owners, then every
   /// rank records them). Run at the start of the first iteration after an expand, when

@@ -5,10 +5,11 @@
 // "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
 // CCGrid 2024, section V keeps the fixed mapping: new nodes get work only by stealing, and
 // a node that leaves hands everything to one backup, which stealing then relieves
-// iteration after iteration. With RuntimeOptions::rebalance_on_resize the runtime also
-// moves tile ownership at the resize (per-tile owners on top of each collection's
-// placement, the same on every rank), so that the first iteration after it starts
-// balanced; stealing still evens out what is left.
+// iteration after iteration. With RuntimeOptions::rebalance_on_resize the runtime instead
+// re-grids at the resize (regrid.hpp): every tile goes where a job started at the new size
+// would hold it (per-tile owners on top of each collection's placement, the same on every
+// rank), so that the iterations after it read and move what such a job would; stealing
+// still evens out what is left.
 
 #include <algorithm>
 #include <cmath>
@@ -85,56 +86,34 @@ Engine::WorkMap Engine::map_work(const std::vector<char>& pinned_leaves) const {
   return work;
 }
 
+Regrid Engine::plan_regrid(const WorkMap& work, std::span<const int> ranks) const {
+  std::vector<TileHolders> holders;
+  for (std::size_t c = 0; c < collections_.size(); ++c) {
+    const auto* coll = collections_[c];
+    const auto first = work.holder.begin() + work.base[c];
+    holders.push_back(TileHolders{coll->tile_rows(), coll->tile_cols(),
+                                  std::vector<int>(first, first + coll->tile_rows() * coll->tile_cols())});
+  }
+  return regrid(holders, ranks);
+}
+
 std::vector<Engine::TileMove> Engine::plan_expand(int old_size) const {
   std::vector<TileMove> moves;
   if (!options_.rebalance_on_resize || old_size >= size_) return moves;
-  WorkMap work = map_work({});
-  // Tiles that carry work and can move (kept tiles of a known holder), by holder.
-  std::vector<std::vector<std::size_t>> held(static_cast<std::size_t>(size_));
-  for (std::size_t s = 0; s < work.weight.size(); ++s) {
-    const int holder = work.holder[s];
-    if (holder < 0 || holder >= size_) continue;
-    work.load[static_cast<std::size_t>(holder)] += work.weight[s];
-    if (work.weight[s] > 0.0) held[static_cast<std::size_t>(holder)].push_back(s);
-  }
-  const auto collection_of = [&](std::size_t s) {
-    std::size_t c = 0;
-    while (c + 1 < work.base.size() && static_cast<std::size_t>(work.base[c + 1]) <= s) ++c;
-    return c;
-  };
-  // Greedy: the least loaded new rank takes from the most loaded rank the tile that
-  // best evens the two out, while that lowers the larger of the two loads.
-  for (std::size_t round = 0; round < work.weight.size(); ++round) {
-    int receiver = old_size;
-    for (int r = old_size; r < size_; ++r) {
-      if (work.load[static_cast<std::size_t>(r)] < work.load[static_cast<std::size_t>(receiver)]) receiver = r;
-    }
-    int donor = 0;
-    for (int r = 0; r < size_; ++r) {
-      if (work.load[static_cast<std::size_t>(r)] > work.load[static_cast<std::size_t>(donor)]) donor = r;
-    }
-    const double gap = work.load[static_cast<std::size_t>(donor)] - work.load[static_cast<std::size_t>(receiver)];
-    if (donor >= old_size || gap <= 0.0) break;
-    auto& candidates = held[static_cast<std::size_t>(donor)];
-    std::size_t best = candidates.size();
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
-      const double w = work.weight[candidates[i]];
-      if (w >= gap) continue;
-      if (best == candidates.size() ||
-          std::abs(gap - 2.0 * w) < std::abs(gap - 2.0 * work.weight[candidates[best]])) {
-        best = i;
-      }
-    }
-    if (best == candidates.size()) break;
-    const std::size_t s = candidates[best];
-    candidates.erase(candidates.begin() + static_cast<std::ptrdiff_t>(best));
-    work.load[static_cast<std::size_t>(donor)] -= work.weight[s];
-    work.load[static_cast<std::size_t>(receiver)] += work.weight[s];
-    const std::size_t c = collection_of(s);
-    const auto local = static_cast<int>(s) - work.base[c];
+  const WorkMap work = map_work({});
+  std::vector<int> ranks(static_cast<std::size_t>(size_));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  const Regrid layout = plan_regrid(work, ranks);
+  for (std::size_t c = 0; c < collections_.size(); ++c) {
     const int rows = collections_[c]->tile_rows();
-    moves.push_back(TileMove{static_cast<CollectionId>(c), local % rows, local / rows, receiver,
-                             work.tasks[s]});
+    const auto& owners = layout.owners[c];
+    for (std::size_t slot = 0; slot < owners.size(); ++slot) {
+      const auto s = static_cast<std::size_t>(work.base[c]) + slot;
+      if (owners[slot] < 0 || owners[slot] == work.holder[s]) continue;
+      const auto local = static_cast<int>(slot);
+      moves.push_back(TileMove{static_cast<CollectionId>(c), local % rows, local / rows, owners[slot],
+                               work.tasks[s]});
+    }
   }
   return moves;
 }
@@ -240,36 +219,31 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
   out.leaving = leaver(rank_);
   out.new_rank = renumbered[static_cast<std::size_t>(rank_)];
 
-  // Where every tile of a leaver goes (numbers before the shrink): with rebalancing, the
-  // tiles that carry work go one by one, heaviest first, to the least loaded survivor;
-  // the others (and every tile without rebalancing) to the leaver's backup.
+  // Where tiles go (numbers before the shrink): with rebalancing, every kept tile onto the
+  // grid of a job started on the survivors (regrid.hpp); without, each leaver's tiles to
+  // its backup.
   const WorkMap work = map_work(leaves);
   std::vector<int> heir(work.holder.size(), -1);
-  std::vector<double> load = work.load;
-  std::vector<std::size_t> departing;
-  for (std::size_t s = 0; s < work.holder.size(); ++s) {
-    const int holder = work.holder[s];
-    if (holder < 0) continue;
-    if (!leaver(holder)) {
-      load[static_cast<std::size_t>(holder)] += work.weight[s];
-    } else {
-      heir[s] = backup(holder);
-      if (options_.rebalance_on_resize && work.weight[s] > 0.0) departing.push_back(s);
-    }
-  }
-  std::stable_sort(departing.begin(), departing.end(),
-                   [&](std::size_t a, std::size_t b) { return work.weight[a] > work.weight[b]; });
-  for (const std::size_t s : departing) {
-    int target = -1;
+  if (options_.rebalance_on_resize) {
+    std::vector<int> survivors;
     for (int r = 0; r < size_; ++r) {
-      if (leaver(r)) continue;
-      if (target < 0 || load[static_cast<std::size_t>(r)] < load[static_cast<std::size_t>(target)]) target = r;
+      if (!leaver(r)) survivors.push_back(r);
     }
-    heir[s] = target;
-    load[static_cast<std::size_t>(target)] += work.weight[s];
+    const Regrid layout = plan_regrid(work, survivors);
+    for (std::size_t c = 0; c < collections_.size(); ++c) {
+      const auto& owners = layout.owners[c];
+      for (std::size_t slot = 0; slot < owners.size(); ++slot) {
+        const auto s = static_cast<std::size_t>(work.base[c]) + slot;
+        if (owners[slot] >= 0 && owners[slot] != work.holder[s]) heir[s] = owners[slot];
+      }
+    }
+  } else {
+    for (std::size_t s = 0; s < work.holder.size(); ++s) {
+      if (leaver(work.holder[s])) heir[s] = backup(work.holder[s]);
+    }
   }
 
-  // Tasks of an iteration whose rank changes: those of the leavers' tiles, and the
+  // Tasks of an iteration whose rank changes: those of the tiles that move, and the
   // pinned tasks of leavers that go back to a tile a survivor keeps.
   last_rebalance_ = Rebalance{};
   for (std::size_t s = 0; s < heir.size(); ++s) {
@@ -279,7 +253,7 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
   }
   for (const auto& [key, rank] : pinned_) last_rebalance_.tasks += leaver(rank) ? 1 : 0;
 
-  // Hand the leavers' collection tiles to their heirs, in one fixed order per pair.
+  // Hand the tiles that move to their heirs, in one fixed order per pair.
   std::vector<MPI_Request> requests;
   std::vector<std::pair<std::pair<TiledMatrix*, std::pair<int, int>>, TilePtr>> received;
   for (std::size_t id = 0; id < collections_.size(); ++id) {

@@ -3,7 +3,8 @@
 expand and one shrink, and checks the resize lines of the trace (docs/runtime.md): one line
 per rank and resize, their kinds, roles and sizes, the time base shared with the samples, a
 positive request-to-first-task latency on every new rank that matches the JSON report, and
-tiles handed over by the leavers = tiles taken over by the ranks that stay.
+tiles sent at the shrink = tiles received (leavers hand over all theirs; with the re-grid the
+ranks that stay exchange some too).
 
   check_resize_trace.py --launcher scripts/bellows-local --app build/examples/gemm \\
       --ranks 3 --add 2 --expand-at 2 --shrink-at 4 -- ARGS
@@ -151,9 +152,10 @@ def main():
     sent = sum(x["tiles_sent"] for x in shrink)
     received = sum(x["tiles_received"] for x in shrink)
     check(sent == received and sent > 0,
-          f"tiles sent by the leavers {sent}, taken over by the others {received}")
-    check(all(x["tiles_sent"] == 0 for x in shrink if x["rank"] not in leavers),
-          "a rank that stays sent tiles")
+          f"tiles sent at the shrink {sent}, received {received}")
+    # A leaver keeps nothing; ranks that stay may send too, as the job re-grids.
+    check(all(x["tiles_sent"] > 0 for x in shrink if x["rank"] in leavers),
+          "a leaving rank sent no tile")
 
     if failures:
         return dump_and_fail()

@@ -104,10 +104,10 @@ struct RuntimeOptions {
   /// MPI's polled shared-memory rendezvous. Probed at start; pairs where it does not
   /// work use MPI alone. Must be the same on every rank.
   bool same_host_transport = true;
-  /// Moves tile ownership (and with it the tasks each tile decides) at a resize, so
-  /// that the next iteration starts balanced: an expand gives the new ranks a share of
-  /// the tiles of the most loaded ranks, a shrink spreads the leaving ranks' tiles over
-  /// the survivors by load (the work of each tile counted from its tasks' flops). Off:
+  /// Re-grids at a resize (regrid.hpp): every tile, and with it the tasks it decides,
+  /// goes where a job started at the new size would hold it, with the grid's positions
+  /// given to the ranks that already hold most of their tiles. The iterations after the
+  /// resize then read and move what such a job would. Off:
   /// new ranks get work by stealing only, what they steal is pinned to them for good (the
   /// override table), and each leaver's tiles go to one backup, as in John & Milthorpe
   /// (CCGrid 2024), section V.

@@ -69,11 +69,10 @@ class Runtime {
   /// current member disconnects its duplicate of the old communicator
   /// (MPI_Comm_disconnect, so that ranks can later leave), and then every rank of
   /// `comm`, new ones included (which construct their Runtime on `comm` instead), takes
-  /// a duplicate of it. With RuntimeOptions::rebalance_on_resize, rank 0 also picks
-  /// tiles of the most loaded ranks for the new ones (by the flops of the tasks each
-  /// tile decides) until the loads are even; the tiles change hands at the start of the
-  /// next iteration (collective, before its tasks are known). Without it, or for the
-  /// work the move leaves uneven, new ranks get work by stealing. Throws
+  /// a duplicate of it. With RuntimeOptions::rebalance_on_resize, rank 0 also re-grids
+  /// the collections for the new size (regrid.hpp); the tiles change hands at the start
+  /// of the next iteration (collective, before its tasks are known). Without it, new
+  /// ranks get work by stealing only; with it, stealing evens out what is left. Throws
   /// std::invalid_argument when `comm` is not a grown copy of the current communicator.
   void expand_onto(MPI_Comm comm);
   /// On a rank added by an expand, right after constructing the runtime on the grown
@@ -89,10 +88,10 @@ class Runtime {
   /// communicator, every rank passing the same `leaving` list (rank 0 may not leave).
   /// Each leaving rank has a backup, the staying rank that holds the least data (ties:
   /// the first after it in ring order), chosen leaver by leaver. With
-  /// RuntimeOptions::rebalance_on_resize the leavers' tiles that decide tasks go one by
-  /// one, heaviest first, to the least loaded survivor (so the next iteration starts
-  /// balanced), and their other tiles to their backups; without it every tile goes to
-  /// the backup (John & Milthorpe,
+  /// RuntimeOptions::rebalance_on_resize the collections re-grid onto the survivors
+  /// (regrid.hpp: survivors exchange tiles too, so that the next iteration runs as a job
+  /// started on them would); without it every tile of a leaver goes to its backup and the
+  /// others stay (John & Milthorpe,
   /// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
   /// CCGrid 2024, section V). The tiles are sent, every collection's placement
   /// and per-tile owners and the pinned tasks are rewritten for the survivors'
