@@ -76,6 +76,9 @@ int status(const std::string& job, bool json) {
   if (s.contains("policy_paused") && !s["policy_paused"].is_null()) {
     std::printf("  paused     %s\n", s["policy_paused"].get<std::string>().c_str());
   }
+  if (s.contains("policy_holds") && !s["policy_holds"].is_null()) {
+    std::printf("  holding    %s\n", s["policy_holds"].get<std::string>().c_str());
+  }
   if (!s["active_resize"].is_null()) {
     const auto& a = s["active_resize"];
     std::printf("  resizing   #%d %s by %d, %s (asked by %s: %s)\n", a["id"].get<int>(),

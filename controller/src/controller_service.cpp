@@ -278,7 +278,11 @@ void ControllerService::tick_policy() {
   input.idle_nodes = load.value.idle_nodes;
   input.pending_jobs = load.value.pending_jobs;
   const policy::Decision decision = engine_->tick(input);
-  if (decision.action == policy::Action::hold) return;
+  if (decision.action == policy::Action::hold) {
+    last_hold_ = decision.reason;
+    return;
+  }
+  last_hold_.clear();
   last_decision_ = decision.reason;
   nodes_before_resize_ = nodes.size();
   Outcome outcome;
@@ -324,6 +328,7 @@ nlohmann::json ControllerService::status() const {
   s["iteration_seconds"] = iteration_seconds_;
   s["gflops"] = gflops_;
   s["last_policy_decision"] = last_decision_;
+  s["policy_holds"] = last_hold_.empty() ? nlohmann::json(nullptr) : nlohmann::json(last_hold_);
   s["policy_paused"] = nullptr;
   if (!policy_paused_.empty()) s["policy_paused"] = "the resource manager did not answer: " + policy_paused_;
   const auto view_json = [](const ResizeView& v) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <stdexcept>
 
+#include "bellows/policy/scaling.hpp"
 #include "text.hpp"
 
 namespace bellows::policy {
@@ -398,7 +399,32 @@ Decision PolicyEngine::tick(const TickInput& in) {
       note = " (nodes.step " + std::to_string(limits.step) + ", limited by " +
              std::to_string(in.idle_nodes) + (in.idle_nodes == 1 ? " idle node)" : " idle nodes)");
     }
-    return decide(Action::expand, k, "expand by " + std::to_string(k) + note + ": " + grow.fired_text, {});
+    std::string predicted;
+    if (const auto& least = policy_.expand.predicted_efficiency_above) {
+      const NodeMetrics* shaped = nullptr;
+      for (const NodeMetrics& node : in.metrics) {
+        if (node.metrics.graph_work_seconds > 0.0) shaped = &node;
+      }
+      if (shaped == nullptr || !last_iteration_seconds_) {
+        return hold(fired + " but expand.predicted_efficiency_above waits for the job's task "
+                    "graph and iteration time (not reported yet)");
+      }
+      const ScalingInput scaling{in.nodes, k, *last_iteration_seconds_,
+                                 shaped->metrics.graph_work_seconds,
+                                 shaped->metrics.graph_critical_path_seconds,
+                                 shaped->metrics.lanes_per_rank};
+      const auto p = predict_expand(scaling);
+      if (!p) {
+        return hold(fired + " but expand.predicted_efficiency_above cannot predict: node '" +
+                    shaped->name + "' reported lanes_per_rank 0");
+      }
+      const bool enough = p->efficiency > *least;
+      predicted = "expand.predicted_efficiency_above: " + format_number(p->efficiency) +
+                  (enough ? " > " : " <= ") + format_number(*least) + " (" + describe(scaling, *p) + ")";
+      if (!enough) return hold(fired + " but " + predicted);
+      predicted = "; " + predicted;
+    }
+    return decide(Action::expand, k, "expand by " + std::to_string(k) + note + ": " + grow.fired_text + predicted, {});
   }
   if (give.fired) {
     const std::string fired = "shrink fired (" + give.fired_text + ")";

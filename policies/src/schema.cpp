@@ -67,6 +67,13 @@ const std::array kKeys{
   KeyInfo{"expand.idle_nodes_at_least", T::integer, "", 1, kIntMax, {},
     "Holds when the partition has at least this many idle nodes.",
     [](Policy& p, const KeyValue& v) { p.expand.idle_nodes_at_least = as_int(v); }},
+  KeyInfo{"expand.predicted_efficiency_above", T::number, "", -10, 10, {},
+    "Not a trigger: a condition on every expand that fires. The expand is made only when its "
+    "predicted efficiency, E = (t_now / t_predicted - 1) / (added / nodes), is above this; "
+    "t_predicted comes from the task graph the job's first rank reports (work, critical path, "
+    "lanes) with what the graph does not explain kept as measured. Until the job has reported "
+    "its graph and an iteration time, the expand waits.",
+    [](Policy& p, const KeyValue& v) { p.expand.predicted_efficiency_above = v.number; }},
 
   KeyInfo{"shrink", T::section, "", {}, {}, {},
     "When to give nodes back. Each trigger is off unless written; with no trigger written "

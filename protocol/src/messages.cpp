@@ -116,6 +116,16 @@ std::string check(const Metrics& m) {
   if (!std::isfinite(m.job_gflops) || m.job_gflops < 0.0) {
     return "job_gflops: " + std::to_string(m.job_gflops) + " is not a finite rate >= 0";
   }
+  if (!std::isfinite(m.graph_work_seconds) || m.graph_work_seconds < 0.0) {
+    return "graph_work_seconds: " + std::to_string(m.graph_work_seconds) +
+           " is not a finite time >= 0";
+  }
+  if (!std::isfinite(m.graph_critical_path_seconds) || m.graph_critical_path_seconds < 0.0 ||
+      m.graph_critical_path_seconds > m.graph_work_seconds) {
+    return "graph_critical_path_seconds: " + std::to_string(m.graph_critical_path_seconds) +
+           " is not a finite time between 0 and graph_work_seconds " +
+           std::to_string(m.graph_work_seconds);
+  }
   if (m.steals_failed > m.steals_sent) {
     return "steals_failed: " + std::to_string(m.steals_failed) + " exceeds steals_sent " +
            std::to_string(m.steals_sent);

@@ -192,7 +192,8 @@ std::vector<std::string> ControlPlaneLink::gather_nodes(MPI_Comm comm, const std
   return gather_strings(comm, node);
 }
 
-void ControlPlaneLink::publish(const IterationReport& report, int iterations_done) {
+void ControlPlaneLink::publish(const IterationReport& report, int iterations_done,
+                               const std::optional<JobShape>& shape) {
   RankMetrics r;
   r.rank = static_cast<std::uint64_t>(job_ != nullptr ? job_->rank() : 0);
   protocol::Metrics& m = r.metrics;
@@ -205,6 +206,11 @@ void ControlPlaneLink::publish(const IterationReport& report, int iterations_don
   m.iteration_seconds = report.seconds;
   m.iteration = static_cast<std::uint64_t>(iterations_done);
   if (r.rank == 0) m.job_gflops = report.gflops();
+  if (shape) {
+    m.graph_work_seconds = shape->graph.work_seconds;
+    m.graph_critical_path_seconds = std::min(shape->graph.critical_path_seconds, shape->graph.work_seconds);
+    m.lanes_per_rank = static_cast<std::uint64_t>(std::max(shape->lanes_per_rank, 1));
+  }
   try {
     channel_.publish_metrics(r);
   } catch (const ControlChannelError& e) {

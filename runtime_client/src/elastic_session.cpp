@@ -219,7 +219,19 @@ bool ElasticSession::before_iteration(int it) {
 
 void ElasticSession::after_iteration(int it, const IterationReport& report) {
   job_->after_iteration(report);
-  if (link_) link_->publish(report, it + 1);
+  if (!link_) return;
+  std::optional<ControlPlaneLink::JobShape> shape;
+  if (rank() == 0 && job_->runtime() != nullptr) {
+    // Reweighting the graph is linear in its tasks: at most once a second, which is still
+    // more often than the controller's fastest tick reads it.
+    const auto now = std::chrono::steady_clock::now();
+    if (!job_shape_ || now - job_shape_at_ >= std::chrono::seconds(1)) {
+      job_shape_ = ControlPlaneLink::JobShape{job_->runtime()->graph_profile(), job_->runtime()->lanes()};
+      job_shape_at_ = now;
+    }
+    shape = job_shape_;
+  }
+  link_->publish(report, it + 1, shape);
 }
 
 }  // namespace bellows::runtime

@@ -258,6 +258,7 @@ void Engine::add_task_class(std::unique_ptr<TaskClass> task_class) {
   class_names_.emplace_back(task_class->name());
   classes_.push_back(std::move(task_class));
   local_tasks_known_ = false;
+  task_graph_.reset();
 }
 
 void Engine::add_collection(TiledMatrix& collection) {

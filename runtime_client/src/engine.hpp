@@ -20,6 +20,7 @@
 #include "bellows/runtime/regrid.hpp"
 #include "bellows/runtime/stats.hpp"
 #include "bellows/runtime/steal_policy.hpp"
+#include "bellows/runtime/task_graph.hpp"
 #include "bellows/runtime/task.hpp"
 #include "device.hpp"
 #include "trace.hpp"
@@ -54,6 +55,8 @@ class Engine {
   ShrinkHandoff prepare_shrink(std::span<const int> leaving);
   void attach_shrunk(MPI_Comm survivors);
   [[nodiscard]] Rebalance last_rebalance() const noexcept { return last_rebalance_; }
+  /// See Runtime::graph_profile (engine_profile.cpp).
+  [[nodiscard]] GraphProfile graph_profile() const;
   [[nodiscard]] const RankStats& stats() const noexcept { return total_stats_; }
 
   // ---- called from devices and the communication thread (thread-safe) ----
@@ -259,6 +262,7 @@ class Engine {
   std::vector<std::vector<int>> joined_tile_owners_;  // likewise
   std::vector<TileMove> pending_moves_;  // same on every rank; applied by the next iteration
   Rebalance last_rebalance_;
+  mutable std::unique_ptr<TaskGraph> task_graph_;  // built by graph_profile(); reset by add_task_class
   std::atomic<std::uint64_t> sequence_{0};
 
   int iteration_ = 0;

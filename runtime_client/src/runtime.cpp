@@ -43,6 +43,10 @@ const std::unordered_map<TaskKey, int>& Runtime::pinned() const noexcept {
 
 Rebalance Runtime::last_rebalance() const noexcept { return engine_->last_rebalance(); }
 
+GraphProfile Runtime::graph_profile() const { return engine_->graph_profile(); }
+
+int Runtime::lanes() const noexcept { return engine_->lanes(); }
+
 const RankStats& Runtime::stats() const noexcept { return engine_->stats(); }
 
 std::unordered_map<TaskKey, int> Runtime::migrations() const { return engine_->migrations(); }

@@ -315,3 +315,62 @@ TEST(PolicyEngine, ReloadFromFile) {
   EXPECT_EQ(engine.policy().nodes, (bp::NodeLimits{2, 4, 1}));
   std::remove(path.c_str());
 }
+
+namespace {
+
+const char* kPredicted = R"(
+nodes: {min: 1, max: 8, step: 2}
+expand:
+  busy_fraction_above: 0.5
+  predicted_efficiency_above: 0.5
+hysteresis_ticks: 1
+cooldown: 0s
+)";
+
+/// Two busy nodes after iteration 5 at 1 s each; n0 reports a graph of `work` seconds with a
+/// critical path of `critical` on 1 lane per rank.
+std::vector<bp::NodeMetrics> shaped(double work, double critical) {
+  auto out = iterated(2, 5, 1.0);
+  out[0].metrics.graph_work_seconds = work;
+  out[0].metrics.graph_critical_path_seconds = critical;
+  out[0].metrics.lanes_per_rank = 1;
+  return out;
+}
+
+}  // namespace
+
+TEST(PolicyEngine, PredictedEfficiencyLetsAnExpandThatSpreadsItsWork) {
+  bp::PolicyEngine engine(policy_from(kPredicted));
+  // 1.8 s of work on 2 nodes: bound 0.9 s, 0.1 s unexplained; on 4: 0.45 + 0.1 = 0.55 s.
+  // E = (1 / 0.55 - 1) / (2 / 2) = 0.818.
+  const auto d = engine.tick(input(t0, shaped(1.8, 0.05), 4));
+  EXPECT_EQ(d.action, bp::Action::expand);
+  EXPECT_EQ(d.nodes, 2);
+  EXPECT_EQ(d.reason,
+            "expand by 2: expand.busy_fraction_above: 0.8 > 0.5 (held 1 tick); "
+            "expand.predicted_efficiency_above: 0.8182 > 0.5 (iteration 1 s now, 0.55 s "
+            "predicted on 4 nodes (work 1.8 s over 2 x 1 lanes, critical path 0.05 s, "
+            "unexplained 0.1 s))");
+}
+
+TEST(PolicyEngine, PredictedEfficiencyHoldsAJobBoundByItsCriticalPath) {
+  bp::PolicyEngine engine(policy_from(kPredicted));
+  // The critical path is 0.8 s of the 1 s: on 4 nodes 0.8 + 0.2 = 1 s, no gain.
+  const auto d = engine.tick(input(t0, shaped(1.6, 0.8), 4));
+  EXPECT_EQ(d.action, bp::Action::hold);
+  EXPECT_EQ(d.reason,
+            "hold: expand fired (expand.busy_fraction_above: 0.8 > 0.5 (held 1 tick)) but "
+            "expand.predicted_efficiency_above: 0 <= 0.5 (iteration 1 s now, 1 s predicted on 4 "
+            "nodes (work 1.6 s over 2 x 1 lanes, critical path 0.8 s, unexplained 0.2 s))");
+  EXPECT_FALSE(engine.resize_in_flight());
+}
+
+TEST(PolicyEngine, PredictedEfficiencyWaitsForTheGraph) {
+  bp::PolicyEngine engine(policy_from(kPredicted));
+  const auto d = engine.tick(input(t0, iterated(2, 5, 1.0), 4));
+  EXPECT_EQ(d.action, bp::Action::hold);
+  EXPECT_EQ(d.reason,
+            "hold: expand fired (expand.busy_fraction_above: 0.8 > 0.5 (held 1 tick)) but "
+            "expand.predicted_efficiency_above waits for the job's task graph and iteration "
+            "time (not reported yet)");
+}

@@ -113,6 +113,27 @@ TEST_F(SingleRank, EmulatedLanesRunTasksConcurrently) {
   EXPECT_EQ(report.local.tasks_executed, 200U);
 }
 
+// The graph profile weighs every task by the cost model: a chain of 50 next to 150
+// independent tasks, all of kTaskFlops, on the emulated device at 10 GFLOP/s: the work is
+// 200 tasks' time and the critical path the chain's (a quarter of it), once the model has
+// seen them run.
+TEST_F(SingleRank, GraphProfileIsTheWorkAndTheLongestChain) {
+  br::Runtime runtime(MPI_COMM_WORLD, emulated(10.0));
+  runtime.add_task_class(std::make_unique<ChainTasks>(0, 50, kTaskFlops, 1));
+  runtime.add_task_class(std::make_unique<IndependentTasks>(1, 150, kTaskFlops, 1));
+  (void)runtime.run_iteration();
+  const auto profile = runtime.graph_profile();
+  const double task = kTaskFlops / 10e9;
+  EXPECT_EQ(profile.tasks, 200U);
+  // The model learns the measured task times: on a busy host a little above the modeled
+  // time, never below it.
+  EXPECT_GE(profile.work_seconds, 0.95 * 200 * task);
+  EXPECT_LE(profile.work_seconds, 1.5 * 200 * task);
+  EXPECT_GE(profile.critical_path_seconds, 0.95 * 50 * task);
+  EXPECT_LE(profile.critical_path_seconds, 1.5 * 50 * task);
+  EXPECT_LT(profile.critical_path_seconds, profile.work_seconds / 3);
+}
+
 TEST_F(SingleRank, CpuChainRunsInOrder) {
   auto chain = std::make_unique<ChainTasks>(0, 100, 1.0, 1);
   auto* probe = chain.get();

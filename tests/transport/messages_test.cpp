@@ -71,9 +71,9 @@ TEST(Messages, HeaderLayoutIsFixed) {
 }
 
 // NodeMetrics is the node's name, then the Metrics fields as visit_fields() lists them: the
-// layout it had when it spelled them out.
+// layout it had when it spelled them out, then (protocol version 5) the task graph's profile.
 TEST(Messages, NodeMetricsBodyIsTheNameThenTheMetricsFields) {
-  const Bytes bytes = encode(NodeMetrics{"n7", {11, 0.5, 22, 0.25, 33, 3, 7.5}});
+  const Bytes bytes = encode(NodeMetrics{"n7", {11, 0.5, 22, 0.25, 33, 3, 7.5, 2.0, 0.5, 4}});
   Bytes body;
   auto put = [&body](const auto& value) {
     std::uint8_t raw[sizeof value];
@@ -90,6 +90,9 @@ TEST(Messages, NodeMetricsBodyIsTheNameThenTheMetricsFields) {
   put(std::uint64_t{33});  // steals_sent
   put(std::uint64_t{3});   // steals_failed
   put(7.5);                // job_gflops
+  put(2.0);                // graph_work_seconds
+  put(0.5);                // graph_critical_path_seconds
+  put(std::uint64_t{4});   // lanes_per_rank
   EXPECT_EQ(Bytes(bytes.begin() + kHeaderBytes, bytes.end()), body);
 }
 
@@ -105,9 +108,10 @@ TEST(Metrics, VisitFieldsNamesEachFieldWithItsKey) {
   });
   EXPECT_EQ(names, (std::vector<std::string>{"iteration", "iteration_seconds", "ready_tasks",
                                              "busy_fraction", "steals_sent", "steals_failed",
-                                             "job_gflops"}));
+                                             "job_gflops", "graph_work_seconds",
+                                             "graph_critical_path_seconds", "lanes_per_rank"}));
   EXPECT_EQ(names.size(), kMetricsFields);
-  EXPECT_EQ(m, (Metrics{1, 2.0, 3, 4.0, 5, 6, 7.0}));
+  EXPECT_EQ(m, (Metrics{1, 2.0, 3, 4.0, 5, 6, 7.0, 8.0, 9.0, 10}));
 }
 
 TEST(Metrics, CheckNamesTheFirstImpossibleField) {
@@ -117,6 +121,11 @@ TEST(Metrics, CheckNamesTheFirstImpossibleField) {
   EXPECT_EQ(check(Metrics{.busy_fraction = 1.5}), "busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_EQ(check(Metrics{.job_gflops = std::numeric_limits<double>::infinity()}),
             "job_gflops: inf is not a finite rate >= 0");
+  EXPECT_EQ(check(Metrics{.graph_work_seconds = -2.0}),
+            "graph_work_seconds: -2.000000 is not a finite time >= 0");
+  EXPECT_EQ(check(Metrics{.graph_work_seconds = 1.0, .graph_critical_path_seconds = 3.0}),
+            "graph_critical_path_seconds: 3.000000 is not a finite time between 0 and "
+            "graph_work_seconds 1.000000");
   EXPECT_EQ(check(Metrics{.steals_sent = 2, .steals_failed = 3}),
             "steals_failed: 3 exceeds steals_sent 2");
 }
@@ -158,17 +167,17 @@ TEST(Messages, RefusesAnotherVersionNamingBoth) {
   set_u16(b, 4, 7);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 4");
+  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 5");
   EXPECT_EQ(r.peer_version, 7);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 4");
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 5");
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 4)");
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 5)");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -203,7 +212,7 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
-                 "bad field hello.protocol_version: 2 differs from the header's version 4");
+                 "bad field hello.protocol_version: 2 differs from the header's version 5");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),

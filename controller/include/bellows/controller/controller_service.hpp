@@ -138,6 +138,7 @@ class ControllerService {
   std::size_t nodes_before_resize_ = 0;
   Clock::time_point next_tick_{};
   std::string last_decision_;
+  std::string last_hold_;  ///< why the last policy tick held (empty: it decided, or none ran)
   std::string policy_paused_;  ///< why the last tick was skipped (empty: it ran)
 };
 

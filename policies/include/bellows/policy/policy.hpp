@@ -53,6 +53,8 @@ struct ExpandTriggers {
   std::optional<double> busy_fraction_above;
   std::optional<double> steal_failure_ratio_below;
   std::optional<int> idle_nodes_at_least;
+  /// Not a trigger: a condition every expand that fires must meet (scaling.hpp).
+  std::optional<double> predicted_efficiency_above;
 
   friend bool operator==(const ExpandTriggers&, const ExpandTriggers&) = default;
 };

@@ -43,6 +43,14 @@ inline constexpr const char* kMetricsStealsFailed = "bellows.metrics.steals_fail
 /// double: the whole job's GFLOP/s in the last iteration (reported by the job's first rank;
 /// 0 from the others).
 inline constexpr const char* kMetricsJobGflops = "bellows.metrics.job_gflops";
+/// double: the compute seconds of every task of an iteration, summed, as the job's first
+/// rank predicts them (runtime::GraphProfile; 0 from the others and before it knows).
+inline constexpr const char* kMetricsGraphWorkSeconds = "bellows.metrics.graph_work_seconds";
+/// double: the compute seconds of the iteration's longest chain of dependent tasks (likewise).
+inline constexpr const char* kMetricsGraphCriticalPathSeconds =
+    "bellows.metrics.graph_critical_path_seconds";
+/// uint64: tasks one rank runs at once (its device's lanes; likewise).
+inline constexpr const char* kMetricsLanesPerRank = "bellows.metrics.lanes_per_rank";
 
 }  // namespace pmix
 
@@ -55,6 +63,11 @@ struct Metrics {
   std::uint64_t steals_sent = 0;    ///< steal requests sent since the previous report
   std::uint64_t steals_failed = 0;  ///< of those, answered with no task
   double job_gflops = 0.0;          ///< the whole job's rate in that iteration (first rank), else 0
+  /// The job's task graph, for predicting how it scales (first rank, else 0): summed and
+  /// critical-path compute seconds of an iteration, and the lanes of one rank.
+  double graph_work_seconds = 0.0;
+  double graph_critical_path_seconds = 0.0;
+  std::uint64_t lanes_per_rank = 0;
   bool operator==(const Metrics&) const = default;
 };
 
@@ -71,6 +84,10 @@ constexpr void visit_fields(M& m, Visit&& visit) {
   visit("steals_sent", pmix::kMetricsStealsSent, m.steals_sent);
   visit("steals_failed", pmix::kMetricsStealsFailed, m.steals_failed);
   visit("job_gflops", pmix::kMetricsJobGflops, m.job_gflops);
+  visit("graph_work_seconds", pmix::kMetricsGraphWorkSeconds, m.graph_work_seconds);
+  visit("graph_critical_path_seconds", pmix::kMetricsGraphCriticalPathSeconds,
+        m.graph_critical_path_seconds);
+  visit("lanes_per_rank", pmix::kMetricsLanesPerRank, m.lanes_per_rank);
 }
 
 /// The number of fields visit_fields() visits.

@@ -36,7 +36,7 @@
 namespace bellows::protocol::pmix {
 
 /// Version of this vocabulary; raise it when a code or key changes meaning.
-inline constexpr std::uint64_t kProtocolVersion = 3;
+inline constexpr std::uint64_t kProtocolVersion = 4;
 
 /// PMIx reserves codes more negative than PMIX_EXTERNAL_ERR_BASE for hosts and users; Bellows
 /// takes the block just below PMIX_EXTERNAL_ERR_BASE - 100.
@@ -157,6 +157,9 @@ inline constexpr PayloadKey kPayloadKeys[] = {
     {kMetricsIterationSeconds, "kMetricsIterationSeconds", PMIX_DOUBLE},
     {kMetricsIteration, "kMetricsIteration", PMIX_UINT64},
     {kMetricsJobGflops, "kMetricsJobGflops", PMIX_DOUBLE},
+    {kMetricsGraphWorkSeconds, "kMetricsGraphWorkSeconds", PMIX_DOUBLE},
+    {kMetricsGraphCriticalPathSeconds, "kMetricsGraphCriticalPathSeconds", PMIX_DOUBLE},
+    {kMetricsLanesPerRank, "kMetricsLanesPerRank", PMIX_UINT64},
 };
 
 /// The PMIx data type a Bellows key carries (PMIX_UINT64, PMIX_DOUBLE or PMIX_STRING), or

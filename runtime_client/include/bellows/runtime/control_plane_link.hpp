@@ -20,6 +20,7 @@
 #include "bellows/runtime/control_channel.hpp"
 #include "bellows/runtime/elastic_job.hpp"
 #include "bellows/runtime/stats.hpp"
+#include "bellows/runtime/task_graph.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -58,8 +59,15 @@ class ControlPlaneLink {
   /// expand or shrink decision becomes an ElasticJob request.
   void poll();
 
-  /// After each iteration (1-based count of iterations done): publishes this rank's metrics.
-  void publish(const IterationReport& report, int iterations_done);
+  /// What the job's first rank adds to its metrics for predicting how the job scales.
+  struct JobShape {
+    GraphProfile graph;
+    int lanes_per_rank = 1;
+  };
+  /// After each iteration (1-based count of iterations done): publishes this rank's metrics,
+  /// with the job's shape when given (the first rank).
+  void publish(const IterationReport& report, int iterations_done,
+               const std::optional<JobShape>& shape = std::nullopt);
 
   /// What a spawn must add to the new processes' environment so that each finds its node:
   /// for the job's first grow to its initial size (ranks 1..n-1 on BELLOWS_NODES[1..]), or

@@ -80,6 +80,8 @@ class ElasticJob {
   /// before adding collections and task classes. On a process that joined by an expand,
   /// receives the job's mapping state (Runtime::join_expansion).
   void attach(Runtime& runtime);
+  /// The runtime attach() registered, or nullptr.
+  [[nodiscard]] Runtime* runtime() const noexcept { return runtime_; }
 
   /// Asks for `count` more ranks. `resize_id`: the controller's id of the resize (every
   /// rank's ResizeEvent carries it), 0 when there is none. Throws std::invalid_argument

@@ -38,6 +38,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -136,6 +137,8 @@ class ElasticSession {
   bool ranks_can_leave_ = true;
   std::string port_;  ///< the job's MPI port (rank 0 of a job under the control plane)
   bool opened_port_ = false;
+  std::optional<ControlPlaneLink::JobShape> job_shape_;  ///< rank 0: the last one published
+  std::chrono::steady_clock::time_point job_shape_at_{};
 };
 
 }  // namespace bellows::runtime

@@ -11,6 +11,7 @@
 #include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
+#include "bellows/runtime/task_graph.hpp"
 #include "bellows/runtime/task.hpp"
 
 namespace bellows::runtime {
@@ -108,6 +109,13 @@ class Runtime {
   [[nodiscard]] const std::unordered_map<TaskKey, int>& pinned() const noexcept;
   /// What the latest expand_onto() / join_expansion() or prepare_shrink() moved.
   [[nodiscard]] Rebalance last_rebalance() const noexcept;
+  /// The whole iteration's task graph weighted by this rank's cost model: summed compute
+  /// seconds and critical path (task_graph.hpp). Walks every task class once, the first
+  /// time, then reweights the stored graph (linear in tasks and dependencies). Between
+  /// iterations only; not collective.
+  [[nodiscard]] GraphProfile graph_profile() const;
+  /// Tasks this rank's device runs at once.
+  [[nodiscard]] int lanes() const noexcept;
   /// Statistics accumulated over all iterations so far.
   [[nodiscard]] const RankStats& stats() const noexcept;
   /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective.
