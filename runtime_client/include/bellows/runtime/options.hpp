@@ -69,6 +69,18 @@ struct StealOptions {
 /// Returns an empty string when the options are usable, else what is wrong with them.
 [[nodiscard]] std::string validate(const StealOptions& options);
 
+/// Proactive offloading (OffloadPolicy, offload_policy.hpp): at the start of an iteration,
+/// from the costs measured in the previous ones, ranks predicted to finish late push the
+/// tasks of some of their tiles to ranks predicted to finish early; reactive stealing (when
+/// on) evens out what the prediction missed.
+struct OffloadOptions {
+  bool enabled = false;
+  /// No push unless (max L - mean L) / mean L exceeds this, L the ranks' predicted work:
+  /// below it the measured speeds differ by noise more than by load, and the moves would
+  /// only cost transfers.
+  double min_imbalance = 0.05;
+};
+
 struct RuntimeOptions {
   DeviceKind device = DeviceKind::cpu;
   /// CPU worker threads per rank (devices cpu and hybrid).
