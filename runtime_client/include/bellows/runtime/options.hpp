@@ -81,6 +81,16 @@ struct OffloadOptions {
   double min_imbalance = 0.05;
 };
 
+/// A rank whose emulated device slows down part-way through a job, as under a noisy
+/// neighbour: from iteration `from_iteration` on (the first is 1), rank `rank` takes
+/// `factor` times its modeled time for every task. For experiments on an imbalance that
+/// changes between iterations. rank -1: none.
+struct EmulatedSlowdown {
+  int rank = -1;
+  int from_iteration = 1;
+  double factor = 1.0;
+};
+
 struct RuntimeOptions {
   DeviceKind device = DeviceKind::cpu;
   /// CPU worker threads per rank (devices cpu and hybrid).
@@ -126,6 +136,10 @@ struct RuntimeOptions {
   /// Must be the same on every rank.
   bool rebalance_on_resize = true;
   StealOptions steal;
+  /// Must be the same on every rank.
+  OffloadOptions offload;
+  /// Devices emulated and hybrid; the factor must be positive.
+  EmulatedSlowdown emulated_slowdown;
 };
 
 }  // namespace bellows::runtime
