@@ -29,9 +29,10 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
     throw std::invalid_argument("emulated slowdown factor must be positive, got " +
                                 std::to_string(options_.emulated_slowdown.factor));
   }
-  if (!(options_.offload.min_imbalance >= 0.0)) {
-    throw std::invalid_argument("offload min_imbalance must not be negative, got " +
-                                std::to_string(options_.offload.min_imbalance));
+  if (!(options_.offload.min_imbalance >= 0.0) || !(options_.offload.min_compute_share >= 0.0)) {
+    throw std::invalid_argument("offload min_imbalance and min_compute_share must not be negative, "
+                                "got " + std::to_string(options_.offload.min_imbalance) + " and " +
+                                std::to_string(options_.offload.min_compute_share));
   }
   if (options_.emulated_link_gbps == RuntimeOptions::kLinkOfDevice)
     options_.emulated_link_gbps = options_.device == DeviceKind::hybrid ? 12.0 : 0.0;
@@ -892,6 +893,7 @@ IterationReport Engine::run_iteration() {
   MPI_Iallreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_,
                  &reductions[1]);
   wait_all_asleep(reductions.data(), 2);
+  previous_iteration_seconds_ = report.seconds;
   total_stats_.add(report.local);
   if (trace_) trace_->flush();
   // The offloads were for this iteration only: the next plan starts from the fixed mapping.

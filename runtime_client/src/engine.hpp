@@ -273,6 +273,7 @@ class Engine {
   /// The entries of pinned_ that proactive offloading made for the current iteration only
   /// (changed between iterations only). Unlike the other pins these tasks may be stolen.
   std::unordered_set<TaskKey> offloaded_;
+  double previous_iteration_seconds_ = 0.0;  // the last iteration's time (max over ranks)
   std::uint64_t tasks_offloaded_ = 0;       // this iteration: tasks this rank pushed away
   std::uint64_t tasks_offloaded_here_ = 0;  // this iteration: tasks pushed to this rank
   std::vector<std::vector<int>> joined_placements_;  // from join_expansion, by collection id

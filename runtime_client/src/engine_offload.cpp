@@ -155,7 +155,8 @@ void Engine::plan_offloads() {
           }
         }
       });
-      const OffloadPlan plan = OffloadPolicy::plan(ranks, candidates, options_.offload);
+      const OffloadPlan plan =
+          OffloadPolicy::plan(ranks, candidates, options_.offload, previous_iteration_seconds_);
       for (const auto& move : plan.moves) {
         moves.insert(moves.end(), {static_cast<std::int32_t>(tile_of[move.candidate]), move.to});
       }

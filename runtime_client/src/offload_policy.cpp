@@ -26,7 +26,8 @@ double OffloadPolicy::transfer_seconds(const OffloadRank& receiver,
 
 OffloadPlan OffloadPolicy::plan(std::span<const OffloadRank> ranks,
                                 std::span<const OffloadCandidate> candidates,
-                                const OffloadOptions& options) {
+                                const OffloadOptions& options,
+                                double previous_iteration_seconds) {
   const std::size_t size = ranks.size();
   for (std::size_t r = 0; r < size; ++r) {
     check_value(ranks[r].load_seconds, "the load of rank", r);
@@ -59,6 +60,10 @@ OffloadPlan OffloadPolicy::plan(std::span<const OffloadRank> ranks,
   plan.makespan_after = plan.makespan_before;
   const double mean = sum / static_cast<double>(size);
   if (!(mean > 0.0) || plan.makespan_before - mean <= options.min_imbalance * mean) return plan;
+  if (previous_iteration_seconds > 0.0 &&
+      plan.makespan_before < options.min_compute_share * previous_iteration_seconds) {
+    return plan;
+  }
 
   std::vector<char> overloaded(size), underloaded(size), done(size, 0);
   for (std::size_t r = 0; r < size; ++r) {

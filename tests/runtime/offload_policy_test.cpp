@@ -146,6 +146,19 @@ TEST(OffloadPolicy, NoPushBelowTheImbalanceThreshold) {
   EXPECT_NEAR(plan.makespan_after, 1.0, 1e-9);
 }
 
+TEST(OffloadPolicy, NoPushWhenThePreviousIterationTookFarLongerThanItsWork) {
+  // Predicted busiest work 2 s: after an iteration of 3 s the work explains most of it, and
+  // the push goes; after one of 5 s (more than twice the work) something else held it back.
+  const auto ranks = ranks_with_loads({2.0, 0.0});
+  std::vector<OffloadCandidate> candidates;
+  add_candidates(candidates, 0, 20, 0.1);
+  EXPECT_FALSE(OffloadPolicy::plan(ranks, candidates, {}, 3.0).moves.empty());
+  EXPECT_TRUE(OffloadPolicy::plan(ranks, candidates, {}, 5.0).moves.empty());
+  OffloadOptions any_share;
+  any_share.min_compute_share = 0.0;
+  EXPECT_FALSE(OffloadPolicy::plan(ranks, candidates, any_share, 5.0).moves.empty());
+}
+
 TEST(OffloadPolicy, PlanIsAFunctionOfItsInputs) {
   // Equal candidates and equal receivers: ties go to the lower candidate and rank, every time.
   const auto ranks = ranks_with_loads({2.0, 0.0, 0.0, 0.0});

@@ -97,6 +97,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--offload-min-imbalance", o.offload.min_imbalance,
                  "offload only when the most loaded rank's predicted work exceeds the mean by "
                  "this fraction (default 0.05)");
+  cli.add_option("--offload-min-compute-share", o.offload.min_compute_share,
+                 "offload only when the busiest rank's predicted work is at least this share of "
+                 "the previous iteration's time (default 0.5)");
   cli.add_option("--slow-rank", o.slowdown.rank,
                  "emulated device: this rank runs every task --slow-factor times slower from "
                  "iteration --slow-from on, as under a noisy neighbour (default -1: none)");
@@ -167,6 +170,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   }
   o.offload.enabled = offload == "on";
   if (!(o.offload.min_imbalance >= 0.0)) return fail("--offload-min-imbalance must not be negative");
+  if (!(o.offload.min_compute_share >= 0.0)) {
+    return fail("--offload-min-compute-share must not be negative");
+  }
   if (o.slowdown.rank < -1 || o.slowdown.rank >= ranks) {
     return fail("--slow-rank must be -1 or a rank below " + std::to_string(ranks) + ", got " +
                 std::to_string(o.slowdown.rank));

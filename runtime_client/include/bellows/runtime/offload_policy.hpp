@@ -24,7 +24,9 @@
 // other work).
 //
 // The rule. Nothing moves unless the most loaded rank exceeds the mean load by
-// OffloadOptions::min_imbalance. Ranks above the mean are overloaded and only they push;
+// OffloadOptions::min_imbalance, and, when the previous iteration's time T is known, unless
+// max L_r >= OffloadOptions::min_compute_share * T (else the iteration is held back by
+// something other than where the work is, and a push only adds transfers). Ranks above the mean are overloaded and only they push;
 // ranks below it are underloaded and only they receive. Greedy, until nothing passes: the
 // most loaded overloaded rank a that still has candidates offers them to the least loaded
 // underloaded rank b; a candidate passes when its predicted gain exceeds its transfer,
@@ -86,12 +88,14 @@ struct OffloadPlan {
 class OffloadPolicy {
  public:
   /// The plan for `ranks` (indexed by rank) and `candidates` (see the file comment);
-  /// of `options` only min_imbalance counts (the caller decides whether to plan at all).
+  /// `previous_iteration_seconds`: T, 0 when not known. `options.enabled` is not read (the
+  /// caller decides whether to plan at all).
   /// Throws std::invalid_argument when a candidate names a rank outside `ranks`, or a load,
   /// speed, cost or flop count is negative or not finite.
   [[nodiscard]] static OffloadPlan plan(std::span<const OffloadRank> ranks,
                                         std::span<const OffloadCandidate> candidates,
-                                        const OffloadOptions& options = {});
+                                        const OffloadOptions& options = {},
+                                        double previous_iteration_seconds = 0.0);
 
   /// x_b: seconds to send `candidate` to `receiver`.
   [[nodiscard]] static double transfer_seconds(const OffloadRank& receiver,

@@ -79,6 +79,11 @@ struct OffloadOptions {
   /// below it the measured speeds differ by noise more than by load, and the moves would
   /// only cost transfers.
   double min_imbalance = 0.05;
+  /// No push unless the busiest rank's predicted work is at least this share of the previous
+  /// iteration's time: when an iteration takes much longer than its busiest rank's work, what
+  /// holds it back is not where the work is (messages, transfers, a host shared by ranks),
+  /// and moving work would only add transfers.
+  double min_compute_share = 0.5;
 };
 
 /// A rank whose emulated device slows down part-way through a job, as under a noisy
