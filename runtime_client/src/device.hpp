@@ -88,6 +88,10 @@ class Device {
   virtual void start() = 0;
   /// Asks the execution units to stop once the iteration is over, and joins them.
   virtual void stop() = 0;
+  /// From the next start() on, every task takes `factor` times its modeled time
+  /// (RuntimeOptions::emulated_slowdown). Only the emulated device models time; the others
+  /// ignore it. Between iterations only.
+  virtual void set_slowdown(double /*factor*/) {}
 
   void push(std::unique_ptr<ReadyTask> task);
   [[nodiscard]] std::size_t ready_count() const;

@@ -41,6 +41,8 @@ class EmulatedDevice final : public Device {
     threads_.clear();
   }
 
+  void set_slowdown(double factor) override { slowdown_ = factor; }
+
  private:
   // Each lane keeps a modeled clock. While the lane is continuously busy, a task starts
   // at the modeled end of the previous one, not at the moment the thread woke up: sleep
@@ -56,7 +58,7 @@ class EmulatedDevice final : public Device {
       const auto now = Clock::now();
       const bool waited = unit.totals.idle_seconds != idle_before;
       const auto start = (waited || lane_clock < now - kMaxCatchUp) ? now : lane_clock;
-      const double modeled = task->flops / flops_per_second_;
+      const double modeled = task->flops / flops_per_second_ * slowdown_;
       std::uint64_t in_bytes = 0, out_bytes = 0;
       for (std::size_t i = 0; i < task->tiles.size(); ++i) {
         const auto& t = task->tiles[i];
@@ -100,6 +102,7 @@ class EmulatedDevice final : public Device {
   static constexpr auto kMaxCatchUp = std::chrono::milliseconds(5);
 
   double flops_per_second_;
+  double slowdown_ = 1.0;  // set between iterations; the lanes read it
   int lanes_;
   bool compute_;
   std::shared_ptr<EmulatedLink> link_;

@@ -25,6 +25,15 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
     throw std::invalid_argument("emulated device rate must be positive, got " +
                                 std::to_string(options_.emulated_gflops) + " GFLOP/s");
   }
+  if (!(options_.emulated_slowdown.factor > 0.0)) {
+    throw std::invalid_argument("emulated slowdown factor must be positive, got " +
+                                std::to_string(options_.emulated_slowdown.factor));
+  }
+  if (!(options_.offload.min_imbalance >= 0.0) || !(options_.offload.min_compute_share >= 0.0)) {
+    throw std::invalid_argument("offload min_imbalance and min_compute_share must not be negative, "
+                                "got " + std::to_string(options_.offload.min_imbalance) + " and " +
+                                std::to_string(options_.offload.min_compute_share));
+  }
   if (options_.emulated_link_gbps == RuntimeOptions::kLinkOfDevice)
     options_.emulated_link_gbps = options_.device == DeviceKind::hybrid ? 12.0 : 0.0;
   if (emulated && !(options_.emulated_link_gbps >= 0.0 && options_.emulated_link_latency_us >= 0.0)) {
@@ -607,8 +616,10 @@ void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
   task->priority = cls.priority(key);
   task->flops = cls.flops(key);
   task->sequence = sequence_.fetch_add(1, std::memory_order_relaxed);
-  // A stolen task, or one pinned to a new rank, is never stolen (again).
-  task->migrated = pending.migrated || (!pinned_.empty() && pinned_.count(key) != 0);
+  // A stolen task, or one pinned to a new rank, is never stolen (again); an offloaded one
+  // may be, when the prediction that sent it here was wrong.
+  task->migrated = pending.migrated || (!pinned_.empty() && pinned_.count(key) != 0 &&
+                                        offloaded_.count(key) == 0);
   if (link_) task->leaving = leaving_slots(*task);
   const std::size_t d = devices_.size() > 1 ? place(*task) : 0;
   devices_[d]->push(std::move(task));
@@ -804,8 +815,10 @@ IterationReport Engine::run_iteration() {
                            "or has left the job");
   }
   if (!pending_moves_.empty()) apply_tile_moves();
+  if (options_.offload.enabled) plan_offloads();
   if (!local_tasks_known_) prepare_local_tasks();
   ++iteration_;
+  apply_slowdown();
   cache_.clear();
   remaining_flops_.store(local_flops_, std::memory_order_relaxed);
   local_remaining_.store(local_task_count_, std::memory_order_release);
@@ -866,6 +879,8 @@ IterationReport Engine::run_iteration() {
   for (std::size_t d = 1; d < devices_.size(); ++d) report.local.add(devices_[d]->take_stats());
   report.local.add(comm_engine_->take_stats());
   report.local.rank = rank_;
+  report.local.tasks_offloaded = tasks_offloaded_;
+  report.local.tasks_offloaded_here = tasks_offloaded_here_;
   report.local.cost = cost_summary();
   if (const auto samples = completed_this_iteration_.load(); samples > 0) {
     report.local.ready_tasks_mean =
@@ -879,8 +894,11 @@ IterationReport Engine::run_iteration() {
   MPI_Iallreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_,
                  &reductions[1]);
   wait_all_asleep(reductions.data(), 2);
+  previous_iteration_seconds_ = report.seconds;
   total_stats_.add(report.local);
   if (trace_) trace_->flush();
+  // The offloads were for this iteration only: the next plan starts from the fixed mapping.
+  withdraw_offloads();
   // After an expand without rebalancing, what new ranks stole becomes theirs. With it, the
   // new ranks own tiles and a steal stays a steal: pinning it too measured 10-20 % slower
   // GEMM iterations after a +4 or +8 expand (each pinned task runs away from its tile for

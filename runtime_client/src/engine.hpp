@@ -3,6 +3,7 @@
 // dependency counting, completion and successor activation, iteration driving.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mpi.h>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "bellows/runtime/collection.hpp"
@@ -196,6 +198,23 @@ class Engine {
   /// tasks whose owner no tile decides. Pinned tasks of ranks marked in `pinned_leaves`
   /// (indexed by rank; empty: none) count for their tiles. Between iterations only.
   [[nodiscard]] WorkMap map_work(const std::vector<char>& pinned_leaves) const;
+  /// Calls fn(task class, key, tile) for every task of every class, `tile` the number (as
+  /// in WorkMap) of the collection tile whose owner decides the task's rank, or -1 when no
+  /// tile does. While it runs the collections answer owner() with probe values: fn must not
+  /// call rank_of() or a collection's owner(). Between iterations only.
+  void for_each_task_by_tile(
+      const std::function<void(const TaskClass&, const TaskKey&, int tile)>& fn) const;
+  /// Proactive offloading, collective at the start of an iteration (engine_offload.cpp):
+  /// every rank's measured speed and transfer costs are gathered, rank 0 plans the pushes
+  /// (OffloadPolicy) over the work each tile decides and broadcasts them, and every rank
+  /// enters the tasks of each pushed tile in pinned_, so that their predecessors send
+  /// straight to the new rank. Withdrawn by withdraw_offloads() at the iteration's end.
+  void plan_offloads();
+  /// Takes this iteration's offloaded tasks out of pinned_ again (they go back to the fixed
+  /// mapping, and the next plan starts from it).
+  void withdraw_offloads();
+  /// RuntimeOptions::emulated_slowdown for the iteration about to run.
+  void apply_slowdown();
   /// The layout of the collections over `ranks` (numbered as work.holder) after a resize.
   [[nodiscard]] Regrid plan_regrid(const WorkMap& work, std::span<const int> ranks) const;
   /// After an expand to size_ ranks from `old_size`: the tiles that change owner as the
@@ -258,6 +277,12 @@ class Engine {
   std::vector<TaskKey> stolen_this_iteration_;  // guarded by migrations_mutex_
   int first_new_rank_ = -1;                     // ranks from here on came with an expand
   std::unordered_map<TaskKey, int> pinned_;     // changed between iterations only
+  /// The entries of pinned_ that proactive offloading made for the current iteration only
+  /// (changed between iterations only). Unlike the other pins these tasks may be stolen.
+  std::unordered_set<TaskKey> offloaded_;
+  double previous_iteration_seconds_ = 0.0;  // the last iteration's time (max over ranks)
+  std::uint64_t tasks_offloaded_ = 0;       // this iteration: tasks this rank pushed away
+  std::uint64_t tasks_offloaded_here_ = 0;  // this iteration: tasks pushed to this rank
   std::vector<std::vector<int>> joined_placements_;  // from join_expansion, by collection id
   std::vector<std::vector<int>> joined_tile_owners_;  // likewise
   std::vector<TileMove> pending_moves_;  // same on every rank; applied by the next iteration

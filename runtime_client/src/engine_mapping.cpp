@@ -29,6 +29,35 @@ constexpr int kMoveTag = 7003;
 
 }  // namespace
 
+void Engine::for_each_task_by_tile(
+    const std::function<void(const TaskClass&, const TaskKey&, int tile)>& fn) const {
+  int total = 0;
+  std::vector<int> base;
+  for (const auto* c : collections_) {
+    base.push_back(total);
+    total += c->tile_rows() * c->tile_cols();
+  }
+  // While `probe` lives, every collection answers owner() with a value that names the
+  // tile (TiledMatrix::start_probe); a local class shares this function's access.
+  struct OwnerProbe {
+    const std::vector<TiledMatrix*>& collections;
+    OwnerProbe(const std::vector<TiledMatrix*>& all, const std::vector<int>& base) : collections(all) {
+      for (std::size_t c = 0; c < collections.size(); ++c) collections[c]->start_probe(base[c]);
+    }
+    ~OwnerProbe() {
+      for (auto* c : collections) c->stop_probe();
+    }
+    OwnerProbe(const OwnerProbe&) = delete;
+    OwnerProbe& operator=(const OwnerProbe&) = delete;
+  } probe(collections_, base);
+  for (const auto& cls : classes_) {
+    cls->for_each_task([&](const TaskKey& key) {
+      const int owner = cls->owner(key);
+      fn(*cls, key, owner <= -2 && -(owner + 2) < total ? -(owner + 2) : -1);
+    });
+  }
+}
+
 Engine::WorkMap Engine::map_work(const std::vector<char>& pinned_leaves) const {
   WorkMap work;
   work.load.assign(static_cast<std::size_t>(size_), 0.0);
@@ -49,40 +78,24 @@ Engine::WorkMap Engine::map_work(const std::vector<char>& pinned_leaves) const {
       }
     }
   }
-  // While `probe` lives, every collection answers owner() with a value that names the
-  // tile (TiledMatrix::start_probe); a local class shares this function's access.
-  struct OwnerProbe {
-    const std::vector<TiledMatrix*>& collections;
-    OwnerProbe(const std::vector<TiledMatrix*>& all, const std::vector<int>& base) : collections(all) {
-      for (std::size_t c = 0; c < collections.size(); ++c) collections[c]->start_probe(base[c]);
-    }
-    ~OwnerProbe() {
-      for (auto* c : collections) c->stop_probe();
-    }
-    OwnerProbe(const OwnerProbe&) = delete;
-    OwnerProbe& operator=(const OwnerProbe&) = delete;
-  } probe(collections_, work.base);
-  for (const auto& cls : classes_) {
-    cls->for_each_task([&](const TaskKey& key) {
-      // Tasks without flops count as one flop each, so that they are still spread.
-      const double weight = std::max(cls->flops(key), 1.0);
-      if (const auto it = pinned_.find(key); it != pinned_.end()) {
-        const auto rank = static_cast<std::size_t>(it->second);
-        if (pinned_leaves.empty() || !pinned_leaves[rank]) {
-          work.load[rank] += weight;
-          return;
-        }
+  for_each_task_by_tile([&](const TaskClass& cls, const TaskKey& key, int tile) {
+    // Tasks without flops count as one flop each, so that they are still spread.
+    const double weight = std::max(cls.flops(key), 1.0);
+    if (const auto it = pinned_.find(key); it != pinned_.end()) {
+      const auto rank = static_cast<std::size_t>(it->second);
+      if (pinned_leaves.empty() || !pinned_leaves[rank]) {
+        work.load[rank] += weight;
+        return;
       }
-      const int owner = cls->owner(key);
-      if (owner <= -2 && -(owner + 2) < total) {
-        const auto s = static_cast<std::size_t>(-(owner + 2));
-        work.weight[s] += weight;
-        ++work.tasks[s];
-      } else if (owner >= 0 && owner < size_) {
-        work.load[static_cast<std::size_t>(owner)] += weight;
-      }
-    });
-  }
+    }
+    if (tile >= 0) {
+      const auto s = static_cast<std::size_t>(tile);
+      work.weight[s] += weight;
+      ++work.tasks[s];
+    } else if (const int owner = cls.owner(key); owner >= 0 && owner < size_) {
+      work.load[static_cast<std::size_t>(owner)] += weight;
+    }
+  });
   return work;
 }
 

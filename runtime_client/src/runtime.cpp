@@ -71,6 +71,8 @@ void for_each_number(Stats& s, F&& f) {
   f(s.link_bytes);
   f(s.flops);
   f(s.comm_cpu_seconds);
+  f(s.tasks_offloaded);
+  f(s.tasks_offloaded_here);
   f(s.steal.requests_sent);
   f(s.steal.requests_failed);
   f(s.steal.requests_received);

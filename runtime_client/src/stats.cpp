@@ -82,6 +82,8 @@ void RankStats::add(const RankStats& o) {
   link_bytes += o.link_bytes;
   flops += o.flops;
   comm_cpu_seconds += o.comm_cpu_seconds;
+  tasks_offloaded += o.tasks_offloaded;
+  tasks_offloaded_here += o.tasks_offloaded_here;
   steal.add(o.steal);
   if (o.cost.task_samples > 0 || o.cost.transfer_samples > 0 || o.cost.round_trip_samples > 0) {
     cost = o.cost;
@@ -116,6 +118,8 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"tasks_on_device", s.tasks_on_device},
                      {"link_bytes", s.link_bytes},
                      {"comm_cpu_seconds", s.comm_cpu_seconds},
+                     {"tasks_offloaded", s.tasks_offloaded},
+                     {"tasks_offloaded_here", s.tasks_offloaded_here},
                      {"steal", s.steal},
                      {"cost", s.cost}};
 }

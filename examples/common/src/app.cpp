@@ -42,6 +42,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string kernel = "cpu";
   std::string steal = "off";
   std::string steal_cost_rule = "on";
+  std::string offload = o.offload.enabled ? "on" : "off";
   std::string same_host = "on";
   std::string rebalance = "on";
   std::string emulated_compute = "off";
@@ -90,6 +91,22 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "a rank starves below this many ready tasks over all its devices");
   cli.add_option("--steal-victim", victim, "victim choice: random or last-victim");
   cli.add_option("--steal-seed", o.steal.seed, "seed of the random victim choice");
+  cli.add_option("--offload", offload,
+                 "proactive offloading: at the start of each iteration, ranks predicted to "
+                 "finish late push work to ranks predicted to finish early (on or off)");
+  cli.add_option("--offload-min-imbalance", o.offload.min_imbalance,
+                 "offload only when the most loaded rank's predicted work exceeds the mean by "
+                 "this fraction (default 0.05)");
+  cli.add_option("--offload-min-compute-share", o.offload.min_compute_share,
+                 "offload only when the busiest rank's predicted work is at least this share of "
+                 "the previous iteration's time (default 0.5)");
+  cli.add_option("--slow-rank", o.slowdown.rank,
+                 "emulated device: this rank runs every task --slow-factor times slower from "
+                 "iteration --slow-from on, as under a noisy neighbour (default -1: none)");
+  cli.add_option("--slow-from", o.slowdown.from_iteration,
+                 "first iteration (counting from 1) that --slow-rank runs slowed (default 1)");
+  cli.add_option("--slow-factor", o.slowdown.factor,
+                 "how many times longer --slow-rank's tasks take (default 1)");
   cli.add_option("--steal-cost-rule", steal_cost_rule,
                  "steal only when the measured costs say it pays: on or off");
   cli.add_option("--steal-victim-poll-us", o.steal.victim_poll_us,
@@ -148,6 +165,24 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--steal-cost-rule must be on or off, got '" + steal_cost_rule + "'");
   }
   o.steal.cost_rule = steal_cost_rule == "on";
+  if (offload != "on" && offload != "off") {
+    return fail("--offload must be on or off, got '" + offload + "'");
+  }
+  o.offload.enabled = offload == "on";
+  if (!(o.offload.min_imbalance >= 0.0)) return fail("--offload-min-imbalance must not be negative");
+  if (!(o.offload.min_compute_share >= 0.0)) {
+    return fail("--offload-min-compute-share must not be negative");
+  }
+  if (o.slowdown.rank < -1 || o.slowdown.rank >= ranks) {
+    return fail("--slow-rank must be -1 or a rank below " + std::to_string(ranks) + ", got " +
+                std::to_string(o.slowdown.rank));
+  }
+  if (o.slowdown.from_iteration < 1) return fail("--slow-from must be at least 1");
+  if (!(o.slowdown.factor > 0.0)) return fail("--slow-factor must be positive");
+  if (o.slowdown.rank >= 0 && o.kernel != runtime::DeviceKind::emulated &&
+      o.kernel != runtime::DeviceKind::hybrid) {
+    return fail("--slow-rank needs the emulated device (--kernel emulated or hybrid)");
+  }
   if (!runtime::parse_victim_policy(victim, o.steal.policy)) {
     return fail("--steal-victim must be random or last-victim, got '" + victim + "'");
   }
@@ -237,6 +272,8 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.steal = options.steal;
   r.same_host_transport = options.same_host_transport;
   r.rebalance_on_resize = options.rebalance_on_resize;
+  r.offload = options.offload;
+  r.emulated_slowdown = options.slowdown;
   return r;
 }
 
@@ -300,6 +337,9 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   runtime::StealStats steal;
   for (const auto& s : rank_stats) steal.add(s.steal);
   j["steal"] = steal;
+  std::uint64_t offloaded = 0;
+  for (const auto& s : rank_stats) offloaded += s.tasks_offloaded;
+  j["offload"] = {{"enabled", options.offload.enabled}, {"tasks_offloaded", offloaded}};
   for (const auto& [key, value] : extra.items()) j[key] = value;
 
   if (!options.quiet) {

@@ -69,6 +69,33 @@ struct StealOptions {
 /// Returns an empty string when the options are usable, else what is wrong with them.
 [[nodiscard]] std::string validate(const StealOptions& options);
 
+/// Proactive offloading (OffloadPolicy, offload_policy.hpp): at the start of an iteration,
+/// from the costs measured in the previous ones, ranks predicted to finish late push the
+/// tasks of some of their tiles to ranks predicted to finish early; reactive stealing (when
+/// on) evens out what the prediction missed.
+struct OffloadOptions {
+  bool enabled = false;
+  /// No push unless (max L - mean L) / mean L exceeds this, L the ranks' predicted work:
+  /// below it the measured speeds differ by noise more than by load, and the moves would
+  /// only cost transfers.
+  double min_imbalance = 0.05;
+  /// No push unless the busiest rank's predicted work is at least this share of the previous
+  /// iteration's time: when an iteration takes much longer than its busiest rank's work, what
+  /// holds it back is not where the work is (messages, transfers, a host shared by ranks),
+  /// and moving work would only add transfers.
+  double min_compute_share = 0.5;
+};
+
+/// A rank whose emulated device slows down part-way through a job, as under a noisy
+/// neighbour: from iteration `from_iteration` on (the first is 1), rank `rank` takes
+/// `factor` times its modeled time for every task. For experiments on an imbalance that
+/// changes between iterations. rank -1: none.
+struct EmulatedSlowdown {
+  int rank = -1;
+  int from_iteration = 1;
+  double factor = 1.0;
+};
+
 struct RuntimeOptions {
   DeviceKind device = DeviceKind::cpu;
   /// CPU worker threads per rank (devices cpu and hybrid).
@@ -114,6 +141,10 @@ struct RuntimeOptions {
   /// Must be the same on every rank.
   bool rebalance_on_resize = true;
   StealOptions steal;
+  /// Must be the same on every rank.
+  OffloadOptions offload;
+  /// Devices emulated and hybrid; the factor must be positive.
+  EmulatedSlowdown emulated_slowdown;
 };
 
 }  // namespace bellows::runtime

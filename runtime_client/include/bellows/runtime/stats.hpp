@@ -64,6 +64,10 @@ struct RankStats {
   std::uint64_t link_bytes = 0;
   double flops = 0.0;                   ///< flops of the tasks executed here
   double comm_cpu_seconds = 0.0;        ///< CPU time of the communication and copy threads
+  /// Proactive offloading (RuntimeOptions::offload): tasks of this rank that the plans of
+  /// the iterations sent to other ranks, and tasks of other ranks they sent here.
+  std::uint64_t tasks_offloaded = 0;
+  std::uint64_t tasks_offloaded_here = 0;
   StealStats steal;
   /// The cost model at the end of the latest iteration (a gauge: add() keeps the newer one).
   CostSummary cost;

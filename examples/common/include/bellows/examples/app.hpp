@@ -38,6 +38,8 @@ struct AppOptions {
   bool quiet = false;             ///< only the JSON line
   int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
   runtime::StealOptions steal;    ///< --steal on|off and the --steal-* parameters
+  runtime::OffloadOptions offload;  ///< --offload on|off, --offload-min-*
+  runtime::EmulatedSlowdown slowdown;  ///< --slow-rank, --slow-from, --slow-factor
   bool same_host_transport = true;  ///< --same-host on|off
   bool rebalance_on_resize = true;  ///< --rebalance on|off (RuntimeOptions::rebalance_on_resize)
   std::string resize;             ///< --resize "iter=3:+2,iter=6:-3" (see elastic.hpp)
