@@ -676,9 +676,16 @@ Status PmixServer::notify(pmix_status_t code, const Payload& payload, pmix_data_
   try {
     Payload full = payload;
     full[proto::kVersion] = proto::kProtocolVersion;
-    InfoArray info(full.size() + (targets.empty() ? 0 : 1));
+    InfoArray info(full.size() + 1 + (targets.empty() ? 0 : 1));
     std::size_t i = 0;
     for (const auto& [key, value] : full) info.load(i++, key, value);
+    // Not cached, here nor in the rank: PMIx 4.2.2 would keep it in the rank's cache of
+    // notifications, from the rank's progress thread, while the rank's own thread caches
+    // its metrics there too (unconditionally, in PMIx_Notify_event); the two do not lock it,
+    // and a cache corrupted that way fails the rank's notifications with OUT-OF-RESOURCE
+    // (docs/daemon.md). An event is for the ranks attached now.
+    const bool no_cache = true;
+    info.load(i++, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
     if (!targets.empty()) {
       std::vector<pmix_proc_t> procs;
       procs.reserve(targets.size());

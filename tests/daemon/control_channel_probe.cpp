@@ -13,6 +13,9 @@
 //   control_channel_probe hold        publish metrics as rank 7, stay attached until killed
 //   control_channel_probe client FILE as a PMIx client started by the daemon: write
 //                                     "nspace:rank size N" to FILE.rank
+//   control_channel_probe flood N     publish N metrics back to back while the daemon's
+//                                     events arrive, then wait for an abort event; print how
+//                                     many publications failed and how many expands came
 
 #include <bellows/runtime/control_channel.hpp>
 
@@ -153,6 +156,34 @@ int leave(ControlChannel& channel) {
   while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+/// A rank that publishes its metrics every few milliseconds while the daemon's events come:
+/// PMIx 4.2.2 keeps both in one cache of the process (512 entries), the events from its
+/// progress thread and the metrics from this one; nothing the daemon sends may be cached.
+int flood(ControlChannel& channel, int count) {
+  bool aborted = false;
+  unsigned long long expands = 0;
+  channel.on_expand([&expands](const bellows::runtime::ExpandEvent&) { ++expands; });
+  channel.on_abort([&aborted](const bellows::runtime::AbortEvent&) { aborted = true; });
+  std::printf("flooding\n");
+  int failed = 0;
+  std::string first_failure;
+  bellows::runtime::RankMetrics m;
+  m.rank = 1;
+  for (int i = 0; i < count; ++i) {
+    m.metrics.iteration = static_cast<std::uint64_t>(i);
+    try {
+      channel.publish_metrics(m);
+    } catch (const std::exception& e) {
+      if (failed++ == 0) first_failure = e.what();
+    }
+    channel.poll_events(std::chrono::milliseconds(0));
+  }
+  wait_for_abort(channel, aborted);
+  std::printf("flood published=%d failed=%d expands=%llu aborted=%d%s%s\n", count - failed, failed, expands,
+              aborted ? 1 : 0, failed ? " first failure: " : "", first_failure.c_str());
+  return 0;
+}
+
 int client(const std::string& file) {
   pmix_proc_t self;
   pmix_status_t rc = PMIx_Init(&self, nullptr, 0);
@@ -200,12 +231,14 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
+    if (mode == "flood" && argc == 3) return flood(*channel, std::stoi(argv[2]));
     if (mode == "ask" && argc == 3) {
       print_answer("answer", channel->request_resize(std::stoi(argv[2])));
       return 0;
     }
     std::fprintf(stderr,
-                 "usage: control_channel_probe roundtrip | ask N | link | leave | hold | client FILE\n");
+                 "usage: control_channel_probe roundtrip | ask N | link | leave | hold | flood N | "
+                 "client FILE\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -26,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -220,6 +222,43 @@ TEST_F(DaemonTest, RankRequestsMetricsAndEventsRoundTrip) {
   EXPECT_EQ(counters.refused_requests, 1u);
   EXPECT_EQ(counters.metrics, 1u);
   EXPECT_EQ(counters.tools, 1u);
+}
+
+// A rank caches what it publishes (PMIx 4.2.2 does so unconditionally), in a cache of 512
+// entries that its PMIx progress thread also fills with the events it receives unless they
+// say PMIX_EVENT_DO_NOT_CACHE; the two threads do not lock it. Full, it was corrupted when
+// both wrote at once: from then on a rank's notifications failed with OUT-OF-RESOURCE (its
+// metrics and the commit of a resize lost) or the rank crashed. The daemon's events are
+// therefore never cached: every publication goes through while events arrive.
+TEST_F(DaemonTest, EventsWhileTheRankPublishesLoseNothing) {
+  d::PmixServer server(options());
+  std::atomic<std::uint64_t> received{0};
+  server.on_metrics([&](const d::ReceivedMetrics&) { ++received; });
+  constexpr int kMetrics = 6000;
+  constexpr std::uint64_t kEvents = 3000;
+  ChildProcess rank({BELLOWS_PROBE_PATH, "flood", std::to_string(kMetrics)},
+                    {"BELLOWS_DAEMON_URI=" + server.uri()});
+  EXPECT_EQ(line(rank).rfind("attached ", 0), 0u);
+  EXPECT_EQ(line(rank), "flooding");
+  for (std::uint64_t id = 1; id <= kEvents; ++id) {
+    const auto s = server.notify(proto::kExpandDecided, {{proto::kResizeId, id},
+                                                         {proto::kExpandCount, std::uint64_t{1}},
+                                                         {proto::kExpandHosts, std::string("n2")}});
+    ASSERT_TRUE(s.ok()) << s.text;
+  }
+  // The abort ends the probe once it has published everything.
+  const auto s = server.notify(proto::kResizeAborted, {{proto::kResizeId, kEvents + 1},
+                                                       {proto::kAbortReason, std::string("end")}});
+  ASSERT_TRUE(s.ok()) << s.text;
+  EXPECT_EQ(line(rank), "flood published=" + std::to_string(kMetrics) +
+                            " failed=0 expands=" + std::to_string(kEvents) + " aborted=1");
+  const auto status = rank.wait_exit(60s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (received.load() < kMetrics && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(received.load(), std::uint64_t{kMetrics});
 }
 
 TEST_F(DaemonTest, UnansweredRequestAndMissingHandlerGetClearAnswers) {

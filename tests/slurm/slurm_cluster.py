@@ -182,8 +182,9 @@ def nodelist_names(c, nodelist):
     return c.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
 
 
-def main(doc, tests, fixture_tests=()):
-    """Runs the test named on the command line; tests in fixture_tests need no running cluster."""
+def main(doc, tests, fixture_tests=(), on_failure=None):
+    """Runs the test named on the command line; tests in fixture_tests need no running cluster.
+    on_failure(cluster, args), when given, keeps the evidence of a failure (slurm_evidence.py)."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--dir", required=True, help="the cluster directory")
     parser.add_argument("--local-slurm", required=True, help="scripts/local-slurm")
@@ -205,10 +206,16 @@ def main(doc, tests, fixture_tests=()):
                   f"no cluster running in {cluster.dir} (the slurm.cluster_start fixture failed?)")
         tests[args.test](cluster, args)
     except TestFailure as failure:
-        log(f"FAIL: {failure}")
-        return 1
+        why = str(failure)
     except subprocess.TimeoutExpired as timeout:
-        log(f"FAIL: {' '.join(timeout.cmd)} did not finish within {timeout.timeout} s")
-        return 1
-    log("PASS")
-    return 0
+        why = f"{' '.join(timeout.cmd)} did not finish within {timeout.timeout} s"
+    else:
+        log("PASS")
+        return 0
+    if on_failure is not None:
+        try:
+            on_failure(cluster, args)
+        except Exception as e:  # the failure itself is what the test reports
+            log(f"could not keep the evidence of the failure: {type(e).__name__}: {e}")
+    log(f"FAIL: {why}")
+    return 1

@@ -20,8 +20,11 @@ import sys
 import time
 from pathlib import Path
 
+import slurm_evidence
 from slurm_cluster import (ENDED, GROW_POLICY, NODES, check, describe, host_of, log, main,
                            nodelist_names, processes_mentioning, processes_of, zombies_of)
+
+SUBMITTED = []  # the jobs this test submitted: their logs are kept when it fails
 
 
 class ElasticJob:
@@ -39,10 +42,12 @@ class ElasticJob:
             options.append("--elastic-policy=policy.yaml")
         command = f"{args.bellows} run --backend slurm --quiet -- {program}"
         self.began = time.monotonic()
+        self.began_stamp = time.strftime("%Y-%m-%dT%H:%M:%S")  # as Slurm's logs stamp their lines
         self.id = c.run(["sbatch", "--parsable", *options, "-J", name, "-D", str(work), "-o", "job.out",
                          "-t", "5", f"--export=ALL,BELLOWS_RUN_DIR={self.runs},OPENBLAS_NUM_THREADS=1",
                          "--wrap", command], cwd=work).stdout.strip()
         self.job_dir = self.runs / self.id
+        SUBMITTED.append(self)
         log(f"submitted job {self.id}: {' '.join(options)} {command}")
 
     def since(self):
@@ -145,7 +150,7 @@ class ElasticJob:
         while not condition():
             state = self.state()
             check(state in ("PENDING", "RUNNING"), f"job {self.id} ended {state} while waiting for "
-                  f"{what}; output:\n{self.output()[-3000:]}")
+                  f"{what}; output:\n{self.output_tail()}")
             check(time.monotonic() < deadline, f"job {self.id}: no {what} within {timeout} s")
             time.sleep(0.1)
         log(f"job {self.id}: {what} ({self.since():.2f} s after submission)")
@@ -156,7 +161,7 @@ class ElasticJob:
             check(time.monotonic() < deadline, f"job {self.id} still {state} after {timeout} s")
             time.sleep(0.2)
         log(f"job {self.id} {state} {self.since():.2f} s after submission")
-        check(state == "COMPLETED", f"job {self.id} ended {state}; output:\n{self.output()[-3000:]}")
+        check(state == "COMPLETED", f"job {self.id} ended {state}; output:\n{self.output_tail()}")
 
     def cancel(self):
         self.c.run(["scancel", self.id], ok=False)
@@ -165,10 +170,15 @@ class ElasticJob:
         path = self.work / "job.out"
         return path.read_text() if path.exists() else ""
 
+    def output_tail(self, count=15):
+        """The last lines of the output that are not the program's per-iteration lines."""
+        lines = [line for line in self.output().splitlines() if not slurm_evidence.is_progress(line)]
+        return "\n".join(lines[-count:])
+
     def report(self, ranks=None):
         """The application's JSON line: it must have verified (on `ranks` ranks if given)."""
         reports = [line for line in self.output().splitlines() if line.startswith("{") and "verified" in line]
-        check(reports, f"no report in the output of job {self.id}:\n{self.output()[-3000:]}")
+        check(reports, f"no report in the output of job {self.id}:\n{self.output_tail()}")
         report = json.loads(reports[-1])
         check(report.get("verified") is True, f"the result did not verify: {reports[-1][:400]}")
         check(ranks is None or report.get("ranks") == ranks, f"the job ended on {report.get('ranks')} ranks, expected {ranks}")
@@ -560,7 +570,7 @@ def test_resize_cycles(c, args):
                 deadline = time.monotonic() + 30
                 while not job.settled_on(size):
                     check(job.state() == "RUNNING", f"cycle {cycle}: job {job.id} ended before the "
-                          f"{CYCLES} cycles; output:\n{job.output()[-2000:]}")
+                          f"{CYCLES} cycles; output:\n{job.output_tail()}")
                     check(time.monotonic() < deadline, f"cycle {cycle}: {delta} not done in 30 s: {job.status()}")
                     time.sleep(0.05)
         log(f"{CYCLES} cycles in {time.monotonic() - began:.1f} s")
@@ -637,5 +647,10 @@ TESTS = {
 }
 
 
+def keep_evidence(c, args):
+    slurm_evidence.keep(c, args.test, [{"id": job.id, "output": job.work / "job.out", "job_dir": job.job_dir,
+                                        "began": job.began_stamp} for job in SUBMITTED])
+
+
 if __name__ == "__main__":
-    sys.exit(main(__doc__, TESTS))
+    sys.exit(main(__doc__, TESTS, on_failure=keep_evidence))
