@@ -80,7 +80,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "under bellows run: the application asks the controller for nodes, e.g. iter=9:+1 "
                  "(bellows::runtime::request_resize before that iteration, on rank 0)");
   cli.add_option("--rebalance", rebalance,
-                 "move tile ownership at a resize so that the next iteration starts balanced: on or off");
+                 "re-grid at a resize (every tile where a job started at the new size would hold it): on or off");
   cli.add_option("--steal", steal, "inter-rank work stealing: on or off");
   cli.add_option("--steal-chunk", o.steal.chunk, "tasks asked for in one steal request");
   cli.add_option("--steal-max-hops", o.steal.max_hops,

@@ -9,10 +9,9 @@
 // itself, one per MPI_Comm_spawn. A resize "+k" spawns k more ranks between iterations
 // (they run the same program and join at that iteration); "-k" removes the k
 // highest-numbered ranks, which hand their data over, finalize and exit 0.
-// With --rebalance on (the default; RuntimeOptions::rebalance_on_resize) the runtime moves
-// tile ownership at each resize: an expand gives the new ranks a share of the most loaded
-// ranks' tiles, a shrink spreads the leaving ranks' tiles over the survivors by load, and
-// stealing (--steal on) evens out what is left. With --rebalance off the fixed mapping stays
+// With --rebalance on (the default; RuntimeOptions::rebalance_on_resize) the runtime
+// re-grids at each resize: every tile goes where a job started at the new size would hold
+// it (regrid.hpp), and stealing (--steal on) evens out what is left. With --rebalance off the fixed mapping stays
 // over the first N ranks (the grid), ranks added later get their work by stealing alone,
 // and each leaving rank hands its tiles to one backup.
 
