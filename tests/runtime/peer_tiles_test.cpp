@@ -31,6 +31,8 @@ struct Producer {
     EXPECT_EQ(::pipe(from_parent), 0);
     pid = ::fork();
     if (pid == 0) {
+      ::close(to_parent[0]);
+      ::close(from_parent[1]);
       br::Tile tile(rows, rows);
       for (std::size_t i = 0; i < tile.elements(); ++i) tile.data()[i] = base + static_cast<double>(i);
       std::vector<double> heap(16, base);
