@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "peer_tiles.hpp"
+
 namespace bellows::runtime {
 
 /// This process's host name (uname: its node's UTS namespace); ranks of one node share it.
@@ -54,8 +56,9 @@ class SameHost {
   /// it rang since the previous call. Called by the communication thread only.
   void wait(std::chrono::microseconds timeout) noexcept;
 
-  /// Copies `bytes` from `address` in `rank`'s memory to `local`. On failure returns
-  /// false with the reason in `error`.
+  /// Copies `bytes` from `address` in `rank`'s memory to `local`: with memcpy from a
+  /// mapping of the peer's tile slab where the bytes lie in one (peer_tiles.hpp), else with
+  /// process_vm_readv. On failure returns false with the reason in `error`.
   bool read(int rank, std::uint64_t address, void* local, std::size_t bytes,
             std::string& error) const;
 
@@ -70,6 +73,7 @@ class SameHost {
   std::vector<std::uint8_t> doorbell_peer_;  ///< per rank: both joined the segment
   std::vector<std::uint8_t> read_peer_;      ///< per rank: reads work both ways
   std::vector<long> pids_;
+  mutable PeerTiles peer_tiles_;
   bool all_doorbells_ = false;
   std::uint32_t seen_ = 0;
 };

@@ -1,18 +1,36 @@
 #include "tile_pool.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <mutex>
 #include <new>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <unordered_map>
 #include <vector>
 
 namespace bellows::runtime::tile_pool {
 namespace {
 
+constexpr std::size_t kPage = 4096;
+
+struct Slab {
+  std::byte* base = nullptr;
+  std::size_t bytes = 0;
+  std::size_t used = 0;
+  int fd = -1;
+};
+
 struct Pool {
   std::mutex mutex;
-  std::unordered_map<std::size_t, std::vector<double*>> free_by_size;
+  std::unordered_map<std::size_t, std::vector<double*>> free_by_size;   // pages resident
+  std::unordered_map<std::size_t, std::vector<double*>> given_back;     // pages returned
+  std::vector<Slab> slabs;
   std::size_t cached = 0;
+  bool slabs_fail = false;  // memfd_create or mmap refused once: plain allocations from then on
+  unsigned serial = 0;
 };
 
 Pool& pool() {
@@ -20,49 +38,109 @@ Pool& pool() {
   return *p;
 }
 
+std::size_t rounded(std::size_t elements) {
+  return (elements * sizeof(double) + kPage - 1) / kPage * kPage;
+}
+
+/// A new slab of at least `bytes`, or nullptr when shared memory cannot be had. Locked.
+Slab* new_slab(Pool& p, std::size_t bytes) {
+  if (p.slabs_fail) return nullptr;
+  Slab slab;
+  slab.bytes = std::max(bytes, kSlabBytes);
+  char name[64];
+  std::snprintf(name, sizeof name, "%s%ld-%u", kSlabNamePrefix, static_cast<long>(::getpid()),
+                p.serial++);
+  slab.fd = ::memfd_create(name, MFD_CLOEXEC);
+  if (slab.fd >= 0 && ::ftruncate(slab.fd, static_cast<off_t>(slab.bytes)) == 0) {
+    void* m = ::mmap(nullptr, slab.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, slab.fd, 0);
+    if (m != MAP_FAILED) {
+      slab.base = static_cast<std::byte*>(m);
+      p.slabs.push_back(slab);
+      return &p.slabs.back();
+    }
+  }
+  if (slab.fd >= 0) ::close(slab.fd);
+  p.slabs_fail = true;
+  return nullptr;
+}
+
+const Slab* slab_of(const Pool& p, const void* buffer) {
+  const auto* b = static_cast<const std::byte*>(buffer);
+  for (const auto& s : p.slabs) {
+    if (b >= s.base && b < s.base + s.bytes) return &s;
+  }
+  return nullptr;
+}
+
+double* take(std::unordered_map<std::size_t, std::vector<double*>>& lists, std::size_t elements) {
+  auto it = lists.find(elements);
+  if (it == lists.end() || it->second.empty()) return nullptr;
+  double* b = it->second.back();
+  it->second.pop_back();
+  return b;
+}
+
 }  // namespace
 
 double* acquire(std::size_t elements) {
   if (elements == 0) return nullptr;
+  const std::size_t bytes = rounded(elements);
   {
     Pool& p = pool();
     std::lock_guard lock(p.mutex);
-    auto it = p.free_by_size.find(elements);
-    if (it != p.free_by_size.end() && !it->second.empty()) {
-      double* b = it->second.back();
-      it->second.pop_back();
+    if (double* b = take(p.free_by_size, elements)) {
       p.cached -= elements * sizeof(double);
+      return b;
+    }
+    if (double* b = take(p.given_back, elements)) return b;
+    Slab* slab = p.slabs.empty() ? nullptr : &p.slabs.back();
+    if (slab == nullptr || slab->bytes - slab->used < bytes) slab = new_slab(p, bytes);
+    if (slab != nullptr) {
+      auto* b = reinterpret_cast<double*>(slab->base + slab->used);
+      slab->used += bytes;
       return b;
     }
   }
   void* memory = nullptr;
-  const std::size_t bytes = (elements * sizeof(double) + 63) / 64 * 64;
-  if (posix_memalign(&memory, 64, bytes) != 0) throw std::bad_alloc();
+  if (posix_memalign(&memory, kPage, bytes) != 0) throw std::bad_alloc();
   return static_cast<double*>(memory);
 }
 
 void release(double* buffer, std::size_t elements) noexcept {
   if (!buffer) return;
-  {
-    Pool& p = pool();
-    std::lock_guard lock(p.mutex);
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  const Slab* slab = slab_of(p, buffer);
+  try {
     if (p.cached + elements * sizeof(double) <= kMaxCachedBytes) {
-      try {
-        p.free_by_size[elements].push_back(buffer);
-        p.cached += elements * sizeof(double);
-        return;
-      } catch (...) {
-        // fall through and free it
-      }
+      p.free_by_size[elements].push_back(buffer);
+      p.cached += elements * sizeof(double);
+      return;
     }
+    if (slab != nullptr) {
+      // Over the cache limit: the pages go back to the system, the addresses stay.
+      const auto offset = reinterpret_cast<std::byte*>(buffer) - slab->base;
+      ::fallocate(slab->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                  static_cast<off_t>(rounded(elements)));
+      p.given_back[elements].push_back(buffer);
+      return;
+    }
+  } catch (...) {
+    // fall through: a plain buffer is freed; a slab buffer is lost to the pool (rare)
   }
-  std::free(buffer);
+  if (slab == nullptr) std::free(buffer);
 }
 
 std::size_t cached_bytes() noexcept {
   Pool& p = pool();
   std::lock_guard lock(p.mutex);
   return p.cached;
+}
+
+bool in_shared_slab(const void* buffer) noexcept {
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  return slab_of(p, buffer) != nullptr;
 }
 
 }  // namespace bellows::runtime::tile_pool

@@ -3,19 +3,33 @@
 // goes to mmap/munmap: every tile then costs page faults and TLB shootdowns across the
 // rank's threads (measured: 12 % of the CPU time of a 2-rank GEMM). Recycling buffers
 // of the same size avoids both.
+//
+// Buffers are cut from slabs of shared memory (memfd_create, mapped MAP_SHARED), so that
+// a rank on the same host can map a producer's slab and copy a tile with memcpy
+// (peer_tiles.hpp), at about twice the bandwidth of process_vm_readv (bench/tile_moves.py).
+// Where a memfd cannot be had, buffers come from posix_memalign.
 
 #include <cstddef>
 
 namespace bellows::runtime::tile_pool {
 
-/// A 64-byte aligned buffer of `elements` doubles (contents unspecified). Thread-safe.
+/// A page-aligned buffer of `elements` doubles (contents unspecified). Thread-safe.
 double* acquire(std::size_t elements);
 /// Returns a buffer obtained from acquire(elements). Thread-safe.
 void release(double* buffer, std::size_t elements) noexcept;
 /// Bytes currently cached (not in use).
 std::size_t cached_bytes() noexcept;
+/// Whether `buffer` (from acquire) lies in a shared slab. Thread-safe.
+bool in_shared_slab(const void* buffer) noexcept;
 
-/// Most bytes kept cached; buffers released beyond it are freed.
+/// Most bytes kept cached; the pages of buffers released beyond it go back to the system
+/// (the buffer's addresses stay in the pool, and fault in again when reused).
 inline constexpr std::size_t kMaxCachedBytes = std::size_t{1} << 30;
+/// Size of one slab (a larger buffer gets a slab of its own). Address space only: pages
+/// are allocated when a buffer is first written.
+inline constexpr std::size_t kSlabBytes = std::size_t{64} << 20;
+/// The memfd name of a slab starts with this (then the pid and a serial number); a peer
+/// finds the slab by it in /proc/PID/maps and /proc/PID/fd.
+inline constexpr const char* kSlabNamePrefix = "bellows-tiles-";
 
 }  // namespace bellows::runtime::tile_pool
