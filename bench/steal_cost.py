@@ -6,6 +6,10 @@ what moving its tiles takes. Runs gemm, cholesky and skewed bspgemm with stealin
 interleaved in each round, for every build given (e.g. the build before the cost rule and the
 one after), and prints the median over rounds of the ratio off / on within a round (>= 0.98:
 stealing costs nothing; the machine is shared and noisy, so only ratios within a round count).
+Each configuration's times are also given against two bounds, from its steal-off runs: the
+perfect-balance bound (an iteration's flops over all ranks at the emulated rate) and a
+communication bound (the most bytes a rank received per iteration over that rank's measured
+transfer bandwidth, CostModel's fit), so that what is left over both is visible.
 
   python3 bench/steal_cost.py --builds build/base,build/default --tiles 256,512 --rounds 3
 """
@@ -16,6 +20,19 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import MPIEXEC, run_json, makespan  # noqa: E402
+
+def iteration_bounds(report, gflops):
+    """(perfect-balance s, communication s) of one iteration of `report` (see the docstring)."""
+    iterations = report["iterations"]
+    flops = statistics.median(it["gflops"] * it["seconds"] * 1e9 for it in iterations)
+    balance = flops / (report["ranks"] * gflops * 1e9)
+    comm = 0.0
+    for rank in report["rank_stats"]:
+        rate = rank["cost"]["transfer_gbytes_per_s"] * 1e9
+        if rate > 0:
+            comm = max(comm, rank["bytes_received"] / len(iterations) / rate)
+    return balance, comm
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -46,12 +63,15 @@ def main():
     times = {}   # (app, tile, label) -> per round
     ratios = {}  # (app, tile, build) -> per round
     stolen = {}  # (app, tile, build) -> per round
+    bounds = {}  # (app, tile) -> per round: (perfect-balance s, communication s)
     for rnd in range(args.rounds):
         print(f"round {rnd + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
         for tile in tiles:
             for app in apps:
-                off = makespan(run(builds[-1], app, tile, "off"))
+                off_report = run(builds[-1], app, tile, "off")
+                off = makespan(off_report)
                 times.setdefault((app, tile, "off"), []).append(off)
+                bounds.setdefault((app, tile), []).append(iteration_bounds(off_report, args.gflops))
                 for build in builds:
                     report = run(build, app, tile, "on")
                     on = makespan(report)
@@ -67,6 +87,16 @@ def main():
         name = f"{app} tile {tile} steal {label}"
         print(f"{name:<44}{statistics.median(values):>10.4f}   " +
               " ".join(f"{v:.4f}" for v in values))
+    print(f"\n{'bounds (steal-off runs, median)':<44}{'balance s':>10}{'comm s':>10}"
+          f"{'off/balance':>12}{'off/comm':>10}{'on/balance':>12}{'on/comm':>10}")
+    for (app, tile), values in bounds.items():
+        balance = statistics.median(b for b, _ in values)
+        comm = statistics.median(c for _, c in values)
+        off = statistics.median(times[(app, tile, "off")])
+        on = statistics.median(times[(app, tile, f"on {builds[-1]}")])
+        print(f"{app + ' tile ' + str(tile):<44}{balance:>10.4f}{comm:>10.4f}{off / balance:>12.2f}"
+              f"{off / comm if comm > 0 else float('inf'):>10.2f}{on / balance:>12.2f}"
+              f"{on / comm if comm > 0 else float('inf'):>10.2f}")
     print(f"\n{'ratio off / on (same round)':<44}{'median':>8}  target  stolen/run  per round")
     for (app, tile, build), values in ratios.items():
         med = statistics.median(values)
