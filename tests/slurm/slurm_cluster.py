@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+from log_lines import job_log_problems  # noqa: E402
 from procfs import (describe, processes_below, processes_mentioning,  # noqa: E402
                     processes_with_environment, zombies_of)
 
@@ -43,6 +44,18 @@ resize_timeout: 1m
 def check(condition, message):
     if not condition:
         raise TestFailure(message)
+
+
+def check_job_logs(job_dir, output, allowed=()):
+    """At the end of a `bellows run` job: no warning or error line in its batch output (`bellows
+    run`'s stdout and stderr, the program's output in it) nor in any node's bellowsd.log under
+    job_dir, other than those containing one of `allowed` (what the test provokes on purpose)."""
+    daemon_logs = sorted(Path(job_dir).glob("nodes/*/bellowsd.log"))
+    check(daemon_logs, f"no nodes/*/bellowsd.log in the job directory {job_dir}")
+    problems = job_log_problems(str(job_dir), output, allowed)
+    check(not problems, "unexpected warnings or errors in the job's logs:\n  " + "\n  ".join(problems))
+    log(f"no unexpected warning or error in the batch output nor in the bellowsd.log of "
+        f"{', '.join(p.parent.name for p in daemon_logs)}" + (f" (allowed: {list(allowed)})" if allowed else ""))
 
 
 def log(message):

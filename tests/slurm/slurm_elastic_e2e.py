@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import slurm_evidence
-from slurm_cluster import (ENDED, GROW_POLICY, NODES, check, describe, host_of, log, main,
+from slurm_cluster import (ENDED, GROW_POLICY, NODES, check, check_job_logs, describe, host_of, log, main,
                            nodelist_names, processes_mentioning, processes_of, zombies_of)
 
 SUBMITTED = []  # the jobs this test submitted: their logs are kept when it fails
@@ -219,6 +219,11 @@ class ElasticJob:
         check(not sockets.exists(), f"the controller's socket directory is left: {sockets}")
         log("no job, helper job, companion, step, process or socket of the run is left; every node is idle")
 
+    def check_logs(self, allowed=()):
+        """Once the job has ended: no warning or error in its batch output (bellows run's) nor
+        in a node's bellowsd.log but those of `allowed`."""
+        check_job_logs(self.job_dir, self.output(), allowed)
+
 
 def fnv1a(text):
     """FNV-1a, 32 bits, as 8 hex digits (transport/src/socket_directory.cpp)."""
@@ -381,6 +386,7 @@ def test_run_slurm(c, args):
         check(sizes in ([("RESIZING", 1), ("RESIZING", 3), ("COMPLETED", 1)], [("RESIZING", 3), ("COMPLETED", 1)]),
               f"sacct: {sizes}")
     job.check_nothing_left()
+    job.check_logs()
 
 
 # ------------------------------------------------------------------ queue pressure
@@ -474,6 +480,7 @@ def test_grow_and_yield(c, args):
         own_sizes(c, sizes)
         check(report["ranks"] >= 2, f"ended on {report['ranks']} ranks, below its minimum")
         job.check_nothing_left()
+        job.check_logs()
         return
     check(sizes[0][1] in (1, 2) and ("RESIZING", 4) in sizes and sizes[-1][0] == "COMPLETED" and
           all(state == "RESIZING" for state, _ in sizes[:-1]) and all(nodes in (1, 2, 4) for _, nodes in sizes),
@@ -487,6 +494,7 @@ def test_grow_and_yield(c, args):
           f"ended on {report['ranks']} ranks, sacct says {sizes[-1][1]} nodes; events after the "
           f"shrink: {regrowth}")
     job.check_nothing_left()
+    job.check_logs()
 
 
 # ------------------------------------------------------------------ not granted
@@ -545,6 +553,7 @@ def test_expand_not_granted(c, args):
     sizes = job.accounting()
     check(sizes == [("COMPLETED", 1)], f"sacct: {sizes}")
     job.check_nothing_left()
+    job.check_logs()
 
 
 # ------------------------------------------------------------------ cycles
@@ -603,11 +612,13 @@ def test_resize_cycles(c, args):
               f"sacct --name bellows-grow-{job.id}: {rows}, expected {CYCLES} companions COMPLETED on 1 node")
         log(f"sacct: {CYCLES} companions of job {job.id}, each COMPLETED on 1 node")
         job.check_nothing_left()
+        job.check_logs()
         return
     # slurmdbd keeps one row per size and start second: resizes within one second share a row.
     check(sizes[-1] == ("COMPLETED", 1) and all(s in (("RESIZING", 1), ("RESIZING", 2)) for s in sizes[:-1])
           and len(sizes) > CYCLES / 2, f"sacct: {sizes}")
     job.check_nothing_left()
+    job.check_logs()
 
 
 # ------------------------------------------------------------------ cancelled while grown
@@ -636,6 +647,17 @@ def test_cancel_grown(c, args):
     job.check_strategy()
     job.check_companions_seen(seen)
     job.check_nothing_left()
+    # scancel: slurmstepd writes "error: *** JOB N ON NODE CANCELLED AT TIME ***" into the batch
+    # output and "*** STEP N.K ON NODE CANCELLED AT TIME ***" into each daemon step's output,
+    # which is its bellowsd.log.
+    allowed = ["CANCELLED AT"]
+    if c.companion:
+        # The srun of a companion's daemon step runs in the batch step, under bellows run: the
+        # SIGTERM of scancel reaches it with the rest of the batch step, and srun ends its step
+        # with SIGKILL on SIGTERM, so the daemon on a companion node is killed, not stopped, and
+        # srun says so in that daemon's log ("srun: error: n2: task 0: Killed").
+        allowed.append(": task 0: Killed")
+    job.check_logs(allowed=allowed)
 
 
 TESTS = {

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_cluster import (GROW_POLICY, Cluster, check, describe, host_of, log, main,  # noqa: E402
+from slurm_cluster import (GROW_POLICY, Cluster, check, check_job_logs, describe, host_of, log, main,  # noqa: E402
                            marked_processes, namespace, processes_below, processes_of, start_failing)
 
 NODES = 4
@@ -346,6 +346,8 @@ def test_separate_hosts_elastic(c, args):
     unexpected = [line for line in unexpected_log_lines(first.dir)
                   if not any(re.search(pattern, line) for pattern in merge_lines)]
     check(not unexpected, "unexpected lines in the logs:\n" + "\n".join(unexpected))
+    check_job_logs(job_dir, (work / "job.out").read_text())
+
 
 def test_separate_hosts(c, args):
     check(os.geteuid() == 0, "the Slurm tests need root (the daemons run as root)")
