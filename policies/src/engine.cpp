@@ -400,7 +400,7 @@ Decision PolicyEngine::tick(const TickInput& in) {
              std::to_string(in.idle_nodes) + (in.idle_nodes == 1 ? " idle node)" : " idle nodes)");
     }
     std::string predicted;
-    if (const auto& least = policy_.expand.predicted_efficiency_above) {
+    if (const auto& threshold = policy_.expand.predicted_efficiency_above) {
       const NodeMetrics* shaped = nullptr;
       for (const NodeMetrics& node : in.metrics) {
         if (node.metrics.graph_work_seconds > 0.0) shaped = &node;
@@ -418,9 +418,9 @@ Decision PolicyEngine::tick(const TickInput& in) {
         return hold(fired + " but expand.predicted_efficiency_above cannot predict: node '" +
                     shaped->name + "' reported lanes_per_rank 0");
       }
-      const bool enough = p->efficiency > *least;
+      const bool enough = p->efficiency > *threshold;
       predicted = "expand.predicted_efficiency_above: " + format_number(p->efficiency) +
-                  (enough ? " > " : " <= ") + format_number(*least) + " (" + describe(scaling, *p) + ")";
+                  (enough ? " > " : " <= ") + format_number(*threshold) + " (" + describe(scaling, *p) + ")";
       if (!enough) return hold(fired + " but " + predicted);
       predicted = "; " + predicted;
     }

@@ -19,7 +19,6 @@
 #include "bellows/runtime/device_choice.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/options.hpp"
-#include "bellows/runtime/regrid.hpp"
 #include "bellows/runtime/stats.hpp"
 #include "bellows/runtime/steal_policy.hpp"
 #include "bellows/runtime/task_graph.hpp"
@@ -215,8 +214,9 @@ class Engine {
   void withdraw_offloads();
   /// RuntimeOptions::emulated_slowdown for the iteration about to run.
   void apply_slowdown();
-  /// The layout of the collections over `ranks` (numbered as work.holder) after a resize.
-  [[nodiscard]] Regrid plan_regrid(const WorkMap& work, std::span<const int> ranks) const;
+  /// The re-grid over `ranks` (numbered as work.holder) at a resize (regrid.hpp): per tile
+  /// (numbered as in WorkMap), its new owner when it is kept and changes holder, else -1.
+  [[nodiscard]] std::vector<int> regrid_moves(const WorkMap& work, std::span<const int> ranks) const;
   /// After an expand to size_ ranks from `old_size`: the tiles that change owner as the
   /// job re-grids (none without RuntimeOptions::rebalance_on_resize).
   [[nodiscard]] std::vector<TileMove> plan_expand(int old_size) const;

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "bellows/runtime/regrid.hpp"
 #include "comm_engine.hpp"
 #include "engine.hpp"
 #include "sleeping_wait.hpp"
@@ -99,7 +100,7 @@ Engine::WorkMap Engine::map_work(const std::vector<char>& pinned_leaves) const {
   return work;
 }
 
-Regrid Engine::plan_regrid(const WorkMap& work, std::span<const int> ranks) const {
+std::vector<int> Engine::regrid_moves(const WorkMap& work, std::span<const int> ranks) const {
   std::vector<TileHolders> holders;
   for (std::size_t c = 0; c < collections_.size(); ++c) {
     const auto* coll = collections_[c];
@@ -107,7 +108,16 @@ Regrid Engine::plan_regrid(const WorkMap& work, std::span<const int> ranks) cons
     holders.push_back(TileHolders{coll->tile_rows(), coll->tile_cols(),
                                   std::vector<int>(first, first + coll->tile_rows() * coll->tile_cols())});
   }
-  return regrid(holders, ranks);
+  const Regrid layout = regrid(holders, ranks);
+  std::vector<int> to(work.holder.size(), -1);
+  for (std::size_t c = 0; c < collections_.size(); ++c) {
+    const auto& owners = layout.owners[c];
+    for (std::size_t slot = 0; slot < owners.size(); ++slot) {
+      const auto s = static_cast<std::size_t>(work.base[c]) + slot;
+      if (owners[slot] >= 0 && owners[slot] != work.holder[s]) to[s] = owners[slot];
+    }
+  }
+  return to;
 }
 
 std::vector<Engine::TileMove> Engine::plan_expand(int old_size) const {
@@ -116,16 +126,14 @@ std::vector<Engine::TileMove> Engine::plan_expand(int old_size) const {
   const WorkMap work = map_work({});
   std::vector<int> ranks(static_cast<std::size_t>(size_));
   std::iota(ranks.begin(), ranks.end(), 0);
-  const Regrid layout = plan_regrid(work, ranks);
+  const std::vector<int> to = regrid_moves(work, ranks);
   for (std::size_t c = 0; c < collections_.size(); ++c) {
     const int rows = collections_[c]->tile_rows();
-    const auto& owners = layout.owners[c];
-    for (std::size_t slot = 0; slot < owners.size(); ++slot) {
-      const auto s = static_cast<std::size_t>(work.base[c]) + slot;
-      if (owners[slot] < 0 || owners[slot] == work.holder[s]) continue;
-      const auto local = static_cast<int>(slot);
-      moves.push_back(TileMove{static_cast<CollectionId>(c), local % rows, local / rows, owners[slot],
-                               work.tasks[s]});
+    const int slots = rows * collections_[c]->tile_cols();
+    for (int slot = 0; slot < slots; ++slot) {
+      const auto s = static_cast<std::size_t>(work.base[c] + slot);
+      if (to[s] < 0) continue;
+      moves.push_back(TileMove{static_cast<CollectionId>(c), slot % rows, slot / rows, to[s], work.tasks[s]});
     }
   }
   return moves;
@@ -242,14 +250,7 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
     for (int r = 0; r < size_; ++r) {
       if (!leaver(r)) survivors.push_back(r);
     }
-    const Regrid layout = plan_regrid(work, survivors);
-    for (std::size_t c = 0; c < collections_.size(); ++c) {
-      const auto& owners = layout.owners[c];
-      for (std::size_t slot = 0; slot < owners.size(); ++slot) {
-        const auto s = static_cast<std::size_t>(work.base[c]) + slot;
-        if (owners[slot] >= 0 && owners[slot] != work.holder[s]) heir[s] = owners[slot];
-      }
-    }
+    heir = regrid_moves(work, survivors);
   } else {
     for (std::size_t s = 0; s < work.holder.size(); ++s) {
       if (leaver(work.holder[s])) heir[s] = backup(work.holder[s]);
