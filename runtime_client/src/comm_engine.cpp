@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
@@ -567,7 +568,9 @@ void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now)
   const auto next = steal_policy_.request_answered(
       steal_time(now), tasks_this_request_,
       std::chrono::duration_cast<StealPolicy::Time>(
-          std::chrono::duration<double>(engine_.round_trip_seconds())));
+          std::chrono::duration<double>(engine_.round_trip_seconds())),
+      engine_.recent_task_seconds().value_or(std::numeric_limits<double>::infinity()),
+      final_reply_hops_ + 1);
   next_ask_ns_.store(next.count(), std::memory_order_release);
 }
 

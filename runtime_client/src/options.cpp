@@ -61,6 +61,10 @@ std::string validate(const StealOptions& o) {
   if (o.victim_poll_us < 1) {
     return "steal victim poll must be at least 1 us, got " + std::to_string(o.victim_poll_us);
   }
+  if (o.request_visit_cost_us < 0) {
+    return "steal request visit cost must not be negative, got " +
+           std::to_string(o.request_visit_cost_us) + " us";
+  }
   return {};
 }
 

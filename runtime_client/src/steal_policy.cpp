@@ -1,6 +1,8 @@
 #include "bellows/runtime/steal_policy.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace bellows::runtime {
 
@@ -68,12 +70,13 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
 }
 
 StealPolicy::StealPolicy(const StealOptions& options, int rank, int size)
-    : options_(options), rank_(rank), size_(size) {
+    : options_(options), rank_(rank), size_(size), tasks_per_request_(options.chunk) {
   std::seed_seq seed{options_.seed, static_cast<unsigned>(rank_), 0xBE11u};
   random_.seed(seed);
 }
 
 void StealPolicy::start_iteration() noexcept {
+  doubling_backoff_us_ = 0;
   backoff_us_ = 0;
   next_ask_at_ = Time{0};
 }
@@ -97,12 +100,16 @@ void StealPolicy::reply_received(int victim, std::size_t tasks) noexcept {
   if (tasks > 0) last_victim_ = victim;
 }
 
-StealPolicy::Time StealPolicy::request_answered(Time now, std::uint64_t tasks, Time round_trip) {
+StealPolicy::Time StealPolicy::request_answered(Time now, std::uint64_t tasks, Time round_trip,
+                                                double task_seconds, int visits) {
+  tasks_per_request_ += (static_cast<double>(tasks) - tasks_per_request_) / kRequestMemory;
+  visits_per_request_ += (static_cast<double>(std::max(visits, 1)) - visits_per_request_) / kRequestMemory;
   if (tasks == 0) {
     // The last victim had nothing (nor had the victims it forwarded to): try at random.
     last_victim_ = -1;
     int first = options_.min_backoff_us;
     int longest = options_.max_backoff_us;
+    double stretch = 1.0;
     if (options_.cost_rule) {
       // Never shorter than the round trips, nor the ceiling (clamped to stay an int).
       const auto trips = std::chrono::duration_cast<std::chrono::microseconds>(round_trip).count() *
@@ -111,13 +118,32 @@ StealPolicy::Time StealPolicy::request_answered(Time now, std::uint64_t tasks, T
           std::clamp<std::int64_t>(trips, 0, std::numeric_limits<int>::max() / 2));
       first = std::max(first, trips_us);
       longest = std::max(longest, trips_us);
+      const double cost = request_cost_seconds();
+      const double yield = request_yield_seconds(task_seconds);
+      if (cost > yield) {
+        stretch = yield > 0.0 ? std::min(cost / yield, kMaxBackoffStretch) : kMaxBackoffStretch;
+      }
     }
-    backoff_us_ = backoff_us_ == 0 ? first : std::clamp(2 * backoff_us_, first, longest);
+    doubling_backoff_us_ = doubling_backoff_us_ == 0
+                               ? first
+                               : std::clamp(2 * doubling_backoff_us_, first, longest);
+    backoff_us_ = static_cast<int>(std::min<double>(doubling_backoff_us_ * stretch,
+                                                    std::numeric_limits<int>::max() / 2));
   } else {
+    doubling_backoff_us_ = 0;
     backoff_us_ = 0;
   }
   next_ask_at_ = now + std::chrono::microseconds(backoff_us_);
   return next_ask_at_;
+}
+
+double StealPolicy::request_cost_seconds() const noexcept {
+  return visits_per_request_ * options_.request_visit_cost_us * 1e-6;
+}
+
+double StealPolicy::request_yield_seconds(double task_seconds) const noexcept {
+  if (!std::isfinite(task_seconds)) return std::numeric_limits<double>::infinity();
+  return tasks_per_request_ * task_seconds;
 }
 
 std::optional<int> StealPolicy::last_victim() const noexcept {

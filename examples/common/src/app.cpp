@@ -111,6 +111,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "steal only when the measured costs say it pays: on or off");
   cli.add_option("--steal-victim-poll-us", o.steal.victim_poll_us,
                  "longest sleep of the communication thread of a rank with tasks to spare");
+  cli.add_option("--steal-request-visit-cost-us", o.steal.request_visit_cost_us,
+                 "what one victim's handling of a steal request costs, us (default 40): a thief "
+                 "whose requests bring less task time than that backs off longer");
   if (extra.add) extra.add(cli);
   const auto fail = [&](const std::string& message) -> std::optional<AppOptions> {
     if (speak) std::fprintf(stderr, "%s: error: %s\n", app.c_str(), message.c_str());

@@ -64,6 +64,12 @@ struct StealOptions {
   /// longer than a round trip (StealPolicy::choose_gifts, should_ask). Off: any task a
   /// victim can spare goes, as in John & Milthorpe.
   bool cost_rule = true;
+  /// What one victim's handling of a steal request costs the machine, us (waking its
+  /// communication thread, pricing its queue, answering): 40 us, as measured on 8 ranks on
+  /// 2 cores (communication-thread CPU with requests against without, per request
+  /// handled). Under cost_rule a thief whose requests bring less task time than they cost
+  /// their victims backs off longer (StealPolicy::request_answered).
+  int request_visit_cost_us = 40;
 };
 
 /// Returns an empty string when the options are usable, else what is wrong with them.

@@ -162,16 +162,41 @@ class StealPolicy {
   /// last victim.
   void reply_received(int victim, std::size_t tasks) noexcept;
 
-  /// The request is fully answered at `now` with `tasks` tasks over all its replies;
-  /// `round_trip` is the cost model's steal round trip after this one.
+  /// The request is fully answered at `now` with `tasks` tasks over all its replies, from
+  /// `visits` victims (1 + the times it was forwarded); `round_trip` is the cost model's
+  /// steal round trip after this one and `task_seconds` what a task typically takes to
+  /// run here (ThiefView::task_seconds).
   /// None: the rank forgets its last victim and backs off, min_backoff_us at first,
   /// doubling up to max_backoff_us. With StealOptions::cost_rule the backoff is never
   /// shorter than kBackoffRoundTrips round trips, nor its ceiling: a thief that asks
   /// again sooner than its previous answer took only finds the victims as they were, and
   /// each request wakes every rank it visits (on a loaded host round trips take
-  /// milliseconds, and a 50 us backoff kept a thief asking all the time).
+  /// milliseconds, and a 50 us backoff kept a thief asking all the time). Also with the
+  /// rule, while a request's yield (request_yield_seconds(): the task time a request
+  /// brings on average) is below its cost (request_cost_seconds(): what its visits take
+  /// of the victims), the backoff is stretched by cost / yield, at most
+  /// kMaxBackoffStretch times: requests that mostly come back empty cost the ranks they
+  /// wake more than they bring.
   /// Some: the backoff ends. Returns next_ask_at().
-  Time request_answered(Time now, std::uint64_t tasks, Time round_trip = Time{0});
+  Time request_answered(Time now, std::uint64_t tasks, Time round_trip = Time{0},
+                        double task_seconds = std::numeric_limits<double>::infinity(),
+                        int visits = 1);
+
+  /// What this rank's requests have brought: tasks per request, a running mean over the
+  /// answers so far that forgets with weight 1/kRequestMemory (starting at
+  /// StealOptions::chunk, as if the first requests were served in full).
+  [[nodiscard]] double tasks_per_request() const noexcept { return tasks_per_request_; }
+  /// The task time a request brings on average: tasks_per_request() * `task_seconds`.
+  [[nodiscard]] double request_yield_seconds(double task_seconds) const noexcept;
+  /// What a request costs its victims on average: visits per request (a running mean like
+  /// tasks_per_request(), starting at 1) * StealOptions::request_visit_cost_us.
+  [[nodiscard]] double request_cost_seconds() const noexcept;
+
+  /// Answers over which tasks_per_request() mostly forgets an earlier one.
+  static constexpr double kRequestMemory = 8.0;
+  /// The most a low yield stretches the backoff: 64 times, so that a thief still asks now
+  /// and then and learns when requests start to pay again.
+  static constexpr double kMaxBackoffStretch = 64.0;
 
   /// With StealOptions::cost_rule, the shortest backoff after an empty answer, and the
   /// least its ceiling may be, in round trips: one, the least that stops a thief from
@@ -181,7 +206,7 @@ class StealPolicy {
 
   /// The earliest time the rank may ask again (the origin, 0, before any answer).
   [[nodiscard]] Time next_ask_at() const noexcept { return next_ask_at_; }
-  /// The current backoff, microseconds (0: none).
+  /// The current backoff, microseconds (0: none), stretch included.
   [[nodiscard]] int backoff_us() const noexcept { return backoff_us_; }
   /// The last rank that gave work, if remembered.
   [[nodiscard]] std::optional<int> last_victim() const noexcept;
@@ -205,7 +230,10 @@ class StealPolicy {
   int size_;
   std::mt19937_64 random_;
   int last_victim_ = -1;
+  int doubling_backoff_us_ = 0;  ///< the backoff before its stretch
   int backoff_us_ = 0;
+  double tasks_per_request_;
+  double visits_per_request_ = 1.0;
   Time next_ask_at_{0};
 };
 
