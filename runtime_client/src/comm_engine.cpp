@@ -93,7 +93,7 @@ void CommEngine::reset_iteration_state() {
   partial_replies_seen_ = 0;
   tasks_this_request_ = 0;
   steal_policy_.start_iteration();
-  next_ask_ns_.store(0, std::memory_order_release);
+  next_ask_ns_.store(steal_policy_.next_ask_at().count(), std::memory_order_release);
   asking_pays_.store(true, std::memory_order_release);
   global_done_ = false;
   completed_everywhere_ = 0;

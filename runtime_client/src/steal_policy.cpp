@@ -70,12 +70,13 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
 }
 
 StealPolicy::StealPolicy(const StealOptions& options, int rank, int size)
-    : options_(options), rank_(rank), size_(size), tasks_per_request_(options.chunk) {
+    : options_(options), rank_(rank), size_(size), tasks_per_request_(1.0) {
   std::seed_seq seed{options_.seed, static_cast<unsigned>(rank_), 0xBE11u};
   random_.seed(seed);
 }
 
 void StealPolicy::start_iteration() noexcept {
+  if (stretched_) return;  // requests do not pay: the backoff runs on across iterations
   doubling_backoff_us_ = 0;
   backoff_us_ = 0;
   next_ask_at_ = Time{0};
@@ -129,7 +130,9 @@ StealPolicy::Time StealPolicy::request_answered(Time now, std::uint64_t tasks, T
                                : std::clamp(2 * doubling_backoff_us_, first, longest);
     backoff_us_ = static_cast<int>(std::min<double>(doubling_backoff_us_ * stretch,
                                                     std::numeric_limits<int>::max() / 2));
+    stretched_ = stretch > 1.0;
   } else {
+    stretched_ = false;
     doubling_backoff_us_ = 0;
     backoff_us_ = 0;
   }

@@ -538,20 +538,20 @@ TEST(StealPolicy, RequestsThatBringLessThanTheyCostStretchTheBackoff) {
   StealPolicy policy(steal_options(), 0, 4);  // backoff 50 to 2000 us, a visit costs 40 us
   const Time now{1'000'000};
   const auto trip = microseconds(100);
-  // Tasks of 15 us at GPU speed. Before any answer a request is expected to bring a full
-  // chunk, 4 tasks = 60 us, from one victim, 40 us.
-  EXPECT_DOUBLE_EQ(policy.tasks_per_request(), 4.0);
+  // Tasks of 60 us at GPU speed. Before any answer a request is expected to bring one
+  // task, 60 us, from one victim, 40 us.
+  EXPECT_DOUBLE_EQ(policy.tasks_per_request(), 1.0);
   EXPECT_DOUBLE_EQ(policy.request_cost_seconds(), 40e-6);
-  EXPECT_EQ(policy.request_answered(now, 0, trip, 15e-6, 1), now + microseconds(100));
-  EXPECT_DOUBLE_EQ(policy.tasks_per_request(), 3.5);  // 4 + (0 - 4) / 8
+  EXPECT_EQ(policy.request_answered(now, 0, trip, 60e-6, 1), now + microseconds(100));
+  EXPECT_DOUBLE_EQ(policy.tasks_per_request(), 0.875);  // 1 + (0 - 1) / 8
   // Empty answers pull the mean down until a request brings less than it costs:
-  // 3.0625 tasks (45.9 us), then 2.68 (40.2 us), then 2.34 tasks, 35.2 us < 40 us.
-  EXPECT_EQ(policy.request_answered(now, 0, trip, 15e-6, 1), now + microseconds(200));
-  EXPECT_EQ(policy.request_answered(now, 0, trip, 15e-6, 1), now + microseconds(400));
-  const double yield = policy.tasks_per_request() * 7.0 / 8.0 * 15e-6;
-  EXPECT_EQ(policy.request_answered(now, 0, trip, 15e-6, 1),
+  // 0.766 tasks (45.9 us), then 0.670 (40.2 us), then 0.586 tasks, 35.2 us < 40 us.
+  EXPECT_EQ(policy.request_answered(now, 0, trip, 60e-6, 1), now + microseconds(200));
+  EXPECT_EQ(policy.request_answered(now, 0, trip, 60e-6, 1), now + microseconds(400));
+  const double yield = policy.tasks_per_request() * 7.0 / 8.0 * 60e-6;
+  EXPECT_EQ(policy.request_answered(now, 0, trip, 60e-6, 1),
             now + microseconds(static_cast<int>(800 * (40e-6 / yield))));
-  EXPECT_DOUBLE_EQ(policy.request_yield_seconds(15e-6), yield);
+  EXPECT_DOUBLE_EQ(policy.request_yield_seconds(60e-6), yield);
   // Long tasks (10 GFLOP/s) pay for the same requests: the backoff is the plain doubling.
   EXPECT_EQ(policy.request_answered(now, 0, trip, 4e-3, 1), now + microseconds(1600));
   // The stretch stops at kMaxBackoffStretch: tasks of 1 ns bring nothing.
@@ -559,15 +559,15 @@ TEST(StealPolicy, RequestsThatBringLessThanTheyCostStretchTheBackoff) {
             now + microseconds(static_cast<int>(2000 * StealPolicy::kMaxBackoffStretch)));
   EXPECT_EQ(policy.backoff_us(), static_cast<int>(2000 * StealPolicy::kMaxBackoffStretch));
   // Served requests raise the mean again and end the backoff.
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(policy.request_answered(now, 4, trip, 15e-6, 1), now);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(policy.request_answered(now, 4, trip, 60e-6, 1), now);
   EXPECT_GT(policy.tasks_per_request(), 3.5);
-  EXPECT_EQ(policy.request_answered(now, 0, trip, 15e-6, 1), now + microseconds(100));
+  EXPECT_EQ(policy.request_answered(now, 0, trip, 60e-6, 1), now + microseconds(100));
 }
 
 TEST(StealPolicy, ForwardedRequestsCostEveryVictimTheyVisit) {
   StealPolicy policy(steal_options(), 0, 4);
   // Requests forwarded twice visit 3 victims: the mean moves from 1 towards 3.
-  policy.request_answered(Time{0}, 4, microseconds(100), 15e-6, 3);
+  policy.request_answered(Time{0}, 4, microseconds(100), 60e-6, 3);
   EXPECT_DOUBLE_EQ(policy.request_cost_seconds(), (1.0 + 2.0 / 8.0) * 40e-6);
   StealOptions o = steal_options();
   o.request_visit_cost_us = 0;  // requests cost nothing: never stretched
@@ -586,4 +586,19 @@ TEST(StealPolicy, WithoutTheCostRuleTheYieldDoesNotStretchTheBackoff) {
   for (const int backoff : {50, 100, 200, 400, 800, 1600, 2000, 2000}) {
     EXPECT_EQ(policy.request_answered(now, 0, microseconds(100), 1e-9), now + microseconds(backoff));
   }
+}
+
+TEST(StealPolicy, AStretchedBackoffRunsOnIntoTheNextIteration) {
+  StealPolicy policy(steal_options(), 0, 4);
+  const Time now{1'000'000};
+  // Tasks of 1 ns: a request brings nothing, the backoff is stretched 64 times.
+  const Time next = policy.request_answered(now, 0, microseconds(100), 1e-9, 1);
+  EXPECT_EQ(next, now + microseconds(static_cast<int>(100 * StealPolicy::kMaxBackoffStretch)));
+  policy.start_iteration();
+  EXPECT_EQ(policy.next_ask_at(), next);
+  // Requests that pay (tasks of 10 ms) leave an unstretched backoff, forgotten as before.
+  policy.request_answered(now, 0, microseconds(100), 10e-3, 1);
+  policy.start_iteration();
+  EXPECT_EQ(policy.next_ask_at(), Time{0});
+  EXPECT_EQ(policy.backoff_us(), 0);
 }

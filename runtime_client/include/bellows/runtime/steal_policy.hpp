@@ -132,7 +132,10 @@ class StealPolicy {
 
   // ---- thief side ----
 
-  /// Forgets the backoff at the start of an iteration (the last victim is kept).
+  /// Forgets the backoff at the start of an iteration (the last victim is kept), unless it
+  /// is stretched (request_answered: requests bring less than they cost): that backoff
+  /// runs on, or every iteration would start with a request that does not pay from each
+  /// rank that starves.
   void start_iteration() noexcept;
 
   /// True when the rank should send a request now: nothing is outstanding, the iteration
@@ -183,8 +186,8 @@ class StealPolicy {
                         int visits = 1);
 
   /// What this rank's requests have brought: tasks per request, a running mean over the
-  /// answers so far that forgets with weight 1/kRequestMemory (starting at
-  /// StealOptions::chunk, as if the first requests were served in full).
+  /// answers so far that forgets with weight 1/kRequestMemory (starting at 1, as if a
+  /// request brought one task).
   [[nodiscard]] double tasks_per_request() const noexcept { return tasks_per_request_; }
   /// The task time a request brings on average: tasks_per_request() * `task_seconds`.
   [[nodiscard]] double request_yield_seconds(double task_seconds) const noexcept;
@@ -232,6 +235,7 @@ class StealPolicy {
   int last_victim_ = -1;
   int doubling_backoff_us_ = 0;  ///< the backoff before its stretch
   int backoff_us_ = 0;
+  bool stretched_ = false;  ///< the current backoff is stretched
   double tasks_per_request_;
   double visits_per_request_ = 1.0;
   Time next_ask_at_{0};
