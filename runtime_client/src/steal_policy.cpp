@@ -70,7 +70,7 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
 }
 
 StealPolicy::StealPolicy(const StealOptions& options, int rank, int size)
-    : options_(options), rank_(rank), size_(size), tasks_per_request_(1.0) {
+    : options_(options), rank_(rank), size_(size) {
   std::seed_seq seed{options_.seed, static_cast<unsigned>(rank_), 0xBE11u};
   random_.seed(seed);
 }

@@ -236,7 +236,7 @@ class StealPolicy {
   int doubling_backoff_us_ = 0;  ///< the backoff before its stretch
   int backoff_us_ = 0;
   bool stretched_ = false;  ///< the current backoff is stretched
-  double tasks_per_request_;
+  double tasks_per_request_ = 1.0;
   double visits_per_request_ = 1.0;
   Time next_ask_at_{0};
 };
