@@ -12,7 +12,6 @@
 // still evens out what is left.
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>

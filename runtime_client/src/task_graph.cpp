@@ -25,8 +25,8 @@ GraphProfile TaskGraph::profile(
     const std::function<double(std::uint32_t task_class, double flops)>& seconds) const {
   GraphProfile out;
   out.tasks = tasks_.size();
-  // Kahn's order: a task is finished when its last predecessor is; finish[t] is the
-  // longest chain that ends with t.
+  // Kahn's order: a task becomes ready when its last predecessor has finished; start[t] is
+  // the longest chain of predecessors that ends just before t.
   std::vector<std::size_t> waiting(tasks_.size());
   std::vector<double> start(tasks_.size(), 0.0);
   std::vector<std::size_t> ready;
