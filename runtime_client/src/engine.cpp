@@ -29,6 +29,9 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
     throw std::invalid_argument("emulated slowdown factor must be positive, got " +
                                 std::to_string(options_.emulated_slowdown.factor));
   }
+  if (const auto problem = validate(options_.steal); !problem.empty()) {
+    throw std::invalid_argument(problem);
+  }
   if (!(options_.offload.min_imbalance >= 0.0) || !(options_.offload.min_compute_share >= 0.0)) {
     throw std::invalid_argument("offload min_imbalance and min_compute_share must not be negative, "
                                 "got " + std::to_string(options_.offload.min_imbalance) + " and " +

@@ -243,6 +243,17 @@ TEST_F(SingleRank, RejectsANonPositiveEmulatedRate) {
   EXPECT_THROW(br::Runtime(MPI_COMM_WORLD, emulated(-3.0)), std::invalid_argument);
 }
 
+TEST_F(SingleRank, RejectsUnusableStealOptions) {
+  auto options = cpu(1);
+  options.steal.request_visit_cost_us = -1;
+  EXPECT_EQ(bellows::testing::thrown_message([&] { br::Runtime r(MPI_COMM_WORLD, options); }),
+            "steal request visit cost must not be negative, got -1 us");
+  options = cpu(1);
+  options.steal.chunk = 0;
+  EXPECT_EQ(bellows::testing::thrown_message([&] { br::Runtime r(MPI_COMM_WORLD, options); }),
+            "steal chunk must be at least 1, got 0");
+}
+
 TEST_F(SingleRank, RejectsAnOwnerOutsideTheCommunicator) {
   br::Runtime runtime(MPI_COMM_WORLD, cpu(1));
   // Task i on rank i % 3, but the communicator has one rank: task 1 is out of range.
