@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <tuple>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
@@ -399,6 +400,7 @@ StealPolicy::ThiefView CommEngine::thief_view(StealPolicy::Time now) const {
     view.round_trip_seconds = engine_.round_trip_seconds();
     if (const auto task = engine_.recent_task_seconds()) view.task_seconds = *task;
     if (last_tile_bytes_ > 0) view.tile_move_seconds = engine_.transfer_seconds(-1, last_tile_bytes_);
+    std::tie(view.busiest_compute_share, view.mean_compute_share) = engine_.compute_shares();
   }
   return view;
 }

@@ -406,6 +406,11 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
   context.thief_load_seconds = thief_load_seconds;
   context.victim_load_seconds = remaining_work_seconds();
   context.reply_seconds = round_trip_seconds() / 2;
+  {
+    std::lock_guard cost_lock(cost_mutex_);
+    context.compute_share = compute_share_;
+    context.mean_compute_share = mean_compute_share_;
+  }
   const auto choose = [&](const std::vector<const ReadyTask*>& queue) {
     // Priced only near the back: the tasks a thief could take first. Those further ahead
     // still count for when the victim would start the others.
@@ -469,6 +474,7 @@ void Engine::task_measured(TaskClassId task_class, double flops, double seconds)
 void Engine::device_task_measured(std::size_t index, TaskClassId task_class, double flops,
                                   double compute_seconds) {
   std::lock_guard lock(cost_mutex_);
+  compute_seconds_this_iteration_ += compute_seconds;
   if (index < device_costs_.size()) device_costs_[index].task_ran(task_class, flops, compute_seconds);
 }
 
@@ -502,6 +508,11 @@ std::optional<double> Engine::recent_task_seconds() const {
 double Engine::transfer_seconds(int peer, std::uint64_t bytes) const {
   std::lock_guard lock(cost_mutex_);
   return cost_model_.transfer_seconds(peer, bytes);
+}
+
+std::pair<double, double> Engine::compute_shares() const {
+  std::lock_guard lock(cost_mutex_);
+  return {busiest_compute_share_, mean_compute_share_};
 }
 
 CostSummary Engine::cost_summary() const {
@@ -831,6 +842,10 @@ IterationReport Engine::run_iteration() {
   first_task_steady_ns_.store(0);
   roots_queued_.store(false, std::memory_order_release);
   if (trace_) trace_->begin_iteration(iteration_);
+  {
+    std::lock_guard lock(cost_mutex_);
+    compute_seconds_this_iteration_ = 0.0;
+  }
 
   if (link_) {
     // Collections are the application's host memory, which it may read or write between
@@ -892,11 +907,30 @@ IterationReport Engine::run_iteration() {
   report.first_task_steady_ns = first_task_steady_ns_.load();
   report.start_steady_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(iteration_start_.time_since_epoch()).count();
-  std::array<MPI_Request, 2> reductions{};
+  double compute_share = 0.0;
+  {
+    std::lock_guard lock(cost_mutex_);
+    if (elapsed > 0.0) {
+      compute_share = std::clamp(
+          compute_seconds_this_iteration_ / (elapsed * static_cast<double>(lanes())), 0.0, 1.0);
+    }
+  }
+  double busiest_compute_share = 0.0, summed_compute_share = 0.0;
+  std::array<MPI_Request, 4> reductions{};
   MPI_Iallreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_, &reductions[0]);
   MPI_Iallreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_,
                  &reductions[1]);
-  wait_all_asleep(reductions.data(), 2);
+  MPI_Iallreduce(&compute_share, &busiest_compute_share, 1, MPI_DOUBLE, MPI_MAX, comm_,
+                 &reductions[2]);
+  MPI_Iallreduce(&compute_share, &summed_compute_share, 1, MPI_DOUBLE, MPI_SUM, comm_,
+                 &reductions[3]);
+  wait_all_asleep(reductions.data(), 4);
+  {
+    std::lock_guard lock(cost_mutex_);
+    compute_share_ = compute_share;
+    busiest_compute_share_ = busiest_compute_share;
+    mean_compute_share_ = summed_compute_share / static_cast<double>(size_);
+  }
   previous_iteration_seconds_ = report.seconds;
   total_stats_.add(report.local);
   if (trace_) trace_->flush();

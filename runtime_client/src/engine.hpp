@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "bellows/runtime/collection.hpp"
@@ -133,6 +134,10 @@ class Engine {
   /// What a task has taken to run here lately; nullopt before the first one ran.
   [[nodiscard]] std::optional<double> recent_task_seconds() const;
   [[nodiscard]] double transfer_seconds(int peer, std::uint64_t bytes) const;
+  /// The largest share of the last iteration any rank's device spent computing, per lane,
+  /// and the mean over the ranks (StealPolicy::ThiefView::busiest_compute_share and
+  /// mean_compute_share; both 0 before the first iteration ended).
+  [[nodiscard]] std::pair<double, double> compute_shares() const;
   [[nodiscard]] CostSummary cost_summary() const;
   /// Tasks the device runs at once.
   [[nodiscard]] int lanes() const noexcept;
@@ -265,6 +270,12 @@ class Engine {
   CostModel cost_model_;
   std::vector<CostModel> device_costs_;   // per device, compute only; guarded by cost_mutex_
   std::vector<double> backlog_seconds_;   // per device, predicted; guarded by cost_mutex_
+  double compute_seconds_this_iteration_ = 0.0;  // all devices' tasks; guarded by cost_mutex_
+  /// StealPolicy::GiftContext::compute_share: this rank's in the last iteration, the
+  /// largest over all ranks and their mean. Guarded by cost_mutex_.
+  double compute_share_ = 0.0;
+  double busiest_compute_share_ = 0.0;
+  double mean_compute_share_ = 0.0;
   std::shared_ptr<EmulatedLink> link_;    // devices emulated and hybrid
   std::int64_t total_task_count_ = 0;
   std::atomic<std::uint64_t> completed_unreported_{0};

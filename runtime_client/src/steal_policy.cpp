@@ -48,6 +48,7 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
   const double lanes = static_cast<double>(std::max(context.lanes, 1));
   std::vector<double> ahead(queue.size() + 1, 0.0);  // run time of the tasks before position i
   for (std::size_t i = 0; i < queue.size(); ++i) ahead[i + 1] = ahead[i] + queue[i].run_seconds;
+  const double weight = move_weight(context.compute_share, context.mean_compute_share);
   double thief_clock = context.reply_seconds;  // when the thief is done with the gifts so far
   double thief_load = context.thief_load_seconds;
   double victim_load = context.victim_load_seconds;
@@ -57,7 +58,7 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
     double given_ahead = 0.0;
     for (const std::size_t j : chosen) given_ahead += j < i ? queue[j].run_seconds : 0.0;
     const double victim_starts = (ahead[i] - given_ahead) / lanes;
-    if (c.run_seconds <= c.fetch_seconds + c.return_seconds) continue;
+    if (c.run_seconds <= weight * (c.fetch_seconds + c.return_seconds)) continue;
     const double thief_cost = c.fetch_seconds + c.run_seconds;
     if (thief_clock + thief_cost + c.return_seconds >= victim_starts) continue;
     if (thief_load + thief_cost + c.return_seconds >= victim_load - c.run_seconds / lanes) continue;
@@ -67,6 +68,13 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
     victim_load -= c.run_seconds / lanes;
   }
   return chosen;
+}
+
+double StealPolicy::move_weight(double victim_share, double mean_share) noexcept {
+  const double waits = 1.0 - std::clamp(victim_share, 0.0, 1.0);
+  const double mean_waits = 1.0 - std::clamp(mean_share, 0.0, 1.0);
+  if (!(mean_waits > 0.0) || waits >= mean_waits) return 1.0;
+  return waits / mean_waits;
 }
 
 StealPolicy::StealPolicy(const StealOptions& options, int rank, int size)
@@ -89,7 +97,9 @@ bool StealPolicy::should_ask(Time now, const ThiefView& view) const noexcept {
 
 bool StealPolicy::asking_pays(const StealOptions& options, const ThiefView& view) noexcept {
   return !options.cost_rule || (view.expected_idle_seconds > view.round_trip_seconds &&
-                                view.task_seconds > view.tile_move_seconds);
+                                view.task_seconds > move_weight(view.busiest_compute_share,
+                                                                view.mean_compute_share) *
+                                                        view.tile_move_seconds);
 }
 
 std::optional<int> StealPolicy::choose_victim() {

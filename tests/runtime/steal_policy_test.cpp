@@ -451,6 +451,35 @@ TEST(StealPolicy, RefusesATaskThatMovesLessComputeThanTransfer) {
             (std::vector<std::size_t>{39}));
 }
 
+TEST(StealPolicy, MovesWeighFullyUnlessTheVictimWaitedLessThanTheAverageRank) {
+  // Before the first iteration ends, and for any rank that waited for tiles at least as
+  // much as the average rank, a gift's moves count in full.
+  EXPECT_DOUBLE_EQ(StealPolicy::move_weight(0.0, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(StealPolicy::move_weight(0.8, 0.8), 1.0);  // balanced job
+  EXPECT_DOUBLE_EQ(StealPolicy::move_weight(0.5, 0.6), 1.0);  // a rank below the average
+  EXPECT_DOUBLE_EQ(StealPolicy::move_weight(1.0, 1.0), 1.0);  // no rank waited at all
+  // An overloaded rank: it computed 90 % of the iteration and waited 10 %, where the
+  // ranks waited 30 % on average: its moves weigh a third.
+  EXPECT_NEAR(StealPolicy::move_weight(0.9, 0.7), 1.0 / 3.0, 1e-12);
+  EXPECT_DOUBLE_EQ(StealPolicy::move_weight(1.0, 0.7), 0.0);  // it never waited
+  // Shares outside [0, 1] are clamped.
+  EXPECT_DOUBLE_EQ(StealPolicy::move_weight(1.5, -0.2), 0.0);
+}
+
+TEST(StealPolicy, AnOverloadedVictimGivesTasksThatMoveLessComputeThanTransfer) {
+  // 100 GFLOP/s: 40 tasks of 0.34 ms, each moving 0.6 ms of tiles; the thief is idle.
+  const auto queue = queue_of(40, 0.34e-3, 0.4e-3, 0.2e-3);
+  auto context = loads(14e-3, 0.0);
+  // As a balanced rank (computing as much as the average), rule 0 refuses every task.
+  context.compute_share = 0.7;
+  context.mean_compute_share = 0.7;
+  EXPECT_TRUE(StealPolicy::choose_gifts(steal_options(), queue, context, 2).empty());
+  // As the overloaded rank of a skewed job, the moves weigh a third (0.2 ms): two go.
+  context.compute_share = 0.9;
+  EXPECT_EQ(StealPolicy::choose_gifts(steal_options(), queue, context, 2),
+            (std::vector<std::size_t>{39, 38}));
+}
+
 TEST(StealPolicy, PrefersTasksWhoseInputsTheThiefHolds) {
   auto queue = queue_of(10, 10e-3, 2e-3);
   queue[3].fetch_seconds = 0.0;  // the thief holds its inputs
@@ -514,6 +543,21 @@ TEST(StealPolicy, AsksOnlyWhenATaskRunsLongerThanItsTileMoves) {
   view.task_seconds = 0.3e-3;
   EXPECT_TRUE(StealPolicy::asking_pays(o, view));
   EXPECT_TRUE(StealPolicy(o, 0, 4).should_ask(Time{0}, view));
+}
+
+TEST(StealPolicy, AThiefWeighsItsTileMovesAsTheBusiestVictimWould) {
+  StealPolicy policy(steal_options(), 0, 4);
+  auto view = starving_view();
+  view.round_trip_seconds = 100e-6;
+  view.task_seconds = 0.34e-3;
+  view.tile_move_seconds = 0.5e-3;
+  EXPECT_FALSE(StealPolicy::asking_pays(policy.options(), view));
+  // The busiest rank computed 90 % of the last iteration, the average 70 %: its gifts
+  // weigh their moves at a third, and a task can outweigh its tile there.
+  view.busiest_compute_share = 0.9;
+  view.mean_compute_share = 0.7;
+  EXPECT_TRUE(StealPolicy::asking_pays(policy.options(), view));
+  EXPECT_TRUE(policy.should_ask(Time{0}, view));
 }
 
 TEST(StealPolicy, UnderTheCostRuleABackoffIsNeverShorterThanARoundTrip) {

@@ -64,6 +64,11 @@ class StealPolicy {
     /// What moving one tile to this rank typically takes (CostModel: the latest tile size;
     /// 0 before any tile came).
     double tile_move_seconds = 0.0;
+    /// The largest compute share (GiftContext::compute_share) of any rank in the last
+    /// iteration, and the mean over all ranks (0 before the first iteration ended): no
+    /// victim weighs a gift's moves lighter than move_weight() of these two.
+    double busiest_compute_share = 0.0;
+    double mean_compute_share = 0.0;
   };
 
   /// A task queued on a victim, priced by the victim's cost model for one thief.
@@ -80,7 +85,21 @@ class StealPolicy {
     double victim_load_seconds = 0.0;  ///< victim's predicted work left, per lane
     double thief_load_seconds = 0.0;   ///< thief's, from its request
     double reply_seconds = 0.0;        ///< the reply's way to the thief (half a round trip)
+    /// The share of the last iteration the victim's device spent computing, per lane, in
+    /// [0, 1] (0 before the first iteration ended): the rest it waited for tiles, or moved
+    /// them over its own link.
+    double compute_share = 0.0;
+    /// The mean of compute_share over all ranks in the last iteration.
+    double mean_compute_share = 0.0;
   };
+
+  /// How much a gift's moves weigh in rule 0 of choose_gifts, for a victim whose device
+  /// computed `victim_share` of the last iteration where the ranks computed `mean_share` on
+  /// average (both clamped to [0, 1]): the victim's waiting share over the average rank's,
+  /// (1 - victim_share) / (1 - mean_share), when the victim waited less than the average
+  /// rank; else 1 (a balanced job, a rank no busier than the others, or the first
+  /// iteration: all shares 0).
+  [[nodiscard]] static double move_weight(double victim_share, double mean_share) noexcept;
 
   /// Rank `rank` of `size` ranks. The random sequence is std::mt19937_64 seeded with
   /// std::seed_seq{options.seed, rank, 0xBE11}.
@@ -116,8 +135,13 @@ class StealPolicy {
   /// Without StealOptions::cost_rule: the movable tasks nearest the back (lowest priority).
   /// With it, a task goes only when it pays (the rule of docs/runtime.md, "A steal is
   /// made only when it pays"):
-  ///  0. it moves more compute than transfer: run > fetch + return (else the two ranks
-  ///     spend more of the machine moving it than it takes off the victim); and
+  ///  0. it moves more compute than transfer: run > w * (fetch + return), w =
+  ///     move_weight(context.compute_share, context.mean_compute_share). With w = 1 (the
+  ///     first iteration, a balanced job), else the two ranks spend more of the machine
+  ///     moving it than it takes off the victim. An overloaded victim, one whose device
+  ///     waited for tiles less than the average rank's in the last iteration, is held
+  ///     back by its compute rather than by transfers: its gifts' moves weigh by how much
+  ///     less it waited (w < 1); and
   ///  1. the thief finishes it, inputs fetched and outputs returned, before the victim would
   ///     have started it: reply + the fetches and runs of the gifts before it and its own +
   ///     its return < (the run time of the tasks still ahead of it here) / lanes; and
@@ -144,9 +168,11 @@ class StealPolicy {
   /// request per rank is out at any time (section IV). With StealOptions::cost_rule also
   /// only when the rank expects to idle longer than a round trip
   /// (view.expected_idle_seconds > view.round_trip_seconds) and a typical task runs
-  /// longer than one of its tiles takes to move (view.task_seconds >
-  /// view.tile_move_seconds): otherwise no task could pass rule 0 of choose_gifts, and
-  /// the request would only cost the victims it wakes.
+  /// longer than one of its tiles takes to move, weighed as the busiest victim would
+  /// (view.task_seconds > move_weight(view.busiest_compute_share,
+  /// view.mean_compute_share) * view.tile_move_seconds):
+  /// otherwise no task could pass rule 0 of choose_gifts, and the request would only
+  /// cost the victims it wakes.
   [[nodiscard]] bool should_ask(Time now, const ThiefView& view) const noexcept;
 
   /// The cost rule's part of should_ask(): whether a request could pay for a rank that
