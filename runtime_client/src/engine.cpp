@@ -349,12 +349,16 @@ void Engine::prepare_local_tasks() {
   local_roots_.clear();
   local_task_count_ = 0;
   local_flops_ = 0.0;
+  local_by_priority_.clear();
   std::vector<InputSource> specs;
   for (const auto& cls : classes_) {
     cls->for_each_task([&](const TaskKey& key) {
       if (rank_of(key) != rank_) return;
       ++local_task_count_;
       local_flops_ += cls->flops(key);
+      auto& by_priority = local_by_priority_[cls->priority(key)];
+      by_priority.tasks += 1;
+      by_priority.flops += cls->flops(key);
       specs.clear();
       cls->inputs(key, specs);
       bool has_predecessor = false;
@@ -418,12 +422,27 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
     std::vector<StealPolicy::GiftCandidate> candidates(queue.size());
     std::vector<InputSource> specs;
     std::lock_guard cost_lock(cost_mutex_);
+    // What is still to run here at each priority, summed over the priorities above it.
+    std::map<std::int64_t, PriorityWork, std::greater<>> above;
+    if (options_.steal.cost_rule) {
+      std::lock_guard priority_lock(priority_mutex_);
+      PriorityWork sum;
+      for (const auto& [priority, work] : remaining_by_priority_) {
+        above[priority] = sum;
+        sum.tasks += work.tasks;
+        sum.flops += work.flops;
+      }
+    }
     for (std::size_t i = 0; i < queue.size(); ++i) {
       const ReadyTask& task = *queue[i];
       auto& c = candidates[i];
       c.run_seconds = cost_model_.task_seconds(task.key.task_class, task.flops);
       c.movable = !task.migrated && queue.size() - i <= kPriced;
       if (!c.movable || !options_.steal.cost_rule) continue;
+      if (const auto it = above.find(task.priority); it != above.end()) {
+        c.outranking_seconds = cost_model_.work_seconds(static_cast<double>(it->second.tasks),
+                                                        it->second.flops);
+      }
       specs.clear();
       task.task_class->inputs(task.key, specs);
       for (std::size_t slot = 0; slot < task.tiles.size() && slot < specs.size(); ++slot) {
@@ -447,6 +466,7 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
   double flops = 0.0;
   for (const auto& t : tasks) {
     record_migration(t->key, thief);
+    leaves_remaining_work(t->priority, 1, t->flops);
     flops += t->flops;
   }
   if (devices_.size() > 1) {
@@ -464,6 +484,15 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
     trace_->sample(iteration_clock(), left, completed_this_iteration_.load());
   }
   return tasks;
+}
+
+void Engine::leaves_remaining_work(std::int64_t priority, std::int64_t tasks, double flops) {
+  std::lock_guard lock(priority_mutex_);
+  const auto it = remaining_by_priority_.find(priority);
+  if (it == remaining_by_priority_.end()) return;  // not counted (e.g. before the iteration)
+  it->second.tasks -= tasks;
+  it->second.flops -= flops;
+  if (it->second.tasks <= 0) remaining_by_priority_.erase(it);
 }
 
 void Engine::task_measured(TaskClassId task_class, double flops, double seconds) {
@@ -543,6 +572,12 @@ void Engine::adopt_stolen(const TaskKey& key) {
   {
     std::lock_guard lock(migrations_mutex_);
     stolen_this_iteration_.push_back(key);
+  }
+  {
+    std::lock_guard priority_lock(priority_mutex_);
+    auto& by_priority = remaining_by_priority_[cls.priority(key)];
+    by_priority.tasks += 1;
+    by_priority.flops += cls.flops(key);
   }
   remaining_flops_.fetch_add(cls.flops(key), std::memory_order_relaxed);
   local_remaining_.fetch_add(1, std::memory_order_acq_rel);
@@ -762,6 +797,7 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
   thread_local std::vector<std::pair<int, std::vector<wire::Target>>> remote;
   const auto& cls = *task->task_class;
   const double flops = task->flops;
+  const std::int64_t priority = task->priority;
   // A task without inputs still has slot 0, which carries control tokens.
   const std::size_t slots = std::max<std::size_t>(task->tiles.size(), 1);
   for (std::size_t slot = 0; slot < slots; ++slot) {
@@ -817,6 +853,7 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
   completed_unreported_.fetch_add(1, std::memory_order_acq_rel);
   const auto completed = completed_this_iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
   ready_samples_sum_.fetch_add(ready_count(), std::memory_order_relaxed);
+  leaves_remaining_work(priority, 1, flops);
   remaining_flops_.fetch_sub(flops, std::memory_order_relaxed);
   const auto remaining = local_remaining_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (trace_) trace_->sample(iteration_clock(), ready_count(), completed);
@@ -836,6 +873,10 @@ IterationReport Engine::run_iteration() {
   cache_.clear();
   remaining_flops_.store(local_flops_, std::memory_order_relaxed);
   local_remaining_.store(local_task_count_, std::memory_order_release);
+  {
+    std::lock_guard lock(priority_mutex_);
+    remaining_by_priority_ = local_by_priority_;
+  }
   completed_unreported_.store(0);
   completed_this_iteration_.store(0);
   ready_samples_sum_.store(0);

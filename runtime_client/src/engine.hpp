@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mpi.h>
 #include <mutex>
@@ -145,6 +146,9 @@ class Engine {
   /// made here, every other slot arrives through deliver(). Runs it at once when it has
   /// nothing to receive.
   void adopt_stolen(const TaskKey& key);
+  /// `tasks` tasks of `priority` with `flops` in all left this iteration's remaining work
+  /// (run here, or given to a thief).
+  void leaves_remaining_work(std::int64_t priority, std::int64_t tasks, double flops);
   /// Where migrated tasks ran: key -> rank, recorded on the victim and on the thief (the
   /// override table on top of the fixed mapping). Thread-safe copy.
   [[nodiscard]] std::unordered_map<TaskKey, int> migrations() const;
@@ -265,6 +269,17 @@ class Engine {
   std::int64_t local_task_count_ = 0;
   std::atomic<std::int64_t> local_remaining_{0};
   double local_flops_ = 0.0;                 // flops of the tasks this rank owns
+  /// The tasks this rank owns by priority, highest first: their count and flops
+  /// (prepare_local_tasks()).
+  struct PriorityWork {
+    std::int64_t tasks = 0;
+    double flops = 0.0;
+  };
+  std::map<std::int64_t, PriorityWork, std::greater<>> local_by_priority_;
+  /// What of local_by_priority_ is still to run in this iteration, stolen tasks included:
+  /// less each task run or given away. Guarded by priority_mutex_.
+  std::map<std::int64_t, PriorityWork, std::greater<>> remaining_by_priority_;
+  mutable std::mutex priority_mutex_;
   std::atomic<double> remaining_flops_{0.0};  // flops of local_remaining_'s tasks
   mutable std::mutex cost_mutex_;            // guards cost_model_
   CostModel cost_model_;

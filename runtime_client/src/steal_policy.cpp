@@ -57,7 +57,11 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
     const GiftCandidate& c = queue[i];
     double given_ahead = 0.0;
     for (const std::size_t j : chosen) given_ahead += j < i ? queue[j].run_seconds : 0.0;
-    const double victim_starts = (ahead[i] - given_ahead) / lanes;
+    // The outranking tasks not yet queued run first only when they become ready in time:
+    // counted as far as the victim is held back by its compute (1 - weight), not its tiles.
+    const double outranking_later = std::max(c.outranking_seconds - ahead[i], 0.0);
+    const double victim_starts =
+        (ahead[i] + (1.0 - weight) * outranking_later - given_ahead) / lanes;
     if (c.run_seconds <= weight * (c.fetch_seconds + c.return_seconds)) continue;
     const double thief_cost = c.fetch_seconds + c.run_seconds;
     if (thief_clock + thief_cost + c.return_seconds >= victim_starts) continue;

@@ -480,6 +480,26 @@ TEST(StealPolicy, AnOverloadedVictimGivesTasksThatMoveLessComputeThanTransfer) {
             (std::vector<std::size_t>{39, 38}));
 }
 
+TEST(StealPolicy, AChainHeadAtTheBackStartsAfterTheWorkThatOutranksIt) {
+  // 2 chain heads queued, 1 ms each, moving 0.9 ms of tiles: by the queue alone the head at
+  // the back starts after 1 ms, before the thief would be done with it (1.91 ms): it stays.
+  auto queue = queue_of(2, 1e-3, 0.5e-3, 0.4e-3);
+  auto context = loads(20e-3, 0.0);
+  context.compute_share = 0.9;  // an overloaded victim: moves weigh a third
+  context.mean_compute_share = 0.7;
+  EXPECT_TRUE(StealPolicy::choose_gifts(steal_options(), queue, context, 1).empty());
+  // Each head leads a chain of 10 tasks that outrank it once ready (depth-first). The
+  // victim reaches the head at the back after the chain ahead of it, 10 ms, of which the
+  // 9 ms not yet queued count for two thirds: after 7 ms.
+  queue[1].outranking_seconds = 10e-3;
+  EXPECT_EQ(StealPolicy::choose_gifts(steal_options(), queue, context, 1),
+            (std::vector<std::size_t>{1}));
+  // A victim no busier than the average rank waits for its tiles as much as the others:
+  // what is not queued may not be ready in time, and only the queue counts.
+  context.compute_share = 0.7;
+  EXPECT_TRUE(StealPolicy::choose_gifts(steal_options(), queue, context, 1).empty());
+}
+
 TEST(StealPolicy, PrefersTasksWhoseInputsTheThiefHolds) {
   auto queue = queue_of(10, 10e-3, 2e-3);
   queue[3].fetch_seconds = 0.0;  // the thief holds its inputs

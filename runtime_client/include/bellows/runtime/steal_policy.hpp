@@ -76,6 +76,10 @@ class StealPolicy {
     double run_seconds = 0.0;     ///< predicted compute (the same on either rank)
     double fetch_seconds = 0.0;   ///< moving the inputs the thief does not hold to it
     double return_seconds = 0.0;  ///< moving what the task writes back to the victim
+    /// Predicted run time of the victim's tasks of this iteration, ready or not, that
+    /// outrank this one (a higher priority), on all its lanes together: the latest the
+    /// victim would start it, when they all become ready in time (0: not known).
+    double outranking_seconds = 0.0;
     bool movable = true;          ///< false: stolen before (never moves again), or not priced
   };
 
@@ -144,7 +148,14 @@ class StealPolicy {
   ///     less it waited (w < 1); and
   ///  1. the thief finishes it, inputs fetched and outputs returned, before the victim would
   ///     have started it: reply + the fetches and runs of the gifts before it and its own +
-  ///     its return < (the run time of the tasks still ahead of it here) / lanes; and
+  ///     its return < (ahead + (1 - w) * max(outranking_seconds - ahead, 0) - the gifts
+  ///     ahead of it) / lanes, where ahead is the run time of the tasks still ahead of it in
+  ///     the queue and w rule 0's weight. A task that becomes ready with a higher priority
+  ///     runs before it: under a depth-first priority (a chain's next step outranks every
+  ///     chain head still queued) the head at the back starts only when the chains ahead
+  ///     have run to their end. Those not yet queued run first only if ready in time, so
+  ///     they count as far as the victim is held back by its compute, not by its tiles
+  ///     (1 - w; not at all with w = 1); and
   ///  2. the gift shortens the longer of the two ranks' remaining work: thief load + fetches
   ///     and runs of the gifts so far + its return < victim load - their runs / lanes.
   /// Candidates are tried cheapest fetch first (locality: inputs the thief holds cost
