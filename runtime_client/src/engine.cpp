@@ -971,6 +971,8 @@ IterationReport Engine::run_iteration() {
     compute_share_ = compute_share;
     busiest_compute_share_ = busiest_compute_share;
     mean_compute_share_ = summed_compute_share / static_cast<double>(size_);
+    report.busiest_compute_share = busiest_compute_share_;
+    report.mean_compute_share = mean_compute_share_;
   }
   previous_iteration_seconds_ = report.seconds;
   total_stats_.add(report.local);

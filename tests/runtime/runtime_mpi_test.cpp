@@ -233,6 +233,12 @@ TEST_F(MpiTest, GemmIterationsAreBitIdentical) {
   EXPECT_EQ(r.reports[0].iteration, 1);
   EXPECT_EQ(r.reports[1].iteration, 2);
   EXPECT_EQ(r.reports[1].local.tasks_executed, r.owned) << "per-iteration count";
+  // Every rank computed part of each iteration; the busiest share bounds the mean.
+  for (const auto& report : r.reports) {
+    EXPECT_GT(report.mean_compute_share, 0.0);
+    EXPECT_LE(report.mean_compute_share, report.busiest_compute_share);
+    EXPECT_LE(report.busiest_compute_share, 1.0);
+  }
   if (rank() == 0) {
     ASSERT_EQ(r.c.size(), 2U);
     EXPECT_TRUE(bitwise_equal(r.c[0], r.c[1])) << "the second iteration computed another C";

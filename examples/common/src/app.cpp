@@ -326,7 +326,11 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   j["workers"] = options.workers;
   nlohmann::json its = nlohmann::json::array();
   for (const auto& it : iterations) {
-    its.push_back({{"seconds", it.seconds}, {"gflops", it.gflops}, {"ranks", it.ranks}});
+    its.push_back({{"seconds", it.seconds},
+                   {"gflops", it.gflops},
+                   {"ranks", it.ranks},
+                   {"busiest_compute_share", it.busiest_compute_share},
+                   {"mean_compute_share", it.mean_compute_share}});
   }
   j["iterations"] = its;
   j["verified"] = verified.value_or(false);

@@ -93,6 +93,10 @@ struct IterationReport {
   int ranks = 0;
   double seconds = 0.0;       ///< wall time, barrier to barrier (same on every rank)
   double total_flops = 0.0;   ///< summed over all ranks
+  /// The share of the iteration the devices spent computing, per lane: the largest over
+  /// the ranks and their mean (the cost rule's weights, docs/runtime.md).
+  double busiest_compute_share = 0.0;
+  double mean_compute_share = 0.0;
   RankStats local;            ///< this rank's share of the iteration
   /// When this rank's first task of the iteration started, as std::chrono::steady_clock
   /// nanoseconds since its epoch (comparable between processes of one host); 0: none.

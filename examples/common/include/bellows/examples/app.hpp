@@ -88,6 +88,8 @@ struct IterationResult {
   double seconds = 0.0;
   double gflops = 0.0;
   int ranks = 0;
+  double busiest_compute_share = 0.0;  ///< runtime::IterationReport's
+  double mean_compute_share = 0.0;
 };
 
 /// Prints the human summary (unless quiet) and, as the last line, the JSON object
