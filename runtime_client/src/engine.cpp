@@ -32,10 +32,8 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   if (const auto problem = validate(options_.steal); !problem.empty()) {
     throw std::invalid_argument(problem);
   }
-  if (!(options_.offload.min_imbalance >= 0.0) || !(options_.offload.min_compute_share >= 0.0)) {
-    throw std::invalid_argument("offload min_imbalance and min_compute_share must not be negative, "
-                                "got " + std::to_string(options_.offload.min_imbalance) + " and " +
-                                std::to_string(options_.offload.min_compute_share));
+  if (const auto problem = validate(options_.offload); !problem.empty()) {
+    throw std::invalid_argument(problem);
   }
   if (options_.emulated_link_gbps == RuntimeOptions::kLinkOfDevice)
     options_.emulated_link_gbps = options_.device == DeviceKind::hybrid ? 12.0 : 0.0;

@@ -68,4 +68,15 @@ std::string validate(const StealOptions& o) {
   return {};
 }
 
+std::string validate(const OffloadOptions& o) {
+  if (!(o.min_imbalance >= 0.0)) {
+    return "offload min imbalance must not be negative, got " + std::to_string(o.min_imbalance);
+  }
+  if (!(o.min_compute_share >= 0.0)) {
+    return "offload min compute share must not be negative, got " +
+           std::to_string(o.min_compute_share);
+  }
+  return {};
+}
+
 }  // namespace bellows::runtime

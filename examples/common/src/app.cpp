@@ -172,9 +172,8 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--offload must be on or off, got '" + offload + "'");
   }
   o.offload.enabled = offload == "on";
-  if (!(o.offload.min_imbalance >= 0.0)) return fail("--offload-min-imbalance must not be negative");
-  if (!(o.offload.min_compute_share >= 0.0)) {
-    return fail("--offload-min-compute-share must not be negative");
+  if (const auto problem = runtime::validate(o.offload); !problem.empty()) {
+    return fail("--offload-*: " + problem);
   }
   if (o.slowdown.rank < -1 || o.slowdown.rank >= ranks) {
     return fail("--slow-rank must be -1 or a rank below " + std::to_string(ranks) + ", got " +

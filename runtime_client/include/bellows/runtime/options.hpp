@@ -92,6 +92,9 @@ struct OffloadOptions {
   double min_compute_share = 0.5;
 };
 
+/// Returns an empty string when the options are usable, else what is wrong with them.
+[[nodiscard]] std::string validate(const OffloadOptions& options);
+
 /// A rank whose emulated device slows down part-way through a job, as under a noisy
 /// neighbour: from iteration `from_iteration` on (the first is 1), rank `rank` takes
 /// `factor` times its modeled time for every task. For experiments on an imbalance that
