@@ -168,19 +168,10 @@ void check_input(const TickInput& in) {
     auto where = [&node] {
       return "tick input: node '" + node.name + "' (index " + std::to_string(node.index) + "): ";
     };
-    const protocol::Metrics& m = node.metrics;
-    if (!(m.busy_fraction >= 0.0 && m.busy_fraction <= 1.0)) {
-      throw std::invalid_argument(where() + "busy_fraction must be between 0 and 1, got " +
-                                  format_number(m.busy_fraction));
-    }
-    if (m.steals_failed > m.steals_sent) {
-      throw std::invalid_argument(where() + "steals_failed (" + std::to_string(m.steals_failed) +
-                                  ") is larger than steals_sent (" +
-                                  std::to_string(m.steals_sent) + ")");
-    }
-    if (!(m.iteration_seconds >= 0.0)) {
-      throw std::invalid_argument(where() + "iteration_seconds must not be negative, got " +
-                                  format_number(m.iteration_seconds));
+    // The same check as the metrics message's (protocol::check): a caller that built the
+    // input itself, not from a checked message, is held to the same rules.
+    if (const auto problem = protocol::check(node.metrics); !problem.empty()) {
+      throw std::invalid_argument(where() + problem);
     }
   }
 }

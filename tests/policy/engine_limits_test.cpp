@@ -180,16 +180,17 @@ TEST(PolicyEngineLimits, BadInputIsNamed) {
   auto metrics = nodes(3, 0, 0.5);
   metrics[1].metrics.busy_fraction = 1.5;
   EXPECT_EQ(thrown([&] { (void)engine.tick(input(t0, metrics)); }),
-            "tick input: node 'n1' (index 1): busy_fraction must be between 0 and 1, got 1.5");
+            "tick input: node 'n1' (index 1): busy_fraction: 1.500000 is not in [0, 1]");
   metrics = nodes(3, 0, 0.5);
   metrics[2].metrics.steals_sent = 3;
   metrics[2].metrics.steals_failed = 4;
   EXPECT_EQ(thrown([&] { (void)engine.tick(input(t0, metrics)); }),
-            "tick input: node 'n2' (index 2): steals_failed (4) is larger than steals_sent (3)");
+            "tick input: node 'n2' (index 2): steals_failed: 4 exceeds steals_sent 3");
   metrics = nodes(3, 0, 0.5);
   metrics[0].metrics.iteration_seconds = -2.5;
   EXPECT_EQ(thrown([&] { (void)engine.tick(input(t0, metrics)); }),
-            "tick input: node 'n0' (index 0): iteration_seconds must not be negative, got -2.5");
+            "tick input: node 'n0' (index 0): iteration_seconds: -2.500000 is not a finite time "
+            ">= 0");
   metrics = nodes(3, 0, 0.5);
   auto in = input(t0, metrics);
   in.nodes = 0;
