@@ -354,9 +354,7 @@ void Engine::prepare_local_tasks() {
       if (rank_of(key) != rank_) return;
       ++local_task_count_;
       local_flops_ += cls->flops(key);
-      auto& by_priority = local_by_priority_[cls->priority(key)];
-      by_priority.tasks += 1;
-      by_priority.flops += cls->flops(key);
+      local_by_priority_[cls->priority(key)].add_task(cls->flops(key));
       specs.clear();
       cls->inputs(key, specs);
       bool has_predecessor = false;
@@ -464,7 +462,7 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
   double flops = 0.0;
   for (const auto& t : tasks) {
     record_migration(t->key, thief);
-    leaves_remaining_work(t->priority, 1, t->flops);
+    leaves_remaining_work(t->priority, t->flops);
     flops += t->flops;
   }
   if (devices_.size() > 1) {
@@ -484,11 +482,11 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
   return tasks;
 }
 
-void Engine::leaves_remaining_work(std::int64_t priority, std::int64_t tasks, double flops) {
+void Engine::leaves_remaining_work(std::int64_t priority, double flops) {
   std::lock_guard lock(priority_mutex_);
   const auto it = remaining_by_priority_.find(priority);
   if (it == remaining_by_priority_.end()) return;  // not counted (e.g. before the iteration)
-  it->second.tasks -= tasks;
+  it->second.tasks -= 1;
   it->second.flops -= flops;
   if (it->second.tasks <= 0) remaining_by_priority_.erase(it);
 }
@@ -573,9 +571,7 @@ void Engine::adopt_stolen(const TaskKey& key) {
   }
   {
     std::lock_guard priority_lock(priority_mutex_);
-    auto& by_priority = remaining_by_priority_[cls.priority(key)];
-    by_priority.tasks += 1;
-    by_priority.flops += cls.flops(key);
+    remaining_by_priority_[cls.priority(key)].add_task(cls.flops(key));
   }
   remaining_flops_.fetch_add(cls.flops(key), std::memory_order_relaxed);
   local_remaining_.fetch_add(1, std::memory_order_acq_rel);
@@ -851,7 +847,7 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
   completed_unreported_.fetch_add(1, std::memory_order_acq_rel);
   const auto completed = completed_this_iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
   ready_samples_sum_.fetch_add(ready_count(), std::memory_order_relaxed);
-  leaves_remaining_work(priority, 1, flops);
+  leaves_remaining_work(priority, flops);
   remaining_flops_.fetch_sub(flops, std::memory_order_relaxed);
   const auto remaining = local_remaining_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (trace_) trace_->sample(iteration_clock(), ready_count(), completed);

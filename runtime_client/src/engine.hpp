@@ -146,9 +146,9 @@ class Engine {
   /// made here, every other slot arrives through deliver(). Runs it at once when it has
   /// nothing to receive.
   void adopt_stolen(const TaskKey& key);
-  /// `tasks` tasks of `priority` with `flops` in all left this iteration's remaining work
-  /// (run here, or given to a thief).
-  void leaves_remaining_work(std::int64_t priority, std::int64_t tasks, double flops);
+  /// A task of `priority` with `flops` left this iteration's remaining work (run here, or
+  /// given to a thief).
+  void leaves_remaining_work(std::int64_t priority, double flops);
   /// Where migrated tasks ran: key -> rank, recorded on the victim and on the thief (the
   /// override table on top of the fixed mapping). Thread-safe copy.
   [[nodiscard]] std::unordered_map<TaskKey, int> migrations() const;
@@ -274,6 +274,10 @@ class Engine {
   struct PriorityWork {
     std::int64_t tasks = 0;
     double flops = 0.0;
+    void add_task(double task_flops) noexcept {
+      tasks += 1;
+      flops += task_flops;
+    }
   };
   std::map<std::int64_t, PriorityWork, std::greater<>> local_by_priority_;
   /// What of local_by_priority_ is still to run in this iteration, stolen tasks included:
