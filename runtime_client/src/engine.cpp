@@ -35,8 +35,7 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   if (const auto problem = validate(options_.offload); !problem.empty()) {
     throw std::invalid_argument(problem);
   }
-  if (options_.emulated_link_gbps == RuntimeOptions::kLinkOfDevice)
-    options_.emulated_link_gbps = options_.device == DeviceKind::hybrid ? 12.0 : 0.0;
+  options_.emulated_link_gbps = emulated_link_of(options_);
   if (emulated && !(options_.emulated_link_gbps >= 0.0 && options_.emulated_link_latency_us >= 0.0)) {
     throw std::invalid_argument("emulated link rate and latency must not be negative, got " +
                                 std::to_string(options_.emulated_link_gbps) + " GB/s and " +

@@ -79,4 +79,9 @@ std::string validate(const OffloadOptions& o) {
   return {};
 }
 
+double emulated_link_of(const RuntimeOptions& options) noexcept {
+  if (options.emulated_link_gbps != RuntimeOptions::kLinkOfDevice) return options.emulated_link_gbps;
+  return options.device == DeviceKind::hybrid ? RuntimeOptions::kHybridLinkGbps : 0.0;
+}
+
 }  // namespace bellows::runtime

@@ -22,6 +22,8 @@ def main():
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--iterations", type=int, required=True)
     parser.add_argument("--verified", choices=["true", "false"], required=True)
+    parser.add_argument("--link-gbps", type=float,
+                        help="the emulated device's host <-> device link the report names")
     parser.add_argument("--tasks", action="append", default=[],
                         help="CLASS=COUNT per iteration, summed over rank_stats")
     parser.add_argument("command", nargs=argparse.REMAINDER)
@@ -45,6 +47,10 @@ def main():
     expect(report["tile"] == args.tile, f"tile {report['tile']}, expected {args.tile}")
     expect(report["ranks"] == args.ranks, f"ranks {report['ranks']}, expected {args.ranks}")
     expect(report["kernel"] == args.kernel, f"kernel {report['kernel']!r}, expected {args.kernel!r}")
+
+    if args.link_gbps is not None:
+        expect(report.get("emulated_link_gbps") == args.link_gbps,
+               f"emulated_link_gbps {report.get('emulated_link_gbps')!r}, expected {args.link_gbps}")
 
     iterations = report["iterations"]
     expect(isinstance(iterations, list) and len(iterations) == args.iterations,

@@ -63,7 +63,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--emulated-compute", emulated_compute,
                  "the emulated device also computes each task (on the CPU, within its modeled "
                  "time): a node of the stated speed with exact results, on or off");
-  cli.add_option("--emulated-link-gbps", o.emulated_link_gbps,
+  auto* link_option = cli.add_option("--emulated-link-gbps", o.emulated_link_gbps,
                  "host <-> device link of the emulated device, GB/s (0: moving tiles is free; default: "
                  "12 with --kernel hybrid, free with --kernel emulated)");
   cli.add_option("--emulated-link-latency-us", o.emulated_link_latency_us,
@@ -141,8 +141,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   if (o.workers <= 0) return fail("--workers must be positive, got " + std::to_string(o.workers));
   if (!(o.emulated_gflops > 0.0)) return fail("--emulated-gflops must be positive");
   if (o.emulated_lanes <= 0) return fail("--emulated-lanes must be positive");
-  if (!(o.emulated_link_gbps >= 0.0) && o.emulated_link_gbps != runtime::RuntimeOptions::kLinkOfDevice)
+  if (link_option->count() > 0 && !(o.emulated_link_gbps >= 0.0)) {
     return fail("--emulated-link-gbps must not be negative");
+  }
   if (!(o.emulated_link_latency_us >= 0.0)) {
     return fail("--emulated-link-latency-us must not be negative");
   }
@@ -323,6 +324,10 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   j["ranks"] = ranks;
   j["kernel"] = std::string(runtime::to_string(options.kernel));
   j["workers"] = options.workers;
+  if (options.kernel == runtime::DeviceKind::emulated || options.kernel == runtime::DeviceKind::hybrid) {
+    j["emulated_gflops"] = options.emulated_gflops;
+    j["emulated_link_gbps"] = runtime::emulated_link_of(runtime_options(options));
+  }
   nlohmann::json its = nlohmann::json::array();
   for (const auto& it : iterations) {
     its.push_back({{"seconds", it.seconds},

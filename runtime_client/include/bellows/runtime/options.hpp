@@ -125,7 +125,9 @@ struct RuntimeOptions {
   /// link one at a time. kLinkOfDevice (the default): 12 GB/s, about what PCIe 3.0 x16
   /// sustains, in hybrid mode, where the choice of device weighs it; a free link for the
   /// emulated device alone, so that a GPU-speed rank is its rate alone unless a link is named.
+  /// emulated_link_of(options) gives the rate the device charges.
   static constexpr double kLinkOfDevice = -1.0;
+  static constexpr double kHybridLinkGbps = 12.0;
   double emulated_link_gbps = kLinkOfDevice;
   /// Fixed cost of one transfer over that link, microseconds.
   double emulated_link_latency_us = 10.0;
@@ -155,5 +157,9 @@ struct RuntimeOptions {
   /// Devices emulated and hybrid; the factor must be positive.
   EmulatedSlowdown emulated_slowdown;
 };
+
+/// The link rate the emulated device charges, GB/s: `emulated_link_gbps` as named, or for
+/// kLinkOfDevice kHybridLinkGbps in hybrid mode and 0 (free) otherwise.
+[[nodiscard]] double emulated_link_of(const RuntimeOptions& options) noexcept;
 
 }  // namespace bellows::runtime

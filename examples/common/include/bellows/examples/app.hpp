@@ -32,7 +32,9 @@ struct AppOptions {
   double emulated_gflops = 1000;  ///< rate of the emulated device
   int emulated_lanes = 1;
   bool emulated_compute = false;  ///< --emulated-compute on|off
-  double emulated_link_gbps = 12.0;       ///< host <-> device link of the emulated device
+  /// Host <-> device link of the emulated device, GB/s; by default the runtime's
+  /// (runtime::emulated_link_of: 12 in hybrid mode, free for the emulated device alone).
+  double emulated_link_gbps = runtime::RuntimeOptions::kLinkOfDevice;
   double emulated_link_latency_us = 10.0;
   unsigned seed = 42;
   bool quiet = false;             ///< only the JSON line
