@@ -123,8 +123,7 @@ int run(int argc, char** argv) {
   const double flops = tasks.total_flops();
   for (int it = 0; it < options->iterations; ++it) {
     const auto report = runtime.run_iteration();
-    iterations.push_back({report.seconds, flops / report.seconds * 1e-9, report.ranks,
-                          report.busiest_compute_share, report.mean_compute_share});
+    iterations.push_back(be::iteration_result(report, flops));
   }
 
   std::optional<bool> verified;

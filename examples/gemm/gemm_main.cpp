@@ -49,8 +49,7 @@ int run(int argc, char** argv) {
     if (!session.before_iteration(it)) return 0;  // this rank left the job
     const auto report = runtime.run_iteration();
     session.after_iteration(it, report);
-    iterations.push_back({report.seconds, flops / report.seconds * 1e-9, report.ranks,
-                          report.busiest_compute_share, report.mean_compute_share});
+    iterations.push_back(be::iteration_result(report, flops));
   }
 
   std::optional<bool> verified;

@@ -313,6 +313,11 @@ void fill_spd(runtime::TiledMatrix& matrix, unsigned seed) {
   });
 }
 
+IterationResult iteration_result(const runtime::IterationReport& report, double flops) {
+  return {report.seconds, flops / report.seconds * 1e-9, report.ranks, report.busiest_compute_share,
+          report.mean_compute_share};
+}
+
 void print_report(const std::string& app, const AppOptions& options, int ranks,
                   const std::vector<IterationResult>& iterations,
                   const std::optional<bool>& verified, double residual,

@@ -94,6 +94,9 @@ struct IterationResult {
   double mean_compute_share = 0.0;
 };
 
+/// One iteration of a job of `flops` floating-point operations, as print_report lists it.
+[[nodiscard]] IterationResult iteration_result(const runtime::IterationReport& report, double flops);
+
 /// Prints the human summary (unless quiet) and, as the last line, the JSON object
 /// {"app","n","tile","ranks","kernel","iterations":[...],"verified","residual", ...}.
 /// Call on rank 0 only.
