@@ -205,6 +205,12 @@ std::vector<pid_t> LocalLauncher::launch(const LaunchSpec& spec) {
     const pid_t pid = ::fork();
     if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
     if (pid == 0) {
+      // bellowsd blocks SIGTERM and SIGINT to take them by sigwait; a blocked mask survives
+      // exec, so a rank (and the mpiexec that starts it, and its children) would otherwise
+      // never see the SIGTERM that stops it.
+      sigset_t none;
+      ::sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
       ::execvpe(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }

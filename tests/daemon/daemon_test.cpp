@@ -361,6 +361,28 @@ TEST_F(DaemonTest, LauncherReportsExitStatusAndSignal) {
   EXPECT_EQ(e->code, 127);
 }
 
+// bellowsd blocks SIGTERM in every thread (it takes it by sigwait); what it launches must
+// still stop on SIGTERM.
+TEST_F(DaemonTest, LaunchedRanksStopOnSigtermThoughTheLauncherBlocksIt) {
+  d::PmixServer server(options());
+  Mailbox<d::ExitStatus> exits;
+  d::LocalLauncher launcher(server, [&](const d::ExitStatus& e) { exits.push(e); });
+  sigset_t term, before;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, &before), 0);
+  const auto pids = launcher.launch({"job.blocked", {"sleep", "30"}, 1, {}});
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &before, nullptr), 0);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_TRUE(launcher.signal(pids[0], SIGTERM));
+  auto e = exits.pop(5s);
+  if (!e.has_value()) {
+    launcher.signal(pids[0], SIGKILL);
+    FAIL() << "the launched process ignored SIGTERM";
+  }
+  EXPECT_EQ(e->describe(), "killed by signal 15 (Terminated)");
+}
+
 TEST_F(DaemonTest, LauncherRefusesBadSpecs) {
   d::PmixServer server(options());
   d::LocalLauncher launcher(server, nullptr);
