@@ -14,8 +14,8 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <optional>
+#include <thread>
 #include <variant>
 
 namespace bellows::daemon {
@@ -143,6 +143,11 @@ struct ControllerLink::State {
           spdlog::info("the rank launcher {} (pid {}) ended", to_string(status.proc), status.pid);
           return;
         }
+        if (stop_signal_within_grace()) {
+          spdlog::info("the rank launcher {} (pid {}) {} as the daemon stops", to_string(status.proc),
+                       status.pid, status.describe());
+          return;
+        }
         spdlog::warn("the rank launcher {} (pid {}) {}", to_string(status.proc), status.pid,
                      status.describe());
         client->notify(protocol::RankExited{protocol::kNoRank, static_cast<std::int32_t>(status.pid),
@@ -163,6 +168,17 @@ struct ControllerLink::State {
       spdlog::error("could not start the rank of resize {}: {}", start.resize_id, e.what());
       // No process was started: the daemon's own pid names where it failed.
       client->notify(protocol::RankExited{protocol::kNoRank, ::getpid(), 127, 0});
+    }
+  }
+
+  /// Whether a stop signal reaches the daemon within ControllerLink::kStopSignalGrace.
+  bool stop_signal_within_grace() const {
+    if (!options.stop_signal_arrived) return false;
+    const auto deadline = std::chrono::steady_clock::now() + ControllerLink::kStopSignalGrace;
+    for (;;) {
+      if (options.stop_signal_arrived()) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
 

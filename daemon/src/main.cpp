@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <memory>
@@ -23,6 +24,11 @@
 #include <unistd.h>
 #include <cstdlib>
 #include <string>
+
+namespace {
+/// Set once the main thread took SIGTERM or SIGINT (ControllerLink::Options::stop_signal_arrived).
+std::atomic<bool> stop_signal_taken{false};
+}  // namespace
 
 int main(int argc, char** argv) {
   namespace d = bellows::daemon;
@@ -98,6 +104,12 @@ int main(int argc, char** argv) {
       link_options.endpoint = controller;
       link_options.curve = curve;
       link_options.node_name = server.options().node_name;
+      link_options.stop_signal_arrived = [] {
+        if (stop_signal_taken.load()) return true;
+        sigset_t pending;
+        sigpending(&pending);
+        return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
+      };
       link = std::make_unique<d::ControllerLink>(
           server, link_options, [](const std::string&) { ::kill(::getpid(), SIGTERM); });
       std::string why;
@@ -111,6 +123,7 @@ int main(int argc, char** argv) {
                  server.options().node_name, bellows::protocol::pmix::kProtocolVersion);
     int sig = 0;
     sigwait(&stop_signals, &sig);
+    stop_signal_taken = true;
     spdlog::info("received signal {} ({}): stopping", sig, sig == SIGTERM ? "SIGTERM" : "SIGINT");
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -128,7 +129,7 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
   };
   start_controller();
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}, {}}, nullptr);
   std::string why = "not set";
   ASSERT_TRUE(link.wait_registered(20s, &why));
   EXPECT_EQ(why, "");
@@ -197,7 +198,7 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
 TEST_F(ControllerLinkTest, ARankThatLeftIsDrainedAndItsEndIsNoDeath) {
   start_controller();
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}, {}}, nullptr);
   ASSERT_TRUE(link.wait_registered(20s));
 
   ChildProcess leaver({BELLOWS_PROBE_PATH, "leave"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
@@ -234,7 +235,7 @@ TEST_F(ControllerLinkTest, StopRunsTheCallbackAndOtherMessagesAreDropped) {
   std::mutex mutex;
   std::condition_variable called;
   std::vector<std::string> reasons;
-  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}}, [&](const std::string& reason) {
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}, {}}, [&](const std::string& reason) {
     {
       std::lock_guard lock(mutex);
       reasons.push_back(reason);
@@ -264,7 +265,7 @@ TEST_F(ControllerLinkTest, ARefusedHelloSaysWhy) {
   hello_answer_ = pr::Ack{pr::AckCode::refused, "node n7 is not in the job"};
   start_controller();
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}, {}}, nullptr);
   std::string why;
   EXPECT_FALSE(link.wait_registered(20s, &why));
   EXPECT_EQ(why, "the controller refused: node n7 is not in the job");
@@ -274,7 +275,7 @@ TEST_F(ControllerLinkTest, ARefusedHelloSaysWhy) {
 // once the link's request_timeout passed.
 TEST_F(ControllerLinkTest, NoControllerMeansNoRegistrationAndRequestsTimeOut) {
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 300ms, {}}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 300ms, {}, {}}, nullptr);
   std::string why;
   EXPECT_FALSE(link.wait_registered(300ms, &why));
   EXPECT_EQ(why, "no answer to hello from the controller at " + endpoint());
@@ -292,7 +293,7 @@ TEST_F(ControllerLinkTest, NoControllerMeansNoRegistrationAndRequestsTimeOut) {
 TEST_F(ControllerLinkTest, AnUnansweredRequestTimesOut) {
   start_controller();
   d::PmixServer server(pmix_options());
-  d::ControllerLink link(server, {endpoint(), "n7", 300ms, {}}, nullptr);
+  d::ControllerLink link(server, {endpoint(), "n7", 300ms, {}, {}}, nullptr);
   ASSERT_TRUE(link.wait_registered(20s));
   ChildProcess rank({BELLOWS_PROBE_PATH, "ask", "-1"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
   EXPECT_EQ(line(rank), "attached bellowsd.tool.1:0");
@@ -302,6 +303,52 @@ TEST_F(ControllerLinkTest, AnUnansweredRequestTimesOut) {
   EXPECT_TRUE(exited_zero(rank.wait_exit(20s)));
   EXPECT_EQ(received(2).back(),
             pr::Message(pr::AllocationRequest{pr::AllocationDirective::release, 1, 0}));
+}
+
+// Slurm signals every process of a step at once: a rank's launcher that ends of that SIGTERM
+// while the daemon's own stop signal arrives is stopped with the daemon, not a death; one that
+// ends so without a stop signal is reported as RankExited with a warning.
+TEST_F(ControllerLinkTest, ALauncherSignalledWithTheDaemonIsNoDeath) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  std::atomic<bool> stop_signal{false};
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}, [&] { return stop_signal.load(); }},
+                         nullptr);
+  ASSERT_TRUE(link.wait_registered(20s));
+
+  // The pid the daemon logged for the rank of `resize`, 0 when not logged within 20 s.
+  const auto started = [&](std::uint64_t resize) -> pid_t {
+    const std::string prefix =
+        "bellowsd: info: started the rank of resize " + std::to_string(resize) + ": sleep,30 (pid ";
+    if (!logged_within(prefix)) return 0;
+    for (const auto& l : logged()) {
+      if (const auto at = l.find(prefix); at != std::string::npos) {
+        return static_cast<pid_t>(std::stoi(l.substr(at + prefix.size())));
+      }
+    }
+    return 0;
+  };
+
+  controller().notify(peer(), pr::StartRank{1, {"sleep", "30"}, {}});
+  const pid_t stopped = started(1);
+  ASSERT_GT(stopped, 0);
+  stop_signal = true;
+  ASSERT_EQ(::kill(stopped, SIGTERM), 0);
+  EXPECT_TRUE(logged_within("bellowsd: info: the rank launcher bellows-rank-n7-1:0 (pid " +
+                            std::to_string(stopped) +
+                            ") killed by signal 15 (Terminated) as the daemon stops"));
+
+  stop_signal = false;
+  controller().notify(peer(), pr::StartRank{2, {"sleep", "30"}, {}});
+  const pid_t died = started(2);
+  ASSERT_GT(died, 0);
+  ASSERT_EQ(::kill(died, SIGTERM), 0);
+  // Hello, then the second launcher's end alone.
+  const auto all = received(2);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all.back(), pr::Message(pr::RankExited{pr::kNoRank, died, 0, SIGTERM}));
+  EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: the rank launcher bellows-rank-n7-2:0 (pid " +
+                                      std::to_string(died) + ") killed by signal 15 (Terminated)")));
 }
 
 }  // namespace

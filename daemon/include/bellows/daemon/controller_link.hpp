@@ -43,7 +43,15 @@ class ControllerLink {
     std::chrono::milliseconds request_timeout{10000};
     /// The job's key pair, required when endpoint is tcp:// (transport::read_controller_contact).
     std::optional<transport::CurveKeyPair> curve;
+    /// Whether a stop signal reached this daemon (taken or pending); none: never. Slurm
+    /// signals every process of a step at once, so a rank's launcher may end of that SIGTERM
+    /// before the daemon takes its own: a launcher that ends abnormally within
+    /// kStopSignalGrace of a stop signal is stopped with the daemon, not reported as a death.
+    std::function<bool()> stop_signal_arrived;
   };
+
+  /// How long a launcher's abnormal end waits for the daemon's own stop signal.
+  static constexpr std::chrono::milliseconds kStopSignalGrace{250};
 
   /// `server` must outlive the link. on_stop runs (on the transport's thread) when the
   /// controller sends Stop, with its reason. Throws transport::TransportError for a bad
