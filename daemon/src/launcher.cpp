@@ -207,10 +207,13 @@ std::vector<pid_t> LocalLauncher::launch(const LaunchSpec& spec) {
     if (pid == 0) {
       // bellowsd blocks SIGTERM and SIGINT to take them by sigwait; a blocked mask survives
       // exec, so a rank (and the mpiexec that starts it, and its children) would otherwise
-      // never see the SIGTERM that stops it.
-      sigset_t none;
-      ::sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      // never see the SIGTERM that stops it. Only those two: the rest of the mask is what
+      // the daemon was started with.
+      sigset_t stop_signals;
+      ::sigemptyset(&stop_signals);
+      ::sigaddset(&stop_signals, SIGTERM);
+      ::sigaddset(&stop_signals, SIGINT);
+      ::sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
       ::execvpe(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
