@@ -95,6 +95,9 @@ struct ControllerLink::State {
         if (it->second.detached) {
           spdlog::debug("rank {} ({}, pid {}) ended after detaching", it->second.rank, it->first,
                         it->second.pid);
+        } else if (!it->second.left && stop_signal_within_grace()) {
+          spdlog::info("rank {} ({}, pid {}) ended as the daemon stops", it->second.rank, it->first,
+                       it->second.pid);
         } else if (!it->second.left) {
           spdlog::warn("rank {} ({}, pid {}) ended without leaving the job", it->second.rank,
                        it->first, it->second.pid);
