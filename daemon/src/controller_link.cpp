@@ -95,13 +95,15 @@ struct ControllerLink::State {
         if (it->second.detached) {
           spdlog::debug("rank {} ({}, pid {}) ended after detaching", it->second.rank, it->first,
                         it->second.pid);
-        } else if (!it->second.left && stop_signal_within_grace()) {
-          spdlog::info("rank {} ({}, pid {}) ended as the daemon stops", it->second.rank, it->first,
-                       it->second.pid);
         } else if (!it->second.left) {
-          spdlog::warn("rank {} ({}, pid {}) ended without leaving the job", it->second.rank,
-                       it->first, it->second.pid);
-          client->notify(protocol::RankExited{it->second.rank, it->second.pid, -1, 0});
+          if (stop_signal_within_grace()) {
+            spdlog::info("rank {} ({}, pid {}) ended as the daemon stops", it->second.rank,
+                         it->first, it->second.pid);
+          } else {
+            spdlog::warn("rank {} ({}, pid {}) ended without leaving the job", it->second.rank,
+                         it->first, it->second.pid);
+            client->notify(protocol::RankExited{it->second.rank, it->second.pid, -1, 0});
+          }
         }
         it = watched.erase(it);
       }

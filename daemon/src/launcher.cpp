@@ -1,4 +1,5 @@
 #include <bellows/daemon/launcher.hpp>
+#include <bellows/daemon/stop_signals.hpp>
 
 #include <pmix.h>
 #include <pmix_server.h>
@@ -205,15 +206,12 @@ std::vector<pid_t> LocalLauncher::launch(const LaunchSpec& spec) {
     const pid_t pid = ::fork();
     if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
     if (pid == 0) {
-      // bellowsd blocks SIGTERM and SIGINT to take them by sigwait; a blocked mask survives
+      // bellowsd blocks its stop signals to take them by sigwait; a blocked mask survives
       // exec, so a rank (and the mpiexec that starts it, and its children) would otherwise
-      // never see the SIGTERM that stops it. Only those two: the rest of the mask is what
-      // the daemon was started with.
-      sigset_t stop_signals;
-      ::sigemptyset(&stop_signals);
-      ::sigaddset(&stop_signals, SIGTERM);
-      ::sigaddset(&stop_signals, SIGINT);
-      ::sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
+      // never see the SIGTERM that stops it. Only those: the rest of the mask is what the
+      // daemon was started with.
+      const sigset_t unblocked = stop_signals();
+      ::sigprocmask(SIG_UNBLOCK, &unblocked, nullptr);
       ::execvpe(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }

@@ -7,6 +7,7 @@
 
 #include <bellows/daemon/controller_link.hpp>
 #include <bellows/daemon/pmix_server.hpp>
+#include <bellows/daemon/stop_signals.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 #include <bellows/transport/controller_contact.hpp>
 
@@ -69,10 +70,7 @@ int main(int argc, char** argv) {
 
   // SIGTERM and SIGINT are taken by sigwait below; blocked before any thread starts, so no
   // thread (PMIx's included) receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
+  const sigset_t stop_signals = d::stop_signals();
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   options.tmpdir = tmpdir;
@@ -105,10 +103,7 @@ int main(int argc, char** argv) {
       link_options.curve = curve;
       link_options.node_name = server.options().node_name;
       link_options.stop_signal_arrived = [] {
-        if (stop_signal_taken.load()) return true;
-        sigset_t pending;
-        sigpending(&pending);
-        return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
+        return stop_signal_taken.load() || d::stop_signal_pending();
       };
       link = std::make_unique<d::ControllerLink>(
           server, link_options, [](const std::string&) { ::kill(::getpid(), SIGTERM); });
