@@ -97,7 +97,9 @@ void CommEngine::reset_iteration_state() {
   next_ask_ns_.store(steal_policy_.next_ask_at().count(), std::memory_order_release);
   asking_pays_.store(true, std::memory_order_release);
   global_done_ = false;
+  retired_ = false;
   completed_everywhere_ = 0;
+  retired_ranks_.assign(static_cast<std::size_t>(size_), false);
 }
 
 void CommEngine::start() {
@@ -370,10 +372,16 @@ void CommEngine::handle(int source, wire::Message&& message) {
       fail("progress report from rank " + std::to_string(source) +
            " reached a rank that does not count completions");
     }
+    const auto from = static_cast<std::size_t>(source);
+    if (retired_ranks_.at(from)) {
+      fail("progress report from rank " + std::to_string(source) + ", which had retired");
+    }
+    retired_ranks_[from] = p->retired;
     count_completed(p->completed);
   } else {
-    if (source != 0 || !engine_.stealing()) {
-      fail("iteration_done from rank " + std::to_string(source) + " was not expected");
+    if (source != 0 || !engine_.stealing() || retired_) {
+      fail("iteration_done from rank " + std::to_string(source) + " was not expected" +
+           (retired_ ? " by a rank that retired" : ""));
     }
     global_done_ = true;
   }
@@ -385,24 +393,42 @@ StealPolicy::ThiefView CommEngine::thief_view(StealPolicy::Time now) const {
   StealPolicy::ThiefView view;
   view.roots_queued = engine_.roots_queued();
   view.request_outstanding = steal_outstanding_;
-  view.iteration_over = global_done_;
+  view.iteration_over = global_done_ || retired_;
   // The ready count takes the device queue's lock, which the device's workers contend for
   // (tasks of tens of microseconds at GPU speed): read it only when nothing else already
   // rules a request out. Unread it stays 0, and should_ask() says no for the other reason.
   if (view.roots_queued && !view.request_outstanding && !view.iteration_over &&
       now >= steal_policy_.next_ask_at()) {
     view.ready = engine_.ready_count();
+    add_costs(view);
     // Tiles on their way here make local tasks ready about one transfer from now.
     if (mpi_receives_ > 0 || copies_in_flight_.load(std::memory_order_acquire) > 0 ||
         !pending_reads_.empty()) {
       view.expected_idle_seconds = engine_.transfer_seconds(-1, last_tile_bytes_);
     }
-    view.round_trip_seconds = engine_.round_trip_seconds();
-    if (const auto task = engine_.recent_task_seconds()) view.task_seconds = *task;
-    if (last_tile_bytes_ > 0) view.tile_move_seconds = engine_.transfer_seconds(-1, last_tile_bytes_);
-    std::tie(view.busiest_compute_share, view.mean_compute_share) = engine_.compute_shares();
   }
   return view;
+}
+
+void CommEngine::add_costs(StealPolicy::ThiefView& view) const {
+  view.round_trip_seconds = engine_.round_trip_seconds();
+  if (const auto task = engine_.recent_task_seconds()) view.task_seconds = *task;
+  if (last_tile_bytes_ > 0) view.tile_move_seconds = engine_.transfer_seconds(-1, last_tile_bytes_);
+  std::tie(view.busiest_compute_share, view.mean_compute_share) = engine_.compute_shares();
+}
+
+bool CommEngine::retires() const {
+  // A rank with a request out may still receive tasks.
+  if (steal_outstanding_ || global_done_) return false;
+  const auto& options = steal_policy_.options();
+  // Thresholds of 0: not even an empty queue starves it, and it never asks.
+  if (!StealPolicy::starving(options, 0)) return true;
+  // Its own tasks all run, the rank idles until the iteration ends unless it steals: the
+  // view's expected idle time stays unbounded.
+  StealPolicy::ThiefView view;
+  view.roots_queued = true;
+  add_costs(view);
+  return !StealPolicy::asking_pays(options, view);
 }
 
 bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point now) {
@@ -583,10 +609,18 @@ bool CommEngine::report_progress() {
   if (engine_.local_work_done()) {
     const auto delta = engine_.take_completed_delta();
     if (delta > 0) {
+      // Only on a report of tasks: before the first rank has counted them, it cannot have
+      // sent this rank IterationDone. A retired rank completes no more tasks.
+      const bool retiring = retires();
       if (rank_ == 0) {
         count_completed(delta);
       } else {
-        send_control(0, wire::Progress{delta});
+        send_control(0, wire::Progress{delta, retiring});
+      }
+      if (retiring) {
+        retired_ = true;
+        asking_pays_.store(false, std::memory_order_release);  // no worker wakes it to ask
+        ++stats_.steal.iterations_retired;
       }
       sent = true;
     }
@@ -607,15 +641,18 @@ void CommEngine::count_completed(std::uint64_t completed) {
   }
   if (completed_everywhere_ == total && !global_done_) {
     global_done_ = true;
-    for (int r = 1; r < size_; ++r) send_control(r, wire::IterationDone{});
+    for (int r = 1; r < size_; ++r) {
+      if (!retired_ranks_[static_cast<std::size_t>(r)]) send_control(r, wire::IterationDone{});
+    }
   }
 }
 
 bool CommEngine::may_enter_barrier(bool work_done, bool quiet) const {
   if (!(work_done && quiet && published_.empty())) return false;
   if (!engine_.stealing()) return true;
-  // Idle ranks keep stealing until every task of the iteration has run somewhere.
-  return global_done_ && !steal_outstanding_;
+  // Idle ranks keep stealing until every task of the iteration has run somewhere, unless
+  // they retired.
+  return (global_done_ || retired_) && !steal_outstanding_;
 }
 
 void CommEngine::deliver_to_targets(std::vector<wire::Target>& targets, TilePtr tile) {
@@ -747,6 +784,7 @@ void CommEngine::run() {
   bool barrier_posted = false;
   bool barrier_done = false;
   const bool stealing = engine_.stealing();
+  const bool counts_completions = stealing && rank_ == 0;
   for (;;) {
     bool progressed = drain_outbox();
     progressed = receive_control() || progressed;
@@ -789,7 +827,9 @@ void CommEngine::run() {
     }
     // A collection tile asked for after this rank entered the barrier is published then;
     // its reader's Fetched may trail the barrier, and must not reach the next iteration.
-    if (barrier_done && quiet && published_.empty()) break;
+    // Nor may a report: every rank sent its last before it entered the barrier, and the
+    // first rank, when it retired, counts them all before it leaves.
+    if (barrier_done && quiet && published_.empty() && (!counts_completions || global_done_)) break;
 
 
     if (progressed) continue;
@@ -822,7 +862,7 @@ int CommEngine::sleep_budget_us(std::chrono::steady_clock::time_point now, bool 
   } else if (!published_.empty() && !rung) {
     sleep_us = std::min(sleep_us, kFetchExpectedPollUs);
   }
-  if (engine_.stealing() && !global_done_) {
+  if (engine_.stealing() && !global_done_ && !retired_) {
     if (!rung && engine_.has_tasks_to_spare()) {
       sleep_us = std::min(sleep_us, steal_policy_.options().victim_poll_us);
     }

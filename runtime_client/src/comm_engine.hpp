@@ -16,7 +16,14 @@
 // ask, whom, how much to give, where to forward) is StealPolicy's choice
 // (steal_policy.hpp); this thread carries it out. The end of an iteration then needs a
 // global count: every rank reports its completed tasks to the first rank, which
-// announces when all tasks of the iteration have run.
+// announces when all tasks of the iteration have run. A rank whose own tasks have all run,
+// with no request out, when no request could pay (StealPolicy::asking_pays) or it never
+// starves (thresholds of 0), retires: it
+// says so on its last report (the first rank, to itself) and enters the barrier at once,
+// without waiting for that announcement, which the first rank then does not send it. Every
+// rank has sent its last report before it enters the barrier, but MPI orders no message
+// against a collective: the first rank leaves the iteration only once it has counted
+// them all.
 
 #include <atomic>
 #include <chrono>
@@ -122,9 +129,13 @@ class CommEngine {
   void handle_steal_request(int source, const wire::StealRequest& request);
   void handle_steal_reply(int source, wire::StealReply&& reply);
   void finish_steal_request(std::chrono::steady_clock::time_point now);
-  /// What the policy needs to know before this rank asks for work.
   /// What the steal policy weighs, at `now` (the ready count only when it can matter).
   [[nodiscard]] StealPolicy::ThiefView thief_view(StealPolicy::Time now) const;
+  /// The cost model's part of the view: what a request costs and could bring.
+  void add_costs(StealPolicy::ThiefView& view) const;
+  /// Whether this rank, its own tasks all run, retires from stealing for the rest of the
+  /// iteration (see the top of this file).
+  [[nodiscard]] bool retires() const;
   bool report_progress();
   void count_completed(std::uint64_t completed);
   [[nodiscard]] bool may_enter_barrier(bool work_done, bool quiet) const;
@@ -193,7 +204,9 @@ class CommEngine {
   std::uint64_t tasks_this_request_ = 0;
   // End of iteration with stealing: the first rank counts completions of all ranks.
   bool global_done_ = false;
+  bool retired_ = false;  // this rank stopped asking and entered the barrier early
   std::int64_t completed_everywhere_ = 0;  // first rank only
+  std::vector<bool> retired_ranks_;        // first rank only: who gets no IterationDone
 };
 
 }  // namespace bellows::runtime

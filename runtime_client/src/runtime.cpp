@@ -86,6 +86,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.steal.min_ready_after_serve);
   f(s.steal.tasks_refused);
   f(s.steal.requests_refused);
+  f(s.steal.iterations_retired);
   f(s.cost.task_samples);
   f(s.cost.task_overhead_us);
   f(s.cost.seconds_per_gflop);

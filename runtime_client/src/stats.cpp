@@ -17,6 +17,7 @@ void StealStats::add(const StealStats& o) {
   bytes_stolen += o.bytes_stolen;
   tasks_refused += o.tasks_refused;
   requests_refused += o.requests_refused;
+  iterations_retired += o.iterations_retired;
   max_hops_seen = std::max(max_hops_seen, o.max_hops_seen);
   max_outstanding = std::max(max_outstanding, o.max_outstanding);
   if (o.min_ready_after_serve >= 0) {
@@ -59,6 +60,7 @@ void to_json(nlohmann::json& j, const StealStats& s) {
                      {"bytes_stolen", s.bytes_stolen},
                      {"tasks_refused", s.tasks_refused},
                      {"requests_refused", s.requests_refused},
+                     {"iterations_retired", s.iterations_retired},
                      {"max_hops_seen", s.max_hops_seen},
                      {"max_outstanding", s.max_outstanding},
                      {"min_ready_after_serve", s.min_ready_after_serve},

@@ -111,6 +111,7 @@ std::vector<std::byte> encode(const Message& message) {
   } else if (const auto* p = std::get_if<Progress>(&message)) {
     put_header(w, MessageType::progress);
     w.put(p->completed);
+    w.put(static_cast<std::uint8_t>(p->retired ? 1 : 0));
   } else if (std::holds_alternative<IterationDone>(message)) {
     put_header(w, MessageType::iteration_done);
   } else if (const auto* fetched = std::get_if<Fetched>(&message)) {
@@ -274,11 +275,21 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
     }
     case MessageType::progress: {
       Progress p;
-      if (!r.get(p.completed)) return truncated("progress");
+      std::uint8_t retired = 0;
+      if (!r.get(p.completed) || !r.get(retired)) return truncated("progress");
       if (r.remaining() != 0) {
         error = "progress message has trailing bytes";
         return std::nullopt;
       }
+      if (retired > 1) {
+        error = "progress with retired flag " + std::to_string(retired);
+        return std::nullopt;
+      }
+      if (retired == 1 && p.completed == 0) {
+        error = "progress retires with no completed task";
+        return std::nullopt;
+      }
+      p.retired = retired == 1;
       return Message{p};
     }
     case MessageType::iteration_done: {

@@ -133,6 +133,11 @@ struct StealReply {
 
 struct Progress {
   std::uint64_t completed = 0;  ///< tasks completed since the rank's previous report
+  /// The rank has run all its tasks of the iteration and stops asking for work: it enters
+  /// the end-of-iteration barrier without waiting for IterationDone, which the first rank
+  /// then does not send it. Only on a report of at least one task (before the first rank
+  /// has counted it, the iteration cannot be over), and at most once per iteration.
+  bool retired = false;
   friend bool operator==(const Progress&, const Progress&) = default;
 };
 

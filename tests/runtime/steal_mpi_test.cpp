@@ -322,6 +322,40 @@ TEST_F(MpiTest, StealingOffKeepsTheFixedMapping) {
   EXPECT_EQ(run.migrations_total, 0U);
 }
 
+// A rank that never asks (thresholds of 0) retires once its own tasks have run: it enters the
+// end-of-iteration barrier without waiting for the first rank's announcement. Here the first
+// rank, the one that owns most of the work and counts every rank's completions, never asks,
+// while the others steal from it with the cost rule off (they ask whenever they starve, and
+// never retire): every task still runs once, with the same results, and the first rank retires
+// in every iteration. Then no rank asks, and every rank retires in every iteration.
+TEST_F(MpiTest, RanksThatStopAskingRetireAndEveryTaskRunsOnce) {
+  constexpr int kIterations = 3;
+  br::StealOptions thief;
+  thief.enabled = true;
+  thief.cost_rule = false;
+  thief.device_threshold = 1;
+  thief.policy = br::VictimPolicy::random;
+  br::StealOptions never_asks;
+  never_asks.enabled = true;
+  never_asks.device_threshold = 0;
+  never_asks.node_threshold = 0;
+
+  const auto& mine = rank() == 0 ? never_asks : thief;
+  const auto mixed = run_pipeline(mine, 64, kIterations, 300);
+  expect_exactly_once_and_exact(mixed, kIterations, mine);
+  // One rank alone does not steal, nor count completions.
+  const std::uint64_t each = size() > 1 ? kIterations : 0;
+  EXPECT_EQ(mixed.stats.steal.iterations_retired, rank() == 0 ? each : 0U) << "rank " << rank();
+  if (size() > 1) {
+    EXPECT_GT(bt::sum_over_ranks(mixed.stats.steal.tasks_stolen), 0U) << "nobody stole";
+  }
+
+  const auto quiet = run_pipeline(never_asks, 64, kIterations, 0);
+  expect_exactly_once_and_exact(quiet, kIterations, never_asks);
+  EXPECT_EQ(quiet.stats.steal.requests_sent, 0U);
+  EXPECT_EQ(quiet.stats.steal.iterations_retired, each) << "rank " << rank();
+}
+
 TEST_F(MpiTest, StealsRacingTheLastTasksDoNotHang) {
   // Tiny graphs and no task time: requests keep arriving while victims run their last
   // tasks and after every task ran. The watchdog turns a hang into a failure. The cost rule

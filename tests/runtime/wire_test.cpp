@@ -287,7 +287,23 @@ TEST(Wire, EmptyFinalStealReplyRoundTrips) {
 
 TEST(Wire, ProgressAndIterationDoneRoundTrip) {
   EXPECT_EQ(round_trip(wire::Progress{123456789}), wire::Message{wire::Progress{123456789}});
+  const wire::Progress retiring{7, true};
+  EXPECT_EQ(round_trip(retiring), wire::Message{retiring});
   EXPECT_EQ(round_trip(wire::IterationDone{}), wire::Message{wire::IterationDone{}});
+}
+
+TEST(Wire, RefusesBadRetiredFlagAndRetiringWithoutTasks) {
+  auto bytes = wire::encode(wire::Progress{3, true});
+  bytes.back() = std::byte{2};  // the retired flag follows the count
+  EXPECT_EQ(decode_error(bytes), "progress with retired flag 2");
+  EXPECT_EQ(decode_error(wire::encode(wire::Progress{0, true})),
+            "progress retires with no completed task");
+  auto truncated = wire::encode(wire::Progress{3, false});
+  truncated.pop_back();
+  EXPECT_EQ(decode_error(truncated), "truncated progress message");
+  auto trailing = wire::encode(wire::Progress{3, false});
+  trailing.push_back(std::byte{0});
+  EXPECT_EQ(decode_error(trailing), "progress message has trailing bytes");
 }
 
 TEST(Wire, RefusesStealRequestWithoutThiefOrWants) {

@@ -29,6 +29,10 @@ struct StealStats {
   std::uint64_t tasks_refused = 0;
   /// victim: requests it gave nothing to although it had tasks to spare (the cost rule)
   std::uint64_t requests_refused = 0;
+  /// thief: iterations in which the rank, its own tasks run and no request able to pay
+  /// (StealPolicy::asking_pays) or thresholds of 0, stopped asking and entered the
+  /// end-of-iteration barrier without waiting to hear that every rank was done
+  std::uint64_t iterations_retired = 0;
   std::uint64_t max_hops_seen = 0;       ///< most forwards of a request that reached here
   std::uint64_t max_outstanding = 0;     ///< most requests this rank had in flight at once
   /// Fewest ready tasks a victim kept right after giving some away; -1: never gave.
