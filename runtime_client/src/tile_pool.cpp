@@ -85,6 +85,7 @@ double* take(std::unordered_map<std::size_t, std::vector<double*>>& lists, std::
 double* acquire(std::size_t elements) {
   if (elements == 0) return nullptr;
   const std::size_t bytes = rounded(elements);
+  double* without_pages = nullptr;
   {
     Pool& p = pool();
     std::lock_guard lock(p.mutex);
@@ -92,14 +93,22 @@ double* acquire(std::size_t elements) {
       p.cached -= elements * sizeof(double);
       return b;
     }
-    if (double* b = take(p.given_back, elements)) return b;
-    Slab* slab = p.slabs.empty() ? nullptr : &p.slabs.back();
-    if (slab == nullptr || slab->bytes - slab->used < bytes) slab = new_slab(p, bytes);
-    if (slab != nullptr) {
-      auto* b = reinterpret_cast<double*>(slab->base + slab->used);
-      slab->used += bytes;
-      return b;
+    without_pages = take(p.given_back, elements);
+    if (without_pages == nullptr) {
+      Slab* slab = p.slabs.empty() ? nullptr : &p.slabs.back();
+      if (slab == nullptr || slab->bytes - slab->used < bytes) slab = new_slab(p, bytes);
+      if (slab != nullptr) {
+        without_pages = reinterpret_cast<double*>(slab->base + slab->used);
+        slab->used += bytes;
+      }
     }
+  }
+  if (without_pages != nullptr) {
+    // Its pages all at once, outside the lock: one call instead of a fault per page on first
+    // write (a fault is an exit to the hypervisor on a virtual machine). Best effort: before
+    // Linux 5.14 the pages fault in as they are written.
+    ::madvise(without_pages, bytes, MADV_POPULATE_WRITE);
+    return without_pages;
   }
   void* memory = nullptr;
   if (posix_memalign(&memory, kPage, bytes) != 0) throw std::bad_alloc();

@@ -13,7 +13,9 @@
 
 namespace bellows::runtime::tile_pool {
 
-/// A page-aligned buffer of `elements` doubles (contents unspecified). Thread-safe.
+/// A page-aligned buffer of `elements` doubles (contents unspecified). Thread-safe. A buffer
+/// the pool did not hold pages for gets them all at once (MADV_POPULATE_WRITE), not a fault
+/// per page as it is first written.
 double* acquire(std::size_t elements);
 /// Returns a buffer obtained from acquire(elements). Thread-safe.
 void release(double* buffer, std::size_t elements) noexcept;
