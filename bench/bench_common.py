@@ -17,7 +17,11 @@ def run_json(cmd, env_extra=None, timeout=600):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def makespan(report, skip_first=True):
-    """Median iteration time, leaving out the first (it pays the warm-up)."""
+def makespan(report, warmup=1):
+    """Median iteration time, leaving out the first `warmup` iterations (they pay the warm-up:
+    on a virtual machine whose page tables the hypervisor shadows, the first read of each page
+    of a peer's tile slab through a new mapping runs at about a tenth of memcpy's speed, and
+    bspgemm at 1000 GFLOP/s takes about 8 iterations to reach its steady state; see
+    docs/benchmarks.md). At least the last iteration is kept."""
     seconds = [it["seconds"] for it in report["iterations"]]
-    return statistics.median(seconds[1:] if skip_first and len(seconds) > 1 else seconds)
+    return statistics.median(seconds[min(warmup, len(seconds) - 1):])

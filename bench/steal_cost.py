@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--bsp-n", type=int, default=4096, help="bspgemm order")
     ap.add_argument("--gflops", type=float, default=1000.0)
     ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="iterations left out of each run's median (default 1)")
     ap.add_argument("--apps", default="gemm,cholesky,bspgemm")
     args = ap.parse_args()
     builds = args.builds.split(",")
@@ -69,19 +71,19 @@ def main():
         for tile in tiles:
             for app in apps:
                 off_report = run(builds[-1], app, tile, "off")
-                off = makespan(off_report)
+                off = makespan(off_report, args.warmup)
                 times.setdefault((app, tile, "off"), []).append(off)
                 bounds.setdefault((app, tile), []).append(iteration_bounds(off_report, args.gflops))
                 for build in builds:
                     report = run(build, app, tile, "on")
-                    on = makespan(report)
+                    on = makespan(report, args.warmup)
                     times.setdefault((app, tile, f"on {build}"), []).append(on)
                     ratios.setdefault((app, tile, build), []).append(off / on)
                     stolen.setdefault((app, tile, build), []).append(report["steal"]["tasks_stolen"])
 
     print(f"\nemulated device {args.gflops:g} GFLOP/s per rank, {args.ranks} ranks, gemm/cholesky "
           f"n={args.n}, bspgemm skewed n={args.bsp_n} density 0.5, {args.iterations} iterations "
-          f"(median of 2..), {args.rounds} interleaved rounds\n")
+          f"(median of {args.warmup + 1}..), {args.rounds} interleaved rounds\n")
     print(f"{'configuration':<44}{'median s':>10}   per round")
     for (app, tile, label), values in times.items():
         name = f"{app} tile {tile} steal {label}"
