@@ -833,7 +833,9 @@ void CommEngine::run() {
 
 
     if (progressed) continue;
-    const int sleep_us = sleep_budget_us(now, barrier_posted && !barrier_done);
+    // The first rank, retired, may see the barrier complete before the last reports.
+    const int sleep_us = sleep_budget_us(
+        now, barrier_posted && (!barrier_done || (counts_completions && !global_done_)));
     if (same_host_.any_doorbell()) {
       same_host_.wait(std::chrono::microseconds(sleep_us));
       std::lock_guard lock(outbox_mutex_);
@@ -847,7 +849,7 @@ void CommEngine::run() {
   }
 }
 
-int CommEngine::sleep_budget_us(std::chrono::steady_clock::time_point now, bool barrier_pending) {
+int CommEngine::sleep_budget_us(std::chrono::steady_clock::time_point now, bool ending) {
   // Poll often only while something is expected soon. Tiles moving through MPI need the
   // progress engine on both sides. Without doorbells from every peer, a message can only
   // be noticed by polling, so poll faster while an answer is due (a published tile's
@@ -857,7 +859,7 @@ int CommEngine::sleep_budget_us(std::chrono::steady_clock::time_point now, bool 
   int sleep_us = rung ? std::max(max_sleep_us_, kDoorbellIdleSleepUs) : max_sleep_us_;
   if (mpi_transfers_ > 0) {
     sleep_us = kTransferPollUs;
-  } else if (!requests_.empty() || barrier_pending) {
+  } else if (!requests_.empty() || ending) {
     sleep_us = std::min(sleep_us, rung ? kDoorbellBackupPollUs : kTransferPollUs);
   } else if (!published_.empty() && !rung) {
     sleep_us = std::min(sleep_us, kFetchExpectedPollUs);

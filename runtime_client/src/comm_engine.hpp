@@ -103,7 +103,9 @@ class CommEngine {
   void run();
   void reset_iteration_state();
   void wake_self();
-  [[nodiscard]] int sleep_budget_us(std::chrono::steady_clock::time_point now, bool barrier_pending);
+  /// How long the thread may sleep; `ending`: the end of the iteration is under way (the
+  /// barrier, or on the first rank the last reports) and messages for it are due.
+  [[nodiscard]] int sleep_budget_us(std::chrono::steady_clock::time_point now, bool ending);
   /// Same host: a tile to copy from a peer, and where it goes.
   struct PendingRead {
     int peer;
