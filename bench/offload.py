@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Proactive offloading: reactive stealing alone against proactive offloading plus stealing.
 
-Two jobs, on the emulated device (each task costs flops / rate seconds of modeled time while
+Three jobs, on the emulated device (each task costs flops / rate seconds of modeled time while
 queues, messages and tile transfers stay real), at 10 GFLOP/s (the slow regime) and 1000
 GFLOP/s (the GPU regime) per rank:
   - skewed: block-sparse GEMM, skewed pattern: the same imbalance every iteration;
   - slowed: dense GEMM, balanced until rank 1's device runs --slow-factor times slower from
-    iteration --slow-from on (a noisy neighbour): the imbalance changes part-way.
+    iteration --slow-from on (a noisy neighbour): the imbalance changes part-way;
+  - skewed_slowed: the skewed job with rank 1 slowed the same way: an imbalance that changes
+    part-way on top of one that does not.
 Both configurations run interleaved in each round, and ratios are taken within a round,
 because the machine is shared and noisy.
 
@@ -17,7 +19,8 @@ iteration after the first; slowed: the sum of the iterations from the slowdown o
 perfect-balance bound, each makespan over that bound, and the median over rounds of the
 ratio reactive / proactive (> 1: offloading shortens the makespan). The bound of the skewed
 job is the example's own (max(total modeled work / ranks, longest chain)); that of the slowed
-job is the work of an iteration spread over the ranks' speeds (rank 1 at 1 / factor).
+jobs is the work of an iteration spread over the ranks' speeds (rank 1 at 1 / factor), and for
+skewed_slowed at least the longest chain.
 """
 import argparse
 import os
@@ -41,7 +44,8 @@ def main():
     ap.add_argument("--slow-iterations", type=int, default=6, help="slowed job")
     ap.add_argument("--slow-from", type=int, default=3)
     ap.add_argument("--slow-factor", type=float, default=3.0)
-    ap.add_argument("--jobs", default="skewed,slowed")
+    ap.add_argument("--jobs", default="skewed,slowed",
+                    help="any of skewed, slowed, skewed_slowed")
     args = ap.parse_args()
     ex = os.path.join(args.build, "examples")
     speeds = [float(s) for s in args.speeds.split(",")]
@@ -52,15 +56,17 @@ def main():
     def run(job, gflops, flags):
         common = ["--kernel", "emulated", "--emulated-gflops", f"{gflops:g}", "--tile",
                   str(args.tile), "--quiet"] + flags
+        slowdown = ["--slow-rank", "1", "--slow-from", str(args.slow_from), "--slow-factor",
+                    f"{args.slow_factor:g}"]
+        skewed = [MPIEXEC, "-n", str(args.ranks), os.path.join(ex, "bspgemm"), "--n",
+                  str(args.bsp_n), "--pattern", "skewed", "--density", "0.5"]
         if job == "skewed":
-            cmd = [MPIEXEC, "-n", str(args.ranks), os.path.join(ex, "bspgemm"), "--n",
-                   str(args.bsp_n), "--pattern", "skewed", "--density", "0.5",
-                   "--iterations", str(args.iterations)] + common
+            cmd = skewed + ["--iterations", str(args.iterations)] + common
+        elif job == "skewed_slowed":
+            cmd = skewed + ["--iterations", str(args.slow_iterations)] + slowdown + common
         else:
             cmd = [MPIEXEC, "-n", str(args.ranks), os.path.join(ex, "gemm"), "--n",
-                   str(args.gemm_n), "--iterations", str(args.slow_iterations), "--slow-rank",
-                   "1", "--slow-from", str(args.slow_from), "--slow-factor",
-                   f"{args.slow_factor:g}"] + common
+                   str(args.gemm_n), "--iterations", str(args.slow_iterations)] + slowdown + common
         return run_json(cmd)
 
     def measure(job, gflops, report):
@@ -70,9 +76,12 @@ def main():
         slowed = report["iterations"][args.slow_from - 1:]
         time = sum(it["seconds"] for it in slowed)
         # One iteration's work at full speed, over the ranks' speeds summed (rank 1 slowed).
-        work = 2.0 * args.gemm_n ** 3 / (gflops * 1e9)
         speeds = args.ranks - 1 + 1.0 / args.slow_factor
-        return time, len(slowed) * work / speeds
+        if job == "skewed_slowed":
+            bound = max(report["work_seconds"] / speeds, report["critical_path_seconds"])
+        else:
+            bound = 2.0 * args.gemm_n ** 3 / (gflops * 1e9) / speeds
+        return time, len(slowed) * bound
 
     rows = {}     # (job, speed, label) -> per round
     ratios = {}   # (job, speed) -> per round
@@ -96,7 +105,8 @@ def main():
     print(f"\n{args.ranks} ranks, tile {args.tile}; skewed: bspgemm n={args.bsp_n} density 0.5, "
           f"median of iterations 2..{args.iterations}; slowed: gemm n={args.gemm_n}, rank 1 "
           f"{args.slow_factor:g}x slower from iteration {args.slow_from}, iterations "
-          f"{args.slow_from}..{args.slow_iterations} summed; {args.rounds} interleaved rounds\n")
+          f"{args.slow_from}..{args.slow_iterations} summed (skewed_slowed: the skewed job so "
+          f"slowed); {args.rounds} interleaved rounds\n")
     print(f"{'measurement':<44}{'median':>10}   per round")
     for (job, gflops, label), values in rows.items():
         name = f"{job} {gflops:g} GFLOP/s {label}" + ("" if "/" in label else " (s)")
