@@ -445,7 +445,7 @@ bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point 
   wire::StealRequest request;
   request.thief = rank_;
   request.request_id = ++steal_request_id_;
-  request.wanted = steal_policy_.options().chunk;
+  request.wanted = StealPolicy::tasks_to_ask(steal_policy_.options(), view);
   request.thief_load_ns = static_cast<std::uint64_t>(engine_.remaining_work_seconds() * 1e9);
   send_control(*victim, request);
   steal_outstanding_.store(true, std::memory_order_release);

@@ -106,6 +106,11 @@ bool StealPolicy::asking_pays(const StealOptions& options, const ThiefView& view
                                                         view.tile_move_seconds);
 }
 
+int StealPolicy::tasks_to_ask(const StealOptions& options, const ThiefView& view) noexcept {
+  if (options.cost_rule && view.task_seconds <= options.chunk * view.tile_move_seconds) return 1;
+  return options.chunk;
+}
+
 std::optional<int> StealPolicy::choose_victim() {
   if (options_.policy == VictimPolicy::last_victim && last_victim_ >= 0) return last_victim_;
   return random_rank_except(rank_, rank_);

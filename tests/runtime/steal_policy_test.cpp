@@ -565,6 +565,23 @@ TEST(StealPolicy, AsksOnlyWhenATaskRunsLongerThanItsTileMoves) {
   EXPECT_TRUE(StealPolicy(o, 0, 4).should_ask(Time{0}, view));
 }
 
+TEST(StealPolicy, AsksForOneTaskWhereATaskRunsNoLongerThanItsChunksMoves) {
+  StealOptions o = steal_options();
+  o.chunk = 4;
+  auto view = starving_view();
+  view.tile_move_seconds = 35e-6;  // a 512 KiB tile
+  view.task_seconds = 3.4e-3;      // 10 GFLOP/s: the chunk
+  EXPECT_EQ(StealPolicy::tasks_to_ask(o, view), 4);
+  view.task_seconds = 0.13e-3;     // under four moves: one
+  EXPECT_EQ(StealPolicy::tasks_to_ask(o, view), 1);
+  view.task_seconds = 34e-6;       // 1000 GFLOP/s: one
+  EXPECT_EQ(StealPolicy::tasks_to_ask(o, view), 1);
+  // Before its first task ran, or before any tile came, a rank asks for the chunk.
+  EXPECT_EQ(StealPolicy::tasks_to_ask(o, starving_view()), 4);
+  o.cost_rule = false;
+  EXPECT_EQ(StealPolicy::tasks_to_ask(o, view), 4);
+}
+
 TEST(StealPolicy, AThiefWeighsItsTileMovesAsTheBusiestVictimWould) {
   StealPolicy policy(steal_options(), 0, 4);
   auto view = starving_view();
