@@ -82,7 +82,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--rebalance", rebalance,
                  "re-grid at a resize (every tile where a job started at the new size would hold it): on or off");
   cli.add_option("--steal", steal, "inter-rank work stealing: on or off");
-  cli.add_option("--steal-chunk", o.steal.chunk, "tasks asked for in one steal request");
+  cli.add_option("--steal-chunk", o.steal.chunk,
+                 "tasks asked for in one steal request (with the cost rule, one where a task "
+                 "runs no longer than moving that many of its tiles)");
   cli.add_option("--steal-max-hops", o.steal.max_hops,
                  "times a steal request may be forwarded to another victim");
   cli.add_option("--steal-device-threshold", o.steal.device_threshold,

@@ -36,7 +36,8 @@ enum class VictimPolicy {
 /// later.
 struct StealOptions {
   bool enabled = false;
-  /// Tasks a thief asks for in one request.
+  /// Tasks a thief asks for in one request; with cost_rule, one where a typical task runs no
+  /// longer than moving this many of its tiles (StealPolicy::tasks_to_ask).
   int chunk = 4;
   /// Times a request may be forwarded, on the thief's behalf, to another victim.
   int max_hops = 2;
