@@ -18,12 +18,11 @@
 // global count: every rank reports its completed tasks to the first rank, which
 // announces when all tasks of the iteration have run. A rank whose own tasks have all run,
 // with no request out, when no request could pay (StealPolicy::asking_pays) or it never
-// starves (thresholds of 0), retires: it
-// says so on its last report (the first rank, to itself) and enters the barrier at once,
-// without waiting for that announcement, which the first rank then does not send it. Every
-// rank has sent its last report before it enters the barrier, but MPI orders no message
-// against a collective: the first rank leaves the iteration only once it has counted
-// them all.
+// starves (thresholds of 0), retires: it says so on its last report (the first rank, to
+// itself) and enters the barrier at once, without waiting for that announcement, which the
+// first rank then does not send it. Every rank has sent its last report before it enters the
+// barrier, but MPI orders no message against a collective: the first rank leaves the
+// iteration only once it has counted them all.
 
 #include <atomic>
 #include <chrono>
