@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <deque>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "bellows/runtime/cuda_libraries.hpp"
 #include "device.hpp"
+#include "tile_pool.hpp"
 
 namespace bellows::runtime {
 namespace {
@@ -24,9 +26,23 @@ void check(cudaError_t status, const char* what) {
   }
 }
 
+// tile_pool::PinSlab for the CUDA device: page-locks a slab for every CUDA context. Where
+// the system refuses (RLIMIT_MEMLOCK, say), says so once; copies then stage through the driver.
+bool pin_for_cuda(void* base, std::size_t bytes) {
+  const cudaError_t status = cudaHostRegister(base, bytes, cudaHostRegisterPortable);
+  if (status == cudaSuccess) return true;
+  (void)cudaGetLastError();  // not a task's error
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    std::fprintf(stderr, "bellows: CUDA device: cannot pin tile memory (%s); copies to and from the "
+                 "GPU go through the driver's staging buffer\n", cudaGetErrorString(status));
+  });
+  return false;
+}
+
 class CudaDevice final : public Device {
  public:
-  CudaDevice(Engine& engine, int ordinal) : Device(engine), ordinal_(ordinal) {
+  CudaDevice(Engine& engine, int ordinal, bool pin_tiles) : Device(engine), ordinal_(ordinal), pin_tiles_(pin_tiles) {
     int count = 0;
     check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     if (ordinal < 0 || ordinal >= count) {
@@ -45,10 +61,12 @@ class CudaDevice final : public Device {
     math_.cusolver_set_stream(cusolver_, exec_stream_);
     check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(workspace)");
     check(cudaMalloc(&device_info_, sizeof(int)), "cudaMalloc(info)");
+    if (pin_tiles_) tile_pool::pin_slabs(&pin_for_cuda);
   }
 
   ~CudaDevice() override {
     stop();
+    if (pin_tiles_) tile_pool::pin_slabs(nullptr);
     cudaFree(workspace_);
     cudaFree(device_info_);
     math_.destroy_cusolver(cusolver_);
@@ -72,6 +90,7 @@ class CudaDevice final : public Device {
     std::vector<double*> device_tiles;
     cudaEvent_t done = nullptr;
     Clock::time_point started;
+    std::uint64_t copied_bytes = 0;  // host <-> device, both ways
   };
 
   static constexpr std::size_t kWorkspaceBytes = 64UL << 20;
@@ -87,6 +106,7 @@ class CudaDevice final : public Device {
         check(cudaMallocAsync(reinterpret_cast<void**>(&d), t->bytes(), stage_in_stream_), "cudaMallocAsync");
         check(cudaMemcpyAsync(d, t->data(), t->bytes(), cudaMemcpyHostToDevice, stage_in_stream_),
               "stage-in copy");
+        f.copied_bytes += t->bytes();
       }
       f.device_tiles.push_back(d);
     }
@@ -121,6 +141,7 @@ class CudaDevice final : public Device {
       if (t && (f.task->writable >> i & 1U)) {
         check(cudaMemcpyAsync(t->data(), f.device_tiles[i], t->bytes(), cudaMemcpyDeviceToHost,
                               stage_out_stream_), "stage-out copy");
+        f.copied_bytes += t->bytes();
       }
       if (f.device_tiles[i]) cudaFreeAsync(f.device_tiles[i], stage_out_stream_);
     }
@@ -157,6 +178,8 @@ class CudaDevice final : public Device {
         InFlight f = std::move(staging_out.front());
         staging_out.pop_front();
         cudaEventDestroy(f.done);
+        unit.totals.tasks_on_device += 1;
+        unit.totals.link_bytes += f.copied_bytes;
         finish(std::move(f.task), unit, seconds_between(f.started, Clock::now()));
         progressed = true;
       }
@@ -173,6 +196,7 @@ class CudaDevice final : public Device {
   }
 
   int ordinal_;
+  bool pin_tiles_;
   cudaStream_t stage_in_stream_ = nullptr;
   cudaStream_t exec_stream_ = nullptr;
   cudaStream_t stage_out_stream_ = nullptr;
@@ -186,8 +210,8 @@ class CudaDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal) {
-  return std::make_unique<CudaDevice>(engine, ordinal);
+std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal, bool pin_tiles) {
+  return std::make_unique<CudaDevice>(engine, ordinal, pin_tiles);
 }
 
 }  // namespace bellows::runtime

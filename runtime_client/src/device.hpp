@@ -158,6 +158,6 @@ std::unique_ptr<Device> make_emulated_device(Engine& engine, double gflops, int 
                                              std::shared_ptr<EmulatedLink> link,
                                              std::size_t index = 0);
 /// Throws std::runtime_error when CUDA is not built in or no GPU is usable.
-std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal);
+std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal, bool pin_tiles);
 
 }  // namespace bellows::runtime

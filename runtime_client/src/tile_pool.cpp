@@ -21,6 +21,7 @@ struct Slab {
   std::size_t bytes = 0;
   std::size_t used = 0;
   int fd = -1;
+  bool pinned = false;  // by Pool::pin: the pages stay
 };
 
 struct Pool {
@@ -31,6 +32,7 @@ struct Pool {
   std::size_t cached = 0;
   bool slabs_fail = false;  // memfd_create or mmap refused once: plain allocations from then on
   unsigned serial = 0;
+  PinSlab pin = nullptr;  // pin_slabs
 };
 
 Pool& pool() {
@@ -55,6 +57,7 @@ Slab* new_slab(Pool& p, std::size_t bytes) {
     void* m = ::mmap(nullptr, slab.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, slab.fd, 0);
     if (m != MAP_FAILED) {
       slab.base = static_cast<std::byte*>(m);
+      if (p.pin != nullptr) slab.pinned = p.pin(slab.base, slab.bytes);
       p.slabs.push_back(slab);
       return &p.slabs.back();
     }
@@ -121,7 +124,7 @@ void release(double* buffer, std::size_t elements) noexcept {
   std::lock_guard lock(p.mutex);
   const Slab* slab = slab_of(p, buffer);
   try {
-    if (p.cached + elements * sizeof(double) <= kMaxCachedBytes) {
+    if (p.cached + elements * sizeof(double) <= kMaxCachedBytes || (slab != nullptr && slab->pinned)) {
       p.free_by_size[elements].push_back(buffer);
       p.cached += elements * sizeof(double);
       return;
@@ -150,6 +153,24 @@ bool in_shared_slab(const void* buffer) noexcept {
   Pool& p = pool();
   std::lock_guard lock(p.mutex);
   return slab_of(p, buffer) != nullptr;
+}
+
+void pin_slabs(PinSlab pin) {
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  p.pin = pin;
+  if (pin == nullptr) return;
+  for (auto& s : p.slabs) {
+    if (!s.pinned) s.pinned = pin(s.base, s.bytes);
+  }
+}
+
+std::size_t pinned_bytes() noexcept {
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  std::size_t bytes = 0;
+  for (const auto& s : p.slabs) bytes += s.pinned ? s.bytes : 0;
+  return bytes;
 }
 
 }  // namespace bellows::runtime::tile_pool

@@ -24,6 +24,18 @@ std::size_t cached_bytes() noexcept;
 /// Whether `buffer` (from acquire) lies in a shared slab. Thread-safe.
 bool in_shared_slab(const void* buffer) noexcept;
 
+/// Pins a slab's pages for a device's direct memory access (e.g. cudaHostRegister), and says
+/// whether it did. Host <-> device copies from pinned pages skip the driver's staging copy
+/// (measured on an H100 host: 42-54 GB/s against 7-14 GB/s for 0.5-8 MiB).
+using PinSlab = bool (*)(void* base, std::size_t bytes);
+/// Pins every shared slab with `pin`, those there now and each new one as it is made; nullptr
+/// stops pinning new slabs (those pinned stay pinned). Thread-safe. A pinned slab keeps its
+/// pages: its buffers released beyond kMaxCachedBytes stay cached, since a hole punched under
+/// a device's pinned mapping would part that mapping from the buffer's new pages.
+void pin_slabs(PinSlab pin);
+/// Bytes of shared slabs pinned so far. Thread-safe.
+std::size_t pinned_bytes() noexcept;
+
 /// Most bytes kept cached; the pages of buffers released beyond it go back to the system
 /// (the buffer's addresses stay in the pool, and fault in again when reused).
 inline constexpr std::size_t kMaxCachedBytes = std::size_t{1} << 30;

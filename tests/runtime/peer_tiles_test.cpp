@@ -73,6 +73,60 @@ TEST(TilePool, TilesLieInSharedSlabsAndAreRecycled) {
   EXPECT_EQ(again.data(), first);
 }
 
+namespace {
+
+struct PinnedRange {
+  std::uintptr_t base;
+  std::size_t bytes;
+};
+std::vector<PinnedRange> pin_calls;
+bool record_pin(void* base, std::size_t bytes) {
+  pin_calls.push_back({reinterpret_cast<std::uintptr_t>(base), bytes});
+  return true;
+}
+bool lies_in(const std::vector<PinnedRange>& ranges, const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (const auto& r : ranges) {
+    if (a >= r.base && a < r.base + r.bytes) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(TilePool, PinsTheSlabsThereAndThoseToComeUntilToldToStop) {
+  pin_calls.clear();
+  br::Tile before(64, 64);
+  const std::size_t pinned_before = br::tile_pool::pinned_bytes();
+  br::tile_pool::pin_slabs(&record_pin);
+  ASSERT_FALSE(pin_calls.empty()) << "the slab already holding a tile was not pinned";
+  EXPECT_TRUE(lies_in(pin_calls, before.data()));
+  std::size_t recorded = 0;
+  for (const auto& r : pin_calls) {
+    EXPECT_EQ(r.base % 4096, 0U);
+    EXPECT_GE(r.bytes, br::tile_pool::kSlabBytes);
+    recorded += r.bytes;
+  }
+  EXPECT_EQ(br::tile_pool::pinned_bytes(), pinned_before + recorded);
+  br::tile_pool::pin_slabs(&record_pin);
+  EXPECT_EQ(recorded, [] { std::size_t b = 0; for (const auto& r : pin_calls) b += r.bytes; return b; }())
+      << "a slab pinned already was pinned again";
+
+  // A tile larger than a slab gets a slab of its own, pinned as it is made.
+  const int big = 3000;  // 72 MB > kSlabBytes
+  const std::size_t calls = pin_calls.size();
+  {
+    br::Tile large(big, big);
+    ASSERT_EQ(pin_calls.size(), calls + 1);
+    EXPECT_TRUE(lies_in(pin_calls, large.data()));
+    EXPECT_GE(pin_calls.back().bytes, large.bytes());
+  }
+  br::tile_pool::pin_slabs(nullptr);
+  br::Tile after(big + 8, big + 8);
+  EXPECT_EQ(pin_calls.size(), calls + 1) << "a slab was pinned after pinning stopped";
+  EXPECT_TRUE(br::tile_pool::in_shared_slab(after.data()));
+}
+
 TEST(PeerTiles, CopiesAPeersTileFromItsSlab) {
   constexpr int kRows = 256;
   Producer producer(kRows, 7.0);

@@ -44,6 +44,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string steal_cost_rule = "on";
   std::string offload = o.offload.enabled ? "on" : "off";
   std::string same_host = "on";
+  std::string cuda_pinned = "on";
   std::string rebalance = "on";
   std::string emulated_compute = "off";
   std::string victim{runtime::to_string(o.steal.policy)};
@@ -74,6 +75,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "longest sleep of the communication thread when idle, microseconds");
   cli.add_option("--same-host", same_host,
                  "doorbells and direct tile reads between ranks on one host: on or off");
+  cli.add_option("--cuda-pinned", cuda_pinned,
+                 "--kernel cuda: pin the tile buffers so that copies to and from the GPU skip the "
+                 "driver's staging buffer, on or off");
   cli.add_option("--resize", o.resize,
                  "resize schedule, e.g. iter=3:+2,iter=6:-3 (job started by scripts/bellows-local)");
   cli.add_option("--ask-controller", o.ask_controller,
@@ -162,6 +166,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--same-host must be on or off, got '" + same_host + "'");
   }
   o.same_host_transport = same_host == "on";
+  if (cuda_pinned != "on" && cuda_pinned != "off") {
+    return fail("--cuda-pinned must be on or off, got '" + cuda_pinned + "'");
+  }
+  o.cuda_pinned_tiles = cuda_pinned == "on";
   if (rebalance != "on" && rebalance != "off") {
     return fail("--rebalance must be on or off, got '" + rebalance + "'");
   }
@@ -276,6 +284,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.comm_max_sleep_us = options.comm_max_sleep_us;
   r.steal = options.steal;
   r.same_host_transport = options.same_host_transport;
+  r.cuda_pinned_tiles = options.cuda_pinned_tiles;
   r.rebalance_on_resize = options.rebalance_on_resize;
   r.offload = options.offload;
   r.emulated_slowdown = options.slowdown;

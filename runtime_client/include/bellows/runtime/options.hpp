@@ -134,6 +134,10 @@ struct RuntimeOptions {
   double emulated_link_latency_us = 10.0;
   /// CUDA device ordinal (device cuda).
   int cuda_device = 0;
+  /// Device cuda: pin the tile buffers' shared slabs (cudaHostRegister) so that the copies
+  /// to and from the GPU run at the link's rate instead of through the driver's staging
+  /// buffer. Pinned memory stays resident for the life of the process.
+  bool cuda_pinned_tiles = true;
   /// When not empty, every rank appends its trace (JSON lines) to this file.
   std::string trace_path;
   /// Longest sleep of the communication thread when nothing happens, microseconds.

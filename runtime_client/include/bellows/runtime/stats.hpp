@@ -62,9 +62,10 @@ struct RankStats {
   double busy_seconds = 0.0;            ///< summed over the rank's execution units
   double idle_seconds = 0.0;            ///< execution units waiting for a ready task
   double modeled_seconds = 0.0;         ///< emulated device: sum of flops / rate
-  /// Tasks the emulated device ran (device hybrid: the rest ran on CPU workers).
+  /// Tasks the emulated or the CUDA device ran (device hybrid: the rest ran on CPU workers).
   std::uint64_t tasks_on_device = 0;
-  /// Bytes moved over the emulated device's host <-> device link, both ways.
+  /// Bytes moved between host and device memory, both ways: over the emulated device's link
+  /// (modeled), or copied to and from the GPU (device cuda).
   std::uint64_t link_bytes = 0;
   double flops = 0.0;                   ///< flops of the tasks executed here
   double comm_cpu_seconds = 0.0;        ///< CPU time of the communication and copy threads
