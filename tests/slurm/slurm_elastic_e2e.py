@@ -15,6 +15,7 @@ their steps, and that none is left after a shrink or at the end. Otherwise by me
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -559,6 +560,22 @@ def test_expand_not_granted(c, args):
 # ------------------------------------------------------------------ cycles
 
 
+def log_rank_stacks(job, app):
+    """Logs where each rank of the job is (every thread's innermost frames, by gdb where it is
+    installed): for a resize that does not finish, which call each rank waits in."""
+    if shutil.which("gdb") is None:
+        log("gdb is not installed: no stacks of the ranks")
+        return
+    for pid in processes_of(job.job_dir, app):
+        try:
+            out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 15"],
+                                 capture_output=True, text=True, timeout=30).stdout
+        except subprocess.TimeoutExpired:
+            out = "(gdb did not answer in 30 s)"
+        frames = [line for line in out.splitlines() if line.startswith(("Thread ", "#", "("))]
+        log(f"stacks of {describe(pid)}:\n  " + "\n  ".join(frames))
+
+
 CYCLES = 20
 CYCLE_ITERATIONS = 3000  # 20-45 ms each, quiet to loaded: outlasts the 20-25 s of cycles
 
@@ -580,7 +597,9 @@ def test_resize_cycles(c, args):
                 while not job.settled_on(size):
                     check(job.state() == "RUNNING", f"cycle {cycle}: job {job.id} ended before the "
                           f"{CYCLES} cycles; output:\n{job.output_tail()}")
-                    check(time.monotonic() < deadline, f"cycle {cycle}: {delta} not done in 30 s: {job.status()}")
+                    if time.monotonic() >= deadline:
+                        log_rank_stacks(job, args.app)
+                        check(False, f"cycle {cycle}: {delta} not done in 30 s: {job.status()}")
                     time.sleep(0.05)
         log(f"{CYCLES} cycles in {time.monotonic() - began:.1f} s")
         controller = [p for p in processes_mentioning(f"BELLOWS_RUN_DIR={job.runs}") if
