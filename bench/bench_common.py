@@ -22,6 +22,6 @@ def makespan(report, warmup=1):
     on a virtual machine whose page tables the hypervisor shadows, the first read of each page
     of a peer's tile slab through a new mapping runs at about a tenth of memcpy's speed, and
     bspgemm at 1000 GFLOP/s takes about 8 iterations to reach its steady state; see
-    docs/benchmarks.md). At least the last iteration is kept."""
+    docs/stealing-at-gpu-speed.md). At least the last iteration is kept."""
     seconds = [it["seconds"] for it in report["iterations"]]
     return statistics.median(seconds[min(warmup, len(seconds) - 1):])
