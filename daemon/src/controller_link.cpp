@@ -16,7 +16,9 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <variant>
+#include <vector>
 
 namespace bellows::daemon {
 namespace {
@@ -75,6 +77,11 @@ struct ControllerLink::State {
   std::condition_variable changed;
   std::optional<std::string> registration;  // "" when registered, else why not
   std::map<std::string, WatchedRank> watched;  // by the rank's PMIx name
+  /// Resize decisions and aborts that came before any rank attached here: a PMIx event
+  /// reaches only the ranks attached when it is sent, so they wait for the first one (a
+  /// controller can decide a resize while the job's first rank is still starting).
+  bool rank_attached_once = false;
+  std::vector<std::pair<pmix_status_t, Payload>> held;
   bool stopping = false;
   std::thread watcher;
   /// Starts the node's ranks the controller asks for (StartRank), as PMIx clients.
@@ -188,6 +195,18 @@ struct ControllerLink::State {
   }
 
   void report_notify(pmix_status_t code, const Payload& payload) {
+    {
+      std::lock_guard lock(mutex);
+      if (!rank_attached_once) {
+        spdlog::info("no rank attached yet: {} waits for the first", pmix::event_name(code));
+        held.emplace_back(code, payload);
+        return;
+      }
+    }
+    notify_ranks(code, payload);
+  }
+
+  void notify_ranks(pmix_status_t code, const Payload& payload) {
     const Status status = server->notify(code, payload, PMIX_RANGE_LOCAL);
     if (!status.ok())
       spdlog::error("could not deliver {} to the ranks: {}", pmix::event_name(code), status.text);
@@ -250,8 +269,15 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
   server.on_rank_attached([weak](const ProcId& proc, pid_t pid) {
     auto s = weak.lock();
     if (!s) return;
-    std::lock_guard lock(s->mutex);
-    s->watched[to_string(proc)] = WatchedRank{pid, 0, false, false};
+    std::vector<std::pair<pmix_status_t, Payload>> held;
+    {
+      std::lock_guard lock(s->mutex);
+      s->watched[to_string(proc)] = WatchedRank{pid, 0, false, false};
+      s->rank_attached_once = true;
+      held.swap(s->held);
+    }
+    // In the order they came; the rank registered its event handlers before its attach notice.
+    for (const auto& [code, payload] : held) s->notify_ranks(code, payload);
   });
   server.on_rank_detached([weak](const ProcId& proc) {
     auto s = weak.lock();

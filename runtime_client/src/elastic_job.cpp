@@ -197,6 +197,10 @@ std::optional<ElasticJob::Request> ElasticJob::agree_on_request(int& requester) 
 
 ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
   if (runtime_ == nullptr) throw std::logic_error("ElasticJob::apply_pending before attach()");
+  // Not before the first iteration: ranks added there would join at iteration 0, as the
+  // initial members do, and would take the job's initial start for theirs (no
+  // join_expansion, no skipped boundary): their collectives would not match the members'.
+  if (iteration == 0) return Outcome::none;
   if (joined_after_size_ > 0 && iteration == joined_at_iteration_) return Outcome::none;  // joined through it
   int requester = -1;
   const auto request = agree_on_request(requester);

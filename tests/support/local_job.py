@@ -80,6 +80,15 @@ class LocalJobTest:
         if problems:
             self.fail("unexpected warnings or errors in the job's logs:\n  " + "\n  ".join(problems))
 
+    def kill_processes(self):
+        """Kills every process of the test's jobs (for a job that hung: `bellows run` killed
+        leaves its daemons and ranks behind)."""
+        for pid in processes_mentioning(self.top):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+
     def passed(self, *job_dirs):
         """No process of the jobs is left; the test's directory goes; PASS."""
         time.sleep(0.5)

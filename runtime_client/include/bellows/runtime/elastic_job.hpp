@@ -111,7 +111,10 @@ class ElasticJob {
   enum class Outcome { none, resized, refused, left };
   /// Before iteration `iteration` (0-based); collective over communicator(). Among the
   /// ranks with pending requests, the lowest rank's oldest request is carried out (one
-  /// per call). Returns Outcome::left on a rank that has just left the job: it must
+  /// per call). Before iteration 0 nothing is carried out, and no rank communicates: a rank
+  /// added then would join at iteration 0, where the job's initial members join, and could
+  /// not be told from them; requests posted before the first iteration wait for the
+  /// second. Returns Outcome::left on a rank that has just left the job: it must
   /// destroy its runtime, stop and finalize MPI. Throws MpiError when MPI fails.
   Outcome apply_pending(int iteration);
 
