@@ -64,6 +64,7 @@ def main():
         ended = time.time()
     except subprocess.TimeoutExpired:
         job.kill()
+        t.kill_processes()
         t.fail("the job did not end within its time")
     if job.returncode != 0:
         t.fail(f"bellows run exited {job.returncode}: {err[-3000:]}")
