@@ -21,7 +21,7 @@ struct Slab {
   std::size_t bytes = 0;
   std::size_t used = 0;
   int fd = -1;
-  bool pinned = false;  // by Pool::pin: the pages stay
+  bool pinned = false;  // by the pin_slabs function: its pages stay
 };
 
 struct Pool {

@@ -26,7 +26,8 @@ bool in_shared_slab(const void* buffer) noexcept;
 
 /// Pins a slab's pages for a device's direct memory access (e.g. cudaHostRegister), and says
 /// whether it did. Host <-> device copies from pinned pages skip the driver's staging copy
-/// (measured on an H100 host: 42-54 GB/s against 7-14 GB/s for 0.5-8 MiB).
+/// (measured on an H100 host: 42-54 GB/s against 7-14 GB/s for 0.5-8 MiB). Called with the
+/// pool locked, once per slab: it must not acquire or release tile buffers.
 using PinSlab = bool (*)(void* base, std::size_t bytes);
 /// Pins every shared slab with `pin`, those there now and each new one as it is made; nullptr
 /// stops pinning new slabs (those pinned stay pinned). Thread-safe. A pinned slab keeps its
