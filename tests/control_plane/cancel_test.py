@@ -63,9 +63,7 @@ def main():
         out, err = job.communicate(timeout=120)
         ended = time.time()
     except subprocess.TimeoutExpired:
-        job.kill()
-        t.kill_processes()
-        t.fail("the job did not end within its time")
+        t.fail_hung(job, "the job did not end within its time")
     if job.returncode != 0:
         t.fail(f"bellows run exited {job.returncode}: {err[-3000:]}")
     t.log(f"+1 asked {ended - asked:.1f} s before the job ended")

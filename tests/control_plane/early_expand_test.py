@@ -56,9 +56,7 @@ def main():
         t.log(f"the job was told of the expand when it had reported {told_at_iteration} iterations")
         out, err = job.communicate(timeout=180)
     except subprocess.TimeoutExpired:
-        job.kill()
-        t.kill_processes()
-        t.fail("the job did not end within 180 s (an expand before the first iteration hangs the job)")
+        t.fail_hung(job, "the job did not end within 180 s (an expand before the first iteration hangs the job)")
     if job.returncode != 0:
         t.fail(f"bellows run exited {job.returncode}: {err[-3000:]}")
     path = [(e["event"], e["to"]) for e in t.events() if e["resize"] == 1]

@@ -42,9 +42,7 @@ def finish(t, job, what):
     try:
         out, err = job.communicate(timeout=120)
     except subprocess.TimeoutExpired:
-        job.kill()
-        t.kill_processes()
-        t.fail(f"the {what} did not end within its time")
+        t.fail_hung(job, f"the {what} did not end within its time")
     if job.returncode != 0:
         t.fail(f"bellows run ({what}) exited {job.returncode}: {err[-3000:]}")
     report = json.loads(out.strip().splitlines()[-1])

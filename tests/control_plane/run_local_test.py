@@ -127,9 +127,7 @@ def main():
 
         out, err = job.communicate(timeout=150)
     except subprocess.TimeoutExpired:
-        job.kill()
-        t.kill_processes()
-        t.fail("the job did not end within its time")
+        t.fail_hung(job, "the job did not end within its time")
     if job.returncode != 0:
         t.fail(f"bellows run exited {job.returncode}: {err[-3000:]}")
     report = json.loads(out.strip().splitlines()[-1])

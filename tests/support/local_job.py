@@ -80,14 +80,16 @@ class LocalJobTest:
         if problems:
             self.fail("unexpected warnings or errors in the job's logs:\n  " + "\n  ".join(problems))
 
-    def kill_processes(self):
-        """Kills every process of the test's jobs (for a job that hung: `bellows run` killed
-        leaves its daemons and ranks behind)."""
+    def fail_hung(self, job, why):
+        """Kills `job` (a `bellows run` that did not end in time) and every process of the
+        test's jobs, which killing `bellows run` alone leaves behind, then fails with `why`."""
+        job.kill()
         for pid in processes_mentioning(self.top):
             try:
                 os.kill(pid, 9)
             except OSError:
                 pass
+        self.fail(why)
 
     def passed(self, *job_dirs):
         """No process of the jobs is left; the test's directory goes; PASS."""
