@@ -8,7 +8,9 @@ GFLOP/s (the GPU regime) per rank:
   - slowed: dense GEMM, balanced until rank 1's device runs --slow-factor times slower from
     iteration --slow-from on (a noisy neighbour): the imbalance changes part-way;
   - skewed_slowed: the skewed job with rank 1 slowed the same way: an imbalance that changes
-    part-way on top of one that does not.
+    part-way on top of one that does not;
+  - cholesky_slowed: dense Cholesky with rank 1 slowed the same way: the slowed rank's tasks
+    are on the critical path in turn.
 Both configurations run interleaved in each round, and ratios are taken within a round,
 because the machine is shared and noisy.
 
@@ -40,12 +42,13 @@ def main():
     ap.add_argument("--tile", type=int, default=256)
     ap.add_argument("--bsp-n", type=int, default=4096, help="bspgemm order")
     ap.add_argument("--gemm-n", type=int, default=2048, help="gemm order")
+    ap.add_argument("--cholesky-n", type=int, default=4096, help="cholesky order")
     ap.add_argument("--iterations", type=int, default=4, help="skewed job")
     ap.add_argument("--slow-iterations", type=int, default=6, help="slowed job")
     ap.add_argument("--slow-from", type=int, default=3)
     ap.add_argument("--slow-factor", type=float, default=3.0)
     ap.add_argument("--jobs", default="skewed,slowed",
-                    help="any of skewed, slowed, skewed_slowed")
+                    help="any of skewed, slowed, skewed_slowed, cholesky_slowed")
     args = ap.parse_args()
     ex = os.path.join(args.build, "examples")
     speeds = [float(s) for s in args.speeds.split(",")]
@@ -64,6 +67,9 @@ def main():
             cmd = skewed + ["--iterations", str(args.iterations)] + common
         elif job == "skewed_slowed":
             cmd = skewed + ["--iterations", str(args.slow_iterations)] + slowdown + common
+        elif job == "cholesky_slowed":
+            cmd = [MPIEXEC, "-n", str(args.ranks), os.path.join(ex, "cholesky"), "--n",
+                   str(args.cholesky_n), "--iterations", str(args.slow_iterations)] + slowdown + common
         else:
             cmd = [MPIEXEC, "-n", str(args.ranks), os.path.join(ex, "gemm"), "--n",
                    str(args.gemm_n), "--iterations", str(args.slow_iterations)] + slowdown + common
@@ -79,6 +85,9 @@ def main():
         speeds = args.ranks - 1 + 1.0 / args.slow_factor
         if job == "skewed_slowed":
             bound = max(report["work_seconds"] / speeds, report["critical_path_seconds"])
+        elif job == "cholesky_slowed":
+            flops = statistics.median(it["gflops"] * it["seconds"] * 1e9 for it in slowed)
+            bound = flops / (gflops * 1e9) / speeds
         else:
             bound = 2.0 * args.gemm_n ** 3 / (gflops * 1e9) / speeds
         return time, len(slowed) * bound

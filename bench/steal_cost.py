@@ -12,6 +12,10 @@ communication bound (the most bytes a rank received per iteration over that rank
 transfer bandwidth, CostModel's fit), so that what is left over both is visible.
 
   python3 bench/steal_cost.py --builds build/base,build/default --tiles 256,512 --rounds 3
+
+--variants runs stealing on in several ways beside each other, to find where an overhead comes
+from, e.g. --variants "on=;noask=--steal-device-threshold 0 --steal-node-threshold 0" (ranks that
+give but never ask).
 """
 import argparse
 import os
@@ -47,12 +51,18 @@ def main():
     ap.add_argument("--warmup", type=int, default=1,
                     help="iterations left out of each run's median (default 1)")
     ap.add_argument("--apps", default="gemm,cholesky,bspgemm")
+    ap.add_argument("--variants", default="on=",
+                    help="label=extra flags of a steal-on run, ';' between variants")
     args = ap.parse_args()
+    variants = {}
+    for item in args.variants.split(";"):
+        label, _, flags = item.partition("=")
+        variants[label.strip()] = flags.split()
     builds = args.builds.split(",")
     tiles = [int(t) for t in args.tiles.split(",")]
     apps = args.apps.split(",")
 
-    def run(build, app, tile, steal):
+    def run(build, app, tile, steal, extra=()):
         n = args.bsp_n if app == "bspgemm" else args.n
         cmd = [MPIEXEC, "-n", str(args.ranks), os.path.join(build, "examples", app),
                "--n", str(n), "--tile", str(tile), "--steal", steal, "--kernel", "emulated",
@@ -60,11 +70,12 @@ def main():
                "--quiet"]
         if app == "bspgemm":
             cmd += ["--pattern", "skewed", "--density", "0.5"]
-        return run_json(cmd)
+        return run_json(cmd + list(extra))
 
     times = {}   # (app, tile, label) -> per round
     ratios = {}  # (app, tile, build) -> per round
     stolen = {}  # (app, tile, build) -> per round
+    requests = {}  # (app, tile, build) -> per round
     bounds = {}  # (app, tile) -> per round: (perfect-balance s, communication s)
     for rnd in range(args.rounds):
         print(f"round {rnd + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
@@ -75,11 +86,16 @@ def main():
                 times.setdefault((app, tile, "off"), []).append(off)
                 bounds.setdefault((app, tile), []).append(iteration_bounds(off_report, args.gflops))
                 for build in builds:
-                    report = run(build, app, tile, "on")
-                    on = makespan(report, args.warmup)
-                    times.setdefault((app, tile, f"on {build}"), []).append(on)
-                    ratios.setdefault((app, tile, build), []).append(off / on)
-                    stolen.setdefault((app, tile, build), []).append(report["steal"]["tasks_stolen"])
+                    for variant, extra in variants.items():
+                        name = build if len(variants) == 1 else f"{build} {variant}"
+                        report = run(build, app, tile, "on", extra)
+                        on = makespan(report, args.warmup)
+                        times.setdefault((app, tile, f"on {name}"), []).append(on)
+                        ratios.setdefault((app, tile, name), []).append(off / on)
+                        stolen.setdefault((app, tile, name), []).append(
+                            report["steal"]["tasks_stolen"])
+                        requests.setdefault((app, tile, name), []).append(
+                            report["steal"].get("requests_sent", 0))
 
     print(f"\nemulated device {args.gflops:g} GFLOP/s per rank, {args.ranks} ranks, gemm/cholesky "
           f"n={args.n}, bspgemm skewed n={args.bsp_n} density 0.5, {args.iterations} iterations "
@@ -95,15 +111,17 @@ def main():
         balance = statistics.median(b for b, _ in values)
         comm = statistics.median(c for _, c in values)
         off = statistics.median(times[(app, tile, "off")])
-        on = statistics.median(times[(app, tile, f"on {builds[-1]}")])
+        last = builds[-1] if len(variants) == 1 else f"{builds[-1]} {next(iter(variants))}"
+        on = statistics.median(times[(app, tile, f"on {last}")])
         print(f"{app + ' tile ' + str(tile):<44}{balance:>10.4f}{comm:>10.4f}{off / balance:>12.2f}"
               f"{off / comm if comm > 0 else float('inf'):>10.2f}{on / balance:>12.2f}"
               f"{on / comm if comm > 0 else float('inf'):>10.2f}")
-    print(f"\n{'ratio off / on (same round)':<44}{'median':>8}  target  stolen/run  per round")
+    print(f"\n{'ratio off / on (same round)':<44}{'median':>8}  target  stolen/run  requests/run  per round")
     for (app, tile, build), values in ratios.items():
         med = statistics.median(values)
         name = f"{app} tile {tile} {build}"
         print(f"{name:<44}{med:>8.3f}  >=0.98  {statistics.median(stolen[(app, tile, build)]):>10.0f}  "
+              f"{statistics.median(requests[(app, tile, build)]):>12.0f}  "
               + " ".join(f"{v:.3f}" for v in values) + ("  met" if med >= 0.98 else "  NOT met"))
 
 

@@ -446,7 +446,10 @@ bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point 
   request.thief = rank_;
   request.request_id = ++steal_request_id_;
   request.wanted = StealPolicy::tasks_to_ask(steal_policy_.options(), view);
-  request.thief_load_ns = static_cast<std::uint64_t>(engine_.remaining_work_seconds() * 1e9);
+  const Engine::ThiefCosts costs = engine_.thief_costs();
+  request.thief_load_ns = static_cast<std::uint64_t>(costs.load_seconds * 1e9);
+  request.thief_task_overhead_seconds = costs.task_overhead_seconds;
+  request.thief_seconds_per_flop = costs.seconds_per_flop;
   send_control(*victim, request);
   steal_outstanding_.store(true, std::memory_order_release);
   final_reply_seen_ = false;
@@ -474,7 +477,10 @@ void CommEngine::handle_steal_request(int source, const wire::StealRequest& requ
   std::size_t refused = 0;
   auto tasks = global_done_ ? std::vector<std::unique_ptr<ReadyTask>>{}
                             : engine_.give_tasks(request.wanted, request.thief,
-                                                 static_cast<double>(request.thief_load_ns) * 1e-9,
+                                                 Engine::ThiefCosts{
+                                                     static_cast<double>(request.thief_load_ns) * 1e-9,
+                                                     request.thief_task_overhead_seconds,
+                                                     request.thief_seconds_per_flop},
                                                  left, refused);
   stats_.steal.tasks_refused += refused;
   if (tasks.empty() && refused > 0) ++stats_.steal.requests_refused;

@@ -395,14 +395,27 @@ std::unordered_map<TaskKey, int> Engine::migrations() const {
   return migrations_;
 }
 
+Engine::ThiefCosts Engine::thief_costs() const {
+  ThiefCosts costs;
+  costs.load_seconds = remaining_work_seconds();
+  std::lock_guard lock(cost_mutex_);
+  const CostSummary summary = cost_model_.summary();
+  if (summary.task_samples > 0) {
+    const double per_lane = 1.0 / lanes();
+    costs.task_overhead_seconds = summary.task_overhead_us * 1e-6 * per_lane;
+    costs.seconds_per_flop = summary.seconds_per_gflop * 1e-9 * per_lane;
+  }
+  return costs;
+}
+
 std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief,
-                                                           double thief_load_seconds,
+                                                           const ThiefCosts& thief_costs,
                                                            std::size_t& left,
                                                            std::size_t& refused) {
   refused = 0;
   StealPolicy::GiftContext context;
   context.lanes = lanes();
-  context.thief_load_seconds = thief_load_seconds;
+  context.thief_load_seconds = thief_costs.load_seconds;
   context.victim_load_seconds = remaining_work_seconds();
   context.reply_seconds = round_trip_seconds() / 2;
   {
@@ -417,6 +430,8 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
     std::vector<StealPolicy::GiftCandidate> candidates(queue.size());
     std::vector<InputSource> specs;
     std::lock_guard cost_lock(cost_mutex_);
+    const bool thief_measured = thief_costs.task_overhead_seconds > 0.0 || thief_costs.seconds_per_flop > 0.0;
+    const bool measured_here = cost_model_.summary().task_samples > 0;
     // What is still to run here at each priority, summed over the priorities above it.
     std::map<std::int64_t, PriorityWork, std::greater<>> above;
     if (options_.steal.cost_rule) {
@@ -434,6 +449,13 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
       c.run_seconds = cost_model_.task_seconds(task.key.task_class, task.flops);
       c.movable = !task.migrated && queue.size() - i <= kPriced;
       if (!c.movable || !options_.steal.cost_rule) continue;
+      if (thief_measured && measured_here) {
+        // Both fits per lane, as the thief's comes.
+        c.thief_run_seconds = StealPolicy::thief_run_seconds(
+            c.run_seconds,
+            thief_costs.task_overhead_seconds + thief_costs.seconds_per_flop * task.flops,
+            cost_model_.work_seconds(1.0, task.flops) / lanes());
+      }
       if (const auto it = above.find(task.priority); it != above.end()) {
         c.outranking_seconds = cost_model_.work_seconds(static_cast<double>(it->second.tasks),
                                                         it->second.flops);

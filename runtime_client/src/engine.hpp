@@ -108,12 +108,19 @@ class Engine {
   [[nodiscard]] std::uint64_t take_completed_delta() noexcept {
     return completed_unreported_.exchange(0, std::memory_order_acq_rel);
   }
+  /// What a steal request tells its victims of the thief.
+  struct ThiefCosts {
+    double load_seconds = 0.0;           ///< its predicted work left, per lane
+    double task_overhead_seconds = 0.0;  ///< its task time, overhead + seconds_per_flop *
+    double seconds_per_flop = 0.0;       ///< flops; both 0: not measured yet
+  };
+  /// This rank's ThiefCosts now.
+  [[nodiscard]] ThiefCosts thief_costs() const;
   /// Takes the ready tasks StealPolicy::choose_gifts grants a request of rank `thief` for
-  /// `wanted` (the thief predicting `thief_load_seconds` of work left, per lane) and records
-  /// their new placement. `left` receives the ready count afterwards, `refused` how many
-  /// more the thresholds alone would have let go (those the cost rule kept).
-  std::vector<std::unique_ptr<ReadyTask>> give_tasks(int wanted, int thief,
-                                                     double thief_load_seconds,
+  /// `wanted` and records their new placement. `left` receives the ready count afterwards,
+  /// `refused` how many more the thresholds alone would have let go (those the cost rule
+  /// kept).
+  std::vector<std::unique_ptr<ReadyTask>> give_tasks(int wanted, int thief, const ThiefCosts& costs,
                                                      std::size_t& left, std::size_t& refused);
 
   // ---- measured costs (CostModel; any thread) ----

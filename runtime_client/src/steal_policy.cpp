@@ -63,7 +63,8 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
     const double victim_starts =
         (ahead[i] + (1.0 - weight) * outranking_later - given_ahead) / lanes;
     if (c.run_seconds <= weight * (c.fetch_seconds + c.return_seconds)) continue;
-    const double thief_cost = c.fetch_seconds + c.run_seconds;
+    const double thief_run = c.thief_run_seconds < 0.0 ? c.run_seconds : c.thief_run_seconds;
+    const double thief_cost = c.fetch_seconds + thief_run;
     if (thief_clock + thief_cost + c.return_seconds >= victim_starts) continue;
     if (thief_load + thief_cost + c.return_seconds >= victim_load - c.run_seconds / lanes) continue;
     chosen.push_back(i);
@@ -72,6 +73,14 @@ std::vector<std::size_t> StealPolicy::choose_gifts(const StealOptions& options,
     victim_load -= c.run_seconds / lanes;
   }
   return chosen;
+}
+
+double StealPolicy::thief_run_seconds(double victim_run, double thief_fit,
+                                      double victim_fit) noexcept {
+  if (!(thief_fit > 0.0 && victim_fit > 0.0)) return victim_run;
+  const double ratio = thief_fit / victim_fit;
+  if (ratio <= kSameSpeedWithin && ratio >= 1.0 / kSameSpeedWithin) return victim_run;
+  return victim_run * ratio;
 }
 
 double StealPolicy::move_weight(double victim_share, double mean_share) noexcept {

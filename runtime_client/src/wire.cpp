@@ -1,5 +1,6 @@
 #include "wire.hpp"
 
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 
@@ -7,6 +8,8 @@ namespace bellows::runtime::wire {
 namespace {
 
 constexpr std::uint16_t kCollectionMarker = 0xFFFF;
+/// Above any task time a message may carry (negative, NaN and infinite are refused too).
+constexpr double kMaxSeconds = 1e6;
 
 class Writer {
  public:
@@ -89,6 +92,8 @@ std::vector<std::byte> encode(const Message& message) {
     w.put(q->hops);
     w.put(q->partial_replies);
     w.put(q->thief_load_ns);
+    w.put(q->thief_task_overhead_seconds);
+    w.put(q->thief_seconds_per_flop);
   } else if (const auto* reply = std::get_if<StealReply>(&message)) {
     put_header(w, MessageType::steal_reply);
     w.put(reply->request_id);
@@ -213,7 +218,8 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
     case MessageType::steal_request: {
       StealRequest q;
       if (!r.get(q.thief) || !r.get(q.request_id) || !r.get(q.wanted) || !r.get(q.hops) ||
-          !r.get(q.partial_replies) || !r.get(q.thief_load_ns)) {
+          !r.get(q.partial_replies) || !r.get(q.thief_load_ns) ||
+          !r.get(q.thief_task_overhead_seconds) || !r.get(q.thief_seconds_per_flop)) {
         return truncated("steal_request");
       }
       if (r.remaining() != 0) {
@@ -223,6 +229,14 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
       if (q.thief < 0 || q.wanted < 1) {
         error = "steal_request with thief " + std::to_string(q.thief) + " and wanted " +
                 std::to_string(q.wanted);
+        return std::nullopt;
+      }
+      if (!(q.thief_task_overhead_seconds >= 0.0 && q.thief_task_overhead_seconds < kMaxSeconds &&
+            q.thief_seconds_per_flop >= 0.0 && q.thief_seconds_per_flop < kMaxSeconds)) {
+        char text[96];
+        std::snprintf(text, sizeof text, "steal_request with thief task time %g s + %g s per flop",
+                      q.thief_task_overhead_seconds, q.thief_seconds_per_flop);
+        error = text;
         return std::nullopt;
       }
       return Message{q};

@@ -22,7 +22,7 @@
 namespace bellows::runtime::wire {
 
 inline constexpr std::uint16_t kMagic = 0xBE11;
-inline constexpr std::uint8_t kVersion = 3;
+inline constexpr std::uint8_t kVersion = 4;
 
 enum class MessageType : std::uint8_t {
   activate = 1,          ///< a tile (or a control token) is ready for these consumers
@@ -100,6 +100,10 @@ struct StealRequest {
   std::uint16_t partial_replies = 0; ///< non-final replies already sent to the thief
   /// The thief's predicted work left when it asked, per lane, nanoseconds (CostModel).
   std::uint64_t thief_load_ns = 0;
+  /// The thief's measured task time, its CostModel fit over all classes: overhead +
+  /// seconds_per_flop * flops, per lane. Both 0: it has not run a task yet.
+  double thief_task_overhead_seconds = 0.0;
+  double thief_seconds_per_flop = 0.0;
   friend bool operator==(const StealRequest&, const StealRequest&) = default;
 };
 

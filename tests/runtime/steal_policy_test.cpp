@@ -500,6 +500,46 @@ TEST(StealPolicy, AChainHeadAtTheBackStartsAfterTheWorkThatOutranksIt) {
   EXPECT_TRUE(StealPolicy::choose_gifts(steal_options(), queue, context, 1).empty());
 }
 
+TEST(StealPolicy, ScalesTheThiefsRunTimeOnlyWhenTheSpeedsDifferClearly) {
+  // Unknown on either side: as on the victim.
+  EXPECT_DOUBLE_EQ(StealPolicy::thief_run_seconds(1e-3, 0.0, 2e-3), 1e-3);
+  EXPECT_DOUBLE_EQ(StealPolicy::thief_run_seconds(1e-3, 6e-3, 0.0), 1e-3);
+  // Within kSameSpeedWithin (2x) either way: the same speed.
+  EXPECT_DOUBLE_EQ(StealPolicy::thief_run_seconds(1e-3, 3.4e-3, 2e-3), 1e-3);
+  EXPECT_DOUBLE_EQ(StealPolicy::thief_run_seconds(1e-3, 1e-3, 2e-3), 1e-3);
+  // A thief slowed 3x takes 3x as long; one 3x faster a third.
+  EXPECT_DOUBLE_EQ(StealPolicy::thief_run_seconds(1e-3, 6e-3, 2e-3), 3e-3);
+  EXPECT_DOUBLE_EQ(StealPolicy::thief_run_seconds(3e-3, 2e-3, 6e-3), 1e-3);
+}
+
+TEST(StealPolicy, ASlowThiefGetsOnlyWhatItStillFinishesFirst) {
+  // 10 GFLOP/s tasks of 30 ms with cheap moves: an idle thief of the same speed gets 4.
+  auto queue = queue_of(20, 30e-3, 50e-6, 20e-6);
+  EXPECT_EQ(StealPolicy::choose_gifts(steal_options(), queue, loads(0.6, 0.0), 4).size(), 4U);
+  // A thief 3x slower (a noisy neighbour) runs each in 90 ms: 4 of them would end it
+  // 0.36 s from now, after the victim's 0.6 - 0.12 s. Still 4 go, but a victim with
+  // 0.2 s left gives it only what it finishes before the victim would: 1 (90 ms against
+  // the 0.17 s left after it), not 2 (0.18 s against 0.14 s).
+  for (auto& g : queue) g.thief_run_seconds = 90e-3;
+  EXPECT_EQ(StealPolicy::choose_gifts(steal_options(), queue, loads(0.6, 0.0), 4).size(), 4U);
+  EXPECT_EQ(StealPolicy::choose_gifts(steal_options(), queue, loads(0.2, 0.0), 4).size(), 1U);
+  // At the thief's own speed, 0.2 s left gives 3 (up to 90 ms of the thief's against 0.11 s).
+  for (auto& g : queue) g.thief_run_seconds = -1.0;
+  EXPECT_EQ(StealPolicy::choose_gifts(steal_options(), queue, loads(0.2, 0.0), 4).size(), 3U);
+}
+
+TEST(StealPolicy, AFastThiefGetsMoreOfASlowedVictimsWork) {
+  // A slowed victim: 6 tasks of 90 ms; fetching one costs 50 ms. At the victim's speed the
+  // thief is done with its k-th gift after k * 140 ms: 2 go (positions 5 and 4, which would
+  // start here after 450 and 360 ms). At a third of the time, 80 ms each, 3 do.
+  auto queue = queue_of(6, 90e-3, 50e-3);
+  const auto same = StealPolicy::choose_gifts(steal_options(), queue, loads(0.54, 0.0), 4).size();
+  for (auto& g : queue) g.thief_run_seconds = 30e-3;
+  const auto faster = StealPolicy::choose_gifts(steal_options(), queue, loads(0.54, 0.0), 4).size();
+  EXPECT_EQ(same, 2U);
+  EXPECT_EQ(faster, 3U);
+}
+
 TEST(StealPolicy, PrefersTasksWhoseInputsTheThiefHolds) {
   auto queue = queue_of(10, 10e-3, 2e-3);
   queue[3].fetch_seconds = 0.0;  // the thief holds its inputs

@@ -177,12 +177,12 @@ TEST(Wire, RefusesBadMagic) {
 
 TEST(Wire, RefusesOtherProtocolVersion) {
   auto bytes = wire::encode(wire::Fetch{1, 2});
-  bytes[2] = std::byte{2};  // before steal requests carried the thief's load
+  bytes[2] = std::byte{3};  // before steal requests carried the thief's task time
   const auto error = decode_error(bytes);
   EXPECT_NE(error.find("version"), std::string::npos) << error;
-  EXPECT_EQ(error, "unsupported protocol version 2 (this build speaks 3)");
+  EXPECT_EQ(error, "unsupported protocol version 3 (this build speaks 4)");
   bytes[2] = std::byte{0};
-  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 3)");
+  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 4)");
 }
 
 TEST(Wire, RefusesUnknownType) {
@@ -262,7 +262,7 @@ TEST(Wire, RefusesTruncatedOrOverlongCollectionFetch) {
 // ---------------------------------------------------------------- work stealing
 
 TEST(Wire, StealRequestRoundTrips) {
-  const wire::StealRequest q{3, 77, 5, 2, 1, 1234567890123ULL};
+  const wire::StealRequest q{3, 77, 5, 2, 1, 1234567890123ULL, 4.5e-6, 1.25e-12};
   EXPECT_EQ(round_trip(q), wire::Message{q});
 }
 
@@ -314,6 +314,17 @@ TEST(Wire, RefusesStealRequestWithoutThiefOrWants) {
   auto bytes = wire::encode(wire::StealRequest{0, 1, 1, 0, 0});
   bytes.pop_back();
   EXPECT_EQ(decode_error(bytes), "truncated steal_request message");
+}
+
+TEST(Wire, RefusesStealRequestWithABadThiefTaskTime) {
+  EXPECT_EQ(decode_error(wire::encode(wire::StealRequest{2, 1, 1, 0, 0, 0, -1e-6, 1e-12})),
+            "steal_request with thief task time -1e-06 s + 1e-12 s per flop");
+  EXPECT_EQ(decode_error(wire::encode(
+                wire::StealRequest{2, 1, 1, 0, 0, 0, 0.0, std::numeric_limits<double>::quiet_NaN()})),
+            "steal_request with thief task time 0 s + nan s per flop");
+  EXPECT_EQ(decode_error(wire::encode(
+                wire::StealRequest{2, 1, 1, 0, 0, 0, std::numeric_limits<double>::infinity(), 0.0})),
+            "steal_request with thief task time inf s + 0 s per flop");
 }
 
 TEST(Wire, RefusesStealReplyWithMoreTasksThanBytes) {

@@ -73,7 +73,9 @@ class StealPolicy {
 
   /// A task queued on a victim, priced by the victim's cost model for one thief.
   struct GiftCandidate {
-    double run_seconds = 0.0;     ///< predicted compute (the same on either rank)
+    double run_seconds = 0.0;     ///< predicted compute on the victim
+    /// Predicted compute on the thief (thief_run_seconds()); negative: as on the victim.
+    double thief_run_seconds = -1.0;
     double fetch_seconds = 0.0;   ///< moving the inputs the thief does not hold to it
     double return_seconds = 0.0;  ///< moving what the task writes back to the victim
     /// Predicted run time of the victim's tasks of this iteration, ready or not, that
@@ -96,6 +98,20 @@ class StealPolicy {
     /// The mean of compute_share over all ranks in the last iteration.
     double mean_compute_share = 0.0;
   };
+
+  /// What a task that runs in `victim_run` seconds on the victim takes on the thief, from
+  /// the two ranks' measured times for a task of its size (CostModel's fit over all classes,
+  /// `thief_fit` and `victim_fit` seconds): victim_run * thief_fit / victim_fit when both
+  /// are known (> 0) and one is more than kSameSpeedWithin times the other, else victim_run.
+  /// A rank slowed down (a noisy neighbour, a throttled device) then takes no work it would
+  /// run later than its victim, and a fast thief gets more of a slowed victim's.
+  [[nodiscard]] static double thief_run_seconds(double victim_run, double thief_fit,
+                                                double victim_fit) noexcept;
+  /// Speeds measured within this factor of each other count as equal in
+  /// thief_run_seconds(): ranks sharing a host measure their task times apart by up to
+  /// 1.7x at 1000 GFLOP/s per rank (4 ranks on 2 cores, skewed bspgemm), from the
+  /// sharing alone, and a gift priced on that noise is a coin toss.
+  static constexpr double kSameSpeedWithin = 2.0;
 
   /// How much a gift's moves weigh in rule 0 of choose_gifts, for a victim whose device
   /// computed `victim_share` of the last iteration where the ranks computed `mean_share` on
@@ -147,7 +163,8 @@ class StealPolicy {
   ///     back by its compute rather than by transfers: its gifts' moves weigh by how much
   ///     less it waited (w < 1); and
   ///  1. the thief finishes it, inputs fetched and outputs returned, before the victim would
-  ///     have started it: reply + the fetches and runs of the gifts before it and its own +
+  ///     have started it (the thief's runs at GiftCandidate::thief_run_seconds when
+  ///     given): reply + the fetches and runs of the gifts before it and its own +
   ///     its return < (ahead + (1 - w) * max(outranking_seconds - ahead, 0) - the gifts
   ///     ahead of it) / lanes, where ahead is the run time of the tasks still ahead of it in
   ///     the queue and w rule 0's weight. A task that becomes ready with a higher priority
