@@ -990,6 +990,11 @@ IterationReport Engine::run_iteration() {
     report.mean_compute_share = mean_compute_share_;
   }
   previous_iteration_seconds_ = report.seconds;
+  if (options_.offload.enabled) {
+    const std::uint64_t held_back = offload_feedback_.held_back();
+    offload_feedback_.iteration_ended(offload_moved_, report.seconds, size_);
+    report.local.offload_plans_held_back = rank_ == 0 ? offload_feedback_.held_back() - held_back : 0;
+  }
   total_stats_.add(report.local);
   if (trace_) trace_->flush();
   // The offloads were for this iteration only: the next plan starts from the fixed mapping.

@@ -19,6 +19,7 @@
 #include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/cost_model.hpp"
 #include "bellows/runtime/device_choice.hpp"
+#include "bellows/runtime/offload_policy.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/stats.hpp"
@@ -320,6 +321,8 @@ class Engine {
   double previous_iteration_seconds_ = 0.0;  // the last iteration's time (max over ranks)
   std::uint64_t tasks_offloaded_ = 0;       // this iteration: tasks this rank pushed away
   std::uint64_t tasks_offloaded_here_ = 0;  // this iteration: tasks pushed to this rank
+  bool offload_moved_ = false;              // this iteration's plan moved work (every rank)
+  OffloadFeedback offload_feedback_;        // read by the planning rank, fed on every rank
   std::vector<std::vector<int>> joined_placements_;  // from join_expansion, by collection id
   std::vector<std::vector<int>> joined_tile_owners_;  // likewise
   std::vector<TileMove> pending_moves_;  // same on every rank; applied by the next iteration

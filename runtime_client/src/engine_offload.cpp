@@ -49,6 +49,7 @@ void Engine::withdraw_offloads() {
 void Engine::plan_offloads() {
   tasks_offloaded_ = 0;
   tasks_offloaded_here_ = 0;
+  offload_moved_ = false;
   if (size_ < 2 || collections_.empty()) return;
   WorkMap work = map_work({});
 
@@ -83,9 +84,10 @@ void Engine::plan_offloads() {
                  &request);
   wait_asleep(request);
 
-  // Rank 0 plans; the moves travel as (tile, receiver) pairs.
+  // Rank 0 plans, unless the last plans cost more than they brought (OffloadFeedback); the
+  // moves travel as (tile, receiver) pairs.
   std::vector<std::int32_t> moves;
-  if (rank_ == 0) {
+  if (rank_ == 0 && offload_feedback_.may_plan()) {
     std::vector<OffloadRank> ranks(static_cast<std::size_t>(size_));
     double known = 0.0, sum = 0.0;
     for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -166,6 +168,7 @@ void Engine::plan_offloads() {
   MPI_Ibcast(&count, 1, MPI_INT64_T, 0, comm_, &request);
   wait_asleep(request);
   if (count == 0) return;
+  offload_moved_ = true;
   moves.resize(static_cast<std::size_t>(count));
   MPI_Ibcast(moves.data(), static_cast<int>(count), MPI_INT32_T, 0, comm_, &request);
   wait_asleep(request);

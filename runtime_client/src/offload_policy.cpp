@@ -116,4 +116,27 @@ OffloadPlan OffloadPolicy::plan(std::span<const OffloadRank> ranks,
   return plan;
 }
 
+void OffloadFeedback::iteration_ended(bool moved, double seconds, int ranks) noexcept {
+  if (ranks != ranks_) {
+    const std::uint64_t held_back = held_back_;
+    *this = OffloadFeedback{};
+    ranks_ = ranks;
+    held_back_ = held_back;
+  }
+  if (!moved) {
+    if (skip_left_ > 0) {
+      --skip_left_;
+      ++held_back_;
+    }
+    unplanned_seconds_ = seconds;
+    return;
+  }
+  if (unplanned_seconds_ > 0.0 && seconds > unplanned_seconds_) {
+    skip_left_ = next_skip_;
+    next_skip_ = std::min(2 * next_skip_, kMaxSkip);
+  } else {
+    next_skip_ = 1;
+  }
+}
+
 }  // namespace bellows::runtime

@@ -73,6 +73,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.comm_cpu_seconds);
   f(s.tasks_offloaded);
   f(s.tasks_offloaded_here);
+  f(s.offload_plans_held_back);
   f(s.steal.requests_sent);
   f(s.steal.requests_failed);
   f(s.steal.requests_received);

@@ -86,6 +86,7 @@ void RankStats::add(const RankStats& o) {
   comm_cpu_seconds += o.comm_cpu_seconds;
   tasks_offloaded += o.tasks_offloaded;
   tasks_offloaded_here += o.tasks_offloaded_here;
+  offload_plans_held_back += o.offload_plans_held_back;
   steal.add(o.steal);
   if (o.cost.task_samples > 0 || o.cost.transfer_samples > 0 || o.cost.round_trip_samples > 0) {
     cost = o.cost;
@@ -122,6 +123,7 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"comm_cpu_seconds", s.comm_cpu_seconds},
                      {"tasks_offloaded", s.tasks_offloaded},
                      {"tasks_offloaded_here", s.tasks_offloaded_here},
+                     {"offload_plans_held_back", s.offload_plans_held_back},
                      {"steal", s.steal},
                      {"cost", s.cost}};
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -199,4 +200,71 @@ TEST(OffloadPolicy, RejectsInputsThatNameNoRankOrAreNotFinite) {
   bad = ranks;
   bad[0].load_seconds = -1.0;
   EXPECT_THROW((void)OffloadPolicy::plan(bad, {}), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------- whether the plans pay
+
+TEST(OffloadFeedback, PlansGoOnWhileTheyAreNoSlowerThanStealingAlone) {
+  bellows::runtime::OffloadFeedback feedback;
+  EXPECT_TRUE(feedback.may_plan());
+  feedback.iteration_ended(false, 1.00, 4);  // nothing moved: stealing alone
+  EXPECT_DOUBLE_EQ(feedback.unplanned_seconds(), 1.00);
+  feedback.iteration_ended(true, 0.95, 4);  // a plan that won
+  EXPECT_TRUE(feedback.may_plan());
+  feedback.iteration_ended(true, 1.00, 4);  // and one at par
+  EXPECT_TRUE(feedback.may_plan());
+  EXPECT_EQ(feedback.held_back(), 0U);
+}
+
+TEST(OffloadFeedback, ALosingPlanHoldsThePlansBackLongerEachTime) {
+  bellows::runtime::OffloadFeedback feedback;
+  feedback.iteration_ended(true, 0.60, 4);  // no unplanned iteration to compare with yet
+  EXPECT_TRUE(feedback.may_plan());
+  feedback.iteration_ended(false, 0.55, 4);
+  feedback.iteration_ended(true, 0.59, 4);  // slower than stealing alone: 1 iteration off
+  EXPECT_FALSE(feedback.may_plan());
+  feedback.iteration_ended(false, 0.56, 4);
+  EXPECT_TRUE(feedback.may_plan());
+  feedback.iteration_ended(true, 0.58, 4);  // lost again: 2 off
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_FALSE(feedback.may_plan()) << i;
+    feedback.iteration_ended(false, 0.55, 4);
+  }
+  EXPECT_TRUE(feedback.may_plan());
+  feedback.iteration_ended(true, 0.57, 4);  // 4 off
+  for (int i = 0; i < 4; ++i) feedback.iteration_ended(false, 0.55, 4);
+  EXPECT_EQ(feedback.held_back(), 7U);
+  // A win resets the hold to 1.
+  feedback.iteration_ended(true, 0.50, 4);
+  feedback.iteration_ended(true, 0.60, 4);
+  EXPECT_FALSE(feedback.may_plan());
+  feedback.iteration_ended(false, 0.55, 4);
+  EXPECT_TRUE(feedback.may_plan());
+}
+
+TEST(OffloadFeedback, TheHoldStopsGrowingAtItsCeiling) {
+  bellows::runtime::OffloadFeedback feedback;
+  feedback.iteration_ended(false, 1.0, 2);
+  int longest = 0;
+  for (int loss = 0; loss < 8; ++loss) {
+    feedback.iteration_ended(true, 2.0, 2);
+    int held = 0;
+    while (!feedback.may_plan()) {
+      feedback.iteration_ended(false, 1.0, 2);
+      ++held;
+    }
+    longest = std::max(longest, held);
+  }
+  EXPECT_EQ(longest, bellows::runtime::OffloadFeedback::kMaxSkip);
+}
+
+TEST(OffloadFeedback, ANewSizeStartsOver) {
+  bellows::runtime::OffloadFeedback feedback;
+  feedback.iteration_ended(false, 0.5, 4);
+  feedback.iteration_ended(true, 0.6, 4);
+  EXPECT_FALSE(feedback.may_plan());
+  // Grown to 6 ranks: the 4-rank times say nothing of a 6-rank plan.
+  feedback.iteration_ended(true, 0.7, 6);
+  EXPECT_TRUE(feedback.may_plan());
+  EXPECT_DOUBLE_EQ(feedback.unplanned_seconds(), 0.0);
 }

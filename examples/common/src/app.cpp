@@ -365,8 +365,14 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   for (const auto& s : rank_stats) steal.add(s.steal);
   j["steal"] = steal;
   std::uint64_t offloaded = 0;
-  for (const auto& s : rank_stats) offloaded += s.tasks_offloaded;
-  j["offload"] = {{"enabled", options.offload.enabled}, {"tasks_offloaded", offloaded}};
+  std::uint64_t held_back = 0;
+  for (const auto& s : rank_stats) {
+    offloaded += s.tasks_offloaded;
+    held_back += s.offload_plans_held_back;
+  }
+  j["offload"] = {{"enabled", options.offload.enabled},
+                  {"tasks_offloaded", offloaded},
+                  {"plans_held_back", held_back}};
   for (const auto& [key, value] : extra.items()) j[key] = value;
 
   if (!options.quiet) {

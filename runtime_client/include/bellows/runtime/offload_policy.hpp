@@ -102,4 +102,39 @@ class OffloadPolicy {
                                                const OffloadCandidate& candidate) noexcept;
 };
 
+/// Whether the plans pay, judged from the iterations they shaped. The plan predicts from
+/// work alone and moves a tile's whole chain of tasks at a time; where reactive stealing,
+/// moving single tasks, already runs an iteration near its bound (an imbalance that changes
+/// part-way: docs/benchmarks.md, "Proactive offloading"), a plan's iteration is slower than
+/// stealing alone made it. So the runtime compares: an iteration whose plan moved work
+/// ("planned") that takes longer than the last iteration without moves ("unplanned") holds
+/// the plans back for the next `skip` iterations, which then run on stealing alone and
+/// measure it again; `skip` starts at 1 and doubles with each planned iteration that loses,
+/// up to kMaxSkip, and goes back to 1 when a planned iteration is no slower. A change of the
+/// job's size starts over (the times of different sizes do not compare).
+///
+/// Thread safety: none; the engine's iteration driver owns it.
+class OffloadFeedback {
+ public:
+  /// The most iterations one loss holds the plans back.
+  static constexpr int kMaxSkip = 16;
+
+  /// False while a planned iteration's loss holds the plans back.
+  [[nodiscard]] bool may_plan() const noexcept { return skip_left_ == 0; }
+  /// An iteration of a job of `ranks` ranks ended after `seconds` (the slowest rank's);
+  /// `moved`: its plan moved work.
+  void iteration_ended(bool moved, double seconds, int ranks) noexcept;
+  /// Iterations that may_plan() held back so far.
+  [[nodiscard]] std::uint64_t held_back() const noexcept { return held_back_; }
+  /// The time of the last iteration without moves, 0 before one.
+  [[nodiscard]] double unplanned_seconds() const noexcept { return unplanned_seconds_; }
+
+ private:
+  int ranks_ = 0;
+  double unplanned_seconds_ = 0.0;
+  int skip_left_ = 0;
+  int next_skip_ = 1;
+  std::uint64_t held_back_ = 0;
+};
+
 }  // namespace bellows::runtime

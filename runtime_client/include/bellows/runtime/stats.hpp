@@ -73,6 +73,9 @@ struct RankStats {
   /// the iterations sent to other ranks, and tasks of other ranks they sent here.
   std::uint64_t tasks_offloaded = 0;
   std::uint64_t tasks_offloaded_here = 0;
+  /// Iterations whose plan the first rank held back because a plan had cost more than it
+  /// brought (OffloadFeedback; counted on the first rank only).
+  std::uint64_t offload_plans_held_back = 0;
   StealStats steal;
   /// The cost model at the end of the latest iteration (a gauge: add() keeps the newer one).
   CostSummary cost;
