@@ -3,7 +3,10 @@
 // CCGrid 2024, section III-A: device queue -> stage-in (host to device copies) -> execution ->
 // stage-out (device to host copies of written slots) -> epilogue (successors).
 // Stages run on three streams and overlap across tasks; only the device queue is
-// visible to stealing.
+// visible to stealing. Tiles stay in GPU memory between the tasks of an iteration
+// (DeviceTileCache, device_tile_cache.hpp): a tile read is copied in once for all the tasks
+// that read it, and a tile written, after its copy back to the host, is where the next task
+// that reads or updates it starts from.
 
 #include <cuda_runtime.h>
 
@@ -15,6 +18,7 @@
 
 #include "bellows/runtime/cuda_libraries.hpp"
 #include "device.hpp"
+#include "device_tile_cache.hpp"
 #include "tile_pool.hpp"
 
 namespace bellows::runtime {
@@ -42,7 +46,11 @@ bool pin_for_cuda(void* base, std::size_t bytes) {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(Engine& engine, int ordinal, bool pin_tiles) : Device(engine), ordinal_(ordinal), pin_tiles_(pin_tiles) {
+  CudaDevice(Engine& engine, int ordinal, bool pin_tiles, std::size_t cache_bytes)
+      : Device(engine),
+        ordinal_(ordinal),
+        pin_tiles_(pin_tiles),
+        cache_(cache_bytes, [this](void* device) { cudaFreeAsync(device, stage_in_stream_); }) {
     int count = 0;
     check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     if (ordinal < 0 || ordinal >= count) {
@@ -66,6 +74,9 @@ class CudaDevice final : public Device {
 
   ~CudaDevice() override {
     stop();
+    cudaSetDevice(ordinal_);
+    cache_.clear();  // emptied by the manager already, unless it never ran
+    cudaStreamSynchronize(stage_in_stream_);
     if (pin_tiles_) tile_pool::pin_slabs(nullptr);
     cudaFree(workspace_);
     cudaFree(device_info_);
@@ -85,9 +96,16 @@ class CudaDevice final : public Device {
   }
 
  private:
+  /// Where a slot's device copy comes from, and where it goes when the task is done.
+  enum class SlotCopy : std::uint8_t {
+    none,         ///< no tile (a control slot)
+    cached_read,  ///< read from the cache's copy: released back to it
+    owned,        ///< this task's own buffer: freed, or kept by the cache once written back
+  };
   struct InFlight {
     std::unique_ptr<ReadyTask> task;
     std::vector<double*> device_tiles;
+    std::vector<SlotCopy> copies;
     cudaEvent_t done = nullptr;
     Clock::time_point started;
     std::uint64_t copied_bytes = 0;  // host <-> device, both ways
@@ -96,19 +114,50 @@ class CudaDevice final : public Device {
   static constexpr std::size_t kWorkspaceBytes = 64UL << 20;
   static constexpr std::size_t kMaxStagedIn = 2;
 
+  [[nodiscard]] bool caching() const noexcept { return cache_.capacity_bytes() > 0; }
+  /// Whether slot `i` of `task` goes through the cache: a tile with data, while caching.
+  [[nodiscard]] bool cached_slot(const ReadyTask& task, std::size_t i) const {
+    return caching() && task.tiles[i] && task.tiles[i]->elements() > 0;
+  }
+
   InFlight stage_in(std::unique_ptr<ReadyTask> task) {
     InFlight f;
     f.started = Clock::now();
-    task->make_writable_slots_exclusive();
-    for (auto& t : task->tiles) {
-      double* d = nullptr;
-      if (t) {
-        check(cudaMallocAsync(reinterpret_cast<void**>(&d), t->bytes(), stage_in_stream_), "cudaMallocAsync");
-        check(cudaMemcpyAsync(d, t->data(), t->bytes(), cudaMemcpyHostToDevice, stage_in_stream_),
-              "stage-in copy");
-        f.copied_bytes += t->bytes();
+    const std::size_t slots = task->tiles.size();
+    f.device_tiles.assign(slots, nullptr);
+    f.copies.assign(slots, SlotCopy::none);
+    // A slot the task writes takes the cache's copy over first: the cache's reference
+    // would otherwise make the slot's tile look shared, and be cloned below for nothing.
+    for (std::size_t i = 0; i < slots; ++i) {
+      if ((task->writable >> i & 1U) && cached_slot(*task, i)) {
+        f.device_tiles[i] = static_cast<double*>(cache_.take_for_writing(task->tiles[i].get()));
+        if (f.device_tiles[i]) f.copies[i] = SlotCopy::owned;
       }
-      f.device_tiles.push_back(d);
+    }
+    task->make_writable_slots_exclusive();
+    for (std::size_t i = 0; i < slots; ++i) {
+      const TilePtr& t = task->tiles[i];
+      if (!t || f.device_tiles[i]) continue;
+      const bool read_through_cache = !(task->writable >> i & 1U) && cached_slot(*task, i);
+      if (read_through_cache) {
+        if (void* d = cache_.acquire(t.get())) {
+          f.device_tiles[i] = static_cast<double*>(d);
+          f.copies[i] = SlotCopy::cached_read;
+          continue;
+        }
+      }
+      double* d = nullptr;
+      check(cudaMallocAsync(reinterpret_cast<void**>(&d), t->bytes(), stage_in_stream_), "cudaMallocAsync");
+      check(cudaMemcpyAsync(d, t->data(), t->bytes(), cudaMemcpyHostToDevice, stage_in_stream_),
+            "stage-in copy");
+      f.copied_bytes += t->bytes();
+      f.device_tiles[i] = d;
+      if (read_through_cache) {
+        cache_.insert_in_use(t, d, t->bytes());
+        f.copies[i] = SlotCopy::cached_read;
+      } else {
+        f.copies[i] = SlotCopy::owned;
+      }
     }
     f.task = std::move(task);
     check(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming), "cudaEventCreate");
@@ -138,17 +187,33 @@ class CudaDevice final : public Device {
     check(cudaStreamWaitEvent(stage_out_stream_, f.done, 0), "cudaStreamWaitEvent");
     for (std::size_t i = 0; i < f.device_tiles.size(); ++i) {
       auto& t = f.task->tiles[i];
-      if (t && (f.task->writable >> i & 1U)) {
+      const bool written = t && (f.task->writable >> i & 1U);
+      if (written) {
         check(cudaMemcpyAsync(t->data(), f.device_tiles[i], t->bytes(), cudaMemcpyDeviceToHost,
                               stage_out_stream_), "stage-out copy");
         f.copied_bytes += t->bytes();
       }
-      if (f.device_tiles[i]) cudaFreeAsync(f.device_tiles[i], stage_out_stream_);
+      // A written tile's copy goes to the cache once the copy back is done (retire).
+      if (f.copies[i] == SlotCopy::owned && !(written && cached_slot(*f.task, i))) {
+        cudaFreeAsync(f.device_tiles[i], stage_out_stream_);
+        f.device_tiles[i] = nullptr;
+      }
     }
     check(cudaEventRecord(f.done, stage_out_stream_), "cudaEventRecord");
   }
 
   static bool finished(const InFlight& f) { return cudaEventQuery(f.done) == cudaSuccess; }
+
+  /// After the task's last copy: its reads go back to the cache, its writes stay there.
+  void retire(InFlight& f) {
+    for (std::size_t i = 0; i < f.copies.size(); ++i) {
+      if (f.copies[i] == SlotCopy::cached_read) {
+        cache_.release(f.task->tiles[i].get());
+      } else if (f.copies[i] == SlotCopy::owned && f.device_tiles[i]) {
+        cache_.insert_written(f.task->tiles[i], f.device_tiles[i], f.task->tiles[i]->bytes());
+      }
+    }
+  }
 
   void manage() {
     check(cudaSetDevice(ordinal_), "cudaSetDevice");
@@ -178,6 +243,7 @@ class CudaDevice final : public Device {
         InFlight f = std::move(staging_out.front());
         staging_out.pop_front();
         cudaEventDestroy(f.done);
+        retire(f);
         unit.totals.tasks_on_device += 1;
         unit.totals.link_bytes += f.copied_bytes;
         finish(std::move(f.task), unit, seconds_between(f.started, Clock::now()));
@@ -192,6 +258,8 @@ class CudaDevice final : public Device {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
     }
+    // The application may change its collections in place between iterations.
+    cache_.clear();
     merge_stats(unit);
   }
 
@@ -205,13 +273,15 @@ class CudaDevice final : public Device {
   cusolverDnHandle_t cusolver_ = nullptr;
   void* workspace_ = nullptr;
   int* device_info_ = nullptr;
+  DeviceTileCache cache_;  // after the streams it frees on
   std::thread manager_;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal, bool pin_tiles) {
-  return std::make_unique<CudaDevice>(engine, ordinal, pin_tiles);
+std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal, bool pin_tiles,
+                                         std::size_t cache_bytes) {
+  return std::make_unique<CudaDevice>(engine, ordinal, pin_tiles, cache_bytes);
 }
 
 }  // namespace bellows::runtime

@@ -6,7 +6,8 @@
 
 namespace bellows::runtime {
 
-std::unique_ptr<Device> make_cuda_device(Engine& /*engine*/, int /*ordinal*/, bool /*pin_tiles*/) {
+std::unique_ptr<Device> make_cuda_device(Engine& /*engine*/, int /*ordinal*/, bool /*pin_tiles*/,
+                                         std::size_t /*cache_bytes*/) {
   throw std::runtime_error(
       "the CUDA device is not available: Bellows was built without CUDA (nvcc, cuBLAS and "
       "cuSOLVER were not found at configure time)");

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -157,7 +158,9 @@ std::unique_ptr<Device> make_cpu_device(Engine& engine, int workers, std::size_t
 std::unique_ptr<Device> make_emulated_device(Engine& engine, double gflops, int lanes, bool compute,
                                              std::shared_ptr<EmulatedLink> link,
                                              std::size_t index = 0);
-/// Throws std::runtime_error when CUDA is not built in or no GPU is usable.
-std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal, bool pin_tiles);
+/// `cache_bytes`: RuntimeOptions::cuda_tile_cache_bytes. Throws std::runtime_error when CUDA
+/// is not built in or no GPU is usable.
+std::unique_ptr<Device> make_cuda_device(Engine& engine, int ordinal, bool pin_tiles,
+                                         std::size_t cache_bytes);
 
 }  // namespace bellows::runtime

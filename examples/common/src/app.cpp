@@ -78,6 +78,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--cuda-pinned", cuda_pinned,
                  "--kernel cuda: pin the tile buffers so that copies to and from the GPU skip the "
                  "driver's staging buffer, on or off");
+  cli.add_option("--cuda-cache-mib", o.cuda_cache_mib,
+                 "--kernel cuda: MiB of tiles kept in GPU memory between tasks, per rank (0: every "
+                 "task copies all its tiles in)");
   cli.add_option("--resize", o.resize,
                  "resize schedule, e.g. iter=3:+2,iter=6:-3 (job started by scripts/bellows-local)");
   cli.add_option("--ask-controller", o.ask_controller,
@@ -170,6 +173,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--cuda-pinned must be on or off, got '" + cuda_pinned + "'");
   }
   o.cuda_pinned_tiles = cuda_pinned == "on";
+  if (o.cuda_cache_mib < 0) {
+    return fail("--cuda-cache-mib must be 0 or more, got " + std::to_string(o.cuda_cache_mib));
+  }
   if (rebalance != "on" && rebalance != "off") {
     return fail("--rebalance must be on or off, got '" + rebalance + "'");
   }
@@ -285,6 +291,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.steal = options.steal;
   r.same_host_transport = options.same_host_transport;
   r.cuda_pinned_tiles = options.cuda_pinned_tiles;
+  r.cuda_tile_cache_bytes = static_cast<std::size_t>(options.cuda_cache_mib) << 20;
   r.rebalance_on_resize = options.rebalance_on_resize;
   r.offload = options.offload;
   r.emulated_slowdown = options.slowdown;

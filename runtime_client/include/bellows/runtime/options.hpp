@@ -1,6 +1,7 @@
 #pragma once
 // Runtime configuration.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -138,6 +139,12 @@ struct RuntimeOptions {
   /// to and from the GPU run at the link's rate instead of through the driver's staging
   /// buffer. Pinned memory stays resident for the life of the process.
   bool cuda_pinned_tiles = true;
+  /// Device cuda: the most bytes of tiles no task in flight uses that stay in GPU memory
+  /// between the tasks of an iteration (DeviceTileCache): a tile read is copied in once for
+  /// all its readers, and a tile written stays for the next task that reads or updates it.
+  /// Host copies stay valid throughout (written tiles are still copied back). 0: every task
+  /// copies all its tiles in. Per rank; emptied at the end of each iteration.
+  std::size_t cuda_tile_cache_bytes = std::size_t{2} << 30;
   /// When not empty, every rank appends its trace (JSON lines) to this file.
   std::string trace_path;
   /// Longest sleep of the communication thread when nothing happens, microseconds.
