@@ -5,8 +5,10 @@
 // Stages run on three streams and overlap across tasks; only the device queue is
 // visible to stealing. Tiles stay in GPU memory between the tasks of an iteration
 // (DeviceTileCache, device_tile_cache.hpp): a tile read is copied in once for all the tasks
-// that read it, and a tile written, after its copy back to the host, is where the next task
-// that reads or updates it starts from.
+// that read it, and a tile written is where the next task that reads or updates it starts
+// from. A written tile goes back to the host only when it leaves the device
+// (ReadyTask::leaving: another rank or a collection needs it); else its host copy is stale
+// (Tile::residency without kOnHost) and the engine lets no thief take a task that reads it.
 
 #include <cuda_runtime.h>
 
@@ -115,6 +117,7 @@ class CudaDevice final : public Device {
   static constexpr std::size_t kMaxStagedIn = 2;
 
   [[nodiscard]] bool caching() const noexcept { return cache_.capacity_bytes() > 0; }
+  static bool host_stale(const Tile& t) { return !(t.residency() & Tile::kOnHost); }
   /// Whether slot `i` of `task` goes through the cache: a tile with data, while caching.
   [[nodiscard]] bool cached_slot(const ReadyTask& task, std::size_t i) const {
     return caching() && task.tiles[i] && task.tiles[i]->elements() > 0;
@@ -129,10 +132,20 @@ class CudaDevice final : public Device {
     // A slot the task writes takes the cache's copy over first: the cache's reference
     // would otherwise make the slot's tile look shared, and be cloned below for nothing.
     for (std::size_t i = 0; i < slots; ++i) {
-      if ((task->writable >> i & 1U) && cached_slot(*task, i)) {
-        f.device_tiles[i] = static_cast<double*>(cache_.take_for_writing(task->tiles[i].get()));
-        if (f.device_tiles[i]) f.copies[i] = SlotCopy::owned;
+      if (!(task->writable >> i & 1U) || !cached_slot(*task, i)) continue;
+      const TilePtr& t = task->tiles[i];
+      f.device_tiles[i] = static_cast<double*>(cache_.take_for_writing(t.get()));
+      if (!f.device_tiles[i] && host_stale(*t)) {
+        // Readers of this version are still to come: the task writes a copy of the GPU's.
+        void* source = cache_.acquire(t.get());
+        if (!source) throw std::logic_error("CUDA device: a host-stale tile is not in GPU memory");
+        check(cudaMallocAsync(reinterpret_cast<void**>(&f.device_tiles[i]), t->bytes(), stage_in_stream_),
+              "cudaMallocAsync");
+        check(cudaMemcpyAsync(f.device_tiles[i], source, t->bytes(), cudaMemcpyDeviceToDevice,
+                              stage_in_stream_), "stage-in copy on the GPU");
+        cache_.release(t.get());  // freed, if ever, on this stream, after the copy
       }
+      if (f.device_tiles[i]) f.copies[i] = SlotCopy::owned;
     }
     task->make_writable_slots_exclusive();
     for (std::size_t i = 0; i < slots; ++i) {
@@ -146,6 +159,7 @@ class CudaDevice final : public Device {
           continue;
         }
       }
+      if (host_stale(*t)) throw std::logic_error("CUDA device: a host-stale tile is not in GPU memory");
       double* d = nullptr;
       check(cudaMallocAsync(reinterpret_cast<void**>(&d), t->bytes(), stage_in_stream_), "cudaMallocAsync");
       check(cudaMemcpyAsync(d, t->data(), t->bytes(), cudaMemcpyHostToDevice, stage_in_stream_),
@@ -188,10 +202,13 @@ class CudaDevice final : public Device {
     for (std::size_t i = 0; i < f.device_tiles.size(); ++i) {
       auto& t = f.task->tiles[i];
       const bool written = t && (f.task->writable >> i & 1U);
-      if (written) {
+      if (written && cached_slot(*f.task, i) && !(f.task->leaving >> i & 1U)) {
+        t->set_residency(Tile::kOnDevice);  // its next readers are all on this device
+      } else if (written) {
         check(cudaMemcpyAsync(t->data(), f.device_tiles[i], t->bytes(), cudaMemcpyDeviceToHost,
                               stage_out_stream_), "stage-out copy");
         f.copied_bytes += t->bytes();
+        t->set_residency(Tile::kOnHost | Tile::kOnDevice);
       }
       // A written tile's copy goes to the cache once the copy back is done (retire).
       if (f.copies[i] == SlotCopy::owned && !(written && cached_slot(*f.task, i))) {
@@ -210,7 +227,8 @@ class CudaDevice final : public Device {
       if (f.copies[i] == SlotCopy::cached_read) {
         cache_.release(f.task->tiles[i].get());
       } else if (f.copies[i] == SlotCopy::owned && f.device_tiles[i]) {
-        cache_.insert_written(f.task->tiles[i], f.device_tiles[i], f.task->tiles[i]->bytes());
+        const TilePtr& t = f.task->tiles[i];
+        cache_.insert_written(t, f.device_tiles[i], t->bytes(), !host_stale(*t));
       }
     }
   }

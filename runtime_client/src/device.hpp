@@ -35,7 +35,8 @@ struct ReadyTask {
   double flops = 0.0;
   bool migrated = false;          ///< stolen from another rank: never stolen again
   std::uint32_t leaving = 0;      ///< bit i set: after the task, slot i's tile is needed on
-                                  ///< the host (another rank or a collection)
+                                  ///< the host (another rank or a collection); devices
+                                  ///< emulated, hybrid and cuda
   std::size_t device_index = 0;   ///< the engine's device that runs it
   double predicted_seconds = 0.0; ///< what the choice charged to that device's backlog
 

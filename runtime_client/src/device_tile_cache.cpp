@@ -27,7 +27,7 @@ void* DeviceTileCache::acquire(const Tile* tile) {
 }
 
 void DeviceTileCache::insert_in_use(TilePtr tile, void* device, std::size_t bytes) {
-  insert(std::move(tile), device, bytes, 1);
+  insert(std::move(tile), device, bytes, 1, true);
 }
 
 void DeviceTileCache::release(const Tile* tile) {
@@ -42,21 +42,27 @@ void DeviceTileCache::release(const Tile* tile) {
 void* DeviceTileCache::take_for_writing(const Tile* tile) {
   const auto it = entries_.find(tile);
   if (it == entries_.end() || it->second.in_use > 0) return nullptr;
+  // The writing task's reference and the cache's: any other is a reader still to come.
+  if (!it->second.host_valid && it->second.tile.use_count() > 2) return nullptr;
   void* device = it->second.device;
   erase(it, false);
   return device;
 }
 
-void DeviceTileCache::insert_written(TilePtr tile, void* device, std::size_t bytes) {
+void DeviceTileCache::insert_written(TilePtr tile, void* device, std::size_t bytes, bool host_valid) {
   if (const auto it = entries_.find(tile.get()); it != entries_.end()) {
-    if (it->second.in_use > 0) {
-      // A reader still uses the older copy: keep it, and let this one go.
+    if (it->second.in_use > 0 && host_valid) {
+      // A reader still uses the older copy, of the same contents: keep it, let this one go.
       free_(device);
       return;
     }
+    if (it->second.in_use > 0) {
+      // A task wrote a tile in place while another read it: writes clone shared tiles.
+      throw std::logic_error("device tile cache: a tile written while a task in flight reads it");
+    }
     erase(it, true);
   }
-  insert(std::move(tile), device, bytes, 0);
+  insert(std::move(tile), device, bytes, 0, host_valid);
   trim();
 }
 
@@ -68,7 +74,8 @@ void DeviceTileCache::clear() {
   }
 }
 
-void DeviceTileCache::insert(TilePtr tile, void* device, std::size_t bytes, int in_use) {
+void DeviceTileCache::insert(TilePtr tile, void* device, std::size_t bytes, int in_use,
+                             bool host_valid) {
   const Tile* key = tile.get();
   recency_.push_front(key);
   auto [it, inserted] = entries_.try_emplace(key);
@@ -76,7 +83,7 @@ void DeviceTileCache::insert(TilePtr tile, void* device, std::size_t bytes, int 
     recency_.pop_front();
     throw std::logic_error("device tile cache: a tile inserted twice");
   }
-  it->second = Entry{std::move(tile), device, bytes, in_use, recency_.begin()};
+  it->second = Entry{std::move(tile), device, bytes, in_use, host_valid, recency_.begin()};
   bytes_ += bytes;
 }
 
@@ -92,7 +99,7 @@ void DeviceTileCache::trim() {
   for (auto next = recency_.end(); bytes_ > capacity_ && next != recency_.begin();) {
     const auto current = std::prev(next);
     const auto it = entries_.find(*current);
-    if (it->second.in_use > 0) {
+    if (!evictable(it->second)) {
       next = current;
       continue;
     }

@@ -7,11 +7,15 @@
 // (docs/gpu-node.md). The cache keeps the device copy of
 //   - each tile a task read (an A or B tile of a GEMM, a panel of a Cholesky), for every later
 //     task on this device that reads the same tile;
-//   - each tile a task wrote, after its copy back to the host (so the host copy is always
-//     valid): the next task of the chain that reads or writes it (the C tile along a GEMM's k
-//     loop) starts from it instead of from the host.
+//   - each tile a task wrote: the next task of the chain that reads or writes it (the C tile
+//     along a GEMM's k loop) starts from it instead of from the host. A written tile that only
+//     tasks on this device read next is not copied back at all: the cache's copy is then the
+//     only valid one ("host-stale", Tile::residency without kOnHost), and it stays until no one
+//     references the tile any more. Its readers all hold a reference from the moment it is
+//     delivered to them, so a host-stale tile whose only reference is the cache's is dead.
 //
-// Why a cached copy cannot go stale: an entry holds a reference to the host tile (TilePtr),
+// Why a cached copy of a valid host tile cannot go stale: an entry holds a reference to the
+// host tile (TilePtr),
 // and every device clones a tile it is about to write when anyone else still references it
 // (ReadyTask::make_writable_slots_exclusive). So the host tile of an entry is never written in
 // place; a task that writes it first takes the entry out (take_for_writing), and its output
@@ -56,14 +60,18 @@ class DeviceTileCache {
   void release(const Tile* tile);
 
   /// A task is about to write `tile`: when the cache holds a device copy of it that no task in
-  /// flight uses, the entry leaves the cache and its buffer goes to the caller (returned; the
-  /// caller owns it); else nullptr, and an entry in use stays.
+  /// flight uses (and, for a host-stale copy, that no one but the cache and the writing task
+  /// references: no reader is still to come), the entry leaves the cache and its buffer goes
+  /// to the caller (returned; the caller owns it); else nullptr, and the entry stays.
   void* take_for_writing(const Tile* tile);
-  /// The device copy `device` of `tile`, which a task wrote and copied back to the host: the
-  /// cache owns it from now on, not in use. An older entry for the same tile is replaced.
-  void insert_written(TilePtr tile, void* device, std::size_t bytes);
+  /// The device copy `device` of `tile`, which a task wrote: the cache owns it from now on,
+  /// not in use. `host_valid`: the task also copied it back to the host; false: the cache's
+  /// copy is the only valid one until the tile dies. An older entry for the same tile is
+  /// replaced.
+  void insert_written(TilePtr tile, void* device, std::size_t bytes, bool host_valid = true);
 
-  /// Frees every entry no task uses (at the end of an iteration all of them).
+  /// Frees every entry no task uses (at the end of an iteration all of them: every tile an
+  /// iteration's tasks wrote and left host-stale is dead by then).
   void clear();
 
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
@@ -79,9 +87,15 @@ class DeviceTileCache {
     void* device = nullptr;
     std::size_t bytes = 0;
     int in_use = 0;
+    bool host_valid = true;
     std::list<const Tile*>::iterator recency;  // into recency_, most recent at the front
   };
-  void insert(TilePtr tile, void* device, std::size_t bytes, int in_use);
+  void insert(TilePtr tile, void* device, std::size_t bytes, int in_use, bool host_valid);
+  /// Whether trim() may free the entry: no task in flight uses it, and its copy is not the
+  /// only valid one of a tile someone still references.
+  [[nodiscard]] static bool evictable(const Entry& e) noexcept {
+    return e.in_use == 0 && (e.host_valid || e.tile.use_count() == 1);
+  }
   void erase(std::unordered_map<const Tile*, Entry>::iterator it, bool free_buffer);
   /// Frees least recently used entries not in use while over capacity.
   void trim();

@@ -448,7 +448,7 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
       const ReadyTask& task = *queue[i];
       auto& c = candidates[i];
       c.run_seconds = cost_model_.task_seconds(task.key.task_class, task.flops);
-      c.movable = !task.migrated && queue.size() - i <= kPriced;
+      c.movable = !task.migrated && queue.size() - i <= kPriced && !reads_host_stale_tile(task);
       if (!c.movable || !options_.steal.cost_rule) continue;
       if (thief_measured && measured_here) {
         // Both fits per lane, as the thief's comes.
@@ -502,6 +502,14 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
     trace_->sample(iteration_clock(), left, completed_this_iteration_.load());
   }
   return tasks;
+}
+
+bool Engine::reads_host_stale_tile(const ReadyTask& task) const {
+  if (options_.device != DeviceKind::cuda) return false;  // elsewhere residency is a model
+  for (const auto& t : task.tiles) {
+    if (t && t->elements() > 0 && !(t->residency() & Tile::kOnHost)) return true;
+  }
+  return false;
 }
 
 void Engine::leaves_remaining_work(std::int64_t priority, double flops) {
@@ -685,7 +693,9 @@ void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
   // may be, when the prediction that sent it here was wrong.
   task->migrated = pending.migrated || (!pinned_.empty() && pinned_.count(key) != 0 &&
                                         offloaded_.count(key) == 0);
-  if (link_) task->leaving = leaving_slots(*task);
+  // The emulated link charges the outputs that leave the device; the CUDA device copies back
+  // only those.
+  if (link_ || options_.device == DeviceKind::cuda) task->leaving = leaving_slots(*task);
   const std::size_t d = devices_.size() > 1 ? place(*task) : 0;
   devices_[d]->push(std::move(task));
   if (trace_) trace_->sample(iteration_clock(), ready_count(), completed_this_iteration_.load());

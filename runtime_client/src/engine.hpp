@@ -117,6 +117,9 @@ class Engine {
   };
   /// This rank's ThiefCosts now.
   [[nodiscard]] ThiefCosts thief_costs() const;
+  /// Device cuda: `task` reads a tile whose only valid copy is in GPU memory (a thief would be
+  /// sent a stale host copy), so it stays here.
+  [[nodiscard]] bool reads_host_stale_tile(const ReadyTask& task) const;
   /// Takes the ready tasks StealPolicy::choose_gifts grants a request of rank `thief` for
   /// `wanted` and records their new placement. `left` receives the ready count afterwards,
   /// `refused` how many more the thresholds alone would have let go (those the cost rule

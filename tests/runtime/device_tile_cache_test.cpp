@@ -167,3 +167,35 @@ TEST(DeviceTileCache, RefusesAReleaseWithoutAnAcquire) {
   cache.insert_written(a, gpu.allocate(), kMiB);
   EXPECT_THROW(cache.release(a.get()), std::logic_error);
 }
+
+TEST(DeviceTileCache, AHostStaleTileStaysWhileAnyoneReferencesIt) {
+  FakeDevice gpu;
+  DeviceTileCache cache(1 * kMiB, gpu.free_function());
+  TilePtr c = tile();  // written on the GPU, not copied back; `c` stands for its next reader
+  void* c_copy = gpu.allocate();
+  cache.insert_written(c, c_copy, kMiB, false);
+  const TilePtr a = tile();
+  void* a_copy = gpu.allocate();
+  cache.insert_written(a, a_copy, kMiB);  // over capacity: the host-valid copy goes instead
+  EXPECT_EQ(gpu.freed, (std::set<void*>{a_copy}));
+  const TilePtr b = tile();
+  cache.insert_written(b, gpu.allocate(), kMiB);
+  EXPECT_EQ(cache.acquire(c.get()), c_copy);  // the only valid copy is still there
+  cache.release(c.get());
+  c.reset();  // its last reader is done: nobody can read it any more
+  const TilePtr d = tile();
+  cache.insert_written(d, gpu.allocate(), kMiB);
+  EXPECT_TRUE(gpu.freed.count(c_copy));
+}
+
+TEST(DeviceTileCache, AWriterTakesAHostStaleCopyOnlyWhenNoReaderIsStillToCome) {
+  FakeDevice gpu;
+  DeviceTileCache cache(8 * kMiB, gpu.free_function());
+  TilePtr c = tile();
+  void* c_copy = gpu.allocate();
+  cache.insert_written(c, c_copy, kMiB, false);
+  TilePtr reader = c;  // a reader of this version, delivered but not yet run
+  EXPECT_EQ(cache.take_for_writing(c.get()), nullptr);  // it would read the writer's result
+  reader.reset();
+  EXPECT_EQ(cache.take_for_writing(c.get()), c_copy);  // the writer's reference and the cache's
+}

@@ -38,10 +38,12 @@ class Tile {
   /// A deep copy (with the same residency).
   [[nodiscard]] std::shared_ptr<Tile> clone() const;
 
-  /// Where a valid copy of the contents is, for the emulated device's data-movement model
-  /// (RuntimeOptions::emulated_link_gbps): a set of kOnHost and kOnDevice bits. A new tile
-  /// is on the host; a scratch tile (contents undefined) is valid everywhere. Bookkeeping
-  /// only: the data itself always lives in host memory. Safe from any thread.
+  /// Where a valid copy of the contents is: a set of kOnHost and kOnDevice bits. A new tile
+  /// is on the host; a scratch tile (contents undefined) is valid everywhere. For the
+  /// emulated device's data-movement model (RuntimeOptions::emulated_link_gbps) this is
+  /// bookkeeping only: the data itself always lives in host memory. With the CUDA device a
+  /// tile without kOnHost has its only valid copy in GPU memory (DeviceTileCache). Safe from
+  /// any thread.
   static constexpr std::uint8_t kOnHost = 1;
   static constexpr std::uint8_t kOnDevice = 2;
   [[nodiscard]] std::uint8_t residency() const noexcept {
