@@ -95,6 +95,7 @@ def main():
     rows = {}     # (job, speed, label) -> per round
     ratios = {}   # (job, speed) -> per round
     moved = {}    # (job, speed) -> tasks offloaded per run
+    held = {}     # (job, speed) -> iterations whose plan OffloadFeedback held back, per run
     for rnd in range(args.rounds):
         print(f"round {rnd + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
         for job in jobs:
@@ -108,6 +109,8 @@ def main():
                     rows.setdefault((job, gflops, f"{label} / bound"), []).append(time / bound)
                     if label == "proactive":
                         moved.setdefault((job, gflops), []).append(report["offload"]["tasks_offloaded"])
+                        held.setdefault((job, gflops), []).append(
+                            report["offload"].get("plans_held_back", 0))
                 rows.setdefault((job, gflops, "perfect-balance bound"), []).append(bound)
                 ratios.setdefault((job, gflops), []).append(times["reactive"] / times["proactive"])
 
@@ -121,11 +124,13 @@ def main():
         name = f"{job} {gflops:g} GFLOP/s {label}" + ("" if "/" in label else " (s)")
         print(f"{name:<44}{statistics.median(values):>10.4f}   " +
               " ".join(f"{v:.4f}" for v in values))
-    print(f"\n{'reactive / proactive (same round)':<44}{'median':>10}  tasks offloaded/run  per round")
+    print(f"\n{'reactive / proactive (same round)':<44}{'median':>10}  tasks offloaded/run"
+          f"  plans held back/run  per round")
     for (job, gflops), values in ratios.items():
         name = f"{job} {gflops:g} GFLOP/s"
         print(f"{name:<44}{statistics.median(values):>10.3f}  "
-              f"{statistics.median(moved[(job, gflops)]):>19.0f}  " +
+              f"{statistics.median(moved[(job, gflops)]):>19.0f}  "
+              f"{statistics.median(held[(job, gflops)]):>19.0f}  " +
               " ".join(f"{v:.3f}" for v in values))
 
 
