@@ -118,10 +118,13 @@ OffloadPlan OffloadPolicy::plan(std::span<const OffloadRank> ranks,
 
 void OffloadFeedback::iteration_ended(bool moved, double seconds, int ranks) noexcept {
   if (ranks != ranks_) {
+    // The job's first iteration at this size is no reference: it also pays for the first
+    // touch of its tile buffers and runs on the cost model's first samples.
     const std::uint64_t held_back = held_back_;
     *this = OffloadFeedback{};
     ranks_ = ranks;
     held_back_ = held_back;
+    return;
   }
   if (!moved) {
     if (skip_left_ > 0) {

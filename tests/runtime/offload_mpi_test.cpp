@@ -122,7 +122,8 @@ void expect_offloading_exact(double gflops) {
   const double slowdown = gflops / 1.25;
   const auto off = run_gemm(gflops, slowdown, false, false);
   const auto on = run_gemm(gflops, slowdown, true, true);
-  EXPECT_EQ(on.offloaded.front(), 0U) << "the first iteration has no measured costs to plan from";
+  EXPECT_EQ(on.offloaded.at(0), 0U) << "the first iteration has no measured costs to plan from";
+  EXPECT_EQ(on.offloaded.at(1), 0U) << "the second iteration measures stealing alone (OffloadFeedback)";
   std::uint64_t moved = 0;
   for (const auto tasks : on.offloaded) moved += tasks;
   EXPECT_GT(moved, 0U) << "no task was offloaded from the slowed rank at " << gflops << " GFLOP/s";

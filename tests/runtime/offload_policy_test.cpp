@@ -204,9 +204,21 @@ TEST(OffloadPolicy, RejectsInputsThatNameNoRankOrAreNotFinite) {
 
 // ---------------------------------------------------------------- whether the plans pay
 
+TEST(OffloadFeedback, TheFirstIterationIsNoReference) {
+  bellows::runtime::OffloadFeedback feedback;
+  EXPECT_FALSE(feedback.may_plan());  // nothing to measure a plan against
+  feedback.iteration_ended(false, 2.0, 4);  // warm-up included
+  EXPECT_DOUBLE_EQ(feedback.unplanned_seconds(), 0.0);
+  EXPECT_FALSE(feedback.may_plan());
+  feedback.iteration_ended(false, 1.0, 4);  // stealing alone, measured
+  EXPECT_TRUE(feedback.may_plan());
+  feedback.iteration_ended(true, 1.5, 4);  // slower than stealing alone
+  EXPECT_FALSE(feedback.may_plan());
+}
+
 TEST(OffloadFeedback, PlansGoOnWhileTheyAreNoSlowerThanStealingAlone) {
   bellows::runtime::OffloadFeedback feedback;
-  EXPECT_TRUE(feedback.may_plan());
+  feedback.iteration_ended(false, 1.20, 4);  // the first: warm-up
   feedback.iteration_ended(false, 1.00, 4);  // nothing moved: stealing alone
   EXPECT_DOUBLE_EQ(feedback.unplanned_seconds(), 1.00);
   feedback.iteration_ended(true, 0.95, 4);  // a plan that won
@@ -218,8 +230,7 @@ TEST(OffloadFeedback, PlansGoOnWhileTheyAreNoSlowerThanStealingAlone) {
 
 TEST(OffloadFeedback, ALosingPlanHoldsThePlansBackLongerEachTime) {
   bellows::runtime::OffloadFeedback feedback;
-  feedback.iteration_ended(true, 0.60, 4);  // no unplanned iteration to compare with yet
-  EXPECT_TRUE(feedback.may_plan());
+  feedback.iteration_ended(false, 0.70, 4);  // the first: warm-up
   feedback.iteration_ended(false, 0.55, 4);
   feedback.iteration_ended(true, 0.59, 4);  // slower than stealing alone: 1 iteration off
   EXPECT_FALSE(feedback.may_plan());
@@ -244,6 +255,7 @@ TEST(OffloadFeedback, ALosingPlanHoldsThePlansBackLongerEachTime) {
 
 TEST(OffloadFeedback, TheHoldStopsGrowingAtItsCeiling) {
   bellows::runtime::OffloadFeedback feedback;
+  feedback.iteration_ended(false, 1.0, 2);  // the first: warm-up
   feedback.iteration_ended(false, 1.0, 2);
   int longest = 0;
   for (int loss = 0; loss < 8; ++loss) {
@@ -260,11 +272,15 @@ TEST(OffloadFeedback, TheHoldStopsGrowingAtItsCeiling) {
 
 TEST(OffloadFeedback, ANewSizeStartsOver) {
   bellows::runtime::OffloadFeedback feedback;
+  feedback.iteration_ended(false, 0.6, 4);  // the first: warm-up
   feedback.iteration_ended(false, 0.5, 4);
   feedback.iteration_ended(true, 0.6, 4);
   EXPECT_FALSE(feedback.may_plan());
-  // Grown to 6 ranks: the 4-rank times say nothing of a 6-rank plan.
-  feedback.iteration_ended(true, 0.7, 6);
-  EXPECT_TRUE(feedback.may_plan());
+  // Grown to 6 ranks: the 4-rank times say nothing of a 6-rank plan, and the first 6-rank
+  // iteration is the new size's warm-up.
+  feedback.iteration_ended(false, 0.7, 6);
+  EXPECT_FALSE(feedback.may_plan());
   EXPECT_DOUBLE_EQ(feedback.unplanned_seconds(), 0.0);
+  feedback.iteration_ended(false, 0.65, 6);
+  EXPECT_TRUE(feedback.may_plan());
 }

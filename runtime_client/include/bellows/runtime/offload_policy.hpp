@@ -111,7 +111,9 @@ class OffloadPolicy {
 /// the plans back for the next `skip` iterations, which then run on stealing alone and
 /// measure it again; `skip` starts at 1 and doubles with each planned iteration that loses,
 /// up to kMaxSkip, and goes back to 1 when a planned iteration is no slower. A change of the
-/// job's size starts over (the times of different sizes do not compare).
+/// job's size starts over (the times of different sizes do not compare). The first iteration
+/// at a size is no reference (it pays for its warm-up), so plans start from the third
+/// iteration at a size, once the second has measured stealing alone.
 ///
 /// Thread safety: none; the engine's iteration driver owns it.
 class OffloadFeedback {
@@ -119,8 +121,9 @@ class OffloadFeedback {
   /// The most iterations one loss holds the plans back.
   static constexpr int kMaxSkip = 16;
 
-  /// False while a planned iteration's loss holds the plans back.
-  [[nodiscard]] bool may_plan() const noexcept { return skip_left_ == 0; }
+  /// False while a planned iteration's loss holds the plans back, and until an iteration
+  /// after the first at this size has run without moves (what plans are measured against).
+  [[nodiscard]] bool may_plan() const noexcept { return skip_left_ == 0 && unplanned_seconds_ > 0.0; }
   /// An iteration of a job of `ranks` ranks ended after `seconds` (the slowest rank's);
   /// `moved`: its plan moved work.
   void iteration_ended(bool moved, double seconds, int ranks) noexcept;
