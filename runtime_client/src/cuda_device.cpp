@@ -202,7 +202,9 @@ class CudaDevice final : public Device {
     for (std::size_t i = 0; i < f.device_tiles.size(); ++i) {
       auto& t = f.task->tiles[i];
       const bool written = t && (f.task->writable >> i & 1U);
-      if (written && cached_slot(*f.task, i) && !(f.task->leaving >> i & 1U)) {
+      // A written tile's GPU copy goes to the cache when the task retires.
+      const bool kept = written && cached_slot(*f.task, i);
+      if (kept && !(f.task->leaving >> i & 1U)) {
         t->set_residency(Tile::kOnDevice);  // its next readers are all on this device
       } else if (written) {
         check(cudaMemcpyAsync(t->data(), f.device_tiles[i], t->bytes(), cudaMemcpyDeviceToHost,
@@ -210,8 +212,7 @@ class CudaDevice final : public Device {
         f.copied_bytes += t->bytes();
         t->set_residency(Tile::kOnHost | Tile::kOnDevice);
       }
-      // A written tile's copy goes to the cache once the copy back is done (retire).
-      if (f.copies[i] == SlotCopy::owned && !(written && cached_slot(*f.task, i))) {
+      if (f.copies[i] == SlotCopy::owned && !kept) {
         cudaFreeAsync(f.device_tiles[i], stage_out_stream_);
         f.device_tiles[i] = nullptr;
       }

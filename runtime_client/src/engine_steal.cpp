@@ -46,7 +46,7 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
     std::vector<InputSource> specs;
     std::lock_guard cost_lock(cost_mutex_);
     const bool thief_measured = thief_costs.task_overhead_seconds > 0.0 || thief_costs.seconds_per_flop > 0.0;
-    const bool measured_here = cost_model_.summary().task_samples > 0;
+    const bool measured_here = cost_model_.recent_task_seconds().has_value();
     // What is still to run here at each priority, summed over the priorities above it.
     std::map<std::int64_t, PriorityWork, std::greater<>> above;
     if (options_.steal.cost_rule) {

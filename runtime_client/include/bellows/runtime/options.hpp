@@ -141,9 +141,10 @@ struct RuntimeOptions {
   bool cuda_pinned_tiles = true;
   /// Device cuda: the most bytes of tiles no task in flight uses that stay in GPU memory
   /// between the tasks of an iteration (DeviceTileCache): a tile read is copied in once for
-  /// all its readers, and a tile written stays for the next task that reads or updates it.
-  /// Host copies stay valid throughout (written tiles are still copied back). 0: every task
-  /// copies all its tiles in. Per rank; emptied at the end of each iteration.
+  /// all its readers, and a tile written stays for the next task that reads or updates it; a
+  /// written tile is copied back to the host only when it leaves the GPU (another rank or a
+  /// collection needs it). 0: every task copies all its tiles in and every written tile
+  /// back. Per rank; emptied at the end of each iteration.
   std::size_t cuda_tile_cache_bytes = std::size_t{2} << 30;
   /// When not empty, every rank appends its trace (JSON lines) to this file.
   std::string trace_path;
