@@ -1,6 +1,7 @@
 #pragma once
 // Execution devices of a rank and their ready-task queues.
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -22,6 +23,16 @@ class Engine;
 using Clock = std::chrono::steady_clock;
 inline double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+/// What a task cost a device that overlaps the stages of successive tasks (the CUDA device:
+/// copies in, kernel, copies out, on three streams): from its start to its end, less what
+/// came before the previous task's end, when the device was still busy with that one. Over
+/// a run of tasks these sum to the time the device was busy; a task's own start-to-end time
+/// would also count the tasks ahead of it in the streams.
+inline double overlapped_task_seconds(Clock::time_point started, Clock::time_point previous_end,
+                                      Clock::time_point end) {
+  return seconds_between(std::max(started, previous_end), end);
 }
 
 /// A task whose inputs are all present on this rank.
