@@ -322,6 +322,9 @@ class Engine {
   /// (changed between iterations only). Unlike the other pins these tasks may be stolen.
   std::unordered_set<TaskKey> offloaded_;
   double previous_iteration_seconds_ = 0.0;  // the last iteration's time (max over ranks)
+  // The last iteration's measured compute seconds per flop on this rank, all devices' tasks
+  // (0: it ran none); guarded by cost_mutex_.
+  double previous_seconds_per_flop_ = 0.0;
   std::uint64_t tasks_offloaded_ = 0;       // this iteration: tasks this rank pushed away
   std::uint64_t tasks_offloaded_here_ = 0;  // this iteration: tasks pushed to this rank
   bool offload_moved_ = false;              // this iteration's plan moved work (every rank)

@@ -53,8 +53,12 @@ void Engine::plan_offloads() {
   if (size_ < 2 || collections_.empty()) return;
   WorkMap work = map_work({});
 
-  // This rank's measured speed and what a tile costs to bring here. A flop costs what the
-  // rank's typical task costs per flop, the fitted overhead per task included.
+  // This rank's measured speed and what a tile costs to bring here. A flop costs what it
+  // cost in the last iteration (its tasks' measured times over their flops, per lane), so
+  // that a rank slowed down part-way is seen at its new speed after one iteration (the cost
+  // model forgets its samples gradually: the first plan after a 3x slowdown saw it 2.7x,
+  // docs/benchmarks.md). Before a rank ran a task, what its cost model predicts for its
+  // typical task, the fitted overhead per task included.
   double flops = 0.0, tasks = 0.0;
   for (std::size_t s = 0; s < work.weight.size(); ++s) {
     flops += work.weight[s];
@@ -64,7 +68,9 @@ void Engine::plan_offloads() {
   {
     std::lock_guard lock(cost_mutex_);
     const CostSummary summary = cost_model_.summary();
-    if (summary.task_samples > 0 && tasks > 0.0 && flops > 0.0) {
+    if (previous_seconds_per_flop_ > 0.0) {
+      mine.seconds_per_flop = previous_seconds_per_flop_ / lanes();
+    } else if (summary.task_samples > 0 && tasks > 0.0 && flops > 0.0) {
       const double typical = flops / tasks;
       mine.seconds_per_flop = cost_model_.work_seconds(1.0, typical) / typical / lanes();
     }

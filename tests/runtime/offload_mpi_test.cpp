@@ -124,6 +124,8 @@ void expect_offloading_exact(double gflops) {
   const auto on = run_gemm(gflops, slowdown, true, true);
   EXPECT_EQ(on.offloaded.at(0), 0U) << "the first iteration has no measured costs to plan from";
   EXPECT_EQ(on.offloaded.at(1), 0U) << "the second iteration measures stealing alone (OffloadFeedback)";
+  EXPECT_GT(on.offloaded.at(2), 0U)
+      << "the plan of the third iteration sees the slowdown of the second (its measured speed)";
   std::uint64_t moved = 0;
   for (const auto tasks : on.offloaded) moved += tasks;
   EXPECT_GT(moved, 0U) << "no task was offloaded from the slowed rank at " << gflops << " GFLOP/s";

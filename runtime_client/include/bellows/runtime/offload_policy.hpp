@@ -10,9 +10,10 @@
 // from the previous ones, the work can be spread before it starts, and stealing is left
 // with what the prediction missed.
 //
-// The model. Every rank r reports, from its own measurements (CostModel):
-//   s_r    seconds one flop of work takes on r (its whole device: lanes folded in). A rank
-//          slowed down (another job on its node, a throttled GPU) shows a larger s_r.
+// The model. Every rank r reports, from its own measurements:
+//   s_r    seconds one flop of work takes on r (its whole device: lanes folded in), as its
+//          tasks took in the last iteration. A rank slowed down (another job on its node, a
+//          throttled GPU) shows a larger s_r from the iteration after.
 //   L_r    its predicted work for the coming iteration, in seconds: the flops of the work
 //          the fixed mapping gives it times s_r, work that cannot move included.
 //   l_r, b_r   what a tile moving to r costs: l_r + bytes * b_r seconds.
