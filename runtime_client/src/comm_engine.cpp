@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <tuple>
+#include <utility>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
@@ -93,6 +94,8 @@ void CommEngine::reset_iteration_state() {
   partial_replies_expected_ = 0;
   partial_replies_seen_ = 0;
   tasks_this_request_ = 0;
+  invited_by_ = -1;
+  invited_at_ = {};
   steal_policy_.start_iteration();
   next_ask_ns_.store(steal_policy_.next_ask_at().count(), std::memory_order_release);
   asking_pays_.store(true, std::memory_order_release);
@@ -367,6 +370,8 @@ void CommEngine::handle(int source, wire::Message&& message) {
     handle_steal_request(source, *q);
   } else if (auto* reply = std::get_if<wire::StealReply>(&message)) {
     handle_steal_reply(source, std::move(*reply));
+  } else if (auto* invitation = std::get_if<wire::StealInvitation>(&message)) {
+    handle_steal_invitation(source, *invitation);
   } else if (auto* p = std::get_if<wire::Progress>(&message)) {
     if (rank_ != 0 || !engine_.stealing()) {
       fail("progress report from rank " + std::to_string(source) +
@@ -439,9 +444,25 @@ bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point 
     asking_pays_.store(StealPolicy::asking_pays(steal_policy_.options(), view),
                        std::memory_order_release);
   }
+  if (invited_by_ >= 0 && view.roots_queued && !view.request_outstanding && !view.iteration_over) {
+    // Invited by a rank that drifts behind the plan: ask it now, idle or not; its gift rule
+    // weighs this rank's own work left, sent with the request.
+    const int victim = std::exchange(invited_by_, -1);
+    StealPolicy::ThiefView priced = view;  // in a backoff the view was not read in full
+    add_costs(priced);
+    send_steal_request(victim, priced, now);
+    ++stats_.steal.invitations_answered;
+    return true;
+  }
   if (!steal_policy_.should_ask(at, view)) return false;
   const auto victim = steal_policy_.choose_victim();
   if (!victim) return false;
+  send_steal_request(*victim, view, now);
+  return true;
+}
+
+void CommEngine::send_steal_request(int victim, const StealPolicy::ThiefView& view,
+                                    std::chrono::steady_clock::time_point now) {
   wire::StealRequest request;
   request.thief = rank_;
   request.request_id = ++steal_request_id_;
@@ -450,7 +471,7 @@ bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point 
   request.thief_load_ns = static_cast<std::uint64_t>(costs.load_seconds * 1e9);
   request.thief_task_overhead_seconds = costs.task_overhead_seconds;
   request.thief_seconds_per_flop = costs.seconds_per_flop;
-  send_control(*victim, request);
+  send_control(victim, request);
   steal_outstanding_.store(true, std::memory_order_release);
   final_reply_seen_ = false;
   partial_replies_expected_ = 0;
@@ -459,7 +480,29 @@ bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point 
   steal_sent_at_ = now;
   ++stats_.steal.requests_sent;
   stats_.steal.max_outstanding = std::max<std::uint64_t>(stats_.steal.max_outstanding, 1);
+}
+
+bool CommEngine::maybe_invite_thieves(std::chrono::steady_clock::time_point now) {
+  if (global_done_ || retired_) return false;
+  const auto spacing = std::chrono::duration<double>(kInvitationRoundTrips * engine_.round_trip_seconds());
+  if (invited_at_ != std::chrono::steady_clock::time_point{} && now - invited_at_ < spacing) return false;
+  const auto thief = engine_.drift_invitee();
+  if (!thief) return false;
+  send_control(*thief, wire::StealInvitation{static_cast<std::uint32_t>(engine_.iteration())});
+  invited_at_ = now;
+  ++stats_.steal.invitations_sent;
   return true;
+}
+
+void CommEngine::handle_steal_invitation(int source, const wire::StealInvitation& invitation) {
+  if (!engine_.stealing()) {
+    fail("steal invitation from rank " + std::to_string(source) + " but stealing is off here");
+  }
+  // One sent in the previous iteration, or to a rank that has stopped asking, is moot.
+  if (invitation.iteration != static_cast<std::uint32_t>(engine_.iteration()) || global_done_ || retired_) {
+    return;
+  }
+  invited_by_ = source;
 }
 
 void CommEngine::handle_steal_request(int source, const wire::StealRequest& request) {
@@ -806,6 +849,7 @@ void CommEngine::run() {
     if (stealing) {
       progressed = report_progress() || progressed;
       progressed = maybe_send_steal_request(now) || progressed;
+      if (engine_.offloading()) progressed = maybe_invite_thieves(now) || progressed;
     }
 
     const bool work_done = engine_.local_work_done();

@@ -127,6 +127,17 @@ class CommEngine {
   bool drain_outbox();
   // Work stealing and the global end-of-iteration count.
   bool maybe_send_steal_request(std::chrono::steady_clock::time_point now);
+  /// Sends a request for tasks to `victim` and starts waiting for its answer.
+  void send_steal_request(int victim, const StealPolicy::ThiefView& view,
+                          std::chrono::steady_clock::time_point now);
+  /// Proactive offloading: while this rank's work drifts past the iteration's plan, invites
+  /// the next rank the plan left least loaded to steal from it (Engine::drift_invitee), at
+  /// most one per kInvitationRoundTrips round trips.
+  bool maybe_invite_thieves(std::chrono::steady_clock::time_point now);
+  void handle_steal_invitation(int source, const wire::StealInvitation& invitation);
+  /// Round trips between two invitations of a drifting rank: the first invited thief's
+  /// request and its answer come back before the next rank is asked to come.
+  static constexpr int kInvitationRoundTrips = 2;
   void handle_steal_request(int source, const wire::StealRequest& request);
   void handle_steal_reply(int source, wire::StealReply&& reply);
   void finish_steal_request(std::chrono::steady_clock::time_point now);
@@ -203,6 +214,10 @@ class CommEngine {
   std::uint16_t partial_replies_seen_ = 0;
   int final_reply_hops_ = 0;
   std::uint64_t tasks_this_request_ = 0;
+  // Thief side: the rank whose StealInvitation the next request answers (-1: none).
+  int invited_by_ = -1;
+  // Victim side: when this rank last sent a StealInvitation.
+  std::chrono::steady_clock::time_point invited_at_{};
   // End of iteration with stealing: the first rank counts completions of all ranks.
   bool global_done_ = false;
   bool retired_ = false;  // this rank stopped asking and entered the barrier early

@@ -414,6 +414,8 @@ void Engine::device_task_measured(std::size_t index, TaskClassId task_class, dou
                                   double compute_seconds) {
   std::lock_guard lock(cost_mutex_);
   compute_seconds_this_iteration_ += compute_seconds;
+  flops_this_iteration_ += flops;
+  ++tasks_measured_this_iteration_;
   if (index < device_costs_.size()) device_costs_[index].task_ran(task_class, flops, compute_seconds);
 }
 
@@ -796,6 +798,8 @@ IterationReport Engine::run_iteration() {
   {
     std::lock_guard lock(cost_mutex_);
     compute_seconds_this_iteration_ = 0.0;
+    flops_this_iteration_ = 0.0;
+    tasks_measured_this_iteration_ = 0;
   }
 
   if (link_) {

@@ -92,6 +92,8 @@ class Engine {
   // CCGrid 2024, section IV) ----
 
   [[nodiscard]] bool stealing() const noexcept { return options_.steal.enabled && size_ > 1; }
+  /// Proactive offloading plans this job's iterations (RuntimeOptions::offload).
+  [[nodiscard]] bool offloading() const noexcept { return options_.offload.enabled && size_ > 1; }
   /// True once the iteration's root tasks are queued (before that every rank looks idle).
   [[nodiscard]] bool roots_queued() const noexcept {
     return roots_queued_.load(std::memory_order_acquire);
@@ -117,6 +119,13 @@ class Engine {
   };
   /// This rank's ThiefCosts now.
   [[nodiscard]] ThiefCosts thief_costs() const;
+  /// Proactive offloading, while the iteration runs (communication thread only): when this
+  /// rank's work has drifted past the iteration's plan (OffloadPolicy::drifted), the next rank
+  /// to invite to steal from it (OffloadPolicy::invitation_order; each at most once per
+  /// iteration); nullopt otherwise.
+  [[nodiscard]] std::optional<int> drift_invitee();
+  /// The iteration running or last run (counted from 1).
+  [[nodiscard]] int iteration() const noexcept { return iteration_; }
   /// Device cuda: `task` reads a tile whose only valid copy is in GPU memory (a thief would be
   /// sent a stale host copy), so it stays here.
   [[nodiscard]] bool reads_host_stale_tile(const ReadyTask& task) const;
@@ -325,6 +334,17 @@ class Engine {
   // The last iteration's measured compute seconds per flop on this rank, all devices' tasks
   // (0: it ran none); guarded by cost_mutex_.
   double previous_seconds_per_flop_ = 0.0;
+  // This iteration's measured flops and tasks, beside compute_seconds_this_iteration_;
+  // guarded by cost_mutex_.
+  double flops_this_iteration_ = 0.0;
+  std::uint64_t tasks_measured_this_iteration_ = 0;
+  // The plan of this iteration, for drift_invitee (set by plan_offloads before the
+  // communication thread runs the iteration): the most work it predicts for any rank (0: no
+  // plan), the speed it took this rank at, and whom this rank invites when it drifts.
+  double planned_makespan_seconds_ = 0.0;
+  double planned_seconds_per_flop_ = 0.0;
+  std::vector<int> invitees_;
+  std::size_t next_invitee_ = 0;  // communication thread only
   std::uint64_t tasks_offloaded_ = 0;       // this iteration: tasks this rank pushed away
   std::uint64_t tasks_offloaded_here_ = 0;  // this iteration: tasks pushed to this rank
   bool offload_moved_ = false;              // this iteration's plan moved work (every rank)

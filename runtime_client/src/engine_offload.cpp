@@ -50,6 +50,10 @@ void Engine::plan_offloads() {
   tasks_offloaded_ = 0;
   tasks_offloaded_here_ = 0;
   offload_moved_ = false;
+  planned_makespan_seconds_ = 0.0;
+  planned_seconds_per_flop_ = 0.0;
+  invitees_.clear();
+  next_invitee_ = 0;
   if (size_ < 2 || collections_.empty()) return;
   WorkMap work = map_work({});
 
@@ -90,10 +94,12 @@ void Engine::plan_offloads() {
                  &request);
   wait_asleep(request);
 
-  // Rank 0 plans, unless the last plans cost more than they brought (OffloadFeedback); the
-  // moves travel as (tile, receiver) pairs.
+  // Rank 0 predicts every rank's work and plans, unless the last plans cost more than they
+  // brought (OffloadFeedback); the moves travel as (tile, receiver) pairs, and the predicted
+  // work after them (before them, without a plan) tells each rank when it drifts.
   std::vector<std::int32_t> moves;
-  if (rank_ == 0 && offload_feedback_.may_plan()) {
+  std::vector<double> planned_loads;
+  if (rank_ == 0) {
     std::vector<OffloadRank> ranks(static_cast<std::size_t>(size_));
     double known = 0.0, sum = 0.0;
     for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -125,6 +131,11 @@ void Engine::plan_offloads() {
       }
       for (std::size_t r = 0; r < ranks.size(); ++r) {
         ranks[r].load_seconds = (ranks[r].load_seconds + work.load[r]) * ranks[r].seconds_per_flop;
+        planned_loads.push_back(ranks[r].load_seconds);
+      }
+      if (!offload_feedback_.may_plan()) {  // the predicted work alone
+        candidates.clear();
+        tile_of.clear();
       }
       // What a receiver must be sent: the tiles each task reads that no task of the same
       // tile produces (collection tiles at their size, a predecessor's at the deciding
@@ -163,16 +174,35 @@ void Engine::plan_offloads() {
           }
         }
       });
-      const OffloadPlan plan =
-          OffloadPolicy::plan(ranks, candidates, options_.offload, previous_iteration_seconds_);
-      for (const auto& move : plan.moves) {
-        moves.insert(moves.end(), {static_cast<std::int32_t>(tile_of[move.candidate]), move.to});
+      if (!candidates.empty()) {
+        const OffloadPlan plan =
+            OffloadPolicy::plan(ranks, candidates, options_.offload, previous_iteration_seconds_);
+        for (const auto& move : plan.moves) {
+          moves.insert(moves.end(), {static_cast<std::int32_t>(tile_of[move.candidate]), move.to});
+        }
+        planned_loads = plan.loads_after;
       }
     }
   }
-  std::int64_t count = static_cast<std::int64_t>(moves.size());
-  MPI_Ibcast(&count, 1, MPI_INT64_T, 0, comm_, &request);
+  std::array<std::int64_t, 2> counts{static_cast<std::int64_t>(moves.size()),
+                                     static_cast<std::int64_t>(planned_loads.size())};
+  MPI_Ibcast(counts.data(), 2, MPI_INT64_T, 0, comm_, &request);
   wait_asleep(request);
+  if (counts[1] == size_) {
+    planned_loads.resize(static_cast<std::size_t>(size_));
+    MPI_Ibcast(planned_loads.data(), size_, MPI_DOUBLE, 0, comm_, &request);
+    wait_asleep(request);
+    planned_makespan_seconds_ = *std::max_element(planned_loads.begin(), planned_loads.end());
+    // As for the plan (OffloadOptions::min_compute_share): where the last iteration took far
+    // longer than its work, messages or a shared host held it back, and task times that
+    // include them tell no slowdown; nobody drifts.
+    if (planned_makespan_seconds_ < options_.offload.min_compute_share * previous_iteration_seconds_) {
+      planned_makespan_seconds_ = 0.0;
+    }
+    planned_seconds_per_flop_ = std::max(mine.seconds_per_flop, 0.0);
+    invitees_ = OffloadPolicy::invitation_order(planned_loads, rank_);
+  }
+  const std::int64_t count = counts[0];
   if (count == 0) return;
   offload_moved_ = true;
   moves.resize(static_cast<std::size_t>(count));
@@ -197,6 +227,25 @@ void Engine::plan_offloads() {
     offloaded_.insert(key);
   }
   local_tasks_known_ = false;
+}
+
+std::optional<int> Engine::drift_invitee() {
+  if (next_invitee_ >= invitees_.size()) return std::nullopt;
+  // Too few tasks measured yet to tell a slowdown from one slow task.
+  constexpr std::uint64_t kMinSamples = 4;
+  OffloadPolicy::Drift drift;
+  drift.planned_makespan_seconds = planned_makespan_seconds_;
+  drift.planned_seconds_per_flop = planned_seconds_per_flop_;
+  {
+    std::lock_guard lock(cost_mutex_);
+    if (tasks_measured_this_iteration_ < kMinSamples || flops_this_iteration_ <= 0.0) return std::nullopt;
+    const double per_flop = compute_seconds_this_iteration_ / flops_this_iteration_;
+    const double left = std::max(remaining_flops_.load(std::memory_order_relaxed), 0.0);
+    drift.seconds_per_flop = per_flop / lanes();
+    drift.predicted_work_seconds = (compute_seconds_this_iteration_ + left * per_flop) / lanes();
+  }
+  if (!OffloadPolicy::drifted(drift, options_.offload)) return std::nullopt;
+  return invitees_[next_invitee_++];
 }
 
 }  // namespace bellows::runtime

@@ -24,6 +24,23 @@ double OffloadPolicy::transfer_seconds(const OffloadRank& receiver,
          static_cast<double>(candidate.bytes) * receiver.seconds_per_byte;
 }
 
+bool OffloadPolicy::drifted(const Drift& drift, const OffloadOptions& options) noexcept {
+  return drift.planned_makespan_seconds > 0.0 && drift.planned_seconds_per_flop > 0.0 &&
+         drift.seconds_per_flop > drift.planned_seconds_per_flop * kDriftSlowdown &&
+         drift.predicted_work_seconds > drift.planned_makespan_seconds * (1.0 + options.min_imbalance);
+}
+
+std::vector<int> OffloadPolicy::invitation_order(std::span<const double> planned_loads, int self) {
+  std::vector<int> order;
+  for (int r = 0; r < static_cast<int>(planned_loads.size()); ++r) {
+    if (r != self) order.push_back(r);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return planned_loads[static_cast<std::size_t>(a)] < planned_loads[static_cast<std::size_t>(b)];
+  });
+  return order;
+}
+
 OffloadPlan OffloadPolicy::plan(std::span<const OffloadRank> ranks,
                                 std::span<const OffloadCandidate> candidates,
                                 const OffloadOptions& options,

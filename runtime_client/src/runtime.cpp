@@ -88,6 +88,8 @@ void for_each_number(Stats& s, F&& f) {
   f(s.steal.tasks_refused);
   f(s.steal.requests_refused);
   f(s.steal.iterations_retired);
+  f(s.steal.invitations_sent);
+  f(s.steal.invitations_answered);
   f(s.cost.task_samples);
   f(s.cost.task_overhead_us);
   f(s.cost.seconds_per_gflop);

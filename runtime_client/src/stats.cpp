@@ -18,6 +18,8 @@ void StealStats::add(const StealStats& o) {
   tasks_refused += o.tasks_refused;
   requests_refused += o.requests_refused;
   iterations_retired += o.iterations_retired;
+  invitations_sent += o.invitations_sent;
+  invitations_answered += o.invitations_answered;
   max_hops_seen = std::max(max_hops_seen, o.max_hops_seen);
   max_outstanding = std::max(max_outstanding, o.max_outstanding);
   if (o.min_ready_after_serve >= 0) {
@@ -61,6 +63,8 @@ void to_json(nlohmann::json& j, const StealStats& s) {
                      {"tasks_refused", s.tasks_refused},
                      {"requests_refused", s.requests_refused},
                      {"iterations_retired", s.iterations_retired},
+                     {"invitations_sent", s.invitations_sent},
+                     {"invitations_answered", s.invitations_answered},
                      {"max_hops_seen", s.max_hops_seen},
                      {"max_outstanding", s.max_outstanding},
                      {"min_ready_after_serve", s.min_ready_after_serve},

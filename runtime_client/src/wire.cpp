@@ -122,6 +122,9 @@ std::vector<std::byte> encode(const Message& message) {
   } else if (const auto* fetched = std::get_if<Fetched>(&message)) {
     put_header(w, MessageType::fetched);
     w.put(fetched->handle);
+  } else if (const auto* invitation = std::get_if<StealInvitation>(&message)) {
+    put_header(w, MessageType::steal_invitation);
+    w.put(invitation->iteration);
   } else {
     const auto& at = std::get<CollectionTileAt>(message);
     put_header(w, MessageType::collection_tile_at);
@@ -338,6 +341,19 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
         return std::nullopt;
       }
       return Message{at};
+    }
+    case MessageType::steal_invitation: {
+      StealInvitation invitation;
+      if (!r.get(invitation.iteration)) return truncated("steal_invitation");
+      if (r.remaining() != 0) {
+        error = "steal_invitation message has trailing bytes";
+        return std::nullopt;
+      }
+      if (invitation.iteration == 0) {
+        error = "steal_invitation for iteration 0 (iterations count from 1)";
+        return std::nullopt;
+      }
+      return Message{invitation};
     }
   }
   error = "unknown message type " + std::to_string(type);

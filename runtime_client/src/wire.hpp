@@ -22,7 +22,7 @@
 namespace bellows::runtime::wire {
 
 inline constexpr std::uint16_t kMagic = 0xBE11;
-inline constexpr std::uint8_t kVersion = 4;
+inline constexpr std::uint8_t kVersion = 5;
 
 enum class MessageType : std::uint8_t {
   activate = 1,          ///< a tile (or a control token) is ready for these consumers
@@ -34,6 +34,7 @@ enum class MessageType : std::uint8_t {
   iteration_done = 7,    ///< from the first rank: every task of the iteration has run
   fetched = 8,           ///< the consumer read the tile behind handle itself (same host)
   collection_tile_at = 9,  ///< where collection tile (c, m, n) lies, for a same-host read
+  steal_invitation = 10,   ///< a rank that drifts behind the plan asks another to steal from it
 };
 
 /// One consumer of an activation: a task slot, or a collection tile (write-back).
@@ -149,8 +150,17 @@ struct IterationDone {
   friend bool operator==(const IterationDone&, const IterationDone&) = default;
 };
 
+/// From a rank whose predicted work has drifted past the iteration's plan (proactive
+/// offloading, OffloadPolicy::drifted) to a rank the plan left less loaded: steal from me now,
+/// before you starve. The receiver answers with a StealRequest to the sender, whose gift rule
+/// decides as for any request; one for another iteration than the receiver's is ignored.
+struct StealInvitation {
+  std::uint32_t iteration = 0;  ///< the sender's iteration (Runtime iterations count from 1)
+  friend bool operator==(const StealInvitation&, const StealInvitation&) = default;
+};
+
 using Message = std::variant<Activate, Fetch, CollectionFetch, StealRequest, StealReply, Progress,
-                             IterationDone, Fetched, CollectionTileAt>;
+                             IterationDone, Fetched, CollectionTileAt, StealInvitation>;
 
 std::vector<std::byte> encode(const Message& message);
 

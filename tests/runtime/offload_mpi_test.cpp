@@ -1,6 +1,7 @@
 // Proactive offloading (RuntimeOptions::offload, OffloadPolicy) under mpiexec -n 3..4: a
-// GEMM whose rank 1 slows down (RuntimeOptions::emulated_slowdown) has its work pushed to
-// the other ranks from the iteration after the slowdown shows, every task still runs
+// GEMM whose rank 1 slows down (RuntimeOptions::emulated_slowdown) invites the other ranks
+// to steal from it in the iteration it slows down in (its work drifts past the plan), has its
+// work pushed to them from the iteration after, every task still runs
 // exactly once per iteration, and C is bit-identical to a run without offloading or
 // stealing, at the emulated device's slow (10 GFLOP/s) and GPU (1000 GFLOP/s) speeds.
 
@@ -74,6 +75,8 @@ struct GemmRun {
   std::vector<double> c;                     ///< rank 0 only
   std::vector<int> runs;                     ///< rank 0 only: per task, over all iterations
   std::vector<std::uint64_t> offloaded;      ///< per iteration, summed over the ranks
+  std::vector<std::uint64_t> invitations;    ///< likewise: StealInvitations sent
+  std::vector<std::uint64_t> answered;       ///< likewise: invitations answered with a request
 };
 
 /// kIterations of C = A * B on the emulated device at `gflops` (computing), rank kSlowRank
@@ -107,6 +110,8 @@ GemmRun run_gemm(double gflops, double slowdown, bool offload, bool steal) {
   for (int it = 0; it < kIterations; ++it) {
     const auto report = runtime.run_iteration();
     run.offloaded.push_back(bt::sum_over_ranks(report.local.tasks_offloaded));
+    run.invitations.push_back(bt::sum_over_ranks(report.local.steal.invitations_sent));
+    run.answered.push_back(bt::sum_over_ranks(report.local.steal.invitations_answered));
     EXPECT_EQ(bt::sum_over_ranks(report.local.tasks_offloaded),
               bt::sum_over_ranks(report.local.tasks_offloaded_here))
         << "iteration " << it + 1 << ": tasks pushed and tasks received differ";
@@ -126,6 +131,12 @@ void expect_offloading_exact(double gflops) {
   EXPECT_EQ(on.offloaded.at(1), 0U) << "the second iteration measures stealing alone (OffloadFeedback)";
   EXPECT_GT(on.offloaded.at(2), 0U)
       << "the plan of the third iteration sees the slowdown of the second (its measured speed)";
+  EXPECT_EQ(on.invitations.at(0), 0U) << "the first iteration has no plan to drift from";
+  EXPECT_GT(on.invitations.at(1), 0U)
+      << "the rank that slows down in the second iteration invites thieves while it runs";
+  for (std::size_t it = 0; it < on.invitations.size(); ++it) {
+    EXPECT_LE(on.answered.at(it), on.invitations.at(it)) << "iteration " << it + 1;
+  }
   std::uint64_t moved = 0;
   for (const auto tasks : on.offloaded) moved += tasks;
   EXPECT_GT(moved, 0U) << "no task was offloaded from the slowed rank at " << gflops << " GFLOP/s";

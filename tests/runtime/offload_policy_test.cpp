@@ -284,3 +284,40 @@ TEST(OffloadFeedback, ANewSizeStartsOver) {
   feedback.iteration_ended(false, 0.65, 6);
   EXPECT_TRUE(feedback.may_plan());
 }
+
+TEST(OffloadPolicy, ARankDriftsWhenItRunsSlowerThanPlannedAndPastThePlannedMakespan) {
+  OffloadOptions options;
+  options.min_imbalance = 0.05;
+  const auto drift = [](double work, double speed) {
+    OffloadPolicy::Drift d;
+    d.predicted_work_seconds = work;
+    d.planned_makespan_seconds = 1.0;
+    d.seconds_per_flop = speed * kNanosecondPerFlop;
+    d.planned_seconds_per_flop = kNanosecondPerFlop;
+    return d;
+  };
+  EXPECT_FALSE(OffloadPolicy::drifted(drift(1.0, 1.0), options)) << "on plan";
+  EXPECT_TRUE(OffloadPolicy::drifted(drift(3.0, 3.0), options)) << "a rank slowed 3x";
+  EXPECT_FALSE(OffloadPolicy::drifted(drift(1.2, 1.2), options)) << "task times that vary";
+  EXPECT_TRUE(OffloadPolicy::drifted(drift(1.3, 1.3), options)) << "slower than kDriftSlowdown";
+  EXPECT_FALSE(OffloadPolicy::drifted(drift(1.04, 1.3), options))
+      << "slower, but its work within min_imbalance of the makespan";
+  EXPECT_FALSE(OffloadPolicy::drifted(drift(1.5, 1.0), options))
+      << "more work at the planned speed (it stole some) is no drift";
+  EXPECT_FALSE(OffloadPolicy::drifted(drift(0.9, 2.0), options))
+      << "slower, but its work still ends within the plan's makespan";
+  auto no_plan = drift(3.0, 3.0);
+  no_plan.planned_makespan_seconds = 0.0;
+  EXPECT_FALSE(OffloadPolicy::drifted(no_plan, options)) << "no plan, no drift";
+  auto no_speed = drift(3.0, 3.0);
+  no_speed.planned_seconds_per_flop = 0.0;
+  EXPECT_FALSE(OffloadPolicy::drifted(no_speed, options)) << "no planned speed, no drift";
+}
+
+TEST(OffloadPolicy, ADriftingRankInvitesTheLeastLoadedFirstAndNeverItself) {
+  const std::vector<double> loads{0.5, 0.9, 0.2, 0.5};
+  EXPECT_EQ(OffloadPolicy::invitation_order(loads, 1), (std::vector<int>{2, 0, 3}));
+  EXPECT_EQ(OffloadPolicy::invitation_order(loads, 2), (std::vector<int>{0, 3, 1}))
+      << "ties go to the lower rank";
+  EXPECT_TRUE(OffloadPolicy::invitation_order(std::vector<double>{1.0}, 0).empty());
+}

@@ -177,17 +177,17 @@ TEST(Wire, RefusesBadMagic) {
 
 TEST(Wire, RefusesOtherProtocolVersion) {
   auto bytes = wire::encode(wire::Fetch{1, 2});
-  bytes[2] = std::byte{3};  // before steal requests carried the thief's task time
+  bytes[2] = std::byte{4};  // before steal invitations
   const auto error = decode_error(bytes);
   EXPECT_NE(error.find("version"), std::string::npos) << error;
-  EXPECT_EQ(error, "unsupported protocol version 3 (this build speaks 4)");
+  EXPECT_EQ(error, "unsupported protocol version 4 (this build speaks 5)");
   bytes[2] = std::byte{0};
-  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 4)");
+  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 5)");
 }
 
 TEST(Wire, RefusesUnknownType) {
   EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 0)), "unknown message type 0");
-  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 10)), "unknown message type 10");
+  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 11)), "unknown message type 11");
   auto bytes = wire::encode(wire::Fetch{1, 2});
   bytes[3] = std::byte{200};
   EXPECT_EQ(decode_error(bytes), "unknown message type 200");
@@ -290,6 +290,18 @@ TEST(Wire, ProgressAndIterationDoneRoundTrip) {
   const wire::Progress retiring{7, true};
   EXPECT_EQ(round_trip(retiring), wire::Message{retiring});
   EXPECT_EQ(round_trip(wire::IterationDone{}), wire::Message{wire::IterationDone{}});
+}
+
+TEST(Wire, StealInvitationRoundTripsAndNamesWhatIsWrong) {
+  EXPECT_EQ(round_trip(wire::StealInvitation{17}), wire::Message{wire::StealInvitation{17}});
+  EXPECT_EQ(decode_error(wire::encode(wire::StealInvitation{0})),
+            "steal_invitation for iteration 0 (iterations count from 1)");
+  auto bytes = wire::encode(wire::StealInvitation{3});
+  bytes.pop_back();
+  EXPECT_NE(decode_error(bytes).find("steal_invitation"), std::string::npos) << decode_error(bytes);
+  bytes = wire::encode(wire::StealInvitation{3});
+  bytes.push_back(std::byte{0});
+  EXPECT_EQ(decode_error(bytes), "steal_invitation message has trailing bytes");
 }
 
 TEST(Wire, RefusesBadRetiredFlagAndRetiringWithoutTasks) {

@@ -101,6 +101,39 @@ class OffloadPolicy {
   /// x_b: seconds to send `candidate` to `receiver`.
   [[nodiscard]] static double transfer_seconds(const OffloadRank& receiver,
                                                const OffloadCandidate& candidate) noexcept;
+
+  // ---- while the iteration runs: a rank whose work drifts past the plan ----
+  //
+  // The plan predicts each rank's work from the last iteration's speeds. A rank that slows
+  // down within the iteration (a noisy neighbour arrives) sees its work grow past what the
+  // plan predicted for the busiest rank; it then invites the ranks the plan left least
+  // loaded, one at a time, to steal from it before they starve (wire::StealInvitation); the
+  // victim's gift rule (StealPolicy) decides what each invited thief gets, as for any request.
+
+  /// What a rank knows of itself against the plan, while the iteration runs.
+  struct Drift {
+    /// What its tasks of the iteration cost so far plus what is left, at the speed they ran
+    /// at so far, per lane.
+    double predicted_work_seconds = 0.0;
+    /// The most work the plan predicted for any rank (0: no plan).
+    double planned_makespan_seconds = 0.0;
+    /// Seconds per flop per lane: as its tasks ran so far, and as the plan took it.
+    double seconds_per_flop = 0.0;
+    double planned_seconds_per_flop = 0.0;
+  };
+  /// Whether a rank's work has drifted past the plan: it runs more than kDriftSlowdown times
+  /// slower than the plan took it, and its predicted work exceeds the planned makespan by more
+  /// than options.min_imbalance. Both, so that a rank whose work grew because it stole some,
+  /// at its planned speed, does not count, nor one whose task times only vary. False without
+  /// a plan or a planned speed.
+  [[nodiscard]] static bool drifted(const Drift& drift, const OffloadOptions& options = {}) noexcept;
+  /// How much slower than planned a rank must run to drift: task times on a host shared by
+  /// several ranks vary by 10-20 % from one iteration to the next, and invitations on that
+  /// noise alone (a threshold of 5 %) made the skewed block-sparse GEMM 4 % slower.
+  static constexpr double kDriftSlowdown = 1.25;
+  /// The ranks a drifting rank `self` invites, in order: least planned work first (ties: the
+  /// lower rank), `self` left out. `planned_loads` is indexed by rank.
+  [[nodiscard]] static std::vector<int> invitation_order(std::span<const double> planned_loads, int self);
 };
 
 /// Whether the plans pay, judged from the iterations they shaped. The plan predicts from

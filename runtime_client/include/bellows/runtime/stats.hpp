@@ -33,6 +33,11 @@ struct StealStats {
   /// (StealPolicy::asking_pays) or thresholds of 0, stopped asking and entered the
   /// end-of-iteration barrier without waiting to hear that every rank was done
   std::uint64_t iterations_retired = 0;
+  /// victim: invitations to steal it sent while its work drifted past the iteration's plan
+  /// (proactive offloading: wire::StealInvitation)
+  std::uint64_t invitations_sent = 0;
+  /// thief: invitations it answered with a request
+  std::uint64_t invitations_answered = 0;
   std::uint64_t max_hops_seen = 0;       ///< most forwards of a request that reached here
   std::uint64_t max_outstanding = 0;     ///< most requests this rank had in flight at once
   /// Fewest ready tasks a victim kept right after giving some away; -1: never gave.
