@@ -484,8 +484,10 @@ void CommEngine::send_steal_request(int victim, const StealPolicy::ThiefView& vi
 
 bool CommEngine::maybe_invite_thieves(std::chrono::steady_clock::time_point now) {
   if (global_done_ || retired_) return false;
-  const auto spacing = std::chrono::duration<double>(kInvitationRoundTrips * engine_.round_trip_seconds());
-  if (invited_at_ != std::chrono::steady_clock::time_point{} && now - invited_at_ < spacing) return false;
+  if (invited_at_ != std::chrono::steady_clock::time_point{} &&
+      now - invited_at_ < std::chrono::duration<double>(kInvitationRoundTrips * engine_.round_trip_seconds())) {
+    return false;
+  }
   const auto thief = engine_.drift_invitee();
   if (!thief) return false;
   send_control(*thief, wire::StealInvitation{static_cast<std::uint32_t>(engine_.iteration())});

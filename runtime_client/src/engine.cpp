@@ -883,8 +883,7 @@ IterationReport Engine::run_iteration() {
   {
     std::lock_guard lock(cost_mutex_);
     compute_share_ = compute_share;
-    previous_seconds_per_flop_ =
-        report.local.flops > 0.0 ? compute_seconds_this_iteration_ / report.local.flops : 0.0;
+    previous_seconds_per_flop_ = measured_seconds_per_flop();
     busiest_compute_share_ = busiest_compute_share;
     mean_compute_share_ = summed_compute_share / static_cast<double>(size_);
     report.busiest_compute_share = busiest_compute_share_;

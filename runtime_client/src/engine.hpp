@@ -338,6 +338,11 @@ class Engine {
   // guarded by cost_mutex_.
   double flops_this_iteration_ = 0.0;
   std::uint64_t tasks_measured_this_iteration_ = 0;
+  /// This iteration's measured compute seconds per flop, all devices' tasks summed (0 before
+  /// any ran); call with cost_mutex_ held.
+  [[nodiscard]] double measured_seconds_per_flop() const noexcept {
+    return flops_this_iteration_ > 0.0 ? compute_seconds_this_iteration_ / flops_this_iteration_ : 0.0;
+  }
   // The plan of this iteration, for drift_invitee (set by plan_offloads before the
   // communication thread runs the iteration): the most work it predicts for any rank (0: no
   // plan), the speed it took this rank at, and whom this rank invites when it drifts.

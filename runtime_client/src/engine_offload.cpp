@@ -133,48 +133,45 @@ void Engine::plan_offloads() {
         ranks[r].load_seconds = (ranks[r].load_seconds + work.load[r]) * ranks[r].seconds_per_flop;
         planned_loads.push_back(ranks[r].load_seconds);
       }
-      if (!offload_feedback_.may_plan()) {  // the predicted work alone
-        candidates.clear();
-        tile_of.clear();
-      }
-      // What a receiver must be sent: the tiles each task reads that no task of the same
-      // tile produces (collection tiles at their size, a predecessor's at the deciding
-      // tile's), and the deciding tile once more, written back.
-      std::vector<std::int32_t> candidate_of(work.weight.size(), -1);
-      for (std::size_t i = 0; i < tile_of.size(); ++i) candidate_of[tile_of[i]] = static_cast<std::int32_t>(i);
-      std::vector<std::uint64_t> bytes_of_tile(work.weight.size(), 0);
-      for (std::size_t c = 0; c < collections_.size(); ++c) {
-        const auto* coll = collections_[c];
-        for (int n = 0; n < coll->tile_cols(); ++n) {
-          for (int m = 0; m < coll->tile_rows(); ++m) {
-            bytes_of_tile[static_cast<std::size_t>(work.base[c]) + coll->slot(m, n)] = tile_bytes(*coll, m, n);
+      // Held back by OffloadFeedback, the plan is the predicted work alone: nothing is priced.
+      if (offload_feedback_.may_plan() && !candidates.empty()) {
+        // What a receiver must be sent: the tiles each task reads that no task of the same
+        // tile produces (collection tiles at their size, a predecessor's at the deciding
+        // tile's), and the deciding tile once more, written back.
+        std::vector<std::int32_t> candidate_of(work.weight.size(), -1);
+        for (std::size_t i = 0; i < tile_of.size(); ++i) candidate_of[tile_of[i]] = static_cast<std::int32_t>(i);
+        std::vector<std::uint64_t> bytes_of_tile(work.weight.size(), 0);
+        for (std::size_t c = 0; c < collections_.size(); ++c) {
+          const auto* coll = collections_[c];
+          for (int n = 0; n < coll->tile_cols(); ++n) {
+            for (int m = 0; m < coll->tile_rows(); ++m) {
+              bytes_of_tile[static_cast<std::size_t>(work.base[c]) + coll->slot(m, n)] = tile_bytes(*coll, m, n);
+            }
           }
         }
-      }
-      for (std::size_t i = 0; i < candidates.size(); ++i) {
-        candidates[i].bytes = bytes_of_tile[tile_of[i]];
-        candidates[i].transfers = 1;
-      }
-      std::vector<InputSource> specs;
-      for_each_task_by_tile([&](const TaskClass& cls, const TaskKey& key, int tile) {
-        if (tile < 0 || candidate_of[static_cast<std::size_t>(tile)] < 0 || pinned_.count(key) != 0) return;
-        auto& candidate = candidates[static_cast<std::size_t>(candidate_of[static_cast<std::size_t>(tile)])];
-        specs.clear();
-        cls.inputs(key, specs);
-        for (const auto& spec : specs) {
-          if (spec.kind == InputSource::Kind::collection) {
-            const auto& coll = collection(spec.tile.collection);
-            candidate.bytes += tile_bytes(coll, spec.tile.m, spec.tile.n);
-            ++candidate.transfers;
-          } else if (spec.kind == InputSource::Kind::task) {
-            const int producer = task_class(spec.producer.task_class).owner(spec.producer);
-            if (producer == -(tile + 2)) continue;  // made by a task of the same tile
-            candidate.bytes += bytes_of_tile[static_cast<std::size_t>(tile)];
-            ++candidate.transfers;
-          }
+        for (std::size_t i = 0; i < candidates.size(); ++i) {
+          candidates[i].bytes = bytes_of_tile[tile_of[i]];
+          candidates[i].transfers = 1;
         }
-      });
-      if (!candidates.empty()) {
+        std::vector<InputSource> specs;
+        for_each_task_by_tile([&](const TaskClass& cls, const TaskKey& key, int tile) {
+          if (tile < 0 || candidate_of[static_cast<std::size_t>(tile)] < 0 || pinned_.count(key) != 0) return;
+          auto& candidate = candidates[static_cast<std::size_t>(candidate_of[static_cast<std::size_t>(tile)])];
+          specs.clear();
+          cls.inputs(key, specs);
+          for (const auto& spec : specs) {
+            if (spec.kind == InputSource::Kind::collection) {
+              const auto& coll = collection(spec.tile.collection);
+              candidate.bytes += tile_bytes(coll, spec.tile.m, spec.tile.n);
+              ++candidate.transfers;
+            } else if (spec.kind == InputSource::Kind::task) {
+              const int producer = task_class(spec.producer.task_class).owner(spec.producer);
+              if (producer == -(tile + 2)) continue;  // made by a task of the same tile
+              candidate.bytes += bytes_of_tile[static_cast<std::size_t>(tile)];
+              ++candidate.transfers;
+            }
+          }
+        });
         const OffloadPlan plan =
             OffloadPolicy::plan(ranks, candidates, options_.offload, previous_iteration_seconds_);
         for (const auto& move : plan.moves) {
@@ -230,7 +227,8 @@ void Engine::plan_offloads() {
 }
 
 std::optional<int> Engine::drift_invitee() {
-  if (next_invitee_ >= invitees_.size()) return std::nullopt;
+  // Called on every pass of the communication loop: nothing to lock without a plan.
+  if (next_invitee_ >= invitees_.size() || planned_makespan_seconds_ <= 0.0) return std::nullopt;
   // Too few tasks measured yet to tell a slowdown from one slow task.
   constexpr std::uint64_t kMinSamples = 4;
   OffloadPolicy::Drift drift;
@@ -238,8 +236,8 @@ std::optional<int> Engine::drift_invitee() {
   drift.planned_seconds_per_flop = planned_seconds_per_flop_;
   {
     std::lock_guard lock(cost_mutex_);
-    if (tasks_measured_this_iteration_ < kMinSamples || flops_this_iteration_ <= 0.0) return std::nullopt;
-    const double per_flop = compute_seconds_this_iteration_ / flops_this_iteration_;
+    const double per_flop = measured_seconds_per_flop();
+    if (tasks_measured_this_iteration_ < kMinSamples || per_flop <= 0.0) return std::nullopt;
     const double left = std::max(remaining_flops_.load(std::memory_order_relaxed), 0.0);
     drift.seconds_per_flop = per_flop / lanes();
     drift.predicted_work_seconds = (compute_seconds_this_iteration_ + left * per_flop) / lanes();
