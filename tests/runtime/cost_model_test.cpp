@@ -127,3 +127,21 @@ TEST(CostModel, RecentTaskSecondsFollowTheTasksRun) {
   const double mean = (0.97 * 2e-3 + 4e-3) / (0.97 + 1.0);
   EXPECT_NEAR(model.recent_task_seconds().value(), mean, 1e-12);
 }
+
+TEST(DeviceCostPriors, TheEmulatedDeviceAtItsStatedSpeedEverythingElseAtACoresDgemm) {
+  using bellows::runtime::DeviceKind;
+  bellows::runtime::RuntimeOptions options;
+  options.emulated_gflops = 250.0;
+  options.device = DeviceKind::emulated;
+  EXPECT_DOUBLE_EQ(bellows::runtime::device_cost_priors(options, 0).seconds_per_flop, 1.0 / 250e9);
+  options.device = DeviceKind::hybrid;  // the emulated device first, then the CPU workers
+  EXPECT_DOUBLE_EQ(bellows::runtime::device_cost_priors(options, 0).seconds_per_flop, 1.0 / 250e9);
+  EXPECT_DOUBLE_EQ(bellows::runtime::device_cost_priors(options, 1).seconds_per_flop, 1e-10);
+  options.device = DeviceKind::cpu;
+  EXPECT_DOUBLE_EQ(bellows::runtime::device_cost_priors(options, 0).seconds_per_flop, 1e-10);
+  options.device = DeviceKind::cuda;
+  EXPECT_DOUBLE_EQ(bellows::runtime::device_cost_priors(options, 0).seconds_per_flop, 1e-10);
+  // The rest of the priors are CostModelOptions' own.
+  EXPECT_DOUBLE_EQ(bellows::runtime::device_cost_priors(options, 0).round_trip_seconds,
+                   bellows::runtime::CostModelOptions{}.round_trip_seconds);
+}

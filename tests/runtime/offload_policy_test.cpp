@@ -321,3 +321,11 @@ TEST(OffloadPolicy, ADriftingRankInvitesTheLeastLoadedFirstAndNeverItself) {
       << "ties go to the lower rank";
   EXPECT_TRUE(OffloadPolicy::invitation_order(std::vector<double>{1.0}, 0).empty());
 }
+
+TEST(OffloadPolicyInvitations, OneInvitationPerTwoRoundTrips) {
+  EXPECT_TRUE(OffloadPolicy::may_invite(-1.0, 1e-3)) << "the first of the iteration";
+  EXPECT_FALSE(OffloadPolicy::may_invite(0.0, 1e-3));
+  EXPECT_FALSE(OffloadPolicy::may_invite(1.9e-3, 1e-3));
+  EXPECT_TRUE(OffloadPolicy::may_invite(2e-3, 1e-3));
+  EXPECT_TRUE(OffloadPolicy::may_invite(0.0, 0.0)) << "no round trip measured: no wait";
+}

@@ -1,0 +1,16 @@
+// Built when CUDA is not available: asking for the CUDA device is an error.
+
+#include <stdexcept>
+
+#include "device.hpp"
+
+namespace bellows::runtime {
+
+std::unique_ptr<Device> make_cuda_device(DeviceOwner& /*owner*/, int /*ordinal*/, bool /*pin_tiles*/,
+                                         std::size_t /*cache_bytes*/) {
+  throw std::runtime_error(
+      "the CUDA device is not available: Bellows was built without CUDA (nvcc, cuBLAS and "
+      "cuSOLVER were not found at configure time)");
+}
+
+}  // namespace bellows::runtime

@@ -1,0 +1,938 @@
+#include "comm_engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <tuple>
+#include <utility>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+
+#include "bellows/runtime/offload_policy.hpp"
+#include "engine.hpp"
+#include "sleeping_wait.hpp"
+
+namespace bellows::runtime {
+namespace {
+
+constexpr int kControlTag = 1;
+constexpr int kFirstDataTag = 100;
+constexpr int kLastDataTag = 32000;  // MPI guarantees tags up to at least 32767
+constexpr int kTransferPollUs = 20;
+constexpr int kFetchExpectedPollUs = 50;
+// With doorbells from every peer, polling only backs up what the doorbells announce:
+// MPI's own progress for sends it could not deliver at once, and collective rounds.
+constexpr int kDoorbellBackupPollUs = 100;
+// With doorbells from every peer and nothing in flight, anything that needs this rank
+// rings it; the idle thread only checks in now and then.
+constexpr int kDoorbellIdleSleepUs = 2000;
+
+int element_count(const Tile& t) { return static_cast<int>(t.elements()); }
+
+int rank_in(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+int size_of(MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  return size;
+}
+
+StealPolicy::Time steal_time(std::chrono::steady_clock::time_point now) {
+  return std::chrono::duration_cast<StealPolicy::Time>(now.time_since_epoch());
+}
+
+/// Hands the CPU time the calling thread used to `record` when the thread's loop ends.
+class ThreadCpuTime {
+ public:
+  explicit ThreadCpuTime(std::function<void(double)> record) : record_(std::move(record)) {}
+  ~ThreadCpuTime() {
+    rusage usage{};
+    getrusage(RUSAGE_THREAD, &usage);
+    record_(static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+            static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6);
+  }
+  ThreadCpuTime(const ThreadCpuTime&) = delete;
+  ThreadCpuTime& operator=(const ThreadCpuTime&) = delete;
+
+ private:
+  std::function<void(double)> record_;
+};
+
+}  // namespace
+
+CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool same_host_transport)
+    : engine_(engine),
+      comm_(comm),
+      rank_(rank_in(comm)),
+      max_sleep_us_(std::max(1, max_sleep_us)),
+      same_host_(comm, same_host_transport),
+      size_(size_of(comm)),
+      steal_policy_(engine.options().steal, rank_, size_) {
+  stats_.rank = rank_;
+}
+
+CommEngine::~CommEngine() {
+  if (thread_.joinable()) thread_.join();
+  if (copier_.joinable()) {
+    {
+      std::lock_guard lock(copy_mutex_);
+      copier_stop_ = true;
+    }
+    copy_cv_.notify_one();
+    copier_.join();
+  }
+}
+
+void CommEngine::reset_iteration_state() {
+  steal_outstanding_.store(false, std::memory_order_release);
+  final_reply_seen_ = false;
+  partial_replies_expected_ = 0;
+  partial_replies_seen_ = 0;
+  tasks_this_request_ = 0;
+  invited_by_ = -1;
+  invited_at_ = {};
+  steal_policy_.start_iteration();
+  next_ask_ns_.store(steal_policy_.next_ask_at().count(), std::memory_order_release);
+  asking_pays_.store(true, std::memory_order_release);
+  global_done_ = false;
+  retired_ = false;
+  completed_everywhere_ = 0;
+  retired_ranks_.assign(static_cast<std::size_t>(size_), false);
+}
+
+void CommEngine::start() {
+  reset_iteration_state();
+  {
+    std::lock_guard lock(copy_mutex_);
+    copier_stop_ = false;
+  }
+  copier_ = std::thread([this] { copy_loop(); });
+  thread_ = std::thread([this] {
+    try {
+      run();
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  });
+}
+
+void CommEngine::barrier_without_spinning() {
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm_, &barrier);
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) same_host_.ring(r);
+  }
+  // Peers ring as they enter; without doorbells SameHost::wait is a plain sleep.
+  wait_sleeping(barrier, [this] { same_host_.wait(std::chrono::microseconds(kTransferPollUs)); });
+}
+
+void CommEngine::join() {
+  thread_.join();
+  {
+    std::lock_guard lock(copy_mutex_);
+    copier_stop_ = true;
+  }
+  copy_cv_.notify_one();
+  copier_.join();
+}
+
+void CommEngine::notify() {
+  {
+    std::lock_guard lock(outbox_mutex_);
+    wake_ = true;
+  }
+  wake_self();
+}
+
+void CommEngine::wake_self() {
+  if (same_host_.any_doorbell()) {
+    same_host_.ring(rank_);
+  } else {
+    wake_cv_.notify_one();
+  }
+}
+
+void CommEngine::notify_starving() {
+  if (steal_outstanding_.load(std::memory_order_acquire)) return;
+  // The thread decides again at its next pass whether asking pays; until then it would not ask.
+  if (!asking_pays_.load(std::memory_order_acquire)) return;
+  // While the thief backs off, the thread wakes by itself when the backoff ends.
+  const auto next_ask = next_ask_ns_.load(std::memory_order_acquire);
+  if (next_ask != 0 && steal_time(std::chrono::steady_clock::now()).count() < next_ask) return;
+  notify();
+}
+
+void CommEngine::send_activation(int dest, TilePtr tile, std::vector<wire::Target> targets) {
+  {
+    std::lock_guard lock(outbox_mutex_);
+    outbox_.push_back(Command{Command::Kind::activate, dest, std::move(tile), std::move(targets), {}});
+  }
+  wake_self();
+}
+
+void CommEngine::fetch_collection_tile(const TileIndex& index, int owner, int rows, int cols) {
+  {
+    std::lock_guard lock(outbox_mutex_);
+    outbox_.push_back(Command{Command::Kind::collection_fetch, owner,
+                              std::make_shared<Tile>(rows, cols), {}, index});
+  }
+  wake_self();
+}
+
+RankStats CommEngine::take_stats() {
+  RankStats out = stats_;
+  const auto copied = copied_bytes_.exchange(0);
+  out.bytes_received += copied;
+  out.bytes_received_same_host += copied;
+  out.comm_cpu_seconds += copier_cpu_seconds_.exchange(0.0);
+  stats_ = RankStats{};
+  stats_.rank = rank_;
+  return out;
+}
+
+void CommEngine::fail(const std::string& what) {
+  std::fprintf(stderr, "bellows: rank %d: communication thread: %s\n", rank_, what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(comm_, 3);
+  std::abort();
+}
+
+int CommEngine::next_tag() {
+  const int tag = kFirstDataTag + tag_cursor_;
+  tag_cursor_ = (tag_cursor_ + 1) % (kLastDataTag - kFirstDataTag);
+  return tag;
+}
+
+bool CommEngine::is_receive(const Operation& op) {
+  return op.kind == Operation::Kind::activation_recv || op.kind == Operation::Kind::collection_recv;
+}
+
+void CommEngine::post(MPI_Request request, Operation&& op) {
+  if (op.kind != Operation::Kind::control_send) ++mpi_transfers_;
+  if (is_receive(op)) ++mpi_receives_;
+  requests_.push_back(request);
+  operations_.push_back(std::move(op));
+}
+
+void CommEngine::send_control(int dest, const wire::Message& message) {
+  Operation op{Operation::Kind::control_send, dest, wire::encode(message), nullptr, {}, {}};
+  MPI_Request request;
+  MPI_Isend(op.buffer.data(), static_cast<int>(op.buffer.size()), MPI_BYTE, dest, kControlTag,
+            comm_, &request);
+  ++stats_.messages_sent;
+  post(request, std::move(op));
+  same_host_.ring(dest);
+}
+
+bool CommEngine::drain_outbox() {
+  std::vector<Command> commands;
+  {
+    std::lock_guard lock(outbox_mutex_);
+    commands.swap(outbox_);
+  }
+  for (auto& c : commands) {
+    if (c.kind == Command::Kind::activate) {
+      wire::Activate a;
+      a.targets = std::move(c.targets);
+      // A tile without elements travels as a control token (rows == 0): nothing to fetch.
+      if (c.tile && c.tile->elements() > 0) {
+        a.handle = next_handle_++;
+        a.rows = c.tile->rows();
+        a.cols = c.tile->cols();
+        if (same_host_.can_read(c.peer)) a.address = reinterpret_cast<std::uintptr_t>(c.tile->data());
+        published_.emplace(a.handle, std::move(c.tile));
+      }
+      send_control(c.peer, a);
+    } else if (c.kind == Command::Kind::fetched) {
+      send_control(c.peer, wire::Fetched{c.handle});
+    } else {
+      last_tile_bytes_ = c.tile->bytes();  // the thief's idea of what one tile costs to move
+      if (same_host_.can_read(c.peer)) {
+        collection_reads_.emplace(c.index, std::move(c.tile));
+        send_control(c.peer, wire::CollectionFetch{c.index, wire::kWhereIsTag});
+        continue;
+      }
+      const int tag = next_tag();
+      MPI_Request request;
+      MPI_Irecv(c.tile->data(), element_count(*c.tile), MPI_DOUBLE, c.peer, tag, comm_, &request);
+      post(request, Operation{Operation::Kind::collection_recv, c.peer, {}, std::move(c.tile), {}, c.index});
+      send_control(c.peer, wire::CollectionFetch{c.index, tag});
+    }
+  }
+  return !commands.empty();
+}
+
+bool CommEngine::receive_control() {
+  bool received = false;
+  for (;;) {
+    int flag = 0;
+    MPI_Message matched;
+    MPI_Status status;
+    MPI_Improbe(MPI_ANY_SOURCE, kControlTag, comm_, &flag, &matched, &status);
+    if (!flag) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    std::vector<std::byte> bytes(static_cast<std::size_t>(count));
+    MPI_Mrecv(bytes.data(), count, MPI_BYTE, &matched, MPI_STATUS_IGNORE);
+    ++stats_.messages_received;
+    std::string error;
+    auto message = wire::decode(bytes, error);
+    if (!message) {
+      fail("malformed control message from rank " + std::to_string(status.MPI_SOURCE) + ": " + error);
+    }
+    handle(status.MPI_SOURCE, std::move(*message));
+    received = true;
+  }
+  return received;
+}
+
+void CommEngine::handle(int source, wire::Message&& message) {
+  if (auto* a = std::get_if<wire::Activate>(&message)) {
+    if (a->rows == 0) {
+      for (const auto& t : a->targets) {
+        if (t.to_collection) fail("control activation from rank " + std::to_string(source) +
+                                  " targets a collection tile");
+        engine_.deliver(t.consumer, t.slot, nullptr);
+      }
+      return;
+    }
+    auto tile = std::make_shared<Tile>(a->rows, a->cols);
+    last_tile_bytes_ = tile->bytes();
+    if (a->address != 0) {
+      pending_reads_.push_back(
+          PendingRead{source, a->handle, a->address, std::move(tile), std::move(a->targets), {}, false});
+      return;
+    }
+    const int tag = next_tag();
+    MPI_Request request;
+    MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request);
+    post(request, Operation{Operation::Kind::activation_recv, source, {}, std::move(tile),
+                            std::move(a->targets), {}});
+    send_control(source, wire::Fetch{a->handle, tag});
+  } else if (auto* f = std::get_if<wire::Fetch>(&message)) {
+    auto it = published_.find(f->handle);
+    if (it == published_.end()) {
+      fail("rank " + std::to_string(source) + " fetched unknown tile handle " +
+           std::to_string(f->handle));
+    }
+    TilePtr tile = std::move(it->second);
+    published_.erase(it);
+    MPI_Request request;
+    MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, f->tag, comm_, &request);
+    post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
+  } else if (auto* c = std::get_if<wire::CollectionFetch>(&message)) {
+    const auto& coll = engine_.collection(c->tile.collection);
+    TilePtr tile = coll.tile(c->tile.m, c->tile.n);  // throws when not local
+    if (c->tag == wire::kWhereIsTag) {
+      if (!same_host_.can_read(source)) {
+        fail("rank " + std::to_string(source) + " asked where a tile lies but cannot read here");
+      }
+      wire::CollectionTileAt at{c->tile, next_handle_++,
+                                reinterpret_cast<std::uintptr_t>(tile->data()), tile->rows(),
+                                tile->cols()};
+      published_.emplace(at.handle, std::move(tile));
+      send_control(source, at);
+      return;
+    }
+    MPI_Request request;
+    MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request);
+    post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
+  } else if (auto* done = std::get_if<wire::Fetched>(&message)) {
+    auto it = published_.find(done->handle);
+    if (it == published_.end()) {
+      fail("rank " + std::to_string(source) + " read unknown tile handle " +
+           std::to_string(done->handle));
+    }
+    stats_.bytes_sent += it->second->bytes();
+    stats_.bytes_sent_same_host += it->second->bytes();
+    published_.erase(it);
+  } else if (auto* at = std::get_if<wire::CollectionTileAt>(&message)) {
+    auto it = collection_reads_.find(at->tile);
+    if (it == collection_reads_.end()) {
+      fail("rank " + std::to_string(source) + " announced collection tile (" +
+           std::to_string(at->tile.collection) + "," + std::to_string(at->tile.m) + "," +
+           std::to_string(at->tile.n) + ") that nobody asked for");
+    }
+    TilePtr tile = std::move(it->second);
+    collection_reads_.erase(it);
+    if (tile->rows() != at->rows || tile->cols() != at->cols) {
+      fail("collection tile from rank " + std::to_string(source) + " is " +
+           std::to_string(at->rows) + " x " + std::to_string(at->cols) + ", expected " +
+           std::to_string(tile->rows()) + " x " + std::to_string(tile->cols()));
+    }
+    pending_reads_.push_back(PendingRead{source, at->handle, at->address, std::move(tile), {}, at->tile, true});
+  } else if (auto* q = std::get_if<wire::StealRequest>(&message)) {
+    handle_steal_request(source, *q);
+  } else if (auto* reply = std::get_if<wire::StealReply>(&message)) {
+    handle_steal_reply(source, std::move(*reply));
+  } else if (auto* invitation = std::get_if<wire::StealInvitation>(&message)) {
+    handle_steal_invitation(source, *invitation);
+  } else if (auto* p = std::get_if<wire::Progress>(&message)) {
+    if (rank_ != 0 || !engine_.stealing()) {
+      fail("progress report from rank " + std::to_string(source) +
+           " reached a rank that does not count completions");
+    }
+    const auto from = static_cast<std::size_t>(source);
+    if (retired_ranks_.at(from)) {
+      fail("progress report from rank " + std::to_string(source) + ", which had retired");
+    }
+    retired_ranks_[from] = p->retired;
+    count_completed(p->completed);
+  } else {
+    if (source != 0 || !engine_.stealing() || retired_) {
+      fail("iteration_done from rank " + std::to_string(source) + " was not expected" +
+           (retired_ ? " by a rank that retired" : ""));
+    }
+    global_done_ = true;
+  }
+}
+
+// ---------------------------------------------------------------- work stealing
+
+StealPolicy::ThiefView CommEngine::thief_view(StealPolicy::Time now) const {
+  StealPolicy::ThiefView view;
+  view.roots_queued = engine_.roots_queued();
+  view.request_outstanding = steal_outstanding_;
+  view.iteration_over = global_done_ || retired_;
+  // The ready count takes the device queue's lock, which the device's workers contend for
+  // (tasks of tens of microseconds at GPU speed): read it only when nothing else already
+  // rules a request out. Unread it stays 0, and should_ask() says no for the other reason.
+  if (view.roots_queued && !view.request_outstanding && !view.iteration_over &&
+      now >= steal_policy_.next_ask_at()) {
+    view.ready = engine_.ready_count();
+    add_costs(view);
+    // Tiles on their way here make local tasks ready about one transfer from now.
+    if (mpi_receives_ > 0 || copies_in_flight_.load(std::memory_order_acquire) > 0 ||
+        !pending_reads_.empty()) {
+      view.expected_idle_seconds = engine_.transfer_seconds(-1, last_tile_bytes_);
+    }
+  }
+  return view;
+}
+
+void CommEngine::add_costs(StealPolicy::ThiefView& view) const {
+  view.round_trip_seconds = engine_.round_trip_seconds();
+  if (const auto task = engine_.recent_task_seconds()) view.task_seconds = *task;
+  if (last_tile_bytes_ > 0) view.tile_move_seconds = engine_.transfer_seconds(-1, last_tile_bytes_);
+  std::tie(view.busiest_compute_share, view.mean_compute_share) = engine_.compute_shares();
+}
+
+bool CommEngine::retires() const {
+  // A rank with a request out may still receive tasks.
+  if (steal_outstanding_ || global_done_) return false;
+  const auto& options = steal_policy_.options();
+  // Thresholds of 0: not even an empty queue starves it, and it never asks.
+  if (!StealPolicy::starving(options, 0)) return true;
+  // Its own tasks all run, the rank idles until the iteration ends unless it steals: the
+  // view's expected idle time stays unbounded.
+  StealPolicy::ThiefView view;
+  view.roots_queued = true;
+  add_costs(view);
+  return !StealPolicy::asking_pays(options, view);
+}
+
+bool CommEngine::maybe_send_steal_request(std::chrono::steady_clock::time_point now) {
+  const auto at = steal_time(now);
+  const auto view = thief_view(at);
+  if (view.roots_queued && !view.request_outstanding && !view.iteration_over &&
+      at >= steal_policy_.next_ask_at()) {  // the view was read in full
+    asking_pays_.store(StealPolicy::asking_pays(steal_policy_.options(), view),
+                       std::memory_order_release);
+  }
+  if (invited_by_ >= 0 && view.roots_queued && !view.request_outstanding && !view.iteration_over) {
+    // Invited by a rank that drifts behind the plan: ask it now, idle or not; its gift rule
+    // weighs this rank's own work left, sent with the request.
+    const int victim = std::exchange(invited_by_, -1);
+    StealPolicy::ThiefView priced = view;  // in a backoff the view was not read in full
+    add_costs(priced);
+    send_steal_request(victim, priced, now);
+    ++stats_.steal.invitations_answered;
+    return true;
+  }
+  if (!steal_policy_.should_ask(at, view)) return false;
+  const auto victim = steal_policy_.choose_victim();
+  if (!victim) return false;
+  send_steal_request(*victim, view, now);
+  return true;
+}
+
+void CommEngine::send_steal_request(int victim, const StealPolicy::ThiefView& view,
+                                    std::chrono::steady_clock::time_point now) {
+  wire::StealRequest request;
+  request.thief = rank_;
+  request.request_id = ++steal_request_id_;
+  request.wanted = StealPolicy::tasks_to_ask(steal_policy_.options(), view);
+  const Engine::ThiefCosts costs = engine_.thief_costs();
+  request.thief_load_ns = static_cast<std::uint64_t>(costs.load_seconds * 1e9);
+  request.thief_task_overhead_seconds = costs.task_overhead_seconds;
+  request.thief_seconds_per_flop = costs.seconds_per_flop;
+  send_control(victim, request);
+  steal_outstanding_.store(true, std::memory_order_release);
+  final_reply_seen_ = false;
+  partial_replies_expected_ = 0;
+  partial_replies_seen_ = 0;
+  tasks_this_request_ = 0;
+  steal_sent_at_ = now;
+  ++stats_.steal.requests_sent;
+  stats_.steal.max_outstanding = std::max<std::uint64_t>(stats_.steal.max_outstanding, 1);
+}
+
+bool CommEngine::maybe_invite_thieves(std::chrono::steady_clock::time_point now) {
+  if (global_done_ || retired_) return false;
+  const double since_last = invited_at_ == std::chrono::steady_clock::time_point{}
+                                ? -1.0
+                                : std::chrono::duration<double>(now - invited_at_).count();
+  if (!OffloadPolicy::may_invite(since_last, engine_.round_trip_seconds())) return false;
+  const auto thief = engine_.drift_invitee();
+  if (!thief) return false;
+  send_control(*thief, wire::StealInvitation{static_cast<std::uint32_t>(engine_.iteration())});
+  invited_at_ = now;
+  ++stats_.steal.invitations_sent;
+  return true;
+}
+
+void CommEngine::handle_steal_invitation(int source, const wire::StealInvitation& invitation) {
+  if (!engine_.stealing()) {
+    fail("steal invitation from rank " + std::to_string(source) + " but stealing is off here");
+  }
+  // One sent in the previous iteration, or to a rank that has stopped asking, is moot.
+  if (invitation.iteration != static_cast<std::uint32_t>(engine_.iteration()) || global_done_ || retired_) {
+    return;
+  }
+  invited_by_ = source;
+}
+
+void CommEngine::handle_steal_request(int source, const wire::StealRequest& request) {
+  if (!engine_.stealing()) {
+    fail("steal request from rank " + std::to_string(source) + " but stealing is off here");
+  }
+  if (request.thief == rank_ || request.thief >= size_) {
+    fail("steal request from rank " + std::to_string(source) + " names thief " +
+         std::to_string(request.thief) + ", not a valid other rank");
+  }
+  ++stats_.steal.requests_received;
+  stats_.steal.max_hops_seen = std::max<std::uint64_t>(stats_.steal.max_hops_seen, request.hops);
+
+  std::size_t left = 0;
+  std::size_t refused = 0;
+  auto tasks = global_done_ ? std::vector<std::unique_ptr<ReadyTask>>{}
+                            : engine_.give_tasks(request.wanted, request.thief,
+                                                 Engine::ThiefCosts{
+                                                     static_cast<double>(request.thief_load_ns) * 1e-9,
+                                                     request.thief_task_overhead_seconds,
+                                                     request.thief_seconds_per_flop},
+                                                 left, refused);
+  stats_.steal.tasks_refused += refused;
+  if (tasks.empty() && refused > 0) ++stats_.steal.requests_refused;
+  wire::StealReply reply;
+  reply.request_id = request.request_id;
+  reply.hops = request.hops;
+  std::vector<InputSource> specs;
+  for (auto& task : tasks) {
+    wire::StolenTask stolen;
+    stolen.key = task->key;
+    specs.clear();
+    task->task_class->inputs(task->key, specs);
+    for (std::size_t slot = 0; slot < task->tiles.size() && slot < specs.size(); ++slot) {
+      if (specs[slot].kind == InputSource::Kind::scratch) continue;  // the thief makes it
+      wire::StolenInput input;
+      input.slot = static_cast<std::uint8_t>(slot);
+      TilePtr& tile = task->tiles[slot];
+      if (tile && tile->elements() > 0) {
+        input.handle = next_handle_++;
+        input.rows = tile->rows();
+        input.cols = tile->cols();
+        if (same_host_.can_read(request.thief)) {
+          input.address = reinterpret_cast<std::uintptr_t>(tile->data());
+        }
+        published_.emplace(input.handle, std::move(tile));
+      }
+      stolen.inputs.push_back(input);
+    }
+    reply.tasks.push_back(std::move(stolen));
+  }
+  const auto given = static_cast<std::int32_t>(reply.tasks.size());
+  if (given > 0) {
+    ++stats_.steal.requests_served;
+    stats_.steal.tasks_given += static_cast<std::uint64_t>(given);
+    const auto kept = static_cast<std::int64_t>(left);
+    stats_.steal.min_ready_after_serve = stats_.steal.min_ready_after_serve < 0
+                                             ? kept
+                                             : std::min(stats_.steal.min_ready_after_serve, kept);
+  }
+  // What this rank could not give goes on to another victim, on the thief's behalf.
+  const auto next = steal_policy_.forward_to(request.thief, request.hops, given, request.wanted);
+  if (next) {
+    wire::StealRequest forward = request;
+    forward.wanted = next->wanted;
+    forward.hops = static_cast<std::uint8_t>(next->hops);
+    if (given > 0) {
+      reply.final = false;
+      send_control(request.thief, reply);
+      forward.partial_replies = static_cast<std::uint16_t>(request.partial_replies + 1);
+    }
+    send_control(next->victim, forward);
+    ++stats_.steal.requests_forwarded;
+    return;
+  }
+  reply.final = true;
+  reply.partial_replies = request.partial_replies;
+  send_control(request.thief, reply);
+}
+
+void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
+  // The round trip ends when the answer is here; fetching the stolen inputs follows.
+  const auto answered = std::chrono::steady_clock::now();
+  if (!steal_outstanding_ || reply.request_id != steal_request_id_) {
+    fail("steal reply " + std::to_string(reply.request_id) + " from rank " +
+         std::to_string(source) + " answers no outstanding request");
+  }
+  for (auto& task : reply.tasks) {
+    engine_.adopt_stolen(task.key);
+    for (const auto& input : task.inputs) {
+      if (input.rows == 0) {
+        engine_.deliver(task.key, input.slot, nullptr);
+        continue;
+      }
+      auto tile = std::make_shared<Tile>(input.rows, input.cols);
+      stats_.steal.bytes_stolen += tile->bytes();
+      if (input.address != 0) {
+        wire::Target target;
+        target.consumer = task.key;
+        target.slot = input.slot;
+        pending_reads_.push_back(
+            PendingRead{source, input.handle, input.address, std::move(tile), {target}, {}, false});
+        continue;
+      }
+      const int tag = next_tag();
+      MPI_Request request;
+      MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request);
+      wire::Target target;
+      target.consumer = task.key;
+      target.slot = input.slot;
+      post(request, Operation{Operation::Kind::activation_recv, source, {}, std::move(tile), {target}, {}});
+      send_control(source, wire::Fetch{input.handle, tag});
+    }
+  }
+  stats_.steal.tasks_stolen += reply.tasks.size();
+  tasks_this_request_ += reply.tasks.size();
+  steal_policy_.reply_received(source, reply.tasks.size());
+  if (reply.final) {
+    if (final_reply_seen_) {
+      fail("second final reply to steal request " + std::to_string(reply.request_id));
+    }
+    final_reply_seen_ = true;
+    partial_replies_expected_ = reply.partial_replies;
+    final_reply_hops_ = reply.hops;
+  } else {
+    ++partial_replies_seen_;
+  }
+  if (final_reply_seen_ && partial_replies_seen_ == partial_replies_expected_) {
+    finish_steal_request(answered);
+  }
+}
+
+void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now) {
+  steal_outstanding_.store(false, std::memory_order_release);
+  const double round_trip = std::chrono::duration<double>(now - steal_sent_at_).count();
+  stats_.steal.round_trip_seconds.push_back(round_trip);
+  engine_.round_trip_measured(round_trip);
+  stats_.steal.round_trip_forwards.push_back(final_reply_hops_);
+  if (tasks_this_request_ == 0) ++stats_.steal.requests_failed;
+  const auto next = steal_policy_.request_answered(
+      steal_time(now), tasks_this_request_,
+      std::chrono::duration_cast<StealPolicy::Time>(
+          std::chrono::duration<double>(engine_.round_trip_seconds())),
+      engine_.recent_task_seconds().value_or(std::numeric_limits<double>::infinity()),
+      final_reply_hops_ + 1);
+  next_ask_ns_.store(next.count(), std::memory_order_release);
+}
+
+// ---------------------------------------------------------------- global completion count
+
+bool CommEngine::report_progress() {
+  bool sent = false;
+  if (engine_.local_work_done()) {
+    const auto delta = engine_.take_completed_delta();
+    if (delta > 0) {
+      // Only on a report of tasks: before the first rank has counted them, it cannot have
+      // sent this rank IterationDone. A retired rank completes no more tasks.
+      const bool retiring = retires();
+      if (rank_ == 0) {
+        count_completed(delta);
+      } else {
+        send_control(0, wire::Progress{delta, retiring});
+      }
+      if (retiring) {
+        retired_ = true;
+        asking_pays_.store(false, std::memory_order_release);  // no worker wakes it to ask
+        ++stats_.steal.iterations_retired;
+      }
+      sent = true;
+    }
+  }
+  if (rank_ == 0 && !global_done_ && completed_everywhere_ == engine_.total_task_count()) {
+    count_completed(0);
+    sent = true;
+  }
+  return sent;
+}
+
+void CommEngine::count_completed(std::uint64_t completed) {
+  completed_everywhere_ += static_cast<std::int64_t>(completed);
+  const auto total = engine_.total_task_count();
+  if (completed_everywhere_ > total) {
+    fail("ranks report " + std::to_string(completed_everywhere_) +
+         " completed tasks but the iteration has " + std::to_string(total));
+  }
+  if (completed_everywhere_ == total && !global_done_) {
+    global_done_ = true;
+    for (int r = 1; r < size_; ++r) {
+      if (!retired_ranks_[static_cast<std::size_t>(r)]) send_control(r, wire::IterationDone{});
+    }
+  }
+}
+
+bool CommEngine::may_enter_barrier(bool work_done, bool quiet) const {
+  if (!(work_done && quiet && published_.empty())) return false;
+  if (!engine_.stealing()) return true;
+  // Idle ranks keep stealing until every task of the iteration has run somewhere, unless
+  // they retired.
+  return (global_done_ || retired_) && !steal_outstanding_;
+}
+
+void CommEngine::deliver_to_targets(std::vector<wire::Target>& targets, TilePtr tile) {
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto& t = targets[i];
+    TilePtr copy = (i + 1 == targets.size()) ? std::move(tile) : tile;
+    if (t.to_collection) {
+      engine_.write_back(t.tile, std::move(copy));
+    } else {
+      engine_.deliver(t.consumer, t.slot, std::move(copy));
+    }
+  }
+}
+
+bool CommEngine::perform_pending_reads() {
+  if (pending_reads_.empty()) return false;
+  copies_in_flight_.fetch_add(static_cast<int>(pending_reads_.size()), std::memory_order_acq_rel);
+  {
+    std::lock_guard lock(copy_mutex_);
+    for (auto& r : pending_reads_) copy_queue_.push_back(std::move(r));
+  }
+  pending_reads_.clear();
+  copy_cv_.notify_one();
+  return true;
+}
+
+void CommEngine::copy_loop() {
+  const ThreadCpuTime cpu([this](double seconds) { copier_cpu_seconds_.fetch_add(seconds); });
+  std::vector<PendingRead> batch;
+  std::chrono::steady_clock::time_point last_copy_done{};
+  for (;;) {
+    {
+      std::unique_lock lock(copy_mutex_);
+      copy_cv_.wait(lock, [&] { return copier_stop_ || !copy_queue_.empty(); });
+      if (copy_queue_.empty()) return;  // stop requested and nothing left
+      batch.swap(copy_queue_);
+    }
+    for (auto& r : batch) {
+      std::string error;
+      if (!same_host_.read(r.peer, r.address, r.tile->data(), r.tile->bytes(), error)) {
+        {
+          std::lock_guard lock(copy_mutex_);
+          if (copy_error_.empty()) copy_error_ = error;
+        }
+        wake_self();
+        continue;  // the communication thread aborts the job with the error
+      }
+      copied_bytes_.fetch_add(r.tile->bytes(), std::memory_order_relaxed);
+      // Charged like an MPI receive: since it was announced or since the previous copy ended.
+      const auto copied = std::chrono::steady_clock::now();
+      engine_.transfer_measured(
+          r.peer, r.tile->bytes(),
+          std::chrono::duration<double>(copied - std::max(r.announced, last_copy_done)).count());
+      last_copy_done = copied;
+      if (r.to_collection) {
+        engine_.collection_tile_arrived(r.index, std::move(r.tile));
+      } else {
+        deliver_to_targets(r.targets, std::move(r.tile));
+      }
+      {
+        std::lock_guard lock(outbox_mutex_);
+        Command done{Command::Kind::fetched, r.peer, nullptr, {}, {}};
+        done.handle = r.handle;
+        outbox_.push_back(std::move(done));
+      }
+      copies_in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      wake_self();
+    }
+    batch.clear();
+  }
+}
+
+bool CommEngine::complete_operations() {
+  if (requests_.empty()) return false;
+  thread_local std::vector<int> indices;
+  indices.resize(requests_.size());
+  int done = 0;
+  MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &done, indices.data(),
+               MPI_STATUSES_IGNORE);
+  if (done == MPI_UNDEFINED || done == 0) return false;
+  for (int d = 0; d < done; ++d) {
+    auto& op = operations_[static_cast<std::size_t>(indices[static_cast<std::size_t>(d)])];
+    if (op.kind != Operation::Kind::control_send) --mpi_transfers_;
+    if (is_receive(op)) {
+      // Tiles asked for together arrive one after the other: each is charged the time since
+      // it was asked for or since the previous one arrived, whichever is later, so that the
+      // model learns what one more tile costs rather than the length of the line.
+      --mpi_receives_;
+      const auto now = std::chrono::steady_clock::now();
+      engine_.transfer_measured(
+          op.peer, op.tile->bytes(),
+          std::chrono::duration<double>(now - std::max(op.posted, last_receive_done_)).count());
+      last_receive_done_ = now;
+    }
+    switch (op.kind) {
+      case Operation::Kind::control_send: same_host_.ring(op.peer); break;
+      case Operation::Kind::data_send: stats_.bytes_sent += op.tile->bytes(); break;
+      case Operation::Kind::activation_recv:
+        stats_.bytes_received += op.tile->bytes();
+        deliver_to_targets(op.targets, std::move(op.tile));
+        break;
+      case Operation::Kind::collection_recv:
+        stats_.bytes_received += op.tile->bytes();
+        engine_.collection_tile_arrived(op.index, std::move(op.tile));
+        break;
+    }
+  }
+  // Compact: drop completed entries (their requests are MPI_REQUEST_NULL now).
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < requests_.size(); ++i) {
+    if (requests_[i] != MPI_REQUEST_NULL) {
+      if (kept != i) {
+        requests_[kept] = requests_[i];
+        operations_[kept] = std::move(operations_[i]);
+      }
+      ++kept;
+    }
+  }
+  requests_.resize(kept);
+  operations_.resize(kept);
+  return true;
+}
+
+void CommEngine::run() {
+  // Short sleeps must be short: the default 50 us timer slack would dominate them.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  const ThreadCpuTime cpu([this](double seconds) { stats_.comm_cpu_seconds += seconds; });
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  bool barrier_posted = false;
+  bool barrier_done = false;
+  const bool stealing = engine_.stealing();
+  const bool counts_completions = stealing && rank_ == 0;
+  for (;;) {
+    bool progressed = drain_outbox();
+    progressed = receive_control() || progressed;
+    // Tile copies wait until every control message of this pass is handled, so that a
+    // steal request is not answered behind them.
+    progressed = perform_pending_reads() || progressed;
+    {
+      std::lock_guard lock(copy_mutex_);
+      if (!copy_error_.empty()) fail(copy_error_);
+    }
+    progressed = complete_operations() || progressed;
+    const auto now = std::chrono::steady_clock::now();
+    if (stealing) {
+      progressed = report_progress() || progressed;
+      progressed = maybe_send_steal_request(now) || progressed;
+      if (engine_.offloading()) progressed = maybe_invite_thieves(now) || progressed;
+    }
+
+    const bool work_done = engine_.local_work_done();
+    // Before the outbox: the copy thread queues its Fetched answer, then counts the copy
+    // done, so a finished count guarantees the answer is seen in the outbox.
+    const bool copies_done = copies_in_flight_.load(std::memory_order_acquire) == 0;
+    bool outbox_empty = false;
+    {
+      std::lock_guard lock(outbox_mutex_);
+      outbox_empty = outbox_.empty();
+    }
+    const bool quiet = copies_done && outbox_empty && requests_.empty() && collection_reads_.empty();
+    if (!barrier_posted && may_enter_barrier(work_done, quiet)) {
+      MPI_Ibarrier(comm_, &barrier);
+      barrier_posted = true;
+      progressed = true;
+      for (int r = 0; r < size_; ++r) {
+        if (r != rank_) same_host_.ring(r);  // their barrier needs their progress
+      }
+    }
+    if (barrier_posted && !barrier_done) {
+      int flag = 0;
+      MPI_Test(&barrier, &flag, MPI_STATUS_IGNORE);
+      barrier_done = flag != 0;
+    }
+    // A collection tile asked for after this rank entered the barrier is published then;
+    // its reader's Fetched may trail the barrier, and must not reach the next iteration.
+    // Nor may a report: every rank sent its last before it entered the barrier, and the
+    // first rank, when it retired, counts them all before it leaves.
+    if (barrier_done && quiet && published_.empty() && (!counts_completions || global_done_)) break;
+
+
+    if (progressed) continue;
+    // The first rank, retired, may see the barrier complete before the last reports.
+    const int sleep_us = sleep_budget_us(
+        now, barrier_posted && (!barrier_done || (counts_completions && !global_done_)));
+    if (same_host_.any_doorbell()) {
+      same_host_.wait(std::chrono::microseconds(sleep_us));
+      std::lock_guard lock(outbox_mutex_);
+      wake_ = false;
+    } else {
+      std::unique_lock lock(outbox_mutex_);
+      wake_cv_.wait_for(lock, std::chrono::microseconds(sleep_us),
+                        [&] { return wake_ || !outbox_.empty(); });
+      wake_ = false;
+    }
+  }
+}
+
+int CommEngine::sleep_budget_us(std::chrono::steady_clock::time_point now, bool ending) {
+  // Poll often only while something is expected soon. Tiles moving through MPI need the
+  // progress engine on both sides. Without doorbells from every peer, a message can only
+  // be noticed by polling, so poll faster while an answer is due (a published tile's
+  // fetch, a steal reply, a thief's request to a rank with tasks to spare). With them,
+  // peers ring and polling only backs the doorbells up. Local work always rings at once.
+  const bool rung = same_host_.all_have_doorbells();
+  int sleep_us = rung ? std::max(max_sleep_us_, kDoorbellIdleSleepUs) : max_sleep_us_;
+  if (mpi_transfers_ > 0) {
+    sleep_us = kTransferPollUs;
+  } else if (!requests_.empty() || ending) {
+    sleep_us = std::min(sleep_us, rung ? kDoorbellBackupPollUs : kTransferPollUs);
+  } else if (!published_.empty() && !rung) {
+    sleep_us = std::min(sleep_us, kFetchExpectedPollUs);
+  }
+  if (engine_.stealing() && !global_done_ && !retired_) {
+    if (!rung && engine_.has_tasks_to_spare()) {
+      sleep_us = std::min(sleep_us, steal_policy_.options().victim_poll_us);
+    }
+    if (steal_outstanding_) {
+      sleep_us = std::min(sleep_us, rung ? kDoorbellBackupPollUs : kTransferPollUs);
+    } else if (asking_pays_.load(std::memory_order_acquire) && engine_.roots_queued() &&
+               engine_.starving()) {
+      // Wake when the policy's backoff runs out. Not while asking does not pay: the rule's
+      // inputs change with arrivals and completions, which wake this thread anyway.
+      const auto wait = std::chrono::duration_cast<std::chrono::microseconds>(
+          steal_policy_.next_ask_at() - steal_time(now));
+      sleep_us = std::clamp(static_cast<int>(wait.count()), 1, sleep_us);
+    }
+  }
+  return sleep_us;
+}
+
+}  // namespace bellows::runtime

@@ -1,0 +1,370 @@
+#pragma once
+// The engine behind bellows::runtime::Runtime: task instantiation from keys,
+// dependency counting, completion and successor activation, iteration driving.
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mpi.h>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "bellows/runtime/collection.hpp"
+#include "bellows/runtime/cost_model.hpp"
+#include "bellows/runtime/device_choice.hpp"
+#include "bellows/runtime/offload_policy.hpp"
+#include "bellows/runtime/runtime.hpp"
+#include "bellows/runtime/options.hpp"
+#include "bellows/runtime/stats.hpp"
+#include "bellows/runtime/steal_policy.hpp"
+#include "bellows/runtime/task_graph.hpp"
+#include "bellows/runtime/task.hpp"
+#include "device.hpp"
+#include "trace.hpp"
+
+namespace bellows::runtime {
+
+class CommEngine;
+
+/// The devices call back into the engine through DeviceOwner (device.hpp).
+class Engine final : public DeviceOwner {
+ public:
+  Engine(MPI_Comm comm, RuntimeOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] MPI_Comm communicator() const noexcept { return comm_; }
+  [[nodiscard]] const RuntimeOptions& options() const noexcept { return options_; }
+
+  void add_task_class(std::unique_ptr<TaskClass> task_class);
+  void add_collection(TiledMatrix& collection);
+  [[nodiscard]] const std::string& class_name(TaskClassId id) const override { return class_names_.at(id); }
+  [[nodiscard]] std::size_t class_count() const noexcept { return classes_.size(); }
+  [[nodiscard]] const TaskClass& task_class(TaskClassId id) const;
+  [[nodiscard]] TiledMatrix& collection(CollectionId id) const;
+
+  IterationReport run_iteration();
+  /// See Runtime::expand_onto and Runtime::join_expansion.
+  void expand_onto(MPI_Comm comm);
+  void join_expansion(int first_new_rank);
+  ShrinkHandoff prepare_shrink(std::span<const int> leaving);
+  void attach_shrunk(MPI_Comm survivors);
+  [[nodiscard]] Rebalance last_rebalance() const noexcept { return last_rebalance_; }
+  /// See Runtime::graph_profile (engine_profile.cpp).
+  [[nodiscard]] GraphProfile graph_profile() const;
+  [[nodiscard]] const RankStats& stats() const noexcept { return total_stats_; }
+
+  // ---- called from devices and the communication thread (thread-safe) ----
+
+  /// The rank that runs `key`: its pinned placement if it has one (see pin_new_placements),
+  /// else the fixed mapping of its class.
+  [[nodiscard]] int rank_of(const TaskKey& key) const;
+  /// Tasks that now belong to ranks added by an expand: key -> rank (every rank holds
+  /// the same table; it changes only between iterations).
+  [[nodiscard]] const std::unordered_map<TaskKey, int>& pinned() const noexcept { return pinned_; }
+  /// A predecessor's tile (or control token) for slot `slot` of local task `key`.
+  void deliver(const TaskKey& key, int slot, TilePtr tile);
+  /// A remote collection tile requested by instantiate() has arrived.
+  void collection_tile_arrived(const TileIndex& index, TilePtr tile);
+  /// A task's output written back into a local collection tile.
+  void write_back(const TileIndex& index, TilePtr tile);
+  /// A device ran `task`: activate its successors, count it done.
+  void complete(std::unique_ptr<ReadyTask> task) override;
+  /// True when every task this rank is responsible for in the current iteration has
+  /// run: those it owns, less those given to thieves, plus those it stole.
+  [[nodiscard]] bool local_work_done() const noexcept {
+    return local_remaining_.load(std::memory_order_acquire) == 0;
+  }
+  [[nodiscard]] std::size_t ready_count() const;
+  [[nodiscard]] double iteration_clock() const;
+
+  // ---- work stealing (John & Milthorpe,
+  // "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+  // CCGrid 2024, section IV) ----
+
+  [[nodiscard]] bool stealing() const noexcept { return options_.steal.enabled && size_ > 1; }
+  /// Proactive offloading plans this job's iterations (RuntimeOptions::offload).
+  [[nodiscard]] bool offloading() const noexcept { return options_.offload.enabled && size_ > 1; }
+  /// True once the iteration's root tasks are queued (before that every rank looks idle).
+  [[nodiscard]] bool roots_queued() const noexcept {
+    return roots_queued_.load(std::memory_order_acquire);
+  }
+  /// StealPolicy::starving for the device queue's ready tasks now.
+  [[nodiscard]] bool starving() const;
+  /// StealPolicy::has_tasks_to_spare for the device queue's ready tasks now.
+  [[nodiscard]] bool has_tasks_to_spare() const;
+  /// Called by a device each time an execution unit takes a ready task: wakes the
+  /// communication thread when the rank starts to starve, so any worker detects it.
+  void ready_task_taken() override;
+  /// Every task of the iteration over all ranks (known after the first iteration starts).
+  [[nodiscard]] std::int64_t total_task_count() const noexcept { return total_task_count_; }
+  /// Tasks completed here since the previous call.
+  [[nodiscard]] std::uint64_t take_completed_delta() noexcept {
+    return completed_unreported_.exchange(0, std::memory_order_acq_rel);
+  }
+  /// What a steal request tells its victims of the thief.
+  struct ThiefCosts {
+    double load_seconds = 0.0;           ///< its predicted work left, per lane
+    double task_overhead_seconds = 0.0;  ///< its task time, overhead + seconds_per_flop *
+    double seconds_per_flop = 0.0;       ///< flops; both 0: not measured yet
+  };
+  /// This rank's ThiefCosts now.
+  [[nodiscard]] ThiefCosts thief_costs() const;
+  /// Proactive offloading, while the iteration runs (communication thread only): when this
+  /// rank's work has drifted past the iteration's plan (OffloadPolicy::drifted), the next rank
+  /// to invite to steal from it (OffloadPolicy::invitation_order; each at most once per
+  /// iteration); nullopt otherwise.
+  [[nodiscard]] std::optional<int> drift_invitee();
+  /// The iteration running or last run (counted from 1).
+  [[nodiscard]] int iteration() const noexcept { return iteration_; }
+  /// Device cuda: `task` reads a tile whose only valid copy is in GPU memory (a thief would be
+  /// sent a stale host copy), so it stays here.
+  [[nodiscard]] bool reads_host_stale_tile(const ReadyTask& task) const;
+  /// Takes the ready tasks StealPolicy::choose_gifts grants a request of rank `thief` for
+  /// `wanted` and records their new placement. `left` receives the ready count afterwards,
+  /// `refused` how many more the thresholds alone would have let go (those the cost rule
+  /// kept).
+  std::vector<std::unique_ptr<ReadyTask>> give_tasks(int wanted, int thief, const ThiefCosts& costs,
+                                                     std::size_t& left, std::size_t& refused);
+
+  // ---- measured costs (CostModel; any thread) ----
+
+  /// A device ran a task of class `task_class` with `flops` in `seconds`.
+  void task_measured(TaskClassId task_class, double flops, double seconds) override;
+  /// Device `index` (device hybrid: 0 the emulated device, 1 the CPU workers) spent
+  /// `compute_seconds` computing a task, data movement left out: feeds that device's
+  /// CostModel, which DeviceChoice reads.
+  void device_task_measured(std::size_t index, TaskClassId task_class, double flops,
+                            double compute_seconds) override;
+  /// A tile of `bytes` came from `peer` `seconds` after it was asked for.
+  void transfer_measured(int peer, std::uint64_t bytes, double seconds);
+  /// A steal request of this rank was answered `seconds` after it was sent.
+  void round_trip_measured(double seconds);
+  /// Predicted seconds to run what this rank still has to run in this iteration, per lane.
+  [[nodiscard]] double remaining_work_seconds() const;
+  [[nodiscard]] double round_trip_seconds() const;
+  /// What a task has taken to run here lately; nullopt before the first one ran.
+  [[nodiscard]] std::optional<double> recent_task_seconds() const;
+  [[nodiscard]] double transfer_seconds(int peer, std::uint64_t bytes) const;
+  /// The largest share of the last iteration any rank's device spent computing, per lane,
+  /// and the mean over the ranks (StealPolicy::ThiefView::busiest_compute_share and
+  /// mean_compute_share; both 0 before the first iteration ended).
+  [[nodiscard]] std::pair<double, double> compute_shares() const;
+  [[nodiscard]] CostSummary cost_summary() const;
+  /// Tasks the device runs at once.
+  [[nodiscard]] int lanes() const noexcept;
+  /// Creates the pending record of a task stolen from another rank: its scratch slots are
+  /// made here, every other slot arrives through deliver(). Runs it at once when it has
+  /// nothing to receive.
+  void adopt_stolen(const TaskKey& key);
+  /// A task of `priority` with `flops` left this iteration's remaining work (run here, or
+  /// given to a thief).
+  void leaves_remaining_work(std::int64_t priority, double flops);
+  /// Where migrated tasks ran: key -> rank, recorded on the victim and on the thief (the
+  /// override table on top of the fixed mapping). Thread-safe copy.
+  [[nodiscard]] std::unordered_map<TaskKey, int> migrations() const;
+
+ private:
+  /// A tile that changes owner at the start of the next iteration (after an expand).
+  struct TileMove {
+    CollectionId collection = 0;
+    int m = 0;
+    int n = 0;
+    int to = 0;               ///< the new owner
+    std::uint32_t tasks = 0;  ///< tasks of an iteration that the tile decides
+  };
+  /// Which tile decides each task's owner, and the work behind each tile. Tiles are
+  /// numbered over all collections: collection c's tile (m, n) is base[c] + its slot.
+  struct WorkMap {
+    std::vector<int> base;              ///< per collection: its first tile number
+    std::vector<int> holder;            ///< per tile: its owner now (-1: not kept)
+    std::vector<double> weight;         ///< per tile: flops of the tasks it decides
+    std::vector<std::uint32_t> tasks;   ///< per tile: how many tasks it decides
+    std::vector<double> load;           ///< per rank: flops of tasks no tile decides
+  };
+  struct PendingTask {
+    std::vector<TilePtr> tiles;
+    std::uint32_t writable = 0;
+    std::uint32_t control = 0;  // slots that receive control tokens only
+    int missing = 0;
+    bool migrated = false;  // stolen from another rank
+  };
+  struct CollectionCacheEntry {
+    TilePtr tile;  // null while the fetch is in flight
+    std::vector<std::pair<TaskKey, int>> waiters;
+  };
+
+  /// Creates the pending record of a local task (lock held). Collection inputs that
+  /// must be fetched are appended to `fetches`.
+  PendingTask& instantiate(const TaskKey& key, std::vector<TileIndex>& fetches);
+  void make_ready(const TaskKey& key, PendingTask&& pending);
+  void request_fetches(const std::vector<TileIndex>& fetches);
+  void prepare_local_tasks();
+  /// Throws std::invalid_argument when a collection's tiles live on ranks this
+  /// communicator does not have.
+  void check_fits(const TiledMatrix& collection) const;
+  void record_migration(const TaskKey& key, int rank);
+  /// After an iteration, collective: the tasks that ranks added by an expand stole in it
+  /// become theirs for good (John & Milthorpe (CCGrid 2024), section V: a task migrated to a
+  /// new node stays there, so its predecessors send straight to it, and it is not migrated
+  /// again).
+  void pin_new_placements();
+  /// Collective after an expand: rank 0's mapping state (which ranks are new, each
+  /// collection's placement, the pinned tasks) reaches the new ranks.
+  void share_mapping_state();
+  /// Every task's weight (flops, at least 1) attributed to the tile whose owner decides
+  /// it (found by probing the collections' owners), or to a rank for pinned tasks and
+  /// tasks whose owner no tile decides. Pinned tasks of ranks marked in `pinned_leaves`
+  /// (indexed by rank; empty: none) count for their tiles. Between iterations only.
+  [[nodiscard]] WorkMap map_work(const std::vector<char>& pinned_leaves) const;
+  /// Calls fn(task class, key, tile) for every task of every class, `tile` the number (as
+  /// in WorkMap) of the collection tile whose owner decides the task's rank, or -1 when no
+  /// tile does. While it runs the collections answer owner() with probe values: fn must not
+  /// call rank_of() or a collection's owner(). Between iterations only.
+  void for_each_task_by_tile(
+      const std::function<void(const TaskClass&, const TaskKey&, int tile)>& fn) const;
+  /// Proactive offloading, collective at the start of an iteration (engine_offload.cpp):
+  /// every rank's measured speed and transfer costs are gathered, rank 0 plans the pushes
+  /// (OffloadPolicy) over the work each tile decides and broadcasts them, and every rank
+  /// enters the tasks of each pushed tile in pinned_, so that their predecessors send
+  /// straight to the new rank. Withdrawn by withdraw_offloads() at the iteration's end.
+  void plan_offloads();
+  /// Takes this iteration's offloaded tasks out of pinned_ again (they go back to the fixed
+  /// mapping, and the next plan starts from it).
+  void withdraw_offloads();
+  /// RuntimeOptions::emulated_slowdown for the iteration about to run.
+  void apply_slowdown();
+  /// The re-grid over `ranks` (numbered as work.holder) at a resize (regrid.hpp): per tile
+  /// (numbered as in WorkMap), its new owner when it is kept and changes holder, else -1.
+  [[nodiscard]] std::vector<int> regrid_moves(const WorkMap& work, std::span<const int> ranks) const;
+  /// After an expand to size_ ranks from `old_size`: the tiles that change owner as the
+  /// job re-grids (none without RuntimeOptions::rebalance_on_resize).
+  [[nodiscard]] std::vector<TileMove> plan_expand(int old_size) const;
+  /// Collective: carries out pending_moves_ (tile data to the new owners, then every
+  /// rank records them). Run at the start of the first iteration after an expand, when
+  /// the new ranks have registered their collections.
+  void apply_tile_moves();
+  /// Takes a duplicate of `comm` and a communication engine on it; the trace and the
+  /// statistics then name this rank by its number there. Used at construction and after
+  /// every resize.
+  void attach(MPI_Comm comm);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  RuntimeOptions options_;
+
+  std::vector<std::unique_ptr<TaskClass>> classes_;
+  std::vector<std::string> class_names_;
+  std::vector<TiledMatrix*> collections_;
+
+  /// The rank's devices. One, except with DeviceKind::hybrid: the emulated device (index 0,
+  /// the queue thieves take from) and the CPU workers (index 1).
+  std::vector<std::unique_ptr<Device>> devices_;
+  /// Hybrid: picks the device of a ready task (DeviceChoice) and charges it to that device's
+  /// backlog. Returns the device's index.
+  std::size_t place(ReadyTask& task);
+  /// The slots whose tile is needed on the host after `task` (ReadyTask::leaving).
+  [[nodiscard]] std::uint32_t leaving_slots(const ReadyTask& task) const;
+  static constexpr std::size_t kHybridDevice = 0;
+  static constexpr std::size_t kHybridCpu = 1;
+  std::unique_ptr<CommEngine> comm_engine_;
+  std::unique_ptr<Trace> trace_;
+
+  mutable std::mutex mutex_;  // guards pending_ and cache_
+  std::unordered_map<TaskKey, PendingTask> pending_;
+  std::unordered_map<TileIndex, CollectionCacheEntry> cache_;
+
+  bool local_tasks_known_ = false;
+  std::vector<TaskKey> local_roots_;  // local tasks with no predecessor
+  std::int64_t local_task_count_ = 0;
+  std::atomic<std::int64_t> local_remaining_{0};
+  double local_flops_ = 0.0;                 // flops of the tasks this rank owns
+  /// The tasks this rank owns by priority, highest first: their count and flops
+  /// (prepare_local_tasks()).
+  struct PriorityWork {
+    std::int64_t tasks = 0;
+    double flops = 0.0;
+    void add_task(double task_flops) noexcept {
+      tasks += 1;
+      flops += task_flops;
+    }
+  };
+  std::map<std::int64_t, PriorityWork, std::greater<>> local_by_priority_;
+  /// What of local_by_priority_ is still to run in this iteration, stolen tasks included:
+  /// less each task run or given away. Guarded by priority_mutex_.
+  std::map<std::int64_t, PriorityWork, std::greater<>> remaining_by_priority_;
+  mutable std::mutex priority_mutex_;
+  std::atomic<double> remaining_flops_{0.0};  // flops of local_remaining_'s tasks
+  mutable std::mutex cost_mutex_;            // guards cost_model_
+  CostModel cost_model_;
+  std::vector<CostModel> device_costs_;   // per device, compute only; guarded by cost_mutex_
+  std::vector<double> backlog_seconds_;   // per device, predicted; guarded by cost_mutex_
+  double compute_seconds_this_iteration_ = 0.0;  // all devices' tasks; guarded by cost_mutex_
+  /// StealPolicy::GiftContext::compute_share: this rank's in the last iteration, the
+  /// largest over all ranks and their mean. Guarded by cost_mutex_.
+  double compute_share_ = 0.0;
+  double busiest_compute_share_ = 0.0;
+  double mean_compute_share_ = 0.0;
+  std::shared_ptr<EmulatedLink> link_;    // devices emulated and hybrid
+  std::int64_t total_task_count_ = 0;
+  std::atomic<std::uint64_t> completed_unreported_{0};
+  std::atomic<std::uint64_t> completed_this_iteration_{0};
+  std::atomic<std::uint64_t> ready_samples_sum_{0};  ///< ready_count() at each completion
+  std::atomic<bool> roots_queued_{false};
+  std::atomic<std::int64_t> first_task_steady_ns_{0};
+  mutable std::mutex migrations_mutex_;
+  std::unordered_map<TaskKey, int> migrations_;
+  std::vector<TaskKey> stolen_this_iteration_;  // guarded by migrations_mutex_
+  int first_new_rank_ = -1;                     // ranks from here on came with an expand
+  std::unordered_map<TaskKey, int> pinned_;     // changed between iterations only
+  /// The entries of pinned_ that proactive offloading made for the current iteration only
+  /// (changed between iterations only). Unlike the other pins these tasks may be stolen.
+  std::unordered_set<TaskKey> offloaded_;
+  double previous_iteration_seconds_ = 0.0;  // the last iteration's time (max over ranks)
+  // The last iteration's measured compute seconds per flop on this rank, all devices' tasks
+  // (0: it ran none); guarded by cost_mutex_.
+  double previous_seconds_per_flop_ = 0.0;
+  // This iteration's measured flops and tasks, beside compute_seconds_this_iteration_;
+  // guarded by cost_mutex_.
+  double flops_this_iteration_ = 0.0;
+  std::uint64_t tasks_measured_this_iteration_ = 0;
+  /// This iteration's measured compute seconds per flop, all devices' tasks summed (0 before
+  /// any ran); call with cost_mutex_ held.
+  [[nodiscard]] double measured_seconds_per_flop() const noexcept {
+    return flops_this_iteration_ > 0.0 ? compute_seconds_this_iteration_ / flops_this_iteration_ : 0.0;
+  }
+  // The plan of this iteration, for drift_invitee (set by plan_offloads before the
+  // communication thread runs the iteration): the most work it predicts for any rank (0: no
+  // plan), the speed it took this rank at, and whom this rank invites when it drifts.
+  double planned_makespan_seconds_ = 0.0;
+  double planned_seconds_per_flop_ = 0.0;
+  std::vector<int> invitees_;
+  std::size_t next_invitee_ = 0;  // communication thread only
+  std::uint64_t tasks_offloaded_ = 0;       // this iteration: tasks this rank pushed away
+  std::uint64_t tasks_offloaded_here_ = 0;  // this iteration: tasks pushed to this rank
+  bool offload_moved_ = false;              // this iteration's plan moved work (every rank)
+  OffloadFeedback offload_feedback_;        // read by the planning rank, fed on every rank
+  std::vector<std::vector<int>> joined_placements_;  // from join_expansion, by collection id
+  std::vector<std::vector<int>> joined_tile_owners_;  // likewise
+  std::vector<TileMove> pending_moves_;  // same on every rank; applied by the next iteration
+  Rebalance last_rebalance_;
+  mutable std::unique_ptr<TaskGraph> task_graph_;  // built by graph_profile(); reset by add_task_class
+  std::atomic<std::uint64_t> sequence_{0};
+
+  int iteration_ = 0;
+  Clock::time_point iteration_start_{};
+  RankStats total_stats_;
+};
+
+}  // namespace bellows::runtime

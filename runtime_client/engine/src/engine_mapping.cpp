@@ -1,0 +1,328 @@
+// Who owns which tile across resizes: the work behind each tile, the tiles an expand
+// gives to the new ranks, and how a shrink spreads the leaving ranks' tiles.
+//
+// John & Milthorpe,
+// "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
+// CCGrid 2024, section V keeps the fixed mapping: new nodes get work only by stealing, and
+// a node that leaves hands everything to one backup, which stealing then relieves
+// iteration after iteration. With RuntimeOptions::rebalance_on_resize the runtime instead
+// re-grids at the resize (regrid.hpp): every tile goes where a job started at the new size
+// would hold it (per-tile owners on top of each collection's placement, the same on every
+// rank), so that the iterations after it read and move what such a job would; stealing
+// still evens out what is left.
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "bellows/runtime/regrid.hpp"
+#include "bellows/runtime/shrink_plan.hpp"
+#include "comm_engine.hpp"
+#include "engine.hpp"
+#include "sleeping_wait.hpp"
+
+namespace bellows::runtime {
+namespace {
+
+constexpr int kHandoffTag = 7002;
+constexpr int kMoveTag = 7003;
+
+}  // namespace
+
+void Engine::for_each_task_by_tile(
+    const std::function<void(const TaskClass&, const TaskKey&, int tile)>& fn) const {
+  int total = 0;
+  std::vector<int> base;
+  for (const auto* c : collections_) {
+    base.push_back(total);
+    total += c->tile_rows() * c->tile_cols();
+  }
+  // While `probe` lives, every collection answers owner() with a value that names the
+  // tile (TiledMatrix::start_probe); a local class shares this function's access.
+  struct OwnerProbe {
+    const std::vector<TiledMatrix*>& collections;
+    OwnerProbe(const std::vector<TiledMatrix*>& all, const std::vector<int>& base) : collections(all) {
+      for (std::size_t c = 0; c < collections.size(); ++c) collections[c]->start_probe(base[c]);
+    }
+    ~OwnerProbe() {
+      for (auto* c : collections) c->stop_probe();
+    }
+    OwnerProbe(const OwnerProbe&) = delete;
+    OwnerProbe& operator=(const OwnerProbe&) = delete;
+  } probe(collections_, base);
+  for (const auto& cls : classes_) {
+    cls->for_each_task([&](const TaskKey& key) {
+      const int owner = cls->owner(key);
+      fn(*cls, key, owner <= -2 && -(owner + 2) < total ? -(owner + 2) : -1);
+    });
+  }
+}
+
+Engine::WorkMap Engine::map_work(const std::vector<char>& pinned_leaves) const {
+  WorkMap work;
+  work.load.assign(static_cast<std::size_t>(size_), 0.0);
+  int total = 0;
+  for (const auto* c : collections_) {
+    work.base.push_back(total);
+    total += c->tile_rows() * c->tile_cols();
+  }
+  work.weight.assign(static_cast<std::size_t>(total), 0.0);
+  work.tasks.assign(static_cast<std::size_t>(total), 0);
+  work.holder.assign(static_cast<std::size_t>(total), -1);
+  for (std::size_t c = 0; c < collections_.size(); ++c) {
+    const auto* coll = collections_[c];
+    for (int n = 0; n < coll->tile_cols(); ++n) {
+      for (int m = 0; m < coll->tile_rows(); ++m) {
+        const auto s = static_cast<std::size_t>(work.base[c]) + coll->slot(m, n);
+        work.holder[s] = coll->kept(m, n) ? coll->owner(m, n) : -1;
+      }
+    }
+  }
+  for_each_task_by_tile([&](const TaskClass& cls, const TaskKey& key, int tile) {
+    // Tasks without flops count as one flop each, so that they are still spread.
+    const double weight = std::max(cls.flops(key), 1.0);
+    if (const auto it = pinned_.find(key); it != pinned_.end()) {
+      const auto rank = static_cast<std::size_t>(it->second);
+      if (pinned_leaves.empty() || !pinned_leaves[rank]) {
+        work.load[rank] += weight;
+        return;
+      }
+    }
+    if (tile >= 0) {
+      const auto s = static_cast<std::size_t>(tile);
+      work.weight[s] += weight;
+      ++work.tasks[s];
+    } else if (const int owner = cls.owner(key); owner >= 0 && owner < size_) {
+      work.load[static_cast<std::size_t>(owner)] += weight;
+    }
+  });
+  return work;
+}
+
+std::vector<int> Engine::regrid_moves(const WorkMap& work, std::span<const int> ranks) const {
+  std::vector<TileHolders> holders;
+  for (std::size_t c = 0; c < collections_.size(); ++c) {
+    const auto* coll = collections_[c];
+    const auto first = work.holder.begin() + work.base[c];
+    holders.push_back(TileHolders{coll->tile_rows(), coll->tile_cols(),
+                                  std::vector<int>(first, first + coll->tile_rows() * coll->tile_cols())});
+  }
+  const Regrid layout = regrid(holders, ranks);
+  std::vector<int> to(work.holder.size(), -1);
+  for (std::size_t c = 0; c < collections_.size(); ++c) {
+    const auto& owners = layout.owners[c];
+    for (std::size_t slot = 0; slot < owners.size(); ++slot) {
+      const auto s = static_cast<std::size_t>(work.base[c]) + slot;
+      if (owners[slot] >= 0 && owners[slot] != work.holder[s]) to[s] = owners[slot];
+    }
+  }
+  return to;
+}
+
+std::vector<Engine::TileMove> Engine::plan_expand(int old_size) const {
+  std::vector<TileMove> moves;
+  if (!options_.rebalance_on_resize || old_size >= size_) return moves;
+  const WorkMap work = map_work({});
+  std::vector<int> ranks(static_cast<std::size_t>(size_));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  const std::vector<int> to = regrid_moves(work, ranks);
+  for (std::size_t c = 0; c < collections_.size(); ++c) {
+    const int rows = collections_[c]->tile_rows();
+    const int slots = rows * collections_[c]->tile_cols();
+    for (int slot = 0; slot < slots; ++slot) {
+      const auto s = static_cast<std::size_t>(work.base[c] + slot);
+      if (to[s] < 0) continue;
+      moves.push_back(TileMove{static_cast<CollectionId>(c), slot % rows, slot / rows, to[s], work.tasks[s]});
+    }
+  }
+  return moves;
+}
+
+void Engine::apply_tile_moves() {
+  // Collective: the holders send the tiles, the new owners receive them, then every
+  // rank records the new owners.
+  std::vector<MPI_Request> requests;
+  std::vector<std::pair<const TileMove*, TilePtr>> received;
+  for (const auto& move : pending_moves_) {
+    auto& c = collection(move.collection);
+    const int from = c.owner(move.m, move.n);
+    if (from == move.to) continue;
+    if (from == rank_) {
+      const TilePtr& t = c.tile(move.m, move.n);
+      requests.emplace_back();
+      MPI_Isend(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, move.to, kMoveTag, comm_,
+                &requests.back());
+    } else if (move.to == rank_) {
+      auto t = std::make_shared<Tile>(c.rows_of_tile(move.m), c.cols_of_tile(move.n));
+      requests.emplace_back();
+      MPI_Irecv(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, from, kMoveTag, comm_,
+                &requests.back());
+      received.emplace_back(&move, std::move(t));
+    }
+  }
+  wait_all_asleep(requests.data(), static_cast<int>(requests.size()));
+  for (std::size_t id = 0; id < collections_.size(); ++id) {
+    auto* c = collections_[id];
+    std::vector<int> owners = c->tile_owners();
+    bool changed = false;
+    for (const auto& move : pending_moves_) {
+      if (move.collection != id) continue;
+      if (owners.empty()) {
+        owners.assign(static_cast<std::size_t>(c->tile_rows() * c->tile_cols()), TiledMatrix::kNoTileOwner);
+      }
+      owners[c->slot(move.m, move.n)] = move.to;
+      changed = true;
+    }
+    if (!changed) continue;
+    std::vector<int> placement = c->placement();
+    if (placement.empty()) {
+      placement.resize(static_cast<std::size_t>(c->distribution().size()));
+      std::iota(placement.begin(), placement.end(), 0);
+    }
+    c->set_mapping(std::move(placement), std::move(owners), rank_);
+  }
+  for (auto& [move, tile] : received) {
+    collection(move->collection).set_tile(move->m, move->n, std::move(tile));
+  }
+  pending_moves_.clear();
+  local_tasks_known_ = false;
+}
+
+ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
+  const auto begin = Clock::now();
+  if (!pending_moves_.empty()) apply_tile_moves();  // an expand's moves come first
+  // Each rank's tiles over all collections, for the choice of backups (shrink_plan.hpp).
+  std::vector<long> held(static_cast<std::size_t>(size_), 0);
+  for (const auto* c : collections_) {
+    for (int n = 0; n < c->tile_cols(); ++n) {
+      for (int m = 0; m < c->tile_rows(); ++m) {
+        if (c->kept(m, n)) ++held[static_cast<std::size_t>(c->owner(m, n))];
+      }
+    }
+  }
+  const ShrinkPlan plan = plan_shrink(held, leaving);
+  std::vector<char> leaves(static_cast<std::size_t>(size_), 0);
+  for (const int r : leaving) leaves[static_cast<std::size_t>(r)] = 1;
+  const auto leaver = [&](int r) { return plan.leaves(r); };
+  const auto backup = [&](int r) { return plan.backup[static_cast<std::size_t>(r)]; };
+  const std::vector<int>& renumbered = plan.new_rank;
+  ShrinkHandoff out;
+  out.leaving = leaver(rank_);
+  out.new_rank = renumbered[static_cast<std::size_t>(rank_)];
+
+  // Where tiles go (numbers before the shrink): with rebalancing, every kept tile onto the
+  // grid of a job started on the survivors (regrid.hpp); without, each leaver's tiles to
+  // its backup.
+  const WorkMap work = map_work(leaves);
+  std::vector<int> heir(work.holder.size(), -1);
+  if (options_.rebalance_on_resize) {
+    std::vector<int> survivors;
+    for (int r = 0; r < size_; ++r) {
+      if (!leaver(r)) survivors.push_back(r);
+    }
+    heir = regrid_moves(work, survivors);
+  } else {
+    for (std::size_t s = 0; s < work.holder.size(); ++s) {
+      if (leaver(work.holder[s])) heir[s] = backup(work.holder[s]);
+    }
+  }
+
+  // Tasks of an iteration whose rank changes: those of the tiles that move, and the
+  // pinned tasks of leavers that go back to a tile a survivor keeps.
+  last_rebalance_ = Rebalance{};
+  for (std::size_t s = 0; s < heir.size(); ++s) {
+    if (heir[s] < 0) continue;
+    ++last_rebalance_.tiles;
+    last_rebalance_.tasks += work.tasks[s];
+  }
+  for (const auto& [key, rank] : pinned_) last_rebalance_.tasks += leaver(rank) ? 1 : 0;
+
+  // Hand the tiles that move to their heirs, in one fixed order per pair.
+  std::vector<MPI_Request> requests;
+  std::vector<std::pair<std::pair<TiledMatrix*, std::pair<int, int>>, TilePtr>> received;
+  for (std::size_t id = 0; id < collections_.size(); ++id) {
+    auto* c = collections_[id];
+    for (int n = 0; n < c->tile_cols(); ++n) {
+      for (int m = 0; m < c->tile_rows(); ++m) {
+        const auto s = static_cast<std::size_t>(work.base[id]) + c->slot(m, n);
+        if (heir[s] < 0) continue;
+        const int holder = work.holder[s];
+        if (holder == rank_) {
+          const TilePtr& t = c->tile(m, n);
+          requests.emplace_back();
+          MPI_Isend(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, heir[s], kHandoffTag,
+                    comm_, &requests.back());
+          ++out.tiles_sent;
+          out.bytes_moved += t->bytes();
+        } else if (heir[s] == rank_) {
+          auto t = std::make_shared<Tile>(c->rows_of_tile(m), c->cols_of_tile(n));
+          requests.emplace_back();
+          MPI_Irecv(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, holder, kHandoffTag,
+                    comm_, &requests.back());
+          ++out.tiles_received;
+          out.bytes_moved += t->bytes();
+          received.push_back({{c, {m, n}}, std::move(t)});
+        }
+      }
+    }
+  }
+  wait_all_asleep(requests.data(), static_cast<int>(requests.size()));
+
+  // The mapping in the survivors' numbering: grid ranks of leavers go to their backups;
+  // a tile that moved, or had its own owner, names it.
+  for (std::size_t id = 0; id < collections_.size(); ++id) {
+    auto* c = collections_[id];
+    std::vector<int> placement(static_cast<std::size_t>(c->distribution().size()));
+    for (int g = 0; g < c->distribution().size(); ++g) {
+      const int now = c->placement().empty() ? g : c->placement()[static_cast<std::size_t>(g)];
+      placement[static_cast<std::size_t>(g)] = renumbered[static_cast<std::size_t>(backup(now))];
+    }
+    std::vector<int> owners = c->tile_owners();
+    for (int n = 0; n < c->tile_cols(); ++n) {
+      for (int m = 0; m < c->tile_rows(); ++m) {
+        const auto s = static_cast<std::size_t>(work.base[id]) + c->slot(m, n);
+        const int own = owners.empty() ? TiledMatrix::kNoTileOwner : owners[c->slot(m, n)];
+        const int target = heir[s] >= 0 ? heir[s] : own;
+        if (target == TiledMatrix::kNoTileOwner) continue;
+        const int by_placement = placement[static_cast<std::size_t>(c->distribution().owner(m, n))];
+        const int survivor = leaver(target) ? backup(target) : target;
+        if (own == TiledMatrix::kNoTileOwner &&
+            renumbered[static_cast<std::size_t>(survivor)] == by_placement) {
+          continue;  // where the placement puts it anyway
+        }
+        if (owners.empty()) {
+          owners.assign(static_cast<std::size_t>(c->tile_rows() * c->tile_cols()), TiledMatrix::kNoTileOwner);
+        }
+        // (A tile not kept may still name a leaver: it follows that leaver's backup.)
+        owners[c->slot(m, n)] = renumbered[static_cast<std::size_t>(survivor)];
+      }
+    }
+    c->set_mapping(std::move(placement), std::move(owners), out.new_rank);
+  }
+  for (auto& [where, tile] : received) where.first->set_tile(where.second.first, where.second.second, std::move(tile));
+  std::unordered_map<TaskKey, int> pinned;
+  for (const auto& [key, rank] : pinned_) {
+    if (!leaver(rank)) pinned.emplace(key, renumbered[static_cast<std::size_t>(rank)]);
+  }
+  pinned_ = std::move(pinned);  // a leaver's pinned tasks go back to their tiles' owners
+  if (first_new_rank_ >= 0) {
+    int before = 0;
+    for (int r = 1; r < first_new_rank_; ++r) before += leaves[static_cast<std::size_t>(r)];
+    first_new_rank_ -= before;
+  }
+  {
+    std::lock_guard lock(migrations_mutex_);
+    migrations_.clear();  // rank numbers change
+    stolen_this_iteration_.clear();
+  }
+  pending_moves_.clear();
+
+  comm_engine_.reset();
+  MPI_Comm_disconnect(&comm_);
+  local_tasks_known_ = false;
+  out.seconds = seconds_between(begin, Clock::now());
+  return out;
+}
+
+}  // namespace bellows::runtime
