@@ -1,5 +1,6 @@
 #include "bellows/runtime/membership.hpp"
 
+#include "join_tree.hpp"
 #include "membership_support.hpp"
 #include "sleeping_wait.hpp"
 
@@ -194,56 +195,6 @@ struct GrowStart {
   std::array<char, 512> error{};
 };
 
-/// Sent by a spawning rank to each process it started. The magic number and version
-/// catch a parent and a child built from different versions of this protocol.
-constexpr int kStepMagic = 0x42474d53;  // "BGMS"
-constexpr int kStepVersion = 3;
-
-struct JoinPlan {
-  int magic = kStepMagic;
-  int version = kStepVersion;
-  int ordinal = 0;   ///< of the process this is sent to
-  int count = 0;     ///< processes this grow adds
-  int old_size = 0;  ///< size of the communicator when the grow started
-};
-
-/// Sent by new process 0 to its spawner (rank 0) once the new processes are one group.
-struct GroupReady {
-  double group_seconds = 0.0;
-};
-
-constexpr int kPlanTag = 0x4247;
-constexpr int kPortTag = 0x4248;
-constexpr int kTableTag = 0x4249;
-constexpr int kReadyTag = 0x424a;
-
-
-/// Rounds of the join tree for `count` new processes: ceil(log2 count).
-int tree_rounds(int count) {
-  int rounds = 0;
-  for (int step = 1; step < count; step *= 2) ++rounds;
-  return rounds;
-}
-
-/// True when new process `ordinal` of `count` accepts another group in round `round`
-/// of the join tree (step 2^round), so that it needs a port for that round.
-bool accepts_in_round(int ordinal, int count, int round) {
-  const int step = 1 << round;
-  return ordinal % (2 * step) == 0 && ordinal + step < count;
-}
-
-/// The port table: for each new process, one MPI_MAX_PORT_NAME row per round of the join
-/// tree (empty where it accepts nobody; a port serves one round only, so that a process
-/// that connects early cannot be taken by an earlier round's accept), then the job's port.
-using PortTable = std::vector<char>;
-char* port_row(PortTable& table, int row) {
-  return table.data() + static_cast<std::size_t>(row) * MPI_MAX_PORT_NAME;
-}
-std::size_t table_bytes(int count) {
-  return (static_cast<std::size_t>(count) * tree_rounds(count) + 1) * MPI_MAX_PORT_NAME;
-}
-int job_port_row(int count) { return count * tree_rounds(count); }
-
 /// What rank 0 decided to spawn, as bytes for a broadcast: program, host, then the
 /// arguments, each as a 4-byte length and its bytes.
 std::vector<char> serialize_spawn(const PreparedSpawn& spawn, const std::string& host) {
@@ -280,40 +231,6 @@ void deserialize_spawn(const std::vector<char>& bytes, PreparedSpawn& out) {
   for (auto& arg : out.args) out.argv.push_back(arg.data());
   out.argv.push_back(nullptr);
   if (!host.empty()) out.info.set("host", host);
-}
-
-/// Step 5 on new process `ordinal` of `count`: the pairwise rounds that make the new
-/// processes one communicator, ordered by ordinal. Round s (1, 2, 4, ...): the group
-/// that starts at a multiple of 2s accepts, on its first process's port, the group that
-/// starts s after it, which connects; the merge puts the accepting group first. Every
-/// intermediate communicator is disconnected. Returns MPI_COMM_SELF's wrapper for k = 1.
-Communicator form_new_group(int ordinal, int count, PortTable& table) {
-  Communicator group;  // empty: MPI_COMM_SELF
-  const int rounds = tree_rounds(count);
-  for (int round = 0, step = 1; step < count; ++round, step *= 2) {
-    const int block = ordinal - ordinal % (2 * step);
-    const bool lower = ordinal - block < step;
-    if (lower && block + step >= count) continue;  // no partner group this round
-    const MPI_Comm local = group ? group.get() : MPI_COMM_SELF;
-    MPI_Comm inter_raw = MPI_COMM_NULL;
-    if (lower) {
-      check(MPI_Comm_accept(port_row(table, block * rounds + round), MPI_INFO_NULL, 0, local,
-                            &inter_raw),
-            "MPI_Comm_accept");
-    } else {
-      check(MPI_Comm_connect(port_row(table, block * rounds + round), MPI_INFO_NULL, 0, local,
-                             &inter_raw),
-            "MPI_Comm_connect");
-    }
-    Communicator inter = adopt(inter_raw);
-    MPI_Comm merged_raw = MPI_COMM_NULL;
-    check(MPI_Intercomm_merge(inter.get(), lower ? 0 : 1, &merged_raw), "MPI_Intercomm_merge");
-    Communicator merged = adopt(merged_raw);
-    inter.disconnect();
-    group.disconnect();
-    group = std::move(merged);
-  }
-  return group;
 }
 
 /// Steps 2-7 on the ranks of the job. `spawn` is what to start (the same on every rank).
@@ -406,69 +323,6 @@ Communicator grow_members(MPI_Comm current, int count, PreparedSpawn& spawn, Gro
   report.disconnect_seconds.push_back(seconds_since(t));
   return grown;
 }
-
-/// Steps 3-7 on a new process, with `parent` its spawn intercommunicator.
-Communicator grow_newcomer(Communicator& parent, GrowReport& report) {
-  JoinPlan plan;
-  plan.magic = 0;
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Irecv(&plan, sizeof plan, MPI_BYTE, 0, kPlanTag, parent.get(), &request), "MPI_Irecv");
-  await(request, "MPI_Test");
-  if (plan.magic != kStepMagic || plan.version != kStepVersion) {
-    throw std::runtime_error("join: the spawning job speaks another grow protocol (magic " +
-                             std::to_string(plan.magic) + ", version " +
-                             std::to_string(plan.version) + "; expected version " +
-                             std::to_string(kStepVersion) + ")");
-  }
-  report.old_size = plan.old_size;
-  report.spawn_ordinal = plan.ordinal;
-
-  // 3. This process's ports, one per round in which it accepts; then the whole table.
-  const int rounds = tree_rounds(plan.count);
-  PortTable own(static_cast<std::size_t>(rounds) * MPI_MAX_PORT_NAME, '\0');
-  for (int round = 0; round < rounds; ++round) {
-    if (accepts_in_round(plan.ordinal, plan.count, round)) {
-      check(MPI_Open_port(MPI_INFO_NULL, port_row(own, round)), "MPI_Open_port");
-    }
-  }
-  if (rounds > 0) {
-    check(MPI_Send(own.data(), static_cast<int>(own.size()), MPI_CHAR, 0, kPortTag, parent.get()),
-          "MPI_Send");
-  }
-  PortTable table(table_bytes(plan.count), '\0');
-  check(MPI_Irecv(table.data(), static_cast<int>(table.size()), MPI_CHAR, 0, kTableTag,
-                  parent.get(), &request),
-        "MPI_Irecv");
-  await(request, "MPI_Test");
-
-  // 5. One group of new processes.
-  auto t = Clock::now();
-  Communicator group = form_new_group(plan.ordinal, plan.count, table);
-  for (int round = 0; round < rounds; ++round) {
-    if (accepts_in_round(plan.ordinal, plan.count, round)) {
-      check(MPI_Close_port(port_row(own, round)), "MPI_Close_port");
-    }
-  }
-  report.group_seconds = seconds_since(t);
-  if (plan.ordinal == 0) {
-    GroupReady ready{report.group_seconds};
-    check(MPI_Send(&ready, sizeof ready, MPI_BYTE, 0, kReadyTag, parent.get()), "MPI_Send");
-  }
-
-  // 6. Join the job.
-  t = Clock::now();
-  Communicator grown =
-      join_job(group ? group.get() : MPI_COMM_SELF, port_row(table, job_port_row(plan.count)), true);
-  report.merge_seconds.push_back(seconds_since(t));
-
-  // 7.
-  t = Clock::now();
-  group.disconnect();
-  parent.disconnect();
-  report.disconnect_seconds.push_back(seconds_since(t));
-  return grown;
-}
-
 
 /// FNV-1a over the size and the sorted leaving ranks.
 std::uint64_t fingerprint(int size, const std::vector<int>& sorted) {
@@ -714,7 +568,7 @@ std::optional<MPI_Comm> join_parent(GrowReport* report) {
   GrowReport& r = report ? *report : local;
   r = GrowReport{};
   Communicator parent = adopt(parent_raw);
-  Communicator grown = grow_newcomer(parent, r);
+  Communicator grown = join_as_newcomer(parent, r, nullptr);
   finish_report(r, grown.get(), start);
   return hand_out(std::move(grown));
 }

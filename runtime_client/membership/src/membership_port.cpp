@@ -1,21 +1,29 @@
 // Growth by the ranks that nodes' daemons start: each connects to the port the job opened
-// (MPI_Open_port on the job's first rank), and the job accepts them one at a time.
+// (MPI_Open_port on the job's first rank), and they join in O(log k) rounds.
 //
-// Round k (0-based) of a grow by `count`: the job's communicator C_k (the caller's at k = 0)
-// accepts one connection on the port and merges with it into C_{k+1}, the new process
-// last; rank 0 then broadcasts over C_{k+1} how many processes the grow takes, how many have
-// joined, and the payload (what a joining process must know, such as the iteration it
-// starts at), so that the process that just joined takes part in the remaining rounds like
-// any member. The intermediate communicators (C_1 .. C_{count-1} and every
-// intercommunicator) are disconnected as soon as the next one exists, as in the grow by
-// spawn (membership.hpp says why ch3 needs that).
+// A grow by k over a job of n ranks:
+//  1. Rendezvous: the job's rank 0 accepts each new process on the job's port, one to one
+//     (MPI_COMM_SELF on both sides, so that an accept costs the same however large the job
+//     is), in the order they connect, and sends it its JoinPlan (ordinal, count, old size,
+//     the payload); the process answers with the ports it opens for the join tree.
+//  2. Rank 0 opens a port for the final join and sends every new process the table of
+//     ports. The other ranks of the job wait, sleeping.
+//  3. The new processes form one communicator in ceil(log2 k) rounds (join_tree.hpp).
+//  4. One MPI_Comm_accept over the job and MPI_Comm_connect over the new processes'
+//     communicator, then one MPI_Intercomm_merge: the job's ranks keep their numbers and
+//     new process i becomes rank n + i.
+//  5. The one-to-one intercommunicators are disconnected and the ports closed.
+// Before, the job accepted and merged each new process over the whole job, one after the
+// other, each costing more than the last as the communicator grew; now the job takes part
+// in one accept and merge per grow, and only rank 0's cheap one-to-one accepts remain one
+// per process.
 
 #include "bellows/runtime/membership.hpp"
 
+#include "join_tree.hpp"
 #include "membership_support.hpp"
 
 #include <algorithm>
-#include <array>
 #include <stdexcept>
 
 namespace bellows::runtime {
@@ -23,36 +31,59 @@ namespace {
 
 using namespace membership_detail;
 
-/// What rank 0 broadcasts after each round.
-struct RoundHeader {
-  int count = 0;   ///< processes the grow takes
-  int joined = 0;  ///< processes that joined so far
-  int payload_size = 0;
-  std::array<int, kJoinPayloadInts> payload{};
+/// Steps 1, 2 and 5 on the job's rank 0, as far as the new processes being one group:
+/// returns the one-to-one links, the table (with the final port) and new process 0's report.
+struct Rendezvous {
+  std::vector<Communicator> links;
+  PortTable table;
+  GroupReady ready;
 };
 
-void share_header(RoundHeader& header, MPI_Comm comm) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibcast(&header, sizeof header, MPI_BYTE, 0, comm, &request), "MPI_Ibcast");
-  await(request, "MPI_Test");
-}
-
-/// The remaining rounds, on every member of `grown` (which `header.joined` processes have
-/// joined); `grown` is an intermediate communicator unless no round remains.
-Communicator finish_rounds(Communicator grown, RoundHeader& header, const std::string& port,
-                           GrowReport& report) {
-  while (header.joined < header.count) {
-    const auto t = Clock::now();
-    Communicator next = join_job(grown.get(), port.c_str(), false);
-    report.merge_seconds.push_back(seconds_since(t));
-    const auto d = Clock::now();
-    grown.disconnect();
-    report.disconnect_seconds.push_back(seconds_since(d));
-    grown = std::move(next);
-    ++header.joined;
-    share_header(header, grown.get());
+Rendezvous meet_new_processes(int count, int old_size, const std::string& port,
+                              std::span<const int> payload) {
+  Rendezvous out;
+  const int rounds = tree_rounds(count);
+  out.table.assign(table_bytes(count), '\0');
+  std::vector<JoinPlan> plans(static_cast<std::size_t>(count));
+  std::vector<MPI_Request> requests;
+  for (int i = 0; i < count; ++i) {
+    MPI_Comm link_raw = MPI_COMM_NULL;
+    check(MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &link_raw),
+          "MPI_Comm_accept");
+    out.links.push_back(adopt(link_raw));
+    auto& plan = plans[static_cast<std::size_t>(i)];
+    plan.ordinal = i;
+    plan.count = count;
+    plan.old_size = old_size;
+    plan.payload_size = static_cast<int>(payload.size());
+    std::copy(payload.begin(), payload.end(), plan.payload.begin());
+    requests.emplace_back();
+    check(MPI_Isend(&plan, sizeof(JoinPlan), MPI_BYTE, 0, kPlanTag, out.links.back().get(),
+                    &requests.back()),
+          "MPI_Isend");
+    if (rounds > 0) {
+      requests.emplace_back();
+      check(MPI_Irecv(port_row(out.table, i * rounds), rounds * MPI_MAX_PORT_NAME, MPI_CHAR, 0,
+                      kPortTag, out.links.back().get(), &requests.back()),
+            "MPI_Irecv");
+    }
   }
-  return grown;
+  for (auto& request : requests) await(request, "MPI_Test");
+  requests.clear();
+  check(MPI_Open_port(MPI_INFO_NULL, port_row(out.table, job_port_row(count))), "MPI_Open_port");
+  for (auto& link : out.links) {
+    requests.emplace_back();
+    check(MPI_Isend(out.table.data(), static_cast<int>(out.table.size()), MPI_CHAR, 0, kTableTag,
+                    link.get(), &requests.back()),
+          "MPI_Isend");
+  }
+  for (auto& request : requests) await(request, "MPI_Test");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Irecv(&out.ready, sizeof out.ready, MPI_BYTE, 0, kReadyTag, out.links.front().get(),
+                  &request),
+        "MPI_Irecv");
+  await(request, "MPI_Test");
+  return out;
 }
 
 }  // namespace
@@ -63,6 +94,8 @@ MPI_Comm grow_by_accept(MPI_Comm current, int count, const std::string& port,
   GrowReport local;
   GrowReport& r = report ? *report : local;
   r = GrowReport{};
+  int rank = 0;
+  check(MPI_Comm_rank(current, &rank), "MPI_Comm_rank");
   check(MPI_Comm_size(current, &r.old_size), "MPI_Comm_size");
   if (count < 0) throw std::invalid_argument("grow: count must not be negative, got " + std::to_string(count));
   if (payload.size() > kJoinPayloadInts)
@@ -76,17 +109,25 @@ MPI_Comm grow_by_accept(MPI_Comm current, int count, const std::string& port,
     finish_report(r, grown.get(), start);
     return hand_out(std::move(grown));
   }
-  RoundHeader header;
-  header.count = count;
-  header.payload_size = static_cast<int>(payload.size());
-  std::copy(payload.begin(), payload.end(), header.payload.begin());
-  // The first round on the caller's communicator, which stays the caller's.
+  Rendezvous met;
+  if (rank == 0) met = meet_new_processes(count, r.old_size, port, payload);
+  // Every rank of the job waits, sleeping, until the new processes are one group.
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibcast(&met.ready, sizeof met.ready, MPI_BYTE, 0, current, &request), "MPI_Ibcast");
+  await(request, "MPI_Test");
+  r.wait_seconds = seconds_since(start);
+  r.group_seconds = met.ready.group_seconds;
+
   const auto t = Clock::now();
-  Communicator grown = join_job(current, port.c_str(), false);
+  // The port matters at the root alone.
+  char no_port[1] = {'\0'};
+  Communicator grown =
+      join_job(current, rank == 0 ? port_row(met.table, job_port_row(count)) : no_port, false);
   r.merge_seconds.push_back(seconds_since(t));
-  header.joined = 1;
-  share_header(header, grown.get());
-  grown = finish_rounds(std::move(grown), header, port, r);
+  const auto d = Clock::now();
+  if (rank == 0) check(MPI_Close_port(port_row(met.table, job_port_row(count))), "MPI_Close_port");
+  for (auto& link : met.links) link.disconnect();
+  r.disconnect_seconds.push_back(seconds_since(d));
   finish_report(r, grown.get(), start);
   return hand_out(std::move(grown));
 }
@@ -99,17 +140,12 @@ MPI_Comm join_by_connect(const std::string& port, std::vector<int>& payload, Gro
   Communicator grown;
   {
     ReturnErrors errors(MPI_COMM_SELF);
-    grown = join_job(MPI_COMM_SELF, port.c_str(), true);
+    MPI_Comm link_raw = MPI_COMM_NULL;
+    check(MPI_Comm_connect(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &link_raw),
+          "MPI_Comm_connect");
+    Communicator link = adopt(link_raw);
+    grown = join_as_newcomer(link, r, &payload);
   }
-  r.merge_seconds.push_back(seconds_since(start));
-  RoundHeader header;
-  share_header(header, grown.get());
-  // The job's size before the grow: this process is its last rank, number old_size + joined - 1.
-  check(MPI_Comm_size(grown.get(), &r.old_size), "MPI_Comm_size");
-  r.old_size -= header.joined;
-  r.spawn_ordinal = header.joined - 1;
-  payload.assign(header.payload.begin(), header.payload.begin() + header.payload_size);
-  grown = finish_rounds(std::move(grown), header, port, r);
   finish_report(r, grown.get(), start);
   return hand_out(std::move(grown));
 }

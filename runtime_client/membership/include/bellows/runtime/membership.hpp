@@ -124,8 +124,9 @@ struct GrowReport {
   /// MPI_Comm_spawn of each process, by ordinal (the ranks spawn in parallel; every
   /// rank that was a member gets all of them, spawned processes none).
   std::vector<double> spawn_seconds;
-  /// Members: from the end of their own spawns until the spawned processes were one
-  /// group and ready to join (exchanging ports included). Spawned processes: 0.
+  /// Members: from the end of their own spawns (a grow by accept: from the call) until the
+  /// new processes were one group and ready to join (exchanging ports included). New
+  /// processes: 0.
   double wait_seconds = 0.0;
   /// The spawned processes forming their own communicator (pairwise accept/connect and
   /// merge rounds), as spawned process 0 timed it; known on every rank.
@@ -188,22 +189,29 @@ void validate_leaving(int size, std::span<const int> leaving);
 inline constexpr std::size_t kJoinPayloadInts = 8;
 
 /// Grows `current` by `count` processes that were started elsewhere (by their node's
-/// daemon) and connect to `port` with join_by_connect(): one MPI_Comm_accept and merge per
-/// process, in the order they connect; each process that joined takes part in the accepts
-/// after it. The ranks of `current` keep their numbers; the k-th process to connect gets
-/// size(current) + k. Rank 0's `payload` (at most kJoinPayloadInts ints: what a joining
-/// process must know, such as the iteration it starts at) reaches every joining process.
-/// Collective over `current`, which the caller still owns afterwards; returns the grown
-/// communicator (owned by the caller). count 0 returns a duplicate. Throws
-/// std::invalid_argument for a negative count or a payload too long, MpiError when an MPI
-/// call fails. The members wait in MPI_Comm_accept until the processes connect.
+/// daemon) and connect to `port` with join_by_connect(), in O(log count) rounds: rank 0
+/// accepts each process one to one on `port` (in the order they connect) and hands it its
+/// place and the ports of a join tree; the processes form one communicator among themselves
+/// in ceil(log2 count) rounds of accept/connect and merge; the job then accepts that group
+/// once and merges with it (membership_port.cpp). The ranks of `current` keep their
+/// numbers; the k-th process to connect gets size(current) + k. Rank 0's `payload` (at most
+/// kJoinPayloadInts ints: what a joining process must know, such as the iteration it starts
+/// at) reaches every joining process. Collective over `current`, which the caller still
+/// owns afterwards; returns the grown communicator (owned by the caller). count 0 returns a
+/// duplicate. Throws std::invalid_argument for a negative count or a payload too long,
+/// MpiError when an MPI call fails. Rank 0 waits in MPI_Comm_accept until the processes
+/// connect; the other ranks wait, sleeping, until they are one group. The report's
+/// wait_seconds runs from the call to the new processes being one group, group_seconds is
+/// their join tree as new process 0 timed it, and merge_seconds the one join of the job.
 [[nodiscard]] MPI_Comm grow_by_accept(MPI_Comm current, int count, const std::string& port,
                                       std::span<const int> payload, GrowReport* report = nullptr);
 
 /// In a process started to join a running job: connects to `port` (the job's, opened with
-/// MPI_Open_port), takes part in the rest of the grow, and returns the job communicator
-/// (owned by the caller). `payload` receives what the job's rank 0 passed. The report's
-/// spawn_ordinal is this process's place among those that joined (0 for the first).
+/// MPI_Open_port), takes part in the rest of the grow (grow_by_accept), and returns the job
+/// communicator (owned by the caller). `payload` receives what the job's rank 0 passed. The
+/// report's spawn_ordinal is this process's place among those that joined (0 for the
+/// first). Throws std::runtime_error when the job speaks another version of the grow
+/// protocol, MpiError when an MPI call fails.
 [[nodiscard]] MPI_Comm join_by_connect(const std::string& port, std::vector<int>& payload,
                                        GrowReport* report = nullptr);
 

@@ -1,0 +1,73 @@
+#pragma once
+// The join tree both grows share (membership.cpp: by spawn; membership_port.cpp: by the ranks
+// nodes' daemons start): the new processes form one communicator among themselves in
+// ceil(log2 k) rounds of pairwise accept/connect and merge, over ports they open and that the
+// job hands to all of them in one table; the job then accepts that group once. Each new
+// process has a link to the job (its spawn intercommunicator, or the one-to-one
+// intercommunicator of the job's first rank's accept) over which it gets its JoinPlan and the
+// port table. Internal to libbellows.
+
+#include "membership_support.hpp"
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+namespace bellows::runtime::membership_detail {
+
+/// Sent by the job to each new process. The magic number and version catch a job and a new
+/// process built from different versions of this protocol.
+constexpr int kStepMagic = 0x42474d53;  // "BGMS"
+constexpr int kStepVersion = 4;
+
+struct JoinPlan {
+  int magic = kStepMagic;
+  int version = kStepVersion;
+  int ordinal = 0;   ///< of the process this is sent to
+  int count = 0;     ///< processes this grow adds
+  int old_size = 0;  ///< size of the communicator when the grow started
+  int payload_size = 0;  ///< ints of `payload` in use (grow by accept)
+  std::array<int, kJoinPayloadInts> payload{};
+};
+
+/// Sent by new process 0 to the job's rank that started or accepted it once the new
+/// processes are one group.
+struct GroupReady {
+  double group_seconds = 0.0;
+};
+
+constexpr int kPlanTag = 0x4247;
+constexpr int kPortTag = 0x4248;
+constexpr int kTableTag = 0x4249;
+constexpr int kReadyTag = 0x424a;
+
+/// Rounds of the join tree for `count` new processes: ceil(log2 count).
+int tree_rounds(int count);
+
+/// True when new process `ordinal` of `count` accepts another group in round `round`
+/// of the join tree (step 2^round), so that it needs a port for that round.
+bool accepts_in_round(int ordinal, int count, int round);
+
+/// The port table: for each new process, one MPI_MAX_PORT_NAME row per round of the join
+/// tree (empty where it accepts nobody; a port serves one round only, so that a process
+/// that connects early cannot be taken by an earlier round's accept), then the job's port.
+using PortTable = std::vector<char>;
+char* port_row(PortTable& table, int row);
+std::size_t table_bytes(int count);
+int job_port_row(int count);
+
+/// On new process `ordinal` of `count`: the pairwise rounds that make the new processes one
+/// communicator, ordered by ordinal. Round s (1, 2, 4, ...): the group that starts at a
+/// multiple of 2s accepts, on its first process's port, the group that starts s after it,
+/// which connects; the merge puts the accepting group first. Every intermediate
+/// communicator is disconnected. Returns an empty Communicator (MPI_COMM_SELF) for k = 1.
+Communicator form_new_group(int ordinal, int count, PortTable& table);
+
+/// Everything a new process does to join, with `link` its intercommunicator to the job (the
+/// job's side is remote rank 0): receives its JoinPlan, opens its ports and sends their
+/// names, receives the table, forms the group, new process 0 tells the job when the group
+/// is one, joins the job on the table's job port, and disconnects the group and `link`.
+/// `payload`, when not null, receives the plan's payload.
+Communicator join_as_newcomer(Communicator& link, GrowReport& report, std::vector<int>* payload);
+
+}  // namespace bellows::runtime::membership_detail
