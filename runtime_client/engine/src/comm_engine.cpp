@@ -91,6 +91,7 @@ CommEngine::~CommEngine() {
 
 void CommEngine::reset_iteration_state() {
   steal_outstanding_.store(false, std::memory_order_release);
+  requests_in_flight_ = 0;
   final_reply_seen_ = false;
   partial_replies_expected_ = 0;
   partial_replies_seen_ = 0;
@@ -473,6 +474,7 @@ void CommEngine::send_steal_request(int victim, const StealPolicy::ThiefView& vi
   request.thief_task_overhead_seconds = costs.task_overhead_seconds;
   request.thief_seconds_per_flop = costs.seconds_per_flop;
   send_control(victim, request);
+  ++requests_in_flight_;
   steal_outstanding_.store(true, std::memory_order_release);
   final_reply_seen_ = false;
   partial_replies_expected_ = 0;
@@ -480,7 +482,7 @@ void CommEngine::send_steal_request(int victim, const StealPolicy::ThiefView& vi
   tasks_this_request_ = 0;
   steal_sent_at_ = now;
   ++stats_.steal.requests_sent;
-  stats_.steal.max_outstanding = std::max<std::uint64_t>(stats_.steal.max_outstanding, 1);
+  stats_.steal.max_outstanding = std::max(stats_.steal.max_outstanding, requests_in_flight_);
 }
 
 bool CommEngine::maybe_invite_thieves(std::chrono::steady_clock::time_point now) {
@@ -639,6 +641,7 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
 }
 
 void CommEngine::finish_steal_request(std::chrono::steady_clock::time_point now) {
+  if (requests_in_flight_ > 0) --requests_in_flight_;
   steal_outstanding_.store(false, std::memory_order_release);
   const double round_trip = std::chrono::duration<double>(now - steal_sent_at_).count();
   stats_.steal.round_trip_seconds.push_back(round_trip);

@@ -198,6 +198,9 @@ class CommEngine {
   // Written by the communication thread only; workers read it to stay quiet while a
   // request is out.
   std::atomic<bool> steal_outstanding_{false};
+  // Requests sent and not yet finished, counted apart from steal_outstanding_ so that
+  // RankStats' max_outstanding measures what was in flight (communication thread only).
+  std::uint64_t requests_in_flight_ = 0;
   // When the thief's backoff ends (StealPolicy::next_ask_at, nanoseconds on the steal
   // clock; 0: no backoff), for workers to stay quiet until then.
   std::atomic<std::int64_t> next_ask_ns_{0};
