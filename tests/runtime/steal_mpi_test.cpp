@@ -241,7 +241,9 @@ void expect_exactly_once_and_exact(const PipelineRun& run, int iterations, const
   EXPECT_LE(s.max_hops_seen, static_cast<std::uint64_t>(steal.max_hops)) << describe(steal);
   // At most one request out at a time, counted as the requests go out and come back.
   EXPECT_LE(s.max_outstanding, 1U) << "rank " << rank << " with " << describe(steal);
-  if (s.requests_sent > 0) EXPECT_EQ(s.max_outstanding, 1U) << "rank " << rank << " asked, yet counted none out";
+  if (s.requests_sent > 0) {
+    EXPECT_EQ(s.max_outstanding, 1U) << "rank " << rank << " asked, yet counted none out";
+  }
   const auto keep = std::max(steal.device_threshold, steal.node_threshold);
   if (s.min_ready_after_serve >= 0) {
     EXPECT_GE(s.min_ready_after_serve, keep) << "rank " << rank << " gave below its threshold";
