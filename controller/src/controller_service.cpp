@@ -199,7 +199,7 @@ void ControllerService::on_notification(const transport::Incoming& in) {
                  << '\n'
                  << std::flush;
   } else if (const auto* ack = std::get_if<protocol::ResizeAck>(&in.envelope.message)) {
-    job_control_.resize_ack(node, *ack);
+    job_control_.resize_report(node, ack->report);
   } else if (const auto* exited = std::get_if<protocol::RankExited>(&in.envelope.message)) {
     job_control_.rank_exited(node, *exited);
   }

@@ -38,25 +38,20 @@ void DaemonJobControl::rank_exited(const std::string& node, const protocol::Rank
   report({JobReportKind::rank_died, 0, node, 0, who + " " + how});
 }
 
-void DaemonJobControl::resize_ack(const std::string& node, const protocol::ResizeAck& ack) {
-  using protocol::ResizeAckOutcome;
-  if (ack.job_size != 0) job_size_ = ack.job_size;
-  switch (ack.outcome) {
-    case ResizeAckOutcome::committed:
-      report({JobReportKind::ranks_committed, ack.resize_id, node, ack.job_size, ""});
-      break;
-    case ResizeAckOutcome::refused:
-      report({JobReportKind::refused, ack.resize_id, node, ack.job_size, ack.text});
-      break;
-    case ResizeAckOutcome::cancelled:
-      report({JobReportKind::cancelled, ack.resize_id, node, ack.job_size, ack.text});
-      break;
-    case ResizeAckOutcome::drained:
-      // The node's ranks left the job: its daemon goes too, before the node is given back.
-      report({JobReportKind::drained, ack.resize_id, node, ack.job_size, ""});
-      registered_.erase(node);
-      if (started_.erase(node) != 0) launcher_.stop(node);
-      break;
+void DaemonJobControl::resize_report(const std::string& node, const protocol::ResizeReport& r) {
+  if (r.job_size != 0) job_size_ = r.job_size;
+  JobReportKind kind = JobReportKind::committed;
+  switch (r.outcome) {
+    case protocol::ResizeOutcome::committed: kind = JobReportKind::committed; break;
+    case protocol::ResizeOutcome::refused: kind = JobReportKind::refused; break;
+    case protocol::ResizeOutcome::left: kind = JobReportKind::left; break;
+    case protocol::ResizeOutcome::cancelled: kind = JobReportKind::cancelled; break;
+  }
+  report({kind, r.resize_id, node, r.job_size, r.text});
+  if (r.outcome == protocol::ResizeOutcome::left) {
+    // The node's ranks left the job: its daemon goes too, before the node is given back.
+    registered_.erase(node);
+    if (started_.erase(node) != 0) launcher_.stop(node);
   }
 }
 

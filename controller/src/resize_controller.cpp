@@ -562,7 +562,7 @@ void ResizeController::on_job_report(const JobReport& report) {
       }
       break;
     }
-    case JobReportKind::ranks_committed:
+    case JobReportKind::committed:
       input.event = ResizeEvent::ranks_committed;
       input.detail = "the job runs on " + std::to_string(report.ranks) +
                      (report.ranks == 1 ? " rank" : " ranks");
@@ -576,7 +576,7 @@ void ResizeController::on_job_report(const JobReport& report) {
       input.detail = "a rank on " + report.node + " died" +
                      (report.text.empty() ? std::string() : ": " + report.text);
       break;
-    case JobReportKind::drained: {
+    case JobReportKind::left: {
       // Each leaving node reports when its ranks left; the shrink is drained once every one
       // did and the job runs without them (its commit came).
       input.event = ResizeEvent::drain_done;

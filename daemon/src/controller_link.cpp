@@ -298,25 +298,12 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
   server.on_resize_report([weak](const ReceivedResizeReport& r) {
     auto s = weak.lock();
     if (!s) return;
-    protocol::ResizeAck ack;
-    ack.resize_id = r.resize_id;
-    ack.job_size = static_cast<std::uint32_t>(r.job_size);
-    ack.text = r.text;
-    if (r.outcome == "committed") {
-      ack.outcome = protocol::ResizeAckOutcome::committed;
-      ack.ranks_joined = r.ranks;
-    } else if (r.outcome == "refused") {
-      ack.outcome = protocol::ResizeAckOutcome::refused;
-    } else if (r.outcome == "cancelled") {
-      ack.outcome = protocol::ResizeAckOutcome::cancelled;
-    } else {
-      ack.outcome = protocol::ResizeAckOutcome::drained;
-      ack.ranks_drained = r.ranks;
+    if (r.report.outcome == protocol::ResizeOutcome::left) {
       std::lock_guard lock(s->mutex);
       if (auto it = s->watched.find(to_string(r.source)); it != s->watched.end())
         it->second.left = true;
     }
-    s->client->notify(ack);
+    s->client->notify(protocol::ResizeAck{r.report});
   });
 
   state_->watcher = std::thread([s = state_.get()] { s->watch(); });

@@ -3,6 +3,7 @@
 #include <pmix.h>
 
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace bellows::daemon {
@@ -90,6 +91,15 @@ Payload decode_payload(const pmix_info_t* info, std::size_t ninfo) {
     }
   }
   return out;
+}
+
+void read_fields(const Payload& payload, protocol::ResizeReport& report) {
+  protocol::visit_fields(report, [&payload](const char*, const char* key, auto& value) {
+    using Carried = protocol::pmix::PayloadValue<std::remove_cvref_t<decltype(value)>>;
+    if (std::string why = protocol::pmix::read_payload_value(get<Carried>(payload, key), value);
+        !why.empty())
+      throw std::invalid_argument(std::string(key) + ": " + why);
+  });
 }
 
 }  // namespace bellows::daemon

@@ -11,7 +11,6 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <atomic>
@@ -241,35 +240,11 @@ pmix_status_t notify_event_upcall(pmix_status_t /*code*/, const pmix_proc_t* /*s
   return PMIX_OPERATION_SUCCEEDED;
 }
 
-/// "2,3" -> {2, 3}; "" -> {}. Throws std::invalid_argument naming the bad entry.
-std::vector<std::uint32_t> parse_rank_list(const std::string& text) {
-  std::vector<std::uint32_t> ranks;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const std::size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    std::size_t used = 0;
-    unsigned long value = 0;
-    try {
-      value = std::stoul(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || value > UINT32_MAX) {
-      throw std::invalid_argument(std::string(proto::kReportRanks) + ": '" + item +
-                                  "' is not a rank");
-    }
-    ranks.push_back(static_cast<std::uint32_t>(value));
-    at = comma + 1;
-  }
-  return ranks;
-}
-
 /// A rank's resize report (kResizeReport, PMIX_RANGE_RM): decoded here, handed to the worker.
 void resize_report_event(PmixServer::Impl* impl, const pmix_proc_t* source, pmix_info_t info[],
                          size_t ninfo) {
-  ReceivedResizeReport report;
-  report.source = from_pmix(*source);
+  ReceivedResizeReport received;
+  received.source = from_pmix(*source);
   std::string error;
   try {
     const Payload payload = decode_payload(info, ninfo);
@@ -278,24 +253,17 @@ void resize_report_event(PmixServer::Impl* impl, const pmix_proc_t* source, pmix
       error = "protocol version " + std::to_string(version) + ", this daemon speaks " +
               std::to_string(proto::kProtocolVersion);
     } else {
-      report.resize_id = get<std::uint64_t>(payload, proto::kResizeId);
-      report.outcome = get<std::string>(payload, proto::kReportOutcome);
-      report.job_size = get<std::uint64_t>(payload, proto::kReportJobSize);
-      report.ranks = parse_rank_list(get<std::string>(payload, proto::kReportRanks));
-      report.text = get<std::string>(payload, proto::kReportText);
-      if (report.outcome != "committed" && report.outcome != "refused" &&
-          report.outcome != "cancelled" && report.outcome != "left")
-        error = std::string(proto::kReportOutcome) + ": '" + report.outcome +
-                "' is none of committed, refused, cancelled, left";
+      read_fields(payload, received.report);
+      error = protocol::check(received.report);
     }
   } catch (const std::invalid_argument& e) {
     error = e.what();
   }
-  impl->worker_.post([impl, report, error] {
+  impl->worker_.post([impl, received, error] {
     impl->nodelay();
     if (!error.empty()) {
       impl->count(&PmixServer::Counters::dropped_resize_reports);
-      spdlog::warn("resize report from {} dropped: {}", to_string(report.source), error);
+      spdlog::warn("resize report from {} dropped: {}", to_string(received.source), error);
       return;
     }
     impl->count(&PmixServer::Counters::resize_reports);
@@ -306,7 +274,7 @@ void resize_report_event(PmixServer::Impl* impl, const pmix_proc_t* source, pmix
     }
     if (handler) {
       try {
-        handler(report);
+        handler(received);
       } catch (const std::exception& e) {
         spdlog::error("resize report handler failed: {}", e.what());
       }

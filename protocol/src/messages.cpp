@@ -44,12 +44,7 @@ void fields(V& v, M& m) {
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, ResizeAck>
 void fields(V& v, M& m) {
-  v("resize_id", m.resize_id);
-  v("outcome", m.outcome);
-  v("job_size", m.job_size);
-  v("ranks_joined", m.ranks_joined);
-  v("ranks_drained", m.ranks_drained);
-  v("text", m.text);
+  visit_fields(m.report, [&v](const char* name, const char*, auto& value) { v(name, value); });
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, ResizeDecided>
@@ -162,17 +157,7 @@ std::string check(const RankExited& m, std::uint16_t) {
   if (m.signal != 0 && m.exit_code != 0) return "exit_code: nonzero although killed by a signal";
   return {};
 }
-std::string check(const ResizeAck& m, std::uint16_t) {
-  const auto o = static_cast<unsigned>(m.outcome);
-  if (o < 1 || o > 4) {
-    return "outcome: " + std::to_string(o) +
-           " is none of committed (1), refused (2), drained (3), cancelled (4)";
-  }
-  if (m.outcome == ResizeAckOutcome::drained && m.ranks_drained.empty()) {
-    return "ranks_drained: empty although the outcome is drained";
-  }
-  return {};
-}
+std::string check(const ResizeAck& m, std::uint16_t) { return check(m.report); }
 std::string check(const ResizeDecided& m, std::uint16_t) {
   const auto k = static_cast<unsigned>(m.kind);
   if (k != 1 && k != 2) return "kind: " + std::to_string(k) + " is neither expand (1) nor shrink (2)";

@@ -51,7 +51,7 @@ class AbortAgreement : public ControllerTest, public ::testing::WithParamInterfa
       } else {
         job_nodes = {"node0"};
         job.committed(1, 1);
-        job.drained(1);
+        job.left(1);
       }
     } else {
       job.cancelled(1);
@@ -83,7 +83,7 @@ TEST_P(AbortAgreement, ControllerAndJobAgreeOnTheMembership) {
       advance(10ms);
       if (c.state == S::releasing) {
         rm.script_release(ReleaseScript::pool(500ms));
-        job.drained(1);
+        job.left(1);
         advance(10ms);
       }
     }

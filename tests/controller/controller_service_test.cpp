@@ -253,7 +253,7 @@ TEST_F(ControllerServiceTest, AnAcceptedOperatorExpansionRunsToItsCommit) {
   decided.count = 1;
   decided.new_nodes = {"node2"};
   EXPECT_EQ(wait_received(node0, 1), std::vector<protocol::Message>{decided});
-  node0.client->notify(protocol::ResizeAck{1, protocol::ResizeAckOutcome::committed, 3, {2}, {}, ""});
+  node0.client->notify(protocol::ResizeAck{{1, protocol::ResizeOutcome::committed, 3, {2}, ""}});
   ASSERT_TRUE(run_until([&] { return service_->resizes().active() == std::nullopt; }));
   // The job's first rank knows (it reported the commit); nothing goes back to any daemon.
   EXPECT_EQ(node0.received().size(), 1u);

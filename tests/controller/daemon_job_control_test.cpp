@@ -68,10 +68,10 @@ void PrintTo(const Sent& sent, std::ostream* os) { *os << sent.node << " <- " <<
 const char* kind_name(JobReportKind kind) {
   switch (kind) {
     case JobReportKind::daemon_up: return "daemon_up";
-    case JobReportKind::ranks_committed: return "ranks_committed";
     case JobReportKind::rank_died: return "rank_died";
-    case JobReportKind::drained: return "drained";
+    case JobReportKind::committed: return "committed";
     case JobReportKind::refused: return "refused";
+    case JobReportKind::left: return "left";
     case JobReportKind::cancelled: return "cancelled";
   }
   return "?";
@@ -104,17 +104,12 @@ protocol::ResizeDecided shrink_order(std::uint64_t id, Nodes nodes) {
   return d;
 }
 
-protocol::ResizeAck ack(std::uint64_t id, protocol::ResizeAckOutcome outcome, std::uint32_t job_size,
-                        std::string text = "") {
-  protocol::ResizeAck a;
-  a.resize_id = id;
-  a.outcome = outcome;
-  a.job_size = job_size;
-  a.text = std::move(text);
-  return a;
-}
+using Outcome = protocol::ResizeOutcome;
 
-using Outcome = protocol::ResizeAckOutcome;
+protocol::ResizeReport report(std::uint64_t id, Outcome outcome, std::uint32_t job_size,
+                              std::string text = "", std::vector<std::uint32_t> ranks = {}) {
+  return {id, outcome, job_size, std::move(ranks), std::move(text)};
+}
 
 /// Job 42 whose first rank runs on node0; node0 and node1 hold the job at the start.
 class DaemonJobControlTest : public ::testing::Test {
@@ -159,8 +154,8 @@ class DaemonJobControlTest : public ::testing::Test {
   /// Shrink 2 of the 4-node job: node2 and node3 (started by expansion 1) leave.
   void shrinking() {
     expanding();
-    control.resize_ack("node0", ack(1, Outcome::committed, 4));
-    ASSERT_EQ(progress(), (Lines{"ranks_committed resize 1 node node0 ranks 4"}));
+    control.resize_report("node0", report(1, Outcome::committed, 4));
+    ASSERT_EQ(progress(), (Lines{"committed resize 1 node node0 ranks 4"}));
     (void)sent_now();
     control.remove_ranks(2, {"node2", "node3"});
     ASSERT_EQ(sent_now(), (std::vector<Sent>{{"node0", shrink_order(2, {"node2", "node3"})}}));
@@ -280,15 +275,15 @@ TEST_F(DaemonJobControlTest, ARankThatExitedBeforeJoiningIsNamedByItsNode) {
 
 TEST_F(DaemonJobControlTest, ACommittedExpansionIsReportedAndNothingIsSentBack) {
   expanding();
-  control.resize_ack("node0", ack(1, Outcome::committed, 4));
-  EXPECT_EQ(progress(), (Lines{"ranks_committed resize 1 node node0 ranks 4"}));
+  control.resize_report("node0", report(1, Outcome::committed, 4));
+  EXPECT_EQ(progress(), (Lines{"committed resize 1 node node0 ranks 4"}));
   EXPECT_EQ(control.job_size(), 4u);
   EXPECT_TRUE(sent_now().empty());  // the job's first rank knows: it reported the commit
 }
 
 TEST_F(DaemonJobControlTest, ARefusedExpansionIsReportedWithTheJobsTextAndNothingCommitted) {
   expanding();
-  control.resize_ack("node0", ack(1, Outcome::refused, 2, "the job is in its last iteration"));
+  control.resize_report("node0", report(1, Outcome::refused, 2, "the job is in its last iteration"));
   EXPECT_EQ(progress(), (Lines{"refused resize 1 node node0 ranks 2: the job is in its last iteration"}));
   EXPECT_EQ(control.job_size(), 2u);
   EXPECT_TRUE(sent.empty());
@@ -299,7 +294,7 @@ TEST_F(DaemonJobControlTest, ACancelledExpansionIsReportedAndNothingCommitted) {
   control.cancel(1, "the resize passed its limit of 1 s");
   EXPECT_EQ(sent_now(), (std::vector<Sent>{
                             {"node0", protocol::Abort{1, "the resize passed its limit of 1 s"}}}));
-  control.resize_ack("node0", ack(1, Outcome::cancelled, 2, "dropped before apply_pending"));
+  control.resize_report("node0", report(1, Outcome::cancelled, 2, "dropped before apply_pending"));
   EXPECT_EQ(progress(), (Lines{"cancelled resize 1 node node0 ranks 2: dropped before apply_pending"}));
   EXPECT_TRUE(sent.empty());
   control.withdraw(1, {"node2", "node3"});
@@ -315,8 +310,8 @@ TEST_F(DaemonJobControlTest, ACancelAnsweredByTheCommitAlreadySentCommits) {
   expanding();
   control.cancel(1, "a rank on node3 died");
   (void)sent_now();
-  control.resize_ack("node0", ack(1, Outcome::committed, 4));
-  EXPECT_EQ(progress(), (Lines{"ranks_committed resize 1 node node0 ranks 4"}));
+  control.resize_report("node0", report(1, Outcome::committed, 4));
+  EXPECT_EQ(progress(), (Lines{"committed resize 1 node node0 ranks 4"}));
   EXPECT_TRUE(sent_now().empty());
 }
 
@@ -340,7 +335,7 @@ TEST_F(DaemonJobControlTest, CancelOfAShrinkSendsAbortWithTheReasonToTheFirstNod
   control.cancel(2, "the resize passed its limit of 2.5 s");
   EXPECT_EQ(sent_now(), (std::vector<Sent>{
                             {"node0", protocol::Abort{2, "the resize passed its limit of 2.5 s"}}}));
-  control.resize_ack("node0", ack(2, Outcome::cancelled, 4));
+  control.resize_report("node0", report(2, Outcome::cancelled, 4));
   EXPECT_EQ(progress(), (Lines{"cancelled resize 2 node node0 ranks 4"}));
   // What comes after is reported as it comes: what it means is the controller's to say.
   control.daemon_gone("node2");
@@ -371,9 +366,9 @@ TEST_F(DaemonJobControlTest, RemoveRanksWithoutADaemonOnTheFirstNodeIsADeath) {
                                "on node0, the job's first node"}));
 }
 
-/// The first rank's commit and the leavers' drained acks arrive in any order: each is reported
-/// as it arrives (joining them is the resize controller's), and a drained node's daemon, started
-/// here, is stopped.
+/// The first rank's commit and the leavers' left reports arrive in any order: each is reported
+/// as it arrives (joining them is the resize controller's), and a leaving node's daemon, started
+/// here, is stopped once its ranks left.
 class ShrinkOrder : public DaemonJobControlTest,
                     public ::testing::WithParamInterface<std::vector<std::string>> {};
 
@@ -383,11 +378,11 @@ TEST_P(ShrinkOrder, EachReportIsDeliveredAsItArrives) {
   Lines expected_stops;
   for (const std::string& who : order) {
     if (who == "commit") {
-      control.resize_ack("node0", ack(2, Outcome::committed, 2));
-      EXPECT_EQ(progress(), (Lines{"ranks_committed resize 2 node node0 ranks 2"})) << who;
+      control.resize_report("node0", report(2, Outcome::committed, 2));
+      EXPECT_EQ(progress(), (Lines{"committed resize 2 node node0 ranks 2"})) << who;
     } else {
-      control.resize_ack(who, ack(2, Outcome::drained, 0));
-      EXPECT_EQ(progress(), (Lines{"drained resize 2 node " + who + " ranks 0"})) << who;
+      control.resize_report(who, report(2, Outcome::left, 0, "", {who == "node2" ? 2u : 3u}));
+      EXPECT_EQ(progress(), (Lines{"left resize 2 node " + who + " ranks 0"})) << who;
       expected_stops.push_back("stop " + who);
       EXPECT_FALSE(control.registered(who)) << who;
     }
@@ -410,14 +405,14 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-TEST_F(DaemonJobControlTest, ADrainedNodeNotStartedHereIsUnregisteredButNotStopped) {
+TEST_F(DaemonJobControlTest, ALeftNodeNotStartedHereIsUnregisteredButNotStopped) {
   register_daemons({"node0", "node1"});
   control.remove_ranks(2, {"node1"});
   (void)sent_now();
-  control.resize_ack("node1", ack(2, Outcome::drained, 0));
-  control.resize_ack("node0", ack(2, Outcome::committed, 1));
-  EXPECT_EQ(progress(), (Lines{"drained resize 2 node node1 ranks 0",
-                               "ranks_committed resize 2 node node0 ranks 1"}));
+  control.resize_report("node1", report(2, Outcome::left, 0, "", {1}));
+  control.resize_report("node0", report(2, Outcome::committed, 1));
+  EXPECT_EQ(progress(), (Lines{"left resize 2 node node1 ranks 0",
+                               "committed resize 2 node node0 ranks 1"}));
   EXPECT_FALSE(control.registered("node1"));
   EXPECT_TRUE(launcher.calls.empty());
   EXPECT_TRUE(sent_now().empty());
@@ -425,7 +420,7 @@ TEST_F(DaemonJobControlTest, ADrainedNodeNotStartedHereIsUnregisteredButNotStopp
 
 TEST_F(DaemonJobControlTest, ARefusedShrinkIsReportedAndItsNodesStay) {
   shrinking();
-  control.resize_ack("node0", ack(2, Outcome::refused, 4, "node2 holds the only copy of tile (3,1)"));
+  control.resize_report("node0", report(2, Outcome::refused, 4, "node2 holds the only copy of tile (3,1)"));
   EXPECT_EQ(progress(), (Lines{"refused resize 2 node node0 ranks 4: node2 holds the only copy "
                                "of tile (3,1)"}));
   EXPECT_TRUE(control.registered("node2"));
@@ -437,7 +432,7 @@ TEST_F(DaemonJobControlTest, ARefusedShrinkIsReportedAndItsNodesStay) {
 
 TEST_F(DaemonJobControlTest, ADaemonGoingOnItsOwnDuringAShrinkIsReportedForTheControllerToJudge) {
   shrinking();
-  control.daemon_gone("node3");  // a leaver's, before its drained ack
+  control.daemon_gone("node3");  // a leaver's, before its left report
   control.daemon_gone("node1");
   EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node3 ranks 0: the daemon of node3 went away",
                                "rank_died resize 0 node node1 ranks 0: the daemon of node1 went away"}));

@@ -481,7 +481,7 @@ TEST_F(ControllerTest, AnswersAfterTheControllerIsGoneAreDropped) {
   EXPECT_FALSE(job.has_listener());
   clock.advance(700ms);
   rm.progress();  // the grant's callback must not reach the destroyed controller
-  job.drained(1);
+  job.left(1);
   job.progress();
   EXPECT_EQ(rm.unanswered(), 0u);
 }

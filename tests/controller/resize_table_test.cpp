@@ -122,7 +122,7 @@ class EveryTransition : public ControllerTest,
         ASSERT_TRUE(ctl->deliver(0, ResizeEvent::resize_deadline, "limit passed").accepted);
       } else if (from == ResizeState::releasing) {
         job.committed(1, 1);
-        job.drained(1);
+        job.left(1);
         advance(10ms);
       } else if (from == ResizeState::draining) {
         job.committed(1, 1);
@@ -161,7 +161,7 @@ class EveryTransition : public ControllerTest,
         advance(10ms);
         break;
       case ResizeEvent::drain_done:
-        job.drained(1);
+        job.left(1);
         advance(10ms);
         break;
       case ResizeEvent::release_done:
@@ -355,7 +355,7 @@ TEST_P(RefusedEventTest, ChangesNothingAndIsLogged) {
       ASSERT_TRUE(ctl->deliver(0, ResizeEvent::resize_deadline, "limit passed").accepted);
     } else if (c.state == ResizeState::releasing) {
       job.committed(1, 1);
-      job.drained(1);
+      job.left(1);
       advance(10ms);
     } else if (c.state == ResizeState::draining) {
       job.committed(1, 1);

@@ -37,7 +37,7 @@ TEST_F(ShrinkTest, ReleasesOnlyAfterTheLeavingRanksDrainedAndLogsEveryStep) {
   EXPECT_TRUE(rm.releases().empty());
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
 
-  job.drained(1);
+  job.left(1);
   ctl->poll();
   EXPECT_EQ(state(), S::releasing);
   EXPECT_EQ(rm.releases(), (std::vector<ReleaseCall>{{"42", {"node1"}}}));
@@ -80,10 +80,10 @@ TEST_F(ShrinkTest, ExplicitNodesLeaveInTheGivenOrder) {
   ASSERT_TRUE(ctl->request_shrink(order).accepted);
   EXPECT_EQ(job.calls().back(), "remove_ranks 2 node3,node1");
   job.committed(2, 2);
-  job.drained(2, "node3");
+  job.left(2, "node3");
   advance(10ms);
   EXPECT_EQ(state(), S::draining);  // node1's ranks have not left yet
-  job.drained(2, "node1");
+  job.left(2, "node1");
   advance(10ms);
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node2"}));
   advance(100ms);
@@ -153,7 +153,7 @@ TEST_F(ShrinkTest, ACancelledShrinkTheJobAlreadyCarriedOutGoesOn) {
   job.committed(1, 1);
   advance(10ms);
   EXPECT_EQ(state(), S::draining);
-  job.drained(1);
+  job.left(1);
   advance(10ms);
   EXPECT_EQ(state(), S::releasing);
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0"}));
@@ -178,8 +178,8 @@ TEST_F(ShrinkTest, DeadlineDuringReconfigurationCancelsAndTheJobKeepsItsSize) {
   EXPECT_EQ(state(), S::aborted);
   EXPECT_TRUE(rm.releases().empty());
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
-  // A drain report that comes after the abort is refused and changes nothing.
-  job.drained(1);
+  // A left report that comes after the abort is refused and changes nothing.
+  job.left(1);
   advance(10ms);
   EXPECT_TRUE(last_record().refused);
   EXPECT_EQ(last_record().detail, "drain_done refused: resize 1 is already aborted (the leaving ranks exited)");
@@ -213,7 +213,7 @@ TEST_F(ShrinkTest, DeadlineWhileDrainingCommitsWithoutTheLeavingNodes) {
 TEST_F(ShrinkTest, FailedReleaseAfterDrainCommitsAndListsTheNode) {
   rm.script_release(ReleaseScript::fail(RmCode::not_owner, "node1 is not part of job 42", 100ms));
   ASSERT_TRUE(shrink(1).accepted);
-  job.drained(1);  // before the first rank's commit: the shrink drains once that comes
+  job.left(1);  // before the first rank's commit: the shrink drains once that comes
   advance(10ms);
   EXPECT_EQ(state(), S::reconfiguring);
   job.committed(1, 1);

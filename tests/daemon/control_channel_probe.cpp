@@ -8,8 +8,9 @@
 //   control_channel_probe link        request +2 and -1, publish metrics, report a resize
 //                                     committed, refused and cancelled, print the events
 //                                     until an abort event (for the ControllerLink tests)
-//   control_channel_probe leave       publish metrics as rank 6, report that it left, stay
-//                                     attached until killed
+//   control_channel_probe leave       publish metrics as rank 6, report that it left without
+//                                     naming itself (a report the daemon drops), then that
+//                                     it left, stay attached until killed
 //   control_channel_probe hold        publish metrics as rank 7, stay attached until killed
 //   control_channel_probe client FILE as a PMIx client started by the daemon: write
 //                                     "nspace:rank size N" to FILE.rank
@@ -134,7 +135,7 @@ int link(ControlChannel& channel) {
                .steals_failed = 1,
                .job_gflops = 8.0};
   channel.publish_metrics(m);
-  using Outcome = bellows::runtime::ResizeReport::Outcome;
+  using Outcome = bellows::protocol::ResizeOutcome;
   channel.report_resize({11, Outcome::committed, 4, {2, 3}, ""});
   channel.report_resize({12, Outcome::refused, 2, {}, "the job is at its maximum size"});
   channel.report_resize({13, Outcome::cancelled, 2, {}, ""});
@@ -150,7 +151,8 @@ int leave(ControlChannel& channel) {
   bellows::runtime::RankMetrics m;
   m.rank = 6;
   channel.publish_metrics(m);
-  channel.report_resize({14, bellows::runtime::ResizeReport::Outcome::left, 3, {6}, ""});
+  channel.report_resize({14, bellows::protocol::ResizeOutcome::left, 3, {}, ""});
+  channel.report_resize({14, bellows::protocol::ResizeOutcome::left, 3, {6}, ""});
   std::printf("left\n");
   std::fflush(stdout);
   while (true) std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -145,10 +145,9 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
                             "the daemon's log says why");
   EXPECT_EQ(line(rank), "reported");
 
-  pr::ResizeAck committed{11, pr::ResizeAckOutcome::committed, 4, {2, 3}, {}, ""};
-  pr::ResizeAck refused{12, pr::ResizeAckOutcome::refused, 2, {}, {},
-                        "the job is at its maximum size"};
-  pr::ResizeAck cancelled{13, pr::ResizeAckOutcome::cancelled, 2, {}, {}, ""};
+  pr::ResizeAck committed{{11, pr::ResizeOutcome::committed, 4, {2, 3}, ""}};
+  pr::ResizeAck refused{{12, pr::ResizeOutcome::refused, 2, {}, "the job is at its maximum size"}};
+  pr::ResizeAck cancelled{{13, pr::ResizeOutcome::cancelled, 2, {}, ""}};
   const std::vector<pr::Message> expected = {
       hello,
       pr::AllocationRequest{pr::AllocationDirective::extend, 2, 0},
@@ -194,7 +193,8 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
 }
 
 // A rank that reported it left the job (a drained shrink) may end at any time after: its end
-// is no death, even when it never detached.
+// is no death, even when it never detached. A report the record's check() refuses (left, but
+// naming no rank) is dropped with a warning, not forwarded.
 TEST_F(ControllerLinkTest, ARankThatLeftIsDrainedAndItsEndIsNoDeath) {
   start_controller();
   d::PmixServer server(pmix_options());
@@ -207,8 +207,10 @@ TEST_F(ControllerLinkTest, ARankThatLeftIsDrainedAndItsEndIsNoDeath) {
   const std::vector<pr::Message> expected = {
       pr::Hello{"n7", static_cast<std::int32_t>(::getpid()), pr::kProtocolVersion},
       pr::NodeMetrics{"n7", {}},
-      pr::ResizeAck{14, pr::ResizeAckOutcome::drained, 3, {}, {6}, ""}};
+      pr::ResizeAck{{14, pr::ResizeOutcome::left, 3, {6}, ""}}};
   ASSERT_EQ(received(expected.size()), expected);
+  EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: resize report from bellowsd.tool.1:0 "
+                                      "dropped: ranks: empty although the outcome is left")));
   const pid_t left_pid = leaver.pid();
   ASSERT_EQ(::kill(left_pid, SIGKILL), 0);
   ASSERT_TRUE(leaver.wait_exit(20s).has_value());

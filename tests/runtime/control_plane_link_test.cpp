@@ -44,9 +44,9 @@
 namespace bellows::protocol {
 // A ResizeAck as a failed assertion shows it.
 void PrintTo(const ResizeAck& ack, std::ostream* out) {
-  *out << "ResizeAck{id " << ack.resize_id << ", outcome " << static_cast<int>(ack.outcome)
-       << ", size " << ack.job_size << ", " << ack.ranks_joined.size() << " joined, "
-       << ack.ranks_drained.size() << " drained, \"" << ack.text << "\"}";
+  const ResizeReport& r = ack.report;
+  *out << "ResizeAck{id " << r.resize_id << ", " << to_string(r.outcome) << ", size "
+       << r.job_size << ", ranks " << pmix::payload_value(r.ranks) << ", \"" << r.text << "\"}";
 }
 }  // namespace bellows::protocol
 
@@ -159,15 +159,14 @@ TEST_F(ControlPlaneLinkTest, TurnsTheControllersDecisionsIntoRequestsOnTheFirstR
   controller().notify(peer(), pr::Abort{31, "slurm said no"});
   ASSERT_TRUE(poll_until([&] { return job.pending_requests() == 0; }));
   EXPECT_EQ(reported(++count),
-            pr::Message(
-                pr::ResizeAck{31, pr::ResizeAckOutcome::cancelled, 1, {}, {}, "slurm said no"}));
+            pr::Message(pr::ResizeAck{{31, pr::ResizeOutcome::cancelled, 1, {}, "slurm said no"}}));
   EXPECT_EQ(link->spawn_environment(1),
             (Environment{{"BELLOWS_EXPAND_NODES", "n1,n2"}, {"BELLOWS_EXPAND_FIRST_RANK", "1"}}));
 
   // A shrink of a node without a rank of the job: refused, with the node named.
   controller().notify(peer(), pr::ResizeDecided{32, pr::ResizeKind::shrink, 1, {}, {"n9"}});
-  EXPECT_EQ(reported(++count), pr::Message(pr::ResizeAck{32, pr::ResizeAckOutcome::refused, 1, {},
-                                                          {}, "node n9 runs no rank of this job"}));
+  EXPECT_EQ(reported(++count), pr::Message(pr::ResizeAck{{32, pr::ResizeOutcome::refused, 1, {},
+                                                           "node n9 runs no rank of this job"}}));
   EXPECT_EQ(job.pending_requests(), 0u);
 
   // A shrink of n0 (twice named): a request for rank 0 to leave; called off, cancelled.
@@ -176,8 +175,8 @@ TEST_F(ControlPlaneLinkTest, TurnsTheControllersDecisionsIntoRequestsOnTheFirstR
   controller().notify(peer(), pr::Abort{33, "the operator cancelled it"});
   ASSERT_TRUE(poll_until([&] { return job.pending_requests() == 0; }));
   EXPECT_EQ(reported(++count),
-            pr::Message(pr::ResizeAck{33, pr::ResizeAckOutcome::cancelled, 1, {}, {},
-                                      "the operator cancelled it"}));
+            pr::Message(pr::ResizeAck{{33, pr::ResizeOutcome::cancelled, 1, {},
+                                       "the operator cancelled it"}}));
 
   // The same shrink carried out: the job refuses it, and the link reports why.
   controller().notify(peer(), pr::ResizeDecided{34, pr::ResizeKind::shrink, 1, {}, {"n0"}});
@@ -187,8 +186,8 @@ TEST_F(ControlPlaneLinkTest, TurnsTheControllersDecisionsIntoRequestsOnTheFirstR
   EXPECT_EQ(job.pending_requests(), 1u);
   EXPECT_EQ(job.apply_pending(1), br::ElasticJob::Outcome::refused);
   EXPECT_EQ(reported(++count),
-            pr::Message(pr::ResizeAck{34, pr::ResizeAckOutcome::refused, 1, {}, {},
-                                      "shrink refused: shrink: rank 0 may not leave the job"}));
+            pr::Message(pr::ResizeAck{{34, pr::ResizeOutcome::refused, 1, {},
+                                       "shrink refused: shrink: rank 0 may not leave the job"}}));
   // Called off after the job settled it: the job's answer stands, nothing more is reported
   // (the next message the controller receives is the request below).
   controller().notify(peer(), pr::Abort{34, "too late"});

@@ -22,10 +22,10 @@ std::vector<Message> one_of_each() {
       NodeMetrics{"node-b", {17, 0.125, 96, 0.75, 12, 5, 41.5}},
       AllocationRequest{AllocationDirective::release, 3, 7},
       RankExited{9, 31337, 0, 11},
-      ResizeAck{5, ResizeAckOutcome::committed, 7, {4, 5, 6}, {}, ""},
-      ResizeAck{8, ResizeAckOutcome::drained, 4, {}, {5, 6}, ""},
-      ResizeAck{9, ResizeAckOutcome::refused, 6, {}, {}, "rank 0 cannot leave"},
-      ResizeAck{10, ResizeAckOutcome::cancelled, 6, {}, {}, ""},
+      ResizeAck{{5, ResizeOutcome::committed, 7, {4, 5, 6}, ""}},
+      ResizeAck{{8, ResizeOutcome::left, 4, {5, 6}, ""}},
+      ResizeAck{{9, ResizeOutcome::refused, 6, {}, "rank 0 cannot leave"}},
+      ResizeAck{{10, ResizeOutcome::cancelled, 6, {}, "slurm said no"}},
       ResizeDecided{6, ResizeKind::expand, 2, {"n7", "n8"}, {}},
       ResizeDecided{7, ResizeKind::shrink, 1, {}, {"n2"}},
       Abort{7, "slurm denied the expansion: Requested node configuration is not available"},
@@ -94,6 +94,29 @@ TEST(Messages, NodeMetricsBodyIsTheNameThenTheMetricsFields) {
   put(0.5);                // graph_critical_path_seconds
   put(std::uint64_t{4});   // lanes_per_rank
   EXPECT_EQ(Bytes(bytes.begin() + kHeaderBytes, bytes.end()), body);
+}
+
+// ResizeAck is the ResizeReport fields as visit_fields() lists them (protocol version 6: one
+// list of ranks where there were the ranks that joined and those that drained).
+TEST(Messages, ResizeAckBodyIsTheReportFields) {
+  const Bytes bytes = encode(ResizeAck{{9, ResizeOutcome::left, 3, {5, 6}, "ok"}});
+  Bytes body;
+  auto put = [&body](const auto& value) {
+    std::uint8_t raw[sizeof value];
+    std::memcpy(raw, &value, sizeof value);
+    body.insert(body.end(), raw, raw + sizeof value);
+  };
+  put(std::uint64_t{9});  // resize_id
+  body.push_back(3);      // outcome: left
+  put(std::uint32_t{3});  // job_size
+  put(std::uint32_t{2});  // ranks
+  put(std::uint32_t{5});
+  put(std::uint32_t{6});
+  put(std::uint32_t{2});  // text
+  body.push_back('o');
+  body.push_back('k');
+  EXPECT_EQ(Bytes(bytes.begin() + kHeaderBytes, bytes.end()), body);
+  EXPECT_EQ(bytes[6], 5);  // resize_ack
 }
 
 // Each field is visited once, with its transport name and its PMIx key
@@ -167,17 +190,17 @@ TEST(Messages, RefusesAnotherVersionNamingBoth) {
   set_u16(b, 4, 7);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 5");
+  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 6");
   EXPECT_EQ(r.peer_version, 7);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 5");
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 6");
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 5)");
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 6)");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -197,6 +220,16 @@ TEST(Messages, RefusesTruncatedInput) {
   EXPECT_REFUSED(long_string, truncated, "truncated hello: field node_name needs 200 bytes, 12 left");
 }
 
+TEST(Messages, RefusesATruncatedResizeAckNamingTheReportsField) {
+  const Bytes full = encode(ResizeAck{{9, ResizeOutcome::committed, 3, {5, 6}, ""}});
+  Bytes cut(full.begin(), full.end() - 6);  // inside ranks[1]
+  set_u32(cut, 12, static_cast<std::uint32_t>(cut.size() - kHeaderBytes));
+  EXPECT_REFUSED(cut, truncated, "truncated resize_ack: field ranks holds 2 entries, only 6 bytes left");
+  cut.resize(kHeaderBytes + 10);  // inside job_size
+  set_u32(cut, 12, 10);
+  EXPECT_REFUSED(cut, truncated, "truncated resize_ack: field job_size needs 4 bytes, 1 left");
+}
+
 TEST(Messages, RefusesBadLength) {
   Bytes b = encode(Abort{1, ""});
   b.push_back(0);
@@ -212,7 +245,7 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
-                 "bad field hello.protocol_version: 2 differs from the header's version 5");
+                 "bad field hello.protocol_version: 2 differs from the header's version 6");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),
@@ -234,11 +267,14 @@ TEST(Messages, RefusesBadFields) {
                  "bad field resize_decided.leaving_nodes: an expand names no leaving nodes");
   EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::shrink, 1, {"n"}, {"m"}}), bad_field,
                  "bad field resize_decided.new_nodes: a shrink names no new nodes");
-  EXPECT_REFUSED(body_of(ResizeAck{1, static_cast<ResizeAckOutcome>(5), 2, {}, {}, ""}), bad_field,
-                 "bad field resize_ack.outcome: 5 is none of committed (1), refused (2), drained (3), "
+  EXPECT_REFUSED(body_of(ResizeAck{{1, static_cast<ResizeOutcome>(5), 2, {}, ""}}), bad_field,
+                 "bad field resize_ack.outcome: 5 is none of committed (1), refused (2), left (3), "
                  "cancelled (4)");
-  EXPECT_REFUSED(body_of(ResizeAck{1, ResizeAckOutcome::drained, 2, {}, {}, ""}), bad_field,
-                 "bad field resize_ack.ranks_drained: empty although the outcome is drained");
+  EXPECT_REFUSED(body_of(ResizeAck{{1, static_cast<ResizeOutcome>(0), 2, {}, ""}}), bad_field,
+                 "bad field resize_ack.outcome: 0 is none of committed (1), refused (2), left (3), "
+                 "cancelled (4)");
+  EXPECT_REFUSED(body_of(ResizeAck{{1, ResizeOutcome::left, 2, {}, ""}}), bad_field,
+                 "bad field resize_ack.ranks: empty although the outcome is left");
   EXPECT_REFUSED(body_of(StartRank{1, {}, {}}), bad_field, "bad field start_rank.command: empty");
   EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {"=x"}}), bad_field,
                  "bad field start_rank.environment: =x is not NAME=VALUE");

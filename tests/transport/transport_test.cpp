@@ -147,7 +147,7 @@ TEST_F(TransportProcesses, RequestReplyAndNotificationsBothWaysOverIpc) {
       hello.peer, protocol::ResizeDecided{3, protocol::ResizeKind::expand, 2, {"n5", "n6"}, {}},
       2s);
   ASSERT_TRUE(r.ok()) << r.text;
-  EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{3, protocol::ResizeAckOutcome::committed, 9, {8, 9}, {}, ""}));
+  EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{{3, protocol::ResizeOutcome::committed, 9, {8, 9}, ""}}));
   EXPECT_EQ(daemon->wait_for("request", 2s), "request resize_decided 3 2");
 
   // controller -> daemon notifications.
@@ -204,7 +204,7 @@ TEST_F(TransportProcesses, MalformedMessageIsRefusedLoggedAndItsPeerDropped) {
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "3000", "--send-hex",
                    hex(std::vector<std::uint8_t>(text.begin(), text.end()))});
   const std::string cause = "wrong magic 0x68656c6c, expected 0x424c5753 (\"BLWS\")";
-  EXPECT_EQ(raw->wait_for("received", 5s), "received version 5 correlation 0 ack 1 " + cause)
+  EXPECT_EQ(raw->wait_for("received", 5s), "received version 6 correlation 0 ack 1 " + cause)
       << raw->transcript();
   ASSERT_TRUE(logs_.wait(1, 2s));
   EXPECT_EQ(logs_.items().front(), allow_log("warning: refused message from peer pid " +
@@ -226,11 +226,11 @@ TEST_F(TransportProcesses, MalformedMessageIsRefusedLoggedAndItsPeerDropped) {
 TEST_F(TransportProcesses, WrongVersionIsRefusedNamingBothVersions) {
   start_server(ipc_endpoint_);
   auto bytes = protocol::encode(protocol::Envelope{protocol::Kind::request, 5, protocol::StatusRequest{}});
-  bytes[4] = 6;  // version 6
+  bytes[4] = 7;  // version 7
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "500", "--send-hex",
                    hex(bytes)});
-  const std::string cause = "protocol version 6 refused: this side speaks version 5";
-  EXPECT_EQ(raw->wait_for("received", 5s), "received version 5 correlation 0 ack 1 " + cause)
+  const std::string cause = "protocol version 7 refused: this side speaks version 6";
+  EXPECT_EQ(raw->wait_for("received", 5s), "received version 6 correlation 0 ack 1 " + cause)
       << raw->transcript();
   ASSERT_TRUE(logs_.wait(1, 2s));
   EXPECT_EQ(logs_.items().front(), allow_log("warning: refused message from peer pid " +
@@ -247,7 +247,7 @@ TEST_F(TransportProcesses, BadFieldInARequestGetsACorrelatedRefusal) {
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "500", "--send-hex",
                    hex(bytes)});
   EXPECT_EQ(raw->wait_for("received", 5s),
-            "received version 5 correlation 9 ack 1 bad field hello.node_name: empty")
+            "received version 6 correlation 9 ack 1 bad field hello.node_name: empty")
       << raw->transcript();
   EXPECT_EQ(raw->wait_exit(5s), 0);
   EXPECT_EQ(logs_.count_containing(allow_log("bad field hello.node_name: empty; dropping the peer")),
@@ -337,7 +337,7 @@ TEST_F(TransportCurve, JobKeyHolderTalks) {
   const RequestResult r = server_->request(
       hello.peer, protocol::ResizeDecided{4, protocol::ResizeKind::expand, 1, {"n9"}, {}}, 2s);
   ASSERT_TRUE(r.ok()) << r.text;
-  EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{4, protocol::ResizeAckOutcome::committed, 9, {8, 9}, {}, ""}));
+  EXPECT_EQ(r.reply, protocol::Message(protocol::ResizeAck{{4, protocol::ResizeOutcome::committed, 9, {8, 9}, ""}}));
   server_->notify(hello.peer, protocol::Stop{"done", 0});
   EXPECT_EQ(daemon->wait_exit(5s), 0);
   EXPECT_TRUE(logs_.items().empty());

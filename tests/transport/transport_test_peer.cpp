@@ -93,7 +93,7 @@ int run_daemon(const Options& o) {
     if (const auto* r = std::get_if<protocol::ResizeDecided>(&in.envelope.message)) {
       say("request resize_decided " + std::to_string(r->resize_id) + " " +
           std::to_string(r->new_nodes.size()));
-      responder.reply(protocol::ResizeAck{r->resize_id, protocol::ResizeAckOutcome::committed, 9, {8, 9}, {}, ""});
+      responder.reply(protocol::ResizeAck{{r->resize_id, protocol::ResizeOutcome::committed, 9, {8, 9}, ""}});
     }
   };
   handlers.on_notification = [&](const transport::Incoming& in) {

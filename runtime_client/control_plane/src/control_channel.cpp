@@ -39,6 +39,13 @@ class Info {
       throw ControlChannelError(std::string("PMIx_Info_load(") + key + ") failed: " +
                                 PMIx_Error_string(rc));
   }
+  /// A value as a Bellows payload carries it (PMIX_UINT64 or PMIX_STRING).
+  void load(std::size_t i, const char* key, std::uint64_t value) {
+    load(i, key, &value, PMIX_UINT64);
+  }
+  void load(std::size_t i, const char* key, const std::string& value) {
+    load(i, key, value.c_str(), PMIX_STRING);
+  }
   pmix_info_t* data() const noexcept { return info_; }
   std::size_t size() const noexcept { return size_; }
 
@@ -316,23 +323,16 @@ void ControlChannel::publish_metrics(const RankMetrics& m) {
                               PMIx_Error_string(rc));
 }
 
-void ControlChannel::report_resize(const ResizeReport& r) {
-  static constexpr const char* outcomes[] = {"committed", "refused", "left", "cancelled"};
-  const char* outcome = outcomes[static_cast<int>(r.outcome)];
-  std::string ranks;
-  for (std::uint64_t rank : r.ranks) {
-    if (!ranks.empty()) ranks += ',';
-    ranks += std::to_string(rank);
-  }
-  Info info(7);
-  info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
-  info.load(1, proto::kResizeId, &r.resize_id, PMIX_UINT64);
-  info.load(2, proto::kReportOutcome, outcome, PMIX_STRING);
-  info.load(3, proto::kReportJobSize, &r.job_size, PMIX_UINT64);
-  info.load(4, proto::kReportRanks, ranks.c_str(), PMIX_STRING);
-  info.load(5, proto::kReportText, r.text.c_str(), PMIX_STRING);
+void ControlChannel::report_resize(const protocol::ResizeReport& r) {
+  Info info(1 + protocol::kResizeReportFields + 1);
+  std::size_t i = 0;
+  info.load(i++, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
+  // Each field as it travels (proto::PayloadValue), written by the one helper.
+  protocol::visit_fields(r, [&info, &i](const char*, const char* key, const auto& value) {
+    info.load(i++, key, proto::payload_value(value));
+  });
   const bool no_cache = true;  // see publish_metrics()
-  info.load(6, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
+  info.load(i++, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
   // Blocking, as publish_metrics().
   const pmix_status_t rc = PMIx_Notify_event(proto::kResizeReport, &state_->self, PMIX_RANGE_RM,
                                              info.data(), info.size(), nullptr, nullptr);

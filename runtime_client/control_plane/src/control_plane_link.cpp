@@ -16,6 +16,7 @@ namespace {
 
 namespace env = protocol::job_environment;
 using protocol::job_environment::value_of;
+using protocol::ResizeOutcome;
 
 // The process's attached link, for request_resize() (one per process, as its ControlChannel).
 std::atomic<ControlPlaneLink*> g_attached{nullptr};
@@ -108,9 +109,8 @@ void ControlPlaneLink::attach(ElasticJob& job) {
     for (const std::string& node : e.nodes) {
       const auto it = std::ranges::find(nodes_by_rank_, node);
       if (it == nodes_by_rank_.end()) {
-        report({e.resize_id, ResizeReport::Outcome::refused,
-                static_cast<std::uint64_t>(job_->size()), {},
-                "node " + node + " runs no rank of this job"});
+        report({e.resize_id, ResizeOutcome::refused, static_cast<std::uint32_t>(job_->size()),
+                {}, "node " + node + " runs no rank of this job"});
         return;
       }
       const int rank = static_cast<int>(it - nodes_by_rank_.begin());
@@ -131,7 +131,7 @@ void ControlPlaneLink::attach(ElasticJob& job) {
       if (expand && on_expand_dropped_) on_expand_dropped_();
       std::fprintf(stderr, "bellows: resize %llu called off by the controller (%s): dropped\n", id,
                    e.reason.c_str());
-      report({e.resize_id, ResizeReport::Outcome::cancelled, static_cast<std::uint64_t>(job_->size()), {},
+      report({e.resize_id, ResizeOutcome::cancelled, static_cast<std::uint32_t>(job_->size()), {},
               e.reason});
       return;
     }
@@ -142,14 +142,14 @@ void ControlPlaneLink::attach(ElasticJob& job) {
   job.on_resize_start([this](const ResizeEvent&) { rank_before_ = job_->rank(); });
   job.on_resize_commit([this](const ResizeEvent& e) {
     if (e.left) {
-      report({e.resize_id, ResizeReport::Outcome::left,
-              static_cast<std::uint64_t>(e.to_ranks), {static_cast<std::uint64_t>(rank_before_)}, ""});
+      report({e.resize_id, ResizeOutcome::left, static_cast<std::uint32_t>(e.to_ranks),
+              {static_cast<std::uint32_t>(rank_before_)}, ""});
       return;
     }
     if (job_->rank() != 0) return;
     settled_.insert(e.resize_id);
-    ResizeReport r{e.resize_id, ResizeReport::Outcome::committed,
-                   static_cast<std::uint64_t>(e.to_ranks), {}, ""};
+    protocol::ResizeReport r{e.resize_id, ResizeOutcome::committed,
+                             static_cast<std::uint32_t>(e.to_ranks), {}, ""};
     if (e.kind == ResizeEvent::Kind::expand) {
       for (int i = 0; i < e.add; ++i) {
         // Ranks that connected to the job's port were named by gather_nodes(); spawned
@@ -158,7 +158,7 @@ void ControlPlaneLink::attach(ElasticJob& job) {
           nodes_by_rank_.push_back(i < static_cast<int>(expand_hosts_.size())
                                        ? expand_hosts_[static_cast<std::size_t>(i)]
                                        : std::string("(unknown)"));
-        r.ranks.push_back(static_cast<std::uint64_t>(e.from_ranks + i));
+        r.ranks.push_back(static_cast<std::uint32_t>(e.from_ranks + i));
       }
       expand_hosts_.clear();
     } else {
@@ -167,7 +167,7 @@ void ControlPlaneLink::attach(ElasticJob& job) {
       for (int rank : leaving) {
         if (rank < static_cast<int>(nodes_by_rank_.size()))
           nodes_by_rank_.erase(nodes_by_rank_.begin() + rank);
-        r.ranks.push_back(static_cast<std::uint64_t>(rank));
+        r.ranks.push_back(static_cast<std::uint32_t>(rank));
       }
     }
     if (r.resize_id != 0) report(r);
@@ -177,7 +177,7 @@ void ControlPlaneLink::attach(ElasticJob& job) {
     expand_hosts_.clear();
     settled_.insert(e.resize_id);
     if (e.resize_id != 0)
-      report({e.resize_id, ResizeReport::Outcome::refused, static_cast<std::uint64_t>(e.from_ranks), {},
+      report({e.resize_id, ResizeOutcome::refused, static_cast<std::uint32_t>(e.from_ranks), {},
               e.reason});
   });
 }
@@ -230,7 +230,7 @@ std::vector<std::pair<std::string, std::string>> ControlPlaneLink::spawn_environ
           {kExpandFirstRankVariable, std::to_string(first_new_rank)}};
 }
 
-void ControlPlaneLink::report(ResizeReport r) {
+void ControlPlaneLink::report(const protocol::ResizeReport& r) {
   try {
     channel_.report_resize(r);
   } catch (const ControlChannelError& e) {

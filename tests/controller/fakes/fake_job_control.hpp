@@ -22,14 +22,14 @@ class FakeJobControl final : public JobControl {
     report({JobReportKind::daemon_up, resize, std::move(node), 0, ""});
   }
   void committed(ResizeId resize, unsigned ranks) {
-    report({JobReportKind::ranks_committed, resize, "", ranks, ""});
+    report({JobReportKind::committed, resize, "", ranks, ""});
   }
   void died(ResizeId resize, std::string node, std::string text) {
     report({JobReportKind::rank_died, resize, std::move(node), 0, std::move(text)});
   }
   /// The ranks of leaving node `node` left (each leaving node reports).
-  void drained(ResizeId resize, std::string node = "node1") {
-    report({JobReportKind::drained, resize, std::move(node), 0, ""});
+  void left(ResizeId resize, std::string node = "node1") {
+    report({JobReportKind::left, resize, std::move(node), 0, ""});
   }
   void refused(ResizeId resize, std::string text) {
     report({JobReportKind::refused, resize, "", 0, std::move(text)});

@@ -1,11 +1,12 @@
 #pragma once
 // JobControl over the job's daemons: the resize orders go to the daemon of the job's first
 // node (where the job's first rank runs, which carries every resize out for the whole job);
-// what the daemons forward from their ranks (committed, refused, drained) comes back as
-// JobReports. Nothing is sent when a resize commits: the job's first rank reported it, so
-// the job knows. Daemons on new nodes are started through a NodeLauncher and count as up once
-// they registered (Hello) with the controller. With a RankLaunch, the ranks of new nodes are
-// started by their nodes' daemons (StartRank) and join the job through its port.
+// the resize reports the daemons forward from their ranks (committed, refused, left,
+// cancelled) come back as JobReports of the same names. Nothing is sent when a resize
+// commits: the job's first rank reported it, so the job knows. Daemons on new nodes are
+// started through a NodeLauncher and count as up once they registered (Hello) with the
+// controller. With a RankLaunch, the ranks of new nodes are started by their nodes' daemons
+// (StartRank) and join the job through its port.
 
 #include "bellows/controller/job_control.hpp"
 #include "bellows/controller/local_node_pool.hpp"
@@ -29,7 +30,7 @@ struct RankLaunch {
 };
 
 /// Thread safety: one thread (the controller's loop) calls every method, the daemon_*()
-/// and resize_ack() inputs included.
+/// and resize_report() inputs included.
 class DaemonJobControl final : public JobControl {
  public:
   /// Sends a message to the daemon of a node; false when no daemon of that node is
@@ -47,8 +48,9 @@ class DaemonJobControl final : public JobControl {
   /// A rank of `node` ended without leaving the job (its daemon saw the process go): a death
   /// of the resize in flight, if any.
   void rank_exited(const std::string& node, const protocol::RankExited& exited);
-  /// The ranks of `node` reported how a resize ended.
-  void resize_ack(const std::string& node, const protocol::ResizeAck& ack);
+  /// The ranks of `node` reported how a resize ended (the ResizeAck's record): a JobReport of
+  /// the outcome's name, with the record's resize, job size and text.
+  void resize_report(const std::string& node, const protocol::ResizeReport& report);
 
   // ---- JobControl
   void set_listener(Listener listener) override { listener_ = std::move(listener); }

@@ -14,14 +14,16 @@ namespace bellows::controller {
 /// Identifies one resize of a job; ids count up from 1. 0 means "no resize".
 using ResizeId = std::uint64_t;
 
-/// What the job or one of its daemons reports.
+/// What the job or one of its daemons reports. committed, refused, left and cancelled are the
+/// outcomes of a resize report (protocol::ResizeOutcome, bellows/protocol/resize_report.hpp),
+/// one for one and named alike; the other two are no resize reports.
 enum class JobReportKind {
-  daemon_up,        ///< the daemon on `node` is running (after start_daemons)
-  ranks_committed,  ///< the job runs with its new membership of `ranks` ranks
-  rank_died,        ///< a rank on `node` died; `text` says how
-  drained,          ///< the ranks of leaving node `node` handed their work over and left
-  refused,          ///< the job refused the resize and keeps its size; `text` says why
-  cancelled,        ///< the job dropped the resize (after cancel()) before carrying it out
+  daemon_up,  ///< the daemon on `node` is running (after start_daemons)
+  rank_died,  ///< a rank on `node` died; `text` says how
+  committed,  ///< the job runs with its new membership of `ranks` ranks
+  refused,    ///< the job refused the resize and keeps its size; `text` says why
+  left,       ///< the ranks of leaving node `node` handed their work over and left the job
+  cancelled,  ///< the job dropped the resize (after cancel()) before carrying it out
 };
 
 /// One report: a fact, not a verdict (what it means for the resize is the resize controller's
@@ -52,8 +54,8 @@ class JobControl {
   /// Starts a daemon on each node; one daemon_up report per node that comes up.
   virtual void start_daemons(ResizeId resize, const std::vector<std::string>& nodes) = 0;
 
-  /// Tells the job to add ranks on the nodes (their daemons are up); ranks_committed once
-  /// the new ranks joined, or rank_died.
+  /// Tells the job to add ranks on the nodes (their daemons are up); committed once the new
+  /// ranks joined, or rank_died.
   virtual void add_ranks(ResizeId resize, const std::vector<std::string>& nodes) = 0;
 
   /// Undoes what the resize started on the nodes: the job drops ranks it was adding there
@@ -62,13 +64,13 @@ class JobControl {
   virtual void withdraw(ResizeId resize, const std::vector<std::string>& nodes) = 0;
 
   /// Tells the job that its ranks on the nodes leave: they hand their work to their backup
-  /// ranks and exit; ranks_committed when the others run with the smaller membership, and
-  /// drained for each leaving node once its ranks left.
+  /// ranks and exit; committed when the others run with the smaller membership, and left
+  /// for each leaving node once its ranks left.
   virtual void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) = 0;
 
   /// Asks the job to drop the resize it was told of (add_ranks() or remove_ranks()), saying
   /// why. The job answers cancelled when it had not begun it (its membership is as before),
-  /// or, having already carried it out, its ranks_committed (and drained) stand.
+  /// or, having already carried it out, its committed (and left) stand.
   virtual void cancel(ResizeId resize, const std::string& why) = 0;
 
   /// Delivers the reports that arrived since the last call to the listener. Never blocks.

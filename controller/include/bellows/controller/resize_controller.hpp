@@ -132,7 +132,7 @@ class ResizeController {
   /// Carries out a transition's action; `from` is the state the resize left (it is already
   /// in the transition's target).
   void run_action(ResizeAction action, ResizeState from, const Input& input, std::string& detail);
-  /// A shrink in draining whose every leaving node reported drained: drain_done.
+  /// A shrink in draining whose every leaving node reported its ranks left: drain_done.
   void finish_drain_if_complete();
   void arm_state_timer();
   void fire_due_timers();

@@ -3,6 +3,8 @@
 // payloads (key -> uint64 | double | string) with their conversion to and from
 // pmix_info_t arrays.
 
+#include <bellows/protocol/resize_report.hpp>
+
 #include <pmix_common.h>
 
 #include <cstdint>
@@ -94,5 +96,11 @@ const T& get(const Payload& payload, std::string_view key) {
   if (const T* value = std::get_if<T>(&it->second)) return *value;
   throw std::invalid_argument("payload entry '" + std::string(key) + "' has another type");
 }
+
+/// Sets each field of report from payload (a kResizeReport's): visit_fields() names its key,
+/// and protocol::pmix::read_payload_value() reads it from the value it travels as. Throws
+/// std::invalid_argument naming the key and what is wrong ("bellows.report.ranks: 'x' is not
+/// a rank"); protocol::check(report) is the caller's.
+void read_fields(const Payload& payload, protocol::ResizeReport& report);
 
 }  // namespace bellows::daemon

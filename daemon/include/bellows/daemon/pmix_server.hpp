@@ -9,6 +9,7 @@
 
 #include <bellows/daemon/payload.hpp>
 #include <bellows/protocol/metrics.hpp>
+#include <bellows/protocol/resize_report.hpp>
 
 #include <pmix_common.h>
 #include <sys/types.h>
@@ -73,15 +74,11 @@ struct ReceivedMetrics {
   protocol::Metrics metrics;
 };
 
-/// A rank's report of how a resize ended (protocol kResizeReport) as received.
+/// A rank's report of how a resize ended (protocol kResizeReport) as received: who sent it and
+/// the record every side shares (bellows/protocol/resize_report.hpp).
 struct ReceivedResizeReport {
   ProcId source;
-  std::uint64_t resize_id = 0;
-  /// "committed", "refused" or "left" (kReportOutcome).
-  std::string outcome;
-  std::uint64_t job_size = 0;
-  std::vector<std::uint32_t> ranks;
-  std::string text;
+  protocol::ResizeReport report;
 };
 
 /// RAII PMIx server: PMIx_server_init in the constructor, PMIx_server_finalize in the
@@ -133,8 +130,9 @@ class PmixServer {
   void on_allocate(AllocateHandler handler);
   /// Handler for rank metrics; without one they are dropped.
   void on_metrics(MetricsHandler handler);
-  /// Handler for the ranks' resize reports; without one they are dropped. Reports with an
-  /// unknown outcome or a malformed rank list are dropped and logged before any handler.
+  /// Handler for the ranks' resize reports; without one they are dropped. Reports of another
+  /// protocol version, with a field missing or unreadable (an unknown outcome, a malformed
+  /// rank list) or refused by protocol::check() are dropped and logged before any handler.
   void on_resize_report(ResizeReportHandler handler);
   /// Handler for the ranks' attach notices (kRankAttached); without one they are dropped.
   void on_rank_attached(RankAttachedHandler handler);

@@ -24,6 +24,7 @@
 // Thread safety: everything here is a pure function or a value type.
 
 #include "bellows/protocol/metrics.hpp"
+#include "bellows/protocol/resize_report.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -39,7 +40,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 5;
+inline constexpr std::uint16_t kProtocolVersion = 6;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
@@ -124,25 +125,12 @@ struct RankExited {
   bool operator==(const RankExited&) const = default;
 };
 
-/// How a resize ended for the ranks that report it.
-enum class ResizeAckOutcome : std::uint8_t {
-  committed = 1,  ///< the job runs with its new membership (reported by the job's first rank)
-  refused = 2,    ///< the job refused the resize and keeps its size (text says why)
-  drained = 3,    ///< ranks of this node handed their work over and left the job
-  cancelled = 4,  ///< the job dropped the resize, called off (Abort) before it carried it out
-};
-
-/// What the ranks of a daemon's node reported about a resize: the job committed it (with
-/// the ranks that joined), refused it, dropped it when the controller called it off, or the
-/// node's leaving ranks drained and left.
+/// What a rank of a daemon's node reported about a resize (resize_report.hpp): the job
+/// committed it, refused it, dropped it when the controller called it off, or the node's
+/// leaving ranks left.
 struct ResizeAck {
   static constexpr MessageType kType = MessageType::resize_ack;
-  std::uint64_t resize_id = 0;
-  ResizeAckOutcome outcome = ResizeAckOutcome::committed;
-  std::uint32_t job_size = 0;  ///< ranks in the job after the resize (0 when unknown)
-  std::vector<std::uint32_t> ranks_joined;
-  std::vector<std::uint32_t> ranks_drained;
-  std::string text;
+  ResizeReport report;  ///< checked by protocol::check(const ResizeReport&)
   bool operator==(const ResizeAck&) const = default;
 };
 

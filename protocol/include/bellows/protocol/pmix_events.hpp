@@ -25,6 +25,7 @@
 // against them (tests/daemon/docs_test.cpp).
 
 #include "bellows/protocol/metrics.hpp"
+#include "bellows/protocol/resize_report.hpp"
 
 #include <pmix_common.h>
 
@@ -54,8 +55,8 @@ inline constexpr pmix_status_t kResizeAborted = kEventBase - 4;
 /// rank -> daemon (range PMIX_RANGE_RM): one rank's metrics: kMetricsRank and the fields of
 /// protocol::Metrics, each under its key (visit_fields() in metrics.hpp).
 inline constexpr pmix_status_t kRankMetrics = kEventBase - 6;
-/// rank -> daemon (range PMIX_RANGE_RM): how the resize kResizeId ended on the rank.
-/// Payload: kResizeId, kReportOutcome, kReportJobSize, kReportRanks, kReportText.
+/// rank -> daemon (range PMIX_RANGE_RM): how a resize ended on the rank: the fields of
+/// protocol::ResizeReport, each under its key (visit_fields() in resize_report.hpp).
 inline constexpr pmix_status_t kResizeReport = kEventBase - 7;
 /// rank -> daemon (range PMIX_RANGE_RM), right after attaching: the rank's process id, so that
 /// the daemon can tell when it ends. Payload: kAttachedPid.
@@ -94,8 +95,8 @@ constexpr std::string_view event_name(pmix_status_t code) noexcept {
 
 /// uint64: kProtocolVersion of the sender; in every Bellows payload.
 inline constexpr const char* kVersion = "bellows.version";
-/// uint64: identifier of a resize, the same in its decided and aborted events and its reports.
-inline constexpr const char* kResizeId = "bellows.resize.id";
+// kResizeId, the resize's identifier in its decided and aborted events and its reports, is
+// declared with the report's keys in resize_report.hpp.
 /// uint64: number of ranks (one per node) the job grows by.
 inline constexpr const char* kExpandCount = "bellows.expand.count";
 /// string: host names of the new ranks, in rank order ("n3,n4").
@@ -110,18 +111,9 @@ inline constexpr const char* kReplyText = "bellows.reply.text";
 /// uint64: the process id of a rank that attached (kRankAttached).
 inline constexpr const char* kAttachedPid = "bellows.attached.pid";
 
-// resize reports (kResizeReport)
-/// string: "committed" (the job runs with its new membership; sent by the job's first rank),
-/// "refused" (the job refused the resize and keeps its size), "cancelled" (the job's first
-/// rank dropped the resize the controller called off, before carrying it out) or "left" (the
-/// reporting ranks handed their work over and are leaving the job).
-inline constexpr const char* kReportOutcome = "bellows.report.outcome";
-/// uint64: ranks in the job after the resize.
-inline constexpr const char* kReportJobSize = "bellows.report.job_size";
-/// string: the ranks concerned ("8,9": those that joined, or those that left), may be empty.
-inline constexpr const char* kReportRanks = "bellows.report.ranks";
-/// string: readable detail (why a resize was refused).
-inline constexpr const char* kReportText = "bellows.report.text";
+// resize reports (kResizeReport): the ResizeReport fields, whose keys (kResizeId,
+// kReportOutcome, kReportJobSize, kReportRanks, kReportText) are declared with them in
+// resize_report.hpp.
 
 // rank metrics (kRankMetrics): the rank, then the Metrics fields, whose keys
 // (kMetricsIteration, kMetricsReadyTasks, ...) are declared with them in metrics.hpp.
@@ -192,5 +184,20 @@ constexpr bool metrics_keys_declared() noexcept {
 }
 static_assert(metrics_keys_declared(),
               "a field of protocol::Metrics lacks its key in kPayloadKeys, or has another type");
+
+/// Whether every field of protocol::ResizeReport has its key in kPayloadKeys, with the type
+/// its value travels as (PayloadValue).
+constexpr bool resize_report_keys_declared() noexcept {
+  bool declared = true;
+  ResizeReport r{};
+  visit_fields(r, [&declared](const char*, const char* key, const auto& value) {
+    declared = declared &&
+               key_type(key) == kTypeOf<PayloadValue<std::remove_cvref_t<decltype(value)>>>;
+  });
+  return declared;
+}
+static_assert(resize_report_keys_declared(),
+              "a field of protocol::ResizeReport lacks its key in kPayloadKeys, or has another "
+              "type");
 
 }  // namespace bellows::protocol::pmix

@@ -4,7 +4,9 @@
 // resize events. The event codes and payload keys are bellows/protocol/pmix_events.hpp.
 //
 // The metrics a rank publishes are bellows::protocol::Metrics (bellows/protocol/metrics.hpp),
-// the record its daemon, the controller and the policy engine read as well.
+// the record its daemon, the controller and the policy engine read as well; the resize reports
+// it sends are bellows::protocol::ResizeReport (bellows/protocol/resize_report.hpp), the record
+// its daemon forwards and the controller reads.
 //
 // The runtime works without a daemon: connect_from_environment() gives std::nullopt when none
 // is configured.
@@ -15,6 +17,7 @@
 
 #include <bellows/protocol/job_directory.hpp>
 #include <bellows/protocol/metrics.hpp>
+#include <bellows/protocol/resize_report.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -32,21 +35,6 @@ namespace bellows::runtime {
 struct RankMetrics {
   std::uint64_t rank = 0;
   protocol::Metrics metrics;
-};
-
-/// How a resize ended on this rank, for the daemon (protocol kResizeReport).
-struct ResizeReport {
-  /// cancelled: the job's first rank dropped a resize the controller called off (Abort)
-  /// before carrying it out.
-  enum class Outcome { committed, refused, left, cancelled };
-  std::uint64_t resize_id = 0;
-  Outcome outcome = Outcome::committed;
-  /// Ranks in the job after the resize.
-  std::uint64_t job_size = 0;
-  /// The ranks concerned: those that joined (committed expand) or that leave (left).
-  std::vector<std::uint64_t> ranks;
-  /// Why a resize was refused; may be empty otherwise.
-  std::string text;
 };
 
 /// The daemon's answer to request_resize().
@@ -115,10 +103,10 @@ class ControlChannel {
   /// Sends metrics to the daemon (PMIx_Notify_event, range PMIX_RANGE_RM); returns once PMIx
   /// has queued them. Throws ControlChannelError when PMIx refuses to send.
   void publish_metrics(const RankMetrics& metrics);
-  /// Tells the daemon how a resize ended on this rank (PMIx_Notify_event, range
+  /// Tells the daemon how a resize ended on this rank (PMIx_Notify_event kResizeReport, range
   /// PMIX_RANGE_RM); returns once PMIx has queued it. Throws ControlChannelError when PMIx
   /// refuses to send.
-  void report_resize(const ResizeReport& report);
+  void report_resize(const protocol::ResizeReport& report);
 
   void on_expand(std::function<void(const ExpandEvent&)> callback);
   void on_shrink(std::function<void(const ShrinkEvent&)> callback);

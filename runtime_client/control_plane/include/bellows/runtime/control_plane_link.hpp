@@ -92,7 +92,7 @@ class ControlPlaneLink {
   ControlPlaneLink(ControlChannel channel, std::string node, std::vector<std::string> nodes)
       : channel_(std::move(channel)), node_(std::move(node)), nodes_by_rank_(std::move(nodes)) {}
 
-  void report(ResizeReport report);
+  void report(const protocol::ResizeReport& report);
 
   ControlChannel channel_;
   ElasticJob* job_ = nullptr;
