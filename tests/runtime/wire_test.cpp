@@ -227,6 +227,26 @@ TEST(Wire, RefusesActivateWhoseTargetCountDoesNotMatch) {
             "activate announces 4294967295 targets but carries 30 bytes of them");
 }
 
+// Found by the fuzz target (tests/fuzz/wire_fuzz_target.cpp): the 4-byte collection id of a
+// collection target was cut down to a CollectionId, so 0xfe00ffff named collection 0xffff.
+TEST(Wire, RefusesActivateTargetWithACollectionIdOutOfRange) {
+  wire::Activate a;
+  a.rows = a.cols = 8;
+  a.targets = {task_target(1, 2, 3, 4, 0), collection_target(65535, 1, 1)};
+  EXPECT_EQ(round_trip(a), wire::Message{a});
+  auto bytes = wire::encode(a);
+  // The collection id follows the second target's marker.
+  const std::size_t id_at = kActivateFixedBytes + kTargetBytes + 2;
+  const std::int32_t past_the_last = 65536;
+  std::memcpy(bytes.data() + id_at, &past_the_last, 4);
+  EXPECT_EQ(decode_error(bytes),
+            "activate target 1 names collection 65536, not a collection id (0 to 65535)");
+  const std::int32_t fuzzed = static_cast<std::int32_t>(0xfe00ffffU);
+  std::memcpy(bytes.data() + id_at, &fuzzed, 4);
+  EXPECT_EQ(decode_error(bytes),
+            "activate target 1 names collection -33488897, not a collection id (0 to 65535)");
+}
+
 TEST(Wire, RefusesActivateWithNegativeShape) {
   wire::Activate a;
   a.rows = -1;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 namespace bellows::runtime::wire {
@@ -67,7 +68,7 @@ std::vector<std::byte> encode(const Message& message) {
         w.put(static_cast<std::int32_t>(t.tile.collection));
         w.put(t.tile.m);
         w.put(t.tile.n);
-        w.put(std::uint8_t{0});
+        w.put(std::uint8_t{0});  // padding in place of the slot: decode ignores it
       } else {
         w.put(t.consumer.task_class);
         for (auto v : t.consumer.index) w.put(v);
@@ -183,12 +184,21 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
         return std::nullopt;
       }
       a.targets.resize(count);
-      for (auto& t : a.targets) {
+      for (std::size_t i = 0; i < a.targets.size(); ++i) {
+        auto& t = a.targets[i];
         std::uint16_t cls = 0;
         std::int32_t i0 = 0, i1 = 0, i2 = 0;
         std::uint8_t slot = 0;
         r.get(cls), r.get(i0), r.get(i1), r.get(i2), r.get(slot);
         if (cls == kCollectionMarker) {
+          // The collection id travels in 4 bytes: one that a CollectionId cannot hold would
+          // name another collection once cut down to it.
+          if (i0 < 0 || i0 > std::numeric_limits<CollectionId>::max()) {
+            error = "activate target " + std::to_string(i) + " names collection " +
+                    std::to_string(i0) + ", not a collection id (0 to " +
+                    std::to_string(std::numeric_limits<CollectionId>::max()) + ")";
+            return std::nullopt;
+          }
           t.to_collection = true;
           t.tile = TileIndex{static_cast<CollectionId>(i0), i1, i2};
         } else {

@@ -1,0 +1,101 @@
+#pragma once
+// Valid controller <-> daemon messages (bellows/protocol/messages.hpp), at least one of every
+// type, for tests that need every message on the wire: the fuzz target of the codec seeds
+// its corpus from them.
+//
+// To extend: a message type added to protocol::Message needs its samples() overload here, or
+// one_of_each() does not compile; a field added to a message gets a value in its samples
+// (ResizeAck's are set by name, so a new field only needs a line).
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bellows/protocol/messages.hpp"
+
+namespace bellows::protocol::sample {
+
+inline std::vector<Hello> samples(std::type_identity<Hello>) {
+  return {Hello{"node-a", 4242, kProtocolVersion}};
+}
+inline std::vector<NodeMetrics> samples(std::type_identity<NodeMetrics>) {
+  Metrics first_rank;
+  first_rank.iteration = 17;
+  first_rank.iteration_seconds = 0.125;
+  first_rank.ready_tasks = 96;
+  first_rank.busy_fraction = 0.75;
+  first_rank.steals_sent = 12;
+  first_rank.steals_failed = 5;
+  first_rank.job_gflops = 41.5;
+  first_rank.graph_work_seconds = 3.5;
+  first_rank.graph_critical_path_seconds = 1.25;
+  first_rank.lanes_per_rank = 4;
+  return {NodeMetrics{"node-b", Metrics{}}, NodeMetrics{"node-c", first_rank}};
+}
+inline std::vector<AllocationRequest> samples(std::type_identity<AllocationRequest>) {
+  return {AllocationRequest{AllocationDirective::extend, 2, 0},
+          AllocationRequest{AllocationDirective::release, 3, 7}};
+}
+inline std::vector<RankExited> samples(std::type_identity<RankExited>) {
+  return {RankExited{9, 31337, 0, 11}, RankExited{kNoRank, 77, -1, 0}};
+}
+inline std::vector<ResizeAck> samples(std::type_identity<ResizeAck>) {
+  std::vector<ResizeAck> acks(4);
+  acks[0].resize_id = 5;
+  acks[0].outcome = ResizeAckOutcome::committed;
+  acks[0].job_size = 7;
+  acks[0].ranks_joined = {4, 5, 6};
+  acks[1].resize_id = 8;
+  acks[1].outcome = ResizeAckOutcome::drained;
+  acks[1].job_size = 4;
+  acks[1].ranks_drained = {5, 6};
+  acks[2].resize_id = 9;
+  acks[2].outcome = ResizeAckOutcome::refused;
+  acks[2].job_size = 6;
+  acks[2].text = "rank 0 cannot leave";
+  acks[3].resize_id = 10;
+  acks[3].outcome = ResizeAckOutcome::cancelled;
+  acks[3].job_size = 6;
+  return acks;
+}
+inline std::vector<ResizeDecided> samples(std::type_identity<ResizeDecided>) {
+  return {ResizeDecided{6, ResizeKind::expand, 2, {"n7", "n8"}, {}},
+          ResizeDecided{7, ResizeKind::shrink, 1, {}, {"n2"}}};
+}
+inline std::vector<Abort> samples(std::type_identity<Abort>) {
+  return {Abort{7, "slurm denied the expansion: Requested node configuration is not available"}};
+}
+inline std::vector<Stop> samples(std::type_identity<Stop>) { return {Stop{"job finished", 2000}}; }
+inline std::vector<StartRank> samples(std::type_identity<StartRank>) {
+  return {StartRank{3, {"/usr/bin/mpiexec", "-n", "1", "./gemm", "--verify"},
+                    {"BELLOWS_JOIN=port", "A="}}};
+}
+inline std::vector<Ack> samples(std::type_identity<Ack>) {
+  return {Ack{AckCode::ok, ""}, Ack{AckCode::failed, "no such node"}};
+}
+inline std::vector<OperatorResize> samples(std::type_identity<OperatorResize>) {
+  return {OperatorResize{2, ""}, OperatorResize{-2, "maintenance on local4"}};
+}
+inline std::vector<StatusRequest> samples(std::type_identity<StatusRequest>) {
+  return {StatusRequest{}};
+}
+inline std::vector<StatusReply> samples(std::type_identity<StatusReply>) {
+  return {StatusReply{R"({"job":"local-1","nodes":["local0","local1"]})"}};
+}
+
+/// Every sample above, in the order of the Message variant's alternatives: at least one
+/// valid message of each type.
+inline std::vector<Message> one_of_each() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    std::vector<Message> all;
+    const auto append = [&all](auto messages) {
+      for (auto& m : messages) all.emplace_back(std::move(m));
+    };
+    (append(samples(std::type_identity<std::variant_alternative_t<I, Message>>{})), ...);
+    return all;
+  }(std::make_index_sequence<std::variant_size_v<Message>>{});
+}
+
+}  // namespace bellows::protocol::sample
