@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
                  "each node's link, GB/s (default 5, measured)");
   cli.add_option("--backbone-gbps", a.sim.platform.backbone_gbps,
                  "the switch's backbone, GB/s (default 0: non-blocking)");
+  cli.add_option("--control-bytes", a.sim.control_bytes,
+                 "bytes of a control message (activation, fetch request, steal request or reply; default 64)");
   cli.add_option("--platform", a.sim.platform_file,
                  "SimGrid platform XML to load instead of generating one (hosts node-0, node-1, ... or "
                  "the first --ranks hosts by name)");

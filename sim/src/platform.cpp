@@ -34,8 +34,11 @@ std::string host_name(int node) { return "node-" + std::to_string(node); }
 
 std::string platform_xml(const PlatformOptions& o, int nodes) {
   const double link_bps = o.bandwidth_gbps * 1e9;
-  // A non-blocking switch: the backbone carries every link at full rate at once.
-  const double backbone_bps = o.backbone_gbps > 0.0 ? o.backbone_gbps * 1e9 : link_bps * nodes;
+  // Without a backbone the switch is non-blocking: a flow shares only the sender's up
+  // link and the receiver's down link (and SimGrid solves small independent systems).
+  const std::string backbone = o.backbone_gbps > 0.0
+                                   ? " bb_bw=\"" + number(o.backbone_gbps * 1e9) + "Bps\" bb_lat=\"0us\""
+                                   : std::string();
   std::string xml;
   xml += "<?xml version='1.0'?>\n";
   xml += "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n";
@@ -45,8 +48,8 @@ std::string platform_xml(const PlatformOptions& o, int nodes) {
   xml += "<platform version=\"4.1\">\n";
   xml += "  <cluster id=\"bellows\" prefix=\"node-\" suffix=\"\" radical=\"0-" + std::to_string(nodes - 1) +
          "\" speed=\"" + number(o.gflops * 1e9) + "f\" core=\"" + std::to_string(o.lanes) + "\" bw=\"" +
-         number(link_bps) + "Bps\" lat=\"" + number(o.latency_us / 2.0) + "us\" bb_bw=\"" +
-         number(backbone_bps) + "Bps\" bb_lat=\"0us\" sharing_policy=\"SPLITDUPLEX\"/>\n";
+         number(link_bps) + "Bps\" lat=\"" + number(o.latency_us / 2.0) + "us\"" + backbone +
+         " sharing_policy=\"SPLITDUPLEX\"/>\n";
   xml += "</platform>\n";
   return xml;
 }

@@ -51,13 +51,6 @@ StealPolicy::Time as_time(double seconds) {
 struct Message {
   enum class Type : std::uint8_t {
     activation,     ///< a slot of `task` is ready for consumers on the receiver (bytes: its size)
-    fetch,          ///< the receiver of an activation asks for the tile
-    tile,           ///< the tile's data
-    coll_fetch,     ///< collection tile `tile` asked of its owner
-    coll_tile,      ///< its data
-    write_back,     ///< a task's output written back to the collection tile's owner
-    stolen_fetch,   ///< a thief asks its victim for an input of a stolen task
-    stolen_tile,    ///< its data
     steal_request,
     steal_reply,
     stop,           ///< every task has run and every write-back arrived
@@ -96,6 +89,7 @@ struct World {
   std::vector<std::uint32_t> missing;      // inputs each task still waits for
   std::vector<std::uint8_t> instantiated;  // on its owner
   std::vector<std::uint8_t> stolen;        // moved once: never moves again
+  std::vector<std::vector<std::uint32_t>> owned;  // each rank's tasks, in graph order
   std::uint64_t done = 0;
   std::uint64_t pending_write_backs = 0;
   bool finished = false;
@@ -124,6 +118,7 @@ class Rank {
         lanes_(std::max(1, host->get_core_count())) {}
 
   [[nodiscard]] s4u::Mailbox* mailbox() const { return mailbox_; }
+  [[nodiscard]] s4u::Host* host() const { return host_; }
   [[nodiscard]] const runtime::StealStats& steal_stats() const { return steal_; }
   [[nodiscard]] const CostModel& cost() const { return cost_; }
   std::map<std::string, std::uint64_t> tasks_by_class;
@@ -137,15 +132,11 @@ class Rank {
   void run() {
     mailbox_->set_receiver(s4u::Actor::self());
     policy_.start_iteration();
-    for (std::uint32_t t = 0; t < g_.size(); ++t) {
-      const SimTask& task = g_.task(t);
-      if (task.owner != id_) continue;
-      ++owned_tasks;
-      add_remaining(task);
-    }
-    for (std::uint32_t t = 0; t < g_.size(); ++t) {
-      const SimTask& task = g_.task(t);
-      if (task.owner == id_ && task.predecessor_slots == 0) {
+    const auto& mine = w_.owned[static_cast<std::size_t>(id_)];
+    owned_tasks = mine.size();
+    for (const std::uint32_t t : mine) add_remaining(g_.task(t));
+    for (const std::uint32_t t : mine) {
+      if (g_.task(t).predecessor_slots == 0) {
         instantiate(t);
         if (w_.missing[t] == 0) make_ready(t);
       }
@@ -159,6 +150,7 @@ class Rank {
       activities.clear();
       activities.push_back(receive);
       for (const auto& lane : running_) activities.push_back(lane.exec);
+      for (const auto& transfer : transfers_) activities.push_back(transfer.comm);
       double timeout = -1.0;
       const double now = s4u::Engine::get_clock();
       const double ask_at = static_cast<double>(policy_.next_ask_at().count()) * 1e-9;
@@ -173,8 +165,10 @@ class Rank {
         ++messages_received;
         handle(*message);
         if (!stop_) receive = mailbox_->get_async<Message>(&incoming);
-      } else {
+      } else if (static_cast<std::size_t>(which) <= running_.size()) {
         task_finished(static_cast<std::size_t>(which - 1));
+      } else {
+        transfer_done(static_cast<std::size_t>(which) - 1 - running_.size());
       }
     }
     mailbox_->set_receiver(nullptr);
@@ -196,6 +190,21 @@ class Rank {
       if (priority != o.priority) return priority > o.priority;  // higher first
       return seq < o.seq;
     }
+  };
+  /// A tile on its way, or the request for it: a host-to-host comm this rank waits for
+  /// (SimGrid's Comm::sendto, no mailbox: transfers to one rank proceed side by side).
+  struct Transfer {
+    enum class Kind : std::uint8_t { request, data, write_back };
+    enum class For : std::uint8_t { activation, collection, stolen };
+    s4u::CommPtr comm;
+    Kind kind = Kind::request;
+    For purpose = For::activation;
+    int peer = 0;               ///< the rank that holds the tile (or receives a write-back)
+    std::uint32_t task = 0;     ///< producer (activation) or stolen task
+    std::uint8_t slot = 0;
+    std::uint32_t tile = 0;     ///< collection
+    std::uint64_t bytes = 0;
+    double asked_at = 0.0;
   };
   struct CollectionTile {
     bool requested = false;
@@ -222,6 +231,66 @@ class Rank {
     ++messages_sent;
     bytes_sent += payload_bytes;
     w_.ranks[static_cast<std::size_t>(to)]->mailbox()->put_init(message, w_.options.control_bytes + payload_bytes)->detach();
+  }
+
+  /// Asks `t.peer` for a tile: the request's few bytes there, then the tile back here.
+  void fetch(Transfer t) {
+    ++inbound_;
+    t.kind = Transfer::Kind::request;
+    t.asked_at = s4u::Engine::get_clock();
+    t.comm = s4u::Comm::sendto_async(host_, w_.ranks[static_cast<std::size_t>(t.peer)]->host(),
+                                     w_.options.control_bytes);
+    ++w_.events;
+    ++messages_sent;
+    transfers_.push_back(std::move(t));
+  }
+
+  void transfer_done(std::size_t index) {
+    Transfer t = std::move(transfers_[index]);
+    transfers_[index] = std::move(transfers_.back());
+    transfers_.pop_back();
+    Rank& peer = *w_.ranks[static_cast<std::size_t>(t.peer)];
+    if (t.kind == Transfer::Kind::request) {
+      // The holder answers with the tile.
+      ++peer.messages_received;
+      peer.bytes_sent += t.bytes;
+      t.kind = Transfer::Kind::data;
+      t.comm = s4u::Comm::sendto_async(peer.host(), host_, w_.options.control_bytes + t.bytes);
+      ++w_.events;
+      transfers_.push_back(std::move(t));
+      return;
+    }
+    if (t.kind == Transfer::Kind::write_back) {
+      peer.bytes_received += t.bytes;
+      --w_.pending_write_backs;
+      check_done();
+      return;
+    }
+    const double now = s4u::Engine::get_clock();
+    --inbound_;
+    bytes_received += t.bytes;
+    // Charged from when it was asked for or the previous arrival, whichever is later.
+    cost_.transfer_done(t.peer, t.bytes, now - std::max(t.asked_at, last_arrival_));
+    last_tile_bytes_ = t.bytes;
+    last_arrival_ = now;
+    switch (t.purpose) {
+      case Transfer::For::activation:
+        deliver(t.task, t.slot);
+        break;
+      case Transfer::For::collection: {
+        CollectionTile& entry = collection_[t.tile];
+        entry.arrived = true;
+        const auto waiters = std::move(entry.waiters);
+        entry.waiters.clear();
+        for (const std::uint32_t c : waiters) {
+          if (--w_.missing[c] == 0) make_ready(c);
+        }
+        break;
+      }
+      case Transfer::For::stolen:
+        if (--w_.missing[t.task] == 0) make_ready(t.task);
+        break;
+    }
   }
 
   // ---- dataflow
@@ -257,12 +326,12 @@ class Rank {
       ++w_.missing[t];
       if (!entry.requested) {
         entry.requested = true;
-        ++inbound_;
-        auto* m = new Message{};
-        m->type = Message::Type::coll_fetch;
-        m->tile = in.ref;
-        m->asked_at = s4u::Engine::get_clock();
-        send(g_.tile(in.ref).owner, m, 0);
+        Transfer f;
+        f.purpose = Transfer::For::collection;
+        f.peer = g_.tile(in.ref).owner;
+        f.tile = in.ref;
+        f.bytes = g_.tile(in.ref).bytes;
+        fetch(std::move(f));
       }
     }
   }
@@ -325,11 +394,15 @@ class Rank {
         const int dest = g_.tile(s.ref).owner;
         if (dest == id_) continue;
         ++w_.pending_write_backs;
-        auto* m = new Message{};
-        m->type = Message::Type::write_back;
-        m->task = t;
-        m->bytes = g_.output_bytes(task, s.slot);
-        send(dest, m, m->bytes);
+        Transfer b;
+        b.kind = Transfer::Kind::write_back;
+        b.peer = dest;
+        b.bytes = g_.output_bytes(task, s.slot);
+        b.comm = s4u::Comm::sendto_async(host_, w_.ranks[static_cast<std::size_t>(dest)]->host(),
+                                         w_.options.control_bytes + b.bytes);
+        ++w_.events;
+        bytes_sent += b.bytes;
+        transfers_.push_back(std::move(b));
       }
     }
     report_progress();
@@ -340,18 +413,6 @@ class Rank {
     for (const SimSuccessor& s : g_.successors(g_.task(producer))) {
       if (s.to_task && s.slot == slot && g_.task(s.ref).owner == id_) input_arrived(s.ref);
     }
-  }
-
-  void tile_arrived(const Message& m) {
-    const double now = s4u::Engine::get_clock();
-    --inbound_;
-    bytes_received += m.bytes;
-    if (m.bytes > 0) {
-      // Charged from when it was asked for or the previous arrival, whichever is later.
-      cost_.transfer_done(m.from, m.bytes, now - std::max(m.asked_at, last_arrival_));
-      last_tile_bytes_ = m.bytes;
-    }
-    last_arrival_ = now;
   }
 
   void check_done() {
@@ -384,59 +445,14 @@ class Rank {
         if (m.bytes == 0) {
           deliver(m.task, m.slot);  // a control token travels with its activation
         } else {
-          ++inbound_;
-          auto* f = new Message{};
-          f->type = T::fetch;
-          f->task = m.task;
-          f->slot = m.slot;
-          f->asked_at = s4u::Engine::get_clock();
-          send(m.from, f, 0);
+          Transfer f;
+          f.purpose = Transfer::For::activation;
+          f.peer = m.from;
+          f.task = m.task;
+          f.slot = m.slot;
+          f.bytes = m.bytes;
+          fetch(std::move(f));
         }
-        break;
-      case T::fetch: {
-        auto* d = new Message(m);
-        d->type = T::tile;
-        d->bytes = g_.output_bytes(g_.task(m.task), m.slot);
-        send(m.from, d, d->bytes);
-        break;
-      }
-      case T::tile:
-        tile_arrived(m);
-        deliver(m.task, m.slot);
-        break;
-      case T::coll_fetch: {
-        auto* d = new Message(m);
-        d->type = T::coll_tile;
-        d->bytes = g_.tile(m.tile).bytes;
-        send(m.from, d, d->bytes);
-        break;
-      }
-      case T::coll_tile: {
-        tile_arrived(m);
-        CollectionTile& entry = collection_[m.tile];
-        entry.arrived = true;
-        const auto waiters = std::move(entry.waiters);
-        entry.waiters.clear();
-        for (const std::uint32_t t : waiters) {
-          if (--w_.missing[t] == 0) make_ready(t);
-        }
-        break;
-      }
-      case T::write_back:
-        bytes_received += m.bytes;
-        --w_.pending_write_backs;
-        check_done();
-        break;
-      case T::stolen_fetch: {
-        auto* d = new Message(m);
-        d->type = T::stolen_tile;
-        d->bytes = g_.inputs(g_.task(m.task))[m.slot].bytes;
-        send(m.from, d, d->bytes);
-        break;
-      }
-      case T::stolen_tile:
-        tile_arrived(m);
-        if (--w_.missing[m.task] == 0) make_ready(m.task);
         break;
       case T::steal_request:
         serve(m);
@@ -512,14 +528,14 @@ class Rank {
         const SimInput& in = inputs[slot];
         if (in.kind == Kind::scratch || in.kind == Kind::control || in.bytes == 0) continue;
         ++w_.missing[t];
-        ++inbound_;
         steal_.bytes_stolen += in.bytes;
-        auto* f = new Message{};
-        f->type = Message::Type::stolen_fetch;
-        f->task = t;
-        f->slot = static_cast<std::uint8_t>(slot);
-        f->asked_at = s4u::Engine::get_clock();
-        send(m.from, f, 0);
+        Transfer f;
+        f.purpose = Transfer::For::stolen;
+        f.peer = m.from;
+        f.task = t;
+        f.slot = static_cast<std::uint8_t>(slot);
+        f.bytes = in.bytes;
+        fetch(std::move(f));
       }
       if (w_.missing[t] == 0) make_ready(t);
     }
@@ -655,6 +671,7 @@ class Rank {
   std::set<Queued> queue_;
   std::uint64_t seq_ = 0;
   std::vector<Lane> running_;
+  std::vector<Transfer> transfers_;
   std::map<std::int64_t, PriorityWork, std::greater<>> remaining_;
   double remaining_tasks_ = 0.0;
   double remaining_flops_ = 0.0;
@@ -740,7 +757,11 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   world.missing.assign(g.size(), 0);
   world.instantiated.assign(g.size(), 0);
   world.stolen.assign(g.size(), 0);
-  for (std::size_t t = 0; t < g.size(); ++t) world.missing[t] = g.task(t).predecessor_slots;
+  world.owned.resize(static_cast<std::size_t>(options.ranks));
+  for (std::uint32_t t = 0; t < g.size(); ++t) {
+    world.missing[t] = g.task(t).predecessor_slots;
+    world.owned[static_cast<std::size_t>(g.task(t).owner)].push_back(t);
+  }
   world.progress = progress;
   for (int r = 0; r < options.ranks; ++r) {
     world.ranks.push_back(std::make_unique<Rank>(world, r, hosts[static_cast<std::size_t>(r)]));
