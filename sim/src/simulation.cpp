@@ -46,8 +46,9 @@ StealPolicy::Time as_time(double seconds) {
   return StealPolicy::Time(static_cast<std::int64_t>(std::llround(seconds * 1e9)));
 }
 
-/// The messages between simulated ranks (runtime_client/wire's, reduced to what the
-/// simulation needs). Owned by the receiver once delivered.
+/// The control messages between simulated ranks (runtime_client/wire's, reduced to what
+/// the simulation needs), through each rank's mailbox; tiles move as Transfers. Owned by
+/// the receiver once delivered.
 struct Message {
   enum class Type : std::uint8_t {
     activation,     ///< a slot of `task` is ready for consumers on the receiver (bytes: its size)

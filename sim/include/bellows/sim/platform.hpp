@@ -1,6 +1,6 @@
 #pragma once
-// The simulated machine: nodes with one device each, on a star of private links through a
-// switch (a SimGrid <cluster>), written as SimGrid platform XML.
+// The simulated machine: nodes with one device each, on a star of private full-duplex links
+// through a switch (a SimGrid <cluster>), written as SimGrid platform XML.
 //
 // The defaults are numbers measured on the development machine (docs/sim.md, "Platform"):
 // one-way latency of an 8-byte MPI message over TCP, MPI bandwidth of 1 MiB messages, and
@@ -20,7 +20,7 @@ struct PlatformOptions {
   double latency_us = 5.0;
   /// Each node's link to the switch, GB/s (1e9 bytes per second), each way.
   double bandwidth_gbps = 5.0;
-  /// The switch's backbone, GB/s; 0: non-blocking (as fast as every link at once).
+  /// The switch's backbone, GB/s, shared by every flow; 0: none (a non-blocking switch).
   double backbone_gbps = 0.0;
 };
 
