@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""End-to-end checks of bellows-sim: sim_cli_test.py BINARY CASE."""
+import json
+import subprocess
+import sys
+
+BINARY = sys.argv[1]
+
+
+def run(*args, expect=0):
+    proc = subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=50)
+    if proc.returncode != expect:
+        sys.exit(f"{' '.join(args)}: exit {proc.returncode}, expected {expect}\n{proc.stderr}")
+    return proc
+
+
+def report(*args):
+    proc = run(*args, "--quiet")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def check_once(r):
+    """Every task ran exactly once, and the makespan is no shorter than the bound."""
+    ran = sum(s["tasks"] for s in r["rank_stats"])
+    assert ran == r["tasks"], f"{ran} tasks ran of {r['tasks']}"
+    assert r["sim"]["tasks_run_exactly_once"] is True
+    stolen = r["steal"]["tasks_stolen"]
+    assert stolen == r["steal"]["tasks_given"], (stolen, r["steal"]["tasks_given"])
+    owned_minus_given = sum(s["tasks_owned"] - s["steal"]["tasks_given"] + s["steal"]["tasks_stolen"]
+                            for s in r["rank_stats"])
+    assert owned_minus_given == r["tasks"], owned_minus_given
+    makespan, bound = r["sim"]["makespan_seconds"], r["sim"]["bound_seconds"]
+    assert bound > 0 and makespan >= bound * (1 - 1e-9), (makespan, bound)
+    # Sane: no slower than every task one after the other plus a transfer each at 5 GB/s.
+    assert makespan < r["work_seconds"] + r["tasks"] * 3 * 512 * 1024 / 5e9 + 0.01, makespan
+    assert r["sim"]["events"] > r["tasks"], r["sim"]["events"]
+
+
+def without_wall(r):
+    r = dict(r)
+    r["sim"] = {k: v for k, v in r["sim"].items() if k not in ("wall_seconds", "events_per_second")}
+    return r
+
+
+def case_gemm_steal_off():
+    r = report("--app", "gemm", "--n", "2048", "--tile", "256", "--ranks", "4", "--steal", "off")
+    check_once(r)
+    assert r["tasks"] == 512, r["tasks"]
+    assert r["steal"]["requests_sent"] == 0
+    # Each rank runs what it owns (2x2 grid, 8x8x8 tasks).
+    assert all(s["tasks"] == 128 for s in r["rank_stats"]), [s["tasks"] for s in r["rank_stats"]]
+
+
+def case_gemm_steal_on():
+    for rule in ("on", "off"):
+        r = report("--app", "gemm", "--n", "2048", "--tile", "256", "--ranks", "4", "--steal", "on",
+                   "--steal-cost-rule", rule, "--gflops", "10")
+        check_once(r)
+
+
+def case_bspgemm_steals():
+    # Skewed work at 10 GFLOP/s: tasks of milliseconds, so the cost rule lets thieves steal.
+    args = ["--app", "bspgemm", "--pattern", "skewed", "--n", "4096", "--tile", "256", "--ranks", "8",
+            "--gflops", "10"]
+    off = report(*args, "--steal", "off")
+    on = report(*args, "--steal", "on")
+    check_once(off)
+    check_once(on)
+    assert on["steal"]["tasks_stolen"] > 0, on["steal"]
+    assert on["sim"]["makespan_seconds"] < off["sim"]["makespan_seconds"], (
+        on["sim"]["makespan_seconds"], off["sim"]["makespan_seconds"])
+    rt = on["steal"]["round_trip_us"]
+    assert 0 < rt["p50"] <= rt["p90"] <= rt["p99"], rt
+
+
+def case_cholesky():
+    r = report("--app", "cholesky", "--n", "2048", "--tile", "256", "--ranks", "4", "--steal", "on")
+    check_once(r)
+    assert r["tasks"] == 120, r["tasks"]  # 8 POTRF + 28 TRSM + 28 SYRK + 56 GEMM
+
+
+def case_determinism():
+    args = ["--app", "bspgemm", "--n", "4096", "--tile", "256", "--ranks", "8", "--gflops", "10",
+            "--steal", "on", "--steal-seed", "7"]
+    a, b = report(*args), report(*args)
+    assert without_wall(a) == without_wall(b), "two runs with the same seed differ"
+
+
+def case_bad_arguments():
+    cases = [
+        (["--ranks", "0"], "bellows-sim: error: --ranks must be at least 1, got 0"),
+        (["--app", "lu"], "bellows-sim: error: --app must be gemm, cholesky or bspgemm, got 'lu'"),
+        (["--steal", "maybe"], "bellows-sim: error: --steal must be on or off, got 'maybe'"),
+        (["--gflops", "0"], "bellows-sim: error: --gflops must be positive, got 0"),
+        (["--app", "bspgemm", "--density", "1.5"], "bellows-sim: error: --density must be in (0, 1], got 1.5"),
+        (["--n", "128", "--tile", "256"], "bellows-sim: error: --tile 256 is larger than the matrix (--n 128)"),
+        (["--ranks", "x"], "bellows-sim: error: Could not convert: --ranks = x"),
+        (["--no-such-option"], "bellows-sim: error: The following argument was not expected: --no-such-option"),
+    ]
+    for args, text in cases:
+        proc = run(*args, expect=2)
+        assert text in proc.stderr, f"{args}: {proc.stderr!r} lacks {text!r}"
+
+
+if __name__ == "__main__":
+    globals()["case_" + sys.argv[2]]()
+    print("ok")
