@@ -3,11 +3,13 @@
 backend, for K = 1, 2, 4, 8: the time from the request to the first task on the last new rank,
 and the phases of the grow as the job's rank 0 saw them.
 
-Each job is `bellows run --nodes 1:K+1` of the gemm example (emulated device, stealing on, so
+Each job is `bellows run --nodes 1:K+1` of the gemm example (emulated device at 100 GFLOP/s, stealing on, so
 that a new rank runs a task as soon as it has joined); once it has run a few iterations on one
 node, `bellows resize +K` asks for K nodes, whose daemons start ranks that join the job
 (grow by accept). The example's JSON report gives, per resize, the request-to-first-task time of
-every new rank and the grow's phases.
+every new rank and the grow's phases as rank 0 saw them: the wait until the new processes were
+one group (their start included: a grow begins when the job reaches an iteration's end, often
+before every new rank has connected), their own join tree, and the accepts and merges of the job.
 
   python3 bench/join.py --build build/default [--adds 1,2,4,8] [--rounds 3]
 
@@ -35,7 +37,7 @@ def run_once(build, add, iterations):
     gemm = os.path.join(build, "examples", "gemm")
     job = subprocess.Popen([bellows, "run", "--nodes", f"1:{add + 1}", "--quiet", "--", gemm,
                             "--n", "2048", "--tile", "256", "--iterations", str(iterations),
-                            "--kernel", "emulated", "--emulated-gflops", "10", "--steal", "on"],
+                            "--kernel", "emulated", "--emulated-gflops", "100", "--steal", "on"],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 60
@@ -43,7 +45,7 @@ def run_once(build, add, iterations):
             r = subprocess.run([bellows, "status", "--json"], env=env, capture_output=True, text=True)
             if r.returncode == 0:
                 status = json.loads(r.stdout)
-                if status.get("ranks") == 1 and (status.get("metrics") or {}).get("iteration", 0) >= 2:
+                if status.get("ranks") == 1 and status.get("iteration", 0) >= 2:
                     break
             if job.poll() is not None:
                 raise RuntimeError(f"the job ended before the resize: {job.stderr.read()[-2000:]}")
@@ -71,7 +73,7 @@ def main():
     ap.add_argument("--compare-build", default="")
     ap.add_argument("--adds", default="1,2,4,8")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--iterations", type=int, default=60)
+    ap.add_argument("--iterations", type=int, default=30)
     args = ap.parse_args()
     builds = [("this", args.build)] + ([("compare", args.compare_build)] if args.compare_build else [])
     adds = [int(a) for a in args.adds.split(",")]
@@ -84,8 +86,10 @@ def main():
                 results.setdefault((name, add), []).append(g)
                 print(f"round {rnd + 1} {name:8s} +{add}: request to last new rank's first task "
                       f"{max(firsts) if firsts else float('nan'):.3f} s (all: "
-                      f"{', '.join(f'{t:.3f}' for t in firsts)}); grow {g.get('grow_seconds', 0):.3f} s",
-                      flush=True)
+                      f"{', '.join(f'{t:.3f}' for t in firsts)}); grow {g.get('grow_seconds', 0):.3f} s "
+                      f"= wait {g.get('wait_seconds', 0):.3f} (group {g.get('group_seconds', 0):.3f}) "
+                      f"+ merge {sum(g.get('merge_seconds', [])):.3f} over "
+                      f"{len(g.get('merge_seconds', []))} accept(s)", flush=True)
     print("\nmedian over rounds: request to the last new rank's first task, s")
     header = f"{'K':>3s}" + "".join(f" {name:>10s}" for name, _ in builds)
     print(header)

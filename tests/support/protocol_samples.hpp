@@ -43,21 +43,21 @@ inline std::vector<RankExited> samples(std::type_identity<RankExited>) {
 }
 inline std::vector<ResizeAck> samples(std::type_identity<ResizeAck>) {
   std::vector<ResizeAck> acks(4);
-  acks[0].resize_id = 5;
-  acks[0].outcome = ResizeAckOutcome::committed;
-  acks[0].job_size = 7;
-  acks[0].ranks_joined = {4, 5, 6};
-  acks[1].resize_id = 8;
-  acks[1].outcome = ResizeAckOutcome::drained;
-  acks[1].job_size = 4;
-  acks[1].ranks_drained = {5, 6};
-  acks[2].resize_id = 9;
-  acks[2].outcome = ResizeAckOutcome::refused;
-  acks[2].job_size = 6;
-  acks[2].text = "rank 0 cannot leave";
-  acks[3].resize_id = 10;
-  acks[3].outcome = ResizeAckOutcome::cancelled;
-  acks[3].job_size = 6;
+  acks[0].report.resize_id = 5;
+  acks[0].report.outcome = ResizeOutcome::committed;
+  acks[0].report.job_size = 7;
+  acks[0].report.ranks = {4, 5, 6};
+  acks[1].report.resize_id = 8;
+  acks[1].report.outcome = ResizeOutcome::left;
+  acks[1].report.job_size = 4;
+  acks[1].report.ranks = {5, 6};
+  acks[2].report.resize_id = 9;
+  acks[2].report.outcome = ResizeOutcome::refused;
+  acks[2].report.job_size = 6;
+  acks[2].report.text = "rank 0 cannot leave";
+  acks[3].report.resize_id = 10;
+  acks[3].report.outcome = ResizeOutcome::cancelled;
+  acks[3].report.job_size = 6;
   return acks;
 }
 inline std::vector<ResizeDecided> samples(std::type_identity<ResizeDecided>) {
