@@ -1,7 +1,12 @@
 #include "bellows/sim/platform.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
 
 namespace bellows::sim {
 
@@ -52,6 +57,25 @@ std::string platform_xml(const PlatformOptions& o, int nodes) {
          " sharing_policy=\"SPLITDUPLEX\"/>\n";
   xml += "</platform>\n";
   return xml;
+}
+
+std::string write_platform(const PlatformOptions& options, int nodes, const std::string& path) {
+  std::string written = path;
+  if (written.empty()) {
+    char name[] = "/tmp/bellows-sim-platform-XXXXXX";
+    const int fd = mkstemp(name);
+    if (fd < 0) throw std::runtime_error("cannot create a temporary platform file in /tmp");
+    close(fd);
+    written = name;
+  }
+  std::ofstream out(written);
+  out << platform_xml(options, nodes);
+  if (!out) throw std::runtime_error("cannot write the platform file " + written);
+  return written;
+}
+
+std::vector<std::string> simgrid_arguments(const std::string& program) {
+  return {program, "--log=root.thresh:warning", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0"};
 }
 
 }  // namespace bellows::sim

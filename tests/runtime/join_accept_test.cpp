@@ -26,6 +26,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "watchdog.hpp"
@@ -93,6 +94,7 @@ int run_joiner(const std::string& port) {
     size += kGrows[g];
     std::vector<int> before = pids;
     const std::vector<int> p = payload_of(g);
+    MPI_Barrier(job);  // with the job's ranks, which wait for the new processes to connect
     MPI_Comm grown = grow_by_accept(job, kGrows[g], "", p);
     MPI_Comm_disconnect(&job);
     job = grown;
@@ -156,6 +158,10 @@ int main(int argc, char** argv) {
         joiners.push_back(pid);
       }
     }
+    // The new processes wait in MPI_Comm_connect before the job starts accepting, so that
+    // rank 0's one-to-one accepts time the accepts alone, not the processes' start.
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    MPI_Barrier(job);
     GrowReport report;
     const std::vector<int> p = payload_of(g);
     MPI_Comm grown = grow_by_accept(job, kGrows[g], port, p, &report);
@@ -169,7 +175,12 @@ int main(int argc, char** argv) {
                      {"total_seconds", report.total_seconds},
                      {"wait_seconds", report.wait_seconds},
                      {"group_seconds", report.group_seconds},
-                     {"merge_seconds", report.merge_seconds.empty() ? 0.0 : report.merge_seconds.front()}});
+                     {"merge_seconds", report.merge_seconds.empty() ? 0.0 : report.merge_seconds.front()},
+                     {"accept_seconds", report.accept_seconds}});
+    if (rank == 0) {
+      expect(report.accept_seconds.size() == static_cast<std::size_t>(kGrows[g]),
+             "rank 0 timed " + std::to_string(report.accept_seconds.size()) + " accepts", rank);
+    }
   }
   int all_failures = 0;
   MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, job);

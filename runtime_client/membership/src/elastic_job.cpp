@@ -328,6 +328,7 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
                           {"wait_seconds", grown.wait_seconds},
                           {"group_seconds", grown.group_seconds},
                           {"merge_seconds", grown.merge_seconds},
+                          {"accept_seconds", grown.accept_seconds},
                           {"disconnect_seconds", grown.disconnect_seconds},
                           {"expand_onto_seconds", onto_seconds},
                           {"tiles_migrated", runtime_->last_rebalance().tiles},

@@ -40,7 +40,7 @@ struct Rendezvous {
 };
 
 Rendezvous meet_new_processes(int count, int old_size, const std::string& port,
-                              std::span<const int> payload) {
+                              std::span<const int> payload, GrowReport& report) {
   Rendezvous out;
   const int rounds = tree_rounds(count);
   out.table.assign(table_bytes(count), '\0');
@@ -48,8 +48,10 @@ Rendezvous meet_new_processes(int count, int old_size, const std::string& port,
   std::vector<MPI_Request> requests;
   for (int i = 0; i < count; ++i) {
     MPI_Comm link_raw = MPI_COMM_NULL;
+    const auto t = Clock::now();
     check(MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &link_raw),
           "MPI_Comm_accept");
+    report.accept_seconds.push_back(seconds_since(t));
     out.links.push_back(adopt(link_raw));
     auto& plan = plans[static_cast<std::size_t>(i)];
     plan.ordinal = i;
@@ -110,7 +112,7 @@ MPI_Comm grow_by_accept(MPI_Comm current, int count, const std::string& port,
     return hand_out(std::move(grown));
   }
   Rendezvous met;
-  if (rank == 0) met = meet_new_processes(count, r.old_size, port, payload);
+  if (rank == 0) met = meet_new_processes(count, r.old_size, port, payload, r);
   // Every rank of the job waits, sleeping, until the new processes are one group.
   MPI_Request request = MPI_REQUEST_NULL;
   check(MPI_Ibcast(&met.ready, sizeof met.ready, MPI_BYTE, 0, current, &request), "MPI_Ibcast");

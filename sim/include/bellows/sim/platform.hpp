@@ -7,6 +7,7 @@
 // the runtime's own per-task cost on the emulated device.
 
 #include <string>
+#include <vector>
 
 namespace bellows::sim {
 
@@ -32,5 +33,14 @@ struct PlatformOptions {
 
 /// SimGrid platform XML (DTD 4.1) for `nodes` nodes.
 [[nodiscard]] std::string platform_xml(const PlatformOptions& options, int nodes);
+
+/// Writes platform_xml(options, nodes) to `path`, or to a fresh file in /tmp when `path` is
+/// empty, and returns the path written. Throws std::runtime_error when it cannot.
+std::string write_platform(const PlatformOptions& options, int nodes, const std::string& path = {});
+
+/// The arguments every simulation starts SimGrid's engine with (argv[0] = `program`): the
+/// platform's latencies and bandwidths as written (the CM02 network model, no TCP correction
+/// factors), no acknowledgement traffic, warnings and errors only in SimGrid's log.
+[[nodiscard]] std::vector<std::string> simgrid_arguments(const std::string& program);
 
 }  // namespace bellows::sim

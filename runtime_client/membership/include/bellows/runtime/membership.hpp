@@ -136,6 +136,9 @@ struct GrowReport {
   std::vector<double> merge_seconds;
   /// Releasing the intermediate communicators (one entry).
   std::vector<double> disconnect_seconds;
+  /// A grow by accept, on the job's rank 0: each one-to-one MPI_Comm_accept of a new process,
+  /// by ordinal (with the wait for the process to connect, when it had not yet).
+  std::vector<double> accept_seconds;
   double total_seconds = 0.0;
 };
 

@@ -1,0 +1,66 @@
+// bellows-sim-join: a grow of a running job by k nodes on a simulated machine (SimGrid), with
+// the join tree or one accept and merge per new rank. docs/sim.md, "Joins".
+//   bellows-sim-join --job-ranks 64 --join 256 --protocol tree
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "bellows/sim/join.hpp"
+
+namespace bs = bellows::sim;
+
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "bellows-sim-join: error: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bs::JoinOptions o;
+  std::string protocol = "tree";
+  double accept_us = o.accept_seconds * 1e6, merge_us = o.merge_seconds * 1e6;
+  CLI::App cli{"A grow of a running job by k nodes on a simulated machine (SimGrid 3.32): from every "
+               "new rank waiting to connect to the job being one communicator"};
+  cli.add_option("--job-ranks", o.job_ranks, "ranks before the grow (default 1)");
+  cli.add_option("--join", o.new_ranks, "new ranks, one per node (default 8)");
+  cli.add_option("--protocol", protocol,
+                 "tree (the join tree: rendezvous at rank 0, log2 k rounds, one merge) or sequential "
+                 "(one accept and merge over the job per new rank); default tree");
+  cli.add_option("--accept-us", accept_us,
+                 "fixed cost of a one-to-one accept, microseconds (default measured: docs/sim.md)");
+  cli.add_option("--merge-us", merge_us, "fixed cost of a merge, microseconds (default measured)");
+  cli.add_option("--card-bytes", o.card_bytes, "bytes of one process's description in a merge (default 256)");
+  cli.add_option("--latency-us", o.platform.latency_us, "one-way latency between two nodes, microseconds (default 5)");
+  cli.add_option("--bandwidth-gbps", o.platform.bandwidth_gbps, "each node's link, GB/s (default 5)");
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << cli.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what());
+  }
+  if (protocol == "tree") {
+    o.protocol = bs::JoinProtocol::tree;
+  } else if (protocol == "sequential") {
+    o.protocol = bs::JoinProtocol::sequential;
+  } else {
+    return fail("--protocol must be tree or sequential, got '" + protocol + "'");
+  }
+  o.accept_seconds = accept_us * 1e-6;
+  o.merge_seconds = merge_us * 1e-6;
+  if (auto error = bs::validate(o); !error.empty()) return fail(error);
+  try {
+    std::printf("%s\n", bs::simulate_join(o).dump().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bellows-sim-join: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
