@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   cli.add_option("--pattern", a.workload.pattern, "bspgemm: random, banded or skewed (default skewed)");
   cli.add_option("--density", a.workload.density, "bspgemm: mean fraction of nonzero tiles, in (0, 1] (default 0.5)");
   cli.add_option("--k", a.workload.k, "bspgemm: inner dimension (default n)");
-  cli.add_option("--seed", a.workload.seed, "bspgemm: seed of the sparsity pattern (default 1)");
+  cli.add_option("--seed", a.workload.seed, "bspgemm: seed of the sparsity pattern (default 42, as the examples)");
   cli.add_option("--ranks", a.sim.ranks, "simulated nodes, one rank each (default 4)");
   cli.add_option("--gflops", a.sim.platform.gflops, "device speed of each node, GFLOP/s (default 1000)");
   cli.add_option("--lanes", a.sim.platform.lanes, "tasks a node's device runs at once (default 1)");

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Simulated against real runs: bellows-sim next to the real examples at 4, 8 and 16 ranks.
+
+For each app (gemm, cholesky, bspgemm --pattern skewed), rank count, emulated device speed
+(GFLOP/s) and stealing setting (off, on), runs the real example under Bellows' mpiexec
+(--kernel emulated, OPENBLAS_NUM_THREADS=1, several iterations; the steady iteration time is
+bench_common.makespan: the median leaving out the first) and bellows-sim with the same graph
+(app, n, tile, pattern, density) and the same stealing options, and prints:
+
+  real and simulated makespan (s), sim / real, within 10 %?;
+  tasks stolen and steal requests, real (per iteration: the run's total over its iterations)
+  and simulated (its iterations' total over their number), within 20 %?
+
+The machine has 2 cores: 16 ranks (and, less so, 8) are oversubscribed, each rank running a
+main thread, a communication thread and a lane thread; the emulated device's lanes sleep
+(they do not compute), so what the oversubscription slows is the ranks' CPU work
+(communication, copies, scheduling), which simulated nodes each do on a core of their own.
+The `cpu/rank` column shows the real run's CPU time per rank and iteration (the
+communication and copy threads, comm_cpu_seconds) against its iteration time.
+
+Real runs are repeated --rounds times, interleaved with the simulations; the real makespan is
+the median over rounds.
+
+  python3 bench/sim_validate.py [--build build/default] [--quick] [--rounds 2]
+      [--apps gemm cholesky bspgemm] [--ranks 4 8 16] [--gflops 10 1000] [--json FILE]
+      [--sim-arg=--steal-request-visit-cost-us=40 ...]
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import MPIEXEC, run_json, makespan  # noqa: E402
+
+# Graph parameters per app: sized so that a real run takes a few seconds at most at
+# 10 GFLOP/s on 4 ranks (tile 256: a 33.5 MFLOP GEMM task runs 3.4 ms at 10 GFLOP/s and
+# 34 us at 1000).
+APPS = {
+    "gemm": {"n": 2048, "tile": 256, "extra": []},
+    "cholesky": {"n": 3072, "tile": 256, "extra": []},
+    "bspgemm": {"n": 3072, "tile": 256, "extra": ["--pattern", "skewed", "--density", "0.5", "--seed", "42"]},
+}
+QUICK = {
+    "gemm": {"n": 1536, "tile": 256, "extra": []},
+    "cholesky": {"n": 2048, "tile": 256, "extra": []},
+    "bspgemm": {"n": 2048, "tile": 256, "extra": ["--pattern", "skewed", "--density", "0.5", "--seed", "42"]},
+}
+MAKESPAN_BOUND = 0.10
+STEAL_BOUND = 0.20
+
+
+def iterations_for(gflops):
+    # GPU speed: iterations of tens of milliseconds; several more to reach the steady state.
+    return 4 if gflops < 100 else 8
+
+
+def real_run(a, app, params, ranks, gflops, steal):
+    cmd = [MPIEXEC, "-n", str(ranks), os.path.join(a.build, "examples", app),
+           "--n", str(params["n"]), "--tile", str(params["tile"]), *params["extra"],
+           "--kernel", "emulated", "--emulated-gflops", str(gflops),
+           "--iterations", str(iterations_for(gflops)), "--steal", steal, "--quiet"]
+    start = time.monotonic()
+    report = run_json(cmd, timeout=a.timeout)
+    report["_wall"] = time.monotonic() - start
+    return report
+
+
+def sim_run(a, app, params, ranks, gflops, steal):
+    cmd = [os.path.join(a.build, "sim", "bellows-sim"), "--app", app,
+           "--n", str(params["n"]), "--tile", str(params["tile"]), *params["extra"],
+           "--ranks", str(ranks), "--gflops", str(gflops), "--steal", steal, "--quiet", *a.sim_arg]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def per_iteration(report, key):
+    return report["steal"][key] / max(1, len(report["iterations"]))
+
+
+def sim_makespan(report):
+    # The simulator's iterations are alike but for what the ranks learned: like the real
+    # runs, leave out the first when there are several.
+    return makespan(report)
+
+
+def within(sim, real, bound):
+    if real == 0:
+        return sim == 0
+    return abs(sim - real) <= bound * real
+
+
+def comm_cpu_share(report):
+    """CPU seconds of the communication and copy threads per rank and iteration, over the
+    median iteration time."""
+    its = len(report["iterations"])
+    cpu = statistics.mean(r.get("comm_cpu_seconds", 0.0) for r in report["rank_stats"]) / its
+    return cpu / makespan(report) if makespan(report) > 0 else 0.0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build/default")
+    p.add_argument("--apps", nargs="+", default=list(APPS), choices=list(APPS))
+    p.add_argument("--ranks", type=int, nargs="+", default=[4, 8, 16])
+    p.add_argument("--gflops", type=float, nargs="+", default=[10.0, 1000.0])
+    p.add_argument("--steal", nargs="+", default=["off", "on"], choices=["off", "on"])
+    p.add_argument("--rounds", type=int, default=2, help="real runs per cell, interleaved (median)")
+    p.add_argument("--quick", action="store_true", help="smaller graphs, one round")
+    p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--json", help="append every report (real and simulated, one JSON line each) to FILE")
+    p.add_argument("--sim-arg", action="append", default=[],
+                   help="extra bellows-sim argument (repeatable), e.g. --sim-arg=--task-overhead-us=2")
+    a = p.parse_args()
+    apps = QUICK if a.quick else APPS
+    rounds = 1 if a.quick else a.rounds
+
+    cells = [(app, ranks, gflops, steal) for app in a.apps for gflops in a.gflops
+             for ranks in a.ranks for steal in a.steal]
+    real = {c: [] for c in cells}
+    sims = {}
+    started = time.monotonic()
+    for rnd in range(rounds):
+        for i, cell in enumerate(cells):
+            app, ranks, gflops, steal = cell
+            print(f"round {rnd + 1}/{rounds}, {i + 1}/{len(cells)}: {app} {ranks} ranks {gflops:g} GF/s "
+                  f"steal {steal} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+            r = real_run(a, app, apps[app], ranks, gflops, steal)
+            real[cell].append(r)
+            if cell not in sims:  # the simulator is deterministic: once per cell
+                sims[cell] = sim_run(a, app, apps[app], ranks, gflops, steal)
+            if a.json:
+                with open(a.json, "a") as f:
+                    f.write(json.dumps({"cell": list(cell), "real": r}) + "\n")
+                    if rnd == 0:
+                        f.write(json.dumps({"cell": list(cell), "sim": sims[cell]}) + "\n")
+
+    print(f"# {datetime.date.today().isoformat()}: python3 bench/sim_validate.py "
+          f"{' '.join(sys.argv[1:])}".rstrip())
+    print("# sizes: " + ", ".join(f"{app} n={apps[app]['n']} tile={apps[app]['tile']}"
+                                  f"{' ' + ' '.join(apps[app]['extra']) if apps[app]['extra'] else ''}"
+                                  for app in a.apps))
+    print(f"# real: median of {rounds} round(s) of the steady iteration time (iterations: 4 at 10 GF/s, "
+          f"8 at 1000; the first left out); steals per iteration; sim: one simulated run")
+    header = (f"{'app':<8} {'ranks':>5} {'GF/s':>5} {'steal':>5} | {'real s':>8} {'sim s':>8} {'sim/real':>8} "
+              f"{'10%':>4} | {'stolen r':>8} {'stolen s':>8} {'req r':>7} {'req s':>7} {'20%':>4} | "
+              f"{'cpu/rank':>8}")
+    print(header)
+    print("-" * len(header))
+    met_time = met_steal = 0
+    for cell in cells:
+        app, ranks, gflops, steal = cell
+        rs = real[cell]
+        s = sims[cell]
+        t_real = statistics.median(makespan(r) for r in rs)
+        t_sim = sim_makespan(s)
+        stolen_r = statistics.median(per_iteration(r, "tasks_stolen") for r in rs)
+        req_r = statistics.median(per_iteration(r, "requests_sent") for r in rs)
+        stolen_s = per_iteration(s, "tasks_stolen")
+        req_s = per_iteration(s, "requests_sent")
+        ok_t = within(t_sim, t_real, MAKESPAN_BOUND)
+        ok_s = steal == "off" or within(round(stolen_s, 1), round(stolen_r, 1), STEAL_BOUND)
+        met_time += ok_t
+        met_steal += ok_s
+        cpu = statistics.median(comm_cpu_share(r) for r in rs)
+        print(f"{app:<8} {ranks:>5} {gflops:>5g} {steal:>5} | {t_real:>8.4f} {t_sim:>8.4f} "
+              f"{t_sim / t_real:>8.3f} {'yes' if ok_t else 'no':>4} | {stolen_r:>8.1f} {stolen_s:>8.1f} "
+              f"{req_r:>7.1f} {req_s:>7.1f} {('yes' if ok_s else 'no') if steal == 'on' else '-':>4} | "
+              f"{cpu:>8.3f}")
+    print(f"makespan within {MAKESPAN_BOUND:.0%}: {met_time}/{len(cells)} cells; tasks stolen within "
+          f"{STEAL_BOUND:.0%}: {met_steal}/{len(cells)} (stealing off counts as met)")
+    print(f"wall time {time.monotonic() - started:.0f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
