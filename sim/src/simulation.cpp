@@ -32,6 +32,10 @@ std::string validate(const SimOptions& o) {
     return "--task-overhead-us must be at least 0, got " + std::to_string(o.task_overhead_us);
   }
   if (auto error = runtime::validate(o.steal); !error.empty()) return error;
+  if (!(o.tile_cpu_us >= 0.0) || !std::isfinite(o.tile_cpu_us)) {
+    return "--tile-cpu-us must be at least 0, got " + std::to_string(o.tile_cpu_us);
+  }
+  if (o.host_cores < 0) return "--host-cores must be at least 0, got " + std::to_string(o.host_cores);
   return {};
 }
 
@@ -108,11 +112,12 @@ struct PriorityWork {
 
 class Rank {
  public:
-  Rank(World& world, int id, s4u::Host* host)
+  Rank(World& world, int id, s4u::Host* host, s4u::Host* cpu)
       : w_(world),
         g_(world.graph),
         id_(id),
         host_(host),
+        cpu_(cpu),
         mailbox_(s4u::Mailbox::by_name("rank-" + std::to_string(id))),
         cost_(priors(world.options, host)),
         policy_(world.options.steal, id, world.options.ranks),
@@ -127,6 +132,7 @@ class Rank {
   std::uint64_t owned_tasks = 0;
   double flops = 0.0;
   double busy_seconds = 0.0;
+  double cpu_seconds = 0.0;  ///< modeled CPU of the communication and copy threads
   std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
   [[nodiscard]] int lanes() const noexcept { return lanes_; }
 
@@ -152,6 +158,7 @@ class Rank {
       activities.push_back(receive);
       for (const auto& lane : running_) activities.push_back(lane.exec);
       for (const auto& transfer : transfers_) activities.push_back(transfer.comm);
+      for (const auto& job : cpu_jobs_) activities.push_back(job.exec);
       double timeout = -1.0;
       const double now = s4u::Engine::get_clock();
       const double ask_at = static_cast<double>(policy_.next_ask_at().count()) * 1e-9;
@@ -168,8 +175,10 @@ class Rank {
         if (!stop_) receive = mailbox_->get_async<Message>(&incoming);
       } else if (static_cast<std::size_t>(which) <= running_.size()) {
         task_finished(static_cast<std::size_t>(which - 1));
-      } else {
+      } else if (static_cast<std::size_t>(which) <= running_.size() + transfers_.size()) {
         transfer_done(static_cast<std::size_t>(which) - 1 - running_.size());
+      } else {
+        cpu_job_done(static_cast<std::size_t>(which) - 1 - running_.size() - transfers_.size());
       }
     }
     mailbox_->set_receiver(nullptr);
@@ -212,6 +221,35 @@ class Rank {
     bool arrived = false;
     std::vector<std::uint32_t> waiters;
   };
+  /// CPU work of the rank's communication and copy threads (on its CPU host: a core of its
+  /// own, or the cores all ranks share), after which a tile counts as arrived or a steal
+  /// request is served.
+  struct CpuJob {
+    s4u::ExecPtr exec;
+    Transfer tile;                     ///< a received tile (when `request` is empty)
+    std::unique_ptr<Message> request;  ///< a steal request to serve
+    double seconds = 0.0;
+  };
+
+  void start_cpu(CpuJob job) {
+    job.exec = s4u::this_actor::exec_init(job.seconds * cpu_->get_speed());
+    job.exec->set_host(cpu_);
+    job.exec->start();
+    ++w_.events;
+    cpu_seconds += job.seconds;
+    cpu_jobs_.push_back(std::move(job));
+  }
+
+  void cpu_job_done(std::size_t index) {
+    CpuJob job = std::move(cpu_jobs_[index]);
+    cpu_jobs_[index] = std::move(cpu_jobs_.back());
+    cpu_jobs_.pop_back();
+    if (job.request) {
+      serve(*job.request);
+    } else {
+      tile_arrived(std::move(job.tile));
+    }
+  }
 
   static runtime::CostModelOptions priors(const SimOptions& options, s4u::Host* host) {
     runtime::CostModelOptions p;
@@ -267,6 +305,17 @@ class Rank {
       check_done();
       return;
     }
+    if (w_.options.tile_cpu_us > 0.0) {
+      CpuJob job;
+      job.tile = std::move(t);
+      job.seconds = w_.options.tile_cpu_us * 1e-6;
+      start_cpu(std::move(job));
+      return;
+    }
+    tile_arrived(std::move(t));
+  }
+
+  void tile_arrived(Transfer t) {
     const double now = s4u::Engine::get_clock();
     --inbound_;
     bytes_received += t.bytes;
@@ -456,7 +505,14 @@ class Rank {
         }
         break;
       case T::steal_request:
-        serve(m);
+        if (w_.options.serve_cpu && w_.options.steal.request_visit_cost_us > 0) {
+          CpuJob job;
+          job.request = std::make_unique<Message>(m);
+          job.seconds = w_.options.steal.request_visit_cost_us * 1e-6;
+          start_cpu(std::move(job));
+        } else {
+          serve(m);
+        }
         break;
       case T::steal_reply:
         reply_arrived(m);
@@ -664,6 +720,7 @@ class Rank {
   const SimGraph& g_;
   int id_;
   s4u::Host* host_;
+  s4u::Host* cpu_;
   s4u::Mailbox* mailbox_;
   CostModel cost_;
   StealPolicy policy_;
@@ -673,6 +730,7 @@ class Rank {
   std::uint64_t seq_ = 0;
   std::vector<Lane> running_;
   std::vector<Transfer> transfers_;
+  std::vector<CpuJob> cpu_jobs_;
   std::map<std::int64_t, PriorityWork, std::greater<>> remaining_;
   double remaining_tasks_ = 0.0;
   double remaining_flops_ = 0.0;
@@ -709,6 +767,29 @@ std::vector<s4u::Host*> rank_hosts(const s4u::Engine& engine, int ranks) {
   }
   hosts.resize(static_cast<std::size_t>(ranks));
   return hosts;
+}
+
+/// The ranks' CPU for their communication and copy threads: hosts of their own outside the
+/// network (a zone without routes; only executions run there), one core at 1 GFLOP/s
+/// each, or one host of `host_cores` cores that every rank's CPU work shares.
+std::vector<s4u::Host*> cpu_hosts(const s4u::Engine& engine, const SimOptions& options) {
+  auto* zone = s4u::create_empty_zone("bellows-cpu");
+  zone->set_parent(engine.get_netzone_root());
+  std::vector<s4u::Host*> cpus;
+  if (options.host_cores > 0) {
+    s4u::Host* shared = zone->create_host("cpu-shared", 1e9);
+    shared->set_core_count(options.host_cores);
+    shared->seal();
+    cpus.assign(static_cast<std::size_t>(options.ranks), shared);
+  } else {
+    for (int r = 0; r < options.ranks; ++r) {
+      s4u::Host* own = zone->create_host("cpu-" + std::to_string(r), 1e9);
+      own->seal();
+      cpus.push_back(own);
+    }
+  }
+  zone->seal();
+  return cpus;
 }
 
 }  // namespace
@@ -752,6 +833,7 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   engine.load_platform(platform_path);
   if (!temporary.empty()) std::remove(temporary.c_str());
   const auto hosts = rank_hosts(engine, options.ranks);
+  const auto cpus = cpu_hosts(engine, options);
 
   World world{g, options};
   world.runs.assign(g.size(), 0);
@@ -765,7 +847,8 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   }
   world.progress = progress;
   for (int r = 0; r < options.ranks; ++r) {
-    world.ranks.push_back(std::make_unique<Rank>(world, r, hosts[static_cast<std::size_t>(r)]));
+    world.ranks.push_back(std::make_unique<Rank>(world, r, hosts[static_cast<std::size_t>(r)],
+                                                 cpus[static_cast<std::size_t>(r)]));
   }
   for (int r = 0; r < options.ranks; ++r) {
     Rank* rank = world.ranks[static_cast<std::size_t>(r)].get();
@@ -821,6 +904,7 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
     s["tasks_by_class"] = r->tasks_by_class;
     s["flops"] = r->flops;
     s["busy_seconds"] = r->busy_seconds;
+    s["comm_cpu_seconds"] = r->cpu_seconds;
     s["idle_seconds"] = std::max(0.0, world.makespan * r->lanes() - r->busy_seconds);
     s["bytes_sent"] = r->bytes_sent;
     s["bytes_received"] = r->bytes_received;
@@ -854,6 +938,9 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   sim["events_per_second"] = wall > 0 ? static_cast<double>(world.events) / wall : 0.0;
   sim["task_overhead_us"] = options.task_overhead_us;
   sim["control_bytes"] = options.control_bytes;
+  sim["tile_cpu_us"] = options.tile_cpu_us;
+  sim["serve_cpu_us"] = options.serve_cpu ? options.steal.request_visit_cost_us : 0;
+  sim["host_cores"] = options.host_cores;
   sim["platform_file"] = temporary.empty() ? platform_path : std::string();
   if (options.platform_file.empty()) {
     sim["platform"] = {{"gflops", options.platform.gflops},
