@@ -4,8 +4,8 @@
 For each app (gemm, cholesky, bspgemm --pattern skewed), rank count, emulated device speed
 (GFLOP/s) and stealing setting (off, on), runs the real example under Bellows' mpiexec
 (--kernel emulated, OPENBLAS_NUM_THREADS=1, several iterations; the steady iteration time is
-bench_common.makespan: the median leaving out the first) and bellows-sim with the same graph
-(app, n, tile, pattern, density) and the same stealing options, and prints:
+the median of the iterations after the warm-up: iterations_for) and bellows-sim with the same graph
+(app, n, tile, pattern, density, seed), iterations and stealing options, and prints:
 
   real and simulated makespan (s), sim / real, within 10 %?;
   tasks stolen and steal requests, real (per iteration: the run's total over its iterations)
@@ -15,8 +15,8 @@ The machine has 2 cores: 16 ranks (and, less so, 8) are oversubscribed, each ran
 main thread, a communication thread and a lane thread; the emulated device's lanes sleep
 (they do not compute), so what the oversubscription slows is the ranks' CPU work
 (communication, copies, scheduling), which simulated nodes each do on a core of their own.
-The `cpu/rank` column shows the real run's CPU time per rank and iteration (the
-communication and copy threads, comm_cpu_seconds) against its iteration time.
+The `cpu` columns show the CPU time per rank and iteration of the communication and copy
+threads (comm_cpu_seconds; simulated: what the model charges) over the iteration time.
 
 Real runs are repeated --rounds times, interleaved with the simulations; the real makespan is
 the median over rounds.
@@ -55,25 +55,60 @@ STEAL_BOUND = 0.20
 
 
 def iterations_for(gflops):
-    # GPU speed: iterations of tens of milliseconds; several more to reach the steady state.
-    return 4 if gflops < 100 else 8
+    """Iterations per run, and how many of the first are left out as warm-up. A real run's
+    first iterations pay page faults and first reads of peers' slabs (bench_common.makespan);
+    at 1000 GFLOP/s the iteration time falls for about 4-8 iterations (tens of ms each)."""
+    return (6, 2) if gflops < 100 else (16, 8)
 
 
 def real_run(a, app, params, ranks, gflops, steal):
     cmd = [MPIEXEC, "-n", str(ranks), os.path.join(a.build, "examples", app),
            "--n", str(params["n"]), "--tile", str(params["tile"]), *params["extra"],
            "--kernel", "emulated", "--emulated-gflops", str(gflops),
-           "--iterations", str(iterations_for(gflops)), "--steal", steal, "--quiet"]
+           "--iterations", str(iterations_for(gflops)[0]), "--steal", steal, "--quiet"]
     start = time.monotonic()
     report = run_json(cmd, timeout=a.timeout)
     report["_wall"] = time.monotonic() - start
     return report
 
 
-def sim_run(a, app, params, ranks, gflops, steal):
+def calibrate(a):
+    """The simulated platform's parameters, measured on this machine before the runs (none
+    of them from the runs compared): MPI ping-pong latency and one tile's transfer
+    (bellows_pingpong, 2 ranks), and the CPU the communication and copy threads spend per
+    tile a rank receives (comm_cpu_seconds over tiles received, GEMM n=2048 tile 256 on 2
+    ranks at 1000 GFLOP/s, stealing off, 8 iterations: 2 ranks, so each has a core)."""
+    tile = 256
+    # The least of three medians: the host is shared, and a ping-pong whose ranks wait for
+    # a core measures the other jobs.
+    pps = [run_json([MPIEXEC, "-n", "2", os.path.join(a.build, "bench", "bellows_pingpong"),
+                     "--tile", str(tile), "--repeat", "200"]) for _ in range(3)]
+    pp = {"latency_us": min(p["latency_us"] for p in pps), "tile_bytes": pps[0]["tile_bytes"],
+          "tile_transfer_us": min(p["tile_transfer_us"] for p in pps)}
+    r = run_json([MPIEXEC, "-n", "2", os.path.join(a.build, "examples", "gemm"), "--n", "2048",
+                  "--tile", str(tile), "--kernel", "emulated", "--emulated-gflops", "1000",
+                  "--iterations", "8", "--steal", "off", "--quiet"])
+    tile_bytes = tile * tile * 8
+    per_tile = [s["comm_cpu_seconds"] / (s["bytes_received"] / tile_bytes) for s in r["rank_stats"]
+                if s["bytes_received"] > 0]
+    return {"latency_us": max(pp["latency_us"], 0.01),
+            "bandwidth_gbps": pp["tile_bytes"] / (pp["tile_transfer_us"] * 1e3),
+            "tile_cpu_us": statistics.median(per_tile) * 1e6,
+            "host_cores": os.cpu_count() or 1}
+
+
+def platform_args(cal, shared):
+    return ["--latency-us", f"{cal['latency_us']:.3f}", "--bandwidth-gbps", f"{cal['bandwidth_gbps']:.2f}",
+            "--tile-cpu-us", f"{cal['tile_cpu_us']:.1f}",
+            "--host-cores", str(cal["host_cores"] if shared else 0)]
+
+
+def sim_run(a, app, params, ranks, gflops, steal, platform):
     cmd = [os.path.join(a.build, "sim", "bellows-sim"), "--app", app,
            "--n", str(params["n"]), "--tile", str(params["tile"]), *params["extra"],
-           "--ranks", str(ranks), "--gflops", str(gflops), "--steal", steal, "--quiet", *a.sim_arg]
+           "--ranks", str(ranks), "--gflops", str(gflops), "--steal", steal,
+           "--iterations", str(iterations_for(gflops)[0]), "--quiet", *platform,
+           *a.sim_arg]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
@@ -84,10 +119,9 @@ def per_iteration(report, key):
     return report["steal"][key] / max(1, len(report["iterations"]))
 
 
-def sim_makespan(report):
-    # The simulator's iterations are alike but for what the ranks learned: like the real
-    # runs, leave out the first when there are several.
-    return makespan(report)
+def steady(report, gflops):
+    """The steady iteration time: the median of the iterations after the warm-up."""
+    return makespan(report, warmup=iterations_for(gflops)[1])
 
 
 def within(sim, real, bound):
@@ -124,8 +158,10 @@ def main():
     cells = [(app, ranks, gflops, steal) for app in a.apps for gflops in a.gflops
              for ranks in a.ranks for steal in a.steal]
     real = {c: [] for c in cells}
-    sims = {}
+    sims, own = {}, {}
     started = time.monotonic()
+    cal = calibrate(a)
+    print(f"calibration: {cal}", file=sys.stderr, flush=True)
     for rnd in range(rounds):
         for i, cell in enumerate(cells):
             app, ranks, gflops, steal = cell
@@ -134,23 +170,30 @@ def main():
             r = real_run(a, app, apps[app], ranks, gflops, steal)
             real[cell].append(r)
             if cell not in sims:  # the simulator is deterministic: once per cell
-                sims[cell] = sim_run(a, app, apps[app], ranks, gflops, steal)
+                sims[cell] = sim_run(a, app, apps[app], ranks, gflops, steal, platform_args(cal, True))
+                own[cell] = sim_run(a, app, apps[app], ranks, gflops, steal, platform_args(cal, False))
             if a.json:
                 with open(a.json, "a") as f:
                     f.write(json.dumps({"cell": list(cell), "real": r}) + "\n")
                     if rnd == 0:
                         f.write(json.dumps({"cell": list(cell), "sim": sims[cell]}) + "\n")
+                        f.write(json.dumps({"cell": list(cell), "sim_own": own[cell]}) + "\n")
 
     print(f"# {datetime.date.today().isoformat()}: python3 bench/sim_validate.py "
           f"{' '.join(sys.argv[1:])}".rstrip())
     print("# sizes: " + ", ".join(f"{app} n={apps[app]['n']} tile={apps[app]['tile']}"
                                   f"{' ' + ' '.join(apps[app]['extra']) if apps[app]['extra'] else ''}"
                                   for app in a.apps))
-    print(f"# real: median of {rounds} round(s) of the steady iteration time (iterations: 4 at 10 GF/s, "
-          f"8 at 1000; the first left out); steals per iteration; sim: one simulated run")
+    print(f"# platform (measured here, before the runs): latency {cal['latency_us']:.2f} us, "
+          f"{cal['bandwidth_gbps']:.1f} GB/s (MPI ping-pong, one 256 tile), {cal['tile_cpu_us']:.0f} us of "
+          f"communication CPU per tile received (gemm, 2 ranks); sim: all ranks share the host's "
+          f"{cal['host_cores']} cores; own: a core per rank")
+    print(f"# makespan: the steady iteration time, median of iterations 3-6 at 10 GF/s, 9-16 at 1000 "
+          f"(real: median over {rounds} round(s)); steals: per iteration, all iterations; "
+          f"cpu: communication CPU per rank over the iteration time")
     header = (f"{'app':<8} {'ranks':>5} {'GF/s':>5} {'steal':>5} | {'real s':>8} {'sim s':>8} {'sim/real':>8} "
-              f"{'10%':>4} | {'stolen r':>8} {'stolen s':>8} {'req r':>7} {'req s':>7} {'20%':>4} | "
-              f"{'cpu/rank':>8}")
+              f"{'10%':>4} {'own s':>8} {'own/real':>8} | {'stolen r':>8} {'stolen s':>8} {'req r':>7} {'req s':>7} {'20%':>4} | "
+              f"{'cpu r':>8} {'cpu s':>8}")
     print(header)
     print("-" * len(header))
     met_time = met_steal = 0
@@ -158,8 +201,9 @@ def main():
         app, ranks, gflops, steal = cell
         rs = real[cell]
         s = sims[cell]
-        t_real = statistics.median(makespan(r) for r in rs)
-        t_sim = sim_makespan(s)
+        t_real = statistics.median(steady(r, gflops) for r in rs)
+        t_sim = steady(s, gflops)
+        t_own = steady(own[cell], gflops)
         stolen_r = statistics.median(per_iteration(r, "tasks_stolen") for r in rs)
         req_r = statistics.median(per_iteration(r, "requests_sent") for r in rs)
         stolen_s = per_iteration(s, "tasks_stolen")
@@ -169,10 +213,11 @@ def main():
         met_time += ok_t
         met_steal += ok_s
         cpu = statistics.median(comm_cpu_share(r) for r in rs)
+        cpu_sim = comm_cpu_share(s)
         print(f"{app:<8} {ranks:>5} {gflops:>5g} {steal:>5} | {t_real:>8.4f} {t_sim:>8.4f} "
-              f"{t_sim / t_real:>8.3f} {'yes' if ok_t else 'no':>4} | {stolen_r:>8.1f} {stolen_s:>8.1f} "
+              f"{t_sim / t_real:>8.3f} {'yes' if ok_t else 'no':>4} {t_own:>8.4f} {t_own / t_real:>8.3f} | {stolen_r:>8.1f} {stolen_s:>8.1f} "
               f"{req_r:>7.1f} {req_s:>7.1f} {('yes' if ok_s else 'no') if steal == 'on' else '-':>4} | "
-              f"{cpu:>8.3f}")
+              f"{cpu:>8.3f} {cpu_sim:>8.3f}")
     print(f"makespan within {MAKESPAN_BOUND:.0%}: {met_time}/{len(cells)} cells; tasks stolen within "
           f"{STEAL_BOUND:.0%}: {met_steal}/{len(cells)} (stealing off counts as met)")
     print(f"wall time {time.monotonic() - started:.0f} s", file=sys.stderr)

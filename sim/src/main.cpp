@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   cli.add_option("--k", a.workload.k, "bspgemm: inner dimension (default n)");
   cli.add_option("--seed", a.workload.seed, "bspgemm: seed of the sparsity pattern (default 42, as the examples)");
   cli.add_option("--ranks", a.sim.ranks, "simulated nodes, one rank each (default 4)");
+  cli.add_option("--iterations", a.sim.iterations,
+                 "times the task graph runs (default 1); the makespan is the median of all but the first");
   cli.add_option("--gflops", a.sim.platform.gflops, "device speed of each node, GFLOP/s (default 1000)");
   cli.add_option("--lanes", a.sim.platform.lanes, "tasks a node's device runs at once (default 1)");
   cli.add_option("--task-overhead-us", a.sim.task_overhead_us,

@@ -44,7 +44,8 @@ struct Message {
     activation,     ///< a slot of `task` is ready for consumers on the receiver (bytes: its size)
     steal_request,
     steal_reply,
-    stop,           ///< every task has run and every write-back arrived
+    stop,           ///< every task has run and every write-back arrived (of the last iteration)
+    next,           ///< the same, and the next iteration starts
   };
   Type type = Type::stop;
   int from = 0;
@@ -83,8 +84,20 @@ struct World {
   std::vector<std::vector<std::uint32_t>> owned;  // each rank's tasks, in graph order
   std::uint64_t done = 0;
   std::uint64_t pending_write_backs = 0;
-  bool finished = false;
-  double makespan = 0.0;
+  bool finished = false;  // this iteration's tasks have all run and their write-backs arrived
+  double makespan = 0.0;  // when the last iteration ended
+  // Iterations: a new one starts when the last ended and no steal message is in flight.
+  int iteration = 0;
+  double iteration_start = 0.0;
+  std::uint64_t steal_in_flight = 0;  // steal requests and replies sent, not yet handled
+  struct Iteration {
+    double seconds = 0.0;
+    double busiest_compute_share = 0.0;
+    double mean_compute_share = 0.0;
+  };
+  std::vector<Iteration> iterations;
+  double busiest_compute_share = 0.0;  // of the last iteration that ended (0 before)
+  double mean_compute_share = 0.0;
   std::uint64_t events = 0;
   std::string error;
   ProgressFn progress;
@@ -124,16 +137,7 @@ class Rank {
 
   void run() {
     mailbox_->set_receiver(s4u::Actor::self());
-    policy_.start_iteration();
-    const auto& mine = w_.owned[static_cast<std::size_t>(id_)];
-    owned_tasks = mine.size();
-    for (const std::uint32_t t : mine) add_remaining(g_.task(t));
-    for (const std::uint32_t t : mine) {
-      if (g_.task(t).predecessor_slots == 0) {
-        instantiate(t);
-        if (w_.missing[t] == 0) make_ready(t);
-      }
-    }
+    start_iteration();
     Message* incoming = nullptr;
     s4u::CommPtr receive = mailbox_->get_async<Message>(&incoming);
     std::vector<s4u::ActivityPtr> activities;
@@ -171,8 +175,28 @@ class Rank {
   }
 
   void stop() { stop_ = true; }
+  [[nodiscard]] double busy_this_iteration() const noexcept { return busy_this_iteration_; }
 
  private:
+  /// The rank's part of an iteration's start (engine.cpp: run_iteration,
+  /// comm_engine.cpp: reset_iteration_state): its tasks counted, its roots instantiated;
+  /// what it learned (cost model, steal backoff, compute shares) carries over.
+  void start_iteration() {
+    policy_.start_iteration();
+    collection_.clear();
+    busy_this_iteration_ = 0.0;
+    compute_share_ = w_.iterations.empty() ? 0.0 : compute_share_next_;
+    const auto& mine = w_.owned[static_cast<std::size_t>(id_)];
+    owned_tasks += mine.size();
+    for (const std::uint32_t t : mine) add_remaining(g_.task(t));
+    for (const std::uint32_t t : mine) {
+      if (g_.task(t).predecessor_slots == 0) {
+        instantiate(t);
+        if (w_.missing[t] == 0) make_ready(t);
+      }
+    }
+  }
+
   struct Lane {
     s4u::ExecPtr exec;
     std::uint32_t task = 0;
@@ -252,6 +276,9 @@ class Rank {
 
   void send(int to, Message* message, std::uint64_t payload_bytes) {
     message->from = id_;
+    if (message->type == Message::Type::steal_request || message->type == Message::Type::steal_reply) {
+      ++w_.steal_in_flight;
+    }
     ++w_.events;
     ++messages_sent;
     bytes_sent += payload_bytes;
@@ -406,6 +433,7 @@ class Rank {
     ++tasks_by_class[g_.class_names()[task.class_index]];
     flops += task.flops;
     busy_seconds += seconds;
+    busy_this_iteration_ += seconds;
     leave_remaining(task);
     ++w_.done;
     // Activations, one per (slot, rank) that owns consumers; write-backs to the owners.
@@ -453,15 +481,63 @@ class Rank {
 
   void check_done() {
     if (w_.finished || w_.done != g_.size() || w_.pending_write_backs != 0) return;
+    // Every task ran and every write-back arrived: the iteration's time (engine.cpp:
+    // the elapsed time of its slowest rank). No rank asks for work any more; requests
+    // and replies on their way are answered before the next iteration starts.
     w_.finished = true;
-    w_.makespan = s4u::Engine::get_clock();
+    const double now = s4u::Engine::get_clock();
+    World::Iteration it;
+    it.seconds = now - w_.iteration_start;
+    // Compute shares (engine.cpp: compute_seconds_this_iteration_ / (elapsed x lanes)),
+    // the largest and the mean, as the ranks' reductions give them.
+    double sum = 0.0;
+    for (const auto& r : w_.ranks) {
+      const double share =
+          it.seconds > 0 ? std::clamp(r->busy_this_iteration() / (it.seconds * r->lanes()), 0.0, 1.0) : 0.0;
+      r->compute_share_next_ = share;
+      it.busiest_compute_share = std::max(it.busiest_compute_share, share);
+      sum += share;
+    }
+    it.mean_compute_share = sum / static_cast<double>(w_.ranks.size());
+    w_.iterations.push_back(it);
+    w_.makespan = now;
+    end_iteration_when_quiet();
+  }
+
+  /// Once the iteration is over and no steal message is in flight: the next iteration,
+  /// or the end of the run.
+  void end_iteration_when_quiet() {
+    if (!w_.finished || w_.steal_in_flight != 0 || stop_) return;
+    for (std::uint32_t t = 0; t < g_.size(); ++t) {
+      if (w_.runs[t] != 1) {
+        fail("iteration " + std::to_string(w_.iteration + 1) + ": task " + std::to_string(t) + " ran " +
+             std::to_string(w_.runs[t]) + " times");
+      }
+    }
+    const bool last = w_.iteration + 1 >= w_.options.iterations;
+    if (!last) {
+      ++w_.iteration;
+      w_.iteration_start = s4u::Engine::get_clock();
+      w_.busiest_compute_share = w_.iterations.back().busiest_compute_share;
+      w_.mean_compute_share = w_.iterations.back().mean_compute_share;
+      std::fill(w_.runs.begin(), w_.runs.end(), std::uint8_t{0});
+      std::fill(w_.instantiated.begin(), w_.instantiated.end(), std::uint8_t{0});
+      std::fill(w_.stolen.begin(), w_.stolen.end(), std::uint8_t{0});
+      for (std::uint32_t t = 0; t < g_.size(); ++t) w_.missing[t] = g_.task(t).predecessor_slots;
+      w_.done = 0;
+      w_.finished = false;
+    }
     for (int r = 0; r < static_cast<int>(w_.ranks.size()); ++r) {
       if (r == id_) continue;
       auto* m = new Message{};
-      m->type = Message::Type::stop;
+      m->type = last ? Message::Type::stop : Message::Type::next;
       send(r, m, 0);
     }
-    stop_ = true;
+    if (last) {
+      stop_ = true;
+    } else {
+      start_iteration();
+    }
   }
 
   void report_progress() {
@@ -502,9 +578,14 @@ class Rank {
         break;
       case T::steal_reply:
         reply_arrived(m);
+        --w_.steal_in_flight;
+        end_iteration_when_quiet();
         break;
       case T::stop:
         stop_ = true;
+        break;
+      case T::next:
+        start_iteration();
         break;
     }
   }
@@ -515,7 +596,9 @@ class Rank {
     view.round_trip_seconds = cost_.round_trip_seconds();
     if (const auto task = cost_.recent_task_seconds()) view.task_seconds = *task;
     if (last_tile_bytes_ > 0) view.tile_move_seconds = cost_.transfer_seconds(-1, last_tile_bytes_);
-    // One iteration: no compute shares yet (both 0, as in a real run's first iteration).
+    // The last iteration's compute shares (both 0 in the first iteration).
+    view.busiest_compute_share = w_.busiest_compute_share;
+    view.mean_compute_share = w_.mean_compute_share;
   }
 
   void maybe_ask() {
@@ -621,6 +704,8 @@ class Rank {
     context.thief_load_seconds = request.thief_load;
     context.victim_load_seconds = remaining_work_seconds();
     context.reply_seconds = cost_.round_trip_seconds() / 2;
+    context.compute_share = compute_share_;
+    context.mean_compute_share = w_.mean_compute_share;
     constexpr std::size_t kPriced = 64;
     const bool thief_measured = request.thief_overhead > 0.0 || request.thief_seconds_per_flop > 0.0;
     const bool measured_here = cost_.recent_task_seconds().has_value();
@@ -694,12 +779,14 @@ class Rank {
       }
       ++steal_.requests_forwarded;
       send(next->victim, forward, 0);
+      --w_.steal_in_flight;  // the request, served (its forward and reply are counted)
       return;
     }
     reply->final = true;
     reply->partial_replies = request.partial_replies;
     reply->hops = request.hops;
     send(request.thief, reply, reply_bytes);
+    --w_.steal_in_flight;
   }
 
   World& w_;
@@ -712,6 +799,11 @@ class Rank {
   StealPolicy policy_;
   int lanes_;
   bool stop_ = false;
+  double busy_this_iteration_ = 0.0;
+  double compute_share_ = 0.0;       ///< this rank's, in the last iteration
+ public:
+  double compute_share_next_ = 0.0;  ///< set when an iteration ends, used from the next
+ private:
   std::set<Queued> queue_;
   std::uint64_t seq_ = 0;
   std::vector<Lane> running_;

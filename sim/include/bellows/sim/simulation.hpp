@@ -32,6 +32,9 @@ namespace bellows::sim {
 
 struct SimOptions {
   int ranks = 4;
+  /// Times the task graph runs; the cost models, steal backoffs and compute shares carry
+  /// from one iteration to the next, as in a real run.
+  int iterations = 1;
   PlatformOptions platform;
   /// Fixed cost of running one task on a rank, microseconds (measured: docs/sim.md).
   double task_overhead_us = 1.5;
