@@ -16,7 +16,9 @@ main thread, a communication thread and a lane thread; the emulated device's lan
 (they do not compute), so what the oversubscription slows is the ranks' CPU work
 (communication, copies, scheduling), which simulated nodes each do on a core of their own.
 The `cpu` columns show the CPU time per rank and iteration of the communication and copy
-threads (comm_cpu_seconds; simulated: what the model charges) over the iteration time.
+threads (comm_cpu_seconds; simulated: what the model charges) over the iteration time; `host`
+the real run's whole CPU time (getrusage of the children: every rank and thread, start-up
+included) over its wall time and the host's cores: near 1, the run was CPU-bound.
 
 Real runs are repeated --rounds times, interleaved with the simulations; the real makespan is
 the median over rounds.
@@ -29,6 +31,7 @@ import argparse
 import datetime
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -67,8 +70,13 @@ def real_run(a, app, params, ranks, gflops, steal):
            "--kernel", "emulated", "--emulated-gflops", str(gflops),
            "--iterations", str(iterations_for(gflops)[0]), "--steal", steal, "--quiet"]
     start = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     report = run_json(cmd, timeout=a.timeout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     report["_wall"] = time.monotonic() - start
+    # The whole run's CPU (every rank and thread, start-up included) over the host's cores.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    report["_host_cpu_share"] = cpu / (report["_wall"] * (os.cpu_count() or 1))
     return report
 
 
@@ -160,6 +168,7 @@ def main():
     real = {c: [] for c in cells}
     sims, own = {}, {}
     started = time.monotonic()
+    load_before = os.getloadavg()[0]
     cal = calibrate(a)
     print(f"calibration: {cal}", file=sys.stderr, flush=True)
     for rnd in range(rounds):
@@ -190,10 +199,12 @@ def main():
           f"{cal['host_cores']} cores; own: a core per rank")
     print(f"# makespan: the steady iteration time, median of iterations 3-6 at 10 GF/s, 9-16 at 1000 "
           f"(real: median over {rounds} round(s)); steals: per iteration, all iterations; "
-          f"cpu: communication CPU per rank over the iteration time")
+          f"cpu: communication CPU per rank over the iteration time; host: the real run's CPU "
+          f"(all ranks and threads, start-up included) over its wall time and the {os.cpu_count()} cores")
+    print(f"# load average (1 min) before the runs {load_before:.1f}, after {os.getloadavg()[0]:.1f}")
     header = (f"{'app':<8} {'ranks':>5} {'GF/s':>5} {'steal':>5} | {'real s':>8} {'sim s':>8} {'sim/real':>8} "
               f"{'10%':>4} {'own s':>8} {'own/real':>8} | {'stolen r':>8} {'stolen s':>8} {'req r':>7} {'req s':>7} {'20%':>4} | "
-              f"{'cpu r':>8} {'cpu s':>8}")
+              f"{'cpu r':>6} {'cpu s':>6} {'host':>5}")
     print(header)
     print("-" * len(header))
     met_time = met_steal = 0
@@ -214,10 +225,11 @@ def main():
         met_steal += ok_s
         cpu = statistics.median(comm_cpu_share(r) for r in rs)
         cpu_sim = comm_cpu_share(s)
+        host = statistics.median(r["_host_cpu_share"] for r in rs)
         print(f"{app:<8} {ranks:>5} {gflops:>5g} {steal:>5} | {t_real:>8.4f} {t_sim:>8.4f} "
               f"{t_sim / t_real:>8.3f} {'yes' if ok_t else 'no':>4} {t_own:>8.4f} {t_own / t_real:>8.3f} | {stolen_r:>8.1f} {stolen_s:>8.1f} "
               f"{req_r:>7.1f} {req_s:>7.1f} {('yes' if ok_s else 'no') if steal == 'on' else '-':>4} | "
-              f"{cpu:>8.3f} {cpu_sim:>8.3f}")
+              f"{cpu:>6.3f} {cpu_sim:>6.3f} {host:>5.2f}")
     print(f"makespan within {MAKESPAN_BOUND:.0%}: {met_time}/{len(cells)} cells; tasks stolen within "
           f"{STEAL_BOUND:.0%}: {met_steal}/{len(cells)} (stealing off counts as met)")
     print(f"wall time {time.monotonic() - started:.0f} s", file=sys.stderr)
