@@ -27,6 +27,7 @@ struct Arguments {
   std::string steal = "off";
   std::string cost_rule = "on";
   std::string victim = "last-victim";
+  std::string serve_cpu = "on";
   std::string output;
   bool progress = false;
   bool quiet = false;
@@ -65,8 +66,10 @@ int main(int argc, char** argv) {
   cli.add_option("--pattern", a.workload.pattern, "bspgemm: random, banded or skewed (default skewed)");
   cli.add_option("--density", a.workload.density, "bspgemm: mean fraction of nonzero tiles, in (0, 1] (default 0.5)");
   cli.add_option("--k", a.workload.k, "bspgemm: inner dimension (default n)");
-  cli.add_option("--seed", a.workload.seed, "bspgemm: seed of the sparsity pattern (default 1)");
+  cli.add_option("--seed", a.workload.seed, "bspgemm: seed of the sparsity pattern (default 42, as the examples)");
   cli.add_option("--ranks", a.sim.ranks, "simulated nodes, one rank each (default 4)");
+  cli.add_option("--iterations", a.sim.iterations,
+                 "times the task graph runs (default 1); the makespan is the median of all but the first");
   cli.add_option("--gflops", a.sim.platform.gflops, "device speed of each node, GFLOP/s (default 1000)");
   cli.add_option("--lanes", a.sim.platform.lanes, "tasks a node's device runs at once (default 1)");
   cli.add_option("--task-overhead-us", a.sim.task_overhead_us,
@@ -93,6 +96,15 @@ int main(int argc, char** argv) {
   cli.add_option("--steal-seed", a.sim.steal.seed, "seed of the random victim choice");
   cli.add_option("--steal-request-visit-cost-us", a.sim.steal.request_visit_cost_us,
                  "what one victim's handling of a steal request costs, us (default 40)");
+  cli.add_option("--tile-cpu-us", a.sim.tile_cpu_us,
+                 "CPU of the receiving rank's communication and copy threads per tile it receives, us "
+                 "(default 0: free; bench/sim_validate.py measures it)");
+  cli.add_option("--serve-cpu", a.serve_cpu,
+                 "a victim spends --steal-request-visit-cost-us of CPU serving each steal request: on or off "
+                 "(default on)");
+  cli.add_option("--host-cores", a.sim.host_cores,
+                 "0: each rank has a core of its own for its communication CPU (default); K: all ranks share "
+                 "K cores, as ranks on one host");
   cli.add_option("--output", a.output, "also write the JSON report to FILE");
   cli.add_flag("--progress", a.progress, "show a progress bar on stderr even when it is not a terminal");
   cli.add_flag("--quiet", a.quiet, "print only the JSON line");
@@ -110,6 +122,9 @@ int main(int argc, char** argv) {
   const auto cost_rule = on_off(a.cost_rule);
   if (!cost_rule) return fail("--steal-cost-rule must be on or off, got '" + a.cost_rule + "'");
   a.sim.steal.cost_rule = *cost_rule;
+  const auto serve_cpu = on_off(a.serve_cpu);
+  if (!serve_cpu) return fail("--serve-cpu must be on or off, got '" + a.serve_cpu + "'");
+  a.sim.serve_cpu = *serve_cpu;
   if (!br::parse_victim_policy(a.victim, a.sim.steal.policy)) {
     return fail("--steal-victim must be random or last-victim, got '" + a.victim + "'");
   }

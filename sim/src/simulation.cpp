@@ -8,18 +8,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
-#include <unistd.h>
 
-#include "bellows/runtime/cost_model.hpp"
 #include "bellows/runtime/stats.hpp"
-#include "bellows/runtime/steal_policy.hpp"
+#include "rank.hpp"
 
 namespace bellows::sim {
 
@@ -32,664 +29,19 @@ std::string validate(const SimOptions& o) {
     return "--task-overhead-us must be at least 0, got " + std::to_string(o.task_overhead_us);
   }
   if (auto error = runtime::validate(o.steal); !error.empty()) return error;
+  if (!(o.tile_cpu_us >= 0.0) || !std::isfinite(o.tile_cpu_us)) {
+    return "--tile-cpu-us must be at least 0, got " + std::to_string(o.tile_cpu_us);
+  }
+  if (o.iterations < 1) return "--iterations must be at least 1, got " + std::to_string(o.iterations);
+  if (o.host_cores < 0) return "--host-cores must be at least 0, got " + std::to_string(o.host_cores);
   return {};
 }
 
 namespace {
 
 namespace s4u = simgrid::s4u;
-using runtime::CostModel;
-using runtime::StealPolicy;
-using Kind = runtime::InputSource::Kind;
-
-StealPolicy::Time as_time(double seconds) {
-  return StealPolicy::Time(static_cast<std::int64_t>(std::llround(seconds * 1e9)));
-}
-
-/// The control messages between simulated ranks (runtime_client/wire's, reduced to what
-/// the simulation needs), through each rank's mailbox; tiles move as Transfers. Owned by
-/// the receiver once delivered.
-struct Message {
-  enum class Type : std::uint8_t {
-    activation,     ///< a slot of `task` is ready for consumers on the receiver (bytes: its size)
-    steal_request,
-    steal_reply,
-    stop,           ///< every task has run and every write-back arrived
-  };
-  Type type = Type::stop;
-  int from = 0;
-  std::uint32_t task = 0;
-  std::uint8_t slot = 0;
-  std::uint32_t tile = 0;
-  std::uint64_t bytes = 0;
-  double asked_at = 0.0;
-  // steal request
-  int thief = 0;
-  std::uint64_t request_id = 0;
-  int wanted = 0;
-  int hops = 0;
-  int partial_replies = 0;
-  double thief_load = 0.0;
-  double thief_overhead = 0.0;
-  double thief_seconds_per_flop = 0.0;
-  // steal reply
-  std::vector<std::uint32_t> tasks;
-  bool final = false;
-};
-
-class Rank;
-
-/// What all ranks share: the graph, the tasks' state, the counters. Actors run one at a
-/// time (SimGrid's cooperative contexts), so no lock is needed.
-struct World {
-  World(const SimGraph& g, const SimOptions& o) : graph(g), options(o) {}
-  const SimGraph& graph;
-  const SimOptions& options;
-  std::vector<std::unique_ptr<Rank>> ranks;
-  std::vector<std::uint8_t> runs;          // times each task ran
-  std::vector<std::uint32_t> missing;      // inputs each task still waits for
-  std::vector<std::uint8_t> instantiated;  // on its owner
-  std::vector<std::uint8_t> stolen;        // moved once: never moves again
-  std::vector<std::vector<std::uint32_t>> owned;  // each rank's tasks, in graph order
-  std::uint64_t done = 0;
-  std::uint64_t pending_write_backs = 0;
-  bool finished = false;
-  double makespan = 0.0;
-  std::uint64_t events = 0;
-  std::string error;
-  ProgressFn progress;
-  std::chrono::steady_clock::time_point last_progress{};
-};
-
-struct PriorityWork {
-  double tasks = 0.0;
-  double flops = 0.0;
-};
-
-class Rank {
- public:
-  Rank(World& world, int id, s4u::Host* host)
-      : w_(world),
-        g_(world.graph),
-        id_(id),
-        host_(host),
-        mailbox_(s4u::Mailbox::by_name("rank-" + std::to_string(id))),
-        cost_(priors(world.options, host)),
-        policy_(world.options.steal, id, world.options.ranks),
-        lanes_(std::max(1, host->get_core_count())) {}
-
-  [[nodiscard]] s4u::Mailbox* mailbox() const { return mailbox_; }
-  [[nodiscard]] s4u::Host* host() const { return host_; }
-  [[nodiscard]] const runtime::StealStats& steal_stats() const { return steal_; }
-  [[nodiscard]] const CostModel& cost() const { return cost_; }
-  std::map<std::string, std::uint64_t> tasks_by_class;
-  std::uint64_t tasks_executed = 0;
-  std::uint64_t owned_tasks = 0;
-  double flops = 0.0;
-  double busy_seconds = 0.0;
-  std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
-  [[nodiscard]] int lanes() const noexcept { return lanes_; }
-
-  void run() {
-    mailbox_->set_receiver(s4u::Actor::self());
-    policy_.start_iteration();
-    const auto& mine = w_.owned[static_cast<std::size_t>(id_)];
-    owned_tasks = mine.size();
-    for (const std::uint32_t t : mine) add_remaining(g_.task(t));
-    for (const std::uint32_t t : mine) {
-      if (g_.task(t).predecessor_slots == 0) {
-        instantiate(t);
-        if (w_.missing[t] == 0) make_ready(t);
-      }
-    }
-    Message* incoming = nullptr;
-    s4u::CommPtr receive = mailbox_->get_async<Message>(&incoming);
-    std::vector<s4u::ActivityPtr> activities;
-    while (!stop_) {
-      start_ready();
-      maybe_ask();
-      activities.clear();
-      activities.push_back(receive);
-      for (const auto& lane : running_) activities.push_back(lane.exec);
-      for (const auto& transfer : transfers_) activities.push_back(transfer.comm);
-      double timeout = -1.0;
-      const double now = s4u::Engine::get_clock();
-      const double ask_at = static_cast<double>(policy_.next_ask_at().count()) * 1e-9;
-      if (w_.options.steal.enabled && !outstanding_ && !w_.finished && ask_at > now &&
-          StealPolicy::starving(w_.options.steal, queue_.size())) {
-        timeout = ask_at - now;
-      }
-      const ssize_t which = s4u::Activity::wait_any_for(activities, timeout);
-      if (which < 0 || static_cast<std::size_t>(which) >= activities.size()) continue;  // backoff over
-      if (which == 0) {
-        std::unique_ptr<Message> message(incoming);
-        ++messages_received;
-        handle(*message);
-        if (!stop_) receive = mailbox_->get_async<Message>(&incoming);
-      } else if (static_cast<std::size_t>(which) <= running_.size()) {
-        task_finished(static_cast<std::size_t>(which - 1));
-      } else {
-        transfer_done(static_cast<std::size_t>(which) - 1 - running_.size());
-      }
-    }
-    mailbox_->set_receiver(nullptr);
-  }
-
-  void stop() { stop_ = true; }
-
- private:
-  struct Lane {
-    s4u::ExecPtr exec;
-    std::uint32_t task = 0;
-    double started = 0.0;
-  };
-  struct Queued {
-    std::int64_t priority;
-    std::uint64_t seq;
-    std::uint32_t task;
-    bool operator<(const Queued& o) const {
-      if (priority != o.priority) return priority > o.priority;  // higher first
-      return seq < o.seq;
-    }
-  };
-  /// A tile on its way, or the request for it: a host-to-host comm this rank waits for
-  /// (SimGrid's Comm::sendto, no mailbox: transfers to one rank proceed side by side).
-  struct Transfer {
-    enum class Kind : std::uint8_t { request, data, write_back };
-    enum class For : std::uint8_t { activation, collection, stolen };
-    s4u::CommPtr comm;
-    Kind kind = Kind::request;
-    For purpose = For::activation;
-    int peer = 0;               ///< the rank that holds the tile (or receives a write-back)
-    std::uint32_t task = 0;     ///< producer (activation) or stolen task
-    std::uint8_t slot = 0;
-    std::uint32_t tile = 0;     ///< collection
-    std::uint64_t bytes = 0;
-    double asked_at = 0.0;
-  };
-  struct CollectionTile {
-    bool requested = false;
-    bool arrived = false;
-    std::vector<std::uint32_t> waiters;
-  };
-
-  static runtime::CostModelOptions priors(const SimOptions& options, s4u::Host* host) {
-    runtime::CostModelOptions p;
-    p.seconds_per_flop = 1.0 / host->get_speed();
-    (void)options;
-    return p;
-  }
-
-  void fail(const std::string& what) {
-    if (w_.error.empty()) w_.error = what;
-    s4u::Actor::kill_all();
-    s4u::this_actor::exit();
-  }
-
-  void send(int to, Message* message, std::uint64_t payload_bytes) {
-    message->from = id_;
-    ++w_.events;
-    ++messages_sent;
-    bytes_sent += payload_bytes;
-    w_.ranks[static_cast<std::size_t>(to)]->mailbox()->put_init(message, w_.options.control_bytes + payload_bytes)->detach();
-  }
-
-  /// Asks `t.peer` for a tile: the request's few bytes there, then the tile back here.
-  void fetch(Transfer t) {
-    ++inbound_;
-    t.kind = Transfer::Kind::request;
-    t.asked_at = s4u::Engine::get_clock();
-    t.comm = s4u::Comm::sendto_async(host_, w_.ranks[static_cast<std::size_t>(t.peer)]->host(),
-                                     w_.options.control_bytes);
-    ++w_.events;
-    ++messages_sent;
-    transfers_.push_back(std::move(t));
-  }
-
-  void transfer_done(std::size_t index) {
-    Transfer t = std::move(transfers_[index]);
-    transfers_[index] = std::move(transfers_.back());
-    transfers_.pop_back();
-    Rank& peer = *w_.ranks[static_cast<std::size_t>(t.peer)];
-    if (t.kind == Transfer::Kind::request) {
-      // The holder answers with the tile.
-      ++peer.messages_received;
-      peer.bytes_sent += t.bytes;
-      t.kind = Transfer::Kind::data;
-      t.comm = s4u::Comm::sendto_async(peer.host(), host_, w_.options.control_bytes + t.bytes);
-      ++w_.events;
-      transfers_.push_back(std::move(t));
-      return;
-    }
-    if (t.kind == Transfer::Kind::write_back) {
-      peer.bytes_received += t.bytes;
-      --w_.pending_write_backs;
-      check_done();
-      return;
-    }
-    const double now = s4u::Engine::get_clock();
-    --inbound_;
-    bytes_received += t.bytes;
-    // Charged from when it was asked for or the previous arrival, whichever is later.
-    cost_.transfer_done(t.peer, t.bytes, now - std::max(t.asked_at, last_arrival_));
-    last_tile_bytes_ = t.bytes;
-    last_arrival_ = now;
-    switch (t.purpose) {
-      case Transfer::For::activation:
-        deliver(t.task, t.slot);
-        break;
-      case Transfer::For::collection: {
-        CollectionTile& entry = collection_[t.tile];
-        entry.arrived = true;
-        const auto waiters = std::move(entry.waiters);
-        entry.waiters.clear();
-        for (const std::uint32_t c : waiters) {
-          if (--w_.missing[c] == 0) make_ready(c);
-        }
-        break;
-      }
-      case Transfer::For::stolen:
-        if (--w_.missing[t.task] == 0) make_ready(t.task);
-        break;
-    }
-  }
-
-  // ---- dataflow
-
-  void add_remaining(const SimTask& t) {
-    auto& p = remaining_[t.priority];
-    p.tasks += 1.0;
-    p.flops += t.flops;
-    remaining_tasks_ += 1.0;
-    remaining_flops_ += t.flops;
-  }
-  void leave_remaining(const SimTask& t) {
-    auto it = remaining_.find(t.priority);
-    if (it == remaining_.end()) fail("rank " + std::to_string(id_) + " ran a task it did not count");
-    it->second.tasks -= 1.0;
-    it->second.flops -= t.flops;
-    if (it->second.tasks < 0.5) remaining_.erase(it);
-    remaining_tasks_ -= 1.0;
-    remaining_flops_ -= t.flops;
-  }
-  [[nodiscard]] double remaining_work_seconds() const {
-    return cost_.work_seconds(remaining_tasks_, std::max(remaining_flops_, 0.0)) / lanes_;
-  }
-
-  void instantiate(std::uint32_t t) {
-    w_.instantiated[t] = 1;
-    const SimTask& task = g_.task(t);
-    for (const SimInput& in : g_.inputs(task)) {
-      if (in.kind != Kind::collection || g_.tile(in.ref).owner == id_) continue;
-      CollectionTile& entry = collection_[in.ref];
-      if (entry.arrived) continue;
-      entry.waiters.push_back(t);
-      ++w_.missing[t];
-      if (!entry.requested) {
-        entry.requested = true;
-        Transfer f;
-        f.purpose = Transfer::For::collection;
-        f.peer = g_.tile(in.ref).owner;
-        f.tile = in.ref;
-        f.bytes = g_.tile(in.ref).bytes;
-        fetch(std::move(f));
-      }
-    }
-  }
-
-  void input_arrived(std::uint32_t t) {
-    if (!w_.instantiated[t]) instantiate(t);
-    if (w_.missing[t] == 0) fail("task " + std::to_string(t) + " received more inputs than it has");
-    if (--w_.missing[t] == 0) make_ready(t);
-  }
-
-  void make_ready(std::uint32_t t) { queue_.insert(Queued{g_.task(t).priority, seq_++, t}); }
-
-  void start_ready() {
-    while (running_.size() < static_cast<std::size_t>(lanes_) && !queue_.empty()) {
-      const Queued q = *queue_.begin();
-      queue_.erase(queue_.begin());
-      const SimTask& task = g_.task(q.task);
-      const double amount = task.flops + w_.options.task_overhead_us * 1e-6 * host_->get_speed();
-      ++w_.events;
-      running_.push_back(Lane{s4u::this_actor::exec_async(amount), q.task, s4u::Engine::get_clock()});
-    }
-  }
-
-  void task_finished(std::size_t lane) {
-    const Lane finished = running_[lane];
-    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(lane));
-    const std::uint32_t t = finished.task;
-    const SimTask& task = g_.task(t);
-    const double now = s4u::Engine::get_clock();
-    const double seconds = now - finished.started;
-    if (w_.runs[t]++ != 0) {
-      fail("task " + std::to_string(t) + " ran twice (the second time on rank " + std::to_string(id_) + ")");
-    }
-    cost_.task_ran(task.key.task_class, task.flops, seconds);
-    ++tasks_executed;
-    ++tasks_by_class[g_.class_names()[task.class_index]];
-    flops += task.flops;
-    busy_seconds += seconds;
-    leave_remaining(task);
-    ++w_.done;
-    // Activations, one per (slot, rank) that owns consumers; write-backs to the owners.
-    std::vector<std::pair<int, std::uint8_t>> activated;
-    for (const SimSuccessor& s : g_.successors(task)) {
-      if (s.to_task) {
-        const int dest = g_.task(s.ref).owner;
-        if (dest == id_) {
-          input_arrived(s.ref);
-          continue;
-        }
-        const std::pair<int, std::uint8_t> key{dest, s.slot};
-        if (std::find(activated.begin(), activated.end(), key) != activated.end()) continue;
-        activated.push_back(key);
-        auto* m = new Message{};
-        m->type = Message::Type::activation;
-        m->task = t;
-        m->slot = s.slot;
-        m->bytes = g_.output_bytes(task, s.slot);
-        send(dest, m, 0);
-      } else {
-        const int dest = g_.tile(s.ref).owner;
-        if (dest == id_) continue;
-        ++w_.pending_write_backs;
-        Transfer b;
-        b.kind = Transfer::Kind::write_back;
-        b.peer = dest;
-        b.bytes = g_.output_bytes(task, s.slot);
-        b.comm = s4u::Comm::sendto_async(host_, w_.ranks[static_cast<std::size_t>(dest)]->host(),
-                                         w_.options.control_bytes + b.bytes);
-        ++w_.events;
-        bytes_sent += b.bytes;
-        transfers_.push_back(std::move(b));
-      }
-    }
-    report_progress();
-    check_done();
-  }
-
-  void deliver(std::uint32_t producer, std::uint8_t slot) {
-    for (const SimSuccessor& s : g_.successors(g_.task(producer))) {
-      if (s.to_task && s.slot == slot && g_.task(s.ref).owner == id_) input_arrived(s.ref);
-    }
-  }
-
-  void check_done() {
-    if (w_.finished || w_.done != g_.size() || w_.pending_write_backs != 0) return;
-    w_.finished = true;
-    w_.makespan = s4u::Engine::get_clock();
-    for (int r = 0; r < static_cast<int>(w_.ranks.size()); ++r) {
-      if (r == id_) continue;
-      auto* m = new Message{};
-      m->type = Message::Type::stop;
-      send(r, m, 0);
-    }
-    stop_ = true;
-  }
-
-  void report_progress() {
-    if (!w_.progress || (w_.done & 1023U) != 0) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - w_.last_progress < std::chrono::milliseconds(250)) return;
-    w_.last_progress = now;
-    w_.progress(w_.done, g_.size(), s4u::Engine::get_clock());
-  }
-
-  // ---- messages
-
-  void handle(const Message& m) {
-    using T = Message::Type;
-    switch (m.type) {
-      case T::activation:
-        if (m.bytes == 0) {
-          deliver(m.task, m.slot);  // a control token travels with its activation
-        } else {
-          Transfer f;
-          f.purpose = Transfer::For::activation;
-          f.peer = m.from;
-          f.task = m.task;
-          f.slot = m.slot;
-          f.bytes = m.bytes;
-          fetch(std::move(f));
-        }
-        break;
-      case T::steal_request:
-        serve(m);
-        break;
-      case T::steal_reply:
-        reply_arrived(m);
-        break;
-      case T::stop:
-        stop_ = true;
-        break;
-    }
-  }
-
-  // ---- stealing: the thief (comm_engine.cpp: thief_view, maybe_send_steal_request)
-
-  void add_costs(StealPolicy::ThiefView& view) const {
-    view.round_trip_seconds = cost_.round_trip_seconds();
-    if (const auto task = cost_.recent_task_seconds()) view.task_seconds = *task;
-    if (last_tile_bytes_ > 0) view.tile_move_seconds = cost_.transfer_seconds(-1, last_tile_bytes_);
-    // One iteration: no compute shares yet (both 0, as in a real run's first iteration).
-  }
-
-  void maybe_ask() {
-    if (!w_.options.steal.enabled || w_.finished || outstanding_ || stop_) return;
-    const double now = s4u::Engine::get_clock();
-    const auto at = as_time(now);
-    StealPolicy::ThiefView view;
-    view.roots_queued = true;
-    view.request_outstanding = outstanding_;
-    view.iteration_over = w_.finished;
-    if (at >= policy_.next_ask_at()) {
-      view.ready = queue_.size();
-      add_costs(view);
-      // Tiles on their way here make local tasks ready about one transfer from now.
-      if (inbound_ > 0) view.expected_idle_seconds = cost_.transfer_seconds(-1, last_tile_bytes_);
-    }
-    if (!policy_.should_ask(at, view)) return;
-    const auto victim = policy_.choose_victim();
-    if (!victim) return;
-    auto* m = new Message{};
-    m->type = Message::Type::steal_request;
-    m->thief = id_;
-    m->request_id = ++request_id_;
-    m->wanted = StealPolicy::tasks_to_ask(w_.options.steal, view);
-    m->thief_load = remaining_work_seconds();
-    const runtime::CostSummary summary = cost_.summary();
-    if (summary.task_samples > 0) {
-      m->thief_overhead = summary.task_overhead_us * 1e-6 / lanes_;
-      m->thief_seconds_per_flop = summary.seconds_per_gflop * 1e-9 / lanes_;
-    }
-    outstanding_ = true;
-    final_seen_ = false;
-    partial_expected_ = 0;
-    partial_seen_ = 0;
-    tasks_this_request_ = 0;
-    sent_at_ = now;
-    ++steal_.requests_sent;
-    steal_.max_outstanding = std::max<std::uint64_t>(steal_.max_outstanding, 1);
-    send(*victim, m, 0);
-  }
-
-  void reply_arrived(const Message& m) {
-    if (!outstanding_ || m.request_id != request_id_) {
-      fail("steal reply " + std::to_string(m.request_id) + " from rank " + std::to_string(m.from) +
-           " answers no outstanding request of rank " + std::to_string(id_));
-    }
-    for (const std::uint32_t t : m.tasks) {
-      const SimTask& task = g_.task(t);
-      add_remaining(task);
-      w_.missing[t] = 0;
-      const auto inputs = g_.inputs(task);
-      for (std::size_t slot = 0; slot < inputs.size(); ++slot) {
-        const SimInput& in = inputs[slot];
-        if (in.kind == Kind::scratch || in.kind == Kind::control || in.bytes == 0) continue;
-        ++w_.missing[t];
-        steal_.bytes_stolen += in.bytes;
-        Transfer f;
-        f.purpose = Transfer::For::stolen;
-        f.peer = m.from;
-        f.task = t;
-        f.slot = static_cast<std::uint8_t>(slot);
-        f.bytes = in.bytes;
-        fetch(std::move(f));
-      }
-      if (w_.missing[t] == 0) make_ready(t);
-    }
-    steal_.tasks_stolen += m.tasks.size();
-    tasks_this_request_ += m.tasks.size();
-    policy_.reply_received(m.from, m.tasks.size());
-    if (m.final) {
-      final_seen_ = true;
-      partial_expected_ = m.partial_replies;
-      final_hops_ = m.hops;
-    } else {
-      ++partial_seen_;
-    }
-    if (final_seen_ && partial_seen_ == partial_expected_) {
-      const double now = s4u::Engine::get_clock();
-      outstanding_ = false;
-      const double round_trip = now - sent_at_;
-      steal_.round_trip_seconds.push_back(round_trip);
-      steal_.round_trip_forwards.push_back(final_hops_);
-      cost_.round_trip_done(round_trip);
-      if (tasks_this_request_ == 0) ++steal_.requests_failed;
-      (void)policy_.request_answered(as_time(now), tasks_this_request_, as_time(cost_.round_trip_seconds()),
-                                     cost_.recent_task_seconds().value_or(std::numeric_limits<double>::infinity()),
-                                     final_hops_ + 1);
-    }
-  }
-
-  // ---- stealing: the victim (engine_steal.cpp: give_tasks; comm_engine.cpp: serving)
-
-  void serve(const Message& request) {
-    ++steal_.requests_received;
-    steal_.max_hops_seen = std::max<std::uint64_t>(steal_.max_hops_seen, static_cast<std::uint64_t>(request.hops));
-    const auto& options = w_.options.steal;
-    std::vector<std::uint32_t> queue;
-    queue.reserve(queue_.size());
-    for (const auto& q : queue_) queue.push_back(q.task);
-    std::vector<StealPolicy::GiftCandidate> candidates(queue.size());
-    StealPolicy::GiftContext context;
-    context.lanes = lanes_;
-    context.thief_load_seconds = request.thief_load;
-    context.victim_load_seconds = remaining_work_seconds();
-    context.reply_seconds = cost_.round_trip_seconds() / 2;
-    constexpr std::size_t kPriced = 64;
-    const bool thief_measured = request.thief_overhead > 0.0 || request.thief_seconds_per_flop > 0.0;
-    const bool measured_here = cost_.recent_task_seconds().has_value();
-    std::map<std::int64_t, PriorityWork, std::greater<>> above;
-    if (options.cost_rule) {
-      PriorityWork sum;
-      for (const auto& [priority, work] : remaining_) {  // highest priority first
-        above[priority] = sum;
-        sum.tasks += work.tasks;
-        sum.flops += work.flops;
-      }
-    }
-    for (std::size_t i = 0; i < queue.size(); ++i) {
-      const SimTask& task = g_.task(queue[i]);
-      auto& c = candidates[i];
-      c.run_seconds = cost_.task_seconds(task.key.task_class, task.flops);
-      c.movable = !w_.stolen[queue[i]] && queue.size() - i <= kPriced;
-      if (!c.movable || !options.cost_rule) continue;
-      if (thief_measured && measured_here) {
-        c.thief_run_seconds = StealPolicy::thief_run_seconds(
-            c.run_seconds, request.thief_overhead + request.thief_seconds_per_flop * task.flops,
-            cost_.work_seconds(1.0, task.flops) / lanes_);
-      }
-      if (const auto it = above.find(task.priority); it != above.end()) {
-        c.outranking_seconds = cost_.work_seconds(it->second.tasks, it->second.flops);
-      }
-      for (const SimInput& in : g_.inputs(task)) {
-        if (in.kind == Kind::scratch || in.bytes == 0) continue;
-        const double move = cost_.transfer_seconds(request.thief, in.bytes);
-        c.fetch_seconds += move;
-        if (in.writable) c.return_seconds += move;
-      }
-    }
-    const auto chosen = StealPolicy::choose_gifts(options, candidates, context, request.wanted);
-    const std::size_t allowed = StealPolicy::tasks_to_give(options, queue.size(), request.wanted);
-    if (allowed > chosen.size()) {
-      steal_.tasks_refused += allowed - chosen.size();
-      if (chosen.empty()) ++steal_.requests_refused;
-    }
-    auto* reply = new Message{};
-    reply->type = Message::Type::steal_reply;
-    reply->request_id = request.request_id;
-    for (const std::size_t i : chosen) {
-      const std::uint32_t t = queue[i];
-      const SimTask& task = g_.task(t);
-      queue_.erase(std::find_if(queue_.begin(), queue_.end(), [t](const Queued& q) { return q.task == t; }));
-      w_.stolen[t] = 1;
-      leave_remaining(task);
-      reply->tasks.push_back(t);
-    }
-    const int given = static_cast<int>(reply->tasks.size());
-    if (given > 0) {
-      ++steal_.requests_served;
-      steal_.tasks_given += static_cast<std::uint64_t>(given);
-      const auto kept = static_cast<std::int64_t>(queue_.size());
-      steal_.min_ready_after_serve =
-          steal_.min_ready_after_serve < 0 ? kept : std::min(steal_.min_ready_after_serve, kept);
-    }
-    const std::uint64_t reply_bytes = 16 * reply->tasks.size();
-    const auto next = policy_.forward_to(request.thief, request.hops, given, request.wanted);
-    if (next) {
-      auto* forward = new Message(request);
-      forward->wanted = next->wanted;
-      forward->hops = next->hops;
-      if (given > 0) {
-        reply->final = false;
-        send(request.thief, reply, reply_bytes);
-        forward->partial_replies = request.partial_replies + 1;
-      } else {
-        delete reply;
-      }
-      ++steal_.requests_forwarded;
-      send(next->victim, forward, 0);
-      return;
-    }
-    reply->final = true;
-    reply->partial_replies = request.partial_replies;
-    reply->hops = request.hops;
-    send(request.thief, reply, reply_bytes);
-  }
-
-  World& w_;
-  const SimGraph& g_;
-  int id_;
-  s4u::Host* host_;
-  s4u::Mailbox* mailbox_;
-  CostModel cost_;
-  StealPolicy policy_;
-  int lanes_;
-  bool stop_ = false;
-  std::set<Queued> queue_;
-  std::uint64_t seq_ = 0;
-  std::vector<Lane> running_;
-  std::vector<Transfer> transfers_;
-  std::map<std::int64_t, PriorityWork, std::greater<>> remaining_;
-  double remaining_tasks_ = 0.0;
-  double remaining_flops_ = 0.0;
-  std::unordered_map<std::uint32_t, CollectionTile> collection_;
-  std::uint64_t inbound_ = 0;
-  std::uint64_t last_tile_bytes_ = 0;
-  double last_arrival_ = 0.0;
-  runtime::StealStats steal_;
-  bool outstanding_ = false;
-  std::uint64_t request_id_ = 0;
-  double sent_at_ = 0.0;
-  bool final_seen_ = false;
-  int partial_expected_ = 0;
-  int partial_seen_ = 0;
-  int final_hops_ = 0;
-  std::uint64_t tasks_this_request_ = 0;
-};
+using detail::Rank;
+using detail::World;
 
 std::vector<s4u::Host*> rank_hosts(const s4u::Engine& engine, int ranks) {
   std::vector<s4u::Host*> hosts;
@@ -711,6 +63,29 @@ std::vector<s4u::Host*> rank_hosts(const s4u::Engine& engine, int ranks) {
   return hosts;
 }
 
+/// The ranks' CPU for their communication and copy threads: hosts of their own outside the
+/// network (a zone without routes; only executions run there), one core at 1 GFLOP/s
+/// each, or one host of `host_cores` cores that every rank's CPU work shares.
+std::vector<s4u::Host*> cpu_hosts(const s4u::Engine& engine, const SimOptions& options) {
+  auto* zone = s4u::create_empty_zone("bellows-cpu");
+  zone->set_parent(engine.get_netzone_root());
+  std::vector<s4u::Host*> cpus;
+  if (options.host_cores > 0) {
+    s4u::Host* shared = zone->create_host("cpu-shared", 1e9);
+    shared->set_core_count(options.host_cores);
+    shared->seal();
+    cpus.assign(static_cast<std::size_t>(options.ranks), shared);
+  } else {
+    for (int r = 0; r < options.ranks; ++r) {
+      s4u::Host* own = zone->create_host("cpu-" + std::to_string(r), 1e9);
+      own->seal();
+      cpus.push_back(own);
+    }
+  }
+  zone->seal();
+  return cpus;
+}
+
 }  // namespace
 
 nlohmann::json run_simulation(const Workload& workload, const SimOptions& options, const ProgressFn& progress) {
@@ -726,25 +101,10 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   std::string platform_path = options.platform_file;
   std::string temporary;
   if (platform_path.empty()) {
-    const std::string xml = platform_xml(options.platform, options.ranks);
-    if (!options.platform_out.empty()) {
-      platform_path = options.platform_out;
-    } else {
-      char name[] = "/tmp/bellows-sim-platform-XXXXXX";
-      const int fd = mkstemp(name);
-      if (fd < 0) throw std::runtime_error("cannot create a temporary platform file in /tmp");
-      close(fd);
-      platform_path = temporary = name;
-    }
-    std::ofstream out(platform_path);
-    out << xml;
-    if (!out) throw std::runtime_error("cannot write the platform file " + platform_path);
+    platform_path = write_platform(options.platform, options.ranks, options.platform_out);
+    if (options.platform_out.empty()) temporary = platform_path;
   }
-
-  // SimGrid's own configuration: a network of the platform's latencies and bandwidths as
-  // written (CM02: no TCP correction factors), no acknowledgement traffic.
-  std::vector<std::string> args = {"bellows-sim", "--log=root.thresh:warning",
-                                   "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0"};
+  std::vector<std::string> args = simgrid_arguments("bellows-sim");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   int argc = static_cast<int>(argv.size());
@@ -752,6 +112,7 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   engine.load_platform(platform_path);
   if (!temporary.empty()) std::remove(temporary.c_str());
   const auto hosts = rank_hosts(engine, options.ranks);
+  const auto cpus = cpu_hosts(engine, options);
 
   World world{g, options};
   world.runs.assign(g.size(), 0);
@@ -765,7 +126,8 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   }
   world.progress = progress;
   for (int r = 0; r < options.ranks; ++r) {
-    world.ranks.push_back(std::make_unique<Rank>(world, r, hosts[static_cast<std::size_t>(r)]));
+    world.ranks.push_back(std::make_unique<Rank>(world, r, hosts[static_cast<std::size_t>(r)],
+                                                 cpus[static_cast<std::size_t>(r)]));
   }
   for (int r = 0; r < options.ranks; ++r) {
     Rank* rank = world.ranks[static_cast<std::size_t>(r)].get();
@@ -805,9 +167,24 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   j["kernel"] = "simulated";
   j["emulated_gflops"] = speed * 1e-9;
   j["emulated_lanes"] = lanes;
-  j["iterations"] = nlohmann::json::array(
-      {{{"seconds", world.makespan}, {"gflops", world.makespan > 0 ? g.total_flops() / world.makespan * 1e-9 : 0.0},
-        {"ranks", options.ranks}, {"busiest_compute_share", 0.0}, {"mean_compute_share", 0.0}}});
+  j["iterations"] = nlohmann::json::array();
+  for (const auto& it : world.iterations) {
+    j["iterations"].push_back({{"seconds", it.seconds},
+                               {"gflops", it.seconds > 0 ? g.total_flops() / it.seconds * 1e-9 : 0.0},
+                               {"ranks", options.ranks},
+                               {"busiest_compute_share", it.busiest_compute_share},
+                               {"mean_compute_share", it.mean_compute_share}});
+  }
+  // The makespan: the iteration's time, or with several the median of all but the first
+  // (as bench_common.makespan takes a real run's steady iteration time).
+  std::vector<double> steady;
+  for (std::size_t i = world.iterations.size() > 1 ? 1 : 0; i < world.iterations.size(); ++i) {
+    steady.push_back(world.iterations[i].seconds);
+  }
+  std::sort(steady.begin(), steady.end());
+  const double makespan = steady.empty() ? 0.0
+                          : steady.size() % 2 == 1 ? steady[steady.size() / 2]
+                                                   : (steady[steady.size() / 2 - 1] + steady[steady.size() / 2]) / 2;
   j["verified"] = false;
   j["residual"] = nullptr;
   runtime::StealStats steal;
@@ -821,6 +198,7 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
     s["tasks_by_class"] = r->tasks_by_class;
     s["flops"] = r->flops;
     s["busy_seconds"] = r->busy_seconds;
+    s["comm_cpu_seconds"] = r->cpu_seconds;
     s["idle_seconds"] = std::max(0.0, world.makespan * r->lanes() - r->busy_seconds);
     s["bytes_sent"] = r->bytes_sent;
     s["bytes_received"] = r->bytes_received;
@@ -839,11 +217,12 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   j["max_rank_work_seconds"] = most_owned;
   const double answered = static_cast<double>(steal.requests_sent);
   nlohmann::json sim;
-  sim["makespan_seconds"] = world.makespan;
+  sim["makespan_seconds"] = makespan;
+  sim["first_iteration_seconds"] = world.iterations.empty() ? 0.0 : world.iterations.front().seconds;
   sim["perfect_balance_seconds"] = perfect;
   sim["bound_seconds"] = bound;
-  sim["makespan_over_bound"] = bound > 0 ? world.makespan / bound : 0.0;
-  sim["makespan_over_max_rank_work"] = most_owned > 0 ? world.makespan / most_owned : 0.0;
+  sim["makespan_over_bound"] = bound > 0 ? makespan / bound : 0.0;
+  sim["makespan_over_max_rank_work"] = most_owned > 0 ? makespan / most_owned : 0.0;
   sim["steal_enabled"] = options.steal.enabled;
   sim["steal_cost_rule"] = options.steal.cost_rule;
   sim["steal_success_rate"] =
@@ -854,6 +233,9 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   sim["events_per_second"] = wall > 0 ? static_cast<double>(world.events) / wall : 0.0;
   sim["task_overhead_us"] = options.task_overhead_us;
   sim["control_bytes"] = options.control_bytes;
+  sim["tile_cpu_us"] = options.tile_cpu_us;
+  sim["serve_cpu_us"] = options.serve_cpu ? options.steal.request_visit_cost_us : 0;
+  sim["host_cores"] = options.host_cores;
   sim["platform_file"] = temporary.empty() ? platform_path : std::string();
   if (options.platform_file.empty()) {
     sim["platform"] = {{"gflops", options.platform.gflops},

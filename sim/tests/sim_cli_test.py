@@ -86,6 +86,48 @@ def case_determinism():
     assert without_wall(a) == without_wall(b), "two runs with the same seed differ"
 
 
+def case_cpu():
+    # The ranks' CPU: a tile counts as arrived after its CPU work; ranks sharing few cores
+    # wait for each other; a victim's serving CPU lengthens the round trips.
+    base = ["--app", "gemm", "--n", "1536", "--tile", "256", "--ranks", "8", "--gflops", "1000"]
+    free = report(*base, "--steal", "off")
+    own = report(*base, "--steal", "off", "--tile-cpu-us", "90")
+    shared = report(*base, "--steal", "off", "--tile-cpu-us", "90", "--host-cores", "2")
+    for r in (free, own, shared):
+        check_once(r)
+    m = [r["sim"]["makespan_seconds"] for r in (free, own, shared)]
+    assert m[0] < m[1] < m[2], m
+    tiles = sum(s["bytes_received"] for s in own["rank_stats"]) / (256 * 256 * 8)
+    cpu = sum(s["comm_cpu_seconds"] for s in own["rank_stats"])
+    assert abs(cpu - tiles * 90e-6) < 1e-9, (cpu, tiles)
+    # 8 ranks' CPU on 2 cores takes at least its total over the 2 cores.
+    assert m[2] >= cpu / 2, (m[2], cpu)
+    on = ["--app", "bspgemm", "--n", "3072", "--tile", "256", "--ranks", "4", "--gflops", "10", "--steal", "on"]
+    served = report(*on)
+    unserved = report(*on, "--serve-cpu", "off")
+    assert served["sim"]["serve_cpu_us"] == 40 and unserved["sim"]["serve_cpu_us"] == 0
+    assert served["steal"]["round_trip_us"]["p50"] >= unserved["steal"]["round_trip_us"]["p50"] + 40, (
+        served["steal"]["round_trip_us"], unserved["steal"]["round_trip_us"])
+
+
+def case_iterations():
+    # Several iterations: every task runs once in each; what the ranks learned (cost models,
+    # compute shares) carries over; the makespan is the median of all but the first.
+    args = ["--app", "bspgemm", "--n", "3072", "--tile", "256", "--ranks", "4", "--gflops", "10",
+            "--steal", "on"]
+    one = report(*args)
+    three = report(*args, "--iterations", "3")
+    assert len(one["iterations"]) == 1 and len(three["iterations"]) == 3
+    assert three["iterations"][0]["seconds"] == one["iterations"][0]["seconds"], "the first iteration differs"
+    assert sum(s["tasks"] for s in three["rank_stats"]) == 3 * three["tasks"]
+    assert sum(s["tasks_owned"] for s in three["rank_stats"]) == 3 * three["tasks"]
+    its = three["iterations"]
+    assert all(0 < it["mean_compute_share"] <= it["busiest_compute_share"] <= 1 for it in its), its
+    median = sorted(it["seconds"] for it in its[1:])
+    assert abs(three["sim"]["makespan_seconds"] - (median[0] + median[1]) / 2) < 1e-12
+    assert three["sim"]["first_iteration_seconds"] == its[0]["seconds"]
+
+
 def case_bad_arguments():
     cases = [
         (["--ranks", "0"], "bellows-sim: error: --ranks must be at least 1, got 0"),
@@ -95,6 +137,9 @@ def case_bad_arguments():
         (["--app", "bspgemm", "--density", "1.5"], "bellows-sim: error: --density must be in (0, 1], got 1.5"),
         (["--n", "128", "--tile", "256"], "bellows-sim: error: --tile 256 is larger than the matrix (--n 128)"),
         (["--ranks", "x"], "bellows-sim: error: Could not convert: --ranks = x"),
+        (["--iterations", "0"], "bellows-sim: error: --iterations must be at least 1, got 0"),
+        (["--host-cores", "-1"], "bellows-sim: error: --host-cores must be at least 0, got -1"),
+        (["--serve-cpu", "x"], "bellows-sim: error: --serve-cpu must be on or off, got 'x'"),
         (["--no-such-option"], "bellows-sim: error: The following argument was not expected: --no-such-option"),
     ]
     for args, text in cases:

@@ -32,6 +32,9 @@ namespace bellows::sim {
 
 struct SimOptions {
   int ranks = 4;
+  /// Times the task graph runs; the cost models, steal backoffs and compute shares carry
+  /// from one iteration to the next, as in a real run.
+  int iterations = 1;
   PlatformOptions platform;
   /// Fixed cost of running one task on a rank, microseconds (measured: docs/sim.md).
   double task_overhead_us = 1.5;
@@ -43,6 +46,15 @@ struct SimOptions {
   /// When not empty, the platform XML the run used is written there.
   std::string platform_out;
   runtime::StealOptions steal;
+  /// CPU the communication and copy threads of the receiving rank spend on one tile it
+  /// receives (the handshake's messages and the copy), microseconds; the tile counts as
+  /// arrived when that CPU work is done. 0: free (docs/sim.md, "The ranks' CPU").
+  double tile_cpu_us = 0.0;
+  /// A victim's CPU for serving one steal request is `steal.request_visit_cost_us` when true.
+  bool serve_cpu = true;
+  /// 0: each rank has a core of its own for that CPU work (a node each). K > 0: all ranks
+  /// share K cores, as ranks on one host do.
+  int host_cores = 0;
 };
 
 /// An empty string when the options are usable, else what is wrong (naming the option).
