@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
   cli.add_option("--host-cores", a.sim.host_cores,
                  "0: each rank has a core of its own for its communication CPU (default); K: all ranks share "
                  "K cores, as ranks on one host");
+  cli.add_option("--lane-wake-us", a.sim.lane_wake_us,
+                 "an emulated lane's wake-up after each task's sleep, us: the task completes that much after "
+                 "its modeled end; a busy lane catches up (default 0: on time; 67 measured on an idle host: docs/sim.md)");
   cli.add_option("--output", a.output, "also write the JSON report to FILE");
   cli.add_flag("--progress", a.progress, "show a progress bar on stderr even when it is not a terminal");
   cli.add_flag("--quiet", a.quiet, "print only the JSON line");

@@ -200,8 +200,15 @@ class Rank {
   struct Lane {
     s4u::ExecPtr exec;
     std::uint32_t task = 0;
-    double started = 0.0;
+    double started = 0.0;      ///< the modeled start (the catch-up rule may set it in the past)
+    double modeled_end = 0.0;  ///< with --lane-wake-us: the lane's modeled clock after the task
   };
+  /// An emulated lane between tasks: its modeled clock and when its last task completed.
+  struct FreeLane {
+    double clock = 0.0;
+    double freed_at = -1.0;
+  };
+  static constexpr double kMaxCatchUp = 5e-3;  // emulated_device.cpp: kMaxCatchUp
   struct Queued {
     std::int64_t priority;
     std::uint64_t seq;
@@ -414,7 +421,23 @@ class Rank {
       const SimTask& task = g_.task(q.task);
       const double amount = task.flops + w_.options.task_overhead_us * 1e-6 * host_->get_speed();
       ++w_.events;
-      running_.push_back(Lane{s4u::this_actor::exec_async(amount), q.task, s4u::Engine::get_clock()});
+      const double now = s4u::Engine::get_clock();
+      if (w_.options.lane_wake_us <= 0.0) {
+        running_.push_back(Lane{s4u::this_actor::exec_async(amount), q.task, now});
+        continue;
+      }
+      // emulated_device.cpp (run_lane): a lane that did not wait for this task, and is not
+      // more than kMaxCatchUp behind, starts it at the modeled end of its previous one; it
+      // sleeps until the modeled end and wakes lane_wake_us late. A modeled end already
+      // past is not slept for: the task completes after its fixed overhead.
+      const FreeLane lane = free_lanes_.back();
+      free_lanes_.pop_back();
+      const bool waited = lane.freed_at < now;
+      const double start = (waited || lane.clock < now - kMaxCatchUp) ? now : lane.clock;
+      const double end = start + amount / host_->get_speed();
+      const double overhead = w_.options.task_overhead_us * 1e-6;
+      const double done = end > now ? end + w_.options.lane_wake_us * 1e-6 : now + overhead;
+      running_.push_back(Lane{s4u::this_actor::exec_async((done - now) * host_->get_speed()), q.task, start, end});
     }
   }
 
@@ -424,6 +447,7 @@ class Rank {
     const std::uint32_t t = finished.task;
     const SimTask& task = g_.task(t);
     const double now = s4u::Engine::get_clock();
+    if (w_.options.lane_wake_us > 0.0) free_lanes_.push_back(FreeLane{finished.modeled_end, now});
     const double seconds = now - finished.started;
     if (w_.runs[t]++ != 0) {
       fail("task " + std::to_string(t) + " ran twice (the second time on rank " + std::to_string(id_) + ")");
@@ -807,6 +831,7 @@ class Rank {
   std::set<Queued> queue_;
   std::uint64_t seq_ = 0;
   std::vector<Lane> running_;
+  std::vector<FreeLane> free_lanes_ = std::vector<FreeLane>(static_cast<std::size_t>(lanes_));
   std::vector<Transfer> transfers_;
   std::vector<CpuJob> cpu_jobs_;
   std::map<std::int64_t, PriorityWork, std::greater<>> remaining_;

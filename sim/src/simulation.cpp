@@ -33,6 +33,9 @@ std::string validate(const SimOptions& o) {
     return "--tile-cpu-us must be at least 0, got " + std::to_string(o.tile_cpu_us);
   }
   if (o.iterations < 1) return "--iterations must be at least 1, got " + std::to_string(o.iterations);
+  if (!(o.lane_wake_us >= 0.0) || !std::isfinite(o.lane_wake_us)) {
+    return "--lane-wake-us must be at least 0, got " + std::to_string(o.lane_wake_us);
+  }
   if (o.host_cores < 0) return "--host-cores must be at least 0, got " + std::to_string(o.host_cores);
   return {};
 }
@@ -236,6 +239,7 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   sim["tile_cpu_us"] = options.tile_cpu_us;
   sim["serve_cpu_us"] = options.serve_cpu ? options.steal.request_visit_cost_us : 0;
   sim["host_cores"] = options.host_cores;
+  sim["lane_wake_us"] = options.lane_wake_us;
   sim["platform_file"] = temporary.empty() ? platform_path : std::string();
   if (options.platform_file.empty()) {
     sim["platform"] = {{"gflops", options.platform.gflops},

@@ -55,6 +55,14 @@ struct SimOptions {
   /// 0: each rank has a core of its own for that CPU work (a node each). K > 0: all ranks
   /// share K cores, as ranks on one host do.
   int host_cores = 0;
+  /// What an emulated device's lane loses, microseconds, each time it sleeps out a task's
+  /// modeled time: the sleep's overshoot (timer slack and the thread's wake-up; measured at
+  /// 67 us on an idle host: docs/sim.md, "The emulated lane's wake-up"). The task completes
+  /// that much after its modeled end; a lane that stays busy starts its next task at the
+  /// modeled end (emulated_device.cpp's catch-up rule), so it delays completions, not a busy
+  /// lane's throughput. A sleep uses no CPU: not charged to the host's cores. 0 (default):
+  /// lanes wake on time.
+  double lane_wake_us = 0.0;
 };
 
 /// An empty string when the options are usable, else what is wrong (naming the option).
