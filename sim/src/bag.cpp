@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "simgrid_engine.hpp"
+
 namespace bellows::sim {
 
 namespace s4u = simgrid::s4u;
@@ -79,11 +81,6 @@ struct Rank {
   std::uint64_t executions = 0;
 };
 
-std::string number(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  return text;
-}
 
 s4u::Mailbox* inbox(int rank) { return s4u::Mailbox::by_name("bag-" + std::to_string(rank)); }
 
@@ -359,16 +356,16 @@ double bag_task_seconds(const BagOptions& options, std::int64_t index) { return 
 std::string validate(const BagOptions& o) {
   if (o.ranks < 1) return "--ranks must be at least 1, got " + std::to_string(o.ranks);
   if (o.tasks < 1) return "--tasks must be at least 1, got " + std::to_string(o.tasks);
-  if (!(o.mean_ms > 0.0) || !std::isfinite(o.mean_ms)) return "--mean-ms must be above 0, got " + number(o.mean_ms);
-  if (!(o.sigma >= 0.0) || !(o.sigma <= 4.0)) return "--sigma must be in [0, 4], got " + number(o.sigma);
+  if (!(o.mean_ms > 0.0) || !std::isfinite(o.mean_ms)) return "--mean-ms must be above 0, got " + format_number(o.mean_ms);
+  if (!(o.sigma >= 0.0) || !(o.sigma <= 4.0)) return "--sigma must be in [0, 4], got " + format_number(o.sigma);
   if (!(o.slow_fraction >= 0.0) || !(o.slow_fraction <= 1.0)) {
-    return "--slow-fraction must be in [0, 1], got " + number(o.slow_fraction);
+    return "--slow-fraction must be in [0, 1], got " + format_number(o.slow_fraction);
   }
   if (!(o.slow_factor >= 1.0) || !std::isfinite(o.slow_factor)) {
-    return "--slow-factor must be at least 1, got " + number(o.slow_factor);
+    return "--slow-factor must be at least 1, got " + format_number(o.slow_factor);
   }
   if (o.min_ask < 1) return "--min-ask must be at least 1, got " + std::to_string(o.min_ask);
-  if (!(o.serve_us >= 0.0) || !std::isfinite(o.serve_us)) return "--serve-us must be at least 0, got " + number(o.serve_us);
+  if (!(o.serve_us >= 0.0) || !std::isfinite(o.serve_us)) return "--serve-us must be at least 0, got " + format_number(o.serve_us);
   try {
     o.dtree.validate();
     if (o.distribution == BagDistribution::dtree) (void)DtreeShape(o.ranks, o.dtree);
@@ -382,18 +379,13 @@ nlohmann::json simulate_bag(const BagOptions& options) {
   if (auto error = validate(options); !error.empty()) throw std::invalid_argument(error);
   const auto wall_start = std::chrono::steady_clock::now();
   const std::string platform = write_platform(options.platform, options.ranks);
-  std::vector<std::string> args = simgrid_arguments("bellows-sim-bag");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  int argc = static_cast<int>(argv.size());
-  s4u::Engine engine(&argc, argv.data());
-  engine.load_platform(platform);
+  SimGridEngine engine("bellows-sim-bag", platform);
   std::remove(platform.c_str());
 
   Bag bag(options);
   bag.build();
   bag.start_actors();
-  engine.run();
+  engine.get().run();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return bag.report(wall);
 }

@@ -4,21 +4,20 @@
 //   bellows-sim-bag --ranks 1024 --tasks 100000000 --distribution dtree
 
 #include <cstdio>
-#include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "bellows/sim/bag.hpp"
+#include "command_line.hpp"
 
 namespace bs = bellows::sim;
 
 namespace {
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "bellows-sim-bag: error: %s\n", message.c_str());
-  return 2;
-}
+constexpr const char* kProgram = "bellows-sim-bag";
+
+int fail(const std::string& message) { return bs::fail(kProgram, message); }
 
 }  // namespace
 
@@ -46,14 +45,7 @@ int main(int argc, char** argv) {
   cli.add_option("--latency-us", o.platform.latency_us, "one-way latency between two nodes, microseconds (default 5)");
   cli.add_option("--bandwidth-gbps", o.platform.bandwidth_gbps, "each node's link, GB/s (default 5)");
   cli.add_flag("--quiet", quiet, "the JSON line only, no summary");
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << cli.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what());
-  }
+  if (auto code = bs::parse_command_line(cli, argc, argv, kProgram)) return *code;
   if (distribution == "dtree") {
     o.distribution = bs::BagDistribution::dtree;
   } else if (distribution == "static") {

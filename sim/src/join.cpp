@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "simgrid_engine.hpp"
+
 namespace bellows::sim {
 
 namespace s4u = simgrid::s4u;
@@ -138,11 +140,6 @@ void sequential_new_rank(Grow& g, int arrival) {
   (void)Grow::receive(new_rank_box(arrival));
 }
 
-std::string number(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  return text;
-}
 
 }  // namespace
 
@@ -154,10 +151,10 @@ std::string validate(const JoinOptions& o) {
   if (o.job_ranks < 1) return "--job-ranks must be at least 1, got " + std::to_string(o.job_ranks);
   if (o.new_ranks < 1) return "--join must be at least 1, got " + std::to_string(o.new_ranks);
   if (!(o.accept_seconds >= 0.0) || !std::isfinite(o.accept_seconds)) {
-    return "--accept-us must be at least 0, got " + number(o.accept_seconds * 1e6);
+    return "--accept-us must be at least 0, got " + format_number(o.accept_seconds * 1e6);
   }
   if (!(o.merge_seconds >= 0.0) || !std::isfinite(o.merge_seconds)) {
-    return "--merge-us must be at least 0, got " + number(o.merge_seconds * 1e6);
+    return "--merge-us must be at least 0, got " + format_number(o.merge_seconds * 1e6);
   }
   return validate(o.platform);
 }
@@ -165,12 +162,7 @@ std::string validate(const JoinOptions& o) {
 nlohmann::json simulate_join(const JoinOptions& options) {
   if (auto error = validate(options); !error.empty()) throw std::invalid_argument(error);
   const std::string platform = write_platform(options.platform, options.job_ranks + options.new_ranks);
-  std::vector<std::string> args = simgrid_arguments("bellows-sim-join");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  int argc = static_cast<int>(argv.size());
-  s4u::Engine engine(&argc, argv.data());
-  engine.load_platform(platform);
+  SimGridEngine engine("bellows-sim-join", platform);
   std::remove(platform.c_str());
 
   Grow grow{options};
@@ -181,7 +173,7 @@ nlohmann::json simulate_join(const JoinOptions& options) {
     s4u::Actor::create("new-rank-" + std::to_string(i), s4u::Host::by_name(host_name(options.job_ranks + i)),
                        [&grow, tree, i] { tree ? tree_new_rank(grow, i) : sequential_new_rank(grow, i); });
   }
-  engine.run();
+  engine.get().run();
   return {{"protocol", to_string(options.protocol)},
           {"job_ranks", options.job_ranks},
           {"new_ranks", options.new_ranks},

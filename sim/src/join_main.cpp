@@ -3,21 +3,20 @@
 //   bellows-sim-join --job-ranks 64 --join 256 --protocol tree
 
 #include <cstdio>
-#include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "bellows/sim/join.hpp"
+#include "command_line.hpp"
 
 namespace bs = bellows::sim;
 
 namespace {
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "bellows-sim-join: error: %s\n", message.c_str());
-  return 2;
-}
+constexpr const char* kProgram = "bellows-sim-join";
+
+int fail(const std::string& message) { return bs::fail(kProgram, message); }
 
 }  // namespace
 
@@ -38,14 +37,7 @@ int main(int argc, char** argv) {
   cli.add_option("--card-bytes", o.card_bytes, "bytes of one process's description in a merge (default 256)");
   cli.add_option("--latency-us", o.platform.latency_us, "one-way latency between two nodes, microseconds (default 5)");
   cli.add_option("--bandwidth-gbps", o.platform.bandwidth_gbps, "each node's link, GB/s (default 5)");
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << cli.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what());
-  }
+  if (auto code = bs::parse_command_line(cli, argc, argv, kProgram)) return *code;
   if (protocol == "tree") {
     o.protocol = bs::JoinProtocol::tree;
   } else if (protocol == "sequential") {

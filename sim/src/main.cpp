@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <optional>
 #include <string>
 
@@ -15,6 +14,7 @@
 #include "bellows/runtime/options.hpp"
 #include "bellows/sim/simulation.hpp"
 #include "bellows/sim/workload.hpp"
+#include "command_line.hpp"
 
 namespace bs = bellows::sim;
 namespace br = bellows::runtime;
@@ -39,10 +39,9 @@ std::optional<bool> on_off(const std::string& text) {
   return std::nullopt;
 }
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "bellows-sim: error: %s\n", message.c_str());
-  return 2;
-}
+constexpr const char* kProgram = "bellows-sim";
+
+int fail(const std::string& message) { return bs::fail(kProgram, message); }
 
 void progress_bar(std::uint64_t done, std::uint64_t total, double simulated) {
   constexpr int kWidth = 40;
@@ -111,14 +110,7 @@ int main(int argc, char** argv) {
   cli.add_option("--output", a.output, "also write the JSON report to FILE");
   cli.add_flag("--progress", a.progress, "show a progress bar on stderr even when it is not a terminal");
   cli.add_flag("--quiet", a.quiet, "print only the JSON line");
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << cli.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    return fail(e.what());
-  }
+  if (auto code = bs::parse_command_line(cli, argc, argv, kProgram)) return *code;
   const auto steal = on_off(a.steal);
   if (!steal) return fail("--steal must be on or off, got '" + a.steal + "'");
   a.sim.steal.enabled = *steal;

@@ -10,27 +10,23 @@
 
 namespace bellows::sim {
 
-namespace {
-
-std::string number(double value) {
+std::string format_number(double value) {
   char text[64];
   std::snprintf(text, sizeof text, "%.9g", value);
   return text;
 }
 
-}  // namespace
-
 std::string validate(const PlatformOptions& o) {
-  if (!(o.gflops > 0.0) || !std::isfinite(o.gflops)) return "--gflops must be positive, got " + number(o.gflops);
+  if (!(o.gflops > 0.0) || !std::isfinite(o.gflops)) return "--gflops must be positive, got " + format_number(o.gflops);
   if (o.lanes < 1) return "--lanes must be at least 1, got " + std::to_string(o.lanes);
   if (!(o.latency_us >= 0.0) || !std::isfinite(o.latency_us)) {
-    return "--latency-us must be at least 0, got " + number(o.latency_us);
+    return "--latency-us must be at least 0, got " + format_number(o.latency_us);
   }
   if (!(o.bandwidth_gbps > 0.0) || !std::isfinite(o.bandwidth_gbps)) {
-    return "--bandwidth-gbps must be positive, got " + number(o.bandwidth_gbps);
+    return "--bandwidth-gbps must be positive, got " + format_number(o.bandwidth_gbps);
   }
   if (!(o.backbone_gbps >= 0.0) || !std::isfinite(o.backbone_gbps)) {
-    return "--backbone-gbps must be at least 0, got " + number(o.backbone_gbps);
+    return "--backbone-gbps must be at least 0, got " + format_number(o.backbone_gbps);
   }
   return {};
 }
@@ -42,18 +38,18 @@ std::string platform_xml(const PlatformOptions& o, int nodes) {
   // Without a backbone the switch is non-blocking: a flow shares only the sender's up
   // link and the receiver's down link (and SimGrid solves small independent systems).
   const std::string backbone = o.backbone_gbps > 0.0
-                                   ? " bb_bw=\"" + number(o.backbone_gbps * 1e9) + "Bps\" bb_lat=\"0us\""
+                                   ? " bb_bw=\"" + format_number(o.backbone_gbps * 1e9) + "Bps\" bb_lat=\"0us\""
                                    : std::string();
   std::string xml;
   xml += "<?xml version='1.0'?>\n";
   xml += "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n";
-  xml += "<!-- Bellows simulated machine: " + std::to_string(nodes) + " nodes of " + number(o.gflops) +
-         " GFLOP/s x " + std::to_string(o.lanes) + " lanes; " + number(o.latency_us) + " us one way, " +
-         number(o.bandwidth_gbps) + " GB/s per node link -->\n";
+  xml += "<!-- Bellows simulated machine: " + std::to_string(nodes) + " nodes of " + format_number(o.gflops) +
+         " GFLOP/s x " + std::to_string(o.lanes) + " lanes; " + format_number(o.latency_us) + " us one way, " +
+         format_number(o.bandwidth_gbps) + " GB/s per node link -->\n";
   xml += "<platform version=\"4.1\">\n";
   xml += "  <cluster id=\"bellows\" prefix=\"node-\" suffix=\"\" radical=\"0-" + std::to_string(nodes - 1) +
-         "\" speed=\"" + number(o.gflops * 1e9) + "f\" core=\"" + std::to_string(o.lanes) + "\" bw=\"" +
-         number(link_bps) + "Bps\" lat=\"" + number(o.latency_us / 2.0) + "us\"" + backbone +
+         "\" speed=\"" + format_number(o.gflops * 1e9) + "f\" core=\"" + std::to_string(o.lanes) + "\" bw=\"" +
+         format_number(link_bps) + "Bps\" lat=\"" + format_number(o.latency_us / 2.0) + "us\"" + backbone +
          " sharing_policy=\"SPLITDUPLEX\"/>\n";
   xml += "</platform>\n";
   return xml;

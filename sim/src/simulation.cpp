@@ -17,6 +17,7 @@
 
 #include "bellows/runtime/stats.hpp"
 #include "rank.hpp"
+#include "simgrid_engine.hpp"
 
 namespace bellows::sim {
 
@@ -107,15 +108,10 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
     platform_path = write_platform(options.platform, options.ranks, options.platform_out);
     if (options.platform_out.empty()) temporary = platform_path;
   }
-  std::vector<std::string> args = simgrid_arguments("bellows-sim");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  int argc = static_cast<int>(argv.size());
-  s4u::Engine engine(&argc, argv.data());
-  engine.load_platform(platform_path);
+  SimGridEngine engine("bellows-sim", platform_path);
   if (!temporary.empty()) std::remove(temporary.c_str());
-  const auto hosts = rank_hosts(engine, options.ranks);
-  const auto cpus = cpu_hosts(engine, options);
+  const auto hosts = rank_hosts(engine.get(), options.ranks);
+  const auto cpus = cpu_hosts(engine.get(), options);
 
   World world{g, options};
   world.runs.assign(g.size(), 0);
@@ -136,7 +132,7 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
     Rank* rank = world.ranks[static_cast<std::size_t>(r)].get();
     s4u::Actor::create("rank-" + std::to_string(r), hosts[static_cast<std::size_t>(r)], [rank] { rank->run(); });
   }
-  engine.run();
+  engine.get().run();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   if (!world.error.empty()) throw std::runtime_error(world.error);

@@ -28,6 +28,9 @@ struct PlatformOptions {
 /// An empty string when the options are usable, else what is wrong (naming the option).
 [[nodiscard]] std::string validate(const PlatformOptions& options);
 
+/// A value as the simulator's texts write it (printf's %.9g).
+[[nodiscard]] std::string format_number(double value);
+
 /// Host names, in rank order: node-0, node-1, ...
 [[nodiscard]] std::string host_name(int node);
 
