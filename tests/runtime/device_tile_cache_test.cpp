@@ -23,7 +23,7 @@ struct FakeDevice {
   std::set<void*> freed;
   void* allocate() { return buffers.emplace_back(std::make_unique<char>()).get(); }
   DeviceTileCache::Free free_function() {
-    return [this](void* d) {
+    return [this](void* d, std::size_t /*bytes*/) {
       EXPECT_TRUE(freed.insert(d).second) << "freed twice";
     };
   }

@@ -81,6 +81,8 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--cuda-cache-mib", o.cuda_cache_mib,
                  "--kernel cuda: MiB of tiles kept in GPU memory between tasks, per rank (0: every "
                  "task copies all its tiles in)");
+  cli.add_option("--cuda-streams", o.cuda_streams,
+                 "--kernel cuda: streams that run tasks' kernels side by side, per rank");
   cli.add_option("--resize", o.resize,
                  "resize schedule, e.g. iter=3:+2,iter=6:-3 (job started by scripts/bellows-local)");
   cli.add_option("--ask-controller", o.ask_controller,
@@ -175,6 +177,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   o.cuda_pinned_tiles = cuda_pinned == "on";
   if (o.cuda_cache_mib < 0) {
     return fail("--cuda-cache-mib must be 0 or more, got " + std::to_string(o.cuda_cache_mib));
+  }
+  if (o.cuda_streams < 1) {
+    return fail("--cuda-streams must be 1 or more, got " + std::to_string(o.cuda_streams));
   }
   if (rebalance != "on" && rebalance != "off") {
     return fail("--rebalance must be on or off, got '" + rebalance + "'");
@@ -292,6 +297,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.same_host_transport = options.same_host_transport;
   r.cuda_pinned_tiles = options.cuda_pinned_tiles;
   r.cuda_tile_cache_bytes = static_cast<std::size_t>(options.cuda_cache_mib) << 20;
+  r.cuda_streams = options.cuda_streams;
   r.rebalance_on_resize = options.rebalance_on_resize;
   r.offload = options.offload;
   r.emulated_slowdown = options.slowdown;

@@ -193,9 +193,8 @@ std::unique_ptr<Device> make_cpu_device(DeviceOwner& owner, int workers, std::si
 std::unique_ptr<Device> make_emulated_device(DeviceOwner& owner, double gflops, int lanes, bool compute,
                                              std::shared_ptr<EmulatedLink> link,
                                              std::size_t index = 0);
-/// `cache_bytes`: RuntimeOptions::cuda_tile_cache_bytes. Throws std::runtime_error when CUDA
-/// is not built in or no GPU is usable.
-std::unique_ptr<Device> make_cuda_device(DeviceOwner& owner, int ordinal, bool pin_tiles,
-                                         std::size_t cache_bytes);
+/// The GPU of CUDA ordinal `ordinal`, with `options`' cuda_* settings. Throws
+/// std::runtime_error when CUDA is not built in or no GPU is usable.
+std::unique_ptr<Device> make_cuda_device(DeviceOwner& owner, int ordinal, const RuntimeOptions& options);
 
 }  // namespace bellows::runtime

@@ -23,8 +23,9 @@
 // tile rather than overwrite it. The device empties the cache at the end of every iteration,
 // when the application may change its collections in place.
 //
-// The cache knows nothing of CUDA: device buffers are opaque pointers, freed through the
-// callback it is given, so the bookkeeping is unit-tested without a GPU.
+// The cache knows nothing of CUDA: device buffers are opaque pointers, let go of through the
+// callback it is given (the CUDA device gives them back to its DeviceBufferPool), so the
+// bookkeeping is unit-tested without a GPU.
 //
 // Thread safety: none; the device's manager thread owns it.
 
@@ -40,8 +41,8 @@ namespace bellows::runtime {
 
 class DeviceTileCache {
  public:
-  /// Frees a device buffer the cache owned.
-  using Free = std::function<void(void* device)>;
+  /// Lets go of a device buffer of `bytes` the cache owned (no task in flight uses it).
+  using Free = std::function<void(void* device, std::size_t bytes)>;
 
   /// Keeps at most `capacity_bytes` of tiles that no task in flight uses (entries in use stay
   /// whatever their size); the least recently used go first.

@@ -2,8 +2,15 @@
 // "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
 // CCGrid 2024, section III-A: device queue -> stage-in (host to device copies) -> execution ->
 // stage-out (device to host copies of written slots) -> epilogue (successors).
-// Stages run on three streams and overlap across tasks; only the device queue is
-// visible to stealing. Tiles stay in GPU memory between the tasks of an iteration
+// The manager enqueues a task's three stages at once, and the GPU orders them with events:
+// the copies in on the copy-in stream, the kernels on one of several execution streams
+// (RuntimeOptions::cuda_streams) once the copies are done, the copies back on the copy-out
+// stream once the kernels are. The manager only waits for a task's last event to retire it.
+// So the copies of the next tasks of the device queue run while the execution streams compute
+// (up to kInFlightPerStream tasks per stream are taken from the queue ahead), kernels of
+// different tasks run side by side, and no thread stands between the stages. Only the device
+// queue is visible to stealing. Device buffers come from a DeviceBufferPool and events from
+// a free list: once an iteration's peak is reached, a task allocates nothing. Tiles stay in GPU memory between the tasks of an iteration
 // (DeviceTileCache, device_tile_cache.hpp): a tile read is copied in once for all the tasks
 // that read it, and a tile written is where the next task that reads or updates it starts
 // from. A written tile goes back to the host only when it leaves the device
@@ -13,13 +20,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <deque>
+#include <list>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "bellows/runtime/cuda_libraries.hpp"
 #include "device.hpp"
+#include "device_buffer_pool.hpp"
 #include "device_tile_cache.hpp"
 #include "tile_pool.hpp"
 
@@ -48,29 +56,30 @@ bool pin_for_cuda(void* base, std::size_t bytes) {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(DeviceOwner& owner, int ordinal, bool pin_tiles, std::size_t cache_bytes)
+  CudaDevice(DeviceOwner& owner, int ordinal, const RuntimeOptions& options)
       : Device(owner),
         ordinal_(ordinal),
-        pin_tiles_(pin_tiles),
-        cache_(cache_bytes, [this](void* device) { cudaFreeAsync(device, stage_in_stream_); }) {
+        pin_tiles_(options.cuda_pinned_tiles),
+        buffers_([this](std::size_t bytes) { return allocate(bytes); },
+                 [this](void* device) { cudaFreeAsync(device, copy_in_stream_); }),
+        cache_(options.cuda_tile_cache_bytes,
+               [this](void* device, std::size_t bytes) { buffers_.give_back(device, bytes); }) {
     int count = 0;
     check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     if (ordinal < 0 || ordinal >= count) {
       throw std::runtime_error("CUDA device " + std::to_string(ordinal) + " requested but " +
                                std::to_string(count) + " GPUs are visible");
     }
+    if (options.cuda_streams < 1) {
+      throw std::runtime_error("CUDA device: cuda_streams must be 1 or more, got " +
+                               std::to_string(options.cuda_streams));
+    }
     check(cudaSetDevice(ordinal_), "cudaSetDevice");
-    for (auto* s : {&stage_in_stream_, &exec_stream_, &stage_out_stream_}) {
+    for (auto* s : {&copy_in_stream_, &copy_out_stream_}) {
       check(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "cudaStreamCreate");
     }
-    if (math_.create_cublas(&cublas_) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
-    math_.cublas_set_stream(cublas_, exec_stream_);
-    if (math_.create_cusolver(&cusolver_) != CUSOLVER_STATUS_SUCCESS) {
-      throw std::runtime_error("cusolverDnCreate failed");
-    }
-    math_.cusolver_set_stream(cusolver_, exec_stream_);
-    check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(workspace)");
-    check(cudaMalloc(&device_info_, sizeof(int)), "cudaMalloc(info)");
+    lanes_.resize(static_cast<std::size_t>(options.cuda_streams));
+    for (Lane& lane : lanes_) open(lane);
     if (pin_tiles_) tile_pool::pin_slabs(&pin_for_cuda);
   }
 
@@ -78,13 +87,12 @@ class CudaDevice final : public Device {
     stop();
     cudaSetDevice(ordinal_);
     cache_.clear();  // emptied by the manager already, unless it never ran
-    cudaStreamSynchronize(stage_in_stream_);
+    buffers_.free_idle();
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+    cudaStreamSynchronize(copy_in_stream_);
     if (pin_tiles_) tile_pool::pin_slabs(nullptr);
-    cudaFree(workspace_);
-    cudaFree(device_info_);
-    math_.destroy_cusolver(cusolver_);
-    math_.destroy_cublas(cublas_);
-    for (auto s : {stage_in_stream_, exec_stream_, stage_out_stream_}) cudaStreamDestroy(s);
+    for (Lane& lane : lanes_) close(lane);
+    for (auto s : {copy_in_stream_, copy_out_stream_}) cudaStreamDestroy(s);
   }
 
   void start() override {
@@ -98,23 +106,97 @@ class CudaDevice final : public Device {
   }
 
  private:
+  /// An execution stream and what a task's kernels on it use.
+  struct Lane {
+    cudaStream_t stream = nullptr;
+    cublasHandle_t cublas = nullptr;
+    cusolverDnHandle_t cusolver = nullptr;
+    void* workspace = nullptr;
+    int* device_info = nullptr;
+    std::size_t in_flight = 0;  ///< tasks whose kernels are or will be on this stream
+  };
   /// Where a slot's device copy comes from, and where it goes when the task is done.
   enum class SlotCopy : std::uint8_t {
     none,         ///< no tile (a control slot)
     cached_read,  ///< read from the cache's copy: released back to it
-    owned,        ///< this task's own buffer: freed, or kept by the cache once written back
+    owned,        ///< this task's own buffer: given back, or kept by the cache once written
   };
   struct InFlight {
     std::unique_ptr<ReadyTask> task;
     std::vector<double*> device_tiles;
     std::vector<SlotCopy> copies;
-    cudaEvent_t done = nullptr;
+    Lane* lane = nullptr;
+    cudaEvent_t staged = nullptr;    ///< the copies in are done
+    cudaEvent_t executed = nullptr;  ///< the kernels are done
+    cudaEvent_t done = nullptr;      ///< the copies back are done (null: none to do)
+    std::vector<TilePtr> sources;    ///< versions the task's outputs replace, read by its copies in
     Clock::time_point started;
     std::uint64_t copied_bytes = 0;  // host <-> device, both ways
   };
 
   static constexpr std::size_t kWorkspaceBytes = 64UL << 20;
-  static constexpr std::size_t kMaxStagedIn = 2;
+  /// Tasks taken from the device queue per execution stream before the first of them is done:
+  /// enough that the copies of the next ones run while a stream computes, few enough that the
+  /// queue stays with the engine, where thieves and priorities see it.
+  static constexpr std::size_t kInFlightPerStream = 3;
+  /// When nothing it waits for is done, the manager yields its core this many times before
+  /// it sleeps between polls: a task's successors become ready when it retires, so a sleep
+  /// (about 60 us, with the kernel's timer slack) would sit on a Cholesky's critical path.
+  static constexpr int kYieldingPolls = 256;
+  static constexpr std::chrono::microseconds kPollInterval{20};
+
+  void open(Lane& lane) {
+    check(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (math_.create_cublas(&lane.cublas) != CUBLAS_STATUS_SUCCESS) {
+      throw std::runtime_error("cublasCreate failed");
+    }
+    math_.cublas_set_stream(lane.cublas, lane.stream);
+    if (math_.create_cusolver(&lane.cusolver) != CUSOLVER_STATUS_SUCCESS) {
+      throw std::runtime_error("cusolverDnCreate failed");
+    }
+    math_.cusolver_set_stream(lane.cusolver, lane.stream);
+    check(cudaMalloc(&lane.workspace, kWorkspaceBytes), "cudaMalloc(workspace)");
+    check(cudaMalloc(&lane.device_info, sizeof(int)), "cudaMalloc(info)");
+  }
+
+  void close(Lane& lane) {
+    cudaFree(lane.workspace);
+    cudaFree(lane.device_info);
+    if (lane.cusolver != nullptr) math_.destroy_cusolver(lane.cusolver);
+    if (lane.cublas != nullptr) math_.destroy_cublas(lane.cublas);
+    if (lane.stream != nullptr) cudaStreamDestroy(lane.stream);
+  }
+
+  /// DeviceBufferPool::Allocate: stream-ordered, so that it waits for no other work.
+  void* allocate(std::size_t bytes) {
+    void* device = nullptr;
+    const cudaError_t status = cudaMallocAsync(&device, bytes, copy_in_stream_);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    check(status, "cudaMallocAsync");
+    return device;
+  }
+
+  cudaEvent_t take_event() {
+    if (!free_events_.empty()) {
+      cudaEvent_t e = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    return e;
+  }
+
+  Lane& least_busy_lane() {
+    Lane* best = &lanes_.front();
+    for (Lane& lane : lanes_) {
+      if (lane.in_flight < best->in_flight) best = &lane;
+    }
+    return *best;
+  }
 
   [[nodiscard]] bool caching() const noexcept { return cache_.capacity_bytes() > 0; }
   static bool host_stale(const Tile& t) { return !(t.residency() & Tile::kOnHost); }
@@ -123,82 +205,99 @@ class CudaDevice final : public Device {
     return caching() && task.tiles[i] && task.tiles[i]->elements() > 0;
   }
 
-  InFlight stage_in(std::unique_ptr<ReadyTask> task) {
+  /// Enqueues the task's three stages and returns it in flight.
+  InFlight launch(std::unique_ptr<ReadyTask> task) {
     InFlight f;
     f.started = Clock::now();
-    const std::size_t slots = task->tiles.size();
-    f.device_tiles.assign(slots, nullptr);
-    f.copies.assign(slots, SlotCopy::none);
-    // A slot the task writes takes the cache's copy over first: the cache's reference
-    // would otherwise make the slot's tile look shared, and be cloned below for nothing.
-    for (std::size_t i = 0; i < slots; ++i) {
-      if (!(task->writable >> i & 1U) || !cached_slot(*task, i)) continue;
-      const TilePtr& t = task->tiles[i];
-      f.device_tiles[i] = static_cast<double*>(cache_.take_for_writing(t.get()));
-      if (!f.device_tiles[i] && host_stale(*t)) {
-        // Readers of this version are still to come: the task writes a copy of the GPU's.
-        void* source = cache_.acquire(t.get());
-        if (!source) throw std::logic_error("CUDA device: a host-stale tile is not in GPU memory");
-        check(cudaMallocAsync(reinterpret_cast<void**>(&f.device_tiles[i]), t->bytes(), stage_in_stream_),
-              "cudaMallocAsync");
-        check(cudaMemcpyAsync(f.device_tiles[i], source, t->bytes(), cudaMemcpyDeviceToDevice,
-                              stage_in_stream_), "stage-in copy on the GPU");
-        cache_.release(t.get());  // freed, if ever, on this stream, after the copy
-      }
-      if (f.device_tiles[i]) f.copies[i] = SlotCopy::owned;
-    }
-    task->make_writable_slots_exclusive();
-    for (std::size_t i = 0; i < slots; ++i) {
-      const TilePtr& t = task->tiles[i];
-      if (!t || f.device_tiles[i]) continue;
-      const bool read_through_cache = !(task->writable >> i & 1U) && cached_slot(*task, i);
-      if (read_through_cache) {
-        if (void* d = cache_.acquire(t.get())) {
-          f.device_tiles[i] = static_cast<double*>(d);
-          f.copies[i] = SlotCopy::cached_read;
-          continue;
-        }
-      }
-      if (host_stale(*t)) throw std::logic_error("CUDA device: a host-stale tile is not in GPU memory");
-      double* d = nullptr;
-      check(cudaMallocAsync(reinterpret_cast<void**>(&d), t->bytes(), stage_in_stream_), "cudaMallocAsync");
-      check(cudaMemcpyAsync(d, t->data(), t->bytes(), cudaMemcpyHostToDevice, stage_in_stream_),
-            "stage-in copy");
-      f.copied_bytes += t->bytes();
-      f.device_tiles[i] = d;
-      if (read_through_cache) {
-        cache_.insert_in_use(t, d, t->bytes());
-        f.copies[i] = SlotCopy::cached_read;
-      } else {
-        f.copies[i] = SlotCopy::owned;
-      }
-    }
     f.task = std::move(task);
-    check(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming), "cudaEventCreate");
-    check(cudaEventRecord(f.done, stage_in_stream_), "cudaEventRecord");
+    stage_in(f);
+    f.lane = &least_busy_lane();
+    f.lane->in_flight += 1;
+    execute(f);
+    stage_out(f);
     return f;
   }
 
+  void stage_in(InFlight& f) {
+    ReadyTask& task = *f.task;
+    const std::size_t slots = task.tiles.size();
+    f.device_tiles.assign(slots, nullptr);
+    f.copies.assign(slots, SlotCopy::none);
+    for (std::size_t i = 0; i < slots; ++i) {
+      const TilePtr& t = task.tiles[i];
+      if (!t) continue;
+      const bool writes = task.writable >> i & 1U;
+      if (writes && cached_slot(task, i)) {
+        // The task updates the cache's copy in place when no one else needs that version;
+        // else it writes a copy made on the GPU.
+        f.device_tiles[i] = static_cast<double*>(cache_.take_for_writing(t.get()));
+        if (!f.device_tiles[i]) {
+          if (void* source = cache_.acquire(t.get())) {
+            f.device_tiles[i] = static_cast<double*>(buffers_.take(t->bytes()));
+            check(cudaMemcpyAsync(f.device_tiles[i], source, t->bytes(), cudaMemcpyDeviceToDevice,
+                                  copy_in_stream_), "stage-in copy on the GPU");
+            // Given back, if evicted, to the pool, whose next taker starts on this stream.
+            cache_.release(t.get());
+          }
+        }
+        if (f.device_tiles[i]) f.copies[i] = SlotCopy::owned;
+      } else if (!writes && cached_slot(task, i)) {
+        if (void* d = cache_.acquire(t.get())) {
+          f.device_tiles[i] = static_cast<double*>(d);
+          f.copies[i] = SlotCopy::cached_read;
+        }
+      }
+      if (!f.device_tiles[i]) {
+        if (host_stale(*t)) throw std::logic_error("CUDA device: a host-stale tile is not in GPU memory");
+        auto* d = static_cast<double*>(buffers_.take(t->bytes()));
+        check(cudaMemcpyAsync(d, t->data(), t->bytes(), cudaMemcpyHostToDevice, copy_in_stream_),
+              "stage-in copy");
+        f.copied_bytes += t->bytes();
+        f.device_tiles[i] = d;
+        if (!writes && cached_slot(task, i)) {
+          cache_.insert_in_use(t, d, t->bytes());
+          f.copies[i] = SlotCopy::cached_read;
+        } else {
+          f.copies[i] = SlotCopy::owned;
+        }
+      }
+      if (writes && t.use_count() > 1) {
+        // Someone else still references this version (copy on write, as
+        // ReadyTask::make_writable_slots_exclusive does), but its contents are already on
+        // their way to the GPU: the task's output is a new tile whose host contents only
+        // the stage-out writes, not a clone of this one, which would copy the whole tile on
+        // the host for nothing. The old version stays alive until the task retires, for the
+        // copy in that reads it.
+        f.sources.push_back(t);
+        task.tiles[i] = std::make_shared<Tile>(t->rows(), t->cols());
+      }
+    }
+    f.staged = take_event();
+    check(cudaEventRecord(f.staged, copy_in_stream_), "cudaEventRecord");
+  }
+
   void execute(InFlight& f) {
-    check(cudaStreamWaitEvent(exec_stream_, f.done, 0), "cudaStreamWaitEvent");
+    Lane& lane = *f.lane;
+    check(cudaStreamWaitEvent(lane.stream, f.staged, 0), "cudaStreamWaitEvent");
     std::vector<Tile*> hosts;
     for (auto& t : f.task->tiles) hosts.push_back(t.get());
     CudaTaskContext ctx;
-    ctx.stream = exec_stream_;
-    ctx.cublas = cublas_;
-    ctx.cusolver = cusolver_;
+    ctx.stream = lane.stream;
+    ctx.cublas = lane.cublas;
+    ctx.cusolver = lane.cusolver;
     ctx.device_tiles = f.device_tiles;
     ctx.host_tiles = hosts;
-    ctx.workspace = static_cast<double*>(workspace_);
+    ctx.workspace = static_cast<double*>(lane.workspace);
     ctx.workspace_bytes = kWorkspaceBytes;
-    ctx.device_info = device_info_;
+    ctx.device_info = lane.device_info;
     f.task->task_class->execute_cuda(f.task->key, ctx);
     check(cudaGetLastError(), "task body launch");
-    check(cudaEventRecord(f.done, exec_stream_), "cudaEventRecord");
+    f.executed = take_event();
+    check(cudaEventRecord(f.executed, lane.stream), "cudaEventRecord");
   }
 
   void stage_out(InFlight& f) {
-    check(cudaStreamWaitEvent(stage_out_stream_, f.done, 0), "cudaStreamWaitEvent");
+    bool waiting = false;  // the copy-out stream waits for the kernels before the first copy
     for (std::size_t i = 0; i < f.device_tiles.size(); ++i) {
       auto& t = f.task->tiles[i];
       const bool written = t && (f.task->writable >> i & 1U);
@@ -207,62 +306,72 @@ class CudaDevice final : public Device {
       if (kept && !(f.task->leaving >> i & 1U)) {
         t->set_residency(Tile::kOnDevice);  // its next readers are all on this device
       } else if (written) {
+        if (!waiting) {
+          check(cudaStreamWaitEvent(copy_out_stream_, f.executed, 0), "cudaStreamWaitEvent");
+          waiting = true;
+        }
         check(cudaMemcpyAsync(t->data(), f.device_tiles[i], t->bytes(), cudaMemcpyDeviceToHost,
-                              stage_out_stream_), "stage-out copy");
+                              copy_out_stream_), "stage-out copy");
         f.copied_bytes += t->bytes();
         t->set_residency(Tile::kOnHost | Tile::kOnDevice);
       }
-      if (f.copies[i] == SlotCopy::owned && !kept) {
-        cudaFreeAsync(f.device_tiles[i], stage_out_stream_);
-        f.device_tiles[i] = nullptr;
-      }
     }
-    check(cudaEventRecord(f.done, stage_out_stream_), "cudaEventRecord");
+    // A task with nothing to copy back is done with its kernels: it does not wait behind
+    // the copies back of tasks launched before it.
+    if (!waiting) return;
+    f.done = take_event();
+    check(cudaEventRecord(f.done, copy_out_stream_), "cudaEventRecord");
   }
 
-  static bool finished(const InFlight& f) { return cudaEventQuery(f.done) == cudaSuccess; }
+  /// Whether the task may retire: its last stage is done.
+  static bool finished(const InFlight& f) {
+    return cudaEventQuery(f.done != nullptr ? f.done : f.executed) == cudaSuccess;
+  }
 
-  /// After the task's last copy: its reads go back to the cache, its writes stay there.
+  /// After the task's last copy: its reads go back to the cache, its writes stay there (or
+  /// their buffers go back to the pool), and its events to the free list.
   void retire(InFlight& f) {
     for (std::size_t i = 0; i < f.copies.size(); ++i) {
+      const TilePtr& t = f.task->tiles[i];
       if (f.copies[i] == SlotCopy::cached_read) {
-        cache_.release(f.task->tiles[i].get());
-      } else if (f.copies[i] == SlotCopy::owned && f.device_tiles[i]) {
-        const TilePtr& t = f.task->tiles[i];
-        cache_.insert_written(t, f.device_tiles[i], t->bytes(), !host_stale(*t));
+        cache_.release(t.get());
+      } else if (f.copies[i] == SlotCopy::owned) {
+        const bool written = f.task->writable >> i & 1U;
+        if (written && cached_slot(*f.task, i)) {
+          cache_.insert_written(t, f.device_tiles[i], t->bytes(), !host_stale(*t));
+        } else {
+          buffers_.give_back(f.device_tiles[i], t->bytes());
+        }
       }
     }
+    for (cudaEvent_t e : {f.staged, f.executed, f.done}) {
+      if (e != nullptr) free_events_.push_back(e);
+    }
+    f.lane->in_flight -= 1;
   }
 
   void manage() {
     check(cudaSetDevice(ordinal_), "cudaSetDevice");
     UnitStats unit;
-    std::deque<InFlight> staging, executing, staging_out;
+    std::list<InFlight> in_flight;
+    const std::size_t max_in_flight = kInFlightPerStream * lanes_.size();
     Clock::time_point last_retired{};
+    int idle_polls = 0;
     for (;;) {
       bool progressed = false;
-      while (staging.size() < kMaxStagedIn) {
+      while (in_flight.size() < max_in_flight) {
         auto task = try_pop();
         if (!task) break;
-        staging.push_back(stage_in(std::move(task)));
+        in_flight.push_back(launch(std::move(task)));
         progressed = true;
       }
-      while (!staging.empty() && finished(staging.front())) {
-        execute(staging.front());
-        executing.push_back(std::move(staging.front()));
-        staging.pop_front();
-        progressed = true;
-      }
-      while (!executing.empty() && finished(executing.front())) {
-        stage_out(executing.front());
-        staging_out.push_back(std::move(executing.front()));
-        executing.pop_front();
-        progressed = true;
-      }
-      while (!staging_out.empty() && finished(staging_out.front())) {
-        InFlight f = std::move(staging_out.front());
-        staging_out.pop_front();
-        cudaEventDestroy(f.done);
+      for (auto it = in_flight.begin(); it != in_flight.end();) {
+        if (!finished(*it)) {
+          ++it;
+          continue;
+        }
+        InFlight f = std::move(*it);
+        it = in_flight.erase(it);
         retire(f);
         unit.totals.tasks_on_device += 1;
         unit.totals.link_bytes += f.copied_bytes;
@@ -274,39 +383,40 @@ class CudaDevice final : public Device {
         finish(std::move(f.task), unit, seconds);
         progressed = true;
       }
-      const bool idle = staging.empty() && executing.empty() && staging_out.empty();
-      if (idle) {
+      if (in_flight.empty()) {
         auto task = pop_or_wait(unit);
         if (!task) break;
-        staging.push_back(stage_in(std::move(task)));
-      } else if (!progressed) {
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        in_flight.push_back(launch(std::move(task)));
+      } else if (progressed) {
+        idle_polls = 0;
+      } else if (++idle_polls <= kYieldingPolls) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(kPollInterval);
       }
     }
-    // The application may change its collections in place between iterations.
+    // The application may change its collections in place between iterations; the buffers
+    // stay in the pool for the next one.
     cache_.clear();
     merge_stats(unit);
   }
 
   int ordinal_;
   bool pin_tiles_;
-  cudaStream_t stage_in_stream_ = nullptr;
-  cudaStream_t exec_stream_ = nullptr;
-  cudaStream_t stage_out_stream_ = nullptr;
+  cudaStream_t copy_in_stream_ = nullptr;
+  cudaStream_t copy_out_stream_ = nullptr;
+  std::vector<Lane> lanes_;
   const CudaMathLibraries& math_ = cuda_math_libraries();
-  cublasHandle_t cublas_ = nullptr;
-  cusolverDnHandle_t cusolver_ = nullptr;
-  void* workspace_ = nullptr;
-  int* device_info_ = nullptr;
-  DeviceTileCache cache_;  // after the streams it frees on
+  std::vector<cudaEvent_t> free_events_;
+  DeviceBufferPool buffers_;  // after the stream it frees on
+  DeviceTileCache cache_;     // after the pool it gives buffers back to
   std::thread manager_;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> make_cuda_device(DeviceOwner& owner, int ordinal, bool pin_tiles,
-                                         std::size_t cache_bytes) {
-  return std::make_unique<CudaDevice>(owner, ordinal, pin_tiles, cache_bytes);
+std::unique_ptr<Device> make_cuda_device(DeviceOwner& owner, int ordinal, const RuntimeOptions& options) {
+  return std::make_unique<CudaDevice>(owner, ordinal, options);
 }
 
 }  // namespace bellows::runtime

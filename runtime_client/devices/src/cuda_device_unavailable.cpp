@@ -6,8 +6,8 @@
 
 namespace bellows::runtime {
 
-std::unique_ptr<Device> make_cuda_device(DeviceOwner& /*owner*/, int /*ordinal*/, bool /*pin_tiles*/,
-                                         std::size_t /*cache_bytes*/) {
+std::unique_ptr<Device> make_cuda_device(DeviceOwner& /*owner*/, int /*ordinal*/,
+                                         const RuntimeOptions& /*options*/) {
   throw std::runtime_error(
       "the CUDA device is not available: Bellows was built without CUDA (nvcc, cuBLAS and "
       "cuSOLVER were not found at configure time)");

@@ -10,7 +10,7 @@ DeviceTileCache::DeviceTileCache(std::size_t capacity_bytes, Free free)
     : capacity_(capacity_bytes), free_(std::move(free)) {}
 
 DeviceTileCache::~DeviceTileCache() {
-  for (auto& [tile, entry] : entries_) free_(entry.device);
+  for (auto& [tile, entry] : entries_) free_(entry.device, entry.bytes);
 }
 
 void* DeviceTileCache::acquire(const Tile* tile) {
@@ -53,7 +53,7 @@ void DeviceTileCache::insert_written(TilePtr tile, void* device, std::size_t byt
   if (const auto it = entries_.find(tile.get()); it != entries_.end()) {
     if (it->second.in_use > 0 && host_valid) {
       // A reader still uses the older copy, of the same contents: keep it, let this one go.
-      free_(device);
+      free_(device, bytes);
       return;
     }
     if (it->second.in_use > 0) {
@@ -88,7 +88,7 @@ void DeviceTileCache::insert(TilePtr tile, void* device, std::size_t bytes, int 
 }
 
 void DeviceTileCache::erase(std::unordered_map<const Tile*, Entry>::iterator it, bool free_buffer) {
-  if (free_buffer) free_(it->second.device);
+  if (free_buffer) free_(it->second.device, it->second.bytes);
   bytes_ -= it->second.bytes;
   recency_.erase(it->second.recency);
   entries_.erase(it);

@@ -58,8 +58,7 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
                                               link_, 0));
       devices_.push_back(make_cpu_device(*this, options_.cpu_workers, 1, link_));
       break;
-    case DeviceKind::cuda: devices_.push_back(make_cuda_device(*this, options_.cuda_device, options_.cuda_pinned_tiles,
-                                                                 options_.cuda_tile_cache_bytes)); break;
+    case DeviceKind::cuda: devices_.push_back(make_cuda_device(*this, options_.cuda_device, options_)); break;
   }
   for (std::size_t d = 0; d < devices_.size(); ++d) {
     device_costs_.emplace_back(device_cost_priors(options_, d));

@@ -146,6 +146,10 @@ struct RuntimeOptions {
   /// collection needs it). 0: every task copies all its tiles in and every written tile
   /// back. Per rank; emptied at the end of each iteration.
   std::size_t cuda_tile_cache_bytes = std::size_t{2} << 30;
+  /// Device cuda: streams that run tasks' kernels side by side, each with its own cuBLAS and
+  /// cuSOLVER handles and workspace, so that tasks too small to fill the GPU alone fill it
+  /// together (copies in and out have a stream each besides). At least 1.
+  int cuda_streams = 4;
   /// When not empty, every rank appends its trace (JSON lines) to this file.
   std::string trace_path;
   /// Longest sleep of the communication thread when nothing happens, microseconds.
