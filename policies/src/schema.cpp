@@ -12,9 +12,11 @@ namespace {
 constexpr std::array<std::string_view, 2> kCombine{"any", "all"};
 constexpr std::array<std::string_view, 3> kReleaseOrder{"newest", "least_loaded", "highest_index"};
 constexpr std::array<std::string_view, 2> kVictim{"random", "last-victim"};
+constexpr std::array<std::string_view, 2> kNodeLoss{"shrink", "replace"};
 
 constexpr double kIntMax = std::numeric_limits<int>::max();
 constexpr double kUnsignedMax = std::numeric_limits<unsigned>::max();
+constexpr double kHundredYearsMs = 876'000.0 * 3'600'000.0;
 
 int as_int(const KeyValue& v) { return static_cast<int>(v.integer); }
 
@@ -162,12 +164,30 @@ const std::array kKeys{
     "Longest sleep of the communication thread of a rank with tasks to spare, "
     "microseconds, so that steal requests are answered quickly.",
     [](Policy& p, const KeyValue& v) { p.stealing.victim_poll_us = as_int(v); }},
+
+  KeyInfo{"recovery", T::section, "", {}, {}, {},
+    "What the job does when it loses a node: it rolls back to its last checkpoint, the "
+    "lost ranks' tiles coming from the copies their buddies on other nodes hold "
+    "(docs/runtime.md, \"Recovery from buddy checkpoints\").",
+    nullptr},
+  KeyInfo{"recovery.on_node_loss", T::choice, "replace", {}, {}, kNodeLoss,
+    "Who takes over a lost node's work: replace (ranks on new nodes from the batch system, "
+    "one per lost rank; the work of lost ranks no node came for goes to the survivors) or "
+    "shrink (the survivors). A recovery that would leave fewer than nodes.min nodes is "
+    "refused, with the reason.",
+    [](Policy& p, const KeyValue& v) { p.recovery.on_node_loss = as_enum<NodeLossAction>(v); }},
+  KeyInfo{"recovery.node_mean_time_between_failures", T::duration, "8760h", 1000, kHundredYearsMs, {},
+    "One node's mean time between failures M; the job's is M over its nodes. With the "
+    "measured cost of a checkpoint it sets the checkpoint interval (Young/Daly), in "
+    "iterations, at least 1.",
+    [](Policy& p, const KeyValue& v) { p.recovery.node_mean_time_between_failures = v.duration; }},
 };
 // clang-format on
 
 static_assert(kCombine.size() == 2 && static_cast<int>(Combine::all) == 1);
 static_assert(kReleaseOrder.size() == 3 && static_cast<int>(ReleaseOrder::highest_index) == 2);
 static_assert(kVictim.size() == 2 && static_cast<int>(VictimPolicy::last_victim) == 1);
+static_assert(kNodeLoss.size() == 2 && static_cast<int>(NodeLossAction::replace) == 1);
 
 }  // namespace
 
@@ -195,6 +215,9 @@ std::string_view to_string(ReleaseOrder value) noexcept {
 }
 std::string_view to_string(VictimPolicy value) noexcept {
   return kVictim[static_cast<std::size_t>(value)];
+}
+std::string_view to_string(NodeLossAction value) noexcept {
+  return kNodeLoss[static_cast<std::size_t>(value)];
 }
 
 }  // namespace bellows::policy

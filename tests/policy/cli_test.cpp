@@ -101,7 +101,7 @@ TEST(BellowsCli, KeysPrintsTheSchema) {
   auto r = run_command({kBellows, "policy", "keys"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, bellows::policy::keys_as_text());
-  EXPECT_NE(r.out.find("\nnodes.min                          integer, at least 1                          1            Fewest nodes"),
+  EXPECT_NE(r.out.find("\nnodes.min                                 integer, at least 1                          1            Fewest nodes"),
             std::string::npos)
       << r.out;
   r = run_command({kBellows, "policy", "keys", "--markdown"});

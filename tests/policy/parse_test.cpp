@@ -70,6 +70,9 @@ stealing:
   min_backoff_us: 10
   max_backoff_us: 10
   victim_poll_us: 7
+recovery:
+  on_node_loss: shrink
+  node_mean_time_between_failures: 43800h
 )",
                                        "all.yaml");
   ASSERT_TRUE(result.ok()) << (result.diagnostics.empty() ? "" : bp::format(result.diagnostics[0]));
@@ -93,6 +96,7 @@ stealing:
   EXPECT_EQ(p.release_order, bp::ReleaseOrder::least_loaded);
   EXPECT_EQ(p.stealing, (bp::StealParameters{true, 6, 0, 2, 3, bp::VictimPolicy::random,
                                              4294967295u, 10, 10, 7}));
+  EXPECT_EQ(p.recovery, (bp::RecoveryParameters{bp::NodeLossAction::shrink, 43800h}));
 }
 
 TEST(PolicyParse, UnwrittenKeysKeepTheirDefaults) {
@@ -170,11 +174,15 @@ TEST(PolicyParse, DidYouMean) {
             "'busy_fraction_above' in 'expand'?");
   EXPECT_EQ(first("stealing:\n  victim_poll: 5\n"),
             "t.yaml:2:3: unknown key 'victim_poll' in 'stealing'; did you mean 'victim_poll_us'?");
+  EXPECT_EQ(first("recovery:\n  on_node_lost: shrink\n"),
+            "t.yaml:2:3: unknown key 'on_node_lost' in 'recovery'; did you mean 'on_node_loss'?");
+  EXPECT_EQ(first("on_node_loss: shrink\n"),
+            "t.yaml:1:1: unknown key 'on_node_loss'; did you mean 'on_node_loss' in 'recovery'?");
   EXPECT_EQ(first("stealing:\n  tick: 5s\n"),
             "t.yaml:2:3: unknown key 'tick' in 'stealing'; did you mean 'tick' at the top level?");
   EXPECT_EQ(first("zzz: 1\n"),
             "t.yaml:1:1: unknown key 'zzz'; allowed: nodes, expand, shrink, tick, "
-            "hysteresis_ticks, cooldown, resize_timeout, release_order, stealing");
+            "hysteresis_ticks, cooldown, resize_timeout, release_order, stealing, recovery");
 }
 
 TEST(PolicyParse, NonScalarKeyAndFlowStyle) {

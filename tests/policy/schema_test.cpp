@@ -1,4 +1,4 @@
-// The schema table: defaults, durations, and the stealing keys against libbellows.
+// The schema table: defaults, durations, and the stealing and recovery keys against libbellows.
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,9 @@
 
 #include "bellows/policy/load.hpp"
 #include "bellows/policy/schema.hpp"
+#include "bellows/runtime/checkpoint_interval.hpp"
 #include "bellows/runtime/options.hpp"
+#include "bellows/runtime/recovery_plan.hpp"
 
 namespace bp = bellows::policy;
 namespace rt = bellows::runtime;
@@ -27,7 +29,7 @@ TEST(PolicySchema, EveryKeyOnceWithHelpAndItsSectionFirst) {
       EXPECT_FALSE(key.choices.empty()) << key.path;
     }
   }
-  EXPECT_EQ(seen.size(), 34u);  // 4 nodes, 7 expand, 7 shrink, 5 top-level, 11 stealing
+  EXPECT_EQ(seen.size(), 37u);  // 4 nodes, 7 expand, 7 shrink, 5 top-level, 11 stealing, 3 recovery
 }
 
 TEST(PolicySchema, DefaultsComeFromTheTable) {
@@ -41,6 +43,8 @@ TEST(PolicySchema, DefaultsComeFromTheTable) {
   EXPECT_EQ(p.cooldown, 60s);
   EXPECT_EQ(p.resize_timeout, 120s);
   EXPECT_EQ(p.release_order, bp::ReleaseOrder::newest);
+  EXPECT_EQ(p.recovery.on_node_loss, bp::NodeLossAction::replace);
+  EXPECT_EQ(p.recovery.node_mean_time_between_failures, 8760h);
   EXPECT_TRUE(bp::check_consistency(p).empty());
   // A file that writes only a section with nothing in it is the default policy.
   const auto loaded = bp::parse_policy("stealing: {}\n", "defaults.yaml");
@@ -128,6 +132,27 @@ TEST(PolicySchema, StealingRulesAreTheRuntimes) {
   }
 }
 
+// The caller hands recovery.on_node_loss to runtime::plan_recovery by name.
+TEST(PolicySchema, NodeLossActionsAreTheRuntimes) {
+  for (const auto action : {bp::NodeLossAction::shrink, bp::NodeLossAction::replace}) {
+    rt::NodeLossAction runtime_action{};
+    ASSERT_TRUE(rt::parse_node_loss_action(bp::to_string(action), runtime_action)) << bp::to_string(action);
+    EXPECT_EQ(rt::to_string(runtime_action), bp::to_string(action));
+  }
+  const bp::KeyInfo* key = bp::find_key("recovery.on_node_loss");
+  ASSERT_NE(key, nullptr);
+  EXPECT_EQ(key->choices.size(), 2U);
+}
+
+// recovery.node_mean_time_between_failures, as the runtime's checkpoint interval takes it:
+// the default (a year per node) on 4 nodes at 50 ms iterations and a 5 ms checkpoint.
+TEST(PolicySchema, TheDefaultMeanTimeBetweenFailuresGivesAnIntervalOfMinutes) {
+  const bp::Policy p;
+  const double node_mtbf = std::chrono::duration<double>(p.recovery.node_mean_time_between_failures).count();
+  const auto interval = rt::checkpoint_interval(0.005, node_mtbf, 4, 0.05);
+  EXPECT_EQ(interval.iterations, 5616);
+}
+
 TEST(PolicySchema, Durations) {
   bp::Duration d{};
   EXPECT_EQ(bp::parse_duration("500ms", d), "");
@@ -167,6 +192,9 @@ TEST(PolicySchema, TypeDescriptions) {
   EXPECT_EQ(bp::describe_type(*bp::find_key("release_order")),
             "one of: newest, least_loaded, highest_index");
   EXPECT_EQ(bp::describe_type(*bp::find_key("stealing.enabled")), "true or false");
+  EXPECT_EQ(bp::describe_type(*bp::find_key("recovery.on_node_loss")), "one of: shrink, replace");
+  EXPECT_EQ(bp::describe_type(*bp::find_key("recovery.node_mean_time_between_failures")),
+            "duration, 1s to 876000h");
   EXPECT_EQ(bp::find_key("nodes.nope"), nullptr);
 }
 
@@ -182,7 +210,7 @@ TEST(PolicySchema, KeyReferenceHasEveryKey) {
     EXPECT_NE(text.find(line_start), std::string::npos) << key.path;
     EXPECT_NE(markdown.find(row_start), std::string::npos) << key.path;
   }
-  EXPECT_NE(text.find("\ntick                               duration, 100ms to 1h"), std::string::npos);
+  EXPECT_NE(text.find("\ntick                                      duration, 100ms to 1h"), std::string::npos);
   EXPECT_NE(markdown.find("| `stealing.victim` | one of: random, last-victim | `last-victim` |"),
             std::string::npos);
 }

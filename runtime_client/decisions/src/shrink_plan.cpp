@@ -5,6 +5,19 @@
 
 namespace bellows::runtime {
 
+int choose_backup(std::span<const long> load, int rank, const std::function<bool(int)>& eligible) {
+  const int size = static_cast<int>(load.size());
+  int best = -1;
+  for (int step = 1; step < size; ++step) {
+    const int candidate = (rank + step) % size;
+    if (!eligible(candidate)) continue;
+    if (best < 0 || load[static_cast<std::size_t>(candidate)] < load[static_cast<std::size_t>(best)]) {
+      best = candidate;
+    }
+  }
+  return best;
+}
+
 ShrinkPlan plan_shrink(std::span<const long> held, std::span<const int> leaving) {
   const int size = static_cast<int>(held.size());
   ShrinkPlan plan;
@@ -22,14 +35,7 @@ ShrinkPlan plan_shrink(std::span<const long> held, std::span<const int> leaving)
   for (int r = 0; r < size; ++r) plan.backup[static_cast<std::size_t>(r)] = r;
   for (int r = 1; r < size; ++r) {
     if (!plan.leaves(r)) continue;
-    int best = -1;
-    for (int step = 1; step < size; ++step) {
-      const int candidate = (r + step) % size;
-      if (plan.leaves(candidate)) continue;
-      if (best < 0 || load[static_cast<std::size_t>(candidate)] < load[static_cast<std::size_t>(best)]) {
-        best = candidate;
-      }
-    }
+    const int best = choose_backup(load, r, [&plan](int candidate) { return !plan.leaves(candidate); });
     plan.backup[static_cast<std::size_t>(r)] = best;
     load[static_cast<std::size_t>(best)] += load[static_cast<std::size_t>(r)];
     load[static_cast<std::size_t>(r)] = 0;

@@ -32,9 +32,16 @@ enum class VictimPolicy {
   last_victim,  ///< the last rank that gave work, else random ("last-victim" in YAML)
 };
 
+/// What a job does with the work of a node it lost; mirrors bellows::runtime::NodeLossAction.
+enum class NodeLossAction {
+  shrink,   ///< the surviving nodes take it over
+  replace,  ///< replacement nodes from the batch system take it over
+};
+
 [[nodiscard]] std::string_view to_string(Combine value) noexcept;
 [[nodiscard]] std::string_view to_string(ReleaseOrder value) noexcept;
 [[nodiscard]] std::string_view to_string(VictimPolicy value) noexcept;
+[[nodiscard]] std::string_view to_string(NodeLossAction value) noexcept;
 
 /// Size limits of the job, in nodes (`nodes:`).
 struct NodeLimits {
@@ -89,6 +96,17 @@ struct StealParameters {
   friend bool operator==(const StealParameters&, const StealParameters&) = default;
 };
 
+/// Recovery after the loss of a node (`recovery:`): the runtime's checkpoint interval
+/// (bellows::runtime::checkpoint_interval) and recovery plan (bellows::runtime::plan_recovery)
+/// take these values.
+struct RecoveryParameters {
+  NodeLossAction on_node_loss{};
+  /// One node's mean time between failures; the job's is this over its node count.
+  Duration node_mean_time_between_failures{};
+
+  friend bool operator==(const RecoveryParameters&, const RecoveryParameters&) = default;
+};
+
 /// Every policy key. The meaning, default and allowed range of each field are declared
 /// once, in the schema (schema.hpp); `bellows policy keys` prints them.
 struct Policy {
@@ -108,6 +126,7 @@ struct Policy {
   Duration resize_timeout{};
   ReleaseOrder release_order{};
   StealParameters stealing;
+  RecoveryParameters recovery;
 
   friend bool operator==(const Policy&, const Policy&) = default;
 };
