@@ -16,6 +16,7 @@
 #endif
 #include <bellows/policy/load.hpp>
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/spank/options.hpp>
 #include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/socket_directory.hpp>
 
@@ -318,12 +319,27 @@ int run_job(RunOptions o) {
     std::fprintf(stderr, "bellows run: %s\n", problem.c_str());
     return exit_bad_input;
   }
+  // The policy of sbatch --elastic-policy travels with the job as its content, checked at
+  // submission (the file may exist only on the submit host): that content is the job's policy.
+  std::optional<std::string> submitted_policy;
   if (slurm && o.policy_file.empty()) {
-    if (const char* file = std::getenv("BELLOWS_ELASTIC_POLICY"); file != nullptr) o.policy_file = file;
+    const std::string path_variable(spank::env_policy);
+    const std::string content_variable(spank::env_policy_content);
+    if (const char* file = std::getenv(path_variable.c_str()); file != nullptr) o.policy_file = file;
+    if (const char* content = std::getenv(content_variable.c_str()); content != nullptr) {
+      submitted_policy = spank::decode_base64(content);
+      if (!submitted_policy) {
+        std::fprintf(stderr, "bellows run: %s (the policy of --elastic-policy) is not base64\n",
+                     content_variable.c_str());
+        return exit_bad_input;
+      }
+      if (o.policy_file.empty()) o.policy_file = content_variable;
+    }
   }
   std::optional<policy::Policy> policy;
   if (!o.policy_file.empty()) {
-    auto loaded = policy::load_policy_file(o.policy_file);
+    auto loaded = submitted_policy ? policy::parse_policy(*submitted_policy, o.policy_file)
+                                   : policy::load_policy_file(o.policy_file);
     if (!loaded.ok()) {
       for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", policy::format(d).c_str());
       return exit_bad_input;

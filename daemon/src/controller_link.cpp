@@ -89,6 +89,12 @@ struct ControllerLink::State {
   std::uint64_t ranks_started = 0;
   /// Set while the link stops: the ranks the launcher still runs are stopped on purpose.
   std::atomic<bool> stopping_ranks{false};
+  /// Since when the connection to the controller is lost; unset while it holds.
+  std::optional<std::chrono::steady_clock::time_point> controller_lost_since;
+  /// Whether the daemon said that the controller is gone while ranks run on, and whether it
+  /// stopped because none runs.
+  bool said_controller_gone = false;
+  bool stopped_orphaned = false;
 
   /// Every 100 ms: ranks whose process ended are reported (RankExited) and forgotten.
   void watch() {
@@ -114,7 +120,49 @@ struct ControllerLink::State {
         }
         it = watched.erase(it);
       }
+      stop_when_orphaned(lock);
     }
+  }
+
+  /// The controller's connection went (false) or came back (true).
+  void connection_changed(bool connected) {
+    std::lock_guard lock(mutex);
+    if (connected) {
+      if (said_controller_gone)
+        spdlog::info("the controller at {} is reachable again", options.endpoint);
+      controller_lost_since.reset();
+      said_controller_gone = false;
+    } else if (!controller_lost_since) {
+      controller_lost_since = std::chrono::steady_clock::now();
+    }
+  }
+
+  /// Once the controller is gone: says so while ranks of this node run, and stops the daemon
+  /// (on_stop, once) when none does. Called with `mutex` held (by `lock`).
+  void stop_when_orphaned(std::unique_lock<std::mutex>& lock) {
+    if (!controller_lost_since || stopped_orphaned) return;
+    const auto lost_for = std::chrono::steady_clock::now() - *controller_lost_since;
+    if (lost_for < options.controller_loss_grace) return;
+    const std::size_t attached = watched.size();
+    const std::size_t started = launcher ? launcher->running() : 0;
+    const double seconds = std::chrono::duration<double>(lost_for).count();
+    if (attached > 0 || started > 0) {
+      if (!said_controller_gone) {
+        spdlog::warn(
+            "the controller at {} is gone (no connection for {:.1f} s): the ranks of node {} run "
+            "on ({} attached, {} started here running); the daemon exits once they end",
+            options.endpoint, seconds, options.node_name, attached, started);
+        said_controller_gone = true;
+      }
+      return;
+    }
+    stopped_orphaned = true;
+    const std::string reason = "the controller at " + options.endpoint +
+                               " is gone and no rank of node " + options.node_name + " runs";
+    spdlog::info("{} (no connection for {:.1f} s): stopping", reason, seconds);
+    lock.unlock();
+    if (on_stop) on_stop(reason);
+    lock.lock();
   }
 
   void deliver(const protocol::Message& message) {
@@ -233,6 +281,9 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
   client_options.endpoint = state_->options.endpoint;
   client_options.curve = state_->options.curve;
   client_options.log = log_sink;
+  handlers.on_connection = [weak](bool connected) {
+    if (auto s = weak.lock()) s->connection_changed(connected);
+  };
   state_->client = std::make_unique<transport::Client>(client_options, handlers);
 
   server.on_allocate([weak](const AllocationRequest& request, AllocationResponder responder) {

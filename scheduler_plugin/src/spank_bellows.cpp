@@ -4,21 +4,40 @@
 //
 // Where each SPANK callback runs (slurm/spank.h has the full call order):
 //   slurm_spank_init           sbatch/salloc/srun and slurmstepd: registers both options
-//   slurm_spank_init_post_opt  the same, once the options are read: validates them; a bad
-//                              value fails the submission with the plugin's messages
+//   slurm_spank_init_post_opt  the same, once the options are read: validates them. At
+//                              submission a bad value fails the submission with the
+//                              plugin's messages, and the policy file's content is put in
+//                              the job's SPANK environment (SLURM_SPANK_BELLOWS_ELASTIC_*),
+//                              which carries it to the nodes. In slurmstepd it checks that
+//                              content and reads no file.
 //   slurm_spank_user_init      slurmstepd only: exports BELLOWS_ELASTIC_* into the job
-// No exception leaves this file: every callback catches and answers -1 (failure).
+//   slurm_spank_task_init      slurmstepd, in each task before exec: a job the plugin could
+//                              not set up on this node ends here, its reasons on the task's
+//                              stderr (the job's output), status 1
+// In slurmstepd (remote context) no callback answers failure for the job's options: Slurm
+// drains the node when slurm_spank_init, slurm_spank_init_post_opt or slurm_spank_user_init
+// fails in a batch step ("Plugin initialization failed", then "batch job complete failure"),
+// and a user's mistake must not cost a node. Only slurm_spank_task_init fails, which ends the
+// task alone. No exception leaves this file: every callback catches it.
 
 // spank.h declares the slurm_spank_* callbacks without a C linkage block of their own.
 extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -44,6 +63,9 @@ using bellows::spank::OptionValues;
 struct PluginState {
   OptionValues values;
   std::vector<bellows::spank::EnvVar> environment;
+  /// In slurmstepd: why this node cannot run the job as submitted, one line each; told to
+  /// each task on its stderr by slurm_spank_task_init, which then fails the task.
+  std::vector<std::string> job_errors;
 };
 
 PluginState& plugin_state() {
@@ -54,6 +76,70 @@ PluginState& plugin_state() {
 // SPANK treats a negative answer as failure (ESPANK_* codes are positive and would pass:
 // sbatch goes on and submits the job).
 constexpr int failed = -1;
+
+// The job's SPANK environment (spank_job_control_setenv) reaches the job's processes with
+// this prefix: sbatch and salloc export it so, and srun inside the job passes it on.
+constexpr std::string_view spank_env_prefix = "SLURM_SPANK_";
+
+/// This host's name, for the messages a job reads.
+std::string host_name() {
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) != 0) return "this node";
+  return name.data();
+}
+
+/// Records a reason the job cannot run here (slurmstepd): in slurmd's log for the site, and
+/// for the job's tasks to print.
+void refuse_in_job(const std::string& why) {
+  slurm_error("spank_bellows: %s", why.c_str());
+  plugin_state().job_errors.push_back(why);
+}
+
+/// The policy that travelled with the job, from the job's environment (slurmstepd).
+std::optional<bellows::spank::SubmittedPolicy> submitted_policy_of_job(spank_t sp) {
+  char** env = nullptr;
+  if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || env == nullptr) return std::nullopt;
+  return bellows::spank::submitted_policy([env](std::string_view name) -> std::optional<std::string> {
+    const std::string key = std::string(spank_env_prefix) + std::string(name) + "=";
+    for (char** entry = env; *entry != nullptr; ++entry) {
+      if (std::strncmp(*entry, key.c_str(), key.size()) == 0) return std::string(*entry + key.size());
+    }
+    return std::nullopt;
+  });
+}
+
+/// The policy of the job this srun runs in, from its environment; none outside a job.
+std::optional<bellows::spank::SubmittedPolicy> submitted_policy_of_this_process() {
+  if (spank_context() != S_CTX_LOCAL || std::getenv("SLURM_JOB_ID") == nullptr) return std::nullopt;
+  return bellows::spank::submitted_policy([](std::string_view name) -> std::optional<std::string> {
+    const std::string key = std::string(spank_env_prefix) + std::string(name);
+    const char* value = std::getenv(key.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  });
+}
+
+/// At submission: puts the policy's path and content in the job's SPANK environment (the
+/// prolog and epilog see it as SPANK_NAME, the job's processes as SLURM_SPANK_NAME) and in
+/// this process's environment as SLURM_SPANK_NAME, which srun passes to the steps it starts.
+bool send_policy_with_job(spank_t sp, const std::vector<bellows::spank::EnvVar>& environment) {
+  for (const bellows::spank::EnvVar& var : environment) {
+    if (var.name != bellows::spank::env_policy && var.name != bellows::spank::env_policy_content)
+      continue;
+    const spank_err_t rc = spank_job_control_setenv(sp, var.name.c_str(), var.value.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) {
+      slurm_error("spank_bellows: cannot put %s in the job's environment: %s", var.name.c_str(),
+                  spank_strerror(rc));
+      return false;
+    }
+    const std::string name = std::string(spank_env_prefix) + var.name;
+    if (::setenv(name.c_str(), var.value.c_str(), 1) != 0) {
+      slurm_error("spank_bellows: cannot set %s: %s", name.c_str(), std::strerror(errno));
+      return false;
+    }
+  }
+  return true;
+}
 
 enum OptionId : int { elastic_id = 1, elastic_policy_id = 2 };
 
@@ -115,52 +201,96 @@ extern "C" BELLOWS_SPANK_EXPORT int slurm_spank_init(spank_t sp, int /*ac*/, cha
     default:
       return ESPANK_SUCCESS;  // slurmd, prolog/epilog: no options there
   }
+  const bool in_job = spank_remote(sp) == 1;
   try {
     for (spank_option& option : option_table()) {
       const spank_err_t rc = spank_option_register(sp, &option);
       if (rc != ESPANK_SUCCESS) {
-        slurm_error("spank_bellows: cannot register --%s: %s", option.name, spank_strerror(rc));
-        return failed;
+        const std::string why = "cannot register --" + std::string(option.name) + ": " + spank_strerror(rc);
+        if (!in_job) {
+          slurm_error("spank_bellows: %s", why.c_str());
+          return failed;
+        }
+        refuse_in_job(why);
       }
     }
     return ESPANK_SUCCESS;
   } catch (const std::exception& error) {
-    slurm_error("spank_bellows: %s", error.what());
-    return failed;
+    if (!in_job) {
+      slurm_error("spank_bellows: %s", error.what());
+      return failed;
+    }
+    refuse_in_job(error.what());
+    return ESPANK_SUCCESS;
   }
 }
 
 extern "C" BELLOWS_SPANK_EXPORT int slurm_spank_init_post_opt(spank_t sp, int /*ac*/,
                                                               char** /*av*/) {
+  const bool in_job = spank_remote(sp) == 1;
   try {
     PluginState& state = plugin_state();
     if (!state.values.any()) return ESPANK_SUCCESS;
-    bellows::spank::Validation result = bellows::spank::validate(state.values, submission_dir(sp));
+    if (in_job) {
+      // The content checked at submission, never a file: the node may not see it.
+      bellows::spank::Validation result =
+          bellows::spank::validate(state.values, submission_dir(sp), submitted_policy_of_job(sp),
+                                   bellows::spank::PolicyFileAccess::submitted_only);
+      for (const std::string& line : result.errors) refuse_in_job(line);
+      state.environment = std::move(result.environment);
+      return ESPANK_SUCCESS;
+    }
+    bellows::spank::Validation result =
+        bellows::spank::validate(state.values, submission_dir(sp), submitted_policy_of_this_process());
     if (!result.ok()) {
       for (const std::string& line : result.errors) slurm_error("%s", line.c_str());
       return failed;
     }
+    if (!send_policy_with_job(sp, result.environment)) return failed;
     state.environment = std::move(result.environment);
     return ESPANK_SUCCESS;
   } catch (const std::exception& error) {
+    if (in_job) {
+      refuse_in_job(error.what());
+      return ESPANK_SUCCESS;
+    }
     slurm_error("spank_bellows: %s", error.what());
     return failed;
   }
 }
 
+// slurmstepd only. A variable that cannot be set is a reason for the job's tasks to end, not
+// a failure of the plugin stack (which would drain the node).
 extern "C" BELLOWS_SPANK_EXPORT int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
   try {
     for (const bellows::spank::EnvVar& var : plugin_state().environment) {
       const spank_err_t rc = spank_setenv(sp, var.name.c_str(), var.value.c_str(), 1);
       if (rc != ESPANK_SUCCESS) {
-        slurm_error("spank_bellows: cannot set %s in the job's environment: %s", var.name.c_str(),
-                    spank_strerror(rc));
-        return failed;
+        refuse_in_job("cannot set " + var.name + " in the job's environment: " + spank_strerror(rc));
       }
     }
-    return ESPANK_SUCCESS;
   } catch (const std::exception& error) {
-    slurm_error("spank_bellows: %s", error.what());
-    return failed;
+    refuse_in_job(error.what());
   }
+  return ESPANK_SUCCESS;
+}
+
+// slurmstepd, in each task after its stdout and stderr lead to the job's output and before
+// it executes: a job the plugin could not set up here says why there and ends with status 1.
+extern "C" BELLOWS_SPANK_EXPORT int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
+  try {
+    const std::vector<std::string>& errors = plugin_state().job_errors;
+    if (errors.empty()) return ESPANK_SUCCESS;
+    std::uint32_t job = 0;
+    const bool known = spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS;
+    std::string text;
+    for (const std::string& line : errors) text += "spank_bellows: error: " + line + "\n";
+    text += "spank_bellows: error: job " + (known ? std::to_string(job) : std::string("?")) + " cannot run on " +
+            host_name() + " as submitted: its task ends with status 1 (the node stays in service)\n";
+    std::fputs(text.c_str(), stderr);
+    std::fflush(stderr);
+  } catch (const std::exception&) {
+    // Nothing more can be said; the task still ends.
+  }
+  return failed;
 }

@@ -12,6 +12,8 @@
 //                                     naming itself (a report the daemon drops), then that
 //                                     it left, stay attached until killed
 //   control_channel_probe hold        publish metrics as rank 7, stay attached until killed
+//   control_channel_probe finish      publish metrics as rank 7, stay attached until SIGTERM,
+//                                     then detach and exit 0 (a rank whose program ended)
 //   control_channel_probe client FILE as a PMIx client started by the daemon: write
 //                                     "nspace:rank size N" to FILE.rank
 //   control_channel_probe flood N     publish N metrics back to back while the daemon's
@@ -21,6 +23,8 @@
 #include <bellows/runtime/control_channel.hpp>
 
 #include <pmix.h>
+
+#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -213,6 +217,11 @@ int client(const std::string& file) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line reaches the test at once
   const std::string mode = argc > 1 ? argv[1] : "";
+  // "finish" takes SIGTERM with sigwait: blocked before PMIx starts its threads.
+  sigset_t finish_signal;
+  sigemptyset(&finish_signal);
+  sigaddset(&finish_signal, SIGTERM);
+  if (mode == "finish") pthread_sigmask(SIG_BLOCK, &finish_signal, nullptr);
   try {
     if (mode == "client" && argc == 3) return client(argv[2]);
     auto channel = ControlChannel::connect_from_environment();
@@ -233,13 +242,25 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
+    if (mode == "finish") {
+      bellows::runtime::RankMetrics m;
+      m.rank = 7;
+      channel->publish_metrics(m);
+      std::printf("published\n");
+      std::fflush(stdout);
+      int taken = 0;
+      sigwait(&finish_signal, &taken);
+      channel.reset();  // detaches
+      std::printf("detached\n");
+      return 0;
+    }
     if (mode == "flood" && argc == 3) return flood(*channel, std::stoi(argv[2]));
     if (mode == "ask" && argc == 3) {
       print_answer("answer", channel->request_resize(std::stoi(argv[2])));
       return 0;
     }
     std::fprintf(stderr,
-                 "usage: control_channel_probe roundtrip | ask N | link | leave | hold | flood N | "
+                 "usage: control_channel_probe roundtrip | ask N | link | leave | hold | finish | flood N | "
                  "client FILE\n");
     return 2;
   } catch (const std::exception& e) {

@@ -353,4 +353,94 @@ TEST_F(ControllerLinkTest, ALauncherSignalledWithTheDaemonIsNoDeath) {
                                       std::to_string(died) + ") killed by signal 15 (Terminated)")));
 }
 
+// A controller gone without Stop (here: its server destroyed, its connection closed): a daemon
+// with no rank stops once the connection has stayed lost for controller_loss_grace, with the
+// reason; not before.
+TEST_F(ControllerLinkTest, AControllerGoneStopsADaemonWithoutRanks) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  std::mutex mutex;
+  std::condition_variable called;
+  std::vector<std::string> reasons;
+  d::ControllerLink::Options options{endpoint(), "n7", 20s, {}, {}};
+  options.controller_loss_grace = 500ms;
+  d::ControllerLink link(server, options, [&](const std::string& reason) {
+    {
+      std::lock_guard lock(mutex);
+      reasons.push_back(reason);
+    }
+    called.notify_all();
+  });
+  ASSERT_TRUE(link.wait_registered(20s));
+  std::this_thread::sleep_for(700ms);  // connected all along: no stop
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_TRUE(reasons.empty());
+  }
+
+  const auto lost = std::chrono::steady_clock::now();
+  controller_.reset();
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(called.wait_for(lock, 20s, [&] { return !reasons.empty(); }));
+  const auto waited = std::chrono::steady_clock::now() - lost;
+  EXPECT_GE(waited, 500ms);
+  EXPECT_LT(waited, 5s);
+  EXPECT_EQ(reasons, (std::vector<std::string>{"the controller at " + endpoint() +
+                                               " is gone and no rank of node n7 runs"}));
+  lock.unlock();
+  EXPECT_TRUE(logged_within("bellowsd: info: the controller at " + endpoint() +
+                            " is gone and no rank of node n7 runs (no connection for "));
+}
+
+// A controller gone while a rank of the node runs: the daemon says so once, keeps serving
+// the rank, and stops only after the rank's program ended (it detached and exited).
+TEST_F(ControllerLinkTest, AControllerGoneStopsTheDaemonOnlyAfterItsRanksEnded) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  std::mutex mutex;
+  std::condition_variable called;
+  std::vector<std::string> reasons;
+  d::ControllerLink::Options options{endpoint(), "n7", 20s, {}, {}};
+  options.controller_loss_grace = 300ms;
+  d::ControllerLink link(server, options, [&](const std::string& reason) {
+    {
+      std::lock_guard lock(mutex);
+      reasons.push_back(reason);
+    }
+    called.notify_all();
+  });
+  ASSERT_TRUE(link.wait_registered(20s));
+  ChildProcess rank({BELLOWS_PROBE_PATH, "finish"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
+  EXPECT_EQ(line(rank), "attached bellowsd.tool.1:0");
+  EXPECT_EQ(line(rank), "published");
+  ASSERT_EQ(received(2).size(), 2u);  // Hello, the rank's metrics
+
+  controller_.reset();
+  EXPECT_TRUE(logged_within(allow_log(
+      "bellowsd: warning: the controller at " + endpoint() + " is gone (no connection for ")));
+  EXPECT_TRUE(logged_within("s): the ranks of node n7 run on (1 attached, 0 started here "
+                            "running); the daemon exits once they end"));
+  std::this_thread::sleep_for(500ms);  // the rank runs: no stop
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_TRUE(reasons.empty());
+  }
+  ASSERT_EQ(::kill(rank.pid(), SIGTERM), 0);
+  EXPECT_EQ(line(rank), "detached");
+  EXPECT_TRUE(exited_zero(rank.wait_exit(20s)));
+  const auto ended = std::chrono::steady_clock::now();
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(called.wait_for(lock, 20s, [&] { return !reasons.empty(); }));
+  EXPECT_LT(std::chrono::steady_clock::now() - ended, 2s);
+  EXPECT_EQ(reasons, (std::vector<std::string>{"the controller at " + endpoint() +
+                                               " is gone and no rank of node n7 runs"}));
+  lock.unlock();
+  const auto lines = logged();
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) {
+                            return l.find("the daemon exits once they end") != std::string::npos;
+                          }),
+            1);
+}
+
 }  // namespace

@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,8 @@ namespace fs = std::filesystem;
 using bellows::spank::EnvVar;
 using bellows::spank::OptionValues;
 using bellows::spank::parse_elastic;
+using bellows::spank::PolicyFileAccess;
+using bellows::spank::SubmittedPolicy;
 using bellows::spank::validate;
 
 namespace {
@@ -32,6 +37,15 @@ std::string elastic_error(const std::string& value) {
 
 OptionValues elastic(std::string value) { return {std::move(value), std::nullopt}; }
 OptionValues policy(std::string file) { return {std::nullopt, std::move(file)}; }
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+EnvVar content_of(const fs::path& path) {
+  return {"BELLOWS_ELASTIC_POLICY_BASE64", bellows::spank::encode_base64(file_bytes(path))};
+}
 
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
@@ -122,7 +136,8 @@ TEST_F(SpankOptions, PolicyAloneExportsItsNodeRangeAndAbsolutePath) {
   EXPECT_EQ(v.environment, (std::vector<EnvVar>{
                                {"BELLOWS_ELASTIC_MIN", "2"},
                                {"BELLOWS_ELASTIC_MAX", "8"},
-                               {"BELLOWS_ELASTIC_POLICY", (kExamples / "cluster-friendly.yaml").string()}}));
+                               {"BELLOWS_ELASTIC_POLICY", (kExamples / "cluster-friendly.yaml").string()},
+                               content_of(kExamples / "cluster-friendly.yaml")}));
 }
 
 TEST_F(SpankOptions, RelativePolicyIsReadFromTheSubmissionDirectory) {
@@ -130,10 +145,12 @@ TEST_F(SpankOptions, RelativePolicyIsReadFromTheSubmissionDirectory) {
   write("sub/p.yaml", "nodes: {min: 1, max: 3, step: 1}\n");
   const auto v = validate(policy("sub/../sub/./p.yaml"), dir_);
   ASSERT_TRUE(v.ok()) << v.errors.front();
-  ASSERT_EQ(v.environment.size(), 3u);
+  ASSERT_EQ(v.environment.size(), 4u);
   EXPECT_EQ(v.environment[0], (EnvVar{"BELLOWS_ELASTIC_MIN", "1"}));
   EXPECT_EQ(v.environment[1], (EnvVar{"BELLOWS_ELASTIC_MAX", "3"}));
   EXPECT_EQ(v.environment[2], (EnvVar{"BELLOWS_ELASTIC_POLICY", (dir_ / "sub/p.yaml").string()}));
+  EXPECT_EQ(v.environment[3], (EnvVar{"BELLOWS_ELASTIC_POLICY_BASE64",
+                                      "bm9kZXM6IHttaW46IDEsIG1heDogMywgc3RlcDogMX0K"}));
 }
 
 TEST_F(SpankOptions, ElasticReplacesThePolicyNodeRange) {
@@ -143,7 +160,8 @@ TEST_F(SpankOptions, ElasticReplacesThePolicyNodeRange) {
   EXPECT_EQ(v.environment, (std::vector<EnvVar>{
                                {"BELLOWS_ELASTIC_MIN", "3"},
                                {"BELLOWS_ELASTIC_MAX", "6"},
-                               {"BELLOWS_ELASTIC_POLICY", (kExamples / "throughput.yaml").string()}}));
+                               {"BELLOWS_ELASTIC_POLICY", (kExamples / "throughput.yaml").string()},
+                               content_of(kExamples / "throughput.yaml")}));
 }
 
 TEST_F(SpankOptions, CombinationThatBreaksARuleIsRefused) {
@@ -192,6 +210,109 @@ TEST_F(SpankOptions, ErrorsOfBothOptionsAreReportedTogether) {
   EXPECT_EQ(v.errors, (std::vector<std::string>{
                           "--elastic=0:2: MIN must be at least 1, got 0",
                           "missing.yaml: cannot read the policy file: No such file or directory"}));
+}
+
+TEST(SpankBase64, RoundTripsEveryLengthAndByte) {
+  EXPECT_EQ(bellows::spank::encode_base64(""), "");
+  EXPECT_EQ(bellows::spank::encode_base64("f"), "Zg==");
+  EXPECT_EQ(bellows::spank::encode_base64("fo"), "Zm8=");
+  EXPECT_EQ(bellows::spank::encode_base64("foo"), "Zm9v");
+  EXPECT_EQ(bellows::spank::encode_base64("foobar"), "Zm9vYmFy");  // RFC 4648's examples
+  std::string all;
+  for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));
+  for (std::size_t n = 0; n <= all.size(); n += 37) {
+    const std::string bytes = all.substr(0, n) + "\n'\"$`\\ ";
+    const std::string text = bellows::spank::encode_base64(bytes);
+    EXPECT_EQ(text.find_first_not_of(
+                  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="),
+              std::string::npos);
+    EXPECT_EQ(bellows::spank::decode_base64(text), bytes) << n;
+  }
+}
+
+TEST(SpankBase64, RefusesWhatIsNotBase64) {
+  for (const std::string text : {"Zg=", "Zg", "Z===", "Zg==Zg==", "Zm9v!A==", "Zm=v", "Zm9v\n"}) {
+    EXPECT_FALSE(bellows::spank::decode_base64(text).has_value()) << text;
+  }
+}
+
+// slurmstepd, srun inside the job: the content that came with the job is what they check, and
+// what they export; the file is not read (here it is gone, or says something else).
+TEST_F(SpankOptions, TheSubmittedContentIsCheckedInsteadOfTheFile) {
+  const fs::path file = write("p.yaml", "nodes: {min: 1, max: 3, step: 1}\n");
+  const auto at_submission = validate(policy("p.yaml"), dir_);
+  ASSERT_TRUE(at_submission.ok()) << at_submission.errors.front();
+  const SubmittedPolicy submitted{file.string(), file_bytes(file), ""};
+  fs::remove(file);
+  for (const auto access : {PolicyFileAccess::read, PolicyFileAccess::submitted_only}) {
+    const auto v = validate(policy("p.yaml"), dir_, submitted, access);
+    ASSERT_TRUE(v.ok()) << v.errors.front();
+    EXPECT_EQ(v.environment, at_submission.environment);
+  }
+  write("p.yaml", "nodes: {min: 9, max: 9}\n");
+  EXPECT_EQ(validate(policy("p.yaml"), dir_, submitted).environment, at_submission.environment);
+  // A bad content is reported as `bellows policy check` reports that file.
+  const auto bad = validate(policy("p.yaml"), dir_, SubmittedPolicy{file.string(), "nodes: {min: 0}\n", ""},
+                            PolicyFileAccess::submitted_only);
+  EXPECT_EQ(bad.errors, std::vector<std::string>{"p.yaml:1:14: nodes.min: must be at least 1, got 0"});
+}
+
+// In the job, no file is read: a policy whose content did not come with the job, or came for
+// another file, or is not base64, is refused with what is missing.
+TEST_F(SpankOptions, InTheJobAPolicyWithoutItsContentIsRefused) {
+  const fs::path file = write("p.yaml", "nodes: {min: 1, max: 3}\n");
+  const std::string tail =
+      "; the plugin reads no policy file on a node: submit with sbatch, salloc or srun where "
+      "spank_bellows.so is loaded";
+  auto v = validate(policy("p.yaml"), dir_, std::nullopt, PolicyFileAccess::submitted_only);
+  EXPECT_EQ(v.errors, std::vector<std::string>{
+                          "--elastic-policy=p.yaml: the policy's content did not come with the job "
+                          "(BELLOWS_ELASTIC_POLICY_BASE64 is not in its environment)" + tail});
+  EXPECT_TRUE(v.environment.empty());
+  v = validate(policy("p.yaml"), dir_, SubmittedPolicy{"/elsewhere/q.yaml", "nodes: {min: 1, max: 3}\n", ""},
+               PolicyFileAccess::submitted_only);
+  EXPECT_EQ(v.errors, std::vector<std::string>{
+                          "--elastic-policy=p.yaml: the policy's content did not come with the job "
+                          "(BELLOWS_ELASTIC_POLICY_BASE64 holds /elsewhere/q.yaml)" + tail});
+  const auto lookup = [&](std::string_view name) -> std::optional<std::string> {
+    if (name == "BELLOWS_ELASTIC_POLICY") return file.string();
+    if (name == "BELLOWS_ELASTIC_POLICY_BASE64") return std::string("bm9kZXM6*");
+    return std::nullopt;
+  };
+  const auto garbled = bellows::spank::submitted_policy(lookup);
+  ASSERT_TRUE(garbled.has_value());
+  v = validate(policy("p.yaml"), dir_, garbled, PolicyFileAccess::submitted_only);
+  EXPECT_EQ(v.errors, std::vector<std::string>{
+                          "--elastic-policy=p.yaml: the policy that came with the job cannot be "
+                          "read: BELLOWS_ELASTIC_POLICY_BASE64 is not base64"});
+  // --elastic alone needs no policy, in the job too.
+  v = validate(elastic("2:4"), dir_, std::nullopt, PolicyFileAccess::submitted_only);
+  EXPECT_TRUE(v.ok());
+}
+
+TEST_F(SpankOptions, SubmittedPolicyFromTheEnvironment) {
+  const auto none = [](std::string_view) -> std::optional<std::string> { return std::nullopt; };
+  EXPECT_FALSE(bellows::spank::submitted_policy(none).has_value());
+  const auto both = [](std::string_view name) -> std::optional<std::string> {
+    if (name == "BELLOWS_ELASTIC_POLICY") return std::string("/home/u/p.yaml");
+    if (name == "BELLOWS_ELASTIC_POLICY_BASE64") return std::string("bm9kZXM6IHttaW46IDF9Cg==");
+    return std::nullopt;
+  };
+  const auto submitted = bellows::spank::submitted_policy(both);
+  ASSERT_TRUE(submitted.has_value());
+  EXPECT_EQ(submitted->path, "/home/u/p.yaml");
+  EXPECT_EQ(submitted->content, "nodes: {min: 1}\n");
+  EXPECT_EQ(submitted->problem, "");
+}
+
+TEST_F(SpankOptions, APolicyTooLargeToCarryIsRefused) {
+  std::string text = "nodes: {min: 1, max: 3}\n";
+  text += "# " + std::string(bellows::spank::max_policy_bytes, 'x') + "\n";
+  write("big.yaml", text);
+  const auto v = validate(policy("big.yaml"), dir_);
+  EXPECT_EQ(v.errors, std::vector<std::string>{
+                          "--elastic-policy=big.yaml: the policy has " + std::to_string(text.size()) +
+                          " bytes, more than the 49152 a job carries"});
 }
 
 TEST(SpankOptionSpecs, NamesAndHelp) {

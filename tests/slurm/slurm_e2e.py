@@ -6,15 +6,17 @@ plugin spank_bellows.so loaded.
 
 TEST is one of: start, stop (the CTest fixture pair), start_failure, sinfo_nodes_idle, srun_and_sacct,
 sbatch_help, reject_bad_elastic, reject_bad_policy, elastic_job_environment,
-expand_and_shrink. Each prints what it checks and ends with "slurm_e2e: PASS" or
+policy_only_on_submit_host, expand_and_shrink. Each prints what it checks and ends with "slurm_e2e: PASS" or
 "slurm_e2e: FAIL: <why>" (exit status 0 or 1). slurm_elastic_e2e.py runs elastic jobs on it.
 """
 
+import base64
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -249,6 +251,82 @@ srun -N1 env > {work}/step.env
         log(f"{name}: " + " ".join(f"{k}={v}" for k, v in got.items()))
 
 
+def test_policy_only_on_submit_host(c, args):
+    """A policy file that exists only on the submit host (in its private /tmp): the job runs
+    with the policy's content, which travelled with it, on a node that never sees the file, and
+    the node stays in service. Then a job whose option reaches the node without the content
+    (set only in the job's environment, as from a submit host whose plugin does not send it):
+    slurmstepd refuses it without failing the plugin stack (which would drain the node), the
+    batch task ends with status 1, the job ends FAILED 1:0 with the reasons in its output, and
+    its node is idle again."""
+    c.wait_idle()
+    work = c.workdir("policy_only_on_submit_host")
+    private = Path(tempfile.mkdtemp(prefix="bellows-e2e-policy-", dir="/tmp"))
+    try:
+        policy = private / "submit-host.yaml"
+        text = "# only on the submit host\nnodes:\n  min: 1\n  max: 3\nexpand:\n  busy_fraction_above: 0.9\n"
+        policy.write_text(text)
+        seen = c.run_on_head(["srun", "-N1", "test", "-e", str(policy)], ok=False)
+        check(seen.returncode != 0, f"a node sees {policy}: the test needs it on the submit host only")
+        script = work / "job.sh"
+        script.write_text(f"""#!/bin/sh
+env > {work}/batch.env
+srun -N1 env > {work}/step.env
+""")
+
+        def submit(name, option):
+            job = c.run(["sbatch", "--parsable", "-N1", option, "-J", name,
+                         "-D", str(work), "-o", f"{work}/{name}.out", str(script)]).stdout.strip()
+            state = c.wait_job_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"))
+            node = c.job_field(job, "BatchHost")
+            output = (work / f"{name}.out").read_text() if (work / f"{name}.out").exists() else ""
+            exit_code = c.job_field(job, "ExitCode")
+            log(f"job {job} ({name}) on {node}: {state} {exit_code}")
+            return job, state, exit_code, node, output
+
+        def node_in_service(node):
+            deadline = time.monotonic() + 10
+            while c.node_states().get(node) != "idle" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            states = c.node_states()
+            reason = c.run(["sinfo", "-h", "-n", node, "-o", "%E"]).stdout.strip()
+            check(states.get(node) == "idle", f"{node} is {states.get(node)} ({reason}) after the job, not idle")
+            return states
+
+        job, state, exit_code, node, output = submit("e2e-private-policy", f"--elastic-policy={policy}")
+        check(state == "COMPLETED" and exit_code == "0:0", f"job {job} ended {state} {exit_code}:\n{output}")
+        expected = {"BELLOWS_ELASTIC_MIN": "1", "BELLOWS_ELASTIC_MAX": "3",
+                    "BELLOWS_ELASTIC_POLICY": str(policy),
+                    "BELLOWS_ELASTIC_POLICY_BASE64": base64.b64encode(text.encode()).decode()}
+        for name in ("batch.env", "step.env"):
+            env = dict(line.split("=", 1) for line in (work / name).read_text().splitlines() if "=" in line)
+            got = {k: env.get(k) for k in expected}
+            check(got == expected, f"{name} of job {job}: {got}, expected {expected}")
+        log(f"the job ran with the policy's content ({len(text)} bytes) in its batch step and its step")
+        node_in_service(node)
+        log(f"{node} is idle after the job")
+
+        (work / "batch.env").unlink()
+        job, state, exit_code, node, output = submit(
+            "e2e-policy-without-content", f"--export=ALL,_SLURM_SPANK_OPTION_bellows_elastic_policy={policy}")
+        check(state == "FAILED" and exit_code == "1:0",
+              f"job {job} ended {state} {exit_code}, expected FAILED 1:0:\n{output}")
+        check(not (work / "batch.env").exists(), f"the batch script of job {job} ran")
+        for line in (f"spank_bellows: error: --elastic-policy={policy}: the policy's content did not come "
+                     "with the job (BELLOWS_ELASTIC_POLICY_BASE64 is not in its environment); the plugin "
+                     "reads no policy file on a node: submit with sbatch, salloc or srun where "
+                     "spank_bellows.so is loaded",
+                     f"spank_bellows: error: job {job} cannot run on {node} as submitted: its task ends "
+                     "with status 1 (the node stays in service)"):
+            check(line in output.splitlines(), f"the output of job {job} lacks the line\n  {line}\nit holds:\n{output}")
+        states = node_in_service(node)
+        check(all(s == "idle" for s in states.values()), f"nodes after the refused job: {states}")
+        log(f"job {job} FAILED with the reasons in its output; {node} idle, no node drained:\n  "
+            + "\n  ".join(output.splitlines()))
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
 def test_expand_and_shrink(c, args):
     c.wait_idle()
     work = c.workdir("expand_and_shrink")
@@ -321,6 +399,7 @@ TESTS = {
     "reject_bad_elastic": test_reject_bad_elastic,
     "reject_bad_policy": test_reject_bad_policy,
     "elastic_job_environment": test_elastic_job_environment,
+    "policy_only_on_submit_host": test_policy_only_on_submit_host,
     "expand_and_shrink": test_expand_and_shrink,
 }
 

@@ -111,6 +111,10 @@ Core::Core(CoreOptions options, Handlers handlers)
       socket_.set(zmq::sockopt::curve_publickey, options_.curve->public_key);
       socket_.set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
     }
+    if (!server && options_.heartbeat_interval.count() > 0) {
+      socket_.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(options_.heartbeat_interval.count()));
+      socket_.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(options_.heartbeat_timeout.count()));
+    }
     const int events = server ? (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
                                  ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                  ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
@@ -619,10 +623,12 @@ void Core::drain_monitor() {
           peer_disconnected(value);
         } else {
           log_once(LogLevel::info, "lost the connection to the controller at " + endpoint_);
+          connection_changed(false);
         }
         break;
       case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
         logged_.erase("lost the connection to the controller at " + endpoint_);
+        connection_changed(true);
         break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         // The server's ZAP handler already logged why.
@@ -670,6 +676,15 @@ void Core::peer_disconnected(int fd) {
     } catch (const std::exception& e) {
       log(LogLevel::error, "handler for a lost peer threw: " + std::string(e.what()));
     }
+  }
+}
+
+void Core::connection_changed(bool connected) {
+  if (!handlers_.on_connection) return;
+  try {
+    handlers_.on_connection(connected);
+  } catch (const std::exception& e) {
+    log(LogLevel::error, "handler for the connection's state threw: " + std::string(e.what()));
   }
 }
 

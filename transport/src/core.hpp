@@ -31,6 +31,9 @@ struct CoreOptions {
   uid_t owner_uid = 0;
   LogSink log;
   std::chrono::milliseconds drop_delay{100};
+  /// Client only: ZeroMQ heartbeats (0: none).
+  std::chrono::milliseconds heartbeat_interval{0};
+  std::chrono::milliseconds heartbeat_timeout{0};
 };
 
 class Core : public std::enable_shared_from_this<Core> {
@@ -109,6 +112,8 @@ class Core : public std::enable_shared_from_this<Core> {
   void handle_zap();
   void drain_monitor();
   void peer_disconnected(int fd);
+  /// Client: tells handlers_.on_connection.
+  void connection_changed(bool connected);
   void expire(Clock::time_point now);
   void run_drops(Clock::time_point now);
   void finish(const std::string& why);

@@ -133,6 +133,8 @@ Client::Client(ClientOptions options, Handlers handlers) {
   o.curve = std::move(options.curve);
   o.curve_server_key = std::move(options.curve_server_key);
   o.log = std::move(options.log);
+  o.heartbeat_interval = options.heartbeat_interval;
+  o.heartbeat_timeout = options.heartbeat_timeout;
   core_ = std::make_shared<detail::Core>(std::move(o), std::move(handlers));
   core_->start();
 }

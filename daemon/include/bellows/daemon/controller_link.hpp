@@ -14,6 +14,12 @@
 //   ResizeDecided (expand | shrink)              kExpandDecided | kShrinkDecided
 //   Abort                                        kResizeAborted
 //   Stop                                         (the daemon stops: on_stop)
+//
+// A controller that goes away without Stop (killed, its host lost): once its connection has
+// been lost for controller_loss_grace (a killed process's connection closes at once; a lost
+// host's is closed by the transport's heartbeat), the daemon keeps serving the ranks of its
+// node while they run, and stops (on_stop, with the reason) as soon as none runs: no daemon
+// stays behind a job whose controller is gone.
 
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/transport/endpoint.hpp>
@@ -48,13 +54,18 @@ class ControllerLink {
     /// before the daemon takes its own: a launcher that ends abnormally within
     /// kStopSignalGrace of a stop signal is stopped with the daemon, not reported as a death.
     std::function<bool()> stop_signal_arrived;
+    /// How long the connection to the controller may stay lost before the controller counts
+    /// as gone.
+    std::chrono::milliseconds controller_loss_grace{2000};
   };
 
   /// How long a launcher's abnormal end waits for the daemon's own stop signal.
   static constexpr std::chrono::milliseconds kStopSignalGrace{250};
 
   /// `server` must outlive the link. on_stop runs (on the transport's thread) when the
-  /// controller sends Stop, with its reason. Throws transport::TransportError for a bad
+  /// controller sends Stop, with its reason, or (on the link's watching thread, once) when the
+  /// controller is gone and no rank of this node runs, with "the controller at ENDPOINT is
+  /// gone and no rank of node NODE runs". Throws transport::TransportError for a bad
   /// endpoint.
   ControllerLink(PmixServer& server, Options options,
                  std::function<void(const std::string&)> on_stop);

@@ -8,7 +8,9 @@
 // With both, MIN:MAX replaces the policy's nodes.min and nodes.max and keeps its nodes.step
 // (as documented in docs/policies.md); the result must still be a consistent policy.
 
+#include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +40,30 @@ inline constexpr std::string_view env_min = "BELLOWS_ELASTIC_MIN";
 inline constexpr std::string_view env_max = "BELLOWS_ELASTIC_MAX";
 /// The policy file as an absolute path; set only with --elastic-policy.
 inline constexpr std::string_view env_policy = "BELLOWS_ELASTIC_POLICY";
+/// The policy file's content as checked at submission, in base64 (RFC 4648, with padding):
+/// what the job uses, so that nothing on a node reads the file (it may exist only on the
+/// submit host). Set only with --elastic-policy.
+inline constexpr std::string_view env_policy_content = "BELLOWS_ELASTIC_POLICY_BASE64";
+/// The most bytes of policy a job carries: its base64 (4/3 of it) stays well under Linux's
+/// limit of 128 KiB for one environment string.
+inline constexpr std::size_t max_policy_bytes = 48 * 1024;
+
+/// `bytes` in base64 (RFC 4648 alphabet, '=' padding, no line breaks).
+[[nodiscard]] std::string encode_base64(std::string_view bytes);
+/// The bytes of base64 `text` (as encode_base64 writes it); std::nullopt when it is not
+/// such text (a character outside the alphabet, a length that is not a multiple of 4,
+/// misplaced padding).
+[[nodiscard]] std::optional<std::string> decode_base64(std::string_view text);
+
+/// The policy as it was checked at submission, which travels with the job in its
+/// environment (env_policy and env_policy_content, decoded).
+struct SubmittedPolicy {
+  std::string path;     ///< absolute
+  std::string content;  ///< the file's bytes then
+  /// Set when the content could not be decoded (then `content` is empty), e.g.
+  /// "BELLOWS_ELASTIC_POLICY_BASE64 is not base64".
+  std::string problem;
+};
 
 /// The options' values as the user wrote them; unset when an option was not given.
 struct OptionValues {
@@ -68,8 +94,8 @@ struct ElasticRangeResult {
 
 /// The outcome of validate().
 struct Validation {
-  /// What to export, in the order MIN, MAX, POLICY; empty when there are errors or when no
-  /// option was given.
+  /// What to export, in the order MIN, MAX, POLICY, POLICY_BASE64; empty when there are
+  /// errors or when no option was given.
   std::vector<EnvVar> environment;
   /// Every problem, one line each: first those of --elastic, then the policy file's
   /// diagnostics exactly as `bellows policy check FILE` prints them ("FILE:LINE:COL:
@@ -79,13 +105,33 @@ struct Validation {
   [[nodiscard]] bool ok() const noexcept { return errors.empty(); }
 };
 
+/// Whether validate() may read the policy file.
+enum class PolicyFileAccess {
+  /// At submission (sbatch, salloc, srun): read FILE, unless `submitted` holds it.
+  read,
+  /// In the job (slurmstepd on a node): never; the policy is the content that travelled
+  /// with the job, and its absence is an error. A node need not see the submit host's files.
+  submitted_only,
+};
+
 /// Checks the options and computes the job's environment.
 ///   --elastic alone: MIN and MAX from it.
 ///   --elastic-policy alone: MIN and MAX are the policy's nodes.min and nodes.max.
 ///   both: MIN:MAX replaces the policy's node range (policy::apply_node_range); a break of a
 ///   rule between keys is reported as "--elastic=MIN:MAX with --elastic-policy=FILE: ...".
 /// A relative FILE is read from `base_dir` (the directory the job was submitted from) and
-/// exported as an absolute path. Never throws for bad input; thread-safe (no shared state).
-[[nodiscard]] Validation validate(const OptionValues& values, const std::filesystem::path& base_dir);
+/// exported as an absolute path, with its content (env_policy_content). When `submitted`
+/// names the same absolute path, its content is checked instead of the file (a srun inside
+/// the job, or slurmstepd, checks what the submission checked). A policy of more than
+/// max_policy_bytes is refused. Never throws for bad input; thread-safe (no shared state).
+[[nodiscard]] Validation validate(const OptionValues& values, const std::filesystem::path& base_dir,
+                                  const std::optional<SubmittedPolicy>& submitted = std::nullopt,
+                                  PolicyFileAccess access = PolicyFileAccess::read);
+
+/// The policy that travelled with a job, from its environment's env_policy and
+/// env_policy_content (`lookup` returns a variable's value, std::nullopt when unset).
+/// std::nullopt when either is unset; a content that is not base64 sets `problem`.
+[[nodiscard]] std::optional<SubmittedPolicy> submitted_policy(
+    const std::function<std::optional<std::string>(std::string_view)>& lookup);
 
 }  // namespace bellows::spank

@@ -114,6 +114,10 @@ struct Handlers {
   std::function<void(const Incoming&)> on_notification;
   /// Server only: a peer's connection closed (its daemon exited, crashed or was dropped).
   std::function<void(const PeerId&)> on_peer_gone;
+  /// Client only: the connection to the controller was established (true: its handshake
+  /// succeeded) or lost (false: the controller closed it, its process ended, or no heartbeat
+  /// came back within ClientOptions::heartbeat_timeout). The client goes on reconnecting.
+  std::function<void(bool connected)> on_connection;
 };
 
 /// Server (controller side) settings.
@@ -173,6 +177,11 @@ struct ClientOptions {
   /// The server key to expect, when it is not curve->public_key.
   std::optional<std::string> curve_server_key;
   LogSink log;
+  /// ZeroMQ heartbeats on the connection (ZMTP PING/PONG): one every heartbeat_interval, and
+  /// a connection that brings nothing back within heartbeat_timeout is closed as lost (a
+  /// controller whose host or network went away closes nothing itself).
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{5000};
 };
 
 /// A daemon's end: connects (and reconnects) to the controller.
