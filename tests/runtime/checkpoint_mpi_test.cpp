@@ -1,7 +1,8 @@
 // Buddy checkpoints (RuntimeOptions::checkpoint) under mpiexec -n 2..4: a GEMM whose ranks
 // name nodes of their own checkpoints at the boundaries its interval picks, every rank's
 // tiles come back bit-identical from its buddy's copy and from its own after they were
-// overwritten, the copies held are those kept_copies() names for the buddies
+// overwritten (tiles unchanged since the previous checkpoint travel as empty messages and
+// come back from the previous copy), the copies held are those kept_copies() names for the buddies
 // choose_buddies() picks (older ones freed), the counts and bytes in the rank statistics
 // add up, the interval follows Young/Daly from the measured cost, and a restore that cannot
 // be done is refused on every rank with the reason.
@@ -180,8 +181,18 @@ TEST_F(MpiTest, CheckpointComesBackBitIdenticalFromTheBuddyAndFromTheOwnCopy) {
   ASSERT_GE(buddy, 0);
   ASSERT_NE(buddy, rank);
 
-  // What was sent is what the buddies received, and each rank sent its own tiles' bytes.
-  EXPECT_EQ(third.local.checkpoint.bytes_sent, gemm.own_bytes());
+  // What was sent is what the buddies received: at the first checkpoint every tile a rank
+  // owns, at the second only C's (A and B are the tiles the buddy's copy already holds).
+  EXPECT_EQ(first.local.checkpoint.bytes_sent, gemm.own_bytes());
+  EXPECT_EQ(first.local.checkpoint.tiles_unchanged, 0U);
+  EXPECT_EQ(bt::sum_over_ranks(first.local.checkpoint.bytes_sent),
+            bt::sum_over_ranks(first.local.checkpoint.bytes_received));
+  std::uint64_t c_bytes = 0, a_and_b_tiles = 0;
+  gemm.c.for_each_local_tile([&](int, int, br::Tile& t) { c_bytes += t.bytes(); });
+  gemm.a.for_each_local_tile([&](int, int, br::Tile&) { ++a_and_b_tiles; });
+  gemm.b.for_each_local_tile([&](int, int, br::Tile&) { ++a_and_b_tiles; });
+  EXPECT_EQ(third.local.checkpoint.bytes_sent, c_bytes);
+  EXPECT_EQ(third.local.checkpoint.tiles_unchanged, a_and_b_tiles);
   EXPECT_EQ(bt::sum_over_ranks(third.local.checkpoint.bytes_sent),
             bt::sum_over_ranks(third.local.checkpoint.bytes_received));
   EXPECT_EQ(bt::sum_over_ranks(third.local.checkpoint.bytes_held),

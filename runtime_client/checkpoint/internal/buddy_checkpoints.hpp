@@ -8,7 +8,9 @@
 // copy shares the tiles: a task that writes a collection tile always writes a new tile
 // (ReadyTask::make_writable_slots_exclusive: the collection holds a reference), so what the
 // copy holds stays as it was at the boundary, and the sends read it while the next
-// iteration's tasks run. The sends and the receives are posted at the boundary, progress
+// iteration's tasks run. A tile that is still the one the previous complete checkpoint
+// kept, and went to the same buddy, is sent as an empty message: the buddy keeps its copy
+// of it (GEMM's A and B, Cholesky's A are never written). The sends and the receives are posted at the boundary, progress
 // with the communication thread's MPI calls during the iteration, and are completed at its
 // end; the end-of-iteration reductions that follow tell every rank that every copy is
 // complete, and older copies are freed as superseded_copies() says.
@@ -131,7 +133,15 @@ class BuddyCheckpoints {
 
   std::vector<Checkpoint> checkpoints_;  ///< taken, oldest first
   std::vector<HeldCopy> held_;
+  /// What a request of the checkpoint in flight receives: a tile of `owner`'s copy, which an
+  /// empty message leaves as it was in the copy of checkpoint `previous`; owner -1: a send.
+  struct PendingReceive {
+    int owner = -1;
+    std::size_t tile = 0;
+    long previous = -1;
+  };
   std::vector<MPI_Request> requests_;    ///< the transfers of the checkpoint in flight
+  std::vector<PendingReceive> receives_;  ///< per request
   double post_seconds_ = 0.0;            ///< of the checkpoint in flight
   bool resized_ = true;                  ///< no checkpoint since attach()
   long interval_ = 1;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "bellows/runtime/buddies.hpp"
@@ -74,6 +75,7 @@ void BuddyCheckpoints::detach() {
   if (!requests_.empty()) {
     wait_all_asleep(requests_.data(), static_cast<int>(requests_.size()));
     requests_.clear();
+    receives_.clear();
   }
   checkpoints_.clear();
   held_.clear();
@@ -124,30 +126,53 @@ void BuddyCheckpoints::take(long completed, std::span<TiledMatrix* const> collec
     t.tile = collections[t.collection]->tile(t.m, t.n);
     own.bytes += t.tile->bytes();
   }
-  // The copy for the buddy, tile by tile in the order both sides list them.
+  // The copy for the buddy, tile by tile in the order both sides list them. A tile that is
+  // still the one the previous complete checkpoint kept goes as an empty message when that
+  // checkpoint went to the same buddy, which still holds it (it is freed only once this one
+  // is complete everywhere).
+  const Checkpoint* previous = nullptr;
+  for (const Checkpoint& c : checkpoints_) {
+    if (c.complete) previous = &c;
+  }
+  const long previous_iteration = previous != nullptr ? previous->iteration : -1;
   const int buddy = checkpoint.buddies[static_cast<std::size_t>(rank_)];
+  const HeldCopy* previous_own =
+      previous != nullptr && previous->buddies[static_cast<std::size_t>(rank_)] == buddy
+          ? held(rank_, previous_iteration)
+          : nullptr;
   if (buddy >= 0) {
-    for (const CopiedTile& t : own.tiles) {
+    for (std::size_t i = 0; i < own.tiles.size(); ++i) {
+      const Tile& t = *own.tiles[i].tile;
+      const bool unchanged = previous_own != nullptr && previous_own->tiles.size() == own.tiles.size() &&
+                             previous_own->tiles[i].tile == own.tiles[i].tile;
       requests_.emplace_back();
-      MPI_Isend(t.tile->data(), static_cast<int>(t.tile->elements()), MPI_DOUBLE, buddy,
+      receives_.emplace_back();
+      MPI_Isend(t.data(), unchanged ? 0 : static_cast<int>(t.elements()), MPI_DOUBLE, buddy,
                 kCheckpointTag, comm_, &requests_.back());
-      ++stats_.tiles_sent;
-      stats_.bytes_sent += t.tile->bytes();
+      if (unchanged) {
+        ++stats_.tiles_unchanged;
+      } else {
+        ++stats_.tiles_sent;
+        stats_.bytes_sent += t.bytes();
+      }
     }
   }
   held_.push_back(std::move(own));
-  // The wards' copies, received into tiles of their own.
+  // The wards' copies, received into tiles of their own (an empty message: the tile of the
+  // previous copy, once the transfers completed).
   for (const int ward : wards_of(checkpoint.buddies, rank_)) {
     HeldCopy copy{ward, completed, owned_tiles(collections, ward), 0};
-    for (CopiedTile& t : copy.tiles) {
+    const bool had_it = previous != nullptr && previous->buddies[static_cast<std::size_t>(ward)] == rank_;
+    for (std::size_t i = 0; i < copy.tiles.size(); ++i) {
+      CopiedTile& t = copy.tiles[i];
       const TiledMatrix& c = *collections[t.collection];
       t.tile = std::make_shared<Tile>(c.rows_of_tile(t.m), c.cols_of_tile(t.n));
       requests_.emplace_back();
+      receives_.push_back(PendingReceive{ward, i, had_it ? previous_iteration : -1});
       MPI_Irecv(t.tile->data(), static_cast<int>(t.tile->elements()), MPI_DOUBLE, ward,
                 kCheckpointTag, comm_, &requests_.back());
       copy.bytes += t.tile->bytes();
     }
-    stats_.bytes_received += copy.bytes;
     held_.push_back(std::move(copy));
   }
   checkpoints_.push_back(std::move(checkpoint));
@@ -160,10 +185,35 @@ void BuddyCheckpoints::take(long completed, std::span<TiledMatrix* const> collec
 double BuddyCheckpoints::complete_transfers() {
   if (checkpoints_.empty() || checkpoints_.back().complete) return 0.0;
   const auto begin = Clock::now();
-  if (!requests_.empty()) {
-    wait_all_asleep(requests_.data(), static_cast<int>(requests_.size()));
-    requests_.clear();
+  std::vector<MPI_Status> statuses(requests_.size());
+  for (;;) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, statuses.data());
+    if (done) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+  const long iteration = checkpoints_.back().iteration;
+  for (std::size_t r = 0; r < receives_.size(); ++r) {
+    const PendingReceive& receive = receives_[r];
+    if (receive.owner < 0) continue;
+    int count = 0;
+    MPI_Get_count(&statuses[r], MPI_DOUBLE, &count);
+    CopiedTile& tile = held(receive.owner, iteration)->tiles[receive.tile];
+    if (count != 0) {
+      stats_.bytes_received += tile.tile->bytes();
+      continue;
+    }
+    const HeldCopy* before = receive.previous >= 0 ? held(receive.owner, receive.previous) : nullptr;
+    if (before == nullptr || before->tiles.size() <= receive.tile) {
+      throw std::logic_error("checkpoint of iteration " + std::to_string(iteration) + ": " +
+                             rank_text(receive.owner) + " sent tile " + std::to_string(receive.tile) +
+                             " as unchanged, but " + rank_text(rank_) +
+                             " holds no earlier copy of it");
+    }
+    tile.tile = before->tiles[receive.tile].tile;
+  }
+  requests_.clear();
+  receives_.clear();
   const double waited = seconds_since(begin);
   stats_.wait_seconds += waited;
   return post_seconds_ + waited;

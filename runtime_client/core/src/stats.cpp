@@ -75,6 +75,7 @@ void to_json(nlohmann::json& j, const StealStats& s) {
 void CheckpointStats::add(const CheckpointStats& o) {
   checkpoints += o.checkpoints;
   tiles_sent += o.tiles_sent;
+  tiles_unchanged += o.tiles_unchanged;
   bytes_sent += o.bytes_sent;
   bytes_received += o.bytes_received;
   bytes_held = o.bytes_held;
@@ -86,6 +87,7 @@ void CheckpointStats::add(const CheckpointStats& o) {
 void to_json(nlohmann::json& j, const CheckpointStats& s) {
   j = nlohmann::json{{"checkpoints", s.checkpoints},
                      {"tiles_sent", s.tiles_sent},
+                     {"tiles_unchanged", s.tiles_unchanged},
                      {"bytes_sent", s.bytes_sent},
                      {"bytes_received", s.bytes_received},
                      {"bytes_held", s.bytes_held},

@@ -106,6 +106,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.steal.invitations_answered);
   f(s.checkpoint.checkpoints);
   f(s.checkpoint.tiles_sent);
+  f(s.checkpoint.tiles_unchanged);
   f(s.checkpoint.bytes_sent);
   f(s.checkpoint.bytes_received);
   f(s.checkpoint.bytes_held);

@@ -57,6 +57,9 @@ struct StealStats {
 struct CheckpointStats {
   std::uint64_t checkpoints = 0;     ///< checkpoints taken (own copy kept, copy sent)
   std::uint64_t tiles_sent = 0;      ///< tiles sent to the buddy
+  /// Tiles the buddy's copy of the previous checkpoint already held (unchanged since; sent
+  /// as empty messages)
+  std::uint64_t tiles_unchanged = 0;
   std::uint64_t bytes_sent = 0;      ///< likewise, bytes
   std::uint64_t bytes_received = 0;  ///< bytes of wards' tiles received
   /// Bytes of wards' copies held after the latest iteration (a gauge: add() keeps the newer).
