@@ -72,6 +72,30 @@ void to_json(nlohmann::json& j, const StealStats& s) {
                      {"direct_round_trip_us", summary(direct)}};
 }
 
+void CheckpointStats::add(const CheckpointStats& o) {
+  checkpoints += o.checkpoints;
+  tiles_sent += o.tiles_sent;
+  tiles_unchanged += o.tiles_unchanged;
+  bytes_sent += o.bytes_sent;
+  bytes_received += o.bytes_received;
+  bytes_held = o.bytes_held;
+  post_seconds += o.post_seconds;
+  wait_seconds += o.wait_seconds;
+  if (o.interval_iterations > 0) interval_iterations = o.interval_iterations;
+}
+
+void to_json(nlohmann::json& j, const CheckpointStats& s) {
+  j = nlohmann::json{{"checkpoints", s.checkpoints},
+                     {"tiles_sent", s.tiles_sent},
+                     {"tiles_unchanged", s.tiles_unchanged},
+                     {"bytes_sent", s.bytes_sent},
+                     {"bytes_received", s.bytes_received},
+                     {"bytes_held", s.bytes_held},
+                     {"post_seconds", s.post_seconds},
+                     {"wait_seconds", s.wait_seconds},
+                     {"interval_iterations", s.interval_iterations}};
+}
+
 void RankStats::add(const RankStats& o) {
   for (const auto& [name, count] : o.tasks_by_class) tasks_by_class[name] += count;
   tasks_executed += o.tasks_executed;
@@ -92,6 +116,7 @@ void RankStats::add(const RankStats& o) {
   tasks_offloaded_here += o.tasks_offloaded_here;
   offload_plans_held_back += o.offload_plans_held_back;
   steal.add(o.steal);
+  checkpoint.add(o.checkpoint);
   if (o.cost.task_samples > 0 || o.cost.transfer_samples > 0 || o.cost.round_trip_samples > 0) {
     cost = o.cost;
   }
@@ -129,6 +154,7 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"tasks_offloaded_here", s.tasks_offloaded_here},
                      {"offload_plans_held_back", s.offload_plans_held_back},
                      {"steal", s.steal},
+                     {"checkpoint", s.checkpoint},
                      {"cost", s.cost}};
 }
 

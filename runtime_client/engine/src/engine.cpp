@@ -2,14 +2,27 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
+#include "bellows/protocol/job_directory.hpp"
 #include "comm_engine.hpp"
+#include "same_host.hpp"
 #include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
 namespace {
+
+/// The node a rank runs on, for its checkpoint buddies: as the options name it, else as the
+/// daemon that started it says (BELLOWS_NODE), else its host name.
+std::string node_of(const CheckpointOptions& options) {
+  if (!options.node.empty()) return options.node;
+  if (const char* node = std::getenv(protocol::job_environment::kNode); node != nullptr && *node != '\0') {
+    return node;
+  }
+  return host_name();
+}
 
 std::string describe(const TaskClass& cls, const TaskKey& key) {
   return std::string(cls.name()) + "(" + std::to_string(key.index[0]) + "," +
@@ -64,6 +77,7 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
     device_costs_.emplace_back(device_cost_priors(options_, d));
   }
   backlog_seconds_.assign(devices_.size(), 0.0);
+  checkpoints_ = std::make_unique<BuddyCheckpoints>(options_.checkpoint, node_of(options_.checkpoint));
   // Duplicated only once nothing above can throw, so the duplicate is never leaked.
   attach(comm);
 }
@@ -116,6 +130,7 @@ void Engine::attach(MPI_Comm comm) {
   if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
   total_stats_.rank = rank_;
   local_tasks_known_ = false;  // the task total is summed over the new communicator
+  checkpoints_->attach(comm_);  // new buddies; a checkpoint at the next boundary
 }
 
 void Engine::share_mapping_state() {
@@ -219,6 +234,7 @@ void Engine::expand_onto(MPI_Comm comm) {
                                 "; the new communicator must keep every rank and only add");
   }
   // Nothing runs between iterations: no thread of the communication engine is alive.
+  checkpoints_->detach();
   comm_engine_.reset();
   MPI_Comm_disconnect(&comm_);
   const int old_size = size_;
@@ -246,6 +262,14 @@ Engine::~Engine() {
   devices_.clear();
   comm_engine_.reset();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void Engine::restore_checkpoint(long iteration, std::span<const CheckpointSource> sources) {
+  if (comm_ == MPI_COMM_NULL) {
+    throw std::logic_error("restore_checkpoint on a runtime that is between the halves of a "
+                           "shrink or has left the job");
+  }
+  checkpoints_->restore(iteration, sources, collections_);
 }
 
 void Engine::add_task_class(std::unique_ptr<TaskClass> task_class) {
@@ -806,6 +830,8 @@ IterationReport Engine::run_iteration() {
   }
   comm_engine_->barrier_without_spinning();
   iteration_start_ = Clock::now();
+  // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration.
+  if (checkpoints_->due(iteration_ - 1)) checkpoints_->take(iteration_ - 1, collections_);
   for (auto& d : devices_) d->start();
   comm_engine_->start();
   {
@@ -829,6 +855,7 @@ IterationReport Engine::run_iteration() {
   comm_engine_->notify();
   comm_engine_->join();
   for (auto& d : devices_) d->stop();
+  const double checkpoint_seconds = checkpoints_->complete_transfers();
   const double elapsed = iteration_clock();
 
   if (!pending_.empty()) {
@@ -865,8 +892,8 @@ IterationReport Engine::run_iteration() {
           compute_seconds_this_iteration_ / (elapsed * static_cast<double>(lanes())), 0.0, 1.0);
     }
   }
-  double busiest_compute_share = 0.0, summed_compute_share = 0.0;
-  std::array<MPI_Request, 4> reductions{};
+  double busiest_compute_share = 0.0, summed_compute_share = 0.0, slowest_checkpoint = 0.0;
+  std::array<MPI_Request, 5> reductions{};
   MPI_Iallreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_, &reductions[0]);
   MPI_Iallreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_,
                  &reductions[1]);
@@ -874,7 +901,11 @@ IterationReport Engine::run_iteration() {
                  &reductions[2]);
   MPI_Iallreduce(&compute_share, &summed_compute_share, 1, MPI_DOUBLE, MPI_SUM, comm_,
                  &reductions[3]);
-  wait_all_asleep(reductions.data(), 4);
+  MPI_Iallreduce(&checkpoint_seconds, &slowest_checkpoint, 1, MPI_DOUBLE, MPI_MAX, comm_,
+                 &reductions[4]);
+  wait_all_asleep(reductions.data(), 5);
+  checkpoints_->iteration_ended(report.seconds, slowest_checkpoint);
+  report.local.checkpoint = checkpoints_->take_stats();
   {
     std::lock_guard lock(cost_mutex_);
     compute_share_ = compute_share;

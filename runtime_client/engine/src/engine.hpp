@@ -26,6 +26,7 @@
 #include "bellows/runtime/steal_policy.hpp"
 #include "bellows/runtime/task_graph.hpp"
 #include "bellows/runtime/task.hpp"
+#include "buddy_checkpoints.hpp"
 #include "device.hpp"
 #include "trace.hpp"
 
@@ -63,6 +64,10 @@ class Engine final : public DeviceOwner {
   /// See Runtime::graph_profile (engine_profile.cpp).
   [[nodiscard]] GraphProfile graph_profile() const;
   [[nodiscard]] const RankStats& stats() const noexcept { return total_stats_; }
+  /// Buddy checkpoints (RuntimeOptions::checkpoint); see Runtime::restore_checkpoint.
+  [[nodiscard]] BuddyCheckpoints& checkpoints() noexcept { return *checkpoints_; }
+  [[nodiscard]] const BuddyCheckpoints& checkpoints() const noexcept { return *checkpoints_; }
+  void restore_checkpoint(long iteration, std::span<const CheckpointSource> sources);
 
   // ---- called from devices and the communication thread (thread-safe) ----
 
@@ -280,6 +285,7 @@ class Engine final : public DeviceOwner {
   static constexpr std::size_t kHybridCpu = 1;
   std::unique_ptr<CommEngine> comm_engine_;
   std::unique_ptr<Trace> trace_;
+  std::unique_ptr<BuddyCheckpoints> checkpoints_;
 
   mutable std::mutex mutex_;  // guards pending_ and cache_
   std::unordered_map<TaskKey, PendingTask> pending_;

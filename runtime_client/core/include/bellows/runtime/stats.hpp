@@ -51,6 +51,31 @@ struct StealStats {
   void add(const StealStats& other);
 };
 
+/// Buddy checkpoints of one rank (RuntimeOptions::checkpoint). The own copy shares the
+/// collections' tiles (a task that writes a collection tile replaces it), so it costs no
+/// memory until the tiles change; the copies held for wards are memory of their own.
+struct CheckpointStats {
+  std::uint64_t checkpoints = 0;     ///< checkpoints taken (own copy kept, copy sent)
+  std::uint64_t tiles_sent = 0;      ///< tiles sent to the buddy
+  /// Tiles the buddy's copy of the previous checkpoint already held (unchanged since; sent
+  /// as empty messages)
+  std::uint64_t tiles_unchanged = 0;
+  std::uint64_t bytes_sent = 0;      ///< likewise, bytes
+  std::uint64_t bytes_received = 0;  ///< bytes of wards' tiles received
+  /// Bytes of wards' copies held after the latest iteration (a gauge: add() keeps the newer).
+  std::uint64_t bytes_held = 0;
+  /// At the boundaries: keeping the own copy and posting the transfers (in the iteration's
+  /// time, before its tasks start).
+  double post_seconds = 0.0;
+  /// At the ends of the iterations that carried the transfers: waiting for what had not
+  /// completed while the tasks ran.
+  double wait_seconds = 0.0;
+  /// The interval in force after the latest iteration, in iterations (a gauge; 0: none yet).
+  long interval_iterations = 0;
+
+  void add(const CheckpointStats& other);
+};
+
 struct RankStats {
   int rank = 0;
   std::string host;  ///< the rank's host name (uname), as gather_stats() found it
@@ -82,6 +107,7 @@ struct RankStats {
   /// brought (OffloadFeedback; counted on the first rank only).
   std::uint64_t offload_plans_held_back = 0;
   StealStats steal;
+  CheckpointStats checkpoint;
   /// The cost model at the end of the latest iteration (a gauge: add() keeps the newer one).
   CostSummary cost;
   /// Mean number of ready tasks waiting on this rank, sampled at each task completion of
@@ -92,6 +118,7 @@ struct RankStats {
 };
 
 void to_json(nlohmann::json& j, const StealStats& s);
+void to_json(nlohmann::json& j, const CheckpointStats& s);
 void to_json(nlohmann::json& j, const RankStats& s);
 void to_json(nlohmann::json& j, const CostSummary& s);
 

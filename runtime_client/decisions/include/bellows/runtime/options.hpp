@@ -107,6 +107,28 @@ struct EmulatedSlowdown {
   double factor = 1.0;
 };
 
+/// Buddy checkpoints (docs/runtime.md, "Recovery"): at an iteration boundary each rank keeps
+/// its collections' tiles and sends a copy to its buddy, a rank on another node
+/// (buddies.hpp), which keeps it in memory. When: every `every_iterations` boundaries, or
+/// by Young/Daly's interval (checkpoint_interval.hpp) from the measured cost of the last
+/// checkpoint, the measured iteration time and `node_mean_time_between_failures_seconds`;
+/// always at the first boundary and at the first after a resize. Must be the same on every
+/// rank.
+struct CheckpointOptions {
+  bool enabled = false;
+  /// A node's mean time between failures, seconds (the policy's
+  /// recovery.node_mean_time_between_failures; its default, 8760 h).
+  double node_mean_time_between_failures_seconds = 8760.0 * 3600.0;
+  /// A checkpoint every this many iterations instead of Young/Daly's interval; 0: Young/Daly.
+  long every_iterations = 0;
+  /// The node this rank runs on, which buddies must differ in; empty: the environment's
+  /// BELLOWS_NODE (set for ranks that nodes' daemons start), else the host name (uname).
+  std::string node;
+};
+
+/// Returns an empty string when the options are usable, else what is wrong with them.
+[[nodiscard]] std::string validate(const CheckpointOptions& options);
+
 struct RuntimeOptions {
   DeviceKind device = DeviceKind::cpu;
   /// CPU worker threads per rank (devices cpu and hybrid).
@@ -173,6 +195,8 @@ struct RuntimeOptions {
   OffloadOptions offload;
   /// Devices emulated and hybrid; the factor must be positive.
   EmulatedSlowdown emulated_slowdown;
+  /// Must be the same on every rank (the node excepted).
+  CheckpointOptions checkpoint;
 };
 
 /// The link rate the emulated device charges, GB/s: `emulated_link_gbps` as named, or for
