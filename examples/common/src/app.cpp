@@ -82,6 +82,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--cuda-cache-mib", o.cuda_cache_mib,
                  "--kernel cuda: MiB of tiles kept in GPU memory between tasks, per rank (0: every "
                  "task copies all its tiles in)");
+  cli.add_option("--gpus", o.gpus,
+                 "--kernel emulated, hybrid or cuda: GPUs each rank drives (emulated GPUs, or CUDA "
+                 "ordinals from the first); 0: every CUDA GPU the rank sees");
   cli.add_option("--cuda-streams", o.cuda_streams,
                  "--kernel cuda: streams that run tasks' kernels side by side, per rank");
   cli.add_option("--resize", o.resize,
@@ -186,6 +189,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   o.cuda_pinned_tiles = cuda_pinned == "on";
   if (o.cuda_cache_mib < 0) {
     return fail("--cuda-cache-mib must be 0 or more, got " + std::to_string(o.cuda_cache_mib));
+  }
+  if (o.gpus < 0 || o.gpus > static_cast<int>(runtime::Tile::kMaxDevices)) {
+    return fail("--gpus must be 0 (every visible GPU) or 1 to " + std::to_string(runtime::Tile::kMaxDevices) +
+                ", got " + std::to_string(o.gpus));
   }
   if (o.cuda_streams < 1) {
     return fail("--cuda-streams must be 1 or more, got " + std::to_string(o.cuda_streams));
@@ -314,6 +321,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.cuda_pinned_tiles = options.cuda_pinned_tiles;
   r.cuda_tile_cache_bytes = static_cast<std::size_t>(options.cuda_cache_mib) << 20;
   r.cuda_streams = options.cuda_streams;
+  r.gpus = options.gpus;
   r.rebalance_on_resize = options.rebalance_on_resize;
   r.offload = options.offload;
   r.emulated_slowdown = options.slowdown;
@@ -369,6 +377,7 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   j["tile"] = options.tile;
   j["ranks"] = ranks;
   j["kernel"] = std::string(runtime::to_string(options.kernel));
+  j["gpus"] = options.gpus;
   j["workers"] = options.workers;
   if (options.kernel == runtime::DeviceKind::emulated || options.kernel == runtime::DeviceKind::hybrid) {
     j["emulated_gflops"] = options.emulated_gflops;

@@ -109,6 +109,7 @@ void RankStats::add(const RankStats& o) {
   idle_seconds += o.idle_seconds;
   modeled_seconds += o.modeled_seconds;
   tasks_on_device += o.tasks_on_device;
+  for (std::size_t d = 0; d < tasks_by_device.size(); ++d) tasks_by_device[d] += o.tasks_by_device[d];
   link_bytes += o.link_bytes;
   flops += o.flops;
   comm_cpu_seconds += o.comm_cpu_seconds;
@@ -133,6 +134,17 @@ void to_json(nlohmann::json& j, const CostSummary& s) {
                      {"round_trip_us", s.round_trip_us}};
 }
 
+namespace {
+
+/// The per-device counts up to the last device that ran a task.
+std::vector<std::uint64_t> devices_used(const std::array<std::uint64_t, kMaxDevicesPerRank>& counts) {
+  std::size_t used = counts.size();
+  while (used > 0 && counts[used - 1] == 0) --used;
+  return {counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(used)};
+}
+
+}  // namespace
+
 void to_json(nlohmann::json& j, const RankStats& s) {
   j = nlohmann::json{{"rank", s.rank},
                      {"host", s.host},
@@ -148,6 +160,7 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"idle_seconds", s.idle_seconds},
                      {"modeled_seconds", s.modeled_seconds},
                      {"tasks_on_device", s.tasks_on_device},
+                     {"tasks_by_device", devices_used(s.tasks_by_device)},
                      {"link_bytes", s.link_bytes},
                      {"comm_cpu_seconds", s.comm_cpu_seconds},
                      {"tasks_offloaded", s.tasks_offloaded},

@@ -273,16 +273,17 @@ class Engine final : public DeviceOwner {
   std::vector<std::string> class_names_;
   std::vector<TiledMatrix*> collections_;
 
-  /// The rank's devices. One, except with DeviceKind::hybrid: the emulated device (index 0,
-  /// the queue thieves take from) and the CPU workers (index 1).
+  /// The rank's devices: its GPUs first (RuntimeOptions::gpus; emulated or CUDA, the queues
+  /// thieves take from), then, with DeviceKind::hybrid, the CPU workers (index gpus_); with
+  /// DeviceKind::cpu the CPU workers alone.
   std::vector<std::unique_ptr<Device>> devices_;
-  /// Hybrid: picks the device of a ready task (DeviceChoice) and charges it to that device's
+  std::size_t gpus_ = 0;  ///< how many of devices_ are GPUs
+  /// With more than one device: picks the device of a ready task (DeviceChoice: the GPU that
+  /// finishes it first, then that GPU or the CPU workers) and charges it to that device's
   /// backlog. Returns the device's index.
   std::size_t place(ReadyTask& task);
   /// The slots whose tile is needed on the host after `task` (ReadyTask::leaving).
   [[nodiscard]] std::uint32_t leaving_slots(const ReadyTask& task) const;
-  static constexpr std::size_t kHybridDevice = 0;
-  static constexpr std::size_t kHybridCpu = 1;
   std::unique_ptr<CommEngine> comm_engine_;
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<BuddyCheckpoints> checkpoints_;
@@ -322,7 +323,7 @@ class Engine final : public DeviceOwner {
   double compute_share_ = 0.0;
   double busiest_compute_share_ = 0.0;
   double mean_compute_share_ = 0.0;
-  std::shared_ptr<EmulatedLink> link_;    // devices emulated and hybrid
+  std::shared_ptr<EmulatedLink> link_;    // devices emulated and hybrid: the first GPU's link
   std::int64_t total_task_count_ = 0;
   std::atomic<std::uint64_t> completed_unreported_{0};
   std::atomic<std::uint64_t> completed_this_iteration_{0};

@@ -82,6 +82,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.idle_seconds);
   f(s.modeled_seconds);
   f(s.tasks_on_device);
+  for (auto& count : s.tasks_by_device) f(count);
   f(s.link_bytes);
   f(s.flops);
   f(s.comm_cpu_seconds);

@@ -1,6 +1,7 @@
 #pragma once
 // Per-rank statistics of the runtime.
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -9,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "bellows/runtime/cost_model.hpp"
+#include "bellows/runtime/tile.hpp"
 
 namespace bellows::runtime {
 
@@ -76,6 +78,9 @@ struct CheckpointStats {
   void add(const CheckpointStats& other);
 };
 
+/// A rank's devices: up to Tile::kMaxDevices GPUs and the CPU workers.
+inline constexpr std::size_t kMaxDevicesPerRank = Tile::kMaxDevices + 1;
+
 struct RankStats {
   int rank = 0;
   std::string host;  ///< the rank's host name (uname), as gather_stats() found it
@@ -94,6 +99,9 @@ struct RankStats {
   double modeled_seconds = 0.0;         ///< emulated device: sum of flops / rate
   /// Tasks the emulated or the CUDA device ran (device hybrid: the rest ran on CPU workers).
   std::uint64_t tasks_on_device = 0;
+  /// Tasks each of the rank's devices ran: its GPUs in order (RuntimeOptions::gpus), then the
+  /// CPU workers of hybrid mode; with DeviceKind::cpu, the CPU workers at index 0.
+  std::array<std::uint64_t, kMaxDevicesPerRank> tasks_by_device{};
   /// Bytes moved between host and device memory, both ways: over the emulated device's link
   /// (modeled), or copied to and from the GPU (device cuda).
   std::uint64_t link_bytes = 0;

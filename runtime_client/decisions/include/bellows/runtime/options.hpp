@@ -155,7 +155,16 @@ struct RuntimeOptions {
   double emulated_link_gbps = kLinkOfDevice;
   /// Fixed cost of one transfer over that link, microseconds.
   double emulated_link_latency_us = 10.0;
-  /// CUDA device ordinal (device cuda).
+  /// GPUs the rank drives (devices emulated, hybrid and cuda), 1 to Tile::kMaxDevices: that
+  /// many emulated GPUs, each with emulated_lanes lanes and a host link of its own, or the
+  /// CUDA GPUs of ordinals cuda_device, cuda_device + 1, ...; 0: every CUDA GPU the process
+  /// sees (CUDA_VISIBLE_DEVICES), one for the emulated device. Each ready task goes to the GPU
+  /// predicted to finish it first, counting the tiles it would have to copy there, and to
+  /// the GPU that holds a tile whose only valid copy is on a GPU (device_choice.hpp). Stealing
+  /// sees the rank's GPUs as one node: a steal request goes out when the tasks ready on all of
+  /// them fall below the threshold.
+  int gpus = 1;
+  /// CUDA device ordinal (device cuda) of the rank's first GPU.
   int cuda_device = 0;
   /// Device cuda: pin the tile buffers' shared slabs (cudaHostRegister) so that the copies
   /// to and from the GPU run at the link's rate instead of through the driver's staging
