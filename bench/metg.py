@@ -87,14 +87,23 @@ def main():
     ap.add_argument("--empty-tasks", type=int, default=1000000,
                     help="tasks per rank of the empty-task run on 2 ranks (0: none)")
     ap.add_argument("--extra", default="", help="more options for bellows_metg, space-separated")
+    ap.add_argument("--autogroup-nice", type=int, default=None,
+                    help="start each rank with this nice value for its scheduler autogroup (hydra "
+                    "starts each rank in a session, so an autogroup, of its own; a negative value "
+                    "needs root): on a host shared with other work, the ranks then get the cores "
+                    "they ask for")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error(f"--rounds must be at least 1, got {args.rounds}")
     program = os.path.join(args.build, "bench", "bellows_metg")
+    prefix = []
+    if args.autogroup_nice is not None:
+        prefix = ["/bin/sh", "-c", f'echo {args.autogroup_nice} > /proc/self/autogroup && exec "$@"',
+                  "metg-rank"]
     overhead_program = os.path.join(args.build, "bench", "bellows_task_overhead")
 
     def sweep(system, ranks):
-        cmd = [args.mpiexec, "-n", str(ranks), program, "--system", system, "--quiet",
+        cmd = [args.mpiexec, "-n", str(ranks)] + prefix + [program, "--system", system, "--quiet",
                "--largest-us", str(args.largest_us), "--smallest-us", str(args.smallest_us),
                "--seconds-per-point", str(args.seconds_per_point),
                "--width-per-rank", str(args.width_per_rank), "--repeat", str(args.repeat)]
@@ -105,10 +114,11 @@ def main():
         return run_json(cmd + args.extra.split())
 
     def empty_tasks():
-        j = run_json([args.mpiexec, "-n", "2", overhead_program, "--tasks-per-rank",
+        j = run_json([args.mpiexec, "-n", "2"] + prefix + [overhead_program, "--tasks-per-rank",
                       str(args.empty_tasks), "--repeat", "3"])
         return j["best_tasks_per_second_per_rank"]
 
+    load_before = os.getloadavg()[0]
     runs = {config: [] for config in CONFIGS}
     empty = []
     for r in range(args.rounds):
@@ -120,16 +130,20 @@ def main():
         if args.empty_tasks:
             empty.append(empty_tasks())
 
+    load_after = os.getloadavg()[0]
     names = {config: f"{config[0]} {config[1]}r" for config in CONFIGS}
     medians = {config: median_points(runs[config]) for config in CONFIGS}
     first = runs[CONFIGS[0]][0]
+    favoured = "" if args.autogroup_nice is None else f", ranks at autogroup nice {args.autogroup_nice}"
     print(f"\nMETG, stencil with 3 dependencies (clipped at the edges), width {args.width_per_rank} "
-          f"per rank, 1 core per rank, {args.rounds} interleaved rounds, median efficiency per point\n")
+          f"per rank, 1 core per rank, {args.rounds} interleaved rounds, median efficiency per point; "
+          f"load average (1 min) {load_before:.1f} before, {load_after:.1f} after{favoured}\n")
     print(f"{'task us':>9s} " + " ".join(f"{names[c]:>11s}" for c in CONFIGS))
     for i, point in enumerate(medians[CONFIGS[0]]):
         print(f"{point['task_us']:9.3f} " +
               " ".join(f"{medians[c][i]['efficiency']:11.3f}" for c in CONFIGS))
     result = {"app": "metg_sweep", "rounds": args.rounds, "width_per_rank": args.width_per_rank,
+              "load_average": [load_before, load_after],
               "dependencies": first["dependencies"], "configurations": []}
     print()
     for config in CONFIGS:
