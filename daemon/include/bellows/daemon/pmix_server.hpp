@@ -8,6 +8,7 @@
 // replies on), never from the progress thread.
 
 #include <bellows/daemon/payload.hpp>
+#include <bellows/protocol/messages.hpp>
 #include <bellows/protocol/metrics.hpp>
 #include <bellows/protocol/resize_report.hpp>
 
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,12 @@ class PmixServer {
   /// Called when a tool attached, with the name the server gave it.
   void on_tool_connected(ToolHandler handler);
 
+  /// The job as its controller last described it: what PMIx_Query_info is answered from
+  /// (bellows/daemon/queries.hpp). Until the first one, only the keys that need no job are
+  /// answered.
+  void set_job_view(protocol::JobView view);
+  [[nodiscard]] std::optional<protocol::JobView> job_view() const;
+
   /// Delivers a Bellows event (protocol kExpandDecided, ...) with payload (kVersion is added)
   /// to the ranks in range: PMIX_RANGE_LOCAL or PMIX_RANGE_GLOBAL reach tools and clients;
   /// PMIX_RANGE_CUSTOM reaches the processes in targets only.
@@ -159,6 +167,7 @@ class PmixServer {
     std::uint64_t resize_reports = 0;
     std::uint64_t dropped_resize_reports = 0;
     std::uint64_t tools = 0;
+    std::uint64_t queries = 0;  ///< PMIx_Query_info calls answered, whatever their status
   };
   [[nodiscard]] Counters counters() const;
 
