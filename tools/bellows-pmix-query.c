@@ -273,6 +273,8 @@ int main(int argc, char** argv) {
     time_query("PMIx_Query_info PROC_TABLE, refresh:", table, job, 1, repeat);
     time_query("PMIx_Query_info 4 keys, refresh:", several, job, 1, repeat);
     time_query("PMIx_Query_info JOB_SIZE, no refresh:", job_size, job, 0, repeat);
+    const char* namespaces[] = {PMIX_QUERY_NAMESPACES, NULL};
+    time_query("PMIx_Query_info NAMESPACES, no refresh:", namespaces, NULL, 0, repeat);
     time_query("PMIx_Query_info unknown key:", unknown, NULL, 1, repeat);
   } else {
     const char* supported[] = {PMIX_QUERY_SUPPORTED_KEYS, NULL};
@@ -284,6 +286,7 @@ int main(int argc, char** argv) {
     const char* alloc[] = {PMIX_QUERY_ALLOC_STATUS, NULL};
     const char* psets[] = {PMIX_QUERY_NUM_PSETS, NULL};
     const char* pset_names[] = {PMIX_QUERY_PSET_NAMES, NULL};
+    const char* psets_both[] = {PMIX_QUERY_NUM_PSETS, PMIX_QUERY_PSET_NAMES, NULL};
     const char* bellows_keys[] = {"bellows.query.resize", "bellows.query.node_range",
                                   "bellows.query.policy", NULL};
     const char* unknown[] = {PMIX_QUERY_MEMORY_USAGE, NULL};
@@ -295,11 +298,13 @@ int main(int argc, char** argv) {
     report("namespaces", namespaces, NULL, 0);
     report("job_size", job_size, job, 0);
     report("proc_table", table, job, 0);
+    report("proc_table_again", table, job, 0);
     report("local_proc_table", local_table, job, 0);
     report("namespace_info", ns_info, NULL, 0);
     report("alloc_status", alloc, NULL, 0);
     report("num_psets", psets, NULL, 0);
     report("pset_names", pset_names, NULL, 0);
+    report("psets", psets_both, NULL, 0);
     report("bellows", bellows_keys, NULL, 0);
     report("unknown_key", unknown, NULL, 0);
     report("other_namespace", other_job, "no-such-job", 0);

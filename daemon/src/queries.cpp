@@ -169,6 +169,9 @@ InfoArray to_info(const std::vector<QueryAnswer>& answers) {
             for (std::size_t p = 0; p < value.size(); ++p) {
               PMIX_LOAD_PROCID(&procs[p].proc, value[p].nspace.c_str(), value[p].rank);
               procs[p].hostname = ::strdup(value[p].node.c_str());
+              // Not known here; never NULL: a PMIx 4.2.2 tool that caches a second process
+              // table compares the entries' names with strcmp and crashes on NULL.
+              procs[p].executable_name = ::strdup("");
               procs[p].pid = value[p].pid;
               procs[p].exit_code = 0;
               procs[p].state = PMIX_PROC_STATE_RUNNING;

@@ -159,6 +159,8 @@ TEST(Queries, AnswersBecomePmixResultsKeyedByTheirKey) {
   EXPECT_STREQ(procs[1].hostname, "local2");
   EXPECT_EQ(procs[1].pid, 1300);
   EXPECT_EQ(procs[1].state, PMIX_PROC_STATE_RUNNING);
+  ASSERT_NE(procs[1].executable_name, nullptr);  // a PMIx 4.2.2 tool crashes on NULL
+  EXPECT_STREQ(procs[1].executable_name, "");
 
   EXPECT_STREQ(i[2].key, PMIX_QUERY_NAMESPACE_INFO);
   ASSERT_EQ(i[2].value.type, PMIX_DATA_ARRAY);
