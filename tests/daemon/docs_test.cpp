@@ -4,6 +4,8 @@
 
 #include "bellows/protocol/pmix_events.hpp"
 
+#include <bellows/daemon/queries.hpp>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -154,6 +156,32 @@ TEST(DaemonDocs, PayloadsNameDeclaredKeys) {
     }
   }
   EXPECT_FALSE(named.empty());
+}
+
+TEST(DaemonDocs, QueryTableListsEveryAnsweredKeyWithItsType) {
+  const auto rows = table_rows(section(read_doc(), "pmix queries"));
+  ASSERT_FALSE(rows.empty()) << "docs/daemon.md: no table between the pmix queries markers";
+  for (const auto& key : daemon::kAnsweredQueryKeys) {
+    const std::string expected = "| `" + std::string(key.key) + "` | `" +
+                                 std::string(key.constant) + "` | " + std::string(key.type) +
+                                 " | ...";
+    int found = 0;
+    for (const auto& row : rows) {
+      if (row.empty() || row[0] != key.key) continue;
+      ++found;
+      ASSERT_GE(row.size(), 5u) << "expected a row " << expected;
+      EXPECT_EQ(row[1], key.constant) << "expected a row " << expected;
+      EXPECT_EQ(row[2], key.type) << "expected a row " << expected;
+    }
+    EXPECT_EQ(found, 1) << "docs/daemon.md: expected one row " << expected;
+  }
+  for (const auto& row : rows) {
+    bool answered = false;
+    for (const auto& key : daemon::kAnsweredQueryKeys)
+      answered = answered || (!row.empty() && row[0] == key.key);
+    EXPECT_TRUE(answered) << "docs/daemon.md lists the query key " << (row.empty() ? "" : row[0])
+                          << ", which bellows/daemon/queries.hpp does not answer";
+  }
 }
 
 TEST(DaemonDocs, StatesTheProtocolVersion) {

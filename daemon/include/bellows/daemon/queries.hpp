@@ -40,26 +40,28 @@ inline constexpr const char* kQueryNodeRange = "bellows.query.node_range";
 /// The job's policy file as `bellows status` names it; not answered for a job without one.
 inline constexpr const char* kQueryPolicy = "bellows.query.policy";
 
-/// A key the daemon answers and the PMIx type of its answer ("PMIX_STRING").
+/// A key the daemon answers, the name of its constant and the PMIx type of its answer
+/// ("PMIX_STRING"); docs/daemon.md lists them in a table checked against this one.
 struct AnsweredQueryKey {
   std::string_view key;
+  std::string_view constant;
   std::string_view type;
 };
 
 /// Every key the daemon answers; any other key makes the call PMIX_ERR_NOT_SUPPORTED.
 inline constexpr AnsweredQueryKey kAnsweredQueryKeys[] = {
-    {PMIX_QUERY_SUPPORTED_KEYS, "PMIX_STRING"},
-    {PMIX_QUERY_NAMESPACES, "PMIX_STRING"},
-    {PMIX_QUERY_NAMESPACE_INFO, "PMIX_DATA_ARRAY"},
-    {PMIX_JOB_SIZE, "PMIX_UINT32"},
-    {PMIX_QUERY_PROC_TABLE, "PMIX_DATA_ARRAY"},
-    {PMIX_QUERY_LOCAL_PROC_TABLE, "PMIX_DATA_ARRAY"},
-    {PMIX_QUERY_ALLOC_STATUS, "PMIX_STRING"},
-    {PMIX_QUERY_NUM_PSETS, "PMIX_SIZE"},
-    {PMIX_QUERY_PSET_NAMES, "PMIX_STRING"},
-    {kQueryResize, "PMIX_STRING"},
-    {kQueryNodeRange, "PMIX_STRING"},
-    {kQueryPolicy, "PMIX_STRING"},
+    {PMIX_QUERY_SUPPORTED_KEYS, "PMIX_QUERY_SUPPORTED_KEYS", "PMIX_STRING"},
+    {PMIX_QUERY_NAMESPACES, "PMIX_QUERY_NAMESPACES", "PMIX_STRING"},
+    {PMIX_QUERY_NAMESPACE_INFO, "PMIX_QUERY_NAMESPACE_INFO", "PMIX_DATA_ARRAY"},
+    {PMIX_JOB_SIZE, "PMIX_JOB_SIZE", "PMIX_UINT32"},
+    {PMIX_QUERY_PROC_TABLE, "PMIX_QUERY_PROC_TABLE", "PMIX_DATA_ARRAY"},
+    {PMIX_QUERY_LOCAL_PROC_TABLE, "PMIX_QUERY_LOCAL_PROC_TABLE", "PMIX_DATA_ARRAY"},
+    {PMIX_QUERY_ALLOC_STATUS, "PMIX_QUERY_ALLOC_STATUS", "PMIX_STRING"},
+    {PMIX_QUERY_NUM_PSETS, "PMIX_QUERY_NUM_PSETS", "PMIX_SIZE"},
+    {PMIX_QUERY_PSET_NAMES, "PMIX_QUERY_PSET_NAMES", "PMIX_STRING"},
+    {kQueryResize, "kQueryResize", "PMIX_STRING"},
+    {kQueryNodeRange, "kQueryNodeRange", "PMIX_STRING"},
+    {kQueryPolicy, "kQueryPolicy", "PMIX_STRING"},
 };
 
 /// One pmix_query_t as values: its keys and the qualifiers the daemon reads.
