@@ -485,7 +485,50 @@ pmix_status_t client_connected_upcall(const pmix_proc_t* /*proc*/, void* /*serve
   return PMIX_OPERATION_SUCCEEDED;
 }
 
+/// The upcalls bellowsd gives PMIx; the entries left empty PMIx answers without the daemon.
+pmix_server_module_t server_module() {
+  pmix_server_module_t module{};
+  module.client_connected = client_connected_upcall;
+  module.notify_event = notify_event_upcall;
+  module.tool_connected = tool_connected_upcall;
+  module.allocate = allocate_upcall;
+  module.query = query_upcall;
+  return module;
+}
+
 }  // namespace
+
+std::vector<ServerUpcall> server_upcalls() {
+  const pmix_server_module_t m = server_module();
+  return {{"client_connected", m.client_connected != nullptr},
+          {"client_finalized", m.client_finalized != nullptr},
+          {"abort", m.abort != nullptr},
+          {"fence_nb", m.fence_nb != nullptr},
+          {"direct_modex", m.direct_modex != nullptr},
+          {"publish", m.publish != nullptr},
+          {"lookup", m.lookup != nullptr},
+          {"unpublish", m.unpublish != nullptr},
+          {"spawn", m.spawn != nullptr},
+          {"connect", m.connect != nullptr},
+          {"disconnect", m.disconnect != nullptr},
+          {"register_events", m.register_events != nullptr},
+          {"deregister_events", m.deregister_events != nullptr},
+          {"listener", m.listener != nullptr},
+          {"notify_event", m.notify_event != nullptr},
+          {"query", m.query != nullptr},
+          {"tool_connected", m.tool_connected != nullptr},
+          {"log", m.log != nullptr},
+          {"allocate", m.allocate != nullptr},
+          {"job_control", m.job_control != nullptr},
+          {"monitor", m.monitor != nullptr},
+          {"get_credential", m.get_credential != nullptr},
+          {"validate_credential", m.validate_credential != nullptr},
+          {"iof_pull", m.iof_pull != nullptr},
+          {"push_stdin", m.push_stdin != nullptr},
+          {"group", m.group != nullptr},
+          {"fabric", m.fabric != nullptr},
+          {"client_connected2", m.client_connected2 != nullptr}};
+}
 
 // ------------------------------------------------------------------ AllocationResponder
 
@@ -550,12 +593,7 @@ PmixServer::PmixServer(Options options) : impl_(std::make_unique<Impl>(std::move
       s.options_.node_name = host.data();
     }
 
-    static pmix_server_module_t module{};
-    module.client_connected = client_connected_upcall;
-    module.notify_event = notify_event_upcall;
-    module.tool_connected = tool_connected_upcall;
-    module.allocate = allocate_upcall;
-    module.query = query_upcall;
+    static pmix_server_module_t module = server_module();
 
     const std::string tmpdir = s.options_.tmpdir.string();
     const pmix_rank_t rank = 0;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bellows::daemon {
@@ -82,6 +83,17 @@ struct ReceivedResizeReport {
   ProcId source;
   protocol::ResizeReport report;
 };
+
+/// One entry of PMIx's server module (pmix_server_module_t, PMIx 4.2) and whether bellowsd
+/// gives PMIx an upcall for it; docs/daemon.md lists them in a table checked against this.
+struct ServerUpcall {
+  std::string_view name;
+  bool implemented = false;
+};
+
+/// Every entry of the server module bellowsd's PmixServer hands to PMIx_server_init, in the
+/// order of pmix_server.h. Needs no server.
+std::vector<ServerUpcall> server_upcalls();
 
 /// RAII PMIx server: PMIx_server_init in the constructor, PMIx_server_finalize in the
 /// destructor. One per process (PMIx keeps global state); a second one throws
