@@ -157,7 +157,7 @@ void traffic_until_dead(MPI_Comm job, const fs::path& dir, int rank, int size) {
   }
 }
 
-/// Checks on the rebuilt communicator; returns the seconds they took.
+/// Checks on the rebuilt communicator: size, ranks in old order, an allreduce, payloads.
 void check_rebuilt(MPI_Comm rebuilt, int old_rank, int victim) {
   int rank = -1, size = 0;
   MPI_Comm_rank(rebuilt, &rank);
@@ -417,7 +417,6 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
            "survivor " + std::to_string(r) + ": " + result.value("result", "(none)"));
     survivors.push_back(result);
   }
-  // Members are numbered by their start; ranks by the order they connected: map via results.
   int killed_exits = 0, clean_exits = 0;
   for (auto& m : members) {
     if (WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0) {
