@@ -62,6 +62,7 @@ struct Running {
 
 struct Finished {
   double wait = 0.0;
+  double run = 0.0;
   double bounded_slowdown = 0.0;
   bool malleable = false;
 };
@@ -79,16 +80,19 @@ struct Totals {
 nlohmann::json wait_summary(std::vector<Finished> jobs, bool want_malleable, bool all) {
   std::vector<double> waits;
   double slowdown = 0.0;
+  double turnaround = 0.0;
   for (const Finished& f : jobs) {
     if (!all && f.malleable != want_malleable) continue;
     waits.push_back(f.wait);
     slowdown += f.bounded_slowdown;
+    turnaround += f.wait + f.run;
   }
   nlohmann::json out = {{"jobs", waits.size()}};
   if (waits.empty()) {
     out["mean_wait"] = 0.0;
     out["p95_wait"] = 0.0;
     out["mean_bounded_slowdown"] = 0.0;
+    out["mean_turnaround"] = 0.0;
     return out;
   }
   std::sort(waits.begin(), waits.end());
@@ -99,6 +103,7 @@ nlohmann::json wait_summary(std::vector<Finished> jobs, bool want_malleable, boo
   out["mean_wait"] = sum / static_cast<double>(n);
   out["p95_wait"] = waits[std::min(n - 1, p95)];
   out["mean_bounded_slowdown"] = slowdown / static_cast<double>(n);
+  out["mean_turnaround"] = turnaround / static_cast<double>(n);
   return out;
 }
 
@@ -165,7 +170,7 @@ class ClusterSimulation {
       const ClusterJob& job = w_.jobs[r.job];
       const double wait = r.start - job.submit;
       const double run = now_ - r.start;
-      finished_.push_back({wait, std::max(1.0, (wait + run) / std::max(run, o_.tau_seconds)), job.malleable});
+      finished_.push_back({wait, run, std::max(1.0, (wait + run) / std::max(run, o_.tau_seconds)), job.malleable});
       totals_.reversals += r.reversals;
       if (o_.record_schedule) {
         schedule_.push_back({{"id", job.id}, {"submit", job.submit}, {"start", r.start}, {"end", now_},
@@ -333,10 +338,18 @@ class ClusterSimulation {
     out["malleable_jobs"] = malleable;
     out["makespan"] = makespan_;
     out["utilisation"] = makespan_ > 0.0 ? node_seconds_ / (o_.nodes * makespan_) : 0.0;
+    // The jobs' node-seconds at their submitted sizes: the same work in every run. What the
+    // nodes held beyond it went to resizes and to the speedup lost on more nodes.
+    double submitted = 0.0;
+    for (const ClusterJob& job : w_.jobs) submitted += job.nodes * job.runtime;
+    out["work_utilisation"] = makespan_ > 0.0 ? submitted / (o_.nodes * makespan_) : 0.0;
+    out["node_seconds"] = node_seconds_;
+    out["submitted_node_seconds"] = submitted;
     const nlohmann::json all = wait_summary(finished_, false, true);
     out["mean_wait"] = all["mean_wait"];
     out["p95_wait"] = all["p95_wait"];
     out["mean_bounded_slowdown"] = all["mean_bounded_slowdown"];
+    out["mean_turnaround"] = all["mean_turnaround"];
     out["tau"] = o_.tau_seconds;
     out["rigid"] = wait_summary(finished_, false, false);
     out["malleable"] = wait_summary(finished_, true, false);

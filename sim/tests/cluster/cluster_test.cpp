@@ -183,6 +183,7 @@ TEST(ClusterSchedule, FcfsWithBackfillByHand) {
   EXPECT_DOUBLE_EQ(r.at("makespan").get<double>(), 650.0);
   EXPECT_NEAR(r.at("utilisation").get<double>(), 1060.0 / 2600.0, 1e-12);
   EXPECT_DOUBLE_EQ(r.at("mean_wait").get<double>(), (0 + 100 + 0 + 130) / 4.0);
+  EXPECT_DOUBLE_EQ(r.at("mean_turnaround").get<double>(), (100 + 150 + 80 + 630) / 4.0);
   EXPECT_DOUBLE_EQ(r.at("p95_wait").get<double>(), 130.0);
   EXPECT_NEAR(r.at("mean_bounded_slowdown").get<double>(), (1 + 3 + 1 + 630.0 / 500) / 4, 1e-12);
   EXPECT_EQ(r.at("resizes").at("expands"), 0);

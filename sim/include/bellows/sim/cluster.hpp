@@ -54,8 +54,10 @@ struct ClusterOptions {
 /// Called now and then with the jobs finished so far and the total.
 using ClusterProgressFn = std::function<void(std::size_t finished, std::size_t total)>;
 
-/// Runs the workload to its end; the report (docs/sim.md): utilisation, waits, bounded
-/// slowdown and makespan, over all jobs and per kind, resizes and the engine's tick time.
+/// Runs the workload to its end; the report (docs/sim.md): utilisation (node-seconds held
+/// over the cluster's during the makespan) and work utilisation (the jobs' node-seconds at
+/// their submitted sizes over the same), waits, bounded slowdown and makespan, over all jobs
+/// and per kind, resizes and the engine's tick time.
 /// Throws std::invalid_argument for options out of range, a job larger than the cluster, or a
 /// job range the policy cannot take, naming the option or the job.
 [[nodiscard]] nlohmann::json simulate_cluster(const ClusterWorkload& workload, const ClusterOptions& options,
