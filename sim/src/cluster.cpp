@@ -123,6 +123,9 @@ class ClusterSimulation {
         t = std::min(t, r.resize != Resize::none ? r.resize_end : now_ + remaining_seconds(r));
         if (r.engine) t = std::min(t, r.next_tick);
       }
+      if (!std::isfinite(t)) {
+        throw std::logic_error("cluster simulation: jobs wait on a cluster with nothing running or to come");
+      }
       advance(t);
       bool changed = finish_jobs();
       changed = end_resizes() || changed;
@@ -132,7 +135,8 @@ class ClusterSimulation {
       }
       if (changed && !queue_.empty()) schedule();
       tick_engines();
-      if (progress && finished_.size() * 100 / std::max<std::size_t>(total, 1) != reported * 100 / std::max<std::size_t>(total, 1)) {
+      // Once a percent.
+      if (progress && finished_.size() * 100 / total != reported * 100 / total) {
         reported = finished_.size();
         progress(reported, total);
       }

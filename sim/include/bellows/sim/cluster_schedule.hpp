@@ -6,7 +6,7 @@
 // Slurm's backfill plugin with one reservation: only the queue's first job is promised a start.
 //
 // A decision on values: which queued jobs start now, from the free nodes, the queue and the
-// running jobs' expected ends. No clock, no state. Not thread-safe concerns: a pure function.
+// running jobs' expected ends. A pure function: no clock, no state, safe from any thread.
 
 #include <span>
 #include <vector>
