@@ -87,7 +87,8 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--title", default=None)
     args = parser.parse_args()
-    groups = group(read_reports(args.reports))
+    reports = read_reports(args.reports)
+    groups = group(reports)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -121,9 +122,9 @@ def main():
         ax.set_ylabel(unit)
         if len(series) > 1:
             ax.legend(fontsize="small")
-    first = read_reports(args.reports[:1])[0]
+    first = reports[0]
     fig.suptitle(args.title or f"{first.get('jobs')} jobs on {first.get('nodes')} nodes, "
-                               f"{len(read_reports(args.reports))} workload(s)")
+                               f"{len(reports)} workload(s)")
     fig.tight_layout()
     fig.savefig(args.out, dpi=100)
     print(f"{PROG}: wrote {args.out}")

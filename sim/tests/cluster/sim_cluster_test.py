@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""End-to-end checks of bellows-sim-cluster: sim_cluster_test.py BINARY BELLOWS POLICY_DIR."""
+"""End-to-end checks of bellows-sim-cluster and its plot script:
+sim_cluster_test.py BINARY BELLOWS POLICY_DIR PLOT_SCRIPT."""
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-BINARY, BELLOWS, POLICIES = sys.argv[1:4]
+BINARY, BELLOWS, POLICIES, PLOT = sys.argv[1:5]
+# Debian's interpreter, whose python3-matplotlib the plot script uses.
+PLOT_PYTHON = "/usr/bin/python3"
 
 
 def run(*args, expect=0, program=None):
@@ -80,6 +83,27 @@ def main():
     # A progress bar when asked, on stderr; the JSON line alone on stdout.
     p = run("--nodes", "16", "--jobs", "20", "--progress")
     assert "jobs" in p.stderr and "elasticity off" in p.stderr and len(p.stdout.splitlines()) == 1, p.stderr
+
+    # The plot: a PNG from two reports; a line that is not a report is refused by name.
+    with tempfile.TemporaryDirectory() as tmp:
+        reports = os.path.join(tmp, "reports.jsonl")
+        with open(reports, "w") as f:
+            f.write(json.dumps(a) + "\n" + json.dumps(b) + "\n")
+        png = os.path.join(tmp, "cluster.png")
+        plot = subprocess.run([PLOT_PYTHON, PLOT, reports, "--out", png], capture_output=True, text=True, timeout=60)
+        if plot.returncode == 3:
+            print("sim_cluster_test: matplotlib missing, plot not checked:", plot.stderr.strip())
+        else:
+            assert plot.returncode == 0, plot.stderr
+            with open(png, "rb") as f:
+                assert f.read(8) == b"\x89PNG\r\n\x1a\n", png
+        not_report = os.path.join(tmp, "other.jsonl")
+        with open(not_report, "w") as f:
+            f.write('{"runs": []}\n[1, 2]\n')
+        plot = subprocess.run([PLOT_PYTHON, PLOT, not_report, "--out", png], capture_output=True, text=True, timeout=60)
+        assert plot.returncode == 2, plot
+        assert plot.stderr == (f"plot_sim_cluster.py: error: {not_report}:2: not a bellows-sim-cluster report "
+                               "(no 'runs' list)\n"), plot.stderr
 
     # The same program under `bellows sim cluster`.
     via = json.loads(run("sim", "cluster", *small, "--policy", policy, program=BELLOWS).stdout)
