@@ -1,4 +1,4 @@
-// `bellows sim job|join|bag ARGS...`: the simulator's programs (sim/, docs/sim.md) under the
+// `bellows sim job|join|bag|cluster ARGS...`: the simulator's programs (sim/, docs/sim.md) under the
 // command users already have. Every argument after the command, --help included, is the
 // program's; `bellows` replaces itself with the program, so its output, progress bar and exit
 // status are the program's own.
@@ -33,6 +33,9 @@ constexpr SimProgram kSimPrograms[] = {
     {"bag", "bellows-sim-bag",
      "a bag of independent tasks under Dtree or static blocks; bellows sim bag --help lists its "
      "options"},
+    {"cluster", "bellows-sim-cluster",
+     "a batch workload of rigid and malleable jobs on a cluster, elasticity off and under each "
+     "policy file; bellows sim cluster --help lists its options"},
 };
 
 /// Replaces this process with `program` and `arguments`; returns only on failure.

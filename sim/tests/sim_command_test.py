@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`bellows sim job|join|bag` runs the simulator's programs with the user's arguments:
+"""`bellows sim job|join|bag|cluster` runs the simulator's programs with the user's arguments:
 sim_command_test.py BELLOWS BELLOWS_SIM."""
 import json
 import os
@@ -42,9 +42,9 @@ bag = run([BELLOWS, "sim", "bag", "--help"], 0).stdout
 assert "dtree" in bag.lower(), bag
 
 missing = run([BELLOWS, "sim"], 2)
-assert "sim: a command is required; commands: job, join, bag" in missing.stderr, missing.stderr
-unknown = run([BELLOWS, "sim", "cluster"], 2)
-assert "sim: unknown command 'cluster'; commands: job, join, bag" in unknown.stderr, unknown.stderr
+assert "sim: a command is required; commands: job, join, bag, cluster" in missing.stderr, missing.stderr
+unknown = run([BELLOWS, "sim", "grid"], 2)
+assert "sim: unknown command 'grid'; commands: job, join, bag, cluster" in unknown.stderr, unknown.stderr
 
 # A `bellows` with no simulator beside it (or in a build tree) says what is missing.
 with tempfile.TemporaryDirectory() as alone:
