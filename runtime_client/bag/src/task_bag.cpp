@@ -328,6 +328,13 @@ void to_json(nlohmann::json& j, const BagReport& r) {
 
 TaskBag::TaskBag(BagOptions options) : options_(std::move(options)) { options_.validate(); }
 
+void TaskBag::set_slowdown(double slowdown) {
+  BagOptions next = options_;
+  next.slowdown = slowdown;
+  next.validate();
+  options_ = next;
+}
+
 DtreeShape TaskBag::tree_for(MPI_Comm comm, int rank, int size) {
   std::vector<int> parents;
   if (rank == 0) {

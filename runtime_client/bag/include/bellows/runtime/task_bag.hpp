@@ -126,6 +126,9 @@ class TaskBag {
   BagReport run(MPI_Comm comm, const BagTasks& tasks);
 
   [[nodiscard]] const BagOptions& options() const noexcept { return options_; }
+  /// This rank's slowdown from the next run on (a node that became slow, or fast again).
+  /// Throws std::invalid_argument when it is not positive.
+  void set_slowdown(double slowdown);
 
  private:
   DtreeShape tree_for(MPI_Comm comm, int rank, int size);
