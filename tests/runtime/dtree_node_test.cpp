@@ -231,6 +231,21 @@ TEST(DtreeNode, ALeafSplitsWhatItHoldsAmongItsWorkers) {
   EXPECT_EQ(leaf.take_own(steps), (br::IndexRange{4, 6}));
 }
 
+TEST(DtreeNode, ARankAsksAgainAsSoonAsItHasHandedOutItsLastIndex) {
+  const br::DtreeShape shape(2, options(2));
+  br::DtreeNode leaf(shape, 1, {}, {}, options(2), 2, 1);
+  br::DtreeSteps steps;
+  EXPECT_TRUE(leaf.take_own(steps).empty());
+  ASSERT_TRUE(steps.ask_parent);
+  (void)leaf.on_grant({0, 10});
+  br::DtreeSteps next;
+  EXPECT_EQ(leaf.take_own(next), (br::IndexRange{0, 10}));
+  EXPECT_TRUE(next.ask_parent) << "the answer should come while the range runs";
+  br::DtreeSteps again;
+  EXPECT_TRUE(leaf.take_own(again).empty());
+  EXPECT_FALSE(again.ask_parent) << "one request out at a time";
+}
+
 TEST(DtreeNode, ALeaverHandsItsUnstartedRangesToItsParent) {
   const br::DtreeShape shape(3, options(2));
   br::DtreeNode root(shape, 0, {}, {0, 100}, options(2), 2, 1);

@@ -108,7 +108,11 @@ IndexRange DtreeNode::take_own(DtreeSteps& steps) {
     const double now = options_.rest * static_cast<double>(held) * own_share_;
     count = std::max(min_ask_, static_cast<std::int64_t>(std::ceil(now)));
   }
-  return grantor_.take_own(count);
+  const IndexRange range = grantor_.take_own(count);
+  // Ask while this range runs, so that the answer is here when it ends (as Dtree's code asks
+  // once it has nothing left to hand out, not once its workers are idle).
+  if (grantor_.remaining() == 0) need_work(steps);
+  return range;
 }
 
 std::vector<IndexRange> DtreeNode::leave() {

@@ -56,8 +56,9 @@ class DtreeNode {
   DtreeSteps on_grant(IndexRange range);
   /// A child leaves: `unstarted` is what it held and had not started; it asks no more.
   DtreeSteps on_child_left(int child, std::span<const IndexRange> unstarted);
-  /// Work for one of this rank's workers. Empty when the pool is: then `steps` may ask the
-  /// parent, and the worker waits for on_grant unless dry().
+  /// Work for one of this rank's workers. When the pool is empty afterwards, `steps` asks the
+  /// parent (unless a request is out or the parent ran dry), so that the answer comes while
+  /// the range runs. Empty when the pool was: then the worker waits for on_grant unless dry().
   [[nodiscard]] IndexRange take_own(DtreeSteps& steps);
   /// This rank leaves: what it held and had not started, for its parent (on_child_left).
   /// Its pool is empty afterwards. Call it with no request out (asking() false), so that no
