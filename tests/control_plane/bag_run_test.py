@@ -37,10 +37,10 @@ def main():
     t = LocalJobTest("bag_run")
     t.log(f"job files in {t.run_dir}")
     policy = t.write("bag.yaml", POLICY)
-    # 60 iterations of 0.1 s of modeled work each on 2 ranks.
+    # 80 iterations of 1,000 tasks of 200 us on average: 0.1 s each on 2 ranks, 8 s in all.
     job = t.start("--nodes", "2:3", "--pool", "3", "--policy", policy, "--quiet", "--",
-                  t.args.app, "--tasks", "60000", "--iterations", "60", "--kernel", "emulated",
-                  "--emulated-gflops", "5", "--mean-task-mflop", "0.02", "--verify", "--quiet")
+                  t.args.app, "--tasks", "80000", "--iterations", "80", "--kernel", "emulated",
+                  "--emulated-gflops", "5", "--verify", "--quiet")
     try:
         deadline = time.time() + 90
         status = None
@@ -65,7 +65,7 @@ def main():
     if len(committed) != 2:
         t.fail(f"resizes committed: {committed}, expected an expand and a shrink")
     report = json.loads(out.strip().splitlines()[-1])
-    if not report["verified"] or report["tasks_run"] != 60000:
+    if not report["verified"] or report["tasks_run"] != 80000:
         t.fail(f"the sweep was not verified: verified {report['verified']}, {report['tasks_run']} tasks run")
     sizes = [i["ranks_in_job"] for i in report["iterations"]]
     if 3 not in sizes or report["ranks"] != 2:

@@ -43,7 +43,7 @@ struct PullTree {
     std::vector<br::IndexRange> unstarted;
   };
 
-  PullTree(int ranks, std::int64_t tasks, int fan_out, std::vector<double> speeds = {})
+  PullTree(int ranks, std::int64_t tasks, int fan_out, const std::vector<double>& speeds = {})
       : shape(ranks, options(fan_out)), runs(static_cast<std::size_t>(tasks), 0) {
     for (int r = 0; r < ranks; ++r) {
       nodes.emplace_back(shape, r, speeds, br::IndexRange{0, tasks}, options(fan_out), 2, 1);
@@ -231,9 +231,25 @@ TEST(DtreeNode, ALeafSplitsWhatItHoldsAmongItsWorkers) {
   EXPECT_EQ(leaf.take_own(steps), (br::IndexRange{4, 6}));
 }
 
-TEST(DtreeNode, ARankAsksAgainAsSoonAsItHasHandedOutItsLastIndex) {
+TEST(DtreeNode, AnUnmeasuredRankAsksOnlyOnceItHasRunOut) {
   const br::DtreeShape shape(2, options(2));
   br::DtreeNode leaf(shape, 1, {}, {}, options(2), 2, 1);
+  br::DtreeSteps steps;
+  EXPECT_TRUE(leaf.take_own(steps).empty());
+  ASSERT_TRUE(steps.ask_parent);
+  (void)leaf.on_grant({0, 10});
+  br::DtreeSteps next;
+  EXPECT_EQ(leaf.take_own(next), (br::IndexRange{0, 10}));
+  EXPECT_FALSE(next.ask_parent);
+  br::DtreeSteps again;
+  EXPECT_TRUE(leaf.take_own(again).empty());
+  EXPECT_TRUE(again.ask_parent);
+}
+
+TEST(DtreeNode, AMeasuredRankAsksAgainAsSoonAsItHasHandedOutItsLastIndex) {
+  const br::DtreeShape shape(2, options(2));
+  const std::vector<double> speeds{100.0, 50.0};
+  br::DtreeNode leaf(shape, 1, speeds, {}, options(2), 2, 1);
   br::DtreeSteps steps;
   EXPECT_TRUE(leaf.take_own(steps).empty());
   ASSERT_TRUE(steps.ask_parent);
@@ -280,6 +296,17 @@ TEST(DtreePullTree, EveryIndexRunsExactlyOnceAndEveryRankFinishes) {
       }
       EXPECT_TRUE(tree.queue.empty());
     }
+  }
+}
+
+TEST(DtreePullTree, MeasuredRanksThatAskEarlyRunEveryIndexOnce) {
+  for (const unsigned seed : {7u, 8u}) {
+    std::vector<double> speeds(17);
+    for (std::size_t r = 0; r < speeds.size(); ++r) speeds[r] = 1.0 + static_cast<double>(r % 3);
+    PullTree tree(17, 5000, 4, speeds);
+    tree.run(seed);
+    EXPECT_TRUE(std::ranges::all_of(tree.runs, [](int n) { return n == 1; })) << "seed " << seed;
+    for (int r = 0; r < 17; ++r) EXPECT_TRUE(tree.nodes[static_cast<std::size_t>(r)].finished());
   }
 }
 

@@ -30,10 +30,21 @@ std::string text(double value) {
   return out.str();
 }
 
+// Waits for a request while sleeping between tests (MPICH's blocking calls spin a core).
+void wait_sleeping(MPI_Request& request) {
+  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;) {
+    std::this_thread::sleep_for(kDriverNap);
+  }
+}
+
 // A duplicate of the caller's communicator for one run, freed at its end.
 class RunCommunicator {
  public:
-  explicit RunCommunicator(MPI_Comm comm) { MPI_Comm_dup(comm, &comm_); }
+  explicit RunCommunicator(MPI_Comm comm) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Comm_idup(comm, &comm_, &request);
+    wait_sleeping(request);
+  }
   ~RunCommunicator() { MPI_Comm_free(&comm_); }
   RunCommunicator(const RunCommunicator&) = delete;
   RunCommunicator& operator=(const RunCommunicator&) = delete;
@@ -258,13 +269,6 @@ class BagRun {
   bool stopping_ = false;
   std::exception_ptr failure_;
 };
-
-// Waits for a request while sleeping between tests (MPICH's blocking calls spin a core).
-void wait_sleeping(MPI_Request& request) {
-  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;) {
-    std::this_thread::sleep_for(kDriverNap);
-  }
-}
 
 }  // namespace
 

@@ -21,7 +21,10 @@ DtreeNode::DtreeNode(const DtreeShape& shape, int rank, std::span<const double> 
                      IndexRange tasks, const DtreeOptions& options, std::int64_t min_ask,
                      int workers)
     : DtreeNode(checked_shares(shape, rank, speeds), shape, rank, tasks, options, min_ask,
-                workers) {}
+                workers) {
+  const auto at = static_cast<std::size_t>(rank);
+  ask_early_ = at < speeds.size() && speeds[at] > 0.0;
+}
 
 DtreeNode::DtreeNode(DtreeShares shares, const DtreeShape& shape, int rank, IndexRange tasks,
                      const DtreeOptions& options, std::int64_t min_ask, int workers)
@@ -109,9 +112,8 @@ IndexRange DtreeNode::take_own(DtreeSteps& steps) {
     count = std::max(min_ask_, static_cast<std::int64_t>(std::ceil(now)));
   }
   const IndexRange range = grantor_.take_own(count);
-  // Ask while this range runs, so that the answer is here when it ends (as Dtree's code asks
-  // once it has nothing left to hand out, not once its workers are idle).
-  if (grantor_.remaining() == 0) need_work(steps);
+  // A measured rank asks while this range runs, so that the answer is here when it ends.
+  if (ask_early_ && grantor_.remaining() == 0) need_work(steps);
   return range;
 }
 

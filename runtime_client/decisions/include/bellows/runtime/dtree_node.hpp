@@ -56,9 +56,12 @@ class DtreeNode {
   DtreeSteps on_grant(IndexRange range);
   /// A child leaves: `unstarted` is what it held and had not started; it asks no more.
   DtreeSteps on_child_left(int child, std::span<const IndexRange> unstarted);
-  /// Work for one of this rank's workers. When the pool is empty afterwards, `steps` asks the
-  /// parent (unless a request is out or the parent ran dry), so that the answer comes while
-  /// the range runs. Empty when the pool was: then the worker waits for on_grant unless dry().
+  /// Work for one of this rank's workers. Empty when the pool is: then `steps` asks the
+  /// parent (unless a request is out or the parent ran dry), and the worker waits for
+  /// on_grant unless dry(). A rank whose speed is measured (speeds[rank] > 0) also asks when
+  /// this take empties its pool, so that the answer comes while the range runs; an unmeasured
+  /// one waits until it has run out, since its grants are sized for a speed that is a guess
+  /// and a slow rank holding two of them would finish last.
   [[nodiscard]] IndexRange take_own(DtreeSteps& steps);
   /// This rank leaves: what it held and had not started, for its parent (on_child_left).
   /// Its pool is empty afterwards. Call it with no request out (asking() false), so that no
@@ -98,6 +101,7 @@ class DtreeNode {
   DtreeGrantor grantor_;
   bool exhausted_ = false;
   bool asking_ = false;
+  bool ask_early_ = false;  ///< this rank's speed is measured: ask before running out
 };
 
 }  // namespace bellows::runtime
