@@ -29,6 +29,9 @@ void add_run_command(CLI::App& app, Outcome& outcome);
 /// `bellows doctor [--json]`: can the Slurm cluster run elastic jobs, and what to fix.
 void add_doctor_command(CLI::App& app, Outcome& outcome);
 
+/// `bellows sim job|join|bag ARGS...`: the simulator's programs (docs/sim.md).
+void add_sim_command(CLI::App& app, Outcome& outcome);
+
 /// `bellows status [JOB]`, `bellows resize +K|-K [--job JOB]`, `bellows events [JOB]`,
 /// `bellows plot [JOB] [--out PNG]`.
 void add_job_commands(CLI::App& app, Outcome& outcome);

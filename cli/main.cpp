@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   add_run_command(app, outcome);
   add_job_commands(app, outcome);
   add_doctor_command(app, outcome);
+  add_sim_command(app, outcome);
   allow_unknown_subcommand_names(app);
 
   try {

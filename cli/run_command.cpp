@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "companion_programs.hpp"
 #include "job_dir.hpp"
 #include "timeline.hpp"
 
@@ -66,16 +67,11 @@ struct RunOptions {
 std::atomic<int> g_stop_signal{0};
 void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 
-/// bellowsd next to this executable (installed), or in the build tree's daemon/ folder.
+/// bellowsd next to this executable (installed), or in the build tree's daemon/ folder; else
+/// whatever `bellowsd` the PATH gives.
 fs::path find_bellowsd() {
-  if (const char* path = std::getenv("BELLOWS_BELLOWSD"); path != nullptr && *path != '\0') return path;
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  for (const fs::path& candidate : {self.parent_path() / "bellowsd",
-                                    self.parent_path().parent_path() / "daemon" / "bellowsd"}) {
-    if (!ec && fs::exists(candidate)) return candidate;
-  }
-  return "bellowsd";
+  const fs::path found = find_companion_program("bellowsd", "daemon", "BELLOWS_BELLOWSD");
+  return found.empty() ? fs::path("bellowsd") : found;
 }
 
 fs::path find_mpiexec() {

@@ -114,6 +114,42 @@ void ControllerService::step(std::chrono::milliseconds wait) {
     tick_policy();
     next_tick_ = clock_.now() + options_.policy->tick;
   }
+  publish_job_view();
+}
+
+void ControllerService::publish_job_view() {
+  protocol::JobView view = job_view();
+  if (view != published_view_) {
+    published_view_ = std::move(view);
+    nodes_with_view_.clear();
+  }
+  for (const auto& [node, peer] : daemons_) {
+    if (nodes_with_view_.insert(node).second) server_->notify(peer, published_view_);
+  }
+}
+
+protocol::JobView ControllerService::job_view() const {
+  protocol::JobView view;
+  view.job = options_.job;
+  view.nodes = resizes_->nodes();
+  for (const auto& node : view.nodes) {
+    const auto it = node_state_.find(node);
+    view.node_ranks.push_back(it == node_state_.end() ? protocol::kNoRank : it->second.rank);
+    view.node_pids.push_back(it == node_state_.end() ? 0 : it->second.pid);
+  }
+  view.ranks = job_control_.job_size();
+  view.min_nodes = options_.min_nodes;
+  view.max_nodes = options_.max_nodes;
+  view.policy = options_.policy_file;
+  if (const auto active = resizes_->active()) {
+    view.resize_id = active->id;
+    view.resize_kind = active->kind == ResizeKind::expand ? protocol::ResizeKind::expand
+                                                          : protocol::ResizeKind::shrink;
+    view.resize_state = std::string(to_string(active->state));
+    view.resize_count = active->count;
+    view.resize_nodes = active->nodes;
+  }
+  return view;
 }
 
 bool ControllerService::send(const std::string& node, const protocol::Message& message) {
@@ -177,6 +213,8 @@ void ControllerService::on_notification(const transport::Incoming& in) {
     const std::uint64_t steals_failed =
         state.node.metrics.steals_failed + reported.steals_failed;
     state.reported = true;
+    state.rank = m->rank;
+    state.pid = m->pid;
     state.node.name = node;
     state.node.metrics = reported;
     state.node.metrics.steals_sent = steals_sent;
@@ -211,6 +249,7 @@ void ControllerService::on_peer_gone(const transport::PeerId& peer) {
       const std::string node = it->first;
       daemons_.erase(it);
       node_state_.erase(node);
+      nodes_with_view_.erase(node);
       job_control_.daemon_gone(node);
       return;
     }
@@ -324,6 +363,16 @@ nlohmann::json ControllerService::status() const {
   s["node_range"] = {options_.min_nodes, options_.max_nodes};
   s["policy"] = options_.policy_file;
   s["ranks"] = job_control_.job_size();
+  // Each node's rank and its process id as its daemon last reported them (null before).
+  s["processes"] = nlohmann::json::array();
+  for (const auto& node : resizes_->nodes()) {
+    const auto it = node_state_.find(node);
+    const bool known = it != node_state_.end() && it->second.rank != protocol::kNoRank;
+    s["processes"].push_back(
+        {{"node", node},
+         {"rank", known ? nlohmann::json(it->second.rank) : nlohmann::json(nullptr)},
+         {"pid", known && it->second.pid > 0 ? nlohmann::json(it->second.pid) : nlohmann::json(nullptr)}});
+  }
   s["iteration"] = iteration_;
   s["iteration_seconds"] = iteration_seconds_;
   s["gflops"] = gflops_;

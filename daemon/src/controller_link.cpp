@@ -185,6 +185,8 @@ struct ControllerLink::State {
       if (on_stop) on_stop(s->reason);
     } else if (const auto* start = std::get_if<protocol::StartRank>(&message)) {
       start_rank(*start);
+    } else if (const auto* view = std::get_if<protocol::JobView>(&message)) {
+      server->set_job_view(*view);
     } else {
       spdlog::warn("dropped {} from the controller: a daemon does not handle it",
                    protocol::to_string(protocol::type_of(message)));
@@ -339,12 +341,16 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
   server.on_metrics([weak](const ReceivedMetrics& m) {
     auto s = weak.lock();
     if (!s) return;
+    std::int32_t pid = 0;
     {
       std::lock_guard lock(s->mutex);
-      if (auto it = s->watched.find(to_string(m.source)); it != s->watched.end())
+      if (auto it = s->watched.find(to_string(m.source)); it != s->watched.end()) {
         it->second.rank = static_cast<std::uint32_t>(m.rank);
+        pid = it->second.pid;
+      }
     }
-    s->client->notify(protocol::NodeMetrics{s->options.node_name, m.metrics});
+    s->client->notify(protocol::NodeMetrics{s->options.node_name, m.metrics,
+                                            static_cast<std::uint32_t>(m.rank), pid});
   });
   server.on_resize_report([weak](const ReceivedResizeReport& r) {
     auto s = weak.lock();

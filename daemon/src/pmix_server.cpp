@@ -1,4 +1,5 @@
 #include <bellows/daemon/pmix_server.hpp>
+#include <bellows/daemon/queries.hpp>
 
 #include <bellows/protocol/job_file.hpp>
 #include <bellows/protocol/pmix_events.hpp>
@@ -149,6 +150,7 @@ class PmixServer::Impl {
   ToolHandler tool_handler_;
   Counters counters_;
   std::uint64_t next_tool_ = 1;
+  std::optional<protocol::JobView> job_view_;
 
   /// Runs on the worker before each job: Nagle off on connections accepted since last time.
   void nodelay() const {
@@ -439,6 +441,43 @@ void tool_connected_upcall(pmix_info_t* info, size_t ninfo, pmix_tool_connection
   if (!posted) cbfunc(PMIX_ERR_NOT_AVAILABLE, nullptr, cbdata);
 }
 
+/// PMIx_Query_info from a tool or client: copied here, answered on the worker from the job
+/// view (bellows/daemon/queries.hpp). PMIx 4.2.2 names the server itself as the requester
+/// (its own PMIx_Query_info_nb hands the query on), so who asked is not known here.
+pmix_status_t query_upcall(pmix_proc_t* /*requester*/, pmix_query_t* queries, size_t nqueries,
+                           pmix_info_cbfunc_t cbfunc, void* cbdata) {
+  PmixServer::Impl* impl = g_impl.load();
+  if (impl == nullptr) return PMIX_ERR_NOT_AVAILABLE;
+  std::vector<Query> asked = read_queries(queries, nqueries);
+  const bool posted = impl->worker_.post([impl, asked = std::move(asked), cbfunc, cbdata] {
+    impl->nodelay();
+    std::optional<protocol::JobView> view;
+    {
+      std::lock_guard lock(impl->mutex_);
+      view = impl->job_view_;
+      ++impl->counters_.queries;
+    }
+    const QueryResults results = answer_queries(asked, view, impl->options_.node_name);
+    if (!results.unsupported.empty()) {
+      std::string keys;
+      for (const auto& key : results.unsupported) keys += (keys.empty() ? "" : ", ") + key;
+      spdlog::debug("query: not supported: {}", keys);
+    } else {
+      spdlog::debug("query: {} answer(s), {}", results.answers.size(), status_string(results.status));
+    }
+    try {
+      InfoArray info = to_info(results.answers);
+      auto* released = new ReleasedInfo{nullptr, info.size()};
+      released->info = info.release();
+      cbfunc(results.status, released->info, released->size, cbdata, release_info, released);
+    } catch (const std::exception& e) {
+      spdlog::error("cannot answer a query: {}", e.what());
+      cbfunc(PMIX_ERROR, nullptr, 0, cbdata, nullptr, nullptr);
+    }
+  });
+  return posted ? PMIX_SUCCESS : PMIX_ERR_NOT_AVAILABLE;
+}
+
 pmix_status_t client_connected_upcall(const pmix_proc_t* /*proc*/, void* /*server_object*/,
                                       pmix_op_cbfunc_t /*cbfunc*/, void* /*cbdata*/) {
   PmixServer::Impl* impl = g_impl.load();
@@ -446,7 +485,50 @@ pmix_status_t client_connected_upcall(const pmix_proc_t* /*proc*/, void* /*serve
   return PMIX_OPERATION_SUCCEEDED;
 }
 
+/// The upcalls bellowsd gives PMIx; the entries left empty PMIx answers without the daemon.
+pmix_server_module_t server_module() {
+  pmix_server_module_t module{};
+  module.client_connected = client_connected_upcall;
+  module.notify_event = notify_event_upcall;
+  module.tool_connected = tool_connected_upcall;
+  module.allocate = allocate_upcall;
+  module.query = query_upcall;
+  return module;
+}
+
 }  // namespace
+
+std::vector<ServerUpcall> server_upcalls() {
+  const pmix_server_module_t m = server_module();
+  return {{"client_connected", m.client_connected != nullptr},
+          {"client_finalized", m.client_finalized != nullptr},
+          {"abort", m.abort != nullptr},
+          {"fence_nb", m.fence_nb != nullptr},
+          {"direct_modex", m.direct_modex != nullptr},
+          {"publish", m.publish != nullptr},
+          {"lookup", m.lookup != nullptr},
+          {"unpublish", m.unpublish != nullptr},
+          {"spawn", m.spawn != nullptr},
+          {"connect", m.connect != nullptr},
+          {"disconnect", m.disconnect != nullptr},
+          {"register_events", m.register_events != nullptr},
+          {"deregister_events", m.deregister_events != nullptr},
+          {"listener", m.listener != nullptr},
+          {"notify_event", m.notify_event != nullptr},
+          {"query", m.query != nullptr},
+          {"tool_connected", m.tool_connected != nullptr},
+          {"log", m.log != nullptr},
+          {"allocate", m.allocate != nullptr},
+          {"job_control", m.job_control != nullptr},
+          {"monitor", m.monitor != nullptr},
+          {"get_credential", m.get_credential != nullptr},
+          {"validate_credential", m.validate_credential != nullptr},
+          {"iof_pull", m.iof_pull != nullptr},
+          {"push_stdin", m.push_stdin != nullptr},
+          {"group", m.group != nullptr},
+          {"fabric", m.fabric != nullptr},
+          {"client_connected2", m.client_connected2 != nullptr}};
+}
 
 // ------------------------------------------------------------------ AllocationResponder
 
@@ -511,11 +593,7 @@ PmixServer::PmixServer(Options options) : impl_(std::make_unique<Impl>(std::move
       s.options_.node_name = host.data();
     }
 
-    static pmix_server_module_t module{};
-    module.client_connected = client_connected_upcall;
-    module.notify_event = notify_event_upcall;
-    module.tool_connected = tool_connected_upcall;
-    module.allocate = allocate_upcall;
+    static pmix_server_module_t module = server_module();
 
     const std::string tmpdir = s.options_.tmpdir.string();
     const pmix_rank_t rank = 0;
@@ -626,6 +704,16 @@ void PmixServer::on_metrics(MetricsHandler handler) {
 void PmixServer::on_tool_connected(ToolHandler handler) {
   std::lock_guard lock(impl_->mutex_);
   impl_->tool_handler_ = std::move(handler);
+}
+
+void PmixServer::set_job_view(protocol::JobView view) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->job_view_ = std::move(view);
+}
+
+std::optional<protocol::JobView> PmixServer::job_view() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->job_view_;
 }
 
 PmixServer::Counters PmixServer::counters() const {

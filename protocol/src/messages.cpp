@@ -25,6 +25,8 @@ template <class V, class M>
 void fields(V& v, M& m) {
   v("node_name", m.node_name);
   visit_fields(m.metrics, [&v](const char* name, const char*, auto& value) { v(name, value); });
+  v("rank", m.rank);
+  v("pid", m.pid);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, AllocationRequest>
@@ -73,6 +75,23 @@ void fields(V& v, M& m) {
   v("resize_id", m.resize_id);
   v("command", m.command);
   v("environment", m.environment);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, JobView>
+void fields(V& v, M& m) {
+  v("job", m.job);
+  v("nodes", m.nodes);
+  v("node_ranks", m.node_ranks);
+  v("node_pids", m.node_pids);
+  v("ranks", m.ranks);
+  v("min_nodes", m.min_nodes);
+  v("max_nodes", m.max_nodes);
+  v("policy", m.policy);
+  v("resize_id", m.resize_id);
+  v("resize_kind", m.resize_kind);
+  v("resize_state", m.resize_state);
+  v("resize_count", m.resize_count);
+  v("resize_nodes", m.resize_nodes);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, Ack>
@@ -141,6 +160,7 @@ std::string check(const Hello& m, std::uint16_t header_version) {
 }
 std::string check(const NodeMetrics& m, std::uint16_t) {
   if (m.node_name.empty()) return "node_name: empty";
+  if (m.pid < 0) return "pid: " + std::to_string(m.pid) + " is not a pid";
   return check(m.metrics);
 }
 std::string check(const AllocationRequest& m, std::uint16_t) {
@@ -178,6 +198,40 @@ std::string check(const StartRank& m, std::uint16_t) {
     const auto equals = entry.find('=');
     if (equals == std::string::npos || equals == 0)
       return "environment: " + entry + " is not NAME=VALUE";
+  }
+  return {};
+}
+std::string check(const JobView& m, std::uint16_t) {
+  if (m.job.empty()) return "job: empty";
+  if (m.nodes.empty()) return "nodes: empty";
+  for (std::size_t i = 0; i < m.nodes.size(); ++i) {
+    if (m.nodes[i].empty()) return "nodes[" + std::to_string(i) + "]: empty";
+  }
+  if (m.node_ranks.size() != m.nodes.size()) {
+    return "node_ranks: " + std::to_string(m.node_ranks.size()) + " entries for " +
+           std::to_string(m.nodes.size()) + " nodes";
+  }
+  if (m.node_pids.size() != m.nodes.size()) {
+    return "node_pids: " + std::to_string(m.node_pids.size()) + " entries for " +
+           std::to_string(m.nodes.size()) + " nodes";
+  }
+  for (std::size_t i = 0; i < m.node_pids.size(); ++i) {
+    if (m.node_pids[i] < 0)
+      return "node_pids[" + std::to_string(i) + "]: " + std::to_string(m.node_pids[i]) + " is not a pid";
+  }
+  if (m.min_nodes == 0) return "min_nodes: 0";
+  if (m.min_nodes > m.max_nodes) {
+    return "min_nodes: " + std::to_string(m.min_nodes) + " exceeds max_nodes " +
+           std::to_string(m.max_nodes);
+  }
+  const auto k = static_cast<unsigned>(m.resize_kind);
+  if (k != 1 && k != 2) return "resize_kind: " + std::to_string(k) + " is neither expand (1) nor shrink (2)";
+  if (m.resize_id == 0) {
+    if (!m.resize_state.empty()) return "resize_state: " + m.resize_state + " without a resize (resize_id 0)";
+    if (m.resize_count != 0 || !m.resize_nodes.empty())
+      return "resize_count: a count or nodes without a resize (resize_id 0)";
+  } else if (m.resize_state.empty()) {
+    return "resize_state: empty for resize " + std::to_string(m.resize_id);
   }
   return {};
 }
@@ -351,6 +405,7 @@ std::string_view to_string(MessageType type) {
     case MessageType::abort: return "abort";
     case MessageType::stop: return "stop";
     case MessageType::start_rank: return "start_rank";
+    case MessageType::job_view: return "job_view";
     case MessageType::ack: return "ack";
     case MessageType::operator_resize: return "operator_resize";
     case MessageType::status_request: return "status_request";
@@ -467,6 +522,7 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::abort: decode_body<Abort>(body, version, out); break;
     case MessageType::stop: decode_body<Stop>(body, version, out); break;
     case MessageType::start_rank: decode_body<StartRank>(body, version, out); break;
+    case MessageType::job_view: decode_body<JobView>(body, version, out); break;
     case MessageType::ack: decode_body<Ack>(body, version, out); break;
     case MessageType::operator_resize: decode_body<OperatorResize>(body, version, out); break;
     case MessageType::status_request: decode_body<StatusRequest>(body, version, out); break;

@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
                  "SimGrid platform XML to load instead of generating one (hosts node-0, node-1, ... or "
                  "the first --ranks hosts by name)");
   cli.add_option("--platform-out", a.sim.platform_out, "write the generated platform XML to FILE");
+  cli.add_option("--trace", a.sim.trace_path,
+                 "append each rank's ready and completed tasks over time to FILE, as a real run's "
+                 "--trace does (scripts/plot_trace.py)");
   cli.add_option("--steal", a.steal, "inter-rank work stealing: on or off (default off)");
   cli.add_option("--steal-cost-rule", a.cost_rule, "steal only when the cost model says it pays: on or off (default on)");
   cli.add_option("--steal-chunk", a.sim.steal.chunk, "tasks asked for in one steal request");

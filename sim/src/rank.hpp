@@ -24,6 +24,7 @@
 #include "bellows/runtime/steal_policy.hpp"
 #include "bellows/sim/graph.hpp"
 #include "bellows/sim/simulation.hpp"
+#include "trace.hpp"
 
 namespace bellows::sim::detail {
 
@@ -120,7 +121,9 @@ class Rank {
         mailbox_(s4u::Mailbox::by_name("rank-" + std::to_string(id))),
         cost_(priors(world.options, host)),
         policy_(world.options.steal, id, world.options.ranks),
-        lanes_(std::max(1, host->get_core_count())) {}
+        lanes_(std::max(1, host->get_core_count())) {
+    if (!world.options.trace_path.empty()) trace_ = std::make_unique<runtime::Trace>(world.options.trace_path, id);
+  }
 
   [[nodiscard]] s4u::Mailbox* mailbox() const { return mailbox_; }
   [[nodiscard]] s4u::Host* host() const { return host_; }
@@ -170,7 +173,9 @@ class Rank {
       } else {
         cpu_job_done(static_cast<std::size_t>(which) - 1 - running_.size() - transfers_.size());
       }
+      sample_trace();
     }
+    if (trace_) trace_->flush();
     mailbox_->set_receiver(nullptr);
   }
 
@@ -178,10 +183,20 @@ class Rank {
   [[nodiscard]] double busy_this_iteration() const noexcept { return busy_this_iteration_; }
 
  private:
+  void sample_trace() {
+    if (!trace_) return;
+    trace_->sample(s4u::Engine::get_clock() - w_.iteration_start, queue_.size(), completed_this_iteration_);
+  }
+
   /// The rank's part of an iteration's start (engine.cpp: run_iteration,
   /// comm_engine.cpp: reset_iteration_state): its tasks counted, its roots instantiated;
   /// what it learned (cost model, steal backoff, compute shares) carries over.
   void start_iteration() {
+    if (trace_) {
+      if (!w_.iterations.empty()) trace_->flush();  // the iteration that just ended
+      trace_->begin_iteration(w_.iteration);
+      completed_this_iteration_ = 0;
+    }
     policy_.start_iteration();
     collection_.clear();
     busy_this_iteration_ = 0.0;
@@ -458,6 +473,7 @@ class Rank {
     flops += task.flops;
     busy_seconds += seconds;
     busy_this_iteration_ += seconds;
+    ++completed_this_iteration_;
     leave_remaining(task);
     ++w_.done;
     // Activations, one per (slot, rank) that owns consumers; write-backs to the owners.
@@ -494,6 +510,7 @@ class Rank {
       }
     }
     report_progress();
+    sample_trace();  // before check_done, which may start the next iteration
     check_done();
   }
 
@@ -824,6 +841,10 @@ class Rank {
   int lanes_;
   bool stop_ = false;
   double busy_this_iteration_ = 0.0;
+  /// --trace: the samples a real run's --trace writes (runtime::Trace: time since the
+  /// iteration's start, tasks ready, tasks completed this iteration), in simulated time.
+  std::unique_ptr<runtime::Trace> trace_;
+  std::uint64_t completed_this_iteration_ = 0;
   double compute_share_ = 0.0;       ///< this rank's, in the last iteration
  public:
   double compute_share_next_ = 0.0;  ///< set when an iteration ends, used from the next

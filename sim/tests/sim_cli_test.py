@@ -128,6 +128,34 @@ def case_iterations():
     assert three["sim"]["first_iteration_seconds"] == its[0]["seconds"]
 
 
+def case_trace():
+    # --trace writes what a real run's --trace writes: per rank and iteration, samples of the
+    # tasks ready and the tasks completed so far, in order of time.
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.jsonl")
+        r = report("--app", "bspgemm", "--n", "3072", "--tile", "256", "--ranks", "4", "--gflops", "10",
+                   "--steal", "on", "--iterations", "2", "--trace", path)
+        lines = [json.loads(line) for line in open(path) if line.strip()]
+    assert lines, "an empty trace"
+    assert all(set(line) == {"rank", "iteration", "t", "ready", "completed"} for line in lines), lines[0]
+    assert {line["rank"] for line in lines} == {0, 1, 2, 3}
+    assert {line["iteration"] for line in lines} == {0, 1}
+    for rank in range(4):
+        for iteration in (0, 1):
+            rows = [x for x in lines if x["rank"] == rank and x["iteration"] == iteration]
+            assert [x["t"] for x in rows] == sorted(x["t"] for x in rows), (rank, iteration)
+            assert [x["completed"] for x in rows] == sorted(x["completed"] for x in rows), (rank, iteration)
+            assert all(x["ready"] >= 0 for x in rows)
+    ran = {(s["rank"]): s["tasks"] for s in r["rank_stats"]}
+    for iteration in (0, 1):
+        last = sum(max(x["completed"] for x in lines if x["rank"] == rank and x["iteration"] == iteration)
+                   for rank in range(4))
+        assert last == r["tasks"], (iteration, last, r["tasks"])
+    assert sum(ran.values()) == 2 * r["tasks"]
+
+
 def case_bad_arguments():
     cases = [
         (["--ranks", "0"], "bellows-sim: error: --ranks must be at least 1, got 0"),

@@ -53,7 +53,8 @@ class RecordingLauncher final : public NodeLauncher {
   Lines calls;
 };
 
-/// A daemon or an operator command: a client whose incoming notifications are kept.
+/// A daemon or an operator command: a client whose incoming notifications are kept, the job
+/// views apart from the rest.
 class Peer {
  public:
   Peer(transport::ClientOptions o, std::function<void(transport::LogLevel, const std::string&)> log) {
@@ -61,7 +62,10 @@ class Peer {
     transport::Handlers h;
     h.on_notification = [this](const transport::Incoming& in) {
       std::lock_guard lock(mutex_);
-      received_.push_back(in.envelope.message);
+      if (const auto* view = std::get_if<protocol::JobView>(&in.envelope.message))
+        views_.push_back(*view);
+      else
+        received_.push_back(in.envelope.message);
     };
     client = std::make_unique<transport::Client>(std::move(o), std::move(h));
   }
@@ -69,11 +73,16 @@ class Peer {
     std::lock_guard lock(mutex_);
     return received_;
   }
+  std::vector<protocol::JobView> views() {
+    std::lock_guard lock(mutex_);
+    return views_;
+  }
   std::unique_ptr<transport::Client> client;
 
  private:
   std::mutex mutex_;
   std::vector<protocol::Message> received_;
+  std::vector<protocol::JobView> views_;
 };
 
 /// Job 42 on node0 and node1 of an 8-node fake pool; operators may resize it within 1-3 nodes.
@@ -285,6 +294,40 @@ TEST_F(ControllerServiceTest, StatusAnswersTheJobItsNodesAndRange) {
   EXPECT_EQ(s["unreleased_nodes"], nlohmann::json::array());
   EXPECT_EQ(s["event_log"], service_->event_log_path().string());
   EXPECT_EQ(s["policy_paused"], nullptr);
+}
+
+// Every daemon holds the job as the controller sees it (protocol::JobView), for the PMIx
+// queries it answers: sent when it registers and again whenever the view changes.
+TEST_F(ControllerServiceTest, EveryDaemonIsToldTheJobAndEachChangeOfIt) {
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  ASSERT_TRUE(run_until([&] { return !node0.views().empty() && !node1.views().empty(); }));
+  protocol::JobView expected{"42", {"node0", "node1"}, {protocol::kNoRank, protocol::kNoRank},
+                             {0, 0}, 0, 1, 3, "", 0, protocol::ResizeKind::expand, "", 0, {}};
+  EXPECT_EQ(node0.views(), std::vector<protocol::JobView>{expected});
+  EXPECT_EQ(node1.views(), std::vector<protocol::JobView>{expected});
+
+  // node1's rank reports: every daemon learns its rank and pid, and status shows them.
+  node1.client->notify(protocol::NodeMetrics{"node1", {}, 1, 4242});
+  ASSERT_TRUE(run_until([&] { return node0.views().size() == 2; }));
+  expected.node_ranks = {protocol::kNoRank, 1};
+  expected.node_pids = {0, 4242};
+  EXPECT_EQ(node0.views().back(), expected);
+  Peer& op = connect();
+  const nlohmann::json processes = status(op)["processes"];
+  EXPECT_EQ(processes, nlohmann::json::parse(R"([{"node":"node0","rank":null,"pid":null},
+                                                {"node":"node1","rank":1,"pid":4242}])"));
+
+  // A resize in flight is in the view, with its state's name.
+  ASSERT_TRUE(std::holds_alternative<protocol::Ack>(ask(op, protocol::OperatorResize{1, ""})));
+  ASSERT_TRUE(run_until([&] { return node1.views().size() == 3; }));
+  EXPECT_EQ(node1.views().back().resize_id, 1u);
+  EXPECT_EQ(node1.views().back().resize_kind, protocol::ResizeKind::expand);
+  EXPECT_EQ(node1.views().back().resize_state, "requested");
+  EXPECT_EQ(node1.views().back().resize_count, 1u);
+  // Nothing changed since: nothing more is sent.
+  for (int i = 0; i < 20; ++i) service_->step(1ms);
+  EXPECT_EQ(node0.views().size(), 3u);
 }
 
 TEST_F(ControllerServiceTest, NodeMetricsOfARegisteredDaemonLandInMetricsJsonl) {

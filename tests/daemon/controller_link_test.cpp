@@ -158,7 +158,8 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
                                         .busy_fraction = 0.5,
                                         .steals_sent = 2,
                                         .steals_failed = 1,
-                                        .job_gflops = 8.0}},
+                                        .job_gflops = 8.0},
+                      5, rank.pid()},
       committed, refused, cancelled};
   EXPECT_EQ(received(expected.size()), expected);
 
@@ -179,7 +180,9 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
   ChildProcess doomed({BELLOWS_PROBE_PATH, "hold"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
   EXPECT_EQ(line(doomed), "attached bellowsd.tool.2:0");
   EXPECT_EQ(line(doomed), "published");
-  ASSERT_EQ(received(expected.size() + 1).back(), pr::Message(pr::NodeMetrics{"n7", {}}));
+  // With the metrics go the rank they name and the pid the rank attached with.
+  ASSERT_EQ(received(expected.size() + 1).back(),
+            pr::Message(pr::NodeMetrics{"n7", {}, 7, doomed.pid()}));
   const pid_t pid = doomed.pid();
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   ASSERT_TRUE(doomed.wait_exit(20s).has_value());
@@ -206,7 +209,7 @@ TEST_F(ControllerLinkTest, ARankThatLeftIsDrainedAndItsEndIsNoDeath) {
   EXPECT_EQ(line(leaver), "left");
   const std::vector<pr::Message> expected = {
       pr::Hello{"n7", static_cast<std::int32_t>(::getpid()), pr::kProtocolVersion},
-      pr::NodeMetrics{"n7", {}},
+      pr::NodeMetrics{"n7", {}, 6, leaver.pid()},
       pr::ResizeAck{{14, pr::ResizeOutcome::left, 3, {6}, ""}}};
   ASSERT_EQ(received(expected.size()), expected);
   EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: resize report from bellowsd.tool.1:0 "
@@ -218,7 +221,8 @@ TEST_F(ControllerLinkTest, ARankThatLeftIsDrainedAndItsEndIsNoDeath) {
   // A rank that dies after it: its RankExited comes alone.
   ChildProcess doomed({BELLOWS_PROBE_PATH, "hold"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
   EXPECT_EQ(line(doomed), "attached bellowsd.tool.2:0");
-  ASSERT_EQ(received(expected.size() + 1).back(), pr::Message(pr::NodeMetrics{"n7", {}}));
+  ASSERT_EQ(received(expected.size() + 1).back(),
+            pr::Message(pr::NodeMetrics{"n7", {}, 7, doomed.pid()}));
   const pid_t pid = doomed.pid();
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   ASSERT_TRUE(doomed.wait_exit(20s).has_value());

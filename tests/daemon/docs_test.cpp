@@ -4,6 +4,9 @@
 
 #include "bellows/protocol/pmix_events.hpp"
 
+#include <bellows/daemon/pmix_server.hpp>
+#include <bellows/daemon/queries.hpp>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -154,6 +157,57 @@ TEST(DaemonDocs, PayloadsNameDeclaredKeys) {
     }
   }
   EXPECT_FALSE(named.empty());
+}
+
+TEST(DaemonDocs, QueryTableListsEveryAnsweredKeyWithItsType) {
+  const auto rows = table_rows(section(read_doc(), "pmix queries"));
+  ASSERT_FALSE(rows.empty()) << "docs/daemon.md: no table between the pmix queries markers";
+  for (const auto& key : daemon::kAnsweredQueryKeys) {
+    const std::string expected = "| `" + std::string(key.key) + "` | `" +
+                                 std::string(key.constant) + "` | " + std::string(key.type) +
+                                 " | ...";
+    int found = 0;
+    for (const auto& row : rows) {
+      if (row.empty() || row[0] != key.key) continue;
+      ++found;
+      ASSERT_GE(row.size(), 5u) << "expected a row " << expected;
+      EXPECT_EQ(row[1], key.constant) << "expected a row " << expected;
+      EXPECT_EQ(row[2], key.type) << "expected a row " << expected;
+    }
+    EXPECT_EQ(found, 1) << "docs/daemon.md: expected one row " << expected;
+  }
+  for (const auto& row : rows) {
+    bool answered = false;
+    for (const auto& key : daemon::kAnsweredQueryKeys)
+      answered = answered || (!row.empty() && row[0] == key.key);
+    EXPECT_TRUE(answered) << "docs/daemon.md lists the query key " << (row.empty() ? "" : row[0])
+                          << ", which bellows/daemon/queries.hpp does not answer";
+  }
+}
+
+TEST(DaemonDocs, CallTableListsEveryUpcallAndWhetherItIsAnswered) {
+  const auto rows = table_rows(section(read_doc(), "pmix calls"));
+  ASSERT_FALSE(rows.empty()) << "docs/daemon.md: no table between the pmix calls markers";
+  const auto upcalls = daemon::server_upcalls();
+  EXPECT_EQ(upcalls.size(), 28u) << "pmix_server_module_t of PMIx 4.2 has 28 entries";
+  for (const auto& upcall : upcalls) {
+    const std::string answered = upcall.implemented ? "yes" : "no";
+    const std::string expected = "| `" + std::string(upcall.name) + "` | ... | " + answered + " | ...";
+    int found = 0;
+    for (const auto& row : rows) {
+      if (row.empty() || row[0] != upcall.name) continue;
+      ++found;
+      ASSERT_GE(row.size(), 4u) << "expected a row " << expected;
+      EXPECT_EQ(row[2], answered) << "expected a row " << expected;
+    }
+    EXPECT_EQ(found, 1) << "docs/daemon.md: expected one row " << expected;
+  }
+  for (const auto& row : rows) {
+    bool known = false;
+    for (const auto& upcall : upcalls) known = known || (!row.empty() && row[0] == upcall.name);
+    EXPECT_TRUE(known) << "docs/daemon.md lists " << (row.empty() ? "" : row[0])
+                       << ", which is no entry of PMIx's server module";
+  }
 }
 
 TEST(DaemonDocs, StatesTheProtocolVersion) {

@@ -24,6 +24,9 @@ def main():
     parser.add_argument("--verified", choices=["true", "false"], required=True)
     parser.add_argument("--link-gbps", type=float,
                         help="the emulated device's host <-> device link the report names")
+    parser.add_argument("--gpus-used", type=int,
+                        help="every rank's first N devices (its GPUs) each ran a task, and the "
+                             "per-device counts add up to its tasks")
     parser.add_argument("--tasks", action="append", default=[],
                         help="CLASS=COUNT per iteration, summed over rank_stats")
     parser.add_argument("command", nargs=argparse.REMAINDER)
@@ -81,6 +84,13 @@ def main():
         total = sum(s.get("tasks_by_class", {}).get(name, 0) for s in stats)
         expected = int(count) * args.iterations
         expect(total == expected, f"{total} {name} tasks in rank_stats, expected {expected}")
+    if args.gpus_used is not None:
+        for s in stats:
+            by_device = s.get("tasks_by_device", [])
+            expect(len(by_device) >= args.gpus_used and all(c > 0 for c in by_device[:args.gpus_used]),
+                   f"rank {s.get('rank')}: tasks_by_device {by_device}, expected its {args.gpus_used} GPUs each to run tasks")
+            expect(sum(by_device) == s.get("tasks"),
+                   f"rank {s.get('rank')}: tasks_by_device {by_device} do not add up to its {s.get('tasks')} tasks")
     all_tasks = sum(s.get("tasks", 0) for s in stats)
     by_class = sum(sum(s.get("tasks_by_class", {}).values()) for s in stats)
     expect(all_tasks == by_class, f"rank_stats tasks {all_tasks} != sum by class {by_class}")

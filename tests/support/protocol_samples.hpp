@@ -32,7 +32,7 @@ inline std::vector<NodeMetrics> samples(std::type_identity<NodeMetrics>) {
   first_rank.graph_work_seconds = 3.5;
   first_rank.graph_critical_path_seconds = 1.25;
   first_rank.lanes_per_rank = 4;
-  return {NodeMetrics{"node-b", Metrics{}}, NodeMetrics{"node-c", first_rank}};
+  return {NodeMetrics{"node-b", Metrics{}}, NodeMetrics{"node-c", first_rank, 0, 31337}};
 }
 inline std::vector<AllocationRequest> samples(std::type_identity<AllocationRequest>) {
   return {AllocationRequest{AllocationDirective::extend, 2, 0},
@@ -71,6 +71,11 @@ inline std::vector<Stop> samples(std::type_identity<Stop>) { return {Stop{"job f
 inline std::vector<StartRank> samples(std::type_identity<StartRank>) {
   return {StartRank{3, {"/usr/bin/mpiexec", "-n", "1", "./gemm", "--verify"},
                     {"BELLOWS_JOIN=port", "A="}}};
+}
+inline std::vector<JobView> samples(std::type_identity<JobView>) {
+  return {JobView{"local-1", {"n1"}, {kNoRank}, {0}, 1, 1, 1, "", 0, ResizeKind::expand, "", 0, {}},
+          JobView{"job-42", {"n1", "n2", "n3"}, {0, 2, 1}, {100, 200, 300}, 3, 2, 5, "policy.toml", 9,
+                  ResizeKind::shrink, "reconfiguring", 1, {"n3"}}};
 }
 inline std::vector<Ack> samples(std::type_identity<Ack>) {
   return {Ack{AckCode::ok, ""}, Ack{AckCode::failed, "no such node"}};

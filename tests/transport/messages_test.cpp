@@ -71,9 +71,11 @@ TEST(Messages, HeaderLayoutIsFixed) {
 }
 
 // NodeMetrics is the node's name, then the Metrics fields as visit_fields() lists them: the
-// layout it had when it spelled them out, then (protocol version 5) the task graph's profile.
+// layout it had when it spelled them out, then (protocol version 5) the task graph's profile,
+// then (version 7) the reporting rank and its pid.
 TEST(Messages, NodeMetricsBodyIsTheNameThenTheMetricsFields) {
-  const Bytes bytes = encode(NodeMetrics{"n7", {11, 0.5, 22, 0.25, 33, 3, 7.5, 2.0, 0.5, 4}});
+  const Bytes bytes =
+      encode(NodeMetrics{"n7", {11, 0.5, 22, 0.25, 33, 3, 7.5, 2.0, 0.5, 4}, 5, 4321});
   Bytes body;
   auto put = [&body](const auto& value) {
     std::uint8_t raw[sizeof value];
@@ -93,7 +95,40 @@ TEST(Messages, NodeMetricsBodyIsTheNameThenTheMetricsFields) {
   put(2.0);                // graph_work_seconds
   put(0.5);                // graph_critical_path_seconds
   put(std::uint64_t{4});   // lanes_per_rank
+  put(std::uint32_t{5});   // rank
+  put(std::int32_t{4321}); // pid
   EXPECT_EQ(Bytes(bytes.begin() + kHeaderBytes, bytes.end()), body);
+}
+
+TEST(Messages, JobViewRoundTripsAndRefusesWhatCannotBe) {
+  JobView view{"local-7", {"local0", "local1"}, {0, kNoRank}, {4242, 0}, 2, 1, 3, "grow.toml",
+               5, ResizeKind::expand, "granted", 1, {"local2"}};
+  const DecodeResult r = decode(encode(view));
+  ASSERT_TRUE(r.ok()) << r.text;
+  EXPECT_EQ(std::get<JobView>(r.envelope.message), view);
+
+  auto refused = [](JobView v) { return decode(encode(v)).text; };
+  JobView bad = view;
+  bad.node_pids.pop_back();
+  EXPECT_EQ(refused(bad), "bad field job_view.node_pids: 1 entries for 2 nodes");
+  bad = view;
+  bad.node_ranks.push_back(3);
+  EXPECT_EQ(refused(bad), "bad field job_view.node_ranks: 3 entries for 2 nodes");
+  bad = view;
+  bad.min_nodes = 4;
+  EXPECT_EQ(refused(bad), "bad field job_view.min_nodes: 4 exceeds max_nodes 3");
+  bad = view;
+  bad.nodes.clear();
+  EXPECT_EQ(refused(bad), "bad field job_view.nodes: empty");
+  bad = view;
+  bad.resize_state.clear();
+  EXPECT_EQ(refused(bad), "bad field job_view.resize_state: empty for resize 5");
+  bad = view;
+  bad.resize_id = 0;
+  EXPECT_EQ(refused(bad), "bad field job_view.resize_state: granted without a resize (resize_id 0)");
+  bad = view;
+  bad.node_pids[1] = -3;
+  EXPECT_EQ(refused(bad), "bad field job_view.node_pids[1]: -3 is not a pid");
 }
 
 // ResizeAck is the ResizeReport fields as visit_fields() lists them (protocol version 6: one
@@ -187,20 +222,20 @@ TEST(Messages, RefusesWrongMagic) {
 
 TEST(Messages, RefusesAnotherVersionNamingBoth) {
   Bytes b = encode(Abort{1, ""});
-  set_u16(b, 4, 7);
+  set_u16(b, 4, 8);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 7 refused: this side speaks version 6");
-  EXPECT_EQ(r.peer_version, 7);
+  EXPECT_EQ(r.text, "protocol version 8 refused: this side speaks version 7");
+  EXPECT_EQ(r.peer_version, 8);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 7 refused: this side speaks version 6");
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 8 refused: this side speaks version 7");
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 6)");
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 7)");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -245,7 +280,7 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
-                 "bad field hello.protocol_version: 2 differs from the header's version 6");
+                 "bad field hello.protocol_version: 2 differs from the header's version 7");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),

@@ -43,6 +43,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string steal = "off";
   std::string steal_cost_rule = "on";
   std::string offload = o.offload.enabled ? "on" : "off";
+  std::string checkpoint = o.checkpoint.enabled ? "on" : "off";
   std::string same_host = "on";
   std::string cuda_pinned = "on";
   std::string rebalance = "on";
@@ -81,6 +82,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--cuda-cache-mib", o.cuda_cache_mib,
                  "--kernel cuda: MiB of tiles kept in GPU memory between tasks, per rank (0: every "
                  "task copies all its tiles in)");
+  cli.add_option("--gpus", o.gpus,
+                 "--kernel emulated, hybrid or cuda: GPUs each rank drives (emulated GPUs, or CUDA "
+                 "ordinals from the first); 0: every CUDA GPU the rank sees");
   cli.add_option("--cuda-streams", o.cuda_streams,
                  "--kernel cuda: streams that run tasks' kernels side by side, per rank");
   cli.add_option("--resize", o.resize,
@@ -111,6 +115,14 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--offload-min-compute-share", o.offload.min_compute_share,
                  "offload only when the busiest rank's predicted work is at least this share of "
                  "the previous iteration's time (default 0.5)");
+  cli.add_option("--checkpoint", checkpoint,
+                 "buddy checkpoints: at iteration boundaries each rank keeps its tiles and sends "
+                 "a copy to a rank of another node (on or off)");
+  cli.add_option("--checkpoint-mtbf", o.checkpoint.node_mean_time_between_failures_seconds,
+                 "a node's mean time between failures, seconds, from which with the measured "
+                 "checkpoint cost the interval follows (Young/Daly; default 31536000, a year)");
+  cli.add_option("--checkpoint-every", o.checkpoint.every_iterations,
+                 "a checkpoint every this many iterations instead (default 0: Young/Daly)");
   cli.add_option("--slow-rank", o.slowdown.rank,
                  "emulated device: this rank runs every task --slow-factor times slower from "
                  "iteration --slow-from on, as under a noisy neighbour (default -1: none)");
@@ -178,6 +190,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   if (o.cuda_cache_mib < 0) {
     return fail("--cuda-cache-mib must be 0 or more, got " + std::to_string(o.cuda_cache_mib));
   }
+  if (o.gpus < 0 || o.gpus > static_cast<int>(runtime::Tile::kMaxDevices)) {
+    return fail("--gpus must be 0 (every visible GPU) or 1 to " + std::to_string(runtime::Tile::kMaxDevices) +
+                ", got " + std::to_string(o.gpus));
+  }
   if (o.cuda_streams < 1) {
     return fail("--cuda-streams must be 1 or more, got " + std::to_string(o.cuda_streams));
   }
@@ -196,6 +212,13 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   o.offload.enabled = offload == "on";
   if (const auto problem = runtime::validate(o.offload); !problem.empty()) {
     return fail("--offload-*: " + problem);
+  }
+  if (checkpoint != "on" && checkpoint != "off") {
+    return fail("--checkpoint must be on or off, got '" + checkpoint + "'");
+  }
+  o.checkpoint.enabled = checkpoint == "on";
+  if (const auto problem = runtime::validate(o.checkpoint); !problem.empty()) {
+    return fail("--checkpoint-*: " + problem);
   }
   if (o.slowdown.rank < -1 || o.slowdown.rank >= ranks) {
     return fail("--slow-rank must be -1 or a rank below " + std::to_string(ranks) + ", got " +
@@ -298,9 +321,11 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.cuda_pinned_tiles = options.cuda_pinned_tiles;
   r.cuda_tile_cache_bytes = static_cast<std::size_t>(options.cuda_cache_mib) << 20;
   r.cuda_streams = options.cuda_streams;
+  r.gpus = options.gpus;
   r.rebalance_on_resize = options.rebalance_on_resize;
   r.offload = options.offload;
   r.emulated_slowdown = options.slowdown;
+  r.checkpoint = options.checkpoint;
   return r;
 }
 
@@ -352,6 +377,7 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   j["tile"] = options.tile;
   j["ranks"] = ranks;
   j["kernel"] = std::string(runtime::to_string(options.kernel));
+  j["gpus"] = options.gpus;
   j["workers"] = options.workers;
   if (options.kernel == runtime::DeviceKind::emulated || options.kernel == runtime::DeviceKind::hybrid) {
     j["emulated_gflops"] = options.emulated_gflops;
@@ -386,6 +412,21 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   j["offload"] = {{"enabled", options.offload.enabled},
                   {"tasks_offloaded", offloaded},
                   {"plans_held_back", held_back}};
+  // Checkpoints over all ranks: counts and bytes summed, the times of the slowest rank.
+  runtime::CheckpointStats checkpoints;
+  for (const auto& s : rank_stats) {
+    checkpoints.checkpoints = std::max(checkpoints.checkpoints, s.checkpoint.checkpoints);
+    checkpoints.tiles_sent += s.checkpoint.tiles_sent;
+    checkpoints.tiles_unchanged += s.checkpoint.tiles_unchanged;
+    checkpoints.bytes_sent += s.checkpoint.bytes_sent;
+    checkpoints.bytes_received += s.checkpoint.bytes_received;
+    checkpoints.bytes_held += s.checkpoint.bytes_held;
+    checkpoints.post_seconds = std::max(checkpoints.post_seconds, s.checkpoint.post_seconds);
+    checkpoints.wait_seconds = std::max(checkpoints.wait_seconds, s.checkpoint.wait_seconds);
+    checkpoints.interval_iterations = std::max(checkpoints.interval_iterations, s.checkpoint.interval_iterations);
+  }
+  j["checkpoint"] = checkpoints;
+  j["checkpoint"]["enabled"] = options.checkpoint.enabled;
   for (const auto& [key, value] : extra.items()) j[key] = value;
 
   if (!options.quiet) {

@@ -72,6 +72,30 @@ void to_json(nlohmann::json& j, const StealStats& s) {
                      {"direct_round_trip_us", summary(direct)}};
 }
 
+void CheckpointStats::add(const CheckpointStats& o) {
+  checkpoints += o.checkpoints;
+  tiles_sent += o.tiles_sent;
+  tiles_unchanged += o.tiles_unchanged;
+  bytes_sent += o.bytes_sent;
+  bytes_received += o.bytes_received;
+  bytes_held = o.bytes_held;
+  post_seconds += o.post_seconds;
+  wait_seconds += o.wait_seconds;
+  if (o.interval_iterations > 0) interval_iterations = o.interval_iterations;
+}
+
+void to_json(nlohmann::json& j, const CheckpointStats& s) {
+  j = nlohmann::json{{"checkpoints", s.checkpoints},
+                     {"tiles_sent", s.tiles_sent},
+                     {"tiles_unchanged", s.tiles_unchanged},
+                     {"bytes_sent", s.bytes_sent},
+                     {"bytes_received", s.bytes_received},
+                     {"bytes_held", s.bytes_held},
+                     {"post_seconds", s.post_seconds},
+                     {"wait_seconds", s.wait_seconds},
+                     {"interval_iterations", s.interval_iterations}};
+}
+
 void RankStats::add(const RankStats& o) {
   for (const auto& [name, count] : o.tasks_by_class) tasks_by_class[name] += count;
   tasks_executed += o.tasks_executed;
@@ -85,6 +109,7 @@ void RankStats::add(const RankStats& o) {
   idle_seconds += o.idle_seconds;
   modeled_seconds += o.modeled_seconds;
   tasks_on_device += o.tasks_on_device;
+  for (std::size_t d = 0; d < tasks_by_device.size(); ++d) tasks_by_device[d] += o.tasks_by_device[d];
   link_bytes += o.link_bytes;
   flops += o.flops;
   comm_cpu_seconds += o.comm_cpu_seconds;
@@ -92,6 +117,7 @@ void RankStats::add(const RankStats& o) {
   tasks_offloaded_here += o.tasks_offloaded_here;
   offload_plans_held_back += o.offload_plans_held_back;
   steal.add(o.steal);
+  checkpoint.add(o.checkpoint);
   if (o.cost.task_samples > 0 || o.cost.transfer_samples > 0 || o.cost.round_trip_samples > 0) {
     cost = o.cost;
   }
@@ -108,6 +134,17 @@ void to_json(nlohmann::json& j, const CostSummary& s) {
                      {"round_trip_us", s.round_trip_us}};
 }
 
+namespace {
+
+/// The per-device counts up to the last device that ran a task.
+std::vector<std::uint64_t> devices_used(const std::array<std::uint64_t, kMaxDevicesPerRank>& counts) {
+  std::size_t used = counts.size();
+  while (used > 0 && counts[used - 1] == 0) --used;
+  return {counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(used)};
+}
+
+}  // namespace
+
 void to_json(nlohmann::json& j, const RankStats& s) {
   j = nlohmann::json{{"rank", s.rank},
                      {"host", s.host},
@@ -123,12 +160,14 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"idle_seconds", s.idle_seconds},
                      {"modeled_seconds", s.modeled_seconds},
                      {"tasks_on_device", s.tasks_on_device},
+                     {"tasks_by_device", devices_used(s.tasks_by_device)},
                      {"link_bytes", s.link_bytes},
                      {"comm_cpu_seconds", s.comm_cpu_seconds},
                      {"tasks_offloaded", s.tasks_offloaded},
                      {"tasks_offloaded_here", s.tasks_offloaded_here},
                      {"offload_plans_held_back", s.offload_plans_held_back},
                      {"steal", s.steal},
+                     {"checkpoint", s.checkpoint},
                      {"cost", s.cost}};
 }
 

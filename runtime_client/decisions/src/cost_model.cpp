@@ -135,7 +135,8 @@ CostModelOptions device_cost_priors(const RuntimeOptions& options,
   const bool emulated_first =
       options.device == DeviceKind::emulated || options.device == DeviceKind::hybrid;
   CostModelOptions priors;
-  priors.seconds_per_flop = (emulated_first && device_index == 0)
+  const auto emulated_gpus = static_cast<std::size_t>(std::max(options.gpus, 1));
+  priors.seconds_per_flop = (emulated_first && device_index < emulated_gpus)
                                 ? 1.0 / (options.emulated_gflops * 1e9)
                                 : 1.0 / (kCpuCoreGflops * 1e9);
   return priors;

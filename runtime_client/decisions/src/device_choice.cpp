@@ -40,6 +40,23 @@ Choice DeviceChoice::choose(const ChoiceInput& input) noexcept {
   return c;
 }
 
+std::size_t DeviceChoice::first_to_finish(const GpuOptions& options) noexcept {
+  const auto gpus = options.per_gpu.size();
+  if (options.required_gpu >= 0 && static_cast<std::size_t>(options.required_gpu) < gpus) {
+    return static_cast<std::size_t>(options.required_gpu);
+  }
+  std::size_t best = 0;
+  for (std::size_t g = 1; g < gpus; ++g) {
+    const Choice& c = options.per_gpu[g];
+    const Choice& b = options.per_gpu[best];
+    if (c.device_finish_seconds < b.device_finish_seconds ||
+        (c.device_finish_seconds == b.device_finish_seconds && c.device_cost_seconds < b.device_cost_seconds)) {
+      best = g;
+    }
+  }
+  return best;
+}
+
 const char* to_string(Place place) noexcept {
   return place == Place::device ? "device" : "cpu";
 }

@@ -1,8 +1,19 @@
 #include "bellows/runtime/options.hpp"
 
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace bellows::runtime {
+namespace {
+
+std::string shown(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+}  // namespace
 
 std::string_view to_string(DeviceKind kind) noexcept {
   switch (kind) {
@@ -75,6 +86,19 @@ std::string validate(const OffloadOptions& o) {
   if (!(o.min_compute_share >= 0.0)) {
     return "offload min compute share must not be negative, got " +
            std::to_string(o.min_compute_share);
+  }
+  return {};
+}
+
+std::string validate(const CheckpointOptions& o) {
+  if (!(o.node_mean_time_between_failures_seconds > 0.0) ||
+      !std::isfinite(o.node_mean_time_between_failures_seconds)) {
+    return "checkpoint: a node's mean time between failures must be a finite number of seconds "
+           "above 0, got " + shown(o.node_mean_time_between_failures_seconds);
+  }
+  if (o.every_iterations < 0) {
+    return "checkpoint: the interval in iterations must not be negative (0: Young/Daly), got " +
+           std::to_string(o.every_iterations);
   }
   return {};
 }

@@ -193,8 +193,12 @@ std::unique_ptr<Device> make_cpu_device(DeviceOwner& owner, int workers, std::si
 std::unique_ptr<Device> make_emulated_device(DeviceOwner& owner, double gflops, int lanes, bool compute,
                                              std::shared_ptr<EmulatedLink> link,
                                              std::size_t index = 0);
-/// The GPU of CUDA ordinal `ordinal`, with `options`' cuda_* settings. Throws
-/// std::runtime_error when CUDA is not built in or no GPU is usable.
-std::unique_ptr<Device> make_cuda_device(DeviceOwner& owner, int ordinal, const RuntimeOptions& options);
+/// The GPU of CUDA ordinal `ordinal`, with `options`' cuda_* settings, the rank's GPU `index`
+/// (its residency bit: Tile::on_device(index)). Throws std::runtime_error when CUDA is not
+/// built in or no GPU is usable.
+std::unique_ptr<Device> make_cuda_device(DeviceOwner& owner, int ordinal, const RuntimeOptions& options,
+                                         std::size_t index = 0);
+/// The CUDA GPUs this process sees (CUDA_VISIBLE_DEVICES applies); 0 without CUDA.
+[[nodiscard]] int visible_cuda_devices();
 
 }  // namespace bellows::runtime

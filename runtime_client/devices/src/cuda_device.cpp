@@ -56,10 +56,12 @@ bool pin_for_cuda(void* base, std::size_t bytes) {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(DeviceOwner& owner, int ordinal, const RuntimeOptions& options)
-      : Device(owner),
+  CudaDevice(DeviceOwner& owner, int ordinal, const RuntimeOptions& options, std::size_t index)
+      : Device(owner, index),
         ordinal_(ordinal),
-        pin_tiles_(options.cuda_pinned_tiles),
+        resident_(Tile::on_device(index)),
+        // The rank's first GPU pins the tile memory for every GPU (cudaHostRegisterPortable).
+        pin_tiles_(options.cuda_pinned_tiles && index == 0),
         buffers_([this](std::size_t bytes) { return allocate(bytes); },
                  [this](void* device) { cudaFreeAsync(device, copy_in_stream_); }),
         cache_(options.cuda_tile_cache_bytes,
@@ -304,7 +306,7 @@ class CudaDevice final : public Device {
       // A written tile's GPU copy goes to the cache when the task retires.
       const bool kept = written && cached_slot(*f.task, i);
       if (kept && !(f.task->leaving >> i & 1U)) {
-        t->set_residency(Tile::kOnDevice);  // its next readers are all on this device
+        t->set_residency(resident_);  // its next readers are all on this device
       } else if (written) {
         if (!waiting) {
           check(cudaStreamWaitEvent(copy_out_stream_, f.executed, 0), "cudaStreamWaitEvent");
@@ -313,7 +315,7 @@ class CudaDevice final : public Device {
         check(cudaMemcpyAsync(t->data(), f.device_tiles[i], t->bytes(), cudaMemcpyDeviceToHost,
                               copy_out_stream_), "stage-out copy");
         f.copied_bytes += t->bytes();
-        t->set_residency(Tile::kOnHost | Tile::kOnDevice);
+        t->set_residency(Tile::kOnHost | resident_);
       }
     }
     // A task with nothing to copy back is done with its kernels: it does not wait behind
@@ -402,6 +404,7 @@ class CudaDevice final : public Device {
   }
 
   int ordinal_;
+  std::uint8_t resident_;  ///< this GPU's residency bit (Tile::on_device of its index)
   bool pin_tiles_;
   cudaStream_t copy_in_stream_ = nullptr;
   cudaStream_t copy_out_stream_ = nullptr;
@@ -415,8 +418,18 @@ class CudaDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> make_cuda_device(DeviceOwner& owner, int ordinal, const RuntimeOptions& options) {
-  return std::make_unique<CudaDevice>(owner, ordinal, options);
+std::unique_ptr<Device> make_cuda_device(DeviceOwner& owner, int ordinal, const RuntimeOptions& options,
+                                         std::size_t index) {
+  return std::make_unique<CudaDevice>(owner, ordinal, options, index);
+}
+
+int visible_cuda_devices() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
 }
 
 }  // namespace bellows::runtime

@@ -133,6 +133,7 @@ void Device::finish(std::unique_ptr<ReadyTask> task, UnitStats& unit_stats, doub
                                compute_seconds < 0.0 ? busy_seconds : compute_seconds);
   unit_stats.totals.busy_seconds += busy_seconds;
   unit_stats.totals.tasks_executed += 1;
+  if (index_ < unit_stats.totals.tasks_by_device.size()) unit_stats.totals.tasks_by_device[index_] += 1;
   unit_stats.totals.flops += task->flops;
   const auto id = task->key.task_class;
   if (unit_stats.tasks_by_class_id.size() <= id) unit_stats.tasks_by_class_id.resize(id + 1U);

@@ -27,7 +27,8 @@ class EmulatedDevice final : public Device {
         flops_per_second_(gflops * 1e9),
         lanes_(lanes < 1 ? 1 : lanes),
         compute_(compute),
-        link_(std::move(link)) {}
+        link_(std::move(link)),
+        resident_(Tile::on_device(index)) {}
   ~EmulatedDevice() override { stop(); }
 
   void start() override {
@@ -63,7 +64,7 @@ class EmulatedDevice final : public Device {
       for (std::size_t i = 0; i < task->tiles.size(); ++i) {
         const auto& t = task->tiles[i];
         if (!t || t->elements() == 0) continue;
-        if (!(t->residency() & Tile::kOnDevice)) in_bytes += t->bytes();
+        if (!(t->residency() & resident_)) in_bytes += t->bytes();
         if (task->leaving >> i & 1U && (task->writable >> i & 1U || !(t->residency() & Tile::kOnHost))) {
           out_bytes += t->bytes();
         }
@@ -83,9 +84,9 @@ class EmulatedDevice final : public Device {
         if (!t) continue;
         const bool back = task->leaving >> i & 1U;
         if (task->writable >> i & 1U) {
-          t->set_residency(back ? Tile::kOnDevice | Tile::kOnHost : Tile::kOnDevice);
+          t->set_residency(back ? resident_ | Tile::kOnHost : resident_);
         } else {
-          t->add_residency(back ? Tile::kOnDevice | Tile::kOnHost : Tile::kOnDevice);
+          t->add_residency(back ? resident_ | Tile::kOnHost : resident_);
         }
       }
       std::this_thread::sleep_until(lane_clock);
@@ -106,6 +107,7 @@ class EmulatedDevice final : public Device {
   int lanes_;
   bool compute_;
   std::shared_ptr<EmulatedLink> link_;
+  std::uint8_t resident_;  ///< this GPU's residency bit (Tile::on_device of its index)
   std::vector<std::thread> threads_;
 };
 

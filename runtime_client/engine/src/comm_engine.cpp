@@ -724,7 +724,24 @@ void CommEngine::deliver_to_targets(std::vector<wire::Target>& targets, TilePtr 
 
 bool CommEngine::perform_pending_reads() {
   if (pending_reads_.empty()) return false;
-  copies_in_flight_.fetch_add(static_cast<int>(pending_reads_.size()), std::memory_order_acq_rel);
+  // Small tiles are read here, at once: handing one to the copy thread would put a thread's
+  // wake-up, which costs more than the copy, on the path of every dependency it carries.
+  std::size_t handed = 0;
+  for (std::size_t i = 0; i < pending_reads_.size(); ++i) {
+    auto& r = pending_reads_[i];
+    if (r.tile->bytes() > kReadHereBytes) {
+      if (handed != i) pending_reads_[handed] = std::move(r);
+      ++handed;
+      continue;
+    }
+    std::string error;
+    if (!same_host_.read(r.peer, r.address, r.tile->data(), r.tile->bytes(), error)) fail(error);
+    read_done(r, last_read_here_);
+    send_control(r.peer, wire::Fetched{r.handle});
+  }
+  pending_reads_.resize(handed);
+  if (handed == 0) return true;
+  copies_in_flight_.fetch_add(static_cast<int>(handed), std::memory_order_acq_rel);
   {
     std::lock_guard lock(copy_mutex_);
     for (auto& r : pending_reads_) copy_queue_.push_back(std::move(r));
@@ -732,6 +749,21 @@ bool CommEngine::perform_pending_reads() {
   pending_reads_.clear();
   copy_cv_.notify_one();
   return true;
+}
+
+void CommEngine::read_done(PendingRead& r, std::chrono::steady_clock::time_point& last_read_done) {
+  copied_bytes_.fetch_add(r.tile->bytes(), std::memory_order_relaxed);
+  // Charged like an MPI receive: since it was announced or since the previous copy ended.
+  const auto copied = std::chrono::steady_clock::now();
+  engine_.transfer_measured(
+      r.peer, r.tile->bytes(),
+      std::chrono::duration<double>(copied - std::max(r.announced, last_read_done)).count());
+  last_read_done = copied;
+  if (r.to_collection) {
+    engine_.collection_tile_arrived(r.index, std::move(r.tile));
+  } else {
+    deliver_to_targets(r.targets, std::move(r.tile));
+  }
 }
 
 void CommEngine::copy_loop() {
@@ -755,18 +787,7 @@ void CommEngine::copy_loop() {
         wake_self();
         continue;  // the communication thread aborts the job with the error
       }
-      copied_bytes_.fetch_add(r.tile->bytes(), std::memory_order_relaxed);
-      // Charged like an MPI receive: since it was announced or since the previous copy ended.
-      const auto copied = std::chrono::steady_clock::now();
-      engine_.transfer_measured(
-          r.peer, r.tile->bytes(),
-          std::chrono::duration<double>(copied - std::max(r.announced, last_copy_done)).count());
-      last_copy_done = copied;
-      if (r.to_collection) {
-        engine_.collection_tile_arrived(r.index, std::move(r.tile));
-      } else {
-        deliver_to_targets(r.targets, std::move(r.tile));
-      }
+      read_done(r, last_copy_done);
       {
         std::lock_guard lock(outbox_mutex_);
         Command done{Command::Kind::fetched, r.peer, nullptr, {}, {}};

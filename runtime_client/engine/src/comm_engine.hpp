@@ -117,8 +117,13 @@ class CommEngine {
     // When the tile was announced: the cost model's transfer time ends when it is copied.
     std::chrono::steady_clock::time_point announced = std::chrono::steady_clock::now();
   };
-  /// Hands this pass's same-host reads to the copy thread.
+  /// Carries out this pass's same-host reads: those of at most kReadHereBytes at once, on
+  /// this thread, the others handed to the copy thread.
   bool perform_pending_reads();
+  /// After the bytes of `r` were copied: the cost model's transfer time, the delivery.
+  void read_done(PendingRead& r, std::chrono::steady_clock::time_point& last_read_done);
+  /// Same-host tiles up to this size are read by the communication thread itself.
+  static constexpr std::size_t kReadHereBytes = 4096;
   /// The copy thread: copies peers' tiles (process_vm_readv) so that the communication
   /// thread stays free to answer messages, e.g. steal requests, while bytes move.
   void copy_loop();
@@ -174,6 +179,7 @@ class CommEngine {
   std::unordered_map<std::uint64_t, TilePtr> published_;
   std::unordered_map<TileIndex, TilePtr> collection_reads_;  // same host: awaiting CollectionTileAt
   std::vector<PendingRead> pending_reads_;
+  std::chrono::steady_clock::time_point last_read_here_{};  // the latest read of a small tile
   std::thread copier_;
   std::mutex copy_mutex_;
   std::condition_variable copy_cv_;

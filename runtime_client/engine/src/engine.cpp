@@ -2,14 +2,47 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
+#include "bellows/protocol/job_directory.hpp"
 #include "comm_engine.hpp"
+#include "same_host.hpp"
 #include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
 namespace {
+
+/// The node a rank runs on, for its checkpoint buddies: as the options name it, else as the
+/// daemon that started it says (BELLOWS_NODE), else its host name.
+std::string node_of(const CheckpointOptions& options) {
+  if (!options.node.empty()) return options.node;
+  if (const char* node = std::getenv(protocol::job_environment::kNode); node != nullptr && *node != '\0') {
+    return node;
+  }
+  return host_name();
+}
+
+/// How many GPUs a rank of `options` drives (RuntimeOptions::gpus, 0 resolved); 0 with
+/// DeviceKind::cpu. Throws std::invalid_argument when the count is out of range.
+std::size_t gpus_of(const RuntimeOptions& options) {
+  if (options.device == DeviceKind::cpu) return 0;
+  int gpus = options.gpus;
+  if (gpus == 0) {
+    gpus = options.device == DeviceKind::cuda ? visible_cuda_devices() - options.cuda_device : 1;
+    if (gpus < 1) {
+      throw std::invalid_argument("gpus 0 (every visible GPU): no CUDA GPU is visible from ordinal " +
+                                  std::to_string(options.cuda_device) + " on");
+    }
+  }
+  if (gpus < 1 || static_cast<std::size_t>(gpus) > Tile::kMaxDevices) {
+    throw std::invalid_argument("gpus must be 0 (every visible GPU) or 1 to " +
+                                std::to_string(Tile::kMaxDevices) + ", got " + std::to_string(options.gpus));
+  }
+  return static_cast<std::size_t>(gpus);
+}
 
 std::string describe(const TaskClass& cls, const TaskKey& key) {
   return std::string(cls.name()) + "(" + std::to_string(key.index[0]) + "," +
@@ -41,6 +74,7 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
                                 std::to_string(options_.emulated_link_gbps) + " GB/s and " +
                                 std::to_string(options_.emulated_link_latency_us) + " us");
   }
+  gpus_ = gpus_of(options_);
   if (emulated) {
     link_ = std::make_shared<EmulatedLink>(options_.emulated_link_gbps,
                                            options_.emulated_link_latency_us * 1e-6);
@@ -48,22 +82,29 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   switch (options_.device) {
     case DeviceKind::cpu: devices_.push_back(make_cpu_device(*this, options_.cpu_workers)); break;
     case DeviceKind::emulated:
-      devices_.push_back(make_emulated_device(*this, options_.emulated_gflops,
-                                              options_.emulated_lanes, options_.emulated_compute,
-                                              link_));
-      break;
     case DeviceKind::hybrid:
-      devices_.push_back(make_emulated_device(*this, options_.emulated_gflops,
-                                              options_.emulated_lanes, options_.emulated_compute,
-                                              link_, 0));
-      devices_.push_back(make_cpu_device(*this, options_.cpu_workers, 1, link_));
+      for (std::size_t g = 0; g < gpus_; ++g) {
+        // Each GPU has a host link of its own, like link_ (a PCIe slot each).
+        auto link = g == 0 ? link_ : std::make_shared<EmulatedLink>(options_.emulated_link_gbps,
+                                                                      options_.emulated_link_latency_us * 1e-6);
+        devices_.push_back(make_emulated_device(*this, options_.emulated_gflops, options_.emulated_lanes,
+                                                options_.emulated_compute, std::move(link), g));
+      }
+      if (options_.device == DeviceKind::hybrid) {
+        devices_.push_back(make_cpu_device(*this, options_.cpu_workers, gpus_, link_));
+      }
       break;
-    case DeviceKind::cuda: devices_.push_back(make_cuda_device(*this, options_.cuda_device, options_)); break;
+    case DeviceKind::cuda:
+      for (std::size_t g = 0; g < gpus_; ++g) {
+        devices_.push_back(make_cuda_device(*this, options_.cuda_device + static_cast<int>(g), options_, g));
+      }
+      break;
   }
   for (std::size_t d = 0; d < devices_.size(); ++d) {
     device_costs_.emplace_back(device_cost_priors(options_, d));
   }
   backlog_seconds_.assign(devices_.size(), 0.0);
+  checkpoints_ = std::make_unique<BuddyCheckpoints>(options_.checkpoint, node_of(options_.checkpoint));
   // Duplicated only once nothing above can throw, so the duplicate is never leaked.
   attach(comm);
 }
@@ -116,6 +157,7 @@ void Engine::attach(MPI_Comm comm) {
   if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
   total_stats_.rank = rank_;
   local_tasks_known_ = false;  // the task total is summed over the new communicator
+  checkpoints_->attach(comm_);  // new buddies; a checkpoint at the next boundary
 }
 
 void Engine::share_mapping_state() {
@@ -219,6 +261,7 @@ void Engine::expand_onto(MPI_Comm comm) {
                                 "; the new communicator must keep every rank and only add");
   }
   // Nothing runs between iterations: no thread of the communication engine is alive.
+  checkpoints_->detach();
   comm_engine_.reset();
   MPI_Comm_disconnect(&comm_);
   const int old_size = size_;
@@ -246,6 +289,14 @@ Engine::~Engine() {
   devices_.clear();
   comm_engine_.reset();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void Engine::restore_checkpoint(long iteration, std::span<const CheckpointSource> sources) {
+  if (comm_ == MPI_COMM_NULL) {
+    throw std::logic_error("restore_checkpoint on a runtime that is between the halves of a "
+                           "shrink or has left the job");
+  }
+  checkpoints_->restore(iteration, sources, collections_);
 }
 
 void Engine::add_task_class(std::unique_ptr<TaskClass> task_class) {
@@ -459,10 +510,10 @@ CostSummary Engine::cost_summary() const {
 int Engine::lanes() const noexcept {
   switch (options_.device) {
     case DeviceKind::cpu: return std::max(options_.cpu_workers, 1);
-    case DeviceKind::emulated: return std::max(options_.emulated_lanes, 1);
+    case DeviceKind::emulated: return std::max(options_.emulated_lanes, 1) * static_cast<int>(gpus_);
     case DeviceKind::hybrid:
-      return std::max(options_.emulated_lanes, 1) + std::max(options_.cpu_workers, 1);
-    case DeviceKind::cuda: return 1;
+      return std::max(options_.emulated_lanes, 1) * static_cast<int>(gpus_) + std::max(options_.cpu_workers, 1);
+    case DeviceKind::cuda: return static_cast<int>(gpus_);
   }
   return 1;
 }
@@ -501,7 +552,7 @@ void Engine::adopt_stolen(const TaskKey& key) {
     if (spec.kind == InputSource::Kind::control) p.control |= 1U << i;
     if (spec.kind == InputSource::Kind::scratch) {
       p.tiles[i] = std::make_shared<Tile>(spec.rows, spec.cols);
-      p.tiles[i]->set_residency(Tile::kOnHost | Tile::kOnDevice);  // contents undefined
+      p.tiles[i]->set_residency(Tile::kEverywhere);  // contents undefined
     } else {
       ++p.missing;  // sent by the victim: a tile to fetch, or a control token
     }
@@ -549,7 +600,7 @@ Engine::PendingTask& Engine::instantiate(const TaskKey& key, std::vector<TileInd
       }
       case InputSource::Kind::scratch:
         p.tiles[i] = std::make_shared<Tile>(s.rows, s.cols);
-        p.tiles[i]->set_residency(Tile::kOnHost | Tile::kOnDevice);  // contents undefined
+        p.tiles[i]->set_residency(Tile::kEverywhere);  // contents undefined
         break;
       case InputSource::Kind::task:
       case InputSource::Kind::control:
@@ -601,8 +652,16 @@ std::uint32_t Engine::leaving_slots(const ReadyTask& task) const {
 }
 
 std::size_t Engine::place(ReadyTask& task) {
+  // The CUDA device has no modeled link: the H100 node's measured host <-> GPU rate
+  // (docs/gpu-node.md: 52-54 GB/s for tiles of 2-8 MiB) stands for it.
+  constexpr double kCudaLinkGbps = 50.0;
+  constexpr double kCudaLinkLatencySeconds = 10e-6;
   thread_local std::vector<TileUse> uses;
+  thread_local std::vector<std::uint8_t> residencies;
+  thread_local std::vector<Choice> per_gpu;
   uses.clear();
+  residencies.clear();
+  int required_gpu = -1;
   for (std::size_t slot = 0; slot < task.tiles.size(); ++slot) {
     const TilePtr& tile = task.tiles[slot];
     if (!tile || tile->elements() == 0) continue;
@@ -610,27 +669,46 @@ std::size_t Engine::place(ReadyTask& task) {
     TileUse u;
     u.bytes = tile->bytes();
     u.on_host = (where & Tile::kOnHost) != 0;
-    u.on_device = (where & Tile::kOnDevice) != 0;
     u.written = (task.writable >> slot & 1U) != 0;
     u.leaves = (task.leaving >> slot & 1U) != 0;
     uses.push_back(u);
+    residencies.push_back(where);
+    if (!u.on_host && required_gpu < 0) {
+      for (std::size_t g = 0; g < gpus_; ++g) {
+        if (where & Tile::on_device(g)) {
+          required_gpu = static_cast<int>(g);
+          break;
+        }
+      }
+    }
   }
   ChoiceInput in;
   in.tiles = uses;
-  in.link_seconds_per_byte = link_->seconds_per_byte();
-  in.link_latency_seconds = link_->latency_seconds();
-  const double device_lanes = std::max(options_.emulated_lanes, 1);
+  in.link_seconds_per_byte = link_ ? link_->seconds_per_byte() : 1.0 / (kCudaLinkGbps * 1e9);
+  in.link_latency_seconds = link_ ? link_->latency_seconds() : kCudaLinkLatencySeconds;
+  const bool hybrid = options_.device == DeviceKind::hybrid;
+  const double gpu_lanes = options_.device == DeviceKind::cuda ? 1.0 : std::max(options_.emulated_lanes, 1);
   const double cpu_lanes = std::max(options_.cpu_workers, 1);
   std::lock_guard lock(cost_mutex_);
-  in.device_compute_seconds = device_costs_[kHybridDevice].task_seconds(task.key.task_class, task.flops);
-  in.cpu_compute_seconds = device_costs_[kHybridCpu].task_seconds(task.key.task_class, task.flops);
-  in.device_backlog_seconds = std::max(backlog_seconds_[kHybridDevice], 0.0) / device_lanes;
-  in.cpu_backlog_seconds = std::max(backlog_seconds_[kHybridCpu], 0.0) / cpu_lanes;
-  const Choice choice = DeviceChoice::choose(in);
-  const std::size_t d = choice.place == Place::device ? kHybridDevice : kHybridCpu;
+  if (hybrid) {
+    in.cpu_compute_seconds = device_costs_[gpus_].task_seconds(task.key.task_class, task.flops);
+    in.cpu_backlog_seconds = std::max(backlog_seconds_[gpus_], 0.0) / cpu_lanes;
+  } else {
+    in.cpu_compute_seconds = std::numeric_limits<double>::infinity();  // no CPU place
+  }
+  per_gpu.clear();
+  for (std::size_t g = 0; g < gpus_; ++g) {
+    for (std::size_t i = 0; i < uses.size(); ++i) uses[i].on_device = (residencies[i] & Tile::on_device(g)) != 0;
+    in.device_compute_seconds = device_costs_[g].task_seconds(task.key.task_class, task.flops);
+    in.device_backlog_seconds = std::max(backlog_seconds_[g], 0.0) / gpu_lanes;
+    per_gpu.push_back(DeviceChoice::choose(in));
+  }
+  const std::size_t gpu = DeviceChoice::first_to_finish({per_gpu, required_gpu});
+  const Choice& choice = per_gpu[gpu];
+  const bool on_gpu = !hybrid || choice.place == Place::device;
+  const std::size_t d = on_gpu ? gpu : gpus_;
   task.device_index = d;
-  task.predicted_seconds =
-      choice.place == Place::device ? choice.device_cost_seconds : choice.cpu_cost_seconds;
+  task.predicted_seconds = on_gpu ? choice.device_cost_seconds : choice.cpu_cost_seconds;
   backlog_seconds_[d] += task.predicted_seconds;
   return d;
 }
@@ -806,6 +884,8 @@ IterationReport Engine::run_iteration() {
   }
   comm_engine_->barrier_without_spinning();
   iteration_start_ = Clock::now();
+  // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration.
+  if (checkpoints_->due(iteration_ - 1)) checkpoints_->take(iteration_ - 1, collections_);
   for (auto& d : devices_) d->start();
   comm_engine_->start();
   {
@@ -829,6 +909,7 @@ IterationReport Engine::run_iteration() {
   comm_engine_->notify();
   comm_engine_->join();
   for (auto& d : devices_) d->stop();
+  const double checkpoint_seconds = checkpoints_->complete_transfers();
   const double elapsed = iteration_clock();
 
   if (!pending_.empty()) {
@@ -865,8 +946,8 @@ IterationReport Engine::run_iteration() {
           compute_seconds_this_iteration_ / (elapsed * static_cast<double>(lanes())), 0.0, 1.0);
     }
   }
-  double busiest_compute_share = 0.0, summed_compute_share = 0.0;
-  std::array<MPI_Request, 4> reductions{};
+  double busiest_compute_share = 0.0, summed_compute_share = 0.0, slowest_checkpoint = 0.0;
+  std::array<MPI_Request, 5> reductions{};
   MPI_Iallreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_, &reductions[0]);
   MPI_Iallreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_,
                  &reductions[1]);
@@ -874,7 +955,11 @@ IterationReport Engine::run_iteration() {
                  &reductions[2]);
   MPI_Iallreduce(&compute_share, &summed_compute_share, 1, MPI_DOUBLE, MPI_SUM, comm_,
                  &reductions[3]);
-  wait_all_asleep(reductions.data(), 4);
+  MPI_Iallreduce(&checkpoint_seconds, &slowest_checkpoint, 1, MPI_DOUBLE, MPI_MAX, comm_,
+                 &reductions[4]);
+  wait_all_asleep(reductions.data(), 5);
+  checkpoints_->iteration_ended(report.seconds, slowest_checkpoint);
+  report.local.checkpoint = checkpoints_->take_stats();
   {
     std::lock_guard lock(cost_mutex_);
     compute_share_ = compute_share;

@@ -26,6 +26,7 @@
 #include "bellows/runtime/steal_policy.hpp"
 #include "bellows/runtime/task_graph.hpp"
 #include "bellows/runtime/task.hpp"
+#include "buddy_checkpoints.hpp"
 #include "device.hpp"
 #include "trace.hpp"
 
@@ -63,6 +64,10 @@ class Engine final : public DeviceOwner {
   /// See Runtime::graph_profile (engine_profile.cpp).
   [[nodiscard]] GraphProfile graph_profile() const;
   [[nodiscard]] const RankStats& stats() const noexcept { return total_stats_; }
+  /// Buddy checkpoints (RuntimeOptions::checkpoint); see Runtime::restore_checkpoint.
+  [[nodiscard]] BuddyCheckpoints& checkpoints() noexcept { return *checkpoints_; }
+  [[nodiscard]] const BuddyCheckpoints& checkpoints() const noexcept { return *checkpoints_; }
+  void restore_checkpoint(long iteration, std::span<const CheckpointSource> sources);
 
   // ---- called from devices and the communication thread (thread-safe) ----
 
@@ -268,18 +273,20 @@ class Engine final : public DeviceOwner {
   std::vector<std::string> class_names_;
   std::vector<TiledMatrix*> collections_;
 
-  /// The rank's devices. One, except with DeviceKind::hybrid: the emulated device (index 0,
-  /// the queue thieves take from) and the CPU workers (index 1).
+  /// The rank's devices: its GPUs first (RuntimeOptions::gpus; emulated or CUDA, the queues
+  /// thieves take from), then, with DeviceKind::hybrid, the CPU workers (index gpus_); with
+  /// DeviceKind::cpu the CPU workers alone.
   std::vector<std::unique_ptr<Device>> devices_;
-  /// Hybrid: picks the device of a ready task (DeviceChoice) and charges it to that device's
+  std::size_t gpus_ = 0;  ///< how many of devices_ are GPUs
+  /// With more than one device: picks the device of a ready task (DeviceChoice: the GPU that
+  /// finishes it first, then that GPU or the CPU workers) and charges it to that device's
   /// backlog. Returns the device's index.
   std::size_t place(ReadyTask& task);
   /// The slots whose tile is needed on the host after `task` (ReadyTask::leaving).
   [[nodiscard]] std::uint32_t leaving_slots(const ReadyTask& task) const;
-  static constexpr std::size_t kHybridDevice = 0;
-  static constexpr std::size_t kHybridCpu = 1;
   std::unique_ptr<CommEngine> comm_engine_;
   std::unique_ptr<Trace> trace_;
+  std::unique_ptr<BuddyCheckpoints> checkpoints_;
 
   mutable std::mutex mutex_;  // guards pending_ and cache_
   std::unordered_map<TaskKey, PendingTask> pending_;
@@ -316,7 +323,7 @@ class Engine final : public DeviceOwner {
   double compute_share_ = 0.0;
   double busiest_compute_share_ = 0.0;
   double mean_compute_share_ = 0.0;
-  std::shared_ptr<EmulatedLink> link_;    // devices emulated and hybrid
+  std::shared_ptr<EmulatedLink> link_;    // devices emulated and hybrid: the first GPU's link
   std::int64_t total_task_count_ = 0;
   std::atomic<std::uint64_t> completed_unreported_{0};
   std::atomic<std::uint64_t> completed_this_iteration_{0};

@@ -191,6 +191,7 @@ void Engine::apply_tile_moves() {
 
 ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
   const auto begin = Clock::now();
+  checkpoints_->detach();  // the copies match neither the survivors' numbers nor their tiles
   if (!pending_moves_.empty()) apply_tile_moves();  // an expand's moves come first
   // Each rank's tiles over all collections, for the choice of backups (shrink_plan.hpp).
   std::vector<long> held(static_cast<std::size_t>(size_), 0);

@@ -93,7 +93,18 @@ std::vector<std::unique_ptr<ReadyTask>> Engine::give_tasks(int wanted, int thief
     refused = allowed > chosen.size() ? allowed - chosen.size() : 0;
     return chosen;
   };
-  auto tasks = devices_.front()->steal_chosen(choose, left);
+  // A thief takes from the rank's GPU with the most tasks queued (the CPU workers' queue of
+  // hybrid mode is never given away); `left` counts what all the GPUs still hold.
+  std::size_t victim = 0;
+  std::size_t others = 0;
+  for (std::size_t g = 1; g < std::max<std::size_t>(gpus_, 1); ++g) {
+    if (devices_[g]->ready_count() > devices_[victim]->ready_count()) victim = g;
+  }
+  for (std::size_t g = 0; g < std::max<std::size_t>(gpus_, 1); ++g) {
+    if (g != victim) others += devices_[g]->ready_count();
+  }
+  auto tasks = devices_[victim]->steal_chosen(choose, left);
+  left += others;
   if (tasks.empty()) return tasks;
   double flops = 0.0;
   for (const auto& t : tasks) {

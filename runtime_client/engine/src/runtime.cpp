@@ -51,6 +51,20 @@ const RankStats& Runtime::stats() const noexcept { return engine_->stats(); }
 
 std::unordered_map<TaskKey, int> Runtime::migrations() const { return engine_->migrations(); }
 
+void Runtime::restore_checkpoint(long iteration, std::span<const CheckpointSource> sources) {
+  engine_->restore_checkpoint(iteration, sources);
+}
+
+std::vector<CheckpointCopy> Runtime::checkpoint_copies() const {
+  return engine_->checkpoints().copies();
+}
+
+std::vector<int> Runtime::checkpoint_buddies() const { return engine_->checkpoints().buddies(); }
+
+std::optional<long> Runtime::last_checkpoint() const {
+  return engine_->checkpoints().last_complete();
+}
+
 namespace {
 
 /// Calls f on every number of a RankStats that gather_stats() carries, in one fixed order
@@ -68,6 +82,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.idle_seconds);
   f(s.modeled_seconds);
   f(s.tasks_on_device);
+  for (auto& count : s.tasks_by_device) f(count);
   f(s.link_bytes);
   f(s.flops);
   f(s.comm_cpu_seconds);
@@ -90,6 +105,15 @@ void for_each_number(Stats& s, F&& f) {
   f(s.steal.iterations_retired);
   f(s.steal.invitations_sent);
   f(s.steal.invitations_answered);
+  f(s.checkpoint.checkpoints);
+  f(s.checkpoint.tiles_sent);
+  f(s.checkpoint.tiles_unchanged);
+  f(s.checkpoint.bytes_sent);
+  f(s.checkpoint.bytes_received);
+  f(s.checkpoint.bytes_held);
+  f(s.checkpoint.post_seconds);
+  f(s.checkpoint.wait_seconds);
+  f(s.checkpoint.interval_iterations);
   f(s.cost.task_samples);
   f(s.cost.task_overhead_us);
   f(s.cost.seconds_per_gflop);

@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,9 @@ class ControllerService {
   /// The job's state: job, backend, nodes, ranks, iteration, GFLOP/s-free progress numbers,
   /// the resize in flight and the finished ones.
   [[nodiscard]] nlohmann::json status() const;
+  /// What the job's daemons are told of the job (protocol::JobView): the same nodes, ranks,
+  /// node range, policy and resize in flight as status().
+  [[nodiscard]] protocol::JobView job_view() const;
   /// The last iteration any node reported (0 before the first).
   [[nodiscard]] std::uint64_t iteration() const noexcept { return iteration_; }
   [[nodiscard]] const ResizeController& resizes() const noexcept { return *resizes_; }
@@ -103,6 +107,8 @@ class ControllerService {
   struct NodeState {
     policy::NodeMetrics node;  ///< what the policy gets: the last report, steals summed per tick
     bool reported = false;
+    std::uint32_t rank = protocol::kNoRank;  ///< the node's rank and its pid, as last reported
+    std::int32_t pid = 0;
   };
 
   void post(std::function<void()> work);
@@ -112,6 +118,9 @@ class ControllerService {
   bool send(const std::string& node, const protocol::Message& message);
   void tick_policy();
   void track_finished();
+  /// Sends job_view() to every registered daemon that does not hold it yet (all of them when
+  /// it changed).
+  void publish_job_view();
 
   ControllerOptions options_;
   ResourceManager& rm_;
@@ -129,6 +138,8 @@ class ControllerService {
 
   std::map<std::string, transport::PeerId> daemons_;  ///< node -> its daemon's connection
   std::map<std::string, NodeState> node_state_;
+  protocol::JobView published_view_;           ///< the last job view sent
+  std::set<std::string> nodes_with_view_;      ///< daemons that hold published_view_
   std::map<std::string, std::uint64_t> joined_order_;
   std::uint64_t next_join_ = 0;
   std::uint64_t iteration_ = 0;

@@ -8,6 +8,7 @@
 // replies on), never from the progress thread.
 
 #include <bellows/daemon/payload.hpp>
+#include <bellows/protocol/messages.hpp>
 #include <bellows/protocol/metrics.hpp>
 #include <bellows/protocol/resize_report.hpp>
 
@@ -18,7 +19,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bellows::daemon {
@@ -81,6 +84,17 @@ struct ReceivedResizeReport {
   protocol::ResizeReport report;
 };
 
+/// One entry of PMIx's server module (pmix_server_module_t, PMIx 4.2) and whether bellowsd
+/// gives PMIx an upcall for it; docs/daemon.md lists them in a table checked against this.
+struct ServerUpcall {
+  std::string_view name;
+  bool implemented = false;
+};
+
+/// Every entry of the server module bellowsd's PmixServer hands to PMIx_server_init, in the
+/// order of pmix_server.h. Needs no server.
+std::vector<ServerUpcall> server_upcalls();
+
 /// RAII PMIx server: PMIx_server_init in the constructor, PMIx_server_finalize in the
 /// destructor. One per process (PMIx keeps global state); a second one throws
 /// std::logic_error.
@@ -142,6 +156,12 @@ class PmixServer {
   /// Called when a tool attached, with the name the server gave it.
   void on_tool_connected(ToolHandler handler);
 
+  /// The job as its controller last described it: what PMIx_Query_info is answered from
+  /// (bellows/daemon/queries.hpp). Until the first one, only the keys that need no job are
+  /// answered.
+  void set_job_view(protocol::JobView view);
+  [[nodiscard]] std::optional<protocol::JobView> job_view() const;
+
   /// Delivers a Bellows event (protocol kExpandDecided, ...) with payload (kVersion is added)
   /// to the ranks in range: PMIX_RANGE_LOCAL or PMIX_RANGE_GLOBAL reach tools and clients;
   /// PMIX_RANGE_CUSTOM reaches the processes in targets only.
@@ -159,6 +179,7 @@ class PmixServer {
     std::uint64_t resize_reports = 0;
     std::uint64_t dropped_resize_reports = 0;
     std::uint64_t tools = 0;
+    std::uint64_t queries = 0;  ///< PMIx_Query_info calls answered, whatever their status
   };
   [[nodiscard]] Counters counters() const;
 

@@ -40,7 +40,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 6;
+inline constexpr std::uint16_t kProtocolVersion = 7;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
@@ -63,6 +63,7 @@ enum class MessageType : std::uint16_t {
   abort = 18,
   stop = 20,
   start_rank = 21,
+  job_view = 22,
   ack = 32,
   operator_resize = 40,
   status_request = 41,
@@ -87,12 +88,19 @@ struct Hello {
   bool operator==(const Hello&) const = default;
 };
 
+/// RankExited::rank of a process that had no rank in the job yet (a rank that the daemon
+/// started and that ended, or could not start, before it joined), and NodeMetrics::rank and
+/// JobView::node_ranks of a node whose rank the daemon does not know.
+inline constexpr std::uint32_t kNoRank = 0xffffffffu;
+
 /// Metrics of one node, sent after each iteration of its rank: the rank's Metrics
-/// (metrics.hpp) with the node's name.
+/// (metrics.hpp) with the node's name, the rank's number in the job and its process id.
 struct NodeMetrics {
   static constexpr MessageType kType = MessageType::node_metrics;
   std::string node_name;  ///< not empty
   Metrics metrics;        ///< checked by protocol::check(const Metrics&)
+  std::uint32_t rank = kNoRank;  ///< the reporting rank (bellows.metrics.rank)
+  std::int32_t pid = 0;          ///< its process id; 0 when the daemon does not know it
   bool operator==(const NodeMetrics&) const = default;
 };
 
@@ -107,10 +115,6 @@ struct AllocationRequest {
   std::uint32_t requesting_rank = 0;
   bool operator==(const AllocationRequest&) const = default;
 };
-
-/// RankExited::rank of a process that had no rank in the job yet (a rank that the daemon
-/// started and that ended, or could not start, before it joined).
-inline constexpr std::uint32_t kNoRank = 0xffffffffu;
 
 /// A rank of this node ended. A nonzero exit code or a signal means it crashed.
 struct RankExited {
@@ -179,6 +183,30 @@ struct StartRank {
   bool operator==(const StartRank&) const = default;
 };
 
+/// The job as its controller sees it, sent to every daemon of the job when it registers and
+/// whenever any of it changes, so that a daemon answers PMIx queries (docs/daemon.md) for the
+/// whole job, not only its node. node_ranks[i] and node_pids[i] belong to nodes[i]: the rank
+/// there and its process id as its daemon last reported them (kNoRank and 0 before the first
+/// report). The resize in flight, if any, is resize_id (0: none) with its kind, its state's
+/// name (ResizeState, docs/controller.md), its node count and its nodes.
+struct JobView {
+  static constexpr MessageType kType = MessageType::job_view;
+  std::string job;                         ///< the job's id, not empty
+  std::vector<std::string> nodes;          ///< the job's nodes, its first node first; not empty
+  std::vector<std::uint32_t> node_ranks;   ///< as many as nodes
+  std::vector<std::int32_t> node_pids;     ///< as many as nodes, each >= 0
+  std::uint32_t ranks = 0;                 ///< ranks in the job as last reported
+  std::uint32_t min_nodes = 1;             ///< the job's node range, 1 <= min_nodes <= max_nodes
+  std::uint32_t max_nodes = 1;
+  std::string policy;                      ///< the policy file, "" for none
+  std::uint64_t resize_id = 0;             ///< the resize in flight; 0: none
+  ResizeKind resize_kind = ResizeKind::expand;
+  std::string resize_state;                ///< "" when none, else not empty
+  std::uint32_t resize_count = 0;
+  std::vector<std::string> resize_nodes;   ///< granted (expand) or leaving (shrink) nodes
+  bool operator==(const JobView&) const = default;
+};
+
 // ---------------------------------------------------------------- operator <-> controller
 
 /// An operator's order (`bellows resize +K|-K`): grow by delta nodes (> 0) or shrink by
@@ -224,8 +252,8 @@ struct Ack {
 
 /// Any message.
 using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
-                             ResizeDecided, Abort, Stop, StartRank, Ack, OperatorResize,
-                             StatusRequest, StatusReply>;
+                             ResizeDecided, Abort, Stop, StartRank, JobView, Ack,
+                             OperatorResize, StatusRequest, StatusReply>;
 
 /// The type of the message held.
 MessageType type_of(const Message& message);

@@ -63,6 +63,9 @@ struct SimOptions {
   /// lane's throughput. A sleep uses no CPU: not charged to the host's cores. 0 (default):
   /// lanes wake on time.
   double lane_wake_us = 0.0;
+  /// When not empty, every rank appends to this file the samples a real run's --trace
+  /// writes (docs/runtime.md; scripts/plot_trace.py plots both), in simulated seconds.
+  std::string trace_path;
 };
 
 /// An empty string when the options are usable, else what is wrong (naming the option).

@@ -42,10 +42,12 @@ struct AppOptions {
   runtime::StealOptions steal;    ///< --steal on|off and the --steal-* parameters
   runtime::OffloadOptions offload;  ///< --offload on|off, --offload-min-*
   runtime::EmulatedSlowdown slowdown;  ///< --slow-rank, --slow-from, --slow-factor
+  runtime::CheckpointOptions checkpoint;  ///< --checkpoint on|off, --checkpoint-mtbf, --checkpoint-every
   bool same_host_transport = true;  ///< --same-host on|off
   bool cuda_pinned_tiles = true;    ///< --cuda-pinned on|off
   int cuda_cache_mib = 2048;        ///< --cuda-cache-mib (RuntimeOptions::cuda_tile_cache_bytes)
   int cuda_streams = 4;             ///< --cuda-streams (RuntimeOptions::cuda_streams)
+  int gpus = 1;                     ///< --gpus (RuntimeOptions::gpus)
   bool rebalance_on_resize = true;  ///< --rebalance on|off (RuntimeOptions::rebalance_on_resize)
   std::string resize;             ///< --resize "iter=3:+2,iter=6:-3" (see elastic.hpp)
   std::string ask_controller;     ///< --ask-controller "iter=9:+1" (under bellows run)

@@ -1,6 +1,7 @@
 #pragma once
 // Per-rank statistics of the runtime.
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -9,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "bellows/runtime/cost_model.hpp"
+#include "bellows/runtime/tile.hpp"
 
 namespace bellows::runtime {
 
@@ -51,6 +53,34 @@ struct StealStats {
   void add(const StealStats& other);
 };
 
+/// Buddy checkpoints of one rank (RuntimeOptions::checkpoint). The own copy shares the
+/// collections' tiles (a task that writes a collection tile replaces it), so it costs no
+/// memory until the tiles change; the copies held for wards are memory of their own.
+struct CheckpointStats {
+  std::uint64_t checkpoints = 0;     ///< checkpoints taken (own copy kept, copy sent)
+  std::uint64_t tiles_sent = 0;      ///< tiles sent to the buddy
+  /// Tiles the buddy's copy of the previous checkpoint already held (unchanged since; sent
+  /// as empty messages)
+  std::uint64_t tiles_unchanged = 0;
+  std::uint64_t bytes_sent = 0;      ///< likewise, bytes
+  std::uint64_t bytes_received = 0;  ///< bytes of wards' tiles received
+  /// Bytes of wards' copies held after the latest iteration (a gauge: add() keeps the newer).
+  std::uint64_t bytes_held = 0;
+  /// At the boundaries: keeping the own copy and posting the transfers (in the iteration's
+  /// time, before its tasks start).
+  double post_seconds = 0.0;
+  /// At the ends of the iterations that carried the transfers: waiting for what had not
+  /// completed while the tasks ran.
+  double wait_seconds = 0.0;
+  /// The interval in force after the latest iteration, in iterations (a gauge; 0: none yet).
+  long interval_iterations = 0;
+
+  void add(const CheckpointStats& other);
+};
+
+/// A rank's devices: up to Tile::kMaxDevices GPUs and the CPU workers.
+inline constexpr std::size_t kMaxDevicesPerRank = Tile::kMaxDevices + 1;
+
 struct RankStats {
   int rank = 0;
   std::string host;  ///< the rank's host name (uname), as gather_stats() found it
@@ -69,6 +99,9 @@ struct RankStats {
   double modeled_seconds = 0.0;         ///< emulated device: sum of flops / rate
   /// Tasks the emulated or the CUDA device ran (device hybrid: the rest ran on CPU workers).
   std::uint64_t tasks_on_device = 0;
+  /// Tasks each of the rank's devices ran: its GPUs in order (RuntimeOptions::gpus), then the
+  /// CPU workers of hybrid mode; with DeviceKind::cpu, the CPU workers at index 0.
+  std::array<std::uint64_t, kMaxDevicesPerRank> tasks_by_device{};
   /// Bytes moved between host and device memory, both ways: over the emulated device's link
   /// (modeled), or copied to and from the GPU (device cuda).
   std::uint64_t link_bytes = 0;
@@ -82,6 +115,7 @@ struct RankStats {
   /// brought (OffloadFeedback; counted on the first rank only).
   std::uint64_t offload_plans_held_back = 0;
   StealStats steal;
+  CheckpointStats checkpoint;
   /// The cost model at the end of the latest iteration (a gauge: add() keeps the newer one).
   CostSummary cost;
   /// Mean number of ready tasks waiting on this rank, sampled at each task completion of
@@ -92,6 +126,7 @@ struct RankStats {
 };
 
 void to_json(nlohmann::json& j, const StealStats& s);
+void to_json(nlohmann::json& j, const CheckpointStats& s);
 void to_json(nlohmann::json& j, const RankStats& s);
 void to_json(nlohmann::json& j, const CostSummary& s);
 

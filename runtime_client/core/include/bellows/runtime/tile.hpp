@@ -38,14 +38,23 @@ class Tile {
   /// A deep copy (with the same residency).
   [[nodiscard]] std::shared_ptr<Tile> clone() const;
 
-  /// Where a valid copy of the contents is: a set of kOnHost and kOnDevice bits. A new tile
-  /// is on the host; a scratch tile (contents undefined) is valid everywhere. For the
+  /// Where a valid copy of the contents is: a set of kOnHost and on_device(g) bits, one per
+  /// GPU of the rank. A new tile is on the host; a scratch tile (contents undefined) is valid
+  /// everywhere. For the
   /// emulated device's data-movement model (RuntimeOptions::emulated_link_gbps) this is
   /// bookkeeping only: the data itself always lives in host memory. With the CUDA device a
   /// tile without kOnHost has its only valid copy in GPU memory (DeviceTileCache). Safe from
   /// any thread.
   static constexpr std::uint8_t kOnHost = 1;
-  static constexpr std::uint8_t kOnDevice = 2;
+  static constexpr std::uint8_t kOnDevice = 2;  ///< the rank's first GPU: on_device(0)
+  /// A rank drives at most this many GPUs (RuntimeOptions::gpus), one residency bit each.
+  static constexpr std::size_t kMaxDevices = 7;
+  /// The bit of the rank's GPU `gpu` (0 .. kMaxDevices - 1).
+  [[nodiscard]] static constexpr std::uint8_t on_device(std::size_t gpu) noexcept {
+    return static_cast<std::uint8_t>(kOnDevice << gpu);
+  }
+  /// Valid everywhere: a scratch tile, whose contents are undefined.
+  static constexpr std::uint8_t kEverywhere = 0xFF;
   [[nodiscard]] std::uint8_t residency() const noexcept {
     return residency_.load(std::memory_order_acquire);
   }

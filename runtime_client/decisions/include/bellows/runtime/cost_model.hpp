@@ -70,9 +70,9 @@ struct CostModelOptions {
 };
 
 /// The priors of device `device_index` of a rank configured by `options` (the engine's
-/// devices in their order: the emulated device first in hybrid mode, then the CPU workers):
-/// until a device has run a task of a class, the emulated device is taken at its stated
-/// speed, and CPU workers and GPUs at 10 GFLOP/s (one core's DGEMM, roughly); both are
+/// devices in their order: the GPUs first (RuntimeOptions::gpus; the emulated ones in
+/// hybrid mode), then the CPU workers): until a device has run a task of a class, an
+/// emulated GPU is taken at its stated speed, and CPU workers and CUDA GPUs at 10 GFLOP/s (one core's DGEMM, roughly); both are
 /// learned from the first samples on.
 [[nodiscard]] CostModelOptions device_cost_priors(const RuntimeOptions& options,
                                                   std::size_t device_index) noexcept;

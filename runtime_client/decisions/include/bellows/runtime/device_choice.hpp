@@ -22,6 +22,7 @@
 //
 // Thread safety: pure functions.
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -63,10 +64,26 @@ struct Choice {
   std::uint64_t device_move_bytes = 0;  ///< bytes that would go to the device and back
 };
 
+/// Where a task may run among a rank's GPUs (RuntimeOptions::gpus): each GPU's choice
+/// against the CPU (its `device_*` estimates, with the tiles resident on that GPU), and the
+/// GPU the task must run on, if any: the one that holds the only valid copy of an input (a
+/// tile written there that no one has copied back; it cannot reach another GPU but through
+/// the host, where it is not).
+struct GpuOptions {
+  std::span<const Choice> per_gpu;
+  int required_gpu = -1;  ///< -1: any
+};
+
 /// The rule of the file comment.
 class DeviceChoice {
  public:
   [[nodiscard]] static Choice choose(const ChoiceInput& input) noexcept;
+  /// Among a rank's GPUs, the one predicted to finish the task first (smallest
+  /// device_finish_seconds: its backlog, the tiles it lacks, the compute), the required one
+  /// when there is one; ties to the GPU whose own cost is smaller, then to the lower index.
+  /// Seed 001's nodes drive several GPUs, and DyPe's rule is per device: this is that rule
+  /// across the GPUs of one node. 0 when `per_gpu` is empty.
+  [[nodiscard]] static std::size_t first_to_finish(const GpuOptions& options) noexcept;
   /// Seconds to move `bytes` over the link (0 for 0 bytes).
   [[nodiscard]] static double move_seconds(const ChoiceInput& input, std::uint64_t bytes) noexcept;
 };

@@ -107,6 +107,28 @@ struct EmulatedSlowdown {
   double factor = 1.0;
 };
 
+/// Buddy checkpoints (docs/runtime.md, "Recovery"): at an iteration boundary each rank keeps
+/// its collections' tiles and sends a copy to its buddy, a rank on another node
+/// (buddies.hpp), which keeps it in memory. When: every `every_iterations` boundaries, or
+/// by Young/Daly's interval (checkpoint_interval.hpp) from the measured cost of the last
+/// checkpoint, the measured iteration time and `node_mean_time_between_failures_seconds`;
+/// always at the first boundary and at the first after a resize. Must be the same on every
+/// rank.
+struct CheckpointOptions {
+  bool enabled = false;
+  /// A node's mean time between failures, seconds (the policy's
+  /// recovery.node_mean_time_between_failures; its default, 8760 h).
+  double node_mean_time_between_failures_seconds = 8760.0 * 3600.0;
+  /// A checkpoint every this many iterations instead of Young/Daly's interval; 0: Young/Daly.
+  long every_iterations = 0;
+  /// The node this rank runs on, which buddies must differ in; empty: the environment's
+  /// BELLOWS_NODE (set for ranks that nodes' daemons start), else the host name (uname).
+  std::string node;
+};
+
+/// Returns an empty string when the options are usable, else what is wrong with them.
+[[nodiscard]] std::string validate(const CheckpointOptions& options);
+
 struct RuntimeOptions {
   DeviceKind device = DeviceKind::cpu;
   /// CPU worker threads per rank (devices cpu and hybrid).
@@ -133,7 +155,16 @@ struct RuntimeOptions {
   double emulated_link_gbps = kLinkOfDevice;
   /// Fixed cost of one transfer over that link, microseconds.
   double emulated_link_latency_us = 10.0;
-  /// CUDA device ordinal (device cuda).
+  /// GPUs the rank drives (devices emulated, hybrid and cuda), 1 to Tile::kMaxDevices: that
+  /// many emulated GPUs, each with emulated_lanes lanes and a host link of its own, or the
+  /// CUDA GPUs of ordinals cuda_device, cuda_device + 1, ...; 0: every CUDA GPU the process
+  /// sees (CUDA_VISIBLE_DEVICES), one for the emulated device. Each ready task goes to the GPU
+  /// predicted to finish it first, counting the tiles it would have to copy there, and to
+  /// the GPU that holds a tile whose only valid copy is on a GPU (device_choice.hpp). Stealing
+  /// sees the rank's GPUs as one node: a steal request goes out when the tasks ready on all of
+  /// them fall below the threshold.
+  int gpus = 1;
+  /// CUDA device ordinal (device cuda) of the rank's first GPU.
   int cuda_device = 0;
   /// Device cuda: pin the tile buffers' shared slabs (cudaHostRegister) so that the copies
   /// to and from the GPU run at the link's rate instead of through the driver's staging
@@ -173,6 +204,8 @@ struct RuntimeOptions {
   OffloadOptions offload;
   /// Devices emulated and hybrid; the factor must be positive.
   EmulatedSlowdown emulated_slowdown;
+  /// Must be the same on every rank (the node excepted).
+  CheckpointOptions checkpoint;
 };
 
 /// The link rate the emulated device charges, GB/s: `emulated_link_gbps` as named, or for

@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <memory>
 #include <mpi.h>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/options.hpp"
+#include "bellows/runtime/recovery_plan.hpp"
 #include "bellows/runtime/stats.hpp"
 #include "bellows/runtime/task_graph.hpp"
 #include "bellows/runtime/task.hpp"
@@ -120,6 +122,32 @@ class Runtime {
   [[nodiscard]] const RankStats& stats() const noexcept;
   /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective.
   [[nodiscard]] std::vector<RankStats> gather_stats() const;
+  // ---- buddy checkpoints (RuntimeOptions::checkpoint; docs/runtime.md, "Recovery") ----
+  //
+  // At the iteration boundaries the checkpoint-interval decision picks (and at the first,
+  // and the first after a resize), every rank keeps its own copy of the tiles it owns in
+  // the registered collections and sends a copy to its buddy (choose_buddies: a rank of
+  // another node), which holds it in memory. The sends overlap the iteration that follows
+  // and complete by its end; a copy is freed once a newer checkpoint is complete at every
+  // holder (superseded_copies). A checkpoint is addressed by its iteration: the tiles as
+  // they were after that many iterations (counted as IterationReport::iteration), which is
+  // what the next iteration started from.
+
+  /// Collective, between iterations: for every source, the copy of `source.owner`'s tiles at
+  /// checkpoint `iteration` held by `source.holder` (the owner itself or its buddy) replaces
+  /// the owner's tiles; ranks no source names keep theirs. The copy is bit-identical to the
+  /// tiles at the boundary. Throws std::invalid_argument, on every rank alike, naming what is
+  /// wrong (no complete checkpoint of that iteration, a holder without that copy, an owner
+  /// named twice, a rank out of range).
+  void restore_checkpoint(long iteration, std::span<const CheckpointSource> sources);
+  /// Every checkpoint copy this rank holds (its own and its wards'), oldest first.
+  [[nodiscard]] std::vector<CheckpointCopy> checkpoint_copies() const;
+  /// Per rank: its buddy under the latest checkpoint (-1: none on another node); empty
+  /// before the first checkpoint.
+  [[nodiscard]] std::vector<int> checkpoint_buddies() const;
+  /// The latest checkpoint complete at every holder; nullopt: none.
+  [[nodiscard]] std::optional<long> last_checkpoint() const;
+
   /// Tasks that work stealing moved, as key -> rank that ran them: the override table
   /// on top of the fixed mapping, recorded on both the victim and the thief. Holds the
   /// latest placement of each key over all iterations so far.

@@ -1,0 +1,152 @@
+#pragma once
+// Buddy checkpoints: the mechanism that carries out the decisions of buddies.hpp,
+// recovery_plan.hpp (kept_copies, superseded_copies) and checkpoint_interval.hpp.
+//
+// At an iteration boundary every rank keeps its own copy of the tiles it owns in the
+// registered collections and sends a copy to its buddy, a rank on another node, which keeps
+// it in memory (the double in-memory checkpoint of Zheng, Shi & Kale, Cluster 2004). The own
+// copy shares the tiles: a task that writes a collection tile always writes a new tile
+// (ReadyTask::make_writable_slots_exclusive: the collection holds a reference), so what the
+// copy holds stays as it was at the boundary, and the sends read it while the next
+// iteration's tasks run. A tile that is still the one the previous complete checkpoint
+// kept, and went to the same buddy, is sent as an empty message: the buddy keeps its copy
+// of it (GEMM's A and B, Cholesky's A are never written). The sends and the receives are posted at the boundary, progress
+// with the communication thread's MPI calls during the iteration, and are completed at its
+// end; the end-of-iteration reductions that follow tell every rank that every copy is
+// complete, and older copies are freed as superseded_copies() says.
+//
+// A checkpoint is addressed by rank and iteration: the copy of rank r's tiles at the
+// boundary after iteration k, held by r itself and by its buddy. restore() installs any
+// rank's copy from any holder of it, so that a roll-back of some ranks only (one team) is
+// a call with fewer sources.
+//
+// Not thread-safe: every method is called by the application's thread between iterations
+// (take() before the communication thread starts, complete_transfers() after it stopped),
+// so that MPI_THREAD_SERIALIZED holds. Every collective method is called by every rank of
+// the communicator in the same order, and every rank makes the same decisions from values
+// the end-of-iteration reductions made equal.
+
+#include <mpi.h>
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bellows/runtime/collection.hpp"
+#include "bellows/runtime/options.hpp"
+#include "bellows/runtime/recovery_plan.hpp"
+#include "bellows/runtime/stats.hpp"
+#include "bellows/runtime/tile.hpp"
+
+namespace bellows::runtime {
+
+class BuddyCheckpoints {
+ public:
+  /// `node` is the node this rank runs on (RuntimeOptions::checkpoint.node resolved).
+  BuddyCheckpoints(CheckpointOptions options, std::string node);
+  ~BuddyCheckpoints();
+  BuddyCheckpoints(const BuddyCheckpoints&) = delete;
+  BuddyCheckpoints& operator=(const BuddyCheckpoints&) = delete;
+
+  [[nodiscard]] bool enabled() const noexcept { return options_.enabled; }
+
+  /// Collective over `comm` (the runtime's communicator, which it uses with a tag of its
+  /// own), between iterations: learns every rank's node. At construction and after every
+  /// resize; the next boundary takes a checkpoint (checkpoint_due after a resize).
+  void attach(MPI_Comm comm);
+  /// Before the communicator goes away (a resize): waits for transfers in flight and drops
+  /// every copy, which would match neither the new ranks nor their tiles.
+  void detach();
+
+  /// Whether the boundary after `completed` iterations takes a checkpoint (the same answer
+  /// on every rank).
+  [[nodiscard]] bool due(long completed) const;
+  /// At the boundary after `completed` iterations, collective: chooses the buddies from
+  /// every rank's node and tile count, keeps the own copy of the tiles this rank owns in
+  /// `collections`, posts the send of that copy to the buddy and the receives of the
+  /// wards' copies.
+  void take(long completed, std::span<TiledMatrix* const> collections);
+  /// At the end of an iteration, with the communication thread stopped: waits for the
+  /// transfers take() posted at its start. Returns the seconds this rank's checkpoint added
+  /// to the iteration (posting and waiting), 0 without one.
+  double complete_transfers();
+  /// After the end-of-iteration reductions: `iteration_seconds` and `checkpoint_seconds`
+  /// are the largest over the ranks. Marks the checkpoint taken at the iteration's start
+  /// complete (every rank completed its transfers before the reductions), frees what
+  /// superseded_copies() names, and sets the interval (checkpoint_interval()).
+  void iteration_ended(double iteration_seconds, double checkpoint_seconds);
+
+  /// What checkpoints did since the previous call; bytes_held and the interval as now.
+  [[nodiscard]] CheckpointStats take_stats();
+  /// Every copy this rank holds, its own included, in (iteration, owner) order.
+  [[nodiscard]] std::vector<CheckpointCopy> copies() const;
+  /// The buddies under which the latest checkpoint was taken (empty: none taken).
+  [[nodiscard]] std::vector<int> buddies() const;
+  /// The latest checkpoint complete at every holder.
+  [[nodiscard]] std::optional<long> last_complete() const;
+
+  /// Collective, between iterations: for every source, the copy of `owner`'s tiles at the
+  /// boundary after `iteration` held by `holder` replaces `owner`'s tiles in `collections`
+  /// (from its own memory when the holder is the owner, else sent by the holder). Ranks
+  /// named by no source keep their tiles. Throws std::invalid_argument, on every rank
+  /// alike, naming what is wrong: no complete checkpoint of that iteration, a holder that
+  /// keeps no copy of that owner, an owner named twice, a rank out of range.
+  void restore(long iteration, std::span<const CheckpointSource> sources,
+               std::span<TiledMatrix* const> collections);
+
+ private:
+  struct CopiedTile {
+    CollectionId collection = 0;
+    int m = 0;
+    int n = 0;
+    TilePtr tile;
+  };
+  /// One copy of one rank's checkpoint in this rank's memory.
+  struct HeldCopy {
+    int owner = -1;
+    long iteration = 0;
+    std::vector<CopiedTile> tiles;
+    std::uint64_t bytes = 0;
+  };
+  /// What every rank knows of one checkpoint.
+  struct Checkpoint {
+    long iteration = 0;
+    std::vector<int> buddies;  ///< per rank, -1: none
+    std::vector<long> tiles;   ///< per rank: the tiles its copy holds
+    bool complete = false;
+  };
+
+  /// The tiles `rank` owns in `collections`, in the order copies are sent and kept.
+  static std::vector<CopiedTile> owned_tiles(std::span<TiledMatrix* const> collections, int rank);
+  [[nodiscard]] const Checkpoint* find(long iteration) const;
+  [[nodiscard]] HeldCopy* held(int owner, long iteration);
+  void free_superseded();
+
+  CheckpointOptions options_;
+  std::string node_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<std::string> nodes_;  ///< per rank
+  int distinct_nodes_ = 1;
+
+  std::vector<Checkpoint> checkpoints_;  ///< taken, oldest first
+  std::vector<HeldCopy> held_;
+  /// What a request of the checkpoint in flight receives: a tile of `owner`'s copy, which an
+  /// empty message leaves as it was in the copy of checkpoint `previous`; owner -1: a send.
+  struct PendingReceive {
+    int owner = -1;
+    std::size_t tile = 0;
+    long previous = -1;
+  };
+  std::vector<MPI_Request> requests_;    ///< the transfers of the checkpoint in flight
+  std::vector<PendingReceive> receives_;  ///< per request
+  double post_seconds_ = 0.0;            ///< of the checkpoint in flight
+  bool resized_ = true;                  ///< no checkpoint since attach()
+  long interval_ = 1;
+  double last_cost_seconds_ = -1.0;      ///< the latest checkpoint's, largest over ranks
+  CheckpointStats stats_;
+};
+
+}  // namespace bellows::runtime

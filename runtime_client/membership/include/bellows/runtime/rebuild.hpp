@@ -1,0 +1,79 @@
+#pragma once
+// Carrying on without the dead: the survivors of the job's communicator build a communicator of
+// their own once the control plane has told them who is gone (the agreement on the dead set is
+// not made here). Written for and tested on MPICH 4.0.2 ch3:nemesis with hydra, where every rank
+// is an MPI world of its own (docs/runtime.md, "When a rank dies: what MPICH lets the survivors
+// do", has the measurements these rules come from):
+//
+// - A SIGKILLed peer's sockets close, and ch3 fails what involves it within milliseconds:
+//   receives from it and collectives (blocking or not) on a communicator that contains it
+//   return MPIX_ERR_PROC_FAILED. But a small send to it may complete as if delivered, a receive
+//   from MPI_ANY_SOURCE never completes, and MPI_Allreduce may return MPI_SUCCESS with a wrong
+//   result. So no collective of the old communicator is used here, only point-to-point messages
+//   between survivors, which keep working on it.
+// - A peer that is alive but silent (stopped, or its network cut) fails nothing: every call that
+//   needs it waits forever. Hence the deadline, and nonblocking calls until every survivor has
+//   answered.
+// - MPI_Comm_create_group is collective over the survivors only and works on the old
+//   communicator, the first rank dead included.
+// - Afterwards MPI_Comm_free of the old communicator is local and returns at once; its
+//   MPI_Comm_disconnect waits forever while a dead peer is silent rather than gone. A survivor's
+//   MPI_Finalize waits until every peer it ever connected to is gone: make sure the dead are
+//   killed (their node's daemon does) before the survivors finalize.
+
+#include <mpi.h>
+
+#include <chrono>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+namespace bellows::runtime {
+
+/// Timings of one rebuild, as seen by the calling survivor.
+struct RebuildReport {
+  int old_size = 0;
+  int old_rank = -1;
+  int new_size = 0;
+  int new_rank = -1;
+  /// The survivors checking in with the first survivor and its go (point-to-point messages on
+  /// the old communicator), from the call until this rank had the go.
+  double check_in_seconds = 0.0;
+  double create_seconds = 0.0;  ///< MPI_Comm_create_group over the survivors
+  double total_seconds = 0.0;
+};
+
+/// Thrown by rebuild_without() when the survivors did not all check in before the deadline, or
+/// when they named different dead sets. The old communicator is left to the caller, untouched.
+class RebuildError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The survivors' communicator: `job` without the ranks in `dead`, the survivors in their old
+/// order (the first survivor is rank 0). Collective over the survivors, each passing the same
+/// dead set (in any order) and a deadline of its own; the dead take no part.
+///
+/// Order of events: the dead set is checked (survivors_without; std::invalid_argument on a bad
+/// set, or when the calling rank is in it); each survivor sends the dead set it holds to the
+/// first survivor, which answers every survivor with a go once all have checked in with the
+/// same set (nonblocking calls, sleeping between tests, so that a survivor never waits past its
+/// deadline); then MPI_Comm_create_group over the survivors, and MPI_Comm_free of `job`.
+///
+/// On success `job` is consumed (freed, never disconnected: see above) and the caller owns the
+/// result, which carries MPI_ERRORS_ARE_FATAL. Free or disconnect every other communicator that
+/// contains a dead rank (a Runtime's duplicate) with MPI_Comm_free as well, and cancel receives
+/// still posted on them, those from MPI_ANY_SOURCE above all.
+///
+/// Throws RebuildError, with `job` untouched, when the deadline passes before the go (the text
+/// names the survivors that did not check in) or when a survivor named another dead set (both
+/// sets named); the first survivor tells the survivors that checked in, so that they fail at
+/// once instead of at their deadline. Throws MpiError when an MPI call fails. Once a survivor
+/// has the go it enters MPI_Comm_create_group, which is blocking: a survivor that gives up at
+/// its deadline in the instant the go is sent, or a second failure during the call, can leave
+/// the others waiting there; treat a RebuildError on any survivor as the end of the job.
+[[nodiscard]] MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead,
+                                       std::chrono::steady_clock::time_point deadline,
+                                       RebuildReport* report = nullptr);
+
+}  // namespace bellows::runtime

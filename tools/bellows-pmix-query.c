@@ -1,0 +1,321 @@
+/* bellows-pmix-query: a PMIx tool, written as a debugger or a monitoring agent is, that attaches
+ * to a node's bellowsd by its server URI and asks it about the job with PMIx_Query_info.
+ *
+ *   bellows-pmix-query --uri URI|file:PATH [--nspace NS] [--repeat N]
+ *
+ * Without --repeat it asks, one PMIx_Query_info each, for the keys the daemon documents
+ * (docs/daemon.md, "PMIx queries") and one it does not answer, and prints one JSON object:
+ *   {"tool": "NSPACE:RANK", "queries": [{"name": ..., "keys": [...], "status": CODE,
+ *    "status_name": "...", "results": {KEY: VALUE, ...}}, ...]}
+ * A process table is a list of {"nspace", "rank", "host", "pid", "state"}; an array of infos an
+ * object (a repeated key becomes a list). Every query carries PMIX_QUERY_REFRESH_CACHE, so the
+ * answers are the daemon's now and not the tool's cache. Job-scoped queries name --nspace,
+ * or else the first namespace the daemon answers.
+ *
+ * With --repeat N it times N round trips of each of a few queries and prints a line each
+ * (median and 99th percentile in microseconds).
+ *
+ * Exit status: 0 when every query came back (whatever its status), 1 when the tool could not
+ * attach or a query failed to go out, 2 for bad options. Uses only the PMIx tool API. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pmix_tool.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(void) {
+  fprintf(stderr, "usage: bellows-pmix-query --uri URI|file:PATH [--nspace NS] [--repeat N]\n");
+}
+
+/* The URI itself, or the first line of the file a "file:" URI names; NULL with a message. */
+static char* read_uri(const char* given) {
+  if (strncmp(given, "file:", 5) != 0) return strdup(given);
+  FILE* f = fopen(given + 5, "r");
+  if (f == NULL) {
+    fprintf(stderr, "bellows-pmix-query: cannot read the URI file %s\n", given + 5);
+    return NULL;
+  }
+  char line[1024] = {0};
+  if (fgets(line, sizeof line, f) == NULL) line[0] = '\0';
+  fclose(f);
+  line[strcspn(line, "\r\n")] = '\0';
+  if (line[0] == '\0') {
+    fprintf(stderr, "bellows-pmix-query: the URI file %s is empty\n", given + 5);
+    return NULL;
+  }
+  return strdup(line);
+}
+
+static void print_json_string(const char* s) {
+  putchar('"');
+  for (; s != NULL && *s != '\0'; ++s) {
+    const unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      printf("\\%c", c);
+    else if (c < 0x20)
+      printf("\\u%04x", c);
+    else
+      putchar(c);
+  }
+  putchar('"');
+}
+
+static void print_value(const pmix_value_t* v);
+
+static void print_infos(const pmix_info_t* info, size_t n) {
+  putchar('{');
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) printf(", ");
+    print_json_string(info[i].key);
+    printf(": ");
+    print_value(&info[i].value);
+  }
+  putchar('}');
+}
+
+static void print_value(const pmix_value_t* v) {
+  switch (v->type) {
+    case PMIX_STRING: print_json_string(v->data.string); break;
+    case PMIX_UINT32: printf("%u", v->data.uint32); break;
+    case PMIX_UINT64: printf("%llu", (unsigned long long)v->data.uint64); break;
+    case PMIX_SIZE: printf("%zu", v->data.size); break;
+    case PMIX_INT: printf("%d", v->data.integer); break;
+    case PMIX_BOOL: printf(v->data.flag ? "true" : "false"); break;
+    case PMIX_PROC_RANK: printf("%u", v->data.rank); break;
+    case PMIX_DATA_ARRAY: {
+      const pmix_data_array_t* a = v->data.darray;
+      putchar('[');
+      for (size_t i = 0; a != NULL && i < a->size; ++i) {
+        if (i > 0) printf(", ");
+        if (a->type == PMIX_PROC_INFO) {
+          const pmix_proc_info_t* p = &((const pmix_proc_info_t*)a->array)[i];
+          printf("{\"nspace\": ");
+          print_json_string(p->proc.nspace);
+          printf(", \"rank\": %u, \"host\": ", p->proc.rank);
+          print_json_string(p->hostname);
+          printf(", \"pid\": %d, \"state\": ", (int)p->pid);
+          print_json_string(PMIx_Proc_state_string(p->state));
+          putchar('}');
+        } else if (a->type == PMIX_INFO) {
+          const pmix_info_t* info = &((const pmix_info_t*)a->array)[i];
+          putchar('{');
+          print_json_string(info->key);
+          printf(": ");
+          print_value(&info->value);
+          putchar('}');
+        } else if (a->type == PMIX_STRING) {
+          print_json_string(((char**)a->array)[i]);
+        } else {
+          print_json_string(PMIx_Data_type_string(a->type));
+        }
+      }
+      putchar(']');
+      break;
+    }
+    default: print_json_string(PMIx_Data_type_string(v->type)); break;
+  }
+}
+
+/* One query of `keys` (NULL-terminated), qualified by nspace when it is not NULL; results
+ * and their count are the caller's to free (PMIX_INFO_FREE). */
+static pmix_status_t query(const char* const* keys, const char* nspace, int refresh,
+                           pmix_info_t** results, size_t* nresults) {
+  pmix_query_t* q = NULL;
+  PMIX_QUERY_CREATE(q, 1);
+  pmix_status_t rc = PMIX_SUCCESS;
+  for (size_t k = 0; keys[k] != NULL; ++k) PMIX_ARGV_APPEND(rc, q[0].keys, keys[k]);
+  size_t nqual = (nspace != NULL ? 1 : 0) + (refresh ? 1 : 0);
+  if (nqual > 0) {
+    PMIX_QUERY_QUALIFIERS_CREATE(&q[0], nqual);
+    size_t at = 0;
+    if (nspace != NULL) PMIX_INFO_LOAD(&q[0].qualifiers[at++], PMIX_NSPACE, nspace, PMIX_STRING);
+    if (refresh) {
+      const bool yes = true;
+      PMIX_INFO_LOAD(&q[0].qualifiers[at], PMIX_QUERY_REFRESH_CACHE, &yes, PMIX_BOOL);
+    }
+  }
+  *results = NULL;
+  *nresults = 0;
+  rc = PMIx_Query_info(q, 1, results, nresults);
+  PMIX_QUERY_FREE(q, 1);
+  return rc;
+}
+
+/* Runs one query and prints it as an element of "queries"; returns its status. */
+static pmix_status_t report(const char* name, const char* const* keys, const char* nspace, int first) {
+  pmix_info_t* results = NULL;
+  size_t n = 0;
+  const pmix_status_t rc = query(keys, nspace, 1, &results, &n);
+  printf("%s\n  {\"name\": ", first ? "" : ",");
+  print_json_string(name);
+  printf(", \"keys\": [");
+  for (size_t k = 0; keys[k] != NULL; ++k) {
+    if (k > 0) printf(", ");
+    print_json_string(keys[k]);
+  }
+  printf("], \"status\": %d, \"status_name\": ", rc);
+  print_json_string(PMIx_Error_string(rc));
+  printf(", \"results\": ");
+  print_infos(results, n);
+  putchar('}');
+  if (results != NULL) PMIX_INFO_FREE(results, n);
+  return rc;
+}
+
+/* The first namespace the daemon answers (caller frees), or NULL. */
+static char* first_namespace(void) {
+  const char* keys[] = {PMIX_QUERY_NAMESPACES, NULL};
+  pmix_info_t* results = NULL;
+  size_t n = 0;
+  char* nspace = NULL;
+  if (query(keys, NULL, 1, &results, &n) == PMIX_SUCCESS && n > 0 &&
+      results[0].value.type == PMIX_STRING && results[0].value.data.string != NULL) {
+    nspace = strdup(results[0].value.data.string);
+    nspace[strcspn(nspace, ",")] = '\0';
+  }
+  if (results != NULL) PMIX_INFO_FREE(results, n);
+  return nspace;
+}
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int by_value(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* Times `repeat` round trips of one query and prints "LABEL: median M us, p99 P us (N, STATUS)". */
+static int time_query(const char* label, const char* const* keys, const char* nspace, int refresh,
+                      int repeat) {
+  double* us = calloc((size_t)repeat, sizeof *us);
+  pmix_status_t last = PMIX_SUCCESS;
+  for (int i = 0; i < repeat; ++i) {
+    pmix_info_t* results = NULL;
+    size_t n = 0;
+    const double start = now_us();
+    last = query(keys, nspace, refresh, &results, &n);
+    us[i] = now_us() - start;
+    if (results != NULL) PMIX_INFO_FREE(results, n);
+  }
+  qsort(us, (size_t)repeat, sizeof *us, by_value);
+  size_t p99 = (size_t)(0.99 * repeat);
+  if (p99 >= (size_t)repeat) p99 = (size_t)repeat - 1;
+  printf("%-46s median %8.1f us, p99 %8.1f us (%d queries, %s)\n", label, us[repeat / 2], us[p99],
+         repeat, PMIx_Error_string(last));
+  free(us);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  const char* uri_arg = NULL;
+  const char* nspace_arg = NULL;
+  int repeat = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--uri") == 0 && i + 1 < argc) {
+      uri_arg = argv[++i];
+    } else if (strcmp(argv[i], "--nspace") == 0 && i + 1 < argc) {
+      nspace_arg = argv[++i];
+    } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
+      char* end = NULL;
+      const long value = strtol(argv[++i], &end, 10);
+      if (*end != '\0' || value < 1 || value > 1000000) {
+        fprintf(stderr, "bellows-pmix-query: --repeat %s is not a count from 1 to 1000000\n", argv[i]);
+        return 2;
+      }
+      repeat = (int)value;
+    } else {
+      fprintf(stderr, "bellows-pmix-query: unknown option %s\n", argv[i]);
+      usage();
+      return 2;
+    }
+  }
+  if (uri_arg == NULL) {
+    usage();
+    return 2;
+  }
+  char* uri = read_uri(uri_arg);
+  if (uri == NULL) return 1;
+
+  pmix_proc_t me;
+  pmix_info_t* info = NULL;
+  PMIX_INFO_CREATE(info, 1);
+  PMIX_INFO_LOAD(&info[0], PMIX_SERVER_URI, uri, PMIX_STRING);
+  const double attach_start = now_us();
+  pmix_status_t rc = PMIx_tool_init(&me, info, 1);
+  const double attach_us = now_us() - attach_start;
+  PMIX_INFO_FREE(info, 1);
+  if (rc != PMIX_SUCCESS) {
+    fprintf(stderr, "bellows-pmix-query: cannot attach to the PMIx server at %s: %s\n", uri,
+            PMIx_Error_string(rc));
+    free(uri);
+    return 1;
+  }
+
+  char* nspace = nspace_arg != NULL ? strdup(nspace_arg) : first_namespace();
+  const char* job = nspace != NULL ? nspace : "";
+  int status = 0;
+  if (repeat > 0) {
+    const char* job_size[] = {PMIX_JOB_SIZE, NULL};
+    const char* table[] = {PMIX_QUERY_PROC_TABLE, NULL};
+    const char* several[] = {PMIX_QUERY_NAMESPACES, PMIX_JOB_SIZE, PMIX_QUERY_PROC_TABLE,
+                             PMIX_QUERY_ALLOC_STATUS, NULL};
+    const char* unknown[] = {PMIX_QUERY_MEMORY_USAGE, NULL};
+    printf("PMIx_tool_init (attach):                       %8.1f us\n", attach_us);
+    time_query("PMIx_Query_info JOB_SIZE, refresh:", job_size, job, 1, repeat);
+    time_query("PMIx_Query_info PROC_TABLE, refresh:", table, job, 1, repeat);
+    time_query("PMIx_Query_info 4 keys, refresh:", several, job, 1, repeat);
+    time_query("PMIx_Query_info JOB_SIZE, no refresh:", job_size, job, 0, repeat);
+    const char* namespaces[] = {PMIX_QUERY_NAMESPACES, NULL};
+    time_query("PMIx_Query_info NAMESPACES, no refresh:", namespaces, NULL, 0, repeat);
+    time_query("PMIx_Query_info unknown key:", unknown, NULL, 1, repeat);
+  } else {
+    const char* supported[] = {PMIX_QUERY_SUPPORTED_KEYS, NULL};
+    const char* namespaces[] = {PMIX_QUERY_NAMESPACES, NULL};
+    const char* job_size[] = {PMIX_JOB_SIZE, NULL};
+    const char* table[] = {PMIX_QUERY_PROC_TABLE, NULL};
+    const char* local_table[] = {PMIX_QUERY_LOCAL_PROC_TABLE, NULL};
+    const char* ns_info[] = {PMIX_QUERY_NAMESPACE_INFO, NULL};
+    const char* alloc[] = {PMIX_QUERY_ALLOC_STATUS, NULL};
+    const char* psets[] = {PMIX_QUERY_NUM_PSETS, NULL};
+    const char* pset_names[] = {PMIX_QUERY_PSET_NAMES, NULL};
+    const char* psets_both[] = {PMIX_QUERY_NUM_PSETS, PMIX_QUERY_PSET_NAMES, NULL};
+    const char* bellows_keys[] = {"bellows.query.resize", "bellows.query.node_range",
+                                  "bellows.query.policy", NULL};
+    const char* unknown[] = {PMIX_QUERY_MEMORY_USAGE, NULL};
+    const char* other_job[] = {PMIX_JOB_SIZE, NULL};
+    printf("{\"tool\": \"%s:%u\", \"nspace\": ", me.nspace, me.rank);
+    print_json_string(job);
+    printf(", \"queries\": [");
+    report("supported_keys", supported, NULL, 1);
+    report("namespaces", namespaces, NULL, 0);
+    report("job_size", job_size, job, 0);
+    report("proc_table", table, job, 0);
+    report("proc_table_again", table, job, 0);
+    report("local_proc_table", local_table, job, 0);
+    report("namespace_info", ns_info, NULL, 0);
+    report("alloc_status", alloc, NULL, 0);
+    report("num_psets", psets, NULL, 0);
+    report("pset_names", pset_names, NULL, 0);
+    report("psets", psets_both, NULL, 0);
+    report("bellows", bellows_keys, NULL, 0);
+    report("unknown_key", unknown, NULL, 0);
+    report("other_namespace", other_job, "no-such-job", 0);
+    printf("\n]}\n");
+  }
+  free(nspace);
+  free(uri);
+  rc = PMIx_tool_finalize();
+  if (rc != PMIX_SUCCESS) {
+    fprintf(stderr, "bellows-pmix-query: PMIx_tool_finalize: %s\n", PMIx_Error_string(rc));
+    status = 1;
+  }
+  return status;
+}
