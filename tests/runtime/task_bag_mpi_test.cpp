@@ -2,7 +2,7 @@
 // index runs exactly once (a count per index summed over the ranks, the digests' sum, the
 // tasks' count), every rank sees the same report, consecutive runs reuse the tree and weigh
 // it by measured speed, a slow rank gets less of a Dtree's work, a throwing body and bad
-// options are reported with their text.
+// options are reported with their text; the bag's messages round-trip and bad ones are refused.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bag_sources.hpp"
 #include "bellows/runtime/task_bag.hpp"
 
 namespace br = bellows::runtime;
@@ -203,4 +204,24 @@ TEST(TaskBag, BadOptionsAndTasksAreRefusedNamingTheValue) {
   EXPECT_TRUE(br::parse_bag_distribution("static", d));
   EXPECT_EQ(d, br::BagDistribution::static_blocks);
   EXPECT_FALSE(br::parse_bag_distribution("random", d));
+}
+
+TEST(TaskBagMessages, RoundTripAndRefusals) {
+  namespace bag = br::bag;
+  const bag::Message grant{bag::MessageKind::grant, 3, {10, 25}, 0};
+  const bag::Message back = bag::decode(bag::encode(grant), 3);
+  EXPECT_EQ(back.kind, bag::MessageKind::grant);
+  EXPECT_EQ(back.peer, 3);
+  EXPECT_EQ(back.range, (br::IndexRange{10, 25}));
+  const auto refusal = [](bag::WireMessage wire) -> std::string {
+    try {
+      (void)bag::decode(wire, 5);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_EQ(refusal({0, 0, 0, 0}), "task bag: rank 5 sent a message of unknown kind 0");
+  EXPECT_EQ(refusal({7, 0, 0, 0}), "task bag: rank 5 sent a message of unknown kind 7");
+  EXPECT_EQ(refusal({2, 9, 4, 0}), "task bag: rank 5 sent the range [9, 4), which ends before it begins");
 }
