@@ -244,7 +244,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   }
   o.emulated_compute = emulated_compute == "on";
   if (o.verify && (o.kernel == runtime::DeviceKind::emulated || o.kernel == runtime::DeviceKind::hybrid) &&
-      !o.emulated_compute) {
+      !o.emulated_compute && !extra.verify_without_compute) {
     return fail("--verify needs --kernel cpu or cuda, or the emulated device (emulated, hybrid) with "
                 "--emulated-compute on: without it the emulated device does not compute");
   }

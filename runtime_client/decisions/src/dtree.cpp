@@ -96,6 +96,65 @@ DtreeShape::DtreeShape(int ranks, const DtreeOptions& options)
   }
 }
 
+DtreeShape DtreeShape::from_parents(std::span<const int> parents, const DtreeOptions& options) {
+  DtreeShape shape(1, options);
+  const auto ranks = static_cast<int>(parents.size());
+  if (ranks < 1) throw std::invalid_argument("dtree: a list of parents needs at least rank 0");
+  if (parents[0] != -1) {
+    throw std::invalid_argument("dtree: rank 0 is the root and has no parent, got parent " +
+                                std::to_string(parents[0]));
+  }
+  shape.parent_.assign(at(ranks), -1);
+  shape.children_.assign(at(ranks), {});
+  shape.member_.assign(at(ranks), true);
+  shape.size_ = ranks;
+  for (int r = 1; r < ranks; ++r) {
+    const int p = parents[at(r)];
+    if (p < 0 || p >= ranks || p == r) {
+      throw std::invalid_argument("dtree: the parent of rank " + std::to_string(r) +
+                                  " must be another rank below " + std::to_string(ranks) +
+                                  ", got " + std::to_string(p));
+    }
+    shape.attach(r, p);
+  }
+  for (int r = 1; r < ranks; ++r) {
+    if (shape.children_[at(r)].size() > static_cast<std::size_t>(shape.fan_out_)) {
+      throw std::invalid_argument("dtree: rank " + std::to_string(r) + " has " +
+                                  std::to_string(shape.children_[at(r)].size()) +
+                                  " children, more than the fan-out " +
+                                  std::to_string(shape.fan_out_));
+    }
+    int edges = 0;
+    for (int a = r; a != 0; a = parents[at(a)]) {
+      if (++edges > ranks) {
+        throw std::invalid_argument("dtree: rank " + std::to_string(r) +
+                                    " is on a cycle of parents, not below the root");
+      }
+    }
+    if (edges > shape.max_height_) {
+      throw std::invalid_argument("dtree: rank " + std::to_string(r) + " is " +
+                                  std::to_string(edges) + " edges below the root, more than the height " +
+                                  std::to_string(shape.max_height_));
+    }
+  }
+  if (shape.children_[0].size() > static_cast<std::size_t>(shape.fan_out_)) {
+    throw std::invalid_argument("dtree: rank 0 has " + std::to_string(shape.children_[0].size()) +
+                                " children, more than the fan-out " +
+                                std::to_string(shape.fan_out_));
+  }
+  return shape;
+}
+
+std::vector<int> DtreeShape::parents() const {
+  int highest = 0;
+  for (int r = 0; r < static_cast<int>(member_.size()); ++r) {
+    if (member(r)) highest = r;
+  }
+  std::vector<int> out(at(highest + 1), -1);
+  for (int r = 0; r <= highest; ++r) out[at(r)] = parent(r);
+  return out;
+}
+
 bool DtreeShape::member(int rank) const noexcept {
   return rank >= 0 && at(rank) < member_.size() && member_[at(rank)];
 }

@@ -58,6 +58,9 @@ struct AppOptions {
 struct ExtraOptions {
   std::function<void(CLI::App&)> add;
   std::function<std::string()> check;
+  /// --verify checks something the emulated device need not compute (the bag's digests), so
+  /// it does not need --emulated-compute on.
+  bool verify_without_compute = false;
 };
 
 /// Parses the command line shared by the examples. On a bad option, prints a message

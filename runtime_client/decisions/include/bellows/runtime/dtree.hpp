@@ -86,6 +86,19 @@ class DtreeShape {
   /// and height at most 3 (at most 15 ranks)").
   DtreeShape(int ranks, const DtreeOptions& options);
 
+  /// The tree whose ranks 0..parents.size()-1 have the parents `parents` (-1 for rank 0, the
+  /// root): what parents() of another rank's tree gives, so that ranks that did not see its
+  /// joins and leaves (a rank added later) hold the same tree. Throws std::invalid_argument
+  /// naming the rank when the list is empty, rank 0 has a parent, a parent is out of range or
+  /// the rank itself, the parents form a cycle, a rank gets more than fan_out children, or a
+  /// path is longer than max_height ("dtree: rank 5 is 4 edges below the root, more than the
+  /// height 3").
+  static DtreeShape from_parents(std::span<const int> parents, const DtreeOptions& options);
+
+  /// Each rank's parent, for ranks 0..n-1 where n - 1 is the highest member (-1 for the root
+  /// and for numbers not in the tree).
+  [[nodiscard]] std::vector<int> parents() const;
+
   /// Whether `rank` is in the tree now (joined and not left).
   [[nodiscard]] bool member(int rank) const noexcept;
   /// The ranks in the tree now.

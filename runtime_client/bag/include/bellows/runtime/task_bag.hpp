@@ -1,0 +1,141 @@
+#pragma once
+// A bag of independent tasks (indices 0..n-1, no dependencies) run over the ranks of an MPI
+// communicator, distributed by Dtree (dtree.hpp, dtree_node.hpp: Pamnany et al., "Dtree:
+// Dynamic Task Scheduling at Petascale", ISC 2015), by random-victim stealing, or in static
+// blocks, for comparison.
+//
+// A run is collective: every rank of the communicator calls TaskBag::run with the same
+// count. The calling thread is the bag's driver, the only thread that calls MPI during the
+// run (MPI_THREAD_SERIALIZED suffices), on a duplicate of the communicator made for the run
+// and freed at its end; `workers` threads run the task bodies. The driver never blocks in
+// MPI: it polls for messages, sleeping up to 50 us when nothing happens (its workers wake it
+// at once when they run out of work), and gives up with an error once `timeout_seconds` pass.
+// Use it between the runtime's iterations (ElasticSession::before_iteration and
+// after_iteration): the dataflow runtime's communication thread is idle there.
+//
+// Elasticity: resizes happen between runs. The tree lives on rank 0 across runs: ranks added
+// since the last run join it (DtreeShape::join: a place under the shallowest parent with
+// room, nothing else moves) and ranks that left are removed (DtreeShape::leave; a shrink
+// removes the highest-numbered ranks, as ElasticJob numbers the survivors), and rank 0 sends
+// the tree's parents to every rank at the start of a run (DtreeShape::from_parents), so a
+// rank added later holds the same tree. Each rank's share is weighted by its speed measured in
+// the previous run (tasks per busy second); a rank not measured yet counts as the mean.
+//
+// Thread safety: one TaskBag per rank, used from one thread.
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "bellows/runtime/dtree.hpp"
+
+namespace bellows::runtime {
+
+/// How a bag's tasks reach the ranks.
+enum class BagDistribution {
+  dtree,          ///< pulled down a Dtree in contiguous ranges that shrink as pools drain
+  steal,          ///< static blocks, then idle ranks take half of a random victim's rest
+  static_blocks,  ///< rank r runs [n r / p, n (r + 1) / p), nothing moves
+};
+
+[[nodiscard]] std::string_view to_string(BagDistribution distribution) noexcept;
+/// "dtree", "steal" or "static"; false for anything else.
+[[nodiscard]] bool parse_bag_distribution(std::string_view text, BagDistribution& out) noexcept;
+
+struct BagOptions {
+  BagDistribution distribution = BagDistribution::dtree;
+  DtreeOptions dtree;
+  /// Threads per rank that run task bodies.
+  int workers = 1;
+  /// Indices a rank asks for at least (Dtree's code: 1.5 x its workers); 0: that default.
+  /// With stealing, what a worker takes from its rank's pool at a time.
+  std::int64_t min_ask = 0;
+  /// Seed of the random victims (stealing); each rank mixes in its number.
+  std::uint64_t steal_seed = 1;
+  /// How many times longer than its modeled seconds a task takes on this rank (a slow
+  /// node; BagTasks::modeled_seconds only).
+  double slowdown = 1.0;
+  /// A run that has not ended after this many seconds throws std::runtime_error (a peer
+  /// that died would otherwise leave the others waiting); 0: no limit.
+  double timeout_seconds = 0.0;
+
+  /// Throws std::invalid_argument naming the field ("task bag: workers must be at least
+  /// 1, got 0"), and the Dtree's refusals.
+  void validate() const;
+};
+
+/// The tasks of a bag: how many, and what running one means.
+struct BagTasks {
+  std::int64_t count = 0;
+  /// Runs task `index` and returns a 64-bit digest of its result. The digests of a run are
+  /// summed (modulo 2^64, so in any order) into BagReport::digest: a sum that depends on
+  /// every task running exactly once. Called from the bag's worker threads, any index on
+  /// any rank; it must be safe to call concurrently.
+  std::function<std::uint64_t(std::int64_t index)> body;
+  /// The emulated device: when set, each task also takes its modeled seconds (times
+  /// BagOptions::slowdown) on its worker's modeled clock, which sleeps to it; a late wake-up
+  /// is absorbed by the next task while the worker stays busy. The body still runs (it
+  /// should then be cheap).
+  std::function<double(std::int64_t index)> modeled_seconds;
+};
+
+/// One rank's part in a run.
+struct BagRankStats {
+  int rank = 0;
+  int parent = -1;                   ///< its Dtree parent (-1: the root, or not Dtree)
+  std::uint64_t tasks = 0;           ///< tasks its workers ran
+  std::uint64_t ranges = 0;          ///< ranges its workers took
+  std::uint64_t requests_sent = 0;   ///< asks to a parent, or steal requests
+  std::uint64_t requests_served = 0; ///< asks or steal requests answered with work
+  std::uint64_t tasks_given = 0;     ///< indices granted to children, or given to thieves
+  double busy_seconds = 0.0;         ///< summed over its workers
+  double finish_seconds = 0.0;       ///< from the common start to its last task's end
+  double speed = 0.0;                ///< tasks per busy second it entered the run with (0: none)
+  std::uint64_t digest = 0;          ///< its tasks' digests, summed
+};
+
+/// A run, as every rank sees it at its end.
+struct BagReport {
+  BagDistribution distribution = BagDistribution::dtree;
+  std::int64_t tasks = 0;      ///< tasks run, summed over the ranks
+  std::uint64_t digest = 0;    ///< the digests, summed over the ranks (modulo 2^64)
+  double seconds = 0.0;        ///< the makespan: the latest finish_seconds
+  int tree_height = 0;         ///< the Dtree's height (0: not Dtree, or one rank)
+  std::vector<BagRankStats> ranks;
+};
+
+void to_json(nlohmann::json& j, const BagRankStats& stats);
+void to_json(nlohmann::json& j, const BagReport& report);
+
+class TaskBag {
+ public:
+  /// Throws what BagOptions::validate throws.
+  explicit TaskBag(BagOptions options);
+
+  /// Runs tasks 0..tasks.count-1 over the ranks of `comm` (collective; every rank passes
+  /// the same count) and returns the report on every rank. Throws std::invalid_argument on a
+  /// negative count or a missing body, std::runtime_error past timeout_seconds, and what a
+  /// body threw (after the workers stopped; the other ranks then time out).
+  BagReport run(MPI_Comm comm, const BagTasks& tasks);
+
+  [[nodiscard]] const BagOptions& options() const noexcept { return options_; }
+  /// This rank's slowdown from the next run on (a node that became slow, or fast again).
+  /// Throws std::invalid_argument when it is not positive.
+  void set_slowdown(double slowdown);
+
+ private:
+  DtreeShape tree_for(MPI_Comm comm, int rank, int size);
+
+  BagOptions options_;
+  std::optional<DtreeShape> shape_;  ///< rank 0's tree, kept across runs
+  double speed_ = 0.0;               ///< tasks per busy second in the last run
+};
+
+}  // namespace bellows::runtime
