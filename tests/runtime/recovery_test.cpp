@@ -13,13 +13,16 @@
 // for bit with a serial computation of the same tile kernels in the same order (a run without
 // failure), and every iteration after the recovery ran exactly the GEMM's 64 tasks over the
 // survivors. With victim -1 nobody is killed and the same checks apply to the four ranks.
+// With `no-checkpoint` the checkpoints are off: every survivor must be refused a second
+// run_iteration() before recover(), then get recover()'s RecoveryError saying that no copy of
+// the lost rank's tiles exists, and still finalize and exit 0.
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result, and no process it started is left; it prints a JSON line with
 // each survivor's times (the kill to the iteration abandoned, to the communicator rebuilt, to
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
-//   recovery_tests MPIEXEC SELF VICTIM            (the launcher; no MPI; VICTIM -1: no kill)
+//   recovery_tests MPIEXEC SELF VICTIM [no-checkpoint]   (the launcher; no MPI; -1: no kill)
 //   recovery_tests --member DIR INDEX COUNT VICTIM (under MPIEXEC -n 1)
 
 #include "bellows/runtime/membership.hpp"
@@ -188,7 +191,8 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
   options.comm_max_sleep_us = 100;
   options.same_host_transport = false;  // tiles over MPI, as between nodes
   options.steal.enabled = true;
-  options.checkpoint.enabled = true;
+  const bool no_checkpoint = fs::exists(dir / "no-checkpoint");
+  options.checkpoint.enabled = !no_checkpoint;
   options.checkpoint.every_iterations = 1;
   options.checkpoint.node = "node" + std::to_string(rank);
   auto owned_runtime = std::make_unique<br::Runtime>(job, options);
@@ -211,6 +215,18 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
              "iteration " + std::to_string(report.iteration) + " lost " +
                  std::to_string(report.lost_ranks.size()) + " ranks, expected only rank " +
                  std::to_string(victim));
+      if (no_checkpoint) {
+        std::string refused = "(not refused)";
+        try {
+          (void)runtime.run_iteration();
+        } catch (const std::logic_error& e) {
+          refused = e.what();
+        }
+        const std::string expected_refusal = "run_iteration after iteration " + std::to_string(report.iteration) +
+                                             " lost ranks {" + std::to_string(victim) +
+                                             "}: call recover() on the survivors' communicator first";
+        expect(refused == expected_refusal, "run_iteration: \"" + refused + "\", expected \"" + expected_refusal + "\"");
+      }
       br::RebuildReport rebuilt;
       try {
         job = br::rebuild_without(job, report.lost_ranks, Clock::now() + kRebuildTimeout, &rebuilt);
@@ -220,6 +236,19 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
       }
       MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);
       const double rebuilt_at = wall_seconds();
+      if (no_checkpoint) {
+        std::string error = "(no error)";
+        try {
+          (void)runtime.recover(job, report.lost_ranks);
+        } catch (const br::RecoveryError& e) {
+          error = e.what();
+        }
+        const std::string expected = "recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no copy "
+                                     "of the tiles of ranks {" + std::to_string(victim) + "} exists";
+        expect(error == expected, "recover: \"" + error + "\", expected \"" + expected + "\"");
+        result["refused"] = error;
+        break;
+      }
       const br::RecoveryReport recovery = runtime.recover(job, report.lost_ranks);
       const double recovered_at = wall_seconds();
       const int expected_rank = old_rank < victim ? old_rank : old_rank - 1;
@@ -260,6 +289,17 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
     evolve(a, done);
     ++done;
     if (old_rank == 0) write_file(dir / "progress", std::to_string(done));
+  }
+  if (no_checkpoint) {
+    owned_runtime.reset();
+    MPI_Comm_free(&job);
+    MPI_Finalize();
+    watchdog.disarm();
+    expect(result.contains("refused"), "no loss noticed");
+    result["verified"] = true;  // nothing to verify: the job could not recover, and said why
+    result["result"] = failures == 0 ? "PASS" : "FAIL: " + first_failure;
+    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+    return failures == 0 ? 0 : 1;
   }
   expect(done == kIterations, "finished " + std::to_string(done) + " iterations");
   expect(recovered == (victim >= 0), recovered ? "recovered without a kill" : "no loss noticed");
@@ -342,13 +382,14 @@ pid_t start_member(const std::string& mpiexec, const std::string& self, const fs
 
 int read_int(const fs::path& path) { return std::atoi(read_file(path).c_str()); }
 
-int run_launcher(const std::string& mpiexec, const std::string& self, int victim) {
-  if (victim < -1 || victim >= kRanks) {
-    std::fprintf(stderr, "recovery_tests: victim %d is not a rank of %d (or -1)\n", victim, kRanks);
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool no_checkpoint) {
+  if (victim < -1 || victim >= kRanks || (no_checkpoint && victim < 0)) {
+    std::fprintf(stderr, "recovery_tests: victim %d is not a rank of %d (or -1 with checkpoints)\n", victim, kRanks);
     return 2;
   }
   char pattern[] = "/tmp/bellows-recovery-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
+  if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration<double>(kLauncherLimitSeconds);
   std::vector<Started> members(kRanks);
@@ -467,9 +508,10 @@ int main(int argc, char** argv) {
   if (argc == 6 && std::strcmp(argv[1], "--member") == 0) {
     return run_member(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
   }
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIM | --member DIR INDEX COUNT VICTIM\n");
+  const bool no_checkpoint = argc == 5 && std::strcmp(argv[4], "no-checkpoint") == 0;
+  if (argc != 4 && !no_checkpoint) {
+    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIM [no-checkpoint] | --member DIR INDEX COUNT VICTIM\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]));
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), no_checkpoint);
 }
