@@ -353,7 +353,13 @@ void CommEngine::handle(int source, wire::Message&& message) {
     post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
   } else if (auto* c = std::get_if<wire::CollectionFetch>(&message)) {
     const auto& coll = engine_.collection(c->tile.collection);
-    TilePtr tile = coll.tile(c->tile.m, c->tile.n);  // throws when not local
+    TilePtr tile;
+    try {
+      tile = coll.tile(c->tile.m, c->tile.n);  // throws when not local
+    } catch (const std::out_of_range& e) {
+      fail("rank " + std::to_string(source) + " asked for a tile in iteration " +
+           std::to_string(engine_.iteration()) + ", but " + e.what());
+    }
     if (c->tag == wire::kWhereIsTag) {
       if (!same_host_.can_read(source)) {
         fail("rank " + std::to_string(source) + " asked where a tile lies but cannot read here");

@@ -58,6 +58,12 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
   return copies;
 }
 
+/// Communicators that held a dead rank: never freed (see Engine::recover).
+void kept_until_exit(MPI_Comm comm) {
+  static std::vector<MPI_Comm> kept;
+  kept.push_back(comm);
+}
+
 }  // namespace
 
 bool Engine::wait_for_reductions(EndOfIterationSums& sums) {
@@ -184,10 +190,14 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   MPI_Comm_rank(survivors, &out.new_rank);
   MPI_Comm_size(survivors, &out.new_size);
 
-  // The old communicator holds the dead: freed, never disconnected (rebuild.hpp says why).
+  // The old communicator holds the dead, so it is never disconnected (rebuild.hpp says why);
+  // nor is it freed: messages of the abandoned iteration may still be on their way to this
+  // rank on it, and a freed communicator's context id may be given to the next one, where
+  // they would match the new iteration's receives (a stale fetch, a checkpoint tile sent
+  // as unchanged). It is kept, unused, until the process exits.
   comm_engine_.reset();
   watch_.reset();
-  MPI_Comm_free(&comm_);
+  kept_until_exit(comm_);
   comm_ = MPI_COMM_NULL;
 
   const std::vector<CheckpointCopy> copies = gather_copies(survivors, checkpoints_->copies());

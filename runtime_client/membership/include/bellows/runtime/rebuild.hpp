@@ -61,9 +61,11 @@ class RebuildError : public std::runtime_error {
 /// deadline); then MPI_Comm_create_group over the survivors, and MPI_Comm_free of `job`.
 ///
 /// On success `job` is consumed (freed, never disconnected: see above) and the caller owns the
-/// result, which carries MPI_ERRORS_ARE_FATAL. Free or disconnect every other communicator that
-/// contains a dead rank (a Runtime's duplicate) with MPI_Comm_free as well, and cancel receives
-/// still posted on them, those from MPI_ANY_SOURCE above all.
+/// result, which carries MPI_ERRORS_ARE_FATAL. Never disconnect another communicator that
+/// contains a dead rank, and cancel receives still posted on it, those from MPI_ANY_SOURCE above
+/// all. Free it only when no message can still be on its way on it: a freed communicator's
+/// context id may be given to the next one created, where such a message would match its
+/// receives. Runtime::recover() therefore keeps its duplicate, unused, until the process exits.
 ///
 /// Throws RebuildError, with `job` untouched, when the deadline passes before the go (the text
 /// names the survivors that did not check in) or when a survivor named another dead set (both
