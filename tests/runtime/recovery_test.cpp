@@ -12,7 +12,12 @@
 // checkpoint's iteration. At the end the first survivor gathers A and C and compares them bit
 // for bit with a serial computation of the same tile kernels in the same order (a run without
 // failure), and every iteration after the recovery ran exactly the GEMM's 64 tasks over the
-// survivors. With victim -1 nobody is killed and the same checks apply to the four ranks.
+// survivors. VICTIMS may name two ranks ("0,2", whose buddies survive), killed one right after
+// the other: every survivor must name both. With -1 nobody is killed and the same checks apply
+// to the four ranks.
+// With `cholesky` the job factors A = L * L^T instead (A symmetric positive definite, its
+// lower tiles kept; between iterations a' = a * 0.99 + 0.001, which keeps it so; 20 tasks per
+// iteration), checked against a serial factorization by the same kernels in the same order.
 // With `no-checkpoint` the checkpoints are off: every survivor must be refused a second
 // run_iteration() before recover(), then get recover()'s RecoveryError saying that no copy of
 // the lost rank's tiles exists, and still finalize and exit 0.
@@ -22,8 +27,8 @@
 // each survivor's times (the kill to the iteration abandoned, to the communicator rebuilt, to
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
-//   recovery_tests MPIEXEC SELF VICTIM [no-checkpoint]   (the launcher; no MPI; -1: no kill)
-//   recovery_tests --member DIR INDEX COUNT VICTIM (under MPIEXEC -n 1)
+//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky]  (the launcher; no MPI)
+//   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/rebuild.hpp"
@@ -36,6 +41,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +59,7 @@
 
 #include "bellows/examples/app.hpp"
 #include "bellows/kernels/tile_kernels.hpp"
+#include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
 #include "spawned_processes.hpp"
 #include "watchdog.hpp"
@@ -69,7 +76,8 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRanks = 4;
 constexpr int kN = 384;
 constexpr int kTile = 96;  // 4 x 4 tiles: 64 GEMM tasks per iteration
-constexpr int kTasksPerIteration = 64;
+constexpr int kGemmTasksPerIteration = 64;
+constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
 constexpr int kIterations = 30;
 constexpr int kKillAfter = 8;  // iterations rank 0 has completed when the victim is killed
 constexpr unsigned kSeed = 11;
@@ -108,9 +116,15 @@ void expect(bool ok, const std::string& what) {
 
 // ------------------------------------------------------------------------------------ member
 
+/// The Cholesky job instead of the GEMM (a file `cholesky` in the run's directory).
+bool cholesky_job = false;
+
 /// What the application does to A after iteration `iteration` (counted from 0): a new tile
-/// per local tile, every element a * 0.75 + 0.125 * (iteration + 1).
-double evolved(double a, int iteration) { return a * 0.75 + 0.125 * (iteration + 1); }
+/// per local tile, every element a * 0.75 + 0.125 * (iteration + 1); for the Cholesky job
+/// a * 0.99 + 0.001 (0.99 A plus a multiple of the all-ones matrix stays positive definite).
+double evolved(double a, int iteration) {
+  return cholesky_job ? a * 0.99 + 0.001 : a * 0.75 + 0.125 * (iteration + 1);
+}
 
 void evolve(br::TiledMatrix& a, int iteration) {
   std::vector<std::pair<int, int>> local;
@@ -125,7 +139,44 @@ void evolve(br::TiledMatrix& a, int iteration) {
 
 /// A and C as a job without failure computes them: the same tile kernels in the same order
 /// (each C tile summed over k from 0), column-major with ld = kN.
+std::shared_ptr<br::Tile> clone(const br::Tile& t) {
+  auto copy = std::make_shared<br::Tile>(t.rows(), t.cols());
+  std::copy(t.data(), t.data() + t.elements(), copy->data());
+  return copy;
+}
+
+/// A and L as a job without failure computes them: per iteration the tiled right-looking
+/// factorization by the kernels of the Cholesky tasks, each tile updated in k order.
+std::pair<std::vector<double>, std::vector<double>> cholesky_reference() {
+  const auto lower = [](int m, int k) { return m >= k; };
+  br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
+  br::TiledMatrix l(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
+  be::fill_spd(a, kSeed);
+  const int tiles = kN / kTile;
+  for (int it = 0; it < kIterations; ++it) {
+    std::vector<std::vector<std::shared_ptr<br::Tile>>> w(static_cast<std::size_t>(tiles));
+    for (int m = 0; m < tiles; ++m) {
+      for (int n = 0; n <= m; ++n) w[static_cast<std::size_t>(m)].push_back(clone(*a.tile(m, n)));
+    }
+    const auto at = [&](int m, int n) -> br::Tile& { return *w[static_cast<std::size_t>(m)][static_cast<std::size_t>(n)]; };
+    for (int k = 0; k < tiles; ++k) {
+      bellows::kernels::potrf_lower(at(k, k));
+      for (int m = k + 1; m < tiles; ++m) bellows::kernels::trsm_right_lower_trans(at(k, k), at(m, k));
+      for (int m = k + 1; m < tiles; ++m) {
+        bellows::kernels::syrk_lower_minus(at(m, k), at(m, m));
+        for (int n = k + 1; n < m; ++n) bellows::kernels::gemm_nt_minus(at(m, k), at(n, k), at(m, n));
+      }
+    }
+    for (int m = 0; m < tiles; ++m) {
+      for (int n = 0; n <= m; ++n) l.set_tile(m, n, w[static_cast<std::size_t>(m)][static_cast<std::size_t>(n)]);
+    }
+    evolve(a, it);
+  }
+  return {a.gather_to_root(MPI_COMM_SELF), l.gather_to_root(MPI_COMM_SELF)};
+}
+
 std::pair<std::vector<double>, std::vector<double>> reference() {
+  if (cholesky_job) return cholesky_reference();
   br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
   br::TiledMatrix b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
   br::TiledMatrix c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
@@ -156,7 +207,26 @@ std::size_t differing(const std::vector<double>& x, const std::vector<double>& y
 
 double seconds_from(double wall_start) { return wall_seconds() - wall_start; }
 
-int run_member(const fs::path& dir, int index, int count, int victim) {
+/// "0,2" -> {0, 2}; "-1" -> {}.
+std::vector<int> parse_victims(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const int rank = std::atoi(item.c_str());
+    if (rank >= 0) out.push_back(rank);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string rank_set(const std::vector<int>& ranks) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "}";
+}
+
+int run_member(const fs::path& dir, int index, int count, const std::vector<int>& victims) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
   bellows::testing::Watchdog watchdog(std::chrono::seconds(75), "recovery member", index);
@@ -182,11 +252,22 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
   expect(size == count, "joined size " + std::to_string(size));
   write_file(dir / ("pid." + std::to_string(rank)), std::to_string(::getpid()));
 
-  br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(size), rank);
-  br::TiledMatrix b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(size), rank);
-  br::TiledMatrix c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(size), rank);
-  be::fill_random(a, kSeed);
-  be::fill_random(b, kSeed + 1);
+  cholesky_job = fs::exists(dir / "cholesky");
+  // GEMM: A, B and C (the result). Cholesky: A and L (the result) over the lower tiles.
+  const br::TiledMatrix::TileFilter all_tiles = {};
+  const br::TiledMatrix::TileFilter lower = [](int m, int k) { return m >= k; };
+  const br::TiledMatrix::TileFilter kept = cholesky_job ? lower : all_tiles;
+  const auto grid = br::BlockCyclic2D::square_for(size);
+  br::TiledMatrix a(0, kN, kN, kTile, grid, rank, kept);
+  br::TiledMatrix b(1, kN, kN, kTile, grid, rank);
+  br::TiledMatrix c(cholesky_job ? 1 : 2, kN, kN, kTile, grid, rank, kept);
+  if (cholesky_job) {
+    be::fill_spd(a, kSeed);
+  } else {
+    be::fill_random(a, kSeed);
+    be::fill_random(b, kSeed + 1);
+  }
+  const int tasks_per_iteration = cholesky_job ? kCholeskyTasksPerIteration : kGemmTasksPerIteration;
   br::RuntimeOptions options;
   options.comm_max_sleep_us = 100;
   options.same_host_transport = false;  // tiles over MPI, as between nodes
@@ -198,9 +279,14 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
   auto owned_runtime = std::make_unique<br::Runtime>(job, options);
   br::Runtime& runtime = *owned_runtime;
   runtime.add_collection(a);
-  runtime.add_collection(b);
-  runtime.add_collection(c);
-  runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+  if (cholesky_job) {
+    runtime.add_collection(c);
+    for (auto& cls : be::make_cholesky_tasks(a, c)) runtime.add_task_class(std::move(cls));
+  } else {
+    runtime.add_collection(b);
+    runtime.add_collection(c);
+    runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+  }
 
   nlohmann::json result{{"old_rank", old_rank}};
   std::map<int, std::uint64_t> tasks_after_recovery;  // iteration -> tasks run here
@@ -211,10 +297,8 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
     if (!report.completed()) {
       const double abandoned_at = wall_seconds();
       expect(!recovered, "a second loss");
-      expect(report.lost_ranks == std::vector<int>{victim},
-             "iteration " + std::to_string(report.iteration) + " lost " +
-                 std::to_string(report.lost_ranks.size()) + " ranks, expected only rank " +
-                 std::to_string(victim));
+      expect(report.lost_ranks == victims, "iteration " + std::to_string(report.iteration) + " lost ranks " +
+                                               rank_set(report.lost_ranks) + ", expected " + rank_set(victims));
       if (no_checkpoint) {
         std::string refused = "(not refused)";
         try {
@@ -223,8 +307,8 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
           refused = e.what();
         }
         const std::string expected_refusal = "run_iteration after iteration " + std::to_string(report.iteration) +
-                                             " lost ranks {" + std::to_string(victim) +
-                                             "}: call recover() on the survivors' communicator first";
+                                             " lost ranks " + rank_set(victims) +
+                                             ": call recover() on the survivors' communicator first";
         expect(refused == expected_refusal, "run_iteration: \"" + refused + "\", expected \"" + expected_refusal + "\"");
       }
       br::RebuildReport rebuilt;
@@ -244,15 +328,16 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
           error = e.what();
         }
         const std::string expected = "recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no copy "
-                                     "of the tiles of ranks {" + std::to_string(victim) + "} exists";
+                                     "of the tiles of ranks " + rank_set(victims) + " exists";
         expect(error == expected, "recover: \"" + error + "\", expected \"" + expected + "\"");
         result["refused"] = error;
         break;
       }
       const br::RecoveryReport recovery = runtime.recover(job, report.lost_ranks);
       const double recovered_at = wall_seconds();
-      const int expected_rank = old_rank < victim ? old_rank : old_rank - 1;
-      expect(recovery.new_rank == expected_rank && recovery.new_size == count - 1,
+      const int expected_rank =
+          old_rank - static_cast<int>(std::count_if(victims.begin(), victims.end(), [&](int v) { return v < old_rank; }));
+      expect(recovery.new_rank == expected_rank && recovery.new_size == count - static_cast<int>(victims.size()),
              "recover: rank " + std::to_string(recovery.new_rank) + " of " +
                  std::to_string(recovery.new_size));
       // A checkpoint at every boundary: at most the iteration in progress and the one before
@@ -302,7 +387,7 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
     return failures == 0 ? 0 : 1;
   }
   expect(done == kIterations, "finished " + std::to_string(done) + " iterations");
-  expect(recovered == (victim >= 0), recovered ? "recovered without a kill" : "no loss noticed");
+  expect(recovered == !victims.empty(), recovered ? "recovered without a kill" : "no loss noticed");
 
   // Every iteration after the recovery ran each task exactly once over the survivors.
   MPI_Comm_size(job, &size);
@@ -315,9 +400,9 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
   std::vector<long> summed(mine.size(), 0);
   MPI_Allreduce(mine.data(), summed.data(), static_cast<int>(mine.size()), MPI_LONG, MPI_SUM, job);
   long wrong = 0;
-  for (const long tasks : summed) wrong += tasks != kTasksPerIteration ? 1 : 0;
+  for (const long tasks : summed) wrong += tasks != tasks_per_iteration ? 1 : 0;
   expect(wrong == 0, std::to_string(wrong) + " iterations after recovery did not run exactly " +
-                         std::to_string(kTasksPerIteration) + " tasks");
+                         std::to_string(tasks_per_iteration) + " tasks");
   result["iterations_after_recovery"] = iterations_after;
 
   const std::vector<double> a_all = a.gather_to_root(job);
@@ -326,7 +411,8 @@ int run_member(const fs::path& dir, int index, int count, int victim) {
     const auto [a_ref, c_ref] = reference();
     const std::size_t a_wrong = differing(a_all, a_ref), c_wrong = differing(c_all, c_ref);
     expect(a_wrong == 0, std::to_string(a_wrong) + " elements of A differ from a run without failure");
-    expect(c_wrong == 0, std::to_string(c_wrong) + " elements of C differ from a run without failure");
+    expect(c_wrong == 0, std::to_string(c_wrong) + (cholesky_job ? " elements of L" : " elements of C") +
+                             " differ from a run without failure");
     result["verified"] = a_wrong == 0 && c_wrong == 0;
   }
   owned_runtime.reset();
@@ -349,9 +435,9 @@ struct Started {
 };
 
 pid_t start_member(const std::string& mpiexec, const std::string& self, const fs::path& dir,
-                   int index, int victim) {
+                   int index, const std::string& victims) {
   std::vector<std::string> args{mpiexec, "-n", "1", self, "--member", dir.string(),
-                                std::to_string(index), std::to_string(kRanks), std::to_string(victim)};
+                                std::to_string(index), std::to_string(kRanks), victims};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -382,19 +468,25 @@ pid_t start_member(const std::string& mpiexec, const std::string& self, const fs
 
 int read_int(const fs::path& path) { return std::atoi(read_file(path).c_str()); }
 
-int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool no_checkpoint) {
-  if (victim < -1 || victim >= kRanks || (no_checkpoint && victim < 0)) {
-    std::fprintf(stderr, "recovery_tests: victim %d is not a rank of %d (or -1 with checkpoints)\n", victim, kRanks);
+int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
+                 bool no_checkpoint, bool cholesky) {
+  const std::vector<int> victims = parse_victims(victims_text);
+  const bool valid = std::all_of(victims.begin(), victims.end(), [](int v) { return v < kRanks; }) &&
+                     static_cast<int>(victims.size()) < kRanks && (!no_checkpoint || !victims.empty());
+  if (!valid) {
+    std::fprintf(stderr, "recovery_tests: victims '%s' are not ranks of %d (or -1 with checkpoints)\n",
+                 victims_text.c_str(), kRanks);
     return 2;
   }
   char pattern[] = "/tmp/bellows-recovery-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
   if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
+  if (cholesky) write_file(dir / "cholesky", "1");
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration<double>(kLauncherLimitSeconds);
   std::vector<Started> members(kRanks);
   for (int i = 0; i < kRanks; ++i) {
-    members[static_cast<std::size_t>(i)].pid = start_member(mpiexec, self, dir, i, victim);
+    members[static_cast<std::size_t>(i)].pid = start_member(mpiexec, self, dir, i, victims_text);
     expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
   }
   auto reap = [&](bool block_until_limit) {
@@ -414,8 +506,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   };
   auto path_of = [&](const char* what, int rank) { return dir / (std::string(what) + "." + std::to_string(rank)); };
 
-  int victim_pid = -1;
-  if (victim >= 0) {
+  std::vector<int> victim_pids;
+  if (!victims.empty()) {
     bool due = false;
     while (!due && Clock::now() < limit) {
       due = fs::exists(dir / "progress") && std::atoi(read_file(dir / "progress").c_str()) >= kKillAfter;
@@ -426,10 +518,12 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     }
     expect(due, "rank 0 did not reach iteration " + std::to_string(kKillAfter));
     if (due) {
-      victim_pid = read_int(path_of("pid", victim));
+      for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));
       char text[64];
       std::snprintf(text, sizeof text, "%.6f\n", wall_seconds());
-      expect(::kill(victim_pid, SIGKILL) == 0, "kill -9 of rank " + std::to_string(victim) + " failed");
+      for (std::size_t v = 0; v < victims.size(); ++v) {
+        expect(::kill(victim_pids[v], SIGKILL) == 0, "kill -9 of rank " + std::to_string(victims[v]) + " failed");
+      }
       write_file(dir / "killed", text);  // for the survivors' times only: they are told nothing
     }
   }
@@ -459,7 +553,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   nlohmann::json survivors = nlohmann::json::array();
   bool verified = false;
   for (int r = 0; r < kRanks; ++r) {
-    if (r == victim) continue;
+    if (std::find(victims.begin(), victims.end(), r) != victims.end()) continue;
     if (!fs::exists(path_of("result", r))) {
       expect(false, "survivor " + std::to_string(r) + " wrote no result");
       continue;
@@ -479,7 +573,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
       ++killed_exits;
     }
   }
-  const int expected_killed = victim >= 0 ? 1 : 0;
+  const int expected_killed = static_cast<int>(victims.size());
   expect(clean_exits == kRanks - expected_killed && killed_exits == expected_killed,
          std::to_string(clean_exits) + " mpiexecs exited 0 and " + std::to_string(killed_exits) +
              " did not; expected " + std::to_string(kRanks - expected_killed) + " and " +
@@ -492,8 +586,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     }
   }
   fs::remove_all(dir);
-  std::printf("%s\n", nlohmann::json{{"victim", victim},
-                                     {"victim_pid", victim_pid},
+  std::printf("%s\n", nlohmann::json{{"victims", victims},
+                                     {"victim_pids", victim_pids},
                                      {"seconds", seconds},
                                      {"survivors", survivors}}
                           .dump()
@@ -506,12 +600,14 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 
 int main(int argc, char** argv) {
   if (argc == 6 && std::strcmp(argv[1], "--member") == 0) {
-    return run_member(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
+    return run_member(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), parse_victims(argv[5]));
   }
   const bool no_checkpoint = argc == 5 && std::strcmp(argv[4], "no-checkpoint") == 0;
-  if (argc != 4 && !no_checkpoint) {
-    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIM [no-checkpoint] | --member DIR INDEX COUNT VICTIM\n");
+  const bool cholesky = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
+  if (argc != 4 && !no_checkpoint && !cholesky) {
+    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky] | "
+                         "--member DIR INDEX COUNT VICTIMS\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), no_checkpoint);
+  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky);
 }
