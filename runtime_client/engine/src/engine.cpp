@@ -160,9 +160,6 @@ void Engine::attach(MPI_Comm comm) {
   wait_asleep(request);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
-  // A dead peer must not end this rank: errors come back to the runtime, which abandons the
-  // iteration (run_iteration's lost_ranks) instead of the job.
-  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
                                               options_.same_host_transport);
@@ -870,7 +867,10 @@ IterationReport Engine::run_iteration() {
                            " lost ranks " + rank_list(lost_ranks_) +
                            ": call recover() on the survivors' communicator first");
   }
-  const WorldErrorsReturned errors_returned;
+  // A dead peer must not end this rank: during the iteration errors come back to the runtime,
+  // which abandons the iteration (IterationReport::lost_ranks) instead of the job.
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(comm_);
   if (!pending_moves_.empty()) apply_tile_moves();
   if (options_.offload.enabled) plan_offloads();
   if (!local_tasks_known_) prepare_local_tasks();

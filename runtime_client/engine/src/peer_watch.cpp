@@ -23,13 +23,13 @@ std::string describe_mpi_error(int code) {
   return name + " (" + std::to_string(error_class) + "): " + std::string(text, static_cast<std::size_t>(length));
 }
 
-WorldErrorsReturned::WorldErrorsReturned() {
-  MPI_Comm_get_errhandler(MPI_COMM_WORLD, &saved_);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+ErrorsReturned::ErrorsReturned(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_get_errhandler(comm_, &saved_);
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
 
-WorldErrorsReturned::~WorldErrorsReturned() {
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, saved_);
+ErrorsReturned::~ErrorsReturned() {
+  MPI_Comm_set_errhandler(comm_, saved_);
   MPI_Errhandler_free(&saved_);
 }
 

@@ -20,7 +20,7 @@ namespace bellows::runtime {
 
 class PeerWatch {
  public:
-  /// `comm` must return errors (MPI_ERRORS_RETURN) rather than abort.
+  /// `comm` must return errors (ErrorsReturned) while the watch is armed.
   PeerWatch(MPI_Comm comm, int rank, int size);
   ~PeerWatch();
   PeerWatch(const PeerWatch&) = delete;
@@ -52,19 +52,21 @@ class PeerWatch {
   char sink_ = 0;  ///< what a receive would write (nobody sends)
 };
 
-/// Holds MPI_COMM_WORLD's error handler at MPI_ERRORS_RETURN while it lives (an iteration):
-/// MPICH 4.0.2 raises the errors of calls that complete several requests at once
-/// (MPI_Testsome, MPI_Testall) on MPI_COMM_WORLD's handler, not on the requests'
-/// communicator, so a transfer with a dead peer would otherwise abort this rank. The
-/// application's handler is back between iterations.
-class WorldErrorsReturned {
+/// Holds a communicator's error handler at MPI_ERRORS_RETURN while it lives (an iteration),
+/// and puts the one it had back after. The runtime holds its own communicator so, and also
+/// MPI_COMM_WORLD: MPICH 4.0.2 raises the errors of calls that complete several requests at
+/// once (MPI_Testsome, MPI_Testall) on MPI_COMM_WORLD's handler, not on the requests'
+/// communicator, so a transfer with a dead peer would otherwise abort the rank. Between
+/// iterations an MPI error ends the rank as before.
+class ErrorsReturned {
  public:
-  WorldErrorsReturned();
-  ~WorldErrorsReturned();
-  WorldErrorsReturned(const WorldErrorsReturned&) = delete;
-  WorldErrorsReturned& operator=(const WorldErrorsReturned&) = delete;
+  explicit ErrorsReturned(MPI_Comm comm);
+  ~ErrorsReturned();
+  ErrorsReturned(const ErrorsReturned&) = delete;
+  ErrorsReturned& operator=(const ErrorsReturned&) = delete;
 
  private:
+  MPI_Comm comm_;
   MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
 };
 
