@@ -7,7 +7,8 @@
 // applied exactly once. Once rank 0 has finished kKillAfter iterations, the launcher SIGKILLs
 // the victim (at a point within an iteration the test does not choose). Nothing tells the
 // survivors: run_iteration() must notice from MPI alone, abandon the iteration and name the
-// lost rank; they rebuild the job's communicator with rebuild_without(), recover() rolls back to
+// lost rank; they agree on the lost set (agree_on_lost), rebuild the job's communicator with
+// rebuild_without(), recover() rolls back to
 // the last checkpoint with the lost rank's tiles from its buddy, and the loop resumes at the
 // checkpoint's iteration. At the end the first survivor gathers A and C and compares them bit
 // for bit with a serial computation of the same tile kernels in the same order (a run without
@@ -312,8 +313,15 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
         expect(refused == expected_refusal, "run_iteration: \"" + refused + "\", expected \"" + expected_refusal + "\"");
       }
       br::RebuildReport rebuilt;
+      std::vector<int> lost;
       try {
-        job = br::rebuild_without(job, report.lost_ranks, Clock::now() + kRebuildTimeout, &rebuilt);
+        // What an application does: agree on the lost set, then rebuild without it.
+        const auto deadline = Clock::now() + kRebuildTimeout;
+        int rounds = 0;
+        lost = br::agree_on_lost(job, report.lost_ranks, deadline, &rounds);
+        result["agree_rounds"] = rounds;
+        expect(lost == victims, "agreed on ranks " + rank_set(lost) + ", expected " + rank_set(victims));
+        job = br::rebuild_without(job, lost, deadline, &rebuilt);
       } catch (const std::exception& e) {
         expect(false, std::string("rebuild_without threw: ") + e.what());
         break;
@@ -323,7 +331,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       if (no_checkpoint) {
         std::string error = "(no error)";
         try {
-          (void)runtime.recover(job, report.lost_ranks);
+          (void)runtime.recover(job, lost);
         } catch (const br::RecoveryError& e) {
           error = e.what();
         }
@@ -333,7 +341,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
         result["refused"] = error;
         break;
       }
-      const br::RecoveryReport recovery = runtime.recover(job, report.lost_ranks);
+      const br::RecoveryReport recovery = runtime.recover(job, lost);
       const double recovered_at = wall_seconds();
       const int expected_rank =
           old_rank - static_cast<int>(std::count_if(victims.begin(), victims.end(), [&](int v) { return v < old_rank; }));

@@ -27,6 +27,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace bellows::runtime {
 
@@ -42,6 +43,24 @@ struct RebuildReport {
   double create_seconds = 0.0;  ///< MPI_Comm_create_group over the survivors
   double total_seconds = 0.0;
 };
+
+/// The survivors' agreement on who is lost, for rebuild_without(): ranks that noticed the deaths
+/// at different moments may hold different sets. Collective over the ranks of `job` that `seen`
+/// and the deaths it finds leave alive, each passing the lost ranks it has seen (in any order)
+/// and a deadline of its own. In rounds, each survivor sends its set to every rank it holds
+/// alive and receives theirs (point-to-point on `job`, nonblocking, sleeping between tests); a
+/// receive that fails (MPIX_ERR_PROC_FAILED: that peer died too) adds the peer. Every survivor
+/// hears every other survivor's set, so all see alike whether the sets were all equal, with no
+/// receive failed: then they stop with that set; otherwise each takes the union and goes
+/// again. `job` must return errors (MPI_ERRORS_RETURN). Returns the agreed set, ascending; `rounds` receives the rounds it took (1 when all
+/// agreed at once). Written for ranks that died (SIGKILL, a lost node), whose receives fail:
+/// a rank that is alive but named lost by another survivor is sent nothing and gives up at
+/// its deadline. Throws RebuildError when a survivor does not answer by the deadline (naming
+/// it), or when the calling rank finds itself named lost; std::invalid_argument for a rank out
+/// of range in `seen`.
+[[nodiscard]] std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             int* rounds = nullptr);
 
 /// Thrown by rebuild_without() when the survivors did not all check in before the deadline, or
 /// when they named different dead sets. The old communicator is left to the caller, untouched.
