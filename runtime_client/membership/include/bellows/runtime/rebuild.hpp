@@ -1,7 +1,7 @@
 #pragma once
 // Carrying on without the dead: the survivors of the job's communicator build a communicator of
-// their own once the control plane has told them who is gone (the agreement on the dead set is
-// not made here). Written for and tested on MPICH 4.0.2 ch3:nemesis with hydra, where every rank
+// their own once they know who is gone (from the control plane, or from MPI errors: the runtime's
+// IterationReport::lost_ranks), after agree_on_lost() has settled them on one set. Written for and tested on MPICH 4.0.2 ch3:nemesis with hydra, where every rank
 // is an MPI world of its own (docs/runtime.md, "When a rank dies: what MPICH lets the survivors
 // do", has the measurements these rules come from):
 //
