@@ -8,14 +8,17 @@
 // an allreduce, an allgather of the old ranks, and 4096 doubles from every other survivor,
 // each value checked. Then they free it, finalize and exit 0. With `disagree`, the last rank
 // names one more dead rank than the others (rank 1): every survivor must get a RebuildError
-// that says so, keep its old communicator, and still finalize and exit 0.
+// that says so, keep its old communicator, and still finalize and exit 0. With `late`, the
+// first survivor has not noticed the death yet (it names no dead rank) while the others name
+// the victim: agree_on_lost must settle every survivor on {victim} in 2 rounds (the first
+// survivor's receive from the victim fails) before rebuild_without and the same checks.
 //
 // The launcher passes when the killed rank's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result within its deadline, and no process it started is left; it prints
 // a JSON line with each survivor's times and "rebuild_without: PASS". A process group per
 // mpiexec lets it kill everything it started when something hangs.
 //
-//   rebuild_without_tests MPIEXEC SELF VICTIM [disagree]      (the launcher; no MPI)
+//   rebuild_without_tests MPIEXEC SELF VICTIM [disagree|late]  (the launcher; no MPI)
 //   rebuild_without_tests --member DIR INDEX COUNT            (under MPIEXEC -n 1)
 
 #include "bellows/runtime/membership.hpp"
@@ -259,7 +262,17 @@ int run_member(const fs::path& dir, int index, int count) {
   }
   try {
     bellows::runtime::RebuildReport report;
-    const std::vector<int> dead{victim};
+    std::vector<int> dead{victim};
+    if (fs::exists(dir / "late")) {
+      const int first_survivor = victim == 0 ? 1 : 0;
+      const std::vector<int> seen = rank == first_survivor ? std::vector<int>{} : std::vector<int>{victim};
+      int rounds = 0;
+      dead = bellows::runtime::agree_on_lost(job, seen, Clock::now() + kRebuildTimeout, &rounds);
+      expect(dead == std::vector<int>{victim}, "agree_on_lost gave " + std::to_string(dead.size()) +
+                                                   " ranks, expected only " + std::to_string(victim));
+      expect(rounds == 2, "agree_on_lost took " + std::to_string(rounds) + " rounds, expected 2");
+      result["agree_rounds"] = rounds;
+    }
     MPI_Comm rebuilt = bellows::runtime::rebuild_without(job, dead, Clock::now() + kRebuildTimeout, &report);
     const double rebuilt_at = wall_seconds();
     expect(report.new_size == count - 1 && report.old_size == count,
@@ -328,7 +341,7 @@ pid_t start_member(const std::string& mpiexec, const std::string& self, const fs
 
 int read_int(const fs::path& path) { return std::atoi(read_file(path).c_str()); }
 
-int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool disagree) {
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool disagree, bool late) {
   if (victim < 0 || victim >= kRanks || (disagree && victim != 2)) {
     std::fprintf(stderr, "rebuild_without_tests: victim %d is not a rank of %d (disagree: 2)\n", victim, kRanks);
     return 2;
@@ -336,6 +349,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   char pattern[] = "/tmp/bellows-rebuild-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
   if (disagree) write_file(dir / "disagree", "1");
+  if (late) write_file(dir / "late", "1");
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration<double>(kLauncherLimitSeconds);
   std::vector<Started> members(kRanks);
@@ -453,9 +467,10 @@ int main(int argc, char** argv) {
     return run_member(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   }
   const bool disagree = argc == 5 && std::strcmp(argv[4], "disagree") == 0;
-  if (argc != 4 && !disagree) {
-    std::fprintf(stderr, "usage: rebuild_without_tests MPIEXEC SELF VICTIM [disagree] | --member DIR INDEX COUNT\n");
+  const bool late = argc == 5 && std::strcmp(argv[4], "late") == 0;
+  if (argc != 4 && !disagree && !late) {
+    std::fprintf(stderr, "usage: rebuild_without_tests MPIEXEC SELF VICTIM [disagree|late] | --member DIR INDEX COUNT\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), disagree);
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), disagree, late);
 }

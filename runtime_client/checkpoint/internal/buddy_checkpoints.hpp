@@ -26,6 +26,7 @@
 // the communicator in the same order, and every rank makes the same decisions from values
 // the end-of-iteration reductions made equal.
 
+#include <functional>
 #include <mpi.h>
 
 #include <optional>
@@ -69,8 +70,15 @@ class BuddyCheckpoints {
   void take(long completed, std::span<TiledMatrix* const> collections);
   /// At the end of an iteration, with the communication thread stopped: waits for the
   /// transfers take() posted at its start. Returns the seconds this rank's checkpoint added
-  /// to the iteration (posting and waiting), 0 without one.
-  double complete_transfers();
+  /// to the iteration (posting and waiting), 0 without one; -1 when a transfer failed or
+  /// `peer_lost` (asked between tests) said a peer died: then call abandon_in_flight().
+  double complete_transfers(const std::function<bool()>& peer_lost);
+  /// After an iteration abandoned because a peer died: cancels the receives of the
+  /// checkpoint taken at its start and frees its sends (their tiles, the own copy's, are
+  /// kept until the process exits). The wards' copies that did not all arrive are dropped;
+  /// the others stay, reported complete by copies(), so that choose_checkpoint() can still
+  /// pick that checkpoint when every copy a roll-back needs arrived.
+  void abandon_in_flight();
   /// After the end-of-iteration reductions: `iteration_seconds` and `checkpoint_seconds`
   /// are the largest over the ranks. Marks the checkpoint taken at the iteration's start
   /// complete (every rank completed its transfers before the reductions), frees what
@@ -79,6 +87,13 @@ class BuddyCheckpoints {
 
   /// What checkpoints did since the previous call; bytes_held and the interval as now.
   [[nodiscard]] CheckpointStats take_stats();
+  /// Per rank of the communicator attached: the node it runs on.
+  [[nodiscard]] const std::vector<std::string>& nodes() const noexcept { return nodes_; }
+  /// Local, at a recovery, with the collections already mapped so that this rank owns
+  /// `owner`'s tiles (its own, or a lost ward's): the copy of `owner`'s tiles at
+  /// `iteration` that this rank holds replaces them. Returns the tiles installed. Throws
+  /// std::invalid_argument naming the owner and iteration when no copy that arrived is held.
+  std::size_t install(int owner, long iteration, std::span<TiledMatrix* const> collections);
   /// Every copy this rank holds, its own included, in (iteration, owner) order.
   [[nodiscard]] std::vector<CheckpointCopy> copies() const;
   /// The buddies under which the latest checkpoint was taken (empty: none taken).
@@ -108,6 +123,11 @@ class BuddyCheckpoints {
     long iteration = 0;
     std::vector<CopiedTile> tiles;
     std::uint64_t bytes = 0;
+    /// Every tile of it is here: the own copy at once, a ward's when complete_transfers()
+    /// finished. A copy that arrived is reported complete by copies() even before the
+    /// checkpoint is complete everywhere, so that choose_checkpoint() sees what a failure
+    /// during the end-of-iteration reductions left.
+    bool arrived = false;
   };
   /// What every rank knows of one checkpoint.
   struct Checkpoint {

@@ -121,7 +121,7 @@ void BuddyCheckpoints::take(long completed, std::span<TiledMatrix* const> collec
   checkpoint.buddies = choose_buddies(nodes_, checkpoint.tiles);
 
   // The own copy: the tiles as they are now, shared with the collections.
-  HeldCopy own{rank_, completed, owned_tiles(collections, rank_), 0};
+  HeldCopy own{rank_, completed, owned_tiles(collections, rank_), 0, true};
   for (CopiedTile& t : own.tiles) {
     t.tile = collections[t.collection]->tile(t.m, t.n);
     own.bytes += t.tile->bytes();
@@ -161,7 +161,7 @@ void BuddyCheckpoints::take(long completed, std::span<TiledMatrix* const> collec
   // The wards' copies, received into tiles of their own (an empty message: the tile of the
   // previous copy, once the transfers completed).
   for (const int ward : wards_of(checkpoint.buddies, rank_)) {
-    HeldCopy copy{ward, completed, owned_tiles(collections, ward), 0};
+    HeldCopy copy{ward, completed, owned_tiles(collections, ward), 0, false};
     const bool had_it = previous != nullptr && previous->buddies[static_cast<std::size_t>(ward)] == rank_;
     for (std::size_t i = 0; i < copy.tiles.size(); ++i) {
       CopiedTile& t = copy.tiles[i];
@@ -182,14 +182,18 @@ void BuddyCheckpoints::take(long completed, std::span<TiledMatrix* const> collec
   stats_.post_seconds += post_seconds_;
 }
 
-double BuddyCheckpoints::complete_transfers() {
+double BuddyCheckpoints::complete_transfers(const std::function<bool()>& peer_lost) {
   if (checkpoints_.empty() || checkpoints_.back().complete) return 0.0;
   const auto begin = Clock::now();
   std::vector<MPI_Status> statuses(requests_.size());
   for (;;) {
     int done = 0;
-    MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, statuses.data());
+    if (MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                    statuses.data()) != MPI_SUCCESS) {
+      return -1.0;  // a transfer with a dead peer
+    }
     if (done) break;
+    if (peer_lost()) return -1.0;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   const long iteration = checkpoints_.back().iteration;
@@ -214,9 +218,48 @@ double BuddyCheckpoints::complete_transfers() {
   }
   requests_.clear();
   receives_.clear();
+  for (HeldCopy& copy : held_) {
+    if (copy.iteration == iteration) copy.arrived = true;
+  }
   const double waited = seconds_since(begin);
   stats_.wait_seconds += waited;
   return post_seconds_ + waited;
+}
+
+std::size_t BuddyCheckpoints::install(int owner, long iteration,
+                                      std::span<TiledMatrix* const> collections) {
+  HeldCopy* copy = held(owner, iteration);
+  if (copy == nullptr || !copy->arrived) {
+    throw std::invalid_argument("recover: " + rank_text(rank_) + " holds no complete copy of " +
+                                rank_text(owner) + "'s checkpoint of iteration " +
+                                std::to_string(iteration));
+  }
+  for (const CopiedTile& t : copy->tiles) collections[t.collection]->set_tile(t.m, t.n, t.tile);
+  return copy->tiles.size();
+}
+
+void BuddyCheckpoints::abandon_in_flight() {
+  for (std::size_t r = 0; r < requests_.size(); ++r) {
+    MPI_Request& request = requests_[r];
+    if (request == MPI_REQUEST_NULL) continue;
+    if (receives_[r].owner >= 0) {
+      MPI_Cancel(&request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);  // a cancelled receive completes at once
+    } else {
+      MPI_Request_free(&request);  // reads the own copy's tiles, which stay held
+    }
+  }
+  requests_.clear();
+  receives_.clear();
+  if (checkpoints_.empty() || checkpoints_.back().complete) return;
+  const long iteration = checkpoints_.back().iteration;
+  // The own copy's tiles may still be read by a freed send: they are kept until the
+  // process exits. The wards' copies that did not all arrive are of no use.
+  static std::vector<HeldCopy> still_read;
+  for (HeldCopy& copy : held_) {
+    if (copy.iteration == iteration && copy.owner == rank_) still_read.push_back(copy);
+  }
+  std::erase_if(held_, [&](const HeldCopy& h) { return h.iteration == iteration && !h.arrived; });
 }
 
 void BuddyCheckpoints::iteration_ended(double iteration_seconds, double checkpoint_seconds) {
@@ -278,7 +321,7 @@ std::vector<CheckpointCopy> BuddyCheckpoints::copies() const {
     const Checkpoint* c = find(copy.iteration);
     const auto tiles = static_cast<long>(copy.tiles.size());
     out.push_back(CheckpointCopy{copy.owner, rank_, copy.iteration, tiles,
-                                 c != nullptr && c->complete ? tiles : 0});
+                                 (c != nullptr && c->complete) || copy.arrived ? tiles : 0});
   }
   std::sort(out.begin(), out.end(), [](const CheckpointCopy& a, const CheckpointCopy& b) {
     return std::pair(a.iteration, a.owner) < std::pair(b.iteration, b.owner);

@@ -130,6 +130,9 @@ class Device {
   virtual void set_slowdown(double /*factor*/) {}
 
   void push(std::unique_ptr<ReadyTask> task);
+  /// Drops every queued task (an abandoned iteration: a peer was lost); those an execution
+  /// unit already holds still finish. Returns how many were dropped.
+  std::size_t discard_queued();
   [[nodiscard]] std::size_t ready_count() const;
   /// Takes queued tasks for a thief: those `choose` picks, asked under the queue's lock
   /// (StealPolicy::choose_gifts decides). `choose` sees the queue front to back (the next

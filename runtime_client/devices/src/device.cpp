@@ -67,6 +67,13 @@ std::size_t Device::ready_count() const {
   return queue_.size();
 }
 
+std::size_t Device::discard_queued() {
+  std::lock_guard lock(mutex_);
+  const std::size_t dropped = queue_.size();
+  queue_.clear();
+  return dropped;
+}
+
 std::unique_ptr<ReadyTask> Device::pop_or_wait(UnitStats& unit_stats) {
   std::unique_lock lock(mutex_);
   if (queue_.empty() && !stopping_) {

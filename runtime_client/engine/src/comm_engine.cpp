@@ -12,6 +12,7 @@
 
 #include "bellows/runtime/offload_policy.hpp"
 #include "engine.hpp"
+#include "peer_watch.hpp"
 #include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
@@ -28,6 +29,8 @@ constexpr int kDoorbellBackupPollUs = 100;
 // With doorbells from every peer and nothing in flight, anything that needs this rank
 // rings it; the idle thread only checks in now and then.
 constexpr int kDoorbellIdleSleepUs = 2000;
+// How often the communication thread tests the receives that notice a dead peer.
+constexpr auto kWatchPollInterval = std::chrono::microseconds(500);
 
 int element_count(const Tile& t) { return static_cast<int>(t.elements()); }
 
@@ -99,6 +102,8 @@ void CommEngine::reset_iteration_state() {
   invited_by_ = -1;
   invited_at_ = {};
   steal_policy_.start_iteration();
+  abandoned_ = false;
+  mpi_failure_.clear();
   next_ask_ns_.store(steal_policy_.next_ask_at().count(), std::memory_order_release);
   asking_pays_.store(true, std::memory_order_release);
   global_done_ = false;
@@ -107,7 +112,8 @@ void CommEngine::reset_iteration_state() {
   retired_ranks_.assign(static_cast<std::size_t>(size_), false);
 }
 
-void CommEngine::start() {
+void CommEngine::start(PeerWatch& watch) {
+  watch_ = &watch;
   reset_iteration_state();
   {
     std::lock_guard lock(copy_mutex_);
@@ -123,14 +129,26 @@ void CommEngine::start() {
   });
 }
 
-void CommEngine::barrier_without_spinning() {
+bool CommEngine::barrier_without_spinning(PeerWatch& watch) {
   MPI_Request barrier = MPI_REQUEST_NULL;
-  MPI_Ibarrier(comm_, &barrier);
+  if (!succeeded(MPI_Ibarrier(comm_, &barrier), "MPI_Ibarrier")) return false;
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) same_host_.ring(r);
   }
-  // Peers ring as they enter; without doorbells SameHost::wait is a plain sleep.
-  wait_sleeping(barrier, [this] { same_host_.wait(std::chrono::microseconds(kTransferPollUs)); });
+  // Peers ring as they enter; without doorbells SameHost::wait is a plain sleep. A peer that
+  // died may leave the barrier pending for good: the watch ends the wait.
+  bool lost = false;
+  const int rc = wait_sleeping(barrier, [&] {
+    same_host_.wait(std::chrono::microseconds(kTransferPollUs));
+    if (watch.poll() || !watch.lost().empty()) {
+      lost = true;
+      // A collective's request may not be freed or cancelled: left as it is, never tested.
+      abandoned_requests_.push_back(barrier);
+      barrier = MPI_REQUEST_NULL;
+    }
+  });
+  if (lost) return false;
+  return succeeded(rc, "MPI_Ibarrier (the barrier that starts an iteration)");
 }
 
 void CommEngine::join() {
@@ -224,8 +242,8 @@ void CommEngine::post(MPI_Request request, Operation&& op) {
 void CommEngine::send_control(int dest, const wire::Message& message) {
   Operation op{Operation::Kind::control_send, dest, wire::encode(message), nullptr, {}, {}};
   MPI_Request request;
-  MPI_Isend(op.buffer.data(), static_cast<int>(op.buffer.size()), MPI_BYTE, dest, kControlTag,
-            comm_, &request);
+  checked(MPI_Isend(op.buffer.data(), static_cast<int>(op.buffer.size()), MPI_BYTE, dest, kControlTag,
+            comm_, &request), request, "MPI_Isend");
   ++stats_.messages_sent;
   post(request, std::move(op));
   same_host_.ring(dest);
@@ -261,7 +279,7 @@ bool CommEngine::drain_outbox() {
       }
       const int tag = next_tag();
       MPI_Request request;
-      MPI_Irecv(c.tile->data(), element_count(*c.tile), MPI_DOUBLE, c.peer, tag, comm_, &request);
+      checked(MPI_Irecv(c.tile->data(), element_count(*c.tile), MPI_DOUBLE, c.peer, tag, comm_, &request), request, "MPI_Irecv");
       post(request, Operation{Operation::Kind::collection_recv, c.peer, {}, std::move(c.tile), {}, c.index});
       send_control(c.peer, wire::CollectionFetch{c.index, tag});
     }
@@ -275,12 +293,18 @@ bool CommEngine::receive_control() {
     int flag = 0;
     MPI_Message matched;
     MPI_Status status;
-    MPI_Improbe(MPI_ANY_SOURCE, kControlTag, comm_, &flag, &matched, &status);
-    if (!flag) break;
+    if (!succeeded(MPI_Improbe(MPI_ANY_SOURCE, kControlTag, comm_, &flag, &matched, &status),
+                   "MPI_Improbe") ||
+        !flag) {
+      break;
+    }
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     std::vector<std::byte> bytes(static_cast<std::size_t>(count));
-    MPI_Mrecv(bytes.data(), count, MPI_BYTE, &matched, MPI_STATUS_IGNORE);
+    if (!succeeded(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &matched, MPI_STATUS_IGNORE),
+                   "MPI_Mrecv")) {
+      break;
+    }
     ++stats_.messages_received;
     std::string error;
     auto message = wire::decode(bytes, error);
@@ -312,7 +336,7 @@ void CommEngine::handle(int source, wire::Message&& message) {
     }
     const int tag = next_tag();
     MPI_Request request;
-    MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request);
+    checked(MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request), request, "MPI_Irecv");
     post(request, Operation{Operation::Kind::activation_recv, source, {}, std::move(tile),
                             std::move(a->targets), {}});
     send_control(source, wire::Fetch{a->handle, tag});
@@ -325,11 +349,17 @@ void CommEngine::handle(int source, wire::Message&& message) {
     TilePtr tile = std::move(it->second);
     published_.erase(it);
     MPI_Request request;
-    MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, f->tag, comm_, &request);
+    checked(MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, f->tag, comm_, &request), request, "MPI_Isend");
     post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
   } else if (auto* c = std::get_if<wire::CollectionFetch>(&message)) {
     const auto& coll = engine_.collection(c->tile.collection);
-    TilePtr tile = coll.tile(c->tile.m, c->tile.n);  // throws when not local
+    TilePtr tile;
+    try {
+      tile = coll.tile(c->tile.m, c->tile.n);  // throws when not local
+    } catch (const std::out_of_range& e) {
+      fail("rank " + std::to_string(source) + " asked for a tile in iteration " +
+           std::to_string(engine_.iteration()) + ", but " + e.what());
+    }
     if (c->tag == wire::kWhereIsTag) {
       if (!same_host_.can_read(source)) {
         fail("rank " + std::to_string(source) + " asked where a tile lies but cannot read here");
@@ -342,7 +372,7 @@ void CommEngine::handle(int source, wire::Message&& message) {
       return;
     }
     MPI_Request request;
-    MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request);
+    checked(MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request), request, "MPI_Isend");
     post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
   } else if (auto* done = std::get_if<wire::Fetched>(&message)) {
     auto it = published_.find(done->handle);
@@ -614,7 +644,7 @@ void CommEngine::handle_steal_reply(int source, wire::StealReply&& reply) {
       }
       const int tag = next_tag();
       MPI_Request request;
-      MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request);
+      checked(MPI_Irecv(tile->data(), element_count(*tile), MPI_DOUBLE, source, tag, comm_, &request), request, "MPI_Irecv");
       wire::Target target;
       target.consumer = task.key;
       target.slot = input.slot;
@@ -735,7 +765,10 @@ bool CommEngine::perform_pending_reads() {
       continue;
     }
     std::string error;
-    if (!same_host_.read(r.peer, r.address, r.tile->data(), r.tile->bytes(), error)) fail(error);
+    if (!same_host_.read(r.peer, r.address, r.tile->data(), r.tile->bytes(), error) &&
+        !peer_lost_after(error)) {
+      fail(error);
+    }
     read_done(r, last_read_here_);
     send_control(r.peer, wire::Fetched{r.handle});
   }
@@ -806,8 +839,24 @@ bool CommEngine::complete_operations() {
   thread_local std::vector<int> indices;
   indices.resize(requests_.size());
   int done = 0;
-  MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &done, indices.data(),
-               MPI_STATUSES_IGNORE);
+  thread_local std::vector<MPI_Status> statuses;
+  statuses.resize(requests_.size());
+  const int rc = MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &done,
+                              indices.data(), statuses.data());
+  if (rc != MPI_SUCCESS) {
+    // A transfer with a dead peer (MPI_ERR_IN_STATUS names which): the iteration is abandoned
+    // at the end of this pass, and what arrived with it is not delivered.
+    std::string first = "MPI_Testsome";
+    for (int d = 0; rc == MPI_ERR_IN_STATUS && d < done; ++d) {
+      const MPI_Status& st = statuses[static_cast<std::size_t>(d)];
+      if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) {
+        const auto& op = operations_[static_cast<std::size_t>(indices[static_cast<std::size_t>(d)])];
+        first = "MPI_Testsome (a transfer with rank " + std::to_string(op.peer) + ")";
+        return !succeeded(st.MPI_ERROR, first.c_str());
+      }
+    }
+    return !succeeded(rc, first.c_str());
+  }
   if (done == MPI_UNDEFINED || done == 0) return false;
   for (int d = 0; d < done; ++d) {
     auto& op = operations_[static_cast<std::size_t>(indices[static_cast<std::size_t>(d)])];
@@ -869,10 +918,22 @@ void CommEngine::run() {
     progressed = perform_pending_reads() || progressed;
     {
       std::lock_guard lock(copy_mutex_);
-      if (!copy_error_.empty()) fail(copy_error_);
+      // A same-host read from a peer that died fails too: that is a loss, not a bug.
+      if (!copy_error_.empty() && !peer_lost_after(copy_error_)) fail(copy_error_);
     }
     progressed = complete_operations() || progressed;
     const auto now = std::chrono::steady_clock::now();
+    // A peer gone, or an MPI call that failed (a transfer with the dead, a collective over
+    // them): the iteration is abandoned; the engine finds out who is lost and cleans up.
+    if (now - last_watch_poll_ >= kWatchPollInterval) {
+      last_watch_poll_ = now;
+      watch_->poll();
+    }
+    if (!watch_->lost().empty() || !mpi_failure_.empty()) {
+      if (barrier_posted && !barrier_done) abandoned_requests_.push_back(barrier);
+      abandoned_ = true;
+      return;
+    }
     if (stealing) {
       progressed = report_progress() || progressed;
       progressed = maybe_send_steal_request(now) || progressed;
@@ -890,7 +951,7 @@ void CommEngine::run() {
     }
     const bool quiet = copies_done && outbox_empty && requests_.empty() && collection_reads_.empty();
     if (!barrier_posted && may_enter_barrier(work_done, quiet)) {
-      MPI_Ibarrier(comm_, &barrier);
+      succeeded(MPI_Ibarrier(comm_, &barrier), "MPI_Ibarrier");
       barrier_posted = true;
       progressed = true;
       for (int r = 0; r < size_; ++r) {
@@ -899,8 +960,8 @@ void CommEngine::run() {
     }
     if (barrier_posted && !barrier_done) {
       int flag = 0;
-      MPI_Test(&barrier, &flag, MPI_STATUS_IGNORE);
-      barrier_done = flag != 0;
+      barrier_done = succeeded(MPI_Test(&barrier, &flag, MPI_STATUS_IGNORE), "MPI_Test (barrier)") &&
+                     flag != 0;
     }
     // A collection tile asked for after this rank entered the barrier is published then;
     // its reader's Fetched may trail the barrier, and must not reach the next iteration.

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <mpi.h>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -44,6 +45,7 @@
 namespace bellows::runtime {
 
 class Engine;
+class PeerWatch;
 
 class CommEngine {
  public:
@@ -53,12 +55,22 @@ class CommEngine {
   CommEngine(const CommEngine&) = delete;
   CommEngine& operator=(const CommEngine&) = delete;
 
-  /// Starts the thread for one iteration.
-  void start();
+  /// Starts the thread for one iteration. `watch` (armed) notices dead peers; the thread
+  /// tests it every half millisecond and abandons the iteration when a peer is lost or an
+  /// MPI call fails.
+  void start(PeerWatch& watch);
   /// Waits until the iteration is over on every rank (all local tasks ran, every tile
   /// this rank published was fetched, every transfer completed, and an MPI_Ibarrier
-  /// among all ranks completed), then joins the thread.
+  /// among all ranks completed), or abandoned (abandoned()), then joins the thread.
   void join();
+  /// After join(): the thread stopped because a peer was lost or an MPI call failed.
+  [[nodiscard]] bool abandoned() const noexcept { return abandoned_; }
+  /// The first MPI call that failed in this iteration and its error; empty: none.
+  [[nodiscard]] const std::string& mpi_failure() const noexcept { return mpi_failure_; }
+  /// After an abandoned iteration, with the thread joined: cancels the receives still
+  /// posted, frees the sends (their buffers are kept until the process exits, since MPI
+  /// may still read them) and drops the iteration's messages, published tiles and reads.
+  void abandon();
 
   // Thread-safe requests from workers.
 
@@ -68,8 +80,9 @@ class CommEngine {
   void fetch_collection_tile(const TileIndex& index, int owner, int rows, int cols);
   /// A barrier over the communicator that sleeps instead of spinning in MPI (MPICH ch3's
   /// blocking calls poll without pause, and ranks sharing cores then leave a barrier
-  /// milliseconds apart). Collective; only while the thread is not running.
-  void barrier_without_spinning();
+  /// milliseconds apart). Collective; only while the thread is not running. False when a
+  /// peer was lost (`watch`) or the barrier failed (mpi_failure()): it is left pending.
+  [[nodiscard]] bool barrier_without_spinning(PeerWatch& watch);
   /// Wakes the thread (e.g. the last local task completed).
   void notify();
   /// Wakes the thread because the rank starves, unless a steal request is already out or
@@ -161,9 +174,24 @@ class CommEngine {
   [[nodiscard]] static bool is_receive(const Operation& op);
   int next_tag();
   [[noreturn]] void fail(const std::string& what);
+  /// After a same-host read failed with `error`: true (mpi_failure_ set) when the watch finds
+  /// a peer lost within 100 ms, so that the iteration is abandoned rather than the job.
+  bool peer_lost_after(const std::string& error);
+  /// False, and mpi_failure_ set (the first failure only), when `code` is an error.
+  bool succeeded(int code, const char* call);
+  /// succeeded() for a call that starts `request`, which becomes MPI_REQUEST_NULL on error.
+  void checked(int code, MPI_Request& request, const char* call);
+  /// Sends abandoned with a peer lost: their buffers, kept until the process exits.
+  static std::vector<Operation>& kept_send_buffers();
 
   Engine& engine_;
   MPI_Comm comm_;
+  PeerWatch* watch_ = nullptr;
+  std::chrono::steady_clock::time_point last_watch_poll_{};
+  std::atomic<bool> abandoned_{false};
+  std::string mpi_failure_;  // communication thread during an iteration
+  /// Collectives' requests left pending by an abandoned iteration (never tested again).
+  std::vector<MPI_Request> abandoned_requests_;
   int rank_ = 0;
   int max_sleep_us_;
 

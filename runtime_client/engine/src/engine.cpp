@@ -1,4 +1,5 @@
 #include "engine.hpp"
+#include "peer_watch.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "bellows/protocol/job_directory.hpp"
 #include "comm_engine.hpp"
@@ -42,6 +44,13 @@ std::size_t gpus_of(const RuntimeOptions& options) {
                                 std::to_string(Tile::kMaxDevices) + ", got " + std::to_string(options.gpus));
   }
   return static_cast<std::size_t>(gpus);
+}
+
+/// "{1, 3}".
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "}";
 }
 
 std::string describe(const TaskClass& cls, const TaskKey& key) {
@@ -151,6 +160,7 @@ void Engine::attach(MPI_Comm comm) {
   wait_asleep(request);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
                                               options_.same_host_transport);
   // The trace and the statistics name this rank by its number in the new communicator.
@@ -288,6 +298,7 @@ void Engine::attach_shrunk(MPI_Comm survivors) {
 Engine::~Engine() {
   devices_.clear();
   comm_engine_.reset();
+  watch_.reset();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -612,6 +623,7 @@ Engine::PendingTask& Engine::instantiate(const TaskKey& key, std::vector<TileInd
 }
 
 void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
+  if (abandoning_.load(std::memory_order_acquire)) return;  // a peer was lost: no new work
   auto task = std::make_unique<ReadyTask>();
   const auto& cls = task_class(key.task_class);
   task->key = key;
@@ -850,6 +862,15 @@ IterationReport Engine::run_iteration() {
     throw std::logic_error("run_iteration on a runtime that is between the halves of a shrink "
                            "or has left the job");
   }
+  if (!lost_ranks_.empty()) {
+    throw std::logic_error("run_iteration after iteration " + std::to_string(iteration_) +
+                           " lost ranks " + rank_list(lost_ranks_) +
+                           ": call recover() on the survivors' communicator first");
+  }
+  // A dead peer must not end this rank: during the iteration errors come back to the runtime,
+  // which abandons the iteration (IterationReport::lost_ranks) instead of the job.
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(comm_);
   if (!pending_moves_.empty()) apply_tile_moves();
   if (options_.offload.enabled) plan_offloads();
   if (!local_tasks_known_) prepare_local_tasks();
@@ -882,12 +903,13 @@ IterationReport Engine::run_iteration() {
       coll->for_each_local_tile([](int, int, Tile& t) { t.set_residency(Tile::kOnHost); });
     }
   }
-  comm_engine_->barrier_without_spinning();
+  watch_->arm();
+  if (!comm_engine_->barrier_without_spinning(*watch_)) return abandon_iteration(false);
   iteration_start_ = Clock::now();
   // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration.
   if (checkpoints_->due(iteration_ - 1)) checkpoints_->take(iteration_ - 1, collections_);
   for (auto& d : devices_) d->start();
-  comm_engine_->start();
+  comm_engine_->start(*watch_);
   {
     std::vector<TileIndex> fetches;
     for (const auto& key : local_roots_) {
@@ -908,8 +930,13 @@ IterationReport Engine::run_iteration() {
   roots_queued_.store(true, std::memory_order_release);
   comm_engine_->notify();
   comm_engine_->join();
+  if (comm_engine_->abandoned()) return abandon_iteration(true);
   for (auto& d : devices_) d->stop();
-  const double checkpoint_seconds = checkpoints_->complete_transfers();
+  const double checkpoint_seconds = checkpoints_->complete_transfers([this] {
+    watch_->poll();
+    return !watch_->lost().empty();
+  });
+  if (checkpoint_seconds < 0.0) return abandon_iteration(false);
   const double elapsed = iteration_clock();
 
   if (!pending_.empty()) {
@@ -946,18 +973,33 @@ IterationReport Engine::run_iteration() {
           compute_seconds_this_iteration_ / (elapsed * static_cast<double>(lanes())), 0.0, 1.0);
     }
   }
-  double busiest_compute_share = 0.0, summed_compute_share = 0.0, slowest_checkpoint = 0.0;
-  std::array<MPI_Request, 5> reductions{};
-  MPI_Iallreduce(&elapsed, &report.seconds, 1, MPI_DOUBLE, MPI_MAX, comm_, &reductions[0]);
-  MPI_Iallreduce(&report.local.flops, &report.total_flops, 1, MPI_DOUBLE, MPI_SUM, comm_,
-                 &reductions[1]);
-  MPI_Iallreduce(&compute_share, &busiest_compute_share, 1, MPI_DOUBLE, MPI_MAX, comm_,
-                 &reductions[2]);
-  MPI_Iallreduce(&compute_share, &summed_compute_share, 1, MPI_DOUBLE, MPI_SUM, comm_,
-                 &reductions[3]);
-  MPI_Iallreduce(&checkpoint_seconds, &slowest_checkpoint, 1, MPI_DOUBLE, MPI_MAX, comm_,
-                 &reductions[4]);
-  wait_all_asleep(reductions.data(), 5);
+  // The end-of-iteration reductions, into buffers of their own: when a peer dies during
+  // them they may never complete, and are then left to MPI for the life of the process.
+  auto sums = std::make_unique<EndOfIterationSums>();
+  sums->mine = {elapsed, report.local.flops, compute_share, compute_share, checkpoint_seconds};
+  const std::array<MPI_Op, EndOfIterationSums::kCount> operations{MPI_MAX, MPI_SUM, MPI_MAX, MPI_SUM,
+                                                                  MPI_MAX};
+  bool reductions_failed = false;
+  for (std::size_t i = 0; i < EndOfIterationSums::kCount; ++i) {
+    if (MPI_Iallreduce(&sums->mine[i], &sums->all[i], 1, MPI_DOUBLE, operations[i], comm_,
+                       &sums->requests[i]) != MPI_SUCCESS) {
+      reductions_failed = true;
+    }
+  }
+  if (reductions_failed || !wait_for_reductions(*sums)) {
+    EndOfIterationSums::keep_until_exit(std::move(sums));
+    return abandon_iteration(false);
+  }
+  // MPI_Allreduce over a communicator that holds a dead rank may succeed with a wrong
+  // result: a peer the watch now knows lost voids every value.
+  watch_->poll();
+  if (!watch_->lost().empty()) return abandon_iteration(false);
+  watch_->disarm();
+  report.seconds = sums->all[0];
+  report.total_flops = sums->all[1];
+  const double busiest_compute_share = sums->all[2];
+  const double summed_compute_share = sums->all[3];
+  const double slowest_checkpoint = sums->all[4];
   checkpoints_->iteration_ended(report.seconds, slowest_checkpoint);
   report.local.checkpoint = checkpoints_->take_stats();
   {

@@ -2,7 +2,9 @@
 // The engine behind bellows::runtime::Runtime: task instantiation from keys,
 // dependency counting, completion and successor activation, iteration driving.
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,11 +30,13 @@
 #include "bellows/runtime/task.hpp"
 #include "buddy_checkpoints.hpp"
 #include "device.hpp"
+#include "peer_watch.hpp"
 #include "trace.hpp"
 
 namespace bellows::runtime {
 
 class CommEngine;
+
 
 /// The devices call back into the engine through DeviceOwner (device.hpp).
 class Engine final : public DeviceOwner {
@@ -60,6 +64,8 @@ class Engine final : public DeviceOwner {
   void join_expansion(int first_new_rank);
   ShrinkHandoff prepare_shrink(std::span<const int> leaving);
   void attach_shrunk(MPI_Comm survivors);
+  /// See Runtime::recover (engine_recovery.cpp).
+  RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
   [[nodiscard]] Rebalance last_rebalance() const noexcept { return last_rebalance_; }
   /// See Runtime::graph_profile (engine_profile.cpp).
   [[nodiscard]] GraphProfile graph_profile() const;
@@ -255,10 +261,38 @@ class Engine final : public DeviceOwner {
   /// After an expand to size_ ranks from `old_size`: the tiles that change owner as the
   /// job re-grids (none without RuntimeOptions::rebalance_on_resize).
   [[nodiscard]] std::vector<TileMove> plan_expand(int old_size) const;
+  /// The tiles that change owner when the job re-grids onto all its current ranks.
+  [[nodiscard]] std::vector<TileMove> plan_regrid() const;
+  /// At a recovery: every collection's placement and per-tile owners, and the pinned tasks,
+  /// rewritten for the survivors' numbering, each lost rank's tiles and grid place going
+  /// to its backup (its buddy) as at a shrink without rebalancing.
+  void map_without_lost(const ShrinkPlan& plan, int new_rank);
   /// Collective: carries out pending_moves_ (tile data to the new owners, then every
   /// rank records them). Run at the start of the first iteration after an expand, when
   /// the new ranks have registered their collections.
   void apply_tile_moves();
+  /// The end-of-iteration reductions' buffers and requests (Engine::run_iteration).
+  struct EndOfIterationSums {
+    static constexpr std::size_t kCount = 5;
+    std::array<double, kCount> mine{};
+    std::array<double, kCount> all{};
+    std::array<MPI_Request, kCount> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL,
+                                             MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    /// Reductions a lost peer left pending: MPI may still write into them.
+    static void keep_until_exit(std::unique_ptr<EndOfIterationSums> sums);
+  };
+  /// Waits for the reductions asleep; false when one failed or the watch found a peer lost.
+  bool wait_for_reductions(EndOfIterationSums& sums);
+  /// Ends an iteration in which a peer was lost or an MPI call failed (docs/runtime.md, "When
+  /// a rank dies mid-iteration"): drops the queued and pending work (after stopping the
+  /// devices when `devices_started`), the communication thread's messages and the checkpoint
+  /// in flight, waits kLossGrace for the watch to find every peer lost, and returns a report
+  /// naming them. Throws std::runtime_error with the MPI failure when no peer was lost.
+  IterationReport abandon_iteration(bool devices_started);
+  /// How long an abandoned iteration waits after the first peer was found lost (or after an
+  /// MPI failure) for the watch to find the others: more than the 2-20 ms ch3 takes to fail
+  /// what involves a dead peer.
+  static constexpr std::chrono::milliseconds kLossGrace{100};
   /// Takes a duplicate of `comm` and a communication engine on it; the trace and the
   /// statistics then name this rank by its number there. Used at construction and after
   /// every resize.
@@ -285,6 +319,13 @@ class Engine final : public DeviceOwner {
   /// The slots whose tile is needed on the host after `task` (ReadyTask::leaving).
   [[nodiscard]] std::uint32_t leaving_slots(const ReadyTask& task) const;
   std::unique_ptr<CommEngine> comm_engine_;
+  std::unique_ptr<PeerWatch> watch_;  ///< dead peers of comm_ (peer_watch.hpp)
+  /// Set while an abandoned iteration is cleaned up: make_ready() queues nothing.
+  std::atomic<bool> abandoning_{false};
+  /// The ranks the last iteration lost (comm_'s numbers); run_iteration refuses until recover().
+  std::vector<int> lost_ranks_;
+  double abandon_seconds_ = 0.0;   ///< the last abandoned iteration's clean-up, grace included
+  std::uint64_t tasks_dropped_ = 0;  ///< tasks queued or pending when it was abandoned
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<BuddyCheckpoints> checkpoints_;
 

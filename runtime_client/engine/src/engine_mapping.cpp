@@ -121,8 +121,12 @@ std::vector<int> Engine::regrid_moves(const WorkMap& work, std::span<const int> 
 }
 
 std::vector<Engine::TileMove> Engine::plan_expand(int old_size) const {
+  if (!options_.rebalance_on_resize || old_size >= size_) return {};
+  return plan_regrid();
+}
+
+std::vector<Engine::TileMove> Engine::plan_regrid() const {
   std::vector<TileMove> moves;
-  if (!options_.rebalance_on_resize || old_size >= size_) return moves;
   const WorkMap work = map_work({});
   std::vector<int> ranks(static_cast<std::size_t>(size_));
   std::iota(ranks.begin(), ranks.end(), 0);
@@ -320,6 +324,7 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
   pending_moves_.clear();
 
   comm_engine_.reset();
+  watch_.reset();
   MPI_Comm_disconnect(&comm_);
   local_tasks_known_ = false;
   out.seconds = seconds_between(begin, Clock::now());

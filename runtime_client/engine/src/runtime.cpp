@@ -37,6 +37,10 @@ ShrinkHandoff Runtime::prepare_shrink(std::span<const int> leaving) {
 
 void Runtime::attach_shrunk(MPI_Comm survivors) { engine_->attach_shrunk(survivors); }
 
+RecoveryReport Runtime::recover(MPI_Comm survivors, std::span<const int> lost) {
+  return engine_->recover(survivors, lost);
+}
+
 const std::unordered_map<TaskKey, int>& Runtime::pinned() const noexcept {
   return engine_->pinned();
 }

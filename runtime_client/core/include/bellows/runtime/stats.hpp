@@ -152,7 +152,15 @@ struct IterationReport {
   /// When the iteration started on this rank (after the barrier that starts it), on the
   /// same clock: the origin of the trace's "t" for this iteration.
   std::int64_t start_steady_ns = 0;
+  /// Empty when the iteration completed. Otherwise it was abandoned because these ranks
+  /// (numbers in the communicator it ran on, ascending) died: this rank stopped its devices,
+  /// dropped the iteration's pending work and messages, and trusted none of its collectives.
+  /// Its tiles are then as the abandoned iteration left them, and `seconds`, `total_flops`
+  /// and the shares are not measured; Runtime::recover() carries on without the lost ranks.
+  std::vector<int> lost_ranks;
 
+  /// False when the iteration was abandoned because ranks were lost (lost_ranks).
+  [[nodiscard]] bool completed() const noexcept { return lost_ranks.empty(); }
   [[nodiscard]] double gflops() const noexcept {
     return seconds > 0.0 ? total_flops / seconds * 1e-9 : 0.0;
   }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mpi.h>
 #include <optional>
+#include <stdexcept>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -34,6 +35,30 @@ struct ShrinkHandoff {
   std::uint64_t tiles_received = 0;   ///< collection tiles taken over as a backup
   std::uint64_t bytes_moved = 0;      ///< sent plus received
   double seconds = 0.0;
+};
+
+/// What Runtime::recover() did on this rank.
+struct RecoveryReport {
+  /// The checkpoint rolled back to: the iterations completed at it. The next run_iteration()
+  /// is iteration + 1, and the application's loop resumes there.
+  long iteration = 0;
+  std::vector<int> lost;  ///< the ranks lost, numbers before the recovery, ascending
+  int old_rank = -1;
+  int old_size = 0;
+  int new_rank = -1;
+  int new_size = 0;
+  std::uint64_t tiles_restored = 0;     ///< tiles installed here from checkpoint copies
+  std::uint64_t tiles_taken_over = 0;   ///< of which lost ranks' tiles (this rank was a buddy)
+  std::uint64_t tiles_regridded = 0;    ///< tiles the re-grid moves at the next iteration's start
+  double seconds = 0.0;
+};
+
+/// Thrown by Runtime::recover(), alike on every survivor, when the job cannot recover: the
+/// refusal of plan_recovery() or choose_checkpoint() (e.g. "rank 1 and its buddy rank 2 are
+/// both lost: no copy of rank 1's checkpoint is left"), or checkpoints that are off.
+class RecoveryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 /// One rank's share of the runtime. Works on the communicator it is given (never on
@@ -106,6 +131,21 @@ class Runtime {
   ShrinkHandoff prepare_shrink(std::span<const int> leaving);
   /// Second half of a shrink, on the survivors: the runtime continues on `survivors`.
   void attach_shrunk(MPI_Comm survivors);
+  /// After run_iteration() reported lost ranks (IterationReport::lost_ranks), on every
+  /// survivor, collective over `survivors`: the job's communicator rebuilt without `lost`
+  /// (rebuild_without(), which also agrees on the set; `lost` holds at least the ranks this
+  /// rank's report named, numbers of the communicator the iteration ran on). The runtime
+  /// frees its duplicate of the old communicator (never disconnects it: a dead peer would
+  /// make that wait), gathers every survivor's checkpoint copies, and decides as at a
+  /// shrink (plan_recovery, on_node_loss shrink): each lost rank's tiles go to its buddy and
+  /// the survivors are renumbered in their old order. It rolls back to the checkpoint
+  /// choose_checkpoint() picks: every survivor installs its own copy of its tiles at that
+  /// iteration, and each buddy the copy of its lost ward's, all from its own memory. With
+  /// RuntimeOptions::rebalance_on_resize the collections then re-grid onto the survivors
+  /// at the start of the next iteration, as after a shrink. A checkpoint is taken at the
+  /// next boundary under new buddies. Throws RecoveryError when the job cannot recover,
+  /// std::invalid_argument when `survivors` or `lost` do not fit this rank's view.
+  RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
   /// Tasks pinned to ranks added by an expand: key -> rank. The same on every rank;
   /// changes only between iterations.
   [[nodiscard]] const std::unordered_map<TaskKey, int>& pinned() const noexcept;

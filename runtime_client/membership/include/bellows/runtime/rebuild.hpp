@@ -1,7 +1,7 @@
 #pragma once
 // Carrying on without the dead: the survivors of the job's communicator build a communicator of
-// their own once the control plane has told them who is gone (the agreement on the dead set is
-// not made here). Written for and tested on MPICH 4.0.2 ch3:nemesis with hydra, where every rank
+// their own once they know who is gone (from the control plane, or from MPI errors: the runtime's
+// IterationReport::lost_ranks), after agree_on_lost() has settled them on one set. Written for and tested on MPICH 4.0.2 ch3:nemesis with hydra, where every rank
 // is an MPI world of its own (docs/runtime.md, "When a rank dies: what MPICH lets the survivors
 // do", has the measurements these rules come from):
 //
@@ -27,6 +27,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace bellows::runtime {
 
@@ -42,6 +43,24 @@ struct RebuildReport {
   double create_seconds = 0.0;  ///< MPI_Comm_create_group over the survivors
   double total_seconds = 0.0;
 };
+
+/// The survivors' agreement on who is lost, for rebuild_without(): ranks that noticed the deaths
+/// at different moments may hold different sets. Collective over the ranks of `job` that `seen`
+/// and the deaths it finds leave alive, each passing the lost ranks it has seen (in any order)
+/// and a deadline of its own. In rounds, each survivor sends its set to every rank it holds
+/// alive and receives theirs (point-to-point on `job`, nonblocking, sleeping between tests); a
+/// receive that fails (MPIX_ERR_PROC_FAILED: that peer died too) adds the peer. Every survivor
+/// hears every other survivor's set, so all see alike whether the sets were all equal, with no
+/// receive failed: then they stop with that set; otherwise each takes the union and goes
+/// again. `job` must return errors (MPI_ERRORS_RETURN). Returns the agreed set, ascending; `rounds` receives the rounds it took (1 when all
+/// agreed at once). Written for ranks that died (SIGKILL, a lost node), whose receives fail:
+/// a rank that is alive but named lost by another survivor is sent nothing and gives up at
+/// its deadline. Throws RebuildError when a survivor does not answer by the deadline (naming
+/// it), or when the calling rank finds itself named lost; std::invalid_argument for a rank out
+/// of range in `seen`.
+[[nodiscard]] std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             int* rounds = nullptr);
 
 /// Thrown by rebuild_without() when the survivors did not all check in before the deadline, or
 /// when they named different dead sets. The old communicator is left to the caller, untouched.
@@ -61,9 +80,11 @@ class RebuildError : public std::runtime_error {
 /// deadline); then MPI_Comm_create_group over the survivors, and MPI_Comm_free of `job`.
 ///
 /// On success `job` is consumed (freed, never disconnected: see above) and the caller owns the
-/// result, which carries MPI_ERRORS_ARE_FATAL. Free or disconnect every other communicator that
-/// contains a dead rank (a Runtime's duplicate) with MPI_Comm_free as well, and cancel receives
-/// still posted on them, those from MPI_ANY_SOURCE above all.
+/// result, which carries MPI_ERRORS_ARE_FATAL. Never disconnect another communicator that
+/// contains a dead rank, and cancel receives still posted on it, those from MPI_ANY_SOURCE above
+/// all. Free it only when no message can still be on its way on it: a freed communicator's
+/// context id may be given to the next one created, where such a message would match its
+/// receives. Runtime::recover() therefore keeps its duplicate, unused, until the process exits.
 ///
 /// Throws RebuildError, with `job` untouched, when the deadline passes before the go (the text
 /// names the survivors that did not check in) or when a survivor named another dead set (both

@@ -1,0 +1,260 @@
+// Carrying on after ranks died mid-iteration (Runtime::recover): the survivors roll back to
+// the last checkpoint every copy they need of is complete for, take the lost ranks' tiles
+// from their buddies' memory, and continue on the communicator rebuilt without the dead.
+// What to do is decided by plan_recovery and choose_checkpoint (recovery_plan.hpp); this
+// file carries it out.
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "bellows/runtime/recovery_plan.hpp"
+#include "comm_engine.hpp"
+#include "engine.hpp"
+#include "sleeping_wait.hpp"
+
+namespace bellows::runtime {
+namespace {
+
+/// A CheckpointCopy as the longs that travel in the gather.
+constexpr int kLongsPerCopy = 5;
+
+std::string rank_set(std::span<const int> ranks) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "}";
+}
+
+/// Every survivor's checkpoint copies, over `survivors` (collective, asleep).
+std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<CheckpointCopy>& mine) {
+  int size = 0;
+  MPI_Comm_size(survivors, &size);
+  std::vector<long> flat;
+  for (const CheckpointCopy& c : mine) {
+    flat.insert(flat.end(), {static_cast<long>(c.owner), static_cast<long>(c.holder), c.iteration,
+                             c.tiles_expected, c.tiles_held});
+  }
+  const int count = static_cast<int>(flat.size());
+  std::vector<int> counts(static_cast<std::size_t>(size));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Iallgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, survivors, &request);
+  wait_asleep(request);
+  std::vector<int> displacements(counts.size());
+  int total = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    displacements[r] = total;
+    total += counts[r];
+  }
+  std::vector<long> all(static_cast<std::size_t>(total));
+  MPI_Iallgatherv(flat.data(), count, MPI_LONG, all.data(), counts.data(), displacements.data(),
+                  MPI_LONG, survivors, &request);
+  wait_asleep(request);
+  std::vector<CheckpointCopy> copies;
+  for (std::size_t i = 0; i + kLongsPerCopy <= all.size(); i += kLongsPerCopy) {
+    copies.push_back(CheckpointCopy{static_cast<int>(all[i]), static_cast<int>(all[i + 1]), all[i + 2],
+                                    all[i + 3], all[i + 4]});
+  }
+  return copies;
+}
+
+/// Communicators that held a dead rank: never freed (see Engine::recover).
+void kept_until_exit(MPI_Comm comm) {
+  static std::vector<MPI_Comm> kept;
+  kept.push_back(comm);
+}
+
+}  // namespace
+
+bool Engine::wait_for_reductions(EndOfIterationSums& sums) {
+  for (;;) {
+    int done = 0;
+    if (MPI_Testall(static_cast<int>(sums.requests.size()), sums.requests.data(), &done,
+                    MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+      return false;
+    }
+    if (done) return true;
+    watch_->poll();
+    if (!watch_->lost().empty()) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void Engine::EndOfIterationSums::keep_until_exit(std::unique_ptr<EndOfIterationSums> sums) {
+  static std::vector<std::unique_ptr<EndOfIterationSums>> kept;
+  kept.push_back(std::move(sums));
+}
+
+IterationReport Engine::abandon_iteration(bool devices_started) {
+  const auto begin = Clock::now();
+  abandoning_.store(true, std::memory_order_release);
+  std::size_t dropped = 0;
+  if (devices_started) {
+    for (auto& d : devices_) dropped += d->discard_queued();
+    for (auto& d : devices_) d->stop();  // the tasks units hold finish; nothing new is queued
+  }
+  comm_engine_->abandon();
+  checkpoints_->abandon_in_flight();
+  {
+    std::lock_guard lock(mutex_);
+    dropped += pending_.size();
+    pending_.clear();
+    cache_.clear();
+  }
+  // Who is lost: the watch finds every peer that died within a few milliseconds of its death;
+  // waiting kLossGrace after the first one lets ranks that died together be found together,
+  // so that every survivor names the same set. An MPI failure with no peer lost is waited on
+  // as long, then reported as what it is.
+  const std::string failure = comm_engine_->mpi_failure();
+  const auto give_up = (watch_->lost().empty() ? Clock::now() : watch_->first_loss_at()) + kLossGrace;
+  while (Clock::now() < give_up) {
+    watch_->poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  watch_->poll();
+  watch_->disarm();
+  for (auto& d : devices_) (void)d->take_stats();  // the abandoned iteration's work is redone
+  (void)comm_engine_->take_stats();
+  abandoning_.store(false, std::memory_order_release);
+  if (watch_->lost().empty()) {
+    throw std::runtime_error("iteration " + std::to_string(iteration_) + " on rank " +
+                             std::to_string(rank_) + ": " +
+                             (failure.empty() ? std::string("an MPI call failed") : failure) +
+                             ", and no peer was found lost within " +
+                             std::to_string(kLossGrace.count()) + " ms");
+  }
+  lost_ranks_ = watch_->lost();
+  IterationReport report;
+  report.iteration = iteration_;
+  report.ranks = size_;
+  report.lost_ranks = lost_ranks_;
+  report.local.rank = rank_;
+  report.start_steady_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(iteration_start_.time_since_epoch()).count();
+  abandon_seconds_ = seconds_between(begin, Clock::now());
+  tasks_dropped_ = dropped;
+  if (trace_) trace_->flush();
+  return report;
+}
+
+void Engine::map_without_lost(const ShrinkPlan& plan, int new_rank) {
+  const auto leaver = [&](int r) { return plan.leaves(r); };
+  const auto renumbered = [&](int r) { return plan.new_rank[static_cast<std::size_t>(r)]; };
+  const auto survivor = [&](int r) { return leaver(r) ? plan.backup[static_cast<std::size_t>(r)] : r; };
+  for (auto* c : collections_) {
+    std::vector<int> placement(static_cast<std::size_t>(c->distribution().size()));
+    for (int g = 0; g < c->distribution().size(); ++g) {
+      const int now = c->placement().empty() ? g : c->placement()[static_cast<std::size_t>(g)];
+      placement[static_cast<std::size_t>(g)] = renumbered(survivor(now));
+    }
+    std::vector<int> owners = c->tile_owners();
+    for (int& own : owners) {
+      if (own != TiledMatrix::kNoTileOwner) own = renumbered(survivor(own));
+    }
+    c->set_mapping(std::move(placement), std::move(owners), new_rank);
+  }
+  std::unordered_map<TaskKey, int> pinned;
+  for (const auto& [key, rank] : pinned_) {
+    if (!leaver(rank)) pinned.emplace(key, renumbered(rank));
+  }
+  pinned_ = std::move(pinned);  // a lost rank's pinned tasks go back to their tiles' owners
+  offloaded_.clear();
+  if (first_new_rank_ >= 0) {
+    int before = 0;
+    for (int r = 1; r < first_new_rank_; ++r) before += leaver(r) ? 1 : 0;
+    first_new_rank_ -= before;
+  }
+  std::lock_guard lock(migrations_mutex_);
+  migrations_.clear();  // rank numbers change
+  stolen_this_iteration_.clear();
+}
+
+RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
+  const auto begin = Clock::now();
+  if (comm_ == MPI_COMM_NULL) {
+    throw std::logic_error("recover on a runtime that is between the halves of a shrink or has "
+                           "left the job");
+  }
+  RecoveryReport out;
+  out.old_rank = rank_;
+  out.old_size = size_;
+  out.lost.assign(lost.begin(), lost.end());
+  std::sort(out.lost.begin(), out.lost.end());
+  for (const int r : lost_ranks_) {
+    if (!std::binary_search(out.lost.begin(), out.lost.end(), r)) {
+      throw std::invalid_argument("recover: rank " + std::to_string(r) + " was lost in iteration " +
+                                  std::to_string(iteration_) + " on rank " + std::to_string(rank_) +
+                                  ", but the lost set " + rank_set(out.lost) + " leaves it out");
+    }
+  }
+  MPI_Comm_rank(survivors, &out.new_rank);
+  MPI_Comm_size(survivors, &out.new_size);
+
+  // The old communicator holds the dead, so it is never disconnected (rebuild.hpp says why);
+  // nor is it freed: messages of the abandoned iteration may still be on their way to this
+  // rank on it, and a freed communicator's context id may be given to the next one, where
+  // they would match the new iteration's receives (a stale fetch, a checkpoint tile sent
+  // as unchanged). It is kept, unused, until the process exits.
+  comm_engine_.reset();
+  watch_.reset();
+  kept_until_exit(comm_);
+  comm_ = MPI_COMM_NULL;
+
+  const std::vector<CheckpointCopy> copies = gather_copies(survivors, checkpoints_->copies());
+  if (!checkpoints_->enabled()) {
+    throw RecoveryError("recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
+                        "copy of the tiles of ranks " + rank_set(out.lost) + " exists");
+  }
+  const std::vector<int> buddies = checkpoints_->buddies();
+  if (buddies.empty()) {
+    throw RecoveryError("recover: no checkpoint was taken before ranks " + rank_set(out.lost) +
+                        " were lost");
+  }
+  RecoveryRequest request;
+  request.hosts = checkpoints_->nodes();
+  request.buddies = buddies;
+  request.lost = out.lost;
+  request.on_node_loss = NodeLossAction::shrink;
+  const RecoveryDecision decision = plan_recovery(request);
+  if (!decision.plan) throw RecoveryError("recover: " + decision.refusal);
+  const RecoveryPlan& plan = *decision.plan;
+  const int expected_rank = plan.ranks.new_rank[static_cast<std::size_t>(out.old_rank)];
+  if (plan.survivors != out.new_size || expected_rank != out.new_rank) {
+    throw std::invalid_argument(
+        "recover: losing ranks " + rank_set(out.lost) + " of " + std::to_string(out.old_size) +
+        " leaves " + std::to_string(plan.survivors) + " ranks with rank " + std::to_string(out.old_rank) +
+        " as rank " + std::to_string(expected_rank) + ", but the survivors' communicator has " +
+        std::to_string(out.new_size) + " ranks with this one as rank " + std::to_string(out.new_rank));
+  }
+  const CheckpointChoice choice = choose_checkpoint(copies, plan.roll_back);
+  if (!choice.iteration) throw RecoveryError("recover: " + choice.refusal);
+  out.iteration = *choice.iteration;
+
+  // The lost ranks' tiles and grid places go to their buddies; every survivor then installs
+  // its own copy at that iteration, and each buddy its lost wards' copies.
+  map_without_lost(plan.ranks, out.new_rank);
+  out.tiles_restored += checkpoints_->install(out.old_rank, out.iteration, collections_);
+  for (const TileRestore& restore : plan.restores) {
+    if (plan.ranks.backup[static_cast<std::size_t>(restore.lost_rank)] != out.old_rank) continue;
+    const std::size_t tiles = checkpoints_->install(restore.lost_rank, out.iteration, collections_);
+    out.tiles_restored += tiles;
+    out.tiles_taken_over += tiles;
+  }
+  pending_moves_.clear();
+  lost_ranks_.clear();
+  iteration_ = static_cast<int>(out.iteration);
+  attach(survivors);  // new buddies: the next boundary takes a checkpoint
+  last_rebalance_ = Rebalance{};
+  if (options_.rebalance_on_resize) {
+    pending_moves_ = plan_regrid();  // carried out at the start of the next iteration
+    for (const TileMove& move : pending_moves_) {
+      ++last_rebalance_.tiles;
+      last_rebalance_.tasks += move.tasks;
+    }
+  }
+  out.tiles_regridded = pending_moves_.size();
+  out.seconds = seconds_between(begin, Clock::now());
+  return out;
+}
+
+}  // namespace bellows::runtime

@@ -1,0 +1,85 @@
+#include "peer_watch.hpp"
+
+#include <algorithm>
+
+namespace bellows::runtime {
+namespace {
+
+/// Above the communication engine's data tags and the checkpoint's; no rank sends on it.
+constexpr int kPeerWatchTag = 32200;
+/// MPICH's MPIX_ERR_PROC_FAILED, the class of an operation that needed a dead process.
+constexpr int kProcFailedClass = 101;
+
+}  // namespace
+
+std::string describe_mpi_error(int code) {
+  int error_class = 0;
+  MPI_Error_class(code, &error_class);
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  const std::string name = error_class == kProcFailedClass ? "MPIX_ERR_PROC_FAILED"
+                                                            : "MPI error class";
+  return name + " (" + std::to_string(error_class) + "): " + std::string(text, static_cast<std::size_t>(length));
+}
+
+ErrorsReturned::ErrorsReturned(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_get_errhandler(comm_, &saved_);
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+}
+
+ErrorsReturned::~ErrorsReturned() {
+  MPI_Comm_set_errhandler(comm_, saved_);
+  MPI_Errhandler_free(&saved_);
+}
+
+PeerWatch::PeerWatch(MPI_Comm comm, int rank, int size)
+    : comm_(comm),
+      rank_(rank),
+      requests_(static_cast<std::size_t>(size), MPI_REQUEST_NULL),
+      lost_flags_(static_cast<std::size_t>(size), 0) {}
+
+PeerWatch::~PeerWatch() { disarm(); }
+
+void PeerWatch::arm() {
+  for (std::size_t r = 0; r < requests_.size(); ++r) {
+    if (static_cast<int>(r) == rank_ || lost_flags_[r] || requests_[r] != MPI_REQUEST_NULL) continue;
+    const int rc = MPI_Irecv(&sink_, 1, MPI_CHAR, static_cast<int>(r), kPeerWatchTag, comm_, &requests_[r]);
+    if (rc != MPI_SUCCESS) requests_[r] = MPI_REQUEST_NULL;  // poll() posts nothing: a later arm() retries
+  }
+}
+
+bool PeerWatch::poll() {
+  bool found = false;
+  for (std::size_t r = 0; r < requests_.size(); ++r) {
+    if (requests_[r] == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    MPI_Status status{};
+    const int rc = MPI_Test(&requests_[r], &done, &status);
+    if (rc == MPI_SUCCESS && !done) continue;
+    // An error, or (never expected: nobody sends on this tag) a message.
+    const int code = rc != MPI_SUCCESS ? rc : status.MPI_ERROR;
+    requests_[r] = MPI_REQUEST_NULL;
+    lost_flags_[r] = 1;
+    lost_.insert(std::upper_bound(lost_.begin(), lost_.end(), static_cast<int>(r)), static_cast<int>(r));
+    if (first_failure_.empty()) {
+      first_failure_ = "rank " + std::to_string(r) + ": " +
+                       (code == MPI_SUCCESS ? std::string("a message on the watch tag")
+                                            : describe_mpi_error(code));
+      first_loss_at_ = std::chrono::steady_clock::now();
+    }
+    found = true;
+  }
+  return found;
+}
+
+void PeerWatch::disarm() {
+  for (MPI_Request& request : requests_) {
+    if (request == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);  // a cancelled receive completes at once
+    request = MPI_REQUEST_NULL;
+  }
+}
+
+}  // namespace bellows::runtime

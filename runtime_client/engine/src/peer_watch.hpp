@@ -1,0 +1,76 @@
+#pragma once
+// Noticing peers that died, from MPI alone: one zero-byte receive from every peer, on a tag no
+// rank ever sends on, posted for the length of an iteration. Under MPICH 4.0.2 ch3 with every
+// rank an MPI world of its own (docs/runtime.md, "When a rank dies: what MPICH lets the
+// survivors do"), a receive from a SIGKILLed peer fails within milliseconds with
+// MPIX_ERR_PROC_FAILED, whether it was posted before the death or after, while the receives
+// from live peers stay pending and are cancelled at once at the end. A peer that is alive but
+// silent (stopped, its network cut) fails nothing: noticing it is the control plane's task.
+//
+// Not thread-safe: used by one thread at a time (the application's between iterations, the
+// communication thread during one), which is what MPI_THREAD_SERIALIZED asks.
+
+#include <mpi.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace bellows::runtime {
+
+class PeerWatch {
+ public:
+  /// `comm` must return errors (ErrorsReturned) while the watch is armed.
+  PeerWatch(MPI_Comm comm, int rank, int size);
+  ~PeerWatch();
+  PeerWatch(const PeerWatch&) = delete;
+  PeerWatch& operator=(const PeerWatch&) = delete;
+
+  /// Posts the receive from every peer not yet known lost (nothing when already armed).
+  void arm();
+  /// Tests the receives; true when a peer was found lost by this call.
+  bool poll();
+  /// Cancels the receives still pending (those from live peers).
+  void disarm();
+  /// Peers found lost since construction, in rank order.
+  [[nodiscard]] const std::vector<int>& lost() const noexcept { return lost_; }
+  /// The first failure's text, e.g. "rank 2: MPIX_ERR_PROC_FAILED (101): ...".
+  [[nodiscard]] const std::string& first_failure() const noexcept { return first_failure_; }
+  /// When the first peer was found lost (the epoch when none was).
+  [[nodiscard]] std::chrono::steady_clock::time_point first_loss_at() const noexcept {
+    return first_loss_at_;
+  }
+
+ private:
+  MPI_Comm comm_;
+  int rank_;
+  std::vector<MPI_Request> requests_;  ///< per rank; MPI_REQUEST_NULL: none posted
+  std::vector<char> lost_flags_;       ///< per rank
+  std::vector<int> lost_;
+  std::string first_failure_;
+  std::chrono::steady_clock::time_point first_loss_at_{};
+  char sink_ = 0;  ///< what a receive would write (nobody sends)
+};
+
+/// Holds a communicator's error handler at MPI_ERRORS_RETURN while it lives (an iteration),
+/// and puts the one it had back after. The runtime holds its own communicator so, and also
+/// MPI_COMM_WORLD: MPICH 4.0.2 raises the errors of calls that complete several requests at
+/// once (MPI_Testsome, MPI_Testall) on MPI_COMM_WORLD's handler, not on the requests'
+/// communicator, so a transfer with a dead peer would otherwise abort the rank. Between
+/// iterations an MPI error ends the rank as before.
+class ErrorsReturned {
+ public:
+  explicit ErrorsReturned(MPI_Comm comm);
+  ~ErrorsReturned();
+  ErrorsReturned(const ErrorsReturned&) = delete;
+  ErrorsReturned& operator=(const ErrorsReturned&) = delete;
+
+ private:
+  MPI_Comm comm_;
+  MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
+};
+
+/// "MPIX_ERR_PROC_FAILED (101): <MPI_Error_string>" for an MPI error code.
+[[nodiscard]] std::string describe_mpi_error(int code);
+
+}  // namespace bellows::runtime

@@ -1,0 +1,146 @@
+// agree_on_lost: the survivors settle on one set of lost ranks before rebuild_without (rebuild.hpp
+// says how, and on which MPICH behaviour: a receive from a dead rank fails, one from a live rank
+// is answered).
+
+#include "bellows/runtime/rebuild.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace bellows::runtime {
+namespace {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+/// One tag per round, so that a slow survivor's set is never read as another round's.
+constexpr int kFirstAgreeTag = 0x4260;
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string text = "{";
+  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
+  return text + "}";
+}
+
+std::vector<int> marked(const std::vector<int>& marks) {
+  std::vector<int> ranks;
+  for (std::size_t r = 0; r < marks.size(); ++r) {
+    if (marks[r] != 0) ranks.push_back(static_cast<int>(r));
+  }
+  return ranks;
+}
+
+/// Cancels (a receive) or frees (a send) a request that is no longer needed; never waits on a peer.
+void let_go(MPI_Request& request, bool receive) noexcept {
+  if (request == MPI_REQUEST_NULL) return;
+  if (receive) {
+    MPI_Cancel(&request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);  // a cancelled receive completes at once
+  } else {
+    MPI_Request_free(&request);
+  }
+  request = MPI_REQUEST_NULL;
+}
+
+}  // namespace
+
+std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline deadline, int* rounds) {
+  int size = 0, rank = -1;
+  MPI_Comm_size(job, &size);
+  MPI_Comm_rank(job, &rank);
+  std::vector<int> marks(static_cast<std::size_t>(size), 0);
+  for (const int r : seen) {
+    if (r < 0 || r >= size) {
+      throw std::invalid_argument("agree_on_lost: rank " + std::to_string(r) + " is not a rank of the " +
+                                  std::to_string(size) + " in the job");
+    }
+    marks[static_cast<std::size_t>(r)] = 1;
+  }
+  if (marks[static_cast<std::size_t>(rank)] != 0) {
+    throw std::invalid_argument("agree_on_lost: rank " + std::to_string(rank) + " names itself lost");
+  }
+  for (int round = 0; round < size; ++round) {
+    const int tag = kFirstAgreeTag + round;
+    std::vector<int> peers;
+    for (int r = 0; r < size; ++r) {
+      if (r != rank && marks[static_cast<std::size_t>(r)] == 0) peers.push_back(r);
+    }
+    std::vector<std::vector<int>> theirs(peers.size(), std::vector<int>(static_cast<std::size_t>(size), 0));
+    std::vector<MPI_Request> receives(peers.size(), MPI_REQUEST_NULL), sends(peers.size(), MPI_REQUEST_NULL);
+    std::vector<char> failed(peers.size(), 0), arrived(peers.size(), 0);
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      if (MPI_Irecv(theirs[i].data(), size, MPI_INT, peers[i], tag, job, &receives[i]) != MPI_SUCCESS) {
+        receives[i] = MPI_REQUEST_NULL;
+        failed[i] = 1;
+      }
+      // A send to a dead peer may fail at the call or complete as if delivered: either is fine.
+      if (MPI_Isend(marks.data(), size, MPI_INT, peers[i], tag, job, &sends[i]) != MPI_SUCCESS) {
+        sends[i] = MPI_REQUEST_NULL;
+      }
+    }
+    for (;;) {
+      std::size_t open = 0;
+      for (std::size_t i = 0; i < peers.size(); ++i) {
+        if (receives[i] == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        if (MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+          receives[i] = MPI_REQUEST_NULL;  // the peer died: MPI freed the request
+          failed[i] = 1;
+        } else if (done) {
+          arrived[i] = 1;
+        } else {
+          ++open;
+        }
+      }
+      if (open == 0) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::vector<int> silent;
+        for (std::size_t i = 0; i < peers.size(); ++i) {
+          if (receives[i] != MPI_REQUEST_NULL) silent.push_back(peers[i]);
+          let_go(receives[i], true);
+          let_go(sends[i], false);
+        }
+        throw RebuildError("agree_on_lost: rank " + std::to_string(rank) + " had no answer from ranks " +
+                           ranks_text(silent) + " in round " + std::to_string(round + 1) +
+                           " before its deadline");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      int done = 0;
+      if (sends[i] != MPI_REQUEST_NULL && (MPI_Test(&sends[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)) {
+        let_go(sends[i], false);  // small: it completes locally, or its peer is gone
+      }
+    }
+    bool all_equal = true;
+    std::vector<int> merged = marks;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      if (failed[i]) {
+        all_equal = false;
+        merged[static_cast<std::size_t>(peers[i])] = 1;
+        continue;
+      }
+      if (theirs[i] != marks) all_equal = false;
+      for (std::size_t r = 0; r < merged.size(); ++r) merged[r] |= theirs[i][r];
+    }
+    if (merged[static_cast<std::size_t>(rank)] != 0) {
+      std::vector<int> by;
+      for (std::size_t i = 0; i < peers.size(); ++i) {
+        if (arrived[i] && theirs[i][static_cast<std::size_t>(rank)] != 0) by.push_back(peers[i]);
+      }
+      throw RebuildError("agree_on_lost: rank " + std::to_string(rank) + " is named lost by ranks " +
+                         ranks_text(by));
+    }
+    if (all_equal) {
+      if (rounds != nullptr) *rounds = round + 1;
+      return marked(marks);
+    }
+    marks = std::move(merged);
+  }
+  throw RebuildError("agree_on_lost: rank " + std::to_string(rank) + " found no agreement in " +
+                     std::to_string(size) + " rounds; its set is " + ranks_text(marked(marks)));
+}
+
+}  // namespace bellows::runtime

@@ -1,0 +1,621 @@
+// A GEMM that loses a rank mid-iteration and carries on (Runtime::recover): four ranks, each
+// the only process of its own mpiexec, joined the way a Bellows job is (grow_by_accept /
+// join_by_connect), each on a node of its own for the checkpoints' buddies, run kIterations
+// iterations of C = A * B with stealing on and a checkpoint at every boundary; between
+// iterations the application changes A (each element a' = a * 0.75 + 0.125 * (iteration + 1),
+// new tiles, as an application must), so the result depends on every iteration having been
+// applied exactly once. Once rank 0 has finished kKillAfter iterations, the launcher SIGKILLs
+// the victim (at a point within an iteration the test does not choose). Nothing tells the
+// survivors: run_iteration() must notice from MPI alone, abandon the iteration and name the
+// lost rank; they agree on the lost set (agree_on_lost), rebuild the job's communicator with
+// rebuild_without(), recover() rolls back to
+// the last checkpoint with the lost rank's tiles from its buddy, and the loop resumes at the
+// checkpoint's iteration. At the end the first survivor gathers A and C and compares them bit
+// for bit with a serial computation of the same tile kernels in the same order (a run without
+// failure), and every iteration after the recovery ran exactly the GEMM's 64 tasks over the
+// survivors. VICTIMS may name two ranks ("0,2", whose buddies survive), killed one right after
+// the other: every survivor must name both. With -1 nobody is killed and the same checks apply
+// to the four ranks.
+// With `cholesky` the job factors A = L * L^T instead (A symmetric positive definite, its
+// lower tiles kept; between iterations a' = a * 0.99 + 0.001, which keeps it so; 20 tasks per
+// iteration), checked against a serial factorization by the same kernels in the same order.
+// With `no-checkpoint` the checkpoints are off: every survivor must be refused a second
+// run_iteration() before recover(), then get recover()'s RecoveryError saying that no copy of
+// the lost rank's tiles exists, and still finalize and exit 0.
+//
+// The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
+// exits 0 with a PASS result, and no process it started is left; it prints a JSON line with
+// each survivor's times (the kill to the iteration abandoned, to the communicator rebuilt, to
+// the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
+//
+//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky]  (the launcher; no MPI)
+//   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
+
+#include "bellows/runtime/membership.hpp"
+#include "bellows/runtime/rebuild.hpp"
+#include "bellows/runtime/runtime.hpp"
+
+#include <mpi.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bellows/examples/app.hpp"
+#include "bellows/kernels/tile_kernels.hpp"
+#include "cholesky_tasks.hpp"
+#include "gemm_tasks.hpp"
+#include "spawned_processes.hpp"
+#include "watchdog.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace br = bellows::runtime;
+namespace be = bellows::examples;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kRanks = 4;
+constexpr int kN = 384;
+constexpr int kTile = 96;  // 4 x 4 tiles: 64 GEMM tasks per iteration
+constexpr int kGemmTasksPerIteration = 64;
+constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
+constexpr int kIterations = 30;
+constexpr int kKillAfter = 8;  // iterations rank 0 has completed when the victim is killed
+constexpr unsigned kSeed = 11;
+constexpr auto kRebuildTimeout = std::chrono::seconds(10);
+constexpr double kLauncherLimitSeconds = 90.0;  // below the ctest timeout
+
+double wall_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  {
+    std::ofstream out(path.string() + ".tmp");
+    out << text;
+  }
+  fs::rename(path.string() + ".tmp", path);
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int failures = 0;
+std::string first_failure;
+void expect(bool ok, const std::string& what) {
+  if (!ok) {
+    if (failures++ == 0) first_failure = what;
+    std::fprintf(stderr, "recovery_tests: FAILED: %s\n", what.c_str());
+  }
+}
+
+// ------------------------------------------------------------------------------------ member
+
+/// The Cholesky job instead of the GEMM (a file `cholesky` in the run's directory).
+bool cholesky_job = false;
+
+/// What the application does to A after iteration `iteration` (counted from 0): a new tile
+/// per local tile, every element a * 0.75 + 0.125 * (iteration + 1); for the Cholesky job
+/// a * 0.99 + 0.001 (0.99 A plus a multiple of the all-ones matrix stays positive definite).
+double evolved(double a, int iteration) {
+  return cholesky_job ? a * 0.99 + 0.001 : a * 0.75 + 0.125 * (iteration + 1);
+}
+
+void evolve(br::TiledMatrix& a, int iteration) {
+  std::vector<std::pair<int, int>> local;
+  a.for_each_local_tile([&](int m, int n, br::Tile&) { local.emplace_back(m, n); });
+  for (const auto& [m, n] : local) {
+    const br::Tile& old = *a.tile(m, n);
+    auto t = std::make_shared<br::Tile>(old.rows(), old.cols());
+    for (std::size_t e = 0; e < old.elements(); ++e) t->data()[e] = evolved(old.data()[e], iteration);
+    a.set_tile(m, n, std::move(t));
+  }
+}
+
+/// A and C as a job without failure computes them: the same tile kernels in the same order
+/// (each C tile summed over k from 0), column-major with ld = kN.
+std::shared_ptr<br::Tile> clone(const br::Tile& t) {
+  auto copy = std::make_shared<br::Tile>(t.rows(), t.cols());
+  std::copy(t.data(), t.data() + t.elements(), copy->data());
+  return copy;
+}
+
+/// A and L as a job without failure computes them: per iteration the tiled right-looking
+/// factorization by the kernels of the Cholesky tasks, each tile updated in k order.
+std::pair<std::vector<double>, std::vector<double>> cholesky_reference() {
+  const auto lower = [](int m, int k) { return m >= k; };
+  br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
+  br::TiledMatrix l(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
+  be::fill_spd(a, kSeed);
+  const int tiles = kN / kTile;
+  for (int it = 0; it < kIterations; ++it) {
+    std::vector<std::vector<std::shared_ptr<br::Tile>>> w(static_cast<std::size_t>(tiles));
+    for (int m = 0; m < tiles; ++m) {
+      for (int n = 0; n <= m; ++n) w[static_cast<std::size_t>(m)].push_back(clone(*a.tile(m, n)));
+    }
+    const auto at = [&](int m, int n) -> br::Tile& { return *w[static_cast<std::size_t>(m)][static_cast<std::size_t>(n)]; };
+    for (int k = 0; k < tiles; ++k) {
+      bellows::kernels::potrf_lower(at(k, k));
+      for (int m = k + 1; m < tiles; ++m) bellows::kernels::trsm_right_lower_trans(at(k, k), at(m, k));
+      for (int m = k + 1; m < tiles; ++m) {
+        bellows::kernels::syrk_lower_minus(at(m, k), at(m, m));
+        for (int n = k + 1; n < m; ++n) bellows::kernels::gemm_nt_minus(at(m, k), at(n, k), at(m, n));
+      }
+    }
+    for (int m = 0; m < tiles; ++m) {
+      for (int n = 0; n <= m; ++n) l.set_tile(m, n, w[static_cast<std::size_t>(m)][static_cast<std::size_t>(n)]);
+    }
+    evolve(a, it);
+  }
+  return {a.gather_to_root(MPI_COMM_SELF), l.gather_to_root(MPI_COMM_SELF)};
+}
+
+std::pair<std::vector<double>, std::vector<double>> reference() {
+  if (cholesky_job) return cholesky_reference();
+  br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
+  br::TiledMatrix b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
+  br::TiledMatrix c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
+  be::fill_random(a, kSeed);
+  be::fill_random(b, kSeed + 1);
+  const int tiles = kN / kTile;
+  for (int it = 0; it < kIterations; ++it) {
+    for (int j = 0; j < tiles; ++j) {
+      for (int i = 0; i < tiles; ++i) {
+        auto result = std::make_shared<br::Tile>(kTile, kTile);
+        for (int k = 0; k < tiles; ++k) {
+          bellows::kernels::gemm_nn(*a.tile(i, k), *b.tile(k, j), k == 0 ? 0.0 : 1.0, *result);
+        }
+        c.set_tile(i, j, std::move(result));
+      }
+    }
+    evolve(a, it);
+  }
+  return {a.gather_to_root(MPI_COMM_SELF), c.gather_to_root(MPI_COMM_SELF)};
+}
+
+std::size_t differing(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size()) return std::max(x.size(), y.size());
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) count += std::memcmp(&x[i], &y[i], sizeof(double)) != 0 ? 1 : 0;
+  return count;
+}
+
+double seconds_from(double wall_start) { return wall_seconds() - wall_start; }
+
+/// "0,2" -> {0, 2}; "-1" -> {}.
+std::vector<int> parse_victims(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const int rank = std::atoi(item.c_str());
+    if (rank >= 0) out.push_back(rank);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string rank_set(const std::vector<int>& ranks) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "}";
+}
+
+int run_member(const fs::path& dir, int index, int count, const std::vector<int>& victims) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  bellows::testing::Watchdog watchdog(std::chrono::seconds(75), "recovery member", index);
+  std::vector<int> payload;
+  MPI_Comm job = MPI_COMM_NULL;
+  char port[MPI_MAX_PORT_NAME] = {};
+  if (index == 0) {
+    MPI_Open_port(MPI_INFO_NULL, port);
+    write_file(dir / "port", port);
+    MPI_Comm self = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &self);
+    job = br::grow_by_accept(self, count - 1, port, payload);
+    MPI_Comm_disconnect(&self);
+  } else {
+    while (!fs::exists(dir / "port")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    job = br::join_by_connect(read_file(dir / "port"), payload);
+  }
+  MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);
+  int rank = -1, size = 0;
+  MPI_Comm_rank(job, &rank);
+  MPI_Comm_size(job, &size);
+  const int old_rank = rank;
+  expect(size == count, "joined size " + std::to_string(size));
+  write_file(dir / ("pid." + std::to_string(rank)), std::to_string(::getpid()));
+
+  cholesky_job = fs::exists(dir / "cholesky");
+  // GEMM: A, B and C (the result). Cholesky: A and L (the result) over the lower tiles.
+  const br::TiledMatrix::TileFilter all_tiles = {};
+  const br::TiledMatrix::TileFilter lower = [](int m, int k) { return m >= k; };
+  const br::TiledMatrix::TileFilter kept = cholesky_job ? lower : all_tiles;
+  const auto grid = br::BlockCyclic2D::square_for(size);
+  br::TiledMatrix a(0, kN, kN, kTile, grid, rank, kept);
+  br::TiledMatrix b(1, kN, kN, kTile, grid, rank);
+  br::TiledMatrix c(cholesky_job ? 1 : 2, kN, kN, kTile, grid, rank, kept);
+  if (cholesky_job) {
+    be::fill_spd(a, kSeed);
+  } else {
+    be::fill_random(a, kSeed);
+    be::fill_random(b, kSeed + 1);
+  }
+  const int tasks_per_iteration = cholesky_job ? kCholeskyTasksPerIteration : kGemmTasksPerIteration;
+  br::RuntimeOptions options;
+  options.comm_max_sleep_us = 100;
+  options.same_host_transport = false;  // tiles over MPI, as between nodes
+  options.steal.enabled = true;
+  const bool no_checkpoint = fs::exists(dir / "no-checkpoint");
+  options.checkpoint.enabled = !no_checkpoint;
+  options.checkpoint.every_iterations = 1;
+  options.checkpoint.node = "node" + std::to_string(rank);
+  auto owned_runtime = std::make_unique<br::Runtime>(job, options);
+  br::Runtime& runtime = *owned_runtime;
+  runtime.add_collection(a);
+  if (cholesky_job) {
+    runtime.add_collection(c);
+    for (auto& cls : be::make_cholesky_tasks(a, c)) runtime.add_task_class(std::move(cls));
+  } else {
+    runtime.add_collection(b);
+    runtime.add_collection(c);
+    runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+  }
+
+  nlohmann::json result{{"old_rank", old_rank}};
+  std::map<int, std::uint64_t> tasks_after_recovery;  // iteration -> tasks run here
+  bool recovered = false;
+  int done = 0;
+  while (done < kIterations && failures == 0) {
+    const br::IterationReport report = runtime.run_iteration();
+    if (!report.completed()) {
+      const double abandoned_at = wall_seconds();
+      expect(!recovered, "a second loss");
+      expect(report.lost_ranks == victims, "iteration " + std::to_string(report.iteration) + " lost ranks " +
+                                               rank_set(report.lost_ranks) + ", expected " + rank_set(victims));
+      if (no_checkpoint) {
+        std::string refused = "(not refused)";
+        try {
+          (void)runtime.run_iteration();
+        } catch (const std::logic_error& e) {
+          refused = e.what();
+        }
+        const std::string expected_refusal = "run_iteration after iteration " + std::to_string(report.iteration) +
+                                             " lost ranks " + rank_set(victims) +
+                                             ": call recover() on the survivors' communicator first";
+        expect(refused == expected_refusal, "run_iteration: \"" + refused + "\", expected \"" + expected_refusal + "\"");
+      }
+      br::RebuildReport rebuilt;
+      std::vector<int> lost;
+      try {
+        // What an application does: agree on the lost set, then rebuild without it.
+        const auto deadline = Clock::now() + kRebuildTimeout;
+        int rounds = 0;
+        lost = br::agree_on_lost(job, report.lost_ranks, deadline, &rounds);
+        result["agree_rounds"] = rounds;
+        expect(lost == victims, "agreed on ranks " + rank_set(lost) + ", expected " + rank_set(victims));
+        job = br::rebuild_without(job, lost, deadline, &rebuilt);
+      } catch (const std::exception& e) {
+        expect(false, std::string("rebuild_without threw: ") + e.what());
+        break;
+      }
+      MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);
+      const double rebuilt_at = wall_seconds();
+      if (no_checkpoint) {
+        std::string error = "(no error)";
+        try {
+          (void)runtime.recover(job, lost);
+        } catch (const br::RecoveryError& e) {
+          error = e.what();
+        }
+        const std::string expected = "recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no copy "
+                                     "of the tiles of ranks " + rank_set(victims) + " exists";
+        expect(error == expected, "recover: \"" + error + "\", expected \"" + expected + "\"");
+        result["refused"] = error;
+        break;
+      }
+      const br::RecoveryReport recovery = runtime.recover(job, lost);
+      const double recovered_at = wall_seconds();
+      const int expected_rank =
+          old_rank - static_cast<int>(std::count_if(victims.begin(), victims.end(), [&](int v) { return v < old_rank; }));
+      expect(recovery.new_rank == expected_rank && recovery.new_size == count - static_cast<int>(victims.size()),
+             "recover: rank " + std::to_string(recovery.new_rank) + " of " +
+                 std::to_string(recovery.new_size));
+      // A checkpoint at every boundary: at most the iteration in progress and the one before
+      // it are redone (the one before when the death came during its end).
+      expect(recovery.iteration <= done && recovery.iteration >= done - 1 && recovery.iteration >= kKillAfter - 1,
+             "rolled back to iteration " + std::to_string(recovery.iteration) + " with " +
+                 std::to_string(done) + " done");
+      expect(recovery.tiles_restored > 0, "no tile restored");
+      // Written by the launcher right after the kill, for the times only.
+      while (!fs::exists(dir / "killed")) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const double kill_time = std::stod(read_file(dir / "killed"));
+      result["abandoned_iteration"] = report.iteration;
+      result["rolled_back_to"] = recovery.iteration;
+      result["iterations_redone"] = done - recovery.iteration;
+      result["tiles_restored"] = recovery.tiles_restored;
+      result["tiles_taken_over"] = recovery.tiles_taken_over;
+      result["tiles_regridded"] = recovery.tiles_regridded;
+      result["kill_to_abandoned_seconds"] = abandoned_at - kill_time;
+      result["kill_to_rebuilt_seconds"] = rebuilt_at - kill_time;
+      result["kill_to_recovered_seconds"] = recovered_at - kill_time;
+      result["rebuild_seconds"] = rebuilt.total_seconds;
+      result["recover_seconds"] = recovery.seconds;
+      result["kill_time"] = kill_time;
+      done = static_cast<int>(recovery.iteration);
+      recovered = true;
+      continue;
+    }
+    if (recovered) {
+      if (!result.contains("kill_to_progress_seconds")) {
+        result["kill_to_progress_seconds"] = seconds_from(result["kill_time"].get<double>());
+      }
+      tasks_after_recovery[report.iteration] = report.local.tasks_executed;
+    }
+    evolve(a, done);
+    ++done;
+    if (old_rank == 0) write_file(dir / "progress", std::to_string(done));
+  }
+  if (no_checkpoint) {
+    owned_runtime.reset();
+    MPI_Comm_free(&job);
+    MPI_Finalize();
+    watchdog.disarm();
+    expect(result.contains("refused"), "no loss noticed");
+    result["verified"] = true;  // nothing to verify: the job could not recover, and said why
+    result["result"] = failures == 0 ? "PASS" : "FAIL: " + first_failure;
+    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+    return failures == 0 ? 0 : 1;
+  }
+  expect(done == kIterations, "finished " + std::to_string(done) + " iterations");
+  expect(recovered == !victims.empty(), recovered ? "recovered without a kill" : "no loss noticed");
+
+  // Every iteration after the recovery ran each task exactly once over the survivors.
+  MPI_Comm_size(job, &size);
+  MPI_Comm_rank(job, &rank);
+  std::vector<long> mine;
+  for (const auto& [iteration, tasks] : tasks_after_recovery) mine.push_back(static_cast<long>(tasks));
+  long iterations_after = static_cast<long>(mine.size()), fewest = 0;
+  MPI_Allreduce(&iterations_after, &fewest, 1, MPI_LONG, MPI_MIN, job);
+  expect(fewest == iterations_after, "survivors completed different iteration counts after recovery");
+  std::vector<long> summed(mine.size(), 0);
+  MPI_Allreduce(mine.data(), summed.data(), static_cast<int>(mine.size()), MPI_LONG, MPI_SUM, job);
+  long wrong = 0;
+  for (const long tasks : summed) wrong += tasks != tasks_per_iteration ? 1 : 0;
+  expect(wrong == 0, std::to_string(wrong) + " iterations after recovery did not run exactly " +
+                         std::to_string(tasks_per_iteration) + " tasks");
+  result["iterations_after_recovery"] = iterations_after;
+
+  const std::vector<double> a_all = a.gather_to_root(job);
+  const std::vector<double> c_all = c.gather_to_root(job);
+  if (rank == 0) {
+    const auto [a_ref, c_ref] = reference();
+    const std::size_t a_wrong = differing(a_all, a_ref), c_wrong = differing(c_all, c_ref);
+    expect(a_wrong == 0, std::to_string(a_wrong) + " elements of A differ from a run without failure");
+    expect(c_wrong == 0, std::to_string(c_wrong) + (cholesky_job ? " elements of L" : " elements of C") +
+                             " differ from a run without failure");
+    result["verified"] = a_wrong == 0 && c_wrong == 0;
+  }
+  owned_runtime.reset();
+  const auto t = Clock::now();
+  MPI_Comm_free(&job);
+  MPI_Finalize();
+  result["finalize_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
+  watchdog.disarm();
+  result["result"] = failures == 0 ? "PASS" : "FAIL: " + first_failure;
+  write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+  return failures == 0 ? 0 : 1;
+}
+
+// ------------------------------------------------------------------------------------ launcher
+
+struct Started {
+  pid_t pid = -1;  ///< mpiexec, leader of its own process group
+  int status = -1;
+  bool ended = false;
+};
+
+pid_t start_member(const std::string& mpiexec, const std::string& self, const fs::path& dir,
+                   int index, const std::string& victims) {
+  std::vector<std::string> args{mpiexec, "-n", "1", self, "--member", dir.string(),
+                                std::to_string(index), std::to_string(kRanks), victims};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // A launcher started under a process manager must not pass its variables on: each member
+  // belongs to an mpiexec of its own.
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (entry.rfind("PMI_", 0) == 0 || entry.rfind("HYDI_", 0) == 0 || entry.rfind("HYDRA_", 0) == 0) continue;
+    env.push_back(*e);
+  }
+  env.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  const std::string log = (dir / ("member." + std::to_string(index) + ".log")).string();
+  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, mpiexec.c_str(), &files, &attr, argv.data(), env.data());
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attr);
+  return rc == 0 ? pid : -1;
+}
+
+int read_int(const fs::path& path) { return std::atoi(read_file(path).c_str()); }
+
+int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
+                 bool no_checkpoint, bool cholesky) {
+  const std::vector<int> victims = parse_victims(victims_text);
+  const bool valid = std::all_of(victims.begin(), victims.end(), [](int v) { return v < kRanks; }) &&
+                     static_cast<int>(victims.size()) < kRanks && (!no_checkpoint || !victims.empty());
+  if (!valid) {
+    std::fprintf(stderr, "recovery_tests: victims '%s' are not ranks of %d (or -1 with checkpoints)\n",
+                 victims_text.c_str(), kRanks);
+    return 2;
+  }
+  char pattern[] = "/tmp/bellows-recovery-XXXXXX";
+  const fs::path dir = ::mkdtemp(pattern);
+  if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
+  if (cholesky) write_file(dir / "cholesky", "1");
+  const auto start = Clock::now();
+  const auto limit = start + std::chrono::duration<double>(kLauncherLimitSeconds);
+  std::vector<Started> members(kRanks);
+  for (int i = 0; i < kRanks; ++i) {
+    members[static_cast<std::size_t>(i)].pid = start_member(mpiexec, self, dir, i, victims_text);
+    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
+  }
+  auto reap = [&](bool block_until_limit) {
+    for (;;) {
+      bool all = true;
+      for (auto& m : members) {
+        if (m.ended || m.pid <= 0) continue;
+        if (::waitpid(m.pid, &m.status, WNOHANG) == m.pid) {
+          m.ended = true;
+        } else {
+          all = false;
+        }
+      }
+      if (all || !block_until_limit || Clock::now() >= limit) return all;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  auto path_of = [&](const char* what, int rank) { return dir / (std::string(what) + "." + std::to_string(rank)); };
+
+  std::vector<int> victim_pids;
+  if (!victims.empty()) {
+    bool due = false;
+    while (!due && Clock::now() < limit) {
+      due = fs::exists(dir / "progress") && std::atoi(read_file(dir / "progress").c_str()) >= kKillAfter;
+      if (!due) {
+        if (reap(false)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    expect(due, "rank 0 did not reach iteration " + std::to_string(kKillAfter));
+    if (due) {
+      for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));
+      char text[64];
+      std::snprintf(text, sizeof text, "%.6f\n", wall_seconds());
+      for (std::size_t v = 0; v < victims.size(); ++v) {
+        expect(::kill(victim_pids[v], SIGKILL) == 0, "kill -9 of rank " + std::to_string(victims[v]) + " failed");
+      }
+      write_file(dir / "killed", text);  // for the survivors' times only: they are told nothing
+    }
+  }
+  const bool all_ended = reap(true);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  // Whatever is left is killed: nothing the test started survives it.
+  std::vector<int> pids;
+  for (int i = 0; i < kRanks; ++i) {
+    auto& m = members[static_cast<std::size_t>(i)];
+    if (m.pid <= 0) continue;
+    pids.push_back(m.pid);
+    if (!m.ended) {
+      expect(false, "mpiexec of member " + std::to_string(i) + " still running after " +
+                        std::to_string(kLauncherLimitSeconds) + " s: killed");
+      ::kill(-m.pid, SIGKILL);
+      ::waitpid(m.pid, &m.status, 0);
+      m.ended = true;
+    }
+    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    if (fs::exists(path_of("pid", r))) pids.push_back(read_int(path_of("pid", r)));
+  }
+  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
+
+  nlohmann::json survivors = nlohmann::json::array();
+  bool verified = false;
+  for (int r = 0; r < kRanks; ++r) {
+    if (std::find(victims.begin(), victims.end(), r) != victims.end()) continue;
+    if (!fs::exists(path_of("result", r))) {
+      expect(false, "survivor " + std::to_string(r) + " wrote no result");
+      continue;
+    }
+    const auto result = nlohmann::json::parse(read_file(path_of("result", r)));
+    expect(result.value("result", "") == "PASS",
+           "survivor " + std::to_string(r) + ": " + result.value("result", "(none)"));
+    verified = verified || result.value("verified", false);
+    survivors.push_back(result);
+  }
+  expect(verified, "no survivor verified the result");
+  int killed_exits = 0, clean_exits = 0;
+  for (auto& m : members) {
+    if (WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0) {
+      ++clean_exits;
+    } else {
+      ++killed_exits;
+    }
+  }
+  const int expected_killed = static_cast<int>(victims.size());
+  expect(clean_exits == kRanks - expected_killed && killed_exits == expected_killed,
+         std::to_string(clean_exits) + " mpiexecs exited 0 and " + std::to_string(killed_exits) +
+             " did not; expected " + std::to_string(kRanks - expected_killed) + " and " +
+             std::to_string(expected_killed));
+  expect(all_ended, "not every mpiexec ended by itself");
+  if (failures != 0) {
+    for (int i = 0; i < kRanks; ++i) {
+      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
+                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
+    }
+  }
+  fs::remove_all(dir);
+  std::printf("%s\n", nlohmann::json{{"victims", victims},
+                                     {"victim_pids", victim_pids},
+                                     {"seconds", seconds},
+                                     {"survivors", survivors}}
+                          .dump()
+                          .c_str());
+  std::printf("recovery: %s\n", failures == 0 ? "PASS" : "FAIL");
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 6 && std::strcmp(argv[1], "--member") == 0) {
+    return run_member(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), parse_victims(argv[5]));
+  }
+  const bool no_checkpoint = argc == 5 && std::strcmp(argv[4], "no-checkpoint") == 0;
+  const bool cholesky = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
+  if (argc != 4 && !no_checkpoint && !cholesky) {
+    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky] | "
+                         "--member DIR INDEX COUNT VICTIMS\n");
+    return 2;
+  }
+  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky);
+}
