@@ -219,6 +219,16 @@ void ControlPlaneLink::publish(const IterationReport& report, int iterations_don
   }
 }
 
+std::vector<std::uint32_t> ControlPlaneLink::lost_ranks() const {
+  std::set<std::uint32_t> lost;
+  for (const RanksLostEvent& failure : failures_) lost.insert(failure.ranks.begin(), failure.ranks.end());
+  return {lost.begin(), lost.end()};
+}
+
+void ControlPlaneLink::report_recovered(std::uint64_t failure_id, std::uint32_t job_size, const std::string& text) {
+  report({failure_id, ResizeOutcome::recovered, job_size, {}, text});
+}
+
 std::vector<std::pair<std::string, std::string>> ControlPlaneLink::spawn_environment(
     int first_new_rank) const {
   std::vector<std::string> hosts = expand_hosts_;
