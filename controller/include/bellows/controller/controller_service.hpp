@@ -104,6 +104,9 @@ class ControllerService {
   void shutdown();
 
  private:
+  /// The daemon of `node` went away on its own: on the local backend, kills its rank (`pid`,
+  /// 0 when never reported), which would otherwise run on with no daemon.
+  void fence_unmanaged_rank(const std::string& node, std::int32_t pid);
   struct NodeState {
     policy::NodeMetrics node;  ///< what the policy gets: the last report, steals summed per tick
     bool reported = false;
