@@ -265,6 +265,13 @@ void ControllerService::on_peer_gone(const transport::PeerId& peer) {
   }
 }
 
+void ControllerService::first_rank_ended(std::int32_t pid, std::int32_t exit_code, std::int32_t signal) {
+  const protocol::RankExited exited{protocol::kNoRank, pid, exit_code, signal};
+  if (!exited.crashed()) return;
+  job_control_.rank_exited(options_.nodes.front(), exited);
+  resizes_->poll();
+}
+
 void ControllerService::fence_unmanaged_rank(const std::string& node, std::int32_t pid) {
   // The node counts as lost: its rank must not run on unmanaged, talking to survivors that
   // were told it is gone. On the local backend every rank is a process of this host.

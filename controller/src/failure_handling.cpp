@@ -58,16 +58,19 @@ void ResizeController::on_failure(const JobReport& report) {
   const std::string how = node_lost ? "the daemon of " + report.node + " went away"
                                     : "a rank on " + report.node + " died" +
                                           (report.text.empty() ? std::string() : ": " + report.text);
-  if (std::ranges::find(nodes_, report.node) == nodes_.end()) {
+  // A node is lost once: its rank's death and its daemon's, or the first rank's as its daemon
+  // and `bellows run` both saw it, are one failure (the first node stays in the job).
+  std::string why;
+  if (std::ranges::find(nodes_, report.node) == nodes_.end()) why = report.node + " is not a node of job " + job_;
+  for (const Failure& f : failures_) {
+    if (std::ranges::find(f.view.nodes, report.node) != f.view.nodes.end())
+      why = report.node + " was lost in failure " + std::to_string(f.view.id) + " already";
+  }
+  if (!why.empty()) {
     Input input;
     input.event = event;
     input.nodes = {report.node};
     input.detail = how;
-    std::string why = report.node + " is not a node of job " + job_;
-    for (const Failure& f : failures_) {
-      if (std::ranges::find(f.view.nodes, report.node) != f.view.nodes.end())
-        why = report.node + " was lost in failure " + std::to_string(f.view.id) + " already";
-    }
     refuse(input, why);
     return;
   }
