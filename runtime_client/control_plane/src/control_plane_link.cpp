@@ -138,6 +138,11 @@ void ControlPlaneLink::attach(ElasticJob& job) {
     std::fprintf(stderr, "bellows: resize %llu called off by the controller (%s) after the job carried "
                  "it out: it stands\n", id, e.reason.c_str());
   });
+  // A failure reaches every rank: each keeps it; what the job does about it is the runtime's.
+  channel_.on_ranks_lost([this](const RanksLostEvent& e) {
+    failures_.push_back(e);
+    if (on_ranks_lost_) on_ranks_lost_(e);
+  });
 
   job.on_resize_start([this](const ResizeEvent&) { rank_before_ = job_->rank(); });
   job.on_resize_commit([this](const ResizeEvent& e) {
