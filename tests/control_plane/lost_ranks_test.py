@@ -198,6 +198,8 @@ def main():
     err = end_job(t, job)
     if job.returncode != 0:
         t.fail(f"bellows run ended with {job.returncode}: {err[-2000:]}")
+    if "failure #1: lost 1 node(s) [local3], recovered after" not in err:
+        t.fail(f"the timeline at the end does not sum failure 1 up:\n{err[-2000:]}")
     if "killed its rank (pid" not in err:
         t.fail(f"bellows run does not say it killed the rank of local2:\n{err[-2000:]}")
     # The deaths the test caused, as the daemons and the controller saw them.
