@@ -96,7 +96,8 @@ void ResizeController::on_failure(const JobReport& report) {
 }
 
 void ResizeController::on_recovered(const JobReport& report) {
-  const auto reported = std::ranges::find_if(failures_, [&report](const Failure& f) { return f.view.id == report.resize; });
+  const auto reported =
+      std::ranges::find_if(failures_, [&report](const Failure& f) { return f.view.id == report.resize; });
   Input input;
   input.resize = report.resize;
   input.event = ResizeEvent::job_recovered;

@@ -247,7 +247,8 @@ int survive(const std::filesystem::path& dir, int seconds) {
   const std::string node = own != nullptr && *own != '\0' ? own : nodes.front();
   std::uint32_t rank = 0;
   while (rank < nodes.size() && nodes[rank] != node) ++rank;
-  auto channel = ControlChannel::connect("file:" + bellows::protocol::JobDirectory{job_dir}.daemon_uri_file(node).string());
+  const auto uri_file = bellows::protocol::JobDirectory{job_dir}.daemon_uri_file(node);
+  auto channel = ControlChannel::connect("file:" + uri_file.string());
   bellows::runtime::RankMetrics m;
   m.rank = rank;
   channel.publish_metrics(m);

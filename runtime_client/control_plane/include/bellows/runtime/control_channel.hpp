@@ -1,7 +1,8 @@
 #pragma once
 // A rank's connection to its node's daemon (bellowsd): the rank attaches to the daemon's PMIx
 // server as a PMIx tool, asks it for more or fewer nodes, publishes its metrics, and receives
-// resize events and failures (ranks lost). The event codes and payload keys are bellows/protocol/pmix_events.hpp.
+// resize events and failures (ranks lost). The event codes and payload keys are
+// bellows/protocol/pmix_events.hpp.
 //
 // The metrics a rank publishes are bellows::protocol::Metrics (bellows/protocol/metrics.hpp),
 // the record its daemon, the controller and the policy engine read as well; the resize reports
