@@ -87,6 +87,22 @@ int status(const std::string& job, bool json) {
                 a["reason"].get<std::string>().c_str());
   }
   std::printf("  resizes    %zu finished\n", s["finished_resizes"].size());
+  if (s.contains("degraded") && !s["degraded"].is_null()) {
+    const auto& d = s["degraded"];
+    std::string lost_nodes, lost_ranks, failures;
+    for (const auto& n : d["lost_nodes"]) lost_nodes += (lost_nodes.empty() ? "" : ", ") + n.get<std::string>();
+    for (const auto& r : d["lost_ranks"]) {
+      if (!lost_ranks.empty()) lost_ranks += ", ";
+      lost_ranks += std::to_string(r.get<unsigned>());
+    }
+    for (const auto& f : d["failures"]) {
+      failures += failures.empty() ? "#" : ", #";
+      failures += std::to_string(f.get<unsigned>());
+    }
+    std::printf("  degraded   lost nodes [%s], lost ranks [%s] (failure %s, not recovered)\n", lost_nodes.c_str(),
+                lost_ranks.empty() ? "unknown" : lost_ranks.c_str(), failures.c_str());
+  }
+  if (s.contains("failures")) std::printf("  failures   %zu\n", s["failures"].size());
   std::printf("  events     %s\n", s["event_log"].get<std::string>().c_str());
   return exit_ok;
 }

@@ -517,6 +517,11 @@ int run_job(RunOptions o) {
   }
   // Let what the last ranks reported arrive, then stop the daemons.
   for (int i = 0; i < 5; ++i) service.step(std::chrono::milliseconds(20));
+  // A first rank that crashed is a failure, whether or not its daemon saw it first.
+  if (!forwarded) {
+    service.first_rank_ended(static_cast<std::int32_t>(child), WIFEXITED(status) ? WEXITSTATUS(status) : 0,
+                             WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  }
   const auto final_status = service.status();
   service.shutdown();
 

@@ -49,6 +49,12 @@ void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& 
     s.seconds += r.duration_s;
   }
   for (const auto& [id, s] : resizes) {
+    if (s.kind == "failure") {  // no resize: lost nodes, and how the job came through
+      std::fprintf(out, "failure #%llu: lost %u node(s) [%s], %s after %.3f s; %s\n",
+                   static_cast<unsigned long long>(id), s.count, s.nodes.c_str(), s.state.c_str(), s.seconds,
+                   s.reason.c_str());
+      continue;
+    }
     std::fprintf(out, "resize #%llu: %s by %u node(s) [%s], asked by %s, %s after %.3f s; %s\n",
                  static_cast<unsigned long long>(id), s.kind.c_str(), s.count, s.nodes.c_str(),
                  s.requester.c_str(), s.state.c_str(), s.seconds, s.reason.c_str());

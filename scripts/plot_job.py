@@ -91,7 +91,8 @@ def main():
     ax_nodes.legend(fontsize="small", loc="upper right")
     ax_nodes.set_xlabel("seconds since the job started")
 
-    # Each resize: a span from its request to its final state, labelled.
+    # Each resize: a span from its request to its final state, labelled; each failure (kind
+    # "failure") likewise, from its detection to its recovery, with a line where it was detected.
     spans = {}
     for e in events:
         if e["refused"] or not e["resize"]:
@@ -100,16 +101,20 @@ def main():
                                            "to": e["to"], "requester": e.get("requester")})
         s["end"], s["to"] = e["t"], e["to"]
     for rid, s in sorted(spans.items()):
-        color = "tab:green" if s["kind"] == "expand" else "tab:red"
+        color = {"expand": "tab:green", "failure": "black"}.get(s["kind"], "tab:red")
         for ax in (ax_rate, ax_ready, ax_nodes):
             ax.axvspan(s["start"] - t0, max(s["end"], s["start"] + 0.05) - t0, color=color, alpha=0.2)
-        ax_nodes.annotate(f"#{rid} {s['kind']} ({s['requester']}): {s['to']}", (s["start"] - t0, 0.02),
+            if s["kind"] == "failure":
+                ax.axvline(s["start"] - t0, color="black", linewidth=1.5)
+        who = "lost" if s["kind"] == "failure" else s["requester"]
+        ax_nodes.annotate(f"#{rid} {s['kind']} ({who}): {s['to']}", (s["start"] - t0, 0.02),
                           xycoords=("data", "axes fraction"), fontsize="small", rotation=90,
                           va="bottom")
+    resizes = sum(1 for s in spans.values() if s["kind"] != "failure")
     fig.suptitle(a.title or f"bellows job {os.path.basename(os.path.normpath(a.job_dir))}")
     fig.tight_layout()
     fig.savefig(a.out, dpi=100)
-    print(f"{PROG}: wrote {a.out} ({len(metrics)} metrics reports, {len(spans)} resizes)")
+    print(f"{PROG}: wrote {a.out} ({len(metrics)} metrics reports, {resizes} resizes, {len(spans) - resizes} failures)")
 
 
 if __name__ == "__main__":

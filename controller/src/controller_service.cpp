@@ -5,7 +5,11 @@
 #include <bellows/transport/security.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+
+#include <signal.h>
 
 namespace bellows::controller {
 namespace {
@@ -214,6 +218,7 @@ void ControllerService::on_notification(const transport::Incoming& in) {
         state.node.metrics.steals_failed + reported.steals_failed;
     state.reported = true;
     state.rank = m->rank;
+    if (m->rank != protocol::kNoRank) job_control_.note_rank(node, m->rank);
     state.pid = m->pid;
     state.node.name = node;
     state.node.metrics = reported;
@@ -248,11 +253,35 @@ void ControllerService::on_peer_gone(const transport::PeerId& peer) {
     if (it->second == peer) {
       const std::string node = it->first;
       daemons_.erase(it);
+      const auto state = node_state_.find(node);
+      const std::int32_t rank_pid = state == node_state_.end() ? 0 : state->second.pid;
+      const bool on_its_own = job_control_.registered(node);
       node_state_.erase(node);
       nodes_with_view_.erase(node);
       job_control_.daemon_gone(node);
+      if (on_its_own) fence_unmanaged_rank(node, rank_pid);
       return;
     }
+  }
+}
+
+void ControllerService::first_rank_ended(std::int32_t pid, std::int32_t exit_code, std::int32_t signal) {
+  const protocol::RankExited exited{protocol::kNoRank, pid, exit_code, signal};
+  if (!exited.crashed()) return;
+  job_control_.rank_exited(options_.nodes.front(), exited);
+  resizes_->poll();
+}
+
+void ControllerService::fence_unmanaged_rank(const std::string& node, std::int32_t pid) {
+  // The node counts as lost: its rank must not run on unmanaged, talking to survivors that
+  // were told it is gone. On the local backend every rank is a process of this host.
+  if (options_.backend != "local" || pid <= 0) return;
+  if (::kill(pid, SIGKILL) == 0) {
+    std::fprintf(stderr, "bellows run: info: the daemon of %s went away: killed its rank (pid %d), "
+                 "which no daemon manages any more\n", node.c_str(), static_cast<int>(pid));
+  } else if (errno != ESRCH) {
+    std::fprintf(stderr, "bellows run: warning: the daemon of %s went away, and its rank (pid %d) "
+                 "could not be killed: %s\n", node.c_str(), static_cast<int>(pid), std::strerror(errno));
   }
 }
 
@@ -394,6 +423,31 @@ nlohmann::json ControllerService::status() const {
   s["finished_resizes"] = nlohmann::json::array();
   for (const auto& v : resizes_->finished()) s["finished_resizes"].push_back(view_json(v));
   s["unreleased_nodes"] = resizes_->unreleased_nodes();
+  // Each failure like a resize; degraded (the nodes and ranks lost) until the job reports
+  // that it recovered from every one.
+  s["failures"] = nlohmann::json::array();
+  nlohmann::json lost_nodes = nlohmann::json::array();
+  nlohmann::json lost_ranks = nlohmann::json::array();
+  nlohmann::json open_failures = nlohmann::json::array();
+  for (const FailureView& f : resizes_->failures()) {
+    s["failures"].push_back({{"id", f.id},
+                             {"kind", "failure"},
+                             {"state", std::string(to_string(f.state))},
+                             {"nodes", f.nodes},
+                             {"ranks", f.ranks},
+                             {"reason", f.reason},
+                             {"detected_at", f.detected_at},
+                             {"ended_at", f.ended_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.ended_at)},
+                             {"seconds_to_end", f.seconds_to_end}});
+    if (f.state == ResizeState::recovered) continue;
+    open_failures.push_back(f.id);
+    for (const auto& node : f.nodes) lost_nodes.push_back(node);
+    for (const auto rank : f.ranks) lost_ranks.push_back(rank);
+  }
+  s["degraded"] = nullptr;
+  if (resizes_->degraded()) {
+    s["degraded"] = {{"lost_nodes", lost_nodes}, {"lost_ranks", lost_ranks}, {"failures", open_failures}};
+  }
   s["event_log"] = event_log_path().string();
   return s;
 }
@@ -404,6 +458,7 @@ void ControllerService::shutdown() {
     (void)resizes_->deliver(0, ResizeEvent::job_ended,
                             "the job ended before the resize finished; its nodes go back with the job");
   }
+  if (resizes_) resizes_->end_failures("the job ended before it reported its recovery");
   if (!server_) return;
   for (const auto& [node, peer] : daemons_) server_->notify(peer, protocol::Stop{"the job ended", 2000});
   job_control_.stop_started_daemons();

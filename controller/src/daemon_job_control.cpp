@@ -15,7 +15,7 @@ void DaemonJobControl::daemon_registered(const std::string& node) {
   registered_.insert(node);
   const auto it = starting_.find(node);
   if (it != starting_.end()) {
-    report({JobReportKind::daemon_up, it->second, node, 0, ""});
+    report({JobReportKind::daemon_up, it->second, node, 0, "", {}});
     starting_.erase(it);
   }
 }
@@ -25,7 +25,9 @@ void DaemonJobControl::daemon_gone(const std::string& node) {
   // first: only a daemon that went away on its own gets this far. Whatever resize runs, if
   // any, is the one it concerns.
   if (registered_.erase(node) == 0) return;
-  report({JobReportKind::rank_died, 0, node, 0, "the daemon of " + node + " went away"});
+  JobReport lost{JobReportKind::node_lost, 0, node, 0, "the daemon of " + node + " went away", {}};
+  if (const auto it = node_ranks_.find(node); it != node_ranks_.end()) lost.rank = it->second;
+  report(std::move(lost));
 }
 
 void DaemonJobControl::rank_exited(const std::string& node, const protocol::RankExited& exited) {
@@ -35,7 +37,13 @@ void DaemonJobControl::rank_exited(const std::string& node, const protocol::Rank
   const std::string who = exited.rank == protocol::kNoRank
                               ? "the rank started on " + node + " (pid " + std::to_string(exited.pid) + ")"
                               : "rank " + std::to_string(exited.rank) + " (pid " + std::to_string(exited.pid) + ")";
-  report({JobReportKind::rank_died, 0, node, 0, who + " " + how});
+  JobReport died{JobReportKind::rank_died, 0, node, 0, who + " " + how, {}};
+  if (exited.rank != protocol::kNoRank) {
+    died.rank = exited.rank;
+  } else if (const auto it = node_ranks_.find(node); it != node_ranks_.end()) {
+    died.rank = it->second;
+  }
+  report(std::move(died));
 }
 
 void DaemonJobControl::resize_report(const std::string& node, const protocol::ResizeReport& r) {
@@ -46,8 +54,9 @@ void DaemonJobControl::resize_report(const std::string& node, const protocol::Re
     case protocol::ResizeOutcome::refused: kind = JobReportKind::refused; break;
     case protocol::ResizeOutcome::left: kind = JobReportKind::left; break;
     case protocol::ResizeOutcome::cancelled: kind = JobReportKind::cancelled; break;
+    case protocol::ResizeOutcome::recovered: kind = JobReportKind::recovered; break;
   }
-  report({kind, r.resize_id, node, r.job_size, r.text});
+  report({kind, r.resize_id, node, r.job_size, r.text, {}});
   if (r.outcome == protocol::ResizeOutcome::left) {
     // The node's ranks left the job: its daemon goes too, before the node is given back.
     registered_.erase(node);
@@ -72,7 +81,7 @@ void DaemonJobControl::start_daemons(ResizeId resize, const std::vector<std::str
 void DaemonJobControl::send_to_first_node(ResizeId resize, const protocol::Message& message) {
   if (!send_(first_node_, message)) {
     report({JobReportKind::rank_died, resize, first_node_, 0,
-            "no daemon is registered on " + first_node_ + ", the job's first node"});
+            "no daemon is registered on " + first_node_ + ", the job's first node", {}});
   }
 }
 
@@ -91,7 +100,7 @@ void DaemonJobControl::start_ranks(ResizeId resize, const std::vector<std::strin
   for (const std::string& node : nodes) {
     if (!send_(node, protocol::StartRank{resize, rank_launch_.command, rank_launch_.environment})) {
       report({JobReportKind::rank_died, resize, node, 0,
-              "no daemon is registered on " + node + " to start its rank"});
+              "no daemon is registered on " + node + " to start its rank", {}});
     }
   }
 }
@@ -118,6 +127,18 @@ void DaemonJobControl::remove_ranks(ResizeId resize, const std::vector<std::stri
 void DaemonJobControl::cancel(ResizeId resize, const std::string& why) {
   // The job's first rank answers: cancelled (resize_ack), or the commit it already sent.
   send_to_first_node(resize, protocol::Abort{resize, why});
+}
+
+bool DaemonJobControl::tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
+                                 const std::vector<std::uint32_t>& lost_ranks, const std::string& reason,
+                                 const std::vector<std::string>& survivors) {
+  const auto lost = static_cast<unsigned>(lost_nodes.size());
+  job_size_ = job_size_ > lost ? job_size_ - lost : 0;
+  for (const std::string& node : lost_nodes) node_ranks_.erase(node);
+  const protocol::RanksLost message{failure, lost_ranks, lost_nodes, reason};
+  bool every_one = true;
+  for (const std::string& node : survivors) every_one = send_(node, message) && every_one;
+  return every_one;
 }
 
 void DaemonJobControl::progress() {

@@ -1,5 +1,7 @@
 #include "bellows/controller/resize_controller.hpp"
 
+#include "resize_controller_private.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 #include <unordered_set>
@@ -66,15 +68,6 @@ struct ResizeController::Resize {
   ResizeEvent timer_event = ResizeEvent::rm_timeout;
 };
 
-// Wraps a callback handed to the resource manager or the job so that it does nothing once
-// the controller is gone.
-template <typename Callback>
-auto ResizeController::guarded(Callback callback) {
-  return [alive = std::weak_ptr<int>(alive_), callback = std::move(callback)](auto&&... args) {
-    if (alive.expired()) return;
-    callback(std::forward<decltype(args)>(args)...);
-  };
-}
 
 ResizeController::ResizeController(std::string job, std::vector<std::string> nodes,
                                    ResourceManager& rm, JobControl& job_control,
@@ -288,6 +281,7 @@ void ResizeController::run_action(ResizeAction action, ResizeState from, const I
   Resize& r = *active_;
   switch (action) {
     case ResizeAction::none:
+    case ResizeAction::drop_lost:  // a failure's (failure_handling.cpp), in no resize's row
       break;
     case ResizeAction::ask_rm: {
       ExpandRequest request;
@@ -400,6 +394,7 @@ void ResizeController::arm_state_timer() {
 }
 
 void ResizeController::fire_due_timers() {
+  fire_failure_deadlines();
   const auto now = clock_.now();
   if (active_ && active_->timer_due && now >= *active_->timer_due) {
     Resize& r = *active_;
@@ -443,8 +438,12 @@ void ResizeController::fire_due_timers() {
 }
 
 std::optional<Clock::time_point> ResizeController::next_timer() const {
-  if (!active_) return std::nullopt;
-  std::optional<Clock::time_point> next = active_->timer_due;
+  std::optional<Clock::time_point> next;
+  for (const Failure& f : failures_) {
+    if (!is_final(f.view.state) && (!next || f.deadline < *next)) next = f.deadline;
+  }
+  if (!active_) return next;
+  if (active_->timer_due && (!next || *active_->timer_due < *next)) next = active_->timer_due;
   if (!active_->deadline_fired && (!next || active_->deadline < *next)) next = active_->deadline;
   return next;
 }
@@ -571,7 +570,12 @@ void ResizeController::on_job_report(const JobReport& report) {
       finish_drain_if_complete();
       return;
     case JobReportKind::rank_died:
-      // With no resize in flight it is refused, and so written to the event log.
+    case JobReportKind::node_lost:
+      // With no resize in flight it is a failure; during one, that resize's death.
+      if (!active_) {
+        on_failure(report);
+        return;
+      }
       input.event = ResizeEvent::rank_died;
       input.detail = "a rank on " + report.node + " died" +
                      (report.text.empty() ? std::string() : ": " + report.text);
@@ -594,6 +598,9 @@ void ResizeController::on_job_report(const JobReport& report) {
       input.detail = "the job refused the resize" +
                      (report.text.empty() ? std::string() : ": " + report.text);
       break;
+    case JobReportKind::recovered:
+      on_recovered(report);
+      return;
     case JobReportKind::cancelled:
       input.event = ResizeEvent::job_cancelled;
       input.detail = "the job dropped the resize before carrying it out";

@@ -73,18 +73,19 @@ constexpr std::array kTransitions{
     ResizeTransition{K::shrink, S::releasing, E::job_ended, S::committed, A::none},
 };
 
-constexpr std::array<std::string_view, 2> kKindNames{"expand", "shrink"};
-constexpr std::array<std::string_view, 10> kStateNames{
+constexpr std::array<std::string_view, 3> kKindNames{"expand", "shrink", "failure"};
+constexpr std::array<std::string_view, 14> kStateNames{
     "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted", "draining",
-    "cancelling"};
-constexpr std::array<std::string_view, 16> kEventNames{
+    "cancelling", "detected", "agreed", "recovered", "given_up"};
+constexpr std::array<std::string_view, 20> kEventNames{
     "request",         "rm_granted",  "rm_denied",     "rm_timeout",    "daemons_ready",  "daemon_start_timeout",
     "ranks_committed", "rank_died",   "drain_done",    "release_done",  "release_failed", "resize_deadline",
-    "job_refused",     "job_ended",   "job_cancelled", "cancel_timeout"};
-constexpr std::array<std::string_view, 11> kActionNames{
+    "job_refused",     "job_ended",   "job_cancelled", "cancel_timeout", "node_lost",     "survivors_told",
+    "job_recovered",   "recovery_deadline"};
+constexpr std::array<std::string_view, 12> kActionNames{
     "none",         "ask_rm",        "cancel_rm_request", "start_daemons",   "add_ranks",  "withdraw_and_release",
-    "remove_ranks", "cancel_in_job", "release_nodes",     "note_unreleased", "adopt_nodes"};
-constexpr std::array<std::string_view, 11> kActionHelp{
+    "remove_ranks", "cancel_in_job", "release_nodes",     "note_unreleased", "adopt_nodes", "drop_lost"};
+constexpr std::array<std::string_view, 12> kActionHelp{
     "nothing",
     "ask the resource manager for the nodes",
     "withdraw the request from the resource manager",
@@ -96,6 +97,7 @@ constexpr std::array<std::string_view, 11> kActionHelp{
     "give the drained nodes back to the resource manager",
     "record the nodes the resource manager did not take back",
     "count the new nodes as the job's",
+    "drop the lost nodes from the job, give them back, tell the surviving nodes' daemons who is lost",
 };
 
 template <typename Enum, std::size_t N>

@@ -180,6 +180,20 @@ struct ControllerLink::State {
     } else if (const auto* a = std::get_if<protocol::Abort>(&message)) {
       report_notify(pmix::kResizeAborted,
                     Payload{{pmix::kResizeId, a->resize_id}, {pmix::kAbortReason, a->reason}});
+    } else if (const auto* lost = std::get_if<protocol::RanksLost>(&message)) {
+      std::string ranks;
+      for (const std::uint32_t rank : lost->lost_ranks) {
+        if (!ranks.empty()) ranks += ',';
+        ranks += std::to_string(rank);
+      }
+      spdlog::info("failure {}: ranks [{}] on {} are lost ({}); telling the ranks of {}", lost->failure_id,
+                   ranks, join(lost->lost_nodes), lost->reason, options.node_name);
+      // Not held for a first rank to attach: a rank that attaches later joins a job that has
+      // already gone on without the lost ones.
+      notify_ranks(pmix::kRanksLost, Payload{{pmix::kFailureId, lost->failure_id},
+                                             {pmix::kLostRanks, ranks},
+                                             {pmix::kLostNodes, join(lost->lost_nodes)},
+                                             {pmix::kLostReason, lost->reason}});
     } else if (const auto* s = std::get_if<protocol::Stop>(&message)) {
       spdlog::info("controller says stop: {}", s->reason);
       if (on_stop) on_stop(s->reason);

@@ -94,6 +94,14 @@ void fields(V& v, M& m) {
   v("resize_nodes", m.resize_nodes);
 }
 template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, RanksLost>
+void fields(V& v, M& m) {
+  v("failure_id", m.failure_id);
+  v("lost_ranks", m.lost_ranks);
+  v("lost_nodes", m.lost_nodes);
+  v("reason", m.reason);
+}
+template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, Ack>
 void fields(V& v, M& m) {
   v("code", m.code);
@@ -198,6 +206,19 @@ std::string check(const StartRank& m, std::uint16_t) {
     const auto equals = entry.find('=');
     if (equals == std::string::npos || equals == 0)
       return "environment: " + entry + " is not NAME=VALUE";
+  }
+  return {};
+}
+std::string check(const RanksLost& m, std::uint16_t) {
+  if (m.failure_id == 0) return "failure_id: 0";
+  if (m.lost_nodes.empty()) return "lost_nodes: empty";
+  for (std::size_t i = 0; i < m.lost_nodes.size(); ++i) {
+    if (m.lost_nodes[i].empty()) return "lost_nodes[" + std::to_string(i) + "]: empty";
+  }
+  for (std::size_t i = 1; i < m.lost_ranks.size(); ++i) {
+    if (m.lost_ranks[i] <= m.lost_ranks[i - 1])
+      return "lost_ranks[" + std::to_string(i) + "]: " + std::to_string(m.lost_ranks[i]) +
+             " does not follow " + std::to_string(m.lost_ranks[i - 1]) + " (ascending, no repeats)";
   }
   return {};
 }
@@ -406,6 +427,7 @@ std::string_view to_string(MessageType type) {
     case MessageType::stop: return "stop";
     case MessageType::start_rank: return "start_rank";
     case MessageType::job_view: return "job_view";
+    case MessageType::ranks_lost: return "ranks_lost";
     case MessageType::ack: return "ack";
     case MessageType::operator_resize: return "operator_resize";
     case MessageType::status_request: return "status_request";
@@ -523,6 +545,7 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::stop: decode_body<Stop>(body, version, out); break;
     case MessageType::start_rank: decode_body<StartRank>(body, version, out); break;
     case MessageType::job_view: decode_body<JobView>(body, version, out); break;
+    case MessageType::ranks_lost: decode_body<RanksLost>(body, version, out); break;
     case MessageType::ack: decode_body<Ack>(body, version, out); break;
     case MessageType::operator_resize: decode_body<OperatorResize>(body, version, out); break;
     case MessageType::status_request: decode_body<StatusRequest>(body, version, out); break;

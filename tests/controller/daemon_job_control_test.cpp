@@ -57,6 +57,12 @@ std::string describe(const protocol::Message& message) {
     list(d->new_nodes);
     text << " leaving ";
     list(d->leaving_nodes);
+  } else if (const auto* l = std::get_if<protocol::RanksLost>(&message)) {
+    text << ' ' << l->failure_id << " ranks ";
+    list(l->lost_ranks);
+    text << " nodes ";
+    list(l->lost_nodes);
+    text << " '" << l->reason << "'";
   } else if (const auto* a = std::get_if<protocol::Abort>(&message)) {
     text << ' ' << a->resize_id << " '" << a->reason << "'";
   }
@@ -69,6 +75,8 @@ const char* kind_name(JobReportKind kind) {
   switch (kind) {
     case JobReportKind::daemon_up: return "daemon_up";
     case JobReportKind::rank_died: return "rank_died";
+    case JobReportKind::node_lost: return "node_lost";
+    case JobReportKind::recovered: return "recovered";
     case JobReportKind::committed: return "committed";
     case JobReportKind::refused: return "refused";
     case JobReportKind::left: return "left";
@@ -82,6 +90,7 @@ std::string line(const JobReport& r) {
   std::string text = std::string(kind_name(r.kind)) + " resize " + std::to_string(r.resize) +
                      " node " + (r.node.empty() ? "-" : r.node) + " ranks " +
                      std::to_string(r.ranks);
+  if (r.rank) text += " rank " + std::to_string(*r.rank);
   if (!r.text.empty()) text += ": " + r.text;
   return text;
 }
@@ -339,7 +348,7 @@ TEST_F(DaemonJobControlTest, CancelOfAShrinkSendsAbortWithTheReasonToTheFirstNod
   EXPECT_EQ(progress(), (Lines{"cancelled resize 2 node node0 ranks 4"}));
   // What comes after is reported as it comes: what it means is the controller's to say.
   control.daemon_gone("node2");
-  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node2 ranks 0: the daemon of node2 went away"}));
+  EXPECT_EQ(progress(), (Lines{"node_lost resize 0 node node2 ranks 0: the daemon of node2 went away"}));
   EXPECT_TRUE(launcher.calls.empty());
 }
 
@@ -434,15 +443,15 @@ TEST_F(DaemonJobControlTest, ADaemonGoingOnItsOwnDuringAShrinkIsReportedForTheCo
   shrinking();
   control.daemon_gone("node3");  // a leaver's, before its left report
   control.daemon_gone("node1");
-  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node3 ranks 0: the daemon of node3 went away",
-                               "rank_died resize 0 node node1 ranks 0: the daemon of node1 went away"}));
+  EXPECT_EQ(progress(), (Lines{"node_lost resize 0 node node3 ranks 0: the daemon of node3 went away",
+                               "node_lost resize 0 node node1 ranks 0: the daemon of node1 went away"}));
 }
 
 TEST_F(DaemonJobControlTest, ADaemonGoingAwayIsReportedOnce) {
   register_daemons({"node0", "node1"});
   control.daemon_gone("node1");
   control.daemon_gone("node5");  // never registered: nothing to say
-  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node1 ranks 0: the daemon of node1 went away"}));
+  EXPECT_EQ(progress(), (Lines{"node_lost resize 0 node node1 ranks 0: the daemon of node1 went away"}));
 
   control.start_daemons(1, {"node2"});
   register_daemons({"node2"});
@@ -450,7 +459,7 @@ TEST_F(DaemonJobControlTest, ADaemonGoingAwayIsReportedOnce) {
   (void)progress();
   control.daemon_gone("node2");
   control.daemon_gone("node2");  // reported once
-  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node2 ranks 0: the daemon of node2 went away"}));
+  EXPECT_EQ(progress(), (Lines{"node_lost resize 0 node node2 ranks 0: the daemon of node2 went away"}));
 }
 
 TEST_F(DaemonJobControlTest, ARankExitIsReportedHowItEnded) {
@@ -458,10 +467,40 @@ TEST_F(DaemonJobControlTest, ARankExitIsReportedHowItEnded) {
   control.rank_exited("node1", {1, 701, 0, 9});
   control.rank_exited("node2", {2, 812, 3, 0});
   control.rank_exited("node3", {3, 813, -1, 0});
-  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node1 ranks 0: rank 1 (pid 701) killed by signal 9",
-                               "rank_died resize 0 node node2 ranks 0: rank 2 (pid 812) exit status 3",
-                               "rank_died resize 0 node node3 ranks 0: rank 3 (pid 813) its process "
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node1 ranks 0 rank 1: rank 1 (pid 701) killed by signal 9",
+                               "rank_died resize 0 node node2 ranks 0 rank 2: rank 2 (pid 812) exit status 3",
+                               "rank_died resize 0 node node3 ranks 0 rank 3: rank 3 (pid 813) its process "
                                "disappeared"}));
+}
+
+// ---------------------------------------------------------------- failures
+
+TEST_F(DaemonJobControlTest, ALostNodeCarriesTheRankItsDaemonLastReported) {
+  register_daemons({"node0", "node1", "node2"});
+  control.note_rank("node2", 2);
+  control.daemon_gone("node2");
+  // A rank that had no rank yet when it died is named by its node's last known rank.
+  control.note_rank("node1", 1);
+  control.rank_exited("node1", {protocol::kNoRank, 900, -1, 0});
+  EXPECT_EQ(progress(), (Lines{"node_lost resize 0 node node2 ranks 0 rank 2: the daemon of node2 went away",
+                               "rank_died resize 0 node node1 ranks 0 rank 1: the rank started on node1 (pid "
+                               "900) its process disappeared"}));
+}
+
+TEST_F(DaemonJobControlTest, TellLostSendsRanksLostToEverySurvivorAndCountsTheJobSmaller) {
+  control.start_initial_daemons({"node0", "node1", "node2"});
+  register_daemons({"node0", "node1"});  // node2's daemon is gone
+  EXPECT_EQ(control.job_size(), 3u);
+  const protocol::RanksLost lost{4, {2}, {"node2"}, "the daemon of node2 went away"};
+  EXPECT_TRUE(control.tell_lost(4, {"node2"}, {2}, "the daemon of node2 went away", {"node0", "node1"}));
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", lost}, {"node1", lost}}));
+  EXPECT_EQ(control.job_size(), 2u);
+  // A survivor that cannot be reached: false, the others told all the same.
+  EXPECT_FALSE(control.tell_lost(5, {"node1"}, {1}, "a rank on node1 died", {"node3", "node0"}));
+  EXPECT_EQ(sent_now().size(), 1u);
+  // The job's recovery comes back as a report of the failure's id.
+  control.resize_report("node0", report(4, Outcome::recovered, 2));
+  EXPECT_EQ(progress(), (Lines{"recovered resize 4 node node0 ranks 2"}));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// docs/controller.md carries the transition table and the settings table as the code
+// docs/controller.md carries the transition tables and the settings table as the code
 // declares them: regenerate the text between the markers from the failure message when the
 // code changes.
 
+#include "bellows/controller/failure_state.hpp"
 #include "bellows/controller/resize_limits.hpp"
 #include "bellows/controller/resize_state.hpp"
 
@@ -33,6 +34,11 @@ std::string read_doc() {
 TEST(ControllerDocs, TransitionTableMatchesTheCode) {
   EXPECT_EQ(section(read_doc(), "transition table"), transitions_markdown())
       << "expected text between the markers:\n" << transitions_markdown();
+}
+
+TEST(ControllerDocs, FailureTableMatchesTheCode) {
+  EXPECT_EQ(section(read_doc(), "failure table"), failure_transitions_markdown())
+      << "expected text between the markers:\n" << failure_transitions_markdown();
 }
 
 TEST(ControllerDocs, SettingsTableMatchesTheCode) {

@@ -19,7 +19,19 @@
 //   control_channel_probe flood N     publish N metrics back to back while the daemon's
 //                                     events arrive, then wait for an abort event; print how
 //                                     many publications failed and how many expands came
+//   control_channel_probe survive DIR SECONDS
+//                                     a rank of a `bellows run` job that only attaches and
+//                                     waits: attaches to its node's daemon ($BELLOWS_NODE,
+//                                     else the first of $BELLOWS_NODES) through the job
+//                                     directory, publishes metrics as rank R (its node's place
+//                                     in $BELLOWS_NODES), writes "attached rank R node N" to
+//                                     DIR/rank-R, then one line per failure it is told of
+//                                     ("lost failure=ID ranks=.. nodes=.. reason=.."); rank 0
+//                                     reports the last one recovered once DIR/recover exists.
+//                                     Exits 0 (detached) once DIR/stop exists, 1 after
+//                                     SECONDS without it
 
+#include <bellows/protocol/job_directory.hpp>
 #include <bellows/runtime/control_channel.hpp>
 
 #include <pmix.h>
@@ -28,8 +40,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -69,6 +84,11 @@ void print_events(ControlChannel& channel, bool& aborted) {
     std::printf("abort id=%llu reason=%s\n", static_cast<unsigned long long>(e.resize_id),
                 e.reason.c_str());
     aborted = true;
+  });
+  channel.on_ranks_lost([](const bellows::runtime::RanksLostEvent& e) {
+    std::printf("ranks_lost id=%llu ranks=%s nodes=%s reason=%s\n",
+                static_cast<unsigned long long>(e.failure_id), joined(e.ranks).c_str(),
+                joined(e.nodes).c_str(), e.reason.c_str());
   });
 }
 
@@ -212,6 +232,54 @@ int client(const std::string& file) {
   return 0;
 }
 
+int survive(const std::filesystem::path& dir, int seconds) {
+  namespace env = bellows::protocol::job_environment;
+  const char* job_dir = std::getenv(env::kJobDir);
+  const char* nodes_text = std::getenv(env::kNodes);
+  if (job_dir == nullptr || nodes_text == nullptr) {
+    std::printf("survive: %s and %s must be set\n", env::kJobDir, env::kNodes);
+    return 3;
+  }
+  std::vector<std::string> nodes;
+  std::stringstream in(nodes_text);
+  for (std::string node; std::getline(in, node, ',');) nodes.push_back(node);
+  const char* own = std::getenv(env::kNode);
+  const std::string node = own != nullptr && *own != '\0' ? own : nodes.front();
+  std::uint32_t rank = 0;
+  while (rank < nodes.size() && nodes[rank] != node) ++rank;
+  const auto uri_file = bellows::protocol::JobDirectory{job_dir}.daemon_uri_file(node);
+  auto channel = ControlChannel::connect("file:" + uri_file.string());
+  bellows::runtime::RankMetrics m;
+  m.rank = rank;
+  channel.publish_metrics(m);
+  const auto file = dir / ("rank-" + std::to_string(rank));
+  {
+    std::ofstream out(file);
+    out << "attached rank " << rank << " node " << node << '\n';
+  }
+  auto size = static_cast<std::uint32_t>(nodes.size());
+  std::uint64_t last_failure = 0;
+  bool reported = true;
+  channel.on_ranks_lost([&](const bellows::runtime::RanksLostEvent& e) {
+    std::ofstream out(file, std::ios::app);
+    out << "lost failure=" << e.failure_id << " ranks=" << joined(e.ranks) << " nodes=" << joined(e.nodes)
+        << " reason=" << e.reason << '\n';
+    size -= static_cast<std::uint32_t>(e.nodes.size());
+    last_failure = e.failure_id;
+    reported = false;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!std::filesystem::exists(dir / "stop")) {
+    if (std::chrono::steady_clock::now() >= deadline) return 1;
+    channel.poll_events(std::chrono::milliseconds(50));
+    if (rank == 0 && !reported && std::filesystem::exists(dir / "recover")) {
+      channel.report_resize({last_failure, bellows::protocol::ResizeOutcome::recovered, size, {}, ""});
+      reported = true;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -224,6 +292,7 @@ int main(int argc, char** argv) {
   if (mode == "finish") pthread_sigmask(SIG_BLOCK, &finish_signal, nullptr);
   try {
     if (mode == "client" && argc == 3) return client(argv[2]);
+    if (mode == "survive" && argc == 4) return survive(argv[2], std::stoi(argv[3]));
     auto channel = ControlChannel::connect_from_environment();
     if (!channel) {
       std::printf("no daemon configured\n");
@@ -261,7 +330,7 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr,
                  "usage: control_channel_probe roundtrip | ask N | link | leave | hold | finish | flood N | "
-                 "client FILE\n");
+                 "client FILE | survive DIR SECONDS\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());

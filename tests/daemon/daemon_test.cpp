@@ -187,6 +187,13 @@ TEST_F(DaemonTest, RankRequestsMetricsAndEventsRoundTrip) {
                      PMIX_RANGE_CUSTOM, {*tool});
   EXPECT_TRUE(ok.ok()) << ok.text;
   EXPECT_EQ(line(rank), "shrink id=8 nodes=n3");
+  // A failure: the lost ranks, their nodes and how the controller learnt of it.
+  ok = server.notify(proto::kRanksLost, {{proto::kFailureId, std::uint64_t{4}},
+                                         {proto::kLostRanks, std::string("2,5")},
+                                         {proto::kLostNodes, std::string("n2,n5")},
+                                         {proto::kLostReason, std::string("the daemon of n5 went away")}});
+  EXPECT_TRUE(ok.ok()) << ok.text;
+  EXPECT_EQ(line(rank), "ranks_lost id=4 ranks=2,5 nodes=n2,n5 reason=the daemon of n5 went away");
   // An event without its resize id is dropped by the rank, and counted.
   ok = server.notify(proto::kResizeAborted, {{proto::kAbortReason, std::string("no id")}},
                      PMIX_RANGE_GLOBAL);

@@ -72,7 +72,7 @@ TEST(ResizeReportPayload, AReportTheDaemonCannotReadNamesTheKey) {
     ADD_FAILURE() << "a report with outcome 'drained' was read";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "bellows.report.outcome: 'drained' is none of committed, refused, "
-                           "left, cancelled");
+                           "left, cancelled, recovered");
   }
   payload.erase(proto::kReportText);
   d::InfoArray missing(payload);

@@ -3,7 +3,8 @@
 // The controller's decisions become ElasticJob requests (or a refusal), an Abort drops the
 // request and is reported cancelled (or, once the job settled the resize, changes nothing), a
 // resize the job refuses is reported refused with its reason, an application's own request
-// reaches the controller, and spawn_environment() names the new ranks' nodes. (Committed and
+// reaches the controller, spawn_environment() names the new ranks' nodes, a failure's lost
+// ranks reach the link and its recovery is reported. (Committed and
 // left reports need ranks spawned and leaving: the control_plane_* tests cover them end to
 // end.)
 
@@ -205,6 +206,21 @@ TEST_F(ControlPlaneLinkTest, TurnsTheControllersDecisionsIntoRequestsOnTheFirstR
   EXPECT_EQ(answer.text, "granted 1 node");
   EXPECT_EQ(reported(++count),
             pr::Message(pr::AllocationRequest{pr::AllocationDirective::extend, 1, 0}));
+
+  // A failure: every rank keeps the lost ranks (the runtime's callback runs as they come);
+  // the job's first rank reports its recovery under the failure's id.
+  std::vector<std::uint64_t> told;
+  link->on_ranks_lost([&told](const br::RanksLostEvent& e) { told.push_back(e.failure_id); });
+  controller().notify(peer(), pr::RanksLost{35, {2}, {"n2"}, "a rank on n2 died"});
+  controller().notify(peer(), pr::RanksLost{36, {1}, {"n1"}, "the daemon of n1 went away"});
+  ASSERT_TRUE(poll_until([&] { return link->failures().size() == 2; }));
+  EXPECT_EQ(told, (std::vector<std::uint64_t>{35, 36}));
+  EXPECT_EQ(link->lost_ranks(), (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(link->failures()[1].nodes, (std::vector<std::string>{"n1"}));
+  EXPECT_EQ(link->failures()[1].reason, "the daemon of n1 went away");
+  link->report_recovered(36, 1, "rolled back to iteration 3");
+  EXPECT_EQ(reported(++count), pr::Message(pr::ResizeAck{{36, pr::ResizeOutcome::recovered, 1, {},
+                                                           "rolled back to iteration 3"}}));
 
   link.reset();
   ASSERT_EQ(::kill(daemon.pid(), SIGTERM), 0);

@@ -77,6 +77,10 @@ inline std::vector<JobView> samples(std::type_identity<JobView>) {
           JobView{"job-42", {"n1", "n2", "n3"}, {0, 2, 1}, {100, 200, 300}, 3, 2, 5, "policy.toml", 9,
                   ResizeKind::shrink, "reconfiguring", 1, {"n3"}}};
 }
+inline std::vector<RanksLost> samples(std::type_identity<RanksLost>) {
+  return {RanksLost{3, {2}, {"n2"}, "rank 2 (pid 4711) killed by signal 9"},
+          RanksLost{7, {}, {"n4", "n5"}, "the daemon of n4 went away"}};
+}
 inline std::vector<Ack> samples(std::type_identity<Ack>) {
   return {Ack{AckCode::ok, ""}, Ack{AckCode::failed, "no such node"}};
 }

@@ -222,20 +222,20 @@ TEST(Messages, RefusesWrongMagic) {
 
 TEST(Messages, RefusesAnotherVersionNamingBoth) {
   Bytes b = encode(Abort{1, ""});
-  set_u16(b, 4, 8);
+  set_u16(b, 4, 9);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 8 refused: this side speaks version 7");
-  EXPECT_EQ(r.peer_version, 8);
+  EXPECT_EQ(r.text, "protocol version 9 refused: this side speaks version 8");
+  EXPECT_EQ(r.peer_version, 9);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 8 refused: this side speaks version 7");
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 9 refused: this side speaks version 8");
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 7)");
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 8)");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -280,7 +280,7 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
-                 "bad field hello.protocol_version: 2 differs from the header's version 7");
+                 "bad field hello.protocol_version: 2 differs from the header's version 8");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),
@@ -302,12 +302,12 @@ TEST(Messages, RefusesBadFields) {
                  "bad field resize_decided.leaving_nodes: an expand names no leaving nodes");
   EXPECT_REFUSED(body_of(ResizeDecided{1, ResizeKind::shrink, 1, {"n"}, {"m"}}), bad_field,
                  "bad field resize_decided.new_nodes: a shrink names no new nodes");
-  EXPECT_REFUSED(body_of(ResizeAck{{1, static_cast<ResizeOutcome>(5), 2, {}, ""}}), bad_field,
-                 "bad field resize_ack.outcome: 5 is none of committed (1), refused (2), left (3), "
-                 "cancelled (4)");
+  EXPECT_REFUSED(body_of(ResizeAck{{1, static_cast<ResizeOutcome>(6), 2, {}, ""}}), bad_field,
+                 "bad field resize_ack.outcome: 6 is none of committed (1), refused (2), left (3), "
+                 "cancelled (4), recovered (5)");
   EXPECT_REFUSED(body_of(ResizeAck{{1, static_cast<ResizeOutcome>(0), 2, {}, ""}}), bad_field,
                  "bad field resize_ack.outcome: 0 is none of committed (1), refused (2), left (3), "
-                 "cancelled (4)");
+                 "cancelled (4), recovered (5)");
   EXPECT_REFUSED(body_of(ResizeAck{{1, ResizeOutcome::left, 2, {}, ""}}), bad_field,
                  "bad field resize_ack.ranks: empty although the outcome is left");
   EXPECT_REFUSED(body_of(StartRank{1, {}, {}}), bad_field, "bad field start_rank.command: empty");
@@ -317,6 +317,20 @@ TEST(Messages, RefusesBadFields) {
                  "bad field operator_resize.delta: 0 (neither grow nor shrink)");
   EXPECT_REFUSED(body_of(Ack{static_cast<AckCode>(-1), ""}), bad_field,
                  "bad field ack.code: -1 is not an ack code (0-4)");
+}
+
+TEST(Messages, RanksLostRoundTripsAndRefusesWhatCannotBe) {
+  const RanksLost lost{5, {1, 4}, {"n1", "n4"}, "the daemon of n4 went away"};
+  const DecodeResult r = decode(encode(lost));
+  ASSERT_EQ(r.error, DecodeError::ok) << r.text;
+  EXPECT_EQ(std::get<RanksLost>(r.envelope.message), lost);
+  EXPECT_EQ(to_string(MessageType::ranks_lost), "ranks_lost");
+  EXPECT_REFUSED(encode(RanksLost{0, {1}, {"n1"}, ""}), bad_field, "bad field ranks_lost.failure_id: 0");
+  EXPECT_REFUSED(encode(RanksLost{2, {1}, {}, ""}), bad_field, "bad field ranks_lost.lost_nodes: empty");
+  EXPECT_REFUSED(encode(RanksLost{2, {1}, {"n1", ""}, ""}), bad_field,
+                 "bad field ranks_lost.lost_nodes[1]: empty");
+  EXPECT_REFUSED(encode(RanksLost{2, {4, 1}, {"n1"}, ""}), bad_field,
+                 "bad field ranks_lost.lost_ranks[1]: 1 does not follow 4 (ascending, no repeats)");
 }
 
 TEST(Messages, RefusesBadHeaderFieldsAndTrailingBytes) {

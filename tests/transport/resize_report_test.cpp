@@ -53,15 +53,17 @@ TEST(ResizeReport, EachOutcomeHasOneNameAndItsWireNumber) {
   EXPECT_EQ(static_cast<int>(ResizeOutcome::refused), 2);
   EXPECT_EQ(static_cast<int>(ResizeOutcome::left), 3);
   EXPECT_EQ(static_cast<int>(ResizeOutcome::cancelled), 4);
+  EXPECT_EQ(static_cast<int>(ResizeOutcome::recovered), 5);
+  EXPECT_EQ(to_string(ResizeOutcome::recovered), "recovered");
 }
 
 TEST(ResizeReport, CheckNamesTheFirstImpossibleField) {
   EXPECT_EQ(check(ResizeReport{}), "");
   EXPECT_EQ(check(ResizeReport{1, ResizeOutcome::left, 3, {4}, ""}), "");
   EXPECT_EQ(check(ResizeReport{1, static_cast<ResizeOutcome>(0), 3, {}, ""}),
-            "outcome: 0 is none of committed (1), refused (2), left (3), cancelled (4)");
-  EXPECT_EQ(check(ResizeReport{1, static_cast<ResizeOutcome>(5), 3, {}, ""}),
-            "outcome: 5 is none of committed (1), refused (2), left (3), cancelled (4)");
+            "outcome: 0 is none of committed (1), refused (2), left (3), cancelled (4), recovered (5)");
+  EXPECT_EQ(check(ResizeReport{1, static_cast<ResizeOutcome>(6), 3, {}, ""}),
+            "outcome: 6 is none of committed (1), refused (2), left (3), cancelled (4), recovered (5)");
   EXPECT_EQ(check(ResizeReport{1, ResizeOutcome::left, 3, {}, ""}),
             "ranks: empty although the outcome is left");
 }
@@ -130,7 +132,7 @@ TEST(ResizeReportPayload, RefusesWhatNoReportCarries) {
   Payload p = encode(r);
   p["bellows.report.outcome"] = std::string("drained");
   EXPECT_EQ(decode(p, r),
-            "bellows.report.outcome: 'drained' is none of committed, refused, left, cancelled");
+            "bellows.report.outcome: 'drained' is none of committed, refused, left, cancelled, recovered");
   p = encode(before);
   p["bellows.report.job_size"] = std::uint64_t{4294967296u};
   EXPECT_EQ(decode(p, r), "bellows.report.job_size: 4294967296 exceeds 4294967295");

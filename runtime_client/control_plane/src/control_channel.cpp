@@ -72,7 +72,7 @@ int uri_port(const std::string& uri) {
   return (end != uri.c_str() + colon + 1 && port > 0 && port < 65536) ? static_cast<int>(port) : -1;
 }
 
-using Event = std::variant<ExpandEvent, ShrinkEvent, AbortEvent>;
+using Event = std::variant<ExpandEvent, ShrinkEvent, AbortEvent, RanksLostEvent>;
 
 /// Values of the Bellows keys of an event.
 struct Fields {
@@ -118,6 +118,18 @@ Event decode_event(pmix_status_t code, pmix_info_t info[], size_t ninfo) {
       return ShrinkEvent{f.number(proto::kResizeId), split(f.text(proto::kShrinkNodes))};
     case proto::kResizeAborted:
       return AbortEvent{f.number(proto::kResizeId), f.text(proto::kAbortReason)};
+    case proto::kRanksLost: {
+      RanksLostEvent lost{f.number(proto::kFailureId), {}, split(f.text(proto::kLostNodes)),
+                          f.text(proto::kLostReason)};
+      for (const std::string& rank : split(f.text(proto::kLostRanks))) {
+        char* end = nullptr;
+        const unsigned long long value = std::strtoull(rank.c_str(), &end, 10);
+        if (rank.empty() || *end != '\0' || value > 0xfffffffeull)
+          throw std::invalid_argument(std::string("'") + proto::kLostRanks + "': '" + rank + "' is not a rank");
+        lost.ranks.push_back(static_cast<std::uint32_t>(value));
+      }
+      return lost;
+    }
     default: throw std::invalid_argument("unknown event code " + std::to_string(code));
   }
 }
@@ -142,6 +154,7 @@ struct ControlChannel::State {
   std::function<void(const ExpandEvent&)> expand;
   std::function<void(const ShrinkEvent&)> shrink;
   std::function<void(const AbortEvent&)> abort;
+  std::function<void(const RanksLostEvent&)> ranks_lost;
 };
 
 namespace {
@@ -207,7 +220,8 @@ ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
       bellows::protocol::set_nodelay_on_port(uri_port(state->uri), bellows::protocol::PortSide::peer);
 
     g_state.store(state.get());
-    pmix_status_t codes[] = {proto::kExpandDecided, proto::kShrinkDecided, proto::kResizeAborted};
+    pmix_status_t codes[] = {proto::kExpandDecided, proto::kShrinkDecided, proto::kResizeAborted,
+                             proto::kRanksLost};
     Info handler_info(1);
     handler_info.load(0, PMIX_EVENT_HDLR_NAME, "bellows.control", PMIX_STRING);
     rc = PMIx_Register_event_handler(codes, std::size(codes), handler_info.data(),
@@ -350,6 +364,9 @@ void ControlChannel::on_shrink(std::function<void(const ShrinkEvent&)> callback)
 void ControlChannel::on_abort(std::function<void(const AbortEvent&)> callback) {
   state_->abort = std::move(callback);
 }
+void ControlChannel::on_ranks_lost(std::function<void(const RanksLostEvent&)> callback) {
+  state_->ranks_lost = std::move(callback);
+}
 
 std::size_t ControlChannel::poll_events(std::chrono::milliseconds wait) {
   std::deque<Event> events;
@@ -368,8 +385,10 @@ std::size_t ControlChannel::poll_events(std::chrono::milliseconds wait) {
             if (s.expand) s.expand(e);
           } else if constexpr (std::is_same_v<E, ShrinkEvent>) {
             if (s.shrink) s.shrink(e);
-          } else {
+          } else if constexpr (std::is_same_v<E, AbortEvent>) {
             if (s.abort) s.abort(e);
+          } else {
+            if (s.ranks_lost) s.ranks_lost(e);
           }
         },
         event);

@@ -138,6 +138,11 @@ void ControlPlaneLink::attach(ElasticJob& job) {
     std::fprintf(stderr, "bellows: resize %llu called off by the controller (%s) after the job carried "
                  "it out: it stands\n", id, e.reason.c_str());
   });
+  // A failure reaches every rank: each keeps it; what the job does about it is the runtime's.
+  channel_.on_ranks_lost([this](const RanksLostEvent& e) {
+    failures_.push_back(e);
+    if (on_ranks_lost_) on_ranks_lost_(e);
+  });
 
   job.on_resize_start([this](const ResizeEvent&) { rank_before_ = job_->rank(); });
   job.on_resize_commit([this](const ResizeEvent& e) {
@@ -217,6 +222,16 @@ void ControlPlaneLink::publish(const IterationReport& report, int iterations_don
     std::fprintf(stderr, "bellows: rank %llu: %s\n", static_cast<unsigned long long>(r.rank),
                  e.what());
   }
+}
+
+std::vector<std::uint32_t> ControlPlaneLink::lost_ranks() const {
+  std::set<std::uint32_t> lost;
+  for (const RanksLostEvent& failure : failures_) lost.insert(failure.ranks.begin(), failure.ranks.end());
+  return {lost.begin(), lost.end()};
+}
+
+void ControlPlaneLink::report_recovered(std::uint64_t failure_id, std::uint32_t job_size, const std::string& text) {
+  report({failure_id, ResizeOutcome::recovered, job_size, {}, text});
 }
 
 std::vector<std::pair<std::string, std::string>> ControlPlaneLink::spawn_environment(

@@ -19,22 +19,22 @@ class FakeJobControl final : public JobControl {
   /// Queues a report for the next progress().
   void report(JobReport report) { reports_.push_back(std::move(report)); }
   void daemon_up(ResizeId resize, std::string node) {
-    report({JobReportKind::daemon_up, resize, std::move(node), 0, ""});
+    report({JobReportKind::daemon_up, resize, std::move(node), 0, "", {}});
   }
   void committed(ResizeId resize, unsigned ranks) {
-    report({JobReportKind::committed, resize, "", ranks, ""});
+    report({JobReportKind::committed, resize, "", ranks, "", {}});
   }
   void died(ResizeId resize, std::string node, std::string text) {
-    report({JobReportKind::rank_died, resize, std::move(node), 0, std::move(text)});
+    report({JobReportKind::rank_died, resize, std::move(node), 0, std::move(text), {}});
   }
   /// The ranks of leaving node `node` left (each leaving node reports).
   void left(ResizeId resize, std::string node = "node1") {
-    report({JobReportKind::left, resize, std::move(node), 0, ""});
+    report({JobReportKind::left, resize, std::move(node), 0, "", {}});
   }
   void refused(ResizeId resize, std::string text) {
-    report({JobReportKind::refused, resize, "", 0, std::move(text)});
+    report({JobReportKind::refused, resize, "", 0, std::move(text), {}});
   }
-  void cancelled(ResizeId resize) { report({JobReportKind::cancelled, resize, "", 0, ""}); }
+  void cancelled(ResizeId resize) { report({JobReportKind::cancelled, resize, "", 0, "", {}}); }
 
   void set_listener(Listener listener) override { listener_ = std::move(listener); }
   void start_daemons(ResizeId resize, const std::vector<std::string>& nodes) override {
@@ -50,6 +50,23 @@ class FakeJobControl final : public JobControl {
     record("remove_ranks", resize, nodes);
   }
   void cancel(ResizeId resize, const std::string& /*why*/) override { record("cancel", resize, {}); }
+  /// Recorded as "tell_lost 3 node2 ranks 2 to node0,node1"; answers tell_lost_answer.
+  bool tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
+                 const std::vector<std::uint32_t>& lost_ranks, const std::string& /*reason*/,
+                 const std::vector<std::string>& survivors) override {
+    std::string line = "tell_lost " + std::to_string(failure);
+    for (std::size_t i = 0; i < lost_nodes.size(); ++i) line += (i == 0 ? " " : ",") + lost_nodes[i];
+    line += " ranks";
+    for (std::size_t i = 0; i < lost_ranks.size(); ++i) {
+      line += i == 0 ? ' ' : ',';
+      line += std::to_string(lost_ranks[i]);
+    }
+    line += " to";
+    for (std::size_t i = 0; i < survivors.size(); ++i) line += (i == 0 ? " " : ",") + survivors[i];
+    calls_.push_back(std::move(line));
+    return tell_lost_answer;
+  }
+  bool tell_lost_answer = true;
   void progress() override {
     std::deque<JobReport> now;
     now.swap(reports_);

@@ -86,6 +86,11 @@ class ControllerService {
   /// job's answers, the timers, and the policy tick when it is due.
   void step(std::chrono::milliseconds wait);
 
+  /// The job's first rank, which the caller started (`pid`, its launcher), ended with
+  /// `exit_code` or `signal` (0 when none): when that is a crash, a death on the job's first
+  /// node, as its daemon would report it (the job ends with it, before the daemon may see it).
+  void first_rank_ended(std::int32_t pid, std::int32_t exit_code, std::int32_t signal);
+
   /// Asks for a resize by delta nodes (> 0 grow, < 0 shrink) on behalf of requester.
   Outcome resize(int delta, Requester requester, const std::string& reason);
 
@@ -104,6 +109,9 @@ class ControllerService {
   void shutdown();
 
  private:
+  /// The daemon of `node` went away on its own: on the local backend, kills its rank (`pid`,
+  /// 0 when never reported), which would otherwise run on with no daemon.
+  void fence_unmanaged_rank(const std::string& node, std::int32_t pid);
   struct NodeState {
     policy::NodeMetrics node;  ///< what the policy gets: the last report, steals summed per tick
     bool reported = false;

@@ -43,8 +43,11 @@ class DaemonJobControl final : public JobControl {
   // ---- what the daemons say (called by the controller's loop)
   /// The daemon of `node` registered.
   void daemon_registered(const std::string& node);
-  /// The daemon of `node` went away (exited, crashed, dropped).
+  /// The daemon of `node` went away (exited, crashed, dropped): node_lost, with the node's
+  /// rank as last noted.
   void daemon_gone(const std::string& node);
+  /// The job rank that runs on `node`, as its daemon last reported it (NodeMetrics).
+  void note_rank(const std::string& node, std::uint32_t rank) { node_ranks_[node] = rank; }
   /// A rank of `node` ended without leaving the job (its daemon saw the process go): a death
   /// of the resize in flight, if any.
   void rank_exited(const std::string& node, const protocol::RankExited& exited);
@@ -59,6 +62,10 @@ class DaemonJobControl final : public JobControl {
   void withdraw(ResizeId resize, const std::vector<std::string>& nodes) override;
   void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) override;
   void cancel(ResizeId resize, const std::string& why) override;
+  /// Sends RanksLost to each survivor's daemon; the job counts one rank per lost node less.
+  bool tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
+                 const std::vector<std::uint32_t>& lost_ranks, const std::string& reason,
+                 const std::vector<std::string>& survivors) override;
   void progress() override;
 
   /// From now on the ranks of new nodes are started by their daemons with `launch` (none
@@ -94,6 +101,7 @@ class DaemonJobControl final : public JobControl {
   std::map<std::string, ResizeId> starting_;   ///< node -> resize that started its daemon
   std::set<std::string> started_;              ///< daemons started here and not stopped
   unsigned job_size_ = 0;
+  std::map<std::string, std::uint32_t> node_ranks_;  ///< node -> its rank, as last reported
   RankLaunch rank_launch_;
 };
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,16 +15,19 @@ namespace bellows::controller {
 /// Identifies one resize of a job; ids count up from 1. 0 means "no resize".
 using ResizeId = std::uint64_t;
 
-/// What the job or one of its daemons reports. committed, refused, left and cancelled are the
-/// outcomes of a resize report (protocol::ResizeOutcome, bellows/protocol/resize_report.hpp),
-/// one for one and named alike; the other two are no resize reports.
+/// What the job or one of its daemons reports. committed, refused, left, cancelled and
+/// recovered are the outcomes of a resize report (protocol::ResizeOutcome,
+/// bellows/protocol/resize_report.hpp), one for one and named alike; the other three are no
+/// resize reports.
 enum class JobReportKind {
   daemon_up,  ///< the daemon on `node` is running (after start_daemons)
   rank_died,  ///< a rank on `node` died; `text` says how
+  node_lost,  ///< the daemon of `node` went away on its own; its rank counts as lost with it
   committed,  ///< the job runs with its new membership of `ranks` ranks
   refused,    ///< the job refused the resize and keeps its size; `text` says why
   left,       ///< the ranks of leaving node `node` handed their work over and left the job
   cancelled,  ///< the job dropped the resize (after cancel()) before carrying it out
+  recovered,  ///< the job runs on without the ranks the failure `resize` lost
 };
 
 /// One report: a fact, not a verdict (what it means for the resize is the resize controller's
@@ -35,6 +39,8 @@ struct JobReport {
   std::string node;
   unsigned ranks = 0;
   std::string text;
+  /// rank_died and node_lost: the job rank lost, when known (the rank reported its metrics).
+  std::optional<std::uint32_t> rank;
 };
 
 /// Steers the job and the daemons of its nodes.
@@ -72,6 +78,13 @@ class JobControl {
   /// why. The job answers cancelled when it had not begun it (its membership is as before),
   /// or, having already carried it out, its committed (and left) stand.
   virtual void cancel(ResizeId resize, const std::string& why) = 0;
+
+  /// A failure (`failure`, numbered with the resizes): tells the daemon of every node in
+  /// `survivors` that the ranks `lost_ranks` on `lost_nodes` are lost, saying how (`reason`).
+  /// True when every one of them could be told.
+  virtual bool tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
+                         const std::vector<std::uint32_t>& lost_ranks, const std::string& reason,
+                         const std::vector<std::string>& survivors) = 0;
 
   /// Delivers the reports that arrived since the last call to the listener. Never blocks.
   virtual void progress() = 0;

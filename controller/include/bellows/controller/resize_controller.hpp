@@ -18,6 +18,7 @@
 #include "bellows/controller/resource_manager.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -64,12 +65,31 @@ struct ResizeView {
   std::vector<std::string> nodes;  ///< granted nodes (expand) or leaving nodes (shrink)
 };
 
+/// A failure as seen from outside (failure_state.hpp): the ranks and nodes lost, and when.
+struct FailureView {
+  ResizeId id = 0;  ///< counted with the resizes
+  ResizeState state = ResizeState::detected;
+  std::vector<std::string> nodes;    ///< the lost nodes
+  std::vector<std::uint32_t> ranks;  ///< the lost job ranks, ascending (those that were known)
+  std::string reason;                ///< how the controller learnt of it
+  std::string detected_at;           ///< UTC, as in the event log
+  std::string ended_at;              ///< UTC when recovered or given up, else ""
+  double seconds_to_end = 0;         ///< from detected to recovered or given up
+};
+
 /// The resize state machine of one job. At most one resize is in flight at a time.
 ///
 /// Thread safety: not thread-safe. One thread (the controller's loop) calls every method
 /// and poll(), which is also where the resource manager's and the job's callbacks arrive.
 /// Errors: bad orders and events not allowed in the current state are refused with an
 /// Outcome and a refused line in the event log; nothing throws for them.
+///
+/// Failures: a rank that dies, or a node whose daemon goes away, while no resize is in
+/// flight is a failure (failure_state.hpp): recorded apart from the resizes, each with its id
+/// in their sequence; the lost nodes leave the job (but its first node) and go back to the
+/// resource manager, and the surviving nodes' daemons are told. A death during a resize is
+/// that resize's rank_died, as before. A failure while another is being recovered is one of
+/// its own; the job's recovered report for a failure also ends the earlier ones still open.
 class ResizeController {
  public:
   /// Controls `job`, which runs on `nodes` (its first node first; that node never leaves).
@@ -114,6 +134,13 @@ class ResizeController {
   /// When the next timer is due (for a loop that sleeps), if any.
   [[nodiscard]] std::optional<Clock::time_point> next_timer() const;
 
+  /// Every failure so far, oldest first, open or ended.
+  [[nodiscard]] std::vector<FailureView> failures() const;
+  /// Whether the job runs degraded: a failure was not (yet) recovered from.
+  [[nodiscard]] bool degraded() const;
+  /// Ends the failures still open when the job ends (given_up, with `why`).
+  void end_failures(const std::string& why);
+
  private:
   struct Resize;
   struct Input {
@@ -138,6 +165,12 @@ class ResizeController {
   void fire_due_timers();
   void drain();
   void on_job_report(const JobReport& report);
+  // failures (failure_handling.cpp)
+  void on_failure(const JobReport& report);
+  void on_recovered(const JobReport& report);
+  Outcome apply_failure(std::size_t index, ResizeEvent event, std::string detail);
+  void drop_lost(std::size_t index, std::string& detail);
+  void fire_failure_deadlines();
   void on_rm_answer(ResizeId id, ExpandAnswer answer);
   void on_release_answer(ResizeId id, const std::vector<std::string>& nodes, RmStatus status);
   void give_back_stray(ResizeId id, const std::vector<std::string>& nodes);
@@ -160,6 +193,8 @@ class ResizeController {
   std::unique_ptr<Resize> active_;
   std::vector<ResizeView> finished_;
   std::vector<std::string> unreleased_;
+  struct Failure;
+  std::vector<Failure> failures_;
   std::deque<std::function<void()>> queue_;  ///< answers and reports waiting for drain()
   std::shared_ptr<int> alive_;  ///< callbacks hold a weak_ptr: none runs after destruction
 };

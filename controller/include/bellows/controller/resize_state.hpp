@@ -28,12 +28,15 @@
 
 namespace bellows::controller {
 
-/// Grow or shrink.
-enum class ResizeKind { expand, shrink };
+/// Grow or shrink; or a failure (failure_state.hpp): not a resize, but recorded and shown
+/// like one, with states and events of its own.
+enum class ResizeKind { expand, shrink, failure };
 
-/// Where a resize stands. none: not started yet; committed and aborted are final.
+/// Where a resize stands. none: not started yet; committed and aborted are final. The last
+/// four are a failure's (failure_state.hpp); recovered and given_up are final.
 enum class ResizeState {
-  none, requested, granted, reconfiguring, releasing, aborting, committed, aborted, draining, cancelling
+  none, requested, granted, reconfiguring, releasing, aborting, committed, aborted, draining, cancelling,
+  detected, agreed, recovered, given_up
 };
 
 /// What can happen to a resize.
@@ -54,6 +57,11 @@ enum class ResizeEvent {
   job_ended,             ///< the job ended (its program exited) while the resize ran
   job_cancelled,         ///< the job dropped the resize before carrying it out
   cancel_timeout,        ///< the job did not answer the cancellation in time
+  // a failure's (failure_state.hpp); rank_died and job_ended above are a failure's too
+  node_lost,             ///< a node's daemon went away (its rank counts as lost with it)
+  survivors_told,        ///< the daemon of every surviving node was told who is lost
+  job_recovered,         ///< the job reports that it runs on without the lost ranks
+  recovery_deadline,     ///< the job did not report its recovery in time
 };
 
 /// What the controller does on a transition.
@@ -69,6 +77,8 @@ enum class ResizeAction {
   release_nodes,        ///< give the drained nodes back to the resource manager
   note_unreleased,      ///< record the nodes the resource manager did not take back
   adopt_nodes,          ///< count the new nodes as the job's
+  drop_lost,            ///< a failure's: drop the lost nodes from the job, give them back,
+                        ///< tell the surviving nodes' daemons who is lost
 };
 
 /// One row of the table.
@@ -87,9 +97,10 @@ struct ResizeTransition {
 [[nodiscard]] std::optional<ResizeTransition> find_transition(ResizeKind kind, ResizeState from,
                                                               ResizeEvent event) noexcept;
 
-/// True for committed and aborted.
+/// True for committed and aborted, and a failure's recovered and given_up.
 [[nodiscard]] constexpr bool is_final(ResizeState state) noexcept {
-  return state == ResizeState::committed || state == ResizeState::aborted;
+  return state == ResizeState::committed || state == ResizeState::aborted ||
+         state == ResizeState::recovered || state == ResizeState::given_up;
 }
 
 /// Names as they appear in the event log and the documentation ("rm_granted", ...).

@@ -13,6 +13,7 @@
 //   controller -> daemon (transport)             daemon -> ranks (PMIx event, local range)
 //   ResizeDecided (expand | shrink)              kExpandDecided | kShrinkDecided
 //   Abort                                        kResizeAborted
+//   RanksLost (a failure)                        kRanksLost
 //   Stop                                         (the daemon stops: on_stop)
 //
 // A controller that goes away without Stop (killed, its host lost): once its connection has

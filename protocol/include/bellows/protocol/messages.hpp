@@ -40,7 +40,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 7;
+inline constexpr std::uint16_t kProtocolVersion = 8;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
@@ -64,6 +64,7 @@ enum class MessageType : std::uint16_t {
   stop = 20,
   start_rank = 21,
   job_view = 22,
+  ranks_lost = 23,
   ack = 32,
   operator_resize = 40,
   status_request = 41,
@@ -207,6 +208,20 @@ struct JobView {
   bool operator==(const JobView&) const = default;
 };
 
+/// A failure: ranks of the job are gone (their process ended without leaving, or their node's
+/// daemon went away). Sent to the daemon of every surviving node, which tells its ranks
+/// (PMIx kRanksLost). failure_id counts in the same sequence as the resize ids; the job's
+/// first rank reports ResizeOutcome::recovered under it once the job runs on without them.
+struct RanksLost {
+  static constexpr MessageType kType = MessageType::ranks_lost;
+  std::uint64_t failure_id = 0;             ///< > 0
+  std::vector<std::uint32_t> lost_ranks;    ///< the job ranks lost, ascending; may be empty
+                                            ///< when the lost node's rank was never reported
+  std::vector<std::string> lost_nodes;      ///< the nodes they ran on; not empty
+  std::string reason;                       ///< how the controller learnt of it
+  bool operator==(const RanksLost&) const = default;
+};
+
 // ---------------------------------------------------------------- operator <-> controller
 
 /// An operator's order (`bellows resize +K|-K`): grow by delta nodes (> 0) or shrink by
@@ -252,7 +267,7 @@ struct Ack {
 
 /// Any message.
 using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
-                             ResizeDecided, Abort, Stop, StartRank, JobView, Ack,
+                             ResizeDecided, Abort, Stop, StartRank, JobView, RanksLost, Ack,
                              OperatorResize, StatusRequest, StatusReply>;
 
 /// The type of the message held.

@@ -37,7 +37,7 @@
 namespace bellows::protocol::pmix {
 
 /// Version of this vocabulary; raise it when a code or key changes meaning.
-inline constexpr std::uint64_t kProtocolVersion = 4;
+inline constexpr std::uint64_t kProtocolVersion = 5;
 
 /// PMIx reserves codes more negative than PMIX_EXTERNAL_ERR_BASE for hosts and users; Bellows
 /// takes the block just below PMIX_EXTERNAL_ERR_BASE - 100.
@@ -64,6 +64,11 @@ inline constexpr pmix_status_t kRankAttached = kEventBase - 8;
 /// rank -> daemon (range PMIX_RANGE_RM), as the rank detaches from its daemon (its program
 /// ends): its process going from then on is an end, not a death. Payload: kVersion only.
 inline constexpr pmix_status_t kRankDetached = kEventBase - 9;
+/// daemon -> ranks: ranks of the job are lost (their process ended without leaving, or their
+/// node's daemon went away); the survivors carry on without them. Payload: kFailureId,
+/// kLostRanks, kLostNodes, kLostReason. The job's first rank answers with a kResizeReport of
+/// outcome recovered under kResizeId = the failure's id once the job runs on without them.
+inline constexpr pmix_status_t kRanksLost = kEventBase - 10;
 
 /// A Bellows event code: the name of its constant and its name in logs.
 struct EventCode {
@@ -81,6 +86,7 @@ inline constexpr EventCode kEventCodes[] = {
     {kResizeReport, "kResizeReport", "resize-report"},
     {kRankAttached, "kRankAttached", "rank-attached"},
     {kRankDetached, "kRankDetached", "rank-detached"},
+    {kRanksLost, "kRanksLost", "ranks-lost"},
 };
 
 /// The name of a Bellows event code, or "" for any other code.
@@ -111,6 +117,16 @@ inline constexpr const char* kReplyText = "bellows.reply.text";
 /// uint64: the process id of a rank that attached (kRankAttached).
 inline constexpr const char* kAttachedPid = "bellows.attached.pid";
 
+/// uint64: the failure's id (kRanksLost), in the sequence of the resize ids.
+inline constexpr const char* kFailureId = "bellows.failure.id";
+/// string: the job ranks lost, ascending ("2,5"); "" when the controller never learnt the
+/// lost node's rank.
+inline constexpr const char* kLostRanks = "bellows.lost.ranks";
+/// string: the nodes the lost ranks ran on ("n2,n5").
+inline constexpr const char* kLostNodes = "bellows.lost.nodes";
+/// string: how the controller learnt of the loss, readable.
+inline constexpr const char* kLostReason = "bellows.lost.reason";
+
 // resize reports (kResizeReport): the ResizeReport fields, whose keys (kResizeId,
 // kReportOutcome, kReportJobSize, kReportRanks, kReportText) are declared with them in
 // resize_report.hpp.
@@ -137,6 +153,10 @@ inline constexpr PayloadKey kPayloadKeys[] = {
     {kAbortReason, "kAbortReason", PMIX_STRING},
     {kReplyText, "kReplyText", PMIX_STRING},
     {kAttachedPid, "kAttachedPid", PMIX_UINT64},
+    {kFailureId, "kFailureId", PMIX_UINT64},
+    {kLostRanks, "kLostRanks", PMIX_STRING},
+    {kLostNodes, "kLostNodes", PMIX_STRING},
+    {kLostReason, "kLostReason", PMIX_STRING},
     {kReportOutcome, "kReportOutcome", PMIX_STRING},
     {kReportJobSize, "kReportJobSize", PMIX_UINT64},
     {kReportRanks, "kReportRanks", PMIX_STRING},

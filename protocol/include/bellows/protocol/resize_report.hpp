@@ -56,6 +56,9 @@ enum class ResizeOutcome : std::uint8_t {
   refused = 2,    ///< the job refused the resize and keeps its size (text says why)
   left = 3,       ///< the reporting ranks handed their work over and left the job (a shrink)
   cancelled = 4,  ///< the job dropped the resize, called off (Abort) before it carried it out
+  /// the job runs on without the ranks a failure lost (reported by the job's first rank);
+  /// resize_id is then the failure's id (protocol::RanksLost)
+  recovered = 5,
 };
 
 /// An outcome and its name, in logs, texts and the PMIx payload.
@@ -70,6 +73,7 @@ inline constexpr ResizeOutcomeName kResizeOutcomes[] = {
     {ResizeOutcome::refused, "refused"},
     {ResizeOutcome::left, "left"},
     {ResizeOutcome::cancelled, "cancelled"},
+    {ResizeOutcome::recovered, "recovered"},
 };
 
 /// The name of an outcome ("left"), or "" for a number that is none.

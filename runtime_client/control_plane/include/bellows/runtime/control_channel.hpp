@@ -1,7 +1,8 @@
 #pragma once
 // A rank's connection to its node's daemon (bellowsd): the rank attaches to the daemon's PMIx
 // server as a PMIx tool, asks it for more or fewer nodes, publishes its metrics, and receives
-// resize events. The event codes and payload keys are bellows/protocol/pmix_events.hpp.
+// resize events and failures (ranks lost). The event codes and payload keys are
+// bellows/protocol/pmix_events.hpp.
 //
 // The metrics a rank publishes are bellows::protocol::Metrics (bellows/protocol/metrics.hpp),
 // the record its daemon, the controller and the policy engine read as well; the resize reports
@@ -66,6 +67,17 @@ struct AbortEvent {
   std::string reason;
 };
 
+/// A failure: the ranks `ranks` (job ranks, ascending; empty when the controller never learnt
+/// them) on `nodes` are lost, as the controller learnt (`reason`). The job's first rank
+/// answers with report_resize({failure_id, ResizeOutcome::recovered, ...}) once the job runs
+/// on without them.
+struct RanksLostEvent {
+  std::uint64_t failure_id = 0;
+  std::vector<std::uint32_t> ranks;
+  std::vector<std::string> nodes;
+  std::string reason;
+};
+
 /// Could not attach to the daemon, or a call to it failed at the PMIx level.
 class ControlChannelError : public std::runtime_error {
  public:
@@ -111,6 +123,7 @@ class ControlChannel {
   void on_expand(std::function<void(const ExpandEvent&)> callback);
   void on_shrink(std::function<void(const ShrinkEvent&)> callback);
   void on_abort(std::function<void(const AbortEvent&)> callback);
+  void on_ranks_lost(std::function<void(const RanksLostEvent&)> callback);
 
   /// Runs the callbacks of the events received so far (in arrival order), waiting up to
   /// `wait` for the first one when none is queued. Returns the number of events taken

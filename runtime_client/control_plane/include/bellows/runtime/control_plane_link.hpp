@@ -88,6 +88,21 @@ class ControlPlaneLink {
   /// First rank: the node of every rank, as gather_nodes() found them after a grow.
   void set_nodes_by_rank(std::vector<std::string> nodes) { nodes_by_rank_ = std::move(nodes); }
 
+  /// Every failure the control plane told this rank of (kRanksLost), in the order they came,
+  /// as poll() ran them.
+  [[nodiscard]] const std::vector<RanksLostEvent>& failures() const noexcept { return failures_; }
+  /// The job ranks lost so far, ascending (those the controller knew).
+  [[nodiscard]] std::vector<std::uint32_t> lost_ranks() const;
+  /// Runs `callback` in poll() for each failure as it comes (after failures() has it).
+  void on_ranks_lost(std::function<void(const RanksLostEvent&)> callback) {
+    on_ranks_lost_ = std::move(callback);
+  }
+  /// The job's first rank, once the job runs on `job_size` ranks without the ranks of
+  /// failure `failure_id` (and of every earlier one): reports ResizeOutcome::recovered, which
+  /// ends the failure in the controller's books (`bellows status` no longer shows the job
+  /// degraded).
+  void report_recovered(std::uint64_t failure_id, std::uint32_t job_size, const std::string& text = {});
+
  private:
   ControlPlaneLink(ControlChannel channel, std::string node, std::vector<std::string> nodes)
       : channel_(std::move(channel)), node_(std::move(node)), nodes_by_rank_(std::move(nodes)) {}
@@ -102,6 +117,8 @@ class ControlPlaneLink {
   std::set<std::uint64_t> settled_;         ///< first rank: resizes carried out or refused
   int rank_before_ = 0;
   std::function<void()> on_expand_dropped_;
+  std::vector<RanksLostEvent> failures_;
+  std::function<void(const RanksLostEvent&)> on_ranks_lost_;
 };
 
 /// An application's own request for delta_nodes more (> 0) or fewer (< 0) nodes, sent through

@@ -102,6 +102,12 @@ class ElasticSession {
   /// The control plane, when the job runs under `bellows run` (else nullptr).
   [[nodiscard]] ControlPlaneLink* control_plane() noexcept { return link_ ? &*link_ : nullptr; }
 
+  /// The job ranks the control plane said are lost so far (kRanksLost), ascending; empty
+  /// without a control plane. Updated by before_iteration(), which runs its events.
+  [[nodiscard]] std::vector<std::uint32_t> lost_ranks() const {
+    return link_ ? link_->lost_ranks() : std::vector<std::uint32_t>{};
+  }
+
   /// Registers the runtime built on communicator(), right after constructing it and
   /// before adding collections and task classes.
   void attach(Runtime& runtime) { job_->attach(runtime); }

@@ -1,0 +1,223 @@
+// Failures (failure_state.hpp): a rank that dies, or a daemon that goes away, while no resize
+// runs, recorded apart from the resizes and shown like one; the failure table itself.
+
+#include "controller_fixture.hpp"
+
+#include "bellows/controller/failure_state.hpp"
+
+#include <set>
+#include <tuple>
+
+namespace bellows::controller::testing {
+namespace {
+
+using Calls = std::vector<std::string>;
+
+class FailureTest : public ControllerTest {
+ protected:
+  /// The daemon of `node` saw rank `rank` end without leaving.
+  void rank_killed(const std::string& node, std::uint32_t rank) {
+    std::string how = "rank ";
+    how += std::to_string(rank);
+    how += " (pid 4711) killed by signal 9";
+    job.report({JobReportKind::rank_died, 0, node, 0, how, rank});
+  }
+  void recovered(ResizeId failure, unsigned ranks) {
+    job.report({JobReportKind::recovered, failure, "node0", ranks, "", {}});
+  }
+  FailureView failure(std::size_t index) const {
+    const auto all = ctl->failures();
+    EXPECT_GT(all.size(), index);
+    return all.size() > index ? all[index] : FailureView{};
+  }
+};
+
+TEST_F(FailureTest, ARankKilledOutsideAResizeIsDetectedTheNodeDroppedAndTheSurvivorsTold) {
+  rank_killed("node1", 1);
+  advance(10ms);
+  EXPECT_EQ(job.calls(), (Calls{"withdraw 1 node1", "tell_lost 1 node1 ranks 1 to node0"}));
+  EXPECT_EQ(ctl->nodes(), (std::vector<std::string>{"node0"}));
+  EXPECT_FALSE(ctl->active().has_value());
+  EXPECT_TRUE(ctl->finished().empty());
+  const FailureView f = failure(0);
+  EXPECT_EQ(f.id, 1u);
+  EXPECT_EQ(f.state, ResizeState::agreed);
+  EXPECT_EQ(f.nodes, (std::vector<std::string>{"node1"}));
+  EXPECT_EQ(f.ranks, (std::vector<std::uint32_t>{1}));
+  EXPECT_EQ(f.reason, "a rank on node1 died: rank 1 (pid 4711) killed by signal 9");
+  EXPECT_TRUE(ctl->degraded());
+
+  const auto lines = records();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].kind, ResizeKind::failure);
+  EXPECT_EQ(lines[0].resize, 1u);
+  EXPECT_EQ(lines[0].event, ResizeEvent::rank_died);
+  EXPECT_EQ(lines[0].from, ResizeState::none);
+  EXPECT_EQ(lines[0].to, ResizeState::detected);
+  EXPECT_EQ(lines[0].count, 1u);
+  EXPECT_EQ(lines[0].requester, std::nullopt);
+  EXPECT_EQ(lines[0].nodes, (std::vector<std::string>{"node1"}));
+  EXPECT_FALSE(lines[0].refused);
+  EXPECT_EQ(lines[0].detail,
+            "a rank on node1 died: rank 1 (pid 4711) killed by signal 9; lost rank 1 on node1; dropped node1 "
+            "from the job, giving it back to the fake resource manager");
+  EXPECT_EQ(lines[1].event, ResizeEvent::survivors_told);
+  EXPECT_EQ(lines[1].from, ResizeState::detected);
+  EXPECT_EQ(lines[1].to, ResizeState::agreed);
+  EXPECT_EQ(lines[1].detail, "the daemons of node0 were told: rank 1 on node1 lost");
+
+  // The node goes back to the resource manager.
+  advance(100ms);
+  ASSERT_EQ(rm.releases().size(), 1u);
+  EXPECT_EQ(rm.releases()[0].nodes, (std::vector<std::string>{"node1"}));
+
+  // The job's first rank reports its recovery: the failure ends, the job is whole again.
+  clock.advance(1500ms);
+  recovered(1, 1);
+  advance(0ms);
+  EXPECT_EQ(failure(0).state, ResizeState::recovered);
+  EXPECT_NEAR(failure(0).seconds_to_end, 1.6, 1e-9);  // detected at 0.01 s, recovered at 1.61 s
+  EXPECT_FALSE(ctl->degraded());
+  const EventRecord last = last_record();
+  EXPECT_EQ(last.event, ResizeEvent::job_recovered);
+  EXPECT_EQ(last.from, ResizeState::agreed);
+  EXPECT_EQ(last.to, ResizeState::recovered);
+  EXPECT_EQ(last.detail, "the job runs on 1 rank without the lost ones; 1.6 s after it was detected");
+}
+
+TEST_F(FailureTest, ADaemonGoneIsALostNode) {
+  job.report({JobReportKind::node_lost, 0, "node1", 0, "the daemon of node1 went away", 1u});
+  advance(10ms);
+  EXPECT_EQ(job.calls(), (Calls{"withdraw 1 node1", "tell_lost 1 node1 ranks 1 to node0"}));
+  const auto lines = records();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].event, ResizeEvent::node_lost);
+  EXPECT_EQ(failure(0).reason, "the daemon of node1 went away");
+  EXPECT_EQ(failure(0).state, ResizeState::agreed);
+}
+
+TEST_F(FailureTest, ANodeWhoseRankWasNeverReportedIsLostWithNoKnownRank) {
+  job.report({JobReportKind::node_lost, 0, "node1", 0, "", {}});
+  advance(10ms);
+  EXPECT_EQ(job.calls(), (Calls{"withdraw 1 node1", "tell_lost 1 node1 ranks to node0"}));
+  EXPECT_TRUE(failure(0).ranks.empty());
+  EXPECT_NE(records()[0].detail.find("lost no known rank on node1"), std::string::npos) << records()[0].detail;
+}
+
+TEST_F(FailureTest, NoRecoveryReportedInTimeGivesUpAndTheJobStaysDegraded) {
+  rank_killed("node1", 1);
+  advance(10ms);
+  advance(9980ms);
+  EXPECT_EQ(failure(0).state, ResizeState::agreed);
+  advance(20ms);
+  EXPECT_EQ(failure(0).state, ResizeState::given_up);
+  EXPECT_TRUE(ctl->degraded());
+  const EventRecord last = last_record();
+  EXPECT_EQ(last.event, ResizeEvent::recovery_deadline);
+  EXPECT_EQ(last.detail, "the job did not report its recovery within 10.0 s; it stays degraded; 10.0 s after "
+                         "it was detected");
+  // A late report changes nothing, and says so.
+  recovered(1, 1);
+  advance(0ms);
+  EXPECT_EQ(failure(0).state, ResizeState::given_up);
+  EXPECT_TRUE(last_record().refused);
+  EXPECT_EQ(last_record().detail, "job_recovered refused: job_recovered is not allowed for a failure in state "
+                                  "given_up (the job runs on 1 rank without the lost ones)");
+}
+
+TEST_F(FailureTest, ASecondFailureDuringARecoveryIsRecordedOnItsOwnAndOneReportEndsBoth) {
+  rank_killed("node1", 1);
+  advance(10ms);
+  // The job's first rank dies while the job recovers: its node stays (the job cannot run on
+  // without it), and nobody is left to tell.
+  rank_killed("node0", 0);
+  advance(10ms);
+  EXPECT_EQ(ctl->nodes(), (std::vector<std::string>{"node0"}));
+  ASSERT_EQ(ctl->failures().size(), 2u);
+  EXPECT_EQ(failure(1).id, 2u);
+  EXPECT_EQ(failure(1).state, ResizeState::agreed);
+  const auto lines = records();
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[2].detail,
+            "a rank on node0 died: rank 0 (pid 4711) killed by signal 9; failure 1 is still being recovered "
+            "from: this one is recorded and told on its own; lost rank 0 on node0; node0 is the job's first "
+            "node and stays: the job does not run on without its first rank");
+  EXPECT_EQ(job.calls().back(), "tell_lost 2 node0 ranks 0 to");
+  // The same node again: already lost, refused and logged.
+  rank_killed("node1", 1);
+  advance(10ms);
+  EXPECT_TRUE(last_record().refused);
+  EXPECT_EQ(last_record().detail, "rank_died refused: node1 was lost in failure 1 already (a rank on node1 "
+                                  "died: rank 1 (pid 4711) killed by signal 9)");
+  // The recovery from failure 2 covers failure 1, which the job was told of before.
+  recovered(2, 0);
+  advance(0ms);
+  EXPECT_EQ(failure(0).state, ResizeState::recovered);
+  EXPECT_EQ(failure(1).state, ResizeState::recovered);
+  EXPECT_FALSE(ctl->degraded());
+  const auto all = records();
+  EXPECT_EQ(all[all.size() - 2].resize, 1u);
+  EXPECT_EQ(all[all.size() - 2].detail, "the job runs on 0 ranks without the lost ones; reported with failure "
+                                        "2, which came after it; 0.0 s after it was detected");
+  EXPECT_EQ(all.back().resize, 2u);
+}
+
+TEST_F(FailureTest, ADeathDuringAResizeIsTheResizesAndNoFailure) {
+  expand_to_granted();
+  rank_killed("node1", 1);
+  advance(10ms);
+  EXPECT_EQ(state(), ResizeState::aborting);
+  EXPECT_TRUE(ctl->failures().empty());
+  EXPECT_FALSE(ctl->degraded());
+}
+
+TEST_F(FailureTest, SurvivorsThatCannotAllBeToldLeaveTheFailureDetected) {
+  job.tell_lost_answer = false;
+  rank_killed("node1", 1);
+  advance(10ms);
+  EXPECT_EQ(failure(0).state, ResizeState::detected);
+  EXPECT_NE(last_record().detail.find("not every surviving node's daemon could be told; the failure stays "
+                                      "detected"),
+            std::string::npos)
+      << last_record().detail;
+}
+
+TEST_F(FailureTest, TheJobsEndGivesUpTheOpenFailures) {
+  rank_killed("node1", 1);
+  advance(10ms);
+  ctl->end_failures("the job ended before it reported its recovery");
+  EXPECT_EQ(failure(0).state, ResizeState::given_up);
+  EXPECT_EQ(last_record().event, ResizeEvent::job_ended);
+  EXPECT_EQ(ctl->next_timer(), std::nullopt);
+}
+
+TEST_F(FailureTest, ARecoveryOfNoFailureIsRefused) {
+  recovered(7, 2);
+  advance(0ms);
+  EXPECT_TRUE(last_record().refused);
+  EXPECT_EQ(last_record().detail, "job_recovered refused: there is no failure 7");
+}
+
+TEST(FailureTable, OneRowPerStateAndEventEveryOpenStateLeftAndBothEndsReached) {
+  std::set<std::tuple<ResizeState, ResizeEvent>> seen;
+  std::set<ResizeState> entered, left;
+  for (const ResizeTransition& t : failure_transitions()) {
+    EXPECT_EQ(t.kind, ResizeKind::failure);
+    EXPECT_TRUE(seen.insert({t.from, t.event}).second) << to_string(t.from) << " " << to_string(t.event);
+    EXPECT_FALSE(is_final(t.from)) << to_string(t.from);
+    EXPECT_FALSE(find_transition(ResizeKind::failure, t.from, t.event).has_value())
+        << "a failure row in the resizes' table";
+    entered.insert(t.to);
+    left.insert(t.from);
+  }
+  for (ResizeState s : entered) EXPECT_TRUE(is_final(s) || left.contains(s)) << to_string(s);
+  EXPECT_TRUE(entered.contains(ResizeState::recovered));
+  EXPECT_TRUE(entered.contains(ResizeState::given_up));
+  EXPECT_EQ(find_failure_transition(ResizeState::detected, ResizeEvent::job_recovered), std::nullopt);
+  EXPECT_EQ(parse_resize_kind("failure"), ResizeKind::failure);
+  EXPECT_EQ(parse_resize_state("given_up"), ResizeState::given_up);
+  EXPECT_EQ(parse_resize_event("survivors_told"), ResizeEvent::survivors_told);
+}
+
+}  // namespace
+}  // namespace bellows::controller::testing
