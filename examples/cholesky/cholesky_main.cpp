@@ -45,6 +45,11 @@ int run(int argc, char** argv) {
     resizes.post_before(it);
     if (!session.before_iteration(it)) return 0;  // this rank left the job
     const auto report = runtime.run_iteration();
+    if (!report.completed()) {  // ranks were lost: roll back to the buddies' checkpoint
+      it = session.recover(it, report) - 1;
+      be::forget_iterations_from(iterations, it + 1 - session.first_iteration());
+      continue;
+    }
     session.after_iteration(it, report);
     iterations.push_back(be::iteration_result(report, flops));
   }

@@ -217,6 +217,32 @@ bool ElasticSession::before_iteration(int it) {
   return job_->apply_pending(it) != ElasticJob::Outcome::left;
 }
 
+int ElasticSession::recover(int it, const IterationReport& report) {
+  const RecoveryReport recovery = job_->recover(report);
+  // The runtime counts its own iterations (report.iteration, from 1); the loop's `it` may
+  // have started later (a rank that joined), so resume as far back from `it` as the runtime
+  // rolls back from the abandoned iteration.
+  const int resume = it - (report.iteration - 1 - static_cast<int>(recovery.iteration));
+  if (!link_) return resume;
+  auto nodes = ControlPlaneLink::gather_nodes(communicator(), link_->node());
+  if (rank() != 0) return resume;
+  link_->set_nodes_by_rank(std::move(nodes));
+  // The ranks noticed the loss through MPI within milliseconds; the controller's word of it
+  // (kRanksLost, about 0.25 s after a rank's death) may still be on its way.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (link_->failures().size() <= failures_reported_ && std::chrono::steady_clock::now() < deadline) {
+    link_->poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (link_->failures().size() > failures_reported_) {
+    failures_reported_ = link_->failures().size();
+    link_->report_recovered(link_->failures().back().failure_id, static_cast<std::uint32_t>(size()),
+                            "rolled back to iteration " + std::to_string(recovery.iteration) + " on " +
+                                std::to_string(size()) + " ranks");
+  }
+  return resume;
+}
+
 void ElasticSession::after_iteration(int it, const IterationReport& report) {
   job_->after_iteration(report);
   if (!link_) return;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "bellows/runtime/rebuild.hpp"
 #include "sleeping_wait.hpp"
 #include "trace.hpp"
 
@@ -391,6 +392,20 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
                           {"shrink_seconds", shrunk.total_seconds}});
   }
   return Outcome::resized;
+}
+
+RecoveryReport ElasticJob::recover(const IterationReport& report, std::chrono::milliseconds timeout) {
+  if (runtime_ == nullptr) throw std::logic_error("ElasticJob::recover before attach()");
+  if (report.completed()) throw std::logic_error("ElasticJob::recover after an iteration that lost no rank");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const MPI_Comm job = communicator();
+  MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);  // agree_on_lost reads the dead's errors
+  const std::vector<int> lost = agree_on_lost(job, report.lost_ranks, deadline);
+  Communicator survivors(rebuild_without(job, lost, deadline));
+  MPI_Comm_set_errhandler(survivors.get(), MPI_ERRORS_RETURN);
+  const MPI_Comm survivors_comm = survivors.get();
+  membership_.adopt_survivors(std::move(survivors));
+  return runtime_->recover(survivors_comm, lost);
 }
 
 void ElasticJob::after_iteration(const IterationReport& report) {

@@ -642,6 +642,12 @@ const GrowReport& Membership::adopt_grown(Communicator grown, GrowReport report)
   return grows_.back();
 }
 
+void Membership::adopt_survivors(Communicator survivors) {
+  (void)job_.release();  // rebuild_without freed it; never disconnect a communicator with dead ranks
+  job_ = std::move(survivors);
+  refresh();
+}
+
 const ShrinkReport& Membership::shrink(std::span<const int> leaving) {
   if (!job_) throw std::logic_error("membership: shrink called on a rank that left");
   ShrinkReport report;

@@ -102,6 +102,14 @@ struct IterationResult {
   double mean_compute_share = 0.0;
 };
 
+/// After a recovery that rolled back: drops the results of the iterations from `count` on
+/// (they run again), keeping the first `count`.
+inline void forget_iterations_from(std::vector<IterationResult>& iterations, int count) {
+  if (count >= 0 && static_cast<std::size_t>(count) < iterations.size()) {
+    iterations.resize(static_cast<std::size_t>(count));
+  }
+}
+
 /// One iteration of a job of `flops` floating-point operations, as print_report lists it.
 [[nodiscard]] IterationResult iteration_result(const runtime::IterationReport& report, double flops);
 

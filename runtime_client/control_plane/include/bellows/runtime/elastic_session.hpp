@@ -119,6 +119,14 @@ class ElasticSession {
   /// the control plane. Collective.
   void after_iteration(int it, const IterationReport& report);
 
+  /// After iteration `it` lost ranks (`report.completed()` false), on every survivor: the
+  /// job recovers (ElasticJob::recover: agree on the lost, rebuild the communicator, roll back
+  /// to the buddies' checkpoint), and under `bellows run` rank 0 learns the survivors' nodes
+  /// and, once the controller's failure has reached it (up to 5 s), reports the job recovered
+  /// (ControlPlaneLink::report_recovered). Returns the iteration (0-based) the loop resumes
+  /// at. Collective over the survivors; throws RebuildError or RecoveryError when the job
+  /// cannot recover.
+  int recover(int it, const IterationReport& report);
   /// What each resize did (rank 0), as ElasticJob::telemetry().
   [[nodiscard]] const nlohmann::json& telemetry() const noexcept { return job_->telemetry(); }
 
@@ -145,6 +153,7 @@ class ElasticSession {
   bool opened_port_ = false;
   std::optional<ControlPlaneLink::JobShape> job_shape_;  ///< rank 0: the last one published
   std::chrono::steady_clock::time_point job_shape_at_{};
+  std::size_t failures_reported_ = 0;  ///< rank 0: ControlPlaneLink::failures() reported recovered
 };
 
 }  // namespace bellows::runtime

@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -117,6 +118,16 @@ class ElasticJob {
   /// second. Returns Outcome::left on a rank that has just left the job: it must
   /// destroy its runtime, stop and finalize MPI. Throws MpiError when MPI fails.
   Outcome apply_pending(int iteration);
+
+  /// After an iteration that lost ranks (IterationReport::lost_ranks, completed() false), on
+  /// every survivor: agree on the lost set (agree_on_lost), rebuild the job's communicator
+  /// without them (rebuild_without), and let the runtime roll back to its buddies'
+  /// checkpoint (Runtime::recover, on_node_loss shrink). The application's loop resumes at
+  /// the report's iteration. Collective over the survivors; each gives up after `timeout`.
+  /// Throws RebuildError or RecoveryError, alike on every survivor where it can, when the
+  /// job cannot recover (treat either as the end of the job).
+  RecoveryReport recover(const IterationReport& report,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   /// After each iteration, with its report: times each new rank's first task after an
   /// expand (request to first task), and, when the runtime traces (RuntimeOptions::

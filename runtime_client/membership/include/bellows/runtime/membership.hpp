@@ -277,6 +277,10 @@ class Membership {
   /// Collective over the job communicator, leavers included.
   const ShrinkReport& shrink(std::span<const int> leaving);
 
+  /// After a loss: the job communicator becomes `survivors`, which rebuild_without() made
+  /// from it and which consumed (freed) it. Not collective.
+  void adopt_survivors(Communicator survivors);
+
   [[nodiscard]] const std::vector<GrowReport>& grows() const noexcept { return grows_; }
   [[nodiscard]] const std::vector<ShrinkReport>& shrinks() const noexcept { return shrinks_; }
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""End-to-end test of a job that loses a rank and carries on, on the local backend with real
+processes: `bellows run` of a GEMM on 3 nodes with buddy checkpoints at every iteration
+(emulated device at 1 GFLOP/s per rank, computing, so the result is exact).
+
+Once a few iterations ran, the rank of the last node is killed with SIGKILL. The survivors
+notice it through MPI, agree on who is lost, rebuild their communicator and roll back to the
+checkpoint (ElasticSession::recover); the job finishes all its iterations on 2 ranks with a
+verified result, `bellows run` exits 0, and the event log shows the failure detected, the
+survivors told, and the job recovered. Nothing of the job is left.
+
+  lost_rank_survived_test.py --bellows PATH --app PATH
+Prints "lost_rank_survived: PASS" or "lost_rank_survived: FAIL: why".
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+from local_job import LocalJobTest  # noqa: E402
+
+ITERATIONS = 14
+KILL_AT_ITERATION = 3
+
+
+def main():
+    t = LocalJobTest("lost_rank_survived")
+    job = t.start("--nodes", "3:3", "--pool", "3", "--quiet", "--",
+                  t.args.app, "--n", "768", "--tile", "128", "--iterations", str(ITERATIONS),
+                  "--kernel", "emulated", "--emulated-gflops", "1", "--emulated-compute", "on",
+                  "--checkpoint", "on", "--checkpoint-every", "1", "--verify")
+    try:
+        deadline = time.time() + 90
+        status = None
+        while time.time() < deadline:
+            status = t.status()
+            if status and status["iteration"] >= KILL_AT_ITERATION and len(status.get("processes", [])) == 3 \
+                    and all(p["pid"] for p in status["processes"]):
+                break
+            if job.poll() is not None:
+                t.fail(f"the job ended before iteration {KILL_AT_ITERATION}: {job.stderr.read()[-2000:]}")
+            time.sleep(0.05)
+        else:
+            t.fail_hung(job, f"iteration {KILL_AT_ITERATION} with 3 ranks not reported within 90 s; last {status}")
+        victim = max(status["processes"], key=lambda p: p["rank"])
+        if victim["rank"] == 0:
+            t.fail(f"no rank but the first to kill: {status['processes']}")
+        os.kill(victim["pid"], signal.SIGKILL)
+        t.log(f"killed rank {victim['rank']} (pid {victim['pid']}) on {victim['node']} at iteration "
+              f"{status['iteration']}")
+        out, err = job.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        t.fail_hung(job, "the job did not end within 180 s of the kill")
+    if job.returncode != 0:
+        t.fail(f"bellows run exited {job.returncode}, expected 0; stderr {err[-2000:]!r}")
+    lines = [line for line in out.strip().splitlines() if line.startswith("{")]
+    if not lines:
+        t.fail(f"the job printed no report; stdout {out[-1500:]!r} stderr {err[-1500:]!r}")
+    report = json.loads(lines[-1])
+    if report.get("verified") is not True:
+        t.fail(f"the job's result is not verified: residual {report.get('residual')}")
+    sizes = [i["ranks"] for i in report["iterations"]]
+    if len(sizes) != ITERATIONS or sizes[-1] != 2 or report["ranks"] != 2:
+        t.fail(f"iterations ran on {sizes} ranks (job of {report['ranks']}), expected {ITERATIONS} "
+               "iterations ending on 2 ranks")
+    t.log(f"the job finished verified: iterations on {sizes} ranks")
+
+    failures = [e for e in t.events() if e["kind"] == "failure" and not e["refused"]]
+    phases = [e["to"] for e in failures]
+    if "detected" not in phases or "recovered" not in phases:
+        t.fail(f"the event log's failure lines go through {phases}, expected detected ... recovered")
+    detected = next(e for e in failures if e["to"] == "detected")
+    if f"lost rank {victim['rank']} on {victim['node']}" not in detected["detail"]:
+        t.fail(f"the failure does not name rank {victim['rank']} on {victim['node']}: {detected['detail']!r}")
+    t.log(f"failure lines: {[(e['event'], e['to']) for e in failures]}")
+    t.check_logs("latest", err, allowed=["ended without leaving the job", "the rank launcher"])
+    t.passed(t.job_dir())
+
+
+if __name__ == "__main__":
+    main()
