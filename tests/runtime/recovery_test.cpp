@@ -516,15 +516,30 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
 
   std::vector<int> victim_pids;
   if (!victims.empty()) {
+    // The kill must land inside an iteration (a death between iterations is not handled yet:
+    // docs/runtime.md, "When a rank dies mid-iteration", Limits): once rank 0 has completed
+    // kKillAfter iterations, wait half of the last iteration's time, so that the victim dies in
+    // the middle of the next one rather than in the gap after rank 0 wrote its progress.
     bool due = false;
+    int seen = -1;
+    Clock::time_point seen_at{}, previous_at{};
     while (!due && Clock::now() < limit) {
-      due = fs::exists(dir / "progress") && std::atoi(read_file(dir / "progress").c_str()) >= kKillAfter;
+      const int progress = fs::exists(dir / "progress") ? std::atoi(read_file(dir / "progress").c_str()) : -1;
+      if (progress != seen) {
+        previous_at = seen_at;
+        seen_at = Clock::now();
+        seen = progress;
+      }
+      due = progress >= kKillAfter;
       if (!due) {
         if (reap(false)) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
     expect(due, "rank 0 did not reach iteration " + std::to_string(kKillAfter));
+    if (due && previous_at != Clock::time_point{}) {
+      std::this_thread::sleep_for((seen_at - previous_at) / 2);
+    }
     if (due) {
       for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));
       char text[64];
