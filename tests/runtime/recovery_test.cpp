@@ -62,6 +62,7 @@
 #include "bellows/kernels/tile_kernels.hpp"
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
+#include "separate_worlds.hpp"
 #include "spawned_processes.hpp"
 #include "watchdog.hpp"
 
@@ -73,6 +74,12 @@ namespace fs = std::filesystem;
 namespace br = bellows::runtime;
 namespace be = bellows::examples;
 using Clock = std::chrono::steady_clock;
+using bellows::testing::read_file;
+using bellows::testing::read_int;
+using bellows::testing::reap_members;
+using bellows::testing::StartedMember;
+using bellows::testing::wall_seconds;
+using bellows::testing::write_file;
 
 constexpr int kRanks = 4;
 constexpr int kN = 384;
@@ -84,27 +91,6 @@ constexpr int kKillAfter = 8;  // iterations rank 0 has completed when the victi
 constexpr unsigned kSeed = 11;
 constexpr auto kRebuildTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 90.0;  // below the ctest timeout
-
-double wall_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_REALTIME, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  {
-    std::ofstream out(path.string() + ".tmp");
-    out << text;
-  }
-  fs::rename(path.string() + ".tmp", path);
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 int failures = 0;
 std::string first_failure;
@@ -436,12 +422,6 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
 
 // ------------------------------------------------------------------------------------ launcher
 
-struct Started {
-  pid_t pid = -1;  ///< mpiexec, leader of its own process group
-  int status = -1;
-  bool ended = false;
-};
-
 pid_t start_member(const std::string& mpiexec, const std::string& self, const fs::path& dir,
                    int index, const std::string& victims) {
   std::vector<std::string> args{mpiexec, "-n", "1", self, "--member", dir.string(),
@@ -474,8 +454,6 @@ pid_t start_member(const std::string& mpiexec, const std::string& self, const fs
   return rc == 0 ? pid : -1;
 }
 
-int read_int(const fs::path& path) { return std::atoi(read_file(path).c_str()); }
-
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
                  bool no_checkpoint, bool cholesky) {
   const std::vector<int> victims = parse_victims(victims_text);
@@ -492,25 +470,14 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (cholesky) write_file(dir / "cholesky", "1");
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration<double>(kLauncherLimitSeconds);
-  std::vector<Started> members(kRanks);
+  std::vector<StartedMember> members(kRanks);
   for (int i = 0; i < kRanks; ++i) {
     members[static_cast<std::size_t>(i)].pid = start_member(mpiexec, self, dir, i, victims_text);
     expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
   }
   auto reap = [&](bool block_until_limit) {
-    for (;;) {
-      bool all = true;
-      for (auto& m : members) {
-        if (m.ended || m.pid <= 0) continue;
-        if (::waitpid(m.pid, &m.status, WNOHANG) == m.pid) {
-          m.ended = true;
-        } else {
-          all = false;
-        }
-      }
-      if (all || !block_until_limit || Clock::now() >= limit) return all;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    return reap_members(members, block_until_limit ? std::chrono::time_point_cast<Clock::duration>(limit)
+                                                   : Clock::time_point{});
   };
   auto path_of = [&](const char* what, int rank) { return dir / (std::string(what) + "." + std::to_string(rank)); };
 
