@@ -10,6 +10,7 @@
 
 #include "bellows/runtime/buddies.hpp"
 #include "bellows/runtime/checkpoint_interval.hpp"
+#include "cancelled_receives.hpp"
 #include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
@@ -239,25 +240,29 @@ std::size_t BuddyCheckpoints::install(int owner, long iteration,
 }
 
 void BuddyCheckpoints::abandon_in_flight() {
+  std::vector<MPI_Request> receives;
   for (std::size_t r = 0; r < requests_.size(); ++r) {
     MPI_Request& request = requests_[r];
     if (request == MPI_REQUEST_NULL) continue;
     if (receives_[r].owner >= 0) {
-      MPI_Cancel(&request);
-      MPI_Wait(&request, MPI_STATUS_IGNORE);  // a cancelled receive completes at once
+      receives.push_back(request);
     } else {
       MPI_Request_free(&request);  // reads the own copy's tiles, which stay held
     }
   }
+  const std::vector<char> freed_pending = cancel_receives(receives);
+  const bool receives_freed = std::find(freed_pending.begin(), freed_pending.end(), 1) != freed_pending.end();
   requests_.clear();
   receives_.clear();
   if (checkpoints_.empty() || checkpoints_.back().complete) return;
   const long iteration = checkpoints_.back().iteration;
-  // The own copy's tiles may still be read by a freed send: they are kept until the
-  // process exits. The wards' copies that did not all arrive are of no use.
-  static std::vector<HeldCopy> still_read;
+  // The own copy's tiles may still be read by a freed send, and a ward's tile still written
+  // by a receive that could not be cancelled: they are kept until the process exits. The
+  // wards' copies that did not all arrive are of no use.
+  static std::vector<HeldCopy> still_used;
   for (HeldCopy& copy : held_) {
-    if (copy.iteration == iteration && copy.owner == rank_) still_read.push_back(copy);
+    if (copy.iteration != iteration) continue;
+    if (copy.owner == rank_ || (receives_freed && !copy.arrived)) still_used.push_back(copy);
   }
   std::erase_if(held_, [&](const HeldCopy& h) { return h.iteration == iteration && !h.arrived; });
 }

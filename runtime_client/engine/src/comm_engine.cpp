@@ -301,10 +301,7 @@ bool CommEngine::receive_control() {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     std::vector<std::byte> bytes(static_cast<std::size_t>(count));
-    if (!succeeded(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &matched, MPI_STATUS_IGNORE),
-                   "MPI_Mrecv")) {
-      break;
-    }
+    if (!receive_matched(matched, bytes, status.MPI_SOURCE)) break;
     ++stats_.messages_received;
     std::string error;
     auto message = wire::decode(bytes, error);

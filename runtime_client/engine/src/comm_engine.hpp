@@ -181,8 +181,12 @@ class CommEngine {
   bool succeeded(int code, const char* call);
   /// succeeded() for a call that starts `request`, which becomes MPI_REQUEST_NULL on error.
   void checked(int code, MPI_Request& request, const char* call);
-  /// Sends abandoned with a peer lost: their buffers, kept until the process exits.
-  static std::vector<Operation>& kept_send_buffers();
+  /// Receives the control message MPI_Improbe matched from `source` into `bytes`; false when
+  /// it failed or `source` was found lost before its data came (the iteration is abandoned).
+  bool receive_matched(MPI_Message& matched, std::vector<std::byte>& bytes, int source);
+  /// Sends and uncancellable receives abandoned with a peer lost: their buffers, kept until
+  /// the process exits.
+  static std::vector<Operation>& kept_transfer_buffers();
 
   Engine& engine_;
   MPI_Comm comm_;

@@ -1,5 +1,7 @@
 #include "peer_watch.hpp"
 
+#include "cancelled_receives.hpp"
+
 #include <algorithm>
 
 namespace bellows::runtime {
@@ -74,12 +76,8 @@ bool PeerWatch::poll() {
 }
 
 void PeerWatch::disarm() {
-  for (MPI_Request& request : requests_) {
-    if (request == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&request);
-    MPI_Wait(&request, MPI_STATUS_IGNORE);  // a cancelled receive completes at once
-    request = MPI_REQUEST_NULL;
-  }
+  // Nobody sends on the tag: every receive cancels at once, and none writes into the sink.
+  (void)cancel_receives(requests_);
 }
 
 }  // namespace bellows::runtime

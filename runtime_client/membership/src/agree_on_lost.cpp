@@ -4,6 +4,8 @@
 
 #include "bellows/runtime/rebuild.hpp"
 
+#include "cancelled_receives.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -32,16 +34,11 @@ std::vector<int> marked(const std::vector<int>& marks) {
   return ranks;
 }
 
-/// Cancels (a receive) or frees (a send) a request that is no longer needed; never waits on a peer.
-void let_go(MPI_Request& request, bool receive) noexcept {
-  if (request == MPI_REQUEST_NULL) return;
-  if (receive) {
-    MPI_Cancel(&request);
-    MPI_Wait(&request, MPI_STATUS_IGNORE);  // a cancelled receive completes at once
-  } else {
-    MPI_Request_free(&request);
-  }
-  request = MPI_REQUEST_NULL;
+/// What a round that ended at its deadline leaves to MPI: the buffers of its sends (freed
+/// requests MPI may still read) and of its receives that could not be cancelled.
+std::vector<std::vector<int>>& kept_buffers() {
+  static std::vector<std::vector<int>> kept;  // freed at exit
+  return kept;
 }
 
 }  // namespace
@@ -70,13 +67,14 @@ std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline
     std::vector<std::vector<int>> theirs(peers.size(), std::vector<int>(static_cast<std::size_t>(size), 0));
     std::vector<MPI_Request> receives(peers.size(), MPI_REQUEST_NULL), sends(peers.size(), MPI_REQUEST_NULL);
     std::vector<char> failed(peers.size(), 0), arrived(peers.size(), 0);
+    std::vector<int> outgoing = marks;  // what the sends read; kept past the round if one is freed
     for (std::size_t i = 0; i < peers.size(); ++i) {
       if (MPI_Irecv(theirs[i].data(), size, MPI_INT, peers[i], tag, job, &receives[i]) != MPI_SUCCESS) {
         receives[i] = MPI_REQUEST_NULL;
         failed[i] = 1;
       }
       // A send to a dead peer may fail at the call or complete as if delivered: either is fine.
-      if (MPI_Isend(marks.data(), size, MPI_INT, peers[i], tag, job, &sends[i]) != MPI_SUCCESS) {
+      if (MPI_Isend(outgoing.data(), size, MPI_INT, peers[i], tag, job, &sends[i]) != MPI_SUCCESS) {
         sends[i] = MPI_REQUEST_NULL;
       }
     }
@@ -99,8 +97,12 @@ std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline
         std::vector<int> silent;
         for (std::size_t i = 0; i < peers.size(); ++i) {
           if (receives[i] != MPI_REQUEST_NULL) silent.push_back(peers[i]);
-          let_go(receives[i], true);
-          let_go(sends[i], false);
+          if (sends[i] != MPI_REQUEST_NULL) MPI_Request_free(&sends[i]);
+        }
+        const std::vector<char> freed_pending = cancel_receives(receives);
+        kept_buffers().push_back(std::move(outgoing));
+        for (std::size_t i = 0; i < peers.size(); ++i) {
+          if (freed_pending[i]) kept_buffers().push_back(std::move(theirs[i]));
         }
         throw RebuildError("agree_on_lost: rank " + std::to_string(rank) + " had no answer from ranks " +
                            ranks_text(silent) + " in round " + std::to_string(round + 1) +
@@ -108,12 +110,15 @@ std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+    bool sends_freed = false;
     for (std::size_t i = 0; i < peers.size(); ++i) {
       int done = 0;
       if (sends[i] != MPI_REQUEST_NULL && (MPI_Test(&sends[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)) {
-        let_go(sends[i], false);  // small: it completes locally, or its peer is gone
+        MPI_Request_free(&sends[i]);  // small: it completes locally, or its peer is gone
+        sends_freed = true;
       }
     }
+    if (sends_freed) kept_buffers().push_back(std::move(outgoing));
     bool all_equal = true;
     std::vector<int> merged = marks;
     for (std::size_t i = 0; i < peers.size(); ++i) {
