@@ -1,5 +1,5 @@
-// plan_teams(): TeamLB's teams and balance over small tile graphs whose best cut is plain
-// (no MPI).
+// plan_teams(): TeamLB's teams and balance over small tile graphs whose best cut is plain,
+// partitioning ranks and partitioning tiles (no MPI).
 
 #include <gtest/gtest.h>
 
@@ -14,11 +14,12 @@
 #include "thrown_message.hpp"
 
 using bellows::runtime::consecutive_teams;
-using bellows::runtime::edge_cut;
 using bellows::runtime::load_imbalance;
+using bellows::runtime::message_cut;
 using bellows::runtime::plan_teams;
 using bellows::runtime::TeamPlan;
 using bellows::runtime::TeamRequest;
+using bellows::runtime::TeamUnit;
 using bellows::runtime::TeamWeighting;
 using bellows::runtime::TileMove;
 using bellows::runtime::TileTraffic;
@@ -26,8 +27,9 @@ using bellows::testing::thrown_message;
 
 namespace {
 
-/// Cliques of `size` tiles each (tiles c*size .. c*size+size-1), every pair inside a clique
-/// exchanging 100 bytes, consecutive cliques joined by one 1-byte entry.
+/// Cliques of `size` tiles each (tiles c*size .. c*size+size-1), in every pair inside a
+/// clique the lower tile reading 100 bytes of the higher, the last tile of a clique reading 1
+/// byte of the first of the next.
 std::vector<TileTraffic> cliques(int count, int size) {
   std::vector<TileTraffic> traffic;
   for (int c = 0; c < count; ++c) {
@@ -46,7 +48,7 @@ struct TwoCliques {
   std::vector<int> holders{0, 1, 0, 2, 2, 3, 3, 1};
 
   TeamRequest request(int team_size, TeamWeighting weighting = TeamWeighting::load) const {
-    return {4, team_size, seconds, holders, traffic, weighting};
+    return {4, team_size, seconds, holders, traffic, weighting, TeamUnit::tiles};
   }
 };
 
@@ -59,23 +61,167 @@ std::vector<double> rank_loads(const std::vector<int>& holders, const std::vecto
   return loads;
 }
 
-TEST(PlanTeams, TwoCliquesJoinedByAThinEdgeBecomeTheTwoTeams) {
-  const TwoCliques graph;
-  const TeamPlan plan = plan_teams(graph.request(2));
+/// Eight tiles, tile t on rank t % 4: ranks 0 and 2 read each other's tiles (100 bytes each
+/// way), so do ranks 1 and 3; rank 0 reads 1 byte of rank 1.
+struct PairedRanks {
+  std::vector<TileTraffic> traffic{{0, 2, 100.0}, {6, 4, 100.0}, {1, 3, 100.0},
+                                   {7, 5, 100.0}, {0, 1, 1.0}};
+  std::vector<double> seconds = std::vector<double>(8, 1.0);
+  std::vector<int> holders{0, 1, 2, 3, 0, 1, 2, 3};
+
+  TeamRequest request(int team_size) const {
+    return {4, team_size, seconds, holders, traffic, TeamWeighting::load, TeamUnit::ranks};
+  }
+};
+
+// ---------------------------------------------------------------- teams of ranks
+
+TEST(PlanTeamsOfRanks, RanksThatTalkShareATeamWhereConsecutiveTeamsSplitThem) {
+  const PairedRanks job;
+  const TeamPlan plan = plan_teams(job.request(2));
   EXPECT_EQ(plan.team_size, 2);
-  EXPECT_EQ(plan.rank_team, (std::vector<int>{0, 0, 1, 1}));
-  // Each clique goes to the team that held most of its tiles.
-  EXPECT_EQ(plan.tile_team, (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(plan.rank_team, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(plan.tile_holders, job.holders);  // balanced already: nothing moves
+  EXPECT_TRUE(plan.moves.empty());
+  // Five messages of 401 bytes; only rank 1's byte to rank 0 crosses.
+  EXPECT_DOUBLE_EQ(plan.cut.total_bytes, 401.0);
   EXPECT_DOUBLE_EQ(plan.cut.crossing_bytes, 1.0);
-  EXPECT_DOUBLE_EQ(plan.cut.total_bytes, 1201.0);
-  EXPECT_DOUBLE_EQ(plan.cut.fraction(), 1.0 / 1201.0);
+  EXPECT_EQ(plan.cut.logged_bytes, (std::vector<double>{0, 1, 0, 0}));
+
+  const auto consecutive = message_cut(job.traffic, job.holders, consecutive_teams(4, 2));
+  EXPECT_DOUBLE_EQ(consecutive.crossing_bytes, 400.0);
+  EXPECT_EQ(consecutive.logged_bytes, (std::vector<double>{100, 100, 100, 100}));
 }
 
-TEST(PlanTeams, InsideATeamTheHeaviestTileGoesToTheLeastLoadedRankFirst) {
+TEST(PlanTeamsOfRanks, TilesMoveOnlyInsideTheirTeamToEvenItsLoad) {
+  PairedRanks job;
+  job.seconds = {4, 1, 1, 1, 2, 1, 1, 1};  // rank 0 carries 6, rank 2 carries 2
+  const TeamPlan plan = plan_teams(job.request(2));
+  ASSERT_EQ(plan.rank_team, (std::vector<int>{0, 1, 0, 1}));
+  // Team {0, 2} averages 4: tile 0 (4) stays on rank 0, tile 4 (2) would take rank 0 past
+  // the average and goes to rank 2, tiles 2 and 6 stay on rank 2.
+  EXPECT_EQ(plan.moves, (std::vector<TileMove>{{4, 0, 2}}));
+  EXPECT_EQ(rank_loads(plan.tile_holders, job.seconds, 4), (std::vector<double>{4, 2, 4, 2}));
+  EXPECT_EQ(plan.imbalance_before, (std::vector<double>{0.5, 0.0}));
+  EXPECT_EQ(plan.imbalance_after, (std::vector<double>{0.0, 0.0}));
+}
+
+TEST(PlanTeamsOfRanks, TeamSizeOneAndOneTeamNeedNoPartitioner) {
+  const PairedRanks job;
+  const TeamPlan alone = plan_teams(job.request(1));
+  EXPECT_EQ(alone.rank_team, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_DOUBLE_EQ(alone.cut.fraction(), 1.0);  // every message is logged
+  EXPECT_TRUE(alone.moves.empty());
+  const TeamPlan together = plan_teams(job.request(4));
+  EXPECT_EQ(together.rank_team, (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_DOUBLE_EQ(together.cut.crossing_bytes, 0.0);
+  EXPECT_EQ(together.cut.logged_bytes, (std::vector<double>{0, 0, 0, 0}));
+}
+
+TEST(PlanTeamsOfRanks, TeamsAreExactlyTheirSizeWhenTheGraphPullsOneWay) {
+  // Rank 0 talks to all seven others alike; teams of 4 must still be 4 ranks each.
+  std::vector<TileTraffic> traffic;
+  for (int r = 1; r < 8; ++r) traffic.push_back({0, r, 50.0});
+  const std::vector<double> seconds(8, 1.0);
+  const std::vector<int> holders{0, 1, 2, 3, 4, 5, 6, 7};
+  const TeamPlan plan =
+      plan_teams({8, 4, seconds, holders, traffic, TeamWeighting::load, TeamUnit::ranks});
+  EXPECT_EQ(std::count(plan.rank_team.begin(), plan.rank_team.end(), 0), 4);
+  EXPECT_EQ(std::count(plan.rank_team.begin(), plan.rank_team.end(), 1), 4);
+  EXPECT_EQ(plan.rank_team[0], 0);  // numbered by lowest rank
+  EXPECT_DOUBLE_EQ(plan.cut.crossing_bytes, 200.0);  // the four others of rank 0's team
+}
+
+TEST(PlanTeamsOfRanks, GemmOnAFourByFourGridTakesTheGridsRowsAsTeams) {
+  // C(i,j) += A(i,k) B(k,j) on 4 x 4 tiles of each, tile (m, n) of every matrix on rank
+  // 4 (m mod 4) + (n mod 4): a rank reads A from its grid row and B from its grid column, so
+  // a row keeps half of its messages inside.
+  const auto slot = [](int matrix, int m, int n) { return (matrix * 4 + m) * 4 + n; };
+  std::vector<int> holders(48);
+  for (int matrix = 0; matrix < 3; ++matrix) {
+    for (int m = 0; m < 4; ++m) {
+      for (int n = 0; n < 4; ++n) holders[static_cast<std::size_t>(slot(matrix, m, n))] = 4 * m + n;
+    }
+  }
+  std::vector<TileTraffic> traffic;
+  std::vector<double> seconds(48, 0.0);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      seconds[static_cast<std::size_t>(slot(2, i, j))] = 4.0;
+      for (int k = 0; k < 4; ++k) {
+        traffic.push_back({slot(2, i, j), slot(0, i, k), 8.0});
+        traffic.push_back({slot(2, i, j), slot(1, k, j), 8.0});
+      }
+    }
+  }
+  const TeamPlan plan =
+      plan_teams({16, 4, seconds, holders, traffic, TeamWeighting::load, TeamUnit::ranks});
+  EXPECT_EQ(plan.rank_team, consecutive_teams(16, 4));
+  EXPECT_TRUE(plan.moves.empty());
+  EXPECT_DOUBLE_EQ(plan.cut.total_bytes, 16 * 6 * 8.0);
+  EXPECT_DOUBLE_EQ(plan.cut.fraction(), 0.5);
+  EXPECT_EQ(plan.cut.logged_bytes, std::vector<double>(16, 3 * 8.0));
+}
+
+TEST(PlanTeamsOfRanks, TeamsNeverCutMoreThanConsecutiveRanksWhenLoadIsNotWeighed) {
+  // Cholesky on 12 x 12 tiles over a 4 x 4 grid (tile (m, n) on rank 4 (m mod 4) +
+  // (n mod 4)); teams of 4 and 8, judged before any tile moves.
+  const int tiles = 12;
+  const auto slot = [](int m, int n) { return m * tiles + n; };
+  std::vector<int> holders(tiles * tiles);
+  for (int m = 0; m < tiles; ++m) {
+    for (int n = 0; n < tiles; ++n) holders[static_cast<std::size_t>(slot(m, n))] = 4 * (m % 4) + n % 4;
+  }
+  std::vector<TileTraffic> traffic;
+  std::vector<double> seconds(holders.size(), 0.0);
+  for (int k = 0; k < tiles; ++k) {
+    seconds[static_cast<std::size_t>(slot(k, k))] += 1.0;
+    for (int m = k + 1; m < tiles; ++m) {
+      traffic.push_back({slot(m, k), slot(k, k), 8.0});
+      traffic.push_back({slot(m, m), slot(m, k), 8.0});
+      seconds[static_cast<std::size_t>(slot(m, k))] += 3.0;
+      seconds[static_cast<std::size_t>(slot(m, m))] += 3.0;
+      for (int n = k + 1; n < m; ++n) {
+        traffic.push_back({slot(m, n), slot(m, k), 8.0});
+        traffic.push_back({slot(m, n), slot(n, k), 8.0});
+        seconds[static_cast<std::size_t>(slot(m, n))] += 6.0;
+      }
+    }
+  }
+  for (const int team_size : {4, 8}) {
+    const TeamPlan plan = plan_teams(
+        {16, team_size, seconds, holders, traffic, TeamWeighting::uniform, TeamUnit::ranks});
+    const auto teams_only = message_cut(traffic, holders, plan.rank_team);
+    const auto consecutive = message_cut(traffic, holders, consecutive_teams(16, team_size));
+    EXPECT_LE(teams_only.crossing_bytes, consecutive.crossing_bytes) << "teams of " << team_size;
+    for (int team = 0; team < 16 / team_size; ++team) {
+      EXPECT_EQ(std::count(plan.rank_team.begin(), plan.rank_team.end(), team), team_size);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- teams of tiles
+
+TEST(PlanTeamsOfTiles, TwoCliquesJoinedByAThinEdgeBecomeTheTwoTeams) {
   const TwoCliques graph;
   const TeamPlan plan = plan_teams(graph.request(2));
-  // Team 0: 4 -> rank 0 (its holder), 3 -> rank 1 (its holder), 2 -> rank 1 (3 < 4),
-  // 1 -> rank 0 (4 < 5). Team 1 alike on ranks 2 and 3.
+  EXPECT_EQ(plan.rank_team, (std::vector<int>{0, 0, 1, 1}));
+  // Each clique goes to the team that held most of its tiles.
+  EXPECT_EQ(std::vector<int>(plan.tile_holders.begin(), plan.tile_holders.begin() + 4),
+            (std::vector<int>{0, 1, 1, 0}));
+  EXPECT_EQ(std::vector<int>(plan.tile_holders.begin() + 4, plan.tile_holders.end()),
+            (std::vector<int>{2, 3, 3, 2}));
+  // Messages after: three of 100 bytes in each clique, and the thin byte, which crosses.
+  EXPECT_DOUBLE_EQ(plan.cut.total_bytes, 601.0);
+  EXPECT_DOUBLE_EQ(plan.cut.crossing_bytes, 1.0);
+  EXPECT_EQ(plan.cut.logged_bytes, (std::vector<double>{0, 0, 1, 0}));
+}
+
+TEST(PlanTeamsOfTiles, InsideATeamTheHeaviestTileGoesToTheLeastLoadedRankFirst) {
+  const TwoCliques graph;
+  const TeamPlan plan = plan_teams(graph.request(2));
+  // Team 0 averages 5: 4 stays on rank 0, 3 stays on rank 1, 2 would take rank 0 to 6 and
+  // goes to rank 1 (3 < 4), 1 comes from rank 2 to rank 0 (4 < 5). Team 1 alike.
   EXPECT_EQ(plan.tile_holders, (std::vector<int>{0, 1, 1, 0, 2, 3, 3, 2}));
   EXPECT_EQ(plan.moves, (std::vector<TileMove>{{2, 0, 1}, {3, 2, 0}, {7, 1, 2}}));
   EXPECT_EQ(rank_loads(plan.tile_holders, graph.seconds, 4), (std::vector<double>{5, 5, 5, 5}));
@@ -86,13 +232,14 @@ TEST(PlanTeams, InsideATeamTheHeaviestTileGoesToTheLeastLoadedRankFirst) {
   EXPECT_EQ(plan.imbalance_after, (std::vector<double>{0.0, 0.0}));
 }
 
-TEST(PlanTeams, BalancingLowersTheImbalanceOfAJobThatOneRankHeld) {
+TEST(PlanTeamsOfTiles, BalancingLowersTheImbalanceOfAJobThatOneRankHeld) {
   // Four cliques of four tiles, uneven loads, every tile on rank 0 of 8.
   const std::vector<TileTraffic> traffic = cliques(4, 4);
   std::vector<double> seconds;
   for (int t = 0; t < 16; ++t) seconds.push_back(1.0 + (t * 7) % 5);
   const std::vector<int> holders(16, 0);
-  const TeamPlan plan = plan_teams({8, 2, seconds, holders, traffic, TeamWeighting::load});
+  const TeamPlan plan =
+      plan_teams({8, 2, seconds, holders, traffic, TeamWeighting::load, TeamUnit::tiles});
   ASSERT_EQ(plan.imbalance_before.size(), 4U);
   ASSERT_EQ(plan.imbalance_after.size(), 4U);
   EXPECT_DOUBLE_EQ(plan.imbalance_before[0], 1.0);  // rank 0 all, rank 1 nothing
@@ -102,44 +249,40 @@ TEST(PlanTeams, BalancingLowersTheImbalanceOfAJobThatOneRankHeld) {
   }
   EXPECT_DOUBLE_EQ(load_imbalance(rank_loads(holders, seconds, 8)), 7.0);
   EXPECT_LT(load_imbalance(rank_loads(plan.tile_holders, seconds, 8)), 0.5);
-  // Every tile sits on a rank of its team, and every tile that left rank 0 is a move.
-  for (std::size_t t = 0; t < 16; ++t) {
-    EXPECT_EQ(plan.tile_holders[t] / 2, plan.tile_team[t]) << "tile " << t;
-  }
+  // Every tile that left rank 0 is a move.
   EXPECT_EQ(plan.moves.size(),
             static_cast<std::size_t>(std::count_if(plan.tile_holders.begin(),
                                                    plan.tile_holders.end(),
                                                    [](int h) { return h != 0; })));
 }
 
-TEST(PlanTeams, TeamSizeOneMakesEachRankATeamOfItsOwnClique) {
+TEST(PlanTeamsOfTiles, TeamSizeOneMakesEachRankATeamOfItsOwnClique) {
   // Four pairs of tiles on four ranks, each pair split over two ranks now.
   const std::vector<TileTraffic> traffic = cliques(4, 2);
   const std::vector<double> seconds(8, 1.0);
   const std::vector<int> holders{0, 1, 1, 2, 2, 3, 3, 0};
-  const TeamPlan plan = plan_teams({4, 1, seconds, holders, traffic, TeamWeighting::load});
+  const TeamPlan plan =
+      plan_teams({4, 1, seconds, holders, traffic, TeamWeighting::load, TeamUnit::tiles});
   EXPECT_EQ(plan.rank_team, (std::vector<int>{0, 1, 2, 3}));
-  // Pairs {0,1} {2,3} {4,5} {6,7} are the teams; only the three 1-byte joins cross.
-  EXPECT_DOUBLE_EQ(plan.cut.crossing_bytes, 3.0);
   for (int pair = 0; pair < 4; ++pair) {
-    EXPECT_EQ(plan.tile_team[static_cast<std::size_t>(2 * pair)],
-              plan.tile_team[static_cast<std::size_t>(2 * pair + 1)])
+    EXPECT_EQ(plan.tile_holders[static_cast<std::size_t>(2 * pair)],
+              plan.tile_holders[static_cast<std::size_t>(2 * pair + 1)])
         << "pair " << pair;
   }
-  EXPECT_EQ(plan.tile_holders, plan.tile_team);  // a team of one rank is that rank
+  // The pairs read each other on one rank; only the three 1-byte joins travel, and cross.
+  EXPECT_DOUBLE_EQ(plan.cut.total_bytes, 3.0);
+  EXPECT_DOUBLE_EQ(plan.cut.crossing_bytes, 3.0);
   EXPECT_EQ(plan.imbalance_after, (std::vector<double>{0, 0, 0, 0}));
 }
 
-TEST(PlanTeams, OneTeamCutsNothingAndBalancesAllRanks) {
+TEST(PlanTeamsOfTiles, OneTeamCutsNothingAndBalancesAllRanks) {
   const TwoCliques graph;
   const TeamPlan plan = plan_teams(graph.request(4));
   EXPECT_EQ(plan.rank_team, (std::vector<int>{0, 0, 0, 0}));
-  EXPECT_EQ(plan.tile_team, std::vector<int>(8, 0));
   EXPECT_DOUBLE_EQ(plan.cut.crossing_bytes, 0.0);
-  // Heaviest first, ties to the holder: 4 (tile 0) -> 0, 4 (tile 4) -> 2, 3 (tile 1) -> 1,
-  // 3 (tile 5) -> 3, 2 (tile 2) -> 1 (ranks 1 and 3 carry 3; neither holds it, both hold
-  // one tile, 1 is lower), 2 (tile 6) -> 3, 1 (tile 3) -> 2 (ranks 0 and 2 carry 4; 2
-  // holds it), 1 (tile 7) -> 0.
+  // Average 5, heaviest first: tiles 0, 4, 1, 5 stay; tile 2 (2) would take rank 0 to 6 and
+  // goes to rank 1 (ranks 1 and 3 carry 3, hold one tile each; 1 is lower); tile 6 stays
+  // on rank 3, tile 3 stays on rank 2, tile 7 (1) would take rank 1 to 6 and goes to rank 0.
   EXPECT_EQ(plan.tile_holders, (std::vector<int>{0, 1, 1, 2, 2, 3, 3, 0}));
   EXPECT_EQ(plan.moves, (std::vector<TileMove>{{2, 0, 1}, {7, 1, 0}}));
   ASSERT_EQ(plan.imbalance_before.size(), 1U);
@@ -147,31 +290,55 @@ TEST(PlanTeams, OneTeamCutsNothingAndBalancesAllRanks) {
   EXPECT_DOUBLE_EQ(plan.imbalance_after[0], 0.0);
 }
 
-TEST(PlanTeams, TheLoadBlindReferenceCutsLessButLeavesTeamsUnequal) {
+TEST(PlanTeamsOfTiles, TheLoadBlindReferenceCutsLessButLeavesTeamsUnequal) {
   // Clique 0 carries ten times the work of clique 1: balancing load across two teams must
   // split a clique; the reference, weighing every tile alike, keeps them whole.
   TwoCliques graph;
   graph.seconds = {10, 10, 10, 10, 1, 1, 1, 1};
   const TeamPlan teamlb = plan_teams(graph.request(2, TeamWeighting::load));
-  const TeamPlan reference = plan_teams(graph.request(2, TeamWeighting::tiles));
+  const TeamPlan reference = plan_teams(graph.request(2, TeamWeighting::uniform));
   EXPECT_DOUBLE_EQ(reference.cut.crossing_bytes, 1.0);
   EXPECT_GT(teamlb.cut.crossing_bytes, reference.cut.crossing_bytes);
   const auto team_loads = [&graph](const TeamPlan& plan) {
     std::vector<double> loads(2, 0.0);
     for (std::size_t t = 0; t < 8; ++t) {
-      loads[static_cast<std::size_t>(plan.tile_team[t])] += graph.seconds[t];
+      loads[static_cast<std::size_t>(plan.rank_team[static_cast<std::size_t>(
+          plan.tile_holders[t])])] += graph.seconds[t];
     }
     return loads;
   };
   EXPECT_LT(load_imbalance(team_loads(teamlb)), load_imbalance(team_loads(reference)));
 }
 
+TEST(PlanTeamsOfTiles, UnevenLastTeamGetsItsShare) {
+  // 3 ranks in teams of 2: team 0 is ranks 0-1, team 1 is rank 2 alone, with a third of
+  // the work.
+  const std::vector<TileTraffic> traffic = cliques(3, 2);
+  const std::vector<double> seconds(6, 1.0);
+  const std::vector<int> holders{0, 0, 1, 1, 2, 2};
+  const TeamPlan plan =
+      plan_teams({3, 2, seconds, holders, traffic, TeamWeighting::load, TeamUnit::tiles});
+  EXPECT_EQ(plan.rank_team, (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(plan.tile_holders, holders);
+  EXPECT_TRUE(plan.moves.empty());
+  // Tile 1 on rank 0 reads tile 2 on rank 1 (same team); tile 3 on rank 1 reads tile 4 on
+  // rank 2 (crosses).
+  EXPECT_DOUBLE_EQ(plan.cut.total_bytes, 2.0);
+  EXPECT_DOUBLE_EQ(plan.cut.crossing_bytes, 1.0);
+}
+
+// ---------------------------------------------------------------- both
+
 TEST(PlanTeams, TheSamePlanEveryTime) {
   const TwoCliques graph;
-  const TeamPlan first = plan_teams(graph.request(2));
-  const TeamPlan second = plan_teams(graph.request(2));
-  EXPECT_EQ(first.tile_holders, second.tile_holders);
-  EXPECT_EQ(first.tile_team, second.tile_team);
+  for (const TeamUnit unit : {TeamUnit::ranks, TeamUnit::tiles}) {
+    TeamRequest request = graph.request(2);
+    request.unit = unit;
+    const TeamPlan first = plan_teams(request);
+    const TeamPlan second = plan_teams(request);
+    EXPECT_EQ(first.tile_holders, second.tile_holders);
+    EXPECT_EQ(first.rank_team, second.rank_team);
+  }
 }
 
 TEST(PlanTeams, BadInputIsNamed) {
@@ -208,8 +375,8 @@ TEST(PlanTeams, BadInputIsNamed) {
   request = graph.request(2);
   request.traffic = negative_bytes;
   EXPECT_EQ(thrown_message([&] { (void)plan_teams(request); }),
-            "plan_teams: traffic entry 3 (tiles 1 and 2) has -8 bytes; bytes are finite and not "
-            "negative");
+            "plan_teams: traffic entry 3 (tile 1 reading tile 2) has -8 bytes; bytes are finite "
+            "and not negative");
 
   std::vector<TileTraffic> unknown_tile = graph.traffic;
   unknown_tile.push_back({2, 8, 5.0});
@@ -221,43 +388,38 @@ TEST(PlanTeams, BadInputIsNamed) {
   const std::vector<double> three_seconds{1, 1, 1};
   const std::vector<int> three_holders{0, 1, 2};
   EXPECT_EQ(thrown_message([&] {
-              (void)plan_teams({4, 1, three_seconds, three_holders, {}, TeamWeighting::load});
+              (void)plan_teams({4, 1, three_seconds, three_holders, {}, TeamWeighting::load,
+                                TeamUnit::tiles});
             }),
             "plan_teams: 3 tiles cannot fill 4 teams of 1 ranks");
 }
 
-TEST(PlanTeams, UnevenLastTeamGetsItsShare) {
-  // 3 ranks in teams of 2: team 0 is ranks 0-1, team 1 is rank 2 alone, with a third of
-  // the work.
-  const std::vector<TileTraffic> traffic = cliques(3, 2);
-  const std::vector<double> seconds(6, 1.0);
-  const std::vector<int> holders{0, 0, 1, 1, 2, 2};
-  const TeamPlan plan = plan_teams({3, 2, seconds, holders, traffic, TeamWeighting::load});
-  EXPECT_EQ(plan.rank_team, (std::vector<int>{0, 0, 1}));
-  EXPECT_EQ(plan.tile_team, (std::vector<int>{0, 0, 0, 0, 1, 1}));
-  EXPECT_EQ(plan.tile_holders, holders);
-  EXPECT_TRUE(plan.moves.empty());
-  EXPECT_DOUBLE_EQ(plan.cut.crossing_bytes, 1.0);
+TEST(ConsecutiveTeams, TeamIsTheRankOverTheTeamSize) {
+  EXPECT_EQ(consecutive_teams(8, 4), (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(consecutive_teams(8, 3), (std::vector<int>{0, 0, 0, 1, 1, 1, 2, 2}));
+  EXPECT_EQ(thrown_message([] { (void)consecutive_teams(8, 0); }),
+            "consecutive_teams: team size 0 is not between 1 and the job's 8 ranks");
 }
 
-TEST(ConsecutiveTeams, TeamIsTheHoldersRankOverTheTeamSize) {
-  const std::vector<int> holders{0, 1, 2, 3, 4, 5, 6, 7};
-  EXPECT_EQ(consecutive_teams(holders, 4), (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
-  EXPECT_EQ(consecutive_teams(holders, 3), (std::vector<int>{0, 0, 0, 1, 1, 1, 2, 2}));
-  EXPECT_EQ(thrown_message([&] { (void)consecutive_teams(holders, 0); }),
-            "consecutive_teams: team size 0 is below 1");
-}
-
-TEST(EdgeCut, CountsTheBytesBetweenTeamsAndEverythingInTheTotal) {
-  const std::vector<TileTraffic> traffic{{0, 1, 10.0}, {1, 2, 30.0}, {2, 2, 5.0}, {2, 3, 55.0}};
-  const std::vector<int> teams{0, 0, 1, 1};
-  const auto cut = edge_cut(traffic, teams);
+TEST(MessageCut, ATileTravelsOncePerReceivingRankAndCrossesWhenTheTeamsDiffer) {
+  // Tiles 0 and 1 on rank 0, tile 2 on rank 1, tile 3 on rank 2; ranks 0 | 1 2.
+  const std::vector<TileTraffic> traffic{
+      {0, 1, 10.0}, {1, 2, 30.0}, {2, 2, 5.0}, {3, 2, 55.0}, {0, 2, 30.0}};
+  const std::vector<int> holders{0, 0, 1, 2};
+  const std::vector<int> teams{0, 1, 1};
+  const auto cut = message_cut(traffic, holders, teams);
+  // Tile 2 to rank 0 once (30 bytes, crosses), to rank 2 (55, same team); the rest is local.
+  EXPECT_DOUBLE_EQ(cut.total_bytes, 85.0);
   EXPECT_DOUBLE_EQ(cut.crossing_bytes, 30.0);
-  EXPECT_DOUBLE_EQ(cut.total_bytes, 100.0);
-  EXPECT_DOUBLE_EQ(cut.fraction(), 0.3);
-  EXPECT_DOUBLE_EQ(edge_cut({}, teams).fraction(), 0.0);
-  EXPECT_EQ(thrown_message([&] { (void)edge_cut(traffic, std::vector<int>{0, 0}); }),
-            "edge_cut: traffic entry 1 names tile 2, not one of the 2 tiles");
+  EXPECT_EQ(cut.logged_bytes, (std::vector<double>{0, 30, 0}));
+  EXPECT_DOUBLE_EQ(cut.fraction(), 30.0 / 85.0);
+  EXPECT_DOUBLE_EQ(message_cut({}, holders, teams).fraction(), 0.0);
+  EXPECT_EQ(thrown_message([&] { (void)message_cut(traffic, std::vector<int>{0, 0}, teams); }),
+            "message_cut: traffic entry 1 names tile 2, not one of the 2 tiles");
+  EXPECT_EQ(thrown_message([&] {
+              (void)message_cut(traffic, std::vector<int>{0, 0, 1, 3}, teams);
+            }),
+            "message_cut: tile 3 is held by rank 3, not one of the 3 ranks with a team");
 }
 
 TEST(LoadImbalance, IsMaxOverAverageLessOne) {
