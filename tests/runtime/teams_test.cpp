@@ -341,6 +341,19 @@ TEST(PlanTeams, TheSamePlanEveryTime) {
   }
 }
 
+TEST(PlanTeams, TrafficWithoutBytesLeavesConsecutiveTeams) {
+  const std::vector<TileTraffic> traffic{{0, 1, 0.0}, {2, 3, 0.0}};
+  const std::vector<double> seconds{1, 1, 1, 1};
+  const std::vector<int> holders{0, 1, 2, 3};
+  for (const TeamUnit unit : {TeamUnit::ranks, TeamUnit::tiles}) {
+    const TeamPlan plan =
+        plan_teams({4, 2, seconds, holders, traffic, TeamWeighting::load, unit});
+    EXPECT_EQ(plan.rank_team, (std::vector<int>{0, 0, 1, 1}));
+    EXPECT_EQ(plan.tile_holders, holders);
+    EXPECT_DOUBLE_EQ(plan.cut.fraction(), 0.0);
+  }
+}
+
 TEST(PlanTeams, BadInputIsNamed) {
   const TwoCliques graph;
   EXPECT_EQ(thrown_message([&] { (void)plan_teams(graph.request(0)); }),

@@ -120,6 +120,11 @@ idx_t scaled(double value, double total) {
   return static_cast<idx_t>(std::max(1.0, std::round(value / total * kWeightScale)));
 }
 
+/// Whether a graph has an edge for METIS to weigh: without one, any grouping cuts nothing.
+bool any_bytes(const std::map<std::pair<int, int>, double>& pairs) {
+  return std::any_of(pairs.begin(), pairs.end(), [](const auto& pair) { return pair.second > 0.0; });
+}
+
 /// A weighted undirected graph in METIS' compressed form.
 struct MetisGraph {
   std::vector<idx_t> xadj;
@@ -339,7 +344,7 @@ std::vector<int> rank_teams(const TeamRequest& request, int teams) {
     ranks.bytes[at(sender)][at(receiver)] += size;
     ranks.bytes[at(receiver)][at(sender)] += size;
   }
-  if (pairs.empty()) return consecutive_teams(request.ranks, request.team_size);
+  if (!any_bytes(pairs)) return consecutive_teams(request.ranks, request.team_size);
   for (std::size_t t = 0; t < request.tile_holders.size(); ++t) {
     ranks.load[at(request.tile_holders[t])] += request.tile_seconds[t];
   }
@@ -379,7 +384,7 @@ std::vector<int> tile_teams(const TeamRequest& request, int teams) {
     if (t.reader != t.read) pairs[std::minmax(t.reader, t.read)] += t.bytes;
   }
   std::vector<int> part;
-  if (pairs.empty()) {
+  if (!any_bytes(pairs)) {
     part.assign(request.tile_holders.begin(), request.tile_holders.end());
     for (int& p : part) p /= request.team_size;
   } else {
