@@ -20,6 +20,8 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpmix-dev
+  # TeamLB's graph partitioner (runtime_client/teams)
+  libmetis-dev
   # The simulator (sim/): SimGrid 3.32's S4U API (actors, hosts, links, platform XML)
   libsimgrid-dev
   libzmq3-dev cppzmq-dev
