@@ -150,6 +150,13 @@ ElasticSession::ElasticSession(int argc, char** argv) {
 }
 
 ElasticSession::~ElasticSession() {
+  if (recovery_unreported_ && link_) {
+    try {
+      report_recovery(std::chrono::seconds(5));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bellows: the job's recovery was not reported to the controller: %s\n", e.what());
+    }
+  }
   if (!opened_port_) return;
   std::error_code ignored;
   std::filesystem::remove(job_port_file(), ignored);
@@ -227,20 +234,28 @@ int ElasticSession::recover(int it, const IterationReport& report) {
   auto nodes = ControlPlaneLink::gather_nodes(communicator(), link_->node());
   if (rank() != 0) return resume;
   link_->set_nodes_by_rank(std::move(nodes));
-  // The ranks noticed the loss through MPI within milliseconds; the controller's word of it
-  // (kRanksLost, about 0.25 s after a rank's death) may still be on its way.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (link_->failures().size() <= failures_reported_ && std::chrono::steady_clock::now() < deadline) {
+  recovery_unreported_ = UnreportedRecovery{static_cast<std::uint32_t>(size()),
+                                            "rolled back to iteration " + std::to_string(recovery.iteration) +
+                                                " on " + std::to_string(size()) + " ranks"};
+  report_recovery(std::chrono::milliseconds(0));
+  return resume;
+}
+
+void ElasticSession::report_recovery(std::chrono::milliseconds wait) {
+  // The ranks notice a loss through MPI within milliseconds; the controller's word of it
+  // (kRanksLost, about 0.25 s after a rank's death) may still be on its way. The job goes on
+  // meanwhile: the recovery is reported after a later iteration, or at the session's end.
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
     link_->poll();
+    if (link_->failures().size() > failures_reported_) break;
+    if (std::chrono::steady_clock::now() >= deadline) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (link_->failures().size() > failures_reported_) {
-    failures_reported_ = link_->failures().size();
-    link_->report_recovered(link_->failures().back().failure_id, static_cast<std::uint32_t>(size()),
-                            "rolled back to iteration " + std::to_string(recovery.iteration) + " on " +
-                                std::to_string(size()) + " ranks");
-  }
-  return resume;
+  failures_reported_ = link_->failures().size();
+  link_->report_recovered(link_->failures().back().failure_id, recovery_unreported_->ranks,
+                          recovery_unreported_->detail);
+  recovery_unreported_.reset();
 }
 
 void ElasticSession::after_iteration(int it, const IterationReport& report) {
@@ -258,6 +273,7 @@ void ElasticSession::after_iteration(int it, const IterationReport& report) {
     shape = job_shape_;
   }
   link_->publish(report, it + 1, shape);
+  if (recovery_unreported_) report_recovery(std::chrono::milliseconds(0));
 }
 
 }  // namespace bellows::runtime

@@ -122,8 +122,9 @@ class ElasticSession {
   /// After iteration `it` lost ranks (`report.completed()` false), on every survivor: the
   /// job recovers (ElasticJob::recover: agree on the lost, rebuild the communicator, roll back
   /// to the buddies' checkpoint), and under `bellows run` rank 0 learns the survivors' nodes
-  /// and, once the controller's failure has reached it (up to 5 s), reports the job recovered
-  /// (ControlPlaneLink::report_recovered). Returns the iteration (0-based) the loop resumes
+  /// and reports the job recovered (ControlPlaneLink::report_recovered) once the controller's
+  /// failure has reached it: at once, after a later iteration, or at the latest when the
+  /// session ends (waiting up to 5 s then); the job does not wait for it. Returns the iteration (0-based) the loop resumes
   /// at. Collective over the survivors; throws RebuildError or RecoveryError when the job
   /// cannot recover.
   int recover(int it, const IterationReport& report);
@@ -154,6 +155,15 @@ class ElasticSession {
   std::optional<ControlPlaneLink::JobShape> job_shape_;  ///< rank 0: the last one published
   std::chrono::steady_clock::time_point job_shape_at_{};
   std::size_t failures_reported_ = 0;  ///< rank 0: ControlPlaneLink::failures() reported recovered
+  /// Rank 0: a recovery whose failure had not reached this rank from the controller yet.
+  struct UnreportedRecovery {
+    std::uint32_t ranks = 0;
+    std::string detail;
+  };
+  std::optional<UnreportedRecovery> recovery_unreported_;
+  /// Rank 0: reports recovery_unreported_ as soon as the controller's failure is here,
+  /// waiting for it at most `wait`.
+  void report_recovery(std::chrono::milliseconds wait);
 };
 
 }  // namespace bellows::runtime
