@@ -114,6 +114,7 @@ void ControllerService::step(std::chrono::milliseconds wait) {
   for (auto& item : work) item();
   resizes_->poll();
   track_finished();
+  replace_lost_nodes();
   if (engine_ && clock_.now() >= next_tick_) {
     tick_policy();
     next_tick_ = clock_.now() + options_.policy->tick;
@@ -309,6 +310,33 @@ Outcome ControllerService::resize(int delta, Requester requester, const std::str
   if (outcome.accepted && engine_ && requester != Requester::policy)
     engine_->resize_started(clock_.now());
   return outcome;
+}
+
+void ControllerService::replace_lost_nodes() {
+  if (!options_.policy || options_.policy->recovery.on_node_loss != policy::NodeLossAction::replace) return;
+  for (const FailureView& f : resizes_->failures()) {
+    if (f.state != ResizeState::recovered || !recoveries_seen_.insert(f.id).second) continue;
+    std::vector<std::string> dropped;
+    for (const std::string& node : f.nodes) {
+      // The first node stays in the job (ResizeController::drop_lost): nothing to replace.
+      if (node != options_.nodes.front()) dropped.push_back(node);
+    }
+    if (!dropped.empty()) replacements_due_.emplace_back(f.id, std::move(dropped));
+  }
+  if (replacements_due_.empty() || resizes_->active()) return;
+  const auto [id, dropped] = replacements_due_.front();
+  replacements_due_.pop_front();
+  std::string names;
+  for (const std::string& node : dropped) names += (names.empty() ? "" : ", ") + node;
+  const std::string reason = "replacing " + names + ", lost in failure " + std::to_string(id) +
+                             " (recovery.on_node_loss: replace)";
+  nodes_before_resize_ = resizes_->nodes().size();
+  const Outcome outcome = resize(static_cast<int>(dropped.size()), Requester::policy, reason);
+  if (outcome.accepted) {
+    if (engine_) engine_->resize_started(clock_.now());
+    return;
+  }
+  std::fprintf(stderr, "bellows run: info: %s not asked for: %s\n", names.c_str(), outcome.text.c_str());
 }
 
 void ControllerService::tick_policy() {

@@ -5,12 +5,18 @@ processes: `bellows run` of a GEMM on 3 nodes with buddy checkpoints at every it
 
 Once a few iterations ran, the rank of the last node is killed with SIGKILL. The survivors
 notice it through MPI, agree on who is lost, rebuild their communicator and roll back to the
-checkpoint (ElasticSession::recover); the job finishes all its iterations on 2 ranks with a
-verified result, `bellows run` exits 0, and the event log shows the failure detected, the
-survivors told, and the job recovered. Nothing of the job is left.
+checkpoint (ElasticSession::recover); the job finishes all its iterations with a verified
+result, `bellows run` exits 0, and the event log shows the failure detected, the survivors
+told, and the job recovered. Nothing of the job is left.
 
-  lost_rank_survived_test.py --bellows PATH --app PATH
-Prints "lost_rank_survived: PASS" or "lost_rank_survived: FAIL: why".
+With `--on-node-loss shrink` (no policy: what a job without one does) the job ends on 2 ranks.
+With `--on-node-loss replace` (a policy saying `recovery: {on_node_loss: replace}`), once the job
+has recovered the controller asks for a node in place of the lost one: an expand by the policy
+whose reason names the lost node and the failure, which completes, and the job ends on 3 ranks
+again.
+
+  lost_rank_survived_test.py --bellows PATH --app PATH [--on-node-loss shrink|replace]
+Prints "NAME: PASS" or "NAME: FAIL: why", NAME lost_rank_survived or lost_rank_replaced.
 """
 import json
 import os
@@ -27,9 +33,23 @@ ITERATIONS = 14
 KILL_AT_ITERATION = 3
 
 
+POLICY_REPLACE = """\
+nodes:
+  min: 2
+  max: 3
+recovery:
+  on_node_loss: replace
+"""
+
+
 def main():
-    t = LocalJobTest("lost_rank_survived")
-    job = t.start("--nodes", "3:3", "--pool", "3", "--quiet", "--",
+    t = LocalJobTest("lost_rank", lambda parser: parser.add_argument(
+        "--on-node-loss", choices=["shrink", "replace"], default="shrink"))
+    replace = t.args.on_node_loss == "replace"
+    t.name = "lost_rank_replaced" if replace else "lost_rank_survived"
+    policy = ["--policy", t.write("replace.yaml", POLICY_REPLACE)] if replace else []
+    final_ranks = 3 if replace else 2
+    job = t.start("--nodes", "3:3", "--pool", "3", *policy, "--quiet", "--",
                   t.args.app, "--n", "768", "--tile", "128", "--iterations", str(ITERATIONS),
                   "--kernel", "emulated", "--emulated-gflops", "1", "--emulated-compute", "on",
                   "--checkpoint", "on", "--checkpoint-every", "1", "--verify")
@@ -64,9 +84,9 @@ def main():
     if report.get("verified") is not True:
         t.fail(f"the job's result is not verified: residual {report.get('residual')}")
     sizes = [i["ranks"] for i in report["iterations"]]
-    if len(sizes) != ITERATIONS or sizes[-1] != 2 or report["ranks"] != 2:
+    if len(sizes) != ITERATIONS or 2 not in sizes or sizes[-1] != final_ranks or report["ranks"] != final_ranks:
         t.fail(f"iterations ran on {sizes} ranks (job of {report['ranks']}), expected {ITERATIONS} "
-               "iterations ending on 2 ranks")
+               f"iterations, some on 2 ranks, ending on {final_ranks}")
     t.log(f"the job finished verified: iterations on {sizes} ranks")
 
     failures = [e for e in t.events() if e["kind"] == "failure" and not e["refused"]]
@@ -77,6 +97,16 @@ def main():
     if f"lost rank {victim['rank']} on {victim['node']}" not in detected["detail"]:
         t.fail(f"the failure does not name rank {victim['rank']} on {victim['node']}: {detected['detail']!r}")
     t.log(f"failure lines: {[(e['event'], e['to']) for e in failures]}")
+    expands = [e for e in t.events() if e["kind"] == "expand"]
+    if replace:
+        wanted = f"replacing {victim['node']}, lost in failure {detected['resize']} (recovery.on_node_loss: replace)"
+        asked = [e for e in expands if e["reason"] == wanted]
+        if not asked or asked[0]["requester"] != "policy" or not any(e["to"] == "committed" for e in asked):
+            t.fail(f"no completed expand by the policy with reason {wanted!r}: "
+                   f"{[(e['reason'], e['to'], e['refused']) for e in expands]}")
+        t.log(f"replacement: {[(e['event'], e['to']) for e in asked]}")
+    elif expands:
+        t.fail(f"an expand without on_node_loss replace: {[(e['reason'], e['to']) for e in expands]}")
     t.check_logs("latest", err, allowed=["ended without leaving the job", "the rank launcher"])
     t.passed(t.job_dir())
 

@@ -125,6 +125,10 @@ class ControllerService {
   void on_peer_gone(const transport::PeerId& peer);
   bool send(const std::string& node, const protocol::Message& message);
   void tick_policy();
+  /// recovery.on_node_loss: replace. Once the job has recovered from a failure, asks for as
+  /// many nodes as it dropped (an expand by the policy, within nodes.max), one failure at a
+  /// time and when no resize is in flight.
+  void replace_lost_nodes();
   void track_finished();
   /// Sends job_view() to every registered daemon that does not hold it yet (all of them when
   /// it changed).
@@ -159,6 +163,10 @@ class ControllerService {
   std::string last_decision_;
   std::string last_hold_;  ///< why the last policy tick held (empty: it decided, or none ran)
   std::string policy_paused_;  ///< why the last tick was skipped (empty: it ran)
+  /// Failures the job recovered from whose replacement was considered, and the ones whose
+  /// nodes are still to be asked for (id and the nodes dropped).
+  std::set<ResizeId> recoveries_seen_;
+  std::deque<std::pair<ResizeId, std::vector<std::string>>> replacements_due_;
 };
 
 }  // namespace bellows::controller
