@@ -52,6 +52,14 @@ namespace {
 namespace fs = std::filesystem;
 namespace ctl = bellows::controller;
 
+/// "was killed by signal 9 (Killed)" or "exited with status 3", of a waitpid status.
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status)) {
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + ::strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
 struct RunOptions {
   std::string backend = "local";
   std::string nodes;
@@ -518,10 +526,30 @@ int run_job(RunOptions o) {
   // Let what the last ranks reported arrive, then stop the daemons.
   for (int i = 0; i < 5; ++i) service.step(std::chrono::milliseconds(20));
   // A first rank that crashed is a failure, whether or not its daemon saw it first.
+  const bool first_rank_lost = !forwarded && (WIFSIGNALED(status) || WEXITSTATUS(status) != 0);
   if (!forwarded) {
     service.first_rank_ended(static_cast<std::int32_t>(child), WIFEXITED(status) ? WEXITSTATUS(status) : 0,
                              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   }
+  if (first_rank_lost && service.other_ranks_running()) {
+    // The survivors may recover without it (ElasticSession::recover): the job goes on until
+    // their ranks end, its output then in the log of the new first rank's node.
+    std::fprintf(stderr, "bellows run: info: the job's first rank (pid %d) %s; the job goes on on its "
+                 "other nodes until their ranks end (their output is in %s/nodes/NODE/bellowsd.log)\n",
+                 static_cast<int>(child), describe_exit(status).c_str(), job_dir.c_str());
+    while (service.other_ranks_running() && g_stop_signal.load() == 0) {
+      service.step(std::chrono::milliseconds(50));
+      if (!o.quiet && std::chrono::steady_clock::now() >= next_progress) {
+        const std::string line = progress_line(service);
+        if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
+        last_line = line;
+        next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      }
+    }
+    for (int i = 0; i < 5; ++i) service.step(std::chrono::milliseconds(20));
+  }
+  // The job carried on without its first rank and recovered from every failure.
+  const bool carried_on = first_rank_lost && g_stop_signal.load() == 0 && service.recovered_from_failures();
   const auto final_status = service.status();
   service.shutdown();
 
@@ -529,6 +557,7 @@ int run_job(RunOptions o) {
   print_timeline(stderr, ctl::read_event_log(protocol::JobDirectory{job_dir}.event_log()));
   std::fprintf(stderr, "bellows: job %s ended on %zu node(s); events: bellows events %s\n",
                job.c_str(), final_status["nodes"].size(), job.c_str());
+  if (carried_on) return 0;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }

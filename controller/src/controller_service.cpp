@@ -178,6 +178,7 @@ void ControllerService::on_request(const transport::Incoming& in, transport::Res
       return;
     }
     daemons_[hello->node_name] = in.peer;
+    ranks_ended_.erase(hello->node_name);  // a daemon of its own for each stay of a node
     responder.reply(protocol::Ack{protocol::AckCode::ok, "welcome " + hello->node_name});
     job_control_.daemon_registered(hello->node_name);
   } else if (const auto* request = std::get_if<protocol::AllocationRequest>(&message)) {
@@ -245,7 +246,9 @@ void ControllerService::on_notification(const transport::Incoming& in) {
   } else if (const auto* ack = std::get_if<protocol::ResizeAck>(&in.envelope.message)) {
     job_control_.resize_report(node, ack->report);
   } else if (const auto* exited = std::get_if<protocol::RankExited>(&in.envelope.message)) {
-    job_control_.rank_exited(node, *exited);
+    ranks_ended_.insert(node);
+    // A rank that ended normally (it detached) is no failure.
+    if (exited->crashed()) job_control_.rank_exited(node, *exited);
   }
 }
 
@@ -271,6 +274,14 @@ void ControllerService::first_rank_ended(std::int32_t pid, std::int32_t exit_cod
   if (!exited.crashed()) return;
   job_control_.rank_exited(options_.nodes.front(), exited);
   resizes_->poll();
+}
+
+bool ControllerService::other_ranks_running() const {
+  for (const std::string& node : resizes_->nodes()) {
+    if (node == options_.nodes.front()) continue;  // the first node's rank is the caller's
+    if (daemons_.contains(node) && !ranks_ended_.contains(node)) return true;
+  }
+  return false;
 }
 
 void ControllerService::fence_unmanaged_rank(const std::string& node, std::int32_t pid) {

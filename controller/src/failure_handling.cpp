@@ -165,7 +165,7 @@ void ResizeController::drop_lost(std::size_t index, std::string& detail) {
   std::vector<std::string> dropped;
   for (const std::string& node : lost.nodes) {
     if (node == nodes_.front()) {
-      append(detail, node + " is the job's first node and stays: the job does not run on without its first rank");
+      append(detail, node + " is the job's first node and stays in the job, where `bellows run` runs");
       continue;
     }
     dropped.push_back(node);

@@ -96,7 +96,8 @@ struct ControllerLink::State {
   bool said_controller_gone = false;
   bool stopped_orphaned = false;
 
-  /// Every 100 ms: ranks whose process ended are reported (RankExited) and forgotten.
+  /// Every 100 ms: ranks whose process ended are reported (RankExited: exit code 0 after
+  /// detaching, -1 without leaving the job; nothing after leaving it) and forgotten.
   void watch() {
     std::unique_lock lock(mutex);
     while (!changed.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopping; })) {
@@ -106,8 +107,11 @@ struct ControllerLink::State {
           continue;
         }
         if (it->second.detached) {
+          // A normal end: the controller counts the job's ranks still running (a job that lost
+          // its first rank ends when the others have).
           spdlog::debug("rank {} ({}, pid {}) ended after detaching", it->second.rank, it->first,
                         it->second.pid);
+          client->notify(protocol::RankExited{it->second.rank, it->second.pid, 0, 0});
         } else if (!it->second.left) {
           if (stop_signal_within_grace()) {
             spdlog::info("rank {} ({}, pid {}) ended as the daemon stops", it->second.rank,

@@ -9,6 +9,10 @@ checkpoint (ElasticSession::recover); the job finishes all its iterations with a
 result, `bellows run` exits 0, and the event log shows the failure detected, the survivors
 told, and the job recovered. Nothing of the job is left.
 
+With `--victim first` the rank killed is the job's first (rank 0, the process `bellows run`
+started): the survivors recover as rank 0 and 1, `bellows run` goes on until their ranks end and
+exits 0, and the job's report is in the log of the new first rank's node.
+
 With `--on-node-loss shrink` (no policy: what a job without one does) the job ends on 2 ranks.
 With `--on-node-loss replace` (a policy saying `recovery: {on_node_loss: replace}`), once the job
 has recovered the controller asks for a node in place of the lost one: an expand by the policy
@@ -16,7 +20,9 @@ whose reason names the lost node and the failure, which completes, and the job e
 again.
 
   lost_rank_survived_test.py --bellows PATH --app PATH [--on-node-loss shrink|replace]
-Prints "NAME: PASS" or "NAME: FAIL: why", NAME lost_rank_survived or lost_rank_replaced.
+                             [--victim last|first]
+Prints "NAME: PASS" or "NAME: FAIL: why", NAME lost_rank_survived, lost_rank_replaced or
+lost_first_rank_survived.
 """
 import json
 import os
@@ -43,10 +49,14 @@ recovery:
 
 
 def main():
-    t = LocalJobTest("lost_rank", lambda parser: parser.add_argument(
-        "--on-node-loss", choices=["shrink", "replace"], default="shrink"))
+    def options(parser):
+        parser.add_argument("--on-node-loss", choices=["shrink", "replace"], default="shrink")
+        parser.add_argument("--victim", choices=["last", "first"], default="last")
+
+    t = LocalJobTest("lost_rank", options)
     replace = t.args.on_node_loss == "replace"
-    t.name = "lost_rank_replaced" if replace else "lost_rank_survived"
+    first = t.args.victim == "first"
+    t.name = "lost_rank_replaced" if replace else "lost_first_rank_survived" if first else "lost_rank_survived"
     policy = ["--policy", t.write("replace.yaml", POLICY_REPLACE)] if replace else []
     final_ranks = 3 if replace else 2
     job = t.start("--nodes", "3:3", "--pool", "3", *policy, "--quiet", "--",
@@ -66,9 +76,9 @@ def main():
             time.sleep(0.05)
         else:
             t.fail_hung(job, f"iteration {KILL_AT_ITERATION} with 3 ranks not reported within 90 s; last {status}")
-        victim = max(status["processes"], key=lambda p: p["rank"])
-        if victim["rank"] == 0:
-            t.fail(f"no rank but the first to kill: {status['processes']}")
+        victim = (min if first else max)(status["processes"], key=lambda p: p["rank"])
+        if (victim["rank"] == 0) != first:
+            t.fail(f"no rank {'0' if first else 'but the first'} to kill: {status['processes']}")
         os.kill(victim["pid"], signal.SIGKILL)
         t.log(f"killed rank {victim['rank']} (pid {victim['pid']}) on {victim['node']} at iteration "
               f"{status['iteration']}")
@@ -78,6 +88,14 @@ def main():
     if job.returncode != 0:
         t.fail(f"bellows run exited {job.returncode}, expected 0; stderr {err[-2000:]!r}")
     lines = [line for line in out.strip().splitlines() if line.startswith("{")]
+    if first:
+        # The new first rank printed it, into its node's log (its daemon's output).
+        if lines:
+            t.fail(f"a report on bellows run's output although its first rank was killed: {lines[-1][:200]}")
+        for log in sorted(Path(t.job_dir(), "nodes").glob("*/bellowsd.log")):
+            lines += [line for line in log.read_text().splitlines() if line.startswith('{"app"')]
+        if "the job's first rank (pid" not in err or "the job goes on on its other nodes" not in err:
+            t.fail(f"bellows run did not say it carried on without the first rank: {err[-1500:]!r}")
     if not lines:
         t.fail(f"the job printed no report; stdout {out[-1500:]!r} stderr {err[-1500:]!r}")
     report = json.loads(lines[-1])

@@ -13,8 +13,10 @@ plane alone, not on how a runtime recovers.
    node_lost on local2 with rank 2; the rank the daemon left behind is killed (it would run on
    unmanaged); the first rank receives the lost rank.
 3. A whole node lost: local1's daemon and rank killed at once: one failure, rank 1 on local1.
-4. In a second job, the first rank killed: a failure like the others, given up as the job ends
-   with its first rank.
+4. In a second job, the first rank killed: a failure like the others. `bellows run` says the job
+   goes on on its other node and waits for that rank, which does not recover (it only waits):
+   once it ends, the job ends, the failure given up and `bellows run` exiting with the first
+   rank's status (9: its mpiexec's).
 Each detection time (from the kill to the line in the event log) is printed and bounded. No
 process of the job is left; `bellows plot` marks both failures.
 
@@ -210,12 +212,24 @@ def main():
         t.fail(f"bellows plot did not mark the 3 failures: {r.returncode} {r.stdout!r} {r.stderr!r}")
     first_job = job_dir
 
-    # 4. The job's first rank killed (a job of its own): detected like any rank; the job ends
-    # with it, and the failure is given up.
-    job, job_dir, pids = start_job(t, Path(t.top) / "ranks-2", 2)
+    # 4. The job's first rank killed (a job of its own): detected like any rank; the job goes on
+    # on local1 until its rank ends, which never reports a recovery: the failure is given up.
+    out = Path(t.top) / "ranks-2"
+    job, job_dir, pids = start_job(t, out, 2)
     killed_at = time.time()
     os.kill(pids["local0"], signal.SIGKILL)
+    wait_for(t, job, "failure 1 agreed",
+             lambda: (ls := failure_lines(t, 1)) and any(e["to"] == "agreed" for e in ls))
+    time.sleep(0.5)
+    if job.poll() is not None:
+        t.fail(f"bellows run ended with its first rank although local1's rank runs: {job.stderr.read()[-1500:]}")
+    (out / "stop").touch()
     err = end_job(t, job)
+    if "the job's first rank (pid" not in err or "the job goes on on its other nodes" not in err:
+        t.fail(f"bellows run did not say it went on without its first rank:\n{err[-1500:]}")
+    if job.returncode != signal.SIGKILL:
+        t.fail(f"bellows run exited {job.returncode}, expected {int(signal.SIGKILL)}: the first rank's "
+               "mpiexec's status (hydra exits with the number of the signal that killed its rank)")
     lines = failure_lines(t, 1)
     if not lines or lines[0]["event"] != "rank_died" or "lost rank 0 on local0" not in lines[0]["detail"] or \
             lines[-1]["to"] != "given_up":

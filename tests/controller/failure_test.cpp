@@ -141,7 +141,7 @@ TEST_F(FailureTest, ASecondFailureDuringARecoveryIsRecordedOnItsOwnAndOneReportE
   EXPECT_EQ(lines[2].detail,
             "a rank on node0 died: rank 0 (pid 4711) killed by signal 9; failure 1 is still being recovered "
             "from: this one is recorded and told on its own; lost rank 0 on node0; node0 is the job's first "
-            "node and stays: the job does not run on without its first rank");
+            "node and stays in the job, where `bellows run` runs");
   EXPECT_EQ(job.calls().back(), "tell_lost 2 node0 ranks 0 to");
   // The same node again: already lost, refused and logged.
   rank_killed("node1", 1);

@@ -174,20 +174,22 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
   EXPECT_EQ(line(rank), "abort id=23 reason=slurm said no");
   EXPECT_EQ(line(rank), "done");
   EXPECT_TRUE(exited_zero(rank.wait_exit(20s)));
+  // The rank that detached ended normally: a RankExited with exit code 0, which the
+  // controller counts as a rank that ended, not as a death.
+  ASSERT_EQ(received(expected.size() + 1).back(), pr::Message(pr::RankExited{5, rank.pid(), 0, 0}));
 
-  // A rank killed after it published its metrics: the daemon names it and its rank. By then
-  // the rank that detached, gone before, was seen gone too: it is no RankExited.
+  // A rank killed after it published its metrics: the daemon names it and its rank.
   ChildProcess doomed({BELLOWS_PROBE_PATH, "hold"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
   EXPECT_EQ(line(doomed), "attached bellowsd.tool.2:0");
   EXPECT_EQ(line(doomed), "published");
   // With the metrics go the rank they name and the pid the rank attached with.
-  ASSERT_EQ(received(expected.size() + 1).back(),
+  ASSERT_EQ(received(expected.size() + 2).back(),
             pr::Message(pr::NodeMetrics{"n7", {}, 7, doomed.pid()}));
   const pid_t pid = doomed.pid();
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   ASSERT_TRUE(doomed.wait_exit(20s).has_value());
-  auto all = received(expected.size() + 2);
-  ASSERT_EQ(all.size(), expected.size() + 2);
+  auto all = received(expected.size() + 3);
+  ASSERT_EQ(all.size(), expected.size() + 3);
   EXPECT_EQ(all.back(), pr::Message(pr::RankExited{7, pid, -1, 0}));
   EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: rank 7 (bellowsd.tool.2:0, pid " +
                                       std::to_string(pid) + ") ended without leaving the job")));

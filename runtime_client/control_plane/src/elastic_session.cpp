@@ -234,6 +234,12 @@ int ElasticSession::recover(int it, const IterationReport& report) {
   auto nodes = ControlPlaneLink::gather_nodes(communicator(), link_->node());
   if (rank() != 0) return resume;
   link_->set_nodes_by_rank(std::move(nodes));
+  if (!opened_port_) {
+    // The job's first rank was lost and this survivor is rank 0 now: new ranks of an expand
+    // connect here, on a port of its own.
+    open_job_port();
+    link_->on_expand_dropped([this] { rotate_job_port(); });
+  }
   recovery_unreported_ = UnreportedRecovery{static_cast<std::uint32_t>(size()),
                                             "rolled back to iteration " + std::to_string(recovery.iteration) +
                                                 " on " + std::to_string(size()) + " ranks"};

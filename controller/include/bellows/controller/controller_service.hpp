@@ -90,6 +90,12 @@ class ControllerService {
   /// `exit_code` or `signal` (0 when none): when that is a crash, a death on the job's first
   /// node, as its daemon would report it (the job ends with it, before the daemon may see it).
   void first_rank_ended(std::int32_t pid, std::int32_t exit_code, std::int32_t signal);
+  /// Whether a rank on a node other than the first may still run: its daemon is registered
+  /// and has not reported its rank's end (RankExited). A job that lost its first rank goes
+  /// on until none does.
+  [[nodiscard]] bool other_ranks_running() const;
+  /// Whether the job reported its recovery from every failure recorded (none: true).
+  [[nodiscard]] bool recovered_from_failures() const { return !resizes_->degraded(); }
 
   /// Asks for a resize by delta nodes (> 0 grow, < 0 shrink) on behalf of requester.
   Outcome resize(int delta, Requester requester, const std::string& reason);
@@ -166,6 +172,7 @@ class ControllerService {
   /// Failures the job recovered from whose replacement was considered, and the ones whose
   /// nodes are still to be asked for (id and the nodes dropped).
   std::set<ResizeId> recoveries_seen_;
+  std::set<std::string> ranks_ended_;  ///< nodes whose daemon reported its rank's end
   std::deque<std::pair<ResizeId, std::vector<std::string>>> replacements_due_;
 };
 

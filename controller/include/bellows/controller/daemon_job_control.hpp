@@ -46,8 +46,13 @@ class DaemonJobControl final : public JobControl {
   /// The daemon of `node` went away (exited, crashed, dropped): node_lost, with the node's
   /// rank as last noted.
   void daemon_gone(const std::string& node);
-  /// The job rank that runs on `node`, as its daemon last reported it (NodeMetrics).
-  void note_rank(const std::string& node, std::uint32_t rank) { node_ranks_[node] = rank; }
+  /// The job rank that runs on `node`, as its daemon last reported it (NodeMetrics). The
+  /// node of rank 0 is the one the job's resize orders go to: after the job lost its first
+  /// rank, the survivors' new rank 0 reports from another node, and the orders follow it.
+  void note_rank(const std::string& node, std::uint32_t rank) {
+    node_ranks_[node] = rank;
+    if (rank == 0) first_node_ = node;
+  }
   /// A rank of `node` ended without leaving the job (its daemon saw the process go): a death
   /// of the resize in flight, if any.
   void rank_exited(const std::string& node, const protocol::RankExited& exited);
