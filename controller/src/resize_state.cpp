@@ -143,12 +143,16 @@ std::optional<ResizeEvent> parse_resize_event(std::string_view text) noexcept {
   return parse_name<ResizeEvent>(kEventNames, text);
 }
 
-std::string transitions_markdown() {
-  std::string out = "| kind | state | event | next state | action |\n|---|---|---|---|---|\n";
-  for (const ResizeTransition& t : kTransitions) {
+std::string transitions_markdown(std::span<const ResizeTransition> rows, KindColumn kind_column) {
+  const bool with_kind = kind_column == KindColumn::shown;
+  std::string out = with_kind ? "| kind | state | event | next state | action |\n|---|---|---|---|---|\n"
+                              : "| state | event | next state | action |\n|---|---|---|---|\n";
+  for (const ResizeTransition& t : rows) {
     out += "| ";
-    out += to_string(t.kind);
-    out += " | ";
+    if (with_kind) {
+      out += to_string(t.kind);
+      out += " | ";
+    }
     out += to_string(t.from);
     out += " | ";
     out += to_string(t.event);
@@ -167,5 +171,7 @@ std::string transitions_markdown() {
   }
   return out;
 }
+
+std::string transitions_markdown() { return transitions_markdown(kTransitions, KindColumn::shown); }
 
 }  // namespace bellows::controller

@@ -173,6 +173,12 @@ class CommEngine {
   void post(MPI_Request request, Operation&& op);
   [[nodiscard]] static bool is_receive(const Operation& op);
   int next_tag();
+  /// A tile's element count, as MPI counts its doubles.
+  [[nodiscard]] static int element_count(const Tile& t) { return static_cast<int>(t.elements()); }
+  /// `now` on StealPolicy's clock.
+  [[nodiscard]] static StealPolicy::Time steal_time(std::chrono::steady_clock::time_point now) {
+    return std::chrono::duration_cast<StealPolicy::Time>(now.time_since_epoch());
+  }
   [[noreturn]] void fail(const std::string& what);
   /// After a same-host read failed with `error`: true (mpi_failure_ set) when the watch finds
   /// a peer lost within 100 ms, so that the iteration is abandoned rather than the job.

@@ -1,3 +1,9 @@
+// The engine's core: construction (devices, cost priors, checkpoints), attaching to a
+// communicator and the collective steps of an expand or shrink, registering task classes and
+// collections, the cost measurements, and a task's life from instantiation through its
+// inputs' arrival and placement on a device to its completion and successors' activation.
+// The iteration around them is engine_iteration.cpp's.
+
 #include "engine.hpp"
 #include "peer_watch.hpp"
 
@@ -46,19 +52,12 @@ std::size_t gpus_of(const RuntimeOptions& options) {
   return static_cast<std::size_t>(gpus);
 }
 
-/// "{1, 3}".
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "}";
-}
+}  // namespace
 
-std::string describe(const TaskClass& cls, const TaskKey& key) {
+std::string Engine::describe(const TaskClass& cls, const TaskKey& key) {
   return std::string(cls.name()) + "(" + std::to_string(key.index[0]) + "," +
          std::to_string(key.index[1]) + "," + std::to_string(key.index[2]) + ")";
 }
-
-}  // namespace
 
 Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(options)) {
   const bool emulated =
@@ -116,41 +115,6 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   checkpoints_ = std::make_unique<BuddyCheckpoints>(options_.checkpoint, node_of(options_.checkpoint));
   // Duplicated only once nothing above can throw, so the duplicate is never leaked.
   attach(comm);
-}
-
-void Engine::pin_new_placements() {
-  // (class, i0, i1, i2, rank) per task a new rank stole in this iteration.
-  std::vector<std::int32_t> mine;
-  {
-    std::lock_guard lock(migrations_mutex_);
-    if (rank_ >= first_new_rank_) {
-      for (const auto& key : stolen_this_iteration_) {
-        mine.insert(mine.end(), {static_cast<std::int32_t>(key.task_class), key.index[0],
-                                 key.index[1], key.index[2], rank_});
-      }
-    }
-    stolen_this_iteration_.clear();
-  }
-  const int count = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(size_)), offsets(counts.size());
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Iallgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_, &request);
-  wait_asleep(request);
-  int total = 0;
-  for (std::size_t r = 0; r < counts.size(); ++r) {
-    offsets[r] = total;
-    total += counts[r];
-  }
-  if (total == 0) return;
-  std::vector<std::int32_t> all(static_cast<std::size_t>(total));
-  MPI_Iallgatherv(mine.data(), count, MPI_INT32_T, all.data(), counts.data(), offsets.data(),
-                  MPI_INT32_T, comm_, &request);
-  wait_asleep(request);
-  for (std::size_t i = 0; i + 4 < all.size(); i += 5) {
-    const TaskKey key{static_cast<TaskClassId>(all[i]), {all[i + 1], all[i + 2], all[i + 3]}};
-    pinned_.emplace(key, all[i + 4]);  // a pinned task is never stolen, so never re-pinned
-  }
-  local_tasks_known_ = false;  // this rank's own tasks changed
 }
 
 void Engine::attach(MPI_Comm comm) {
@@ -855,183 +819,6 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
   const auto remaining = local_remaining_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (trace_) trace_->sample(iteration_clock(), ready_count(), completed);
   if (remaining == 0) comm_engine_->notify();
-}
-
-IterationReport Engine::run_iteration() {
-  if (comm_ == MPI_COMM_NULL) {
-    throw std::logic_error("run_iteration on a runtime that is between the halves of a shrink "
-                           "or has left the job");
-  }
-  if (!lost_ranks_.empty()) {
-    throw std::logic_error("run_iteration after iteration " + std::to_string(iteration_) +
-                           " lost ranks " + rank_list(lost_ranks_) +
-                           ": call recover() on the survivors' communicator first");
-  }
-  // A dead peer must not end this rank: during the iteration errors come back to the runtime,
-  // which abandons the iteration (IterationReport::lost_ranks) instead of the job.
-  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
-  const ErrorsReturned errors_returned(comm_);
-  if (!pending_moves_.empty()) apply_tile_moves();
-  if (options_.offload.enabled) plan_offloads();
-  if (!local_tasks_known_) prepare_local_tasks();
-  ++iteration_;
-  apply_slowdown();
-  cache_.clear();
-  remaining_flops_.store(local_flops_, std::memory_order_relaxed);
-  local_remaining_.store(local_task_count_, std::memory_order_release);
-  {
-    std::lock_guard lock(priority_mutex_);
-    remaining_by_priority_ = local_by_priority_;
-  }
-  completed_unreported_.store(0);
-  completed_this_iteration_.store(0);
-  ready_samples_sum_.store(0);
-  first_task_steady_ns_.store(0);
-  roots_queued_.store(false, std::memory_order_release);
-  if (trace_) trace_->begin_iteration(iteration_);
-  {
-    std::lock_guard lock(cost_mutex_);
-    compute_seconds_this_iteration_ = 0.0;
-    flops_this_iteration_ = 0.0;
-    tasks_measured_this_iteration_ = 0;
-  }
-
-  if (link_) {
-    // Collections are the application's host memory, which it may read or write between
-    // iterations: each iteration starts with none of their tiles in device memory.
-    for (auto* coll : collections_) {
-      coll->for_each_local_tile([](int, int, Tile& t) { t.set_residency(Tile::kOnHost); });
-    }
-  }
-  watch_->arm();
-  if (!comm_engine_->barrier_without_spinning(*watch_)) return abandon_iteration(false);
-  iteration_start_ = Clock::now();
-  // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration.
-  if (checkpoints_->due(iteration_ - 1)) checkpoints_->take(iteration_ - 1, collections_);
-  for (auto& d : devices_) d->start();
-  comm_engine_->start(*watch_);
-  {
-    std::vector<TileIndex> fetches;
-    for (const auto& key : local_roots_) {
-      fetches.clear();
-      std::unique_lock lock(mutex_);
-      PendingTask& p = instantiate(key, fetches);
-      if (p.missing == 0) {
-        PendingTask ready = std::move(p);
-        pending_.erase(key);
-        lock.unlock();
-        make_ready(key, std::move(ready));
-      } else {
-        lock.unlock();
-      }
-      request_fetches(fetches);
-    }
-  }
-  roots_queued_.store(true, std::memory_order_release);
-  comm_engine_->notify();
-  comm_engine_->join();
-  if (comm_engine_->abandoned()) return abandon_iteration(true);
-  for (auto& d : devices_) d->stop();
-  const double checkpoint_seconds = checkpoints_->complete_transfers([this] {
-    watch_->poll();
-    return !watch_->lost().empty();
-  });
-  if (checkpoint_seconds < 0.0) return abandon_iteration(false);
-  const double elapsed = iteration_clock();
-
-  if (!pending_.empty()) {
-    const auto& [key, p] = *pending_.begin();
-    throw std::logic_error("iteration " + std::to_string(iteration_) + " ended on rank " +
-                           std::to_string(rank_) + " with " + std::to_string(pending_.size()) +
-                           " tasks waiting for inputs, e.g. " +
-                           describe(task_class(key.task_class), key) + " missing " +
-                           std::to_string(p.missing));
-  }
-
-  IterationReport report;
-  report.iteration = iteration_;
-  report.ranks = size_;
-  report.local = devices_.front()->take_stats();
-  for (std::size_t d = 1; d < devices_.size(); ++d) report.local.add(devices_[d]->take_stats());
-  report.local.add(comm_engine_->take_stats());
-  report.local.rank = rank_;
-  report.local.tasks_offloaded = tasks_offloaded_;
-  report.local.tasks_offloaded_here = tasks_offloaded_here_;
-  report.local.cost = cost_summary();
-  if (const auto samples = completed_this_iteration_.load(); samples > 0) {
-    report.local.ready_tasks_mean =
-        static_cast<double>(ready_samples_sum_.load()) / static_cast<double>(samples);
-  }
-  report.first_task_steady_ns = first_task_steady_ns_.load();
-  report.start_steady_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(iteration_start_.time_since_epoch()).count();
-  double compute_share = 0.0;
-  {
-    std::lock_guard lock(cost_mutex_);
-    if (elapsed > 0.0) {
-      compute_share = std::clamp(
-          compute_seconds_this_iteration_ / (elapsed * static_cast<double>(lanes())), 0.0, 1.0);
-    }
-  }
-  // The end-of-iteration reductions, into buffers of their own: when a peer dies during
-  // them they may never complete, and are then left to MPI for the life of the process.
-  auto sums = std::make_unique<EndOfIterationSums>();
-  sums->mine = {elapsed, report.local.flops, compute_share, compute_share, checkpoint_seconds};
-  const std::array<MPI_Op, EndOfIterationSums::kCount> operations{MPI_MAX, MPI_SUM, MPI_MAX, MPI_SUM,
-                                                                  MPI_MAX};
-  bool reductions_failed = false;
-  for (std::size_t i = 0; i < EndOfIterationSums::kCount; ++i) {
-    if (MPI_Iallreduce(&sums->mine[i], &sums->all[i], 1, MPI_DOUBLE, operations[i], comm_,
-                       &sums->requests[i]) != MPI_SUCCESS) {
-      reductions_failed = true;
-    }
-  }
-  if (reductions_failed || !wait_for_reductions(*sums)) {
-    EndOfIterationSums::keep_until_exit(std::move(sums));
-    return abandon_iteration(false);
-  }
-  // MPI_Allreduce over a communicator that holds a dead rank may succeed with a wrong
-  // result: a peer the watch now knows lost voids every value.
-  watch_->poll();
-  if (!watch_->lost().empty()) return abandon_iteration(false);
-  watch_->disarm();
-  report.seconds = sums->all[0];
-  report.total_flops = sums->all[1];
-  const double busiest_compute_share = sums->all[2];
-  const double summed_compute_share = sums->all[3];
-  const double slowest_checkpoint = sums->all[4];
-  checkpoints_->iteration_ended(report.seconds, slowest_checkpoint);
-  report.local.checkpoint = checkpoints_->take_stats();
-  {
-    std::lock_guard lock(cost_mutex_);
-    compute_share_ = compute_share;
-    previous_seconds_per_flop_ = measured_seconds_per_flop();
-    busiest_compute_share_ = busiest_compute_share;
-    mean_compute_share_ = summed_compute_share / static_cast<double>(size_);
-    report.busiest_compute_share = busiest_compute_share_;
-    report.mean_compute_share = mean_compute_share_;
-  }
-  previous_iteration_seconds_ = report.seconds;
-  if (options_.offload.enabled) {
-    const std::uint64_t held_back = offload_feedback_.held_back();
-    offload_feedback_.iteration_ended(offload_moved_, report.seconds, size_);
-    report.local.offload_plans_held_back = rank_ == 0 ? offload_feedback_.held_back() - held_back : 0;
-  }
-  total_stats_.add(report.local);
-  if (trace_) trace_->flush();
-  // The offloads were for this iteration only: the next plan starts from the fixed mapping.
-  withdraw_offloads();
-  // After an expand without rebalancing, what new ranks stole becomes theirs. With it, the
-  // new ranks own tiles and a steal stays a steal: pinning it too measured 10-20 % slower
-  // GEMM iterations after a +4 or +8 expand (each pinned task runs away from its tile for
-  // good: 15-20 % more messages). The steals of this iteration are forgotten either way.
-  if (first_new_rank_ >= 0 && !options_.rebalance_on_resize) {
-    pin_new_placements();
-  } else {
-    std::lock_guard lock(migrations_mutex_);
-    stolen_this_iteration_.clear();
-  }
-  return report;
 }
 
 }  // namespace bellows::runtime

@@ -225,6 +225,8 @@ class Engine final : public DeviceOwner {
   /// communicator does not have.
   void check_fits(const TiledMatrix& collection) const;
   void record_migration(const TaskKey& key, int rank);
+  /// "name(i0,i1,i2)", for error texts.
+  [[nodiscard]] static std::string describe(const TaskClass& cls, const TaskKey& key);
   /// After an iteration, collective: the tasks that ranks added by an expand stole in it
   /// become theirs for good (John & Milthorpe (CCGrid 2024), section V: a task migrated to a
   /// new node stays there, so its predecessors send straight to it, and it is not migrated

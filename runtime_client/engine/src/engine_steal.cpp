@@ -1,7 +1,7 @@
 // The victim side of inter-rank work stealing: what a rank tells its victims of itself when it
 // asks (thief_costs), and which of its queued tasks it gives a thief (give_tasks), each
 // priced by the cost model and chosen by StealPolicy::choose_gifts (steal_policy.hpp). The
-// messages that carry requests and gifts are the communication engine's (comm_engine.cpp).
+// messages that carry requests and gifts are the communication engine's (comm_engine_steal.cpp).
 
 #include <functional>
 #include <map>

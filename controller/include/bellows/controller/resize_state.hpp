@@ -117,6 +117,14 @@ struct ResizeTransition {
 /// One sentence per action, for the documentation.
 [[nodiscard]] std::string_view describe(ResizeAction action) noexcept;
 
+/// Whether a transition table in Markdown starts with a kind column.
+enum class KindColumn { shown, left_out };
+
+/// `rows` as Markdown ([kind |] state | event | next state | action), one row per entry, the
+/// action as "`name`: its sentence (describe)", or "-" for none.
+[[nodiscard]] std::string transitions_markdown(std::span<const ResizeTransition> rows,
+                                               KindColumn kind_column);
+
 /// The table as Markdown (kind | state | event | next state | action), one row per entry;
 /// docs/controller.md carries this text verbatim.
 [[nodiscard]] std::string transitions_markdown();

@@ -9,7 +9,7 @@
 // thief's behalf, to its own last successful victim, at most N times.
 //
 // Nothing here sends a message, reads a clock or takes a lock: inputs are plain values,
-// results are choices. The communication engine (runtime_client/engine/src/comm_engine.cpp)
+// results are choices. The communication engine (runtime_client/engine/src/comm_engine_steal.cpp)
 // carries them out over MPI; a simulator or a cost model can call the same functions.
 
 #include <chrono>
