@@ -1,7 +1,7 @@
 /* bellows-pmix-query: a PMIx tool, written as a debugger or a monitoring agent is, that attaches
  * to a node's bellowsd by its server URI and asks it about the job with PMIx_Query_info.
  *
- *   bellows-pmix-query --uri URI|file:PATH [--nspace NS] [--repeat N]
+ *   bellows-pmix-query --uri URI|file:PATH [--nspace NS] [--repeat N | --events SECONDS]
  *
  * Without --repeat it asks, one PMIx_Query_info each, for the keys the daemon documents
  * (docs/daemon.md, "PMIx queries") and one it does not answer, and prints one JSON object:
@@ -15,12 +15,25 @@
  * With --repeat N it times N round trips of each of a few queries and prints a line each
  * (median and 99th percentile in microseconds).
  *
- * Exit status: 0 when every query came back (whatever its status), 1 when the tool could not
- * attach or a query failed to go out, 2 for bad options. Uses only the PMIx tool API. */
+ * With --events SECONDS it asks no query: it registers one handler for the standard events the
+ * daemon raises (PMIX_EVENT_PROC_TERMINATED, PMIX_ERR_PROC_ABORTED_BY_SIG, PMIX_EVENT_NODE_DOWN,
+ * PMIX_EVENT_JOB_END), prints {"registered": true} once it is in place, then one JSON line per
+ * event as it comes:
+ *   {"event": "PMIX_EVENT_NODE_DOWN", "code": -231, "source": "NSPACE:RANK",
+ *    "affected": [{"nspace": ..., "rank": R}], "hostname": ..., "exit_code": N, "text": ...}
+ * ("affected" from PMIX_EVENT_AFFECTED_PROC(S), rank "wildcard" for the whole namespace;
+ * hostname, exit_code and text only when the event carries them), and exits after
+ * PMIX_EVENT_JOB_END, or when SECONDS passed without it.
+ *
+ * Exit status: 0 when every query came back (whatever its status) or the job's end came, 1
+ * when the tool could not attach, a query failed to go out or the handler could not be
+ * registered, 2 for bad options, 3 when SECONDS of --events passed without the job's end.
+ * Uses only the PMIx tool API. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pmix_tool.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +41,8 @@
 #include <time.h>
 
 static void usage(void) {
-  fprintf(stderr, "usage: bellows-pmix-query --uri URI|file:PATH [--nspace NS] [--repeat N]\n");
+  fprintf(stderr,
+          "usage: bellows-pmix-query --uri URI|file:PATH [--nspace NS] [--repeat N | --events SECONDS]\n");
 }
 
 /* The URI itself, or the first line of the file a "file:" URI names; NULL with a message. */
@@ -214,10 +228,115 @@ static int time_query(const char* label, const char* const* keys, const char* ns
   return 0;
 }
 
+/* The standard events --events listens for, by name. */
+static const struct {
+  pmix_status_t code;
+  const char* name;
+} standard_events[] = {
+    {PMIX_EVENT_PROC_TERMINATED, "PMIX_EVENT_PROC_TERMINATED"},
+    {PMIX_ERR_PROC_ABORTED_BY_SIG, "PMIX_ERR_PROC_ABORTED_BY_SIG"},
+    {PMIX_EVENT_NODE_DOWN, "PMIX_EVENT_NODE_DOWN"},
+    {PMIX_EVENT_JOB_END, "PMIX_EVENT_JOB_END"},
+};
+
+/* Set by the handler (PMIx's progress thread) when the job's end came; main waits on it. */
+static pthread_mutex_t job_end_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t job_end_changed = PTHREAD_COND_INITIALIZER;
+static int job_end_seen = 0;
+
+static void print_proc(const pmix_proc_t* proc) {
+  printf("{\"nspace\": ");
+  print_json_string(proc->nspace);
+  if (proc->rank == PMIX_RANK_WILDCARD)
+    printf(", \"rank\": \"wildcard\"}");
+  else
+    printf(", \"rank\": %u}", proc->rank);
+}
+
+/* Prints one event as a JSON line (see the top of this file). */
+static void on_event(size_t handler, pmix_status_t code, const pmix_proc_t* source, pmix_info_t info[],
+                     size_t ninfo, pmix_info_t* results, size_t nresults,
+                     pmix_event_notification_cbfunc_fn_t cbfunc, void* cbdata) {
+  (void)handler;
+  (void)results;
+  (void)nresults;
+  const char* name = PMIx_Error_string(code);
+  for (size_t e = 0; e < sizeof standard_events / sizeof standard_events[0]; ++e)
+    if (standard_events[e].code == code) name = standard_events[e].name;
+  printf("{\"event\": ");
+  print_json_string(name);
+  printf(", \"code\": %d, \"source\": \"%s:%u\", \"affected\": [", code,
+         source != NULL ? source->nspace : "", source != NULL ? source->rank : 0);
+  int first = 1;
+  for (size_t i = 0; i < ninfo; ++i) {
+    if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_AFFECTED_PROC) && info[i].value.type == PMIX_PROC) {
+      print_proc(info[i].value.data.proc);
+      first = 0;
+    } else if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_AFFECTED_PROCS) && info[i].value.type == PMIX_DATA_ARRAY &&
+               info[i].value.data.darray != NULL && info[i].value.data.darray->type == PMIX_PROC) {
+      const pmix_data_array_t* procs = info[i].value.data.darray;
+      for (size_t p = 0; p < procs->size; ++p) {
+        if (!first) printf(", ");
+        print_proc(&((const pmix_proc_t*)procs->array)[p]);
+        first = 0;
+      }
+    }
+  }
+  putchar(']');
+  for (size_t i = 0; i < ninfo; ++i) {
+    if (PMIX_CHECK_KEY(&info[i], PMIX_HOSTNAME) && info[i].value.type == PMIX_STRING) {
+      printf(", \"hostname\": ");
+      print_json_string(info[i].value.data.string);
+    } else if (PMIX_CHECK_KEY(&info[i], PMIX_EXIT_CODE) && info[i].value.type == PMIX_INT) {
+      printf(", \"exit_code\": %d", info[i].value.data.integer);
+    } else if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_TEXT_MESSAGE) && info[i].value.type == PMIX_STRING) {
+      printf(", \"text\": ");
+      print_json_string(info[i].value.data.string);
+    }
+  }
+  printf("}\n");
+  fflush(stdout);
+  if (code == PMIX_EVENT_JOB_END) {
+    pthread_mutex_lock(&job_end_mutex);
+    job_end_seen = 1;
+    pthread_cond_signal(&job_end_changed);
+    pthread_mutex_unlock(&job_end_mutex);
+  }
+  if (cbfunc != NULL) cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+/* --events: registers the handler and waits for the job's end, at most `seconds`. Returns the
+ * exit status (0, 1 or 3). */
+static int listen_for_events(int seconds) {
+  pmix_status_t codes[sizeof standard_events / sizeof standard_events[0]];
+  for (size_t e = 0; e < sizeof codes / sizeof codes[0]; ++e) codes[e] = standard_events[e].code;
+  const pmix_status_t rc = PMIx_Register_event_handler(codes, sizeof codes / sizeof codes[0], NULL, 0,
+                                                       on_event, NULL, NULL);
+  if (rc < 0) {
+    fprintf(stderr, "bellows-pmix-query: PMIx_Register_event_handler: %s\n", PMIx_Error_string(rc));
+    return 1;
+  }
+  printf("{\"registered\": true}\n");
+  fflush(stdout);
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += seconds;
+  pthread_mutex_lock(&job_end_mutex);
+  int timed_out = 0;
+  while (!job_end_seen && !timed_out)
+    timed_out = pthread_cond_timedwait(&job_end_changed, &job_end_mutex, &deadline) != 0;
+  const int seen = job_end_seen;
+  pthread_mutex_unlock(&job_end_mutex);
+  PMIx_Deregister_event_handler((size_t)rc, NULL, NULL);
+  if (!seen) fprintf(stderr, "bellows-pmix-query: no PMIX_EVENT_JOB_END within %d s\n", seconds);
+  return seen ? 0 : 3;
+}
+
 int main(int argc, char** argv) {
   const char* uri_arg = NULL;
   const char* nspace_arg = NULL;
   int repeat = 0;
+  int events_seconds = 0;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--uri") == 0 && i + 1 < argc) {
       uri_arg = argv[++i];
@@ -231,13 +350,21 @@ int main(int argc, char** argv) {
         return 2;
       }
       repeat = (int)value;
+    } else if (strcmp(argv[i], "--events") == 0 && i + 1 < argc) {
+      char* end = NULL;
+      const long value = strtol(argv[++i], &end, 10);
+      if (*end != '\0' || value < 1 || value > 86400) {
+        fprintf(stderr, "bellows-pmix-query: --events %s is not a number of seconds from 1 to 86400\n", argv[i]);
+        return 2;
+      }
+      events_seconds = (int)value;
     } else {
       fprintf(stderr, "bellows-pmix-query: unknown option %s\n", argv[i]);
       usage();
       return 2;
     }
   }
-  if (uri_arg == NULL) {
+  if (uri_arg == NULL || (repeat > 0 && events_seconds > 0)) {
     usage();
     return 2;
   }
@@ -257,6 +384,17 @@ int main(int argc, char** argv) {
             PMIx_Error_string(rc));
     free(uri);
     return 1;
+  }
+
+  if (events_seconds > 0) {
+    const int status = listen_for_events(events_seconds);
+    free(uri);
+    /* The daemon stops right after the job's end: a finalize that cannot reach it is no error. */
+    rc = PMIx_tool_finalize();
+    if (rc != PMIX_SUCCESS)
+      fprintf(stderr, "bellows-pmix-query: PMIx_tool_finalize: %s (the daemon may have stopped)\n",
+              PMIx_Error_string(rc));
+    return status;
   }
 
   char* nspace = nspace_arg != NULL ? strdup(nspace_arg) : first_namespace();

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <cstring>
 
@@ -499,7 +501,29 @@ void ControllerService::shutdown() {
   }
   if (resizes_) resizes_->end_failures("the job ended before it reported its recovery");
   if (!server_) return;
-  for (const auto& [node, peer] : daemons_) server_->notify(peer, protocol::Stop{"the job ended", 2000});
+  // Stop goes as a request: a daemon answers once it acted on it (told the PMIx tools attached
+  // to it that the job ended, and began to stop), so the SIGTERM of stop_started_daemons()
+  // does not overtake it. A daemon that does not answer in time is stopped all the same.
+  struct Answers {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::size_t awaited = 0;
+  };
+  auto answers = std::make_shared<Answers>();
+  answers->awaited = daemons_.size();
+  for (const auto& [node, peer] : daemons_) {
+    server_->request_async(peer, protocol::Stop{"the job ended", 2000}, kStopAnswerTimeout,
+                           [answers](const transport::RequestResult&) {
+                             std::lock_guard lock(answers->mutex);
+                             --answers->awaited;
+                             answers->changed.notify_all();
+                           });
+  }
+  {
+    std::unique_lock lock(answers->mutex);
+    answers->changed.wait_for(lock, kStopAnswerTimeout + std::chrono::milliseconds(500),
+                              [&answers] { return answers->awaited == 0; });
+  }
   job_control_.stop_started_daemons();
   server_->stop();
   server_.reset();

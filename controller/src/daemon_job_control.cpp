@@ -37,7 +37,7 @@ void DaemonJobControl::rank_exited(const std::string& node, const protocol::Rank
   const std::string who = exited.rank == protocol::kNoRank
                               ? "the rank started on " + node + " (pid " + std::to_string(exited.pid) + ")"
                               : "rank " + std::to_string(exited.rank) + " (pid " + std::to_string(exited.pid) + ")";
-  JobReport died{JobReportKind::rank_died, 0, node, 0, who + " " + how, {}};
+  JobReport died{JobReportKind::rank_died, 0, node, 0, who + " " + how, {}, exited.exit_code, exited.signal};
   if (exited.rank != protocol::kNoRank) {
     died.rank = exited.rank;
   } else if (const auto it = node_ranks_.find(node); it != node_ranks_.end()) {
@@ -131,11 +131,17 @@ void DaemonJobControl::cancel(ResizeId resize, const std::string& why) {
 
 bool DaemonJobControl::tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
                                  const std::vector<std::uint32_t>& lost_ranks, const std::string& reason,
-                                 const std::vector<std::string>& survivors) {
+                                 const JobReport& found_by, const std::vector<std::string>& survivors) {
   const auto lost = static_cast<unsigned>(lost_nodes.size());
   job_size_ = job_size_ > lost ? job_size_ - lost : 0;
   for (const std::string& node : lost_nodes) node_ranks_.erase(node);
-  const protocol::RanksLost message{failure, lost_ranks, lost_nodes, reason};
+  protocol::RanksLost message{failure, lost_ranks, lost_nodes, reason};
+  if (found_by.kind == JobReportKind::node_lost) {
+    message.cause = protocol::LossCause::node_lost;
+  } else {
+    message.exit_code = found_by.exit_code;
+    message.signal = found_by.signal;
+  }
   bool every_one = true;
   for (const std::string& node : survivors) every_one = send_(node, message) && every_one;
   return every_one;

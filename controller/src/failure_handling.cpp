@@ -88,6 +88,7 @@ void ResizeController::on_failure(const JobReport& report) {
   if (report.rank) failure.view.ranks = {*report.rank};
   failure.view.reason = how;
   failure.view.detected_at = format_utc(clock_.wall_now());
+  failure.found_by = report;
   failure.detected = clock_.now();
   failure.entered = failure.detected;
   failure.deadline = failure.detected + limits_.resize_deadline;
@@ -161,6 +162,7 @@ Outcome ResizeController::apply_failure(std::size_t index, ResizeEvent event, st
 
 void ResizeController::drop_lost(std::size_t index, std::string& detail) {
   const FailureView lost = failures_[index].view;
+  const JobReport found_by = failures_[index].found_by;
   append(detail, "lost " + ranks_text(lost.ranks) + " on " + join(lost.nodes));
   std::vector<std::string> dropped;
   for (const std::string& node : lost.nodes) {
@@ -195,7 +197,7 @@ void ResizeController::drop_lost(std::size_t index, std::string& detail) {
   for (const std::string& node : nodes_) {
     if (std::ranges::find(lost.nodes, node) == lost.nodes.end()) survivors.push_back(node);
   }
-  const bool told = job_control_.tell_lost(lost.id, lost.nodes, lost.ranks, lost.reason, survivors);
+  const bool told = job_control_.tell_lost(lost.id, lost.nodes, lost.ranks, lost.reason, found_by, survivors);
   if (!told) {
     append(detail, "not every surviving node's daemon could be told; the failure stays detected");
     return;

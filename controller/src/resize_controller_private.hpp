@@ -12,6 +12,7 @@ namespace bellows::controller {
 
 struct ResizeController::Failure {
   FailureView view;
+  JobReport found_by;          ///< the rank_died or node_lost report that found it
   Clock::time_point detected;
   Clock::time_point entered;   ///< when it entered its state
   Clock::time_point deadline;  ///< when its recovery is given up

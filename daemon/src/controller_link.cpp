@@ -198,8 +198,12 @@ struct ControllerLink::State {
                                              {pmix::kLostRanks, ranks},
                                              {pmix::kLostNodes, join(lost->lost_nodes)},
                                              {pmix::kLostReason, lost->reason}});
+      // The same loss in the standard's words, for tools and clients that know no Bellows.
+      for (const StandardEvent& event : lost_events(*lost, job_nspace())) notify_standard(event);
     } else if (const auto* s = std::get_if<protocol::Stop>(&message)) {
       spdlog::info("controller says stop: {}", s->reason);
+      // Before the daemon stops: tools attached here learn that the job is over.
+      notify_standard(job_end_event(job_nspace(), s->reason));
       if (on_stop) on_stop(s->reason);
     } else if (const auto* start = std::get_if<protocol::StartRank>(&message)) {
       start_rank(*start);
@@ -272,6 +276,20 @@ struct ControllerLink::State {
       }
     }
     notify_ranks(code, payload);
+  }
+
+  /// The job's namespace as the PMIx queries name it (its id); "" before the first JobView.
+  std::string job_nspace() const {
+    const auto view = server->job_view();
+    return view ? view->job : std::string();
+  }
+
+  void notify_standard(const StandardEvent& event) {
+    const Status status = server->notify_standard(event);
+    if (!status.ok()) {
+      spdlog::error("could not deliver {} to the tools and clients of {}: {}",
+                    standard_event_constant(event.code), options.node_name, status.text);
+    }
   }
 
   void notify_ranks(pmix_status_t code, const Payload& payload) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -239,6 +240,21 @@ pmix_status_t notify_event_upcall(pmix_status_t /*code*/, const pmix_proc_t* /*s
   // Bellows has none (metrics use PMIX_RANGE_RM and reach rank_event_handler). Never call
   // cbfunc here: in PMIx 4.2.2 calling it inline deadlocks and calling it later touches
   // released data; PMIX_OPERATION_SUCCEEDED tells PMIx we are done.
+  return PMIX_OPERATION_SUCCEEDED;
+}
+
+/// A client or tool registered a handler for environmental events (PMIx's "system" codes,
+/// PMIX_EVENT_NODE_DOWN among them): PMIx 4.2.2 refuses the registration unless the host
+/// takes it. The daemon raises the ones it knows itself (standard_events.hpp) and needs to
+/// hear of nothing: taken at once, cbfunc never called (PMIX_OPERATION_SUCCEEDED).
+pmix_status_t register_events_upcall(pmix_status_t* /*codes*/, size_t /*ncodes*/,
+                                     const pmix_info_t* /*info*/, size_t /*ninfo*/,
+                                     pmix_op_cbfunc_t /*cbfunc*/, void* /*cbdata*/) {
+  return PMIX_OPERATION_SUCCEEDED;
+}
+
+pmix_status_t deregister_events_upcall(pmix_status_t* /*codes*/, size_t /*ncodes*/,
+                                       pmix_op_cbfunc_t /*cbfunc*/, void* /*cbdata*/) {
   return PMIX_OPERATION_SUCCEEDED;
 }
 
@@ -490,6 +506,8 @@ pmix_server_module_t server_module() {
   pmix_server_module_t module{};
   module.client_connected = client_connected_upcall;
   module.notify_event = notify_event_upcall;
+  module.register_events = register_events_upcall;
+  module.deregister_events = deregister_events_upcall;
   module.tool_connected = tool_connected_upcall;
   module.allocate = allocate_upcall;
   module.query = query_upcall;
@@ -755,6 +773,78 @@ Status PmixServer::notify(pmix_status_t code, const Payload& payload, pmix_data_
         PMIx_Notify_event(code, &self, range, info.data(), info.size(), nullptr, nullptr);
     if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
       return {rc, "notify " + what + ": PMIx_Notify_event failed: " + status_string(rc)};
+    return {PMIX_SUCCESS, "notified " + what};
+  } catch (const std::exception& e) {
+    return {PMIX_ERROR, "notify " + what + ": " + e.what()};
+  }
+}
+
+namespace {
+
+/// A standard event on its way: kept alive by PMIx's completion callback, which may come after
+/// notify_standard() stopped waiting.
+struct PendingEvent {
+  InfoArray info;
+  std::mutex mutex;
+  std::condition_variable done_changed;
+  bool done = false;
+  pmix_status_t status = PMIX_SUCCESS;
+};
+
+void standard_event_sent(pmix_status_t status, void* cbdata) {
+  auto* held = static_cast<std::shared_ptr<PendingEvent>*>(cbdata);
+  {
+    std::lock_guard lock((*held)->mutex);
+    (*held)->done = true;
+    (*held)->status = status;
+  }
+  (*held)->done_changed.notify_all();
+  delete held;
+}
+
+}  // namespace
+
+Status PmixServer::notify_standard(const StandardEvent& event, std::chrono::milliseconds wait) {
+  const std::string_view constant = standard_event_constant(event.code);
+  const std::string what = constant.empty() ? "event " + std::to_string(event.code) : std::string(constant);
+  try {
+    auto pending = std::make_shared<PendingEvent>();
+    const std::size_t count = 1 + (event.affected.empty() ? 0 : 1) + (event.hostname.empty() ? 0 : 1) +
+                              (event.exit_code ? 1 : 0) + (event.text.empty() ? 0 : 1);
+    pending->info = InfoArray(count);
+    std::size_t i = 0;
+    const bool no_cache = true;
+    pending->info.load(i++, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
+    std::vector<pmix_proc_t> procs;
+    for (const ProcId& proc : event.affected) procs.push_back(to_pmix(proc));
+    if (procs.size() == 1) {
+      pending->info.load(i++, PMIX_EVENT_AFFECTED_PROC, procs.data(), PMIX_PROC);
+    } else if (!procs.empty()) {
+      pmix_data_array_t array{PMIX_PROC, procs.size(), procs.data()};
+      pending->info.load(i++, PMIX_EVENT_AFFECTED_PROCS, &array, PMIX_DATA_ARRAY);
+    }
+    if (!event.hostname.empty()) pending->info.load(i++, PMIX_HOSTNAME, event.hostname.c_str(), PMIX_STRING);
+    if (event.exit_code) {
+      const int exit_code = *event.exit_code;
+      pending->info.load(i++, PMIX_EXIT_CODE, &exit_code, PMIX_INT);
+    }
+    if (!event.text.empty()) pending->info.load(i++, PMIX_EVENT_TEXT_MESSAGE, event.text.c_str(), PMIX_STRING);
+    impl_->nodelay();
+    pmix_proc_t self = to_pmix(impl_->id_);
+    auto* held = new std::shared_ptr<PendingEvent>(pending);
+    const pmix_status_t rc = PMIx_Notify_event(event.code, &self, PMIX_RANGE_LOCAL, pending->info.data(),
+                                               pending->info.size(), standard_event_sent, held);
+    if (rc != PMIX_SUCCESS) {
+      delete held;  // no callback comes
+      if (rc == PMIX_OPERATION_SUCCEEDED) return {PMIX_SUCCESS, "notified " + what};
+      return {rc, "notify " + what + ": PMIx_Notify_event failed: " + status_string(rc)};
+    }
+    std::unique_lock lock(pending->mutex);
+    if (!pending->done_changed.wait_for(lock, wait, [&pending] { return pending->done; }))
+      return {PMIX_ERR_TIMEOUT, "notify " + what + ": PMIx did not hand it on within " +
+                                    std::to_string(wait.count()) + " ms"};
+    if (pending->status != PMIX_SUCCESS && pending->status != PMIX_OPERATION_SUCCEEDED)
+      return {pending->status, "notify " + what + ": " + status_string(pending->status)};
     return {PMIX_SUCCESS, "notified " + what};
   } catch (const std::exception& e) {
     return {PMIX_ERROR, "notify " + what + ": " + e.what()};

@@ -100,6 +100,9 @@ void fields(V& v, M& m) {
   v("lost_ranks", m.lost_ranks);
   v("lost_nodes", m.lost_nodes);
   v("reason", m.reason);
+  v("cause", m.cause);
+  v("exit_code", m.exit_code);
+  v("signal", m.signal);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, Ack>
@@ -220,6 +223,14 @@ std::string check(const RanksLost& m, std::uint16_t) {
       return "lost_ranks[" + std::to_string(i) + "]: " + std::to_string(m.lost_ranks[i]) +
              " does not follow " + std::to_string(m.lost_ranks[i - 1]) + " (ascending, no repeats)";
   }
+  const auto cause = static_cast<unsigned>(m.cause);
+  if (cause != 1 && cause != 2)
+    return "cause: " + std::to_string(cause) + " is neither rank_died (1) nor node_lost (2)";
+  if (m.signal < 0 || m.signal > 64) return "signal: " + std::to_string(m.signal) + " is not a signal";
+  if (m.exit_code < -1) return "exit_code: " + std::to_string(m.exit_code) + " is below -1 (unknown)";
+  if (m.signal != 0 && m.exit_code != 0) return "exit_code: " + std::to_string(m.exit_code) + " although killed by a signal";
+  if (m.cause == LossCause::node_lost && (m.exit_code != -1 || m.signal != 0))
+    return "exit_code: a lost node's ranks have no exit status (-1, signal 0)";
   return {};
 }
 std::string check(const JobView& m, std::uint16_t) {

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from local_job import LocalJobTest  # noqa: E402
-from procfs import gone, processes_mentioning  # noqa: E402
+from procfs import bellowsd_pid as daemon_pid, gone, processes_mentioning  # noqa: E402
 
 # Detection within: the daemon's watch of its ranks' pids (every 0.1 s) or the transport's
 # connection event, then the controller's loop, with room for a loaded machine.
@@ -63,18 +63,6 @@ def event_seconds(event):
 def rank_file(out, rank):
     path = out / f"rank-{rank}"
     return path.read_text() if path.exists() else ""
-
-
-def daemon_pid(job_dir, node):
-    for pid in processes_mentioning(job_dir):
-        try:
-            argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]) == "bellowsd" and "--node-name" in argv and \
-                argv[argv.index("--node-name") + 1] == node:
-            return pid
-    return None
 
 
 def check_failure(t, job, failure, event, node, rank, killed_at):

@@ -67,6 +67,15 @@ class Peer {
       else
         received_.push_back(in.envelope.message);
     };
+    // Requests (Stop at the job's end) are kept with the notifications and answered ok, as a
+    // daemon does.
+    h.on_request = [this](const transport::Incoming& in, transport::Responder responder) {
+      {
+        std::lock_guard lock(mutex_);
+        received_.push_back(in.envelope.message);
+      }
+      responder.reply(protocol::Ack{protocol::AckCode::ok, ""});
+    };
     client = std::make_unique<transport::Client>(std::move(o), std::move(h));
   }
   std::vector<protocol::Message> received() {

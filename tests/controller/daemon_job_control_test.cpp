@@ -85,12 +85,15 @@ const char* kind_name(JobReportKind kind) {
   return "?";
 }
 
-/// "rank_died resize 2 node node1 ranks 0: the daemon of node1 went away"
+/// "rank_died resize 2 node node1 ranks 0: the daemon of node1 went away", with " exit E signal
+/// S" before the colon when the report carries how a process ended.
 std::string line(const JobReport& r) {
   std::string text = std::string(kind_name(r.kind)) + " resize " + std::to_string(r.resize) +
                      " node " + (r.node.empty() ? "-" : r.node) + " ranks " +
                      std::to_string(r.ranks);
   if (r.rank) text += " rank " + std::to_string(*r.rank);
+  if (r.exit_code != -1 || r.signal != 0)
+    text += " exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.signal);
   if (!r.text.empty()) text += ": " + r.text;
   return text;
 }
@@ -278,8 +281,8 @@ TEST_F(DaemonJobControlTest, ARankThatCannotBeStartedForLackOfADaemonIsADeath) {
 
 TEST_F(DaemonJobControlTest, ARankThatExitedBeforeJoiningIsNamedByItsNode) {
   control.rank_exited("node2", protocol::RankExited{protocol::kNoRank, 812, 1, 0});
-  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node2 ranks 0: the rank started on node2 (pid 812) "
-                               "exit status 1"}));
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node2 ranks 0 exit 1 signal 0: the rank started on "
+                               "node2 (pid 812) exit status 1"}));
 }
 
 TEST_F(DaemonJobControlTest, ACommittedExpansionIsReportedAndNothingIsSentBack) {
@@ -467,8 +470,10 @@ TEST_F(DaemonJobControlTest, ARankExitIsReportedHowItEnded) {
   control.rank_exited("node1", {1, 701, 0, 9});
   control.rank_exited("node2", {2, 812, 3, 0});
   control.rank_exited("node3", {3, 813, -1, 0});
-  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node1 ranks 0 rank 1: rank 1 (pid 701) killed by signal 9",
-                               "rank_died resize 0 node node2 ranks 0 rank 2: rank 2 (pid 812) exit status 3",
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node1 ranks 0 rank 1 exit 0 signal 9: rank 1 (pid 701) "
+                               "killed by signal 9",
+                               "rank_died resize 0 node node2 ranks 0 rank 2 exit 3 signal 0: rank 2 (pid 812) "
+                               "exit status 3",
                                "rank_died resize 0 node node3 ranks 0 rank 3: rank 3 (pid 813) its process "
                                "disappeared"}));
 }
@@ -491,13 +496,19 @@ TEST_F(DaemonJobControlTest, TellLostSendsRanksLostToEverySurvivorAndCountsTheJo
   control.start_initial_daemons({"node0", "node1", "node2"});
   register_daemons({"node0", "node1"});  // node2's daemon is gone
   EXPECT_EQ(control.job_size(), 3u);
-  const protocol::RanksLost lost{4, {2}, {"node2"}, "the daemon of node2 went away"};
-  EXPECT_TRUE(control.tell_lost(4, {"node2"}, {2}, "the daemon of node2 went away", {"node0", "node1"}));
+  const JobReport node_gone{JobReportKind::node_lost, 0, "node2", 0, "the daemon of node2 went away", 2u};
+  const protocol::RanksLost lost{4, {2}, {"node2"}, "the daemon of node2 went away",
+                                 protocol::LossCause::node_lost, -1, 0};
+  EXPECT_TRUE(control.tell_lost(4, {"node2"}, {2}, "the daemon of node2 went away", node_gone,
+                                {"node0", "node1"}));
   EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", lost}, {"node1", lost}}));
   EXPECT_EQ(control.job_size(), 2u);
-  // A survivor that cannot be reached: false, the others told all the same.
-  EXPECT_FALSE(control.tell_lost(5, {"node1"}, {1}, "a rank on node1 died", {"node3", "node0"}));
-  EXPECT_EQ(sent_now().size(), 1u);
+  // A survivor that cannot be reached: false, the others told all the same; a rank killed by a
+  // signal is told with its signal.
+  const JobReport killed{JobReportKind::rank_died, 0, "node1", 0, "rank 1 (pid 701) killed by signal 9", 1u, 0, 9};
+  EXPECT_FALSE(control.tell_lost(5, {"node1"}, {1}, "a rank on node1 died", killed, {"node3", "node0"}));
+  const protocol::RanksLost told{5, {1}, {"node1"}, "a rank on node1 died", protocol::LossCause::rank_died, 0, 9};
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", told}}));
   // The job's recovery comes back as a report of the failure's id.
   control.resize_report("node0", report(4, Outcome::recovered, 2));
   EXPECT_EQ(progress(), (Lines{"recovered resize 4 node node0 ranks 2"}));

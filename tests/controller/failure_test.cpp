@@ -20,7 +20,7 @@ class FailureTest : public ControllerTest {
     std::string how = "rank ";
     how += std::to_string(rank);
     how += " (pid 4711) killed by signal 9";
-    job.report({JobReportKind::rank_died, 0, node, 0, how, rank});
+    job.report({JobReportKind::rank_died, 0, node, 0, how, rank, 0, 9});
   }
   void recovered(ResizeId failure, unsigned ranks) {
     job.report({JobReportKind::recovered, failure, "node0", ranks, "", {}});
@@ -36,6 +36,11 @@ TEST_F(FailureTest, ARankKilledOutsideAResizeIsDetectedTheNodeDroppedAndTheSurvi
   rank_killed("node1", 1);
   advance(10ms);
   EXPECT_EQ(job.calls(), (Calls{"withdraw 1 node1", "tell_lost 1 node1 ranks 1 to node0"}));
+  // The survivors are told how the rank ended, as the report that found it said.
+  ASSERT_EQ(job.lost_found_by.size(), 1u);
+  EXPECT_EQ(job.lost_found_by[0].kind, JobReportKind::rank_died);
+  EXPECT_EQ(job.lost_found_by[0].exit_code, 0);
+  EXPECT_EQ(job.lost_found_by[0].signal, 9);
   EXPECT_EQ(ctl->nodes(), (std::vector<std::string>{"node0"}));
   EXPECT_FALSE(ctl->active().has_value());
   EXPECT_TRUE(ctl->finished().empty());
@@ -89,6 +94,9 @@ TEST_F(FailureTest, ADaemonGoneIsALostNode) {
   job.report({JobReportKind::node_lost, 0, "node1", 0, "the daemon of node1 went away", 1u});
   advance(10ms);
   EXPECT_EQ(job.calls(), (Calls{"withdraw 1 node1", "tell_lost 1 node1 ranks 1 to node0"}));
+  ASSERT_EQ(job.lost_found_by.size(), 1u);
+  EXPECT_EQ(job.lost_found_by[0].kind, JobReportKind::node_lost);
+  EXPECT_EQ(job.lost_found_by[0].signal, 0);
   const auto lines = records();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0].event, ResizeEvent::node_lost);

@@ -269,6 +269,46 @@ TEST_F(ControllerLinkTest, StopRunsTheCallbackAndOtherMessagesAreDropped) {
                                       "controller: a daemon does not handle it")));
 }
 
+// The controller's RanksLost and Stop reach a PMIx tool that registered for the standard codes
+// (bellows-pmix-query --events) as the standard events, with the affected rank named in the
+// job's namespace, the host, the exit code and the controller's text; JOB_END before the stop.
+TEST_F(ControllerLinkTest, LostRanksAndStopReachAToolAsStandardEvents) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  std::atomic<int> stops{0};
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}, {}}, [&](const std::string&) { ++stops; });
+  ASSERT_TRUE(link.wait_registered(20s));
+  controller().notify(peer(), pr::JobView{"job-9", {"n7", "n2", "n3", "n4"}, {0, 2, 3, pr::kNoRank},
+                                          {100, 200, 300, 0}, 3, 1, 4, "", 0, pr::ResizeKind::expand,
+                                          "", 0, {}});
+  const auto view_deadline = std::chrono::steady_clock::now() + 20s;
+  while (!server.job_view() && std::chrono::steady_clock::now() < view_deadline) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(server.job_view().has_value());
+  ChildProcess tool({BELLOWS_TOOL_PATH, "--uri", "file:" + (dir_ / "uri").string(), "--events", "20"});
+  ASSERT_EQ(line(tool), R"({"registered": true})");
+
+  controller().notify(peer(), pr::RanksLost{1, {2}, {"n2"}, "rank 2 (pid 4711) killed by signal 9",
+                                            pr::LossCause::rank_died, 0, 9});
+  controller().notify(peer(), pr::RanksLost{2, {3}, {"n3"}, "rank 3 (pid 4712) exit status 3",
+                                            pr::LossCause::rank_died, 3, 0});
+  controller().notify(peer(), pr::RanksLost{3, {}, {"n4"}, "the daemon of n4 went away",
+                                            pr::LossCause::node_lost, -1, 0});
+  const auto answer = controller().request(peer(), pr::Stop{"the job ended", 0}, 20s);
+  ASSERT_TRUE(answer.ok()) << answer.text;
+  EXPECT_EQ(line(tool), R"({"event": "PMIX_ERR_PROC_ABORTED_BY_SIG", "code": -402, "source": "bellowsd:0", )"
+                        R"("affected": [{"nspace": "job-9", "rank": 2}], "hostname": "n2", )"
+                        R"("text": "rank 2 (pid 4711) killed by signal 9"})");
+  EXPECT_EQ(line(tool), R"({"event": "PMIX_EVENT_PROC_TERMINATED", "code": -201, "source": "bellowsd:0", )"
+                        R"("affected": [{"nspace": "job-9", "rank": 3}], "hostname": "n3", "exit_code": 3, )"
+                        R"("text": "rank 3 (pid 4712) exit status 3"})");
+  EXPECT_EQ(line(tool), R"({"event": "PMIX_EVENT_NODE_DOWN", "code": -231, "source": "bellowsd:0", )"
+                        R"("affected": [], "hostname": "n4", "text": "the daemon of n4 went away"})");
+  EXPECT_EQ(line(tool), R"({"event": "PMIX_EVENT_JOB_END", "code": -145, "source": "bellowsd:0", )"
+                        R"("affected": [{"nspace": "job-9", "rank": "wildcard"}], "text": "the job ended"})");
+  EXPECT_TRUE(exited_zero(tool.wait_exit(20s)));  // it ends after JOB_END
+  EXPECT_EQ(stops.load(), 1);
+}
+
 TEST_F(ControllerLinkTest, ARefusedHelloSaysWhy) {
   hello_answer_ = pr::Ack{pr::AckCode::refused, "node n7 is not in the job"};
   start_controller();

@@ -6,6 +6,7 @@
 
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/daemon/queries.hpp>
+#include <bellows/daemon/standard_events.hpp>
 
 #include <gtest/gtest.h>
 
@@ -207,6 +208,30 @@ TEST(DaemonDocs, CallTableListsEveryUpcallAndWhetherItIsAnswered) {
     for (const auto& upcall : upcalls) known = known || (!row.empty() && row[0] == upcall.name);
     EXPECT_TRUE(known) << "docs/daemon.md lists " << (row.empty() ? "" : row[0])
                        << ", which is no entry of PMIx's server module";
+  }
+}
+
+TEST(DaemonDocs, StandardEventTableListsEveryStandardEventWithItsValue) {
+  const auto rows = table_rows(section(read_doc(), "pmix standard events"));
+  ASSERT_FALSE(rows.empty()) << "docs/daemon.md: no table between the pmix standard events markers";
+  for (const auto& event : daemon::kStandardEventCodes) {
+    const std::string expected =
+        "| `" + std::string(event.constant) + "` | " + std::to_string(event.code) + " | ...";
+    int found = 0;
+    for (const auto& row : rows) {
+      if (row.empty() || row[0] != event.constant) continue;
+      ++found;
+      ASSERT_GE(row.size(), 4u) << "expected a row " << expected;
+      EXPECT_EQ(row[1], std::to_string(event.code)) << "expected a row " << expected;
+    }
+    EXPECT_EQ(found, 1) << "docs/daemon.md: expected one row " << expected;
+  }
+  for (const auto& row : rows) {
+    bool raised = false;
+    for (const auto& event : daemon::kStandardEventCodes)
+      raised = raised || (!row.empty() && row[0] == event.constant);
+    EXPECT_TRUE(raised) << "docs/daemon.md lists the standard event " << (row.empty() ? "" : row[0])
+                        << ", which bellows/daemon/standard_events.hpp does not raise";
   }
 }
 

@@ -79,3 +79,16 @@ def processes_with_environment(entry):
         except OSError:
             pass
     return found
+
+
+def bellowsd_pid(job_dir, node):
+    """The pid of the bellowsd of `node` in the job of `job_dir` (its --node-name), or None."""
+    for pid in processes_mentioning(job_dir):
+        try:
+            argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == "bellowsd" and "--node-name" in argv and \
+                argv[argv.index("--node-name") + 1] == node:
+            return pid
+    return None

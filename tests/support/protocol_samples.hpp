@@ -78,8 +78,9 @@ inline std::vector<JobView> samples(std::type_identity<JobView>) {
                   ResizeKind::shrink, "reconfiguring", 1, {"n3"}}};
 }
 inline std::vector<RanksLost> samples(std::type_identity<RanksLost>) {
-  return {RanksLost{3, {2}, {"n2"}, "rank 2 (pid 4711) killed by signal 9"},
-          RanksLost{7, {}, {"n4", "n5"}, "the daemon of n4 went away"}};
+  return {RanksLost{3, {2}, {"n2"}, "rank 2 (pid 4711) killed by signal 9", LossCause::rank_died, 0, 9},
+          RanksLost{5, {1}, {"n1"}, "rank 1 (pid 4712) exit status 3", LossCause::rank_died, 3, 0},
+          RanksLost{7, {}, {"n4", "n5"}, "the daemon of n4 went away", LossCause::node_lost, -1, 0}};
 }
 inline std::vector<Ack> samples(std::type_identity<Ack>) {
   return {Ack{AckCode::ok, ""}, Ack{AckCode::failed, "no such node"}};

@@ -222,20 +222,20 @@ TEST(Messages, RefusesWrongMagic) {
 
 TEST(Messages, RefusesAnotherVersionNamingBoth) {
   Bytes b = encode(Abort{1, ""});
-  set_u16(b, 4, 9);
+  set_u16(b, 4, 10);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 9 refused: this side speaks version 8");
-  EXPECT_EQ(r.peer_version, 9);
+  EXPECT_EQ(r.text, "protocol version 10 refused: this side speaks version 9");
+  EXPECT_EQ(r.peer_version, 10);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 9 refused: this side speaks version 8");
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 10 refused: this side speaks version 9");
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 8)");
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 9)");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -280,7 +280,7 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
-                 "bad field hello.protocol_version: 2 differs from the header's version 8");
+                 "bad field hello.protocol_version: 2 differs from the header's version 9");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),
@@ -331,6 +331,25 @@ TEST(Messages, RanksLostRoundTripsAndRefusesWhatCannotBe) {
                  "bad field ranks_lost.lost_nodes[1]: empty");
   EXPECT_REFUSED(encode(RanksLost{2, {4, 1}, {"n1"}, ""}), bad_field,
                  "bad field ranks_lost.lost_ranks[1]: 1 does not follow 4 (ascending, no repeats)");
+}
+
+TEST(Messages, RanksLostCarriesHowTheRanksWereLost) {
+  const RanksLost killed{3, {2}, {"n2"}, "rank 2 (pid 4711) killed by signal 9", LossCause::rank_died, 0, 9};
+  const DecodeResult r = decode(encode(killed));
+  ASSERT_EQ(r.error, DecodeError::ok) << r.text;
+  EXPECT_EQ(std::get<RanksLost>(r.envelope.message), killed);
+  const RanksLost down{4, {1}, {"n1"}, "the daemon of n1 went away", LossCause::node_lost, -1, 0};
+  EXPECT_EQ(std::get<RanksLost>(decode(encode(down)).envelope.message), down);
+  EXPECT_REFUSED(encode(RanksLost{2, {1}, {"n1"}, "", static_cast<LossCause>(3), -1, 0}), bad_field,
+                 "bad field ranks_lost.cause: 3 is neither rank_died (1) nor node_lost (2)");
+  EXPECT_REFUSED(encode(RanksLost{2, {1}, {"n1"}, "", LossCause::rank_died, 0, 65}), bad_field,
+                 "bad field ranks_lost.signal: 65 is not a signal");
+  EXPECT_REFUSED(encode(RanksLost{2, {1}, {"n1"}, "", LossCause::rank_died, -2, 0}), bad_field,
+                 "bad field ranks_lost.exit_code: -2 is below -1 (unknown)");
+  EXPECT_REFUSED(encode(RanksLost{2, {1}, {"n1"}, "", LossCause::rank_died, 3, 9}), bad_field,
+                 "bad field ranks_lost.exit_code: 3 although killed by a signal");
+  EXPECT_REFUSED(encode(RanksLost{2, {1}, {"n1"}, "", LossCause::node_lost, 0, 0}), bad_field,
+                 "bad field ranks_lost.exit_code: a lost node's ranks have no exit status (-1, signal 0)");
 }
 
 TEST(Messages, RefusesBadHeaderFieldsAndTrailingBytes) {

@@ -53,7 +53,8 @@ class FakeJobControl final : public JobControl {
   /// Recorded as "tell_lost 3 node2 ranks 2 to node0,node1"; answers tell_lost_answer.
   bool tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
                  const std::vector<std::uint32_t>& lost_ranks, const std::string& /*reason*/,
-                 const std::vector<std::string>& survivors) override {
+                 const JobReport& found_by, const std::vector<std::string>& survivors) override {
+    lost_found_by.push_back(found_by);
     std::string line = "tell_lost " + std::to_string(failure);
     for (std::size_t i = 0; i < lost_nodes.size(); ++i) line += (i == 0 ? " " : ",") + lost_nodes[i];
     line += " ranks";
@@ -67,6 +68,8 @@ class FakeJobControl final : public JobControl {
     return tell_lost_answer;
   }
   bool tell_lost_answer = true;
+  /// The found_by of every tell_lost, in order.
+  std::vector<JobReport> lost_found_by;
   void progress() override {
     std::deque<JobReport> now;
     now.swap(reports_);

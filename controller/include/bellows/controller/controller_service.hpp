@@ -111,8 +111,11 @@ class ControllerService {
   [[nodiscard]] const ResizeController& resizes() const noexcept { return *resizes_; }
 
   /// Ends a resize still in flight (job_ended, in the event log), stops the daemons and the
-  /// transport (at the end of the job).
+  /// transport (at the end of the job). Each daemon is sent Stop as a request and given
+  /// kStopAnswerTimeout to answer it (once it told its PMIx tools that the job ended) before
+  /// it is signalled.
   void shutdown();
+  static constexpr std::chrono::milliseconds kStopAnswerTimeout{2000};
 
  private:
   /// The daemon of `node` went away on its own: on the local backend, kills its rank (`pid`,

@@ -70,7 +70,7 @@ class DaemonJobControl final : public JobControl {
   /// Sends RanksLost to each survivor's daemon; the job counts one rank per lost node less.
   bool tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
                  const std::vector<std::uint32_t>& lost_ranks, const std::string& reason,
-                 const std::vector<std::string>& survivors) override;
+                 const JobReport& found_by, const std::vector<std::string>& survivors) override;
   void progress() override;
 
   /// From now on the ranks of new nodes are started by their daemons with `launch` (none

@@ -41,6 +41,10 @@ struct JobReport {
   std::string text;
   /// rank_died and node_lost: the job rank lost, when known (the rank reported its metrics).
   std::optional<std::uint32_t> rank;
+  /// rank_died: how the process ended, as the daemon's RankExited said (exit status, 0 when
+  /// killed by a signal, -1 when unknown; the signal, 0 when none or unknown). Otherwise -1, 0.
+  std::int32_t exit_code = -1;
+  std::int32_t signal = 0;
 };
 
 /// Steers the job and the daemons of its nodes.
@@ -80,11 +84,12 @@ class JobControl {
   virtual void cancel(ResizeId resize, const std::string& why) = 0;
 
   /// A failure (`failure`, numbered with the resizes): tells the daemon of every node in
-  /// `survivors` that the ranks `lost_ranks` on `lost_nodes` are lost, saying how (`reason`).
-  /// True when every one of them could be told.
+  /// `survivors` that the ranks `lost_ranks` on `lost_nodes` are lost, saying how (`reason`,
+  /// and `found_by`, the rank_died or node_lost report that found it, with its exit status and
+  /// signal). True when every one of them could be told.
   virtual bool tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
                          const std::vector<std::uint32_t>& lost_ranks, const std::string& reason,
-                         const std::vector<std::string>& survivors) = 0;
+                         const JobReport& found_by, const std::vector<std::string>& survivors) = 0;
 
   /// Delivers the reports that arrived since the last call to the listener. Never blocks.
   virtual void progress() = 0;

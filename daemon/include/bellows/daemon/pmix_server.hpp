@@ -8,6 +8,7 @@
 // replies on), never from the progress thread.
 
 #include <bellows/daemon/payload.hpp>
+#include <bellows/daemon/standard_events.hpp>
 #include <bellows/protocol/messages.hpp>
 #include <bellows/protocol/metrics.hpp>
 #include <bellows/protocol/resize_report.hpp>
@@ -15,6 +16,7 @@
 #include <pmix_common.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -168,6 +170,14 @@ class PmixServer {
   Status notify(pmix_status_t code, const Payload& payload,
                 pmix_data_range_t range = PMIX_RANGE_LOCAL,
                 const std::vector<ProcId>& targets = {});
+
+  /// Delivers a standard PMIx event (bellows/daemon/standard_events.hpp) to the clients and
+  /// tools attached here that registered for its code, with range PMIX_RANGE_LOCAL (as the
+  /// Bellows events: the controller tells every node's daemon) and not cached. Waits until
+  /// PMIx has handed it on, at most `wait`, so that an event raised just before the daemon
+  /// stops still leaves; a status other than success says why it did not.
+  Status notify_standard(const StandardEvent& event,
+                         std::chrono::milliseconds wait = std::chrono::milliseconds(1000));
 
   /// Allocation requests handled and refused, metrics messages taken and dropped (malformed or
 /// another protocol version), tools attached, so far.

@@ -40,7 +40,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 8;
+inline constexpr std::uint16_t kProtocolVersion = 9;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
@@ -208,6 +208,10 @@ struct JobView {
   bool operator==(const JobView&) const = default;
 };
 
+/// How the ranks of a failure were lost: their process ended without leaving the job, or
+/// their node's daemon went away (the node counts as down).
+enum class LossCause : std::uint8_t { rank_died = 1, node_lost = 2 };
+
 /// A failure: ranks of the job are gone (their process ended without leaving, or their node's
 /// daemon went away). Sent to the daemon of every surviving node, which tells its ranks
 /// (PMIx kRanksLost). failure_id counts in the same sequence as the resize ids; the job's
@@ -219,6 +223,12 @@ struct RanksLost {
                                             ///< when the lost node's rank was never reported
   std::vector<std::string> lost_nodes;      ///< the nodes they ran on; not empty
   std::string reason;                       ///< how the controller learnt of it
+  LossCause cause = LossCause::rank_died;
+  /// rank_died: as RankExited says it, when the process that ended was the rank's (exit
+  /// status, 0 when killed by a signal, -1 when unknown) and the signal that killed it, 0 when
+  /// none or unknown. node_lost: -1 and 0.
+  std::int32_t exit_code = -1;
+  std::int32_t signal = 0;
   bool operator==(const RanksLost&) const = default;
 };
 
