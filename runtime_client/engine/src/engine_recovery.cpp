@@ -10,8 +10,10 @@
 #include <thread>
 
 #include "bellows/runtime/recovery_plan.hpp"
+#include "bellows/runtime/survivors.hpp"
 #include "comm_engine.hpp"
 #include "engine.hpp"
+#include "peer_watch.hpp"
 #include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
@@ -26,8 +28,47 @@ std::string rank_set(std::span<const int> ranks) {
   return out + "}";
 }
 
-/// Every survivor's checkpoint copies, over `survivors` (collective, asleep).
-std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<CheckpointCopy>& mine) {
+/// Waits for a collective over the survivors while watching each of them (`watch`, armed).
+/// A collective with a member that died may fail, may succeed with a wrong result, or, for
+/// the ranks that do not need that member's data, complete; so a loss the watch finds by the
+/// time the collective completes, or within `grace` of its failing, voids it. Returns the
+/// lost survivors (ranks of the survivors' communicator), empty when the collective
+/// completed with none lost; throws RecoveryError when it failed with none found lost.
+std::vector<int> wait_watched(MPI_Request& request, PeerWatch& watch, const char* what,
+                              std::chrono::milliseconds grace) {
+  int rc = MPI_SUCCESS;
+  for (;;) {
+    int done = 0;
+    rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    watch.poll();
+    if (!watch.lost().empty() || rc != MPI_SUCCESS || done) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (rc != MPI_SUCCESS && watch.lost().empty()) {
+    const auto give_up = std::chrono::steady_clock::now() + grace;
+    while (watch.lost().empty() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      watch.poll();
+    }
+    if (watch.lost().empty()) {
+      throw RecoveryError(std::string("recover: ") + what + " failed (" + describe_mpi_error(rc) +
+                          ") and no survivor was found lost");
+    }
+  }
+  // A request that neither completed nor failed is left to MPI (a collective's request may be
+  // neither freed nor cancelled); its buffers belong to the caller, who keeps them.
+  return watch.lost();
+}
+
+/// Every survivor's checkpoint copies, over `survivors` (collective, asleep, watched). Empty
+/// `lost` on success; otherwise the survivors (their ranks in `survivors`) found lost during
+/// the gather, whose result is then void.
+std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<CheckpointCopy>& mine,
+                                          PeerWatch& watch, std::chrono::milliseconds grace,
+                                          std::vector<int>& lost) {
+  // Buffers a collective left unfinished may still write: kept until the process exits.
+  static std::vector<std::vector<long>> kept_buffers;
+  static std::vector<std::vector<int>> kept_counts;
   int size = 0;
   MPI_Comm_size(survivors, &size);
   std::vector<long> flat;
@@ -36,25 +77,36 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
                              c.tiles_expected, c.tiles_held});
   }
   const int count = static_cast<int>(flat.size());
-  std::vector<int> counts(static_cast<std::size_t>(size));
+  kept_counts.emplace_back(static_cast<std::size_t>(size) + 1);
+  std::vector<int>& counts = kept_counts.back();
+  counts[static_cast<std::size_t>(size)] = count;
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Iallgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, survivors, &request);
-  wait_asleep(request);
-  std::vector<int> displacements(counts.size());
+  MPI_Iallgather(&counts[static_cast<std::size_t>(size)], 1, MPI_INT, counts.data(), 1, MPI_INT, survivors,
+                 &request);
+  lost = wait_watched(request, watch, "gathering the checkpoint copies' counts", grace);
+  if (!lost.empty()) return {};
+  std::vector<int> displacements(static_cast<std::size_t>(size));
   int total = 0;
-  for (std::size_t r = 0; r < counts.size(); ++r) {
-    displacements[r] = total;
-    total += counts[r];
+  for (int r = 0; r < size; ++r) {
+    displacements[static_cast<std::size_t>(r)] = total;
+    total += counts[static_cast<std::size_t>(r)];
   }
-  std::vector<long> all(static_cast<std::size_t>(total));
-  MPI_Iallgatherv(flat.data(), count, MPI_LONG, all.data(), counts.data(), displacements.data(),
+  kept_buffers.push_back(std::move(flat));
+  kept_buffers.emplace_back(static_cast<std::size_t>(total));
+  std::vector<long>& all = kept_buffers.back();
+  const std::vector<long>& sent = kept_buffers[kept_buffers.size() - 2];
+  MPI_Iallgatherv(sent.data(), count, MPI_LONG, all.data(), counts.data(), displacements.data(),
                   MPI_LONG, survivors, &request);
-  wait_asleep(request);
+  lost = wait_watched(request, watch, "gathering the checkpoint copies", grace);
+  if (!lost.empty()) return {};
   std::vector<CheckpointCopy> copies;
   for (std::size_t i = 0; i + kLongsPerCopy <= all.size(); i += kLongsPerCopy) {
     copies.push_back(CheckpointCopy{static_cast<int>(all[i]), static_cast<int>(all[i + 1]), all[i + 2],
                                     all[i + 3], all[i + 4]});
   }
+  // Nothing can still write them: the collectives completed.
+  kept_buffers.resize(kept_buffers.size() - 2);
+  kept_counts.pop_back();
   return copies;
 }
 
@@ -190,6 +242,31 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   MPI_Comm_rank(survivors, &out.new_rank);
   MPI_Comm_size(survivors, &out.new_size);
 
+  // First the copies every survivor holds, watched: a survivor that dies during the gather
+  // (a second loss during the recovery) is named in a RecoveryError on every survivor that
+  // finds it, with the runtime as it was (the survivors may rebuild again and call recover
+  // with the larger set), instead of a collective that waits, fails or lies.
+  std::vector<CheckpointCopy> copies;
+  {
+    const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+    const ErrorsReturned errors_returned(survivors);
+    PeerWatch watch(survivors, out.new_rank, out.new_size);
+    watch.arm();
+    std::vector<int> lost_now;
+    copies = gather_copies(survivors, checkpoints_->copies(), watch, kLossGrace, lost_now);
+    if (!lost_now.empty()) {
+      const std::vector<int> remaining = survivors_without(out.old_size, out.lost);
+      std::vector<int> old_numbers;
+      for (const int r : lost_now) {
+        if (r < static_cast<int>(remaining.size())) old_numbers.push_back(remaining[static_cast<std::size_t>(r)]);
+      }
+      throw RecoveryError("recover: survivors " + rank_set(lost_now) + " (ranks " + rank_set(old_numbers) +
+                          " before the recovery) were lost while the survivors gathered their checkpoint "
+                          "copies, after ranks " + rank_set(out.lost) + "; rank " + std::to_string(out.old_rank) +
+                          " did not recover");
+    }
+  }
+
   // The old communicator holds the dead, so it is never disconnected (rebuild.hpp says why);
   // nor is it freed: messages of the abandoned iteration may still be on their way to this
   // rank on it, and a freed communicator's context id may be given to the next one, where
@@ -200,7 +277,6 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   kept_until_exit(comm_);
   comm_ = MPI_COMM_NULL;
 
-  const std::vector<CheckpointCopy> copies = gather_copies(survivors, checkpoints_->copies());
   if (!checkpoints_->enabled()) {
     throw RecoveryError("recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
                         "copy of the tiles of ranks " + rank_set(out.lost) + " exists");
@@ -216,7 +292,10 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   request.lost = out.lost;
   request.on_node_loss = NodeLossAction::shrink;
   const RecoveryDecision decision = plan_recovery(request);
-  if (!decision.plan) throw RecoveryError("recover: " + decision.refusal);
+  if (!decision.plan) {
+    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
+                        std::to_string(iteration_) + ": " + decision.refusal);
+  }
   const RecoveryPlan& plan = *decision.plan;
   const int expected_rank = plan.ranks.new_rank[static_cast<std::size_t>(out.old_rank)];
   if (plan.survivors != out.new_size || expected_rank != out.new_rank) {
@@ -227,7 +306,10 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
         std::to_string(out.new_size) + " ranks with this one as rank " + std::to_string(out.new_rank));
   }
   const CheckpointChoice choice = choose_checkpoint(copies, plan.roll_back);
-  if (!choice.iteration) throw RecoveryError("recover: " + choice.refusal);
+  if (!choice.iteration) {
+    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
+                        std::to_string(iteration_) + ": " + choice.refusal);
+  }
   out.iteration = *choice.iteration;
 
   // The lost ranks' tiles and grid places go to their buddies; every survivor then installs

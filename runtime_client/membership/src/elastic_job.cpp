@@ -400,8 +400,9 @@ RecoveryReport ElasticJob::recover(const IterationReport& report, std::chrono::m
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const MPI_Comm job = communicator();
   MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);  // agree_on_lost reads the dead's errors
-  const std::vector<int> lost = agree_on_lost(job, report.lost_ranks, deadline);
-  Communicator survivors(rebuild_without(job, lost, deadline));
+  // A survivor lost during the rebuild is folded in: agreed on again and left out too.
+  std::vector<int> lost;
+  Communicator survivors(rebuild_after_loss(job, report.lost_ranks, deadline, lost));
   MPI_Comm_set_errhandler(survivors.get(), MPI_ERRORS_RETURN);
   const MPI_Comm survivors_comm = survivors.get();
   membership_.adopt_survivors(std::move(survivors));

@@ -17,23 +17,48 @@ namespace {
 using namespace membership_detail;
 using Deadline = std::chrono::steady_clock::time_point;
 
-constexpr int kCheckInTag = 0x4250;
-constexpr int kVerdictTag = 0x4251;
-constexpr int kCreateTag = 0x4252;
+/// The tags of one rebuild. A rebuild that failed may leave messages behind (a late survivor's
+/// check-in, the go of a create that failed); the next try names more dead ranks, so tags
+/// that step with the dead count keep them from matching that try's receives.
+struct RebuildTags {
+  int check_in, verdict, create;
+};
+RebuildTags tags_for(std::size_t dead_count) {
+  const int base = 0x4250 + 4 * static_cast<int>(dead_count % 2048);
+  return {base, base + 1, base + 2};
+}
 
 /// The first survivor's answer to the others.
-enum Verdict : int { kGo = 1, kOtherDeadSet = 2, kGaveUp = 3 };
+enum Verdict : int { kGo = 1, kOtherDeadSet = 2, kGaveUp = 3, kSurvivorLost = 4 };
+
+/// The class of an operation that needed a dead process (MPICH's MPIX_ERR_PROC_FAILED).
+constexpr int kProcFailedClass = 101;
+
+bool peer_failed(int rc) {
+  int error_class = 0;
+  MPI_Error_class(rc, &error_class);
+  return error_class == kProcFailedClass;
+}
 
 void pause() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
 
-/// Tests `request` until it completes (true) or the deadline passes (false), sleeping between
-/// tests. A failed test throws MpiError.
-bool complete_by(MPI_Request& request, Deadline deadline) {
+enum class Completion { done, peer_lost, timed_out };
+
+/// Tests `request` until it completes, fails because its peer died (MPI freed it), or the
+/// deadline passes, sleeping between tests. Another failure throws MpiError.
+Completion complete_by(MPI_Request& request, Deadline deadline) {
   for (;;) {
     int done = 0;
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      if (peer_failed(rc)) {
+        request = MPI_REQUEST_NULL;
+        return Completion::peer_lost;
+      }
+      check(rc, "MPI_Test");
+    }
+    if (done) return Completion::done;
+    if (std::chrono::steady_clock::now() >= deadline) return Completion::timed_out;
     pause();
   }
 }
@@ -77,42 +102,57 @@ std::string marked_text(const std::vector<int>& marks) {
 }
 
 /// Sends `verdict` to each of `to` and waits for the sends until the deadline (small messages:
-/// they complete locally); the ones still pending then are abandoned.
-void send_verdicts(MPI_Comm job, const std::vector<int>& to, int verdict, Deadline deadline) {
+/// they complete locally); the ones still pending then, or failed, are let go.
+void send_verdicts(MPI_Comm job, const std::vector<int>& to, int verdict, int tag, Deadline deadline) {
   std::vector<MPI_Request> sends(to.size(), MPI_REQUEST_NULL);
   for (std::size_t i = 0; i < to.size(); ++i) {
-    check(MPI_Isend(&verdict, 1, MPI_INT, to[i], kVerdictTag, job, &sends[i]), "MPI_Isend");
+    if (MPI_Isend(&verdict, 1, MPI_INT, to[i], tag, job, &sends[i]) != MPI_SUCCESS) {
+      sends[i] = MPI_REQUEST_NULL;  // that survivor died too: its own failure tells the others
+    }
   }
   for (MPI_Request& send : sends) {
-    if (!complete_by(send, deadline)) abandon(send);
+    if (send != MPI_REQUEST_NULL && complete_by(send, deadline) == Completion::timed_out) abandon(send);
   }
 }
 
 /// The first survivor: collects every other survivor's dead set, then answers all of them.
 void coordinate(MPI_Comm job, const std::vector<int>& survivors, const std::vector<int>& marks,
-                Deadline deadline) {
+                const RebuildTags& tags, Deadline deadline) {
   const int size = static_cast<int>(marks.size());
   const std::size_t others = survivors.size() - 1;
   std::vector<std::vector<int>> theirs(others, std::vector<int>(marks.size(), 0));
   std::vector<MPI_Request> receives(others, MPI_REQUEST_NULL);
   for (std::size_t i = 0; i < others; ++i) {
-    check(MPI_Irecv(theirs[i].data(), size, MPI_INT, survivors[i + 1], kCheckInTag, job,
+    check(MPI_Irecv(theirs[i].data(), size, MPI_INT, survivors[i + 1], tags.check_in, job,
                     &receives[i]),
           "MPI_Irecv");
   }
-  std::vector<int> checked_in, missing;
+  std::vector<int> checked_in, missing, lost, alive;
   for (std::size_t i = 0; i < others; ++i) {
     // Past the deadline each receive is still tested once: one that arrived counts.
-    if (complete_by(receives[i], deadline)) {
+    const Completion completion = complete_by(receives[i], deadline);
+    if (completion == Completion::done) {
       checked_in.push_back(survivors[i + 1]);
+    } else if (completion == Completion::peer_lost) {
+      lost.push_back(survivors[i + 1]);
+      continue;
     } else {
       abandon(receives[i]);
       missing.push_back(survivors[i + 1]);
     }
+    alive.push_back(survivors[i + 1]);
   }
   const Deadline answer_by = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  if (!lost.empty()) {
+    // Those still to check in get the answer too: their check-in is left unread, under tags
+    // the next try does not use.
+    send_verdicts(job, alive, kSurvivorLost, tags.verdict, answer_by);
+    throw LostDuringRebuild("rebuild_without: survivors (old ranks) " + ranks_text(lost) +
+                            " were lost during the check-in; old rank " + std::to_string(survivors.front()) +
+                            " of " + std::to_string(size) + " gave up, dead set " + marked_text(marks));
+  }
   if (!missing.empty()) {
-    send_verdicts(job, checked_in, kGaveUp, answer_by);
+    send_verdicts(job, checked_in, kGaveUp, tags.verdict, answer_by);
     throw RebuildError("rebuild_without: survivors (old ranks) " + ranks_text(missing) +
                        " did not check in before the deadline; old rank " +
                        std::to_string(survivors.front()) + " of " + std::to_string(size) +
@@ -120,29 +160,43 @@ void coordinate(MPI_Comm job, const std::vector<int>& survivors, const std::vect
   }
   for (std::size_t i = 0; i < others; ++i) {
     if (theirs[i] != marks) {
-      send_verdicts(job, checked_in, kOtherDeadSet, answer_by);
+      send_verdicts(job, checked_in, kOtherDeadSet, tags.verdict, answer_by);
       throw RebuildError("rebuild_without: old rank " + std::to_string(survivors[i + 1]) +
                          " named dead ranks " + marked_text(theirs[i]) + ", old rank " +
                          std::to_string(survivors.front()) + " " + marked_text(marks));
     }
   }
-  send_verdicts(job, checked_in, kGo, deadline);
+  send_verdicts(job, checked_in, kGo, tags.verdict, deadline);
 }
 
 /// Any other survivor: checks in with the first survivor and waits for its answer.
-void check_in(MPI_Comm job, int first, const std::vector<int>& marks, Deadline deadline) {
+void check_in(MPI_Comm job, int first, const std::vector<int>& marks, const RebuildTags& tags,
+              Deadline deadline) {
   const int size = static_cast<int>(marks.size());
   MPI_Request send = MPI_REQUEST_NULL, receive = MPI_REQUEST_NULL;
   int verdict = 0;
-  check(MPI_Irecv(&verdict, 1, MPI_INT, first, kVerdictTag, job, &receive), "MPI_Irecv");
-  check(MPI_Isend(marks.data(), size, MPI_INT, first, kCheckInTag, job, &send), "MPI_Isend");
-  const bool answered = complete_by(receive, deadline);
-  if (!complete_by(send, answered ? Deadline::max() : deadline)) abandon(send);
-  if (!answered) {
+  check(MPI_Irecv(&verdict, 1, MPI_INT, first, tags.verdict, job, &receive), "MPI_Irecv");
+  if (MPI_Isend(marks.data(), size, MPI_INT, first, tags.check_in, job, &send) != MPI_SUCCESS) {
+    send = MPI_REQUEST_NULL;  // the first survivor died: the receive below fails too
+  }
+  const Completion answered = complete_by(receive, deadline);
+  if (send != MPI_REQUEST_NULL &&
+      complete_by(send, answered == Completion::done ? Deadline::max() : deadline) != Completion::done) {
+    abandon(send);
+  }
+  if (answered == Completion::peer_lost) {
+    throw LostDuringRebuild("rebuild_without: the first survivor (old rank " + std::to_string(first) +
+                            ") was lost during the check-in; dead set " + marked_text(marks));
+  }
+  if (answered == Completion::timed_out) {
     abandon(receive);
     throw RebuildError("rebuild_without: no answer from the first survivor (old rank " +
                        std::to_string(first) + ") before the deadline; dead set " +
                        marked_text(marks));
+  }
+  if (verdict == kSurvivorLost) {
+    throw LostDuringRebuild("rebuild_without: the first survivor (old rank " + std::to_string(first) +
+                            ") found survivors lost during the check-in; dead set " + marked_text(marks));
   }
   if (verdict == kOtherDeadSet) {
     throw RebuildError("rebuild_without: the first survivor (old rank " + std::to_string(first) +
@@ -178,11 +232,12 @@ MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead, Deadline deadl
   }
   const std::vector<int> marks = dead_marks(r.old_size, dead);
 
+  const RebuildTags tags = tags_for(dead.size());
   ReturnErrors errors(job);
   if (r.new_rank == 0) {
-    coordinate(job, survivors, marks, deadline);
+    coordinate(job, survivors, marks, tags, deadline);
   } else {
-    check_in(job, survivors.front(), marks, deadline);
+    check_in(job, survivors.front(), marks, tags, deadline);
   }
   r.check_in_seconds = seconds_since(start);
 
@@ -194,8 +249,13 @@ MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead, Deadline deadl
   MPI_Group_free(&old_group);
   check(included, "MPI_Group_incl");
   MPI_Comm created = MPI_COMM_NULL;
-  const int rc = MPI_Comm_create_group(job, survivor_group, kCreateTag, &created);
+  const int rc = MPI_Comm_create_group(job, survivor_group, tags.create, &created);
   MPI_Group_free(&survivor_group);
+  if (rc != MPI_SUCCESS && peer_failed(rc)) {
+    throw LostDuringRebuild("rebuild_without: a survivor was lost during MPI_Comm_create_group (old rank " +
+                            std::to_string(r.old_rank) + " of " + std::to_string(r.old_size) + ", dead set " +
+                            marked_text(marks) + ")");
+  }
   check(rc, "MPI_Comm_create_group");
   Communicator rebuilt = adopt(created);
   r.create_seconds = seconds_since(t);
@@ -206,6 +266,29 @@ MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead, Deadline deadl
   errors.consumed();
   r.total_seconds = seconds_since(start);
   return hand_out(std::move(rebuilt));
+}
+
+MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen, Deadline deadline,
+                            std::vector<int>& lost, int* attempts, RebuildReport* report) {
+  std::vector<int> known(seen.begin(), seen.end());
+  std::string previous_failure;
+  for (int attempt = 1;; ++attempt) {
+    if (attempts != nullptr) *attempts = attempt;
+    lost = agree_on_lost(job, known, deadline);
+    if (!previous_failure.empty() && lost.size() <= known.size()) {
+      // The tries' tags step with the dead count: the same set again cannot be rebuilt safely.
+      throw RebuildError(previous_failure + "; agreeing again found no further loss (" + ranks_text(lost) + ")");
+    }
+    try {
+      return rebuild_without(job, lost, deadline, report);
+    } catch (const LostDuringRebuild& e) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw RebuildError(std::string(e.what()) + "; no time left to agree again");
+      }
+      previous_failure = e.what();
+      known = lost;  // the next agreement finds who died during this try
+    }
+  }
 }
 
 }  // namespace bellows::runtime

@@ -69,6 +69,17 @@ class RebuildError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Thrown by rebuild_without() when a survivor died during the rebuild itself: its check-in or
+/// the first survivor's answer failed with a dead peer (MPIX_ERR_PROC_FAILED), or
+/// MPI_Comm_create_group did. The old communicator is left to the caller, untouched, and every
+/// survivor that is told of it (the first survivor tells those that checked in or were about
+/// to) may agree again, which finds the new loss, and rebuild without the larger set:
+/// rebuild_after_loss() does.
+class LostDuringRebuild : public RebuildError {
+ public:
+  using RebuildError::RebuildError;
+};
+
 /// The survivors' communicator: `job` without the ranks in `dead`, the survivors in their old
 /// order (the first survivor is rank 0). Collective over the survivors, each passing the same
 /// dead set (in any order) and a deadline of its own; the dead take no part.
@@ -96,5 +107,20 @@ class RebuildError : public std::runtime_error {
 [[nodiscard]] MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead,
                                        std::chrono::steady_clock::time_point deadline,
                                        RebuildReport* report = nullptr);
+
+/// What the survivors of a loss do before Runtime::recover(): agree_on_lost() from the lost
+/// ranks this rank has seen (`seen`, e.g. IterationReport::lost_ranks), then rebuild_without()
+/// the agreed set; when a survivor dies during the rebuild (LostDuringRebuild) they agree
+/// again, which adds it, and rebuild without the larger set, until they have their
+/// communicator or one of the calls throws. One deadline for all of it. `lost` receives the set
+/// the communicator was rebuilt without (old ranks of `job`, ascending), `attempts` the
+/// rebuilds tried (1 without a second loss). On success `job` is consumed as by
+/// rebuild_without(). Throws what agree_on_lost() and rebuild_without() throw, RebuildError
+/// when the deadline passes between tries; a survivor lost after the communicator was
+/// rebuilt is for Runtime::recover() or the next iteration to find.
+[[nodiscard]] MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen,
+                                          std::chrono::steady_clock::time_point deadline,
+                                          std::vector<int>& lost, int* attempts = nullptr,
+                                          RebuildReport* report = nullptr);
 
 }  // namespace bellows::runtime
