@@ -42,6 +42,7 @@
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/rebuild.hpp"
 #include "bellows/runtime/runtime.hpp"
+#include "bellows/runtime/survivors.hpp"
 
 #include <mpi.h>
 #include <fcntl.h>
@@ -321,6 +322,9 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       if (recovered) result["second_loss_noticed_in"] = "an iteration after the recovery";
       std::vector<int> lost_old;
       for (const int r : report.lost_ranks) lost_old.push_back(old_of[static_cast<std::size_t>(r)]);
+      if (second_loss && !recovered && std::find(lost_old.begin(), lost_old.end(), second_victim) != lost_old.end()) {
+        result["second_loss_noticed_in"] = "the abandoned iteration";
+      }
       if (second_loss) {
         const bool victims_only = std::all_of(lost_old.begin(), lost_old.end(), [&](int r) {
           return std::binary_search(all_victims.begin(), all_victims.end(), r);
@@ -346,10 +350,10 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       }
       br::RebuildReport rebuilt;
       std::vector<int> lost;
+      const auto deadline = Clock::now() + (second_loss ? kSecondLossRebuildTimeout : kRebuildTimeout);
       try {
         // What an application does: agree on the lost set, then rebuild without it, again
         // with a larger set when a survivor dies during the rebuild.
-        const auto deadline = Clock::now() + (second_loss ? kSecondLossRebuildTimeout : kRebuildTimeout);
         int attempts = 0;
         job = br::rebuild_after_loss(job, report.lost_ranks, deadline, lost, &attempts, &rebuilt);
         result["rebuild_attempts"] = result.value("rebuild_attempts", 0) + attempts;
@@ -382,14 +386,51 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
         break;
       }
       br::RecoveryReport recovery;
-      try {
-        recovery = runtime.recover(job, lost);
-      } catch (const br::RecoveryError& e) {
-        if (!second_loss) throw;
-        if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "recover";
-        refusal = e.what();
-        break;
+      while (refusal.empty()) {
+        // Ranks r and r + 1 on nodes of their own: r + 1 is r's buddy (docs/runtime.md,
+        // "Buddies"). A first recovery without the first victim and its buddy must be refused.
+        const int first_victim = victims.empty() ? -1 : victims.front();
+        const int buddy = (first_victim + 1) % kRanks;
+        const bool buddy_lost_too = second_loss && !recovered &&
+                                    std::binary_search(lost.begin(), lost.end(), first_victim) &&
+                                    std::binary_search(lost.begin(), lost.end(), buddy);
+        const std::string buddy_refusal = "rank " + std::to_string(first_victim) + " and its buddy rank " +
+                                          std::to_string(buddy) + " are both lost";
+        try {
+          recovery = runtime.recover(job, lost);
+          expect(!buddy_lost_too, "recovered without ranks " + rank_set(lost) + ": " + buddy_refusal);
+          break;
+        } catch (const br::LostDuringRecovery& e) {
+          // Survivors lost during recover(): rebuild without them too, and recover with both
+          // losses in the runtime's numbers (what ElasticJob::recover does).
+          if (!second_loss) throw;
+          if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "recover";
+          const std::vector<int> remaining = br::survivors_without(static_cast<int>(old_of.size()), lost);
+          std::vector<int> lost_again;
+          try {
+            job = br::rebuild_after_loss(job, e.lost_survivors(), deadline, lost_again);
+          } catch (const br::RebuildError& again) {
+            refusal = again.what();
+            break;
+          }
+          MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);
+          for (const int r : lost_again) lost.push_back(remaining[static_cast<std::size_t>(r)]);
+          std::sort(lost.begin(), lost.end());
+          const bool named_left_out = std::all_of(e.lost_ranks().begin(), e.lost_ranks().end(), [&](int r) {
+            return std::binary_search(lost.begin(), lost.end(), r);
+          });
+          expect(named_left_out, "recover named ranks " + rank_set(e.lost_ranks()) +
+                                     " lost, but the rebuild left out " + rank_set(lost));
+        } catch (const br::RecoveryError& e) {
+          if (!second_loss) throw;
+          if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "recover";
+          refusal = e.what();
+          expect(!buddy_lost_too || refusal.find(buddy_refusal) != std::string::npos,
+                 "recover without ranks " + rank_set(lost) + " refused with \"" + refusal + "\", not \"" +
+                     buddy_refusal + "\"");
+        }
       }
+      if (!refusal.empty()) break;
       const double recovered_at = wall_seconds();
       std::vector<int> remaining;
       for (int r = 0; r < static_cast<int>(old_of.size()); ++r) {

@@ -221,6 +221,58 @@ void Engine::map_without_lost(const ShrinkPlan& plan, int new_rank) {
   stolen_this_iteration_.clear();
 }
 
+RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies) const {
+  if (!checkpoints_->enabled()) {
+    throw RecoveryError("recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
+                        "copy of the tiles of ranks " + rank_set(out.lost) + " exists");
+  }
+  const std::vector<int> buddies = checkpoints_->buddies();
+  if (buddies.empty()) {
+    throw RecoveryError("recover: no checkpoint was taken before ranks " + rank_set(out.lost) +
+                        " were lost");
+  }
+  RecoveryRequest request;
+  request.hosts = checkpoints_->nodes();
+  request.buddies = buddies;
+  request.lost = out.lost;
+  request.on_node_loss = NodeLossAction::shrink;
+  RecoveryDecision decision = plan_recovery(request);
+  if (!decision.plan) {
+    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
+                        std::to_string(iteration_) + ": " + decision.refusal);
+  }
+  const RecoveryPlan& plan = *decision.plan;
+  const int expected_rank = plan.ranks.new_rank[static_cast<std::size_t>(out.old_rank)];
+  if (plan.survivors != out.new_size || expected_rank != out.new_rank) {
+    throw std::invalid_argument(
+        "recover: losing ranks " + rank_set(out.lost) + " of " + std::to_string(out.old_size) +
+        " leaves " + std::to_string(plan.survivors) + " ranks with rank " + std::to_string(out.old_rank) +
+        " as rank " + std::to_string(expected_rank) + ", but the survivors' communicator has " +
+        std::to_string(out.new_size) + " ranks with this one as rank " + std::to_string(out.new_rank));
+  }
+  const CheckpointChoice choice = choose_checkpoint(copies, plan.roll_back);
+  if (!choice.iteration) {
+    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
+                        std::to_string(iteration_) + ": " + choice.refusal);
+  }
+  out.iteration = *choice.iteration;
+  return std::move(*decision.plan);
+}
+
+void Engine::attach_recovered(MPI_Comm duplicate, std::vector<std::string> nodes) {
+  // attach()'s steps, less its two collectives (the duplicate, the nodes' gather).
+  comm_ = duplicate;
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);
+  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
+                                              options_.same_host_transport);
+  if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
+  total_stats_.rank = rank_;
+  local_tasks_known_ = false;
+  checkpoints_->attach(comm_, std::move(nodes));  // new buddies; a checkpoint at the next boundary
+}
+
 RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   const auto begin = Clock::now();
   if (comm_ == MPI_COMM_NULL) {
@@ -242,29 +294,46 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   MPI_Comm_rank(survivors, &out.new_rank);
   MPI_Comm_size(survivors, &out.new_size);
 
-  // First the copies every survivor holds, watched: a survivor that dies during the gather
-  // (a second loss during the recovery) is named in a RecoveryError on every survivor that
-  // finds it, with the runtime as it was (the survivors may rebuild again and call recover
-  // with the larger set), instead of a collective that waits, fails or lies.
+  // Every collective of the recovery happens first, under a watch of every survivor (a
+  // zero-byte receive from each), and before anything changes: the gather of the copies
+  // and the duplicate of the survivors' communicator the runtime will use. A survivor that
+  // dies meanwhile (a second loss during the recovery) makes this call throw
+  // LostDuringRecovery on every survivor that finds it, with the runtime as it was, so
+  // that the survivors can rebuild again and call recover() with the larger set, instead of
+  // waiting in a collective that never ends, fails or lies. A survivor that finds nothing
+  // here while another does waits in the duplicate for it, and so finds the loss too.
   std::vector<CheckpointCopy> copies;
+  RecoveryPlan plan;
+  MPI_Comm duplicate = MPI_COMM_NULL;
   {
     const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
     const ErrorsReturned errors_returned(survivors);
     PeerWatch watch(survivors, out.new_rank, out.new_size);
     watch.arm();
-    std::vector<int> lost_now;
-    copies = gather_copies(survivors, checkpoints_->copies(), watch, kLossGrace, lost_now);
-    if (!lost_now.empty()) {
+    const auto lost_during = [&](const std::vector<int>& lost_now, const char* phase) {
       const std::vector<int> remaining = survivors_without(out.old_size, out.lost);
       std::vector<int> old_numbers;
       for (const int r : lost_now) {
         if (r < static_cast<int>(remaining.size())) old_numbers.push_back(remaining[static_cast<std::size_t>(r)]);
       }
-      throw RecoveryError("recover: survivors " + rank_set(lost_now) + " (ranks " + rank_set(old_numbers) +
-                          " before the recovery) were lost while the survivors gathered their checkpoint "
-                          "copies, after ranks " + rank_set(out.lost) + "; rank " + std::to_string(out.old_rank) +
-                          " did not recover");
-    }
+      return LostDuringRecovery("recover: survivors " + rank_set(lost_now) + " (ranks " + rank_set(old_numbers) +
+                                    " before the recovery) were lost while " + phase + ", after ranks " +
+                                    rank_set(out.lost) + "; rank " + std::to_string(out.old_rank) +
+                                    " did not recover",
+                                lost_now, old_numbers);
+    };
+    std::vector<int> lost_now;
+    copies = gather_copies(survivors, checkpoints_->copies(), watch, kLossGrace, lost_now);
+    if (!lost_now.empty()) throw lost_during(lost_now, "the survivors gathered their checkpoint copies");
+    plan = decide_recovery(out, copies);
+    static std::vector<MPI_Comm> pending_duplicates;  // written by a duplicate left unfinished
+    pending_duplicates.push_back(MPI_COMM_NULL);
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Comm_idup(survivors, &pending_duplicates.back(), &request);
+    lost_now = wait_watched(request, watch, "duplicating the survivors' communicator", kLossGrace);
+    if (!lost_now.empty()) throw lost_during(lost_now, "the runtime duplicated the survivors' communicator");
+    duplicate = pending_duplicates.back();
+    pending_duplicates.pop_back();
   }
 
   // The old communicator holds the dead, so it is never disconnected (rebuild.hpp says why);
@@ -276,41 +345,6 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   watch_.reset();
   kept_until_exit(comm_);
   comm_ = MPI_COMM_NULL;
-
-  if (!checkpoints_->enabled()) {
-    throw RecoveryError("recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
-                        "copy of the tiles of ranks " + rank_set(out.lost) + " exists");
-  }
-  const std::vector<int> buddies = checkpoints_->buddies();
-  if (buddies.empty()) {
-    throw RecoveryError("recover: no checkpoint was taken before ranks " + rank_set(out.lost) +
-                        " were lost");
-  }
-  RecoveryRequest request;
-  request.hosts = checkpoints_->nodes();
-  request.buddies = buddies;
-  request.lost = out.lost;
-  request.on_node_loss = NodeLossAction::shrink;
-  const RecoveryDecision decision = plan_recovery(request);
-  if (!decision.plan) {
-    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
-                        std::to_string(iteration_) + ": " + decision.refusal);
-  }
-  const RecoveryPlan& plan = *decision.plan;
-  const int expected_rank = plan.ranks.new_rank[static_cast<std::size_t>(out.old_rank)];
-  if (plan.survivors != out.new_size || expected_rank != out.new_rank) {
-    throw std::invalid_argument(
-        "recover: losing ranks " + rank_set(out.lost) + " of " + std::to_string(out.old_size) +
-        " leaves " + std::to_string(plan.survivors) + " ranks with rank " + std::to_string(out.old_rank) +
-        " as rank " + std::to_string(expected_rank) + ", but the survivors' communicator has " +
-        std::to_string(out.new_size) + " ranks with this one as rank " + std::to_string(out.new_rank));
-  }
-  const CheckpointChoice choice = choose_checkpoint(copies, plan.roll_back);
-  if (!choice.iteration) {
-    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
-                        std::to_string(iteration_) + ": " + choice.refusal);
-  }
-  out.iteration = *choice.iteration;
 
   // The lost ranks' tiles and grid places go to their buddies; every survivor then installs
   // its own copy at that iteration, and each buddy its lost wards' copies.
@@ -325,7 +359,11 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   pending_moves_.clear();
   lost_ranks_.clear();
   iteration_ = static_cast<int>(out.iteration);
-  attach(survivors);  // new buddies: the next boundary takes a checkpoint
+  std::vector<std::string> survivor_nodes;  // nodes do not change: known from before the loss
+  for (const int r : survivors_without(out.old_size, out.lost)) {
+    survivor_nodes.push_back(checkpoints_->nodes()[static_cast<std::size_t>(r)]);
+  }
+  attach_recovered(duplicate, std::move(survivor_nodes));
   last_rebalance_ = Rebalance{};
   if (options_.rebalance_on_resize) {
     pending_moves_ = plan_regrid();  // carried out at the start of the next iteration

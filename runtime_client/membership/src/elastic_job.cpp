@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "bellows/runtime/rebuild.hpp"
+#include "bellows/runtime/survivors.hpp"
 #include "sleeping_wait.hpp"
 #include "trace.hpp"
 
@@ -400,13 +401,27 @@ RecoveryReport ElasticJob::recover(const IterationReport& report, std::chrono::m
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const MPI_Comm job = communicator();
   MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);  // agree_on_lost reads the dead's errors
+  int old_size = 0;
+  MPI_Comm_size(job, &old_size);
   // A survivor lost during the rebuild is folded in: agreed on again and left out too.
   std::vector<int> lost;
   Communicator survivors(rebuild_after_loss(job, report.lost_ranks, deadline, lost));
-  MPI_Comm_set_errhandler(survivors.get(), MPI_ERRORS_RETURN);
-  const MPI_Comm survivors_comm = survivors.get();
-  membership_.adopt_survivors(std::move(survivors));
-  return runtime_->recover(survivors_comm, lost);
+  for (;;) {
+    MPI_Comm_set_errhandler(survivors.get(), MPI_ERRORS_RETURN);
+    const MPI_Comm survivors_comm = survivors.get();
+    membership_.adopt_survivors(std::move(survivors));
+    try {
+      return runtime_->recover(survivors_comm, lost);
+    } catch (const LostDuringRecovery& e) {
+      // Survivors lost during the recovery: rebuild without them too and recover again with
+      // both losses, in the numbers the runtime knows.
+      const std::vector<int> remaining = survivors_without(old_size, lost);
+      std::vector<int> lost_again;
+      survivors = Communicator(rebuild_after_loss(survivors_comm, e.lost_survivors(), deadline, lost_again));
+      for (const int r : lost_again) lost.push_back(remaining[static_cast<std::size_t>(r)]);
+      std::sort(lost.begin(), lost.end());
+    }
+  }
 }
 
 void ElasticJob::after_iteration(const IterationReport& report) {

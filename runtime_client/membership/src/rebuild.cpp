@@ -4,6 +4,7 @@
 #include "bellows/runtime/rebuild.hpp"
 
 #include "bellows/runtime/survivors.hpp"
+#include "cancelled_receives.hpp"
 #include "membership_support.hpp"
 
 #include <string>
@@ -213,6 +214,63 @@ void check_in(MPI_Comm job, int first, const std::vector<int>& marks, const Rebu
   }
 }
 
+std::vector<MPI_Comm>& kept_communicators() {
+  static std::vector<MPI_Comm> kept;  // until the process exits
+  return kept;
+}
+
+/// A survivor that dies during MPI_Comm_create_group, or right after it, can leave some
+/// survivors with the new communicator and others with a failed create, who agree again on
+/// the old one; those with it would wait there for good. So the survivors confirm the new
+/// communicator with a barrier over it while watching each member (a zero-byte receive from
+/// each, on a tag nobody sends on, fails once that member is dead): false when a member was
+/// found lost; RebuildError when the deadline passes first.
+bool confirmed(MPI_Comm created, Deadline deadline) {
+  constexpr int kConfirmWatchTag = 32201;
+  int size = 0, rank = -1;
+  check(MPI_Comm_size(created, &size), "MPI_Comm_size");
+  check(MPI_Comm_rank(created, &rank), "MPI_Comm_rank");
+  static char sink = 0;  // what a watch receive would write: nobody sends
+  std::vector<MPI_Request> watch(static_cast<std::size_t>(size), MPI_REQUEST_NULL);
+  bool lost = false;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    if (MPI_Irecv(&sink, 1, MPI_CHAR, peer, kConfirmWatchTag, created, &watch[static_cast<std::size_t>(peer)]) !=
+        MPI_SUCCESS) {
+      watch[static_cast<std::size_t>(peer)] = MPI_REQUEST_NULL;
+      lost = true;
+    }
+  }
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  if (MPI_Ibarrier(created, &barrier) != MPI_SUCCESS) lost = true;
+  bool done = false;
+  while (!lost && !done) {
+    int flag = 0;
+    if (MPI_Test(&barrier, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) lost = true;
+    done = flag != 0;
+    for (MPI_Request& request : watch) {
+      if (request == MPI_REQUEST_NULL) continue;
+      int arrived = 0;
+      if (MPI_Test(&request, &arrived, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        request = MPI_REQUEST_NULL;  // that member died: MPI freed the request
+        lost = true;
+      }
+    }
+    if (!lost && !done) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        (void)cancel_receives(watch);  // nothing is ever sent to `sink`
+        throw RebuildError("rebuild_without: the survivors did not all confirm the rebuilt communicator "
+                           "before the deadline");
+      }
+      pause();
+    }
+  }
+  (void)cancel_receives(watch);
+  // A barrier left unfinished is left to MPI (a collective's request may be neither freed nor
+  // cancelled); it has no buffer.
+  return !lost;
+}
+
 }  // namespace
 
 MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead, Deadline deadline,
@@ -260,6 +318,13 @@ MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead, Deadline deadl
   Communicator rebuilt = adopt(created);
   r.create_seconds = seconds_since(t);
   check(MPI_Comm_size(rebuilt.get(), &r.new_size), "MPI_Comm_size");
+  if (!confirmed(rebuilt.get(), deadline)) {
+    // Given up, not freed: messages of the confirmation may still arrive on it.
+    kept_communicators().push_back(rebuilt.release());
+    throw LostDuringRebuild("rebuild_without: a survivor was lost while the survivors confirmed the rebuilt "
+                            "communicator (old rank " + std::to_string(r.old_rank) + " of " +
+                            std::to_string(r.old_size) + ", dead set " + marked_text(marks) + ")");
+  }
 
   // Freed, not disconnected: MPI_Comm_disconnect waits for a dead peer that is silent.
   check(MPI_Comm_free(&job), "MPI_Comm_free");
