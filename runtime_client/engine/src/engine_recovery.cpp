@@ -28,18 +28,26 @@ std::string rank_set(std::span<const int> ranks) {
   return out + "}";
 }
 
+/// What decides a collective that completed while the watch found a survivor lost.
+enum class WhenBothSeen {
+  lost,       ///< its result may be wrong: the loss counts (a later step is watched too)
+  completed,  ///< the last step: every survivor took part, so the loss is left to the next
+              ///< iteration's watch rather than to a survivor that may be alone in seeing it
+};
+
 /// Waits for a collective over the survivors while watching each of them (`watch`, armed).
 /// A collective with a member that died may fail, may succeed with a wrong result, or, for
 /// the ranks that do not need that member's data, complete; so a loss the watch finds by the
-/// time the collective completes, or within `grace` of its failing, voids it. Returns the
-/// lost survivors (ranks of the survivors' communicator), empty when the collective
-/// completed with none lost; throws RecoveryError when it failed with none found lost.
+/// time the collective completes (as `both` says), or within `grace` of its failing, voids
+/// it. Returns the lost survivors (ranks of the survivors' communicator), empty when the
+/// collective completed and counts; throws RecoveryError when it failed with none found lost.
 std::vector<int> wait_watched(MPI_Request& request, PeerWatch& watch, const char* what,
-                              std::chrono::milliseconds grace) {
+                              std::chrono::milliseconds grace, WhenBothSeen both) {
   int rc = MPI_SUCCESS;
   for (;;) {
     int done = 0;
     rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && done && both == WhenBothSeen::completed) return {};
     watch.poll();
     if (!watch.lost().empty() || rc != MPI_SUCCESS || done) break;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -83,7 +91,7 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Iallgather(&counts[static_cast<std::size_t>(size)], 1, MPI_INT, counts.data(), 1, MPI_INT, survivors,
                  &request);
-  lost = wait_watched(request, watch, "gathering the checkpoint copies' counts", grace);
+  lost = wait_watched(request, watch, "gathering the checkpoint copies' counts", grace, WhenBothSeen::lost);
   if (!lost.empty()) return {};
   std::vector<int> displacements(static_cast<std::size_t>(size));
   int total = 0;
@@ -97,7 +105,7 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
   const std::vector<long>& sent = kept_buffers[kept_buffers.size() - 2];
   MPI_Iallgatherv(sent.data(), count, MPI_LONG, all.data(), counts.data(), displacements.data(),
                   MPI_LONG, survivors, &request);
-  lost = wait_watched(request, watch, "gathering the checkpoint copies", grace);
+  lost = wait_watched(request, watch, "gathering the checkpoint copies", grace, WhenBothSeen::lost);
   if (!lost.empty()) return {};
   std::vector<CheckpointCopy> copies;
   for (std::size_t i = 0; i + kLongsPerCopy <= all.size(); i += kLongsPerCopy) {
@@ -330,7 +338,8 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     pending_duplicates.push_back(MPI_COMM_NULL);
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Comm_idup(survivors, &pending_duplicates.back(), &request);
-    lost_now = wait_watched(request, watch, "duplicating the survivors' communicator", kLossGrace);
+    lost_now = wait_watched(request, watch, "duplicating the survivors' communicator", kLossGrace,
+                            WhenBothSeen::completed);
     if (!lost_now.empty()) throw lost_during(lost_now, "the runtime duplicated the survivors' communicator");
     duplicate = pending_duplicates.back();
     pending_duplicates.pop_back();

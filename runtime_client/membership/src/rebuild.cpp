@@ -248,6 +248,7 @@ bool confirmed(MPI_Comm created, Deadline deadline) {
     int flag = 0;
     if (MPI_Test(&barrier, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) lost = true;
     done = flag != 0;
+    if (done && !lost) break;  // every member took part: a loss now is for the next step to find
     for (MPI_Request& request : watch) {
       if (request == MPI_REQUEST_NULL) continue;
       int arrived = 0;
