@@ -42,7 +42,6 @@
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/rebuild.hpp"
 #include "bellows/runtime/runtime.hpp"
-#include "bellows/runtime/survivors.hpp"
 
 #include <mpi.h>
 #include <fcntl.h>
@@ -351,42 +350,53 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       br::RebuildReport rebuilt;
       std::vector<int> lost;
       const auto deadline = Clock::now() + (second_loss ? kSecondLossRebuildTimeout : kRebuildTimeout);
-      try {
-        // What an application does: agree on the lost set, then rebuild without it, again
-        // with a larger set when a survivor dies during the rebuild.
-        int attempts = 0;
-        job = br::rebuild_after_loss(job, report.lost_ranks, deadline, lost, &attempts, &rebuilt);
-        result["rebuild_attempts"] = result.value("rebuild_attempts", 0) + attempts;
-        if (second_loss && !recovered && attempts > 1) result["second_loss_noticed_in"] = "the rebuild";
-        if (second_loss && !recovered && attempts == 1 && lost.size() > report.lost_ranks.size()) {
-          result["second_loss_noticed_in"] = "the agreement";
-        }
-        if (!second_loss) {
-          expect(lost == victims, "agreed on ranks " + rank_set(lost) + ", expected " + rank_set(victims));
-        }
-      } catch (const br::RebuildError& e) {
-        if (!second_loss) expect(false, std::string("rebuild_without threw: ") + e.what());
-        if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "the rebuild";
-        refusal = e.what();
-        break;
-      }
-      MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);
-      const double rebuilt_at = wall_seconds();
-      if (no_checkpoint) {
-        std::string error = "(no error)";
-        try {
-          (void)runtime.recover(job, lost);
-        } catch (const br::RecoveryError& e) {
-          error = e.what();
-        }
-        const std::string expected = "recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no copy "
-                                     "of the tiles of ranks " + rank_set(victims) + " exists";
-        expect(error == expected, "recover: \"" + error + "\", expected \"" + expected + "\"");
-        result["refused"] = error;
-        break;
-      }
+      // What an application does (ElasticJob::recover): agree on the lost set and rebuild
+      // without it (again with a larger set when a survivor dies during the rebuild), then
+      // recover; when survivors die during recover(), agree again on the communicator from
+      // before the loss, kept until then, and rebuild and recover without them too.
+      const MPI_Comm before = job;
+      std::vector<int> known = report.lost_ranks;
       br::RecoveryReport recovery;
-      while (refusal.empty()) {
+      double rebuilt_at = 0.0;
+      bool refused_without_checkpoints = false;
+      for (;;) {
+        MPI_Comm survivors = MPI_COMM_NULL;
+        try {
+          int attempts = 0;
+          survivors = br::rebuild_after_loss(before, known, deadline, lost, &attempts, &rebuilt);
+          result["rebuild_attempts"] = result.value("rebuild_attempts", 0) + attempts;
+          if (second_loss && !recovered && attempts > 1 && !result.contains("second_loss_noticed_in")) {
+            result["second_loss_noticed_in"] = "the rebuild";
+          }
+          if (second_loss && !recovered && lost.size() > known.size() && !result.contains("second_loss_noticed_in")) {
+            result["second_loss_noticed_in"] = "the agreement";
+          }
+          if (!second_loss) {
+            expect(lost == victims, "agreed on ranks " + rank_set(lost) + ", expected " + rank_set(victims));
+          }
+        } catch (const br::RebuildError& e) {
+          if (!second_loss) expect(false, std::string("rebuild_without threw: ") + e.what());
+          if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "the rebuild";
+          refusal = e.what();
+          break;
+        }
+        MPI_Comm_set_errhandler(survivors, MPI_ERRORS_RETURN);
+        rebuilt_at = wall_seconds();
+        if (no_checkpoint) {
+          std::string error = "(no error)";
+          try {
+            (void)runtime.recover(survivors, lost);
+          } catch (const br::RecoveryError& e) {
+            error = e.what();
+          }
+          const std::string expected = "recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
+                                       "copy of the tiles of ranks " + rank_set(victims) + " exists";
+          expect(error == expected, "recover: \"" + error + "\", expected \"" + expected + "\"");
+          result["refused"] = error;
+          job = survivors;
+          refused_without_checkpoints = true;
+          break;
+        }
         // Ranks r and r + 1 on nodes of their own: r + 1 is r's buddy (docs/runtime.md,
         // "Buddies"). A first recovery without the first victim and its buddy must be refused.
         const int first_victim = victims.empty() ? -1 : victims.front();
@@ -397,30 +407,23 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
         const std::string buddy_refusal = "rank " + std::to_string(first_victim) + " and its buddy rank " +
                                           std::to_string(buddy) + " are both lost";
         try {
-          recovery = runtime.recover(job, lost);
+          recovery = runtime.recover(survivors, lost);
           expect(!buddy_lost_too, "recovered without ranks " + rank_set(lost) + ": " + buddy_refusal);
+          job = survivors;
+          MPI_Comm old = before;
+          MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
           break;
         } catch (const br::LostDuringRecovery& e) {
-          // Survivors lost during recover(): rebuild without them too, and recover with both
-          // losses in the runtime's numbers (what ElasticJob::recover does).
           if (!second_loss) throw;
           if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "recover";
-          const std::vector<int> remaining = br::survivors_without(static_cast<int>(old_of.size()), lost);
-          std::vector<int> lost_again;
-          try {
-            job = br::rebuild_after_loss(job, e.lost_survivors(), deadline, lost_again);
-          } catch (const br::RebuildError& again) {
-            refusal = again.what();
-            break;
-          }
-          MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);
-          for (const int r : lost_again) lost.push_back(remaining[static_cast<std::size_t>(r)]);
-          std::sort(lost.begin(), lost.end());
-          const bool named_left_out = std::all_of(e.lost_ranks().begin(), e.lost_ranks().end(), [&](int r) {
+          const bool among_survivors = std::none_of(e.lost_ranks().begin(), e.lost_ranks().end(), [&](int r) {
             return std::binary_search(lost.begin(), lost.end(), r);
           });
-          expect(named_left_out, "recover named ranks " + rank_set(e.lost_ranks()) +
-                                     " lost, but the rebuild left out " + rank_set(lost));
+          expect(among_survivors, "recover named ranks " + rank_set(e.lost_ranks()) +
+                                      " lost, some of them lost before: " + rank_set(lost));
+          known = lost;  // `survivors` is left unfreed: messages may still arrive on it
+          known.insert(known.end(), e.lost_ranks().begin(), e.lost_ranks().end());
+          std::sort(known.begin(), known.end());
         } catch (const br::RecoveryError& e) {
           if (!second_loss) throw;
           if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "recover";
@@ -428,9 +431,11 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
           expect(!buddy_lost_too || refusal.find(buddy_refusal) != std::string::npos,
                  "recover without ranks " + rank_set(lost) + " refused with \"" + refusal + "\", not \"" +
                      buddy_refusal + "\"");
+          job = survivors;
+          break;
         }
       }
-      if (!refusal.empty()) break;
+      if (refused_without_checkpoints || !refusal.empty()) break;
       const double recovered_at = wall_seconds();
       std::vector<int> remaining;
       for (int r = 0; r < static_cast<int>(old_of.size()); ++r) {

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "bellows/runtime/rebuild.hpp"
-#include "bellows/runtime/survivors.hpp"
 #include "sleeping_wait.hpp"
 #include "trace.hpp"
 
@@ -401,25 +400,26 @@ RecoveryReport ElasticJob::recover(const IterationReport& report, std::chrono::m
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const MPI_Comm job = communicator();
   MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);  // agree_on_lost reads the dead's errors
-  int old_size = 0;
-  MPI_Comm_size(job, &old_size);
-  // A survivor lost during the rebuild is folded in: agreed on again and left out too.
-  std::vector<int> lost;
-  Communicator survivors(rebuild_after_loss(job, report.lost_ranks, deadline, lost));
+  // Survivors lost during the rebuild or during recover() are folded in: every survivor
+  // agrees again on the job's communicator from before the loss (kept until the recovery
+  // succeeded), and rebuilds and recovers without the larger set.
+  std::vector<int> known = report.lost_ranks;
   for (;;) {
+    std::vector<int> lost;
+    Communicator survivors(rebuild_after_loss(job, known, deadline, lost));
     MPI_Comm_set_errhandler(survivors.get(), MPI_ERRORS_RETURN);
-    const MPI_Comm survivors_comm = survivors.get();
-    membership_.adopt_survivors(std::move(survivors));
     try {
-      return runtime_->recover(survivors_comm, lost);
+      RecoveryReport recovered = runtime_->recover(survivors.get(), lost);
+      MPI_Comm old = job;
+      membership_.adopt_survivors(std::move(survivors));  // lets go of `job` without freeing it
+      MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
+      return recovered;
     } catch (const LostDuringRecovery& e) {
-      // Survivors lost during the recovery: rebuild without them too and recover again with
-      // both losses, in the numbers the runtime knows.
-      const std::vector<int> remaining = survivors_without(old_size, lost);
-      std::vector<int> lost_again;
-      survivors = Communicator(rebuild_after_loss(survivors_comm, e.lost_survivors(), deadline, lost_again));
-      for (const int r : lost_again) lost.push_back(remaining[static_cast<std::size_t>(r)]);
-      std::sort(lost.begin(), lost.end());
+      static std::vector<MPI_Comm> abandoned;  // never freed: messages may still arrive on them
+      abandoned.push_back(survivors.release());
+      known = lost;
+      known.insert(known.end(), e.lost_ranks().begin(), e.lost_ranks().end());
+      std::sort(known.begin(), known.end());
     }
   }
 }

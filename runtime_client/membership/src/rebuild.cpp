@@ -274,8 +274,27 @@ bool confirmed(MPI_Comm created, Deadline deadline) {
 
 }  // namespace
 
+namespace {
+
+/// rebuild_without() but for freeing `job`: the caller's to free or keep.
+Communicator rebuild_keeping(MPI_Comm job, std::span<const int> dead, Deadline deadline, RebuildReport* report);
+
+}  // namespace
+
 MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead, Deadline deadline,
                          RebuildReport* report) {
+  const auto start = Clock::now();
+  Communicator rebuilt = rebuild_keeping(job, dead, deadline, report);
+  // Freed, not disconnected: MPI_Comm_disconnect waits for a dead peer that is silent.
+  check(MPI_Comm_free(&job), "MPI_Comm_free");
+  if (report != nullptr) report->total_seconds = seconds_since(start);
+  return hand_out(std::move(rebuilt));
+}
+
+namespace {
+
+Communicator rebuild_keeping(MPI_Comm job, std::span<const int> dead, Deadline deadline,
+                             RebuildReport* report) {
   const auto start = Clock::now();
   RebuildReport local;
   RebuildReport& r = report != nullptr ? *report : local;
@@ -326,13 +345,11 @@ MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead, Deadline deadl
                             "communicator (old rank " + std::to_string(r.old_rank) + " of " +
                             std::to_string(r.old_size) + ", dead set " + marked_text(marks) + ")");
   }
-
-  // Freed, not disconnected: MPI_Comm_disconnect waits for a dead peer that is silent.
-  check(MPI_Comm_free(&job), "MPI_Comm_free");
-  errors.consumed();
   r.total_seconds = seconds_since(start);
-  return hand_out(std::move(rebuilt));
+  return rebuilt;
 }
+
+}  // namespace
 
 MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen, Deadline deadline,
                             std::vector<int>& lost, int* attempts, RebuildReport* report) {
@@ -346,7 +363,7 @@ MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen, Deadline de
       throw RebuildError(previous_failure + "; agreeing again found no further loss (" + ranks_text(lost) + ")");
     }
     try {
-      return rebuild_without(job, lost, deadline, report);
+      return hand_out(rebuild_keeping(job, lost, deadline, report));
     } catch (const LostDuringRebuild& e) {
       if (std::chrono::steady_clock::now() >= deadline) {
         throw RebuildError(std::string(e.what()) + "; no time left to agree again");

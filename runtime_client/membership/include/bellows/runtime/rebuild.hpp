@@ -114,10 +114,14 @@ class LostDuringRebuild : public RebuildError {
 /// again, which adds it, and rebuild without the larger set, until they have their
 /// communicator or one of the calls throws. One deadline for all of it. `lost` receives the set
 /// the communicator was rebuilt without (old ranks of `job`, ascending), `attempts` the
-/// rebuilds tried (1 without a second loss). On success `job` is consumed as by
-/// rebuild_without(). Throws what agree_on_lost() and rebuild_without() throw, RebuildError
-/// when the deadline passes between tries; a survivor lost after the communicator was
-/// rebuilt is for Runtime::recover() or the next iteration to find.
+/// rebuilds tried (1 without a second loss). Unlike rebuild_without(), `job` is left to the
+/// caller, not freed: when Runtime::recover() then finds more survivors lost
+/// (LostDuringRecovery), every survivor calls this again on the same `job` with `lost` and
+/// the newly lost (LostDuringRecovery::lost_ranks), so that those who had the new
+/// communicator and those whose rebuild failed meet on one communicator. Free `job` (never
+/// disconnect it) once recover() succeeded; leave the abandoned survivors' communicators
+/// unfreed. Throws what agree_on_lost() and rebuild_without() throw, RebuildError when the
+/// deadline passes between tries.
 [[nodiscard]] MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen,
                                           std::chrono::steady_clock::time_point deadline,
                                           std::vector<int>& lost, int* attempts = nullptr,
