@@ -88,7 +88,9 @@ class LostDuringRebuild : public RebuildError {
 /// set, or when the calling rank is in it); each survivor sends the dead set it holds to the
 /// first survivor, which answers every survivor with a go once all have checked in with the
 /// same set (nonblocking calls, sleeping between tests, so that a survivor never waits past its
-/// deadline); then MPI_Comm_create_group over the survivors, and MPI_Comm_free of `job`.
+/// deadline); then MPI_Comm_create_group over the survivors, a barrier over the new
+/// communicator while each member is watched (a zero-byte receive from each), and
+/// MPI_Comm_free of `job`.
 ///
 /// On success `job` is consumed (freed, never disconnected: see above) and the caller owns the
 /// result, which carries MPI_ERRORS_ARE_FATAL. Never disconnect another communicator that
@@ -100,10 +102,11 @@ class LostDuringRebuild : public RebuildError {
 /// Throws RebuildError, with `job` untouched, when the deadline passes before the go (the text
 /// names the survivors that did not check in) or when a survivor named another dead set (both
 /// sets named); the first survivor tells the survivors that checked in, so that they fail at
-/// once instead of at their deadline. Throws MpiError when an MPI call fails. Once a survivor
-/// has the go it enters MPI_Comm_create_group, which is blocking: a survivor that gives up at
-/// its deadline in the instant the go is sent, or a second failure during the call, can leave
-/// the others waiting there; treat a RebuildError on any survivor as the end of the job.
+/// once instead of at their deadline. Throws LostDuringRebuild, with `job` untouched, when a
+/// survivor died during the rebuild. Throws MpiError when another MPI call fails. Once a
+/// survivor has the go it enters MPI_Comm_create_group, which is blocking: a survivor that
+/// gives up at its deadline in the instant the go is sent can leave the others waiting there;
+/// treat a RebuildError other than LostDuringRebuild on any survivor as the end of the job.
 [[nodiscard]] MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead,
                                        std::chrono::steady_clock::time_point deadline,
                                        RebuildReport* report = nullptr);
