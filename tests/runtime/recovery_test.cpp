@@ -7,8 +7,8 @@
 // applied exactly once. Once rank 0 has finished kKillAfter iterations, the launcher SIGKILLs
 // the victim (at a point within an iteration the test does not choose). Nothing tells the
 // survivors: run_iteration() must notice from MPI alone, abandon the iteration and name the
-// lost rank; they agree on the lost set (agree_on_lost), rebuild the job's communicator with
-// rebuild_without(), recover() rolls back to
+// lost rank; they agree on the lost set and rebuild the job's communicator without it
+// (rebuild_after_loss: agree_on_lost, rebuild_without), recover() rolls back to
 // the last checkpoint with the lost rank's tiles from its buddy, and the loop resumes at the
 // checkpoint's iteration. At the end the first survivor gathers A and C and compares them bit
 // for bit with a serial computation of the same tile kernels in the same order (a run without
