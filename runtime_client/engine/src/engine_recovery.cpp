@@ -5,6 +5,7 @@
 // file carries it out.
 
 #include <algorithm>
+#include <deque>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -334,7 +335,9 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     copies = gather_copies(survivors, checkpoints_->copies(), watch, kLossGrace, lost_now);
     if (!lost_now.empty()) throw lost_during(lost_now, "the survivors gathered their checkpoint copies");
     plan = decide_recovery(out, copies);
-    static std::vector<MPI_Comm> pending_duplicates;  // written by a duplicate left unfinished
+    // Where a duplicate left unfinished may still write its handle: a deque keeps each
+    // element in place as others are added.
+    static std::deque<MPI_Comm> pending_duplicates;
     pending_duplicates.push_back(MPI_COMM_NULL);
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Comm_idup(survivors, &pending_duplicates.back(), &request);

@@ -19,13 +19,15 @@ using namespace membership_detail;
 using Deadline = std::chrono::steady_clock::time_point;
 
 /// The tags of one rebuild. A rebuild that failed may leave messages behind (a late survivor's
-/// check-in, the go of a create that failed); the next try names more dead ranks, so tags
-/// that step with the dead count keep them from matching that try's receives.
+/// check-in, the go of a create that failed); rebuild_after_loss's next try names more dead
+/// ranks, so tags that step with the agreed dead count keep them from matching that try's
+/// receives. rebuild_without() called directly uses step 0: survivors that name different
+/// sets must meet on the same tags, so that the first survivor can say so.
 struct RebuildTags {
   int check_in, verdict, create;
 };
-RebuildTags tags_for(std::size_t dead_count) {
-  const int base = 0x4250 + 4 * static_cast<int>(dead_count % 2048);
+RebuildTags tags_for(std::size_t step) {
+  const int base = 0x4250 + 4 * static_cast<int>(step % 2048);
   return {base, base + 1, base + 2};
 }
 
@@ -277,14 +279,15 @@ bool confirmed(MPI_Comm created, Deadline deadline) {
 namespace {
 
 /// rebuild_without() but for freeing `job`: the caller's to free or keep.
-Communicator rebuild_keeping(MPI_Comm job, std::span<const int> dead, Deadline deadline, RebuildReport* report);
+Communicator rebuild_keeping(MPI_Comm job, std::span<const int> dead, Deadline deadline, RebuildReport* report,
+                             std::size_t tag_step);
 
 }  // namespace
 
 MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead, Deadline deadline,
                          RebuildReport* report) {
   const auto start = Clock::now();
-  Communicator rebuilt = rebuild_keeping(job, dead, deadline, report);
+  Communicator rebuilt = rebuild_keeping(job, dead, deadline, report, 0);
   // Freed, not disconnected: MPI_Comm_disconnect waits for a dead peer that is silent.
   check(MPI_Comm_free(&job), "MPI_Comm_free");
   if (report != nullptr) report->total_seconds = seconds_since(start);
@@ -294,7 +297,7 @@ MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead, Deadline deadl
 namespace {
 
 Communicator rebuild_keeping(MPI_Comm job, std::span<const int> dead, Deadline deadline,
-                             RebuildReport* report) {
+                             RebuildReport* report, std::size_t tag_step) {
   const auto start = Clock::now();
   RebuildReport local;
   RebuildReport& r = report != nullptr ? *report : local;
@@ -310,7 +313,7 @@ Communicator rebuild_keeping(MPI_Comm job, std::span<const int> dead, Deadline d
   }
   const std::vector<int> marks = dead_marks(r.old_size, dead);
 
-  const RebuildTags tags = tags_for(dead.size());
+  const RebuildTags tags = tags_for(tag_step);
   ReturnErrors errors(job);
   if (r.new_rank == 0) {
     coordinate(job, survivors, marks, tags, deadline);
@@ -363,7 +366,7 @@ MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen, Deadline de
       throw RebuildError(previous_failure + "; agreeing again found no further loss (" + ranks_text(lost) + ")");
     }
     try {
-      return hand_out(rebuild_keeping(job, lost, deadline, report));
+      return hand_out(rebuild_keeping(job, lost, deadline, report, lost.size()));
     } catch (const LostDuringRebuild& e) {
       if (std::chrono::steady_clock::now() >= deadline) {
         throw RebuildError(std::string(e.what()) + "; no time left to agree again");
