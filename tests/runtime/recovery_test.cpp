@@ -7,8 +7,8 @@
 // applied exactly once. Once rank 0 has finished kKillAfter iterations, the launcher SIGKILLs
 // the victim (at a point within an iteration the test does not choose). Nothing tells the
 // survivors: run_iteration() must notice from MPI alone, abandon the iteration and name the
-// lost rank; they agree on the lost set (agree_on_lost), rebuild the job's communicator with
-// rebuild_without(), recover() rolls back to
+// lost rank; they agree on the lost set and rebuild the job's communicator without it
+// (rebuild_after_loss: agree_on_lost, rebuild_without), recover() rolls back to
 // the last checkpoint with the lost rank's tiles from its buddy, and the loop resumes at the
 // checkpoint's iteration. At the end the first survivor gathers A and C and compares them bit
 // for bit with a serial computation of the same tile kernels in the same order (a run without
@@ -22,13 +22,21 @@
 // With `no-checkpoint` the checkpoints are off: every survivor must be refused a second
 // run_iteration() before recover(), then get recover()'s RecoveryError saying that no copy of
 // the lost rank's tiles exists, and still finalize and exit 0.
+// With `second=R@MS` a second rank, R, is SIGKILLed MS milliseconds after the first survivor
+// started recovering from the first victim's loss (each survivor writes recovering.<rank> when
+// its iteration reports the loss), so that it dies during the agreement, the rebuild or
+// recover() depending on the delay and the machine. The survivors do what an application
+// does (rebuild_after_loss, then recover); they must either fold the second loss in (finish
+// without both victims, verified as above) or every one of them be refused with an error that
+// names its phase and the ranks, and then still finalize and exit 0. Nothing may hang: a
+// member's watchdog and the launcher's limit are shorter in this mode (40 and 50 s).
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result, and no process it started is left; it prints a JSON line with
 // each survivor's times (the kill to the iteration abandoned, to the communicator rebuilt, to
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
-//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky]  (the launcher; no MPI)
+//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS]  (the launcher; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
 #include "bellows/runtime/membership.hpp"
@@ -91,6 +99,11 @@ constexpr int kKillAfter = 8;  // iterations rank 0 has completed when the victi
 constexpr unsigned kSeed = 11;
 constexpr auto kRebuildTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 90.0;  // below the ctest timeout
+// With a second victim: shorter, so that a phase that could only end at its deadline still
+// ends well within the test's timeout (60 s).
+constexpr auto kSecondLossRebuildTimeout = std::chrono::seconds(5);
+constexpr auto kSecondLossMemberLimit = std::chrono::seconds(40);
+constexpr double kSecondLossLauncherLimitSeconds = 50.0;
 
 int failures = 0;
 std::string first_failure;
@@ -213,10 +226,25 @@ std::string rank_set(const std::vector<int>& ranks) {
   return out + "}";
 }
 
+/// What a refusal must say: the phase it came from and the ranks.
+bool names_phase_and_ranks(const std::string& text) {
+  const bool phase = text.rfind("agree_on_lost:", 0) == 0 || text.rfind("rebuild_without:", 0) == 0 ||
+                     text.rfind("recover:", 0) == 0;
+  return phase && text.find("rank") != std::string::npos && text.find('{') != std::string::npos;
+}
+
 int run_member(const fs::path& dir, int index, int count, const std::vector<int>& victims) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-  bellows::testing::Watchdog watchdog(std::chrono::seconds(75), "recovery member", index);
+  // A rank killed once the survivors are recovering from the first loss (a file `second`).
+  const int second_victim = fs::exists(dir / "second") ? std::atoi(read_file(dir / "second").c_str()) : -1;
+  const bool second_loss = second_victim >= 0;
+  bellows::testing::Watchdog watchdog(second_loss ? std::chrono::seconds(kSecondLossMemberLimit)
+                                                  : std::chrono::seconds(75),
+                                      "recovery member", index);
+  std::vector<int> all_victims = victims;
+  if (second_loss) all_victims.push_back(second_victim);
+  std::sort(all_victims.begin(), all_victims.end());
   std::vector<int> payload;
   MPI_Comm job = MPI_COMM_NULL;
   char port[MPI_MAX_PORT_NAME] = {};
@@ -279,13 +307,34 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   std::map<int, std::uint64_t> tasks_after_recovery;  // iteration -> tasks run here
   bool recovered = false;
   int done = 0;
+  std::vector<int> old_of(static_cast<std::size_t>(count));  // rank now -> rank at the start
+  for (int r = 0; r < count; ++r) old_of[static_cast<std::size_t>(r)] = r;
+  std::vector<int> lost_in_all;  // old numbers
+  std::string refusal;           // with a second victim: the error that ended the job here
   while (done < kIterations && failures == 0) {
     const br::IterationReport report = runtime.run_iteration();
     if (!report.completed()) {
       const double abandoned_at = wall_seconds();
-      expect(!recovered, "a second loss");
-      expect(report.lost_ranks == victims, "iteration " + std::to_string(report.iteration) + " lost ranks " +
-                                               rank_set(report.lost_ranks) + ", expected " + rank_set(victims));
+      if (!recovered) write_file(dir / ("recovering." + std::to_string(old_rank)), "1");
+      // Where the second loss showed: with the first (the agreement), in a rebuild that had
+      // to be tried again, in recover(), or in an iteration after the first recovery.
+      if (recovered) result["second_loss_noticed_in"] = "an iteration after the recovery";
+      std::vector<int> lost_old;
+      for (const int r : report.lost_ranks) lost_old.push_back(old_of[static_cast<std::size_t>(r)]);
+      if (second_loss && !recovered && std::find(lost_old.begin(), lost_old.end(), second_victim) != lost_old.end()) {
+        result["second_loss_noticed_in"] = "the abandoned iteration";
+      }
+      if (second_loss) {
+        const bool victims_only = std::all_of(lost_old.begin(), lost_old.end(), [&](int r) {
+          return std::binary_search(all_victims.begin(), all_victims.end(), r);
+        });
+        expect(victims_only, "iteration " + std::to_string(report.iteration) + " lost ranks (old numbers) " +
+                                 rank_set(lost_old) + ", not among the victims " + rank_set(all_victims));
+      } else {
+        expect(!recovered, "a second loss");
+        expect(report.lost_ranks == victims, "iteration " + std::to_string(report.iteration) + " lost ranks " +
+                                                 rank_set(report.lost_ranks) + ", expected " + rank_set(victims));
+      }
       if (no_checkpoint) {
         std::string refused = "(not refused)";
         try {
@@ -300,46 +349,122 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       }
       br::RebuildReport rebuilt;
       std::vector<int> lost;
-      try {
-        // What an application does: agree on the lost set, then rebuild without it.
-        const auto deadline = Clock::now() + kRebuildTimeout;
-        int rounds = 0;
-        lost = br::agree_on_lost(job, report.lost_ranks, deadline, &rounds);
-        result["agree_rounds"] = rounds;
-        expect(lost == victims, "agreed on ranks " + rank_set(lost) + ", expected " + rank_set(victims));
-        job = br::rebuild_without(job, lost, deadline, &rebuilt);
-      } catch (const std::exception& e) {
-        expect(false, std::string("rebuild_without threw: ") + e.what());
-        break;
-      }
-      MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);
-      const double rebuilt_at = wall_seconds();
-      if (no_checkpoint) {
-        std::string error = "(no error)";
+      const auto deadline = Clock::now() + (second_loss ? kSecondLossRebuildTimeout : kRebuildTimeout);
+      // What an application does (ElasticJob::recover): agree on the lost set and rebuild
+      // without it (again with a larger set when a survivor dies during the rebuild), then
+      // recover; when survivors die during recover(), agree again on the communicator from
+      // before the loss, kept until then, and rebuild and recover without them too.
+      const MPI_Comm before = job;
+      std::vector<int> known = report.lost_ranks;
+      br::RecoveryReport recovery;
+      double rebuilt_at = 0.0;
+      bool refused_without_checkpoints = false;
+      for (;;) {
+        MPI_Comm survivors = MPI_COMM_NULL;
         try {
-          (void)runtime.recover(job, lost);
-        } catch (const br::RecoveryError& e) {
-          error = e.what();
+          int attempts = 0;
+          survivors = br::rebuild_after_loss(before, known, deadline, lost, &attempts, &rebuilt);
+          result["rebuild_attempts"] = result.value("rebuild_attempts", 0) + attempts;
+          if (second_loss && !recovered && attempts > 1 && !result.contains("second_loss_noticed_in")) {
+            result["second_loss_noticed_in"] = "the rebuild";
+          }
+          if (second_loss && !recovered && lost.size() > known.size() && !result.contains("second_loss_noticed_in")) {
+            result["second_loss_noticed_in"] = "the agreement";
+          }
+          if (!second_loss) {
+            expect(lost == victims, "agreed on ranks " + rank_set(lost) + ", expected " + rank_set(victims));
+          }
+        } catch (const br::RebuildError& e) {
+          if (!second_loss) expect(false, std::string("rebuild_without threw: ") + e.what());
+          if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "the rebuild";
+          refusal = e.what();
+          break;
         }
-        const std::string expected = "recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no copy "
-                                     "of the tiles of ranks " + rank_set(victims) + " exists";
-        expect(error == expected, "recover: \"" + error + "\", expected \"" + expected + "\"");
-        result["refused"] = error;
-        break;
+        MPI_Comm_set_errhandler(survivors, MPI_ERRORS_RETURN);
+        rebuilt_at = wall_seconds();
+        if (no_checkpoint) {
+          std::string error = "(no error)";
+          try {
+            (void)runtime.recover(survivors, lost);
+          } catch (const br::RecoveryError& e) {
+            error = e.what();
+          }
+          const std::string expected = "recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
+                                       "copy of the tiles of ranks " + rank_set(victims) + " exists";
+          expect(error == expected, "recover: \"" + error + "\", expected \"" + expected + "\"");
+          result["refused"] = error;
+          job = survivors;
+          refused_without_checkpoints = true;
+          break;
+        }
+        // Ranks r and r + 1 on nodes of their own: r + 1 is r's buddy (docs/runtime.md,
+        // "Buddies"). A first recovery without the first victim and its buddy must be refused.
+        const int first_victim = victims.empty() ? -1 : victims.front();
+        const int buddy = (first_victim + 1) % kRanks;
+        const bool buddy_lost_too = second_loss && !recovered &&
+                                    std::binary_search(lost.begin(), lost.end(), first_victim) &&
+                                    std::binary_search(lost.begin(), lost.end(), buddy);
+        const std::string buddy_refusal = "rank " + std::to_string(first_victim) + " and its buddy rank " +
+                                          std::to_string(buddy) + " are both lost";
+        try {
+          recovery = runtime.recover(survivors, lost);
+          expect(!buddy_lost_too, "recovered without ranks " + rank_set(lost) + ": " + buddy_refusal);
+          job = survivors;
+          MPI_Comm old = before;
+          MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
+          break;
+        } catch (const br::LostDuringRecovery& e) {
+          if (!second_loss) throw;
+          if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "recover";
+          const bool among_survivors = std::none_of(e.lost_ranks().begin(), e.lost_ranks().end(), [&](int r) {
+            return std::binary_search(lost.begin(), lost.end(), r);
+          });
+          expect(among_survivors, "recover named ranks " + rank_set(e.lost_ranks()) +
+                                      " lost, some of them lost before: " + rank_set(lost));
+          known = lost;  // `survivors` is left unfreed: messages may still arrive on it
+          known.insert(known.end(), e.lost_ranks().begin(), e.lost_ranks().end());
+          std::sort(known.begin(), known.end());
+        } catch (const br::RecoveryError& e) {
+          if (!second_loss) throw;
+          if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "recover";
+          refusal = e.what();
+          expect(!buddy_lost_too || refusal.find(buddy_refusal) != std::string::npos,
+                 "recover without ranks " + rank_set(lost) + " refused with \"" + refusal + "\", not \"" +
+                     buddy_refusal + "\"");
+          job = survivors;
+          break;
+        }
       }
-      const br::RecoveryReport recovery = runtime.recover(job, lost);
+      if (refused_without_checkpoints || !refusal.empty()) break;
       const double recovered_at = wall_seconds();
-      const int expected_rank =
-          old_rank - static_cast<int>(std::count_if(victims.begin(), victims.end(), [&](int v) { return v < old_rank; }));
-      expect(recovery.new_rank == expected_rank && recovery.new_size == count - static_cast<int>(victims.size()),
-             "recover: rank " + std::to_string(recovery.new_rank) + " of " +
-                 std::to_string(recovery.new_size));
+      std::vector<int> remaining;
+      for (int r = 0; r < static_cast<int>(old_of.size()); ++r) {
+        if (std::find(lost.begin(), lost.end(), r) == lost.end()) {
+          remaining.push_back(old_of[static_cast<std::size_t>(r)]);
+        } else {
+          lost_in_all.push_back(old_of[static_cast<std::size_t>(r)]);
+        }
+      }
+      old_of = remaining;
+      std::sort(lost_in_all.begin(), lost_in_all.end());
+      const int expected_rank = static_cast<int>(std::find(old_of.begin(), old_of.end(), old_rank) - old_of.begin());
+      expect(recovery.new_rank == expected_rank && recovery.new_size == static_cast<int>(old_of.size()),
+             "recover: rank " + std::to_string(recovery.new_rank) + " of " + std::to_string(recovery.new_size) +
+                 ", expected " + std::to_string(expected_rank) + " of " + std::to_string(old_of.size()));
       // A checkpoint at every boundary: at most the iteration in progress and the one before
       // it are redone (the one before when the death came during its end).
-      expect(recovery.iteration <= done && recovery.iteration >= done - 1 && recovery.iteration >= kKillAfter - 1,
+      expect(recovery.iteration <= done && recovery.iteration >= done - 1 &&
+                 (recovered || recovery.iteration >= kKillAfter - 1),
              "rolled back to iteration " + std::to_string(recovery.iteration) + " with " +
                  std::to_string(done) + " done");
       expect(recovery.tiles_restored > 0, "no tile restored");
+      result["recoveries"] = result.value("recoveries", 0) + 1;
+      result["lost"] = lost_in_all;
+      if (recovered) {
+        tasks_after_recovery.clear();  // counted from the last recovery on
+        done = static_cast<int>(recovery.iteration);
+        continue;
+      }
       // Written by the launcher right after the kill, for the times only.
       while (!fs::exists(dir / "killed")) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       const double kill_time = std::stod(read_file(dir / "killed"));
@@ -369,6 +494,21 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
     ++done;
     if (old_rank == 0) write_file(dir / "progress", std::to_string(done));
   }
+  if (second_loss && !refusal.empty()) {
+    // The job could not recover from the second loss: it said why, and still ends.
+    expect(names_phase_and_ranks(refusal), "a refusal that names no phase or ranks: " + refusal);
+    result["refused"] = refusal;
+    owned_runtime.reset();
+    const auto t = Clock::now();
+    MPI_Comm_free(&job);
+    MPI_Finalize();
+    result["finalize_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
+    watchdog.disarm();
+    result["verified"] = true;  // nothing to verify: the job could not recover, and said why
+    result["result"] = failures == 0 ? "PASS" : "FAIL: " + first_failure;
+    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+    return failures == 0 ? 0 : 1;
+  }
   if (no_checkpoint) {
     owned_runtime.reset();
     MPI_Comm_free(&job);
@@ -382,6 +522,10 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   }
   expect(done == kIterations, "finished " + std::to_string(done) + " iterations");
   expect(recovered == !victims.empty(), recovered ? "recovered without a kill" : "no loss noticed");
+  if (second_loss) {
+    expect(lost_in_all == all_victims, "recovered without ranks " + rank_set(lost_in_all) + ", expected " +
+                                           rank_set(all_victims));
+  }
 
   // Every iteration after the recovery ran each task exactly once over the survivors.
   MPI_Comm_size(job, &size);
@@ -454,22 +598,35 @@ pid_t start_member(const std::string& mpiexec, const std::string& self, const fs
   return rc == 0 ? pid : -1;
 }
 
+/// A rank killed while the survivors recover from the first loss: `second=R@MS` kills rank R
+/// MS milliseconds after the first survivor has started recovering.
+struct SecondVictim {
+  int rank = -1;
+  int delay_ms = 0;
+};
+
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
-                 bool no_checkpoint, bool cholesky) {
+                 bool no_checkpoint, bool cholesky, SecondVictim second) {
   const std::vector<int> victims = parse_victims(victims_text);
+  const bool second_loss = second.rank >= 0;
   const bool valid = std::all_of(victims.begin(), victims.end(), [](int v) { return v < kRanks; }) &&
-                     static_cast<int>(victims.size()) < kRanks && (!no_checkpoint || !victims.empty());
+                     static_cast<int>(victims.size()) < kRanks && (!no_checkpoint || !victims.empty()) &&
+                     (!second_loss || (second.rank < kRanks && victims.size() == 1 && second.rank != victims[0] &&
+                                       second.delay_ms >= 0));
   if (!valid) {
-    std::fprintf(stderr, "recovery_tests: victims '%s' are not ranks of %d (or -1 with checkpoints)\n",
-                 victims_text.c_str(), kRanks);
+    std::fprintf(stderr, "recovery_tests: victims '%s' are not ranks of %d (or -1 with checkpoints), or the "
+                         "second victim %d@%d is not another rank after one victim\n",
+                 victims_text.c_str(), kRanks, second.rank, second.delay_ms);
     return 2;
   }
   char pattern[] = "/tmp/bellows-recovery-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
   if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
   if (cholesky) write_file(dir / "cholesky", "1");
+  if (second_loss) write_file(dir / "second", std::to_string(second.rank));
+  const double limit_seconds = second_loss ? kSecondLossLauncherLimitSeconds : kLauncherLimitSeconds;
   const auto start = Clock::now();
-  const auto limit = start + std::chrono::duration<double>(kLauncherLimitSeconds);
+  const auto limit = start + std::chrono::duration<double>(limit_seconds);
   std::vector<StartedMember> members(kRanks);
   for (int i = 0; i < kRanks; ++i) {
     members[static_cast<std::size_t>(i)].pid = start_member(mpiexec, self, dir, i, victims_text);
@@ -517,6 +674,28 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
       write_file(dir / "killed", text);  // for the survivors' times only: they are told nothing
     }
   }
+  int second_pid = -1;
+  if (second_loss && !victim_pids.empty()) {
+    // Once a survivor has started recovering (it writes recovering.<rank> when its iteration
+    // reported the loss), and after the delay, the second victim dies.
+    bool recovering = false;
+    while (!recovering && Clock::now() < limit) {
+      for (int r = 0; r < kRanks && !recovering; ++r) recovering = fs::exists(path_of("recovering", r));
+      if (!recovering) {
+        if (reap(false)) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+    expect(recovering, "no survivor started recovering");
+    if (recovering) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(second.delay_ms));
+      second_pid = read_int(path_of("pid", second.rank));
+      expect(::kill(second_pid, SIGKILL) == 0, "kill -9 of rank " + std::to_string(second.rank) + " failed");
+      victim_pids.push_back(second_pid);
+    }
+  }
+  std::vector<int> all_victims = victims;
+  if (second_loss) all_victims.push_back(second.rank);
   const bool all_ended = reap(true);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
@@ -528,7 +707,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
     pids.push_back(m.pid);
     if (!m.ended) {
       expect(false, "mpiexec of member " + std::to_string(i) + " still running after " +
-                        std::to_string(kLauncherLimitSeconds) + " s: killed");
+                        std::to_string(limit_seconds) + " s: killed");
       ::kill(-m.pid, SIGKILL);
       ::waitpid(m.pid, &m.status, 0);
       m.ended = true;
@@ -542,8 +721,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
 
   nlohmann::json survivors = nlohmann::json::array();
   bool verified = false;
+  int refusals = 0;
   for (int r = 0; r < kRanks; ++r) {
-    if (std::find(victims.begin(), victims.end(), r) != victims.end()) continue;
+    if (std::find(all_victims.begin(), all_victims.end(), r) != all_victims.end()) continue;
     if (!fs::exists(path_of("result", r))) {
       expect(false, "survivor " + std::to_string(r) + " wrote no result");
       continue;
@@ -552,9 +732,14 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
     expect(result.value("result", "") == "PASS",
            "survivor " + std::to_string(r) + ": " + result.value("result", "(none)"));
     verified = verified || result.value("verified", false);
+    refusals += result.contains("refused") ? 1 : 0;
     survivors.push_back(result);
   }
   expect(verified, "no survivor verified the result");
+  const int survivor_count = kRanks - static_cast<int>(all_victims.size());
+  // Every survivor recovered (and one verified the result), or every one was refused.
+  expect(!second_loss || refusals == 0 || refusals == survivor_count,
+         std::to_string(refusals) + " of " + std::to_string(survivor_count) + " survivors were refused");
   int killed_exits = 0, clean_exits = 0;
   for (auto& m : members) {
     if (WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0) {
@@ -563,7 +748,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
       ++killed_exits;
     }
   }
-  const int expected_killed = static_cast<int>(victims.size());
+  const int expected_killed = static_cast<int>(all_victims.size());
   expect(clean_exits == kRanks - expected_killed && killed_exits == expected_killed,
          std::to_string(clean_exits) + " mpiexecs exited 0 and " + std::to_string(killed_exits) +
              " did not; expected " + std::to_string(kRanks - expected_killed) + " and " +
@@ -576,7 +761,10 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
     }
   }
   fs::remove_all(dir);
-  std::printf("%s\n", nlohmann::json{{"victims", victims},
+  std::printf("%s\n", nlohmann::json{{"victims", all_victims},
+                                     {"outcome", !second_loss ? "recovered"
+                                                 : refusals == 0 ? "folded in"
+                                                                 : "refused"},
                                      {"victim_pids", victim_pids},
                                      {"seconds", seconds},
                                      {"survivors", survivors}}
@@ -594,10 +782,12 @@ int main(int argc, char** argv) {
   }
   const bool no_checkpoint = argc == 5 && std::strcmp(argv[4], "no-checkpoint") == 0;
   const bool cholesky = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
-  if (argc != 4 && !no_checkpoint && !cholesky) {
-    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky] | "
+  SecondVictim second;
+  const bool second_loss = argc == 5 && std::sscanf(argv[4], "second=%d@%d", &second.rank, &second.delay_ms) == 2;
+  if (argc != 4 && !no_checkpoint && !cholesky && !second_loss) {
+    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS] | "
                          "--member DIR INDEX COUNT VICTIMS\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky);
+  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky, second);
 }

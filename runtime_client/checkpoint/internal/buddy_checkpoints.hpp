@@ -56,6 +56,11 @@ class BuddyCheckpoints {
   /// own), between iterations: learns every rank's node. At construction and after every
   /// resize; the next boundary takes a checkpoint (checkpoint_due after a resize).
   void attach(MPI_Comm comm);
+  /// The same with every rank's node given (`nodes`, per rank of `comm`), so not collective:
+  /// after a recovery, whose survivors' nodes are known from before the loss and where a
+  /// collective could wait on a rank lost meanwhile. Throws std::invalid_argument when
+  /// `nodes` does not have one name per rank.
+  void attach(MPI_Comm comm, std::vector<std::string> nodes);
   /// Before the communicator goes away (a resize): waits for transfers in flight and drops
   /// every copy, which would match neither the new ranks nor their tiles.
   void detach();

@@ -49,6 +49,25 @@ BuddyCheckpoints::~BuddyCheckpoints() {
 }
 
 void BuddyCheckpoints::attach(MPI_Comm comm) {
+  std::vector<std::string> nodes;
+  if (options_.enabled) {
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    std::vector<char> mine(kNodeNameBytes, '\0');
+    std::memcpy(mine.data(), node_.data(), std::min(node_.size(), kNodeNameBytes - 1));
+    std::vector<char> all(kNodeNameBytes * static_cast<std::size_t>(size));
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Iallgather(mine.data(), static_cast<int>(kNodeNameBytes), MPI_CHAR, all.data(),
+                   static_cast<int>(kNodeNameBytes), MPI_CHAR, comm, &request);
+    wait_asleep(request);
+    for (int r = 0; r < size; ++r) {
+      nodes.emplace_back(all.data() + static_cast<std::size_t>(r) * kNodeNameBytes);
+    }
+  }
+  attach(comm, std::move(nodes));
+}
+
+void BuddyCheckpoints::attach(MPI_Comm comm, std::vector<std::string> nodes) {
   comm_ = comm;
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -58,17 +77,11 @@ void BuddyCheckpoints::attach(MPI_Comm comm) {
   last_cost_seconds_ = -1.0;
   interval_ = 1;
   if (!options_.enabled) return;
-  std::vector<char> mine(kNodeNameBytes, '\0');
-  std::memcpy(mine.data(), node_.data(), std::min(node_.size(), kNodeNameBytes - 1));
-  std::vector<char> all(kNodeNameBytes * static_cast<std::size_t>(size_));
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Iallgather(mine.data(), static_cast<int>(kNodeNameBytes), MPI_CHAR, all.data(),
-                 static_cast<int>(kNodeNameBytes), MPI_CHAR, comm_, &request);
-  wait_asleep(request);
-  nodes_.clear();
-  for (int r = 0; r < size_; ++r) {
-    nodes_.emplace_back(all.data() + static_cast<std::size_t>(r) * kNodeNameBytes);
+  if (nodes.size() != static_cast<std::size_t>(size_)) {
+    throw std::invalid_argument("BuddyCheckpoints::attach: " + std::to_string(nodes.size()) +
+                                " node names for a communicator of " + std::to_string(size_) + " ranks");
   }
+  nodes_ = std::move(nodes);
   distinct_nodes_ = static_cast<int>(std::set<std::string>(nodes_.begin(), nodes_.end()).size());
 }
 

@@ -299,6 +299,13 @@ class Engine final : public DeviceOwner {
   /// statistics then name this rank by its number there. Used at construction and after
   /// every resize.
   void attach(MPI_Comm comm);
+  /// attach() after a recovery (engine_recovery.cpp), without its collectives: `duplicate`
+  /// is the survivors' communicator duplicated under a watch, and `nodes` (per rank of it)
+  /// are known from before the loss.
+  void attach_recovered(MPI_Comm duplicate, std::vector<std::string> nodes);
+  /// What recover() does (plan_recovery, choose_checkpoint) from every survivor's copies;
+  /// sets out.iteration. Throws RecoveryError with the refusal (engine_recovery.cpp).
+  RecoveryPlan decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

@@ -5,13 +5,16 @@
 // file carries it out.
 
 #include <algorithm>
+#include <deque>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "bellows/runtime/recovery_plan.hpp"
+#include "bellows/runtime/survivors.hpp"
 #include "comm_engine.hpp"
 #include "engine.hpp"
+#include "peer_watch.hpp"
 #include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
@@ -26,8 +29,55 @@ std::string rank_set(std::span<const int> ranks) {
   return out + "}";
 }
 
-/// Every survivor's checkpoint copies, over `survivors` (collective, asleep).
-std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<CheckpointCopy>& mine) {
+/// What decides a collective that completed while the watch found a survivor lost.
+enum class WhenBothSeen {
+  lost,       ///< its result may be wrong: the loss counts (a later step is watched too)
+  completed,  ///< the last step: every survivor took part, so the loss is left to the next
+              ///< iteration's watch rather than to a survivor that may be alone in seeing it
+};
+
+/// Waits for a collective over the survivors while watching each of them (`watch`, armed).
+/// A collective with a member that died may fail, may succeed with a wrong result, or, for
+/// the ranks that do not need that member's data, complete; so a loss the watch finds by the
+/// time the collective completes (as `both` says), or within `grace` of its failing, voids
+/// it. Returns the lost survivors (ranks of the survivors' communicator), empty when the
+/// collective completed and counts; throws RecoveryError when it failed with none found lost.
+std::vector<int> wait_watched(MPI_Request& request, PeerWatch& watch, const char* what,
+                              std::chrono::milliseconds grace, WhenBothSeen both) {
+  int rc = MPI_SUCCESS;
+  for (;;) {
+    int done = 0;
+    rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && done && both == WhenBothSeen::completed) return {};
+    watch.poll();
+    if (!watch.lost().empty() || rc != MPI_SUCCESS || done) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (rc != MPI_SUCCESS && watch.lost().empty()) {
+    const auto give_up = std::chrono::steady_clock::now() + grace;
+    while (watch.lost().empty() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      watch.poll();
+    }
+    if (watch.lost().empty()) {
+      throw RecoveryError(std::string("recover: ") + what + " failed (" + describe_mpi_error(rc) +
+                          ") and no survivor was found lost");
+    }
+  }
+  // A request that neither completed nor failed is left to MPI (a collective's request may be
+  // neither freed nor cancelled); its buffers belong to the caller, who keeps them.
+  return watch.lost();
+}
+
+/// Every survivor's checkpoint copies, over `survivors` (collective, asleep, watched). Empty
+/// `lost` on success; otherwise the survivors (their ranks in `survivors`) found lost during
+/// the gather, whose result is then void.
+std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<CheckpointCopy>& mine,
+                                          PeerWatch& watch, std::chrono::milliseconds grace,
+                                          std::vector<int>& lost) {
+  // Buffers a collective left unfinished may still write: kept until the process exits.
+  static std::vector<std::vector<long>> kept_buffers;
+  static std::vector<std::vector<int>> kept_counts;
   int size = 0;
   MPI_Comm_size(survivors, &size);
   std::vector<long> flat;
@@ -36,25 +86,36 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
                              c.tiles_expected, c.tiles_held});
   }
   const int count = static_cast<int>(flat.size());
-  std::vector<int> counts(static_cast<std::size_t>(size));
+  kept_counts.emplace_back(static_cast<std::size_t>(size) + 1);
+  std::vector<int>& counts = kept_counts.back();
+  counts[static_cast<std::size_t>(size)] = count;
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Iallgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, survivors, &request);
-  wait_asleep(request);
-  std::vector<int> displacements(counts.size());
+  MPI_Iallgather(&counts[static_cast<std::size_t>(size)], 1, MPI_INT, counts.data(), 1, MPI_INT, survivors,
+                 &request);
+  lost = wait_watched(request, watch, "gathering the checkpoint copies' counts", grace, WhenBothSeen::lost);
+  if (!lost.empty()) return {};
+  std::vector<int> displacements(static_cast<std::size_t>(size));
   int total = 0;
-  for (std::size_t r = 0; r < counts.size(); ++r) {
-    displacements[r] = total;
-    total += counts[r];
+  for (int r = 0; r < size; ++r) {
+    displacements[static_cast<std::size_t>(r)] = total;
+    total += counts[static_cast<std::size_t>(r)];
   }
-  std::vector<long> all(static_cast<std::size_t>(total));
-  MPI_Iallgatherv(flat.data(), count, MPI_LONG, all.data(), counts.data(), displacements.data(),
+  kept_buffers.push_back(std::move(flat));
+  kept_buffers.emplace_back(static_cast<std::size_t>(total));
+  std::vector<long>& all = kept_buffers.back();
+  const std::vector<long>& sent = kept_buffers[kept_buffers.size() - 2];
+  MPI_Iallgatherv(sent.data(), count, MPI_LONG, all.data(), counts.data(), displacements.data(),
                   MPI_LONG, survivors, &request);
-  wait_asleep(request);
+  lost = wait_watched(request, watch, "gathering the checkpoint copies", grace, WhenBothSeen::lost);
+  if (!lost.empty()) return {};
   std::vector<CheckpointCopy> copies;
   for (std::size_t i = 0; i + kLongsPerCopy <= all.size(); i += kLongsPerCopy) {
     copies.push_back(CheckpointCopy{static_cast<int>(all[i]), static_cast<int>(all[i + 1]), all[i + 2],
                                     all[i + 3], all[i + 4]});
   }
+  // Nothing can still write them: the collectives completed.
+  kept_buffers.resize(kept_buffers.size() - 2);
+  kept_counts.pop_back();
   return copies;
 }
 
@@ -169,6 +230,58 @@ void Engine::map_without_lost(const ShrinkPlan& plan, int new_rank) {
   stolen_this_iteration_.clear();
 }
 
+RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies) const {
+  if (!checkpoints_->enabled()) {
+    throw RecoveryError("recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
+                        "copy of the tiles of ranks " + rank_set(out.lost) + " exists");
+  }
+  const std::vector<int> buddies = checkpoints_->buddies();
+  if (buddies.empty()) {
+    throw RecoveryError("recover: no checkpoint was taken before ranks " + rank_set(out.lost) +
+                        " were lost");
+  }
+  RecoveryRequest request;
+  request.hosts = checkpoints_->nodes();
+  request.buddies = buddies;
+  request.lost = out.lost;
+  request.on_node_loss = NodeLossAction::shrink;
+  RecoveryDecision decision = plan_recovery(request);
+  if (!decision.plan) {
+    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
+                        std::to_string(iteration_) + ": " + decision.refusal);
+  }
+  const RecoveryPlan& plan = *decision.plan;
+  const int expected_rank = plan.ranks.new_rank[static_cast<std::size_t>(out.old_rank)];
+  if (plan.survivors != out.new_size || expected_rank != out.new_rank) {
+    throw std::invalid_argument(
+        "recover: losing ranks " + rank_set(out.lost) + " of " + std::to_string(out.old_size) +
+        " leaves " + std::to_string(plan.survivors) + " ranks with rank " + std::to_string(out.old_rank) +
+        " as rank " + std::to_string(expected_rank) + ", but the survivors' communicator has " +
+        std::to_string(out.new_size) + " ranks with this one as rank " + std::to_string(out.new_rank));
+  }
+  const CheckpointChoice choice = choose_checkpoint(copies, plan.roll_back);
+  if (!choice.iteration) {
+    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
+                        std::to_string(iteration_) + ": " + choice.refusal);
+  }
+  out.iteration = *choice.iteration;
+  return std::move(*decision.plan);
+}
+
+void Engine::attach_recovered(MPI_Comm duplicate, std::vector<std::string> nodes) {
+  // attach()'s steps, less its two collectives (the duplicate, the nodes' gather).
+  comm_ = duplicate;
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);
+  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
+                                              options_.same_host_transport);
+  if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
+  total_stats_.rank = rank_;
+  local_tasks_known_ = false;
+  checkpoints_->attach(comm_, std::move(nodes));  // new buddies; a checkpoint at the next boundary
+}
+
 RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   const auto begin = Clock::now();
   if (comm_ == MPI_COMM_NULL) {
@@ -190,6 +303,51 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   MPI_Comm_rank(survivors, &out.new_rank);
   MPI_Comm_size(survivors, &out.new_size);
 
+  // Every collective of the recovery happens first, under a watch of every survivor (a
+  // zero-byte receive from each), and before anything changes: the gather of the copies
+  // and the duplicate of the survivors' communicator the runtime will use. A survivor that
+  // dies meanwhile (a second loss during the recovery) makes this call throw
+  // LostDuringRecovery on every survivor that finds it, with the runtime as it was, so
+  // that the survivors can rebuild again and call recover() with the larger set, instead of
+  // waiting in a collective that never ends, fails or lies. A survivor that finds nothing
+  // here while another does waits in the duplicate for it, and so finds the loss too.
+  std::vector<CheckpointCopy> copies;
+  RecoveryPlan plan;
+  MPI_Comm duplicate = MPI_COMM_NULL;
+  {
+    const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+    const ErrorsReturned errors_returned(survivors);
+    PeerWatch watch(survivors, out.new_rank, out.new_size);
+    watch.arm();
+    const auto lost_during = [&](const std::vector<int>& lost_now, const char* phase) {
+      const std::vector<int> remaining = survivors_without(out.old_size, out.lost);
+      std::vector<int> old_numbers;
+      for (const int r : lost_now) {
+        if (r < static_cast<int>(remaining.size())) old_numbers.push_back(remaining[static_cast<std::size_t>(r)]);
+      }
+      return LostDuringRecovery("recover: survivors " + rank_set(lost_now) + " (ranks " + rank_set(old_numbers) +
+                                    " before the recovery) were lost while " + phase + ", after ranks " +
+                                    rank_set(out.lost) + "; rank " + std::to_string(out.old_rank) +
+                                    " did not recover",
+                                lost_now, old_numbers);
+    };
+    std::vector<int> lost_now;
+    copies = gather_copies(survivors, checkpoints_->copies(), watch, kLossGrace, lost_now);
+    if (!lost_now.empty()) throw lost_during(lost_now, "the survivors gathered their checkpoint copies");
+    plan = decide_recovery(out, copies);
+    // Where a duplicate left unfinished may still write its handle: a deque keeps each
+    // element in place as others are added.
+    static std::deque<MPI_Comm> pending_duplicates;
+    pending_duplicates.push_back(MPI_COMM_NULL);
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Comm_idup(survivors, &pending_duplicates.back(), &request);
+    lost_now = wait_watched(request, watch, "duplicating the survivors' communicator", kLossGrace,
+                            WhenBothSeen::completed);
+    if (!lost_now.empty()) throw lost_during(lost_now, "the runtime duplicated the survivors' communicator");
+    duplicate = pending_duplicates.back();
+    pending_duplicates.pop_back();
+  }
+
   // The old communicator holds the dead, so it is never disconnected (rebuild.hpp says why);
   // nor is it freed: messages of the abandoned iteration may still be on their way to this
   // rank on it, and a freed communicator's context id may be given to the next one, where
@@ -199,36 +357,6 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   watch_.reset();
   kept_until_exit(comm_);
   comm_ = MPI_COMM_NULL;
-
-  const std::vector<CheckpointCopy> copies = gather_copies(survivors, checkpoints_->copies());
-  if (!checkpoints_->enabled()) {
-    throw RecoveryError("recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
-                        "copy of the tiles of ranks " + rank_set(out.lost) + " exists");
-  }
-  const std::vector<int> buddies = checkpoints_->buddies();
-  if (buddies.empty()) {
-    throw RecoveryError("recover: no checkpoint was taken before ranks " + rank_set(out.lost) +
-                        " were lost");
-  }
-  RecoveryRequest request;
-  request.hosts = checkpoints_->nodes();
-  request.buddies = buddies;
-  request.lost = out.lost;
-  request.on_node_loss = NodeLossAction::shrink;
-  const RecoveryDecision decision = plan_recovery(request);
-  if (!decision.plan) throw RecoveryError("recover: " + decision.refusal);
-  const RecoveryPlan& plan = *decision.plan;
-  const int expected_rank = plan.ranks.new_rank[static_cast<std::size_t>(out.old_rank)];
-  if (plan.survivors != out.new_size || expected_rank != out.new_rank) {
-    throw std::invalid_argument(
-        "recover: losing ranks " + rank_set(out.lost) + " of " + std::to_string(out.old_size) +
-        " leaves " + std::to_string(plan.survivors) + " ranks with rank " + std::to_string(out.old_rank) +
-        " as rank " + std::to_string(expected_rank) + ", but the survivors' communicator has " +
-        std::to_string(out.new_size) + " ranks with this one as rank " + std::to_string(out.new_rank));
-  }
-  const CheckpointChoice choice = choose_checkpoint(copies, plan.roll_back);
-  if (!choice.iteration) throw RecoveryError("recover: " + choice.refusal);
-  out.iteration = *choice.iteration;
 
   // The lost ranks' tiles and grid places go to their buddies; every survivor then installs
   // its own copy at that iteration, and each buddy its lost wards' copies.
@@ -243,7 +371,11 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   pending_moves_.clear();
   lost_ranks_.clear();
   iteration_ = static_cast<int>(out.iteration);
-  attach(survivors);  // new buddies: the next boundary takes a checkpoint
+  std::vector<std::string> survivor_nodes;  // nodes do not change: known from before the loss
+  for (const int r : survivors_without(out.old_size, out.lost)) {
+    survivor_nodes.push_back(checkpoints_->nodes()[static_cast<std::size_t>(r)]);
+  }
+  attach_recovered(duplicate, std::move(survivor_nodes));
   last_rebalance_ = Rebalance{};
   if (options_.rebalance_on_resize) {
     pending_moves_ = plan_regrid();  // carried out at the start of the next iteration

@@ -400,12 +400,28 @@ RecoveryReport ElasticJob::recover(const IterationReport& report, std::chrono::m
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const MPI_Comm job = communicator();
   MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);  // agree_on_lost reads the dead's errors
-  const std::vector<int> lost = agree_on_lost(job, report.lost_ranks, deadline);
-  Communicator survivors(rebuild_without(job, lost, deadline));
-  MPI_Comm_set_errhandler(survivors.get(), MPI_ERRORS_RETURN);
-  const MPI_Comm survivors_comm = survivors.get();
-  membership_.adopt_survivors(std::move(survivors));
-  return runtime_->recover(survivors_comm, lost);
+  // Survivors lost during the rebuild or during recover() are folded in: every survivor
+  // agrees again on the job's communicator from before the loss (kept until the recovery
+  // succeeded), and rebuilds and recovers without the larger set.
+  std::vector<int> known = report.lost_ranks;
+  for (;;) {
+    std::vector<int> lost;
+    Communicator survivors(rebuild_after_loss(job, known, deadline, lost));
+    MPI_Comm_set_errhandler(survivors.get(), MPI_ERRORS_RETURN);
+    try {
+      RecoveryReport recovered = runtime_->recover(survivors.get(), lost);
+      MPI_Comm old = job;
+      membership_.adopt_survivors(std::move(survivors));  // lets go of `job` without freeing it
+      MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
+      return recovered;
+    } catch (const LostDuringRecovery& e) {
+      static std::vector<MPI_Comm> abandoned;  // never freed: messages may still arrive on them
+      abandoned.push_back(survivors.release());
+      known = lost;
+      known.insert(known.end(), e.lost_ranks().begin(), e.lost_ranks().end());
+      std::sort(known.begin(), known.end());
+    }
+  }
 }
 
 void ElasticJob::after_iteration(const IterationReport& report) {

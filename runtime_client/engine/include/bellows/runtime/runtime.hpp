@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -59,6 +60,25 @@ struct RecoveryReport {
 class RecoveryError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// Thrown by Runtime::recover() on the survivors that find more of them lost during the
+/// recovery itself (while they gather their checkpoint copies). The runtime is left as before
+/// the call: the survivors may rebuild `survivors` without the newly lost (rebuild_after_loss)
+/// and call recover() again with the larger set, the old numbers of both losses
+/// (ElasticJob::recover does).
+class LostDuringRecovery : public RecoveryError {
+ public:
+  LostDuringRecovery(const std::string& what, std::vector<int> lost_survivors, std::vector<int> lost_ranks)
+      : RecoveryError(what), lost_survivors_(std::move(lost_survivors)), lost_ranks_(std::move(lost_ranks)) {}
+  /// The newly lost, as ranks of the survivors' communicator recover() was given, ascending.
+  [[nodiscard]] const std::vector<int>& lost_survivors() const noexcept { return lost_survivors_; }
+  /// The same ranks numbered as before the recovery (the numbers recover() takes), ascending.
+  [[nodiscard]] const std::vector<int>& lost_ranks() const noexcept { return lost_ranks_; }
+
+ private:
+  std::vector<int> lost_survivors_;
+  std::vector<int> lost_ranks_;
 };
 
 /// One rank's share of the runtime. Works on the communicator it is given (never on
@@ -143,8 +163,13 @@ class Runtime {
   /// iteration, and each buddy the copy of its lost ward's, all from its own memory. With
   /// RuntimeOptions::rebalance_on_resize the collections then re-grid onto the survivors
   /// at the start of the next iteration, as after a shrink. A checkpoint is taken at the
-  /// next boundary under new buddies. Throws RecoveryError when the job cannot recover,
-  /// std::invalid_argument when `survivors` or `lost` do not fit this rank's view.
+  /// next boundary under new buddies. The copies are gathered while every survivor is watched
+  /// (a zero-byte receive from each): a survivor that dies then makes this call throw
+  /// LostDuringRecovery on the survivors that find it, with the runtime unchanged, so that
+  /// they can rebuild again and fold the loss in. Throws RecoveryError when the job cannot
+  /// recover, std::invalid_argument when `survivors` or `lost` do not fit this rank's view.
+  /// A survivor that dies after the gather (while the runtime attaches to `survivors`) is
+  /// found by the next run_iteration().
   RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
   /// Tasks pinned to ranks added by an expand: key -> rank. The same on every rank;
   /// changes only between iterations.

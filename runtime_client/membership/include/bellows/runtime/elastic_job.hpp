@@ -122,10 +122,12 @@ class ElasticJob {
   /// After an iteration that lost ranks (IterationReport::lost_ranks, completed() false), on
   /// every survivor: agree on the lost set (agree_on_lost), rebuild the job's communicator
   /// without them (rebuild_without), and let the runtime roll back to its buddies'
-  /// checkpoint (Runtime::recover, on_node_loss shrink). The application's loop resumes at
-  /// the report's iteration. Collective over the survivors; each gives up after `timeout`.
-  /// Throws RebuildError or RecoveryError, alike on every survivor where it can, when the
-  /// job cannot recover (treat either as the end of the job).
+  /// checkpoint (Runtime::recover, on_node_loss shrink). A survivor that dies during the
+  /// rebuild is folded in (rebuild_after_loss: agreed on again, left out too). The
+  /// application's loop resumes at the report's iteration. Collective over the survivors;
+  /// each gives up after `timeout`. Throws RebuildError or RecoveryError, alike on every
+  /// survivor where it can, when the job cannot recover (treat either as the end of the job:
+  /// destroy the runtime and finalize; nothing waits on a dead peer).
   RecoveryReport recover(const IterationReport& report,
                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
 

@@ -69,6 +69,17 @@ class RebuildError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Thrown by rebuild_without() when a survivor died during the rebuild itself: its check-in or
+/// the first survivor's answer failed with a dead peer (MPIX_ERR_PROC_FAILED), or
+/// MPI_Comm_create_group did. The old communicator is left to the caller, untouched, and every
+/// survivor that is told of it (the first survivor tells those that checked in or were about
+/// to) may agree again, which finds the new loss, and rebuild without the larger set:
+/// rebuild_after_loss() does.
+class LostDuringRebuild : public RebuildError {
+ public:
+  using RebuildError::RebuildError;
+};
+
 /// The survivors' communicator: `job` without the ranks in `dead`, the survivors in their old
 /// order (the first survivor is rank 0). Collective over the survivors, each passing the same
 /// dead set (in any order) and a deadline of its own; the dead take no part.
@@ -77,7 +88,9 @@ class RebuildError : public std::runtime_error {
 /// set, or when the calling rank is in it); each survivor sends the dead set it holds to the
 /// first survivor, which answers every survivor with a go once all have checked in with the
 /// same set (nonblocking calls, sleeping between tests, so that a survivor never waits past its
-/// deadline); then MPI_Comm_create_group over the survivors, and MPI_Comm_free of `job`.
+/// deadline); then MPI_Comm_create_group over the survivors, a barrier over the new
+/// communicator while each member is watched (a zero-byte receive from each), and
+/// MPI_Comm_free of `job`.
 ///
 /// On success `job` is consumed (freed, never disconnected: see above) and the caller owns the
 /// result, which carries MPI_ERRORS_ARE_FATAL. Never disconnect another communicator that
@@ -89,12 +102,32 @@ class RebuildError : public std::runtime_error {
 /// Throws RebuildError, with `job` untouched, when the deadline passes before the go (the text
 /// names the survivors that did not check in) or when a survivor named another dead set (both
 /// sets named); the first survivor tells the survivors that checked in, so that they fail at
-/// once instead of at their deadline. Throws MpiError when an MPI call fails. Once a survivor
-/// has the go it enters MPI_Comm_create_group, which is blocking: a survivor that gives up at
-/// its deadline in the instant the go is sent, or a second failure during the call, can leave
-/// the others waiting there; treat a RebuildError on any survivor as the end of the job.
+/// once instead of at their deadline. Throws LostDuringRebuild, with `job` untouched, when a
+/// survivor died during the rebuild. Throws MpiError when another MPI call fails. Once a
+/// survivor has the go it enters MPI_Comm_create_group, which is blocking: a survivor that
+/// gives up at its deadline in the instant the go is sent can leave the others waiting there;
+/// treat a RebuildError other than LostDuringRebuild on any survivor as the end of the job.
 [[nodiscard]] MPI_Comm rebuild_without(MPI_Comm job, std::span<const int> dead,
                                        std::chrono::steady_clock::time_point deadline,
                                        RebuildReport* report = nullptr);
+
+/// What the survivors of a loss do before Runtime::recover(): agree_on_lost() from the lost
+/// ranks this rank has seen (`seen`, e.g. IterationReport::lost_ranks), then rebuild_without()
+/// the agreed set; when a survivor dies during the rebuild (LostDuringRebuild) they agree
+/// again, which adds it, and rebuild without the larger set, until they have their
+/// communicator or one of the calls throws. One deadline for all of it. `lost` receives the set
+/// the communicator was rebuilt without (old ranks of `job`, ascending), `attempts` the
+/// rebuilds tried (1 without a second loss). Unlike rebuild_without(), `job` is left to the
+/// caller, not freed: when Runtime::recover() then finds more survivors lost
+/// (LostDuringRecovery), every survivor calls this again on the same `job` with `lost` and
+/// the newly lost (LostDuringRecovery::lost_ranks), so that those who had the new
+/// communicator and those whose rebuild failed meet on one communicator. Free `job` (never
+/// disconnect it) once recover() succeeded; leave the abandoned survivors' communicators
+/// unfreed. Throws what agree_on_lost() and rebuild_without() throw, RebuildError when the
+/// deadline passes between tries.
+[[nodiscard]] MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen,
+                                          std::chrono::steady_clock::time_point deadline,
+                                          std::vector<int>& lost, int* attempts = nullptr,
+                                          RebuildReport* report = nullptr);
 
 }  // namespace bellows::runtime
