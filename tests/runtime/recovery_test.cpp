@@ -4,8 +4,10 @@
 // iterations of C = A * B with stealing on and a checkpoint at every boundary; between
 // iterations the application changes A (each element a' = a * 0.75 + 0.125 * (iteration + 1),
 // new tiles, as an application must), so the result depends on every iteration having been
-// applied exactly once. Once rank 0 has finished kKillAfter iterations, the launcher SIGKILLs
-// the victim (at a point within an iteration the test does not choose). Nothing tells the
+// applied exactly once. Once rank 0 has finished a random number of iterations (4 to 12), the
+// launcher SIGKILLs the victim at a random point of the next iteration's length, counted from
+// rank 0's progress (which may fall in the gap between two iterations): moments the test does not
+// choose. BELLOWS_TEST_SEED fixes them; the seed is printed with the result. Nothing tells the
 // survivors: run_iteration() must notice from MPI alone, abandon the iteration and name the
 // lost rank; they agree on the lost set and rebuild the job's communicator without it
 // (rebuild_after_loss: agree_on_lost, rebuild_without), recover() rolls back to
@@ -59,6 +61,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -95,7 +98,8 @@ constexpr int kTile = 96;  // 4 x 4 tiles: 64 GEMM tasks per iteration
 constexpr int kGemmTasksPerIteration = 64;
 constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
 constexpr int kIterations = 30;
-constexpr int kKillAfter = 8;  // iterations rank 0 has completed when the victim is killed
+constexpr int kFewestBeforeKill = 4;  // iterations rank 0 has completed when the victim is killed:
+constexpr int kMostBeforeKill = 12;   // a random count in [kFewestBeforeKill, kMostBeforeKill]
 constexpr unsigned kSeed = 11;
 constexpr auto kRebuildTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 90.0;  // below the ctest timeout
@@ -268,6 +272,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   write_file(dir / ("pid." + std::to_string(rank)), std::to_string(::getpid()));
 
   cholesky_job = fs::exists(dir / "cholesky");
+  const int kill_after = std::atoi(read_file(dir / "kill_after").c_str());
   // GEMM: A, B and C (the result). Cholesky: A and L (the result) over the lower tiles.
   const br::TiledMatrix::TileFilter all_tiles = {};
   const br::TiledMatrix::TileFilter lower = [](int m, int k) { return m >= k; };
@@ -454,7 +459,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       // A checkpoint at every boundary: at most the iteration in progress and the one before
       // it are redone (the one before when the death came during its end).
       expect(recovery.iteration <= done && recovery.iteration >= done - 1 &&
-                 (recovered || recovery.iteration >= kKillAfter - 1),
+                 (recovered || recovery.iteration >= kill_after - 1),
              "rolled back to iteration " + std::to_string(recovery.iteration) + " with " +
                  std::to_string(done) + " done");
       expect(recovery.tiles_restored > 0, "no tile restored");
@@ -623,6 +628,13 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   const fs::path dir = ::mkdtemp(pattern);
   if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
   if (cholesky) write_file(dir / "cholesky", "1");
+  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
+  const unsigned kill_seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
+                                                  : std::random_device{}();
+  std::mt19937 kill_random(kill_seed);
+  const int kill_after = std::uniform_int_distribution<int>(kFewestBeforeKill, kMostBeforeKill)(kill_random);
+  const double kill_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(kill_random);
+  write_file(dir / "kill_after", std::to_string(kill_after));
   if (second_loss) write_file(dir / "second", std::to_string(second.rank));
   const double limit_seconds = second_loss ? kSecondLossLauncherLimitSeconds : kLauncherLimitSeconds;
   const auto start = Clock::now();
@@ -640,10 +652,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
 
   std::vector<int> victim_pids;
   if (!victims.empty()) {
-    // The kill must land inside an iteration (a death between iterations is not handled yet:
-    // docs/runtime.md, "When a rank dies mid-iteration", Limits): once rank 0 has completed
-    // kKillAfter iterations, wait half of the last iteration's time, so that the victim dies in
-    // the middle of the next one rather than in the gap after rank 0 wrote its progress.
+    // Once rank 0 has completed kill_after iterations, wait kill_fraction of the last
+    // iteration's time: the victim dies within the next iteration, or in the gap before it.
     bool due = false;
     int seen = -1;
     Clock::time_point seen_at{}, previous_at{};
@@ -654,15 +664,15 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
         seen_at = Clock::now();
         seen = progress;
       }
-      due = progress >= kKillAfter;
+      due = progress >= kill_after;
       if (!due) {
         if (reap(false)) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
-    expect(due, "rank 0 did not reach iteration " + std::to_string(kKillAfter));
+    expect(due, "rank 0 did not reach iteration " + std::to_string(kill_after));
     if (due && previous_at != Clock::time_point{}) {
-      std::this_thread::sleep_for((seen_at - previous_at) / 2);
+      std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>((seen_at - previous_at) * kill_fraction));
     }
     if (due) {
       for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));
@@ -766,6 +776,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
                                                  : refusals == 0 ? "folded in"
                                                                  : "refused"},
                                      {"victim_pids", victim_pids},
+                                     {"kill_seed", kill_seed},
+                                     {"killed_after_iterations", kill_after},
+                                     {"kill_fraction_of_an_iteration", kill_fraction},
                                      {"seconds", seconds},
                                      {"survivors", survivors}}
                           .dump()
