@@ -5,7 +5,9 @@ again, and how much work it redoes, on the local backend with real processes.
 Each run starts `bellows run --nodes 3:3` of an example (GEMM or Cholesky) on the emulated device
 computing at the given speed, with buddy checkpoints at every iteration boundary
 (`--checkpoint-every 1`, so that at most one iteration is redone), and SIGKILLs the rank of the
-last node once the job has reported --kill-after iterations, at a random point of the next
+last node (--victim last) or the job's first rank (--victim first, the process `bellows run`
+started; the job's report then comes from the new first rank, in its node's log) once the job
+has reported --kill-after iterations, at a random point of the next
 iteration (uniform over its middle 80 %, from the last iteration's length; a death in the gap
 between two iterations is a case of its own, see docs/runtime.md). The job must finish with a
 verified result on 2 ranks. From the kill's wall-clock time and the job's own records:
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 TARGET_PROGRESS_SECONDS = 2.0
 
@@ -90,7 +93,7 @@ def one_run(args, app, gflops, seed):
         else:
             raise RuntimeError(f"{app}: iteration {args.kill_after} not reported within 120 s")
         status = json.loads(bellows(args.build, env, "status", "latest", "--json").stdout)
-        victim = max(status["processes"], key=lambda p: p["rank"])
+        victim = (min if args.victim == "first" else max)(status["processes"], key=lambda p: p["rank"])
         seconds = [m["iteration_seconds"] for m in metrics if m.get("iteration_seconds")]
         iteration_seconds = seconds[-1] if seconds else 0.1
         since = time.time() - record_time(iterations[0])
@@ -105,7 +108,10 @@ def one_run(args, app, gflops, seed):
         raise
     if job.returncode != 0:
         raise RuntimeError(f"{app}: bellows run exited {job.returncode}: {err[-2000:]}")
-    report = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    for log in sorted(Path(job_dir, "nodes").glob("*/bellowsd.log")):
+        lines += [line for line in log.read_text().splitlines() if line.startswith('{"app"')]
+    report = json.loads(lines[-1])
     if report.get("verified") is not True or report.get("ranks") != 2:
         raise RuntimeError(f"{app}: not verified on 2 ranks: ranks {report.get('ranks')}, "
                            f"residual {report.get('residual')}")
@@ -120,7 +126,7 @@ def one_run(args, app, gflops, seed):
     first_after = after[0].get("iteration", 0) if after else None
     shutil.rmtree(top, ignore_errors=True)
     return {
-        "app": app, "gflops": gflops, "victim": victim["rank"],
+        "app": app, "gflops": gflops, "victim": victim["rank"], "victim_node": victim["node"],
         "iteration_seconds": iteration_seconds,
         "kill_to_detected": record_time(failures["detected"]) - killed_at if "detected" in failures else None,
         "kill_to_recovered": record_time(failures["recovered"]) - killed_at if "recovered" in failures else None,
@@ -143,6 +149,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--kill-after", type=int, default=4, help="iterations reported before the kill")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--victim", choices=["last", "first"], default="last",
+                    help="the rank killed: the last node's, or the job's first")
     args = ap.parse_args()
     rows = []
     for round_index in range(args.rounds):
