@@ -363,7 +363,7 @@ void Engine::check_fits(const TiledMatrix& collection) const {
   }
 }
 
-void Engine::prepare_local_tasks() {
+bool Engine::prepare_local_tasks() {
   for (const auto* c : collections_) check_fits(*c);
   local_roots_.clear();
   local_task_count_ = 0;
@@ -383,10 +383,42 @@ void Engine::prepare_local_tasks() {
       if (!has_predecessor) local_roots_.push_back(key);
     });
   }
+  // Buffers of their own: a reduction a lost peer leaves pending stays MPI's until exit.
+  auto counts = std::make_unique<std::array<std::int64_t, 2>>();
+  (*counts)[0] = local_task_count_;
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Iallreduce(&local_task_count_, &total_task_count_, 1, MPI_INT64_T, MPI_SUM, comm_, &request);
-  wait_asleep(request);
+  MPI_Iallreduce(&(*counts)[0], &(*counts)[1], 1, MPI_INT64_T, MPI_SUM, comm_, &request);
+  if (!wait_watching_peers(std::span<MPI_Request>(&request, 1))) {
+    static std::vector<std::unique_ptr<std::array<std::int64_t, 2>>> left_pending;
+    left_pending.push_back(std::move(counts));
+    return false;
+  }
+  total_task_count_ = (*counts)[1];
   local_tasks_known_ = true;
+  return true;
+}
+
+bool Engine::wait_watching_peers(std::span<MPI_Request> requests) {
+  for (;;) {
+    int done = 0;
+    const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (rc == MPI_SUCCESS && done) return true;
+    watch_->poll();
+    if (!watch_->lost().empty()) return false;
+    if (rc != MPI_SUCCESS) {
+      // A transfer with a peer that died can fail before the watch sees the death.
+      const auto give_up = Clock::now() + kLossGrace;
+      while (Clock::now() < give_up) {
+        watch_->poll();
+        if (!watch_->lost().empty()) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      throw std::runtime_error("rank " + std::to_string(rank_) + ": " + describe_mpi_error(rc) +
+                               " before an iteration, and no peer was found lost within " +
+                               std::to_string(kLossGrace.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 bool Engine::starving() const {

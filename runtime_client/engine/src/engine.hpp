@@ -220,7 +220,13 @@ class Engine final : public DeviceOwner {
   PendingTask& instantiate(const TaskKey& key, std::vector<TileIndex>& fetches);
   void make_ready(const TaskKey& key, PendingTask&& pending);
   void request_fetches(const std::vector<TileIndex>& fetches);
-  void prepare_local_tasks();
+  /// Collective: the local tasks, their roots and counts, and the job's task count. False
+  /// when a peer was lost before the count's reduction completed (the watch armed).
+  bool prepare_local_tasks();
+  /// Tests `requests` until every one completes, polling the watch between tests (it finds
+  /// nothing when not armed). False when a peer was found lost first; the requests are then
+  /// left as they are, for the caller to let go.
+  bool wait_watching_peers(std::span<MPI_Request> requests);
   /// Throws std::invalid_argument when a collection's tiles live on ranks this
   /// communicator does not have.
   void check_fits(const TiledMatrix& collection) const;
@@ -271,8 +277,9 @@ class Engine final : public DeviceOwner {
   void map_without_lost(const ShrinkPlan& plan, int new_rank);
   /// Collective: carries out pending_moves_ (tile data to the new owners, then every
   /// rank records them). Run at the start of the first iteration after an expand, when
-  /// the new ranks have registered their collections.
-  void apply_tile_moves();
+  /// the new ranks have registered their collections. False when a peer was lost during the
+  /// transfers (the watch armed): no move is applied, the transfers are let go.
+  bool apply_tile_moves();
   /// The end-of-iteration reductions' buffers and requests (Engine::run_iteration).
   struct EndOfIterationSums {
     static constexpr std::size_t kCount = 5;

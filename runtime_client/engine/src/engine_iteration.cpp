@@ -43,9 +43,18 @@ IterationReport Engine::run_iteration() {
   // which abandons the iteration (IterationReport::lost_ranks) instead of the job.
   const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
   const ErrorsReturned errors_returned(comm_);
-  if (!pending_moves_.empty()) apply_tile_moves();
+  // The watch from here: the tile moves after a resize and the task count are collectives
+  // too, and a peer lost in them is this iteration's loss.
+  watch_->arm();
+  if (!pending_moves_.empty() && !apply_tile_moves()) {
+    ++iteration_;
+    return abandon_iteration(false);
+  }
   if (options_.offload.enabled) plan_offloads();
-  if (!local_tasks_known_) prepare_local_tasks();
+  if (!local_tasks_known_ && !prepare_local_tasks()) {
+    ++iteration_;
+    return abandon_iteration(false);
+  }
   ++iteration_;
   apply_slowdown();
   cache_.clear();

@@ -19,6 +19,7 @@
 #include "bellows/runtime/regrid.hpp"
 #include "bellows/runtime/shrink_plan.hpp"
 #include "comm_engine.hpp"
+#include "cancelled_receives.hpp"
 #include "engine.hpp"
 #include "sleeping_wait.hpp"
 
@@ -143,10 +144,11 @@ std::vector<Engine::TileMove> Engine::plan_regrid() const {
   return moves;
 }
 
-void Engine::apply_tile_moves() {
+bool Engine::apply_tile_moves() {
   // Collective: the holders send the tiles, the new owners receive them, then every
   // rank records the new owners.
   std::vector<MPI_Request> requests;
+  std::vector<TilePtr> buffers;  // per request: the tile sent or received into
   std::vector<std::pair<const TileMove*, TilePtr>> received;
   for (const auto& move : pending_moves_) {
     auto& c = collection(move.collection);
@@ -155,17 +157,38 @@ void Engine::apply_tile_moves() {
     if (from == rank_) {
       const TilePtr& t = c.tile(move.m, move.n);
       requests.emplace_back();
+      buffers.push_back(t);
       MPI_Isend(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, move.to, kMoveTag, comm_,
                 &requests.back());
     } else if (move.to == rank_) {
       auto t = std::make_shared<Tile>(c.rows_of_tile(move.m), c.cols_of_tile(move.n));
       requests.emplace_back();
+      buffers.push_back(t);
       MPI_Irecv(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, from, kMoveTag, comm_,
                 &requests.back());
       received.emplace_back(&move, std::move(t));
     }
   }
-  wait_all_asleep(requests.data(), static_cast<int>(requests.size()));
+  if (!wait_watching_peers(requests)) {
+    // No move is applied: the tiles stay where they were, and the recovery that follows
+    // rolls back to the checkpoint. Receives are cancelled, sends freed; MPI may still use
+    // their tiles, which are kept until the process exits.
+    static std::vector<TilePtr> still_used;
+    std::vector<MPI_Request> receives;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (requests[i] == MPI_REQUEST_NULL) continue;
+      still_used.push_back(buffers[i]);
+      const bool is_receive = std::any_of(received.begin(), received.end(),
+                                          [&](const auto& r) { return r.second == buffers[i]; });
+      if (is_receive) {
+        receives.push_back(requests[i]);
+      } else {
+        MPI_Request_free(&requests[i]);
+      }
+    }
+    (void)cancel_receives(receives);
+    return false;
+  }
   for (std::size_t id = 0; id < collections_.size(); ++id) {
     auto* c = collections_[id];
     std::vector<int> owners = c->tile_owners();
@@ -191,12 +214,17 @@ void Engine::apply_tile_moves() {
   }
   pending_moves_.clear();
   local_tasks_known_ = false;
+  return true;
 }
 
 ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
   const auto begin = Clock::now();
   checkpoints_->detach();  // the copies match neither the survivors' numbers nor their tiles
-  if (!pending_moves_.empty()) apply_tile_moves();  // an expand's moves come first
+  // An expand's moves come first (outside an iteration the watch is not armed: a loss here
+  // is the resize's).
+  if (!pending_moves_.empty() && !apply_tile_moves()) {
+    throw std::runtime_error("prepare_shrink: a peer was lost while an expand's tile moves were carried out");
+  }
   // Each rank's tiles over all collections, for the choice of backups (shrink_plan.hpp).
   std::vector<long> held(static_cast<std::size_t>(size_), 0);
   for (const auto* c : collections_) {
