@@ -506,6 +506,14 @@ int run_job(RunOptions o) {
   int status = 0;
   auto next_progress = std::chrono::steady_clock::now();
   std::string last_line;
+  // The job's progress on stderr once a second, when it changed (not with --quiet).
+  const auto show_progress = [&] {
+    if (o.quiet || std::chrono::steady_clock::now() < next_progress) return;
+    const std::string line = progress_line(service);
+    if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
+    last_line = line;
+    next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  };
   bool forwarded = false;
   while (true) {
     service.step(std::chrono::milliseconds(50));
@@ -516,12 +524,7 @@ int run_job(RunOptions o) {
     }
     const pid_t got = ::waitpid(child, &status, WNOHANG);
     if (got == child) break;
-    if (!o.quiet && std::chrono::steady_clock::now() >= next_progress) {
-      const std::string line = progress_line(service);
-      if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
-      last_line = line;
-      next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    }
+    show_progress();
   }
   // Let what the last ranks reported arrive, then stop the daemons.
   for (int i = 0; i < 5; ++i) service.step(std::chrono::milliseconds(20));
@@ -539,12 +542,7 @@ int run_job(RunOptions o) {
                  static_cast<int>(child), describe_exit(status).c_str(), job_dir.c_str());
     while (service.other_ranks_running() && g_stop_signal.load() == 0) {
       service.step(std::chrono::milliseconds(50));
-      if (!o.quiet && std::chrono::steady_clock::now() >= next_progress) {
-        const std::string line = progress_line(service);
-        if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
-        last_line = line;
-        next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      }
+      show_progress();
     }
     for (int i = 0; i < 5; ++i) service.step(std::chrono::milliseconds(20));
   }

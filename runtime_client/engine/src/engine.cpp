@@ -120,8 +120,15 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
 void Engine::attach(MPI_Comm comm) {
   // Ranks get here at different times (a resize, new ranks starting): wait asleep.
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Comm_idup(comm, &comm_, &request);
+  MPI_Comm duplicate = MPI_COMM_NULL;
+  MPI_Comm_idup(comm, &duplicate, &request);
   wait_asleep(request);
+  use_communicator(duplicate);
+  checkpoints_->attach(comm_);  // new buddies; a checkpoint at the next boundary
+}
+
+void Engine::use_communicator(MPI_Comm duplicate) {
+  comm_ = duplicate;
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);
@@ -131,7 +138,6 @@ void Engine::attach(MPI_Comm comm) {
   if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
   total_stats_.rank = rank_;
   local_tasks_known_ = false;  // the task total is summed over the new communicator
-  checkpoints_->attach(comm_);  // new buddies; a checkpoint at the next boundary
 }
 
 void Engine::share_mapping_state() {

@@ -306,6 +306,10 @@ class Engine final : public DeviceOwner {
   /// statistics then name this rank by its number there. Used at construction and after
   /// every resize.
   void attach(MPI_Comm comm);
+  /// What attach() and attach_recovered() share once they hold `duplicate`: this rank's
+  /// number and size there, a watch and a communication engine on it, the trace and the
+  /// statistics renamed, the local tasks to be counted again.
+  void use_communicator(MPI_Comm duplicate);
   /// attach() after a recovery (engine_recovery.cpp), without its collectives: `duplicate`
   /// is the survivors' communicator duplicated under a watch, and `nodes` (per rank of it)
   /// are known from before the loss.

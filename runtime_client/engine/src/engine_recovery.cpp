@@ -270,15 +270,7 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
 
 void Engine::attach_recovered(MPI_Comm duplicate, std::vector<std::string> nodes) {
   // attach()'s steps, less its two collectives (the duplicate, the nodes' gather).
-  comm_ = duplicate;
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-  watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);
-  comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
-                                              options_.same_host_transport);
-  if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
-  total_stats_.rank = rank_;
-  local_tasks_known_ = false;
+  use_communicator(duplicate);
   checkpoints_->attach(comm_, std::move(nodes));  // new buddies; a checkpoint at the next boundary
 }
 
