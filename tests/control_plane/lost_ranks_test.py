@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from local_job import LocalJobTest  # noqa: E402
-from procfs import bellowsd_pid as daemon_pid, gone, processes_mentioning  # noqa: E402
+from procfs import bellowsd_pid as daemon_pid, gone  # noqa: E402
 
 # Detection within: the daemon's watch of its ranks' pids (every 0.1 s) or the transport's
 # connection event, then the controller's loop, with room for a loaded machine.
@@ -91,12 +91,7 @@ def start_job(t, out, nodes):
                   "survive", str(out), "120")
 
     def failing(why):
-        job.kill()
-        for pid in processes_mentioning(t.top):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        t.kill_all(job)
         LocalJobTest.fail(t, why)
 
     t.fail = failing

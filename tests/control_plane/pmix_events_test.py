@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from local_job import LocalJobTest  # noqa: E402
-from procfs import bellowsd_pid, processes_mentioning  # noqa: E402
+from procfs import bellowsd_pid  # noqa: E402
 
 PROC_TERMINATED = "PMIX_EVENT_PROC_TERMINATED"
 ABORTED_BY_SIG = "PMIX_ERR_PROC_ABORTED_BY_SIG"
@@ -73,14 +73,7 @@ def main():
     tool = None
 
     def failing(why):
-        job.kill()
-        if tool is not None:
-            tool.kill()
-        for pid in processes_mentioning(t.top):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        t.kill_all(job, tool)
         LocalJobTest.fail(t, why)
 
     t.fail = failing

@@ -80,15 +80,22 @@ class LocalJobTest:
         if problems:
             self.fail("unexpected warnings or errors in the job's logs:\n  " + "\n  ".join(problems))
 
-    def fail_hung(self, job, why):
-        """Kills `job` (a `bellows run` that did not end in time) and every process of the
-        test's jobs, which killing `bellows run` alone leaves behind, then fails with `why`."""
-        job.kill()
+    def kill_all(self, *started):
+        """Kills `started` (Popen objects; None is skipped) and every process of the test's
+        jobs, which killing `bellows run` alone leaves behind."""
+        for process in started:
+            if process is not None:
+                process.kill()
         for pid in processes_mentioning(self.top):
             try:
                 os.kill(pid, 9)
             except OSError:
                 pass
+
+    def fail_hung(self, job, why):
+        """Kills `job` (a `bellows run` that did not end in time) and every process of the
+        test's jobs, then fails with `why`."""
+        self.kill_all(job)
         self.fail(why)
 
     def passed(self, *job_dirs):
