@@ -59,6 +59,7 @@ RmStatus LocalDaemonLauncher::stop(const std::string& node) {
   const pid_t pid = it->second;
   running_.erase(it);
   ::kill(pid, SIGTERM);
+  ::kill(pid, SIGCONT);  // a stopped daemon (a node gone silent) takes its SIGTERM once it runs
   if (detail::reaped_within(pid, options_.stop_grace)) return {};
   ::kill(pid, SIGKILL);
   int status = 0;

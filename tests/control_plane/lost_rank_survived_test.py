@@ -9,6 +9,11 @@ checkpoint (ElasticSession::recover); the job finishes all its iterations with a
 result, `bellows run` exits 0, and the event log shows the failure detected, the survivors
 told, and the job recovered. Nothing of the job is left.
 
+With `--victim silent` nothing is killed: the last node's daemon and rank are stopped (SIGSTOP),
+as a node whose network is cut goes silent. MPI fails nothing then; the controller's heartbeats
+find the daemon gone within seconds, the node is lost (`node_lost`), its rank is killed as one
+no daemon manages, and the survivors recover as after a death.
+
 With `--victim first` the rank killed is the job's first (rank 0, the process `bellows run`
 started): the survivors recover as rank 0 and 1, `bellows run` goes on until their ranks end and
 exits 0, and the job's report is in the log of the new first rank's node.
@@ -20,9 +25,9 @@ whose reason names the lost node and the failure, which completes, and the job e
 again.
 
   lost_rank_survived_test.py --bellows PATH --app PATH [--on-node-loss shrink|replace]
-                             [--victim last|first]
+                             [--victim last|first|silent]
 Prints "NAME: PASS" or "NAME: FAIL: why", NAME lost_rank_survived, lost_rank_replaced or
-lost_first_rank_survived.
+lost_first_rank_survived or lost_node_silent_survived.
 """
 import json
 import os
@@ -30,10 +35,12 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from local_job import LocalJobTest  # noqa: E402
+from procfs import bellowsd_pid  # noqa: E402
 
 ITERATIONS = 14
 KILL_AT_ITERATION = 3
@@ -51,12 +58,14 @@ recovery:
 def main():
     def options(parser):
         parser.add_argument("--on-node-loss", choices=["shrink", "replace"], default="shrink")
-        parser.add_argument("--victim", choices=["last", "first"], default="last")
+        parser.add_argument("--victim", choices=["last", "first", "silent"], default="last")
 
     t = LocalJobTest("lost_rank", options)
     replace = t.args.on_node_loss == "replace"
     first = t.args.victim == "first"
-    t.name = "lost_rank_replaced" if replace else "lost_first_rank_survived" if first else "lost_rank_survived"
+    silent = t.args.victim == "silent"
+    t.name = ("lost_rank_replaced" if replace else "lost_first_rank_survived" if first
+              else "lost_node_silent_survived" if silent else "lost_rank_survived")
     policy = ["--policy", t.write("replace.yaml", POLICY_REPLACE)] if replace else []
     final_ranks = 3 if replace else 2
     job = t.start("--nodes", "3:3", "--pool", "3", *policy, "--quiet", "--",
@@ -79,9 +88,19 @@ def main():
         victim = (min if first else max)(status["processes"], key=lambda p: p["rank"])
         if (victim["rank"] == 0) != first:
             t.fail(f"no rank {'0' if first else 'but the first'} to kill: {status['processes']}")
-        os.kill(victim["pid"], signal.SIGKILL)
-        t.log(f"killed rank {victim['rank']} (pid {victim['pid']}) on {victim['node']} at iteration "
-              f"{status['iteration']}")
+        if silent:
+            daemon = bellowsd_pid(t.job_dir(), victim["node"])
+            if daemon is None:
+                t.fail(f"no bellowsd of {victim['node']} found")
+            stopped_at = time.time()
+            os.kill(victim["pid"], signal.SIGSTOP)
+            os.kill(daemon, signal.SIGSTOP)
+            t.log(f"stopped rank {victim['rank']} (pid {victim['pid']}) and the daemon of {victim['node']} "
+                  f"(pid {daemon}) at iteration {status['iteration']}")
+        else:
+            os.kill(victim["pid"], signal.SIGKILL)
+            t.log(f"killed rank {victim['rank']} (pid {victim['pid']}) on {victim['node']} at iteration "
+                  f"{status['iteration']}")
         out, err = job.communicate(timeout=180)
     except subprocess.TimeoutExpired:
         t.fail_hung(job, "the job did not end within 180 s of the kill")
@@ -112,6 +131,15 @@ def main():
     if "detected" not in phases or "recovered" not in phases:
         t.fail(f"the event log's failure lines go through {phases}, expected detected ... recovered")
     detected = next(e for e in failures if e["to"] == "detected")
+    if silent:
+        if detected["event"] != "node_lost":
+            t.fail(f"the silent node's failure is {detected['event']}, expected node_lost")
+        stamp = datetime.strptime(detected["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+        silence = stamp.timestamp() - stopped_at
+        if not 4.0 <= silence <= 12.0:
+            t.fail(f"the silent node was found lost {silence:.1f} s after it stopped, expected the "
+                   "controller's heartbeat timeout (5 s) plus at most its interval")
+        t.log(f"the silent node was found lost {silence:.1f} s after it stopped")
     if f"lost rank {victim['rank']} on {victim['node']}" not in detected["detail"]:
         t.fail(f"the failure does not name rank {victim['rank']} on {victim['node']}: {detected['detail']!r}")
     t.log(f"failure lines: {[(e['event'], e['to']) for e in failures]}")

@@ -111,7 +111,7 @@ Core::Core(CoreOptions options, Handlers handlers)
       socket_.set(zmq::sockopt::curve_publickey, options_.curve->public_key);
       socket_.set(zmq::sockopt::curve_secretkey, options_.curve->secret_key);
     }
-    if (!server && options_.heartbeat_interval.count() > 0) {
+    if (options_.heartbeat_interval.count() > 0) {
       socket_.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(options_.heartbeat_interval.count()));
       socket_.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(options_.heartbeat_timeout.count()));
     }

@@ -31,7 +31,7 @@ struct CoreOptions {
   uid_t owner_uid = 0;
   LogSink log;
   std::chrono::milliseconds drop_delay{100};
-  /// Client only: ZeroMQ heartbeats (0: none).
+  /// ZeroMQ heartbeats on the connections (0: none).
   std::chrono::milliseconds heartbeat_interval{0};
   std::chrono::milliseconds heartbeat_timeout{0};
 };

@@ -99,6 +99,8 @@ Server::Server(ServerOptions options, Handlers handlers) {
   o.owner_uid = options.owner_uid;
   o.log = std::move(options.log);
   o.drop_delay = options.drop_delay;
+  o.heartbeat_interval = options.heartbeat_interval;
+  o.heartbeat_timeout = options.heartbeat_timeout;
   core_ = std::make_shared<detail::Core>(std::move(o), std::move(handlers));
   core_->start();
 }

@@ -134,6 +134,11 @@ struct ServerOptions {
   LogSink log;
   /// How long a refused peer keeps its connection, so that the refusal reaches it.
   std::chrono::milliseconds drop_delay{100};
+  /// ZeroMQ heartbeats on every peer's connection (ZMTP PING/PONG), as the client sends its
+  /// own: a peer whose process is stopped or whose host went silent answers none, and its
+  /// connection is closed as gone (Handlers::on_peer_gone) after heartbeat_timeout. 0: none.
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{5000};
 };
 
 /// The controller's end: binds, authenticates every peer, serves until destroyed.
