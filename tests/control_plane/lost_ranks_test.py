@@ -41,15 +41,7 @@ DETECTION_LIMIT_S = 3.0
 
 
 def wait_for(t, job, what, check, seconds=30):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        value = check()
-        if value:
-            return value
-        if job.poll() is not None:
-            t.fail(f"the job ended while waiting for {what}: {job.stderr.read()[-2000:]}")
-        time.sleep(0.02)
-    t.fail_hung(job, f"no {what} within {seconds} s")
+    return t.wait_for(job, what, check, seconds, poll=0.02)
 
 
 def failure_lines(t, failure):

@@ -79,15 +79,8 @@ def main():
     t.fail = failing
 
     def wait_for(what, check, seconds=30):
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            value = check()
-            if value:
-                return value
-            if job.poll() is not None:
-                t.fail(f"the job ended while waiting for {what}: {job.stderr.read()[-2000:]}")
-            time.sleep(0.05)
-        t.fail(f"no {what} within {seconds} s; the tool printed {output.raw if tool else []}")
+        return t.wait_for(job, what, check, seconds,
+                          why_not=lambda: f"; the tool printed {output.raw if tool else []}")
 
     output = None
     status = wait_for("the 3 ranks' pids in bellows status",

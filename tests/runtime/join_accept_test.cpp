@@ -29,9 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include "separate_worlds.hpp"
 #include "watchdog.hpp"
-
-extern char** environ;
 
 namespace {
 
@@ -113,15 +112,8 @@ pid_t start_joiner(const std::string& mpiexec, const std::string& self, const st
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // Not this rank's process-manager variables: the joining process belongs to an mpiexec
-  // of its own, as a rank a node's daemon starts.
-  std::vector<char*> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    if (entry.rfind("PMI_", 0) == 0 || entry.rfind("HYDI_", 0) == 0 || entry.rfind("HYDRA_", 0) == 0) continue;
-    env.push_back(*e);
-  }
-  env.push_back(nullptr);
+  // The joining process belongs to an mpiexec of its own, as a rank a node's daemon starts.
+  std::vector<char*> env = bellows::testing::environment_for_own_world();
   pid_t pid = -1;
   if (posix_spawn(&pid, mpiexec.c_str(), nullptr, nullptr, argv.data(), env.data()) != 0) return -1;
   return pid;

@@ -46,9 +46,7 @@
 #include "bellows/runtime/runtime.hpp"
 
 #include <mpi.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,8 +74,6 @@
 #include "separate_worlds.hpp"
 #include "spawned_processes.hpp"
 #include "watchdog.hpp"
-
-extern char** environ;
 
 namespace {
 
@@ -573,34 +569,9 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
 
 pid_t start_member(const std::string& mpiexec, const std::string& self, const fs::path& dir,
                    int index, const std::string& victims) {
-  std::vector<std::string> args{mpiexec, "-n", "1", self, "--member", dir.string(),
-                                std::to_string(index), std::to_string(kRanks), victims};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // A launcher started under a process manager must not pass its variables on: each member
-  // belongs to an mpiexec of its own.
-  std::vector<char*> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    if (entry.rfind("PMI_", 0) == 0 || entry.rfind("HYDI_", 0) == 0 || entry.rfind("HYDRA_", 0) == 0) continue;
-    env.push_back(*e);
-  }
-  env.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  const std::string log = (dir / ("member." + std::to_string(index) + ".log")).string();
-  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, mpiexec.c_str(), &files, &attr, argv.data(), env.data());
-  posix_spawn_file_actions_destroy(&files);
-  posix_spawnattr_destroy(&attr);
-  return rc == 0 ? pid : -1;
+  return bellows::testing::start_member_world(
+      mpiexec, {self, "--member", dir.string(), std::to_string(index), std::to_string(kRanks), victims},
+      dir / ("member." + std::to_string(index) + ".log"));
 }
 
 /// A rank killed while the survivors recover from the first loss: `second=R@MS` kills rank R

@@ -80,6 +80,20 @@ class LocalJobTest:
         if problems:
             self.fail("unexpected warnings or errors in the job's logs:\n  " + "\n  ".join(problems))
 
+    def wait_for(self, job, what, check, seconds=30, poll=0.05, why_not=lambda: ""):
+        """Calls `check` every `poll` seconds until it returns something true, and returns that;
+        fails when `job` (a `bellows run`) ends first, or after `seconds` (the text of
+        `why_not()` appended)."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            value = check()
+            if value:
+                return value
+            if job.poll() is not None:
+                self.fail(f"the job ended while waiting for {what}: {job.stderr.read()[-2000:]}")
+            time.sleep(poll)
+        self.fail(f"no {what} within {seconds} s{why_not()}")
+
     def kill_all(self, *started):
         """Kills `started` (Popen objects; None is skipped) and every process of the test's
         jobs, which killing `bellows run` alone leaves behind."""

@@ -4,8 +4,11 @@
 // its members pass each other in the test's directory, and the launcher's record of each
 // member's mpiexec.
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -16,6 +19,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+extern char** environ;
 
 namespace bellows::testing {
 
@@ -43,6 +48,46 @@ inline std::string read_file(const std::filesystem::path& path) {
 }
 
 inline int read_int(const std::filesystem::path& path) { return std::atoi(read_file(path).c_str()); }
+
+/// This process's environment less the process manager's variables (PMI_*, HYDI_*, HYDRA_*),
+/// null-terminated, for a process that belongs to an mpiexec of its own: a launcher started
+/// under a process manager must not pass its variables on.
+inline std::vector<char*> environment_for_own_world() {
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (entry.rfind("PMI_", 0) == 0 || entry.rfind("HYDI_", 0) == 0 || entry.rfind("HYDRA_", 0) == 0) continue;
+    env.push_back(*e);
+  }
+  env.push_back(nullptr);
+  return env;
+}
+
+/// Starts `MPIEXEC -n 1 ARGS...` as a member: a world of its own (environment_for_own_world),
+/// leader of its own process group (so that the launcher can kill hydra's proxy and the rank
+/// with it), its stdout and stderr in `log`. Returns mpiexec's pid, -1 when it did not start.
+inline pid_t start_member_world(const std::string& mpiexec, const std::vector<std::string>& args,
+                                const std::filesystem::path& log) {
+  std::vector<std::string> all{mpiexec, "-n", "1"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<char*> env = environment_for_own_world();
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, mpiexec.c_str(), &files, &attr, argv.data(), env.data());
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attr);
+  return rc == 0 ? pid : -1;
+}
 
 /// A member's mpiexec, as the launcher started it.
 struct StartedMember {
