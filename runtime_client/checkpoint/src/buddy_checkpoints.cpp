@@ -10,7 +10,7 @@
 
 #include "bellows/runtime/buddies.hpp"
 #include "bellows/runtime/checkpoint_interval.hpp"
-#include "cancelled_receives.hpp"
+#include "cancelled_requests.hpp"
 #include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
@@ -263,7 +263,7 @@ void BuddyCheckpoints::abandon_in_flight() {
       MPI_Request_free(&request);  // reads the own copy's tiles, which stay held
     }
   }
-  const std::vector<char> freed_pending = cancel_receives(receives);
+  const std::vector<char> freed_pending = cancel_requests(receives);
   const bool receives_freed = std::find(freed_pending.begin(), freed_pending.end(), 1) != freed_pending.end();
   requests_.clear();
   receives_.clear();

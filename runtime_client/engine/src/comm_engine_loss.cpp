@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-#include "cancelled_receives.hpp"
+#include "cancelled_requests.hpp"
 #include "comm_engine.hpp"
 #include "peer_watch.hpp"
 
@@ -74,7 +74,7 @@ void CommEngine::abandon() {
     }
     request = MPI_REQUEST_NULL;
   }
-  const std::vector<char> freed_pending = cancel_receives(receives);
+  const std::vector<char> freed_pending = cancel_requests(receives);
   for (std::size_t r = 0; r < receive_ops.size(); ++r) {
     if (freed_pending[r]) kept_transfer_buffers().push_back(std::move(operations_[receive_ops[r]]));
   }

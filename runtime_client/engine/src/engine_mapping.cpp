@@ -19,7 +19,7 @@
 #include "bellows/runtime/regrid.hpp"
 #include "bellows/runtime/shrink_plan.hpp"
 #include "comm_engine.hpp"
-#include "cancelled_receives.hpp"
+#include "cancelled_requests.hpp"
 #include "engine.hpp"
 #include "sleeping_wait.hpp"
 
@@ -186,7 +186,7 @@ bool Engine::apply_tile_moves() {
         MPI_Request_free(&requests[i]);
       }
     }
-    (void)cancel_receives(receives);
+    (void)cancel_requests(receives);
     return false;
   }
   for (std::size_t id = 0; id < collections_.size(); ++id) {

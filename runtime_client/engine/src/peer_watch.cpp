@@ -1,6 +1,6 @@
 #include "peer_watch.hpp"
 
-#include "cancelled_receives.hpp"
+#include "cancelled_requests.hpp"
 
 #include <algorithm>
 
@@ -77,7 +77,7 @@ bool PeerWatch::poll() {
 
 void PeerWatch::disarm() {
   // Nobody sends on the tag: every receive cancels at once, and none writes into the sink.
-  (void)cancel_receives(requests_);
+  (void)cancel_requests(requests_);
 }
 
 }  // namespace bellows::runtime

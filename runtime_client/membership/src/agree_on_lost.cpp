@@ -4,7 +4,7 @@
 
 #include "bellows/runtime/rebuild.hpp"
 
-#include "cancelled_receives.hpp"
+#include "cancelled_requests.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -99,7 +99,7 @@ std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline
           if (receives[i] != MPI_REQUEST_NULL) silent.push_back(peers[i]);
           if (sends[i] != MPI_REQUEST_NULL) MPI_Request_free(&sends[i]);
         }
-        const std::vector<char> freed_pending = cancel_receives(receives);
+        const std::vector<char> freed_pending = cancel_requests(receives);
         kept_buffers().push_back(std::move(outgoing));
         for (std::size_t i = 0; i < peers.size(); ++i) {
           if (freed_pending[i]) kept_buffers().push_back(std::move(theirs[i]));

@@ -4,7 +4,7 @@
 #include "bellows/runtime/rebuild.hpp"
 
 #include "bellows/runtime/survivors.hpp"
-#include "cancelled_receives.hpp"
+#include "cancelled_requests.hpp"
 #include "membership_support.hpp"
 
 #include <string>
@@ -70,15 +70,7 @@ Completion complete_by(MPI_Request& request, Deadline deadline) {
 /// finish; a request that still has not is freed (MPI completes or drops it later). Never waits
 /// on the peer.
 void abandon(MPI_Request& request) noexcept {
-  if (request == MPI_REQUEST_NULL) return;
-  MPI_Cancel(&request);
-  const Deadline until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-  while (request != MPI_REQUEST_NULL && std::chrono::steady_clock::now() < until) {
-    int done = 0;
-    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done) return;
-    pause();
-  }
-  if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+  (void)cancel_request(request, std::chrono::milliseconds(100));
 }
 
 /// Per old rank: 1 when dead. What the survivors compare.
@@ -261,14 +253,14 @@ bool confirmed(MPI_Comm created, Deadline deadline) {
     }
     if (!lost && !done) {
       if (std::chrono::steady_clock::now() >= deadline) {
-        (void)cancel_receives(watch);  // nothing is ever sent to `sink`
+        (void)cancel_requests(watch);  // nothing is ever sent to `sink`
         throw RebuildError("rebuild_without: the survivors did not all confirm the rebuilt communicator "
                            "before the deadline");
       }
       pause();
     }
   }
-  (void)cancel_receives(watch);
+  (void)cancel_requests(watch);
   // A barrier left unfinished is left to MPI (a collective's request may be neither freed nor
   // cancelled); it has no buffer.
   return !lost;
