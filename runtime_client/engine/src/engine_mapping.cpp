@@ -149,6 +149,7 @@ bool Engine::apply_tile_moves() {
   // rank records the new owners.
   std::vector<MPI_Request> requests;
   std::vector<TilePtr> buffers;  // per request: the tile sent or received into
+  std::vector<char> receiving;   // per request: 1 for a receive
   std::vector<std::pair<const TileMove*, TilePtr>> received;
   for (const auto& move : pending_moves_) {
     auto& c = collection(move.collection);
@@ -158,12 +159,14 @@ bool Engine::apply_tile_moves() {
       const TilePtr& t = c.tile(move.m, move.n);
       requests.emplace_back();
       buffers.push_back(t);
+      receiving.push_back(0);
       MPI_Isend(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, move.to, kMoveTag, comm_,
                 &requests.back());
     } else if (move.to == rank_) {
       auto t = std::make_shared<Tile>(c.rows_of_tile(move.m), c.cols_of_tile(move.n));
       requests.emplace_back();
       buffers.push_back(t);
+      receiving.push_back(1);
       MPI_Irecv(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, from, kMoveTag, comm_,
                 &requests.back());
       received.emplace_back(&move, std::move(t));
@@ -178,9 +181,7 @@ bool Engine::apply_tile_moves() {
     for (std::size_t i = 0; i < requests.size(); ++i) {
       if (requests[i] == MPI_REQUEST_NULL) continue;
       still_used.push_back(buffers[i]);
-      const bool is_receive = std::any_of(received.begin(), received.end(),
-                                          [&](const auto& r) { return r.second == buffers[i]; });
-      if (is_receive) {
+      if (receiving[i]) {
         receives.push_back(requests[i]);
       } else {
         MPI_Request_free(&requests[i]);
