@@ -1,6 +1,7 @@
 #include "peer_watch.hpp"
 
 #include "cancelled_requests.hpp"
+#include "proc_failed.hpp"
 
 #include <algorithm>
 
@@ -9,8 +10,6 @@ namespace {
 
 /// Above the communication engine's data tags and the checkpoint's; no rank sends on it.
 constexpr int kPeerWatchTag = 32200;
-/// MPICH's MPIX_ERR_PROC_FAILED, the class of an operation that needed a dead process.
-constexpr int kProcFailedClass = 101;
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include "bellows/runtime/survivors.hpp"
 #include "cancelled_requests.hpp"
 #include "membership_support.hpp"
+#include "proc_failed.hpp"
 
 #include <string>
 #include <thread>
@@ -33,15 +34,6 @@ RebuildTags tags_for(std::size_t step) {
 
 /// The first survivor's answer to the others.
 enum Verdict : int { kGo = 1, kOtherDeadSet = 2, kGaveUp = 3, kSurvivorLost = 4 };
-
-/// The class of an operation that needed a dead process (MPICH's MPIX_ERR_PROC_FAILED).
-constexpr int kProcFailedClass = 101;
-
-bool peer_failed(int rc) {
-  int error_class = 0;
-  MPI_Error_class(rc, &error_class);
-  return error_class == kProcFailedClass;
-}
 
 void pause() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
 
