@@ -88,8 +88,7 @@ def start_job(t, out, nodes):
 
     t.fail = failing
     status = wait_for(t, job, f"the {nodes} ranks' pids in bellows status",
-                      lambda: (s := t.status()) and len(s["processes"]) == nodes
-                      and all(p["pid"] for p in s["processes"]) and s)
+                      lambda: t.status_with_rank_pids(nodes))
     ranks = {p["node"]: p["rank"] for p in status["processes"]}
     if ranks != {f"local{i}": i for i in range(nodes)}:
         t.fail(f"the ranks are {ranks}, expected local0..{nodes - 1} to run ranks 0..{nodes - 1}")

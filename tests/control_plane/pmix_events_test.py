@@ -83,9 +83,7 @@ def main():
                           why_not=lambda: f"; the tool printed {output.raw if tool else []}")
 
     output = None
-    status = wait_for("the 3 ranks' pids in bellows status",
-                      lambda: (s := t.status()) and len(s["processes"]) == 3
-                      and all(p["pid"] for p in s["processes"]) and s, seconds=60)
+    status = wait_for("the 3 ranks' pids in bellows status", lambda: t.status_with_rank_pids(3), seconds=60)
     job_id = status["job"]
     pids = {p["node"]: p["pid"] for p in status["processes"]}
     ranks = {p["node"]: p["rank"] for p in status["processes"]}

@@ -66,6 +66,13 @@ class LocalJobTest:
         r = self.bellows("status", job, "--json")
         return json.loads(r.stdout) if r.returncode == 0 else None
 
+    def status_with_rank_pids(self, ranks, job="latest"):
+        """`bellows status` once it lists `ranks` processes, each with its pid; None before."""
+        status = self.status(job)
+        if status and len(status.get("processes", [])) == ranks and all(p["pid"] for p in status["processes"]):
+            return status
+        return None
+
     def job_dir(self, job="latest"):
         return os.path.realpath(os.path.join(self.run_dir, job))
 
