@@ -24,8 +24,9 @@ IndexRange take_front(std::deque<IndexRange>& pool, std::int64_t count) {
 class DtreeSource final : public WorkSource {
  public:
   DtreeSource(const DtreeShape& shape, int rank, const std::vector<double>& speeds,
-              std::int64_t tasks, const BagOptions& options, std::int64_t min_ask)
-      : node_(shape, rank, speeds, {0, tasks}, options.dtree, min_ask, options.workers) {}
+              std::span<const IndexRange> tasks, const BagOptions& options, std::int64_t min_ask)
+      : node_(DtreeNode::over_ranges(shape, rank, speeds, tasks, options.dtree, min_ask,
+                                     options.workers)) {}
 
   IndexRange take(std::vector<Message>& out) override {
     DtreeSteps steps;
@@ -213,7 +214,8 @@ Message decode(const WireMessage& wire, int from) {
 }
 
 std::unique_ptr<WorkSource> dtree_source(const DtreeShape& shape, int rank,
-                                         const std::vector<double>& speeds, std::int64_t tasks,
+                                         const std::vector<double>& speeds,
+                                         std::span<const IndexRange> tasks,
                                          const BagOptions& options, std::int64_t min_ask) {
   return std::make_unique<DtreeSource>(shape, rank, speeds, tasks, options, min_ask);
 }

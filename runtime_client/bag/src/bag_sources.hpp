@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "bellows/runtime/dtree_node.hpp"
@@ -65,9 +66,10 @@ class WorkSource {
 };
 
 /// Dtree: a DtreeNode's steps as messages.
+/// The root's pool is `tasks` (the whole bag, or what a re-run after a loss runs).
 [[nodiscard]] std::unique_ptr<WorkSource> dtree_source(const DtreeShape& shape, int rank,
                                                        const std::vector<double>& speeds,
-                                                       std::int64_t tasks,
+                                                       std::span<const IndexRange> tasks,
                                                        const BagOptions& options,
                                                        std::int64_t min_ask);
 /// Static blocks: this rank's block, handed to its workers min_ask at a time.
