@@ -71,6 +71,26 @@ class Watched {
       std::this_thread::sleep_for(kDriverNap);
     }
   }
+  // Waits for `request` like wait(), but trusts a completion over the watch: a peer that died
+  // after sending its part leaves a result that is whole. The caller checks it (a collective
+  // over a dead peer may also complete with garbage).
+  bool finish(MPI_Request& request, const char* call) {
+    for (;;) {
+      int done = 0;
+      if (!ok(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call)) return false;
+      if (done) return true;
+      if (poll()) return false;
+      check_deadline();
+      std::this_thread::sleep_for(kDriverNap);
+    }
+  }
+  // Keeps `what` as the failure settle() reports when no peer is lost.
+  void fail(const std::string& what) {
+    if (failure_.empty()) {
+      failure_ = what;
+      failed_at_ = Clock::now();
+    }
+  }
   // True when `rc` is MPI_SUCCESS; otherwise the first failure is kept for settle().
   bool ok(int rc, const char* call) {
     if (rc == MPI_SUCCESS) return true;
@@ -165,6 +185,23 @@ struct WireStats {
       tasks_given;
   double busy_seconds, finish_seconds, speed;
   std::uint64_t digest;
+  std::int64_t left_run, tasks_returned;
+  std::uint64_t check;  ///< check_of() the fields above: a garbled record does not match
+
+  [[nodiscard]] std::uint64_t check_of() const noexcept {
+    std::uint64_t h = 0x62616773ULL;  // splitmix64 steps over the integer fields
+    for (const std::uint64_t v :
+         {static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(rank_at_start),
+          static_cast<std::uint64_t>(parent), static_cast<std::uint64_t>(tasks),
+          static_cast<std::uint64_t>(ranges), digest, static_cast<std::uint64_t>(left_run),
+          static_cast<std::uint64_t>(tasks_returned)}) {
+      h += v + 0x9e3779b97f4a7c15ULL;
+      h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+      h ^= h >> 31;
+    }
+    return h;
+  }
 };
 
 // One rank's work over the passes of a run.
@@ -175,6 +212,8 @@ struct RankTotals {
   double busy_seconds = 0.0;
   double finish_seconds = 0.0;
   bag::SourceCounters counters;
+  bool left_run = false;
+  std::uint64_t tasks_returned = 0;
 };
 
 // A pass on one rank: its workers, its source of indices under one lock, and the driver
@@ -184,9 +223,10 @@ class BagRun {
  public:
   BagRun(MPI_Comm comm, const BagTasks& tasks, const BagOptions& options,
          std::unique_ptr<bag::WorkSource> source, Watched& watched, BagFinishedRanges& finished,
-         RankTotals& totals, Clock::time_point origin)
+         RankTotals& totals, Clock::time_point origin, const std::atomic<bool>& leave_requested)
       : comm_(comm), tasks_(tasks), options_(options), source_(std::move(source)),
-        watched_(watched), finished_(finished), totals_(totals), origin_(origin) {}
+        watched_(watched), finished_(finished), totals_(totals), origin_(origin),
+        leave_requested_(leave_requested) {}
 
   // Runs the pass to its end on this rank; false when a peer was lost (or an MPI call failed):
   // the workers then stopped at their next task boundary, what they finished is recorded, and
@@ -280,6 +320,22 @@ class BagRun {
     driver_wake_.notify_one();
   }
 
+  // Under the lock. A rank asked to leave that can (a Dtree leaf) stops its workers taking
+  // work; once they have all exited and no request is out, what it holds goes back to its
+  // parent (into outbox_).
+  void step_leave() {
+    if (!leaving_ && leave_requested_.load() && source_->can_leave()) {
+      leaving_ = true;
+      stopping_ = true;  // the ranges being run finish; nothing new is taken
+      work_ready_.notify_all();
+    }
+    if (leaving_ && !left_ && exited_ == options_.workers && !source_->asking()) {
+      totals_.tasks_returned += static_cast<std::uint64_t>(source_->leave(outbox_));
+      totals_.left_run = true;
+      left_ = true;
+    }
+  }
+
   bool send(const bag::Message& message) {
     sends_.push_back({bag::encode(message), MPI_REQUEST_NULL});
     auto& pending = sends_.back();
@@ -361,6 +417,7 @@ class BagRun {
       {
         std::unique_lock lock(mutex_);
         if (failure_) return true;
+        step_leave();
         if (waiting_ + exited_ == options_.workers) {
           source_->on_idle(std::chrono::duration<double>(Clock::now() - origin_).count(),
                            pass_tasks_, outbox_);
@@ -413,6 +470,9 @@ class BagRun {
   BagFinishedRanges& finished_;
   RankTotals& totals_;
   Clock::time_point origin_;
+  const std::atomic<bool>& leave_requested_;
+  bool leaving_ = false;  ///< asked to leave: its workers take nothing more
+  bool left_ = false;     ///< what it held unstarted went back to its parent
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable driver_wake_;
@@ -480,6 +540,10 @@ void to_json(nlohmann::json& j, const BagRankStats& s) {
        {"busy_seconds", s.busy_seconds},
        {"finish_seconds", s.finish_seconds},
        {"speed", s.speed}};
+  if (s.left_run) {
+    j["left_run"] = true;
+    j["tasks_returned"] = s.tasks_returned;
+  }
 }
 
 void to_json(nlohmann::json& j, const BagRecovery& r) {
@@ -641,7 +705,7 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   }
   if (!phase.origin) phase.origin = Clock::now();
   BagRun bag_run(c, tasks, options_, std::move(source), watched, phase.finished, phase.totals,
-                 *phase.origin);
+                 *phase.origin, leave_requested_);
   const bool completed = bag_run.run();
   phase.totals.counters.requests_sent += bag_run.counters().requests_sent;
   phase.totals.counters.requests_served += bag_run.counters().requests_served;
@@ -649,7 +713,7 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   if (!completed) return lose();
 
   const RankTotals& t = phase.totals;
-  const WireStats mine{rank,
+  WireStats mine{rank,
                        phase.rank_at_start[static_cast<std::size_t>(rank)],
                        phase.parent,
                        static_cast<std::int64_t>(t.tasks),
@@ -660,14 +724,37 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
                        t.busy_seconds,
                        t.finish_seconds,
                        speed_,
-                       t.digest};
+                       t.digest,
+                       t.left_run ? 1 : 0,
+                       static_cast<std::int64_t>(t.tasks_returned),
+                       0};
+  mine.check = mine.check_of();
   phase.stats.assign(static_cast<std::size_t>(size), WireStats{});
   request = MPI_REQUEST_NULL;
+  // The run's last step. A gather that completes whole ends the run on this rank even when a
+  // peer is found lost right after it: that peer's part arrived, so every index's result is
+  // in the report, and the loss is found at the next run's start by every survivor alike.
+  // Trusting the watch here instead let ranks that saw the death a moment later than others
+  // recover from this run while the others had gone on to the next.
   if (!watched.ok(MPI_Iallgather(&mine, sizeof(WireStats), MPI_BYTE, phase.stats.data(),
                                  sizeof(WireStats), MPI_BYTE, c, &request),
                   "MPI_Iallgather") ||
-      !watched.wait(request, "MPI_Iallgather") || watched.poll()) {
-    return lose();  // the statistics over a dead peer may be garbage: the pass counts as lost
+      !watched.finish(request, "MPI_Iallgather")) {
+    return lose();
+  }
+  // Over a dead peer the gather may complete with garbage: whole means every record is its
+  // rank's, unaltered, and the survivors' tasks over every pass make up the bag.
+  std::int64_t summed = 0;
+  bool whole = true;
+  for (int r = 0; r < size; ++r) {
+    const WireStats& got = phase.stats[static_cast<std::size_t>(r)];
+    whole = whole && got.rank == r && got.check == got.check_of();
+    summed += got.tasks;
+  }
+  if (!whole || summed != tasks.count) {
+    watched.fail("the statistics gathered at the end of the run are not whole (" +
+                 std::to_string(summed) + " tasks of " + std::to_string(tasks.count) + ")");
+    return lose();
   }
   return true;
 }
@@ -763,6 +850,7 @@ BagReport TaskBag::run(MPI_Comm comm, const BagTasks& tasks) {
   }
   MPI_Errhandler_free(&callers_handler);
 
+  leave_requested_.store(false);
   if (phase.totals.tasks > 0 && phase.totals.busy_seconds > 0.0) {
     speed_ = static_cast<double>(phase.totals.tasks) / phase.totals.busy_seconds;
   }
@@ -774,7 +862,8 @@ BagReport TaskBag::run(MPI_Comm comm, const BagTasks& tasks) {
                             static_cast<std::uint64_t>(s.requests_sent),
                             static_cast<std::uint64_t>(s.requests_served),
                             static_cast<std::uint64_t>(s.tasks_given), s.busy_seconds,
-                            s.finish_seconds, s.speed, s.digest});
+                            s.finish_seconds, s.speed, s.digest, s.left_run != 0,
+                            static_cast<std::uint64_t>(s.tasks_returned)});
     report.tasks += s.tasks;
     report.digest += s.digest;
     report.seconds = std::max(report.seconds, s.finish_seconds);

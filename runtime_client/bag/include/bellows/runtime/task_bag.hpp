@@ -36,6 +36,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -114,6 +115,8 @@ struct BagRankStats {
   double finish_seconds = 0.0;       ///< from the common start to its last task's end
   double speed = 0.0;                ///< tasks per busy second it entered the run with (0: none)
   std::uint64_t digest = 0;          ///< its tasks' digests, summed
+  bool left_run = false;             ///< it left during the run (TaskBag::request_leave)
+  std::uint64_t tasks_returned = 0;  ///< indices it gave back to its parent when it left
 };
 
 /// One loss during a run, and what the survivors did about it.
@@ -158,6 +161,17 @@ class TaskBag {
   /// body threw (after the workers stopped; the other ranks then time out).
   BagReport run(MPI_Comm comm, const BagTasks& tasks);
 
+  /// Asks this rank to leave the run going on, or the next one (a shrink ordered during a
+  /// long run). Thread-safe: call it from any thread, a body included. A Dtree leaf then stops
+  /// taking work, lets the ranges its workers run finish, waits for the answer to a request
+  /// out, and gives what it holds unstarted back to its parent (DtreeNode::leave,
+  /// on_child_left), where it goes out first; it runs nothing more and sends no request, but
+  /// stays in the run's closing barrier and statistics, and leaves the job between runs like
+  /// any shrink (ElasticSession::before_iteration). A rank with children, and every rank under
+  /// stealing or static blocks, runs to the end: for them the request is taken between runs.
+  /// Cleared when a run ends.
+  void request_leave() noexcept { leave_requested_.store(true); }
+
   [[nodiscard]] const BagOptions& options() const noexcept { return options_; }
   /// This rank's slowdown from the next run on (a node that became slow, or fast again).
   /// Throws std::invalid_argument when it is not positive.
@@ -173,6 +187,7 @@ class TaskBag {
   BagOptions options_;
   std::optional<DtreeShape> shape_;  ///< rank 0's tree, kept across runs
   double speed_ = 0.0;               ///< tasks per busy second in the last run
+  std::atomic<bool> leave_requested_{false};
 };
 
 }  // namespace bellows::runtime
