@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <list>
 #include <mutex>
@@ -46,6 +47,14 @@ std::string text(double value) {
 std::vector<MPI_Comm>& abandoned_communicators() {
   static std::vector<MPI_Comm> kept;
   return kept;
+}
+
+// Buffers of collectives left pending after a loss (a pending collective may be neither freed
+// nor cancelled, and may still read or write them): kept until the process exits.
+template <typename Buffers>
+void keep_until_exit(std::unique_ptr<Buffers> buffers) {
+  static std::vector<std::unique_ptr<Buffers>> kept;
+  kept.push_back(std::move(buffers));
 }
 
 // Every wait of a pass, bounded by the watch on its peers (a dead one fails its receive within
@@ -161,11 +170,17 @@ class RunCommunicator {
   RunCommunicator& operator=(const RunCommunicator&) = delete;
   // False when a peer was lost before the duplicate was made.
   bool duplicate(MPI_Comm comm, Watched& watched) {
+    // A duplicate left unfinished may still write its handle: where it writes outlives the
+    // call (a deque keeps each element in place as others are added).
+    static std::deque<MPI_Comm> pending;
+    pending.push_back(MPI_COMM_NULL);
     MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Comm made = MPI_COMM_NULL;
-    if (!watched.ok(MPI_Comm_idup(comm, &made, &request), "MPI_Comm_idup")) return false;
-    if (!watched.wait(request, "MPI_Comm_idup")) return false;  // `made` is left to MPI
-    comm_ = made;
+    if (!watched.ok(MPI_Comm_idup(comm, &pending.back(), &request), "MPI_Comm_idup") ||
+        !watched.wait(request, "MPI_Comm_idup")) {
+      return false;  // the handle's place is left to MPI
+    }
+    comm_ = pending.back();
+    pending.pop_back();
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     return true;
   }
@@ -613,34 +628,58 @@ namespace {
 // meanwhile (`watched` then names it).
 std::optional<std::vector<BagFinished>> gather_finished(MPI_Comm comm, int size,
                                                         const BagFinishedRanges& finished,
+                                                        std::int64_t bag_tasks,
                                                         Watched& watched) {
-  std::vector<std::int64_t> mine;
+  struct Buffers {
+    std::vector<std::int64_t> mine;
+    int count = 0;
+    std::vector<int> counts;
+    std::vector<int> offsets;
+    std::vector<std::int64_t> all;
+  };
+  auto b = std::make_unique<Buffers>();
   for (const IndexRange& r : finished.ranges()) {
-    mine.push_back(r.begin);
-    mine.push_back(r.end);
+    b->mine.push_back(r.begin);
+    b->mine.push_back(r.end);
   }
-  const int count = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(size), 0);
-  MPI_Request request = MPI_REQUEST_NULL;
-  if (!watched.ok(MPI_Iallgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm, &request),
-                  "MPI_Iallgather") ||
-      !watched.wait(request, "MPI_Iallgather")) {
+  b->count = static_cast<int>(b->mine.size());
+  b->counts.assign(static_cast<std::size_t>(size), 0);
+  const auto lost = [&] {
+    keep_until_exit(std::move(b));
     return std::nullopt;
+  };
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (!watched.ok(MPI_Iallgather(&b->count, 1, MPI_INT, b->counts.data(), 1, MPI_INT, comm, &request),
+                  "MPI_Iallgather") ||
+      !watched.wait(request, "MPI_Iallgather") || watched.poll()) {
+    return lost();
   }
-  std::vector<int> offsets(static_cast<std::size_t>(size), 0);
-  for (int r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
-  std::vector<std::int64_t> all(static_cast<std::size_t>(offsets.back() + counts.back()));
+  // Each rank finished at most the whole bag, in disjoint non-empty ranges.
+  b->offsets.assign(static_cast<std::size_t>(size), 0);
+  std::int64_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    const int c = b->counts[static_cast<std::size_t>(r)];
+    if (c < 0 || c % 2 != 0 || c > 2 * bag_tasks) {
+      watched.fail("rank " + std::to_string(r) + " reported " + std::to_string(c) +
+                   " bounds of finished ranges");
+      return lost();
+    }
+    b->offsets[static_cast<std::size_t>(r)] = static_cast<int>(total);
+    total += c;
+  }
+  b->all.assign(static_cast<std::size_t>(total), 0);
   request = MPI_REQUEST_NULL;
-  if (!watched.ok(MPI_Iallgatherv(mine.data(), count, MPI_INT64_T, all.data(), counts.data(),
-                                  offsets.data(), MPI_INT64_T, comm, &request),
+  if (!watched.ok(MPI_Iallgatherv(b->mine.data(), b->count, MPI_INT64_T, b->all.data(),
+                                  b->counts.data(), b->offsets.data(), MPI_INT64_T, comm, &request),
                   "MPI_Iallgatherv") ||
       !watched.wait(request, "MPI_Iallgatherv") || watched.poll()) {
-    return std::nullopt;  // a collective over a dead peer may complete with garbage
+    return lost();  // a collective over a dead peer may complete with garbage
   }
   std::vector<BagFinished> out;
   for (int r = 0; r < size; ++r) {
-    for (int i = offsets[r]; i + 1 < offsets[r] + counts[r]; i += 2) {
-      out.push_back({r, {all[static_cast<std::size_t>(i)], all[static_cast<std::size_t>(i) + 1]}});
+    const auto at = static_cast<std::size_t>(b->offsets[static_cast<std::size_t>(r)]);
+    for (std::size_t i = 0; i + 1 < static_cast<std::size_t>(b->counts[static_cast<std::size_t>(r)]); i += 2) {
+      out.push_back({r, {b->all[at + i], b->all[at + i + 1]}});
     }
   }
   return out;
@@ -654,8 +693,19 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   MPI_Comm_size(comm, &size);
   Watched watched(comm, rank, size, phase.deadline, options_.timeout_seconds);
   RunCommunicator run_comm;
+  // What the pass's collectives read and write: kept until the process exits when a loss
+  // leaves one of them pending.
+  struct Buffers {
+    double speed = 0.0;
+    std::vector<double> speeds;
+    std::vector<int> parents;
+    WireStats mine{};
+    std::vector<WireStats> stats;
+  };
+  auto b = std::make_unique<Buffers>();
   auto lose = [&] {
     run_comm.abandon();
+    keep_until_exit(std::move(b));
     phase.lost = watched.settle();
     phase.lost_at = watched.noticed_at();
     return false;
@@ -663,13 +713,15 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   if (!run_comm.duplicate(comm, watched)) return lose();
   const MPI_Comm c = run_comm.get();
 
-  std::vector<double> speeds(static_cast<std::size_t>(size), 0.0);
+  b->speed = speed_;
+  b->speeds.assign(static_cast<std::size_t>(size), 0.0);
   MPI_Request request = MPI_REQUEST_NULL;
-  if (!watched.ok(MPI_Iallgather(&speed_, 1, MPI_DOUBLE, speeds.data(), 1, MPI_DOUBLE, c, &request),
+  if (!watched.ok(MPI_Iallgather(&b->speed, 1, MPI_DOUBLE, b->speeds.data(), 1, MPI_DOUBLE, c, &request),
                   "MPI_Iallgather") ||
       !watched.wait(request, "MPI_Iallgather") || watched.poll()) {
     return lose();
   }
+  const std::vector<double> speeds = b->speeds;
 
   std::unique_ptr<bag::WorkSource> source;
   phase.parent = -1;
@@ -677,15 +729,14 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   const std::int64_t count = phase.pool.empty() ? 0 : phase.pool.back().end;
   switch (phase.distribution) {
     case BagDistribution::dtree: {
-      std::vector<int> parents;
-      if (rank == 0) parents = root_tree_parents(size);
-      parents.resize(static_cast<std::size_t>(size));
+      if (rank == 0) b->parents = root_tree_parents(size);
+      b->parents.resize(static_cast<std::size_t>(size));
       request = MPI_REQUEST_NULL;
-      if (!watched.ok(MPI_Ibcast(parents.data(), size, MPI_INT, 0, c, &request), "MPI_Ibcast") ||
+      if (!watched.ok(MPI_Ibcast(b->parents.data(), size, MPI_INT, 0, c, &request), "MPI_Ibcast") ||
           !watched.wait(request, "MPI_Ibcast") || watched.poll()) {
         return lose();
       }
-      const DtreeShape shape = DtreeShape::from_parents(parents, options_.dtree);
+      const DtreeShape shape = DtreeShape::from_parents(b->parents, options_.dtree);
       phase.parent = shape.parent(rank);
       phase.height = shape.height();
       source = bag::dtree_source(shape, rank, speeds, phase.pool, options_, phase.min_ask);
@@ -713,7 +764,7 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   if (!completed) return lose();
 
   const RankTotals& t = phase.totals;
-  WireStats mine{rank,
+  b->mine = WireStats{rank,
                        phase.rank_at_start[static_cast<std::size_t>(rank)],
                        phase.parent,
                        static_cast<std::int64_t>(t.tasks),
@@ -728,15 +779,15 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
                        t.left_run ? 1 : 0,
                        static_cast<std::int64_t>(t.tasks_returned),
                        0};
-  mine.check = mine.check_of();
-  phase.stats.assign(static_cast<std::size_t>(size), WireStats{});
+  b->mine.check = b->mine.check_of();
+  b->stats.assign(static_cast<std::size_t>(size), WireStats{});
   request = MPI_REQUEST_NULL;
   // The run's last step. A gather that completes whole ends the run on this rank even when a
   // peer is found lost right after it: that peer's part arrived, so every index's result is
   // in the report, and the loss is found at the next run's start by every survivor alike.
   // Trusting the watch here instead let ranks that saw the death a moment later than others
   // recover from this run while the others had gone on to the next.
-  if (!watched.ok(MPI_Iallgather(&mine, sizeof(WireStats), MPI_BYTE, phase.stats.data(),
+  if (!watched.ok(MPI_Iallgather(&b->mine, sizeof(WireStats), MPI_BYTE, b->stats.data(),
                                  sizeof(WireStats), MPI_BYTE, c, &request),
                   "MPI_Iallgather") ||
       !watched.finish(request, "MPI_Iallgather")) {
@@ -747,7 +798,7 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   std::int64_t summed = 0;
   bool whole = true;
   for (int r = 0; r < size; ++r) {
-    const WireStats& got = phase.stats[static_cast<std::size_t>(r)];
+    const WireStats& got = b->stats[static_cast<std::size_t>(r)];
     whole = whole && got.rank == r && got.check == got.check_of();
     summed += got.tasks;
   }
@@ -756,6 +807,7 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
                  std::to_string(summed) + " tasks of " + std::to_string(tasks.count) + ")");
     return lose();
   }
+  phase.stats = b->stats;
   return true;
 }
 
@@ -807,7 +859,7 @@ BagReport TaskBag::run(MPI_Comm comm, const BagTasks& tasks) {
       MPI_Comm_rank(survivors, &rank);
       MPI_Comm_size(survivors, &size);
       Watched watched(survivors, rank, size, phase.deadline, options_.timeout_seconds);
-      if (auto got = gather_finished(survivors, size, phase.finished, watched)) {
+      if (auto got = gather_finished(survivors, size, phase.finished, tasks.count, watched)) {
         gathered = std::move(*got);
         break;
       }
