@@ -19,7 +19,9 @@
 // removes the highest-numbered ranks, as ElasticJob numbers the survivors), and rank 0 sends
 // the tree's parents to every rank at the start of a run (DtreeShape::from_parents), so a
 // rank added later holds the same tree. Each rank's share is weighted by its speed measured in
-// the previous run (tasks per busy second); a rank not measured yet counts as the mean.
+// the previous run (tasks per busy second); a rank not measured yet counts as the mean. A
+// shrink ordered during a run (request_leave) lets a Dtree leaf hand its unstarted work back to
+// its parent at once; the rank itself leaves the job between runs.
 //
 // A lost rank (killed, its node lost) does not end the run: each rank watches every other for
 // the length of the run (PeerWatch: a zero-byte receive from each, which fails within
