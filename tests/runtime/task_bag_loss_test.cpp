@@ -1,7 +1,8 @@
 // A bag of tasks that loses a rank mid-run and carries on (TaskBag, task_bag.hpp): four ranks,
 // each the only process of its own mpiexec (MPICH ch3 kills no survivor then), joined the way a
 // Bellows job is (grow_by_accept / join_by_connect), run kRuns bags of kTasks tasks each, with
-// the distribution the test names and two workers per rank; each task takes its modeled
+// the distribution the test names (the re-run after a loss is Dtree's whatever it is) and two
+// workers per rank; each task takes its modeled
 // time (0.1 to 1.1 ms from its index) on the emulated clock. The launcher SIGKILLs the victim at
 // a moment the test does not choose: once rank 0 has started a random run of the first two,
 // after a random fraction of kExpectedRunSeconds, which may fall in that run, in the gap after
@@ -164,9 +165,10 @@ int run_member(const fs::path& dir, int index, const std::string& distribution) 
 
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& distribution,
                  int victim) {
-  if (victim < 0 || victim >= kRanks || (distribution != "dtree" && distribution != "steal")) {
-    std::fprintf(stderr, "task_bag_loss_tests: the victim must be a rank of %d and the distribution dtree or "
-                         "steal, got %d and '%s'\n", kRanks, victim, distribution.c_str());
+  if (victim < 0 || victim >= kRanks ||
+      (distribution != "dtree" && distribution != "steal" && distribution != "static")) {
+    std::fprintf(stderr, "task_bag_loss_tests: the victim must be a rank of %d and the distribution dtree, "
+                         "steal or static, got %d and '%s'\n", kRanks, victim, distribution.c_str());
     return 2;
   }
   char pattern[] = "/tmp/bellows-bag-loss-XXXXXX";
