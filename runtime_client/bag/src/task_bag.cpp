@@ -1,6 +1,7 @@
 #include "bellows/runtime/task_bag.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -16,183 +17,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bag_loss.hpp"
 #include "bag_sources.hpp"
 #include "bellows/runtime/bag_rerun.hpp"
 #include "bellows/runtime/rebuild.hpp"
 #include "cancelled_requests.hpp"
-#include "peer_watch.hpp"
 
 namespace bellows::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kBagTag = 7301;
-// The driver's longest sleep while nothing happens (its workers wake it sooner).
-constexpr auto kDriverNap = std::chrono::microseconds(50);
-// After the first peer found lost, how long a rank keeps watching before it names the lost:
-// ranks that died together are then named together (the runtime's kLossGrace too).
-constexpr auto kLossGrace = std::chrono::milliseconds(100);
-// How often the driver tests the watch on its peers while it runs.
-constexpr auto kWatchInterval = std::chrono::milliseconds(1);
 
-std::string text(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
-
-// Communicators given up after a loss: messages of the abandoned pass may still arrive on
-// them, and MPICH gives a freed communicator's context id to the next one created, where they
-// would match its receives. Kept, unused, until the process exits.
-std::vector<MPI_Comm>& abandoned_communicators() {
-  static std::vector<MPI_Comm> kept;
-  return kept;
-}
-
-// Buffers of collectives left pending after a loss (a pending collective may be neither freed
-// nor cancelled, and may still read or write them): kept until the process exits.
-template <typename Buffers>
-void keep_until_exit(std::unique_ptr<Buffers> buffers) {
-  static std::vector<std::unique_ptr<Buffers>> kept;
-  kept.push_back(std::move(buffers));
-}
-
-// Every wait of a pass, bounded by the watch on its peers (a dead one fails its receive within
-// milliseconds) and by the run's deadline. An MPI call that fails is taken as a sign of a loss;
-// settle() then says who is lost, or throws when nobody is.
-class Watched {
- public:
-  Watched(MPI_Comm comm, int rank, int size, std::optional<Clock::time_point> deadline,
-          double timeout_seconds)
-      : watch_(comm, rank, size), deadline_(deadline), timeout_seconds_(timeout_seconds) {
-    watch_.arm();
-  }
-
-  // Waits for `request`; false when a peer is lost or the request failed (the request is then
-  // left alone: a pending collective may be neither freed nor cancelled).
-  bool wait(MPI_Request& request, const char* call) {
-    for (;;) {
-      if (poll()) return false;
-      int done = 0;
-      if (!ok(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call)) return false;
-      if (done) return true;
-      check_deadline();
-      std::this_thread::sleep_for(kDriverNap);
-    }
-  }
-  // Waits for `request` like wait(), but trusts a completion over the watch: a peer that died
-  // after sending its part leaves a result that is whole. The caller checks it (a collective
-  // over a dead peer may also complete with garbage).
-  bool finish(MPI_Request& request, const char* call) {
-    for (;;) {
-      int done = 0;
-      if (!ok(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call)) return false;
-      if (done) return true;
-      if (poll()) return false;
-      check_deadline();
-      std::this_thread::sleep_for(kDriverNap);
-    }
-  }
-  // Keeps `what` as the failure settle() reports when no peer is lost.
-  void fail(const std::string& what) {
-    if (failure_.empty()) {
-      failure_ = what;
-      failed_at_ = Clock::now();
-    }
-  }
-  // True when `rc` is MPI_SUCCESS; otherwise the first failure is kept for settle().
-  bool ok(int rc, const char* call) {
-    if (rc == MPI_SUCCESS) return true;
-    if (failure_.empty()) {
-      failure_ = std::string(call) + ": " + describe_mpi_error(rc);
-      failed_at_ = Clock::now();
-    }
-    return false;
-  }
-  // True when a peer is known lost (found now or before).
-  bool poll() {
-    watch_.poll();
-    last_poll_ = Clock::now();
-    return !watch_.lost().empty();
-  }
-  // poll(), at most every kWatchInterval: the driver's loop turns far more often, and each
-  // test of a receive drives MPI's progress engine.
-  bool poll_now_and_then() {
-    if (Clock::now() - last_poll_ < kWatchInterval) return !watch_.lost().empty();
-    return poll();
-  }
-  void check_deadline() const {
-    if (deadline_ && Clock::now() > *deadline_) {
-      throw std::runtime_error("task bag: the run did not end within " + text(timeout_seconds_) +
-                               " s (timeout_seconds)");
-    }
-  }
-  // After a loss or a failed call: keeps watching for the grace, so that ranks that died
-  // together are named together, and returns the lost (ranks of the watched communicator,
-  // ascending). Throws std::runtime_error naming the call when no peer is lost.
-  std::vector<int> settle() {
-    const auto first = watch_.lost().empty() ? failed_at_ : watch_.first_loss_at();
-    const auto until = std::max(first, Clock::now() - kLossGrace) + kLossGrace;
-    while (Clock::now() < until) {
-      poll();
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
-    }
-    poll();
-    if (watch_.lost().empty()) {
-      throw std::runtime_error("task bag: " + failure_ + " (no peer was found lost within " +
-                               std::to_string(kLossGrace.count()) + " ms)");
-    }
-    noticed_at_ = failure_.empty() ? watch_.first_loss_at() : std::min(failed_at_, watch_.first_loss_at());
-    return watch_.lost();
-  }
-  [[nodiscard]] Clock::time_point noticed_at() const noexcept { return noticed_at_; }
-  [[nodiscard]] bool failed() const noexcept { return !failure_.empty() || !watch_.lost().empty(); }
-
- private:
-  PeerWatch watch_;
-  std::optional<Clock::time_point> deadline_;
-  double timeout_seconds_;
-  std::string failure_;
-  Clock::time_point failed_at_{};
-  Clock::time_point noticed_at_{};
-  Clock::time_point last_poll_{};
-};
-
-// A duplicate of a communicator for one pass, freed at its end; abandoned (never freed) after
-// a loss.
-class RunCommunicator {
- public:
-  RunCommunicator() = default;
-  ~RunCommunicator() {
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  }
-  RunCommunicator(const RunCommunicator&) = delete;
-  RunCommunicator& operator=(const RunCommunicator&) = delete;
-  // False when a peer was lost before the duplicate was made.
-  bool duplicate(MPI_Comm comm, Watched& watched) {
-    // A duplicate left unfinished may still write its handle: where it writes outlives the
-    // call (a deque keeps each element in place as others are added).
-    static std::deque<MPI_Comm> pending;
-    pending.push_back(MPI_COMM_NULL);
-    MPI_Request request = MPI_REQUEST_NULL;
-    if (!watched.ok(MPI_Comm_idup(comm, &pending.back(), &request), "MPI_Comm_idup") ||
-        !watched.wait(request, "MPI_Comm_idup")) {
-      return false;  // the handle's place is left to MPI
-    }
-    comm_ = pending.back();
-    pending.pop_back();
-    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    return true;
-  }
-  void abandon() {
-    if (comm_ != MPI_COMM_NULL) abandoned_communicators().push_back(comm_);
-    comm_ = MPI_COMM_NULL;
-  }
-  [[nodiscard]] MPI_Comm get() const noexcept { return comm_; }
-
- private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-};
+using bag::abandoned_communicators;
+using bag::gather_finished;
+using bag::keep_until_exit;
+using bag::kDriverNap;
+using bag::RunCommunicator;
+using bag::seconds_text;
+using bag::Watched;
 
 // What every rank contributes to the report, gathered as plain bytes.
 struct WireStats {
@@ -531,15 +374,15 @@ void BagOptions::validate() const {
     throw std::invalid_argument("task bag: min_ask must not be negative, got " + std::to_string(min_ask));
   }
   if (!(slowdown > 0.0) || !std::isfinite(slowdown)) {
-    throw std::invalid_argument("task bag: slowdown must be positive, got " + text(slowdown));
+    throw std::invalid_argument("task bag: slowdown must be positive, got " + seconds_text(slowdown));
   }
   if (!(recovery_timeout_seconds > 0.0) || !std::isfinite(recovery_timeout_seconds)) {
     throw std::invalid_argument("task bag: recovery_timeout_seconds must be positive, got " +
-                                text(recovery_timeout_seconds));
+                                seconds_text(recovery_timeout_seconds));
   }
   if (!(timeout_seconds >= 0.0)) {
     throw std::invalid_argument("task bag: timeout_seconds must not be negative, got " +
-                                text(timeout_seconds));
+                                seconds_text(timeout_seconds));
   }
 }
 
@@ -622,70 +465,6 @@ std::vector<int> TaskBag::root_tree_parents(int size) {
   return shape_->parents();
 }
 
-namespace {
-
-// The ranges every survivor finished, gathered over `comm`; nullopt when a peer was lost
-// meanwhile (`watched` then names it).
-std::optional<std::vector<BagFinished>> gather_finished(MPI_Comm comm, int size,
-                                                        const BagFinishedRanges& finished,
-                                                        std::int64_t bag_tasks,
-                                                        Watched& watched) {
-  struct Buffers {
-    std::vector<std::int64_t> mine;
-    int count = 0;
-    std::vector<int> counts;
-    std::vector<int> offsets;
-    std::vector<std::int64_t> all;
-  };
-  auto b = std::make_unique<Buffers>();
-  for (const IndexRange& r : finished.ranges()) {
-    b->mine.push_back(r.begin);
-    b->mine.push_back(r.end);
-  }
-  b->count = static_cast<int>(b->mine.size());
-  b->counts.assign(static_cast<std::size_t>(size), 0);
-  const auto lost = [&] {
-    keep_until_exit(std::move(b));
-    return std::nullopt;
-  };
-  MPI_Request request = MPI_REQUEST_NULL;
-  if (!watched.ok(MPI_Iallgather(&b->count, 1, MPI_INT, b->counts.data(), 1, MPI_INT, comm, &request),
-                  "MPI_Iallgather") ||
-      !watched.wait(request, "MPI_Iallgather") || watched.poll()) {
-    return lost();
-  }
-  // Each rank finished at most the whole bag, in disjoint non-empty ranges.
-  b->offsets.assign(static_cast<std::size_t>(size), 0);
-  std::int64_t total = 0;
-  for (int r = 0; r < size; ++r) {
-    const int c = b->counts[static_cast<std::size_t>(r)];
-    if (c < 0 || c % 2 != 0 || c > 2 * bag_tasks) {
-      watched.fail("rank " + std::to_string(r) + " reported " + std::to_string(c) +
-                   " bounds of finished ranges");
-      return lost();
-    }
-    b->offsets[static_cast<std::size_t>(r)] = static_cast<int>(total);
-    total += c;
-  }
-  b->all.assign(static_cast<std::size_t>(total), 0);
-  request = MPI_REQUEST_NULL;
-  if (!watched.ok(MPI_Iallgatherv(b->mine.data(), b->count, MPI_INT64_T, b->all.data(),
-                                  b->counts.data(), b->offsets.data(), MPI_INT64_T, comm, &request),
-                  "MPI_Iallgatherv") ||
-      !watched.wait(request, "MPI_Iallgatherv") || watched.poll()) {
-    return lost();  // a collective over a dead peer may complete with garbage
-  }
-  std::vector<BagFinished> out;
-  for (int r = 0; r < size; ++r) {
-    const auto at = static_cast<std::size_t>(b->offsets[static_cast<std::size_t>(r)]);
-    for (std::size_t i = 0; i + 1 < static_cast<std::size_t>(b->counts[static_cast<std::size_t>(r)]); i += 2) {
-      out.push_back({r, {b->all[at + i], b->all[at + i + 1]}});
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   int rank = 0, size = 1;
@@ -696,7 +475,7 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   // What the pass's collectives read and write: kept until the process exits when a loss
   // leaves one of them pending.
   struct Buffers {
-    double speed = 0.0;
+    std::array<double, 2> speed{};  ///< this rank's speed and run number
     std::vector<double> speeds;
     std::vector<int> parents;
     WireStats mine{};
@@ -713,15 +492,21 @@ bool TaskBag::run_phase(MPI_Comm comm, const BagTasks& tasks, Phase& phase) {
   if (!run_comm.duplicate(comm, watched)) return lose();
   const MPI_Comm c = run_comm.get();
 
-  b->speed = speed_;
-  b->speeds.assign(static_cast<std::size_t>(size), 0.0);
+  // Every rank's speed, and its run number: a rank added since the last run takes the others'.
+  b->speed = {speed_, static_cast<double>(run_number_)};
+  b->speeds.assign(2 * static_cast<std::size_t>(size), 0.0);
   MPI_Request request = MPI_REQUEST_NULL;
-  if (!watched.ok(MPI_Iallgather(&b->speed, 1, MPI_DOUBLE, b->speeds.data(), 1, MPI_DOUBLE, c, &request),
+  if (!watched.ok(MPI_Iallgather(b->speed.data(), 2, MPI_DOUBLE, b->speeds.data(), 2, MPI_DOUBLE, c,
+                                 &request),
                   "MPI_Iallgather") ||
       !watched.wait(request, "MPI_Iallgather") || watched.poll()) {
     return lose();
   }
-  const std::vector<double> speeds = b->speeds;
+  std::vector<double> speeds(static_cast<std::size_t>(size), 0.0);
+  for (std::size_t r = 0; r < speeds.size(); ++r) {
+    speeds[r] = b->speeds[2 * r];
+    run_number_ = std::max(run_number_, static_cast<std::int64_t>(b->speeds[2 * r + 1]));
+  }
 
   std::unique_ptr<bag::WorkSource> source;
   phase.parent = -1;
@@ -841,6 +626,7 @@ BagReport TaskBag::run(MPI_Comm comm, const BagTasks& tasks) {
 
   BagReport report;
   report.distribution = options_.distribution;
+  ++run_number_;
   MPI_Comm current = comm;
   const auto recovery_timeout = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.recovery_timeout_seconds));
@@ -859,7 +645,8 @@ BagReport TaskBag::run(MPI_Comm comm, const BagTasks& tasks) {
       MPI_Comm_rank(survivors, &rank);
       MPI_Comm_size(survivors, &size);
       Watched watched(survivors, rank, size, phase.deadline, options_.timeout_seconds);
-      if (auto got = gather_finished(survivors, size, phase.finished, tasks.count, watched)) {
+      if (auto got = gather_finished(survivors, size, phase.finished, tasks.count, run_number_,
+                                     watched)) {
         gathered = std::move(*got);
         break;
       }

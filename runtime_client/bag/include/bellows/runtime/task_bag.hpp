@@ -157,6 +157,9 @@ class TaskBag {
 
   /// Runs tasks 0..tasks.count-1 over the ranks of `comm` (collective; every rank passes
   /// the same count) and returns the report on every rank that survived it. Throws
+  /// std::runtime_error when the survivors of a loss find that they are not recovering the
+  /// same run (the rank died as a run ended, after some survivors had its end and went on to
+  /// the next run; every survivor throws alike, naming the runs and ranks). Throws
   /// std::invalid_argument on a negative count or a missing body, std::runtime_error past
   /// timeout_seconds or on an MPI error that no lost peer explains, RebuildError (rebuild.hpp)
   /// when the survivors cannot agree or rebuild within recovery_timeout_seconds, and what a
@@ -189,6 +192,9 @@ class TaskBag {
   BagOptions options_;
   std::optional<DtreeShape> shape_;  ///< rank 0's tree, kept across runs
   double speed_ = 0.0;               ///< tasks per busy second in the last run
+  /// Runs so far, the same on every rank (a rank added later takes the others' at its first
+  /// run): the survivors of a loss check that they recover the same run.
+  std::int64_t run_number_ = 0;
   std::atomic<bool> leave_requested_{false};
 };
 
