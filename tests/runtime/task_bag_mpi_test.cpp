@@ -238,6 +238,9 @@ TEST(TaskBag, BadOptionsAndTasksAreRefusedNamingTheValue) {
   o = {};
   o.dtree.first = 1.5;
   EXPECT_EQ(refusal(o), "dtree: first must be in (0, 1], got 1.5");
+  o = {};
+  o.recovery_timeout_seconds = 0;
+  EXPECT_EQ(refusal(o), "task bag: recovery_timeout_seconds must be positive, got 0");
   br::TaskBag bag(br::BagOptions{});
   br::BagTasks tasks;
   tasks.count = -1;
