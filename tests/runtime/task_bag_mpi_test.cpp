@@ -5,6 +5,8 @@
 // options are reported with their text; the bag's messages round-trip and bad ones are refused.
 
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <mpi.h>
 
 #include <atomic>
@@ -41,12 +43,15 @@ int size_of(MPI_Comm comm) {
 }
 
 // Runs `count` tasks and checks, over all ranks, that each index ran exactly once.
-br::BagReport run_counted(br::TaskBag& bag, std::int64_t count, double modeled_seconds = 0.0) {
+// `also` runs after each task's body on its rank.
+br::BagReport run_counted(br::TaskBag& bag, std::int64_t count, double modeled_seconds = 0.0,
+                          const std::function<void()>& also = {}) {
   std::vector<std::atomic<int>> runs(static_cast<std::size_t>(count));
   br::BagTasks tasks;
   tasks.count = count;
   tasks.body = [&](std::int64_t i) {
     runs[static_cast<std::size_t>(i)].fetch_add(1);
+    if (also) also();
     return mix(static_cast<std::uint64_t>(i));
   };
   if (modeled_seconds > 0.0) tasks.modeled_seconds = [=](std::int64_t) { return modeled_seconds; };
@@ -153,6 +158,47 @@ TEST(TaskBagDtree, ASlowRankGetsLessOnceItsSpeedIsMeasured) {
   EXPECT_LT(second.ranks[1].tasks, second.ranks[0].tasks / 2);
 }
 
+// A shrink ordered during a long run (TaskBag::request_leave, from a body): the last rank, a
+// leaf of the tree, leaves once it has run 20 tasks: the ranges its workers run finish, it
+// gives the grant it holds unstarted back to its parent and runs nothing more, and every index
+// still runs exactly once. A rank with
+// children (rank 1 of 4, parent of rank 2) asked the same runs to the end: its request is taken
+// between runs. The request is cleared when the run ends.
+TEST(TaskBagDtree, ALeafLeavesDuringTheRunAndItsWorkRunsOnce) {
+  const int ranks = size_of(MPI_COMM_WORLD);
+  const int rank = rank_of(MPI_COMM_WORLD);
+  if (ranks < 2) GTEST_SKIP() << "two ranks at least";
+  br::TaskBag bag(options_for(br::BagDistribution::dtree, 2));
+  const int leaver = ranks - 1;       // fan-out 2: a leaf at 2, 3 and 4 ranks
+  const int parent_asked = ranks == 4 ? 1 : -1;  // 4 ranks: 0 -> {1, 3}, 1 -> {2}
+  std::atomic<int> ran{0};
+  const auto leave_after_20 = [&] {
+    if ((rank == leaver || rank == parent_asked) && ran.fetch_add(1) + 1 == 20) bag.request_leave();
+  };
+  // A first run measures the speeds: a measured rank asks while its last range runs, so that
+  // the leaver holds a grant it has not started when it leaves.
+  (void)run_counted(bag, 400, 5e-4);
+  // 2000 tasks of 0.5 ms: 0.25 s on 4 ranks of 2 workers, far longer than 20 tasks.
+  const auto report = run_counted(bag, 2000, 5e-4, leave_after_20);
+  const auto& left = report.ranks[static_cast<std::size_t>(leaver)];
+  EXPECT_TRUE(left.left_run);
+  EXPECT_GE(left.tasks, 20u);
+  EXPECT_LT(left.tasks, 2000u / static_cast<unsigned>(ranks)) << "it went on running";
+  // The grant it held unstarted went back (run by the others: every index once, above).
+  EXPECT_GT(left.tasks_returned, 0u);
+  for (int r = 0; r < ranks; ++r) {
+    if (r != leaver) {
+      EXPECT_FALSE(report.ranks[static_cast<std::size_t>(r)].left_run) << "rank " << r;
+    }
+  }
+  if (parent_asked >= 0) {
+    EXPECT_GT(report.ranks[static_cast<std::size_t>(parent_asked)].tasks, 20u);
+  }
+  // The next run: nobody asked, nobody leaves.
+  const auto next = run_counted(bag, 500, 1e-4);
+  for (const auto& r : next.ranks) EXPECT_FALSE(r.left_run) << "rank " << r.rank;
+}
+
 TEST(TaskBag, AThrowingBodyIsReportedOnItsRank) {
   // Only one rank: the others would wait for it until their timeout.
   if (size_of(MPI_COMM_WORLD) != 1) GTEST_SKIP() << "one rank";
@@ -192,6 +238,9 @@ TEST(TaskBag, BadOptionsAndTasksAreRefusedNamingTheValue) {
   o = {};
   o.dtree.first = 1.5;
   EXPECT_EQ(refusal(o), "dtree: first must be in (0, 1], got 1.5");
+  o = {};
+  o.recovery_timeout_seconds = 0;
+  EXPECT_EQ(refusal(o), "task bag: recovery_timeout_seconds must be positive, got 0");
   br::TaskBag bag(br::BagOptions{});
   br::BagTasks tasks;
   tasks.count = -1;
@@ -222,6 +271,6 @@ TEST(TaskBagMessages, RoundTripAndRefusals) {
     return "(accepted)";
   };
   EXPECT_EQ(refusal({0, 0, 0, 0}), "task bag: rank 5 sent a message of unknown kind 0");
-  EXPECT_EQ(refusal({7, 0, 0, 0}), "task bag: rank 5 sent a message of unknown kind 7");
+  EXPECT_EQ(refusal({9, 0, 0, 0}), "task bag: rank 5 sent a message of unknown kind 9");
   EXPECT_EQ(refusal({2, 9, 4, 0}), "task bag: rank 5 sent the range [9, 4), which ends before it begins");
 }

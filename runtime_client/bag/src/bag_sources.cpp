@@ -24,8 +24,9 @@ IndexRange take_front(std::deque<IndexRange>& pool, std::int64_t count) {
 class DtreeSource final : public WorkSource {
  public:
   DtreeSource(const DtreeShape& shape, int rank, const std::vector<double>& speeds,
-              std::int64_t tasks, const BagOptions& options, std::int64_t min_ask)
-      : node_(shape, rank, speeds, {0, tasks}, options.dtree, min_ask, options.workers) {}
+              std::span<const IndexRange> tasks, const BagOptions& options, std::int64_t min_ask)
+      : node_(DtreeNode::over_ranges(shape, rank, speeds, tasks, options.dtree, min_ask,
+                                     options.workers)) {}
 
   IndexRange take(std::vector<Message>& out) override {
     DtreeSteps steps;
@@ -33,12 +34,20 @@ class DtreeSource final : public WorkSource {
     send(steps, out);
     return range;
   }
-  [[nodiscard]] bool dry() const override { return node_.dry(); }
+  // A parent's workers wait until every child has been told that nothing is left (or has
+  // left): a child that leaves may still give ranges back.
+  [[nodiscard]] bool dry() const override { return node_.finished(); }
   void on_message(const Message& in, std::vector<Message>& out) override {
     if (in.kind == MessageKind::ask) {
       send(node_.on_request(in.peer), out);
     } else if (in.kind == MessageKind::grant && in.peer == node_.parent()) {
       send(node_.on_grant(in.range), out);
+    } else if (in.kind == MessageKind::returned) {
+      returned_[in.peer].push_back(in.range);
+    } else if (in.kind == MessageKind::left) {
+      const std::vector<IndexRange> given = std::move(returned_[in.peer]);
+      returned_.erase(in.peer);
+      send(node_.on_child_left(in.peer, given), out);
     } else {
       throw std::runtime_error("task bag: rank " + std::to_string(in.peer) +
                                " sent a message Dtree does not expect (kind " +
@@ -47,6 +56,20 @@ class DtreeSource final : public WorkSource {
   }
   void on_idle(double, std::uint64_t, std::vector<Message>&) override {}
   [[nodiscard]] bool finished() const override { return node_.finished(); }
+  [[nodiscard]] bool can_leave() const override {
+    return node_.parent() >= 0 && node_.children().empty() && !node_.dry();
+  }
+  [[nodiscard]] bool asking() const override { return node_.asking(); }
+  std::int64_t leave(std::vector<Message>& out) override {
+    if (node_.dry()) return 0;  // the parent has told it that nothing is left: it is done there
+    std::int64_t given = 0;
+    for (const IndexRange& range : node_.leave()) {
+      out.push_back({MessageKind::returned, node_.parent(), range, 0});
+      given += range.size();
+    }
+    out.push_back({MessageKind::left, node_.parent(), {}, 0});
+    return given;
+  }
 
  private:
   void send(const DtreeSteps& steps, std::vector<Message>& out) {
@@ -64,6 +87,7 @@ class DtreeSource final : public WorkSource {
   }
 
   DtreeNode node_;
+  std::map<int, std::vector<IndexRange>> returned_;  ///< per leaving child, until its `left`
 };
 
 class StaticSource final : public WorkSource {
@@ -200,7 +224,7 @@ WireMessage encode(const Message& message) noexcept {
 
 Message decode(const WireMessage& wire, int from) {
   if (wire[0] < static_cast<std::int64_t>(MessageKind::ask) ||
-      wire[0] > static_cast<std::int64_t>(MessageKind::finish)) {
+      wire[0] > static_cast<std::int64_t>(MessageKind::left)) {
     throw std::runtime_error("task bag: rank " + std::to_string(from) +
                              " sent a message of unknown kind " + std::to_string(wire[0]));
   }
@@ -213,7 +237,8 @@ Message decode(const WireMessage& wire, int from) {
 }
 
 std::unique_ptr<WorkSource> dtree_source(const DtreeShape& shape, int rank,
-                                         const std::vector<double>& speeds, std::int64_t tasks,
+                                         const std::vector<double>& speeds,
+                                         std::span<const IndexRange> tasks,
                                          const BagOptions& options, std::int64_t min_ask) {
   return std::make_unique<DtreeSource>(shape, rank, speeds, tasks, options, min_ask);
 }

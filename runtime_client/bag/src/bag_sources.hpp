@@ -6,9 +6,11 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "bellows/runtime/dtree_node.hpp"
@@ -23,6 +25,8 @@ enum class MessageKind : std::int64_t {
   steal_reply,    ///< stealing: the victim's answer (empty range: nothing to spare)
   done,           ///< stealing: tasks a rank finished since its last report, to rank 0
   finish,         ///< stealing: rank 0 to every rank: every task has run
+  returned,       ///< Dtree: a leaving child gives back one unstarted range
+  left,           ///< Dtree: a leaving child has given back all it held and asks no more
 };
 
 /// A message between the ranks of a bag: to (outgoing) or from (incoming) `peer`.
@@ -58,6 +62,18 @@ class WorkSource {
   virtual void on_idle(double now, std::uint64_t tasks_done, std::vector<Message>& out) = 0;
   /// This rank sends no more requests and expects no more answers.
   [[nodiscard]] virtual bool finished() const = 0;
+  /// This rank may leave the run now (a Dtree leaf that holds or may still get work); false
+  /// for the other distributions, whose ranks leave between runs.
+  [[nodiscard]] virtual bool can_leave() const { return false; }
+  /// No request of this rank is unanswered.
+  [[nodiscard]] virtual bool asking() const { return false; }
+  /// Leaves the run: `out` gives what this rank holds unstarted back to its parent
+  /// (`returned`, then `left`). Call with every worker stopped and no request out. Returns the
+  /// indices given back.
+  virtual std::int64_t leave(std::vector<Message>& out) {
+    (void)out;
+    return 0;
+  }
   [[nodiscard]] const SourceCounters& counters() const noexcept { return counters_; }
 
  protected:
@@ -65,9 +81,10 @@ class WorkSource {
 };
 
 /// Dtree: a DtreeNode's steps as messages.
+/// The root's pool is `tasks` (the whole bag, or what a re-run after a loss runs).
 [[nodiscard]] std::unique_ptr<WorkSource> dtree_source(const DtreeShape& shape, int rank,
                                                        const std::vector<double>& speeds,
-                                                       std::int64_t tasks,
+                                                       std::span<const IndexRange> tasks,
                                                        const BagOptions& options,
                                                        std::int64_t min_ask);
 /// Static blocks: this rank's block, handed to its workers min_ask at a time.

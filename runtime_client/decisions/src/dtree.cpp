@@ -345,6 +345,15 @@ DtreeGrantor::DtreeGrantor(IndexRange pool, std::vector<DtreeChildShare> childre
   }
 }
 
+DtreeGrantor DtreeGrantor::over_ranges(std::span<const IndexRange> pool,
+                                       std::vector<DtreeChildShare> children,
+                                       const DtreeOptions& options) {
+  DtreeGrantor grantor(IndexRange{}, std::move(children), options);
+  for (const IndexRange& range : pool) grantor.insert(range, "the pool's range");
+  grantor.start_size_ = grantor.remaining_;
+  return grantor;
+}
+
 IndexRange DtreeGrantor::cut(std::int64_t count) {
   if (pool_.empty() || count <= 0) return {};
   IndexRange& low = pool_.front();

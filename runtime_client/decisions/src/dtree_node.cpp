@@ -20,14 +20,24 @@ DtreeShares checked_shares(const DtreeShape& shape, int rank, std::span<const do
 DtreeNode::DtreeNode(const DtreeShape& shape, int rank, std::span<const double> speeds,
                      IndexRange tasks, const DtreeOptions& options, std::int64_t min_ask,
                      int workers)
-    : DtreeNode(checked_shares(shape, rank, speeds), shape, rank, tasks, options, min_ask,
-                workers) {
+    : DtreeNode(checked_shares(shape, rank, speeds), shape, rank,
+                std::span<const IndexRange>(&tasks, 1), options, min_ask, workers) {
   const auto at = static_cast<std::size_t>(rank);
   ask_early_ = at < speeds.size() && speeds[at] > 0.0;
 }
 
-DtreeNode::DtreeNode(DtreeShares shares, const DtreeShape& shape, int rank, IndexRange tasks,
-                     const DtreeOptions& options, std::int64_t min_ask, int workers)
+DtreeNode DtreeNode::over_ranges(const DtreeShape& shape, int rank, std::span<const double> speeds,
+                                 std::span<const IndexRange> tasks, const DtreeOptions& options,
+                                 std::int64_t min_ask, int workers) {
+  DtreeNode node(checked_shares(shape, rank, speeds), shape, rank, tasks, options, min_ask, workers);
+  const auto at = static_cast<std::size_t>(rank);
+  node.ask_early_ = at < speeds.size() && speeds[at] > 0.0;
+  return node;
+}
+
+DtreeNode::DtreeNode(DtreeShares shares, const DtreeShape& shape, int rank,
+                     std::span<const IndexRange> tasks, const DtreeOptions& options,
+                     std::int64_t min_ask, int workers)
     : rank_(rank),
       parent_(shape.parent(rank)),
       children_(shape.children(rank).begin(), shape.children(rank).end()),
@@ -35,7 +45,8 @@ DtreeNode::DtreeNode(DtreeShares shares, const DtreeShape& shape, int rank, Inde
       options_(options),
       min_ask_(min_ask),
       workers_(workers),
-      grantor_(parent_ < 0 ? tasks : IndexRange{}, std::move(shares.children), options) {
+      grantor_(DtreeGrantor::over_ranges(parent_ < 0 ? tasks : std::span<const IndexRange>{},
+                                         std::move(shares.children), options)) {
   if (min_ask < 1) {
     throw std::invalid_argument("dtree node: the minimum ask must be at least 1, got " +
                                 std::to_string(min_ask));

@@ -186,6 +186,12 @@ class DtreeGrantor {
   /// finite, or a child is listed twice.
   DtreeGrantor(IndexRange pool, std::vector<DtreeChildShare> children,
                const DtreeOptions& options = {});
+  /// The same with a pool of several ranges (what a bag re-runs after a lost rank: the
+  /// indices no survivor finished); the starting pool is their sum. Also throws
+  /// std::invalid_argument when two of the ranges overlap.
+  [[nodiscard]] static DtreeGrantor over_ranges(std::span<const IndexRange> pool,
+                                                std::vector<DtreeChildShare> children,
+                                                const DtreeOptions& options = {});
 
   /// The grant for `child`, asking for at least `min_ask` indices (Dtree's code asks for
   /// about 1.5 x the child's threads): at its first ask `first` x the starting pool x its

@@ -47,6 +47,13 @@ class DtreeNode {
   /// the options or speeds are invalid.
   DtreeNode(const DtreeShape& shape, int rank, std::span<const double> speeds, IndexRange tasks,
             const DtreeOptions& options, std::int64_t min_ask, int workers);
+  /// The same with the root's pool made of several disjoint ranges (a bag's re-run after a
+  /// lost rank); also throws std::invalid_argument when two of them overlap.
+  [[nodiscard]] static DtreeNode over_ranges(const DtreeShape& shape, int rank,
+                                             std::span<const double> speeds,
+                                             std::span<const IndexRange> tasks,
+                                             const DtreeOptions& options, std::int64_t min_ask,
+                                             int workers);
 
   /// A child asks for work. Throws std::invalid_argument when `child` is not a child here,
   /// has already been told that nothing is left, or has already left.
@@ -82,8 +89,9 @@ class DtreeNode {
   [[nodiscard]] const DtreeGrantor& grantor() const noexcept { return grantor_; }
 
  private:
-  DtreeNode(DtreeShares shares, const DtreeShape& shape, int rank, IndexRange tasks,
-            const DtreeOptions& options, std::int64_t min_ask, int workers);
+  DtreeNode(DtreeShares shares, const DtreeShape& shape, int rank,
+            std::span<const IndexRange> tasks, const DtreeOptions& options, std::int64_t min_ask,
+            int workers);
   void serve_waiting(DtreeSteps& steps);
   void need_work(DtreeSteps& steps);
   void run_dry(DtreeSteps& steps);
