@@ -190,6 +190,12 @@ class EveryTransition : public ControllerTest,
       case ResizeEvent::job_recovered:
       case ResizeEvent::recovery_deadline:
         FAIL() << "a failure's event in a resize's row";  // failure_test.cpp drives these
+        break;
+      case ResizeEvent::cancel_requested:
+        ASSERT_TRUE(ctl->deliver(0, ResizeEvent::cancel_requested, "cancelled by its requester").accepted);
+        break;
+      case ResizeEvent::job_control:
+        FAIL() << "job_control is no transition";
     }
   }
 };
