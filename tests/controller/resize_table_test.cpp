@@ -33,7 +33,7 @@ TEST(ResizeTable, HasOneRowPerKindStateAndEvent) {
         << "two rows for " << row_name(t.kind, t.from, t.event);
     EXPECT_FALSE(is_final(t.from)) << row_name(t.kind, t.from, t.event);
   }
-  EXPECT_EQ(resize_transitions().size(), 48u);
+  EXPECT_EQ(resize_transitions().size(), 52u);
 }
 
 TEST(ResizeTable, EveryStateBetweenStartAndEndIsLeftAndEveryFinalStateReached) {

@@ -160,7 +160,8 @@ class PmixServer {
 
   /// Handler for allocation requests; without one they are answered PMIX_ERR_NOT_SUPPORTED
   /// "no controller is attached to this daemon". Requests without PMIX_ALLOC_NUM_NODES, with
-  /// 0 nodes or with another directive are refused PMIX_ERR_BAD_PARAM before any handler.
+  /// 0 nodes, a cancel without PMIX_ALLOC_REQ_ID, or another directive are refused
+  /// PMIX_ERR_BAD_PARAM before any handler. Every request reaching the handler has its id.
   void on_allocate(AllocateHandler handler);
   /// Handler for PMIx_Job_control; without one it is answered PMIX_ERR_NOT_SUPPORTED "no
   /// controller is attached to this daemon". Calls read_job_control() refuses are answered
