@@ -49,7 +49,8 @@ protocol::Ack ControllerService::on_allocation_request(const std::string& node,
   const int delta = request.directive == protocol::AllocationDirective::extend
                         ? static_cast<int>(request.node_count)
                         : -static_cast<int>(request.node_count);
-  const Outcome outcome = resize(delta, Requester::application, who + " asked for " + signed_nodes(delta));
+  const Outcome outcome = resize(delta, Requester::application,
+                                 "rank " + std::to_string(request.requesting_rank) + " asked for " + signed_nodes(delta));
   if (!outcome.accepted) return {protocol::AckCode::refused, outcome.text};
   if (!node.empty() && !request.request_id.empty())
     allocation_requests_[outcome.resize] = AllocationOrigin{node, request.request_id, false};
