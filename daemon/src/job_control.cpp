@@ -25,13 +25,6 @@ bool int_value(const pmix_value_t& v, long long& out) {
   }
 }
 
-JobControlReading refused(pmix_status_t status, std::string error) {
-  JobControlReading reading;
-  reading.status = status;
-  reading.error = std::move(error);
-  return reading;
-}
-
 }  // namespace
 
 JobControlReading read_job_control(const ProcId& requester, const pmix_proc_t* targets, std::size_t ntargets,
@@ -39,6 +32,14 @@ JobControlReading read_job_control(const ProcId& requester, const pmix_proc_t* t
                                    std::string_view job_nspace) {
   JobControlReading reading;
   reading.order.requester = requester;
+  // A refusal names who asked too: the daemon logs it.
+  const auto refused = [&requester](pmix_status_t status, std::string error) {
+    JobControlReading refusal;
+    refusal.status = status;
+    refusal.error = std::move(error);
+    refusal.order.requester = requester;
+    return refusal;
+  };
   int actions = 0;
   for (std::size_t i = 0; i < ndirectives; ++i) {
     const pmix_info_t& d = directives[i];

@@ -109,6 +109,7 @@ TEST(JobControl, EveryRefusalSaysWhatWasWrong) {
   EXPECT_EQ(two.error, "2 targets: one per call (a rank, or the job)");
   const JobControlReading other = read(d, {proc("local-9", 1)});
   EXPECT_EQ(other.status, PMIX_ERR_BAD_PARAM);
+  EXPECT_EQ(other.order.requester, kTool);  // a refusal names who asked, for the daemon's log
   EXPECT_EQ(other.error, "target local-9:1 is not of job local-7");
   const pmix_proc_t target = rank1;
   const JobControlReading no_job = read_job_control(kTool, &target, 1, d.data(), d.size(), "");
