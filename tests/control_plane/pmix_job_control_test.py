@@ -9,7 +9,7 @@ PMIx_Job_control_nb) attached to the daemon of local0.
    out (pmix.jctrl.pause) NOT-SUPPORTED; nothing is signalled.
 2. SIGSTOP to rank 1 stops its process (state T), SIGCONT runs it again: the controller sent the
    signal through local1's daemon, and the event log records both with who asked (the tool and
-   its node).
+   its node). SIGCONT to every rank reaches each node's daemon.
 3. PMIX_JOB_CTRL_TERMINATE of rank 2 ends its process (SIGTERM): a failure, as any rank lost,
    which the job recovers from (its first rank reports it recovered); bellows status lists it.
 4. The job then ends normally; no process is left.
@@ -102,6 +102,15 @@ def main():
     if f"sent signal 19 to rank 1" not in daemon_log("local1"):
         t.fail("local1's daemon does not log the signal it sent")
     t.log(f"rank 1 stopped and continued; logged: {reasons[0]}")
+    # SIGCONT to every rank (harmless to running ones): the daemon of each node signals its rank.
+    if tool("signal", job_id, "all", "18")["status"] != PMIX_SUCCESS:
+        t.fail("SIGCONT to every rank failed")
+    last = [e for e in t.events() if e["event"] == "job_control"][-1]
+    if last["refused"] or sorted(last["nodes"]) != ["local0", "local1", "local2"] or not last["reason"].endswith(
+            ": signal 18 to every rank"):
+        t.fail(f"a signal to every rank is not logged with the 3 nodes signalled: {last}")
+    t.wait_for(job, "every daemon's log of the signal", lambda: all(
+        "sent signal 18 to rank " in daemon_log(node) for node in ("local0", "local1", "local2")), 10)
 
     # 3. Terminate rank 2: a failure the job recovers from.
     answer = tool("terminate", job_id, "2")
