@@ -521,6 +521,10 @@ int run_job(RunOptions o) {
       std::fprintf(stderr, "bellows: signal %d: stopping the job\n", sig);
       ::kill(child, SIGTERM);
       forwarded = true;
+    } else if (const auto& why = service.termination_requested(); why && !forwarded) {
+      std::fprintf(stderr, "bellows: %s: stopping the job\n", why->c_str());
+      ::kill(child, SIGTERM);
+      forwarded = true;
     }
     const pid_t got = ::waitpid(child, &status, WNOHANG);
     if (got == child) break;

@@ -31,6 +31,12 @@ void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& 
   };
   std::map<controller::ResizeId, Summary> resizes;
   for (const auto& r : records) {
+    if (r.event == controller::ResizeEvent::job_control) {
+      // No resize: who asked (its reason) and what was done or why not.
+      std::fprintf(out, "  %s  job control%s: %s: %s\n", r.time.c_str(), r.refused ? " REFUSED" : "",
+                   r.reason.c_str(), r.detail.c_str());
+      continue;
+    }
     const std::string kind = r.kind ? std::string(to_string(*r.kind)) : std::string("-");
     std::fprintf(out, "  %s  #%llu %-6s %-15s %s -> %s%s (%.3f s in %s)%s%s\n", r.time.c_str(),
                  static_cast<unsigned long long>(r.resize), kind.c_str(),

@@ -184,14 +184,9 @@ void ControllerService::on_request(const transport::Incoming& in, transport::Res
     responder.reply(protocol::Ack{protocol::AckCode::ok, "welcome " + hello->node_name});
     job_control_.daemon_registered(hello->node_name);
   } else if (const auto* request = std::get_if<protocol::AllocationRequest>(&message)) {
-    const int delta = request->directive == protocol::AllocationDirective::extend
-                          ? static_cast<int>(request->node_count)
-                          : -static_cast<int>(request->node_count);
-    const Outcome outcome = resize(delta, Requester::application,
-                                   "rank " + std::to_string(request->requesting_rank) + " asked for " +
-                                       signed_count(delta) + " node(s)");
-    responder.reply(protocol::Ack{outcome.accepted ? protocol::AckCode::ok : protocol::AckCode::refused,
-                                  outcome.text});
+    responder.reply(on_allocation_request(node_of(in.peer), *request));
+  } else if (const auto* control = std::get_if<protocol::JobControlRequest>(&message)) {
+    responder.reply(on_job_control(node_of(in.peer), *control));
   } else if (const auto* order = std::get_if<protocol::OperatorResize>(&message)) {
     const Outcome outcome = resize(order->delta, Requester::operator_,
                                    order->reason.empty() ? "operator asked for " + signed_count(order->delta)
@@ -207,11 +202,15 @@ void ControllerService::on_request(const transport::Incoming& in, transport::Res
   }
 }
 
-void ControllerService::on_notification(const transport::Incoming& in) {
-  std::string node;
-  for (const auto& [name, peer] : daemons_) {
-    if (peer == in.peer) node = name;
+std::string ControllerService::node_of(const transport::PeerId& peer) const {
+  for (const auto& [name, daemon] : daemons_) {
+    if (daemon == peer) return name;
   }
+  return {};
+}
+
+void ControllerService::on_notification(const transport::Incoming& in) {
+  const std::string node = node_of(in.peer);
   if (node.empty()) return;  // not registered: nothing it says counts
   if (const auto* m = std::get_if<protocol::NodeMetrics>(&in.envelope.message)) {
     const protocol::Metrics& reported = m->metrics;
@@ -415,6 +414,7 @@ void ControllerService::track_finished() {
     if (view.kind == ResizeKind::expand && view.state == ResizeState::committed) {
       for (const auto& node : view.nodes) joined_order_[node] = next_join_++;
     }
+    answer_allocation_request(view);
     if (!engine_) continue;
     if (view.state == ResizeState::committed) {
       engine_->resize_committed(clock_.now(), static_cast<int>(nodes_before_resize_),

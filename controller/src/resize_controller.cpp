@@ -211,7 +211,7 @@ Outcome ResizeController::deliver(ResizeId resize, ResizeEvent event, std::strin
   input.resize = resize;
   input.event = event;
   input.detail = std::move(detail);
-  if (event == ResizeEvent::rm_granted || event == ResizeEvent::request) {
+  if (event == ResizeEvent::rm_granted || event == ResizeEvent::request || event == ResizeEvent::job_control) {
     // A grant carries its nodes and comes from the resource manager; a request is an order.
     return refuse(input, std::string(to_string(event)) + " cannot be delivered from outside");
   }

@@ -19,13 +19,16 @@ constexpr std::array kTransitions{
     ResizeTransition{K::expand, S::requested, E::rm_denied, S::aborted, A::none},
     ResizeTransition{K::expand, S::requested, E::rm_timeout, S::aborted, A::cancel_rm_request},
     ResizeTransition{K::expand, S::requested, E::resize_deadline, S::aborted, A::cancel_rm_request},
+    ResizeTransition{K::expand, S::requested, E::cancel_requested, S::aborted, A::cancel_rm_request},
     ResizeTransition{K::expand, S::granted, E::daemons_ready, S::reconfiguring, A::add_ranks},
     ResizeTransition{K::expand, S::granted, E::daemon_start_timeout, S::aborting, A::withdraw_and_release},
     ResizeTransition{K::expand, S::granted, E::rank_died, S::aborting, A::withdraw_and_release},
     ResizeTransition{K::expand, S::granted, E::resize_deadline, S::aborting, A::withdraw_and_release},
+    ResizeTransition{K::expand, S::granted, E::cancel_requested, S::aborting, A::withdraw_and_release},
     ResizeTransition{K::expand, S::reconfiguring, E::ranks_committed, S::committed, A::adopt_nodes},
     ResizeTransition{K::expand, S::reconfiguring, E::rank_died, S::cancelling, A::cancel_in_job},
     ResizeTransition{K::expand, S::reconfiguring, E::resize_deadline, S::cancelling, A::cancel_in_job},
+    ResizeTransition{K::expand, S::reconfiguring, E::cancel_requested, S::cancelling, A::cancel_in_job},
     ResizeTransition{K::expand, S::reconfiguring, E::job_refused, S::aborting, A::withdraw_and_release},
     // called off after the job was told: the job's answer decides
     ResizeTransition{K::expand, S::cancelling, E::job_cancelled, S::aborting, A::withdraw_and_release},
@@ -49,6 +52,7 @@ constexpr std::array kTransitions{
     ResizeTransition{K::shrink, S::reconfiguring, E::ranks_committed, S::draining, A::none},
     ResizeTransition{K::shrink, S::reconfiguring, E::rank_died, S::cancelling, A::cancel_in_job},
     ResizeTransition{K::shrink, S::reconfiguring, E::resize_deadline, S::cancelling, A::cancel_in_job},
+    ResizeTransition{K::shrink, S::reconfiguring, E::cancel_requested, S::cancelling, A::cancel_in_job},
     ResizeTransition{K::shrink, S::reconfiguring, E::job_refused, S::aborted, A::none},
     // called off after the job was told: the leaving ranks stay only if the job says so
     ResizeTransition{K::shrink, S::cancelling, E::job_cancelled, S::aborted, A::none},
@@ -77,11 +81,11 @@ constexpr std::array<std::string_view, 3> kKindNames{"expand", "shrink", "failur
 constexpr std::array<std::string_view, 14> kStateNames{
     "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted", "draining",
     "cancelling", "detected", "agreed", "recovered", "given_up"};
-constexpr std::array<std::string_view, 20> kEventNames{
+constexpr std::array<std::string_view, 22> kEventNames{
     "request",         "rm_granted",  "rm_denied",     "rm_timeout",    "daemons_ready",  "daemon_start_timeout",
     "ranks_committed", "rank_died",   "drain_done",    "release_done",  "release_failed", "resize_deadline",
     "job_refused",     "job_ended",   "job_cancelled", "cancel_timeout", "node_lost",     "survivors_told",
-    "job_recovered",   "recovery_deadline"};
+    "job_recovered",   "recovery_deadline", "cancel_requested", "job_control"};
 constexpr std::array<std::string_view, 12> kActionNames{
     "none",         "ask_rm",        "cancel_rm_request", "start_daemons",   "add_ranks",  "withdraw_and_release",
     "remove_ranks", "cancel_in_job", "release_nodes",     "note_unreleased", "adopt_nodes", "drop_lost"};

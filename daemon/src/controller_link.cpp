@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <condition_variable>
 #include <csignal>
 #include <fstream>
@@ -55,6 +56,8 @@ struct WatchedRank {
   std::uint32_t rank = 0;
   bool left = false;
   bool detached = false;
+  /// The signal a PMIx_Job_control had the daemon send it (0: none); its end is then expected.
+  int signalled = 0;
 };
 
 bool process_gone(pid_t pid) {
@@ -82,6 +85,9 @@ struct ControllerLink::State {
   /// controller can decide a resize while the job's first rank is still starting).
   bool rank_attached_once = false;
   std::vector<std::pair<pmix_status_t, Payload>> held;
+  /// Allocation requests the controller took whose resize has not ended: who asked, by
+  /// request id; told PMIX_NOTIFY_ALLOC_COMPLETE when the controller's AllocationComplete comes.
+  std::map<std::string, ProcId> allocation_requesters;
   bool stopping = false;
   std::thread watcher;
   /// Starts the node's ranks the controller asks for (StartRank), as PMIx clients.
@@ -112,6 +118,10 @@ struct ControllerLink::State {
           spdlog::debug("rank {} ({}, pid {}) ended after detaching", it->second.rank, it->first,
                         it->second.pid);
           client->notify(protocol::RankExited{it->second.rank, it->second.pid, 0, 0});
+        } else if (!it->second.left && it->second.signalled != 0) {
+          spdlog::info("rank {} ({}, pid {}) ended after PMIx_Job_control's signal {}", it->second.rank,
+                       it->first, it->second.pid, it->second.signalled);
+          client->notify(protocol::RankExited{it->second.rank, it->second.pid, -1, 0});
         } else if (!it->second.left) {
           if (stop_signal_within_grace()) {
             spdlog::info("rank {} ({}, pid {}) ended as the daemon stops", it->second.rank,
@@ -209,6 +219,10 @@ struct ControllerLink::State {
       start_rank(*start);
     } else if (const auto* view = std::get_if<protocol::JobView>(&message)) {
       server->set_job_view(*view);
+    } else if (const auto* complete = std::get_if<protocol::AllocationComplete>(&message)) {
+      allocation_complete(*complete);
+    } else if (const auto* signal = std::get_if<protocol::SignalRank>(&message)) {
+      signal_rank(*signal);
     } else {
       spdlog::warn("dropped {} from the controller: a daemon does not handle it",
                    protocol::to_string(protocol::type_of(message)));
@@ -253,6 +267,54 @@ struct ControllerLink::State {
       // No process was started: the daemon's own pid names where it failed.
       client->notify(protocol::RankExited{protocol::kNoRank, ::getpid(), 127, 0});
     }
+  }
+
+  /// The resize an allocation request started ended: its requester hears of it
+  /// (PMIX_NOTIFY_ALLOC_COMPLETE, to it alone).
+  void allocation_complete(const protocol::AllocationComplete& complete) {
+    std::optional<ProcId> requester;
+    {
+      std::lock_guard lock(mutex);
+      if (auto it = allocation_requesters.find(complete.request_id); it != allocation_requesters.end()) {
+        requester = it->second;
+        allocation_requesters.erase(it);
+      }
+    }
+    if (!requester) {
+      spdlog::warn("allocation request {} ended ({}), but no requester of {} waits for it", complete.request_id,
+                   complete.text, options.node_name);
+      return;
+    }
+    spdlog::info("allocation request {} of {}: {}", complete.request_id, to_string(*requester), complete.text);
+    const Status status = server->notify(PMIX_NOTIFY_ALLOC_COMPLETE,
+                                         Payload{{PMIX_ALLOC_REQ_ID, complete.request_id},
+                                                 {PMIX_ALLOC_ID, std::to_string(complete.resize_id)},
+                                                 {pmix::kAllocOutcome, std::string(to_string(complete.outcome))},
+                                                 {PMIX_EVENT_TEXT_MESSAGE, complete.text}},
+                                         PMIX_RANGE_CUSTOM, {*requester});
+    if (!status.ok())
+      spdlog::error("could not tell {} that allocation request {} ended: {}", to_string(*requester),
+                    complete.request_id, status.text);
+  }
+
+  /// A PMIx_Job_control the controller accepted: the signal to the rank of this node whose
+  /// process the daemon watches as the pid named.
+  void signal_rank(const protocol::SignalRank& order) {
+    std::lock_guard lock(mutex);
+    for (auto& [name, watched_rank] : watched) {
+      if (watched_rank.pid != order.pid) continue;
+      if (::kill(order.pid, order.signal) != 0) {
+        spdlog::warn("could not send signal {} to rank {} (pid {}): {}", order.signal, order.rank, order.pid,
+                     std::strerror(errno));
+        return;
+      }
+      if (order.signal == SIGTERM || order.signal == SIGKILL) watched_rank.signalled = order.signal;
+      spdlog::info("sent signal {} to rank {} ({}, pid {}): {}", order.signal, order.rank, name, order.pid,
+                   order.reason);
+      return;
+    }
+    spdlog::warn("signal {} for rank {} (pid {}) not sent: no rank of {} runs as that process", order.signal,
+                 order.rank, order.pid, options.node_name);
   }
 
   /// Whether a stop signal reaches the daemon within ControllerLink::kStopSignalGrace.
@@ -328,32 +390,62 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
     auto s = weak.lock();
     if (!s) return;  // the responder answers "the daemon gave no answer"
     protocol::AllocationRequest forward;
-    forward.directive = request.directive == PMIX_ALLOC_EXTEND
-                            ? protocol::AllocationDirective::extend
-                            : protocol::AllocationDirective::release;
-    forward.node_count = static_cast<std::uint32_t>(request.num_nodes);
+    forward.directive = request.directive == PMIX_ALLOC_EXTEND    ? protocol::AllocationDirective::extend
+                        : request.directive == PMIX_ALLOC_RELEASE ? protocol::AllocationDirective::release
+                                                                  : protocol::AllocationDirective::cancel;
+    forward.node_count = forward.directive == protocol::AllocationDirective::cancel
+                             ? 0
+                             : static_cast<std::uint32_t>(request.num_nodes);
     forward.requesting_rank = request.requester.rank;
+    forward.request_id = request.request_id;
     auto shared = std::make_shared<AllocationResponder>(std::move(responder));
-    s->client->request_async(forward, s->options.request_timeout,
-                             [shared](transport::RequestResult result) {
-                               if (!result.ok()) {
-                                 shared->reply(PMIX_ERR_TIMEOUT,
-                                               "the controller did not answer: " + result.text);
-                                 return;
-                               }
-                               const auto* ack = std::get_if<protocol::Ack>(&result.reply);
-                               if (ack == nullptr) {
-                                 shared->reply(PMIX_ERR_BAD_PARAM,
-                                               "the controller answered with a " +
-                                                   std::string(protocol::to_string(
-                                                       protocol::type_of(result.reply))));
-                               } else if (ack->code == protocol::AckCode::ok) {
-                                 shared->reply(PMIX_SUCCESS, ack->text);
-                               } else {
-                                 shared->reply(PMIX_ERR_NOT_AVAILABLE,
-                                               "the controller refused: " + ack->text);
-                               }
-                             });
+    const bool starts_resize = forward.directive != protocol::AllocationDirective::cancel;
+    s->client->request_async(
+        forward, s->options.request_timeout,
+        [weak, shared, starts_resize, request](transport::RequestResult result) {
+          if (!result.ok()) {
+            shared->reply(PMIX_ERR_TIMEOUT, "the controller did not answer: " + result.text);
+            return;
+          }
+          const auto* ack = std::get_if<protocol::Ack>(&result.reply);
+          if (ack == nullptr) {
+            shared->reply(PMIX_ERR_BAD_PARAM, "the controller answered with a " +
+                                                  std::string(protocol::to_string(protocol::type_of(result.reply))));
+          } else if (ack->code == protocol::AckCode::ok) {
+            // Taken: the resize is in progress; its end reaches the requester as an event.
+            if (auto link = weak.lock(); link && starts_resize) {
+              std::lock_guard lock(link->mutex);
+              link->allocation_requesters[request.request_id] = request.requester;
+            }
+            shared->reply(PMIX_SUCCESS, ack->text);
+          } else {
+            shared->reply(PMIX_ERR_NOT_AVAILABLE, "the controller refused: " + ack->text);
+          }
+        });
+  });
+  server.on_job_control([weak](const JobControlRequest& order, AllocationResponder responder) {
+    auto s = weak.lock();
+    if (!s) return;
+    protocol::JobControlRequest forward;
+    forward.action = order.action;
+    forward.signal = order.action == protocol::JobControlAction::signal ? order.signal : 0;
+    forward.target_rank = order.target_rank;
+    forward.requester = to_string(order.requester);
+    auto shared = std::make_shared<AllocationResponder>(std::move(responder));
+    s->client->request_async(forward, s->options.request_timeout, [shared](transport::RequestResult result) {
+      if (!result.ok()) {
+        shared->reply(PMIX_ERR_TIMEOUT, "the controller did not answer: " + result.text);
+        return;
+      }
+      const auto* ack = std::get_if<protocol::Ack>(&result.reply);
+      if (ack == nullptr)
+        shared->reply(PMIX_ERR_BAD_PARAM, "the controller answered with a " +
+                                              std::string(protocol::to_string(protocol::type_of(result.reply))));
+      else if (ack->code == protocol::AckCode::ok)
+        shared->reply(PMIX_SUCCESS, ack->text);
+      else
+        shared->reply(PMIX_ERR_BAD_PARAM, "the controller refused: " + ack->text);
+    });
   });
   server.on_rank_attached([weak](const ProcId& proc, pid_t pid) {
     auto s = weak.lock();
@@ -440,6 +532,7 @@ ControllerLink::~ControllerLink() {
   state_->server->on_rank_attached(nullptr);
   state_->server->on_rank_detached(nullptr);
   state_->server->on_allocate(nullptr);
+  state_->server->on_job_control(nullptr);
   state_->server->on_metrics(nullptr);
   state_->server->on_resize_report(nullptr);
   state_->client->stop();

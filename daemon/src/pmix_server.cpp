@@ -30,9 +30,9 @@ namespace proto = bellows::protocol::pmix;
 
 /// Builds responders (their constructor is private to keep them made here only).
 struct ResponderAccess {
-  static AllocationResponder make(std::shared_ptr<ReplyGate> gate, std::string what,
+  static AllocationResponder make(std::shared_ptr<ReplyGate> gate, std::string what, std::string request_id,
                                   pmix_info_cbfunc_t cbfunc, void* cbdata) {
-    return AllocationResponder(std::move(gate), std::move(what), cbfunc, cbdata);
+    return AllocationResponder(std::move(gate), std::move(what), std::move(request_id), cbfunc, cbdata);
   }
 };
 
@@ -56,12 +56,14 @@ void release_info(void* cbdata) {
   delete released;
 }
 
-/// Calls an allocation request's cbfunc with status and a kReplyText entry.
+/// Calls an allocation request's cbfunc with status, a kReplyText entry and, when there is
+/// one, the request's PMIX_ALLOC_REQ_ID.
 void send_reply(pmix_info_cbfunc_t cbfunc, void* cbdata, pmix_status_t status,
-                const std::string& text) {
-  InfoArray info(2);
+                const std::string& text, const std::string& request_id) {
+  InfoArray info(request_id.empty() ? 2 : 3);
   info.load(0, proto::kVersion, &proto::kProtocolVersion, PMIX_UINT64);
   info.load(1, proto::kReplyText, text.c_str(), PMIX_STRING);
+  if (!request_id.empty()) info.load(2, PMIX_ALLOC_REQ_ID, request_id.c_str(), PMIX_STRING);
   auto* released = new ReleasedInfo{nullptr, info.size()};
   released->info = info.release();
   cbfunc(status, released->info, released->size, cbdata, release_info, released);
@@ -109,6 +111,7 @@ std::string directive_name(pmix_alloc_directive_t directive) {
     case PMIX_ALLOC_EXTEND: return "extend";
     case PMIX_ALLOC_RELEASE: return "release";
     case PMIX_ALLOC_REAQUIRE: return "reacquire";
+    case kAllocRequestCancel: return "cancel";
     default: return "directive " + std::to_string(static_cast<int>(directive));
   }
 }
@@ -144,6 +147,8 @@ class PmixServer::Impl {
 
   mutable std::mutex mutex_;  // guards the handlers and counters
   AllocateHandler allocate_handler_;
+  JobControlHandler job_control_handler_;
+  std::uint64_t next_request_ = 1;
   MetricsHandler metrics_handler_;
   ResizeReportHandler resize_report_handler_;
   RankAttachedHandler rank_attached_handler_;
@@ -191,12 +196,19 @@ pmix_status_t allocate_upcall(const pmix_proc_t* client, pmix_alloc_directive_t 
     }
   }
   if (error.empty()) {
-    if (directive != PMIX_ALLOC_EXTEND && directive != PMIX_ALLOC_RELEASE)
-      error = directive_name(directive) + " is not supported (only extend and release)";
-    else if (!have_count)
+    if (directive == kAllocRequestCancel) {
+      if (request.request_id.empty()) error = "a cancel names no request (pmix.alloc.reqid)";
+    } else if (directive != PMIX_ALLOC_EXTEND && directive != PMIX_ALLOC_RELEASE) {
+      error = directive_name(directive) + " is not supported (only extend, release and cancel)";
+    } else if (!have_count) {
       error = "no node count (pmix.alloc.nnodes)";
-    else if (request.num_nodes == 0)
+    } else if (request.num_nodes == 0) {
       error = "node count (pmix.alloc.nnodes) is 0";
+    }
+  }
+  if (error.empty() && request.request_id.empty()) {
+    std::lock_guard lock(impl->mutex_);
+    request.request_id = impl->options_.node_name + "." + std::to_string(impl->next_request_++);
   }
   const bool posted = impl->worker_.post([impl, request, error, cbfunc, cbdata] {
     impl->nodelay();
@@ -205,13 +217,15 @@ pmix_status_t allocate_upcall(const pmix_proc_t* client, pmix_alloc_directive_t 
       const std::string text = "allocation request from " + to_string(request.requester) +
                                " refused: " + error;
       spdlog::warn("{}", text);
-      send_reply(cbfunc, cbdata, PMIX_ERR_BAD_PARAM, text);
+      send_reply(cbfunc, cbdata, PMIX_ERR_BAD_PARAM, text, request.request_id);
       return;
     }
     impl->count(&PmixServer::Counters::allocation_requests);
-    std::string what = "allocation request from " + to_string(request.requester) + " (" +
-                       directive_name(request.directive) + " " +
-                       std::to_string(request.num_nodes) + " node(s))";
+    std::string what = "allocation request " + request.request_id + " from " + to_string(request.requester) +
+                       " (" + directive_name(request.directive) +
+                       (request.directive == kAllocRequestCancel ? std::string()
+                                                                 : " " + std::to_string(request.num_nodes) + " node(s)") +
+                       ")";
     spdlog::debug("{}", what);
     PmixServer::AllocateHandler handler;
     {
@@ -219,7 +233,7 @@ pmix_status_t allocate_upcall(const pmix_proc_t* client, pmix_alloc_directive_t 
       handler = impl->allocate_handler_;
     }
     AllocationResponder responder =
-        ResponderAccess::make(impl->gate_, std::move(what), cbfunc, cbdata);
+        ResponderAccess::make(impl->gate_, std::move(what), request.request_id, cbfunc, cbdata);
     if (!handler) {
       responder.reply(PMIX_ERR_NOT_SUPPORTED, "no controller is attached to this daemon");
       return;
@@ -494,6 +508,48 @@ pmix_status_t query_upcall(pmix_proc_t* /*requester*/, pmix_query_t* queries, si
   return posted ? PMIX_SUCCESS : PMIX_ERR_NOT_AVAILABLE;
 }
 
+/// PMIx_Job_control from a tool or client: read here (read_job_control), carried out by the
+/// handler (the controller link) on the worker.
+pmix_status_t job_control_upcall(const pmix_proc_t* requester, const pmix_proc_t targets[], size_t ntargets,
+                                 const pmix_info_t directives[], size_t ndirectives, pmix_info_cbfunc_t cbfunc,
+                                 void* cbdata) {
+  PmixServer::Impl* impl = g_impl.load();
+  if (impl == nullptr) return PMIX_ERR_NOT_AVAILABLE;
+  std::string job;
+  {
+    std::lock_guard lock(impl->mutex_);
+    if (impl->job_view_) job = impl->job_view_->job;
+  }
+  const ProcId who = requester != nullptr ? from_pmix(*requester) : ProcId{"unknown", 0};
+  const JobControlReading reading = read_job_control(who, targets, ntargets, directives, ndirectives, job);
+  const bool posted = impl->worker_.post([impl, reading, job, cbfunc, cbdata] {
+    impl->nodelay();
+    const std::string what = "job control from " + to_string(reading.order.requester) +
+                             (reading.status == PMIX_SUCCESS ? " (" + describe(reading.order, job) + ")" : "");
+    if (reading.status != PMIX_SUCCESS) {
+      spdlog::warn("{} refused ({}): {}", what, status_string(reading.status), reading.error);
+      send_reply(cbfunc, cbdata, reading.status, reading.error, "");
+      return;
+    }
+    PmixServer::JobControlHandler handler;
+    {
+      std::lock_guard lock(impl->mutex_);
+      handler = impl->job_control_handler_;
+    }
+    AllocationResponder responder = ResponderAccess::make(impl->gate_, what, "", cbfunc, cbdata);
+    if (!handler) {
+      responder.reply(PMIX_ERR_NOT_SUPPORTED, "no controller is attached to this daemon");
+      return;
+    }
+    try {
+      handler(reading.order, std::move(responder));
+    } catch (const std::exception& e) {
+      spdlog::error("job control handler failed: {}", e.what());
+    }
+  });
+  return posted ? PMIX_SUCCESS : PMIX_ERR_NOT_AVAILABLE;
+}
+
 pmix_status_t client_connected_upcall(const pmix_proc_t* /*proc*/, void* /*server_object*/,
                                       pmix_op_cbfunc_t /*cbfunc*/, void* /*cbdata*/) {
   PmixServer::Impl* impl = g_impl.load();
@@ -511,6 +567,7 @@ pmix_server_module_t server_module() {
   module.tool_connected = tool_connected_upcall;
   module.allocate = allocate_upcall;
   module.query = query_upcall;
+  module.job_control = job_control_upcall;
   return module;
 }
 
@@ -555,6 +612,7 @@ AllocationResponder::~AllocationResponder() { reply(PMIX_ERR_NOT_AVAILABLE, "the
 AllocationResponder::AllocationResponder(AllocationResponder&& other) noexcept
     : gate_(std::move(other.gate_)),
       what_(std::move(other.what_)),
+      request_id_(std::move(other.request_id_)),
       cbfunc_(std::exchange(other.cbfunc_, nullptr)),
       cbdata_(std::exchange(other.cbdata_, nullptr)) {}
 
@@ -563,6 +621,7 @@ AllocationResponder& AllocationResponder::operator=(AllocationResponder&& other)
     reply(PMIX_ERR_NOT_AVAILABLE, "the daemon gave no answer");
     gate_ = std::move(other.gate_);
     what_ = std::move(other.what_);
+    request_id_ = std::move(other.request_id_);
     cbfunc_ = std::exchange(other.cbfunc_, nullptr);
     cbdata_ = std::exchange(other.cbdata_, nullptr);
   }
@@ -579,7 +638,7 @@ void AllocationResponder::reply(pmix_status_t status, const std::string& text) {
   else
     spdlog::info("{} refused ({}): {}", what_, status_string(status), text);
   try {
-    send_reply(cbfunc, cbdata_, status, text);
+    send_reply(cbfunc, cbdata_, status, text, request_id_);
   } catch (const std::exception& e) {
     spdlog::error("cannot answer an allocation request: {}", e.what());
   }
@@ -697,6 +756,11 @@ const PmixServer::Options& PmixServer::options() const noexcept { return impl_->
 void PmixServer::on_allocate(AllocateHandler handler) {
   std::lock_guard lock(impl_->mutex_);
   impl_->allocate_handler_ = std::move(handler);
+}
+
+void PmixServer::on_job_control(JobControlHandler handler) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->job_control_handler_ = std::move(handler);
 }
 
 void PmixServer::on_resize_report(ResizeReportHandler handler) {

@@ -34,6 +34,31 @@ void fields(V& v, M& m) {
   v("directive", m.directive);
   v("node_count", m.node_count);
   v("requesting_rank", m.requesting_rank);
+  v("request_id", m.request_id);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, JobControlRequest>
+void fields(V& v, M& m) {
+  v("action", m.action);
+  v("signal", m.signal);
+  v("target_rank", m.target_rank);
+  v("requester", m.requester);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, AllocationComplete>
+void fields(V& v, M& m) {
+  v("request_id", m.request_id);
+  v("resize_id", m.resize_id);
+  v("outcome", m.outcome);
+  v("text", m.text);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, SignalRank>
+void fields(V& v, M& m) {
+  v("rank", m.rank);
+  v("pid", m.pid);
+  v("signal", m.signal);
+  v("reason", m.reason);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, RankExited>
@@ -176,10 +201,38 @@ std::string check(const NodeMetrics& m, std::uint16_t) {
 }
 std::string check(const AllocationRequest& m, std::uint16_t) {
   const auto d = static_cast<unsigned>(m.directive);
-  if (d != 1 && d != 2) {
-    return "directive: " + std::to_string(d) + " is neither extend (1) nor release (2)";
+  if (d != 1 && d != 2 && d != 3) {
+    return "directive: " + std::to_string(d) + " is neither extend (1), release (2) nor cancel (3)";
+  }
+  if (m.directive == AllocationDirective::cancel) {
+    if (m.request_id.empty()) return "request_id: empty for a cancel";
+    if (m.node_count != 0) return "node_count: " + std::to_string(m.node_count) + " for a cancel (0)";
+    return {};
   }
   if (m.node_count == 0) return "node_count: 0";
+  return {};
+}
+std::string check(const JobControlRequest& m, std::uint16_t) {
+  const auto a = static_cast<unsigned>(m.action);
+  if (a != 1 && a != 2) return "action: " + std::to_string(a) + " is neither signal (1) nor terminate (2)";
+  if (m.action == JobControlAction::signal && (m.signal < 1 || m.signal > 64))
+    return "signal: " + std::to_string(m.signal) + " is not a signal";
+  if (m.action == JobControlAction::terminate && m.signal != 0)
+    return "signal: " + std::to_string(m.signal) + " for a terminate (0)";
+  if (m.requester.empty()) return "requester: empty";
+  return {};
+}
+std::string check(const AllocationComplete& m, std::uint16_t) {
+  if (m.request_id.empty()) return "request_id: empty";
+  if (m.resize_id == 0) return "resize_id: 0";
+  const auto o = static_cast<unsigned>(m.outcome);
+  if (o < 1 || o > 3)
+    return "outcome: " + std::to_string(o) + " is neither committed (1), aborted (2) nor cancelled (3)";
+  return {};
+}
+std::string check(const SignalRank& m, std::uint16_t) {
+  if (m.pid <= 0) return "pid: " + std::to_string(m.pid) + " is not a pid";
+  if (m.signal < 1 || m.signal > 64) return "signal: " + std::to_string(m.signal) + " is not a signal";
   return {};
 }
 std::string check(const RankExited& m, std::uint16_t) {
@@ -443,6 +496,18 @@ std::string_view to_string(MessageType type) {
     case MessageType::operator_resize: return "operator_resize";
     case MessageType::status_request: return "status_request";
     case MessageType::status_reply: return "status_reply";
+    case MessageType::job_control_request: return "job_control_request";
+    case MessageType::allocation_complete: return "allocation_complete";
+    case MessageType::signal_rank: return "signal_rank";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(AllocationOutcome outcome) {
+  switch (outcome) {
+    case AllocationOutcome::committed: return "committed";
+    case AllocationOutcome::aborted: return "aborted";
+    case AllocationOutcome::cancelled: return "cancelled";
   }
   return "unknown";
 }
@@ -561,6 +626,9 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::operator_resize: decode_body<OperatorResize>(body, version, out); break;
     case MessageType::status_request: decode_body<StatusRequest>(body, version, out); break;
     case MessageType::status_reply: decode_body<StatusReply>(body, version, out); break;
+    case MessageType::job_control_request: decode_body<JobControlRequest>(body, version, out); break;
+    case MessageType::allocation_complete: decode_body<AllocationComplete>(body, version, out); break;
+    case MessageType::signal_rank: decode_body<SignalRank>(body, version, out); break;
     default:
       return fail(DecodeError::unknown_type,
                   "unknown message type " + std::to_string(type) + " (protocol version " +

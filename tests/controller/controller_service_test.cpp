@@ -381,6 +381,97 @@ TEST_F(ControllerServiceTest, ShutdownEndsTheResizeInFlightAndStopsTheDaemons) {
   service_->shutdown();  // idempotent
 }
 
+// PMIx_Allocation_request in two phases: taken at once, then AllocationComplete to the daemon
+// the request came through once its resize committed.
+TEST_F(ControllerServiceTest, AnAllocationRequestIsToldWhenItsResizeCommits) {
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  EXPECT_EQ(ask(node1, protocol::AllocationRequest{protocol::AllocationDirective::extend, 1, 1, "grow-1"}),
+            protocol::Message(protocol::Ack{protocol::AckCode::ok, "asked the fake resource manager for 1 node"}));
+  clock_.advance(700ms);
+  ASSERT_TRUE(run_until([&] { return launcher_.calls.size() == 1; }));
+  daemon("node2");
+  ASSERT_EQ(wait_received(node0, 1).size(), 1u);
+  EXPECT_TRUE(node1.received().empty());  // nothing before the commit
+  node0.client->notify(protocol::ResizeAck{{1, protocol::ResizeOutcome::committed, 3, {2}, ""}});
+  EXPECT_EQ(wait_received(node1, 1),
+            (std::vector<protocol::Message>{protocol::AllocationComplete{
+                "grow-1", 1, protocol::AllocationOutcome::committed,
+                "resize 1 (expand by 1) committed: job 42 holds 3 node(s) (node0,node1,node2)"}}));
+  EXPECT_EQ(node0.received().size(), 1u);  // the decision only
+}
+
+// A request cancelled while its resize waits for the resource manager: aborted at once, the
+// requester's daemon told "cancelled", the event log names the request, nothing kept.
+TEST_F(ControllerServiceTest, ACancelledAllocationRequestLeavesNothing) {
+  daemon("node0");
+  Peer& node1 = daemon("node1");
+  ASSERT_EQ(ask(node1, protocol::AllocationRequest{protocol::AllocationDirective::extend, 1, 1, "grow-2"}),
+            protocol::Message(protocol::Ack{protocol::AckCode::ok, "asked the fake resource manager for 1 node"}));
+  EXPECT_EQ(ask(node1, protocol::AllocationRequest{protocol::AllocationDirective::cancel, 0, 1, "grow-2"}),
+            protocol::Message(protocol::Ack{protocol::AckCode::ok,
+                                            "allocation request grow-2 (resize 1) is being cancelled"}));
+  EXPECT_EQ(wait_received(node1, 1),
+            (std::vector<protocol::Message>{protocol::AllocationComplete{
+                "grow-2", 1, protocol::AllocationOutcome::cancelled,
+                "resize 1 (expand by 1) cancelled by its requester: job 42 keeps 2 node(s)"}}));
+  const auto records = read_event_log(service_->event_log_path());
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[1].event, ResizeEvent::cancel_requested);
+  EXPECT_EQ(records[1].to, ResizeState::aborted);
+  EXPECT_TRUE(records[1].detail.starts_with("allocation request grow-2 cancelled by its requester (rank 1 on node1)"))
+      << records[1].detail;
+  // The grant that would have come is withdrawn: no daemon is started, no node kept.
+  clock_.advance(700ms);
+  for (int i = 0; i < 20; ++i) service_->step(1ms);
+  EXPECT_TRUE(launcher_.calls.empty());
+  EXPECT_EQ(service_->resizes().nodes(), (Lines{"node0", "node1"}));
+  EXPECT_TRUE(service_->resizes().unreleased_nodes().empty());
+  // Once ended, or from another node, there is no such request to cancel.
+  EXPECT_EQ(ask(node1, protocol::AllocationRequest{protocol::AllocationDirective::cancel, 0, 1, "grow-2"}),
+            protocol::Message(protocol::Ack{protocol::AckCode::refused,
+                                            "no allocation request grow-2 of node1 is in flight"}));
+}
+
+// PMIx_Job_control: the signal goes to the daemon of the target rank's node, and the event log
+// records every call with who asked, refused ones too; terminating the job asks the caller to
+// end it.
+TEST_F(ControllerServiceTest, JobControlSignalsThroughTheRanksDaemonAndIsLoggedWithWhoAsked) {
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  node1.client->notify(protocol::NodeMetrics{"node1", protocol::Metrics{}, 1, 4242});
+  ASSERT_TRUE(run_until([&] { return service_->status()["processes"][1]["pid"] == 4242; }));
+  EXPECT_EQ(ask(node0, protocol::JobControlRequest{protocol::JobControlAction::signal, 19, 1, "bellowsd.tool.1:0"}),
+            protocol::Message(protocol::Ack{protocol::AckCode::ok, "signal 19 sent to rank 1 on node1 (pid 4242)"}));
+  EXPECT_EQ(wait_received(node1, 1),
+            (std::vector<protocol::Message>{protocol::SignalRank{
+                1, 4242, 19, "PMIx_Job_control from bellowsd.tool.1:0 on node0: signal 19 to rank 1"}}));
+  EXPECT_EQ(ask(node0, protocol::JobControlRequest{protocol::JobControlAction::terminate, 0, 5, "bellowsd.tool.1:0"}),
+            protocol::Message(protocol::Ack{protocol::AckCode::refused,
+                                            "job 42 has no rank 5 to signal (ranks as last reported: 1)"}));
+  EXPECT_FALSE(service_->termination_requested());
+  EXPECT_EQ(ask(node0, protocol::JobControlRequest{protocol::JobControlAction::terminate, 0, protocol::kAllRanks,
+                                                   "local-7:0"}),
+            protocol::Message(protocol::Ack{protocol::AckCode::ok,
+                                            "job 42 ends: its ranks are stopped as on bellows run's SIGTERM"}));
+  EXPECT_EQ(service_->termination_requested(),
+            std::optional<std::string>("job 42 terminated by PMIx_Job_control from local-7:0"));
+
+  const auto records = read_event_log(service_->event_log_path());
+  ASSERT_EQ(records.size(), 3u);
+  for (const auto& r : records) {
+    EXPECT_EQ(r.event, ResizeEvent::job_control);
+    EXPECT_EQ(r.resize, 0u);
+  }
+  EXPECT_EQ(records[0].reason, "PMIx_Job_control from bellowsd.tool.1:0 on node0: signal 19 to rank 1");
+  EXPECT_EQ(records[0].nodes, Lines{"node1"});
+  EXPECT_FALSE(records[0].refused);
+  EXPECT_EQ(records[1].reason, "PMIx_Job_control from bellowsd.tool.1:0 on node0: terminate rank 5");
+  EXPECT_TRUE(records[1].refused);
+  EXPECT_EQ(records[2].reason, "PMIx_Job_control from local-7:0 on node0: terminate every rank");
+  EXPECT_EQ(records[2].nodes, (Lines{"node0", "node1"}));
+}
+
 /// The same service listening on tcp, as on a cluster whose nodes are other hosts.
 class ControllerServiceOverTcpTest : public ControllerServiceTest {
  protected:

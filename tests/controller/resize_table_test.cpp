@@ -33,7 +33,7 @@ TEST(ResizeTable, HasOneRowPerKindStateAndEvent) {
         << "two rows for " << row_name(t.kind, t.from, t.event);
     EXPECT_FALSE(is_final(t.from)) << row_name(t.kind, t.from, t.event);
   }
-  EXPECT_EQ(resize_transitions().size(), 48u);
+  EXPECT_EQ(resize_transitions().size(), 52u);
 }
 
 TEST(ResizeTable, EveryStateBetweenStartAndEndIsLeftAndEveryFinalStateReached) {
@@ -190,6 +190,12 @@ class EveryTransition : public ControllerTest,
       case ResizeEvent::job_recovered:
       case ResizeEvent::recovery_deadline:
         FAIL() << "a failure's event in a resize's row";  // failure_test.cpp drives these
+        break;
+      case ResizeEvent::cancel_requested:
+        ASSERT_TRUE(ctl->deliver(0, ResizeEvent::cancel_requested, "cancelled by its requester").accepted);
+        break;
+      case ResizeEvent::job_control:
+        FAIL() << "job_control is no transition";
     }
   }
 };

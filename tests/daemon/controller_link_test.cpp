@@ -78,6 +78,7 @@ class ControllerLinkTest : public bellows::testing::LoggedTest {
         endpoint(), log_sink<tr::LogLevel>(), [this](const pr::Message& m) -> std::optional<pr::Ack> {
           if (std::holds_alternative<pr::Hello>(m)) return hello_answer_;
           if (const auto* r = std::get_if<pr::AllocationRequest>(&m)) return allocation_answer_(*r);
+          if (const auto* j = std::get_if<pr::JobControlRequest>(&m)) return job_control_answer_(*j);
           return std::nullopt;
         });
   }
@@ -115,6 +116,8 @@ class ControllerLinkTest : public bellows::testing::LoggedTest {
   pr::Ack hello_answer_{pr::AckCode::ok, "welcome"};
   std::function<std::optional<pr::Ack>(const pr::AllocationRequest&)> allocation_answer_ =
       [](const pr::AllocationRequest&) { return std::nullopt; };
+  std::function<std::optional<pr::Ack>(const pr::JobControlRequest&)> job_control_answer_ =
+      [](const pr::JobControlRequest&) { return std::nullopt; };
   std::unique_ptr<bellows::testing::RecordingController> controller_;
 };
 
@@ -150,8 +153,8 @@ TEST_F(ControllerLinkTest, ForwardsARanksRequestsMetricsAndReportsAndDeliversDec
   pr::ResizeAck cancelled{{13, pr::ResizeOutcome::cancelled, 2, {}, ""}};
   const std::vector<pr::Message> expected = {
       hello,
-      pr::AllocationRequest{pr::AllocationDirective::extend, 2, 0},
-      pr::AllocationRequest{pr::AllocationDirective::release, 1, 0},
+      pr::AllocationRequest{pr::AllocationDirective::extend, 2, 0, "n7.1"},
+      pr::AllocationRequest{pr::AllocationDirective::release, 1, 0, "n7.2"},
       pr::NodeMetrics{"n7", pr::Metrics{.iteration = 12,
                                         .iteration_seconds = 0.25,
                                         .ready_tasks = 3,
@@ -309,6 +312,58 @@ TEST_F(ControllerLinkTest, LostRanksAndStopReachAToolAsStandardEvents) {
   EXPECT_EQ(stops.load(), 1);
 }
 
+// A PMIx tool's allocation request is taken at once (its id echoed) and told its end later
+// (PMIX_NOTIFY_ALLOC_COMPLETE from the controller's AllocationComplete); its PMIx_Job_control
+// goes to the controller with who asked, and the controller's refusal, or a target of another
+// job, fails the call.
+TEST_F(ControllerLinkTest, AToolHearsHowItsAllocationEndedAndItsJobControlIsForwarded) {
+  allocation_answer_ = [](const pr::AllocationRequest&) { return pr::Ack{pr::AckCode::ok, "taken by the test"}; };
+  job_control_answer_ = [](const pr::JobControlRequest& r) {
+    return r.target_rank == 1 ? pr::Ack{pr::AckCode::ok, "signal 19 sent to rank 1"}
+                              : pr::Ack{pr::AckCode::refused, "job job-9 has no rank 5 to signal"};
+  };
+  start_controller();
+  d::PmixServer server(pmix_options());
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}, {}}, nullptr);
+  ASSERT_TRUE(link.wait_registered(20s));
+  controller().notify(peer(), pr::JobView{"job-9", {"n7", "n2"}, {0, 1}, {100, 200}, 2, 1, 4, "", 0,
+                                          pr::ResizeKind::expand, "", 0, {}});
+  const auto view_deadline = std::chrono::steady_clock::now() + 20s;
+  while (!server.job_view() && std::chrono::steady_clock::now() < view_deadline) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(server.job_view().has_value());
+  const std::string uri = "file:" + (dir_ / "uri").string();
+
+  ChildProcess tool({BELLOWS_CONTROL_TOOL_PATH, "--uri", uri, "--wait", "20", "extend", "1", "--req-id", "grow-7"});
+  EXPECT_TRUE(line(tool).starts_with(R"({"call": "extend", "status": 0, "status_name": "SUCCESS", )"
+                                     R"("request_id": "grow-7", "text": "taken by the test", "time": )"));
+  EXPECT_EQ(received(2).back(), pr::Message(pr::AllocationRequest{pr::AllocationDirective::extend, 1, 0, "grow-7"}));
+  controller().notify(peer(), pr::AllocationComplete{"grow-7", 4, pr::AllocationOutcome::committed,
+                                                     "resize 4 (expand by 1) committed"});
+  EXPECT_TRUE(line(tool).starts_with(R"({"event": "PMIX_NOTIFY_ALLOC_COMPLETE", "code": -105, "request_id": )"
+                                     R"("grow-7", "alloc_id": "4", "outcome": "committed", "text": )"
+                                     R"("resize 4 (expand by 1) committed", "time": )"));
+  EXPECT_TRUE(exited_zero(tool.wait_exit(20s)));
+
+  ChildProcess signal({BELLOWS_CONTROL_TOOL_PATH, "--uri", uri, "signal", "job-9", "1", "19"});
+  EXPECT_TRUE(line(signal).starts_with(R"({"call": "signal", "status": 0, "status_name": "SUCCESS", "time": )"));
+  EXPECT_EQ(received(3).back(),
+            pr::Message(pr::JobControlRequest{pr::JobControlAction::signal, 19, 1, "bellowsd.tool.2:0"}));
+  EXPECT_TRUE(exited_zero(signal.wait_exit(20s)));
+
+  ChildProcess missing({BELLOWS_CONTROL_TOOL_PATH, "--uri", uri, "terminate", "job-9", "5"});
+  EXPECT_TRUE(line(missing).starts_with(R"({"call": "terminate", "status": -27, "status_name": "BAD-PARAM", )"));
+  EXPECT_EQ(received(4).back(),
+            pr::Message(pr::JobControlRequest{pr::JobControlAction::terminate, 0, 5, "bellowsd.tool.3:0"}));
+  EXPECT_TRUE(logged_within("refused (BAD-PARAM): the controller refused: job job-9 has no rank 5 to signal"));
+
+  ChildProcess other({BELLOWS_CONTROL_TOOL_PATH, "--uri", uri, "terminate", "job-1", "all"});
+  EXPECT_TRUE(line(other).starts_with(R"({"call": "terminate", "status": -27, "status_name": "BAD-PARAM", )"));
+  allow_log("bellowsd: warning: job control from bellowsd.tool.4:0 refused (BAD-PARAM): target job-1:* is not "
+            "of job job-9");
+  EXPECT_TRUE(logged_within("target job-1:* is not of job job-9"));
+  EXPECT_EQ(controller_->count(), 4u);  // not forwarded
+}
+
 TEST_F(ControllerLinkTest, ARefusedHelloSaysWhy) {
   hello_answer_ = pr::Ack{pr::AckCode::refused, "node n7 is not in the job"};
   start_controller();
@@ -350,7 +405,7 @@ TEST_F(ControllerLinkTest, AnUnansweredRequestTimesOut) {
                             "the daemon's log says why");
   EXPECT_TRUE(exited_zero(rank.wait_exit(20s)));
   EXPECT_EQ(received(2).back(),
-            pr::Message(pr::AllocationRequest{pr::AllocationDirective::release, 1, 0}));
+            pr::Message(pr::AllocationRequest{pr::AllocationDirective::release, 1, 0, "n7.1"}));
 }
 
 // Slurm signals every process of a step at once: a rank's launcher that ends of that SIGTERM

@@ -159,6 +159,8 @@ TEST_F(DaemonTest, RankRequestsMetricsAndEventsRoundTrip) {
   EXPECT_EQ(request->request.directive, PMIX_ALLOC_EXTEND);
   EXPECT_EQ(request->request.num_nodes, 2u);
   EXPECT_EQ(request->request.requester, *tool);
+  // The rank gave no PMIX_ALLOC_REQ_ID: the daemon names the request after its node.
+  EXPECT_EQ(request->request.request_id, "n1.1");
   request->responder->reply(PMIX_SUCCESS, "granted 2 nodes");
   EXPECT_EQ(line(rank), "answer status=0 name=SUCCESS text=granted 2 nodes");
 

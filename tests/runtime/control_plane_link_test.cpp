@@ -205,7 +205,7 @@ TEST_F(ControlPlaneLinkTest, TurnsTheControllersDecisionsIntoRequestsOnTheFirstR
   EXPECT_EQ(answer.status, 0);
   EXPECT_EQ(answer.text, "granted 1 node");
   EXPECT_EQ(reported(++count),
-            pr::Message(pr::AllocationRequest{pr::AllocationDirective::extend, 1, 0}));
+            pr::Message(pr::AllocationRequest{pr::AllocationDirective::extend, 1, 0, "n0.1"}));
 
   // A failure: every rank keeps the lost ranks (the runtime's callback runs as they come);
   // the job's first rank reports its recovery under the failure's id.

@@ -35,8 +35,9 @@ inline std::vector<NodeMetrics> samples(std::type_identity<NodeMetrics>) {
   return {NodeMetrics{"node-b", Metrics{}}, NodeMetrics{"node-c", first_rank, 0, 31337}};
 }
 inline std::vector<AllocationRequest> samples(std::type_identity<AllocationRequest>) {
-  return {AllocationRequest{AllocationDirective::extend, 2, 0},
-          AllocationRequest{AllocationDirective::release, 3, 7}};
+  return {AllocationRequest{AllocationDirective::extend, 2, 0, "local0.1"},
+          AllocationRequest{AllocationDirective::release, 3, 7, "grow-more"},
+          AllocationRequest{AllocationDirective::cancel, 0, 2, "grow-more"}};
 }
 inline std::vector<RankExited> samples(std::type_identity<RankExited>) {
   return {RankExited{9, 31337, 0, 11}, RankExited{kNoRank, 77, -1, 0}};
@@ -93,6 +94,17 @@ inline std::vector<StatusRequest> samples(std::type_identity<StatusRequest>) {
 }
 inline std::vector<StatusReply> samples(std::type_identity<StatusReply>) {
   return {StatusReply{R"({"job":"local-1","nodes":["local0","local1"]})"}};
+}
+inline std::vector<JobControlRequest> samples(std::type_identity<JobControlRequest>) {
+  return {JobControlRequest{JobControlAction::signal, 19, 2, "bellowsd.tool.1 (a tool of local0)"},
+          JobControlRequest{JobControlAction::terminate, 0, kAllRanks, "local-7:0 on local0"}};
+}
+inline std::vector<AllocationComplete> samples(std::type_identity<AllocationComplete>) {
+  return {AllocationComplete{"local0.1", 3, AllocationOutcome::committed, "committed: local2"},
+          AllocationComplete{"grow-more", 4, AllocationOutcome::cancelled, "called off"}};
+}
+inline std::vector<SignalRank> samples(std::type_identity<SignalRank>) {
+  return {SignalRank{2, 4711, 15, "PMIx_Job_control from bellowsd.tool.1 on local0"}};
 }
 
 /// Every sample above, in the order of the Message variant's alternatives: at least one

@@ -20,7 +20,12 @@ std::vector<Message> one_of_each() {
   return {
       Hello{"node-a", 4242, kProtocolVersion},
       NodeMetrics{"node-b", {17, 0.125, 96, 0.75, 12, 5, 41.5}},
-      AllocationRequest{AllocationDirective::release, 3, 7},
+      AllocationRequest{AllocationDirective::release, 3, 7, ""},
+      AllocationRequest{AllocationDirective::cancel, 0, 2, "grow-more"},
+      JobControlRequest{JobControlAction::signal, 19, 2, "bellowsd.tool.1 (a tool of local0)"},
+      JobControlRequest{JobControlAction::terminate, 0, kAllRanks, "local-7:0 on local0"},
+      AllocationComplete{"local0.1", 3, AllocationOutcome::committed, "committed"},
+      SignalRank{2, 4711, 15, "asked by bellowsd.tool.1 on local0"},
       RankExited{9, 31337, 0, 11},
       ResizeAck{{5, ResizeOutcome::committed, 7, {4, 5, 6}, ""}},
       ResizeAck{{8, ResizeOutcome::left, 4, {5, 6}, ""}},
@@ -222,20 +227,20 @@ TEST(Messages, RefusesWrongMagic) {
 
 TEST(Messages, RefusesAnotherVersionNamingBoth) {
   Bytes b = encode(Abort{1, ""});
-  set_u16(b, 4, 10);
+  set_u16(b, 4, 11);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 10 refused: this side speaks version 9");
-  EXPECT_EQ(r.peer_version, 10);
+  EXPECT_EQ(r.text, "protocol version 11 refused: this side speaks version 10");
+  EXPECT_EQ(r.peer_version, 11);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 10 refused: this side speaks version 9");
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 11 refused: this side speaks version 10");
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 9)");
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 10)");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -280,16 +285,36 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
-                 "bad field hello.protocol_version: 2 differs from the header's version 9");
+                 "bad field hello.protocol_version: 2 differs from the header's version 10");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),
                  bad_field, "bad field node_metrics.iteration_seconds: nan is not a finite time >= 0");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 0.5, 2, 3}}), bad_field,
                  "bad field node_metrics.steals_failed: 3 exceeds steals_sent 2");
-  EXPECT_REFUSED(body_of(AllocationRequest{static_cast<AllocationDirective>(5), 1, 0}), bad_field,
-                 "bad field allocation_request.directive: 5 is neither extend (1) nor release (2)");
-  EXPECT_REFUSED(body_of(AllocationRequest{AllocationDirective::extend, 0, 0}), bad_field,
+  EXPECT_REFUSED(body_of(AllocationRequest{static_cast<AllocationDirective>(5), 1, 0, ""}), bad_field,
+                 "bad field allocation_request.directive: 5 is neither extend (1), release (2) nor cancel (3)");
+  EXPECT_REFUSED(body_of(AllocationRequest{AllocationDirective::cancel, 0, 0, ""}), bad_field,
+                 "bad field allocation_request.request_id: empty for a cancel");
+  EXPECT_REFUSED(body_of(AllocationRequest{AllocationDirective::cancel, 2, 0, "r1"}), bad_field,
+                 "bad field allocation_request.node_count: 2 for a cancel (0)");
+  EXPECT_REFUSED(body_of(JobControlRequest{static_cast<JobControlAction>(4), 0, 0, "t"}), bad_field,
+                 "bad field job_control_request.action: 4 is neither signal (1) nor terminate (2)");
+  EXPECT_REFUSED(body_of(JobControlRequest{JobControlAction::signal, 0, 0, "t"}), bad_field,
+                 "bad field job_control_request.signal: 0 is not a signal");
+  EXPECT_REFUSED(body_of(JobControlRequest{JobControlAction::terminate, 9, 0, "t"}), bad_field,
+                 "bad field job_control_request.signal: 9 for a terminate (0)");
+  EXPECT_REFUSED(body_of(JobControlRequest{JobControlAction::signal, 15, 0, ""}), bad_field,
+                 "bad field job_control_request.requester: empty");
+  EXPECT_REFUSED(body_of(AllocationComplete{"", 1, AllocationOutcome::aborted, ""}), bad_field,
+                 "bad field allocation_complete.request_id: empty");
+  EXPECT_REFUSED(body_of(AllocationComplete{"r", 0, AllocationOutcome::aborted, ""}), bad_field,
+                 "bad field allocation_complete.resize_id: 0");
+  EXPECT_REFUSED(body_of(AllocationComplete{"r", 1, static_cast<AllocationOutcome>(9), ""}), bad_field,
+                 "bad field allocation_complete.outcome: 9 is neither committed (1), aborted (2) nor cancelled (3)");
+  EXPECT_REFUSED(body_of(SignalRank{1, 0, 15, ""}), bad_field, "bad field signal_rank.pid: 0 is not a pid");
+  EXPECT_REFUSED(body_of(SignalRank{1, 7, 65, ""}), bad_field, "bad field signal_rank.signal: 65 is not a signal");
+  EXPECT_REFUSED(body_of(AllocationRequest{AllocationDirective::extend, 0, 0, ""}), bad_field,
                  "bad field allocation_request.node_count: 0");
   EXPECT_REFUSED(body_of(RankExited{1, 0, 0, 0}), bad_field, "bad field rank_exited.pid: 0 is not a pid");
   EXPECT_REFUSED(body_of(RankExited{1, 5, 0, 99}), bad_field,

@@ -97,6 +97,12 @@ class ControllerService {
   /// Whether the job reported its recovery from every failure recorded (none: true).
   [[nodiscard]] bool recovered_from_failures() const { return !resizes_->degraded(); }
 
+  /// Why the job is to end, when a PMIx_Job_control terminated the whole job (the caller
+  /// ends it as on a stop signal); std::nullopt otherwise.
+  [[nodiscard]] const std::optional<std::string>& termination_requested() const noexcept {
+    return termination_requested_;
+  }
+
   /// Asks for a resize by delta nodes (> 0 grow, < 0 shrink) on behalf of requester.
   Outcome resize(int delta, Requester requester, const std::string& reason);
 
@@ -132,6 +138,16 @@ class ControllerService {
   void on_request(const transport::Incoming& in, transport::Responder responder);
   void on_notification(const transport::Incoming& in);
   void on_peer_gone(const transport::PeerId& peer);
+  /// The node whose daemon holds `peer`, or "" for a peer that is no registered daemon.
+  [[nodiscard]] std::string node_of(const transport::PeerId& peer) const;
+  /// A forwarded PMIx_Allocation_request of `node`: extend or release starts a resize and
+  /// remembers which request it answers; cancel calls the request's resize off.
+  protocol::Ack on_allocation_request(const std::string& node, const protocol::AllocationRequest& request);
+  /// A forwarded PMIx_Job_control of `node`: signals or terminates ranks through their
+  /// daemons (SignalRank), or ends the job; logged (event job_control) with who asked.
+  protocol::Ack on_job_control(const std::string& node, const protocol::JobControlRequest& request);
+  /// Tells the daemon that forwarded an allocation request how its resize ended.
+  void answer_allocation_request(const ResizeView& finished);
   bool send(const std::string& node, const protocol::Message& message);
   void tick_policy();
   /// recovery.on_node_loss: replace. Once the job has recovered from a failure, asks for as
@@ -177,6 +193,15 @@ class ControllerService {
   std::set<ResizeId> recoveries_seen_;
   std::set<std::string> ranks_ended_;  ///< nodes whose daemon reported its rank's end
   std::deque<std::pair<ResizeId, std::vector<std::string>>> replacements_due_;
+  /// The allocation request (its daemon's node and its request id) that started a resize
+  /// still in flight, and whether its requester cancelled it.
+  struct AllocationOrigin {
+    std::string node;
+    std::string request_id;
+    bool cancelled = false;
+  };
+  std::map<ResizeId, AllocationOrigin> allocation_requests_;
+  std::optional<std::string> termination_requested_;
 };
 
 }  // namespace bellows::controller

@@ -62,6 +62,9 @@ enum class ResizeEvent {
   survivors_told,        ///< the daemon of every surviving node was told who is lost
   job_recovered,         ///< the job reports that it runs on without the lost ranks
   recovery_deadline,     ///< the job did not report its recovery in time
+  // from a PMIx requester
+  cancel_requested,      ///< the allocation request that started the resize was cancelled
+  job_control,           ///< not a transition: a PMIx_Job_control, logged with who asked
 };
 
 /// What the controller does on a transition.

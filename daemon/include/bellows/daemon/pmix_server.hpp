@@ -7,6 +7,7 @@
 // handlers; answers go back to PMIx from the worker (or from whichever thread the owner
 // replies on), never from the progress thread.
 
+#include <bellows/daemon/job_control.hpp>
 #include <bellows/daemon/payload.hpp>
 #include <bellows/daemon/standard_events.hpp>
 #include <bellows/protocol/messages.hpp>
@@ -30,16 +31,25 @@ namespace bellows::daemon {
 
 struct ReplyGate;
 
-/// A PMIx_Allocation_request received from a rank.
+/// The directive that cancels an earlier allocation request, named by its PMIX_ALLOC_REQ_ID:
+/// PMIx 5's PMIX_ALLOC_REQ_CANCEL, which PMIx 4.2.2 has no name for (its library passes the
+/// value on to the host all the same).
+inline constexpr pmix_alloc_directive_t kAllocRequestCancel = 5;
+
+/// A PMIx_Allocation_request received from a rank or tool.
 struct AllocationRequest {
   ProcId requester;
-  /// PMIX_ALLOC_EXTEND (grow) or PMIX_ALLOC_RELEASE (shrink).
+  /// PMIX_ALLOC_EXTEND (grow), PMIX_ALLOC_RELEASE (shrink) or kAllocRequestCancel.
   pmix_alloc_directive_t directive = PMIX_ALLOC_EXTEND;
-  /// PMIX_ALLOC_NUM_NODES.
+  /// PMIX_ALLOC_NUM_NODES (0 for a cancel).
   std::uint64_t num_nodes = 0;
-  /// PMIX_ALLOC_REQ_ID when the requester gave one, else "".
+  /// PMIX_ALLOC_REQ_ID when the requester gave one, else one the daemon gave it
+  /// ("NODE.N"): the reply carries it back, and a cancel names the request it calls off.
   std::string request_id;
 };
+
+/// A PMIx_Job_control received from a rank or tool, as read_job_control() reads it.
+using JobControlRequest = JobControlOrder;
 
 /// The answer to one AllocationRequest: call reply() once, from any thread but PMIx's
 /// progress thread. Dropping it unanswered replies PMIX_ERR_NOT_AVAILABLE "the daemon gave
@@ -57,16 +67,22 @@ class AllocationResponder {
   /// Sends status (PMIX_SUCCESS when granted) and text to the rank. PMIx 4.2.2 delivers the
   /// text (kReplyText) only with PMIX_SUCCESS: a refusal reaches the rank as its status alone,
   /// so refusals are also logged here, with their text. A second call does nothing.
+  /// With a request id (allocation requests), the reply also carries PMIX_ALLOC_REQ_ID.
   void reply(pmix_status_t status, const std::string& text);
   [[nodiscard]] bool answered() const noexcept { return cbfunc_ == nullptr; }
 
  private:
   friend struct ResponderAccess;
-  AllocationResponder(std::shared_ptr<ReplyGate> gate, std::string what, pmix_info_cbfunc_t cbfunc,
-                      void* cbdata) noexcept
-      : gate_(std::move(gate)), what_(std::move(what)), cbfunc_(cbfunc), cbdata_(cbdata) {}
+  AllocationResponder(std::shared_ptr<ReplyGate> gate, std::string what, std::string request_id,
+                      pmix_info_cbfunc_t cbfunc, void* cbdata) noexcept
+      : gate_(std::move(gate)),
+        what_(std::move(what)),
+        request_id_(std::move(request_id)),
+        cbfunc_(cbfunc),
+        cbdata_(cbdata) {}
   std::shared_ptr<ReplyGate> gate_;
   std::string what_;
+  std::string request_id_;
   pmix_info_cbfunc_t cbfunc_ = nullptr;
   void* cbdata_ = nullptr;
 };
@@ -121,6 +137,8 @@ class PmixServer {
   };
 
   using AllocateHandler = std::function<void(const AllocationRequest&, AllocationResponder)>;
+  /// Answered like an allocation request: the responder's reply is PMIx_Job_control's.
+  using JobControlHandler = std::function<void(const JobControlRequest&, AllocationResponder)>;
   using MetricsHandler = std::function<void(const ReceivedMetrics&)>;
   using ResizeReportHandler = std::function<void(const ReceivedResizeReport&)>;
   /// A rank attached and said which process it is: (its PMIx name, its pid).
@@ -142,8 +160,13 @@ class PmixServer {
 
   /// Handler for allocation requests; without one they are answered PMIX_ERR_NOT_SUPPORTED
   /// "no controller is attached to this daemon". Requests without PMIX_ALLOC_NUM_NODES, with
-  /// 0 nodes or with another directive are refused PMIX_ERR_BAD_PARAM before any handler.
+  /// 0 nodes, a cancel without PMIX_ALLOC_REQ_ID, or another directive are refused
+  /// PMIX_ERR_BAD_PARAM before any handler. Every request reaching the handler has its id.
   void on_allocate(AllocateHandler handler);
+  /// Handler for PMIx_Job_control; without one it is answered PMIX_ERR_NOT_SUPPORTED "no
+  /// controller is attached to this daemon". Calls read_job_control() refuses are answered
+  /// with its status before any handler (and logged with the reason).
+  void on_job_control(JobControlHandler handler);
   /// Handler for rank metrics; without one they are dropped.
   void on_metrics(MetricsHandler handler);
   /// Handler for the ranks' resize reports; without one they are dropped. Reports of another

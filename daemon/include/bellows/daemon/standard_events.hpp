@@ -38,6 +38,8 @@ inline constexpr StandardEventCode kStandardEventCodes[] = {
      "a rank of the job was killed by a signal, as the controller learnt it"},
     {PMIX_EVENT_NODE_DOWN, "PMIX_EVENT_NODE_DOWN", "a node of the job whose daemon went away"},
     {PMIX_EVENT_JOB_END, "PMIX_EVENT_JOB_END", "the job ended (the controller's Stop)"},
+    {PMIX_NOTIFY_ALLOC_COMPLETE, "PMIX_NOTIFY_ALLOC_COMPLETE",
+     "the resize an allocation request started ended (to its requester alone)"},
 };
 
 /// The PMIx constant of a code of kStandardEventCodes ("PMIX_EVENT_NODE_DOWN"); "" for others.

@@ -40,7 +40,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 9;
+inline constexpr std::uint16_t kProtocolVersion = 10;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
@@ -59,12 +59,15 @@ enum class MessageType : std::uint16_t {
   allocation_request = 3,
   rank_exited = 4,
   resize_ack = 5,
+  job_control_request = 6,
   resize_decided = 16,
   abort = 18,
   stop = 20,
   start_rank = 21,
   job_view = 22,
   ranks_lost = 23,
+  allocation_complete = 24,
+  signal_rank = 25,
   ack = 32,
   operator_resize = 40,
   status_request = 41,
@@ -93,6 +96,8 @@ struct Hello {
 /// started and that ended, or could not start, before it joined), and NodeMetrics::rank and
 /// JobView::node_ranks of a node whose rank the daemon does not know.
 inline constexpr std::uint32_t kNoRank = 0xffffffffu;
+/// JobControlRequest::target_rank for every rank of the job (PMIx's PMIX_RANK_WILDCARD).
+inline constexpr std::uint32_t kAllRanks = 0xfffffffeu;
 
 /// Metrics of one node, sent after each iteration of its rank: the rank's Metrics
 /// (metrics.hpp) with the node's name, the rank's number in the job and its process id.
@@ -105,16 +110,36 @@ struct NodeMetrics {
   bool operator==(const NodeMetrics&) const = default;
 };
 
-/// EXTEND or RELEASE, as in PMIx_Allocation_request.
-enum class AllocationDirective : std::uint8_t { extend = 1, release = 2 };
+/// EXTEND or RELEASE, as in PMIx_Allocation_request, or the cancel of an earlier request
+/// (PMIx's PMIX_ALLOC_REQ_CANCEL directive).
+enum class AllocationDirective : std::uint8_t { extend = 1, release = 2, cancel = 3 };
 
-/// An allocation request a rank made (PMIx_Allocation_request), forwarded by its daemon.
+/// An allocation request a rank or tool made (PMIx_Allocation_request), forwarded by its
+/// daemon. request_id names it (PMIX_ALLOC_REQ_ID, or one the daemon gave it), unique among
+/// the daemon's requests: the controller answers its outcome (AllocationComplete) under it,
+/// and a cancel names the request it calls off by it.
 struct AllocationRequest {
   static constexpr MessageType kType = MessageType::allocation_request;
   AllocationDirective directive = AllocationDirective::extend;
-  std::uint32_t node_count = 0;       ///< > 0
+  std::uint32_t node_count = 0;       ///< > 0 for extend and release, 0 for cancel
   std::uint32_t requesting_rank = 0;
+  std::string request_id;             ///< not empty for a cancel
   bool operator==(const AllocationRequest&) const = default;
+};
+
+/// What PMIx_Job_control asked of the job's ranks.
+enum class JobControlAction : std::uint8_t { signal = 1, terminate = 2 };
+
+/// A PMIx_Job_control a rank or tool sent a daemon, forwarded to the controller (a request,
+/// answered with an Ack): signal (a signal to the target) or terminate (SIGTERM to a rank; the
+/// whole job ends as on `bellows run`'s SIGTERM).
+struct JobControlRequest {
+  static constexpr MessageType kType = MessageType::job_control_request;
+  JobControlAction action = JobControlAction::signal;
+  std::int32_t signal = 0;             ///< 1..64 for signal, 0 for terminate
+  std::uint32_t target_rank = 0;       ///< a job rank, or kAllRanks
+  std::string requester;               ///< who asked, as its daemon names it; not empty
+  bool operator==(const JobControlRequest&) const = default;
 };
 
 /// A rank of this node ended. A nonzero exit code or a signal means it crashed.
@@ -232,6 +257,33 @@ struct RanksLost {
   bool operator==(const RanksLost&) const = default;
 };
 
+/// How the resize an allocation request started ended.
+enum class AllocationOutcome : std::uint8_t { committed = 1, aborted = 2, cancelled = 3 };
+/// "committed", "aborted", "cancelled" (or "unknown").
+std::string_view to_string(AllocationOutcome outcome);
+
+/// The end of the resize an accepted allocation request started, sent to the daemon that
+/// forwarded the request, which tells the requester (PMIX_NOTIFY_ALLOC_COMPLETE).
+struct AllocationComplete {
+  static constexpr MessageType kType = MessageType::allocation_complete;
+  std::string request_id;  ///< as AllocationRequest::request_id; not empty
+  std::uint64_t resize_id = 0;  ///< > 0
+  AllocationOutcome outcome = AllocationOutcome::committed;
+  std::string text;        ///< what happened, readable
+  bool operator==(const AllocationComplete&) const = default;
+};
+
+/// Send `signal` to the job's rank `rank`, whose process its daemon watches as `pid`
+/// (a PMIx_Job_control the controller accepted; reason names who asked).
+struct SignalRank {
+  static constexpr MessageType kType = MessageType::signal_rank;
+  std::uint32_t rank = 0;
+  std::int32_t pid = 0;     ///< > 0
+  std::int32_t signal = 0;  ///< 1..64
+  std::string reason;
+  bool operator==(const SignalRank&) const = default;
+};
+
 // ---------------------------------------------------------------- operator <-> controller
 
 /// An operator's order (`bellows resize +K|-K`): grow by delta nodes (> 0) or shrink by
@@ -278,7 +330,8 @@ struct Ack {
 /// Any message.
 using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
                              ResizeDecided, Abort, Stop, StartRank, JobView, RanksLost, Ack,
-                             OperatorResize, StatusRequest, StatusReply>;
+                             OperatorResize, StatusRequest, StatusReply, JobControlRequest,
+                             AllocationComplete, SignalRank>;
 
 /// The type of the message held.
 MessageType type_of(const Message& message);

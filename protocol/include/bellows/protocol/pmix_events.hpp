@@ -114,6 +114,10 @@ inline constexpr const char* kAbortReason = "bellows.abort.reason";
 /// string: the daemon's answer to an allocation request, readable text.
 inline constexpr const char* kReplyText = "bellows.reply.text";
 
+/// string: how the resize an allocation request started ended: "committed", "aborted" or
+/// "cancelled" (PMIX_NOTIFY_ALLOC_COMPLETE, to the requester; docs/daemon.md).
+inline constexpr const char* kAllocOutcome = "bellows.alloc.outcome";
+
 /// uint64: the process id of a rank that attached (kRankAttached).
 inline constexpr const char* kAttachedPid = "bellows.attached.pid";
 
@@ -152,6 +156,7 @@ inline constexpr PayloadKey kPayloadKeys[] = {
     {kShrinkNodes, "kShrinkNodes", PMIX_STRING},
     {kAbortReason, "kAbortReason", PMIX_STRING},
     {kReplyText, "kReplyText", PMIX_STRING},
+    {kAllocOutcome, "kAllocOutcome", PMIX_STRING},
     {kAttachedPid, "kAttachedPid", PMIX_UINT64},
     {kFailureId, "kFailureId", PMIX_UINT64},
     {kLostRanks, "kLostRanks", PMIX_STRING},
