@@ -3,7 +3,7 @@
 finishes.
 
   slurm_lost_node_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM [--no-job-expansion]
-                         lost_node_replace | lost_node_shrink
+                         lost_node_replace | lost_node_shrink | lost_daemon
 
 A GEMM with buddy checkpoints at every iteration, submitted `-N1 --elastic=1:3` (spank_bellows.so
 submits it with Slurm's no-kill; with shrink, the elastic options are #SBATCH lines of its
@@ -27,6 +27,9 @@ It prints kill -> detected, recovered and progress (the first iteration a surviv
 completed after the job recovered, from metrics.jsonl), and with replace kill -> the replacement
 committed; `bench/slurm_recovery.py` takes medians of these. Afterwards the dead node's slurmd
 is started again and the node resumed, so that the cluster's other tests find 4 idle nodes.
+
+lost_daemon kills only the daemon of the last node (test_lost_daemon): what it started there
+must go with it within seconds, while the job recovers.
 """
 
 import datetime
@@ -125,6 +128,66 @@ def bring_back(c, node):
         time.sleep(0.2)
     c.wait_idle(30)
     log(f"{node}: slurmd started again, the node resumed; every node idle")
+
+
+def test_lost_daemon(c, args):
+    """Only the daemon of the job's last node is killed (SIGKILL to its bellowsd; the node, its
+    slurmd and the job's rank there live on). The controller finds the node lost, stops the
+    daemon's step at once (srun cancels it: Slurm kills the rank and mpiexec that outlived
+    bellowsd) and gives the node back; nothing of the job is left on it within seconds, while
+    the job recovers on the others (on_node_loss: shrink) and finishes verified on 2 ranks."""
+    work = start_clean(c, "lost_daemon")
+    policy = GROW_POLICY + "recovery:\n  on_node_loss: shrink\n"
+    job = ElasticJob(c, args, work, "e2e-lost-daemon", ["-N1", "--elastic=1:3"],
+                     f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
+                     "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
+                     policy=policy)
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        grown_at = job.status()["iteration"]
+        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
+                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
+        victim = job.status()["nodes"][-1]
+        of_job = {pid: describe(pid) for pid in processes_on(c, victim) if command_name(pid) != "slurmd"}
+        for program in ("bellowsd", "mpiexec", Path(args.app).name):
+            check(any(program in text for text in of_job.values()), f"no {program} on {victim}: {of_job}")
+        daemon = next(pid for pid in of_job if command_name(pid) == "bellowsd")
+        killed_at = time.time()
+        os.kill(daemon, signal.SIGKILL)
+        log(f"killed the bellowsd of {victim} (pid {daemon}); its node had {'; '.join(of_job.values())}")
+        deadline = time.monotonic() + 5
+        while (left := [pid for pid in of_job if running(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(not left, f"5 s after its daemon was killed, {victim} still runs "
+              + ", ".join(describe(pid) for pid in left))
+        gone_after = time.time() - killed_at
+        check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after the daemon of {victim} died")
+        log(f"nothing of the job is left on {victim} {gone_after:.2f} s after its daemon was killed; "
+            f"the job runs on {job.nodes()}")
+        job.wait_end(120)
+    finally:
+        job.cancel()
+    report = job.report(ranks=2)
+    sizes = [i["ranks"] for i in report["iterations"]]
+    check(len(sizes) == ITERATIONS and sizes[-1] == 2, f"iterations ran on {sizes} ranks, expected {ITERATIONS}")
+    events = job.events()
+    failures = [e for e in events if e["kind"] == "failure" and not e["refused"]]
+    phases = [e["to"] for e in failures]
+    check(phases[:1] == ["detected"] and "agreed" in phases and phases[-1] == "recovered",
+          f"the failure's phases are {phases}, expected detected, agreed, ..., recovered")
+    check(failures[0]["event"] == "node_lost" and failures[0]["nodes"] == [victim],
+          f"the failure is {failures[0]['event']} of {failures[0]['nodes']}, expected node_lost of {victim}")
+    stamps = {e["to"]: record_time(e) - killed_at for e in failures}
+    log(f"failure {failures[0]['resize']}: kill -> detected {stamps['detected']:.2f} s, agreed "
+        f"{stamps['agreed']:.2f} s, recovered {stamps['recovered']:.2f} s")
+    check(stamps["agreed"] < 2.0, f"the survivors were told {stamps['agreed']:.2f} s after the kill, expected "
+          "at once (the controller does not wait for a dead daemon's step to stop)")
+    refused = [e["detail"] for e in events if e["refused"]]
+    check(not refused, f"refused events in the log: {refused}")
+    sizes = job.accounting()
+    check(sizes and sizes[-1][0] == "COMPLETED", f"sacct: {sizes}, expected the job COMPLETED")
+    job.check_nothing_left()
+    job.check_logs(allowed=LOST_DAEMON_LINES)
 
 
 def test_lost_node(c, args, action):
@@ -233,6 +296,8 @@ def test_lost_node(c, args, action):
 # What the loss itself makes the job's logs say, with why it comes: the srun of the dead
 # node's daemon step hears from slurmctld that its node failed, into that daemon's log.
 LOST_NODE_LINES = ["srun: error: Node failure on "]
+# The srun of the killed daemon's step says its task was killed, into that daemon's log.
+LOST_DAEMON_LINES = [": task 0: Killed"]
 
 
 def job_metrics(job):
@@ -243,6 +308,7 @@ def job_metrics(job):
 TESTS = {
     "lost_node_replace": lambda c, args: test_lost_node(c, args, "replace"),
     "lost_node_shrink": lambda c, args: test_lost_node(c, args, "shrink"),
+    "lost_daemon": test_lost_daemon,
 }
 
 
