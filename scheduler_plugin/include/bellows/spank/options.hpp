@@ -144,7 +144,8 @@ enum class PolicyFileAccess {
 /// the command's own variable (value "set", as --no-kill means) before the environment is
 /// read: at plugin start for an --elastic option on the command line, and when an #SBATCH
 /// directive gives it. A variable already set is left alone, and --no-kill=off on the
-/// command line, read last, still wins.
+/// command line, read last, still wins (an #SBATCH --no-kill=off line does not: the
+/// environment is read after the script).
 struct NoKillVariable {
   std::string_view name;                    ///< SBATCH_NO_KILL, SALLOC_NO_KILL or SLURM_NO_KILL
   static constexpr std::string_view value = "set";
