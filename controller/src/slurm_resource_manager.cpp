@@ -587,26 +587,24 @@ struct SlurmResourceManager::Impl {
   /// `book` and in the job's companion book. Only a node that failed counts: a healthy node
   /// the job does not hold stays in w.nodes and is refused as not the job's.
   void take_out_failed(ReleaseWork& w, const slurm::Job& job, CompanionBook& book) {
-    std::vector<std::string> absent;
+    std::vector<std::string> held_now = job.nodes;
+    std::vector<std::uint32_t> loaded;
+    bool absent = false;
     for (const std::string& node : w.nodes) {
-      if (contains(job.nodes, node)) continue;
       const auto holder = book.holder_of(node);
-      if (!holder) {
-        absent.push_back(node);
-        continue;
+      if (holder && std::find(loaded.begin(), loaded.end(), *holder) == loaded.end()) {
+        loaded.push_back(*holder);
+        auto companion = load_job(*holder);
+        if (companion.status.ok() && companion.value.state == JOB_RUNNING)
+          held_now.insert(held_now.end(), companion.value.nodes.begin(), companion.value.nodes.end());
       }
-      auto companion = load_job(*holder);
-      const bool runs = companion.status.ok() && companion.value.state == JOB_RUNNING;
-      if (!runs || !contains(companion.value.nodes, node)) absent.push_back(node);
+      absent = absent || !contains(held_now, node);
     }
-    if (absent.empty()) return;
+    if (!absent) return;
     auto failed = load_failed_nodes();
     if (!failed.status.ok()) return;  // the release goes on and says what Slurm answers
-    for (const std::string& node : absent) {
-      if (!contains(failed.value, node)) continue;
-      w.taken_by_slurm.push_back(node);
-      std::erase(w.nodes, node);
-    }
+    w.taken_by_slurm = taken_out_on_failure(w.nodes, held_now, failed.value);
+    for (const std::string& node : w.taken_by_slurm) std::erase(w.nodes, node);
     if (w.taken_by_slurm.empty()) return;
     book.remove_nodes(w.taken_by_slurm);
     std::lock_guard lock(mutex);
