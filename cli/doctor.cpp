@@ -127,6 +127,26 @@ std::vector<Finding> diagnose(const SiteFacts& facts) {
                    "add the line `required /PATH/TO/spank_bellows.so` to " + plugstack});
   }
 
+  // What Slurm does with an elastic job whose node fails: kill_running_job_by_node_name in
+  // Slurm 22.05's job_mgr.c takes a node that goes DOWN out of a no-kill job of more than one
+  // node (and kills the job's steps there); any other job ends NODE_FAIL.
+  const std::string slurmd_timeout = value_of(facts, "SlurmdTimeout");
+  const std::string down_after =
+      "slurmctld sets a node that stops answering DOWN after SlurmdTimeout=" +
+      (slurmd_timeout.empty() ? std::string("(unknown)") : slurmd_timeout);
+  if (loads_bellows_plugin(facts.plugstack_text, plugin_line)) {
+    out.push_back({"node loss", Verdict::ok,
+                   "elastic jobs run with Slurm's no-kill, which spank_bellows.so sets at submission: a "
+                   "node that goes DOWN leaves the job, which runs on (" + down_after +
+                       "; the job's controller finds a silent node lost within 5 s itself and gives it back)",
+                   ""});
+  } else {
+    out.push_back({"node loss", Verdict::warning,
+                   "without spank_bellows.so an elastic job runs without Slurm's no-kill: a node that goes "
+                   "DOWN ends the whole job (NODE_FAIL) (" + down_after + ")",
+                   "load spank_bellows.so (above), or submit elastic jobs with --no-kill"});
+  }
+
   const std::string select = value_of(facts, "SelectType");
   if (select == "select/linear") {
     out.push_back({"select plugin", Verdict::warning,

@@ -43,7 +43,7 @@ struct Finding {
 [[nodiscard]] std::map<std::string, std::string> parse_scontrol_config(const std::string& text);
 
 /// The findings, in a fixed order: slurmctld, job expansion, accounting, SPANK plugin,
-/// select plugin, extern step, munge, control plane.
+/// node loss, select plugin, extern step, munge, control plane.
 [[nodiscard]] std::vector<Finding> diagnose(const SiteFacts& facts);
 
 [[nodiscard]] const char* to_string(Verdict verdict) noexcept;

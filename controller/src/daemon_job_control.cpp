@@ -25,6 +25,7 @@ void DaemonJobControl::daemon_gone(const std::string& node) {
   // first: only a daemon that went away on its own gets this far. Whatever resize runs, if
   // any, is the one it concerns.
   if (registered_.erase(node) == 0) return;
+  if (started_.contains(node)) gone_.insert(node);
   JobReport lost{JobReportKind::node_lost, 0, node, 0, "the daemon of " + node + " went away", {}};
   if (const auto it = node_ranks_.find(node); it != node_ranks_.end()) lost.rank = it->second;
   report(std::move(lost));
@@ -111,7 +112,15 @@ void DaemonJobControl::withdraw(ResizeId /*resize*/, const std::vector<std::stri
   for (const std::string& node : nodes) {
     starting_.erase(node);
     registered_.erase(node);
-    if (started_.erase(node) != 0) launcher_.stop(node);
+    if (started_.erase(node) != 0) stop_daemon(node);
+  }
+}
+
+void DaemonJobControl::stop_daemon(const std::string& node) {
+  if (gone_.erase(node) != 0) {
+    launcher_.stop_gone(node);
+  } else {
+    launcher_.stop(node);
   }
 }
 
@@ -165,7 +174,7 @@ void DaemonJobControl::start_initial_daemons(const std::vector<std::string>& nod
 void DaemonJobControl::stop_started_daemons() {
   for (const std::string& node : started_) {
     registered_.erase(node);
-    launcher_.stop(node);
+    stop_daemon(node);
   }
   started_.clear();
 }

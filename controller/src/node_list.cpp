@@ -207,6 +207,18 @@ ReleasePlan plan_release(const std::string& job, const std::vector<std::string>&
   return plan;
 }
 
+std::vector<std::string> taken_out_on_failure(const std::vector<std::string>& leaving,
+                                              const std::vector<std::string>& held_now,
+                                              const std::vector<std::string>& failed) {
+  std::vector<std::string> taken;
+  for (const std::string& node : leaving) {
+    const bool held = std::find(held_now.begin(), held_now.end(), node) != held_now.end();
+    const bool down = std::find(failed.begin(), failed.end(), node) != failed.end();
+    if (!held && down) taken.push_back(node);
+  }
+  return taken;
+}
+
 std::vector<std::string> allocation_order(const std::vector<std::string>& held,
                                           const std::string& batch_host,
                                           const std::vector<std::string>& granted) {

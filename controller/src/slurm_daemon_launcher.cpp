@@ -93,6 +93,20 @@ RmStatus SlurmDaemonLauncher::launch(const std::string& node, const std::string&
   return {};
 }
 
+RmStatus SlurmDaemonLauncher::stop_gone(const std::string& node) {
+  const auto it = running_.find(node);
+  if (it == running_.end()) return {RmCode::unknown_node, "no daemon runs on " + node};
+  const pid_t pid = it->second;
+  running_.erase(it);
+  ::kill(pid, SIGTERM);
+  if (detail::reaped_within(pid, std::chrono::milliseconds(2000))) return {};
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {RmCode::unavailable, "the srun of the daemon step on " + node + " did not end within 2000 ms of "
+                                   "SIGTERM: killed"};
+}
+
 RmStatus SlurmDaemonLauncher::stop(const std::string& node) {
   const auto it = running_.find(node);
   if (it == running_.end()) return {RmCode::unknown_node, "no daemon runs on " + node};

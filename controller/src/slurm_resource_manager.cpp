@@ -67,6 +67,9 @@ struct SlurmResourceManager::Impl {
     Clock::time_point updated;
     Clock::duration update_time{};
     std::string how;  ///< the updates: "NodeList=n[1,3]", "companion job 43 completed"
+    /// Leaving nodes Slurm took out of the job or a companion itself, as they went DOWN
+    /// (no-kill): released already, left out of `nodes`.
+    std::vector<std::string> taken_by_slurm;
     std::vector<std::string> own;              ///< leaving nodes the job itself holds
     std::vector<CompanionRelease> companions;  ///< leaving nodes of its companions
   };
@@ -211,7 +214,10 @@ struct SlurmResourceManager::Impl {
     a.id = w.id;
     a.job = w.job;
     a.release_status = std::move(status);
-    if (a.release_status.ok()) a.released = w.nodes;
+    if (a.release_status.ok()) {
+      a.released = w.nodes;
+      a.released.insert(a.released.end(), w.taken_by_slurm.begin(), w.taken_by_slurm.end());
+    }
     std::lock_guard lock(mutex);
     answers.push_back(std::move(a));
   }
@@ -291,6 +297,10 @@ struct SlurmResourceManager::Impl {
     desc.min_nodes = r.min_count;
     desc.max_nodes = r.count;
     desc.shared = JOB_SHARED_NONE;  // whole nodes, also under select/cons_tres
+    // Slurm's no-kill (sbatch --no-kill), as the job itself has it from spank_bellows.so: a
+    // node that goes DOWN leaves the companion, whose other nodes stay with the job, rather
+    // than ending it whole. (A helper job merges into the job, whose own setting counts.)
+    desc.kill_on_node_fail = 0;
     desc.alloc_node = alloc_host.data();
     desc.immediate = 0;
     resource_allocation_response_msg_t* raw = nullptr;
@@ -486,7 +496,13 @@ struct SlurmResourceManager::Impl {
       answer_release(w, job.status);
       return;
     }
-    const CompanionBook book = book_of(w.job);
+    CompanionBook book = book_of(w.job);
+    take_out_failed(w, job.value, book);
+    if (w.nodes.empty()) {
+      answer_release(w, {RmCode::ok, "released " + join_nodes(w.taken_by_slurm) + " of job " + w.job + ": " +
+                                         taken_text(w.taken_by_slurm)});
+      return;
+    }
     std::vector<std::string> held = job.value.nodes;
     for (const auto& node : book.nodes()) held.push_back(node);
     std::vector<std::string> known = held;
@@ -542,6 +558,62 @@ struct SlurmResourceManager::Impl {
     active_releases.push_back(std::move(w));
   }
 
+  /// Down or not responding in slurmctld's view (a node that failed), one RPC.
+  RmResult<std::vector<std::string>> load_failed_nodes() const {
+    node_info_msg_t* raw = nullptr;
+    if (slurm_load_node(0, &raw, SHOW_ALL) != SLURM_SUCCESS) {
+      const int errnum = slurm_get_errno();
+      return {slurm_error("", "slurm_load_node", errnum), {}};
+    }
+    const slurm::NodeInfo info(raw);
+    std::vector<std::string> names;
+    for (std::uint32_t i = 0; i < info->record_count; ++i) {
+      const node_info_t& n = info->node_array[i];
+      if (n.name == nullptr) continue;
+      const bool down = (n.node_state & NODE_STATE_BASE) == NODE_STATE_DOWN;
+      if (down || (n.node_state & (NODE_STATE_NO_RESPOND | NODE_STATE_FAIL)) != 0) names.emplace_back(n.name);
+    }
+    return {{RmCode::ok, ""}, std::move(names)};
+  }
+
+  static std::string taken_text(const std::vector<std::string>& nodes) {
+    return "Slurm took " + join_nodes(nodes) + " out of it when " + (nodes.size() == 1 ? "it" : "they") +
+           " went down (no-kill)";
+  }
+
+  /// Moves the leaving nodes that Slurm itself took out of the job or out of their companion
+  /// (a node that went DOWN leaves a no-kill job, which runs on: slurmctld's
+  /// kill_running_job_by_node_name) from w.nodes to w.taken_by_slurm, and forgets them in
+  /// `book` and in the job's companion book. Only a node that failed counts: a healthy node
+  /// the job does not hold stays in w.nodes and is refused as not the job's.
+  void take_out_failed(ReleaseWork& w, const slurm::Job& job, CompanionBook& book) {
+    std::vector<std::string> held_now = job.nodes;
+    std::vector<std::uint32_t> loaded;
+    bool absent = false;
+    for (const std::string& node : w.nodes) {
+      const auto holder = book.holder_of(node);
+      if (holder && std::find(loaded.begin(), loaded.end(), *holder) == loaded.end()) {
+        loaded.push_back(*holder);
+        auto companion = load_job(*holder);
+        if (companion.status.ok() && companion.value.state == JOB_RUNNING)
+          held_now.insert(held_now.end(), companion.value.nodes.begin(), companion.value.nodes.end());
+      }
+      absent = absent || !contains(held_now, node);
+    }
+    if (!absent) return;
+    auto failed = load_failed_nodes();
+    if (!failed.status.ok()) return;  // the release goes on and says what Slurm answers
+    w.taken_by_slurm = taken_out_on_failure(w.nodes, held_now, failed.value);
+    for (const std::string& node : w.taken_by_slurm) std::erase(w.nodes, node);
+    if (w.taken_by_slurm.empty()) return;
+    book.remove_nodes(w.taken_by_slurm);
+    std::lock_guard lock(mutex);
+    if (auto it = companions.find(w.job); it != companions.end()) {
+      it->second.remove_nodes(w.taken_by_slurm);
+      if (it->second.empty()) companions.erase(it);
+    }
+  }
+
   void poll_releases() {
     for (std::size_t i = 0; i < active_releases.size();) {
       if (poll_release(active_releases[i])) {
@@ -585,7 +657,8 @@ struct SlurmResourceManager::Impl {
       }
       answer_release(w, {RmCode::ok, "released " + join_nodes(w.nodes) + " of job " + w.job +
                                          " (" + w.how + "): updated in " + seconds(w.update_time) +
-                                         ", gone from the job in " + seconds(now - w.updated)});
+                                         ", gone from the job in " + seconds(now - w.updated) +
+                                         (w.taken_by_slurm.empty() ? "" : "; " + taken_text(w.taken_by_slurm))});
       return true;
     }
     if (now - w.updated > options.settle_timeout) {

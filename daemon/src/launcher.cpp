@@ -4,6 +4,7 @@
 #include <pmix.h>
 #include <pmix_server.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -203,6 +204,7 @@ std::vector<pid_t> LocalLauncher::launch(const LaunchSpec& spec) {
     argv.push_back(nullptr);
 
     std::lock_guard lock(s.mutex_);  // the watcher must find the pid in running_
+    const pid_t daemon = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
     if (pid == 0) {
@@ -212,6 +214,9 @@ std::vector<pid_t> LocalLauncher::launch(const LaunchSpec& spec) {
       // daemon was started with.
       const sigset_t unblocked = stop_signals();
       ::sigprocmask(SIG_UNBLOCK, &unblocked, nullptr);
+      // Ends with the daemon (launch() in launcher.hpp); a daemon gone already: end now.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != daemon) ::_exit(127);
       ::execvpe(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }

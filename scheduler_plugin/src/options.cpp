@@ -114,6 +114,26 @@ std::optional<SubmittedPolicy> submitted_policy(
   return out;
 }
 
+std::optional<NoKillVariable> no_kill_variable(std::string_view program) {
+  const auto slash = program.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? program : program.substr(slash + 1);
+  if (name == "sbatch") return NoKillVariable{"SBATCH_NO_KILL"};
+  if (name == "salloc") return NoKillVariable{"SALLOC_NO_KILL"};
+  if (name == "srun") return NoKillVariable{"SLURM_NO_KILL"};
+  return std::nullopt;
+}
+
+bool elastic_on_command_line(const std::vector<std::string>& arguments) {
+  for (std::size_t i = 1; i < arguments.size(); ++i) {
+    const std::string_view argument = arguments[i];
+    for (const OptionSpec& spec : {elastic_option, elastic_policy_option}) {
+      const std::string option = "--" + std::string(spec.name);
+      if (argument == option || argument.starts_with(option + "=")) return true;
+    }
+  }
+  return false;
+}
+
 ElasticRangeResult parse_elastic(std::string_view value) {
   const std::string prefix = "--" + std::string(elastic_option.name) + "=" + std::string(value) + ": ";
   const auto colon = value.find(':');

@@ -3,7 +3,10 @@
 // bellows::spank (options.hpp), which does all the checking and is tested without Slurm.
 //
 // Where each SPANK callback runs (slurm/spank.h has the full call order):
-//   slurm_spank_init           sbatch/salloc/srun and slurmstepd: registers both options
+//   slurm_spank_init           sbatch/salloc/srun and slurmstepd: registers both options;
+//                              in a command that submits a job with --elastic on its
+//                              command line, asks for Slurm's no-kill (options.hpp,
+//                              NoKillVariable), as the option callback does for #SBATCH
 //   slurm_spank_init_post_opt  the same, once the options are read: validates them. At
 //                              submission a bad value fails the submission with the
 //                              plugin's messages, and the policy file's content is put in
@@ -141,6 +144,42 @@ bool send_policy_with_job(spank_t sp, const std::vector<bellows::spank::EnvVar>&
   return true;
 }
 
+/// True in a command that submits a job: sbatch or salloc, or a srun outside a job.
+bool submits_a_job() {
+  const spank_context_t context = spank_context();
+  return context == S_CTX_ALLOCATOR || (context == S_CTX_LOCAL && std::getenv("SLURM_JOB_ID") == nullptr);
+}
+
+/// This process's command line, argv[0] first (/proc/self/cmdline); empty when unreadable.
+std::vector<std::string> own_command_line() {
+  std::vector<std::string> arguments;
+  std::FILE* file = std::fopen("/proc/self/cmdline", "rb");
+  if (file == nullptr) return arguments;
+  std::string current;
+  for (int c = std::fgetc(file); c != EOF; c = std::fgetc(file)) {
+    if (c == '\0') {
+      arguments.push_back(std::move(current));
+      current.clear();
+    } else {
+      current.push_back(static_cast<char>(c));
+    }
+  }
+  std::fclose(file);
+  return arguments;
+}
+
+/// Makes the job this command submits run with Slurm's no-kill (options.hpp, NoKillVariable):
+/// sets the command's own variable, which it reads as --no-kill, unless it is set already.
+void ask_for_no_kill(const std::vector<std::string>& command_line) {
+  if (command_line.empty()) return;
+  const auto variable = bellows::spank::no_kill_variable(command_line.front());
+  if (!variable) return;
+  const std::string name(variable->name);
+  if (::setenv(name.c_str(), std::string(bellows::spank::NoKillVariable::value).c_str(), 0) != 0) {
+    slurm_error("spank_bellows: cannot set %s: %s", name.c_str(), std::strerror(errno));
+  }
+}
+
 enum OptionId : int { elastic_id = 1, elastic_policy_id = 2 };
 
 int remember_option(int id, const char* optarg, int /*remote*/) noexcept {
@@ -148,6 +187,9 @@ int remember_option(int id, const char* optarg, int /*remote*/) noexcept {
     std::string value = optarg != nullptr ? optarg : "";
     OptionValues& values = plugin_state().values;
     (id == elastic_id ? values.elastic : values.elastic_policy) = std::move(value);
+    // From an #SBATCH directive this comes before the environment is read; from the command
+    // line it is too late, and slurm_spank_init saw it there already.
+    if (submits_a_job()) ask_for_no_kill(own_command_line());
     return ESPANK_SUCCESS;
   } catch (const std::exception& error) {
     slurm_error("spank_bellows: %s", error.what());
@@ -203,6 +245,11 @@ extern "C" BELLOWS_SPANK_EXPORT int slurm_spank_init(spank_t sp, int /*ac*/, cha
   }
   const bool in_job = spank_remote(sp) == 1;
   try {
+    // Before the command reads its environment: an elastic job runs with no-kill.
+    if (submits_a_job()) {
+      const std::vector<std::string> command_line = own_command_line();
+      if (bellows::spank::elastic_on_command_line(command_line)) ask_for_no_kill(command_line);
+    }
     for (spank_option& option : option_table()) {
       const spank_err_t rc = spank_option_register(sp, &option);
       if (rc != ESPANK_SUCCESS) {

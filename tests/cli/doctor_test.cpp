@@ -18,6 +18,7 @@ PrologFlags             = (null)
 SchedulerParameters     = permit_job_expansion,batch_sched_delay=0
 SelectType              = select/linear
 SlurmctldHost[0]        = vm(127.0.0.1)
+SlurmdTimeout           = 300 sec
 SLURM_VERSION           = 22.05.8
 )";
 
@@ -54,7 +55,8 @@ TEST(Doctor, AClusterThatCanRunElasticJobsHasNoProblem) {
     EXPECT_NE(f.verdict, Verdict::problem) << f.check << ": " << f.what;
   }
   EXPECT_EQ(checks, (std::vector<std::string>{"slurmctld", "expand strategy", "accounting", "SPANK plugin",
-                                              "select plugin", "extern step", "munge", "control plane"}));
+                                              "node loss", "select plugin", "extern step", "munge",
+                                              "control plane"}));
   EXPECT_EQ(find(all, "slurmctld").what, "answers (cluster bellows, Slurm 22.05.8)");
   EXPECT_EQ(find(all, "expand strategy").what,
             "merge: Slurm permits job expansion (SchedulerParameters=permit_job_expansion,batch_sched_delay=0, "
@@ -98,6 +100,26 @@ TEST(Doctor, EachProblemIsNamedWithItsFix) {
   EXPECT_EQ(find(all, "SPANK plugin").fix,
             "add the line `required /PATH/TO/spank_bellows.so` to /etc/slurm/plugstack.conf");
   EXPECT_EQ(find(all, "munge").what, "unreachable: /tmp/s/munge.socket.2: Connection refused");
+}
+
+TEST(Doctor, SaysWhatALostNodeDoesToAnElasticJob) {
+  const Finding with = find(diagnose(good()), "node loss");
+  EXPECT_EQ(with.verdict, Verdict::ok);
+  EXPECT_EQ(with.what,
+            "elastic jobs run with Slurm's no-kill, which spank_bellows.so sets at submission: a node that goes "
+            "DOWN leaves the job, which runs on (slurmctld sets a node that stops answering DOWN after "
+            "SlurmdTimeout=300 sec; the job's controller finds a silent node lost within 5 s itself and gives "
+            "it back)");
+  SiteFacts f = good();
+  f.plugstack_text = "# required /opt/bellows/lib/spank_bellows.so\n";
+  f.config.erase("SlurmdTimeout");
+  const Finding without = find(diagnose(f), "node loss");
+  EXPECT_EQ(without.verdict, Verdict::warning);
+  EXPECT_EQ(without.what,
+            "without spank_bellows.so an elastic job runs without Slurm's no-kill: a node that goes DOWN ends "
+            "the whole job (NODE_FAIL) (slurmctld sets a node that stops answering DOWN after "
+            "SlurmdTimeout=(unknown))");
+  EXPECT_EQ(without.fix, "load spank_bellows.so (above), or submit elastic jobs with --no-kill");
 }
 
 TEST(Doctor, SaysWhichExpandStrategyAJobUses) {

@@ -32,6 +32,10 @@ class RecordingLauncher final : public NodeLauncher {
     calls.push_back("stop " + node);
     return {};
   }
+  RmStatus stop_gone(const std::string& node) override {
+    calls.push_back("stop_gone " + node);
+    return {};
+  }
   Lines calls;
   std::set<std::string> failing;
 };
@@ -463,6 +467,20 @@ TEST_F(DaemonJobControlTest, ADaemonGoingAwayIsReportedOnce) {
   control.daemon_gone("node2");
   control.daemon_gone("node2");  // reported once
   EXPECT_EQ(progress(), (Lines{"node_lost resize 0 node node2 ranks 0: the daemon of node2 went away"}));
+}
+
+TEST_F(DaemonJobControlTest, WhatIsLeftOfADaemonThatWentAwayIsEndedAtOnce) {
+  register_daemons({"node0", "node1"});
+  control.start_daemons(1, {"node2", "node3"});
+  register_daemons({"node2", "node3"});
+  control.add_ranks(1, {"node2", "node3"});
+  (void)progress();
+  control.daemon_gone("node2");  // its node died: the failure withdraws it
+  (void)progress();
+  control.withdraw(2, {"node2"});
+  control.daemon_gone("node3");  // went away too; stopped with the others at the job's end
+  control.stop_started_daemons();
+  EXPECT_EQ(launcher.calls, (Lines{"launch node2 42", "launch node3 42", "stop_gone node2", "stop_gone node3"}));
 }
 
 TEST_F(DaemonJobControlTest, ARankExitIsReportedHowItEnded) {

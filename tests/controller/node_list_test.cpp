@@ -96,6 +96,15 @@ TEST(ReleasePlan, NamesTheFirstOffendingNode) {
   EXPECT_EQ(plan.status.text, "release by job 5: no node listed");
 }
 
+TEST(TakenOutOnFailure, OnlyNodesGoneFromTheJobThatFailed) {
+  // n3 went DOWN and Slurm took it out; n4 is down but still listed (Slurm has not acted
+  // yet); n2 is gone from the job but healthy (not the job's: a release refuses it).
+  EXPECT_EQ(taken_out_on_failure({"n4", "n3", "n2"}, {"n1", "n4"}, {"n3", "n4", "n7"}), (Nodes{"n3"}));
+  EXPECT_EQ(taken_out_on_failure({"n3", "n5"}, {"n1"}, {"n5", "n3"}), (Nodes{"n3", "n5"}));
+  EXPECT_TRUE(taken_out_on_failure({"n2"}, {"n1", "n2"}, {}).empty());
+  EXPECT_TRUE(taken_out_on_failure({}, {"n1"}, {"n1"}).empty());
+}
+
 TEST(AllocationOrder, BatchHostThenFirstNodesThenGrantsInOrder) {
   // Slurm lists n1..n4 in its node order; the job started on n3 and n1, then got n4, then n2.
   EXPECT_EQ(allocation_order({"n1", "n2", "n3", "n4"}, "n3", {"n4", "n2"}),

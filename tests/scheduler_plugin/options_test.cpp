@@ -321,3 +321,31 @@ TEST(SpankOptionSpecs, NamesAndHelp) {
   EXPECT_EQ(bellows::spank::elastic_policy_option.name, "elastic-policy");
   EXPECT_EQ(bellows::spank::elastic_policy_option.arginfo, "FILE");
 }
+
+// --- no-kill for elastic submissions (Slurm reads it at submission only) ---
+
+TEST(NoKill, EachSubmittingCommandHasItsOwnVariable) {
+  using bellows::spank::no_kill_variable;
+  EXPECT_EQ(no_kill_variable("sbatch")->name, "SBATCH_NO_KILL");
+  EXPECT_EQ(no_kill_variable("/usr/bin/sbatch")->name, "SBATCH_NO_KILL");
+  EXPECT_EQ(no_kill_variable("salloc")->name, "SALLOC_NO_KILL");
+  EXPECT_EQ(no_kill_variable("/usr/bin/srun")->name, "SLURM_NO_KILL");
+  EXPECT_EQ(bellows::spank::NoKillVariable::value, "set");
+  EXPECT_FALSE(no_kill_variable("slurmstepd"));
+  EXPECT_FALSE(no_kill_variable("/usr/sbin/slurmd"));
+  EXPECT_FALSE(no_kill_variable(""));
+  EXPECT_FALSE(no_kill_variable("/usr/bin/sbatch-wrapper"));
+}
+
+TEST(NoKill, ElasticOnTheCommandLineInEitherForm) {
+  using bellows::spank::elastic_on_command_line;
+  using Args = std::vector<std::string>;
+  EXPECT_TRUE(elastic_on_command_line(Args{"sbatch", "-N1", "--elastic=1:3", "job.sh"}));
+  EXPECT_TRUE(elastic_on_command_line(Args{"sbatch", "--elastic", "1:3", "--wrap", "true"}));
+  EXPECT_TRUE(elastic_on_command_line(Args{"salloc", "--elastic-policy=p.yaml"}));
+  EXPECT_TRUE(elastic_on_command_line(Args{"srun", "--elastic-policy", "p.yaml", "hostname"}));
+  EXPECT_FALSE(elastic_on_command_line(Args{"sbatch", "-N2", "job.sh"}));
+  EXPECT_FALSE(elastic_on_command_line(Args{"sbatch", "--elastically=1", "--elastic-policyx"}));
+  EXPECT_FALSE(elastic_on_command_line(Args{"--elastic=1:3"}));  // argv[0] is the program
+  EXPECT_FALSE(elastic_on_command_line(Args{}));
+}

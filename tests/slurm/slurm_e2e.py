@@ -152,6 +152,9 @@ def test_doctor(c, args):
                      "ok       expand strategy: merge: Slurm permits job expansion (SchedulerParameters=permit_job_expansion",
                      "ok       accounting: slurmdbd (accounting_storage/slurmdbd)",
                      f"ok       SPANK plugin: loaded by {c.dir}/etc/plugstack.conf: required {args.plugin}",
+                     "ok       node loss: elastic jobs run with Slurm's no-kill, which spank_bellows.so sets at "
+                     "submission: a node that goes DOWN leaves the job, which runs on (slurmctld sets a node "
+                     "that stops answering DOWN after SlurmdTimeout=300 sec;",
                      "warning  select plugin: select/linear",
                      "ok       munge: reachable (socket=",
                      "bellows doctor: 0 problem(s), 2 warning(s): elastic jobs can run here"):

@@ -31,7 +31,10 @@ SUBMITTED = []  # the jobs this test submitted: their logs are kept when it fail
 class ElasticJob:
     """A batch job whose script is `bellows run --backend slurm --quiet -- PROGRAM`."""
 
-    def __init__(self, c, args, work, name, sbatch_options, program, policy=None, run_dir_length=0):
+    def __init__(self, c, args, work, name, sbatch_options, program, policy=None, run_dir_length=0,
+                 directives=False):
+        """With directives, sbatch_options and the policy's option are #SBATCH lines of a job
+        script (job.sh in work) rather than options on sbatch's command line."""
         self.c, self.args, self.work = c, args, work
         self.runs = work / "runs"
         while len(str(self.runs)) < run_dir_length:  # a deep project tree
@@ -44,12 +47,20 @@ class ElasticJob:
         command = f"{args.bellows} run --backend slurm --quiet -- {program}"
         self.began = time.monotonic()
         self.began_stamp = time.strftime("%Y-%m-%dT%H:%M:%S")  # as Slurm's logs stamp their lines
+        said = " ".join(options)
+        if directives:
+            said = "job.sh with #SBATCH " + said
+            (work / "job.sh").write_text("#!/bin/sh\n" + "".join(f"#SBATCH {o}\n" for o in options) +
+                                         f"exec {command}\n")
+            script, options = ["job.sh"], []
+        else:
+            script = ["--wrap", command]
         self.id = c.run(["sbatch", "--parsable", *options, "-J", name, "-D", str(work), "-o", "job.out",
                          "-t", "5", f"--export=ALL,BELLOWS_RUN_DIR={self.runs},OPENBLAS_NUM_THREADS=1",
-                         "--wrap", command], cwd=work).stdout.strip()
+                         *script], cwd=work).stdout.strip()
         self.job_dir = self.runs / self.id
         SUBMITTED.append(self)
-        log(f"submitted job {self.id}: {' '.join(options)} {command}")
+        log(f"submitted job {self.id}: {said} {command}")
 
     def since(self):
         return time.monotonic() - self.began

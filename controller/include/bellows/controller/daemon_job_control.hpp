@@ -94,6 +94,9 @@ class DaemonJobControl final : public JobControl {
   void report(JobReport report) { reports_.push_back(std::move(report)); }
   /// Sends to the first node's daemon; a missing one is reported as a death there.
   void send_to_first_node(ResizeId resize, const protocol::Message& message);
+  /// Stops a daemon started here: launcher_.stop_gone() for one that went away on its own
+  /// (what is left of it goes at once), launcher_.stop() otherwise.
+  void stop_daemon(const std::string& node);
 
   std::string job_;
   std::string first_node_;
@@ -105,6 +108,7 @@ class DaemonJobControl final : public JobControl {
   std::set<std::string> registered_;
   std::map<std::string, ResizeId> starting_;   ///< node -> resize that started its daemon
   std::set<std::string> started_;              ///< daemons started here and not stopped
+  std::set<std::string> gone_;                 ///< started here, went away on their own
   unsigned job_size_ = 0;
   std::map<std::string, std::uint32_t> node_ranks_;  ///< node -> its rank, as last reported
   RankLaunch rank_launch_;

@@ -35,6 +35,10 @@ class NodeLauncher {
   virtual RmStatus launch(const std::string& node, const std::string& job) = 0;
   /// Stops whatever launch() started on the node and waits until it is gone.
   virtual RmStatus stop(const std::string& node) = 0;
+  /// Ends what is left of what launch() started on a node whose daemon went away on its own
+  /// (it died, or its node did): nothing there is worth a clean stop, and a rank its daemon
+  /// no longer watches must not run on. By default stop().
+  virtual RmStatus stop_gone(const std::string& node) { return stop(node); }
 };
 
 /// A set of emulated nodes, which job holds each, and which jobs wait for nodes.

@@ -42,6 +42,15 @@ struct ReleasePlan {
                                        const std::vector<std::string>& leaving,
                                        const std::vector<std::string>& known);
 
+/// Which of `leaving` the batch system took out of the job itself as they failed: those not in
+/// `held_now` (what the job and its running companions hold, as the batch system lists them
+/// now) and in `failed` (down or not responding). Slurm does so to a node that goes DOWN in a
+/// no-kill job of more than one node. A node missing from the job but healthy is not among
+/// them: a release refuses it as not the job's. In `leaving`'s order.
+[[nodiscard]] std::vector<std::string> taken_out_on_failure(const std::vector<std::string>& leaving,
+                                                            const std::vector<std::string>& held_now,
+                                                            const std::vector<std::string>& failed);
+
 /// A job's nodes in allocation order: the batch host first, then the nodes it had before
 /// any grant recorded in `granted` (in the batch system's order), then the granted nodes in
 /// the order they were granted. `held` is the batch system's list (any order); `granted`

@@ -121,7 +121,10 @@ class ResourceManager {
   /// Promises: `done` is called exactly once from a later progress(), with ok once every
   /// listed node has left the job (processes the job still had there are ended by the
   /// resource manager), or an error naming the first offending node (not_owner,
-  /// unknown_node), or unavailable. On an error no node changes hands (all or nothing).
+  /// unknown_node), or unavailable. On an error no node changes hands (all or nothing). A
+  /// node that failed and that the resource manager took out of the job itself (Slurm: a node
+  /// gone DOWN under no-kill) has left the job already: it counts as released, not as
+  /// not_owner.
   /// Timing: Slurm answers in well under a second; a caller guards itself with a timer.
   virtual void release_nodes(const std::string& job, const std::vector<std::string>& nodes,
                              ReleaseCallback done) = 0;

@@ -68,6 +68,11 @@ class SlurmDaemonLauncher final : public NodeLauncher {
   /// SIGINT to the srun (forwarded to bellowsd), waits up to stop_grace, then SIGTERM (srun
   /// cancels the step), 2 s later SIGKILL; reaps it.
   RmStatus stop(const std::string& node) override;
+  /// The daemon went away on its own: SIGTERM to the srun at once, so that srun cancels the
+  /// step and Slurm kills whatever the step still holds on the node (the rank and its
+  /// mpiexec, which outlive a killed bellowsd); 2 s later SIGKILL; reaps it. A SIGINT would
+  /// reach no daemon, and the controller's loop would wait stop_grace for nothing.
+  RmStatus stop_gone(const std::string& node) override;
 
   /// The Slurm job a node's daemon runs in: Options::slurm_job_of's answer, else the job.
   [[nodiscard]] std::string slurm_job(const std::string& node) const;

@@ -57,7 +57,11 @@ class LocalLauncher {
   /// Starts the job; returns the pids in rank order. Throws std::invalid_argument for a bad
   /// spec (empty argv or nspace, 0 processes, nspace already launched), PmixError when PMIx
   /// refuses, std::system_error when fork fails. A program that cannot be executed exits
-  /// with status 127 (reported through the exit handler).
+  /// with status 127 (reported through the exit handler). Each process gets SIGKILL when the
+  /// thread that called launch() ends (PR_SET_PDEATHSIG), so that a daemon killed outright
+  /// leaves no rank running that nobody manages (hydra's proxy ends the rank when its mpiexec
+  /// goes): call it from a thread that outlives the processes it starts, as the controller
+  /// link's loop thread does (it ends after the launcher stopped every rank).
   std::vector<pid_t> launch(const LaunchSpec& spec);
   /// Sends sig to a process this launcher started and that still runs; false otherwise.
   bool signal(pid_t pid, int sig);

@@ -134,4 +134,31 @@ enum class PolicyFileAccess {
 [[nodiscard]] std::optional<SubmittedPolicy> submitted_policy(
     const std::function<std::optional<std::string>(std::string_view)>& lookup);
 
+/// Slurm's no-kill setting (`--no-kill`) for the job an elastic submission creates. With it,
+/// slurmctld takes a node that goes DOWN out of a job of more than one node and the job runs
+/// on there (kill_running_job_by_node_name in Slurm 22.05's job_mgr.c: the node is excised and
+/// the job's steps there are killed); without it the whole job ends NODE_FAIL. An elastic job
+/// recovers from a lost node, so it runs with no-kill. Slurm reads the setting only when the
+/// job is submitted (no job update changes it), and a submitting command reads its options
+/// in this order: #SBATCH directives, its environment, its command line. So the plugin sets
+/// the command's own variable (value "set", as --no-kill means) before the environment is
+/// read: at plugin start for an --elastic option on the command line, and when an #SBATCH
+/// directive gives it. A variable already set is left alone, and --no-kill=off on the
+/// command line, read last, still wins (an #SBATCH --no-kill=off line does not: the
+/// environment is read after the script).
+struct NoKillVariable {
+  std::string_view name;                    ///< SBATCH_NO_KILL, SALLOC_NO_KILL or SLURM_NO_KILL
+  static constexpr std::string_view value = "set";
+};
+
+/// The variable through which `program` (argv[0], a path or a name) reads --no-kill from its
+/// environment: sbatch SBATCH_NO_KILL, salloc SALLOC_NO_KILL, srun SLURM_NO_KILL;
+/// std::nullopt for any other program.
+[[nodiscard]] std::optional<NoKillVariable> no_kill_variable(std::string_view program);
+
+/// True when a command line (argv[0] first) gives --elastic or --elastic-policy, alone or
+/// with "=VALUE". Long options only, as the plugin registers them; an argument after the
+/// script that is spelled so counts too (the job then merely runs with no-kill).
+[[nodiscard]] bool elastic_on_command_line(const std::vector<std::string>& arguments);
+
 }  // namespace bellows::spank

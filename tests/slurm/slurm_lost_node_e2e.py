@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""End to end on the Slurm cluster of separate hosts: an elastic job loses a whole node and
+finishes.
+
+  slurm_lost_node_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM [--no-job-expansion]
+                         lost_node_replace | lost_node_shrink | lost_daemon
+
+A GEMM with buddy checkpoints at every iteration, submitted `-N1 --elastic=1:3` (spank_bellows.so
+submits it with Slurm's no-kill; with shrink, the elastic options are #SBATCH lines of its
+script, with replace options on sbatch's command line: the plugin asks for no-kill on either
+path), grows to 3 nodes by its policy (merged helper jobs, or
+companion allocations with --no-job-expansion). Once it has run a few iterations on 3 nodes, its
+last node dies: slurmctld sets it DOWN (`scontrol update State=DOWN`, what slurmctld does itself
+once SlurmdTimeout has passed without an answer) and every process of that host is killed with
+SIGKILL at once (its slurmd, slurmstepds, bellowsd, mpiexec and rank; the host's munged and
+its namespace holder stay). Checks:
+
+  - Slurm takes the node out of the job, or of the companion that held it, and the job runs on
+    (squeue: RUNNING); without no-kill it would end NODE_FAIL;
+  - the job recovers from its buddy checkpoints and finishes verified: on 3 ranks again with
+    `recovery.on_node_loss: replace` (an expand by the policy whose reason names the lost node
+    and the failure, granted on the cluster's idle node), on 2 ranks with `shrink`;
+  - the event log shows the failure's phases (detected, agreed, recovered), naming the node;
+  - sacct shows the job COMPLETED; nothing of the job is left on any host, nor on the dead one.
+
+It prints kill -> detected, recovered and progress (the first iteration a surviving node
+completed after the job recovered, from metrics.jsonl), and with replace kill -> the replacement
+committed; `bench/slurm_recovery.py` takes medians of these. Afterwards the dead node's slurmd
+is started again and the node resumed, so that the cluster's other tests find 4 idle nodes.
+
+lost_daemon kills only the daemon of the last node (test_lost_daemon): what it started there
+must go with it within seconds, while the job recovers.
+"""
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import slurm_elastic_e2e
+from slurm_cluster import GROW_POLICY, check, describe, host_of, log, main, namespace
+from slurm_elastic_e2e import ElasticJob, start_clean
+
+ITERATIONS = 40
+KILL_AFTER_ITERATIONS = 4  # on 3 nodes
+
+
+def record_time(record):
+    """A record's wall-clock time (ISO 8601, UTC, to the millisecond), seconds since the epoch."""
+    stamp = datetime.datetime.strptime(record["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def holders(c):
+    """Node -> the pid of the process that keeps its namespaces."""
+    return {path.name[len("host-"):-len(".pid")]: int(path.read_text().split()[0])
+            for path in (c.dir / "run").glob("host-n*.pid")}
+
+
+def command_name(pid):
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def running(pid):
+    """True while pid is a process that is neither a zombie nor gone (a killed process waits
+    for its parent, or for PID 1 when its parent died with it, to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def processes_on(c, node):
+    """Every process in the network namespace of `node` but its holder and munged."""
+    holder = holders(c)[node]
+    net = namespace(holder, "net")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in (holder, os.getpid()):
+            continue
+        if namespace(entry.name, "net") != net:
+            continue
+        name = command_name(entry.name)
+        if name is not None and name != "munged" and running(entry.name):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_node(c, node, only=None):
+    """SIGKILL to every process of `node` (slurmd, slurmstepd, bellowsd, mpiexec, rank, ...), or
+    to those named `only`, at once, as a node that loses power. Returns what was killed."""
+    killed = []
+    for _ in range(3):  # a process that forked while the first ones were killed
+        pids = [pid for pid in processes_on(c, node) if only is None or command_name(pid) == only]
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                text = describe(pid)
+                os.kill(pid, signal.SIGKILL)
+                killed.append(text)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    return killed
+
+
+def bring_back(c, node):
+    """Starts the slurmd of `node` again on its host (under a subreaper of its own, as local-slurm
+    starts daemons) and resumes the node; returns once every node is idle."""
+    log_file = open(c.dir / "log" / f"slurmd-{node}-again.out", "a")
+    subprocess.Popen([c.local_slurm, "exec", str(c.dir), "--host", node, "--",
+                      str(c.dir / "bin" / "bellows-subreaper"), str(c.dir / "run" / f"subreaper-{node}-again.pid"),
+                      "--", "slurmd", "-N", node], env=c.env, stdin=subprocess.DEVNULL, stdout=log_file,
+                     stderr=log_file, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while "down" in c.node_states().get(node, "") or "*" in c.node_states().get(node, ""):
+        c.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], ok=False)
+        check(time.monotonic() < deadline, f"{node} is {c.node_states().get(node)} 30 s after its slurmd started again")
+        time.sleep(0.2)
+    c.wait_idle(30)
+    log(f"{node}: slurmd started again, the node resumed; every node idle")
+
+
+def test_lost_daemon(c, args):
+    """Only the daemon of the job's last node is killed (SIGKILL to its bellowsd; the node, its
+    slurmd and the job's rank there live on). The controller finds the node lost, stops the
+    daemon's step at once (srun cancels it: Slurm kills the rank and mpiexec that outlived
+    bellowsd) and gives the node back; nothing of the job is left on it within seconds, while
+    the job recovers on the others (on_node_loss: shrink) and finishes verified on 2 ranks."""
+    work = start_clean(c, "lost_daemon")
+    policy = GROW_POLICY + "recovery:\n  on_node_loss: shrink\n"
+    job = ElasticJob(c, args, work, "e2e-lost-daemon", ["-N1", "--elastic=1:3"],
+                     f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
+                     "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
+                     policy=policy)
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        grown_at = job.status()["iteration"]
+        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
+                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
+        victim = job.status()["nodes"][-1]
+        # What the job has there: not the node's slurmd, nor the subreaper a lost-node test
+        # before may have started it under (bring_back).
+        of_job = {pid: describe(pid) for pid in processes_on(c, victim)
+                  if command_name(pid) not in ("slurmd", "bellows-subreap")}
+        for program in ("bellowsd", "mpiexec", Path(args.app).name):
+            check(any(program in text for text in of_job.values()), f"no {program} on {victim}: {of_job}")
+        daemon = next(pid for pid in of_job if command_name(pid) == "bellowsd")
+        killed_at = time.time()
+        os.kill(daemon, signal.SIGKILL)
+        log(f"killed the bellowsd of {victim} (pid {daemon}); its node had {'; '.join(of_job.values())}")
+        deadline = time.monotonic() + 5
+        while (left := [pid for pid in of_job if running(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(not left, f"5 s after its daemon was killed, {victim} still runs "
+              + ", ".join(describe(pid) for pid in left))
+        gone_after = time.time() - killed_at
+        check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after the daemon of {victim} died")
+        log(f"nothing of the job is left on {victim} {gone_after:.2f} s after its daemon was killed; "
+            f"the job runs on {job.nodes()}")
+        job.wait_end(120)
+    finally:
+        job.cancel()
+    report = job.report(ranks=2)
+    sizes = [i["ranks"] for i in report["iterations"]]
+    check(len(sizes) == ITERATIONS and sizes[-1] == 2, f"iterations ran on {sizes} ranks, expected {ITERATIONS}")
+    events = job.events()
+    failures = [e for e in events if e["kind"] == "failure" and not e["refused"]]
+    phases = [e["to"] for e in failures]
+    check(phases[:1] == ["detected"] and "agreed" in phases and phases[-1] == "recovered",
+          f"the failure's phases are {phases}, expected detected, agreed, ..., recovered")
+    check(failures[0]["event"] == "node_lost" and failures[0]["nodes"] == [victim],
+          f"the failure is {failures[0]['event']} of {failures[0]['nodes']}, expected node_lost of {victim}")
+    stamps = {e["to"]: record_time(e) - killed_at for e in failures}
+    log(f"failure {failures[0]['resize']}: kill -> detected {stamps['detected']:.2f} s, agreed "
+        f"{stamps['agreed']:.2f} s, recovered {stamps['recovered']:.2f} s")
+    check(stamps["agreed"] < 2.0, f"the survivors were told {stamps['agreed']:.2f} s after the kill, expected "
+          "at once (the controller does not wait for a dead daemon's step to stop)")
+    refused = [e["detail"] for e in events if e["refused"]]
+    check(not refused, f"refused events in the log: {refused}")
+    sizes = job.accounting()
+    check(sizes and sizes[-1][0] == "COMPLETED", f"sacct: {sizes}, expected the job COMPLETED")
+    job.check_nothing_left()
+    job.check_logs(allowed=LOST_DAEMON_LINES)
+
+
+def test_lost_node(c, args, action):
+    work = start_clean(c, f"lost_node_{action}")
+    policy = GROW_POLICY + f"recovery:\n  on_node_loss: {action}\n"
+    job = ElasticJob(c, args, work, f"e2e-lost-{action}", ["-N1", "--elastic=1:3"],
+                     f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
+                     "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
+                     policy=policy, directives=action == "shrink")
+    victim, before = None, None
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        grown_at = job.status()["iteration"]
+        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
+                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
+        status = job.status()
+        victim = status["nodes"][-1]
+        holder_of_victim = job.step_jobs().get(victim)
+        check(holder_of_victim, f"no bellowsd step on {victim}: {job.step_jobs()}")
+        before = {pid: describe(pid) for pid in processes_on(c, victim)}
+        for program in ("slurmd", "bellowsd", Path(args.app).name):
+            check(any(program in text for text in before.values()),
+                  f"no {program} on {victim} before its death: {list(before.values())}")
+        # Its slurmd first: one that still answers brings a DOWN node back at once
+        # (ReturnToService=2), and Slurm would give it to the next job.
+        killed_at = time.time()
+        killed = kill_node(c, victim, only="slurmd")
+        c.run(["scontrol", "update", f"NodeName={victim}", "State=DOWN", "Reason=e2e: the node died"])
+        killed += kill_node(c, victim)
+        log(f"{victim} died at iteration {status['iteration']}: set DOWN, then killed what was left of "
+            f"its {len(before)} processes ({'; '.join(before.values())}): {'; '.join(killed)}")
+        # Slurm took the node out of the job (or of its companion) and the job runs on.
+        deadline = time.monotonic() + 10
+        while victim in job.nodes() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after {victim} went down")
+        check(victim not in job.nodes(), f"{victim} still listed by job {job.id} or its companions: {job.nodes()}")
+        if holder_of_victim != job.id:
+            comp = [row for row in job.companions() if row["id"] == holder_of_victim]
+            check(comp and comp[0]["state"] == "RUNNING",
+                  f"companion {holder_of_victim} that held {victim} is not running on: {job.companions()}")
+            log(f"companion {holder_of_victim} runs on without {victim}: {comp[0]['nodes']}")
+        squeue = c.run(["squeue", "-h", "-j", job.id, "-o", "%T %N"]).stdout.strip()
+        log(f"squeue after the loss: job {job.id} {squeue}")
+        ctld = (c.dir / "log" / "slurmctld.log").read_text(errors="replace")
+        check(f"Removing failed node {victim} from JobId={holder_of_victim}" in ctld,
+              f"slurmctld.log does not say it removed {victim} from job {holder_of_victim}")
+        log(f"slurmctld: Removing failed node {victim} from JobId={holder_of_victim} (no-kill)")
+        job.wait_end(120)
+    finally:
+        job.cancel()
+        if victim is not None:
+            left = processes_on(c, victim)
+            check(not left, f"processes left on the dead {victim}: " + ", ".join(describe(p) for p in left))
+            if before is not None:
+                stayed = [describe(pid) for pid in before if running(pid)]
+                check(not stayed, f"processes of the dead {victim} left elsewhere: {stayed}")
+            log(f"nothing of the job is left on {victim} (its munged and namespace holder stay)")
+            bring_back(c, victim)
+    final_ranks = 3 if action == "replace" else 2
+    report = job.report(ranks=final_ranks)
+    sizes = [i["ranks"] for i in report["iterations"]]
+    check(len(sizes) == ITERATIONS and 2 in sizes and sizes[-1] == final_ranks,
+          f"iterations ran on {sizes} ranks, expected {ITERATIONS}, some on 2, the last on {final_ranks}")
+
+    events = job.events()
+    failures = [e for e in events if e["kind"] == "failure" and not e["refused"]]
+    phases = [e["to"] for e in failures]
+    check(phases[:1] == ["detected"] and "agreed" in phases and phases[-1] == "recovered",
+          f"the failure's phases are {phases}, expected detected, agreed, ..., recovered")
+    detected = failures[0]
+    # The node Slurm took out of the job counts as given back, not as a failed release.
+    refused = [e["detail"] for e in events if e["refused"]]
+    check(not refused, f"refused events in the log: {refused}")
+    check(detected["nodes"] == [victim], f"the failure names {detected['nodes']}, expected [{victim!r}]")
+    log(f"failure {detected['resize']}: {[(e['event'], e['to']) for e in failures]}; {detected['detail']}")
+    stamps = {e["to"]: record_time(e) - killed_at for e in failures}
+    metrics = [m for m in job_metrics(job) if "time" in m]
+    # The first iteration a surviving node completed once the job had rolled back.
+    after = [m for m in metrics if record_time(m) - killed_at > stamps["recovered"] and m.get("node") != victim]
+    progress = record_time(after[0]) - killed_at if after else None
+    expands = [e for e in events if e["kind"] == "expand"]
+    replacement = None
+    if action == "replace":
+        wanted = f"replacing {victim}, lost in failure {detected['resize']} (recovery.on_node_loss: replace)"
+        asked = [e for e in expands if e["reason"] == wanted]
+        done = [e for e in asked if e["to"] == "committed" and not e["refused"]]
+        check(done and asked[0]["requester"] == "policy",
+              f"no committed expand by the policy with reason {wanted!r}: "
+              f"{[(e['reason'], e['to'], e['refused']) for e in expands]}")
+        replacement = record_time(done[0]) - killed_at
+        log(f"replacement of {victim}: {[(e['event'], e['to']) for e in asked]}")
+    else:
+        late = [e for e in expands if record_time(e) > killed_at]
+        check(not late, f"an expand after the loss with on_node_loss: shrink: {[(e['reason'], e['to']) for e in late]}")
+    log("recovery: kill -> detected {:.2f} s, recovered {:.2f} s, progress {} s{}".format(
+        stamps["detected"], stamps["recovered"], f"{progress:.2f}" if progress is not None else "none",
+        f", replacement committed {replacement:.2f} s" if replacement is not None else ""))
+
+    sizes = job.accounting()
+    check(sizes and sizes[-1][0] == "COMPLETED", f"sacct: {sizes}, expected the job COMPLETED")
+    job.check_nothing_left()
+    job.check_logs(allowed=LOST_NODE_LINES)
+
+
+# What the loss itself makes the job's logs say, with why it comes: the srun of the dead
+# node's daemon step hears from slurmctld that its node failed, into that daemon's log.
+LOST_NODE_LINES = ["srun: error: Node failure on "]
+# The srun of the killed daemon's step says its task was killed, into that daemon's log.
+LOST_DAEMON_LINES = [": task 0: Killed"]
+
+
+def job_metrics(job):
+    path = job.job_dir / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+TESTS = {
+    "lost_node_replace": lambda c, args: test_lost_node(c, args, "replace"),
+    "lost_node_shrink": lambda c, args: test_lost_node(c, args, "shrink"),
+    "lost_daemon": test_lost_daemon,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main(__doc__, TESTS, on_failure=slurm_elastic_e2e.keep_evidence))
