@@ -112,11 +112,15 @@ struct PriorityWork {
 
 class Rank {
  public:
-  Rank(World& world, int id, s4u::Host* host, s4u::Host* cpu)
+  /// `host`: the node (its device runs the tasks, its link carries the tiles); `control`: where
+  /// the rank's actor lives, on the control network that carries its control messages;
+  /// `cpu`: its communication and copy threads' CPU.
+  Rank(World& world, int id, s4u::Host* host, s4u::Host* control, s4u::Host* cpu)
       : w_(world),
         g_(world.graph),
         id_(id),
         host_(host),
+        control_(control),
         cpu_(cpu),
         mailbox_(s4u::Mailbox::by_name("rank-" + std::to_string(id))),
         cost_(priors(world.options, host)),
@@ -127,6 +131,7 @@ class Rank {
 
   [[nodiscard]] s4u::Mailbox* mailbox() const { return mailbox_; }
   [[nodiscard]] s4u::Host* host() const { return host_; }
+  [[nodiscard]] s4u::Host* control() const { return control_; }
   [[nodiscard]] const runtime::StealStats& steal_stats() const { return steal_; }
   [[nodiscard]] const CostModel& cost() const { return cost_; }
   std::map<std::string, std::uint64_t> tasks_by_class;
@@ -263,10 +268,16 @@ class Rank {
     double seconds = 0.0;
   };
 
+  /// `flops` of work started on `on` (the rank's actor lives on its control host, not there).
+  static s4u::ExecPtr start_exec(s4u::Host* on, double flops) {
+    s4u::ExecPtr exec = s4u::this_actor::exec_init(flops);
+    exec->set_host(on);
+    exec->start();
+    return exec;
+  }
+
   void start_cpu(CpuJob job) {
-    job.exec = s4u::this_actor::exec_init(job.seconds * cpu_->get_speed());
-    job.exec->set_host(cpu_);
-    job.exec->start();
+    job.exec = start_exec(cpu_, job.seconds * cpu_->get_speed());
     ++w_.events;
     cpu_seconds += job.seconds;
     cpu_jobs_.push_back(std::move(job));
@@ -312,7 +323,7 @@ class Rank {
     ++inbound_;
     t.kind = Transfer::Kind::request;
     t.asked_at = s4u::Engine::get_clock();
-    t.comm = s4u::Comm::sendto_async(host_, w_.ranks[static_cast<std::size_t>(t.peer)]->host(),
+    t.comm = s4u::Comm::sendto_async(control_, w_.ranks[static_cast<std::size_t>(t.peer)]->control(),
                                      w_.options.control_bytes);
     ++w_.events;
     ++messages_sent;
@@ -438,7 +449,7 @@ class Rank {
       ++w_.events;
       const double now = s4u::Engine::get_clock();
       if (w_.options.lane_wake_us <= 0.0) {
-        running_.push_back(Lane{s4u::this_actor::exec_async(amount), q.task, now});
+        running_.push_back(Lane{start_exec(host_, amount), q.task, now});
         continue;
       }
       // emulated_device.cpp (run_lane): a lane that did not wait for this task, and is not
@@ -452,7 +463,7 @@ class Rank {
       const double end = start + amount / host_->get_speed();
       const double overhead = w_.options.task_overhead_us * 1e-6;
       const double done = end > now ? end + w_.options.lane_wake_us * 1e-6 : now + overhead;
-      running_.push_back(Lane{s4u::this_actor::exec_async((done - now) * host_->get_speed()), q.task, start, end});
+      running_.push_back(Lane{start_exec(host_, (done - now) * host_->get_speed()), q.task, start, end});
     }
   }
 
@@ -834,6 +845,7 @@ class Rank {
   const SimGraph& g_;
   int id_;
   s4u::Host* host_;
+  s4u::Host* control_;
   s4u::Host* cpu_;
   s4u::Mailbox* mailbox_;
   CostModel cost_;

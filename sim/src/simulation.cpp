@@ -90,6 +90,38 @@ std::vector<s4u::Host*> cpu_hosts(const s4u::Engine& engine, const SimOptions& o
   return cpus;
 }
 
+/// The control network: a host per rank, where its actor lives, with a link of its own to a
+/// switch. The control messages (activations, tile requests, steal requests and replies, an
+/// iteration's end) go through it and the tiles through the nodes' links, so a 64-byte
+/// message pays its latency and bytes but no share of the tiles' bandwidth, and SimGrid's
+/// flow solver never couples it with the tiles in flight (docs/sim.md, "Speed of the
+/// simulator"). Its latency and bandwidth are those of the route between the first two
+/// nodes (each link half the latency).
+std::vector<s4u::Host*> control_hosts(const s4u::Engine& engine, const std::vector<s4u::Host*>& nodes) {
+  double latency = 0.0;
+  double bandwidth = 1e12;
+  if (nodes.size() > 1) {
+    std::vector<s4u::Link*> route;
+    nodes[0]->route_to(nodes[1], route, &latency);
+    for (const s4u::Link* link : route) bandwidth = std::min(bandwidth, link->get_bandwidth());
+  }
+  auto* zone = s4u::create_star_zone("bellows-control");
+  zone->set_parent(engine.get_netzone_root());
+  std::vector<s4u::Host*> hosts;
+  for (std::size_t r = 0; r < nodes.size(); ++r) {
+    s4u::Host* host = zone->create_host("control-" + std::to_string(r), nodes[r]->get_speed());
+    host->seal();
+    auto* link = zone->create_split_duplex_link("control-link-" + std::to_string(r), bandwidth);
+    link->set_latency(latency / 2.0);
+    link->seal();
+    zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
+                    {s4u::LinkInRoute(link, s4u::LinkInRoute::Direction::UP)}, true);
+    hosts.push_back(host);
+  }
+  zone->seal();
+  return hosts;
+}
+
 }  // namespace
 
 nlohmann::json run_simulation(const Workload& workload, const SimOptions& options, const ProgressFn& progress) {
@@ -112,6 +144,7 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   if (!temporary.empty()) std::remove(temporary.c_str());
   const auto hosts = rank_hosts(engine.get(), options.ranks);
   const auto cpus = cpu_hosts(engine.get(), options);
+  const auto controls = control_hosts(engine.get(), hosts);
 
   World world{g, options};
   world.runs.assign(g.size(), 0);
@@ -125,12 +158,12 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   }
   world.progress = progress;
   for (int r = 0; r < options.ranks; ++r) {
-    world.ranks.push_back(std::make_unique<Rank>(world, r, hosts[static_cast<std::size_t>(r)],
-                                                 cpus[static_cast<std::size_t>(r)]));
+    const auto at = static_cast<std::size_t>(r);
+    world.ranks.push_back(std::make_unique<Rank>(world, r, hosts[at], controls[at], cpus[at]));
   }
   for (int r = 0; r < options.ranks; ++r) {
     Rank* rank = world.ranks[static_cast<std::size_t>(r)].get();
-    s4u::Actor::create("rank-" + std::to_string(r), hosts[static_cast<std::size_t>(r)], [rank] { rank->run(); });
+    s4u::Actor::create("rank-" + std::to_string(r), rank->control(), [rank] { rank->run(); });
   }
   engine.get().run();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
