@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -141,6 +142,7 @@ class Rank {
   double busy_seconds = 0.0;
   double cpu_seconds = 0.0;  ///< modeled CPU of the communication and copy threads
   std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
+  std::uint64_t most_tile_requests_out = 0;  ///< the most tile requests out at once (--fetch-window)
   [[nodiscard]] int lanes() const noexcept { return lanes_; }
 
   void run() {
@@ -319,8 +321,21 @@ class Rank {
   }
 
   /// Asks `t.peer` for a tile: the request's few bytes there, then the tile back here.
+  /// Asks `t.peer` for a tile now, or once fewer than --fetch-window of this rank's tile
+  /// requests are unanswered (they go out in the order they were made).
   void fetch(Transfer t) {
     ++inbound_;
+    const auto window = static_cast<std::size_t>(w_.options.fetch_window);
+    if (window > 0 && fetches_out_ >= window) {
+      waiting_fetches_.push_back(std::move(t));
+      return;
+    }
+    send_fetch(std::move(t));
+  }
+
+  void send_fetch(Transfer t) {
+    ++fetches_out_;
+    most_tile_requests_out = std::max<std::uint64_t>(most_tile_requests_out, fetches_out_);
     t.kind = Transfer::Kind::request;
     t.asked_at = s4u::Engine::get_clock();
     t.comm = s4u::Comm::sendto_async(control_, w_.ranks[static_cast<std::size_t>(t.peer)]->control(),
@@ -350,6 +365,12 @@ class Rank {
       --w_.pending_write_backs;
       check_done();
       return;
+    }
+    --fetches_out_;
+    if (!waiting_fetches_.empty()) {
+      Transfer next = std::move(waiting_fetches_.front());
+      waiting_fetches_.pop_front();
+      send_fetch(std::move(next));
     }
     if (w_.options.tile_cpu_us > 0.0) {
       CpuJob job;
@@ -866,6 +887,8 @@ class Rank {
   std::vector<Lane> running_;
   std::vector<FreeLane> free_lanes_ = std::vector<FreeLane>(static_cast<std::size_t>(lanes_));
   std::vector<Transfer> transfers_;
+  std::deque<Transfer> waiting_fetches_;  ///< tile requests held back by --fetch-window
+  std::size_t fetches_out_ = 0;           ///< tile requests sent whose tile has not arrived
   std::vector<CpuJob> cpu_jobs_;
   std::map<std::int64_t, PriorityWork, std::greater<>> remaining_;
   double remaining_tasks_ = 0.0;

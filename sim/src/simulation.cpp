@@ -38,6 +38,10 @@ std::string validate(const SimOptions& o) {
     return "--lane-wake-us must be at least 0, got " + std::to_string(o.lane_wake_us);
   }
   if (o.host_cores < 0) return "--host-cores must be at least 0, got " + std::to_string(o.host_cores);
+  if (o.link_concurrency < 0) {
+    return "--link-concurrency must be at least 0, got " + std::to_string(o.link_concurrency);
+  }
+  if (o.fetch_window < 0) return "--fetch-window must be at least 0, got " + std::to_string(o.fetch_window);
   return {};
 }
 
@@ -143,6 +147,9 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   SimGridEngine engine("bellows-sim", platform_path);
   if (!temporary.empty()) std::remove(temporary.c_str());
   const auto hosts = rank_hosts(engine.get(), options.ranks);
+  if (options.link_concurrency > 0) {
+    for (s4u::Link* link : engine.get().get_all_links()) link->set_concurrency_limit(options.link_concurrency);
+  }
   const auto cpus = cpu_hosts(engine.get(), options);
   const auto controls = control_hosts(engine.get(), hosts);
 
@@ -221,6 +228,7 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   j["residual"] = nullptr;
   runtime::StealStats steal;
   nlohmann::json rank_stats = nlohmann::json::array();
+  std::uint64_t most_requests_out = 0;
   for (const auto& r : world.ranks) {
     steal.add(r->steal_stats());
     nlohmann::json s;
@@ -236,6 +244,8 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
     s["bytes_received"] = r->bytes_received;
     s["messages_sent"] = r->messages_sent;
     s["messages_received"] = r->messages_received;
+    s["most_tile_requests_out"] = r->most_tile_requests_out;
+    most_requests_out = std::max(most_requests_out, r->most_tile_requests_out);
     s["steal"] = r->steal_stats();
     s["cost"] = r->cost().summary();
     rank_stats.push_back(std::move(s));
@@ -269,6 +279,9 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   sim["serve_cpu_us"] = options.serve_cpu ? options.steal.request_visit_cost_us : 0;
   sim["host_cores"] = options.host_cores;
   sim["lane_wake_us"] = options.lane_wake_us;
+  sim["link_concurrency"] = options.link_concurrency;
+  sim["fetch_window"] = options.fetch_window;
+  sim["most_tile_requests_out"] = most_requests_out;
   sim["platform_file"] = temporary.empty() ? platform_path : std::string();
   if (options.platform_file.empty()) {
     sim["platform"] = {{"gflops", options.platform.gflops},
