@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
                  "an emulated lane's wake-up after each task's sleep, us: the task completes that much after "
                  "its modeled end; a busy lane catches up (default 0: on time; 67 measured on an idle host: docs/sim.md)");
   cli.add_option("--link-concurrency", a.sim.link_concurrency,
-                 "transfers each node link carries at once; the others wait in order for room on both links "
+                 "transfers each node link carries at once; the others wait for room on both links "
                  "of their route (default 0: no limit, all share the links; docs/sim.md, \"Speed of the simulator\")");
   cli.add_option("--fetch-window", a.sim.fetch_window,
                  "tile requests a rank has out at once; the others wait, in order (default 0: no limit)");

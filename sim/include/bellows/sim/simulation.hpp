@@ -64,9 +64,9 @@ struct SimOptions {
   /// lanes wake on time.
   double lane_wake_us = 0.0;
   /// Transfers each link of the nodes' network carries at once (SimGrid's concurrency limit
-  /// on those links): a tile that finds either link of its route full waits, in order, until
-  /// both have room, and then has the link's bandwidth to itself or shared with the few
-  /// others. 0: no limit, every tile in flight shares the links (max-min fair). Control
+  /// on those links): a tile that finds either link of its route full waits until both have
+  /// room (SimGrid starts it then), and then has the links' bandwidth to itself or shared with
+  /// the few others. 0: no limit, every tile in flight shares the links (max-min fair). Control
   /// messages have a network of their own and are never held back (docs/sim.md, "Speed of
   /// the simulator").
   int link_concurrency = 0;
