@@ -320,7 +320,6 @@ class Rank {
     w_.ranks[static_cast<std::size_t>(to)]->mailbox()->put_init(message, w_.options.control_bytes + payload_bytes)->detach();
   }
 
-  /// Asks `t.peer` for a tile: the request's few bytes there, then the tile back here.
   /// Asks `t.peer` for a tile now, or once fewer than --fetch-window of this rank's tile
   /// requests are unanswered (they go out in the order they were made).
   void fetch(Transfer t) {
@@ -333,6 +332,7 @@ class Rank {
     send_fetch(std::move(t));
   }
 
+  /// The request's few bytes to `t.peer` (control network), then the tile back here.
   void send_fetch(Transfer t) {
     ++fetches_out_;
     most_tile_requests_out = std::max<std::uint64_t>(most_tile_requests_out, fetches_out_);
