@@ -26,6 +26,11 @@ the median over rounds.
   python3 bench/sim_validate.py [--build build/default] [--quick] [--rounds 2]
       [--apps gemm cholesky bspgemm] [--ranks 4 8 16] [--gflops 10 1000] [--json FILE]
       [--sim-arg=--steal-request-visit-cost-us=40 ...]
+  python3 bench/sim_validate.py --resimulate FILE [--sim-arg=...]
+
+--resimulate FILE takes the real reports and the measured platform from an earlier run's
+--json FILE and runs only the simulator again: the same real runs against another version or
+setting of the simulator, without the noise of new real runs.
 """
 import argparse
 import datetime
@@ -146,30 +151,10 @@ def comm_cpu_share(report):
     return cpu / makespan(report) if makespan(report) > 0 else 0.0
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default="build/default")
-    p.add_argument("--apps", nargs="+", default=list(APPS), choices=list(APPS))
-    p.add_argument("--ranks", type=int, nargs="+", default=[4, 8, 16])
-    p.add_argument("--gflops", type=float, nargs="+", default=[10.0, 1000.0])
-    p.add_argument("--steal", nargs="+", default=["off", "on"], choices=["off", "on"])
-    p.add_argument("--rounds", type=int, default=2, help="real runs per cell, interleaved (median)")
-    p.add_argument("--quick", action="store_true", help="smaller graphs, one round")
-    p.add_argument("--timeout", type=int, default=300)
-    p.add_argument("--json", help="append every report (real and simulated, one JSON line each) to FILE")
-    p.add_argument("--sim-arg", action="append", default=[],
-                   help="extra bellows-sim argument (repeatable), e.g. --sim-arg=--task-overhead-us=2")
-    a = p.parse_args()
-    apps = QUICK if a.quick else APPS
-    rounds = 1 if a.quick else a.rounds
-
-    cells = [(app, ranks, gflops, steal) for app in a.apps for gflops in a.gflops
-             for ranks in a.ranks for steal in a.steal]
-    real = {c: [] for c in cells}
-    sims, own = {}, {}
-    started = time.monotonic()
-    load_before = os.getloadavg()[0]
+def run_cells(a, cells, real, sims, own, rounds, apps, started):
+    """Real runs, --rounds of each cell interleaved, and the simulator once per cell."""
     cal = calibrate(a)
+    a.calibration = cal
     print(f"calibration: {cal}", file=sys.stderr, flush=True)
     for rnd in range(rounds):
         for i, cell in enumerate(cells):
@@ -188,6 +173,67 @@ def main():
                         f.write(json.dumps({"cell": list(cell), "sim": sims[cell]}) + "\n")
                         f.write(json.dumps({"cell": list(cell), "sim_own": own[cell]}) + "\n")
 
+
+def recorded(a):
+    """The cells, real reports and platform of an earlier run's --json FILE (--resimulate)."""
+    real, cal = {}, None
+    with open(a.resimulate) as f:
+        for line in f:
+            entry = json.loads(line)
+            cell = tuple(entry["cell"])
+            if cell[0] not in a.apps or cell[1] not in a.ranks or cell[2] not in a.gflops or cell[3] not in a.steal:
+                continue
+            if "real" in entry:
+                real.setdefault(cell, []).append(entry["real"])
+            elif "sim" in entry and cal is None:
+                s = entry["sim"]["sim"]
+                cal = {"latency_us": s["platform"]["latency_us"], "bandwidth_gbps": s["platform"]["bandwidth_gbps"],
+                       "tile_cpu_us": s["tile_cpu_us"], "host_cores": s["host_cores"]}
+    if not real or cal is None:
+        sys.exit(f"{a.resimulate}: no real and simulated reports of the cells asked for")
+    return list(real), real, cal
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build/default")
+    p.add_argument("--apps", nargs="+", default=list(APPS), choices=list(APPS))
+    p.add_argument("--ranks", type=int, nargs="+", default=[4, 8, 16])
+    p.add_argument("--gflops", type=float, nargs="+", default=[10.0, 1000.0])
+    p.add_argument("--steal", nargs="+", default=["off", "on"], choices=["off", "on"])
+    p.add_argument("--rounds", type=int, default=2, help="real runs per cell, interleaved (median)")
+    p.add_argument("--quick", action="store_true", help="smaller graphs, one round")
+    p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--json", help="append every report (real and simulated, one JSON line each) to FILE")
+    p.add_argument("--resimulate", metavar="FILE",
+                   help="run only the simulator, against the real reports and platform in an earlier --json FILE")
+    p.add_argument("--sim-arg", action="append", default=[],
+                   help="extra bellows-sim argument (repeatable), e.g. --sim-arg=--task-overhead-us=2")
+    a = p.parse_args()
+    apps = QUICK if a.quick else APPS
+    rounds = 1 if a.quick else a.rounds
+
+    if a.resimulate:
+        cells, real, cal = recorded(a)
+        rounds = max(len(r) for r in real.values())
+        apps = {}
+        for (app, *_), rs in real.items():
+            apps[app] = next(t[app] for t in (APPS, QUICK) if t[app]["n"] == rs[0]["n"])
+    else:
+        cells = [(app, ranks, gflops, steal) for app in a.apps for gflops in a.gflops
+                 for ranks in a.ranks for steal in a.steal]
+        real = {c: [] for c in cells}
+    sims, own = {}, {}
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    if a.resimulate:
+        for cell in cells:
+            app, ranks, gflops, steal = cell
+            sims[cell] = sim_run(a, app, apps[app], ranks, gflops, steal, platform_args(cal, True))
+            own[cell] = sim_run(a, app, apps[app], ranks, gflops, steal, platform_args(cal, False))
+    else:
+        run_cells(a, cells, real, sims, own, rounds, apps, started)
+        cal = a.calibration
     print(f"# {datetime.date.today().isoformat()}: python3 bench/sim_validate.py "
           f"{' '.join(sys.argv[1:])}".rstrip())
     print("# sizes: " + ", ".join(f"{app} n={apps[app]['n']} tile={apps[app]['tile']}"

@@ -110,6 +110,11 @@ int main(int argc, char** argv) {
   cli.add_option("--lane-wake-us", a.sim.lane_wake_us,
                  "an emulated lane's wake-up after each task's sleep, us: the task completes that much after "
                  "its modeled end; a busy lane catches up (default 0: on time; 67 measured on an idle host: docs/sim.md)");
+  cli.add_option("--link-concurrency", a.sim.link_concurrency,
+                 "transfers each node link carries at once; the others wait for room on both links "
+                 "of their route (default 0: no limit, all share the links; docs/sim.md, \"Speed of the simulator\")");
+  cli.add_option("--fetch-window", a.sim.fetch_window,
+                 "tile requests a rank has out at once; the others wait, in order (default 0: no limit)");
   cli.add_option("--output", a.output, "also write the JSON report to FILE");
   cli.add_flag("--progress", a.progress, "show a progress bar on stderr even when it is not a terminal");
   cli.add_flag("--quiet", a.quiet, "print only the JSON line");

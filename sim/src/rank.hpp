@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -112,11 +113,15 @@ struct PriorityWork {
 
 class Rank {
  public:
-  Rank(World& world, int id, s4u::Host* host, s4u::Host* cpu)
+  /// `host`: the node (its device runs the tasks, its link carries the tiles); `control`: where
+  /// the rank's actor lives, on the control network that carries its control messages;
+  /// `cpu`: its communication and copy threads' CPU.
+  Rank(World& world, int id, s4u::Host* host, s4u::Host* control, s4u::Host* cpu)
       : w_(world),
         g_(world.graph),
         id_(id),
         host_(host),
+        control_(control),
         cpu_(cpu),
         mailbox_(s4u::Mailbox::by_name("rank-" + std::to_string(id))),
         cost_(priors(world.options, host)),
@@ -127,6 +132,7 @@ class Rank {
 
   [[nodiscard]] s4u::Mailbox* mailbox() const { return mailbox_; }
   [[nodiscard]] s4u::Host* host() const { return host_; }
+  [[nodiscard]] s4u::Host* control() const { return control_; }
   [[nodiscard]] const runtime::StealStats& steal_stats() const { return steal_; }
   [[nodiscard]] const CostModel& cost() const { return cost_; }
   std::map<std::string, std::uint64_t> tasks_by_class;
@@ -136,6 +142,7 @@ class Rank {
   double busy_seconds = 0.0;
   double cpu_seconds = 0.0;  ///< modeled CPU of the communication and copy threads
   std::uint64_t bytes_sent = 0, bytes_received = 0, messages_sent = 0, messages_received = 0;
+  std::uint64_t most_tile_requests_out = 0;  ///< the most tile requests out at once (--fetch-window)
   [[nodiscard]] int lanes() const noexcept { return lanes_; }
 
   void run() {
@@ -263,10 +270,16 @@ class Rank {
     double seconds = 0.0;
   };
 
+  /// `flops` of work started on `on` (the rank's actor lives on its control host, not there).
+  static s4u::ExecPtr start_exec(s4u::Host* on, double flops) {
+    s4u::ExecPtr exec = s4u::this_actor::exec_init(flops);
+    exec->set_host(on);
+    exec->start();
+    return exec;
+  }
+
   void start_cpu(CpuJob job) {
-    job.exec = s4u::this_actor::exec_init(job.seconds * cpu_->get_speed());
-    job.exec->set_host(cpu_);
-    job.exec->start();
+    job.exec = start_exec(cpu_, job.seconds * cpu_->get_speed());
     ++w_.events;
     cpu_seconds += job.seconds;
     cpu_jobs_.push_back(std::move(job));
@@ -307,12 +320,25 @@ class Rank {
     w_.ranks[static_cast<std::size_t>(to)]->mailbox()->put_init(message, w_.options.control_bytes + payload_bytes)->detach();
   }
 
-  /// Asks `t.peer` for a tile: the request's few bytes there, then the tile back here.
+  /// Asks `t.peer` for a tile now, or once fewer than --fetch-window of this rank's tile
+  /// requests are unanswered (they go out in the order they were made).
   void fetch(Transfer t) {
     ++inbound_;
+    const auto window = static_cast<std::size_t>(w_.options.fetch_window);
+    if (window > 0 && fetches_out_ >= window) {
+      waiting_fetches_.push_back(std::move(t));
+      return;
+    }
+    send_fetch(std::move(t));
+  }
+
+  /// The request's few bytes to `t.peer` (control network), then the tile back here.
+  void send_fetch(Transfer t) {
+    ++fetches_out_;
+    most_tile_requests_out = std::max<std::uint64_t>(most_tile_requests_out, fetches_out_);
     t.kind = Transfer::Kind::request;
     t.asked_at = s4u::Engine::get_clock();
-    t.comm = s4u::Comm::sendto_async(host_, w_.ranks[static_cast<std::size_t>(t.peer)]->host(),
+    t.comm = s4u::Comm::sendto_async(control_, w_.ranks[static_cast<std::size_t>(t.peer)]->control(),
                                      w_.options.control_bytes);
     ++w_.events;
     ++messages_sent;
@@ -339,6 +365,12 @@ class Rank {
       --w_.pending_write_backs;
       check_done();
       return;
+    }
+    --fetches_out_;
+    if (!waiting_fetches_.empty()) {
+      Transfer next = std::move(waiting_fetches_.front());
+      waiting_fetches_.pop_front();
+      send_fetch(std::move(next));
     }
     if (w_.options.tile_cpu_us > 0.0) {
       CpuJob job;
@@ -427,18 +459,38 @@ class Rank {
     if (--w_.missing[t] == 0) make_ready(t);
   }
 
-  void make_ready(std::uint32_t t) { queue_.insert(Queued{g_.task(t).priority, seq_++, t}); }
+  void make_ready(std::uint32_t t) {
+    const SimTask& task = g_.task(t);
+    queue_.insert(Queued{task.priority, seq_++, t});
+    ++queued_kinds_[{task.key.task_class, task.flops}];
+  }
+
+  void unqueue(std::set<Queued>::iterator entry) {
+    const SimTask& task = g_.task(entry->task);
+    const auto kind = queued_kinds_.find({task.key.task_class, task.flops});
+    if (--kind->second == 0) queued_kinds_.erase(kind);
+    queue_.erase(entry);
+  }
+
+  /// The cost model's run time of every queued task, summed by (class, flops).
+  [[nodiscard]] double queued_run_seconds() const {
+    double seconds = 0.0;
+    for (const auto& [kind, count] : queued_kinds_) {
+      seconds += static_cast<double>(count) * cost_.task_seconds(kind.first, kind.second);
+    }
+    return seconds;
+  }
 
   void start_ready() {
     while (running_.size() < static_cast<std::size_t>(lanes_) && !queue_.empty()) {
       const Queued q = *queue_.begin();
-      queue_.erase(queue_.begin());
+      unqueue(queue_.begin());
       const SimTask& task = g_.task(q.task);
       const double amount = task.flops + w_.options.task_overhead_us * 1e-6 * host_->get_speed();
       ++w_.events;
       const double now = s4u::Engine::get_clock();
       if (w_.options.lane_wake_us <= 0.0) {
-        running_.push_back(Lane{s4u::this_actor::exec_async(amount), q.task, now});
+        running_.push_back(Lane{start_exec(host_, amount), q.task, now});
         continue;
       }
       // emulated_device.cpp (run_lane): a lane that did not wait for this task, and is not
@@ -452,7 +504,7 @@ class Rank {
       const double end = start + amount / host_->get_speed();
       const double overhead = w_.options.task_overhead_us * 1e-6;
       const double done = end > now ? end + w_.options.lane_wake_us * 1e-6 : now + overhead;
-      running_.push_back(Lane{s4u::this_actor::exec_async((done - now) * host_->get_speed()), q.task, start, end});
+      running_.push_back(Lane{start_exec(host_, (done - now) * host_->get_speed()), q.task, start, end});
     }
   }
 
@@ -736,10 +788,6 @@ class Rank {
     ++steal_.requests_received;
     steal_.max_hops_seen = std::max<std::uint64_t>(steal_.max_hops_seen, static_cast<std::uint64_t>(request.hops));
     const auto& options = w_.options.steal;
-    std::vector<std::uint32_t> queue;
-    queue.reserve(queue_.size());
-    for (const auto& q : queue_) queue.push_back(q.task);
-    std::vector<StealPolicy::GiftCandidate> candidates(queue.size());
     StealPolicy::GiftContext context;
     context.lanes = lanes_;
     context.thief_load_seconds = request.thief_load;
@@ -747,31 +795,53 @@ class Rank {
     context.reply_seconds = cost_.round_trip_seconds() / 2;
     context.compute_share = compute_share_;
     context.mean_compute_share = w_.mean_compute_share;
+    // The candidates: the last kPriced queued tasks, the only ones a victim gives, after one
+    // entry that stands for every task ahead of them (their run times summed, never given),
+    // which choose_gifts only counts as work ahead. That prices what pricing the whole queue
+    // prices while the gifts allowed are the same for both lengths (tasks_to_give); when they
+    // are not, the whole queue is priced.
     constexpr std::size_t kPriced = 64;
+    const std::size_t queued = queue_.size();
+    const std::size_t allowed = StealPolicy::tasks_to_give(options, queued, request.wanted);
+    std::size_t priced = std::min(queued, kPriced);
+    const bool summed =
+        queued > priced && StealPolicy::tasks_to_give(options, priced + 1, request.wanted) == allowed;
+    if (!summed) priced = queued;
+    window_.clear();
+    auto from_back = queue_.end();
+    for (std::size_t k = 0; k < priced; ++k) window_.push_back(--from_back);
+    std::reverse(window_.begin(), window_.end());
+    const std::size_t first = summed ? 1 : 0;
+    candidates_.assign(first + priced, StealPolicy::GiftCandidate{});
     const bool thief_measured = request.thief_overhead > 0.0 || request.thief_seconds_per_flop > 0.0;
     const bool measured_here = cost_.recent_task_seconds().has_value();
-    std::map<std::int64_t, PriorityWork, std::greater<>> above;
+    outranking_.clear();
     if (options.cost_rule) {
       PriorityWork sum;
       for (const auto& [priority, work] : remaining_) {  // highest priority first
-        above[priority] = sum;
+        outranking_.emplace_back(priority, sum);
         sum.tasks += work.tasks;
         sum.flops += work.flops;
       }
     }
-    for (std::size_t i = 0; i < queue.size(); ++i) {
-      const SimTask& task = g_.task(queue[i]);
-      auto& c = candidates[i];
+    double window_seconds = 0.0;
+    for (std::size_t i = 0; i < priced; ++i) {
+      const std::uint32_t t = window_[i]->task;
+      const SimTask& task = g_.task(t);
+      auto& c = candidates_[first + i];
       c.run_seconds = cost_.task_seconds(task.key.task_class, task.flops);
-      c.movable = !w_.stolen[queue[i]] && queue.size() - i <= kPriced;
+      window_seconds += c.run_seconds;
+      c.movable = !w_.stolen[t] && priced - i <= kPriced;
       if (!c.movable || !options.cost_rule) continue;
       if (thief_measured && measured_here) {
         c.thief_run_seconds = StealPolicy::thief_run_seconds(
             c.run_seconds, request.thief_overhead + request.thief_seconds_per_flop * task.flops,
             cost_.work_seconds(1.0, task.flops) / lanes_);
       }
-      if (const auto it = above.find(task.priority); it != above.end()) {
-        c.outranking_seconds = cost_.work_seconds(it->second.tasks, it->second.flops);
+      const auto above = std::lower_bound(outranking_.begin(), outranking_.end(), task.priority,
+                                          [](const auto& entry, std::int64_t p) { return entry.first > p; });
+      if (above != outranking_.end() && above->first == task.priority) {
+        c.outranking_seconds = cost_.work_seconds(above->second.tasks, above->second.flops);
       }
       for (const SimInput& in : g_.inputs(task)) {
         if (in.kind == Kind::scratch || in.bytes == 0) continue;
@@ -780,8 +850,11 @@ class Rank {
         if (in.writable) c.return_seconds += move;
       }
     }
-    const auto chosen = StealPolicy::choose_gifts(options, candidates, context, request.wanted);
-    const std::size_t allowed = StealPolicy::tasks_to_give(options, queue.size(), request.wanted);
+    if (summed) {
+      candidates_[0].movable = false;
+      candidates_[0].run_seconds = std::max(queued_run_seconds() - window_seconds, 0.0);
+    }
+    const auto chosen = StealPolicy::choose_gifts(options, candidates_, context, request.wanted);
     if (allowed > chosen.size()) {
       steal_.tasks_refused += allowed - chosen.size();
       if (chosen.empty()) ++steal_.requests_refused;
@@ -790,9 +863,10 @@ class Rank {
     reply->type = Message::Type::steal_reply;
     reply->request_id = request.request_id;
     for (const std::size_t i : chosen) {
-      const std::uint32_t t = queue[i];
+      const auto entry = window_[i - first];
+      const std::uint32_t t = entry->task;
       const SimTask& task = g_.task(t);
-      queue_.erase(std::find_if(queue_.begin(), queue_.end(), [t](const Queued& q) { return q.task == t; }));
+      unqueue(entry);
       w_.stolen[t] = 1;
       leave_remaining(task);
       reply->tasks.push_back(t);
@@ -834,6 +908,7 @@ class Rank {
   const SimGraph& g_;
   int id_;
   s4u::Host* host_;
+  s4u::Host* control_;
   s4u::Host* cpu_;
   s4u::Mailbox* mailbox_;
   CostModel cost_;
@@ -850,10 +925,17 @@ class Rank {
   double compute_share_next_ = 0.0;  ///< set when an iteration ends, used from the next
  private:
   std::set<Queued> queue_;
+  std::map<std::pair<std::uint32_t, double>, std::uint64_t> queued_kinds_;  ///< queued tasks by (class, flops)
+  // serve()'s scratch, kept to spare an allocation per request.
+  std::vector<std::set<Queued>::iterator> window_;
+  std::vector<StealPolicy::GiftCandidate> candidates_;
+  std::vector<std::pair<std::int64_t, PriorityWork>> outranking_;
   std::uint64_t seq_ = 0;
   std::vector<Lane> running_;
   std::vector<FreeLane> free_lanes_ = std::vector<FreeLane>(static_cast<std::size_t>(lanes_));
   std::vector<Transfer> transfers_;
+  std::deque<Transfer> waiting_fetches_;  ///< tile requests held back by --fetch-window
+  std::size_t fetches_out_ = 0;           ///< tile requests sent whose tile has not arrived
   std::vector<CpuJob> cpu_jobs_;
   std::map<std::int64_t, PriorityWork, std::greater<>> remaining_;
   double remaining_tasks_ = 0.0;

@@ -38,6 +38,10 @@ std::string validate(const SimOptions& o) {
     return "--lane-wake-us must be at least 0, got " + std::to_string(o.lane_wake_us);
   }
   if (o.host_cores < 0) return "--host-cores must be at least 0, got " + std::to_string(o.host_cores);
+  if (o.link_concurrency < 0) {
+    return "--link-concurrency must be at least 0, got " + std::to_string(o.link_concurrency);
+  }
+  if (o.fetch_window < 0) return "--fetch-window must be at least 0, got " + std::to_string(o.fetch_window);
   return {};
 }
 
@@ -90,6 +94,38 @@ std::vector<s4u::Host*> cpu_hosts(const s4u::Engine& engine, const SimOptions& o
   return cpus;
 }
 
+/// The control network: a host per rank, where its actor lives, with a link of its own to a
+/// switch. The control messages (activations, tile requests, steal requests and replies, an
+/// iteration's end) go through it and the tiles through the nodes' links, so a 64-byte
+/// message pays its latency and bytes but no share of the tiles' bandwidth, and SimGrid's
+/// flow solver never couples it with the tiles in flight (docs/sim.md, "Speed of the
+/// simulator"). Its latency and bandwidth are those of the route between the first two
+/// nodes (each link half the latency).
+std::vector<s4u::Host*> control_hosts(const s4u::Engine& engine, const std::vector<s4u::Host*>& nodes) {
+  double latency = 0.0;
+  double bandwidth = 1e12;
+  if (nodes.size() > 1) {
+    std::vector<s4u::Link*> route;
+    nodes[0]->route_to(nodes[1], route, &latency);
+    for (const s4u::Link* link : route) bandwidth = std::min(bandwidth, link->get_bandwidth());
+  }
+  auto* zone = s4u::create_star_zone("bellows-control");
+  zone->set_parent(engine.get_netzone_root());
+  std::vector<s4u::Host*> hosts;
+  for (std::size_t r = 0; r < nodes.size(); ++r) {
+    s4u::Host* host = zone->create_host("control-" + std::to_string(r), nodes[r]->get_speed());
+    host->seal();
+    auto* link = zone->create_split_duplex_link("control-link-" + std::to_string(r), bandwidth);
+    link->set_latency(latency / 2.0);
+    link->seal();
+    zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
+                    {s4u::LinkInRoute(link, s4u::LinkInRoute::Direction::UP)}, true);
+    hosts.push_back(host);
+  }
+  zone->seal();
+  return hosts;
+}
+
 }  // namespace
 
 nlohmann::json run_simulation(const Workload& workload, const SimOptions& options, const ProgressFn& progress) {
@@ -111,7 +147,11 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   SimGridEngine engine("bellows-sim", platform_path);
   if (!temporary.empty()) std::remove(temporary.c_str());
   const auto hosts = rank_hosts(engine.get(), options.ranks);
+  if (options.link_concurrency > 0) {
+    for (s4u::Link* link : engine.get().get_all_links()) link->set_concurrency_limit(options.link_concurrency);
+  }
   const auto cpus = cpu_hosts(engine.get(), options);
+  const auto controls = control_hosts(engine.get(), hosts);
 
   World world{g, options};
   world.runs.assign(g.size(), 0);
@@ -125,12 +165,12 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   }
   world.progress = progress;
   for (int r = 0; r < options.ranks; ++r) {
-    world.ranks.push_back(std::make_unique<Rank>(world, r, hosts[static_cast<std::size_t>(r)],
-                                                 cpus[static_cast<std::size_t>(r)]));
+    const auto at = static_cast<std::size_t>(r);
+    world.ranks.push_back(std::make_unique<Rank>(world, r, hosts[at], controls[at], cpus[at]));
   }
   for (int r = 0; r < options.ranks; ++r) {
     Rank* rank = world.ranks[static_cast<std::size_t>(r)].get();
-    s4u::Actor::create("rank-" + std::to_string(r), hosts[static_cast<std::size_t>(r)], [rank] { rank->run(); });
+    s4u::Actor::create("rank-" + std::to_string(r), rank->control(), [rank] { rank->run(); });
   }
   engine.get().run();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -188,6 +228,7 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   j["residual"] = nullptr;
   runtime::StealStats steal;
   nlohmann::json rank_stats = nlohmann::json::array();
+  std::uint64_t most_requests_out = 0;
   for (const auto& r : world.ranks) {
     steal.add(r->steal_stats());
     nlohmann::json s;
@@ -203,6 +244,8 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
     s["bytes_received"] = r->bytes_received;
     s["messages_sent"] = r->messages_sent;
     s["messages_received"] = r->messages_received;
+    s["most_tile_requests_out"] = r->most_tile_requests_out;
+    most_requests_out = std::max(most_requests_out, r->most_tile_requests_out);
     s["steal"] = r->steal_stats();
     s["cost"] = r->cost().summary();
     rank_stats.push_back(std::move(s));
@@ -236,6 +279,9 @@ nlohmann::json run_simulation(const Workload& workload, const SimOptions& option
   sim["serve_cpu_us"] = options.serve_cpu ? options.steal.request_visit_cost_us : 0;
   sim["host_cores"] = options.host_cores;
   sim["lane_wake_us"] = options.lane_wake_us;
+  sim["link_concurrency"] = options.link_concurrency;
+  sim["fetch_window"] = options.fetch_window;
+  sim["most_tile_requests_out"] = most_requests_out;
   sim["platform_file"] = temporary.empty() ? platform_path : std::string();
   if (options.platform_file.empty()) {
     sim["platform"] = {{"gflops", options.platform.gflops},

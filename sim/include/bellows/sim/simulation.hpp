@@ -63,6 +63,18 @@ struct SimOptions {
   /// lane's throughput. A sleep uses no CPU: not charged to the host's cores. 0 (default):
   /// lanes wake on time.
   double lane_wake_us = 0.0;
+  /// Transfers each link of the nodes' network carries at once (SimGrid's concurrency limit
+  /// on those links): a tile that finds either link of its route full waits until both have
+  /// room (SimGrid starts it then), and then has the links' bandwidth to itself or shared with
+  /// the few others. 0: no limit, every tile in flight shares the links (max-min fair). Control
+  /// messages have a network of their own and are never held back (docs/sim.md, "Speed of
+  /// the simulator").
+  int link_concurrency = 0;
+  /// Tile requests a rank has out at once (a tile requested and not yet arrived); further
+  /// requests wait and go out in the order they were made, as tiles arrive. 0: no limit,
+  /// every tile is requested when its task is instantiated (docs/sim.md, "Speed of the
+  /// simulator").
+  int fetch_window = 0;
   /// When not empty, every rank appends to this file the samples a real run's --trace
   /// writes (docs/runtime.md; scripts/plot_trace.py plots both), in simulated seconds.
   std::string trace_path;
