@@ -213,6 +213,8 @@ inline constexpr std::size_t kJoinPayloadInts = 8;
 /// connect; the other ranks wait, sleeping, until they are one group. The report's
 /// wait_seconds runs from the call to the new processes being one group, group_seconds is
 /// their join tree as new process 0 timed it, and merge_seconds the one join of the job.
+/// Rank 0's one-to-one accepts (about 1 ms each) are the part that grows with count: processes
+/// that know their place from whoever started them join with grow_by_ordinals() instead.
 [[nodiscard]] MPI_Comm grow_by_accept(MPI_Comm current, int count, const std::string& port,
                                       std::span<const int> payload, GrowReport* report = nullptr);
 
