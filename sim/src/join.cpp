@@ -229,11 +229,8 @@ std::string validate(const JoinOptions& o) {
   if (!(o.file_seconds >= 0.0) || !std::isfinite(o.file_seconds)) {
     return "--file-us must be at least 0, got " + format_number(o.file_seconds * 1e6);
   }
-  if (!(o.start_seconds >= 0.0) || !std::isfinite(o.start_seconds)) {
-    return "--start-us must be at least 0, got " + format_number(o.start_seconds * 1e6);
-  }
-  if (!(o.first_task_seconds >= 0.0) || !std::isfinite(o.first_task_seconds)) {
-    return "--first-task-us must be at least 0, got " + format_number(o.first_task_seconds * 1e6);
+  if (!(o.fixed_seconds >= 0.0) || !std::isfinite(o.fixed_seconds)) {
+    return "--fixed-us must be at least 0, got " + format_number(o.fixed_seconds * 1e6);
   }
   return validate(o.platform);
 }
@@ -275,7 +272,7 @@ nlohmann::json simulate_join(const JoinOptions& options) {
           {"rounds", sequential ? options.new_ranks : ceil_log2(options.new_ranks)},
           {"messages", grow.messages},
           {"files", grow.files},
-          {"request_to_first_task_seconds", options.start_seconds + grow.end + options.first_task_seconds}};
+          {"request_to_first_task_seconds", options.fixed_seconds + grow.end}};
 }
 
 }  // namespace bellows::sim

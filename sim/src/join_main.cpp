@@ -25,8 +25,7 @@ int main(int argc, char** argv) {
   bs::JoinOptions o;
   std::string protocol = "ordinals";
   double accept_us = o.accept_seconds * 1e6, merge_us = o.merge_seconds * 1e6;
-  double file_us = o.file_seconds * 1e6, start_us = o.start_seconds * 1e6,
-         first_task_us = o.first_task_seconds * 1e6;
+  double file_us = o.file_seconds * 1e6, fixed_us = o.fixed_seconds * 1e6;
   CLI::App cli{"A grow of a running job by k nodes on a simulated machine (SimGrid 3.32): from every "
                "new rank waiting to join to the job being one communicator, and from the request to the "
                "last new rank's first task"};
@@ -42,11 +41,9 @@ int main(int argc, char** argv) {
   cli.add_option("--file-us", file_us,
                  "a file of the exchange, from its writing to its reader having it, microseconds (default "
                  "measured: docs/sim.md)");
-  cli.add_option("--start-us", start_us,
-                 "from the request to a new rank waiting to join, microseconds (default measured)");
-  cli.add_option("--first-task-us", first_task_us,
-                 "from the job being one communicator to a new rank's first task, microseconds (default "
-                 "measured)");
+  cli.add_option("--fixed-us", fixed_us,
+                 "the part of the time from the request to a new rank's first task that does not depend on "
+                 "k (bench/join.py's +1 less its grow), microseconds (default 0)");
   cli.add_option("--card-bytes", o.card_bytes, "bytes of one process's description in a merge (default 256)");
   cli.add_option("--latency-us", o.platform.latency_us, "one-way latency between two nodes, microseconds (default 5)");
   cli.add_option("--bandwidth-gbps", o.platform.bandwidth_gbps, "each node's link, GB/s (default 5)");
@@ -63,8 +60,7 @@ int main(int argc, char** argv) {
   o.accept_seconds = accept_us * 1e-6;
   o.merge_seconds = merge_us * 1e-6;
   o.file_seconds = file_us * 1e-6;
-  o.start_seconds = start_us * 1e-6;
-  o.first_task_seconds = first_task_us * 1e-6;
+  o.fixed_seconds = fixed_us * 1e-6;
   if (auto error = bs::validate(o); !error.empty()) return fail(error);
   try {
     std::printf("%s\n", bs::simulate_join(o).dump().c_str());

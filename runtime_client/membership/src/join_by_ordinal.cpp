@@ -100,7 +100,7 @@ Found wait_for_file(const JoinExchange& exchange, const std::string& name, GrowR
         const std::int64_t waited_from =
             std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count();
         const std::int64_t from = std::max(std::stoll(stamp), static_cast<long long>(waited_from));
-        report.handoff_seconds.push_back(static_cast<double>(steady_stamp_ns() - from) * 1e-9);
+        report.handoff_seconds.push_back(std::max(0.0, static_cast<double>(steady_stamp_ns() - from) * 1e-9));
       } catch (const std::exception&) {
         // a stamp that does not read: the file still counts
       }

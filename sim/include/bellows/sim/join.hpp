@@ -27,10 +27,9 @@
 // swap their groups' process descriptions, each group broadcasts them, and the merged
 // communicator agrees on a context id (an allreduce): ceil(log2 p) rounds of one-way latency
 // each for the broadcast and twice for the allreduce, and p descriptions over the link.
-// From the request to the first task adds, to the grow, a new rank's start (its daemon's
-// launch, mpiexec and MPI_Init, on every new node at once) and the time from the job being one
-// communicator to a new rank's first task (the runtime's expand_onto and the first steal), both
-// measured by bench/join.py at k = 1 and the same for every k.
+// From the request to the first task adds, to the grow, what does not depend on k (a new
+// rank's start, on every new node at once; the job reaching its iteration's end; expand_onto and
+// the first task), measured by bench/join.py at k = 1.
 
 #include <nlohmann/json.hpp>
 
@@ -53,10 +52,10 @@ struct JoinOptions {
   /// A file of the exchange, from its writing to its reader having it (the writer's steady
   /// clock to the reader's, measured by membership_join_ordinals), seconds.
   double file_seconds = 0.0003;
-  /// From the request to a new rank waiting to join: its start, seconds (bench/join.py).
-  double start_seconds = 0.0;
-  /// From the job being one communicator to a new rank's first task, seconds (bench/join.py).
-  double first_task_seconds = 0.0;
+  /// The part of the time from the request to a new rank's first task that does not depend on
+  /// k, seconds: bench/join.py's +1 time less its grow (the rank's start, under the job's
+  /// running iteration; the wait for that iteration's end; expand_onto; the first task).
+  double fixed_seconds = 0.0;
   /// Bytes of one process's description in a merge (MPICH's business card and ids).
   std::uint64_t card_bytes = 256;
   /// Bytes of a control message (a plan, a port name, the ready note).
@@ -69,7 +68,7 @@ struct JoinOptions {
 /// Simulates one grow and returns {"protocol", "job_ranks", "new_ranks", "seconds" (the grow,
 /// simulated), "rendezvous_seconds", "tree_seconds" (ordinals: until the job's rank 0 has the
 /// `group` file), "final_merge_seconds", "rounds", "messages" (through the network), "files"
-/// (of the exchange), "request_to_first_task_seconds" (start + grow + first task)}. One
+/// (of the exchange), "request_to_first_task_seconds" (fixed_seconds + the grow)}. One
 /// simulation per process (SimGrid's engine starts once).
 [[nodiscard]] nlohmann::json simulate_join(const JoinOptions& options);
 
