@@ -5,11 +5,13 @@ and the phases of the grow as the job's rank 0 saw them.
 
 Each job is `bellows run --nodes 1:K+1` of the gemm example (emulated device at 100 GFLOP/s, stealing on, so
 that a new rank runs a task as soon as it has joined); once it has run a few iterations on one
-node, `bellows resize +K` asks for K nodes, whose daemons start ranks that join the job
-(grow by accept). The example's JSON report gives, per resize, the request-to-first-task time of
-every new rank and the grow's phases as rank 0 saw them: the wait until the new processes were
-one group (their start included: a grow begins when the job reaches an iteration's end, often
-before every new rank has connected), their own join tree, and the accepts and merges of the job.
+node, `bellows resize +K` asks for K nodes, whose daemons start ranks that join the job (each
+told its ordinal by the controller: grow by ordinals; with --compare-build of an older build,
+whatever that build does). The example's JSON report gives, per resize, the request-to-first-task
+time of every new rank and the grow's phases as rank 0 saw them: the wait until the new
+processes were one group (their start included: a grow begins when the job reaches an
+iteration's end, often before every new rank has started), their own join tree, and the accept
+and merge of the job.
 
   python3 bench/join.py --build build/default [--adds 1,2,4,8] [--rounds 3]
 
@@ -89,7 +91,8 @@ def main():
                       f"{', '.join(f'{t:.3f}' for t in firsts)}); grow {g.get('grow_seconds', 0):.3f} s "
                       f"= wait {g.get('wait_seconds', 0):.3f} (group {g.get('group_seconds', 0):.3f}) "
                       f"+ merge {sum(g.get('merge_seconds', [])):.3f} over "
-                      f"{len(g.get('merge_seconds', []))} accept(s)", flush=True)
+                      f"{len(g.get('merge_seconds', []))} accept(s), {len(g.get('accept_seconds', []))} "
+                      f"one-to-one accept(s) at rank 0", flush=True)
     print("\nmedian over rounds: request to the last new rank's first task, s")
     header = f"{'K':>3s}" + "".join(f" {name:>10s}" for name, _ in builds)
     print(header)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <bellows/protocol/job_directory.hpp>
+
 namespace bellows::controller {
 
 DaemonJobControl::DaemonJobControl(std::string job, std::string first_node, NodeLauncher& launcher,
@@ -96,10 +98,22 @@ void DaemonJobControl::add_ranks(ResizeId resize, const std::vector<std::string>
   start_ranks(resize, nodes);
 }
 
+std::vector<std::string> join_environment(const RankLaunch& launch, ResizeId resize, std::size_t ordinal,
+                                          std::size_t count) {
+  namespace job_env = protocol::job_environment;
+  std::vector<std::string> environment = launch.environment;
+  environment.push_back(std::string(job_env::kJoinResize) + "=" + std::to_string(resize));
+  environment.push_back(std::string(job_env::kJoinOrdinal) + "=" + std::to_string(ordinal));
+  environment.push_back(std::string(job_env::kJoinCount) + "=" + std::to_string(count));
+  return environment;
+}
+
 void DaemonJobControl::start_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
   if (rank_launch_.command.empty()) return;
-  for (const std::string& node : nodes) {
-    if (!send_(node, protocol::StartRank{resize, rank_launch_.command, rank_launch_.environment})) {
+  for (std::size_t ordinal = 0; ordinal < nodes.size(); ++ordinal) {
+    const std::string& node = nodes[ordinal];
+    const auto environment = join_environment(rank_launch_, resize, ordinal, nodes.size());
+    if (!send_(node, protocol::StartRank{resize, rank_launch_.command, environment})) {
       report({JobReportKind::rank_died, resize, node, 0,
               "no daemon is registered on " + node + " to start its rank", {}});
     }

@@ -27,6 +27,13 @@ struct Note {
   int ordinal = -1;
 };
 
+/// A file of the exchange (JoinExchange): when it was written.
+struct FileNote {
+  double written_at = 0.0;
+};
+
+s4u::Mailbox* box(const std::string& name) { return s4u::Mailbox::by_name(name); }
+
 /// The grow as the actors see it; times in simulated seconds.
 struct Grow {
   JoinOptions o;
@@ -34,6 +41,7 @@ struct Grow {
   double tree_end = 0.0;
   double end = 0.0;
   std::uint64_t messages = 0;
+  std::uint64_t files = 0;
 
   /// An accept and merge that `p` processes take part in (the fixed costs, then the
   /// exchange of process descriptions and the rounds of the broadcast and the allreduce).
@@ -52,6 +60,23 @@ struct Grow {
     ++messages;
     return to->put_async(new Note{ordinal}, o.control_bytes);
   }
+  /// One-way latency times the rounds of a broadcast over `p` processes.
+  [[nodiscard]] double broadcast_cost(int p) const { return ceil_log2(p) * o.platform.latency_us * 1e-6; }
+
+  /// A file of the exchange written now (appears by rename in the shared directory).
+  void write_file(const std::string& name) {
+    ++files;
+    box("file-" + name)->put_init(new FileNote{s4u::Engine::get_clock()}, 0)->detach();
+  }
+  /// Waits for a file of the exchange: it is there for its reader o.file_seconds after its
+  /// writing (the measured hand-off: write, rename, the reader's next look), at the earliest.
+  void wait_file(const std::string& name) const {
+    auto* note = box("file-" + name)->get<FileNote>();
+    const double visible = note->written_at + o.file_seconds;
+    delete note;
+    if (visible > s4u::Engine::get_clock()) s4u::this_actor::sleep_until(visible);
+  }
+
   static int receive(s4u::Mailbox* from) {
     auto* note = from->get<Note>();
     const int ordinal = note->ordinal;
@@ -60,7 +85,6 @@ struct Grow {
   }
 };
 
-s4u::Mailbox* box(const std::string& name) { return s4u::Mailbox::by_name(name); }
 s4u::Mailbox* new_rank_box(int ordinal) { return box("new-" + std::to_string(ordinal)); }
 s4u::Mailbox* tree_port(int block, int round) {
   return box("tree-" + std::to_string(block) + "-" + std::to_string(round));
@@ -121,6 +145,47 @@ void tree_new_rank(Grow& g, int arrival) {
   g.send(box("final-port"), ordinal);
 }
 
+// ---------------------------------------------------------------- ordinals and files
+// join_by_ordinal.cpp: every new rank knows its ordinal; before each round the two groups'
+// leaders trade files (the accepting one's port), then their groups hear it by a broadcast and
+// accept/connect and merge; new rank 0 writes `group`, the job's rank 0 answers `accepting`,
+// and the job accepts the group once and broadcasts the payload over the grown communicator.
+std::string round_file(int round, int leader) {
+  return "round-" + std::to_string(round) + "-" + std::to_string(leader);
+}
+
+void ordinals_root(Grow& g) {
+  const int n = g.o.job_ranks, k = g.o.new_ranks;
+  g.wait_file("group");
+  g.tree_end = s4u::Engine::get_clock();
+  g.write_file("accepting");
+  s4u::this_actor::sleep_for(g.broadcast_cost(n));  // the job hears it from rank 0
+  (void)Grow::receive(box("final-port"));           // the new group's connect
+  s4u::this_actor::sleep_for(g.merge_cost(n + k) + g.broadcast_cost(n + k));  // then the payload
+  g.end = s4u::Engine::get_clock();
+}
+
+void ordinals_new_rank(Grow& g, int ordinal) {
+  const int k = g.o.new_ranks;
+  int size = 1;
+  for (int round = 0, step = 1; step < k; ++round, step *= 2) {
+    const int block = ordinal - ordinal % (2 * step);
+    const bool lower = ordinal - block < step;
+    if (lower && block + step >= k) continue;
+    const int partner = lower ? std::min(step, k - block - step) : step;
+    // A rank still playing here leads its group: the two leaders trade files.
+    g.write_file(round_file(round, ordinal));
+    g.wait_file(round_file(round, lower ? block + step : block));
+    s4u::this_actor::sleep_for(g.broadcast_cost(size) + g.merge_cost(size + partner));
+    if (!lower) return;  // a member of the lower group now
+    size += partner;
+  }
+  g.write_file("group");
+  g.wait_file("accepting");
+  s4u::this_actor::sleep_for(g.broadcast_cost(size));
+  g.send(box("final-port"), ordinal);
+}
+
 // ---------------------------------------------------------------- one accept per rank
 void sequential_root(Grow& g) {
   for (int i = 0; i < g.o.new_ranks; ++i) {
@@ -144,7 +209,12 @@ void sequential_new_rank(Grow& g, int arrival) {
 }  // namespace
 
 const char* to_string(JoinProtocol protocol) noexcept {
-  return protocol == JoinProtocol::tree ? "tree" : "sequential";
+  switch (protocol) {
+    case JoinProtocol::ordinals: return "ordinals";
+    case JoinProtocol::tree: return "tree";
+    case JoinProtocol::sequential: return "sequential";
+  }
+  return "?";
 }
 
 std::string validate(const JoinOptions& o) {
@@ -156,6 +226,12 @@ std::string validate(const JoinOptions& o) {
   if (!(o.merge_seconds >= 0.0) || !std::isfinite(o.merge_seconds)) {
     return "--merge-us must be at least 0, got " + format_number(o.merge_seconds * 1e6);
   }
+  if (!(o.file_seconds >= 0.0) || !std::isfinite(o.file_seconds)) {
+    return "--file-us must be at least 0, got " + format_number(o.file_seconds * 1e6);
+  }
+  if (!(o.fixed_seconds >= 0.0) || !std::isfinite(o.fixed_seconds)) {
+    return "--fixed-us must be at least 0, got " + format_number(o.fixed_seconds * 1e6);
+  }
   return validate(o.platform);
 }
 
@@ -166,23 +242,37 @@ nlohmann::json simulate_join(const JoinOptions& options) {
   std::remove(platform.c_str());
 
   Grow grow{options};
-  const bool tree = options.protocol == JoinProtocol::tree;
-  s4u::Actor::create("job-rank-0", s4u::Host::by_name(host_name(0)),
-                     [&grow, tree] { tree ? tree_root(grow) : sequential_root(grow); });
+  const JoinProtocol protocol = options.protocol;
+  s4u::Actor::create("job-rank-0", s4u::Host::by_name(host_name(0)), [&grow, protocol] {
+    switch (protocol) {
+      case JoinProtocol::ordinals: ordinals_root(grow); break;
+      case JoinProtocol::tree: tree_root(grow); break;
+      case JoinProtocol::sequential: sequential_root(grow); break;
+    }
+  });
   for (int i = 0; i < options.new_ranks; ++i) {
     s4u::Actor::create("new-rank-" + std::to_string(i), s4u::Host::by_name(host_name(options.job_ranks + i)),
-                       [&grow, tree, i] { tree ? tree_new_rank(grow, i) : sequential_new_rank(grow, i); });
+                       [&grow, protocol, i] {
+                         switch (protocol) {
+                           case JoinProtocol::ordinals: ordinals_new_rank(grow, i); break;
+                           case JoinProtocol::tree: tree_new_rank(grow, i); break;
+                           case JoinProtocol::sequential: sequential_new_rank(grow, i); break;
+                         }
+                       });
   }
   engine.get().run();
-  return {{"protocol", to_string(options.protocol)},
+  const bool sequential = protocol == JoinProtocol::sequential;
+  return {{"protocol", to_string(protocol)},
           {"job_ranks", options.job_ranks},
           {"new_ranks", options.new_ranks},
           {"seconds", grow.end},
           {"rendezvous_seconds", grow.rendezvous_end},
           {"tree_seconds", grow.tree_end - grow.rendezvous_end},
           {"final_merge_seconds", grow.end - grow.tree_end},
-          {"rounds", tree ? ceil_log2(options.new_ranks) : options.new_ranks},
-          {"messages", grow.messages}};
+          {"rounds", sequential ? options.new_ranks : ceil_log2(options.new_ranks)},
+          {"messages", grow.messages},
+          {"files", grow.files},
+          {"request_to_first_task_seconds", options.fixed_seconds + grow.end}};
 }
 
 }  // namespace bellows::sim

@@ -264,13 +264,23 @@ TEST_F(DaemonJobControlTest, WithARankLaunchTheNewNodesDaemonsStartTheirRanks) {
   const RankLaunch launch{{"mpiexec", "-n", "1", "/bin/app"}, {"BELLOWS_JOIN=port"}};
   control.set_rank_launch(launch);
   register_daemons({"node0", "node1", "node2", "node3"});
-  control.add_ranks(1, {"node2", "node3"});
-  const protocol::StartRank start{1, launch.command, launch.environment};
-  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", expand_order(1, {"node2", "node3"})},
-                                           {"node2", start},
-                                           {"node3", start}}));
+  control.add_ranks(7, {"node2", "node3"});
+  // Each new rank knows its place in the grow from its start: the resize, its ordinal in the
+  // order of the nodes, and how many join.
+  const auto start = [&launch](std::uint64_t resize, std::vector<std::string> place) {
+    std::vector<std::string> environment = launch.environment;
+    environment.insert(environment.end(), place.begin(), place.end());
+    return protocol::StartRank{resize, launch.command, environment};
+  };
+  EXPECT_EQ(sent_now(),
+            (std::vector<Sent>{
+                {"node0", expand_order(7, {"node2", "node3"})},
+                {"node2", start(7, {"BELLOWS_JOIN_RESIZE=7", "BELLOWS_JOIN_ORDINAL=0", "BELLOWS_JOIN_COUNT=2"})},
+                {"node3", start(7, {"BELLOWS_JOIN_RESIZE=7", "BELLOWS_JOIN_ORDINAL=1", "BELLOWS_JOIN_COUNT=2"})}}));
   control.start_ranks(0, {"node1"});
-  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node1", protocol::StartRank{0, launch.command, launch.environment}}}));
+  EXPECT_EQ(sent_now(),
+            (std::vector<Sent>{
+                {"node1", start(0, {"BELLOWS_JOIN_RESIZE=0", "BELLOWS_JOIN_ORDINAL=0", "BELLOWS_JOIN_COUNT=1"})}}));
   EXPECT_EQ(progress(), Lines{});
 }
 

@@ -41,6 +41,14 @@ std::filesystem::path job_port_file() {
   return protocol::JobDirectory{value_of(env::kJobDir)}.job_port_file();
 }
 
+/// The port the job's port file names now; "" when there is none.
+std::string current_job_port(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string port;
+  std::getline(in, port);
+  return port;
+}
+
 std::string read_job_port(const std::filesystem::path& file) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   for (;;) {
@@ -68,8 +76,9 @@ ElasticSession::ElasticSession(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) args_.emplace_back(argv[i]);
   grid_ranks_ = initial_grid_ranks();
   auto spawn = [this](int join_iteration) { return spawn_spec(join_iteration); };
-  ElasticJob::Grow accept = [this](Membership& m, int count, int join_iteration) -> const GrowReport& {
-    return accept_ranks(m, count, join_iteration);
+  ElasticJob::Grow accept = [this](Membership& m, int count, int join_iteration,
+                                   std::uint64_t resize_id) -> const GrowReport& {
+    return accept_ranks(m, count, join_iteration, resize_id);
   };
 
   if (const std::string join = value_of(env::kJoin); !join.empty()) {
@@ -80,17 +89,30 @@ ElasticSession::ElasticSession(int argc, char** argv) {
     if (node.empty() || value_of(env::kJobDir).empty())
       throw std::invalid_argument(std::string(env::kJoin) + "=port needs " + env::kNode + " and " +
                                   env::kJobDir);
+    const auto resize = number_variable(env::kJoinResize, 0, "a resize id (0 or more)");
+    const auto ordinal = number_variable(env::kJoinOrdinal, 0, "an ordinal (0 or more)");
+    const auto count = number_variable(env::kJoinCount, 1, "a rank count (1 or more)");
+    if (!resize || !ordinal || !count)
+      throw std::invalid_argument(std::string(env::kJoin) + "=port needs " + env::kJoinResize + ", " +
+                                  env::kJoinOrdinal + " and " + env::kJoinCount + " (the controller sets them)");
+    if (*ordinal >= *count)
+      throw std::invalid_argument(std::string(env::kJoinOrdinal) + "=" + std::to_string(*ordinal) +
+                                  " is not below " + env::kJoinCount + "=" + std::to_string(*count));
+    // The port named now: when the file names another, the job dropped the resize this rank
+    // was started for (rotate_job_port) or ended.
     const auto port_file = job_port_file();
     port_ = read_job_port(port_file);
+    JoinExchange exchange;
+    exchange.directory = protocol::JobDirectory{value_of(env::kJobDir)}.join_dir(static_cast<std::uint64_t>(*resize));
+    exchange.called_off = [port_file, port = port_] { return current_job_port(port_file) != port; };
     std::vector<int> payload;
     std::optional<Membership> connected;
     try {
-      connected.emplace(Membership::join_by_connect(port_, payload));
+      connected.emplace(Membership::join_by_ordinal(*ordinal, *count, exchange, payload));
+    } catch (const GrowCalledOff& e) {
+      throw JoinCalledOff(std::string(e.what()) + ": the job's port changed, so its resize was called off or the job ended");
     } catch (const MpiError& e) {
-      std::ifstream in(port_file);
-      std::string now;
-      std::getline(in, now);
-      if (now == port_) throw;
+      if (current_job_port(port_file) == port_) throw;
       throw JoinCalledOff("the job stopped accepting ranks on the port this one was started for (" +
                           std::string(e.what()) + "): its resize was called off or the job ended");
     }
@@ -137,11 +159,11 @@ ElasticSession::ElasticSession(int argc, char** argv) {
   if (link_) {
     // Under the control plane the nodes' daemons start the other ranks; they connect here.
     open_job_port();
-    if (initial.value_or(1) > 1) accept_ranks(membership, *initial - 1, 0);
+    if (initial.value_or(1) > 1) accept_ranks(membership, *initial - 1, 0, 0);
     job_.emplace(std::move(membership), accept);
     link_->attach(*job_);
-    // An expand dropped before the job carried it out may have left a process connecting
-    // to the port: the next one gets a fresh port.
+    // The ranks of an expand dropped before the job carried it out wait for each other or
+    // for the job: a fresh port in the port file tells them they are not waited for.
     link_->on_expand_dropped([this] { rotate_job_port(); });
     return;
   }
@@ -181,8 +203,9 @@ void ElasticSession::close_port(const std::string& port) noexcept {
 }
 
 void ElasticSession::rotate_job_port() {
-  // The new port is in the file before the old one closes: a process whose connect fails
-  // then finds another port there and knows it was not waited for (JoinCalledOff).
+  // The new port is in the file before the old one closes: a process that waits for a file of
+  // its grow, or whose connect fails, then finds another port there and knows it was not
+  // waited for (JoinCalledOff).
   const std::string old = port_;
   open_job_port();
   close_port(old);
@@ -196,15 +219,17 @@ void ElasticSession::open_job_port() {
   protocol::write_line_atomically(job_port_file(), port_);
 }
 
-const GrowReport& ElasticSession::accept_ranks(Membership& membership, int count, int join_iteration) {
+const GrowReport& ElasticSession::accept_ranks(Membership& membership, int count, int join_iteration,
+                                               std::uint64_t resize_id) {
   const int payload[] = {join_iteration, grid_ranks_};
-  const GrowReport& report = membership.grow_by_accept(count, port_, payload);
+  JoinExchange exchange;
+  exchange.directory = protocol::JobDirectory{value_of(env::kJobDir)}.join_dir(resize_id);
+  exchange.job_port = port_;
+  const GrowReport& report = membership.grow_by_ordinals(count, exchange, payload);
   auto nodes = ControlPlaneLink::gather_nodes(membership.communicator(), link_->node());
-  if (membership.rank() == 0) {
-    link_->set_nodes_by_rank(std::move(nodes));
-    // Nobody else may come through this port: the next grow gets a fresh one.
-    rotate_job_port();
-  }
+  // The port stays: ranks connect to it only after `accepting` in their own grow's directory,
+  // which the job writes for the grow it carries out, so none can come through it out of turn.
+  if (membership.rank() == 0) link_->set_nodes_by_rank(std::move(nodes));
   return report;
 }
 

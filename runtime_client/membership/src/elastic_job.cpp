@@ -93,8 +93,8 @@ double seconds_between_ns(std::int64_t from, std::int64_t to) {
 
 ElasticJob::ElasticJob(Membership membership, SpawnSpecFor spawn_spec, int joined_at_iteration)
     : ElasticJob(std::move(membership),
-                 Grow([spawn_spec = std::move(spawn_spec)](Membership& m, int count, int iteration)
-                          -> const GrowReport& {
+                 Grow([spawn_spec = std::move(spawn_spec)](Membership& m, int count, int iteration,
+                                                            std::uint64_t /*resize_id*/) -> const GrowReport& {
                    return m.grow(count, m.rank() == 0 ? spawn_spec(iteration) : SpawnSpec{});
                  }),
                  joined_at_iteration) {}
@@ -287,7 +287,7 @@ ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
 
 ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& event, int iteration) {
   const int old_size = size();
-  const auto& grown = grow_(membership_, request.add, iteration);
+  const auto& grown = grow_(membership_, request.add, iteration, request.resize_id);
   const std::int64_t onto_start = steady_ns();
   runtime_->expand_onto(communicator());
   const double onto_seconds = seconds_since(onto_start);

@@ -25,23 +25,19 @@ std::size_t table_bytes(int count) {
 }
 int job_port_row(int count) { return count * tree_rounds(count); }
 
-Communicator form_new_group(int ordinal, int count, PortTable& table) {
+Communicator form_new_group(int ordinal, int count, const RoundPort& port_of_round) {
   Communicator group;  // empty: MPI_COMM_SELF
-  const int rounds = tree_rounds(count);
   for (int round = 0, step = 1; step < count; ++round, step *= 2) {
     const int block = ordinal - ordinal % (2 * step);
     const bool lower = ordinal - block < step;
     if (lower && block + step >= count) continue;  // no partner group this round
     const MPI_Comm local = group ? group.get() : MPI_COMM_SELF;
+    const std::string port = port_of_round(round, block, lower, local);
     MPI_Comm inter_raw = MPI_COMM_NULL;
     if (lower) {
-      check(MPI_Comm_accept(port_row(table, block * rounds + round), MPI_INFO_NULL, 0, local,
-                            &inter_raw),
-            "MPI_Comm_accept");
+      check(MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_accept");
     } else {
-      check(MPI_Comm_connect(port_row(table, block * rounds + round), MPI_INFO_NULL, 0, local,
-                             &inter_raw),
-            "MPI_Comm_connect");
+      check(MPI_Comm_connect(port.c_str(), MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_connect");
     }
     Communicator inter = adopt(inter_raw);
     MPI_Comm merged_raw = MPI_COMM_NULL;
@@ -52,6 +48,13 @@ Communicator form_new_group(int ordinal, int count, PortTable& table) {
     group = std::move(merged);
   }
   return group;
+}
+
+Communicator form_new_group(int ordinal, int count, PortTable& table) {
+  const int rounds = tree_rounds(count);
+  return form_new_group(ordinal, count, [&table, rounds](int round, int block, bool, MPI_Comm) {
+    return std::string(port_row(table, block * rounds + round));
+  });
 }
 
 Communicator join_as_newcomer(Communicator& link, GrowReport& report, std::vector<int>* payload) {

@@ -11,6 +11,8 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace bellows::runtime::membership_detail {
@@ -56,11 +58,19 @@ char* port_row(PortTable& table, int row);
 std::size_t table_bytes(int count);
 int job_port_row(int count);
 
+/// Before the accept or connect of one round of the join tree, on every process of a group:
+/// the port of that round (read at the group's first process only: MPI_Comm_accept's and
+/// MPI_Comm_connect's root). `local` is the group's communicator (MPI_COMM_SELF alone),
+/// `accepts` whether the group accepts.
+using RoundPort = std::function<std::string(int round, int block, bool accepts, MPI_Comm local)>;
+
 /// On new process `ordinal` of `count`: the pairwise rounds that make the new processes one
 /// communicator, ordered by ordinal. Round s (1, 2, 4, ...): the group that starts at a
 /// multiple of 2s accepts, on its first process's port, the group that starts s after it,
 /// which connects; the merge puts the accepting group first. Every intermediate
 /// communicator is disconnected. Returns an empty Communicator (MPI_COMM_SELF) for k = 1.
+Communicator form_new_group(int ordinal, int count, const RoundPort& port_of_round);
+/// The same with the ports of a table every process holds.
 Communicator form_new_group(int ordinal, int count, PortTable& table);
 
 /// Everything a new process does to join, with `link` its intercommunicator to the job (the

@@ -628,6 +628,21 @@ Membership Membership::join_by_connect(const std::string& port, std::vector<int>
   return Membership(std::move(job), std::move(report));
 }
 
+const GrowReport& Membership::grow_by_ordinals(int count, const JoinExchange& exchange,
+                                               std::span<const int> payload) {
+  if (!job_) throw std::logic_error("membership: grow called on a rank that left");
+  GrowReport report;
+  Communicator grown(runtime::grow_by_ordinals(job_.get(), count, exchange, payload, &report));
+  return adopt_grown(std::move(grown), std::move(report));
+}
+
+Membership Membership::join_by_ordinal(int ordinal, int count, const JoinExchange& exchange,
+                                       std::vector<int>& payload) {
+  GrowReport report;
+  Communicator job(runtime::join_by_ordinal(ordinal, count, exchange, payload, &report));
+  return Membership(std::move(job), std::move(report));
+}
+
 const GrowReport& Membership::adopt_grown(Communicator grown, GrowReport report) {
   // The old communicator's connections live on in the grown one: this releases nothing
   // but the handle, but it must be a disconnect so that a later one can close them.

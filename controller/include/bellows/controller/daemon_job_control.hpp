@@ -29,6 +29,13 @@ struct RankLaunch {
   std::vector<std::string> environment;  ///< NAME=VALUE
 };
 
+/// The environment of the rank that resize `resize` (0: the job's start) adds as number
+/// `ordinal` of `count` (in the order of the resize's nodes): the launch's, then
+/// BELLOWS_JOIN_RESIZE, BELLOWS_JOIN_ORDINAL and BELLOWS_JOIN_COUNT
+/// (protocol::job_environment).
+[[nodiscard]] std::vector<std::string> join_environment(const RankLaunch& launch, ResizeId resize,
+                                                        std::size_t ordinal, std::size_t count);
+
 /// Thread safety: one thread (the controller's loop) calls every method, the daemon_*()
 /// and resize_report() inputs included.
 class DaemonJobControl final : public JobControl {
@@ -78,7 +85,8 @@ class DaemonJobControl final : public JobControl {
   void set_rank_launch(RankLaunch launch) { rank_launch_ = std::move(launch); }
   /// Has the daemons of `nodes` start their rank (StartRank) for resize `resize` (0: the
   /// job's start); a node without a registered daemon counts as a death. Nothing without a
-  /// RankLaunch.
+  /// RankLaunch. Each rank's environment is the launch's and the join's place
+  /// (join_environment): the ranks form one group among themselves without asking the job.
   void start_ranks(ResizeId resize, const std::vector<std::string>& nodes);
   /// Starts the daemons of the job's first nodes (before the job starts); a node whose
   /// daemon cannot start shows as one that never registers.

@@ -13,6 +13,9 @@
 //                                 (transport/controller_contact.hpp)
 //     job.port                    the MPI port the job's first rank opened: where the ranks
 //                                 that daemons start connect to join the job
+//     joins/RESIZE/               the files the ranks of one grow trade while they join
+//                                 (runtime::JoinExchange); the job's first rank removes it
+//                                 once they joined
 //     events.jsonl                the event log: one line per resize transition
 //     metrics.jsonl               every node report the controller received, with its time
 //     nodes/NODE/uri              the PMIx URI of NODE's bellowsd (ranks attach to it)
@@ -21,6 +24,7 @@
 //
 // Header-only, no I/O: paths and names only.
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -33,6 +37,10 @@ struct JobDirectory {
   [[nodiscard]] std::filesystem::path controller_endpoint_file() const { return root / "controller.endpoint"; }
   [[nodiscard]] std::filesystem::path controller_key_file() const { return root / "controller.key"; }
   [[nodiscard]] std::filesystem::path job_port_file() const { return root / "job.port"; }
+  /// Where the ranks of resize `resize_id` (0: the job's start) trade their join files.
+  [[nodiscard]] std::filesystem::path join_dir(std::uint64_t resize_id) const {
+    return root / "joins" / std::to_string(resize_id);
+  }
   [[nodiscard]] std::filesystem::path event_log() const { return root / "events.jsonl"; }
   [[nodiscard]] std::filesystem::path metrics_log() const { return root / "metrics.jsonl"; }
   [[nodiscard]] std::filesystem::path node_dir(const std::string& node) const { return root / "nodes" / node; }
@@ -59,9 +67,16 @@ inline constexpr const char* kJoinIteration = "BELLOWS_JOIN_ITERATION";
 inline constexpr const char* kGridRanks = "BELLOWS_GRID_RANKS";
 /// In a rank a daemon started (StartRank): the node it runs on, whose daemon it attaches to.
 inline constexpr const char* kNode = "BELLOWS_NODE";
-/// In a rank a daemon started: how it joins the running job. "port": it connects to the
-/// port the job's first rank opened and wrote to JobDirectory::job_port_file().
+/// In a rank a daemon started: how it joins the running job. "port": with the other ranks of
+/// its grow, through the files of JobDirectory::join_dir(), and then the port the job's first
+/// rank opened and wrote to JobDirectory::job_port_file().
 inline constexpr const char* kJoin = "BELLOWS_JOIN";
+/// In a rank a daemon started (set by the controller in StartRank's environment): the resize
+/// it was started for (0: the job's start), its ordinal among the ranks that resize adds
+/// (0..count-1, in the order of the resize's nodes) and their count.
+inline constexpr const char* kJoinResize = "BELLOWS_JOIN_RESIZE";
+inline constexpr const char* kJoinOrdinal = "BELLOWS_JOIN_ORDINAL";
+inline constexpr const char* kJoinCount = "BELLOWS_JOIN_COUNT";
 /// The PMIx URI of a rank's daemon ("file:PATH" or the URI itself), for a rank started
 /// without a job directory.
 inline constexpr const char* kDaemonUri = "BELLOWS_DAEMON_URI";

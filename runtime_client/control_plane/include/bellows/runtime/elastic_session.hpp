@@ -20,17 +20,19 @@
 //   - `bellows run -- APP` starts one process on the job's first node with
 //     BELLOWS_LOCAL_RANKS=N and BELLOWS_JOB_DIR; it opens an MPI port (JOB_DIR/job.port) and
 //     accepts the other N - 1, which the daemons of their nodes start (BELLOWS_JOIN=port,
-//     BELLOWS_NODE) and which connect to that port. An expand brings its ranks in the same
-//     way: the controller has the new nodes' daemons start them, the job accepts them before
-//     the iteration the expand is carried out at, and tells them that iteration;
+//     BELLOWS_NODE, and from the controller BELLOWS_JOIN_RESIZE, BELLOWS_JOIN_ORDINAL and
+//     BELLOWS_JOIN_COUNT): they form one group among themselves through files in
+//     JOB_DIR/joins/RESIZE/ (grow_by_ordinals) and connect to that port as one. An expand
+//     brings its ranks in the same way: the controller has the new nodes' daemons start them,
+//     the job accepts their group before the iteration the expand is carried out at, and
+//     tells them that iteration;
 //   - `scripts/bellows-local -n N -- APP` (no control plane) starts one process with
 //     BELLOWS_LOCAL_RANKS=N; it spawns the other N - 1, one per MPI_Comm_spawn;
 //   - `mpiexec -n N APP` starts N ranks that share one MPI world: the job runs, it can grow,
 //     but no rank can leave (ranks_can_leave() is false);
 //   - a process spawned by a resize finds BELLOWS_JOIN_ITERATION and BELLOWS_GRID_RANKS in
 //     its environment (the session that spawned it set them) and joins.
-// After every grow under the control plane, rank 0 learns each rank's node (ranks join in
-// the order they connect, not in the order of the nodes).
+// After every grow under the control plane, rank 0 learns each rank's node.
 // New ranks run the same program with the same arguments.
 //
 // Thread safety: one application thread, like MPI at MPI_THREAD_SERIALIZED; the job's
@@ -133,9 +135,11 @@ class ElasticSession {
 
  private:
   [[nodiscard]] SpawnSpec spawn_spec(int join_iteration) const;
-  /// Under the control plane: accepts `count` ranks on the job's port (grow_by_accept) and
-  /// tells rank 0 every rank's node.
-  const GrowReport& accept_ranks(Membership& membership, int count, int join_iteration);
+  /// Under the control plane: grows by the `count` ranks of resize `resize_id` (0: the job's
+  /// start), which the nodes' daemons start with their ordinals (grow_by_ordinals: files in
+  /// JobDirectory::join_dir, one accept on the job's port), and tells rank 0 every rank's node.
+  const GrowReport& accept_ranks(Membership& membership, int count, int join_iteration,
+                                 std::uint64_t resize_id);
   /// Opens the job's port and writes it where the ranks the daemons start read it.
   void open_job_port();
   /// Closes the port this rank opened, whatever connected to it (no-op after MPI_Finalize).

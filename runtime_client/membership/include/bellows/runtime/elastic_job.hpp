@@ -58,9 +58,11 @@ class ElasticJob {
   /// ranks join at, so the program can tell its new copies where to start.
   using SpawnSpecFor = std::function<SpawnSpec(int join_iteration)>;
   /// How an expand brings its new ranks in, on every rank: grows `membership` by `count`
-  /// ranks that start at iteration `join_iteration` (0-based) and returns the grow's report
-  /// (Membership::grow, or Membership::grow_by_accept for ranks the nodes' daemons start).
-  using Grow = std::function<const GrowReport&(Membership& membership, int count, int join_iteration)>;
+  /// ranks that start at iteration `join_iteration` (0-based) for the request `resize_id`
+  /// (the controller's resize; 0 when none) and returns the grow's report (Membership::grow,
+  /// or Membership::grow_by_ordinals for ranks the nodes' daemons start).
+  using Grow = std::function<const GrowReport&(Membership& membership, int count, int join_iteration,
+                                               std::uint64_t resize_id)>;
   using Callback = std::function<void(const ResizeEvent&)>;
 
   /// `membership` is the job (constructed, grown to its initial size, or joined). On a

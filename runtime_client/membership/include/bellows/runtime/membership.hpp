@@ -40,6 +40,9 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -139,6 +142,10 @@ struct GrowReport {
   /// A grow by accept, on the job's rank 0: each one-to-one MPI_Comm_accept of a new process,
   /// by ordinal (with the wait for the process to connect, when it had not yet).
   std::vector<double> accept_seconds;
+  /// A grow by ordinals: for each file of the exchange this process waited for, from its
+  /// writing (the writer's steady clock), or from this process starting to wait if later, to
+  /// this process reading it (steady clocks: comparable on one host only).
+  std::vector<double> handoff_seconds;
   double total_seconds = 0.0;
 };
 
@@ -206,6 +213,8 @@ inline constexpr std::size_t kJoinPayloadInts = 8;
 /// connect; the other ranks wait, sleeping, until they are one group. The report's
 /// wait_seconds runs from the call to the new processes being one group, group_seconds is
 /// their join tree as new process 0 timed it, and merge_seconds the one join of the job.
+/// Rank 0's one-to-one accepts (about 1 ms each) are the part that grows with count: processes
+/// that know their place from whoever started them join with grow_by_ordinals() instead.
 [[nodiscard]] MPI_Comm grow_by_accept(MPI_Comm current, int count, const std::string& port,
                                       std::span<const int> payload, GrowReport* report = nullptr);
 
@@ -217,6 +226,63 @@ inline constexpr std::size_t kJoinPayloadInts = 8;
 /// protocol, MpiError when an MPI call fails.
 [[nodiscard]] MPI_Comm join_by_connect(const std::string& port, std::vector<int>& payload,
                                        GrowReport* report = nullptr);
+
+/// Where the processes of a grow by ordinals meet (grow_by_ordinals, join_by_ordinal): a
+/// directory that the job's rank 0 and every new process can read and write (the job
+/// directory's joins/RESIZE under `bellows run`), one per grow, and the port the job accepts
+/// the new processes' group on. Files appear there by rename, so that no reader sees half of
+/// one:
+///   round-R-O    the leader O of a group of new processes is ready for round R of the join
+///                tree: the port it accepts on, or "-" when it connects; and its steady clock
+///   group        new process 0: the new processes are one group (with their tree's time)
+///   accepting    the job's rank 0: the job is about to accept the group on `job_port`
+struct JoinExchange {
+  std::filesystem::path directory;
+  /// Read by the job's rank 0 alone, which names it in `accepting`.
+  std::string job_port;
+  /// Asked now and then while a process waits for a file: true when the grow was called off
+  /// (under `bellows run`: the job's port file names another port). May be empty.
+  std::function<bool()> called_off;
+  /// The longest a process waits for any one file of the exchange.
+  std::chrono::milliseconds file_timeout{std::chrono::minutes(1)};
+  /// Pause between two looks for a file.
+  std::chrono::microseconds poll_interval{200};
+};
+
+/// Thrown by join_by_ordinal() when JoinExchange::called_off said so while the process
+/// waited: the job does not wait for this process any more. Nothing is wrong.
+class GrowCalledOff : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Grows `current` by `count` processes started elsewhere (by their nodes' daemons) that each
+/// know their ordinal in the grow (0..count-1) and `count` from whoever started them, and call
+/// join_by_ordinal(). Nobody meets the job one to one: the new processes form one
+/// communicator among themselves in ceil(log2 count) rounds of accept/connect and merge,
+/// trading the ports of each round through files in `exchange.directory`; rank 0 waits,
+/// sleeping, for their `group` file, writes `accepting`, and the job accepts that group once on
+/// `exchange.job_port` and merges with it. New process i gets rank size(current) + i; the
+/// ranks of `current` keep theirs. Rank 0's `payload` (at most kJoinPayloadInts ints) reaches
+/// every new process in one broadcast over the grown communicator. Rank 0 removes the
+/// directory once the grow is done. Collective over `current`, which the caller still owns;
+/// returns the grown communicator (owned by the caller). count 0 returns a duplicate.
+/// Throws std::invalid_argument for a negative count or a payload too long, std::runtime_error
+/// on every rank when no `group` file came within exchange.file_timeout (naming the file),
+/// MpiError when an MPI call fails. Only rank 0 reads `exchange`.
+[[nodiscard]] MPI_Comm grow_by_ordinals(MPI_Comm current, int count, const JoinExchange& exchange,
+                                        std::span<const int> payload, GrowReport* report = nullptr);
+
+/// In a process started to join a running job as new process `ordinal` of `count`: takes its
+/// part in the join tree and the job's one accept (grow_by_ordinals) and returns the job
+/// communicator (owned by the caller); `payload` receives rank 0's. The report's
+/// spawn_ordinal is `ordinal`, group_seconds the join tree as this process timed it.
+/// Throws std::invalid_argument when ordinal is not in [0, count), GrowCalledOff when
+/// exchange.called_off says so while it waits, std::runtime_error naming the file when one
+/// it waits for does not come within exchange.file_timeout or when the job speaks another
+/// version of the protocol, MpiError when an MPI call fails.
+[[nodiscard]] MPI_Comm join_by_ordinal(int ordinal, int count, const JoinExchange& exchange,
+                                       std::vector<int>& payload, GrowReport* report = nullptr);
 
 /// Removes the ranks in `leaving` from `current` and consumes `current`. Collective over
 /// `current`: every rank, leavers included, calls it with the same list.
@@ -273,6 +339,12 @@ class Membership {
   /// In a process started to join a running job: the membership it joined through `port`
   /// (join_by_connect), with rank 0's payload.
   [[nodiscard]] static Membership join_by_connect(const std::string& port, std::vector<int>& payload);
+  /// Grows by `count` processes that join with join_by_ordinal (grow_by_ordinals). Collective.
+  const GrowReport& grow_by_ordinals(int count, const JoinExchange& exchange, std::span<const int> payload);
+  /// In a process started as new process `ordinal` of `count` of a grow: the membership it
+  /// joined (join_by_ordinal), with rank 0's payload.
+  [[nodiscard]] static Membership join_by_ordinal(int ordinal, int count, const JoinExchange& exchange,
+                                                  std::vector<int>& payload);
   /// Removes the ranks in `leaving`; on those ranks is_member() is false afterwards.
   /// Collective over the job communicator, leavers included.
   const ShrinkReport& shrink(std::span<const int> leaving);
