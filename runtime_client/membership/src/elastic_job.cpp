@@ -431,9 +431,10 @@ RecoveryReport ElasticJob::adopt_survivors(MPI_Comm survivors, std::span<const i
   int survivors_size = 0;
   MPI_Comm_size(survivors, &survivors_size);
   if (survivors_size + static_cast<int>(lost.size()) != size()) {
-    throw std::invalid_argument("ElasticJob::adopt_survivors: a communicator of " + std::to_string(survivors_size) +
-                                " survivors after losing " + std::to_string(lost.size()) + " of the job's " +
-                                std::to_string(size()) + " ranks");
+    throw std::invalid_argument("ElasticJob::adopt_survivors: the survivors' communicator has " +
+                                std::to_string(survivors_size) + " ranks, but the job's " + std::to_string(size()) +
+                                " less the " + std::to_string(lost.size()) + " lost make " +
+                                std::to_string(size() - static_cast<int>(lost.size())));
   }
   const MPI_Comm job = communicator();
   RecoveryReport recovered;
