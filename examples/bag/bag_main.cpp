@@ -150,13 +150,16 @@ int run(int argc, char** argv) {
   for (int it = session.first_iteration(); it < options->iterations; ++it) {
     resizes.post_before(it);
     if (!session.before_iteration(it)) return 0;  // this rank left the job
-    const int rank = session.rank(), ranks = session.size();
-    const bool slow = options->slowdown.rank == rank && it + 1 >= options->slowdown.from_iteration;
+    const bool slow = options->slowdown.rank == session.rank() && it + 1 >= options->slowdown.from_iteration;
     bag.set_slowdown(slow ? options->slowdown.factor : 1.0);
     offset = options->iterations > 0 ? bag_app.tasks * it / options->iterations : 0;
     tasks.count = bag_app.tasks * (it + 1) / options->iterations - offset;
     const auto start = std::chrono::steady_clock::now();
     const br::BagReport report = bag.run(session.communicator(), tasks);
+    // Ranks lost during the run: the bag re-ran what they had not finished on the survivors,
+    // whose communicator the job now carries on on (and, under bellows run, reports recovered).
+    if (report.survivors != MPI_COMM_NULL) session.adopt_survivors(report.survivors, report.lost_ranks);
+    const int rank = session.rank(), ranks = session.size();
 
     br::IterationReport iteration;
     iteration.iteration = it + 1;

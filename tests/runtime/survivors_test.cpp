@@ -51,5 +51,30 @@ TEST(Survivors, BadDeadSetsAreRefusedByName) {
   EXPECT_EQ(refusal(0, {}), "survivors: a communicator of 0 ranks has no survivors to number");
 }
 
+TEST(Survivors, WithoutDataTheDeadHandNothingOnAndTheSurvivorsKeepTheirOrder) {
+  const ShrinkPlan plan = plan_survivors_without_data(5, std::vector<int>{3, 0});
+  EXPECT_EQ(plan.new_rank, (std::vector<int>{-1, 0, 1, -1, 2}));
+  EXPECT_EQ(plan.backup, (std::vector<int>{-1, 1, 2, -1, 4}));
+  EXPECT_TRUE(plan.leaves(0));
+  EXPECT_TRUE(plan.leaves(3));
+  EXPECT_FALSE(plan.leaves(1));
+  EXPECT_FALSE(plan.leaves(4));
+}
+
+TEST(Survivors, WithoutDataBadDeadSetsAreRefusedAsSurvivorsWithoutRefusesThem) {
+  try {
+    (void)plan_survivors_without_data(3, std::vector<int>{0, 1, 2});
+    FAIL() << "every rank dead was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "survivors: all 3 ranks are listed as dead; nobody is left to carry on");
+  }
+  try {
+    (void)plan_survivors_without_data(3, std::vector<int>{3});
+    FAIL() << "a dead rank out of range was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "survivors: dead rank 3 is out of range [0, 3)");
+  }
+}
+
 }  // namespace
 }  // namespace bellows::runtime

@@ -255,9 +255,23 @@ int ElasticSession::recover(int it, const IterationReport& report) {
   // have started later (a rank that joined), so resume as far back from `it` as the runtime
   // rolls back from the abandoned iteration.
   const int resume = it - (report.iteration - 1 - static_cast<int>(recovery.iteration));
-  if (!link_) return resume;
+  report_survived("rolled back to iteration " + std::to_string(recovery.iteration) + " on " +
+                  std::to_string(size()) + " ranks");
+  return resume;
+}
+
+void ElasticSession::adopt_survivors(MPI_Comm survivors, std::span<const int> lost) {
+  (void)job_->adopt_survivors(survivors, lost);
+  std::string ranks;
+  for (const int r : lost) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  report_survived("carried on without ranks {" + ranks + "} on " + std::to_string(size()) +
+                  " ranks, nothing rolled back");
+}
+
+void ElasticSession::report_survived(std::string detail) {
+  if (!link_) return;
   auto nodes = ControlPlaneLink::gather_nodes(communicator(), link_->node());
-  if (rank() != 0) return resume;
+  if (rank() != 0) return;
   link_->set_nodes_by_rank(std::move(nodes));
   if (!opened_port_) {
     // The job's first rank was lost and this survivor is rank 0 now: new ranks of an expand
@@ -265,11 +279,8 @@ int ElasticSession::recover(int it, const IterationReport& report) {
     open_job_port();
     link_->on_expand_dropped([this] { rotate_job_port(); });
   }
-  recovery_unreported_ = UnreportedRecovery{static_cast<std::uint32_t>(size()),
-                                            "rolled back to iteration " + std::to_string(recovery.iteration) +
-                                                " on " + std::to_string(size()) + " ranks"};
+  recovery_unreported_ = UnreportedRecovery{static_cast<std::uint32_t>(size()), std::move(detail)};
   report_recovery(std::chrono::milliseconds(0));
-  return resume;
 }
 
 void ElasticSession::report_recovery(std::chrono::milliseconds wait) {

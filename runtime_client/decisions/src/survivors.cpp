@@ -40,4 +40,17 @@ int survivor_rank(std::span<const int> survivors, int old_rank) {
   return static_cast<int>(it - survivors.begin());
 }
 
+ShrinkPlan plan_survivors_without_data(int size, std::span<const int> dead) {
+  const std::vector<int> survivors = survivors_without(size, dead);
+  ShrinkPlan plan;
+  plan.backup.assign(static_cast<std::size_t>(size), -1);
+  plan.new_rank.assign(static_cast<std::size_t>(size), -1);
+  for (std::size_t i = 0; i < survivors.size(); ++i) {
+    const auto old_rank = static_cast<std::size_t>(survivors[i]);
+    plan.backup[old_rank] = survivors[i];
+    plan.new_rank[old_rank] = static_cast<int>(i);
+  }
+  return plan;
+}
+
 }  // namespace bellows::runtime

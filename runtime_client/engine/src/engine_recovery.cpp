@@ -119,6 +119,19 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
   return copies;
 }
 
+/// Throws std::invalid_argument when the survivors' communicator (out.new_size, out.new_rank)
+/// is not what `plan` makes of the job without out.lost.
+void check_renumbering(const RecoveryReport& out, const RecoveryPlan& plan) {
+  const int expected_rank = plan.ranks.new_rank[static_cast<std::size_t>(out.old_rank)];
+  if (plan.survivors != out.new_size || expected_rank != out.new_rank) {
+    throw std::invalid_argument(
+        "recover: losing ranks " + rank_set(out.lost) + " of " + std::to_string(out.old_size) +
+        " leaves " + std::to_string(plan.survivors) + " ranks with rank " + std::to_string(out.old_rank) +
+        " as rank " + std::to_string(expected_rank) + ", but the survivors' communicator has " +
+        std::to_string(out.new_size) + " ranks with this one as rank " + std::to_string(out.new_rank));
+  }
+}
+
 /// Communicators that held a dead rank: never freed (see Engine::recover).
 void kept_until_exit(MPI_Comm comm) {
   static std::vector<MPI_Comm> kept;
@@ -231,6 +244,15 @@ void Engine::map_without_lost(const ShrinkPlan& plan, int new_rank) {
 }
 
 RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies) const {
+  if (collections_.empty()) {
+    // No tiles: nothing to restore or roll back. An iteration abandoned by the loss runs again.
+    RecoveryPlan plan;
+    plan.ranks = plan_survivors_without_data(out.old_size, out.lost);
+    plan.survivors = out.old_size - static_cast<int>(out.lost.size());
+    out.iteration = lost_ranks_.empty() ? iteration_ : iteration_ - 1;
+    check_renumbering(out, plan);
+    return plan;
+  }
   if (!checkpoints_->enabled()) {
     throw RecoveryError("recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
                         "copy of the tiles of ranks " + rank_set(out.lost) + " exists");
@@ -251,14 +273,7 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
                         std::to_string(iteration_) + ": " + decision.refusal);
   }
   const RecoveryPlan& plan = *decision.plan;
-  const int expected_rank = plan.ranks.new_rank[static_cast<std::size_t>(out.old_rank)];
-  if (plan.survivors != out.new_size || expected_rank != out.new_rank) {
-    throw std::invalid_argument(
-        "recover: losing ranks " + rank_set(out.lost) + " of " + std::to_string(out.old_size) +
-        " leaves " + std::to_string(plan.survivors) + " ranks with rank " + std::to_string(out.old_rank) +
-        " as rank " + std::to_string(expected_rank) + ", but the survivors' communicator has " +
-        std::to_string(out.new_size) + " ranks with this one as rank " + std::to_string(out.new_rank));
-  }
+  check_renumbering(out, plan);
   const CheckpointChoice choice = choose_checkpoint(copies, plan.roll_back);
   if (!choice.iteration) {
     throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
@@ -353,7 +368,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   // The lost ranks' tiles and grid places go to their buddies; every survivor then installs
   // its own copy at that iteration, and each buddy its lost wards' copies.
   map_without_lost(plan.ranks, out.new_rank);
-  out.tiles_restored += checkpoints_->install(out.old_rank, out.iteration, collections_);
+  if (!collections_.empty()) out.tiles_restored += checkpoints_->install(out.old_rank, out.iteration, collections_);
   for (const TileRestore& restore : plan.restores) {
     if (plan.ranks.backup[static_cast<std::size_t>(restore.lost_rank)] != out.old_rank) continue;
     const std::size_t tiles = checkpoints_->install(restore.lost_rank, out.iteration, collections_);
@@ -364,8 +379,10 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   lost_ranks_.clear();
   iteration_ = static_cast<int>(out.iteration);
   std::vector<std::string> survivor_nodes;  // nodes do not change: known from before the loss
-  for (const int r : survivors_without(out.old_size, out.lost)) {
-    survivor_nodes.push_back(checkpoints_->nodes()[static_cast<std::size_t>(r)]);
+  if (checkpoints_->enabled()) {  // else the checkpoints never learnt them, nor need them
+    for (const int r : survivors_without(out.old_size, out.lost)) {
+      survivor_nodes.push_back(checkpoints_->nodes()[static_cast<std::size_t>(r)]);
+    }
   }
   attach_recovered(duplicate, std::move(survivor_nodes));
   last_rebalance_ = Rebalance{};

@@ -424,6 +424,35 @@ RecoveryReport ElasticJob::recover(const IterationReport& report, std::chrono::m
   }
 }
 
+RecoveryReport ElasticJob::adopt_survivors(MPI_Comm survivors, std::span<const int> lost) {
+  if (survivors == MPI_COMM_NULL) {
+    throw std::invalid_argument("ElasticJob::adopt_survivors: the survivors' communicator is MPI_COMM_NULL");
+  }
+  int survivors_size = 0;
+  MPI_Comm_size(survivors, &survivors_size);
+  if (survivors_size + static_cast<int>(lost.size()) != size()) {
+    throw std::invalid_argument("ElasticJob::adopt_survivors: the survivors' communicator has " +
+                                std::to_string(survivors_size) + " ranks, but the job's " + std::to_string(size()) +
+                                " less the " + std::to_string(lost.size()) + " lost make " +
+                                std::to_string(size() - static_cast<int>(lost.size())));
+  }
+  const MPI_Comm job = communicator();
+  RecoveryReport recovered;
+  if (runtime_ != nullptr) {
+    recovered = runtime_->recover(survivors, lost);
+  } else {
+    recovered.lost.assign(lost.begin(), lost.end());
+    recovered.old_rank = rank();
+    recovered.old_size = size();
+    MPI_Comm_rank(survivors, &recovered.new_rank);
+    recovered.new_size = survivors_size;
+  }
+  MPI_Comm old = job;
+  membership_.adopt_survivors(Communicator(survivors));  // lets go of `job` without freeing it
+  if (old != MPI_COMM_WORLD) MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
+  return recovered;
+}
+
 void ElasticJob::after_iteration(const IterationReport& report) {
   last_iteration_ = report.iteration;
   last_iteration_start_ns_ = report.start_steady_ns;

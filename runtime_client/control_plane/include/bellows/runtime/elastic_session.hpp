@@ -42,6 +42,7 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -130,6 +131,14 @@ class ElasticSession {
   /// at. Collective over the survivors; throws RebuildError or RecoveryError when the job
   /// cannot recover.
   int recover(int it, const IterationReport& report);
+  /// After code of the application rebuilt the job's communicator without lost ranks on its
+  /// own, and finished what the lost had left (TaskBag::run: BagReport::survivors and
+  /// lost_ranks), on every survivor: the job and its runtime carry on on `survivors`
+  /// (ElasticJob::adopt_survivors; the session owns it from then on), and under `bellows run`
+  /// rank 0 learns the survivors' nodes and reports the job recovered as recover() does. Nothing
+  /// rolls back: the loop goes on with the next iteration. `lost` are ranks of communicator() as
+  /// it was. Collective over the survivors; throws what ElasticJob::adopt_survivors throws.
+  void adopt_survivors(MPI_Comm survivors, std::span<const int> lost);
   /// What each resize did (rank 0), as ElasticJob::telemetry().
   [[nodiscard]] const nlohmann::json& telemetry() const noexcept { return job_->telemetry(); }
 
@@ -147,6 +156,10 @@ class ElasticSession {
   void close_port(const std::string& port) noexcept;
   /// A fresh port in place of the old one.
   void rotate_job_port();
+  /// After a recovery, under the control plane: rank 0 learns the survivors' nodes, opens
+  /// the job's port if the first rank was lost, and reports the recovery (`detail`) as soon
+  /// as the controller's failure is here. Collective over the survivors.
+  void report_survived(std::string detail);
 
   std::vector<std::string> args_;
   std::optional<ElasticJob> job_;

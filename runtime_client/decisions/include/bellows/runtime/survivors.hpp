@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "bellows/runtime/shrink_plan.hpp"
+
 namespace bellows::runtime {
 
 /// The ranks of a communicator of `size` ranks that remain once the ranks in `dead` are gone,
@@ -18,5 +20,10 @@ namespace bellows::runtime {
 /// The rank that old rank `old_rank` has among `survivors` (survivors_without's result), -1 when
 /// it is not among them.
 [[nodiscard]] int survivor_rank(std::span<const int> survivors, int old_rank);
+/// How a job that holds no tiles (a runtime with no collections: a bag of tasks) carries on
+/// after `dead` died: nothing is restored and nothing rolls back, the survivors keep their
+/// order (new_rank as survivors_without numbers them), and a dead rank hands nothing to anyone
+/// (its backup is -1). Throws what survivors_without throws.
+[[nodiscard]] ShrinkPlan plan_survivors_without_data(int size, std::span<const int> dead);
 
 }  // namespace bellows::runtime

@@ -170,6 +170,11 @@ class Runtime {
   /// recover, std::invalid_argument when `survivors` or `lost` do not fit this rank's view.
   /// A survivor that dies after the gather (while the runtime attaches to `survivors`) is
   /// found by the next run_iteration().
+  /// A runtime with no collections holds nothing to restore, so it needs no checkpoint: it
+  /// renumbers the survivors in their old order (plan_survivors_without_data) and carries on
+  /// at the iterations completed (the abandoned one, if any, is run again); this is also how
+  /// it follows a communicator that code of its own rebuilt between iterations (a TaskBag's
+  /// run, ElasticJob::adopt_survivors), with `lost` the ranks that run lost.
   RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
   /// Tasks pinned to ranks added by an expand: key -> rank. The same on every rank;
   /// changes only between iterations.

@@ -17,6 +17,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,17 @@ class ElasticJob {
   /// destroy the runtime and finalize; nothing waits on a dead peer).
   RecoveryReport recover(const IterationReport& report,
                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  /// After code of the application rebuilt the job's communicator without lost ranks on its
+  /// own (TaskBag::run: BagReport::survivors and lost_ranks), on every survivor: the job
+  /// carries on on `survivors`, which it owns from then on, and frees (never disconnects) the
+  /// communicator that held the dead. The attached runtime, if any, moves to `survivors` too
+  /// (Runtime::recover: with no collections it only renumbers; with collections it rolls back
+  /// to its buddies' checkpoint). `lost` are ranks of communicator() as it was, ascending.
+  /// Collective over the survivors. Throws std::invalid_argument when `survivors` is
+  /// MPI_COMM_NULL or its size is not communicator()'s less `lost`, and what Runtime::recover
+  /// throws.
+  RecoveryReport adopt_survivors(MPI_Comm survivors, std::span<const int> lost);
 
   /// After each iteration, with its report: times each new rank's first task after an
   /// expand (request to first task), and, when the runtime traces (RuntimeOptions::
