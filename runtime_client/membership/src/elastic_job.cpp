@@ -61,8 +61,18 @@ struct AgreementBuffers {
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
-void keep_until_exit(std::unique_ptr<AgreementBuffers> buffers) {
-  static std::vector<std::unique_ptr<AgreementBuffers>> kept;
+/// The buffers of after_iteration()'s collectives after an expand (time_first_tasks), kept
+/// alike when a loss leaves them to MPI.
+struct FirstTaskBuffers {
+  std::array<std::int64_t, 3> resize{};  // the resize's number, who asked, when
+  std::int64_t mine = 0;                 // this rank's first task (steady clock, ns)
+  std::vector<std::int64_t> all;         // every rank's, on rank 0
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+template <typename Buffers>
+void keep_until_exit(std::unique_ptr<Buffers> buffers) {
+  static std::vector<std::unique_ptr<Buffers>> kept;
   kept.push_back(std::move(buffers));
 }
 
@@ -536,35 +546,52 @@ void ElasticJob::after_iteration(const IterationReport& report) {
 }
 
 void ElasticJob::time_first_tasks(const IterationReport& report) {
+  const int first_new_rank = std::exchange(first_new_rank_, -1);  // once, even when a loss ends it
+  // A peer lost at this boundary fails these collectives as it fails the agreement's
+  // (agree_on_request): errors return, every peer is watched, and the numbers are given up;
+  // the next iteration reports the loss.
+  const MPI_Comm comm = communicator();
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(comm);
+  PeerWatch watch(comm, rank(), size());
+  watch.arm();
+  auto buffers = std::make_unique<FirstTaskBuffers>();
   // The resize's number, who asked, and when, for the ranks it added (rank 0 knows them).
-  std::array<std::int64_t, 3> resize{resizes_, 0, expand_request_steady_ns_};
-  if (rank() == 0 && !telemetry_.empty()) resize[1] = telemetry_.back().value("requested_by", 0);
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibcast(resize.data(), 3, MPI_INT64_T, 0, communicator(), &request), "MPI_Ibcast");
-  wait_without_spinning(request, "MPI_Ibcast");
-  joined_resize_ = static_cast<int>(resize[0]);
-  joined_requested_by_ = static_cast<int>(resize[1]);
-  joined_request_ns_ = resize[2];
+  buffers->resize = {resizes_, 0, expand_request_steady_ns_};
+  if (rank() == 0 && !telemetry_.empty()) buffers->resize[1] = telemetry_.back().value("requested_by", 0);
+  int posted = MPI_Ibcast(buffers->resize.data(), 3, MPI_INT64_T, 0, comm, &buffers->request);
+  if (!completed_watched(posted, buffers->request, watch, "MPI_Ibcast")) {
+    if (buffers->request != MPI_REQUEST_NULL) keep_until_exit(std::move(buffers));
+    return;
+  }
+  joined_resize_ = static_cast<int>(buffers->resize[0]);
+  joined_requested_by_ = static_cast<int>(buffers->resize[1]);
+  joined_request_ns_ = buffers->resize[2];
 
   // Time from the expand request to the first task on each new rank. The ranks share
   // the host whose steady clock the request was stamped with; on other hosts the
   // numbers would mix clocks.
-  const std::int64_t mine = report.first_task_steady_ns;
-  std::vector<std::int64_t> all(static_cast<std::size_t>(size()));
-  check(MPI_Gather(&mine, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, 0, communicator()), "MPI_Gather");
+  buffers->mine = report.first_task_steady_ns;
+  buffers->all.resize(static_cast<std::size_t>(size()));
+  posted = MPI_Igather(&buffers->mine, 1, MPI_INT64_T, buffers->all.data(), 1, MPI_INT64_T, 0, comm,
+                       &buffers->request);
+  if (!completed_watched(posted, buffers->request, watch, "MPI_Igather")) {
+    if (buffers->request != MPI_REQUEST_NULL) keep_until_exit(std::move(buffers));
+    return;
+  }
+  const std::vector<std::int64_t>& all = buffers->all;
   if (rank() == 0 && !telemetry_.empty()) {
     nlohmann::json latencies = nlohmann::json::array();
-    for (std::size_t r = static_cast<std::size_t>(first_new_rank_); r < all.size(); ++r) {
+    for (std::size_t r = static_cast<std::size_t>(first_new_rank); r < all.size(); ++r) {
       latencies.push_back(all[r] == 0 ? nlohmann::json(nullptr)
                                       : nlohmann::json(static_cast<double>(all[r] - expand_request_steady_ns_) * 1e-9));
     }
     telemetry_.back()["request_to_first_task_seconds"] = latencies;
     // What the new ranks stole in their first iteration is now theirs (Runtime::pinned()).
     std::size_t pinned_to_new = 0;
-    for (const auto& [key, owner] : runtime_->pinned()) pinned_to_new += owner >= first_new_rank_ ? 1 : 0;
+    for (const auto& [key, owner] : runtime_->pinned()) pinned_to_new += owner >= first_new_rank ? 1 : 0;
     telemetry_.back()["tasks_pinned_to_new_ranks"] = pinned_to_new;
   }
-  first_new_rank_ = -1;
 }
 
 }  // namespace bellows::runtime
