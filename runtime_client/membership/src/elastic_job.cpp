@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 
 #include "bellows/runtime/rebuild.hpp"
+#include "peer_watch.hpp"
 #include "sleeping_wait.hpp"
 #include "trace.hpp"
 
@@ -41,6 +43,69 @@ void check(int rc, const char* call) {
 void wait_without_spinning(MPI_Request& request, const char* call) {
   check(wait_sleeping(request, [] { std::this_thread::sleep_for(std::chrono::microseconds(100)); }),
         call);
+}
+
+/// How long a collective of the agreement that failed, or that is still pending when the watch
+/// found a peer lost, is given: to complete after all (every rank then takes its result), or
+/// for the watch to name the peer whose loss failed it (a receive from a dead peer fails
+/// within milliseconds of its death).
+constexpr auto kAgreementLossGrace = std::chrono::milliseconds(100);
+
+/// The buffers of the agreement's collectives. An agreement given up after a loss leaves its
+/// collectives to MPI (a nonblocking collective's request can be neither cancelled nor freed),
+/// which may still write into them: they are then kept until the process exits.
+struct AgreementBuffers {
+  std::array<int, 2> values{};
+  std::int64_t length = 0;
+  std::vector<std::int64_t> words;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+/// The buffers of after_iteration()'s collectives after an expand (time_first_tasks), kept
+/// alike when a loss leaves them to MPI.
+struct FirstTaskBuffers {
+  std::array<std::int64_t, 3> resize{};  // the resize's number, who asked, when
+  std::int64_t mine = 0;                 // this rank's first task (steady clock, ns)
+  std::vector<std::int64_t> all;         // every rank's, on rank 0
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+template <typename Buffers>
+void keep_until_exit(std::unique_ptr<Buffers> buffers) {
+  static std::vector<std::unique_ptr<Buffers>> kept;
+  kept.push_back(std::move(buffers));
+}
+
+/// Completes `request`, a collective of the agreement that `call` posted with result `posted`,
+/// without spinning while `watch` (armed) watches every peer. True when it completed: its
+/// result stands on every rank that got it, and a peer lost meanwhile is left to the next
+/// iteration's watch. False when it failed, or was still pending kAgreementLossGrace after
+/// the watch found a peer lost: the agreement is given up (the request, if pending, is left
+/// to MPI). A failure with no peer found lost within kAgreementLossGrace throws MpiError
+/// naming `call`.
+bool completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call) {
+  std::chrono::steady_clock::time_point give_up{};
+  for (;;) {
+    int done = 0;
+    const int rc = posted != MPI_SUCCESS ? posted : MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && done) return true;
+    watch.poll();
+    const auto now = std::chrono::steady_clock::now();
+    if (rc != MPI_SUCCESS) {
+      const auto until = now + kAgreementLossGrace;
+      while (watch.lost().empty() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        watch.poll();
+      }
+      if (watch.lost().empty()) throw MpiError(call, rc);
+      return false;
+    }
+    if (!watch.lost().empty()) {
+      if (give_up == std::chrono::steady_clock::time_point{}) give_up = now + kAgreementLossGrace;
+      if (now >= give_up) return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 // A request travels as int64 words: add, posted_steady_ns, resize_id, remove count, the
@@ -167,32 +232,53 @@ std::optional<ElasticJob::Request> ElasticJob::agree_on_request(int& requester) 
     std::lock_guard lock(mutex_);
     if (!pending_.empty()) mine = pending_.front();
   }
+  // A peer may die at this boundary, before or during the agreement. Its collectives then
+  // fail (MPI_Test: "MPIDU_Sched_progress_state(1180): Invalid communicator"), which the job
+  // communicator's handler, MPI_ERRORS_ARE_FATAL, would turn into the end of this rank
+  // (issue 33). So errors return here (on MPI_COMM_WORLD too, as during an iteration), every
+  // peer is watched, and an agreement that a loss broke is given up: nothing is carried out,
+  // the iteration that follows finds the lost peer (IterationReport::lost_ranks) and the
+  // application recovers from it as from any loss.
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(comm);
+  PeerWatch watch(comm, my_rank, job_size);
+  watch.arm();
+  auto buffers = std::make_unique<AgreementBuffers>();
+  bool popped = false;
+  const auto give_up = [&] {
+    if (popped) {
+      std::lock_guard lock(mutex_);
+      pending_.push_front(*mine);  // carried out at a later boundary, if this rank survives
+    }
+    if (buffers->request != MPI_REQUEST_NULL) keep_until_exit(std::move(buffers));
+    requester = job_size;
+    return std::nullopt;
+  };
+
   // The lowest rank with a request wins; and every rank learns how many resizes the job
   // made (a rank that joined late counts from its join).
-  std::array<int, 2> values{mine ? my_rank : job_size, -resizes_};
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), 2, MPI_INT, MPI_MIN, comm, &request), "MPI_Iallreduce");
-  wait_without_spinning(request, "MPI_Iallreduce");
-  resizes_ = -values[1];
-  requester = values[0];
+  buffers->values = {mine ? my_rank : job_size, -resizes_};
+  int posted = MPI_Iallreduce(MPI_IN_PLACE, buffers->values.data(), 2, MPI_INT, MPI_MIN, comm, &buffers->request);
+  if (!completed_watched(posted, buffers->request, watch, "MPI_Iallreduce")) return give_up();
+  resizes_ = -buffers->values[1];
+  requester = buffers->values[0];
   if (requester == job_size) return std::nullopt;
 
-  std::vector<std::int64_t> words;
-  std::int64_t length = 0;
   if (my_rank == requester) {
-    words = pack(mine->add, mine->remove, mine->reason, mine->posted_steady_ns, mine->resize_id);
-    length = static_cast<std::int64_t>(words.size());
+    buffers->words = pack(mine->add, mine->remove, mine->reason, mine->posted_steady_ns, mine->resize_id);
+    buffers->length = static_cast<std::int64_t>(buffers->words.size());
     std::lock_guard lock(mutex_);
     pending_.pop_front();
+    popped = true;
   }
-  check(MPI_Ibcast(&length, 1, MPI_INT64_T, requester, comm, &request), "MPI_Ibcast");
-  wait_without_spinning(request, "MPI_Ibcast");
-  words.resize(static_cast<std::size_t>(length));
-  check(MPI_Ibcast(words.data(), static_cast<int>(length), MPI_INT64_T, requester, comm, &request),
-        "MPI_Ibcast");
-  wait_without_spinning(request, "MPI_Ibcast");
+  posted = MPI_Ibcast(&buffers->length, 1, MPI_INT64_T, requester, comm, &buffers->request);
+  if (!completed_watched(posted, buffers->request, watch, "MPI_Ibcast")) return give_up();
+  buffers->words.resize(static_cast<std::size_t>(buffers->length));
+  posted = MPI_Ibcast(buffers->words.data(), static_cast<int>(buffers->length), MPI_INT64_T, requester, comm,
+                      &buffers->request);
+  if (!completed_watched(posted, buffers->request, watch, "MPI_Ibcast")) return give_up();
   Request agreed;
-  unpack(words, agreed.add, agreed.remove, agreed.reason, agreed.posted_steady_ns, agreed.resize_id);
+  unpack(buffers->words, agreed.add, agreed.remove, agreed.reason, agreed.posted_steady_ns, agreed.resize_id);
   return agreed;
 }
 
@@ -489,35 +575,52 @@ void ElasticJob::after_iteration(const IterationReport& report) {
 }
 
 void ElasticJob::time_first_tasks(const IterationReport& report) {
+  const int first_new_rank = std::exchange(first_new_rank_, -1);  // once, even when a loss ends it
+  // A peer lost at this boundary fails these collectives as it fails the agreement's
+  // (agree_on_request): errors return, every peer is watched, and the numbers are given up;
+  // the next iteration reports the loss.
+  const MPI_Comm comm = communicator();
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(comm);
+  PeerWatch watch(comm, rank(), size());
+  watch.arm();
+  auto buffers = std::make_unique<FirstTaskBuffers>();
   // The resize's number, who asked, and when, for the ranks it added (rank 0 knows them).
-  std::array<std::int64_t, 3> resize{resizes_, 0, expand_request_steady_ns_};
-  if (rank() == 0 && !telemetry_.empty()) resize[1] = telemetry_.back().value("requested_by", 0);
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibcast(resize.data(), 3, MPI_INT64_T, 0, communicator(), &request), "MPI_Ibcast");
-  wait_without_spinning(request, "MPI_Ibcast");
-  joined_resize_ = static_cast<int>(resize[0]);
-  joined_requested_by_ = static_cast<int>(resize[1]);
-  joined_request_ns_ = resize[2];
+  buffers->resize = {resizes_, 0, expand_request_steady_ns_};
+  if (rank() == 0 && !telemetry_.empty()) buffers->resize[1] = telemetry_.back().value("requested_by", 0);
+  int posted = MPI_Ibcast(buffers->resize.data(), 3, MPI_INT64_T, 0, comm, &buffers->request);
+  if (!completed_watched(posted, buffers->request, watch, "MPI_Ibcast")) {
+    if (buffers->request != MPI_REQUEST_NULL) keep_until_exit(std::move(buffers));
+    return;
+  }
+  joined_resize_ = static_cast<int>(buffers->resize[0]);
+  joined_requested_by_ = static_cast<int>(buffers->resize[1]);
+  joined_request_ns_ = buffers->resize[2];
 
   // Time from the expand request to the first task on each new rank. The ranks share
   // the host whose steady clock the request was stamped with; on other hosts the
   // numbers would mix clocks.
-  const std::int64_t mine = report.first_task_steady_ns;
-  std::vector<std::int64_t> all(static_cast<std::size_t>(size()));
-  check(MPI_Gather(&mine, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, 0, communicator()), "MPI_Gather");
+  buffers->mine = report.first_task_steady_ns;
+  buffers->all.resize(static_cast<std::size_t>(size()));
+  posted = MPI_Igather(&buffers->mine, 1, MPI_INT64_T, buffers->all.data(), 1, MPI_INT64_T, 0, comm,
+                       &buffers->request);
+  if (!completed_watched(posted, buffers->request, watch, "MPI_Igather")) {
+    if (buffers->request != MPI_REQUEST_NULL) keep_until_exit(std::move(buffers));
+    return;
+  }
+  const std::vector<std::int64_t>& all = buffers->all;
   if (rank() == 0 && !telemetry_.empty()) {
     nlohmann::json latencies = nlohmann::json::array();
-    for (std::size_t r = static_cast<std::size_t>(first_new_rank_); r < all.size(); ++r) {
+    for (std::size_t r = static_cast<std::size_t>(first_new_rank); r < all.size(); ++r) {
       latencies.push_back(all[r] == 0 ? nlohmann::json(nullptr)
                                       : nlohmann::json(static_cast<double>(all[r] - expand_request_steady_ns_) * 1e-9));
     }
     telemetry_.back()["request_to_first_task_seconds"] = latencies;
     // What the new ranks stole in their first iteration is now theirs (Runtime::pinned()).
     std::size_t pinned_to_new = 0;
-    for (const auto& [key, owner] : runtime_->pinned()) pinned_to_new += owner >= first_new_rank_ ? 1 : 0;
+    for (const auto& [key, owner] : runtime_->pinned()) pinned_to_new += owner >= first_new_rank ? 1 : 0;
     telemetry_.back()["tasks_pinned_to_new_ranks"] = pinned_to_new;
   }
-  first_new_rank_ = -1;
 }
 
 }  // namespace bellows::runtime

@@ -1,0 +1,329 @@
+// A rank lost at an iteration boundary, while the ranks agree on the next resize request
+// (ElasticJob::apply_pending, which ElasticSession::before_iteration calls): three ranks, each
+// the only process of its own mpiexec, joined the way a Bellows job is (grow_by_accept /
+// join_by_connect), each on a node of its own for the checkpoints' buddies, run a GEMM under
+// ElasticJob with stealing on and a checkpoint at every boundary. Before iteration KILL_AT the
+// victim SIGKILLs itself right where it would call apply_pending(), after a pause of 0 to 3 ms,
+// so the survivors meet its death in their agreement's MPI_Iallreduce: posted before the death
+// or while waiting in it. With `with-request` the victim has a request: it takes the
+// agreement's first step (the MPI_Iallreduce that names it the requester) and dies before it
+// broadcasts the request, so the survivors meet its death in their MPI_Ibcast instead. A survivor must not die of it (MPICH's
+// fatal handler: "Fatal error in internal_Test ... Invalid communicator"): apply_pending gives
+// the agreement up, the iteration that follows finds the lost rank, and the survivors recover
+// (ElasticJob::recover), finish every iteration and gather a C bit-identical to a serial run.
+// BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
+// A fatal MPI error still ends a member as MPI's default handler would, but first prints its
+// stack, which names the call that failed.
+//
+// The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
+// exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
+// "boundary_loss: PASS".
+//
+//   boundary_loss_tests MPIEXEC SELF VICTIM [with-request]       (the launcher; no MPI)
+//   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
+
+#include "bellows/runtime/elastic_job.hpp"
+#include "bellows/runtime/membership.hpp"
+#include "bellows/runtime/runtime.hpp"
+
+#include <execinfo.h>
+#include <mpi.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bellows/kernels/tile_kernels.hpp"
+#include "separate_worlds.hpp"
+#include "spawned_processes.hpp"
+#include "tiled_gemm.hpp"
+#include "watchdog.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace br = bellows::runtime;
+using Clock = std::chrono::steady_clock;
+using bellows::testing::read_file;
+using bellows::testing::read_int;
+using bellows::testing::reap_members;
+using bellows::testing::StartedMember;
+using bellows::testing::write_file;
+
+constexpr int kRanks = 3;
+constexpr int kN = 288;
+constexpr int kTile = 96;  // 3 x 3 tiles: 27 GEMM tasks per iteration
+constexpr int kIterations = 10;
+constexpr int kEarliestKill = 2;  // the victim dies before an iteration in [kEarliestKill, kLatestKill]
+constexpr int kLatestKill = 5;
+constexpr int kMostPauseMicroseconds = 3000;
+constexpr unsigned kSeed = 5;
+constexpr auto kRecoverTimeout = std::chrono::seconds(10);
+constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
+
+int failures = 0;
+void expect(bool ok, const std::string& what) {
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "boundary_loss_tests: FAILED: %s\n", what.c_str());
+  }
+}
+
+std::string rank_set(const std::vector<int>& ranks) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "}";
+}
+
+/// C as a run without failure computes it: the same tile kernel in the same order.
+std::vector<double> reference_c() {
+  bellows::test::TiledGemm serial(kN, kTile, 1, 0, kSeed);
+  const int tiles = kN / kTile;
+  for (int j = 0; j < tiles; ++j) {
+    for (int i = 0; i < tiles; ++i) {
+      auto result = std::make_shared<br::Tile>(kTile, kTile);
+      for (int k = 0; k < tiles; ++k) {
+        bellows::kernels::gemm_nn(*serial.a.tile(i, k), *serial.b.tile(k, j), k == 0 ? 0.0 : 1.0, *result);
+      }
+      serial.c.set_tile(i, j, std::move(result));
+    }
+  }
+  return serial.c.gather_to_root(MPI_COMM_SELF);
+}
+
+// ------------------------------------------------------------------------------------ member
+
+/// In place of MPI_ERRORS_ARE_FATAL: prints the MPI error and this rank's stack, which names
+/// the call that failed, then aborts as the fatal handler would.
+void abort_with_backtrace(MPI_Comm* comm, int* code, ...) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(*code, text, &length);
+  std::fprintf(stderr, "boundary_loss_tests: pid %d: fatal MPI error: %s\nstack:\n", static_cast<int>(::getpid()), text);
+  std::fflush(stderr);
+  void* frames[64];
+  ::backtrace_symbols_fd(frames, ::backtrace(frames, 64), STDERR_FILENO);
+  MPI_Abort(*comm, *code);
+}
+
+MPI_Errhandler fatal_with_backtrace() {
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_create_errhandler(abort_with_backtrace, &handler);
+  return handler;
+}
+
+int run_member(const fs::path& dir, int index) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  bellows::testing::Watchdog watchdog(std::chrono::seconds(45), "boundary loss member", index);
+  const MPI_Errhandler fatal = fatal_with_backtrace();
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, fatal);
+  const int victim = read_int(dir / "victim");
+  const int kill_at = read_int(dir / "kill_at");
+  const int pause_us = read_int(dir / "pause_us");
+  const bool with_request = fs::exists(dir / "with-request");
+  std::vector<int> payload;
+  auto membership = [&] {
+    if (index != 0) {
+      while (!fs::exists(dir / "port")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return br::Membership::join_by_connect(read_file(dir / "port"), payload);
+    }
+    char port[MPI_MAX_PORT_NAME] = {};
+    MPI_Open_port(MPI_INFO_NULL, port);
+    write_file(dir / "port", port);
+    br::Membership first(MPI_COMM_WORLD);
+    first.grow_by_accept(kRanks - 1, port, payload);
+    return first;
+  }();
+  const int old_rank = membership.rank();
+  write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
+  write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));  // the join's order
+  br::ElasticJob job(std::move(membership),
+                     br::ElasticJob::Grow([](br::Membership&, int, int) -> const br::GrowReport& {
+                       throw std::logic_error("this test never expands");
+                     }));
+  MPI_Comm_set_errhandler(job.communicator(), fatal);
+  int refused = 0;
+  job.on_resize_refused([&](const br::ResizeEvent&) { ++refused; });
+
+  bellows::test::TiledGemm gemm(kN, kTile, kRanks, old_rank, kSeed);
+  br::RuntimeOptions options;
+  options.comm_max_sleep_us = 100;
+  options.same_host_transport = false;  // tiles over MPI, as between nodes
+  options.steal.enabled = true;
+  options.checkpoint.enabled = true;
+  options.checkpoint.every_iterations = 1;
+  options.checkpoint.node = "node" + std::to_string(old_rank);
+  auto owned_runtime = std::make_unique<br::Runtime>(job.communicator(), options);
+  br::Runtime& runtime = *owned_runtime;
+  job.attach(runtime);
+  gemm.attach(runtime);
+
+  nlohmann::json result{{"old_rank", old_rank}};
+  int recoveries = 0;
+  std::vector<int> lost;
+  for (int it = 0; it < kIterations;) {
+    if (old_rank == victim && it == kill_at && !with_request) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      ::raise(SIGKILL);  // where this rank would agree on the next request
+    }
+    if (old_rank == victim && it == kill_at && with_request) {
+      // The agreement's first step as apply_pending() takes it (MPI_MIN over {the rank if it
+      // has a request, else the size; minus the resizes so far}): this rank, the only one
+      // with a request, is named the requester; then it dies before it broadcasts the request.
+      std::array<int, 2> values{old_rank, 0};
+      MPI_Request request = MPI_REQUEST_NULL;
+      MPI_Iallreduce(MPI_IN_PLACE, values.data(), 2, MPI_INT, MPI_MIN, job.communicator(), &request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      ::raise(SIGKILL);
+    }
+    (void)job.apply_pending(it);
+    const br::IterationReport report = runtime.run_iteration();
+    if (report.completed()) {
+      ++it;
+      continue;
+    }
+    const br::RecoveryReport recovery = job.recover(report, kRecoverTimeout);
+    ++recoveries;
+    lost = recovery.lost;
+    // The runtime counts its iterations from 1; the loop resumes after the checkpoint's.
+    it -= report.iteration - 1 - static_cast<int>(recovery.iteration);
+  }
+  expect(recoveries == 1, "recovered " + std::to_string(recoveries) + " times, expected once");
+  expect(lost == std::vector<int>{victim}, "lost ranks " + rank_set(lost) + ", expected {" + std::to_string(victim) + "}");
+  expect(refused == 0, std::to_string(refused) + " resize requests refused: the only request died with the victim");
+  const std::vector<double> c = gemm.c.gather_to_root(job.communicator());
+  if (job.rank() == 0) {
+    const std::vector<double> expected = reference_c();
+    const bool same = c.size() == expected.size() && std::memcmp(c.data(), expected.data(), c.size() * sizeof(double)) == 0;
+    expect(same, "C differs from a serial run");
+    result["verified"] = same;
+  }
+  result["recoveries"] = recoveries;
+  result["lost"] = lost;
+  result["result"] = failures == 0 ? "PASS" : "FAIL";
+  write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+  owned_runtime.reset();
+  watchdog.disarm();
+  MPI_Finalize();
+  return failures == 0 ? 0 : 1;
+}
+
+// ------------------------------------------------------------------------------------ launcher
+
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool with_request) {
+  if (victim < 0 || victim >= kRanks) {
+    std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from 0 to %d, got %d\n", kRanks - 1, victim);
+    return 2;
+  }
+  char pattern[] = "/tmp/bellows-boundary-loss-XXXXXX";
+  const fs::path dir = ::mkdtemp(pattern);
+  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
+  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
+                                             : std::random_device{}();
+  std::mt19937 random(seed);
+  const int kill_at = std::uniform_int_distribution<int>(kEarliestKill, kLatestKill)(random);
+  const int pause_us = std::uniform_int_distribution<int>(0, kMostPauseMicroseconds)(random);
+  write_file(dir / "victim", std::to_string(victim));
+  write_file(dir / "kill_at", std::to_string(kill_at));
+  write_file(dir / "pause_us", std::to_string(pause_us));
+  if (with_request) write_file(dir / "with-request", "1");
+  const auto start = Clock::now();
+  const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
+  std::vector<StartedMember> members(kRanks);
+  for (int i = 0; i < kRanks; ++i) {
+    members[static_cast<std::size_t>(i)].pid = bellows::testing::start_member_world(
+        mpiexec, {self, "--member", dir.string(), std::to_string(i)}, dir / ("member." + std::to_string(i) + ".log"));
+    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
+  }
+  const bool all_ended = reap_members(members, limit);
+
+  // Whatever is left is killed: nothing the test started survives it.
+  std::vector<int> pids;
+  for (int i = 0; i < kRanks; ++i) {
+    auto& m = members[static_cast<std::size_t>(i)];
+    if (m.pid <= 0) continue;
+    pids.push_back(m.pid);
+    if (!m.ended) {
+      ::kill(-m.pid, SIGKILL);
+      ::waitpid(m.pid, &m.status, 0);
+      m.ended = true;
+    }
+    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
+    const fs::path pid_file = dir / ("pid." + std::to_string(i));
+    if (fs::exists(pid_file)) pids.push_back(read_int(pid_file));
+  }
+  expect(all_ended, "not every mpiexec ended within " + std::to_string(kLauncherLimitSeconds) + " s");
+  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
+
+  nlohmann::json survivors = nlohmann::json::array();
+  bool verified = false;
+  for (int i = 0; i < kRanks; ++i) {
+    const auto& m = members[static_cast<std::size_t>(i)];
+    const bool exited_zero = WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
+    const fs::path rank_file = dir / ("rank." + std::to_string(i));
+    if (!fs::exists(rank_file)) {
+      expect(false, "member " + std::to_string(i) + " never joined the job");
+      continue;
+    }
+    const int r = read_int(rank_file);
+    if (r == victim) {
+      expect(!exited_zero, "the victim's mpiexec exited 0");
+      continue;
+    }
+    expect(exited_zero, "survivor " + std::to_string(r) + "'s mpiexec did not exit 0");
+    const fs::path result_file = dir / ("result." + std::to_string(r));
+    if (!fs::exists(result_file)) {
+      expect(false, "survivor " + std::to_string(r) + " wrote no result");
+      continue;
+    }
+    const auto result = nlohmann::json::parse(read_file(result_file));
+    expect(result.value("result", "") == "PASS", "survivor " + std::to_string(r) + ": " + result.dump());
+    verified = verified || result.value("verified", false);
+    survivors.push_back(result);
+  }
+  expect(verified, "no survivor verified the result");
+  if (failures != 0) {
+    for (int i = 0; i < kRanks; ++i) {
+      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
+                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
+    }
+  }
+  fs::remove_all(dir);
+  std::printf("%s\n", nlohmann::json{{"victim", victim},
+                                     {"with_request", with_request},
+                                     {"seed", seed},
+                                     {"killed_before_iteration", kill_at},
+                                     {"pause_us", pause_us},
+                                     {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
+                                     {"survivors", survivors}}
+                          .dump()
+                          .c_str());
+  std::printf("boundary_loss: %s\n", failures == 0 ? "PASS" : "FAIL");
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return run_member(argv[2], std::atoi(argv[3]));
+  const bool with_request = argc == 5 && std::strcmp(argv[4], "with-request") == 0;
+  if (argc != 4 && !with_request) {
+    std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM [with-request] | --member DIR INDEX\n");
+    return 2;
+  }
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), with_request);
+}
