@@ -151,7 +151,7 @@ int run_member(const fs::path& dir, int index) {
   write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
   write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));  // the join's order
   br::ElasticJob job(std::move(membership),
-                     br::ElasticJob::Grow([](br::Membership&, int, int) -> const br::GrowReport& {
+                     br::ElasticJob::Grow([](br::Membership&, int, int, std::uint64_t) -> const br::GrowReport& {
                        throw std::logic_error("this test never expands");
                      }));
   MPI_Comm_set_errhandler(job.communicator(), fatal);
