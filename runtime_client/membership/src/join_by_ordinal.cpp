@@ -223,22 +223,10 @@ MPI_Comm grow_by_ordinals(MPI_Comm current, int count, const JoinExchange& excha
   const auto start = Clock::now();
   GrowReport local;
   GrowReport& r = report ? *report : local;
-  r = GrowReport{};
-  int rank = 0;
-  check(MPI_Comm_rank(current, &rank), "MPI_Comm_rank");
-  check(MPI_Comm_size(current, &r.old_size), "MPI_Comm_size");
-  if (count < 0) throw std::invalid_argument("grow: count must not be negative, got " + std::to_string(count));
-  if (payload.size() > kJoinPayloadInts)
-    throw std::invalid_argument("grow: a payload of " + std::to_string(payload.size()) + " ints exceeds " +
-                                std::to_string(kJoinPayloadInts));
+  const int rank = open_grow(current, r);
+  check_grow_request(count, payload.size());
   ReturnErrors errors(current);
-  if (count == 0) {
-    MPI_Comm copy = MPI_COMM_NULL;
-    check(MPI_Comm_dup(current, &copy), "MPI_Comm_dup");
-    Communicator grown = adopt(copy);
-    finish_report(r, grown.get(), start);
-    return hand_out(std::move(grown));
-  }
+  if (count == 0) return grow_by_none(current, r, start);
 
   // 2. Rank 0 waits for the new processes' group; the job waits, sleeping, on its word.
   struct Ready {

@@ -512,10 +512,7 @@ MPI_Comm grow_by_spawn(MPI_Comm current, int count, const SpawnSpec& spec, GrowR
   const auto start = Clock::now();
   GrowReport local;
   GrowReport& r = report ? *report : local;
-  r = GrowReport{};
-  int rank = 0;
-  check(MPI_Comm_rank(current, &rank), "MPI_Comm_rank");
-  check(MPI_Comm_size(current, &r.old_size), "MPI_Comm_size");
+  const int rank = open_grow(current, r);
   ReturnErrors errors(current);
 
   // Rank 0 checks the request and tells everyone (with what to spawn, since every rank

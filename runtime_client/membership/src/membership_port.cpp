@@ -95,22 +95,10 @@ MPI_Comm grow_by_accept(MPI_Comm current, int count, const std::string& port,
   const auto start = Clock::now();
   GrowReport local;
   GrowReport& r = report ? *report : local;
-  r = GrowReport{};
-  int rank = 0;
-  check(MPI_Comm_rank(current, &rank), "MPI_Comm_rank");
-  check(MPI_Comm_size(current, &r.old_size), "MPI_Comm_size");
-  if (count < 0) throw std::invalid_argument("grow: count must not be negative, got " + std::to_string(count));
-  if (payload.size() > kJoinPayloadInts)
-    throw std::invalid_argument("grow: a payload of " + std::to_string(payload.size()) + " ints exceeds " +
-                                std::to_string(kJoinPayloadInts));
+  const int rank = open_grow(current, r);
+  check_grow_request(count, payload.size());
   ReturnErrors errors(current);
-  if (count == 0) {
-    MPI_Comm copy = MPI_COMM_NULL;
-    check(MPI_Comm_dup(current, &copy), "MPI_Comm_dup");
-    Communicator grown = adopt(copy);
-    finish_report(r, grown.get(), start);
-    return hand_out(std::move(grown));
-  }
+  if (count == 0) return grow_by_none(current, r, start);
   Rendezvous met;
   if (rank == 0) met = meet_new_processes(count, r.old_size, port, payload, r);
   // Every rank of the job waits, sleeping, until the new processes are one group.

@@ -9,6 +9,8 @@
 #include "sleeping_wait.hpp"
 
 #include <chrono>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace bellows::runtime::membership_detail {
@@ -81,6 +83,33 @@ inline void await(MPI_Request& request, const char* call) {
 inline void finish_report(GrowReport& report, MPI_Comm grown, Clock::time_point start) {
   MPI_Comm_size(grown, &report.new_size);
   report.total_seconds = seconds_since(start);
+}
+
+/// The opening of every grow: `report` cleared, with the job's size in it; returns this
+/// rank's number in `current`.
+inline int open_grow(MPI_Comm current, GrowReport& report) {
+  report = GrowReport{};
+  int rank = 0;
+  check(MPI_Comm_rank(current, &rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(current, &report.old_size), "MPI_Comm_size");
+  return rank;
+}
+
+/// Refuses a grow by a negative count, or with a payload larger than a join carries.
+inline void check_grow_request(int count, std::size_t payload_ints) {
+  if (count < 0) throw std::invalid_argument("grow: count must not be negative, got " + std::to_string(count));
+  if (payload_ints > kJoinPayloadInts)
+    throw std::invalid_argument("grow: a payload of " + std::to_string(payload_ints) + " ints exceeds " +
+                                std::to_string(kJoinPayloadInts));
+}
+
+/// A grow by no process: a duplicate of `current`, reported like any grow.
+inline MPI_Comm grow_by_none(MPI_Comm current, GrowReport& report, Clock::time_point start) {
+  MPI_Comm copy = MPI_COMM_NULL;
+  check(MPI_Comm_dup(current, &copy), "MPI_Comm_dup");
+  Communicator grown = adopt(copy);
+  finish_report(report, grown.get(), start);
+  return hand_out(std::move(grown));
 }
 
 /// Both sides of joining a job: the job (`local` = its communicator, accept) or the processes
