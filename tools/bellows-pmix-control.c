@@ -38,6 +38,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "pmix_tool_text.h"
+
 /* PMIx 5 names it PMIX_ALLOC_REQ_CANCEL; PMIx 4.2.2 passes the value on without a name. */
 #ifndef PMIX_ALLOC_REQ_CANCEL
 #define PMIX_ALLOC_REQ_CANCEL 5
@@ -54,39 +56,6 @@ static double unix_seconds(void) {
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t);
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* The URI itself, or the first line of the file a "file:" URI names; NULL with a message. */
-static char* read_uri(const char* given) {
-  if (strncmp(given, "file:", 5) != 0) return strdup(given);
-  FILE* f = fopen(given + 5, "r");
-  if (f == NULL) {
-    fprintf(stderr, "bellows-pmix-control: cannot read the URI file %s\n", given + 5);
-    return NULL;
-  }
-  char line[1024] = {0};
-  if (fgets(line, sizeof line, f) == NULL) line[0] = '\0';
-  fclose(f);
-  line[strcspn(line, "\r\n")] = '\0';
-  if (line[0] == '\0') {
-    fprintf(stderr, "bellows-pmix-control: the URI file %s is empty\n", given + 5);
-    return NULL;
-  }
-  return strdup(line);
-}
-
-static void print_json_string(const char* s) {
-  putchar('"');
-  for (; s != NULL && *s != '\0'; ++s) {
-    const unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
 }
 
 /* A string attribute of an info array, or NULL. */
@@ -326,7 +295,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  char* uri = read_uri(uri_arg);
+  char* uri = read_server_uri("bellows-pmix-control", uri_arg);
   if (uri == NULL) return 1;
   pmix_proc_t me;
   pmix_info_t attach;

@@ -40,42 +40,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "pmix_tool_text.h"
+
 static void usage(void) {
   fprintf(stderr,
           "usage: bellows-pmix-query --uri URI|file:PATH [--nspace NS] [--repeat N | --events SECONDS]\n");
-}
-
-/* The URI itself, or the first line of the file a "file:" URI names; NULL with a message. */
-static char* read_uri(const char* given) {
-  if (strncmp(given, "file:", 5) != 0) return strdup(given);
-  FILE* f = fopen(given + 5, "r");
-  if (f == NULL) {
-    fprintf(stderr, "bellows-pmix-query: cannot read the URI file %s\n", given + 5);
-    return NULL;
-  }
-  char line[1024] = {0};
-  if (fgets(line, sizeof line, f) == NULL) line[0] = '\0';
-  fclose(f);
-  line[strcspn(line, "\r\n")] = '\0';
-  if (line[0] == '\0') {
-    fprintf(stderr, "bellows-pmix-query: the URI file %s is empty\n", given + 5);
-    return NULL;
-  }
-  return strdup(line);
-}
-
-static void print_json_string(const char* s) {
-  putchar('"');
-  for (; s != NULL && *s != '\0'; ++s) {
-    const unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
 }
 
 static void print_value(const pmix_value_t* v);
@@ -368,7 +337,7 @@ int main(int argc, char** argv) {
     usage();
     return 2;
   }
-  char* uri = read_uri(uri_arg);
+  char* uri = read_server_uri("bellows-pmix-query", uri_arg);
   if (uri == NULL) return 1;
 
   pmix_proc_t me;
