@@ -29,7 +29,6 @@ again.
 Prints "NAME: PASS" or "NAME: FAIL: why", NAME lost_rank_survived, lost_rank_replaced or
 lost_first_rank_survived or lost_node_silent_survived.
 """
-import json
 import os
 import signal
 import subprocess
@@ -105,18 +104,7 @@ def main():
         t.fail_hung(job, "the job did not end within 180 s of the kill")
     if job.returncode != 0:
         t.fail(f"bellows run exited {job.returncode}, expected 0; stderr {err[-2000:]!r}")
-    lines = [line for line in out.strip().splitlines() if line.startswith("{")]
-    if first:
-        # The new first rank printed it, into its node's log (its daemon's output).
-        if lines:
-            t.fail(f"a report on bellows run's output although its first rank was killed: {lines[-1][:200]}")
-        for log in sorted(Path(t.job_dir(), "nodes").glob("*/bellowsd.log")):
-            lines += [line for line in log.read_text().splitlines() if line.startswith('{"app"')]
-        if "the job's first rank (pid" not in err or "the job goes on on its other nodes" not in err:
-            t.fail(f"bellows run did not say it carried on without the first rank: {err[-1500:]!r}")
-    if not lines:
-        t.fail(f"the job printed no report; stdout {out[-1500:]!r} stderr {err[-1500:]!r}")
-    report = json.loads(lines[-1])
+    report = t.report_after_loss(out, err, first_rank_lost=first)
     if report.get("verified") is not True:
         t.fail(f"the job's result is not verified: residual {report.get('residual')}")
     sizes = [i["ranks"] for i in report["iterations"]]

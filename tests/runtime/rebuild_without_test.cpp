@@ -193,20 +193,7 @@ int run_member(const fs::path& dir, int index, int count) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
   bellows::testing::Watchdog watchdog(std::chrono::seconds(45), "rebuild_without member", index);
-  std::vector<int> payload;
-  MPI_Comm job = MPI_COMM_NULL;
-  char port[MPI_MAX_PORT_NAME] = {};
-  if (index == 0) {
-    MPI_Open_port(MPI_INFO_NULL, port);
-    write_file(dir / "port", port);
-    MPI_Comm self = MPI_COMM_NULL;
-    MPI_Comm_dup(MPI_COMM_WORLD, &self);
-    job = bellows::runtime::grow_by_accept(self, count - 1, port, payload);
-    MPI_Comm_disconnect(&self);
-  } else {
-    while (!fs::exists(dir / "port")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    job = bellows::runtime::join_by_connect(read_file(dir / "port"), payload);
-  }
+  MPI_Comm job = bellows::testing::join_member_worlds(dir, index, count);
   MPI_Comm_set_errhandler(job, MPI_ERRORS_RETURN);
   int rank = -1, size = 0;
   MPI_Comm_rank(job, &rank);

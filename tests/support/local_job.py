@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from log_lines import job_log_problems
 from procfs import processes_mentioning
@@ -72,6 +73,22 @@ class LocalJobTest:
         if status and len(status.get("processes", [])) == ranks and all(p["pid"] for p in status["processes"]):
             return status
         return None
+
+    def report_after_loss(self, out, err, first_rank_lost):
+        """The job's JSON report (its last line that starts with "{") after a rank was lost. When
+        the first rank was lost, the new first rank printed it into its node's log (its
+        daemon's output), and `bellows run` (`err`, its stderr) must say it carried on."""
+        lines = [line for line in out.strip().splitlines() if line.startswith("{")]
+        if first_rank_lost:
+            if lines:
+                self.fail(f"a report on bellows run's output although its first rank was killed: {lines[-1][:200]}")
+            for log in sorted(Path(self.job_dir(), "nodes").glob("*/bellowsd.log")):
+                lines += [line for line in log.read_text().splitlines() if line.startswith('{"app"')]
+            if "the job's first rank (pid" not in err or "the job goes on on its other nodes" not in err:
+                self.fail(f"bellows run did not say it carried on without the first rank: {err[-1500:]!r}")
+        if not lines:
+            self.fail(f"the job printed no report; stdout {out[-1500:]!r} stderr {err[-1500:]!r}")
+        return json.loads(lines[-1])
 
     def job_dir(self, job="latest"):
         return os.path.realpath(os.path.join(self.run_dir, job))

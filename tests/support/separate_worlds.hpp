@@ -4,6 +4,8 @@
 // its members pass each other in the test's directory, and the launcher's record of each
 // member's mpiexec.
 
+#include "bellows/runtime/membership.hpp"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/types.h>
@@ -113,6 +115,26 @@ inline bool reap_members(std::vector<StartedMember>& members,
     if (all || std::chrono::steady_clock::now() >= block_until) return all;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+/// A member's side of forming the job of `count` member worlds: member 0 opens a port, writes
+/// it to DIR/port and accepts the others (grow_by_accept); each other member waits for that
+/// file and connects (join_by_connect). Collective over the members; returns the job's
+/// communicator.
+inline MPI_Comm join_member_worlds(const std::filesystem::path& dir, int index, int count) {
+  std::vector<int> payload;
+  if (index == 0) {
+    char port[MPI_MAX_PORT_NAME] = {};
+    MPI_Open_port(MPI_INFO_NULL, port);
+    write_file(dir / "port", port);
+    MPI_Comm self = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &self);
+    MPI_Comm job = bellows::runtime::grow_by_accept(self, count - 1, port, payload);
+    MPI_Comm_disconnect(&self);
+    return job;
+  }
+  while (!std::filesystem::exists(dir / "port")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return bellows::runtime::join_by_connect(read_file(dir / "port"), payload);
 }
 
 }  // namespace bellows::testing
