@@ -32,15 +32,24 @@
 // without both victims, verified as above) or every one of them be refused with an error that
 // names its phase and the ranks, and then still finalize and exit 0. Nothing may hang: a
 // member's watchdog and the launcher's limit are shorter in this mode (40 and 50 s).
+// With `stopped` the victims are SIGSTOPped instead of killed, as a node cut from the network
+// looks: alive, silent, and no MPI call with them ever fails. The launcher then tells the
+// survivors what a control plane would (the controller's ranks-lost event, failure 1): each
+// survivor's stand-in for the daemon's event handler reads the launcher's file on a thread of
+// its own and hands it to LossNotices::tell(), as ControlChannel's PMIx handler does, each
+// survivor 100 ms after the one before (daemons hear at different moments). The survivors must
+// abandon the iteration, name the victims and recover as above; once every survivor has
+// verified and is finishing, the launcher kills the stopped victims.
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result, and no process it started is left; it prints a JSON line with
 // each survivor's times (the kill to the iteration abandoned, to the communicator rebuilt, to
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
-//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS]  (the launcher; no MPI)
+//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|stopped]  (the launcher; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
+#include "bellows/runtime/loss_notices.hpp"
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/rebuild.hpp"
 #include "bellows/runtime/runtime.hpp"
@@ -63,6 +72,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -233,6 +243,24 @@ bool names_phase_and_ranks(const std::string& text) {
   return phase && text.find("rank") != std::string::npos && text.find('{') != std::string::npos;
 }
 
+/// The control plane's word, as the launcher writes it in `told_lost`: "FAILURE_ID R1,R2".
+/// Handed to the process's LossNotices from a thread of its own, as the PMIx handler does,
+/// `delay` after the file appears.
+std::jthread tell_when_told(const fs::path& dir, std::chrono::milliseconds delay) {
+  return std::jthread([dir, delay](std::stop_token stop) {
+    while (!stop.stop_requested() && !fs::exists(dir / "told_lost")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (stop.stop_requested()) return;
+    std::this_thread::sleep_for(delay);
+    std::stringstream text(read_file(dir / "told_lost"));
+    std::uint64_t failure_id = 0;
+    std::string ranks;
+    text >> failure_id >> ranks;
+    br::loss_notices().tell(failure_id, parse_victims(ranks));
+  });
+}
+
 int run_member(const fs::path& dir, int index, int count, const std::vector<int>& victims) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
@@ -253,6 +281,9 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   const int old_rank = rank;
   expect(size == count, "joined size " + std::to_string(size));
   write_file(dir / ("pid." + std::to_string(rank)), std::to_string(::getpid()));
+  const bool stopped_victims = fs::exists(dir / "stopped");
+  std::jthread teller;
+  if (stopped_victims) teller = tell_when_told(dir, std::chrono::milliseconds(100 * old_rank));
 
   cholesky_job = fs::exists(dir / "cholesky");
   const int kill_after = std::atoi(read_file(dir / "kill_after").c_str());
@@ -541,6 +572,14 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
                              " differ from a run without failure");
     result["verified"] = a_wrong == 0 && c_wrong == 0;
   }
+  if (stopped_victims) {
+    result["told_lost"] = br::loss_notices().settled_through();
+    expect(br::loss_notices().settled_through() == 1 && br::loss_notices().ranks_lost(count).empty(),
+           "failure 1 not settled by the rebuild: settled through " +
+               std::to_string(br::loss_notices().settled_through()) + ", ranks still named " +
+               rank_set(br::loss_notices().ranks_lost(count)));
+    write_file(dir / ("finishing." + std::to_string(old_rank)), "1");  // the stopped may go now
+  }
   owned_runtime.reset();
   const auto t = Clock::now();
   MPI_Comm_free(&job);
@@ -569,13 +608,14 @@ struct SecondVictim {
 };
 
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
-                 bool no_checkpoint, bool cholesky, SecondVictim second) {
+                 bool no_checkpoint, bool cholesky, SecondVictim second, bool stopped) {
   const std::vector<int> victims = parse_victims(victims_text);
   const bool second_loss = second.rank >= 0;
   const bool valid = std::all_of(victims.begin(), victims.end(), [](int v) { return v < kRanks; }) &&
                      static_cast<int>(victims.size()) < kRanks && (!no_checkpoint || !victims.empty()) &&
                      (!second_loss || (second.rank < kRanks && victims.size() == 1 && second.rank != victims[0] &&
-                                       second.delay_ms >= 0));
+                                       second.delay_ms >= 0)) &&
+                     (!stopped || !victims.empty());
   if (!valid) {
     std::fprintf(stderr, "recovery_tests: victims '%s' are not ranks of %d (or -1 with checkpoints), or the "
                          "second victim %d@%d is not another rank after one victim\n",
@@ -586,6 +626,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   const fs::path dir = ::mkdtemp(pattern);
   if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
   if (cholesky) write_file(dir / "cholesky", "1");
+  if (stopped) write_file(dir / "stopped", "1");
   const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
   const unsigned kill_seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
                                                   : std::random_device{}();
@@ -637,9 +678,29 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
       char text[64];
       std::snprintf(text, sizeof text, "%.6f\n", wall_seconds());
       for (std::size_t v = 0; v < victims.size(); ++v) {
-        expect(::kill(victim_pids[v], SIGKILL) == 0, "kill -9 of rank " + std::to_string(victims[v]) + " failed");
+        const int signal = stopped ? SIGSTOP : SIGKILL;
+        expect(::kill(victim_pids[v], signal) == 0, std::string(stopped ? "SIGSTOP" : "kill -9") + " of rank " +
+                                                        std::to_string(victims[v]) + " failed");
       }
-      write_file(dir / "killed", text);  // for the survivors' times only: they are told nothing
+      write_file(dir / "killed", text);  // for the survivors' times only: MPI tells them nothing
+      if (stopped) write_file(dir / "told_lost", "1 " + victims_text);  // the control plane's word
+    }
+  }
+  if (stopped && !victim_pids.empty()) {
+    // The stopped victims stay until every survivor has verified the result: then they die,
+    // as a node cut off is ended in the end.
+    bool finishing = false;
+    while (!finishing && Clock::now() < limit) {
+      finishing = true;
+      for (int r = 0; r < kRanks; ++r) {
+        const bool victim = std::find(victims.begin(), victims.end(), r) != victims.end();
+        if (!victim && !fs::exists(path_of("finishing", r))) finishing = false;
+      }
+      if (!finishing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    expect(finishing, "the survivors did not all finish with ranks " + victims_text + " stopped");
+    for (std::size_t v = 0; v < victims.size(); ++v) {
+      expect(::kill(victim_pids[v], SIGKILL) == 0, "kill -9 of stopped rank " + std::to_string(victims[v]) + " failed");
     }
   }
   int second_pid = -1;
@@ -755,10 +816,11 @@ int main(int argc, char** argv) {
   const bool cholesky = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
   SecondVictim second;
   const bool second_loss = argc == 5 && std::sscanf(argv[4], "second=%d@%d", &second.rank, &second.delay_ms) == 2;
-  if (argc != 4 && !no_checkpoint && !cholesky && !second_loss) {
-    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS] | "
+  const bool stopped = argc == 5 && std::strcmp(argv[4], "stopped") == 0;
+  if (argc != 4 && !no_checkpoint && !cholesky && !second_loss && !stopped) {
+    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS|stopped] | "
                          "--member DIR INDEX COUNT VICTIMS\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky, second);
+  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky, second, stopped);
 }

@@ -1,4 +1,5 @@
 #include <bellows/runtime/control_channel.hpp>
+#include <bellows/runtime/loss_notices.hpp>
 
 #include <bellows/protocol/pmix_events.hpp>
 #include <bellows/protocol/tcp_nodelay.hpp>
@@ -171,6 +172,11 @@ void event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* /*sourc
     std::lock_guard lock(state->mutex);
     try {
       state->queue.push_back(decode_event(code, info, ninfo));
+      if (const auto* lost = std::get_if<RanksLostEvent>(&state->queue.back())) {
+        // Now, not at the next poll: the runtime may be waiting in an iteration for a rank
+        // that is silent, which only this word ends (loss_notices.hpp).
+        loss_notices().tell(lost->failure_id, std::vector<int>(lost->ranks.begin(), lost->ranks.end()));
+      }
       state->arrived.notify_all();
     } catch (const std::exception& e) {
       ++state->dropped;

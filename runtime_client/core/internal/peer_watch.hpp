@@ -5,7 +5,9 @@
 // survivors do"), a receive from a SIGKILLed peer fails within milliseconds with
 // MPIX_ERR_PROC_FAILED, whether it was posted before the death or after, while the receives
 // from live peers stay pending and are cancelled at once at the end. A peer that is alive but
-// silent (stopped, its network cut) fails nothing: noticing it is the control plane's task.
+// silent (stopped, its network cut) fails nothing: noticing it is the control plane's task,
+// whose word (LossNotices, loss_notices.hpp) a watch on the job's communicator heeds when
+// polled: a rank the control plane names lost is lost here too, as if its receive had failed.
 //
 // Not thread-safe: used by one thread at a time (the application's between iterations, the
 // communication thread during one), which is what MPI_THREAD_SERIALIZED asks.
@@ -18,23 +20,33 @@
 
 namespace bellows::runtime {
 
+/// Whether a watch's communicator is numbered as the job is (the control plane's notices name
+/// its ranks) or otherwise (the survivors' communicator during a recovery, before the job's
+/// numbering follows it).
+enum class ControlPlaneWord {
+  heeded,   ///< the communicator is the job's: notices of lost ranks count as losses
+  ignored,  ///< another numbering: only MPI's errors count
+};
+
 class PeerWatch {
  public:
   /// `comm` must return errors (ErrorsReturned) while the watch is armed.
-  PeerWatch(MPI_Comm comm, int rank, int size);
+  PeerWatch(MPI_Comm comm, int rank, int size, ControlPlaneWord word = ControlPlaneWord::heeded);
   ~PeerWatch();
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
 
   /// Posts the receive from every peer not yet known lost (nothing when already armed).
   void arm();
-  /// Tests the receives; true when a peer was found lost by this call.
+  /// Tests the receives and reads the control plane's notices (when heeded); true when a peer
+  /// was found lost by this call.
   bool poll();
   /// Cancels the receives still pending (those from live peers).
   void disarm();
   /// Peers found lost since construction, in rank order.
   [[nodiscard]] const std::vector<int>& lost() const noexcept { return lost_; }
-  /// The first failure's text, e.g. "rank 2: MPIX_ERR_PROC_FAILED (101): ...".
+  /// The first failure's text, e.g. "rank 2: MPIX_ERR_PROC_FAILED (101): ..." or "rank 2:
+  /// named lost by the control plane (failure 3)".
   [[nodiscard]] const std::string& first_failure() const noexcept { return first_failure_; }
   /// When the first peer was found lost (the epoch when none was).
   [[nodiscard]] std::chrono::steady_clock::time_point first_loss_at() const noexcept {
@@ -42,8 +54,11 @@ class PeerWatch {
   }
 
  private:
+  void mark_lost(std::size_t r, const std::string& why);
+
   MPI_Comm comm_;
   int rank_;
+  ControlPlaneWord word_;
   std::vector<MPI_Request> requests_;  ///< per rank; MPI_REQUEST_NULL: none posted
   std::vector<char> lost_flags_;       ///< per rank
   std::vector<int> lost_;

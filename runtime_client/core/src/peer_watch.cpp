@@ -3,6 +3,8 @@
 #include "cancelled_requests.hpp"
 #include "proc_failed.hpp"
 
+#include "bellows/runtime/loss_notices.hpp"
+
 #include <algorithm>
 
 namespace bellows::runtime {
@@ -34,9 +36,10 @@ ErrorsReturned::~ErrorsReturned() {
   MPI_Errhandler_free(&saved_);
 }
 
-PeerWatch::PeerWatch(MPI_Comm comm, int rank, int size)
+PeerWatch::PeerWatch(MPI_Comm comm, int rank, int size, ControlPlaneWord word)
     : comm_(comm),
       rank_(rank),
+      word_(word),
       requests_(static_cast<std::size_t>(size), MPI_REQUEST_NULL),
       lost_flags_(static_cast<std::size_t>(size), 0) {}
 
@@ -61,17 +64,30 @@ bool PeerWatch::poll() {
     // An error, or (never expected: nobody sends on this tag) a message.
     const int code = rc != MPI_SUCCESS ? rc : status.MPI_ERROR;
     requests_[r] = MPI_REQUEST_NULL;
-    lost_flags_[r] = 1;
-    lost_.insert(std::upper_bound(lost_.begin(), lost_.end(), static_cast<int>(r)), static_cast<int>(r));
-    if (first_failure_.empty()) {
-      first_failure_ = "rank " + std::to_string(r) + ": " +
-                       (code == MPI_SUCCESS ? std::string("a message on the watch tag")
-                                            : describe_mpi_error(code));
-      first_loss_at_ = std::chrono::steady_clock::now();
-    }
+    mark_lost(r, code == MPI_SUCCESS ? std::string("a message on the watch tag") : describe_mpi_error(code));
     found = true;
   }
+  if (word_ == ControlPlaneWord::heeded) {
+    for (const int told : loss_notices().ranks_lost(static_cast<int>(requests_.size()))) {
+      const auto r = static_cast<std::size_t>(told);
+      if (told == rank_ || lost_flags_[r]) continue;
+      // Its receive never fails (the peer is silent, not dead to MPI): nobody sends on the
+      // tag, so cancelling it completes it at once.
+      if (requests_[r] != MPI_REQUEST_NULL) (void)cancel_request(requests_[r]);
+      mark_lost(r, "named lost by the control plane (" + loss_notices().which_failure(told) + ")");
+      found = true;
+    }
+  }
   return found;
+}
+
+void PeerWatch::mark_lost(std::size_t r, const std::string& why) {
+  lost_flags_[r] = 1;
+  lost_.insert(std::upper_bound(lost_.begin(), lost_.end(), static_cast<int>(r)), static_cast<int>(r));
+  if (first_failure_.empty()) {
+    first_failure_ = "rank " + std::to_string(r) + ": " + why;
+    first_loss_at_ = std::chrono::steady_clock::now();
+  }
 }
 
 void PeerWatch::disarm() {

@@ -324,7 +324,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   {
     const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
     const ErrorsReturned errors_returned(survivors);
-    PeerWatch watch(survivors, out.new_rank, out.new_size);
+    PeerWatch watch(survivors, out.new_rank, out.new_size, ControlPlaneWord::ignored);
     watch.arm();
     const auto lost_during = [&](const std::vector<int>& lost_now, const char* phase) {
       const std::vector<int> remaining = survivors_without(out.old_size, out.lost);

@@ -4,6 +4,7 @@
 
 #include "bellows/runtime/rebuild.hpp"
 
+#include "bellows/runtime/loss_notices.hpp"
 #include "cancelled_requests.hpp"
 
 #include <algorithm>
@@ -58,6 +59,14 @@ std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline
   if (marks[static_cast<std::size_t>(rank)] != 0) {
     throw std::invalid_argument("agree_on_lost: rank " + std::to_string(rank) + " names itself lost");
   }
+  // The control plane's word counts as a loss seen (a silent rank fails no receive). A notice
+  // naming this rank is left to the others: if they heard it too, they name this rank lost.
+  const auto add_told = [&] {
+    for (const int r : loss_notices().ranks_lost(size)) {
+      if (r != rank) marks[static_cast<std::size_t>(r)] = 1;
+    }
+  };
+  add_told();
   for (int round = 0; round < size; ++round) {
     const int tag = kFirstAgreeTag + round;
     std::vector<int> peers;
@@ -91,6 +100,20 @@ std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline
         } else {
           ++open;
         }
+      }
+      // A peer that another survivor's set or the control plane names lost may be silent
+      // rather than dead (stopped, cut off): its receive would never fail, so it is given up
+      // as a failed one, which adds the peer and, like any failure, calls another round.
+      std::vector<int> told_now = loss_notices().ranks_lost(size);
+      for (std::size_t i = 0; i < peers.size(); ++i) {
+        if (receives[i] == MPI_REQUEST_NULL) continue;
+        const auto peer = static_cast<std::size_t>(peers[i]);
+        bool named = std::binary_search(told_now.begin(), told_now.end(), peers[i]);
+        for (std::size_t j = 0; j < peers.size() && !named; ++j) named = arrived[j] && theirs[j][peer] != 0;
+        if (!named) continue;
+        if (cancel_request(receives[i])) kept_buffers().push_back(std::move(theirs[i]));
+        failed[i] = 1;
+        --open;
       }
       if (open == 0) break;
       if (std::chrono::steady_clock::now() >= deadline) {

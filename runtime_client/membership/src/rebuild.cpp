@@ -3,6 +3,7 @@
 
 #include "bellows/runtime/rebuild.hpp"
 
+#include "bellows/runtime/loss_notices.hpp"
 #include "bellows/runtime/survivors.hpp"
 #include "cancelled_requests.hpp"
 #include "membership_support.hpp"
@@ -350,7 +351,9 @@ MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen, Deadline de
       throw RebuildError(previous_failure + "; agreeing again found no further loss (" + ranks_text(lost) + ")");
     }
     try {
-      return hand_out(rebuild_keeping(job, lost, deadline, report, lost.size()));
+      MPI_Comm survivors = hand_out(rebuild_keeping(job, lost, deadline, report, lost.size()));
+      loss_notices().renumber_without(lost);  // the notices named the old numbering
+      return survivors;
     } catch (const LostDuringRebuild& e) {
       if (std::chrono::steady_clock::now() >= deadline) {
         throw RebuildError(std::string(e.what()) + "; no time left to agree again");

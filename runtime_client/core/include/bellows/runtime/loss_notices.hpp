@@ -1,0 +1,62 @@
+#pragma once
+// Ranks the control plane says are lost (a RanksLostEvent: the controller stopped hearing from
+// their node, or the daemon saw their process end), handed to the runtime so that it treats
+// them as lost exactly as if MPI had reported them (PeerWatch, agree_on_lost). A rank that is
+// alive but silent (stopped, its node cut from the network) fails no MPI call, so without this
+// word the survivors would wait for it for ever.
+//
+// Numbering: a notice names the job's ranks as of its failure, which are the ranks of the
+// job's communicator until the survivors rebuild it. A rebuild (rebuild_after_loss) renumbers
+// the notices told before it: the ranks it left out are dropped, the others take their numbers
+// among the survivors, and a notice left naming nobody is settled. A notice told later whose
+// failure id is not above the highest one settled is ignored (its failure was handled
+// already, e.g. found by MPI before the controller's word came).
+//
+// Thread safety: every method may be called from any thread (tell() runs on PMIx's event
+// thread, the others on the thread that drives MPI).
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace bellows::runtime {
+
+class LossNotices {
+ public:
+  /// One failure the control plane reported.
+  struct Notice {
+    std::uint64_t failure_id = 0;
+    std::vector<int> ranks;  ///< job ranks as of the failure
+  };
+
+  /// Takes the control plane's word that `ranks` are lost (failure `failure_id`). Ignored when
+  /// that failure is settled already. Throws std::invalid_argument for a negative rank.
+  void tell(std::uint64_t failure_id, std::vector<int> ranks);
+  /// The ranks below `size` that unsettled notices name, ascending and without repeats.
+  [[nodiscard]] std::vector<int> ranks_lost(int size) const;
+  /// "failure 4" for the first unsettled notice naming `rank` ("" when none does).
+  [[nodiscard]] std::string which_failure(int rank) const;
+  /// The survivors rebuilt the job's communicator without `left_out` (old ranks): each notice
+  /// drops those ranks and renumbers the rest as the survivors' communicator numbers them; a
+  /// notice left empty is settled (a later notice of a failure id up to the highest settled
+  /// is ignored).
+  void renumber_without(const std::vector<int>& left_out);
+  /// Failures up to `failure_id` are handled (e.g. the job reported them recovered).
+  void settle_through(std::uint64_t failure_id);
+  /// The highest failure id settled (0: none).
+  [[nodiscard]] std::uint64_t settled_through() const;
+  /// Drops every notice and forgets what was settled (tests).
+  void clear();
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<Notice> notices_;
+  std::uint64_t settled_through_ = 0;
+};
+
+/// The process's notices: the control plane's channel tells them, every PeerWatch and
+/// agree_on_lost on the job's communicator reads them.
+[[nodiscard]] LossNotices& loss_notices();
+
+}  // namespace bellows::runtime
