@@ -45,6 +45,16 @@ TEST(LossNotices, IgnoresAFailureToldAgainAfterItWasSettled) {
   EXPECT_EQ(notices.ranks_lost(4), (std::vector<int>{1}));
 }
 
+TEST(LossNotices, ALossMpiFoundFirstIsSettledWhenItsNoticeComesLate) {
+  LossNotices notices;
+  notices.renumber_without({2});  // MPI found rank 2 dead; no notice yet
+  notices.tell(3, {2});           // its notice: rank 2 of before, not today's rank 2
+  EXPECT_TRUE(notices.ranks_lost(3).empty());
+  EXPECT_EQ(notices.settled_through(), 3u);
+  notices.tell(4, {2});  // a new failure: today's rank 2
+  EXPECT_EQ(notices.ranks_lost(3), (std::vector<int>{2}));
+}
+
 TEST(LossNotices, SettleThroughDropsThoseFailures) {
   LossNotices notices;
   notices.tell(1, {0});

@@ -1,4 +1,5 @@
 #include "bellows/runtime/control_plane_link.hpp"
+#include "bellows/runtime/loss_notices.hpp"
 
 #include <bellows/protocol/job_directory.hpp>
 
@@ -231,6 +232,7 @@ std::vector<std::uint32_t> ControlPlaneLink::lost_ranks() const {
 }
 
 void ControlPlaneLink::report_recovered(std::uint64_t failure_id, std::uint32_t job_size, const std::string& text) {
+  loss_notices().settle_through(failure_id);  // told again later, it names old numbers
   report({failure_id, ResizeOutcome::recovered, job_size, {}, text});
 }
 

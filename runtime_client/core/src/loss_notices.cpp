@@ -12,8 +12,18 @@ void LossNotices::tell(std::uint64_t failure_id, std::vector<int> ranks) {
                                   std::to_string(r) + " is negative");
     }
   }
+  std::sort(ranks.begin(), ranks.end());
   std::lock_guard lock(mutex_);
   if (failure_id != 0 && failure_id <= settled_through_) return;
+  if (!unexplained_rebuilds_.empty() && !ranks.empty()) {
+    const std::vector<int>& left_out = unexplained_rebuilds_.front();
+    if (std::includes(left_out.begin(), left_out.end(), ranks.begin(), ranks.end())) {
+      // The loss the oldest rebuild already handled, told late: its numbers are from before.
+      unexplained_rebuilds_.erase(unexplained_rebuilds_.begin());
+      settled_through_ = std::max(settled_through_, failure_id);
+      return;
+    }
+  }
   notices_.push_back(Notice{failure_id, std::move(ranks)});
 }
 
@@ -46,10 +56,14 @@ void LossNotices::renumber_without(const std::vector<int>& left_out) {
   std::vector<int> gone = left_out;
   std::sort(gone.begin(), gone.end());
   std::lock_guard lock(mutex_);
+  bool explained = false;
   for (Notice& n : notices_) {
     std::vector<int> renumbered;
     for (const int r : n.ranks) {
-      if (std::binary_search(gone.begin(), gone.end(), r)) continue;
+      if (std::binary_search(gone.begin(), gone.end(), r)) {
+        explained = true;
+        continue;
+      }
       const auto below = std::lower_bound(gone.begin(), gone.end(), r) - gone.begin();
       renumbered.push_back(r - static_cast<int>(below));
     }
@@ -57,6 +71,7 @@ void LossNotices::renumber_without(const std::vector<int>& left_out) {
     if (n.ranks.empty()) settled_through_ = std::max(settled_through_, n.failure_id);
   }
   std::erase_if(notices_, [](const Notice& n) { return n.ranks.empty(); });
+  if (!explained && !gone.empty()) unexplained_rebuilds_.push_back(std::move(gone));
 }
 
 void LossNotices::settle_through(std::uint64_t failure_id) {
@@ -74,6 +89,7 @@ void LossNotices::clear() {
   std::lock_guard lock(mutex_);
   notices_.clear();
   settled_through_ = 0;
+  unexplained_rebuilds_.clear();
 }
 
 LossNotices& loss_notices() {

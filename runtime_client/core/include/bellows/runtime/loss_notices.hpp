@@ -9,8 +9,10 @@
 // job's communicator until the survivors rebuild it. A rebuild (rebuild_after_loss) renumbers
 // the notices told before it: the ranks it left out are dropped, the others take their numbers
 // among the survivors, and a notice left naming nobody is settled. A notice told later whose
-// failure id is not above the highest one settled is ignored (its failure was handled
-// already, e.g. found by MPI before the controller's word came).
+// failure id is not above the highest one settled is ignored. So is one that comes after a
+// rebuild that no notice led to (MPI found the loss first, as it does for a rank that died)
+// and that names only ranks that rebuild left out: it is that loss, told late, and settles
+// that rebuild.
 //
 // Thread safety: every method may be called from any thread (tell() runs on PMIx's event
 // thread, the others on the thread that drives MPI).
@@ -31,7 +33,9 @@ class LossNotices {
   };
 
   /// Takes the control plane's word that `ranks` are lost (failure `failure_id`). Ignored when
-  /// that failure is settled already. Throws std::invalid_argument for a negative rank.
+  /// that failure is settled already, or when it names only ranks that the oldest rebuild no
+  /// notice led to left out (then it settles that rebuild and its failure id). Throws
+  /// std::invalid_argument for a negative rank.
   void tell(std::uint64_t failure_id, std::vector<int> ranks);
   /// The ranks below `size` that unsettled notices name, ascending and without repeats.
   [[nodiscard]] std::vector<int> ranks_lost(int size) const;
@@ -40,7 +44,8 @@ class LossNotices {
   /// The survivors rebuilt the job's communicator without `left_out` (old ranks): each notice
   /// drops those ranks and renumbers the rest as the survivors' communicator numbers them; a
   /// notice left empty is settled (a later notice of a failure id up to the highest settled
-  /// is ignored).
+  /// is ignored). When no notice named a rank of `left_out`, the rebuild is remembered until
+  /// a notice of its loss comes (see tell()).
   void renumber_without(const std::vector<int>& left_out);
   /// Failures up to `failure_id` are handled (e.g. the job reported them recovered).
   void settle_through(std::uint64_t failure_id);
@@ -53,6 +58,8 @@ class LossNotices {
   mutable std::mutex mutex_;
   std::vector<Notice> notices_;
   std::uint64_t settled_through_ = 0;
+  /// Rebuilds no notice led to, oldest first: the ranks each left out (its numbering).
+  std::vector<std::vector<int>> unexplained_rebuilds_;
 };
 
 /// The process's notices: the control plane's channel tells them, every PeerWatch and
