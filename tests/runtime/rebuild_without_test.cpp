@@ -11,14 +11,19 @@
 // that says so, keep its old communicator, and still finalize and exit 0. With `late`, the
 // first survivor has not noticed the death yet (it names no dead rank) while the others name
 // the victim: agree_on_lost must settle every survivor on {victim} in 2 rounds (the first
-// survivor's receive from the victim fails) before rebuild_without and the same checks.
+// survivor's receive from the victim fails) before rebuild_without and the same checks. With
+// `late_stopped` the same, but the victim is SIGSTOPped, not killed (alive and silent, as a
+// node cut from the network): the first survivor's receive from it never fails, so it must
+// take the others' word (their sets name the victim) to agree in 2 rounds; the launcher kills
+// the stopped victim once every survivor has checked the rebuilt communicator (a stopped peer
+// hangs MPI_Finalize).
 //
 // The launcher passes when the killed rank's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result within its deadline, and no process it started is left; it prints
 // a JSON line with each survivor's times and "rebuild_without: PASS". A process group per
 // mpiexec lets it kill everything it started when something hangs.
 //
-//   rebuild_without_tests MPIEXEC SELF VICTIM [disagree|late]  (the launcher; no MPI)
+//   rebuild_without_tests MPIEXEC SELF VICTIM [disagree|late|late_stopped]  (the launcher; no MPI)
 //   rebuild_without_tests --member DIR INDEX COUNT            (under MPIEXEC -n 1)
 
 #include "bellows/runtime/membership.hpp"
@@ -259,6 +264,7 @@ int run_member(const fs::path& dir, int index, int count) {
   } catch (const std::exception& e) {
     expect(false, std::string("rebuild_without threw: ") + e.what());
   }
+  write_file(dir / ("finishing." + std::to_string(rank)), "1");  // a stopped victim may go now
   const auto t = Clock::now();
   MPI_Finalize();
   result["finalize_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
@@ -277,7 +283,8 @@ pid_t start_member(const std::string& mpiexec, const std::string& self, const fs
       dir / ("member." + std::to_string(index) + ".log"));
 }
 
-int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool disagree, bool late) {
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool disagree, bool late,
+                 bool stopped) {
   if (victim < 0 || victim >= kRanks || (disagree && victim != 2)) {
     std::fprintf(stderr, "rebuild_without_tests: victim %d is not a rank of %d (disagree: 2)\n", victim, kRanks);
     return 2;
@@ -315,11 +322,22 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     victim_pid = read_int(path_of("traffic", victim));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // mid-traffic
     const double kill_time = wall_seconds();
-    expect(::kill(victim_pid, SIGKILL) == 0, "kill -9 of rank " + std::to_string(victim) + " failed");
+    expect(::kill(victim_pid, stopped ? SIGSTOP : SIGKILL) == 0,
+           std::string(stopped ? "SIGSTOP" : "kill -9") + " of rank " + std::to_string(victim) + " failed");
     // The control plane's agreement, as the survivors would receive it.
     char text[64];
     std::snprintf(text, sizeof text, "%d %.6f\n", victim, kill_time);
     write_file(dir / "dead", text);
+  }
+  if (stopped && victim_pid > 0) {
+    bool finishing = false;
+    while (!finishing && Clock::now() < limit) {
+      finishing = true;
+      for (int r = 0; r < kRanks; ++r) finishing = finishing && (r == victim || fs::exists(path_of("finishing", r)));
+      if (!finishing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    expect(finishing, "the survivors did not all finish with rank " + std::to_string(victim) + " stopped");
+    expect(::kill(victim_pid, SIGKILL) == 0, "kill -9 of stopped rank " + std::to_string(victim) + " failed");
   }
   const bool all_ended = reap(true);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -392,10 +410,12 @@ int main(int argc, char** argv) {
     return run_member(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   }
   const bool disagree = argc == 5 && std::strcmp(argv[4], "disagree") == 0;
-  const bool late = argc == 5 && std::strcmp(argv[4], "late") == 0;
+  const bool stopped = argc == 5 && std::strcmp(argv[4], "late_stopped") == 0;
+  const bool late = (argc == 5 && std::strcmp(argv[4], "late") == 0) || stopped;
   if (argc != 4 && !disagree && !late) {
-    std::fprintf(stderr, "usage: rebuild_without_tests MPIEXEC SELF VICTIM [disagree|late] | --member DIR INDEX COUNT\n");
+    std::fprintf(stderr, "usage: rebuild_without_tests MPIEXEC SELF VICTIM [disagree|late|late_stopped] | "
+                         "--member DIR INDEX COUNT\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), disagree, late);
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), disagree, late, stopped);
 }

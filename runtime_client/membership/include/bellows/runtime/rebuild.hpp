@@ -53,9 +53,10 @@ struct RebuildReport {
 /// hears every other survivor's set, so all see alike whether the sets were all equal, with no
 /// receive failed: then they stop with that set; otherwise each takes the union and goes
 /// again. `job` must return errors (MPI_ERRORS_RETURN). Returns the agreed set, ascending; `rounds` receives the rounds it took (1 when all
-/// agreed at once). Written for ranks that died (SIGKILL, a lost node), whose receives fail:
-/// a rank that is alive but named lost by another survivor is sent nothing and gives up at
-/// its deadline. Throws RebuildError when a survivor does not answer by the deadline (naming
+/// agreed at once). The control plane's word (loss_notices.hpp) counts as seen, and a peer
+/// that it or another survivor's set names lost is not waited for in a round (a silent peer,
+/// stopped or cut off, never answers nor fails): it counts as failed. A rank that is alive but
+/// named lost by another survivor is sent nothing and gives up at its deadline. Throws RebuildError when a survivor does not answer by the deadline (naming
 /// it), or when the calling rank finds itself named lost; std::invalid_argument for a rank out
 /// of range in `seen`.
 [[nodiscard]] std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen,
