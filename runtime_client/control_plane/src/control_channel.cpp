@@ -171,12 +171,13 @@ void event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* /*sourc
   if (ControlChannel::State* state = g_state.load()) {
     std::lock_guard lock(state->mutex);
     try {
-      state->queue.push_back(decode_event(code, info, ninfo));
-      if (const auto* lost = std::get_if<RanksLostEvent>(&state->queue.back())) {
+      Event event = decode_event(code, info, ninfo);
+      if (const auto* lost = std::get_if<RanksLostEvent>(&event)) {
         // Now, not at the next poll: the runtime may be waiting in an iteration for a rank
         // that is silent, which only this word ends (loss_notices.hpp).
         loss_notices().tell(lost->failure_id, std::vector<int>(lost->ranks.begin(), lost->ranks.end()));
       }
+      state->queue.push_back(std::move(event));
       state->arrived.notify_all();
     } catch (const std::exception& e) {
       ++state->dropped;
