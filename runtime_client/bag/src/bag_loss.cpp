@@ -1,17 +1,9 @@
 #include "bag_loss.hpp"
+#include "rank_set_text.hpp"
 
 #include <array>
 
 namespace bellows::runtime::bag {
-namespace {
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "}";
-}
-
-}  // namespace
 
 std::optional<std::vector<BagFinished>> gather_finished(MPI_Comm comm, int size,
                                                         const BagFinishedRanges& finished,
@@ -61,9 +53,9 @@ std::optional<std::vector<BagFinished>> gather_finished(MPI_Comm comm, int size,
     }
     throw std::runtime_error(
         "task bag: the survivors of a loss are not recovering the same run: ranks " +
-        rank_list(in_first) + " of the survivors are in run " + std::to_string(b->heads[0]) +
-        (behind.empty() ? "" : ", ranks " + rank_list(behind) + " in an earlier one") +
-        (ahead.empty() ? "" : ", ranks " + rank_list(ahead) + " in a later one") +
+        rank_set_text(in_first) + " of the survivors are in run " + std::to_string(b->heads[0]) +
+        (behind.empty() ? "" : ", ranks " + rank_set_text(behind) + " in an earlier one") +
+        (ahead.empty() ? "" : ", ranks " + rank_set_text(ahead) + " in a later one") +
         " (a rank died as a run ended, after some survivors had its end)");
   }
   // Each rank finished at most the whole bag, in disjoint non-empty ranges.

@@ -15,19 +15,10 @@
 #include "comm_engine.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
+#include "rank_set_text.hpp"
 #include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
-namespace {
-
-/// "{1, 3}".
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "}";
-}
-
-}  // namespace
 
 IterationReport Engine::run_iteration() {
   if (comm_ == MPI_COMM_NULL) {
@@ -36,7 +27,7 @@ IterationReport Engine::run_iteration() {
   }
   if (!lost_ranks_.empty()) {
     throw std::logic_error("run_iteration after iteration " + std::to_string(iteration_) +
-                           " lost ranks " + rank_list(lost_ranks_) +
+                           " lost ranks " + rank_set_text(lost_ranks_) +
                            ": call recover() on the survivors' communicator first");
   }
   // A dead peer must not end this rank: during the iteration errors come back to the runtime,

@@ -15,6 +15,7 @@
 #include "comm_engine.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
+#include "rank_set_text.hpp"
 #include "sleeping_wait.hpp"
 
 namespace bellows::runtime {
@@ -22,12 +23,6 @@ namespace {
 
 /// A CheckpointCopy as the longs that travel in the gather.
 constexpr int kLongsPerCopy = 5;
-
-std::string rank_set(std::span<const int> ranks) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "}";
-}
 
 /// What decides a collective that completed while the watch found a survivor lost.
 enum class WhenBothSeen {
@@ -125,7 +120,7 @@ void check_renumbering(const RecoveryReport& out, const RecoveryPlan& plan) {
   const int expected_rank = plan.ranks.new_rank[static_cast<std::size_t>(out.old_rank)];
   if (plan.survivors != out.new_size || expected_rank != out.new_rank) {
     throw std::invalid_argument(
-        "recover: losing ranks " + rank_set(out.lost) + " of " + std::to_string(out.old_size) +
+        "recover: losing ranks " + rank_set_text(out.lost) + " of " + std::to_string(out.old_size) +
         " leaves " + std::to_string(plan.survivors) + " ranks with rank " + std::to_string(out.old_rank) +
         " as rank " + std::to_string(expected_rank) + ", but the survivors' communicator has " +
         std::to_string(out.new_size) + " ranks with this one as rank " + std::to_string(out.new_rank));
@@ -255,11 +250,11 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   }
   if (!checkpoints_->enabled()) {
     throw RecoveryError("recover: checkpoints are off (RuntimeOptions::checkpoint.enabled), so no "
-                        "copy of the tiles of ranks " + rank_set(out.lost) + " exists");
+                        "copy of the tiles of ranks " + rank_set_text(out.lost) + " exists");
   }
   const std::vector<int> buddies = checkpoints_->buddies();
   if (buddies.empty()) {
-    throw RecoveryError("recover: no checkpoint was taken before ranks " + rank_set(out.lost) +
+    throw RecoveryError("recover: no checkpoint was taken before ranks " + rank_set_text(out.lost) +
                         " were lost");
   }
   RecoveryRequest request;
@@ -269,14 +264,14 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   request.on_node_loss = NodeLossAction::shrink;
   RecoveryDecision decision = plan_recovery(request);
   if (!decision.plan) {
-    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
+    throw RecoveryError("recover: ranks " + rank_set_text(out.lost) + " lost in iteration " +
                         std::to_string(iteration_) + ": " + decision.refusal);
   }
   const RecoveryPlan& plan = *decision.plan;
   check_renumbering(out, plan);
   const CheckpointChoice choice = choose_checkpoint(copies, plan.roll_back);
   if (!choice.iteration) {
-    throw RecoveryError("recover: ranks " + rank_set(out.lost) + " lost in iteration " +
+    throw RecoveryError("recover: ranks " + rank_set_text(out.lost) + " lost in iteration " +
                         std::to_string(iteration_) + ": " + choice.refusal);
   }
   out.iteration = *choice.iteration;
@@ -304,7 +299,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     if (!std::binary_search(out.lost.begin(), out.lost.end(), r)) {
       throw std::invalid_argument("recover: rank " + std::to_string(r) + " was lost in iteration " +
                                   std::to_string(iteration_) + " on rank " + std::to_string(rank_) +
-                                  ", but the lost set " + rank_set(out.lost) + " leaves it out");
+                                  ", but the lost set " + rank_set_text(out.lost) + " leaves it out");
     }
   }
   MPI_Comm_rank(survivors, &out.new_rank);
@@ -332,9 +327,9 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
       for (const int r : lost_now) {
         if (r < static_cast<int>(remaining.size())) old_numbers.push_back(remaining[static_cast<std::size_t>(r)]);
       }
-      return LostDuringRecovery("recover: survivors " + rank_set(lost_now) + " (ranks " + rank_set(old_numbers) +
+      return LostDuringRecovery("recover: survivors " + rank_set_text(lost_now) + " (ranks " + rank_set_text(old_numbers) +
                                     " before the recovery) were lost while " + phase + ", after ranks " +
-                                    rank_set(out.lost) + "; rank " + std::to_string(out.old_rank) +
+                                    rank_set_text(out.lost) + "; rank " + std::to_string(out.old_rank) +
                                     " did not recover",
                                 lost_now, old_numbers);
     };

@@ -6,6 +6,7 @@
 
 #include "bellows/runtime/loss_notices.hpp"
 #include "cancelled_requests.hpp"
+#include "rank_set_text.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -20,12 +21,6 @@ using Deadline = std::chrono::steady_clock::time_point;
 
 /// One tag per round, so that a slow survivor's set is never read as another round's.
 constexpr int kFirstAgreeTag = 0x4260;
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string text = "{";
-  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
-  return text + "}";
-}
 
 std::vector<int> marked(const std::vector<int>& marks) {
   std::vector<int> ranks;
@@ -128,7 +123,7 @@ std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline
           if (freed_pending[i]) kept_buffers().push_back(std::move(theirs[i]));
         }
         throw RebuildError("agree_on_lost: rank " + std::to_string(rank) + " had no answer from ranks " +
-                           ranks_text(silent) + " in round " + std::to_string(round + 1) +
+                           rank_set_text(silent) + " in round " + std::to_string(round + 1) +
                            " before its deadline");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -159,7 +154,7 @@ std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline
         if (arrived[i] && theirs[i][static_cast<std::size_t>(rank)] != 0) by.push_back(peers[i]);
       }
       throw RebuildError("agree_on_lost: rank " + std::to_string(rank) + " is named lost by ranks " +
-                         ranks_text(by));
+                         rank_set_text(by));
     }
     if (all_equal) {
       if (rounds != nullptr) *rounds = round + 1;
@@ -168,7 +163,7 @@ std::vector<int> agree_on_lost(MPI_Comm job, std::span<const int> seen, Deadline
     marks = std::move(merged);
   }
   throw RebuildError("agree_on_lost: rank " + std::to_string(rank) + " found no agreement in " +
-                     std::to_string(size) + " rounds; its set is " + ranks_text(marked(marks)));
+                     std::to_string(size) + " rounds; its set is " + rank_set_text(marked(marks)));
 }
 
 }  // namespace bellows::runtime

@@ -8,6 +8,7 @@
 #include "cancelled_requests.hpp"
 #include "membership_support.hpp"
 #include "proc_failed.hpp"
+#include "rank_set_text.hpp"
 
 #include <string>
 #include <thread>
@@ -73,20 +74,12 @@ std::vector<int> dead_marks(int size, std::span<const int> dead) {
   return marks;
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string text = "{";
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    text += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
-  }
-  return text + "}";
-}
-
 std::string marked_text(const std::vector<int>& marks) {
   std::vector<int> ranks;
   for (std::size_t r = 0; r < marks.size(); ++r) {
     if (marks[r] != 0) ranks.push_back(static_cast<int>(r));
   }
-  return ranks_text(ranks);
+  return rank_set_text(ranks);
 }
 
 /// Sends `verdict` to each of `to` and waits for the sends until the deadline (small messages:
@@ -135,13 +128,13 @@ void coordinate(MPI_Comm job, const std::vector<int>& survivors, const std::vect
     // Those still to check in get the answer too: their check-in is left unread, under tags
     // the next try does not use.
     send_verdicts(job, alive, kSurvivorLost, tags.verdict, answer_by);
-    throw LostDuringRebuild("rebuild_without: survivors (old ranks) " + ranks_text(lost) +
+    throw LostDuringRebuild("rebuild_without: survivors (old ranks) " + rank_set_text(lost) +
                             " were lost during the check-in; old rank " + std::to_string(survivors.front()) +
                             " of " + std::to_string(size) + " gave up, dead set " + marked_text(marks));
   }
   if (!missing.empty()) {
     send_verdicts(job, checked_in, kGaveUp, tags.verdict, answer_by);
-    throw RebuildError("rebuild_without: survivors (old ranks) " + ranks_text(missing) +
+    throw RebuildError("rebuild_without: survivors (old ranks) " + rank_set_text(missing) +
                        " did not check in before the deadline; old rank " +
                        std::to_string(survivors.front()) + " of " + std::to_string(size) +
                        " gave up, dead set " + marked_text(marks));
@@ -293,7 +286,7 @@ Communicator rebuild_keeping(MPI_Comm job, std::span<const int> dead, Deadline d
   r.new_rank = survivor_rank(survivors, r.old_rank);
   if (r.new_rank < 0) {
     throw std::invalid_argument("rebuild_without: this rank (" + std::to_string(r.old_rank) +
-                                ") is in the dead set " + ranks_text(std::vector<int>(dead.begin(), dead.end())) +
+                                ") is in the dead set " + rank_set_text(std::vector<int>(dead.begin(), dead.end())) +
                                 "; only survivors call it");
   }
   const std::vector<int> marks = dead_marks(r.old_size, dead);
@@ -348,7 +341,7 @@ MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen, Deadline de
     lost = agree_on_lost(job, known, deadline);
     if (!previous_failure.empty() && lost.size() <= known.size()) {
       // The tries' tags step with the dead count: the same set again cannot be rebuilt safely.
-      throw RebuildError(previous_failure + "; agreeing again found no further loss (" + ranks_text(lost) + ")");
+      throw RebuildError(previous_failure + "; agreeing again found no further loss (" + rank_set_text(lost) + ")");
     }
     try {
       MPI_Comm survivors = hand_out(rebuild_keeping(job, lost, deadline, report, lost.size()));
