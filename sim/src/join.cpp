@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bellows/runtime/join_rounds.hpp"
 #include "simgrid_engine.hpp"
 
 namespace bellows::sim {
@@ -125,20 +126,14 @@ void tree_new_rank(Grow& g, int arrival) {
   // The rounds of join_tree.cpp, as the group leaders play them: the group that starts at a
   // multiple of 2s accepts the group that starts s after it; a rank that connects as the
   // upper group's leader is a member from then on and its time follows its new leader's.
-  int size = 1;
-  for (int round = 0, step = 1; step < k; ++round, step *= 2) {
-    const int block = ordinal - ordinal % (2 * step);
-    const bool lower = ordinal - block < step;
-    if (lower && block + step >= k) continue;
-    const int partner = lower ? std::min(step, k - block - step) : step;
-    if (lower) {
-      (void)Grow::receive(tree_port(block, round));
+  for (const runtime::JoinRound& r : runtime::join_rounds(ordinal, k)) {
+    if (r.accepts) {
+      (void)Grow::receive(tree_port(r.accepting_leader, r.round));
     } else {
-      g.send(tree_port(block, round), ordinal);
+      g.send(tree_port(r.accepting_leader, r.round), ordinal);
     }
-    s4u::this_actor::sleep_for(g.merge_cost(size + partner));
-    if (!lower) return;  // a member of the lower group now
-    size += partner;
+    s4u::this_actor::sleep_for(g.merge_cost(r.own_size + r.partner_size));
+    if (!r.accepts) return;  // a member of the accepting group now
   }
   // The group is one: its leader tells the job and joins it.
   g.send(box("root-ready"), ordinal);
@@ -168,17 +163,13 @@ void ordinals_root(Grow& g) {
 void ordinals_new_rank(Grow& g, int ordinal) {
   const int k = g.o.new_ranks;
   int size = 1;
-  for (int round = 0, step = 1; step < k; ++round, step *= 2) {
-    const int block = ordinal - ordinal % (2 * step);
-    const bool lower = ordinal - block < step;
-    if (lower && block + step >= k) continue;
-    const int partner = lower ? std::min(step, k - block - step) : step;
+  for (const runtime::JoinRound& r : runtime::join_rounds(ordinal, k)) {
     // A rank still playing here leads its group: the two leaders trade files.
-    g.write_file(round_file(round, ordinal));
-    g.wait_file(round_file(round, lower ? block + step : block));
-    s4u::this_actor::sleep_for(g.broadcast_cost(size) + g.merge_cost(size + partner));
-    if (!lower) return;  // a member of the lower group now
-    size += partner;
+    g.write_file(round_file(r.round, ordinal));
+    g.wait_file(round_file(r.round, r.partner_leader()));
+    s4u::this_actor::sleep_for(g.broadcast_cost(r.own_size) + g.merge_cost(r.own_size + r.partner_size));
+    if (!r.accepts) return;  // a member of the accepting group now
+    size = r.own_size + r.partner_size;
   }
   g.write_file("group");
   g.wait_file("accepting");
@@ -269,7 +260,7 @@ nlohmann::json simulate_join(const JoinOptions& options) {
           {"rendezvous_seconds", grow.rendezvous_end},
           {"tree_seconds", grow.tree_end - grow.rendezvous_end},
           {"final_merge_seconds", grow.end - grow.tree_end},
-          {"rounds", sequential ? options.new_ranks : ceil_log2(options.new_ranks)},
+          {"rounds", sequential ? options.new_ranks : runtime::join_round_count(options.new_ranks)},
           {"messages", grow.messages},
           {"files", grow.files},
           {"request_to_first_task_seconds", options.fixed_seconds + grow.end}};

@@ -157,9 +157,11 @@ MPI_Comm join_by_ordinal(int ordinal, int count, const JoinExchange& exchange, s
 
   // 1. The join tree, each round's ports through the exchange.
   std::vector<std::string> opened;
-  const auto port_of_round = [&](int round, int block, bool accepts, MPI_Comm group) {
-    const int mine = accepts ? block : block + (1 << round);
-    const int partner = accepts ? block + (1 << round) : block;
+  const auto port_of_round = [&](const JoinRound& joint, MPI_Comm group) {
+    const int round = joint.round;
+    const bool accepts = joint.accepts;
+    const int mine = joint.own_leader();
+    const int partner = joint.partner_leader();
     std::string port;
     Verdict verdict = Verdict::go;
     if (ordinal == mine) {

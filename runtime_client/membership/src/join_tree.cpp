@@ -6,42 +6,28 @@
 
 namespace bellows::runtime::membership_detail {
 
-int tree_rounds(int count) {
-  int rounds = 0;
-  for (int step = 1; step < count; step *= 2) ++rounds;
-  return rounds;
-}
-
-bool accepts_in_round(int ordinal, int count, int round) {
-  const int step = 1 << round;
-  return ordinal % (2 * step) == 0 && ordinal + step < count;
-}
-
 char* port_row(PortTable& table, int row) {
   return table.data() + static_cast<std::size_t>(row) * MPI_MAX_PORT_NAME;
 }
 std::size_t table_bytes(int count) {
-  return (static_cast<std::size_t>(count) * tree_rounds(count) + 1) * MPI_MAX_PORT_NAME;
+  return (static_cast<std::size_t>(count) * join_round_count(count) + 1) * MPI_MAX_PORT_NAME;
 }
-int job_port_row(int count) { return count * tree_rounds(count); }
+int job_port_row(int count) { return count * join_round_count(count); }
 
 Communicator form_new_group(int ordinal, int count, const RoundPort& port_of_round) {
   Communicator group;  // empty: MPI_COMM_SELF
-  for (int round = 0, step = 1; step < count; ++round, step *= 2) {
-    const int block = ordinal - ordinal % (2 * step);
-    const bool lower = ordinal - block < step;
-    if (lower && block + step >= count) continue;  // no partner group this round
+  for (const JoinRound& round : join_rounds(ordinal, count)) {
     const MPI_Comm local = group ? group.get() : MPI_COMM_SELF;
-    const std::string port = port_of_round(round, block, lower, local);
+    const std::string port = port_of_round(round, local);
     MPI_Comm inter_raw = MPI_COMM_NULL;
-    if (lower) {
+    if (round.accepts) {
       check(MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_accept");
     } else {
       check(MPI_Comm_connect(port.c_str(), MPI_INFO_NULL, 0, local, &inter_raw), "MPI_Comm_connect");
     }
     Communicator inter = adopt(inter_raw);
     MPI_Comm merged_raw = MPI_COMM_NULL;
-    check(MPI_Intercomm_merge(inter.get(), lower ? 0 : 1, &merged_raw), "MPI_Intercomm_merge");
+    check(MPI_Intercomm_merge(inter.get(), round.accepts ? 0 : 1, &merged_raw), "MPI_Intercomm_merge");
     Communicator merged = adopt(merged_raw);
     inter.disconnect();
     group.disconnect();
@@ -51,9 +37,9 @@ Communicator form_new_group(int ordinal, int count, const RoundPort& port_of_rou
 }
 
 Communicator form_new_group(int ordinal, int count, PortTable& table) {
-  const int rounds = tree_rounds(count);
-  return form_new_group(ordinal, count, [&table, rounds](int round, int block, bool, MPI_Comm) {
-    return std::string(port_row(table, block * rounds + round));
+  const int rounds = join_round_count(count);
+  return form_new_group(ordinal, count, [&table, rounds](const JoinRound& round, MPI_Comm) {
+    return std::string(port_row(table, round.accepting_leader * rounds + round.round));
   });
 }
 
@@ -77,10 +63,10 @@ Communicator join_as_newcomer(Communicator& link, GrowReport& report, std::vecto
   }
 
   // This process's ports, one per round in which it accepts; then the whole table.
-  const int rounds = tree_rounds(plan.count);
+  const int rounds = join_round_count(plan.count);
   PortTable own(static_cast<std::size_t>(rounds) * MPI_MAX_PORT_NAME, '\0');
   for (int round = 0; round < rounds; ++round) {
-    if (accepts_in_round(plan.ordinal, plan.count, round)) {
+    if (leads_accept_in_round(plan.ordinal, plan.count, round)) {
       check(MPI_Open_port(MPI_INFO_NULL, port_row(own, round)), "MPI_Open_port");
     }
   }
@@ -98,7 +84,7 @@ Communicator join_as_newcomer(Communicator& link, GrowReport& report, std::vecto
   auto t = Clock::now();
   Communicator group = form_new_group(plan.ordinal, plan.count, table);
   for (int round = 0; round < rounds; ++round) {
-    if (accepts_in_round(plan.ordinal, plan.count, round)) {
+    if (leads_accept_in_round(plan.ordinal, plan.count, round)) {
       check(MPI_Close_port(port_row(own, round)), "MPI_Close_port");
     }
   }

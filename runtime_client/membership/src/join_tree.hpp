@@ -9,6 +9,8 @@
 
 #include "membership_support.hpp"
 
+#include "bellows/runtime/join_rounds.hpp"
+
 #include <array>
 #include <cstddef>
 #include <functional>
@@ -43,13 +45,6 @@ constexpr int kPortTag = 0x4248;
 constexpr int kTableTag = 0x4249;
 constexpr int kReadyTag = 0x424a;
 
-/// Rounds of the join tree for `count` new processes: ceil(log2 count).
-int tree_rounds(int count);
-
-/// True when new process `ordinal` of `count` accepts another group in round `round`
-/// of the join tree (step 2^round), so that it needs a port for that round.
-bool accepts_in_round(int ordinal, int count, int round);
-
 /// The port table: for each new process, one MPI_MAX_PORT_NAME row per round of the join
 /// tree (empty where it accepts nobody; a port serves one round only, so that a process
 /// that connects early cannot be taken by an earlier round's accept), then the job's port.
@@ -60,15 +55,14 @@ int job_port_row(int count);
 
 /// Before the accept or connect of one round of the join tree, on every process of a group:
 /// the port of that round (read at the group's first process only: MPI_Comm_accept's and
-/// MPI_Comm_connect's root). `local` is the group's communicator (MPI_COMM_SELF alone),
-/// `accepts` whether the group accepts.
-using RoundPort = std::function<std::string(int round, int block, bool accepts, MPI_Comm local)>;
+/// MPI_Comm_connect's root). `local` is the group's communicator (MPI_COMM_SELF alone).
+using RoundPort = std::function<std::string(const JoinRound& round, MPI_Comm local)>;
 
-/// On new process `ordinal` of `count`: the pairwise rounds that make the new processes one
-/// communicator, ordered by ordinal. Round s (1, 2, 4, ...): the group that starts at a
-/// multiple of 2s accepts, on its first process's port, the group that starts s after it,
-/// which connects; the merge puts the accepting group first. Every intermediate
-/// communicator is disconnected. Returns an empty Communicator (MPI_COMM_SELF) for k = 1.
+/// On new process `ordinal` of `count`: the pairwise rounds of the join tree (join_rounds.hpp)
+/// that make the new processes one communicator, ordered by ordinal. In each round the
+/// accepting group accepts on its leader's port and the connecting group connects; the merge
+/// puts the accepting group first. Every intermediate communicator is disconnected. Returns an
+/// empty Communicator (MPI_COMM_SELF) for k = 1.
 Communicator form_new_group(int ordinal, int count, const RoundPort& port_of_round);
 /// The same with the ports of a table every process holds.
 Communicator form_new_group(int ordinal, int count, PortTable& table);

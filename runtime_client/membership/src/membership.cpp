@@ -268,7 +268,7 @@ Communicator grow_members(MPI_Comm current, int count, PreparedSpawn& spawn, Gro
   // 3. The port table.
   const auto t_wait = Clock::now();
   PortTable table(table_bytes(count), '\0');
-  const int rounds = tree_rounds(count);
+  const int rounds = join_round_count(count);
   for (std::size_t c = 0; c < mine.size(); ++c) {
     if (rounds == 0) break;
     requests.emplace_back();

@@ -42,7 +42,7 @@ struct Rendezvous {
 Rendezvous meet_new_processes(int count, int old_size, const std::string& port,
                               std::span<const int> payload, GrowReport& report) {
   Rendezvous out;
-  const int rounds = tree_rounds(count);
+  const int rounds = join_round_count(count);
   out.table.assign(table_bytes(count), '\0');
   std::vector<JoinPlan> plans(static_cast<std::size_t>(count));
   std::vector<MPI_Request> requests;
