@@ -317,6 +317,12 @@ class Engine final : public DeviceOwner {
   /// What recover() does (plan_recovery, choose_checkpoint) from every survivor's copies;
   /// sets out.iteration. Throws RecoveryError with the refusal (engine_recovery.cpp).
   RecoveryPlan decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies) const;
+  /// The end of recover(), collective over the survivors' duplicate under a watch of every
+  /// survivor: the re-grid's tile moves, then a checkpoint of the state just restored, taken
+  /// under the new buddies and completed before recover() returns, so that a loss in the
+  /// next iteration rolls back to it. Throws RecoveryError naming the phase and the ranks
+  /// when a survivor is lost meanwhile (engine_recovery.cpp).
+  void checkpoint_recovered_state(const RecoveryReport& out);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

@@ -50,8 +50,11 @@ struct RecoveryReport {
   int new_size = 0;
   std::uint64_t tiles_restored = 0;     ///< tiles installed here from checkpoint copies
   std::uint64_t tiles_taken_over = 0;   ///< of which lost ranks' tiles (this rank was a buddy)
-  std::uint64_t tiles_regridded = 0;    ///< tiles the re-grid moves at the next iteration's start
+  std::uint64_t tiles_regridded = 0;    ///< tiles the re-grid moved onto the survivors
   double seconds = 0.0;
+  /// Of `seconds`: the re-grid's moves and the checkpoint of the state restored, taken under
+  /// the new buddies and completed before recover() returned.
+  double checkpoint_seconds = 0.0;
 };
 
 /// Thrown by Runtime::recover(), alike on every survivor, when the job cannot recover: the
