@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "bellows/runtime/loss_notices.hpp"
 #include "bellows/runtime/rebuild.hpp"
 #include "peer_watch.hpp"
 #include "sleeping_wait.hpp"
@@ -460,6 +461,9 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
     trace_pending_ = std::move(line);
   }
   if (handoff.leaving) return Outcome::left;
+  // A ranks-lost event still pending names the ranks from before the shrink: from here on
+  // it names them as the shrunk communicator does (the leavers, gone on purpose, dropped).
+  loss_notices().renumber_at_shrink(request.remove);
   runtime_->attach_shrunk(communicator());
   if (was_rank_zero) {
     telemetry_.push_back({{"id", event.id},
