@@ -320,8 +320,9 @@ class Engine final : public DeviceOwner {
   /// The end of recover(), collective over the survivors' duplicate under a watch of every
   /// survivor: the re-grid's tile moves, then a checkpoint of the state just restored, taken
   /// under the new buddies and completed before recover() returns, so that a loss in the
-  /// next iteration rolls back to it. Throws RecoveryError naming the phase and the ranks
-  /// when a survivor is lost meanwhile (engine_recovery.cpp).
+  /// next iteration rolls back to it. A survivor lost during the re-grid's moves makes it
+  /// throw RecoveryError naming the phase and the ranks; one lost during the checkpoint is
+  /// left to the next run_iteration(), which reports it at once (engine_recovery.cpp).
   void checkpoint_recovered_state(const RecoveryReport& out);
 
   MPI_Comm comm_ = MPI_COMM_NULL;

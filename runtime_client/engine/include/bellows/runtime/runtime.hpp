@@ -164,9 +164,12 @@ class Runtime {
   /// the survivors are renumbered in their old order. It rolls back to the checkpoint
   /// choose_checkpoint() picks: every survivor installs its own copy of its tiles at that
   /// iteration, and each buddy the copy of its lost ward's, all from its own memory. With
-  /// RuntimeOptions::rebalance_on_resize the collections then re-grid onto the survivors
-  /// at the start of the next iteration, as after a shrink. A checkpoint is taken at the
-  /// next boundary under new buddies. The copies are gathered while every survivor is watched
+  /// RuntimeOptions::rebalance_on_resize the collections then re-grid onto the survivors,
+  /// as after a shrink, and the state restored is checkpointed under the new buddies and
+  /// completed before this call returns, so that a loss in the next iteration rolls back to
+  /// it (a survivor lost during that checkpoint is reported by the next run_iteration(); one
+  /// lost during the re-grid's moves makes this call throw RecoveryError naming the phase
+  /// and the ranks). The copies are gathered while every survivor is watched
   /// (a zero-byte receive from each): a survivor that dies then makes this call throw
   /// LostDuringRecovery on the survivors that find it, with the runtime unchanged, so that
   /// they can rebuild again and fold the loss in. Throws RecoveryError when the job cannot
