@@ -280,6 +280,13 @@ class Engine final : public DeviceOwner {
   /// the new ranks have registered their collections. False when a peer was lost during the
   /// transfers (the watch armed): no move is applied, the transfers are let go.
   bool apply_tile_moves();
+  /// A shrink's hand-off (prepare_shrink): waits for `requests` (the tiles `buffers`, a
+  /// receive where `receiving` says 1) and then a barrier, with errors returned and every
+  /// peer watched. False when a peer was lost: nothing may be applied, the pending receives
+  /// are cancelled and the sends freed (their tiles kept until the process exits), and the
+  /// watch keeps the loss for the next run_iteration().
+  bool hand_off_watched(std::vector<MPI_Request>& requests, const std::vector<TilePtr>& buffers,
+                        const std::vector<char>& receiving);
   /// The end-of-iteration reductions' buffers and requests (Engine::run_iteration).
   struct EndOfIterationSums {
     static constexpr std::size_t kCount = 5;

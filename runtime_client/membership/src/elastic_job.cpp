@@ -13,6 +13,7 @@
 #include "bellows/runtime/loss_notices.hpp"
 #include "bellows/runtime/rebuild.hpp"
 #include "peer_watch.hpp"
+#include "rank_set_text.hpp"
 #include "sleeping_wait.hpp"
 #include "trace.hpp"
 
@@ -345,6 +346,12 @@ ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
   const std::int64_t start = steady_ns();
   const Outcome outcome = event.kind == ResizeEvent::Kind::expand ? expand(*request, event, iteration)
                                                                   : shrink(*request, event);
+  if (outcome == Outcome::refused) {  // given up: a rank was lost while it was carried out
+    event.to_ranks = size();
+    event.seconds = seconds_since(start);
+    for (const auto& callback : on_refused_) callback(event);
+    return outcome;
+  }
   ++resizes_;
   event.seconds = seconds_since(start);
   event.left = outcome == Outcome::left;
@@ -434,6 +441,13 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
     unpinned += std::count(request.remove.begin(), request.remove.end(), owner) > 0 ? 1 : 0;
   }
   const auto handoff = runtime_->prepare_shrink(request.remove);
+  if (!handoff.lost.empty()) {
+    // A rank lost during the hand-off: nothing moved, every rank stays (the leavers too), and
+    // the next iteration reports the loss, which the job recovers from as from any.
+    event.reason = "shrink without ranks " + rank_set_text(request.remove) + " given up: ranks " +
+                   rank_set_text(handoff.lost) + " were lost during the hand-off of the tiles (" + event.reason + ")";
+    return Outcome::refused;
+  }
   const Rebalance rebalance = runtime_->last_rebalance();
   unsigned long long bytes = handoff.bytes_moved, all_bytes = 0;
   double seconds = handoff.seconds, slowest = 0.0;

@@ -36,6 +36,11 @@ struct ShrinkHandoff {
   std::uint64_t tiles_received = 0;   ///< collection tiles taken over as a backup
   std::uint64_t bytes_moved = 0;      ///< sent plus received
   double seconds = 0.0;
+  /// Ranks found lost during the hand-off (numbers before the shrink): the shrink is given
+  /// up on this rank and nothing changed; the next run_iteration() reports them, and the job
+  /// recovers from its last checkpoint, whose copies are kept. Empty when the hand-off
+  /// completed everywhere.
+  std::vector<int> lost;
 };
 
 /// What Runtime::recover() did on this rank.
@@ -150,7 +155,10 @@ class Runtime {
   /// tasks pinned to a leaver go back to their tile's owner), and the runtime
   /// disconnects its duplicate of the communicator. Then shrink the job communicator
   /// (Membership::shrink) and, on the survivors, call attach_shrunk(); a leaver can only
-  /// destroy its runtime.
+  /// destroy its runtime. The hand-off is watched (every peer, errors returned) and ends
+  /// with a barrier before anything changes: a rank lost there gives the shrink up on the
+  /// ranks that find it (ShrinkHandoff::lost; the runtime, its checkpoint copies and its
+  /// communicator as before the call), and the next run_iteration() reports the loss.
   ShrinkHandoff prepare_shrink(std::span<const int> leaving);
   /// Second half of a shrink, on the survivors: the runtime continues on `survivors`.
   void attach_shrunk(MPI_Comm survivors);
