@@ -256,6 +256,13 @@ Outcome ResizeController::apply(Input input) {
   if (is_final(r.state)) {
     finished_.push_back(v);
     active_.reset();
+    // A rank of the job that died while the resize ran, which ended without the job
+    // committing it: the job gave the resize up and recovers from the loss, a failure
+    // recorded after the resize (docs/controller.md, "Failures").
+    const std::vector<JobReport> deaths = std::exchange(deaths_in_resize_, {});
+    if (v.state == ResizeState::aborted) {
+      for (const JobReport& death : deaths) on_failure(death);
+    }
   }
   return {true, v.id, detail};
 }
@@ -576,6 +583,7 @@ void ResizeController::on_job_report(const JobReport& report) {
         on_failure(report);
         return;
       }
+      if (std::ranges::find(nodes_, report.node) != nodes_.end()) deaths_in_resize_.push_back(report);
       input.event = ResizeEvent::rank_died;
       input.detail = "a rank on " + report.node + " died" +
                      (report.text.empty() ? std::string() : ": " + report.text);

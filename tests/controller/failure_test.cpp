@@ -170,13 +170,53 @@ TEST_F(FailureTest, ASecondFailureDuringARecoveryIsRecordedOnItsOwnAndOneReportE
   EXPECT_EQ(all.back().resize, 2u);
 }
 
-TEST_F(FailureTest, ADeathDuringAResizeIsTheResizesAndNoFailure) {
+TEST_F(FailureTest, ADeathDuringAResizeAbortsItAndIsAFailureOnceItEnded) {
   expand_to_granted();
   rank_killed("node1", 1);
   advance(10ms);
   EXPECT_EQ(state(), ResizeState::aborting);
+  EXPECT_TRUE(ctl->failures().empty());  // the resize's, while it runs
+  EXPECT_FALSE(ctl->degraded());
+  advance(100ms);  // the granted nodes given back: aborted
+  EXPECT_FALSE(ctl->active());
+  ASSERT_EQ(ctl->failures().size(), 1u);
+  EXPECT_EQ(failure(0).id, 2u);  // after the resize, in the same sequence of ids
+  EXPECT_EQ(failure(0).nodes, (std::vector<std::string>{"node1"}));
+  EXPECT_EQ(failure(0).state, ResizeState::agreed);
+  EXPECT_TRUE(ctl->degraded());
+  EXPECT_EQ(ctl->nodes(), (std::vector<std::string>{"node0"}));
+}
+
+TEST_F(FailureTest, ADeathOfANodeTheResizeAddedIsTheResizesAlone) {
+  expand_to_granted();
+  rank_killed("node2", 2);  // a rank the expand started
+  advance(10ms);
+  EXPECT_EQ(state(), ResizeState::aborting);
+  advance(100ms);
+  EXPECT_FALSE(ctl->active());
   EXPECT_TRUE(ctl->failures().empty());
   EXPECT_FALSE(ctl->degraded());
+}
+
+TEST_F(FailureTest, AShrinkTheJobGaveUpAfterALossIsAbortedThenTheLossAFailure) {
+  ASSERT_TRUE(shrink(1).accepted);  // node1 asked to leave
+  rank_killed("node1", 1);          // the daemon saw the leaver die before the job's word came
+  advance(10ms);
+  job.refused(1, "shrink without ranks {1} given up: ranks {1} were lost during the hand-off of the tiles");
+  advance(10ms);
+  EXPECT_FALSE(ctl->active());
+  ASSERT_EQ(ctl->failures().size(), 1u);
+  EXPECT_EQ(failure(0).nodes, (std::vector<std::string>{"node1"}));
+  const auto all = records();
+  ASSERT_GE(all.size(), 2u);
+  bool aborted_before_detected = false;
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    if (all[i - 1].resize == 1u && all[i - 1].to == ResizeState::aborted && all[i].resize == 2u &&
+        all[i].to == ResizeState::detected) {
+      aborted_before_detected = true;
+    }
+  }
+  EXPECT_TRUE(aborted_before_detected) << "the shrink's aborted line, then the failure's detected line";
 }
 
 TEST_F(FailureTest, SurvivorsThatCannotAllBeToldLeaveTheFailureDetected) {

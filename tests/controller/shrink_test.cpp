@@ -3,6 +3,9 @@
 
 #include "controller_fixture.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 namespace bellows::controller::testing {
 namespace {
 
@@ -140,8 +143,17 @@ TEST_F(ShrinkTest, RankDeathDuringReconfigurationCancelsAndTheJobKeepsItsSizeWhe
   EXPECT_TRUE(rm.releases().empty());
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
   EXPECT_EQ(rm.pool().nodes_of("42"), (Nodes{"node0", "node1"}));
-  EXPECT_EQ(last_record().detail,
-            "the job dropped the resize before carrying it out; the ranks on node1 stay");
+  const auto all = records();
+  const auto aborted = std::ranges::find_if(all, [](const EventRecord& r) {
+    return r.resize == 1u && r.to == S::aborted;
+  });
+  ASSERT_NE(aborted, all.end());
+  EXPECT_EQ(aborted->detail, "the job dropped the resize before carrying it out; the ranks on node1 stay");
+  // The rank that died is a failure of its own once the shrink ended, recorded after it.
+  ASSERT_EQ(ctl->failures().size(), 1u);
+  EXPECT_EQ(ctl->failures()[0].id, 2u);
+  EXPECT_EQ(ctl->failures()[0].nodes, (Nodes{"node0"}));
+  EXPECT_EQ(std::next(aborted)->resize, 2u);
 }
 
 // The job had already run the shrink when the cancellation reached it: the leaving ranks

@@ -11,6 +11,12 @@
 // fatal handler: "Fatal error in internal_Test ... Invalid communicator"): apply_pending gives
 // the agreement up, the iteration that follows finds the lost rank, and the survivors recover
 // (ElasticJob::recover), finish every iteration and gather a C bit-identical to a serial run.
+// With `during-shrink` the first rank asks before iteration KILL_AT that rank 2 leave, and the
+// victim (1, a rank that stays, or 2, the leaver) SIGKILLs itself when the shrink starts
+// (on_resize_start), after the pause: the others meet its death while the shrink is carried out
+// (prepare_shrink's hand-off of the tiles). They must give the shrink up alike (reported
+// refused, with a reason that names the lost rank and the phase), every rank staying, then
+// recover from the last checkpoint and finish on the two survivors, C bit-identical as above.
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -19,7 +25,7 @@
 // exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
 // "boundary_loss: PASS".
 //
-//   boundary_loss_tests MPIEXEC SELF VICTIM [with-request]       (the launcher; no MPI)
+//   boundary_loss_tests MPIEXEC SELF VICTIM [with-request|during-shrink]  (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
 #include "bellows/runtime/elastic_job.hpp"
@@ -72,6 +78,7 @@ constexpr int kMostPauseMicroseconds = 3000;
 constexpr unsigned kSeed = 5;
 constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
+constexpr int kLeaver = 2;  // the rank a shrink removes in during-shrink
 
 int failures = 0;
 void expect(bool ok, const std::string& what) {
@@ -134,6 +141,7 @@ int run_member(const fs::path& dir, int index) {
   const int kill_at = read_int(dir / "kill_at");
   const int pause_us = read_int(dir / "pause_us");
   const bool with_request = fs::exists(dir / "with-request");
+  const bool during_shrink = fs::exists(dir / "during-shrink");
   std::vector<int> payload;
   auto membership = [&] {
     if (index != 0) {
@@ -156,7 +164,19 @@ int run_member(const fs::path& dir, int index) {
                      }));
   MPI_Comm_set_errhandler(job.communicator(), fatal);
   int refused = 0;
-  job.on_resize_refused([&](const br::ResizeEvent&) { ++refused; });
+  std::string refusal;
+  job.on_resize_refused([&](const br::ResizeEvent& e) {
+    ++refused;
+    refusal = e.reason;
+  });
+  int loop_iteration = 0;
+  if (during_shrink && old_rank == victim) {
+    job.on_resize_start([&](const br::ResizeEvent&) {
+      if (loop_iteration != kill_at) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      ::raise(SIGKILL);  // as the shrink is carried out
+    });
+  }
 
   bellows::test::TiledGemm gemm(kN, kTile, kRanks, old_rank, kSeed);
   br::RuntimeOptions options;
@@ -175,7 +195,11 @@ int run_member(const fs::path& dir, int index) {
   int recoveries = 0;
   std::vector<int> lost;
   for (int it = 0; it < kIterations;) {
-    if (old_rank == victim && it == kill_at && !with_request) {
+    loop_iteration = it;
+    if (during_shrink && old_rank == 0 && it == kill_at && recoveries == 0) {
+      job.request_shrink({kLeaver}, "the test's shrink", 0);
+    }
+    if (old_rank == victim && it == kill_at && !with_request && !during_shrink) {
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       ::raise(SIGKILL);  // where this rank would agree on the next request
     }
@@ -204,7 +228,18 @@ int run_member(const fs::path& dir, int index) {
   }
   expect(recoveries == 1, "recovered " + std::to_string(recoveries) + " times, expected once");
   expect(lost == std::vector<int>{victim}, "lost ranks " + rank_set(lost) + ", expected {" + std::to_string(victim) + "}");
-  expect(refused == 0, std::to_string(refused) + " resize requests refused: the only request died with the victim");
+  if (during_shrink) {
+    const std::string given_up = "shrink without ranks {" + std::to_string(kLeaver) + "} given up: ranks {" +
+                                 std::to_string(victim) + "} were lost during the hand-off of the tiles";
+    expect(refused == 1 && refusal.rfind(given_up, 0) == 0,
+           std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected one: \"" +
+               given_up + " (...)\"");
+    expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks, expected " +
+                                          std::to_string(kRanks - 1) + ": the shrink given up, the victim lost");
+    result["refusal"] = refusal;
+  } else {
+    expect(refused == 0, std::to_string(refused) + " resize requests refused: the only request died with the victim");
+  }
   const std::vector<double> c = gemm.c.gather_to_root(job.communicator());
   if (job.rank() == 0) {
     const std::vector<double> expected = reference_c();
@@ -224,9 +259,11 @@ int run_member(const fs::path& dir, int index) {
 
 // ------------------------------------------------------------------------------------ launcher
 
-int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool with_request) {
-  if (victim < 0 || victim >= kRanks) {
-    std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from 0 to %d, got %d\n", kRanks - 1, victim);
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool with_request,
+                 bool during_shrink) {
+  if (victim < 0 || victim >= kRanks || (during_shrink && victim == 0)) {
+    std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from %d to %d, got %d\n",
+                 during_shrink ? 1 : 0, kRanks - 1, victim);
     return 2;
   }
   char pattern[] = "/tmp/bellows-boundary-loss-XXXXXX";
@@ -241,6 +278,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   write_file(dir / "kill_at", std::to_string(kill_at));
   write_file(dir / "pause_us", std::to_string(pause_us));
   if (with_request) write_file(dir / "with-request", "1");
+  if (during_shrink) write_file(dir / "during-shrink", "1");
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
   std::vector<StartedMember> members(kRanks);
@@ -305,6 +343,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   fs::remove_all(dir);
   std::printf("%s\n", nlohmann::json{{"victim", victim},
                                      {"with_request", with_request},
+                                     {"during_shrink", during_shrink},
                                      {"seed", seed},
                                      {"killed_before_iteration", kill_at},
                                      {"pause_us", pause_us},
@@ -321,9 +360,11 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return run_member(argv[2], std::atoi(argv[3]));
   const bool with_request = argc == 5 && std::strcmp(argv[4], "with-request") == 0;
-  if (argc != 4 && !with_request) {
-    std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM [with-request] | --member DIR INDEX\n");
+  const bool during_shrink = argc == 5 && std::strcmp(argv[4], "during-shrink") == 0;
+  if (argc != 4 && !with_request && !during_shrink) {
+    std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM [with-request|during-shrink] | "
+                         "--member DIR INDEX\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), with_request);
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), with_request, during_shrink);
 }

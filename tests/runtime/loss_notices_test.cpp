@@ -1,5 +1,5 @@
 // LossNotices: the control plane's word that ranks are lost, as the runtime's watches read it,
-// renumbered when the survivors rebuild, settled, and told from another thread.
+// renumbered when the survivors rebuild or the job shrinks, settled, and told from another thread.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -53,6 +53,47 @@ TEST(LossNotices, ALossMpiFoundFirstIsSettledWhenItsNoticeComesLate) {
   EXPECT_EQ(notices.settled_through(), 3u);
   notices.tell(4, {2});  // a new failure: today's rank 2
   EXPECT_EQ(notices.ranks_lost(3), (std::vector<int>{2}));
+}
+
+TEST(LossNotices, AShrinkRenumbersAPendingNoticeAsARebuildDoes) {
+  LossNotices notices;
+  notices.tell(5, {3});      // rank 3 of six lost while ranks 1 and 4 leave
+  notices.tell(6, {4, 5});   // a leaver and rank 5
+  notices.renumber_at_shrink({4, 1});
+  // Rank 3 is rank 2 of the four left; rank 5 is rank 3; the leaver 4 is no loss.
+  EXPECT_EQ(notices.ranks_lost(4), (std::vector<int>{2, 3}));
+  EXPECT_EQ(notices.which_failure(2), "failure 5");
+  EXPECT_EQ(notices.which_failure(3), "failure 6");
+  EXPECT_EQ(notices.settled_through(), 0u);
+}
+
+TEST(LossNotices, ANoticeNamingOnlyLeaversIsSettledAndAShrinkIsNoLossToldLate) {
+  LossNotices notices;
+  notices.tell(2, {1});
+  notices.renumber_at_shrink({1});
+  EXPECT_TRUE(notices.ranks_lost(4).empty());
+  EXPECT_EQ(notices.settled_through(), 2u);
+  // With no notice pending, a shrink is not remembered as a rebuild MPI found first: a new
+  // failure naming rank 1 (today's) counts, where after renumber_without({1}) it would not.
+  notices.renumber_at_shrink({1});
+  notices.tell(3, {1});
+  EXPECT_EQ(notices.ranks_lost(4), (std::vector<int>{1}));
+  LossNotices rebuilt;
+  rebuilt.renumber_without({1});
+  rebuilt.tell(3, {1});
+  EXPECT_TRUE(rebuilt.ranks_lost(4).empty());
+}
+
+TEST(LossNotices, AShrinkRefusesANegativeLeaver) {
+  LossNotices notices;
+  notices.tell(1, {2});
+  try {
+    notices.renumber_at_shrink({0, -1});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "loss notices at a shrink: leaving rank -1 is negative");
+  }
+  EXPECT_EQ(notices.ranks_lost(4), (std::vector<int>{2}));  // unchanged
 }
 
 TEST(LossNotices, SettleThroughDropsThoseFailures) {

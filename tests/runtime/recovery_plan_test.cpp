@@ -417,5 +417,95 @@ TEST(CheckpointChoice, WorkRedoneIsAtMostOneInterval) {
   }
 }
 
+// ------------------------------------------- a loss in the first iteration after a recovery
+
+/// Four ranks on nodes n0..n3 with the ring of buddies lose rank 1; its buddy 2 takes its
+/// tiles. The survivors (new ranks 0, 1, 2 on n0, n2, n3) hold 8, 16 and 8 tiles and choose
+/// buddies among themselves (choose_buddies); recover() ends by checkpointing the state it restored at
+/// `iteration` under those buddies, complete at every holder (own copy and buddy's copy).
+struct AfterRecovery {
+  std::vector<std::string> hosts{"n0", "n2", "n3"};
+  std::vector<long> tiles{8, 16, 8};
+  std::vector<int> buddies = choose_buddies(hosts, tiles);
+  long iteration = 9;
+
+  [[nodiscard]] std::vector<CheckpointCopy> recovered_copies() const {
+    std::vector<CheckpointCopy> copies;
+    for (const CheckpointSource& kept : kept_copies(buddies)) {
+      const long t = tiles[static_cast<std::size_t>(kept.owner)];
+      copies.push_back({kept.owner, kept.holder, iteration, t, t});
+    }
+    return copies;
+  }
+  [[nodiscard]] RecoveryDecision lose(int rank) const {
+    const std::vector<int> lost{rank};
+    return plan_recovery({hosts, buddies, lost, NodeLossAction::shrink, 0, 1, {}});
+  }
+};
+
+TEST(CheckpointChoice, ALossRightAfterARecoveryRollsBackToTheStateItRestored) {
+  // First the recovery itself: rank 1's copy is at rank 2, and the checkpoint of 9 is used.
+  Job job(4);
+  const auto first = job.lose({1}).plan;
+  ASSERT_TRUE(first);
+  ASSERT_EQ(choose_checkpoint(ring_copies(4, {9}), first->roll_back).iteration, 9);
+  ASSERT_EQ(first->ranks.backup[1], 2);
+
+  const AfterRecovery after;
+  for (int r = 0; r < 3; ++r) {  // each on another node
+    ASSERT_GE(after.buddies[static_cast<std::size_t>(r)], 0);
+    ASSERT_NE(after.buddies[static_cast<std::size_t>(r)], r);
+  }
+  // Every survivor lost in the next iteration, the one that holds rank 1's tiles included
+  // (new rank 1): its tiles come from its new buddy's copy of the state restored.
+  for (int lost = 0; lost < 3; ++lost) {
+    const auto plan = after.lose(lost).plan;
+    ASSERT_TRUE(plan) << "losing new rank " << lost;
+    const auto choice = choose_checkpoint(after.recovered_copies(), plan->roll_back);
+    ASSERT_TRUE(choice.iteration) << choice.refusal;
+    EXPECT_EQ(*choice.iteration, 9);
+    const int buddy = after.buddies[static_cast<std::size_t>(lost)];
+    const auto from_buddy = std::find(plan->roll_back.begin(), plan->roll_back.end(), CheckpointSource{lost, buddy});
+    EXPECT_NE(from_buddy, plan->roll_back.end()) << "new rank " << lost << "'s copy is read from its buddy " << buddy;
+  }
+}
+
+TEST(CheckpointChoice, TheNextCheckpointStillArrivingLeavesTheRecoveredOne) {
+  const AfterRecovery after;
+  // The checkpoint of iteration 10 was being taken when new rank 1 died: its copy at its
+  // buddy had 5 of 16 tiles. The state restored at 9 is used.
+  std::vector<CheckpointCopy> copies = after.recovered_copies();
+  for (const CheckpointSource& kept : kept_copies(after.buddies)) {
+    const long t = after.tiles[static_cast<std::size_t>(kept.owner)];
+    copies.push_back({kept.owner, kept.holder, 10, t, kept.owner == 1 && kept.holder != 1 ? 5 : t});
+  }
+  const auto plan = after.lose(1).plan;
+  ASSERT_TRUE(plan);
+  const auto choice = choose_checkpoint(copies, plan->roll_back);
+  ASSERT_TRUE(choice.iteration) << choice.refusal;
+  EXPECT_EQ(*choice.iteration, 9);
+  // Freeing the recovered checkpoint before the next one is complete everywhere would leave
+  // nothing: it is not superseded while a copy of 10 is still arriving.
+  EXPECT_TRUE(superseded_copies(copies, kept_copies(after.buddies)).empty());
+}
+
+TEST(CheckpointChoice, WithoutTheRecoveredCheckpointALossRightAfterARecoveryIsRefused) {
+  // What the survivors held before recover() checkpointed the state it restored: the copies
+  // from before the first loss are dropped when the numbering changes, and the checkpoint of
+  // the next boundary is still arriving (nothing complete of rank 1 at rank 2).
+  const AfterRecovery after;
+  std::vector<CheckpointCopy> copies;
+  for (const CheckpointSource& kept : kept_copies(after.buddies)) {
+    const long t = after.tiles[static_cast<std::size_t>(kept.owner)];
+    copies.push_back({kept.owner, kept.holder, 9, t, kept.owner == kept.holder ? t : 0});
+  }
+  const auto plan = after.lose(1).plan;
+  ASSERT_TRUE(plan);
+  const auto choice = choose_checkpoint(copies, plan->roll_back);
+  EXPECT_FALSE(choice.iteration);
+  EXPECT_EQ(choice.refusal, "no complete checkpoint of rank 1 at rank " + std::to_string(after.buddies[1]) +
+                                " (iteration 9: 0 of 16 tiles)");
+}
+
 }  // namespace
 }  // namespace bellows::runtime

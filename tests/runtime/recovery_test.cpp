@@ -32,6 +32,12 @@
 // without both victims, verified as above) or every one of them be refused with an error that
 // names its phase and the ranks, and then still finalize and exit 0. Nothing may hang: a
 // member's watchdog and the launcher's limit are shorter in this mode (40 and 50 s).
+// With `after=R` (`cholesky-after=R` for the Cholesky job) rank R is SIGKILLed instead at a
+// random point of the first iteration after the recovery: a random fraction (from the seed) of
+// an iteration's time after the first survivor returned from recover() (it writes
+// recovered.<rank>). recover() ended with a complete checkpoint of the state it restored under
+// the new buddies, so the survivors must recover from this loss too, never be refused, and
+// finish verified as above.
 // With `stopped` the victims are SIGSTOPped instead of killed, as a node cut from the network
 // looks: alive, silent, and no MPI call with them ever fails. The launcher then tells the
 // survivors what a control plane would (the controller's ranks-lost event, failure 1): each
@@ -46,7 +52,8 @@
 // each survivor's times (the kill to the iteration abandoned, to the communicator rebuilt, to
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
-//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|stopped]  (the launcher; no MPI)
+//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped]
+//                                                                     (the launcher; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
 #include "bellows/runtime/loss_notices.hpp"
@@ -267,6 +274,9 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   // A rank killed once the survivors are recovering from the first loss (a file `second`).
   const int second_victim = fs::exists(dir / "second") ? std::atoi(read_file(dir / "second").c_str()) : -1;
   const bool second_loss = second_victim >= 0;
+  // The second victim dies in the first iteration after the recovery (a file `after`): the
+  // survivors must recover from it like from any loss, never be refused.
+  const bool loss_after_recovery = fs::exists(dir / "after");
   bellows::testing::Watchdog watchdog(second_loss ? std::chrono::seconds(kSecondLossMemberLimit)
                                                   : std::chrono::seconds(75),
                                       "recovery member", index);
@@ -456,6 +466,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       }
       if (refused_without_checkpoints || !refusal.empty()) break;
       const double recovered_at = wall_seconds();
+      if (!recovered) write_file(dir / ("recovered." + std::to_string(old_rank)), "1");
       std::vector<int> remaining;
       for (int r = 0; r < static_cast<int>(old_of.size()); ++r) {
         if (std::find(lost.begin(), lost.end(), r) == lost.end()) {
@@ -481,6 +492,10 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       result["lost"] = lost_in_all;
       if (recovered) {
         tasks_after_recovery.clear();  // counted from the last recovery on
+        result["second_rolled_back_to"] = recovery.iteration;
+        result["second_iterations_redone"] = done - recovery.iteration;
+        result["second_recover_seconds"] = recovery.seconds;
+        result["second_recover_checkpoint_seconds"] = recovery.checkpoint_seconds;
         done = static_cast<int>(recovery.iteration);
         continue;
       }
@@ -498,6 +513,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       result["kill_to_recovered_seconds"] = recovered_at - kill_time;
       result["rebuild_seconds"] = rebuilt.total_seconds;
       result["recover_seconds"] = recovery.seconds;
+      result["recover_checkpoint_seconds"] = recovery.checkpoint_seconds;
       result["kill_time"] = kill_time;
       done = static_cast<int>(recovery.iteration);
       recovered = true;
@@ -516,6 +532,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   if (second_loss && !refusal.empty()) {
     // The job could not recover from the second loss: it said why, and still ends.
     expect(names_phase_and_ranks(refusal), "a refusal that names no phase or ranks: " + refusal);
+    expect(!loss_after_recovery, "a loss in the first iteration after the recovery was refused: " + refusal);
     result["refused"] = refusal;
     owned_runtime.reset();
     const auto t = Clock::now();
@@ -605,6 +622,10 @@ pid_t start_member(const std::string& mpiexec, const std::string& self, const fs
 struct SecondVictim {
   int rank = -1;
   int delay_ms = 0;
+  /// `after=R`: rank R dies instead at a random point of the first iteration after the
+  /// first survivor recovered (a random fraction of an iteration's time after it wrote
+  /// recovered.<rank>), when a checkpoint under the new buddies must already be complete.
+  bool after_recovery = false;
 };
 
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
@@ -634,7 +655,10 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   const int kill_after = std::uniform_int_distribution<int>(kFewestBeforeKill, kMostBeforeKill)(kill_random);
   const double kill_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(kill_random);
   write_file(dir / "kill_after", std::to_string(kill_after));
+  // Drawn after the first kill's, so that a seed gives the first kill it gave before.
+  const double second_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(kill_random);
   if (second_loss) write_file(dir / "second", std::to_string(second.rank));
+  if (second.after_recovery) write_file(dir / "after", "1");
   const double limit_seconds = second_loss ? kSecondLossLauncherLimitSeconds : kLauncherLimitSeconds;
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration<double>(limit_seconds);
@@ -650,6 +674,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   auto path_of = [&](const char* what, int rank) { return dir / (std::string(what) + "." + std::to_string(rank)); };
 
   std::vector<int> victim_pids;
+  Clock::duration iteration_time{};  // rank 0's last iteration before the kill
   if (!victims.empty()) {
     // Once rank 0 has completed kill_after iterations, wait kill_fraction of the last
     // iteration's time: the victim dies within the next iteration, or in the gap before it.
@@ -671,7 +696,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
     }
     expect(due, "rank 0 did not reach iteration " + std::to_string(kill_after));
     if (due && previous_at != Clock::time_point{}) {
-      std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>((seen_at - previous_at) * kill_fraction));
+      iteration_time = seen_at - previous_at;
+      std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(iteration_time * kill_fraction));
     }
     if (due) {
       for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));
@@ -706,18 +732,23 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   int second_pid = -1;
   if (second_loss && !victim_pids.empty()) {
     // Once a survivor has started recovering (it writes recovering.<rank> when its iteration
-    // reported the loss), and after the delay, the second victim dies.
+    // reported the loss), and after the delay, the second victim dies; with `after`, once a
+    // survivor has recovered, a random fraction of an iteration later.
+    const char* mark = second.after_recovery ? "recovered" : "recovering";
     bool recovering = false;
     while (!recovering && Clock::now() < limit) {
-      for (int r = 0; r < kRanks && !recovering; ++r) recovering = fs::exists(path_of("recovering", r));
+      for (int r = 0; r < kRanks && !recovering; ++r) recovering = fs::exists(path_of(mark, r));
       if (!recovering) {
         if (reap(false)) break;
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     }
-    expect(recovering, "no survivor started recovering");
+    expect(recovering, second.after_recovery ? "no survivor recovered" : "no survivor started recovering");
     if (recovering) {
       std::this_thread::sleep_for(std::chrono::milliseconds(second.delay_ms));
+      if (second.after_recovery) {
+        std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(iteration_time * second_fraction));
+      }
       second_pid = read_int(path_of("pid", second.rank));
       expect(::kill(second_pid, SIGKILL) == 0, "kill -9 of rank " + std::to_string(second.rank) + " failed");
       victim_pids.push_back(second_pid);
@@ -769,6 +800,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   // Every survivor recovered (and one verified the result), or every one was refused.
   expect(!second_loss || refusals == 0 || refusals == survivor_count,
          std::to_string(refusals) + " of " + std::to_string(survivor_count) + " survivors were refused");
+  expect(!second.after_recovery || refusals == 0,
+         "a loss in the first iteration after the recovery was refused on " + std::to_string(refusals) + " survivors");
   int killed_exits = 0, clean_exits = 0;
   for (auto& m : members) {
     if (WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0) {
@@ -798,6 +831,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
                                      {"kill_seed", kill_seed},
                                      {"killed_after_iterations", kill_after},
                                      {"kill_fraction_of_an_iteration", kill_fraction},
+                                     {"second_kill_fraction_of_an_iteration",
+                                      second.after_recovery ? second_fraction : -1.0},
                                      {"seconds", seconds},
                                      {"survivors", survivors}}
                           .dump()
@@ -813,13 +848,22 @@ int main(int argc, char** argv) {
     return run_member(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), parse_victims(argv[5]));
   }
   const bool no_checkpoint = argc == 5 && std::strcmp(argv[4], "no-checkpoint") == 0;
-  const bool cholesky = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
+  const bool cholesky_only = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
   SecondVictim second;
-  const bool second_loss = argc == 5 && std::sscanf(argv[4], "second=%d@%d", &second.rank, &second.delay_ms) == 2;
+  bool second_loss = argc == 5 && std::sscanf(argv[4], "second=%d@%d", &second.rank, &second.delay_ms) == 2;
+  bool cholesky_after = false;
+  if (argc == 5 && !second_loss) {
+    // after=R, or cholesky-after=R for the Cholesky job.
+    cholesky_after = std::strncmp(argv[4], "cholesky-", 9) == 0;
+    second.after_recovery = std::sscanf(argv[4] + (cholesky_after ? 9 : 0), "after=%d", &second.rank) == 1;
+    second_loss = second.after_recovery;
+    cholesky_after = cholesky_after && second_loss;
+  }
   const bool stopped = argc == 5 && std::strcmp(argv[4], "stopped") == 0;
+  const bool cholesky = cholesky_only || cholesky_after;
   if (argc != 4 && !no_checkpoint && !cholesky && !second_loss && !stopped) {
-    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS|stopped] | "
-                         "--member DIR INDEX COUNT VICTIMS\n");
+    std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS|"
+                         "[cholesky-]after=RANK|stopped] | --member DIR INDEX COUNT VICTIMS\n");
     return 2;
   }
   return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky, second, stopped);

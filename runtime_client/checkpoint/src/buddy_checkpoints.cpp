@@ -297,6 +297,14 @@ void BuddyCheckpoints::iteration_ended(double iteration_seconds, double checkpoi
   }
 }
 
+void BuddyCheckpoints::recovered_state_complete() {
+  if (checkpoints_.empty() || checkpoints_.back().complete) {
+    throw std::logic_error("recovered_state_complete without a checkpoint in flight");
+  }
+  checkpoints_.back().complete = true;
+  free_superseded();
+}
+
 void BuddyCheckpoints::free_superseded() {
   // Every rank's view of every copy the job keeps (kept_copies()), complete or not as the
   // checkpoint is; superseded_copies() names those that may go, of which this rank frees

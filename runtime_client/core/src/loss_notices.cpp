@@ -52,16 +52,13 @@ std::string LossNotices::which_failure(int rank) const {
   return {};
 }
 
-void LossNotices::renumber_without(const std::vector<int>& left_out) {
-  std::vector<int> gone = left_out;
-  std::sort(gone.begin(), gone.end());
-  std::lock_guard lock(mutex_);
-  bool explained = false;
+bool LossNotices::drop_and_renumber(const std::vector<int>& gone) {
+  bool named = false;
   for (Notice& n : notices_) {
     std::vector<int> renumbered;
     for (const int r : n.ranks) {
       if (std::binary_search(gone.begin(), gone.end(), r)) {
-        explained = true;
+        named = true;
         continue;
       }
       const auto below = std::lower_bound(gone.begin(), gone.end(), r) - gone.begin();
@@ -71,7 +68,28 @@ void LossNotices::renumber_without(const std::vector<int>& left_out) {
     if (n.ranks.empty()) settled_through_ = std::max(settled_through_, n.failure_id);
   }
   std::erase_if(notices_, [](const Notice& n) { return n.ranks.empty(); });
+  return named;
+}
+
+void LossNotices::renumber_without(const std::vector<int>& left_out) {
+  std::vector<int> gone = left_out;
+  std::sort(gone.begin(), gone.end());
+  std::lock_guard lock(mutex_);
+  const bool explained = drop_and_renumber(gone);
   if (!explained && !gone.empty()) unexplained_rebuilds_.push_back(std::move(gone));
+}
+
+void LossNotices::renumber_at_shrink(const std::vector<int>& leaving) {
+  std::vector<int> gone = leaving;
+  for (const int r : gone) {
+    if (r < 0) {
+      throw std::invalid_argument("loss notices at a shrink: leaving rank " + std::to_string(r) + " is negative");
+    }
+  }
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+  std::lock_guard lock(mutex_);
+  (void)drop_and_renumber(gone);
 }
 
 void LossNotices::settle_through(std::uint64_t failure_id) {

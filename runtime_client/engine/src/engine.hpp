@@ -280,6 +280,13 @@ class Engine final : public DeviceOwner {
   /// the new ranks have registered their collections. False when a peer was lost during the
   /// transfers (the watch armed): no move is applied, the transfers are let go.
   bool apply_tile_moves();
+  /// A shrink's hand-off (prepare_shrink): waits for `requests` (the tiles `buffers`, a
+  /// receive where `receiving` says 1) and then a barrier, with errors returned and every
+  /// peer watched. False when a peer was lost: nothing may be applied, the pending receives
+  /// are cancelled and the sends freed (their tiles kept until the process exits), and the
+  /// watch keeps the loss for the next run_iteration().
+  bool hand_off_watched(std::vector<MPI_Request>& requests, const std::vector<TilePtr>& buffers,
+                        const std::vector<char>& receiving);
   /// The end-of-iteration reductions' buffers and requests (Engine::run_iteration).
   struct EndOfIterationSums {
     static constexpr std::size_t kCount = 5;
@@ -317,6 +324,13 @@ class Engine final : public DeviceOwner {
   /// What recover() does (plan_recovery, choose_checkpoint) from every survivor's copies;
   /// sets out.iteration. Throws RecoveryError with the refusal (engine_recovery.cpp).
   RecoveryPlan decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies) const;
+  /// The end of recover(), collective over the survivors' duplicate under a watch of every
+  /// survivor: the re-grid's tile moves, then a checkpoint of the state just restored, taken
+  /// under the new buddies and completed before recover() returns, so that a loss in the
+  /// next iteration rolls back to it. A survivor lost during the re-grid's moves makes it
+  /// throw RecoveryError naming the phase and the ranks; one lost during the checkpoint is
+  /// left to the next run_iteration(), which reports it at once (engine_recovery.cpp).
+  void checkpoint_recovered_state(const RecoveryReport& out);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

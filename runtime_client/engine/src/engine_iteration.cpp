@@ -37,6 +37,11 @@ IterationReport Engine::run_iteration() {
   // The watch from here: the tile moves after a resize and the task count are collectives
   // too, and a peer lost in them is this iteration's loss.
   watch_->arm();
+  if (!watch_->lost().empty()) {
+    // Found lost by recover() while it checkpointed the state it restored.
+    ++iteration_;
+    return abandon_iteration(false);
+  }
   if (!pending_moves_.empty() && !apply_tile_moves()) {
     ++iteration_;
     return abandon_iteration(false);

@@ -218,9 +218,46 @@ bool Engine::apply_tile_moves() {
   return true;
 }
 
+bool Engine::hand_off_watched(std::vector<MPI_Request>& requests, const std::vector<TilePtr>& buffers,
+                              const std::vector<char>& receiving) {
+  // Every peer watched, errors returned (on MPI_COMM_WORLD too, as in an iteration); then a
+  // barrier, so that no rank changes anything before every rank completed its part.
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(comm_);
+  watch_->arm();
+  bool completed = wait_watching_peers(requests);
+  if (completed) {
+    MPI_Request barrier = MPI_REQUEST_NULL;
+    MPI_Ibarrier(comm_, &barrier);
+    completed = wait_watching_peers(std::span<MPI_Request>(&barrier, 1));
+    // A barrier left pending is left to MPI (a collective's request may not be freed).
+  }
+  if (completed) {
+    watch_->disarm();
+    return true;
+  }
+  // Nothing is applied. Receives still pending are cancelled, sends freed; MPI may still use
+  // their tiles, which are kept until the process exits.
+  static std::vector<TilePtr> still_used;
+  std::vector<MPI_Request> pending_receives;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    still_used.push_back(buffers[i]);
+    if (receiving[i] != 0) {
+      pending_receives.push_back(requests[i]);
+    } else {
+      MPI_Request_free(&requests[i]);
+    }
+  }
+  (void)cancel_requests(pending_receives);
+  return false;
+}
+
 ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
   const auto begin = Clock::now();
-  checkpoints_->detach();  // the copies match neither the survivors' numbers nor their tiles
+  // The checkpoint copies are dropped (they match neither the survivors' numbers nor their
+  // tiles) only once the hand-off below completed everywhere: a rank lost before that gives
+  // the shrink up, and the job recovers from them.
   // An expand's moves come first (outside an iteration the watch is not armed: a loss here
   // is the resize's).
   if (!pending_moves_.empty() && !apply_tile_moves()) {
@@ -274,6 +311,8 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
 
   // Hand the tiles that move to their heirs, in one fixed order per pair.
   std::vector<MPI_Request> requests;
+  std::vector<TilePtr> buffers;  // per request: the tile sent or received into
+  std::vector<char> receiving;   // per request: 1 for a receive
   std::vector<std::pair<std::pair<TiledMatrix*, std::pair<int, int>>, TilePtr>> received;
   for (std::size_t id = 0; id < collections_.size(); ++id) {
     auto* c = collections_[id];
@@ -287,6 +326,8 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
           requests.emplace_back();
           MPI_Isend(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, heir[s], kHandoffTag,
                     comm_, &requests.back());
+          buffers.push_back(t);
+          receiving.push_back(0);
           ++out.tiles_sent;
           out.bytes_moved += t->bytes();
         } else if (heir[s] == rank_) {
@@ -294,6 +335,8 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
           requests.emplace_back();
           MPI_Irecv(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, holder, kHandoffTag,
                     comm_, &requests.back());
+          buffers.push_back(t);
+          receiving.push_back(1);
           ++out.tiles_received;
           out.bytes_moved += t->bytes();
           received.push_back({{c, {m, n}}, std::move(t)});
@@ -301,7 +344,14 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
       }
     }
   }
-  wait_all_asleep(requests.data(), static_cast<int>(requests.size()));
+  if (!hand_off_watched(requests, buffers, receiving)) {
+    ShrinkHandoff given_up;
+    given_up.lost = watch_->lost();  // kept: the next run_iteration() reports them at once
+    given_up.seconds = seconds_between(begin, Clock::now());
+    last_rebalance_ = Rebalance{};
+    return given_up;
+  }
+  checkpoints_->detach();
 
   // The mapping in the survivors' numbering: grid ranks of leavers go to their backups;
   // a tile that moved, or had its own owner, names it.

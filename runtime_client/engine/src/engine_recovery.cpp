@@ -382,15 +382,84 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   attach_recovered(duplicate, std::move(survivor_nodes));
   last_rebalance_ = Rebalance{};
   if (options_.rebalance_on_resize) {
-    pending_moves_ = plan_regrid();  // carried out at the start of the next iteration
+    pending_moves_ = plan_regrid();  // carried out by checkpoint_recovered_state()
     for (const TileMove& move : pending_moves_) {
       ++last_rebalance_.tiles;
       last_rebalance_.tasks += move.tasks;
     }
   }
   out.tiles_regridded = pending_moves_.size();
+  const auto restored = Clock::now();
+  checkpoint_recovered_state(out);
+  out.checkpoint_seconds = seconds_between(restored, Clock::now());
   out.seconds = seconds_between(begin, Clock::now());
   return out;
+}
+
+void Engine::checkpoint_recovered_state(const RecoveryReport& out) {
+  if (!checkpoints_->enabled() || collections_.empty()) return;
+  // The copies from before the loss were dropped when the runtime attached to the
+  // survivors; until the state restored has copies under the new buddies, a second loss
+  // would find no checkpoint to roll back to. So the re-grid's moves are carried out here
+  // rather than at the next iteration's start, and the checkpoint of the result is taken
+  // and completed before recover() returns: its layout is the one the next iterations run
+  // on. Every survivor is watched meanwhile, as in recover()'s collectives before.
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(comm_);
+  watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_, ControlPlaneWord::ignored);
+  watch_->arm();
+  if (!pending_moves_.empty() && !apply_tile_moves()) {
+    // No move is applied here, but survivors that moved nothing with the lost one applied
+    // theirs: the layouts differ, and no copy of the state restored exists. Refused.
+    const std::vector<int> remaining = survivors_without(out.old_size, out.lost);
+    std::vector<int> old_numbers;
+    for (const int r : watch_->lost()) old_numbers.push_back(remaining[static_cast<std::size_t>(r)]);
+    throw RecoveryError("recover: survivors " + rank_set_text(watch_->lost()) + " (ranks " +
+                        rank_set_text(old_numbers) + " before the recovery) were lost while the survivors "
+                        "re-gridded the restored tiles, after ranks " + rank_set_text(out.lost) + "; rank " +
+                        std::to_string(out.old_rank) + " did not recover: no copy of the state restored from "
+                        "iteration " + std::to_string(out.iteration) + " is left");
+  }
+  pending_moves_.clear();
+  checkpoints_->take(iteration_, collections_);
+  const double posted_and_waited = checkpoints_->complete_transfers([this] {
+    watch_->poll();
+    return !watch_->lost().empty();
+  });
+  if (posted_and_waited < 0.0) {
+    // A transfer with a lost survivor: the wards' copies that did not all arrive are dropped,
+    // those that did stay and count for the next recovery (choose_checkpoint).
+    checkpoints_->abandon_in_flight();
+    const auto give_up = Clock::now() + kLossGrace;  // a failed transfer before the watch saw
+    while (watch_->lost().empty() && Clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      watch_->poll();
+    }
+    if (watch_->lost().empty()) {
+      throw RecoveryError("recover: a transfer of the checkpoint of the state restored from iteration " +
+                          std::to_string(out.iteration) + " failed and no survivor was found lost");
+    }
+  } else {
+    // Every survivor that gets through the barrier completed its transfers: the checkpoint is
+    // complete everywhere. A barrier that completed counts (a loss it hid is the next
+    // iteration's); one that a loss held up leaves the checkpoint complete here but not marked.
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Ibarrier(comm_, &request);
+    (void)wait_watched(request, *watch_, "confirming the checkpoint of the restored state", kLossGrace,
+                       WhenBothSeen::completed);
+  }
+  if (!watch_->lost().empty()) {
+    // A survivor lost while the state restored was being checkpointed: this survivor and those
+    // that got through the barrier before the loss cannot tell which copies every holder
+    // completed. So none refuses here: the watch, kept, makes the next run_iteration() report
+    // the loss at once (the others' finds it in its barrier), and the recovery from it decides
+    // alike on every survivor from the copies that arrived, as for a loss during an
+    // iteration's end.
+    return;
+  }
+  watch_->disarm();
+  checkpoints_->recovered_state_complete();
+  watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);  // the job's numbering from here
 }
 
 }  // namespace bellows::runtime

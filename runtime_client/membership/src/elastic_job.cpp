@@ -10,8 +10,10 @@
 #include <thread>
 #include <utility>
 
+#include "bellows/runtime/loss_notices.hpp"
 #include "bellows/runtime/rebuild.hpp"
 #include "peer_watch.hpp"
+#include "rank_set_text.hpp"
 #include "sleeping_wait.hpp"
 #include "trace.hpp"
 
@@ -344,6 +346,12 @@ ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
   const std::int64_t start = steady_ns();
   const Outcome outcome = event.kind == ResizeEvent::Kind::expand ? expand(*request, event, iteration)
                                                                   : shrink(*request, event);
+  if (outcome == Outcome::refused) {  // given up: a rank was lost while it was carried out
+    event.to_ranks = size();
+    event.seconds = seconds_since(start);
+    for (const auto& callback : on_refused_) callback(event);
+    return outcome;
+  }
   ++resizes_;
   event.seconds = seconds_since(start);
   event.left = outcome == Outcome::left;
@@ -433,6 +441,13 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
     unpinned += std::count(request.remove.begin(), request.remove.end(), owner) > 0 ? 1 : 0;
   }
   const auto handoff = runtime_->prepare_shrink(request.remove);
+  if (!handoff.lost.empty()) {
+    // A rank lost during the hand-off: nothing moved, every rank stays (the leavers too), and
+    // the next iteration reports the loss, which the job recovers from as from any.
+    event.reason = "shrink without ranks " + rank_set_text(request.remove) + " given up: ranks " +
+                   rank_set_text(handoff.lost) + " were lost during the hand-off of the tiles (" + event.reason + ")";
+    return Outcome::refused;
+  }
   const Rebalance rebalance = runtime_->last_rebalance();
   unsigned long long bytes = handoff.bytes_moved, all_bytes = 0;
   double seconds = handoff.seconds, slowest = 0.0;
@@ -460,6 +475,9 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
     trace_pending_ = std::move(line);
   }
   if (handoff.leaving) return Outcome::left;
+  // A ranks-lost event still pending names the ranks from before the shrink: from here on
+  // it names them as the shrunk communicator does (the leavers, gone on purpose, dropped).
+  loss_notices().renumber_at_shrink(request.remove);
   runtime_->attach_shrunk(communicator());
   if (was_rank_zero) {
     telemetry_.push_back({{"id", event.id},

@@ -191,6 +191,9 @@ class ResizeController {
 
   ResizeId next_id_ = 1;
   std::unique_ptr<Resize> active_;
+  /// Deaths of ranks on the job's nodes while the resize in flight ran (the job gives the
+  /// resize up and recovers): each becomes a failure once that resize ends aborted.
+  std::vector<JobReport> deaths_in_resize_;
   std::vector<ResizeView> finished_;
   std::vector<std::string> unreleased_;
   struct Failure;

@@ -12,7 +12,8 @@
 // failure id is not above the highest one settled is ignored. So is one that comes after a
 // rebuild that no notice led to (MPI found the loss first, as it does for a rank that died)
 // and that names only ranks that rebuild left out: it is that loss, told late, and settles
-// that rebuild.
+// that rebuild. A shrink renumbers the notices pending across it the same way
+// (renumber_at_shrink), so that they name the ranks of the shrunk communicator.
 //
 // Thread safety: every method may be called from any thread (tell() runs on PMIx's event
 // thread, the others on the thread that drives MPI).
@@ -47,6 +48,12 @@ class LossNotices {
   /// is ignored). When no notice named a rank of `left_out`, the rebuild is remembered until
   /// a notice of its loss comes (see tell()).
   void renumber_without(const std::vector<int>& left_out);
+  /// The job shrank without `leaving` (ranks before the shrink), which left on purpose: each
+  /// notice drops them and renumbers the rest as the shrunk communicator numbers them, as a
+  /// rebuild does; a notice left empty is settled. Unlike a rebuild, a shrink is no loss: it
+  /// is not remembered as one that a later notice could name. Throws std::invalid_argument
+  /// for a negative rank.
+  void renumber_at_shrink(const std::vector<int>& leaving);
   /// Failures up to `failure_id` are handled (e.g. the job reported them recovered).
   void settle_through(std::uint64_t failure_id);
   /// The highest failure id settled (0: none).
@@ -60,6 +67,10 @@ class LossNotices {
   std::uint64_t settled_through_ = 0;
   /// Rebuilds no notice led to, oldest first: the ranks each left out (its numbering).
   std::vector<std::vector<int>> unexplained_rebuilds_;
+
+  /// Drops `gone` (sorted) from every notice and renumbers the rest; settles the notices left
+  /// empty. Returns whether a notice named a rank of `gone`. Called with mutex_ held.
+  bool drop_and_renumber(const std::vector<int>& gone);
 };
 
 /// The process's notices: the control plane's channel tells them, every PeerWatch and

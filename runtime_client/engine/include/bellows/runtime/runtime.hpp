@@ -36,6 +36,11 @@ struct ShrinkHandoff {
   std::uint64_t tiles_received = 0;   ///< collection tiles taken over as a backup
   std::uint64_t bytes_moved = 0;      ///< sent plus received
   double seconds = 0.0;
+  /// Ranks found lost during the hand-off (numbers before the shrink): the shrink is given
+  /// up on this rank and nothing changed; the next run_iteration() reports them, and the job
+  /// recovers from its last checkpoint, whose copies are kept. Empty when the hand-off
+  /// completed everywhere.
+  std::vector<int> lost;
 };
 
 /// What Runtime::recover() did on this rank.
@@ -50,8 +55,11 @@ struct RecoveryReport {
   int new_size = 0;
   std::uint64_t tiles_restored = 0;     ///< tiles installed here from checkpoint copies
   std::uint64_t tiles_taken_over = 0;   ///< of which lost ranks' tiles (this rank was a buddy)
-  std::uint64_t tiles_regridded = 0;    ///< tiles the re-grid moves at the next iteration's start
+  std::uint64_t tiles_regridded = 0;    ///< tiles the re-grid moved onto the survivors
   double seconds = 0.0;
+  /// Of `seconds`: the re-grid's moves and the checkpoint of the state restored, taken under
+  /// the new buddies and completed before recover() returned.
+  double checkpoint_seconds = 0.0;
 };
 
 /// Thrown by Runtime::recover(), alike on every survivor, when the job cannot recover: the
@@ -147,7 +155,10 @@ class Runtime {
   /// tasks pinned to a leaver go back to their tile's owner), and the runtime
   /// disconnects its duplicate of the communicator. Then shrink the job communicator
   /// (Membership::shrink) and, on the survivors, call attach_shrunk(); a leaver can only
-  /// destroy its runtime.
+  /// destroy its runtime. The hand-off is watched (every peer, errors returned) and ends
+  /// with a barrier before anything changes: a rank lost there gives the shrink up on the
+  /// ranks that find it (ShrinkHandoff::lost; the runtime, its checkpoint copies and its
+  /// communicator as before the call), and the next run_iteration() reports the loss.
   ShrinkHandoff prepare_shrink(std::span<const int> leaving);
   /// Second half of a shrink, on the survivors: the runtime continues on `survivors`.
   void attach_shrunk(MPI_Comm survivors);
@@ -161,9 +172,12 @@ class Runtime {
   /// the survivors are renumbered in their old order. It rolls back to the checkpoint
   /// choose_checkpoint() picks: every survivor installs its own copy of its tiles at that
   /// iteration, and each buddy the copy of its lost ward's, all from its own memory. With
-  /// RuntimeOptions::rebalance_on_resize the collections then re-grid onto the survivors
-  /// at the start of the next iteration, as after a shrink. A checkpoint is taken at the
-  /// next boundary under new buddies. The copies are gathered while every survivor is watched
+  /// RuntimeOptions::rebalance_on_resize the collections then re-grid onto the survivors,
+  /// as after a shrink, and the state restored is checkpointed under the new buddies and
+  /// completed before this call returns, so that a loss in the next iteration rolls back to
+  /// it (a survivor lost during that checkpoint is reported by the next run_iteration(); one
+  /// lost during the re-grid's moves makes this call throw RecoveryError naming the phase
+  /// and the ranks). The copies are gathered while every survivor is watched
   /// (a zero-byte receive from each): a survivor that dies then makes this call throw
   /// LostDuringRecovery on the survivors that find it, with the runtime unchanged, so that
   /// they can rebuild again and fold the loss in. Throws RecoveryError when the job cannot
