@@ -116,7 +116,8 @@ JobRecord ControllerService::job_record() const {
   record.rank_command = options_.rank_launch.command;
   record.rank_environment = options_.rank_launch.environment;
   record.daemon_pids = daemon_pids_;
-  record.controller = protocol::ProcessIdentity::self().text();
+  static const std::string self = protocol::ProcessIdentity::self().text();  // read once, not every step
+  record.controller = self;
   return record;
 }
 
