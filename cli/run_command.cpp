@@ -578,7 +578,7 @@ void add_run_command(CLI::App& app, Outcome& outcome) {
   run->add_flag("--quiet", options->quiet, "no progress line");
   CLI::Option* attach = run->add_option(
       "--attach", options->attach,
-      "take over the running job JOB (its id, latest, or its directory) whose controller died: "
+      "take over the running job JOB (its id, latest, or its directory's absolute path) whose controller died: "
       "its daemons come back to this process, which controls the job from then on (local backend)");
   for (const char* other : {"--backend", "--nodes", "--policy", "--pool", "--listen", "--expand-strategy"})
     attach->excludes(other);
