@@ -18,8 +18,8 @@ namespace bellows::cli {
 [[nodiscard]] std::string progress_line(const controller::ControllerService& service);
 
 /// `bellows run --attach JOB`: takes the running job JOB (an id, "latest" or a job directory's
-/// absolute path)
-/// over; returns the exit status (the job's, as its first node's daemon reported it).
+/// absolute path) over; returns the exit status (the job's, as its first node's daemon
+/// reported it).
 int attach_job(const std::string& job, bool verbose, bool quiet);
 
 }  // namespace bellows::cli
