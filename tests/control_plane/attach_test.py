@@ -6,10 +6,11 @@ A GEMM on 2 nodes (range 2:3) runs iterations of a few seconds (the emulated dev
 1 GFLOP/s per rank). Once its first iteration ended, `bellows run` is killed with SIGKILL.
 `bellows run --attach latest` takes the job over: every daemon comes back and every rank is
 known again; a second `--attach` at the same time is refused, naming the first. `bellows
-resize +1` then grows the job to 3 nodes under the new controller, the job finishes verified
-on 3 ranks, the attached controller exits 0 (the job's status, from its first node's daemon),
-and the event log shows the attach and the committed expand after it. An `--attach` to the
-ended job is refused. Nothing of the job is left.
+resize +1` then grows the job to 3 nodes under the new controller and `bellows resize -1`
+shrinks it to 2 again, the job finishes verified, the attached controller exits 0 (the job's
+status, from its first node's daemon), and the event log shows the attach and the committed
+expand and shrink after it. An `--attach` to the ended job is refused. Nothing of the job is
+left.
 
 The test makes itself the subreaper of what `bellows run` started, so that the orphaned daemons
 and the first rank's mpiexec become its children and are reaped.
@@ -138,7 +139,7 @@ def main():
         t.passed(t.top)
         return
     t.log(f"job files in {t.run_dir}")
-    job, job_id = start_and_kill(t, iterations=8)
+    job, job_id = start_and_kill(t, iterations=10)
     job_dir = t.job_dir()
     killed_events = t.events()
 
@@ -170,6 +171,14 @@ def main():
                    r["kind"] == "expand" and r["state"] == "committed" for r in s["finished_resizes"]),
                seconds=90)
     t.log("bellows resize +1 grew the job to 3 nodes under the attached controller")
+    shrink = t.bellows("resize", "-1")
+    if shrink.returncode != 0:
+        t.fail(f"bellows resize -1 under the attached controller: exit {shrink.returncode}: {shrink.stderr}")
+    t.wait_for(process, "the job back on 2 nodes",
+               lambda: (s := t.status()) and len(s["nodes"]) == 2 and any(
+                   r["kind"] == "shrink" and r["state"] == "committed" for r in s["finished_resizes"]),
+               seconds=90)
+    t.log("bellows resize -1 shrank it to 2 nodes again")
 
     try:
         out, _ = job.communicate(timeout=180)
@@ -183,8 +192,9 @@ def main():
     report = json.loads(reports[-1])
     if report.get("verified") is not True:
         t.fail(f"the job's result is not verified: residual {report.get('residual')}")
-    if report["iterations"][-1]["ranks"] != 3:
-        t.fail(f"the job ran on {[i['ranks'] for i in report['iterations']]} ranks, expected 3 at the end")
+    sizes = [i["ranks"] for i in report["iterations"]]
+    if 3 not in sizes or sizes[-1] != 2:
+        t.fail(f"the job ran on {sizes} ranks, expected 3 after the grow and 2 at the end")
     if code != 0:
         t.fail(f"bellows run --attach exited {code}, expected 0: {err[-2000:]}")
     if "its first rank ended after leaving the job (exit status 0)" not in err:
@@ -197,10 +207,12 @@ def main():
     if len(attached) != 1 or attached[0]["reason"] != f"bellows run --attach, pid {process.pid}":
         t.fail(f"the event log does not show the attach: {attached}")
     last_id = max([e["resize"] for e in killed_events] + [0])
-    expands = [e for e in events if e["kind"] == "expand" and e["event"] == "ranks_committed"]
-    if len(expands) != 1 or expands[0]["resize"] <= last_id or expands[0]["requester"] != "operator":
-        t.fail(f"the event log does not show the expand after the attach with an id after #{last_id}: {events}")
-    t.log(f"event log: attached, then expand #{expands[0]['resize']} committed")
+    committed = [(e["kind"], e["resize"]) for e in events if e["to"] == "committed" and not e["refused"]]
+    ids = [resize for _, resize in committed]
+    if [kind for kind, _ in committed] != ["expand", "shrink"] or min(ids) <= last_id or ids[0] >= ids[1]:
+        t.fail(f"the event log does not show the expand and the shrink after the attach, with ids after "
+               f"#{last_id}: {committed}")
+    t.log(f"event log: attached, then expand #{ids[0]} and shrink #{ids[1]} committed")
 
     reap()
     ended = t.bellows("run", "--attach", "latest")
