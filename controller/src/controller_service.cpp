@@ -579,6 +579,8 @@ nlohmann::json ControllerService::status() const {
   if (resizes_->degraded()) {
     s["degraded"] = {{"lost_nodes", lost_nodes}, {"lost_ranks", lost_ranks}, {"failures", open_failures}};
   }
+  // Who took the job over, when this controller did (bellows run --attach); null otherwise.
+  s["attached"] = options_.attach ? nlohmann::json(options_.attach->who) : nlohmann::json(nullptr);
   s["event_log"] = event_log_path().string();
   return s;
 }

@@ -2,15 +2,16 @@
 """End-to-end test of `bellows run --attach` on the local backend with real processes:
 `bellows run`, one bellowsd per node, MPICH ranks.
 
-A GEMM on 2 nodes (range 2:3) runs iterations of a few seconds (the emulated device at
-1 GFLOP/s per rank). Once its first iteration ended, `bellows run` is killed with SIGKILL.
-`bellows run --attach latest` takes the job over: every daemon comes back and every rank is
-known again; a second `--attach` at the same time is refused, naming the first. `bellows
-resize +1` then grows the job to 3 nodes under the new controller and `bellows resize -1`
-shrinks it to 2 again, the job finishes verified, the attached controller exits 0 (the job's
-status, from its first node's daemon), and the event log shows the attach and the committed
-expand and shrink after it. An `--attach` to the ended job is refused. Nothing of the job is
-left.
+A GEMM on 2 nodes (range 2:3, a policy without triggers) runs iterations of a few seconds
+(the emulated device at 1 GFLOP/s per rank). Once its first iteration ended, `bellows run` is
+killed with SIGKILL. `bellows run --attach latest` takes the job over: every daemon comes back
+and every rank is known again, `bellows status` says who took the job over, and the policy
+(its file removed: the job keeps its text) ticks again; a second `--attach` at the same time
+is refused, naming the first. `bellows resize +1` then grows the job to 3 nodes under the new
+controller and `bellows resize -1` shrinks it to 2 again, the job finishes verified, the
+attached controller exits 0 (the job's status, from its first node's daemon), and the event
+log shows the attach and the committed expand and shrink after it. An `--attach` to the ended
+job is refused. Nothing of the job is left.
 
 The test makes itself the subreaper of what `bellows run` started, so that the orphaned daemons
 and the first rank's mpiexec become its children and are reaped.
@@ -36,6 +37,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from local_job import LocalJobTest  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
+# A policy with no trigger: it never resizes on its own, but ticks (and says why it holds).
+POLICY = """\
+nodes:
+  min: 2
+  max: 3
+tick: 250ms
+resize_timeout: 1m
+"""
 TOOK_OVER = re.compile(r"bellows: took job (\S+) over: every daemon back in ([0-9.]+) s, every rank known in "
                        r"([0-9.]+) s")
 
@@ -83,10 +92,10 @@ def gemm(t, iterations):
             "--emulated-gflops", "1", "--emulated-compute", "on", "--verify"]
 
 
-def start_and_kill(t, iterations):
+def start_and_kill(t, iterations, policy=()):
     """Starts a 2-node GEMM, waits for its first iteration, kills `bellows run`; returns the
     killed process (its stdout is the first rank's) and the job's id."""
-    job = t.start("--nodes", "2:3", "--pool", "3", "--quiet", "--", *gemm(t, iterations))
+    job = t.start("--nodes", "2:3", "--pool", "3", *policy, "--quiet", "--", *gemm(t, iterations))
     status = t.wait_for(job, "first iteration", lambda: (s := t.status()) and s["iteration"] >= 1 and s, seconds=60)
     os.kill(job.pid, signal.SIGKILL)
     job.wait()
@@ -139,9 +148,11 @@ def main():
         t.passed(t.top)
         return
     t.log(f"job files in {t.run_dir}")
-    job, job_id = start_and_kill(t, iterations=10)
+    policy = t.write("attach.yaml", POLICY)
+    job, job_id = start_and_kill(t, iterations=10, policy=("--policy", policy))
     job_dir = t.job_dir()
     killed_events = t.events()
+    os.remove(policy)  # the job keeps its policy's text: the file is not needed to take it over
 
     process, lines = attach(t)
     m = wait_took_over(t, process, lines)
@@ -154,6 +165,17 @@ def main():
         t.fail(f"bellows status after the takeover: {status}")
     if [p["rank"] for p in status["processes"]] != [0, 1] or not all(p["pid"] for p in status["processes"]):
         t.fail(f"the attached controller does not know every rank: {status['processes']}")
+    if status["attached"] != f"bellows run --attach, pid {process.pid}":
+        t.fail(f"bellows status does not say who took the job over: {status['attached']!r}")
+    shown = t.bellows("status")
+    if f"  controller took the job over (bellows run --attach, pid {process.pid})" not in shown.stdout:
+        t.fail(f"bellows status does not show the takeover: {shown.stdout!r}")
+
+    if status["policy"] != policy:
+        t.fail(f"bellows status after the takeover names the policy {status['policy']!r}, expected {policy!r}")
+    holds = t.wait_for(process, "a policy tick under the attached controller",
+                       lambda: (s := t.status()) and s["policy_holds"], seconds=10)
+    t.log(f"the policy ticks under the attached controller ({holds})")
 
     second = t.bellows("run", "--attach", "latest")
     expected = (f"bellows run: the job in {job_dir} has a controller already (process {process.pid} holds "

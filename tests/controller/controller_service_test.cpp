@@ -594,6 +594,7 @@ TEST_F(ControllerServiceTakeoverTest, ClosesWhatWasLeftOpenContinuesItsIdsAndKno
   Peer& op = connect();
   const auto s = status(op);
   EXPECT_EQ(s["ranks"], 2) << "from the job record until the next report";
+  EXPECT_EQ(s["attached"], "the test");
   EXPECT_EQ(s["processes"][1]["pid"], 4101);
   EXPECT_EQ(ask(op, protocol::OperatorResize{1, ""}),
             protocol::Message(protocol::Ack{protocol::AckCode::ok, "asked the fake resource manager for 1 node"}));
