@@ -16,7 +16,10 @@ job is refused. Nothing of the job is left.
 The test makes itself the subreaper of what `bellows run` started, so that the orphaned daemons
 and the first rank's mpiexec become its children and are reaped.
 
-  attach_test.py --bellows PATH --app PATH [--measure N]
+  attach_test.py --bellows PATH --app PATH [--measure N | --lost-rank]
+With --lost-rank: a 3-node GEMM with buddy checkpoints, taken over the same way, loses the rank
+of its last node; the attached controller records the failure (its id continuing the log's),
+the job recovers and finishes verified on 2 ranks ("attach_lost_rank: PASS").
 With --measure N it prints, for N kills and takeovers of fresh jobs, the time from `--attach`
 to the controller knowing every node and rank again, and their median ("attach_bench: ...").
 Prints "attach: PASS" or "attach: FAIL: why".
@@ -139,10 +142,62 @@ def measure(t, runs):
           + ", ".join(f"{s:.3f}" for s in times) + f" s; median {statistics.median(times):.3f} s", flush=True)
 
 
+def lost_rank_after_attach(t):
+    """A 3-node GEMM with buddy checkpoints whose controller is killed and taken over; then the
+    rank of its last node is killed: the attached controller records the failure (its id after
+    the log's), tells the survivors, the job recovers and finishes verified on 2 ranks."""
+    t.name = "attach_lost_rank"
+    job = t.start("--nodes", "3:3", "--pool", "3", "--quiet", "--", t.args.app, "--n", "768", "--tile", "128",
+                  "--iterations", "14", "--kernel", "emulated", "--emulated-gflops", "1", "--emulated-compute", "on",
+                  "--checkpoint", "on", "--checkpoint-every", "1", "--verify")
+    t.wait_for(job, "first iteration on 3 ranks",
+               lambda: (s := t.status_with_rank_pids(3)) and s["iteration"] >= 1, seconds=90)
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    killed_events = t.events()
+    process, lines = attach(t)
+    wait_took_over(t, process, lines)
+    status = t.wait_for(process, "every rank known after the takeover", lambda: t.status_with_rank_pids(3))
+    victim = max(status["processes"], key=lambda p: p["rank"])
+    os.kill(victim["pid"], signal.SIGKILL)
+    t.log(f"killed rank {victim['rank']} (pid {victim['pid']}) on {victim['node']} under the attached controller")
+    try:
+        out, _ = job.communicate(timeout=180)
+        code = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        t.fail_hung(process, "the job or its attached controller did not end within 180 s of the kill")
+    err = lines.text()
+    reports = [line for line in out.strip().splitlines() if line.startswith("{")]
+    if not reports:
+        t.fail(f"the job printed no report; stdout {out[-1500:]!r}")
+    report = json.loads(reports[-1])
+    sizes = [i["ranks"] for i in report["iterations"]]
+    if report.get("verified") is not True or sizes[-1] != 2:
+        t.fail(f"the job's result: verified {report.get('verified')}, iterations on {sizes} ranks")
+    if code != 0:
+        t.fail(f"bellows run --attach exited {code}, expected 0: {err[-2000:]}")
+    last_id = max([e["resize"] for e in killed_events] + [0])
+    failures = [e for e in t.events()[len(killed_events):] if e["kind"] == "failure" and not e["refused"]]
+    phases = [e["to"] for e in failures]
+    if "detected" not in phases or "recovered" not in phases or min(e["resize"] for e in failures) <= last_id:
+        t.fail(f"the failure under the attached controller: {[(e['resize'], e['to']) for e in failures]}, "
+               f"expected detected ... recovered with an id after #{last_id}")
+    t.log(f"the job finished verified on {sizes} ranks; failure #{failures[0]['resize']}: {phases}")
+    t.check_logs("latest", err, allowed=["is gone (no connection for", "ended without leaving the job",
+                                         "the rank launcher"])
+    time.sleep(1)
+    reap()
+    t.passed(t.job_dir())
+
+
 def main():
-    t = LocalJobTest("attach", lambda p: p.add_argument("--measure", type=int, default=0))
+    t = LocalJobTest("attach", lambda p: (p.add_argument("--measure", type=int, default=0),
+                                          p.add_argument("--lost-rank", action="store_true")))
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         t.fail(f"prctl(PR_SET_CHILD_SUBREAPER): errno {ctypes.get_errno()}")
+    if t.args.lost_rank:
+        lost_rank_after_attach(t)
+        return
     if t.args.measure > 0:
         measure(t, t.args.measure)
         t.passed(t.top)
