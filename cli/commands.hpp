@@ -23,7 +23,8 @@ struct Outcome {
 /// `bellows policy check FILE...` and `bellows policy keys [--markdown]`.
 void add_policy_command(CLI::App& app, Outcome& outcome);
 
-/// `bellows run [--backend local] [--nodes MIN:MAX] [--policy FILE] -- PROGRAM ARGS...`.
+/// `bellows run [--backend local] [--nodes MIN:MAX] [--policy FILE] -- PROGRAM ARGS...` and
+/// `bellows run --attach JOB`.
 void add_run_command(CLI::App& app, Outcome& outcome);
 
 /// `bellows doctor [--json]`: can the Slurm cluster run elastic jobs, and what to fix.

@@ -103,6 +103,8 @@ int status(const std::string& job, bool json) {
                 lost_ranks.empty() ? "unknown" : lost_ranks.c_str(), failures.c_str());
   }
   if (s.contains("failures")) std::printf("  failures   %zu\n", s["failures"].size());
+  if (s.contains("attached") && !s["attached"].is_null())
+    std::printf("  controller took the job over (%s)\n", s["attached"].get<std::string>().c_str());
   std::printf("  events     %s\n", s["event_log"].get<std::string>().c_str());
   return exit_ok;
 }

@@ -41,6 +41,7 @@
 
 #include "commands.hpp"
 #include "companion_programs.hpp"
+#include "controller_process.hpp"
 #include "job_dir.hpp"
 #include "timeline.hpp"
 
@@ -69,18 +70,12 @@ struct RunOptions {
   std::string expand_strategy = "auto";  ///< slurm: auto, merge or companion
   bool verbose = false;
   bool quiet = false;
+  std::string attach;  ///< a running job to take over (--attach), instead of a program to run
   std::vector<std::string> command;
 };
 
 std::atomic<int> g_stop_signal{0};
 void on_stop_signal(int sig) { g_stop_signal.store(sig); }
-
-/// bellowsd next to this executable (installed), or in the build tree's daemon/ folder; else
-/// whatever `bellowsd` the PATH gives.
-fs::path find_bellowsd() {
-  const fs::path found = find_companion_program("bellowsd", "daemon", "BELLOWS_BELLOWSD");
-  return found.empty() ? fs::path("bellowsd") : found;
-}
 
 fs::path find_mpiexec() {
   if (const char* path = std::getenv("MPIEXEC"); path != nullptr && *path != '\0') return path;
@@ -164,27 +159,6 @@ pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
   const int rc = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
   if (rc != 0) throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
   return pid;
-}
-
-std::string progress_line(const ctl::ControllerService& service) {
-  const auto s = service.status();
-  char rate[64] = "-";
-  if (const double gflops = s.value("gflops", 0.0); gflops > 0.0)
-    std::snprintf(rate, sizeof rate, "%.1f GFLOP/s", gflops);
-  std::string last = "none";
-  if (!s["active_resize"].is_null()) {
-    const auto& a = s["active_resize"];
-    last = "#" + std::to_string(a["id"].get<int>()) + " " + a["kind"].get<std::string>() + " " +
-           std::to_string(a["count"].get<int>()) + " " + a["state"].get<std::string>();
-  } else if (!s["finished_resizes"].empty()) {
-    const auto& f = s["finished_resizes"].back();
-    last = "#" + std::to_string(f["id"].get<int>()) + " " + f["kind"].get<std::string>() + " " +
-           std::to_string(f["count"].get<int>()) + " " + f["state"].get<std::string>();
-  }
-  return "bellows: job " + s["job"].get<std::string>() + " | nodes " +
-         std::to_string(s["nodes"].size()) + " | iteration " +
-         std::to_string(s["iteration"].get<std::uint64_t>()) + " | " + rate +
-         " | last resize " + last;
 }
 
 /// A node range "MIN:MAX" from the SPANK plugin's BELLOWS_ELASTIC_MIN / BELLOWS_ELASTIC_MAX,
@@ -341,6 +315,7 @@ int run_job(RunOptions o) {
     }
   }
   std::optional<policy::Policy> policy;
+  std::string policy_text;  // kept in the job record, for a controller that takes the job over
   if (!o.policy_file.empty()) {
     auto loaded = submitted_policy ? policy::parse_policy(*submitted_policy, o.policy_file)
                                    : policy::load_policy_file(o.policy_file);
@@ -349,6 +324,12 @@ int run_job(RunOptions o) {
       return exit_bad_input;
     }
     policy = std::move(loaded.policy);
+    if (submitted_policy) {
+      policy_text = *submitted_policy;
+    } else {
+      std::ifstream file(o.policy_file);
+      policy_text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    }
   }
   std::string range_text = o.nodes;
   const char* range_source = "--nodes";
@@ -483,6 +464,7 @@ int run_job(RunOptions o) {
   options.max_nodes = static_cast<unsigned>(max_nodes);
   options.policy = policy;
   options.policy_file = o.policy_file;
+  options.policy_text = policy_text;
   options.rank_launch = rank_launch(o, job_dir, first_nodes);
   ctl::ControllerService service(options, *backend.rm, *backend.launcher, clock);
 
@@ -553,6 +535,7 @@ int run_job(RunOptions o) {
   // The job carried on without its first rank and recovered from every failure.
   const bool carried_on = first_rank_lost && g_stop_signal.load() == 0 && service.recovered_from_failures();
   const auto final_status = service.status();
+  service.note_end("its first rank " + describe_exit(status));
   service.shutdown();
 
   std::fprintf(stderr, "\n");
@@ -569,7 +552,8 @@ int run_job(RunOptions o) {
 void add_run_command(CLI::App& app, Outcome& outcome) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run = app.add_subcommand(
-      "run", "run PROGRAM as an elastic job: bellows run [OPTIONS] -- PROGRAM ARGS...");
+      "run", "run PROGRAM as an elastic job: bellows run [OPTIONS] -- PROGRAM ARGS...; or take a running "
+             "job over: bellows run --attach JOB");
   run->add_option("--backend", options->backend, "where nodes come from: local (emulated nodes on this host) or slurm (inside a "
                   "Slurm batch job: its nodes, grown and shrunk under its job id)")
       ->check(CLI::IsMember({"local", "slurm"}));
@@ -592,9 +576,31 @@ void add_run_command(CLI::App& app, Outcome& outcome) {
       ->check(CLI::IsMember({"auto", "merge", "companion"}));
   run->add_flag("--verbose", options->verbose, "daemons log every request and metrics message");
   run->add_flag("--quiet", options->quiet, "no progress line");
-  run->add_option("command", options->command, "PROGRAM and its arguments, after --")->required();
+  CLI::Option* attach = run->add_option(
+      "--attach", options->attach,
+      "take over the running job JOB (its id, latest, or its directory's absolute path) whose controller died: "
+      "its daemons come back to this process, which controls the job from then on (local backend)");
+  for (const char* other : {"--backend", "--nodes", "--policy", "--pool", "--listen", "--expand-strategy"})
+    attach->excludes(other);
+  run->add_option("command", options->command, "PROGRAM and its arguments, after --");
   run->callback([options, &outcome] {
     try {
+      if (!options->attach.empty()) {
+        if (!options->command.empty()) {
+          std::fprintf(stderr, "bellows run: --attach %s takes a running job over: it runs no PROGRAM (got %s)\n",
+                       options->attach.c_str(), options->command.front().c_str());
+          outcome.status = exit_bad_input;
+          return;
+        }
+        outcome.status = attach_job(options->attach, options->verbose, options->quiet);
+        return;
+      }
+      if (options->command.empty()) {
+        std::fprintf(stderr, "bellows run: a PROGRAM to run is required (bellows run [OPTIONS] -- PROGRAM ARGS...), "
+                             "or --attach JOB\n");
+        outcome.status = exit_bad_input;
+        return;
+      }
       outcome.status = run_job(*options);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bellows run: %s\n", e.what());

@@ -37,6 +37,11 @@ void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& 
                    r.reason.c_str(), r.detail.c_str());
       continue;
     }
+    if (r.event == controller::ResizeEvent::attached) {
+      // No resize: a controller took the running job over.
+      std::fprintf(out, "  %s  controller attached: %s: %s\n", r.time.c_str(), r.reason.c_str(), r.detail.c_str());
+      continue;
+    }
     const std::string kind = r.kind ? std::string(to_string(*r.kind)) : std::string("-");
     std::fprintf(out, "  %s  #%llu %-6s %-15s %s -> %s%s (%.3f s in %s)%s%s\n", r.time.c_str(),
                  static_cast<unsigned long long>(r.resize), kind.c_str(),

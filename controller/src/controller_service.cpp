@@ -1,6 +1,9 @@
 #include "bellows/controller/controller_service.hpp"
 
+#include "bellows/controller/takeover.hpp"
+
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/protocol/process_identity.hpp>
 #include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/security.hpp>
 
@@ -33,6 +36,7 @@ transport::LogSink controller_log() {
 ControllerService::ControllerService(ControllerOptions options, ResourceManager& rm,
                                      NodeLauncher& launcher, const Clock& clock)
     : options_(std::move(options)),
+      lock_(options_.job_dir),
       rm_(rm),
       clock_(clock),
       log_(protocol::JobDirectory{options_.job_dir}.event_log()),
@@ -56,8 +60,16 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
   transport::prepare_private_directory(options_.job_dir);
   transport::ServerOptions server_options;
   server_options.endpoint = options_.endpoint;
-  // Over tcp the daemons on other hosts prove they belong to the job by holding its key.
-  if (transport::is_tcp_endpoint(options_.endpoint)) server_options.curve = transport::generate_curve_key_pair();
+  if (options_.attach) {
+    // The daemons keep reconnecting to where the controller that died listened, with its key.
+    const transport::ControllerContact contact = transport::read_controller_contact(options_.job_dir);
+    server_options.endpoint = contact.endpoint;
+    server_options.curve = contact.curve;
+    options_.endpoint = contact.endpoint;
+  } else if (transport::is_tcp_endpoint(options_.endpoint)) {
+    // Over tcp the daemons on other hosts prove they belong to the job by holding its key.
+    server_options.curve = transport::generate_curve_key_pair();
+  }
   server_options.log = controller_log();
   transport::Handlers handlers;
   handlers.on_request = [this](const transport::Incoming& in, transport::Responder responder) {
@@ -70,11 +82,78 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
   handlers.on_peer_gone = [this](const transport::PeerId& peer) {
     post([this, peer] { on_peer_gone(peer); });
   };
+  if (options_.attach) {
+    // Before the daemons come back: what the controller that died left open is closed, and
+    // the resizes and failures from here on continue its ids.
+    const TakeoverPlan plan = plan_takeover(read_event_log(event_log_path()), options_.job,
+                                            format_utc(clock_.wall_now()), options_.attach->who);
+    for (const EventRecord& record : plan.closing) log_.write(record);
+    log_.write(plan.attached);
+    resizes_->continue_ids_after(plan.last_id);
+    job_control_.set_job_size(options_.attach->ranks);
+    awaiting_return_.insert(options_.nodes.begin(), options_.nodes.end());
+    return_deadline_ = clock_.now() + options_.attach->return_window;
+  }
   server_ = std::make_unique<transport::Server>(server_options, handlers);
   // The daemons and the `bellows` commands find the controller here, whatever the job
   // directory's length and on whichever node they run.
-  transport::publish_controller_contact(options_.job_dir, {server_->endpoint(), server_options.curve});
+  if (!options_.attach)
+    transport::publish_controller_contact(options_.job_dir, {server_->endpoint(), server_options.curve});
+  write_job_record_if_changed();
   next_tick_ = clock_.now();
+}
+
+JobRecord ControllerService::job_record() const {
+  JobRecord record;
+  record.job = options_.job;
+  record.backend = options_.backend;
+  record.nodes = resizes_->nodes();
+  record.ranks = job_control_.job_size();
+  record.min_nodes = options_.min_nodes;
+  record.max_nodes = options_.max_nodes;
+  record.policy_file = options_.policy ? options_.policy_file : std::string();
+  record.policy_text = options_.policy ? options_.policy_text : std::string();
+  record.rank_command = options_.rank_launch.command;
+  record.rank_environment = options_.rank_launch.environment;
+  record.daemon_pids = daemon_pids_;
+  static const std::string self = protocol::ProcessIdentity::self().text();  // read once, not every step
+  record.controller = self;
+  return record;
+}
+
+void ControllerService::write_job_record_if_changed() {
+  JobRecord record = job_record();
+  if (record == written_record_) return;
+  try {
+    write_job_record(protocol::JobDirectory{options_.job_dir}.job_record(), record);
+    written_record_ = std::move(record);
+  } catch (const std::exception& e) {
+    // The job goes on; only a takeover would miss the change.
+    std::fprintf(stderr, "bellows run: warning: %s\n", e.what());
+    written_record_ = std::move(record);
+  }
+}
+
+bool ControllerService::ranks_known() const {
+  return std::ranges::all_of(resizes_->nodes(), [this](const std::string& node) {
+    const auto it = node_state_.find(node);
+    return it != node_state_.end() && it->second.rank != protocol::kNoRank;
+  });
+}
+
+void ControllerService::give_up_on_missing_daemons() {
+  if (awaiting_return_.empty() || clock_.now() < return_deadline_) return;
+  const auto seconds = std::chrono::duration<double>(options_.attach->return_window).count();
+  for (const std::string& node : awaiting_return_) {
+    if (job_control_.registered(node)) continue;
+    char why[256];
+    std::snprintf(why, sizeof why, "the daemon of %s did not come back within %.1f s of the takeover",
+                  node.c_str(), seconds);
+    std::fprintf(stderr, "bellows run: warning: %s: %s counts as lost\n", why, node.c_str());
+    job_control_.daemon_not_back(node, why);
+  }
+  awaiting_return_.clear();
+  resizes_->poll();
 }
 
 ControllerService::~ControllerService() { shutdown(); }
@@ -115,13 +194,16 @@ void ControllerService::step(std::chrono::milliseconds wait) {
   }
   for (auto& item : work) item();
   resizes_->poll();
+  give_up_on_missing_daemons();
   track_finished();
   replace_lost_nodes();
-  if (engine_ && clock_.now() >= next_tick_) {
+  // A job taken over: no tick on the metrics of some nodes while the others come back.
+  if (engine_ && clock_.now() >= next_tick_ && awaiting_return_.empty()) {
     tick_policy();
     next_tick_ = clock_.now() + options_.policy->tick;
   }
   publish_job_view();
+  write_job_record_if_changed();
 }
 
 void ControllerService::publish_job_view() {
@@ -180,9 +262,14 @@ void ControllerService::on_request(const transport::Incoming& in, transport::Res
       return;
     }
     daemons_[hello->node_name] = in.peer;
+    daemon_pids_[hello->node_name] = hello->daemon_pid;
     ranks_ended_.erase(hello->node_name);  // a daemon of its own for each stay of a node
     responder.reply(protocol::Ack{protocol::AckCode::ok, "welcome " + hello->node_name});
     job_control_.daemon_registered(hello->node_name);
+    if (awaiting_return_.erase(hello->node_name) != 0) {
+      std::fprintf(stderr, "bellows run: info: the daemon of %s (pid %d) came back; %zu to come\n",
+                   hello->node_name.c_str(), static_cast<int>(hello->daemon_pid), awaiting_return_.size());
+    }
   } else if (const auto* request = std::get_if<protocol::AllocationRequest>(&message)) {
     responder.reply(on_allocation_request(node_of(in.peer), *request));
   } else if (const auto* control = std::get_if<protocol::JobControlRequest>(&message)) {
@@ -248,6 +335,8 @@ void ControllerService::on_notification(const transport::Incoming& in) {
     job_control_.resize_report(node, ack->report);
   } else if (const auto* exited = std::get_if<protocol::RankExited>(&in.envelope.message)) {
     ranks_ended_.insert(node);
+    // A job taken over learns from its first node's daemon how the job's first rank ended.
+    if (options_.attach && node == options_.nodes.front() && !first_rank_end_) first_rank_end_ = *exited;
     // A rank that ended normally (it detached) is no failure.
     if (exited->crashed()) job_control_.rank_exited(node, *exited);
   }
@@ -258,6 +347,7 @@ void ControllerService::on_peer_gone(const transport::PeerId& peer) {
     if (it->second == peer) {
       const std::string node = it->first;
       daemons_.erase(it);
+      daemon_pids_.erase(node);
       const auto state = node_state_.find(node);
       const std::int32_t rank_pid = state == node_state_.end() ? 0 : state->second.pid;
       const bool on_its_own = job_control_.registered(node);
@@ -489,6 +579,8 @@ nlohmann::json ControllerService::status() const {
   if (resizes_->degraded()) {
     s["degraded"] = {{"lost_nodes", lost_nodes}, {"lost_ranks", lost_ranks}, {"failures", open_failures}};
   }
+  // Who took the job over, when this controller did (bellows run --attach); null otherwise.
+  s["attached"] = options_.attach ? nlohmann::json(options_.attach->who) : nlohmann::json(nullptr);
   s["event_log"] = event_log_path().string();
   return s;
 }
@@ -527,6 +619,15 @@ void ControllerService::shutdown() {
   job_control_.stop_started_daemons();
   server_->stop();
   server_.reset();
+  // The job record says that the job ended: a later --attach is refused with how.
+  JobRecord record = job_record();
+  record.ended_at = format_utc(clock_.wall_now());
+  record.end = end_.empty() ? "the job ended" : end_;
+  try {
+    write_job_record(protocol::JobDirectory{options_.job_dir}.job_record(), record);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bellows run: warning: %s\n", e.what());
+  }
 }
 
 }  // namespace bellows::controller

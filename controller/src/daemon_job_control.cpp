@@ -33,6 +33,13 @@ void DaemonJobControl::daemon_gone(const std::string& node) {
   report(std::move(lost));
 }
 
+void DaemonJobControl::daemon_not_back(const std::string& node, const std::string& why) {
+  if (registered_.contains(node)) return;
+  JobReport lost{JobReportKind::node_lost, 0, node, 0, why, {}};
+  if (const auto it = node_ranks_.find(node); it != node_ranks_.end()) lost.rank = it->second;
+  report(std::move(lost));
+}
+
 void DaemonJobControl::rank_exited(const std::string& node, const protocol::RankExited& exited) {
   std::string how = exited.signal != 0 ? "killed by signal " + std::to_string(exited.signal)
                     : exited.exit_code >= 0 ? "exit status " + std::to_string(exited.exit_code)

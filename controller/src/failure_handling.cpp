@@ -55,7 +55,9 @@ bool ResizeController::degraded() const {
 void ResizeController::on_failure(const JobReport& report) {
   const bool node_lost = report.kind == JobReportKind::node_lost;
   const ResizeEvent event = node_lost ? ResizeEvent::node_lost : ResizeEvent::rank_died;
-  const std::string how = node_lost ? "the daemon of " + report.node + " went away"
+  // A node_lost report says how (a daemon that went away, or one that did not come back to a
+  // controller that took the job over).
+  const std::string how = node_lost ? (report.text.empty() ? "the daemon of " + report.node + " went away" : report.text)
                                     : "a rank on " + report.node + " died" +
                                           (report.text.empty() ? std::string() : ": " + report.text);
   // A node is lost once: its rank's death and its daemon's, or the first rank's as its daemon

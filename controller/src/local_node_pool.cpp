@@ -271,6 +271,34 @@ RmStatus LocalNodePool::release(const std::string& job, const std::vector<std::s
   return status;
 }
 
+RmStatus LocalNodePool::take_over(const std::string& job, const std::vector<std::string>& nodes) {
+  if (job.empty()) return {RmCode::bad_request, "take-over without a job id"};
+  if (nodes.empty()) return {RmCode::bad_request, "take-over of job " + job + ": no nodes listed"};
+  RmStatus status;
+  update([&](State& s, bool& changed) {
+    std::vector<std::size_t> indices;
+    for (const std::string& node : nodes) {
+      const auto index = index_of(s, node);
+      if (!index) {
+        status = {RmCode::unknown_node, "take-over of " + node + " by job " + job + ": no such node in " +
+                                            range_text(s)};
+        return;
+      }
+      if (!s.owners[*index].empty() && s.owners[*index] != job) {
+        status = {RmCode::not_owner, "take-over of " + node + " by job " + job + ": node is allocated to job " +
+                                         s.owners[*index] + " since the job's controller died"};
+        return;
+      }
+      indices.push_back(*index);
+    }
+    for (std::size_t i : indices) s.owners[i] = job;
+    if (!state_file_.empty()) s.processes[job] = protocol::ProcessIdentity::self().text();
+    status = {RmCode::ok, "job " + job + " holds " + plural(indices.size(), "node") + " again"};
+    changed = true;
+  });
+  return status;
+}
+
 std::size_t LocalNodePool::release_all(const std::string& job) {
   std::size_t released = 0;
   update([&](State& s, bool& changed) {

@@ -211,7 +211,8 @@ Outcome ResizeController::deliver(ResizeId resize, ResizeEvent event, std::strin
   input.resize = resize;
   input.event = event;
   input.detail = std::move(detail);
-  if (event == ResizeEvent::rm_granted || event == ResizeEvent::request || event == ResizeEvent::job_control) {
+  if (event == ResizeEvent::rm_granted || event == ResizeEvent::request || event == ResizeEvent::job_control ||
+      event == ResizeEvent::attached || event == ResizeEvent::controller_lost) {
     // A grant carries its nodes and comes from the resource manager; a request is an order.
     return refuse(input, std::string(to_string(event)) + " cannot be delivered from outside");
   }

@@ -58,6 +58,8 @@ struct WatchedRank {
   bool detached = false;
   /// The signal a PMIx_Job_control had the daemon send it (0: none); its end is then expected.
   int signalled = 0;
+  /// Its last report, sent again to a controller that took the job over (it learns the rank).
+  std::optional<protocol::NodeMetrics> last_report;
 };
 
 bool process_gone(pid_t pid) {
@@ -101,6 +103,11 @@ struct ControllerLink::State {
   /// stopped because none runs.
   bool said_controller_gone = false;
   bool stopped_orphaned = false;
+  /// Whether the connection to the controller was ever lost: a connection after that is to a
+  /// controller that may have taken the job over (bellows run --attach), which hears hello again.
+  bool connection_lost_once = false;
+  /// Set by the link once it is built: the state's own weak pointer, for callbacks.
+  std::weak_ptr<State> self;
 
   /// Every 100 ms: ranks whose process ended are reported (RankExited: exit code 0 after
   /// detaching, -1 without leaving the job; nothing after leaving it) and forgotten.
@@ -138,17 +145,54 @@ struct ControllerLink::State {
     }
   }
 
-  /// The controller's connection went (false) or came back (true).
+  /// The controller's connection went (false) or came back (true). ZeroMQ keeps reconnecting
+  /// while the daemon runs; a connection that comes back after a loss may be to a new
+  /// controller of the job (bellows run --attach): the daemon says hello again.
   void connection_changed(bool connected) {
-    std::lock_guard lock(mutex);
-    if (connected) {
-      if (said_controller_gone)
-        spdlog::info("the controller at {} is reachable again", options.endpoint);
-      controller_lost_since.reset();
-      said_controller_gone = false;
-    } else if (!controller_lost_since) {
-      controller_lost_since = std::chrono::steady_clock::now();
+    bool hello_again = false;
+    {
+      std::lock_guard lock(mutex);
+      if (connected) {
+        if (said_controller_gone)
+          spdlog::info("the controller at {} is reachable again", options.endpoint);
+        controller_lost_since.reset();
+        said_controller_gone = false;
+        hello_again = connection_lost_once && !stopped_orphaned;
+      } else {
+        connection_lost_once = true;
+        if (!controller_lost_since) controller_lost_since = std::chrono::steady_clock::now();
+      }
     }
+    if (hello_again) say_hello_again();
+  }
+
+  /// Registers with the controller at the job's endpoint again and, once it answered, sends it
+  /// the last report of each rank of this node, so that it knows them before their next one.
+  void say_hello_again() {
+    protocol::Hello hello{options.node_name, static_cast<std::int32_t>(::getpid()), protocol::kProtocolVersion};
+    client->request_async(hello, std::chrono::seconds(10), [weak = self](transport::RequestResult result) {
+      auto s = weak.lock();
+      if (!s) return;
+      const auto* ack = result.ok() ? std::get_if<protocol::Ack>(&result.reply) : nullptr;
+      if (ack == nullptr || ack->code != protocol::AckCode::ok) {
+        spdlog::warn("hello again to the controller at {} not taken: {}", s->options.endpoint,
+                     ack != nullptr ? ack->text : result.text);
+        return;
+      }
+      std::vector<protocol::NodeMetrics> reports;
+      {
+        std::lock_guard lock(s->mutex);
+        for (const auto& [name, rank] : s->watched) {
+          if (!rank.last_report) continue;
+          reports.push_back(*rank.last_report);
+          reports.back().metrics.steals_sent = 0;  // counted once, when first reported
+          reports.back().metrics.steals_failed = 0;
+        }
+      }
+      spdlog::info("registered again with the controller at {} ({}); {} rank report(s) sent again",
+                   s->options.endpoint, ack->text, reports.size());
+      for (const auto& report : reports) s->client->notify(report);
+    });
   }
 
   /// Once the controller is gone: says so while ranks of this node run, and stops the daemon
@@ -368,6 +412,7 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
   state_->options = std::move(options);
   state_->on_stop = std::move(on_stop);
   std::weak_ptr<State> weak = state_;
+  state_->self = weak;
 
   transport::Handlers handlers;
   handlers.on_notification = [weak](const transport::Incoming& in) {
@@ -453,7 +498,7 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
     std::vector<std::pair<pmix_status_t, Payload>> held;
     {
       std::lock_guard lock(s->mutex);
-      s->watched[to_string(proc)] = WatchedRank{pid, 0, false, false};
+      s->watched[to_string(proc)] = WatchedRank{pid, 0, false, false, 0, std::nullopt};
       s->rank_attached_once = true;
       held.swap(s->held);
     }
@@ -469,16 +514,16 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
   server.on_metrics([weak](const ReceivedMetrics& m) {
     auto s = weak.lock();
     if (!s) return;
-    std::int32_t pid = 0;
+    protocol::NodeMetrics report{s->options.node_name, m.metrics, static_cast<std::uint32_t>(m.rank), 0};
     {
       std::lock_guard lock(s->mutex);
       if (auto it = s->watched.find(to_string(m.source)); it != s->watched.end()) {
         it->second.rank = static_cast<std::uint32_t>(m.rank);
-        pid = it->second.pid;
+        report.pid = it->second.pid;
+        it->second.last_report = report;
       }
     }
-    s->client->notify(protocol::NodeMetrics{s->options.node_name, m.metrics,
-                                            static_cast<std::uint32_t>(m.rank), pid});
+    s->client->notify(report);
   });
   server.on_resize_report([weak](const ReceivedResizeReport& r) {
     auto s = weak.lock();

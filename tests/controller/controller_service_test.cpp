@@ -10,6 +10,7 @@
 #include "fake_resource_manager.hpp"
 #include "log_check.hpp"
 
+#include <bellows/controller/job_record.hpp>
 #include <bellows/protocol/job_directory.hpp>
 #include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/socket_directory.hpp>
@@ -99,7 +100,9 @@ class ControllerServiceTest : public bellows::testing::LoggedTest {
  protected:
   ControllerServiceTest() : ControllerServiceTest("") {}
   /// listen: "" for the ipc socket, else a tcp endpoint to bind ("tcp://127.0.0.1:*").
-  explicit ControllerServiceTest(const std::string& listen) {
+  /// take_over: the job's controller died (its files are in the job directory, resize 3 left
+  /// in granted) and this service takes the job over, giving its daemons 2 s to come back.
+  explicit ControllerServiceTest(const std::string& listen, bool take_over = false) {
     char pattern[] = "/tmp/bellows-service-XXXXXX";
     if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = pattern;
@@ -116,7 +119,31 @@ class ControllerServiceTest : public bellows::testing::LoggedTest {
     o.nodes = {"node0", "node1"};
     o.min_nodes = 1;
     o.max_nodes = 3;
+    if (take_over) {
+      leave_a_dead_controllers_files(o.endpoint);
+      o.endpoint = "tcp://127.0.0.1:*";  // not used: the job directory says where to listen
+      o.attach = AttachOptions{2, 2s, "the test"};
+    }
     service_ = std::make_unique<ControllerService>(o, rm_, launcher_, clock_);
+  }
+
+  /// What a controller of job 42 killed while resize 3 was granted leaves behind.
+  void leave_a_dead_controllers_files(const std::string& endpoint) {
+    const protocol::JobDirectory layout{job_dir_};
+    transport::publish_controller_contact(job_dir_, {endpoint, std::nullopt});
+    EventRecord granted;
+    granted.time = "2026-01-01T00:00:00.000Z";
+    granted.job = "42";
+    granted.resize = 3;
+    granted.kind = ResizeKind::expand;
+    granted.count = 1;
+    granted.event = ResizeEvent::rm_granted;
+    granted.from = ResizeState::requested;
+    granted.to = ResizeState::granted;
+    granted.requester = Requester::operator_;
+    granted.reason = "operator asked for +1";
+    granted.nodes = {"node2"};
+    std::ofstream(layout.event_log()) << to_json_line(granted) << "\n";
   }
 
   ~ControllerServiceTest() override {
@@ -534,6 +561,87 @@ TEST_F(ControllerServiceOverTcpTest, AJobDirectoryWithoutTheKeySaysSo) {
                   (job_dir_ / "controller.key").string() +
                   " is missing: this host does not see the job directory the controller wrote");
   }
+}
+
+/// A controller that takes job 42 over after its controller died.
+class ControllerServiceTakeoverTest : public ControllerServiceTest {
+ protected:
+  ControllerServiceTakeoverTest() : ControllerServiceTest("", true) {}
+};
+
+TEST_F(ControllerServiceTakeoverTest, ClosesWhatWasLeftOpenContinuesItsIdsAndKnowsEveryNodeAgain) {
+  const auto records = read_event_log(service_->event_log_path());
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[1].event, ResizeEvent::controller_lost);
+  EXPECT_EQ(records[1].resize, 3u);
+  EXPECT_EQ(records[1].to, ResizeState::aborted);
+  EXPECT_EQ(records[2].event, ResizeEvent::attached);
+  EXPECT_EQ(records[2].reason, "the test");
+  EXPECT_EQ(records[2].detail, "took job 42 over; resizes and failures continue from #4; closed 1 left open by "
+                               "the controller that died");
+  EXPECT_TRUE(service_->attached());
+  EXPECT_TRUE(service_->awaiting_daemons());
+
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  EXPECT_TRUE(service_->daemons_registered());
+  EXPECT_FALSE(service_->awaiting_daemons());
+  EXPECT_FALSE(service_->ranks_known()) << "no rank reported yet";
+  node0.client->notify(protocol::NodeMetrics{"node0", {}, 0, 4100});
+  node1.client->notify(protocol::NodeMetrics{"node1", {}, 1, 4101});
+  ASSERT_TRUE(run_until([&] { return service_->ranks_known(); }));
+
+  Peer& op = connect();
+  const auto s = status(op);
+  EXPECT_EQ(s["ranks"], 2) << "from the job record until the next report";
+  EXPECT_EQ(s["attached"], "the test");
+  EXPECT_EQ(s["processes"][1]["pid"], 4101);
+  EXPECT_EQ(ask(op, protocol::OperatorResize{1, ""}),
+            protocol::Message(protocol::Ack{protocol::AckCode::ok, "asked the fake resource manager for 1 node"}));
+  EXPECT_EQ(status(op)["active_resize"]["id"], 4) << "ids continue after the log's";
+
+  // The first node's daemon reports that the job's first rank ended after leaving the job.
+  EXPECT_FALSE(service_->first_rank_end().has_value());
+  node0.client->notify(protocol::RankExited{0, 4100, 0, 0});
+  ASSERT_TRUE(run_until([&] { return service_->first_rank_end().has_value(); }));
+  EXPECT_FALSE(service_->first_rank_end()->crashed());
+
+  const auto record = read_job_record(protocol::JobDirectory{job_dir_}.job_record());
+  EXPECT_EQ(record.nodes, (Lines{"node0", "node1"}));
+  EXPECT_EQ(record.daemon_pids.at("node1"), ::getpid());
+  EXPECT_EQ(record.ended_at, "");
+}
+
+TEST_F(ControllerServiceTakeoverTest, ASecondControllerOfTheJobIsRefusedNamingTheFirst) {
+  ControllerOptions o;
+  o.job = "42";
+  o.job_dir = job_dir_;
+  o.nodes = {"node0", "node1"};
+  o.attach = AttachOptions{2, 2s, "a second one"};
+  try {
+    ControllerService second(o, rm_, launcher_, clock_);
+    ADD_FAILURE() << "two controllers of one job";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "the job in " + job_dir_.string() + " has a controller already (process " +
+                                         std::to_string(::getpid()) + " holds controller.lock): one controller per job");
+  }
+  EXPECT_EQ(read_event_log(service_->event_log_path()).size(), 3u) << "the refused one wrote nothing";
+}
+
+TEST_F(ControllerServiceTakeoverTest, ADaemonThatDoesNotComeBackInTimeIsALostNode) {
+  daemon("node0");
+  clock_.advance(1s);
+  service_->step(0ms);
+  EXPECT_TRUE(service_->resizes().failures().empty()) << "within the window";
+  clock_.advance(1500ms);
+  service_->step(0ms);
+  const auto failures = service_->resizes().failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].id, 4u);
+  EXPECT_EQ(failures[0].nodes, Lines{"node1"});
+  EXPECT_EQ(failures[0].reason, "the daemon of node1 did not come back within 2.0 s of the takeover");
+  EXPECT_FALSE(service_->awaiting_daemons());
+  allow_log("did not come back within 2.0 s of the takeover: node1 counts as lost");
 }
 
 }  // namespace

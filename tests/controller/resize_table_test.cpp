@@ -196,6 +196,9 @@ class EveryTransition : public ControllerTest,
         break;
       case ResizeEvent::job_control:
         FAIL() << "job_control is no transition";
+      case ResizeEvent::attached:
+      case ResizeEvent::controller_lost:
+        FAIL() << to_string(event) << " is no transition: a controller that takes the job over writes it";
     }
   }
 };

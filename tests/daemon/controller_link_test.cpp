@@ -544,4 +544,46 @@ TEST_F(ControllerLinkTest, AControllerGoneStopsTheDaemonOnlyAfterItsRanksEnded) 
             1);
 }
 
+// A controller that takes the job over binds the same endpoint: the daemon, which kept
+// reconnecting while its rank ran, says hello again and sends the rank's last report again.
+TEST_F(ControllerLinkTest, ANewControllerAtTheEndpointHearsHelloAndTheRanksLastReportAgain) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  d::ControllerLink::Options options{endpoint(), "n7", 20s, {}, {}};
+  options.controller_loss_grace = 300ms;
+  std::atomic<bool> stopped{false};
+  d::ControllerLink link(server, options, [&](const std::string&) { stopped = true; });
+  ASSERT_TRUE(link.wait_registered(20s));
+  ChildProcess rank({BELLOWS_PROBE_PATH, "finish"}, {"BELLOWS_DAEMON_URI=" + server.uri()});
+  EXPECT_EQ(line(rank), "attached bellowsd.tool.1:0");
+  EXPECT_EQ(line(rank), "published");
+  const auto first = received(2);  // Hello, the rank's metrics
+  ASSERT_EQ(first.size(), 2u);
+  const auto* reported = std::get_if<pr::NodeMetrics>(&first[1]);
+  ASSERT_NE(reported, nullptr);
+
+  controller_.reset();
+  EXPECT_TRUE(logged_within(allow_log(
+      "bellowsd: warning: the controller at " + endpoint() + " is gone (no connection for ")));
+  start_controller();  // the new controller, where the old one listened
+  const auto again = received(2);
+  ASSERT_EQ(again.size(), 2u);
+  const auto* hello = std::get_if<pr::Hello>(&again[0]);
+  ASSERT_NE(hello, nullptr);
+  EXPECT_EQ(hello->node_name, "n7");
+  EXPECT_EQ(hello->daemon_pid, ::getpid());
+  const auto* report = std::get_if<pr::NodeMetrics>(&again[1]);
+  ASSERT_NE(report, nullptr);
+  EXPECT_EQ(report->rank, reported->rank);
+  EXPECT_EQ(report->pid, rank.pid());
+  EXPECT_EQ(report->metrics.iteration, reported->metrics.iteration);
+  EXPECT_TRUE(logged_within("bellowsd: info: registered again with the controller at " + endpoint() +
+                            " (welcome); 1 rank report(s) sent again"));
+  ASSERT_EQ(::kill(rank.pid(), SIGTERM), 0);
+  EXPECT_EQ(line(rank), "detached");
+  EXPECT_TRUE(exited_zero(rank.wait_exit(20s)));
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(stopped.load()) << "its controller is back: the daemon does not stop when its rank ends";
+}
+
 }  // namespace

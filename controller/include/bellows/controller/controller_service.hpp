@@ -14,8 +14,10 @@
 // thread only.
 
 #include "bellows/controller/clock.hpp"
+#include "bellows/controller/controller_lock.hpp"
 #include "bellows/controller/daemon_job_control.hpp"
 #include "bellows/controller/event_log.hpp"
+#include "bellows/controller/job_record.hpp"
 #include "bellows/controller/resize_controller.hpp"
 #include "bellows/controller/resource_manager.hpp"
 
@@ -40,6 +42,17 @@
 
 namespace bellows::controller {
 
+/// How a controller takes a running job over (`bellows run --attach`): the job's daemons run
+/// already, started by the controller that died; they come back to this one.
+struct AttachOptions {
+  /// The job's ranks as the job record says (status shows them until the next report).
+  unsigned ranks = 0;
+  /// A daemon that has not said hello again by then is a lost node (a failure).
+  std::chrono::milliseconds return_window{10000};
+  /// Who takes the job over, for the event log's attached line ("bellows run --attach, pid 812").
+  std::string who;
+};
+
 struct ControllerOptions {
   std::string job;                     ///< the job's id
   std::string backend = "local";       ///< for status
@@ -55,16 +68,26 @@ struct ControllerOptions {
   ResizeLimits limits = ResizeLimits::defaults();
   /// How the nodes' daemons start the job's ranks (none: the job spawns its ranks itself).
   RankLaunch rank_launch;
+  /// The policy's text as loaded, kept in the job record for a controller that takes over.
+  std::string policy_text;
+  /// Set: this controller takes the running job over. It binds the endpoint and key the job
+  /// directory names (the daemons reconnect to them by themselves), closes what the event log
+  /// left open, continues its ids and writes an `attached` line (takeover.hpp).
+  std::optional<AttachOptions> attach;
 };
 
 /// Thread safety: step(), status() and the accessors from one thread (the loop's); the
 /// transport's thread only fills the inbox.
 class ControllerService {
  public:
-  /// Binds options.endpoint (over ipc only the job owner's uid may connect), writes it to
-  /// the job directory's controller.endpoint, and opens its events.jsonl and metrics.jsonl
-  /// (one line per node report; protocol::JobDirectory). rm, launcher and clock must outlive
-  /// the service. Throws transport::TransportError or std::runtime_error naming what failed.
+  /// Locks the job directory (ControllerLock: one controller per job), binds options.endpoint
+  /// (over ipc only the job owner's uid may connect), writes it to the job directory's
+  /// controller.endpoint, opens its events.jsonl and metrics.jsonl (one line per node report;
+  /// protocol::JobDirectory) and writes its job.json (job_record.hpp), rewritten whenever the
+  /// job's nodes, ranks or daemons change. With options.attach, binds what controller.endpoint
+  /// and controller.key say instead. rm, launcher and clock must outlive the service. Throws
+  /// transport::TransportError or std::runtime_error naming what failed (a controller of the
+  /// job that still runs included).
   ControllerService(ControllerOptions options, ResourceManager& rm, NodeLauncher& launcher,
                     const Clock& clock);
   ~ControllerService();
@@ -94,6 +117,22 @@ class ControllerService {
   /// and has not reported its rank's end (RankExited). A job that lost its first rank goes
   /// on until none does.
   [[nodiscard]] bool other_ranks_running() const;
+  /// Whether this controller took the job over (options.attach).
+  [[nodiscard]] bool attached() const noexcept { return options_.attach.has_value(); }
+  /// The daemons connected and registered now.
+  [[nodiscard]] std::size_t daemons_connected() const noexcept { return daemons_.size(); }
+  /// Whether a job taken over still waits for daemons to come back (within its return window).
+  [[nodiscard]] bool awaiting_daemons() const noexcept { return !awaiting_return_.empty(); }
+  /// Whether every node's daemon reported its rank (the controller knows every node and rank).
+  [[nodiscard]] bool ranks_known() const;
+  /// A job taken over: how the rank of its first node ended, as that node's daemon reported it
+  /// (RankExited: exit code 0 when it detached, -1 when it ended without leaving the job);
+  /// std::nullopt while it runs. The first rank is no child of this process.
+  [[nodiscard]] const std::optional<protocol::RankExited>& first_rank_end() const noexcept {
+    return first_rank_end_;
+  }
+  /// How the job ended, for the job record that shutdown() writes ("exit status 0", ...).
+  void note_end(std::string how) { end_ = std::move(how); }
   /// Whether the job reported its recovery from every failure recorded (none: true).
   [[nodiscard]] bool recovered_from_failures() const { return !resizes_->degraded(); }
 
@@ -159,7 +198,14 @@ class ControllerService {
   /// it changed).
   void publish_job_view();
 
+  /// The job record as it is now; written when it differs from the last one written.
+  [[nodiscard]] JobRecord job_record() const;
+  void write_job_record_if_changed();
+  /// A job taken over: the daemons not back by the end of the return window are lost nodes.
+  void give_up_on_missing_daemons();
+
   ControllerOptions options_;
+  ControllerLock lock_;
   ResourceManager& rm_;
   const Clock& clock_;
   EventLog log_;
@@ -202,6 +248,13 @@ class ControllerService {
   };
   std::map<ResizeId, AllocationOrigin> allocation_requests_;
   std::optional<std::string> termination_requested_;
+  std::map<std::string, std::int32_t> daemon_pids_;  ///< node -> its daemon's pid (its hello)
+  JobRecord written_record_;                         ///< the job.json last written
+  std::string end_;                                  ///< how the job ended (note_end)
+  /// A job taken over: the nodes whose daemon has not said hello again, and until when it may.
+  std::set<std::string> awaiting_return_;
+  Clock::time_point return_deadline_{};
+  std::optional<protocol::RankExited> first_rank_end_;
 };
 
 }  // namespace bellows::controller

@@ -98,6 +98,15 @@ class DaemonJobControl final : public JobControl {
   /// Ranks in the job as last reported (0 before the first report).
   [[nodiscard]] unsigned job_size() const noexcept { return job_size_; }
 
+  // ---- a job taken over (bellows run --attach): its daemons run already
+  /// The job's size as the controller that died last recorded it.
+  void set_job_size(unsigned ranks) noexcept { job_size_ = ranks; }
+  /// The daemon of `node`, started by the controller that died, did not come back (say hello)
+  /// within the takeover's bound: node_lost, as a daemon that went away, with `why`.
+  void daemon_not_back(const std::string& node, const std::string& why);
+  /// The job's first node, where the resize orders go: rank 0's, as last reported.
+  [[nodiscard]] const std::string& first_node() const noexcept { return first_node_; }
+
  private:
   void report(JobReport report) { reports_.push_back(std::move(report)); }
   /// Sends to the first node's daemon; a missing one is reported as a death there.

@@ -84,6 +84,13 @@ class LocalNodePool {
   /// the node, e.g. "release of local3 by job 7: node is allocated to job 5".
   [[nodiscard]] RmStatus release(const std::string& job, const std::vector<std::string>& nodes);
 
+  /// Records this process as the holder of job `job` and the listed nodes as the job's (a
+  /// controller that takes a running job over: the nodes of a job whose process was killed
+  /// went back to the pool at the next operation). All or nothing: unknown_node for a name not
+  /// in the pool, not_owner for a node another job took meanwhile (the text names both),
+  /// bad_request for an empty job or list.
+  [[nodiscard]] RmStatus take_over(const std::string& job, const std::vector<std::string>& nodes);
+
   /// Releases every node of the job (when the job ends); returns how many.
   std::size_t release_all(const std::string& job);
 

@@ -140,6 +140,13 @@ class ResizeController {
   [[nodiscard]] bool degraded() const;
   /// Ends the failures still open when the job ends (given_up, with `why`).
   void end_failures(const std::string& why);
+  /// Numbers the resizes and failures from now on after `last` (a controller that took a
+  /// running job over continues the ids of its event log). Never numbers backwards.
+  void continue_ids_after(ResizeId last) noexcept {
+    if (last >= next_id_) next_id_ = last + 1;
+  }
+  /// The id the next resize or failure gets.
+  [[nodiscard]] ResizeId next_id() const noexcept { return next_id_; }
 
  private:
   struct Resize;

@@ -65,6 +65,9 @@ enum class ResizeEvent {
   // from a PMIx requester
   cancel_requested,      ///< the allocation request that started the resize was cancelled
   job_control,           ///< not a transition: a PMIx_Job_control, logged with who asked
+  // from a controller that takes a running job over (bellows run --attach)
+  attached,              ///< not a transition: a new controller took the job over
+  controller_lost,       ///< a resize or failure whose controller died, closed by the next one
 };
 
 /// What the controller does on a transition.

@@ -16,6 +16,9 @@
 //     joins/RESIZE/               the files the ranks of one grow trade while they join
 //                                 (runtime::JoinExchange); the job's first rank removes it
 //                                 once they joined
+//     job.json                    the job's nodes, ranks, policy and daemons now, for a
+//                                 controller that takes the job over (bellows run --attach)
+//     controller.lock             held by the job's controller: one per job
 //     events.jsonl                the event log: one line per resize transition
 //     metrics.jsonl               every node report the controller received, with its time
 //     nodes/NODE/uri              the PMIx URI of NODE's bellowsd (ranks attach to it)
@@ -41,6 +44,7 @@ struct JobDirectory {
   [[nodiscard]] std::filesystem::path join_dir(std::uint64_t resize_id) const {
     return root / "joins" / std::to_string(resize_id);
   }
+  [[nodiscard]] std::filesystem::path job_record() const { return root / "job.json"; }
   [[nodiscard]] std::filesystem::path event_log() const { return root / "events.jsonl"; }
   [[nodiscard]] std::filesystem::path metrics_log() const { return root / "metrics.jsonl"; }
   [[nodiscard]] std::filesystem::path node_dir(const std::string& node) const { return root / "nodes" / node; }

@@ -1,0 +1,238 @@
+// `bellows run --attach JOB`: a new controller takes a running job over after its controller
+// died (docs/controller.md, "Taking a job over"). It reads the job record (job.json) and the
+// event log of the job's directory, takes the job's nodes back from the local pool, binds the
+// job's endpoint again, and waits for the daemons, which keep reconnecting while their ranks
+// run, to say hello again. From then on it is the job's controller in full; the job's first
+// rank is not its child, so it learns how the job ended from the first node's daemon.
+
+#include <bellows/controller/controller_lock.hpp>
+#include <bellows/controller/controller_service.hpp>
+#include <bellows/controller/job_record.hpp>
+#include <bellows/controller/local_daemon_launcher.hpp>
+#include <bellows/controller/local_node_pool.hpp>
+#include <bellows/controller/local_resource_manager.hpp>
+#include <bellows/policy/load.hpp>
+#include <bellows/protocol/job_directory.hpp>
+#include <bellows/transport/socket_directory.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "commands.hpp"
+#include "controller_process.hpp"
+#include "job_dir.hpp"
+#include "timeline.hpp"
+
+namespace bellows::cli {
+namespace {
+
+namespace fs = std::filesystem;
+namespace ctl = bellows::controller;
+using Steady = std::chrono::steady_clock;
+
+/// How long the daemons of a job taken over have to say hello again before their nodes count
+/// as lost: their reconnection is every 0.1 s (ZeroMQ), so this bound is for a loaded host.
+constexpr std::chrono::seconds kReturnWindow{10};
+
+std::atomic<int> g_attach_stop{0};
+void on_attach_stop(int sig) { g_attach_stop.store(sig); }
+
+/// Whether process `pid` runs (it exists and is no zombie).
+bool process_runs(std::int32_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+}
+
+/// "" when job `record` may be taken over, else why not.
+std::string takeover_problem(const ctl::JobRecord& record) {
+  if (!record.ended_at.empty())
+    return "job " + record.job + " ended at " + record.ended_at + " (" + record.end + "): nothing to attach to";
+  if (record.backend != "local")
+    return "job " + record.job + " runs on the " + record.backend +
+           " backend: --attach takes over jobs of the local backend only (docs/controller.md, "
+           "\"Taking a job over\")";
+  std::string daemons;
+  bool any_runs = false;
+  for (const auto& [node, pid] : record.daemon_pids) {
+    daemons += (daemons.empty() ? "" : ", ") + node + " pid " + std::to_string(pid);
+    any_runs = any_runs || process_runs(pid);
+  }
+  if (!record.daemon_pids.empty() && !any_runs)
+    return "job " + record.job + " has ended: none of its daemons runs (" + daemons +
+           "); its controller died before it could record the end";
+  return {};
+}
+
+/// The job's ranks, each by the pid its daemon reported: SIGTERM to each (a stop signal to
+/// the controller, or a PMIx_Job_control that terminates the job, on the local backend).
+void stop_ranks(const ctl::ControllerService& service) {
+  for (const auto& process : service.status()["processes"]) {
+    if (process["pid"].is_number_integer()) ::kill(process["pid"].get<int>(), SIGTERM);
+  }
+}
+
+}  // namespace
+
+int attach_job(const std::string& job_name, bool verbose, bool quiet) {
+  const auto began = Steady::now();
+  const fs::path job_dir = find_job_dir(job_name);
+  const protocol::JobDirectory layout{job_dir};
+  std::error_code ec;
+  if (!fs::exists(layout.job_record(), ec)) {
+    std::fprintf(stderr, "bellows run: %s has no %s: no bellows run of this version controlled that job\n",
+                 job_dir.c_str(), layout.job_record().filename().c_str());
+    return exit_failed;
+  }
+  const ctl::JobRecord record = ctl::read_job_record(layout.job_record());
+  if (const std::string problem = takeover_problem(record); !problem.empty()) {
+    std::fprintf(stderr, "bellows run: %s\n", problem.c_str());
+    return exit_failed;
+  }
+  // A controller that still runs holds the lock: refused here, before anything changes.
+  { const ctl::ControllerLock probe(job_dir); }
+
+  std::optional<policy::Policy> policy;
+  if (!record.policy_text.empty()) {
+    auto loaded = policy::parse_policy(record.policy_text, record.policy_file);
+    if (!loaded.ok()) {
+      for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", policy::format(d).c_str());
+      return exit_bad_input;
+    }
+    policy = std::move(loaded.policy);
+    policy->nodes.min = static_cast<int>(record.min_nodes);
+    policy->nodes.max = static_cast<int>(record.max_nodes);
+  }
+  std::signal(SIGINT, on_attach_stop);
+  std::signal(SIGTERM, on_attach_stop);
+
+  // The nodes of a job whose controller was killed went back to the pool: the job takes them
+  // back, unless another job took one meanwhile.
+  ctl::LocalNodePool pool(local_pool_file(), record.max_nodes);
+  if (const auto taken = pool.take_over(record.job, record.nodes); !taken.ok()) {
+    std::fprintf(stderr, "bellows run: %s\n", taken.text.c_str());
+    return exit_failed;
+  }
+  struct GiveBack {
+    ctl::LocalNodePool& pool;
+    std::string job;
+    ~GiveBack() {
+      try {
+        pool.release_all(job);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bellows run: %s\n", e.what());
+      }
+    }
+  } give_back{pool, record.job};
+
+  ctl::SystemClock clock;
+  ctl::LocalResourceManager rm(pool, clock);
+  ctl::LocalDaemonLauncher launcher(ctl::LocalDaemonLauncher::Options{find_bellowsd(), job_dir, verbose});
+  // The ipc socket's directory, made again where the controller that died had it.
+  const transport::SocketDirectory sockets(record.job, job_dir);
+
+  ctl::ControllerOptions options;
+  options.job = record.job;
+  options.backend = record.backend;
+  options.job_dir = job_dir;
+  options.nodes = record.nodes;
+  options.min_nodes = record.min_nodes;
+  options.max_nodes = record.max_nodes;
+  options.policy = policy;
+  options.policy_file = record.policy_file;
+  options.policy_text = record.policy_text;
+  options.rank_launch = {record.rank_command, record.rank_environment};
+  options.attach = ctl::AttachOptions{record.ranks, kReturnWindow,
+                                      "bellows run --attach, pid " + std::to_string(::getpid())};
+  ctl::ControllerService service(options, rm, launcher, clock);
+  std::string nodes;
+  for (const auto& node : record.nodes) nodes += (nodes.empty() ? "" : ", ") + node;
+  std::fprintf(stderr, "bellows: taking job %s over (nodes %s, files in %s); waiting for its daemons\n",
+               record.job.c_str(), nodes.c_str(), job_dir.c_str());
+
+  // Every daemon back, then every rank known (their reports sent again), or the bound passed.
+  std::optional<double> daemons_back_s, ranks_known_s;
+  const auto seconds_since = [](Steady::time_point start) {
+    return std::chrono::duration<double>(Steady::now() - start).count();
+  };
+  const auto give_up = Steady::now() + kReturnWindow + std::chrono::seconds(2);
+  while (!ranks_known_s && Steady::now() < give_up && g_attach_stop.load() == 0) {
+    service.step(std::chrono::milliseconds(10));
+    if (!daemons_back_s && service.daemons_registered()) daemons_back_s = seconds_since(began);
+    if (daemons_back_s && service.ranks_known()) ranks_known_s = seconds_since(began);
+    if (!service.awaiting_daemons() && !service.daemons_registered() && service.daemons_connected() == 0) break;
+  }
+  if (service.daemons_connected() == 0) {
+    std::fprintf(stderr, "bellows run: no daemon of job %s came back within %lld s of the takeover (%s): "
+                 "has the job ended?\n", record.job.c_str(), static_cast<long long>(kReturnWindow.count()),
+                 nodes.c_str());
+    service.note_end("no daemon came back to the controller that took the job over");
+    service.shutdown();
+    return exit_failed;
+  }
+  if (ranks_known_s) {
+    std::fprintf(stderr, "bellows: took job %s over: every daemon back in %.3f s, every rank known in %.3f s\n",
+                 record.job.c_str(), *daemons_back_s, *ranks_known_s);
+  } else {
+    std::fprintf(stderr, "bellows: took job %s over; %zu of %zu daemons back, not every rank known yet\n",
+                 record.job.c_str(), service.daemons_connected(), record.nodes.size());
+  }
+
+  std::string last_line;
+  auto next_progress = Steady::now();
+  bool stopping = false;
+  // The job ends when the first node's rank ended and no other rank runs (its daemon says so),
+  // or when no daemon is left.
+  while (!(service.first_rank_end() && !service.other_ranks_running()) && service.daemons_connected() > 0) {
+    service.step(std::chrono::milliseconds(50));
+    if (const int sig = g_attach_stop.load(); sig != 0 && !stopping) {
+      std::fprintf(stderr, "bellows: signal %d: stopping the job\n", sig);
+      stop_ranks(service);
+      stopping = true;
+    } else if (const auto& why = service.termination_requested(); why && !stopping) {
+      std::fprintf(stderr, "bellows: %s: stopping the job\n", why->c_str());
+      stop_ranks(service);
+      stopping = true;
+    }
+    if (!quiet && Steady::now() >= next_progress) {
+      const std::string line = progress_line(service);
+      if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
+      last_line = line;
+      next_progress = Steady::now() + std::chrono::seconds(1);
+    }
+  }
+  for (int i = 0; i < 5; ++i) service.step(std::chrono::milliseconds(20));
+  int status = exit_failed;
+  std::string how = "every daemon of the job went away before its first rank's end was reported";
+  if (const auto& end = service.first_rank_end()) {
+    if (!end->crashed()) {
+      status = exit_ok;
+      how = "its first rank ended after leaving the job (exit status 0)";
+    } else if (service.recovered_from_failures()) {
+      status = exit_ok;
+      how = "its first rank was lost and the job recovered without it";
+    } else {
+      how = "its first rank (pid " + std::to_string(end->pid) + ") ended without leaving the job";
+    }
+  }
+  const auto final_status = service.status();
+  service.note_end(how);
+  service.shutdown();
+  std::fprintf(stderr, "\n");
+  print_timeline(stderr, ctl::read_event_log(layout.event_log()));
+  std::fprintf(stderr, "bellows: job %s ended on %zu node(s): %s; events: bellows events %s\n", record.job.c_str(),
+               final_status["nodes"].size(), how.c_str(), record.job.c_str());
+  return status;
+}
+
+}  // namespace bellows::cli

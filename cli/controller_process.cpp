@@ -1,0 +1,43 @@
+#include "controller_process.hpp"
+
+#include <cstdio>
+
+#include "companion_programs.hpp"
+
+namespace bellows::cli {
+
+std::filesystem::path find_bellowsd() {
+  const std::filesystem::path found = find_companion_program("bellowsd", "daemon", "BELLOWS_BELLOWSD");
+  return found.empty() ? std::filesystem::path("bellowsd") : found;
+}
+
+std::string progress_line(const controller::ControllerService& service) {
+  const auto s = service.status();
+  char rate[64] = "-";
+  if (const double gflops = s.value("gflops", 0.0); gflops > 0.0)
+    std::snprintf(rate, sizeof rate, "%.1f GFLOP/s", gflops);
+  // One resize as "#ID KIND COUNT STATE", built by appending (GCC 12 at -O3 warns falsely,
+  // -Wrestrict, on "#" + a temporary string).
+  const auto describe = [](const nlohmann::json& resize) {
+    std::string text = "#";
+    text += std::to_string(resize["id"].get<int>());
+    text += ' ';
+    text += resize["kind"].get<std::string>();
+    text += ' ';
+    text += std::to_string(resize["count"].get<int>());
+    text += ' ';
+    text += resize["state"].get<std::string>();
+    return text;
+  };
+  std::string last = "none";
+  if (!s["active_resize"].is_null()) {
+    last = describe(s["active_resize"]);
+  } else if (!s["finished_resizes"].empty()) {
+    last = describe(s["finished_resizes"].back());
+  }
+  return "bellows: job " + s["job"].get<std::string>() + " | nodes " + std::to_string(s["nodes"].size()) +
+         " | iteration " + std::to_string(s["iteration"].get<std::uint64_t>()) + " | " + rate + " | last resize " +
+         last;
+}
+
+}  // namespace bellows::cli

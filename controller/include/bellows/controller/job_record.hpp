@@ -1,0 +1,56 @@
+#pragma once
+// What a job's controller keeps in its job directory (JOB_DIR/job.json) so that another
+// controller can take the running job over (`bellows run --attach`, docs/controller.md,
+// "Taking a job over"): the job's nodes now, its ranks, its node range, its policy (the text,
+// not only the path), how its daemons start ranks, each daemon's pid, and whether and how the
+// job ended. The controller rewrites the file (a temporary file renamed over it) whenever one
+// of these changes, so that a controller killed at any moment leaves the last state.
+//
+// Thread safety: free functions without shared state.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bellows::controller {
+
+/// One job as its controller last wrote it.
+struct JobRecord {
+  std::string job;                       ///< the job's id
+  std::string backend;                   ///< "local" or "slurm"
+  std::vector<std::string> nodes;        ///< the job's nodes now, its first node first
+  unsigned ranks = 0;                    ///< ranks in the job as last reported (0: unknown)
+  unsigned min_nodes = 1;                ///< the node range resizes stay within
+  unsigned max_nodes = 1;
+  std::string policy_file;               ///< "" without a policy
+  std::string policy_text;               ///< the policy as it was loaded ("" without one)
+  std::vector<std::string> rank_command;      ///< how a daemon starts a rank (RankLaunch)
+  std::vector<std::string> rank_environment;  ///< NAME=VALUE
+  std::map<std::string, std::int32_t> daemon_pids;  ///< node -> its daemon's pid (its hello)
+  std::string controller;                ///< "PID START" of the controller that wrote it
+  std::string ended_at;                  ///< UTC when the job ended; "" while it runs
+  std::string end;                       ///< how it ended ("" while it runs)
+
+  bool operator==(const JobRecord&) const = default;
+};
+
+/// The record as JSON text (one object, pretty-printed, ending in a newline).
+[[nodiscard]] std::string to_json_text(const JobRecord& record);
+
+/// Parses what to_json_text() wrote. Throws std::runtime_error naming `source` and the field
+/// that is wrong, e.g. "JOB_DIR/job.json: field 'nodes': expected a non-empty list of node
+/// names, got []".
+[[nodiscard]] JobRecord parse_job_record(std::string_view text, const std::string& source);
+
+/// Writes the record to `path` through `path`.tmp renamed over it (mode 0600). Throws
+/// std::runtime_error naming the file and the system's reason.
+void write_job_record(const std::filesystem::path& path, const JobRecord& record);
+
+/// Reads and parses `path`. Throws std::runtime_error naming the file when it is missing,
+/// unreadable or not a job record.
+[[nodiscard]] JobRecord read_job_record(const std::filesystem::path& path);
+
+}  // namespace bellows::controller

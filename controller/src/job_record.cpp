@@ -1,0 +1,149 @@
+#include "bellows/controller/job_record.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace bellows::controller {
+
+using nlohmann::json;
+
+std::string to_json_text(const JobRecord& r) {
+  json j{{"job", r.job},
+         {"backend", r.backend},
+         {"nodes", r.nodes},
+         {"ranks", r.ranks},
+         {"node_range", {r.min_nodes, r.max_nodes}},
+         {"policy_file", r.policy_file},
+         {"policy_text", r.policy_text},
+         {"rank_command", r.rank_command},
+         {"rank_environment", r.rank_environment},
+         {"daemon_pids", r.daemon_pids},
+         {"controller", r.controller},
+         {"ended_at", r.ended_at},
+         {"end", r.end}};
+  return j.dump(1) + "\n";
+}
+
+namespace {
+
+/// Reads the fields of the record, naming the source and the field in every error.
+class RecordReader {
+ public:
+  RecordReader(const json& object, const std::string& source) : object_(object), source_(source) {}
+
+  const json& field(const char* key) const {
+    const auto it = object_.find(key);
+    if (it == object_.end()) fail(key, "missing");
+    return *it;
+  }
+  std::string string(const char* key) const {
+    const json& value = field(key);
+    if (!value.is_string()) fail(key, "expected a string, got " + value.dump());
+    return value.get<std::string>();
+  }
+  unsigned count(const char* key) const {
+    const json& value = field(key);
+    if (!value.is_number_unsigned() || value.get<std::uint64_t>() > 1'000'000)
+      fail(key, "expected a count, got " + value.dump());
+    return value.get<unsigned>();
+  }
+  std::vector<std::string> strings(const char* key) const {
+    const json& value = field(key);
+    if (!value.is_array()) fail(key, "expected a list of strings, got " + value.dump());
+    std::vector<std::string> out;
+    for (const json& item : value) {
+      if (!item.is_string()) fail(key, "expected a list of strings, got " + value.dump());
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+  [[noreturn]] void fail(const char* key, const std::string& what) const {
+    throw std::runtime_error(source_ + ": field '" + key + "': " + what);
+  }
+
+ private:
+  const json& object_;
+  const std::string& source_;
+};
+
+}  // namespace
+
+JobRecord parse_job_record(std::string_view text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(source + ": not JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw std::runtime_error(source + ": expected a JSON object, got " + j.dump());
+  const RecordReader read(j, source);
+  JobRecord r;
+  r.job = read.string("job");
+  if (r.job.empty()) read.fail("job", "expected the job's id, got \"\"");
+  r.backend = read.string("backend");
+  if (r.backend != "local" && r.backend != "slurm") read.fail("backend", "expected local or slurm, got \"" + r.backend + "\"");
+  r.nodes = read.strings("nodes");
+  if (r.nodes.empty()) read.fail("nodes", "expected a non-empty list of node names, got []");
+  r.ranks = read.count("ranks");
+  const json& range = read.field("node_range");
+  if (!range.is_array() || range.size() != 2 || !range[0].is_number_unsigned() || !range[1].is_number_unsigned() ||
+      range[0].get<unsigned>() < 1 || range[0].get<unsigned>() > range[1].get<unsigned>())
+    read.fail("node_range", "expected [MIN, MAX] with 1 <= MIN <= MAX, got " + range.dump());
+  r.min_nodes = range[0].get<unsigned>();
+  r.max_nodes = range[1].get<unsigned>();
+  r.policy_file = read.string("policy_file");
+  r.policy_text = read.string("policy_text");
+  r.rank_command = read.strings("rank_command");
+  r.rank_environment = read.strings("rank_environment");
+  const json& pids = read.field("daemon_pids");
+  if (!pids.is_object()) read.fail("daemon_pids", "expected an object of node: pid, got " + pids.dump());
+  for (const auto& [node, pid] : pids.items()) {
+    if (!pid.is_number_integer() || pid.get<std::int64_t>() <= 0 || pid.get<std::int64_t>() > INT32_MAX)
+      read.fail("daemon_pids", "expected a process id for " + node + ", got " + pid.dump());
+    r.daemon_pids[node] = pid.get<std::int32_t>();
+  }
+  r.controller = read.string("controller");
+  r.ended_at = read.string("ended_at");
+  r.end = read.string("end");
+  return r;
+}
+
+void write_job_record(const std::filesystem::path& path, const JobRecord& record) {
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  const std::string text = to_json_text(record);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot write " + temporary.string() + ": " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw std::runtime_error("cannot write " + temporary.string() + ": " + std::strerror(error));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot rename " + temporary.string() + " to " + path.string() + ": " +
+                             std::strerror(errno));
+}
+
+JobRecord read_job_record(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path.string() + ": " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_job_record(text.str(), path.string());
+}
+
+}  // namespace bellows::controller

@@ -1,0 +1,230 @@
+// What a controller that takes a running job over reads and decides, without processes: the
+// takeover plan from an event log (what was left open is closed, ids continue), the job record
+// (round trip, every refusal naming the file and the field), the local pool giving a killed
+// job's nodes back to the job, and the lock that allows one controller per job.
+
+#include "bellows/controller/controller_lock.hpp"
+#include "bellows/controller/job_record.hpp"
+#include "bellows/controller/local_node_pool.hpp"
+#include "bellows/controller/takeover.hpp"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bellows::controller {
+namespace {
+
+using Nodes = std::vector<std::string>;
+
+EventRecord line(ResizeId id, std::optional<ResizeKind> kind, ResizeEvent event, ResizeState from, ResizeState to,
+                 bool refused = false) {
+  EventRecord r;
+  r.time = "2026-01-01T00:00:00.000Z";
+  r.job = "local-7";
+  r.resize = id;
+  r.kind = kind;
+  r.count = 1;
+  r.event = event;
+  r.from = from;
+  r.to = to;
+  r.requester = Requester::operator_;
+  r.reason = "operator asked for +1";
+  r.nodes = {"local2"};
+  r.refused = refused;
+  return r;
+}
+
+TEST(Takeover, ALogWithEverythingFinishedIsContinuedAfterItsHighestId) {
+  const std::vector<EventRecord> log = {
+      line(1, ResizeKind::expand, ResizeEvent::request, ResizeState::none, ResizeState::requested),
+      line(1, ResizeKind::expand, ResizeEvent::rm_denied, ResizeState::requested, ResizeState::aborted),
+      line(2, ResizeKind::failure, ResizeEvent::rank_died, ResizeState::none, ResizeState::detected),
+      line(2, ResizeKind::failure, ResizeEvent::job_recovered, ResizeState::agreed, ResizeState::recovered),
+  };
+  const TakeoverPlan plan = plan_takeover(log, "local-7", "2026-01-01T00:01:00.000Z", "bellows run --attach, pid 9");
+  EXPECT_EQ(plan.last_id, 2u);
+  EXPECT_TRUE(plan.closing.empty());
+  EXPECT_EQ(plan.attached.event, ResizeEvent::attached);
+  EXPECT_EQ(plan.attached.resize, 0u);
+  EXPECT_EQ(plan.attached.time, "2026-01-01T00:01:00.000Z");
+  EXPECT_EQ(plan.attached.reason, "bellows run --attach, pid 9");
+  EXPECT_EQ(plan.attached.detail, "took job local-7 over; resizes and failures continue from #3");
+}
+
+TEST(Takeover, AResizeAndAFailureLeftOpenAreClosedByName) {
+  const std::vector<EventRecord> log = {
+      line(3, ResizeKind::expand, ResizeEvent::request, ResizeState::none, ResizeState::requested),
+      line(3, ResizeKind::expand, ResizeEvent::rm_granted, ResizeState::requested, ResizeState::granted),
+      // a refused event changes nothing: #3 stays granted
+      line(3, ResizeKind::expand, ResizeEvent::drain_done, ResizeState::granted, ResizeState::granted, true),
+      line(4, ResizeKind::failure, ResizeEvent::node_lost, ResizeState::none, ResizeState::detected),
+  };
+  const TakeoverPlan plan = plan_takeover(log, "local-7", "T", "W");
+  EXPECT_EQ(plan.last_id, 4u);
+  ASSERT_EQ(plan.closing.size(), 2u);
+  const EventRecord& resize = plan.closing[0];
+  EXPECT_EQ(resize.resize, 3u);
+  EXPECT_EQ(resize.kind, ResizeKind::expand);
+  EXPECT_EQ(resize.event, ResizeEvent::controller_lost);
+  EXPECT_EQ(resize.from, ResizeState::granted);
+  EXPECT_EQ(resize.to, ResizeState::aborted);
+  EXPECT_EQ(resize.nodes, Nodes{"local2"});
+  EXPECT_EQ(resize.reason, "operator asked for +1");
+  EXPECT_EQ(resize.detail, "the controller that ran it died in state granted; closed by the controller that took "
+                           "the job over (W): the job keeps the nodes it holds");
+  const EventRecord& failure = plan.closing[1];
+  EXPECT_EQ(failure.resize, 4u);
+  EXPECT_EQ(failure.from, ResizeState::detected);
+  EXPECT_EQ(failure.to, ResizeState::given_up);
+  EXPECT_EQ(failure.detail, "the controller that ran it died in state detected; closed by the controller that took "
+                            "the job over (W): its recovery is no longer followed");
+  EXPECT_EQ(plan.attached.detail, "took job local-7 over; resizes and failures continue from #5; closed 2 left open "
+                                  "by the controller that died");
+}
+
+TEST(Takeover, LinesOfAnotherJobAndReportsOfNoResizeAreIgnored) {
+  auto other = line(9, ResizeKind::expand, ResizeEvent::request, ResizeState::none, ResizeState::requested);
+  other.job = "local-8";
+  auto control = line(0, std::nullopt, ResizeEvent::job_control, ResizeState::none, ResizeState::none);
+  const TakeoverPlan plan = plan_takeover({other, control}, "local-7", "T", "W");
+  EXPECT_EQ(plan.last_id, 0u);
+  EXPECT_TRUE(plan.closing.empty());
+  EXPECT_EQ(plan.attached.detail, "took job local-7 over; resizes and failures continue from #1");
+}
+
+TEST(Takeover, TheNewEventsHaveNamesInTheLog) {
+  EXPECT_EQ(to_string(ResizeEvent::attached), "attached");
+  EXPECT_EQ(to_string(ResizeEvent::controller_lost), "controller_lost");
+  EXPECT_EQ(parse_resize_event("controller_lost"), ResizeEvent::controller_lost);
+  const auto attached = line(0, std::nullopt, ResizeEvent::attached, ResizeState::none, ResizeState::none);
+  EXPECT_EQ(parse_event_line(to_json_line(attached), 1), attached);
+}
+
+JobRecord sample_record() {
+  JobRecord r;
+  r.job = "local-7";
+  r.backend = "local";
+  r.nodes = {"local0", "local1"};
+  r.ranks = 2;
+  r.min_nodes = 2;
+  r.max_nodes = 3;
+  r.policy_file = "/p/grow.yaml";
+  r.policy_text = "nodes: {min: 2, max: 3}\n";
+  r.rank_command = {"mpiexec", "-n", "1", "gemm"};
+  r.rank_environment = {"BELLOWS_JOIN=port"};
+  r.daemon_pids = {{"local0", 100}, {"local1", 101}};
+  r.controller = "99 12345";
+  return r;
+}
+
+TEST(JobRecord, RoundTripsThroughItsJsonText) {
+  const JobRecord r = sample_record();
+  EXPECT_EQ(parse_job_record(to_json_text(r), "job.json"), r);
+}
+
+TEST(JobRecord, RefusalsNameTheSourceAndTheField) {
+  const auto refusal = [](const std::string& text) {
+    try {
+      (void)parse_job_record(text, "/j/job.json");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  std::string text = to_json_text(sample_record());
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string changed = text;
+    const auto at = changed.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return changed.replace(at, from.size(), to);
+  };
+  EXPECT_EQ(refusal("[1]"), "/j/job.json: expected a JSON object, got [1]");
+  EXPECT_EQ(refusal("{\"job\": \"x\"}"), "/j/job.json: field 'backend': missing");
+  EXPECT_EQ(refusal(with("\"backend\": \"local\"", "\"backend\": \"lsf\"")),
+            "/j/job.json: field 'backend': expected local or slurm, got \"lsf\"");
+  EXPECT_EQ(refusal(with("\"ranks\": 2", "\"ranks\": -2")), "/j/job.json: field 'ranks': expected a count, got -2");
+  EXPECT_EQ(refusal(with("\"local1\": 101", "\"local1\": 0")),
+            "/j/job.json: field 'daemon_pids': expected a process id for local1, got 0");
+  EXPECT_TRUE(refusal("{").starts_with("/j/job.json: not JSON ("));
+  JobRecord no_nodes = sample_record();
+  no_nodes.nodes.clear();
+  EXPECT_EQ(refusal(to_json_text(no_nodes)),
+            "/j/job.json: field 'nodes': expected a non-empty list of node names, got []");
+  JobRecord bad_range = sample_record();
+  bad_range.min_nodes = 4;
+  EXPECT_EQ(refusal(to_json_text(bad_range)),
+            "/j/job.json: field 'node_range': expected [MIN, MAX] with 1 <= MIN <= MAX, got [4,3]");
+}
+
+class TakeoverFiles : public ::testing::Test {
+ protected:
+  TakeoverFiles() {
+    char pattern[] = "/tmp/bellows-takeover-XXXXXX";
+    if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = pattern;
+  }
+  ~TakeoverFiles() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(TakeoverFiles, AJobRecordIsWrittenWholeAndReadBack) {
+  const auto path = dir_ / "job.json";
+  write_job_record(path, sample_record());
+  EXPECT_EQ(read_job_record(path), sample_record());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "job.json.tmp"));
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  try {
+    (void)read_job_record(dir_ / "none.json");
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot read " + (dir_ / "none.json").string() + ": No such file or directory");
+  }
+}
+
+TEST_F(TakeoverFiles, OneControllerPerJobDirectory) {
+  std::optional<ControllerLock> first(std::in_place, dir_);
+  try {
+    ControllerLock second(dir_);
+    FAIL() << "a second controller of the job was let in";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "the job in " + dir_.string() + " has a controller already (process " +
+                                         std::to_string(::getpid()) + " holds controller.lock): one controller per job");
+  }
+  first.reset();  // the controller ends (or is killed): the next one may take the job
+  EXPECT_NO_THROW({ ControllerLock third(dir_); });
+}
+
+TEST(LocalNodePoolTakeOver, AKilledJobsNodesGoBackToTheJob) {
+  LocalNodePool pool(4);
+  ASSERT_TRUE(pool.allocate("other", 1).status.ok());  // local0
+  const RmStatus taken = pool.take_over("local-7", {"local1", "local2"});
+  EXPECT_EQ(taken.code, RmCode::ok) << taken.text;
+  EXPECT_EQ(taken.text, "job local-7 holds 2 nodes again");
+  EXPECT_EQ(pool.nodes_of("local-7"), (Nodes{"local1", "local2"}));
+  EXPECT_EQ(pool.take_over("local-7", {"local1"}).code, RmCode::ok) << "its own nodes again: no change";
+}
+
+TEST(LocalNodePoolTakeOver, ANodeAnotherJobTookMeanwhileRefusesTheWholeTakeOver) {
+  LocalNodePool pool(4);
+  ASSERT_TRUE(pool.allocate("other", 2).status.ok());  // local0, local1
+  const RmStatus taken = pool.take_over("local-7", {"local2", "local1"});
+  EXPECT_EQ(taken.code, RmCode::not_owner);
+  EXPECT_EQ(taken.text, "take-over of local1 by job local-7: node is allocated to job other since the job's "
+                        "controller died");
+  EXPECT_TRUE(pool.nodes_of("local-7").empty()) << "all or nothing";
+  EXPECT_EQ(pool.take_over("local-7", {"local9"}).text, "take-over of local9 by job local-7: no such node in "
+                                                        "local0..local3");
+  EXPECT_EQ(pool.take_over("local-7", {}).code, RmCode::bad_request);
+}
+
+}  // namespace
+}  // namespace bellows::controller
