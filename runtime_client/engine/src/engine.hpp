@@ -30,6 +30,7 @@
 #include "bellows/runtime/task.hpp"
 #include "buddy_checkpoints.hpp"
 #include "device.hpp"
+#include "message_log.hpp"
 #include "peer_watch.hpp"
 #include "trace.hpp"
 
@@ -74,8 +75,17 @@ class Engine final : public DeviceOwner {
   [[nodiscard]] BuddyCheckpoints& checkpoints() noexcept { return *checkpoints_; }
   [[nodiscard]] const BuddyCheckpoints& checkpoints() const noexcept { return *checkpoints_; }
   void restore_checkpoint(long iteration, std::span<const CheckpointSource> sources);
+  /// Team-based message logging (RuntimeOptions::message_log): the teams and this rank's log.
+  [[nodiscard]] MessageLog& message_log() noexcept { return message_log_; }
+  [[nodiscard]] const MessageLog& message_log() const noexcept { return message_log_; }
 
   // ---- called from devices and the communication thread (thread-safe) ----
+
+  /// The communication thread served collection tile `index` to `peer`: logged when the
+  /// peer is of another team (RuntimeOptions::message_log).
+  void collection_tile_served(const TileIndex& index, int peer, const TilePtr& tile) {
+    if (options_.message_log.enabled) message_log_.collection_tile_sent(iteration_, index, peer, tile);
+  }
 
   /// The rank that runs `key`: its pinned placement if it has one (see pin_new_placements),
   /// else the fixed mapping of its class.
@@ -238,6 +248,9 @@ class Engine final : public DeviceOwner {
   /// new node stays there, so its predecessors send straight to it, and it is not migrated
   /// again).
   void pin_new_placements();
+  /// After an iteration's reductions, with message logging on: releases what the checkpoint
+  /// completed makes needless, puts the log's statistics in `report` and the trace.
+  void log_iteration_ended(IterationReport& report);
   /// Collective after an expand: rank 0's mapping state (which ranks are new, each
   /// collection's placement, the pinned tasks) reaches the new ranks.
   void share_mapping_state();
@@ -348,6 +361,7 @@ class Engine final : public DeviceOwner {
   std::uint64_t tasks_dropped_ = 0;  ///< tasks queued or pending when it was abandoned
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<BuddyCheckpoints> checkpoints_;
+  MessageLog message_log_;
 
   mutable std::mutex mutex_;  // guards pending_ and cache_
   std::unordered_map<TaskKey, PendingTask> pending_;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "comm_engine.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
@@ -174,6 +176,7 @@ IterationReport Engine::run_iteration() {
   const double slowest_checkpoint = sums->all[4];
   checkpoints_->iteration_ended(report.seconds, slowest_checkpoint);
   report.local.checkpoint = checkpoints_->take_stats();
+  if (options_.message_log.enabled) log_iteration_ended(report);
   {
     std::lock_guard lock(cost_mutex_);
     compute_share_ = compute_share;
@@ -204,6 +207,28 @@ IterationReport Engine::run_iteration() {
     stolen_this_iteration_.clear();
   }
   return report;
+}
+
+void Engine::log_iteration_ended(IterationReport& report) {
+  // The checkpoint taken at this iteration's start is now complete everywhere.
+  if (const auto checkpoint = checkpoints_->last_complete()) {
+    message_log_.release_through(*checkpoint);
+  }
+  report.local.message_log = message_log_.take_iteration_stats();
+  if (!options_.trace_path.empty()) {
+    const auto& log = report.local.message_log;
+    const nlohmann::json line{
+        {"event", "message_log"},
+        {"rank", rank_},
+        {"iteration", iteration_},
+        {"team", message_log_.rank_team()[static_cast<std::size_t>(rank_)]},
+        {"messages_logged", log.messages_logged},
+        {"bytes_logged", log.bytes_logged},
+        {"determinants_logged", log.determinants_logged},
+        {"entries_held", log.entries_held},
+        {"bytes_held", log.bytes_held}};
+    (void)Trace::append(options_.trace_path, rank_, line.dump() + "\n");
+  }
 }
 
 void Engine::pin_new_placements() {

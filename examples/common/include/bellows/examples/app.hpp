@@ -43,6 +43,7 @@ struct AppOptions {
   runtime::OffloadOptions offload;  ///< --offload on|off, --offload-min-*
   runtime::EmulatedSlowdown slowdown;  ///< --slow-rank, --slow-from, --slow-factor
   runtime::CheckpointOptions checkpoint;  ///< --checkpoint on|off, --checkpoint-mtbf, --checkpoint-every
+  runtime::MessageLogOptions message_log;  ///< --message-log on|off, --team-size, --teams, --steal-across-teams
   bool same_host_transport = true;  ///< --same-host on|off
   bool cuda_pinned_tiles = true;    ///< --cuda-pinned on|off
   int cuda_cache_mib = 2048;        ///< --cuda-cache-mib (RuntimeOptions::cuda_tile_cache_bytes)
