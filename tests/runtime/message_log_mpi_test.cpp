@@ -1,7 +1,9 @@
 // Team-based message logging (RuntimeOptions::message_log) under mpiexec -n 3..4, on a GEMM
 // whose ranks name nodes of their own: every tile a rank sends to a rank of another team is
 // logged and every tile sent within its team is not (the two add up to the bytes it sent), the
-// bytes logged are exactly what message_cut() predicts from the task graph, a complete
+// bytes logged are exactly what message_cut() predicts from the task graph, TeamLB applied
+// between iterations moves Cholesky's tiles inside the teams it picks and the next iteration
+// logs what its plan predicts, with L bit-identical, a complete
 // checkpoint releases the iterations up to its boundary, the result is bit-identical to a run
 // without logging, the trace carries a line per rank and iteration, and logging without
 // checkpoints is refused.
@@ -19,6 +21,7 @@
 #include "bellows/examples/app.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/teams.hpp"
+#include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
 #include "mpi_test_support.hpp"
 
@@ -87,6 +90,36 @@ struct Gemm {
       }
     }
     return out;
+  }
+};
+
+/// A Cholesky A = L * L^T over 8 x 8 tiles on the CPU, checkpoints every iteration, message
+/// logging by `log` (enabled unless `log_on` is false), each rank on a node of its own.
+struct Cholesky {
+  static constexpr int kOrder = 768;
+  br::TiledMatrix a, l;
+  std::unique_ptr<br::Runtime> runtime;
+
+  Cholesky(br::MessageLogOptions log, bool log_on)
+      : a(0, kOrder, kOrder, kTile, br::BlockCyclic2D::square_for(bt::world_size()),
+          bt::world_rank(), lower()),
+        l(1, kOrder, kOrder, kTile, br::BlockCyclic2D::square_for(bt::world_size()),
+          bt::world_rank(), lower()) {
+    be::fill_spd(a, kSeed);
+    br::RuntimeOptions options;
+    options.comm_max_sleep_us = 100;
+    options.checkpoint.enabled = true;
+    options.checkpoint.every_iterations = 1;
+    options.checkpoint.node = "node" + std::to_string(bt::world_rank());
+    log.enabled = log_on;
+    options.message_log = log;
+    runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
+    runtime->add_collection(a);
+    runtime->add_collection(l);
+    for (auto& cls : be::make_cholesky_tasks(a, l)) runtime->add_task_class(std::move(cls));
+  }
+  static br::TiledMatrix::TileFilter lower() {
+    return [](int m, int n) { return m >= n; };
   }
 };
 
@@ -218,6 +251,57 @@ TEST_F(MpiTest, TheTraceHasALinePerRankAndIteration) {
     }
     EXPECT_EQ(lines, 2 * bt::world_size());
     std::remove(path.c_str());
+  }
+}
+
+TEST_F(MpiTest, TeamLBBetweenIterationsMovesTilesInsideTeamsAndLogsWhatItPredicts) {
+  const int size = bt::world_size(), rank = bt::world_rank();
+  br::MessageLogOptions log = teams_of(2);
+  log.plan_teams = true;
+  Cholesky planned(log, true);
+  Cholesky plain(teams_of(2), false);
+
+  const auto first = planned.runtime->run_iteration();
+  ASSERT_TRUE(first.completed());
+  EXPECT_FALSE(planned.runtime->teams_applied().has_value()) << "nothing measured before";
+  EXPECT_EQ(planned.runtime->teams(), br::consecutive_teams(size, 2));
+
+  const auto second = planned.runtime->run_iteration();
+  ASSERT_TRUE(second.completed());
+  const auto applied = planned.runtime->teams_applied();
+  ASSERT_TRUE(applied.has_value());
+  EXPECT_EQ(applied->before_iteration, 2);
+  EXPECT_EQ(planned.runtime->teams(), applied->rank_team);
+  ASSERT_EQ(applied->predicted_logged_bytes.size(), static_cast<std::size_t>(size));
+  EXPECT_EQ(static_cast<double>(second.local.message_log.bytes_logged),
+            applied->predicted_logged_bytes[static_cast<std::size_t>(rank)])
+      << "the log of the first iteration under the plan is the plan's prediction";
+  EXPECT_EQ(second.local.message_log.bytes_logged + second.local.message_log.bytes_in_team,
+            second.local.bytes_sent);
+  EXPECT_EQ(second.local.checkpoint.checkpoints, 1U) << "a fresh checkpoint under the new teams";
+  EXPECT_LE(applied->imbalance_after, applied->imbalance_before);
+  // Tiles moved only between ranks of one team.
+  for (int m = 0; m < planned.l.tile_rows(); ++m) {
+    for (int n = 0; n <= m; ++n) {
+      const int before = br::BlockCyclic2D::square_for(size).owner(m, n);
+      const int after = planned.l.owner(m, n);
+      EXPECT_EQ(applied->rank_team[static_cast<std::size_t>(before)],
+                applied->rank_team[static_cast<std::size_t>(after)])
+          << "tile (" << m << "," << n << ") left its team";
+    }
+  }
+  if (size == 4) {
+    EXPECT_GT(applied->tiles_moved, 0U) << "Cholesky's block-cyclic loads differ";
+  }
+  ASSERT_TRUE(planned.runtime->run_iteration().completed());
+
+  for (int it = 0; it < 3; ++it) ASSERT_TRUE(plain.runtime->run_iteration().completed());
+  const auto expected = plain.l.gather_to_root(MPI_COMM_WORLD);
+  const auto got = planned.l.gather_to_root(MPI_COMM_WORLD);
+  if (rank == 0) {
+    ASSERT_EQ(expected.size(), got.size());
+    EXPECT_EQ(std::memcmp(expected.data(), got.data(), expected.size() * sizeof(double)), 0)
+        << "L is bit-identical with the tiles moved";
   }
 }
 

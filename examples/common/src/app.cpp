@@ -48,6 +48,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string message_log = "off";
   std::string teams;
   std::string steal_across_teams = "off";
+  std::string team_plan = "off";
   std::string same_host = "on";
   std::string cuda_pinned = "on";
   std::string rebalance = "on";
@@ -134,6 +135,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "ranks per team, consecutive ranks together (default 0: one team of every rank)");
   cli.add_option("--teams", teams,
                  "the team of each rank instead, comma-separated (e.g. a TeamLB plan: 0,1,0,1)");
+  cli.add_option("--team-plan", team_plan,
+                 "TeamLB after the first iteration: teams of --team-size ranks and the tiles' "
+                 "places in them chosen from the task graph and the measured speeds (on or off)");
   cli.add_option("--steal-across-teams", steal_across_teams,
                  "stealing may cross teams, each task given logged as a determinant (on or off; "
                  "default off: stealing stays inside teams)");
@@ -242,6 +246,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--steal-across-teams must be on or off, got '" + steal_across_teams + "'");
   }
   o.message_log.steal_across_teams = steal_across_teams == "on";
+  if (team_plan != "on" && team_plan != "off") {
+    return fail("--team-plan must be on or off, got '" + team_plan + "'");
+  }
+  o.message_log.plan_teams = team_plan == "on";
   if (!teams.empty()) {
     std::size_t start = 0;
     while (start <= teams.size()) {
@@ -415,6 +423,20 @@ IterationResult iteration_result(const runtime::IterationReport& report, double 
           report.mean_compute_share};
 }
 
+nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
+  nlohmann::json extra = nlohmann::json::object();
+  if (const auto applied = runtime.teams_applied()) {
+    extra["team_plan"] = {{"before_iteration", applied->before_iteration},
+                          {"rank_team", applied->rank_team},
+                          {"tiles_moved", applied->tiles_moved},
+                          {"predicted_cut", applied->predicted_cut},
+                          {"predicted_logged_bytes", applied->predicted_logged_bytes},
+                          {"imbalance_before", applied->imbalance_before},
+                          {"imbalance_after", applied->imbalance_after}};
+  }
+  return extra;
+}
+
 void print_report(const std::string& app, const AppOptions& options, int ranks,
                   const std::vector<IterationResult>& iterations,
                   const std::optional<bool>& verified, double residual,
@@ -499,6 +521,7 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   j["message_log"]["enabled"] = options.message_log.enabled;
   j["message_log"]["team_size"] = options.message_log.team_size;
   j["message_log"]["teams"] = options.message_log.rank_team;
+  j["message_log"]["team_plan"] = options.message_log.plan_teams;
   for (const auto& [key, value] : extra.items()) j[key] = value;
 
   if (!options.quiet) {

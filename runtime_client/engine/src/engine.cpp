@@ -145,6 +145,8 @@ void Engine::use_communicator(MPI_Comm duplicate) {
   if (options_.message_log.enabled) {
     message_log_.attach(resolve_teams(options_.message_log, size_), rank_);
   }
+  iterations_since_attach_ = 0;
+  teams_planned_ = false;
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
                                               options_.same_host_transport);
   // The trace and the statistics name this rank by its number in the new communicator.

@@ -78,6 +78,7 @@ class Engine final : public DeviceOwner {
   /// Team-based message logging (RuntimeOptions::message_log): the teams and this rank's log.
   [[nodiscard]] MessageLog& message_log() noexcept { return message_log_; }
   [[nodiscard]] const MessageLog& message_log() const noexcept { return message_log_; }
+  [[nodiscard]] std::optional<TeamsApplied> teams_applied() const { return teams_applied_; }
 
   // ---- called from devices and the communication thread (thread-safe) ----
 
@@ -251,6 +252,11 @@ class Engine final : public DeviceOwner {
   /// After an iteration's reductions, with message logging on: releases what the checkpoint
   /// completed makes needless, puts the log's statistics in `report` and the trace.
   void log_iteration_ended(IterationReport& report);
+  /// MessageLogOptions::plan_teams, collective between iterations (engine_teams.cpp): every
+  /// rank's measured seconds per flop go to the first rank, which calls plan_teams() over
+  /// the task graph and broadcasts the teams and tile moves; every rank then takes the new
+  /// teams, queues the moves (pending_moves_) and starts its checkpoints afresh.
+  void plan_teams_between_iterations();
   /// Collective after an expand: rank 0's mapping state (which ranks are new, each
   /// collection's placement, the pinned tasks) reaches the new ranks.
   void share_mapping_state();
@@ -362,6 +368,11 @@ class Engine final : public DeviceOwner {
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<BuddyCheckpoints> checkpoints_;
   MessageLog message_log_;
+  /// MessageLogOptions::plan_teams: iterations completed since the communicator was attached
+  /// (a resize or recovery plans again), and the latest plan applied.
+  int iterations_since_attach_ = 0;
+  bool teams_planned_ = false;
+  std::optional<TeamsApplied> teams_applied_;
 
   mutable std::mutex mutex_;  // guards pending_ and cache_
   std::unordered_map<TaskKey, PendingTask> pending_;

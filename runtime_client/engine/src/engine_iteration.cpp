@@ -38,6 +38,10 @@ IterationReport Engine::run_iteration() {
   const ErrorsReturned errors_returned(comm_);
   // The watch from here: the tile moves after a resize and the task count are collectives
   // too, and a peer lost in them is this iteration's loss.
+  if (options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_ &&
+      iterations_since_attach_ >= 1 && size_ > 1) {
+    plan_teams_between_iterations();
+  }
   watch_->arm();
   if (!pending_moves_.empty() && !apply_tile_moves()) {
     ++iteration_;
@@ -193,6 +197,7 @@ IterationReport Engine::run_iteration() {
     report.local.offload_plans_held_back = rank_ == 0 ? offload_feedback_.held_back() - held_back : 0;
   }
   total_stats_.add(report.local);
+  ++iterations_since_attach_;
   if (trace_) trace_->flush();
   // The offloads were for this iteration only: the next plan starts from the fixed mapping.
   withdraw_offloads();

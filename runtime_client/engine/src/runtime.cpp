@@ -65,6 +65,10 @@ std::vector<CheckpointCopy> Runtime::checkpoint_copies() const {
 
 std::vector<int> Runtime::checkpoint_buddies() const { return engine_->checkpoints().buddies(); }
 
+std::vector<int> Runtime::teams() const { return engine_->message_log().rank_team(); }
+
+std::optional<TeamsApplied> Runtime::teams_applied() const { return engine_->teams_applied(); }
+
 std::optional<long> Runtime::last_checkpoint() const {
   return engine_->checkpoints().last_complete();
 }

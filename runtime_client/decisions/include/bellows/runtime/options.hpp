@@ -151,6 +151,13 @@ struct MessageLogOptions {
   /// same tasks on the same ranks; on, a task given to a thief of another team is logged by
   /// the victim as a determinant (which task ran where).
   bool steal_across_teams = false;
+  /// TeamLB between iterations (bellows/runtime/teams.hpp, plan_teams): after the first
+  /// iteration, and after the first following each resize or recovery, the teams of
+  /// `team_size` ranks (0: one team) and the tiles' places inside each team are chosen from
+  /// the task graph's traffic and the work behind each tile at its holder's measured speed;
+  /// the tile moves are carried out at the start of the next iteration, which takes a fresh
+  /// checkpoint under the new teams. `rank_team` is then ignored.
+  bool plan_teams = false;
 };
 
 /// Returns an empty string when the options are usable, else what is wrong with them.
