@@ -14,6 +14,9 @@ machine is shared and noisy:
   - logging with teams of 1 rank (every message between ranks logged), of --team-size
     consecutive ranks, and of TeamLB's teams for --team-size (TeamUnit::ranks, the plan's rank
     teams with the tiles where the block-cyclic layout puts them: its moves are not applied);
+  - logging with TeamLB applied by the runtime (--team-plan on): consecutive teams for the
+    first iteration, then the plan from the measured speeds, its tile moves carried out at the
+    second iteration's start, which takes a fresh checkpoint;
   - with --steal on (unless --no-steal): checkpoints alone, logging with stealing kept inside the
     teams, and logging with stealing across teams, each task given to another team logged as a
     determinant.
@@ -23,6 +26,8 @@ median over the rounds is printed. Target for the overhead: under 3 %. The log's
 logged per rank and iteration (mean over ranks and iterations), and the largest log a rank held
 (after any iteration), each against teams of one rank; predicted: bellows_teams_bench's bytes per
 rank for the same graph, rank count and team size (one iteration's messages), measured/predicted.
+For TeamLB applied: the log after the second iteration (the first under the plan, which the
+fresh checkpoint started empty) against the runtime's own plan's prediction.
 
   python3 bench/message_log.py --build build/default --rounds 3
 """
@@ -106,6 +111,7 @@ def main():
         table.setdefault(key, []).append(value)
 
     plans = {}
+    teams_applied = {}
     for app in apps:
         for gflops in speeds:
             plans[(app, gflops)] = predicted_logs(args.build, app, args.ranks, args.n, args.tile,
@@ -122,6 +128,8 @@ def main():
                     "team of 1": ["--message-log", "on", "--team-size", "1"],
                     "consecutive": ["--message-log", "on", "--team-size", str(t)],
                     "TeamLB": ["--message-log", "on", "--teams", teams_flag],
+                    "TeamLB applied": ["--message-log", "on", "--team-size", str(t),
+                                       "--team-plan", "on"],
                 }
                 if not args.no_steal:
                     steal = ["--steal", "on"]
@@ -136,6 +144,21 @@ def main():
                     report = run(app, gflops, flags)
                     times[name] = mean_after_first(report)
                     sizes[name] = log_sizes(report)
+                    if name == "TeamLB applied" and "team_plan" in report:
+                        plan = report["team_plan"]
+                        after = statistics.mean(s["message_log"]["bytes_held_by_iteration"][1]
+                                                for s in report["rank_stats"])
+                        expected = statistics.mean(plan["predicted_logged_bytes"])
+                        add(rows, f"{label}, TeamLB applied: logged per rank, iteration 2 (MB)",
+                            after / 1e6)
+                        add(rows, f"{label}, TeamLB applied: logged / team of 1", after / sizes["team of 1"][0])
+                        if expected > 0:
+                            add(rows, f"{label}, TeamLB applied: measured / predicted", after / expected)
+                        add(rows, f"{label}, TeamLB applied: tiles moved", plan["tiles_moved"])
+                        add(rows, f"{label}, TeamLB applied: worst team's I before",
+                            plan["imbalance_before"])
+                        add(rows, f"{label}, TeamLB applied: worst team's I after", plan["imbalance_after"])
+                        teams_applied[(app, gflops)] = plan["rank_team"]
                 for name in configurations:
                     base = "steal: checkpoints" if name.startswith("steal") else "checkpoints"
                     if name != base:
@@ -152,7 +175,10 @@ def main():
                     add(rows, f"{label}: determinants logged, stealing across teams",
                         sizes["steal: across teams"][2])
         print(f"TeamLB teams ({t} ranks each): " + "; ".join(
-            f"{a} {g:g}: {plans[(a, g)][1]}" for a in apps for g in speeds), file=sys.stderr)
+            f"{a} {g:g}: {plans[(a, g)][1]}" for a in apps for g in speeds) +
+              "; applied by the runtime: " + "; ".join(f"{k[0]} {k[1]:g}: {v}"
+                                                       for k, v in teams_applied.items()),
+              file=sys.stderr)
 
     print(f"\n{args.ranks} ranks, one node each, emulated device computing, n={args.n} "
           f"tile={args.tile}, {args.iterations} iterations (mean of 2..), a checkpoint every "
