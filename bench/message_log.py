@@ -174,11 +174,11 @@ def main():
                 if not args.no_steal:
                     add(rows, f"{label}: determinants logged, stealing across teams",
                         sizes["steal: across teams"][2])
-        print(f"TeamLB teams ({t} ranks each): " + "; ".join(
-            f"{a} {g:g}: {plans[(a, g)][1]}" for a in apps for g in speeds) +
-              "; applied by the runtime: " + "; ".join(f"{k[0]} {k[1]:g}: {v}"
-                                                       for k, v in teams_applied.items()),
-              file=sys.stderr)
+    print(f"TeamLB teams ({t} ranks each): " + "; ".join(
+        f"{a} {g:g}: {plans[(a, g)][1]}" for a in apps for g in speeds) +
+          "; applied by the runtime: " + "; ".join(f"{k[0]} {k[1]:g}: {v}"
+                                                   for k, v in teams_applied.items()),
+          file=sys.stderr)
 
     print(f"\n{args.ranks} ranks, one node each, emulated device computing, n={args.n} "
           f"tile={args.tile}, {args.iterations} iterations (mean of 2..), a checkpoint every "

@@ -52,6 +52,7 @@ void Engine::plan_teams_between_iterations() {
   // [rank_team per rank, then per move (collection, m, n, to, tasks)], from the first rank.
   std::vector<std::int32_t> decided;
   TeamsApplied applied;
+  std::string failure;  // the first rank's: why plan_teams() refused
   if (rank_ == 0) {
     std::vector<TilePlace> places;
     std::vector<int> holders;
@@ -125,8 +126,13 @@ void Engine::plan_teams_between_iterations() {
     const int team_size = options_.message_log.team_size == 0
                               ? size_
                               : std::min(options_.message_log.team_size, size_);
-    const TeamPlan plan = plan_teams(TeamRequest{size_, team_size, seconds, holders, traffic,
-                                                 TeamWeighting::load, TeamUnit::ranks});
+    TeamPlan plan;
+    try {
+      plan = plan_teams(TeamRequest{size_, team_size, seconds, holders, traffic,
+                                    TeamWeighting::load, TeamUnit::ranks});
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
     decided.assign(plan.rank_team.begin(), plan.rank_team.end());
     for (const auto& move : plan.moves) {
       const auto& at = places[static_cast<std::size_t>(move.tile)];
@@ -139,9 +145,14 @@ void Engine::plan_teams_between_iterations() {
     for (const double i : plan.imbalance_before) applied.imbalance_before = std::max(applied.imbalance_before, i);
     for (const double i : plan.imbalance_after) applied.imbalance_after = std::max(applied.imbalance_after, i);
   }
-  std::int64_t length = static_cast<std::int64_t>(decided.size());
+  // A length of -1 tells every rank that the plan failed, so that none waits for the rest.
+  std::int64_t length = failure.empty() ? static_cast<std::int64_t>(decided.size()) : -1;
   MPI_Ibcast(&length, 1, MPI_INT64_T, 0, comm_, &request);
   wait_asleep(request);
+  if (length < 0) {
+    throw std::runtime_error("TeamLB between iterations: plan_teams() refused on the first rank" +
+                             (failure.empty() ? std::string() : ": " + failure));
+  }
   decided.resize(static_cast<std::size_t>(length));
   MPI_Ibcast(decided.data(), static_cast<int>(length), MPI_INT32_T, 0, comm_, &request);
   wait_asleep(request);
