@@ -5,7 +5,8 @@
 // between iterations moves Cholesky's tiles inside the teams it picks and the next iteration
 // logs what its plan predicts, with L bit-identical, a complete
 // checkpoint releases the iterations up to its boundary, the result is bit-identical to a run
-// without logging, the trace carries a line per rank and iteration, and logging without
+// without logging, stealing stays inside the teams unless it may cross them (then each task
+// given to another team is a determinant), the trace carries a line per rank and iteration, and logging without
 // checkpoints is refused.
 
 #include <gtest/gtest.h>
@@ -43,7 +44,8 @@ struct Gemm {
   std::unique_ptr<br::Runtime> runtime;
 
   Gemm(br::MessageLogOptions log, long every, bool log_on = true,
-       const std::string& trace_path = {})
+       const std::string& trace_path = {}, const br::StealOptions& steal = {},
+       int slow_rank = -1)
       : a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
         b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
         c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()) {
@@ -57,6 +59,13 @@ struct Gemm {
     log.enabled = log_on;
     options.message_log = log;
     options.trace_path = trace_path;
+    options.steal = steal;
+    if (slow_rank >= 0) {
+      // Emulated tasks (not computed), the slow rank 8 times slower: the others steal.
+      options.device = br::DeviceKind::emulated;
+      options.emulated_gflops = 10.0;
+      options.emulated_slowdown = br::EmulatedSlowdown{slow_rank, 1, 8.0};
+    }
     runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
     runtime->add_collection(a);
     runtime->add_collection(b);
@@ -302,6 +311,40 @@ TEST_F(MpiTest, TeamLBBetweenIterationsMovesTilesInsideTeamsAndLogsWhatItPredict
     ASSERT_EQ(expected.size(), got.size());
     EXPECT_EQ(std::memcmp(expected.data(), got.data(), expected.size() * sizeof(double)), 0)
         << "L is bit-identical with the tiles moved";
+  }
+}
+
+TEST_F(MpiTest, StealingStaysInTheTeamOrEachTaskGivenAcrossIsADeterminant) {
+  const int size = bt::world_size(), rank = bt::world_rank();
+  br::StealOptions steal;
+  steal.enabled = true;
+  steal.cost_rule = false;  // steal whatever a victim can spare
+  for (const bool across : {false, true}) {
+    br::MessageLogOptions log = teams_of(2);
+    log.steal_across_teams = across;
+    Gemm gemm(log, 1, true, {}, steal, /*slow_rank=*/0);
+    const auto report = gemm.runtime->run_iteration();
+    ASSERT_TRUE(report.completed());
+    const auto teams = gemm.runtime->teams();
+    ASSERT_EQ(teams, br::consecutive_teams(size, 2));
+    const auto team = [&](int r) { return teams[static_cast<std::size_t>(r)]; };
+    // Tasks this rank owned that ran on a rank of another team (the victim's record).
+    std::uint64_t given_across = 0, moved_across = 0;
+    for (const auto& [key, where] : gemm.runtime->migrations()) {
+      const int owner = gemm.c.owner(key.index[0], key.index[1]);
+      if (team(where) != team(owner)) ++moved_across;
+      if (owner == rank && team(where) != team(rank)) ++given_across;
+    }
+    EXPECT_GT(bt::sum_over_ranks(report.local.steal.tasks_given), 0U)
+        << "the slow rank's tasks were stolen (across " << across << ")";
+    if (!across) {
+      EXPECT_EQ(moved_across, 0U) << "rank " << rank << " saw a task run in another team";
+      EXPECT_EQ(report.local.message_log.determinants_logged, 0U);
+    } else {
+      EXPECT_EQ(report.local.message_log.determinants_logged, given_across) << "rank " << rank;
+      // The slow rank's tasks go to the other team too (7 to 19 in 10 runs on 3 and 4 ranks).
+      EXPECT_GT(bt::sum_over_ranks(report.local.message_log.determinants_logged), 0U);
+    }
   }
 }
 
