@@ -15,7 +15,7 @@ machine is shared and noisy:
     consecutive ranks, and of TeamLB's teams for --team-size (TeamUnit::ranks, the plan's rank
     teams with the tiles where the block-cyclic layout puts them: its moves are not applied);
   - logging with TeamLB applied by the runtime (--team-plan on): consecutive teams for the
-    first iteration, then the plan from the measured speeds, its tile moves carried out at the
+    first iteration, then the plan from the measured task times, its tile moves carried out at the
     second iteration's start, which takes a fresh checkpoint;
   - with --steal on (unless --no-steal): checkpoints alone, logging with stealing kept inside the
     teams, and logging with stealing across teams, each task given to another team logged as a

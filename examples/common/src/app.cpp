@@ -137,7 +137,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "the team of each rank instead, comma-separated (e.g. a TeamLB plan: 0,1,0,1)");
   cli.add_option("--team-plan", team_plan,
                  "TeamLB after the first iteration: teams of --team-size ranks and the tiles' "
-                 "places in them chosen from the task graph and the measured speeds (on or off)");
+                 "places in them chosen from the task graph and the measured task times (on or off)");
   cli.add_option("--steal-across-teams", steal_across_teams,
                  "stealing may cross teams, each task given logged as a determinant (on or off; "
                  "default off: stealing stays inside teams)");

@@ -484,13 +484,14 @@ void Engine::task_measured(TaskClassId task_class, double flops, double seconds)
   cost_model_.task_ran(task_class, flops, seconds);
 }
 
-void Engine::device_task_measured(std::size_t index, TaskClassId task_class, double flops,
+void Engine::device_task_measured(std::size_t index, const TaskKey& key, double flops,
                                   double compute_seconds) {
   std::lock_guard lock(cost_mutex_);
   compute_seconds_this_iteration_ += compute_seconds;
   flops_this_iteration_ += flops;
   ++tasks_measured_this_iteration_;
-  if (index < device_costs_.size()) device_costs_[index].task_ran(task_class, flops, compute_seconds);
+  if (index < device_costs_.size()) device_costs_[index].task_ran(key.task_class, flops, compute_seconds);
+  if (measuring_task_seconds_) task_seconds_this_iteration_[key] += compute_seconds;
 }
 
 void Engine::transfer_measured(int peer, std::uint64_t bytes, double seconds) {

@@ -166,7 +166,7 @@ class Engine final : public DeviceOwner {
   /// Device `index` (device hybrid: 0 the emulated device, 1 the CPU workers) spent
   /// `compute_seconds` computing a task, data movement left out: feeds that device's
   /// CostModel, which DeviceChoice reads.
-  void device_task_measured(std::size_t index, TaskClassId task_class, double flops,
+  void device_task_measured(std::size_t index, const TaskKey& key, double flops,
                             double compute_seconds) override;
   /// A tile of `bytes` came from `peer` `seconds` after it was asked for.
   void transfer_measured(int peer, std::uint64_t bytes, double seconds);
@@ -253,8 +253,8 @@ class Engine final : public DeviceOwner {
   /// completed makes needless, puts the log's statistics in `report` and the trace.
   void log_iteration_ended(IterationReport& report);
   /// MessageLogOptions::plan_teams, collective between iterations (engine_teams.cpp): every
-  /// rank's measured seconds per flop go to the first rank, which calls plan_teams() over
-  /// the task graph and broadcasts the teams and tile moves; every rank then takes the new
+  /// rank's measured seconds per tile are summed on the first rank, which calls plan_teams()
+  /// over the task graph and broadcasts the teams and tile moves; every rank then takes the new
   /// teams, queues the moves (pending_moves_) and starts its checkpoints afresh.
   void plan_teams_between_iterations();
   /// Collective after an expand: rank 0's mapping state (which ranks are new, each
@@ -372,6 +372,10 @@ class Engine final : public DeviceOwner {
   /// (a resize or recovery plans again), and the latest plan applied.
   int iterations_since_attach_ = 0;
   bool teams_planned_ = false;
+  /// While a plan is due: each task's measured compute seconds on this rank in the current
+  /// iteration (stolen tasks on the thief), TeamLB's loads; guarded by cost_mutex_.
+  bool measuring_task_seconds_ = false;
+  std::unordered_map<TaskKey, double> task_seconds_this_iteration_;
   std::optional<TeamsApplied> teams_applied_;
 
   mutable std::mutex mutex_;  // guards pending_ and cache_

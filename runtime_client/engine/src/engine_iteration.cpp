@@ -72,6 +72,10 @@ IterationReport Engine::run_iteration() {
     compute_seconds_this_iteration_ = 0.0;
     flops_this_iteration_ = 0.0;
     tasks_measured_this_iteration_ = 0;
+    // TeamLB plans after this iteration when it has not planned since the attach.
+    measuring_task_seconds_ =
+        options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_;
+    task_seconds_this_iteration_.clear();
   }
 
   if (link_) {

@@ -3,12 +3,12 @@
 // out with the machinery of a re-grid (pending_moves_, applied at the next iteration's start).
 //
 // The inputs: the tiles of every collection, numbered as for_each_task_by_tile numbers them,
-// on their holders; per tile the flops of the tasks it decides at its holder's measured
-// seconds per flop (the last iteration's, gathered from every rank; a rank that ran nothing
-// takes the mean of the others); and per task, the tiles it reads: a collection tile, or the
-// tile that decides the producing task. A rank receives a tile once per iteration for all its
-// readers, which is how plan_teams() counts bytes, so its prediction is the log's size
-// (runtime_teams_message_log_np* checks this for GEMM).
+// on their holders; per tile the compute seconds measured in the last iteration for the tasks
+// it decides (each rank adds up its own, a stolen task where it ran, and the first rank sums
+// them); and per task, the tiles it reads: a collection tile, or the tile that decides the
+// producing task. A rank receives a tile once per iteration for all its readers, which is how
+// plan_teams() counts bytes, so its prediction is the log's size (runtime_teams_message_log_np*
+// checks this for GEMM and for the first iteration under a plan on Cholesky).
 
 #include <algorithm>
 #include <cstdint>
@@ -39,14 +39,56 @@ struct TilePlace {
 
 void Engine::plan_teams_between_iterations() {
   teams_planned_ = true;
-  double mine = 0.0;
+  // The tiles, numbered as for_each_task_by_tile numbers them, and the tile deciding each
+  // task: every rank needs them to add up its measured seconds per tile.
+  std::vector<TilePlace> places;
+  std::vector<int> holders;
+  std::vector<double> tile_bytes;
+  std::vector<std::size_t> base;
+  for (std::size_t c = 0; c < collections_.size(); ++c) {
+    const auto* coll = collections_[c];
+    const auto first = places.size();
+    base.push_back(first);
+    places.resize(first + static_cast<std::size_t>(coll->tile_rows() * coll->tile_cols()));
+    holders.resize(places.size(), 0);
+    tile_bytes.resize(places.size(), 0.0);
+    for (int n = 0; n < coll->tile_cols(); ++n) {
+      for (int m = 0; m < coll->tile_rows(); ++m) {
+        const auto s = first + coll->slot(m, n);
+        places[s] = TilePlace{static_cast<CollectionId>(c), m, n};
+        holders[s] = coll->owner(m, n);
+        tile_bytes[s] = static_cast<double>(coll->rows_of_tile(m)) * coll->cols_of_tile(n) *
+                        sizeof(double);
+      }
+    }
+  }
+  struct Decided {
+    const TaskClass* cls;
+    TaskKey key;
+    int tile;
+  };
+  std::vector<Decided> tasks;
+  std::unordered_map<TaskKey, int> tile_of;
+  for_each_task_by_tile([&](const TaskClass& cls, const TaskKey& key, int tile) {
+    tasks.push_back(Decided{&cls, key, tile});
+    tile_of.emplace(key, tile);
+  });
+  // Per tile: the compute seconds this rank measured for the tasks it decides in the last
+  // iteration (a stolen task counts where it ran), summed over the ranks on the first.
+  std::vector<double> mine(places.size(), 0.0);
   {
     std::lock_guard lock(cost_mutex_);
-    mine = previous_seconds_per_flop_;
+    for (const auto& [key, seconds] : task_seconds_this_iteration_) {
+      const auto it = tile_of.find(key);
+      if (it != tile_of.end() && it->second >= 0) mine[static_cast<std::size_t>(it->second)] += seconds;
+    }
+    task_seconds_this_iteration_.clear();
+    measuring_task_seconds_ = false;
   }
-  std::vector<double> rates(static_cast<std::size_t>(size_), 0.0);
+  std::vector<double> seconds(places.size(), 0.0);
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Igather(&mine, 1, MPI_DOUBLE, rates.data(), 1, MPI_DOUBLE, 0, comm_, &request);
+  MPI_Ireduce(mine.data(), seconds.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_SUM, 0,
+              comm_, &request);
   wait_asleep(request);
 
   // [rank_team per rank, then per move (collection, m, n, to, tasks)], from the first rank.
@@ -54,61 +96,12 @@ void Engine::plan_teams_between_iterations() {
   TeamsApplied applied;
   std::string failure;  // the first rank's: why plan_teams() refused
   if (rank_ == 0) {
-    std::vector<TilePlace> places;
-    std::vector<int> holders;
-    std::vector<double> tile_bytes;
-    for (std::size_t c = 0; c < collections_.size(); ++c) {
-      const auto* coll = collections_[c];
-      const auto first = places.size();
-      places.resize(first + static_cast<std::size_t>(coll->tile_rows() * coll->tile_cols()));
-      holders.resize(places.size(), 0);
-      tile_bytes.resize(places.size(), 0.0);
-      for (int n = 0; n < coll->tile_cols(); ++n) {
-        for (int m = 0; m < coll->tile_rows(); ++m) {
-          const auto s = first + coll->slot(m, n);
-          places[s] = TilePlace{static_cast<CollectionId>(c), m, n};
-          holders[s] = coll->owner(m, n);
-          tile_bytes[s] = static_cast<double>(coll->rows_of_tile(m)) * coll->cols_of_tile(n) *
-                          sizeof(double);
-        }
-      }
-    }
-    // Tile numbers of the collections, for the inputs that name a collection tile.
-    std::vector<std::size_t> base;
-    for (std::size_t c = 0, total = 0; c < collections_.size(); ++c) {
-      base.push_back(total);
-      total += static_cast<std::size_t>(collections_[c]->tile_rows() * collections_[c]->tile_cols());
-    }
-    struct Decided {
-      const TaskClass* cls;
-      TaskKey key;
-      int tile;
-    };
-    std::vector<Decided> tasks;
-    std::unordered_map<TaskKey, int> tile_of;
-    for_each_task_by_tile([&](const TaskClass& cls, const TaskKey& key, int tile) {
-      tasks.push_back(Decided{&cls, key, tile});
-      tile_of.emplace(key, tile);
-    });
-    double known_rate = 0.0;
-    int known = 0;
-    for (const double r : rates) {
-      if (r > 0.0) {
-        known_rate += r;
-        ++known;
-      }
-    }
-    const double mean_rate = known > 0 ? known_rate / known : 1e-9;
-    std::vector<double> seconds(places.size(), 0.0);
     std::vector<std::uint32_t> tasks_of_tile(places.size(), 0);
     std::vector<TileTraffic> traffic;
     std::vector<InputSource> inputs;
     for (const auto& t : tasks) {
       if (t.tile < 0) continue;  // no tile decides it: it goes nowhere with the tiles
-      const auto w = static_cast<std::size_t>(t.tile);
-      const double rate = rates[static_cast<std::size_t>(holders[w])];
-      seconds[w] += t.cls->flops(t.key) * (rate > 0.0 ? rate : mean_rate);
-      ++tasks_of_tile[w];
+      ++tasks_of_tile[static_cast<std::size_t>(t.tile)];
       inputs.clear();
       t.cls->inputs(t.key, inputs);
       for (const auto& in : inputs) {

@@ -154,7 +154,7 @@ struct MessageLogOptions {
   /// TeamLB between iterations (bellows/runtime/teams.hpp, plan_teams): after the first
   /// iteration, and after the first following each resize or recovery, the teams of
   /// `team_size` ranks (0: one team) and the tiles' places inside each team are chosen from
-  /// the task graph's traffic and the work behind each tile at its holder's measured speed;
+  /// the task graph's traffic and the compute seconds measured for each tile's tasks;
   /// the tile moves are carried out at the start of the next iteration, which takes a fresh
   /// checkpoint under the new teams. `rank_team` is then ignored.
   bool plan_teams = false;
