@@ -239,6 +239,8 @@ int main(int argc, char** argv) {
                         {"log_bytes_per_rank_consecutive", consecutive.crossing_bytes / ranks},
                         {"log_bytes_per_rank_teamlb_tiles", objects.cut.crossing_bytes / ranks},
                         {"log_bytes_per_rank_every_message", every_message.crossing_bytes / ranks},
+                        {"log_bytes_per_rank_teamlb_before_moves", teams_only.crossing_bytes / ranks},
+                        {"rank_team_teamlb", teamlb.rank_team},
                         {"sent_bytes_per_rank_teamlb", teamlb.cut.total_bytes / ranks},
                         {"sent_bytes_per_rank_teamlb_tiles", objects.cut.total_bytes / ranks},
                         {"imbalance_block_cyclic", i_bc},

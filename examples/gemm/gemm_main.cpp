@@ -67,10 +67,11 @@ int run(int argc, char** argv) {
     }
   }
   const auto stats = runtime.gather_stats();
+  auto extra = be::runtime_extra(runtime);
+  if (!session.telemetry().empty()) extra["resizes"] = session.telemetry();
   if (session.rank() == 0) {
     be::print_report("gemm", *options, session.size(), iterations, verified, error, stats,
-                     session.telemetry().empty() ? nlohmann::json{}
-                                                 : nlohmann::json{{"resizes", session.telemetry()}});
+                     extra);
   }
   int failed = verified.has_value() && !*verified ? 1 : 0;
   MPI_Bcast(&failed, 1, MPI_INT, 0, session.communicator());

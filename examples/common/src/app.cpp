@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -44,6 +45,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string steal_cost_rule = "on";
   std::string offload = o.offload.enabled ? "on" : "off";
   std::string checkpoint = o.checkpoint.enabled ? "on" : "off";
+  std::string message_log = "off";
+  std::string teams;
+  std::string steal_across_teams = "off";
+  std::string team_plan = "off";
   std::string same_host = "on";
   std::string cuda_pinned = "on";
   std::string rebalance = "on";
@@ -123,6 +128,19 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "checkpoint cost the interval follows (Young/Daly; default 31536000, a year)");
   cli.add_option("--checkpoint-every", o.checkpoint.every_iterations,
                  "a checkpoint every this many iterations instead (default 0: Young/Daly)");
+  cli.add_option("--message-log", message_log,
+                 "team-based message logging on top of --checkpoint on: a tile sent to a rank of "
+                 "another team stays in the sender's log until the next checkpoint (on or off)");
+  cli.add_option("--team-size", o.message_log.team_size,
+                 "ranks per team, consecutive ranks together (default 0: one team of every rank)");
+  cli.add_option("--teams", teams,
+                 "the team of each rank instead, comma-separated (e.g. a TeamLB plan: 0,1,0,1)");
+  cli.add_option("--team-plan", team_plan,
+                 "TeamLB after the first iteration: teams of --team-size ranks and the tiles' "
+                 "places in them chosen from the task graph and the measured task times (on or off)");
+  cli.add_option("--steal-across-teams", steal_across_teams,
+                 "stealing may cross teams, each task given logged as a determinant (on or off; "
+                 "default off: stealing stays inside teams)");
   cli.add_option("--slow-rank", o.slowdown.rank,
                  "emulated device: this rank runs every task --slow-factor times slower from "
                  "iteration --slow-from on, as under a noisy neighbour (default -1: none)");
@@ -219,6 +237,43 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   o.checkpoint.enabled = checkpoint == "on";
   if (const auto problem = runtime::validate(o.checkpoint); !problem.empty()) {
     return fail("--checkpoint-*: " + problem);
+  }
+  if (message_log != "on" && message_log != "off") {
+    return fail("--message-log must be on or off, got '" + message_log + "'");
+  }
+  o.message_log.enabled = message_log == "on";
+  if (steal_across_teams != "on" && steal_across_teams != "off") {
+    return fail("--steal-across-teams must be on or off, got '" + steal_across_teams + "'");
+  }
+  o.message_log.steal_across_teams = steal_across_teams == "on";
+  if (team_plan != "on" && team_plan != "off") {
+    return fail("--team-plan must be on or off, got '" + team_plan + "'");
+  }
+  o.message_log.plan_teams = team_plan == "on";
+  if (!teams.empty()) {
+    std::size_t start = 0;
+    while (start <= teams.size()) {
+      const std::size_t comma = std::min(teams.find(',', start), teams.size());
+      const std::string item = teams.substr(start, comma - start);
+      int team = -1;
+      const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), team);
+      if (error != std::errc{} || end != item.data() + item.size()) {
+        return fail("--teams: '" + item + "' (item " +
+                    std::to_string(o.message_log.rank_team.size() + 1) + ") is not a team number");
+      }
+      o.message_log.rank_team.push_back(team);
+      start = comma + 1;
+    }
+    if (o.message_log.rank_team.size() != static_cast<std::size_t>(ranks)) {
+      return fail("--teams names " + std::to_string(o.message_log.rank_team.size()) +
+                  " ranks, the job has " + std::to_string(ranks));
+    }
+  }
+  if (const auto problem = runtime::validate(o.message_log); !problem.empty()) {
+    return fail("--team-size/--teams: " + problem);
+  }
+  if (o.message_log.enabled && !o.checkpoint.enabled) {
+    return fail("--message-log on needs --checkpoint on (a checkpoint releases the log)");
   }
   if (o.slowdown.rank < -1 || o.slowdown.rank >= ranks) {
     return fail("--slow-rank must be -1 or a rank below " + std::to_string(ranks) + ", got " +
@@ -326,6 +381,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.offload = options.offload;
   r.emulated_slowdown = options.slowdown;
   r.checkpoint = options.checkpoint;
+  r.message_log = options.message_log;
   return r;
 }
 
@@ -365,6 +421,20 @@ void fill_spd(runtime::TiledMatrix& matrix, unsigned seed) {
 IterationResult iteration_result(const runtime::IterationReport& report, double flops) {
   return {report.seconds, flops / report.seconds * 1e-9, report.ranks, report.busiest_compute_share,
           report.mean_compute_share};
+}
+
+nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
+  nlohmann::json extra = nlohmann::json::object();
+  if (const auto applied = runtime.teams_applied()) {
+    extra["team_plan"] = {{"before_iteration", applied->before_iteration},
+                          {"rank_team", applied->rank_team},
+                          {"tiles_moved", applied->tiles_moved},
+                          {"predicted_cut", applied->predicted_cut},
+                          {"predicted_logged_bytes", applied->predicted_logged_bytes},
+                          {"imbalance_before", applied->imbalance_before},
+                          {"imbalance_after", applied->imbalance_after}};
+  }
+  return extra;
 }
 
 void print_report(const std::string& app, const AppOptions& options, int ranks,
@@ -427,6 +497,31 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   }
   j["checkpoint"] = checkpoints;
   j["checkpoint"]["enabled"] = options.checkpoint.enabled;
+  // The message log over all ranks: counts, bytes and what is held summed (after each
+  // iteration too); the peak of the largest rank's log.
+  runtime::MessageLogStats logs;
+  for (const auto& s : rank_stats) {
+    const auto& l = s.message_log;
+    logs.messages_logged += l.messages_logged;
+    logs.bytes_logged += l.bytes_logged;
+    logs.messages_in_team += l.messages_in_team;
+    logs.bytes_in_team += l.bytes_in_team;
+    logs.determinants_logged += l.determinants_logged;
+    logs.messages_released += l.messages_released;
+    logs.bytes_released += l.bytes_released;
+    logs.entries_held += l.entries_held;
+    logs.bytes_held += l.bytes_held;
+    logs.peak_bytes_held = std::max(logs.peak_bytes_held, l.peak_bytes_held);
+    // Per iteration: the bytes held after it, summed over the ranks.
+    const auto& held = l.bytes_held_by_iteration;
+    if (logs.bytes_held_by_iteration.size() < held.size()) logs.bytes_held_by_iteration.resize(held.size(), 0.0);
+    for (std::size_t i = 0; i < held.size(); ++i) logs.bytes_held_by_iteration[i] += held[i];
+  }
+  j["message_log"] = logs;
+  j["message_log"]["enabled"] = options.message_log.enabled;
+  j["message_log"]["team_size"] = options.message_log.team_size;
+  j["message_log"]["teams"] = options.message_log.rank_team;
+  j["message_log"]["team_plan"] = options.message_log.plan_teams;
   for (const auto& [key, value] : extra.items()) j[key] = value;
 
   if (!options.quiet) {

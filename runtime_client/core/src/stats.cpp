@@ -96,6 +96,35 @@ void to_json(nlohmann::json& j, const CheckpointStats& s) {
                      {"interval_iterations", s.interval_iterations}};
 }
 
+void MessageLogStats::add(const MessageLogStats& o) {
+  messages_logged += o.messages_logged;
+  bytes_logged += o.bytes_logged;
+  messages_in_team += o.messages_in_team;
+  bytes_in_team += o.bytes_in_team;
+  determinants_logged += o.determinants_logged;
+  messages_released += o.messages_released;
+  bytes_released += o.bytes_released;
+  entries_held = o.entries_held;
+  bytes_held = o.bytes_held;
+  peak_bytes_held = std::max(peak_bytes_held, o.peak_bytes_held);
+  bytes_held_by_iteration.insert(bytes_held_by_iteration.end(), o.bytes_held_by_iteration.begin(),
+                                 o.bytes_held_by_iteration.end());
+}
+
+void to_json(nlohmann::json& j, const MessageLogStats& s) {
+  j = nlohmann::json{{"messages_logged", s.messages_logged},
+                     {"bytes_logged", s.bytes_logged},
+                     {"messages_in_team", s.messages_in_team},
+                     {"bytes_in_team", s.bytes_in_team},
+                     {"determinants_logged", s.determinants_logged},
+                     {"messages_released", s.messages_released},
+                     {"bytes_released", s.bytes_released},
+                     {"entries_held", s.entries_held},
+                     {"bytes_held", s.bytes_held},
+                     {"peak_bytes_held", s.peak_bytes_held},
+                     {"bytes_held_by_iteration", s.bytes_held_by_iteration}};
+}
+
 void RankStats::add(const RankStats& o) {
   for (const auto& [name, count] : o.tasks_by_class) tasks_by_class[name] += count;
   tasks_executed += o.tasks_executed;
@@ -118,6 +147,7 @@ void RankStats::add(const RankStats& o) {
   offload_plans_held_back += o.offload_plans_held_back;
   steal.add(o.steal);
   checkpoint.add(o.checkpoint);
+  message_log.add(o.message_log);
   if (o.cost.task_samples > 0 || o.cost.transfer_samples > 0 || o.cost.round_trip_samples > 0) {
     cost = o.cost;
   }
@@ -168,6 +198,7 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"offload_plans_held_back", s.offload_plans_held_back},
                      {"steal", s.steal},
                      {"checkpoint", s.checkpoint},
+                     {"message_log", s.message_log},
                      {"cost", s.cost}};
 }
 

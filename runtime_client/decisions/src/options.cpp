@@ -103,6 +103,21 @@ std::string validate(const CheckpointOptions& o) {
   return {};
 }
 
+std::string validate(const MessageLogOptions& o) {
+  if (o.team_size < 0) {
+    return "message log: the team size must not be negative (0: one team), got " +
+           std::to_string(o.team_size);
+  }
+  for (std::size_t r = 0; r < o.rank_team.size(); ++r) {
+    if (o.rank_team[r] < 0 || static_cast<std::size_t>(o.rank_team[r]) >= o.rank_team.size()) {
+      return "message log: rank " + std::to_string(r) + " is given team " +
+             std::to_string(o.rank_team[r]) + "; teams of " + std::to_string(o.rank_team.size()) +
+             " ranks are numbered 0 .. " + std::to_string(o.rank_team.size() - 1);
+    }
+  }
+  return {};
+}
+
 double emulated_link_of(const RuntimeOptions& options) noexcept {
   if (options.emulated_link_gbps != RuntimeOptions::kLinkOfDevice) return options.emulated_link_gbps;
   return options.device == DeviceKind::hybrid ? RuntimeOptions::kHybridLinkGbps : 0.0;

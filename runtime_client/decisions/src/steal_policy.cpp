@@ -192,7 +192,24 @@ std::optional<StealPolicy::Forward> StealPolicy::forward_to(int thief, int hops,
   return Forward{*next, wanted - given, hops + 1};
 }
 
+void StealPolicy::confine_to(std::vector<int> partners) {
+  std::sort(partners.begin(), partners.end());
+  partners_ = std::move(partners);
+  confined_ = true;
+  if (last_victim_ >= 0 && !std::binary_search(partners_.begin(), partners_.end(), last_victim_)) {
+    last_victim_ = -1;
+  }
+}
+
 std::optional<int> StealPolicy::random_rank_except(int a, int b) {
+  if (confined_) {
+    std::vector<int> candidates;
+    for (const int r : partners_) {
+      if (r != a && r != b) candidates.push_back(r);
+    }
+    if (candidates.empty()) return std::nullopt;
+    return candidates[static_cast<std::size_t>(random_() % candidates.size())];
+  }
   const int excluded = a == b ? 1 : 2;
   const int candidates = size_ - excluded;
   if (candidates <= 0) return std::nullopt;

@@ -34,7 +34,7 @@ class DeviceOwner {
   /// A task of `task_class` with `flops` kept its device busy for `seconds`.
   virtual void task_measured(TaskClassId task_class, double flops, double seconds) = 0;
   /// The same task's compute time on device `index` (its data movement left out).
-  virtual void device_task_measured(std::size_t index, TaskClassId task_class, double flops,
+  virtual void device_task_measured(std::size_t index, const TaskKey& key, double flops,
                                     double compute_seconds) = 0;
   /// A task has run: its outputs are ready for their consumers.
   virtual void complete(std::unique_ptr<ReadyTask> task) = 0;

@@ -136,7 +136,7 @@ RankStats Device::take_stats() {
 void Device::finish(std::unique_ptr<ReadyTask> task, UnitStats& unit_stats, double busy_seconds,
                     double compute_seconds) {
   owner_.task_measured(task->key.task_class, task->flops, busy_seconds);
-  owner_.device_task_measured(index_, task->key.task_class, task->flops,
+  owner_.device_task_measured(index_, task->key, task->flops,
                                compute_seconds < 0.0 ? busy_seconds : compute_seconds);
   unit_stats.totals.busy_seconds += busy_seconds;
   unit_stats.totals.tasks_executed += 1;

@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
+#include "bellows/runtime/message_logging.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
 #include "sleeping_wait.hpp"
@@ -75,6 +76,10 @@ CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool sam
       size_(size_of(comm)),
       steal_policy_(engine.options().steal, rank_, size_) {
   stats_.rank = rank_;
+  if (engine.options().message_log.enabled) {
+    steal_policy_.confine_to(steal_partners(engine.message_log().rank_team(), rank_,
+                                            engine.options().message_log.steal_across_teams));
+  }
 }
 
 CommEngine::~CommEngine() {
@@ -358,6 +363,7 @@ void CommEngine::handle(int source, wire::Message&& message) {
       if (!same_host_.can_read(source)) {
         fail("rank " + std::to_string(source) + " asked where a tile lies but cannot read here");
       }
+      engine_.collection_tile_served(c->tile, source, tile);
       wire::CollectionTileAt at{c->tile, next_handle_++,
                                 reinterpret_cast<std::uintptr_t>(tile->data()), tile->rows(),
                                 tile->cols()};
@@ -365,6 +371,7 @@ void CommEngine::handle(int source, wire::Message&& message) {
       send_control(source, at);
       return;
     }
+    engine_.collection_tile_served(c->tile, source, tile);
     MPI_Request request;
     checked(MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request), request, "MPI_Isend");
     post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});

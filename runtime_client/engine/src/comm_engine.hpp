@@ -90,6 +90,9 @@ class CommEngine {
   void notify_starving();
 
   RankStats take_stats();
+  /// Between iterations: the ranks this rank may steal from and forward requests to from now
+  /// on (StealPolicy::confine_to), e.g. after the teams changed.
+  void confine_steals(std::vector<int> partners) { steal_policy_.confine_to(std::move(partners)); }
 
  private:
   struct Command {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "bellows/runtime/message_logging.hpp"
 #include "bellows/runtime/offload_policy.hpp"
 #include "comm_engine.hpp"
 #include "engine.hpp"
@@ -147,6 +148,20 @@ void CommEngine::handle_steal_request(int source, const wire::StealRequest& requ
 
   std::size_t left = 0;
   std::size_t refused = 0;
+  // With message logging, a thief of another team gets nothing unless stealing may cross
+  // teams (MessageLogOptions::steal_across_teams); the request then ends here.
+  const bool other_team = engine_.options().message_log.enabled &&
+                          logs_message(engine_.message_log().rank_team(), rank_, request.thief);
+  const bool may_give = !other_team || engine_.options().message_log.steal_across_teams;
+  if (!may_give) {
+    wire::StealReply refusal;
+    refusal.request_id = request.request_id;
+    refusal.hops = request.hops;
+    refusal.final = true;
+    refusal.partial_replies = request.partial_replies;
+    send_control(request.thief, refusal);
+    return;
+  }
   auto tasks = global_done_ ? std::vector<std::unique_ptr<ReadyTask>>{}
                             : engine_.give_tasks(request.wanted, request.thief,
                                                  Engine::ThiefCosts{
@@ -184,6 +199,11 @@ void CommEngine::handle_steal_request(int source, const wire::StealRequest& requ
     reply.tasks.push_back(std::move(stolen));
   }
   const auto given = static_cast<std::int32_t>(reply.tasks.size());
+  if (given > 0 && other_team) {
+    std::vector<TaskKey> keys;
+    for (const auto& stolen : reply.tasks) keys.push_back(stolen.key);
+    engine_.message_log().tasks_given(engine_.iteration(), keys, request.thief);
+  }
   if (given > 0) {
     ++stats_.steal.requests_served;
     stats_.steal.tasks_given += static_cast<std::uint64_t>(given);

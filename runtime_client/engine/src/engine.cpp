@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "bellows/protocol/job_directory.hpp"
+#include "bellows/runtime/message_logging.hpp"
 #include "comm_engine.hpp"
 #include "same_host.hpp"
 #include "sleeping_wait.hpp"
@@ -76,6 +77,13 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   if (const auto problem = validate(options_.offload); !problem.empty()) {
     throw std::invalid_argument(problem);
   }
+  if (const auto problem = validate(options_.message_log); !problem.empty()) {
+    throw std::invalid_argument(problem);
+  }
+  if (options_.message_log.enabled && !options_.checkpoint.enabled) {
+    throw std::invalid_argument("message log: needs checkpoints (RuntimeOptions::checkpoint): "
+                                "a complete checkpoint is what releases the log");
+  }
   options_.emulated_link_gbps = emulated_link_of(options_);
   if (emulated && !(options_.emulated_link_gbps >= 0.0 && options_.emulated_link_latency_us >= 0.0)) {
     throw std::invalid_argument("emulated link rate and latency must not be negative, got " +
@@ -132,6 +140,13 @@ void Engine::use_communicator(MPI_Comm duplicate) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);
+  // Teams for the new rank count (the CommEngine confines stealing to them); the entries
+  // logged before are forgotten, as the resize forgets the checkpoints they were kept for.
+  if (options_.message_log.enabled) {
+    message_log_.attach(resolve_teams(options_.message_log, size_), rank_);
+  }
+  iterations_since_attach_ = 0;
+  teams_planned_ = false;
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
                                               options_.same_host_transport);
   // The trace and the statistics name this rank by its number in the new communicator.
@@ -469,13 +484,14 @@ void Engine::task_measured(TaskClassId task_class, double flops, double seconds)
   cost_model_.task_ran(task_class, flops, seconds);
 }
 
-void Engine::device_task_measured(std::size_t index, TaskClassId task_class, double flops,
+void Engine::device_task_measured(std::size_t index, const TaskKey& key, double flops,
                                   double compute_seconds) {
   std::lock_guard lock(cost_mutex_);
   compute_seconds_this_iteration_ += compute_seconds;
   flops_this_iteration_ += flops;
   ++tasks_measured_this_iteration_;
-  if (index < device_costs_.size()) device_costs_[index].task_ran(task_class, flops, compute_seconds);
+  if (index < device_costs_.size()) device_costs_[index].task_ran(key.task_class, flops, compute_seconds);
+  if (measuring_task_seconds_) task_seconds_this_iteration_[key] += compute_seconds;
 }
 
 void Engine::transfer_measured(int peer, std::uint64_t bytes, double seconds) {
@@ -837,6 +853,9 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
       }
     }
     for (auto& [dest, targets] : remote) {
+      if (options_.message_log.enabled) {
+        message_log_.task_tile_sent(iteration_, task->key, static_cast<int>(slot), dest, tile);
+      }
       comm_engine_->send_activation(dest, tile, std::move(targets));
     }
     for (std::size_t i = 0; i < local.size(); ++i) {

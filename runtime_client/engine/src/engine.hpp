@@ -30,6 +30,7 @@
 #include "bellows/runtime/task.hpp"
 #include "buddy_checkpoints.hpp"
 #include "device.hpp"
+#include "message_log.hpp"
 #include "peer_watch.hpp"
 #include "trace.hpp"
 
@@ -74,8 +75,18 @@ class Engine final : public DeviceOwner {
   [[nodiscard]] BuddyCheckpoints& checkpoints() noexcept { return *checkpoints_; }
   [[nodiscard]] const BuddyCheckpoints& checkpoints() const noexcept { return *checkpoints_; }
   void restore_checkpoint(long iteration, std::span<const CheckpointSource> sources);
+  /// Team-based message logging (RuntimeOptions::message_log): the teams and this rank's log.
+  [[nodiscard]] MessageLog& message_log() noexcept { return message_log_; }
+  [[nodiscard]] const MessageLog& message_log() const noexcept { return message_log_; }
+  [[nodiscard]] std::optional<TeamsApplied> teams_applied() const { return teams_applied_; }
 
   // ---- called from devices and the communication thread (thread-safe) ----
+
+  /// The communication thread served collection tile `index` to `peer`: logged when the
+  /// peer is of another team (RuntimeOptions::message_log).
+  void collection_tile_served(const TileIndex& index, int peer, const TilePtr& tile) {
+    if (options_.message_log.enabled) message_log_.collection_tile_sent(iteration_, index, peer, tile);
+  }
 
   /// The rank that runs `key`: its pinned placement if it has one (see pin_new_placements),
   /// else the fixed mapping of its class.
@@ -155,7 +166,7 @@ class Engine final : public DeviceOwner {
   /// Device `index` (device hybrid: 0 the emulated device, 1 the CPU workers) spent
   /// `compute_seconds` computing a task, data movement left out: feeds that device's
   /// CostModel, which DeviceChoice reads.
-  void device_task_measured(std::size_t index, TaskClassId task_class, double flops,
+  void device_task_measured(std::size_t index, const TaskKey& key, double flops,
                             double compute_seconds) override;
   /// A tile of `bytes` came from `peer` `seconds` after it was asked for.
   void transfer_measured(int peer, std::uint64_t bytes, double seconds);
@@ -238,6 +249,14 @@ class Engine final : public DeviceOwner {
   /// new node stays there, so its predecessors send straight to it, and it is not migrated
   /// again).
   void pin_new_placements();
+  /// After an iteration's reductions, with message logging on: releases what the checkpoint
+  /// completed makes needless, puts the log's statistics in `report` and the trace.
+  void log_iteration_ended(IterationReport& report);
+  /// MessageLogOptions::plan_teams, collective between iterations (engine_teams.cpp): every
+  /// rank's measured seconds per tile are summed on the first rank, which calls plan_teams()
+  /// over the task graph and broadcasts the teams and tile moves; every rank then takes the new
+  /// teams, queues the moves (pending_moves_) and starts its checkpoints afresh.
+  void plan_teams_between_iterations();
   /// Collective after an expand: rank 0's mapping state (which ranks are new, each
   /// collection's placement, the pinned tasks) reaches the new ranks.
   void share_mapping_state();
@@ -362,6 +381,16 @@ class Engine final : public DeviceOwner {
   std::uint64_t tasks_dropped_ = 0;  ///< tasks queued or pending when it was abandoned
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<BuddyCheckpoints> checkpoints_;
+  MessageLog message_log_;
+  /// MessageLogOptions::plan_teams: iterations completed since the communicator was attached
+  /// (a resize or recovery plans again), and the latest plan applied.
+  int iterations_since_attach_ = 0;
+  bool teams_planned_ = false;
+  /// While a plan is due: each task's measured compute seconds on this rank in the current
+  /// iteration (stolen tasks on the thief), TeamLB's loads; guarded by cost_mutex_.
+  bool measuring_task_seconds_ = false;
+  std::unordered_map<TaskKey, double> task_seconds_this_iteration_;
+  std::optional<TeamsApplied> teams_applied_;
 
   mutable std::mutex mutex_;  // guards pending_ and cache_
   std::unordered_map<TaskKey, PendingTask> pending_;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "comm_engine.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
@@ -36,6 +38,10 @@ IterationReport Engine::run_iteration() {
   const ErrorsReturned errors_returned(comm_);
   // The watch from here: the tile moves after a resize and the task count are collectives
   // too, and a peer lost in them is this iteration's loss.
+  if (options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_ &&
+      iterations_since_attach_ >= 1 && size_ > 1) {
+    plan_teams_between_iterations();
+  }
   watch_->arm();
   if (!watch_->lost().empty()) {
     // Found lost by recover() while it checkpointed the state it restored.
@@ -71,6 +77,10 @@ IterationReport Engine::run_iteration() {
     compute_seconds_this_iteration_ = 0.0;
     flops_this_iteration_ = 0.0;
     tasks_measured_this_iteration_ = 0;
+    // TeamLB plans after this iteration when it has not planned since the attach.
+    measuring_task_seconds_ =
+        options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_;
+    task_seconds_this_iteration_.clear();
   }
 
   if (link_) {
@@ -179,6 +189,7 @@ IterationReport Engine::run_iteration() {
   const double slowest_checkpoint = sums->all[4];
   checkpoints_->iteration_ended(report.seconds, slowest_checkpoint);
   report.local.checkpoint = checkpoints_->take_stats();
+  if (options_.message_log.enabled) log_iteration_ended(report);
   {
     std::lock_guard lock(cost_mutex_);
     compute_share_ = compute_share;
@@ -195,6 +206,7 @@ IterationReport Engine::run_iteration() {
     report.local.offload_plans_held_back = rank_ == 0 ? offload_feedback_.held_back() - held_back : 0;
   }
   total_stats_.add(report.local);
+  ++iterations_since_attach_;
   if (trace_) trace_->flush();
   // The offloads were for this iteration only: the next plan starts from the fixed mapping.
   withdraw_offloads();
@@ -209,6 +221,28 @@ IterationReport Engine::run_iteration() {
     stolen_this_iteration_.clear();
   }
   return report;
+}
+
+void Engine::log_iteration_ended(IterationReport& report) {
+  // The checkpoint taken at this iteration's start is now complete everywhere.
+  if (const auto checkpoint = checkpoints_->last_complete()) {
+    message_log_.release_through(*checkpoint);
+  }
+  report.local.message_log = message_log_.take_iteration_stats();
+  if (!options_.trace_path.empty()) {
+    const auto& log = report.local.message_log;
+    const nlohmann::json line{
+        {"event", "message_log"},
+        {"rank", rank_},
+        {"iteration", iteration_},
+        {"team", message_log_.rank_team()[static_cast<std::size_t>(rank_)]},
+        {"messages_logged", log.messages_logged},
+        {"bytes_logged", log.bytes_logged},
+        {"determinants_logged", log.determinants_logged},
+        {"entries_held", log.entries_held},
+        {"bytes_held", log.bytes_held}};
+    (void)Trace::append(options_.trace_path, rank_, line.dump() + "\n");
+  }
 }
 
 void Engine::pin_new_placements() {

@@ -65,6 +65,10 @@ std::vector<CheckpointCopy> Runtime::checkpoint_copies() const {
 
 std::vector<int> Runtime::checkpoint_buddies() const { return engine_->checkpoints().buddies(); }
 
+std::vector<int> Runtime::teams() const { return engine_->message_log().rank_team(); }
+
+std::optional<TeamsApplied> Runtime::teams_applied() const { return engine_->teams_applied(); }
+
 std::optional<long> Runtime::last_checkpoint() const {
   return engine_->checkpoints().last_complete();
 }
@@ -118,6 +122,16 @@ void for_each_number(Stats& s, F&& f) {
   f(s.checkpoint.post_seconds);
   f(s.checkpoint.wait_seconds);
   f(s.checkpoint.interval_iterations);
+  f(s.message_log.messages_logged);
+  f(s.message_log.bytes_logged);
+  f(s.message_log.messages_in_team);
+  f(s.message_log.bytes_in_team);
+  f(s.message_log.determinants_logged);
+  f(s.message_log.messages_released);
+  f(s.message_log.bytes_released);
+  f(s.message_log.entries_held);
+  f(s.message_log.bytes_held);
+  f(s.message_log.peak_bytes_held);
   f(s.cost.task_samples);
   f(s.cost.task_overhead_us);
   f(s.cost.seconds_per_gflop);
@@ -166,6 +180,20 @@ std::vector<RankStats> Runtime::gather_stats() const {
   std::vector<int> all_forwards(static_cast<std::size_t>(total_round_trips));
   MPI_Gatherv(s.steal.round_trip_forwards.data(), my_round_trips, MPI_INT, all_forwards.data(),
               round_trips_counts.data(), round_trips_displacements.data(), MPI_INT, 0, comm);
+  // The message log's size after each iteration, one vector per rank.
+  const std::vector<double>& my_log = s.message_log.bytes_held_by_iteration;
+  const int my_log_count = static_cast<int>(my_log.size());
+  std::vector<int> log_counts(static_cast<std::size_t>(engine_->size()));
+  MPI_Gather(&my_log_count, 1, MPI_INT, log_counts.data(), 1, MPI_INT, 0, comm);
+  std::vector<int> log_displacements(log_counts.size());
+  int total_log = 0;
+  for (std::size_t r = 0; r < log_counts.size(); ++r) {
+    log_displacements[r] = total_log;
+    total_log += log_counts[r];
+  }
+  std::vector<double> all_log(static_cast<std::size_t>(total_log));
+  MPI_Gatherv(my_log.data(), my_log_count, MPI_DOUBLE, all_log.data(), log_counts.data(),
+              log_displacements.data(), MPI_DOUBLE, 0, comm);
   const std::vector<std::string> hosts = gather_strings(comm, host_name());
   std::vector<RankStats> out;
   if (engine_->rank() != 0) return out;
@@ -182,6 +210,9 @@ std::vector<RankStats> Runtime::gather_stats() const {
                                        all_round_trips.begin() + first + samples);
     rs.steal.round_trip_forwards.assign(all_forwards.begin() + first,
                                         all_forwards.begin() + first + samples);
+    const auto first_log = log_displacements[static_cast<std::size_t>(r)];
+    rs.message_log.bytes_held_by_iteration.assign(
+        all_log.begin() + first_log, all_log.begin() + first_log + log_counts[static_cast<std::size_t>(r)]);
     for (std::size_t c = 0; c < names.size(); ++c) {
       const auto count = static_cast<std::uint64_t>(v[fixed_fields + c]);
       if (count != 0) rs.tasks_by_class[names[c]] = count;

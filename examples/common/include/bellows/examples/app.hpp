@@ -12,6 +12,7 @@
 
 #include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/options.hpp"
+#include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/stats.hpp"
 
 namespace CLI {
@@ -43,6 +44,7 @@ struct AppOptions {
   runtime::OffloadOptions offload;  ///< --offload on|off, --offload-min-*
   runtime::EmulatedSlowdown slowdown;  ///< --slow-rank, --slow-from, --slow-factor
   runtime::CheckpointOptions checkpoint;  ///< --checkpoint on|off, --checkpoint-mtbf, --checkpoint-every
+  runtime::MessageLogOptions message_log;  ///< --message-log on|off, --team-size, --teams, --steal-across-teams
   bool same_host_transport = true;  ///< --same-host on|off
   bool cuda_pinned_tiles = true;    ///< --cuda-pinned on|off
   int cuda_cache_mib = 2048;        ///< --cuda-cache-mib (RuntimeOptions::cuda_tile_cache_bytes)
@@ -112,6 +114,10 @@ inline void forget_iterations_from(std::vector<IterationResult>& iterations, int
 
 /// One iteration of a job of `flops` floating-point operations, as print_report lists it.
 [[nodiscard]] IterationResult iteration_result(const runtime::IterationReport& report, double flops);
+
+/// What the runtime adds to an example's JSON report besides its statistics: under
+/// "team_plan", the teams TeamLB applied (MessageLogOptions::plan_teams), when it did.
+[[nodiscard]] nlohmann::json runtime_extra(const runtime::Runtime& runtime);
 
 /// Prints the human summary (unless quiet) and, as the last line, the JSON object
 /// {"app","n","tile","ranks","kernel","iterations":[...],"verified","residual", ...}.

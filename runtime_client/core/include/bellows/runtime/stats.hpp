@@ -78,6 +78,28 @@ struct CheckpointStats {
   void add(const CheckpointStats& other);
 };
 
+/// Team-based message logging of one rank (RuntimeOptions::message_log, docs/teams.md): the
+/// tiles it sent to ranks of other teams, kept until a complete checkpoint releases them.
+struct MessageLogStats {
+  std::uint64_t messages_logged = 0;    ///< tiles sent to another team, kept in the log
+  std::uint64_t bytes_logged = 0;       ///< likewise, bytes
+  std::uint64_t messages_in_team = 0;   ///< tiles sent to a rank of the own team, not logged
+  std::uint64_t bytes_in_team = 0;      ///< likewise, bytes
+  /// Tasks this rank gave to a thief of another team, logged as determinants (which task ran
+  /// where; MessageLogOptions::steal_across_teams).
+  std::uint64_t determinants_logged = 0;
+  std::uint64_t messages_released = 0;  ///< entries a complete checkpoint released
+  std::uint64_t bytes_released = 0;
+  /// What the log holds after the latest iteration (gauges: add() keeps the newer).
+  std::uint64_t entries_held = 0;
+  std::uint64_t bytes_held = 0;
+  /// The most bytes the log held after any iteration.
+  std::uint64_t peak_bytes_held = 0;
+  /// Bytes held after each iteration, in order (add() appends).
+  std::vector<double> bytes_held_by_iteration;
+  void add(const MessageLogStats& other);
+};
+
 /// A rank's devices: up to Tile::kMaxDevices GPUs and the CPU workers.
 inline constexpr std::size_t kMaxDevicesPerRank = Tile::kMaxDevices + 1;
 
@@ -116,6 +138,7 @@ struct RankStats {
   std::uint64_t offload_plans_held_back = 0;
   StealStats steal;
   CheckpointStats checkpoint;
+  MessageLogStats message_log;
   /// The cost model at the end of the latest iteration (a gauge: add() keeps the newer one).
   CostSummary cost;
   /// Mean number of ready tasks waiting on this rank, sampled at each task completion of
@@ -127,6 +150,7 @@ struct RankStats {
 
 void to_json(nlohmann::json& j, const StealStats& s);
 void to_json(nlohmann::json& j, const CheckpointStats& s);
+void to_json(nlohmann::json& j, const MessageLogStats& s);
 void to_json(nlohmann::json& j, const RankStats& s);
 void to_json(nlohmann::json& j, const CostSummary& s);
 

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace bellows::runtime {
 
@@ -129,6 +130,39 @@ struct CheckpointOptions {
 /// Returns an empty string when the options are usable, else what is wrong with them.
 [[nodiscard]] std::string validate(const CheckpointOptions& options);
 
+/// Team-based message logging (Meneses, Kale and Bronevetsky, "Dynamic Load Balance for
+/// Optimized Message Logging in Fault Tolerant HPC Applications", section III; docs/teams.md):
+/// ranks are grouped into teams, and a tile sent to a rank of another team stays in the
+/// sender's log until the next complete checkpoint; tiles sent within a team are not logged.
+/// Needs `checkpoint.enabled` (the log is released by checkpoints). Must be the same on every
+/// rank.
+struct MessageLogOptions {
+  bool enabled = false;
+  /// Ranks per team, consecutive ranks together (team r / team_size; the last team smaller
+  /// when it does not divide the ranks): 1 logs every message between ranks, the job's rank
+  /// count (or more) makes one team, which logs nothing. 0: one team of every rank.
+  int team_size = 0;
+  /// When not empty, the team of each rank (a plan's TeamPlan::rank_team), used instead of
+  /// team_size while the job has exactly this many ranks; after a resize the teams are
+  /// consecutive ranks of the plan's largest team size.
+  std::vector<int> rank_team;
+  /// Stealing across teams (StealOptions::enabled): off, a rank asks and forwards requests
+  /// within its team only and gives nothing to a thief of another team, so a replay runs the
+  /// same tasks on the same ranks; on, a task given to a thief of another team is logged by
+  /// the victim as a determinant (which task ran where).
+  bool steal_across_teams = false;
+  /// TeamLB between iterations (bellows/runtime/teams.hpp, plan_teams): after the first
+  /// iteration, and after the first following each resize or recovery, the teams of
+  /// `team_size` ranks (0: one team) and the tiles' places inside each team are chosen from
+  /// the task graph's traffic and the compute seconds measured for each tile's tasks;
+  /// the tile moves are carried out at the start of the next iteration, which takes a fresh
+  /// checkpoint under the new teams. `rank_team` is then ignored.
+  bool plan_teams = false;
+};
+
+/// Returns an empty string when the options are usable, else what is wrong with them.
+[[nodiscard]] std::string validate(const MessageLogOptions& options);
+
 struct RuntimeOptions {
   DeviceKind device = DeviceKind::cpu;
   /// CPU worker threads per rank (devices cpu and hybrid).
@@ -206,6 +240,8 @@ struct RuntimeOptions {
   EmulatedSlowdown emulated_slowdown;
   /// Must be the same on every rank (the node excepted).
   CheckpointOptions checkpoint;
+  /// Must be the same on every rank.
+  MessageLogOptions message_log;
 };
 
 /// The link rate the emulated device charges, GB/s: `emulated_link_gbps` as named, or for

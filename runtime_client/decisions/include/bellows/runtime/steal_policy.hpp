@@ -182,6 +182,11 @@ class StealPolicy {
                                                              const GiftContext& context,
                                                              int wanted);
 
+  /// Confines this rank's requests and forwards to `partners` (other ranks, e.g. its team's:
+  /// steal_partners() of message_logging.hpp); the random draws pick among them, and a last
+  /// victim outside them is forgotten. An empty list leaves no rank to ask.
+  void confine_to(std::vector<int> partners);
+
   // ---- thief side ----
 
   /// Forgets the backoff at the start of an iteration (the last victim is kept), unless it
@@ -294,6 +299,8 @@ class StealPolicy {
   StealOptions options_;
   int rank_;
   int size_;
+  bool confined_ = false;     ///< draws pick among partners_ only
+  std::vector<int> partners_;  ///< confine_to()'s ranks, ascending
   std::mt19937_64 random_;
   int last_victim_ = -1;
   int doubling_backoff_us_ = 0;  ///< the backoff before its stretch

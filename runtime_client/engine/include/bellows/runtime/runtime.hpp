@@ -65,6 +65,20 @@ struct RecoveryReport {
 /// Thrown by Runtime::recover(), alike on every survivor, when the job cannot recover: the
 /// refusal of plan_recovery() or choose_checkpoint() (e.g. "rank 1 and its buddy rank 2 are
 /// both lost: no copy of rank 1's checkpoint is left"), or checkpoints that are off.
+/// Teams TeamLB chose between iterations (MessageLogOptions::plan_teams; docs/teams.md).
+struct TeamsApplied {
+  int before_iteration = 0;   ///< the first iteration run with these teams
+  std::vector<int> rank_team;  ///< per rank: its team
+  std::size_t tiles_moved = 0;
+  /// What plan_teams() predicts for one iteration with these teams and tiles: the share of
+  /// the bytes sent between ranks that crosses teams, and per rank the bytes it logs.
+  double predicted_cut = 0.0;
+  std::vector<double> predicted_logged_bytes;
+  /// The most imbalanced team's I = (max - avg) / avg, with the tiles before and after.
+  double imbalance_before = 0.0;
+  double imbalance_after = 0.0;
+};
+
 class RecoveryError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -231,6 +245,10 @@ class Runtime {
   [[nodiscard]] std::vector<int> checkpoint_buddies() const;
   /// The latest checkpoint complete at every holder; nullopt: none.
   [[nodiscard]] std::optional<long> last_checkpoint() const;
+  /// Team-based message logging (RuntimeOptions::message_log): per rank its team now (empty
+  /// when logging is off), and the latest plan TeamLB applied (nullopt: none).
+  [[nodiscard]] std::vector<int> teams() const;
+  [[nodiscard]] std::optional<TeamsApplied> teams_applied() const;
 
   /// Tasks that work stealing moved, as key -> rank that ran them: the override table
   /// on top of the fixed mapping, recorded on both the victim and the thief. Holds the

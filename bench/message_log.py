@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Team-based message logging benchmark: the failure-free overhead of logging on top of buddy
+checkpoints on dense GEMM and Cholesky, and the log's memory with TeamLB's teams, teams of one
+rank and teams of consecutive ranks, measured in the runs and against what plan_teams() predicts
+for the same task graph (bellows_teams_bench).
+
+Every rank names a node of its own (BELLOWS_NODE, one mpiexec segment per rank), so that each has
+a buddy on another node. The ranks run the emulated device computing (--kernel emulated
+--emulated-compute on) at each speed given, with a checkpoint every --checkpoint-every
+iterations, so that the log holds up to that many iterations. Per round, interleaved because the
+machine is shared and noisy:
+
+  - checkpoints alone (the baseline of every ratio);
+  - logging with teams of 1 rank (every message between ranks logged), of --team-size
+    consecutive ranks, and of TeamLB's teams for --team-size (TeamUnit::ranks, the plan's rank
+    teams with the tiles where the block-cyclic layout puts them: its moves are not applied);
+  - logging with TeamLB applied by the runtime (--team-plan on): consecutive teams for the
+    first iteration, then the plan from the measured task times, its tile moves carried out at the
+    second iteration's start, which takes a fresh checkpoint;
+  - with --steal on (unless --no-steal): checkpoints alone, logging with stealing kept inside the
+    teams, and logging with stealing across teams, each task given to another team logged as a
+    determinant.
+
+Ratios are each run's mean iteration time (iterations 2..) over the same round's baseline; the
+median over the rounds is printed. Target for the overhead: under 3 %. The log's size: bytes
+logged per rank and iteration (mean over ranks and iterations), and the largest log a rank held
+(after any iteration), each against teams of one rank; predicted: bellows_teams_bench's bytes per
+rank for the same graph, rank count and team size (one iteration's messages), measured/predicted.
+For TeamLB applied: the log after the second iteration (the first under the plan, which the
+fresh checkpoint started empty) against the runtime's own plan's prediction.
+
+  python3 bench/message_log.py --build build/default --rounds 3
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import MPIEXEC, run_json  # noqa: E402
+
+TARGET = 1.03
+
+
+def mean_after_first(report):
+    seconds = [it["seconds"] for it in report["iterations"]]
+    return statistics.mean(seconds[1:] if len(seconds) > 1 else seconds)
+
+
+def log_sizes(report):
+    """Per rank: mean bytes logged per iteration, and the largest log held; both averaged."""
+    stats = report["rank_stats"]
+    iterations = len(report["iterations"])
+    logged = statistics.mean(s["message_log"]["bytes_logged"] / iterations for s in stats)
+    peak = statistics.mean(s["message_log"]["peak_bytes_held"] for s in stats)
+    determinants = sum(s["message_log"]["determinants_logged"] for s in stats)
+    return logged, peak, determinants
+
+
+def predicted_logs(build, app, ranks, n, tile, team_size, gflops):
+    """bellows_teams_bench's row for the graph: bytes logged per rank per iteration for teams of
+    one, consecutive teams and TeamLB's teams (tiles unmoved), and TeamLB's rank teams."""
+    out = subprocess.run([os.path.join(build, "bench", "bellows_teams_bench"), "--tiles",
+                          str(n // tile), "--tile", str(tile), "--ranks", str(ranks),
+                          "--team-sizes", str(team_size), "--gflops", str(gflops)],
+                         check=True, capture_output=True, text=True)
+    rows = json.loads(out.stdout.strip().splitlines()[-1])["rows"]
+    row = next(r for r in rows if r["graph"] == app and r["team_size"] == team_size)
+    return {"team of 1": row["log_bytes_per_rank_every_message"],
+            "consecutive": row["log_bytes_per_rank_consecutive"],
+            "TeamLB": row["log_bytes_per_rank_teamlb_before_moves"]}, row["rank_team_teamlb"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build/default")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--team-size", type=int, default=2)
+    ap.add_argument("--n", type=int, default=2048)
+    ap.add_argument("--tile", type=int, default=256)
+    ap.add_argument("--iterations", type=int, default=6)
+    ap.add_argument("--checkpoint-every", type=int, default=3)
+    ap.add_argument("--gflops", default="10,1000", help="emulated device speeds")
+    ap.add_argument("--apps", default="gemm,cholesky")
+    ap.add_argument("--no-steal", action="store_true", help="leave out the stealing runs")
+    args = ap.parse_args()
+    ex = os.path.join(args.build, "examples")
+
+    def run(app, gflops, flags):
+        common = ["--n", str(args.n), "--tile", str(args.tile), "--iterations",
+                  str(args.iterations), "--kernel", "emulated", "--emulated-gflops", str(gflops),
+                  "--emulated-compute", "on", "--quiet", "--checkpoint", "on",
+                  "--checkpoint-every", str(args.checkpoint_every)] + flags
+        cmd = [MPIEXEC]
+        for rank in range(args.ranks):
+            if rank:
+                cmd.append(":")
+            cmd += ["-n", "1", "-env", "BELLOWS_NODE", f"node{rank}",
+                    os.path.join(ex, app)] + common
+        return run_json(cmd)
+
+    speeds = [float(g) for g in args.gflops.split(",")]
+    apps = args.apps.split(",")
+    t = args.team_size
+    rows, ratios = {}, {}
+
+    def add(table, key, value):
+        table.setdefault(key, []).append(value)
+
+    plans = {}
+    teams_applied = {}
+    for app in apps:
+        for gflops in speeds:
+            plans[(app, gflops)] = predicted_logs(args.build, app, args.ranks, args.n, args.tile,
+                                                  t, gflops)
+    for rnd in range(args.rounds):
+        print(f"round {rnd + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
+        for app in apps:
+            for gflops in speeds:
+                label = f"{app} {gflops:g} GFLOP/s"
+                predicted, teamlb = plans[(app, gflops)]
+                teams_flag = ",".join(str(x) for x in teamlb)
+                configurations = {
+                    "checkpoints": [],
+                    "team of 1": ["--message-log", "on", "--team-size", "1"],
+                    "consecutive": ["--message-log", "on", "--team-size", str(t)],
+                    "TeamLB": ["--message-log", "on", "--teams", teams_flag],
+                    "TeamLB applied": ["--message-log", "on", "--team-size", str(t),
+                                       "--team-plan", "on"],
+                }
+                if not args.no_steal:
+                    steal = ["--steal", "on"]
+                    configurations.update({
+                        "steal: checkpoints": steal,
+                        "steal: in teams": steal + ["--message-log", "on", "--team-size", str(t)],
+                        "steal: across teams": steal + ["--message-log", "on", "--team-size",
+                                                        str(t), "--steal-across-teams", "on"],
+                    })
+                times, sizes = {}, {}
+                for name, flags in configurations.items():
+                    report = run(app, gflops, flags)
+                    times[name] = mean_after_first(report)
+                    sizes[name] = log_sizes(report)
+                    if name == "TeamLB applied" and "team_plan" in report:
+                        plan = report["team_plan"]
+                        after = statistics.mean(s["message_log"]["bytes_held_by_iteration"][1]
+                                                for s in report["rank_stats"])
+                        expected = statistics.mean(plan["predicted_logged_bytes"])
+                        add(rows, f"{label}, TeamLB applied: logged per rank, iteration 2 (MB)",
+                            after / 1e6)
+                        add(rows, f"{label}, TeamLB applied: logged / team of 1", after / sizes["team of 1"][0])
+                        if expected > 0:
+                            add(rows, f"{label}, TeamLB applied: measured / predicted", after / expected)
+                        add(rows, f"{label}, TeamLB applied: tiles moved", plan["tiles_moved"])
+                        add(rows, f"{label}, TeamLB applied: worst team's I before",
+                            plan["imbalance_before"])
+                        add(rows, f"{label}, TeamLB applied: worst team's I after", plan["imbalance_after"])
+                        teams_applied[(app, gflops)] = plan["rank_team"]
+                for name in configurations:
+                    base = "steal: checkpoints" if name.startswith("steal") else "checkpoints"
+                    if name != base:
+                        add(ratios, f"{label}: {name} / {base}", times[name] / times[base])
+                for name in ("team of 1", "consecutive", "TeamLB"):
+                    logged, peak, _ = sizes[name]
+                    add(rows, f"{label}, {name}: logged per rank per iteration (MB)", logged / 1e6)
+                    add(rows, f"{label}, {name}: largest log held, mean rank (MB)", peak / 1e6)
+                    if sizes["team of 1"][0] > 0:
+                        add(rows, f"{label}, {name}: logged / team of 1", logged / sizes["team of 1"][0])
+                    if predicted[name] > 0:
+                        add(rows, f"{label}, {name}: measured / predicted", logged / predicted[name])
+                if not args.no_steal:
+                    add(rows, f"{label}: determinants logged, stealing across teams",
+                        sizes["steal: across teams"][2])
+    print(f"TeamLB teams ({t} ranks each): " + "; ".join(
+        f"{a} {g:g}: {plans[(a, g)][1]}" for a in apps for g in speeds) +
+          "; applied by the runtime: " + "; ".join(f"{k[0]} {k[1]:g}: {v}"
+                                                   for k, v in teams_applied.items()),
+          file=sys.stderr)
+
+    print(f"\n{args.ranks} ranks, one node each, emulated device computing, n={args.n} "
+          f"tile={args.tile}, {args.iterations} iterations (mean of 2..), a checkpoint every "
+          f"{args.checkpoint_every} iterations, teams of {t}, {args.rounds} interleaved rounds\n")
+    width = max(len(k) for k in rows) + 2
+    print(f"{'measurement':<{width}}{'median':>12}   per round")
+    for key, values in rows.items():
+        print(f"{key:<{width}}{statistics.median(values):>12.4f}   " +
+              " ".join(f"{v:.4f}" for v in values))
+    width = max(len(k) for k in ratios) + 2
+    print(f"\n{'ratio (same round)':<{width}}{'median':>8}  target   per round")
+    for key, values in ratios.items():
+        med = statistics.median(values)
+        print(f"{key:<{width}}{med:>8.3f}  <={TARGET:<5}  " + " ".join(f"{v:.3f}" for v in values)
+              + ("  met" if med <= TARGET else "  NOT met"))
+
+
+if __name__ == "__main__":
+    main()

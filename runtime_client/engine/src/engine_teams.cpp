@@ -1,0 +1,188 @@
+// TeamLB between iterations (MessageLogOptions::plan_teams): the decision is plan_teams()
+// (runtime_client/teams); this file gathers its inputs, broadcasts its choice and carries it
+// out with the machinery of a re-grid (pending_moves_, applied at the next iteration's start).
+//
+// The inputs: the tiles of every collection, numbered as for_each_task_by_tile numbers them,
+// on their holders; per tile the compute seconds measured in the last iteration for the tasks
+// it decides (each rank adds up its own, a stolen task where it ran, and the first rank sums
+// them); and per task, the tiles it reads: a collection tile, or the tile that decides the
+// producing task. A rank receives a tile once per iteration for all its readers, which is how
+// plan_teams() counts bytes, so its prediction is the log's size (runtime_teams_message_log_np*
+// checks this for GEMM and for the first iteration under a plan on Cholesky).
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bellows/runtime/message_logging.hpp"
+#include "bellows/runtime/teams.hpp"
+#include "comm_engine.hpp"
+#include "engine.hpp"
+#include "sleeping_wait.hpp"
+
+namespace bellows::runtime {
+
+namespace {
+
+/// Per tile number: its collection and position.
+struct TilePlace {
+  CollectionId collection = 0;
+  int m = 0;
+  int n = 0;
+};
+
+}  // namespace
+
+void Engine::plan_teams_between_iterations() {
+  teams_planned_ = true;
+  // The tiles, numbered as for_each_task_by_tile numbers them, and the tile deciding each
+  // task: every rank needs them to add up its measured seconds per tile.
+  std::vector<TilePlace> places;
+  std::vector<int> holders;
+  std::vector<double> tile_bytes;
+  std::vector<std::size_t> base;
+  for (std::size_t c = 0; c < collections_.size(); ++c) {
+    const auto* coll = collections_[c];
+    const auto first = places.size();
+    base.push_back(first);
+    places.resize(first + static_cast<std::size_t>(coll->tile_rows() * coll->tile_cols()));
+    holders.resize(places.size(), 0);
+    tile_bytes.resize(places.size(), 0.0);
+    for (int n = 0; n < coll->tile_cols(); ++n) {
+      for (int m = 0; m < coll->tile_rows(); ++m) {
+        const auto s = first + coll->slot(m, n);
+        places[s] = TilePlace{static_cast<CollectionId>(c), m, n};
+        holders[s] = coll->owner(m, n);
+        tile_bytes[s] = static_cast<double>(coll->rows_of_tile(m)) * coll->cols_of_tile(n) *
+                        sizeof(double);
+      }
+    }
+  }
+  struct Decided {
+    const TaskClass* cls;
+    TaskKey key;
+    int tile;
+  };
+  std::vector<Decided> tasks;
+  std::unordered_map<TaskKey, int> tile_of;
+  for_each_task_by_tile([&](const TaskClass& cls, const TaskKey& key, int tile) {
+    tasks.push_back(Decided{&cls, key, tile});
+    tile_of.emplace(key, tile);
+  });
+  // Per tile: the compute seconds this rank measured for the tasks it decides in the last
+  // iteration (a stolen task counts where it ran), summed over the ranks on the first.
+  std::vector<double> mine(places.size(), 0.0);
+  {
+    std::lock_guard lock(cost_mutex_);
+    for (const auto& [key, seconds] : task_seconds_this_iteration_) {
+      const auto it = tile_of.find(key);
+      if (it != tile_of.end() && it->second >= 0) mine[static_cast<std::size_t>(it->second)] += seconds;
+    }
+    task_seconds_this_iteration_.clear();
+    measuring_task_seconds_ = false;
+  }
+  std::vector<double> seconds(places.size(), 0.0);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ireduce(mine.data(), seconds.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_SUM, 0,
+              comm_, &request);
+  wait_asleep(request);
+
+  // [rank_team per rank, then per move (collection, m, n, to, tasks)], from the first rank.
+  std::vector<std::int32_t> decided;
+  TeamsApplied applied;
+  std::string failure;  // the first rank's: why plan_teams() refused
+  if (rank_ == 0) {
+    std::vector<std::uint32_t> tasks_of_tile(places.size(), 0);
+    std::vector<TileTraffic> traffic;
+    std::vector<InputSource> inputs;
+    for (const auto& t : tasks) {
+      if (t.tile < 0) continue;  // no tile decides it: it goes nowhere with the tiles
+      ++tasks_of_tile[static_cast<std::size_t>(t.tile)];
+      inputs.clear();
+      t.cls->inputs(t.key, inputs);
+      for (const auto& in : inputs) {
+        int read = -1;
+        if (in.kind == InputSource::Kind::collection) {
+          read = static_cast<int>(base.at(in.tile.collection) +
+                                  collections_.at(in.tile.collection)->slot(in.tile.m, in.tile.n));
+        } else if (in.kind == InputSource::Kind::task) {
+          const auto it = tile_of.find(in.producer);
+          if (it != tile_of.end()) read = it->second;
+        }
+        if (read >= 0) traffic.push_back(TileTraffic{t.tile, read, tile_bytes[static_cast<std::size_t>(read)]});
+      }
+    }
+    const int team_size = options_.message_log.team_size == 0
+                              ? size_
+                              : std::min(options_.message_log.team_size, size_);
+    TeamPlan plan;
+    try {
+      plan = plan_teams(TeamRequest{size_, team_size, seconds, holders, traffic,
+                                    TeamWeighting::load, TeamUnit::ranks});
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    decided.assign(plan.rank_team.begin(), plan.rank_team.end());
+    for (const auto& move : plan.moves) {
+      const auto& at = places[static_cast<std::size_t>(move.tile)];
+      decided.insert(decided.end(), {static_cast<std::int32_t>(at.collection), at.m, at.n, move.to,
+                                     static_cast<std::int32_t>(tasks_of_tile[static_cast<std::size_t>(move.tile)])});
+    }
+    applied.tiles_moved = plan.moves.size();
+    applied.predicted_cut = plan.cut.fraction();
+    applied.predicted_logged_bytes = plan.cut.logged_bytes;
+    for (const double i : plan.imbalance_before) applied.imbalance_before = std::max(applied.imbalance_before, i);
+    for (const double i : plan.imbalance_after) applied.imbalance_after = std::max(applied.imbalance_after, i);
+  }
+  // A length of -1 tells every rank that the plan failed, so that none waits for the rest.
+  std::int64_t length = failure.empty() ? static_cast<std::int64_t>(decided.size()) : -1;
+  MPI_Ibcast(&length, 1, MPI_INT64_T, 0, comm_, &request);
+  wait_asleep(request);
+  if (length < 0) {
+    throw std::runtime_error("TeamLB between iterations: plan_teams() refused on the first rank" +
+                             (failure.empty() ? std::string() : ": " + failure));
+  }
+  decided.resize(static_cast<std::size_t>(length));
+  MPI_Ibcast(decided.data(), static_cast<int>(length), MPI_INT32_T, 0, comm_, &request);
+  wait_asleep(request);
+
+  // The plan's predictions, [cut, I before, I after, logged bytes per rank], from the first rank.
+  std::vector<double> predicted(3 + static_cast<std::size_t>(size_), 0.0);
+  if (rank_ == 0) {
+    predicted[0] = applied.predicted_cut;
+    predicted[1] = applied.imbalance_before;
+    predicted[2] = applied.imbalance_after;
+    std::copy(applied.predicted_logged_bytes.begin(), applied.predicted_logged_bytes.end(),
+              predicted.begin() + 3);
+  }
+  MPI_Ibcast(predicted.data(), static_cast<int>(predicted.size()), MPI_DOUBLE, 0, comm_, &request);
+  wait_asleep(request);
+  applied.predicted_cut = predicted[0];
+  applied.imbalance_before = predicted[1];
+  applied.imbalance_after = predicted[2];
+  applied.predicted_logged_bytes.assign(predicted.begin() + 3, predicted.end());
+  applied.before_iteration = iteration_ + 1;
+  applied.rank_team.assign(decided.begin(), decided.begin() + size_);
+  pending_moves_.clear();
+  for (auto at = static_cast<std::size_t>(size_); at + 5 <= decided.size(); at += 5) {
+    pending_moves_.push_back(TileMove{static_cast<CollectionId>(decided[at]), decided[at + 1],
+                                      decided[at + 2], decided[at + 3],
+                                      static_cast<std::uint32_t>(decided[at + 4])});
+  }
+  applied.tiles_moved = pending_moves_.size();
+  // The new teams log from the next checkpoint on: the copies and the log kept under the old
+  // ones are dropped, and the next boundary (after the moves) takes a checkpoint.
+  MessageLogOptions planned = options_.message_log;
+  planned.rank_team = applied.rank_team;
+  message_log_.attach(resolve_teams(planned, size_), rank_);
+  comm_engine_->confine_steals(steal_partners(message_log_.rank_team(), rank_,
+                                              options_.message_log.steal_across_teams));
+  checkpoints_->attach(comm_, checkpoints_->nodes());
+  teams_applied_ = std::move(applied);
+}
+
+}  // namespace bellows::runtime

@@ -1,0 +1,362 @@
+// Team-based message logging (RuntimeOptions::message_log) under mpiexec -n 3..4, on a GEMM
+// whose ranks name nodes of their own: every tile a rank sends to a rank of another team is
+// logged and every tile sent within its team is not (the two add up to the bytes it sent), the
+// bytes logged are exactly what message_cut() predicts from the task graph, TeamLB applied
+// between iterations moves Cholesky's tiles inside the teams it picks and the next iteration
+// logs what its plan predicts, with L bit-identical, a complete
+// checkpoint releases the iterations up to its boundary, the result is bit-identical to a run
+// without logging, stealing stays inside the teams unless it may cross them (then each task
+// given to another team is a determinant), the trace carries a line per rank and iteration, and logging without
+// checkpoints is refused.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bellows/examples/app.hpp"
+#include "bellows/runtime/runtime.hpp"
+#include "bellows/runtime/teams.hpp"
+#include "cholesky_tasks.hpp"
+#include "gemm_tasks.hpp"
+#include "mpi_test_support.hpp"
+
+namespace br = bellows::runtime;
+namespace be = bellows::examples;
+namespace bt = bellows::testing;
+using bt::MpiTest;
+
+namespace {
+
+constexpr int kN = 384;
+constexpr int kTile = 96;
+constexpr unsigned kSeed = 11;
+
+/// A GEMM C = A * B on the CPU with checkpoints every `every` iterations and message logging
+/// by `log` (enabled unless `log_on` is false), each rank on a node of its own.
+struct Gemm {
+  br::TiledMatrix a, b, c;
+  std::unique_ptr<br::Runtime> runtime;
+
+  Gemm(br::MessageLogOptions log, long every, bool log_on = true,
+       const std::string& trace_path = {}, const br::StealOptions& steal = {},
+       int slow_rank = -1)
+      : a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
+        b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
+        c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()) {
+    be::fill_random(a, kSeed);
+    be::fill_random(b, kSeed + 1);
+    br::RuntimeOptions options;
+    options.comm_max_sleep_us = 100;
+    options.checkpoint.enabled = true;
+    options.checkpoint.every_iterations = every;
+    options.checkpoint.node = "node" + std::to_string(bt::world_rank());
+    log.enabled = log_on;
+    options.message_log = log;
+    options.trace_path = trace_path;
+    options.steal = steal;
+    if (slow_rank >= 0) {
+      // Emulated tasks (not computed), the slow rank 8 times slower: the others steal.
+      options.device = br::DeviceKind::emulated;
+      options.emulated_gflops = 10.0;
+      options.emulated_slowdown = br::EmulatedSlowdown{slow_rank, 1, 8.0};
+    }
+    runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
+    runtime->add_collection(a);
+    runtime->add_collection(b);
+    runtime->add_collection(c);
+    runtime->add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+  }
+
+  /// One iteration's messages as teams.hpp counts them: tiles numbered A, then B, then C
+  /// (column by column), each on its owner; GEMM(i, j, k) runs on C(i, j)'s owner and reads
+  /// A(i, k) and B(k, j).
+  [[nodiscard]] std::vector<br::TileTraffic> traffic() const {
+    const int t = a.tile_rows();
+    const auto index = [t](int matrix, int m, int n) { return matrix * t * t + n * t + m; };
+    std::vector<br::TileTraffic> out;
+    for (int i = 0; i < t; ++i) {
+      for (int j = 0; j < t; ++j) {
+        for (int k = 0; k < t; ++k) {
+          const double bytes = static_cast<double>(kTile) * kTile * sizeof(double);
+          out.push_back({index(2, i, j), index(0, i, k), bytes});
+          out.push_back({index(2, i, j), index(1, k, j), bytes});
+        }
+      }
+    }
+    return out;
+  }
+  [[nodiscard]] std::vector<int> holders() const {
+    std::vector<int> out;
+    for (const auto* m : {&a, &b, &c}) {
+      for (int n = 0; n < m->tile_cols(); ++n) {
+        for (int r = 0; r < m->tile_rows(); ++r) out.push_back(m->owner(r, n));
+      }
+    }
+    return out;
+  }
+};
+
+/// A Cholesky A = L * L^T over 8 x 8 tiles on the CPU, checkpoints every iteration, message
+/// logging by `log` (enabled unless `log_on` is false), each rank on a node of its own.
+struct Cholesky {
+  static constexpr int kOrder = 768;
+  br::TiledMatrix a, l;
+  std::unique_ptr<br::Runtime> runtime;
+
+  Cholesky(br::MessageLogOptions log, bool log_on)
+      : a(0, kOrder, kOrder, kTile, br::BlockCyclic2D::square_for(bt::world_size()),
+          bt::world_rank(), lower()),
+        l(1, kOrder, kOrder, kTile, br::BlockCyclic2D::square_for(bt::world_size()),
+          bt::world_rank(), lower()) {
+    be::fill_spd(a, kSeed);
+    br::RuntimeOptions options;
+    options.comm_max_sleep_us = 100;
+    options.checkpoint.enabled = true;
+    options.checkpoint.every_iterations = 1;
+    options.checkpoint.node = "node" + std::to_string(bt::world_rank());
+    log.enabled = log_on;
+    options.message_log = log;
+    runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
+    runtime->add_collection(a);
+    runtime->add_collection(l);
+    for (auto& cls : be::make_cholesky_tasks(a, l)) runtime->add_task_class(std::move(cls));
+  }
+  static br::TiledMatrix::TileFilter lower() {
+    return [](int m, int n) { return m >= n; };
+  }
+};
+
+br::MessageLogOptions teams_of(int size) {
+  br::MessageLogOptions log;
+  log.team_size = size;
+  return log;
+}
+
+}  // namespace
+
+TEST_F(MpiTest, TeamsOfOneLogEveryTileSentAndOneTeamLogsNone) {
+  for (const int team_size : {1, 0}) {
+    Gemm gemm(teams_of(team_size), 1);
+    const auto report = gemm.runtime->run_iteration();
+    ASSERT_TRUE(report.completed());
+    const auto& log = report.local.message_log;
+    ASSERT_GT(report.local.bytes_sent, 0U) << "every rank serves tiles of A and B";
+    if (team_size == 1) {
+      EXPECT_EQ(log.bytes_logged, report.local.bytes_sent);
+      EXPECT_EQ(log.bytes_in_team, 0U);
+      EXPECT_EQ(log.bytes_held, log.bytes_logged);
+    } else {
+      EXPECT_EQ(log.bytes_logged, 0U);
+      EXPECT_EQ(log.messages_logged, 0U);
+      EXPECT_EQ(log.bytes_in_team, report.local.bytes_sent);
+      EXPECT_EQ(log.bytes_held, 0U);
+    }
+  }
+}
+
+TEST_F(MpiTest, TheBytesLoggedAreWhatMessageCutPredicts) {
+  const int size = bt::world_size(), rank = bt::world_rank();
+  for (const int team_size : {1, 2}) {
+    Gemm gemm(teams_of(team_size), 1);
+    const auto predicted = br::message_cut(gemm.traffic(), gemm.holders(),
+                                           br::consecutive_teams(size, team_size));
+    for (int it = 0; it < 2; ++it) {
+      const auto report = gemm.runtime->run_iteration();
+      ASSERT_TRUE(report.completed());
+      const auto& log = report.local.message_log;
+      EXPECT_EQ(static_cast<double>(log.bytes_logged),
+                predicted.logged_bytes[static_cast<std::size_t>(rank)])
+          << "team size " << team_size << ", iteration " << it + 1;
+      EXPECT_EQ(log.bytes_logged + log.bytes_in_team, report.local.bytes_sent)
+          << "every tile sent is logged or within the team";
+    }
+    if (team_size == 2 && size == 4) {
+      EXPECT_GT(predicted.crossing_bytes, 0.0);
+      EXPECT_LT(predicted.crossing_bytes, predicted.total_bytes);
+    }
+  }
+}
+
+TEST_F(MpiTest, ACompleteCheckpointReleasesTheIterationsUpToItsBoundary) {
+  // Checkpoints at the boundaries 0, 2, 4: iteration 1 and 2's entries are held until the
+  // checkpoint at boundary 2 completes, at the end of iteration 3.
+  Gemm gemm(teams_of(1), 2);
+  std::vector<br::MessageLogStats> logs;
+  for (int it = 0; it < 3; ++it) {
+    const auto report = gemm.runtime->run_iteration();
+    ASSERT_TRUE(report.completed());
+    logs.push_back(report.local.message_log);
+  }
+  ASSERT_GT(logs[0].bytes_logged, 0U);
+  EXPECT_EQ(logs[0].bytes_held, logs[0].bytes_logged);
+  EXPECT_EQ(logs[0].messages_released, 0U);
+  EXPECT_EQ(logs[1].bytes_held, logs[0].bytes_logged + logs[1].bytes_logged);
+  EXPECT_EQ(logs[1].entries_held, logs[0].messages_logged + logs[1].messages_logged);
+  EXPECT_EQ(logs[2].bytes_held, logs[2].bytes_logged);
+  EXPECT_EQ(logs[2].bytes_released, logs[0].bytes_logged + logs[1].bytes_logged);
+  const auto& total = gemm.runtime->stats().message_log;
+  EXPECT_EQ(total.bytes_held_by_iteration,
+            (std::vector<double>{static_cast<double>(logs[0].bytes_held),
+                                 static_cast<double>(logs[1].bytes_held),
+                                 static_cast<double>(logs[2].bytes_held)}));
+  EXPECT_EQ(total.peak_bytes_held, logs[1].bytes_held);
+  // gather_stats carries each rank's sizes per iteration to the first rank.
+  const auto gathered = gemm.runtime->gather_stats();
+  std::vector<double> mine = total.bytes_held_by_iteration;
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(bt::world_size()));
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+             static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (bt::world_rank() == 0) {
+    ASSERT_EQ(gathered.size(), static_cast<std::size_t>(bt::world_size()));
+    for (std::size_t r = 0; r < gathered.size(); ++r) {
+      const std::vector<double> expected(all.begin() + static_cast<long>(r * mine.size()),
+                                         all.begin() + static_cast<long>((r + 1) * mine.size()));
+      EXPECT_EQ(gathered[r].message_log.bytes_held_by_iteration, expected) << "rank " << r;
+      EXPECT_GT(gathered[r].message_log.bytes_released, 0U) << "rank " << r;
+    }
+  }
+}
+
+TEST_F(MpiTest, LoggingLeavesTheResultBitIdentical) {
+  Gemm plain(teams_of(1), 1, /*log_on=*/false);
+  Gemm logged(teams_of(1), 1);
+  for (int it = 0; it < 2; ++it) {
+    ASSERT_TRUE(plain.runtime->run_iteration().completed());
+    ASSERT_TRUE(logged.runtime->run_iteration().completed());
+  }
+  const auto expected = plain.c.gather_to_root(MPI_COMM_WORLD);
+  const auto got = logged.c.gather_to_root(MPI_COMM_WORLD);
+  if (bt::world_rank() == 0) {
+    ASSERT_EQ(expected.size(), got.size());
+    EXPECT_EQ(std::memcmp(expected.data(), got.data(), expected.size() * sizeof(double)), 0);
+  }
+  EXPECT_EQ(plain.runtime->stats().message_log.messages_logged, 0U);
+}
+
+TEST_F(MpiTest, TheTraceHasALinePerRankAndIteration) {
+  const std::string path = "message_log_trace_" + std::to_string(bt::world_size()) + ".jsonl";
+  if (bt::world_rank() == 0) std::remove(path.c_str());
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    Gemm gemm(teams_of(1), 1, true, path);
+    for (int it = 0; it < 2; ++it) ASSERT_TRUE(gemm.runtime->run_iteration().completed());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (bt::world_rank() == 0) {
+    std::ifstream in(path);
+    int lines = 0;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find("\"event\":\"message_log\"") != std::string::npos &&
+          line.find("\"bytes_held\":") != std::string::npos) {
+        ++lines;
+      }
+    }
+    EXPECT_EQ(lines, 2 * bt::world_size());
+    std::remove(path.c_str());
+  }
+}
+
+TEST_F(MpiTest, TeamLBBetweenIterationsMovesTilesInsideTeamsAndLogsWhatItPredicts) {
+  const int size = bt::world_size(), rank = bt::world_rank();
+  br::MessageLogOptions log = teams_of(2);
+  log.plan_teams = true;
+  Cholesky planned(log, true);
+  Cholesky plain(teams_of(2), false);
+
+  const auto first = planned.runtime->run_iteration();
+  ASSERT_TRUE(first.completed());
+  EXPECT_FALSE(planned.runtime->teams_applied().has_value()) << "nothing measured before";
+  EXPECT_EQ(planned.runtime->teams(), br::consecutive_teams(size, 2));
+
+  const auto second = planned.runtime->run_iteration();
+  ASSERT_TRUE(second.completed());
+  const auto applied = planned.runtime->teams_applied();
+  ASSERT_TRUE(applied.has_value());
+  EXPECT_EQ(applied->before_iteration, 2);
+  EXPECT_EQ(planned.runtime->teams(), applied->rank_team);
+  ASSERT_EQ(applied->predicted_logged_bytes.size(), static_cast<std::size_t>(size));
+  EXPECT_EQ(static_cast<double>(second.local.message_log.bytes_logged),
+            applied->predicted_logged_bytes[static_cast<std::size_t>(rank)])
+      << "the log of the first iteration under the plan is the plan's prediction";
+  EXPECT_EQ(second.local.message_log.bytes_logged + second.local.message_log.bytes_in_team,
+            second.local.bytes_sent);
+  EXPECT_EQ(second.local.checkpoint.checkpoints, 1U) << "a fresh checkpoint under the new teams";
+  EXPECT_LE(applied->imbalance_after, applied->imbalance_before);
+  // Tiles moved only between ranks of one team.
+  for (int m = 0; m < planned.l.tile_rows(); ++m) {
+    for (int n = 0; n <= m; ++n) {
+      const int before = br::BlockCyclic2D::square_for(size).owner(m, n);
+      const int after = planned.l.owner(m, n);
+      EXPECT_EQ(applied->rank_team[static_cast<std::size_t>(before)],
+                applied->rank_team[static_cast<std::size_t>(after)])
+          << "tile (" << m << "," << n << ") left its team";
+    }
+  }
+  if (size == 4) {
+    EXPECT_GT(applied->tiles_moved, 0U) << "Cholesky's block-cyclic loads differ";
+  }
+  ASSERT_TRUE(planned.runtime->run_iteration().completed());
+
+  for (int it = 0; it < 3; ++it) ASSERT_TRUE(plain.runtime->run_iteration().completed());
+  const auto expected = plain.l.gather_to_root(MPI_COMM_WORLD);
+  const auto got = planned.l.gather_to_root(MPI_COMM_WORLD);
+  if (rank == 0) {
+    ASSERT_EQ(expected.size(), got.size());
+    EXPECT_EQ(std::memcmp(expected.data(), got.data(), expected.size() * sizeof(double)), 0)
+        << "L is bit-identical with the tiles moved";
+  }
+}
+
+TEST_F(MpiTest, StealingStaysInTheTeamOrEachTaskGivenAcrossIsADeterminant) {
+  const int size = bt::world_size(), rank = bt::world_rank();
+  br::StealOptions steal;
+  steal.enabled = true;
+  steal.cost_rule = false;  // steal whatever a victim can spare
+  for (const bool across : {false, true}) {
+    br::MessageLogOptions log = teams_of(2);
+    log.steal_across_teams = across;
+    Gemm gemm(log, 1, true, {}, steal, /*slow_rank=*/0);
+    const auto report = gemm.runtime->run_iteration();
+    ASSERT_TRUE(report.completed());
+    const auto teams = gemm.runtime->teams();
+    ASSERT_EQ(teams, br::consecutive_teams(size, 2));
+    const auto team = [&](int r) { return teams[static_cast<std::size_t>(r)]; };
+    // Tasks this rank owned that ran on a rank of another team (the victim's record).
+    std::uint64_t given_across = 0, moved_across = 0;
+    for (const auto& [key, where] : gemm.runtime->migrations()) {
+      const int owner = gemm.c.owner(key.index[0], key.index[1]);
+      if (team(where) != team(owner)) ++moved_across;
+      if (owner == rank && team(where) != team(rank)) ++given_across;
+    }
+    EXPECT_GT(bt::sum_over_ranks(report.local.steal.tasks_given), 0U)
+        << "the slow rank's tasks were stolen (across " << across << ")";
+    if (!across) {
+      EXPECT_EQ(moved_across, 0U) << "rank " << rank << " saw a task run in another team";
+      EXPECT_EQ(report.local.message_log.determinants_logged, 0U);
+    } else {
+      EXPECT_EQ(report.local.message_log.determinants_logged, given_across) << "rank " << rank;
+      // The slow rank's tasks go to the other team too (7 to 19 in 10 runs on 3 and 4 ranks).
+      EXPECT_GT(bt::sum_over_ranks(report.local.message_log.determinants_logged), 0U);
+    }
+  }
+}
+
+TEST_F(MpiTest, LoggingWithoutCheckpointsIsRefused) {
+  br::RuntimeOptions options;
+  options.message_log.enabled = true;
+  try {
+    br::Runtime runtime(MPI_COMM_WORLD, options);
+    FAIL() << "message logging without checkpoints was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "message log: needs checkpoints (RuntimeOptions::checkpoint): a complete "
+                 "checkpoint is what releases the log");
+  }
+}
