@@ -560,20 +560,10 @@ struct SlurmResourceManager::Impl {
 
   /// Down or not responding in slurmctld's view (a node that failed), one RPC.
   RmResult<std::vector<std::string>> load_failed_nodes() const {
-    node_info_msg_t* raw = nullptr;
-    if (slurm_load_node(0, &raw, SHOW_ALL) != SLURM_SUCCESS) {
-      const int errnum = slurm_get_errno();
-      return {slurm_error("", "slurm_load_node", errnum), {}};
-    }
-    const slurm::NodeInfo info(raw);
-    std::vector<std::string> names;
-    for (std::uint32_t i = 0; i < info->record_count; ++i) {
-      const node_info_t& n = info->node_array[i];
-      if (n.name == nullptr) continue;
+    return load_nodes_where([](const node_info_t& n) {
       const bool down = (n.node_state & NODE_STATE_BASE) == NODE_STATE_DOWN;
-      if (down || (n.node_state & (NODE_STATE_NO_RESPOND | NODE_STATE_FAIL)) != 0) names.emplace_back(n.name);
-    }
-    return {{RmCode::ok, ""}, std::move(names)};
+      return down || (n.node_state & (NODE_STATE_NO_RESPOND | NODE_STATE_FAIL)) != 0;
+    });
   }
 
   static std::string taken_text(const std::vector<std::string>& nodes) {
@@ -673,7 +663,9 @@ struct SlurmResourceManager::Impl {
 
   // ------------------------------------------------------------ either thread (one RPC)
 
-  RmResult<std::vector<std::string>> load_node_names(bool idle_only = false) const {
+  /// The names of slurmctld's nodes for which `keep(node)` holds, one RPC.
+  template <typename Keep>
+  RmResult<std::vector<std::string>> load_nodes_where(Keep keep) const {
     node_info_msg_t* raw = nullptr;
     if (slurm_load_node(0, &raw, SHOW_ALL) != SLURM_SUCCESS) {
       const int errnum = slurm_get_errno();
@@ -681,20 +673,24 @@ struct SlurmResourceManager::Impl {
     }
     const slurm::NodeInfo info(raw);
     std::vector<std::string> names;
+    for (std::uint32_t i = 0; i < info->record_count; ++i) {
+      const node_info_t& n = info->node_array[i];
+      if (n.name != nullptr && keep(n)) names.emplace_back(n.name);
+    }
+    return {{RmCode::ok, ""}, std::move(names)};
+  }
+
+  /// Every node slurmctld knows, or with `idle_only` those idle, usable and in the partition.
+  RmResult<std::vector<std::string>> load_node_names(bool idle_only = false) const {
     constexpr std::uint32_t unusable = NODE_STATE_DRAIN | NODE_STATE_COMPLETING |
                                        NODE_STATE_NO_RESPOND | NODE_STATE_POWERED_DOWN |
                                        NODE_STATE_FAIL | NODE_STATE_MAINT | NODE_STATE_RES;
-    for (std::uint32_t i = 0; i < info->record_count; ++i) {
-      const node_info_t& n = info->node_array[i];
-      if (n.name == nullptr) continue;
-      if (idle_only) {
-        if ((n.node_state & NODE_STATE_BASE) != NODE_STATE_IDLE) continue;
-        if ((n.node_state & unusable) != 0) continue;
-        if (!options.partition.empty() && !in_list(n.partitions, options.partition)) continue;
-      }
-      names.emplace_back(n.name);
-    }
-    return {{RmCode::ok, ""}, std::move(names)};
+    return load_nodes_where([&](const node_info_t& n) {
+      if (!idle_only) return true;
+      if ((n.node_state & NODE_STATE_BASE) != NODE_STATE_IDLE) return false;
+      if ((n.node_state & unusable) != 0) return false;
+      return options.partition.empty() || in_list(n.partitions, options.partition);
+    });
   }
 };
 
