@@ -476,6 +476,30 @@ TEST_F(DaemonTest, TheJobsRanksOfANodeFenceAmongThemselvesWithTheWholeJobsMap) {
   }
 }
 
+// A rank its daemon started connects through ControlChannel as that daemon's PMIx client (not
+// as a tool), under its job-wide rank in the job's namespace: its allocation request names it so.
+TEST_F(DaemonTest, ARankTheDaemonStartedConnectsAsItsClient) {
+  d::PmixServer server(options());
+  Mailbox<d::AllocationRequest> requests;
+  server.on_allocate([&](const d::AllocationRequest& r, d::AllocationResponder responder) {
+    requests.push(r);
+    responder.reply(PMIX_ERR_NOT_SUPPORTED, "not in this test");
+  });
+  Mailbox<d::ExitStatus> exits;
+  d::LocalLauncher launcher(server, [&](const d::ExitStatus& e) { exits.push(e); });
+  d::LaunchSpec spec{"job-c", {BELLOWS_PROBE_PATH, "ask", "2"}, 0,
+                     {"BELLOWS_DAEMON_URI=file:" + (dir_ / "uri").string()}};
+  spec.job_map = {{"n0", 0}, {"n1", 1}};
+  launcher.launch(spec);
+  const auto request = requests.pop(20s);
+  ASSERT_TRUE(request.has_value());
+  EXPECT_EQ(to_string(request->requester), "job-c:1");
+  EXPECT_EQ(request->num_nodes, 2u);
+  const auto exit = exits.pop(20s);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->describe(), "exited with status 0");
+}
+
 // A map that puts no rank on this daemon's node, and a rank the controller starts itself
 // registered where the map does not give this node exactly one rank: refused, naming the map.
 TEST_F(DaemonTest, LauncherRefusesAJobMapWithoutThisNode) {
