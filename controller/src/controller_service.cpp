@@ -145,6 +145,10 @@ protocol::JobView ControllerService::job_view() const {
     const auto it = node_state_.find(node);
     view.node_ranks.push_back(it == node_state_.end() ? protocol::kNoRank : it->second.rank);
     view.node_pids.push_back(it == node_state_.end() ? 0 : it->second.pid);
+    if (!options_.rank_launch.command.empty()) {
+      const auto mapped = job_control_.job_map().find(node);
+      view.node_pmix_ranks.push_back(mapped == job_control_.job_map().end() ? protocol::kNoRank : mapped->second);
+    }
   }
   view.ranks = job_control_.job_size();
   view.min_nodes = options_.min_nodes;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <condition_variable>
 #include <csignal>
@@ -18,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -95,6 +97,9 @@ struct ControllerLink::State {
   /// Starts the node's ranks the controller asks for (StartRank), as PMIx clients.
   std::unique_ptr<LocalLauncher> launcher;
   std::uint64_t ranks_started = 0;
+  /// The job namespaces registered here, and the job's ranks last announced as a process set.
+  std::set<std::string> registered_nspaces;
+  std::vector<std::uint32_t> announced_ranks;
   /// Set while the link stops: the ranks the launcher still runs are stopped on purpose.
   std::atomic<bool> stopping_ranks{false};
   /// Since when the connection to the controller is lost; unset while it holds.
@@ -221,6 +226,7 @@ struct ControllerLink::State {
       start_rank(*start);
     } else if (const auto* view = std::get_if<protocol::JobView>(&message)) {
       server->set_job_view(*view);
+      announce_ranks(*view);
     } else if (const auto* complete = std::get_if<protocol::AllocationComplete>(&message)) {
       allocation_complete(*complete);
     } else if (const auto* signal = std::get_if<protocol::SignalRank>(&message)) {
@@ -271,11 +277,13 @@ struct ControllerLink::State {
                                     options.node_name);
       if (!start.started_by_daemon) {
         write_rank_environment(launcher->register_only(spec));
+        registered_nspaces.insert(start.nspace);
         spdlog::info("registered {} for the process the controller starts (job map {})", what,
                      to_string(spec.job_map));
         return;
       }
       const auto pids = launcher->launch(spec);
+      registered_nspaces.insert(start.nspace);
       spdlog::info("started the rank of resize {}: {} (pid {}) as {}", start.resize_id, join(start.command),
                    pids.empty() ? 0 : pids.front(), what);
     } catch (const std::exception& e) {
@@ -283,6 +291,35 @@ struct ControllerLink::State {
                     start.resize_id, e.what());
       // No process was started: the daemon's own pid names where it failed.
       client->notify(protocol::RankExited{protocol::kNoRank, ::getpid(), 127, 0});
+    }
+  }
+
+  /// When the job's ranks changed (a grow, a shrink, a loss), this node registered the job's
+  /// namespace and is one of the job's nodes: defines the process set of the job's ranks now, which the node's clients hear
+  /// of as PMIX_PROCESS_SET_DEFINE (docs/daemon.md, "The job's namespace"). Its name is the same
+  /// on every node: JOB.ranks.COUNT.HASH (HASH: 8 hex digits of the ranks).
+  void announce_ranks(const protocol::JobView& view) {
+    // Not before this node is the job's (a grow's new node joins once the grow committed).
+    if (std::ranges::find(view.nodes, options.node_name) == view.nodes.end()) return;
+    std::vector<std::uint32_t> ranks;
+    for (const std::uint32_t rank : view.node_pmix_ranks)
+      if (rank != protocol::kNoRank) ranks.push_back(rank);
+    std::ranges::sort(ranks);
+    std::lock_guard lock(mutex);
+    if (!launcher || !registered_nspaces.contains(view.job) || ranks.empty() || ranks == announced_ranks) return;
+    std::uint32_t hash = 2166136261u;  // FNV-1a over the ranks' bytes
+    for (const std::uint32_t rank : ranks) {
+      for (int shift = 0; shift < 32; shift += 8) hash = (hash ^ ((rank >> shift) & 0xffu)) * 16777619u;
+    }
+    char digits[9];
+    std::snprintf(digits, sizeof digits, "%08x", hash);
+    const std::string name = view.job + ".ranks." + std::to_string(ranks.size()) + "." + digits;
+    try {
+      launcher->announce_members(view.job, ranks, name);
+      announced_ranks = ranks;
+      spdlog::info("the job's ranks are now process set {}", name);
+    } catch (const std::exception& e) {
+      spdlog::error("could not announce the job's ranks as process set {}: {}", name, e.what());
     }
   }
 

@@ -353,6 +353,16 @@ std::vector<pid_t> LocalLauncher::launch(const LaunchSpec& spec) {
   return pids;
 }
 
+void LocalLauncher::announce_members(const std::string& nspace, const std::vector<std::uint32_t>& members,
+                                     const std::string& pset_name) {
+  std::vector<pmix_proc_t> procs;
+  for (const std::uint32_t rank : members) procs.push_back(to_pmix(ProcId{nspace, rank}));
+  // Its status is not read: PMIx 4.2.2 returns an uninitialized one (855565792 seen from a
+  // call that defined the set and told the clients), docs/daemon.md.
+  (void)PMIx_server_define_process_set(procs.data(), procs.size(), pset_name.c_str());
+  spdlog::debug("process set {}: ranks {} of {}", pset_name, joined(members), nspace);
+}
+
 bool LocalLauncher::signal(pid_t pid, int sig) {
   std::lock_guard lock(impl_->mutex_);
   if (impl_->running_.count(pid) == 0) return false;

@@ -122,6 +122,7 @@ void fields(V& v, M& m) {
   v("resize_state", m.resize_state);
   v("resize_count", m.resize_count);
   v("resize_nodes", m.resize_nodes);
+  v("node_pmix_ranks", m.node_pmix_ranks);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, RanksLost>
@@ -321,6 +322,10 @@ std::string check(const JobView& m, std::uint16_t) {
   for (std::size_t i = 0; i < m.node_pids.size(); ++i) {
     if (m.node_pids[i] < 0)
       return "node_pids[" + std::to_string(i) + "]: " + std::to_string(m.node_pids[i]) + " is not a pid";
+  }
+  if (!m.node_pmix_ranks.empty() && m.node_pmix_ranks.size() != m.nodes.size()) {
+    return "node_pmix_ranks: " + std::to_string(m.node_pmix_ranks.size()) + " entries for " +
+           std::to_string(m.nodes.size()) + " nodes";
   }
   if (m.min_nodes == 0) return "min_nodes: 0";
   if (m.min_nodes > m.max_nodes) {

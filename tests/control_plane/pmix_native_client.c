@@ -10,8 +10,9 @@
  * Writes what it found as one JSON object to OUT_DIR/rank-R.json (R: its rank) and stdout. The
  * job's rank 0 then waits until every rank 0..JOB_SIZE-1 wrote its file (at most 60 s), so
  * that the job ends after all of them (not with PMIX_NATIVE_CLIENT_ALONE set). With HOLD_SECONDS, every rank then stays for that long,
- * re-reading PMIX_JOB_SIZE each 100 ms, and writes OUT_DIR/rank-R.sizes: each size it saw
- * change to, with the events received (to watch a job grow or shrink). Exit status: 0 when
+ * re-reading PMIX_JOB_SIZE each 100 ms, and writes OUT_DIR/rank-R.sizes: a line each time the
+ * size or the count of events received changed (with the last PMIX_PROCESS_SET_DEFINE's name
+ * and member count: how the daemon announces the job's ranks after a resize). Exit status: 0 when
  * every PMIx call succeeded, 1 otherwise (the file says which call failed), 2 for bad usage. */
 #include <pmix.h>
 
@@ -26,6 +27,9 @@
 static char g_failure[1024];
 static volatile int g_events = 0;
 static volatile int g_last_event = 0;
+/* The last PMIX_PROCESS_SET_DEFINE's name and member count. */
+static char g_pset_name[256];
+static volatile size_t g_pset_members = 0;
 
 static void failed(const char* format, ...) {
   if (g_failure[0] != '\0') return; /* the first failure is the one that counts */
@@ -38,7 +42,16 @@ static void failed(const char* format, ...) {
 static void event_handler(size_t id, pmix_status_t status, const pmix_proc_t* source, pmix_info_t info[],
                           size_t ninfo, pmix_info_t results[], size_t nresults,
                           pmix_event_notification_cbfunc_fn_t cbfunc, void* cbdata) {
-  (void)id; (void)source; (void)info; (void)ninfo; (void)results; (void)nresults;
+  (void)id; (void)source; (void)results; (void)nresults;
+  if (status == PMIX_PROCESS_SET_DEFINE) {
+    for (size_t i = 0; i < ninfo; ++i) {
+      if (PMIX_CHECK_KEY(&info[i], PMIX_PSET_NAME) && info[i].value.type == PMIX_STRING)
+        snprintf(g_pset_name, sizeof g_pset_name, "%s", info[i].value.data.string);
+      else if (PMIX_CHECK_KEY(&info[i], PMIX_PSET_MEMBERS) && info[i].value.type == PMIX_DATA_ARRAY &&
+               info[i].value.data.darray != NULL)
+        g_pset_members = info[i].value.data.darray->size;
+    }
+  }
   g_last_event = status;
   ++g_events;
   if (cbfunc != NULL) cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
@@ -131,6 +144,13 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 500 && handler_status == PMIX_ERR_TIMEOUT; ++i) usleep(10000);
   if (handler_status != PMIX_SUCCESS)
     failed("PMIx_Register_event_handler: %s", PMIx_Error_string(handler_status));
+  /* The job's ranks after a resize come as a process set (docs/daemon.md). */
+  pmix_status_t pset_code = PMIX_PROCESS_SET_DEFINE;
+  volatile pmix_status_t pset_status = PMIX_ERR_TIMEOUT;
+  PMIx_Register_event_handler(&pset_code, 1, NULL, 0, event_handler, registered, (void*)&pset_status);
+  for (int i = 0; i < 500 && pset_status == PMIX_ERR_TIMEOUT; ++i) usleep(10000);
+  if (pset_status != PMIX_SUCCESS)
+    failed("PMIx_Register_event_handler(PMIX_PROCESS_SET_DEFINE): %s", PMIx_Error_string(pset_status));
 
   pmix_proc_t job;
   PMIX_LOAD_PROCID(&job, me.nspace, PMIX_RANK_WILDCARD);
@@ -237,7 +257,9 @@ int main(int argc, char** argv) {
     while (sizes != NULL && now_seconds() < end) {
       const long size = get_number(&job, PMIX_JOB_SIZE, 1);
       if (size != last || g_events != last_events) {
-        fprintf(sizes, "size %ld events %d last_event %d\n", size, g_events, g_last_event);
+        fprintf(sizes, "size %ld events %d last_event %d", size, g_events, g_last_event);
+        if (g_pset_name[0] != '\0') fprintf(sizes, " pset %s members %zu", g_pset_name, (size_t)g_pset_members);
+        fputc('\n', sizes);
         fflush(sizes);
         last = size;
         last_events = g_events;

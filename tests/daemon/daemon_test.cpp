@@ -500,6 +500,31 @@ TEST_F(DaemonTest, ARankTheDaemonStartedConnectsAsItsClient) {
   EXPECT_EQ(exit->describe(), "exited with status 0");
 }
 
+// The job changed: the launcher defines a process set of the job's ranks now, which a client
+// of the job hears of as PMIX_PROCESS_SET_DEFINE (the mechanism docs/daemon.md names).
+TEST_F(DaemonTest, AClientHearsOfTheJobsNewRanksAsAProcessSet) {
+  d::PmixServer server(options());
+  Mailbox<d::ExitStatus> exits;
+  const fs::path out = dir_ / "ranks";
+  fs::create_directories(out);
+  d::LocalLauncher launcher(server, [&](const d::ExitStatus& e) { exits.push(e); });
+  d::LaunchSpec spec{"job-p", {BELLOWS_NATIVE_CLIENT_PATH, out.string(), "2"}, 0, {"PMIX_NATIVE_CLIENT_ALONE=1"}};
+  spec.job_map = {{"n1", 0}, {"n2", 1}};
+  launcher.launch(spec);
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!fs::exists(out / "rank-0.json") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(fs::exists(out / "rank-0.json"));
+  launcher.announce_members("job-p", {0, 1, 2}, "job-p.ranks.1");
+  const auto exit = exits.pop(20s);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->describe(), "exited with status 0");
+  std::ifstream in(out / "rank-0.sizes");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "size 2 events 1 last_event " + std::to_string(PMIX_PROCESS_SET_DEFINE) + " pset job-p.ranks.1 members 3");
+}
+
 // A map that puts no rank on this daemon's node, and a rank the controller starts itself
 // registered where the map does not give this node exactly one rank: refused, naming the map.
 TEST_F(DaemonTest, LauncherRefusesAJobMapWithoutThisNode) {

@@ -77,7 +77,7 @@ inline std::vector<StartRank> samples(std::type_identity<StartRank>) {
 inline std::vector<JobView> samples(std::type_identity<JobView>) {
   return {JobView{"local-1", {"n1"}, {kNoRank}, {0}, 1, 1, 1, "", 0, ResizeKind::expand, "", 0, {}},
           JobView{"job-42", {"n1", "n2", "n3"}, {0, 2, 1}, {100, 200, 300}, 3, 2, 5, "policy.toml", 9,
-                  ResizeKind::shrink, "reconfiguring", 1, {"n3"}}};
+                  ResizeKind::shrink, "reconfiguring", 1, {"n3"}, {0, 2, kNoRank}}};
 }
 inline std::vector<RanksLost> samples(std::type_identity<RanksLost>) {
   return {RanksLost{3, {2}, {"n2"}, "rank 2 (pid 4711) killed by signal 9", LossCause::rank_died, 0, 9},

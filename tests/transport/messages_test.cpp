@@ -121,6 +121,11 @@ TEST(Messages, JobViewRoundTripsAndRefusesWhatCannotBe) {
   bad.node_ranks.push_back(3);
   EXPECT_EQ(refused(bad), "bad field job_view.node_ranks: 3 entries for 2 nodes");
   bad = view;
+  bad.node_pmix_ranks = {0};
+  EXPECT_EQ(refused(bad), "bad field job_view.node_pmix_ranks: 1 entries for 2 nodes");
+  bad.node_pmix_ranks = {0, 1};
+  EXPECT_TRUE(decode(encode(bad)).ok());
+  bad = view;
   bad.min_nodes = 4;
   EXPECT_EQ(refused(bad), "bad field job_view.min_nodes: 4 exceeds max_nodes 3");
   bad = view;

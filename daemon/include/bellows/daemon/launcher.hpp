@@ -78,6 +78,12 @@ class LocalLauncher {
   /// starts (the job's first rank, started by `bellows run`). Throws as launch() does, and
   /// std::invalid_argument when the map has not exactly one rank on this node.
   std::vector<std::string> register_only(const LaunchSpec& spec);
+  /// Tells the clients of this node that the job `nspace` now has the ranks `members`: defines
+  /// the process set `pset_name` with them (PMIx_server_define_process_set), which PMIx 4.2.2
+  /// announces to them as PMIX_PROCESS_SET_DEFINE (PMIX_PSET_NAME, PMIX_PSET_MEMBERS) and
+  /// answers with a status that means nothing (docs/daemon.md): nothing is reported.
+  void announce_members(const std::string& nspace, const std::vector<std::uint32_t>& members,
+                        const std::string& pset_name);
   /// Sends sig to a process this launcher started and that still runs; false otherwise.
   bool signal(pid_t pid, int sig);
   /// Number of processes started and not yet reaped.

@@ -240,6 +240,9 @@ struct JobView {
   std::string resize_state;                ///< "" when none, else not empty
   std::uint32_t resize_count = 0;
   std::vector<std::string> resize_nodes;   ///< granted (expand) or leaving (shrink) nodes
+  /// The PMIx rank in the job's namespace of each node's rank (as many as nodes; kNoRank for a
+  /// node without one), or empty when the job's ranks are not started by the daemons.
+  std::vector<std::uint32_t> node_pmix_ranks{};
   bool operator==(const JobView&) const = default;
 };
 
