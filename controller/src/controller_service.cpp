@@ -171,6 +171,8 @@ void ControllerService::start_initial_ranks() {
     job_control_.start_ranks(0, std::vector<std::string>(options_.nodes.begin() + 1, options_.nodes.end()));
 }
 
+bool ControllerService::register_first_rank() { return job_control_.register_first_rank(); }
+
 bool ControllerService::daemons_registered() const {
   return std::ranges::all_of(resizes_->nodes(),
                              [this](const std::string& node) { return job_control_.registered(node); });
@@ -225,6 +227,10 @@ protocol::JobView ControllerService::job_view() const {
     const auto it = node_state_.find(node);
     view.node_ranks.push_back(it == node_state_.end() ? protocol::kNoRank : it->second.rank);
     view.node_pids.push_back(it == node_state_.end() ? 0 : it->second.pid);
+    if (!options_.rank_launch.command.empty()) {
+      const auto mapped = job_control_.job_map().find(node);
+      view.node_pmix_ranks.push_back(mapped == job_control_.job_map().end() ? protocol::kNoRank : mapped->second);
+    }
   }
   view.ranks = job_control_.job_size();
   view.min_nodes = options_.min_nodes;

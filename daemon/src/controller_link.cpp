@@ -2,13 +2,16 @@
 #include <bellows/daemon/launcher.hpp>
 
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/protocol/job_file.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <condition_variable>
 #include <csignal>
@@ -16,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -95,6 +99,9 @@ struct ControllerLink::State {
   /// Starts the node's ranks the controller asks for (StartRank), as PMIx clients.
   std::unique_ptr<LocalLauncher> launcher;
   std::uint64_t ranks_started = 0;
+  /// The job namespaces registered here, and the job's ranks last announced as a process set.
+  std::set<std::string> registered_nspaces;
+  std::vector<std::uint32_t> announced_ranks;
   /// Set while the link stops: the ranks the launcher still runs are stopped on purpose.
   std::atomic<bool> stopping_ranks{false};
   /// Since when the connection to the controller is lost; unset while it holds.
@@ -263,6 +270,7 @@ struct ControllerLink::State {
       start_rank(*start);
     } else if (const auto* view = std::get_if<protocol::JobView>(&message)) {
       server->set_job_view(*view);
+      announce_ranks(*view);
     } else if (const auto* complete = std::get_if<protocol::AllocationComplete>(&message)) {
       allocation_complete(*complete);
     } else if (const auto* signal = std::get_if<protocol::SignalRank>(&message)) {
@@ -298,19 +306,76 @@ struct ControllerLink::State {
       });
     }
     LaunchSpec spec;
-    spec.nspace = "bellows-rank-" + options.node_name + "-" + std::to_string(++ranks_started);
+    spec.nspace = start.nspace;
     spec.argv = start.command;
     spec.env = start.environment;
     spec.env.push_back(std::string(protocol::job_environment::kNode) + "=" + options.node_name);
+    for (std::size_t i = 0; i < start.map_nodes.size() && i < start.map_ranks.size(); ++i)
+      spec.job_map.push_back({start.map_nodes[i], start.map_ranks[i]});
+    spec.ranks_to_start = {start.rank};
+    const std::string what = "rank " + std::to_string(start.rank) + " of " + start.nspace;
     try {
+      const auto mapped = std::ranges::find(spec.job_map, start.rank, &MappedRank::rank);
+      if (mapped == spec.job_map.end() || mapped->node != options.node_name)
+        throw std::invalid_argument("the job map " + to_string(spec.job_map) + " does not put it on " +
+                                    options.node_name);
+      if (!start.started_by_daemon) {
+        write_rank_environment(launcher->register_only(spec));
+        registered_nspaces.insert(start.nspace);
+        spdlog::info("registered {} for the process the controller starts (job map {})", what,
+                     to_string(spec.job_map));
+        return;
+      }
       const auto pids = launcher->launch(spec);
-      spdlog::info("started the rank of resize {}: {} (pid {})", start.resize_id, join(start.command),
-                   pids.empty() ? 0 : pids.front());
+      registered_nspaces.insert(start.nspace);
+      spdlog::info("started the rank of resize {}: {} (pid {}) as {}", start.resize_id, join(start.command),
+                   pids.empty() ? 0 : pids.front(), what);
     } catch (const std::exception& e) {
-      spdlog::error("could not start the rank of resize {}: {}", start.resize_id, e.what());
+      spdlog::error("could not {} {} of resize {}: {}", start.started_by_daemon ? "start" : "register", what,
+                    start.resize_id, e.what());
       // No process was started: the daemon's own pid names where it failed.
       client->notify(protocol::RankExited{protocol::kNoRank, ::getpid(), 127, 0});
     }
+  }
+
+  /// When the job's ranks changed (a grow, a shrink, a loss), this node registered the job's
+  /// namespace and is one of the job's nodes: defines the process set of the job's ranks now, which the node's clients hear
+  /// of as PMIX_PROCESS_SET_DEFINE (docs/daemon.md, "The job's namespace"). Its name is the same
+  /// on every node: JOB.ranks.COUNT.HASH (HASH: 8 hex digits of the ranks).
+  void announce_ranks(const protocol::JobView& view) {
+    // Not before this node is the job's (a grow's new node joins once the grow committed).
+    if (std::ranges::find(view.nodes, options.node_name) == view.nodes.end()) return;
+    std::vector<std::uint32_t> ranks;
+    for (const std::uint32_t rank : view.node_pmix_ranks)
+      if (rank != protocol::kNoRank) ranks.push_back(rank);
+    std::ranges::sort(ranks);
+    std::lock_guard lock(mutex);
+    if (!launcher || !registered_nspaces.contains(view.job) || ranks.empty() || ranks == announced_ranks) return;
+    std::uint32_t hash = 2166136261u;  // FNV-1a over the ranks' bytes
+    for (const std::uint32_t rank : ranks) {
+      for (int shift = 0; shift < 32; shift += 8) hash = (hash ^ ((rank >> shift) & 0xffu)) * 16777619u;
+    }
+    char digits[9];
+    std::snprintf(digits, sizeof digits, "%08x", hash);
+    const std::string name = view.job + ".ranks." + std::to_string(ranks.size()) + "." + digits;
+    try {
+      launcher->announce_members(view.job, ranks, name);
+      announced_ranks = ranks;
+      spdlog::info("the job's ranks are now process set {}", name);
+    } catch (const std::exception& e) {
+      spdlog::error("could not announce the job's ranks as process set {}: {}", name, e.what());
+    }
+  }
+
+  /// The PMIx variables of the rank another process starts, one "NAME=VALUE" a line, where
+  /// that process reads them (protocol::JobDirectory::rank_environment_file), written whole.
+  void write_rank_environment(const std::vector<std::string>& environment) const {
+    if (options.job_dir.empty())
+      throw std::invalid_argument("this daemon has no job directory to write the rank's environment to");
+    const auto path = protocol::JobDirectory{options.job_dir}.rank_environment_file(options.node_name);
+    std::string text;
+    for (const std::string& entry : environment) text += (text.empty() ? "" : "\n") + entry;
+    protocol::write_line_atomically(path, text);
   }
 
   /// The resize an allocation request started ended: its requester hears of it

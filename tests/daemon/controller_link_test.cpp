@@ -30,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <fstream>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -432,17 +433,17 @@ TEST_F(ControllerLinkTest, ALauncherSignalledWithTheDaemonIsNoDeath) {
     return 0;
   };
 
-  controller().notify(peer(), pr::StartRank{1, {"sleep", "30"}, {}});
+  controller().notify(peer(), pr::StartRank{1, {"sleep", "30"}, {}, "job-a", 1, {"n6", "n7"}, {0, 1}});
   const pid_t stopped = started(1);
   ASSERT_GT(stopped, 0);
   stop_signal = true;
   ASSERT_EQ(::kill(stopped, SIGTERM), 0);
-  EXPECT_TRUE(logged_within("bellowsd: info: the rank launcher bellows-rank-n7-1:0 (pid " +
+  EXPECT_TRUE(logged_within("bellowsd: info: the rank launcher job-a:1 (pid " +
                             std::to_string(stopped) +
                             ") killed by signal 15 (Terminated) as the daemon stops"));
 
   stop_signal = false;
-  controller().notify(peer(), pr::StartRank{2, {"sleep", "30"}, {}});
+  controller().notify(peer(), pr::StartRank{2, {"sleep", "30"}, {}, "job-b", 0, {"n7"}, {0}});
   const pid_t died = started(2);
   ASSERT_GT(died, 0);
   ASSERT_EQ(::kill(died, SIGTERM), 0);
@@ -450,8 +451,53 @@ TEST_F(ControllerLinkTest, ALauncherSignalledWithTheDaemonIsNoDeath) {
   const auto all = received(2);
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all.back(), pr::Message(pr::RankExited{pr::kNoRank, died, 0, SIGTERM}));
-  EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: the rank launcher bellows-rank-n7-2:0 (pid " +
+  EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: the rank launcher job-b:0 (pid " +
                                       std::to_string(died) + ") killed by signal 15 (Terminated)")));
+}
+
+// After a resize the controller's JobView names the job's ranks by their PMIx ranks: the daemon
+// that registered the job's namespace announces them as a process set, which its client (a
+// PMIx-native program) hears of as PMIX_PROCESS_SET_DEFINE with the members; the same ranks
+// again announce nothing.
+TEST_F(ControllerLinkTest, TheJobsRanksAfterAResizeReachItsClientsAsAProcessSet) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  d::ControllerLink link(server, {endpoint(), "n7", 20s, {}, {}}, nullptr);
+  ASSERT_TRUE(link.wait_registered(20s));
+  const fs::path out = dir_ / "ranks";
+  fs::create_directories(out);
+  controller().notify(peer(), pr::StartRank{0, {BELLOWS_NATIVE_CLIENT_PATH, out.string(), "3"},
+                                            {"PMIX_NATIVE_CLIENT_ALONE=1"}, "job-v", 1, {"n6", "n7"}, {0, 1}});
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!fs::exists(out / "rank-1.json") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(fs::exists(out / "rank-1.json"));
+  pr::JobView view{"job-v", {"n6", "n7", "n8"}, {0, 1, 2}, {10, 11, 12}, 3, 1, 3, "", 0, pr::ResizeKind::expand,
+                   "", 0, {}, {0, 1, 2}};
+  controller().notify(peer(), view);
+  controller().notify(peer(), view);
+  // The client notes an event when it polls (each 100 ms): the next view once it noted this one.
+  const auto noted = std::chrono::steady_clock::now() + 20s;
+  const auto noted_one = [&out] {
+    std::error_code ec;
+    const auto size = fs::file_size(out / "rank-1.sizes", ec);
+    return !ec && size > 0;
+  };
+  while (!noted_one() && std::chrono::steady_clock::now() < noted) std::this_thread::sleep_for(10ms);
+  view = pr::JobView{"job-v", {"n6", "n7"}, {0, 1}, {10, 11}, 2, 1, 3, "", 0, pr::ResizeKind::expand, "", 0, {},
+                     {0, 1}};
+  controller().notify(peer(), view);
+  EXPECT_TRUE(logged_within("bellowsd: info: the rank launcher job-v:1 (pid "));
+  std::ifstream in(out / "rank-1.sizes");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u) << (lines.empty() ? "no event" : lines.front());
+  EXPECT_TRUE(lines[0].starts_with("size 2 events 1 last_event " + std::to_string(PMIX_PROCESS_SET_DEFINE) +
+                                   " pset job-v.ranks.3.") && lines[0].ends_with(" members 3"))
+      << lines[0];
+  EXPECT_TRUE(lines[1].starts_with("size 2 events 2 last_event " + std::to_string(PMIX_PROCESS_SET_DEFINE) +
+                                   " pset job-v.ranks.2.") && lines[1].ends_with(" members 2"))
+      << lines[1];
 }
 
 // A controller gone without Stop (here: its server destroyed, its connection closed): a daemon

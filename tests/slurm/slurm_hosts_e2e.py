@@ -13,6 +13,10 @@
                                by its node's daemon inside that node's namespaces, tiles between
                                nodes through MPI only, status from another node and from the
                                machine's shell, nothing of the job left on the released hosts
+  separate_hosts_pmix_client   pmix_native_client, a PMIx-native program in C, as the program of
+                               `bellows run --backend slurm` on three hosts: every rank a PMIx
+                               client of its host's daemon in the job's namespace, with its
+                               job-wide rank, the job's size, nodes and map, its host
 """
 
 import json
@@ -352,6 +356,54 @@ def test_separate_hosts_elastic(c, args):
     check_job_logs(job_dir, (work / "job.out").read_text())
 
 
+def test_separate_hosts_pmix_client(c, args):
+    check(os.geteuid() == 0, "the Slurm tests need root (the daemons run as root)")
+    check(args.bellows and args.native_client and args.plugin, "needs --bellows, --native-client and --plugin")
+    first = cluster_in(long_dir(c.dir, "pmix-client"), args)
+    if (first.dir / "run" / "cluster.json").exists():
+        first.run([first.local_slurm, "stop", str(first.dir)], ok=False)
+    cluster = start(first, "--plugin", args.plugin)
+    digest = cluster["separate_hosts"]["bridge"][3:]
+    work = first.dir.parent / "pmix-client-work"
+    shutil.rmtree(work, ignore_errors=True)
+    out = work / "ranks"  # shared by every host, as a home directory is
+    out.mkdir(parents=True)
+    runs = work / "runs"
+    job = None
+    try:
+        command = f"{args.bellows} run --backend slurm --quiet -- {args.native_client} {out}"
+        job = first.run(["sbatch", "--parsable", "-N3", "-J", "hosts-pmix-client", "-D", str(work), "-o", "job.out",
+                         "-t", "5", f"--export=ALL,BELLOWS_RUN_DIR={runs}", "--wrap", command],
+                        cwd=work).stdout.strip()
+        log(f"submitted job {job}: {command}")
+        deadline = time.monotonic() + 120
+        while first.job_field(job, "JobState") not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
+            check(time.monotonic() < deadline, f"job {job} did not end within 120 s")
+            time.sleep(0.3)
+        text = (work / "job.out").read_text()
+        state = first.job_field(job, "JobState")
+        check(state == "COMPLETED", f"job {job} is {state}:\n{text[-3000:]}")
+        found = [json.loads((out / f"rank-{rank}.json").read_text()) for rank in range(3)
+                 if (out / f"rank-{rank}.json").exists()]
+        check(len(found) == 3, f"{len(found)} of 3 ranks wrote their file: {sorted(p.name for p in out.iterdir())}")
+        nodes = found[0]["nodes"]
+        check(len(set(nodes)) == 3 and set(nodes) <= set(NODE_NAMES), f"the job map's nodes are {nodes}")
+        for rank, got in enumerate(found):
+            expected = {"nspace": job, "rank": rank, "job_size": 3, "univ_size": 3, "num_nodes": 3, "local_size": 1,
+                        "local_peers": [str(rank)], "local_rank": 0, "node_rank": 0, "hostname": nodes[rank],
+                        "nodes": nodes, "peers_by_node": {node: [i] for i, node in enumerate(nodes)},
+                        "fence": True, "local_keys": 1, "event_handler": True, "failure": ""}
+            wrong = {key: got.get(key) for key, value in expected.items() if got.get(key) != value}
+            check(not wrong, f"rank {rank}: {wrong}, expected {expected}")
+        log(f"3 ranks on {nodes}: each a PMIx client of its host's daemon in namespace {job}, its own rank, "
+            f"the job's size and map")
+    finally:
+        if job:
+            first.run(["scancel", job], ok=False)
+        stop(first, digest)
+    check_job_logs(runs / job, (work / "job.out").read_text())
+
+
 def test_separate_hosts(c, args):
     check(os.geteuid() == 0, "the Slurm tests need root (the daemons run as root)")
     began = time.monotonic()
@@ -420,5 +472,6 @@ def test_separate_hosts_start_failure(c, args):
 
 if __name__ == "__main__":
     tests = {"separate_hosts": test_separate_hosts, "separate_hosts_start_failure": test_separate_hosts_start_failure,
-             "separate_hosts_elastic": test_separate_hosts_elastic}
+             "separate_hosts_elastic": test_separate_hosts_elastic,
+             "separate_hosts_pmix_client": test_separate_hosts_pmix_client}
     sys.exit(main(__doc__, tests, fixture_tests=tuple(tests)))

@@ -71,12 +71,13 @@ inline std::vector<Abort> samples(std::type_identity<Abort>) {
 inline std::vector<Stop> samples(std::type_identity<Stop>) { return {Stop{"job finished", 2000}}; }
 inline std::vector<StartRank> samples(std::type_identity<StartRank>) {
   return {StartRank{3, {"/usr/bin/mpiexec", "-n", "1", "./gemm", "--verify"},
-                    {"BELLOWS_JOIN=port", "A="}}};
+                    {"BELLOWS_JOIN=port", "A="}, "local-7", 2, {"n1", "n2", "n3"}, {0, 1, 2}, true},
+          StartRank{0, {"/usr/bin/mpiexec", "-n", "1", "./gemm"}, {}, "1234", 0, {"n1"}, {0}, false}};
 }
 inline std::vector<JobView> samples(std::type_identity<JobView>) {
   return {JobView{"local-1", {"n1"}, {kNoRank}, {0}, 1, 1, 1, "", 0, ResizeKind::expand, "", 0, {}},
           JobView{"job-42", {"n1", "n2", "n3"}, {0, 2, 1}, {100, 200, 300}, 3, 2, 5, "policy.toml", 9,
-                  ResizeKind::shrink, "reconfiguring", 1, {"n3"}}};
+                  ResizeKind::shrink, "reconfiguring", 1, {"n3"}, {0, 2, kNoRank}}};
 }
 inline std::vector<RanksLost> samples(std::type_identity<RanksLost>) {
   return {RanksLost{3, {2}, {"n2"}, "rank 2 (pid 4711) killed by signal 9", LossCause::rank_died, 0, 9},

@@ -35,7 +35,8 @@ std::vector<Message> one_of_each() {
       ResizeDecided{7, ResizeKind::shrink, 1, {}, {"n2"}},
       Abort{7, "slurm denied the expansion: Requested node configuration is not available"},
       Stop{"job finished", 2000},
-      StartRank{3, {"/usr/bin/mpiexec", "-n", "1", "./gemm", "--verify"}, {"BELLOWS_JOIN=port", "A="}},
+      StartRank{3, {"/usr/bin/mpiexec", "-n", "1", "./gemm", "--verify"}, {"BELLOWS_JOIN=port", "A="}, "local-9", 1,
+                {"n1", "n2"}, {0, 1}},
       Ack{AckCode::failed, "no such node"},
       OperatorResize{-2, "maintenance on local4"},
       StatusRequest{},
@@ -119,6 +120,11 @@ TEST(Messages, JobViewRoundTripsAndRefusesWhatCannotBe) {
   bad = view;
   bad.node_ranks.push_back(3);
   EXPECT_EQ(refused(bad), "bad field job_view.node_ranks: 3 entries for 2 nodes");
+  bad = view;
+  bad.node_pmix_ranks = {0};
+  EXPECT_EQ(refused(bad), "bad field job_view.node_pmix_ranks: 1 entries for 2 nodes");
+  bad.node_pmix_ranks = {0, 1};
+  EXPECT_TRUE(decode(encode(bad)).ok());
   bad = view;
   bad.min_nodes = 4;
   EXPECT_EQ(refused(bad), "bad field job_view.min_nodes: 4 exceeds max_nodes 3");
@@ -227,20 +233,20 @@ TEST(Messages, RefusesWrongMagic) {
 
 TEST(Messages, RefusesAnotherVersionNamingBoth) {
   Bytes b = encode(Abort{1, ""});
-  set_u16(b, 4, 11);
+  set_u16(b, 4, 12);
   const DecodeResult r = decode(b);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 11 refused: this side speaks version 10");
-  EXPECT_EQ(r.peer_version, 11);
+  EXPECT_EQ(r.text, "protocol version 12 refused: this side speaks version 11");
+  EXPECT_EQ(r.peer_version, 12);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 11 refused: this side speaks version 10");
+  EXPECT_REFUSED(six, unsupported_version, "protocol version 12 refused: this side speaks version 11");
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 10)");
+  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 11)");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -285,7 +291,7 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
-                 "bad field hello.protocol_version: 2 differs from the header's version 10");
+                 "bad field hello.protocol_version: 2 differs from the header's version 11");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),
@@ -335,9 +341,20 @@ TEST(Messages, RefusesBadFields) {
                  "cancelled (4), recovered (5)");
   EXPECT_REFUSED(body_of(ResizeAck{{1, ResizeOutcome::left, 2, {}, ""}}), bad_field,
                  "bad field resize_ack.ranks: empty although the outcome is left");
-  EXPECT_REFUSED(body_of(StartRank{1, {}, {}}), bad_field, "bad field start_rank.command: empty");
-  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {"=x"}}), bad_field,
+  EXPECT_REFUSED(body_of(StartRank{1, {}, {}, "j", 0, {"n1"}, {0}}), bad_field,
+                 "bad field start_rank.command: empty");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {"=x"}, "j", 0, {"n1"}, {0}}), bad_field,
                  "bad field start_rank.environment: =x is not NAME=VALUE");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "", 0, {"n1"}, {0}}), bad_field,
+                 "bad field start_rank.nspace: empty");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 0, {"n1", "n2"}, {0}}), bad_field,
+                 "bad field start_rank.map_ranks: 1 for 2 map_nodes");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 0, {"n1", ""}, {0, 1}}), bad_field,
+                 "bad field start_rank.map_nodes[1]: empty");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 0, {"n1", "n2"}, {3, 3}}), bad_field,
+                 "bad field start_rank.map_ranks[1]: 3 after 3 (ascending, no repeats)");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 2, {"n1", "n2"}, {0, 1}}), bad_field,
+                 "bad field start_rank.rank: 2 is not in the job map");
   EXPECT_REFUSED(body_of(OperatorResize{0, "why"}), bad_field,
                  "bad field operator_resize.delta: 0 (neither grow nor shrink)");
   EXPECT_REFUSED(body_of(Ack{static_cast<AckCode>(-1), ""}), bad_field,

@@ -4,6 +4,7 @@
 #include <bellows/protocol/pmix_events.hpp>
 #include <bellows/protocol/tcp_nodelay.hpp>
 
+#include <pmix.h>
 #include <pmix_tool.h>
 #include <unistd.h>
 
@@ -142,6 +143,9 @@ std::atomic<bool> g_connected{false};
 struct ControlChannel::State {
   std::string uri;
   std::string name;
+  /// Connected with PMIx_Init as a client of the daemon that started this process (else
+  /// PMIx_tool_init as a tool).
+  bool client = false;
   pmix_proc_t self{};
   size_t handler_id = 0;
   bool handler_registered = false;
@@ -188,6 +192,14 @@ void event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* /*sourc
   if (cbfunc != nullptr) cbfunc(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, cbdata);
 }
 
+/// PMIx_Finalize for a client, PMIx_tool_finalize for a tool.
+void finalize(const ControlChannel::State& state) {
+  if (state.client)
+    PMIx_Finalize(nullptr, 0);
+  else
+    PMIx_tool_finalize();
+}
+
 std::string read_uri(const std::string& uri) {
   if (!uri.starts_with("file:")) return uri;
   const std::string path = uri.substr(5);
@@ -197,6 +209,20 @@ std::string read_uri(const std::string& uri) {
     throw ControlChannelError("cannot read the daemon's URI from " + path + ": " +
                               (in ? "the file is empty" : std::strerror(errno)));
   return text;
+}
+
+/// Whether this process was started as a PMIx client of the daemon at `uri`: the variables of
+/// PMIx_server_setup_fork name a namespace and that server (PMIX_SERVER_URI4 and its kin).
+bool started_as_client_of(const std::string& uri) {
+  const char* nspace = std::getenv("PMIX_NAMESPACE");
+  const char* rank = std::getenv("PMIX_RANK");
+  if (nspace == nullptr || *nspace == '\0' || rank == nullptr || *rank == '\0') return false;
+  for (const char* variable : {"PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3", "PMIX_SERVER_URI21",
+                               "PMIX_SERVER_URI2"}) {
+    const char* value = std::getenv(variable);
+    if (value != nullptr && uri == value) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -214,12 +240,23 @@ ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
   try {
     auto state = std::make_unique<State>();
     state->uri = read_uri(uri_or_file);
-    Info info(1);
-    info.load(0, PMIX_SERVER_URI, state->uri.c_str(), PMIX_STRING);
-    pmix_status_t rc = PMIx_tool_init(&state->self, info.data(), info.size());
-    if (rc != PMIX_SUCCESS)
-      throw ControlChannelError("cannot attach to bellowsd at '" + state->uri +
-                                "': PMIx_tool_init failed: " + PMIx_Error_string(rc));
+    state->client = started_as_client_of(state->uri);
+    pmix_status_t rc = PMIX_SUCCESS;
+    if (state->client) {
+      // Started by that daemon (every rank of a job: docs/control-plane.md): its client, in the
+      // job's namespace under the job-wide rank the daemon registered.
+      rc = PMIx_Init(&state->self, nullptr, 0);
+      if (rc != PMIX_SUCCESS)
+        throw ControlChannelError("cannot connect to bellowsd at '" + state->uri +
+                                  "' as its client: PMIx_Init failed: " + PMIx_Error_string(rc));
+    } else {
+      Info info(1);
+      info.load(0, PMIX_SERVER_URI, state->uri.c_str(), PMIX_STRING);
+      rc = PMIx_tool_init(&state->self, info.data(), info.size());
+      if (rc != PMIX_SUCCESS)
+        throw ControlChannelError("cannot attach to bellowsd at '" + state->uri +
+                                  "': PMIx_tool_init failed: " + PMIx_Error_string(rc));
+    }
     state->name = std::string(state->self.nspace, ::strnlen(state->self.nspace, PMIX_MAX_NSLEN + 1)) +
                   ":" + std::to_string(state->self.rank);
     const char* nodelay = std::getenv(kNodelayVariable);
@@ -235,7 +272,7 @@ ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
                                      handler_info.size(), event_handler, nullptr, nullptr);
     if (rc < 0) {
       g_state.store(nullptr);
-      PMIx_tool_finalize();
+      finalize(*state);
       throw ControlChannelError(std::string("PMIx_Register_event_handler failed: ") +
                                 PMIx_Error_string(rc));
     }
@@ -253,7 +290,7 @@ ControlChannel ControlChannel::connect(const std::string& uri_or_file) {
     if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED) {
       g_state.store(nullptr);
       PMIx_Deregister_event_handler(state->handler_id, nullptr, nullptr);
-      PMIx_tool_finalize();
+      finalize(*state);
       throw ControlChannelError(std::string("telling bellowsd this rank attached failed: ") +
                                 PMIx_Error_string(rc));
     }
@@ -277,7 +314,7 @@ ControlChannel::~ControlChannel() {
                           detached.size(), nullptr, nullptr);
   if (state_->handler_registered) PMIx_Deregister_event_handler(state_->handler_id, nullptr, nullptr);
   g_state.store(nullptr);
-  PMIx_tool_finalize();
+  finalize(*state_);
   g_connected.store(false);
 }
 

@@ -40,7 +40,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 10;
+inline constexpr std::uint16_t kProtocolVersion = 11;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
@@ -197,15 +197,25 @@ struct Stop {
   bool operator==(const Stop&) const = default;
 };
 
-/// Start the job's rank of this node: the daemon runs `command` (argv; the job's launcher
-/// and program) with its own environment, `environment` ("NAME=VALUE") and the variables of
-/// a PMIx client of this daemon added. The rank joins the running job by itself
-/// (runtime::ElasticSession: it connects to the port the job opened).
+/// Start the job's rank of this node: the daemon registers the job's PMIx namespace `nspace`
+/// with the job map (which ranks run on which nodes, the new one included) and `rank` as a
+/// client of its own, then runs `command` (argv; the job's launcher and program) with its own
+/// environment, `environment` ("NAME=VALUE") and the variables of that PMIx client
+/// (PMIx_server_setup_fork) added. The rank joins the running job by itself
+/// (runtime::ElasticSession: it connects to the port the job opened). With
+/// started_by_daemon false (the job's first rank, which `bellows run` starts itself) the
+/// daemon registers the rank and writes those variables to JobDirectory::rank_environment_file
+/// instead of starting anything.
 struct StartRank {
   static constexpr MessageType kType = MessageType::start_rank;
   std::uint64_t resize_id = 0;  ///< the expand the rank is for; 0: the job's start
   std::vector<std::string> command;
   std::vector<std::string> environment;
+  std::string nspace;                    ///< the job's PMIx namespace (its id), not empty
+  std::uint32_t rank = 0;                ///< the rank's number in nspace, listed in the map
+  std::vector<std::string> map_nodes;    ///< the job map: map_ranks[i] runs on map_nodes[i]
+  std::vector<std::uint32_t> map_ranks;  ///< as many as map_nodes, ascending, no repeats
+  bool started_by_daemon = true;
   bool operator==(const StartRank&) const = default;
 };
 
@@ -230,6 +240,9 @@ struct JobView {
   std::string resize_state;                ///< "" when none, else not empty
   std::uint32_t resize_count = 0;
   std::vector<std::string> resize_nodes;   ///< granted (expand) or leaving (shrink) nodes
+  /// The PMIx rank in the job's namespace of each node's rank (as many as nodes; kNoRank for a
+  /// node without one), or empty when the job's ranks are not started by the daemons.
+  std::vector<std::uint32_t> node_pmix_ranks{};
   bool operator==(const JobView&) const = default;
 };
 

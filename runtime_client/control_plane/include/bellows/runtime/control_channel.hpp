@@ -84,9 +84,12 @@ class ControlChannelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// The PMIx tool connection to bellowsd (PMIx_tool_init in connect, PMIx_tool_finalize in the
-/// destructor). PMIx allows one tool connection per process, so at most one ControlChannel
-/// exists at a time (a second connect throws ControlChannelError). Move-only.
+/// The PMIx connection to bellowsd: as its client (PMIx_Init, PMIx_Finalize in the destructor)
+/// when that daemon started this process (the PMIx variables of its PMIx_server_setup_fork
+/// name the daemon's URI: every rank of a job, the first included), else as a tool
+/// (PMIx_tool_init, PMIx_tool_finalize). Both do the same over either connection. PMIx allows
+/// one such connection per process, so at most one ControlChannel exists at a time (a second
+/// connect throws ControlChannelError). Move-only.
 ///
 /// Thread safety: request_resize() and publish_metrics() may be called from any thread;
 /// the on_*() setters and poll_events() from one application thread.
@@ -99,7 +102,8 @@ class ControlChannel {
 
   /// std::nullopt when BELLOWS_DAEMON_URI is unset or empty; else connect(its value).
   static std::optional<ControlChannel> connect_from_environment();
-  /// Attaches to the daemon at uri ("nspace.rank;tcp4://host:port" or "file:PATH").
+  /// Connects to the daemon at uri ("nspace.rank;tcp4://host:port" or "file:PATH"): as its
+  /// PMIx client when the environment says that daemon started this process, else as a tool.
   /// Throws ControlChannelError naming the URI and PMIx's reason.
   static ControlChannel connect(const std::string& uri);
 
@@ -130,7 +134,8 @@ class ControlChannel {
   /// (also those without a callback).
   std::size_t poll_events(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
-  /// The tool's PMIx name, "nspace:rank", as the daemon assigned it.
+  /// This process's PMIx name, "nspace:rank": the job's namespace and its rank there for a
+  /// client, the name the daemon assigned for a tool.
   [[nodiscard]] const std::string& name() const noexcept;
   /// Events dropped because their payload was malformed or of another protocol version, and
   /// the reason for the last one ("" when none).
