@@ -298,7 +298,7 @@ inline constexpr std::uint32_t kWildcardRank = kAllRanks;
 /// named (docs/daemon.md).
 enum class CollectiveStatus : std::uint8_t {
   ok = 0,                ///< PMIX_SUCCESS
-  participant_lost = 1,  ///< a participant's process ended first: PMIX_ERR_PROC_TERM_WAIT
+  participant_lost = 1,  ///< a participant's process ended first: PMIX_ERR_PROC_TERM_WO_SYNC
   unreachable = 2,       ///< a node that had to answer was lost: PMIX_ERR_UNREACH
   not_found = 3,         ///< no node of the job hosts the rank asked for: PMIX_ERR_NOT_FOUND
   refused = 4,           ///< the contribution or request was inconsistent: PMIX_ERR_BAD_PARAM
