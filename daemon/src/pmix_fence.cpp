@@ -191,6 +191,16 @@ struct CollectiveRelay::State {
     {
       std::lock_guard lock(mutex);
       ++counters.modex_requests;
+    }
+    std::string why;
+    if (const auto layout = namespace_layout(proc.nspace, why); layout && proc.rank >= layout->size) {
+      // PMIx asks for ranks past the namespace's end too: no node can have them.
+      spdlog::debug("data of {}:{}: the namespace has {} rank(s)", proc.nspace, proc.rank, layout->size);
+      answer_pmix(cbfunc, cbdata, PMIX_ERR_NOT_FOUND, {});
+      return;
+    }
+    {
+      std::lock_guard lock(mutex);
       request.request_id = next_id++;
       modex[request.request_id] = PendingAnswer{cbfunc, cbdata, "data of " + proc.nspace + ":" + rank_text(proc.rank)};
     }
