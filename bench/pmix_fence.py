@@ -10,6 +10,7 @@ Put --bytes bytes, Commit, PMIx_Fence with PMIX_COLLECT_DATA, timing each fence.
 the rest of every rank's fences, per run, and the median of the runs' medians.
 
   python3 bench/pmix_fence.py --build build/default [--counts 2,4,8] [--rounds 200] [--bytes 64] [--runs 3]
+                             [--only one-node|nodes]
 """
 import argparse
 import json
@@ -61,6 +62,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--bytes", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", choices=["one-node", "nodes"], help="measure only one of the two")
     args = parser.parse_args()
     client = os.path.join(args.build, "tests", "daemon", "pmix_fence_client")
     counts = [int(c) for c in args.counts.split(",")]
@@ -73,6 +75,8 @@ def main():
         for count in counts:
             for where, run in (("one node", lambda out: one_node(args.build, client, count, args, out)),
                                (f"{count} nodes", lambda out: across_nodes(args.build, client, count, args, out, top))):
+                if args.only and (args.only == "one-node") != (where == "one node"):
+                    continue
                 medians = []
                 p90s = []
                 failure = None

@@ -136,15 +136,39 @@ ctl::RankLaunch rank_launch(const RunOptions& o, const fs::path& job_dir, const 
   return launch;
 }
 
+/// The PMIx client variables the first node's daemon wrote for the job's first rank, once the
+/// file is there (the controller steps meanwhile); std::nullopt after `wait`.
+std::optional<std::vector<std::string>> await_rank_environment(ctl::ControllerService& service,
+                                                               const fs::path& file,
+                                                               std::chrono::seconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::error_code ec;
+  while (!fs::exists(file, ec)) {
+    if (std::chrono::steady_clock::now() > deadline || g_stop_signal.load() != 0) return std::nullopt;
+    service.step(std::chrono::milliseconds(10));
+  }
+  std::vector<std::string> environment;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) environment.push_back(line);
+  return environment;
+}
+
 /// Starts the job's first rank on this host, the job's first node, with the job's variables
-/// added; returns its pid. It opens the job's port, which the ranks the other nodes' daemons
+/// and its PMIx client variables (pmix_client: what the first node's daemon registered it
+/// with) added; returns its pid. It opens the job's port, which the ranks the other nodes' daemons
 /// start connect to.
-pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
-                     const std::vector<std::string>& nodes) {
+pid_t launch_program(const RunOptions& o, const fs::path& job_dir, const std::vector<std::string>& nodes,
+                     const std::vector<std::string>& pmix_client) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     const std::string name = entry.substr(0, entry.find('='));
+    // The daemon's PMIx client variables replace any this process inherited.
+    if (std::ranges::any_of(pmix_client, [&name](const std::string& client) {
+          return client.size() > name.size() && client.starts_with(name) && client[name.size()] == '=';
+        }))
+      continue;
     if (std::ranges::any_of(protocol::job_environment::kSpawnOnly,
                             [&name](const char* spawn_only) { return name == spawn_only; }))
       continue;
@@ -154,6 +178,7 @@ pid_t launch_program(const RunOptions& o, const fs::path& job_dir,
   namespace job_env = protocol::job_environment;
   env.push_back(std::string(job_env::kInitialRanks) + "=" + std::to_string(nodes.size()));
   for (auto& variable : job_variables(job_dir, nodes)) env.push_back(std::move(variable));
+  env.insert(env.end(), pmix_client.begin(), pmix_client.end());
   std::vector<std::string> args = rank_command(o);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
@@ -502,7 +527,22 @@ int run_job(RunOptions o) {
   }
 
   service.start_initial_ranks();
-  const pid_t child = launch_program(o, job_dir, first_nodes);
+  // The first rank is this process's child (its exit status is the job's), and a PMIx client
+  // of the first node's daemon like every other rank (docs/control-plane.md).
+  const fs::path rank_environment = protocol::JobDirectory{job_dir}.rank_environment_file(first_nodes.front());
+  std::error_code removed;
+  fs::remove(rank_environment, removed);
+  std::optional<std::vector<std::string>> pmix_client;
+  if (service.register_first_rank())
+    pmix_client = await_rank_environment(service, rank_environment, std::chrono::seconds(20));
+  if (!pmix_client) {
+    std::fprintf(stderr, "bellows run: the daemon of %s did not register the job's first rank within 20 s (its log: %s)\n",
+                 first_nodes.front().c_str(),
+                 protocol::JobDirectory{job_dir}.daemon_log(first_nodes.front()).c_str());
+    service.shutdown();
+    return exit_failed;
+  }
+  const pid_t child = launch_program(o, job_dir, first_nodes, *pmix_client);
   int status = 0;
   auto next_progress = std::chrono::steady_clock::now();
   std::string last_line;

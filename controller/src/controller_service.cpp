@@ -94,6 +94,8 @@ void ControllerService::start_initial_ranks() {
     job_control_.start_ranks(0, std::vector<std::string>(options_.nodes.begin() + 1, options_.nodes.end()));
 }
 
+bool ControllerService::register_first_rank() { return job_control_.register_first_rank(); }
+
 bool ControllerService::daemons_registered() const {
   return std::ranges::all_of(resizes_->nodes(),
                              [this](const std::string& node) { return job_control_.registered(node); });

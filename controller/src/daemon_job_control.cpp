@@ -62,6 +62,7 @@ void DaemonJobControl::resize_report(const std::string& node, const protocol::Re
   report({kind, r.resize_id, node, r.job_size, r.text, {}});
   if (r.outcome == protocol::ResizeOutcome::left) {
     // The node's ranks left the job: its daemon goes too, before the node is given back.
+    pmix_ranks_.erase(node);
     registered_.erase(node);
     if (started_.erase(node) != 0) launcher_.stop(node);
   }
@@ -108,12 +109,37 @@ std::vector<std::string> join_environment(const RankLaunch& launch, ResizeId res
   return environment;
 }
 
+protocol::StartRank DaemonJobControl::start_order(ResizeId resize, const std::string& node,
+                                                  std::vector<std::string> environment,
+                                                  bool started_by_daemon) const {
+  protocol::StartRank start;
+  start.resize_id = resize;
+  start.command = rank_launch_.command;
+  start.environment = std::move(environment);
+  start.nspace = job_;
+  start.rank = pmix_ranks_.at(node);
+  start.map_nodes = rank_nodes_;
+  for (std::uint32_t rank = 0; rank < rank_nodes_.size(); ++rank) start.map_ranks.push_back(rank);
+  start.started_by_daemon = started_by_daemon;
+  return start;
+}
+
+bool DaemonJobControl::register_first_rank() {
+  if (rank_launch_.command.empty() || !pmix_ranks_.contains(first_node_)) return false;
+  return send_(first_node_, start_order(0, first_node_, {}, false));
+}
+
 void DaemonJobControl::start_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
   if (rank_launch_.command.empty()) return;
+  for (const std::string& node : nodes) {
+    if (pmix_ranks_.contains(node)) continue;
+    pmix_ranks_[node] = static_cast<std::uint32_t>(rank_nodes_.size());
+    rank_nodes_.push_back(node);
+  }
   for (std::size_t ordinal = 0; ordinal < nodes.size(); ++ordinal) {
     const std::string& node = nodes[ordinal];
-    const auto environment = join_environment(rank_launch_, resize, ordinal, nodes.size());
-    if (!send_(node, protocol::StartRank{resize, rank_launch_.command, environment})) {
+    auto environment = join_environment(rank_launch_, resize, ordinal, nodes.size());
+    if (!send_(node, start_order(resize, node, std::move(environment), true))) {
       report({JobReportKind::rank_died, resize, node, 0,
               "no daemon is registered on " + node + " to start its rank", {}});
     }
@@ -125,6 +151,7 @@ void DaemonJobControl::withdraw(ResizeId /*resize*/, const std::vector<std::stri
   // on the nodes.
   for (const std::string& node : nodes) {
     starting_.erase(node);
+    pmix_ranks_.erase(node);
     registered_.erase(node);
     if (started_.erase(node) != 0) stop_daemon(node);
   }
@@ -157,7 +184,10 @@ bool DaemonJobControl::tell_lost(ResizeId failure, const std::vector<std::string
                                  const JobReport& found_by, const std::vector<std::string>& survivors) {
   const auto lost = static_cast<unsigned>(lost_nodes.size());
   job_size_ = job_size_ > lost ? job_size_ - lost : 0;
-  for (const std::string& node : lost_nodes) node_ranks_.erase(node);
+  for (const std::string& node : lost_nodes) {
+    node_ranks_.erase(node);
+    pmix_ranks_.erase(node);
+  }
   protocol::RanksLost message{failure, lost_ranks, lost_nodes, reason};
   if (found_by.kind == JobReportKind::node_lost) {
     message.cause = protocol::LossCause::node_lost;
@@ -180,6 +210,9 @@ void DaemonJobControl::progress() {
 
 void DaemonJobControl::start_initial_daemons(const std::vector<std::string>& nodes) {
   job_size_ = static_cast<unsigned>(nodes.size());  // one rank per node
+  for (const std::string& node : nodes) {
+    if (pmix_ranks_.emplace(node, static_cast<std::uint32_t>(rank_nodes_.size())).second) rank_nodes_.push_back(node);
+  }
   for (const std::string& node : nodes) {
     if (launcher_.launch(node, job_).ok()) started_.insert(node);
   }

@@ -3,11 +3,13 @@
 #include <bellows/daemon/pmix_fence.hpp>
 
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/protocol/job_file.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -273,19 +275,45 @@ struct ControllerLink::State {
       });
     }
     LaunchSpec spec;
-    spec.nspace = "bellows-rank-" + options.node_name + "-" + std::to_string(++ranks_started);
+    spec.nspace = start.nspace;
     spec.argv = start.command;
     spec.env = start.environment;
     spec.env.push_back(std::string(protocol::job_environment::kNode) + "=" + options.node_name);
+    for (std::size_t i = 0; i < start.map_nodes.size() && i < start.map_ranks.size(); ++i)
+      spec.job_map.push_back({start.map_nodes[i], start.map_ranks[i]});
+    spec.ranks_to_start = {start.rank};
+    const std::string what = "rank " + std::to_string(start.rank) + " of " + start.nspace;
     try {
+      const auto mapped = std::ranges::find(spec.job_map, start.rank, &MappedRank::rank);
+      if (mapped == spec.job_map.end() || mapped->node != options.node_name)
+        throw std::invalid_argument("the job map " + to_string(spec.job_map) + " does not put it on " +
+                                    options.node_name);
+      if (!start.started_by_daemon) {
+        write_rank_environment(launcher->register_only(spec));
+        spdlog::info("registered {} for the process the controller starts (job map {})", what,
+                     to_string(spec.job_map));
+        return;
+      }
       const auto pids = launcher->launch(spec);
-      spdlog::info("started the rank of resize {}: {} (pid {})", start.resize_id, join(start.command),
-                   pids.empty() ? 0 : pids.front());
+      spdlog::info("started the rank of resize {}: {} (pid {}) as {}", start.resize_id, join(start.command),
+                   pids.empty() ? 0 : pids.front(), what);
     } catch (const std::exception& e) {
-      spdlog::error("could not start the rank of resize {}: {}", start.resize_id, e.what());
+      spdlog::error("could not {} {} of resize {}: {}", start.started_by_daemon ? "start" : "register", what,
+                    start.resize_id, e.what());
       // No process was started: the daemon's own pid names where it failed.
       client->notify(protocol::RankExited{protocol::kNoRank, ::getpid(), 127, 0});
     }
+  }
+
+  /// The PMIx variables of the rank another process starts, one "NAME=VALUE" a line, where
+  /// that process reads them (protocol::JobDirectory::rank_environment_file), written whole.
+  void write_rank_environment(const std::vector<std::string>& environment) const {
+    if (options.job_dir.empty())
+      throw std::invalid_argument("this daemon has no job directory to write the rank's environment to");
+    const auto path = protocol::JobDirectory{options.job_dir}.rank_environment_file(options.node_name);
+    std::string text;
+    for (const std::string& entry : environment) text += (text.empty() ? "" : "\n") + entry;
+    protocol::write_line_atomically(path, text);
   }
 
   /// The resize an allocation request started ended: its requester hears of it

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <system_error>
 #include <thread>
 
@@ -46,13 +48,71 @@ class PmixArgv {
   char** argv_ = nullptr;
 };
 
-std::string joined_ranks(std::uint32_t n) {
+std::string joined(const std::vector<std::uint32_t>& ranks) {
   std::string out;
-  for (std::uint32_t r = 0; r < n; ++r) {
-    if (r > 0) out += ',';
-    out += std::to_string(r);
+  for (const std::uint32_t rank : ranks) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(rank);
   }
   return out;
+}
+
+/// A string PMIx allocated (PMIx_generate_regex, PMIx_generate_ppn), freed with free().
+struct PmixString {
+  char* text = nullptr;
+  PmixString() = default;
+  ~PmixString() { std::free(text); }
+  PmixString(const PmixString&) = delete;
+  PmixString& operator=(const PmixString&) = delete;
+};
+
+/// The info of one node of the job (PMIX_NODE_INFO_ARRAY's entries).
+InfoArray node_info(const MappedNode& node) {
+  const std::string peers = joined(node.ranks);
+  const auto size = static_cast<std::uint32_t>(node.ranks.size());
+  const pmix_rank_t leader = node.ranks.front();
+  InfoArray info(6);
+  info.load(0, PMIX_HOSTNAME, node.hostname.c_str(), PMIX_STRING);
+  info.load(1, PMIX_NODEID, &node.node_id, PMIX_UINT32);
+  info.load(2, PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);
+  info.load(3, PMIX_LOCAL_SIZE, &size, PMIX_UINT32);
+  info.load(4, PMIX_NODE_SIZE, &size, PMIX_UINT32);
+  info.load(5, PMIX_LOCALLDR, &leader, PMIX_PROC_RANK);
+  return info;
+}
+
+/// The info of one process of the job (PMIX_PROC_INFO_ARRAY's entries; PMIX_RANK first).
+InfoArray proc_info(const MappedProc& proc) {
+  const pmix_rank_t rank = proc.rank;
+  const std::uint32_t appnum = 0;
+  InfoArray info(8);
+  info.load(0, PMIX_RANK, &rank, PMIX_PROC_RANK);
+  info.load(1, PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
+  info.load(2, PMIX_APP_RANK, &rank, PMIX_PROC_RANK);
+  info.load(3, PMIX_APPNUM, &appnum, PMIX_UINT32);
+  info.load(4, PMIX_LOCAL_RANK, &proc.local_rank, PMIX_UINT16);
+  info.load(5, PMIX_NODE_RANK, &proc.local_rank, PMIX_UINT16);
+  info.load(6, PMIX_NODEID, &proc.node_id, PMIX_UINT32);
+  info.load(7, PMIX_HOSTNAME, proc.hostname.c_str(), PMIX_STRING);
+  return info;
+}
+
+/// Whether the NAME of "NAME=VALUE" entry is the name of one of entries.
+bool names_one_of(std::string_view entry, const std::vector<std::string>& entries) {
+  const std::string_view name = entry.substr(0, entry.find('='));
+  for (const std::string& other : entries) {
+    if (other.size() > name.size() && other.compare(0, name.size(), name) == 0 && other[name.size()] == '=')
+      return true;
+  }
+  return false;
+}
+
+/// The spec's job map: its own, or nprocs ranks on this node.
+JobMap job_map_of(const LaunchSpec& spec, const std::string& node) {
+  if (!spec.job_map.empty()) return spec.job_map;
+  JobMap map;
+  for (std::uint32_t rank = 0; rank < spec.nprocs; ++rank) map.push_back({node, rank});
+  return map;
 }
 
 }  // namespace
@@ -69,42 +129,100 @@ class LocalLauncher::Impl {
   std::set<std::string> nspaces_;
   std::vector<std::thread> watchers_;
 
-  void register_job(const LaunchSpec& spec) {
-    const std::string node = server_.options().node_name;
-    const std::string ranks = joined_ranks(spec.nprocs);
-    char* node_map = nullptr;
-    char* proc_map = nullptr;
-    pmix_status_t rc = PMIx_generate_regex(node.c_str(), &node_map);
-    if (rc != PMIX_SUCCESS) throw PmixError("PMIx_generate_regex", rc);
-    rc = PMIx_generate_ppn(ranks.c_str(), &proc_map);
-    if (rc != PMIX_SUCCESS) {
-      std::free(node_map);
-      throw PmixError("PMIx_generate_ppn", rc);
-    }
-    InfoArray info(7);
-    const std::uint32_t size = spec.nprocs;
+  /// Registers the job's namespace with the job-level, node and process info of `plan`
+  /// (docs/daemon.md, "The job's namespace"), as PRRTE's server does.
+  void register_job(const std::string& nspace_name, const JobRegistration& plan) {
+    PmixString node_map;
+    PmixString proc_map;
+    pmix_status_t rc = PMIx_generate_regex(plan.node_list.c_str(), &node_map.text);
+    if (rc != PMIX_SUCCESS) throw PmixError("PMIx_generate_regex(" + plan.node_list + ")", rc);
+    rc = PMIx_generate_ppn(plan.ppn_list.c_str(), &proc_map.text);
+    if (rc != PMIX_SUCCESS) throw PmixError("PMIx_generate_ppn(" + plan.ppn_list + ")", rc);
+
+    std::vector<InfoArray> nodes;
+    for (const MappedNode& node : plan.nodes) nodes.push_back(node_info(node));
+    std::vector<InfoArray> procs;
+    for (const MappedProc& proc : plan.procs) procs.push_back(proc_info(proc));
+
+    const std::string peers = joined(plan.local.ranks);
+    const auto local_size = static_cast<std::uint32_t>(plan.local.ranks.size());
+    const pmix_rank_t leader = plan.local.ranks.front();
+    const std::uint32_t one = 1;
     const std::uint32_t zero = 0;
-    try {
-      info.load(0, PMIX_UNIV_SIZE, &size, PMIX_UINT32);
-      info.load(1, PMIX_JOB_SIZE, &size, PMIX_UINT32);
-      info.load(2, PMIX_LOCAL_SIZE, &size, PMIX_UINT32);
-      info.load(3, PMIX_LOCAL_PEERS, ranks.c_str(), PMIX_STRING);
-      info.load(4, PMIX_NODE_MAP, node_map, PMIX_REGEX);
-      info.load(5, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
-      info.load(6, PMIX_APPNUM, &zero, PMIX_UINT32);
-    } catch (...) {
-      std::free(node_map);
-      std::free(proc_map);
-      throw;
+    constexpr std::size_t kJobEntries = 13;
+    InfoArray info(kJobEntries + nodes.size() + procs.size());
+    std::size_t i = 0;
+    info.load(i++, PMIX_JOBID, nspace_name.c_str(), PMIX_STRING);
+    info.load(i++, PMIX_JOB_SIZE, &plan.job_size, PMIX_UINT32);
+    info.load(i++, PMIX_UNIV_SIZE, &plan.job_size, PMIX_UINT32);
+    info.load(i++, PMIX_MAX_PROCS, &plan.job_size, PMIX_UINT32);
+    info.load(i++, PMIX_NUM_NODES, &plan.num_nodes, PMIX_UINT32);
+    info.load(i++, PMIX_NODE_MAP, node_map.text, PMIX_REGEX);
+    info.load(i++, PMIX_PROC_MAP, proc_map.text, PMIX_REGEX);
+    info.load(i++, PMIX_JOB_NUM_APPS, &one, PMIX_UINT32);
+    info.load(i++, PMIX_APPNUM, &zero, PMIX_UINT32);
+    info.load(i++, PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);
+    info.load(i++, PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32);
+    info.load(i++, PMIX_LOCALLDR, &leader, PMIX_PROC_RANK);
+    info.load(i++, PMIX_HOSTNAME, plan.local.hostname.c_str(), PMIX_STRING);
+    for (InfoArray& node : nodes) {
+      pmix_data_array_t array{PMIX_INFO, node.size(), node.data()};
+      info.load(i++, PMIX_NODE_INFO_ARRAY, &array, PMIX_DATA_ARRAY);
     }
-    std::free(node_map);
-    std::free(proc_map);
+    for (InfoArray& proc : procs) {
+      pmix_data_array_t array{PMIX_INFO, proc.size(), proc.data()};
+      info.load(i++, PMIX_PROC_INFO_ARRAY, &array, PMIX_DATA_ARRAY);
+    }
     pmix_nspace_t nspace;
-    PMIX_LOAD_NSPACE(nspace, spec.nspace.c_str());
-    rc = PMIx_server_register_nspace(nspace, static_cast<int>(spec.nprocs), info.data(),
-                                     info.size(), nullptr, nullptr);
+    PMIX_LOAD_NSPACE(nspace, nspace_name.c_str());
+    rc = PMIx_server_register_nspace(nspace, static_cast<int>(local_size), info.data(), info.size(), nullptr,
+                                     nullptr);
     if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
-      throw PmixError("PMIx_server_register_nspace(" + spec.nspace + ")", rc);
+      throw PmixError("PMIx_server_register_nspace(" + nspace_name + ")", rc);
+    spdlog::debug("registered namespace {}: {} rank(s) on {} node(s), here {}", nspace_name, plan.job_size,
+                  plan.num_nodes, peers);
+  }
+
+  /// Checks the spec, registers its job (once per namespace) and returns its plan.
+  JobRegistration register_spec(const LaunchSpec& spec) {
+    if (spec.nspace.empty()) throw std::invalid_argument("launch: the nspace is empty");
+    if (spec.nspace.size() > PMIX_MAX_NSLEN)
+      throw std::invalid_argument("launch: nspace '" + spec.nspace + "' is longer than " +
+                                  std::to_string(PMIX_MAX_NSLEN) + " characters");
+    if (spec.argv.empty() || spec.argv[0].empty())
+      throw std::invalid_argument("launch " + spec.nspace + ": no program given");
+    if (spec.job_map.empty() && spec.nprocs == 0)
+      throw std::invalid_argument("launch " + spec.nspace + ": 0 processes");
+    JobRegistration plan;
+    try {
+      plan = plan_registration(job_map_of(spec, server_.options().node_name), server_.options().node_name);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("launch " + spec.nspace + ": " + e.what());
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (!nspaces_.insert(spec.nspace).second)
+        throw std::invalid_argument("launch: nspace '" + spec.nspace + "' was launched already");
+    }
+    register_job(spec.nspace, plan);
+    return plan;
+  }
+
+  /// Registers rank `rank` of the spec's job as a client and returns the environment it is
+  /// to be started with: what PMIx_server_setup_fork gives.
+  static std::vector<std::string> register_client(const std::string& nspace, std::uint32_t rank) {
+    const ProcId id{nspace, rank};
+    pmix_proc_t proc = to_pmix(id);
+    pmix_status_t rc =
+        PMIx_server_register_client(&proc, ::geteuid(), ::getegid(), nullptr, nullptr, nullptr);
+    if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
+      throw PmixError("PMIx_server_register_client(" + to_string(id) + ")", rc);
+    PmixArgv pmix_env;
+    rc = PMIx_server_setup_fork(&proc, pmix_env.address());
+    if (rc != PMIX_SUCCESS) throw PmixError("PMIx_server_setup_fork(" + to_string(id) + ")", rc);
+    std::vector<std::string> env;
+    for (char** e = pmix_env.get(); e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+    return env;
   }
 
   void watch(pid_t pid, ProcId proc) {
@@ -162,39 +280,46 @@ LocalLauncher::~LocalLauncher() {
   }
 }
 
+std::vector<std::string> LocalLauncher::register_only(const LaunchSpec& spec) {
+  Impl& s = *impl_;
+  const JobMap map = job_map_of(spec, s.server_.options().node_name);
+  std::size_t here = 0;
+  for (const MappedRank& mapped : map) here += mapped.node == s.server_.options().node_name ? 1 : 0;
+  if (spec.ranks_to_start.size() > 1 || (spec.ranks_to_start.empty() && here != 1))
+    throw std::invalid_argument("register " + spec.nspace + ": the job map has " + std::to_string(here) +
+                                " ranks on " + s.server_.options().node_name + ", not one: " + to_string(map));
+  const JobRegistration plan = s.register_spec(spec);
+  const std::uint32_t rank = spec.ranks_to_start.empty() ? plan.local.ranks.front() : spec.ranks_to_start.front();
+  if (std::ranges::find(plan.local.ranks, rank) == plan.local.ranks.end())
+    throw std::invalid_argument("register " + spec.nspace + ": rank " + std::to_string(rank) + " is not on " +
+                                s.server_.options().node_name + " in the job map " + to_string(map));
+  return Impl::register_client(spec.nspace, rank);
+}
+
 std::vector<pid_t> LocalLauncher::launch(const LaunchSpec& spec) {
   Impl& s = *impl_;
-  if (spec.nspace.empty()) throw std::invalid_argument("launch: the nspace is empty");
-  if (spec.nspace.size() > PMIX_MAX_NSLEN)
-    throw std::invalid_argument("launch: nspace '" + spec.nspace + "' is longer than " +
-                                std::to_string(PMIX_MAX_NSLEN) + " characters");
-  if (spec.argv.empty() || spec.argv[0].empty())
-    throw std::invalid_argument("launch " + spec.nspace + ": no program given");
-  if (spec.nprocs == 0) throw std::invalid_argument("launch " + spec.nspace + ": 0 processes");
-  {
-    std::lock_guard lock(s.mutex_);
-    if (!s.nspaces_.insert(spec.nspace).second)
-      throw std::invalid_argument("launch: nspace '" + spec.nspace + "' was launched already");
-  }
-  s.register_job(spec);
+  const JobRegistration plan = s.register_spec(spec);
 
+  for (const std::uint32_t rank : spec.ranks_to_start) {
+    if (std::ranges::find(plan.local.ranks, rank) == plan.local.ranks.end())
+      throw std::invalid_argument("launch " + spec.nspace + ": rank " + std::to_string(rank) +
+                                  " is not on " + s.server_.options().node_name + " in the job map " +
+                                  to_string(job_map_of(spec, s.server_.options().node_name)));
+  }
   std::vector<pid_t> pids;
-  for (std::uint32_t rank = 0; rank < spec.nprocs; ++rank) {
+  for (const std::uint32_t rank : spec.ranks_to_start.empty() ? plan.local.ranks : spec.ranks_to_start) {
     const ProcId id{spec.nspace, rank};
-    pmix_proc_t proc = to_pmix(id);
-    pmix_status_t rc =
-        PMIx_server_register_client(&proc, ::geteuid(), ::getegid(), nullptr, nullptr, nullptr);
-    if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
-      throw PmixError("PMIx_server_register_client(" + to_string(id) + ")", rc);
-    PmixArgv pmix_env;
-    rc = PMIx_server_setup_fork(&proc, pmix_env.address());
-    if (rc != PMIX_SUCCESS) throw PmixError("PMIx_server_setup_fork(" + to_string(id) + ")", rc);
+    const std::vector<std::string> pmix_env = Impl::register_client(spec.nspace, rank);
 
     // Everything the child needs is built before fork: after it, only exec and _exit.
+    // A PMIx variable the daemon inherited (a Slurm step started with --mpi=pmix has its own)
+    // would name another server: the child finds only the value setup_fork gave.
     std::vector<std::string> env_strings;
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) env_strings.emplace_back(*e);
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      if (!names_one_of(*e, pmix_env)) env_strings.emplace_back(*e);
+    }
     for (const auto& e : spec.env) env_strings.push_back(e);
-    for (char** e = pmix_env.get(); e != nullptr && *e != nullptr; ++e) env_strings.emplace_back(*e);
+    for (const auto& e : pmix_env) env_strings.push_back(e);
     std::vector<char*> envp;
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);

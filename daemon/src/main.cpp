@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
       link_options.endpoint = controller;
       link_options.curve = curve;
       link_options.node_name = server.options().node_name;
+      link_options.job_dir = job_dir;
       link_options.stop_signal_arrived = [] {
         return stop_signal_taken.load() || d::stop_signal_pending();
       };

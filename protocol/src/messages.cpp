@@ -135,6 +135,11 @@ void fields(V& v, M& m) {
   v("resize_id", m.resize_id);
   v("command", m.command);
   v("environment", m.environment);
+  v("nspace", m.nspace);
+  v("rank", m.rank);
+  v("map_nodes", m.map_nodes);
+  v("map_ranks", m.map_ranks);
+  v("started_by_daemon", m.started_by_daemon);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, JobView>
@@ -355,6 +360,19 @@ std::string check(const StartRank& m, std::uint16_t) {
     if (equals == std::string::npos || equals == 0)
       return "environment: " + entry + " is not NAME=VALUE";
   }
+  if (m.nspace.empty()) return "nspace: empty";
+  if (m.map_nodes.size() != m.map_ranks.size())
+    return "map_ranks: " + std::to_string(m.map_ranks.size()) + " for " + std::to_string(m.map_nodes.size()) +
+           " map_nodes";
+  bool listed = false;
+  for (std::size_t i = 0; i < m.map_nodes.size(); ++i) {
+    if (m.map_nodes[i].empty()) return "map_nodes[" + std::to_string(i) + "]: empty";
+    if (i > 0 && m.map_ranks[i] <= m.map_ranks[i - 1])
+      return "map_ranks[" + std::to_string(i) + "]: " + std::to_string(m.map_ranks[i]) + " after " +
+             std::to_string(m.map_ranks[i - 1]) + " (ascending, no repeats)";
+    listed = listed || m.map_ranks[i] == m.rank;
+  }
+  if (!listed) return "rank: " + std::to_string(m.rank) + " is not in the job map";
   return {};
 }
 std::string check(const RanksLost& m, std::uint16_t) {

@@ -263,25 +263,56 @@ TEST_F(DaemonJobControlTest, AddRanksWithoutADaemonOnTheFirstNodeIsADeath) {
 TEST_F(DaemonJobControlTest, WithARankLaunchTheNewNodesDaemonsStartTheirRanks) {
   const RankLaunch launch{{"mpiexec", "-n", "1", "/bin/app"}, {"BELLOWS_JOIN=port"}};
   control.set_rank_launch(launch);
+  control.start_initial_daemons({"node0", "node1"});
   register_daemons({"node0", "node1", "node2", "node3"});
+  EXPECT_EQ(control.job_map(), (std::map<std::string, std::uint32_t>{{"node0", 0}, {"node1", 1}}));
   control.add_ranks(7, {"node2", "node3"});
   // Each new rank knows its place in the grow from its start: the resize, its ordinal in the
-  // order of the nodes, and how many join.
-  const auto start = [&launch](std::uint64_t resize, std::vector<std::string> place) {
+  // order of the nodes, and how many join; and its PMIx rank in the job's namespace with the
+  // job map, the new nodes taking the next numbers.
+  const auto start = [&launch](std::uint64_t resize, std::vector<std::string> place, std::uint32_t rank,
+                               std::vector<std::string> nodes, std::vector<std::uint32_t> ranks) {
     std::vector<std::string> environment = launch.environment;
     environment.insert(environment.end(), place.begin(), place.end());
-    return protocol::StartRank{resize, launch.command, environment};
+    return protocol::StartRank{resize, launch.command, environment, "42", rank, nodes, ranks, true};
   };
+  const std::vector<std::string> map_nodes{"node0", "node1", "node2", "node3"};
+  const std::vector<std::uint32_t> map_ranks{0, 1, 2, 3};
   EXPECT_EQ(sent_now(),
             (std::vector<Sent>{
                 {"node0", expand_order(7, {"node2", "node3"})},
-                {"node2", start(7, {"BELLOWS_JOIN_RESIZE=7", "BELLOWS_JOIN_ORDINAL=0", "BELLOWS_JOIN_COUNT=2"})},
-                {"node3", start(7, {"BELLOWS_JOIN_RESIZE=7", "BELLOWS_JOIN_ORDINAL=1", "BELLOWS_JOIN_COUNT=2"})}}));
+                {"node2", start(7, {"BELLOWS_JOIN_RESIZE=7", "BELLOWS_JOIN_ORDINAL=0", "BELLOWS_JOIN_COUNT=2"}, 2,
+                                map_nodes, map_ranks)},
+                {"node3", start(7, {"BELLOWS_JOIN_RESIZE=7", "BELLOWS_JOIN_ORDINAL=1", "BELLOWS_JOIN_COUNT=2"}, 3,
+                                map_nodes, map_ranks)}}));
   control.start_ranks(0, {"node1"});
   EXPECT_EQ(sent_now(),
-            (std::vector<Sent>{
-                {"node1", start(0, {"BELLOWS_JOIN_RESIZE=0", "BELLOWS_JOIN_ORDINAL=0", "BELLOWS_JOIN_COUNT=1"})}}));
+            (std::vector<Sent>{{"node1", start(0, {"BELLOWS_JOIN_RESIZE=0", "BELLOWS_JOIN_ORDINAL=0",
+                                                   "BELLOWS_JOIN_COUNT=1"},
+                                               1, map_nodes, map_ranks)}}));
   EXPECT_EQ(progress(), Lines{});
+}
+
+// The first rank, which `bellows run` starts, is registered by the first node's daemon as rank
+// 0 (nothing started there); a node that left leaves the job map but stays in the numbered map
+// (PMIx takes ranks 0..n-1 only), and the next grow gets a number never given before.
+TEST_F(DaemonJobControlTest, TheJobMapNumbersTheFirstRankZeroAndNeverGivesANumberTwice) {
+  control.set_rank_launch({{"mpiexec", "/bin/app"}, {}});
+  control.start_initial_daemons({"node0", "node1", "node2"});
+  register_daemons({"node0", "node1", "node2", "node3"});
+  ASSERT_TRUE(control.register_first_rank());
+  protocol::StartRank first{0, {"mpiexec", "/bin/app"}, {}, "42", 0, {"node0", "node1", "node2"}, {0, 1, 2}, false};
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", first}}));
+  control.resize_report("node1", {4, protocol::ResizeOutcome::left, 2, {1}, ""});
+  (void)progress();
+  control.add_ranks(5, {"node3"});
+  const auto orders = sent_now();
+  ASSERT_EQ(orders.size(), 2u);
+  const auto& start = std::get<protocol::StartRank>(orders.back().message);
+  EXPECT_EQ(start.rank, 3u);
+  EXPECT_EQ(start.map_nodes, (std::vector<std::string>{"node0", "node1", "node2", "node3"}));
+  EXPECT_EQ(start.map_ranks, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(control.job_map(), (std::map<std::string, std::uint32_t>{{"node0", 0}, {"node2", 2}, {"node3", 3}}));
 }
 
 TEST_F(DaemonJobControlTest, ARankThatCannotBeStartedForLackOfADaemonIsADeath) {

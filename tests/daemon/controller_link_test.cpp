@@ -432,17 +432,17 @@ TEST_F(ControllerLinkTest, ALauncherSignalledWithTheDaemonIsNoDeath) {
     return 0;
   };
 
-  controller().notify(peer(), pr::StartRank{1, {"sleep", "30"}, {}});
+  controller().notify(peer(), pr::StartRank{1, {"sleep", "30"}, {}, "job-a", 1, {"n6", "n7"}, {0, 1}});
   const pid_t stopped = started(1);
   ASSERT_GT(stopped, 0);
   stop_signal = true;
   ASSERT_EQ(::kill(stopped, SIGTERM), 0);
-  EXPECT_TRUE(logged_within("bellowsd: info: the rank launcher bellows-rank-n7-1:0 (pid " +
+  EXPECT_TRUE(logged_within("bellowsd: info: the rank launcher job-a:1 (pid " +
                             std::to_string(stopped) +
                             ") killed by signal 15 (Terminated) as the daemon stops"));
 
   stop_signal = false;
-  controller().notify(peer(), pr::StartRank{2, {"sleep", "30"}, {}});
+  controller().notify(peer(), pr::StartRank{2, {"sleep", "30"}, {}, "job-b", 0, {"n7"}, {0}});
   const pid_t died = started(2);
   ASSERT_GT(died, 0);
   ASSERT_EQ(::kill(died, SIGTERM), 0);
@@ -450,7 +450,7 @@ TEST_F(ControllerLinkTest, ALauncherSignalledWithTheDaemonIsNoDeath) {
   const auto all = received(2);
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all.back(), pr::Message(pr::RankExited{pr::kNoRank, died, 0, SIGTERM}));
-  EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: the rank launcher bellows-rank-n7-2:0 (pid " +
+  EXPECT_TRUE(logged_within(allow_log("bellowsd: warning: the rank launcher job-b:0 (pid " +
                                       std::to_string(died) + ") killed by signal 15 (Terminated)")));
 }
 

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "child_process.hpp"
 #include "log_check.hpp"
 
@@ -433,6 +435,71 @@ TEST_F(DaemonTest, LauncherStartsPmixClientsAndStopsThemAtTheEnd) {
   }  // the launcher stops what still runs
   EXPECT_EQ(exits.size(), 2u);
   for (pid_t pid : sleepers) EXPECT_NE(::kill(pid, 0), 0) << pid << " still exists";
+}
+
+// The job's namespace as a daemon registers it from a job map (docs/daemon.md, "The job's
+// namespace"): ranks 0 and 2 of a job whose rank 1 runs on another node are started here; each,
+// a PMIx-native program, reads the whole job's size and nodes, its own local and node rank and
+// host, and fences with collected data with the other rank of its node, whose key it then gets.
+TEST_F(DaemonTest, TheJobsRanksOfANodeFenceAmongThemselvesWithTheWholeJobsMap) {
+  d::PmixServer server(options());
+  Mailbox<d::ExitStatus> exits;
+  const fs::path out = dir_ / "ranks";
+  fs::create_directories(out);
+  {
+    d::LocalLauncher launcher(server, [&](const d::ExitStatus& e) { exits.push(e); });
+    d::LaunchSpec spec{"job-42", {BELLOWS_NATIVE_CLIENT_PATH, out.string()}, 0, {"PMIX_NATIVE_CLIENT_ALONE=1"}};
+    spec.job_map = {{"n1", 0}, {"n2", 1}, {"n1", 2}};
+    const auto pids = launcher.launch(spec);
+    EXPECT_EQ(pids.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      auto e = exits.pop(30s);
+      ASSERT_TRUE(e.has_value());
+      EXPECT_EQ(e->describe(), "exited with status 0") << to_string(e->proc);
+    }
+  }
+  for (const int rank : {0, 2}) {
+    std::ifstream in(out / ("rank-" + std::to_string(rank) + ".json"));
+    std::string text;
+    std::getline(in, text);
+    ASSERT_NE(text.find(",\"local_keys"), std::string::npos) << "rank " << rank << ": " << text;
+    const std::string local_rank = rank == 0 ? "0" : "1";
+    EXPECT_EQ(text, "{\"nspace\":\"job-42\",\"rank\":" + std::to_string(rank) +
+                        ",\"job_size\":3,\"univ_size\":3,\"num_nodes\":2,\"local_size\":2,"
+                        "\"local_peers\":[\"0\",\"2\"],\"local_rank\":" + local_rank +
+                        ",\"node_rank\":" + local_rank +
+                        ",\"hostname\":\"n1\",\"bellows_node\":\"\",\"nodes\":[\"n1\",\"n2\"],"
+                        "\"peers_by_node\":{\"n1\":[0,2],\"n2\":[1]},\"fence\":true,\"fence_seconds\":" +
+                        text.substr(text.find("\"fence_seconds\":") + 16, text.find(",\"local_keys") -
+                                                                              text.find("\"fence_seconds\":") - 16) +
+                        ",\"local_keys\":2,\"event_handler\":true,\"failure\":\"\"}");
+  }
+}
+
+// A map that puts no rank on this daemon's node, and a rank the controller starts itself
+// registered where the map does not give this node exactly one rank: refused, naming the map.
+TEST_F(DaemonTest, LauncherRefusesAJobMapWithoutThisNode) {
+  d::PmixServer server(options());
+  d::LocalLauncher launcher(server, nullptr);
+  d::LaunchSpec spec{"job-7", {"true"}, 0, {}};
+  spec.job_map = {{"n2", 0}, {"n3", 1}};
+  try {
+    launcher.launch(spec);
+    ADD_FAILURE() << "launched";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "launch job-7: job map: no rank on node n1, this daemon's: 0:n2,1:n3");
+  }
+  spec.job_map = {{"n1", 0}, {"n1", 1}};
+  try {
+    launcher.register_only(spec);
+    ADD_FAILURE() << "registered";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "register job-7: the job map has 2 ranks on n1, not one: 0:n1,1:n1");
+  }
+  spec.job_map = {{"n1", 0}, {"n2", 1}};
+  const auto environment = launcher.register_only(spec);
+  EXPECT_NE(std::ranges::find(environment, std::string("PMIX_NAMESPACE=job-7")), environment.end());
+  EXPECT_NE(std::ranges::find(environment, std::string("PMIX_RANK=0")), environment.end());
 }
 
 TEST_F(DaemonTest, BellowsdServesARankAndStopsOnSigterm) {

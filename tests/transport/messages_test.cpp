@@ -42,7 +42,8 @@ std::vector<Message> one_of_each() {
       ResizeDecided{7, ResizeKind::shrink, 1, {}, {"n2"}},
       Abort{7, "slurm denied the expansion: Requested node configuration is not available"},
       Stop{"job finished", 2000},
-      StartRank{3, {"/usr/bin/mpiexec", "-n", "1", "./gemm", "--verify"}, {"BELLOWS_JOIN=port", "A="}},
+      StartRank{3, {"/usr/bin/mpiexec", "-n", "1", "./gemm", "--verify"}, {"BELLOWS_JOIN=port", "A="}, "local-9", 1,
+                {"n1", "n2"}, {0, 1}},
       Ack{AckCode::failed, "no such node"},
       OperatorResize{-2, "maintenance on local4"},
       StatusRequest{},
@@ -384,9 +385,20 @@ TEST(Messages, RefusesBadFields) {
                  "cancelled (4), recovered (5)");
   EXPECT_REFUSED(body_of(ResizeAck{{1, ResizeOutcome::left, 2, {}, ""}}), bad_field,
                  "bad field resize_ack.ranks: empty although the outcome is left");
-  EXPECT_REFUSED(body_of(StartRank{1, {}, {}}), bad_field, "bad field start_rank.command: empty");
-  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {"=x"}}), bad_field,
+  EXPECT_REFUSED(body_of(StartRank{1, {}, {}, "j", 0, {"n1"}, {0}}), bad_field,
+                 "bad field start_rank.command: empty");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {"=x"}, "j", 0, {"n1"}, {0}}), bad_field,
                  "bad field start_rank.environment: =x is not NAME=VALUE");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "", 0, {"n1"}, {0}}), bad_field,
+                 "bad field start_rank.nspace: empty");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 0, {"n1", "n2"}, {0}}), bad_field,
+                 "bad field start_rank.map_ranks: 1 for 2 map_nodes");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 0, {"n1", ""}, {0, 1}}), bad_field,
+                 "bad field start_rank.map_nodes[1]: empty");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 0, {"n1", "n2"}, {3, 3}}), bad_field,
+                 "bad field start_rank.map_ranks[1]: 3 after 3 (ascending, no repeats)");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 2, {"n1", "n2"}, {0, 1}}), bad_field,
+                 "bad field start_rank.rank: 2 is not in the job map");
   EXPECT_REFUSED(body_of(OperatorResize{0, "why"}), bad_field,
                  "bad field operator_resize.delta: 0 (neither grow nor shrink)");
   EXPECT_REFUSED(body_of(Ack{static_cast<AckCode>(-1), ""}), bad_field,

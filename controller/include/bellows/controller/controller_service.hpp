@@ -81,6 +81,11 @@ class ControllerService {
   /// Once the daemons registered: has the daemons of the job's first nodes but the first
   /// start their ranks (options.rank_launch; the first rank is the caller's to start).
   void start_initial_ranks();
+  /// Once the daemons registered: has the first node's daemon register the job's first rank,
+  /// which the caller starts, as rank 0 of the job's PMIx namespace; the daemon writes the
+  /// rank's PMIx variables to protocol::JobDirectory::rank_environment_file of the first node.
+  /// False without options.rank_launch or a registered daemon there.
+  bool register_first_rank();
   /// True once the daemon of every node the job holds registered.
   [[nodiscard]] bool daemons_registered() const;
 

@@ -87,7 +87,22 @@ class DaemonJobControl final : public JobControl {
   /// job's start); a node without a registered daemon counts as a death. Nothing without a
   /// RankLaunch. Each rank's environment is the launch's and the join's place
   /// (join_environment): the ranks form one group among themselves without asking the job.
+  /// A node not in the job map yet gets the next PMIx rank number (job_map()).
   void start_ranks(ResizeId resize, const std::vector<std::string>& nodes);
+  /// Has the daemon of the job's first node register the job's first rank, which `bellows
+  /// run` starts itself, as PMIx rank 0 of the job's namespace and write its PMIx variables
+  /// to the node's rank environment file (StartRank with started_by_daemon false). False when
+  /// that daemon is not registered or there is no RankLaunch.
+  bool register_first_rank();
+  /// The job's PMIx namespace: its id.
+  [[nodiscard]] const std::string& nspace() const noexcept { return job_; }
+  /// The job map: each node's PMIx rank in the job's namespace. The first nodes are 0..n-1 in
+  /// their order; a node a grow adds gets the next number not given yet; a node that leaves
+  /// or is lost leaves the map, its number is not given again.
+  [[nodiscard]] const std::map<std::string, std::uint32_t>& job_map() const noexcept { return pmix_ranks_; }
+  /// Every PMIx rank number given so far, with the node it was given on: what StartRank's map
+  /// says (a rank that left stays there: PMIx 4.2.2 takes a namespace's ranks only as 0..n-1).
+  [[nodiscard]] const std::vector<std::string>& numbered_nodes() const noexcept { return rank_nodes_; }
   /// Starts the daemons of the job's first nodes (before the job starts); a node whose
   /// daemon cannot start shows as one that never registers.
   void start_initial_daemons(const std::vector<std::string>& nodes);
@@ -102,6 +117,9 @@ class DaemonJobControl final : public JobControl {
   void report(JobReport report) { reports_.push_back(std::move(report)); }
   /// Sends to the first node's daemon; a missing one is reported as a death there.
   void send_to_first_node(ResizeId resize, const protocol::Message& message);
+  /// The StartRank of `node`'s rank, with the job map.
+  protocol::StartRank start_order(ResizeId resize, const std::string& node, std::vector<std::string> environment,
+                                  bool started_by_daemon) const;
   /// Stops a daemon started here: launcher_.stop_gone() for one that went away on its own
   /// (what is left of it goes at once), launcher_.stop() otherwise.
   void stop_daemon(const std::string& node);
@@ -120,6 +138,8 @@ class DaemonJobControl final : public JobControl {
   unsigned job_size_ = 0;
   std::map<std::string, std::uint32_t> node_ranks_;  ///< node -> its rank, as last reported
   RankLaunch rank_launch_;
+  std::map<std::string, std::uint32_t> pmix_ranks_;  ///< the job map: node -> PMIx rank
+  std::vector<std::string> rank_nodes_;              ///< PMIx rank -> the node it was given on
 };
 
 }  // namespace bellows::controller

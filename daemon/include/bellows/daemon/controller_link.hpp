@@ -27,6 +27,7 @@
 #include <bellows/transport/security.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -58,6 +59,10 @@ class ControllerLink {
     /// How long the connection to the controller may stay lost before the controller counts
     /// as gone.
     std::chrono::milliseconds controller_loss_grace{2000};
+    /// The job's directory, where the PMIx variables of a rank the controller starts itself
+    /// are written (StartRank with started_by_daemon false); empty: none (such a StartRank
+    /// fails).
+    std::filesystem::path job_dir{};
   };
 
   /// How long a launcher's abnormal end waits for the daemon's own stop signal.

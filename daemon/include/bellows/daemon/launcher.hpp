@@ -2,6 +2,7 @@
 // Starts the ranks of a job on this node as PMIx clients of the node's PmixServer and watches
 // them until they exit.
 
+#include <bellows/daemon/job_map.hpp>
 #include <bellows/daemon/payload.hpp>
 #include <bellows/daemon/pmix_server.hpp>
 
@@ -15,7 +16,9 @@
 
 namespace bellows::daemon {
 
-/// What to start: nprocs copies of argv, ranks 0..nprocs-1 of the PMIx nspace.
+/// What to start: copies of argv as ranks of the PMIx nspace. Without a job map, nprocs
+/// ranks 0..nprocs-1, all on this node; with one, the job's ranks on this node (the map's
+/// ranks of the daemon's node), the others running on other nodes.
 struct LaunchSpec {
   std::string nspace;
   /// argv[0] is the program (searched in PATH when it has no '/').
@@ -23,6 +26,12 @@ struct LaunchSpec {
   std::uint32_t nprocs = 1;
   /// Extra NAME=VALUE entries for the processes' environment.
   std::vector<std::string> env;
+  /// The whole job's ranks and nodes (docs/daemon.md, "The job's namespace"); empty: nprocs
+  /// ranks on this node.
+  JobMap job_map{};
+  /// The map's ranks on this node to start; empty: all of them. (A rank that left stays in
+  /// the map at its node: a node that rejoins the job has it there too, not to be started.)
+  std::vector<std::uint32_t> ranks_to_start{};
 };
 
 /// How a watched process ended.
@@ -63,6 +72,12 @@ class LocalLauncher {
   /// goes): call it from a thread that outlives the processes it starts, as the controller
   /// link's loop thread does (it ends after the launcher stopped every rank).
   std::vector<pid_t> launch(const LaunchSpec& spec);
+  /// Registers the spec's job and its one rank on this node as launch() does, without
+  /// starting anything: returns the environment that rank must be started with (the PMIx
+  /// client variables of PMIx_server_setup_fork, "NAME=VALUE"), for a process another one
+  /// starts (the job's first rank, started by `bellows run`). Throws as launch() does, and
+  /// std::invalid_argument when the map has not exactly one rank on this node.
+  std::vector<std::string> register_only(const LaunchSpec& spec);
   /// Sends sig to a process this launcher started and that still runs; false otherwise.
   bool signal(pid_t pid, int sig);
   /// Number of processes started and not yet reaped.

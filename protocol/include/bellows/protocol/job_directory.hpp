@@ -21,6 +21,8 @@
 //     nodes/NODE/uri              the PMIx URI of NODE's bellowsd (ranks attach to it)
 //     nodes/NODE/bellowsd.log     what that daemon logged
 //     nodes/NODE/pmix/            PMIx's rendezvous files of that daemon (no sockets)
+//     nodes/NODE/rank.env         the PMIx client variables of the job's first rank, which
+//                                 NODE's daemon registered and `bellows run` starts
 //
 // Header-only, no I/O: paths and names only.
 
@@ -47,6 +49,11 @@ struct JobDirectory {
   [[nodiscard]] std::filesystem::path daemon_uri_file(const std::string& node) const { return node_dir(node) / "uri"; }
   [[nodiscard]] std::filesystem::path daemon_log(const std::string& node) const { return node_dir(node) / "bellowsd.log"; }
   [[nodiscard]] std::filesystem::path pmix_tmpdir(const std::string& node) const { return node_dir(node) / "pmix"; }
+  /// "NAME=VALUE" a line: what a rank of NODE that the controller starts itself must add to
+  /// its environment to be the PMIx client its daemon registered (StartRank).
+  [[nodiscard]] std::filesystem::path rank_environment_file(const std::string& node) const {
+    return node_dir(node) / "rank.env";
+  }
 };
 
 /// What a job's processes find in their environment.

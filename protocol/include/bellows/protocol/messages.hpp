@@ -201,15 +201,25 @@ struct Stop {
   bool operator==(const Stop&) const = default;
 };
 
-/// Start the job's rank of this node: the daemon runs `command` (argv; the job's launcher
-/// and program) with its own environment, `environment` ("NAME=VALUE") and the variables of
-/// a PMIx client of this daemon added. The rank joins the running job by itself
-/// (runtime::ElasticSession: it connects to the port the job opened).
+/// Start the job's rank of this node: the daemon registers the job's PMIx namespace `nspace`
+/// with the job map (which ranks run on which nodes, the new one included) and `rank` as a
+/// client of its own, then runs `command` (argv; the job's launcher and program) with its own
+/// environment, `environment` ("NAME=VALUE") and the variables of that PMIx client
+/// (PMIx_server_setup_fork) added. The rank joins the running job by itself
+/// (runtime::ElasticSession: it connects to the port the job opened). With
+/// started_by_daemon false (the job's first rank, which `bellows run` starts itself) the
+/// daemon registers the rank and writes those variables to JobDirectory::rank_environment_file
+/// instead of starting anything.
 struct StartRank {
   static constexpr MessageType kType = MessageType::start_rank;
   std::uint64_t resize_id = 0;  ///< the expand the rank is for; 0: the job's start
   std::vector<std::string> command;
   std::vector<std::string> environment;
+  std::string nspace;                    ///< the job's PMIx namespace (its id), not empty
+  std::uint32_t rank = 0;                ///< the rank's number in nspace, listed in the map
+  std::vector<std::string> map_nodes;    ///< the job map: map_ranks[i] runs on map_nodes[i]
+  std::vector<std::uint32_t> map_ranks;  ///< as many as map_nodes, ascending, no repeats
+  bool started_by_daemon = true;
   bool operator==(const StartRank&) const = default;
 };
 
