@@ -91,7 +91,7 @@ def victim_job(t, nodes, victim):
             t.fail(f"rank {rank}'s first fence: {r}")
         if r.get("second_fence_code") != PROC_TERM_WO_SYNC:
             t.fail(f"rank {rank}'s fence under the kill returned {r.get('second_fence')} "
-                   f"({r.get('second_fence_code')}), expected PROC-TERM-WO-SYNC ({PROC_TERM_WO_SYNC}): {r}")
+                   f"({r.get('second_fence_code')}), expected PMIX_ERR_PROC_TERM_WO_SYNC ({PROC_TERM_WO_SYNC}): {r}")
         after = r["ended_at"] - killed_at
         if after > FENCE_FAILURE_LIMIT_S:
             t.fail(f"rank {rank}'s fence ended {after:.1f} s after the kill (limit {FENCE_FAILURE_LIMIT_S} s)")
@@ -100,7 +100,7 @@ def victim_job(t, nodes, victim):
         _, err = job.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         t.fail_hung(job, "the victim job did not end within 60 s of its fence's failure")
-    t.check_logs("latest", err, allowed=["ended without leaving the job", "the rank launcher", "failed (PROC-TERM-WO-SYNC)",
+    t.check_logs("latest", err, allowed=["ended without leaving the job", "the rank launcher", "failed (PROC TERMINATED WITHOUT SYNC)",
                                          "is lost"])
     return t.job_dir()
 

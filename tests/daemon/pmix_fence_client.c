@@ -16,6 +16,8 @@
  */
 #include <pmix.h>
 
+#include <stdint.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +72,22 @@ static pmix_status_t fence(int collect) {
   pmix_status_t rc = PMIx_Fence(&all, 1, &info, 1);
   PMIX_INFO_DESTRUCT(&info);
   return rc;
+}
+
+/* A last fence without data among every rank but `absent` (none: UINT32_MAX), after the
+ * results are written: `bellows run` ends the job when its first rank exits, so no rank leaves
+ * before all are done. */
+static void final_fence(uint32_t size, uint32_t absent) {
+  pmix_proc_t* procs = calloc(size, sizeof *procs);
+  size_t n = 0;
+  if (procs == NULL) return;
+  for (uint32_t r = 0; r < size; ++r) {
+    if (r == absent) continue;
+    PMIX_LOAD_PROCID(&procs[n], me.nspace, r); /* a macro: its argument is evaluated twice */
+    ++n;
+  }
+  PMIx_Fence(procs, n, NULL, 0);
+  free(procs);
 }
 
 /* Gets `key` of `rank`; 1 when it is the string "PREFIX-rank". *status gets PMIx's answer. */
@@ -129,6 +147,7 @@ static int check(const char* dir, uint32_t size) {
           PMIx_Error_string(last_early), PMIx_Error_string(put_late), PMIx_Error_string(plain), plain_seconds,
           late_ok, PMIx_Error_string(last_late), PMIx_Error_string(missing));
   close_output(out, dir);
+  final_fence(size, UINT32_MAX);
   return collected == PMIX_SUCCESS && plain == PMIX_SUCCESS && early_ok == size && late_ok == size ? 0 : 1;
 }
 
@@ -157,10 +176,11 @@ static int victim(const char* dir, uint32_t size, uint32_t victim_rank) {
           me.rank, size, PMIx_Error_string(first), PMIx_Error_string(second), (int)second, seconds,
           (double)wall.tv_sec + (double)wall.tv_nsec * 1e-9);
   close_output(out, dir);
+  final_fence(size, victim_rank);
   return 0;
 }
 
-static int bench(const char* dir, unsigned rounds, unsigned bytes) {
+static int bench(const char* dir, uint32_t size, unsigned rounds, unsigned bytes) {
   char* value = malloc(bytes + 1);
   double* seconds = calloc(rounds, sizeof *seconds);
   if (value == NULL || seconds == NULL) return 3;
@@ -182,6 +202,7 @@ static int bench(const char* dir, unsigned rounds, unsigned bytes) {
   for (unsigned i = 0; i < rounds; ++i) fprintf(out, "%s%.7f", i == 0 ? "" : ", ", seconds[i]);
   fprintf(out, "]}\n");
   close_output(out, dir);
+  final_fence(size, UINT32_MAX);
   free(value);
   free(seconds);
   return worst == PMIX_SUCCESS ? 0 : 1;
@@ -204,7 +225,7 @@ int main(int argc, char** argv) {
   } else if (strcmp(argv[1], "victim") == 0 && argc == 4) {
     status = victim(argv[2], size, (uint32_t)strtoul(argv[3], NULL, 10));
   } else if (strcmp(argv[1], "bench") == 0 && argc == 5) {
-    status = bench(argv[2], (unsigned)strtoul(argv[3], NULL, 10), (unsigned)strtoul(argv[4], NULL, 10));
+    status = bench(argv[2], size, (unsigned)strtoul(argv[3], NULL, 10), (unsigned)strtoul(argv[4], NULL, 10));
   } else {
     fprintf(stderr, "pmix_fence_client: unknown mode or arguments\n");
   }

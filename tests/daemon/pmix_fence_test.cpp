@@ -220,6 +220,11 @@ TEST_F(PmixFenceTest, FenceWithARankElsewhereGoesThroughTheControllerAndModexAsk
   EXPECT_EQ(late.rank, 1u);
   relay_->answered(protocol::ModexReply{late.request_id, protocol::CollectiveStatus::not_found, "nobody", ""});
   const auto r = result(0);
+  // The client's last fence, among ranks 0 and 1 named one by one, after it wrote its result.
+  const auto last = next<protocol::FenceContribution>();
+  EXPECT_EQ(last.participant_ranks, (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(last.collect_data, 0);
+  relay_->released(protocol::FenceRelease{last.contribution_id, protocol::CollectiveStatus::ok, "", {}});
   EXPECT_EQ(r.value("fence_collect", ""), "SUCCESS") << r.dump();
   EXPECT_EQ(r.value("early_ok", 0), 1) << r.dump();
   EXPECT_EQ(r.value("last_early_get", ""), "NOT-FOUND") << r.dump();
