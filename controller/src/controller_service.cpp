@@ -44,8 +44,10 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
       job_control_(options_.job, options_.nodes.empty() ? std::string() : options_.nodes.front(),
                    launcher,
                    [this](const std::string& node, const protocol::Message& message) {
+                     if (const auto* lost = std::get_if<protocol::RanksLost>(&message)) collectives_lost(*lost);
                      return send(node, message);
-                   }) {
+                   }),
+      fences_(options_.job) {
   if (options_.nodes.empty()) throw std::invalid_argument("a job needs at least one node");
   if (options_.policy) {
     // The policy's limit on a resize is the controller's deadline.
@@ -339,6 +341,12 @@ void ControllerService::on_notification(const transport::Incoming& in) {
                  << std::flush;
   } else if (const auto* ack = std::get_if<protocol::ResizeAck>(&in.envelope.message)) {
     job_control_.resize_report(node, ack->report);
+  } else if (const auto* contribution = std::get_if<protocol::FenceContribution>(&in.envelope.message)) {
+    on_fence_contribution(node, *contribution);
+  } else if (const auto* modex = std::get_if<protocol::ModexRequest>(&in.envelope.message)) {
+    on_modex_request(node, *modex);
+  } else if (const auto* answer = std::get_if<protocol::ModexReply>(&in.envelope.message)) {
+    on_modex_reply(node, *answer);
   } else if (const auto* exited = std::get_if<protocol::RankExited>(&in.envelope.message)) {
     ranks_ended_.insert(node);
     // A job taken over learns from its first node's daemon how the job's first rank ended.

@@ -1,5 +1,6 @@
 #include <bellows/daemon/controller_link.hpp>
 #include <bellows/daemon/launcher.hpp>
+#include <bellows/daemon/pmix_fence.hpp>
 
 #include <bellows/protocol/job_directory.hpp>
 #include <bellows/protocol/job_file.hpp>
@@ -96,6 +97,8 @@ struct ControllerLink::State {
   std::map<std::string, ProcId> allocation_requesters;
   bool stopping = false;
   std::thread watcher;
+  /// Relays the PMIx fences and direct modex of this node's clients to and from the controller.
+  std::shared_ptr<CollectiveRelay> collectives;
   /// Starts the node's ranks the controller asks for (StartRank), as PMIx clients.
   std::unique_ptr<LocalLauncher> launcher;
   std::uint64_t ranks_started = 0;
@@ -212,6 +215,10 @@ struct ControllerLink::State {
     const std::size_t started = launcher ? launcher->running() : 0;
     const double seconds = std::chrono::duration<double>(lost_for).count();
     if (attached > 0 || started > 0) {
+      if (!said_controller_gone && collectives) {
+        // No fence or data request of this node's clients can end any more.
+        collectives->fail_pending("the controller at " + options.endpoint + " is gone");
+      }
       if (!said_controller_gone) {
         spdlog::warn(
             "the controller at {} is gone (no connection for {:.1f} s): the ranks of node {} run "
@@ -275,10 +282,22 @@ struct ControllerLink::State {
       allocation_complete(*complete);
     } else if (const auto* signal = std::get_if<protocol::SignalRank>(&message)) {
       signal_rank(*signal);
+    } else if (const auto* release = std::get_if<protocol::FenceRelease>(&message)) {
+      if (const auto relay = collective_relay()) relay->released(*release);
+    } else if (const auto* ask = std::get_if<protocol::ModexRequest>(&message)) {
+      if (const auto relay = collective_relay()) relay->serve(*ask);
+    } else if (const auto* reply = std::get_if<protocol::ModexReply>(&message)) {
+      if (const auto relay = collective_relay()) relay->answered(*reply);
     } else {
       spdlog::warn("dropped {} from the controller: a daemon does not handle it",
                    protocol::to_string(protocol::type_of(message)));
     }
+  }
+
+  /// The relay of fences and modex requests; null once the link stops.
+  std::shared_ptr<CollectiveRelay> collective_relay() {
+    std::lock_guard lock(mutex);
+    return collectives;
   }
 
   /// Starts the rank the controller asked for. Its environment says which node it is on
@@ -495,6 +514,14 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
     if (auto s = weak.lock()) s->connection_changed(connected);
   };
   state_->client = std::make_unique<transport::Client>(client_options, handlers);
+  {
+    transport::Client* client = state_->client.get();
+    CollectiveRelay::Senders senders;
+    senders.contribute = [client](const protocol::FenceContribution& c) { client->notify(c); };
+    senders.ask = [client](const protocol::ModexRequest& r) { client->notify(r); };
+    senders.answer = [client](const protocol::ModexReply& r) { client->notify(r); };
+    state_->collectives = std::make_unique<CollectiveRelay>(std::move(senders));
+  }
 
   server.on_allocate([weak](const AllocationRequest& request, AllocationResponder responder) {
     auto s = weak.lock();
@@ -639,6 +666,13 @@ ControllerLink::~ControllerLink() {
     launcher = std::move(state_->launcher);
   }
   launcher.reset();
+  // Before the transport stops: pending fences and modex requests are answered (UNREACH).
+  std::shared_ptr<CollectiveRelay> collectives;
+  {
+    std::lock_guard lock(state_->mutex);
+    collectives = std::move(state_->collectives);
+  }
+  collectives.reset();
   state_->server->on_rank_attached(nullptr);
   state_->server->on_rank_detached(nullptr);
   state_->server->on_allocate(nullptr);

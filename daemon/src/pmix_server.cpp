@@ -1,3 +1,4 @@
+#include <bellows/daemon/pmix_fence.hpp>
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/daemon/queries.hpp>
 
@@ -568,6 +569,8 @@ pmix_server_module_t server_module() {
   module.allocate = allocate_upcall;
   module.query = query_upcall;
   module.job_control = job_control_upcall;
+  module.fence_nb = fence_nb_upcall;          // pmix_fence.cpp
+  module.direct_modex = direct_modex_upcall;  // pmix_fence.cpp
   return module;
 }
 

@@ -61,6 +61,41 @@ void fields(V& v, M& m) {
   v("reason", m.reason);
 }
 template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, FenceContribution>
+void fields(V& v, M& m) {
+  v("contribution_id", m.contribution_id);
+  v("participant_nspaces", m.participant_nspaces);
+  v("participant_ranks", m.participant_ranks);
+  v("nspace_sizes", m.nspace_sizes);
+  v("local_nspaces", m.local_nspaces);
+  v("local_ranks", m.local_ranks);
+  v("collect_data", m.collect_data);
+  v("data", m.data);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, FenceRelease>
+void fields(V& v, M& m) {
+  v("contribution_id", m.contribution_id);
+  v("status", m.status);
+  v("text", m.text);
+  v("data", m.data);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, ModexRequest>
+void fields(V& v, M& m) {
+  v("request_id", m.request_id);
+  v("nspace", m.nspace);
+  v("rank", m.rank);
+}
+template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, ModexReply>
+void fields(V& v, M& m) {
+  v("request_id", m.request_id);
+  v("status", m.status);
+  v("text", m.text);
+  v("data", m.data);
+}
+template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, RankExited>
 void fields(V& v, M& m) {
   v("rank", m.rank);
@@ -239,6 +274,63 @@ std::string check(const AllocationComplete& m, std::uint16_t) {
 std::string check(const SignalRank& m, std::uint16_t) {
   if (m.pid <= 0) return "pid: " + std::to_string(m.pid) + " is not a pid";
   if (m.signal < 1 || m.signal > 64) return "signal: " + std::to_string(m.signal) + " is not a signal";
+  return {};
+}
+std::string check_collective_status(CollectiveStatus status) {
+  const auto s = static_cast<unsigned>(status);
+  if (s > 4)
+    return "status: " + std::to_string(s) +
+           " is none of ok (0), participant_lost (1), unreachable (2), not_found (3), refused (4)";
+  return {};
+}
+std::string check(const FenceContribution& m, std::uint16_t) {
+  if (m.contribution_id == 0) return "contribution_id: 0";
+  if (m.participant_nspaces.empty()) return "participant_nspaces: empty";
+  const std::size_t count = m.participant_nspaces.size();
+  if (m.participant_ranks.size() != count)
+    return "participant_ranks: " + std::to_string(m.participant_ranks.size()) + " entries for " +
+           std::to_string(count) + " participants";
+  if (m.nspace_sizes.size() != count)
+    return "nspace_sizes: " + std::to_string(m.nspace_sizes.size()) + " entries for " +
+           std::to_string(count) + " participants";
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string at = "[" + std::to_string(i) + "]";
+    if (m.participant_nspaces[i].empty()) return "participant_nspaces" + at + ": empty";
+    if (m.nspace_sizes[i] == 0) return "nspace_sizes" + at + ": 0";
+    if (m.participant_ranks[i] != kWildcardRank && m.participant_ranks[i] >= m.nspace_sizes[i])
+      return "participant_ranks" + at + ": " + std::to_string(m.participant_ranks[i]) +
+             " is not a rank of " + m.participant_nspaces[i] + " (size " + std::to_string(m.nspace_sizes[i]) + ")";
+  }
+  if (m.local_ranks.size() != m.local_nspaces.size())
+    return "local_ranks: " + std::to_string(m.local_ranks.size()) + " entries for " +
+           std::to_string(m.local_nspaces.size()) + " local namespaces";
+  for (std::size_t i = 0; i < m.local_ranks.size(); ++i) {
+    if (m.local_ranks[i] == kWildcardRank)
+      return "local_ranks[" + std::to_string(i) + "]: the wildcard is no rank";
+  }
+  if (m.collect_data > 1) return "collect_data: " + std::to_string(m.collect_data) + " is neither 0 nor 1";
+  if (m.collect_data == 0 && !m.data.empty())
+    return "data: " + std::to_string(m.data.size()) + " bytes without collect_data";
+  return {};
+}
+std::string check(const FenceRelease& m, std::uint16_t) {
+  if (m.contribution_id == 0) return "contribution_id: 0";
+  if (std::string problem = check_collective_status(m.status); !problem.empty()) return problem;
+  if (m.status != CollectiveStatus::ok && !m.data.empty())
+    return "data: " + std::to_string(m.data.size()) + " blobs for a failed fence";
+  return {};
+}
+std::string check(const ModexRequest& m, std::uint16_t) {
+  if (m.request_id == 0) return "request_id: 0";
+  if (m.nspace.empty()) return "nspace: empty";
+  if (m.rank == kWildcardRank) return "rank: the wildcard names no one rank";
+  return {};
+}
+std::string check(const ModexReply& m, std::uint16_t) {
+  if (m.request_id == 0) return "request_id: 0";
+  if (std::string problem = check_collective_status(m.status); !problem.empty()) return problem;
+  if (m.status != CollectiveStatus::ok && !m.data.empty())
+    return "data: " + std::to_string(m.data.size()) + " bytes for a failed request";
   return {};
 }
 std::string check(const RankExited& m, std::uint16_t) {
@@ -522,6 +614,10 @@ std::string_view to_string(MessageType type) {
     case MessageType::job_control_request: return "job_control_request";
     case MessageType::allocation_complete: return "allocation_complete";
     case MessageType::signal_rank: return "signal_rank";
+    case MessageType::fence_contribution: return "fence_contribution";
+    case MessageType::fence_release: return "fence_release";
+    case MessageType::modex_request: return "modex_request";
+    case MessageType::modex_reply: return "modex_reply";
   }
   return "unknown";
 }
@@ -531,6 +627,17 @@ std::string_view to_string(AllocationOutcome outcome) {
     case AllocationOutcome::committed: return "committed";
     case AllocationOutcome::aborted: return "aborted";
     case AllocationOutcome::cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(CollectiveStatus status) {
+  switch (status) {
+    case CollectiveStatus::ok: return "ok";
+    case CollectiveStatus::participant_lost: return "participant_lost";
+    case CollectiveStatus::unreachable: return "unreachable";
+    case CollectiveStatus::not_found: return "not_found";
+    case CollectiveStatus::refused: return "refused";
   }
   return "unknown";
 }
@@ -652,6 +759,10 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::job_control_request: decode_body<JobControlRequest>(body, version, out); break;
     case MessageType::allocation_complete: decode_body<AllocationComplete>(body, version, out); break;
     case MessageType::signal_rank: decode_body<SignalRank>(body, version, out); break;
+    case MessageType::fence_contribution: decode_body<FenceContribution>(body, version, out); break;
+    case MessageType::fence_release: decode_body<FenceRelease>(body, version, out); break;
+    case MessageType::modex_request: decode_body<ModexRequest>(body, version, out); break;
+    case MessageType::modex_reply: decode_body<ModexReply>(body, version, out); break;
     default:
       return fail(DecodeError::unknown_type,
                   "unknown message type " + std::to_string(type) + " (protocol version " +

@@ -499,6 +499,64 @@ TEST_F(ControllerServiceTest, JobControlSignalsThroughTheRanksDaemonAndIsLoggedW
   EXPECT_EQ(records[2].nodes, (Lines{"node0", "node1"}));
 }
 
+/// A node's part in a fence over every rank of job 42 (one rank per node), with its blob.
+protocol::FenceContribution whole_job_fence(std::uint64_t id, std::uint32_t rank) {
+  return protocol::FenceContribution{id, {"42"}, {protocol::kWildcardRank}, {2}, {"42"}, {rank}, 1,
+                                     "blob" + std::to_string(rank)};
+}
+
+template <class M>
+std::vector<M> only(const std::vector<protocol::Message>& messages) {
+  std::vector<M> kept;
+  for (const auto& m : messages) {
+    if (const auto* typed = std::get_if<M>(&m)) kept.push_back(*typed);
+  }
+  return kept;
+}
+
+TEST_F(ControllerServiceTest, AFenceIsReleasedToEveryNodeOnceEachContributed) {
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  node0.client->notify(whole_job_fence(3, 0));
+  for (int i = 0; i < 20; ++i) service_->step(5ms);
+  EXPECT_TRUE(only<protocol::FenceRelease>(node0.received()).empty()) << "released before node1 contributed";
+  node1.client->notify(whole_job_fence(8, 1));
+  const std::vector<std::string> blobs{"blob0", "blob1"};
+  EXPECT_EQ(wait_received(node0, 1),
+            (std::vector<protocol::Message>{protocol::FenceRelease{3, protocol::CollectiveStatus::ok, "", blobs}}));
+  EXPECT_EQ(wait_received(node1, 1),
+            (std::vector<protocol::Message>{protocol::FenceRelease{8, protocol::CollectiveStatus::ok, "", blobs}}));
+}
+
+TEST_F(ControllerServiceTest, ARankLostUnderAFenceEndsItForTheSurvivors) {
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  node1.client->notify(protocol::NodeMetrics{"node1", protocol::Metrics{}, 1, 4242});
+  ASSERT_TRUE(run_until([&] { return service_->status()["processes"][1]["pid"] == 4242; }));
+  node0.client->notify(whole_job_fence(3, 0));
+  for (int i = 0; i < 10; ++i) service_->step(5ms);
+  node1.client->notify(protocol::RankExited{1, 4242, 0, 9});
+  ASSERT_TRUE(run_until([&] { return !only<protocol::FenceRelease>(node0.received()).empty(); }));
+  const auto releases = only<protocol::FenceRelease>(node0.received());
+  ASSERT_EQ(releases.size(), 1u);
+  EXPECT_EQ(releases[0], (protocol::FenceRelease{3, protocol::CollectiveStatus::participant_lost,
+                                                 "fence over 42:*: participant 42:1 is lost", {}}));
+  EXPECT_EQ(only<protocol::RanksLost>(node0.received()).size(), 1u);
+}
+
+TEST_F(ControllerServiceTest, AModexRequestIsAnsweredByTheNodeHostingTheRank) {
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  node0.client->notify(protocol::ModexRequest{5, "42", 1});
+  const auto asked = only<protocol::ModexRequest>(wait_received(node1, 1));
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].nspace, "42");
+  EXPECT_EQ(asked[0].rank, 1u);
+  node1.client->notify(protocol::ModexReply{asked[0].request_id, protocol::CollectiveStatus::ok, "", "blob1"});
+  EXPECT_EQ(wait_received(node0, 1),
+            (std::vector<protocol::Message>{protocol::ModexReply{5, protocol::CollectiveStatus::ok, "", "blob1"}}));
+}
+
 /// The same service listening on tcp, as on a cluster whose nodes are other hosts.
 class ControllerServiceOverTcpTest : public ControllerServiceTest {
  protected:

@@ -107,6 +107,21 @@ inline std::vector<AllocationComplete> samples(std::type_identity<AllocationComp
 inline std::vector<SignalRank> samples(std::type_identity<SignalRank>) {
   return {SignalRank{2, 4711, 15, "PMIx_Job_control from bellowsd.tool.1 on local0"}};
 }
+inline std::vector<FenceContribution> samples(std::type_identity<FenceContribution>) {
+  return {FenceContribution{1, {"job-42"}, {kWildcardRank}, {3}, {"job-42"}, {1}, 1, "blob of rank 1"},
+          FenceContribution{7, {"job-42", "job-42"}, {0, 2}, {3, 3}, {"job-42"}, {2}, 0, ""}};
+}
+inline std::vector<FenceRelease> samples(std::type_identity<FenceRelease>) {
+  return {FenceRelease{1, CollectiveStatus::ok, "", {"blob of rank 0", "blob of rank 1"}},
+          FenceRelease{7, CollectiveStatus::participant_lost, "rank 2 of job-42 on local2 is lost", {}}};
+}
+inline std::vector<ModexRequest> samples(std::type_identity<ModexRequest>) {
+  return {ModexRequest{3, "job-42", 2}};
+}
+inline std::vector<ModexReply> samples(std::type_identity<ModexReply>) {
+  return {ModexReply{3, CollectiveStatus::ok, "", "blob of rank 2"},
+          ModexReply{4, CollectiveStatus::not_found, "no node of job job-42 hosts rank 9", ""}};
+}
 
 /// Every sample above, in the order of the Message variant's alternatives: at least one
 /// valid message of each type.

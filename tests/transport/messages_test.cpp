@@ -26,6 +26,13 @@ std::vector<Message> one_of_each() {
       JobControlRequest{JobControlAction::terminate, 0, kAllRanks, "local-7:0 on local0"},
       AllocationComplete{"local0.1", 3, AllocationOutcome::committed, "committed"},
       SignalRank{2, 4711, 15, "asked by bellowsd.tool.1 on local0"},
+      FenceContribution{4, {"local-1"}, {kWildcardRank}, {2}, {"local-1"}, {0}, 1, std::string("a\0b", 3)},
+      FenceContribution{5, {"local-1", "local-1"}, {0, 1}, {2, 2}, {}, {}, 0, ""},
+      FenceRelease{4, CollectiveStatus::ok, "", {std::string("a\0b", 3), "cd"}},
+      FenceRelease{5, CollectiveStatus::participant_lost, "rank 1 of local-1 on local1 is lost", {}},
+      ModexRequest{6, "local-1", 1},
+      ModexReply{6, CollectiveStatus::ok, "", "blob"},
+      ModexReply{7, CollectiveStatus::not_found, "no node of job local-1 hosts rank 5", ""},
       RankExited{9, 31337, 0, 11},
       ResizeAck{{5, ResizeOutcome::committed, 7, {4, 5, 6}, ""}},
       ResizeAck{{8, ResizeOutcome::left, 4, {5, 6}, ""}},
@@ -233,20 +240,24 @@ TEST(Messages, RefusesWrongMagic) {
 
 TEST(Messages, RefusesAnotherVersionNamingBoth) {
   Bytes b = encode(Abort{1, ""});
-  set_u16(b, 4, 12);
+  const std::uint16_t other = kProtocolVersion + 1;
+  set_u16(b, 4, other);
   const DecodeResult r = decode(b);
+  const std::string refused_text = "protocol version " + std::to_string(other) +
+                              " refused: this side speaks version " + std::to_string(kProtocolVersion);
   EXPECT_EQ(r.error, DecodeError::unsupported_version);
-  EXPECT_EQ(r.text, "protocol version 12 refused: this side speaks version 11");
-  EXPECT_EQ(r.peer_version, 12);
+  EXPECT_EQ(r.text, refused_text);
+  EXPECT_EQ(r.peer_version, other);
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
-  EXPECT_REFUSED(six, unsupported_version, "protocol version 12 refused: this side speaks version 11");
+  EXPECT_REFUSED(six, unsupported_version, refused_text);
 }
 
 TEST(Messages, RefusesUnknownType) {
   Bytes b = encode(Abort{1, ""});
   set_u16(b, 6, 99);
-  EXPECT_REFUSED(b, unknown_type, "unknown message type 99 (protocol version 11)");
+  EXPECT_REFUSED(b, unknown_type,
+                 "unknown message type 99 (protocol version " + std::to_string(kProtocolVersion) + ")");
 }
 
 TEST(Messages, RefusesTruncatedInput) {
@@ -291,7 +302,8 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(Hello{"a", -4, kProtocolVersion}), bad_field,
                  "bad field hello.daemon_pid: -4 is not a pid");
   EXPECT_REFUSED(body_of(Hello{"a", 4, 2}), bad_field,
-                 "bad field hello.protocol_version: 2 differs from the header's version 11");
+                 "bad field hello.protocol_version: 2 differs from the header's version " +
+                     std::to_string(kProtocolVersion));
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 1.5, 0, 0}}), bad_field,
                  "bad field node_metrics.busy_fraction: 1.500000 is not in [0, 1]");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, std::numeric_limits<double>::quiet_NaN(), 1, 0.5, 0, 0}}),
@@ -320,6 +332,43 @@ TEST(Messages, RefusesBadFields) {
                  "bad field allocation_complete.outcome: 9 is neither committed (1), aborted (2) nor cancelled (3)");
   EXPECT_REFUSED(body_of(SignalRank{1, 0, 15, ""}), bad_field, "bad field signal_rank.pid: 0 is not a pid");
   EXPECT_REFUSED(body_of(SignalRank{1, 7, 65, ""}), bad_field, "bad field signal_rank.signal: 65 is not a signal");
+  EXPECT_REFUSED(body_of(FenceContribution{0, {"j"}, {0}, {1}, {}, {}, 0, ""}), bad_field,
+                 "bad field fence_contribution.contribution_id: 0");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {}, {}, {}, {}, {}, 0, ""}), bad_field,
+                 "bad field fence_contribution.participant_nspaces: empty");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {"j"}, {0, 1}, {2}, {}, {}, 0, ""}), bad_field,
+                 "bad field fence_contribution.participant_ranks: 2 entries for 1 participants");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {"j"}, {0}, {}, {}, {}, 0, ""}), bad_field,
+                 "bad field fence_contribution.nspace_sizes: 0 entries for 1 participants");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {""}, {0}, {1}, {}, {}, 0, ""}), bad_field,
+                 "bad field fence_contribution.participant_nspaces[0]: empty");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {"j"}, {0}, {0}, {}, {}, 0, ""}), bad_field,
+                 "bad field fence_contribution.nspace_sizes[0]: 0");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {"j", "j"}, {0, 3}, {3, 3}, {}, {}, 0, ""}), bad_field,
+                 "bad field fence_contribution.participant_ranks[1]: 3 is not a rank of j (size 3)");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {"j"}, {0}, {1}, {"j"}, {}, 0, ""}), bad_field,
+                 "bad field fence_contribution.local_ranks: 0 entries for 1 local namespaces");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {"j"}, {0}, {1}, {"j"}, {kWildcardRank}, 0, ""}), bad_field,
+                 "bad field fence_contribution.local_ranks[0]: the wildcard is no rank");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {"j"}, {0}, {1}, {}, {}, 2, ""}), bad_field,
+                 "bad field fence_contribution.collect_data: 2 is neither 0 nor 1");
+  EXPECT_REFUSED(body_of(FenceContribution{1, {"j"}, {0}, {1}, {}, {}, 0, "xy"}), bad_field,
+                 "bad field fence_contribution.data: 2 bytes without collect_data");
+  EXPECT_REFUSED(body_of(FenceRelease{0, CollectiveStatus::ok, "", {}}), bad_field,
+                 "bad field fence_release.contribution_id: 0");
+  EXPECT_REFUSED(body_of(FenceRelease{1, static_cast<CollectiveStatus>(5), "", {}}), bad_field,
+                 "bad field fence_release.status: 5 is none of ok (0), participant_lost (1), unreachable (2), "
+                 "not_found (3), refused (4)");
+  EXPECT_REFUSED(body_of(FenceRelease{1, CollectiveStatus::unreachable, "", {"x"}}), bad_field,
+                 "bad field fence_release.data: 1 blobs for a failed fence");
+  EXPECT_REFUSED(body_of(ModexRequest{0, "j", 0}), bad_field, "bad field modex_request.request_id: 0");
+  EXPECT_REFUSED(body_of(ModexRequest{1, "", 0}), bad_field, "bad field modex_request.nspace: empty");
+  EXPECT_REFUSED(body_of(ModexRequest{1, "j", kWildcardRank}), bad_field,
+                 "bad field modex_request.rank: the wildcard names no one rank");
+  EXPECT_REFUSED(body_of(ModexReply{0, CollectiveStatus::ok, "", ""}), bad_field,
+                 "bad field modex_reply.request_id: 0");
+  EXPECT_REFUSED(body_of(ModexReply{1, CollectiveStatus::not_found, "", "x"}), bad_field,
+                 "bad field modex_reply.data: 1 bytes for a failed request");
   EXPECT_REFUSED(body_of(AllocationRequest{AllocationDirective::extend, 0, 0, ""}), bad_field,
                  "bad field allocation_request.node_count: 0");
   EXPECT_REFUSED(body_of(RankExited{1, 0, 0, 0}), bad_field, "bad field rank_exited.pid: 0 is not a pid");

@@ -204,7 +204,8 @@ TEST_F(TransportProcesses, MalformedMessageIsRefusedLoggedAndItsPeerDropped) {
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "3000", "--send-hex",
                    hex(std::vector<std::uint8_t>(text.begin(), text.end()))});
   const std::string cause = "wrong magic 0x68656c6c, expected 0x424c5753 (\"BLWS\")";
-  EXPECT_EQ(raw->wait_for("received", 5s), "received version 11 correlation 0 ack 1 " + cause)
+  EXPECT_EQ(raw->wait_for("received", 5s), "received version " + std::to_string(protocol::kProtocolVersion) +
+                                              " correlation 0 ack 1 " + cause)
       << raw->transcript();
   ASSERT_TRUE(logs_.wait(1, 2s));
   EXPECT_EQ(logs_.items().front(), allow_log("warning: refused message from peer pid " +
@@ -226,11 +227,14 @@ TEST_F(TransportProcesses, MalformedMessageIsRefusedLoggedAndItsPeerDropped) {
 TEST_F(TransportProcesses, WrongVersionIsRefusedNamingBothVersions) {
   start_server(ipc_endpoint_);
   auto bytes = protocol::encode(protocol::Envelope{protocol::Kind::request, 5, protocol::StatusRequest{}});
-  bytes[4] = 12;  // version 12
+  const int other = protocol::kProtocolVersion + 1;
+  bytes[4] = static_cast<std::uint8_t>(other);  // the next version
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "500", "--send-hex",
                    hex(bytes)});
-  const std::string cause = "protocol version 12 refused: this side speaks version 11";
-  EXPECT_EQ(raw->wait_for("received", 5s), "received version 11 correlation 0 ack 1 " + cause)
+  const std::string cause = "protocol version " + std::to_string(other) + " refused: this side speaks version " +
+                            std::to_string(protocol::kProtocolVersion);
+  EXPECT_EQ(raw->wait_for("received", 5s), "received version " + std::to_string(protocol::kProtocolVersion) +
+                                              " correlation 0 ack 1 " + cause)
       << raw->transcript();
   ASSERT_TRUE(logs_.wait(1, 2s));
   EXPECT_EQ(logs_.items().front(), allow_log("warning: refused message from peer pid " +
@@ -247,7 +251,8 @@ TEST_F(TransportProcesses, BadFieldInARequestGetsACorrelatedRefusal) {
   auto raw = peer({"raw", "--endpoint", server_->endpoint(), "--timeout-ms", "500", "--send-hex",
                    hex(bytes)});
   EXPECT_EQ(raw->wait_for("received", 5s),
-            "received version 11 correlation 9 ack 1 bad field hello.node_name: empty")
+            "received version " + std::to_string(protocol::kProtocolVersion) +
+                " correlation 9 ack 1 bad field hello.node_name: empty")
       << raw->transcript();
   EXPECT_EQ(raw->wait_exit(5s), 0);
   EXPECT_EQ(logs_.count_containing(allow_log("bad field hello.node_name: empty; dropping the peer")),

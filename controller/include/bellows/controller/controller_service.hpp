@@ -17,7 +17,9 @@
 #include "bellows/controller/controller_lock.hpp"
 #include "bellows/controller/daemon_job_control.hpp"
 #include "bellows/controller/event_log.hpp"
+#include "bellows/controller/fence_book.hpp"
 #include "bellows/controller/job_record.hpp"
+#include "bellows/controller/modex_book.hpp"
 #include "bellows/controller/resize_controller.hpp"
 #include "bellows/controller/resource_manager.hpp"
 
@@ -190,6 +192,14 @@ class ControllerService {
   /// A forwarded PMIx_Job_control of `node`: signals or terminates ranks through their
   /// daemons (SignalRank), or ends the job; logged (event job_control) with who asked.
   protocol::Ack on_job_control(const std::string& node, const protocol::JobControlRequest& request);
+  /// PMIx fences and direct modex across the job's nodes (collectives.cpp): a daemon's fence
+  /// contribution, its request for a rank's data, its answer to the controller's request.
+  void on_fence_contribution(const std::string& node, const protocol::FenceContribution& contribution);
+  void on_modex_request(const std::string& node, const protocol::ModexRequest& request);
+  void on_modex_reply(const std::string& node, const protocol::ModexReply& reply);
+  /// A failure is told to the survivors (RanksLost): the fences and modex requests that wait
+  /// for what it lost end with an error.
+  void collectives_lost(const protocol::RanksLost& lost);
   /// Tells the daemon that forwarded an allocation request how its resize ended.
   void answer_allocation_request(const ResizeView& finished);
   bool send(const std::string& node, const protocol::Message& message);
@@ -260,6 +270,9 @@ class ControllerService {
   std::set<std::string> awaiting_return_;
   Clock::time_point return_deadline_{};
   std::optional<protocol::RankExited> first_rank_end_;
+  FenceBook fences_;
+  ModexBook modex_;
+  std::set<std::uint64_t> failures_seen_by_collectives_;  ///< RanksLost is sent once per survivor
 };
 
 }  // namespace bellows::controller

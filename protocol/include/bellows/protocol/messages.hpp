@@ -60,6 +60,7 @@ enum class MessageType : std::uint16_t {
   rank_exited = 4,
   resize_ack = 5,
   job_control_request = 6,
+  fence_contribution = 7,
   resize_decided = 16,
   abort = 18,
   stop = 20,
@@ -68,7 +69,10 @@ enum class MessageType : std::uint16_t {
   ranks_lost = 23,
   allocation_complete = 24,
   signal_rank = 25,
+  fence_release = 26,
   ack = 32,
+  modex_request = 33,
+  modex_reply = 34,
   operator_resize = 40,
   status_request = 41,
   status_reply = 42,
@@ -297,6 +301,78 @@ struct SignalRank {
   bool operator==(const SignalRank&) const = default;
 };
 
+// ---------------------------------------------------------------- PMIx fences and modex
+
+/// FenceContribution::participant_ranks and the like: every rank of the namespace (PMIx's
+/// PMIX_RANK_WILDCARD).
+inline constexpr std::uint32_t kWildcardRank = kAllRanks;
+
+/// How a fence or a data request across nodes ended; the daemon answers PMIx with the code
+/// named (docs/daemon.md).
+enum class CollectiveStatus : std::uint8_t {
+  ok = 0,                ///< PMIX_SUCCESS
+  participant_lost = 1,  ///< a participant's process ended first: PMIX_ERR_PROC_TERM_WO_SYNC
+  unreachable = 2,       ///< a node that had to answer was lost: PMIX_ERR_UNREACH
+  not_found = 3,         ///< no node of the job hosts the rank asked for: PMIX_ERR_NOT_FOUND
+  refused = 4,           ///< the contribution or request was inconsistent: PMIX_ERR_BAD_PARAM
+};
+/// "ok", "participant_lost", "unreachable", "not_found", "refused" (or "unknown").
+std::string_view to_string(CollectiveStatus status);
+
+/// A node's part in a PMIx fence (the server's fence_nb upcall, called once every local
+/// participant entered PMIx_Fence). The participants as the clients gave them: participant i is
+/// rank participant_ranks[i] (kWildcardRank: all of them) of namespace participant_nspaces[i],
+/// whose size is nspace_sizes[i]. The participants this node hosts, expanded, are local_nspaces
+/// and local_ranks. The controller releases it (FenceRelease, under contribution_id) once every
+/// participant's node contributed; several fences may be in flight, matched by participant set
+/// and order.
+struct FenceContribution {
+  static constexpr MessageType kType = MessageType::fence_contribution;
+  std::uint64_t contribution_id = 0;             ///< > 0, unique among this daemon's
+  std::vector<std::string> participant_nspaces;  ///< not empty, no entry empty
+  std::vector<std::uint32_t> participant_ranks;  ///< as many as participant_nspaces
+  std::vector<std::uint32_t> nspace_sizes;       ///< as many, each > 0
+  std::vector<std::string> local_nspaces;        ///< participants hosted here, expanded
+  std::vector<std::uint32_t> local_ranks;        ///< as many as local_nspaces
+  std::uint8_t collect_data = 0;                 ///< 1: PMIX_COLLECT_DATA was asked, else 0
+  std::string data;                              ///< the blob PMIx gave; empty without collect_data
+  bool operator==(const FenceContribution&) const = default;
+};
+
+/// The end of a fence, sent to every node that contributed: status ok with the contributions'
+/// blobs (data, in the order the nodes contributed; none without PMIX_COLLECT_DATA), or the
+/// reason it failed.
+struct FenceRelease {
+  static constexpr MessageType kType = MessageType::fence_release;
+  std::uint64_t contribution_id = 0;  ///< as the node's FenceContribution; > 0
+  CollectiveStatus status = CollectiveStatus::ok;
+  std::string text;                   ///< why it failed; may be empty when ok
+  std::vector<std::string> data;      ///< empty unless ok
+  bool operator==(const FenceRelease&) const = default;
+};
+
+/// A request for the data a rank committed (PMIx's direct modex): from the daemon whose client
+/// asked to the controller, and from the controller to the daemons that may host the rank.
+/// request_id is the sender's, repeated in the ModexReply.
+struct ModexRequest {
+  static constexpr MessageType kType = MessageType::modex_request;
+  std::uint64_t request_id = 0;  ///< > 0
+  std::string nspace;            ///< not empty
+  std::uint32_t rank = 0;        ///< a rank, not kWildcardRank
+  bool operator==(const ModexRequest&) const = default;
+};
+
+/// The answer to a ModexRequest: the rank's blob (status ok), not_found from a daemon that does
+/// not host it, or why it cannot be had.
+struct ModexReply {
+  static constexpr MessageType kType = MessageType::modex_reply;
+  std::uint64_t request_id = 0;  ///< as the request's; > 0
+  CollectiveStatus status = CollectiveStatus::ok;
+  std::string text;
+  std::string data;              ///< empty unless ok
+  bool operator==(const ModexReply&) const = default;
+};
+
 // ---------------------------------------------------------------- operator <-> controller
 
 /// An operator's order (`bellows resize +K|-K`): grow by delta nodes (> 0) or shrink by
@@ -344,7 +420,8 @@ struct Ack {
 using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, ResizeAck,
                              ResizeDecided, Abort, Stop, StartRank, JobView, RanksLost, Ack,
                              OperatorResize, StatusRequest, StatusReply, JobControlRequest,
-                             AllocationComplete, SignalRank>;
+                             AllocationComplete, SignalRank, FenceContribution, FenceRelease,
+                             ModexRequest, ModexReply>;
 
 /// The type of the message held.
 MessageType type_of(const Message& message);
