@@ -603,6 +603,11 @@ ControllerLink::~ControllerLink() {
   state_->client->stop();
 }
 
+bool ControllerLink::stopped_without_controller() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stopped_orphaned;
+}
+
 bool ControllerLink::wait_registered(std::chrono::milliseconds timeout, std::string* why) {
   std::unique_lock lock(state_->mutex);
   state_->changed.wait_for(lock, timeout, [&] { return state_->registration.has_value(); });

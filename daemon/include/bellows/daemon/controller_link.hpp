@@ -87,6 +87,10 @@ class ControllerLink {
   /// reason in *why.
   bool wait_registered(std::chrono::milliseconds timeout, std::string* why = nullptr);
 
+  /// Whether the link stopped the daemon (called on_stop) because the controller is gone,
+  /// rather than on the controller's Stop.
+  [[nodiscard]] bool stopped_without_controller() const;
+
   struct State;
 
  private:
