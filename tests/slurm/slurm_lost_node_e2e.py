@@ -43,10 +43,13 @@ import time
 from pathlib import Path
 
 import slurm_elastic_e2e
-from slurm_cluster import GROW_POLICY, check, describe, host_of, log, main, namespace
+from slurm_cluster import ENDED, GROW_POLICY, check, describe, host_of, log, main, namespace
 from slurm_elastic_e2e import ElasticJob, start_clean
 
 ITERATIONS = 40
+# A node cut off: the job must still run once the cut-off node's processes have ended, about
+# 13 s after the cut (iterations take 0.1-0.2 s here).
+CUT_ITERATIONS = 200
 KILL_AFTER_ITERATIONS = 4  # on 3 nodes
 
 
@@ -256,7 +259,7 @@ def test_lost_node(c, args, action):
     job.check_logs(allowed=LOST_NODE_LINES)
 
 
-def check_recovered(job, action, victim, lost_at, how):
+def check_recovered(job, action, victim, lost_at, how, iterations=ITERATIONS):
     """Once the job has ended: it finished verified on the ranks `action` leaves, the event log
     shows the loss of `victim` detected, agreed and recovered (and with replace, the policy's
     expand that replaced it committed), sacct says COMPLETED. Prints the times from `lost_at`
@@ -264,8 +267,8 @@ def check_recovered(job, action, victim, lost_at, how):
     final_ranks = 3 if action == "replace" else 2
     report = job.report(ranks=final_ranks)
     sizes = [i["ranks"] for i in report["iterations"]]
-    check(len(sizes) == ITERATIONS and 2 in sizes and sizes[-1] == final_ranks,
-          f"iterations ran on {sizes} ranks, expected {ITERATIONS}, some on 2, the last on {final_ranks}")
+    check(len(sizes) == iterations and 2 in sizes and sizes[-1] == final_ranks,
+          f"iterations ran on {sizes} ranks, expected {iterations}, some on 2, the last on {final_ranks}")
 
     events = job.events()
     failures = [e for e in events if e["kind"] == "failure" and not e["refused"]]
@@ -357,7 +360,7 @@ def test_cut_node(c, args, action):
     work = start_clean(c, f"lost_node_cut_{action}")
     policy = GROW_POLICY + f"recovery:\n  on_node_loss: {action}\n"
     job = ElasticJob(c, args, work, f"e2e-cut-{action}", ["-N1", "--elastic=1:3"],
-                     f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
+                     f"{args.app} --n 768 --tile 128 --iterations {CUT_ITERATIONS} --kernel emulated "
                      "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
                      policy=policy, directives=action == "shrink")
     victim, veth, of_job = None, None, {}
@@ -404,9 +407,61 @@ def test_cut_node(c, args, action):
         job.cancel()
         if veth is not None:
             reconnect(c, victim, veth, of_job)
-    check_recovered(job, action, victim, cut_at, "cut")
+    check_recovered(job, action, victim, cut_at, "cut", iterations=CUT_ITERATIONS)
     job.check_nothing_left()
     job.check_logs()
+
+
+def test_lost_first_node(c, args):
+    """The job's first node (its batch host: the batch script and `bellows run`) dies, whole, as
+    test_lost_node kills a node. Slurm 22.05 takes it out of the no-kill job and keeps the job
+    RUNNING on the others without its batch script, until its time limit (docs/slurm.md, "The
+    job's first node"). The daemons left there stop once their ranks ended and, finding the
+    job's batch host DOWN, say why in the job's output and cancel it (and the companion they ran
+    in). Checks: the job ends CANCELLED within 60 s of the kill (not at its 10-minute limit),
+    its output says why, nothing of it is left on any node, no node is drained (the dead one
+    comes back and every node is idle)."""
+    work = start_clean(c, "lost_first_node")
+    policy = GROW_POLICY + "recovery:\n  on_node_loss: shrink\n"
+    job = ElasticJob(c, args, work, "e2e-lost-first", ["-N1", "--elastic=1:3", "--time=10"],
+                     f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
+                     "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
+                     policy=policy)
+    victim, killed_at = None, None
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        grown_at = job.status()["iteration"]
+        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
+                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
+        status = job.status()
+        victim = status["nodes"][0]
+        others = status["nodes"][1:]
+        killed_at = time.time()
+        killed = kill_node(c, victim, only="slurmd")
+        c.run(["scontrol", "update", f"NodeName={victim}", "State=DOWN", "Reason=e2e: the batch host died"])
+        killed += kill_node(c, victim)
+        log(f"the batch host {victim} died at iteration {status['iteration']}: {'; '.join(killed)}")
+        deadline = time.monotonic() + 60
+        while (state := job.state()) not in ENDED and time.monotonic() < deadline:
+            time.sleep(0.2)
+        ended_after = time.time() - killed_at
+        check(state in ENDED, f"job {job.id} still {state} 60 s after its batch host died")
+        log(f"job {job.id} {state} {ended_after:.2f} s after its batch host died")
+        check(state == "CANCELLED", f"job {job.id} ended {state}, expected CANCELLED by a daemon")
+        said = [line for line in job.output().splitlines() if line.startswith("bellows: the job's first node")]
+        check(said and f"the job's first node {victim} (its batch host" in said[0] and "cancels it" in said[0],
+              f"the job's output does not say why it ended:\n{job.output_tail()}")
+        log(f"the job's output: {said[0]}")
+        deadline = time.monotonic() + 30
+        while (left := [f"{node}: {describe(pid)}" for node in others for pid in processes_on(c, node)
+                        if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        check(not left, f"processes of the job left on {others}: {left}")
+    finally:
+        job.cancel()
+        if victim is not None:
+            bring_back(c, victim)
+    job.check_nothing_left()
 
 
 # What the loss itself makes the job's logs say, with why it comes: the srun of the dead
@@ -425,6 +480,7 @@ TESTS = {
     "lost_node_replace": lambda c, args: test_lost_node(c, args, "replace"),
     "lost_node_shrink": lambda c, args: test_lost_node(c, args, "shrink"),
     "lost_daemon": test_lost_daemon,
+    "lost_first_node": test_lost_first_node,
     "lost_node_cut_replace": lambda c, args: test_cut_node(c, args, "replace"),
     "lost_node_cut_shrink": lambda c, args: test_cut_node(c, args, "shrink"),
 }
