@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
       // Under Slurm, a job whose batch host failed is kept running by Slurm until its time
       // limit, with nothing of Bellows left to end it (slurm_orphan.hpp).
       if (std::getenv("SLURM_JOB_ID") != nullptr)
-        spdlog::info("{}", d::end_job_if_batch_host_lost(server.options().node_name, std::chrono::seconds(10)));
+        spdlog::info("{}", d::end_job_if_batch_host_lost(server.options().node_name, std::chrono::seconds(5)));
     }
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

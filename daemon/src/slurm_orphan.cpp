@@ -18,9 +18,10 @@ bool plain_word(std::string_view word) {
   });
 }
 
-/// The standard output of `command` (run by /bin/sh under coreutils' timeout), "" on failure.
+/// The standard output and error of `command` (run by /bin/sh under coreutils' timeout), ""
+/// when it could not run or said nothing.
 std::string output_of(const std::string& command, std::chrono::seconds timeout) {
-  const std::string bounded = "timeout " + std::to_string(timeout.count()) + " " + command + " 2>/dev/null";
+  const std::string bounded = "timeout " + std::to_string(timeout.count()) + " " + command + " 2>&1";
   const std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(bounded.c_str(), "r"), &::pclose);
   if (!pipe) return {};
   std::string text;
@@ -69,6 +70,13 @@ OrphanedJobVerdict judge_orphaned_job(const std::string& job_id, const ScontrolR
                     "else would end the job before its time limit"};
 }
 
+bool companion_left_behind(const std::string& job_state) {
+  for (const char* alive : {"RUNNING", "SUSPENDED", "RESIZING"}) {
+    if (job_state == alive) return false;
+  }
+  return true;
+}
+
 std::string end_job_if_batch_host_lost(const std::string& node, std::chrono::seconds timeout) {
   const char* step_job = std::getenv("SLURM_JOB_ID");
   if (step_job == nullptr || !plain_word(step_job)) return "not a Slurm job step: nothing to end";
@@ -76,8 +84,17 @@ std::string end_job_if_batch_host_lost(const std::string& node, std::chrono::sec
   const char* served = std::getenv("BELLOWS_SLURM_JOB");
   const std::string job_id = served != nullptr && plain_word(served) ? served : step_job;
   const std::string allocation = step_job;
-  const ScontrolRecord job = parse_scontrol_record(output_of("scontrol show job -o " + job_id, timeout));
-  if (job.empty()) return "no answer from slurmctld about job " + job_id + ": left as it is";
+  const std::string answer = output_of("scontrol show job -o " + job_id, timeout);
+  const ScontrolRecord job = parse_scontrol_record(answer);
+  // "slurm_load_jobs error: Invalid job id specified": slurmctld no longer knows the job. No
+  // answer at all (a node cut off from slurmctld too): nothing is known, nothing is done.
+  const bool forgotten = answer.find("Invalid job id") != std::string::npos;
+  if (job.count("JobState") == 0 && !forgotten) return "no answer from slurmctld about job " + job_id + ": left as it is";
+  if (allocation != job_id && companion_left_behind(field(job, "JobState"))) {
+    (void)output_of("scancel " + allocation, timeout);
+    return "job " + job_id + " is " + (job.empty() ? std::string("gone") : field(job, "JobState")) +
+           ": cancelled the companion allocation " + allocation + " this daemon ran in";
+  }
   const std::string batch_host = field(job, "BatchHost");
   ScontrolRecord batch_node;
   if (plain_word(batch_host)) batch_node = parse_scontrol_record(output_of("scontrol show node -o " + batch_host, timeout));

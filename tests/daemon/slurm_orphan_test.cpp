@@ -6,6 +6,7 @@
 
 namespace {
 
+using bellows::daemon::companion_left_behind;
 using bellows::daemon::judge_orphaned_job;
 using bellows::daemon::parse_scontrol_record;
 using bellows::daemon::ScontrolRecord;
@@ -61,6 +62,14 @@ TEST(SlurmOrphan, LeavesAJobWhoseBatchHostLivesOrThatIsNoRunningBatchJob) {
   verdict = judge_orphaned_job("26", {}, {});
   EXPECT_FALSE(verdict.cancel);
   EXPECT_EQ(verdict.why, "job 26 is unknown");
+}
+
+TEST(SlurmOrphan, ACompanionIsLeftBehindOnceItsJobNoLongerRunsOrWaits) {
+  for (const char* state : {"NODE_FAIL", "CANCELLED", "COMPLETED", "COMPLETING", "FAILED", "TIMEOUT", "PENDING",
+                            "REQUEUED", ""})
+    EXPECT_TRUE(companion_left_behind(state)) << state;
+  for (const char* state : {"RUNNING", "SUSPENDED", "RESIZING"})
+    EXPECT_FALSE(companion_left_behind(state)) << state;
 }
 
 }  // namespace

@@ -31,12 +31,20 @@ struct OrphanedJobVerdict {
 [[nodiscard]] OrphanedJobVerdict judge_orphaned_job(const std::string& job_id, const ScontrolRecord& job,
                                                     const ScontrolRecord& batch_node);
 
+/// Whether a companion allocation of a job in `job_state` (its JobState; "" when slurmctld no
+/// longer knows the job) is left behind: the job does not run (RUNNING, SUSPENDED, RESIZING),
+/// so the controller that holds the companion is gone, and a job that runs again (requeued)
+/// starts a controller of its own. A job of one node (as a job that grows by companions
+/// starts) is requeued when that node fails (NODE_FAIL without requeue).
+[[nodiscard]] bool companion_left_behind(const std::string& job_state);
+
 /// Under Slurm (SLURM_JOB_ID set), once the daemon of `node` stopped because its controller is
 /// gone: reads the job (BELLOWS_SLURM_JOB, which the controller sets, else SLURM_JOB_ID) and its
 /// batch host with scontrol, and when judge_orphaned_job says so, appends a line to the job's
-/// output file (StdOut) and cancels the job (scancel), and the companion allocation the daemon
-/// ran in when SLURM_JOB_ID names another job. Each command is bounded by `timeout`; a node
-/// cut off from slurmctld gets no answer and does nothing.
+/// output file (StdOut) and cancels the job (scancel). When SLURM_JOB_ID names another job, the
+/// companion allocation the daemon ran in, it cancels that too, once the job is cancelled or
+/// companion_left_behind says so. Each command is bounded by `timeout`; a node cut off from
+/// slurmctld gets no answer and does nothing.
 /// Returns what it found or did, for the daemon's log.
 [[nodiscard]] std::string end_job_if_batch_host_lost(const std::string& node, std::chrono::seconds timeout);
 
