@@ -176,7 +176,6 @@ void ResizeController::drop_lost(std::size_t index, std::string& detail) {
     std::erase(nodes_, node);
   }
   if (!dropped.empty()) {
-    job_control_.withdraw(lost.id, dropped);
     append(detail, "dropped " + join(dropped) + " from the job, giving " + (dropped.size() == 1 ? "it" : "them") +
                        " back to the " + rm_.name() + " resource manager");
     const ResizeId id = lost.id;
@@ -200,6 +199,9 @@ void ResizeController::drop_lost(std::size_t index, std::string& detail) {
     if (std::ranges::find(lost.nodes, node) == lost.nodes.end()) survivors.push_back(node);
   }
   const bool told = job_control_.tell_lost(lost.id, lost.nodes, lost.ranks, lost.reason, found_by, survivors);
+  // The survivors first: stopping what runs for a lost node (the srun of its daemon step) may
+  // wait, 2 s for an srun whose node is cut from the network.
+  if (!dropped.empty()) job_control_.withdraw(lost.id, dropped);
   if (!told) {
     append(detail, "not every surviving node's daemon could be told; the failure stays detected");
     return;

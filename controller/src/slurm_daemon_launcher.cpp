@@ -25,6 +25,7 @@ SlurmDaemonLauncher::SlurmDaemonLauncher(Options options) : options_(std::move(o
 
 SlurmDaemonLauncher::~SlurmDaemonLauncher() {
   while (!running_.empty()) stop(running_.begin()->first);
+  reap_terminating(true);
 }
 
 std::filesystem::path SlurmDaemonLauncher::node_dir(const std::string& node) const {
@@ -72,6 +73,7 @@ std::vector<std::string> SlurmDaemonLauncher::command(const std::string& node) c
 }
 
 RmStatus SlurmDaemonLauncher::launch(const std::string& node, const std::string& job) {
+  reap_terminating();
   if (running_.contains(node))
     return {RmCode::bad_request, "a daemon of job " + job + " already runs on " + node};
   const auto dir = node_dir(node);
@@ -82,6 +84,10 @@ RmStatus SlurmDaemonLauncher::launch(const std::string& node, const std::string&
   std::erase_if(env, [&stale](const std::string& entry) {
     return std::find(stale.begin(), stale.end(), entry.substr(0, entry.find('='))) != stale.end();
   });
+  // The job the daemon serves, even when its step runs in a companion allocation (whose id
+  // srun puts in SLURM_JOB_ID): a daemon left without its controller reads it (slurm_orphan.hpp).
+  std::erase_if(env, [](const std::string& entry) { return entry.starts_with("BELLOWS_SLURM_JOB="); });
+  env.push_back("BELLOWS_SLURM_JOB=" + job);
   std::string error;
   const pid_t pid = detail::spawn_logged(command(node), std::move(env),
                                          protocol::JobDirectory{options_.job_dir}.daemon_log(node), &error);
@@ -94,20 +100,31 @@ RmStatus SlurmDaemonLauncher::launch(const std::string& node, const std::string&
 }
 
 RmStatus SlurmDaemonLauncher::stop_gone(const std::string& node) {
+  reap_terminating();
   const auto it = running_.find(node);
   if (it == running_.end()) return {RmCode::unknown_node, "no daemon runs on " + node};
   const pid_t pid = it->second;
   running_.erase(it);
   ::kill(pid, SIGTERM);
-  if (detail::reaped_within(pid, std::chrono::milliseconds(2000))) return {};
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return {RmCode::unavailable, "the srun of the daemon step on " + node + " did not end within 2000 ms of "
-                                   "SIGTERM: killed"};
+  terminating_.emplace_back(pid, std::chrono::steady_clock::now() + std::chrono::milliseconds(2000));
+  return {};
+}
+
+void SlurmDaemonLauncher::reap_terminating(bool all) {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(terminating_, [&](const auto& entry) {
+    const auto [pid, kill_at] = entry;
+    if (detail::reaped_within(pid, std::chrono::milliseconds(0))) return true;
+    if (!all && now < kill_at) return false;
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return true;
+  });
 }
 
 RmStatus SlurmDaemonLauncher::stop(const std::string& node) {
+  reap_terminating();
   const auto it = running_.find(node);
   if (it == running_.end()) return {RmCode::unknown_node, "no daemon runs on " + node};
   const pid_t pid = it->second;

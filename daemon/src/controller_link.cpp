@@ -1,10 +1,12 @@
 #include <bellows/daemon/controller_link.hpp>
+#include <bellows/daemon/controller_reach.hpp>
 #include <bellows/daemon/launcher.hpp>
 #include <bellows/daemon/pmix_fence.hpp>
 
 #include <bellows/protocol/job_directory.hpp>
 #include <bellows/protocol/job_file.hpp>
 #include <bellows/protocol/pmix_events.hpp>
+#include <bellows/runtime/controller_loss.hpp>
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -78,6 +80,11 @@ bool process_gone(pid_t pid) {
 }
 
 struct ControllerLink::State {
+  /// How often the controller's host is probed while the controller counts as gone, and how
+  /// long one probe waits.
+  static constexpr std::chrono::milliseconds kProbeInterval{1000};
+  static constexpr std::chrono::milliseconds kProbeTimeout{1000};
+
   PmixServer* server = nullptr;
   Options options;
   std::function<void(const std::string&)> on_stop;
@@ -118,6 +125,12 @@ struct ControllerLink::State {
   bool connection_lost_once = false;
   /// Set by the link once it is built: the state's own weak pointer, for callbacks.
   std::weak_ptr<State> self;
+  /// While the controller counts as gone and ranks run: when its host was last probed, what
+  /// the last probe found, and since when (the first of the silent probes in a row) its host
+  /// has answered nothing.
+  std::optional<std::chrono::steady_clock::time_point> last_probe;
+  std::optional<HostAnswer> last_answer;
+  std::optional<std::chrono::steady_clock::time_point> silent_since;
 
   /// Every 100 ms: ranks whose process ended are reported (RankExited: exit code 0 after
   /// detaching, -1 without leaving the job; nothing after leaving it) and forgotten.
@@ -167,6 +180,9 @@ struct ControllerLink::State {
           spdlog::info("the controller at {} is reachable again", options.endpoint);
         controller_lost_since.reset();
         said_controller_gone = false;
+        last_probe.reset();
+        last_answer.reset();
+        silent_since.reset();
         hello_again = connection_lost_once && !stopped_orphaned;
       } else {
         connection_lost_once = true;
@@ -205,36 +221,85 @@ struct ControllerLink::State {
     });
   }
 
-  /// Once the controller is gone: says so while ranks of this node run, and stops the daemon
-  /// (on_stop, once) when none does. Called with `mutex` held (by `lock`).
+  /// Once the controller is gone (runtime::on_controller_loss decides): while ranks of this
+  /// node run, probes the controller's host once a second; says so and keeps them while the
+  /// host answers; ends them by stopping the daemon (on_stop, once) when the host has
+  /// answered nothing for controller_unreachable_limit; stops the daemon when no rank runs.
+  /// Called with `mutex` held (by `lock`), which a probe releases while it waits.
   void stop_when_orphaned(std::unique_lock<std::mutex>& lock) {
+    using Clock = std::chrono::steady_clock;
     if (!controller_lost_since || stopped_orphaned) return;
-    const auto lost_for = std::chrono::steady_clock::now() - *controller_lost_since;
-    if (lost_for < options.controller_loss_grace) return;
+    const auto seconds_since = [](Clock::time_point since) {
+      return std::chrono::duration<double>(Clock::now() - since).count();
+    };
+    runtime::ControllerLossLimits limits;
+    limits.grace_seconds = std::chrono::duration<double>(options.controller_loss_grace).count();
+    limits.unreachable_seconds = std::chrono::duration<double>(options.controller_unreachable_limit).count();
+    const auto ranks_running = [this] { return watched.size() + (launcher ? launcher->running() : 0); };
+    if (limits.unreachable_seconds > 0.0 && ranks_running() > 0 &&
+        seconds_since(*controller_lost_since) >= limits.grace_seconds &&
+        (!last_probe || Clock::now() - *last_probe >= kProbeInterval)) {
+      const auto probed_at = Clock::now();
+      last_probe = probed_at;
+      const std::string endpoint = options.endpoint;
+      lock.unlock();
+      const HostAnswer answer = probe_controller_host(endpoint, kProbeTimeout);
+      lock.lock();
+      if (!controller_lost_since || stopped_orphaned) return;  // back, or stopped meanwhile
+      if (answer == HostAnswer::silent && !silent_since) silent_since = probed_at;
+      if (answer == HostAnswer::answered) silent_since.reset();
+      if (answer != last_answer)
+        spdlog::info("the host of the controller at {} {} a connection", options.endpoint,
+                     answer == HostAnswer::answered ? "answers" : "does not answer");
+      last_answer = answer;
+    }
     const std::size_t attached = watched.size();
     const std::size_t started = launcher ? launcher->running() : 0;
-    const double seconds = std::chrono::duration<double>(lost_for).count();
-    if (attached > 0 || started > 0) {
-      if (!said_controller_gone && collectives) {
-        // No fence or data request of this node's clients can end any more.
-        collectives->fail_pending("the controller at " + options.endpoint + " is gone");
+    const double lost_for = seconds_since(*controller_lost_since);
+    const runtime::ControllerLossFacts facts{lost_for, silent_since ? seconds_since(*silent_since) : 0.0,
+                                             attached + started};
+    const runtime::ControllerLossAction action = runtime::on_controller_loss(facts, limits);
+    if (action == runtime::ControllerLossAction::wait) return;
+    // No fence or data request of this node's clients can end any more.
+    if (collectives) collectives->fail_pending("the controller at " + options.endpoint + " is gone");
+    switch (action) {
+      case runtime::ControllerLossAction::wait:
+        return;
+      case runtime::ControllerLossAction::keep_ranks:
+        // Said once the host answered (or when no probe is made): a host that has not
+        // answered yet may be one this node is cut off from.
+        if (!said_controller_gone && (last_answer == HostAnswer::answered || limits.unreachable_seconds <= 0.0)) {
+          spdlog::warn(
+              "the controller at {} is gone (no connection for {:.1f} s): the ranks of node {} run "
+              "on ({} attached, {} started here running); the daemon exits once they end",
+              options.endpoint, lost_for, options.node_name, attached, started);
+          said_controller_gone = true;
+        }
+        return;
+      case runtime::ControllerLossAction::end_ranks: {
+        stopped_orphaned = true;
+        const std::string reason = "the host of the controller at " + options.endpoint + " has answered nothing for " +
+                                   std::to_string(static_cast<int>(facts.unreachable_seconds)) +
+                                   " s: node " + options.node_name +
+                                   " is cut off (or that host is gone) and the controller counts its ranks lost";
+        spdlog::warn("{} (no connection for {:.1f} s): ending its {} rank(s) and stopping", reason, lost_for,
+                     attached + started);
+        lock.unlock();
+        if (on_stop) on_stop(reason);
+        lock.lock();
+        return;
       }
-      if (!said_controller_gone) {
-        spdlog::warn(
-            "the controller at {} is gone (no connection for {:.1f} s): the ranks of node {} run "
-            "on ({} attached, {} started here running); the daemon exits once they end",
-            options.endpoint, seconds, options.node_name, attached, started);
-        said_controller_gone = true;
+      case runtime::ControllerLossAction::stop: {
+        stopped_orphaned = true;
+        const std::string reason = "the controller at " + options.endpoint +
+                                   " is gone and no rank of node " + options.node_name + " runs";
+        spdlog::info("{} (no connection for {:.1f} s): stopping", reason, lost_for);
+        lock.unlock();
+        if (on_stop) on_stop(reason);
+        lock.lock();
+        return;
       }
-      return;
     }
-    stopped_orphaned = true;
-    const std::string reason = "the controller at " + options.endpoint +
-                               " is gone and no rank of node " + options.node_name + " runs";
-    spdlog::info("{} (no connection for {:.1f} s): stopping", reason, seconds);
-    lock.unlock();
-    if (on_stop) on_stop(reason);
-    lock.lock();
   }
 
   void deliver(const protocol::Message& message) {
@@ -680,6 +745,11 @@ ControllerLink::~ControllerLink() {
   state_->server->on_metrics(nullptr);
   state_->server->on_resize_report(nullptr);
   state_->client->stop();
+}
+
+bool ControllerLink::stopped_without_controller() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stopped_orphaned;
 }
 
 bool ControllerLink::wait_registered(std::chrono::milliseconds timeout, std::string* why) {

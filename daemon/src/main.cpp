@@ -7,6 +7,7 @@
 
 #include <bellows/daemon/controller_link.hpp>
 #include <bellows/daemon/pmix_server.hpp>
+#include <bellows/daemon/slurm_orphan.hpp>
 #include <bellows/daemon/stop_signals.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 #include <bellows/transport/controller_contact.hpp>
@@ -121,6 +122,13 @@ int main(int argc, char** argv) {
     sigwait(&stop_signals, &sig);
     stop_signal_taken = true;
     spdlog::info("received signal {} ({}): stopping", sig, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (link && link->stopped_without_controller()) {
+      link.reset();  // the ranks started here end first
+      // Under Slurm, a job whose batch host failed is kept running by Slurm until its time
+      // limit, with nothing of Bellows left to end it (slurm_orphan.hpp).
+      if (std::getenv("SLURM_JOB_ID") != nullptr)
+        spdlog::info("{}", d::end_job_if_batch_host_lost(server.options().node_name, std::chrono::seconds(5)));
+    }
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

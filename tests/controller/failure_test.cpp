@@ -35,7 +35,7 @@ class FailureTest : public ControllerTest {
 TEST_F(FailureTest, ARankKilledOutsideAResizeIsDetectedTheNodeDroppedAndTheSurvivorsTold) {
   rank_killed("node1", 1);
   advance(10ms);
-  EXPECT_EQ(job.calls(), (Calls{"withdraw 1 node1", "tell_lost 1 node1 ranks 1 to node0"}));
+  EXPECT_EQ(job.calls(), (Calls{"tell_lost 1 node1 ranks 1 to node0", "withdraw 1 node1"}));
   // The survivors are told how the rank ended, as the report that found it said.
   ASSERT_EQ(job.lost_found_by.size(), 1u);
   EXPECT_EQ(job.lost_found_by[0].kind, JobReportKind::rank_died);
@@ -93,7 +93,7 @@ TEST_F(FailureTest, ARankKilledOutsideAResizeIsDetectedTheNodeDroppedAndTheSurvi
 TEST_F(FailureTest, ADaemonGoneIsALostNode) {
   job.report({JobReportKind::node_lost, 0, "node1", 0, "the daemon of node1 went away", 1u});
   advance(10ms);
-  EXPECT_EQ(job.calls(), (Calls{"withdraw 1 node1", "tell_lost 1 node1 ranks 1 to node0"}));
+  EXPECT_EQ(job.calls(), (Calls{"tell_lost 1 node1 ranks 1 to node0", "withdraw 1 node1"}));
   ASSERT_EQ(job.lost_found_by.size(), 1u);
   EXPECT_EQ(job.lost_found_by[0].kind, JobReportKind::node_lost);
   EXPECT_EQ(job.lost_found_by[0].signal, 0);
@@ -107,7 +107,7 @@ TEST_F(FailureTest, ADaemonGoneIsALostNode) {
 TEST_F(FailureTest, ANodeWhoseRankWasNeverReportedIsLostWithNoKnownRank) {
   job.report({JobReportKind::node_lost, 0, "node1", 0, "", {}});
   advance(10ms);
-  EXPECT_EQ(job.calls(), (Calls{"withdraw 1 node1", "tell_lost 1 node1 ranks to node0"}));
+  EXPECT_EQ(job.calls(), (Calls{"tell_lost 1 node1 ranks to node0", "withdraw 1 node1"}));
   EXPECT_TRUE(failure(0).ranks.empty());
   EXPECT_NE(records()[0].detail.find("lost no known rank on node1"), std::string::npos) << records()[0].detail;
 }

@@ -119,6 +119,19 @@ TEST(LossNotices, RefusesANegativeRankNamingTheFailure) {
   EXPECT_TRUE(notices.ranks_lost(4).empty());
 }
 
+TEST(LossNotices, RemembersTheNodesToldAcrossSettlementUntilCleared) {
+  LossNotices notices;
+  notices.tell(1, {2});
+  notices.tell_nodes({"n3"});
+  notices.tell_nodes({"n1", "", "n3"});
+  EXPECT_EQ(notices.nodes_lost(), (std::vector<std::string>{"n1", "n3"}));
+  notices.renumber_without({2});
+  EXPECT_TRUE(notices.ranks_lost(4).empty());
+  EXPECT_EQ(notices.nodes_lost(), (std::vector<std::string>{"n1", "n3"}));
+  notices.clear();
+  EXPECT_TRUE(notices.nodes_lost().empty());
+}
+
 TEST(LossNotices, ToldFromAnotherThreadIsSeenByTheReader) {
   LossNotices notices;
   std::thread teller([&] {

@@ -35,6 +35,7 @@ must go with it within seconds, while the job recovers.
 import datetime
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,10 +43,13 @@ import time
 from pathlib import Path
 
 import slurm_elastic_e2e
-from slurm_cluster import GROW_POLICY, check, describe, host_of, log, main, namespace
+from slurm_cluster import ENDED, GROW_POLICY, check, describe, host_of, log, main, namespace
 from slurm_elastic_e2e import ElasticJob, start_clean
 
 ITERATIONS = 40
+# A node cut off: the job must still run once the cut-off node's processes have ended, about
+# 13 s after the cut (iterations take 0.1-0.2 s here).
+CUT_ITERATIONS = 200
 KILL_AFTER_ITERATIONS = 4  # on 3 nodes
 
 
@@ -250,11 +254,21 @@ def test_lost_node(c, args, action):
                 check(not stayed, f"processes of the dead {victim} left elsewhere: {stayed}")
             log(f"nothing of the job is left on {victim} (its munged and namespace holder stay)")
             bring_back(c, victim)
+    check_recovered(job, action, victim, killed_at, "kill")
+    job.check_nothing_left()
+    job.check_logs(allowed=LOST_NODE_LINES)
+
+
+def check_recovered(job, action, victim, lost_at, how, iterations=ITERATIONS):
+    """Once the job has ended: it finished verified on the ranks `action` leaves, the event log
+    shows the loss of `victim` detected, agreed and recovered (and with replace, the policy's
+    expand that replaced it committed), sacct says COMPLETED. Prints the times from `lost_at`
+    (the moment of the kill or the cut, as `how` says) that bench/slurm_recovery.py reads."""
     final_ranks = 3 if action == "replace" else 2
     report = job.report(ranks=final_ranks)
     sizes = [i["ranks"] for i in report["iterations"]]
-    check(len(sizes) == ITERATIONS and 2 in sizes and sizes[-1] == final_ranks,
-          f"iterations ran on {sizes} ranks, expected {ITERATIONS}, some on 2, the last on {final_ranks}")
+    check(len(sizes) == iterations and 2 in sizes and sizes[-1] == final_ranks,
+          f"iterations ran on {sizes} ranks, expected {iterations}, some on 2, the last on {final_ranks}")
 
     events = job.events()
     failures = [e for e in events if e["kind"] == "failure" and not e["refused"]]
@@ -267,11 +281,11 @@ def test_lost_node(c, args, action):
     check(not refused, f"refused events in the log: {refused}")
     check(detected["nodes"] == [victim], f"the failure names {detected['nodes']}, expected [{victim!r}]")
     log(f"failure {detected['resize']}: {[(e['event'], e['to']) for e in failures]}; {detected['detail']}")
-    stamps = {e["to"]: record_time(e) - killed_at for e in failures}
+    stamps = {e["to"]: record_time(e) - lost_at for e in failures}
     metrics = [m for m in job_metrics(job) if "time" in m]
     # The first iteration a surviving node completed once the job had rolled back.
-    after = [m for m in metrics if record_time(m) - killed_at > stamps["recovered"] and m.get("node") != victim]
-    progress = record_time(after[0]) - killed_at if after else None
+    after = [m for m in metrics if record_time(m) - lost_at > stamps["recovered"] and m.get("node") != victim]
+    progress = record_time(after[0]) - lost_at if after else None
     expands = [e for e in events if e["kind"] == "expand"]
     replacement = None
     if action == "replace":
@@ -281,19 +295,188 @@ def test_lost_node(c, args, action):
         check(done and asked[0]["requester"] == "policy",
               f"no committed expand by the policy with reason {wanted!r}: "
               f"{[(e['reason'], e['to'], e['refused']) for e in expands]}")
-        replacement = record_time(done[0]) - killed_at
+        replacement = record_time(done[0]) - lost_at
         log(f"replacement of {victim}: {[(e['event'], e['to']) for e in asked]}")
     else:
-        late = [e for e in expands if record_time(e) > killed_at]
+        late = [e for e in expands if record_time(e) > lost_at]
         check(not late, f"an expand after the loss with on_node_loss: shrink: {[(e['reason'], e['to']) for e in late]}")
-    log("recovery: kill -> detected {:.2f} s, recovered {:.2f} s, progress {} s{}".format(
-        stamps["detected"], stamps["recovered"], f"{progress:.2f}" if progress is not None else "none",
+    log("recovery: {} -> detected {:.2f} s, recovered {:.2f} s, progress {} s{}".format(
+        how, stamps["detected"], stamps["recovered"], f"{progress:.2f}" if progress is not None else "none",
         f", replacement committed {replacement:.2f} s" if replacement is not None else ""))
 
     sizes = job.accounting()
     check(sizes and sizes[-1][0] == "COMPLETED", f"sacct: {sizes}, expected the job COMPLETED")
+
+
+def veth_of(c, node):
+    """The host's end of `node`'s veth pair, on the cluster's bridge: the node's network cable."""
+    holder = holders(c)[node]
+    inside = subprocess.run(["nsenter", f"--net=/proc/{holder}/ns/net", "ip", "-o", "link", "show", "eth0"],
+                            capture_output=True, text=True, check=True).stdout
+    peer = re.search(r"eth0@if(\d+)", inside)
+    check(peer, f"eth0 of {node} is not one end of a veth pair: {inside.strip()}")
+    for line in subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout.splitlines():
+        index, name = line.split(":")[:2]
+        if index.strip() == peer.group(1):
+            return name.strip().split("@")[0]
+    raise AssertionError(f"no link of index {peer.group(1)} (the peer of eth0 on {node}) on this host")
+
+
+def set_link(name, state):
+    subprocess.run(["ip", "link", "set", name, state], check=True, capture_output=True)
+
+
+def reconnect(c, node, veth, before):
+    """Brings the veth of `node` up again; once the node answers slurmctld, what Slurm still had
+    of the job there ends, the node is idle again, and no process of the job is left on it."""
+    set_link(veth, "up")
+    log(f"{veth} up again: {node} is back on the network")
+    deadline = time.monotonic() + 60
+    while (stayed := [pid for pid in before if running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    check(not stayed, f"60 s after {node} came back, processes of the job are still there: "
+          + ", ".join(describe(pid) for pid in stayed))
+    deadline = time.monotonic() + 60
+    while c.node_states().get(node) != "idle":
+        if "down" in c.node_states().get(node, ""):
+            c.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], ok=False)
+        check(time.monotonic() < deadline, f"{node} is {c.node_states().get(node)} 60 s after it came back")
+        time.sleep(0.2)
+    c.wait_idle(30)
+    left = [describe(pid) for pid in processes_on(c, node)
+            if command_name(pid) not in ("slurmd", "bellows-subreap")]
+    check(not left, f"processes left on {node} after it came back: {left}")
+    log(f"{node}: idle again, nothing of the job left on it")
+
+
+def test_cut_node(c, args, action):
+    """The job's last node is cut from the network (the host's end of its veth taken down): its
+    processes live on, but nothing it sends arrives and nothing arrives for it. The controller's
+    heartbeats find it lost and the survivors recover on the controller's word (MPI reports
+    nothing: no connection is reset); the cut-off daemon, whose controller's host answers
+    nothing, ends the job's processes there; the survivors finish and finalize while the node
+    is still cut off (they shut their connections to it down); Slurm keeps the job RUNNING and
+    then COMPLETED. Then the node is brought back and must be idle with nothing of the job."""
+    work = start_clean(c, f"lost_node_cut_{action}")
+    policy = GROW_POLICY + f"recovery:\n  on_node_loss: {action}\n"
+    job = ElasticJob(c, args, work, f"e2e-cut-{action}", ["-N1", "--elastic=1:3"],
+                     f"{args.app} --n 768 --tile 128 --iterations {CUT_ITERATIONS} --kernel emulated "
+                     "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
+                     policy=policy, directives=action == "shrink")
+    victim, veth, of_job = None, None, {}
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        grown_at = job.status()["iteration"]
+        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
+                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
+        status = job.status()
+        victim = status["nodes"][-1]
+        # What the job has there (not the node's slurmd, nor a subreaper bring_back started).
+        of_job = {pid: describe(pid) for pid in processes_on(c, victim)
+                  if command_name(pid) not in ("slurmd", "bellows-subreap")}
+        for program in ("bellowsd", "mpiexec", Path(args.app).name):
+            check(any(program in text for text in of_job.values()), f"no {program} on {victim}: {list(of_job.values())}")
+        veth = veth_of(c, victim)
+        cut_at = time.time()
+        set_link(veth, "down")
+        log(f"{victim} cut from the network at iteration {status['iteration']} ({veth} down); it runs "
+            f"{'; '.join(of_job.values())}")
+        # The cut-off daemon ends the job's processes on its node: its connection to the
+        # controller closes after the heartbeat timeout (5 s), the controller counts as gone 2 s
+        # later, and its host must have answered nothing for 5 s more. Nothing else can end
+        # them while the node is cut off (slurmctld cannot reach it, and the daemon's words go
+        # to the srun of its step on the batch host, so they are lost too: the timing is
+        # the evidence). Its slurmstepd waits to report the step's end until it is back.
+        ranks = [pid for pid, text in of_job.items() if command_name(pid) != "slurmstepd"]
+        deadline = time.monotonic() + 30
+        while (left := [pid for pid in ranks if running(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check(not left, f"30 s after the cut, {victim} still runs " + ", ".join(describe(pid) for pid in left))
+        gone_after = time.time() - cut_at
+        check(gone_after > 7.0, f"the job's processes on the cut-off {victim} ended {gone_after:.2f} s after the "
+              "cut, before its daemon could have found its controller's host silent")
+        check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after {victim} was cut off")
+        squeue = c.run(["squeue", "-h", "-j", job.id, "-o", "%T %N"]).stdout.strip()
+        log(f"the job's daemon, mpiexec and rank on the cut-off {victim} ended {gone_after:.2f} s after the cut; "
+            f"squeue: job {job.id} {squeue}")
+        # Still cut off: the survivors' MPI_Finalize must not wait for the node.
+        job.wait_end(120)
+        check(all(not running(pid) for pid in ranks), f"a process of the job came back on {victim}")
+        log(f"job {job.id} ended while {victim} was still cut off")
+    finally:
+        job.cancel()
+        if veth is not None:
+            reconnect(c, victim, veth, of_job)
+    check_recovered(job, action, victim, cut_at, "cut", iterations=CUT_ITERATIONS)
     job.check_nothing_left()
-    job.check_logs(allowed=LOST_NODE_LINES)
+    job.check_logs(allowed=CUT_NODE_LINES)
+
+
+def test_lost_first_node(c, args):
+    """The job's first node (its batch host: the batch script and `bellows run`) dies, whole, as
+    test_lost_node kills a node. Slurm 22.05 takes it out of the no-kill job and keeps the job
+    RUNNING on the others without its batch script, until its time limit (docs/slurm.md, "The
+    job's first node"). The daemons left there stop once their ranks ended and, finding the
+    job's batch host DOWN, say why in the job's output and cancel it. Checks: the job ends
+    CANCELLED within 60 s of the kill (not at its 10-minute limit), its output says why, nothing
+    of it is left on any node, no node is drained (the dead one comes back and every node is
+    idle). On a cluster that grows jobs by companions the job holds only its first node, so
+    Slurm requeues it at once, and the daemons cancel the companions they ran in."""
+    work = start_clean(c, "lost_first_node")
+    policy = GROW_POLICY + "recovery:\n  on_node_loss: shrink\n"
+    job = ElasticJob(c, args, work, "e2e-lost-first", ["-N1", "--elastic=1:3", "--time=10"],
+                     f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
+                     "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
+                     policy=policy)
+    victim, killed_at = None, None
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        grown_at = job.status()["iteration"]
+        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
+                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
+        status = job.status()
+        victim = status["nodes"][0]
+        others = status["nodes"][1:]
+        killed_at = time.time()
+        killed = kill_node(c, victim, only="slurmd")
+        c.run(["scontrol", "update", f"NodeName={victim}", "State=DOWN", "Reason=e2e: the batch host died"])
+        killed += kill_node(c, victim)
+        log(f"the batch host {victim} died at iteration {status['iteration']}: {'; '.join(killed)}")
+        if args.no_job_expansion:
+            # The job itself holds only its first node (the others are companions'): Slurm
+            # requeues a batch job of one node whose node fails (NODE_FAIL without requeue), and
+            # the daemons cancel the companions they ran in.
+            deadline = time.monotonic() + 60
+            while (state := job.state()) == "RUNNING" and time.monotonic() < deadline:
+                time.sleep(0.2)
+            check(state != "RUNNING", f"job {job.id} still RUNNING 60 s after its batch host (its only node) died")
+            log(f"job {job.id} {state} {time.time() - killed_at:.2f} s after its batch host died (Slurm's doing)")
+            deadline = time.monotonic() + 60
+            while (comps := job.companions()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            check(not comps, f"companions of job {job.id} left 60 s after its batch host died: {comps}")
+            log(f"its companions cancelled {time.time() - killed_at:.2f} s after its batch host died")
+        else:
+            deadline = time.monotonic() + 60
+            while (state := job.state()) not in ENDED and time.monotonic() < deadline:
+                time.sleep(0.2)
+            check(state in ENDED, f"job {job.id} still {state} 60 s after its batch host died")
+            log(f"job {job.id} {state} {time.time() - killed_at:.2f} s after its batch host died")
+            check(state == "CANCELLED", f"job {job.id} ended {state}, expected CANCELLED by a daemon")
+            said = [line for line in job.output().splitlines() if line.startswith("bellows: the job's first node")]
+            check(said and f"the job's first node {victim} (its batch host" in said[0] and "cancels it" in said[0],
+                  f"the job's output does not say why it ended:\n{job.output_tail()}")
+            log(f"the job's output: {said[0]}")
+        deadline = time.monotonic() + 30
+        while (left := [f"{node}: {describe(pid)}" for node in others for pid in processes_on(c, node)
+                        if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        check(not left, f"processes of the job left on {others}: {left}")
+    finally:
+        job.cancel()
+        if victim is not None:
+            bring_back(c, victim)
+    job.check_nothing_left()
 
 
 # What the loss itself makes the job's logs say, with why it comes: the srun of the dead
@@ -301,6 +484,9 @@ def test_lost_node(c, args, action):
 LOST_NODE_LINES = ["srun: error: Node failure on "]
 # The srun of the killed daemon's step says its task was killed, into that daemon's log.
 LOST_DAEMON_LINES = [": task 0: Killed"]
+# The srun of the cut-off node's daemon step, told to stop (SIGTERM) once the node is lost, waits
+# for a step that cannot answer, and says so into that daemon's log.
+CUT_NODE_LINES = ["srun: error: Timed out waiting for job step to complete"]
 
 
 def job_metrics(job):
@@ -312,6 +498,9 @@ TESTS = {
     "lost_node_replace": lambda c, args: test_lost_node(c, args, "replace"),
     "lost_node_shrink": lambda c, args: test_lost_node(c, args, "shrink"),
     "lost_daemon": test_lost_daemon,
+    "lost_first_node": test_lost_first_node,
+    "lost_node_cut_replace": lambda c, args: test_cut_node(c, args, "replace"),
+    "lost_node_cut_shrink": lambda c, args: test_cut_node(c, args, "shrink"),
 }
 
 

@@ -180,6 +180,7 @@ void event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* /*sourc
         // Now, not at the next poll: the runtime may be waiting in an iteration for a rank
         // that is silent, which only this word ends (loss_notices.hpp).
         loss_notices().tell(lost->failure_id, std::vector<int>(lost->ranks.begin(), lost->ranks.end()));
+        loss_notices().tell_nodes(lost->nodes);
       }
       state->queue.push_back(std::move(event));
       state->arrived.notify_all();

@@ -27,6 +27,20 @@ void LossNotices::tell(std::uint64_t failure_id, std::vector<int> ranks) {
   notices_.push_back(Notice{failure_id, std::move(ranks)});
 }
 
+void LossNotices::tell_nodes(const std::vector<std::string>& nodes) {
+  std::lock_guard lock(mutex_);
+  for (const std::string& node : nodes) {
+    if (node.empty()) continue;
+    const auto at = std::lower_bound(nodes_lost_.begin(), nodes_lost_.end(), node);
+    if (at == nodes_lost_.end() || *at != node) nodes_lost_.insert(at, node);
+  }
+}
+
+std::vector<std::string> LossNotices::nodes_lost() const {
+  std::lock_guard lock(mutex_);
+  return nodes_lost_;
+}
+
 std::vector<int> LossNotices::ranks_lost(int size) const {
   std::vector<int> ranks;
   {
@@ -108,6 +122,7 @@ void LossNotices::clear() {
   notices_.clear();
   settled_through_ = 0;
   unexplained_rebuilds_.clear();
+  nodes_lost_.clear();
 }
 
 LossNotices& loss_notices() {

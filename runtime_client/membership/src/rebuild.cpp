@@ -4,6 +4,7 @@
 #include "bellows/runtime/rebuild.hpp"
 
 #include "bellows/runtime/loss_notices.hpp"
+#include "bellows/runtime/peer_connections.hpp"
 #include "bellows/runtime/survivors.hpp"
 #include "cancelled_requests.hpp"
 #include "membership_support.hpp"
@@ -346,6 +347,10 @@ MPI_Comm rebuild_after_loss(MPI_Comm job, std::span<const int> seen, Deadline de
     try {
       MPI_Comm survivors = hand_out(rebuild_keeping(job, lost, deadline, report, lost.size()));
       loss_notices().renumber_without(lost);  // the notices named the old numbering
+      // A node the control plane named lost may be cut off rather than dead: nothing of it
+      // closes its connections, and MPI_Finalize would wait for them (peer_connections.hpp).
+      const ShutConnections shut = shut_down_connections_to(loss_notices().nodes_lost());
+      if (report != nullptr) report->connections_shut_down = shut.sockets;
       return survivors;
     } catch (const LostDuringRebuild& e) {
       if (std::chrono::steady_clock::now() >= deadline) {

@@ -70,8 +70,11 @@ class SlurmDaemonLauncher final : public NodeLauncher {
   RmStatus stop(const std::string& node) override;
   /// The daemon went away on its own: SIGTERM to the srun at once, so that srun cancels the
   /// step and Slurm kills whatever the step still holds on the node (the rank and its
-  /// mpiexec, which outlive a killed bellowsd); 2 s later SIGKILL; reaps it. A SIGINT would
-  /// reach no daemon, and the controller's loop would wait stop_grace for nothing.
+  /// mpiexec, which outlive a killed bellowsd). Does not wait: an srun whose node is cut from
+  /// the network may take seconds, and the controller's loop goes on meanwhile. It is reaped
+  /// by a later call of this launcher, and SIGKILLed by the first one 2 s or more after the
+  /// SIGTERM (or by the destructor). A SIGINT would reach no daemon, and the controller's
+  /// loop would wait stop_grace for nothing.
   RmStatus stop_gone(const std::string& node) override;
 
   /// The Slurm job a node's daemon runs in: Options::slurm_job_of's answer, else the job.
@@ -88,6 +91,11 @@ class SlurmDaemonLauncher final : public NodeLauncher {
  private:
   Options options_;
   std::map<std::string, pid_t> running_;
+  /// sruns stop_gone() sent SIGTERM, not reaped yet, with when they get SIGKILL.
+  std::vector<std::pair<pid_t, std::chrono::steady_clock::time_point>> terminating_;
+  /// Reaps the sruns of terminating_ that ended, SIGKILLs those past their time (and, with
+  /// `all`, every one) and reaps them.
+  void reap_terminating(bool all = false);
 };
 
 }  // namespace bellows::controller

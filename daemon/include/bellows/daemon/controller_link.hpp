@@ -20,7 +20,11 @@
 // been lost for controller_loss_grace (a killed process's connection closes at once; a lost
 // host's is closed by the transport's heartbeat), the daemon keeps serving the ranks of its
 // node while they run, and stops (on_stop, with the reason) as soon as none runs: no daemon
-// stays behind a job whose controller is gone.
+// stays behind a job whose controller is gone. While ranks run it probes the controller's
+// host once a second: when that host has answered nothing for controller_unreachable_limit
+// (this node cut off from the network, or the host gone), the controller has counted this
+// node's ranks lost, so the daemon stops and its ranks end with it
+// (bellows/runtime/controller_loss.hpp).
 
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/transport/endpoint.hpp>
@@ -63,6 +67,11 @@ class ControllerLink {
     /// are written (StartRank with started_by_daemon false); empty: none (such a StartRank
     /// fails).
     std::filesystem::path job_dir{};
+    /// How long, once the controller counts as gone, its host may answer nothing (no
+    /// connection accepted or refused: this node is cut off, or that host is gone) before the
+    /// ranks of this node are ended and the daemon stops (runtime::on_controller_loss). 0:
+    /// never; the ranks run until they end.
+    std::chrono::milliseconds controller_unreachable_limit{5000};
   };
 
   /// How long a launcher's abnormal end waits for the daemon's own stop signal.
@@ -82,6 +91,10 @@ class ControllerLink {
   /// Waits until the controller answered Hello; false on timeout or refusal, with the
   /// reason in *why.
   bool wait_registered(std::chrono::milliseconds timeout, std::string* why = nullptr);
+
+  /// Whether the link stopped the daemon (called on_stop) because the controller is gone,
+  /// rather than on the controller's Stop.
+  [[nodiscard]] bool stopped_without_controller() const;
 
   struct State;
 

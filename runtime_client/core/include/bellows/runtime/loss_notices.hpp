@@ -38,6 +38,12 @@ class LossNotices {
   /// notice led to left out (then it settles that rebuild and its failure id). Throws
   /// std::invalid_argument for a negative rank.
   void tell(std::uint64_t failure_id, std::vector<int> ranks);
+  /// Records the nodes (host names) a notice named, whatever became of the notice: the
+  /// survivors shut their connections to those hosts down once they rebuilt without them
+  /// (peer_connections.hpp). Empty names are skipped.
+  void tell_nodes(const std::vector<std::string>& nodes);
+  /// Every node a notice has named since the start (or clear()), sorted, without repeats.
+  [[nodiscard]] std::vector<std::string> nodes_lost() const;
   /// The ranks below `size` that unsettled notices name, ascending and without repeats.
   [[nodiscard]] std::vector<int> ranks_lost(int size) const;
   /// "failure 4" for the first unsettled notice naming `rank` ("" when none does).
@@ -67,6 +73,7 @@ class LossNotices {
   std::uint64_t settled_through_ = 0;
   /// Rebuilds no notice led to, oldest first: the ranks each left out (its numbering).
   std::vector<std::vector<int>> unexplained_rebuilds_;
+  std::vector<std::string> nodes_lost_;
 
   /// Drops `gone` (sorted) from every notice and renumbers the rest; settles the notices left
   /// empty. Returns whether a notice named a rank of `gone`. Called with mutex_ held.

@@ -19,11 +19,15 @@
 // - Afterwards MPI_Comm_free of the old communicator is local and returns at once; its
 //   MPI_Comm_disconnect waits forever while a dead peer is silent rather than gone. A survivor's
 //   MPI_Finalize waits until every peer it ever connected to is gone: make sure the dead are
-//   killed (their node's daemon does) before the survivors finalize.
+//   killed (their node's daemon does) before the survivors finalize. A peer on a node cut
+//   from the network can be killed but its sockets cannot close: rebuild_after_loss() shuts
+//   the survivor's own connections to the nodes the control plane named lost down
+//   (peer_connections.hpp), which ends them as a death would.
 
 #include <mpi.h>
 
 #include <chrono>
+#include <cstddef>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -42,6 +46,9 @@ struct RebuildReport {
   double check_in_seconds = 0.0;
   double create_seconds = 0.0;  ///< MPI_Comm_create_group over the survivors
   double total_seconds = 0.0;
+  /// rebuild_after_loss(): the TCP sockets to nodes the control plane named lost that it
+  /// shut down once the survivors had their communicator (shut_down_connections_to()).
+  std::size_t connections_shut_down = 0;
 };
 
 /// The survivors' agreement on who is lost, for rebuild_without(): ranks that noticed the deaths

@@ -1,0 +1,61 @@
+#pragma once
+// What a node's daemon does once its connection to the job's controller is lost.
+//
+// A daemon cannot tell a controller that died from its own node cut off from the network, but
+// it can tell a controller's host that still answers from one that answers nothing:
+//
+//   - The host answers (a connection to the controller's port is refused, or accepted): the
+//     controller's process is gone and the network is fine. The job runs on at its size, so
+//     the node's ranks are kept while they run, and the daemon exits once they have ended.
+//   - The host answers nothing (the connection times out, or there is no route to it): this
+//     node is cut off, or the controller's host is gone. The controller, if it lives, lost
+//     this node by the same heartbeats that closed the daemon's connection and told the
+//     survivors; they recovered without this node's ranks, which compute for nobody and which
+//     nothing else can stop while the node is cut off (under Slurm, slurmctld's kill of the
+//     job's step there cannot reach the node either; it would only come with the node's
+//     registration once the network is back). So after `unreachable_seconds` of that, the
+//     daemon ends its ranks and exits. When it was the controller's host that died, the job
+//     has lost its first node, which it does not survive anyway (docs/slurm.md).
+//
+// Pure: the daemon measures the times and probes the host; this decides.
+
+#include <cstddef>
+
+namespace bellows::runtime {
+
+/// What the daemon does now.
+enum class ControllerLossAction {
+  wait,        ///< within the grace: a controller that comes back is no loss
+  keep_ranks,  ///< the controller is gone but its host answers: serve the ranks until they end
+  end_ranks,   ///< the controller's host has answered nothing for too long: end them and exit
+  stop,        ///< no rank of the node runs: exit
+};
+
+/// What the daemon knows of the loss.
+struct ControllerLossFacts {
+  /// Seconds since the connection to the controller was lost.
+  double lost_seconds = 0.0;
+  /// Seconds since the controller's host last answered (a refused connection counts as an
+  /// answer), counted from the first probe that got none; 0 while it answers.
+  double unreachable_seconds = 0.0;
+  /// Ranks of the node that run (attached, or started by the daemon and not ended).
+  std::size_t ranks_running = 0;
+};
+
+/// The limits the daemon runs with.
+struct ControllerLossLimits {
+  /// How long the connection may be lost before the controller counts as gone.
+  double grace_seconds = 2.0;
+  /// How long the controller's host may answer nothing, once the controller counts as gone,
+  /// before the node's ranks are ended. 0: never ended (the ranks run until they end).
+  double unreachable_seconds = 5.0;
+};
+
+/// The action for `facts` under `limits` (see the file's comment).
+[[nodiscard]] ControllerLossAction on_controller_loss(const ControllerLossFacts& facts,
+                                                      const ControllerLossLimits& limits) noexcept;
+
+/// "wait", "keep_ranks", "end_ranks" or "stop".
+[[nodiscard]] const char* to_string(ControllerLossAction action) noexcept;
+
+}  // namespace bellows::runtime

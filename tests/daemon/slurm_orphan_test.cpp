@@ -1,0 +1,75 @@
+// What bellowsd makes of a Slurm job once it stopped without its controller: scontrol's one-line
+// records, and whether the job's batch host failed (then the daemon cancels the job).
+#include <bellows/daemon/slurm_orphan.hpp>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using bellows::daemon::companion_left_behind;
+using bellows::daemon::judge_orphaned_job;
+using bellows::daemon::parse_scontrol_record;
+using bellows::daemon::ScontrolRecord;
+
+// As `scontrol show job -o 23` printed it for a job whose batch host n1 was removed (shortened).
+constexpr const char* kJob =
+    "JobId=23 JobName=e2e-first UserId=root(0) JobState=RUNNING Reason=None Dependency=(null) "
+    "Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 NodeList=n[2-3] BatchHost=n1 "
+    "NumNodes=2 Comment=bellows:/w/runs/23 StdOut=/w/job.out Power=\n";
+
+TEST(SlurmOrphan, ParsesTheKeyValueWordsOfARecord) {
+  const ScontrolRecord job = parse_scontrol_record(kJob);
+  EXPECT_EQ(job.at("JobId"), "23");
+  EXPECT_EQ(job.at("JobState"), "RUNNING");
+  EXPECT_EQ(job.at("BatchHost"), "n1");
+  EXPECT_EQ(job.at("NodeList"), "n[2-3]");
+  EXPECT_EQ(job.at("Comment"), "bellows:/w/runs/23");
+  EXPECT_EQ(job.at("StdOut"), "/w/job.out");
+  EXPECT_EQ(job.at("Power"), "");
+  EXPECT_TRUE(parse_scontrol_record("").empty());
+  EXPECT_TRUE(parse_scontrol_record("slurm_load_jobs error: Invalid job id specified\n").empty());
+}
+
+TEST(SlurmOrphan, CancelsARunningBatchJobWhoseBatchHostIsDown) {
+  const auto verdict = judge_orphaned_job("23", parse_scontrol_record(kJob),
+                                          parse_scontrol_record("NodeName=n1 Arch=x86_64 State=DOWN+NOT_RESPONDING"));
+  EXPECT_TRUE(verdict.cancel);
+  EXPECT_EQ(verdict.why, "the job's first node n1 (its batch host, where `bellows run` ran) is DOWN+NOT_RESPONDING: "
+                         "Slurm took it out of job 23 (no-kill), and the batch script and the job's controller died "
+                         "with it; nothing else would end the job before its time limit");
+}
+
+TEST(SlurmOrphan, LeavesAJobWhoseBatchHostLivesOrThatIsNoRunningBatchJob) {
+  const ScontrolRecord job = parse_scontrol_record(kJob);
+  auto verdict = judge_orphaned_job("23", job, parse_scontrol_record("NodeName=n1 State=ALLOCATED"));
+  EXPECT_FALSE(verdict.cancel);
+  EXPECT_EQ(verdict.why, "the batch host n1 of job 23 is ALLOCATED");
+  verdict = judge_orphaned_job("23", job, {});
+  EXPECT_FALSE(verdict.cancel);
+  EXPECT_EQ(verdict.why, "the batch host n1 of job 23 is unknown");
+  verdict = judge_orphaned_job("23", parse_scontrol_record("JobId=23 JobState=COMPLETING BatchFlag=1 BatchHost=n1"),
+                               parse_scontrol_record("NodeName=n1 State=DOWN"));
+  EXPECT_FALSE(verdict.cancel);
+  EXPECT_EQ(verdict.why, "job 23 is COMPLETING");
+  // A companion allocation: no batch script.
+  verdict = judge_orphaned_job("24", parse_scontrol_record("JobId=24 JobState=RUNNING BatchFlag=0 BatchHost=n2"),
+                               parse_scontrol_record("NodeName=n2 State=DOWN"));
+  EXPECT_FALSE(verdict.cancel);
+  EXPECT_EQ(verdict.why, "job 24 is not a batch job");
+  verdict = judge_orphaned_job("25", parse_scontrol_record("JobId=25 JobState=RUNNING BatchFlag=1 BatchHost=(null)"), {});
+  EXPECT_FALSE(verdict.cancel);
+  EXPECT_EQ(verdict.why, "job 25 names no batch host");
+  verdict = judge_orphaned_job("26", {}, {});
+  EXPECT_FALSE(verdict.cancel);
+  EXPECT_EQ(verdict.why, "job 26 is unknown");
+}
+
+TEST(SlurmOrphan, ACompanionIsLeftBehindOnceItsJobNoLongerRunsOrWaits) {
+  for (const char* state : {"NODE_FAIL", "CANCELLED", "COMPLETED", "COMPLETING", "FAILED", "TIMEOUT", "PENDING",
+                            "REQUEUED", ""})
+    EXPECT_TRUE(companion_left_behind(state)) << state;
+  for (const char* state : {"RUNNING", "SUSPENDED", "RESIZING"})
+    EXPECT_FALSE(companion_left_behind(state)) << state;
+}
+
+}  // namespace
