@@ -25,3 +25,10 @@ def makespan(report, warmup=1):
     docs/stealing-at-gpu-speed.md). At least the last iteration is kept."""
     seconds = [it["seconds"] for it in report["iterations"]]
     return statistics.median(seconds[min(warmup, len(seconds) - 1):])
+
+
+def mean_after_first(report):
+    """Mean iteration time over the iterations after the first (which pays the warm-up, and with
+    checkpoints on, the first checkpoint); the only one when there is one."""
+    seconds = [it["seconds"] for it in report["iterations"]]
+    return statistics.mean(seconds[1:] if len(seconds) > 1 else seconds)

@@ -29,14 +29,9 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import MPIEXEC, run_json  # noqa: E402
+from bench_common import MPIEXEC, mean_after_first, run_json  # noqa: E402
 
 TARGET = 1.03
-
-
-def mean_after_first(report):
-    seconds = [it["seconds"] for it in report["iterations"]]
-    return statistics.mean(seconds[1:] if len(seconds) > 1 else seconds)
 
 
 def main():
