@@ -423,7 +423,8 @@ struct ControllerLink::State {
   }
 
   /// When the job's ranks changed (a grow, a shrink, a loss), this node registered the job's
-  /// namespace and is one of the job's nodes: defines the process set of the job's ranks now, which the node's clients hear
+  /// namespace and is one of the job's nodes: registers the namespace again with the job's size
+  /// now, then defines the process set of the job's ranks now, which the node's clients hear
   /// of as PMIX_PROCESS_SET_DEFINE (docs/daemon.md, "The job's namespace"). Its name is the same
   /// on every node: JOB.ranks.COUNT.HASH (HASH: 8 hex digits of the ranks).
   void announce_ranks(const protocol::JobView& view) {
@@ -442,6 +443,12 @@ struct ControllerLink::State {
     char digits[9];
     std::snprintf(digits, sizeof digits, "%08x", hash);
     const std::string name = view.job + ".ranks." + std::to_string(ranks.size()) + "." + digits;
+    try {
+      // The job's size first: a client that hears of the set and asks for it reads the new one.
+      launcher->update_job_size(view.job, static_cast<std::uint32_t>(ranks.size()));
+    } catch (const std::exception& e) {
+      spdlog::error("could not register the job's size {} again: {}", ranks.size(), e.what());
+    }
     try {
       launcher->announce_members(view.job, ranks, name);
       announced_ranks = ranks;

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -126,7 +125,8 @@ class LocalLauncher::Impl {
   mutable std::mutex mutex_;
   std::condition_variable reaped_;
   std::map<pid_t, ProcId> running_;
-  std::set<std::string> nspaces_;
+  /// Each namespace registered here, with the plan it was registered with last.
+  std::map<std::string, JobRegistration> registered_;
   std::vector<std::thread> watchers_;
 
   /// Registers the job's namespace with the job-level, node and process info of `plan`
@@ -201,7 +201,7 @@ class LocalLauncher::Impl {
     }
     {
       std::lock_guard lock(mutex_);
-      if (!nspaces_.insert(spec.nspace).second)
+      if (!registered_.emplace(spec.nspace, plan).second)
         throw std::invalid_argument("launch: nspace '" + spec.nspace + "' was launched already");
     }
     register_job(spec.nspace, plan);
@@ -273,7 +273,7 @@ LocalLauncher::~LocalLauncher() {
   }
   lock.unlock();
   for (auto& t : s.watchers_) t.join();
-  for (const auto& name : s.nspaces_) {
+  for (const auto& [name, plan] : s.registered_) {
     pmix_nspace_t nspace;
     PMIX_LOAD_NSPACE(nspace, name.c_str());
     PMIx_server_deregister_nspace(nspace, nullptr, nullptr);
@@ -361,6 +361,21 @@ void LocalLauncher::announce_members(const std::string& nspace, const std::vecto
   // call that defined the set and told the clients), docs/daemon.md.
   (void)PMIx_server_define_process_set(procs.data(), procs.size(), pset_name.c_str());
   spdlog::debug("process set {}: ranks {} of {}", pset_name, joined(members), nspace);
+}
+
+void LocalLauncher::update_job_size(const std::string& nspace, std::uint32_t job_size) {
+  Impl& s = *impl_;
+  JobRegistration plan;
+  {
+    std::lock_guard lock(s.mutex_);
+    const auto registered = s.registered_.find(nspace);
+    if (registered == s.registered_.end())
+      throw std::invalid_argument("update the job size of " + nspace + ": the namespace is not registered here");
+    if (registered->second.job_size == job_size) return;
+    registered->second.job_size = job_size;
+    plan = registered->second;
+  }
+  s.register_job(nspace, plan);
 }
 
 bool LocalLauncher::signal(pid_t pid, int sig) {
