@@ -27,20 +27,59 @@
  *
  * Exit status: 0 when every query came back (whatever its status) or the job's end came, 1
  * when the tool could not attach, a query failed to go out or the handler could not be
- * registered, 2 for bad options, 3 when SECONDS of --events passed without the job's end.
+ * registered, or when the attach, a query or the detach got no answer within 10 s (PMIx 4.2.2
+ * leaves a call waiting for ever when the server goes away under it: the tool then says which
+ * call and exits), 2 for bad options, 3 when SECONDS of --events passed without the job's end.
  * Uses only the PMIx tool API. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pmix_tool.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pmix_tool_text.h"
+
+/* How long one call to the server may wait for its answer. */
+#define ANSWER_SECONDS 10
+
+/* The call now waiting for the server (a string literal), for the message of no_answer. */
+static const char* volatile g_waiting_for = "";
+
+static void write_text(const char* text) {
+  ssize_t left = (ssize_t)strlen(text);
+  while (left > 0) {
+    const ssize_t wrote = write(STDERR_FILENO, text, (size_t)left);
+    if (wrote <= 0) return;
+    text += wrote;
+    left -= wrote;
+  }
+}
+
+/* SIGALRM: the call in g_waiting_for got no answer in time; says so and exits 1. */
+static void no_answer(int sig) {
+  (void)sig;
+  write_text("bellows-pmix-query: ");
+  write_text(g_waiting_for);
+  write_text(": no answer from the PMIx server within 10 s (the daemon may have stopped)\n");
+  _exit(1);
+}
+
+/* Starts (call != NULL) or ends (NULL) the wait of one call for the server's answer. */
+static void awaiting(const char* call) {
+  if (call == NULL) {
+    alarm(0);
+    return;
+  }
+  g_waiting_for = call;
+  alarm(ANSWER_SECONDS);
+}
 
 static void usage(void) {
   fprintf(stderr,
@@ -123,7 +162,9 @@ static pmix_status_t query(const char* const* keys, const char* nspace, int refr
   }
   *results = NULL;
   *nresults = 0;
+  awaiting("PMIx_Query_info");
   rc = PMIx_Query_info(q, 1, results, nresults);
+  awaiting(NULL);
   PMIX_QUERY_FREE(q, 1);
   return rc;
 }
@@ -344,8 +385,14 @@ int main(int argc, char** argv) {
   pmix_info_t* info = NULL;
   PMIX_INFO_CREATE(info, 1);
   PMIX_INFO_LOAD(&info[0], PMIX_SERVER_URI, uri, PMIX_STRING);
+  struct sigaction on_alarm;
+  memset(&on_alarm, 0, sizeof on_alarm);
+  on_alarm.sa_handler = no_answer;
+  sigaction(SIGALRM, &on_alarm, NULL);
   const double attach_start = now_us();
+  awaiting("PMIx_tool_init");
   pmix_status_t rc = PMIx_tool_init(&me, info, 1);
+  awaiting(NULL);
   const double attach_us = now_us() - attach_start;
   PMIX_INFO_FREE(info, 1);
   if (rc != PMIX_SUCCESS) {
@@ -359,7 +406,9 @@ int main(int argc, char** argv) {
     const int status = listen_for_events(events_seconds);
     free(uri);
     /* The daemon stops right after the job's end: a finalize that cannot reach it is no error. */
+    awaiting("PMIx_tool_finalize");
     rc = PMIx_tool_finalize();
+    awaiting(NULL);
     if (rc != PMIX_SUCCESS)
       fprintf(stderr, "bellows-pmix-query: PMIx_tool_finalize: %s (the daemon may have stopped)\n",
               PMIx_Error_string(rc));
@@ -419,7 +468,9 @@ int main(int argc, char** argv) {
   }
   free(nspace);
   free(uri);
+  awaiting("PMIx_tool_finalize");
   rc = PMIx_tool_finalize();
+  awaiting(NULL);
   if (rc != PMIX_SUCCESS) {
     fprintf(stderr, "bellows-pmix-query: PMIx_tool_finalize: %s\n", PMIx_Error_string(rc));
     status = 1;
