@@ -17,7 +17,10 @@ Median over --rounds runs, every run printed. Target (issue: "a lost node does n
 with it"): progress again within 5 s under Slurm with a replacement node.
 
   python3 bench/slurm_recovery.py --build build/default --cluster DIR [--no-job-expansion] [--cut]
-                                  [--action replace|shrink] [--rounds 3]
+                                  [--heartbeat-timeout S] [--action replace|shrink] [--rounds 3]
+
+With --cut, --heartbeat-timeout S (default 5) is written into the job's policy as
+recovery.heartbeat_timeout: the cut-off node is detected about S seconds after the cut.
 
 DIR is a cluster that `scripts/local-slurm start DIR --plugin build/default/scheduler_plugin/spank_bellows.so`
 started (with --no-job-expansion for companion allocations); the test leaves it as it found it.
@@ -43,6 +46,7 @@ def one_run(args):
                "--plugin", str(build / "scheduler_plugin" / "spank_bellows.so"),
                "--bellows", str(build / "cli" / "bellows"), "--app", str(build / "examples" / "gemm"),
                *(["--no-job-expansion"] if args.no_job_expansion else []),
+               "--heartbeat-timeout", str(args.heartbeat_timeout),
                f"lost_node_cut_{args.action}" if args.cut else f"lost_node_{args.action}"]
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=360)
@@ -65,8 +69,14 @@ def main():
     ap.add_argument("--action", choices=["replace", "shrink"], default="replace", help="recovery.on_node_loss")
     ap.add_argument("--cut", action="store_true",
                     help="cut the node from the network (its veth down) instead of killing it")
+    ap.add_argument("--heartbeat-timeout", type=float, default=5.0,
+                    help="seconds: recovery.heartbeat_timeout of the job's policy, with --cut (0.5 to 60)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if not 0.5 <= args.heartbeat_timeout <= 60:
+        ap.error(f"--heartbeat-timeout must be between 0.5 and 60 seconds, got {args.heartbeat_timeout}")
+    if args.heartbeat_timeout != 5.0 and not args.cut:
+        ap.error("--heartbeat-timeout applies to --cut only (a killed node's connections close at once)")
     rows = []
     for round_index in range(args.rounds):
         row = one_run(args)
@@ -79,7 +89,8 @@ def main():
         return statistics.median(values) if values else float("nan")
 
     strategy = "companion" if args.no_job_expansion else "merge"
-    print(f"\n{strategy}, on_node_loss {args.action}, node {'cut off' if args.cut else 'killed'}, "
+    heartbeat = f", heartbeat timeout {args.heartbeat_timeout:g} s" if args.cut else ""
+    print(f"\n{strategy}, on_node_loss {args.action}, node {'cut off' if args.cut else 'killed'}{heartbeat}, "
           f"medians of {args.rounds}: detected {median('detected'):.2f} s, "
           f"recovered {median('recovered'):.2f} s, progress {median('progress'):.2f} s"
           + (f", replacement committed {median('replacement'):.2f} s" if args.action == "replace" else ""))

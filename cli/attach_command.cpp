@@ -137,7 +137,9 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
 
   ctl::SystemClock clock;
   ctl::LocalResourceManager rm(pool, clock);
-  ctl::LocalDaemonLauncher launcher(ctl::LocalDaemonLauncher::Options{find_bellowsd(), job_dir, verbose});
+  ctl::LocalDaemonLauncher::Options launch{find_bellowsd(), job_dir, verbose};
+  if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
+  ctl::LocalDaemonLauncher launcher(launch);
   // The ipc socket's directory, made again where the controller that died had it.
   const transport::SocketDirectory sockets(record.job, job_dir);
 

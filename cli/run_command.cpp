@@ -460,8 +460,9 @@ int run_job(RunOptions o) {
     auto first = start_on_local_pool(*backend.pool, job, static_cast<unsigned>(min_nodes));
     if (!first) return exit_failed;
     backend.nodes = std::move(*first);
-    backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(
-        ctl::LocalDaemonLauncher::Options{find_bellowsd(), job_dir, o.verbose});
+    ctl::LocalDaemonLauncher::Options launch{find_bellowsd(), job_dir, o.verbose};
+    if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
+    backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(launch);
   } else {
     // Each node's daemon finds the controller in the job directory, which every node sees.
     ctl::SlurmDaemonLauncher::Options launch;
@@ -470,6 +471,7 @@ int run_job(RunOptions o) {
     launch.bellowsd = find_bellowsd();
     launch.job_dir = job_dir;
     launch.verbose = o.verbose;
+    if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
 #if BELLOWS_HAVE_SLURM_BACKEND
     // A node of a companion allocation runs its daemon as a step of that companion.
     launch.slurm_job_of = [rm = static_cast<ctl::SlurmResourceManager*>(backend.rm.get()),

@@ -73,6 +73,11 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
     server_options.curve = transport::generate_curve_key_pair();
   }
   server_options.log = controller_log();
+  if (options_.policy) {
+    // The daemons' launchers pass the same timeout to each daemon (bellowsd --heartbeat-timeout).
+    server_options.heartbeat_timeout = options_.policy->recovery.heartbeat_timeout;
+    server_options.heartbeat_interval = transport::heartbeat_interval_for(server_options.heartbeat_timeout);
+  }
   transport::Handlers handlers;
   handlers.on_request = [this](const transport::Incoming& in, transport::Responder responder) {
     auto shared = std::make_shared<transport::Responder>(std::move(responder));

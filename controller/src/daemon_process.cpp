@@ -43,6 +43,17 @@ pid_t spawn_logged(std::vector<std::string> args, std::vector<std::string> env,
   return pid;
 }
 
+std::vector<std::string> heartbeat_timeout_arguments(std::chrono::milliseconds timeout) {
+  // Seconds with the milliseconds that are not zero: "5", "2.5", "0.75".
+  std::string seconds = std::to_string(timeout.count() / 1000);
+  if (const auto milliseconds = timeout.count() % 1000; milliseconds != 0) {
+    std::string fraction = std::to_string(1000 + milliseconds).substr(1);
+    fraction.erase(fraction.find_last_not_of('0') + 1);
+    seconds += "." + fraction;
+  }
+  return {"--heartbeat-timeout", seconds};
+}
+
 std::vector<std::string> current_environment() {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);

@@ -22,6 +22,9 @@ RmStatus prepare_node_dir(const std::filesystem::path& dir, const std::filesyste
 pid_t spawn_logged(std::vector<std::string> args, std::vector<std::string> env,
                    const std::filesystem::path& log, std::string* error);
 
+/// The arguments that give a daemon the heartbeat timeout: {"--heartbeat-timeout", "2.5"}.
+std::vector<std::string> heartbeat_timeout_arguments(std::chrono::milliseconds timeout);
+
 /// This process's environment as "NAME=VALUE" entries.
 std::vector<std::string> current_environment();
 

@@ -42,6 +42,8 @@ RmStatus LocalDaemonLauncher::launch(const std::string& node, const std::string&
                                    "--node-name",   node,
                                    "--job-dir",     options_.job_dir.string()};
   if (options_.verbose) args.push_back("--verbose");
+  for (auto& argument : detail::heartbeat_timeout_arguments(options_.heartbeat_timeout))
+    args.push_back(std::move(argument));
   std::string error;
   const pid_t pid = detail::spawn_logged(std::move(args), detail::current_environment(),
                                          layout.daemon_log(node), &error);

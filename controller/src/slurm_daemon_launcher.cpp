@@ -69,6 +69,8 @@ std::vector<std::string> SlurmDaemonLauncher::command(const std::string& node) c
                                    "--job-dir",
                                    options_.job_dir.string()};
   if (options_.verbose) args.push_back("--verbose");
+  for (auto& argument : detail::heartbeat_timeout_arguments(options_.heartbeat_timeout))
+    args.push_back(std::move(argument));
   return args;
 }
 

@@ -582,6 +582,8 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
   client_options.endpoint = state_->options.endpoint;
   client_options.curve = state_->options.curve;
   client_options.log = log_sink;
+  client_options.heartbeat_timeout = state_->options.heartbeat_timeout;
+  client_options.heartbeat_interval = transport::heartbeat_interval_for(state_->options.heartbeat_timeout);
   handlers.on_connection = [weak](bool connected) {
     if (auto s = weak.lock()) s->connection_changed(connected);
   };

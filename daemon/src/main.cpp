@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <memory>
 #include <optional>
@@ -58,6 +59,12 @@ int main(int argc, char** argv) {
   app.add_option("--tcp-nodelay", nodelay,
                  "set TCP_NODELAY on rank connections (false only to measure its effect)")
       ->default_val(true);
+  double heartbeat_timeout_s = 5.0;
+  app.add_option("--heartbeat-timeout", heartbeat_timeout_s,
+                 "seconds the connection to the controller may stay silent before it counts as "
+                 "lost (the job's recovery.heartbeat_timeout)")
+      ->check(CLI::Range(0.5, 60.0))
+      ->default_val(5.0);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -104,6 +111,7 @@ int main(int argc, char** argv) {
       link_options.curve = curve;
       link_options.node_name = server.options().node_name;
       link_options.job_dir = job_dir;
+      link_options.heartbeat_timeout = std::chrono::milliseconds(std::lround(heartbeat_timeout_s * 1000.0));
       link_options.stop_signal_arrived = [] {
         return stop_signal_taken.load() || d::stop_signal_pending();
       };

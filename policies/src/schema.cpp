@@ -181,6 +181,12 @@ const std::array kKeys{
     "measured cost of a checkpoint it sets the checkpoint interval (Young/Daly), in "
     "iterations, at least 1.",
     [](Policy& p, const KeyValue& v) { p.recovery.node_mean_time_between_failures = v.duration; }},
+  KeyInfo{"recovery.heartbeat_timeout", T::duration, "5s", 500, 60'000, {},
+    "How long a connection between the controller and a node's daemon may stay silent before "
+    "it is closed and the node counted as lost; the heartbeats go every fifth of it. A node "
+    "whose network is cut is detected this long after the cut. Shorter detects sooner, but a "
+    "loaded node that misses it is lost for nothing.",
+    [](Policy& p, const KeyValue& v) { p.recovery.heartbeat_timeout = v.duration; }},
 };
 // clang-format on
 

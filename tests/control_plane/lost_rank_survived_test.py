@@ -14,6 +14,11 @@ as a node whose network is cut goes silent. MPI fails nothing then; the controll
 find the daemon gone within seconds, the node is lost (`node_lost`), its rank is killed as one
 no daemon manages, and the survivors recover as after a death.
 
+With `--heartbeat-timeout S` (with `--victim silent`) the job's policy sets
+`recovery.heartbeat_timeout` to S seconds: the node must be found lost within S and its interval
+plus 2 s, sooner than the default 5 s allows; the job, below its nodes.min of 3, then grows back
+to 3 ranks.
+
 With `--victim first` the rank killed is the job's first (rank 0, the process `bellows run`
 started): the survivors recover as rank 0 and 1, `bellows run` goes on until their ranks end and
 exits 0, and the job's report is in the log of the new first rank's node.
@@ -25,9 +30,9 @@ whose reason names the lost node and the failure, which completes, and the job e
 again.
 
   lost_rank_survived_test.py --bellows PATH --app PATH [--on-node-loss shrink|replace]
-                             [--victim last|first|silent]
-Prints "NAME: PASS" or "NAME: FAIL: why", NAME lost_rank_survived, lost_rank_replaced or
-lost_first_rank_survived or lost_node_silent_survived.
+                             [--victim last|first|silent] [--heartbeat-timeout S]
+Prints "NAME: PASS" or "NAME: FAIL: why", NAME lost_rank_survived, lost_rank_replaced,
+lost_first_rank_survived, lost_node_silent_survived or lost_node_silent_heartbeat.
 """
 import os
 import signal
@@ -54,19 +59,38 @@ recovery:
 """
 
 
+POLICY_HEARTBEAT = """\
+nodes:
+  min: 2
+  max: 3
+recovery:
+  on_node_loss: shrink
+  heartbeat_timeout: {ms}ms
+"""
+
+
 def main():
     def options(parser):
         parser.add_argument("--on-node-loss", choices=["shrink", "replace"], default="shrink")
         parser.add_argument("--victim", choices=["last", "first", "silent"], default="last")
+        parser.add_argument("--heartbeat-timeout", type=float,
+                            help="seconds: recovery.heartbeat_timeout of the job's policy (--victim silent)")
 
     t = LocalJobTest("lost_rank", options)
     replace = t.args.on_node_loss == "replace"
     first = t.args.victim == "first"
     silent = t.args.victim == "silent"
+    heartbeat = t.args.heartbeat_timeout
     t.name = ("lost_rank_replaced" if replace else "lost_first_rank_survived" if first
+              else "lost_node_silent_heartbeat" if silent and heartbeat is not None
               else "lost_node_silent_survived" if silent else "lost_rank_survived")
+    if heartbeat is not None and (not silent or replace):
+        t.fail("--heartbeat-timeout goes with --victim silent and --on-node-loss shrink")
     policy = ["--policy", t.write("replace.yaml", POLICY_REPLACE)] if replace else []
-    final_ranks = 3 if replace else 2
+    if heartbeat is not None:
+        policy = ["--policy", t.write("heartbeat.yaml", POLICY_HEARTBEAT.format(ms=round(heartbeat * 1000)))]
+    # Under a policy, `--nodes 3:3` is its nodes.min: the job grows back to 3 once recovered.
+    final_ranks = 3 if replace or heartbeat is not None else 2
     job = t.start("--nodes", "3:3", "--pool", "3", *policy, "--quiet", "--",
                   t.args.app, "--n", "768", "--tile", "128", "--iterations", str(ITERATIONS),
                   "--kernel", "emulated", "--emulated-gflops", "1", "--emulated-compute", "on",
@@ -123,9 +147,14 @@ def main():
             t.fail(f"the silent node's failure is {detected['event']}, expected node_lost")
         stamp = datetime.strptime(detected["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
         silence = stamp.timestamp() - stopped_at
-        if not 4.0 <= silence <= 12.0:
+        timeout = heartbeat if heartbeat is not None else 5.0
+        # The timeout plus at most its interval (a fifth of it); for a timeout set shorter than
+        # the default, sooner than the default could have found the node.
+        earliest, latest = (0.8 * timeout, 1.2 * timeout + 2.0) if heartbeat is not None else (4.0, 12.0)
+        if not earliest <= silence <= latest:
             t.fail(f"the silent node was found lost {silence:.1f} s after it stopped, expected the "
-                   "controller's heartbeat timeout (5 s) plus at most its interval")
+                   f"controller's heartbeat timeout ({timeout:g} s) plus at most its interval "
+                   f"({earliest:.1f} to {latest:.1f} s)")
         t.log(f"the silent node was found lost {silence:.1f} s after it stopped")
     if f"lost rank {victim['rank']} on {victim['node']}" not in detected["detail"]:
         t.fail(f"the failure does not name rank {victim['rank']} on {victim['node']}: {detected['detail']!r}")
@@ -138,6 +167,10 @@ def main():
             t.fail(f"no completed expand by the policy with reason {wanted!r}: "
                    f"{[(e['reason'], e['to'], e['refused']) for e in expands]}")
         t.log(f"replacement: {[(e['event'], e['to']) for e in asked]}")
+    elif heartbeat is not None:
+        wanted = "expand by 1: the job has 2 nodes, below nodes.min (3)"
+        if not any(e["reason"] == wanted and e["to"] == "committed" for e in expands):
+            t.fail(f"no committed expand with reason {wanted!r}: {[(e['reason'], e['to']) for e in expands]}")
     elif expands:
         t.fail(f"an expand without on_node_loss replace: {[(e['reason'], e['to']) for e in expands]}")
     t.check_logs("latest", err, allowed=["ended without leaving the job", "the rank launcher"])

@@ -79,7 +79,8 @@ TEST_F(SlurmDaemonLauncherTest, StartsTheDaemonAsAStepOnTheNode) {
   EXPECT_EQ(read("args"), "--jobid=41\n--overlap\n-N1\n-n1\n-w\nn3\n--quiet\n--disable-status\n"
                           "--job-name=bellowsd\n--kill-on-bad-exit=1\n/opt/bellows/bin/bellowsd\n"
                           "--tmpdir\n" + job_dir + "/nodes/n3/pmix\n--uri-file\n" + job_dir +
-                          "/nodes/n3/uri\n--node-name\nn3\n--job-dir\n" + job_dir + "\n");
+                          "/nodes/n3/uri\n--node-name\nn3\n--job-dir\n" + job_dir +
+                          "\n--heartbeat-timeout\n5\n");
   const std::string env = read("env");
   EXPECT_EQ(env.find("SLURM_NNODES="), std::string::npos) << env;
   EXPECT_EQ(env.find("SLURM_JOB_NODELIST="), std::string::npos) << env;
@@ -110,6 +111,26 @@ TEST_F(SlurmDaemonLauncherTest, ADaemonOnACompanionsNodeRunsAsAStepOfTheCompanio
   const std::string args = read("args");
   EXPECT_EQ(args.rfind("--jobid=57\n--overlap\n-N1\n-n1\n-w\nn3\n", 0), 0u) << args;
   EXPECT_TRUE(launcher.stop("n3").ok());
+}
+
+// The job's recovery.heartbeat_timeout reaches each daemon in seconds, without trailing zeros.
+TEST_F(SlurmDaemonLauncherTest, PassesTheHeartbeatTimeoutInSeconds) {
+  const auto last_two = [](const std::vector<std::string>& command) {
+    return std::vector<std::string>(command.end() - 2, command.end());
+  };
+  auto o = options(fake_srun("exec sleep 30"));
+  o.heartbeat_timeout = std::chrono::milliseconds(2000);
+  EXPECT_EQ(last_two(SlurmDaemonLauncher(o).command("n2")),
+            (std::vector<std::string>{"--heartbeat-timeout", "2"}));
+  o.heartbeat_timeout = std::chrono::milliseconds(2500);
+  EXPECT_EQ(last_two(SlurmDaemonLauncher(o).command("n2")),
+            (std::vector<std::string>{"--heartbeat-timeout", "2.5"}));
+  o.heartbeat_timeout = std::chrono::milliseconds(750);
+  EXPECT_EQ(last_two(SlurmDaemonLauncher(o).command("n2")),
+            (std::vector<std::string>{"--heartbeat-timeout", "0.75"}));
+  o.heartbeat_timeout = std::chrono::milliseconds(60'005);
+  EXPECT_EQ(last_two(SlurmDaemonLauncher(o).command("n2")),
+            (std::vector<std::string>{"--heartbeat-timeout", "60.005"}));
 }
 
 TEST_F(SlurmDaemonLauncherTest, CancelsAStepThatIgnoresSigint) {

@@ -73,6 +73,7 @@ stealing:
 recovery:
   on_node_loss: shrink
   node_mean_time_between_failures: 43800h
+  heartbeat_timeout: 2500ms
 )",
                                        "all.yaml");
   ASSERT_TRUE(result.ok()) << (result.diagnostics.empty() ? "" : bp::format(result.diagnostics[0]));
@@ -96,7 +97,7 @@ recovery:
   EXPECT_EQ(p.release_order, bp::ReleaseOrder::least_loaded);
   EXPECT_EQ(p.stealing, (bp::StealParameters{true, 6, 0, 2, 3, bp::VictimPolicy::random,
                                              4294967295u, 10, 10, 7}));
-  EXPECT_EQ(p.recovery, (bp::RecoveryParameters{bp::NodeLossAction::shrink, 43800h}));
+  EXPECT_EQ(p.recovery, (bp::RecoveryParameters{bp::NodeLossAction::shrink, 43800h, 2500ms}));
 }
 
 TEST(PolicyParse, UnwrittenKeysKeepTheirDefaults) {

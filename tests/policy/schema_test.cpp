@@ -29,7 +29,7 @@ TEST(PolicySchema, EveryKeyOnceWithHelpAndItsSectionFirst) {
       EXPECT_FALSE(key.choices.empty()) << key.path;
     }
   }
-  EXPECT_EQ(seen.size(), 37u);  // 4 nodes, 7 expand, 7 shrink, 5 top-level, 11 stealing, 3 recovery
+  EXPECT_EQ(seen.size(), 38u);  // 4 nodes, 7 expand, 7 shrink, 5 top-level, 11 stealing, 4 recovery
 }
 
 TEST(PolicySchema, DefaultsComeFromTheTable) {
@@ -45,6 +45,7 @@ TEST(PolicySchema, DefaultsComeFromTheTable) {
   EXPECT_EQ(p.release_order, bp::ReleaseOrder::newest);
   EXPECT_EQ(p.recovery.on_node_loss, bp::NodeLossAction::replace);
   EXPECT_EQ(p.recovery.node_mean_time_between_failures, 8760h);
+  EXPECT_EQ(p.recovery.heartbeat_timeout, 5s);
   EXPECT_TRUE(bp::check_consistency(p).empty());
   // A file that writes only a section with nothing in it is the default policy.
   const auto loaded = bp::parse_policy("stealing: {}\n", "defaults.yaml");
@@ -151,6 +152,19 @@ TEST(PolicySchema, TheDefaultMeanTimeBetweenFailuresGivesAnIntervalOfMinutes) {
   const double node_mtbf = std::chrono::duration<double>(p.recovery.node_mean_time_between_failures).count();
   const auto interval = rt::checkpoint_interval(0.005, node_mtbf, 4, 0.05);
   EXPECT_EQ(interval.iterations, 5616);
+}
+
+// recovery.heartbeat_timeout: from half a second to a minute, in whole milliseconds.
+TEST(PolicySchema, HeartbeatTimeoutWithinItsRange) {
+  const auto shortest = bp::parse_policy("recovery:\n  heartbeat_timeout: 500ms\n", "hb.yaml");
+  ASSERT_TRUE(shortest.ok());
+  EXPECT_EQ(shortest.policy->recovery.heartbeat_timeout, 500ms);
+  const auto two = bp::parse_policy("recovery: {heartbeat_timeout: 2s}\n", "hb.yaml");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two.policy->recovery.heartbeat_timeout, 2s);
+  const auto longest = bp::parse_policy("recovery: {heartbeat_timeout: 1m}\n", "hb.yaml");
+  ASSERT_TRUE(longest.ok());
+  EXPECT_EQ(longest.policy->recovery.heartbeat_timeout, 60s);
 }
 
 TEST(PolicySchema, Durations) {

@@ -425,5 +425,15 @@ TEST_F(InProcess, StoppedEndpointsEndRequestsAsClosed) {
   EXPECT_EQ(after.text, "the endpoint is stopped");
 }
 
+// The heartbeat interval is a fifth of the timeout: the default 1 s for 5 s, and for the
+// shortest timeout a job may set (recovery.heartbeat_timeout: 500ms) 100 ms.
+TEST(Heartbeats, IntervalIsAFifthOfTheTimeout) {
+  EXPECT_EQ(heartbeat_interval_for(std::chrono::milliseconds(5000)), std::chrono::milliseconds(1000));
+  EXPECT_EQ(heartbeat_interval_for(ServerOptions{}.heartbeat_timeout), ServerOptions{}.heartbeat_interval);
+  EXPECT_EQ(heartbeat_interval_for(ClientOptions{}.heartbeat_timeout), ClientOptions{}.heartbeat_interval);
+  EXPECT_EQ(heartbeat_interval_for(std::chrono::milliseconds(2000)), std::chrono::milliseconds(400));
+  EXPECT_EQ(heartbeat_interval_for(std::chrono::milliseconds(500)), std::chrono::milliseconds(100));
+}
+
 }  // namespace
 }  // namespace bellows::transport

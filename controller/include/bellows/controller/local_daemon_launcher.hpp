@@ -23,6 +23,8 @@ class LocalDaemonLauncher final : public NodeLauncher {
     /// The job's private directory: bellowsd --job-dir, where it finds the controller.
     std::filesystem::path job_dir;
     bool verbose = false;               ///< bellowsd --verbose
+    /// bellowsd --heartbeat-timeout: the job's recovery.heartbeat_timeout.
+    std::chrono::milliseconds heartbeat_timeout{5000};
     std::chrono::milliseconds stop_grace{5000};  ///< SIGTERM -> SIGKILL
   };
 

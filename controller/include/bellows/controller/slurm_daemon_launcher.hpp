@@ -50,6 +50,8 @@ class SlurmDaemonLauncher final : public NodeLauncher {
     /// The job's private directory, seen by every node: bellowsd --job-dir.
     std::filesystem::path job_dir;
     bool verbose = false;                 ///< bellowsd --verbose
+    /// bellowsd --heartbeat-timeout: the job's recovery.heartbeat_timeout.
+    std::chrono::milliseconds heartbeat_timeout{5000};
     std::chrono::milliseconds stop_grace{5000};  ///< SIGINT -> SIGTERM (step cancelled)
   };
 

@@ -72,6 +72,9 @@ class ControllerLink {
     /// ranks of this node are ended and the daemon stops (runtime::on_controller_loss). 0:
     /// never; the ranks run until they end.
     std::chrono::milliseconds controller_unreachable_limit{5000};
+    /// How long the connection to the controller may stay silent before it counts as lost
+    /// (the job's recovery.heartbeat_timeout; heartbeats every transport::heartbeat_interval_for).
+    std::chrono::milliseconds heartbeat_timeout{5000};
   };
 
   /// How long a launcher's abnormal end waits for the daemon's own stop signal.

@@ -103,6 +103,8 @@ struct RecoveryParameters {
   NodeLossAction on_node_loss{};
   /// One node's mean time between failures; the job's is this over its node count.
   Duration node_mean_time_between_failures{};
+  /// Silence after which a controller <-> daemon connection is closed and its node lost.
+  Duration heartbeat_timeout{};
 
   friend bool operator==(const RecoveryParameters&, const RecoveryParameters&) = default;
 };

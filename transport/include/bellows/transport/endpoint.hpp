@@ -172,6 +172,13 @@ class Server {
   std::shared_ptr<detail::Core> core_;
 };
 
+/// The heartbeat interval that goes with a heartbeat timeout: a fifth of it, so that a
+/// connection is closed only after several PINGs in a row brought nothing back (1 s for the
+/// default 5 s).
+[[nodiscard]] constexpr std::chrono::milliseconds heartbeat_interval_for(std::chrono::milliseconds timeout) {
+  return timeout / 5;
+}
+
 /// Client (daemon side) settings.
 struct ClientOptions {
   /// The controller's endpoint as Server::endpoint() reports it.
