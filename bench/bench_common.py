@@ -32,3 +32,19 @@ def mean_after_first(report):
     checkpoints on, the first checkpoint); the only one when there is one."""
     seconds = [it["seconds"] for it in report["iterations"]]
     return statistics.mean(seconds[1:] if len(seconds) > 1 else seconds)
+
+
+def print_rounds(rows, ratios, target):
+    """Prints each measurement's median and its value in every round, then each same-round
+    ratio's median against `target` (met when at most `target`) with its rounds."""
+    width = max(len(k) for k in rows) + 2
+    print(f"{'measurement':<{width}}{'median':>12}   per round")
+    for key, values in rows.items():
+        print(f"{key:<{width}}{statistics.median(values):>12.4f}   " +
+              " ".join(f"{v:.4f}" for v in values))
+    width = max(len(k) for k in ratios) + 2
+    print(f"\n{'ratio (same round)':<{width}}{'median':>8}  target   per round")
+    for key, values in ratios.items():
+        med = statistics.median(values)
+        print(f"{key:<{width}}{med:>8.3f}  <={target:<5}  " + " ".join(f"{v:.3f}" for v in values)
+              + ("  met" if med <= target else "  NOT met"))

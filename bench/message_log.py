@@ -39,7 +39,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import MPIEXEC, mean_after_first, run_json  # noqa: E402
+from bench_common import MPIEXEC, mean_after_first, print_rounds, run_json  # noqa: E402
 
 TARGET = 1.03
 
@@ -178,17 +178,7 @@ def main():
     print(f"\n{args.ranks} ranks, one node each, emulated device computing, n={args.n} "
           f"tile={args.tile}, {args.iterations} iterations (mean of 2..), a checkpoint every "
           f"{args.checkpoint_every} iterations, teams of {t}, {args.rounds} interleaved rounds\n")
-    width = max(len(k) for k in rows) + 2
-    print(f"{'measurement':<{width}}{'median':>12}   per round")
-    for key, values in rows.items():
-        print(f"{key:<{width}}{statistics.median(values):>12.4f}   " +
-              " ".join(f"{v:.4f}" for v in values))
-    width = max(len(k) for k in ratios) + 2
-    print(f"\n{'ratio (same round)':<{width}}{'median':>8}  target   per round")
-    for key, values in ratios.items():
-        med = statistics.median(values)
-        print(f"{key:<{width}}{med:>8.3f}  <={TARGET:<5}  " + " ".join(f"{v:.3f}" for v in values)
-              + ("  met" if med <= TARGET else "  NOT met"))
+    print_rounds(rows, ratios, TARGET)
 
 
 if __name__ == "__main__":
