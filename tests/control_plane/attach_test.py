@@ -142,6 +142,21 @@ def measure(t, runs):
           + ", ".join(f"{s:.3f}" for s in times) + f" s; median {statistics.median(times):.3f} s", flush=True)
 
 
+def job_end(t, job, process, lines, within):
+    """Waits for the job and its attached controller to end; returns the job's last JSON report, the
+    sizes of its iterations, the controller's exit status and its log."""
+    try:
+        out, _ = job.communicate(timeout=180)
+        code = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        t.fail_hung(process, f"the job or its attached controller did not end within 180 s{within}")
+    reports = [line for line in out.strip().splitlines() if line.startswith("{")]
+    if not reports:
+        t.fail(f"the job printed no report; stdout {out[-1500:]!r}")
+    report = json.loads(reports[-1])
+    return report, [i["ranks"] for i in report["iterations"]], code, lines.text()
+
+
 def lost_rank_after_attach(t):
     """A 3-node GEMM with buddy checkpoints whose controller is killed and taken over; then the
     rank of its last node is killed: the attached controller records the failure (its id after
@@ -161,17 +176,7 @@ def lost_rank_after_attach(t):
     victim = max(status["processes"], key=lambda p: p["rank"])
     os.kill(victim["pid"], signal.SIGKILL)
     t.log(f"killed rank {victim['rank']} (pid {victim['pid']}) on {victim['node']} under the attached controller")
-    try:
-        out, _ = job.communicate(timeout=180)
-        code = process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        t.fail_hung(process, "the job or its attached controller did not end within 180 s of the kill")
-    err = lines.text()
-    reports = [line for line in out.strip().splitlines() if line.startswith("{")]
-    if not reports:
-        t.fail(f"the job printed no report; stdout {out[-1500:]!r}")
-    report = json.loads(reports[-1])
-    sizes = [i["ranks"] for i in report["iterations"]]
+    report, sizes, code, err = job_end(t, job, process, lines, " of the kill")
     if report.get("verified") is not True or sizes[-1] != 2:
         t.fail(f"the job's result: verified {report.get('verified')}, iterations on {sizes} ranks")
     if code != 0:
@@ -257,26 +262,16 @@ def main():
                seconds=90)
     t.log("bellows resize -1 shrank it to 2 nodes again")
 
-    try:
-        out, _ = job.communicate(timeout=180)
-        code = process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        t.fail_hung(process, "the job or its attached controller did not end within 180 s")
-    err = lines.text()
-    reports = [line for line in out.strip().splitlines() if line.startswith("{")]
-    if not reports:
-        t.fail(f"the job printed no report; stdout {out[-1500:]!r}")
-    report = json.loads(reports[-1])
+    report, sizes, code, err = job_end(t, job, process, lines, "")
     if report.get("verified") is not True:
         t.fail(f"the job's result is not verified: residual {report.get('residual')}")
-    sizes = [i["ranks"] for i in report["iterations"]]
     if 3 not in sizes or sizes[-1] != 2:
         t.fail(f"the job ran on {sizes} ranks, expected 3 after the grow and 2 at the end")
     if code != 0:
         t.fail(f"bellows run --attach exited {code}, expected 0: {err[-2000:]}")
     if "its first rank ended after leaving the job (exit status 0)" not in err:
         t.fail(f"bellows run --attach does not say how the job ended: {err[-1500:]}")
-    t.log(f"the job finished verified on {[i['ranks'] for i in report['iterations']]} ranks; the attached "
+    t.log(f"the job finished verified on {sizes} ranks; the attached "
           "controller exited 0")
 
     events = t.events()[len(killed_events):]
