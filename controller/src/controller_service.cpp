@@ -450,7 +450,10 @@ void ControllerService::replace_lost_nodes() {
   replacements_due_.pop_front();
   std::string names;
   for (const std::string& node : dropped) names += (names.empty() ? "" : ", ") + node;
-  const ExpandOrder order = replacement_order(id, dropped, resizes_->failures(), options_.nodes.front());
+  ExpandOrder order = replacement_order(id, dropped, resizes_->failures(), options_.nodes.front());
+  // The local backend's nodes are names on this host: a lost one is as good as any once it is
+  // back in the pool (a pool of the job's size has no other), and its grants ignore exclusions.
+  if (options_.backend == "local") order.exclude.clear();
   nodes_before_resize_ = resizes_->nodes().size();
   const Outcome outcome = resize(static_cast<int>(order.count), order.requester, order.reason, order.exclude);
   if (outcome.accepted) {
