@@ -11,7 +11,9 @@ own records:
   - detected:    the controller's failure record (the dead node's daemon connection closed);
   - recovered:   the first rank's report that the job recovered (rolled back on the survivors);
   - progress:    the first iteration a surviving node completed after that;
-  - replacement: with `replace`, the expand that brought a new node in, committed.
+  - replacement: with `replace`, the expand that brought a new node in, committed;
+  - with --cut, ranks_ended and daemon_ended: the job's mpiexec and rank on the cut-off node
+    ended, and its bellowsd exited (the test watches their pids).
 
 Median over --rounds runs, every run printed. Target (issue: "a lost node does not take the job
 with it"): progress again within 5 s under Slurm with a replacement node.
@@ -37,6 +39,7 @@ TARGET_SECONDS = 5.0
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"recovery: (?:kill|cut) -> detected ([\d.]+) s, recovered ([\d.]+) s, progress ([\d.]+|none) s"
                   r"(?:, replacement committed ([\d.]+) s)?")
+CUT_END = re.compile(r"the job's mpiexec and rank ended ([\d.]+) s after the cut .*, its bellowsd ([\d.]+) s after it")
 
 
 def one_run(args):
@@ -57,8 +60,11 @@ def one_run(args):
         raise RuntimeError(f"the lost-node test ({command[-1]}) failed (exit {result.returncode}):\n{tail}")
     m = found[-1]
     value = lambda text: None if text in (None, "none") else float(text)  # noqa: E731
+    ended = [e for e in (CUT_END.search(line) for line in result.stdout.splitlines()) if e]
     return {"detected": value(m.group(1)), "recovered": value(m.group(2)), "progress": value(m.group(3)),
-            "replacement": value(m.group(4))}
+            "replacement": value(m.group(4)),
+            "ranks_ended": value(ended[-1].group(1)) if ended else None,
+            "daemon_ended": value(ended[-1].group(2)) if ended else None}
 
 
 def main():
@@ -93,7 +99,9 @@ def main():
     print(f"\n{strategy}, on_node_loss {args.action}, node {'cut off' if args.cut else 'killed'}{heartbeat}, "
           f"medians of {args.rounds}: detected {median('detected'):.2f} s, "
           f"recovered {median('recovered'):.2f} s, progress {median('progress'):.2f} s"
-          + (f", replacement committed {median('replacement'):.2f} s" if args.action == "replace" else ""))
+          + (f", replacement committed {median('replacement'):.2f} s" if args.action == "replace" else "")
+          + (f"; on the cut-off node, ranks ended {median('ranks_ended'):.2f} s, bellowsd {median('daemon_ended'):.2f} s"
+             if args.cut else ""))
     worst = max((r["replacement"] if args.action == "replace" else r["progress"]) or float("inf") for r in rows)
     print(f"target: progress{' on a replacement node' if args.action == 'replace' else ''} within "
           f"{TARGET_SECONDS:.0f} s of the {'cut' if args.cut else 'kill'}: {'met' if worst < TARGET_SECONDS else 'NOT met'} (worst {worst:.2f} s)")

@@ -407,7 +407,8 @@ void ControllerService::fence_unmanaged_rank(const std::string& node, std::int32
   }
 }
 
-Outcome ControllerService::resize(int delta, Requester requester, const std::string& reason) {
+Outcome ControllerService::resize(int delta, Requester requester, const std::string& reason,
+                                  const std::vector<std::string>& exclude) {
   const auto size = static_cast<int>(resizes_->nodes().size());
   if (delta == 0) return {false, 0, "a resize by 0 nodes changes nothing"};
   if (size + delta < static_cast<int>(options_.min_nodes) ||
@@ -420,7 +421,7 @@ Outcome ControllerService::resize(int delta, Requester requester, const std::str
   nodes_before_resize_ = resizes_->nodes().size();
   Outcome outcome;
   if (delta > 0) {
-    outcome = resizes_->request_expand({static_cast<unsigned>(delta), requester, reason, {}});
+    outcome = resizes_->request_expand({static_cast<unsigned>(delta), requester, reason, {}, exclude});
   } else {
     ShrinkOrder order;
     order.count = static_cast<unsigned>(-delta);
@@ -449,10 +450,12 @@ void ControllerService::replace_lost_nodes() {
   replacements_due_.pop_front();
   std::string names;
   for (const std::string& node : dropped) names += (names.empty() ? "" : ", ") + node;
-  const std::string reason = "replacing " + names + ", lost in failure " + std::to_string(id) +
-                             " (recovery.on_node_loss: replace)";
+  ExpandOrder order = replacement_order(id, dropped, resizes_->failures(), options_.nodes.front());
+  // The local backend's nodes are names on this host: a lost one is as good as any once it is
+  // back in the pool (a pool of the job's size has no other), and its grants ignore exclusions.
+  if (options_.backend == "local") order.exclude.clear();
   nodes_before_resize_ = resizes_->nodes().size();
-  const Outcome outcome = resize(static_cast<int>(dropped.size()), Requester::policy, reason);
+  const Outcome outcome = resize(static_cast<int>(order.count), order.requester, order.reason, order.exclude);
   if (outcome.accepted) {
     if (engine_) engine_->resize_started(clock_.now());
     return;

@@ -235,4 +235,22 @@ void ResizeController::end_failures(const std::string& why) {
   }
 }
 
+ExpandOrder replacement_order(ResizeId failure, const std::vector<std::string>& dropped,
+                              const std::vector<FailureView>& failures, const std::string& first_node) {
+  ExpandOrder order;
+  order.count = static_cast<unsigned>(dropped.size());
+  order.requester = Requester::policy;
+  order.reason = "replacing " + join(dropped) + ", lost in failure " + std::to_string(failure) +
+                 " (recovery.on_node_loss: replace)";
+  const auto add = [&](const std::string& node) {
+    if (node != first_node && std::find(order.exclude.begin(), order.exclude.end(), node) == order.exclude.end())
+      order.exclude.push_back(node);
+  };
+  for (const FailureView& f : failures) {
+    for (const std::string& node : f.nodes) add(node);
+  }
+  for (const std::string& node : dropped) add(node);
+  return order;
+}
+
 }  // namespace bellows::controller

@@ -1,5 +1,7 @@
 #include "bellows/controller/resize_controller.hpp"
 
+#include "bellows/controller/node_list.hpp"
+
 #include "resize_controller_private.hpp"
 
 #include <algorithm>
@@ -61,6 +63,7 @@ struct ResizeController::Resize {
   Clock::time_point deadline;
   bool deadline_fired = false;
   RmRequestId rm_request = 0;
+  std::vector<std::string> exclude;     ///< nodes the resource manager must not grant (expand)
   std::vector<std::string> nodes;       ///< granted (expand) or leaving (shrink)
   std::vector<std::string> daemons_up;  ///< granted nodes whose daemon came up
   std::vector<std::string> drained;     ///< leaving nodes whose ranks left (shrink)
@@ -123,6 +126,7 @@ Outcome ResizeController::request_expand(const ExpandOrder& order) {
   resize->requester = order.requester;
   resize->reason = order.reason;
   resize->limit = order.deadline.value_or(limits_.resize_deadline);
+  resize->exclude = order.exclude;
   return start(std::move(resize));
 }
 
@@ -296,6 +300,7 @@ void ResizeController::run_action(ResizeAction action, ResizeState from, const I
       request.job = job_;
       request.count = r.count;
       request.min_count = 1;
+      request.exclude = r.exclude;
       // The resource manager must answer before the resize's own limit: a grant that comes
       // later would only be given back. It gets the limit less the grace for its answer.
       request.timeout = limits_.rm_request;
@@ -307,7 +312,8 @@ void ResizeController::run_action(ResizeAction action, ResizeState from, const I
           on_rm_answer(id, std::move(answer));
         });
       }));
-      append(detail, "asked the " + rm_.name() + " resource manager for " + nodes_text(r.count));
+      append(detail, "asked the " + rm_.name() + " resource manager for " + nodes_text(r.count) +
+                         (r.exclude.empty() ? "" : ", not " + join_nodes(r.exclude)));
       break;
     }
     case ResizeAction::cancel_rm_request:

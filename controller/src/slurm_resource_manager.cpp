@@ -281,6 +281,8 @@ struct SlurmResourceManager::Impl {
     std::string dependency = "expand:" + r.job;
     std::string name = w.companion ? companion_name(r.job) : std::string(kHelperPrefix) + r.job;
     std::string comment = companion_comment(r.job);
+    // Nodes the job lost (a replacement's): ExcNodeList, as sbatch --exclude.
+    std::string excluded = join_nodes(r.exclude);
     job_desc_msg_t desc;
     slurm_init_job_desc_msg(&desc);
     desc.time_limit = minutes.minutes.value_or(NO_VAL);
@@ -296,6 +298,7 @@ struct SlurmResourceManager::Impl {
     desc.group_id = job.value.group_id;
     desc.min_nodes = r.min_count;
     desc.max_nodes = r.count;
+    if (!excluded.empty()) desc.exc_nodes = excluded.data();
     desc.shared = JOB_SHARED_NONE;  // whole nodes, also under select/cons_tres
     // Slurm's no-kill (sbatch --no-kill), as the job itself has it from spank_bellows.so: a
     // node that goes DOWN leaves the companion, whose other nodes stay with the job, rather

@@ -79,14 +79,28 @@ bool process_gone(pid_t pid) {
   return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
 }
 
-struct ControllerLink::State {
-  /// How often the controller's host is probed while the controller counts as gone, and how
-  /// long one probe waits.
-  static constexpr std::chrono::milliseconds kProbeInterval{1000};
-  static constexpr std::chrono::milliseconds kProbeTimeout{1000};
+namespace {
 
+/// The daemon's limits once its controller's connection is lost: those of its heartbeat
+/// timeout (runtime::controller_loss_limits), but for a grace or an unreachable limit that
+/// `options` sets itself.
+runtime::ControllerLossLimits loss_limits_for(const ControllerLink::Options& options) {
+  const auto seconds = [](std::chrono::milliseconds d) { return std::chrono::duration<double>(d).count(); };
+  runtime::ControllerLossLimits limits = runtime::controller_loss_limits(seconds(options.heartbeat_timeout));
+  if (options.controller_loss_grace) limits.grace_seconds = seconds(*options.controller_loss_grace);
+  if (options.controller_unreachable_limit)
+    limits.unreachable_seconds = seconds(*options.controller_unreachable_limit);
+  return limits;
+}
+
+}  // namespace
+
+struct ControllerLink::State {
   PmixServer* server = nullptr;
   Options options;
+  /// The grace, the unreachable limit and how often (and how long) the controller's host is
+  /// probed while the controller counts as gone; set from `options` at construction.
+  runtime::ControllerLossLimits loss_limits;
   std::function<void(const std::string&)> on_stop;
   std::unique_ptr<transport::Client> client;
 
@@ -224,7 +238,7 @@ struct ControllerLink::State {
   /// Once the controller is gone (runtime::on_controller_loss decides): while ranks of this
   /// node run, probes the controller's host once a second; says so and keeps them while the
   /// host answers; ends them by stopping the daemon (on_stop, once) when the host has
-  /// answered nothing for controller_unreachable_limit; stops the daemon when no rank runs.
+  /// answered nothing for the unreachable limit; stops the daemon when no rank runs.
   /// Called with `mutex` held (by `lock`), which a probe releases while it waits.
   void stop_when_orphaned(std::unique_lock<std::mutex>& lock) {
     using Clock = std::chrono::steady_clock;
@@ -232,18 +246,19 @@ struct ControllerLink::State {
     const auto seconds_since = [](Clock::time_point since) {
       return std::chrono::duration<double>(Clock::now() - since).count();
     };
-    runtime::ControllerLossLimits limits;
-    limits.grace_seconds = std::chrono::duration<double>(options.controller_loss_grace).count();
-    limits.unreachable_seconds = std::chrono::duration<double>(options.controller_unreachable_limit).count();
+    const runtime::ControllerLossLimits& limits = loss_limits;
+    const auto probe_interval = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(limits.probe_interval_seconds));
     const auto ranks_running = [this] { return watched.size() + (launcher ? launcher->running() : 0); };
     if (limits.unreachable_seconds > 0.0 && ranks_running() > 0 &&
         seconds_since(*controller_lost_since) >= limits.grace_seconds &&
-        (!last_probe || Clock::now() - *last_probe >= kProbeInterval)) {
+        (!last_probe || Clock::now() - *last_probe >= probe_interval)) {
       const auto probed_at = Clock::now();
       last_probe = probed_at;
       const std::string endpoint = options.endpoint;
       lock.unlock();
-      const HostAnswer answer = probe_controller_host(endpoint, kProbeTimeout);
+      const HostAnswer answer =
+          probe_controller_host(endpoint, std::chrono::duration_cast<std::chrono::milliseconds>(probe_interval));
       lock.lock();
       if (!controller_lost_since || stopped_orphaned) return;  // back, or stopped meanwhile
       if (answer == HostAnswer::silent && !silent_since) silent_since = probed_at;
@@ -566,6 +581,7 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
     : state_(std::make_shared<State>()) {
   state_->server = &server;
   state_->options = std::move(options);
+  state_->loss_limits = loss_limits_for(state_->options);
   state_->on_stop = std::move(on_stop);
   std::weak_ptr<State> weak = state_;
   state_->self = weak;

@@ -104,6 +104,52 @@ TEST_F(FailureTest, ADaemonGoneIsALostNode) {
   EXPECT_EQ(failure(0).state, ResizeState::agreed);
 }
 
+TEST_F(FailureTest, AReplacementAsksTheResourceManagerForNoneOfTheNodesTheJobLost) {
+  job.report({JobReportKind::node_lost, 0, "node1", 0, "the daemon of node1 went away", 1u});
+  advance(10ms);
+  recovered(1, 1);
+  advance(10ms);
+  ASSERT_EQ(failure(0).state, ResizeState::recovered);
+
+  const ExpandOrder order = replacement_order(1, {"node1"}, ctl->failures(), "node0");
+  EXPECT_EQ(order.count, 1u);
+  EXPECT_EQ(order.requester, Requester::policy);
+  EXPECT_EQ(order.reason, "replacing node1, lost in failure 1 (recovery.on_node_loss: replace)");
+  EXPECT_EQ(order.exclude, (std::vector<std::string>{"node1"}));
+  const Outcome outcome = ctl->request_expand(order);
+  ASSERT_TRUE(outcome.accepted) << outcome.text;
+  EXPECT_EQ(outcome.text, "asked the fake resource manager for 1 node, not node1");
+  ASSERT_EQ(rm.expand_requests().size(), 1u);
+  EXPECT_EQ(rm.expand_requests()[0].job, "42");
+  EXPECT_EQ(rm.expand_requests()[0].count, 1u);
+  EXPECT_EQ(rm.expand_requests()[0].exclude, (std::vector<std::string>{"node1"}));
+  EXPECT_EQ(last_record().detail, "asked the fake resource manager for 1 node, not node1");
+}
+
+TEST_F(FailureTest, AGrowThatReplacesNothingExcludesNothing) {
+  ASSERT_TRUE(expand(1).accepted);
+  ASSERT_EQ(rm.expand_requests().size(), 1u);
+  EXPECT_TRUE(rm.expand_requests()[0].exclude.empty());
+  EXPECT_EQ(last_record().detail, "asked the fake resource manager for 1 node");
+}
+
+TEST(ReplacementOrder, ExcludesEveryNodeTheJobLostButItsFirstOnceEach) {
+  FailureView first;
+  first.id = 2;
+  first.state = ResizeState::recovered;
+  first.nodes = {"n3"};
+  FailureView second;
+  second.id = 5;
+  second.state = ResizeState::recovered;
+  second.nodes = {"n1", "n4", "n3"};  // n1: the first node, whose rank was lost; n3 came back
+  const ExpandOrder order = replacement_order(5, {"n4", "n3"}, {first, second}, "n1");
+  EXPECT_EQ(order.count, 2u);
+  EXPECT_EQ(order.reason, "replacing n4, n3, lost in failure 5 (recovery.on_node_loss: replace)");
+  EXPECT_EQ(order.exclude, (std::vector<std::string>{"n3", "n4"}));
+  // A node dropped that no failure of the list names (a failure not yet listed) is excluded too.
+  EXPECT_EQ(replacement_order(6, {"n2"}, {first}, "n1").exclude, (std::vector<std::string>{"n3", "n2"}));
+}
+
 TEST_F(FailureTest, ANodeWhoseRankWasNeverReportedIsLostWithNoKnownRank) {
   job.report({JobReportKind::node_lost, 0, "node1", 0, "", {}});
   advance(10ms);

@@ -548,6 +548,37 @@ TEST_F(ControllerLinkTest, AControllerGoneStopsADaemonWithoutRanks) {
                             " is gone and no rank of node n7 runs (no connection for "));
 }
 
+// The same with no grace set: it follows the heartbeat timeout (0.4 of it,
+// runtime::controller_loss_limits), here 1 s: the daemon stops 0.4 s after the loss, where the
+// default timeout's grace would be 2 s.
+TEST_F(ControllerLinkTest, AControllerGoneStopsADaemonWithoutRanksAfterTheGraceOfItsHeartbeatTimeout) {
+  start_controller();
+  d::PmixServer server(pmix_options());
+  std::mutex mutex;
+  std::condition_variable called;
+  std::vector<std::string> reasons;
+  d::ControllerLink::Options options{endpoint(), "n7", 20s, {}, {}};
+  options.heartbeat_timeout = 1s;
+  d::ControllerLink link(server, options, [&](const std::string& reason) {
+    {
+      std::lock_guard lock(mutex);
+      reasons.push_back(reason);
+    }
+    called.notify_all();
+  });
+  ASSERT_TRUE(link.wait_registered(20s));
+
+  const auto lost = std::chrono::steady_clock::now();
+  controller_.reset();
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(called.wait_for(lock, 20s, [&] { return !reasons.empty(); }));
+  const auto waited = std::chrono::steady_clock::now() - lost;
+  EXPECT_GE(waited, 400ms);
+  EXPECT_LT(waited, 1800ms);
+  EXPECT_EQ(reasons, (std::vector<std::string>{"the controller at " + endpoint() +
+                                               " is gone and no rank of node n7 runs"}));
+}
+
 // A controller gone while a rank of the node runs: the daemon says so once, keeps serving
 // the rank, and stops only after the rank's program ended (it detached and exited).
 TEST_F(ControllerLinkTest, AControllerGoneStopsTheDaemonOnlyAfterItsRanksEnded) {

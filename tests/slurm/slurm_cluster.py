@@ -211,9 +211,10 @@ def main(doc, tests, fixture_tests=(), on_failure=None):
                         help="the cluster runs (start: is started) without permit_job_expansion")
     parser.add_argument("--loopback", action="store_true",
                         help="every node of the cluster is this host (start: local-slurm start --loopback)")
-    parser.add_argument("--heartbeat-timeout", type=float, default=5.0,
+    parser.add_argument("--heartbeat-timeout", type=float, default=2.0,
                         help="seconds: the recovery.heartbeat_timeout of the jobs' policy, where a test "
-                             "writes it (lost_node_cut_*)")
+                             "writes it (lost_node_cut_*; 2 s, so that a cut is found, and the cut-off "
+                             "node's processes end, within seconds)")
     parser.add_argument("test", choices=sorted(tests))
     args = parser.parse_args()
     cluster = Cluster(args)

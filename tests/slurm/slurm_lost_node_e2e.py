@@ -6,9 +6,11 @@ finishes.
                          [--heartbeat-timeout S] lost_node_replace | lost_node_shrink | lost_daemon
                          | lost_first_node | lost_node_cut_replace | lost_node_cut_shrink
 
---heartbeat-timeout (seconds, default 5) is the recovery.heartbeat_timeout of the cut tests'
-policy: how long the controller's connection to the cut-off node's daemon stays silent before
-the node counts as lost.
+--heartbeat-timeout (seconds, default 2; the policy's own default is 5) is the
+recovery.heartbeat_timeout of the cut tests' policy: how long the controller's connection to
+the cut-off node's daemon stays silent before the node counts as lost. The cut-off node's own
+daemon follows it too (bellowsd --heartbeat-timeout): it ends the job's processes there about
+2.4 times that long after the cut.
 
 A GEMM with buddy checkpoints at every iteration, submitted `-N1 --elastic=1:3` (spank_bellows.so
 submits it with Slurm's no-kill; with shrink, the elastic options are #SBATCH lines of its
@@ -52,10 +54,34 @@ from slurm_cluster import ENDED, GROW_POLICY, check, describe, host_of, log, mai
 from slurm_elastic_e2e import ElasticJob, start_clean
 
 ITERATIONS = 40
-# A node cut off: the job must still run once the cut-off node's processes have ended, about
-# 13 s after the cut (iterations take 0.1-0.2 s here).
-CUT_ITERATIONS = 200
 KILL_AFTER_ITERATIONS = 4  # on 3 nodes
+
+
+def cut_off_ranks_end(heartbeat_timeout):
+    """When the job's ranks (and their mpiexec) on a node cut off at time 0 end, in seconds:
+    (earliest, latest). The node's daemon loses its controller's connection once nothing came
+    for the heartbeat timeout T (the last heartbeat came up to a fifth of T before the cut),
+    waits a grace of 0.4 T, then ends them once the controller's host has answered nothing for
+    T (runtime::controller_loss_limits): at least 2.2 T; at most 2.4 T, a probe interval (up to
+    1 s) and the teardown, for which 4 s more are allowed on a loaded 2-core host."""
+    return 2.2 * heartbeat_timeout, 2.4 * heartbeat_timeout + 5.0
+
+
+# The cut-off daemon itself exits up to this much later: once its ranks ended it asks slurmctld
+# whether the job lost its batch host (bellows::daemon::end_job_if_batch_host_lost), which a
+# cut-off node cannot reach; the question is bounded to 5 s.
+DAEMON_AFTER_RANKS = 5.0 + 1.0
+
+
+def cut_iterations(heartbeat_timeout):
+    """Iterations of the cut tests' job: it must still run once the cut-off node's ranks have
+    ended (at the latest cut_off_ranks_end()), so that the test sees Slurm keep it RUNNING then
+    and the survivors finish while the node is still cut off. About 12 run before the cut (grown
+    to 3 nodes, then KILL_AFTER_ITERATIONS more) and a few are redone after the recovery; an
+    iteration takes 0.2-0.3 s here on 2 or 3 ranks (0.15 s on an idle host), so one every
+    0.15 s covers the latest end: 85 iterations at 2 s (the job runs 20-25 s after the cut, the
+    ranks there end 5-6 s after it), 133 at 5 s."""
+    return 20 + round(cut_off_ranks_end(heartbeat_timeout)[1] / 0.15)
 
 
 def record_time(record):
@@ -231,19 +257,7 @@ def test_lost_node(c, args, action):
         killed += kill_node(c, victim)
         log(f"{victim} died at iteration {status['iteration']}: set DOWN, then killed what was left of "
             f"its {len(before)} processes ({'; '.join(before.values())}): {'; '.join(killed)}")
-        # Slurm took the node out of the job (or of its companion) and the job runs on.
-        deadline = time.monotonic() + 10
-        while victim in job.nodes() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after {victim} went down")
-        check(victim not in job.nodes(), f"{victim} still listed by job {job.id} or its companions: {job.nodes()}")
-        if holder_of_victim != job.id:
-            comp = [row for row in job.companions() if row["id"] == holder_of_victim]
-            check(comp and comp[0]["state"] == "RUNNING",
-                  f"companion {holder_of_victim} that held {victim} is not running on: {job.companions()}")
-            log(f"companion {holder_of_victim} runs on without {victim}: {comp[0]['nodes']}")
-        squeue = c.run(["squeue", "-h", "-j", job.id, "-o", "%T %N"]).stdout.strip()
-        log(f"squeue after the loss: job {job.id} {squeue}")
+        check_runs_without(c, job, victim, holder_of_victim, "went down")
         ctld = (c.dir / "log" / "slurmctld.log").read_text(errors="replace")
         check(f"Removing failed node {victim} from JobId={holder_of_victim}" in ctld,
               f"slurmctld.log does not say it removed {victim} from job {holder_of_victim}")
@@ -262,6 +276,24 @@ def test_lost_node(c, args, action):
     check_recovered(job, action, victim, killed_at, "kill")
     job.check_nothing_left()
     job.check_logs(allowed=LOST_NODE_LINES)
+
+
+def check_runs_without(c, job, victim, holder_of_victim, what_happened):
+    """Once `victim` is lost (`what_happened` to it): within 10 s it is out of the job, or of the
+    companion `holder_of_victim` that held it (Slurm took a DOWN node out itself; the
+    controller gives a cut-off one back), and the job, and that companion, are RUNNING."""
+    deadline = time.monotonic() + 10
+    while victim in job.nodes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after {victim} {what_happened}")
+    check(victim not in job.nodes(), f"{victim} still listed by job {job.id} or its companions: {job.nodes()}")
+    if holder_of_victim != job.id:
+        comp = [row for row in job.companions() if row["id"] == holder_of_victim]
+        check(comp and comp[0]["state"] == "RUNNING",
+              f"companion {holder_of_victim} that held {victim} is not running on: {job.companions()}")
+        log(f"companion {holder_of_victim} runs on without {victim}: {comp[0]['nodes']}")
+    squeue = c.run(["squeue", "-h", "-j", job.id, "-o", "%T %N"]).stdout.strip()
+    log(f"squeue after the loss: job {job.id} {squeue}")
 
 
 def check_recovered(job, action, victim, lost_at, how, iterations=ITERATIONS):
@@ -301,7 +333,16 @@ def check_recovered(job, action, victim, lost_at, how, iterations=ITERATIONS):
               f"no committed expand by the policy with reason {wanted!r}: "
               f"{[(e['reason'], e['to'], e['refused']) for e in expands]}")
         replacement = record_time(done[0]) - lost_at
-        log(f"replacement of {victim}: {[(e['event'], e['to']) for e in asked]}")
+        # The replacement was asked for elsewhere (ExcNodeList: the lost node) and granted so.
+        requested = [e for e in asked if e["to"] == "requested"]
+        check(requested and f", not {victim}" in requested[0]["detail"],
+              f"the replacement's request does not exclude {victim}: "
+              f"{requested[0]['detail'] if requested else [(e['to'], e['detail']) for e in asked]!r}")
+        new_nodes = sorted({node for e in asked for node in e.get("nodes", [])})
+        check(new_nodes and victim not in new_nodes,
+              f"the replacement of {victim} was granted {new_nodes}, expected a node other than {victim}")
+        log(f"replacement of {victim}: {[(e['event'], e['to']) for e in asked]} on {new_nodes}; "
+            f"requested: {requested[0]['detail']}")
     else:
         late = [e for e in expands if record_time(e) > lost_at]
         check(not late, f"an expand after the loss with on_node_loss: shrink: {[(e['reason'], e['to']) for e in late]}")
@@ -333,7 +374,11 @@ def set_link(name, state):
 
 def reconnect(c, node, veth, before):
     """Brings the veth of `node` up again; once the node answers slurmctld, what Slurm still had
-    of the job there ends, the node is idle again, and no process of the job is left on it."""
+    of the job there ends, the node is idle again, and no process of the job is left on it.
+    slurmctld, which could not reach the node while it was cut off (it sent the kill of the
+    job's step there), counts it as not responding until it hears from its slurmd: at its next
+    ping of the node, 45 s later here, or at once when the slurmd registers again, which a
+    SIGHUP makes it do (it reads its configuration again and registers)."""
     set_link(veth, "up")
     log(f"{veth} up again: {node} is back on the network")
     deadline = time.monotonic() + 60
@@ -341,6 +386,13 @@ def reconnect(c, node, veth, before):
         time.sleep(0.2)
     check(not stayed, f"60 s after {node} came back, processes of the job are still there: "
           + ", ".join(describe(pid) for pid in stayed))
+    state = c.node_states().get(node)
+    if state != "idle":
+        slurmds = [pid for pid in processes_on(c, node) if command_name(pid) == "slurmd"]
+        check(slurmds, f"no slurmd on {node} after it came back")
+        for pid in slurmds:
+            os.kill(pid, signal.SIGHUP)
+        log(f"{node} is {state} to slurmctld: SIGHUP to its slurmd (pid {', '.join(map(str, slurmds))}) to register again")
     deadline = time.monotonic() + 60
     while c.node_states().get(node) != "idle":
         if "down" in c.node_states().get(node, ""):
@@ -365,8 +417,10 @@ def test_cut_node(c, args, action):
     work = start_clean(c, f"lost_node_cut_{action}")
     heartbeat_ms = round(args.heartbeat_timeout * 1000)
     policy = GROW_POLICY + f"recovery:\n  on_node_loss: {action}\n  heartbeat_timeout: {heartbeat_ms}ms\n"
+    iterations = cut_iterations(args.heartbeat_timeout)
+    earliest, latest = cut_off_ranks_end(args.heartbeat_timeout)
     job = ElasticJob(c, args, work, f"e2e-cut-{action}", ["-N1", "--elastic=1:3"],
-                     f"{args.app} --n 768 --tile 128 --iterations {CUT_ITERATIONS} --kernel emulated "
+                     f"{args.app} --n 768 --tile 128 --iterations {iterations} --kernel emulated "
                      "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
                      policy=policy, directives=action == "shrink")
     victim, veth, of_job = None, None, {}
@@ -377,6 +431,8 @@ def test_cut_node(c, args, action):
                  lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
         status = job.status()
         victim = status["nodes"][-1]
+        holder_of_victim = job.step_jobs().get(victim)
+        check(holder_of_victim, f"no bellowsd step on {victim}: {job.step_jobs()}")
         # What the job has there (not the node's slurmd, nor a subreaper bring_back started).
         of_job = {pid: describe(pid) for pid in processes_on(c, victim)
                   if command_name(pid) not in ("slurmd", "bellows-subreap")}
@@ -388,33 +444,44 @@ def test_cut_node(c, args, action):
         log(f"{victim} cut from the network at iteration {status['iteration']} ({veth} down); it runs "
             f"{'; '.join(of_job.values())}")
         # The cut-off daemon ends the job's processes on its node: its connection to the
-        # controller closes after the heartbeat timeout (--heartbeat-timeout, the policy's
-        # recovery.heartbeat_timeout; 5 s by default), the controller counts as gone 2 s
-        # later, and its host must have answered nothing for 5 s more. Nothing else can end
-        # them while the node is cut off (slurmctld cannot reach it, and the daemon's words go
-        # to the srun of its step on the batch host, so they are lost too: the timing is
+        # controller closes after the heartbeat timeout T (--heartbeat-timeout, the policy's
+        # recovery.heartbeat_timeout), the controller counts as gone 0.4 T later, and its
+        # host must have answered nothing for T more (cut_off_ranks_end). Nothing else can
+        # end them while the node is cut off (slurmctld cannot reach it, and the daemon's words
+        # go to the srun of its step on the batch host, so they are lost too: the timing is
         # the evidence). Its slurmstepd waits to report the step's end until it is back.
-        ranks = [pid for pid, text in of_job.items() if command_name(pid) != "slurmstepd"]
-        deadline = time.monotonic() + 30
-        while (left := [pid for pid in ranks if running(pid)]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        check(not left, f"30 s after the cut, {victim} still runs " + ", ".join(describe(pid) for pid in left))
+        # Meanwhile the controller gives the node back: the job runs on without it.
+        check_runs_without(c, job, victim, holder_of_victim, "was cut off")
+        names = {pid: command_name(pid) for pid in of_job}
+        ranks = [pid for pid, name in names.items() if name not in ("slurmstepd", "bellowsd")]
+        daemons = [pid for pid, name in names.items() if name == "bellowsd"]
+        deadline = cut_at + latest
+        while (left := [pid for pid in ranks if running(pid)]) and time.time() < deadline:
+            time.sleep(0.05)
+        ranks_gone_after = time.time() - cut_at
+        check(not left, f"{ranks_gone_after:.2f} s after the cut, {victim} still runs "
+              + ", ".join(describe(pid) for pid in left))
+        check(ranks_gone_after >= earliest, f"the job's ranks on the cut-off {victim} ended {ranks_gone_after:.2f} s "
+              f"after the cut, before its daemon could have found its controller's host silent ({earliest:.1f} s)")
+        check(job.state() == "RUNNING", f"job {job.id} is {job.state()} once the ranks of the cut-off {victim} ended")
+        deadline = cut_at + ranks_gone_after + DAEMON_AFTER_RANKS
+        while (left := [pid for pid in daemons if running(pid)]) and time.time() < deadline:
+            time.sleep(0.05)
         gone_after = time.time() - cut_at
-        check(gone_after > args.heartbeat_timeout + 2.0, f"the job's processes on the cut-off {victim} ended {gone_after:.2f} s after the "
-              "cut, before its daemon could have found its controller's host silent")
-        check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after {victim} was cut off")
-        squeue = c.run(["squeue", "-h", "-j", job.id, "-o", "%T %N"]).stdout.strip()
-        log(f"the job's daemon, mpiexec and rank on the cut-off {victim} ended {gone_after:.2f} s after the cut; "
-            f"squeue: job {job.id} {squeue}")
+        check(not left, f"{gone_after:.2f} s after the cut, {DAEMON_AFTER_RANKS:g} s after its ranks, {victim} still "
+              "runs " + ", ".join(describe(pid) for pid in left))
+        log(f"on the cut-off {victim}, the job's mpiexec and rank ended {ranks_gone_after:.2f} s after the cut "
+            f"(heartbeat timeout {args.heartbeat_timeout:g} s; expected {earliest:.1f} to {latest:.1f} s), "
+            f"its bellowsd {gone_after:.2f} s after it; job {job.id} was RUNNING then")
         # Still cut off: the survivors' MPI_Finalize must not wait for the node.
         job.wait_end(120)
-        check(all(not running(pid) for pid in ranks), f"a process of the job came back on {victim}")
+        check(all(not running(pid) for pid in ranks + daemons), f"a process of the job came back on {victim}")
         log(f"job {job.id} ended while {victim} was still cut off")
     finally:
         job.cancel()
         if veth is not None:
             reconnect(c, victim, veth, of_job)
-    check_recovered(job, action, victim, cut_at, "cut", iterations=CUT_ITERATIONS)
+    check_recovered(job, action, victim, cut_at, "cut", iterations=iterations)
     job.check_nothing_left()
     job.check_logs(allowed=CUT_NODE_LINES)
 

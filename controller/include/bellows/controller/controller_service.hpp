@@ -149,8 +149,10 @@ class ControllerService {
     return termination_requested_;
   }
 
-  /// Asks for a resize by delta nodes (> 0 grow, < 0 shrink) on behalf of requester.
-  Outcome resize(int delta, Requester requester, const std::string& reason);
+  /// Asks for a resize by delta nodes (> 0 grow, < 0 shrink) on behalf of requester; a grow
+  /// is granted none of `exclude` (ExpandRequest::exclude).
+  Outcome resize(int delta, Requester requester, const std::string& reason,
+                 const std::vector<std::string>& exclude = {});
 
   /// The job's state: job, backend, nodes, ranks, iteration, GFLOP/s-free progress numbers,
   /// the resize in flight and the finished ones.
@@ -205,8 +207,8 @@ class ControllerService {
   bool send(const std::string& node, const protocol::Message& message);
   void tick_policy();
   /// recovery.on_node_loss: replace. Once the job has recovered from a failure, asks for as
-  /// many nodes as it dropped (an expand by the policy, within nodes.max), one failure at a
-  /// time and when no resize is in flight.
+  /// many nodes as it dropped (an expand by the policy, within nodes.max), none of those the
+  /// job lost (replacement_order), one failure at a time and when no resize is in flight.
   void replace_lost_nodes();
   void track_finished();
   /// Sends job_view() to every registered daemon that does not hold it yet (all of them when

@@ -35,6 +35,8 @@ struct ExpandOrder {
   std::string reason;  ///< why, for the event log
   /// The limit on the whole resize; the controller.resize_deadline setting when unset.
   std::optional<std::chrono::milliseconds> deadline;
+  /// Nodes the resource manager must not grant (ExpandRequest::exclude).
+  std::vector<std::string> exclude{};
 };
 
 /// An order to shrink the job: either count (the controller picks the nodes added last) or
@@ -208,5 +210,16 @@ class ResizeController {
   std::deque<std::function<void()>> queue_;  ///< answers and reports waiting for drain()
   std::shared_ptr<int> alive_;  ///< callbacks hold a weak_ptr: none runs after destruction
 };
+
+/// The expand that replaces the nodes failure `failure` dropped (recovery.on_node_loss:
+/// replace): as many nodes as `dropped`, asked for by the policy, with the reason "replacing
+/// n3, lost in failure 4 (recovery.on_node_loss: replace)"; and none of the nodes any of the
+/// job's `failures` lost (the job's first node `first_node` aside, which stays in the job), so
+/// that the resource manager grants them elsewhere: a node cut from the network stays idle to
+/// Slurm until SlurmdTimeout, and a DOWN node whose slurmd answers again returns to service.
+/// Excluded nodes are listed once each, in the order the failures lost them.
+[[nodiscard]] ExpandOrder replacement_order(ResizeId failure, const std::vector<std::string>& dropped,
+                                            const std::vector<FailureView>& failures,
+                                            const std::string& first_node);
 
 }  // namespace bellows::controller

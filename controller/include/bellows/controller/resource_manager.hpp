@@ -76,6 +76,10 @@ struct ExpandRequest {
   unsigned count = 0;       ///< nodes wanted, at least 1
   unsigned min_count = 1;   ///< the fewest nodes worth granting, 1 <= min_count <= count
   std::chrono::milliseconds timeout{0};  ///< give up this long after the call
+  /// Nodes the grant must not include: those the job lost (a replacement asks for a node
+  /// elsewhere). Slurm: the allocation's excluded nodes (ExcNodeList, sbatch --exclude). The
+  /// local backend, whose nodes are emulated on one host, grants as if it were empty.
+  std::vector<std::string> exclude{};
 };
 
 /// Identifies one expansion request to cancel_expand(); 0 is never a valid id.
@@ -101,7 +105,8 @@ class ResourceManager {
   ///
   /// Promises: `done` is called exactly once from a later progress() (unless
   /// cancel_expand() returned true first) with one of
-  /// - ok: between min_count and count distinct nodes, none of them already the job's;
+  /// - ok: between min_count and count distinct nodes, none of them already the job's,
+  ///   none in request.exclude (but for the local backend);
   ///   from then on nodes_of(job) includes them;
   /// - denied (text says why, e.g. "2 nodes requested, 1 idle"), timeout (nothing could be
   ///   granted within request.timeout), bad_request, unknown_job or unavailable.

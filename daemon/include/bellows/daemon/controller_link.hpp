@@ -17,14 +17,16 @@
 //   Stop                                         (the daemon stops: on_stop)
 //
 // A controller that goes away without Stop (killed, its host lost): once its connection has
-// been lost for controller_loss_grace (a killed process's connection closes at once; a lost
-// host's is closed by the transport's heartbeat), the daemon keeps serving the ranks of its
-// node while they run, and stops (on_stop, with the reason) as soon as none runs: no daemon
-// stays behind a job whose controller is gone. While ranks run it probes the controller's
-// host once a second: when that host has answered nothing for controller_unreachable_limit
-// (this node cut off from the network, or the host gone), the controller has counted this
-// node's ranks lost, so the daemon stops and its ranks end with it
-// (bellows/runtime/controller_loss.hpp).
+// been lost for the grace (a killed process's connection closes at once; a lost host's is
+// closed by the transport's heartbeat), the daemon keeps serving the ranks of its node while
+// they run, and stops (on_stop, with the reason) as soon as none runs: no daemon stays behind
+// a job whose controller is gone. While ranks run it probes the controller's host every
+// heartbeat interval (at most a second apart): when that host has answered nothing for the
+// unreachable limit (this node cut off from the network, or the host gone), the controller
+// has counted this node's ranks lost, so the daemon stops and its ranks end with it. The grace,
+// the limit and the probes' interval follow heartbeat_timeout
+// (bellows/runtime/controller_loss.hpp, runtime::controller_loss_limits): 2 s, 5 s and 1 s
+// at the default 5 s, 0.8 s, 2 s and 0.4 s at 2 s.
 
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/transport/endpoint.hpp>
@@ -61,8 +63,8 @@ class ControllerLink {
     /// kStopSignalGrace of a stop signal is stopped with the daemon, not reported as a death.
     std::function<bool()> stop_signal_arrived;
     /// How long the connection to the controller may stay lost before the controller counts
-    /// as gone.
-    std::chrono::milliseconds controller_loss_grace{2000};
+    /// as gone; unset: runtime::controller_loss_limits(heartbeat_timeout)'s grace (0.4 of it).
+    std::optional<std::chrono::milliseconds> controller_loss_grace{};
     /// The job's directory, where the PMIx variables of a rank the controller starts itself
     /// are written (StartRank with started_by_daemon false); empty: none (such a StartRank
     /// fails).
@@ -70,8 +72,9 @@ class ControllerLink {
     /// How long, once the controller counts as gone, its host may answer nothing (no
     /// connection accepted or refused: this node is cut off, or that host is gone) before the
     /// ranks of this node are ended and the daemon stops (runtime::on_controller_loss). 0:
-    /// never; the ranks run until they end.
-    std::chrono::milliseconds controller_unreachable_limit{5000};
+    /// never; the ranks run until they end. Unset: runtime::controller_loss_limits(
+    /// heartbeat_timeout)'s (the timeout itself).
+    std::optional<std::chrono::milliseconds> controller_unreachable_limit{};
     /// How long the connection to the controller may stay silent before it counts as lost
     /// (the job's recovery.heartbeat_timeout; heartbeats every transport::heartbeat_interval_for).
     std::chrono::milliseconds heartbeat_timeout{5000};

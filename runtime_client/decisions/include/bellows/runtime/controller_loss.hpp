@@ -17,6 +17,11 @@
 //     daemon ends its ranks and exits. When it was the controller's host that died, the job
 //     has lost its first node, which it does not survive anyway (docs/slurm.md).
 //
+// Every limit follows the job's recovery.heartbeat_timeout (controller_loss_limits): a job
+// that finds a silent node lost after 2 s also ends that node's ranks a few seconds later,
+// and the 5 s default keeps the limits it always had (2 s of grace, 5 s of silence, a probe
+// a second).
+//
 // Pure: the daemon measures the times and probes the host; this decides.
 
 #include <cstddef>
@@ -49,7 +54,20 @@ struct ControllerLossLimits {
   /// How long the controller's host may answer nothing, once the controller counts as gone,
   /// before the node's ranks are ended. 0: never ended (the ranks run until they end).
   double unreachable_seconds = 5.0;
+  /// How often the controller's host is probed, and how long one probe waits for an answer.
+  double probe_interval_seconds = 1.0;
 };
+
+/// The limits of a daemon whose connection to its controller closes after
+/// `heartbeat_timeout_seconds` of silence (the job's recovery.heartbeat_timeout, which the
+/// daemon gets as --heartbeat-timeout): a grace of two heartbeat intervals (0.4 of the
+/// timeout), a host silent for as long as the timeout itself, and a probe every heartbeat
+/// interval (a fifth of the timeout), kept within 0.25 to 1 s (a connection within reach is
+/// answered in well under 0.25 s; a probe a second is often enough for any timeout). At the
+/// default 5 s: 2 s, 5 s and 1 s. A node cut off at time 0 then ends its ranks after about
+/// 2.4 times the timeout (the timeout, the grace, the silence), plus up to a probe interval:
+/// 12-13 s at 5 s, 5-5.5 s at 2 s. A timeout that is not positive gets the default's limits.
+[[nodiscard]] ControllerLossLimits controller_loss_limits(double heartbeat_timeout_seconds) noexcept;
 
 /// The action for `facts` under `limits` (see the file's comment).
 [[nodiscard]] ControllerLossAction on_controller_loss(const ControllerLossFacts& facts,
