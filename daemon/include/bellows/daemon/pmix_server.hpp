@@ -114,7 +114,7 @@ struct ServerUpcall {
 std::vector<ServerUpcall> server_upcalls();
 
 /// RAII PMIx server: PMIx_server_init in the constructor, PMIx_server_finalize in the
-/// destructor, once no tool or rank is connected any more (it refuses new ones, gives those
+/// destructor, once no tool or rank is connected any more (it stops listening, gives those
 /// connected Options::peers_leave_limit to leave, then shuts their connections). One per
 /// process (PMIx keeps global state); a second one throws std::logic_error.
 ///
