@@ -134,6 +134,8 @@ struct ControllerLink::State {
   /// stopped because none runs.
   bool said_controller_gone = false;
   bool stopped_orphaned = false;
+  /// Whether the relay was told that the controller is gone (CollectiveRelay::controller_gone).
+  bool collectives_told_gone = false;
   /// Whether the connection to the controller was ever lost: a connection after that is to a
   /// controller that may have taken the job over (bellows run --attach), which hears hello again.
   bool connection_lost_once = false;
@@ -194,6 +196,8 @@ struct ControllerLink::State {
           spdlog::info("the controller at {} is reachable again", options.endpoint);
         controller_lost_since.reset();
         said_controller_gone = false;
+        if (collectives_told_gone && collectives) collectives->controller_back();
+        collectives_told_gone = false;
         last_probe.reset();
         last_answer.reset();
         silent_since.reset();
@@ -235,48 +239,29 @@ struct ControllerLink::State {
     });
   }
 
-  /// Once the controller is gone (runtime::on_controller_loss decides): while ranks of this
-  /// node run, probes the controller's host once a second; says so and keeps them while the
-  /// host answers; ends them by stopping the daemon (on_stop, once) when the host has
-  /// answered nothing for the unreachable limit; stops the daemon when no rank runs.
-  /// Called with `mutex` held (by `lock`), which a probe releases while it waits.
+  /// Once the controller is gone, one decision, runtime::on_controller_loss, says what the
+  /// daemon does; its facts are the time since the connection went, the ranks of this node
+  /// that run and how long the controller's host has answered nothing (probed every probe interval
+  /// while ranks run). Each effect happens once per loss: the relay fails the node's fences
+  /// and data requests from the end of the grace until the controller is back; the daemon says
+  /// once that the controller is gone while its ranks run on; and it stops (on_stop) once, when
+  /// no rank runs or when the host has answered nothing for the unreachable limit.
+  /// Called every 100 ms with `mutex` held (by `lock`), which a probe releases while it waits.
   void stop_when_orphaned(std::unique_lock<std::mutex>& lock) {
-    using Clock = std::chrono::steady_clock;
     if (!controller_lost_since || stopped_orphaned) return;
-    const auto seconds_since = [](Clock::time_point since) {
-      return std::chrono::duration<double>(Clock::now() - since).count();
-    };
     const runtime::ControllerLossLimits& limits = loss_limits;
-    const auto probe_interval = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(limits.probe_interval_seconds));
-    const auto ranks_running = [this] { return watched.size() + (launcher ? launcher->running() : 0); };
-    if (limits.unreachable_seconds > 0.0 && ranks_running() > 0 &&
-        seconds_since(*controller_lost_since) >= limits.grace_seconds &&
-        (!last_probe || Clock::now() - *last_probe >= probe_interval)) {
-      const auto probed_at = Clock::now();
-      last_probe = probed_at;
-      const std::string endpoint = options.endpoint;
-      lock.unlock();
-      const HostAnswer answer =
-          probe_controller_host(endpoint, std::chrono::duration_cast<std::chrono::milliseconds>(probe_interval));
-      lock.lock();
+    if (probe_due(limits)) {
+      probe_host_once(lock);
       if (!controller_lost_since || stopped_orphaned) return;  // back, or stopped meanwhile
-      if (answer == HostAnswer::silent && !silent_since) silent_since = probed_at;
-      if (answer == HostAnswer::answered) silent_since.reset();
-      if (answer != last_answer)
-        spdlog::info("the host of the controller at {} {} a connection", options.endpoint,
-                     answer == HostAnswer::answered ? "answers" : "does not answer");
-      last_answer = answer;
     }
-    const std::size_t attached = watched.size();
-    const std::size_t started = launcher ? launcher->running() : 0;
-    const double lost_for = seconds_since(*controller_lost_since);
-    const runtime::ControllerLossFacts facts{lost_for, silent_since ? seconds_since(*silent_since) : 0.0,
-                                             attached + started};
+    const runtime::ControllerLossFacts facts = controller_loss_facts();
     const runtime::ControllerLossAction action = runtime::on_controller_loss(facts, limits);
     if (action == runtime::ControllerLossAction::wait) return;
-    // No fence or data request of this node's clients can end any more.
-    if (collectives) collectives->fail_pending("the controller at " + options.endpoint + " is gone");
+    if (!collectives_told_gone) {
+      // No fence or data request of this node's clients can end any more.
+      collectives_told_gone = true;
+      if (collectives) collectives->controller_gone("the controller at " + options.endpoint + " is gone");
+    }
     switch (action) {
       case runtime::ControllerLossAction::wait:
         return;
@@ -284,37 +269,81 @@ struct ControllerLink::State {
         // Said once the host answered (or when no probe is made): a host that has not
         // answered yet may be one this node is cut off from.
         if (!said_controller_gone && (last_answer == HostAnswer::answered || limits.unreachable_seconds <= 0.0)) {
+          said_controller_gone = true;
           spdlog::warn(
               "the controller at {} is gone (no connection for {:.1f} s): the ranks of node {} run "
               "on ({} attached, {} started here running); the daemon exits once they end",
-              options.endpoint, lost_for, options.node_name, attached, started);
-          said_controller_gone = true;
+              options.endpoint, facts.lost_seconds, options.node_name, watched.size(),
+              launcher ? launcher->running() : 0);
         }
         return;
-      case runtime::ControllerLossAction::end_ranks: {
-        stopped_orphaned = true;
-        const std::string reason = "the host of the controller at " + options.endpoint + " has answered nothing for " +
-                                   std::to_string(static_cast<int>(facts.unreachable_seconds)) +
-                                   " s: node " + options.node_name +
-                                   " is cut off (or that host is gone) and the controller counts its ranks lost";
-        spdlog::warn("{} (no connection for {:.1f} s): ending its {} rank(s) and stopping", reason, lost_for,
-                     attached + started);
-        lock.unlock();
-        if (on_stop) on_stop(reason);
-        lock.lock();
+      case runtime::ControllerLossAction::end_ranks:
+        stop_orphaned(lock, spdlog::level::warn,
+                      "the host of the controller at " + options.endpoint + " has answered nothing for " +
+                          std::to_string(static_cast<int>(facts.unreachable_seconds)) + " s: node " +
+                          options.node_name + " is cut off (or that host is gone) and the controller counts its ranks lost",
+                      facts, "ending its " + std::to_string(facts.ranks_running) + " rank(s) and stopping");
         return;
-      }
-      case runtime::ControllerLossAction::stop: {
-        stopped_orphaned = true;
-        const std::string reason = "the controller at " + options.endpoint +
-                                   " is gone and no rank of node " + options.node_name + " runs";
-        spdlog::info("{} (no connection for {:.1f} s): stopping", reason, lost_for);
-        lock.unlock();
-        if (on_stop) on_stop(reason);
-        lock.lock();
+      case runtime::ControllerLossAction::stop:
+        stop_orphaned(lock, spdlog::level::info,
+                      "the controller at " + options.endpoint + " is gone and no rank of node " + options.node_name +
+                          " runs",
+                      facts, "stopping");
         return;
-      }
     }
+  }
+
+  /// Ranks of this node that run: attached, or started here and not ended. With `mutex` held.
+  std::size_t ranks_running() const { return watched.size() + (launcher ? launcher->running() : 0); }
+
+  /// What on_controller_loss decides from, now. With `mutex` held, the controller lost.
+  runtime::ControllerLossFacts controller_loss_facts() const {
+    const auto seconds_since = [](std::chrono::steady_clock::time_point since) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+    };
+    return {seconds_since(*controller_lost_since), silent_since ? seconds_since(*silent_since) : 0.0,
+            ranks_running()};
+  }
+
+  /// Whether the controller's host is to be probed now: past the grace, with ranks running
+  /// (what the probe decides is their fate) and a limit set, a probe interval after the last.
+  bool probe_due(const runtime::ControllerLossLimits& limits) const {
+    const auto now = std::chrono::steady_clock::now();
+    return limits.unreachable_seconds > 0.0 && ranks_running() > 0 &&
+           std::chrono::duration<double>(now - *controller_lost_since).count() >= limits.grace_seconds &&
+           (!last_probe ||
+            std::chrono::duration<double>(now - *last_probe).count() >= limits.probe_interval_seconds);
+  }
+
+  /// Probes the controller's host once, with `mutex` released meanwhile, and records what it
+  /// found: since when it has answered nothing (silent_since), and its last answer (said when
+  /// it changed).
+  void probe_host_once(std::unique_lock<std::mutex>& lock) {
+    const auto probed_at = std::chrono::steady_clock::now();
+    last_probe = probed_at;
+    const std::string endpoint = options.endpoint;
+    lock.unlock();
+    const HostAnswer answer = probe_controller_host(
+        endpoint, std::chrono::milliseconds(std::lround(loss_limits.probe_interval_seconds * 1000.0)));
+    lock.lock();
+    if (!controller_lost_since || stopped_orphaned) return;
+    if (answer == HostAnswer::silent && !silent_since) silent_since = probed_at;
+    if (answer == HostAnswer::answered) silent_since.reset();
+    if (answer != last_answer)
+      spdlog::info("the host of the controller at {} {} a connection", options.endpoint,
+                   answer == HostAnswer::answered ? "answers" : "does not answer");
+    last_answer = answer;
+  }
+
+  /// Stops the daemon (on_stop, with `mutex` released) because the controller is gone: `reason`
+  /// is logged at `level` with what the daemon does, and is what on_stop gets. Once.
+  void stop_orphaned(std::unique_lock<std::mutex>& lock, spdlog::level::level_enum level, const std::string& reason,
+                     const runtime::ControllerLossFacts& facts, const std::string& doing) {
+    stopped_orphaned = true;
+    spdlog::log(level, "{} (no connection for {:.1f} s): {}", reason, facts.lost_seconds, doing);
+    lock.unlock();
+    if (on_stop) on_stop(reason);
+    lock.lock();
   }
 
   void deliver(const protocol::Message& message) {

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <unistd.h>
@@ -31,6 +32,16 @@
 namespace {
 /// Set once the main thread took SIGTERM or SIGINT (ControllerLink::Options::stop_signal_arrived).
 std::atomic<bool> stop_signal_taken{false};
+
+/// Who sent a stop signal, for the log: "the daemon itself", or "pid P (COMMAND)".
+std::string sender_of(const siginfo_t& info) {
+  if (info.si_code != SI_USER && info.si_code != SI_QUEUE) return "the kernel or a terminal";
+  if (info.si_pid == ::getpid()) return "the daemon itself";
+  std::ifstream comm("/proc/" + std::to_string(info.si_pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return "pid " + std::to_string(info.si_pid) + (name.empty() ? std::string(" (gone)") : " (" + name + ")");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,6 +95,7 @@ int main(int argc, char** argv) {
   options.tmpdir = tmpdir;
   options.uri_file = uri_file;
   options.tcp_nodelay = nodelay;
+  std::optional<std::chrono::steady_clock::time_point> stopping_since;
   try {
     d::PmixServer server(options);
     // Without a controller, allocation requests are refused (PMIX_ERR_NOT_SUPPORTED) and
@@ -126,10 +138,13 @@ int main(int argc, char** argv) {
     }
     spdlog::info("listening at {} (node {}, protocol version {})", server.uri(),
                  server.options().node_name, bellows::protocol::pmix::kProtocolVersion);
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
+    siginfo_t taken{};
+    int sig = -1;
+    while (sig < 0) sig = sigwaitinfo(&stop_signals, &taken);  // -1 only on EINTR
     stop_signal_taken = true;
-    spdlog::info("received signal {} ({}): stopping", sig, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    stopping_since = std::chrono::steady_clock::now();
+    spdlog::info("received signal {} ({}) from {}: stopping", sig, sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                 sender_of(taken));
     if (link && link->stopped_without_controller()) {
       link.reset();  // the ranks started here end first
       // Under Slurm, a job whose batch host failed is kept running by Slurm until its time
@@ -141,6 +156,10 @@ int main(int argc, char** argv) {
     spdlog::error("{}", e.what());
     return 1;
   }
-  spdlog::info("stopped");
+  if (stopping_since)
+    spdlog::info("stopped, {:.3f} s after the stop signal",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - *stopping_since).count());
+  else
+    spdlog::info("stopped");
   return 0;
 }

@@ -116,6 +116,8 @@ struct CollectiveRelay::State {
   std::map<std::uint64_t, PendingAnswer> modex;
   std::uint64_t next_id = 1;
   Counters counters;
+  /// Set while the controller is gone (controller_gone()): why what needs it fails.
+  std::optional<std::string> controller_gone_why;
   Worker worker;  // last: stopped (joined) first when the state goes
 
   /// On the worker: a fence_nb upcall.
@@ -173,6 +175,8 @@ struct CollectiveRelay::State {
       answer_pmix(cbfunc, cbdata, PMIX_SUCCESS, collect ? std::move(data) : std::string());
       return;
     }
+    if (const auto gone = why_controller_gone())
+      return fail(cbfunc, cbdata, PMIX_ERR_UNREACH, what, *gone);
     c.collect_data = collect ? 1 : 0;
     if (collect) c.data = std::move(data);
     {
@@ -197,6 +201,11 @@ struct CollectiveRelay::State {
       // PMIx asks for ranks past the namespace's end too: no node can have them.
       spdlog::debug("data of {}:{}: the namespace has {} rank(s)", proc.nspace, proc.rank, layout->size);
       answer_pmix(cbfunc, cbdata, PMIX_ERR_NOT_FOUND, {});
+      return;
+    }
+    if (const auto gone = why_controller_gone()) {
+      spdlog::debug("data of {}:{}: {}", proc.nspace, proc.rank, *gone);
+      answer_pmix(cbfunc, cbdata, PMIX_ERR_UNREACH, {});
       return;
     }
     {
@@ -225,6 +234,11 @@ struct CollectiveRelay::State {
     PendingAnswer pending = std::move(it->second);
     table.erase(it);
     return pending;
+  }
+
+  std::optional<std::string> why_controller_gone() {
+    std::lock_guard lock(mutex);
+    return controller_gone_why;
   }
 
   void fail_all(const std::string& why) {
@@ -353,8 +367,21 @@ void CollectiveRelay::serve(const protocol::ModexRequest& request) {
   });
 }
 
-void CollectiveRelay::fail_pending(const std::string& why) {
-  state_->worker.post([state = state_, why] { state->fail_all(why); });
+void CollectiveRelay::controller_gone(const std::string& why) {
+  state_->worker.post([state = state_, why] {
+    {
+      std::lock_guard lock(state->mutex);
+      state->controller_gone_why = why;
+    }
+    state->fail_all(why);
+  });
+}
+
+void CollectiveRelay::controller_back() {
+  state_->worker.post([state = state_] {
+    std::lock_guard lock(state->mutex);
+    state->controller_gone_why.reset();
+  });
 }
 
 CollectiveRelay::Counters CollectiveRelay::counters() const {

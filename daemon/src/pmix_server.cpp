@@ -6,6 +6,7 @@
 #include <bellows/protocol/pmix_events.hpp>
 #include <bellows/protocol/tcp_nodelay.hpp>
 
+#include "server_connections.hpp"
 #include "worker.hpp"
 
 #include <pmix.h>
@@ -434,13 +435,18 @@ void rank_event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* so
   if (cbfunc != nullptr) cbfunc(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, cbdata);
 }
 
+/// Refuses a tool's connection with `status`. PMIx 4.2.2 reads the name even then (its
+/// cnct_cbfunc copies proc->nspace before it looks at the status): a null one crashes it.
+void refuse_tool(pmix_tool_connection_cbfunc_t cbfunc, void* cbdata, pmix_status_t status) {
+  pmix_proc_t nobody;
+  PMIX_LOAD_PROCID(&nobody, "", PMIX_RANK_UNDEF);
+  cbfunc(status, &nobody, cbdata);
+}
+
 void tool_connected_upcall(pmix_info_t* info, size_t ninfo, pmix_tool_connection_cbfunc_t cbfunc,
                            void* cbdata) {
   PmixServer::Impl* impl = g_impl.load();
-  if (impl == nullptr) {
-    cbfunc(PMIX_ERR_NOT_AVAILABLE, nullptr, cbdata);
-    return;
-  }
+  if (impl == nullptr) return refuse_tool(cbfunc, cbdata, PMIX_ERR_NOT_AVAILABLE);
   // A tool that chose its name (PMIX_TOOL_NSPACE and PMIX_TOOL_RANK) brings it along.
   ProcId proc;
   bool named = false;
@@ -469,7 +475,7 @@ void tool_connected_upcall(pmix_info_t* info, size_t ninfo, pmix_tool_connection
     }
     if (handler) handler(proc);
   });
-  if (!posted) cbfunc(PMIX_ERR_NOT_AVAILABLE, nullptr, cbdata);
+  if (!posted) refuse_tool(cbfunc, cbdata, PMIX_ERR_NOT_AVAILABLE);
 }
 
 /// PMIx_Query_info from a tool or client: copied here, answered on the worker from the job
@@ -737,6 +743,16 @@ PmixServer::PmixServer(Options options) : impl_(std::make_unique<Impl>(std::move
 
 PmixServer::~PmixServer() {
   Impl& s = *impl_;
+  // PMIx_server_finalize holds PMIx's global lock while it stops the progress thread; a query
+  // that thread reads meanwhile waits for that lock (PMIx_Query_info_nb) and the finalize for
+  // the thread, for ever, with the query unanswered. So the connections go first, while the
+  // worker still answers (docs/daemon.md, "Stopping").
+  if (s.port_ > 0) {
+    const ClosedConnections closed =
+        close_server_connections(s.port_, s.options_.peers_leave_limit, std::chrono::milliseconds(500));
+    if (closed.open_at_stop > 0 || !closed.stopped_listening)
+      spdlog::info("stopping the PMIx server: {}", closed.describe());
+  }
   s.worker_.stop();  // runs what is queued (answers included) while PMIx still runs
   {
     std::unique_lock lock(s.gate_->mutex);

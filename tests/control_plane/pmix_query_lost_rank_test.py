@@ -7,19 +7,22 @@ Once the job runs on 3 ranks, `bellows-pmix-query` (a PMIx tool in C: PMIx_tool_
 daemon's server URI, then one PMIx_Query_info per key) attaches to the daemon of each node again
 and again, one loop per node. Once every node answered, the rank of the last node is killed with
 SIGKILL, and the queries go on until every surviving daemon answered the job's size 2 (the job
-recovered on 2 ranks) and 2 s more, or the job ended. Every run of the tool ends within its time
-limit (none hangs) and either exits 0 with every query answered, its job size the job's before (3) or after the loss (2), or
-exits 1 with an error line that names the tool (the last node's daemon stops once its rank is gone;
-a query in flight then gets no answer, and the tool says so after 10 s). Before the kill every
-run exits 0 and answers 3; after it, every surviving daemon answers 2. The job then finishes
-verified, no daemon logged a warning but the rank's loss, and nothing of it (tools included)
-is left.
+recovered on 2 ranks) and 2 s more, or the job ended. Every run of the tool ends within 5 s
+(none waits for an answer that never comes: the tool would give up after 10 s) and either exits 0
+with every query answered, its job size the job's before (3) or after the loss (2), or exits 1
+with an error line that names the tool and says it could not attach (the last node's daemon
+stops once its rank is gone, and refuses new tools as it stops). Before the kill every run exits
+0 and answers 3; after it, every surviving daemon answers 2. The last node's daemon says who
+stopped it and exits within 3 s of its stop signal, the queries in flight answered first
+(docs/daemon.md, "Stopping"). The job then finishes verified, no daemon logged a warning but the
+rank's loss, and nothing of it (tools included) is left.
 
   pmix_query_lost_rank_test.py --bellows PATH --app PATH --tool PATH
 Prints "pmix_query_lost_rank: PASS" or "pmix_query_lost_rank: FAIL: why".
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,6 +38,11 @@ KILL_AT_ITERATION = 2
 # A run of the tool attaches, asks 14 queries and detaches in well under a second; one that
 # takes this long is hung.
 TOOL_SECONDS = 20
+# Every run ends within this, the one that met the daemon's stop included; a query in flight
+# that the daemon left unanswered would make the tool wait its own 10 s.
+RUN_SECONDS = 5
+# From the stop signal to the exit of the last node's daemon.
+DAEMON_STOP_SECONDS = 3
 PMIX_SUCCESS = 0
 
 
@@ -75,6 +83,10 @@ def main():
                                     f"{log.read_text()[-1500:] if log.exists() else 'missing'!r}")
                     return
                 size, problem = check_run(node, r, after_kill)
+                if not problem and time.time() - started > RUN_SECONDS:
+                    problem = (f"a run of the tool on {node} took {time.time() - started:.1f} s "
+                               f"({'after' if after_kill else 'before'} the kill), more than "
+                               f"{RUN_SECONDS} s: {tool_error(r.stderr)!r}")
                 if problem:
                     problems.append(problem)
                     return
@@ -138,7 +150,27 @@ def main():
     if report.get("verified") is not True:
         t.fail(f"the job's result is not verified: residual {report.get('residual')}")
     t.check_logs(status["job"], err, allowed=["ended without leaving the job", "the rank launcher"])
+    check_daemon_stop(t, Path(job_dir, "nodes", victim["node"], "bellowsd.log"))
     t.passed(job_dir)
+
+
+def check_daemon_stop(t, log_path):
+    """The log of the killed rank's daemon says who stopped it and that it exited within
+    DAEMON_STOP_SECONDS of the signal."""
+    text = log_path.read_text()
+    if not re.search(r"^bellowsd: info: received signal 15 \(SIGTERM\) from (pid \d+ \(.+\)|the daemon itself): stopping$", text,
+                     re.MULTILINE):
+        t.fail(f"{log_path} does not say who sent the stop signal: {text[-1500:]!r}")
+    stopped = re.search(r"^bellowsd: info: stopped, ([0-9.]+) s after the stop signal$", text, re.MULTILINE)
+    if not stopped:
+        t.fail(f"{log_path} does not say that the daemon stopped: {text[-1500:]!r}")
+    seconds = float(stopped.group(1))
+    if seconds > DAEMON_STOP_SECONDS:
+        t.fail(f"the killed rank's daemon stopped {seconds} s after its stop signal, more than "
+               f"{DAEMON_STOP_SECONDS} s: {text[-1500:]!r}")
+    closed = re.search(r"^bellowsd: info: stopping the PMIx server: (.*)$", text, re.MULTILINE)
+    t.log(f"the killed rank's daemon stopped {seconds:.3f} s after its stop signal"
+          + (f" ({closed.group(1)})" if closed else ""))
 
 
 def tool_error(stderr):
@@ -154,6 +186,8 @@ def check_run(node, r, after_kill):
         # PMIx's own "PMIX ERROR: ..." lines may come first; the tool's says what failed.
         if not after_kill or r.returncode != 1 or not tool_error(r.stderr):
             return None, f"the tool on {node} exited {r.returncode} ({when} the kill): {r.stderr!r}"
+        if "no answer from the PMIx server" in tool_error(r.stderr):
+            return None, f"the daemon of {node} left a call of the tool unanswered: {tool_error(r.stderr)!r}"
         return None, None
     try:
         answers = json.loads(r.stdout)

@@ -267,4 +267,28 @@ TEST_F(PmixFenceTest, APendingFenceFailsUnreachableWhenTheRelayStops) {
   allow_log("fence over job:* failed (" + d::status_string(PMIX_ERR_UNREACH) + "): the daemon stops");
 }
 
+// While the controller is gone (ControllerLink tells the relay once the grace has passed), the
+// pending fence fails PMIX_ERR_UNREACH and so does a new one, at once, without reaching the
+// controller; once it is back, fences reach it again.
+TEST_F(PmixFenceTest, WhileTheControllerIsGoneFencesFailAtOnceAndOnceItIsBackTheyReachIt) {
+  const std::string why = "the controller at ipc:///nowhere/controller.sock is gone";
+  relay_->controller_gone(why);
+  relay_->controller_back();
+  // Rank 0 here, rank 1 on n2, rank 2 (the one that never enters the second fence) on n3.
+  auto client = start_rank_zero_of(3, {"victim", (dir_ / "out").string(), "2"});
+  const auto first = next<protocol::FenceContribution>();
+  relay_->released(protocol::FenceRelease{first.contribution_id, protocol::CollectiveStatus::ok, "", {first.data}});
+  next<protocol::FenceContribution>();  // the second, pending
+  relay_->controller_gone(why);
+  const auto r = result(0);
+  EXPECT_EQ(r.value("first_fence", ""), "SUCCESS") << r.dump();
+  EXPECT_EQ(r.value("second_fence_code", 0), PMIX_ERR_UNREACH) << r.dump();
+  // Its last fence, over ranks 0 and 1, failed at once: the client ends and nothing more went.
+  EXPECT_EQ(client->wait_exit(10s), std::optional<int>(0));
+  EXPECT_FALSE(outbox_.pop(200ms).has_value());
+  EXPECT_EQ(relay_->counters().fences_failed, 2u);
+  allow_log("fence over job:* failed (" + d::status_string(PMIX_ERR_UNREACH) + "): " + why);
+  allow_log("fence over job:0,job:1 failed (" + d::status_string(PMIX_ERR_UNREACH) + "): " + why);
+}
+
 }  // namespace

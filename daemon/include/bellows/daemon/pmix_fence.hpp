@@ -71,8 +71,12 @@ class CollectiveRelay {
   /// The controller asks for the data of a rank that may be hosted here: answered (through
   /// Senders::answer) with its blob, or not_found when it is not a client of this node.
   void serve(const protocol::ModexRequest& request);
-  /// Answers every pending fence and modex request with PMIX_ERR_UNREACH and `why`.
-  void fail_pending(const std::string& why);
+  /// The controller is gone: every pending fence and modex request, and every one that would
+  /// go to the controller until controller_back(), is answered PMIX_ERR_UNREACH with `why` (a
+  /// fence among this node's clients alone still completes). Calling it again changes `why`.
+  void controller_gone(const std::string& why);
+  /// The controller is reachable again: fences and modex requests go to it as before.
+  void controller_back();
 
   [[nodiscard]] Counters counters() const;
 

@@ -114,8 +114,9 @@ struct ServerUpcall {
 std::vector<ServerUpcall> server_upcalls();
 
 /// RAII PMIx server: PMIx_server_init in the constructor, PMIx_server_finalize in the
-/// destructor. One per process (PMIx keeps global state); a second one throws
-/// std::logic_error.
+/// destructor, once no tool or rank is connected any more (it stops listening, gives those
+/// connected Options::peers_leave_limit to leave, then shuts their connections). One per
+/// process (PMIx keeps global state); a second one throws std::logic_error.
 ///
 /// Thread safety: notify() and the on_*() setters may be called from any thread except PMIx's
 /// progress thread, concurrently. Handlers run on the server's worker thread, one at a time.
@@ -134,6 +135,10 @@ class PmixServer {
     /// Set TCP_NODELAY on the connections to ranks (PMIx 4.2.2 does not, and a reply followed
     /// at once by an event then waits ~40 ms for a delayed ACK).
     bool tcp_nodelay = true;
+    /// At the stop, how long the tools and ranks still connected get to finish and detach,
+    /// their queries answered as ever, before their connections are shut (docs/daemon.md,
+    /// "Stopping").
+    std::chrono::milliseconds peers_leave_limit{1000};
   };
 
   using AllocateHandler = std::function<void(const AllocationRequest&, AllocationResponder)>;
