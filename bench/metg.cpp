@@ -42,6 +42,8 @@ struct SweepOptions {
   std::int64_t largest_iterations = 0;  // 0: from largest_us
   int repeat = 3;
   bool same_host = true;
+  std::size_t eager_tile_bytes = bellows::runtime::RuntimeOptions{}.eager_tile_bytes;
+  int comm_poll_us = bellows::runtime::RuntimeOptions{}.comm_poll_us;
   bool quiet = false;
 };
 
@@ -99,6 +101,8 @@ int run(const SweepOptions& o, int rank, int size) {
   bellows::runtime::RuntimeOptions options;
   options.cpu_workers = 1;
   options.same_host_transport = o.same_host;
+  options.eager_tile_bytes = o.eager_tile_bytes;
+  options.comm_poll_us = o.comm_poll_us;
   if (rank == 0 && !o.quiet) {
     std::printf("%s on %d rank(s) x 1 core, width %d, busy loop %.3f ns per iteration\n",
                 o.system.c_str(), size, shape.width, ns);
@@ -175,6 +179,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   cli.add_option("--same-host", same_host, "libbellows' same-host transport")
       ->check(CLI::IsMember({"on", "off"}));
+  cli.add_option("--eager-tile-bytes", o.eager_tile_bytes,
+                 "libbellows: a tile of at most this many bytes travels in its activation (0: "
+                 "every tile is fetched)");
+  cli.add_option("--comm-poll-us", o.comm_poll_us,
+                 "libbellows: microseconds the communication thread polls after a message");
   cli.add_flag("--quiet", o.quiet, "only the JSON line");
   try {
     cli.parse(argc, argv);
@@ -182,6 +191,13 @@ int main(int argc, char** argv) {
       throw CLI::ValidationError("--smallest-us", "must not exceed --largest-us (" +
                                  std::to_string(o.largest_us) + "), got " +
                                  std::to_string(o.smallest_us));
+    }
+    bellows::runtime::RuntimeOptions communication;
+    communication.eager_tile_bytes = o.eager_tile_bytes;
+    communication.comm_poll_us = o.comm_poll_us;
+    if (const auto problem = bellows::runtime::validate_communication(communication);
+        !problem.empty()) {
+      throw CLI::ValidationError("--eager-tile-bytes/--comm-poll-us", problem);
     }
     if (o.min_steps > o.max_steps) {
       throw CLI::ValidationError("--min-steps", "must not exceed --max-steps (" +

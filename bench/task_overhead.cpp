@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   cli.add_option("--tasks-per-rank", tasks_per_rank, "tasks per rank per iteration")->check(CLI::PositiveNumber);
   cli.add_option("--chains", chains, "independent chains per rank")->check(CLI::PositiveNumber);
   cli.add_option("--repeat", repeat, "iterations")->check(CLI::PositiveNumber);
+  br::RuntimeOptions options;
+  cli.add_option("--comm-poll-us", options.comm_poll_us,
+                 "microseconds the communication thread polls after a message")
+      ->check(CLI::Range(0, br::kMaxCommPollUs));
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -75,7 +79,7 @@ int main(int argc, char** argv) {
   nlohmann::json runs = nlohmann::json::array();
   double best = 0.0;
   {
-    br::Runtime runtime(MPI_COMM_WORLD, br::RuntimeOptions{});
+    br::Runtime runtime(MPI_COMM_WORLD, options);
     runtime.add_task_class(std::make_unique<EmptyChains>(size, chains, length));
     for (int i = 0; i < repeat; ++i) {
       const auto report = runtime.run_iteration();

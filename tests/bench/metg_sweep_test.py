@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/metg.py end to end on a tiny sweep: the shape of its report, efficiencies in (0, 1.05],
 every task run once, the libbellows and MPI versions computing the same values, METG's
-interpolation, and bellows_metg's refusal of a bad sweep. No timing is asserted.
+interpolation, bellows_metg's refusal of a bad sweep, and a variant with every tile fetched
+(the same values, twice the control messages). No timing is asserted.
 
   metg_sweep_test.py BUILD_DIR MPIEXEC
 """
@@ -86,11 +87,49 @@ def check_sweep(build, mpiexec):
                   f"{b['checksums']} and {m['checksums']}")
 
 
+def check_variant(build, mpiexec):
+    """A variant with every tile fetched beside the default, where the stencil's 16-byte
+    tiles travel in their activations: the same values, and twice the control messages."""
+    out = subprocess.run([sys.executable, os.path.join(BENCH, "metg.py"), "--build", build,
+                          "--mpiexec", mpiexec, "--rounds", "1", "--largest-us", "2",
+                          "--smallest-us", "2", "--largest-iterations", "1000", "--steps", "30",
+                          "--repeat", "1", "--empty-tasks", "20000", "--configs", "bellows 2r",
+                          "--variant", "handshake=--eager-tile-bytes 0 --comm-poll-us 0"],
+                         capture_output=True, text=True, timeout=240)
+    check(out.returncode == 0, f"metg.py with a variant exits 0, got {out.returncode}: "
+          f"{out.stderr[-2000:]}")
+    if out.returncode != 0:
+        return
+    lines = out.stdout.strip().splitlines()
+    report = json.loads(lines[-1])
+    names = [(c["system"], c["ranks"], c.get("variant")) for c in report["configurations"]]
+    check(names == [("bellows", 2, None), ("bellows", 2, "handshake")],
+          f"bellows 2r and its variant, got {names}")
+    check(any(line.startswith("METG(50 %) bellows 2r handshake") for line in lines),
+          "a METG line for the variant")
+    check("handshake" in report.get("empty_tasks_per_second_per_rank_of_variant", {}),
+          "an empty-task rate for the variant, which sets --comm-poll-us")
+    if len(names) != 2:
+        return
+    carried, fetched = (c["points"][0] for c in report["configurations"])
+    check(carried["checksums"] == fetched["checksums"],
+          f"the same values with tiles carried and fetched: {carried['checksums']} and "
+          f"{fetched['checksums']}")
+    ratio = fetched["runtime"]["messages_per_task"] / carried["runtime"]["messages_per_task"]
+    check(abs(ratio - 2.0) < 1e-9,
+          f"fetching every tile takes twice the control messages, got {ratio:.3f} times")
+    bad = subprocess.run([sys.executable, os.path.join(BENCH, "metg.py"), "--build", build,
+                          "--variant", "no-equals-sign"], capture_output=True, text=True, timeout=60)
+    check(bad.returncode == 2 and "--variant wants NAME=OPTIONS, got 'no-equals-sign'" in bad.stderr,
+          f"a variant without options is refused by name: {bad.returncode} {bad.stderr[-300:]!r}")
+
+
 def main():
     build, mpiexec = sys.argv[1], sys.argv[2]
     check_interpolation()
     check_bad_sweep(build, mpiexec)
     check_sweep(build, mpiexec)
+    check_variant(build, mpiexec)
     if failures:
         sys.exit(1)
     print("metg_sweep: PASS")

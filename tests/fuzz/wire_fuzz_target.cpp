@@ -10,7 +10,7 @@
 // The codec is not canonical, so e == b does not hold for every accepted b: a collection
 // target of an Activate has no slot, and the slot byte of its 15 bytes is padding that the
 // encoder writes as 0 and the decoder ignores. The target checks that e differs from b in
-// those padding bytes only.
+// those padding bytes only (a tile carried after the targets re-encodes byte for byte).
 
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +36,7 @@ namespace {
 // The layout that the checks below and length_fields() need (wire.cpp has the rest).
 constexpr std::size_t kHeaderBytes = 4;                       // magic u16, version, type
 constexpr std::size_t kTypeOffset = 3;
-constexpr std::size_t kActivateCountOffset = kHeaderBytes + 8 + 8 + 4 + 4;
+constexpr std::size_t kActivateCountOffset = kHeaderBytes + 8 + 8 + 4 + 4 + 1;  // after the flag
 constexpr std::size_t kActivateTargetsOffset = kActivateCountOffset + 4;
 constexpr std::size_t kTargetBytes = 2 + 3 * 4 + 1;           // class, three indices, slot
 constexpr std::size_t kTargetSlotOffset = kTargetBytes - 1;   // padding in a collection target
@@ -58,7 +58,12 @@ std::vector<wire::Activate> samples(std::type_identity<wire::Activate>) {
   wire::Activate same_host = tile;
   same_host.address = 0x7ffe00001000;
   same_host.targets.resize(1);
-  return {wire::Activate{}, tile, same_host};
+  wire::Activate carried;  // a 2 x 3 tile in the activation itself
+  carried.rows = 2;
+  carried.cols = 3;
+  carried.targets = {tile.targets[0], tile.targets[1]};
+  for (int i = 0; i < 2 * 3 * 8; ++i) carried.tile_bytes.push_back(static_cast<std::byte>(0xA0 + i));
+  return {wire::Activate{}, tile, same_host, carried};
 }
 std::vector<wire::Fetch> samples(std::type_identity<wire::Fetch>) {
   return {wire::Fetch{std::numeric_limits<std::uint64_t>::max(), 31999}};

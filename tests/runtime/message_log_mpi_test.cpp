@@ -102,21 +102,24 @@ struct Gemm {
   }
 };
 
-/// A Cholesky A = L * L^T over 8 x 8 tiles on the CPU, checkpoints every iteration, message
-/// logging by `log` (enabled unless `log_on` is false), each rank on a node of its own.
+/// A Cholesky A = L * L^T over 8 x 8 tiles (of `tile` rows, kTile by default) on the CPU,
+/// checkpoints every iteration, message logging by `log` (enabled unless `log_on` is false),
+/// each rank on a node of its own; tiles of at most `eager_tile_bytes` travel in their
+/// activations.
 struct Cholesky {
-  static constexpr int kOrder = 768;
   br::TiledMatrix a, l;
   std::unique_ptr<br::Runtime> runtime;
 
-  Cholesky(br::MessageLogOptions log, bool log_on)
-      : a(0, kOrder, kOrder, kTile, br::BlockCyclic2D::square_for(bt::world_size()),
+  Cholesky(br::MessageLogOptions log, bool log_on, int tile = kTile,
+           std::size_t eager_tile_bytes = br::RuntimeOptions{}.eager_tile_bytes)
+      : a(0, 8 * tile, 8 * tile, tile, br::BlockCyclic2D::square_for(bt::world_size()),
           bt::world_rank(), lower()),
-        l(1, kOrder, kOrder, kTile, br::BlockCyclic2D::square_for(bt::world_size()),
+        l(1, 8 * tile, 8 * tile, tile, br::BlockCyclic2D::square_for(bt::world_size()),
           bt::world_rank(), lower()) {
     be::fill_spd(a, kSeed);
     br::RuntimeOptions options;
     options.comm_max_sleep_us = 100;
+    options.eager_tile_bytes = eager_tile_bytes;
     options.checkpoint.enabled = true;
     options.checkpoint.every_iterations = 1;
     options.checkpoint.node = "node" + std::to_string(bt::world_rank());
@@ -345,6 +348,36 @@ TEST_F(MpiTest, StealingStaysInTheTeamOrEachTaskGivenAcrossIsADeterminant) {
       // The slow rank's tasks go to the other team too (7 to 19 in 10 runs on 3 and 4 ranks).
       EXPECT_GT(bt::sum_over_ranks(report.local.message_log.determinants_logged), 0U);
     }
+  }
+}
+
+// Tiles of 16 x 16 doubles (2 KiB) travel in their activations: each is logged as a fetched
+// one is, and the log holds the same entries and bytes as when every tile is fetched.
+TEST_F(MpiTest, ATileCarriedInItsActivationIsLoggedAsAFetchedOneIs) {
+  constexpr int kSmallTile = 16;
+  Cholesky carried(teams_of(1), true, kSmallTile);
+  Cholesky fetched(teams_of(1), true, kSmallTile, /*eager_tile_bytes=*/0);
+  for (int it = 0; it < 2; ++it) {
+    const auto with = carried.runtime->run_iteration();
+    const auto without = fetched.runtime->run_iteration();
+    ASSERT_TRUE(with.completed());
+    ASSERT_TRUE(without.completed());
+    EXPECT_EQ(bt::sum_over_ranks(with.local.bytes_sent_in_activations),
+              bt::sum_over_ranks(with.local.bytes_sent))
+        << "iteration " << it + 1 << ": every tile sent went in its activation";
+    EXPECT_GT(bt::sum_over_ranks(with.local.bytes_sent), 0U);
+    EXPECT_EQ(without.local.bytes_sent_in_activations, 0U);
+    // Teams of one: every tile sent is logged, however it travelled.
+    EXPECT_EQ(with.local.message_log.bytes_logged, with.local.bytes_sent);
+    EXPECT_EQ(with.local.message_log.bytes_logged, without.local.message_log.bytes_logged);
+    EXPECT_EQ(with.local.message_log.messages_logged, without.local.message_log.messages_logged);
+    EXPECT_EQ(with.local.message_log.bytes_held, without.local.message_log.bytes_held);
+  }
+  const auto with_l = carried.l.gather_to_root(MPI_COMM_WORLD);
+  const auto without_l = fetched.l.gather_to_root(MPI_COMM_WORLD);
+  if (bt::world_rank() == 0) {
+    ASSERT_EQ(with_l.size(), without_l.size());
+    EXPECT_EQ(std::memcmp(with_l.data(), without_l.data(), with_l.size() * sizeof(double)), 0);
   }
 }
 

@@ -122,13 +122,14 @@ struct CholeskyResult {
 };
 
 CholeskyResult run_cholesky(int n, int tile, br::BlockCyclic2D grid, int iterations,
-                            int workers = 1) {
+                            int workers = 1,
+                            std::optional<br::RuntimeOptions> options = std::nullopt) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const auto lower = [](int m, int k) { return m >= k; };
   br::TiledMatrix a(0, n, n, tile, grid, rank, lower), l(1, n, n, tile, grid, rank, lower);
   be::fill_spd(a, kSeed);
-  br::Runtime runtime(MPI_COMM_WORLD, cpu_options(workers));
+  br::Runtime runtime(MPI_COMM_WORLD, options ? *options : cpu_options(workers));
   runtime.add_collection(a);
   runtime.add_collection(l);
   CholeskyResult out;
@@ -286,6 +287,66 @@ TEST_F(MpiTest, CholeskyIterationsAreBitIdentical) {
   if (rank() == 0) {
     ASSERT_EQ(r.l.size(), 2U);
     EXPECT_TRUE(bitwise_equal(r.l[0], r.l[1])) << "the second iteration computed another L";
+  }
+}
+
+// Tiles of 16 x 16 doubles (2 KiB): with the default eager limit (4 KiB) each travels in its
+// activation, with a limit of 0 each is fetched (or read on the same host and answered with
+// Fetched). Cholesky moves nothing but task outputs between ranks, so every byte received
+// comes in an activation, and each activation saves exactly the one answer it needs no more.
+TEST_F(MpiTest, SmallTilesTravelInTheirActivationsWithTheSameResultAndHalfTheAnswers) {
+  constexpr int kOrder = 96, kSmallTile = 16;
+  constexpr std::uint64_t kTileBytes = kSmallTile * kSmallTile * sizeof(double);
+  ASSERT_LE(kTileBytes, br::RuntimeOptions{}.eager_tile_bytes);
+  for (const bool same_host : {true, false}) {
+    SCOPED_TRACE(same_host ? "same-host transport" : "MPI alone");
+    auto eager = cpu_options(1);
+    eager.same_host_transport = same_host;
+    auto fetched = eager;
+    fetched.eager_tile_bytes = 0;
+    const auto grid = br::BlockCyclic2D::square_for(size());
+    const auto carried = run_cholesky(kOrder, kSmallTile, grid, 2, 1, eager);
+    const auto handshake = run_cholesky(kOrder, kSmallTile, grid, 2, 1, fetched);
+    check_cholesky(carried, kOrder, kSmallTile, rank(), 2);
+    check_cholesky(handshake, kOrder, kSmallTile, rank(), 2);
+    const auto received = bt::sum_over_ranks(carried.stats.bytes_received);
+    EXPECT_EQ(bt::sum_over_ranks(carried.stats.bytes_received_in_activations), received);
+    EXPECT_EQ(bt::sum_over_ranks(carried.stats.bytes_sent_in_activations), received);
+    EXPECT_EQ(bt::sum_over_ranks(handshake.stats.bytes_received_in_activations), 0U);
+    EXPECT_EQ(bt::sum_over_ranks(handshake.stats.bytes_received), received);
+    EXPECT_EQ(carried.stats.bytes_received_same_host, 0U) << "nothing was left to read";
+    EXPECT_EQ(bt::sum_over_ranks(handshake.stats.bytes_received_same_host),
+              same_host ? received : 0U);
+    EXPECT_EQ(bt::sum_over_ranks(handshake.stats.messages_sent) -
+                  bt::sum_over_ranks(carried.stats.messages_sent),
+              received / kTileBytes);
+    if (size() > 1) {
+      EXPECT_GT(received, 0U);
+    }
+    if (rank() == 0) {
+      EXPECT_TRUE(bitwise_equal(carried.l.back(), handshake.l.back()))
+          << "a tile carried in its activation gave another L";
+    }
+  }
+}
+
+TEST_F(MpiTest, GemmWithSmallTilesAndStealingVerifies) {
+  // A stolen task's inputs are fetched from its victim; its output goes back to the owner of
+  // its successor in an activation that carries it.
+  auto options = cpu_options(1);
+  options.steal.enabled = true;
+  const int m = 96, n = 80, k = 112, tile = 16;
+  const auto r = run_gemm(m, n, k, tile, br::BlockCyclic2D::square_for(size()), 2, 1, options);
+  // Every task ran exactly once somewhere (stolen ones away from their owner).
+  const auto tasks = static_cast<std::uint64_t>((m / tile) * (n / tile) * (k / tile));
+  EXPECT_EQ(bt::sum_over_ranks(bt::class_count(r.stats, "GEMM")), 2 * tasks);
+  EXPECT_EQ(bt::sum_over_ranks(r.stats.bytes_sent), bt::sum_over_ranks(r.stats.bytes_received));
+  EXPECT_EQ(bt::sum_over_ranks(r.stats.messages_sent),
+            bt::sum_over_ranks(r.stats.messages_received));
+  if (rank() == 0) {
+    ASSERT_EQ(r.c.size(), 2U);
+    EXPECT_LE(be::gemm_max_relative_error(r.c[0], m, n, k, kSeed), 16.0 * k * DBL_EPSILON);
+    EXPECT_TRUE(bitwise_equal(r.c[0], r.c[1])) << "the second iteration computed another C";
   }
 }
 

@@ -254,6 +254,17 @@ TEST_F(SingleRank, RejectsUnusableStealOptions) {
             "steal chunk must be at least 1, got 0");
 }
 
+TEST_F(SingleRank, RejectsUnusableCommunicationOptions) {
+  auto options = cpu(1);
+  options.eager_tile_bytes = 1 << 20;
+  EXPECT_EQ(bellows::testing::thrown_message([&] { br::Runtime r(MPI_COMM_WORLD, options); }),
+            "eager tile limit must be at most 65536 bytes, got 1048576");
+  options = cpu(1);
+  options.comm_poll_us = -5;
+  EXPECT_EQ(bellows::testing::thrown_message([&] { br::Runtime r(MPI_COMM_WORLD, options); }),
+            "communication thread's poll after a message must be 0 to 1000 us, got -5 us");
+}
+
 TEST_F(SingleRank, RejectsAnOwnerOutsideTheCommunicator) {
   br::Runtime runtime(MPI_COMM_WORLD, cpu(1));
   // Task i on rank i % 3, but the communicator has one rank: task 1 is out of range.

@@ -19,7 +19,9 @@ using bellows::runtime::TileIndex;
 namespace {
 
 constexpr std::size_t kHeaderBytes = 4;
-constexpr std::size_t kActivateFixedBytes = kHeaderBytes + 8 + 8 + 4 + 4 + 4;
+// handle, address, rows, cols, carried-tile flag, target count
+constexpr std::size_t kActivateFixedBytes = kHeaderBytes + 8 + 8 + 4 + 4 + 1 + 4;
+constexpr std::size_t kActivateFlagOffset = kActivateFixedBytes - 5;
 constexpr std::size_t kTargetBytes = 15;
 constexpr std::size_t kFetchBytes = kHeaderBytes + 8 + 4;
 constexpr std::size_t kCollectionFetchBytes = kHeaderBytes + 2 + 4 + 4 + 4;
@@ -177,12 +179,12 @@ TEST(Wire, RefusesBadMagic) {
 
 TEST(Wire, RefusesOtherProtocolVersion) {
   auto bytes = wire::encode(wire::Fetch{1, 2});
-  bytes[2] = std::byte{4};  // before steal invitations
+  bytes[2] = std::byte{5};  // before tiles carried in activations
   const auto error = decode_error(bytes);
   EXPECT_NE(error.find("version"), std::string::npos) << error;
-  EXPECT_EQ(error, "unsupported protocol version 4 (this build speaks 5)");
+  EXPECT_EQ(error, "unsupported protocol version 5 (this build speaks 6)");
   bytes[2] = std::byte{0};
-  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 5)");
+  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 6)");
 }
 
 TEST(Wire, RefusesUnknownType) {
@@ -411,4 +413,86 @@ TEST(Wire, RefusesCollectionTileAtWithoutATile) {
   auto bytes = wire::encode(wire::Fetched{1});
   bytes.push_back(std::byte{0});
   EXPECT_EQ(decode_error(bytes), "fetched message has trailing bytes");
+}
+
+// ---------------------------------------------------------------- tiles carried in activations
+
+namespace {
+
+/// An activation that carries a rows x cols tile whose bytes count up from `first`.
+wire::Activate carrying(int rows, int cols, std::uint8_t first) {
+  wire::Activate a;
+  a.rows = rows;
+  a.cols = cols;
+  a.targets = {task_target(1, 2, 3, 4, 0), collection_target(0, 5, 6)};
+  a.tile_bytes.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols) * sizeof(double));
+  for (std::size_t i = 0; i < a.tile_bytes.size(); ++i) {
+    a.tile_bytes[i] = static_cast<std::byte>(first + i);
+  }
+  return a;
+}
+
+}  // namespace
+
+TEST(Wire, ActivateCarryingItsTileRoundTripsBitForBit) {
+  auto a = carrying(4, 3, 7);
+  // A NaN with a payload and a negative zero: bytes, not values, travel.
+  const std::uint64_t nan_bits = 0x7ff8dead0000beefULL;
+  const double negative_zero = -0.0;
+  std::memcpy(a.tile_bytes.data(), &nan_bits, 8);
+  std::memcpy(a.tile_bytes.data() + 8, &negative_zero, 8);
+  const auto bytes = wire::encode(a);
+  EXPECT_EQ(bytes.size(), kActivateFixedBytes + 2 * kTargetBytes + 4 * 3 * 8);
+  EXPECT_EQ(bytes[kActivateFlagOffset], std::byte{1});
+  const auto out = round_trip(a);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(std::get<wire::Activate>(*out), a);
+  EXPECT_EQ(std::memcmp(std::get<wire::Activate>(*out).tile_bytes.data(), &nan_bits, 8), 0);
+  // Without a tile the flag is 0 and nothing follows the targets.
+  wire::Activate plain = a;
+  plain.tile_bytes.clear();
+  plain.handle = 9;
+  const auto plain_bytes = wire::encode(plain);
+  EXPECT_EQ(plain_bytes.size(), kActivateFixedBytes + 2 * kTargetBytes);
+  EXPECT_EQ(plain_bytes[kActivateFlagOffset], std::byte{0});
+}
+
+TEST(Wire, RefusesACarriedTileOfTheWrongSize) {
+  auto bytes = wire::encode(carrying(4, 3, 0));
+  bytes.pop_back();
+  EXPECT_EQ(decode_error(bytes),
+            "activate announces 2 targets and a tile of 96 bytes but carries 125 bytes of them");
+  bytes = wire::encode(carrying(4, 3, 0));
+  bytes.push_back(std::byte{0});
+  EXPECT_EQ(decode_error(bytes),
+            "activate announces 2 targets and a tile of 96 bytes but carries 127 bytes of them");
+  // A shape far larger than the message must not be trusted (no allocation for it).
+  bytes = wire::encode(carrying(4, 3, 0));
+  const std::int32_t huge = std::numeric_limits<std::int32_t>::max();
+  std::memcpy(bytes.data() + kActivateFlagOffset - 8, &huge, 4);
+  std::memcpy(bytes.data() + kActivateFlagOffset - 4, &huge, 4);
+  EXPECT_EQ(decode_error(bytes),
+            "activate carries a tile of 2147483647 x 2147483647 doubles in 126 bytes");
+}
+
+TEST(Wire, RefusesACarriedTileWithAHandleAnAddressOrNoElementsAndABadFlag) {
+  auto a = carrying(2, 2, 0);
+  a.handle = 3;
+  EXPECT_EQ(decode_error(wire::encode(a)),
+            "activate carries a tile of 2 x 2 with handle 3 and address 0 (a carried tile has "
+            "elements, and neither handle nor address)");
+  a = carrying(2, 2, 0);
+  a.address = 64;
+  EXPECT_EQ(decode_error(wire::encode(a)),
+            "activate carries a tile of 2 x 2 with handle 0 and address 64 (a carried tile has "
+            "elements, and neither handle nor address)");
+  auto bytes = wire::encode(carrying(2, 2, 0));
+  const std::int32_t zero = 0;
+  std::memcpy(bytes.data() + kActivateFlagOffset - 8, &zero, 4);
+  EXPECT_EQ(decode_error(bytes),
+            "activate carries a tile of 0 x 2 with handle 0 and address 0 (a carried tile has "
+            "elements, and neither handle nor address)");
+  bytes = wire::encode(carrying(2, 2, 0));
+  bytes[kActivateFlagOffset] = std::byte{2};
+  EXPECT_EQ(decode_error(bytes), "activate with carried-tile flag 2");
 }

@@ -81,6 +81,11 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "longest sleep of the communication thread when idle, microseconds");
   cli.add_option("--same-host", same_host,
                  "doorbells and direct tile reads between ranks on one host: on or off");
+  cli.add_option("--eager-tile-bytes", o.eager_tile_bytes,
+                 "a tile of at most this many bytes travels in its activation, with no fetch "
+                 "(0: every tile is fetched)");
+  cli.add_option("--comm-poll-us", o.comm_poll_us,
+                 "microseconds the communication thread polls after a message before it sleeps");
   cli.add_option("--cuda-pinned", cuda_pinned,
                  "--kernel cuda: pin the tile buffers so that copies to and from the GPU skip the "
                  "driver's staging buffer, on or off");
@@ -189,6 +194,14 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--emulated-link-latency-us must not be negative");
   }
   if (o.comm_max_sleep_us <= 0) return fail("--comm-sleep-us must be positive");
+  {
+    runtime::RuntimeOptions communication;
+    communication.eager_tile_bytes = o.eager_tile_bytes;
+    communication.comm_poll_us = o.comm_poll_us;
+    if (const auto problem = runtime::validate_communication(communication); !problem.empty()) {
+      return fail("--eager-tile-bytes/--comm-poll-us: " + problem);
+    }
+  }
   if (!runtime::parse_device_kind(kernel, o.kernel)) {
     return fail("--kernel must be cpu, cuda, emulated or hybrid, got '" + kernel + "'");
   }
@@ -371,6 +384,8 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.emulated_link_latency_us = options.emulated_link_latency_us;
   r.trace_path = options.trace_path;
   r.comm_max_sleep_us = options.comm_max_sleep_us;
+  r.eager_tile_bytes = options.eager_tile_bytes;
+  r.comm_poll_us = options.comm_poll_us;
   r.steal = options.steal;
   r.same_host_transport = options.same_host_transport;
   r.cuda_pinned_tiles = options.cuda_pinned_tiles;

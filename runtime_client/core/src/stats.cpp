@@ -132,6 +132,8 @@ void RankStats::add(const RankStats& o) {
   bytes_received += o.bytes_received;
   bytes_sent_same_host += o.bytes_sent_same_host;
   bytes_received_same_host += o.bytes_received_same_host;
+  bytes_sent_in_activations += o.bytes_sent_in_activations;
+  bytes_received_in_activations += o.bytes_received_in_activations;
   messages_sent += o.messages_sent;
   messages_received += o.messages_received;
   busy_seconds += o.busy_seconds;
@@ -184,6 +186,8 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"bytes_received", s.bytes_received},
                      {"bytes_sent_same_host", s.bytes_sent_same_host},
                      {"bytes_received_same_host", s.bytes_received_same_host},
+                     {"bytes_sent_in_activations", s.bytes_sent_in_activations},
+                     {"bytes_received_in_activations", s.bytes_received_in_activations},
                      {"messages_sent", s.messages_sent},
                      {"messages_received", s.messages_received},
                      {"busy_seconds", s.busy_seconds},

@@ -53,6 +53,18 @@ bool parse_victim_policy(std::string_view text, VictimPolicy& out) noexcept {
   return false;
 }
 
+std::string validate_communication(const RuntimeOptions& o) {
+  if (o.eager_tile_bytes > kMaxEagerTileBytes) {
+    return "eager tile limit must be at most " + std::to_string(kMaxEagerTileBytes) +
+           " bytes, got " + std::to_string(o.eager_tile_bytes);
+  }
+  if (o.comm_poll_us < 0 || o.comm_poll_us > kMaxCommPollUs) {
+    return "communication thread's poll after a message must be 0 to " +
+           std::to_string(kMaxCommPollUs) + " us, got " + std::to_string(o.comm_poll_us) + " us";
+  }
+  return {};
+}
+
 std::string validate(const StealOptions& o) {
   if (o.chunk < 1) return "steal chunk must be at least 1, got " + std::to_string(o.chunk);
   if (o.max_hops < 0) return "steal max_hops must not be negative, got " + std::to_string(o.max_hops);

@@ -7,7 +7,10 @@
 // It never spins a core while idle: it sleeps on a condition variable, woken at once
 // by local work (an activation to send, a tile to fetch); it polls MPI every few
 // microseconds while transfers are in flight or a published tile awaits its fetch,
-// and otherwise every max_sleep_us for unsolicited messages.
+// and otherwise every max_sleep_us for unsolicited messages. Only for
+// RuntimeOptions::comm_poll_us after a pass that did something does it poll without
+// sleeping (yielding between passes). A tile of at most RuntimeOptions::eager_tile_bytes
+// travels in its activation (wire::Activate::tile_bytes) and needs neither fetch nor answer.
 //
 // With work stealing on (John & Milthorpe, section IV) it is also the rank's stealing thread:
 // it sends the rank's single outstanding steal request when the rank starves, serves
@@ -207,6 +210,11 @@ class CommEngine {
   std::vector<MPI_Request> abandoned_requests_;
   int rank_ = 0;
   int max_sleep_us_;
+  /// Tiles of at most this many bytes travel in their activation (RuntimeOptions::eager_tile_bytes).
+  std::size_t eager_tile_bytes_;
+  /// How long the thread polls after a pass that did something (RuntimeOptions::comm_poll_us).
+  std::chrono::steady_clock::duration poll_after_progress_;
+  std::chrono::steady_clock::time_point last_progress_{};  // communication thread only
 
   std::mutex outbox_mutex_;
   std::condition_variable wake_cv_;

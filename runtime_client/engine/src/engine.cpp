@@ -71,6 +71,9 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
     throw std::invalid_argument("emulated slowdown factor must be positive, got " +
                                 std::to_string(options_.emulated_slowdown.factor));
   }
+  if (const auto problem = validate_communication(options_); !problem.empty()) {
+    throw std::invalid_argument(problem);
+  }
   if (const auto problem = validate(options_.steal); !problem.empty()) {
     throw std::invalid_argument(problem);
   }

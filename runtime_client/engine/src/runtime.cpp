@@ -84,6 +84,8 @@ void for_each_number(Stats& s, F&& f) {
   f(s.bytes_received);
   f(s.bytes_sent_same_host);
   f(s.bytes_received_same_host);
+  f(s.bytes_sent_in_activations);
+  f(s.bytes_received_in_activations);
   f(s.messages_sent);
   f(s.messages_received);
   f(s.busy_seconds);

@@ -2,12 +2,13 @@
 // The runtime's inter-rank control messages: encode/decode, pure functions.
 //
 // Every message starts with a fixed header: magic, protocol version, message type.
-// Tile payloads never travel in control messages: they follow the handshake of
-// PaRSEC (John & Milthorpe,
+// Tile payloads follow the handshake of PaRSEC (John & Milthorpe,
 // "Elasticity in a Task-based Dataflow Runtime Through Inter-node GPU Work Stealing",
 // CCGrid 2024, section III-B): the producer sends an activation, the consumer
 // allocates a buffer, posts a receive and sends a fetch, and the producer sends the
-// tile on the tag the consumer chose.
+// tile on the tag the consumer chose. The one exception is a small tile (at most
+// RuntimeOptions::eager_tile_bytes): its bytes travel in the activation itself, and the
+// consumer answers nothing (PaRSEC's short-limit payload, comm_short_limit).
 
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +23,7 @@
 namespace bellows::runtime::wire {
 
 inline constexpr std::uint16_t kMagic = 0xBE11;
-inline constexpr std::uint8_t kVersion = 5;
+inline constexpr std::uint8_t kVersion = 6;
 
 enum class MessageType : std::uint8_t {
   activate = 1,          ///< a tile (or a control token) is ready for these consumers
@@ -48,13 +49,18 @@ struct Target {
 };
 
 struct Activate {
-  std::uint64_t handle = 0;  ///< producer-side name of the tile; unused when rows == 0
+  /// Producer-side name of the tile; unused when rows == 0 or the tile is carried (0 then).
+  std::uint64_t handle = 0;
   /// Non-zero: the tile's address in the producer, which shares the consumer's host; the
   /// consumer reads it there and answers Fetched instead of Fetch.
   std::uint64_t address = 0;
   std::int32_t rows = 0;     ///< 0: no data (control dependency)
   std::int32_t cols = 0;
   std::vector<Target> targets;
+  /// Non-empty: the tile itself, rows x cols doubles as the producer's memory holds them
+  /// (column-major), carried in the activation; the consumer sends no fetch and answers
+  /// nothing. Bytes, not doubles, so that every bit pattern compares equal to itself.
+  std::vector<std::byte> tile_bytes;
   friend bool operator==(const Activate&, const Activate&) = default;
 };
 

@@ -20,6 +20,9 @@ class Writer {
     const auto* p = reinterpret_cast<const std::byte*>(&value);
     bytes_.insert(bytes_.end(), p, p + sizeof(T));
   }
+  void put_bytes(std::span<const std::byte> bytes) {
+    bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
+  }
   std::vector<std::byte> take() { return std::move(bytes_); }
 
  private:
@@ -37,6 +40,10 @@ class Reader {
     return true;
   }
   [[nodiscard]] std::size_t remaining() const { return bytes_.size() - offset_; }
+  /// The last `count` bytes of the message (count <= remaining()).
+  [[nodiscard]] std::span<const std::byte> tail(std::size_t count) const {
+    return bytes_.subspan(bytes_.size() - count);
+  }
 
  private:
   std::span<const std::byte> bytes_;
@@ -61,6 +68,7 @@ std::vector<std::byte> encode(const Message& message) {
     w.put(a->address);
     w.put(a->rows);
     w.put(a->cols);
+    w.put(static_cast<std::uint8_t>(a->tile_bytes.empty() ? 0 : 1));
     w.put(static_cast<std::uint32_t>(a->targets.size()));
     for (const auto& t : a->targets) {
       if (t.to_collection) {
@@ -75,6 +83,7 @@ std::vector<std::byte> encode(const Message& message) {
         w.put(t.slot);
       }
     }
+    w.put_bytes(a->tile_bytes);
   } else if (const auto* f = std::get_if<Fetch>(&message)) {
     put_header(w, MessageType::fetch);
     w.put(f->handle);
@@ -169,20 +178,48 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
   switch (static_cast<MessageType>(type)) {
     case MessageType::activate: {
       Activate a;
+      std::uint8_t carries_tile = 0;
       std::uint32_t count = 0;
       if (!r.get(a.handle) || !r.get(a.address) || !r.get(a.rows) || !r.get(a.cols) ||
-          !r.get(count)) {
+          !r.get(carries_tile) || !r.get(count)) {
         return truncated("activate");
       }
       if (a.rows < 0 || a.cols < 0) {
         error = "activate with negative tile shape";
         return std::nullopt;
       }
-      if (r.remaining() != static_cast<std::size_t>(count) * kTargetBytes) {
-        error = "activate announces " + std::to_string(count) + " targets but carries " +
-                std::to_string(r.remaining()) + " bytes of them";
+      if (carries_tile > 1) {
+        error = "activate with carried-tile flag " + std::to_string(carries_tile);
         return std::nullopt;
       }
+      const std::size_t target_bytes = static_cast<std::size_t>(count) * kTargetBytes;
+      std::size_t tile_bytes = 0;
+      if (carries_tile == 1) {
+        if (a.rows == 0 || a.cols == 0 || a.handle != 0 || a.address != 0) {
+          error = "activate carries a tile of " + std::to_string(a.rows) + " x " +
+                  std::to_string(a.cols) + " with handle " + std::to_string(a.handle) +
+                  " and address " + std::to_string(a.address) +
+                  " (a carried tile has elements, and neither handle nor address)";
+          return std::nullopt;
+        }
+        // At most 2^62 elements: the byte count below cannot overflow once checked.
+        const auto elements = static_cast<std::uint64_t>(a.rows) * static_cast<std::uint64_t>(a.cols);
+        if (elements > r.remaining() / sizeof(double)) {
+          error = "activate carries a tile of " + std::to_string(a.rows) + " x " +
+                  std::to_string(a.cols) + " doubles in " + std::to_string(r.remaining()) +
+                  " bytes";
+          return std::nullopt;
+        }
+        tile_bytes = static_cast<std::size_t>(elements) * sizeof(double);
+      }
+      if (r.remaining() != target_bytes + tile_bytes) {
+        error = "activate announces " + std::to_string(count) + " targets" +
+                (carries_tile == 1 ? " and a tile of " + std::to_string(tile_bytes) + " bytes" : "") +
+                " but carries " + std::to_string(r.remaining()) + " bytes of them";
+        return std::nullopt;
+      }
+      const auto carried = r.tail(tile_bytes);
+      a.tile_bytes.assign(carried.begin(), carried.end());
       a.targets.resize(count);
       for (std::size_t i = 0; i < a.targets.size(); ++i) {
         auto& t = a.targets[i];

@@ -40,6 +40,9 @@ struct AppOptions {
   unsigned seed = 42;
   bool quiet = false;             ///< only the JSON line
   int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
+  /// --eager-tile-bytes, --comm-poll-us (RuntimeOptions::eager_tile_bytes, comm_poll_us)
+  std::size_t eager_tile_bytes = runtime::RuntimeOptions{}.eager_tile_bytes;
+  int comm_poll_us = runtime::RuntimeOptions{}.comm_poll_us;
   runtime::StealOptions steal;    ///< --steal on|off and the --steal-* parameters
   runtime::OffloadOptions offload;  ///< --offload on|off, --offload-min-*
   runtime::EmulatedSlowdown slowdown;  ///< --slow-rank, --slow-from, --slow-factor

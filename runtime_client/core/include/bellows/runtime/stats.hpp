@@ -114,6 +114,10 @@ struct RankStats {
   /// one node (the same-host transport); the rest went through MPI.
   std::uint64_t bytes_sent_same_host = 0;
   std::uint64_t bytes_received_same_host = 0;
+  /// The part of bytes_sent / bytes_received carried in activations themselves (tiles of at
+  /// most RuntimeOptions::eager_tile_bytes); it went through MPI.
+  std::uint64_t bytes_sent_in_activations = 0;
+  std::uint64_t bytes_received_in_activations = 0;
   std::uint64_t messages_sent = 0;      ///< control messages sent
   std::uint64_t messages_received = 0;  ///< control messages received
   double busy_seconds = 0.0;            ///< summed over the rank's execution units

@@ -219,6 +219,19 @@ struct RuntimeOptions {
   std::string trace_path;
   /// Longest sleep of the communication thread when nothing happens, microseconds.
   int comm_max_sleep_us = 200;
+  /// A tile of at most this many bytes that goes to another rank travels in its activation
+  /// (wire::Activate::tile_bytes): the consumer takes it from the message and answers
+  /// nothing, so a small cross-rank dependency costs one control message instead of an
+  /// activation and its fetch or Fetched answer (PaRSEC's short-limit payload,
+  /// comm_short_limit). Larger tiles, and every tile when 0, follow the handshake. Each rank
+  /// decides for the tiles it sends, so ranks may differ. At most kMaxEagerTileBytes.
+  std::size_t eager_tile_bytes = 4096;
+  /// After a pass of its loop that did something (a message sent or received, a tile
+  /// delivered), the communication thread polls for this many microseconds more before it
+  /// sleeps, so that the next message of a chain of dependencies finds it awake instead of
+  /// paying a wake-up (PaRSEC's comm_yield). 0: it sleeps as soon as nothing is to do. At
+  /// most kMaxCommPollUs.
+  int comm_poll_us = 0;
   /// Between ranks on one host: doorbells that wake an idle communication thread, and
   /// tiles read straight from the producer's memory (process_vm_readv) instead of
   /// MPI's polled shared-memory rendezvous. Probed at start; pairs where it does not
@@ -243,6 +256,15 @@ struct RuntimeOptions {
   /// Must be the same on every rank.
   MessageLogOptions message_log;
 };
+
+/// The largest RuntimeOptions::eager_tile_bytes: a control message stays small.
+inline constexpr std::size_t kMaxEagerTileBytes = 65536;
+/// The largest RuntimeOptions::comm_poll_us: a poll that long is a spin, not a pause.
+inline constexpr int kMaxCommPollUs = 1000;
+
+/// What is wrong with the communication thread's options eager_tile_bytes and comm_poll_us,
+/// naming the option and the value; empty: nothing.
+[[nodiscard]] std::string validate_communication(const RuntimeOptions& options);
 
 /// The link rate the emulated device charges, GB/s: `emulated_link_gbps` as named, or for
 /// kLinkOfDevice kHybridLinkGbps in hybrid mode and 0 (free) otherwise.
