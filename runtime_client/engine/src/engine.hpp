@@ -299,6 +299,11 @@ class Engine final : public DeviceOwner {
   /// the new ranks have registered their collections. False when a peer was lost during the
   /// transfers (the watch armed): no move is applied, the transfers are let go.
   bool apply_tile_moves();
+  /// In run_iteration, after take() of the first checkpoint since a resize: completes its
+  /// transfers under the watch and confirms them with a barrier, so that a loss in the rest
+  /// of the iteration recovers from it. False when a peer was lost meanwhile (the caller
+  /// abandons the iteration).
+  bool complete_checkpoint_before_tasks();
   /// A shrink's hand-off (prepare_shrink): waits for `requests` (the tiles `buffers`, a
   /// receive where `receiving` says 1) and then a barrier, with errors returned and every
   /// peer watched. False when a peer was lost: nothing may be applied, the pending receives

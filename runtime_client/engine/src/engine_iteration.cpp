@@ -93,8 +93,13 @@ IterationReport Engine::run_iteration() {
   watch_->arm();
   if (!comm_engine_->barrier_without_spinning(*watch_)) return abandon_iteration(false);
   iteration_start_ = Clock::now();
-  // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration.
-  if (checkpoints_->due(iteration_ - 1)) checkpoints_->take(iteration_ - 1, collections_);
+  // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration,
+  // except for the first one after a resize, which completes before the tasks start.
+  if (checkpoints_->due(iteration_ - 1)) {
+    const bool first_since_resize = !checkpoints_->last_complete() && iteration_ > 1 && !collections_.empty();
+    checkpoints_->take(iteration_ - 1, collections_);
+    if (first_since_resize && !complete_checkpoint_before_tasks()) return abandon_iteration(false);
+  }
   for (auto& d : devices_) d->start();
   comm_engine_->start(*watch_);
   {
@@ -221,6 +226,23 @@ IterationReport Engine::run_iteration() {
     stolen_this_iteration_.clear();
   }
   return report;
+}
+
+bool Engine::complete_checkpoint_before_tasks() {
+  // A resize (expand_onto, prepare_shrink, a re-grid) dropped the copies from before it, which
+  // match neither the new numbers nor the new tiles: until this checkpoint is complete, a loss
+  // would find nothing to roll back to. So its transfers complete here, under the watch, and a
+  // barrier tells every rank that every rank completed them. Its cost then lies before the
+  // iteration's tasks instead of under them; it does not set the interval (as the one that
+  // ends a recovery, checkpoint_recovered_state).
+  const double seconds = checkpoints_->complete_transfers([this] {
+    watch_->poll();
+    return !watch_->lost().empty();
+  });
+  if (seconds < 0.0) return false;  // abandon_iteration drops what did not arrive
+  if (!comm_engine_->barrier_without_spinning(*watch_)) return false;
+  checkpoints_->confirmed_complete();
+  return true;
 }
 
 void Engine::log_iteration_ended(IterationReport& report) {

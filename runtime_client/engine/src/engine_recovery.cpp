@@ -458,7 +458,7 @@ void Engine::checkpoint_recovered_state(const RecoveryReport& out) {
     return;
   }
   watch_->disarm();
-  checkpoints_->recovered_state_complete();
+  checkpoints_->confirmed_complete();
   watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);  // the job's numbering from here
 }
 
