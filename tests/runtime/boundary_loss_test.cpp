@@ -56,6 +56,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -254,6 +255,10 @@ int run_member(const fs::path& dir, int index) {
   int recoveries = 0, resized = 0;
   long rolled_back_to = -1, iterations_redone = -1;
   std::vector<int> lost;
+  std::map<long, std::uint64_t> tasks_run;  // runtime iteration -> tasks run here, the last run of each
+  // The iteration before the resize and the first after it: its seconds, and what its
+  // checkpoint added on this rank (posting, and waiting: at its end, or before its tasks).
+  std::map<long, std::array<double, 2>> resize_iterations;
   for (int it = joiner ? joined_at : 0; it < kIterations;) {
     loop_iteration = it;
     if ((during_shrink || after_shrink) && old_rank == 0 && it == kill_at && recoveries == 0) {
@@ -284,6 +289,11 @@ int run_member(const fs::path& dir, int index) {
     kill_in_next_task = (after_expand || after_shrink) && old_rank == victim && it == kill_at && recoveries == 0;
     const br::IterationReport report = runtime.run_iteration();
     if (report.completed()) {
+      tasks_run[report.iteration] = report.local.tasks_executed;
+      if (report.iteration == kill_at || report.iteration == kill_at + 1) {
+        resize_iterations[report.iteration] = {report.seconds, report.local.checkpoint.post_seconds +
+                                                                   report.local.checkpoint.wait_seconds};
+      }
       ++it;
       continue;
     }
@@ -307,8 +317,11 @@ int run_member(const fs::path& dir, int index) {
     MPI_Finalize();
     return failures == 0 ? 0 : 1;
   }
-  expect(recoveries == 1, "recovered " + std::to_string(recoveries) + " times, expected once");
-  expect(lost == std::vector<int>{victim}, "lost ranks " + rank_set(lost) + ", expected {" + std::to_string(victim) + "}");
+  const bool no_victim = victim < 0;  // after-expand or after-shrink: the resize alone
+  expect(recoveries == (no_victim ? 0 : 1),
+         "recovered " + std::to_string(recoveries) + " times, expected " + (no_victim ? "never" : "once"));
+  expect(no_victim ? lost.empty() : lost == std::vector<int>{victim},
+         "lost ranks " + rank_set(lost) + ", expected " + (no_victim ? "{}" : "{" + std::to_string(victim) + "}"));
   if (during_shrink) {
     const std::string given_up = "shrink without ranks {" + std::to_string(kLeaver) + "} given up: ranks {" +
                                  std::to_string(victim) + "} were lost during the hand-off of the tiles";
@@ -322,14 +335,39 @@ int run_member(const fs::path& dir, int index) {
     expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
     expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
                                             (joiner ? "none (it joined through the expand)" : "one"));
-    expect(rolled_back_to == kill_at, "rolled back to the checkpoint of iteration " + std::to_string(rolled_back_to) +
-                                          ", expected " + std::to_string(kill_at) + " (the one the resize ended with)");
-    expect(iterations_redone == 1, std::to_string(iterations_redone) + " iterations redone, expected 1");
-    const int expected_size = after_expand ? kRanks : kRanks - 2;
+    if (!no_victim) {
+      expect(rolled_back_to == kill_at, "rolled back to the checkpoint of iteration " + std::to_string(rolled_back_to) +
+                                            ", expected " + std::to_string(kill_at) + " (the one the resize ended with)");
+      expect(iterations_redone == 1, std::to_string(iterations_redone) + " iterations redone, expected 1");
+      result["rolled_back_to"] = rolled_back_to;
+      result["iterations_redone"] = iterations_redone;
+    }
+    const int expected_size = (after_expand ? kRanks + 1 : kRanks - 1) - (no_victim ? 0 : 1);
     expect(job.size() == expected_size, "the job has " + std::to_string(job.size()) + " ranks, expected " +
-                                            std::to_string(expected_size) + ": resized, then the victim lost");
-    result["rolled_back_to"] = rolled_back_to;
-    result["iterations_redone"] = iterations_redone;
+                                            std::to_string(expected_size) + (no_victim ? ": resized" : ": resized, then the victim lost"));
+    // Every task of every iteration from the resize on ran once over the ranks (the
+    // interrupted one counted from its run again).
+    const int first_counted = kill_at + 1;
+    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
+    for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
+    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
+                  job.communicator());
+    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
+                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                                std::to_string(tasks_per_iteration));
+    }
+    result["tasks_per_iteration_from_the_resize"] = all;
+    if (no_victim) {
+      // The first checkpoint under the new buddies completed before the tasks of the first
+      // iteration after the resize.
+      expect(runtime.last_checkpoint().has_value(), "no complete checkpoint at the end");
+      result["iteration_seconds_before_and_after_resize"] = {resize_iterations[kill_at][0],
+                                                             resize_iterations[kill_at + 1][0]};
+      result["checkpoint_seconds_before_and_after_resize"] = {resize_iterations[kill_at][1],
+                                                              resize_iterations[kill_at + 1][1]};
+    }
   } else {
     expect(refused == 0, std::to_string(refused) + " resize requests refused: the only request died with the victim");
   }
@@ -360,7 +398,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   const int processes = after_expand ? kRanks + 1 : kRanks;
   // A shrink's victim is a rank that stays or (during it) the leaver, never the first rank,
   // which asks for it; after it, a rank that stayed.
-  const int lowest = during_shrink ? 1 : 0;
+  const int lowest = during_shrink ? 1 : (after_expand || after_shrink) ? -1 : 0;  // -1: none
   const int highest = after_shrink ? kLeaver - 1 : processes - 1;
   if (victim < lowest || victim > highest) {
     std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from %d to %d%s, got %d\n", lowest, highest,
