@@ -26,6 +26,11 @@
 // it (the boundary the resize ended at, one iteration redone), none refused, and finish on the
 // job's size less one, C bit-identical as above. A rank that joined must agree on the next
 // request at the boundary it joined through once the roll-back returns there.
+// With `expand-moves` the victim dies instead right after the expand, before the first
+// iteration after it: the others meet its death at that iteration's start (its tile moves),
+// before any checkpoint under the new buddies, and the copies from before the expand were
+// dropped. Every survivor must be refused alike, with an error naming that phase (no copy of
+// the tiles as they are exists), and still finalize and exit 0; never a hang.
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -34,7 +39,8 @@
 // exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
 // "boundary_loss: PASS".
 //
-//   boundary_loss_tests MPIEXEC SELF VICTIM [with-request|during-shrink|after-expand|after-shrink]
+//   boundary_loss_tests MPIEXEC SELF VICTIM
+//       [with-request|during-shrink|after-expand|after-shrink|expand-moves]
 //                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
@@ -187,7 +193,8 @@ int run_member(const fs::path& dir, int index) {
   const int pause_us = read_int(dir / "pause_us");
   const bool with_request = fs::exists(dir / "with-request");
   const bool during_shrink = fs::exists(dir / "during-shrink");
-  const bool after_expand = fs::exists(dir / "after-expand");
+  const bool expand_moves = fs::exists(dir / "expand-moves");
+  const bool after_expand = fs::exists(dir / "after-expand") || expand_moves;  // the same expand
   const bool after_shrink = fs::exists(dir / "after-shrink");
   const bool joiner = index == kJoiner;  // after-expand: joins by the expand
   std::vector<int> payload;
@@ -220,7 +227,7 @@ int run_member(const fs::path& dir, int index) {
       joined_at);
   MPI_Comm_set_errhandler(job.communicator(), fatal);
   int refused = 0;
-  std::string refusal;
+  std::string refusal, recovery_refusal;
   job.on_resize_refused([&](const br::ResizeEvent& e) {
     ++refused;
     refusal = e.reason;
@@ -285,6 +292,10 @@ int run_member(const fs::path& dir, int index) {
     const br::ElasticJob::Outcome outcome = job.apply_pending(it);
     if (outcome == br::ElasticJob::Outcome::left) break;  // after-shrink: the leaver
     resized += outcome == br::ElasticJob::Outcome::resized ? 1 : 0;
+    if (expand_moves && old_rank == victim && it == kill_at) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      ::raise(SIGKILL);  // the expand carried out, before the first iteration after it
+    }
     // In the first iteration after the resize (the joiner's first), once its checkpoint completed.
     kill_in_next_task = (after_expand || after_shrink) && old_rank == victim && it == kill_at && recoveries == 0;
     const br::IterationReport report = runtime.run_iteration();
@@ -297,7 +308,14 @@ int run_member(const fs::path& dir, int index) {
       ++it;
       continue;
     }
-    const br::RecoveryReport recovery = job.recover(report, kRecoverTimeout);
+    br::RecoveryReport recovery;
+    try {
+      recovery = job.recover(report, kRecoverTimeout);
+    } catch (const br::RecoveryError& e) {
+      if (!expand_moves) throw;
+      recovery_refusal = e.what();
+      break;
+    }
     ++recoveries;
     lost = recovery.lost;
     rolled_back_to = recovery.iteration;
@@ -310,6 +328,25 @@ int run_member(const fs::path& dir, int index) {
     expect(resized == 0 && recoveries == 0, "the leaver resized " + std::to_string(resized) + " times and recovered " +
                                                 std::to_string(recoveries) + " times before it left");
     result["left"] = true;
+    result["result"] = failures == 0 ? "PASS" : "FAIL";
+    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+    owned_runtime.reset();
+    watchdog.disarm();
+    MPI_Finalize();
+    return failures == 0 ? 0 : 1;
+  }
+  if (expand_moves) {
+    // Refused on every survivor, alike: nothing to verify.
+    const std::string expected = "recover: ranks {" + std::to_string(victim) +
+                                 "} were lost at the start of the first iteration after the expand (its tile "
+                                 "moves), before its checkpoint: no copy of the tiles as they are exists";
+    expect(recoveries == 0 && recovery_refusal.rfind(expected, 0) == 0,
+           std::to_string(recoveries) + " recoveries, refused with \"" + recovery_refusal + "\"; expected none, refused: \"" +
+               expected + " (...)\"");
+    expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
+    expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
+                                            (joiner ? "none (it joined through the expand)" : "one"));
+    result["refused"] = recovery_refusal;
     result["result"] = failures == 0 ? "PASS" : "FAIL";
     write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
     owned_runtime.reset();
@@ -393,12 +430,13 @@ int run_member(const fs::path& dir, int index) {
 int run_launcher(const std::string& mpiexec, const std::string& self, int victim, const std::string& mode) {
   const bool with_request = mode == "with-request";
   const bool during_shrink = mode == "during-shrink";
-  const bool after_expand = mode == "after-expand";
+  const bool expand_moves = mode == "expand-moves";
+  const bool after_expand = mode == "after-expand" || expand_moves;
   const bool after_shrink = mode == "after-shrink";
   const int processes = after_expand ? kRanks + 1 : kRanks;
   // A shrink's victim is a rank that stays or (during it) the leaver, never the first rank,
   // which asks for it; after it, a rank that stayed.
-  const int lowest = during_shrink ? 1 : (after_expand || after_shrink) ? -1 : 0;  // -1: none
+  const int lowest = during_shrink ? 1 : ((after_expand && !expand_moves) || after_shrink) ? -1 : 0;  // -1: none
   const int highest = after_shrink ? kLeaver - 1 : processes - 1;
   if (victim < lowest || victim > highest) {
     std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from %d to %d%s, got %d\n", lowest, highest,
@@ -471,7 +509,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     verified = verified || result.value("verified", false);
     survivors.push_back(result);
   }
-  expect(verified, "no survivor verified the result");
+  expect(verified || expand_moves, "no survivor verified the result");
   if (failures != 0) {
     for (int i = 0; i < processes; ++i) {
       std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
@@ -483,6 +521,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                                      {"with_request", with_request},
                                      {"during_shrink", during_shrink},
                                      {"after_expand", after_expand},
+                                     {"expand_moves", expand_moves},
                                      {"after_shrink", after_shrink},
                                      {"seed", seed},
                                      {"killed_before_iteration", kill_at},
@@ -501,9 +540,10 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return run_member(argv[2], std::atoi(argv[3]));
   const std::string mode = argc == 5 ? argv[4] : "";
   if ((argc != 4 && argc != 5) ||
-      (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-expand" && mode != "after-shrink")) {
+      (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-expand" && mode != "after-shrink" &&
+       mode != "expand-moves")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
-                         "[with-request|during-shrink|after-expand|after-shrink] | --member DIR INDEX\n");
+                         "[with-request|during-shrink|after-expand|after-shrink|expand-moves] | --member DIR INDEX\n");
     return 2;
   }
   return run_launcher(argv[1], argv[2], std::atoi(argv[3]), mode);

@@ -48,6 +48,7 @@ IterationReport Engine::run_iteration() {
     ++iteration_;
     return abandon_iteration(false);
   }
+  if (resize_under_way_) resize_under_way_->phase = ResizePhase::first_iteration_start;
   if (!pending_moves_.empty() && !apply_tile_moves()) {
     ++iteration_;
     return abandon_iteration(false);
@@ -97,9 +98,11 @@ IterationReport Engine::run_iteration() {
   // except for the first one after a resize, which completes before the tasks start.
   if (checkpoints_->due(iteration_ - 1)) {
     const bool first_since_resize = !checkpoints_->last_complete() && iteration_ > 1 && !collections_.empty();
+    if (first_since_resize && resize_under_way_) resize_under_way_->phase = ResizePhase::first_checkpoint;
     checkpoints_->take(iteration_ - 1, collections_);
     if (first_since_resize && !complete_checkpoint_before_tasks()) return abandon_iteration(false);
   }
+  if (resize_under_way_) resize_under_way_->phase = ResizePhase::first_iteration_tasks;
   for (auto& d : devices_) d->start();
   comm_engine_->start(*watch_);
   {
@@ -212,6 +215,7 @@ IterationReport Engine::run_iteration() {
   }
   total_stats_.add(report.local);
   ++iterations_since_attach_;
+  resize_under_way_.reset();  // the first iteration after it completed
   if (trace_) trace_->flush();
   // The offloads were for this iteration only: the next plan starts from the fixed mapping.
   withdraw_offloads();
