@@ -253,8 +253,8 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
                         "copy of the tiles of ranks " + rank_set_text(out.lost) + " exists");
   }
   const std::vector<int> buddies = checkpoints_->buddies();
-  if (buddies.empty()) refuse_unless_resize_carries_on(out, false);
   if (buddies.empty()) {
+    refuse_unless_resize_carries_on(out, false);  // during a resize: its phase named
     throw RecoveryError("recover: no checkpoint was taken before ranks " + rank_set_text(out.lost) +
                         " were lost");
   }
