@@ -17,6 +17,20 @@
 // (prepare_shrink's hand-off of the tiles). They must give the shrink up alike (reported
 // refused, with a reason that names the lost rank and the phase), every rank staying, then
 // recover from the last checkpoint and finish on the two survivors, C bit-identical as above.
+// With `after-expand` a fourth process, started with the others, joins when the first rank's
+// request to expand by one is carried out before iteration KILL_AT (grow_by_accept on the job's
+// port); with `after-shrink` the first rank asks instead that rank 2 leave. The victim (an old
+// rank or, after an expand, the new rank 3) then SIGKILLs itself in the first task it runs of
+// the first iteration after the resize, after the pause: that iteration's checkpoint, the first
+// under the new buddies, completed before its tasks started, so the survivors must roll back to
+// it (the boundary the resize ended at, one iteration redone), none refused, and finish on the
+// job's size less one, C bit-identical as above. A rank that joined must agree on the next
+// request at the boundary it joined through once the roll-back returns there.
+// With `expand-moves` the victim dies instead right after the expand, before the first
+// iteration after it: the others meet its death at that iteration's start (its tile moves),
+// before any checkpoint under the new buddies, and the copies from before the expand were
+// dropped. Every survivor must be refused alike, with an error naming that phase (no copy of
+// the tiles as they are exists), and still finalize and exit 0; never a hang.
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -25,7 +39,9 @@
 // exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
 // "boundary_loss: PASS".
 //
-//   boundary_loss_tests MPIEXEC SELF VICTIM [with-request|during-shrink]  (the launcher; no MPI)
+//   boundary_loss_tests MPIEXEC SELF VICTIM
+//       [with-request|during-shrink|after-expand|after-shrink|expand-moves]
+//                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
 #include "bellows/runtime/elastic_job.hpp"
@@ -40,11 +56,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -52,6 +70,7 @@
 #include <vector>
 
 #include "bellows/kernels/tile_kernels.hpp"
+#include "gemm_tasks.hpp"
 #include "separate_worlds.hpp"
 #include "spawned_processes.hpp"
 #include "tiled_gemm.hpp"
@@ -78,7 +97,8 @@ constexpr int kMostPauseMicroseconds = 3000;
 constexpr unsigned kSeed = 5;
 constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
-constexpr int kLeaver = 2;  // the rank a shrink removes in during-shrink
+constexpr int kLeaver = 2;  // the rank a shrink removes in during-shrink and after-shrink
+constexpr int kJoiner = kRanks;  // the process index (and rank) an expand adds in after-expand
 
 int failures = 0;
 void expect(bool ok, const std::string& what) {
@@ -112,6 +132,37 @@ std::vector<double> reference_c() {
 
 // ------------------------------------------------------------------------------------ member
 
+/// The GEMM's tasks, except that once `armed` the first task this rank runs waits `pause_us`
+/// and SIGKILLs the process: a loss at a point of the iteration after its start (its barrier,
+/// its tile moves and the checkpoint that completes before its tasks after a resize).
+class KillingGemm final : public br::TaskClass {
+ public:
+  KillingGemm(bellows::test::TiledGemm& gemm, const std::atomic<bool>& armed, int pause_us)
+      : TaskClass(0), gemm_(0, gemm.a, gemm.b, gemm.c), armed_(armed), pause_us_(pause_us) {}
+
+  [[nodiscard]] std::string_view name() const override { return gemm_.name(); }
+  void for_each_task(const std::function<void(const br::TaskKey&)>& fn) const override { gemm_.for_each_task(fn); }
+  [[nodiscard]] int owner(const br::TaskKey& key) const override { return gemm_.owner(key); }
+  void inputs(const br::TaskKey& key, std::vector<br::InputSource>& out) const override { gemm_.inputs(key, out); }
+  void successors(const br::TaskKey& key, int slot, std::vector<br::Successor>& out) const override {
+    gemm_.successors(key, slot, out);
+  }
+  [[nodiscard]] double flops(const br::TaskKey& key) const override { return gemm_.flops(key); }
+  [[nodiscard]] std::int64_t priority(const br::TaskKey& key) const override { return gemm_.priority(key); }
+  void execute_cpu(const br::TaskKey& key, std::span<br::Tile* const> tiles) const override {
+    if (armed_.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us_));
+      ::raise(SIGKILL);  // in the iteration's tasks
+    }
+    gemm_.execute_cpu(key, tiles);
+  }
+
+ private:
+  bellows::examples::GemmTasks gemm_;
+  const std::atomic<bool>& armed_;
+  int pause_us_;
+};
+
 /// In place of MPI_ERRORS_ARE_FATAL: prints the MPI error and this rank's stack, which names
 /// the call that failed, then aborts as the fatal handler would.
 void abort_with_backtrace(MPI_Comm* comm, int* code, ...) {
@@ -142,10 +193,16 @@ int run_member(const fs::path& dir, int index) {
   const int pause_us = read_int(dir / "pause_us");
   const bool with_request = fs::exists(dir / "with-request");
   const bool during_shrink = fs::exists(dir / "during-shrink");
+  const bool expand_moves = fs::exists(dir / "expand-moves");
+  const bool after_expand = fs::exists(dir / "after-expand") || expand_moves;  // the same expand
+  const bool after_shrink = fs::exists(dir / "after-shrink");
+  const bool joiner = index == kJoiner;  // after-expand: joins by the expand
   std::vector<int> payload;
   auto membership = [&] {
     if (index != 0) {
-      while (!fs::exists(dir / "port")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      // The joiner connects once the expand is carried out (the first rank says so).
+      const fs::path ready = joiner ? dir / "expand" : dir / "port";
+      while (!fs::exists(ready)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       return br::Membership::join_by_connect(read_file(dir / "port"), payload);
     }
     char port[MPI_MAX_PORT_NAME] = {};
@@ -158,13 +215,19 @@ int run_member(const fs::path& dir, int index) {
   const int old_rank = membership.rank();
   write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
   write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));  // the join's order
-  br::ElasticJob job(std::move(membership),
-                     br::ElasticJob::Grow([](br::Membership&, int, int, std::uint64_t) -> const br::GrowReport& {
-                       throw std::logic_error("this test never expands");
-                     }));
+  const int joined_at = joiner ? payload.at(0) : -1;
+  br::ElasticJob job(
+      std::move(membership),
+      br::ElasticJob::Grow([&](br::Membership& m, int count, int join_iteration, std::uint64_t) -> const br::GrowReport& {
+        if (!after_expand) throw std::logic_error("this test expands only with after-expand");
+        if (m.rank() == 0) write_file(dir / "expand", "1");
+        const std::array<int, 1> join{join_iteration};
+        return m.grow_by_accept(count, read_file(dir / "port"), join);
+      }),
+      joined_at);
   MPI_Comm_set_errhandler(job.communicator(), fatal);
   int refused = 0;
-  std::string refusal;
+  std::string refusal, recovery_refusal;
   job.on_resize_refused([&](const br::ResizeEvent& e) {
     ++refused;
     refusal = e.reason;
@@ -178,6 +241,7 @@ int run_member(const fs::path& dir, int index) {
     });
   }
 
+  std::atomic<bool> kill_in_next_task{false};
   bellows::test::TiledGemm gemm(kN, kTile, kRanks, old_rank, kSeed);
   br::RuntimeOptions options;
   options.comm_max_sleep_us = 100;
@@ -189,17 +253,28 @@ int run_member(const fs::path& dir, int index) {
   auto owned_runtime = std::make_unique<br::Runtime>(job.communicator(), options);
   br::Runtime& runtime = *owned_runtime;
   job.attach(runtime);
-  gemm.attach(runtime);
+  runtime.add_collection(gemm.a);
+  runtime.add_collection(gemm.b);
+  runtime.add_collection(gemm.c);
+  runtime.add_task_class(std::make_unique<KillingGemm>(gemm, kill_in_next_task, pause_us));
 
   nlohmann::json result{{"old_rank", old_rank}};
-  int recoveries = 0;
+  int recoveries = 0, resized = 0;
+  long rolled_back_to = -1, iterations_redone = -1;
   std::vector<int> lost;
-  for (int it = 0; it < kIterations;) {
+  std::map<long, std::uint64_t> tasks_run;  // runtime iteration -> tasks run here, the last run of each
+  // The iteration before the resize and the first after it: its seconds, and what its
+  // checkpoint added on this rank (posting, and waiting: at its end, or before its tasks).
+  std::map<long, std::array<double, 2>> resize_iterations;
+  for (int it = joiner ? joined_at : 0; it < kIterations;) {
     loop_iteration = it;
-    if (during_shrink && old_rank == 0 && it == kill_at && recoveries == 0) {
+    if ((during_shrink || after_shrink) && old_rank == 0 && it == kill_at && recoveries == 0) {
       job.request_shrink({kLeaver}, "the test's shrink", 0);
     }
-    if (old_rank == victim && it == kill_at && !with_request && !during_shrink) {
+    if (after_expand && old_rank == 0 && it == kill_at && recoveries == 0) {
+      job.request_expand(1, "the test's expand", 0);
+    }
+    if (old_rank == victim && it == kill_at && !with_request && !during_shrink && !after_expand && !after_shrink) {
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       ::raise(SIGKILL);  // where this rank would agree on the next request
     }
@@ -214,20 +289,76 @@ int run_member(const fs::path& dir, int index) {
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       ::raise(SIGKILL);
     }
-    (void)job.apply_pending(it);
+    const br::ElasticJob::Outcome outcome = job.apply_pending(it);
+    if (outcome == br::ElasticJob::Outcome::left) break;  // after-shrink: the leaver
+    resized += outcome == br::ElasticJob::Outcome::resized ? 1 : 0;
+    if (expand_moves && old_rank == victim && it == kill_at) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      ::raise(SIGKILL);  // the expand carried out, before the first iteration after it
+    }
+    // In the first iteration after the resize (the joiner's first), once its checkpoint completed.
+    kill_in_next_task = (after_expand || after_shrink) && old_rank == victim && it == kill_at && recoveries == 0;
     const br::IterationReport report = runtime.run_iteration();
     if (report.completed()) {
+      tasks_run[report.iteration] = report.local.tasks_executed;
+      if (report.iteration == kill_at || report.iteration == kill_at + 1) {
+        resize_iterations[report.iteration] = {report.seconds, report.local.checkpoint.post_seconds +
+                                                                   report.local.checkpoint.wait_seconds};
+      }
       ++it;
       continue;
     }
-    const br::RecoveryReport recovery = job.recover(report, kRecoverTimeout);
+    br::RecoveryReport recovery;
+    try {
+      recovery = job.recover(report, kRecoverTimeout);
+    } catch (const br::RecoveryError& e) {
+      if (!expand_moves) throw;
+      recovery_refusal = e.what();
+      break;
+    }
     ++recoveries;
     lost = recovery.lost;
+    rolled_back_to = recovery.iteration;
+    iterations_redone = report.iteration - recovery.iteration;
     // The runtime counts its iterations from 1; the loop resumes after the checkpoint's.
     it -= report.iteration - 1 - static_cast<int>(recovery.iteration);
   }
-  expect(recoveries == 1, "recovered " + std::to_string(recoveries) + " times, expected once");
-  expect(lost == std::vector<int>{victim}, "lost ranks " + rank_set(lost) + ", expected {" + std::to_string(victim) + "}");
+  if (after_shrink && old_rank == kLeaver) {
+    // Left as asked, before the loss: nothing to recover, nothing to verify.
+    expect(resized == 0 && recoveries == 0, "the leaver resized " + std::to_string(resized) + " times and recovered " +
+                                                std::to_string(recoveries) + " times before it left");
+    result["left"] = true;
+    result["result"] = failures == 0 ? "PASS" : "FAIL";
+    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+    owned_runtime.reset();
+    watchdog.disarm();
+    MPI_Finalize();
+    return failures == 0 ? 0 : 1;
+  }
+  if (expand_moves) {
+    // Refused on every survivor, alike: nothing to verify.
+    const std::string expected = "recover: ranks {" + std::to_string(victim) +
+                                 "} were lost at the start of the first iteration after the expand (its tile "
+                                 "moves), before its checkpoint: no copy of the tiles as they are exists";
+    expect(recoveries == 0 && recovery_refusal.rfind(expected, 0) == 0,
+           std::to_string(recoveries) + " recoveries, refused with \"" + recovery_refusal + "\"; expected none, refused: \"" +
+               expected + " (...)\"");
+    expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
+    expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
+                                            (joiner ? "none (it joined through the expand)" : "one"));
+    result["refused"] = recovery_refusal;
+    result["result"] = failures == 0 ? "PASS" : "FAIL";
+    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+    owned_runtime.reset();
+    watchdog.disarm();
+    MPI_Finalize();
+    return failures == 0 ? 0 : 1;
+  }
+  const bool no_victim = victim < 0;  // after-expand or after-shrink: the resize alone
+  expect(recoveries == (no_victim ? 0 : 1),
+         "recovered " + std::to_string(recoveries) + " times, expected " + (no_victim ? "never" : "once"));
+  expect(no_victim ? lost.empty() : lost == std::vector<int>{victim},
+         "lost ranks " + rank_set(lost) + ", expected " + (no_victim ? "{}" : "{" + std::to_string(victim) + "}"));
   if (during_shrink) {
     const std::string given_up = "shrink without ranks {" + std::to_string(kLeaver) + "} given up: ranks {" +
                                  std::to_string(victim) + "} were lost during the hand-off of the tiles";
@@ -237,6 +368,43 @@ int run_member(const fs::path& dir, int index) {
     expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks, expected " +
                                           std::to_string(kRanks - 1) + ": the shrink given up, the victim lost");
     result["refusal"] = refusal;
+  } else if (after_expand || after_shrink) {
+    expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
+    expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
+                                            (joiner ? "none (it joined through the expand)" : "one"));
+    if (!no_victim) {
+      expect(rolled_back_to == kill_at, "rolled back to the checkpoint of iteration " + std::to_string(rolled_back_to) +
+                                            ", expected " + std::to_string(kill_at) + " (the one the resize ended with)");
+      expect(iterations_redone == 1, std::to_string(iterations_redone) + " iterations redone, expected 1");
+      result["rolled_back_to"] = rolled_back_to;
+      result["iterations_redone"] = iterations_redone;
+    }
+    const int expected_size = (after_expand ? kRanks + 1 : kRanks - 1) - (no_victim ? 0 : 1);
+    expect(job.size() == expected_size, "the job has " + std::to_string(job.size()) + " ranks, expected " +
+                                            std::to_string(expected_size) + (no_victim ? ": resized" : ": resized, then the victim lost"));
+    // Every task of every iteration from the resize on ran once over the ranks (the
+    // interrupted one counted from its run again).
+    const int first_counted = kill_at + 1;
+    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
+    for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
+    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
+                  job.communicator());
+    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
+                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                                std::to_string(tasks_per_iteration));
+    }
+    result["tasks_per_iteration_from_the_resize"] = all;
+    if (no_victim) {
+      // The first checkpoint under the new buddies completed before the tasks of the first
+      // iteration after the resize.
+      expect(runtime.last_checkpoint().has_value(), "no complete checkpoint at the end");
+      result["iteration_seconds_before_and_after_resize"] = {resize_iterations[kill_at][0],
+                                                             resize_iterations[kill_at + 1][0]};
+      result["checkpoint_seconds_before_and_after_resize"] = {resize_iterations[kill_at][1],
+                                                              resize_iterations[kill_at + 1][1]};
+    }
   } else {
     expect(refused == 0, std::to_string(refused) + " resize requests refused: the only request died with the victim");
   }
@@ -259,11 +427,20 @@ int run_member(const fs::path& dir, int index) {
 
 // ------------------------------------------------------------------------------------ launcher
 
-int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool with_request,
-                 bool during_shrink) {
-  if (victim < 0 || victim >= kRanks || (during_shrink && victim == 0)) {
-    std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from %d to %d, got %d\n",
-                 during_shrink ? 1 : 0, kRanks - 1, victim);
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, const std::string& mode) {
+  const bool with_request = mode == "with-request";
+  const bool during_shrink = mode == "during-shrink";
+  const bool expand_moves = mode == "expand-moves";
+  const bool after_expand = mode == "after-expand" || expand_moves;
+  const bool after_shrink = mode == "after-shrink";
+  const int processes = after_expand ? kRanks + 1 : kRanks;
+  // A shrink's victim is a rank that stays or (during it) the leaver, never the first rank,
+  // which asks for it; after it, a rank that stayed.
+  const int lowest = during_shrink ? 1 : ((after_expand && !expand_moves) || after_shrink) ? -1 : 0;  // -1: none
+  const int highest = after_shrink ? kLeaver - 1 : processes - 1;
+  if (victim < lowest || victim > highest) {
+    std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from %d to %d%s, got %d\n", lowest, highest,
+                 mode.empty() ? "" : (" with " + mode).c_str(), victim);
     return 2;
   }
   char pattern[] = "/tmp/bellows-boundary-loss-XXXXXX";
@@ -277,12 +454,11 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   write_file(dir / "victim", std::to_string(victim));
   write_file(dir / "kill_at", std::to_string(kill_at));
   write_file(dir / "pause_us", std::to_string(pause_us));
-  if (with_request) write_file(dir / "with-request", "1");
-  if (during_shrink) write_file(dir / "during-shrink", "1");
+  if (!mode.empty()) write_file(dir / mode, "1");
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
-  std::vector<StartedMember> members(kRanks);
-  for (int i = 0; i < kRanks; ++i) {
+  std::vector<StartedMember> members(static_cast<std::size_t>(processes));
+  for (int i = 0; i < processes; ++i) {
     members[static_cast<std::size_t>(i)].pid = bellows::testing::start_member_world(
         mpiexec, {self, "--member", dir.string(), std::to_string(i)}, dir / ("member." + std::to_string(i) + ".log"));
     expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
@@ -291,7 +467,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 
   // Whatever is left is killed: nothing the test started survives it.
   std::vector<int> pids;
-  for (int i = 0; i < kRanks; ++i) {
+  for (int i = 0; i < processes; ++i) {
     auto& m = members[static_cast<std::size_t>(i)];
     if (m.pid <= 0) continue;
     pids.push_back(m.pid);
@@ -309,7 +485,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 
   nlohmann::json survivors = nlohmann::json::array();
   bool verified = false;
-  for (int i = 0; i < kRanks; ++i) {
+  for (int i = 0; i < processes; ++i) {
     const auto& m = members[static_cast<std::size_t>(i)];
     const bool exited_zero = WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
     const fs::path rank_file = dir / ("rank." + std::to_string(i));
@@ -333,9 +509,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     verified = verified || result.value("verified", false);
     survivors.push_back(result);
   }
-  expect(verified, "no survivor verified the result");
+  expect(verified || expand_moves, "no survivor verified the result");
   if (failures != 0) {
-    for (int i = 0; i < kRanks; ++i) {
+    for (int i = 0; i < processes; ++i) {
       std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
                    read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
     }
@@ -344,6 +520,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   std::printf("%s\n", nlohmann::json{{"victim", victim},
                                      {"with_request", with_request},
                                      {"during_shrink", during_shrink},
+                                     {"after_expand", after_expand},
+                                     {"expand_moves", expand_moves},
+                                     {"after_shrink", after_shrink},
                                      {"seed", seed},
                                      {"killed_before_iteration", kill_at},
                                      {"pause_us", pause_us},
@@ -359,12 +538,13 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return run_member(argv[2], std::atoi(argv[3]));
-  const bool with_request = argc == 5 && std::strcmp(argv[4], "with-request") == 0;
-  const bool during_shrink = argc == 5 && std::strcmp(argv[4], "during-shrink") == 0;
-  if (argc != 4 && !with_request && !during_shrink) {
-    std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM [with-request|during-shrink] | "
-                         "--member DIR INDEX\n");
+  const std::string mode = argc == 5 ? argv[4] : "";
+  if ((argc != 4 && argc != 5) ||
+      (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-expand" && mode != "after-shrink" &&
+       mode != "expand-moves")) {
+    std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
+                         "[with-request|during-shrink|after-expand|after-shrink|expand-moves] | --member DIR INDEX\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), with_request, during_shrink);
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), mode);
 }

@@ -89,11 +89,13 @@ class BuddyCheckpoints {
   /// complete (every rank completed its transfers before the reductions), frees what
   /// superseded_copies() names, and sets the interval (checkpoint_interval()).
   void iteration_ended(double iteration_seconds, double checkpoint_seconds);
-  /// At the end of a recovery, once every rank completed the transfers of the checkpoint
-  /// take() posted of the state restored (the caller confirms that with a collective): marks
-  /// it complete. Its cost does not set the interval (it is not an iteration's, and it is not
-  /// the same on every rank); the interval stays 1 until the next checkpoint's cost is known.
-  void recovered_state_complete();
+  /// Outside the end-of-iteration reductions (at the end of a recovery, of the state restored;
+  /// before the first iteration's tasks after a resize), once every rank completed the
+  /// transfers of the checkpoint take() posted (the caller confirms that with a collective):
+  /// marks it complete. Its cost does not set the interval (it is not overlapped with an
+  /// iteration's tasks, and it is not the same on every rank); the interval stays 1 until
+  /// the next checkpoint's cost is known.
+  void confirmed_complete();
 
   /// What checkpoints did since the previous call; bytes_held and the interval as now.
   [[nodiscard]] CheckpointStats take_stats();

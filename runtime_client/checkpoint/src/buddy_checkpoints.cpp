@@ -297,9 +297,9 @@ void BuddyCheckpoints::iteration_ended(double iteration_seconds, double checkpoi
   }
 }
 
-void BuddyCheckpoints::recovered_state_complete() {
+void BuddyCheckpoints::confirmed_complete() {
   if (checkpoints_.empty() || checkpoints_.back().complete) {
-    throw std::logic_error("recovered_state_complete without a checkpoint in flight");
+    throw std::logic_error("confirmed_complete without a checkpoint in flight");
   }
   checkpoints_.back().complete = true;
   free_superseded();

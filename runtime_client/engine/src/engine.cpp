@@ -246,6 +246,7 @@ void Engine::join_expansion(int first_new_rank) {
   }
   share_mapping_state();
   if (first_new_rank_ < 0) first_new_rank_ = first_new_rank;
+  resize_under_way_ = ResizeUnderWay{ResizeKind::expand, ResizePhase::attach};
 }
 
 void Engine::expand_onto(MPI_Comm comm) {
@@ -258,6 +259,7 @@ void Engine::expand_onto(MPI_Comm comm) {
                                 std::to_string(new_rank) + " of " + std::to_string(new_size) +
                                 "; the new communicator must keep every rank and only add");
   }
+  resize_under_way_ = ResizeUnderWay{ResizeKind::expand, ResizePhase::attach};
   // Nothing runs between iterations: no thread of the communication engine is alive.
   checkpoints_->detach();
   comm_engine_.reset();

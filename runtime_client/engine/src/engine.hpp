@@ -24,6 +24,7 @@
 #include "bellows/runtime/offload_policy.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/options.hpp"
+#include "bellows/runtime/resize_loss.hpp"
 #include "bellows/runtime/stats.hpp"
 #include "bellows/runtime/steal_policy.hpp"
 #include "bellows/runtime/task_graph.hpp"
@@ -299,6 +300,11 @@ class Engine final : public DeviceOwner {
   /// the new ranks have registered their collections. False when a peer was lost during the
   /// transfers (the watch armed): no move is applied, the transfers are let go.
   bool apply_tile_moves();
+  /// In run_iteration, after take() of the first checkpoint since a resize: completes its
+  /// transfers under the watch and confirms them with a barrier, so that a loss in the rest
+  /// of the iteration recovers from it. False when a peer was lost meanwhile (the caller
+  /// abandons the iteration).
+  bool complete_checkpoint_before_tasks();
   /// A shrink's hand-off (prepare_shrink): waits for `requests` (the tiles `buffers`, a
   /// receive where `receiving` says 1) and then a barrier, with errors returned and every
   /// peer watched. False when a peer was lost: nothing may be applied, the pending receives
@@ -343,6 +349,12 @@ class Engine final : public DeviceOwner {
   /// What recover() does (plan_recovery, choose_checkpoint) from every survivor's copies;
   /// sets out.iteration. Throws RecoveryError with the refusal (engine_recovery.cpp).
   RecoveryPlan decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies) const;
+  /// During a resize (resize_under_way_): throws RecoveryError with on_loss_during_resize's
+  /// reason, and `detail` after it when not empty, unless it carries the resize on
+  /// (`checkpoint_after_complete`: every copy the roll-back needs of a checkpoint taken after
+  /// it arrived).
+  void refuse_unless_resize_carries_on(const RecoveryReport& out, bool checkpoint_after_complete,
+                                       const std::string& detail = {}) const;
   /// The end of recover(), collective over the survivors' duplicate under a watch of every
   /// survivor: the re-grid's tile moves, then a checkpoint of the state just restored, taken
   /// under the new buddies and completed before recover() returns, so that a loss in the
@@ -377,6 +389,13 @@ class Engine final : public DeviceOwner {
   std::atomic<bool> abandoning_{false};
   /// The ranks the last iteration lost (comm_'s numbers); run_iteration refuses until recover().
   std::vector<int> lost_ranks_;
+  /// From a resize (expand_onto, join_expansion, prepare_shrink, a re-grid) until the first
+  /// iteration after it completed: where it is, for a loss meanwhile (on_loss_during_resize).
+  struct ResizeUnderWay {
+    ResizeKind kind = ResizeKind::expand;
+    ResizePhase phase = ResizePhase::attach;
+  };
+  std::optional<ResizeUnderWay> resize_under_way_;
   double abandon_seconds_ = 0.0;   ///< the last abandoned iteration's clean-up, grace included
   std::uint64_t tasks_dropped_ = 0;  ///< tasks queued or pending when it was abandoned
   std::unique_ptr<Trace> trace_;

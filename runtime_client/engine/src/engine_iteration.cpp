@@ -48,6 +48,7 @@ IterationReport Engine::run_iteration() {
     ++iteration_;
     return abandon_iteration(false);
   }
+  if (resize_under_way_) resize_under_way_->phase = ResizePhase::first_iteration_start;
   if (!pending_moves_.empty() && !apply_tile_moves()) {
     ++iteration_;
     return abandon_iteration(false);
@@ -93,8 +94,15 @@ IterationReport Engine::run_iteration() {
   watch_->arm();
   if (!comm_engine_->barrier_without_spinning(*watch_)) return abandon_iteration(false);
   iteration_start_ = Clock::now();
-  // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration.
-  if (checkpoints_->due(iteration_ - 1)) checkpoints_->take(iteration_ - 1, collections_);
+  // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration,
+  // except for the first one after a resize, which completes before the tasks start.
+  if (checkpoints_->due(iteration_ - 1)) {
+    const bool first_since_resize = !checkpoints_->last_complete() && iteration_ > 1 && !collections_.empty();
+    if (first_since_resize && resize_under_way_) resize_under_way_->phase = ResizePhase::first_checkpoint;
+    checkpoints_->take(iteration_ - 1, collections_);
+    if (first_since_resize && !complete_checkpoint_before_tasks()) return abandon_iteration(false);
+  }
+  if (resize_under_way_) resize_under_way_->phase = ResizePhase::first_iteration_tasks;
   for (auto& d : devices_) d->start();
   comm_engine_->start(*watch_);
   {
@@ -207,6 +215,7 @@ IterationReport Engine::run_iteration() {
   }
   total_stats_.add(report.local);
   ++iterations_since_attach_;
+  resize_under_way_.reset();  // the first iteration after it completed
   if (trace_) trace_->flush();
   // The offloads were for this iteration only: the next plan starts from the fixed mapping.
   withdraw_offloads();
@@ -221,6 +230,23 @@ IterationReport Engine::run_iteration() {
     stolen_this_iteration_.clear();
   }
   return report;
+}
+
+bool Engine::complete_checkpoint_before_tasks() {
+  // A resize (expand_onto, prepare_shrink, a re-grid) dropped the copies from before it, which
+  // match neither the new numbers nor the new tiles: until this checkpoint is complete, a loss
+  // would find nothing to roll back to. So its transfers complete here, under the watch, and a
+  // barrier tells every rank that every rank completed them. Its cost then lies before the
+  // iteration's tasks instead of under them; it does not set the interval (as the one that
+  // ends a recovery, checkpoint_recovered_state).
+  const double seconds = checkpoints_->complete_transfers([this] {
+    watch_->poll();
+    return !watch_->lost().empty();
+  });
+  if (seconds < 0.0) return false;  // abandon_iteration drops what did not arrive
+  if (!comm_engine_->barrier_without_spinning(*watch_)) return false;
+  checkpoints_->confirmed_complete();
+  return true;
 }
 
 void Engine::log_iteration_ended(IterationReport& report) {

@@ -263,6 +263,7 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
   if (!pending_moves_.empty() && !apply_tile_moves()) {
     throw std::runtime_error("prepare_shrink: a peer was lost while an expand's tile moves were carried out");
   }
+  resize_under_way_ = ResizeUnderWay{ResizeKind::shrink, ResizePhase::hand_off};
   // Each rank's tiles over all collections, for the choice of backups (shrink_plan.hpp).
   std::vector<long> held(static_cast<std::size_t>(size_), 0);
   for (const auto* c : collections_) {
@@ -345,12 +346,16 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
     }
   }
   if (!hand_off_watched(requests, buffers, receiving)) {
+    // No tile changed owner and the copies are kept: on_loss_during_resize gives the shrink
+    // up, and the loss is one of the job as it was.
+    resize_under_way_.reset();
     ShrinkHandoff given_up;
     given_up.lost = watch_->lost();  // kept: the next run_iteration() reports them at once
     given_up.seconds = seconds_between(begin, Clock::now());
     last_rebalance_ = Rebalance{};
     return given_up;
   }
+  resize_under_way_->phase = ResizePhase::attach;
   checkpoints_->detach();
 
   // The mapping in the survivors' numbering: grid ranks of leavers go to their backups;

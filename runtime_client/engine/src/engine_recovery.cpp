@@ -254,6 +254,7 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   }
   const std::vector<int> buddies = checkpoints_->buddies();
   if (buddies.empty()) {
+    refuse_unless_resize_carries_on(out, false);  // during a resize: its phase named
     throw RecoveryError("recover: no checkpoint was taken before ranks " + rank_set_text(out.lost) +
                         " were lost");
   }
@@ -270,12 +271,25 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   const RecoveryPlan& plan = *decision.plan;
   check_renumbering(out, plan);
   const CheckpointChoice choice = choose_checkpoint(copies, plan.roll_back);
+  // After a resize the only checkpoints are those taken after it.
+  refuse_unless_resize_carries_on(out, choice.iteration.has_value(), choice.refusal);
   if (!choice.iteration) {
     throw RecoveryError("recover: ranks " + rank_set_text(out.lost) + " lost in iteration " +
                         std::to_string(iteration_) + ": " + choice.refusal);
   }
   out.iteration = *choice.iteration;
   return std::move(*decision.plan);
+}
+
+void Engine::refuse_unless_resize_carries_on(const RecoveryReport& out, bool checkpoint_after_complete,
+                                             const std::string& detail) const {
+  if (!resize_under_way_) return;
+  // The copies from before the resize were dropped when it changed the communicator.
+  const ResizeLossDecision decision = on_loss_during_resize(
+      ResizeLossFacts{resize_under_way_->kind, resize_under_way_->phase, false, checkpoint_after_complete});
+  if (decision.action == ResizeLossAction::carry_on) return;
+  throw RecoveryError("recover: ranks " + rank_set_text(out.lost) + " were lost " + decision.reason +
+                      (detail.empty() ? "" : "; " + detail));
 }
 
 void Engine::attach_recovered(MPI_Comm duplicate, std::vector<std::string> nodes) {
@@ -372,6 +386,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   }
   pending_moves_.clear();
   lost_ranks_.clear();
+  resize_under_way_.reset();  // carried on: the state restored is the one after it
   iteration_ = static_cast<int>(out.iteration);
   std::vector<std::string> survivor_nodes;  // nodes do not change: known from before the loss
   if (checkpoints_->enabled()) {  // else the checkpoints never learnt them, nor need them
@@ -458,7 +473,7 @@ void Engine::checkpoint_recovered_state(const RecoveryReport& out) {
     return;
   }
   watch_->disarm();
-  checkpoints_->recovered_state_complete();
+  checkpoints_->confirmed_complete();
   watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);  // the job's numbering from here
 }
 

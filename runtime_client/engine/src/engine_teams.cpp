@@ -182,6 +182,7 @@ void Engine::plan_teams_between_iterations() {
   comm_engine_->confine_steals(steal_partners(message_log_.rank_team(), rank_,
                                               options_.message_log.steal_across_teams));
   checkpoints_->attach(comm_, checkpoints_->nodes());
+  resize_under_way_ = ResizeUnderWay{ResizeKind::regrid, ResizePhase::attach};
   teams_applied_ = std::move(applied);
 }
 

@@ -517,6 +517,7 @@ RecoveryReport ElasticJob::recover(const IterationReport& report, std::chrono::m
       MPI_Comm old = job;
       membership_.adopt_survivors(std::move(survivors));  // lets go of `job` without freeing it
       MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
+      replays_the_join_boundary();
       return recovered;
     } catch (const LostDuringRecovery& e) {
       static std::vector<MPI_Comm> abandoned;  // never freed: messages may still arrive on them
@@ -554,7 +555,15 @@ RecoveryReport ElasticJob::adopt_survivors(MPI_Comm survivors, std::span<const i
   MPI_Comm old = job;
   membership_.adopt_survivors(Communicator(survivors));  // lets go of `job` without freeing it
   if (old != MPI_COMM_WORLD) MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
+  replays_the_join_boundary();
   return recovered;
+}
+
+void ElasticJob::replays_the_join_boundary() {
+  // A recovery rolls every survivor back to the same boundary, which may be the one this rank
+  // joined through (the checkpoint that completes before the first iteration after an
+  // expand): there every survivor agrees on the next request, this rank too.
+  joined_at_iteration_ = -1;
 }
 
 void ElasticJob::after_iteration(const IterationReport& report) {

@@ -187,6 +187,9 @@ class ElasticJob {
   void time_first_tasks(const IterationReport& report);
   Outcome expand(const Request& request, ResizeEvent& event, int iteration);
   Outcome shrink(const Request& request, ResizeEvent& event);
+  /// After a recovery: the boundary this rank joined through, if the roll-back returns to
+  /// it, is agreed on like any other (apply_pending no longer skips it).
+  void replays_the_join_boundary();
 
   Membership membership_;
   Grow grow_;

@@ -1,0 +1,80 @@
+#include "bellows/runtime/resize_loss.hpp"
+
+namespace bellows::runtime {
+namespace {
+
+/// "during the hand-off of the tiles of a shrink", ... (the phase, for a reason).
+std::string phase_text(ResizeKind kind, ResizePhase phase) {
+  const std::string resize = std::string("the ") + to_string(kind);
+  switch (phase) {
+    case ResizePhase::hand_off:
+      return "during the hand-off of the leavers' tiles of " + resize;
+    case ResizePhase::attach:
+      return "while the runtime moved onto the communicator of " + resize;
+    case ResizePhase::first_iteration_start:
+      return "at the start of the first iteration after " + resize + " (its tile moves), before its checkpoint";
+    case ResizePhase::first_checkpoint:
+      return "while the first checkpoint after " + resize + " completed";
+    case ResizePhase::first_iteration_tasks:
+      return "in the first iteration after " + resize + ", its checkpoint complete";
+  }
+  return "during " + resize;
+}
+
+}  // namespace
+
+bool tiles_may_have_moved(ResizePhase phase) noexcept {
+  // A shrink's hand-off changes nothing before its barrier; an expand's attach moves no tile
+  // (the moves wait for the new ranks' collections). From the first iteration's start on, the
+  // moves may have been carried out on some ranks.
+  return phase != ResizePhase::hand_off && phase != ResizePhase::attach;
+}
+
+ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts) {
+  ResizeLossDecision decision;
+  const std::string where = phase_text(facts.kind, facts.phase);
+  if (facts.checkpoint_after_complete) {
+    decision.action = ResizeLossAction::carry_on;
+    decision.reason = where + ": the " + to_string(facts.kind) +
+                      " stands, and the job recovers from the checkpoint completed after it";
+    return decision;
+  }
+  if (!tiles_may_have_moved(facts.phase) && facts.copies_before_kept) {
+    decision.action = ResizeLossAction::give_up;
+    decision.reason = where + ": the " + to_string(facts.kind) +
+                      " is given up (no tile changed owner), and the job recovers from the checkpoint before it";
+    return decision;
+  }
+  decision.action = ResizeLossAction::refuse;
+  const std::string before = std::string("the copies from before the ") + to_string(facts.kind);
+  decision.reason = where + ": no copy of the tiles as they are exists (" +
+                    (tiles_may_have_moved(facts.phase) ? before + " may no longer match them" : before + " were dropped") +
+                    ", and the checkpoint after it is not complete)";
+  return decision;
+}
+
+const char* to_string(ResizeKind kind) noexcept {
+  switch (kind) {
+    case ResizeKind::expand:
+      return "expand";
+    case ResizeKind::shrink:
+      return "shrink";
+    case ResizeKind::regrid:
+      return "re-grid";
+  }
+  return "resize";
+}
+
+const char* to_string(ResizeLossAction action) noexcept {
+  switch (action) {
+    case ResizeLossAction::give_up:
+      return "give_up";
+    case ResizeLossAction::carry_on:
+      return "carry_on";
+    case ResizeLossAction::refuse:
+      return "refuse";
+  }
+  return "refuse";
+}
+
+}  // namespace bellows::runtime

@@ -1,0 +1,78 @@
+// Give a resize up, carry it on, or refuse, when a rank is lost during it (resize_loss.hpp).
+#include <bellows/runtime/resize_loss.hpp>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using bellows::runtime::on_loss_during_resize;
+using bellows::runtime::ResizeKind;
+using bellows::runtime::ResizeLossAction;
+using bellows::runtime::ResizeLossDecision;
+using bellows::runtime::ResizeLossFacts;
+using bellows::runtime::ResizePhase;
+using bellows::runtime::tiles_may_have_moved;
+
+ResizeLossDecision decide(ResizeKind kind, ResizePhase phase, bool copies_before_kept, bool checkpoint_after_complete) {
+  return on_loss_during_resize(ResizeLossFacts{kind, phase, copies_before_kept, checkpoint_after_complete});
+}
+
+TEST(ResizeLoss, TilesMayHaveMovedFromTheFirstIterationsStartOn) {
+  EXPECT_FALSE(tiles_may_have_moved(ResizePhase::hand_off));
+  EXPECT_FALSE(tiles_may_have_moved(ResizePhase::attach));
+  EXPECT_TRUE(tiles_may_have_moved(ResizePhase::first_iteration_start));
+  EXPECT_TRUE(tiles_may_have_moved(ResizePhase::first_checkpoint));
+  EXPECT_TRUE(tiles_may_have_moved(ResizePhase::first_iteration_tasks));
+}
+
+TEST(ResizeLoss, AShrinksHandOffWithTheCopiesKeptIsGivenUp) {
+  const auto d = decide(ResizeKind::shrink, ResizePhase::hand_off, true, false);
+  EXPECT_EQ(d.action, ResizeLossAction::give_up);
+  EXPECT_EQ(d.reason,
+            "during the hand-off of the leavers' tiles of the shrink: the shrink is given up (no tile changed "
+            "owner), and the job recovers from the checkpoint before it");
+}
+
+TEST(ResizeLoss, AnExpandsAttachIsGivenUpOnlyWithTheCopiesFromBeforeIt) {
+  EXPECT_EQ(decide(ResizeKind::expand, ResizePhase::attach, true, false).action, ResizeLossAction::give_up);
+  const auto dropped = decide(ResizeKind::expand, ResizePhase::attach, false, false);
+  EXPECT_EQ(dropped.action, ResizeLossAction::refuse);
+  EXPECT_EQ(dropped.reason,
+            "while the runtime moved onto the communicator of the expand: no copy of the tiles as they are exists "
+            "(the copies from before the expand were dropped, and the checkpoint after it is not complete)");
+}
+
+TEST(ResizeLoss, OnceTilesMayHaveMovedTheCopiesFromBeforeDoNotHelp) {
+  for (const auto phase : {ResizePhase::first_iteration_start, ResizePhase::first_checkpoint}) {
+    for (const bool kept : {false, true}) {
+      EXPECT_EQ(decide(ResizeKind::expand, phase, kept, false).action, ResizeLossAction::refuse);
+      EXPECT_EQ(decide(ResizeKind::shrink, phase, kept, false).action, ResizeLossAction::refuse);
+    }
+  }
+  EXPECT_EQ(decide(ResizeKind::expand, ResizePhase::first_iteration_start, true, false).reason,
+            "at the start of the first iteration after the expand (its tile moves), before its checkpoint: no copy "
+            "of the tiles as they are exists (the copies from before the expand may no longer match them, and the "
+            "checkpoint after it is not complete)");
+  EXPECT_EQ(decide(ResizeKind::regrid, ResizePhase::first_checkpoint, false, false).reason,
+            "while the first checkpoint after the re-grid completed: no copy of the tiles as they are exists (the "
+            "copies from before the re-grid may no longer match them, and the checkpoint after it is not complete)");
+}
+
+TEST(ResizeLoss, TheCheckpointAfterTheResizeCarriesItOn) {
+  for (const auto kind : {ResizeKind::expand, ResizeKind::shrink, ResizeKind::regrid}) {
+    EXPECT_EQ(decide(kind, ResizePhase::first_iteration_tasks, false, true).action, ResizeLossAction::carry_on);
+  }
+  const auto d = decide(ResizeKind::expand, ResizePhase::first_iteration_tasks, false, true);
+  EXPECT_EQ(d.reason,
+            "in the first iteration after the expand, its checkpoint complete: the expand stands, and the job "
+            "recovers from the checkpoint completed after it");
+}
+
+TEST(ResizeLoss, ActionsHaveNames) {
+  EXPECT_STREQ(bellows::runtime::to_string(ResizeLossAction::give_up), "give_up");
+  EXPECT_STREQ(bellows::runtime::to_string(ResizeLossAction::carry_on), "carry_on");
+  EXPECT_STREQ(bellows::runtime::to_string(ResizeLossAction::refuse), "refuse");
+  EXPECT_STREQ(bellows::runtime::to_string(ResizeKind::regrid), "re-grid");
+}
+
+}  // namespace
