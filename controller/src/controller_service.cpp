@@ -123,6 +123,7 @@ JobRecord ControllerService::job_record() const {
   record.rank_command = options_.rank_launch.command;
   record.rank_environment = options_.rank_launch.environment;
   record.daemon_pids = daemon_pids_;
+  record.companions = rm_.companion_allocations(options_.job);
   static const std::string self = protocol::ProcessIdentity::self().text();  // read once, not every step
   record.controller = self;
   return record;

@@ -916,4 +916,42 @@ std::vector<std::uint32_t> SlurmResourceManager::companions_of(const std::string
   return it == impl_->companions.end() ? std::vector<std::uint32_t>{} : it->second.companions();
 }
 
+std::vector<CompanionAllocation> SlurmResourceManager::companion_allocations(const std::string& job) const {
+  std::lock_guard lock(impl_->mutex);
+  const auto it = impl_->companions.find(job);
+  std::vector<CompanionAllocation> out;
+  if (it == impl_->companions.end()) return out;
+  for (std::uint32_t companion : it->second.companions())
+    out.push_back({std::to_string(companion), it->second.nodes_of(companion)});
+  return out;
+}
+
+RmStatus SlurmResourceManager::take_over(const std::string& job, const std::vector<std::string>& nodes,
+                                         const std::vector<CompanionAllocation>& companions) {
+  std::vector<std::string> ids = {job};
+  for (const CompanionAllocation& c : companions) ids.push_back(c.id);
+  std::vector<SlurmJobView> views;
+  for (const std::string& id : ids) {
+    std::uint32_t number = 0;
+    if (!parse_job_id(id, number).ok()) continue;  // check_slurm_takeover names it
+    auto loaded = load_job(number);
+    if (loaded.status.code == RmCode::unknown_job) continue;
+    if (!loaded.status.ok()) return loaded.status;
+    views.push_back({id, state_name(loaded.value.state), loaded.value.comment, loaded.value.nodes});
+  }
+  SlurmTakeover checked = check_slurm_takeover(job, nodes, companions, views);
+  if (!checked.status.ok()) return checked.status;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (checked.companions.empty()) {
+      impl_->companions.erase(job);
+    } else {
+      impl_->companions[job] = std::move(checked.companions);
+    }
+  }
+  // nodes_of() lists them in the record's order after the batch host.
+  impl_->granted[job] = nodes;
+  return {};
+}
+
 }  // namespace bellows::controller
