@@ -68,10 +68,16 @@ void DaemonJobControl::resize_report(const std::string& node, const protocol::Re
   }
   report({kind, r.resize_id, node, r.job_size, r.text, {}});
   if (r.outcome == protocol::ResizeOutcome::left) {
-    // The node's ranks left the job: its daemon goes too, before the node is given back.
+    // The node's ranks left the job: its daemon goes too, before the node is given back. A
+    // daemon this controller did not start (a job taken over: the launcher that started it
+    // died with the controller before) is told to stop.
     pmix_ranks_.erase(node);
     registered_.erase(node);
-    if (started_.erase(node) != 0) launcher_.stop(node);
+    if (started_.erase(node) != 0) {
+      launcher_.stop(node);
+    } else {
+      (void)send_(node, protocol::Stop{"its node left the job", 2000});
+    }
   }
 }
 

@@ -462,7 +462,9 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-TEST_F(DaemonJobControlTest, ALeftNodeNotStartedHereIsUnregisteredButNotStopped) {
+// A job taken over (bellows run --attach): the launcher that started node1's daemon died with
+// the controller before, so the daemon is told to stop over its link instead.
+TEST_F(DaemonJobControlTest, ALeftNodeNotStartedHereIsUnregisteredAndToldToStop) {
   register_daemons({"node0", "node1"});
   control.remove_ranks(2, {"node1"});
   (void)sent_now();
@@ -472,7 +474,7 @@ TEST_F(DaemonJobControlTest, ALeftNodeNotStartedHereIsUnregisteredButNotStopped)
                                "committed resize 2 node node0 ranks 1"}));
   EXPECT_FALSE(control.registered("node1"));
   EXPECT_TRUE(launcher.calls.empty());
-  EXPECT_TRUE(sent_now().empty());
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node1", protocol::Stop{"its node left the job", 2000}}}));
 }
 
 TEST_F(DaemonJobControlTest, ARefusedShrinkIsReportedAndItsNodesStay) {
