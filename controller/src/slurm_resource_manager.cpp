@@ -177,10 +177,36 @@ struct SlurmResourceManager::Impl {
     // No helper job or companion outlives the backend.
     for (const ExpandWork& w : active_expands) kill_helper(w.helper);
     std::lock_guard guard(mutex);
+    const auto bound = Clock::now() + kStepsEndBound;
     for (const auto& [job, book] : companions) {
-      for (std::uint32_t companion : book.companions()) complete_companion(companion);
+      for (std::uint32_t companion : book.companions()) {
+        await_steps_end(companion, bound);
+        complete_companion(companion);
+      }
     }
     companions.clear();
+  }
+
+  /// How long the backend's end waits for the steps of the companions it gives back.
+  static constexpr std::chrono::milliseconds kStepsEndBound{5000};
+
+  /// Waits, polling every 50 ms until `bound`, until `job` runs no step of its own (its daemons'
+  /// steps: an extern step, if any, does not count): a companion completed under a step that
+  /// is still ending has that step CANCELLED (slurmstepd says so in the step's output). The
+  /// steps of daemons a launcher stopped have ended already; those of daemons a controller
+  /// that took the job over told to stop (Stop) may take a moment after their connection closed.
+  static void await_steps_end(std::uint32_t job, Clock::time_point bound) {
+    while (true) {
+      job_step_info_response_msg_t* raw = nullptr;
+      if (slurm_get_job_steps(0, job, NO_VAL, &raw, SHOW_ALL) != SLURM_SUCCESS) return;
+      const slurm::StepInfo steps(raw);
+      std::uint32_t running = 0;
+      for (std::uint32_t i = 0; i < steps->job_step_count; ++i) {
+        if (steps->job_steps[i].step_id.step_id != SLURM_EXTERN_CONT) ++running;
+      }
+      if (running == 0 || Clock::now() >= bound) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 
   Phase phase_of(RmRequestId id) {

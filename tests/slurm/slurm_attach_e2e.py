@@ -111,6 +111,7 @@ def test_attach(c, args):
         log(f"on {second}: {said.strip().splitlines()[0]}")
 
         output = open(attach_out, "w")
+        attach_at = time.time()
         attached = attach(c, job, first, job.id, output)
         deadline = time.monotonic() + 20
         while f"took job {job.id} over: every daemon back" not in attach_out.read_text():
@@ -118,7 +119,7 @@ def test_attach(c, args):
             check(time.monotonic() < deadline, f"no takeover within 20 s:\n{attach_out.read_text()}")
             time.sleep(0.1)
         took = [line for line in attach_out.read_text().splitlines() if "took job" in line]
-        log(f"{time.time() - killed_at:.2f} s after the kill: {took[0]}")
+        log(f"{time.time() - attach_at:.2f} s after srun ... --attach began: {took[0]}")
         status = job.status()
         check(status is not None and status["nodes"] == before["nodes"] and status["ranks"] == 3,
               f"status after the takeover: {status}")

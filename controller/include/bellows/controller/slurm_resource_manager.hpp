@@ -62,7 +62,8 @@ struct SlurmOptions {
 /// Lifetime: one SlurmResourceManager per process (libslurm's slurm_init/slurm_fini are
 /// process-wide). The destructor cancels every helper job not yet merged and joins the
 /// backend's thread; callbacks not yet delivered are dropped. It also completes every
-/// companion still held: nothing of the job is left in the queue.
+/// companion still held, each once the steps in it ended (up to 5 s in all, polled: a step
+/// still ending would be CANCELLED): nothing of the job is left in the queue.
 class SlurmResourceManager final : public ResourceManager {
  public:
   explicit SlurmResourceManager(SlurmOptions options = {});
