@@ -4,6 +4,9 @@
 // job's endpoint again, and waits for the daemons, which keep reconnecting while their ranks
 // run, to say hello again. From then on it is the job's controller in full; the job's first
 // rank is not its child, so it learns how the job ended from the first node's daemon.
+// A Slurm job is taken over from inside its allocation, on its first node (the batch host,
+// whose address the daemons reconnect to): the Slurm backend's books (the companion
+// allocations the job spans) are rebuilt from the job record and checked against slurmctld.
 
 #include <bellows/controller/controller_lock.hpp>
 #include <bellows/controller/controller_service.hpp>
@@ -11,18 +14,29 @@
 #include <bellows/controller/local_daemon_launcher.hpp>
 #include <bellows/controller/local_node_pool.hpp>
 #include <bellows/controller/local_resource_manager.hpp>
+#include <bellows/controller/slurm_daemon_launcher.hpp>
+#if BELLOWS_HAVE_SLURM_BACKEND
+#include <bellows/controller/slurm_resource_manager.hpp>
+#endif
 #include <bellows/policy/load.hpp>
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/socket_directory.hpp>
 
+#include <netdb.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -58,10 +72,7 @@ bool process_runs(std::int32_t pid) {
 std::string takeover_problem(const ctl::JobRecord& record) {
   if (!record.ended_at.empty())
     return "job " + record.job + " ended at " + record.ended_at + " (" + record.end + "): nothing to attach to";
-  if (record.backend != "local")
-    return "job " + record.job + " runs on the " + record.backend +
-           " backend: --attach takes over jobs of the local backend only (docs/controller.md, "
-           "\"Taking a job over\")";
+  if (record.backend != "local") return {};  // its daemons run on other hosts: Slurm says whether it runs
   std::string daemons;
   bool any_runs = false;
   for (const auto& [node, pid] : record.daemon_pids) {
@@ -74,10 +85,112 @@ std::string takeover_problem(const ctl::JobRecord& record) {
   return {};
 }
 
-/// The job's ranks, each by the pid its daemon reported: SIGTERM to each (a stop signal to
-/// the controller, or a PMIx_Job_control that terminates the job, on the local backend).
-void stop_ranks(const ctl::ControllerService& service) {
+/// The command that takes Slurm job `record` over where that can work.
+std::string attach_command_for(const ctl::JobRecord& record) {
+  return "srun --jobid " + record.job + " --overlap -N1 -w " + record.nodes.front() + " bellows run --attach " +
+         record.job;
+}
+
+/// "" when this host has the address of tcp endpoint `endpoint` (a socket can be bound to
+/// it), else why not.
+std::string address_problem(const std::string& endpoint) {
+  const std::string prefix = "tcp://";
+  const auto colon = endpoint.rfind(':');
+  if (!endpoint.starts_with(prefix) || colon == std::string::npos || colon < prefix.size())
+    return "which is no tcp endpoint";
+  std::string host = endpoint.substr(prefix.size(), colon - prefix.size());
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0)
+    return std::string("whose address does not resolve here (") + ::gai_strerror(rc) + ")";
+  std::string problem = "an address this host does not have";
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool bound = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    const int error = errno;
+    ::close(fd);
+    if (bound) {
+      problem.clear();
+      break;
+    }
+    if (error != EADDRNOTAVAIL) problem = std::string("which this host cannot bind (") + std::strerror(error) + ")";
+  }
+  ::freeaddrinfo(found);
+  return problem;
+}
+
+/// "" when this process may take Slurm job `record` over: it runs inside the job's allocation
+/// (SLURM_JOB_ID is the job's) on the host whose address the job's daemons reconnect to (the
+/// job's first node); else why not, with the command that works.
+std::string slurm_attach_problem(const ctl::JobRecord& record, const std::string& endpoint) {
+  const char* inside = std::getenv("SLURM_JOB_ID");
+  const std::string where = "run it inside the job's allocation on its first node " + record.nodes.front() +
+                            ": " + attach_command_for(record);
+  if (inside == nullptr || *inside == '\0')
+    return "job " + record.job + " runs on Slurm and this process is outside its allocation (no SLURM_JOB_ID): " +
+           where;
+  if (record.job != inside)
+    return "job " + record.job + " runs on Slurm and this process is inside another job's allocation (SLURM_JOB_ID=" +
+           inside + "): " + where;
+  if (const std::string problem = address_problem(endpoint); !problem.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "this host");
+    return "the daemons of job " + record.job + " reconnect to " + endpoint + ", " + problem + " (" + host +
+           "): " + where;
+  }
+  return {};
+}
+
+/// The resource manager and the daemons' launcher of the job taken over, and on the local
+/// backend the host's pool its nodes are taken back from.
+struct AttachBackend {
+  std::unique_ptr<ctl::LocalNodePool> pool;
+  std::unique_ptr<ctl::ResourceManager> rm;
+  std::unique_ptr<ctl::NodeLauncher> launcher;
+};
+
+/// The Slurm backend of job `record`, its books rebuilt from the record; std::nullopt (having
+/// said why) when Slurm's view of the job does not match it.
+std::optional<AttachBackend> slurm_backend(const ctl::JobRecord& record, const fs::path& job_dir, bool verbose,
+                                           const std::optional<policy::Policy>& policy) {
+#if BELLOWS_HAVE_SLURM_BACKEND
+  AttachBackend backend;
+  auto rm = std::make_unique<ctl::SlurmResourceManager>();
+  if (const ctl::RmStatus taken = rm->take_over(record.job, record.nodes, record.companions); !taken.ok()) {
+    std::fprintf(stderr, "bellows run: cannot take Slurm job %s over: %s\n", record.job.c_str(), taken.text.c_str());
+    return std::nullopt;
+  }
+  ctl::SlurmDaemonLauncher::Options launch;
+  launch.srun = find_srun();
+  launch.job = record.job;
+  launch.bellowsd = find_bellowsd();
+  launch.job_dir = job_dir;
+  launch.verbose = verbose;
+  if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
+  launch.slurm_job_of = [slurm = rm.get(), job = record.job](const std::string& node) {
+    return slurm->slurm_job_of(job, node);
+  };
+  backend.launcher = std::make_unique<ctl::SlurmDaemonLauncher>(launch);
+  backend.rm = std::move(rm);
+  return backend;
+#else
+  (void)job_dir, (void)verbose, (void)policy;
+  std::fprintf(stderr, "bellows run: job %s runs on Slurm, and the Slurm backend is not available in this build "
+               "(libslurm was not found)\n", record.job.c_str());
+  return std::nullopt;
+#endif
+}
+
+/// The job's ranks on this host, each by the pid its daemon reported: SIGTERM to each (a stop
+/// signal to the controller, or a PMIx_Job_control that terminates the job). On the local
+/// backend every rank runs on this host; on Slurm only the first node's (the job ends with it,
+/// as under the `bellows run` that started it): a pid of another host means nothing here.
+void stop_ranks(const ctl::ControllerService& service, const std::string& first_node, bool slurm) {
   for (const auto& process : service.status()["processes"]) {
+    if (slurm && process["node"] != first_node) continue;
     if (process["pid"].is_number_integer()) ::kill(process["pid"].get<int>(), SIGTERM);
   }
 }
@@ -113,33 +226,49 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
     policy->nodes.min = static_cast<int>(record.min_nodes);
     policy->nodes.max = static_cast<int>(record.max_nodes);
   }
+  const bool slurm = record.backend == "slurm";
+  if (slurm) {
+    const std::string endpoint = transport::read_controller_contact(job_dir).endpoint;
+    if (const std::string problem = slurm_attach_problem(record, endpoint); !problem.empty()) {
+      std::fprintf(stderr, "bellows run: %s\n", problem.c_str());
+      return exit_failed;
+    }
+  }
   std::signal(SIGINT, on_attach_stop);
   std::signal(SIGTERM, on_attach_stop);
 
-  // The nodes of a job whose controller was killed went back to the pool: the job takes them
-  // back, unless another job took one meanwhile.
-  ctl::LocalNodePool pool(local_pool_file(), record.max_nodes);
-  if (const auto taken = pool.take_over(record.job, record.nodes); !taken.ok()) {
-    std::fprintf(stderr, "bellows run: %s\n", taken.text.c_str());
-    return exit_failed;
+  ctl::SystemClock clock;
+  AttachBackend backend;
+  if (slurm) {
+    auto built = slurm_backend(record, job_dir, verbose, policy);
+    if (!built) return exit_failed;
+    backend = std::move(*built);
+  } else {
+    // The nodes of a job whose controller was killed went back to the pool: the job takes
+    // them back, unless another job took one meanwhile.
+    backend.pool = std::make_unique<ctl::LocalNodePool>(local_pool_file(), record.max_nodes);
+    if (const auto taken = backend.pool->take_over(record.job, record.nodes); !taken.ok()) {
+      std::fprintf(stderr, "bellows run: %s\n", taken.text.c_str());
+      return exit_failed;
+    }
+    backend.rm = std::make_unique<ctl::LocalResourceManager>(*backend.pool, clock);
+    ctl::LocalDaemonLauncher::Options launch{find_bellowsd(), job_dir, verbose};
+    if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
+    backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(launch);
   }
   struct GiveBack {
-    ctl::LocalNodePool& pool;
+    ctl::LocalNodePool* pool;
     std::string job;
     ~GiveBack() {
+      if (pool == nullptr) return;
       try {
-        pool.release_all(job);
+        pool->release_all(job);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "bellows run: %s\n", e.what());
       }
     }
-  } give_back{pool, record.job};
+  } give_back{backend.pool.get(), record.job};
 
-  ctl::SystemClock clock;
-  ctl::LocalResourceManager rm(pool, clock);
-  ctl::LocalDaemonLauncher::Options launch{find_bellowsd(), job_dir, verbose};
-  if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
-  ctl::LocalDaemonLauncher launcher(launch);
   // The ipc socket's directory, made again where the controller that died had it.
   const transport::SocketDirectory sockets(record.job, job_dir);
 
@@ -156,7 +285,7 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
   options.rank_launch = {record.rank_command, record.rank_environment};
   options.attach = ctl::AttachOptions{record.ranks, kReturnWindow,
                                       "bellows run --attach, pid " + std::to_string(::getpid())};
-  ctl::ControllerService service(options, rm, launcher, clock);
+  ctl::ControllerService service(options, *backend.rm, *backend.launcher, clock);
   std::string nodes;
   for (const auto& node : record.nodes) nodes += (nodes.empty() ? "" : ", ") + node;
   std::fprintf(stderr, "bellows: taking job %s over (nodes %s, files in %s); waiting for its daemons\n",
@@ -199,11 +328,11 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
     service.step(std::chrono::milliseconds(50));
     if (const int sig = g_attach_stop.load(); sig != 0 && !stopping) {
       std::fprintf(stderr, "bellows: signal %d: stopping the job\n", sig);
-      stop_ranks(service);
+      stop_ranks(service, record.nodes.front(), slurm);
       stopping = true;
     } else if (const auto& why = service.termination_requested(); why && !stopping) {
       std::fprintf(stderr, "bellows: %s: stopping the job\n", why->c_str());
-      stop_ranks(service);
+      stop_ranks(service, record.nodes.front(), slurm);
       stopping = true;
     }
     if (!quiet && Steady::now() >= next_progress) {

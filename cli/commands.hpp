@@ -34,7 +34,7 @@ void add_doctor_command(CLI::App& app, Outcome& outcome);
 void add_sim_command(CLI::App& app, Outcome& outcome);
 
 /// `bellows status [JOB]`, `bellows resize +K|-K [--job JOB]`, `bellows events [JOB]`,
-/// `bellows plot [JOB] [--out PNG]`.
+/// `bellows plot [JOB] [--out PNG]`, `bellows wait [JOB]`.
 void add_job_commands(CLI::App& app, Outcome& outcome);
 
 }  // namespace bellows::cli

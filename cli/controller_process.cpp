@@ -1,6 +1,7 @@
 #include "controller_process.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "companion_programs.hpp"
 
@@ -9,6 +10,11 @@ namespace bellows::cli {
 std::filesystem::path find_bellowsd() {
   const std::filesystem::path found = find_companion_program("bellowsd", "daemon", "BELLOWS_BELLOWSD");
   return found.empty() ? std::filesystem::path("bellowsd") : found;
+}
+
+std::filesystem::path find_srun() {
+  if (const char* path = std::getenv("BELLOWS_SRUN"); path != nullptr && *path != '\0') return path;
+  return "srun";
 }
 
 std::string progress_line(const controller::ControllerService& service) {

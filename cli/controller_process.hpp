@@ -14,6 +14,9 @@ namespace bellows::cli {
 /// whatever `bellowsd` the PATH gives.
 [[nodiscard]] std::filesystem::path find_bellowsd();
 
+/// srun: $BELLOWS_SRUN, else whatever `srun` the PATH gives.
+[[nodiscard]] std::filesystem::path find_srun();
+
 /// The progress line: job, nodes, iteration, GFLOP/s and the last resize.
 [[nodiscard]] std::string progress_line(const controller::ControllerService& service);
 

@@ -1,8 +1,10 @@
-// `bellows status`, `bellows resize +K|-K` and `bellows events`: talk to the controller of a
+// `bellows status`, `bellows resize +K|-K`, `bellows events` and `bellows wait`: talk to the controller of a
 // job started by `bellows run` (over its private socket: only the job owner may) or read the
 // job's event log.
 
+#include <bellows/controller/controller_lock.hpp>
 #include <bellows/controller/event_log.hpp>
+#include <bellows/controller/job_record.hpp>
 #include <bellows/protocol/job_directory.hpp>
 #include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/endpoint.hpp>
@@ -21,6 +23,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "commands.hpp"
 #include "job_dir.hpp"
@@ -161,6 +164,27 @@ int events(const std::string& job, bool json) {
   return exit_ok;
 }
 
+/// Waits until job `job` has ended: its record (job.json) says when and how, and no
+/// controller holds its lock any more (the controller that wrote the end has exited). Polls
+/// every 0.5 s. A job whose controller died goes on, and so does the wait, until a controller
+/// that took it over (`bellows run --attach`) records the end.
+int wait_for_end(const std::string& job) {
+  const auto dir = find_job_dir(job);
+  const auto record_path = protocol::JobDirectory{dir}.job_record();
+  while (true) {
+    std::error_code ec;
+    if (std::filesystem::exists(record_path, ec)) {
+      const controller::JobRecord record = controller::read_job_record(record_path);
+      if (!record.ended_at.empty() && !controller::ControllerLock::held(dir)) {
+        std::fprintf(stderr, "bellows wait: job %s ended at %s (%s)\n", record.job.c_str(), record.ended_at.c_str(),
+                     record.end.c_str());
+        return exit_ok;
+      }
+    }
+    std::this_thread::sleep_for(500ms);
+  }
+}
+
 }  // namespace
 
 void add_job_commands(CLI::App& app, Outcome& outcome) {
@@ -204,6 +228,19 @@ void add_job_commands(CLI::App& app, Outcome& outcome) {
       outcome.status = plot(*job, *out);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bellows plot: %s\n", e.what());
+      outcome.status = exit_failed;
+    }
+  });
+
+  CLI::App* wait_cmd = app.add_subcommand(
+      "wait", "wait until a job has ended, also when its controller died and another took it over "
+              "(bellows run --attach): for the rest of a batch script whose bellows run was killed");
+  wait_cmd->add_option("job", *job, "job id (default: the job started last)");
+  wait_cmd->callback([job, &outcome] {
+    try {
+      outcome.status = wait_for_end(*job);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bellows wait: %s\n", e.what());
       outcome.status = exit_failed;
     }
   });

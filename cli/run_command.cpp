@@ -295,11 +295,6 @@ std::string listen_problem(const std::string& listen) {
   return "expected ipc, tcp or tcp:ADDRESS, not " + listen;
 }
 
-fs::path find_srun() {
-  if (const char* path = std::getenv("BELLOWS_SRUN"); path != nullptr && *path != '\0') return path;
-  return "srun";
-}
-
 int run_job(RunOptions o) {
   const bool slurm = o.backend == "slurm";
   const char* slurm_job = std::getenv("SLURM_JOB_ID");
@@ -621,7 +616,9 @@ void add_run_command(CLI::App& app, Outcome& outcome) {
   CLI::Option* attach = run->add_option(
       "--attach", options->attach,
       "take over the running job JOB (its id, latest, or its directory's absolute path) whose controller died: "
-      "its daemons come back to this process, which controls the job from then on (local backend)");
+      "its daemons come back to this process, which controls the job from then on (a Slurm job: run it "
+      "on the job's first node, inside its allocation: srun --jobid JOB --overlap -N1 -w FIRSTNODE bellows "
+      "run --attach JOB)");
   for (const char* other : {"--backend", "--nodes", "--policy", "--pool", "--listen", "--expand-strategy"})
     attach->excludes(other);
   run->add_option("command", options->command, "PROGRAM and its arguments, after --");

@@ -39,6 +39,20 @@ ControllerLock::ControllerLock(const std::filesystem::path& job_dir) {
   }
 }
 
+bool ControllerLock::held(const std::filesystem::path& job_dir) {
+  const auto path = path_in(job_dir);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return false;
+    throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
+  }
+  const bool free = ::flock(fd, LOCK_SH | LOCK_NB) == 0;
+  const int error = errno;
+  ::close(fd);  // drops the shared lock, if taken
+  if (!free && error != EWOULDBLOCK) throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(error));
+  return !free;
+}
+
 ControllerLock::~ControllerLock() {
   if (fd_ >= 0) ::close(fd_);
 }

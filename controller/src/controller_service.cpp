@@ -87,6 +87,10 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
     post([this, in] { on_notification(in); });
   };
   handlers.on_peer_gone = [this](const transport::PeerId& peer) {
+    {
+      std::lock_guard lock(inbox_mutex_);
+      gone_peers_.insert(peer);
+    }
     post([this, peer] { on_peer_gone(peer); });
   };
   if (options_.attach) {
@@ -123,6 +127,7 @@ JobRecord ControllerService::job_record() const {
   record.rank_command = options_.rank_launch.command;
   record.rank_environment = options_.rank_launch.environment;
   record.daemon_pids = daemon_pids_;
+  record.companions = rm_.companion_allocations(options_.job);
   static const std::string self = protocol::ProcessIdentity::self().text();  // read once, not every step
   record.controller = self;
   return record;
@@ -637,6 +642,20 @@ void ControllerService::shutdown() {
     std::unique_lock lock(answers->mutex);
     answers->changed.wait_for(lock, kStopAnswerTimeout + std::chrono::milliseconds(500),
                               [&answers] { return answers->awaited == 0; });
+  }
+  // A daemon this controller did not start (in a job taken over) has no launcher here that waits
+  // for it to end: its connection closing says it has, so that nothing given back after the
+  // job's end (Slurm: a companion completed) kills it while it stops.
+  std::vector<transport::PeerId> not_started_here;
+  for (const auto& [node, peer] : daemons_) {
+    if (options_.attach && !job_control_.started_here(node)) not_started_here.push_back(peer);
+  }
+  {
+    std::unique_lock lock(inbox_mutex_);
+    inbox_ready_.wait_for(lock, kStopAnswerTimeout, [this, &not_started_here] {
+      return std::ranges::all_of(not_started_here,
+                                 [this](const transport::PeerId& peer) { return gone_peers_.contains(peer); });
+    });
   }
   job_control_.stop_started_daemons();
   server_->stop();

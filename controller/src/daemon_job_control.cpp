@@ -23,6 +23,12 @@ void DaemonJobControl::daemon_registered(const std::string& node) {
 }
 
 void DaemonJobControl::daemon_gone(const std::string& node) {
+  // A daemon told to stop as its node left: the node has left now.
+  if (const auto it = stopping_.find(node); it != stopping_.end()) {
+    report(std::move(it->second));
+    stopping_.erase(it);
+    return;
+  }
   // Daemons stopped here (drained leavers, withdrawn nodes, the job's end) were unregistered
   // first: only a daemon that went away on its own gets this far. Whatever resize runs, if
   // any, is the one it concerns.
@@ -66,13 +72,23 @@ void DaemonJobControl::resize_report(const std::string& node, const protocol::Re
     case protocol::ResizeOutcome::cancelled: kind = JobReportKind::cancelled; break;
     case protocol::ResizeOutcome::recovered: kind = JobReportKind::recovered; break;
   }
-  report({kind, r.resize_id, node, r.job_size, r.text, {}});
+  JobReport done{kind, r.resize_id, node, r.job_size, r.text, {}};
   if (r.outcome == protocol::ResizeOutcome::left) {
-    // The node's ranks left the job: its daemon goes too, before the node is given back.
+    // The node's ranks left the job: its daemon goes too, before the node is given back. A
+    // daemon this controller did not start (a job taken over: the launcher that started it
+    // died with the controller before) is told to stop, and the node's leaving is reported
+    // once its daemon has gone (daemon_gone): given back sooner, the resource manager would
+    // kill it mid-stop (Slurm: its step, with SIGKILL).
     pmix_ranks_.erase(node);
     registered_.erase(node);
-    if (started_.erase(node) != 0) launcher_.stop(node);
+    if (started_.erase(node) != 0) {
+      launcher_.stop(node);
+    } else if (send_(node, protocol::Stop{"its node left the job", 2000})) {
+      stopping_.insert_or_assign(node, std::move(done));
+      return;
+    }
   }
+  report(std::move(done));
 }
 
 void DaemonJobControl::start_daemons(ResizeId resize, const std::vector<std::string>& nodes) {

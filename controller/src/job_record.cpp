@@ -9,12 +9,23 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
 namespace bellows::controller {
 
 using nlohmann::json;
+
+namespace {
+
+json companions_json(const std::vector<CompanionAllocation>& companions) {
+  json list = json::array();
+  for (const CompanionAllocation& c : companions) list.push_back({{"id", c.id}, {"nodes", c.nodes}});
+  return list;
+}
+
+}  // namespace
 
 std::string to_json_text(const JobRecord& r) {
   json j{{"job", r.job},
@@ -27,6 +38,7 @@ std::string to_json_text(const JobRecord& r) {
          {"rank_command", r.rank_command},
          {"rank_environment", r.rank_environment},
          {"daemon_pids", r.daemon_pids},
+         {"companions", companions_json(r.companions)},
          {"controller", r.controller},
          {"ended_at", r.ended_at},
          {"end", r.end}};
@@ -75,6 +87,38 @@ class RecordReader {
   const std::string& source_;
 };
 
+/// The companions of a record whose nodes are `nodes`: each an id of digits and a non-empty
+/// list of nodes, the job's first node (its own) in none, no node in two. A companion may hold
+/// a node that is not (yet, or any more) in `nodes`: the record is written while a resize
+/// runs, between the grant and the commit.
+std::vector<CompanionAllocation> read_companions(const RecordReader& read, const std::vector<std::string>& nodes) {
+  const json& list = read.field("companions");
+  const std::string expected = "expected a list of {\"id\": SLURM_JOB_ID, \"nodes\": [NODE, ...]}, got ";
+  if (!list.is_array()) read.fail("companions", expected + list.dump());
+  std::vector<CompanionAllocation> companions;
+  std::map<std::string, std::string> holder;  // node -> companion
+  for (const json& item : list) {
+    if (!item.is_object() || !item.contains("id") || !item.contains("nodes") || !item["id"].is_string() ||
+        !item["nodes"].is_array() || item["nodes"].empty())
+      read.fail("companions", expected + item.dump());
+    CompanionAllocation c;
+    c.id = item["id"].get<std::string>();
+    if (c.id.empty() || c.id.find_first_not_of("0123456789") != std::string::npos)
+      read.fail("companions", "expected a Slurm job id, got \"" + c.id + "\"");
+    for (const json& node : item["nodes"]) {
+      if (!node.is_string()) read.fail("companions", expected + item.dump());
+      const std::string name = node.get<std::string>();
+      if (name == nodes.front())
+        read.fail("companions", "companion " + c.id + " holds " + name + ", the job's first node (the job's own)");
+      if (const auto [it, added] = holder.emplace(name, c.id); !added)
+        read.fail("companions", name + " is held by companions " + it->second + " and " + c.id);
+      c.nodes.push_back(name);
+    }
+    companions.push_back(std::move(c));
+  }
+  return companions;
+}
+
 }  // namespace
 
 JobRecord parse_job_record(std::string_view text, const std::string& source) {
@@ -111,6 +155,7 @@ JobRecord parse_job_record(std::string_view text, const std::string& source) {
       read.fail("daemon_pids", "expected a process id for " + node + ", got " + pid.dump());
     r.daemon_pids[node] = pid.get<std::int32_t>();
   }
+  r.companions = read_companions(read, r.nodes);
   r.controller = read.string("controller");
   r.ended_at = read.string("ended_at");
   r.end = read.string("end");

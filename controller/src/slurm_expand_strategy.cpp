@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 namespace bellows::controller {
 namespace {
@@ -171,6 +172,65 @@ void CompanionBook::remove_nodes(const std::vector<std::string>& nodes) {
 void CompanionBook::remove(std::uint32_t companion) {
   nodes_.erase(companion);
   std::erase(order_, companion);
+}
+
+namespace {
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& name : names) text += (text.empty() ? "" : ",") + name;
+  return text.empty() ? "no node" : text;
+}
+
+bool holds(const std::vector<std::string>& nodes, const std::string& node) {
+  return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+}
+
+}  // namespace
+
+SlurmTakeover check_slurm_takeover(const std::string& job, const std::vector<std::string>& nodes,
+                                   const std::vector<CompanionAllocation>& companions,
+                                   const std::vector<SlurmJobView>& views) {
+  const auto view_of = [&views](const std::string& id) -> const SlurmJobView* {
+    const auto it = std::find_if(views.begin(), views.end(), [&id](const SlurmJobView& v) { return v.id == id; });
+    return it == views.end() || it->state.empty() ? nullptr : &*it;
+  };
+  const auto denied = [](std::string text) { return SlurmTakeover{{RmCode::denied, std::move(text)}, {}}; };
+  const SlurmJobView* own = view_of(job);
+  if (own == nullptr) return denied("slurmctld does not know Slurm job " + job + " (any more): nothing to take over");
+  if (own->state != "RUNNING")
+    return denied("Slurm job " + job + " is " + own->state + ": nothing of it runs to take over");
+  SlurmTakeover out;
+  for (const CompanionAllocation& c : companions) {
+    std::uint32_t id = 0;
+    const auto parsed = std::from_chars(c.id.data(), c.id.data() + c.id.size(), id);
+    if (parsed.ec != std::errc() || parsed.ptr != c.id.data() + c.id.size() || id == 0)
+      return denied("the companion of job " + job + " named \"" + c.id + "\" is no Slurm job id");
+    const SlurmJobView* view = view_of(c.id);
+    const std::string holding = " (holding " + join_names(c.nodes) + ")";
+    if (view == nullptr)
+      return denied("companion job " + c.id + " of job " + job + holding +
+                    " is unknown to slurmctld: its nodes are no longer the job's");
+    if (view->comment != companion_comment(job))
+      return denied("Slurm job " + c.id + " is no companion of job " + job + " (its comment is '" + view->comment +
+                    "', expected '" + companion_comment(job) + "')");
+    if (view->state != "RUNNING")
+      return denied("companion job " + c.id + " of job " + job + holding + " is " + view->state +
+                    ": its nodes are no longer the job's");
+    for (const std::string& node : c.nodes) {
+      if (!holds(view->nodes, node))
+        return denied(node + ", a node of job " + job + " held by its companion job " + c.id +
+                      ", is no longer the companion's: Slurm gives job " + c.id + " " + join_names(view->nodes));
+    }
+    out.companions.add(id, c.nodes);
+  }
+  for (const std::string& node : nodes) {
+    if (out.companions.holder_of(node)) continue;
+    if (!holds(own->nodes, node))
+      return denied(node + ", a node of job " + job + " in its record, is no longer the job's: Slurm gives job " +
+                    job + " " + join_names(own->nodes));
+  }
+  return out;
 }
 
 }  // namespace bellows::controller

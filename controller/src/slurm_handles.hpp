@@ -32,6 +32,10 @@ struct AllocationFree {
   }
 };
 
+struct StepInfoFree {
+  void operator()(job_step_info_response_msg_t* p) const noexcept { slurm_free_job_step_info_response_msg(p); }
+};
+
 struct ConfigFree {
   void operator()(slurm_conf_t* p) const noexcept { slurm_free_ctl_conf(p); }
 };
@@ -40,6 +44,7 @@ using JobInfo = std::unique_ptr<job_info_msg_t, JobInfoFree>;
 using NodeInfo = std::unique_ptr<node_info_msg_t, NodeInfoFree>;
 using Allocation = std::unique_ptr<resource_allocation_response_msg_t, AllocationFree>;
 using Config = std::unique_ptr<slurm_conf_t, ConfigFree>;
+using StepInfo = std::unique_ptr<job_step_info_response_msg_t, StepInfoFree>;
 
 /// libslurm's last error on this thread, as "slurm_load_job: Invalid job id specified".
 inline std::string error_text(const char* call, int errnum) {

@@ -177,10 +177,36 @@ struct SlurmResourceManager::Impl {
     // No helper job or companion outlives the backend.
     for (const ExpandWork& w : active_expands) kill_helper(w.helper);
     std::lock_guard guard(mutex);
+    const auto bound = Clock::now() + kStepsEndBound;
     for (const auto& [job, book] : companions) {
-      for (std::uint32_t companion : book.companions()) complete_companion(companion);
+      for (std::uint32_t companion : book.companions()) {
+        await_steps_end(companion, bound);
+        complete_companion(companion);
+      }
     }
     companions.clear();
+  }
+
+  /// How long the backend's end waits for the steps of the companions it gives back.
+  static constexpr std::chrono::milliseconds kStepsEndBound{5000};
+
+  /// Waits, polling every 50 ms until `bound`, until `job` runs no step of its own (its daemons'
+  /// steps: an extern step, if any, does not count): a companion completed under a step that
+  /// is still ending has that step CANCELLED (slurmstepd says so in the step's output). The
+  /// steps of daemons a launcher stopped have ended already; those of daemons a controller
+  /// that took the job over told to stop (Stop) may take a moment after their connection closed.
+  static void await_steps_end(std::uint32_t job, Clock::time_point bound) {
+    while (true) {
+      job_step_info_response_msg_t* raw = nullptr;
+      if (slurm_get_job_steps(0, job, NO_VAL, &raw, SHOW_ALL) != SLURM_SUCCESS) return;
+      const slurm::StepInfo steps(raw);
+      std::uint32_t running = 0;
+      for (std::uint32_t i = 0; i < steps->job_step_count; ++i) {
+        if (steps->job_steps[i].step_id.step_id != SLURM_EXTERN_CONT) ++running;
+      }
+      if (running == 0 || Clock::now() >= bound) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 
   Phase phase_of(RmRequestId id) {
@@ -917,6 +943,44 @@ std::vector<std::uint32_t> SlurmResourceManager::companions_of(const std::string
   std::lock_guard lock(impl_->mutex);
   const auto it = impl_->companions.find(job);
   return it == impl_->companions.end() ? std::vector<std::uint32_t>{} : it->second.companions();
+}
+
+std::vector<CompanionAllocation> SlurmResourceManager::companion_allocations(const std::string& job) const {
+  std::lock_guard lock(impl_->mutex);
+  const auto it = impl_->companions.find(job);
+  std::vector<CompanionAllocation> out;
+  if (it == impl_->companions.end()) return out;
+  for (std::uint32_t companion : it->second.companions())
+    out.push_back({std::to_string(companion), it->second.nodes_of(companion)});
+  return out;
+}
+
+RmStatus SlurmResourceManager::take_over(const std::string& job, const std::vector<std::string>& nodes,
+                                         const std::vector<CompanionAllocation>& companions) {
+  std::vector<std::string> ids = {job};
+  for (const CompanionAllocation& c : companions) ids.push_back(c.id);
+  std::vector<SlurmJobView> views;
+  for (const std::string& id : ids) {
+    std::uint32_t number = 0;
+    if (!parse_job_id(id, number).ok()) continue;  // check_slurm_takeover names it
+    auto loaded = load_job(number);
+    if (loaded.status.code == RmCode::unknown_job) continue;
+    if (!loaded.status.ok()) return loaded.status;
+    views.push_back({id, state_name(loaded.value.state), loaded.value.comment, loaded.value.nodes});
+  }
+  SlurmTakeover checked = check_slurm_takeover(job, nodes, companions, views);
+  if (!checked.status.ok()) return checked.status;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (checked.companions.empty()) {
+      impl_->companions.erase(job);
+    } else {
+      impl_->companions[job] = std::move(checked.companions);
+    }
+  }
+  // nodes_of() lists them in the record's order after the batch host.
+  impl_->granted[job] = nodes;
+  return {};
 }
 
 }  // namespace bellows::controller

@@ -293,6 +293,13 @@ def main():
             r"0\)\): nothing to attach to", ended.stderr.strip()):
         t.fail(f"an --attach to the ended job: exit {ended.returncode}, stderr {ended.stderr!r}")
     t.log("an --attach to the ended job is refused: " + ended.stderr.strip())
+    # What a batch script runs after its killed `bellows run`: it returns once the end is recorded.
+    waited = t.bellows("wait", "latest")
+    if waited.returncode != 0 or not re.fullmatch(
+            rf"bellows wait: job {job_id} ended at \S+ \(its first rank ended after leaving the job \(exit status "
+            r"0\)\)", waited.stderr.strip()):
+        t.fail(f"bellows wait on the ended job: exit {waited.returncode}, stderr {waited.stderr!r}")
+    t.log(waited.stderr.strip())
     # The killed controller's loss, as the daemons saw it while nobody controlled the job.
     t.check_logs("latest", err, allowed=["is gone (no connection for"])
     time.sleep(1)

@@ -462,16 +462,33 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-TEST_F(DaemonJobControlTest, ALeftNodeNotStartedHereIsUnregisteredButNotStopped) {
+// A job taken over (bellows run --attach): the launcher that started node1's daemon died with
+// the controller before, so the daemon is told to stop over its link instead, and node1 has
+// left once that daemon has gone (the node is not given back under a daemon still stopping).
+TEST_F(DaemonJobControlTest, ALeftNodeNotStartedHereIsToldToStopAndLeavesOnceItsDaemonWent) {
   register_daemons({"node0", "node1"});
   control.remove_ranks(2, {"node1"});
   (void)sent_now();
   control.resize_report("node1", report(2, Outcome::left, 0, "", {1}));
   control.resize_report("node0", report(2, Outcome::committed, 1));
-  EXPECT_EQ(progress(), (Lines{"left resize 2 node node1 ranks 0",
-                               "committed resize 2 node node0 ranks 1"}));
+  EXPECT_EQ(progress(), (Lines{"committed resize 2 node node0 ranks 1"}));
   EXPECT_FALSE(control.registered("node1"));
   EXPECT_TRUE(launcher.calls.empty());
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node1", protocol::Stop{"its node left the job", 2000}}}));
+  control.daemon_gone("node1");
+  EXPECT_EQ(progress(), (Lines{"left resize 2 node node1 ranks 0"}));
+  control.daemon_gone("node1");  // once only, and never a lost node
+  EXPECT_TRUE(progress().empty());
+}
+
+// A daemon that cannot be told (no link to it) holds nothing up: the node has left at once.
+TEST_F(DaemonJobControlTest, ALeftNodeWhoseDaemonCannotBeToldLeavesAtOnce) {
+  register_daemons({"node0", "node1"});
+  control.remove_ranks(2, {"node1"});
+  (void)sent_now();
+  reachable.erase("node1");
+  control.resize_report("node1", report(2, Outcome::left, 0, "", {1}));
+  EXPECT_EQ(progress(), (Lines{"left resize 2 node node1 ranks 0"}));
   EXPECT_TRUE(sent_now().empty());
 }
 

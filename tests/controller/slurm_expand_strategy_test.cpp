@@ -1,7 +1,8 @@
 // The Slurm backend's expand strategy without Slurm: the choice from SchedulerParameters and
 // PrologFlags, the time limit of a grant, and which Slurm job holds which node of a job that
-// spans companion allocations (what a release does to each). The strategies against a real
-// Slurm: slurm.run_slurm and slurm.companion.run_slurm.
+// spans companion allocations (what a release does to each), and the check of a taken-over
+// job's record against what Slurm says. The strategies against a real Slurm: slurm.run_slurm
+// and slurm.companion.run_slurm; a takeover: slurm.attach and slurm.companion.attach.
 
 #include "bellows/controller/slurm_expand_strategy.hpp"
 
@@ -124,6 +125,73 @@ TEST(CompanionBook, ForgetsNodesThatLeftAndEmptyCompanions) {
   EXPECT_FALSE(book.holder_of("n2").has_value());
   book.remove(57);
   EXPECT_TRUE(book.empty());
+}
+
+// A job on n1 (its own) grown by two companions: 43 holds n2, 44 holds n3 and n4.
+const std::vector<CompanionAllocation> kCompanions = {{"43", {"n2"}}, {"44", {"n3", "n4"}}};
+const Nodes kJobNodes = {"n1", "n2", "n3", "n4"};
+
+std::vector<SlurmJobView> slurm_now() {
+  return {{"41", "RUNNING", "bellows:/home/u/.bellows/jobs/41", {"n1"}},
+          {"43", "RUNNING", "bellows:companion-of:41", {"n2"}},
+          {"44", "RUNNING", "bellows:companion-of:41", {"n3", "n4"}}};
+}
+
+TEST(SlurmTakeover, RebuildsTheCompanionBookFromTheRecord) {
+  const SlurmTakeover t = check_slurm_takeover("41", kJobNodes, kCompanions, slurm_now());
+  ASSERT_TRUE(t.status.ok()) << t.status.text;
+  EXPECT_EQ(t.companions.companions(), (std::vector<std::uint32_t>{43, 44}));
+  EXPECT_EQ(t.companions.holder_of("n2"), 43u);
+  EXPECT_EQ(t.companions.nodes_of(44), (Nodes{"n3", "n4"}));
+  EXPECT_EQ(t.companions.holder_of("n1"), std::nullopt);
+}
+
+TEST(SlurmTakeover, AMergedJobNeedsEveryNodeInTheJobItself) {
+  std::vector<SlurmJobView> merged = {{"41", "RUNNING", "bellows:/j/41", {"n1", "n2", "n3"}}};
+  const SlurmTakeover ok = check_slurm_takeover("41", {"n1", "n3", "n2"}, {}, merged);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.text;
+  EXPECT_TRUE(ok.companions.empty());
+  merged[0].nodes = {"n1", "n2"};
+  const SlurmTakeover lost = check_slurm_takeover("41", {"n1", "n3", "n2"}, {}, merged);
+  EXPECT_EQ(lost.status.code, RmCode::denied);
+  EXPECT_EQ(lost.status.text, "n3, a node of job 41 in its record, is no longer the job's: Slurm gives job 41 n1,n2");
+}
+
+TEST(SlurmTakeover, RefusesAJobThatNoLongerRuns) {
+  auto views = slurm_now();
+  views[0].state = "COMPLETED";
+  EXPECT_EQ(check_slurm_takeover("41", kJobNodes, kCompanions, views).status.text,
+            "Slurm job 41 is COMPLETED: nothing of it runs to take over");
+  views.erase(views.begin());
+  EXPECT_EQ(check_slurm_takeover("41", kJobNodes, kCompanions, views).status.text,
+            "slurmctld does not know Slurm job 41 (any more): nothing to take over");
+}
+
+TEST(SlurmTakeover, RefusesACompanionNoLongerRunning) {
+  auto views = slurm_now();
+  views[2].state = "CANCELLED";
+  const SlurmTakeover t = check_slurm_takeover("41", kJobNodes, kCompanions, views);
+  EXPECT_EQ(t.status.code, RmCode::denied);
+  EXPECT_EQ(t.status.text,
+            "companion job 44 of job 41 (holding n3,n4) is CANCELLED: its nodes are no longer the job's");
+  views.pop_back();
+  EXPECT_EQ(check_slurm_takeover("41", kJobNodes, kCompanions, views).status.text,
+            "companion job 44 of job 41 (holding n3,n4) is unknown to slurmctld: its nodes are no longer the job's");
+}
+
+TEST(SlurmTakeover, RefusesANodeSlurmNoLongerGivesTheCompanion) {
+  auto views = slurm_now();
+  views[2].nodes = {"n4"};  // n3 went DOWN and Slurm took it out of the companion (no-kill)
+  EXPECT_EQ(check_slurm_takeover("41", kJobNodes, kCompanions, views).status.text,
+            "n3, a node of job 41 held by its companion job 44, is no longer the companion's: Slurm gives job 44 n4");
+}
+
+TEST(SlurmTakeover, RefusesAJobThatIsNoCompanionOfTheJob) {
+  auto views = slurm_now();
+  views[1].comment = "bellows:companion-of:40";
+  EXPECT_EQ(check_slurm_takeover("41", kJobNodes, kCompanions, views).status.text,
+            "Slurm job 43 is no companion of job 41 (its comment is 'bellows:companion-of:40', expected "
+            "'bellows:companion-of:41')");
 }
 
 }  // namespace

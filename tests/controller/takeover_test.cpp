@@ -130,6 +130,42 @@ TEST(JobRecord, RoundTripsThroughItsJsonText) {
   EXPECT_EQ(parse_job_record(to_json_text(r), "job.json"), r);
 }
 
+TEST(JobRecord, KeepsTheCompanionsOfASlurmJob) {
+  JobRecord r = sample_record();
+  r.job = "41";
+  r.backend = "slurm";
+  r.nodes = {"n1", "n2", "n3", "n4"};
+  r.companions = {{"43", {"n2"}}, {"44", {"n3", "n4"}}};
+  const std::string text = to_json_text(r);
+  EXPECT_NE(text.find("\"companions\": [\n  {\n   \"id\": \"43\",\n   \"nodes\": [\n    \"n2\""), std::string::npos)
+      << text;
+  EXPECT_EQ(parse_job_record(text, "job.json"), r);
+  EXPECT_TRUE(parse_job_record(to_json_text(sample_record()), "job.json").companions.empty());
+}
+
+TEST(JobRecord, RefusesCompanionsThatCannotBe) {
+  const auto refusal = [](const std::vector<CompanionAllocation>& companions) {
+    JobRecord r = sample_record();
+    r.nodes = {"n1", "n2", "n3"};
+    r.companions = companions;
+    try {
+      (void)parse_job_record(to_json_text(r), "/j/job.json");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal({{"43", {"n2"}}, {"44", {"n3"}}}), "accepted");
+  EXPECT_EQ(refusal({{"43", {"n2"}}, {"44", {"n3", "n2"}}}),
+            "/j/job.json: field 'companions': n2 is held by companions 43 and 44");
+  EXPECT_EQ(refusal({{"43", {"n1"}}}),
+            "/j/job.json: field 'companions': companion 43 holds n1, the job's first node (the job's own)");
+  EXPECT_EQ(refusal({{"4x", {"n2"}}}), "/j/job.json: field 'companions': expected a Slurm job id, got \"4x\"");
+  EXPECT_EQ(refusal({{"43", {}}}),
+            "/j/job.json: field 'companions': expected a list of {\"id\": SLURM_JOB_ID, \"nodes\": [NODE, ...]}, "
+            "got {\"id\":\"43\",\"nodes\":[]}");
+}
+
 TEST(JobRecord, RefusalsNameTheSourceAndTheField) {
   const auto refusal = [](const std::string& text) {
     try {

@@ -32,9 +32,12 @@ class ElasticJob:
     """A batch job whose script is `bellows run --backend slurm --quiet -- PROGRAM`."""
 
     def __init__(self, c, args, work, name, sbatch_options, program, policy=None, run_dir_length=0,
-                 directives=False):
+                 directives=False, wait_after_run=False):
         """With directives, sbatch_options and the policy's option are #SBATCH lines of a job
-        script (job.sh in work) rather than options on sbatch's command line."""
+        script (job.sh in work) rather than options on sbatch's command line. With
+        wait_after_run, a `bellows run` that ends without success (killed) is followed by
+        `bellows wait $SLURM_JOB_ID`: the batch script lives on until a controller that took the
+        job over (bellows run --attach) records its end (docs/slurm.md)."""
         self.c, self.args, self.work = c, args, work
         self.runs = work / "runs"
         while len(str(self.runs)) < run_dir_length:  # a deep project tree
@@ -45,13 +48,15 @@ class ElasticJob:
             (work / "policy.yaml").write_text(policy)
             options.append("--elastic-policy=policy.yaml")
         command = f"{args.bellows} run --backend slurm --quiet -- {program}"
+        if wait_after_run:
+            command += f' || {args.bellows} wait "$SLURM_JOB_ID"'
         self.began = time.monotonic()
         self.began_stamp = time.strftime("%Y-%m-%dT%H:%M:%S")  # as Slurm's logs stamp their lines
         said = " ".join(options)
         if directives:
             said = "job.sh with #SBATCH " + said
             (work / "job.sh").write_text("#!/bin/sh\n" + "".join(f"#SBATCH {o}\n" for o in options) +
-                                         f"exec {command}\n")
+                                         ("" if wait_after_run else "exec ") + f"{command}\n")
             script, options = ["job.sh"], []
         else:
             script = ["--wrap", command]

@@ -22,6 +22,11 @@ class ControllerLock {
   ControllerLock(const ControllerLock&) = delete;
   ControllerLock& operator=(const ControllerLock&) = delete;
 
+  /// True while a controller holds `job_dir`'s lock: a shared lock on the file is tried and,
+  /// when granted, dropped at once (false too when there is no lock file). Throws
+  /// std::runtime_error naming the file and the system's reason when it cannot be read.
+  [[nodiscard]] static bool held(const std::filesystem::path& job_dir);
+
   /// JOB_DIR/controller.lock.
   [[nodiscard]] static std::filesystem::path path_in(const std::filesystem::path& job_dir) {
     return job_dir / "controller.lock";

@@ -167,7 +167,8 @@ class ControllerService {
   /// Ends a resize still in flight (job_ended, in the event log), stops the daemons and the
   /// transport (at the end of the job). Each daemon is sent Stop as a request and given
   /// kStopAnswerTimeout to answer it (once it told its PMIx tools that the job ended) before
-  /// it is signalled.
+  /// it is signalled. In a job taken over, a daemon not started here is then given up to
+  /// kStopAnswerTimeout more for its connection to close: it has ended when this returns.
   void shutdown();
   static constexpr std::chrono::milliseconds kStopAnswerTimeout{2000};
 
@@ -235,6 +236,9 @@ class ControllerService {
   std::mutex inbox_mutex_;
   std::condition_variable inbox_ready_;
   std::deque<std::function<void()>> inbox_;
+  /// Under inbox_mutex_: the daemons' connections that closed, as the transport said (for
+  /// shutdown(), which waits for those of daemons it did not start).
+  std::set<transport::PeerId> gone_peers_;
 
   std::map<std::string, transport::PeerId> daemons_;  ///< node -> its daemon's connection
   std::map<std::string, NodeState> node_state_;

@@ -51,7 +51,8 @@ class DaemonJobControl final : public JobControl {
   /// The daemon of `node` registered.
   void daemon_registered(const std::string& node);
   /// The daemon of `node` went away (exited, crashed, dropped): node_lost, with the node's
-  /// rank as last noted.
+  /// rank as last noted; for a daemon told to stop as its node left (resize_report), the
+  /// node's `left` instead.
   void daemon_gone(const std::string& node);
   /// The job rank that runs on `node`, as its daemon last reported it (NodeMetrics). The
   /// node of rank 0 is the one the job's resize orders go to: after the job lost its first
@@ -64,7 +65,9 @@ class DaemonJobControl final : public JobControl {
   /// of the resize in flight, if any.
   void rank_exited(const std::string& node, const protocol::RankExited& exited);
   /// The ranks of `node` reported how a resize ended (the ResizeAck's record): a JobReport of
-  /// the outcome's name, with the record's resize, job size and text.
+  /// the outcome's name, with the record's resize, job size and text. At `left` the node's
+  /// daemon is stopped: through the launcher when it was started here, else (a job taken
+  /// over) told to stop (Stop), and then `left` waits for it to go (daemon_gone).
   void resize_report(const std::string& node, const protocol::ResizeReport& report);
 
   // ---- JobControl
@@ -108,6 +111,8 @@ class DaemonJobControl final : public JobControl {
   void start_initial_daemons(const std::vector<std::string>& nodes);
   /// Whether the daemon of `node` is registered.
   [[nodiscard]] bool registered(const std::string& node) const { return registered_.contains(node); }
+  /// Whether the daemon of `node` was started here (through the launcher) and not stopped.
+  [[nodiscard]] bool started_here(const std::string& node) const { return started_.contains(node); }
   /// Stops the daemons this object started that still run (at the end of the job).
   void stop_started_daemons();
   /// Ranks in the job as last reported (0 before the first report).
@@ -144,6 +149,9 @@ class DaemonJobControl final : public JobControl {
   std::map<std::string, ResizeId> starting_;   ///< node -> resize that started its daemon
   std::set<std::string> started_;              ///< daemons started here and not stopped
   std::set<std::string> gone_;                 ///< started here, went away on their own
+  /// Daemons not started here, told to stop as their node left: node -> the `left` report,
+  /// delivered once the daemon has gone.
+  std::map<std::string, JobReport> stopping_;
   unsigned job_size_ = 0;
   std::map<std::string, std::uint32_t> node_ranks_;  ///< node -> its rank, as last reported
   RankLaunch rank_launch_;

@@ -2,11 +2,13 @@
 // What a job's controller keeps in its job directory (JOB_DIR/job.json) so that another
 // controller can take the running job over (`bellows run --attach`, docs/controller.md,
 // "Taking a job over"): the job's nodes now, its ranks, its node range, its policy (the text,
-// not only the path), how its daemons start ranks, each daemon's pid, and whether and how the
-// job ended. The controller rewrites the file (a temporary file renamed over it) whenever one
+// not only the path), how its daemons start ranks, each daemon's pid, the allocations besides
+// the job that hold some of its nodes (Slurm companions), and whether and how the job ended. The controller rewrites the file (a temporary file renamed over it) whenever one
 // of these changes, so that a controller killed at any moment leaves the last state.
 //
 // Thread safety: free functions without shared state.
+
+#include "bellows/controller/resource_manager.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -30,6 +32,9 @@ struct JobRecord {
   std::vector<std::string> rank_command;      ///< how a daemon starts a rank (RankLaunch)
   std::vector<std::string> rank_environment;  ///< NAME=VALUE
   std::map<std::string, std::int32_t> daemon_pids;  ///< node -> its daemon's pid (its hello)
+  /// The allocations besides the job that hold some of `nodes` (Slurm companions), in the
+  /// order granted; none on the local backend or a Slurm job grown by merging.
+  std::vector<CompanionAllocation> companions;
   std::string controller;                ///< "PID START" of the controller that wrote it
   std::string ended_at;                  ///< UTC when the job ended; "" while it runs
   std::string end;                       ///< how it ended ("" while it runs)

@@ -82,6 +82,15 @@ struct ExpandRequest {
   std::vector<std::string> exclude{};
 };
 
+/// An allocation besides the job itself that holds some of the job's nodes (Slurm: a
+/// companion allocation, slurm_expand_strategy.hpp). The job record keeps them, so that a
+/// controller taking the job over knows which allocation holds which node.
+struct CompanionAllocation {
+  std::string id;                  ///< the allocation's id (a Slurm job id: "43")
+  std::vector<std::string> nodes;  ///< the job's nodes it holds, in the order they were granted
+  bool operator==(const CompanionAllocation&) const = default;
+};
+
 /// Identifies one expansion request to cancel_expand(); 0 is never a valid id.
 using RmRequestId = std::uint64_t;
 
@@ -148,6 +157,13 @@ class ResourceManager {
   /// Delivers the answers that arrived since the last call, by calling their callbacks on
   /// this thread. Never blocks.
   virtual void progress() = 0;
+
+  /// The allocations besides the job itself that hold some of its nodes now, in the order
+  /// they were granted (Slurm companions); none by default. Immediate: what the answers
+  /// progress() delivered left, without asking the resource manager.
+  [[nodiscard]] virtual std::vector<CompanionAllocation> companion_allocations(const std::string& /*job*/) const {
+    return {};
+  }
 };
 
 /// Asks rm for its idle nodes and its pending jobs. When either question is not answered,

@@ -109,4 +109,32 @@ class CompanionBook {
   std::map<std::uint32_t, std::vector<std::string>> nodes_;
 };
 
+/// What slurmctld says now of one Slurm job a taken-over job's record names: the job itself
+/// or one of its companions.
+struct SlurmJobView {
+  std::string id;
+  std::string state;    ///< "RUNNING", "COMPLETED", ...; "" when slurmctld does not know the job
+  std::string comment;  ///< the job's comment (a companion's is companion_comment(job))
+  std::vector<std::string> nodes;
+};
+
+/// What a controller taking a Slurm job over rebuilds of the backend's books, or why it
+/// cannot.
+struct SlurmTakeover {
+  RmStatus status;
+  CompanionBook companions;  ///< the job's companions and the nodes each holds (when ok)
+};
+
+/// Checks the record of a job taken over (`bellows run --attach`) against what Slurm says
+/// now: `job` runs and still holds each of `nodes` that no companion of `companions` holds
+/// (its own nodes); each companion runs, is one of `job` (its comment) and still holds the
+/// nodes the record gives it. ok with the companion book to rebuild, else denied naming the
+/// first thing wrong, e.g. "n3, a node of job 41 held by its companion job 43, is no longer
+/// the companion's: Slurm gives job 43 n4". `views` holds what slurmctld said of the job and
+/// of each companion, by id (a job missing from it counts as unknown to slurmctld).
+/// No I/O: the Slurm backend asks slurmctld and calls this (SlurmResourceManager::take_over).
+[[nodiscard]] SlurmTakeover check_slurm_takeover(const std::string& job, const std::vector<std::string>& nodes,
+                                                 const std::vector<CompanionAllocation>& companions,
+                                                 const std::vector<SlurmJobView>& views);
+
 }  // namespace bellows::controller

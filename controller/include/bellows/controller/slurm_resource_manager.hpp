@@ -62,7 +62,8 @@ struct SlurmOptions {
 /// Lifetime: one SlurmResourceManager per process (libslurm's slurm_init/slurm_fini are
 /// process-wide). The destructor cancels every helper job not yet merged and joins the
 /// backend's thread; callbacks not yet delivered are dropped. It also completes every
-/// companion still held: nothing of the job is left in the queue.
+/// companion still held, each once the steps in it ended (up to 5 s in all, polled: a step
+/// still ending would be CANCELLED): nothing of the job is left in the queue.
 class SlurmResourceManager final : public ResourceManager {
  public:
   explicit SlurmResourceManager(SlurmOptions options = {});
@@ -101,6 +102,20 @@ class SlurmResourceManager final : public ResourceManager {
 
   /// The companions job holds now, in the order they were granted.
   [[nodiscard]] std::vector<std::uint32_t> companions_of(const std::string& job) const;
+
+  /// The job's companions with the nodes each holds (what the job record keeps).
+  [[nodiscard]] std::vector<CompanionAllocation> companion_allocations(const std::string& job) const override;
+
+  /// Rebuilds what this backend knows of `job` from its record, for a controller that takes
+  /// the running job over (`bellows run --attach`): its nodes (first node first) and the
+  /// companions that hold some of them. Asks slurmctld about the job and each companion (one
+  /// RPC each) and checks the record against it (check_slurm_takeover): denied, naming what
+  /// is wrong, for a job that no longer runs, a companion no longer running or no longer the
+  /// job's, a node Slurm no longer gives the job or its companion; unknown_job or
+  /// unavailable as slurmctld answers. On ok the job's companions are this backend's, as if
+  /// it had granted them: released at a shrink, completed at the end.
+  RmStatus take_over(const std::string& job, const std::vector<std::string>& nodes,
+                     const std::vector<CompanionAllocation>& companions);
 
  private:
   struct Impl;

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""End to end on the Slurm cluster of separate hosts: the controller of an elastic job
+(`bellows run` in its batch script) is killed, and another takes the job over from inside the
+allocation.
+
+  slurm_attach_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM [--no-job-expansion] attach
+
+A GEMM submitted `-N1 --elastic=1:3` grows to 3 nodes by its policy (a merged helper job, or a
+companion allocation with --no-job-expansion). Its batch script is
+
+    bellows run --backend slurm --quiet -- GEMM ... || bellows wait "$SLURM_JOB_ID"
+
+so that a killed `bellows run` does not end the job: the script waits until a controller that
+took the job over records its end. Once the job ran 2 iterations on 3 nodes, `bellows run`
+is SIGKILLed. Checks:
+
+  - the job runs on (squeue RUNNING; its daemons and ranks still there);
+  - `bellows run --attach` is refused outside the job's allocation (no SLURM_JOB_ID), and on a
+    node of the job other than its first, whose daemons cannot reach it there (merge: "an
+    address this host does not have"; companion: that node is another Slurm job's, "inside
+    another job's allocation"), each naming the command that works;
+  - `srun --jobid J --overlap -N1 -w FIRST bellows run --attach J` takes the job over: every
+    daemon back, `bellows status` shows the 3 nodes, 3 ranks and a pid for each, and who took
+    the job over;
+  - `bellows resize -1` under the attached controller shrinks the job with Slurm (the job's
+    node list, or its companion's, loses the node) to 2 nodes;
+  - the job finishes verified, the attached controller exits 0, the batch script's
+    `bellows wait` reports the end, sacct says COMPLETED; the event log has the attach and
+    the operator's shrink committed after it; nothing of the job is left; no node is drained.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import slurm_elastic_e2e
+from slurm_cluster import GROW_POLICY, check, describe, log, main
+from slurm_elastic_e2e import ElasticJob, start_clean
+from slurm_lost_node_e2e import command_name, processes_on, running
+
+ITERATIONS = 150
+
+
+def cmdline(pid):
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def attach(c, job, node, slurm_job, output):
+    """`srun --jobid SLURM_JOB --overlap -N1 -w NODE bellows run --attach JOB`, run on the head,
+    its output into `output`; returns the Popen."""
+    return subprocess.Popen([c.local_slurm, "exec", str(c.dir), "--", "srun", f"--jobid={slurm_job}", "--overlap",
+                             "-N1", "-n1", "-w", node, "--quiet", job.args.bellows, "run", "--attach", job.id],
+                            env=job.env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
+
+
+def test_attach(c, args):
+    work = start_clean(c, "attach")
+    job = ElasticJob(c, args, work, "e2e-attach", ["-N1", "--elastic=1:3"],
+                     f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
+                     "--emulated-gflops 2 --emulated-compute on --verify",
+                     policy=GROW_POLICY, wait_after_run=True)
+    attached = None
+    attach_out = work / "attach.out"
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        grown_at = job.status()["iteration"]
+        job.wait("2 iterations on 3 nodes", lambda: job.status()["iteration"] >= grown_at + 2, 60)
+        before = job.status()
+        first, second = before["nodes"][0], before["nodes"][1]
+        holder_of_second = job.step_jobs().get(second)
+        check(holder_of_second, f"no bellowsd step on {second}: {job.step_jobs()}")
+        controllers = [pid for pid in processes_on(c, first) if command_name(pid) == "bellows"
+                       and b"--backend" in cmdline(pid) and b"run" in cmdline(pid)]
+        check(len(controllers) == 1, f"expected one bellows run on {first}: {[describe(p) for p in controllers]}")
+        ranks = {p["node"]: p["pid"] for p in before["processes"]}
+        os.kill(controllers[0], signal.SIGKILL)
+        killed_at = time.time()
+        log(f"killed bellows run (pid {controllers[0]}) on {first} at iteration {before['iteration']}")
+        deadline = time.monotonic() + 10
+        while running(controllers[0]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(not running(controllers[0]), f"bellows run (pid {controllers[0]}) still runs 10 s after SIGKILL")
+        time.sleep(1.0)
+        check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after its controller was killed; "
+              f"output:\n{job.output_tail()}")
+        check(job.status() is None, "bellows status answered with no controller")
+        check(sorted(job.nodes()) == sorted(before["nodes"]),
+              f"job {job.id} holds {job.nodes()} after its controller died, expected {before['nodes']}")
+        log(f"job {job.id} runs on without its controller on {job.nodes()}")
+
+        outside = job.bellows("run", "--attach", job.id)
+        check(outside.returncode == 1 and "outside its allocation (no SLURM_JOB_ID)" in outside.stderr and
+              f"srun --jobid {job.id} --overlap -N1 -w {first} bellows run --attach {job.id}" in outside.stderr,
+              f"--attach outside the allocation: exit {outside.returncode}, {outside.stderr!r}")
+        log(f"outside the allocation: {outside.stderr.strip()}")
+        with open(work / "attach-elsewhere.out", "w") as out:
+            elsewhere = attach(c, job, second, holder_of_second, out)
+            status = elsewhere.wait(timeout=30)
+        said = (work / "attach-elsewhere.out").read_text()
+        expected = (f"an address this host does not have ({second})" if holder_of_second == job.id
+                    else f"inside another job's allocation (SLURM_JOB_ID={holder_of_second})")
+        check(status != 0 and expected in said and f"-w {first} bellows run --attach {job.id}" in said,
+              f"--attach on {second}: exit {status}, expected {expected!r} in {said!r}")
+        log(f"on {second}: {said.strip().splitlines()[0]}")
+
+        output = open(attach_out, "w")
+        attach_at = time.time()
+        attached = attach(c, job, first, job.id, output)
+        deadline = time.monotonic() + 20
+        while f"took job {job.id} over: every daemon back" not in attach_out.read_text():
+            check(attached.poll() is None, f"bellows run --attach exited {attached.poll()}:\n{attach_out.read_text()}")
+            check(time.monotonic() < deadline, f"no takeover within 20 s:\n{attach_out.read_text()}")
+            time.sleep(0.1)
+        took = [line for line in attach_out.read_text().splitlines() if "took job" in line]
+        log(f"{time.time() - attach_at:.2f} s after srun ... --attach began: {took[0]}")
+        status = job.status()
+        check(status is not None and status["nodes"] == before["nodes"] and status["ranks"] == 3,
+              f"status after the takeover: {status}")
+        check({p["node"]: p["pid"] for p in status["processes"]} == ranks,
+              f"status after the takeover lists {status['processes']}, expected the ranks' pids {ranks}")
+        check(status["attached"] and status["attached"].startswith("bellows run --attach, pid "),
+              f"status does not say who took the job over: {status['attached']!r}")
+        log(f"status: nodes {status['nodes']}, ranks {status['ranks']}, rank pids {ranks}, {status['attached']}")
+
+        shrunk = job.bellows("resize", "-1", "--job", job.id, "--reason", "operator gives a node back")
+        check(shrunk.returncode == 0, f"bellows resize -1 under the attached controller failed: {shrunk}")
+        job.wait("2 nodes after the shrink", lambda: job.settled_on(2), 30)
+        after = job.status()["nodes"]
+        check(after == before["nodes"][:2] and sorted(job.nodes()) == sorted(after),
+              f"after the shrink the job holds {job.nodes()}, status {after}, expected {before['nodes'][:2]}")
+        log(f"shrunk by the attached controller: Slurm gives job {job.id} {job.nodes()}")
+        # Its daemon was started by the killed controller's srun: the new one tells it to stop.
+        leaver = before["nodes"][2]
+        said = (job.job_dir / "nodes" / leaver / "bellowsd.log").read_text()
+        check("controller says stop: its node left the job" in said,
+              f"the daemon of {leaver} was not told to stop when its node left:\n{said[-1500:]}")
+        job.wait_end(120)
+        check(attached.wait(timeout=30) == 0, f"bellows run --attach exited {attached.returncode}:\n"
+              f"{attach_out.read_text()[-2000:]}")
+    finally:
+        if attached is not None and attached.poll() is None:
+            attached.send_signal(signal.SIGTERM)
+            try:
+                attached.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                attached.kill()
+                attached.wait()
+        job.cancel()
+    report = job.report(ranks=2)
+    check(len(report["iterations"]) == ITERATIONS, f"{len(report['iterations'])} iterations, expected {ITERATIONS}")
+    waited = [line for line in job.output().splitlines() if line.startswith("bellows wait: ")]
+    check(waited and f"job {job.id} ended at " in waited[0], f"the batch script's bellows wait said {waited}")
+    log(f"batch script: {waited[0]}")
+    events = job.events()
+    attaches = [i for i, e in enumerate(events) if e["event"] == "attached"]
+    check(len(attaches) == 1, f"expected one attached line in the event log: {[e['event'] for e in events]}")
+    shrinks = [e for e in events[attaches[0]:] if e["kind"] == "shrink" and e["requester"] == "operator"
+               and e["to"] == "committed" and not e["refused"]]
+    check(shrinks, f"no operator shrink committed after the attach: {events[attaches[0]:]}")
+    refused = [e["detail"] for e in events if e["refused"]]
+    check(not refused, f"refused events in the log: {refused}")
+    record = json.loads((job.job_dir / "job.json").read_text())
+    check(record["ended_at"] and record["nodes"] == before["nodes"][:2],
+          f"job.json at the end: nodes {record['nodes']}, ended_at {record['ended_at']!r}")
+    sizes = job.accounting()
+    check(sizes and sizes[-1][0] == "COMPLETED", f"sacct: {sizes}, expected the job COMPLETED")
+    job.check_nothing_left()
+    states = c.node_states()
+    check(all(state == "idle" for state in states.values()), f"node states at the end: {states}")
+    log(f"every node idle, none drained: {states}")
+    job.check_logs(allowed=ATTACH_LINES)
+
+
+# What the killed controller makes the logs say: each daemon finds its controller gone (its ranks
+# run on) until the new controller binds the job's endpoint again.
+ATTACH_LINES = [" is gone (no connection for "]
+
+TESTS = {"attach": test_attach}
+
+
+if __name__ == "__main__":
+    sys.exit(main(__doc__, TESTS, on_failure=slurm_elastic_e2e.keep_evidence))
