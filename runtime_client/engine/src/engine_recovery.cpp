@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -275,6 +276,12 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
                         std::to_string(iteration_) + ": " + choice.refusal);
   }
   out.iteration = *choice.iteration;
+  for (const CheckpointSource& source : plan.roll_back) out.ranks_rolled_back.push_back(source.owner);
+  std::set<int> teams;
+  for (const int r : out.ranks_rolled_back) {
+    teams.insert(message_log_.active() ? message_log_.rank_team()[static_cast<std::size_t>(r)] : 0);
+  }
+  out.teams_rolled_back.assign(teams.begin(), teams.end());
   return std::move(*decision.plan);
 }
 
@@ -370,6 +377,11 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     out.tiles_restored += tiles;
     out.tiles_taken_over += tiles;
   }
+  // The iteration the loss interrupted: run_iteration() numbered it before abandoning it;
+  // without an abandoned iteration (a loss found between iterations) none was.
+  out.interrupted_iteration = lost_ranks_.empty() ? iteration_ + 1 : iteration_;
+  out.iterations_redone = std::max(0L, out.interrupted_iteration - 1 - out.iteration);
+  completed_before_loss_ = std::max(completed_before_loss_, out.interrupted_iteration - 1);
   pending_moves_.clear();
   lost_ranks_.clear();
   iteration_ = static_cast<int>(out.iteration);
@@ -393,6 +405,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   checkpoint_recovered_state(out);
   out.checkpoint_seconds = seconds_between(restored, Clock::now());
   out.seconds = seconds_between(begin, Clock::now());
+  recoveries_.push_back(out);
   return out;
 }
 
