@@ -508,10 +508,14 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       const int ranks_before = static_cast<int>(old_of.size() + lost.size());
       std::vector<int> everyone(static_cast<std::size_t>(ranks_before));
       for (int r = 0; r < ranks_before; ++r) everyone[static_cast<std::size_t>(r)] = r;
-      expect(recovery.interrupted_iteration == report.iteration && recovery.iterations_redone == done - recovery.iteration,
-             "recover: interrupted iteration " + std::to_string(recovery.interrupted_iteration) + " and " +
-                 std::to_string(recovery.iterations_redone) + " iterations redone, expected " +
-                 std::to_string(report.iteration) + " and " + std::to_string(done - recovery.iteration));
+      // The interrupted iteration is the one after the last any survivor completed: this one's
+      // abandoned iteration, or the next when the loss hit its end and another got past it.
+      const long interrupted = recovery.interrupted_iteration;
+      expect((interrupted == report.iteration || interrupted == report.iteration + 1) &&
+                 recovery.iterations_redone == interrupted - 1 - recovery.iteration,
+             "recover: interrupted iteration " + std::to_string(interrupted) + " and " +
+                 std::to_string(recovery.iterations_redone) + " iterations redone, abandoned iteration " +
+                 std::to_string(report.iteration) + ", rolled back to " + std::to_string(recovery.iteration));
       expect(recovery.ranks_rolled_back == everyone, "recover: ranks " + rank_set(recovery.ranks_rolled_back) +
                                                          " rolled back, expected every rank " + rank_set(everyone));
       if (!recovered) {  // the teams of the job as it started (a recovery makes them anew)

@@ -49,7 +49,9 @@ struct RecoveryReport {
   /// is iteration + 1, and the application's loop resumes there.
   long iteration = 0;
   std::vector<int> lost;  ///< the ranks lost, numbers before the recovery, ascending
-  /// The iteration the loss interrupted (the one whose run_iteration() reported it).
+  /// The iteration the loss interrupted: the one after the last that any survivor completed,
+  /// the same on every survivor (a loss during an iteration's end may leave some survivors
+  /// past it, and others reporting the loss in it).
   long interrupted_iteration = 0;
   /// The iterations completed before the loss that the ranks rolling back run again:
   /// interrupted_iteration - 1 - iteration (team_replay.hpp, ReplayWindow).
