@@ -97,21 +97,19 @@ std::string missing_copies(const RecoveryRequest& q, const std::vector<char>& lo
 }
 
 // The teams whose ranks roll back (section III of Meneses, Kale & Bronevetsky): every team
-// that lost a rank, and the team of each survivor that takes a lost rank's tiles (the lost
-// ranks past the first `replaced` in rank order go to their buddies). Ascending; {0} for one
-// team.
-std::vector<int> teams_rolling_back(const RecoveryRequest& q, const std::vector<char>& lost, int replaced) {
+// that lost a rank, and the team of the buddy of each lost rank that no replacement takes
+// over (`replaced`), since that buddy takes its tiles. Ascending; {0} for one team.
+std::vector<int> teams_rolling_back(const RecoveryRequest& q, const std::vector<char>& lost,
+                                    std::span<const int> replaced) {
   if (q.rank_team.empty()) return {0};
   std::set<int> teams;
-  int replacements_left = replaced;
   for (std::size_t r = 0; r < lost.size(); ++r) {
     if (lost[r] == 0) continue;
     teams.insert(q.rank_team[r]);
-    if (replacements_left > 0) {
-      --replacements_left;  // a replacement rank takes the tiles: it starts at the checkpoint
-      continue;
+    // A replacement rank starts at the checkpoint and adds no team; a buddy re-runs the work.
+    if (std::find(replaced.begin(), replaced.end(), static_cast<int>(r)) == replaced.end()) {
+      teams.insert(q.rank_team[static_cast<std::size_t>(q.buddies[r])]);
     }
-    teams.insert(q.rank_team[static_cast<std::size_t>(q.buddies[r])]);
   }
   return {teams.begin(), teams.end()};
 }
@@ -196,7 +194,7 @@ RecoveryDecision plan_recovery(const RecoveryRequest& q) {
     }
     plan.restores.push_back({r, buddy, heir[s]});
   }
-  plan.teams_rolling_back = teams_rolling_back(q, lost, static_cast<int>(plan.replaced.size()));
+  plan.teams_rolling_back = teams_rolling_back(q, lost, plan.replaced);
   for (int r = 0; r < size; ++r) {
     const auto s = static_cast<std::size_t>(r);
     const int team = q.rank_team.empty() ? 0 : q.rank_team[s];
