@@ -19,13 +19,21 @@ verified result on 2 ranks. From the kill's wall-clock time and the job's own re
   - progress:  the first iteration the survivors completed after the kill (the first metrics
                report of a surviving node after it in `metrics.jsonl`): the job progressing
                again;
-  - redone:    iterations run twice (the iteration the kill interrupted is not counted).
+  - redone:    iterations run twice (the iteration the kill interrupted is not counted);
+  - rolled back, tasks re-run: from the job's report, the ranks that rolled back (its
+               `recoveries`) and the tasks the survivors ran twice (`rank_stats[].tasks_rerun`).
+
+With --team-sizes the job also logs messages between teams of T consecutive ranks (`--message-log
+on --team-size T`; 0: no logging), one configuration per T, and --checkpoint-every K sets the
+checkpoint interval: the baseline of a team roll-back (docs/teams.md), which today still rolls
+every rank back.
 
 Median over --rounds runs per configuration, every run printed. Targets (issue: "a lost node
 does not take the job with it"): progress within 2 s of the kill on the local backend; work
 redone at most one checkpoint interval.
 
   python3 bench/recovery.py --build build/default --rounds 3
+  python3 bench/recovery.py --build build/default --apps gemm --gflops 10 --team-sizes 0,1,2 --checkpoint-every 3
 """
 import argparse
 import datetime
@@ -63,7 +71,7 @@ def record_time(record):
     return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
-def one_run(args, app, gflops, seed):
+def one_run(args, app, gflops, team_size, seed):
     top = tempfile.mkdtemp(prefix="bellows-recovery-bench-")
     env = dict(os.environ, BELLOWS_RUN_DIR=top, BELLOWS_LOCAL_POOL=os.path.join(top, "pool.json"),
                OPENBLAS_NUM_THREADS="1")
@@ -71,7 +79,9 @@ def one_run(args, app, gflops, seed):
     cmd = [os.path.join(args.build, "cli", "bellows"), "run", "--nodes", "3:3", "--pool", "3", "--quiet",
            "--", example, "--n", str(args.n), "--tile", str(args.tile), "--iterations", str(args.iterations),
            "--kernel", "emulated", "--emulated-gflops", str(gflops), "--emulated-compute", "on",
-           "--checkpoint", "on", "--checkpoint-every", "1", "--verify"]
+           "--checkpoint", "on", "--checkpoint-every", str(args.checkpoint_every), "--verify"]
+    if team_size > 0:
+        cmd += ["--message-log", "on", "--team-size", str(team_size)]
     job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rng = random.Random(seed)
     try:
@@ -125,8 +135,9 @@ def one_run(args, app, gflops, seed):
     last_before = max((m.get("iteration", 0) for m in before), default=0)
     first_after = after[0].get("iteration", 0) if after else None
     shutil.rmtree(top, ignore_errors=True)
+    recovery = (report.get("recoveries") or [{}])[0]
     return {
-        "app": app, "gflops": gflops, "victim": victim["rank"], "victim_node": victim["node"],
+        "app": app, "gflops": gflops, "team_size": team_size, "victim": victim["rank"], "victim_node": victim["node"],
         "iteration_seconds": iteration_seconds,
         "kill_to_detected": record_time(failures["detected"]) - killed_at if "detected" in failures else None,
         "kill_to_recovered": record_time(failures["recovered"]) - killed_at if "recovered" in failures else None,
@@ -135,6 +146,11 @@ def one_run(args, app, gflops, seed):
         "first_iteration_after": first_after,
         "iterations_redone": (last_before + 1 - first_after) if first_after is not None else None,
         "iterations": len(report["iterations"]),
+        "ranks_rolled_back": recovery.get("ranks_rolled_back"),
+        "teams_rolled_back": recovery.get("teams_rolled_back"),
+        "runtime_iterations_redone": recovery.get("iterations_redone"),
+        "tasks_rerun": sum(r.get("tasks_rerun", 0) for r in report["rank_stats"]),
+        "tasks": sum(r.get("tasks", 0) for r in report["rank_stats"]),
     }
 
 
@@ -151,35 +167,44 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--victim", choices=["last", "first"], default="last",
                     help="the rank killed: the last node's, or the job's first")
+    ap.add_argument("--team-sizes", default="0",
+                    help="message-logging team sizes, one configuration each (0: no message logging)")
+    ap.add_argument("--checkpoint-every", type=int, default=1, help="iterations between checkpoints")
     args = ap.parse_args()
+    team_sizes = [int(t) for t in args.team_sizes.split(",")]
     rows = []
     for round_index in range(args.rounds):
         for app in args.apps.split(","):
             for gflops in [float(g) for g in args.gflops.split(",")]:
-                result = one_run(args, app, gflops, args.seed * 1000 + round_index)
-                result["round"] = round_index
-                rows.append(result)
-                print(json.dumps(result), flush=True)
+                for team_size in team_sizes:
+                    result = one_run(args, app, gflops, team_size, args.seed * 1000 + round_index)
+                    result["round"] = round_index
+                    rows.append(result)
+                    print(json.dumps(result), flush=True)
 
     def median(values):
         values = [v for v in values if v is not None]
         return statistics.median(values) if values else float("nan")
 
     print()
-    print(f"{'app':9} {'GF/s':>6} {'iter s':>7} {'detected s':>11} {'recovered s':>12} {'progress s':>11} "
-          f"{'redone':>7}  (medians of {args.rounds}; kill at a random point of an iteration)")
+    print(f"{'app':9} {'GF/s':>6} {'team':>4} {'iter s':>7} {'detected s':>11} {'recovered s':>12} "
+          f"{'progress s':>11} {'redone':>7} {'rolled back':>11} {'re-run':>7}  (medians of {args.rounds}; "
+          f"kill at a random point of an iteration; redone: the most; rolled back: ranks)")
     ok = True
     for app in args.apps.split(","):
         for gflops in [float(g) for g in args.gflops.split(",")]:
-            mine = [r for r in rows if r["app"] == app and r["gflops"] == gflops]
-            progress = median([r["kill_to_progress"] for r in mine])
-            redone = max(r["iterations_redone"] if r["iterations_redone"] is not None else 99 for r in mine)
-            ok = ok and progress < TARGET_PROGRESS_SECONDS and redone <= 1
-            print(f"{app:9} {gflops:6.0f} {median([r['iteration_seconds'] for r in mine]):7.3f} "
-                  f"{median([r['kill_to_detected'] for r in mine]):11.3f} "
-                  f"{median([r['kill_to_recovered'] for r in mine]):12.3f} {progress:11.3f} {redone:7d}")
-    print(f"target: progress within {TARGET_PROGRESS_SECONDS} s of the kill, at most 1 iteration redone "
-          f"(checkpoint every iteration): {'met' if ok else 'NOT met'}")
+            for team_size in team_sizes:
+                mine = [r for r in rows if r["app"] == app and r["gflops"] == gflops and r["team_size"] == team_size]
+                progress = median([r["kill_to_progress"] for r in mine])
+                redone = max(r["iterations_redone"] if r["iterations_redone"] is not None else 99 for r in mine)
+                ok = ok and progress < TARGET_PROGRESS_SECONDS and redone <= args.checkpoint_every
+                rolled = median([len(r["ranks_rolled_back"] or []) for r in mine])
+                print(f"{app:9} {gflops:6.0f} {team_size or 'all':>4} {median([r['iteration_seconds'] for r in mine]):7.3f} "
+                      f"{median([r['kill_to_detected'] for r in mine]):11.3f} "
+                      f"{median([r['kill_to_recovered'] for r in mine]):12.3f} {progress:11.3f} {redone:7d} "
+                      f"{rolled:11g} {median([r['tasks_rerun'] for r in mine]):7g}")
+    print(f"target: progress within {TARGET_PROGRESS_SECONDS} s of the kill, at most {args.checkpoint_every} "
+          f"iteration(s) redone (a checkpoint every {args.checkpoint_every}): {'met' if ok else 'NOT met'}")
 
 
 if __name__ == "__main__":

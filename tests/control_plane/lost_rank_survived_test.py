@@ -159,6 +159,25 @@ def main():
     if f"lost rank {victim['rank']} on {victim['node']}" not in detected["detail"]:
         t.fail(f"the failure does not name rank {victim['rank']} on {victim['node']}: {detected['detail']!r}")
     t.log(f"failure lines: {[(e['event'], e['to']) for e in failures]}")
+    # Per failure, in the event log and the report: who rolled back and how much was redone.
+    recovered = next(e for e in failures if e["to"] == "recovered")
+    if ("ranks {0, 1, 2} of teams {0} rolled back, " not in recovered["detail"]
+            or "completed iterations redone" not in recovered["detail"]):
+        t.fail(f"the recovery does not say every rank rolled back and the iterations redone: {recovered['detail']!r}")
+    recoveries = report.get("recoveries", [])
+    if len(recoveries) != 1 or recoveries[0]["ranks_rolled_back"] != [0, 1, 2] \
+            or recoveries[0]["teams_rolled_back"] != [0] or recoveries[0]["lost"] != [victim["rank"]]:
+        t.fail(f"the report's recoveries are {recoveries}, expected one that lost rank {victim['rank']} and "
+               f"rolled back ranks [0, 1, 2] of team 0")
+    redone = recoveries[0]["iterations_redone"]
+    if redone != recoveries[0]["interrupted_iteration"] - 1 - recoveries[0]["rolled_back_to"]:
+        t.fail(f"the report's recovery redid {redone} iterations: {recoveries[0]}")
+    if not replace:  # a replacement joins knowing no loss: only the survivors count their re-runs
+        rerun = sum(r["tasks_rerun"] for r in report["rank_stats"])
+        tasks_per_iteration = (768 // 128) ** 3
+        if rerun != tasks_per_iteration * redone:
+            t.fail(f"the survivors re-ran {rerun} tasks, expected {tasks_per_iteration} x {redone} iterations redone")
+    t.log(f"recovered: {recovered['detail']!r}")
     expands = [e for e in t.events() if e["kind"] == "expand"]
     if replace:
         wanted = f"replacing {victim['node']}, lost in failure {detected['resize']} (recovery.on_node_loss: replace)"

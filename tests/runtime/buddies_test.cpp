@@ -95,5 +95,34 @@ TEST(Buddies, TheBackupRuleIsTheShrinks) {
   EXPECT_EQ(plan_shrink(load, std::vector<int>{1}).backup[1], choose_backup(load, 1, [](int) { return true; }));
 }
 
+TEST(Buddies, WithTeamsABuddyIsOfTheSameTeamOnAnotherNode) {
+  const std::vector<int> teams{0, 0, 1, 1, 1};
+  EXPECT_EQ(choose_buddies(one_node_each(5), std::vector<long>(5, 9), teams), (std::vector<int>{1, 0, 3, 4, 2}));
+  // Without teams the ring crosses them.
+  EXPECT_EQ(choose_buddies(one_node_each(5), std::vector<long>(5, 9)), (std::vector<int>{1, 2, 3, 4, 0}));
+}
+
+TEST(Buddies, ATeamWithNoOtherNodeTakesABuddyOfAnotherTeam) {
+  // Teams of one rank, and a team whose two ranks share a node: the buddy comes from another
+  // node whatever its team.
+  EXPECT_EQ(choose_buddies(one_node_each(3), std::vector<long>(3, 9), std::vector<int>{0, 1, 2}),
+            (std::vector<int>{1, 2, 0}));
+  const std::vector<std::string> hosts{"a", "a", "b", "b"};
+  const auto buddies = choose_buddies(hosts, std::vector<long>(4, 9), std::vector<int>{0, 0, 1, 1});
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(hosts[static_cast<std::size_t>(buddies[static_cast<std::size_t>(r)])], hosts[static_cast<std::size_t>(r)])
+        << "rank " << r;
+  }
+}
+
+TEST(Buddies, RefusesTeamsForAnotherRankCount) {
+  try {
+    (void)choose_buddies(one_node_each(3), std::vector<long>(3, 9), std::vector<int>{0, 1});
+    FAIL() << "accepted 2 teams for 3 ranks";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "choose_buddies: 2 teams named for 3 ranks");
+  }
+}
+
 }  // namespace
 }  // namespace bellows::runtime

@@ -29,7 +29,7 @@ struct Job {
   [[nodiscard]] RecoveryDecision lose(std::vector<int> lost, NodeLossAction action = NodeLossAction::shrink,
                                       int replacement_nodes = 0, int minimum_nodes = 1) {
     lost_ = std::move(lost);
-    return plan_recovery({hosts, buddies, lost_, action, replacement_nodes, minimum_nodes, collections});
+    return plan_recovery({hosts, buddies, lost_, action, replacement_nodes, minimum_nodes, collections, {}});
   }
 
  private:
@@ -224,6 +224,128 @@ TEST(RecoveryPlan, AShrinkReGridsOntoTheSurvivorsAsAJobStartedOnThem) {
   }
 }
 
+/// A job of `ranks` ranks, one per node, in teams of `team_size` consecutive ranks, with
+/// buddies chosen inside the teams where a team has another node.
+struct TeamJob {
+  TeamJob(int ranks, int team_size) {
+    for (int r = 0; r < ranks; ++r) {
+      hosts.push_back(std::string("n").append(std::to_string(r)));
+      rank_team.push_back(r / team_size);
+    }
+    buddies = choose_buddies(hosts, std::vector<long>(static_cast<std::size_t>(ranks), 4), rank_team);
+  }
+  std::vector<std::string> hosts;
+  std::vector<int> rank_team;
+  std::vector<int> buddies;
+
+  [[nodiscard]] RecoveryDecision lose(std::vector<int> lost, NodeLossAction action = NodeLossAction::shrink,
+                                      int replacement_nodes = 0) {
+    lost_ = std::move(lost);
+    return plan_recovery({hosts, buddies, lost_, action, replacement_nodes, 1, {}, rank_team});
+  }
+
+ private:
+  std::vector<int> lost_;
+};
+
+std::vector<int> owners(const std::vector<CheckpointSource>& sources) {
+  std::vector<int> out;
+  for (const CheckpointSource& s : sources) out.push_back(s.owner);
+  return out;
+}
+
+TEST(RecoveryPlan, WithOneTeamEveryRankRollsBackAsWithoutTeams) {
+  Job job(4);
+  const auto plain = job.lose({2});
+  const std::vector<int> one_team(4, 0);
+  const std::vector<int> lost{2};
+  const auto teamed = plan_recovery({job.hosts, job.buddies, lost, NodeLossAction::shrink, 0, 1, {}, one_team});
+  ASSERT_TRUE(plain.plan && teamed.plan);
+  EXPECT_EQ(teamed.plan->roll_back, plain.plan->roll_back);
+  EXPECT_EQ(teamed.plan->teams_rolling_back, (std::vector<int>{0}));
+  EXPECT_EQ(plain.plan->teams_rolling_back, (std::vector<int>{0}));
+}
+
+TEST(RecoveryPlan, OnlyTheLostRanksTeamRollsBackWhenItsBuddyIsInTheTeam) {
+  TeamJob job(8, 4);  // teams {0..3} and {4..7}; buddies rings inside each team
+  EXPECT_EQ(job.buddies, (std::vector<int>{1, 2, 3, 0, 5, 6, 7, 4}));
+  const auto decision = job.lose({6});
+  ASSERT_TRUE(decision.plan) << decision.refusal;
+  const RecoveryPlan& plan = *decision.plan;
+  EXPECT_EQ(plan.teams_rolling_back, (std::vector<int>{1}));
+  EXPECT_EQ(plan.roll_back, (std::vector<CheckpointSource>{{4, 4}, {5, 5}, {6, 7}, {7, 7}}));
+  // Rank 6's tiles go to its buddy, old 7, new 6: a rank that rolls back with it.
+  EXPECT_EQ(plan.restores, (std::vector<TileRestore>{{6, 6, 6}}));
+  EXPECT_EQ(plan.ranks.new_rank, (std::vector<int>{0, 1, 2, 3, 4, 5, -1, 6}));
+}
+
+TEST(RecoveryPlan, ATeamOfOneRollsBackWithItsBuddysTeam) {
+  // Teams of one rank: the lost rank is its whole team; its buddy, which takes its tiles and
+  // re-runs its work from the checkpoint, rolls back too. The other two keep their state.
+  TeamJob job(4, 1);
+  EXPECT_EQ(job.buddies, (std::vector<int>{1, 2, 3, 0}));
+  const auto decision = job.lose({1});
+  ASSERT_TRUE(decision.plan) << decision.refusal;
+  EXPECT_EQ(decision.plan->teams_rolling_back, (std::vector<int>{1, 2}));
+  EXPECT_EQ(owners(decision.plan->roll_back), (std::vector<int>{1, 2}));
+  EXPECT_EQ(decision.plan->roll_back[0], (CheckpointSource{1, 2}));
+}
+
+TEST(RecoveryPlan, AReplacementRankLeavesTheBuddysTeamAlone) {
+  // Under replace the buddy only sends the copy; the replacement starts at the checkpoint.
+  TeamJob job(4, 1);
+  const auto decision = job.lose({1}, NodeLossAction::replace, 1);
+  ASSERT_TRUE(decision.plan) << decision.refusal;
+  EXPECT_EQ(decision.plan->teams_rolling_back, (std::vector<int>{1}));
+  EXPECT_EQ(decision.plan->roll_back, (std::vector<CheckpointSource>{{1, 2}}));
+  EXPECT_EQ(decision.plan->restores, (std::vector<TileRestore>{{1, 1, 3}}));
+}
+
+TEST(RecoveryPlan, TwoLostRanksOfDifferentTeamsRollBackBothTeamsOfTheSameTeamOne) {
+  TeamJob job(8, 4);
+  const auto different = job.lose({1, 6});
+  ASSERT_TRUE(different.plan) << different.refusal;
+  EXPECT_EQ(different.plan->teams_rolling_back, (std::vector<int>{0, 1}));
+  EXPECT_EQ(different.plan->roll_back.size(), 8U);
+  const auto same = job.lose({4, 6});
+  ASSERT_TRUE(same.plan) << same.refusal;
+  EXPECT_EQ(same.plan->teams_rolling_back, (std::vector<int>{1}));
+  EXPECT_EQ(same.plan->roll_back, (std::vector<CheckpointSource>{{4, 5}, {5, 5}, {6, 7}, {7, 7}}));
+}
+
+TEST(RecoveryPlan, TheCheckpointIsChosenOverTheTeamRollingBackOnly) {
+  // Team 0's checkpoint of iteration 5 is still being taken; team 1 lost a rank and has 5 complete:
+  // global rollback would go back to 4, team rollback of team 1 to 5.
+  TeamJob job(4, 2);
+  EXPECT_EQ(job.buddies, (std::vector<int>{1, 0, 3, 2}));
+  const auto decision = job.lose({3});
+  ASSERT_TRUE(decision.plan) << decision.refusal;
+  std::vector<CheckpointCopy> copies;
+  for (int r = 0; r < 4; ++r) {
+    for (const int holder : {r, job.buddies[static_cast<std::size_t>(r)]}) {
+      copies.push_back({r, holder, 4, 8, 8});
+      copies.push_back({r, holder, 5, 8, r < 2 ? 3 : 8});
+    }
+  }
+  EXPECT_EQ(choose_checkpoint(copies, decision.plan->roll_back).iteration, 5);
+  Job global(4);
+  global.buddies = job.buddies;
+  const auto everyone = global.lose({3});
+  ASSERT_TRUE(everyone.plan);
+  EXPECT_EQ(choose_checkpoint(copies, everyone.plan->roll_back).iteration, 4);
+}
+
+TEST(RecoveryPlan, RefusesTeamsThatDoNotFitByName) {
+  Job job(3);
+  const std::vector<int> lost{1};
+  const std::vector<int> two{0, 1};
+  EXPECT_EQ(error_of({job.hosts, job.buddies, lost, NodeLossAction::shrink, 0, 1, {}, two}),
+            "plan_recovery: 2 teams named for 3 ranks (rank_team)");
+  const std::vector<int> negative{0, -1, 1};
+  EXPECT_EQ(error_of({job.hosts, job.buddies, lost, NodeLossAction::shrink, 0, 1, {}, negative}),
+            "plan_recovery: rank 1's team -1 is negative (rank_team)");
+}
+
 TEST(RecoveryPlan, RefusesInputsThatDoNotFitByName) {
   const std::vector<std::string> hosts{"n0", "n1", "n2"};
   const std::vector<int> ring{1, 2, 0};
@@ -231,7 +353,7 @@ TEST(RecoveryPlan, RefusesInputsThatDoNotFitByName) {
   const auto with = [&hosts](const std::vector<int>& buddies, const std::vector<int>& lost,
                              NodeLossAction action, int nodes, int minimum,
                              const std::vector<TileHolders>& collections = {}) {
-    return error_of({hosts, buddies, lost, action, nodes, minimum, collections});
+    return error_of({hosts, buddies, lost, action, nodes, minimum, collections, {}});
   };
   EXPECT_EQ(with({1, 2}, one, NodeLossAction::shrink, 0, 1), "plan_recovery: 3 hosts but 2 buddies");
   EXPECT_EQ(with({1, 7, 0}, one, NodeLossAction::shrink, 0, 1),
@@ -439,7 +561,7 @@ struct AfterRecovery {
   }
   [[nodiscard]] RecoveryDecision lose(int rank) const {
     const std::vector<int> lost{rank};
-    return plan_recovery({hosts, buddies, lost, NodeLossAction::shrink, 0, 1, {}});
+    return plan_recovery({hosts, buddies, lost, NodeLossAction::shrink, 0, 1, {}, {}});
   }
 };
 

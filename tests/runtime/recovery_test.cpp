@@ -38,6 +38,12 @@
 // recovered.<rank>). recover() ended with a complete checkpoint of the state it restored under
 // the new buddies, so the survivors must recover from this loss too, never be refused, and
 // finish verified as above.
+// With `teams=T` the job logs messages between teams of T consecutive ranks (T = 4: one team)
+// and takes a checkpoint every 3 iterations instead of every one: a checkpoint's buddy is of
+// the rank's own team where the team has another rank, the recovery reports every rank
+// rolled back (the runtime rolls back globally; docs/teams.md) with the teams they form, and
+// the survivors' tasks re-run (RankStats::tasks_rerun) add up to the iteration's tasks times
+// the iterations redone.
 // With `stopped` the victims are SIGSTOPped instead of killed, as a node cut from the network
 // looks: alive, silent, and no MPI call with them ever fails. The launcher then tells the
 // survivors what a control plane would (the controller's ranks-lost event, failure 1): each
@@ -52,7 +58,7 @@
 // each survivor's times (the kill to the iteration abandoned, to the communicator rebuilt, to
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
-//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped]
+//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped|teams=T]
 //                                                                     (the launcher; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
@@ -76,6 +82,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -111,6 +118,7 @@ constexpr int kTile = 96;  // 4 x 4 tiles: 64 GEMM tasks per iteration
 constexpr int kGemmTasksPerIteration = 64;
 constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
 constexpr int kIterations = 30;
+constexpr int kTeamsCheckpointEvery = 3;  // with teams=T: iterations between checkpoints
 constexpr int kFewestBeforeKill = 4;  // iterations rank 0 has completed when the victim is killed:
 constexpr int kMostBeforeKill = 12;   // a random count in [kFewestBeforeKill, kMostBeforeKill]
 constexpr unsigned kSeed = 11;
@@ -320,6 +328,14 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   options.checkpoint.enabled = !no_checkpoint;
   options.checkpoint.every_iterations = 1;
   options.checkpoint.node = "node" + std::to_string(rank);
+  const int team_size = fs::exists(dir / "teams") ? std::atoi(read_file(dir / "teams").c_str()) : 0;
+  if (team_size > 0) {
+    options.message_log.enabled = true;
+    options.message_log.team_size = team_size;
+    options.checkpoint.every_iterations = kTeamsCheckpointEvery;
+  }
+  const int checkpoint_every = static_cast<int>(options.checkpoint.every_iterations);
+  const auto team_of = [&](int r) { return team_size > 0 && team_size < count ? r / team_size : 0; };
   auto owned_runtime = std::make_unique<br::Runtime>(job, options);
   br::Runtime& runtime = *owned_runtime;
   runtime.add_collection(a);
@@ -340,6 +356,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   for (int r = 0; r < count; ++r) old_of[static_cast<std::size_t>(r)] = r;
   std::vector<int> lost_in_all;  // old numbers
   std::string refusal;           // with a second victim: the error that ended the job here
+  long first_iterations_redone = -1;
   while (done < kIterations && failures == 0) {
     const br::IterationReport report = runtime.run_iteration();
     if (!report.completed()) {
@@ -481,12 +498,36 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       expect(recovery.new_rank == expected_rank && recovery.new_size == static_cast<int>(old_of.size()),
              "recover: rank " + std::to_string(recovery.new_rank) + " of " + std::to_string(recovery.new_size) +
                  ", expected " + std::to_string(expected_rank) + " of " + std::to_string(old_of.size()));
-      // A checkpoint at every boundary: at most the iteration in progress and the one before
-      // it are redone (the one before when the death came during its end).
-      expect(recovery.iteration <= done && recovery.iteration >= done - 1 &&
-                 (recovered || recovery.iteration >= kill_after - 1),
+      // A checkpoint every K boundaries: at most the iteration in progress and the K before it
+      // are redone (the K-th when the death came while that checkpoint's copies travelled).
+      expect(recovery.iteration <= done && recovery.iteration >= done - checkpoint_every &&
+                 (recovered || recovery.iteration >= kill_after - checkpoint_every),
              "rolled back to iteration " + std::to_string(recovery.iteration) + " with " +
                  std::to_string(done) + " done");
+      // Who rolled back and how far, as the recovery reports it.
+      const int ranks_before = static_cast<int>(old_of.size() + lost.size());
+      std::vector<int> everyone(static_cast<std::size_t>(ranks_before));
+      for (int r = 0; r < ranks_before; ++r) everyone[static_cast<std::size_t>(r)] = r;
+      // The interrupted iteration is the one after the last any survivor completed: this one's
+      // abandoned iteration, or the next when the loss hit its end and another got past it.
+      const long interrupted = recovery.interrupted_iteration;
+      expect((interrupted == report.iteration || interrupted == report.iteration + 1) &&
+                 recovery.iterations_redone == interrupted - 1 - recovery.iteration,
+             "recover: interrupted iteration " + std::to_string(interrupted) + " and " +
+                 std::to_string(recovery.iterations_redone) + " iterations redone, abandoned iteration " +
+                 std::to_string(report.iteration) + ", rolled back to " + std::to_string(recovery.iteration));
+      expect(recovery.ranks_rolled_back == everyone, "recover: ranks " + rank_set(recovery.ranks_rolled_back) +
+                                                         " rolled back, expected every rank " + rank_set(everyone));
+      if (!recovered) {  // the teams of the job as it started (a recovery makes them anew)
+        std::set<int> teams_before;
+        for (int r = 0; r < ranks_before; ++r) teams_before.insert(team_of(r));
+        const std::vector<int> expected_teams(teams_before.begin(), teams_before.end());
+        expect(recovery.teams_rolled_back == expected_teams, "recover: teams " + rank_set(recovery.teams_rolled_back) +
+                                                                 " rolled back, expected " + rank_set(expected_teams));
+        first_iterations_redone = recovery.iterations_redone;
+      }
+      expect(!runtime.recoveries().empty() && runtime.recoveries().back().iteration == recovery.iteration,
+             "Runtime::recoveries() does not end with this recovery");
       expect(recovery.tiles_restored > 0, "no tile restored");
       result["recoveries"] = result.value("recoveries", 0) + 1;
       result["lost"] = lost_in_all;
@@ -518,6 +559,16 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       done = static_cast<int>(recovery.iteration);
       recovered = true;
       continue;
+    }
+    if (done == 0 && team_size > 1 && team_size < count) {
+      // The first checkpoint's buddies: each rank's is of its own team on another node.
+      const std::vector<int> buddies = runtime.checkpoint_buddies();
+      for (int r = 0; r < count && buddies.size() == static_cast<std::size_t>(count); ++r) {
+        const int buddy = buddies[static_cast<std::size_t>(r)];
+        expect(buddy >= 0 && team_of(buddy) == team_of(r), "rank " + std::to_string(r) + "'s buddy " +
+                                                               std::to_string(buddy) + " is not of its team");
+      }
+      expect(buddies.size() == static_cast<std::size_t>(count), "no buddies after the first iteration");
     }
     if (recovered) {
       if (!result.contains("kill_to_progress_seconds")) {
@@ -578,6 +629,16 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   expect(wrong == 0, std::to_string(wrong) + " iterations after recovery did not run exactly " +
                          std::to_string(tasks_per_iteration) + " tasks");
   result["iterations_after_recovery"] = iterations_after;
+  // The work redone: the survivors re-ran each task of the iterations redone exactly once.
+  long rerun = static_cast<long>(runtime.stats().tasks_rerun), rerun_summed = 0;
+  MPI_Allreduce(&rerun, &rerun_summed, 1, MPI_LONG, MPI_SUM, job);
+  if (recovered && !second_loss) {
+    expect(rerun_summed == tasks_per_iteration * first_iterations_redone,
+           "the survivors re-ran " + std::to_string(rerun_summed) + " tasks, expected " +
+               std::to_string(tasks_per_iteration) + " x " + std::to_string(first_iterations_redone));
+  }
+  result["tasks_rerun_here"] = rerun;
+  result["tasks_rerun"] = rerun_summed;
 
   const std::vector<double> a_all = a.gather_to_root(job);
   const std::vector<double> c_all = c.gather_to_root(job);
@@ -629,7 +690,7 @@ struct SecondVictim {
 };
 
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
-                 bool no_checkpoint, bool cholesky, SecondVictim second, bool stopped) {
+                 bool no_checkpoint, bool cholesky, SecondVictim second, bool stopped, int team_size) {
   const std::vector<int> victims = parse_victims(victims_text);
   const bool second_loss = second.rank >= 0;
   const bool valid = std::all_of(victims.begin(), victims.end(), [](int v) { return v < kRanks; }) &&
@@ -648,6 +709,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
   if (cholesky) write_file(dir / "cholesky", "1");
   if (stopped) write_file(dir / "stopped", "1");
+  if (team_size > 0) write_file(dir / "teams", std::to_string(team_size));
   const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
   const unsigned kill_seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
                                                   : std::random_device{}();
@@ -860,11 +922,13 @@ int main(int argc, char** argv) {
     cholesky_after = cholesky_after && second_loss;
   }
   const bool stopped = argc == 5 && std::strcmp(argv[4], "stopped") == 0;
+  int team_size = 0;
+  const bool teams = argc == 5 && std::sscanf(argv[4], "teams=%d", &team_size) == 1 && team_size > 0;
   const bool cholesky = cholesky_only || cholesky_after;
-  if (argc != 4 && !no_checkpoint && !cholesky && !second_loss && !stopped) {
+  if (argc != 4 && !no_checkpoint && !cholesky && !second_loss && !stopped && !teams) {
     std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS|"
-                         "[cholesky-]after=RANK|stopped] | --member DIR INDEX COUNT VICTIMS\n");
+                         "[cholesky-]after=RANK|stopped|teams=T] | --member DIR INDEX COUNT VICTIMS\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky, second, stopped);
+  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky, second, stopped, teams ? team_size : 0);
 }

@@ -449,6 +449,23 @@ nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
                           {"imbalance_before", applied->imbalance_before},
                           {"imbalance_after", applied->imbalance_after}};
   }
+  // Per failure: what rolled back and how far; the tasks each rank re-ran are its
+  // rank_stats[].tasks_rerun.
+  if (!runtime.recoveries().empty()) {
+    nlohmann::json recoveries = nlohmann::json::array();
+    for (const runtime::RecoveryReport& r : runtime.recoveries()) {
+      recoveries.push_back({{"lost", r.lost},
+                            {"interrupted_iteration", r.interrupted_iteration},
+                            {"rolled_back_to", r.iteration},
+                            {"iterations_redone", r.iterations_redone},
+                            {"ranks_rolled_back", r.ranks_rolled_back},
+                            {"teams_rolled_back", r.teams_rolled_back},
+                            {"ranks_before", r.old_size},
+                            {"ranks_after", r.new_size},
+                            {"seconds", r.seconds}});
+    }
+    extra["recoveries"] = std::move(recoveries);
+  }
   return extra;
 }
 

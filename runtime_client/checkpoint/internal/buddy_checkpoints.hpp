@@ -61,6 +61,12 @@ class BuddyCheckpoints {
   /// collective could wait on a rank lost meanwhile. Throws std::invalid_argument when
   /// `nodes` does not have one name per rank.
   void attach(MPI_Comm comm, std::vector<std::string> nodes);
+  /// The teams of message logging, per rank of the communicator attached (empty: one team):
+  /// from the next take() on, a rank's buddy is of its own team where the team has a rank on
+  /// another node (choose_buddies), so that a recovery's restore stays inside the team that
+  /// rolls back (recovery_plan.hpp). Kept across attach(); the caller sets them again when
+  /// the teams change.
+  void set_teams(std::vector<int> rank_team) { rank_team_ = std::move(rank_team); }
   /// Before the communicator goes away (a resize): waits for transfers in flight and drops
   /// every copy, which would match neither the new ranks nor their tiles.
   void detach();
@@ -161,6 +167,7 @@ class BuddyCheckpoints {
   int rank_ = 0;
   int size_ = 1;
   std::vector<std::string> nodes_;  ///< per rank
+  std::vector<int> rank_team_;      ///< per rank: its team; empty: one team
   int distinct_nodes_ = 1;
 
   std::vector<Checkpoint> checkpoints_;  ///< taken, oldest first

@@ -132,7 +132,12 @@ void BuddyCheckpoints::take(long completed, std::span<TiledMatrix* const> collec
       }
     }
   }
-  checkpoint.buddies = choose_buddies(nodes_, checkpoint.tiles);
+  if (!rank_team_.empty() && rank_team_.size() != nodes_.size()) {
+    throw std::logic_error("checkpoint of iteration " + std::to_string(completed) + ": teams of " +
+                           std::to_string(rank_team_.size()) + " ranks for a communicator of " +
+                           std::to_string(nodes_.size()));
+  }
+  checkpoint.buddies = choose_buddies(nodes_, checkpoint.tiles, rank_team_);
 
   // The own copy: the tiles as they are now, shared with the collections.
   HeldCopy own{rank_, completed, owned_tiles(collections, rank_), 0, true};

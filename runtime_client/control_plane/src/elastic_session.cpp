@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "rank_set_text.hpp"
+
 namespace bellows::runtime {
 namespace {
 
@@ -255,8 +257,11 @@ int ElasticSession::recover(int it, const IterationReport& report) {
   // have started later (a rank that joined), so resume as far back from `it` as the runtime
   // rolls back from the abandoned iteration.
   const int resume = it - (report.iteration - 1 - static_cast<int>(recovery.iteration));
+  // Per failure, what rolled back and how much work it redoes (docs/teams.md).
   report_survived("rolled back to iteration " + std::to_string(recovery.iteration) + " on " +
-                  std::to_string(size()) + " ranks");
+                  std::to_string(size()) + " ranks: ranks " + rank_set_text(recovery.ranks_rolled_back) +
+                  " of teams " + rank_set_text(recovery.teams_rolled_back) + " rolled back, " +
+                  std::to_string(recovery.iterations_redone) + " completed iterations redone");
   return resume;
 }
 

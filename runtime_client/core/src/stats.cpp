@@ -128,6 +128,7 @@ void to_json(nlohmann::json& j, const MessageLogStats& s) {
 void RankStats::add(const RankStats& o) {
   for (const auto& [name, count] : o.tasks_by_class) tasks_by_class[name] += count;
   tasks_executed += o.tasks_executed;
+  tasks_rerun += o.tasks_rerun;
   bytes_sent += o.bytes_sent;
   bytes_received += o.bytes_received;
   bytes_sent_same_host += o.bytes_sent_same_host;
@@ -181,6 +182,7 @@ void to_json(nlohmann::json& j, const RankStats& s) {
   j = nlohmann::json{{"rank", s.rank},
                      {"host", s.host},
                      {"tasks", s.tasks_executed},
+                     {"tasks_rerun", s.tasks_rerun},
                      {"tasks_by_class", s.tasks_by_class},
                      {"bytes_sent", s.bytes_sent},
                      {"bytes_received", s.bytes_received},

@@ -52,6 +52,16 @@ void check_request(const RecoveryRequest& q) {
     throw std::invalid_argument("plan_recovery: the minimum of nodes must be at least 1, got " +
                                 std::to_string(q.minimum_nodes));
   }
+  if (!q.rank_team.empty() && q.rank_team.size() != q.hosts.size()) {
+    throw std::invalid_argument("plan_recovery: " + count_text(static_cast<long>(q.rank_team.size()), "team", "teams") +
+                                " named for " + count_text(size, "rank", "ranks") + " (rank_team)");
+  }
+  for (std::size_t r = 0; r < q.rank_team.size(); ++r) {
+    if (q.rank_team[r] < 0) {
+      throw std::invalid_argument("plan_recovery: " + rank_text(static_cast<int>(r)) + "'s team " +
+                                  std::to_string(q.rank_team[r]) + " is negative (rank_team)");
+    }
+  }
   for (std::size_t c = 0; c < q.collections.size(); ++c) {
     const TileHolders& coll = q.collections[c];
     for (const int holder : coll.holders) {
@@ -84,6 +94,24 @@ std::string missing_copies(const RecoveryRequest& q, const std::vector<char>& lo
     out += problem;
   }
   return out;
+}
+
+// The teams whose ranks roll back (section III of Meneses, Kale & Bronevetsky): every team
+// that lost a rank, and the team of the buddy of each lost rank that no replacement takes
+// over (`replaced`), since that buddy takes its tiles. Ascending; {0} for one team.
+std::vector<int> teams_rolling_back(const RecoveryRequest& q, const std::vector<char>& lost,
+                                    std::span<const int> replaced) {
+  if (q.rank_team.empty()) return {0};
+  std::set<int> teams;
+  for (std::size_t r = 0; r < lost.size(); ++r) {
+    if (lost[r] == 0) continue;
+    teams.insert(q.rank_team[r]);
+    // A replacement rank starts at the checkpoint and adds no team; a buddy re-runs the work.
+    if (std::find(replaced.begin(), replaced.end(), static_cast<int>(r)) == replaced.end()) {
+      teams.insert(q.rank_team[static_cast<std::size_t>(q.buddies[r])]);
+    }
+  }
+  return {teams.begin(), teams.end()};
 }
 
 }  // namespace
@@ -148,7 +176,6 @@ RecoveryDecision plan_recovery(const RecoveryRequest& q) {
     const auto s = static_cast<std::size_t>(r);
     plan.ranks.backup[s] = lost[s] != 0 ? q.buddies[s] : r;
     if (lost[s] == 0) plan.ranks.new_rank[s] = next++;
-    plan.roll_back.push_back({r, plan.ranks.backup[s]});
   }
   // The new number of whoever holds an old rank's tiles after the restore.
   std::vector<int> heir(q.hosts.size(), -1);
@@ -166,6 +193,14 @@ RecoveryDecision plan_recovery(const RecoveryRequest& q) {
       heir[s] = buddy;
     }
     plan.restores.push_back({r, buddy, heir[s]});
+  }
+  plan.teams_rolling_back = teams_rolling_back(q, lost, plan.replaced);
+  for (int r = 0; r < size; ++r) {
+    const auto s = static_cast<std::size_t>(r);
+    const int team = q.rank_team.empty() ? 0 : q.rank_team[s];
+    if (std::binary_search(plan.teams_rolling_back.begin(), plan.teams_rolling_back.end(), team)) {
+      plan.roll_back.push_back({r, plan.ranks.backup[s]});
+    }
   }
   if (!q.collections.empty()) {
     std::vector<TileHolders> after;

@@ -147,6 +147,7 @@ void Engine::use_communicator(MPI_Comm duplicate) {
   // logged before are forgotten, as the resize forgets the checkpoints they were kept for.
   if (options_.message_log.enabled) {
     message_log_.attach(resolve_teams(options_.message_log, size_), rank_);
+    checkpoints_->set_teams(message_log_.rank_team());  // buddies inside the teams
   }
   iterations_since_attach_ = 0;
   teams_planned_ = false;

@@ -80,6 +80,7 @@ class Engine final : public DeviceOwner {
   [[nodiscard]] MessageLog& message_log() noexcept { return message_log_; }
   [[nodiscard]] const MessageLog& message_log() const noexcept { return message_log_; }
   [[nodiscard]] std::optional<TeamsApplied> teams_applied() const { return teams_applied_; }
+  [[nodiscard]] const std::vector<RecoveryReport>& recoveries() const noexcept { return recoveries_; }
 
   // ---- called from devices and the communication thread (thread-safe) ----
 
@@ -410,6 +411,10 @@ class Engine final : public DeviceOwner {
   bool measuring_task_seconds_ = false;
   std::unordered_map<TaskKey, double> task_seconds_this_iteration_;
   std::optional<TeamsApplied> teams_applied_;
+  std::vector<RecoveryReport> recoveries_;  ///< what each recover() that returned reported
+  /// The last iteration completed before the latest loss: iterations up to it that run after
+  /// a recovery run again (RankStats::tasks_rerun). -1: no loss yet.
+  long completed_before_loss_ = -1;
 
   mutable std::mutex mutex_;  // guards pending_ and cache_
   std::unordered_map<TaskKey, PendingTask> pending_;

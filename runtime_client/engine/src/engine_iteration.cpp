@@ -150,6 +150,7 @@ IterationReport Engine::run_iteration() {
   for (std::size_t d = 1; d < devices_.size(); ++d) report.local.add(devices_[d]->take_stats());
   report.local.add(comm_engine_->take_stats());
   report.local.rank = rank_;
+  if (iteration_ <= completed_before_loss_) report.local.tasks_rerun = report.local.tasks_executed;
   report.local.tasks_offloaded = tasks_offloaded_;
   report.local.tasks_offloaded_here = tasks_offloaded_here_;
   report.local.cost = cost_summary();

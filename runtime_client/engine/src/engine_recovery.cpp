@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -64,18 +65,20 @@ std::vector<int> wait_watched(MPI_Request& request, PeerWatch& watch, const char
   return watch.lost();
 }
 
-/// Every survivor's checkpoint copies, over `survivors` (collective, asleep, watched). Empty
-/// `lost` on success; otherwise the survivors (their ranks in `survivors`) found lost during
-/// the gather, whose result is then void.
+/// Every survivor's checkpoint copies, over `survivors` (collective, asleep, watched), and in
+/// `most_completed` the most iterations any survivor completed (`completed` here: a loss during
+/// an iteration's end leaves some survivors past it and others not). Empty `lost` on success;
+/// otherwise the survivors (their ranks in `survivors`) found lost during the gather, whose
+/// result is then void.
 std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<CheckpointCopy>& mine,
-                                          PeerWatch& watch, std::chrono::milliseconds grace,
-                                          std::vector<int>& lost) {
+                                          long completed, long& most_completed, PeerWatch& watch,
+                                          std::chrono::milliseconds grace, std::vector<int>& lost) {
   // Buffers a collective left unfinished may still write: kept until the process exits.
   static std::vector<std::vector<long>> kept_buffers;
   static std::vector<std::vector<int>> kept_counts;
   int size = 0;
   MPI_Comm_size(survivors, &size);
-  std::vector<long> flat;
+  std::vector<long> flat{completed};  // then the copies
   for (const CheckpointCopy& c : mine) {
     flat.insert(flat.end(), {static_cast<long>(c.owner), static_cast<long>(c.holder), c.iteration,
                              c.tiles_expected, c.tiles_held});
@@ -104,9 +107,15 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
   lost = wait_watched(request, watch, "gathering the checkpoint copies", grace, WhenBothSeen::lost);
   if (!lost.empty()) return {};
   std::vector<CheckpointCopy> copies;
-  for (std::size_t i = 0; i + kLongsPerCopy <= all.size(); i += kLongsPerCopy) {
-    copies.push_back(CheckpointCopy{static_cast<int>(all[i]), static_cast<int>(all[i + 1]), all[i + 2],
-                                    all[i + 3], all[i + 4]});
+  most_completed = completed;
+  for (int r = 0; r < size; ++r) {
+    const auto begin = static_cast<std::size_t>(displacements[static_cast<std::size_t>(r)]);
+    const auto end = begin + static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+    if (end > begin) most_completed = std::max(most_completed, all[begin]);
+    for (std::size_t i = begin + 1; i + kLongsPerCopy <= end; i += kLongsPerCopy) {
+      copies.push_back(CheckpointCopy{static_cast<int>(all[i]), static_cast<int>(all[i + 1]), all[i + 2],
+                                      all[i + 3], all[i + 4]});
+    }
   }
   // Nothing can still write them: the collectives completed.
   kept_buffers.resize(kept_buffers.size() - 2);
@@ -278,6 +287,12 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
                         std::to_string(iteration_) + ": " + choice.refusal);
   }
   out.iteration = *choice.iteration;
+  for (const CheckpointSource& source : plan.roll_back) out.ranks_rolled_back.push_back(source.owner);
+  std::set<int> teams;
+  for (const int r : out.ranks_rolled_back) {
+    teams.insert(message_log_.active() ? message_log_.rank_team()[static_cast<std::size_t>(r)] : 0);
+  }
+  out.teams_rolled_back.assign(teams.begin(), teams.end());
   return std::move(*decision.plan);
 }
 
@@ -328,6 +343,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   // waiting in a collective that never ends, fails or lies. A survivor that finds nothing
   // here while another does waits in the duplicate for it, and so finds the loss too.
   std::vector<CheckpointCopy> copies;
+  long most_completed = 0;  // by any survivor
   RecoveryPlan plan;
   MPI_Comm duplicate = MPI_COMM_NULL;
   {
@@ -348,7 +364,10 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
                                 lost_now, old_numbers);
     };
     std::vector<int> lost_now;
-    copies = gather_copies(survivors, checkpoints_->copies(), watch, kLossGrace, lost_now);
+    // The iterations this rank completed: an abandoned iteration was numbered, not completed.
+    const long completed_here = lost_ranks_.empty() ? iteration_ : iteration_ - 1;
+    copies = gather_copies(survivors, checkpoints_->copies(), completed_here, most_completed, watch, kLossGrace,
+                           lost_now);
     if (!lost_now.empty()) throw lost_during(lost_now, "the survivors gathered their checkpoint copies");
     plan = decide_recovery(out, copies);
     // Where a duplicate left unfinished may still write its handle: a deque keeps each
@@ -384,6 +403,12 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     out.tiles_restored += tiles;
     out.tiles_taken_over += tiles;
   }
+  // The iteration the loss interrupted: the one after the last that any survivor completed
+  // (the same on every survivor; one that abandoned an earlier iteration, whose end the loss
+  // hit, ran its tasks already).
+  out.interrupted_iteration = most_completed + 1;
+  out.iterations_redone = std::max(0L, out.interrupted_iteration - 1 - out.iteration);
+  completed_before_loss_ = std::max(completed_before_loss_, out.interrupted_iteration - 1);
   pending_moves_.clear();
   lost_ranks_.clear();
   resize_under_way_.reset();  // carried on: the state restored is the one after it
@@ -408,6 +433,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   checkpoint_recovered_state(out);
   out.checkpoint_seconds = seconds_between(restored, Clock::now());
   out.seconds = seconds_between(begin, Clock::now());
+  recoveries_.push_back(out);
   return out;
 }
 

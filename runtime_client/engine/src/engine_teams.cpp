@@ -181,6 +181,7 @@ void Engine::plan_teams_between_iterations() {
   message_log_.attach(resolve_teams(planned, size_), rank_);
   comm_engine_->confine_steals(steal_partners(message_log_.rank_team(), rank_,
                                               options_.message_log.steal_across_teams));
+  checkpoints_->set_teams(message_log_.rank_team());
   checkpoints_->attach(comm_, checkpoints_->nodes());
   resize_under_way_ = ResizeUnderWay{ResizeKind::regrid, ResizePhase::attach};
   teams_applied_ = std::move(applied);

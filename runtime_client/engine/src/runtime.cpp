@@ -69,6 +69,8 @@ std::vector<int> Runtime::teams() const { return engine_->message_log().rank_tea
 
 std::optional<TeamsApplied> Runtime::teams_applied() const { return engine_->teams_applied(); }
 
+const std::vector<RecoveryReport>& Runtime::recoveries() const noexcept { return engine_->recoveries(); }
+
 std::optional<long> Runtime::last_checkpoint() const {
   return engine_->checkpoints().last_complete();
 }
@@ -80,6 +82,7 @@ namespace {
 template <typename Stats, typename F>  // Stats: RankStats or const RankStats
 void for_each_number(Stats& s, F&& f) {
   f(s.tasks_executed);
+  f(s.tasks_rerun);
   f(s.bytes_sent);
   f(s.bytes_received);
   f(s.bytes_sent_same_host);

@@ -108,6 +108,9 @@ struct RankStats {
   std::string host;  ///< the rank's host name (uname), as gather_stats() found it
   std::map<std::string, std::uint64_t> tasks_by_class;  ///< tasks executed on this rank
   std::uint64_t tasks_executed = 0;
+  /// Of tasks_executed: those of iterations that re-ran an iteration completed before a loss
+  /// (after Runtime::recover() rolled back past it): the work the loss made this rank redo.
+  std::uint64_t tasks_rerun = 0;
   std::uint64_t bytes_sent = 0;         ///< tile payloads sent
   std::uint64_t bytes_received = 0;     ///< tile payloads received
   /// The part of bytes_sent / bytes_received that moved by single-copy reads between ranks of

@@ -31,6 +31,17 @@ namespace bellows::runtime {
 [[nodiscard]] std::vector<int> choose_buddies(std::span<const std::string> hosts,
                                               std::span<const long> held);
 
+/// As above, for teams of message logging (`rank_team`, per rank; message_logging.hpp): a
+/// rank's buddy is a rank of its own team on another node when its team has one, so that at
+/// a recovery the lost rank's tiles go to a rank that rolls back with it and the other
+/// teams keep their state (recovery_plan.hpp); otherwise (a team of one rank, or of one
+/// node) a rank of another node as above, whose team then rolls back too. An empty
+/// `rank_team` is one team. Throws std::invalid_argument as above, and naming the count for
+/// a `rank_team` of another length than `hosts`.
+[[nodiscard]] std::vector<int> choose_buddies(std::span<const std::string> hosts,
+                                              std::span<const long> held,
+                                              std::span<const int> rank_team);
+
 /// The ranks whose checkpoints `rank` holds under `buddies`, in rank order.
 [[nodiscard]] std::vector<int> wards_of(std::span<const int> buddies, int rank);
 

@@ -7,10 +7,13 @@
 // restores its own copy. Then the lost ranks' work goes to the survivors, as at a shrink (a
 // ShrinkPlan whose lost ranks' backups are their buddies, and with rebalancing the
 // re-grid of regrid.hpp), or to replacement ranks on nodes the controller obtained, as the
-// policy's `on_node_loss` says. Which ranks roll back is part of the plan: today every rank
-// of the job does; a recovery that rolls back one team of ranks (Meneses, Kale &
-// Bronevetsky, message logging between teams) would name that team instead, and
-// choose_checkpoint() takes whichever ranks roll back.
+// policy's `on_node_loss` says. Which ranks roll back is part of the plan: with one team (no
+// message logging) every rank of the job does; with teams (Meneses, Kale & Bronevetsky,
+// "Dynamic Load Balance for Optimized Message Logging in Fault Tolerant HPC Applications",
+// section III; message_logging.hpp) only the teams that lost a rank, and the team of any
+// survivor that takes over a lost rank's tiles, roll back, and choose_checkpoint() takes
+// whichever ranks roll back. The others keep their state; team_replay.hpp says what their
+// logs send the ranks that rolled back.
 //
 // Numbering: "old" numbers are the ranks before the failure; "new" numbers those after
 // recovery. The survivors keep their order and come first (the first survivor is rank 0,
@@ -57,6 +60,9 @@ struct RecoveryRequest {
   int minimum_nodes = 1;
   /// The tiles' holders before the failure, old numbers; empty to plan no re-grid.
   std::span<const TileHolders> collections;
+  /// Per old rank: its team for message logging (resolve_teams()); empty for one team, so
+  /// that every rank rolls back.
+  std::span<const int> rank_team;
 };
 
 /// A lost rank's checkpointed tiles, restored from its buddy.
@@ -85,9 +91,16 @@ struct RecoveryPlan {
   std::vector<int> replaced;
   /// One per lost rank, in rank order.
   std::vector<TileRestore> restores;
-  /// The ranks that roll back and where each one's checkpoint comes from: every old rank
-  /// but the lost ones from itself, the lost ones from their buddies; in rank order.
+  /// The ranks that roll back and where each one's checkpoint comes from, in rank order:
+  /// the surviving ones from themselves, the lost ones from their buddies. With one team,
+  /// every old rank; with teams, the ranks of `teams_rolling_back`. A survivor not named
+  /// here keeps its state.
   std::vector<CheckpointSource> roll_back;
+  /// The teams whose ranks roll back, ascending: every team that lost a rank and the team
+  /// of every survivor that takes a lost rank's tiles (under shrink, its buddy: it re-runs
+  /// the lost rank's work from the checkpoint, so its own must be at the same iteration).
+  /// With one team: {0}.
+  std::vector<int> teams_rolling_back;
   int survivors = 0;    ///< ranks left of the job
   int nodes_after = 0;  ///< the nodes of the survivors plus one per replacement
   /// With collections: the re-grid over new ranks 0 .. survivors + replacements - 1, the
@@ -109,7 +122,9 @@ struct RecoveryDecision {
 /// naming the value for inputs that do not fit together: hosts and buddies of different
 /// lengths, a buddy or lost rank out of range or named twice, no lost rank, a negative
 /// replacement count or one under shrink, a minimum below 1, collections whose holders
-/// name ranks out of range.
+/// name ranks out of range, a rank_team of another length than hosts or with a negative
+/// team. With teams, a re-grid in `layout` may be carried out only once the replay has
+/// brought every rank to the same iteration (it moves tiles between teams).
 [[nodiscard]] RecoveryDecision plan_recovery(const RecoveryRequest& request);
 
 /// One copy of one rank's checkpoint, as its holder reports it.

@@ -49,6 +49,20 @@ struct RecoveryReport {
   /// is iteration + 1, and the application's loop resumes there.
   long iteration = 0;
   std::vector<int> lost;  ///< the ranks lost, numbers before the recovery, ascending
+  /// The iteration the loss interrupted: the one after the last that any survivor completed,
+  /// the same on every survivor (a loss during an iteration's end may leave some survivors
+  /// past it, and others reporting the loss in it).
+  long interrupted_iteration = 0;
+  /// The iterations completed before the loss that the ranks rolling back run again:
+  /// interrupted_iteration - 1 - iteration (team_replay.hpp, ReplayWindow).
+  long iterations_redone = 0;
+  /// The ranks that rolled back to the checkpoint, numbers before the recovery, ascending
+  /// (RecoveryPlan::roll_back). Every rank of the job: the runtime carries out a global
+  /// roll-back, with or without message logging (docs/teams.md says what team roll-back
+  /// still lacks). Empty for a runtime with no collections: it restores nothing.
+  std::vector<int> ranks_rolled_back;
+  /// The message-logging teams of those ranks, ascending; {0} without message logging.
+  std::vector<int> teams_rolled_back;
   int old_rank = -1;
   int old_size = 0;
   int new_rank = -1;
@@ -62,9 +76,6 @@ struct RecoveryReport {
   double checkpoint_seconds = 0.0;
 };
 
-/// Thrown by Runtime::recover(), alike on every survivor, when the job cannot recover: the
-/// refusal of plan_recovery() or choose_checkpoint() (e.g. "rank 1 and its buddy rank 2 are
-/// both lost: no copy of rank 1's checkpoint is left"), or checkpoints that are off.
 /// Teams TeamLB chose between iterations (MessageLogOptions::plan_teams; docs/teams.md).
 struct TeamsApplied {
   int before_iteration = 0;   ///< the first iteration run with these teams
@@ -79,6 +90,9 @@ struct TeamsApplied {
   double imbalance_after = 0.0;
 };
 
+/// Thrown by Runtime::recover(), alike on every survivor, when the job cannot recover: the
+/// refusal of plan_recovery() or choose_checkpoint() (e.g. "rank 1 and its buddy rank 2 are
+/// both lost: no copy of rank 1's checkpoint is left"), or checkpoints that are off.
 class RecoveryError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -204,6 +218,8 @@ class Runtime {
   /// it follows a communicator that code of its own rebuilt between iterations (a TaskBag's
   /// run, ElasticJob::adopt_survivors), with `lost` the ranks that run lost.
   RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
+  /// What every recover() of this rank that returned reported, oldest first.
+  [[nodiscard]] const std::vector<RecoveryReport>& recoveries() const noexcept;
   /// Tasks pinned to ranks added by an expand: key -> rank. The same on every rank;
   /// changes only between iterations.
   [[nodiscard]] const std::unordered_map<TaskKey, int>& pinned() const noexcept;
@@ -225,7 +241,8 @@ class Runtime {
   // At the iteration boundaries the checkpoint-interval decision picks (and at the first,
   // and the first after a resize), every rank keeps its own copy of the tiles it owns in
   // the registered collections and sends a copy to its buddy (choose_buddies: a rank of
-  // another node), which holds it in memory. The sends overlap the iteration that follows
+  // another node; with message logging, of its own team where the team has another node),
+  // which holds it in memory. The sends overlap the iteration that follows
   // and complete by its end; a copy is freed once a newer checkpoint is complete at every
   // holder (superseded_copies). A checkpoint is addressed by its iteration: the tiles as
   // they were after that many iterations (counted as IterationReport::iteration), which is

@@ -1,0 +1,117 @@
+// After a team roll-back (team_replay.hpp): the iterations re-run, which log entries are
+// replayed and to whom, the work redone, and a receiver that drops a message it holds (no MPI).
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bellows/runtime/recovery_plan.hpp"
+#include "bellows/runtime/team_replay.hpp"
+
+namespace bellows::runtime {
+namespace {
+
+std::string error_of(long checkpoint, long interrupted) {
+  try {
+    (void)replay_window(checkpoint, interrupted);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TeamReplay, TheWindowIsTheIterationsAfterTheCheckpointBeforeTheInterruptedOne) {
+  const ReplayWindow w = replay_window(4, 8);
+  EXPECT_EQ(w.first(), 5);
+  EXPECT_EQ(w.last(), 7);
+  EXPECT_EQ(w.iterations(), 3);
+  EXPECT_FALSE(w.contains(4));
+  EXPECT_TRUE(w.contains(5));
+  EXPECT_TRUE(w.contains(7));
+  EXPECT_FALSE(w.contains(8));  // the interrupted iteration: every rank runs it again
+  // A checkpoint at the boundary just before the interrupted iteration: nothing to replay.
+  EXPECT_EQ(replay_window(7, 8).iterations(), 0);
+  EXPECT_FALSE(replay_window(7, 8).contains(7));
+  EXPECT_FALSE(replay_window(7, 8).contains(8));
+}
+
+TEST(TeamReplay, RefusesACheckpointNotBeforeTheInterruptedIteration) {
+  EXPECT_EQ(error_of(8, 8), "replay_window: the checkpoint after iteration 8 is not before the interrupted iteration 8");
+  EXPECT_EQ(error_of(-1, 3), "replay_window: the checkpoint after iteration -1 is not before the interrupted iteration 3");
+}
+
+TEST(TeamReplay, EntriesOfTheWindowGoToTheRanksRollingBackRenumbered) {
+  // 8 ranks in teams of 4, rank 6 lost, its tiles to its buddy 7 (new 6); team 1 rolls back.
+  std::vector<std::string> hosts;
+  for (int r = 0; r < 8; ++r) hosts.push_back(std::string("n").append(std::to_string(r)));
+  const std::vector<int> buddies{1, 2, 3, 0, 5, 6, 7, 4};
+  const std::vector<int> teams{0, 0, 0, 0, 1, 1, 1, 1};
+  const std::vector<int> lost{6};
+  const auto decision = plan_recovery({hosts, buddies, lost, NodeLossAction::shrink, 0, 1, {}, teams});
+  ASSERT_TRUE(decision.plan) << decision.refusal;
+  std::vector<int> rolling;
+  for (const CheckpointSource& s : decision.plan->roll_back) rolling.push_back(s.owner);
+  const ReplayWindow w = replay_window(4, 8);
+  const ShrinkPlan& ranks = decision.plan->ranks;
+  EXPECT_EQ(replay_destination(5, 4, w, rolling, ranks), 4);
+  EXPECT_EQ(replay_destination(7, 5, w, rolling, ranks), 5);
+  EXPECT_EQ(replay_destination(6, 6, w, rolling, ranks), 6);  // the lost rank's: to its heir, new 6
+  EXPECT_EQ(replay_destination(6, 7, w, rolling, ranks), 6);
+  EXPECT_EQ(replay_destination(6, 1, w, rolling, ranks), -1);  // a team that keeps its state
+  EXPECT_EQ(replay_destination(4, 6, w, rolling, ranks), -1);  // released by the checkpoint
+  EXPECT_EQ(replay_destination(8, 6, w, rolling, ranks), -1);  // the interrupted iteration
+  try {
+    (void)replay_destination(5, 8, w, rolling, ranks);
+    FAIL() << "accepted rank 8 of 8";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "replay_destination: destination rank 8 is not a rank of the job (8 ranks)");
+  }
+}
+
+TEST(TeamReplay, TheInterruptedIterationsEntriesLeaveTheLog) {
+  const ReplayWindow w = replay_window(4, 8);
+  EXPECT_TRUE(kept_at_recovery(5, w));
+  EXPECT_TRUE(kept_at_recovery(7, w));
+  EXPECT_FALSE(kept_at_recovery(8, w));
+}
+
+TEST(TeamReplay, OnlyTheRanksRollingBackRedoWorkTimesTheWindow) {
+  const std::vector<long> tasks{16, 16, 16, 16, 10, 10, 10, 10};
+  const ReplayWindow w = replay_window(4, 8);
+  EXPECT_EQ(tasks_rerun(tasks, std::vector<int>{4, 5, 6, 7}, w), (std::vector<long>{0, 0, 0, 0, 30, 30, 30, 30}));
+  // One team: global rollback, every rank.
+  EXPECT_EQ(tasks_rerun(tasks, std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}, w),
+            (std::vector<long>{48, 48, 48, 48, 30, 30, 30, 30}));
+  EXPECT_EQ(tasks_rerun(tasks, std::vector<int>{4}, replay_window(7, 8)), (std::vector<long>(8, 0)));
+  try {
+    (void)tasks_rerun(tasks, std::vector<int>{9}, w);
+    FAIL() << "accepted rank 9 of 8";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "tasks_rerun: rank 9 rolls back but the job has 8 ranks");
+  }
+}
+
+TEST(TeamReplay, AReceiverDropsACopyOfAMessageItHolds) {
+  ReceivedVersions received;
+  const MessageVersion task_tile{false, 0, {1, 2, 3}, 0, 5};
+  const MessageVersion next_version{false, 0, {1, 2, 3}, 0, 6};
+  const MessageVersion other_slot{false, 0, {1, 2, 3}, 1, 5};
+  const MessageVersion collection_tile{true, 0, {1, 2, 0}, 0, 5};
+  EXPECT_TRUE(received.first_receipt(task_tile));
+  EXPECT_TRUE(received.first_receipt(next_version));
+  EXPECT_TRUE(received.first_receipt(other_slot));
+  EXPECT_TRUE(received.first_receipt(collection_tile));
+  EXPECT_FALSE(received.first_receipt(task_tile));  // re-sent by a team that rolled back
+  EXPECT_FALSE(received.first_receipt(collection_tile));
+  EXPECT_EQ(received.size(), 4U);
+  EXPECT_EQ(received.duplicates(), 2);
+  // The checkpoint after iteration 5 is complete: version 5 is forgotten, 6 kept.
+  received.release_through(5);
+  EXPECT_EQ(received.size(), 1U);
+  EXPECT_FALSE(received.first_receipt(next_version));
+  EXPECT_TRUE(received.first_receipt(task_tile));
+}
+
+}  // namespace
+}  // namespace bellows::runtime
