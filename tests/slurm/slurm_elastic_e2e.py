@@ -15,6 +15,7 @@ their steps, and that none is left after a shrink or at the end. Otherwise by me
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -385,7 +386,8 @@ def test_run_slurm(c, args):
     # The daemons of the released nodes stopped on the SIGINT srun forwarded, not killed.
     for node in grown_to[1:]:
         text = (job.job_dir / "nodes" / node / "bellowsd.log").read_text()
-        check("(SIGINT): stopping" in text and "Killed" not in text,
+        check(re.search(r"received signal 2 \(SIGINT\)( from [^:]+)?: stopping", text) is not None
+              and "Killed" not in text,
               f"the daemon on {node} did not stop cleanly:\n{text}")
     log(f"event log: committed {[(e['resize'], e['kind'], e['requester']) for e in done]}")
     login = job.bellows("events", job.id, login_shell=True)
