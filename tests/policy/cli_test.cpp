@@ -81,11 +81,11 @@ TEST(BellowsCli, UsageErrorsExitTwo) {
                    "Run with --help for more information.\n");
   r = run_command({kBellows});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "bellows: a command is required; commands: policy, run, status, resize, plot, events, doctor, sim\n"
+  EXPECT_EQ(r.err, "bellows: a command is required; commands: policy, run, status, resize, plot, wait, events, doctor, sim\n"
                    "Run with --help for more information.\n");
   r = run_command({kBellows, "frob"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "bellows: unknown command 'frob'; commands: policy, run, status, resize, plot, events, doctor, sim\n"
+  EXPECT_EQ(r.err, "bellows: unknown command 'frob'; commands: policy, run, status, resize, plot, wait, events, doctor, sim\n"
                    "Run with --help for more information.\n");
   r = run_command({kBellows, "policy", "frobnicate"});
   EXPECT_EQ(r.exit_code, 2);
