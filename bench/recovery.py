@@ -9,7 +9,8 @@ last node (--victim last) or the job's first rank (--victim first, the process `
 started; the job's report then comes from the new first rank, in its node's log) once the job
 has reported --kill-after iterations, at a random point of the next
 iteration (uniform over its middle 80 %, from the last iteration's length; a death in the gap
-between two iterations is a case of its own, see docs/runtime.md). The job must finish with a
+between two iterations is a case of its own, see docs/runtime.md, "The resize API", and
+docs/recovery.md). The job must finish with a
 verified result on 2 ranks. From the kill's wall-clock time and the job's own records:
 
   - detected:  the controller's failure record (event log, `to: detected`) -- the daemon saw its

@@ -168,7 +168,7 @@ const std::array kKeys{
   KeyInfo{"recovery", T::section, "", {}, {}, {},
     "What the job does when it loses a node: it rolls back to its last checkpoint, the "
     "lost ranks' tiles coming from the copies their buddies on other nodes hold "
-    "(docs/runtime.md, \"Recovery from buddy checkpoints\").",
+    "(docs/recovery.md, \"Recovery from buddy checkpoints\").",
     nullptr},
   KeyInfo{"recovery.on_node_loss", T::choice, "replace", {}, {}, kNodeLoss,
     "Who takes over a lost node's work: replace (ranks on new nodes from the batch system, "

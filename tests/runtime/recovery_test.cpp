@@ -443,7 +443,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
           refused_without_checkpoints = true;
           break;
         }
-        // Ranks r and r + 1 on nodes of their own: r + 1 is r's buddy (docs/runtime.md,
+        // Ranks r and r + 1 on nodes of their own: r + 1 is r's buddy (docs/recovery.md,
         // "Buddies"). A first recovery without the first victim and its buddy must be refused.
         const int first_victim = victims.empty() ? -1 : victims.front();
         const int buddy = (first_victim + 1) % kRanks;

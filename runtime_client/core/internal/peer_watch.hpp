@@ -1,7 +1,7 @@
 #pragma once
 // Noticing peers that died, from MPI alone: one zero-byte receive from every peer, on a tag no
 // rank ever sends on, posted for the length of an iteration. Under MPICH 4.0.2 ch3 with every
-// rank an MPI world of its own (docs/runtime.md, "When a rank dies: what MPICH lets the
+// rank an MPI world of its own (docs/recovery.md, "When a rank dies: what MPICH lets the
 // survivors do"), a receive from a SIGKILLed peer fails within milliseconds with
 // MPIX_ERR_PROC_FAILED, whether it was posted before the death or after, while the receives
 // from live peers stay pending and are cancelled at once at the end. A peer that is alive but

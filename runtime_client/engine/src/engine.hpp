@@ -325,7 +325,7 @@ class Engine final : public DeviceOwner {
   };
   /// Waits for the reductions asleep; false when one failed or the watch found a peer lost.
   bool wait_for_reductions(EndOfIterationSums& sums);
-  /// Ends an iteration in which a peer was lost or an MPI call failed (docs/runtime.md, "When
+  /// Ends an iteration in which a peer was lost or an MPI call failed (docs/recovery.md, "When
   /// a rank dies mid-iteration"): drops the queued and pending work (after stopping the
   /// devices when `devices_started`), the communication thread's messages and the checkpoint
   /// in flight, waits kLossGrace for the watch to find every peer lost, and returns a report

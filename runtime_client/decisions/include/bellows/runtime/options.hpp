@@ -108,7 +108,7 @@ struct EmulatedSlowdown {
   double factor = 1.0;
 };
 
-/// Buddy checkpoints (docs/runtime.md, "Recovery"): at an iteration boundary each rank keeps
+/// Buddy checkpoints (docs/recovery.md, "Recovery"): at an iteration boundary each rank keeps
 /// its collections' tiles and sends a copy to its buddy, a rank on another node
 /// (buddies.hpp), which keeps it in memory. When: every `every_iterations` boundaries, or
 /// by Young/Daly's interval (checkpoint_interval.hpp) from the measured cost of the last

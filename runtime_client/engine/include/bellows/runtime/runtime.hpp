@@ -236,7 +236,7 @@ class Runtime {
   [[nodiscard]] const RankStats& stats() const noexcept;
   /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective.
   [[nodiscard]] std::vector<RankStats> gather_stats() const;
-  // ---- buddy checkpoints (RuntimeOptions::checkpoint; docs/runtime.md, "Recovery") ----
+  // ---- buddy checkpoints (RuntimeOptions::checkpoint; docs/recovery.md, "Recovery") ----
   //
   // At the iteration boundaries the checkpoint-interval decision picks (and at the first,
   // and the first after a resize), every rank keeps its own copy of the tiles it owns in

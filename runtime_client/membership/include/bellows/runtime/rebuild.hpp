@@ -2,7 +2,7 @@
 // Carrying on without the dead: the survivors of the job's communicator build a communicator of
 // their own once they know who is gone (from the control plane, or from MPI errors: the runtime's
 // IterationReport::lost_ranks), after agree_on_lost() has settled them on one set. Written for and tested on MPICH 4.0.2 ch3:nemesis with hydra, where every rank
-// is an MPI world of its own (docs/runtime.md, "When a rank dies: what MPICH lets the survivors
+// is an MPI world of its own (docs/recovery.md, "When a rank dies: what MPICH lets the survivors
 // do", has the measurements these rules come from):
 //
 // - A SIGKILLed peer's sockets close, and ch3 fails what involves it within milliseconds:
