@@ -180,6 +180,9 @@ class PmixServer {
   void on_rank_detached(RankDetachedHandler handler);
   /// Called when a tool attached, with the name the server gave it.
   void on_tool_connected(ToolHandler handler);
+  /// Called (on the worker thread) when a client of a namespace registered here connected
+  /// (PMIx_Init: the client_connected upcall), with its PMIx name.
+  void on_client_connected(ToolHandler handler);
 
   /// The job as its controller last described it: what PMIx_Query_info is answered from
   /// (bellows/daemon/queries.hpp). Until the first one, only the keys that need no job are
