@@ -161,11 +161,6 @@ protocol::StartRank DaemonJobControl::start_order(ResizeId resize, const std::st
   start.map_nodes = rank_nodes_;
   for (std::uint32_t rank = 0; rank < rank_nodes_.size(); ++rank) start.map_ranks.push_back(rank);
   start.started_by_daemon = started_by_daemon;
-  // A rank that left keeps its number in the map, not its place in the job.
-  if (pmix_ranks_.size() < rank_nodes_.size()) {
-    for (const auto& [mapped_node, rank] : pmix_ranks_) start.in_job.push_back(rank);
-    std::ranges::sort(start.in_job);
-  }
   return start;
 }
 

@@ -402,7 +402,6 @@ struct ControllerLink::State {
     for (std::size_t i = 0; i < start.map_nodes.size() && i < start.map_ranks.size(); ++i)
       spec.job_map.push_back({start.map_nodes[i], start.map_ranks[i]});
     spec.ranks_to_start = {start.rank};
-    spec.in_job = start.in_job;
     const std::string what = "rank " + std::to_string(start.rank) + " of " + start.nspace;
     try {
       const auto mapped = std::ranges::find(spec.job_map, start.rank, &MappedRank::rank);

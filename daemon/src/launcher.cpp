@@ -199,9 +199,7 @@ class LocalLauncher::Impl {
       throw std::invalid_argument("launch " + spec.nspace + ": 0 processes");
     JobRegistration plan;
     try {
-      const JobMap map = job_map_of(spec, server_.options().node_name);
-      plan = spec.in_job.empty() ? plan_registration(map, server_.options().node_name)
-                                 : plan_registration(map, spec.in_job, server_.options().node_name);
+      plan = plan_registration(job_map_of(spec, server_.options().node_name), server_.options().node_name);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("launch " + spec.nspace + ": " + e.what());
     }

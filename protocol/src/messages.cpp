@@ -1,6 +1,5 @@
 #include "bellows/protocol/messages.hpp"
 
-#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -147,7 +146,6 @@ void fields(V& v, M& m) {
   v("map_nodes", m.map_nodes);
   v("map_ranks", m.map_ranks);
   v("started_by_daemon", m.started_by_daemon);
-  v("in_job", m.in_job);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, JobView>
@@ -387,15 +385,6 @@ std::string check(const StartRank& m, std::uint16_t) {
     listed = listed || m.map_ranks[i] == m.rank;
   }
   if (!listed) return "rank: " + std::to_string(m.rank) + " is not in the job map";
-  for (std::size_t i = 0; i < m.in_job.size(); ++i) {
-    if (i > 0 && m.in_job[i] <= m.in_job[i - 1])
-      return "in_job[" + std::to_string(i) + "]: " + std::to_string(m.in_job[i]) + " after " +
-             std::to_string(m.in_job[i - 1]) + " (ascending, no repeats)";
-    if (std::find(m.map_ranks.begin(), m.map_ranks.end(), m.in_job[i]) == m.map_ranks.end())
-      return "in_job[" + std::to_string(i) + "]: rank " + std::to_string(m.in_job[i]) + " is not in the job map";
-  }
-  if (!m.in_job.empty() && std::find(m.in_job.begin(), m.in_job.end(), m.rank) == m.in_job.end())
-    return "in_job: rank " + std::to_string(m.rank) + " is not in it";
   return {};
 }
 std::string check(const RanksLost& m, std::uint16_t) {

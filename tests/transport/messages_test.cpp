@@ -423,12 +423,6 @@ TEST(Messages, RefusesBadFields) {
                  "bad field start_rank.map_ranks[1]: 3 after 3 (ascending, no repeats)");
   EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 2, {"n1", "n2"}, {0, 1}}), bad_field,
                  "bad field start_rank.rank: 2 is not in the job map");
-  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 1, {"n1", "n2", "n3"}, {0, 1, 2}, true, {1, 0}}), bad_field,
-                 "bad field start_rank.in_job[1]: 0 after 1 (ascending, no repeats)");
-  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 1, {"n1", "n2", "n3"}, {0, 1, 2}, true, {1, 5}}), bad_field,
-                 "bad field start_rank.in_job[1]: rank 5 is not in the job map");
-  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 1, {"n1", "n2", "n3"}, {0, 1, 2}, true, {0, 2}}), bad_field,
-                 "bad field start_rank.in_job: rank 1 is not in it");
   EXPECT_REFUSED(body_of(OperatorResize{0, "why"}), bad_field,
                  "bad field operator_resize.delta: 0 (neither grow nor shrink)");
   EXPECT_REFUSED(body_of(Ack{static_cast<AckCode>(-1), ""}), bad_field,

@@ -32,8 +32,6 @@ struct LaunchSpec {
   /// The map's ranks on this node to start; empty: all of them. (A rank that left stays in
   /// the map at its node: a node that rejoins the job has it there too, not to be started.)
   std::vector<std::uint32_t> ranks_to_start{};
-  /// The map's ranks in the job (plan_registration); empty: every rank of the map.
-  std::vector<std::uint32_t> in_job{};
 };
 
 /// How a watched process ended.

@@ -231,9 +231,6 @@ struct StartRank {
   std::vector<std::string> map_nodes;    ///< the job map: map_ranks[i] runs on map_nodes[i]
   std::vector<std::uint32_t> map_ranks;  ///< as many as map_nodes, ascending, no repeats
   bool started_by_daemon = true;
-  /// The map's ranks in the job (ascending, `rank` among them): a rank that left keeps its place
-  /// in the map but not in the job. Empty: every rank of the map.
-  std::vector<std::uint32_t> in_job{};
   bool operator==(const StartRank&) const = default;
 };
 
