@@ -282,7 +282,8 @@ int main(int argc, char** argv) {
     FILE* sizes = fopen(path, "w");
     long last = job_size;
     long last_nodes = num_nodes;
-    char last_map[8192] = "";
+    char last_map[8192];
+    refreshed_nodes(me.nspace, last_map, sizeof last_map);  /* as at the start: no line for it */
     int last_events = 0;
     const double end = now_seconds() + hold;
     while (sizes != NULL && now_seconds() < end) {
