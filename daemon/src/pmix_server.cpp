@@ -156,7 +156,7 @@ class PmixServer::Impl {
   RankAttachedHandler rank_attached_handler_;
   RankDetachedHandler rank_detached_handler_;
   ToolHandler tool_handler_;
-  ToolHandler client_handler_;
+  ClientHandler client_handler_;
   Counters counters_;
   std::uint64_t next_tool_ = 1;
   std::optional<protocol::JobView> job_view_;
@@ -562,7 +562,7 @@ pmix_status_t client_connected_upcall(const pmix_proc_t* proc, void* /*server_ob
   impl->worker_.post([impl, client] {
     impl->nodelay();
     if (!client) return;
-    PmixServer::ToolHandler handler;
+    PmixServer::ClientHandler handler;
     {
       std::lock_guard lock(impl->mutex_);
       handler = impl->client_handler_;
@@ -811,7 +811,7 @@ void PmixServer::on_metrics(MetricsHandler handler) {
   impl_->metrics_handler_ = std::move(handler);
 }
 
-void PmixServer::on_client_connected(ToolHandler handler) {
+void PmixServer::on_client_connected(ClientHandler handler) {
   std::lock_guard lock(impl_->mutex_);
   impl_->client_handler_ = std::move(handler);
 }

@@ -145,6 +145,8 @@ class PmixServer {
   using RankAttachedHandler = std::function<void(const ProcId&, pid_t)>;
   using RankDetachedHandler = std::function<void(const ProcId&)>;
   using ToolHandler = std::function<void(const ProcId&)>;
+  /// A client of a namespace registered here connected (PMIx_Init): its PMIx name.
+  using ClientHandler = std::function<void(const ProcId&)>;
 
   /// Starts the server; throws PmixError (PMIx refused) or std::runtime_error (files).
   explicit PmixServer(Options options);
@@ -182,7 +184,7 @@ class PmixServer {
   void on_tool_connected(ToolHandler handler);
   /// Called (on the worker thread) when a client of a namespace registered here connected
   /// (PMIx_Init: the client_connected upcall), with its PMIx name.
-  void on_client_connected(ToolHandler handler);
+  void on_client_connected(ClientHandler handler);
 
   /// The job as its controller last described it: what PMIx_Query_info is answered from
   /// (bellows/daemon/queries.hpp). Until the first one, only the keys that need no job are
