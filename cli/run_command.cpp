@@ -70,6 +70,7 @@ struct RunOptions {
   std::string expand_strategy = "auto";  ///< slurm: auto, merge or companion
   bool verbose = false;
   bool quiet = false;
+  bool pmix_native = false;  ///< PROGRAM is a PMIx-native program, not linked with libbellows
   std::string attach;  ///< a running job to take over (--attach), instead of a program to run
   std::vector<std::string> command;
 };
@@ -128,6 +129,7 @@ ctl::RankLaunch rank_launch(const RunOptions& o, const fs::path& job_dir, const 
   launch.environment = job_variables(job_dir, nodes);
   launch.environment.push_back(std::string(job_env::kJoin) + "=port");
   launch.environment.push_back(std::string(job_env::kGridRanks) + "=" + std::to_string(nodes.size()));
+  launch.pmix_native = o.pmix_native;
   return launch;
 }
 
@@ -613,13 +615,18 @@ void add_run_command(CLI::App& app, Outcome& outcome) {
       ->check(CLI::IsMember({"auto", "merge", "companion"}));
   run->add_flag("--verbose", options->verbose, "daemons log every request and metrics message");
   run->add_flag("--quiet", options->quiet, "no progress line");
+  run->add_flag("--pmix-native", options->pmix_native,
+                "PROGRAM is a PMIx-native program (PMIx_Init, not libbellows): a grow commits once the new "
+                "ranks' PMIx clients connected; a shrink's leaving ranks, left out of the job's new process "
+                "set, end with status 0, which commits it (docs/daemon.md)");
   CLI::Option* attach = run->add_option(
       "--attach", options->attach,
       "take over the running job JOB (its id, latest, or its directory's absolute path) whose controller died: "
       "its daemons come back to this process, which controls the job from then on (a Slurm job: run it "
       "on the job's first node, inside its allocation: srun --jobid JOB --overlap -N1 -w FIRSTNODE bellows "
       "run --attach JOB)");
-  for (const char* other : {"--backend", "--nodes", "--policy", "--pool", "--listen", "--expand-strategy"})
+  for (const char* other :
+       {"--backend", "--nodes", "--policy", "--pool", "--listen", "--expand-strategy", "--pmix-native"})
     attach->excludes(other);
   run->add_option("command", options->command, "PROGRAM and its arguments, after --");
   run->callback([options, &outcome] {

@@ -244,6 +244,7 @@ protocol::JobView ControllerService::job_view() const {
       view.node_pmix_ranks.push_back(mapped == job_control_.job_map().end() ? protocol::kNoRank : mapped->second);
     }
   }
+  if (!options_.rank_launch.command.empty()) view.pmix_rank_nodes = job_control_.numbered_nodes();
   view.ranks = job_control_.job_size();
   view.min_nodes = options_.min_nodes;
   view.max_nodes = options_.max_nodes;
@@ -361,8 +362,11 @@ void ControllerService::on_notification(const transport::Incoming& in) {
     ranks_ended_.insert(node);
     // A job taken over learns from its first node's daemon how the job's first rank ended.
     if (options_.attach && node == options_.nodes.front() && !first_rank_end_) first_rank_end_ = *exited;
-    // A rank that ended normally (it detached) is no failure.
-    if (exited->crashed()) job_control_.rank_exited(node, *exited);
+    // A rank that ended normally (it detached) is no failure; in a PMIx-native job, a leaving
+    // rank's normal end is how it leaves.
+    if (exited->crashed() || options_.rank_launch.pmix_native) job_control_.rank_exited(node, *exited);
+  } else if (const auto* connected = std::get_if<protocol::RankConnected>(&in.envelope.message)) {
+    job_control_.rank_connected(node, *connected);
   }
 }
 

@@ -47,6 +47,20 @@ void DaemonJobControl::daemon_not_back(const std::string& node, const std::strin
 }
 
 void DaemonJobControl::rank_exited(const std::string& node, const protocol::RankExited& exited) {
+  if (!exited.crashed()) {
+    if (!rank_launch_.pmix_native || !native_resize_ || native_resize_->grow ||
+        native_resize_->waiting.erase(node) == 0)
+      return;
+    const ResizeId resize = native_resize_->id;
+    report({JobReportKind::left, resize, node, job_size_, "its rank ended with status 0", {}});
+    node_left(node);
+    if (!native_resize_->waiting.empty()) return;
+    const auto leaving = static_cast<unsigned>(native_resize_->nodes.size());
+    job_size_ = job_size_ > leaving ? job_size_ - leaving : 0;
+    native_resize_.reset();
+    report({JobReportKind::committed, resize, first_node_, job_size_, "every leaving rank ended", {}});
+    return;
+  }
   std::string how = exited.signal != 0 ? "killed by signal " + std::to_string(exited.signal)
                     : exited.exit_code >= 0 ? "exit status " + std::to_string(exited.exit_code)
                                             : "its process disappeared";
@@ -73,22 +87,37 @@ void DaemonJobControl::resize_report(const std::string& node, const protocol::Re
     case protocol::ResizeOutcome::recovered: kind = JobReportKind::recovered; break;
   }
   JobReport done{kind, r.resize_id, node, r.job_size, r.text, {}};
-  if (r.outcome == protocol::ResizeOutcome::left) {
-    // The node's ranks left the job: its daemon goes too, before the node is given back. A
-    // daemon this controller did not start (a job taken over: the launcher that started it
-    // died with the controller before) is told to stop, and the node's leaving is reported
-    // once its daemon has gone (daemon_gone): given back sooner, the resource manager would
-    // kill it mid-stop (Slurm: its step, with SIGKILL).
-    pmix_ranks_.erase(node);
-    registered_.erase(node);
-    if (started_.erase(node) != 0) {
-      launcher_.stop(node);
-    } else if (send_(node, protocol::Stop{"its node left the job", 2000})) {
-      stopping_.insert_or_assign(node, std::move(done));
-      return;
-    }
+  // The node's ranks left the job: its daemon goes too, before the node is given back. A
+  // daemon this controller did not start (a job taken over: the launcher that started it
+  // died with the controller before) is told to stop, and the node's leaving is reported
+  // once its daemon has gone (daemon_gone): given back sooner, the resource manager would
+  // kill it mid-stop (Slurm: its step, with SIGKILL).
+  if (r.outcome == protocol::ResizeOutcome::left && !node_left(node) &&
+      send_(node, protocol::Stop{"its node left the job", 2000})) {
+    stopping_.insert_or_assign(node, std::move(done));
+    return;
   }
   report(std::move(done));
+}
+
+bool DaemonJobControl::node_left(const std::string& node) {
+  pmix_ranks_.erase(node);
+  registered_.erase(node);
+  if (started_.erase(node) == 0) return false;
+  launcher_.stop(node);
+  return true;
+}
+
+void DaemonJobControl::rank_connected(const std::string& node, const protocol::RankConnected& connected) {
+  if (!rank_launch_.pmix_native || connected.nspace != job_ || !native_resize_ || !native_resize_->grow) return;
+  const auto mapped = pmix_ranks_.find(node);
+  if (mapped == pmix_ranks_.end() || mapped->second != connected.rank) return;
+  if (native_resize_->waiting.erase(node) == 0) return;
+  if (!native_resize_->waiting.empty()) return;
+  job_size_ += static_cast<unsigned>(native_resize_->nodes.size());
+  const ResizeId resize = native_resize_->id;
+  native_resize_.reset();
+  report({JobReportKind::committed, resize, first_node_, job_size_, "every new rank's PMIx client connected", {}});
 }
 
 void DaemonJobControl::start_daemons(ResizeId resize, const std::vector<std::string>& nodes) {
@@ -113,6 +142,12 @@ void DaemonJobControl::send_to_first_node(ResizeId resize, const protocol::Messa
 }
 
 void DaemonJobControl::add_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
+  if (rank_launch_.pmix_native) {
+    // Nobody in the job to tell: the new ranks are started, and their connections commit.
+    native_resize_ = NativeResize{resize, true, nodes, {nodes.begin(), nodes.end()}};
+    start_ranks(resize, nodes);
+    return;
+  }
   protocol::ResizeDecided decided;
   decided.resize_id = resize;
   decided.kind = protocol::ResizeKind::expand;
@@ -169,9 +204,10 @@ void DaemonJobControl::start_ranks(ResizeId resize, const std::vector<std::strin
   }
 }
 
-void DaemonJobControl::withdraw(ResizeId /*resize*/, const std::vector<std::string>& nodes) {
+void DaemonJobControl::withdraw(ResizeId resize, const std::vector<std::string>& nodes) {
   // The job was never told of the expansion, or dropped it (cancel()): no rank of it runs
   // on the nodes.
+  if (native_resize_ && native_resize_->id == resize) native_resize_.reset();
   for (const std::string& node : nodes) {
     starting_.erase(node);
     pmix_ranks_.erase(node);
@@ -188,7 +224,16 @@ void DaemonJobControl::stop_daemon(const std::string& node) {
   }
 }
 
+void DaemonJobControl::remove_native_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
+  native_resize_ = NativeResize{resize, false, nodes, {nodes.begin(), nodes.end()}};
+  for (const std::string& node : nodes) pmix_ranks_.erase(node);
+}
+
 void DaemonJobControl::remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
+  if (rank_launch_.pmix_native) {
+    remove_native_ranks(resize, nodes);
+    return;
+  }
   protocol::ResizeDecided decided;
   decided.resize_id = resize;
   decided.kind = protocol::ResizeKind::shrink;
@@ -198,6 +243,15 @@ void DaemonJobControl::remove_ranks(ResizeId resize, const std::vector<std::stri
 }
 
 void DaemonJobControl::cancel(ResizeId resize, const std::string& why) {
+  if (rank_launch_.pmix_native) {
+    // A grow whose new ranks have not all connected is dropped (withdraw() stops them); a
+    // shrink's process set is out already: its commit comes when its leavers ended.
+    if (native_resize_ && native_resize_->id == resize && native_resize_->grow) {
+      native_resize_.reset();
+      report({JobReportKind::cancelled, resize, first_node_, job_size_, why, {}});
+    }
+    return;
+  }
   // The job's first rank answers: cancelled (resize_ack), or the commit it already sent.
   send_to_first_node(resize, protocol::Abort{resize, why});
 }

@@ -420,6 +420,11 @@ struct ControllerLink::State {
       launcher = std::make_unique<LocalLauncher>(*server, [this](const ExitStatus& status) {
         if ((status.exited && status.code == 0) || stopping_ranks.load()) {
           spdlog::info("the rank launcher {} (pid {}) ended", to_string(status.proc), status.pid);
+          // A rank of a PMIx-native program (none attached through libbellows here) that ended
+          // normally: the controller learns it, as a leaver's end commits a shrink of such a job
+          // (docs/daemon.md). A libbellows rank's end comes from its detach notice.
+          if (status.exited && !stopping_ranks.load() && !attached_through_libbellows())
+            client->notify(protocol::RankExited{protocol::kNoRank, static_cast<std::int32_t>(status.pid), 0, 0});
           return;
         }
         if (stop_signal_within_grace()) {
@@ -468,10 +473,11 @@ struct ControllerLink::State {
   }
 
   /// When the job's ranks changed (a grow, a shrink, a loss), this node registered the job's
-  /// namespace and is one of the job's nodes: registers the namespace again with the job's size
-  /// now, then defines the process set of the job's ranks now, which the node's clients hear
-  /// of as PMIX_PROCESS_SET_DEFINE (docs/daemon.md, "The job's namespace"). Its name is the same
-  /// on every node: JOB.ranks.COUNT.HASH (HASH: 8 hex digits of the ranks).
+  /// namespace and is one of the job's nodes: registers the namespace again with the job as it
+  /// is now (its size, nodes, node and process maps, from the view's job map and the ranks in
+  /// the job), then defines the process set of the job's ranks now, which the node's clients
+  /// hear of as PMIX_PROCESS_SET_DEFINE (docs/daemon.md, "The job's namespace"). Its name is
+  /// the same on every node: JOB.ranks.COUNT.HASH (HASH: 8 hex digits of the ranks).
   void announce_ranks(const protocol::JobView& view) {
     // Not before this node is the job's (a grow's new node joins once the grow committed).
     if (std::ranges::find(view.nodes, options.node_name) == view.nodes.end()) return;
@@ -480,7 +486,26 @@ struct ControllerLink::State {
       if (rank != protocol::kNoRank) ranks.push_back(rank);
     std::ranges::sort(ranks);
     std::lock_guard lock(mutex);
-    if (!launcher || !registered_nspaces.contains(view.job) || ranks.empty() || ranks == announced_ranks) return;
+    if (!launcher || !registered_nspaces.contains(view.job) || ranks.empty()) return;
+    JobMap map;
+    for (std::uint32_t rank = 0; rank < view.pmix_rank_nodes.size(); ++rank)
+      map.push_back({view.pmix_rank_nodes[rank], rank});
+    // A node whose rank leaves (a shrink of a PMIx-native program) has no rank in the job to
+    // register it for; its client still hears of the set, which it is not in.
+    const auto here = std::ranges::find(view.nodes, options.node_name) - view.nodes.begin();
+    const bool leaving = static_cast<std::size_t>(here) >= view.node_pmix_ranks.size() ||
+                         view.node_pmix_ranks[static_cast<std::size_t>(here)] == protocol::kNoRank;
+    if (!leaving) {
+      try {
+        // The job first: a client that hears of the set and asks for the job reads it as it is now.
+        if (launcher->update_job(view.job, map, ranks))
+          spdlog::info("registered {} again: ranks {} of the job map {}", view.job, join(ranks), to_string(map));
+      } catch (const std::exception& e) {
+        spdlog::error("could not register {} again with ranks {} of the job map {}: {}", view.job, join(ranks),
+                      to_string(map), e.what());
+      }
+    }
+    if (ranks == announced_ranks) return;
     std::uint32_t hash = 2166136261u;  // FNV-1a over the ranks' bytes
     for (const std::uint32_t rank : ranks) {
       for (int shift = 0; shift < 32; shift += 8) hash = (hash ^ ((rank >> shift) & 0xffu)) * 16777619u;
@@ -489,18 +514,29 @@ struct ControllerLink::State {
     std::snprintf(digits, sizeof digits, "%08x", hash);
     const std::string name = view.job + ".ranks." + std::to_string(ranks.size()) + "." + digits;
     try {
-      // The job's size first: a client that hears of the set and asks for it reads the new one.
-      launcher->update_job_size(view.job, static_cast<std::uint32_t>(ranks.size()));
-    } catch (const std::exception& e) {
-      spdlog::error("could not register the job's size {} again: {}", ranks.size(), e.what());
-    }
-    try {
       launcher->announce_members(view.job, ranks, name);
       announced_ranks = ranks;
       spdlog::info("the job's ranks are now process set {}", name);
     } catch (const std::exception& e) {
       spdlog::error("could not announce the job's ranks as process set {}: {}", name, e.what());
     }
+  }
+
+  /// Whether a rank attached here through libbellows (its kRankAttached notice).
+  bool attached_through_libbellows() {
+    std::lock_guard lock(mutex);
+    return rank_attached_once;
+  }
+
+  /// A client of a job namespace registered here connected: the controller learns it
+  /// (RankConnected), as a grow of a PMIx-native program commits once its new ranks connected.
+  void client_connected(const ProcId& proc) {
+    {
+      std::lock_guard lock(mutex);
+      if (!registered_nspaces.contains(proc.nspace)) return;
+    }
+    spdlog::info("rank {} connected as a PMIx client", to_string(proc));
+    client->notify(protocol::RankConnected{proc.nspace, proc.rank});
   }
 
   /// The PMIx variables of the rank another process starts, one "NAME=VALUE" a line, where
@@ -716,6 +752,9 @@ ControllerLink::ControllerLink(PmixServer& server, Options options,
     }
     // In the order they came; the rank registered its event handlers before its attach notice.
     for (const auto& [code, payload] : held) s->notify_ranks(code, payload);
+  });
+  server.on_client_connected([weak](const ProcId& proc) {
+    if (auto s = weak.lock()) s->client_connected(proc);
   });
   server.on_rank_detached([weak](const ProcId& proc) {
     auto s = weak.lock();

@@ -1,5 +1,6 @@
 #include <bellows/daemon/job_map.hpp>
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -15,8 +16,14 @@ std::string to_string(const JobMap& map) {
 }
 
 JobRegistration plan_registration(const JobMap& map, const std::string& this_node) {
+  std::vector<std::uint32_t> every_rank;
+  for (const MappedRank& mapped : map) every_rank.push_back(mapped.rank);
+  return plan_registration(map, every_rank, this_node);
+}
+
+JobRegistration plan_registration(const JobMap& map, const std::vector<std::uint32_t>& in_job,
+                                  const std::string& this_node) {
   if (map.empty()) throw std::invalid_argument("job map: no rank");
-  JobRegistration plan;
   for (std::size_t i = 0; i < map.size(); ++i) {
     const MappedRank& mapped = map[i];
     if (mapped.node.empty())
@@ -27,20 +34,34 @@ JobRegistration plan_registration(const JobMap& map, const std::string& this_nod
       throw std::invalid_argument("job map: rank " + std::to_string(mapped.rank) + " where rank " +
                                   std::to_string(i) + " belongs (every rank 0..n-1 once, ascending): " +
                                   to_string(map));
-    MappedNode* node = nullptr;
-    for (MappedNode& known : plan.nodes)
-      if (known.hostname == mapped.node) node = &known;
-    if (node == nullptr) {
+  }
+  if (in_job.empty()) throw std::invalid_argument("job map " + to_string(map) + ": no rank in the job");
+  std::vector<bool> member(map.size(), false);
+  for (const std::uint32_t rank : in_job) {
+    if (rank >= map.size())
+      throw std::invalid_argument("job map " + to_string(map) + ": rank " + std::to_string(rank) +
+                                  " is in the job but not in the map");
+    member[rank] = true;
+  }
+  JobRegistration plan;
+  for (std::size_t i = 0; i < map.size(); ++i) {
+    const MappedRank& mapped = map[i];
+    if (!member[i]) {
+      plan.procs.push_back({mapped.rank, mapped.node, 0, 0, false});
+      continue;
+    }
+    auto node = std::ranges::find(plan.nodes, mapped.node, &MappedNode::hostname);
+    if (node == plan.nodes.end()) {
       plan.nodes.push_back({mapped.node, static_cast<std::uint32_t>(plan.nodes.size()), {}});
-      node = &plan.nodes.back();
+      node = plan.nodes.end() - 1;
     }
     if (node->ranks.size() > std::numeric_limits<std::uint16_t>::max())
       throw std::invalid_argument("job map: more than 65536 ranks on node " + mapped.node);
     plan.procs.push_back(
-        {mapped.rank, mapped.node, node->node_id, static_cast<std::uint16_t>(node->ranks.size())});
+        {mapped.rank, mapped.node, node->node_id, static_cast<std::uint16_t>(node->ranks.size()), true});
     node->ranks.push_back(mapped.rank);
+    ++plan.job_size;
   }
-  plan.job_size = static_cast<std::uint32_t>(map.size());
   plan.num_nodes = static_cast<std::uint32_t>(plan.nodes.size());
   bool local_found = false;
   for (const MappedNode& node : plan.nodes) {

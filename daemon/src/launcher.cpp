@@ -80,19 +80,23 @@ InfoArray node_info(const MappedNode& node) {
   return info;
 }
 
-/// The info of one process of the job (PMIX_PROC_INFO_ARRAY's entries; PMIX_RANK first).
+/// The info of one process of the job (PMIX_PROC_INFO_ARRAY's entries; PMIX_RANK first). A
+/// rank that left keeps its numbers and host name, without a node id or local rank.
 InfoArray proc_info(const MappedProc& proc) {
   const pmix_rank_t rank = proc.rank;
   const std::uint32_t appnum = 0;
-  InfoArray info(8);
-  info.load(0, PMIX_RANK, &rank, PMIX_PROC_RANK);
-  info.load(1, PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
-  info.load(2, PMIX_APP_RANK, &rank, PMIX_PROC_RANK);
-  info.load(3, PMIX_APPNUM, &appnum, PMIX_UINT32);
-  info.load(4, PMIX_LOCAL_RANK, &proc.local_rank, PMIX_UINT16);
-  info.load(5, PMIX_NODE_RANK, &proc.local_rank, PMIX_UINT16);
-  info.load(6, PMIX_NODEID, &proc.node_id, PMIX_UINT32);
-  info.load(7, PMIX_HOSTNAME, proc.hostname.c_str(), PMIX_STRING);
+  InfoArray info(proc.in_job ? 8 : 5);
+  std::size_t i = 0;
+  info.load(i++, PMIX_RANK, &rank, PMIX_PROC_RANK);
+  info.load(i++, PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
+  info.load(i++, PMIX_APP_RANK, &rank, PMIX_PROC_RANK);
+  info.load(i++, PMIX_APPNUM, &appnum, PMIX_UINT32);
+  info.load(i++, PMIX_HOSTNAME, proc.hostname.c_str(), PMIX_STRING);
+  if (proc.in_job) {
+    info.load(i++, PMIX_LOCAL_RANK, &proc.local_rank, PMIX_UINT16);
+    info.load(i++, PMIX_NODE_RANK, &proc.local_rank, PMIX_UINT16);
+    info.load(i++, PMIX_NODEID, &proc.node_id, PMIX_UINT32);
+  }
   return info;
 }
 
@@ -363,19 +367,20 @@ void LocalLauncher::announce_members(const std::string& nspace, const std::vecto
   spdlog::debug("process set {}: ranks {} of {}", pset_name, joined(members), nspace);
 }
 
-void LocalLauncher::update_job_size(const std::string& nspace, std::uint32_t job_size) {
+bool LocalLauncher::update_job(const std::string& nspace, const JobMap& map,
+                               const std::vector<std::uint32_t>& in_job) {
   Impl& s = *impl_;
-  JobRegistration plan;
+  const JobRegistration plan = plan_registration(map, in_job, s.server_.options().node_name);
   {
     std::lock_guard lock(s.mutex_);
     const auto registered = s.registered_.find(nspace);
     if (registered == s.registered_.end())
-      throw std::invalid_argument("update the job size of " + nspace + ": the namespace is not registered here");
-    if (registered->second.job_size == job_size) return;
-    registered->second.job_size = job_size;
-    plan = registered->second;
+      throw std::invalid_argument("update the job " + nspace + ": the namespace is not registered here");
+    if (registered->second == plan) return false;
+    registered->second = plan;
   }
   s.register_job(nspace, plan);
+  return true;
 }
 
 bool LocalLauncher::signal(pid_t pid, int sig) {

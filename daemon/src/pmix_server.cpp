@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -156,6 +157,7 @@ class PmixServer::Impl {
   RankAttachedHandler rank_attached_handler_;
   RankDetachedHandler rank_detached_handler_;
   ToolHandler tool_handler_;
+  ClientHandler client_handler_;
   Counters counters_;
   std::uint64_t next_tool_ = 1;
   std::optional<protocol::JobView> job_view_;
@@ -557,10 +559,27 @@ pmix_status_t job_control_upcall(const pmix_proc_t* requester, const pmix_proc_t
   return posted ? PMIX_SUCCESS : PMIX_ERR_NOT_AVAILABLE;
 }
 
-pmix_status_t client_connected_upcall(const pmix_proc_t* /*proc*/, void* /*server_object*/,
+pmix_status_t client_connected_upcall(const pmix_proc_t* proc, void* /*server_object*/,
                                       pmix_op_cbfunc_t /*cbfunc*/, void* /*cbdata*/) {
   PmixServer::Impl* impl = g_impl.load();
-  if (impl != nullptr) impl->worker_.post([impl] { impl->nodelay(); });
+  if (impl == nullptr) return PMIX_OPERATION_SUCCEEDED;
+  std::optional<ProcId> client;
+  if (proc != nullptr) client = from_pmix(*proc);
+  impl->worker_.post([impl, client] {
+    impl->nodelay();
+    if (!client) return;
+    PmixServer::ClientHandler handler;
+    {
+      std::lock_guard lock(impl->mutex_);
+      handler = impl->client_handler_;
+    }
+    if (!handler) return;
+    try {
+      handler(*client);
+    } catch (const std::exception& e) {
+      spdlog::error("client connection handler failed: {}", e.what());
+    }
+  });
   return PMIX_OPERATION_SUCCEEDED;
 }
 
@@ -681,6 +700,12 @@ PmixServer::PmixServer(Options options) : impl_(std::make_unique<Impl>(std::move
 
     static pmix_server_module_t module = server_module();
 
+    // The hash store, not the shared-memory ds21 (PMIx 4.2.2's default): with ds21 a client's
+    // PMIx_Commit never returns once its namespace was registered again, as the daemon does at
+    // each resize (docs/daemon.md, "What PMIx 4.2.2 does here"). PMIx_server_setup_fork then tells
+    // the clients (PMIX_GDS_MODULE=hash). A value the daemon was given stays.
+    ::setenv("PMIX_MCA_gds", "hash", 0);
+
     const std::string tmpdir = s.options_.tmpdir.string();
     const pmix_rank_t rank = 0;
     const bool yes = true;
@@ -800,6 +825,11 @@ void PmixServer::on_rank_attached(RankAttachedHandler handler) {
 void PmixServer::on_metrics(MetricsHandler handler) {
   std::lock_guard lock(impl_->mutex_);
   impl_->metrics_handler_ = std::move(handler);
+}
+
+void PmixServer::on_client_connected(ClientHandler handler) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->client_handler_ = std::move(handler);
 }
 
 void PmixServer::on_tool_connected(ToolHandler handler) {

@@ -104,6 +104,12 @@ void fields(V& v, M& m) {
   v("signal", m.signal);
 }
 template <class V, class M>
+  requires std::is_same_v<std::remove_const_t<M>, RankConnected>
+void fields(V& v, M& m) {
+  v("nspace", m.nspace);
+  v("rank", m.rank);
+}
+template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, ResizeAck>
 void fields(V& v, M& m) {
   visit_fields(m.report, [&v](const char* name, const char*, auto& value) { v(name, value); });
@@ -158,6 +164,7 @@ void fields(V& v, M& m) {
   v("resize_count", m.resize_count);
   v("resize_nodes", m.resize_nodes);
   v("node_pmix_ranks", m.node_pmix_ranks);
+  v("pmix_rank_nodes", m.pmix_rank_nodes);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, RanksLost>
@@ -339,6 +346,10 @@ std::string check(const RankExited& m, std::uint16_t) {
   if (m.signal != 0 && m.exit_code != 0) return "exit_code: nonzero although killed by a signal";
   return {};
 }
+std::string check(const RankConnected& m, std::uint16_t) {
+  if (m.nspace.empty()) return "nspace: empty";
+  return {};
+}
 std::string check(const ResizeAck& m, std::uint16_t) { return check(m.report); }
 std::string check(const ResizeDecided& m, std::uint16_t) {
   const auto k = static_cast<unsigned>(m.kind);
@@ -418,6 +429,17 @@ std::string check(const JobView& m, std::uint16_t) {
   if (!m.node_pmix_ranks.empty() && m.node_pmix_ranks.size() != m.nodes.size()) {
     return "node_pmix_ranks: " + std::to_string(m.node_pmix_ranks.size()) + " entries for " +
            std::to_string(m.nodes.size()) + " nodes";
+  }
+  for (std::size_t i = 0; i < m.pmix_rank_nodes.size(); ++i) {
+    if (m.pmix_rank_nodes[i].empty()) return "pmix_rank_nodes[" + std::to_string(i) + "]: empty";
+  }
+  for (std::size_t i = 0; i < m.node_pmix_ranks.size(); ++i) {
+    const std::uint32_t rank = m.node_pmix_ranks[i];
+    if (rank == kNoRank) continue;
+    if (rank >= m.pmix_rank_nodes.size() || m.pmix_rank_nodes[rank] != m.nodes[i]) {
+      return "node_pmix_ranks[" + std::to_string(i) + "]: rank " + std::to_string(rank) + " of node " +
+             m.nodes[i] + " is not at that node in pmix_rank_nodes";
+    }
   }
   if (m.min_nodes == 0) return "min_nodes: 0";
   if (m.min_nodes > m.max_nodes) {
@@ -615,6 +637,7 @@ std::string_view to_string(MessageType type) {
     case MessageType::allocation_complete: return "allocation_complete";
     case MessageType::signal_rank: return "signal_rank";
     case MessageType::fence_contribution: return "fence_contribution";
+    case MessageType::rank_connected: return "rank_connected";
     case MessageType::fence_release: return "fence_release";
     case MessageType::modex_request: return "modex_request";
     case MessageType::modex_reply: return "modex_reply";
@@ -760,6 +783,7 @@ DecodeResult decode(std::span<const std::uint8_t> bytes) {
     case MessageType::allocation_complete: decode_body<AllocationComplete>(body, version, out); break;
     case MessageType::signal_rank: decode_body<SignalRank>(body, version, out); break;
     case MessageType::fence_contribution: decode_body<FenceContribution>(body, version, out); break;
+    case MessageType::rank_connected: decode_body<RankConnected>(body, version, out); break;
     case MessageType::fence_release: decode_body<FenceRelease>(body, version, out); break;
     case MessageType::modex_request: decode_body<ModexRequest>(body, version, out); break;
     case MessageType::modex_reply: decode_body<ModexReply>(body, version, out); break;

@@ -10,9 +10,11 @@
  * Writes what it found as one JSON object to OUT_DIR/rank-R.json (R: its rank) and stdout. The
  * job's rank 0 then waits until every rank 0..JOB_SIZE-1 wrote its file (at most 60 s), so
  * that the job ends after all of them (not with PMIX_NATIVE_CLIENT_ALONE set). With HOLD_SECONDS, every rank then stays for that long,
- * re-reading PMIX_JOB_SIZE each 100 ms, and writes OUT_DIR/rank-R.sizes: a line each time the
- * size or the count of events received changed (with the last PMIX_PROCESS_SET_DEFINE's name
- * and member count: how the daemon announces the job's ranks after a resize). Exit status: 0 when
+ * re-reading PMIX_JOB_SIZE, PMIX_NUM_NODES and PMIX_NODE_LIST (PMIX_GET_REFRESH_CACHE) each
+ * 100 ms, and writes OUT_DIR/rank-R.sizes: a line each time the size, the node count, the node
+ * list or the count of events received changed (with the last PMIX_PROCESS_SET_DEFINE's name
+ * and member count: how the daemon announces the job's ranks after a resize): "size S events E
+ * last_event C [pset NAME members M] num_nodes N nodes NODE,NODE". Exit status: 0 when
  * every PMIx call succeeded, 1 otherwise (the file says which call failed), 2 for bad usage. */
 #include <pmix.h>
 
@@ -125,6 +127,52 @@ static double now_seconds(void) {
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* The job map as PMIx_Resolve_nodes and PMIx_Resolve_peers give it: *nodes (to be freed) and,
+ * in out, each node's ranks, written NAME_OPEN node NAME_CLOSE ranks RANKS_CLOSE, comma-separated. */
+static void describe_map(const char* nspace, char** nodes, char* out, size_t size, const char* name_open,
+                         const char* name_close, const char* ranks_close) {
+  size_t used = 0;
+  out[0] = '\0';
+  pmix_status_t rc = PMIx_Resolve_nodes(nspace, nodes);
+  if (rc != PMIX_SUCCESS) failed("PMIx_Resolve_nodes: %s", PMIx_Error_string(rc));
+  if (*nodes == NULL) return;
+  char* copy = strdup(*nodes);
+  char* saved = NULL;
+  for (char* node = strtok_r(copy, ",", &saved); node != NULL; node = strtok_r(NULL, ",", &saved)) {
+    pmix_proc_t* procs = NULL;
+    size_t nprocs = 0;
+    rc = PMIx_Resolve_peers(node, nspace, &procs, &nprocs);
+    if (rc != PMIX_SUCCESS) failed("PMIx_Resolve_peers(%s): %s", node, PMIx_Error_string(rc));
+    if (used < size)
+      used += (size_t)snprintf(out + used, size - used, "%s%s%s%s", used == 0 ? "" : ",", name_open, node,
+                               name_close);
+    for (size_t i = 0; i < nprocs && used < size; ++i)
+      used += (size_t)snprintf(out + used, size - used, "%s%u", i ? "," : "", procs[i].rank);
+    if (used < size) used += (size_t)snprintf(out + used, size - used, "%s", ranks_close);
+    if (procs != NULL) PMIX_PROC_FREE(procs, nprocs);
+  }
+  free(copy);
+}
+
+/* The job's nodes read again from the daemon: PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE (what
+ * PMIX_NODE_MAP says), or "NODE_LIST:STATUS". PMIx 4.2.2's PMIx_Resolve_nodes and
+ * PMIx_Resolve_peers answer from the client's cache, which no refresh renews, and a refresh of
+ * another node's PMIX_LOCAL_PEERS or of PMIX_PROC_MAP is NOT-FOUND (docs/daemon.md). */
+static void refreshed_nodes(const char* nspace, char* out, size_t size) {
+  pmix_proc_t job;
+  PMIX_LOAD_PROCID(&job, nspace, PMIX_RANK_WILDCARD);
+  pmix_info_t refresh;
+  PMIX_INFO_LOAD(&refresh, PMIX_GET_REFRESH_CACHE, NULL, PMIX_BOOL);
+  pmix_value_t* list = NULL;
+  const pmix_status_t rc = PMIx_Get(&job, PMIX_NODE_LIST, &refresh, 1, &list);
+  if (rc == PMIX_SUCCESS && list != NULL && list->type == PMIX_STRING && list->data.string != NULL)
+    snprintf(out, size, "%s", list->data.string);
+  else
+    snprintf(out, size, "NODE_LIST:%s", PMIx_Error_string(rc));
+  if (list != NULL) PMIX_VALUE_RELEASE(list);
+  PMIX_INFO_DESTRUCT(&refresh);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
     fprintf(stderr, "usage: pmix_native_client OUT_DIR [HOLD_SECONDS]\n");
@@ -167,27 +215,8 @@ int main(int argc, char** argv) {
 
   /* The job map: its nodes, and each node's ranks. */
   char* nodes = NULL;
-  rc = PMIx_Resolve_nodes(me.nspace, &nodes);
-  if (rc != PMIX_SUCCESS) failed("PMIx_Resolve_nodes: %s", PMIx_Error_string(rc));
   char peers_by_node[8192] = "";
-  size_t used = 0;
-  if (nodes != NULL) {
-    char* copy = strdup(nodes);
-    for (char* node = strtok(copy, ","); node != NULL; node = strtok(NULL, ",")) {
-      pmix_proc_t* procs = NULL;
-      size_t nprocs = 0;
-      rc = PMIx_Resolve_peers(node, me.nspace, &procs, &nprocs);
-      if (rc != PMIX_SUCCESS) failed("PMIx_Resolve_peers(%s): %s", node, PMIx_Error_string(rc));
-      used += (size_t)snprintf(peers_by_node + used, sizeof peers_by_node - used, "%s\"%s\":[",
-                               used == 0 ? "" : ",", node);
-      for (size_t i = 0; i < nprocs && used < sizeof peers_by_node; ++i)
-        used += (size_t)snprintf(peers_by_node + used, sizeof peers_by_node - used, "%s%u", i ? "," : "",
-                                 procs[i].rank);
-      used += (size_t)snprintf(peers_by_node + used, sizeof peers_by_node - used, "]");
-      if (procs != NULL) PMIX_PROC_FREE(procs, nprocs);
-    }
-    free(copy);
-  }
+  describe_map(me.nspace, &nodes, peers_by_node, sizeof peers_by_node, "\"", "\":[", "]");
 
   /* A fence with collected data among the ranks of this node, then each one's key. */
   pmix_proc_t local[256];
@@ -252,16 +281,25 @@ int main(int argc, char** argv) {
     snprintf(path, sizeof path, "%s/rank-%u.sizes", out_dir, me.rank);
     FILE* sizes = fopen(path, "w");
     long last = job_size;
+    long last_nodes = num_nodes;
+    char last_map[8192];
+    refreshed_nodes(me.nspace, last_map, sizeof last_map);  /* as at the start: no line for it */
     int last_events = 0;
     const double end = now_seconds() + hold;
     while (sizes != NULL && now_seconds() < end) {
+      /* The job's info again from the daemon (it registers the job again at each resize). */
       const long size = get_number(&job, PMIX_JOB_SIZE, 1);
-      if (size != last || g_events != last_events) {
+      const long nodes_now = get_number(&job, PMIX_NUM_NODES, 1);
+      char map[8192];
+      refreshed_nodes(me.nspace, map, sizeof map);
+      if (size != last || nodes_now != last_nodes || strcmp(map, last_map) != 0 || g_events != last_events) {
         fprintf(sizes, "size %ld events %d last_event %d", size, g_events, g_last_event);
         if (g_pset_name[0] != '\0') fprintf(sizes, " pset %s members %zu", g_pset_name, (size_t)g_pset_members);
-        fputc('\n', sizes);
+        fprintf(sizes, " num_nodes %ld nodes %s\n", nodes_now, map);
         fflush(sizes);
         last = size;
+        last_nodes = nodes_now;
+        snprintf(last_map, sizeof last_map, "%s", map);
         last_events = g_events;
       }
       usleep(100000);

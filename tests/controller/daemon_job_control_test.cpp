@@ -554,6 +554,108 @@ TEST_F(DaemonJobControlTest, ARankExitIsReportedHowItEnded) {
                                "disappeared"}));
 }
 
+// ---------------------------------------------------------------- a PMIx-native job
+
+/// A PMIx-native job (bellows run --pmix-native) started on node0 and node1, whose grow 3 adds
+/// node2 and node3: their daemons up and registered.
+class NativeJobControlTest : public DaemonJobControlTest {
+ protected:
+  void growing() {
+    control.set_rank_launch({{"mpiexec", "/bin/app"}, {}, true});
+    control.start_initial_daemons({"node0", "node1"});
+    register_daemons({"node0", "node1"});
+    control.start_daemons(3, {"node2", "node3"});
+    register_daemons({"node2", "node3"});
+    ASSERT_EQ(progress(), (Lines{"daemon_up resize 3 node node2 ranks 0", "daemon_up resize 3 node node3 ranks 0"}));
+    control.add_ranks(3, {"node2", "node3"});
+  }
+};
+
+// Nobody in a PMIx-native job reads Bellows' resize orders: the new nodes' daemons start their
+// ranks, and the grow commits once each new rank's client connected, as the rank of its node
+// in the job's namespace; other connections change nothing.
+TEST_F(NativeJobControlTest, AGrowCommitsOnceEveryNewRanksClientConnected) {
+  growing();
+  const auto orders = sent_now();
+  ASSERT_EQ(orders.size(), 2u);
+  EXPECT_EQ(orders[0].node, "node2");
+  EXPECT_EQ(std::get<protocol::StartRank>(orders[0].message).rank, 2u);
+  EXPECT_EQ(orders[1].node, "node3");
+  EXPECT_EQ(std::get<protocol::StartRank>(orders[1].message).rank, 3u);
+  control.rank_connected("node0", {"42", 0});      // an old rank
+  control.rank_connected("node2", {"42", 2});
+  control.rank_connected("node3", {"other", 3});   // another namespace
+  control.rank_connected("node3", {"42", 1});      // not node3's rank
+  EXPECT_EQ(progress(), Lines{});
+  EXPECT_EQ(control.job_size(), 2u);
+  control.rank_connected("node3", {"42", 3});
+  EXPECT_EQ(progress(), (Lines{"committed resize 3 node node0 ranks 4: every new rank's PMIx client connected"}));
+  EXPECT_EQ(control.job_size(), 4u);
+  control.rank_connected("node3", {"42", 3});  // once is enough
+  EXPECT_EQ(progress(), Lines{});
+  EXPECT_EQ(sent_now(), std::vector<Sent>{});
+}
+
+// A shrink sends nothing: the leaving nodes leave the job map at once (the JobView then carries
+// the staying ranks, their process set), and each leaving rank's normal end is its node's
+// left, its daemon stopped; the last one commits. A normal end elsewhere is nothing.
+TEST_F(NativeJobControlTest, AShrinkCommitsOnceEveryLeavingRankEndedNormally) {
+  growing();
+  control.rank_connected("node2", {"42", 2});
+  control.rank_connected("node3", {"42", 3});
+  (void)progress();
+  (void)sent_now();
+  launcher.calls.clear();
+  control.remove_ranks(4, {"node1", "node3"});
+  EXPECT_EQ(sent_now(), std::vector<Sent>{});
+  EXPECT_EQ(control.job_map(), (std::map<std::string, std::uint32_t>{{"node0", 0}, {"node2", 2}}));
+  EXPECT_EQ(control.numbered_nodes(), (std::vector<std::string>{"node0", "node1", "node2", "node3"}));
+  control.rank_exited("node2", {protocol::kNoRank, 812, 0, 0});  // stays: its end is no leave
+  control.rank_exited("node3", {protocol::kNoRank, 813, 0, 0});
+  EXPECT_EQ(progress(), (Lines{"left resize 4 node node3 ranks 4: its rank ended with status 0"}));
+  EXPECT_EQ(launcher.calls, (Lines{"stop node3"}));
+  EXPECT_FALSE(control.registered("node3"));
+  control.rank_exited("node1", {protocol::kNoRank, 811, 0, 0});
+  EXPECT_EQ(progress(), (Lines{"left resize 4 node node1 ranks 4: its rank ended with status 0",
+                               "committed resize 4 node node0 ranks 2: every leaving rank ended"}));
+  EXPECT_EQ(launcher.calls, (Lines{"stop node3", "stop node1"}));
+  EXPECT_EQ(control.job_size(), 2u);
+}
+
+// A leaving rank that crashed is a death like any other; cancelling a grow whose new ranks have
+// not all connected drops it, and a late connection commits nothing.
+TEST_F(NativeJobControlTest, ACrashIsADeathAndACancelledGrowCommitsNothing) {
+  growing();
+  control.rank_connected("node2", {"42", 2});
+  control.cancel(3, "the deadline passed");
+  EXPECT_EQ(progress(), (Lines{"cancelled resize 3 node node0 ranks 2: the deadline passed"}));
+  control.withdraw(3, {"node2", "node3"});
+  control.rank_connected("node3", {"42", 3});
+  EXPECT_EQ(progress(), Lines{});
+  control.remove_ranks(5, {"node1"});
+  control.rank_exited("node1", {protocol::kNoRank, 811, 0, 9});
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 0 node node1 ranks 0 exit 0 signal 9: the rank started on "
+                               "node1 (pid 811) killed by signal 9"}));
+  EXPECT_EQ(sent_now().size(), 2u);  // the grow's two StartRank, nothing since
+}
+
+// A libbellows job is untouched: connections and normal ends report nothing; the first rank
+// is told of its resizes.
+TEST_F(DaemonJobControlTest, ALibbellowsJobIgnoresConnectionsAndNormalEnds) {
+  control.set_rank_launch({{"mpiexec", "/bin/app"}, {}});
+  control.start_initial_daemons({"node0", "node1"});
+  register_daemons({"node0", "node1", "node2"});
+  control.add_ranks(3, {"node2"});
+  control.rank_connected("node2", {"42", 2});
+  control.remove_ranks(4, {"node1"});
+  control.rank_exited("node1", {protocol::kNoRank, 811, 0, 0});
+  EXPECT_EQ(progress(), Lines{});
+  const auto orders = sent_now();
+  ASSERT_EQ(orders.size(), 3u);
+  EXPECT_EQ(orders[0], (Sent{"node0", expand_order(3, {"node2"})}));
+  EXPECT_EQ(orders[2], (Sent{"node0", shrink_order(4, {"node1"})}));
+}
+
 // ---------------------------------------------------------------- failures
 
 TEST_F(DaemonJobControlTest, ALostNodeCarriesTheRankItsDaemonLastReported) {

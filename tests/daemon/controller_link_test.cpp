@@ -456,12 +456,13 @@ TEST_F(ControllerLinkTest, ALauncherSignalledWithTheDaemonIsNoDeath) {
                                       std::to_string(died) + ") killed by signal 15 (Terminated)")));
 }
 
-// After a resize the controller's JobView names the job's ranks by their PMIx ranks: the daemon
-// that registered the job's namespace registers it again with the new job size and announces
-// the ranks as a process set, which its client (a PMIx-native program) hears of as
-// PMIX_PROCESS_SET_DEFINE with the members; the client's PMIx_Get(PMIX_JOB_SIZE) with
-// PMIX_GET_REFRESH_CACHE reads 3 after the grow and 2 after the shrink; the same ranks again
-// announce nothing.
+// After a resize the controller's JobView names the job's ranks by their PMIx ranks, with the
+// job map: the daemon that registered the job's namespace registers it again with the job as it
+// is now and announces the ranks as a process set, which its client (a PMIx-native program on
+// a node of the job's start) hears of as PMIX_PROCESS_SET_DEFINE with the members. With
+// PMIX_GET_REFRESH_CACHE the client reads the job's size, node count and node list (what
+// PMIX_NODE_MAP says): 4 nodes after a grow by 2, 3 after a shrink that took rank 2 and its node
+// (its number stays in the namespace, out of the maps). The same ranks again announce nothing.
 TEST_F(ControllerLinkTest, TheJobsRanksAfterAResizeReachItsClientsAsAProcessSet) {
   start_controller();
   d::PmixServer server(pmix_options());
@@ -469,44 +470,50 @@ TEST_F(ControllerLinkTest, TheJobsRanksAfterAResizeReachItsClientsAsAProcessSet)
   ASSERT_TRUE(link.wait_registered(20s));
   const fs::path out = dir_ / "ranks";
   fs::create_directories(out);
-  controller().notify(peer(), pr::StartRank{0, {BELLOWS_NATIVE_CLIENT_PATH, out.string(), "3"},
+  controller().notify(peer(), pr::StartRank{0, {BELLOWS_NATIVE_CLIENT_PATH, out.string(), "4"},
                                             {"PMIX_NATIVE_CLIENT_ALONE=1"}, "job-v", 1, {"n6", "n7"}, {0, 1}});
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (!fs::exists(out / "rank-1.json") && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
   ASSERT_TRUE(fs::exists(out / "rank-1.json"));
-  pr::JobView view{"job-v", {"n6", "n7", "n8"}, {0, 1, 2}, {10, 11, 12}, 3, 1, 3, "", 0, pr::ResizeKind::expand,
-                   "", 0, {}, {0, 1, 2}};
+  const std::vector<std::string> job_map{"n6", "n7", "n8", "n9"};
+  pr::JobView view{"job-v", {"n6", "n7", "n8", "n9"}, {0, 1, 2, 3}, {10, 11, 12, 13}, 4, 1, 4, "", 0,
+                   pr::ResizeKind::expand, "", 0, {}, {0, 1, 2, 3}, job_map};
   controller().notify(peer(), view);
   controller().notify(peer(), view);
-  // The client notes the job's size and the events when it polls (each 100 ms): the next view
-  // once it noted the grown size and this view's event.
-  const auto noted = std::chrono::steady_clock::now() + 20s;
-  const auto noted_grow = [&out] {
+  const auto sizes = [&out] {
     std::ifstream in(out / "rank-1.sizes");
-    const std::string text{std::istreambuf_iterator<char>(in), {}};
-    return text.find("size 3 events 1 ") != std::string::npos;
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
   };
-  while (!noted_grow() && std::chrono::steady_clock::now() < noted) std::this_thread::sleep_for(10ms);
-  view = pr::JobView{"job-v", {"n6", "n7"}, {0, 1}, {10, 11}, 2, 1, 3, "", 0, pr::ResizeKind::expand, "", 0, {},
-                     {0, 1}};
-  controller().notify(peer(), view);
-  EXPECT_TRUE(logged_within("bellowsd: info: the rank launcher job-v:1 (pid "));
-  std::ifstream in(out / "rank-1.sizes");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  // A line each time the size or the event count changed: the size can be read between the
-  // namespace's registration and the set's event, so there are 2 to 4 lines; the grow's line
-  // and the last one are exact.
-  ASSERT_GE(lines.size(), 2u) << (lines.empty() ? "no event" : lines.front());
-  ASSERT_LE(lines.size(), 4u) << lines.back();
   const std::string pset_event = "last_event " + std::to_string(PMIX_PROCESS_SET_DEFINE) + " pset job-v.ranks.";
-  EXPECT_TRUE(std::ranges::any_of(lines, [&](const std::string& line) {
-    return line.starts_with("size 3 events 1 " + pset_event + "3.") && line.ends_with(" members 3");
-  })) << lines[0];
-  EXPECT_TRUE(lines.back().starts_with("size 2 events 2 " + pset_event + "2.") &&
-              lines.back().ends_with(" members 2"))
+  const auto grown = [&](const std::string& line) {
+    return line.starts_with("size 4 events 1 " + pset_event + "4.") &&
+           line.ends_with(" members 4 num_nodes 4 nodes n6,n7,n8,n9");
+  };
+  // The client notes the job when it polls (each 100 ms): the next view once it noted the grow.
+  const auto noted = std::chrono::steady_clock::now() + 20s;
+  while (!std::ranges::any_of(sizes(), grown) && std::chrono::steady_clock::now() < noted)
+    std::this_thread::sleep_for(10ms);
+  view = pr::JobView{"job-v", {"n6", "n7", "n9"}, {0, 1, 3}, {10, 11, 13}, 3, 1, 4, "", 0,
+                     pr::ResizeKind::shrink, "", 0, {}, {0, 1, 3}, job_map};
+  controller().notify(peer(), view);
+  EXPECT_TRUE(logged_within("bellowsd: info: registered job-v again: ranks 0,1,3 of the job map 0:n6,1:n7,2:n8,3:n9"));
+  EXPECT_TRUE(logged_within("bellowsd: info: the rank launcher job-v:1 (pid "));
+  const std::vector<std::string> lines = sizes();
+  // A line each time something the client reads changed: the namespace is registered before
+  // the set's event, and the client reads the keys one by one, so each resize may show in
+  // several lines; the grow's complete line and the last one are exact.
+  ASSERT_GE(lines.size(), 2u) << (lines.empty() ? "no event" : lines.front());
+  ASSERT_LE(lines.size(), 8u) << lines.back();
+  EXPECT_TRUE(std::ranges::any_of(lines, grown)) << lines[0];
+  EXPECT_TRUE(lines.back().starts_with("size 3 events 2 " + pset_event + "3.") &&
+              lines.back().ends_with(" members 3 num_nodes 3 nodes n6,n7,n9"))
       << lines.back();
+  const std::vector<std::string> log = logged();
+  EXPECT_FALSE(std::ranges::any_of(
+      log, [](const std::string& l) { return l.find("could not register job-v again") != std::string::npos; }));
 }
 
 // A controller gone without Stop (here: its server destroyed, its connection closed): a daemon

@@ -522,7 +522,8 @@ TEST_F(DaemonTest, AClientHearsOfTheJobsNewRanksAsAProcessSet) {
   std::ifstream in(out / "rank-0.sizes");
   std::string text;
   std::getline(in, text);
-  EXPECT_EQ(text, "size 2 events 1 last_event " + std::to_string(PMIX_PROCESS_SET_DEFINE) + " pset job-p.ranks.1 members 3");
+  EXPECT_EQ(text, "size 2 events 1 last_event " + std::to_string(PMIX_PROCESS_SET_DEFINE) +
+                      " pset job-p.ranks.1 members 3 num_nodes 2 nodes n1,n2");
 }
 
 // A map that puts no rank on this daemon's node, and a rank the controller starts itself

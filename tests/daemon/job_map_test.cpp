@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace d = bellows::daemon;
 
@@ -56,6 +57,62 @@ TEST(JobMap, RefusalsNameWhatIsWrong) {
   EXPECT_EQ(refusal({{"a", 0}, {"b", 1}, {"a", 3}}, "a"),
             "job map: rank 3 where rank 2 belongs (every rank 0..n-1 once, ascending): 0:a,1:b,3:a");
   EXPECT_EQ(refusal({{"a", 0}, {"b", 1}}, "c"), "job map: no rank on node c, this daemon's: 0:a,1:b");
+}
+
+// After a grow the map has the new rank; every daemon plans the same maps from it, whichever
+// node it is on.
+TEST(JobMap, AGrowsNewRankIsInEveryNodesMaps) {
+  const d::JobMap grown{{"local0", 0}, {"local1", 1}, {"local2", 2}};
+  for (const char* node : {"local0", "local2"}) {
+    const d::JobRegistration plan = d::plan_registration(grown, {0, 1, 2}, node);
+    EXPECT_EQ(plan.job_size, 3u);
+    EXPECT_EQ(plan.num_nodes, 3u);
+    EXPECT_EQ(plan.node_list, "local0,local1,local2");
+    EXPECT_EQ(plan.ppn_list, "0;1;2");
+    EXPECT_EQ(plan.procs.size(), 3u);
+  }
+  EXPECT_EQ(d::plan_registration(grown, {0, 1, 2}, "local0"), d::plan_registration(grown, "local0"));
+}
+
+// A shrink: the rank that left keeps its number and node (PMIx's ranks are 0..n-1) but leaves
+// the size, the node list, the process map and its node's peers; the nodes are numbered again
+// among those left.
+TEST(JobMap, ARankThatLeftStaysInProcsOnlyAndItsNodeLeavesTheMaps) {
+  const d::JobMap map{{"local0", 0}, {"local1", 1}, {"local2", 2}};
+  const d::JobRegistration plan = d::plan_registration(map, {0, 2}, "local2");
+  EXPECT_EQ(plan.job_size, 2u);
+  EXPECT_EQ(plan.num_nodes, 2u);
+  EXPECT_EQ(plan.node_list, "local0,local2");
+  EXPECT_EQ(plan.ppn_list, "0;2");
+  EXPECT_EQ(plan.nodes, (std::vector<d::MappedNode>{{"local0", 0, {0}}, {"local2", 1, {2}}}));
+  EXPECT_EQ(plan.local, (d::MappedNode{"local2", 1, {2}}));
+  ASSERT_EQ(plan.procs.size(), 3u);
+  EXPECT_EQ(plan.procs[1], (d::MappedProc{1, "local1", 0, 0, false}));
+  EXPECT_EQ(plan.procs[2], (d::MappedProc{2, "local2", 1, 0, true}));
+
+  // A node whose first rank left keeps its other ones, with local ranks counted again.
+  const d::JobMap shared{{"a", 0}, {"b", 1}, {"a", 2}, {"a", 3}};
+  const d::JobRegistration left = d::plan_registration(shared, {1, 2, 3}, "a");
+  EXPECT_EQ(left.node_list, "b,a");
+  EXPECT_EQ(left.ppn_list, "1;2,3");
+  EXPECT_EQ(left.local, (d::MappedNode{"a", 1, {2, 3}}));
+  EXPECT_EQ(left.procs[3], (d::MappedProc{3, "a", 1, 1, true}));
+}
+
+TEST(JobMap, RefusalsOfTheRanksInTheJobNameWhatIsWrong) {
+  const d::JobMap map{{"a", 0}, {"b", 1}};
+  const auto refused = [&](const std::vector<std::uint32_t>& in_job, const std::string& node) -> std::string {
+    try {
+      (void)d::plan_registration(map, in_job, node);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(refused({}, "a"), "job map 0:a,1:b: no rank in the job");
+  EXPECT_EQ(refused({0, 2}, "a"), "job map 0:a,1:b: rank 2 is in the job but not in the map");
+  // This node's rank left: it registers nothing.
+  EXPECT_EQ(refused({0}, "b"), "job map: no rank on node b, this daemon's: 0:a,1:b");
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ inline std::vector<StartRank> samples(std::type_identity<StartRank>) {
 inline std::vector<JobView> samples(std::type_identity<JobView>) {
   return {JobView{"local-1", {"n1"}, {kNoRank}, {0}, 1, 1, 1, "", 0, ResizeKind::expand, "", 0, {}},
           JobView{"job-42", {"n1", "n2", "n3"}, {0, 2, 1}, {100, 200, 300}, 3, 2, 5, "policy.toml", 9,
-                  ResizeKind::shrink, "reconfiguring", 1, {"n3"}, {0, 2, kNoRank}}};
+                  ResizeKind::shrink, "reconfiguring", 1, {"n3"}, {0, 2, kNoRank}, {"n1", "n3", "n2"}}};
 }
 inline std::vector<RanksLost> samples(std::type_identity<RanksLost>) {
   return {RanksLost{3, {2}, {"n2"}, "rank 2 (pid 4711) killed by signal 9", LossCause::rank_died, 0, 9},
@@ -121,6 +121,10 @@ inline std::vector<ModexRequest> samples(std::type_identity<ModexRequest>) {
 inline std::vector<ModexReply> samples(std::type_identity<ModexReply>) {
   return {ModexReply{3, CollectiveStatus::ok, "", "blob of rank 2"},
           ModexReply{4, CollectiveStatus::not_found, "no node of job job-42 hosts rank 9", ""}};
+}
+
+inline std::vector<RankConnected> samples(std::type_identity<RankConnected>) {
+  return {RankConnected{"job-42", 0}, RankConnected{"local-7", 3}};
 }
 
 /// Every sample above, in the order of the Message variant's alternatives: at least one

@@ -34,6 +34,7 @@ std::vector<Message> one_of_each() {
       ModexReply{6, CollectiveStatus::ok, "", "blob"},
       ModexReply{7, CollectiveStatus::not_found, "no node of job local-1 hosts rank 5", ""},
       RankExited{9, 31337, 0, 11},
+      RankConnected{"local-9", 2},
       ResizeAck{{5, ResizeOutcome::committed, 7, {4, 5, 6}, ""}},
       ResizeAck{{8, ResizeOutcome::left, 4, {5, 6}, ""}},
       ResizeAck{{9, ResizeOutcome::refused, 6, {}, "rank 0 cannot leave"}},
@@ -131,7 +132,24 @@ TEST(Messages, JobViewRoundTripsAndRefusesWhatCannotBe) {
   bad.node_pmix_ranks = {0};
   EXPECT_EQ(refused(bad), "bad field job_view.node_pmix_ranks: 1 entries for 2 nodes");
   bad.node_pmix_ranks = {0, 1};
+  EXPECT_EQ(refused(bad),
+            "bad field job_view.node_pmix_ranks[0]: rank 0 of node local0 is not at that node in pmix_rank_nodes");
+  bad.node_pmix_ranks = {kNoRank, kNoRank};  // no number given yet (a job taken over)
   EXPECT_TRUE(decode(encode(bad)).ok());
+  bad.node_pmix_ranks = {0, 1};
+  bad.pmix_rank_nodes = {"local0", ""};
+  EXPECT_EQ(refused(bad), "bad field job_view.pmix_rank_nodes[1]: empty");
+  bad.pmix_rank_nodes = {"local0", "local2"};
+  EXPECT_EQ(refused(bad),
+            "bad field job_view.node_pmix_ranks[1]: rank 1 of node local1 is not at that node in pmix_rank_nodes");
+  // A rank that left (2, on local2) keeps its number and node; a node without a rank yet.
+  bad.node_pmix_ranks = {0, kNoRank};
+  bad.pmix_rank_nodes = {"local0", "local1", "local2"};
+  EXPECT_TRUE(decode(encode(bad)).ok());
+  bad.node_pmix_ranks = {0, 1};
+  const DecodeResult grown = decode(encode(bad));
+  ASSERT_TRUE(grown.ok()) << grown.text;
+  EXPECT_EQ(std::get<JobView>(grown.envelope.message), bad);
   bad = view;
   bad.min_nodes = 4;
   EXPECT_EQ(refused(bad), "bad field job_view.min_nodes: 4 exceeds max_nodes 3");
@@ -372,6 +390,7 @@ TEST(Messages, RefusesBadFields) {
   EXPECT_REFUSED(body_of(AllocationRequest{AllocationDirective::extend, 0, 0, ""}), bad_field,
                  "bad field allocation_request.node_count: 0");
   EXPECT_REFUSED(body_of(RankExited{1, 0, 0, 0}), bad_field, "bad field rank_exited.pid: 0 is not a pid");
+  EXPECT_REFUSED(body_of(RankConnected{"", 1}), bad_field, "bad field rank_connected.nspace: empty");
   EXPECT_REFUSED(body_of(RankExited{1, 5, 0, 99}), bad_field,
                  "bad field rank_exited.signal: 99 is not a signal");
   EXPECT_REFUSED(body_of(ResizeDecided{1, static_cast<ResizeKind>(7), 1, {}, {}}), bad_field,

@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@ namespace bellows::controller {
 struct RankLaunch {
   std::vector<std::string> command;
   std::vector<std::string> environment;  ///< NAME=VALUE
+  /// The program is PMIx-native (not linked with libbellows; `bellows run --pmix-native`): it
+  /// reports no resize, so a grow commits once every new rank's PMIx client connected, and a
+  /// shrink once every leaving rank, left out of the job's process set, ended with status 0
+  /// (docs/daemon.md, "PMIx-native programs through a grow and a shrink").
+  bool pmix_native = false;
 };
 
 /// The environment of the rank that resize `resize` (0: the job's start) adds as number
@@ -62,8 +68,14 @@ class DaemonJobControl final : public JobControl {
     if (rank == 0) first_node_ = node;
   }
   /// A rank of `node` ended without leaving the job (its daemon saw the process go): a death
-  /// of the resize in flight, if any.
+  /// of the resize in flight, if any. A PMIx-native job's rank that ended with status 0 on a
+  /// node its shrink takes: left (and committed once every leaving rank ended); any other
+  /// normal end: nothing.
   void rank_exited(const std::string& node, const protocol::RankExited& exited);
+  /// A process of `node` connected to its daemon as a PMIx client (RankConnected). In a
+  /// PMIx-native job, the new rank of a node its grow adds: once every new rank connected, the
+  /// grow is committed. Otherwise nothing.
+  void rank_connected(const std::string& node, const protocol::RankConnected& connected);
   /// The ranks of `node` reported how a resize ended (the ResizeAck's record): a JobReport of
   /// the outcome's name, with the record's resize, job size and text. At `left` the node's
   /// daemon is stopped: through the launcher when it was started here, else (a job taken
@@ -129,6 +141,12 @@ class DaemonJobControl final : public JobControl {
 
  private:
   void report(JobReport report) { reports_.push_back(std::move(report)); }
+  /// The ranks of `node` left the job: forgets them, and stops the node's daemon when this
+  /// controller started it (returns true); a daemon it did not start is left to the caller.
+  bool node_left(const std::string& node);
+  /// A PMIx-native job's shrink: its leaving nodes leave the job map at once, so that the next
+  /// JobView tells every daemon the ranks that stay (their process set), and wait there.
+  void remove_native_ranks(ResizeId resize, const std::vector<std::string>& nodes);
   /// Sends to the first node's daemon; a missing one is reported as a death there.
   void send_to_first_node(ResizeId resize, const protocol::Message& message);
   /// The StartRank of `node`'s rank, with the job map.
@@ -157,6 +175,15 @@ class DaemonJobControl final : public JobControl {
   RankLaunch rank_launch_;
   std::map<std::string, std::uint32_t> pmix_ranks_;  ///< the job map: node -> PMIx rank
   std::vector<std::string> rank_nodes_;              ///< PMIx rank -> the node it was given on
+  /// A PMIx-native job's resize in flight: its nodes, and those whose rank has not yet
+  /// connected (a grow) or ended (a shrink).
+  struct NativeResize {
+    ResizeId id = 0;
+    bool grow = true;
+    std::vector<std::string> nodes;
+    std::set<std::string> waiting;
+  };
+  std::optional<NativeResize> native_resize_;
 };
 
 }  // namespace bellows::controller

@@ -43,6 +43,9 @@ struct MappedProc {
   /// Its place among the job's ranks on its node (PMIX_LOCAL_RANK); as only this job's ranks
   /// run on a node of the job, the same as PMIX_NODE_RANK.
   std::uint16_t local_rank = 0;
+  /// False for a rank that left the job: it keeps its number and its node's name (a
+  /// namespace's ranks are 0..n-1), and has no node id or local rank any more.
+  bool in_job = true;
   bool operator==(const MappedProc&) const = default;
 };
 
@@ -50,7 +53,8 @@ struct MappedProc {
 /// PMIX_NUM_NODES), the inputs of PMIx_generate_regex (PMIX_NODE_MAP: host names in node id
 /// order, comma-separated) and PMIx_generate_ppn (PMIX_PROC_MAP: each node's ranks,
 /// comma-separated, the nodes separated by ';'), every node and every process, and which
-/// ranks are local (this daemon's node).
+/// ranks are local (this daemon's node). The sizes, the maps and the nodes count the ranks in
+/// the job now; procs has every rank of the map, those that left included.
 struct JobRegistration {
   std::uint32_t job_size = 0;
   std::uint32_t num_nodes = 0;
@@ -67,6 +71,14 @@ struct JobRegistration {
 /// what is wrong: an empty map, a rank out of its place (not 0..n-1 in order), an empty node
 /// name, or this_node with no rank of the job.
 JobRegistration plan_registration(const JobMap& map, const std::string& this_node);
+
+/// The registration of `map` by the daemon of `this_node` when only the ranks `in_job` are in
+/// the job now (a shrink or a loss took the others): the job's size, nodes, node ids and maps
+/// are those of `in_job`'s ranks; the others stay in procs, not in_job. Throws as above, and
+/// std::invalid_argument naming the rank when `in_job` is empty or names a rank past the map's
+/// end, or when this_node has no rank in the job.
+JobRegistration plan_registration(const JobMap& map, const std::vector<std::uint32_t>& in_job,
+                                  const std::string& this_node);
 
 /// "0:local0,1:local1" (the map as logs and errors show it).
 std::string to_string(const JobMap& map);

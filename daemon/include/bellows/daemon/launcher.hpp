@@ -84,14 +84,15 @@ class LocalLauncher {
   /// answers with a status that means nothing (docs/daemon.md): nothing is reported.
   void announce_members(const std::string& nspace, const std::vector<std::uint32_t>& members,
                         const std::string& pset_name);
-  /// Registers the namespace `nspace` again as it was, but with PMIX_JOB_SIZE (and
-  /// PMIX_UNIV_SIZE, PMIX_MAX_PROCS) `job_size`: PMIx 4.2.2 replaces the job-level info of a
-  /// namespace registered again, and a client's PMIx_Get with PMIX_GET_REFRESH_CACHE then reads
-  /// the new size (docs/daemon.md, "The job's namespace"). The node and process maps stay;
-  /// nothing is registered when the size is the one registered last.
-  /// Throws std::invalid_argument when `nspace` was not registered here, PmixError when PMIx
-  /// refuses the registration.
-  void update_job_size(const std::string& nspace, std::uint32_t job_size);
+  /// Registers the namespace `nspace` again with the job as it is now: the job map `map`
+  /// (every rank number given so far, with its node) of which the ranks `in_job` are in the
+  /// job (plan_registration). PMIx 4.2.2 replaces the job-level info of a namespace registered
+  /// again, and a client's PMIx_Get with PMIX_GET_REFRESH_CACHE then reads the new size, maps
+  /// and node info (docs/daemon.md, "The job's namespace"). Returns false, registering
+  /// nothing, when the plan is the one registered last.
+  /// Throws std::invalid_argument when `nspace` was not registered here or the map cannot be
+  /// registered by this node (plan_registration's text), PmixError when PMIx refuses.
+  bool update_job(const std::string& nspace, const JobMap& map, const std::vector<std::uint32_t>& in_job);
   /// Sends sig to a process this launcher started and that still runs; false otherwise.
   bool signal(pid_t pid, int sig);
   /// Number of processes started and not yet reaped.

@@ -150,6 +150,8 @@ class PmixServer {
   using RankAttachedHandler = std::function<void(const ProcId&, pid_t)>;
   using RankDetachedHandler = std::function<void(const ProcId&)>;
   using ToolHandler = std::function<void(const ProcId&)>;
+  /// A client of a namespace registered here connected (PMIx_Init): its PMIx name.
+  using ClientHandler = std::function<void(const ProcId&)>;
 
   /// Starts the server; throws PmixError (PMIx refused) or std::runtime_error (files).
   explicit PmixServer(Options options);
@@ -185,6 +187,9 @@ class PmixServer {
   void on_rank_detached(RankDetachedHandler handler);
   /// Called when a tool attached, with the name the server gave it.
   void on_tool_connected(ToolHandler handler);
+  /// Called (on the worker thread) when a client of a namespace registered here connected
+  /// (PMIx_Init: the client_connected upcall), with its PMIx name.
+  void on_client_connected(ClientHandler handler);
 
   /// The job as its controller last described it: what PMIx_Query_info is answered from
   /// (bellows/daemon/queries.hpp). Until the first one, only the keys that need no job are

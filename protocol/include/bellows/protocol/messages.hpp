@@ -40,7 +40,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 11;
+inline constexpr std::uint16_t kProtocolVersion = 12;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
@@ -61,6 +61,7 @@ enum class MessageType : std::uint16_t {
   resize_ack = 5,
   job_control_request = 6,
   fence_contribution = 7,
+  rank_connected = 8,
   resize_decided = 16,
   abort = 18,
   stop = 20,
@@ -159,6 +160,16 @@ struct RankExited {
   bool operator==(const RankExited&) const = default;
 };
 
+/// A process of the job connected to its node's daemon as a PMIx client (PMIx_Init): the
+/// daemon's client_connected upcall. A job of PMIx-native programs takes part in a grow by it
+/// (docs/daemon.md, "PMIx-native programs through a grow and a shrink").
+struct RankConnected {
+  static constexpr MessageType kType = MessageType::rank_connected;
+  std::string nspace;      ///< the job's namespace, not empty
+  std::uint32_t rank = 0;  ///< its PMIx rank in it
+  bool operator==(const RankConnected&) const = default;
+};
+
 /// What a rank of a daemon's node reported about a resize (resize_report.hpp): the job
 /// committed it, refused it, dropped it when the controller called it off, or the node's
 /// leaving ranks left.
@@ -247,6 +258,10 @@ struct JobView {
   /// The PMIx rank in the job's namespace of each node's rank (as many as nodes; kNoRank for a
   /// node without one), or empty when the job's ranks are not started by the daemons.
   std::vector<std::uint32_t> node_pmix_ranks{};
+  /// The job map: the node each PMIx rank number was given on, by number (0..n-1), every
+  /// number given so far (a rank that left keeps its number); empty when no number was given.
+  /// Each node's rank in node_pmix_ranks (other than kNoRank) is listed here at that node.
+  std::vector<std::string> pmix_rank_nodes{};
   bool operator==(const JobView&) const = default;
 };
 
@@ -421,7 +436,7 @@ using Message = std::variant<Hello, NodeMetrics, AllocationRequest, RankExited, 
                              ResizeDecided, Abort, Stop, StartRank, JobView, RanksLost, Ack,
                              OperatorResize, StatusRequest, StatusReply, JobControlRequest,
                              AllocationComplete, SignalRank, FenceContribution, FenceRelease,
-                             ModexRequest, ModexReply>;
+                             ModexRequest, ModexReply, RankConnected>;
 
 /// The type of the message held.
 MessageType type_of(const Message& message);
