@@ -4,6 +4,7 @@
 allocation.
 
   slurm_attach_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM [--no-job-expansion] attach
+  slurm_attach_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM attach_forced_companion
 
 A GEMM submitted `-N1 --elastic=1:4` is grown to 3 nodes by `bellows resize +2` (a merged
 helper job, or a companion allocation with --no-job-expansion). It has no policy: a policy
@@ -26,6 +27,8 @@ is SIGKILLed. Checks:
     the job over;
   - the attached controller says it grows the job the way the job record says
     (`expand_strategy` "auto": merging, or companion allocations with --no-job-expansion);
+    attach_forced_companion: `bellows run --expand-strategy companion` on a cluster that
+    permits the merge, and the attached controller grows by companions all the same, "forced";
   - `bellows resize +1` under the attached controller grows the job with Slurm to 4 nodes
     (merge: the job's own node list gains the node; companion: a new companion allocation
     holds it) and the record keeps the new node (and companion);
@@ -69,10 +72,11 @@ def attach(c, job, node, slurm_job, output):
                             env=job.env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
 
 
-def grow_under_attached(c, job, nodes_before):
+def grow_under_attached(c, job, nodes_before, by_companion):
     """`bellows resize +1` under the attached controller: the job grows with Slurm to 4 nodes
-    (merge: the job's own node list gains the node; companion: a new companion allocation
-    holds it), the new rank joins, and the job record keeps the node (and its companion)."""
+    (merge: the job's own node list gains the node; by_companion: a new companion allocation
+    holds it), the new rank joins, and the job record keeps the node (and its companion).
+    Returns the new companion's id (None for a merge)."""
     companions_before = {comp["id"] for comp in job.companions()}
     own_before = nodelist_names(c, c.job_field(job.id, "NodeList"))
     grown = job.bellows("resize", "+1", "--job", job.id, "--reason", "operator adds a node")
@@ -85,7 +89,7 @@ def grow_under_attached(c, job, nodes_before):
     own = nodelist_names(c, c.job_field(job.id, "NodeList"))
     new_companions = [comp for comp in job.companions() if comp["id"] not in companions_before]
     record = json.loads((job.job_dir / "job.json").read_text())
-    if c.companion:
+    if by_companion:
         check(own == own_before and len(new_companions) == 1 and new_companions[0]["nodes"] == [added]
               and new_companions[0]["comment"] == f"bellows:companion-of:{job.id}",
               f"after the grow: job {job.id} on {own} (before {own_before}), new companions {new_companions}, "
@@ -98,18 +102,34 @@ def grow_under_attached(c, job, nodes_before):
               f"after the grow: job {job.id} on {own} (before {own_before}), companions {new_companions}")
         how = f"Slurm merged {added} into job {job.id} ({','.join(own)})"
     check(record["nodes"] == status["nodes"], f"job.json lists {record['nodes']}, status {status['nodes']}")
-    check(job.step_jobs().get(added) == (new_companions[0]["id"] if c.companion else job.id),
+    check(job.step_jobs().get(added) == (new_companions[0]["id"] if by_companion else job.id),
           f"the bellowsd step of {added} runs in {job.step_jobs().get(added)}")
     log(f"grown by the attached controller: {how}; its daemon runs as a step there")
+    return new_companions[0]["id"] if by_companion else None
 
 
-def test_attach(c, args):
+def companion_state(c, companion):
+    """sacct's state of the companion allocation, once it has ended (up to 20 s)."""
+    deadline = time.monotonic() + 20
+    while True:
+        rows = [row.split("|") for row in c.run(["sacct", "-n", "-X", "-P", "-j", companion, "-o",
+                                                 "JobID,State"]).stdout.split()]
+        states = [state for job, state in rows if job == companion]
+        if (states and states[-1] in ("COMPLETED", "CANCELLED", "FAILED")) or time.monotonic() > deadline:
+            return states[-1] if states else None
+        time.sleep(0.2)
+
+
+def test_attach(c, args, forced=None):
+    """forced: the strategy `bellows run --expand-strategy` forces (None: auto)."""
     work = start_clean(c, "attach")
     job = ElasticJob(c, args, work, "e2e-attach", ["-N1", "--elastic=1:4"],
                      f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
                      "--emulated-gflops 2 --emulated-compute on --verify",
-                     wait_after_run=True)
+                     wait_after_run=True, run_options=("--expand-strategy", forced) if forced else ())
+    by_companion = c.companion or forced == "companion"
     attached = None
+    added_companion = None
     attach_out = work / "attach.out"
     try:
         job.wait("the controller", lambda: job.settled_on(1), 60)
@@ -176,13 +196,15 @@ def test_attach(c, args):
         log(f"status: nodes {status['nodes']}, ranks {status['ranks']}, rank pids {ranks}, {status['attached']}")
         record = json.loads((job.job_dir / "job.json").read_text())
         strategy = [line for line in attach_out.read_text().splitlines() if " grows by " in line]
-        expected = "companion allocations" if c.companion else "merging helper jobs"
-        check(record["expand_strategy"] == "auto" and strategy and expected in strategy[0],
+        expected = "companion allocations" if by_companion else "merging helper jobs"
+        if forced:
+            expected += f" it spans (bellows-grow-JOBID): forced (--expand-strategy {forced})"
+        check(record["expand_strategy"] == (forced or "auto") and strategy and expected in strategy[0],
               f"job.json's expand_strategy {record['expand_strategy']!r}; the attached controller said {strategy}, "
               f"expected it to grow by {expected}")
         log(f"attached controller: {strategy[0]}")
 
-        grow_under_attached(c, job, before["nodes"])
+        added_companion = grow_under_attached(c, job, before["nodes"], by_companion)
         grown_nodes = job.status()["nodes"]
 
         shrunk = job.bellows("resize", "-2", "--job", job.id, "--reason", "operator gives two nodes back")
@@ -243,6 +265,10 @@ def test_attach(c, args):
           f"job.json at the end: nodes {record['nodes']}, ended_at {record['ended_at']!r}")
     sizes = job.accounting()
     check(sizes and sizes[-1][0] == "COMPLETED", f"sacct: {sizes}, expected the job COMPLETED")
+    if added_companion:
+        state = companion_state(c, added_companion)
+        check(state == "COMPLETED", f"sacct -j {added_companion} (the companion of the grow): {state}")
+        log(f"the companion {added_companion} of the grow under the attached controller: {state}")
     job.check_nothing_left()
     states = c.node_states()
     check(all(state == "idle" for state in states.values()), f"node states at the end: {states}")
@@ -254,7 +280,8 @@ def test_attach(c, args):
 # run on) until the new controller binds the job's endpoint again.
 ATTACH_LINES = [" is gone (no connection for "]
 
-TESTS = {"attach": test_attach}
+TESTS = {"attach": test_attach,
+         "attach_forced_companion": lambda c, args: test_attach(c, args, forced="companion")}
 
 
 if __name__ == "__main__":
