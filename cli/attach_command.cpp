@@ -158,11 +158,21 @@ std::optional<AttachBackend> slurm_backend(const ctl::JobRecord& record, const f
                                            const std::optional<policy::Policy>& policy) {
 #if BELLOWS_HAVE_SLURM_BACKEND
   AttachBackend backend;
-  auto rm = std::make_unique<ctl::SlurmResourceManager>();
+  // The job grows as its first controller was told to (--expand-strategy), not only as the
+  // site's settings choose.
+  ctl::SlurmOptions slurm_options;
+  if (!ctl::parse_expand_strategy(record.expand_strategy, slurm_options.expand_strategy)) {
+    std::fprintf(stderr, "bellows run: job %s: unknown expand strategy \"%s\" in its record\n", record.job.c_str(),
+                 record.expand_strategy.c_str());
+    return std::nullopt;
+  }
+  auto rm = std::make_unique<ctl::SlurmResourceManager>(slurm_options);
   if (const ctl::RmStatus taken = rm->take_over(record.job, record.nodes, record.companions); !taken.ok()) {
     std::fprintf(stderr, "bellows run: cannot take Slurm job %s over: %s\n", record.job.c_str(), taken.text.c_str());
     return std::nullopt;
   }
+  std::fprintf(stderr, "bellows: job %s grows by %s\n", record.job.c_str(),
+               ctl::describe_growth(rm->expand_strategy()).c_str());
   ctl::SlurmDaemonLauncher::Options launch;
   launch.srun = find_srun();
   launch.job = record.job;
@@ -282,6 +292,7 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
   options.policy = policy;
   options.policy_file = record.policy_file;
   options.policy_text = record.policy_text;
+  options.expand_strategy = record.expand_strategy;
   options.rank_launch = {record.rank_command, record.rank_environment};
   options.attach = ctl::AttachOptions{record.ranks, kReturnWindow,
                                       "bellows run --attach, pid " + std::to_string(::getpid())};

@@ -386,12 +386,8 @@ int run_job(RunOptions o) {
     ctl::SlurmOptions slurm_options;
     (void)ctl::parse_expand_strategy(o.expand_strategy, slurm_options.expand_strategy);  // checked by CLI11
     auto rm = std::make_unique<ctl::SlurmResourceManager>(slurm_options);
-    const ctl::StrategyChoice& strategy = rm->expand_strategy();
-    std::fprintf(stderr, "bellows: job %s grows by %s: %s\n", backend.job.c_str(),
-                 strategy.strategy == ctl::ExpandStrategy::merge
-                     ? "merging helper jobs into it (same job id)"
-                     : "companion allocations it spans (bellows-grow-JOBID)",
-                 strategy.reason.c_str());
+    std::fprintf(stderr, "bellows: job %s grows by %s\n", backend.job.c_str(),
+                 ctl::describe_growth(rm->expand_strategy()).c_str());
     auto held = rm->nodes_of(backend.job);
     if (!held.status.ok() || held.value.empty()) {
       std::fprintf(stderr, "bellows run: the nodes of Slurm job %s: %s\n", backend.job.c_str(),
@@ -489,6 +485,7 @@ int run_job(RunOptions o) {
   options.policy = policy;
   options.policy_file = o.policy_file;
   options.policy_text = policy_text;
+  options.expand_strategy = slurm ? o.expand_strategy : std::string();
   options.rank_launch = rank_launch(o, job_dir, first_nodes);
   ctl::ControllerService service(options, *backend.rm, *backend.launcher, clock);
 

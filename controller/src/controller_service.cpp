@@ -128,6 +128,7 @@ JobRecord ControllerService::job_record() const {
   record.rank_environment = options_.rank_launch.environment;
   record.daemon_pids = daemon_pids_;
   record.companions = rm_.companion_allocations(options_.job);
+  record.expand_strategy = options_.expand_strategy;
   static const std::string self = protocol::ProcessIdentity::self().text();  // read once, not every step
   record.controller = self;
   return record;

@@ -1,5 +1,7 @@
 #include "bellows/controller/job_record.hpp"
 
+#include "bellows/controller/slurm_expand_strategy.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -39,6 +41,7 @@ std::string to_json_text(const JobRecord& r) {
          {"rank_environment", r.rank_environment},
          {"daemon_pids", r.daemon_pids},
          {"companions", companions_json(r.companions)},
+         {"expand_strategy", r.expand_strategy},
          {"controller", r.controller},
          {"ended_at", r.ended_at},
          {"end", r.end}};
@@ -156,6 +159,12 @@ JobRecord parse_job_record(std::string_view text, const std::string& source) {
     r.daemon_pids[node] = pid.get<std::int32_t>();
   }
   r.companions = read_companions(read, r.nodes);
+  r.expand_strategy = read.string("expand_strategy");
+  ExpandStrategy strategy = ExpandStrategy::automatic;
+  if (r.backend == "slurm" && !parse_expand_strategy(r.expand_strategy, strategy))
+    read.fail("expand_strategy", "expected auto, merge or companion for a Slurm job, got \"" + r.expand_strategy + "\"");
+  if (r.backend == "local" && !r.expand_strategy.empty())
+    read.fail("expand_strategy", "expected \"\" for a job of the local backend, got \"" + r.expand_strategy + "\"");
   r.controller = read.string("controller");
   r.ended_at = read.string("ended_at");
   r.end = read.string("end");

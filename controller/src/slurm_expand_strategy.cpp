@@ -83,6 +83,12 @@ StrategyChoice choose_expand_strategy(ExpandStrategy requested, std::string_view
   return {ExpandStrategy::merge, "Slurm permits job expansion (" + site + ")"};
 }
 
+std::string describe_growth(const StrategyChoice& choice) {
+  return std::string(choice.strategy == ExpandStrategy::merge ? "merging helper jobs into it (same job id)"
+                                                              : "companion allocations it spans (bellows-grow-JOBID)") +
+         ": " + choice.reason;
+}
+
 GrantMinutes grant_minutes(std::optional<std::uint32_t> time_limit_minutes, std::time_t end_time,
                            std::time_t now) {
   if (!time_limit_minutes) return {{RmCode::ok, ""}, std::nullopt};

@@ -61,6 +61,12 @@ TEST(ExpandStrategy, AForcedStrategyIsKeptAndSaysWhatSlurmWillAnswer) {
             "forced (--expand-strategy merge)");
 }
 
+TEST(ExpandStrategy, TheGrowthIsDescribedWithItsReason) {
+  EXPECT_EQ(describe_growth(choose_expand_strategy(ExpandStrategy::companion, "permit_job_expansion", "")),
+            "companion allocations it spans (bellows-grow-JOBID): forced (--expand-strategy companion)");
+  EXPECT_EQ(describe_growth({ExpandStrategy::merge, "why"}), "merging helper jobs into it (same job id): why");
+}
+
 TEST(GrantMinutes, TrimmedToWhatTheJobHasLeft) {
   const std::time_t now = 1'000'000;
   const auto unlimited = grant_minutes(std::nullopt, 0, now);

@@ -136,11 +136,58 @@ TEST(JobRecord, KeepsTheCompanionsOfASlurmJob) {
   r.backend = "slurm";
   r.nodes = {"n1", "n2", "n3", "n4"};
   r.companions = {{"43", {"n2"}}, {"44", {"n3", "n4"}}};
+  r.expand_strategy = "companion";
   const std::string text = to_json_text(r);
   EXPECT_NE(text.find("\"companions\": [\n  {\n   \"id\": \"43\",\n   \"nodes\": [\n    \"n2\""), std::string::npos)
       << text;
   EXPECT_EQ(parse_job_record(text, "job.json"), r);
   EXPECT_TRUE(parse_job_record(to_json_text(sample_record()), "job.json").companions.empty());
+}
+
+TEST(JobRecord, KeepsTheExpandStrategyOfASlurmJob) {
+  JobRecord r = sample_record();
+  r.job = "41";
+  r.backend = "slurm";
+  r.nodes = {"n1", "n2"};
+  for (const std::string strategy : {"auto", "merge", "companion"}) {
+    r.expand_strategy = strategy;
+    const std::string text = to_json_text(r);
+    EXPECT_NE(text.find("\"expand_strategy\": \"" + strategy + "\""), std::string::npos) << text;
+    EXPECT_EQ(parse_job_record(text, "job.json").expand_strategy, strategy);
+  }
+  EXPECT_EQ(parse_job_record(to_json_text(sample_record()), "job.json").expand_strategy, "");
+}
+
+TEST(JobRecord, RefusesAnExpandStrategyThatCannotBe) {
+  const auto refusal = [](const std::string& backend, const std::string& strategy) {
+    JobRecord r = sample_record();
+    r.backend = backend;
+    r.expand_strategy = strategy;
+    try {
+      (void)parse_job_record(to_json_text(r), "/j/job.json");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal("slurm", "companion"), "accepted");
+  EXPECT_EQ(refusal("slurm", "grow"),
+            "/j/job.json: field 'expand_strategy': expected auto, merge or companion for a Slurm job, got \"grow\"");
+  EXPECT_EQ(refusal("slurm", ""),
+            "/j/job.json: field 'expand_strategy': expected auto, merge or companion for a Slurm job, got \"\"");
+  EXPECT_EQ(refusal("local", "merge"),
+            "/j/job.json: field 'expand_strategy': expected \"\" for a job of the local backend, got \"merge\"");
+  JobRecord without = sample_record();
+  std::string text = to_json_text(without);
+  const std::string field = " \"expand_strategy\": \"\",\n";
+  ASSERT_NE(text.find(field), std::string::npos) << text;
+  text.erase(text.find(field), field.size());
+  try {
+    (void)parse_job_record(text, "/j/job.json");
+    ADD_FAILURE() << "a record without expand_strategy was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "/j/job.json: field 'expand_strategy': missing");
+  }
 }
 
 TEST(JobRecord, RefusesCompanionsThatCannotBe) {

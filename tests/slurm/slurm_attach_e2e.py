@@ -4,9 +4,12 @@
 allocation.
 
   slurm_attach_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM [--no-job-expansion] attach
+  slurm_attach_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM attach_forced_companion
 
-A GEMM submitted `-N1 --elastic=1:3` grows to 3 nodes by its policy (a merged helper job, or a
-companion allocation with --no-job-expansion). Its batch script is
+A GEMM submitted `-N1 --elastic=1:4` is grown to 3 nodes by `bellows resize +2` (a merged
+helper job, or a companion allocation with --no-job-expansion). It has no policy: a policy
+taken over starts without the cooldown of the resize before, and would grow the job to 4 on its
+own. Its batch script is
 
     bellows run --backend slurm --quiet -- GEMM ... || bellows wait "$SLURM_JOB_ID"
 
@@ -22,11 +25,20 @@ is SIGKILLed. Checks:
   - `srun --jobid J --overlap -N1 -w FIRST bellows run --attach J` takes the job over: every
     daemon back, `bellows status` shows the 3 nodes, 3 ranks and a pid for each, and who took
     the job over;
-  - `bellows resize -1` under the attached controller shrinks the job with Slurm (the job's
-    node list, or its companion's, loses the node) to 2 nodes;
+  - the attached controller says it grows the job the way the job record says
+    (`expand_strategy` "auto": merging, or companion allocations with --no-job-expansion);
+    attach_forced_companion: `bellows run --expand-strategy companion` on a cluster that
+    permits the merge, and the attached controller grows by companions all the same, "forced";
+  - `bellows resize +1` under the attached controller grows the job with Slurm to 4 nodes
+    (merge: the job's own node list gains the node; companion: a new companion allocation
+    holds it) and the record keeps the new node (and companion);
+  - `bellows resize -2` then shrinks it with Slurm (the job's node list, or its companions',
+    loses both nodes; a companion left with none is completed) to its first 2 nodes: the
+    daemon the attached controller started ends as any other, the one the killed controller
+    started is told to stop;
   - the job finishes verified, the attached controller exits 0, the batch script's
-    `bellows wait` reports the end, sacct says COMPLETED; the event log has the attach and
-    the operator's shrink committed after it; nothing of the job is left; no node is drained.
+    `bellows wait` reports the end, sacct says COMPLETED; the event log has the attach, then
+    the operator's expand and shrink committed after it; nothing of the job is left; no node is drained.
 """
 
 import json
@@ -38,7 +50,7 @@ import time
 from pathlib import Path
 
 import slurm_elastic_e2e
-from slurm_cluster import GROW_POLICY, check, describe, log, main
+from slurm_cluster import check, describe, log, main, nodelist_names
 from slurm_elastic_e2e import ElasticJob, start_clean
 from slurm_lost_node_e2e import command_name, processes_on, running
 
@@ -60,15 +72,69 @@ def attach(c, job, node, slurm_job, output):
                             env=job.env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
 
 
-def test_attach(c, args):
+def grow_under_attached(c, job, nodes_before, by_companion):
+    """`bellows resize +1` under the attached controller: the job grows with Slurm to 4 nodes
+    (merge: the job's own node list gains the node; by_companion: a new companion allocation
+    holds it), the new rank joins, and the job record keeps the node (and its companion).
+    Returns the new companion's id (None for a merge)."""
+    companions_before = {comp["id"] for comp in job.companions()}
+    own_before = nodelist_names(c, c.job_field(job.id, "NodeList"))
+    grown = job.bellows("resize", "+1", "--job", job.id, "--reason", "operator adds a node")
+    check(grown.returncode == 0, f"bellows resize +1 under the attached controller failed: {grown}")
+    job.wait("4 nodes after the grow", lambda: job.settled_on(4), 60)
+    status = job.status()
+    added = status["nodes"][3]
+    check(status["nodes"][:3] == nodes_before and added not in nodes_before and sorted(job.nodes()) ==
+          sorted(status["nodes"]), f"after the grow status lists {status['nodes']}, Slurm gives {job.nodes()}")
+    own = nodelist_names(c, c.job_field(job.id, "NodeList"))
+    new_companions = [comp for comp in job.companions() if comp["id"] not in companions_before]
+    record = json.loads((job.job_dir / "job.json").read_text())
+    if by_companion:
+        check(own == own_before and len(new_companions) == 1 and new_companions[0]["nodes"] == [added]
+              and new_companions[0]["comment"] == f"bellows:companion-of:{job.id}",
+              f"after the grow: job {job.id} on {own} (before {own_before}), new companions {new_companions}, "
+              f"expected one holding {added}")
+        check({"id": new_companions[0]["id"], "nodes": [added]} in record["companions"],
+              f"job.json lists companions {record['companions']}, not {new_companions[0]['id']} on {added}")
+        how = f"a new companion {new_companions[0]['id']} holds {added}"
+    else:
+        check(sorted(own) == sorted(own_before + [added]) and not new_companions and not record["companions"],
+              f"after the grow: job {job.id} on {own} (before {own_before}), companions {new_companions}")
+        how = f"Slurm merged {added} into job {job.id} ({','.join(own)})"
+    check(record["nodes"] == status["nodes"], f"job.json lists {record['nodes']}, status {status['nodes']}")
+    check(job.step_jobs().get(added) == (new_companions[0]["id"] if by_companion else job.id),
+          f"the bellowsd step of {added} runs in {job.step_jobs().get(added)}")
+    log(f"grown by the attached controller: {how}; its daemon runs as a step there")
+    return new_companions[0]["id"] if by_companion else None
+
+
+def companion_state(c, companion):
+    """sacct's state of the companion allocation, once it has ended (up to 20 s)."""
+    deadline = time.monotonic() + 20
+    while True:
+        rows = [row.split("|") for row in c.run(["sacct", "-n", "-X", "-P", "-j", companion, "-o",
+                                                 "JobID,State"]).stdout.split()]
+        states = [state for job, state in rows if job == companion]
+        if (states and states[-1] in ("COMPLETED", "CANCELLED", "FAILED")) or time.monotonic() > deadline:
+            return states[-1] if states else None
+        time.sleep(0.2)
+
+
+def test_attach(c, args, forced=None):
+    """forced: the strategy `bellows run --expand-strategy` forces (None: auto)."""
     work = start_clean(c, "attach")
-    job = ElasticJob(c, args, work, "e2e-attach", ["-N1", "--elastic=1:3"],
+    job = ElasticJob(c, args, work, "e2e-attach", ["-N1", "--elastic=1:4"],
                      f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
                      "--emulated-gflops 2 --emulated-compute on --verify",
-                     policy=GROW_POLICY, wait_after_run=True)
+                     wait_after_run=True, run_options=("--expand-strategy", forced) if forced else ())
+    by_companion = c.companion or forced == "companion"
     attached = None
+    added_companion = None
     attach_out = work / "attach.out"
     try:
+        job.wait("the controller", lambda: job.settled_on(1), 60)
+        grown = job.bellows("resize", "+2", "--job", job.id, "--reason", "operator grows the job to 3")
+        check(grown.returncode == 0, f"bellows resize +2 failed: {grown}")
         job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
         grown_at = job.status()["iteration"]
         job.wait("2 iterations on 3 nodes", lambda: job.status()["iteration"] >= grown_at + 2, 60)
@@ -128,15 +194,36 @@ def test_attach(c, args):
         check(status["attached"] and status["attached"].startswith("bellows run --attach, pid "),
               f"status does not say who took the job over: {status['attached']!r}")
         log(f"status: nodes {status['nodes']}, ranks {status['ranks']}, rank pids {ranks}, {status['attached']}")
+        record = json.loads((job.job_dir / "job.json").read_text())
+        strategy = [line for line in attach_out.read_text().splitlines() if " grows by " in line]
+        expected = "companion allocations" if by_companion else "merging helper jobs"
+        if forced:
+            expected += f" it spans (bellows-grow-JOBID): forced (--expand-strategy {forced})"
+        check(record["expand_strategy"] == (forced or "auto") and strategy and expected in strategy[0],
+              f"job.json's expand_strategy {record['expand_strategy']!r}; the attached controller said {strategy}, "
+              f"expected it to grow by {expected}")
+        log(f"attached controller: {strategy[0]}")
 
-        shrunk = job.bellows("resize", "-1", "--job", job.id, "--reason", "operator gives a node back")
-        check(shrunk.returncode == 0, f"bellows resize -1 under the attached controller failed: {shrunk}")
+        added_companion = grow_under_attached(c, job, before["nodes"], by_companion)
+        grown_nodes = job.status()["nodes"]
+
+        shrunk = job.bellows("resize", "-2", "--job", job.id, "--reason", "operator gives two nodes back")
+        check(shrunk.returncode == 0, f"bellows resize -2 under the attached controller failed: {shrunk}")
         job.wait("2 nodes after the shrink", lambda: job.settled_on(2), 30)
         after = job.status()["nodes"]
         check(after == before["nodes"][:2] and sorted(job.nodes()) == sorted(after),
               f"after the shrink the job holds {job.nodes()}, status {after}, expected {before['nodes'][:2]}")
-        log(f"shrunk by the attached controller: Slurm gives job {job.id} {job.nodes()}")
-        # Its daemon was started by the killed controller's srun: the new one tells it to stop.
+        left_companions = [comp for comp in job.companions() if comp["state"] == "RUNNING"]
+        check(not any(grown_nodes[3] in comp["nodes"] for comp in left_companions),
+              f"{grown_nodes[3]} is still held by a companion after the shrink: {left_companions}")
+        log(f"shrunk by the attached controller: Slurm gives job {job.id} {job.nodes()}, companions {left_companions}")
+        # The daemon of the node the attached controller added is its own srun's: stopped by
+        # its launcher, not told to over its link as the killed controller's daemons are.
+        said = (job.job_dir / "nodes" / grown_nodes[3] / "bellowsd.log").read_text()
+        check("controller says stop" not in said and grown_nodes[3] not in job.step_jobs(),
+              f"the daemon of {grown_nodes[3]} (steps {job.step_jobs()}):\n{said[-1500:]}")
+        # The daemon of the third node was started by the killed controller's srun: the new one
+        # tells it to stop.
         leaver = before["nodes"][2]
         said = (job.job_dir / "nodes" / leaver / "bellowsd.log").read_text()
         check("controller says stop: its node left the job" in said,
@@ -161,9 +248,16 @@ def test_attach(c, args):
     events = job.events()
     attaches = [i for i, e in enumerate(events) if e["event"] == "attached"]
     check(len(attaches) == 1, f"expected one attached line in the event log: {[e['event'] for e in events]}")
-    shrinks = [e for e in events[attaches[0]:] if e["kind"] == "shrink" and e["requester"] == "operator"
-               and e["to"] == "committed" and not e["refused"]]
-    check(shrinks, f"no operator shrink committed after the attach: {events[attaches[0]:]}")
+    after_attach = events[attaches[0]:]
+    committed_after = [(i, e["kind"]) for i, e in enumerate(after_attach)
+                       if e["requester"] == "operator" and e["to"] == "committed" and not e["refused"]]
+    check([kind for _, kind in committed_after] == ["expand", "shrink"],
+          f"expected an operator expand then an operator shrink committed after the attach, got "
+          f"{committed_after}: {after_attach}")
+    before_attach = [e["kind"] for e in events[:attaches[0]] if e["to"] == "committed"]
+    check(before_attach == ["expand"], f"committed before the attach: {before_attach}, expected one expand")
+    log(f"event log: expand committed, attached, then " + ", ".join(kind for _, kind in committed_after) +
+        " committed")
     refused = [e["detail"] for e in events if e["refused"]]
     check(not refused, f"refused events in the log: {refused}")
     record = json.loads((job.job_dir / "job.json").read_text())
@@ -171,6 +265,10 @@ def test_attach(c, args):
           f"job.json at the end: nodes {record['nodes']}, ended_at {record['ended_at']!r}")
     sizes = job.accounting()
     check(sizes and sizes[-1][0] == "COMPLETED", f"sacct: {sizes}, expected the job COMPLETED")
+    if added_companion:
+        state = companion_state(c, added_companion)
+        check(state == "COMPLETED", f"sacct -j {added_companion} (the companion of the grow): {state}")
+        log(f"the companion {added_companion} of the grow under the attached controller: {state}")
     job.check_nothing_left()
     states = c.node_states()
     check(all(state == "idle" for state in states.values()), f"node states at the end: {states}")
@@ -182,7 +280,8 @@ def test_attach(c, args):
 # run on) until the new controller binds the job's endpoint again.
 ATTACH_LINES = [" is gone (no connection for "]
 
-TESTS = {"attach": test_attach}
+TESTS = {"attach": test_attach,
+         "attach_forced_companion": lambda c, args: test_attach(c, args, forced="companion")}
 
 
 if __name__ == "__main__":

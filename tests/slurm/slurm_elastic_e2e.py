@@ -33,12 +33,13 @@ class ElasticJob:
     """A batch job whose script is `bellows run --backend slurm --quiet -- PROGRAM`."""
 
     def __init__(self, c, args, work, name, sbatch_options, program, policy=None, run_dir_length=0,
-                 directives=False, wait_after_run=False):
+                 directives=False, wait_after_run=False, run_options=()):
         """With directives, sbatch_options and the policy's option are #SBATCH lines of a job
         script (job.sh in work) rather than options on sbatch's command line. With
         wait_after_run, a `bellows run` that ends without success (killed) is followed by
         `bellows wait $SLURM_JOB_ID`: the batch script lives on until a controller that took the
-        job over (bellows run --attach) records its end (docs/slurm.md)."""
+        job over (bellows run --attach) records its end (docs/slurm.md). run_options go to
+        `bellows run` before the program (e.g. --expand-strategy companion)."""
         self.c, self.args, self.work = c, args, work
         self.runs = work / "runs"
         while len(str(self.runs)) < run_dir_length:  # a deep project tree
@@ -48,7 +49,7 @@ class ElasticJob:
         if policy is not None:
             (work / "policy.yaml").write_text(policy)
             options.append("--elastic-policy=policy.yaml")
-        command = f"{args.bellows} run --backend slurm --quiet -- {program}"
+        command = " ".join([args.bellows, "run", "--backend", "slurm", "--quiet", *run_options, "--", program])
         if wait_after_run:
             command += f' || {args.bellows} wait "$SLURM_JOB_ID"'
         self.began = time.monotonic()

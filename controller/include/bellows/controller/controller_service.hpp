@@ -72,6 +72,10 @@ struct ControllerOptions {
   RankLaunch rank_launch;
   /// The policy's text as loaded, kept in the job record for a controller that takes over.
   std::string policy_text;
+  /// How a Slurm job grows as `bellows run --expand-strategy` asked ("auto", "merge",
+  /// "companion"; "" on the local backend), kept in the job record for a controller that
+  /// takes over.
+  std::string expand_strategy;
   /// Set: this controller takes the running job over. It binds the endpoint and key the job
   /// directory names (the daemons reconnect to them by themselves), closes what the event log
   /// left open, continues its ids and writes an `attached` line (takeover.hpp).

@@ -3,8 +3,9 @@
 // controller can take the running job over (`bellows run --attach`, docs/controller.md,
 // "Taking a job over"): the job's nodes now, its ranks, its node range, its policy (the text,
 // not only the path), how its daemons start ranks, each daemon's pid, the allocations besides
-// the job that hold some of its nodes (Slurm companions), and whether and how the job ended. The controller rewrites the file (a temporary file renamed over it) whenever one
-// of these changes, so that a controller killed at any moment leaves the last state.
+// the job that hold some of its nodes (Slurm companions), how a Slurm job grows (the expand
+// strategy `bellows run --expand-strategy` asked for), and whether and how the job ended. The
+// controller rewrites the file (a temporary file renamed over it) whenever one of these changes, so that a controller killed at any moment leaves the last state.
 //
 // Thread safety: free functions without shared state.
 
@@ -35,6 +36,10 @@ struct JobRecord {
   /// The allocations besides the job that hold some of `nodes` (Slurm companions), in the
   /// order granted; none on the local backend or a Slurm job grown by merging.
   std::vector<CompanionAllocation> companions;
+  /// How a Slurm job grows, as `bellows run --expand-strategy` asked: "auto" (the site's
+  /// settings choose), "merge" or "companion" (slurm_expand_strategy.hpp); "" on the local
+  /// backend. A controller that takes the job over grows it the same way.
+  std::string expand_strategy;
   std::string controller;                ///< "PID START" of the controller that wrote it
   std::string ended_at;                  ///< UTC when the job ended; "" while it runs
   std::string end;                       ///< how it ended ("" while it runs)

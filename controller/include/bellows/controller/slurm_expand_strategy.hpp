@@ -50,6 +50,10 @@ struct StrategyChoice {
                                                     std::string_view scheduler_parameters,
                                                     std::string_view prolog_flags);
 
+/// How a job grows under `choice`, and why, as `bellows run` says it: "merging helper jobs into
+/// it (same job id): REASON" or "companion allocations it spans (bellows-grow-JOBID): REASON".
+[[nodiscard]] std::string describe_growth(const StrategyChoice& choice);
+
 /// How long a grant may last so that it ends no later than the job: `time_limit_minutes`
 /// (Slurm's; std::nullopt when the job has none) and `end_time` (when it ends) at `now`.
 /// ok with the whole minutes the job has left (std::nullopt: no limit), or denied when the
