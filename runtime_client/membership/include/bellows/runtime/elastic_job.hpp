@@ -123,7 +123,11 @@ class ElasticJob {
   /// added then would join at iteration 0, where the job's initial members join, and could
   /// not be told from them; requests posted before the first iteration wait for the
   /// second. Returns Outcome::left on a rank that has just left the job: it must
-  /// destroy its runtime, stop and finalize MPI. Throws MpiError when MPI fails.
+  /// destroy its runtime, stop and finalize MPI. Throws MpiError when MPI fails. A rank
+  /// lost right after a shrink's hand-off (in the shrink's numbers): the survivors rebuild
+  /// without it; a lost leaver is left out and the shrink finishes; a lost rank that stays
+  /// throws RecoveryError alike on every survivor (the job's communicator is then theirs;
+  /// treat it as the end of the job), or RebuildError when the rebuild fails.
   Outcome apply_pending(int iteration);
 
   /// After an iteration that lost ranks (IterationReport::lost_ranks, completed() false), on
