@@ -31,6 +31,14 @@
 // before any checkpoint under the new buddies, and the copies from before the expand were
 // dropped. Every survivor must be refused alike, with an error naming that phase (no copy of
 // the tiles as they are exists), and still finalize and exit 0; never a hang.
+// With `after-hand-off` rank 2 is asked to leave as with `during-shrink`, and the victim SIGKILLs
+// itself once the hand-off of the tiles completed on every rank (on_tiles_handed_off, after the
+// pause): the others meet its death in the shrink's numbers, the first collective after the
+// hand-off's barrier. The leaver lost: the two ranks that stay hold its tiles already, so the
+// shrink is finished without it (no resize refused, no recovery, nothing redone), every task of
+// every iteration from the shrink on runs once over them, and C is bit-identical as above. Rank 1
+// (a rank that stays) lost: no copy of its tiles as they are exists, so rank 0 and the leaver are
+// refused alike, the phase named (RecoveryError from apply_pending), and exit 0; never a hang.
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -40,7 +48,7 @@
 // "boundary_loss: PASS".
 //
 //   boundary_loss_tests MPIEXEC SELF VICTIM
-//       [with-request|during-shrink|after-expand|after-shrink|expand-moves]
+//       [with-request|during-shrink|after-hand-off|after-expand|after-shrink|expand-moves]
 //                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
@@ -196,6 +204,7 @@ int run_member(const fs::path& dir, int index) {
   const bool expand_moves = fs::exists(dir / "expand-moves");
   const bool after_expand = fs::exists(dir / "after-expand") || expand_moves;  // the same expand
   const bool after_shrink = fs::exists(dir / "after-shrink");
+  const bool after_hand_off = fs::exists(dir / "after-hand-off");
   const bool joiner = index == kJoiner;  // after-expand: joins by the expand
   std::vector<int> payload;
   auto membership = [&] {
@@ -241,6 +250,14 @@ int run_member(const fs::path& dir, int index) {
     });
   }
 
+  if (after_hand_off && old_rank == victim) {
+    job.on_tiles_handed_off([&](const br::ResizeEvent&) {
+      if (loop_iteration != kill_at) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      ::raise(SIGKILL);  // the hand-off's barrier passed on every rank
+    });
+  }
+
   std::atomic<bool> kill_in_next_task{false};
   bellows::test::TiledGemm gemm(kN, kTile, kRanks, old_rank, kSeed);
   br::RuntimeOptions options;
@@ -268,13 +285,14 @@ int run_member(const fs::path& dir, int index) {
   std::map<long, std::array<double, 2>> resize_iterations;
   for (int it = joiner ? joined_at : 0; it < kIterations;) {
     loop_iteration = it;
-    if ((during_shrink || after_shrink) && old_rank == 0 && it == kill_at && recoveries == 0) {
+    if ((during_shrink || after_shrink || after_hand_off) && old_rank == 0 && it == kill_at && recoveries == 0) {
       job.request_shrink({kLeaver}, "the test's shrink", 0);
     }
     if (after_expand && old_rank == 0 && it == kill_at && recoveries == 0) {
       job.request_expand(1, "the test's expand", 0);
     }
-    if (old_rank == victim && it == kill_at && !with_request && !during_shrink && !after_expand && !after_shrink) {
+    if (old_rank == victim && it == kill_at && !with_request && !during_shrink && !after_expand && !after_shrink &&
+        !after_hand_off) {
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       ::raise(SIGKILL);  // where this rank would agree on the next request
     }
@@ -289,7 +307,14 @@ int run_member(const fs::path& dir, int index) {
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       ::raise(SIGKILL);
     }
-    const br::ElasticJob::Outcome outcome = job.apply_pending(it);
+    br::ElasticJob::Outcome outcome = br::ElasticJob::Outcome::none;
+    try {
+      outcome = job.apply_pending(it);
+    } catch (const br::RecoveryError& e) {
+      if (!after_hand_off) throw;
+      recovery_refusal = e.what();  // a rank that stays lost after the hand-off
+      break;
+    }
     if (outcome == br::ElasticJob::Outcome::left) break;  // after-shrink: the leaver
     resized += outcome == br::ElasticJob::Outcome::resized ? 1 : 0;
     if (expand_moves && old_rank == victim && it == kill_at) {
@@ -335,6 +360,29 @@ int run_member(const fs::path& dir, int index) {
     MPI_Finalize();
     return failures == 0 ? 0 : 1;
   }
+  if (after_hand_off && victim != kLeaver) {
+    // Refused on every survivor (rank 0 and the leaver), alike: nothing to verify.
+    const std::string expected = "shrink without ranks {" + std::to_string(kLeaver) + "}: ranks {" +
+                                 std::to_string(victim) +
+                                 "} were lost after the hand-off of the leavers' tiles of the shrink (its barrier "
+                                 "passed), before the survivors' communicator was made: no copy of the tiles as they "
+                                 "are exists (the copies from before the shrink were dropped, and the checkpoint after "
+                                 "it is not complete)";
+    expect(recovery_refusal == expected,
+           "refused with \"" + recovery_refusal + "\"; expected \"" + expected + "\"");
+    expect(recoveries == 0 && refused == 0 && resized == 0,
+           std::to_string(recoveries) + " recoveries, " + std::to_string(refused) + " resizes refused, " +
+               std::to_string(resized) + " carried out; expected none of each");
+    expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks after the refusal, expected " +
+                                         std::to_string(kRanks - 1) + " (the survivors' communicator)");
+    result["refused"] = recovery_refusal;
+    result["result"] = failures == 0 ? "PASS" : "FAIL";
+    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+    owned_runtime.reset();
+    watchdog.disarm();
+    MPI_Finalize();
+    return failures == 0 ? 0 : 1;
+  }
   if (expand_moves) {
     // Refused on every survivor, alike: nothing to verify.
     const std::string expected = "recover: ranks {" + std::to_string(victim) +
@@ -355,11 +403,37 @@ int run_member(const fs::path& dir, int index) {
     return failures == 0 ? 0 : 1;
   }
   const bool no_victim = victim < 0;  // after-expand or after-shrink: the resize alone
-  expect(recoveries == (no_victim ? 0 : 1),
-         "recovered " + std::to_string(recoveries) + " times, expected " + (no_victim ? "never" : "once"));
-  expect(no_victim ? lost.empty() : lost == std::vector<int>{victim},
-         "lost ranks " + rank_set(lost) + ", expected " + (no_victim ? "{}" : "{" + std::to_string(victim) + "}"));
-  if (during_shrink) {
+  // A leaver lost after the hand-off: the shrink is finished without it, nothing recovered.
+  const bool no_recovery = no_victim || after_hand_off;
+  expect(recoveries == (no_recovery ? 0 : 1),
+         "recovered " + std::to_string(recoveries) + " times, expected " + (no_recovery ? "never" : "once"));
+  expect(no_recovery ? lost.empty() : lost == std::vector<int>{victim},
+         "lost ranks " + rank_set(lost) + ", expected " + (no_recovery ? "{}" : "{" + std::to_string(victim) + "}"));
+  if (after_hand_off) {
+    expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
+    expect(resized == 1, "carried out " + std::to_string(resized) + " resizes, expected the shrink");
+    expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks, expected " +
+                                         std::to_string(kRanks - 1) + ": shrunk, the leaver lost on its way out");
+    if (job.rank() == 0) {
+      const auto& shrink = job.telemetry().back();
+      expect(shrink.value("lost_after_hand_off", nlohmann::json::array()) == nlohmann::json::array({kLeaver}),
+             "the shrink's record names " + shrink.value("lost_after_hand_off", nlohmann::json()).dump() +
+                 " lost after the hand-off, expected [" + std::to_string(kLeaver) + "]");
+      result["shrink"] = shrink;
+    }
+    // Every task of every iteration from the shrink on ran once over the two ranks left.
+    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - kill_at), 0);
+    for (int i = kill_at + 1; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
+    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
+                  job.communicator());
+    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(kill_at + 1 + static_cast<int>(i)) + " ran " +
+                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                                std::to_string(tasks_per_iteration));
+    }
+    result["tasks_per_iteration_from_the_resize"] = all;
+  } else if (during_shrink) {
     const std::string given_up = "shrink without ranks {" + std::to_string(kLeaver) + "} given up: ranks {" +
                                  std::to_string(victim) + "} were lost during the hand-off of the tiles";
     expect(refused == 1 && refusal.rfind(given_up, 0) == 0,
@@ -430,13 +504,14 @@ int run_member(const fs::path& dir, int index) {
 int run_launcher(const std::string& mpiexec, const std::string& self, int victim, const std::string& mode) {
   const bool with_request = mode == "with-request";
   const bool during_shrink = mode == "during-shrink";
+  const bool after_hand_off = mode == "after-hand-off";
   const bool expand_moves = mode == "expand-moves";
   const bool after_expand = mode == "after-expand" || expand_moves;
   const bool after_shrink = mode == "after-shrink";
   const int processes = after_expand ? kRanks + 1 : kRanks;
   // A shrink's victim is a rank that stays or (during it) the leaver, never the first rank,
   // which asks for it; after it, a rank that stayed.
-  const int lowest = during_shrink ? 1 : ((after_expand && !expand_moves) || after_shrink) ? -1 : 0;  // -1: none
+  const int lowest = during_shrink || after_hand_off ? 1 : ((after_expand && !expand_moves) || after_shrink) ? -1 : 0;  // -1: none
   const int highest = after_shrink ? kLeaver - 1 : processes - 1;
   if (victim < lowest || victim > highest) {
     std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from %d to %d%s, got %d\n", lowest, highest,
@@ -509,7 +584,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     verified = verified || result.value("verified", false);
     survivors.push_back(result);
   }
-  expect(verified || expand_moves, "no survivor verified the result");
+  // A rank that stays lost after the hand-off: every survivor refused, nothing to verify.
+  const bool all_refused = expand_moves || (after_hand_off && victim != kLeaver);
+  expect(verified || all_refused, "no survivor verified the result");
   if (failures != 0) {
     for (int i = 0; i < processes; ++i) {
       std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
@@ -520,6 +597,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   std::printf("%s\n", nlohmann::json{{"victim", victim},
                                      {"with_request", with_request},
                                      {"during_shrink", during_shrink},
+                                     {"after_hand_off", after_hand_off},
                                      {"after_expand", after_expand},
                                      {"expand_moves", expand_moves},
                                      {"after_shrink", after_shrink},
@@ -540,10 +618,11 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return run_member(argv[2], std::atoi(argv[3]));
   const std::string mode = argc == 5 ? argv[4] : "";
   if ((argc != 4 && argc != 5) ||
-      (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-expand" && mode != "after-shrink" &&
+      (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" && mode != "after-expand" && mode != "after-shrink" &&
        mode != "expand-moves")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
-                         "[with-request|during-shrink|after-expand|after-shrink|expand-moves] | --member DIR INDEX\n");
+                         "[with-request|during-shrink|after-hand-off|after-expand|after-shrink|expand-moves] | "
+                         "--member DIR INDEX\n");
     return 2;
   }
   return run_launcher(argv[1], argv[2], std::atoi(argv[3]), mode);

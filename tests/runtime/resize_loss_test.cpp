@@ -68,7 +68,43 @@ TEST(ResizeLoss, TheCheckpointAfterTheResizeCarriesItOn) {
             "recovers from the checkpoint completed after it");
 }
 
+TEST(ResizeLoss, AShrinkWhoseLostRanksWereAllLeavingIsFinishedWithoutThem) {
+  ResizeLossFacts facts{ResizeKind::shrink, ResizePhase::attach, false, false};
+  facts.only_leavers_lost = true;
+  const auto d = on_loss_during_resize(facts);
+  EXPECT_EQ(d.action, ResizeLossAction::finish_without_lost);
+  EXPECT_EQ(d.reason,
+            "after the hand-off of the leavers' tiles of the shrink (its barrier passed), before the survivors' "
+            "communicator was made: they were leaving, and the ranks that stay hold their tiles already: the shrink "
+            "is finished without them, and nothing is recovered");
+}
+
+TEST(ResizeLoss, ARankThatStaysLostAfterAShrinksHandOffIsRefusedWithThePhaseNamed) {
+  const auto d = decide(ResizeKind::shrink, ResizePhase::attach, false, false);
+  EXPECT_EQ(d.action, ResizeLossAction::refuse);
+  EXPECT_EQ(d.reason,
+            "after the hand-off of the leavers' tiles of the shrink (its barrier passed), before the survivors' "
+            "communicator was made: no copy of the tiles as they are exists (the copies from before the shrink were "
+            "dropped, and the checkpoint after it is not complete)");
+}
+
+TEST(ResizeLoss, OnlyLeaversLostCountsOnlyAfterAShrinksHandOff) {
+  // During the hand-off nothing changed yet: the shrink is given up as for any loss there.
+  ResizeLossFacts during{ResizeKind::shrink, ResizePhase::hand_off, true, false};
+  during.only_leavers_lost = true;
+  EXPECT_EQ(on_loss_during_resize(during).action, ResizeLossAction::give_up);
+  // Once the first iteration started, the leavers are gone already; a loss then is refused or
+  // carried on by the checkpoint, as without the flag.
+  ResizeLossFacts later{ResizeKind::shrink, ResizePhase::first_iteration_start, false, false};
+  later.only_leavers_lost = true;
+  EXPECT_EQ(on_loss_during_resize(later).action, ResizeLossAction::refuse);
+  ResizeLossFacts expand{ResizeKind::expand, ResizePhase::attach, false, false};
+  expand.only_leavers_lost = true;
+  EXPECT_EQ(on_loss_during_resize(expand).action, ResizeLossAction::refuse);
+}
+
 TEST(ResizeLoss, ActionsHaveNames) {
+  EXPECT_STREQ(bellows::runtime::to_string(ResizeLossAction::finish_without_lost), "finish_without_lost");
   EXPECT_STREQ(bellows::runtime::to_string(ResizeLossAction::give_up), "give_up");
   EXPECT_STREQ(bellows::runtime::to_string(ResizeLossAction::carry_on), "carry_on");
   EXPECT_STREQ(bellows::runtime::to_string(ResizeLossAction::refuse), "refuse");

@@ -10,6 +10,10 @@ std::string phase_text(ResizeKind kind, ResizePhase phase) {
     case ResizePhase::hand_off:
       return "during the hand-off of the leavers' tiles of " + resize;
     case ResizePhase::attach:
+      if (kind == ResizeKind::shrink) {
+        return "after the hand-off of the leavers' tiles of " + resize +
+               " (its barrier passed), before the survivors' communicator was made";
+      }
       return "while the runtime moved onto the communicator of " + resize;
     case ResizePhase::first_iteration_start:
       return "at the start of the first iteration after " + resize + " (its tile moves), before its checkpoint";
@@ -37,6 +41,14 @@ ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts) {
     decision.action = ResizeLossAction::carry_on;
     decision.reason = where + ": the " + to_string(facts.kind) +
                       " stands, and the job recovers from the checkpoint completed after it";
+    return decision;
+  }
+  if (facts.kind == ResizeKind::shrink && facts.phase == ResizePhase::attach && facts.only_leavers_lost) {
+    // The hand-off completed on every rank: the ranks that stay hold the leavers' tiles, and
+    // the lost were leaving anyway.
+    decision.action = ResizeLossAction::finish_without_lost;
+    decision.reason = where + ": they were leaving, and the ranks that stay hold their tiles already: the "
+                      "shrink is finished without them, and nothing is recovered";
     return decision;
   }
   if (!tiles_may_have_moved(facts.phase) && facts.copies_before_kept) {
@@ -73,6 +85,8 @@ const char* to_string(ResizeLossAction action) noexcept {
       return "carry_on";
     case ResizeLossAction::refuse:
       return "refuse";
+    case ResizeLossAction::finish_without_lost:
+      return "finish_without_lost";
   }
   return "refuse";
 }

@@ -12,6 +12,7 @@
 
 #include "bellows/runtime/loss_notices.hpp"
 #include "bellows/runtime/rebuild.hpp"
+#include "bellows/runtime/resize_loss.hpp"
 #include "peer_watch.hpp"
 #include "rank_set_text.hpp"
 #include "sleeping_wait.hpp"
@@ -71,6 +72,17 @@ struct FirstTaskBuffers {
   std::vector<std::int64_t> all;         // every rank's, on rank 0
   MPI_Request request = MPI_REQUEST_NULL;
 };
+
+/// The buffers of a shrink's numbers (bytes handed off and tasks the leavers ran, summed; the
+/// slowest hand-off), kept alike when a loss leaves their collectives to MPI.
+struct ShrinkNumbers {
+  std::array<unsigned long long, 2> sums{};
+  double slowest = 0.0;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+/// How long the survivors of a loss after a shrink's hand-off take to agree on it and rebuild.
+constexpr auto kLateShrinkLossTimeout = std::chrono::seconds(30);
 
 template <typename Buffers>
 void keep_until_exit(std::unique_ptr<Buffers> buffers) {
@@ -448,14 +460,37 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
                    rank_set_text(handoff.lost) + " were lost during the hand-off of the tiles (" + event.reason + ")";
     return Outcome::refused;
   }
+  for (const auto& callback : on_handed_off_) callback(event);
   const Rebalance rebalance = runtime_->last_rebalance();
-  unsigned long long bytes = handoff.bytes_moved, all_bytes = 0;
-  double seconds = handoff.seconds, slowest = 0.0;
-  check(MPI_Reduce(&bytes, &all_bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, before), "MPI_Reduce");
-  check(MPI_Reduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, before), "MPI_Reduce");
+  // The shrink's numbers, over every rank: the first collective after the hand-off's barrier.
+  // It is watched as the hand-off is, so that a rank lost from the barrier on fails it on every
+  // survivor (none can complete it without the lost rank's part) instead of ending them in an
+  // MpiError or leaving them waiting (finish_shrink_after_loss).
+  auto numbers = std::make_unique<ShrinkNumbers>();
   // What the leavers ran stays counted: a final report lists only the ranks left.
-  unsigned long long ran = handoff.leaving ? runtime_->stats().tasks_executed : 0, leavers_ran = 0;
-  check(MPI_Reduce(&ran, &leavers_ran, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, before), "MPI_Reduce");
+  numbers->sums = {handoff.bytes_moved, handoff.leaving ? runtime_->stats().tasks_executed : 0};
+  numbers->slowest = handoff.seconds;
+  std::vector<int> lost;
+  {
+    const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+    const ErrorsReturned errors_returned(before);
+    PeerWatch watch(before, rank(), size());
+    watch.arm();
+    int posted = MPI_Iallreduce(MPI_IN_PLACE, numbers->sums.data(), 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, before,
+                                &numbers->request);
+    bool completed = completed_watched(posted, numbers->request, watch, "MPI_Iallreduce");
+    if (completed) {
+      posted = MPI_Iallreduce(MPI_IN_PLACE, &numbers->slowest, 1, MPI_DOUBLE, MPI_MAX, before, &numbers->request);
+      completed = completed_watched(posted, numbers->request, watch, "MPI_Iallreduce");
+    }
+    if (!completed) lost = watch.lost();
+  }
+  if (!lost.empty()) {
+    if (numbers->request != MPI_REQUEST_NULL) keep_until_exit(std::move(numbers));
+    return finish_shrink_after_loss(request, event, handoff, lost);
+  }
+  const unsigned long long all_bytes = numbers->sums[0], leavers_ran = numbers->sums[1];
+  const double slowest = numbers->slowest;
   const bool was_rank_zero = rank() == 0;
   const int old_rank = rank();
   const auto& shrunk = membership_.shrink(request.remove);
@@ -494,6 +529,62 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
                           {"tiles_migrated", rebalance.tiles},
                           {"tasks_migrated", rebalance.tasks},
                           {"shrink_seconds", shrunk.total_seconds}});
+  }
+  return Outcome::resized;
+}
+
+ElasticJob::Outcome ElasticJob::finish_shrink_after_loss(const Request& request, ResizeEvent& event,
+                                                         const ShrinkHandoff& handoff, const std::vector<int>& seen) {
+  // Every survivor failed the shrink's numbers, leavers included: they agree on who is lost
+  // and rebuild the job's communicator without them, as a recovery does (its numbers: the
+  // survivors in their old order). The tiles were handed off everywhere and the checkpoint
+  // copies dropped, so what follows depends only on who was lost.
+  const MPI_Comm before = communicator();
+  const int old_size = size();
+  MPI_Comm_set_errhandler(before, MPI_ERRORS_RETURN);  // agree_on_lost reads the dead's errors
+  std::vector<int> lost;
+  Communicator survivors(
+      rebuild_after_loss(before, seen, std::chrono::steady_clock::now() + kLateShrinkLossTimeout, lost));
+  MPI_Comm old = before;
+  membership_.adopt_survivors(std::move(survivors));  // lets go of `before` without freeing it
+  MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
+
+  std::vector<int> leaving_now;  // the leavers still alive, numbered as the survivors are
+  bool only_leavers_lost = true;
+  for (const int r : lost) {
+    only_leavers_lost = only_leavers_lost && std::count(request.remove.begin(), request.remove.end(), r) > 0;
+  }
+  for (const int r : request.remove) {
+    if (std::binary_search(lost.begin(), lost.end(), r)) continue;
+    leaving_now.push_back(r - static_cast<int>(std::lower_bound(lost.begin(), lost.end(), r) - lost.begin()));
+  }
+  ResizeLossFacts facts{ResizeKind::shrink, ResizePhase::attach, false, false};
+  facts.only_leavers_lost = only_leavers_lost;
+  const ResizeLossDecision decision = on_loss_during_resize(facts);
+  const std::string what = "shrink without ranks " + rank_set_text(request.remove) + ": ranks " +
+                           rank_set_text(lost) + " were lost " + decision.reason;
+  if (decision.action != ResizeLossAction::finish_without_lost) throw RecoveryError(what);
+
+  double shrink_seconds = 0.0;
+  if (!leaving_now.empty()) {
+    shrink_seconds = membership_.shrink(leaving_now).total_seconds;
+    if (handoff.leaving) return Outcome::left;
+    loss_notices().renumber_at_shrink(leaving_now);  // rebuild_after_loss renumbered the rest
+  }
+  runtime_->attach_shrunk(communicator());
+  if (rank() == 0) {
+    telemetry_.push_back({{"id", event.id},
+                          {"before_iteration", event.before_iteration + 1},
+                          {"from_ranks", old_size},
+                          {"to_ranks", size()},
+                          {"remove", request.remove},
+                          {"reason", request.reason},
+                          {"requested_by", event.requested_by},
+                          {"lost_after_hand_off", lost},
+                          {"loss", what},
+                          {"tiles_migrated", runtime_->last_rebalance().tiles},
+                          {"tasks_migrated", runtime_->last_rebalance().tasks},
+                          {"shrink_seconds", shrink_seconds}});
   }
   return Outcome::resized;
 }

@@ -14,7 +14,9 @@
 //   - once the checkpoint after the resize is complete: the resize stands, and the job
 //     recovers from that checkpoint;
 //   - in between, or before the step without the copies from before: no copy of the tiles as
-//     they are exists, and the recovery is refused with the phase named.
+//     they are exists, and the recovery is refused with the phase named;
+//   - after a shrink's hand-off, when only leavers were lost: the ranks that stay hold every
+//     tile already, and the shrink is finished without them (nothing to recover).
 //
 // Pure: the runtime says which phase it was in and which copies it holds; this decides.
 
@@ -43,6 +45,7 @@ enum class ResizeLossAction {
   give_up,   ///< the resize is undone (nothing changed); recover from the copies from before it
   carry_on,  ///< the resize stands; recover from the checkpoint completed after it
   refuse,    ///< no copy of the tiles as they are: the recovery is refused (ResizeLossDecision::reason)
+  finish_without_lost,  ///< a shrink whose lost ranks were all leaving: it is finished without them
 };
 
 /// What the runtime knows when the loss is found.
@@ -53,6 +56,8 @@ struct ResizeLossFacts {
   bool copies_before_kept = false;
   /// The first checkpoint after the resize is complete at every holder.
   bool checkpoint_after_complete = false;
+  /// Every rank lost was one the shrink removes (only meaningful for a shrink).
+  bool only_leavers_lost = false;
 };
 
 struct ResizeLossDecision {
@@ -70,7 +75,7 @@ struct ResizeLossDecision {
 
 /// "expand", "shrink" or "re-grid".
 [[nodiscard]] const char* to_string(ResizeKind kind) noexcept;
-/// "give_up", "carry_on" or "refuse".
+/// "give_up", "carry_on", "refuse" or "finish_without_lost".
 [[nodiscard]] const char* to_string(ResizeLossAction action) noexcept;
 
 }  // namespace bellows::runtime

@@ -110,6 +110,10 @@ class ElasticJob {
   void on_resize_commit(Callback callback) { on_commit_.push_back(std::move(callback)); }
   /// A request that could not be carried out: the event's reason says why.
   void on_resize_refused(Callback callback) { on_refused_.push_back(std::move(callback)); }
+  /// A shrink whose tiles were handed off on every rank (the hand-off's barrier passed): from
+  /// here on it is no longer given up. Runs on every rank, leavers included, before the
+  /// shrink's numbers are gathered and the survivors' communicator is made.
+  void on_tiles_handed_off(Callback callback) { on_handed_off_.push_back(std::move(callback)); }
 
   /// What apply_pending() did on this rank.
   enum class Outcome { none, resized, refused, left };
@@ -119,7 +123,11 @@ class ElasticJob {
   /// added then would join at iteration 0, where the job's initial members join, and could
   /// not be told from them; requests posted before the first iteration wait for the
   /// second. Returns Outcome::left on a rank that has just left the job: it must
-  /// destroy its runtime, stop and finalize MPI. Throws MpiError when MPI fails.
+  /// destroy its runtime, stop and finalize MPI. Throws MpiError when MPI fails. A rank
+  /// lost right after a shrink's hand-off (in the shrink's numbers): the survivors rebuild
+  /// without it; a lost leaver is left out and the shrink finishes; a lost rank that stays
+  /// throws RecoveryError alike on every survivor (the job's communicator is then theirs;
+  /// treat it as the end of the job), or RebuildError when the rebuild fails.
   Outcome apply_pending(int iteration);
 
   /// After an iteration that lost ranks (IterationReport::lost_ranks, completed() false), on
@@ -187,6 +195,12 @@ class ElasticJob {
   void time_first_tasks(const IterationReport& report);
   Outcome expand(const Request& request, ResizeEvent& event, int iteration);
   Outcome shrink(const Request& request, ResizeEvent& event);
+  /// shrink() after a loss that broke its numbers' collectives (after the hand-off's barrier):
+  /// the survivors agree on the lost and rebuild without them, then on_loss_during_resize
+  /// decides: finish the shrink without them (they were all leaving), or throw RecoveryError,
+  /// alike on every survivor.
+  Outcome finish_shrink_after_loss(const Request& request, ResizeEvent& event, const ShrinkHandoff& handoff,
+                                   const std::vector<int>& seen);
   /// After a recovery: the boundary this rank joined through, if the roll-back returns to
   /// it, is agreed on like any other (apply_pending no longer skips it).
   void replays_the_join_boundary();
@@ -204,6 +218,7 @@ class ElasticJob {
   std::vector<Callback> on_start_;
   std::vector<Callback> on_commit_;
   std::vector<Callback> on_refused_;
+  std::vector<Callback> on_handed_off_;
 
   std::int64_t expand_request_steady_ns_ = 0;  // of the latest expand, for the latency
   int first_new_rank_ = -1;                    // of the latest expand, until it ran once
