@@ -3,8 +3,8 @@
 `bellows run --pmix-native --nodes 2:4` of pmix_elastic_client (PMIx_Init as a client, no
 Bellows library), whose ranks are the members of the job's newest process set. At the start and
 after each resize every rank of the job logs what it read (PMIX_JOB_SIZE, PMIX_NUM_NODES and
-PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE) and a fence with collected data among all the job's
-ranks, with every member's key got back.
+PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE), a fence with collected data among all the job's
+ranks, with every member's key got back, and one over the whole namespace (PMIX_RANK_WILDCARD).
 
 1. The start: ranks 0 and 1 read size 2, nodes local0,local1; their fence works.
 2. `bellows resize +1`: the grow commits once rank 2's client connected; ranks 0, 1 (on the old
@@ -57,7 +57,7 @@ def main():
         """Every rank of `ranks` logged the job of those ranks on the nodes nodes_of[rank]."""
         members = ",".join(str(r) for r in ranks)
         line = (f"members {members} size {len(ranks)} num_nodes {len(ranks)} nodes "
-                + ",".join(nodes_of[r] for r in ranks) + f" fence ok keys {len(ranks)}")
+                + ",".join(nodes_of[r] for r in ranks) + f" fence ok keys {len(ranks)} wildcard ok")
         t.wait_for(job, f"{what}: every rank logging {line!r}",
                    lambda: all(log_of(r) and log_of(r)[-1] == line for r in ranks), seconds,
                    why_not=lambda: "; logs: " + "; ".join(f"{r}: {log_of(r)}" for r in range(5)))
