@@ -213,7 +213,7 @@ class ControllerService {
   /// it changed).
   void publish_job_view();
   /// Tells the fences the job's ranks of the view just published and the numbers that left
-  /// (a PMIx-native program's wildcard fence means the ranks in the job); sends what ends.
+  /// (a wildcard fence over the job means the ranks in it); sends the releases of what ends.
   void fences_job_changed();
 
   /// The job record as it is now; written when it differs from the last one written.

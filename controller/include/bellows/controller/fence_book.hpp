@@ -21,8 +21,8 @@
 // a shrink and a grow the job may be ranks 0, 1 and 4. Once told the job's ranks (job_changed),
 // the book reads the wildcard of the job's namespace as those ranks, not as 0..size-1, refuses a
 // fence that names a rank that left, and ends a fence still waiting for one when it leaves.
-// Until then (a job whose ranks attach through libbellows), the wildcard means 0..size-1 of the
-// namespace size the contributions give.
+// Until then, and for another namespace, the wildcard means 0..size-1 of the namespace size the
+// contributions give.
 
 #include <bellows/protocol/messages.hpp>
 
