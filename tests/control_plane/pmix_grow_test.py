@@ -61,7 +61,7 @@ def main():
         t.wait_for(job, f"{what}: every rank logging {line!r}",
                    lambda: all(log_of(r) and log_of(r)[-1] == line for r in ranks), seconds,
                    why_not=lambda: "; logs: " + "; ".join(f"{r}: {log_of(r)}" for r in range(5)))
-        t.log(f"{what}: ranks {members} read size {len(ranks)} and their nodes, and fenced among themselves")
+        t.log(f"{what}: ranks {members} read size {len(ranks)} and their nodes, and fenced among themselves and over the namespace")
 
     def finished(kind, count):
         s = t.status()
