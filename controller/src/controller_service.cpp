@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <cstdio>
 #include <cstring>
 
@@ -226,9 +227,26 @@ void ControllerService::publish_job_view() {
   if (view != published_view_) {
     published_view_ = std::move(view);
     nodes_with_view_.clear();
+    if (!options_.rank_launch.command.empty()) fences_job_changed();
   }
   for (const auto& [node, peer] : daemons_) {
     if (nodes_with_view_.insert(node).second) server_->notify(peer, published_view_);
+  }
+}
+
+void ControllerService::fences_job_changed() {
+  // The view's ranks are the committed ones; a number no node of the job map holds any more left.
+  std::vector<std::uint32_t> ranks;
+  for (const std::uint32_t rank : published_view_.node_pmix_ranks)
+    if (rank != protocol::kNoRank) ranks.push_back(rank);
+  std::set<std::uint32_t> mapped;
+  for (const auto& [node, rank] : job_control_.job_map()) mapped.insert(rank);
+  std::vector<std::uint32_t> departed;
+  for (std::uint32_t rank = 0; rank < published_view_.pmix_rank_nodes.size(); ++rank)
+    if (!mapped.contains(rank)) departed.push_back(rank);
+  for (const FenceReleaseFor& release : fences_.job_changed(ranks, departed)) {
+    std::fprintf(stderr, "bellows run: info: %s\n", release.release.text.c_str());
+    send(release.node, release.release);
   }
 }
 

@@ -12,6 +12,15 @@ std::string member_text(const std::string& nspace, std::uint32_t rank) {
   return nspace + ":" + (rank == kWildcardRank ? std::string("*") : std::to_string(rank));
 }
 
+std::string ranks_text(const std::set<std::uint32_t>& ranks) {
+  std::string text;
+  for (const std::uint32_t rank : ranks) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(rank);
+  }
+  return text.empty() ? "none" : text;
+}
+
 }  // namespace
 
 FenceBook::FenceBook(std::string job_nspace) : job_nspace_(std::move(job_nspace)) {}
@@ -41,6 +50,12 @@ std::vector<FenceReleaseFor> FenceBook::contribute(const std::string& node,
                                       {}}}};
   };
 
+  for (const auto& [nspace, rank] : key) {
+    if (nspace == job_nspace_ && departed_.contains(rank))
+      return refuse("participant " + member_text(nspace, rank) + " left the job (its ranks now: " +
+                    ranks_text(job_ranks_) + ")");
+  }
+
   auto& queue = fences_[key];
   // The first fence of this set the node has not contributed to yet is the one it joins.
   auto fence = std::ranges::find_if(queue, [&node](const Fence& f) {
@@ -53,11 +68,7 @@ std::vector<FenceReleaseFor> FenceBook::contribute(const std::string& node,
     created.sizes = sizes;
     created.collect = contribution.collect_data != 0;
     for (const auto& [nspace, rank] : key) {
-      if (rank != kWildcardRank) {
-        created.missing.insert({nspace, rank});
-        continue;
-      }
-      for (std::uint32_t r = 0; r < sizes[nspace]; ++r) created.missing.insert({nspace, r});
+      for (const std::uint32_t r : ranks_of(nspace, rank, sizes[nspace])) created.missing.insert({nspace, r});
     }
     queue.push_back(std::move(created));
     fence = std::prev(queue.end());
@@ -123,6 +134,40 @@ std::vector<FenceReleaseFor> FenceBook::lost(const std::vector<std::uint32_t>& l
   }
   drop_empty_keys();
   return releases;
+}
+
+std::vector<FenceReleaseFor> FenceBook::job_changed(const std::vector<std::uint32_t>& ranks,
+                                                   const std::vector<std::uint32_t>& departed) {
+  job_ranks_known_ = true;
+  job_ranks_ = std::set<std::uint32_t>(ranks.begin(), ranks.end());
+  departed_.insert(departed.begin(), departed.end());
+  std::vector<FenceReleaseFor> releases;
+  for (auto& [key, queue] : fences_) {
+    for (auto it = queue.begin(); it != queue.end();) {
+      const auto gone = std::ranges::find_if(it->missing, [this](const Member& m) {
+        return m.nspace == job_nspace_ && departed_.contains(m.rank);
+      });
+      if (gone == it->missing.end()) {
+        ++it;
+        continue;
+      }
+      const std::string why = "fence over " + it->participants + ": participant " +
+                              member_text(gone->nspace, gone->rank) + " left the job";
+      for (auto& release : finish(*it, CollectiveStatus::participant_lost, why)) releases.push_back(std::move(release));
+      it = queue.erase(it);
+    }
+  }
+  drop_empty_keys();
+  return releases;
+}
+
+std::vector<std::uint32_t> FenceBook::ranks_of(const std::string& nspace, std::uint32_t rank,
+                                               std::uint32_t size) const {
+  if (rank != kWildcardRank) return {rank};
+  if (nspace == job_nspace_ && job_ranks_known_) return {job_ranks_.begin(), job_ranks_.end()};
+  std::vector<std::uint32_t> all;
+  for (std::uint32_t r = 0; r < size; ++r) all.push_back(r);
+  return all;
 }
 
 std::string FenceBook::doomed(const Fence& fence, const std::set<std::uint32_t>& lost_ranks) const {

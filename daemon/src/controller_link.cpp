@@ -495,6 +495,8 @@ struct ControllerLink::State {
     const auto here = std::ranges::find(view.nodes, options.node_name) - view.nodes.begin();
     const bool leaving = static_cast<std::size_t>(here) >= view.node_pmix_ranks.size() ||
                          view.node_pmix_ranks[static_cast<std::size_t>(here)] == protocol::kNoRank;
+    // A wildcard fence over the job means its ranks now, which need not be 0..n-1.
+    if (const auto relay = collectives) relay->job_ranks(view.job, ranks, static_cast<std::uint32_t>(map.size()));
     if (!leaving) {
       try {
         // The job first: a client that hears of the set and asks for the job reads it as it is now.

@@ -203,6 +203,14 @@ class LocalLauncher::Impl {
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("launch " + spec.nspace + ": " + e.what());
     }
+    // The ranks started here are the node's own: another number the map puts on this node
+    // left the job (a shrink took it, then a grow gave the node a new number), and counted as a
+    // local peer it would hold up every fence naming it on this node's PMIx server.
+    // (A rank to start that is not here is refused by the caller.)
+    std::vector<std::uint32_t> started_here;
+    for (const std::uint32_t rank : plan.local.ranks)
+      if (std::ranges::find(spec.ranks_to_start, rank) != spec.ranks_to_start.end()) started_here.push_back(rank);
+    if (!started_here.empty()) plan.local.ranks = std::move(started_here);
     {
       std::lock_guard lock(mutex_);
       if (!registered_.emplace(spec.nspace, plan).second)

@@ -51,6 +51,14 @@ void answer_pmix(pmix_modex_cbfunc_t cbfunc, void* cbdata, pmix_status_t status,
 struct NamespaceLayout {
   std::uint32_t size = 0;
   std::set<std::uint32_t> local;
+  /// The ranks a wildcard means, when they are not 0..size-1 (CollectiveRelay::job_ranks).
+  std::optional<std::set<std::uint32_t>> ranks;
+};
+
+/// The ranks of a job whose numbers need not be 0..n-1 (CollectiveRelay::job_ranks).
+struct KnownJobRanks {
+  std::set<std::uint32_t> ranks;
+  std::uint32_t numbers_given = 0;
 };
 
 /// PMIX_JOB_SIZE and PMIX_LOCAL_PEERS of `nspace`, or the reason they cannot be had.
@@ -115,10 +123,23 @@ struct CollectiveRelay::State {
   std::map<std::uint64_t, PendingAnswer> fences;
   std::map<std::uint64_t, PendingAnswer> modex;
   std::uint64_t next_id = 1;
+  std::map<std::string, KnownJobRanks> job_ranks;
   Counters counters;
   /// Set while the controller is gone (controller_gone()): why what needs it fails.
   std::optional<std::string> controller_gone_why;
   Worker worker;  // last: stopped (joined) first when the state goes
+
+  /// namespace_layout(), with the job's ranks and numbers given where job_ranks() told them.
+  std::optional<NamespaceLayout> layout_of(const std::string& nspace, std::string& why) {
+    auto layout = namespace_layout(nspace, why);
+    if (!layout) return layout;
+    std::lock_guard lock(mutex);
+    if (const auto known = job_ranks.find(nspace); known != job_ranks.end()) {
+      layout->size = known->second.numbers_given;
+      layout->ranks = known->second.ranks;
+    }
+    return layout;
+  }
 
   /// On the worker: a fence_nb upcall.
   void contribute(const std::vector<Participant>& participants, bool collect, std::string data,
@@ -130,7 +151,7 @@ struct CollectiveRelay::State {
     for (const Participant& p : participants) {
       what += (c.participant_nspaces.empty() ? "" : ",") + p.nspace + ":" + rank_text(p.rank);
       if (!layouts.contains(p.nspace)) {
-        auto layout = namespace_layout(p.nspace, why);
+        auto layout = layout_of(p.nspace, why);
         if (!layout) break;
         layouts[p.nspace] = std::move(*layout);
       }
@@ -153,6 +174,10 @@ struct CollectiveRelay::State {
       const NamespaceLayout& layout = layouts[p.nspace];
       if (p.rank != protocol::kWildcardRank) {
         members.emplace(p.nspace, p.rank);
+        continue;
+      }
+      if (layout.ranks) {
+        for (const std::uint32_t r : *layout.ranks) members.emplace(p.nspace, r);
         continue;
       }
       for (std::uint32_t r = 0; r < layout.size; ++r) members.emplace(p.nspace, r);
@@ -197,9 +222,9 @@ struct CollectiveRelay::State {
       ++counters.modex_requests;
     }
     std::string why;
-    if (const auto layout = namespace_layout(proc.nspace, why); layout && proc.rank >= layout->size) {
+    if (const auto layout = layout_of(proc.nspace, why); layout && proc.rank >= layout->size) {
       // PMIx asks for ranks past the namespace's end too: no node can have them.
-      spdlog::debug("data of {}:{}: the namespace has {} rank(s)", proc.nspace, proc.rank, layout->size);
+      spdlog::debug("data of {}:{}: the namespace has {} rank number(s)", proc.nspace, proc.rank, layout->size);
       answer_pmix(cbfunc, cbdata, PMIX_ERR_NOT_FOUND, {});
       return;
     }
@@ -382,6 +407,12 @@ void CollectiveRelay::controller_back() {
     std::lock_guard lock(state->mutex);
     state->controller_gone_why.reset();
   });
+}
+
+void CollectiveRelay::job_ranks(const std::string& nspace, const std::vector<std::uint32_t>& ranks,
+                                std::uint32_t numbers_given) {
+  std::lock_guard lock(state_->mutex);
+  state_->job_ranks[nspace] = KnownJobRanks{{ranks.begin(), ranks.end()}, numbers_given};
 }
 
 CollectiveRelay::Counters CollectiveRelay::counters() const {

@@ -7,12 +7,14 @@
  * At its start and each time the job's ranks change, a rank that is one of them re-reads its job
  * (PMIX_JOB_SIZE, PMIX_NUM_NODES and PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE), puts a key
  * named after the members ("elastic.0,1,2", its rank + 1),
- * fences with collected data among them all, and gets every member's key; it appends one line
- * to OUT_DIR/rank-R.log:
+ * fences with collected data among them all, gets every member's key, then fences with collected
+ * data over the whole namespace (PMIX_RANK_WILDCARD, which means the ranks in the job now); it
+ * appends one line to OUT_DIR/rank-R.log:
  *
- *   members 0,1,2 size 3 num_nodes 3 nodes local0,local1,local2 fence ok keys 3
+ *   members 0,1,2 size 3 num_nodes 3 nodes local0,local1,local2 fence ok keys 3 wildcard ok
  *
- * ("fence FAILED-STATUS" when the fence failed). A rank that is not in the new set leaves: it
+ * ("fence FAILED-STATUS" when the fence failed, "wildcard FAILED-STATUS" when the second did;
+ * without the first, no second: "wildcard NOT-AVAILABLE"). A rank that is not in the new set leaves: it
  * appends "left", calls PMIx_Finalize and exits 0. Every rank ends (PMIx_Finalize, exit 0) once
  * OUT_DIR/stop exists; after 120 s without it, exit 1. Exit 1 too when PMIx_Init fails. */
 #include <pmix.h>
@@ -145,8 +147,16 @@ static void take_part(FILE* log, const pmix_proc_t* me, const pmix_rank_t* membe
       ++keys;
     if (got != NULL) PMIX_VALUE_RELEASE(got);
   }
-  fprintf(log, "members %s size %ld num_nodes %ld nodes %s fence %s keys %d\n", listed, size, num_nodes, nodes,
-          rc == PMIX_SUCCESS ? "ok" : PMIx_Error_string(rc), keys);
+  /* Then a fence over the whole namespace (PMIX_RANK_WILDCARD): the ranks in the job now. */
+  pmix_status_t whole = PMIX_ERR_NOT_AVAILABLE;
+  if (rc == PMIX_SUCCESS) {
+    PMIX_INFO_LOAD(&collect, PMIX_COLLECT_DATA, NULL, PMIX_BOOL);
+    whole = PMIx_Fence(&job, 1, &collect, 1);
+    PMIX_INFO_DESTRUCT(&collect);
+  }
+  fprintf(log, "members %s size %ld num_nodes %ld nodes %s fence %s keys %d wildcard %s\n", listed, size, num_nodes,
+          nodes, rc == PMIX_SUCCESS ? "ok" : PMIx_Error_string(rc), keys,
+          whole == PMIX_SUCCESS ? "ok" : PMIx_Error_string(whole));
   fflush(log);
 }
 

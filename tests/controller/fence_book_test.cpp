@@ -212,5 +212,77 @@ TEST(FenceBook, RefusesContributionsThatContradictTheFence) {
   EXPECT_EQ(book.waiting_for(0), (std::vector<std::string>{"job:1", "job:2"}));
 }
 
+// After a shrink took ranks 2 and 3 and a grow gave number 4, the job is ranks 0, 1, 4 and the
+// contributions give 5 as the namespace's size (the numbers given so far).
+TEST(FenceBook, AWildcardFenceMeansTheJobsRanksOnceTheyAreKnown) {
+  FenceBook book("job");
+  EXPECT_TRUE(book.job_changed({0, 1, 4}, {2, 3}).empty());
+  EXPECT_TRUE(book.contribute("n0", whole_job(1, 0, 5)).empty());
+  EXPECT_EQ(book.waiting_for(0), (std::vector<std::string>{"job:1", "job:4"}));
+  EXPECT_TRUE(book.contribute("n4", whole_job(2, 4, 5)).empty());
+  const auto releases = book.contribute("n1", whole_job(3, 1, 5));
+  const std::vector<std::string> data{"blob0", "blob4", "blob1"};
+  EXPECT_EQ(releases, (std::vector<FenceReleaseFor>{{"n0", FenceRelease{1, CollectiveStatus::ok, "", data}},
+                                                     {"n4", FenceRelease{2, CollectiveStatus::ok, "", data}},
+                                                     {"n1", FenceRelease{3, CollectiveStatus::ok, "", data}}}));
+  EXPECT_EQ(book.pending(), 0u);
+}
+
+TEST(FenceBook, AFenceAmongTheJobsRanksWithAGapCompletes) {
+  FenceBook book("job");
+  book.job_changed({0, 1, 4}, {2, 3});
+  EXPECT_TRUE(book.contribute("n4", among(7, {0, 1, 4}, 4, 5)).empty());
+  EXPECT_TRUE(book.contribute("n0", among(8, {0, 1, 4}, 0, 5)).empty());
+  EXPECT_EQ(book.waiting_for(0), (std::vector<std::string>{"job:1"}));
+  const auto releases = book.contribute("n1", among(9, {0, 1, 4}, 1, 5));
+  ASSERT_EQ(releases.size(), 3u);
+  for (const auto& r : releases) EXPECT_EQ(r.release.status, CollectiveStatus::ok) << r.node;
+}
+
+TEST(FenceBook, AFenceNamingARankThatLeftIsRefused) {
+  FenceBook book("job");
+  book.job_changed({0, 1, 4}, {2, 3});
+  EXPECT_EQ(book.contribute("n0", among(5, {0, 1, 2}, 0, 5)),
+            (std::vector<FenceReleaseFor>{
+                {"n0", FenceRelease{5, CollectiveStatus::refused,
+                                    "fence over job:0,job:1,job:2: contribution 5 of n0 refused: participant job:2 "
+                                    "left the job (its ranks now: 0,1,4)",
+                                    {}}}}));
+  EXPECT_EQ(book.pending(), 0u);
+}
+
+TEST(FenceBook, AFenceStillWaitingForARankThatLeavesEndsAndTheOthersWait) {
+  FenceBook book("job");
+  book.job_changed({0, 1, 2, 3}, {});
+  EXPECT_TRUE(book.contribute("n0", whole_job(1, 0, 4)).empty());      // waits for 1, 2, 3
+  EXPECT_TRUE(book.contribute("n0", among(2, {0, 1}, 0, 4)).empty());  // waits for 1
+  const auto releases = book.job_changed({0, 1, 2}, {3});
+  EXPECT_EQ(releases, (std::vector<FenceReleaseFor>{
+                          {"n0", FenceRelease{1, CollectiveStatus::participant_lost,
+                                              "fence over job:*: participant job:3 left the job", {}}}}));
+  EXPECT_EQ(book.pending(), 1u);
+  EXPECT_EQ(book.waiting_for(0), (std::vector<std::string>{"job:1"}));
+  // A wildcard fence begun now means the three ranks left.
+  EXPECT_TRUE(book.contribute("n1", whole_job(3, 1, 4)).empty());
+  EXPECT_EQ(book.waiting_for(1), (std::vector<std::string>{"job:0", "job:2"}));
+}
+
+TEST(FenceBook, BeforeTheJobsRanksAreKnownTheWildcardMeansZeroToSize) {
+  FenceBook book("job");
+  EXPECT_TRUE(book.contribute("n1", whole_job(1, 1, 3)).empty());
+  EXPECT_EQ(book.waiting_for(0), (std::vector<std::string>{"job:0", "job:2"}));
+  // Rank 2 leaves: the fence waiting for it ends. Another namespace's wildcard stays
+  // 0..size-1 once the job's ranks are known.
+  const auto ended = book.job_changed({0, 1, 4}, {2, 3});
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].node, "n1");
+  EXPECT_EQ(ended[0].release.text, "fence over job:*: participant job:2 left the job");
+  FenceContribution other = whole_job(2, 0, 2);
+  other.participant_nspaces = {"tool"};
+  other.local_nspaces = {"tool"};
+  EXPECT_TRUE(book.contribute("n0", other).empty());
+  EXPECT_EQ(book.waiting_for(0), (std::vector<std::string>{"tool:1"}));
+}
+
 }  // namespace
 }  // namespace bellows::controller

@@ -291,4 +291,35 @@ TEST_F(PmixFenceTest, WhileTheControllerIsGoneFencesFailAtOnceAndOnceItIsBackThe
   allow_log("fence over job:0,job:1 failed (" + d::status_string(PMIX_ERR_UNREACH) + "): " + why);
 }
 
+// After a shrink (rank 1 left, its number kept): the relay told the job's ranks, a wildcard
+// fence means rank 0 alone, which this node hosts, so it completes here.
+TEST_F(PmixFenceTest, AWildcardFenceMeansTheJobsRanksTheRelayWasTold) {
+  relay_->job_ranks("job", {0}, 2);
+  auto client = start_rank_zero_of(2, {"victim", (dir_ / "out").string(), "1"});
+  const auto r = result(0);
+  EXPECT_EQ(r.value("first_fence", ""), "SUCCESS") << r.dump();
+  EXPECT_EQ(r.value("second_fence_code", -1), PMIX_SUCCESS) << r.dump();
+  EXPECT_EQ(client->wait_exit(10s), std::optional<int>(0));
+  EXPECT_FALSE(outbox_.pop(100ms).has_value()) << "a fence of the node's only rank went to the controller";
+  EXPECT_EQ(relay_->counters().fences_local, 2u);
+}
+
+// Ranks 0, 1 and 4 out of 5 numbers given: the wildcard's contribution gives 5 as the size and
+// waits for the controller (ranks 1 and 4 are elsewhere).
+TEST_F(PmixFenceTest, AWildcardFenceOverRanksWithAGapGivesTheNumbersGivenAsTheSize) {
+  relay_->job_ranks("job", {0, 1, 4}, 5);
+  auto client = start_rank_zero_of(2, {"victim", (dir_ / "out").string(), "1"});
+  const auto first = next<protocol::FenceContribution>();
+  EXPECT_EQ(first.participant_ranks, std::vector<std::uint32_t>{protocol::kWildcardRank});
+  EXPECT_EQ(first.nspace_sizes, std::vector<std::uint32_t>{5});
+  EXPECT_EQ(first.local_ranks, std::vector<std::uint32_t>{0});
+  relay_->released(protocol::FenceRelease{first.contribution_id, protocol::CollectiveStatus::ok, "", {first.data}});
+  const auto second = next<protocol::FenceContribution>();
+  EXPECT_EQ(second.nspace_sizes, std::vector<std::uint32_t>{5});
+  relay_->released(protocol::FenceRelease{second.contribution_id, protocol::CollectiveStatus::ok, "", {second.data}});
+  const auto r = result(0);
+  EXPECT_EQ(r.value("second_fence_code", -1), PMIX_SUCCESS) << r.dump();
+  EXPECT_EQ(client->wait_exit(10s), std::optional<int>(0));
+}
+
 }  // namespace

@@ -207,6 +207,7 @@ def main(doc, tests, fixture_tests=(), on_failure=None):
     parser.add_argument("--app", help="the gemm example")
     parser.add_argument("--cholesky", help="the cholesky example")
     parser.add_argument("--native-client", help="pmix_native_client, a PMIx-native program in C")
+    parser.add_argument("--elastic-client", help="pmix_elastic_client, a PMIx-native program in C that grows")
     parser.add_argument("--no-job-expansion", action="store_true",
                         help="the cluster runs (start: is started) without permit_job_expansion")
     parser.add_argument("--loopback", action="store_true",

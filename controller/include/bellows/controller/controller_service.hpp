@@ -219,6 +219,9 @@ class ControllerService {
   /// Sends job_view() to every registered daemon that does not hold it yet (all of them when
   /// it changed).
   void publish_job_view();
+  /// Tells the fences the job's ranks of the view just published and the numbers that left
+  /// (a wildcard fence over the job means the ranks in it); sends the releases of what ends.
+  void fences_job_changed();
 
   /// The job record as it is now; written when it differs from the last one written.
   [[nodiscard]] JobRecord job_record() const;

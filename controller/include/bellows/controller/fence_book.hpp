@@ -16,6 +16,13 @@
 // node, or, while a participant's node is unknown (it never contributed), a lost node that has
 // not contributed to the fence. Lost nodes are remembered until they contribute again, so that a
 // fence entered after the loss fails at once rather than waiting for them.
+//
+// The job's ranks need not be 0..n-1: a PMIx rank number that left is not given again, so after
+// a shrink and a grow the job may be ranks 0, 1 and 4. Once told the job's ranks (job_changed),
+// the book reads the wildcard of the job's namespace as those ranks, not as 0..size-1, refuses a
+// fence that names a rank that left, and ends a fence still waiting for one when it leaves.
+// Until then, and for another namespace, the wildcard means 0..size-1 of the namespace size the
+// contributions give.
 
 #include <bellows/protocol/messages.hpp>
 
@@ -53,6 +60,13 @@ class FenceBook {
   std::vector<FenceReleaseFor> lost(const std::vector<std::uint32_t>& lost_ranks,
                                     const std::vector<std::string>& lost_nodes, const std::string& reason);
 
+  /// The job's ranks are now `ranks` (the committed ones: what the wildcard of the job's
+  /// namespace means from now on), and the numbers `departed` left it for good. Fences begun
+  /// before keep their participants, but those still waiting for a departed rank end with
+  /// participant_lost; returns their releases.
+  std::vector<FenceReleaseFor> job_changed(const std::vector<std::uint32_t>& ranks,
+                                           const std::vector<std::uint32_t>& departed);
+
   /// Fences waiting for contributions.
   [[nodiscard]] std::size_t pending() const;
   /// The participants pending fence `index` (in the order they began) still waits for, as
@@ -86,12 +100,19 @@ class FenceBook {
   /// `lost_ranks` of the job's namespace, or on a lost node), or "" while it may.
   [[nodiscard]] std::string doomed(const Fence& fence, const std::set<std::uint32_t>& lost_ranks) const;
   void drop_empty_keys();
+  /// The ranks a participant (nspace, rank) stands for: itself, or for the wildcard the job's
+  /// ranks (job's namespace, once known) or 0..size-1.
+  [[nodiscard]] std::vector<std::uint32_t> ranks_of(const std::string& nspace, std::uint32_t rank,
+                                                    std::uint32_t size) const;
 
   std::string job_nspace_;
   std::map<Key, std::deque<Fence>> fences_;
   std::map<Member, std::string> hosts_;       ///< where contributions placed participants
   std::map<std::string, std::string> lost_nodes_;  ///< lost node -> the loss's reason
   std::uint64_t next_serial_ = 0;
+  bool job_ranks_known_ = false;
+  std::set<std::uint32_t> job_ranks_;     ///< the job's ranks now, once job_changed told them
+  std::set<std::uint32_t> departed_;      ///< numbers of the job's namespace that left it
 };
 
 }  // namespace bellows::controller

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace bellows::daemon {
 
@@ -77,6 +78,12 @@ class CollectiveRelay {
   void controller_gone(const std::string& why);
   /// The controller is reachable again: fences and modex requests go to it as before.
   void controller_back();
+  /// The job's namespace `nspace` is now the ranks `ranks`, out of the `numbers_given` rank
+  /// numbers given so far (0..numbers_given-1; those not in `ranks` left, or join in a grow not
+  /// yet committed). From now on a fence over the namespace's wildcard means `ranks`, and a
+  /// contribution gives `numbers_given` as the namespace's size. Without it (another namespace,
+  /// or before the job's first change), both are PMIX_JOB_SIZE's 0..size-1.
+  void job_ranks(const std::string& nspace, const std::vector<std::uint32_t>& ranks, std::uint32_t numbers_given);
 
   [[nodiscard]] Counters counters() const;
 

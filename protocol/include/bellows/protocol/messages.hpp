@@ -337,8 +337,10 @@ std::string_view to_string(CollectiveStatus status);
 /// A node's part in a PMIx fence (the server's fence_nb upcall, called once every local
 /// participant entered PMIx_Fence). The participants as the clients gave them: participant i is
 /// rank participant_ranks[i] (kWildcardRank: all of them) of namespace participant_nspaces[i],
-/// whose size is nspace_sizes[i]. The participants this node hosts, expanded, are local_nspaces
-/// and local_ranks. The controller releases it (FenceRelease, under contribution_id) once every
+/// whose size is nspace_sizes[i] (for the job's namespace the rank numbers given so far, which
+/// may be more than the ranks in the job: a number that left is not given again, and the
+/// controller reads the job's wildcard as its ranks now). The participants this node hosts,
+/// expanded, are local_nspaces and local_ranks. The controller releases it (FenceRelease, under contribution_id) once every
 /// participant's node contributed; several fences may be in flight, matched by participant set
 /// and order.
 struct FenceContribution {
