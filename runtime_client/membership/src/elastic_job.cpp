@@ -515,22 +515,27 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
   loss_notices().renumber_at_shrink(request.remove);
   runtime_->attach_shrunk(communicator());
   if (was_rank_zero) {
-    telemetry_.push_back({{"id", event.id},
-                          {"before_iteration", event.before_iteration + 1},
-                          {"from_ranks", old_size},
-                          {"to_ranks", size()},
-                          {"remove", request.remove},
-                          {"reason", request.reason},
-                          {"requested_by", event.requested_by},
-                          {"bytes_handed_to_backups", all_bytes / 2},  // sender and receiver count each byte
-                          {"drain_seconds", slowest},
-                          {"tasks_run_by_leaving_ranks", leavers_ran},
-                          {"pinned_tasks_returned_to_backups", unpinned},
-                          {"tiles_migrated", rebalance.tiles},
-                          {"tasks_migrated", rebalance.tasks},
-                          {"shrink_seconds", shrunk.total_seconds}});
+    nlohmann::json record = shrink_record(request, event, old_size);
+    record["bytes_handed_to_backups"] = all_bytes / 2;  // sender and receiver count each byte
+    record["drain_seconds"] = slowest;
+    record["tasks_run_by_leaving_ranks"] = leavers_ran;
+    record["pinned_tasks_returned_to_backups"] = unpinned;
+    record["tiles_migrated"] = rebalance.tiles;
+    record["tasks_migrated"] = rebalance.tasks;
+    record["shrink_seconds"] = shrunk.total_seconds;
+    telemetry_.push_back(std::move(record));
   }
   return Outcome::resized;
+}
+
+nlohmann::json ElasticJob::shrink_record(const Request& request, const ResizeEvent& event, int old_size) const {
+  return {{"id", event.id},
+          {"before_iteration", event.before_iteration + 1},
+          {"from_ranks", old_size},
+          {"to_ranks", size()},
+          {"remove", request.remove},
+          {"reason", request.reason},
+          {"requested_by", event.requested_by}};
 }
 
 ElasticJob::Outcome ElasticJob::finish_shrink_after_loss(const Request& request, ResizeEvent& event,
@@ -573,18 +578,13 @@ ElasticJob::Outcome ElasticJob::finish_shrink_after_loss(const Request& request,
   }
   runtime_->attach_shrunk(communicator());
   if (rank() == 0) {
-    telemetry_.push_back({{"id", event.id},
-                          {"before_iteration", event.before_iteration + 1},
-                          {"from_ranks", old_size},
-                          {"to_ranks", size()},
-                          {"remove", request.remove},
-                          {"reason", request.reason},
-                          {"requested_by", event.requested_by},
-                          {"lost_after_hand_off", lost},
-                          {"loss", what},
-                          {"tiles_migrated", runtime_->last_rebalance().tiles},
-                          {"tasks_migrated", runtime_->last_rebalance().tasks},
-                          {"shrink_seconds", shrink_seconds}});
+    nlohmann::json record = shrink_record(request, event, old_size);
+    record["lost_after_hand_off"] = lost;
+    record["loss"] = what;
+    record["tiles_migrated"] = runtime_->last_rebalance().tiles;
+    record["tasks_migrated"] = runtime_->last_rebalance().tasks;
+    record["shrink_seconds"] = shrink_seconds;
+    telemetry_.push_back(std::move(record));
   }
   return Outcome::resized;
 }

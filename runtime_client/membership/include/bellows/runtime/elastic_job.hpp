@@ -195,6 +195,8 @@ class ElasticJob {
   void time_first_tasks(const IterationReport& report);
   Outcome expand(const Request& request, ResizeEvent& event, int iteration);
   Outcome shrink(const Request& request, ResizeEvent& event);
+  /// The fields of a shrink's telemetry record that every way a shrink ends shares (on rank 0).
+  [[nodiscard]] nlohmann::json shrink_record(const Request& request, const ResizeEvent& event, int old_size) const;
   /// shrink() after a loss that broke its numbers' collectives (after the hand-off's barrier):
   /// the survivors agree on the lost and rebuild without them, then on_loss_during_resize
   /// decides: finish the shrink without them (they were all leaving), or throw RecoveryError,
