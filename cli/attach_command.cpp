@@ -11,10 +11,8 @@
 #include <bellows/controller/controller_lock.hpp>
 #include <bellows/controller/controller_service.hpp>
 #include <bellows/controller/job_record.hpp>
-#include <bellows/controller/local_daemon_launcher.hpp>
 #include <bellows/controller/local_node_pool.hpp>
 #include <bellows/controller/local_resource_manager.hpp>
-#include <bellows/controller/slurm_daemon_launcher.hpp>
 #if BELLOWS_HAVE_SLURM_BACKEND
 #include <bellows/controller/slurm_resource_manager.hpp>
 #endif
@@ -173,17 +171,10 @@ std::optional<AttachBackend> slurm_backend(const ctl::JobRecord& record, const f
   }
   std::fprintf(stderr, "bellows: job %s grows by %s\n", record.job.c_str(),
                ctl::describe_growth(rm->expand_strategy()).c_str());
-  ctl::SlurmDaemonLauncher::Options launch;
-  launch.srun = find_srun();
-  launch.job = record.job;
-  launch.bellowsd = find_bellowsd();
-  launch.job_dir = job_dir;
-  launch.verbose = verbose;
-  if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
-  launch.slurm_job_of = [slurm = rm.get(), job = record.job](const std::string& node) {
-    return slurm->slurm_job_of(job, node);
-  };
-  backend.launcher = std::make_unique<ctl::SlurmDaemonLauncher>(launch);
+  backend.launcher = slurm_daemon_launcher(record.job, job_dir, verbose, policy,
+                                           [slurm = rm.get(), job = record.job](const std::string& node) {
+                                             return slurm->slurm_job_of(job, node);
+                                           });
   backend.rm = std::move(rm);
   return backend;
 #else
@@ -262,9 +253,7 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
       return exit_failed;
     }
     backend.rm = std::make_unique<ctl::LocalResourceManager>(*backend.pool, clock);
-    ctl::LocalDaemonLauncher::Options launch{find_bellowsd(), job_dir, verbose};
-    if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
-    backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(launch);
+    backend.launcher = local_daemon_launcher(job_dir, verbose, policy);
   }
   struct GiveBack {
     ctl::LocalNodePool* pool;

@@ -1,5 +1,8 @@
 #include "controller_process.hpp"
 
+#include <bellows/controller/local_daemon_launcher.hpp>
+#include <bellows/controller/slurm_daemon_launcher.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -15,6 +18,27 @@ std::filesystem::path find_bellowsd() {
 std::filesystem::path find_srun() {
   if (const char* path = std::getenv("BELLOWS_SRUN"); path != nullptr && *path != '\0') return path;
   return "srun";
+}
+
+std::unique_ptr<controller::NodeLauncher> local_daemon_launcher(const std::filesystem::path& job_dir, bool verbose,
+                                                                const std::optional<policy::Policy>& policy) {
+  controller::LocalDaemonLauncher::Options launch{find_bellowsd(), job_dir, verbose};
+  if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
+  return std::make_unique<controller::LocalDaemonLauncher>(launch);
+}
+
+std::unique_ptr<controller::NodeLauncher> slurm_daemon_launcher(
+    const std::string& job, const std::filesystem::path& job_dir, bool verbose,
+    const std::optional<policy::Policy>& policy, std::function<std::string(const std::string& node)> slurm_job_of) {
+  controller::SlurmDaemonLauncher::Options launch;
+  launch.srun = find_srun();
+  launch.job = job;
+  launch.bellowsd = find_bellowsd();
+  launch.job_dir = job_dir;
+  launch.verbose = verbose;
+  if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
+  launch.slurm_job_of = std::move(slurm_job_of);
+  return std::make_unique<controller::SlurmDaemonLauncher>(launch);
 }
 
 std::string progress_line(const controller::ControllerService& service) {

@@ -4,8 +4,13 @@
 // attach_command.cpp).
 
 #include <bellows/controller/controller_service.hpp>
+#include <bellows/controller/local_node_pool.hpp>
+#include <bellows/policy/policy.hpp>
 
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace bellows::cli {
@@ -16,6 +21,16 @@ namespace bellows::cli {
 
 /// srun: $BELLOWS_SRUN, else whatever `srun` the PATH gives.
 [[nodiscard]] std::filesystem::path find_srun();
+
+/// The launcher of job `job`'s node daemons, bellowsd with the job's directory and its policy's
+/// recovery.heartbeat_timeout (the default without a policy): on this host (the local backend),
+/// or under Slurm by srun, each as a step of the Slurm job `slurm_job_of` names for its node
+/// (the job itself, or a companion allocation it spans).
+[[nodiscard]] std::unique_ptr<controller::NodeLauncher> local_daemon_launcher(
+    const std::filesystem::path& job_dir, bool verbose, const std::optional<policy::Policy>& policy);
+[[nodiscard]] std::unique_ptr<controller::NodeLauncher> slurm_daemon_launcher(
+    const std::string& job, const std::filesystem::path& job_dir, bool verbose,
+    const std::optional<policy::Policy>& policy, std::function<std::string(const std::string& node)> slurm_job_of);
 
 /// The progress line: job, nodes, iteration, GFLOP/s and the last resize.
 [[nodiscard]] std::string progress_line(const controller::ControllerService& service);

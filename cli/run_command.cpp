@@ -7,10 +7,8 @@
 // progress line, and prints the resize timeline at the end.
 
 #include <bellows/controller/controller_service.hpp>
-#include <bellows/controller/local_daemon_launcher.hpp>
 #include <bellows/controller/local_node_pool.hpp>
 #include <bellows/controller/local_resource_manager.hpp>
-#include <bellows/controller/slurm_daemon_launcher.hpp>
 #if BELLOWS_HAVE_SLURM_BACKEND
 #include <bellows/controller/slurm_resource_manager.hpp>
 #endif
@@ -33,6 +31,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -453,24 +452,16 @@ int run_job(RunOptions o) {
     auto first = start_on_local_pool(*backend.pool, job, static_cast<unsigned>(min_nodes));
     if (!first) return exit_failed;
     backend.nodes = std::move(*first);
-    ctl::LocalDaemonLauncher::Options launch{find_bellowsd(), job_dir, o.verbose};
-    if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
-    backend.launcher = std::make_unique<ctl::LocalDaemonLauncher>(launch);
+    backend.launcher = local_daemon_launcher(job_dir, o.verbose, policy);
   } else {
     // Each node's daemon finds the controller in the job directory, which every node sees.
-    ctl::SlurmDaemonLauncher::Options launch;
-    launch.srun = find_srun();
-    launch.job = job;
-    launch.bellowsd = find_bellowsd();
-    launch.job_dir = job_dir;
-    launch.verbose = o.verbose;
-    if (policy) launch.heartbeat_timeout = policy->recovery.heartbeat_timeout;
+    std::function<std::string(const std::string&)> slurm_job_of;
 #if BELLOWS_HAVE_SLURM_BACKEND
     // A node of a companion allocation runs its daemon as a step of that companion.
-    launch.slurm_job_of = [rm = static_cast<ctl::SlurmResourceManager*>(backend.rm.get()),
-                           job](const std::string& node) { return rm->slurm_job_of(job, node); };
+    slurm_job_of = [rm = static_cast<ctl::SlurmResourceManager*>(backend.rm.get()),
+                    job](const std::string& node) { return rm->slurm_job_of(job, node); };
 #endif
-    backend.launcher = std::make_unique<ctl::SlurmDaemonLauncher>(launch);
+    backend.launcher = slurm_daemon_launcher(job, job_dir, o.verbose, policy, std::move(slurm_job_of));
   }
   const std::vector<std::string> first_nodes = backend.nodes;
 
