@@ -282,9 +282,13 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
   options.policy_file = record.policy_file;
   options.policy_text = record.policy_text;
   options.expand_strategy = record.expand_strategy;
-  options.rank_launch = {record.rank_command, record.rank_environment};
-  options.attach = ctl::AttachOptions{record.ranks, kReturnWindow,
-                                      "bellows run --attach, pid " + std::to_string(::getpid())};
+  options.rank_launch = {record.rank_command, record.rank_environment, record.pmix_native};
+  options.attach = ctl::AttachOptions{record.ranks,
+                                      kReturnWindow,
+                                      "bellows run --attach, pid " + std::to_string(::getpid()),
+                                      record.pmix_job_map,
+                                      record.pmix_rank_nodes,
+                                      record.first_rank_pid};
   ctl::ControllerService service(options, *backend.rm, *backend.launcher, clock);
   std::string nodes;
   for (const auto& node : record.nodes) nodes += (nodes.empty() ? "" : ", ") + node;
@@ -322,9 +326,18 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
   std::string last_line;
   auto next_progress = Steady::now();
   bool stopping = false;
+  // A PMIx-native job's first rank is watched by no daemon (`bellows run` started it, its
+  // daemon only registered it): its end is its process's, which this process is not the
+  // parent of, so it sees that it ended but not how.
+  const bool watch_first_rank = record.pmix_native && record.first_rank_pid > 0;
+  bool first_rank_gone = false;
+  const auto first_rank_ended = [&] {
+    if (watch_first_rank && !first_rank_gone) first_rank_gone = !process_runs(record.first_rank_pid);
+    return service.first_rank_end().has_value() || first_rank_gone;
+  };
   // The job ends when the first node's rank ended and no other rank runs (its daemon says so),
   // or when no daemon is left.
-  while (!(service.first_rank_end() && !service.other_ranks_running()) && service.daemons_connected() > 0) {
+  while (!(first_rank_ended() && !service.other_ranks_running()) && service.daemons_connected() > 0) {
     service.step(std::chrono::milliseconds(50));
     if (const int sig = g_attach_stop.load(); sig != 0 && !stopping) {
       std::fprintf(stderr, "bellows: signal %d: stopping the job\n", sig);
@@ -355,6 +368,11 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
     } else {
       how = "its first rank (pid " + std::to_string(end->pid) + ") ended without leaving the job";
     }
+  } else if (first_rank_gone) {
+    // No daemon reported a death: the job's PMIx-native ranks ended as they were told to.
+    status = service.recovered_from_failures() ? exit_ok : exit_failed;
+    how = "its first rank's process (pid " + std::to_string(record.first_rank_pid) +
+          ") ended (a controller that took the job over is not its parent and cannot read its exit status)";
   }
   const auto final_status = service.status();
   service.note_end(how);

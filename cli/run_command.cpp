@@ -14,6 +14,7 @@
 #endif
 #include <bellows/policy/load.hpp>
 #include <bellows/protocol/job_directory.hpp>
+#include <bellows/protocol/job_file.hpp>
 #include <bellows/spank/options.hpp>
 #include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/socket_directory.hpp>
@@ -512,6 +513,14 @@ int run_job(RunOptions o) {
     return exit_failed;
   }
   const pid_t child = launch_program(o, job_dir, first_nodes, *pmix_client);
+  service.note_first_rank_pid(static_cast<std::int32_t>(child));
+  try {
+    protocol::write_line_atomically(protocol::JobDirectory{job_dir}.rank_pid_file(first_nodes.front()),
+                                    std::to_string(child));
+  } catch (const std::exception& e) {
+    // Only a daemon whose controller died would miss it (it could not tell that the rank runs).
+    std::fprintf(stderr, "bellows run: warning: %s\n", e.what());
+  }
   int status = 0;
   auto next_progress = std::chrono::steady_clock::now();
   std::string last_line;

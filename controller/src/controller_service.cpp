@@ -103,6 +103,8 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
     log_.write(plan.attached);
     resizes_->continue_ids_after(plan.last_id);
     job_control_.set_job_size(options_.attach->ranks);
+    job_control_.take_over_job_map(options_.attach->pmix_job_map, options_.attach->pmix_rank_nodes);
+    first_rank_pid_ = options_.attach->first_rank_pid;
     awaiting_return_.insert(options_.nodes.begin(), options_.nodes.end());
     return_deadline_ = clock_.now() + options_.attach->return_window;
   }
@@ -127,6 +129,10 @@ JobRecord ControllerService::job_record() const {
   record.policy_text = options_.policy ? options_.policy_text : std::string();
   record.rank_command = options_.rank_launch.command;
   record.rank_environment = options_.rank_launch.environment;
+  record.pmix_native = options_.rank_launch.pmix_native;
+  record.pmix_job_map = job_control_.job_map();
+  record.pmix_rank_nodes = job_control_.numbered_nodes();
+  record.first_rank_pid = first_rank_pid_;
   record.daemon_pids = daemon_pids_;
   record.companions = rm_.companion_allocations(options_.job);
   record.expand_strategy = options_.expand_strategy;
@@ -149,6 +155,11 @@ void ControllerService::write_job_record_if_changed() {
 }
 
 bool ControllerService::ranks_known() const {
+  if (options_.rank_launch.pmix_native) {
+    return std::ranges::all_of(resizes_->nodes(), [this](const std::string& node) {
+      return job_control_.registered(node) && job_control_.job_map().contains(node);
+    });
+  }
   return std::ranges::all_of(resizes_->nodes(), [this](const std::string& node) {
     const auto it = node_state_.find(node);
     return it != node_state_.end() && it->second.rank != protocol::kNoRank;

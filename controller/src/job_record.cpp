@@ -39,6 +39,10 @@ std::string to_json_text(const JobRecord& r) {
          {"policy_text", r.policy_text},
          {"rank_command", r.rank_command},
          {"rank_environment", r.rank_environment},
+         {"pmix_native", r.pmix_native},
+         {"pmix_job_map", r.pmix_job_map},
+         {"pmix_rank_nodes", r.pmix_rank_nodes},
+         {"first_rank_pid", r.first_rank_pid},
          {"daemon_pids", r.daemon_pids},
          {"companions", companions_json(r.companions)},
          {"expand_strategy", r.expand_strategy},
@@ -81,6 +85,11 @@ class RecordReader {
     }
     return out;
   }
+  bool flag(const char* key) const {
+    const json& value = field(key);
+    if (!value.is_boolean()) fail(key, "expected true or false, got " + value.dump());
+    return value.get<bool>();
+  }
   [[noreturn]] void fail(const char* key, const std::string& what) const {
     throw std::runtime_error(source_ + ": field '" + key + "': " + what);
   }
@@ -122,6 +131,25 @@ std::vector<CompanionAllocation> read_companions(const RecordReader& read, const
   return companions;
 }
 
+/// The job map of a record whose numbers given are `rank_nodes`: node -> a number given on
+/// that node, no number twice.
+std::map<std::string, std::uint32_t> read_job_map(const RecordReader& read, const std::vector<std::string>& rank_nodes) {
+  const json& map = read.field("pmix_job_map");
+  if (!map.is_object()) read.fail("pmix_job_map", "expected an object of node: PMIx rank, got " + map.dump());
+  std::map<std::string, std::uint32_t> out;
+  for (const auto& [node, rank] : map.items()) {
+    if (!rank.is_number_unsigned() || rank.get<std::uint64_t>() >= rank_nodes.size())
+      read.fail("pmix_job_map", "expected for " + node + " one of the " + std::to_string(rank_nodes.size()) +
+                                    " rank numbers of pmix_rank_nodes, got " + rank.dump());
+    const auto number = rank.get<std::uint32_t>();
+    if (rank_nodes[number] != node)
+      read.fail("pmix_job_map", "rank " + std::to_string(number) + " is mapped to " + node +
+                                    " but was given on " + rank_nodes[number]);
+    out[node] = number;
+  }
+  return out;
+}
+
 }  // namespace
 
 JobRecord parse_job_record(std::string_view text, const std::string& source) {
@@ -151,6 +179,13 @@ JobRecord parse_job_record(std::string_view text, const std::string& source) {
   r.policy_text = read.string("policy_text");
   r.rank_command = read.strings("rank_command");
   r.rank_environment = read.strings("rank_environment");
+  r.pmix_native = read.flag("pmix_native");
+  r.pmix_rank_nodes = read.strings("pmix_rank_nodes");
+  r.pmix_job_map = read_job_map(read, r.pmix_rank_nodes);
+  const json& first = read.field("first_rank_pid");
+  if (!first.is_number_integer() || first.get<std::int64_t>() < 0 || first.get<std::int64_t>() > INT32_MAX)
+    read.fail("first_rank_pid", "expected a process id or 0, got " + first.dump());
+  r.first_rank_pid = first.get<std::int32_t>();
   const json& pids = read.field("daemon_pids");
   if (!pids.is_object()) read.fail("daemon_pids", "expected an object of node: pid, got " + pids.dump());
   for (const auto& [node, pid] : pids.items()) {

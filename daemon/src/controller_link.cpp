@@ -127,6 +127,8 @@ struct ControllerLink::State {
   /// The job namespaces registered here, and the job's ranks last announced as a process set.
   std::set<std::string> registered_nspaces;
   std::vector<std::uint32_t> announced_ranks;
+  /// A rank the controller starts itself was registered here (StartRank, not started_by_daemon).
+  bool registered_rank = false;
   /// Set while the link stops: the ranks the launcher still runs are stopped on purpose.
   std::atomic<bool> stopping_ranks{false};
   /// Since when the connection to the controller is lost; unset while it holds.
@@ -295,7 +297,26 @@ struct ControllerLink::State {
   }
 
   /// Ranks of this node that run: attached, or started here and not ended. With `mutex` held.
-  std::size_t ranks_running() const { return watched.size() + (launcher ? launcher->running() : 0); }
+  /// The ranks of this node that run: those attached through libbellows, those the launcher
+  /// started, and the rank the controller started itself (registered_rank_runs) while it is not
+  /// attached through libbellows (then it is among the first).
+  std::size_t ranks_running() const {
+    const bool registered_unwatched = !rank_attached_once && registered_rank_runs();
+    return watched.size() + (launcher ? launcher->running() : 0) + (registered_unwatched ? 1 : 0);
+  }
+
+  /// Whether the rank the controller started itself, which this daemon only registered
+  /// (StartRank with started_by_daemon false: the job's first rank), still runs, by the pid its
+  /// starter wrote (protocol::JobDirectory::rank_pid_file). A PMIx-native program's first rank
+  /// is watched by nothing else here: without it, a daemon whose controller died would stop
+  /// under that rank's PMIx connection.
+  bool registered_rank_runs() const {
+    if (!registered_rank || options.job_dir.empty()) return false;
+    std::ifstream in(protocol::JobDirectory{options.job_dir}.rank_pid_file(options.node_name));
+    long pid = 0;
+    if (!(in >> pid) || pid <= 0) return false;
+    return !process_gone(static_cast<pid_t>(pid));
+  }
 
   /// What on_controller_loss decides from, now. With `mutex` held, the controller lost.
   runtime::ControllerLossFacts controller_loss_facts() const {
@@ -456,6 +477,7 @@ struct ControllerLink::State {
       if (!start.started_by_daemon) {
         write_rank_environment(launcher->register_only(spec));
         registered_nspaces.insert(start.nspace);
+        registered_rank = true;
         spdlog::info("registered {} for the process the controller starts (job map {})", what,
                      to_string(spec.job_map));
         return;

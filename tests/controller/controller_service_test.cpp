@@ -122,7 +122,8 @@ class ControllerServiceTest : public bellows::testing::LoggedTest {
     if (take_over) {
       leave_a_dead_controllers_files(o.endpoint);
       o.endpoint = "tcp://127.0.0.1:*";  // not used: the job directory says where to listen
-      o.attach = AttachOptions{2, 2s, "the test"};
+      // The job map of a job whose ranks 0 and 2 remain (1 left), as its record kept it.
+      o.attach = AttachOptions{2, 2s, "the test", {{"node0", 0}, {"node1", 2}}, {"node0", "node2", "node1"}, 4100};
     }
     service_ = std::make_unique<ControllerService>(o, rm_, launcher_, clock_);
   }
@@ -668,6 +669,10 @@ TEST_F(ControllerServiceTakeoverTest, ClosesWhatWasLeftOpenContinuesItsIdsAndKno
   EXPECT_EQ(record.nodes, (Lines{"node0", "node1"}));
   EXPECT_EQ(record.daemon_pids.at("node1"), ::getpid());
   EXPECT_EQ(record.ended_at, "");
+  // What the controller that died recorded of the job's PMIx ranks goes on in the record.
+  EXPECT_EQ(record.pmix_job_map, (std::map<std::string, std::uint32_t>{{"node0", 0}, {"node1", 2}}));
+  EXPECT_EQ(record.pmix_rank_nodes, (Lines{"node0", "node2", "node1"}));
+  EXPECT_EQ(record.first_rank_pid, 4100);
 }
 
 TEST_F(ControllerServiceTakeoverTest, ASecondControllerOfTheJobIsRefusedNamingTheFirst) {
@@ -675,7 +680,7 @@ TEST_F(ControllerServiceTakeoverTest, ASecondControllerOfTheJobIsRefusedNamingTh
   o.job = "42";
   o.job_dir = job_dir_;
   o.nodes = {"node0", "node1"};
-  o.attach = AttachOptions{2, 2s, "a second one"};
+  o.attach = AttachOptions{2, 2s, "a second one", {}, {}, 0};
   try {
     ControllerService second(o, rm_, launcher_, clock_);
     ADD_FAILURE() << "two controllers of one job";

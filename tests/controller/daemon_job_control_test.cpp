@@ -639,6 +639,31 @@ TEST_F(NativeJobControlTest, ACrashIsADeathAndACancelledGrowCommitsNothing) {
   EXPECT_EQ(sent_now().size(), 2u);  // the grow's two StartRank, nothing since
 }
 
+// A PMIx-native job taken over (bellows run --attach): its daemons were started by the
+// controller that died, which had given ranks 0 to 3 and seen 1 and 3 leave. With the job map and
+// the numbers given taken from its record, a grow gives number 4 (not 0 again) on the node, the
+// StartRank's map is every number given, and the grow commits on rank 4's connection.
+TEST_F(NativeJobControlTest, AJobTakenOverGivesTheNextNumberAndCommitsOnItsConnection) {
+  control.set_rank_launch({{"mpiexec", "/bin/app"}, {}, true});
+  control.set_job_size(2);
+  control.take_over_job_map({{"node0", 0}, {"node2", 2}}, {"node0", "node1", "node2", "node3"});
+  register_daemons({"node0", "node2", "node1"});
+  control.start_daemons(7, {"node1"});
+  ASSERT_EQ(progress(), (Lines{"daemon_up resize 7 node node1 ranks 0"}));
+  control.add_ranks(7, {"node1"});
+  const auto orders = sent_now();
+  ASSERT_EQ(orders.size(), 1u);
+  const auto& start = std::get<protocol::StartRank>(orders[0].message);
+  EXPECT_EQ(orders[0].node, "node1");
+  EXPECT_EQ(start.rank, 4u);
+  EXPECT_EQ(start.map_nodes, (std::vector<std::string>{"node0", "node1", "node2", "node3", "node1"}));
+  EXPECT_EQ(control.job_map(), (std::map<std::string, std::uint32_t>{{"node0", 0}, {"node1", 4}, {"node2", 2}}));
+  control.rank_connected("node1", {"42", 1});  // the number that left there before
+  EXPECT_EQ(progress(), Lines{});
+  control.rank_connected("node1", {"42", 4});
+  EXPECT_EQ(progress(), (Lines{"committed resize 7 node node0 ranks 3: every new rank's PMIx client connected"}));
+}
+
 // A libbellows job is untouched: connections and normal ends report nothing; the first rank
 // is told of its resizes.
 TEST_F(DaemonJobControlTest, ALibbellowsJobIgnoresConnectionsAndNormalEnds) {

@@ -121,6 +121,8 @@ JobRecord sample_record() {
   r.rank_command = {"mpiexec", "-n", "1", "gemm"};
   r.rank_environment = {"BELLOWS_JOIN=port"};
   r.daemon_pids = {{"local0", 100}, {"local1", 101}};
+  r.pmix_job_map = {{"local0", 0}, {"local1", 1}};
+  r.pmix_rank_nodes = {"local0", "local1"};
   r.controller = "99 12345";
   return r;
 }
@@ -156,6 +158,57 @@ TEST(JobRecord, KeepsTheExpandStrategyOfASlurmJob) {
     EXPECT_EQ(parse_job_record(text, "job.json").expand_strategy, strategy);
   }
   EXPECT_EQ(parse_job_record(to_json_text(sample_record()), "job.json").expand_strategy, "");
+}
+
+// A PMIx-native job's record keeps what a controller that takes it over needs: that it is
+// PMIx-native, its job map with a number that left and one given again on the same node, and
+// the first rank's process.
+TEST(JobRecord, KeepsThePmixJobMapOfANativeJob) {
+  JobRecord r = sample_record();
+  r.nodes = {"local0", "local1", "local2"};
+  r.pmix_native = true;
+  r.pmix_rank_nodes = {"local0", "local1", "local2", "local3", "local2"};
+  r.pmix_job_map = {{"local0", 0}, {"local1", 1}, {"local2", 4}};
+  r.first_rank_pid = 4242;
+  const std::string text = to_json_text(r);
+  EXPECT_NE(text.find("\"pmix_native\": true"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"first_rank_pid\": 4242"), std::string::npos) << text;
+  EXPECT_EQ(parse_job_record(text, "job.json"), r);
+  const JobRecord plain = parse_job_record(to_json_text(sample_record()), "job.json");
+  EXPECT_FALSE(plain.pmix_native);
+  EXPECT_EQ(plain.first_rank_pid, 0);
+}
+
+TEST(JobRecord, RefusesAPmixJobMapThatDisagreesWithTheNumbersGiven) {
+  const auto refusal = [](const std::map<std::string, std::uint32_t>& map, std::int32_t first_rank_pid = 0) {
+    JobRecord r = sample_record();
+    r.pmix_rank_nodes = {"local0", "local1", "local2"};
+    r.pmix_job_map = map;
+    r.first_rank_pid = first_rank_pid;
+    try {
+      (void)parse_job_record(to_json_text(r), "/j/job.json");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal({{"local0", 0}, {"local2", 2}}), "accepted");
+  EXPECT_EQ(refusal({{"local0", 0}, {"local1", 2}}),
+            "/j/job.json: field 'pmix_job_map': rank 2 is mapped to local1 but was given on local2");
+  EXPECT_EQ(refusal({{"local0", 3}}),
+            "/j/job.json: field 'pmix_job_map': expected for local0 one of the 3 rank numbers of "
+            "pmix_rank_nodes, got 3");
+  EXPECT_EQ(refusal({{"local0", 0}}, -4), "/j/job.json: field 'first_rank_pid': expected a process id or 0, got -4");
+  std::string text = to_json_text(sample_record());
+  const std::string field = "\"pmix_native\": false";
+  ASSERT_NE(text.find(field), std::string::npos) << text;
+  text.replace(text.find(field), field.size(), "\"pmix_native\": 1");
+  try {
+    (void)parse_job_record(text, "/j/job.json");
+    ADD_FAILURE() << "a record whose pmix_native is 1 was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "/j/job.json: field 'pmix_native': expected true or false, got 1");
+  }
 }
 
 TEST(JobRecord, RefusesAnExpandStrategyThatCannotBe) {

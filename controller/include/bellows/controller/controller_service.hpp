@@ -53,6 +53,13 @@ struct AttachOptions {
   std::chrono::milliseconds return_window{10000};
   /// Who takes the job over, for the event log's attached line ("bellows run --attach, pid 812").
   std::string who;
+  /// The job's PMIx job map and every rank number given, as the job record says: the daemons
+  /// keep the job's namespace registered with them, so fences over the job's ranks and the
+  /// numbers a grow gives go on from there.
+  std::map<std::string, std::uint32_t> pmix_job_map;
+  std::vector<std::string> pmix_rank_nodes;
+  /// The first rank's process as the job record says (0: unknown), kept in the record.
+  std::int32_t first_rank_pid = 0;
 };
 
 struct ControllerOptions {
@@ -124,6 +131,9 @@ class ControllerService {
   /// `exit_code` or `signal` (0 when none): when that is a crash, a death on the job's first
   /// node, as its daemon would report it (the job ends with it, before the daemon may see it).
   void first_rank_ended(std::int32_t pid, std::int32_t exit_code, std::int32_t signal);
+  /// The process the caller started as the job's first rank (its launcher), for the job
+  /// record: a controller that takes a PMIx-native job over watches it for the job's end.
+  void note_first_rank_pid(std::int32_t pid) { first_rank_pid_ = pid; }
   /// Whether a rank on a node other than the first may still run: its daemon is registered
   /// and has not reported its rank's end (RankExited). A job that lost its first rank goes
   /// on until none does.
@@ -135,6 +145,8 @@ class ControllerService {
   /// Whether a job taken over still waits for daemons to come back (within its return window).
   [[nodiscard]] bool awaiting_daemons() const noexcept { return !awaiting_return_.empty(); }
   /// Whether every node's daemon reported its rank (the controller knows every node and rank).
+  /// A PMIx-native job's ranks report nothing: there, whether every node's daemon is registered
+  /// and the node has a rank in the job map.
   [[nodiscard]] bool ranks_known() const;
   /// A job taken over: how the rank of its first node ended, as that node's daemon reported it
   /// (RankExited: exit code 0 when it detached, -1 when it ended without leaving the job);
@@ -283,6 +295,7 @@ class ControllerService {
   std::set<std::string> awaiting_return_;
   Clock::time_point return_deadline_{};
   std::optional<protocol::RankExited> first_rank_end_;
+  std::int32_t first_rank_pid_ = 0;  ///< note_first_rank_pid, or the record's of a job taken over
   FenceBook fences_;
   ModexBook modex_;
   std::set<std::uint64_t> failures_seen_by_collectives_;  ///< RanksLost is sent once per survivor

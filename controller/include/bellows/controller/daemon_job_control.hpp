@@ -133,6 +133,13 @@ class DaemonJobControl final : public JobControl {
   // ---- a job taken over (bellows run --attach): its daemons run already
   /// The job's size as the controller that died last recorded it.
   void set_job_size(unsigned ranks) noexcept { job_size_ = ranks; }
+  /// The job map and every PMIx rank number given (a number that left included), as the
+  /// controller that died last recorded them (job_map(), numbered_nodes()): the daemons keep
+  /// the namespace registered with them, and a grow gives the next number from there.
+  void take_over_job_map(std::map<std::string, std::uint32_t> job_map, std::vector<std::string> rank_nodes) {
+    pmix_ranks_ = std::move(job_map);
+    rank_nodes_ = std::move(rank_nodes);
+  }
   /// The daemon of `node`, started by the controller that died, did not come back (say hello)
   /// within the takeover's bound: node_lost, as a daemon that went away, with `why`.
   void daemon_not_back(const std::string& node, const std::string& why);

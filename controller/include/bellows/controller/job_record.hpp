@@ -2,7 +2,9 @@
 // What a job's controller keeps in its job directory (JOB_DIR/job.json) so that another
 // controller can take the running job over (`bellows run --attach`, docs/controller.md,
 // "Taking a job over"): the job's nodes now, its ranks, its node range, its policy (the text,
-// not only the path), how its daemons start ranks, each daemon's pid, the allocations besides
+// not only the path), how its daemons start ranks (and whether its program is PMIx-native), its
+// PMIx job map (each node's rank number in the job's namespace, and every number given so far),
+// the pid of the first rank's process, each daemon's pid, the allocations besides
 // the job that hold some of its nodes (Slurm companions), how a Slurm job grows (the expand
 // strategy `bellows run --expand-strategy` asked for), and whether and how the job ended. The
 // controller rewrites the file (a temporary file renamed over it) whenever one of these changes, so that a controller killed at any moment leaves the last state.
@@ -32,6 +34,17 @@ struct JobRecord {
   std::string policy_text;               ///< the policy as it was loaded ("" without one)
   std::vector<std::string> rank_command;      ///< how a daemon starts a rank (RankLaunch)
   std::vector<std::string> rank_environment;  ///< NAME=VALUE
+  /// The program is PMIx-native (`bellows run --pmix-native`, RankLaunch::pmix_native).
+  bool pmix_native = false;
+  /// The job map: each node of the job's PMIx rank number (DaemonJobControl::job_map()).
+  std::map<std::string, std::uint32_t> pmix_job_map;
+  /// Every PMIx rank number given so far, with the node it was given on, a number that left
+  /// included (DaemonJobControl::numbered_nodes()).
+  std::vector<std::string> pmix_rank_nodes;
+  /// The process `bellows run` started as the job's first rank (its launcher); 0: unknown. A
+  /// controller that takes a PMIx-native job over learns the job's end from it: no daemon
+  /// watches that process.
+  std::int32_t first_rank_pid = 0;
   std::map<std::string, std::int32_t> daemon_pids;  ///< node -> its daemon's pid (its hello)
   /// The allocations besides the job that hold some of `nodes` (Slurm companions), in the
   /// order granted; none on the local backend or a Slurm job grown by merging.
@@ -52,7 +65,8 @@ struct JobRecord {
 
 /// Parses what to_json_text() wrote. Throws std::runtime_error naming `source` and the field
 /// that is wrong, e.g. "JOB_DIR/job.json: field 'nodes': expected a non-empty list of node
-/// names, got []".
+/// names, got []". The job map must agree with the numbers given: each node's number is one
+/// given on that node.
 [[nodiscard]] JobRecord parse_job_record(std::string_view text, const std::string& source);
 
 /// Writes the record to `path` through `path`.tmp renamed over it (mode 0600). Throws

@@ -58,6 +58,12 @@ struct JobDirectory {
   [[nodiscard]] std::filesystem::path rank_environment_file(const std::string& node) const {
     return node_dir(node) / "rank.env";
   }
+  /// The pid of that rank's process (its launcher), one line, written by whoever started it
+  /// once it runs: its node's daemon, which did not start it, watches it by this while the
+  /// controller is gone.
+  [[nodiscard]] std::filesystem::path rank_pid_file(const std::string& node) const {
+    return node_dir(node) / "rank.pid";
+  }
 };
 
 /// What a job's processes find in their environment.
