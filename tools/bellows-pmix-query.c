@@ -447,6 +447,8 @@ int main(int argc, char** argv) {
                                   "bellows.query.policy", NULL};
     const char* unknown[] = {PMIX_QUERY_MEMORY_USAGE, NULL};
     const char* other_job[] = {PMIX_JOB_SIZE, NULL};
+    /* Qualified by another namespace: the namespaces are answered, that job's size is not. */
+    const char* half_answered[] = {PMIX_QUERY_NAMESPACES, PMIX_JOB_SIZE, NULL};
     printf("{\"tool\": \"%s:%u\", \"nspace\": ", me.nspace, me.rank);
     print_json_string(job);
     printf(", \"queries\": [");
@@ -464,6 +466,7 @@ int main(int argc, char** argv) {
     report("bellows", bellows_keys, NULL, 0);
     report("unknown_key", unknown, NULL, 0);
     report("other_namespace", other_job, "no-such-job", 0);
+    report("half_answered", half_answered, "no-such-job", 0);
     printf("\n]}\n");
   }
   free(nspace);

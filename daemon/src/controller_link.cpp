@@ -2,6 +2,7 @@
 #include <bellows/daemon/controller_reach.hpp>
 #include <bellows/daemon/launcher.hpp>
 #include <bellows/daemon/pmix_fence.hpp>
+#include <bellows/daemon/queries.hpp>
 
 #include <bellows/protocol/job_directory.hpp>
 #include <bellows/protocol/job_file.hpp>
@@ -503,10 +504,7 @@ struct ControllerLink::State {
   void announce_ranks(const protocol::JobView& view) {
     // Not before this node is the job's (a grow's new node joins once the grow committed).
     if (std::ranges::find(view.nodes, options.node_name) == view.nodes.end()) return;
-    std::vector<std::uint32_t> ranks;
-    for (const std::uint32_t rank : view.node_pmix_ranks)
-      if (rank != protocol::kNoRank) ranks.push_back(rank);
-    std::ranges::sort(ranks);
+    const std::vector<std::uint32_t> ranks = job_ranks(view);
     std::lock_guard lock(mutex);
     if (!launcher || !registered_nspaces.contains(view.job) || ranks.empty()) return;
     JobMap map;
@@ -530,13 +528,7 @@ struct ControllerLink::State {
       }
     }
     if (ranks == announced_ranks) return;
-    std::uint32_t hash = 2166136261u;  // FNV-1a over the ranks' bytes
-    for (const std::uint32_t rank : ranks) {
-      for (int shift = 0; shift < 32; shift += 8) hash = (hash ^ ((rank >> shift) & 0xffu)) * 16777619u;
-    }
-    char digits[9];
-    std::snprintf(digits, sizeof digits, "%08x", hash);
-    const std::string name = view.job + ".ranks." + std::to_string(ranks.size()) + "." + digits;
+    const std::string name = job_ranks_set_name(view.job, ranks);
     try {
       launcher->announce_members(view.job, ranks, name);
       announced_ranks = ranks;

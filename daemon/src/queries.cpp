@@ -3,6 +3,7 @@
 #include <pmix.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace bellows::daemon {
@@ -55,10 +56,15 @@ std::optional<AnswerValue> answer(const std::string& key, const Query& query,
     for (const auto& k : kAnsweredQueryKeys) keys.emplace_back(k.key);
     return join(keys);
   }
-  if (key == PMIX_QUERY_NUM_PSETS) return std::size_t{0};  // Bellows defines no process sets
+  // One process set: the job's ranks now, defined by every daemon at each change.
+  if (key == PMIX_QUERY_NUM_PSETS) return std::size_t{view && !job_ranks(*view).empty() ? 1u : 0u};
   if (!view) return std::nullopt;
   if (key == PMIX_QUERY_NAMESPACES) return view->job;
-  if (key == PMIX_QUERY_PSET_NAMES) return std::nullopt;
+  if (key == PMIX_QUERY_PSET_NAMES) {
+    const auto ranks = job_ranks(*view);
+    if (ranks.empty()) return std::nullopt;
+    return job_ranks_set_name(view->job, ranks);
+  }
   if (key == kQueryNodeRange)
     return std::to_string(view->min_nodes) + ":" + std::to_string(view->max_nodes);
   if (key == kQueryPolicy) {
@@ -101,6 +107,24 @@ std::string describe_resize(const protocol::JobView& view) {
   return std::to_string(view.resize_id) + " " +
          (view.resize_kind == protocol::ResizeKind::expand ? "expand" : "shrink") + " " +
          view.resize_state + " " + std::to_string(view.resize_count) + " " + nodes;
+}
+
+std::vector<std::uint32_t> job_ranks(const protocol::JobView& view) {
+  std::vector<std::uint32_t> ranks;
+  for (const std::uint32_t rank : view.node_pmix_ranks)
+    if (rank != protocol::kNoRank) ranks.push_back(rank);
+  std::ranges::sort(ranks);
+  return ranks;
+}
+
+std::string job_ranks_set_name(const std::string& job, const std::vector<std::uint32_t>& ranks) {
+  std::uint32_t hash = 2166136261u;  // FNV-1a over the ranks' bytes
+  for (const std::uint32_t rank : ranks) {
+    for (int shift = 0; shift < 32; shift += 8) hash = (hash ^ ((rank >> shift) & 0xffu)) * 16777619u;
+  }
+  char digits[9];
+  std::snprintf(digits, sizeof digits, "%08x", hash);
+  return job + ".ranks." + std::to_string(ranks.size()) + "." + digits;
 }
 
 std::vector<Query> read_queries(const pmix_query_t* queries, std::size_t nqueries) {

@@ -34,8 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from local_job import LocalJobTest  # noqa: E402
 
 ITERATIONS = 14
+# The queries one run of bellows-pmix-query asks and prints.
+QUERIES = 15
 KILL_AT_ITERATION = 2
-# A run of the tool attaches, asks 14 queries and detaches in well under a second; one that
+# A run of the tool attaches, asks QUERIES queries and detaches in well under a second; one that
 # takes this long is hung.
 TOOL_SECONDS = 20
 # Every run ends within this, the one that met the daemon's stop included; a query in flight
@@ -194,8 +196,8 @@ def check_run(node, r, after_kill):
     except json.JSONDecodeError as e:
         return None, f"the tool on {node} printed no JSON ({e}): {r.stdout[-1000:]!r}"
     queries = {q["name"]: q for q in answers["queries"]}
-    if len(queries) != 14:
-        return None, f"the tool on {node} answered {len(queries)} queries, expected 14: {sorted(queries)}"
+    if len(queries) != QUERIES:
+        return None, f"the tool on {node} answered {len(queries)} queries, expected {QUERIES}: {sorted(queries)}"
     size = queries["job_size"]
     if size["status"] != PMIX_SUCCESS or size["results"].get("pmix.job.size") not in (2, 3):
         return None, f"{node} answered job size {size} ({when} the kill), expected 3 or 2"

@@ -84,6 +84,16 @@ def main():
     t.passed(job_dir)
 
 
+def job_ranks_set_name(job, ranks):
+    """The name the daemons give the process set of the job's ranks `ranks` (ascending):
+    JOB.ranks.COUNT.HASH, HASH the 8 hex digits of FNV-1a over the ranks' bytes (docs/daemon.md)."""
+    digest = 2166136261
+    for rank in ranks:
+        for byte in rank.to_bytes(4, "little"):
+            digest = ((digest ^ byte) * 16777619) & 0xFFFFFFFF
+    return f"{job}.ranks.{len(ranks)}.{digest:08x}"
+
+
 def check_answers(t, job, node, answers, status):
     """The tool's answers on `node` against `bellows status` (the job did not change since)."""
     queries = {q["name"]: q for q in answers["queries"]}
@@ -125,15 +135,18 @@ def check_answers(t, job, node, answers, status):
     expect("alloc_status", PMIX_SUCCESS, {"pmix.query.alloc":
            f"job {job_id} holds {len(nodes)} node(s) of {low}:{high} ({','.join(nodes)}); "
            "no resize in flight"})
-    expect("num_psets", PMIX_SUCCESS, {"pmix.qry.psetnum": 0})
-    expect("pset_names", PMIX_ERR_NOT_FOUND, {})
-    # Part answered: PMIx 4.2.2 hands a tool no results with any status but success.
-    expect("psets", PMIX_QUERY_PARTIAL_SUCCESS, {})
+    # The one process set the daemons define: the job's ranks now.
+    pset = job_ranks_set_name(job_id, sorted(p["rank"] for p in status["processes"]))
+    expect("num_psets", PMIX_SUCCESS, {"pmix.qry.psetnum": 1})
+    expect("pset_names", PMIX_SUCCESS, {"pmix.qry.psets": pset})
+    expect("psets", PMIX_SUCCESS, {"pmix.qry.psetnum": 1, "pmix.qry.psets": pset})
     expect("bellows", PMIX_SUCCESS, {"bellows.query.resize": "none",
                                      "bellows.query.node_range": f"{low}:{high}",
                                      "bellows.query.policy": status["policy"]})
     expect("unknown_key", PMIX_ERR_NOT_SUPPORTED, {})
     expect("other_namespace", PMIX_ERR_NOT_FOUND, {})
+    # Part answered: PMIx 4.2.2 hands a tool no results with any status but success.
+    expect("half_answered", PMIX_QUERY_PARTIAL_SUCCESS, {})
     supported = expect("supported_keys", PMIX_SUCCESS)["pmix.qry.keys"].split(",")
     for key in ("pmix.qry.ns", "pmix.qry.ptable", "pmix.query.alloc", "bellows.query.resize"):
         if key not in supported:

@@ -85,6 +85,23 @@ TEST(Queries, NothingAnsweredIsNotFoundAndSomeIsPartial) {
   EXPECT_EQ(r.answers, (std::vector<QueryAnswer>{{kQueryNodeRange, std::string("2:4")}}));
 }
 
+// The daemons define a process set of the job's ranks at each change (JOB.ranks.COUNT.HASH):
+// the queries name it from the view's job map, the same from any node, ranks with a gap included.
+TEST(Queries, TheProcessSetOfTheJobsRanksIsCountedAndNamed) {
+  pr::JobView view = three_nodes();
+  view.node_pmix_ranks = {0, 4, 1};
+  view.pmix_rank_nodes = {"local0", "local2", "local5", "local6", "local1"};
+  EXPECT_EQ(job_ranks(view), (std::vector<std::uint32_t>{0, 1, 4}));
+  const QueryResults r = ask({{{PMIX_QUERY_NUM_PSETS, PMIX_QUERY_PSET_NAMES}, {}, {}}}, view, "local0");
+  EXPECT_EQ(r.status, PMIX_SUCCESS);
+  EXPECT_EQ(r.answers, (std::vector<QueryAnswer>{{PMIX_QUERY_NUM_PSETS, std::size_t{1}},
+                                                 {PMIX_QUERY_PSET_NAMES, std::string("local-7.ranks.3.442a0750")}}));
+  EXPECT_EQ(ask({{{PMIX_QUERY_PSET_NAMES}, {}, {}}}, view, "local1").answers,
+            (std::vector<QueryAnswer>{{PMIX_QUERY_PSET_NAMES, std::string("local-7.ranks.3.442a0750")}}));
+  EXPECT_EQ(job_ranks_set_name("local-7", {0, 1, 4}), "local-7.ranks.3.442a0750");
+  EXPECT_EQ(job_ranks_set_name("local-7", {0, 1}), "local-7.ranks.2.4bb53254");
+}
+
 TEST(Queries, AllocationStatusOfAResizeByItsId) {
   EXPECT_EQ(ask({{{PMIX_QUERY_ALLOC_STATUS}, {}, "5"}}).answers,
             (std::vector<QueryAnswer>{{PMIX_QUERY_ALLOC_STATUS, std::string("5 expand granted 1 local3")}}));

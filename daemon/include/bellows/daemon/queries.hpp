@@ -122,4 +122,13 @@ InfoArray to_info(const std::vector<QueryAnswer>& answers);
 /// The value of kQueryResize for view.
 std::string describe_resize(const protocol::JobView& view);
 
+/// The job's ranks now as view says (each node's PMIx rank in the job map, ascending); none
+/// for a view without a job map.
+std::vector<std::uint32_t> job_ranks(const protocol::JobView& view);
+
+/// The name of the process set the daemons define for the job's ranks `ranks` (ascending),
+/// the same on every node: JOB.ranks.COUNT.HASH, HASH the 8 hex digits of FNV-1a over the
+/// ranks' bytes (docs/daemon.md, "The job's namespace").
+std::string job_ranks_set_name(const std::string& job, const std::vector<std::uint32_t>& ranks);
+
 }  // namespace bellows::daemon
