@@ -37,8 +37,11 @@
 // hand-off's barrier. The leaver lost: the two ranks that stay hold its tiles already, so the
 // shrink is finished without it (no resize refused, no recovery, nothing redone), every task of
 // every iteration from the shrink on runs once over them, and C is bit-identical as above. Rank 1
-// (a rank that stays) lost: no copy of its tiles as they are exists, so rank 0 and the leaver are
-// refused alike, the phase named (RecoveryError from apply_pending), and exit 0; never a hang.
+// (a rank that stays) lost: the runtime still holds the copies from before the shrink and the
+// tiles as they were, so rank 0 and the leaver give the shrink up alike (reported refused, the
+// phase named, the hand-off undone), recover once from the checkpoint before the shrink (rank 1's
+// tiles from its buddy, the leaver staying) and finish on the two of them: every task of every
+// iteration from the one rolled back to runs once over them, and C is bit-identical as above.
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -312,7 +315,7 @@ int run_member(const fs::path& dir, int index) {
       outcome = job.apply_pending(it);
     } catch (const br::RecoveryError& e) {
       if (!after_hand_off) throw;
-      recovery_refusal = e.what();  // a rank that stays lost after the hand-off
+      recovery_refusal = e.what();  // none expected: reported by the checks below
       break;
     }
     if (outcome == br::ElasticJob::Outcome::left) break;  // after-shrink: the leaver
@@ -360,29 +363,6 @@ int run_member(const fs::path& dir, int index) {
     MPI_Finalize();
     return failures == 0 ? 0 : 1;
   }
-  if (after_hand_off && victim != kLeaver) {
-    // Refused on every survivor (rank 0 and the leaver), alike: nothing to verify.
-    const std::string expected = "shrink without ranks {" + std::to_string(kLeaver) + "}: ranks {" +
-                                 std::to_string(victim) +
-                                 "} were lost after the hand-off of the leavers' tiles of the shrink (its barrier "
-                                 "passed), before the survivors' communicator was made: no copy of the tiles as they "
-                                 "are exists (the copies from before the shrink were dropped, and the checkpoint after "
-                                 "it is not complete)";
-    expect(recovery_refusal == expected,
-           "refused with \"" + recovery_refusal + "\"; expected \"" + expected + "\"");
-    expect(recoveries == 0 && refused == 0 && resized == 0,
-           std::to_string(recoveries) + " recoveries, " + std::to_string(refused) + " resizes refused, " +
-               std::to_string(resized) + " carried out; expected none of each");
-    expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks after the refusal, expected " +
-                                         std::to_string(kRanks - 1) + " (the survivors' communicator)");
-    result["refused"] = recovery_refusal;
-    result["result"] = failures == 0 ? "PASS" : "FAIL";
-    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
-    owned_runtime.reset();
-    watchdog.disarm();
-    MPI_Finalize();
-    return failures == 0 ? 0 : 1;
-  }
   if (expand_moves) {
     // Refused on every survivor, alike: nothing to verify.
     const std::string expected = "recover: ranks {" + std::to_string(victim) +
@@ -404,12 +384,47 @@ int run_member(const fs::path& dir, int index) {
   }
   const bool no_victim = victim < 0;  // after-expand or after-shrink: the resize alone
   // A leaver lost after the hand-off: the shrink is finished without it, nothing recovered.
-  const bool no_recovery = no_victim || after_hand_off;
+  const bool no_recovery = no_victim || (after_hand_off && victim == kLeaver);
+  expect(recovery_refusal.empty(), "apply_pending threw RecoveryError \"" + recovery_refusal + "\"");
   expect(recoveries == (no_recovery ? 0 : 1),
          "recovered " + std::to_string(recoveries) + " times, expected " + (no_recovery ? "never" : "once"));
   expect(no_recovery ? lost.empty() : lost == std::vector<int>{victim},
          "lost ranks " + rank_set(lost) + ", expected " + (no_recovery ? "{}" : "{" + std::to_string(victim) + "}"));
-  if (after_hand_off) {
+  if (after_hand_off && victim != kLeaver) {
+    // Given up alike on rank 0 and the leaver, then one recovery from the checkpoint before the
+    // shrink: the leaver stays, and the job ends on the two of them.
+    const std::string given_up =
+        "shrink without ranks {" + std::to_string(kLeaver) + "}: ranks {" + std::to_string(victim) +
+        "} were lost after the hand-off of the leavers' tiles of the shrink (its barrier passed), before the "
+        "survivors' communicator was made: the shrink is given up (its hand-off undone), and the job recovers from "
+        "the checkpoint before it (the test's shrink)";
+    expect(refused == 1 && refusal == given_up, std::to_string(refused) + " resizes refused, the last with \"" +
+                                                    refusal + "\"; expected one: \"" + given_up + "\"");
+    expect(resized == 0, "carried out " + std::to_string(resized) + " resizes, expected none (the shrink given up)");
+    expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks, expected " +
+                                         std::to_string(kRanks - 1) + ": the shrink given up, the victim lost");
+    // The checkpoint before the shrink: taken at the boundary before the iteration that ran
+    // last before it (iteration kill_at, counting from 1), which is redone.
+    expect(rolled_back_to == kill_at - 1, "rolled back to the checkpoint of iteration " + std::to_string(rolled_back_to) +
+                                              ", expected " + std::to_string(kill_at - 1) +
+                                              " (the last complete one before the shrink)");
+    // Every task of every iteration from the one rolled back to ran once over the two ranks left.
+    const int first_counted = kill_at;
+    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
+    for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
+    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
+                  job.communicator());
+    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
+                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                                std::to_string(tasks_per_iteration));
+    }
+    result["refusal"] = refusal;
+    result["rolled_back_to"] = rolled_back_to;
+    result["iterations_redone"] = iterations_redone;
+    result["tasks_per_iteration_from_the_roll_back"] = all;
+  } else if (after_hand_off) {
     expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
     expect(resized == 1, "carried out " + std::to_string(resized) + " resizes, expected the shrink");
     expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks, expected " +
@@ -584,8 +599,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     verified = verified || result.value("verified", false);
     survivors.push_back(result);
   }
-  // A rank that stays lost after the hand-off: every survivor refused, nothing to verify.
-  const bool all_refused = expand_moves || (after_hand_off && victim != kLeaver);
+  const bool all_refused = expand_moves;  // every survivor refused: nothing to verify
   expect(verified || all_refused, "no survivor verified the result");
   if (failures != 0) {
     for (int i = 0; i < processes; ++i) {
