@@ -42,6 +42,11 @@
 // phase named, the hand-off undone), recover once from the checkpoint before the shrink (rank 1's
 // tiles from its buddy, the leaver staying) and finish on the two of them: every task of every
 // iteration from the one rolled back to runs once over them, and C is bit-identical as above.
+// With `in-membership-shrink` the same shrink, and the victim (1 or 2) dies later, inside
+// Membership::shrink: once the survivors' communicator is made (rank 1 took part), as it would
+// post the barrier that confirms it (MPI_Ibarrier, caught through MPI's profiling interface).
+// The others meet its death in that barrier, with the job's communicator not yet disconnected:
+// everything said for `after-hand-off` then holds alike.
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -51,7 +56,8 @@
 // "boundary_loss: PASS".
 //
 //   boundary_loss_tests MPIEXEC SELF VICTIM
-//       [with-request|during-shrink|after-hand-off|after-expand|after-shrink|expand-moves]
+//       [with-request|during-shrink|after-hand-off|in-membership-shrink|after-expand|after-shrink|
+//        expand-moves]
 //                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
@@ -110,6 +116,11 @@ constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
 constexpr int kLeaver = 2;  // the rank a shrink removes in during-shrink and after-shrink
 constexpr int kJoiner = kRanks;  // the process index (and rank) an expand adds in after-expand
+
+/// in-membership-shrink: set on the victim once the hand-off's barrier passed; the next
+/// MPI_Ibarrier it posts is Membership::shrink's, the one that confirms the survivors'
+/// communicator (MPI_Ibarrier below).
+std::atomic<bool> die_at_next_barrier{false};
 
 int failures = 0;
 void expect(bool ok, const std::string& what) {
@@ -207,7 +218,10 @@ int run_member(const fs::path& dir, int index) {
   const bool expand_moves = fs::exists(dir / "expand-moves");
   const bool after_expand = fs::exists(dir / "after-expand") || expand_moves;  // the same expand
   const bool after_shrink = fs::exists(dir / "after-shrink");
-  const bool after_hand_off = fs::exists(dir / "after-hand-off");
+  const bool in_membership_shrink = fs::exists(dir / "in-membership-shrink");
+  // The two lose the victim between the hand-off's barrier and the survivors' communicator
+  // held on every rank, and end alike.
+  const bool after_hand_off = fs::exists(dir / "after-hand-off") || in_membership_shrink;
   const bool joiner = index == kJoiner;  // after-expand: joins by the expand
   std::vector<int> payload;
   auto membership = [&] {
@@ -256,6 +270,10 @@ int run_member(const fs::path& dir, int index) {
   if (after_hand_off && old_rank == victim) {
     job.on_tiles_handed_off([&](const br::ResizeEvent&) {
       if (loop_iteration != kill_at) return;
+      if (in_membership_shrink) {
+        die_at_next_barrier = true;  // inside Membership::shrink, its confirming barrier
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       ::raise(SIGKILL);  // the hand-off's barrier passed on every rank
     });
@@ -519,7 +537,7 @@ int run_member(const fs::path& dir, int index) {
 int run_launcher(const std::string& mpiexec, const std::string& self, int victim, const std::string& mode) {
   const bool with_request = mode == "with-request";
   const bool during_shrink = mode == "during-shrink";
-  const bool after_hand_off = mode == "after-hand-off";
+  const bool after_hand_off = mode == "after-hand-off" || mode == "in-membership-shrink";
   const bool expand_moves = mode == "expand-moves";
   const bool after_expand = mode == "after-expand" || expand_moves;
   const bool after_shrink = mode == "after-shrink";
@@ -612,6 +630,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                                      {"with_request", with_request},
                                      {"during_shrink", during_shrink},
                                      {"after_hand_off", after_hand_off},
+                                     {"in_membership_shrink", mode == "in-membership-shrink"},
                                      {"after_expand", after_expand},
                                      {"expand_moves", expand_moves},
                                      {"after_shrink", after_shrink},
@@ -628,14 +647,22 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 
 }  // namespace
 
+// MPI's profiling interface: in-membership-shrink's victim dies as it would post the barrier
+// that confirms the survivors' communicator. Every other call goes straight to MPI.
+extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  if (die_at_next_barrier.load()) ::raise(SIGKILL);
+  return PMPI_Ibarrier(comm, request);
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return run_member(argv[2], std::atoi(argv[3]));
   const std::string mode = argc == 5 ? argv[4] : "";
   if ((argc != 4 && argc != 5) ||
-      (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" && mode != "after-expand" && mode != "after-shrink" &&
-       mode != "expand-moves")) {
+      (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" &&
+       mode != "in-membership-shrink" && mode != "after-expand" && mode != "after-shrink" && mode != "expand-moves")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
-                         "[with-request|during-shrink|after-hand-off|after-expand|after-shrink|expand-moves] | "
+                         "[with-request|during-shrink|after-hand-off|in-membership-shrink|after-expand|after-shrink|"
+                         "expand-moves] | "
                          "--member DIR INDEX\n");
     return 2;
   }

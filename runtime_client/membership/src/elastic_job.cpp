@@ -492,12 +492,35 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
     if (numbers->request != MPI_REQUEST_NULL) keep_until_exit(std::move(numbers));
     return finish_shrink_after_loss(request, event, handoff, lost);
   }
-  runtime_->release_state_before_shrink();
   const unsigned long long all_bytes = numbers->sums[0], leavers_ran = numbers->sums[1];
   const double slowest = numbers->slowest;
   const bool was_rank_zero = rank() == 0;
   const int old_rank = rank();
-  const auto& shrunk = membership_.shrink(request.remove);
+  // The survivors' communicator, watched as the numbers are: a rank lost before every rank
+  // holds it leaves the job's communicator untouched (LostDuringShrink), and the runtime still
+  // holds the state from before, which it lets go of only once every survivor holds it.
+  const ShrinkReport* shrunk_here = nullptr;
+  {
+    const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+    PeerWatch watch(before, rank(), size());  // Membership::shrink returns errors on `before`
+    ShrinkLossWatch shrink_watch;
+    shrink_watch.complete = [&watch](int posted, MPI_Request& collective, const char* call) {
+      watch.arm();
+      return completed_watched(posted, collective, watch, call);
+    };
+    shrink_watch.lost = [&watch] { return watch.lost(); };
+    shrink_watch.before_disconnect = [&] {
+      watch.disarm();  // no receive left pending on the communicator disconnected next
+      runtime_->release_state_before_shrink();
+    };
+    try {
+      shrunk_here = &membership_.shrink(request.remove, shrink_watch);
+    } catch (const LostDuringShrink& e) {
+      lost = e.lost_ranks();
+    }
+  }
+  if (!lost.empty()) return finish_shrink_after_loss(request, event, handoff, lost);
+  const ShrinkReport& shrunk = *shrunk_here;
   if (tracing()) {
     TraceLine line;
     line.fields = {{"rank", old_rank},
