@@ -46,7 +46,10 @@
 // Membership::shrink: once the survivors' communicator is made (rank 1 took part), as it would
 // post the barrier that confirms it (MPI_Ibarrier, caught through MPI's profiling interface).
 // The others meet its death in that barrier, with the job's communicator not yet disconnected:
-// everything said for `after-hand-off` then holds alike.
+// everything said for `after-hand-off` then holds alike. With `two-leavers-after-hand-off` ranks 1
+// and 2 are asked to leave, and rank 1 or 2 dies as with `after-hand-off`: the other leaver
+// leaves and rank 0 finishes the shrink alone (no resize refused, no recovery, every task once
+// per iteration on it, verified).
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -56,8 +59,8 @@
 // "boundary_loss: PASS".
 //
 //   boundary_loss_tests MPIEXEC SELF VICTIM
-//       [with-request|during-shrink|after-hand-off|in-membership-shrink|after-expand|after-shrink|
-//        expand-moves]
+//       [with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|
+//        after-expand|after-shrink|expand-moves]
 //                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
@@ -221,7 +224,10 @@ int run_member(const fs::path& dir, int index) {
   const bool in_membership_shrink = fs::exists(dir / "in-membership-shrink");
   // The two lose the victim between the hand-off's barrier and the survivors' communicator
   // held on every rank, and end alike.
-  const bool after_hand_off = fs::exists(dir / "after-hand-off") || in_membership_shrink;
+  const bool two_leavers = fs::exists(dir / "two-leavers-after-hand-off");
+  const bool after_hand_off = fs::exists(dir / "after-hand-off") || in_membership_shrink || two_leavers;
+  const std::vector<int> leavers = two_leavers ? std::vector<int>{1, kLeaver} : std::vector<int>{kLeaver};
+  const bool victim_leaves = std::count(leavers.begin(), leavers.end(), victim) > 0;
   const bool joiner = index == kJoiner;  // after-expand: joins by the expand
   std::vector<int> payload;
   auto membership = [&] {
@@ -298,6 +304,7 @@ int run_member(const fs::path& dir, int index) {
 
   nlohmann::json result{{"old_rank", old_rank}};
   int recoveries = 0, resized = 0;
+  bool left = false;
   long rolled_back_to = -1, iterations_redone = -1;
   std::vector<int> lost;
   std::map<long, std::uint64_t> tasks_run;  // runtime iteration -> tasks run here, the last run of each
@@ -307,7 +314,7 @@ int run_member(const fs::path& dir, int index) {
   for (int it = joiner ? joined_at : 0; it < kIterations;) {
     loop_iteration = it;
     if ((during_shrink || after_shrink || after_hand_off) && old_rank == 0 && it == kill_at && recoveries == 0) {
-      job.request_shrink({kLeaver}, "the test's shrink", 0);
+      job.request_shrink(leavers, "the test's shrink", 0);
     }
     if (after_expand && old_rank == 0 && it == kill_at && recoveries == 0) {
       job.request_expand(1, "the test's expand", 0);
@@ -336,7 +343,10 @@ int run_member(const fs::path& dir, int index) {
       recovery_refusal = e.what();  // none expected: reported by the checks below
       break;
     }
-    if (outcome == br::ElasticJob::Outcome::left) break;  // after-shrink: the leaver
+    if (outcome == br::ElasticJob::Outcome::left) {  // after-shrink: the leaver; a leaver not lost
+      left = true;
+      break;
+    }
     resized += outcome == br::ElasticJob::Outcome::resized ? 1 : 0;
     if (expand_moves && old_rank == victim && it == kill_at) {
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
@@ -369,8 +379,9 @@ int run_member(const fs::path& dir, int index) {
     // The runtime counts its iterations from 1; the loop resumes after the checkpoint's.
     it -= report.iteration - 1 - static_cast<int>(recovery.iteration);
   }
-  if (after_shrink && old_rank == kLeaver) {
-    // Left as asked, before the loss: nothing to recover, nothing to verify.
+  if (left) {
+    // Left as asked (after-shrink: before the loss; two leavers: the other one lost on its way
+    // out): nothing to recover, nothing to verify.
     expect(resized == 0 && recoveries == 0, "the leaver resized " + std::to_string(resized) + " times and recovered " +
                                                 std::to_string(recoveries) + " times before it left");
     result["left"] = true;
@@ -402,13 +413,13 @@ int run_member(const fs::path& dir, int index) {
   }
   const bool no_victim = victim < 0;  // after-expand or after-shrink: the resize alone
   // A leaver lost after the hand-off: the shrink is finished without it, nothing recovered.
-  const bool no_recovery = no_victim || (after_hand_off && victim == kLeaver);
+  const bool no_recovery = no_victim || (after_hand_off && victim_leaves);
   expect(recovery_refusal.empty(), "apply_pending threw RecoveryError \"" + recovery_refusal + "\"");
   expect(recoveries == (no_recovery ? 0 : 1),
          "recovered " + std::to_string(recoveries) + " times, expected " + (no_recovery ? "never" : "once"));
   expect(no_recovery ? lost.empty() : lost == std::vector<int>{victim},
          "lost ranks " + rank_set(lost) + ", expected " + (no_recovery ? "{}" : "{" + std::to_string(victim) + "}"));
-  if (after_hand_off && victim != kLeaver) {
+  if (after_hand_off && !victim_leaves) {
     // Given up alike on rank 0 and the leaver, then one recovery from the checkpoint before the
     // shrink: the leaver stays, and the job ends on the two of them.
     const std::string given_up =
@@ -445,16 +456,17 @@ int run_member(const fs::path& dir, int index) {
   } else if (after_hand_off) {
     expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
     expect(resized == 1, "carried out " + std::to_string(resized) + " resizes, expected the shrink");
-    expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks, expected " +
-                                         std::to_string(kRanks - 1) + ": shrunk, the leaver lost on its way out");
+    const int expected_size = kRanks - static_cast<int>(leavers.size());
+    expect(job.size() == expected_size, "the job has " + std::to_string(job.size()) + " ranks, expected " +
+                                            std::to_string(expected_size) + ": shrunk, a leaver lost on its way out");
     if (job.rank() == 0) {
       const auto& shrink = job.telemetry().back();
-      expect(shrink.value("lost_after_hand_off", nlohmann::json::array()) == nlohmann::json::array({kLeaver}),
+      expect(shrink.value("lost_after_hand_off", nlohmann::json::array()) == nlohmann::json::array({victim}),
              "the shrink's record names " + shrink.value("lost_after_hand_off", nlohmann::json()).dump() +
-                 " lost after the hand-off, expected [" + std::to_string(kLeaver) + "]");
+                 " lost after the hand-off, expected [" + std::to_string(victim) + "]");
       result["shrink"] = shrink;
     }
-    // Every task of every iteration from the shrink on ran once over the two ranks left.
+    // Every task of every iteration from the shrink on ran once over the ranks left.
     std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - kill_at), 0);
     for (int i = kill_at + 1; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
     MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
@@ -537,7 +549,8 @@ int run_member(const fs::path& dir, int index) {
 int run_launcher(const std::string& mpiexec, const std::string& self, int victim, const std::string& mode) {
   const bool with_request = mode == "with-request";
   const bool during_shrink = mode == "during-shrink";
-  const bool after_hand_off = mode == "after-hand-off" || mode == "in-membership-shrink";
+  const bool after_hand_off =
+      mode == "after-hand-off" || mode == "in-membership-shrink" || mode == "two-leavers-after-hand-off";
   const bool expand_moves = mode == "expand-moves";
   const bool after_expand = mode == "after-expand" || expand_moves;
   const bool after_shrink = mode == "after-shrink";
@@ -659,10 +672,11 @@ int main(int argc, char** argv) {
   const std::string mode = argc == 5 ? argv[4] : "";
   if ((argc != 4 && argc != 5) ||
       (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" &&
-       mode != "in-membership-shrink" && mode != "after-expand" && mode != "after-shrink" && mode != "expand-moves")) {
+       mode != "in-membership-shrink" && mode != "two-leavers-after-hand-off" && mode != "after-expand" &&
+       mode != "after-shrink" && mode != "expand-moves")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
-                         "[with-request|during-shrink|after-hand-off|in-membership-shrink|after-expand|after-shrink|"
-                         "expand-moves] | "
+                         "[with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|"
+                         "after-expand|after-shrink|expand-moves] | "
                          "--member DIR INDEX\n");
     return 2;
   }

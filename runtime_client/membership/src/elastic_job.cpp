@@ -453,8 +453,9 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
     unpinned += std::count(request.remove.begin(), request.remove.end(), owner) > 0 ? 1 : 0;
   }
   // The copies from before, the tiles and mapping as they were and the runtime's communicator
-  // are held until the shrink's numbers are in, so that a rank that stays, lost after the
-  // hand-off's barrier, gives the shrink up instead of ending the job (finish_shrink_after_loss).
+  // are held until every rank holds the survivors' communicator, so that a rank that stays,
+  // lost after the hand-off's barrier, gives the shrink up instead of ending the job
+  // (finish_shrink_after_loss).
   const auto handoff = runtime_->prepare_shrink(request.remove, StateBeforeShrink::held);
   if (!handoff.lost.empty()) {
     // A rank lost during the hand-off: nothing moved, every rank stays (the leavers too), and
@@ -567,7 +568,8 @@ nlohmann::json ElasticJob::shrink_record(const Request& request, const ResizeEve
 
 ElasticJob::Outcome ElasticJob::finish_shrink_after_loss(const Request& request, ResizeEvent& event,
                                                          const ShrinkHandoff& handoff, const std::vector<int>& seen) {
-  // Every survivor failed the shrink's numbers, leavers included: they agree on who is lost,
+  // Every survivor failed the shrink's numbers or Membership::shrink before its confirming
+  // barrier, leavers included (the job's communicator untouched): they agree on who is lost,
   // and on_loss_during_resize decides from that alone (the same on every survivor). The
   // runtime still holds the copies from before the shrink and what the hand-off changed.
   const MPI_Comm before = communicator();
