@@ -523,6 +523,7 @@ int run_member(const fs::path& dir, int index) {
                                                              resize_iterations[kill_at + 1][0]};
       result["checkpoint_seconds_before_and_after_resize"] = {resize_iterations[kill_at][1],
                                                               resize_iterations[kill_at + 1][1]};
+      if (job.rank() == 0) result["resize"] = job.telemetry().back();  // its seconds, on rank 0
     }
   } else {
     expect(refused == 0, std::to_string(refused) + " resize requests refused: the only request died with the victim");

@@ -198,7 +198,8 @@ class Runtime {
   /// With StateBeforeShrink::held the copies, the tiles and mapping from before and the
   /// duplicate outlive the hand-off, so that a rank lost after its barrier, before the
   /// survivors' communicator is made, can still give the shrink up (give_up_hand_off()); the
-  /// caller lets go of them (release_state_before_shrink()) before Membership::shrink.
+  /// caller lets go of them (release_state_before_shrink()) before the job's communicator is
+  /// disconnected (ShrinkLossWatch::before_disconnect of Membership::shrink).
   ShrinkHandoff prepare_shrink(std::span<const int> leaving,
                                StateBeforeShrink state = StateBeforeShrink::released);
   /// After prepare_shrink(..., held): drops the checkpoint copies and the mapping from before,
