@@ -37,8 +37,19 @@
 // hand-off's barrier. The leaver lost: the two ranks that stay hold its tiles already, so the
 // shrink is finished without it (no resize refused, no recovery, nothing redone), every task of
 // every iteration from the shrink on runs once over them, and C is bit-identical as above. Rank 1
-// (a rank that stays) lost: no copy of its tiles as they are exists, so rank 0 and the leaver are
-// refused alike, the phase named (RecoveryError from apply_pending), and exit 0; never a hang.
+// (a rank that stays) lost: the runtime still holds the copies from before the shrink and the
+// tiles as they were, so rank 0 and the leaver give the shrink up alike (reported refused, the
+// phase named, the hand-off undone), recover once from the checkpoint before the shrink (rank 1's
+// tiles from its buddy, the leaver staying) and finish on the two of them: every task of every
+// iteration from the one rolled back to runs once over them, and C is bit-identical as above.
+// With `in-membership-shrink` the same shrink, and the victim (1 or 2) dies later, inside
+// Membership::shrink: once the survivors' communicator is made (rank 1 took part), as it would
+// post the barrier that confirms it (MPI_Ibarrier, caught through MPI's profiling interface).
+// The others meet its death in that barrier, with the job's communicator not yet disconnected:
+// everything said for `after-hand-off` then holds alike. With `two-leavers-after-hand-off` ranks 1
+// and 2 are asked to leave, and rank 1 or 2 dies as with `after-hand-off`: the other leaver
+// leaves and rank 0 finishes the shrink alone (no resize refused, no recovery, every task once
+// per iteration on it, verified).
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -48,7 +59,8 @@
 // "boundary_loss: PASS".
 //
 //   boundary_loss_tests MPIEXEC SELF VICTIM
-//       [with-request|during-shrink|after-hand-off|after-expand|after-shrink|expand-moves]
+//       [with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|
+//        after-expand|after-shrink|expand-moves]
 //                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
@@ -107,6 +119,11 @@ constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
 constexpr int kLeaver = 2;  // the rank a shrink removes in during-shrink and after-shrink
 constexpr int kJoiner = kRanks;  // the process index (and rank) an expand adds in after-expand
+
+/// in-membership-shrink: set on the victim once the hand-off's barrier passed; the next
+/// MPI_Ibarrier it posts is Membership::shrink's, the one that confirms the survivors'
+/// communicator (MPI_Ibarrier below).
+std::atomic<bool> die_at_next_barrier{false};
 
 int failures = 0;
 void expect(bool ok, const std::string& what) {
@@ -204,7 +221,13 @@ int run_member(const fs::path& dir, int index) {
   const bool expand_moves = fs::exists(dir / "expand-moves");
   const bool after_expand = fs::exists(dir / "after-expand") || expand_moves;  // the same expand
   const bool after_shrink = fs::exists(dir / "after-shrink");
-  const bool after_hand_off = fs::exists(dir / "after-hand-off");
+  const bool in_membership_shrink = fs::exists(dir / "in-membership-shrink");
+  // The two lose the victim between the hand-off's barrier and the survivors' communicator
+  // held on every rank, and end alike.
+  const bool two_leavers = fs::exists(dir / "two-leavers-after-hand-off");
+  const bool after_hand_off = fs::exists(dir / "after-hand-off") || in_membership_shrink || two_leavers;
+  const std::vector<int> leavers = two_leavers ? std::vector<int>{1, kLeaver} : std::vector<int>{kLeaver};
+  const bool victim_leaves = std::count(leavers.begin(), leavers.end(), victim) > 0;
   const bool joiner = index == kJoiner;  // after-expand: joins by the expand
   std::vector<int> payload;
   auto membership = [&] {
@@ -253,6 +276,10 @@ int run_member(const fs::path& dir, int index) {
   if (after_hand_off && old_rank == victim) {
     job.on_tiles_handed_off([&](const br::ResizeEvent&) {
       if (loop_iteration != kill_at) return;
+      if (in_membership_shrink) {
+        die_at_next_barrier = true;  // inside Membership::shrink, its confirming barrier
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       ::raise(SIGKILL);  // the hand-off's barrier passed on every rank
     });
@@ -277,6 +304,7 @@ int run_member(const fs::path& dir, int index) {
 
   nlohmann::json result{{"old_rank", old_rank}};
   int recoveries = 0, resized = 0;
+  bool left = false;
   long rolled_back_to = -1, iterations_redone = -1;
   std::vector<int> lost;
   std::map<long, std::uint64_t> tasks_run;  // runtime iteration -> tasks run here, the last run of each
@@ -286,7 +314,7 @@ int run_member(const fs::path& dir, int index) {
   for (int it = joiner ? joined_at : 0; it < kIterations;) {
     loop_iteration = it;
     if ((during_shrink || after_shrink || after_hand_off) && old_rank == 0 && it == kill_at && recoveries == 0) {
-      job.request_shrink({kLeaver}, "the test's shrink", 0);
+      job.request_shrink(leavers, "the test's shrink", 0);
     }
     if (after_expand && old_rank == 0 && it == kill_at && recoveries == 0) {
       job.request_expand(1, "the test's expand", 0);
@@ -312,10 +340,13 @@ int run_member(const fs::path& dir, int index) {
       outcome = job.apply_pending(it);
     } catch (const br::RecoveryError& e) {
       if (!after_hand_off) throw;
-      recovery_refusal = e.what();  // a rank that stays lost after the hand-off
+      recovery_refusal = e.what();  // none expected: reported by the checks below
       break;
     }
-    if (outcome == br::ElasticJob::Outcome::left) break;  // after-shrink: the leaver
+    if (outcome == br::ElasticJob::Outcome::left) {  // after-shrink: the leaver; a leaver not lost
+      left = true;
+      break;
+    }
     resized += outcome == br::ElasticJob::Outcome::resized ? 1 : 0;
     if (expand_moves && old_rank == victim && it == kill_at) {
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
@@ -348,34 +379,12 @@ int run_member(const fs::path& dir, int index) {
     // The runtime counts its iterations from 1; the loop resumes after the checkpoint's.
     it -= report.iteration - 1 - static_cast<int>(recovery.iteration);
   }
-  if (after_shrink && old_rank == kLeaver) {
-    // Left as asked, before the loss: nothing to recover, nothing to verify.
+  if (left) {
+    // Left as asked (after-shrink: before the loss; two leavers: the other one lost on its way
+    // out): nothing to recover, nothing to verify.
     expect(resized == 0 && recoveries == 0, "the leaver resized " + std::to_string(resized) + " times and recovered " +
                                                 std::to_string(recoveries) + " times before it left");
     result["left"] = true;
-    result["result"] = failures == 0 ? "PASS" : "FAIL";
-    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
-    owned_runtime.reset();
-    watchdog.disarm();
-    MPI_Finalize();
-    return failures == 0 ? 0 : 1;
-  }
-  if (after_hand_off && victim != kLeaver) {
-    // Refused on every survivor (rank 0 and the leaver), alike: nothing to verify.
-    const std::string expected = "shrink without ranks {" + std::to_string(kLeaver) + "}: ranks {" +
-                                 std::to_string(victim) +
-                                 "} were lost after the hand-off of the leavers' tiles of the shrink (its barrier "
-                                 "passed), before the survivors' communicator was made: no copy of the tiles as they "
-                                 "are exists (the copies from before the shrink were dropped, and the checkpoint after "
-                                 "it is not complete)";
-    expect(recovery_refusal == expected,
-           "refused with \"" + recovery_refusal + "\"; expected \"" + expected + "\"");
-    expect(recoveries == 0 && refused == 0 && resized == 0,
-           std::to_string(recoveries) + " recoveries, " + std::to_string(refused) + " resizes refused, " +
-               std::to_string(resized) + " carried out; expected none of each");
-    expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks after the refusal, expected " +
-                                         std::to_string(kRanks - 1) + " (the survivors' communicator)");
-    result["refused"] = recovery_refusal;
     result["result"] = failures == 0 ? "PASS" : "FAIL";
     write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
     owned_runtime.reset();
@@ -404,24 +413,60 @@ int run_member(const fs::path& dir, int index) {
   }
   const bool no_victim = victim < 0;  // after-expand or after-shrink: the resize alone
   // A leaver lost after the hand-off: the shrink is finished without it, nothing recovered.
-  const bool no_recovery = no_victim || after_hand_off;
+  const bool no_recovery = no_victim || (after_hand_off && victim_leaves);
+  expect(recovery_refusal.empty(), "apply_pending threw RecoveryError \"" + recovery_refusal + "\"");
   expect(recoveries == (no_recovery ? 0 : 1),
          "recovered " + std::to_string(recoveries) + " times, expected " + (no_recovery ? "never" : "once"));
   expect(no_recovery ? lost.empty() : lost == std::vector<int>{victim},
          "lost ranks " + rank_set(lost) + ", expected " + (no_recovery ? "{}" : "{" + std::to_string(victim) + "}"));
-  if (after_hand_off) {
+  if (after_hand_off && !victim_leaves) {
+    // Given up alike on rank 0 and the leaver, then one recovery from the checkpoint before the
+    // shrink: the leaver stays, and the job ends on the two of them.
+    const std::string given_up =
+        "shrink without ranks {" + std::to_string(kLeaver) + "}: ranks {" + std::to_string(victim) +
+        "} were lost after the hand-off of the leavers' tiles of the shrink (its barrier passed), before the "
+        "survivors' communicator was made: the shrink is given up (its hand-off undone), and the job recovers from "
+        "the checkpoint before it (the test's shrink)";
+    expect(refused == 1 && refusal == given_up, std::to_string(refused) + " resizes refused, the last with \"" +
+                                                    refusal + "\"; expected one: \"" + given_up + "\"");
+    expect(resized == 0, "carried out " + std::to_string(resized) + " resizes, expected none (the shrink given up)");
+    expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks, expected " +
+                                         std::to_string(kRanks - 1) + ": the shrink given up, the victim lost");
+    // The checkpoint before the shrink: taken at the boundary before the iteration that ran
+    // last before it (iteration kill_at, counting from 1), which is redone.
+    expect(rolled_back_to == kill_at - 1, "rolled back to the checkpoint of iteration " + std::to_string(rolled_back_to) +
+                                              ", expected " + std::to_string(kill_at - 1) +
+                                              " (the last complete one before the shrink)");
+    // Every task of every iteration from the one rolled back to ran once over the two ranks left.
+    const int first_counted = kill_at;
+    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
+    for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
+    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
+                  job.communicator());
+    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
+                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                                std::to_string(tasks_per_iteration));
+    }
+    result["refusal"] = refusal;
+    result["rolled_back_to"] = rolled_back_to;
+    result["iterations_redone"] = iterations_redone;
+    result["tasks_per_iteration_from_the_roll_back"] = all;
+  } else if (after_hand_off) {
     expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
     expect(resized == 1, "carried out " + std::to_string(resized) + " resizes, expected the shrink");
-    expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks, expected " +
-                                         std::to_string(kRanks - 1) + ": shrunk, the leaver lost on its way out");
+    const int expected_size = kRanks - static_cast<int>(leavers.size());
+    expect(job.size() == expected_size, "the job has " + std::to_string(job.size()) + " ranks, expected " +
+                                            std::to_string(expected_size) + ": shrunk, a leaver lost on its way out");
     if (job.rank() == 0) {
       const auto& shrink = job.telemetry().back();
-      expect(shrink.value("lost_after_hand_off", nlohmann::json::array()) == nlohmann::json::array({kLeaver}),
+      expect(shrink.value("lost_after_hand_off", nlohmann::json::array()) == nlohmann::json::array({victim}),
              "the shrink's record names " + shrink.value("lost_after_hand_off", nlohmann::json()).dump() +
-                 " lost after the hand-off, expected [" + std::to_string(kLeaver) + "]");
+                 " lost after the hand-off, expected [" + std::to_string(victim) + "]");
       result["shrink"] = shrink;
     }
-    // Every task of every iteration from the shrink on ran once over the two ranks left.
+    // Every task of every iteration from the shrink on ran once over the ranks left.
     std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - kill_at), 0);
     for (int i = kill_at + 1; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
     MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
@@ -478,6 +523,7 @@ int run_member(const fs::path& dir, int index) {
                                                              resize_iterations[kill_at + 1][0]};
       result["checkpoint_seconds_before_and_after_resize"] = {resize_iterations[kill_at][1],
                                                               resize_iterations[kill_at + 1][1]};
+      if (job.rank() == 0) result["resize"] = job.telemetry().back();  // its seconds, on rank 0
     }
   } else {
     expect(refused == 0, std::to_string(refused) + " resize requests refused: the only request died with the victim");
@@ -504,7 +550,8 @@ int run_member(const fs::path& dir, int index) {
 int run_launcher(const std::string& mpiexec, const std::string& self, int victim, const std::string& mode) {
   const bool with_request = mode == "with-request";
   const bool during_shrink = mode == "during-shrink";
-  const bool after_hand_off = mode == "after-hand-off";
+  const bool after_hand_off =
+      mode == "after-hand-off" || mode == "in-membership-shrink" || mode == "two-leavers-after-hand-off";
   const bool expand_moves = mode == "expand-moves";
   const bool after_expand = mode == "after-expand" || expand_moves;
   const bool after_shrink = mode == "after-shrink";
@@ -584,8 +631,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     verified = verified || result.value("verified", false);
     survivors.push_back(result);
   }
-  // A rank that stays lost after the hand-off: every survivor refused, nothing to verify.
-  const bool all_refused = expand_moves || (after_hand_off && victim != kLeaver);
+  const bool all_refused = expand_moves;  // every survivor refused: nothing to verify
   expect(verified || all_refused, "no survivor verified the result");
   if (failures != 0) {
     for (int i = 0; i < processes; ++i) {
@@ -598,6 +644,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                                      {"with_request", with_request},
                                      {"during_shrink", during_shrink},
                                      {"after_hand_off", after_hand_off},
+                                     {"in_membership_shrink", mode == "in-membership-shrink"},
                                      {"after_expand", after_expand},
                                      {"expand_moves", expand_moves},
                                      {"after_shrink", after_shrink},
@@ -614,14 +661,23 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 
 }  // namespace
 
+// MPI's profiling interface: in-membership-shrink's victim dies as it would post the barrier
+// that confirms the survivors' communicator. Every other call goes straight to MPI.
+extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  if (die_at_next_barrier.load()) ::raise(SIGKILL);
+  return PMPI_Ibarrier(comm, request);
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return run_member(argv[2], std::atoi(argv[3]));
   const std::string mode = argc == 5 ? argv[4] : "";
   if ((argc != 4 && argc != 5) ||
-      (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" && mode != "after-expand" && mode != "after-shrink" &&
-       mode != "expand-moves")) {
+      (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" &&
+       mode != "in-membership-shrink" && mode != "two-leavers-after-hand-off" && mode != "after-expand" &&
+       mode != "after-shrink" && mode != "expand-moves")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
-                         "[with-request|during-shrink|after-hand-off|after-expand|after-shrink|expand-moves] | "
+                         "[with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|"
+                         "after-expand|after-shrink|expand-moves] | "
                          "--member DIR INDEX\n");
     return 2;
   }

@@ -88,6 +88,23 @@ TEST(ResizeLoss, ARankThatStaysLostAfterAShrinksHandOffIsRefusedWithThePhaseName
             "dropped, and the checkpoint after it is not complete)");
 }
 
+TEST(ResizeLoss, ARankThatStaysLostAfterAShrinksHandOffGivesItUpWhileTheCopiesFromBeforeAreKept) {
+  const auto d = decide(ResizeKind::shrink, ResizePhase::attach, true, false);
+  EXPECT_EQ(d.action, ResizeLossAction::give_up);
+  EXPECT_EQ(d.reason,
+            "after the hand-off of the leavers' tiles of the shrink (its barrier passed), before the survivors' "
+            "communicator was made: the shrink is given up (its hand-off undone), and the job recovers from the "
+            "checkpoint before it");
+  // The leavers alone lost: finishing the shrink redoes nothing, so it wins over giving it up.
+  ResizeLossFacts leavers{ResizeKind::shrink, ResizePhase::attach, true, false};
+  leavers.only_leavers_lost = true;
+  EXPECT_EQ(on_loss_during_resize(leavers).action, ResizeLossAction::finish_without_lost);
+  // An expand's attach given up keeps its words: no tile changed owner there.
+  EXPECT_EQ(decide(ResizeKind::expand, ResizePhase::attach, true, false).reason,
+            "while the runtime moved onto the communicator of the expand: the expand is given up (no tile changed "
+            "owner), and the job recovers from the checkpoint before it");
+}
+
 TEST(ResizeLoss, OnlyLeaversLostCountsOnlyAfterAShrinksHandOff) {
   // During the hand-off nothing changed yet: the shrink is given up as for any loss there.
   ResizeLossFacts during{ResizeKind::shrink, ResizePhase::hand_off, true, false};

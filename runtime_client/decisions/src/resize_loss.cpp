@@ -53,8 +53,12 @@ ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts) {
   }
   if (!tiles_may_have_moved(facts.phase) && facts.copies_before_kept) {
     decision.action = ResizeLossAction::give_up;
-    decision.reason = where + ": the " + to_string(facts.kind) +
-                      " is given up (no tile changed owner), and the job recovers from the checkpoint before it";
+    // After a shrink's hand-off the tiles did change owner, but every rank still holds them as
+    // they were (the runtime kept them): the hand-off is undone.
+    const bool hand_off_undone = facts.kind == ResizeKind::shrink && facts.phase == ResizePhase::attach;
+    decision.reason = where + ": the " + to_string(facts.kind) + " is given up (" +
+                      (hand_off_undone ? "its hand-off undone" : "no tile changed owner") +
+                      "), and the job recovers from the checkpoint before it";
     return decision;
   }
   decision.action = ResizeLossAction::refuse;

@@ -64,7 +64,11 @@ class Engine final : public DeviceOwner {
   /// See Runtime::expand_onto and Runtime::join_expansion.
   void expand_onto(MPI_Comm comm);
   void join_expansion(int first_new_rank);
-  ShrinkHandoff prepare_shrink(std::span<const int> leaving);
+  /// See Runtime::prepare_shrink, release_state_before_shrink and give_up_hand_off
+  /// (engine_mapping.cpp).
+  ShrinkHandoff prepare_shrink(std::span<const int> leaving, StateBeforeShrink state);
+  void release_state_before_shrink();
+  void give_up_hand_off();
   void attach_shrunk(MPI_Comm survivors);
   /// See Runtime::recover (engine_recovery.cpp).
   RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
@@ -397,6 +401,16 @@ class Engine final : public DeviceOwner {
     ResizePhase phase = ResizePhase::attach;
   };
   std::optional<ResizeUnderWay> resize_under_way_;
+  /// What a shrink's hand-off changed on this rank, kept from prepare_shrink(..., held) until
+  /// release_state_before_shrink() or give_up_hand_off() (which puts it back).
+  struct StateBeforeHandOff {
+    std::vector<std::vector<int>> placements;     ///< per collection
+    std::vector<std::vector<int>> tile_owners;    ///< per collection
+    std::vector<std::vector<TilePtr>> tiles;      ///< per collection, per slot: the tile held here, or none
+    std::unordered_map<TaskKey, int> pinned;
+    int first_new_rank = -1;
+  };
+  std::optional<StateBeforeHandOff> before_hand_off_;
   double abandon_seconds_ = 0.0;   ///< the last abandoned iteration's clean-up, grace included
   std::uint64_t tasks_dropped_ = 0;  ///< tasks queued or pending when it was abandoned
   std::unique_ptr<Trace> trace_;

@@ -253,11 +253,13 @@ bool Engine::hand_off_watched(std::vector<MPI_Request>& requests, const std::vec
   return false;
 }
 
-ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
+ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving, StateBeforeShrink state) {
   const auto begin = Clock::now();
   // The checkpoint copies are dropped (they match neither the survivors' numbers nor their
   // tiles) only once the hand-off below completed everywhere: a rank lost before that gives
-  // the shrink up, and the job recovers from them.
+  // the shrink up, and the job recovers from them. Held (StateBeforeShrink::held), they stay
+  // until the caller releases them, with what the hand-off changed, so that a loss after its
+  // barrier can still give the shrink up (give_up_hand_off).
   // An expand's moves come first (outside an iteration the watch is not armed: a loss here
   // is the resize's).
   if (!pending_moves_.empty() && !apply_tile_moves()) {
@@ -356,7 +358,25 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
     return given_up;
   }
   resize_under_way_->phase = ResizePhase::attach;
-  checkpoints_->detach();
+  if (state == StateBeforeShrink::held) {
+    StateBeforeHandOff kept;
+    for (auto* c : collections_) {
+      kept.placements.push_back(c->placement());
+      kept.tile_owners.push_back(c->tile_owners());
+      std::vector<TilePtr> tiles(static_cast<std::size_t>(c->tile_rows() * c->tile_cols()));
+      for (int n = 0; n < c->tile_cols(); ++n) {
+        for (int m = 0; m < c->tile_rows(); ++m) {
+          if (c->is_local(m, n)) tiles[c->slot(m, n)] = c->tile(m, n);  // a send only read it
+        }
+      }
+      kept.tiles.push_back(std::move(tiles));
+    }
+    kept.pinned = pinned_;
+    kept.first_new_rank = first_new_rank_;
+    before_hand_off_ = std::move(kept);
+  } else {
+    checkpoints_->detach();
+  }
 
   // The mapping in the survivors' numbering: grid ranks of leavers go to their backups;
   // a tile that moved, or had its own owner, names it.
@@ -406,13 +426,57 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving) {
     stolen_this_iteration_.clear();
   }
   pending_moves_.clear();
+  local_tasks_known_ = false;
+  if (state == StateBeforeShrink::released) {
+    comm_engine_.reset();
+    watch_.reset();
+    MPI_Comm_disconnect(&comm_);
+  }
+  out.seconds = seconds_between(begin, Clock::now());
+  return out;
+}
 
+void Engine::release_state_before_shrink() {
+  if (!before_hand_off_) {
+    throw std::logic_error("release_state_before_shrink without prepare_shrink holding the state before it");
+  }
+  before_hand_off_.reset();
+  checkpoints_->detach();
   comm_engine_.reset();
   watch_.reset();
   MPI_Comm_disconnect(&comm_);
+}
+
+void Engine::give_up_hand_off() {
+  if (!before_hand_off_) {
+    throw std::logic_error("give_up_hand_off without prepare_shrink holding the state before it");
+  }
+  // Every rank puts back what it had: the tiles it handed off (a send only read them), its
+  // mapping in the job's numbering, its pinned tasks. The tiles it received are dropped with
+  // the mapping (set_mapping keeps only local tiles). The copies from before were never
+  // dropped, the communicator never left: the job is as before the shrink.
+  StateBeforeHandOff kept = std::move(*before_hand_off_);
+  before_hand_off_.reset();
+  for (std::size_t id = 0; id < collections_.size(); ++id) {
+    auto* c = collections_[id];
+    std::vector<int>& placement = kept.placements[id];
+    if (placement.empty()) {  // none set: the grid's own ranks
+      placement.resize(static_cast<std::size_t>(c->distribution().size()));
+      std::iota(placement.begin(), placement.end(), 0);
+    }
+    c->set_mapping(std::move(placement), std::move(kept.tile_owners[id]), rank_);
+    for (int n = 0; n < c->tile_cols(); ++n) {
+      for (int m = 0; m < c->tile_rows(); ++m) {
+        TilePtr& tile = kept.tiles[id][c->slot(m, n)];
+        if (tile) c->set_tile(m, n, std::move(tile));
+      }
+    }
+  }
+  pinned_ = std::move(kept.pinned);
+  first_new_rank_ = kept.first_new_rank;
+  resize_under_way_.reset();  // given up: a loss from here is one of the job as it was
+  last_rebalance_ = Rebalance{};
   local_tasks_known_ = false;
-  out.seconds = seconds_between(begin, Clock::now());
-  return out;
 }
 
 }  // namespace bellows::runtime

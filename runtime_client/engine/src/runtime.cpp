@@ -31,9 +31,13 @@ void Runtime::expand_onto(MPI_Comm comm) { engine_->expand_onto(comm); }
 
 void Runtime::join_expansion(int first_new_rank) { engine_->join_expansion(first_new_rank); }
 
-ShrinkHandoff Runtime::prepare_shrink(std::span<const int> leaving) {
-  return engine_->prepare_shrink(leaving);
+ShrinkHandoff Runtime::prepare_shrink(std::span<const int> leaving, StateBeforeShrink state) {
+  return engine_->prepare_shrink(leaving, state);
 }
+
+void Runtime::release_state_before_shrink() { engine_->release_state_before_shrink(); }
+
+void Runtime::give_up_hand_off() { engine_->give_up_hand_off(); }
 
 void Runtime::attach_shrunk(MPI_Comm survivors) { engine_->attach_shrunk(survivors); }
 

@@ -452,7 +452,11 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
   for (const auto& [key, owner] : runtime_->pinned()) {
     unpinned += std::count(request.remove.begin(), request.remove.end(), owner) > 0 ? 1 : 0;
   }
-  const auto handoff = runtime_->prepare_shrink(request.remove);
+  // The copies from before, the tiles and mapping as they were and the runtime's communicator
+  // are held until every rank holds the survivors' communicator, so that a rank that stays,
+  // lost after the hand-off's barrier, gives the shrink up instead of ending the job
+  // (finish_shrink_after_loss).
+  const auto handoff = runtime_->prepare_shrink(request.remove, StateBeforeShrink::held);
   if (!handoff.lost.empty()) {
     // A rank lost during the hand-off: nothing moved, every rank stays (the leavers too), and
     // the next iteration reports the loss, which the job recovers from as from any.
@@ -493,7 +497,31 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
   const double slowest = numbers->slowest;
   const bool was_rank_zero = rank() == 0;
   const int old_rank = rank();
-  const auto& shrunk = membership_.shrink(request.remove);
+  // The survivors' communicator, watched as the numbers are: a rank lost before every rank
+  // holds it leaves the job's communicator untouched (LostDuringShrink), and the runtime still
+  // holds the state from before, which it lets go of only once every survivor holds it.
+  const ShrinkReport* shrunk_here = nullptr;
+  {
+    const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+    PeerWatch watch(before, rank(), size());  // Membership::shrink returns errors on `before`
+    ShrinkLossWatch shrink_watch;
+    shrink_watch.complete = [&watch](int posted, MPI_Request& collective, const char* call) {
+      watch.arm();
+      return completed_watched(posted, collective, watch, call);
+    };
+    shrink_watch.lost = [&watch] { return watch.lost(); };
+    shrink_watch.before_disconnect = [&] {
+      watch.disarm();  // no receive left pending on the communicator disconnected next
+      runtime_->release_state_before_shrink();
+    };
+    try {
+      shrunk_here = &membership_.shrink(request.remove, shrink_watch);
+    } catch (const LostDuringShrink& e) {
+      lost = e.lost_ranks();
+    }
+  }
+  if (!lost.empty()) return finish_shrink_after_loss(request, event, handoff, lost);
+  const ShrinkReport& shrunk = *shrunk_here;
   if (tracing()) {
     TraceLine line;
     line.fields = {{"rank", old_rank},
@@ -540,36 +568,62 @@ nlohmann::json ElasticJob::shrink_record(const Request& request, const ResizeEve
 
 ElasticJob::Outcome ElasticJob::finish_shrink_after_loss(const Request& request, ResizeEvent& event,
                                                          const ShrinkHandoff& handoff, const std::vector<int>& seen) {
-  // Every survivor failed the shrink's numbers, leavers included: they agree on who is lost
-  // and rebuild the job's communicator without them, as a recovery does (its numbers: the
-  // survivors in their old order). The tiles were handed off everywhere and the checkpoint
-  // copies dropped, so what follows depends only on who was lost.
+  // Every survivor failed the shrink's numbers or Membership::shrink before its confirming
+  // barrier, leavers included (the job's communicator untouched): they agree on who is lost,
+  // and on_loss_during_resize decides from that alone (the same on every survivor). The
+  // runtime still holds the copies from before the shrink and what the hand-off changed.
   const MPI_Comm before = communicator();
   const int old_size = size();
+  const auto deadline = std::chrono::steady_clock::now() + kLateShrinkLossTimeout;
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(before, &handler);
   MPI_Comm_set_errhandler(before, MPI_ERRORS_RETURN);  // agree_on_lost reads the dead's errors
+  const auto only_leavers = [&](const std::vector<int>& ranks) {
+    return std::all_of(ranks.begin(), ranks.end(), [&](int r) {
+      return std::count(request.remove.begin(), request.remove.end(), r) > 0;
+    });
+  };
+  const auto decide = [&](const std::vector<int>& ranks, bool copies_before_kept) {
+    ResizeLossFacts facts{ResizeKind::shrink, ResizePhase::attach, copies_before_kept, false};
+    facts.only_leavers_lost = only_leavers(ranks);
+    return on_loss_during_resize(facts);
+  };
+  const auto described = [&](const std::vector<int>& ranks, const ResizeLossDecision& decision) {
+    return "shrink without ranks " + rank_set_text(request.remove) + ": ranks " + rank_set_text(ranks) +
+           " were lost " + decision.reason;
+  };
+  const std::vector<int> agreed = agree_on_lost(before, seen, deadline);
+  ResizeLossDecision decision = decide(agreed, true);
+  if (decision.action == ResizeLossAction::give_up) {
+    // A rank that stays was lost: every rank, leavers too, takes its tiles back as they were
+    // before the hand-off, and the next iteration finds the loss on the job's communicator,
+    // which the job recovers from as from any (ElasticJob::recover: the copies from before
+    // the shrink, the lost ranks' tiles from their buddies, the leavers staying).
+    runtime_->give_up_hand_off();
+    MPI_Comm_set_errhandler(before, handler);
+    MPI_Errhandler_free(&handler);
+    event.reason = described(agreed, decision) + " (" + event.reason + ")";
+    return Outcome::refused;
+  }
+  // Only leavers were lost: the shrink is finished without them. The survivors rebuild the
+  // job's communicator, as a recovery does (its numbers: the survivors in their old order);
+  // a rank lost meanwhile is folded in, and decided on again without the copies from before.
+  MPI_Errhandler_free(&handler);
+  runtime_->release_state_before_shrink();
   std::vector<int> lost;
-  Communicator survivors(
-      rebuild_after_loss(before, seen, std::chrono::steady_clock::now() + kLateShrinkLossTimeout, lost));
+  Communicator survivors(rebuild_after_loss(before, agreed, deadline, lost));
   MPI_Comm old = before;
   membership_.adopt_survivors(std::move(survivors));  // lets go of `before` without freeing it
   MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
+  if (lost != agreed) decision = decide(lost, false);
+  const std::string what = described(lost, decision);
+  if (decision.action != ResizeLossAction::finish_without_lost) throw RecoveryError(what);
 
   std::vector<int> leaving_now;  // the leavers still alive, numbered as the survivors are
-  bool only_leavers_lost = true;
-  for (const int r : lost) {
-    only_leavers_lost = only_leavers_lost && std::count(request.remove.begin(), request.remove.end(), r) > 0;
-  }
   for (const int r : request.remove) {
     if (std::binary_search(lost.begin(), lost.end(), r)) continue;
     leaving_now.push_back(r - static_cast<int>(std::lower_bound(lost.begin(), lost.end(), r) - lost.begin()));
   }
-  ResizeLossFacts facts{ResizeKind::shrink, ResizePhase::attach, false, false};
-  facts.only_leavers_lost = only_leavers_lost;
-  const ResizeLossDecision decision = on_loss_during_resize(facts);
-  const std::string what = "shrink without ranks " + rank_set_text(request.remove) + ": ranks " +
-                           rank_set_text(lost) + " were lost " + decision.reason;
-  if (decision.action != ResizeLossAction::finish_without_lost) throw RecoveryError(what);
-
   double shrink_seconds = 0.0;
   if (!leaving_now.empty()) {
     shrink_seconds = membership_.shrink(leaving_now).total_seconds;

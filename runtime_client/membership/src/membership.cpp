@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string_view>
 
 namespace bellows::runtime {
@@ -370,10 +371,39 @@ int world_conflict(MPI_Comm current, const std::vector<int>& sorted) {
   return first;
 }
 
-MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, ShrinkReport& report) {
+/// shrink() with a rank possibly lost while it runs (Membership::shrink with a watch): a
+/// LostDuringShrink naming the ranks `watch` found lost when `call` did not complete.
+LostDuringShrink lost_during_shrink(const ShrinkLossWatch& watch, const std::string& call) {
+  std::vector<int> lost = watch.lost();
+  std::string names;
+  for (const int r : lost) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  return LostDuringShrink("shrink: ranks {" + names + "} were lost during " + call +
+                              ", before every rank held the survivors' communicator; the job's communicator is "
+                              "untouched",
+                          std::move(lost));
+}
+
+/// Buffers and communicators a shrink given up by a loss leaves to MPI: kept until the
+/// process exits (a pending collective may still write them; a communicator that may hold
+/// the dead is never freed).
+struct LeftToMpi {
+  std::vector<std::unique_ptr<std::array<unsigned long long, 3>>> values;
+  std::vector<MPI_Comm> communicators;
+};
+LeftToMpi& left_to_mpi() {
+  static LeftToMpi left;
+  return left;
+}
+
+/// Tag of the survivors' MPI_Comm_create_group in a watched shrink.
+constexpr int kShrinkCreateGroupTag = 0x5348;
+
+MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, ShrinkReport& report,
+                      const ShrinkLossWatch* watch) {
   const auto start = Clock::now();
-  int size = 0;
+  int size = 0, my_rank = -1;
   check(MPI_Comm_size(current.get(), &size), "MPI_Comm_size");
+  check(MPI_Comm_rank(current.get(), &my_rank), "MPI_Comm_rank");
   validate_leaving(size, leaving);
   std::vector<int> sorted(leaving.begin(), leaving.end());
   std::sort(sorted.begin(), sorted.end());
@@ -387,18 +417,27 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
   auto t = Clock::now();
   const std::uint64_t hash = fingerprint(size, sorted);
   const int conflict = world_conflict(current.get(), sorted);
-  std::array<unsigned long long, 3> values{
-      hash, ~hash, conflict < 0 ? 0ULL : static_cast<unsigned long long>(size - conflict)};
-  check(
-      MPI_Allreduce(MPI_IN_PLACE, values.data(), 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, current.get()),
-      "MPI_Allreduce");
+  auto values = std::make_unique<std::array<unsigned long long, 3>>(std::array<unsigned long long, 3>{
+      hash, ~hash, conflict < 0 ? 0ULL : static_cast<unsigned long long>(size - conflict)});
+  if (watch != nullptr) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int posted =
+        MPI_Iallreduce(MPI_IN_PLACE, values->data(), 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, current.get(), &request);
+    if (!watch->complete(posted, request, "MPI_Iallreduce")) {
+      if (request != MPI_REQUEST_NULL) left_to_mpi().values.push_back(std::move(values));
+      throw lost_during_shrink(*watch, "its check that every rank names the same leavers (MPI_Iallreduce)");
+    }
+  } else {
+    check(MPI_Allreduce(MPI_IN_PLACE, values->data(), 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, current.get()),
+          "MPI_Allreduce");
+  }
   report.check_seconds = seconds_since(t);
-  if (values[0] != hash || values[1] != ~hash) {
+  if ((*values)[0] != hash || (*values)[1] != ~hash) {
     throw std::invalid_argument("shrink: the ranks passed different lists of leaving ranks");
   }
-  if (values[2] != 0) {
+  if ((*values)[2] != 0) {
     throw std::invalid_argument(
-        "shrink: rank " + std::to_string(size - static_cast<int>(values[2])) +
+        "shrink: rank " + std::to_string(size - static_cast<int>((*values)[2])) +
         " cannot leave: it shares its MPI_COMM_WORLD (one mpiexec or one MPI_Comm_spawn call) "
         "with ranks that stay, and its MPI_Finalize would wait for them");
   }
@@ -424,8 +463,57 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
   check(MPI_Comm_group(current.get(), all.out()), "MPI_Comm_group");
   check(MPI_Group_incl(all.get(), staying, order.data(), survivors_group.out()), "MPI_Group_incl");
   MPI_Comm survivors_raw = MPI_COMM_NULL;
-  check(MPI_Comm_create(current.get(), survivors_group.get(), &survivors_raw), "MPI_Comm_create");
+  const bool leaves_here = std::binary_search(sorted.begin(), sorted.end(), my_rank);
+  if (watch == nullptr) {
+    check(MPI_Comm_create(current.get(), survivors_group.get(), &survivors_raw), "MPI_Comm_create");
+  } else if (!leaves_here) {
+    // Collective over the survivors alone (a leaver lost cannot hold it up); a survivor lost
+    // fails it (MPIX_ERR_PROC_FAILED), which the watch then names.
+    const int created =
+        MPI_Comm_create_group(current.get(), survivors_group.get(), kShrinkCreateGroupTag, &survivors_raw);
+    MPI_Request none = MPI_REQUEST_NULL;
+    if (!watch->complete(created, none, "MPI_Comm_create_group")) {
+      throw lost_during_shrink(*watch, "the survivors' MPI_Comm_create_group");
+    }
+  }
   Communicator survivors = adopt(survivors_raw);
+  const auto put_in_order = [&] {
+    // Back to the old order: new rank i is rank i - 1 (mod n) of the rotated one.
+    std::vector<int> back(static_cast<std::size_t>(staying));
+    for (int i = 0; i < staying; ++i) {
+      back[static_cast<std::size_t>(i)] = (i + staying - 1) % staying;
+    }
+    Group rotated, ordered;
+    check(MPI_Comm_group(survivors.get(), rotated.out()), "MPI_Comm_group");
+    check(MPI_Group_incl(rotated.get(), staying, back.data(), ordered.out()), "MPI_Group_incl");
+    MPI_Comm ordered_raw = MPI_COMM_NULL;
+    const int created = MPI_Comm_create(survivors.get(), ordered.get(), &ordered_raw);
+    if (watch == nullptr) {
+      check(created, "MPI_Comm_create");
+    } else {
+      MPI_Request none = MPI_REQUEST_NULL;
+      if (!watch->complete(created, none, "MPI_Comm_create")) {
+        left_to_mpi().communicators.push_back(survivors.release());  // may hold the dead
+        throw lost_during_shrink(*watch, "the survivors' MPI_Comm_create that puts them in order");
+      }
+    }
+    Communicator in_order = adopt(ordered_raw);
+    survivors.disconnect();
+    survivors = std::move(in_order);
+  };
+  if (watch != nullptr) {
+    // In order before anything is let go of, then a barrier over every rank, leavers too:
+    // past it every survivor holds its communicator, and no rank has disconnected yet, so a
+    // rank lost up to here gives the shrink up on every rank that finds it.
+    if (survivors && prefix && staying > 1) put_in_order();
+    MPI_Request barrier = MPI_REQUEST_NULL;
+    const int posted = MPI_Ibarrier(current.get(), &barrier);
+    if (!watch->complete(posted, barrier, "MPI_Ibarrier")) {
+      if (survivors) left_to_mpi().communicators.push_back(survivors.release());  // may hold the dead
+      throw lost_during_shrink(*watch, "the barrier that confirms the survivors' communicator (MPI_Ibarrier)");
+    }
+    if (watch->before_disconnect) watch->before_disconnect();
+  }
   report.create_seconds = seconds_since(t);
 
   // Every rank, leavers included, disconnects the old communicator: it was the last user
@@ -436,21 +524,9 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
   current.disconnect();
   report.disconnect_seconds = seconds_since(t);
 
-  if (survivors && prefix && staying > 1) {
-    // Back to the old order: new rank i is rank i - 1 (mod n) of the rotated one.
+  if (watch == nullptr && survivors && prefix && staying > 1) {
     t = Clock::now();
-    std::vector<int> back(static_cast<std::size_t>(staying));
-    for (int i = 0; i < staying; ++i) {
-      back[static_cast<std::size_t>(i)] = (i + staying - 1) % staying;
-    }
-    Group rotated, ordered;
-    check(MPI_Comm_group(survivors.get(), rotated.out()), "MPI_Comm_group");
-    check(MPI_Group_incl(rotated.get(), staying, back.data(), ordered.out()), "MPI_Group_incl");
-    MPI_Comm ordered_raw = MPI_COMM_NULL;
-    check(MPI_Comm_create(survivors.get(), ordered.get(), &ordered_raw), "MPI_Comm_create");
-    Communicator in_order = adopt(ordered_raw);
-    survivors.disconnect();
-    survivors = std::move(in_order);
+    put_in_order();
     report.create_seconds += seconds_since(t);
   }
 
@@ -574,7 +650,7 @@ MPI_Comm shrink(MPI_Comm current, std::span<const int> leaving, ShrinkReport* re
   ShrinkReport local;
   Communicator borrowed(current);
   try {
-    return shrink_owned(borrowed, leaving, report ? *report : local);
+    return shrink_owned(borrowed, leaving, report ? *report : local, nullptr);
   } catch (...) {
     // Thrown before the disconnect: the caller still owns current.
     (void)borrowed.release();
@@ -663,7 +739,19 @@ void Membership::adopt_survivors(Communicator survivors) {
 const ShrinkReport& Membership::shrink(std::span<const int> leaving) {
   if (!job_) throw std::logic_error("membership: shrink called on a rank that left");
   ShrinkReport report;
-  job_ = Communicator(shrink_owned(job_, leaving, report));
+  job_ = Communicator(shrink_owned(job_, leaving, report, nullptr));
+  refresh();
+  shrinks_.push_back(report);
+  return shrinks_.back();
+}
+
+const ShrinkReport& Membership::shrink(std::span<const int> leaving, const ShrinkLossWatch& watch) {
+  if (!job_) throw std::logic_error("membership: shrink called on a rank that left");
+  if (!watch.complete || !watch.lost) {
+    throw std::invalid_argument("membership: shrink's watch needs both complete and lost");
+  }
+  ShrinkReport report;
+  job_ = Communicator(shrink_owned(job_, leaving, report, &watch));
   refresh();
   shrinks_.push_back(report);
   return shrinks_.back();

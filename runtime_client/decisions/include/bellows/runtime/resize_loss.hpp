@@ -10,7 +10,10 @@
 // So a rank lost:
 //   - before the tiles changed owner, with the copies from before kept: the resize is given
 //     up (nothing changed; it is reported refused with the reason), and the job recovers from
-//     those copies at its old size;
+//     those copies at its old size. After a shrink's hand-off, before the survivors'
+//     communicator is made, the same when a rank that stays was lost: the runtime kept the
+//     copies and the tiles as they were (its leavers have not left), so the hand-off is
+//     undone and the leavers recover with the others;
 //   - once the checkpoint after the resize is complete: the resize stands, and the job
 //     recovers from that checkpoint;
 //   - in between, or before the step without the copies from before: no copy of the tiles as

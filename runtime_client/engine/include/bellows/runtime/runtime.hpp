@@ -43,6 +43,14 @@ struct ShrinkHandoff {
   std::vector<int> lost;
 };
 
+/// What Runtime::prepare_shrink() does, once the hand-off completed on every rank, with the
+/// state the shrink leaves behind: the buddies' checkpoint copies from before it, the tiles
+/// and mapping as they were, and the runtime's duplicate of the job's communicator.
+enum class StateBeforeShrink {
+  released,  ///< let go of at once (the copies dropped, the duplicate disconnected)
+  held,      ///< kept until release_state_before_shrink() or give_up_hand_off()
+};
+
 /// What Runtime::recover() did on this rank.
 struct RecoveryReport {
   /// The checkpoint rolled back to: the iterations completed at it. The next run_iteration()
@@ -187,7 +195,24 @@ class Runtime {
   /// with a barrier before anything changes: a rank lost there gives the shrink up on the
   /// ranks that find it (ShrinkHandoff::lost; the runtime, its checkpoint copies and its
   /// communicator as before the call), and the next run_iteration() reports the loss.
-  ShrinkHandoff prepare_shrink(std::span<const int> leaving);
+  /// With StateBeforeShrink::held the copies, the tiles and mapping from before and the
+  /// duplicate outlive the hand-off, so that a rank lost after its barrier, before the
+  /// survivors' communicator is made, can still give the shrink up (give_up_hand_off()); the
+  /// caller lets go of them (release_state_before_shrink()) before the job's communicator is
+  /// disconnected (ShrinkLossWatch::before_disconnect of Membership::shrink).
+  ShrinkHandoff prepare_shrink(std::span<const int> leaving,
+                               StateBeforeShrink state = StateBeforeShrink::released);
+  /// After prepare_shrink(..., held): drops the checkpoint copies and the mapping from before,
+  /// and disconnects the runtime's duplicate, as prepare_shrink() does with `released`.
+  /// Throws std::logic_error when nothing is held.
+  void release_state_before_shrink();
+  /// After prepare_shrink(..., held), on every rank alike (leavers too), when a rank was lost
+  /// after the hand-off's barrier: the hand-off is undone (every rank's tiles, mapping and
+  /// pinned tasks as before prepare_shrink; the copies from before kept), the shrink is over,
+  /// and the next run_iteration() on the job's communicator finds the loss, which recover()
+  /// rolls back from the copies from before the shrink. Throws std::logic_error when nothing
+  /// is held.
+  void give_up_hand_off();
   /// Second half of a shrink, on the survivors: the runtime continues on `survivors`.
   void attach_shrunk(MPI_Comm survivors);
   /// After run_iteration() reported lost ranks (IterationReport::lost_ranks), on every

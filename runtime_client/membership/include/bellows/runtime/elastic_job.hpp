@@ -124,10 +124,14 @@ class ElasticJob {
   /// not be told from them; requests posted before the first iteration wait for the
   /// second. Returns Outcome::left on a rank that has just left the job: it must
   /// destroy its runtime, stop and finalize MPI. Throws MpiError when MPI fails. A rank
-  /// lost right after a shrink's hand-off (in the shrink's numbers): the survivors rebuild
-  /// without it; a lost leaver is left out and the shrink finishes; a lost rank that stays
-  /// throws RecoveryError alike on every survivor (the job's communicator is then theirs;
-  /// treat it as the end of the job), or RebuildError when the rebuild fails.
+  /// lost right after a shrink's hand-off (in the shrink's numbers): the survivors agree on
+  /// it; a lost rank that stays gives the shrink up on every survivor, leavers included
+  /// (Outcome::refused, the hand-off undone), and the next run_iteration() reports the loss,
+  /// which the job recovers from with recover() like any; only leavers lost: the survivors
+  /// rebuild without them and the shrink finishes. Throws RecoveryError alike on every
+  /// survivor when a rank that stays is lost during that rebuild (the job's communicator is
+  /// then theirs; treat it as the end of the job), RebuildError when the agreement or the
+  /// rebuild fails.
   Outcome apply_pending(int iteration);
 
   /// After an iteration that lost ranks (IterationReport::lost_ranks, completed() false), on
@@ -198,9 +202,10 @@ class ElasticJob {
   /// The fields of a shrink's telemetry record that every way a shrink ends shares (on rank 0).
   [[nodiscard]] nlohmann::json shrink_record(const Request& request, const ResizeEvent& event, int old_size) const;
   /// shrink() after a loss that broke its numbers' collectives (after the hand-off's barrier):
-  /// the survivors agree on the lost and rebuild without them, then on_loss_during_resize
-  /// decides: finish the shrink without them (they were all leaving), or throw RecoveryError,
-  /// alike on every survivor.
+  /// the survivors agree on the lost, then on_loss_during_resize decides, alike on every
+  /// survivor: give the shrink up (a rank that stays lost: the hand-off undone, the copies
+  /// from before kept for the recovery), or finish it without them (they were all leaving),
+  /// or throw RecoveryError.
   Outcome finish_shrink_after_loss(const Request& request, ResizeEvent& event, const ShrinkHandoff& handoff,
                                    const std::vector<int>& seen);
   /// After a recovery: the boundary this rank joined through, if the roll-back returns to

@@ -160,6 +160,36 @@ struct ShrinkReport {
   double total_seconds = 0.0;
 };
 
+/// How Membership::shrink() meets a rank lost while it runs (ElasticJob's shrink, after the
+/// hand-off of the tiles): every step over the old communicator is watched, and none is let go
+/// of before every rank holds the survivors' communicator.
+struct ShrinkLossWatch {
+  /// Completes `request`, posted by `call` with result `posted` (a blocking call passes its
+  /// result and MPI_REQUEST_NULL): true once it completed, false when it failed or was held up
+  /// by a peer found lost. May throw on a failure with no peer lost (e.g. MpiError).
+  std::function<bool(int posted, MPI_Request& request, const char* call)> complete;
+  /// The peers found lost so far, ranks of the old communicator.
+  std::function<std::vector<int>()> lost;
+  /// Optional: runs on every rank once every survivor holds the survivors' communicator,
+  /// before the old one is disconnected (where a runtime lets go of its duplicate).
+  std::function<void()> before_disconnect;
+};
+
+/// Thrown by Membership::shrink(leaving, watch) when a rank was lost before every rank held
+/// the survivors' communicator (its check, MPI_Comm_create_group, putting the survivors in
+/// order, the barrier that confirms it): the job's communicator is untouched, and the what()
+/// names the step and the ranks the watch found lost.
+class LostDuringShrink : public std::runtime_error {
+ public:
+  LostDuringShrink(const std::string& what, std::vector<int> lost)
+      : std::runtime_error(what), lost_(std::move(lost)) {}
+  /// Ranks of the old communicator, ascending.
+  [[nodiscard]] const std::vector<int>& lost_ranks() const noexcept { return lost_; }
+
+ private:
+  std::vector<int> lost_;
+};
+
 /// Checks a list of ranks that are to leave a communicator of `size` ranks: each in
 /// [1, size), no duplicates. Throws std::invalid_argument naming the first problem.
 /// Local; shrink() calls it on every rank before any communication.
@@ -348,6 +378,16 @@ class Membership {
   /// Removes the ranks in `leaving`; on those ranks is_member() is false afterwards.
   /// Collective over the job communicator, leavers included.
   const ShrinkReport& shrink(std::span<const int> leaving);
+  /// The same, with a rank possibly lost while it runs: its check is an MPI_Iallreduce and
+  /// the survivors' communicator comes from MPI_Comm_create_group over the survivors alone,
+  /// each completed through `watch`, then put in order and confirmed by an MPI_Ibarrier over
+  /// every rank, leavers too, before `watch.before_disconnect` and the old communicator's
+  /// disconnect. Throws LostDuringShrink, the job's communicator untouched, when a rank was
+  /// lost before that barrier completed here; std::invalid_argument when `watch` lacks
+  /// `complete` or `lost`. A rank lost while the barrier completes on some ranks only leaves
+  /// those on the new communicator and the others throwing (a residual risk: the others then
+  /// find no partner on the old one).
+  const ShrinkReport& shrink(std::span<const int> leaving, const ShrinkLossWatch& watch);
 
   /// After a loss: the job communicator becomes `survivors`, which rebuild_without() made
   /// from it and which consumed (freed) it. Not collective.
