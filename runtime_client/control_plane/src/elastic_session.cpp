@@ -123,7 +123,11 @@ ElasticSession::ElasticSession(int argc, char** argv) {
     first_iteration_ = payload[0];
     grid_ranks_ = payload[1];
     (void)ControlPlaneLink::gather_nodes(joined.communicator(), node);
-    job_.emplace(std::move(joined), accept, first_iteration_);
+    try {
+      job_.emplace(std::move(joined), accept, first_iteration_);
+    } catch (const ExpandGivenUp& e) {
+      throw JoinCalledOff(e.what());  // a member lost before the expand was confirmed: the job goes on without it
+    }
     link_ = ControlPlaneLink::from_environment(job_->rank());
     if (link_) link_->attach(*job_);
     return;
@@ -137,7 +141,11 @@ ElasticSession::ElasticSession(int argc, char** argv) {
                                   " is set in a process that no resize spawned");
     }
     first_iteration_ = *join;
-    job_.emplace(std::move(*joined), spawn, first_iteration_);
+    try {
+      job_.emplace(std::move(*joined), spawn, first_iteration_);
+    } catch (const ExpandGivenUp& e) {
+      throw JoinCalledOff(e.what());
+    }
     link_ = ControlPlaneLink::from_environment(job_->rank());
     if (link_) link_->attach(*job_);
     return;

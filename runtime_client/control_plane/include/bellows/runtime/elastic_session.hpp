@@ -59,8 +59,9 @@ namespace bellows::runtime {
 
 /// Thrown by ElasticSession in a rank a daemon started when the job stopped waiting for it
 /// before it joined (the resize it was started for was called off, or the job ended): the job
-/// closed the port it was connecting to. Nothing is wrong; the process should finalize MPI
-/// and exit 0.
+/// closed the port it was connecting to; or when the expand it joined by was given up (a member
+/// lost before every member confirmed the grown communicator: ElasticJob's ExpandGivenUp, whose
+/// text it carries). Nothing is wrong; the process should finalize MPI and exit 0.
 class JoinCalledOff : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@
 #include "bellows/runtime/runtime.hpp"
 
 namespace bellows::runtime {
+
+/// Thrown by the ElasticJob constructor on a rank an expand was adding, when a member of the
+/// grown communicator was lost before every member confirmed it: the expand is given up, and
+/// the ranks from before it carry on without this one. what() names the lost ranks and the
+/// phase. Nothing is wrong with this rank: it should finalize MPI and exit 0.
+class ExpandGivenUp : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 /// One resize as the callbacks see it.
 struct ResizeEvent {
@@ -71,6 +81,9 @@ class ElasticJob {
   /// starts at: its first apply_pending(), for that iteration, does nothing, since the
   /// resize it joined through is done. Elsewhere (first ranks, and ranks spawned to
   /// bring a job to its initial size) it is -1 or 0.
+  /// On a process that joined by an expand the constructor confirms the grown communicator
+  /// with every member (collective over it); when a member was lost before it was confirmed,
+  /// it throws ExpandGivenUp.
   ElasticJob(Membership membership, SpawnSpecFor spawn_spec, int joined_at_iteration = -1);
   /// The same with new ranks brought in by `grow`.
   ElasticJob(Membership membership, Grow grow, int joined_at_iteration = -1);
@@ -127,7 +140,11 @@ class ElasticJob {
   /// lost right after a shrink's hand-off (in the shrink's numbers): the survivors rebuild
   /// without it; a lost leaver is left out and the shrink finishes; a lost rank that stays
   /// throws RecoveryError alike on every survivor (the job's communicator is then theirs;
-  /// treat it as the end of the job), or RebuildError when the rebuild fails.
+  /// treat it as the end of the job), or RebuildError when the rebuild fails. A member lost
+  /// between an expand's merge and every member's confirmation of the grown communicator: the
+  /// expand is given up (Outcome::refused, the reason naming the lost ranks and the phase) and
+  /// the job is back on its communicator from before it; a lost rank from before the expand is
+  /// then found by the next iteration and recovered from as from any loss.
   Outcome apply_pending(int iteration);
 
   /// After an iteration that lost ranks (IterationReport::lost_ranks, completed() false), on
@@ -194,6 +211,13 @@ class ElasticJob {
   /// after_iteration() after an expand: request to first task on each new rank.
   void time_first_tasks(const IterationReport& report);
   Outcome expand(const Request& request, ResizeEvent& event, int iteration);
+  /// expand() after a loss before every member confirmed the grown communicator: back on the
+  /// communicator from before it; on_loss_during_resize decides (give the expand up, or throw
+  /// RecoveryError). `lost` are ranks of the grown communicator.
+  Outcome give_up_expand(const Request& request, ResizeEvent& event, int old_size, const std::vector<int>& lost);
+  /// On a rank an expand adds: confirms the grown communicator with every member, or gives the
+  /// expand up and throws ExpandGivenUp.
+  void confirm_join();
   Outcome shrink(const Request& request, ResizeEvent& event);
   /// The fields of a shrink's telemetry record that every way a shrink ends shares (on rank 0).
   [[nodiscard]] nlohmann::json shrink_record(const Request& request, const ResizeEvent& event, int old_size) const;
