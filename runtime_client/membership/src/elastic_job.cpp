@@ -435,6 +435,7 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
     return give_up_expand(request, event, old_size, lost);
   }
   membership_.confirm_grow();
+  for (const auto& callback : on_confirmed_) callback(event);
   const std::int64_t onto_start = steady_ns();
   runtime_->expand_onto(communicator());
   const double onto_seconds = seconds_since(onto_start);

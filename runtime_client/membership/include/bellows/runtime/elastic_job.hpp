@@ -127,6 +127,11 @@ class ElasticJob {
   /// here on it is no longer given up. Runs on every rank, leavers included, before the
   /// shrink's numbers are gathered and the survivors' communicator is made.
   void on_tiles_handed_off(Callback callback) { on_handed_off_.push_back(std::move(callback)); }
+  /// An expand whose grown communicator every member confirmed: from here on it is no longer
+  /// given up. Runs on the ranks from before it, on the grown communicator, before the runtime
+  /// moves onto it; a collective over communicator() is allowed when the new ranks make the same
+  /// call right after constructing their ElasticJob (which confirms on their side).
+  void on_expand_confirmed(Callback callback) { on_confirmed_.push_back(std::move(callback)); }
 
   /// What apply_pending() did on this rank.
   enum class Outcome { none, resized, refused, left };
@@ -245,6 +250,7 @@ class ElasticJob {
   std::vector<Callback> on_commit_;
   std::vector<Callback> on_refused_;
   std::vector<Callback> on_handed_off_;
+  std::vector<Callback> on_confirmed_;
 
   std::int64_t expand_request_steady_ns_ = 0;  // of the latest expand, for the latency
   int first_new_rank_ = -1;                    // of the latest expand, until it ran once
