@@ -279,9 +279,11 @@ int run_member(const fs::path& dir, int index) {
   MPI_Comm_set_errhandler(job.communicator(), fatal);
   int refused = 0;
   std::string refusal, recovery_refusal;
+  double refused_seconds = 0.0;  // how long the refused resize took here, from its start
   job.on_resize_refused([&](const br::ResizeEvent& e) {
     ++refused;
     refusal = e.reason;
+    refused_seconds = e.seconds;
   });
   if (during_shrink && old_rank == victim) {
     job.on_resize_start([&](const br::ResizeEvent&) {
@@ -532,6 +534,7 @@ int run_member(const fs::path& dir, int index) {
     }
     result["tasks_per_iteration_from_the_resize"] = all;
     result["refusal"] = refusal;
+    result["given_up_after_seconds"] = refused_seconds;
     result["rolled_back_to"] = rolled_back_to;
   } else if (after_expand || after_shrink) {
     expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
