@@ -41,11 +41,11 @@
 // refused alike, the phase named (RecoveryError from apply_pending), and exit 0; never a hang.
 // With `during-expand` the first rank asks for an expand by one before iteration KILL_AT, as with
 // `after-expand`, and the victim SIGKILLs itself during the expand, once the accept and merge are
-// done and before it confirmed the grown communicator (ElasticJob's confirmation): rank 1 (a rank
-// from before the expand) in the grow it takes part in, the joining rank 3 right after its join,
+// done and before it confirmed the grown communicator (ElasticJob's confirmation): rank 0 or 1 (a
+// rank from before the expand) in the grow it takes part in, the joining rank 3 right after its join,
 // before its setup. The expand must be given up alike on the ranks from before it (reported
 // refused, naming the lost rank and the phase) and they carry on on their communicator. The joiner
-// lost: nothing is recovered or redone, and the job finishes on its three ranks. Rank 1 lost: the
+// lost: nothing is recovered or redone, and the job finishes on its three ranks. Rank 0 or 1 lost: the
 // joiner is sent away (ExpandGivenUp naming the lost rank; it finalizes and exits 0), and the
 // others recover from the checkpoint before the expand as from a loss outside a resize (one
 // iteration redone) and finish on two ranks. Either way every task of every iteration from the
@@ -513,7 +513,7 @@ int run_member(const fs::path& dir, int index) {
     const int expected_size = joiner_lost ? kRanks : kRanks - 1;
     expect(job.size() == expected_size, "the job has " + std::to_string(job.size()) + " ranks, expected " +
                                             std::to_string(expected_size));
-    if (job.rank() == 0) {
+    if (old_rank == 0) {  // the rank that keeps the telemetry, when it is not the victim
       const auto& expand = job.telemetry().back();
       expect(expand.value("lost", nlohmann::json::array()) == nlohmann::json::array({victim}) &&
                  expand.value("to_ranks", 0) == kRanks,
@@ -606,7 +606,10 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   const int processes = after_expand ? kRanks + 1 : kRanks;
   // A shrink's victim is a rank that stays or (during it) the leaver, never the first rank,
   // which asks for it; after it, a rank that stayed.
-  const int lowest = during_shrink || after_hand_off || during_expand ? 1 : ((after_expand && !expand_moves) || after_shrink) ? -1 : 0;  // -1: none
+  const int lowest = during_shrink || after_hand_off ? 1
+                     : during_expand                 ? 0
+                     : ((after_expand && !expand_moves) || after_shrink) ? -1
+                                                                          : 0;  // -1: none
   const int highest = after_shrink ? kLeaver - 1 : processes - 1;
   if (victim < lowest || victim > highest) {
     std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from %d to %d%s, got %d\n", lowest, highest,
