@@ -50,6 +50,17 @@
 // and 2 are asked to leave, and rank 1 or 2 dies as with `after-hand-off`: the other leaver
 // leaves and rank 0 finishes the shrink alone (no resize refused, no recovery, every task once
 // per iteration on it, verified).
+// With `during-expand` the first rank asks for an expand by one before iteration KILL_AT, as with
+// `after-expand`, and the victim SIGKILLs itself during the expand, once the accept and merge are
+// done and before it confirmed the grown communicator (ElasticJob's confirmation): rank 0 or 1 (a
+// rank from before the expand) in the grow it takes part in, the joining rank 3 right after its join,
+// before its setup. The expand must be given up alike on the ranks from before it (reported
+// refused, naming the lost rank and the phase) and they carry on on their communicator. The joiner
+// lost: nothing is recovered or redone, and the job finishes on its three ranks. Rank 0 or 1 lost: the
+// joiner is sent away (ExpandGivenUp naming the lost rank; it finalizes and exits 0), and the
+// others recover from the checkpoint before the expand as from a loss outside a resize (one
+// iteration redone) and finish on two ranks. Either way every task of every iteration from the
+// expand on ran once over the ranks, and C is bit-identical as above.
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -60,7 +71,7 @@
 //
 //   boundary_loss_tests MPIEXEC SELF VICTIM
 //       [with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|
-//        after-expand|after-shrink|expand-moves]
+//        after-expand|after-shrink|expand-moves|during-expand]
 //                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
@@ -83,6 +94,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -219,7 +231,8 @@ int run_member(const fs::path& dir, int index) {
   const bool with_request = fs::exists(dir / "with-request");
   const bool during_shrink = fs::exists(dir / "during-shrink");
   const bool expand_moves = fs::exists(dir / "expand-moves");
-  const bool after_expand = fs::exists(dir / "after-expand") || expand_moves;  // the same expand
+  const bool during_expand = fs::exists(dir / "during-expand");
+  const bool after_expand = fs::exists(dir / "after-expand") || expand_moves || during_expand;  // the same expand
   const bool after_shrink = fs::exists(dir / "after-shrink");
   const bool in_membership_shrink = fs::exists(dir / "in-membership-shrink");
   // The two lose the victim between the hand-off's barrier and the survivors' communicator
@@ -248,23 +261,53 @@ int run_member(const fs::path& dir, int index) {
   write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
   write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));  // the join's order
   const int joined_at = joiner ? payload.at(0) : -1;
-  br::ElasticJob job(
+  if (during_expand && joiner && victim == kJoiner) {
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+    ::raise(SIGKILL);  // joined (accept and merge done), before its setup and its confirmation
+  }
+  int loop_iteration = 0;
+  std::unique_ptr<br::ElasticJob> owned_job;
+  try {
+    owned_job = std::make_unique<br::ElasticJob>(
       std::move(membership),
       br::ElasticJob::Grow([&](br::Membership& m, int count, int join_iteration, std::uint64_t) -> const br::GrowReport& {
         if (!after_expand) throw std::logic_error("this test expands only with after-expand");
         if (m.rank() == 0) write_file(dir / "expand", "1");
         const std::array<int, 1> join{join_iteration};
-        return m.grow_by_accept(count, read_file(dir / "port"), join);
+        const br::GrowReport& grown = m.grow_by_accept(count, read_file(dir / "port"), join);
+        if (during_expand && m.rank() == victim && loop_iteration == kill_at) {
+          std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+          ::raise(SIGKILL);  // the accept and merge done, before the confirmation
+        }
+        return grown;
       }),
       joined_at);
+  } catch (const br::ExpandGivenUp& e) {
+    // during-expand, rank 1 lost: the joiner is sent away before it joins the job's work.
+    std::printf("boundary_loss_tests: rank %d not joining: %s\n", old_rank, e.what());
+    const std::string expected = "expand to " + std::to_string(kRanks + 1) + " ranks given up: ranks {" +
+                                 std::to_string(victim) + "} were lost while the new ranks of the expand joined";
+    expect(during_expand && std::string(e.what()).rfind(expected, 0) == 0 &&
+               std::string(e.what()).find("rank " + std::to_string(kJoiner) + ", which it was adding, leaves") !=
+                   std::string::npos,
+           std::string("sent away with \"") + e.what() + "\"; expected \"" + expected + " (...) rank " +
+               std::to_string(kJoiner) + ", which it was adding, leaves\"");
+    const nlohmann::json result{{"old_rank", old_rank}, {"sent_away", e.what()}, {"result", failures == 0 ? "PASS" : "FAIL"}};
+    write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+    watchdog.disarm();
+    MPI_Finalize();
+    return failures == 0 ? 0 : 1;
+  }
+  br::ElasticJob& job = *owned_job;
   MPI_Comm_set_errhandler(job.communicator(), fatal);
   int refused = 0;
   std::string refusal, recovery_refusal;
+  double refused_seconds = 0.0;  // how long the refused resize took here, from its start
   job.on_resize_refused([&](const br::ResizeEvent& e) {
     ++refused;
     refusal = e.reason;
+    refused_seconds = e.seconds;
   });
-  int loop_iteration = 0;
   if (during_shrink && old_rank == victim) {
     job.on_resize_start([&](const br::ResizeEvent&) {
       if (loop_iteration != kill_at) return;
@@ -353,7 +396,7 @@ int run_member(const fs::path& dir, int index) {
       ::raise(SIGKILL);  // the expand carried out, before the first iteration after it
     }
     // In the first iteration after the resize (the joiner's first), once its checkpoint completed.
-    kill_in_next_task = (after_expand || after_shrink) && old_rank == victim && it == kill_at && recoveries == 0;
+    kill_in_next_task = (after_expand || after_shrink) && !during_expand && old_rank == victim && it == kill_at && recoveries == 0;
     const br::IterationReport report = runtime.run_iteration();
     if (report.completed()) {
       tasks_run[report.iteration] = report.local.tasks_executed;
@@ -412,8 +455,9 @@ int run_member(const fs::path& dir, int index) {
     return failures == 0 ? 0 : 1;
   }
   const bool no_victim = victim < 0;  // after-expand or after-shrink: the resize alone
-  // A leaver lost after the hand-off: the shrink is finished without it, nothing recovered.
-  const bool no_recovery = no_victim || (after_hand_off && victim_leaves);
+  // A leaver lost after the hand-off: the shrink is finished without it, nothing recovered; nor
+  // is anything when only the joiner was lost during the expand.
+  const bool no_recovery = no_victim || (after_hand_off && victim_leaves) || (during_expand && victim == kJoiner);
   expect(recovery_refusal.empty(), "apply_pending threw RecoveryError \"" + recovery_refusal + "\"");
   expect(recoveries == (no_recovery ? 0 : 1),
          "recovered " + std::to_string(recoveries) + " times, expected " + (no_recovery ? "never" : "once"));
@@ -487,6 +531,56 @@ int run_member(const fs::path& dir, int index) {
     expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks, expected " +
                                           std::to_string(kRanks - 1) + ": the shrink given up, the victim lost");
     result["refusal"] = refusal;
+  } else if (during_expand) {
+    const bool joiner_lost = victim == kJoiner;
+    const std::string given_up =
+        "expand by 1 given up: ranks {" + std::to_string(victim) +
+        "} were lost while the new ranks of the expand joined (the accept and merge, their setup), before every "
+        "member confirmed the grown communicator: " +
+        (joiner_lost ? "only ranks the expand was adding were lost: the expand is given up, and the ranks from before "
+                       "it carry on on their communicator, nothing rolled back"
+                     : "the expand is given up (no tile changed owner), and the job recovers from the checkpoint "
+                       "before it") +
+        " (the test's expand)";
+    expect(refused == 1 && refusal == given_up, std::to_string(refused) + " resizes refused, the last with \"" + refusal +
+                                                    "\"; expected one: \"" + given_up + "\"");
+    expect(resized == 0, "carried out " + std::to_string(resized) + " resizes, expected none (the expand given up)");
+    if (!joiner_lost) {
+      // The loss is found in the iteration after the boundary, whose checkpoint (overlapped, as
+      // outside a resize) may not have completed: at most one more iteration is redone.
+      expect(rolled_back_to == kill_at || rolled_back_to == kill_at - 1,
+             "rolled back to the checkpoint of iteration " + std::to_string(rolled_back_to) + ", expected " +
+                 std::to_string(kill_at) + " (the boundary of the expand) or the one before it");
+      expect(iterations_redone == kill_at + 1 - rolled_back_to,
+             std::to_string(iterations_redone) + " iterations redone, expected " +
+                 std::to_string(kill_at + 1 - rolled_back_to));
+    }
+    const int expected_size = joiner_lost ? kRanks : kRanks - 1;
+    expect(job.size() == expected_size, "the job has " + std::to_string(job.size()) + " ranks, expected " +
+                                            std::to_string(expected_size));
+    if (old_rank == 0) {  // the rank that keeps the telemetry, when it is not the victim
+      const auto& expand = job.telemetry().back();
+      expect(expand.value("lost", nlohmann::json::array()) == nlohmann::json::array({victim}) &&
+                 expand.value("to_ranks", 0) == kRanks,
+             "the expand's record is " + expand.dump() + ", expected it given up, naming [" + std::to_string(victim) +
+                 "] lost, to_ranks " + std::to_string(kRanks));
+      result["expand"] = expand;
+    }
+    // Every task of every iteration from the expand on ran once over the ranks.
+    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - kill_at), 0);
+    for (int i = kill_at + 1; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
+    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
+                  job.communicator());
+    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(kill_at + 1 + static_cast<int>(i)) + " ran " +
+                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                                std::to_string(tasks_per_iteration));
+    }
+    result["tasks_per_iteration_from_the_resize"] = all;
+    result["refusal"] = refusal;
+    result["given_up_after_seconds"] = refused_seconds;
+    result["rolled_back_to"] = rolled_back_to;
   } else if (after_expand || after_shrink) {
     expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
     expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
@@ -553,12 +647,16 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   const bool after_hand_off =
       mode == "after-hand-off" || mode == "in-membership-shrink" || mode == "two-leavers-after-hand-off";
   const bool expand_moves = mode == "expand-moves";
-  const bool after_expand = mode == "after-expand" || expand_moves;
+  const bool during_expand = mode == "during-expand";
+  const bool after_expand = mode == "after-expand" || expand_moves || during_expand;
   const bool after_shrink = mode == "after-shrink";
   const int processes = after_expand ? kRanks + 1 : kRanks;
   // A shrink's victim is a rank that stays or (during it) the leaver, never the first rank,
   // which asks for it; after it, a rank that stayed.
-  const int lowest = during_shrink || after_hand_off ? 1 : ((after_expand && !expand_moves) || after_shrink) ? -1 : 0;  // -1: none
+  const int lowest = during_shrink || after_hand_off ? 1
+                     : during_expand                 ? 0
+                     : ((after_expand && !expand_moves) || after_shrink) ? -1
+                                                                          : 0;  // -1: none
   const int highest = after_shrink ? kLeaver - 1 : processes - 1;
   if (victim < lowest || victim > highest) {
     std::fprintf(stderr, "boundary_loss_tests: the victim must be a rank from %d to %d%s, got %d\n", lowest, highest,
@@ -647,6 +745,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                                      {"in_membership_shrink", mode == "in-membership-shrink"},
                                      {"after_expand", after_expand},
                                      {"expand_moves", expand_moves},
+                                     {"during_expand", during_expand},
                                      {"after_shrink", after_shrink},
                                      {"seed", seed},
                                      {"killed_before_iteration", kill_at},
@@ -674,10 +773,10 @@ int main(int argc, char** argv) {
   if ((argc != 4 && argc != 5) ||
       (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" &&
        mode != "in-membership-shrink" && mode != "two-leavers-after-hand-off" && mode != "after-expand" &&
-       mode != "after-shrink" && mode != "expand-moves")) {
+       mode != "after-shrink" && mode != "expand-moves" && mode != "during-expand")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
                          "[with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|"
-                         "after-expand|after-shrink|expand-moves] | "
+                         "after-expand|after-shrink|expand-moves|during-expand] | "
                          "--member DIR INDEX\n");
     return 2;
   }

@@ -18,6 +18,7 @@ ResizeLossDecision decide(ResizeKind kind, ResizePhase phase, bool copies_before
 }
 
 TEST(ResizeLoss, TilesMayHaveMovedFromTheFirstIterationsStartOn) {
+  EXPECT_FALSE(tiles_may_have_moved(ResizePhase::join));
   EXPECT_FALSE(tiles_may_have_moved(ResizePhase::hand_off));
   EXPECT_FALSE(tiles_may_have_moved(ResizePhase::attach));
   EXPECT_TRUE(tiles_may_have_moved(ResizePhase::first_iteration_start));
@@ -40,6 +41,39 @@ TEST(ResizeLoss, AnExpandsAttachIsGivenUpOnlyWithTheCopiesFromBeforeIt) {
   EXPECT_EQ(dropped.reason,
             "while the runtime moved onto the communicator of the expand: no copy of the tiles as they are exists "
             "(the copies from before the expand were dropped, and the checkpoint after it is not complete)");
+}
+
+TEST(ResizeLoss, AnExpandsJoinThatLostOnlyNewRanksIsGivenUpWithNothingRolledBack) {
+  for (const bool kept : {false, true}) {
+    ResizeLossFacts facts{ResizeKind::expand, ResizePhase::join, kept, false};
+    facts.only_new_lost = true;
+    const auto d = on_loss_during_resize(facts);
+    EXPECT_EQ(d.action, ResizeLossAction::give_up);
+    EXPECT_EQ(d.reason,
+              "while the new ranks of the expand joined (the accept and merge, their setup), before every member "
+              "confirmed the grown communicator: only ranks the expand was adding were lost: the expand is given up, "
+              "and the ranks from before it carry on on their communicator, nothing rolled back");
+  }
+}
+
+TEST(ResizeLoss, AnExpandsJoinThatLostARankFromBeforeIsGivenUpAndRecoversFromTheCopiesKept) {
+  const auto d = decide(ResizeKind::expand, ResizePhase::join, true, false);
+  EXPECT_EQ(d.action, ResizeLossAction::give_up);
+  EXPECT_EQ(d.reason,
+            "while the new ranks of the expand joined (the accept and merge, their setup), before every member "
+            "confirmed the grown communicator: the expand is given up (no tile changed owner), and the job recovers "
+            "from the checkpoint before it");
+  // Without the copies from before it nothing holds the lost rank's tiles.
+  EXPECT_EQ(decide(ResizeKind::expand, ResizePhase::join, false, false).action, ResizeLossAction::refuse);
+}
+
+TEST(ResizeLoss, OnlyNewLostCountsOnlyInAnExpandsJoin) {
+  ResizeLossFacts facts{ResizeKind::expand, ResizePhase::first_iteration_start, false, false};
+  facts.only_new_lost = true;
+  EXPECT_EQ(on_loss_during_resize(facts).action, ResizeLossAction::refuse);
+  facts = ResizeLossFacts{ResizeKind::shrink, ResizePhase::join, false, false};
+  facts.only_new_lost = true;
+  EXPECT_EQ(on_loss_during_resize(facts).action, ResizeLossAction::refuse);
 }
 
 TEST(ResizeLoss, OnceTilesMayHaveMovedTheCopiesFromBeforeDoNotHelp) {

@@ -122,10 +122,17 @@ ElasticSession::ElasticSession(int argc, char** argv) {
     if (payload.size() != 2) throw std::runtime_error("the job sent no join iteration and grid size");
     first_iteration_ = payload[0];
     grid_ranks_ = payload[1];
-    (void)ControlPlaneLink::gather_nodes(joined.communicator(), node);
-    job_.emplace(std::move(joined), accept, first_iteration_);
+    try {
+      job_.emplace(std::move(joined), accept, first_iteration_);
+    } catch (const ExpandGivenUp& e) {
+      throw JoinCalledOff(e.what());  // a member lost before the expand was confirmed: the job goes on without it
+    }
+    // Once the grown communicator is confirmed, as the ranks from before do (on_expand_confirmed).
+    (void)ControlPlaneLink::gather_nodes(job_->communicator(), node);
     link_ = ControlPlaneLink::from_environment(job_->rank());
     if (link_) link_->attach(*job_);
+    job_->on_expand_confirmed(
+        [this, node](const ResizeEvent&) { learn_nodes(job_->communicator(), job_->rank(), node); });
     return;
   }
 
@@ -137,7 +144,11 @@ ElasticSession::ElasticSession(int argc, char** argv) {
                                   " is set in a process that no resize spawned");
     }
     first_iteration_ = *join;
-    job_.emplace(std::move(*joined), spawn, first_iteration_);
+    try {
+      job_.emplace(std::move(*joined), spawn, first_iteration_);
+    } catch (const ExpandGivenUp& e) {
+      throw JoinCalledOff(e.what());
+    }
     link_ = ControlPlaneLink::from_environment(job_->rank());
     if (link_) link_->attach(*job_);
     return;
@@ -161,9 +172,14 @@ ElasticSession::ElasticSession(int argc, char** argv) {
   if (link_) {
     // Under the control plane the nodes' daemons start the other ranks; they connect here.
     open_job_port();
-    if (initial.value_or(1) > 1) accept_ranks(membership, *initial - 1, 0, 0);
+    if (initial.value_or(1) > 1) {
+      accept_ranks(membership, *initial - 1, 0, 0);
+      learn_nodes(membership.communicator(), membership.rank(), link_->node());
+    }
     job_.emplace(std::move(membership), accept);
     link_->attach(*job_);
+    job_->on_expand_confirmed(
+        [this](const ResizeEvent&) { learn_nodes(job_->communicator(), job_->rank(), link_->node()); });
     // The ranks of an expand dropped before the job carried it out wait for each other or
     // for the job: a fresh port in the port file tells them they are not waited for.
     link_->on_expand_dropped([this] { rotate_job_port(); });
@@ -227,12 +243,14 @@ const GrowReport& ElasticSession::accept_ranks(Membership& membership, int count
   JoinExchange exchange;
   exchange.directory = protocol::JobDirectory{value_of(env::kJobDir)}.join_dir(resize_id);
   exchange.job_port = port_;
-  const GrowReport& report = membership.grow_by_ordinals(count, exchange, payload);
-  auto nodes = ControlPlaneLink::gather_nodes(membership.communicator(), link_->node());
   // The port stays: ranks connect to it only after `accepting` in their own grow's directory,
   // which the job writes for the grow it carries out, so none can come through it out of turn.
-  if (membership.rank() == 0) link_->set_nodes_by_rank(std::move(nodes));
-  return report;
+  return membership.grow_by_ordinals(count, exchange, payload);
+}
+
+void ElasticSession::learn_nodes(MPI_Comm comm, int rank, const std::string& node) {
+  auto nodes = ControlPlaneLink::gather_nodes(comm, node);
+  if (rank == 0 && link_) link_->set_nodes_by_rank(std::move(nodes));
 }
 
 SpawnSpec ElasticSession::spawn_spec(int join_iteration) const {

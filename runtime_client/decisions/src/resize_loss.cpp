@@ -7,6 +7,9 @@ namespace {
 std::string phase_text(ResizeKind kind, ResizePhase phase) {
   const std::string resize = std::string("the ") + to_string(kind);
   switch (phase) {
+    case ResizePhase::join:
+      return "while the new ranks of " + resize + " joined (the accept and merge, their setup), before every member "
+             "confirmed the grown communicator";
     case ResizePhase::hand_off:
       return "during the hand-off of the leavers' tiles of " + resize;
     case ResizePhase::attach:
@@ -28,10 +31,10 @@ std::string phase_text(ResizeKind kind, ResizePhase phase) {
 }  // namespace
 
 bool tiles_may_have_moved(ResizePhase phase) noexcept {
-  // A shrink's hand-off changes nothing before its barrier; an expand's attach moves no tile
+  // An expand's join and a shrink's hand-off change nothing before its barrier; an expand's attach moves no tile
   // (the moves wait for the new ranks' collections). From the first iteration's start on, the
   // moves may have been carried out on some ranks.
-  return phase != ResizePhase::hand_off && phase != ResizePhase::attach;
+  return phase != ResizePhase::join && phase != ResizePhase::hand_off && phase != ResizePhase::attach;
 }
 
 ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts) {
@@ -49,6 +52,14 @@ ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts) {
     decision.action = ResizeLossAction::finish_without_lost;
     decision.reason = where + ": they were leaving, and the ranks that stay hold their tiles already: the "
                       "shrink is finished without them, and nothing is recovered";
+    return decision;
+  }
+  if (facts.kind == ResizeKind::expand && facts.phase == ResizePhase::join && facts.only_new_lost) {
+    // The ranks from before the expand still hold their communicator and every tile: they
+    // were all alive at the loss, so none of their work is lost.
+    decision.action = ResizeLossAction::give_up;
+    decision.reason = where + ": only ranks the expand was adding were lost: the expand is given up, and the ranks "
+                      "from before it carry on on their communicator, nothing rolled back";
     return decision;
   }
   if (!tiles_may_have_moved(facts.phase) && facts.copies_before_kept) {

@@ -122,6 +122,23 @@ bool completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const
   }
 }
 
+/// Every member of the grown communicator of an expand confirms it, the ranks from before it
+/// and those it adds alike: one MPI_Ibarrier, watched as the agreement's collectives are. Returns
+/// the ranks of `grown` lost before every member confirmed (empty: confirmed). A rank lost
+/// after it entered the barrier may let some members complete it and not others; the members
+/// meet such a loss in the first iteration after the expand instead.
+std::vector<int> confirm_grown(MPI_Comm grown, int rank, int size) {
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(grown);
+  PeerWatch watch(grown, rank, size);
+  watch.arm();
+  // A barrier's request writes nothing: a pending one given up is left to MPI alone.
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int posted = MPI_Ibarrier(grown, &request);
+  if (completed_watched(posted, request, watch, "MPI_Ibarrier")) return {};
+  return watch.lost();
+}
+
 // A request travels as int64 words: add, posted_steady_ns, resize_id, remove count, the
 // ranks, reason length, then the reason's bytes packed eight to a word.
 std::vector<std::int64_t> pack(int add, const std::vector<int>& remove, const std::string& reason,
@@ -182,11 +199,28 @@ ElasticJob::ElasticJob(Membership membership, Grow grow, int joined_at_iteration
     : membership_(std::move(membership)),
       grow_(std::move(grow)),
       joined_at_iteration_(joined_at_iteration) {
+  // An expand keeps the job's communicator from before it until every member confirmed the
+  // grown one (expand(), confirm_join()), so that a loss before that gives the expand up.
+  membership_.keep_previous_until_confirmed();
   if (joined_at_iteration_ > 0 && !membership_.grows().empty()) {
     joined_after_size_ = membership_.grows().back().old_size;
     first_new_rank_ = joined_after_size_;
     joined_steady_ns_ = steady_ns();
+    confirm_join();
   }
+}
+
+void ElasticJob::confirm_join() {
+  const int old_size = joined_after_size_;
+  const std::vector<int> lost = confirm_grown(communicator(), rank(), size());
+  if (lost.empty()) return;
+  ResizeLossFacts facts{ResizeKind::expand, ResizePhase::join, true, false};
+  facts.only_new_lost = std::all_of(lost.begin(), lost.end(), [old_size](int r) { return r >= old_size; });
+  const std::string why = "expand to " + std::to_string(size()) + " ranks given up: ranks " + rank_set_text(lost) +
+                          " were lost " + on_loss_during_resize(facts).reason +
+                          "; rank " + std::to_string(rank()) + ", which it was adding, leaves";
+  membership_.give_up_grow();
+  throw ExpandGivenUp(why);
 }
 
 bool ElasticJob::tracing() const { return runtime_ != nullptr && !runtime_->options().trace_path.empty(); }
@@ -394,6 +428,14 @@ ElasticJob::Outcome ElasticJob::apply_pending(int iteration) {
 ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& event, int iteration) {
   const int old_size = size();
   const auto& grown = grow_(membership_, request.add, iteration, request.resize_id);
+  // Until every member confirmed the grown communicator the expand can be given up: nothing
+  // of the runtime moved yet (its communicator, its tiles and the buddies' copies are as they
+  // were), and the communicator from before it is kept.
+  if (const std::vector<int> lost = confirm_grown(communicator(), rank(), size()); !lost.empty()) {
+    return give_up_expand(request, event, old_size, lost);
+  }
+  membership_.confirm_grow();
+  for (const auto& callback : on_confirmed_) callback(event);
   const std::int64_t onto_start = steady_ns();
   runtime_->expand_onto(communicator());
   const double onto_seconds = seconds_since(onto_start);
@@ -442,6 +484,34 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
                           {"tasks_migrated", runtime_->last_rebalance().tasks}});
   }
   return Outcome::resized;
+}
+
+ElasticJob::Outcome ElasticJob::give_up_expand(const Request& request, ResizeEvent& event, int old_size,
+                                               const std::vector<int>& lost) {
+  membership_.give_up_grow();  // the job's communicator from before the expand again
+  // The runtime has not moved: the buddies' copies from before the expand are all held.
+  ResizeLossFacts facts{ResizeKind::expand, ResizePhase::join, true, false};
+  facts.only_new_lost = std::all_of(lost.begin(), lost.end(), [old_size](int r) { return r >= old_size; });
+  const ResizeLossDecision decision = on_loss_during_resize(facts);
+  const std::string what = "expand by " + std::to_string(request.add) + " given up: ranks " + rank_set_text(lost) +
+                           " were lost " + decision.reason;
+  if (decision.action != ResizeLossAction::give_up) throw RecoveryError(what);
+  // A rank from before the expand lost: the job's communicator still holds it, and the next
+  // iteration finds it lost (IterationReport::lost_ranks), from which the job recovers as
+  // from any loss. Only new ranks lost: nothing more to do.
+  event.reason = what + " (" + event.reason + ")";
+  if (rank() == 0) {
+    telemetry_.push_back({{"id", event.id},
+                          {"before_iteration", event.before_iteration + 1},
+                          {"from_ranks", old_size},
+                          {"to_ranks", old_size},
+                          {"add", request.add},
+                          {"reason", request.reason},
+                          {"requested_by", event.requested_by},
+                          {"given_up", what},
+                          {"lost", lost}});
+  }
+  return Outcome::refused;
 }
 
 ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& event) {

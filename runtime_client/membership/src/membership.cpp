@@ -717,9 +717,12 @@ Membership Membership::join_by_ordinal(int ordinal, int count, const JoinExchang
 }
 
 const GrowReport& Membership::adopt_grown(Communicator grown, GrowReport report) {
-  // The old communicator's connections live on in the grown one: this releases nothing
-  // but the handle, but it must be a disconnect so that a later one can close them.
-  {
+  if (previous_) throw std::logic_error("membership: a grow before the previous grow was confirmed or given up");
+  if (keep_previous_) {
+    previous_ = std::move(job_);
+  } else {
+    // The old communicator's connections live on in the grown one: this releases nothing
+    // but the handle, but it must be a disconnect so that a later one can close them.
     ReturnErrors errors(job_.get());
     errors.consumed();
     job_.disconnect();
@@ -730,7 +733,21 @@ const GrowReport& Membership::adopt_grown(Communicator grown, GrowReport report)
   return grows_.back();
 }
 
+void Membership::confirm_grow() {
+  if (!previous_) return;
+  ReturnErrors errors(previous_.get());
+  errors.consumed();
+  previous_.disconnect();
+}
+
+void Membership::give_up_grow() {
+  job_ = std::move(previous_);  // frees the grown communicator; none on a rank the grow added
+  refresh();
+  if (!grows_.empty()) grows_.pop_back();
+}
+
 void Membership::adopt_survivors(Communicator survivors) {
+  if (previous_) throw std::logic_error("membership: adopt_survivors before the latest grow was confirmed or given up");
   (void)job_.release();  // rebuild_without freed it; never disconnect a communicator with dead ranks
   job_ = std::move(survivors);
   refresh();

@@ -59,8 +59,9 @@ namespace bellows::runtime {
 
 /// Thrown by ElasticSession in a rank a daemon started when the job stopped waiting for it
 /// before it joined (the resize it was started for was called off, or the job ended): the job
-/// closed the port it was connecting to. Nothing is wrong; the process should finalize MPI
-/// and exit 0.
+/// closed the port it was connecting to; or when the expand it joined by was given up (a member
+/// lost before every member confirmed the grown communicator: ElasticJob's ExpandGivenUp, whose
+/// text it carries). Nothing is wrong; the process should finalize MPI and exit 0.
 class JoinCalledOff : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -146,9 +147,13 @@ class ElasticSession {
   [[nodiscard]] SpawnSpec spawn_spec(int join_iteration) const;
   /// Under the control plane: grows by the `count` ranks of resize `resize_id` (0: the job's
   /// start), which the nodes' daemons start with their ordinals (grow_by_ordinals: files in
-  /// JobDirectory::join_dir, one accept on the job's port), and tells rank 0 every rank's node.
+  /// JobDirectory::join_dir, one accept on the job's port).
   const GrowReport& accept_ranks(Membership& membership, int count, int join_iteration,
                                  std::uint64_t resize_id);
+  /// Tells rank 0 every rank's node (this one's is `node`): collective over `comm`. After an
+  /// expand, once every member confirmed the grown communicator (before, a member lost would
+  /// leave the others waiting in it instead of giving the expand up).
+  void learn_nodes(MPI_Comm comm, int rank, const std::string& node);
   /// Opens the job's port and writes it where the ranks the daemons start read it.
   void open_job_port();
   /// Closes the port this rank opened, whatever connected to it (no-op after MPI_Finalize).

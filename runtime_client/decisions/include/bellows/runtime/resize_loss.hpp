@@ -8,6 +8,9 @@
 // before the resize match the tiles until that step, if they were kept; the first checkpoint
 // after it matches them once it is complete (it completes before the first iteration's tasks).
 // So a rank lost:
+//   - during an expand's join (the accept and merge, the new ranks' setup, up to every member
+//     confirming the grown communicator), when only ranks the expand was adding were lost:
+//     the expand is given up, and the ranks from before it carry on with nothing rolled back;
 //   - before the tiles changed owner, with the copies from before kept: the resize is given
 //     up (nothing changed; it is reported refused with the reason), and the job recovers from
 //     those copies at its old size. After a shrink's hand-off, before the survivors'
@@ -36,6 +39,7 @@ enum class ResizeKind {
 
 /// Where in the resize the loss was found, in the order a resize goes through them.
 enum class ResizePhase {
+  join,                   ///< an expand's accept/merge and its new ranks' setup, until every member confirmed
   hand_off,               ///< a shrink's hand-off of the leavers' tiles, up to its barrier
   attach,                 ///< the runtime moving onto the new communicator (expand_onto, attach_shrunk)
   first_iteration_start,  ///< the first iteration after it: the tile moves, up to its checkpoint
@@ -45,7 +49,8 @@ enum class ResizePhase {
 
 /// What the ranks do.
 enum class ResizeLossAction {
-  give_up,   ///< the resize is undone (nothing changed); recover from the copies from before it
+  give_up,   ///< the resize is undone (nothing changed); recover from the copies from before it,
+             ///< if a rank from before it was lost
   carry_on,  ///< the resize stands; recover from the checkpoint completed after it
   refuse,    ///< no copy of the tiles as they are: the recovery is refused (ResizeLossDecision::reason)
   finish_without_lost,  ///< a shrink whose lost ranks were all leaving: it is finished without them
@@ -61,6 +66,8 @@ struct ResizeLossFacts {
   bool checkpoint_after_complete = false;
   /// Every rank lost was one the shrink removes (only meaningful for a shrink).
   bool only_leavers_lost = false;
+  /// Every rank lost was one the expand was adding (only meaningful for an expand's join).
+  bool only_new_lost = false;
 };
 
 struct ResizeLossDecision {

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@
 #include "bellows/runtime/runtime.hpp"
 
 namespace bellows::runtime {
+
+/// Thrown by the ElasticJob constructor on a rank an expand was adding, when a member of the
+/// grown communicator was lost before every member confirmed it: the expand is given up, and
+/// the ranks from before it carry on without this one. what() names the lost ranks and the
+/// phase. Nothing is wrong with this rank: it should finalize MPI and exit 0.
+class ExpandGivenUp : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 /// One resize as the callbacks see it.
 struct ResizeEvent {
@@ -71,6 +81,9 @@ class ElasticJob {
   /// starts at: its first apply_pending(), for that iteration, does nothing, since the
   /// resize it joined through is done. Elsewhere (first ranks, and ranks spawned to
   /// bring a job to its initial size) it is -1 or 0.
+  /// On a process that joined by an expand the constructor confirms the grown communicator
+  /// with every member (collective over it); when a member was lost before it was confirmed,
+  /// it throws ExpandGivenUp.
   ElasticJob(Membership membership, SpawnSpecFor spawn_spec, int joined_at_iteration = -1);
   /// The same with new ranks brought in by `grow`.
   ElasticJob(Membership membership, Grow grow, int joined_at_iteration = -1);
@@ -114,6 +127,11 @@ class ElasticJob {
   /// here on it is no longer given up. Runs on every rank, leavers included, before the
   /// shrink's numbers are gathered and the survivors' communicator is made.
   void on_tiles_handed_off(Callback callback) { on_handed_off_.push_back(std::move(callback)); }
+  /// An expand whose grown communicator every member confirmed: from here on it is no longer
+  /// given up. Runs on the ranks from before it, on the grown communicator, before the runtime
+  /// moves onto it; a collective over communicator() is allowed when the new ranks make the same
+  /// call right after constructing their ElasticJob (which confirms on their side).
+  void on_expand_confirmed(Callback callback) { on_confirmed_.push_back(std::move(callback)); }
 
   /// What apply_pending() did on this rank.
   enum class Outcome { none, resized, refused, left };
@@ -132,6 +150,10 @@ class ElasticJob {
   /// survivor when a rank that stays is lost during that rebuild (the job's communicator is
   /// then theirs; treat it as the end of the job), RebuildError when the agreement or the
   /// rebuild fails.
+  /// A member lost between an expand's merge and every member's confirmation of the grown
+  /// communicator: the expand is given up (Outcome::refused, the reason naming the lost ranks and
+  /// the phase) and the job is back on its communicator from before it; a lost rank from before
+  /// the expand is then found by the next iteration and recovered from as from any loss.
   Outcome apply_pending(int iteration);
 
   /// After an iteration that lost ranks (IterationReport::lost_ranks, completed() false), on
@@ -198,6 +220,13 @@ class ElasticJob {
   /// after_iteration() after an expand: request to first task on each new rank.
   void time_first_tasks(const IterationReport& report);
   Outcome expand(const Request& request, ResizeEvent& event, int iteration);
+  /// expand() after a loss before every member confirmed the grown communicator: back on the
+  /// communicator from before it; on_loss_during_resize decides (give the expand up, or throw
+  /// RecoveryError). `lost` are ranks of the grown communicator.
+  Outcome give_up_expand(const Request& request, ResizeEvent& event, int old_size, const std::vector<int>& lost);
+  /// On a rank an expand adds: confirms the grown communicator with every member, or gives the
+  /// expand up and throws ExpandGivenUp.
+  void confirm_join();
   Outcome shrink(const Request& request, ResizeEvent& event);
   /// The fields of a shrink's telemetry record that every way a shrink ends shares (on rank 0).
   [[nodiscard]] nlohmann::json shrink_record(const Request& request, const ResizeEvent& event, int old_size) const;
@@ -226,6 +255,7 @@ class ElasticJob {
   std::vector<Callback> on_commit_;
   std::vector<Callback> on_refused_;
   std::vector<Callback> on_handed_off_;
+  std::vector<Callback> on_confirmed_;
 
   std::int64_t expand_request_steady_ns_ = 0;  // of the latest expand, for the latency
   int first_new_rank_ = -1;                    // of the latest expand, until it ran once

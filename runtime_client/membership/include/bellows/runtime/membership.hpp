@@ -389,6 +389,23 @@ class Membership {
   /// find no partner on the old one).
   const ShrinkReport& shrink(std::span<const int> leaving, const ShrinkLossWatch& watch);
 
+  /// From now on a grow keeps the communicator from before it until confirm_grow() or
+  /// give_up_grow(), so that a member lost before every member confirmed the grown one can be
+  /// given up (ElasticJob does this for its expands). Off by default: a grow lets the old
+  /// communicator go at once.
+  void keep_previous_until_confirmed() noexcept { keep_previous_ = true; }
+  /// Whether the latest grow still holds the communicator from before it.
+  [[nodiscard]] bool grow_unconfirmed() const noexcept { return static_cast<bool>(previous_); }
+  /// Every member confirmed the grown communicator: the one from before the grow is let go
+  /// (MPI_Comm_disconnect, which waits on nobody: its connections live on in the grown one).
+  /// Nothing happens when no grow is unconfirmed. Collective over the ranks from before it.
+  void confirm_grow();
+  /// A member was lost before every member confirmed the grown communicator: it is freed, never
+  /// disconnected (it may hold the dead), and its grow's report dropped. On a rank from before
+  /// the grow the job's communicator is the one from before it again; on a rank the grow added
+  /// there is none (is_member() false). Not collective.
+  void give_up_grow();
+
   /// After a loss: the job communicator becomes `survivors`, which rebuild_without() made
   /// from it and which consumed (freed) it. Not collective.
   void adopt_survivors(Communicator survivors);
@@ -399,10 +416,13 @@ class Membership {
  private:
   Membership(Communicator job, GrowReport joined);
   void refresh() noexcept;
-  /// The job communicator becomes `grown` (the old one is disconnected); records the report.
+  /// The job communicator becomes `grown` (the old one is disconnected, or kept in previous_
+  /// until confirm_grow() when keep_previous_ is set); records the report.
   const GrowReport& adopt_grown(Communicator grown, GrowReport report);
 
   Communicator job_;
+  Communicator previous_;  ///< the job's communicator from before an unconfirmed grow
+  bool keep_previous_ = false;
   int rank_ = -1;
   int size_ = 0;
   std::vector<GrowReport> grows_;
