@@ -157,9 +157,9 @@ class LocalLauncher::Impl {
     InfoArray info(kJobEntries + nodes.size() + procs.size());
     std::size_t i = 0;
     info.load(i++, PMIX_JOBID, nspace_name.c_str(), PMIX_STRING);
-    info.load(i++, PMIX_JOB_SIZE, &plan.job_size, PMIX_UINT32);
-    info.load(i++, PMIX_UNIV_SIZE, &plan.job_size, PMIX_UINT32);
-    info.load(i++, PMIX_MAX_PROCS, &plan.job_size, PMIX_UINT32);
+    info.load(i++, PMIX_JOB_SIZE, &plan.registered_size, PMIX_UINT32);
+    info.load(i++, PMIX_UNIV_SIZE, &plan.registered_size, PMIX_UINT32);
+    info.load(i++, PMIX_MAX_PROCS, &plan.registered_size, PMIX_UINT32);
     info.load(i++, PMIX_NUM_NODES, &plan.num_nodes, PMIX_UINT32);
     info.load(i++, PMIX_NODE_MAP, node_map.text, PMIX_REGEX);
     info.load(i++, PMIX_PROC_MAP, proc_map.text, PMIX_REGEX);
@@ -197,20 +197,28 @@ class LocalLauncher::Impl {
       throw std::invalid_argument("launch " + spec.nspace + ": no program given");
     if (spec.job_map.empty() && spec.nprocs == 0)
       throw std::invalid_argument("launch " + spec.nspace + ": 0 processes");
+    const JobMap map = job_map_of(spec, server_.options().node_name);
+    std::vector<std::uint32_t> in_job;
+    for (const MappedRank& mapped : map)
+      if (std::ranges::find(spec.departed, mapped.rank) == spec.departed.end()) in_job.push_back(mapped.rank);
     JobRegistration plan;
     try {
-      plan = plan_registration(job_map_of(spec, server_.options().node_name), server_.options().node_name);
+      for (const std::uint32_t rank : spec.departed) {
+        if (std::ranges::find(map, rank, &MappedRank::rank) == map.end())
+          throw std::invalid_argument("rank " + std::to_string(rank) + " left the job but is not in the job map " +
+                                      to_string(map));
+        if (std::ranges::find(spec.ranks_to_start, rank) != spec.ranks_to_start.end())
+          throw std::invalid_argument("rank " + std::to_string(rank) + " is to be started but left the job");
+      }
+      std::vector<std::uint32_t> starting = spec.ranks_to_start;
+      if (starting.empty()) {
+        for (const MappedRank& mapped : map)
+          if (mapped.node == server_.options().node_name) starting.push_back(mapped.rank);
+      }
+      plan = plan_start(map, in_job, starting, server_.options().node_name);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("launch " + spec.nspace + ": " + e.what());
     }
-    // The ranks started here are the node's own: another number the map puts on this node
-    // left the job (a shrink took it, then a grow gave the node a new number), and counted as a
-    // local peer it would hold up every fence naming it on this node's PMIx server.
-    // (A rank to start that is not here is refused by the caller.)
-    std::vector<std::uint32_t> started_here;
-    for (const std::uint32_t rank : plan.local.ranks)
-      if (std::ranges::find(spec.ranks_to_start, rank) != spec.ranks_to_start.end()) started_here.push_back(rank);
-    if (!started_here.empty()) plan.local.ranks = std::move(started_here);
     {
       std::lock_guard lock(mutex_);
       if (!registered_.emplace(spec.nspace, plan).second)

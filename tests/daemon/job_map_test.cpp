@@ -99,6 +99,41 @@ TEST(JobMap, ARankThatLeftStaysInProcsOnlyAndItsNodeLeavesTheMaps) {
   EXPECT_EQ(left.procs[3], (d::MappedProc{3, "a", 1, 1, true}));
 }
 
+// A grow after a shrink: rank 3 joins on local1, which rank 1 left. Its local and node rank
+// count the job's ranks on that node now, as PRRTE's do, so it is 0 there, the node's only
+// peer and leader; registered with every number in the job it would have been 1 behind rank 1.
+TEST(JobMap, ARankJoiningANodeAnotherNumberLeftIsItsLocalAndNodeRankZero) {
+  const d::JobMap map{{"local0", 0}, {"local1", 1}, {"local2", 2}, {"local1", 3}};
+  const d::JobRegistration plan = d::plan_registration(map, {0, 2, 3}, "local1");
+  EXPECT_EQ(plan.job_size, 3u);
+  EXPECT_EQ(plan.node_list, "local0,local2,local1");
+  EXPECT_EQ(plan.ppn_list, "0;2;3");
+  EXPECT_EQ(plan.local, (d::MappedNode{"local1", 2, {3}}));
+  ASSERT_EQ(plan.procs.size(), 4u);
+  EXPECT_EQ(plan.procs[1], (d::MappedProc{1, "local1", 0, 0, false}));
+  EXPECT_EQ(plan.procs[3], (d::MappedProc{3, "local1", 2, 0, true}));
+  EXPECT_EQ(d::plan_registration(map, "local1").procs[3].local_rank, 1u);
+}
+
+// The first registration for a rank to start: its size is the job's, unless the rank's number
+// is not below it (ranks 0, 2 and 3 after rank 1 left): then the numbers given, as PMIx 4.2.2
+// gives a client whose rank is not below PMIX_JOB_SIZE none of its own info.
+TEST(JobMap, ARankToStartPastTheJobsSizeIsRegisteredWithTheNumbersGiven) {
+  const d::JobMap grown{{"local0", 0}, {"local1", 1}, {"local2", 2}};
+  const d::JobRegistration plain = d::plan_start(grown, {0, 1, 2}, {2}, "local2");
+  EXPECT_EQ(plain.registered_size, 3u);
+  EXPECT_EQ(plain, d::plan_registration(grown, "local2"));
+
+  const d::JobMap map{{"local0", 0}, {"local1", 1}, {"local2", 2}, {"local1", 3}};
+  const d::JobRegistration joining = d::plan_start(map, {0, 2, 3}, {3}, "local1");
+  EXPECT_EQ(joining.job_size, 3u);
+  EXPECT_EQ(joining.registered_size, 4u);
+  EXPECT_EQ(joining.ppn_list, "0;2;3");
+  EXPECT_EQ(joining.procs[3], (d::MappedProc{3, "local1", 2, 0, true}));
+  // Registered again (the grow's commit), it has the job's size.
+  EXPECT_EQ(d::plan_registration(map, {0, 2, 3}, "local1").registered_size, 3u);
+}
+
 TEST(JobMap, RefusalsOfTheRanksInTheJobNameWhatIsWrong) {
   const d::JobMap map{{"a", 0}, {"b", 1}};
   const auto refused = [&](const std::vector<std::uint32_t>& in_job, const std::string& node) -> std::string {

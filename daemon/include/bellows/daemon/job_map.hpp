@@ -40,8 +40,9 @@ struct MappedProc {
   std::uint32_t rank = 0;
   std::string hostname;
   std::uint32_t node_id = 0;
-  /// Its place among the job's ranks on its node (PMIX_LOCAL_RANK); as only this job's ranks
-  /// run on a node of the job, the same as PMIX_NODE_RANK.
+  /// Its place among the job's ranks on its node now, from 0 (PMIX_LOCAL_RANK): a rank that
+  /// left the node is not counted, as PRRTE counts a job's ranks. As only this job's ranks run
+  /// on a node of the job, the same as PMIX_NODE_RANK.
   std::uint16_t local_rank = 0;
   /// False for a rank that left the job: it keeps its number and its node's name (a
   /// namespace's ranks are 0..n-1), and has no node id or local rank any more.
@@ -57,6 +58,9 @@ struct MappedProc {
 /// the job now; procs has every rank of the map, those that left included.
 struct JobRegistration {
   std::uint32_t job_size = 0;
+  /// PMIX_JOB_SIZE, PMIX_UNIV_SIZE and PMIX_MAX_PROCS as registered: job_size, or the numbers
+  /// given when a rank about to start has a number past the job's size (plan_start).
+  std::uint32_t registered_size = 0;
   std::uint32_t num_nodes = 0;
   std::string node_list;
   std::string ppn_list;
@@ -79,6 +83,17 @@ JobRegistration plan_registration(const JobMap& map, const std::string& this_nod
 /// end, or when this_node has no rank in the job.
 JobRegistration plan_registration(const JobMap& map, const std::vector<std::uint32_t>& in_job,
                                   const std::string& this_node);
+
+/// The registration of `map` by the daemon of `this_node` that starts its ranks `starting`,
+/// as plan_registration(map, in_job, this_node), except that when one of `starting` has a
+/// number not below the job's size (a grow after a shrink: ranks 0, 1 and 4), registered_size
+/// is the numbers given (the map's size): PMIx 4.2.2 gives a client none of its own info (its
+/// local and node rank, its host) when its rank is not below PMIX_JOB_SIZE (docs/daemon.md,
+/// "What PMIx 4.2.2 does here"). The registration at the grow's commit gives the job's size
+/// again. Throws as plan_registration does (whether `starting` are this node's ranks is the
+/// caller's to check).
+JobRegistration plan_start(const JobMap& map, const std::vector<std::uint32_t>& in_job,
+                           const std::vector<std::uint32_t>& starting, const std::string& this_node);
 
 /// "0:local0,1:local1" (the map as logs and errors show it).
 std::string to_string(const JobMap& map);
