@@ -83,12 +83,12 @@ JobRegistration plan_registration(const JobMap& map, const std::vector<std::uint
   return plan;
 }
 
-JobRegistration plan_start(const JobMap& map, const std::vector<std::uint32_t>& in_job,
-                           const std::vector<std::uint32_t>& starting, const std::string& this_node) {
-  JobRegistration plan = plan_registration(map, in_job, this_node);
-  for (const std::uint32_t rank : starting) {
+JobRegistration keep_size_for_joiners(JobRegistration plan, const std::vector<std::uint32_t>& started_past_size,
+                                      std::uint32_t numbers_given) {
+  for (const std::uint32_t rank : started_past_size) {
     // A client learns its own info only when its rank is below PMIX_JOB_SIZE (PMIx 4.2.2).
-    if (rank >= plan.job_size) plan.registered_size = static_cast<std::uint32_t>(map.size());
+    if (std::ranges::find(plan.local.ranks, rank) != plan.local.ranks.end())
+      plan.registered_size = std::max(plan.registered_size, numbers_given);
   }
   return plan;
 }

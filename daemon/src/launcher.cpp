@@ -131,6 +131,8 @@ class LocalLauncher::Impl {
   std::map<pid_t, ProcId> running_;
   /// Each namespace registered here, with the plan it was registered with last.
   std::map<std::string, JobRegistration> registered_;
+  /// Each namespace's ranks started here past the job's size (keep_size_for_joiners).
+  std::map<std::string, std::vector<std::uint32_t>> started_past_size_;
   std::vector<std::thread> watchers_;
 
   /// Registers the job's namespace with the job-level, node and process info of `plan`
@@ -210,19 +212,20 @@ class LocalLauncher::Impl {
         if (std::ranges::find(spec.ranks_to_start, rank) != spec.ranks_to_start.end())
           throw std::invalid_argument("rank " + std::to_string(rank) + " is to be started but left the job");
       }
-      std::vector<std::uint32_t> starting = spec.ranks_to_start;
-      if (starting.empty()) {
-        for (const MappedRank& mapped : map)
-          if (mapped.node == server_.options().node_name) starting.push_back(mapped.rank);
-      }
-      plan = plan_start(map, in_job, starting, server_.options().node_name);
+      plan = plan_registration(map, in_job, server_.options().node_name);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("launch " + spec.nspace + ": " + e.what());
     }
+    // The ranks to start whose numbers are not below the job's size (a grow after a shrink).
+    std::vector<std::uint32_t> past_size;
+    for (const std::uint32_t rank : spec.ranks_to_start.empty() ? plan.local.ranks : spec.ranks_to_start)
+      if (rank >= plan.job_size) past_size.push_back(rank);
+    plan = keep_size_for_joiners(std::move(plan), past_size, static_cast<std::uint32_t>(map.size()));
     {
       std::lock_guard lock(mutex_);
       if (!registered_.emplace(spec.nspace, plan).second)
         throw std::invalid_argument("launch: nspace '" + spec.nspace + "' was launched already");
+      started_past_size_[spec.nspace] = past_size;
     }
     register_job(spec.nspace, plan);
     return plan;
@@ -386,12 +389,13 @@ void LocalLauncher::announce_members(const std::string& nspace, const std::vecto
 bool LocalLauncher::update_job(const std::string& nspace, const JobMap& map,
                                const std::vector<std::uint32_t>& in_job) {
   Impl& s = *impl_;
-  const JobRegistration plan = plan_registration(map, in_job, s.server_.options().node_name);
+  JobRegistration plan = plan_registration(map, in_job, s.server_.options().node_name);
   {
     std::lock_guard lock(s.mutex_);
     const auto registered = s.registered_.find(nspace);
     if (registered == s.registered_.end())
       throw std::invalid_argument("update the job " + nspace + ": the namespace is not registered here");
+    plan = keep_size_for_joiners(std::move(plan), s.started_past_size_[nspace], static_cast<std::uint32_t>(map.size()));
     if (registered->second == plan) return false;
     registered->second = plan;
   }

@@ -7,10 +7,10 @@
  * At its start and each time the job's ranks change, a rank that is one of them puts a key
  * named after the members ("elastic.0,1,2", its rank + 1), fences with collected data among them
  * all, gets every member's key, re-reads its job (PMIX_JOB_SIZE, PMIX_NUM_NODES and
- * PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE) and reads its PMIX_LOCAL_RANK and PMIX_NODE_RANK
- * (from its start: they do not change), then fences with collected
+ * PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE), then fences with collected
  * data over the whole namespace (PMIX_RANK_WILDCARD, which means the ranks in the job now); it
- * appends one line to OUT_DIR/rank-R.log:
+ * appends one line to OUT_DIR/rank-R.log, with the PMIX_LOCAL_RANK and PMIX_NODE_RANK it read
+ * at its start (-1: not found):
  *
  *   members 0,1,2 size 3 num_nodes 3 nodes local0,local1,local2 local_rank 0 node_rank 0 fence ok keys 3 wildcard ok
  *
@@ -85,8 +85,10 @@ static size_t members_of_map(const char* nspace, pmix_rank_t* members) {
   return count;
 }
 
-/* One membership: the job read again, a key put, a fence among the members, their keys got. */
-static void take_part(FILE* log, const pmix_proc_t* me, const pmix_rank_t* members, size_t nmembers) {
+/* One membership: a key put, a fence among the members, their keys got, the job read again, a
+ * fence over the namespace; local_rank and node_rank as read at the start. */
+static void take_part(FILE* log, const pmix_proc_t* me, long local_rank, long node_rank, const pmix_rank_t* members,
+                      size_t nmembers) {
   pmix_proc_t job;
   PMIX_LOAD_PROCID(&job, me->nspace, PMIX_RANK_WILDCARD);
   char listed[2048] = "";
@@ -116,18 +118,13 @@ static void take_part(FILE* log, const pmix_proc_t* me, const pmix_rank_t* membe
       ++keys;
     if (got != NULL) PMIX_VALUE_RELEASE(got);
   }
-  /* The job read again once every member took part (a rank that joins reads it at its start
-   * before its grow commits: its PMIX_JOB_SIZE counts the numbers given until then). */
+  /* The job read again once every member took part (a rank that joined with a number not below
+   * the job's size reads the numbers given as PMIX_JOB_SIZE: docs/daemon.md). */
   pmix_data_type_t type = PMIX_UNDEF;
   long size = -1;
   long num_nodes = -1;
-  long local_rank = -1;
-  long node_rank = -1;
   (void)job_info_number(&job, PMIX_JOB_SIZE, 1, &size, &type);
   (void)job_info_number(&job, PMIX_NUM_NODES, 1, &num_nodes, &type);
-  /* Its own place on its node, as it was told at its start. */
-  (void)job_info_number(me, PMIX_LOCAL_RANK, 0, &local_rank, &type);
-  (void)job_info_number(me, PMIX_NODE_RANK, 0, &node_rank, &type);
   char nodes[4096];
   job_info_refreshed_nodes(me->nspace, nodes, sizeof nodes);
   /* Then a fence over the whole namespace (PMIX_RANK_WILDCARD): the ranks in the job now. */
@@ -176,10 +173,17 @@ int main(int argc, char** argv) {
   }
   if (handler != PMIX_SUCCESS) fprintf(log, "handler %s\n", PMIx_Error_string(handler));
 
+  /* Its own place on its node, read at its start, as programs read it (it does not change). */
+  pmix_data_type_t type = PMIX_UNDEF;
+  long local_rank = -1;
+  long node_rank = -1;
+  (void)job_info_number(&me, PMIX_LOCAL_RANK, 0, &local_rank, &type);
+  (void)job_info_number(&me, PMIX_NODE_RANK, 0, &node_rank, &type);
+
   pmix_rank_t members[MAX_MEMBERS];
   size_t nmembers = members_of_map(me.nspace, members);
   int seen = 0;
-  take_part(log, &me, members, nmembers);
+  take_part(log, &me, local_rank, node_rank, members, nmembers);
 
   char stop[4096];
   snprintf(stop, sizeof stop, "%s/stop", out_dir);
@@ -210,7 +214,7 @@ int main(int argc, char** argv) {
       if (nnow != nmembers || memcmp(now, members, nnow * sizeof now[0]) != 0) {
         nmembers = nnow;
         memcpy(members, now, nnow * sizeof now[0]);
-        take_part(log, &me, members, nmembers);
+        take_part(log, &me, local_rank, node_rank, members, nmembers);
       }
     }
     usleep(20000);

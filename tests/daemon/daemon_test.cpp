@@ -504,7 +504,7 @@ TEST_F(DaemonTest, ARankJoiningWhereAnotherLeftReadsTheJobWithoutTheDepartedRank
   const auto keys_at = text.find(",\"local_keys");
   ASSERT_NE(fence_at, std::string::npos) << text;
   ASSERT_NE(keys_at, std::string::npos) << text;
-  // Its size is the numbers given (3) until its grow commits: PMIx 4.2.2 gives a client whose
+  // Its size is the numbers given (3) on its node: PMIx 4.2.2 gives a client whose
   // rank is not below PMIX_JOB_SIZE none of its own info (docs/daemon.md).
   EXPECT_EQ(text, "{\"nspace\":\"job-43\",\"rank\":2,\"job_size\":3,\"univ_size\":3,\"num_nodes\":2,"
                   "\"local_size\":1,\"local_peers\":[\"2\"],\"local_rank\":0,\"node_rank\":0,"

@@ -115,23 +115,22 @@ TEST(JobMap, ARankJoiningANodeAnotherNumberLeftIsItsLocalAndNodeRankZero) {
   EXPECT_EQ(d::plan_registration(map, "local1").procs[3].local_rank, 1u);
 }
 
-// The first registration for a rank to start: its size is the job's, unless the rank's number
-// is not below it (ranks 0, 2 and 3 after rank 1 left): then the numbers given, as PMIx 4.2.2
-// gives a client whose rank is not below PMIX_JOB_SIZE none of its own info.
-TEST(JobMap, ARankToStartPastTheJobsSizeIsRegisteredWithTheNumbersGiven) {
-  const d::JobMap grown{{"local0", 0}, {"local1", 1}, {"local2", 2}};
-  const d::JobRegistration plain = d::plan_start(grown, {0, 1, 2}, {2}, "local2");
-  EXPECT_EQ(plain.registered_size, 3u);
-  EXPECT_EQ(plain, d::plan_registration(grown, "local2"));
-
+// A node that started a rank whose number was not below the job's size (rank 3 of ranks 0, 2
+// and 3, rank 1 having left) registers the numbers given as the size while that rank is in the
+// job, as PMIx 4.2.2 gives a client whose rank is not below PMIX_JOB_SIZE none of its own info.
+TEST(JobMap, ANodeThatStartedARankPastTheJobsSizeRegistersTheNumbersGiven) {
   const d::JobMap map{{"local0", 0}, {"local1", 1}, {"local2", 2}, {"local1", 3}};
-  const d::JobRegistration joining = d::plan_start(map, {0, 2, 3}, {3}, "local1");
-  EXPECT_EQ(joining.job_size, 3u);
-  EXPECT_EQ(joining.registered_size, 4u);
-  EXPECT_EQ(joining.ppn_list, "0;2;3");
-  EXPECT_EQ(joining.procs[3], (d::MappedProc{3, "local1", 2, 0, true}));
-  // Registered again (the grow's commit), it has the job's size.
-  EXPECT_EQ(d::plan_registration(map, {0, 2, 3}, "local1").registered_size, 3u);
+  const d::JobRegistration plan = d::plan_registration(map, {0, 2, 3}, "local1");
+  EXPECT_EQ(plan.job_size, 3u);
+  EXPECT_EQ(plan.registered_size, 3u);
+  const d::JobRegistration kept = d::keep_size_for_joiners(plan, {3}, 4);
+  EXPECT_EQ(kept.job_size, 3u);
+  EXPECT_EQ(kept.registered_size, 4u);
+  EXPECT_EQ(kept.ppn_list, "0;2;3");
+  // Another node, or the rank gone from the job: the job's size.
+  EXPECT_EQ(d::keep_size_for_joiners(d::plan_registration(map, {0, 2, 3}, "local2"), {3}, 4).registered_size, 3u);
+  const d::JobMap later{{"local0", 0}, {"local1", 1}, {"local2", 2}, {"local1", 3}, {"local1", 4}};
+  EXPECT_EQ(d::keep_size_for_joiners(d::plan_registration(later, {0, 2, 4}, "local1"), {3}, 5).registered_size, 3u);
 }
 
 TEST(JobMap, RefusalsOfTheRanksInTheJobNameWhatIsWrong) {

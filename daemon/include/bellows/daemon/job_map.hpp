@@ -59,7 +59,7 @@ struct MappedProc {
 struct JobRegistration {
   std::uint32_t job_size = 0;
   /// PMIX_JOB_SIZE, PMIX_UNIV_SIZE and PMIX_MAX_PROCS as registered: job_size, or the numbers
-  /// given when a rank about to start has a number past the job's size (plan_start).
+  /// given (keep_size_for_joiners).
   std::uint32_t registered_size = 0;
   std::uint32_t num_nodes = 0;
   std::string node_list;
@@ -84,16 +84,15 @@ JobRegistration plan_registration(const JobMap& map, const std::string& this_nod
 JobRegistration plan_registration(const JobMap& map, const std::vector<std::uint32_t>& in_job,
                                   const std::string& this_node);
 
-/// The registration of `map` by the daemon of `this_node` that starts its ranks `starting`,
-/// as plan_registration(map, in_job, this_node), except that when one of `starting` has a
-/// number not below the job's size (a grow after a shrink: ranks 0, 1 and 4), registered_size
-/// is the numbers given (the map's size): PMIx 4.2.2 gives a client none of its own info (its
-/// local and node rank, its host) when its rank is not below PMIX_JOB_SIZE (docs/daemon.md,
-/// "What PMIx 4.2.2 does here"). The registration at the grow's commit gives the job's size
-/// again. Throws as plan_registration does (whether `starting` are this node's ranks is the
-/// caller's to check).
-JobRegistration plan_start(const JobMap& map, const std::vector<std::uint32_t>& in_job,
-                           const std::vector<std::uint32_t>& starting, const std::string& this_node);
+/// `plan` for a node that started the ranks `started_past_size` when their numbers were not
+/// below the job's size (a grow after a shrink: rank 4 of ranks 0, 1 and 4): while one of them
+/// is still one of the node's ranks in the job, registered_size is `numbers_given` (the map's
+/// size). PMIx 4.2.2 gives a client none of its own info (its local and node rank, its host)
+/// when its rank is not below PMIX_JOB_SIZE, and the client fetches that info after its
+/// connection, which may come after the grow's commit registered the job again
+/// (docs/daemon.md, "What PMIx 4.2.2 does here").
+JobRegistration keep_size_for_joiners(JobRegistration plan, const std::vector<std::uint32_t>& started_past_size,
+                                      std::uint32_t numbers_given);
 
 /// "0:local0,1:local1" (the map as logs and errors show it).
 std::string to_string(const JobMap& map);
