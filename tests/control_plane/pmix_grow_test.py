@@ -74,7 +74,9 @@ def main():
         t.wait_for(job, f"{what}: every rank logging {line(ranks[0])!r}",
                    lambda: all(log_of(r) and log_of(r)[-1] == line(r) for r in ranks), seconds,
                    why_not=lambda: "; logs: " + "; ".join(f"{r}: {log_of(r)}" for r in range(5)))
-        t.log(f"{what}: ranks {members} read size {len(ranks)} and their nodes, and fenced among themselves and over the namespace")
+        past = f" (ranks numbered {len(ranks)} or more: {numbers_given}, the numbers given)" if numbers_given else ""
+        t.log(f"{what}: ranks {members} read size {len(ranks)}{past}, their nodes and local rank 0, and fenced "
+              f"among themselves and over the namespace")
 
     def finished(kind, count):
         s = t.status()

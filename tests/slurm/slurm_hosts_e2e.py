@@ -283,8 +283,9 @@ def test_separate_hosts_pmix_grow(c, args):
             check(time.monotonic() < deadline, f"{what}: not every rank logged {line(ranks[0])!r} within 60 s: "
                   + "; ".join(f"{r}: {log_of(r)}" for r in range(4)))
             time.sleep(0.2)
-        log(f"{what}: ranks {ranks} on {nodes} read size {len(ranks)} and their nodes, fenced among themselves "
-            f"and over the namespace")
+        past = f" (ranks numbered {len(ranks)} or more: {numbers_given}, the numbers given)" if numbers_given else ""
+        log(f"{what}: ranks {ranks} on {nodes} read size {len(ranks)}{past}, their nodes and local rank 0, fenced "
+            f"among themselves and over the namespace")
 
     def resized_to(count, what):
         deadline = time.monotonic() + 60
