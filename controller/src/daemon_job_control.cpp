@@ -1,6 +1,7 @@
 #include "bellows/controller/daemon_job_control.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <bellows/protocol/job_directory.hpp>
 
@@ -177,7 +178,12 @@ protocol::StartRank DaemonJobControl::start_order(ResizeId resize, const std::st
   start.nspace = job_;
   start.rank = pmix_ranks_.at(node);
   start.map_nodes = rank_nodes_;
-  for (std::uint32_t rank = 0; rank < rank_nodes_.size(); ++rank) start.map_ranks.push_back(rank);
+  std::set<std::uint32_t> in_job;
+  for (const auto& [mapped_node, rank] : pmix_ranks_) in_job.insert(rank);
+  for (std::uint32_t rank = 0; rank < rank_nodes_.size(); ++rank) {
+    start.map_ranks.push_back(rank);
+    if (!in_job.contains(rank)) start.departed_ranks.push_back(rank);
+  }
   start.started_by_daemon = started_by_daemon;
   return start;
 }

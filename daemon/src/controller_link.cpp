@@ -469,12 +469,19 @@ struct ControllerLink::State {
     for (std::size_t i = 0; i < start.map_nodes.size() && i < start.map_ranks.size(); ++i)
       spec.job_map.push_back({start.map_nodes[i], start.map_ranks[i]});
     spec.ranks_to_start = {start.rank};
+    spec.departed = start.departed_ranks;
     const std::string what = "rank " + std::to_string(start.rank) + " of " + start.nspace;
     try {
       const auto mapped = std::ranges::find(spec.job_map, start.rank, &MappedRank::rank);
       if (mapped == spec.job_map.end() || mapped->node != options.node_name)
         throw std::invalid_argument("the job map " + to_string(spec.job_map) + " does not put it on " +
                                     options.node_name);
+      // The job as it will be once the rank's grow commits, as its registration says: a fence
+      // over the namespace means these ranks until the job's next view says them again.
+      std::vector<std::uint32_t> in_job;
+      for (const MappedRank& rank : spec.job_map)
+        if (std::ranges::find(spec.departed, rank.rank) == spec.departed.end()) in_job.push_back(rank.rank);
+      if (collectives) collectives->job_ranks(start.nspace, in_job, static_cast<std::uint32_t>(spec.job_map.size()));
       if (!start.started_by_daemon) {
         write_rank_environment(launcher->register_only(spec));
         registered_nspaces.insert(start.nspace);

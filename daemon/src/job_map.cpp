@@ -62,6 +62,7 @@ JobRegistration plan_registration(const JobMap& map, const std::vector<std::uint
     node->ranks.push_back(mapped.rank);
     ++plan.job_size;
   }
+  plan.registered_size = plan.job_size;
   plan.num_nodes = static_cast<std::uint32_t>(plan.nodes.size());
   bool local_found = false;
   for (const MappedNode& node : plan.nodes) {
@@ -79,6 +80,16 @@ JobRegistration plan_registration(const JobMap& map, const std::vector<std::uint
   }
   if (!local_found)
     throw std::invalid_argument("job map: no rank on node " + this_node + ", this daemon's: " + to_string(map));
+  return plan;
+}
+
+JobRegistration keep_size_for_joiners(JobRegistration plan, const std::vector<std::uint32_t>& started_past_size,
+                                      std::uint32_t numbers_given) {
+  for (const std::uint32_t rank : started_past_size) {
+    // A client learns its own info only when its rank is below PMIX_JOB_SIZE (PMIx 4.2.2).
+    if (std::ranges::find(plan.local.ranks, rank) != plan.local.ranks.end())
+      plan.registered_size = std::max(plan.registered_size, numbers_given);
+  }
   return plan;
 }
 

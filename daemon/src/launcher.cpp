@@ -131,6 +131,8 @@ class LocalLauncher::Impl {
   std::map<pid_t, ProcId> running_;
   /// Each namespace registered here, with the plan it was registered with last.
   std::map<std::string, JobRegistration> registered_;
+  /// Each namespace's ranks started here past the job's size (keep_size_for_joiners).
+  std::map<std::string, std::vector<std::uint32_t>> started_past_size_;
   std::vector<std::thread> watchers_;
 
   /// Registers the job's namespace with the job-level, node and process info of `plan`
@@ -157,9 +159,9 @@ class LocalLauncher::Impl {
     InfoArray info(kJobEntries + nodes.size() + procs.size());
     std::size_t i = 0;
     info.load(i++, PMIX_JOBID, nspace_name.c_str(), PMIX_STRING);
-    info.load(i++, PMIX_JOB_SIZE, &plan.job_size, PMIX_UINT32);
-    info.load(i++, PMIX_UNIV_SIZE, &plan.job_size, PMIX_UINT32);
-    info.load(i++, PMIX_MAX_PROCS, &plan.job_size, PMIX_UINT32);
+    info.load(i++, PMIX_JOB_SIZE, &plan.registered_size, PMIX_UINT32);
+    info.load(i++, PMIX_UNIV_SIZE, &plan.registered_size, PMIX_UINT32);
+    info.load(i++, PMIX_MAX_PROCS, &plan.registered_size, PMIX_UINT32);
     info.load(i++, PMIX_NUM_NODES, &plan.num_nodes, PMIX_UINT32);
     info.load(i++, PMIX_NODE_MAP, node_map.text, PMIX_REGEX);
     info.load(i++, PMIX_PROC_MAP, proc_map.text, PMIX_REGEX);
@@ -197,24 +199,33 @@ class LocalLauncher::Impl {
       throw std::invalid_argument("launch " + spec.nspace + ": no program given");
     if (spec.job_map.empty() && spec.nprocs == 0)
       throw std::invalid_argument("launch " + spec.nspace + ": 0 processes");
+    const JobMap map = job_map_of(spec, server_.options().node_name);
+    std::vector<std::uint32_t> in_job;
+    for (const MappedRank& mapped : map)
+      if (std::ranges::find(spec.departed, mapped.rank) == spec.departed.end()) in_job.push_back(mapped.rank);
     JobRegistration plan;
     try {
-      plan = plan_registration(job_map_of(spec, server_.options().node_name), server_.options().node_name);
+      for (const std::uint32_t rank : spec.departed) {
+        if (std::ranges::find(map, rank, &MappedRank::rank) == map.end())
+          throw std::invalid_argument("rank " + std::to_string(rank) + " left the job but is not in the job map " +
+                                      to_string(map));
+        if (std::ranges::find(spec.ranks_to_start, rank) != spec.ranks_to_start.end())
+          throw std::invalid_argument("rank " + std::to_string(rank) + " is to be started but left the job");
+      }
+      plan = plan_registration(map, in_job, server_.options().node_name);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("launch " + spec.nspace + ": " + e.what());
     }
-    // The ranks started here are the node's own: another number the map puts on this node
-    // left the job (a shrink took it, then a grow gave the node a new number), and counted as a
-    // local peer it would hold up every fence naming it on this node's PMIx server.
-    // (A rank to start that is not here is refused by the caller.)
-    std::vector<std::uint32_t> started_here;
-    for (const std::uint32_t rank : plan.local.ranks)
-      if (std::ranges::find(spec.ranks_to_start, rank) != spec.ranks_to_start.end()) started_here.push_back(rank);
-    if (!started_here.empty()) plan.local.ranks = std::move(started_here);
+    // The ranks to start whose numbers are not below the job's size (a grow after a shrink).
+    std::vector<std::uint32_t> past_size;
+    for (const std::uint32_t rank : spec.ranks_to_start.empty() ? plan.local.ranks : spec.ranks_to_start)
+      if (rank >= plan.job_size) past_size.push_back(rank);
+    plan = keep_size_for_joiners(std::move(plan), past_size, static_cast<std::uint32_t>(map.size()));
     {
       std::lock_guard lock(mutex_);
       if (!registered_.emplace(spec.nspace, plan).second)
         throw std::invalid_argument("launch: nspace '" + spec.nspace + "' was launched already");
+      started_past_size_[spec.nspace] = past_size;
     }
     register_job(spec.nspace, plan);
     return plan;
@@ -378,12 +389,13 @@ void LocalLauncher::announce_members(const std::string& nspace, const std::vecto
 bool LocalLauncher::update_job(const std::string& nspace, const JobMap& map,
                                const std::vector<std::uint32_t>& in_job) {
   Impl& s = *impl_;
-  const JobRegistration plan = plan_registration(map, in_job, s.server_.options().node_name);
+  JobRegistration plan = plan_registration(map, in_job, s.server_.options().node_name);
   {
     std::lock_guard lock(s.mutex_);
     const auto registered = s.registered_.find(nspace);
     if (registered == s.registered_.end())
       throw std::invalid_argument("update the job " + nspace + ": the namespace is not registered here");
+    plan = keep_size_for_joiners(std::move(plan), s.started_past_size_[nspace], static_cast<std::uint32_t>(map.size()));
     if (registered->second == plan) return false;
     registered->second = plan;
   }

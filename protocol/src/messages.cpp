@@ -1,5 +1,6 @@
 #include "bellows/protocol/messages.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -146,6 +147,7 @@ void fields(V& v, M& m) {
   v("map_nodes", m.map_nodes);
   v("map_ranks", m.map_ranks);
   v("started_by_daemon", m.started_by_daemon);
+  v("departed_ranks", m.departed_ranks);
 }
 template <class V, class M>
   requires std::is_same_v<std::remove_const_t<M>, JobView>
@@ -385,6 +387,15 @@ std::string check(const StartRank& m, std::uint16_t) {
     listed = listed || m.map_ranks[i] == m.rank;
   }
   if (!listed) return "rank: " + std::to_string(m.rank) + " is not in the job map";
+  for (std::size_t i = 0; i < m.departed_ranks.size(); ++i) {
+    const std::uint32_t departed = m.departed_ranks[i];
+    const std::string name = "departed_ranks[" + std::to_string(i) + "]: " + std::to_string(departed);
+    if (i > 0 && departed <= m.departed_ranks[i - 1])
+      return name + " after " + std::to_string(m.departed_ranks[i - 1]) + " (ascending, no repeats)";
+    if (departed == m.rank) return name + " is the rank to start";
+    if (std::find(m.map_ranks.begin(), m.map_ranks.end(), departed) == m.map_ranks.end())
+      return name + " is not in the job map";
+  }
   return {};
 }
 std::string check(const RanksLost& m, std::uint16_t) {

@@ -4,20 +4,23 @@
  *
  *   pmix_elastic_client OUT_DIR
  *
- * At its start and each time the job's ranks change, a rank that is one of them re-reads its job
- * (PMIX_JOB_SIZE, PMIX_NUM_NODES and PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE), puts a key
- * named after the members ("elastic.0,1,2", its rank + 1),
- * fences with collected data among them all, gets every member's key, then fences with collected
+ * At its start and each time the job's ranks change, a rank that is one of them puts a key
+ * named after the members ("elastic.0,1,2", its rank + 1), fences with collected data among them
+ * all, gets every member's key, re-reads its job (PMIX_JOB_SIZE, PMIX_NUM_NODES and
+ * PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE), then fences with collected
  * data over the whole namespace (PMIX_RANK_WILDCARD, which means the ranks in the job now); it
- * appends one line to OUT_DIR/rank-R.log:
+ * appends one line to OUT_DIR/rank-R.log, with the PMIX_LOCAL_RANK and PMIX_NODE_RANK it read
+ * at its start (-1: not found):
  *
- *   members 0,1,2 size 3 num_nodes 3 nodes local0,local1,local2 fence ok keys 3 wildcard ok
+ *   members 0,1,2 size 3 num_nodes 3 nodes local0,local1,local2 local_rank 0 node_rank 0 fence ok keys 3 wildcard ok
  *
  * ("fence FAILED-STATUS" when the fence failed, "wildcard FAILED-STATUS" when the second did;
  * without the first, no second: "wildcard NOT-AVAILABLE"). A rank that is not in the new set leaves: it
  * appends "left", calls PMIx_Finalize and exits 0. Every rank ends (PMIx_Finalize, exit 0) once
  * OUT_DIR/stop exists; after 120 s without it, exit 1. Exit 1 too when PMIx_Init fails. */
 #include <pmix.h>
+
+#include "pmix_job_info.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -58,35 +61,6 @@ static void registered(pmix_status_t status, size_t ref, void* cbdata) {
   *(volatile pmix_status_t*)cbdata = status;
 }
 
-static long refreshed_number(const pmix_proc_t* proc, const char* key) {
-  pmix_info_t refresh;
-  PMIX_INFO_LOAD(&refresh, PMIX_GET_REFRESH_CACHE, NULL, PMIX_BOOL);
-  pmix_value_t* value = NULL;
-  const pmix_status_t rc = PMIx_Get(proc, key, &refresh, 1, &value);
-  PMIX_INFO_DESTRUCT(&refresh);
-  long number = -1;
-  if (rc == PMIX_SUCCESS && value != NULL && value->type == PMIX_UINT32) number = (long)value->data.uint32;
-  if (value != NULL) PMIX_VALUE_RELEASE(value);
-  return number;
-}
-
-/* The job's nodes read again from the daemon: PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE (PMIx
- * 4.2.2's PMIx_Resolve_nodes answers from the client's cache, which no refresh renews). */
-static void refreshed_nodes(const char* nspace, char* out, size_t size) {
-  pmix_proc_t job;
-  PMIX_LOAD_PROCID(&job, nspace, PMIX_RANK_WILDCARD);
-  pmix_info_t refresh;
-  PMIX_INFO_LOAD(&refresh, PMIX_GET_REFRESH_CACHE, NULL, PMIX_BOOL);
-  pmix_value_t* list = NULL;
-  const pmix_status_t rc = PMIx_Get(&job, PMIX_NODE_LIST, &refresh, 1, &list);
-  if (rc == PMIX_SUCCESS && list != NULL && list->type == PMIX_STRING && list->data.string != NULL)
-    snprintf(out, size, "%s", list->data.string);
-  else
-    snprintf(out, size, "NODE_LIST:%s", PMIx_Error_string(rc));
-  if (list != NULL) PMIX_VALUE_RELEASE(list);
-  PMIX_INFO_DESTRUCT(&refresh);
-}
-
 /* The members of the job's map at the start: every rank PMIx_Resolve_peers gives on its nodes. */
 static size_t members_of_map(const char* nspace, pmix_rank_t* members) {
   size_t count = 0;
@@ -111,15 +85,12 @@ static size_t members_of_map(const char* nspace, pmix_rank_t* members) {
   return count;
 }
 
-/* One membership: the job read again, a key put, a fence among the members, their keys got. */
-static void take_part(FILE* log, const pmix_proc_t* me, const pmix_rank_t* members, size_t nmembers) {
+/* One membership: a key put, a fence among the members, their keys got, the job read again, a
+ * fence over the namespace; local_rank and node_rank as read at the start. */
+static void take_part(FILE* log, const pmix_proc_t* me, long local_rank, long node_rank, const pmix_rank_t* members,
+                      size_t nmembers) {
   pmix_proc_t job;
   PMIX_LOAD_PROCID(&job, me->nspace, PMIX_RANK_WILDCARD);
-  const long size = refreshed_number(&job, PMIX_JOB_SIZE);
-  const long num_nodes = refreshed_number(&job, PMIX_NUM_NODES);
-  char nodes[4096];
-  refreshed_nodes(me->nspace, nodes, sizeof nodes);
-
   char listed[2048] = "";
   size_t used = 0;
   for (size_t i = 0; i < nmembers && used < sizeof listed; ++i)
@@ -147,6 +118,15 @@ static void take_part(FILE* log, const pmix_proc_t* me, const pmix_rank_t* membe
       ++keys;
     if (got != NULL) PMIX_VALUE_RELEASE(got);
   }
+  /* The job read again once every member took part (a rank that joined with a number not below
+   * the job's size reads the numbers given as PMIX_JOB_SIZE: docs/daemon.md). */
+  pmix_data_type_t type = PMIX_UNDEF;
+  long size = -1;
+  long num_nodes = -1;
+  (void)job_info_number(&job, PMIX_JOB_SIZE, 1, &size, &type);
+  (void)job_info_number(&job, PMIX_NUM_NODES, 1, &num_nodes, &type);
+  char nodes[4096];
+  job_info_refreshed_nodes(me->nspace, nodes, sizeof nodes);
   /* Then a fence over the whole namespace (PMIX_RANK_WILDCARD): the ranks in the job now. */
   pmix_status_t whole = PMIX_ERR_NOT_AVAILABLE;
   if (rc == PMIX_SUCCESS) {
@@ -154,8 +134,8 @@ static void take_part(FILE* log, const pmix_proc_t* me, const pmix_rank_t* membe
     whole = PMIx_Fence(&job, 1, &collect, 1);
     PMIX_INFO_DESTRUCT(&collect);
   }
-  fprintf(log, "members %s size %ld num_nodes %ld nodes %s fence %s keys %d wildcard %s\n", listed, size, num_nodes,
-          nodes, rc == PMIX_SUCCESS ? "ok" : PMIx_Error_string(rc), keys,
+  fprintf(log, "members %s size %ld num_nodes %ld nodes %s local_rank %ld node_rank %ld fence %s keys %d wildcard %s\n",
+          listed, size, num_nodes, nodes, local_rank, node_rank, rc == PMIX_SUCCESS ? "ok" : PMIx_Error_string(rc), keys,
           whole == PMIX_SUCCESS ? "ok" : PMIx_Error_string(whole));
   fflush(log);
 }
@@ -193,10 +173,17 @@ int main(int argc, char** argv) {
   }
   if (handler != PMIX_SUCCESS) fprintf(log, "handler %s\n", PMIx_Error_string(handler));
 
+  /* Its own place on its node, read at its start, as programs read it (it does not change). */
+  pmix_data_type_t type = PMIX_UNDEF;
+  long local_rank = -1;
+  long node_rank = -1;
+  (void)job_info_number(&me, PMIX_LOCAL_RANK, 0, &local_rank, &type);
+  (void)job_info_number(&me, PMIX_NODE_RANK, 0, &node_rank, &type);
+
   pmix_rank_t members[MAX_MEMBERS];
   size_t nmembers = members_of_map(me.nspace, members);
   int seen = 0;
-  take_part(log, &me, members, nmembers);
+  take_part(log, &me, local_rank, node_rank, members, nmembers);
 
   char stop[4096];
   snprintf(stop, sizeof stop, "%s/stop", out_dir);
@@ -227,7 +214,7 @@ int main(int argc, char** argv) {
       if (nnow != nmembers || memcmp(now, members, nnow * sizeof now[0]) != 0) {
         nmembers = nnow;
         memcpy(members, now, nnow * sizeof now[0]);
-        take_part(log, &me, members, nmembers);
+        take_part(log, &me, local_rank, node_rank, members, nmembers);
       }
     }
     usleep(20000);

@@ -18,6 +18,8 @@
  * every PMIx call succeeded, 1 otherwise (the file says which call failed), 2 for bad usage. */
 #include <pmix.h>
 
+#include "pmix_job_info.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,46 +66,26 @@ static void registered(pmix_status_t status, size_t ref, void* cbdata) {
   *(volatile pmix_status_t*)cbdata = status;
 }
 
-/* PMIx_Get of key for proc into a uint32; -1 (and the failure noted) when it cannot. */
+/* PMIx_Get of key for proc as a number; -1 (and the failure noted) when it cannot. */
 static long get_number(const pmix_proc_t* proc, const char* key, int refresh) {
-  pmix_value_t* value = NULL;
-  pmix_info_t info;
-  int have_info = 0;
-  if (refresh) {
-    PMIX_INFO_LOAD(&info, PMIX_GET_REFRESH_CACHE, NULL, PMIX_BOOL);
-    have_info = 1;
-  }
-  pmix_status_t rc = PMIx_Get(proc, key, have_info ? &info : NULL, have_info ? 1 : 0, &value);
-  if (have_info) PMIX_INFO_DESTRUCT(&info);
-  if (rc != PMIX_SUCCESS || value == NULL) {
-    failed("PMIx_Get(%s) for rank %u: %s", key, proc->rank, PMIx_Error_string(rc));
-    return -1;
-  }
   long number = -1;
-  switch (value->type) {
-    case PMIX_UINT32: number = (long)value->data.uint32; break;
-    case PMIX_UINT16: number = (long)value->data.uint16; break;
-    case PMIX_PROC_RANK: number = (long)value->data.rank; break;
-    case PMIX_INT: number = (long)value->data.integer; break;
-    default: failed("PMIx_Get(%s): type %d", key, (int)value->type); break;
-  }
-  PMIX_VALUE_RELEASE(value);
+  pmix_data_type_t type = PMIX_UNDEF;
+  const pmix_status_t rc = job_info_number(proc, key, refresh, &number, &type);
+  if (rc == PMIX_ERR_TYPE_MISMATCH)
+    failed("PMIx_Get(%s): type %d", key, (int)type);
+  else if (rc != PMIX_SUCCESS)
+    failed("PMIx_Get(%s) for rank %u: %s", key, proc->rank, PMIx_Error_string(rc));
   return number;
 }
 
+/* PMIx_Get of the string key for proc into out; empty (and the failure noted) when it cannot. */
 static void get_string(const pmix_proc_t* proc, const char* key, char* out, size_t size) {
-  pmix_value_t* value = NULL;
-  out[0] = '\0';
-  pmix_status_t rc = PMIx_Get(proc, key, NULL, 0, &value);
-  if (rc != PMIX_SUCCESS || value == NULL) {
+  pmix_data_type_t type = PMIX_UNDEF;
+  const pmix_status_t rc = job_info_string(proc, key, out, size, &type);
+  if (rc == PMIX_ERR_TYPE_MISMATCH)
+    failed("PMIx_Get(%s): type %d", key, (int)type);
+  else if (rc != PMIX_SUCCESS)
     failed("PMIx_Get(%s) for rank %u: %s", key, proc->rank, PMIx_Error_string(rc));
-    return;
-  }
-  if (value->type == PMIX_STRING && value->data.string != NULL)
-    snprintf(out, size, "%s", value->data.string);
-  else
-    failed("PMIx_Get(%s): type %d", key, (int)value->type);
-  PMIX_VALUE_RELEASE(value);
 }
 
 /* A JSON array of strings from a comma-separated list. */
@@ -152,25 +134,6 @@ static void describe_map(const char* nspace, char** nodes, char* out, size_t siz
     if (procs != NULL) PMIX_PROC_FREE(procs, nprocs);
   }
   free(copy);
-}
-
-/* The job's nodes read again from the daemon: PMIX_NODE_LIST with PMIX_GET_REFRESH_CACHE (what
- * PMIX_NODE_MAP says), or "NODE_LIST:STATUS". PMIx 4.2.2's PMIx_Resolve_nodes and
- * PMIx_Resolve_peers answer from the client's cache, which no refresh renews, and a refresh of
- * another node's PMIX_LOCAL_PEERS or of PMIX_PROC_MAP is NOT-FOUND (docs/daemon.md). */
-static void refreshed_nodes(const char* nspace, char* out, size_t size) {
-  pmix_proc_t job;
-  PMIX_LOAD_PROCID(&job, nspace, PMIX_RANK_WILDCARD);
-  pmix_info_t refresh;
-  PMIX_INFO_LOAD(&refresh, PMIX_GET_REFRESH_CACHE, NULL, PMIX_BOOL);
-  pmix_value_t* list = NULL;
-  const pmix_status_t rc = PMIx_Get(&job, PMIX_NODE_LIST, &refresh, 1, &list);
-  if (rc == PMIX_SUCCESS && list != NULL && list->type == PMIX_STRING && list->data.string != NULL)
-    snprintf(out, size, "%s", list->data.string);
-  else
-    snprintf(out, size, "NODE_LIST:%s", PMIx_Error_string(rc));
-  if (list != NULL) PMIX_VALUE_RELEASE(list);
-  PMIX_INFO_DESTRUCT(&refresh);
 }
 
 int main(int argc, char** argv) {
@@ -283,7 +246,7 @@ int main(int argc, char** argv) {
     long last = job_size;
     long last_nodes = num_nodes;
     char last_map[8192];
-    refreshed_nodes(me.nspace, last_map, sizeof last_map);  /* as at the start: no line for it */
+    job_info_refreshed_nodes(me.nspace, last_map, sizeof last_map);  /* as at the start: no line for it */
     int last_events = 0;
     const double end = now_seconds() + hold;
     while (sizes != NULL && now_seconds() < end) {
@@ -291,7 +254,7 @@ int main(int argc, char** argv) {
       const long size = get_number(&job, PMIX_JOB_SIZE, 1);
       const long nodes_now = get_number(&job, PMIX_NUM_NODES, 1);
       char map[8192];
-      refreshed_nodes(me.nspace, map, sizeof map);
+      job_info_refreshed_nodes(me.nspace, map, sizeof map);
       if (size != last || nodes_now != last_nodes || strcmp(map, last_map) != 0 || g_events != last_events) {
         fprintf(sizes, "size %ld events %d last_event %d", size, g_events, g_last_event);
         if (g_pset_name[0] != '\0') fprintf(sizes, " pset %s members %zu", g_pset_name, (size_t)g_pset_members);

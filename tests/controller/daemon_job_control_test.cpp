@@ -295,7 +295,8 @@ TEST_F(DaemonJobControlTest, WithARankLaunchTheNewNodesDaemonsStartTheirRanks) {
 
 // The first rank, which `bellows run` starts, is registered by the first node's daemon as rank
 // 0 (nothing started there); a node that left leaves the job map but stays in the numbered map
-// (PMIx takes ranks 0..n-1 only), and the next grow gets a number never given before.
+// (PMIx takes ranks 0..n-1 only), and the next grow gets a number never given before, its
+// StartRank naming the number that left.
 TEST_F(DaemonJobControlTest, TheJobMapNumbersTheFirstRankZeroAndNeverGivesANumberTwice) {
   control.set_rank_launch({{"mpiexec", "/bin/app"}, {}});
   control.start_initial_daemons({"node0", "node1", "node2"});
@@ -312,6 +313,8 @@ TEST_F(DaemonJobControlTest, TheJobMapNumbersTheFirstRankZeroAndNeverGivesANumbe
   EXPECT_EQ(start.rank, 3u);
   EXPECT_EQ(start.map_nodes, (std::vector<std::string>{"node0", "node1", "node2", "node3"}));
   EXPECT_EQ(start.map_ranks, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  // The number that left is named, so that the new rank reads the job without it.
+  EXPECT_EQ(start.departed_ranks, (std::vector<std::uint32_t>{1}));
   EXPECT_EQ(control.job_map(), (std::map<std::string, std::uint32_t>{{"node0", 0}, {"node2", 2}, {"node3", 3}}));
 }
 

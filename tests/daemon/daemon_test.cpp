@@ -476,6 +476,44 @@ TEST_F(DaemonTest, TheJobsRanksOfANodeFenceAmongThemselvesWithTheWholeJobsMap) {
   }
 }
 
+// A rank started on a node that another number of the job left (a grow after a shrink: rank 1
+// left n1, rank 2 joins there) reads the job without the departed rank from its PMIx_Init on:
+// the nodes and peers of ranks 0 and 2, itself as its node's only peer, local and node rank 0
+// (as PRRTE counts them: among the job's ranks on the node now), and its fence completes.
+TEST_F(DaemonTest, ARankJoiningWhereAnotherLeftReadsTheJobWithoutTheDepartedRank) {
+  d::PmixServer server(options());
+  Mailbox<d::ExitStatus> exits;
+  const fs::path out = dir_ / "ranks";
+  fs::create_directories(out);
+  {
+    d::LocalLauncher launcher(server, [&](const d::ExitStatus& e) { exits.push(e); });
+    d::LaunchSpec spec{"job-43", {BELLOWS_NATIVE_CLIENT_PATH, out.string()}, 0, {"PMIX_NATIVE_CLIENT_ALONE=1"}};
+    spec.job_map = {{"n2", 0}, {"n1", 1}, {"n1", 2}};
+    spec.ranks_to_start = {2};
+    spec.departed = {1};
+    const auto pids = launcher.launch(spec);
+    EXPECT_EQ(pids.size(), 1u);
+    auto e = exits.pop(30s);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->describe(), "exited with status 0") << to_string(e->proc);
+  }
+  std::ifstream in(out / "rank-2.json");
+  std::string text;
+  std::getline(in, text);
+  const auto fence_at = text.find("\"fence_seconds\":");
+  const auto keys_at = text.find(",\"local_keys");
+  ASSERT_NE(fence_at, std::string::npos) << text;
+  ASSERT_NE(keys_at, std::string::npos) << text;
+  // Its size is the numbers given (3) on its node: PMIx 4.2.2 gives a client whose
+  // rank is not below PMIX_JOB_SIZE none of its own info (docs/daemon.md).
+  EXPECT_EQ(text, "{\"nspace\":\"job-43\",\"rank\":2,\"job_size\":3,\"univ_size\":3,\"num_nodes\":2,"
+                  "\"local_size\":1,\"local_peers\":[\"2\"],\"local_rank\":0,\"node_rank\":0,"
+                  "\"hostname\":\"n1\",\"bellows_node\":\"\",\"nodes\":[\"n2\",\"n1\"],"
+                  "\"peers_by_node\":{\"n2\":[0],\"n1\":[2]},\"fence\":true,\"fence_seconds\":" +
+                      text.substr(fence_at + 16, keys_at - fence_at - 16) +
+                      ",\"local_keys\":1,\"event_handler\":true,\"failure\":\"\"}");
+}
+
 // A rank its daemon started connects through ControlChannel as that daemon's PMIx client (not
 // as a tool), under its job-wide rank in the job's namespace: its allocation request names it so.
 TEST_F(DaemonTest, ARankTheDaemonStartedConnectsAsItsClient) {
@@ -526,8 +564,9 @@ TEST_F(DaemonTest, AClientHearsOfTheJobsNewRanksAsAProcessSet) {
                       " pset job-p.ranks.1 members 3 num_nodes 2 nodes n1,n2");
 }
 
-// A map that puts no rank on this daemon's node, and a rank the controller starts itself
-// registered where the map does not give this node exactly one rank: refused, naming the map.
+// A map that puts no rank on this daemon's node, departed ranks it cannot place, and a rank the
+// controller starts itself registered where the map does not give this node exactly one rank:
+// refused, naming the map or the rank.
 TEST_F(DaemonTest, LauncherRefusesAJobMapWithoutThisNode) {
   d::PmixServer server(options());
   d::LocalLauncher launcher(server, nullptr);
@@ -546,6 +585,25 @@ TEST_F(DaemonTest, LauncherRefusesAJobMapWithoutThisNode) {
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "register job-7: the job map has 2 ranks on n1, not one: 0:n1,1:n1");
   }
+  // Departed ranks the launcher cannot place: one past the map, and the rank to start.
+  spec.job_map = {{"n1", 0}, {"n2", 1}, {"n1", 2}};
+  spec.ranks_to_start = {2};
+  spec.departed = {4};
+  try {
+    launcher.launch(spec);
+    ADD_FAILURE() << "launched";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "launch job-7: rank 4 left the job but is not in the job map 0:n1,1:n2,2:n1");
+  }
+  spec.departed = {2};
+  try {
+    launcher.launch(spec);
+    ADD_FAILURE() << "launched";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "launch job-7: rank 2 is to be started but left the job");
+  }
+  spec.ranks_to_start = {};
+  spec.departed = {};
   spec.job_map = {{"n1", 0}, {"n2", 1}};
   const auto environment = launcher.register_only(spec);
   EXPECT_NE(std::ranges::find(environment, std::string("PMIX_NAMESPACE=job-7")), environment.end());

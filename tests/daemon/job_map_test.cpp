@@ -99,6 +99,40 @@ TEST(JobMap, ARankThatLeftStaysInProcsOnlyAndItsNodeLeavesTheMaps) {
   EXPECT_EQ(left.procs[3], (d::MappedProc{3, "a", 1, 1, true}));
 }
 
+// A grow after a shrink: rank 3 joins on local1, which rank 1 left. Its local and node rank
+// count the job's ranks on that node now, as PRRTE's do, so it is 0 there, the node's only
+// peer and leader; registered with every number in the job it would have been 1 behind rank 1.
+TEST(JobMap, ARankJoiningANodeAnotherNumberLeftIsItsLocalAndNodeRankZero) {
+  const d::JobMap map{{"local0", 0}, {"local1", 1}, {"local2", 2}, {"local1", 3}};
+  const d::JobRegistration plan = d::plan_registration(map, {0, 2, 3}, "local1");
+  EXPECT_EQ(plan.job_size, 3u);
+  EXPECT_EQ(plan.node_list, "local0,local2,local1");
+  EXPECT_EQ(plan.ppn_list, "0;2;3");
+  EXPECT_EQ(plan.local, (d::MappedNode{"local1", 2, {3}}));
+  ASSERT_EQ(plan.procs.size(), 4u);
+  EXPECT_EQ(plan.procs[1], (d::MappedProc{1, "local1", 0, 0, false}));
+  EXPECT_EQ(plan.procs[3], (d::MappedProc{3, "local1", 2, 0, true}));
+  EXPECT_EQ(d::plan_registration(map, "local1").procs[3].local_rank, 1u);
+}
+
+// A node that started a rank whose number was not below the job's size (rank 3 of ranks 0, 2
+// and 3, rank 1 having left) registers the numbers given as the size while that rank is in the
+// job, as PMIx 4.2.2 gives a client whose rank is not below PMIX_JOB_SIZE none of its own info.
+TEST(JobMap, ANodeThatStartedARankPastTheJobsSizeRegistersTheNumbersGiven) {
+  const d::JobMap map{{"local0", 0}, {"local1", 1}, {"local2", 2}, {"local1", 3}};
+  const d::JobRegistration plan = d::plan_registration(map, {0, 2, 3}, "local1");
+  EXPECT_EQ(plan.job_size, 3u);
+  EXPECT_EQ(plan.registered_size, 3u);
+  const d::JobRegistration kept = d::keep_size_for_joiners(plan, {3}, 4);
+  EXPECT_EQ(kept.job_size, 3u);
+  EXPECT_EQ(kept.registered_size, 4u);
+  EXPECT_EQ(kept.ppn_list, "0;2;3");
+  // Another node, or the rank gone from the job: the job's size.
+  EXPECT_EQ(d::keep_size_for_joiners(d::plan_registration(map, {0, 2, 3}, "local2"), {3}, 4).registered_size, 3u);
+  const d::JobMap later{{"local0", 0}, {"local1", 1}, {"local2", 2}, {"local1", 3}, {"local1", 4}};
+  EXPECT_EQ(d::keep_size_for_joiners(d::plan_registration(later, {0, 2, 4}, "local1"), {3}, 5).registered_size, 3u);
+}
+
 TEST(JobMap, RefusalsOfTheRanksInTheJobNameWhatIsWrong) {
   const d::JobMap map{{"a", 0}, {"b", 1}};
   const auto refused = [&](const std::vector<std::uint32_t>& in_job, const std::string& node) -> std::string {

@@ -72,7 +72,8 @@ inline std::vector<Stop> samples(std::type_identity<Stop>) { return {Stop{"job f
 inline std::vector<StartRank> samples(std::type_identity<StartRank>) {
   return {StartRank{3, {"/usr/bin/mpiexec", "-n", "1", "./gemm", "--verify"},
                     {"BELLOWS_JOIN=port", "A="}, "local-7", 2, {"n1", "n2", "n3"}, {0, 1, 2}, true},
-          StartRank{0, {"/usr/bin/mpiexec", "-n", "1", "./gemm"}, {}, "1234", 0, {"n1"}, {0}, false}};
+          StartRank{0, {"/usr/bin/mpiexec", "-n", "1", "./gemm"}, {}, "1234", 0, {"n1"}, {0}, false},
+          StartRank{5, {"./app"}, {}, "local-8", 4, {"n1", "n2", "n3", "n4", "n3"}, {0, 1, 2, 3, 4}, true, {2, 3}}};
 }
 inline std::vector<JobView> samples(std::type_identity<JobView>) {
   return {JobView{"local-1", {"n1"}, {kNoRank}, {0}, 1, 1, 1, "", 0, ResizeKind::expand, "", 0, {}},

@@ -423,6 +423,12 @@ TEST(Messages, RefusesBadFields) {
                  "bad field start_rank.map_ranks[1]: 3 after 3 (ascending, no repeats)");
   EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 2, {"n1", "n2"}, {0, 1}}), bad_field,
                  "bad field start_rank.rank: 2 is not in the job map");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 2, {"n1", "n2", "n1"}, {0, 1, 2}, true, {1, 1}}), bad_field,
+                 "bad field start_rank.departed_ranks[1]: 1 after 1 (ascending, no repeats)");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 2, {"n1", "n2", "n1"}, {0, 1, 2}, true, {2}}), bad_field,
+                 "bad field start_rank.departed_ranks[0]: 2 is the rank to start");
+  EXPECT_REFUSED(body_of(StartRank{1, {"a"}, {}, "j", 2, {"n1", "n2", "n1"}, {0, 1, 2}, true, {1, 3}}), bad_field,
+                 "bad field start_rank.departed_ranks[1]: 3 is not in the job map");
   EXPECT_REFUSED(body_of(OperatorResize{0, "why"}), bad_field,
                  "bad field operator_resize.delta: 0 (neither grow nor shrink)");
   EXPECT_REFUSED(body_of(Ack{static_cast<AckCode>(-1), ""}), bad_field,

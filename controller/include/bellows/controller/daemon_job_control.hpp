@@ -156,7 +156,8 @@ class DaemonJobControl final : public JobControl {
   void remove_native_ranks(ResizeId resize, const std::vector<std::string>& nodes);
   /// Sends to the first node's daemon; a missing one is reported as a death there.
   void send_to_first_node(ResizeId resize, const protocol::Message& message);
-  /// The StartRank of `node`'s rank, with the job map.
+  /// The StartRank of `node`'s rank, with the job map (every number given) and the numbers in
+  /// it that left the job (none of the job map's nodes holds them now).
   protocol::StartRank start_order(ResizeId resize, const std::string& node, std::vector<std::string> environment,
                                   bool started_by_daemon) const;
   /// Stops a daemon started here: launcher_.stop_gone() for one that went away on its own

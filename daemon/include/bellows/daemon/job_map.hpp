@@ -40,8 +40,9 @@ struct MappedProc {
   std::uint32_t rank = 0;
   std::string hostname;
   std::uint32_t node_id = 0;
-  /// Its place among the job's ranks on its node (PMIX_LOCAL_RANK); as only this job's ranks
-  /// run on a node of the job, the same as PMIX_NODE_RANK.
+  /// Its place among the job's ranks on its node now, from 0 (PMIX_LOCAL_RANK): a rank that
+  /// left the node is not counted, as PRRTE counts a job's ranks. As only this job's ranks run
+  /// on a node of the job, the same as PMIX_NODE_RANK.
   std::uint16_t local_rank = 0;
   /// False for a rank that left the job: it keeps its number and its node's name (a
   /// namespace's ranks are 0..n-1), and has no node id or local rank any more.
@@ -57,6 +58,9 @@ struct MappedProc {
 /// the job now; procs has every rank of the map, those that left included.
 struct JobRegistration {
   std::uint32_t job_size = 0;
+  /// PMIX_JOB_SIZE, PMIX_UNIV_SIZE and PMIX_MAX_PROCS as registered: job_size, or the numbers
+  /// given (keep_size_for_joiners).
+  std::uint32_t registered_size = 0;
   std::uint32_t num_nodes = 0;
   std::string node_list;
   std::string ppn_list;
@@ -79,6 +83,16 @@ JobRegistration plan_registration(const JobMap& map, const std::string& this_nod
 /// end, or when this_node has no rank in the job.
 JobRegistration plan_registration(const JobMap& map, const std::vector<std::uint32_t>& in_job,
                                   const std::string& this_node);
+
+/// `plan` for a node that started the ranks `started_past_size` when their numbers were not
+/// below the job's size (a grow after a shrink: rank 4 of ranks 0, 1 and 4): while one of them
+/// is still one of the node's ranks in the job, registered_size is `numbers_given` (the map's
+/// size). PMIx 4.2.2 gives a client none of its own info (its local and node rank, its host)
+/// when its rank is not below PMIX_JOB_SIZE, and the client fetches that info after its
+/// connection, which may come after the grow's commit registered the job again
+/// (docs/daemon.md, "What PMIx 4.2.2 does here").
+JobRegistration keep_size_for_joiners(JobRegistration plan, const std::vector<std::uint32_t>& started_past_size,
+                                      std::uint32_t numbers_given);
 
 /// "0:local0,1:local1" (the map as logs and errors show it).
 std::string to_string(const JobMap& map);

@@ -32,6 +32,11 @@ struct LaunchSpec {
   /// The map's ranks on this node to start; empty: all of them. (A rank that left stays in
   /// the map at its node: a node that rejoins the job has it there too, not to be started.)
   std::vector<std::uint32_t> ranks_to_start{};
+  /// The map's ranks that left the job (a number is not given again): registered as ranks that
+  /// left, so that the ranks started here read the job without them from their PMIx_Init on
+  /// (its size, nodes, maps, their local and node rank: plan_registration's `in_job` is the
+  /// map's other ranks). Empty: every rank of the map is in the job.
+  std::vector<std::uint32_t> departed{};
 };
 
 /// How a watched process ended.

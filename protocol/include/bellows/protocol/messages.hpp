@@ -40,7 +40,7 @@ namespace bellows::protocol {
 /// The four bytes that open every message.
 inline constexpr std::uint8_t kMagic[4] = {'B', 'L', 'W', 'S'};
 /// The protocol version this build speaks.
-inline constexpr std::uint16_t kProtocolVersion = 12;
+inline constexpr std::uint16_t kProtocolVersion = 13;
 /// Size of the fixed header.
 inline constexpr std::size_t kHeaderBytes = 24;
 /// Largest body accepted (the largest real messages, a ResizeDecided or a StatusReply, take a
@@ -231,6 +231,9 @@ struct StartRank {
   std::vector<std::string> map_nodes;    ///< the job map: map_ranks[i] runs on map_nodes[i]
   std::vector<std::uint32_t> map_ranks;  ///< as many as map_nodes, ascending, no repeats
   bool started_by_daemon = true;
+  /// The map's ranks that left the job (since version 13), ascending, no repeats, each in the
+  /// map and none of them `rank`: the rank reads the job without them from its start.
+  std::vector<std::uint32_t> departed_ranks{};
   bool operator==(const StartRank&) const = default;
 };
 
