@@ -140,6 +140,8 @@ TEST(TeamReplay, EachMissingConditionMakesTheRollBackGlobalAndSaysWhy) {
             "message logging between teams is off");
   EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.steal_across_teams = true; }),
             "stealing crosses teams (steal_across_teams)");
+  EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.offloading = true; }),
+            "proactive offloading pushes tasks across teams");
   EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.resize_under_way = true; }), "a resize is under way");
   EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.fewest_completed = 6; }),
             "the survivors completed 6 to 7 iterations (the loss hit an iteration's end)");

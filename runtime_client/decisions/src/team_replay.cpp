@@ -21,6 +21,7 @@ TeamRollbackChoice choose_team_rollback(const TeamRollbackFacts& facts) {
   const auto global = [](std::string reason) { return TeamRollbackChoice{false, std::move(reason)}; };
   if (!facts.logging_between_teams) return global("message logging between teams is off");
   if (facts.steal_across_teams) return global("stealing crosses teams (steal_across_teams)");
+  if (facts.offloading) return global("proactive offloading pushes tasks across teams");
   if (facts.resize_under_way) return global("a resize is under way");
   if (facts.fewest_completed != facts.most_completed) {
     return global("the survivors completed " + std::to_string(facts.fewest_completed) + " to " +

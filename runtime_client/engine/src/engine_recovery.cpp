@@ -1,12 +1,15 @@
 // Carrying on after ranks died mid-iteration (Runtime::recover): the survivors roll back to
 // the last checkpoint every copy they need of is complete for, take the lost ranks' tiles
 // from their buddies' memory, and continue on the communicator rebuilt without the dead.
+// With message logging between teams, where choose_team_rollback() allows it, only the teams
+// that lost a rank roll back; the others keep their state and serve the replay from their
+// logs (docs/teams.md, "Only the lost rank's team rolls back").
 // What to do is decided by plan_recovery and choose_checkpoint (recovery_plan.hpp); this
 // file carries it out.
 
 #include <algorithm>
-#include <iterator>
 #include <deque>
+#include <iterator>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -270,7 +273,7 @@ void Engine::map_without_lost(const ShrinkPlan& plan, int new_rank) {
 }
 
 RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies,
-                                     TeamRollbackFacts survivors) const {
+                                     TeamRollbackFacts facts) const {
   if (collections_.empty()) {
     // No tiles: nothing to restore or roll back. An iteration abandoned by the loss runs again.
     RecoveryPlan plan;
@@ -297,9 +300,9 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   request.on_node_loss = NodeLossAction::shrink;
   // Only the teams that lost a rank roll back where the survivors' states allow it; the
   // facts are the same on every survivor, and so is the choice.
-  TeamRollbackFacts& facts = survivors;
   facts.logging_between_teams = message_log_.active();
   facts.steal_across_teams = options_.message_log.steal_across_teams;
+  facts.offloading = options_.offload.enabled;
   facts.resize_under_way = resize_under_way_.has_value();
   const TeamRollbackChoice scope = choose_team_rollback(facts);
   if (scope.by_teams) {
@@ -456,7 +459,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   out.interrupted_iteration = gathered.most_completed + 1;
   out.iterations_redone = std::max(0L, out.interrupted_iteration - 1 - out.iteration);
   // Only some teams roll back (choose_team_rollback): the others keep their state and serve
-  // the replay from their logs (docs/teams.md, "Team roll-back").
+  // the replay from their logs (docs/teams.md, "Only the lost rank's team rolls back").
   const bool team_roll_back = !collections_.empty() &&
                               static_cast<int>(out.ranks_rolled_back.size()) < out.old_size;
   const bool rolls_back_here = !team_roll_back || std::binary_search(out.ranks_rolled_back.begin(),

@@ -51,6 +51,7 @@ struct ReplayWindow {
 struct TeamRollbackFacts {
   bool logging_between_teams = false;  ///< message logging on with more than one team
   bool steal_across_teams = false;     ///< MessageLogOptions::steal_across_teams
+  bool offloading = false;             ///< RuntimeOptions::offload (tasks pushed to other ranks)
   bool resize_under_way = false;       ///< the loss came during a resize or its first iteration
   long fewest_completed = 0;           ///< the fewest iterations any survivor completed
   long most_completed = 0;             ///< the most
@@ -71,12 +72,13 @@ struct TeamRollbackChoice {
 
 /// Team roll-back (only the teams that lost a rank restart from their checkpoint, the others
 /// keep their state and replay their logs) needs: logging between teams; stealing kept inside
-/// the teams (a steal across teams would have to be replayed from its determinant); no
-/// resize under way (its moves would mix ranks at different iterations; a recovery's own
-/// re-grid waits for the replay's end); every survivor at the same iteration, the one after the last it
-/// completed, with its tiles kept as that iteration started (a loss at an iteration's end
-/// can leave some survivors past it); and only collection tiles in the logs. Otherwise the
-/// roll-back is global, as without message logging, and `reason` says why.
+/// the teams (a steal across teams would have to be replayed from its determinant) and no
+/// proactive offloading (it pushes a team's tasks to other teams' ranks); no resize under way
+/// (its moves would mix ranks at different iterations; a recovery's own re-grid waits for the
+/// replay's end); every survivor at the same iteration, the one after the last it completed,
+/// with its tiles kept as that iteration started (a loss at an iteration's end can leave some
+/// survivors past it); and only collection tiles in the logs. Otherwise the roll-back is
+/// global, as without message logging, and `reason` says why.
 [[nodiscard]] TeamRollbackChoice choose_team_rollback(const TeamRollbackFacts& facts);
 
 /// Where a rank outside the teams rolling back replays one entry of its log: the new number
