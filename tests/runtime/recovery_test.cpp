@@ -560,7 +560,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
                    rank_set(expected_rolled_back));
       }
       const bool rolled_back_here = std::binary_search(recovery.ranks_rolled_back.begin(),
-                                                       recovery.ranks_rolled_back.end(), old_rank);
+                                                       recovery.ranks_rolled_back.end(), recovery.old_rank);
       expect(rolled_back_here || recovery.log_bytes_for_replay > 0 || recovery.iterations_redone == 0,
              "recover: rank " + std::to_string(old_rank) + " kept its state with nothing in its log for the replay");
       if (!recovered) {  // the teams of the job as it started (a recovery makes them anew)
@@ -583,6 +583,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       result["lost"] = lost_in_all;
       if (recovered) {
         tasks_after_recovery.clear();  // counted from the last recovery on
+        window_last = window_first - 1;  // the replay checks are the first recovery's
         result["second_rolled_back_to"] = recovery.iteration;
         result["second_iterations_redone"] = done - recovery.iteration;
         result["second_recover_seconds"] = recovery.seconds;
@@ -719,6 +720,15 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
            "rank " + std::to_string(old_rank) + " kept its state but re-ran " + std::to_string(rerun) + " tasks");
   }
   result["tasks_rerun_predicted"] = predicted_rerun;
+  // The replay's messages: served from the logs of the ranks that kept their state, only.
+  const auto replayed = static_cast<long>(runtime.stats().message_log.bytes_replayed);
+  result["log_bytes_replayed_here"] = replayed;
+  if (recovered && !second_loss) {
+    const bool kept_state = !std::binary_search(first_rolled_back.begin(), first_rolled_back.end(), old_rank);
+    expect(kept_state ? (replayed > 0 || first_iterations_redone == 0) : replayed == 0,
+           "rank " + std::to_string(old_rank) + (kept_state ? " kept its state" : " rolled back") + " and served " +
+               std::to_string(replayed) + " bytes from its log to the replay");
+  }
   result["tasks_rerun_here"] = rerun;
   result["tasks_rerun"] = rerun_summed;
 

@@ -353,10 +353,10 @@ class Engine final : public DeviceOwner {
   void attach_recovered(MPI_Comm duplicate, std::vector<std::string> nodes);
   /// What recover() does (plan_recovery, choose_checkpoint) from every survivor's copies;
   /// sets out.iteration. Throws RecoveryError with the refusal (engine_recovery.cpp).
-  /// `survivors` is what the survivors gathered besides their copies; decide_recovery fills
-  /// in the rest of the facts and rolls back by teams where choose_team_rollback() allows it.
+  /// `facts` holds what the survivors gathered besides their copies; decide_recovery fills in
+  /// the rest and rolls back by teams where choose_team_rollback() allows it.
   RecoveryPlan decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies,
-                               TeamRollbackFacts survivors) const;
+                               TeamRollbackFacts facts) const;
   /// During a resize (resize_under_way_): throws RecoveryError with on_loss_during_resize's
   /// reason, and `detail` after it when not empty, unless it carries the resize on
   /// (`checkpoint_after_complete`: every copy the roll-back needs of a checkpoint taken after
@@ -426,7 +426,8 @@ class Engine final : public DeviceOwner {
     std::vector<TileMove> moves_after;
   };
   std::optional<TeamReplayState> team_replay_;
-  std::atomic<std::uint64_t> bytes_replayed_{0};  ///< served from logged_tiles, since the recovery
+  /// Served from logged_tiles since the last iteration's end (MessageLogStats::bytes_replayed).
+  std::atomic<std::uint64_t> bytes_replayed_{0};
   /// Whether the iteration running (or about to run, `iteration`) is one the teams that
   /// rolled back re-run alone.
   [[nodiscard]] bool replaying(long iteration) const noexcept {

@@ -277,6 +277,7 @@ void Engine::log_iteration_ended(IterationReport& report) {
     message_log_.release_through(*checkpoint);
   }
   report.local.message_log = message_log_.take_iteration_stats();
+  report.local.message_log.bytes_replayed = bytes_replayed_.exchange(0, std::memory_order_relaxed);
   if (!options_.trace_path.empty()) {
     const auto& log = report.local.message_log;
     const nlohmann::json line{

@@ -96,6 +96,9 @@ struct MessageLogStats {
   std::uint64_t bytes_held = 0;
   /// The most bytes the log held after any iteration.
   std::uint64_t peak_bytes_held = 0;
+  /// After a team roll-back, on a rank that kept its state: the bytes of its log it served to
+  /// the ranks re-running the iterations since the checkpoint (the replay).
+  std::uint64_t bytes_replayed = 0;
   /// Bytes held after each iteration, in order (add() appends).
   std::vector<double> bytes_held_by_iteration;
   void add(const MessageLogStats& other);
