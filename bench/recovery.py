@@ -26,8 +26,8 @@ verified result on 2 ranks. From the kill's wall-clock time and the job's own re
 
 With --team-sizes the job also logs messages between teams of T consecutive ranks (`--message-log
 on --team-size T`; 0: no logging), one configuration per T, and --checkpoint-every K sets the
-checkpoint interval: the baseline of a team roll-back (docs/teams.md), which today still rolls
-every rank back.
+checkpoint interval: with more than one team only the lost rank's team and its buddy's roll
+back (docs/teams.md, "Only the lost rank's team rolls back"), as the report's `recoveries` say.
 
 Median over --rounds runs per configuration, every run printed. Targets (issue: "a lost node
 does not take the job with it"): progress within 2 s of the kill on the local backend; work
