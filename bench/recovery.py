@@ -26,8 +26,11 @@ verified result on 2 ranks. From the kill's wall-clock time and the job's own re
 
 With --team-sizes the job also logs messages between teams of T consecutive ranks (`--message-log
 on --team-size T`; 0: no logging), one configuration per T, and --checkpoint-every K sets the
-checkpoint interval: the baseline of a team roll-back (docs/teams.md), which today still rolls
-every rank back.
+checkpoint interval: with more than one team only the lost rank's team and its buddy's roll
+back (docs/teams.md, "Only the lost rank's team rolls back"), as the report's `recoveries` say.
+With more than one team size it ends with each size's medians over the first's (recovery time,
+progress time, tasks re-run per iteration redone): team roll-back against global, measured in
+the same run.
 
 Median over --rounds runs per configuration, every run printed. Targets (issue: "a lost node
 does not take the job with it"): progress within 2 s of the kill on the local backend; work
@@ -151,6 +154,7 @@ def one_run(args, app, gflops, team_size, seed):
         "teams_rolled_back": recovery.get("teams_rolled_back"),
         "runtime_iterations_redone": recovery.get("iterations_redone"),
         "tasks_rerun": sum(r.get("tasks_rerun", 0) for r in report["rank_stats"]),
+        "log_bytes_replayed": (report.get("message_log") or {}).get("bytes_replayed"),
         "tasks": sum(r.get("tasks", 0) for r in report["rank_stats"]),
     }
 
@@ -204,6 +208,26 @@ def main():
                       f"{median([r['kill_to_detected'] for r in mine]):11.3f} "
                       f"{median([r['kill_to_recovered'] for r in mine]):12.3f} {progress:11.3f} {redone:7d} "
                       f"{rolled:11g} {median([r['tasks_rerun'] for r in mine]):7g}")
+    if len(team_sizes) > 1:
+        # Each team size against the first (0: no logging, every rank rolls back), medians of
+        # the same run's configurations.
+        def ratio(x, y):
+            return x / y if y and y == y and x == x else float("nan")
+        base = team_sizes[0]
+        print(f"against team size {base or 'all'} (ratios of the medians): recovered s, progress s, "
+              f"tasks re-run per iteration redone")
+        for app in args.apps.split(","):
+            for gflops in [float(g) for g in args.gflops.split(",")]:
+                def medians(team_size):
+                    mine = [r for r in rows if r["app"] == app and r["gflops"] == gflops and r["team_size"] == team_size]
+                    return (median([r["kill_to_recovered"] for r in mine]), median([r["kill_to_progress"] for r in mine]),
+                            median([r["tasks_rerun"] / r["runtime_iterations_redone"] for r in mine
+                                    if r.get("runtime_iterations_redone")]))
+                reference = medians(base)
+                for team_size in team_sizes[1:]:
+                    mine = medians(team_size)
+                    print(f"{app:9} {gflops:6.0f} {team_size or 'all':>4} " +
+                          " ".join(f"{ratio(m, r):7.2f}" for m, r in zip(mine, reference)))
     print(f"target: progress within {TARGET_PROGRESS_SECONDS} s of the kill, at most {args.checkpoint_every} "
           f"iteration(s) redone (a checkpoint every {args.checkpoint_every}): {'met' if ok else 'NOT met'}")
 

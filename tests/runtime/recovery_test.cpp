@@ -40,10 +40,15 @@
 // finish verified as above.
 // With `teams=T` the job logs messages between teams of T consecutive ranks (T = 4: one team)
 // and takes a checkpoint every 3 iterations instead of every one: a checkpoint's buddy is of
-// the rank's own team where the team has another rank, the recovery reports every rank
-// rolled back (the runtime rolls back globally; docs/teams.md) with the teams they form, and
-// the survivors' tasks re-run (RankStats::tasks_rerun) add up to the iteration's tasks times
-// the iterations redone.
+// the rank's own team where the team has another rank. With more than one team only the teams
+// of the lost ranks and of their buddies roll back (every rank when the loss hit an
+// iteration's end, as the recovery says): they re-run the iterations after the checkpoint
+// alone, fed by the other teams' logs (IterationReport::replaying_ranks), while the others run
+// no task and leave their tiles as they are; then every rank runs the interrupted iteration.
+// The tasks re-run (RankStats::tasks_rerun) are tasks_rerun()'s prediction: the rolled-back
+// ranks' tasks times the iterations redone in sum, none on a rank that kept its state, and
+// the replayed iterations ran exactly the rolled-back ranks' tasks. With one team (T = 4) every
+// rank rolls back, and the recovery says why.
 // With `stopped` the victims are SIGSTOPped instead of killed, as a node cut from the network
 // looks: alive, silent, and no MPI call with them ever fails. The launcher then tells the
 // survivors what a control plane would (the controller's ranks-lost event, failure 1): each
@@ -66,6 +71,7 @@
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/rebuild.hpp"
 #include "bellows/runtime/runtime.hpp"
+#include "bellows/runtime/team_replay.hpp"
 
 #include <mpi.h>
 #include <signal.h>
@@ -357,6 +363,11 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   std::vector<int> lost_in_all;  // old numbers
   std::string refusal;           // with a second victim: the error that ended the job here
   long first_iterations_redone = -1;
+  // The first recovery's: the ranks that rolled back (old numbers) and the iterations they
+  // re-ran alone while the others kept their state (a team roll-back; docs/teams.md).
+  std::vector<int> first_rolled_back;
+  long window_first = 0, window_last = -1;
+  std::vector<int> first_buddies;  // after the first iteration, by old rank
   while (done < kIterations && failures == 0) {
     const br::IterationReport report = runtime.run_iteration();
     if (!report.completed()) {
@@ -516,11 +527,50 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
              "recover: interrupted iteration " + std::to_string(interrupted) + " and " +
                  std::to_string(recovery.iterations_redone) + " iterations redone, abandoned iteration " +
                  std::to_string(report.iteration) + ", rolled back to " + std::to_string(recovery.iteration));
-      expect(recovery.ranks_rolled_back == everyone, "recover: ranks " + rank_set(recovery.ranks_rolled_back) +
-                                                         " rolled back, expected every rank " + rank_set(everyone));
+      // With teams (more than one), only the teams that lost a rank roll back, with the team of
+      // each lost rank's buddy (it takes the lost rank's tiles); every rank when the loss hit
+      // an iteration's end (the survivors then completed different iteration counts).
+      std::vector<int> expected_rolled_back = everyone;
+      const bool logging_between_teams = team_size > 0 && team_size < count;
+      const std::string global_because = recovery.rolled_back_globally_because;
+      if (logging_between_teams && !recovered) {
+        const bool at_an_iterations_end = global_because.rfind("the survivors completed ", 0) == 0;
+        expect(global_because.empty() || at_an_iterations_end,
+               "recover: rolled back globally because \"" + global_because + "\"");
+        if (!at_an_iterations_end) {
+          std::set<int> teams;
+          for (const int r : lost) {
+            teams.insert(team_of(r));
+            if (first_buddies.size() == static_cast<std::size_t>(count)) {
+              teams.insert(team_of(first_buddies[static_cast<std::size_t>(r)]));
+            }
+          }
+          expected_rolled_back.clear();
+          for (int r = 0; r < ranks_before; ++r) {
+            if (teams.count(team_of(r)) > 0) expected_rolled_back.push_back(r);
+          }
+        }
+      } else if (team_size > 0 && !recovered) {
+        expect(global_because == "message logging between teams is off",
+               "recover: one team rolled back globally because \"" + global_because + "\"");
+      }
+      if (!recovered || !logging_between_teams) {
+        expect(recovery.ranks_rolled_back == expected_rolled_back,
+               "recover: ranks " + rank_set(recovery.ranks_rolled_back) + " rolled back, expected " +
+                   rank_set(expected_rolled_back));
+      }
+      const bool rolled_back_here = std::binary_search(recovery.ranks_rolled_back.begin(),
+                                                       recovery.ranks_rolled_back.end(), recovery.old_rank);
+      expect(rolled_back_here || recovery.log_bytes_for_replay > 0 || recovery.iterations_redone == 0,
+             "recover: rank " + std::to_string(old_rank) + " kept its state with nothing in its log for the replay");
       if (!recovered) {  // the teams of the job as it started (a recovery makes them anew)
+        first_rolled_back = recovery.ranks_rolled_back;
+        window_first = recovery.iteration + 1;
+        window_last = recovery.interrupted_iteration - 1;
+        result["ranks_rolled_back"] = recovery.ranks_rolled_back;
+        result["log_bytes_for_replay"] = recovery.log_bytes_for_replay;
         std::set<int> teams_before;
-        for (int r = 0; r < ranks_before; ++r) teams_before.insert(team_of(r));
+        for (const int r : expected_rolled_back) teams_before.insert(team_of(r));
         const std::vector<int> expected_teams(teams_before.begin(), teams_before.end());
         expect(recovery.teams_rolled_back == expected_teams, "recover: teams " + rank_set(recovery.teams_rolled_back) +
                                                                  " rolled back, expected " + rank_set(expected_teams));
@@ -528,11 +578,12 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       }
       expect(!runtime.recoveries().empty() && runtime.recoveries().back().iteration == recovery.iteration,
              "Runtime::recoveries() does not end with this recovery");
-      expect(recovery.tiles_restored > 0, "no tile restored");
+      expect(recovery.tiles_restored > 0 || !rolled_back_here, "no tile restored");
       result["recoveries"] = result.value("recoveries", 0) + 1;
       result["lost"] = lost_in_all;
       if (recovered) {
         tasks_after_recovery.clear();  // counted from the last recovery on
+        window_last = window_first - 1;  // the replay checks are the first recovery's
         result["second_rolled_back_to"] = recovery.iteration;
         result["second_iterations_redone"] = done - recovery.iteration;
         result["second_recover_seconds"] = recovery.seconds;
@@ -560,6 +611,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       recovered = true;
       continue;
     }
+    if (done == 0) first_buddies = runtime.checkpoint_buddies();
     if (done == 0 && team_size > 1 && team_size < count) {
       // The first checkpoint's buddies: each rank's is of its own team on another node.
       const std::vector<int> buddies = runtime.checkpoint_buddies();
@@ -575,8 +627,17 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
         result["kill_to_progress_seconds"] = seconds_from(result["kill_time"].get<double>());
       }
       tasks_after_recovery[report.iteration] = report.local.tasks_executed;
+      // The iterations the teams that rolled back re-run alone: the others run no task and
+      // leave their tiles as they are.
+      const bool in_window = report.iteration >= window_first && report.iteration <= window_last &&
+                             first_rolled_back.size() < old_of.size() + lost_in_all.size();
+      expect(in_window == !report.replaying_ranks.empty(),
+             "iteration " + std::to_string(report.iteration) + (in_window ? " not" : "") + " replayed by teams");
+      expect(report.ran_here() || report.local.tasks_executed == 0,
+             "rank " + std::to_string(old_rank) + " kept its state but ran " +
+                 std::to_string(report.local.tasks_executed) + " tasks in iteration " + std::to_string(report.iteration));
     }
-    evolve(a, done);
+    if (report.ran_here()) evolve(a, done);
     ++done;
     if (old_rank == 0) write_file(dir / "progress", std::to_string(done));
   }
@@ -617,25 +678,56 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   // Every iteration after the recovery ran each task exactly once over the survivors.
   MPI_Comm_size(job, &size);
   MPI_Comm_rank(job, &rank);
-  std::vector<long> mine;
-  for (const auto& [iteration, tasks] : tasks_after_recovery) mine.push_back(static_cast<long>(tasks));
+  // The prediction of the work redone (tasks_rerun(), team_replay.hpp): the tasks of the ranks
+  // that rolled back, once per iteration of the window; GEMM's tasks are spread evenly over
+  // the 2 x 2 grid, and a lost rank's run on the rank that took its tiles.
+  const int ranks_at_start = static_cast<int>(old_of.size() + lost_in_all.size());
+  const std::vector<long> per_rank(static_cast<std::size_t>(ranks_at_start), tasks_per_iteration / ranks_at_start);
+  const std::vector<long> predicted_rerun =
+      recovered && !second_loss
+          ? br::tasks_rerun(per_rank, first_rolled_back, br::replay_window(window_first - 1, window_last + 1))
+          : std::vector<long>(per_rank.size(), 0);
+  long predicted_in_window = 0;
+  for (const int r : first_rolled_back) predicted_in_window += per_rank[static_cast<std::size_t>(r)];
+  std::vector<long> mine, expected_tasks;
+  for (const auto& [iteration, tasks] : tasks_after_recovery) {
+    mine.push_back(static_cast<long>(tasks));
+    const bool in_window = iteration >= window_first && iteration <= window_last && !second_loss;
+    expected_tasks.push_back(in_window ? predicted_in_window : tasks_per_iteration);
+  }
   long iterations_after = static_cast<long>(mine.size()), fewest = 0;
   MPI_Allreduce(&iterations_after, &fewest, 1, MPI_LONG, MPI_MIN, job);
   expect(fewest == iterations_after, "survivors completed different iteration counts after recovery");
   std::vector<long> summed(mine.size(), 0);
   MPI_Allreduce(mine.data(), summed.data(), static_cast<int>(mine.size()), MPI_LONG, MPI_SUM, job);
   long wrong = 0;
-  for (const long tasks : summed) wrong += tasks != tasks_per_iteration ? 1 : 0;
+  for (std::size_t i = 0; i < summed.size(); ++i) wrong += summed[i] != expected_tasks[i] ? 1 : 0;
   expect(wrong == 0, std::to_string(wrong) + " iterations after recovery did not run exactly " +
-                         std::to_string(tasks_per_iteration) + " tasks");
+                         std::to_string(tasks_per_iteration) + " tasks (" + std::to_string(predicted_in_window) +
+                         " in those the teams that rolled back re-ran alone)");
   result["iterations_after_recovery"] = iterations_after;
   // The work redone: the survivors re-ran each task of the iterations redone exactly once.
   long rerun = static_cast<long>(runtime.stats().tasks_rerun), rerun_summed = 0;
   MPI_Allreduce(&rerun, &rerun_summed, 1, MPI_LONG, MPI_SUM, job);
   if (recovered && !second_loss) {
-    expect(rerun_summed == tasks_per_iteration * first_iterations_redone,
+    long predicted_summed = 0;
+    for (const long tasks : predicted_rerun) predicted_summed += tasks;
+    expect(rerun_summed == predicted_summed && predicted_summed == predicted_in_window * first_iterations_redone,
            "the survivors re-ran " + std::to_string(rerun_summed) + " tasks, expected " +
-               std::to_string(tasks_per_iteration) + " x " + std::to_string(first_iterations_redone));
+               std::to_string(predicted_in_window) + " x " + std::to_string(first_iterations_redone));
+    // A rank that kept its state re-ran nothing.
+    expect(predicted_rerun[static_cast<std::size_t>(old_rank)] > 0 || rerun == 0,
+           "rank " + std::to_string(old_rank) + " kept its state but re-ran " + std::to_string(rerun) + " tasks");
+  }
+  result["tasks_rerun_predicted"] = predicted_rerun;
+  // The replay's messages: served from the logs of the ranks that kept their state, only.
+  const auto replayed = static_cast<long>(runtime.stats().message_log.bytes_replayed);
+  result["log_bytes_replayed_here"] = replayed;
+  if (recovered && !second_loss) {
+    const bool kept_state = !std::binary_search(first_rolled_back.begin(), first_rolled_back.end(), old_rank);
+    expect(kept_state ? (replayed > 0 || first_iterations_redone == 0) : replayed == 0,
+           "rank " + std::to_string(old_rank) + (kept_state ? " kept its state" : " rolled back") + " and served " +
+               std::to_string(replayed) + " bytes from its log to the replay");
   }
   result["tasks_rerun_here"] = rerun;
   result["tasks_rerun"] = rerun_summed;

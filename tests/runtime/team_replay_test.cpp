@@ -113,5 +113,43 @@ TEST(TeamReplay, AReceiverDropsACopyOfAMessageItHolds) {
   EXPECT_TRUE(received.first_receipt(task_tile));
 }
 
+TeamRollbackFacts team_rollback_possible() {
+  TeamRollbackFacts facts;
+  facts.logging_between_teams = true;
+  facts.fewest_completed = 7;
+  facts.most_completed = 7;
+  facts.oldest_tiles_kept_at = 8;
+  facts.newest_tiles_kept_at = 8;
+  return facts;
+}
+
+TEST(TeamReplay, TeamsRollBackAloneWhenEverySurvivorKeptTheInterruptedIterationsStart) {
+  const TeamRollbackChoice choice = choose_team_rollback(team_rollback_possible());
+  EXPECT_TRUE(choice.by_teams);
+  EXPECT_EQ(choice.reason, "");
+}
+
+TEST(TeamReplay, EachMissingConditionMakesTheRollBackGlobalAndSaysWhy) {
+  const auto reason = [](auto change) {
+    TeamRollbackFacts facts = team_rollback_possible();
+    change(facts);
+    const TeamRollbackChoice choice = choose_team_rollback(facts);
+    return choice.by_teams ? std::string("(by teams)") : choice.reason;
+  };
+  EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.logging_between_teams = false; }),
+            "message logging between teams is off");
+  EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.steal_across_teams = true; }),
+            "stealing crosses teams (steal_across_teams)");
+  EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.offloading = true; }),
+            "proactive offloading pushes tasks across teams");
+  EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.resize_under_way = true; }), "a resize is under way");
+  EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.fewest_completed = 6; }),
+            "the survivors completed 6 to 7 iterations (the loss hit an iteration's end)");
+  EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.oldest_tiles_kept_at = 7; }),
+            "the survivors kept their tiles as iterations 7 to 8 started, not as the interrupted iteration 8 started");
+  EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.task_outputs_logged = true; }),
+            "a log holds task outputs sent to another team, which the replay does not deliver");
+}
+
 }  // namespace
 }  // namespace bellows::runtime

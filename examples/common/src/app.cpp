@@ -460,6 +460,7 @@ nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
                             {"iterations_redone", r.iterations_redone},
                             {"ranks_rolled_back", r.ranks_rolled_back},
                             {"teams_rolled_back", r.teams_rolled_back},
+                            {"rolled_back_globally_because", r.rolled_back_globally_because},
                             {"ranks_before", r.old_size},
                             {"ranks_after", r.new_size},
                             {"seconds", r.seconds}});
@@ -544,6 +545,7 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
     logs.entries_held += l.entries_held;
     logs.bytes_held += l.bytes_held;
     logs.peak_bytes_held = std::max(logs.peak_bytes_held, l.peak_bytes_held);
+    logs.bytes_replayed += l.bytes_replayed;
     // Per iteration: the bytes held after it, summed over the ranks.
     const auto& held = l.bytes_held_by_iteration;
     if (logs.bytes_held_by_iteration.size() < held.size()) logs.bytes_held_by_iteration.resize(held.size(), 0.0);

@@ -275,11 +275,23 @@ int ElasticSession::recover(int it, const IterationReport& report) {
   // have started later (a rank that joined), so resume as far back from `it` as the runtime
   // rolls back from the abandoned iteration.
   const int resume = it - (report.iteration - 1 - static_cast<int>(recovery.iteration));
-  // Per failure, what rolled back and how much work it redoes (docs/teams.md).
+  // Per failure, what rolled back and how much work it redoes (docs/teams.md): with a team
+  // roll-back, the bytes the ranks that kept their state hold in their logs for the replay,
+  // summed over them (collective, as the nodes' gather report_survived() does).
+  std::string replay;
+  const bool by_teams = static_cast<int>(recovery.ranks_rolled_back.size()) < recovery.old_size &&
+                        !recovery.ranks_rolled_back.empty();
+  if (link_ && !recovery.rolled_back_globally_because.empty()) {
+    replay = "; every rank rolled back: " + recovery.rolled_back_globally_because;
+  } else if (link_ && by_teams) {
+    unsigned long long mine = recovery.log_bytes_for_replay, summed = 0;
+    MPI_Allreduce(&mine, &summed, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, communicator());
+    if (summed > 0) replay = ", " + std::to_string(summed) + " log bytes kept for the replay";
+  }
   report_survived("rolled back to iteration " + std::to_string(recovery.iteration) + " on " +
                   std::to_string(size()) + " ranks: ranks " + rank_set_text(recovery.ranks_rolled_back) +
                   " of teams " + rank_set_text(recovery.teams_rolled_back) + " rolled back, " +
-                  std::to_string(recovery.iterations_redone) + " completed iterations redone");
+                  std::to_string(recovery.iterations_redone) + " completed iterations redone" + replay);
   return resume;
 }
 

@@ -104,6 +104,7 @@ void MessageLogStats::add(const MessageLogStats& o) {
   determinants_logged += o.determinants_logged;
   messages_released += o.messages_released;
   bytes_released += o.bytes_released;
+  bytes_replayed += o.bytes_replayed;
   entries_held = o.entries_held;
   bytes_held = o.bytes_held;
   peak_bytes_held = std::max(peak_bytes_held, o.peak_bytes_held);
@@ -122,6 +123,7 @@ void to_json(nlohmann::json& j, const MessageLogStats& s) {
                      {"entries_held", s.entries_held},
                      {"bytes_held", s.bytes_held},
                      {"peak_bytes_held", s.peak_bytes_held},
+                     {"bytes_replayed", s.bytes_replayed},
                      {"bytes_held_by_iteration", s.bytes_held_by_iteration}};
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "bellows/runtime/message_logging.hpp"
 
@@ -14,6 +15,28 @@ ReplayWindow replay_window(long checkpoint, long interrupted) {
                                 " is not before the interrupted iteration " + std::to_string(interrupted));
   }
   return {checkpoint, interrupted};
+}
+
+TeamRollbackChoice choose_team_rollback(const TeamRollbackFacts& facts) {
+  const auto global = [](std::string reason) { return TeamRollbackChoice{false, std::move(reason)}; };
+  if (!facts.logging_between_teams) return global("message logging between teams is off");
+  if (facts.steal_across_teams) return global("stealing crosses teams (steal_across_teams)");
+  if (facts.offloading) return global("proactive offloading pushes tasks across teams");
+  if (facts.resize_under_way) return global("a resize is under way");
+  if (facts.fewest_completed != facts.most_completed) {
+    return global("the survivors completed " + std::to_string(facts.fewest_completed) + " to " +
+                  std::to_string(facts.most_completed) + " iterations (the loss hit an iteration's end)");
+  }
+  const long interrupted = facts.most_completed + 1;
+  if (facts.oldest_tiles_kept_at != interrupted || facts.newest_tiles_kept_at != interrupted) {
+    return global("the survivors kept their tiles as iterations " + std::to_string(facts.oldest_tiles_kept_at) +
+                  " to " + std::to_string(facts.newest_tiles_kept_at) + " started, not as the interrupted iteration " +
+                  std::to_string(interrupted) + " started");
+  }
+  if (facts.task_outputs_logged) {
+    return global("a log holds task outputs sent to another team, which the replay does not deliver");
+  }
+  return TeamRollbackChoice{true, {}};
 }
 
 int replay_destination(long entry_iteration, int destination, const ReplayWindow& window,

@@ -372,10 +372,9 @@ void CommEngine::handle(int source, wire::Message&& message) {
     checked(MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, f->tag, comm_, &request), request, "MPI_Isend");
     post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
   } else if (auto* c = std::get_if<wire::CollectionFetch>(&message)) {
-    const auto& coll = engine_.collection(c->tile.collection);
     TilePtr tile;
     try {
-      tile = coll.tile(c->tile.m, c->tile.n);  // throws when not local
+      tile = engine_.tile_to_serve(c->tile, source);  // throws when not local, or not logged
     } catch (const std::out_of_range& e) {
       fail("rank " + std::to_string(source) + " asked for a tile in iteration " +
            std::to_string(engine_.iteration()) + ", but " + e.what());
@@ -384,7 +383,6 @@ void CommEngine::handle(int source, wire::Message&& message) {
       if (!same_host_.can_read(source)) {
         fail("rank " + std::to_string(source) + " asked where a tile lies but cannot read here");
       }
-      engine_.collection_tile_served(c->tile, source, tile);
       wire::CollectionTileAt at{c->tile, next_handle_++,
                                 reinterpret_cast<std::uintptr_t>(tile->data()), tile->rows(),
                                 tile->cols()};
@@ -392,7 +390,6 @@ void CommEngine::handle(int source, wire::Message&& message) {
       send_control(source, at);
       return;
     }
-    engine_.collection_tile_served(c->tile, source, tile);
     MPI_Request request;
     checked(MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request), request, "MPI_Isend");
     post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});

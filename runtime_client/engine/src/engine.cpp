@@ -397,7 +397,10 @@ bool Engine::prepare_local_tasks() {
   local_flops_ = 0.0;
   local_by_priority_.clear();
   std::vector<InputSource> specs;
+  // While other teams replay an iteration this rank kept, it runs none of its tasks.
+  const bool runs_tasks = !team_replay_ || team_replay_->here || !replaying(iteration_ + 1);
   for (const auto& cls : classes_) {
+    if (!runs_tasks) break;
     cls->for_each_task([&](const TaskKey& key) {
       if (rank_of(key) != rank_) return;
       ++local_task_count_;
@@ -755,6 +758,24 @@ void Engine::request_fetches(const std::vector<TileIndex>& fetches) {
     comm_engine_->fetch_collection_tile(index, coll.owner(index.m, index.n),
                                         coll.rows_of_tile(index.m), coll.cols_of_tile(index.n));
   }
+}
+
+TilePtr Engine::tile_to_serve(const TileIndex& index, int peer) {
+  if (team_replay_ && !team_replay_->here && replaying(iteration_)) {
+    const auto kept = team_replay_->logged_tiles.find(std::make_tuple(index.collection, index.m, index.n,
+                                                                       static_cast<long>(iteration_)));
+    if (kept == team_replay_->logged_tiles.end()) {
+      throw std::out_of_range("tile (" + std::to_string(index.m) + ", " + std::to_string(index.n) +
+                              ") of collection " + std::to_string(index.collection) +
+                              " is not in this rank's log for iteration " + std::to_string(iteration_) +
+                              ", which rank " + std::to_string(peer) + " re-runs");
+    }
+    bytes_replayed_.fetch_add(kept->second->bytes(), std::memory_order_relaxed);
+    return kept->second;
+  }
+  TilePtr tile = collection(index.collection).tile(index.m, index.n);  // throws when not local
+  if (options_.message_log.enabled) message_log_.collection_tile_sent(iteration_, index, peer, tile);
+  return tile;
 }
 
 void Engine::deliver(const TaskKey& key, int slot, TilePtr tile) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -29,9 +30,11 @@
 #include "bellows/runtime/steal_policy.hpp"
 #include "bellows/runtime/task_graph.hpp"
 #include "bellows/runtime/task.hpp"
+#include "bellows/runtime/team_replay.hpp"
 #include "buddy_checkpoints.hpp"
 #include "device.hpp"
 #include "message_log.hpp"
+#include "tiles_at_start.hpp"
 #include "peer_watch.hpp"
 #include "trace.hpp"
 
@@ -88,11 +91,12 @@ class Engine final : public DeviceOwner {
 
   // ---- called from devices and the communication thread (thread-safe) ----
 
-  /// The communication thread served collection tile `index` to `peer`: logged when the
-  /// peer is of another team (RuntimeOptions::message_log).
-  void collection_tile_served(const TileIndex& index, int peer, const TilePtr& tile) {
-    if (options_.message_log.enabled) message_log_.collection_tile_sent(iteration_, index, peer, tile);
-  }
+  /// The tile the communication thread serves to `peer`'s fetch of collection tile `index`:
+  /// the local tile, logged when the peer is of another team (RuntimeOptions::message_log);
+  /// or, on a rank that keeps its state while other teams replay (team_replay_), the copy
+  /// its log kept of the iteration being replayed. Throws std::out_of_range naming the tile
+  /// when it is not local, or when the log kept no copy of it for that iteration.
+  [[nodiscard]] TilePtr tile_to_serve(const TileIndex& index, int peer);
 
   /// The rank that runs `key`: its pinned placement if it has one (see pin_new_placements),
   /// else the fixed mapping of its class.
@@ -353,7 +357,10 @@ class Engine final : public DeviceOwner {
   void attach_recovered(MPI_Comm duplicate, std::vector<std::string> nodes);
   /// What recover() does (plan_recovery, choose_checkpoint) from every survivor's copies;
   /// sets out.iteration. Throws RecoveryError with the refusal (engine_recovery.cpp).
-  RecoveryPlan decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies) const;
+  /// `facts` holds what the survivors gathered besides their copies; decide_recovery fills in
+  /// the rest and rolls back by teams where choose_team_rollback() allows it.
+  RecoveryPlan decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies,
+                               TeamRollbackFacts facts) const;
   /// During a resize (resize_under_way_): throws RecoveryError with on_loss_during_resize's
   /// reason, and `detail` after it when not empty, unless it carries the resize on
   /// (`checkpoint_after_complete`: every copy the roll-back needs of a checkpoint taken after
@@ -416,6 +423,37 @@ class Engine final : public DeviceOwner {
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<BuddyCheckpoints> checkpoints_;
   MessageLog message_log_;
+  /// With message logging: the collections' tiles as the latest iteration started, which a
+  /// rank outside the teams rolling back keeps at a recovery.
+  TilesAtIterationStart tiles_at_start_;
+  /// A team roll-back's replay (docs/teams.md): set by recover() when only some teams rolled
+  /// back, dropped when the interrupted iteration starts. Changed between iterations only.
+  struct TeamReplayState {
+    ReplayWindow window;
+    std::vector<int> replaying;  ///< the ranks of comm_ that re-run the window, ascending
+    bool here = false;           ///< this rank is one of them
+    /// On a rank that kept its state: the collection tiles its log kept of the window's
+    /// iterations, sent to ranks that roll back, by (collection, m, n, iteration); fetches
+    /// during the window are served these instead of the tiles the rank holds now.
+    std::map<std::tuple<CollectionId, int, int, long>, TilePtr> logged_tiles;
+    /// The recovery's re-grid (rebalance_on_resize), carried out when the replay ends.
+    std::vector<TileMove> moves_after;
+  };
+  std::optional<TeamReplayState> team_replay_;
+  /// Served from logged_tiles since the last iteration's end (MessageLogStats::bytes_replayed).
+  std::atomic<std::uint64_t> bytes_replayed_{0};
+  /// Whether the iteration running (or about to run, `iteration`) is one the teams that
+  /// rolled back re-run alone.
+  [[nodiscard]] bool replaying(long iteration) const noexcept {
+    return team_replay_ && team_replay_->window.contains(iteration);
+  }
+  /// recover() on a rank outside the teams rolling back: its tiles as the interrupted
+  /// iteration started, and the replay's tiles from its log (engine_recovery.cpp).
+  /// At the start of the interrupted iteration (engine_iteration.cpp): the replay is over,
+  /// every rank counts its tasks again and steals inside its team again, and the recovery's
+  /// re-grid is due.
+  void end_team_replay();
+  void keep_state_for_replay(RecoveryReport& out, const RecoveryPlan& plan, TeamReplayState& replay);
   /// MessageLogOptions::plan_teams: iterations completed since the communicator was attached
   /// (a resize or recovery plans again), and the latest plan applied.
   int iterations_since_attach_ = 0;

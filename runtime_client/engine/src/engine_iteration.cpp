@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bellows/runtime/message_logging.hpp"
 #include "comm_engine.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
@@ -36,6 +37,7 @@ IterationReport Engine::run_iteration() {
   // which abandons the iteration (IterationReport::lost_ranks) instead of the job.
   const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
   const ErrorsReturned errors_returned(comm_);
+  if (team_replay_ && !replaying(iteration_ + 1)) end_team_replay();
   // The watch from here: the tile moves after a resize and the task count are collectives
   // too, and a peer lost in them is this iteration's loss.
   if (options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_ &&
@@ -53,6 +55,9 @@ IterationReport Engine::run_iteration() {
     ++iteration_;
     return abandon_iteration(false);
   }
+  // With logging between teams, the tiles as this iteration starts: what this rank keeps if
+  // a loss in it rolls back only other teams (pointers only; a task writes a new tile).
+  if (message_log_.active() && !collections_.empty()) tiles_at_start_.remember(iteration_ + 1, collections_);
   if (options_.offload.enabled) plan_offloads();
   if (!local_tasks_known_ && !prepare_local_tasks()) {
     ++iteration_;
@@ -96,7 +101,8 @@ IterationReport Engine::run_iteration() {
   iteration_start_ = Clock::now();
   // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration,
   // except for the first one after a resize, which completes before the tasks start.
-  if (checkpoints_->due(iteration_ - 1)) {
+  // Not while some teams replay: the ranks are at different iterations until it ends.
+  if (!replaying(iteration_) && checkpoints_->due(iteration_ - 1)) {
     const bool first_since_resize = !checkpoints_->last_complete() && iteration_ > 1 && !collections_.empty();
     if (first_since_resize && resize_under_way_) resize_under_way_->phase = ResizePhase::first_checkpoint;
     checkpoints_->take(iteration_ - 1, collections_);
@@ -150,6 +156,7 @@ IterationReport Engine::run_iteration() {
   for (std::size_t d = 1; d < devices_.size(); ++d) report.local.add(devices_[d]->take_stats());
   report.local.add(comm_engine_->take_stats());
   report.local.rank = rank_;
+  if (replaying(iteration_)) report.replaying_ranks = team_replay_->replaying;
   if (iteration_ <= completed_before_loss_) report.local.tasks_rerun = report.local.tasks_executed;
   report.local.tasks_offloaded = tasks_offloaded_;
   report.local.tasks_offloaded_here = tasks_offloaded_here_;
@@ -215,7 +222,7 @@ IterationReport Engine::run_iteration() {
     report.local.offload_plans_held_back = rank_ == 0 ? offload_feedback_.held_back() - held_back : 0;
   }
   total_stats_.add(report.local);
-  ++iterations_since_attach_;
+  if (!replaying(iteration_)) ++iterations_since_attach_;  // TeamLB measures a full iteration
   resize_under_way_.reset();  // the first iteration after it completed
   if (trace_) trace_->flush();
   // The offloads were for this iteration only: the next plan starts from the fixed mapping.
@@ -231,6 +238,20 @@ IterationReport Engine::run_iteration() {
     stolen_this_iteration_.clear();
   }
   return report;
+}
+
+void Engine::end_team_replay() {
+  // Every rank runs the interrupted iteration together: the tasks are counted again, and
+  // stealing goes back to the teams.
+  pending_moves_ = std::move(team_replay_->moves_after);
+  for (const TileMove& move : pending_moves_) {
+    ++last_rebalance_.tiles;
+    last_rebalance_.tasks += move.tasks;
+  }
+  team_replay_.reset();
+  local_tasks_known_ = false;
+  comm_engine_->confine_steals(
+      steal_partners(message_log_.rank_team(), rank_, options_.message_log.steal_across_teams));
 }
 
 bool Engine::complete_checkpoint_before_tasks() {
@@ -256,6 +277,7 @@ void Engine::log_iteration_ended(IterationReport& report) {
     message_log_.release_through(*checkpoint);
   }
   report.local.message_log = message_log_.take_iteration_stats();
+  report.local.message_log.bytes_replayed = bytes_replayed_.exchange(0, std::memory_order_relaxed);
   if (!options_.trace_path.empty()) {
     const auto& log = report.local.message_log;
     const nlohmann::json line{

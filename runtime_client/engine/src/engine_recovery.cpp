@@ -1,11 +1,15 @@
 // Carrying on after ranks died mid-iteration (Runtime::recover): the survivors roll back to
 // the last checkpoint every copy they need of is complete for, take the lost ranks' tiles
 // from their buddies' memory, and continue on the communicator rebuilt without the dead.
+// With message logging between teams, where choose_team_rollback() allows it, only the teams
+// that lost a rank roll back; the others keep their state and serve the replay from their
+// logs (docs/teams.md, "Only the lost rank's team rolls back").
 // What to do is decided by plan_recovery and choose_checkpoint (recovery_plan.hpp); this
 // file carries it out.
 
 #include <algorithm>
 #include <deque>
+#include <iterator>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -13,6 +17,7 @@
 
 #include "bellows/runtime/recovery_plan.hpp"
 #include "bellows/runtime/survivors.hpp"
+#include "bellows/runtime/team_replay.hpp"
 #include "comm_engine.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
@@ -24,6 +29,16 @@ namespace {
 
 /// A CheckpointCopy as the longs that travel in the gather.
 constexpr int kLongsPerCopy = 5;
+/// What each survivor sends before its copies: the iterations it completed, the iteration
+/// whose start its kept tiles are of (-1: none), and whether its log holds task outputs.
+constexpr std::size_t kHeaderLongs = 3;
+
+/// What a survivor tells the others in the gather besides its copies.
+struct SurvivorState {
+  long completed = 0;
+  long tiles_kept_at = -1;
+  bool task_outputs_logged = false;
+};
 
 /// What decides a collective that completed while the watch found a survivor lost.
 enum class WhenBothSeen {
@@ -66,19 +81,21 @@ std::vector<int> wait_watched(MPI_Request& request, PeerWatch& watch, const char
 }
 
 /// Every survivor's checkpoint copies, over `survivors` (collective, asleep, watched), and in
-/// `most_completed` the most iterations any survivor completed (`completed` here: a loss during
-/// an iteration's end leaves some survivors past it and others not). Empty `lost` on success;
-/// otherwise the survivors (their ranks in `survivors`) found lost during the gather, whose
-/// result is then void.
+/// `gathered` what the survivors' states say together: the fewest and most iterations any
+/// completed (a loss during an iteration's end leaves some survivors past it and others not),
+/// the range of iterations their kept tiles are of, and whether any log holds task outputs.
+/// Empty `lost` on success; otherwise the survivors (their ranks in `survivors`) found lost
+/// during the gather, whose result is then void.
 std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<CheckpointCopy>& mine,
-                                          long completed, long& most_completed, PeerWatch& watch,
-                                          std::chrono::milliseconds grace, std::vector<int>& lost) {
+                                          const SurvivorState& state, TeamRollbackFacts& gathered,
+                                          PeerWatch& watch, std::chrono::milliseconds grace,
+                                          std::vector<int>& lost) {
   // Buffers a collective left unfinished may still write: kept until the process exits.
   static std::vector<std::vector<long>> kept_buffers;
   static std::vector<std::vector<int>> kept_counts;
   int size = 0;
   MPI_Comm_size(survivors, &size);
-  std::vector<long> flat{completed};  // then the copies
+  std::vector<long> flat{state.completed, state.tiles_kept_at, state.task_outputs_logged ? 1L : 0L};
   for (const CheckpointCopy& c : mine) {
     flat.insert(flat.end(), {static_cast<long>(c.owner), static_cast<long>(c.holder), c.iteration,
                              c.tiles_expected, c.tiles_held});
@@ -107,12 +124,20 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
   lost = wait_watched(request, watch, "gathering the checkpoint copies", grace, WhenBothSeen::lost);
   if (!lost.empty()) return {};
   std::vector<CheckpointCopy> copies;
-  most_completed = completed;
+  gathered.fewest_completed = gathered.most_completed = state.completed;
+  gathered.oldest_tiles_kept_at = gathered.newest_tiles_kept_at = state.tiles_kept_at;
+  gathered.task_outputs_logged = state.task_outputs_logged;
   for (int r = 0; r < size; ++r) {
     const auto begin = static_cast<std::size_t>(displacements[static_cast<std::size_t>(r)]);
     const auto end = begin + static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
-    if (end > begin) most_completed = std::max(most_completed, all[begin]);
-    for (std::size_t i = begin + 1; i + kLongsPerCopy <= end; i += kLongsPerCopy) {
+    if (end >= begin + kHeaderLongs) {
+      gathered.fewest_completed = std::min(gathered.fewest_completed, all[begin]);
+      gathered.most_completed = std::max(gathered.most_completed, all[begin]);
+      gathered.oldest_tiles_kept_at = std::min(gathered.oldest_tiles_kept_at, all[begin + 1]);
+      gathered.newest_tiles_kept_at = std::max(gathered.newest_tiles_kept_at, all[begin + 1]);
+      gathered.task_outputs_logged = gathered.task_outputs_logged || all[begin + 2] != 0;
+    }
+    for (std::size_t i = begin + kHeaderLongs; i + kLongsPerCopy <= end; i += kLongsPerCopy) {
       copies.push_back(CheckpointCopy{static_cast<int>(all[i]), static_cast<int>(all[i + 1]), all[i + 2],
                                       all[i + 3], all[i + 4]});
     }
@@ -247,7 +272,8 @@ void Engine::map_without_lost(const ShrinkPlan& plan, int new_rank) {
   stolen_this_iteration_.clear();
 }
 
-RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies) const {
+RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<CheckpointCopy>& copies,
+                                     TeamRollbackFacts facts) const {
   if (collections_.empty()) {
     // No tiles: nothing to restore or roll back. An iteration abandoned by the loss runs again.
     RecoveryPlan plan;
@@ -272,6 +298,18 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   request.buddies = buddies;
   request.lost = out.lost;
   request.on_node_loss = NodeLossAction::shrink;
+  // Only the teams that lost a rank roll back where the survivors' states allow it; the
+  // facts are the same on every survivor, and so is the choice.
+  facts.logging_between_teams = message_log_.active();
+  facts.steal_across_teams = options_.message_log.steal_across_teams;
+  facts.offloading = options_.offload.enabled;
+  facts.resize_under_way = resize_under_way_.has_value();
+  const TeamRollbackChoice scope = choose_team_rollback(facts);
+  if (scope.by_teams) {
+    request.rank_team = message_log_.rank_team();
+  } else if (options_.message_log.enabled) {
+    out.rolled_back_globally_because = scope.reason;
+  }
   RecoveryDecision decision = plan_recovery(request);
   if (!decision.plan) {
     throw RecoveryError("recover: ranks " + rank_set_text(out.lost) + " lost in iteration " +
@@ -294,6 +332,26 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   }
   out.teams_rolled_back.assign(teams.begin(), teams.end());
   return std::move(*decision.plan);
+}
+
+void Engine::keep_state_for_replay(RecoveryReport& out, const RecoveryPlan& plan, TeamReplayState& replay) {
+  // The tiles as the interrupted iteration started: its tasks' writes here are undone, and
+  // the application's changes before it are kept (it ran the iterations before).
+  (void)tiles_at_start_.reinstall(collections_);
+  // The collection tiles sent in the window to ranks that roll back: a rank re-running an
+  // iteration of the window fetches from this rank what it fetched then (or what a rank of
+  // its team fetched: stealing stays inside the teams). One copy per tile and iteration.
+  for (const LoggedMessage& m : message_log_.messages()) {
+    if (!m.from_collection) continue;
+    if (replay_destination(m.iteration, m.destination, replay.window, out.ranks_rolled_back, plan.ranks) < 0) {
+      continue;
+    }
+    const auto [at, added] =
+        replay.logged_tiles.emplace(std::make_tuple(m.tile_index.collection, m.tile_index.m, m.tile_index.n,
+                                                    m.iteration),
+                                    m.tile);
+    if (added) out.log_bytes_for_replay += at->second->bytes();
+  }
 }
 
 void Engine::refuse_unless_resize_carries_on(const RecoveryReport& out, bool checkpoint_after_complete,
@@ -343,7 +401,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   // waiting in a collective that never ends, fails or lies. A survivor that finds nothing
   // here while another does waits in the duplicate for it, and so finds the loss too.
   std::vector<CheckpointCopy> copies;
-  long most_completed = 0;  // by any survivor
+  TeamRollbackFacts gathered;  // what the survivors' states say together
   RecoveryPlan plan;
   MPI_Comm duplicate = MPI_COMM_NULL;
   {
@@ -365,11 +423,13 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     };
     std::vector<int> lost_now;
     // The iterations this rank completed: an abandoned iteration was numbered, not completed.
-    const long completed_here = lost_ranks_.empty() ? iteration_ : iteration_ - 1;
-    copies = gather_copies(survivors, checkpoints_->copies(), completed_here, most_completed, watch, kLossGrace,
-                           lost_now);
+    SurvivorState state;
+    state.completed = lost_ranks_.empty() ? iteration_ : iteration_ - 1;
+    state.tiles_kept_at = tiles_at_start_.iteration();
+    state.task_outputs_logged = message_log_.holds_task_outputs();
+    copies = gather_copies(survivors, checkpoints_->copies(), state, gathered, watch, kLossGrace, lost_now);
     if (!lost_now.empty()) throw lost_during(lost_now, "the survivors gathered their checkpoint copies");
-    plan = decide_recovery(out, copies);
+    plan = decide_recovery(out, copies, gathered);
     // Where a duplicate left unfinished may still write its handle: a deque keeps each
     // element in place as others are added.
     static std::deque<MPI_Comm> pending_duplicates;
@@ -393,21 +453,43 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   kept_until_exit(comm_);
   comm_ = MPI_COMM_NULL;
 
-  // The lost ranks' tiles and grid places go to their buddies; every survivor then installs
-  // its own copy at that iteration, and each buddy its lost wards' copies.
+  // The iteration the loss interrupted: the one after the last that any survivor completed
+  // (the same on every survivor; one that abandoned an earlier iteration, whose end the loss
+  // hit, ran its tasks already).
+  out.interrupted_iteration = gathered.most_completed + 1;
+  out.iterations_redone = std::max(0L, out.interrupted_iteration - 1 - out.iteration);
+  // Only some teams roll back (choose_team_rollback): the others keep their state and serve
+  // the replay from their logs (docs/teams.md, "Only the lost rank's team rolls back").
+  const bool team_roll_back = !collections_.empty() &&
+                              static_cast<int>(out.ranks_rolled_back.size()) < out.old_size;
+  const bool rolls_back_here = !team_roll_back || std::binary_search(out.ranks_rolled_back.begin(),
+                                                                     out.ranks_rolled_back.end(), out.old_rank);
+  team_replay_.reset();
+  bytes_replayed_.store(0, std::memory_order_relaxed);
+  TeamReplayState replay;
+  if (team_roll_back) {
+    replay.window = replay_window(out.iteration, out.interrupted_iteration);
+    replay.here = rolls_back_here;
+    for (const int r : out.ranks_rolled_back) {
+      if (!plan.ranks.leaves(r)) replay.replaying.push_back(plan.ranks.new_rank[static_cast<std::size_t>(r)]);
+    }
+    std::sort(replay.replaying.begin(), replay.replaying.end());
+  }
+
+  // The lost ranks' tiles and grid places go to their buddies; every survivor that rolls back
+  // then installs its own copy at that iteration, and each buddy its lost wards' copies.
   map_without_lost(plan.ranks, out.new_rank);
-  if (!collections_.empty()) out.tiles_restored += checkpoints_->install(out.old_rank, out.iteration, collections_);
+  if (!rolls_back_here) {
+    keep_state_for_replay(out, plan, replay);
+  } else if (!collections_.empty()) {
+    out.tiles_restored += checkpoints_->install(out.old_rank, out.iteration, collections_);
+  }
   for (const TileRestore& restore : plan.restores) {
     if (plan.ranks.backup[static_cast<std::size_t>(restore.lost_rank)] != out.old_rank) continue;
     const std::size_t tiles = checkpoints_->install(restore.lost_rank, out.iteration, collections_);
     out.tiles_restored += tiles;
     out.tiles_taken_over += tiles;
   }
-  // The iteration the loss interrupted: the one after the last that any survivor completed
-  // (the same on every survivor; one that abandoned an earlier iteration, whose end the loss
-  // hit, ran its tasks already).
-  out.interrupted_iteration = most_completed + 1;
-  out.iterations_redone = std::max(0L, out.interrupted_iteration - 1 - out.iteration);
   completed_before_loss_ = std::max(completed_before_loss_, out.interrupted_iteration - 1);
   pending_moves_.clear();
   lost_ranks_.clear();
@@ -420,6 +502,25 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     }
   }
   attach_recovered(duplicate, std::move(survivor_nodes));
+  if (team_roll_back) {
+    // The ranks that re-run the window steal only from each other; the others run no task.
+    std::vector<int> partners;
+    if (replay.here) {
+      std::copy_if(replay.replaying.begin(), replay.replaying.end(), std::back_inserter(partners),
+                   [&](int r) { return r != rank_; });
+    }
+    comm_engine_->confine_steals(std::move(partners));
+    // The re-grid waits for the replay's end, when every rank is at the same iteration.
+    last_rebalance_ = Rebalance{};
+    if (options_.rebalance_on_resize) replay.moves_after = plan_regrid();
+    out.tiles_regridded = replay.moves_after.size();
+    team_replay_ = std::move(replay);
+    // No checkpoint of the state now: the ranks are at different iterations until the
+    // replay ends. The first boundary after it takes one (the copies were dropped).
+    out.seconds = seconds_between(begin, Clock::now());
+    recoveries_.push_back(out);
+    return out;
+  }
   last_rebalance_ = Rebalance{};
   if (options_.rebalance_on_resize) {
     pending_moves_ = plan_regrid();  // carried out by checkpoint_recovered_state()

@@ -1,6 +1,7 @@
 #pragma once
 // Per-rank statistics of the runtime.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -95,6 +96,9 @@ struct MessageLogStats {
   std::uint64_t bytes_held = 0;
   /// The most bytes the log held after any iteration.
   std::uint64_t peak_bytes_held = 0;
+  /// After a team roll-back, on a rank that kept its state: the bytes of its log it served to
+  /// the ranks re-running the iterations since the checkpoint (the replay).
+  std::uint64_t bytes_replayed = 0;
   /// Bytes held after each iteration, in order (add() appends).
   std::vector<double> bytes_held_by_iteration;
   void add(const MessageLogStats& other);
@@ -189,7 +193,20 @@ struct IterationReport {
   /// Its tiles are then as the abandoned iteration left them, and `seconds`, `total_flops`
   /// and the shares are not measured; Runtime::recover() carries on without the lost ranks.
   std::vector<int> lost_ranks;
+  /// Empty when every rank ran the iteration. After a recovery that rolled back only the
+  /// teams that lost a rank (RecoveryReport::ranks_rolled_back), the iterations those teams
+  /// re-run alone, fed by the other teams' logs, name here the ranks that re-ran it (numbers
+  /// in the communicator it ran on, ascending). A rank not named kept its state and ran no
+  /// task: the application must leave its tiles as they are (ran_here() is false), since for
+  /// it the iteration had run before the loss.
+  std::vector<int> replaying_ranks;
 
+  /// False when this rank kept its state while other teams replayed the iteration
+  /// (replaying_ranks): its tiles did not change and must not be evolved.
+  [[nodiscard]] bool ran_here() const noexcept {
+    return replaying_ranks.empty() ||
+           std::binary_search(replaying_ranks.begin(), replaying_ranks.end(), local.rank);
+  }
   /// False when the iteration was abandoned because ranks were lost (lost_ranks).
   [[nodiscard]] bool completed() const noexcept { return lost_ranks.empty(); }
   [[nodiscard]] double gflops() const noexcept {

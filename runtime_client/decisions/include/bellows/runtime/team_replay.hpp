@@ -46,6 +46,41 @@ struct ReplayWindow {
 /// checkpoint is not before the interrupted iteration, or either is negative.
 [[nodiscard]] ReplayWindow replay_window(long checkpoint, long interrupted);
 
+/// What decides, on every survivor alike, whether a recovery may roll back only the teams
+/// that lost a rank, from what the survivors gathered (the same values everywhere).
+struct TeamRollbackFacts {
+  bool logging_between_teams = false;  ///< message logging on with more than one team
+  bool steal_across_teams = false;     ///< MessageLogOptions::steal_across_teams
+  bool offloading = false;             ///< RuntimeOptions::offload (tasks pushed to other ranks)
+  bool resize_under_way = false;       ///< the loss came during a resize or its first iteration
+  long fewest_completed = 0;           ///< the fewest iterations any survivor completed
+  long most_completed = 0;             ///< the most
+  /// The oldest and newest iteration whose start a survivor's kept tiles are of (each rank
+  /// keeps its collections' tile pointers as its latest iteration started; -1: none kept).
+  long oldest_tiles_kept_at = -1;
+  long newest_tiles_kept_at = -1;
+  /// Some survivor's log holds a task's output sent to another team (not only collection
+  /// tiles): the replay would have to deliver it as an activation, which it does not yet.
+  bool task_outputs_logged = false;
+};
+
+/// Whether the roll-back is by teams, and if not, why it is global.
+struct TeamRollbackChoice {
+  bool by_teams = false;
+  std::string reason;  ///< why the roll-back is global; empty when by_teams
+};
+
+/// Team roll-back (only the teams that lost a rank restart from their checkpoint, the others
+/// keep their state and replay their logs) needs: logging between teams; stealing kept inside
+/// the teams (a steal across teams would have to be replayed from its determinant) and no
+/// proactive offloading (it pushes a team's tasks to other teams' ranks); no resize under way
+/// (its moves would mix ranks at different iterations; a recovery's own re-grid waits for the
+/// replay's end); every survivor at the same iteration, the one after the last it completed,
+/// with its tiles kept as that iteration started (a loss at an iteration's end can leave some
+/// survivors past it); and only collection tiles in the logs. Otherwise the roll-back is
+/// global, as without message logging, and `reason` says why.
+[[nodiscard]] TeamRollbackChoice choose_team_rollback(const TeamRollbackFacts& facts);
+
 /// Where a rank outside the teams rolling back replays one entry of its log: the new number
 /// of the rank that now does the work of the entry's destination (`destination`, an old
 /// number: itself, or for a lost rank the rank `ranks.backup` gives its tiles), or -1 when the

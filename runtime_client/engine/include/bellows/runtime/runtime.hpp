@@ -65,12 +65,22 @@ struct RecoveryReport {
   /// interrupted_iteration - 1 - iteration (team_replay.hpp, ReplayWindow).
   long iterations_redone = 0;
   /// The ranks that rolled back to the checkpoint, numbers before the recovery, ascending
-  /// (RecoveryPlan::roll_back). Every rank of the job: the runtime carries out a global
-  /// roll-back, with or without message logging (docs/teams.md says what team roll-back
-  /// still lacks). Empty for a runtime with no collections: it restores nothing.
+  /// (RecoveryPlan::roll_back). With message logging between teams, where
+  /// choose_team_rollback() allows it, the ranks of the teams that lost a rank (and of the
+  /// team of each lost rank's buddy): they re-run the iterations after the checkpoint alone
+  /// (IterationReport::replaying_ranks), and the other ranks keep their state, the tiles as
+  /// the interrupted iteration started (docs/teams.md). Otherwise every rank of the job.
+  /// Empty for a runtime with no collections: it restores nothing.
   std::vector<int> ranks_rolled_back;
   /// The message-logging teams of those ranks, ascending; {0} without message logging.
   std::vector<int> teams_rolled_back;
+  /// Why every rank rolled back although messages are logged between teams
+  /// (choose_team_rollback()'s reason); empty when only some teams rolled back, or without
+  /// message logging.
+  std::string rolled_back_globally_because;
+  /// On a rank that kept its state: the bytes of its log that the replay may serve (the
+  /// collection tiles it sent in the iterations re-run to ranks that roll back); 0 elsewhere.
+  std::uint64_t log_bytes_for_replay = 0;
   int old_rank = -1;
   int old_size = 0;
   int new_rank = -1;
