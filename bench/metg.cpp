@@ -42,6 +42,7 @@ struct SweepOptions {
   std::int64_t largest_iterations = 0;  // 0: from largest_us
   int repeat = 3;
   bool same_host = true;
+  bool mailboxes = true;
   std::size_t eager_tile_bytes = bellows::runtime::RuntimeOptions{}.eager_tile_bytes;
   int comm_poll_us = bellows::runtime::RuntimeOptions{}.comm_poll_us;
   bool quiet = false;
@@ -101,6 +102,7 @@ int run(const SweepOptions& o, int rank, int size) {
   bellows::runtime::RuntimeOptions options;
   options.cpu_workers = 1;
   options.same_host_transport = o.same_host;
+  options.same_host_mailboxes = o.mailboxes;
   options.eager_tile_bytes = o.eager_tile_bytes;
   options.comm_poll_us = o.comm_poll_us;
   if (rank == 0 && !o.quiet) {
@@ -156,6 +158,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   SweepOptions o;
   std::string same_host = "on";
+  std::string mailboxes = "on";
   CLI::App cli("METG of a 3-dependency stencil: libbellows or hand-written MPI", "bellows_metg");
   cli.add_option("--system", o.system, "bellows or mpi")
       ->required()->check(CLI::IsMember({"bellows", "mpi"}));
@@ -178,6 +181,10 @@ int main(int argc, char** argv) {
   cli.add_option("--repeat", o.repeat, "measured iterations per point, after one warm-up")
       ->check(CLI::PositiveNumber);
   cli.add_option("--same-host", same_host, "libbellows' same-host transport")
+      ->check(CLI::IsMember({"on", "off"}));
+  cli.add_option("--mailboxes", mailboxes,
+                 "libbellows: workers write small activations for ranks of the same host into "
+                 "their mailboxes (off: through the communication thread and MPI)")
       ->check(CLI::IsMember({"on", "off"}));
   cli.add_option("--eager-tile-bytes", o.eager_tile_bytes,
                  "libbellows: a tile of at most this many bytes travels in its activation (0: "
@@ -210,6 +217,7 @@ int main(int argc, char** argv) {
     return e.get_exit_code() == 0 ? 0 : 2;
   }
   o.same_host = same_host == "on";
+  o.mailboxes = mailboxes == "on";
   const int status = run(o, rank, size);
   MPI_Finalize();
   return status;

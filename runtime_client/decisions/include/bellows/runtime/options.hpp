@@ -237,6 +237,14 @@ struct RuntimeOptions {
   /// MPI's polled shared-memory rendezvous. Probed at start; pairs where it does not
   /// work use MPI alone. Must be the same on every rank.
   bool same_host_transport = true;
+  /// With the same-host transport, in jobs of at most 32 ranks: a worker that finishes a task
+  /// whose consumer is on a rank of the same host writes the activation into that rank's
+  /// mailbox in shared memory and rings its doorbell itself, when the tile travels in the
+  /// activation (eager_tile_bytes) or is a control token. Its own communication thread is
+  /// not woken and MPI is not called: one thread wake-up less per cross-rank dependency.
+  /// Off, or when the mailbox is full, the communication thread sends it through MPI. Each
+  /// rank decides for what it sends, so ranks may differ.
+  bool same_host_mailboxes = true;
   /// Re-grids at a resize (regrid.hpp): every tile, and with it the tasks it decides,
   /// goes where a job started at the new size would hold it, with the grid's positions
   /// given to the ranks that already hold most of their tiles. The iterations after the
