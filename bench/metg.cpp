@@ -45,6 +45,7 @@ struct SweepOptions {
   bool mailboxes = true;
   std::size_t eager_tile_bytes = bellows::runtime::RuntimeOptions{}.eager_tile_bytes;
   int comm_poll_us = bellows::runtime::RuntimeOptions{}.comm_poll_us;
+  int comm_thread_task_us = bellows::runtime::RuntimeOptions{}.comm_thread_task_us;
   bool quiet = false;
 };
 
@@ -105,6 +106,7 @@ int run(const SweepOptions& o, int rank, int size) {
   options.same_host_mailboxes = o.mailboxes;
   options.eager_tile_bytes = o.eager_tile_bytes;
   options.comm_poll_us = o.comm_poll_us;
+  options.comm_thread_task_us = o.comm_thread_task_us;
   if (rank == 0 && !o.quiet) {
     std::printf("%s on %d rank(s) x 1 core, width %d, busy loop %.3f ns per iteration\n",
                 o.system.c_str(), size, shape.width, ns);
@@ -191,6 +193,9 @@ int main(int argc, char** argv) {
                  "every tile is fetched)");
   cli.add_option("--comm-poll-us", o.comm_poll_us,
                  "libbellows: microseconds the communication thread polls after a message");
+  cli.add_option("--comm-thread-task-us", o.comm_thread_task_us,
+                 "libbellows: the communication thread runs a task a message made ready itself "
+                 "when every worker sleeps and tasks lately took at most this long (0: never)");
   cli.add_flag("--quiet", o.quiet, "only the JSON line");
   try {
     cli.parse(argc, argv);
@@ -202,9 +207,10 @@ int main(int argc, char** argv) {
     bellows::runtime::RuntimeOptions communication;
     communication.eager_tile_bytes = o.eager_tile_bytes;
     communication.comm_poll_us = o.comm_poll_us;
+    communication.comm_thread_task_us = o.comm_thread_task_us;
     if (const auto problem = bellows::runtime::validate_communication(communication);
         !problem.empty()) {
-      throw CLI::ValidationError("--eager-tile-bytes/--comm-poll-us", problem);
+      throw CLI::ValidationError("--eager-tile-bytes/--comm-poll-us/--comm-thread-task-us", problem);
     }
     if (o.min_steps > o.max_steps) {
       throw CLI::ValidationError("--min-steps", "must not exceed --max-steps (" +

@@ -726,6 +726,9 @@ void CommEngine::run() {
   const bool counts_completions = stealing && rank_ == 0;
   for (;;) {
     bool progressed = drain_outbox();
+    // A task that what arrives makes ready may be run on this thread at the end of the pass
+    // (Engine::run_held_task) instead of waking a worker.
+    engine_.set_handling_messages(true);
     progressed = receive_control() || progressed;
     progressed = receive_mail() || progressed;
     // Tile copies wait until every control message of this pass is handled, so that a
@@ -737,6 +740,8 @@ void CommEngine::run() {
       if (!copy_error_.empty() && !peer_lost_after(copy_error_)) fail(copy_error_);
     }
     progressed = complete_operations() || progressed;
+    engine_.set_handling_messages(false);
+    progressed = engine_.run_held_task() || progressed;
     const auto now = std::chrono::steady_clock::now();
     // A peer gone, or an MPI call that failed (a transfer with the dead, a collective over
     // them): the iteration is abandoned; the engine finds out who is lost and cleans up.
