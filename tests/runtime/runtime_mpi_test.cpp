@@ -388,6 +388,39 @@ TEST_F(MpiTest, GemmWithSmallTilesAndStealingVerifies) {
   }
 }
 
+// A chain whose every link crosses ranks, one worker per rank: each task is made ready by a
+// message while the rank's worker sleeps, so once a task has run on a rank (its length known)
+// the communication thread runs the next ones itself, unless RuntimeOptions::comm_thread_task_us
+// is 0. Either way every task runs once, in order, and none twice.
+TEST_F(MpiTest, TheCommunicationThreadRunsShortTasksThatArriveWhileTheWorkersSleep) {
+  constexpr int kLength = 200;
+  for (const int limit_us : {0, br::RuntimeOptions{}.comm_thread_task_us}) {
+    SCOPED_TRACE("comm_thread_task_us " + std::to_string(limit_us));
+    auto chain = std::make_unique<bt::ChainTasks>(0, kLength, 1.0, size());
+    auto* probe = chain.get();
+    auto options = cpu_options(1);
+    options.comm_thread_task_us = limit_us;
+    br::Runtime runtime(MPI_COMM_WORLD, options);
+    runtime.add_task_class(std::move(chain));
+    for (int it = 1; it <= 2; ++it) {
+      probe->clear();
+      (void)runtime.run_iteration();
+      std::vector<int> mine;
+      for (int i = rank(); i < kLength; i += size()) mine.push_back(i);
+      EXPECT_EQ(probe->order(), mine) << "rank " << rank() << ", iteration " << it;
+      EXPECT_EQ(probe->bad_slots(), 0);
+    }
+    const auto on_comm_thread = bt::sum_over_ranks(runtime.stats().tasks_on_comm_thread);
+    EXPECT_EQ(bt::sum_over_ranks(runtime.stats().tasks_executed), 2U * kLength);
+    if (limit_us == 0 || size() == 1) {
+      EXPECT_EQ(on_comm_thread, 0U) << "no message makes a task ready on one rank";
+    } else {
+      EXPECT_GT(on_comm_thread, 0U);
+      EXPECT_LE(on_comm_thread, 2U * kLength);
+    }
+  }
+}
+
 TEST_F(MpiTest, ControlChainAlternatesRanks) {
   constexpr int kLength = 41;
   auto chain = std::make_unique<bt::ChainTasks>(0, kLength, 1.0, size());

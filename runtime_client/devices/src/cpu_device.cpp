@@ -29,6 +29,7 @@ class CpuDevice final : public Device {
     UnitStats unit;
     std::vector<Tile*> views;
     run(std::move(task), unit, views);
+    unit.totals.tasks_on_comm_thread += 1;  // the engine's communication thread is the caller
     merge_stats(unit);
     return true;
   }
