@@ -42,8 +42,10 @@ struct SweepOptions {
   std::int64_t largest_iterations = 0;  // 0: from largest_us
   int repeat = 3;
   bool same_host = true;
+  bool mailboxes = true;
   std::size_t eager_tile_bytes = bellows::runtime::RuntimeOptions{}.eager_tile_bytes;
   int comm_poll_us = bellows::runtime::RuntimeOptions{}.comm_poll_us;
+  int comm_thread_task_us = bellows::runtime::RuntimeOptions{}.comm_thread_task_us;
   bool quiet = false;
 };
 
@@ -101,8 +103,10 @@ int run(const SweepOptions& o, int rank, int size) {
   bellows::runtime::RuntimeOptions options;
   options.cpu_workers = 1;
   options.same_host_transport = o.same_host;
+  options.same_host_mailboxes = o.mailboxes;
   options.eager_tile_bytes = o.eager_tile_bytes;
   options.comm_poll_us = o.comm_poll_us;
+  options.comm_thread_task_us = o.comm_thread_task_us;
   if (rank == 0 && !o.quiet) {
     std::printf("%s on %d rank(s) x 1 core, width %d, busy loop %.3f ns per iteration\n",
                 o.system.c_str(), size, shape.width, ns);
@@ -156,6 +160,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   SweepOptions o;
   std::string same_host = "on";
+  std::string mailboxes = "on";
   CLI::App cli("METG of a 3-dependency stencil: libbellows or hand-written MPI", "bellows_metg");
   cli.add_option("--system", o.system, "bellows or mpi")
       ->required()->check(CLI::IsMember({"bellows", "mpi"}));
@@ -179,11 +184,18 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   cli.add_option("--same-host", same_host, "libbellows' same-host transport")
       ->check(CLI::IsMember({"on", "off"}));
+  cli.add_option("--mailboxes", mailboxes,
+                 "libbellows: workers write small activations for ranks of the same host into "
+                 "their mailboxes (off: through the communication thread and MPI)")
+      ->check(CLI::IsMember({"on", "off"}));
   cli.add_option("--eager-tile-bytes", o.eager_tile_bytes,
                  "libbellows: a tile of at most this many bytes travels in its activation (0: "
                  "every tile is fetched)");
   cli.add_option("--comm-poll-us", o.comm_poll_us,
                  "libbellows: microseconds the communication thread polls after a message");
+  cli.add_option("--comm-thread-task-us", o.comm_thread_task_us,
+                 "libbellows: the communication thread runs a task a message made ready itself "
+                 "when every worker sleeps and tasks lately took at most this long (0: never)");
   cli.add_flag("--quiet", o.quiet, "only the JSON line");
   try {
     cli.parse(argc, argv);
@@ -195,9 +207,10 @@ int main(int argc, char** argv) {
     bellows::runtime::RuntimeOptions communication;
     communication.eager_tile_bytes = o.eager_tile_bytes;
     communication.comm_poll_us = o.comm_poll_us;
+    communication.comm_thread_task_us = o.comm_thread_task_us;
     if (const auto problem = bellows::runtime::validate_communication(communication);
         !problem.empty()) {
-      throw CLI::ValidationError("--eager-tile-bytes/--comm-poll-us", problem);
+      throw CLI::ValidationError("--eager-tile-bytes/--comm-poll-us/--comm-thread-task-us", problem);
     }
     if (o.min_steps > o.max_steps) {
       throw CLI::ValidationError("--min-steps", "must not exceed --max-steps (" +
@@ -210,6 +223,7 @@ int main(int argc, char** argv) {
     return e.get_exit_code() == 0 ? 0 : 2;
   }
   o.same_host = same_host == "on";
+  o.mailboxes = mailboxes == "on";
   const int status = run(o, rank, size);
   MPI_Finalize();
   return status;

@@ -1,4 +1,5 @@
-// The communication thread's options (RuntimeOptions::eager_tile_bytes, comm_poll_us): what
+// The communication thread's options (RuntimeOptions::eager_tile_bytes, comm_poll_us,
+// comm_thread_task_us): what
 // validate_communication() accepts and how it names what it refuses.
 
 #include <gtest/gtest.h>
@@ -16,6 +17,9 @@ TEST(CommunicationOptions, TheDefaultsAndTheLimitsAreAccepted) {
   EXPECT_EQ(br::validate_communication(o), "");
   o.eager_tile_bytes = br::kMaxEagerTileBytes;
   o.comm_poll_us = br::kMaxCommPollUs;
+  o.comm_thread_task_us = br::kMaxCommThreadTaskUs;
+  EXPECT_EQ(br::validate_communication(o), "");
+  o.comm_thread_task_us = 0;
   EXPECT_EQ(br::validate_communication(o), "");
 }
 
@@ -30,4 +34,11 @@ TEST(CommunicationOptions, RefusalsNameTheOptionAndTheValue) {
   o.comm_poll_us = 1001;
   EXPECT_EQ(br::validate_communication(o),
             "communication thread's poll after a message must be 0 to 1000 us, got 1001 us");
+  o = br::RuntimeOptions{};
+  o.comm_thread_task_us = -1;
+  EXPECT_EQ(br::validate_communication(o),
+            "longest task the communication thread runs itself must be 0 to 1000 us, got -1 us");
+  o.comm_thread_task_us = 1001;
+  EXPECT_EQ(br::validate_communication(o),
+            "longest task the communication thread runs itself must be 0 to 1000 us, got 1001 us");
 }

@@ -330,6 +330,44 @@ TEST_F(MpiTest, SmallTilesTravelInTheirActivationsWithTheSameResultAndHalfTheAns
   }
 }
 
+// The same small tiles, written by the workers into the mailboxes of same-host peers
+// (RuntimeOptions::same_host_mailboxes) or handed to the communication thread and MPI: the
+// same L, the same messages and bytes, and every activation through a mailbox when the
+// mailboxes are on and the ranks share a host (on one rank, and with MPI alone, none).
+TEST_F(MpiTest, WorkersWriteSmallActivationsIntoSameHostMailboxesWithTheSameResult) {
+  constexpr int kOrder = 96, kSmallTile = 16;
+  for (const bool same_host : {true, false}) {
+    SCOPED_TRACE(same_host ? "same-host transport" : "MPI alone");
+    auto mailboxes = cpu_options(1);
+    mailboxes.same_host_transport = same_host;
+    auto through_mpi = mailboxes;
+    through_mpi.same_host_mailboxes = false;
+    const auto grid = br::BlockCyclic2D::square_for(size());
+    const auto by_mail = run_cholesky(kOrder, kSmallTile, grid, 2, 1, mailboxes);
+    const auto by_mpi = run_cholesky(kOrder, kSmallTile, grid, 2, 1, through_mpi);
+    check_cholesky(by_mail, kOrder, kSmallTile, rank(), 2);
+    check_cholesky(by_mpi, kOrder, kSmallTile, rank(), 2);
+    const auto sent = bt::sum_over_ranks(by_mail.stats.messages_sent);
+    EXPECT_EQ(sent, bt::sum_over_ranks(by_mpi.stats.messages_sent));
+    EXPECT_EQ(sent, bt::sum_over_ranks(by_mail.stats.messages_received));
+    EXPECT_EQ(bt::sum_over_ranks(by_mail.stats.bytes_received_in_activations),
+              bt::sum_over_ranks(by_mpi.stats.bytes_received_in_activations));
+    EXPECT_EQ(bt::sum_over_ranks(by_mail.stats.bytes_sent_in_activations),
+              bt::sum_over_ranks(by_mail.stats.bytes_received_in_activations));
+    EXPECT_EQ(bt::sum_over_ranks(by_mpi.stats.activations_by_mailbox), 0U);
+    // Cholesky sends nothing but activations between ranks: all of them by mailbox.
+    EXPECT_EQ(bt::sum_over_ranks(by_mail.stats.activations_by_mailbox),
+              same_host && size() > 1 ? sent : 0U);
+    if (size() > 1) {
+      EXPECT_GT(sent, 0U);
+    }
+    if (rank() == 0) {
+      EXPECT_TRUE(bitwise_equal(by_mail.l.back(), by_mpi.l.back()))
+          << "activations by mailbox gave another L";
+    }
+  }
+}
+
 TEST_F(MpiTest, GemmWithSmallTilesAndStealingVerifies) {
   // A stolen task's inputs are fetched from its victim; its output goes back to the owner of
   // its successor in an activation that carries it.
@@ -347,6 +385,39 @@ TEST_F(MpiTest, GemmWithSmallTilesAndStealingVerifies) {
     ASSERT_EQ(r.c.size(), 2U);
     EXPECT_LE(be::gemm_max_relative_error(r.c[0], m, n, k, kSeed), 16.0 * k * DBL_EPSILON);
     EXPECT_TRUE(bitwise_equal(r.c[0], r.c[1])) << "the second iteration computed another C";
+  }
+}
+
+// A chain whose every link crosses ranks, one worker per rank: each task is made ready by a
+// message while the rank's worker sleeps, so once a task has run on a rank (its length known)
+// the communication thread runs the next ones itself, unless RuntimeOptions::comm_thread_task_us
+// is 0. Either way every task runs once, in order, and none twice.
+TEST_F(MpiTest, TheCommunicationThreadRunsShortTasksThatArriveWhileTheWorkersSleep) {
+  constexpr int kLength = 200;
+  for (const int limit_us : {0, br::RuntimeOptions{}.comm_thread_task_us}) {
+    SCOPED_TRACE("comm_thread_task_us " + std::to_string(limit_us));
+    auto chain = std::make_unique<bt::ChainTasks>(0, kLength, 1.0, size());
+    auto* probe = chain.get();
+    auto options = cpu_options(1);
+    options.comm_thread_task_us = limit_us;
+    br::Runtime runtime(MPI_COMM_WORLD, options);
+    runtime.add_task_class(std::move(chain));
+    for (int it = 1; it <= 2; ++it) {
+      probe->clear();
+      (void)runtime.run_iteration();
+      std::vector<int> mine;
+      for (int i = rank(); i < kLength; i += size()) mine.push_back(i);
+      EXPECT_EQ(probe->order(), mine) << "rank " << rank() << ", iteration " << it;
+      EXPECT_EQ(probe->bad_slots(), 0);
+    }
+    const auto on_comm_thread = bt::sum_over_ranks(runtime.stats().tasks_on_comm_thread);
+    EXPECT_EQ(bt::sum_over_ranks(runtime.stats().tasks_executed), 2U * kLength);
+    if (limit_us == 0 || size() == 1) {
+      EXPECT_EQ(on_comm_thread, 0U) << "no message makes a task ready on one rank";
+    } else {
+      EXPECT_GT(on_comm_thread, 0U);
+      EXPECT_LE(on_comm_thread, 2U * kLength);
+    }
   }
 }
 

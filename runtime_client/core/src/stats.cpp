@@ -139,6 +139,8 @@ void RankStats::add(const RankStats& o) {
   bytes_received_in_activations += o.bytes_received_in_activations;
   messages_sent += o.messages_sent;
   messages_received += o.messages_received;
+  activations_by_mailbox += o.activations_by_mailbox;
+  tasks_on_comm_thread += o.tasks_on_comm_thread;
   busy_seconds += o.busy_seconds;
   idle_seconds += o.idle_seconds;
   modeled_seconds += o.modeled_seconds;
@@ -194,6 +196,8 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"bytes_received_in_activations", s.bytes_received_in_activations},
                      {"messages_sent", s.messages_sent},
                      {"messages_received", s.messages_received},
+                     {"activations_by_mailbox", s.activations_by_mailbox},
+                     {"tasks_on_comm_thread", s.tasks_on_comm_thread},
                      {"busy_seconds", s.busy_seconds},
                      {"idle_seconds", s.idle_seconds},
                      {"modeled_seconds", s.modeled_seconds},

@@ -62,6 +62,11 @@ std::string validate_communication(const RuntimeOptions& o) {
     return "communication thread's poll after a message must be 0 to " +
            std::to_string(kMaxCommPollUs) + " us, got " + std::to_string(o.comm_poll_us) + " us";
   }
+  if (o.comm_thread_task_us < 0 || o.comm_thread_task_us > kMaxCommThreadTaskUs) {
+    return "longest task the communication thread runs itself must be 0 to " +
+           std::to_string(kMaxCommThreadTaskUs) + " us, got " +
+           std::to_string(o.comm_thread_task_us) + " us";
+  }
   return {};
 }
 

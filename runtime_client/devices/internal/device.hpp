@@ -2,6 +2,7 @@
 // Execution devices of a rank and their ready-task queues.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -146,6 +147,11 @@ class Device {
       std::size_t& left);
   /// Statistics of the units since the last take_stats().
   RankStats take_stats();
+  /// Execution units waiting for a ready task now.
+  [[nodiscard]] int sleeping_units() const noexcept { return sleeping_units_.load(std::memory_order_acquire); }
+  /// Runs `task` on the calling thread as an execution unit would, its completion included,
+  /// and returns true; false (task untouched) when this device cannot (only CPU workers can).
+  virtual bool run_on_caller(std::unique_ptr<ReadyTask>& /*task*/) { return false; }
 
  protected:
   /// Blocks until a task is ready (returns it) or stop was requested (returns null).
@@ -182,6 +188,7 @@ class Device {
   std::condition_variable ready_;
   std::map<Order, std::unique_ptr<ReadyTask>> queue_;
   bool stopping_ = false;
+  std::atomic<int> sleeping_units_{0};  ///< changed under mutex_
   std::mutex stats_mutex_;
   RankStats stats_;
 };

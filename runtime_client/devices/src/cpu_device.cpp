@@ -25,32 +25,43 @@ class CpuDevice final : public Device {
     threads_.clear();
   }
 
+  bool run_on_caller(std::unique_ptr<ReadyTask>& task) override {
+    UnitStats unit;
+    std::vector<Tile*> views;
+    run(std::move(task), unit, views);
+    unit.totals.tasks_on_comm_thread += 1;  // the engine's communication thread is the caller
+    merge_stats(unit);
+    return true;
+  }
+
  private:
   void work() {
     UnitStats unit;
     std::vector<Tile*> views;
-    while (auto task = pop_or_wait(unit)) {
-      const auto begin = Clock::now();
-      if (link_) unit.totals.link_bytes += bring_back(*task, begin);
-      const auto computing = Clock::now();
-      task->make_writable_slots_exclusive();
-      views.clear();
-      for (auto& t : task->tiles) views.push_back(t.get());
-      task->task_class->execute_cpu(task->key, views);
-      const auto end = Clock::now();
-      if (link_) {
-        for (std::size_t i = 0; i < task->tiles.size(); ++i) {
-          if (!task->tiles[i]) continue;
-          if (task->writable >> i & 1U) {
-            task->tiles[i]->set_residency(Tile::kOnHost);
-          } else {
-            task->tiles[i]->add_residency(Tile::kOnHost);
-          }
+    while (auto task = pop_or_wait(unit)) run(std::move(task), unit, views);
+    merge_stats(unit);
+  }
+
+  void run(std::unique_ptr<ReadyTask> task, UnitStats& unit, std::vector<Tile*>& views) {
+    const auto begin = Clock::now();
+    if (link_) unit.totals.link_bytes += bring_back(*task, begin);
+    const auto computing = Clock::now();
+    task->make_writable_slots_exclusive();
+    views.clear();
+    for (auto& t : task->tiles) views.push_back(t.get());
+    task->task_class->execute_cpu(task->key, views);
+    const auto end = Clock::now();
+    if (link_) {
+      for (std::size_t i = 0; i < task->tiles.size(); ++i) {
+        if (!task->tiles[i]) continue;
+        if (task->writable >> i & 1U) {
+          task->tiles[i]->set_residency(Tile::kOnHost);
+        } else {
+          task->tiles[i]->add_residency(Tile::kOnHost);
         }
       }
-      finish(std::move(task), unit, seconds_between(begin, end), seconds_between(computing, end));
     }
-    merge_stats(unit);
+    finish(std::move(task), unit, seconds_between(begin, end), seconds_between(computing, end));
   }
 
   // Waits until the inputs whose only valid copy is in device memory are back on the host.

@@ -78,7 +78,9 @@ std::unique_ptr<ReadyTask> Device::pop_or_wait(UnitStats& unit_stats) {
   std::unique_lock lock(mutex_);
   if (queue_.empty() && !stopping_) {
     const auto begin = Clock::now();
+    sleeping_units_.fetch_add(1, std::memory_order_acq_rel);
     ready_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+    sleeping_units_.fetch_sub(1, std::memory_order_acq_rel);
     unit_stats.totals.idle_seconds += seconds_between(begin, Clock::now());
   }
   if (queue_.empty()) return nullptr;

@@ -11,7 +11,10 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <utility>
+#include <variant>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
@@ -75,6 +78,7 @@ CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool sam
       max_sleep_us_(std::max(1, max_sleep_us)),
       eager_tile_bytes_(engine.options().eager_tile_bytes),
       poll_after_progress_(std::chrono::microseconds(engine.options().comm_poll_us)),
+      mailboxes_(engine.options().same_host_mailboxes),
       same_host_(comm, same_host_transport),
       size_(size_of(comm)),
       steal_policy_(engine.options().steal, rank_, size_) {
@@ -192,7 +196,31 @@ void CommEngine::notify_starving() {
   notify();
 }
 
+bool CommEngine::carry_small_tile(const Tile& tile, wire::Activate& a) const {
+  if (tile.elements() == 0) return true;  // a control token: rows stays 0
+  if (tile.bytes() > eager_tile_bytes_) return false;
+  a.rows = tile.rows();
+  a.cols = tile.cols();
+  const auto* bytes = reinterpret_cast<const std::byte*>(tile.data());
+  a.tile_bytes.assign(bytes, bytes + tile.bytes());
+  return true;
+}
+
 void CommEngine::send_activation(int dest, TilePtr tile, std::vector<wire::Target> targets) {
+  if (mailboxes_ && same_host_.has_mailbox(dest)) {
+    wire::Activate a;
+    if (!tile || carry_small_tile(*tile, a)) {
+      a.targets = std::move(targets);
+      const auto bytes = wire::encode(a);
+      if (bytes.size() <= same_host_.largest_mail() && same_host_.post(dest, bytes)) {
+        same_host_.ring(dest);
+        mailbox_messages_sent_.fetch_add(1, std::memory_order_relaxed);
+        mailbox_bytes_sent_.fetch_add(a.tile_bytes.size(), std::memory_order_relaxed);
+        return;
+      }
+      targets = std::move(a.targets);  // no room now: the communication thread sends it
+    }
+  }
   {
     std::lock_guard lock(outbox_mutex_);
     outbox_.push_back(Command{Command::Kind::activate, dest, std::move(tile), std::move(targets), {}});
@@ -211,6 +239,12 @@ void CommEngine::fetch_collection_tile(const TileIndex& index, int owner, int ro
 
 RankStats CommEngine::take_stats() {
   RankStats out = stats_;
+  const auto by_mailbox = mailbox_messages_sent_.exchange(0);
+  const auto mailbox_bytes = mailbox_bytes_sent_.exchange(0);
+  out.messages_sent += by_mailbox;
+  out.activations_by_mailbox += by_mailbox;
+  out.bytes_sent += mailbox_bytes;
+  out.bytes_sent_in_activations += mailbox_bytes;
   const auto copied = copied_bytes_.exchange(0);
   out.bytes_received += copied;
   out.bytes_received_same_host += copied;
@@ -265,13 +299,9 @@ bool CommEngine::drain_outbox() {
       wire::Activate a;
       a.targets = std::move(c.targets);
       // A tile without elements travels as a control token (rows == 0): nothing to fetch.
-      if (c.tile && c.tile->elements() > 0 && c.tile->bytes() <= eager_tile_bytes_) {
-        // Small: the bytes go in the activation, and nothing stays published. Copied here,
-        // while the outbox's reference keeps a local reader from writing the tile in place.
-        a.rows = c.tile->rows();
-        a.cols = c.tile->cols();
-        const auto* bytes = reinterpret_cast<const std::byte*>(c.tile->data());
-        a.tile_bytes.assign(bytes, bytes + c.tile->bytes());
+      // Small: the bytes go in the activation, and nothing stays published. Copied here,
+      // while the outbox's reference keeps a local reader from writing the tile in place.
+      if (c.tile && c.tile->elements() > 0 && carry_small_tile(*c.tile, a)) {
         stats_.bytes_sent += c.tile->bytes();
         stats_.bytes_sent_in_activations += c.tile->bytes();
       } else if (c.tile && c.tile->elements() > 0) {
@@ -324,6 +354,31 @@ bool CommEngine::receive_control() {
     }
     handle(status.MPI_SOURCE, std::move(*message));
     received = true;
+  }
+  return received;
+}
+
+bool CommEngine::receive_mail() {
+  bool received = false;
+  for (int source = 0; source < size_; ++source) {
+    if (source == rank_ || !same_host_.has_mailbox(source)) continue;
+    mail_.clear();
+    try {
+      same_host_.collect(source, mail_);
+    } catch (const std::runtime_error& e) {
+      fail("the mailbox from rank " + std::to_string(source) + ": " + e.what());
+    }
+    for (auto& bytes : mail_) {
+      ++stats_.messages_received;
+      std::string error;
+      auto message = wire::decode(bytes, error);
+      if (!message || !std::holds_alternative<wire::Activate>(*message)) {
+        fail("malformed message in the mailbox from rank " + std::to_string(source) + ": " +
+             (message ? std::string("not an activation") : error));
+      }
+      handle(source, std::move(*message));
+      received = true;
+    }
   }
   return received;
 }
@@ -668,7 +723,11 @@ void CommEngine::run() {
   const bool counts_completions = stealing && rank_ == 0;
   for (;;) {
     bool progressed = drain_outbox();
+    // A task that what arrives makes ready may be run on this thread at the end of the pass
+    // (Engine::run_held_task) instead of waking a worker.
+    engine_.set_handling_messages(true);
     progressed = receive_control() || progressed;
+    progressed = receive_mail() || progressed;
     // Tile copies wait until every control message of this pass is handled, so that a
     // steal request is not answered behind them.
     progressed = perform_pending_reads() || progressed;
@@ -678,6 +737,8 @@ void CommEngine::run() {
       if (!copy_error_.empty() && !peer_lost_after(copy_error_)) fail(copy_error_);
     }
     progressed = complete_operations() || progressed;
+    engine_.set_handling_messages(false);
+    progressed = engine_.run_held_task() || progressed;
     const auto now = std::chrono::steady_clock::now();
     // A peer gone, or an MPI call that failed (a transfer with the dead, a collective over
     // them): the iteration is abandoned; the engine finds out who is lost and cleans up.
@@ -723,7 +784,12 @@ void CommEngine::run() {
     // its reader's Fetched may trail the barrier, and must not reach the next iteration.
     // Nor may a report: every rank sent its last before it entered the barrier, and the
     // first rank, when it retired, counts them all before it leaves.
-    if (barrier_done && quiet && published_.empty() && (!counts_completions || global_done_)) break;
+    if (barrier_done && quiet && published_.empty() && (!counts_completions || global_done_)) {
+      // A write-back a peer's worker posted before that peer entered the barrier is in the
+      // mailbox by now, and belongs to this iteration.
+      receive_mail();
+      break;
+    }
 
     if (progressed) {
       last_progress_ = now;

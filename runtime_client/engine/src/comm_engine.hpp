@@ -11,6 +11,10 @@
 // RuntimeOptions::comm_poll_us after a pass that did something does it poll without
 // sleeping (yielding between passes). A tile of at most RuntimeOptions::eager_tile_bytes
 // travels in its activation (wire::Activate::tile_bytes) and needs neither fetch nor answer.
+// Such an activation (or a control token) for a rank of the same host does not pass through
+// this thread at all: the worker that completed the task writes it into the peer's mailbox
+// and rings the peer (RuntimeOptions::same_host_mailboxes, same_host.hpp); this thread reads
+// its own mailboxes at every pass.
 //
 // With work stealing on (John & Milthorpe, section IV) it is also the rank's stealing thread:
 // it sends the rank's single outstanding steal request when the rank starves, serves
@@ -77,7 +81,9 @@ class CommEngine {
 
   // Thread-safe requests from workers.
 
-  /// Tells `dest` that `tile` (nullptr: a control token) is ready for `targets`.
+  /// Tells `dest` that `tile` (nullptr: a control token) is ready for `targets`: through
+  /// `dest`'s mailbox on the calling thread when it can (see the top of this file), else
+  /// through the communication thread.
   void send_activation(int dest, TilePtr tile, std::vector<wire::Target> targets);
   /// Fetches collection tile `index` of shape rows x cols from its owner.
   void fetch_collection_tile(const TileIndex& index, int owner, int rows, int cols);
@@ -149,6 +155,12 @@ class CommEngine {
   /// Where to deliver a tile that arrived for `targets`.
   void deliver_to_targets(std::vector<wire::Target>& targets, TilePtr tile);
   bool drain_outbox();
+  /// Tiles of at most eager_tile_bytes_ go in their activation: copies `tile`'s shape and
+  /// bytes into `a` and returns true, or returns false for a larger one. A tile without
+  /// elements is a control token (rows 0) and needs nothing.
+  [[nodiscard]] bool carry_small_tile(const Tile& tile, wire::Activate& a) const;
+  /// Handles what peers of this host wrote into this rank's mailboxes; true when anything.
+  bool receive_mail();
   // Work stealing and the global end-of-iteration count.
   bool maybe_send_steal_request(std::chrono::steady_clock::time_point now);
   /// Sends a request for tasks to `victim` and starts waiting for its answer.
@@ -215,6 +227,13 @@ class CommEngine {
   /// How long the thread polls after a pass that did something (RuntimeOptions::comm_poll_us).
   std::chrono::steady_clock::duration poll_after_progress_;
   std::chrono::steady_clock::time_point last_progress_{};  // communication thread only
+  /// Workers write small activations for ranks of this host into their mailboxes
+  /// (RuntimeOptions::same_host_mailboxes).
+  bool mailboxes_;
+  // What workers sent by mailbox, added to the statistics by take_stats().
+  std::atomic<std::uint64_t> mailbox_messages_sent_{0};
+  std::atomic<std::uint64_t> mailbox_bytes_sent_{0};
+  std::vector<std::vector<std::byte>> mail_;  // communication thread only: read, not yet handled
 
   std::mutex outbox_mutex_;
   std::condition_variable wake_cv_;

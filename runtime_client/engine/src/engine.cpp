@@ -17,6 +17,7 @@
 
 #include "bellows/protocol/job_directory.hpp"
 #include "bellows/runtime/message_logging.hpp"
+#include "bellows/runtime/task_on_arrival.hpp"
 #include "comm_engine.hpp"
 #include "same_host.hpp"
 #include "sleeping_wait.hpp"
@@ -667,6 +668,21 @@ void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
   // The emulated link charges the outputs that leave the device; the CUDA device copies back
   // only those.
   if (link_ || options_.device == DeviceKind::cuda) task->leaving = leaving_slots(*task);
+  if (devices_.size() == 1 && message_handler_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+    TaskOnArrival facts;
+    facts.device = options_.device;
+    facts.workers = options_.cpu_workers;
+    facts.sleeping_workers = devices_[0]->sleeping_units();
+    facts.limit_seconds = options_.comm_thread_task_us * 1e-6;
+    facts.holding = held_for_comm_thread_ != nullptr;
+    if (facts.limit_seconds > 0.0 && !facts.holding && facts.sleeping_workers >= facts.workers) {
+      facts.recent_task_seconds = recent_task_seconds();
+    }
+    if (comm_thread_runs_it(facts)) {
+      held_for_comm_thread_ = std::move(task);
+      return;
+    }
+  }
   const std::size_t d = devices_.size() > 1 ? place(*task) : 0;
   devices_[d]->push(std::move(task));
   if (trace_) trace_->sample(iteration_clock(), ready_count(), completed_this_iteration_.load());
@@ -805,6 +821,20 @@ void Engine::deliver(const TaskKey& key, int slot, TilePtr tile) {
     lock.unlock();
   }
   request_fetches(fetches);
+}
+
+void Engine::set_handling_messages(bool handling) noexcept {
+  message_handler_.store(handling ? std::this_thread::get_id() : std::thread::id{}, std::memory_order_relaxed);
+}
+
+bool Engine::run_held_task() {
+  if (!held_for_comm_thread_) return false;
+  auto task = std::move(held_for_comm_thread_);
+  if (abandoning_.load(std::memory_order_acquire)) return false;  // a peer was lost: no new work
+  if (!devices_[0]->run_on_caller(task)) {
+    devices_[0]->push(std::move(task));  // not a device whose tasks this thread can run
+  }
+  return true;
 }
 
 void Engine::collection_tile_arrived(const TileIndex& index, TilePtr tile) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -106,6 +107,13 @@ class Engine final : public DeviceOwner {
   [[nodiscard]] const std::unordered_map<TaskKey, int>& pinned() const noexcept { return pinned_; }
   /// A predecessor's tile (or control token) for slot `slot` of local task `key`.
   void deliver(const TaskKey& key, int slot, TilePtr tile);
+  /// The communication thread, between these calls with true and false, handles messages: a
+  /// task they make ready may be held for it to run (comm_thread_runs_it, task_on_arrival.hpp)
+  /// instead of waking a worker. Communication thread only.
+  void set_handling_messages(bool handling) noexcept;
+  /// Runs the task held by the communication thread, if any, on that thread (its completion
+  /// included). True when one ran. Communication thread only.
+  bool run_held_task();
   /// A remote collection tile requested by instantiate() has arrived.
   void collection_tile_arrived(const TileIndex& index, TilePtr tile);
   /// A task's output written back into a local collection tile.
@@ -467,6 +475,11 @@ class Engine final : public DeviceOwner {
   /// The last iteration completed before the latest loss: iterations up to it that run after
   /// a recovery run again (RankStats::tasks_rerun). -1: no loss yet.
   long completed_before_loss_ = -1;
+
+  /// The communication thread handles messages now (set_handling_messages), and the task it
+  /// holds to run itself (communication thread only).
+  std::atomic<std::thread::id> message_handler_{};
+  std::unique_ptr<ReadyTask> held_for_comm_thread_;
 
   mutable std::mutex mutex_;  // guards pending_ and cache_
   std::unordered_map<TaskKey, PendingTask> pending_;

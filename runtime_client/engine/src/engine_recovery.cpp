@@ -197,6 +197,10 @@ IterationReport Engine::abandon_iteration(bool devices_started) {
     for (auto& d : devices_) d->stop();  // the tasks units hold finish; nothing new is queued
   }
   comm_engine_->abandon();
+  if (held_for_comm_thread_) {  // the communication thread stopped before it ran it
+    held_for_comm_thread_.reset();
+    ++dropped;
+  }
   checkpoints_->abandon_in_flight();
   {
     std::lock_guard lock(mutex_);

@@ -95,6 +95,8 @@ void for_each_number(Stats& s, F&& f) {
   f(s.bytes_received_in_activations);
   f(s.messages_sent);
   f(s.messages_received);
+  f(s.activations_by_mailbox);
+  f(s.tasks_on_comm_thread);
   f(s.busy_seconds);
   f(s.idle_seconds);
   f(s.modeled_seconds);

@@ -69,6 +69,11 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
   // The doorbell segment: created by rank 0, opened by every rank that sees the same
   // /dev/shm (its host), unlinked as soon as all have tried, so nothing is left behind.
   segment_bytes_ = kHeaderBytes + kCacheLine * static_cast<std::size_t>(size_);
+  const bool with_mailboxes = size_ > 1 && size_ <= kMaxMailboxRanks;
+  if (with_mailboxes) {
+    segment_bytes_ += static_cast<std::size_t>(size_) * static_cast<std::size_t>(size_) *
+                      (MailboxRing::kHeaderBytes + kMailboxBytes);
+  }
   Announcement announcement;
   bool created = false;
   if (rank_ == 0 && enabled) {
@@ -135,7 +140,11 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
     segment_ = nullptr;
     return;
   }
-  if (segment_ != nullptr) doorbells_ = static_cast<std::byte*>(segment_) + kHeaderBytes;
+  if (segment_ != nullptr) {
+    doorbells_ = static_cast<std::byte*>(segment_) + kHeaderBytes;
+    // The segment is zero-filled: every mailbox starts empty.
+    if (with_mailboxes) mailboxes_ = doorbells_ + kCacheLine * static_cast<std::size_t>(size_);
+  }
   std::vector<std::uint8_t> can_read_row(static_cast<std::size_t>(size_), 0);
   for (int r = 0; r < size_; ++r) {
     const auto& card = cards[static_cast<std::size_t>(r)];
@@ -182,6 +191,37 @@ bool SameHost::can_read(int rank) const noexcept {
 std::atomic<std::uint32_t>* SameHost::doorbell(int rank) const noexcept {
   return reinterpret_cast<std::atomic<std::uint32_t>*>(doorbells_ +
                                                        kCacheLine * static_cast<std::size_t>(rank));
+}
+
+bool SameHost::has_mailbox(int rank) const noexcept {
+  return mailboxes_ != nullptr && has_doorbell(rank);
+}
+
+std::size_t SameHost::largest_mail() const noexcept {
+  return mailboxes_ != nullptr ? kMailboxBytes - 8 : 0;
+}
+
+MailboxRing SameHost::mailbox(int from, int to) const noexcept {
+  const std::size_t index = static_cast<std::size_t>(from) * static_cast<std::size_t>(size_) +
+                            static_cast<std::size_t>(to);
+  return MailboxRing(mailboxes_ + index * (MailboxRing::kHeaderBytes + kMailboxBytes), kMailboxBytes);
+}
+
+bool SameHost::post(int rank, std::span<const std::byte> message) {
+  if (!has_mailbox(rank)) return false;
+  std::lock_guard lock(post_mutex_);
+  return mailbox(rank_, rank).write(message);
+}
+
+std::size_t SameHost::collect(int source, std::vector<std::vector<std::byte>>& out) {
+  if (!has_mailbox(source)) return 0;
+  return mailbox(source, rank_).read_all(out);
+}
+
+void SameHost::drop_mail() noexcept {
+  for (int r = 0; r < size_; ++r) {
+    if (has_mailbox(r)) mailbox(r, rank_).drop_all();
+  }
 }
 
 void SameHost::ring(int rank) noexcept {

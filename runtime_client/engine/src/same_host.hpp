@@ -11,6 +11,10 @@
 //  - a doorbell per rank: a futex word in a POSIX shared-memory segment. A sender rings
 //    the receiver after handing MPI a control message; an idle communication thread
 //    sleeps on its own doorbell instead of polling.
+//  - a mailbox per ordered pair of ranks (mailbox_ring.hpp): a worker that finishes a task
+//    whose consumer is on a rank of the host writes the (small) activation there itself and
+//    rings that rank, so its own communication thread is neither woken nor involved, and MPI
+//    is not called (jobs of at most kMaxMailboxRanks ranks);
 //  - single-copy tile reads (cross-memory attach, process_vm_readv): the consumer reads
 //    the producer's tile straight from the producer's memory and then tells it so; no
 //    side polls while the bytes move.
@@ -23,9 +27,12 @@
 #include <chrono>
 #include <cstdint>
 #include <mpi.h>
+#include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "mailbox_ring.hpp"
 #include "peer_tiles.hpp"
 
 namespace bellows::runtime {
@@ -56,6 +63,26 @@ class SameHost {
   /// it rang since the previous call. Called by the communication thread only.
   void wait(std::chrono::microseconds timeout) noexcept;
 
+  /// This rank can write into `rank`'s mailbox from it (and read the one back).
+  [[nodiscard]] bool has_mailbox(int rank) const noexcept;
+  /// The largest message a mailbox takes.
+  [[nodiscard]] std::size_t largest_mail() const noexcept;
+  /// Writes `message` into `rank`'s mailbox from this rank (thread-safe; has_mailbox(rank)
+  /// required). False when the mailbox has no room now: nothing was written. Does not ring.
+  bool post(int rank, std::span<const std::byte> message);
+  /// Appends the messages `source` posted here since the last call to `out` and frees their
+  /// room. Called by the communication thread only. Throws std::runtime_error when the
+  /// mailbox was overwritten.
+  std::size_t collect(int source, std::vector<std::vector<std::byte>>& out);
+  /// Frees every message waiting in this rank's mailboxes unread (an abandoned iteration).
+  void drop_mail() noexcept;
+
+  /// Jobs larger than this have no mailboxes (the segment grows with the square of the size).
+  static constexpr int kMaxMailboxRanks = 32;
+  /// Bytes of records per mailbox: an activation with a tile of the default eager limit
+  /// (RuntimeOptions::eager_tile_bytes, 4 KiB) takes about a quarter.
+  static constexpr std::size_t kMailboxBytes = 16384;
+
   /// Copies `bytes` from `address` in `rank`'s memory to `local`: with memcpy from a
   /// mapping of the peer's tile slab where the bytes lie in one (peer_tiles.hpp), else with
   /// process_vm_readv. On failure returns false with the reason in `error`.
@@ -64,12 +91,16 @@ class SameHost {
 
  private:
   [[nodiscard]] std::atomic<std::uint32_t>* doorbell(int rank) const noexcept;
+  /// The mailbox that `from` writes and `to` reads.
+  [[nodiscard]] MailboxRing mailbox(int from, int to) const noexcept;
 
   int rank_ = 0;
   int size_ = 1;
   void* segment_ = nullptr;
   std::size_t segment_bytes_ = 0;
   std::byte* doorbells_ = nullptr;
+  std::byte* mailboxes_ = nullptr;  ///< size x size mailboxes, or null (kMaxMailboxRanks)
+  std::mutex post_mutex_;           ///< one writer at a time into this rank's mailboxes
   std::vector<std::uint8_t> doorbell_peer_;  ///< per rank: both joined the segment
   std::vector<std::uint8_t> read_peer_;      ///< per rank: reads work both ways
   std::vector<long> pids_;

@@ -127,6 +127,12 @@ struct RankStats {
   std::uint64_t bytes_received_in_activations = 0;
   std::uint64_t messages_sent = 0;      ///< control messages sent
   std::uint64_t messages_received = 0;  ///< control messages received
+  /// Of messages_sent: activations a worker wrote into a same-host peer's mailbox itself
+  /// (RuntimeOptions::same_host_mailboxes); the rest went through MPI.
+  std::uint64_t activations_by_mailbox = 0;
+  /// Of tasks_executed: those the communication thread ran itself, a message having made them
+  /// ready while every worker slept (RuntimeOptions::comm_thread_task_us).
+  std::uint64_t tasks_on_comm_thread = 0;
   double busy_seconds = 0.0;            ///< summed over the rank's execution units
   double idle_seconds = 0.0;            ///< execution units waiting for a ready task
   double modeled_seconds = 0.0;         ///< emulated device: sum of flops / rate

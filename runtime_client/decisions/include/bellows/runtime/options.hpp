@@ -232,11 +232,24 @@ struct RuntimeOptions {
   /// paying a wake-up (PaRSEC's comm_yield). 0: it sleeps as soon as nothing is to do. At
   /// most kMaxCommPollUs.
   int comm_poll_us = 0;
+  /// A task that a message made ready is run by the communication thread that handled the
+  /// message, instead of a worker it would wake, when every CPU worker sleeps and tasks lately
+  /// took at most this many microseconds (task_on_arrival.hpp): one thread wake-up less on the
+  /// path of a cross-rank dependency. 0: always a worker. At most kMaxCommThreadTaskUs.
+  int comm_thread_task_us = 50;
   /// Between ranks on one host: doorbells that wake an idle communication thread, and
   /// tiles read straight from the producer's memory (process_vm_readv) instead of
   /// MPI's polled shared-memory rendezvous. Probed at start; pairs where it does not
   /// work use MPI alone. Must be the same on every rank.
   bool same_host_transport = true;
+  /// With the same-host transport, in jobs of at most 32 ranks: a worker that finishes a task
+  /// whose consumer is on a rank of the same host writes the activation into that rank's
+  /// mailbox in shared memory and rings its doorbell itself, when the tile travels in the
+  /// activation (eager_tile_bytes) or is a control token. Its own communication thread is
+  /// not woken and MPI is not called: one thread wake-up less per cross-rank dependency.
+  /// Off, or when the mailbox is full, the communication thread sends it through MPI. Each
+  /// rank decides for what it sends, so ranks may differ.
+  bool same_host_mailboxes = true;
   /// Re-grids at a resize (regrid.hpp): every tile, and with it the tasks it decides,
   /// goes where a job started at the new size would hold it, with the grid's positions
   /// given to the ranks that already hold most of their tiles. The iterations after the
@@ -262,7 +275,11 @@ inline constexpr std::size_t kMaxEagerTileBytes = 65536;
 /// The largest RuntimeOptions::comm_poll_us: a poll that long is a spin, not a pause.
 inline constexpr int kMaxCommPollUs = 1000;
 
-/// What is wrong with the communication thread's options eager_tile_bytes and comm_poll_us,
+/// The largest RuntimeOptions::comm_thread_task_us: a longer task keeps messages waiting.
+inline constexpr int kMaxCommThreadTaskUs = 1000;
+
+/// What is wrong with the communication thread's options eager_tile_bytes, comm_poll_us and
+/// comm_thread_task_us,
 /// naming the option and the value; empty: nothing.
 [[nodiscard]] std::string validate_communication(const RuntimeOptions& options);
 
