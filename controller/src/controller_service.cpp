@@ -102,6 +102,8 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
     for (const EventRecord& record : plan.closing) log_.write(record);
     log_.write(plan.attached);
     resizes_->continue_ids_after(plan.last_id);
+    // The policy waits out the cooldown of the job's last resize, as the controller that died would have.
+    if (engine_ && plan.since_last_resize) engine_->resize_finished_earlier(clock_.now(), *plan.since_last_resize);
     job_control_.set_job_size(options_.attach->ranks);
     awaiting_return_.insert(options_.nodes.begin(), options_.nodes.end());
     return_deadline_ = clock_.now() + options_.attach->return_window;

@@ -1,6 +1,7 @@
 // What a controller that takes a running job over reads and decides, without processes: the
-// takeover plan from an event log (what was left open is closed, ids continue), the job record
-// (round trip, every refusal naming the file and the field), the local pool giving a killed
+// takeover plan from an event log (what was left open is closed, ids continue, how long ago the
+// last resize ended), the job record (round trip, a record of an older bellows, every refusal
+// naming the file and the field), the local pool giving a killed
 // job's nodes back to the job, and the lock that allows one controller per job.
 
 #include "bellows/controller/controller_lock.hpp"
@@ -9,9 +10,12 @@
 #include "bellows/controller/takeover.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -98,6 +102,73 @@ TEST(Takeover, LinesOfAnotherJobAndReportsOfNoResizeAreIgnored) {
   EXPECT_EQ(plan.last_id, 0u);
   EXPECT_TRUE(plan.closing.empty());
   EXPECT_EQ(plan.attached.detail, "took job local-7 over; resizes and failures continue from #1");
+}
+
+EventRecord at(std::string time, EventRecord record) {
+  record.time = std::move(time);
+  return record;
+}
+
+TEST(Takeover, SaysHowLongAgoTheLastResizeEnded) {
+  const std::vector<EventRecord> log = {
+      at("2026-01-01T00:00:01.000Z",
+         line(1, ResizeKind::expand, ResizeEvent::request, ResizeState::none, ResizeState::requested)),
+      at("2026-01-01T00:00:03.250Z",
+         line(1, ResizeKind::expand, ResizeEvent::ranks_committed, ResizeState::reconfiguring, ResizeState::committed)),
+      at("2026-01-01T00:00:05.000Z",
+         line(2, ResizeKind::shrink, ResizeEvent::rm_denied, ResizeState::requested, ResizeState::aborted)),
+      // a failure ends later: no resize, no cooldown
+      at("2026-01-01T00:00:09.000Z",
+         line(3, ResizeKind::failure, ResizeEvent::job_recovered, ResizeState::agreed, ResizeState::recovered)),
+      // a refused line changes nothing
+      at("2026-01-01T00:00:10.000Z",
+         line(2, ResizeKind::shrink, ResizeEvent::rm_denied, ResizeState::aborted, ResizeState::aborted, true)),
+  };
+  const TakeoverPlan plan = plan_takeover(log, "local-7", "2026-01-01T00:00:17.500Z", "W");
+  ASSERT_TRUE(plan.since_last_resize);
+  EXPECT_EQ(*plan.since_last_resize, std::chrono::milliseconds(12'500));  // from #2's abort
+}
+
+TEST(Takeover, NoResizeEndedNoTimeSinceOne) {
+  const std::vector<EventRecord> log = {
+      line(1, ResizeKind::failure, ResizeEvent::job_recovered, ResizeState::agreed, ResizeState::recovered),
+  };
+  EXPECT_FALSE(plan_takeover(log, "local-7", "2026-01-01T00:01:00.000Z", "W").since_last_resize);
+  EXPECT_FALSE(plan_takeover({}, "local-7", "2026-01-01T00:01:00.000Z", "W").since_last_resize);
+}
+
+TEST(Takeover, AResizeClosedAtTheTakeoverEndsThen) {
+  const std::vector<EventRecord> log = {
+      at("2026-01-01T00:00:00.000Z",
+         line(1, ResizeKind::expand, ResizeEvent::ranks_committed, ResizeState::reconfiguring, ResizeState::committed)),
+      line(2, ResizeKind::expand, ResizeEvent::request, ResizeState::none, ResizeState::requested),
+  };
+  const TakeoverPlan plan = plan_takeover(log, "local-7", "2026-01-01T00:05:00.000Z", "W");
+  ASSERT_EQ(plan.closing.size(), 1u);
+  EXPECT_EQ(plan.since_last_resize, std::chrono::milliseconds(0));
+}
+
+TEST(Takeover, AnEndLaterThanTheTakeoverOrATimeNotReadKeepsTheCooldownWhole) {
+  const auto ended = [](std::string time) {
+    return std::vector<EventRecord>{at(std::move(time), line(1, ResizeKind::expand, ResizeEvent::ranks_committed,
+                                                             ResizeState::reconfiguring, ResizeState::committed))};
+  };
+  // The host of the controller that died ran 2 s ahead.
+  EXPECT_EQ(plan_takeover(ended("2026-01-01T00:00:02.000Z"), "local-7", "2026-01-01T00:00:00.000Z", "W")
+                .since_last_resize,
+            std::chrono::milliseconds(0));
+  EXPECT_EQ(plan_takeover(ended("yesterday"), "local-7", "2026-01-01T00:00:00.000Z", "W").since_last_resize,
+            std::chrono::milliseconds(0));
+}
+
+TEST(Takeover, UtcTimesAreReadBackAsWritten) {
+  using namespace std::chrono;
+  const auto time = sys_days{year{2026} / 11 / 28} + hours{10} + minutes{17} + seconds{22} + milliseconds{5};
+  EXPECT_EQ(format_utc(time), "2026-11-28T10:17:22.005Z");
+  EXPECT_EQ(parse_utc("2026-11-28T10:17:22.005Z"), time);
+  for (const char* bad : {"", "2026-11-28T10:17:22Z", "2026-13-28T10:17:22.005Z", "2026-02-30T10:17:22.005Z",
+                          "2026-11-28T24:17:22.005Z", "2026-11-28 10:17:22.005Z", "2026-11-28T10:17:22.005"})
+    EXPECT_FALSE(parse_utc(bad)) << bad;
 }
 
 TEST(Takeover, TheNewEventsHaveNamesInTheLog) {
