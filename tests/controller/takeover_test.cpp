@@ -248,16 +248,107 @@ TEST(JobRecord, RefusesAnExpandStrategyThatCannotBe) {
             "/j/job.json: field 'expand_strategy': expected auto, merge or companion for a Slurm job, got \"\"");
   EXPECT_EQ(refusal("local", "merge"),
             "/j/job.json: field 'expand_strategy': expected \"\" for a job of the local backend, got \"merge\"");
-  JobRecord without = sample_record();
-  std::string text = to_json_text(without);
-  const std::string field = " \"expand_strategy\": \"\",\n";
-  ASSERT_NE(text.find(field), std::string::npos) << text;
-  text.erase(text.find(field), field.size());
+}
+
+// job.json as `bellows` wrote it before the companions, the expand strategy and the exit status
+// were kept: a job taken over, or waited for, after an upgrade.
+constexpr const char* kOlderSlurmRecord = R"({
+ "job": "41",
+ "backend": "slurm",
+ "nodes": ["n1", "n2"],
+ "ranks": 2,
+ "node_range": [1, 3],
+ "policy_file": "",
+ "policy_text": "",
+ "rank_command": ["mpiexec", "-n", "1", "gemm"],
+ "rank_environment": [],
+ "daemon_pids": {"n1": 100, "n2": 101},
+ "controller": "99 12345",
+ "ended_at": "",
+ "end": ""
+})";
+
+TEST(JobRecord, AnOlderRecordTakesTheDefaultsOfTheFieldsAddedSince) {
+  const JobRecord slurm = parse_job_record(kOlderSlurmRecord, "/j/job.json");
+  EXPECT_EQ(slurm.job, "41");
+  EXPECT_EQ(slurm.nodes, (Nodes{"n1", "n2"}));
+  EXPECT_TRUE(slurm.companions.empty());
+  EXPECT_EQ(slurm.expand_strategy, "auto");
+  EXPECT_FALSE(slurm.exit_status);
+  nlohmann::json local = nlohmann::json::parse(kOlderSlurmRecord);
+  local["backend"] = "local";
+  local["ended_at"] = "2026-01-01T00:00:00.000Z";
+  local["end"] = "its first rank exited with status 3";
+  const JobRecord ended = parse_job_record(local.dump(), "/j/job.json");
+  EXPECT_EQ(ended.expand_strategy, "");
+  EXPECT_EQ(ended.end, "its first rank exited with status 3");
+  EXPECT_FALSE(ended.exit_status);  // an older bellows did not keep it
+}
+
+TEST(JobRecord, OnlyTheFieldsAddedSinceMayBeAbsent) {
+  JobRecord r = sample_record();
+  r.backend = "slurm";
+  r.expand_strategy = "merge";
+  r.companions = {{"43", {"local1"}}};
+  const nlohmann::json whole = nlohmann::json::parse(to_json_text(r));
+  for (const auto& [key, value] : whole.items()) {
+    nlohmann::json without = whole;
+    without.erase(key);
+    const bool optional = std::ranges::find(kOptionalJobRecordFields, key) != std::end(kOptionalJobRecordFields);
+    try {
+      (void)parse_job_record(without.dump(), "/j/job.json");
+      EXPECT_TRUE(optional) << "a record without '" << key << "' was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_FALSE(optional) << e.what();
+      EXPECT_EQ(std::string(e.what()), "/j/job.json: field '" + key + "': missing");
+    }
+  }
+}
+
+TEST(JobRecord, AFieldAddedSinceIsRefusedWhenMalformed) {
+  const auto refusal = [](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json record = nlohmann::json::parse(kOlderSlurmRecord);
+    record["ended_at"] = "2026-01-01T00:00:00.000Z";
+    record[key] = value;
+    try {
+      (void)parse_job_record(record.dump(), "/j/job.json");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal("companions", 43), "/j/job.json: field 'companions': expected a list of {\"id\": SLURM_JOB_ID, "
+                                       "\"nodes\": [NODE, ...]}, got 43");
+  EXPECT_EQ(refusal("expand_strategy", nullptr), "/j/job.json: field 'expand_strategy': expected a string, got null");
+  EXPECT_EQ(refusal("expand_strategy", ""),
+            "/j/job.json: field 'expand_strategy': expected auto, merge or companion for a Slurm job, got \"\"");
+  EXPECT_EQ(refusal("exit_status", "3"),
+            "/j/job.json: field 'exit_status': expected an exit status from 0 to 255 or null, got \"3\"");
+  EXPECT_EQ(refusal("exit_status", 256),
+            "/j/job.json: field 'exit_status': expected an exit status from 0 to 255 or null, got 256");
+  EXPECT_EQ(refusal("exit_status", -1),
+            "/j/job.json: field 'exit_status': expected an exit status from 0 to 255 or null, got -1");
+  EXPECT_EQ(refusal("exit_status", 3), "accepted");
+  EXPECT_EQ(refusal("exit_status", nullptr), "accepted");
+}
+
+TEST(JobRecord, KeepsTheExitStatusOfAnEndedJob) {
+  JobRecord r = sample_record();
+  r.ended_at = "2026-01-01T00:00:00.000Z";
+  r.end = "its first rank exited with status 3";
+  r.exit_status = 3;
+  const std::string text = to_json_text(r);
+  EXPECT_NE(text.find("\"exit_status\": 3"), std::string::npos) << text;
+  EXPECT_EQ(parse_job_record(text, "job.json"), r);
+  EXPECT_NE(to_json_text(sample_record()).find("\"exit_status\": null"), std::string::npos);
+  JobRecord running = sample_record();
+  running.exit_status = 0;
   try {
-    (void)parse_job_record(text, "/j/job.json");
-    ADD_FAILURE() << "a record without expand_strategy was accepted";
+    (void)parse_job_record(to_json_text(running), "/j/job.json");
+    ADD_FAILURE() << "a running job with an exit status was accepted";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "/j/job.json: field 'expand_strategy': missing");
+    EXPECT_EQ(std::string(e.what()),
+              "/j/job.json: field 'exit_status': expected null while the job runs (ended_at is \"\"), got 0");
   }
 }
 
