@@ -689,6 +689,7 @@ void ControllerService::shutdown() {
   JobRecord record = job_record();
   record.ended_at = format_utc(clock_.wall_now());
   record.end = end_.empty() ? "the job ended" : end_;
+  record.exit_status = exit_status_;
   try {
     write_job_record(protocol::JobDirectory{options_.job_dir}.job_record(), record);
   } catch (const std::exception& e) {
