@@ -311,7 +311,7 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
     std::fprintf(stderr, "bellows run: no daemon of job %s came back within %lld s of the takeover (%s): "
                  "has the job ended?\n", record.job.c_str(), static_cast<long long>(kReturnWindow.count()),
                  nodes.c_str());
-    service.note_end("no daemon came back to the controller that took the job over");
+    service.note_end("no daemon came back to the controller that took the job over", exit_failed);
     service.shutdown();
     return exit_failed;
   }
@@ -375,7 +375,7 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
           ") ended (a controller that took the job over is not its parent and cannot read its exit status)";
   }
   const auto final_status = service.status();
-  service.note_end(how);
+  service.note_end(how, status);
   service.shutdown();
   std::fprintf(stderr, "\n");
   print_timeline(stderr, ctl::read_event_log(layout.event_log()));

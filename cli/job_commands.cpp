@@ -167,7 +167,10 @@ int events(const std::string& job, bool json) {
 /// Waits until job `job` has ended: its record (job.json) says when and how, and no
 /// controller holds its lock any more (the controller that wrote the end has exited). Polls
 /// every 0.5 s. A job whose controller died goes on, and so does the wait, until a controller
-/// that took it over (`bellows run --attach`) records the end.
+/// that took it over (`bellows run --attach`) records the end. Returns the job's exit status as
+/// its controller recorded it (the program's under `bellows run`), so that a batch script's
+/// `bellows run ... || bellows wait JOB` fails when the program failed; 0 for a record of an
+/// older `bellows`, which kept no exit status (said so).
 int wait_for_end(const std::string& job) {
   const auto dir = find_job_dir(job);
   const auto record_path = protocol::JobDirectory{dir}.job_record();
@@ -176,9 +179,15 @@ int wait_for_end(const std::string& job) {
     if (std::filesystem::exists(record_path, ec)) {
       const controller::JobRecord record = controller::read_job_record(record_path);
       if (!record.ended_at.empty() && !controller::ControllerLock::held(dir)) {
-        std::fprintf(stderr, "bellows wait: job %s ended at %s (%s)\n", record.job.c_str(), record.ended_at.c_str(),
-                     record.end.c_str());
-        return exit_ok;
+        if (!record.exit_status) {
+          std::fprintf(stderr, "bellows wait: job %s ended at %s (%s); its exit status was not recorded (%s "
+                       "was written by an older bellows): returning 0\n", record.job.c_str(),
+                       record.ended_at.c_str(), record.end.c_str(), record_path.c_str());
+          return exit_ok;
+        }
+        std::fprintf(stderr, "bellows wait: job %s ended at %s (%s): exit status %d\n", record.job.c_str(),
+                     record.ended_at.c_str(), record.end.c_str(), *record.exit_status);
+        return *record.exit_status;
       }
     }
     std::this_thread::sleep_for(500ms);
@@ -234,7 +243,8 @@ void add_job_commands(CLI::App& app, Outcome& outcome) {
 
   CLI::App* wait_cmd = app.add_subcommand(
       "wait", "wait until a job has ended, also when its controller died and another took it over "
-              "(bellows run --attach): for the rest of a batch script whose bellows run was killed");
+              "(bellows run --attach), and return its exit status: for the rest of a batch script whose "
+              "bellows run was killed");
   wait_cmd->add_option("job", *job, "job id (default: the job started last)");
   wait_cmd->callback([job, &outcome] {
     try {

@@ -571,16 +571,20 @@ int run_job(RunOptions o) {
   // The job carried on without its first rank and recovered from every failure.
   const bool carried_on = first_rank_lost && g_stop_signal.load() == 0 && service.recovered_from_failures();
   const auto final_status = service.status();
-  service.note_end("its first rank " + describe_exit(status));
+  // What this command returns, kept in the job record for `bellows wait`.
+  const int exit_status = carried_on           ? 0
+                          : WIFEXITED(status) ? WEXITSTATUS(status)
+                                              : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  service.note_end(carried_on ? "its first rank " + describe_exit(status) + "; the job recovered without it"
+                              : "its first rank " + describe_exit(status),
+                   exit_status);
   service.shutdown();
 
   std::fprintf(stderr, "\n");
   print_timeline(stderr, ctl::read_event_log(protocol::JobDirectory{job_dir}.event_log()));
   std::fprintf(stderr, "bellows: job %s ended on %zu node(s); events: bellows events %s\n",
                job.c_str(), final_status["nodes"].size(), job.c_str());
-  if (carried_on) return 0;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return exit_status;
 }
 
 }  // namespace

@@ -102,6 +102,8 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
     for (const EventRecord& record : plan.closing) log_.write(record);
     log_.write(plan.attached);
     resizes_->continue_ids_after(plan.last_id);
+    // The policy waits out the cooldown of the job's last resize, as the controller that died would have.
+    if (engine_ && plan.since_last_resize) engine_->resize_finished_earlier(clock_.now(), *plan.since_last_resize);
     job_control_.set_job_size(options_.attach->ranks);
     job_control_.take_over_job_map(options_.attach->pmix_job_map, options_.attach->pmix_rank_nodes);
     first_rank_pid_ = options_.attach->first_rank_pid;
@@ -698,6 +700,7 @@ void ControllerService::shutdown() {
   JobRecord record = job_record();
   record.ended_at = format_utc(clock_.wall_now());
   record.end = end_.empty() ? "the job ended" : end_;
+  record.exit_status = exit_status_;
   try {
     write_job_record(protocol::JobDirectory{options_.job_dir}.job_record(), record);
   } catch (const std::exception& e) {

@@ -49,6 +49,27 @@ std::string format_utc(std::chrono::system_clock::time_point time) {
   return out;
 }
 
+std::optional<std::chrono::system_clock::time_point> parse_utc(std::string_view text) {
+  using namespace std::chrono;
+  // "YYYY-MM-DDTHH:MM:SS.mmmZ": 24 characters, digits where format_utc writes them.
+  constexpr std::string_view form = "dddd-dd-ddTdd:dd:dd.dddZ";
+  if (text.size() != form.size()) return std::nullopt;
+  for (std::size_t i = 0; i < form.size(); ++i) {
+    const bool digit = text[i] >= '0' && text[i] <= '9';
+    if (form[i] == 'd' ? !digit : text[i] != form[i]) return std::nullopt;
+  }
+  const auto number = [&text](std::size_t at, std::size_t length) {
+    int value = 0;
+    for (std::size_t i = at; i < at + length; ++i) value = value * 10 + (text[i] - '0');
+    return value;
+  };
+  const year_month_day date{year{number(0, 4)}, month{static_cast<unsigned>(number(5, 2))},
+                            day{static_cast<unsigned>(number(8, 2))}};
+  if (!date.ok() || number(11, 2) > 23 || number(14, 2) > 59 || number(17, 2) > 60) return std::nullopt;
+  return sys_days{date} + hours{number(11, 2)} + minutes{number(14, 2)} + seconds{number(17, 2)} +
+         milliseconds{number(20, 3)};
+}
+
 namespace {
 
 json or_null(const std::optional<std::string_view>& text) {

@@ -48,7 +48,8 @@ std::string to_json_text(const JobRecord& r) {
          {"expand_strategy", r.expand_strategy},
          {"controller", r.controller},
          {"ended_at", r.ended_at},
-         {"end", r.end}};
+         {"end", r.end},
+         {"exit_status", r.exit_status ? json(*r.exit_status) : json(nullptr)}};
   return j.dump(1) + "\n";
 }
 
@@ -64,6 +65,8 @@ class RecordReader {
     if (it == object_.end()) fail(key, "missing");
     return *it;
   }
+  /// Whether the record has `key` (one of kOptionalJobRecordFields may be absent).
+  bool has(const char* key) const { return object_.contains(key); }
   std::string string(const char* key) const {
     const json& value = field(key);
     if (!value.is_string()) fail(key, "expected a string, got " + value.dump());
@@ -193,8 +196,11 @@ JobRecord parse_job_record(std::string_view text, const std::string& source) {
       read.fail("daemon_pids", "expected a process id for " + node + ", got " + pid.dump());
     r.daemon_pids[node] = pid.get<std::int32_t>();
   }
-  r.companions = read_companions(read, r.nodes);
-  r.expand_strategy = read.string("expand_strategy");
+  if (read.has("companions")) r.companions = read_companions(read, r.nodes);
+  // An older record has no strategy: its job grows as the site's settings choose.
+  r.expand_strategy = read.has("expand_strategy") ? read.string("expand_strategy")
+                      : r.backend == "slurm"      ? std::string(to_string(ExpandStrategy::automatic))
+                                                  : std::string();
   ExpandStrategy strategy = ExpandStrategy::automatic;
   if (r.backend == "slurm" && !parse_expand_strategy(r.expand_strategy, strategy))
     read.fail("expand_strategy", "expected auto, merge or companion for a Slurm job, got \"" + r.expand_strategy + "\"");
@@ -203,6 +209,15 @@ JobRecord parse_job_record(std::string_view text, const std::string& source) {
   r.controller = read.string("controller");
   r.ended_at = read.string("ended_at");
   r.end = read.string("end");
+  if (read.has("exit_status") && !read.field("exit_status").is_null()) {
+    const json& status = read.field("exit_status");
+    if (!status.is_number_integer() || status.get<std::int64_t>() < 0 || status.get<std::int64_t>() > 255)
+      read.fail("exit_status", "expected an exit status from 0 to 255 or null, got " + status.dump());
+    r.exit_status = status.get<int>();
+  }
+  if (r.exit_status && r.ended_at.empty())
+    read.fail("exit_status", "expected null while the job runs (ended_at is \"\"), got " +
+                                 std::to_string(*r.exit_status));
   return r;
 }
 

@@ -15,6 +15,19 @@ TakeoverPlan plan_takeover(const std::vector<EventRecord>& log, const std::strin
     if (record.refused) continue;
     last[record.resize] = &record;
   }
+  // The last expand or shrink that ended, by the log's order.
+  const EventRecord* last_resize_end = nullptr;
+  for (const EventRecord& record : log) {
+    if (record.job != job || record.refused || record.resize == 0 || record.kind == ResizeKind::failure) continue;
+    if (record.to == ResizeState::committed || record.to == ResizeState::aborted) last_resize_end = &record;
+  }
+  if (last_resize_end) {
+    const auto ended = parse_utc(last_resize_end->time);
+    const auto now = parse_utc(time);
+    plan.since_last_resize = std::chrono::milliseconds::zero();
+    if (ended && now && *now > *ended)
+      plan.since_last_resize = std::chrono::duration_cast<std::chrono::milliseconds>(*now - *ended);
+  }
   for (const auto& [id, record] : last) {
     if (is_final(record->to) || record->to == ResizeState::none) continue;
     const bool failure = record->kind == ResizeKind::failure;
@@ -34,6 +47,8 @@ TakeoverPlan plan_takeover(const std::vector<EventRecord>& log, const std::strin
                    "; closed by the controller that took the job over (" + who + ")" +
                    (failure ? ": its recovery is no longer followed" : ": the job keeps the nodes it holds");
     plan.closing.push_back(std::move(close));
+    // A resize closed here ends now, aborted: its cooldown starts at the takeover.
+    if (!failure) plan.since_last_resize = std::chrono::milliseconds::zero();
   }
   plan.attached.time = time;
   plan.attached.job = job;

@@ -271,6 +271,16 @@ void PolicyEngine::resize_committed(TimePoint now, int nodes_before, int nodes_a
 
 void PolicyEngine::resize_aborted(TimePoint now) { finish_resize(now); }
 
+void PolicyEngine::resize_finished_earlier(TimePoint now, Duration ago) {
+  if (ago < Duration::zero()) {
+    throw std::invalid_argument("resize_finished_earlier: the last resize cannot end after now, got " +
+                                format_duration(ago) + " ago");
+  }
+  if (ago >= policy_.cooldown) return;
+  cooldown_until_ = now - ago + policy_.cooldown;
+  reset_streaks();
+}
+
 void PolicyEngine::observe_iterations(std::span<const NodeMetrics> metrics) {
   std::uint64_t count = 0;
   double seconds = 0.0;

@@ -16,10 +16,13 @@ job is refused. Nothing of the job is left.
 The test makes itself the subreaper of what `bellows run` started, so that the orphaned daemons
 and the first rank's mpiexec become its children and are reaped.
 
-  attach_test.py --bellows PATH --app PATH [--measure N | --lost-rank]
+  attach_test.py --bellows PATH --app PATH [--measure N | --lost-rank | --cooldown]
 With --lost-rank: a 3-node GEMM with buddy checkpoints, taken over the same way, loses the rank
 of its last node; the attached controller records the failure (its id continuing the log's),
 the job recovers and finishes verified on 2 ranks ("attach_lost_rank: PASS").
+With --cooldown: a 2-node GEMM under a policy that grows it whenever it may (cooldown 10m) is
+grown to 3 by it, then taken over the same way: the attached controller's policy holds for the
+rest of the cooldown and the job stays on 3 nodes ("attach_cooldown: PASS").
 With --measure N it prints, for N kills and takeovers of fresh jobs, the time from `--attach`
 to the controller knowing every node and rank again, and their median ("attach_bench: ...").
 Prints "attach: PASS" or "attach: FAIL: why".
@@ -48,6 +51,20 @@ nodes:
 tick: 250ms
 resize_timeout: 1m
 """
+# --cooldown: a policy that grows the job whenever it may, with a long cooldown.
+GROWING_POLICY = """\
+nodes:
+  min: 2
+  max: 4
+expand:
+  ready_tasks_per_node_above: 1
+tick: 250ms
+hysteresis_ticks: 1
+cooldown: 10m
+resize_timeout: 1m
+"""
+COOLDOWN_HOLD = re.compile(r"hold: cooldown after the last resize, ([0-9]+)(ms|s|m) left")
+SECONDS_PER = {"ms": 0.001, "s": 1, "m": 60}
 TOOK_OVER = re.compile(r"bellows: took job (\S+) over: every daemon back in ([0-9.]+) s, every rank known in "
                        r"([0-9.]+) s")
 
@@ -195,13 +212,58 @@ def lost_rank_after_attach(t):
     t.passed(t.job_dir())
 
 
+def cooldown_after_attach(t):
+    """A 2-node GEMM under a policy that grows it whenever it may (cooldown 10m) grows to 3; its
+    controller is killed and taken over: the attached controller's policy waits out the rest of
+    the cooldown (its hold says so) and the job stays on 3 nodes, where an engine started
+    afresh would grow it to 4 at its first tick."""
+    t.name = "attach_cooldown"
+    policy = t.write("grow.yaml", GROWING_POLICY)
+    job = t.start("--nodes", "2:4", "--pool", "4", "--policy", policy, "--quiet", "--", *gemm(t, 8))
+    t.wait_for(job, "the policy's expand to 3 nodes, committed",
+               lambda: (s := t.status()) and len(s["nodes"]) == 3 and any(
+                   r["kind"] == "expand" and r["state"] == "committed" for r in s["finished_resizes"]),
+               seconds=90)
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    killed_events = t.events()
+    t.log("the policy grew the job to 3 nodes; bellows run killed")
+    process, lines = attach(t)
+    wait_took_over(t, process, lines)
+    hold = t.wait_for(process, "a policy tick under the attached controller",
+                      lambda: (s := t.status()) and s["policy_holds"], seconds=10)
+    m = COOLDOWN_HOLD.fullmatch(hold)
+    # The expand committed well under 100 s before: over 500 s of the 10 minutes are left.
+    if not m or int(m.group(1)) * SECONDS_PER[m.group(2)] < 500:
+        t.fail(f"the attached controller's policy holds with {hold!r}, expected the rest of the 10m cooldown")
+    time.sleep(3)  # 12 ticks
+    status = t.status()
+    asked = [e for e in t.events()[len(killed_events):] if e["event"] == "request"]
+    if status is None or len(status["nodes"]) != 3 or status["active_resize"] is not None or asked:
+        t.fail(f"the job resized within the cooldown after the takeover: nodes {status and status['nodes']}, "
+               f"active {status and status['active_resize']}, requests {asked}")
+    t.log(f"the attached controller's policy holds: {status['policy_holds']}; the job stays on 3 nodes")
+    report, sizes, code, err = job_end(t, job, process, lines, "")
+    if report.get("verified") is not True or sizes[-1] != 3 or code != 0:
+        t.fail(f"the job's end: verified {report.get('verified')}, iterations on {sizes} ranks, the attached "
+               f"controller exited {code}: {err[-1500:]}")
+    t.check_logs("latest", err, allowed=["is gone (no connection for"])
+    time.sleep(1)
+    reap()
+    t.passed(t.job_dir())
+
+
 def main():
     t = LocalJobTest("attach", lambda p: (p.add_argument("--measure", type=int, default=0),
-                                          p.add_argument("--lost-rank", action="store_true")))
+                                          p.add_argument("--lost-rank", action="store_true"),
+                                          p.add_argument("--cooldown", action="store_true")))
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         t.fail(f"prctl(PR_SET_CHILD_SUBREAPER): errno {ctypes.get_errno()}")
     if t.args.lost_rank:
         lost_rank_after_attach(t)
+        return
+    if t.args.cooldown:
+        cooldown_after_attach(t)
         return
     if t.args.measure > 0:
         measure(t, t.args.measure)
@@ -297,7 +359,7 @@ def main():
     waited = t.bellows("wait", "latest")
     if waited.returncode != 0 or not re.fullmatch(
             rf"bellows wait: job {job_id} ended at \S+ \(its first rank ended after leaving the job \(exit status "
-            r"0\)\)", waited.stderr.strip()):
+            r"0\)\): exit status 0", waited.stderr.strip()):
         t.fail(f"bellows wait on the ended job: exit {waited.returncode}, stderr {waited.stderr!r}")
     t.log(waited.stderr.strip())
     # The killed controller's loss, as the daemons saw it while nobody controlled the job.

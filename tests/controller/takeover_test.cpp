@@ -1,6 +1,7 @@
 // What a controller that takes a running job over reads and decides, without processes: the
-// takeover plan from an event log (what was left open is closed, ids continue), the job record
-// (round trip, every refusal naming the file and the field), the local pool giving a killed
+// takeover plan from an event log (what was left open is closed, ids continue, how long ago the
+// last resize ended), the job record (round trip, a record of an older bellows, every refusal
+// naming the file and the field), the local pool giving a killed
 // job's nodes back to the job, and the lock that allows one controller per job.
 
 #include "bellows/controller/controller_lock.hpp"
@@ -9,9 +10,12 @@
 #include "bellows/controller/takeover.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -98,6 +102,73 @@ TEST(Takeover, LinesOfAnotherJobAndReportsOfNoResizeAreIgnored) {
   EXPECT_EQ(plan.last_id, 0u);
   EXPECT_TRUE(plan.closing.empty());
   EXPECT_EQ(plan.attached.detail, "took job local-7 over; resizes and failures continue from #1");
+}
+
+EventRecord at(std::string time, EventRecord record) {
+  record.time = std::move(time);
+  return record;
+}
+
+TEST(Takeover, SaysHowLongAgoTheLastResizeEnded) {
+  const std::vector<EventRecord> log = {
+      at("2026-01-01T00:00:01.000Z",
+         line(1, ResizeKind::expand, ResizeEvent::request, ResizeState::none, ResizeState::requested)),
+      at("2026-01-01T00:00:03.250Z",
+         line(1, ResizeKind::expand, ResizeEvent::ranks_committed, ResizeState::reconfiguring, ResizeState::committed)),
+      at("2026-01-01T00:00:05.000Z",
+         line(2, ResizeKind::shrink, ResizeEvent::rm_denied, ResizeState::requested, ResizeState::aborted)),
+      // a failure ends later: no resize, no cooldown
+      at("2026-01-01T00:00:09.000Z",
+         line(3, ResizeKind::failure, ResizeEvent::job_recovered, ResizeState::agreed, ResizeState::recovered)),
+      // a refused line changes nothing
+      at("2026-01-01T00:00:10.000Z",
+         line(2, ResizeKind::shrink, ResizeEvent::rm_denied, ResizeState::aborted, ResizeState::aborted, true)),
+  };
+  const TakeoverPlan plan = plan_takeover(log, "local-7", "2026-01-01T00:00:17.500Z", "W");
+  ASSERT_TRUE(plan.since_last_resize);
+  EXPECT_EQ(*plan.since_last_resize, std::chrono::milliseconds(12'500));  // from #2's abort
+}
+
+TEST(Takeover, NoResizeEndedNoTimeSinceOne) {
+  const std::vector<EventRecord> log = {
+      line(1, ResizeKind::failure, ResizeEvent::job_recovered, ResizeState::agreed, ResizeState::recovered),
+  };
+  EXPECT_FALSE(plan_takeover(log, "local-7", "2026-01-01T00:01:00.000Z", "W").since_last_resize);
+  EXPECT_FALSE(plan_takeover({}, "local-7", "2026-01-01T00:01:00.000Z", "W").since_last_resize);
+}
+
+TEST(Takeover, AResizeClosedAtTheTakeoverEndsThen) {
+  const std::vector<EventRecord> log = {
+      at("2026-01-01T00:00:00.000Z",
+         line(1, ResizeKind::expand, ResizeEvent::ranks_committed, ResizeState::reconfiguring, ResizeState::committed)),
+      line(2, ResizeKind::expand, ResizeEvent::request, ResizeState::none, ResizeState::requested),
+  };
+  const TakeoverPlan plan = plan_takeover(log, "local-7", "2026-01-01T00:05:00.000Z", "W");
+  ASSERT_EQ(plan.closing.size(), 1u);
+  EXPECT_EQ(plan.since_last_resize, std::chrono::milliseconds(0));
+}
+
+TEST(Takeover, AnEndLaterThanTheTakeoverOrATimeNotReadKeepsTheCooldownWhole) {
+  const auto ended = [](std::string time) {
+    return std::vector<EventRecord>{at(std::move(time), line(1, ResizeKind::expand, ResizeEvent::ranks_committed,
+                                                             ResizeState::reconfiguring, ResizeState::committed))};
+  };
+  // The host of the controller that died ran 2 s ahead.
+  EXPECT_EQ(plan_takeover(ended("2026-01-01T00:00:02.000Z"), "local-7", "2026-01-01T00:00:00.000Z", "W")
+                .since_last_resize,
+            std::chrono::milliseconds(0));
+  EXPECT_EQ(plan_takeover(ended("yesterday"), "local-7", "2026-01-01T00:00:00.000Z", "W").since_last_resize,
+            std::chrono::milliseconds(0));
+}
+
+TEST(Takeover, UtcTimesAreReadBackAsWritten) {
+  using namespace std::chrono;
+  const auto time = sys_days{year{2026} / 11 / 28} + hours{10} + minutes{17} + seconds{22} + milliseconds{5};
+  EXPECT_EQ(format_utc(time), "2026-11-28T10:17:22.005Z");
+  EXPECT_EQ(parse_utc("2026-11-28T10:17:22.005Z"), time);
+  for (const char* bad : {"", "2026-11-28T10:17:22Z", "2026-13-28T10:17:22.005Z", "2026-02-30T10:17:22.005Z",
+                          "2026-11-28T24:17:22.005Z", "2026-11-28 10:17:22.005Z", "2026-11-28T10:17:22.005"})
+    EXPECT_FALSE(parse_utc(bad)) << bad;
 }
 
 TEST(Takeover, TheNewEventsHaveNamesInTheLog) {
@@ -230,16 +301,107 @@ TEST(JobRecord, RefusesAnExpandStrategyThatCannotBe) {
             "/j/job.json: field 'expand_strategy': expected auto, merge or companion for a Slurm job, got \"\"");
   EXPECT_EQ(refusal("local", "merge"),
             "/j/job.json: field 'expand_strategy': expected \"\" for a job of the local backend, got \"merge\"");
-  JobRecord without = sample_record();
-  std::string text = to_json_text(without);
-  const std::string field = " \"expand_strategy\": \"\",\n";
-  ASSERT_NE(text.find(field), std::string::npos) << text;
-  text.erase(text.find(field), field.size());
+}
+
+// job.json as `bellows` wrote it before the companions, the expand strategy and the exit status
+// were kept: a job taken over, or waited for, after an upgrade.
+constexpr const char* kOlderSlurmRecord = R"({
+ "job": "41",
+ "backend": "slurm",
+ "nodes": ["n1", "n2"],
+ "ranks": 2,
+ "node_range": [1, 3],
+ "policy_file": "",
+ "policy_text": "",
+ "rank_command": ["mpiexec", "-n", "1", "gemm"],
+ "rank_environment": [],
+ "daemon_pids": {"n1": 100, "n2": 101},
+ "controller": "99 12345",
+ "ended_at": "",
+ "end": ""
+})";
+
+TEST(JobRecord, AnOlderRecordTakesTheDefaultsOfTheFieldsAddedSince) {
+  const JobRecord slurm = parse_job_record(kOlderSlurmRecord, "/j/job.json");
+  EXPECT_EQ(slurm.job, "41");
+  EXPECT_EQ(slurm.nodes, (Nodes{"n1", "n2"}));
+  EXPECT_TRUE(slurm.companions.empty());
+  EXPECT_EQ(slurm.expand_strategy, "auto");
+  EXPECT_FALSE(slurm.exit_status);
+  nlohmann::json local = nlohmann::json::parse(kOlderSlurmRecord);
+  local["backend"] = "local";
+  local["ended_at"] = "2026-01-01T00:00:00.000Z";
+  local["end"] = "its first rank exited with status 3";
+  const JobRecord ended = parse_job_record(local.dump(), "/j/job.json");
+  EXPECT_EQ(ended.expand_strategy, "");
+  EXPECT_EQ(ended.end, "its first rank exited with status 3");
+  EXPECT_FALSE(ended.exit_status);  // an older bellows did not keep it
+}
+
+TEST(JobRecord, OnlyTheFieldsAddedSinceMayBeAbsent) {
+  JobRecord r = sample_record();
+  r.backend = "slurm";
+  r.expand_strategy = "merge";
+  r.companions = {{"43", {"local1"}}};
+  const nlohmann::json whole = nlohmann::json::parse(to_json_text(r));
+  for (const auto& [key, value] : whole.items()) {
+    nlohmann::json without = whole;
+    without.erase(key);
+    const bool optional = std::ranges::find(kOptionalJobRecordFields, key) != std::end(kOptionalJobRecordFields);
+    try {
+      (void)parse_job_record(without.dump(), "/j/job.json");
+      EXPECT_TRUE(optional) << "a record without '" << key << "' was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_FALSE(optional) << e.what();
+      EXPECT_EQ(std::string(e.what()), "/j/job.json: field '" + key + "': missing");
+    }
+  }
+}
+
+TEST(JobRecord, AFieldAddedSinceIsRefusedWhenMalformed) {
+  const auto refusal = [](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json record = nlohmann::json::parse(kOlderSlurmRecord);
+    record["ended_at"] = "2026-01-01T00:00:00.000Z";
+    record[key] = value;
+    try {
+      (void)parse_job_record(record.dump(), "/j/job.json");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal("companions", 43), "/j/job.json: field 'companions': expected a list of {\"id\": SLURM_JOB_ID, "
+                                       "\"nodes\": [NODE, ...]}, got 43");
+  EXPECT_EQ(refusal("expand_strategy", nullptr), "/j/job.json: field 'expand_strategy': expected a string, got null");
+  EXPECT_EQ(refusal("expand_strategy", ""),
+            "/j/job.json: field 'expand_strategy': expected auto, merge or companion for a Slurm job, got \"\"");
+  EXPECT_EQ(refusal("exit_status", "3"),
+            "/j/job.json: field 'exit_status': expected an exit status from 0 to 255 or null, got \"3\"");
+  EXPECT_EQ(refusal("exit_status", 256),
+            "/j/job.json: field 'exit_status': expected an exit status from 0 to 255 or null, got 256");
+  EXPECT_EQ(refusal("exit_status", -1),
+            "/j/job.json: field 'exit_status': expected an exit status from 0 to 255 or null, got -1");
+  EXPECT_EQ(refusal("exit_status", 3), "accepted");
+  EXPECT_EQ(refusal("exit_status", nullptr), "accepted");
+}
+
+TEST(JobRecord, KeepsTheExitStatusOfAnEndedJob) {
+  JobRecord r = sample_record();
+  r.ended_at = "2026-01-01T00:00:00.000Z";
+  r.end = "its first rank exited with status 3";
+  r.exit_status = 3;
+  const std::string text = to_json_text(r);
+  EXPECT_NE(text.find("\"exit_status\": 3"), std::string::npos) << text;
+  EXPECT_EQ(parse_job_record(text, "job.json"), r);
+  EXPECT_NE(to_json_text(sample_record()).find("\"exit_status\": null"), std::string::npos);
+  JobRecord running = sample_record();
+  running.exit_status = 0;
   try {
-    (void)parse_job_record(text, "/j/job.json");
-    ADD_FAILURE() << "a record without expand_strategy was accepted";
+    (void)parse_job_record(to_json_text(running), "/j/job.json");
+    ADD_FAILURE() << "a running job with an exit status was accepted";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "/j/job.json: field 'expand_strategy': missing");
+    EXPECT_EQ(std::string(e.what()),
+              "/j/job.json: field 'exit_status': expected null while the job runs (ended_at is \"\"), got 0");
   }
 }
 

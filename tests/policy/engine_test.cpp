@@ -99,6 +99,48 @@ TEST(PolicyEngine, CooldownAfterAbortToo) {
             "hold: cooldown after the last resize, 15s left");
 }
 
+// A controller that takes a job over starts a new engine. Without the time of the job's last
+// resize it would decide at its first tick; with it the cooldown runs on from that resize's end.
+TEST(PolicyEngine, ANewEngineDecidesAtOnceWithoutTheLastResizesTime) {
+  bp::PolicyEngine engine(policy_from(kBusy));
+  const auto busy = nodes(4, 2, 0.95);
+  (void)engine.tick(input(t0, busy, 10));
+  (void)engine.tick(input(t0 + 1s, busy, 10));
+  EXPECT_EQ(engine.tick(input(t0 + 2s, busy, 10)).action, bp::Action::expand);
+}
+
+TEST(PolicyEngine, ACooldownCarriesOverATakeover) {
+  bp::PolicyEngine engine(policy_from(kBusy));  // cooldown 30s
+  const auto busy = nodes(4, 2, 0.95);
+  engine.resize_finished_earlier(t0, 12s);  // the last resize ended 12 s before the takeover
+  EXPECT_FALSE(engine.resize_in_flight());
+  EXPECT_EQ(engine.tick(input(t0, busy, 10)).reason, "hold: cooldown after the last resize, 18s left");
+  EXPECT_EQ(engine.tick(input(t0 + 17s, busy, 10)).reason, "hold: cooldown after the last resize, 1s left");
+  // Over 30 s after the resize: the ticks in the cooldown did not count.
+  EXPECT_EQ(engine.tick(input(t0 + 18s, busy, 10)).reason,
+            "hold: waiting: expand.busy_fraction_above: 0.95 > 0.9 (held 1 of 3 ticks)");
+  (void)engine.tick(input(t0 + 19s, busy, 10));
+  EXPECT_EQ(engine.tick(input(t0 + 20s, busy, 10)).action, bp::Action::expand);
+}
+
+TEST(PolicyEngine, ACooldownThatRanOutBeforeTheTakeoverHoldsNothing) {
+  bp::PolicyEngine engine(policy_from(kBusy));
+  const auto busy = nodes(4, 2, 0.95);
+  engine.resize_finished_earlier(t0, 30s);
+  EXPECT_EQ(engine.tick(input(t0, busy, 10)).reason,
+            "hold: waiting: expand.busy_fraction_above: 0.95 > 0.9 (held 1 of 3 ticks)");
+}
+
+TEST(PolicyEngine, AResizeThatEndsAfterNowIsRefused) {
+  bp::PolicyEngine engine(policy_from(kBusy));
+  try {
+    engine.resize_finished_earlier(t0, -1s);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "resize_finished_earlier: the last resize cannot end after now, got -1s ago");
+  }
+}
+
 TEST(PolicyEngine, CombineAllWaitsForEveryTrigger) {
   bp::PolicyEngine engine(policy_from(R"(
 nodes: {min: 1, max: 8, step: 2}

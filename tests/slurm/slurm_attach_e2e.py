@@ -7,9 +7,9 @@ allocation.
   slurm_attach_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM attach_forced_companion
 
 A GEMM submitted `-N1 --elastic=1:4` is grown to 3 nodes by `bellows resize +2` (a merged
-helper job, or a companion allocation with --no-job-expansion). It has no policy: a policy
-taken over starts without the cooldown of the resize before, and would grow the job to 4 on its
-own. Its batch script is
+helper job, or a companion allocation with --no-job-expansion). It has no policy: every
+resize is the operator's (control_plane_attach_cooldown checks a policy's cooldown across a
+takeover). Its batch script is
 
     bellows run --backend slurm --quiet -- GEMM ... || bellows wait "$SLURM_JOB_ID"
 
@@ -37,7 +37,7 @@ is SIGKILLed. Checks:
     daemon the attached controller started ends as any other, the one the killed controller
     started is told to stop;
   - the job finishes verified, the attached controller exits 0, the batch script's
-    `bellows wait` reports the end, sacct says COMPLETED; the event log has the attach, then
+    `bellows wait` reports the end with exit status 0, sacct says COMPLETED; the event log has the attach, then
     the operator's expand and shrink committed after it; nothing of the job is left; no node is drained.
 """
 
@@ -243,7 +243,9 @@ def test_attach(c, args, forced=None):
     report = job.report(ranks=2)
     check(len(report["iterations"]) == ITERATIONS, f"{len(report['iterations'])} iterations, expected {ITERATIONS}")
     waited = [line for line in job.output().splitlines() if line.startswith("bellows wait: ")]
-    check(waited and f"job {job.id} ended at " in waited[0], f"the batch script's bellows wait said {waited}")
+    check(waited and f"job {job.id} ended at " in waited[0] and waited[0].endswith(
+        "(its first rank ended after leaving the job (exit status 0)): exit status 0"),
+        f"the batch script's bellows wait said {waited}")
     log(f"batch script: {waited[0]}")
     events = job.events()
     attaches = [i for i, e in enumerate(events) if e["event"] == "attached"]

@@ -154,8 +154,12 @@ class ControllerService {
   [[nodiscard]] const std::optional<protocol::RankExited>& first_rank_end() const noexcept {
     return first_rank_end_;
   }
-  /// How the job ended, for the job record that shutdown() writes ("exit status 0", ...).
-  void note_end(std::string how) { end_ = std::move(how); }
+  /// How the job ended and the exit status the caller returns for it, for the job record that
+  /// shutdown() writes (`bellows wait` returns the status and prints how).
+  void note_end(std::string how, int exit_status) {
+    end_ = std::move(how);
+    exit_status_ = exit_status;
+  }
   /// Whether the job reported its recovery from every failure recorded (none: true).
   [[nodiscard]] bool recovered_from_failures() const { return !resizes_->degraded(); }
 
@@ -291,6 +295,7 @@ class ControllerService {
   std::map<std::string, std::int32_t> daemon_pids_;  ///< node -> its daemon's pid (its hello)
   JobRecord written_record_;                         ///< the job.json last written
   std::string end_;                                  ///< how the job ended (note_end)
+  std::optional<int> exit_status_;                   ///< the job's exit status (note_end)
   /// A job taken over: the nodes whose daemon has not said hello again, and until when it may.
   std::set<std::string> awaiting_return_;
   Clock::time_point return_deadline_{};

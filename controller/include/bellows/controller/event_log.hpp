@@ -64,6 +64,9 @@ struct EventRecord {
 /// "2024-05-01T12:00:00.123Z" (UTC, milliseconds).
 [[nodiscard]] std::string format_utc(std::chrono::system_clock::time_point time);
 
+/// The inverse of format_utc(); std::nullopt when `text` is not in its form.
+[[nodiscard]] std::optional<std::chrono::system_clock::time_point> parse_utc(std::string_view text);
+
 /// The record as one line of JSON, without the newline.
 [[nodiscard]] std::string to_json_line(const EventRecord& record);
 

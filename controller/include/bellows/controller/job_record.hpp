@@ -6,8 +6,14 @@
 // PMIx job map (each node's rank number in the job's namespace, and every number given so far),
 // the pid of the first rank's process, each daemon's pid, the allocations besides
 // the job that hold some of its nodes (Slurm companions), how a Slurm job grows (the expand
-// strategy `bellows run --expand-strategy` asked for), and whether and how the job ended. The
-// controller rewrites the file (a temporary file renamed over it) whenever one of these changes, so that a controller killed at any moment leaves the last state.
+// strategy `bellows run --expand-strategy` asked for), and whether and how the job ended (when,
+// why, and the exit status its controller returned). The controller rewrites the file (a
+// temporary file renamed over it) whenever one of these changes, so that a controller killed at
+// any moment leaves the last state.
+//
+// A record written by an older `bellows` lacks the fields added since (companions,
+// expand_strategy, exit_status): each takes its default when absent (kOptionalJobRecordFields).
+// A field that is present but malformed is refused all the same, naming the file and the field.
 //
 // Thread safety: free functions without shared state.
 
@@ -16,6 +22,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,23 +54,34 @@ struct JobRecord {
   std::int32_t first_rank_pid = 0;
   std::map<std::string, std::int32_t> daemon_pids;  ///< node -> its daemon's pid (its hello)
   /// The allocations besides the job that hold some of `nodes` (Slurm companions), in the
-  /// order granted; none on the local backend or a Slurm job grown by merging.
+  /// order granted; none on the local backend or a Slurm job grown by merging. Absent from an
+  /// older record: none.
   std::vector<CompanionAllocation> companions;
   /// How a Slurm job grows, as `bellows run --expand-strategy` asked: "auto" (the site's
   /// settings choose), "merge" or "companion" (slurm_expand_strategy.hpp); "" on the local
-  /// backend. A controller that takes the job over grows it the same way.
+  /// backend. A controller that takes the job over grows it the same way. Absent from an older
+  /// record: "auto" for a Slurm job, "" on the local backend.
   std::string expand_strategy;
   std::string controller;                ///< "PID START" of the controller that wrote it
   std::string ended_at;                  ///< UTC when the job ended; "" while it runs
   std::string end;                       ///< how it ended ("" while it runs)
+  /// The exit status the job's controller returned when the job ended (`bellows run`: the
+  /// program's, 128 + N for a signal N; `bellows wait` returns it); std::nullopt while the job
+  /// runs, and in an ended record of an older `bellows`, which did not keep it.
+  std::optional<int> exit_status;
 
   bool operator==(const JobRecord&) const = default;
 };
 
+/// The fields added to the record after its first form, which an older `bellows` did not
+/// write; every other field is required.
+inline constexpr std::string_view kOptionalJobRecordFields[] = {"companions", "expand_strategy", "exit_status"};
+
 /// The record as JSON text (one object, pretty-printed, ending in a newline).
 [[nodiscard]] std::string to_json_text(const JobRecord& record);
 
-/// Parses what to_json_text() wrote. Throws std::runtime_error naming `source` and the field
+/// Parses what to_json_text() wrote, or an older `bellows` (kOptionalJobRecordFields take
+/// their defaults when absent). Throws std::runtime_error naming `source` and the field
 /// that is wrong, e.g. "JOB_DIR/job.json: field 'nodes': expected a non-empty list of node
 /// names, got []". The job map must agree with the numbers given: each node's number is one
 /// given on that node.

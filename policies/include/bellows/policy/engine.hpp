@@ -101,6 +101,12 @@ class PolicyEngine {
   void resize_committed(TimePoint now, int nodes_before, int nodes_after);
   /// The resize in flight was given up; the job keeps its size. Starts the cooldown.
   void resize_aborted(TimePoint now);
+  /// A controller that took the job over (`bellows run --attach`) starts a new engine: the
+  /// job's last resize, under the controller that died, finished `ago` before `now`. Its
+  /// cooldown runs on from that end, so the engine holds until `now - ago + cooldown`, as the
+  /// engine of that controller would have; nothing when it has run out. No resize is in
+  /// flight. Throws std::invalid_argument when `ago` is negative.
+  void resize_finished_earlier(TimePoint now, Duration ago);
 
   [[nodiscard]] bool resize_in_flight() const noexcept { return in_flight_since_.has_value(); }
   /// True when a resize has been in flight longer than resize_timeout: the caller aborts
