@@ -182,13 +182,16 @@ JobRecord parse_job_record(std::string_view text, const std::string& source) {
   r.policy_text = read.string("policy_text");
   r.rank_command = read.strings("rank_command");
   r.rank_environment = read.strings("rank_environment");
-  r.pmix_native = read.flag("pmix_native");
-  r.pmix_rank_nodes = read.strings("pmix_rank_nodes");
-  r.pmix_job_map = read_job_map(read, r.pmix_rank_nodes);
-  const json& first = read.field("first_rank_pid");
-  if (!first.is_number_integer() || first.get<std::int64_t>() < 0 || first.get<std::int64_t>() > INT32_MAX)
-    read.fail("first_rank_pid", "expected a process id or 0, got " + first.dump());
-  r.first_rank_pid = first.get<std::int32_t>();
+  // An older record knows nothing of PMIx: a libbellows job, no job map, the first rank's pid unknown.
+  if (read.has("pmix_native")) r.pmix_native = read.flag("pmix_native");
+  if (read.has("pmix_rank_nodes")) r.pmix_rank_nodes = read.strings("pmix_rank_nodes");
+  if (read.has("pmix_job_map")) r.pmix_job_map = read_job_map(read, r.pmix_rank_nodes);
+  if (read.has("first_rank_pid")) {
+    const json& first = read.field("first_rank_pid");
+    if (!first.is_number_integer() || first.get<std::int64_t>() < 0 || first.get<std::int64_t>() > INT32_MAX)
+      read.fail("first_rank_pid", "expected a process id or 0, got " + first.dump());
+    r.first_rank_pid = first.get<std::int32_t>();
+  }
   const json& pids = read.field("daemon_pids");
   if (!pids.is_object()) read.fail("daemon_pids", "expected an object of node: pid, got " + pids.dump());
   for (const auto& [node, pid] : pids.items()) {

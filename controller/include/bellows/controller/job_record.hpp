@@ -12,7 +12,8 @@
 // any moment leaves the last state.
 //
 // A record written by an older `bellows` lacks the fields added since (companions,
-// expand_strategy, exit_status): each takes its default when absent (kOptionalJobRecordFields).
+// expand_strategy, exit_status, and the PMIx fields: pmix_native, pmix_job_map, pmix_rank_nodes,
+// first_rank_pid): each takes its default when absent (kOptionalJobRecordFields).
 // A field that is present but malformed is refused all the same, naming the file and the field.
 //
 // Thread safety: free functions without shared state.
@@ -75,7 +76,8 @@ struct JobRecord {
 
 /// The fields added to the record after its first form, which an older `bellows` did not
 /// write; every other field is required.
-inline constexpr std::string_view kOptionalJobRecordFields[] = {"companions", "expand_strategy", "exit_status"};
+inline constexpr std::string_view kOptionalJobRecordFields[] = {
+    "companions", "expand_strategy", "exit_status", "pmix_native", "pmix_job_map", "pmix_rank_nodes", "first_rank_pid"};
 
 /// The record as JSON text (one object, pretty-printed, ending in a newline).
 [[nodiscard]] std::string to_json_text(const JobRecord& record);
