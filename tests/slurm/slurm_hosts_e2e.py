@@ -482,7 +482,7 @@ def run_native_client_job(first, args, work, node_count):
     log(f"submitted job {job} on {node_count} of {len(states)} idle nodes: {command}")
     began = time.monotonic()
     try:
-        first.wait_job_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
+        first.wait_job_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=60)
     finally:
         first.run(["scancel", job], ok=False)
     seconds = time.monotonic() - began
