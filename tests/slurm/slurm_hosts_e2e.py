@@ -14,7 +14,8 @@
                                nodes through MPI only, status from another node and from the
                                machine's shell, nothing of the job left on the released hosts
   separate_hosts_pmix_client   pmix_native_client, a PMIx-native program in C, as the program of
-                               `bellows run --backend slurm` on three hosts: every rank a PMIx
+                               `bellows run --backend slurm` on one, three and four hosts (one
+                               job after the other, the last on every node): every rank a PMIx
                                client of its host's daemon in the job's namespace, with its
                                job-wide rank, the job's size, nodes and map, its host
   separate_hosts_pmix_grow     pmix_elastic_client, a PMIx-native program in C, as the program of
@@ -466,6 +467,57 @@ def test_separate_hosts_elastic(c, args):
     check_job_logs(job_dir, (work / "job.out").read_text())
 
 
+# The job sizes of separate_hosts_pmix_client, one job after the other on the same cluster; the
+# last takes every node of it.
+PMIX_CLIENT_JOB_NODES = (1, 3, NODES)
+
+
+def run_native_client_job(first, args, work, node_count):
+    """`bellows run --backend slurm` of pmix_native_client on node_count hosts of the running
+    cluster, once all of its nodes are idle; checks what each rank read and the job's logs and
+    returns the job id."""
+    states = first.wait_idle(timeout=30)
+    check(len(states) >= node_count, f"{node_count} nodes wanted, the cluster has {sorted(states)}")
+    out = work / f"ranks-{node_count}"  # shared by every host, as a home directory is
+    out.mkdir(parents=True)
+    runs = work / "runs"
+    output = f"job-{node_count}.out"
+    command = f"{args.bellows} run --backend slurm --quiet -- {args.native_client} {out}"
+    job = first.run(["sbatch", "--parsable", f"-N{node_count}", "-J", f"hosts-pmix-client-{node_count}",
+                     "-D", str(work), "-o", output, "-t", "5", f"--export=ALL,BELLOWS_RUN_DIR={runs}",
+                     "--wrap", command], cwd=work).stdout.strip()
+    log(f"submitted job {job} on {node_count} of {len(states)} idle nodes: {command}")
+    began = time.monotonic()
+    try:
+        first.wait_job_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=60)
+    finally:
+        first.run(["scancel", job], ok=False)
+    seconds = time.monotonic() - began
+    state = first.job_field(job, "JobState")
+    check((work / output).exists(), f"job {job} ({node_count} nodes) is {state} and wrote no {work / output}")
+    text = (work / output).read_text()
+    check(state == "COMPLETED", f"job {job} ({node_count} nodes) is {state}:\n{text[-3000:]}")
+    found = [json.loads((out / f"rank-{rank}.json").read_text()) for rank in range(node_count)
+             if (out / f"rank-{rank}.json").exists()]
+    check(len(found) == node_count,
+          f"{len(found)} of {node_count} ranks wrote their file: {sorted(p.name for p in out.iterdir())}")
+    nodes = found[0]["nodes"]
+    check(len(nodes) == node_count and len(set(nodes)) == node_count and set(nodes) <= set(NODE_NAMES),
+          f"the job map's nodes on {node_count} hosts are {nodes}")
+    for rank, got in enumerate(found):
+        expected = {"nspace": job, "rank": rank, "job_size": node_count, "univ_size": node_count,
+                    "num_nodes": node_count, "local_size": 1, "local_peers": [str(rank)], "local_rank": 0,
+                    "node_rank": 0, "hostname": nodes[rank], "nodes": nodes,
+                    "peers_by_node": {node: [i] for i, node in enumerate(nodes)},
+                    "fence": True, "local_keys": 1, "event_handler": True, "failure": ""}
+        wrong = {key: got.get(key) for key, value in expected.items() if got.get(key) != value}
+        check(not wrong, f"rank {rank} of {node_count}: {wrong}, expected {expected}")
+    log(f"{node_count} rank(s) on {nodes} in {seconds:.1f} s: each a PMIx client of its host's daemon in "
+        f"namespace {job}, its own rank, the job's size and map")
+    check_job_logs(runs / job, text)
+    return job
+
+
 def test_separate_hosts_pmix_client(c, args):
     check(os.geteuid() == 0, "the Slurm tests need root (the daemons run as root)")
     check(args.bellows and args.native_client and args.plugin, "needs --bellows, --native-client and --plugin")
@@ -476,42 +528,12 @@ def test_separate_hosts_pmix_client(c, args):
     digest = cluster["separate_hosts"]["bridge"][3:]
     work = first.dir.parent / "pmix-client-work"
     shutil.rmtree(work, ignore_errors=True)
-    out = work / "ranks"  # shared by every host, as a home directory is
-    out.mkdir(parents=True)
-    runs = work / "runs"
-    job = None
+    work.mkdir(parents=True)
     try:
-        command = f"{args.bellows} run --backend slurm --quiet -- {args.native_client} {out}"
-        job = first.run(["sbatch", "--parsable", "-N3", "-J", "hosts-pmix-client", "-D", str(work), "-o", "job.out",
-                         "-t", "5", f"--export=ALL,BELLOWS_RUN_DIR={runs}", "--wrap", command],
-                        cwd=work).stdout.strip()
-        log(f"submitted job {job}: {command}")
-        deadline = time.monotonic() + 120
-        while first.job_field(job, "JobState") not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
-            check(time.monotonic() < deadline, f"job {job} did not end within 120 s")
-            time.sleep(0.3)
-        text = (work / "job.out").read_text()
-        state = first.job_field(job, "JobState")
-        check(state == "COMPLETED", f"job {job} is {state}:\n{text[-3000:]}")
-        found = [json.loads((out / f"rank-{rank}.json").read_text()) for rank in range(3)
-                 if (out / f"rank-{rank}.json").exists()]
-        check(len(found) == 3, f"{len(found)} of 3 ranks wrote their file: {sorted(p.name for p in out.iterdir())}")
-        nodes = found[0]["nodes"]
-        check(len(set(nodes)) == 3 and set(nodes) <= set(NODE_NAMES), f"the job map's nodes are {nodes}")
-        for rank, got in enumerate(found):
-            expected = {"nspace": job, "rank": rank, "job_size": 3, "univ_size": 3, "num_nodes": 3, "local_size": 1,
-                        "local_peers": [str(rank)], "local_rank": 0, "node_rank": 0, "hostname": nodes[rank],
-                        "nodes": nodes, "peers_by_node": {node: [i] for i, node in enumerate(nodes)},
-                        "fence": True, "local_keys": 1, "event_handler": True, "failure": ""}
-            wrong = {key: got.get(key) for key, value in expected.items() if got.get(key) != value}
-            check(not wrong, f"rank {rank}: {wrong}, expected {expected}")
-        log(f"3 ranks on {nodes}: each a PMIx client of its host's daemon in namespace {job}, its own rank, "
-            f"the job's size and map")
+        jobs = [run_native_client_job(first, args, work, node_count) for node_count in PMIX_CLIENT_JOB_NODES]
+        check(len(set(jobs)) == len(PMIX_CLIENT_JOB_NODES), f"the jobs' namespaces are not distinct: {jobs}")
     finally:
-        if job:
-            first.run(["scancel", job], ok=False)
         stop(first, digest)
-    check_job_logs(runs / job, (work / "job.out").read_text())
 
 
 def test_separate_hosts(c, args):
