@@ -27,7 +27,6 @@ With --measure N it prints, for N kills and takeovers of fresh jobs, the time fr
 to the controller knowing every node and rank again, and their median ("attach_bench: ...").
 Prints "attach: PASS" or "attach: FAIL: why".
 """
-import ctypes
 import json
 import os
 import re
@@ -35,14 +34,13 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from local_job import LocalJobTest  # noqa: E402
+from takeover import TOOK_OVER, Lines, become_subreaper, reap  # noqa: E402
 
-PR_SET_CHILD_SUBREAPER = 36
 # A policy with no trigger: it never resizes on its own, but ticks (and says why it holds).
 POLICY = """\
 nodes:
@@ -65,46 +63,7 @@ resize_timeout: 1m
 """
 COOLDOWN_HOLD = re.compile(r"hold: cooldown after the last resize, ([0-9]+)(ms|s|m) left")
 SECONDS_PER = {"ms": 0.001, "s": 1, "m": 60}
-TOOK_OVER = re.compile(r"bellows: took job (\S+) over: every daemon back in ([0-9.]+) s, every rank known in "
-                       r"([0-9.]+) s")
 
-
-class Lines:
-    """The stderr of a process, read line by line on a thread of its own."""
-
-    def __init__(self, stream):
-        self.lines = []
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def _read(self, stream):
-        for line in stream:
-            with self.lock:
-                self.lines.append(line.rstrip("\n"))
-
-    def find(self, pattern):
-        with self.lock:
-            for line in self.lines:
-                m = pattern.search(line)
-                if m:
-                    return m
-        return None
-
-    def text(self):
-        self.thread.join(timeout=5)
-        with self.lock:
-            return "\n".join(self.lines)
-
-
-def reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def gemm(t, iterations):
@@ -257,8 +216,9 @@ def main():
     t = LocalJobTest("attach", lambda p: (p.add_argument("--measure", type=int, default=0),
                                           p.add_argument("--lost-rank", action="store_true"),
                                           p.add_argument("--cooldown", action="store_true")))
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        t.fail(f"prctl(PR_SET_CHILD_SUBREAPER): errno {ctypes.get_errno()}")
+    why = become_subreaper()
+    if why:
+        t.fail(why)
     if t.args.lost_rank:
         lost_rank_after_attach(t)
         return

@@ -24,62 +24,25 @@ data among themselves and over the whole namespace after each change.
   pmix_attach_test.py --bellows PATH --app PATH(pmix_elastic_client)
 Prints "pmix_attach: PASS" or "pmix_attach: FAIL: why".
 """
-import ctypes
 import os
-import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
 from local_job import LocalJobTest  # noqa: E402
-
-PR_SET_CHILD_SUBREAPER = 36
-TOOK_OVER = re.compile(r"bellows: took job (\S+) over: every daemon back in ([0-9.]+) s, every rank known in "
-                       r"([0-9.]+) s")
+from takeover import TOOK_OVER, Lines, become_subreaper, reap  # noqa: E402
 
 
-class Lines:
-    """The stderr of a process, read line by line on a thread of its own."""
-
-    def __init__(self, stream):
-        self.lines = []
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def _read(self, stream):
-        for line in stream:
-            with self.lock:
-                self.lines.append(line.rstrip("\n"))
-
-    def find(self, pattern):
-        with self.lock:
-            return next((m for m in map(pattern.search, self.lines) if m), None)
-
-    def text(self):
-        self.thread.join(timeout=5)
-        with self.lock:
-            return "\n".join(self.lines)
-
-
-def reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def main():
     t = LocalJobTest("pmix_attach")
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        t.fail(f"prctl(PR_SET_CHILD_SUBREAPER): errno {ctypes.get_errno()}")
+    why = become_subreaper()
+    if why:
+        t.fail(why)
     out = Path(t.top) / "ranks"
     out.mkdir()
     job = t.start("--pmix-native", "--nodes", "2:3", "--pool", "3", "--quiet", "--", t.args.app, str(out))
