@@ -62,7 +62,8 @@ def main():
         """Every rank of `ranks` logged the job of those ranks on the nodes nodes_of[rank]."""
         members = ",".join(str(r) for r in ranks)
         line = (f"members {members} size {len(ranks)} num_nodes {len(ranks)} nodes "
-                + ",".join(nodes_of[r] for r in ranks) + f" fence ok keys {len(ranks)} wildcard ok")
+                + ",".join(nodes_of[r] for r in ranks)
+                + f" local_rank 0 node_rank 0 fence ok keys {len(ranks)} wildcard ok")
         t.wait_for(process, f"{what}: every rank logging {line!r}",
                    lambda: all(log_of(r) and log_of(r)[-1] == line for r in ranks), seconds,
                    why_not=lambda: "; logs: " + "; ".join(f"{r}: {log_of(r)}" for r in range(4)))
