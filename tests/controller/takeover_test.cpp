@@ -352,6 +352,12 @@ TEST(JobRecord, OnlyTheFieldsAddedSinceMayBeAbsent) {
       (void)parse_job_record(without.dump(), "/j/job.json");
       EXPECT_TRUE(optional) << "a record without '" << key << "' was accepted";
     } catch (const std::runtime_error& e) {
+      if (key == "pmix_rank_nodes") {
+        // Absent alone, while the job map names rank numbers: the map names numbers never given.
+        EXPECT_EQ(std::string(e.what()), "/j/job.json: field 'pmix_job_map': expected for local0 one of the 0 rank "
+                                         "numbers of pmix_rank_nodes, got 0");
+        continue;
+      }
       EXPECT_FALSE(optional) << e.what();
       EXPECT_EQ(std::string(e.what()), "/j/job.json: field '" + key + "': missing");
     }
