@@ -48,7 +48,9 @@
 // The tasks re-run (RankStats::tasks_rerun) are tasks_rerun()'s prediction: the rolled-back
 // ranks' tasks times the iterations redone in sum, none on a rank that kept its state, and
 // the replayed iterations ran exactly the rolled-back ranks' tasks. With one team (T = 4) every
-// rank rolls back, and the recovery says why.
+// rank rolls back, and the recovery says why. In every mode the examples' JSON report
+// (runtime_extra) carries, per failure, the log bytes the survivors kept for the replay: their
+// recoveries' sum, none where every rank rolled back.
 // With `stopped` the victims are SIGSTOPped instead of killed, as a node cut from the network
 // looks: alive, silent, and no MPI call with them ever fails. The launcher then tells the
 // survivors what a control plane would (the controller's ranks-lost event, failure 1): each
@@ -695,6 +697,24 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   }
   result["tasks_rerun_here"] = rerun;
   result["tasks_rerun"] = rerun_summed;
+  // The examples' JSON report (runtime_extra, on every rank): per failure, the log bytes kept
+  // for the replay, summed over the ranks, as each survivor's recovery counted them; none
+  // where every rank rolled back.
+  const nlohmann::json extra = be::runtime_extra(runtime);
+  if (recovered && !second_loss) {
+    unsigned long long kept_here = runtime.recoveries().front().log_bytes_for_replay, kept_summed = 0;
+    MPI_Allreduce(&kept_here, &kept_summed, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, job);
+    const nlohmann::json reported = extra.value("recoveries", nlohmann::json::array());
+    const auto in_report = reported.size() == 1 ? reported[0].value("log_bytes_for_replay", -1LL) : -1LL;
+    const bool every_rank = first_rolled_back.size() == old_of.size() + lost_in_all.size();
+    expect(in_report == static_cast<long long>(kept_summed) &&
+               (every_rank ? kept_summed == 0 : kept_summed > 0 || first_iterations_redone == 0),
+           "the JSON report's recoveries carry " + std::to_string(in_report) + " log bytes kept for the replay (" +
+               std::to_string(reported.size()) + " recoveries), the survivors kept " + std::to_string(kept_summed) +
+               (every_rank ? " with every rank rolled back" : " with ranks " + rank_set(first_rolled_back) +
+                                                                  " rolled back"));
+    result["log_bytes_for_replay_reported"] = in_report;
+  }
 
   const std::vector<double> a_all = a.gather_to_root(job);
   const std::vector<double> c_all = c.gather_to_root(job);
