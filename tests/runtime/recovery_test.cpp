@@ -66,7 +66,7 @@
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
 //   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped|teams=T]
-//                                                                     (the launcher; no MPI)
+//                                                   (the launcher, recovery_launcher.cpp; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
 #include "bellows/runtime/loss_notices.hpp"
