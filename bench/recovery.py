@@ -21,8 +21,9 @@ verified result on 2 ranks. From the kill's wall-clock time and the job's own re
                report of a surviving node after it in `metrics.jsonl`): the job progressing
                again;
   - redone:    iterations run twice (the iteration the kill interrupted is not counted);
-  - rolled back, tasks re-run: from the job's report, the ranks that rolled back (its
-               `recoveries`) and the tasks the survivors ran twice (`rank_stats[].tasks_rerun`).
+  - rolled back, tasks re-run: from the job's report, the ranks that rolled back and the log
+               bytes kept for their replay (its `recoveries`) and the tasks the survivors ran
+               twice (`rank_stats[].tasks_rerun`).
 
 With --team-sizes the job also logs messages between teams of T consecutive ranks (`--message-log
 on --team-size T`; 0: no logging), one configuration per T, and --checkpoint-every K sets the
@@ -154,6 +155,7 @@ def one_run(args, app, gflops, team_size, seed):
         "teams_rolled_back": recovery.get("teams_rolled_back"),
         "runtime_iterations_redone": recovery.get("iterations_redone"),
         "tasks_rerun": sum(r.get("tasks_rerun", 0) for r in report["rank_stats"]),
+        "log_bytes_for_replay": recovery.get("log_bytes_for_replay"),
         "log_bytes_replayed": (report.get("message_log") or {}).get("bytes_replayed"),
         "tasks": sum(r.get("tasks", 0) for r in report["rank_stats"]),
     }

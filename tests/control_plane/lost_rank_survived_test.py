@@ -169,6 +169,9 @@ def main():
             or recoveries[0]["teams_rolled_back"] != [0] or recoveries[0]["lost"] != [victim["rank"]]:
         t.fail(f"the report's recoveries are {recoveries}, expected one that lost rank {victim['rank']} and "
                f"rolled back ranks [0, 1, 2] of team 0")
+    if recoveries[0].get("log_bytes_for_replay") != 0:  # every rank rolled back: no log serves a replay
+        t.fail(f"the report's recovery kept {recoveries[0].get('log_bytes_for_replay')} log bytes for the "
+               f"replay with every rank rolled back, expected 0: {recoveries[0]}")
     redone = recoveries[0]["iterations_redone"]
     if redone != recoveries[0]["interrupted_iteration"] - 1 - recoveries[0]["rolled_back_to"]:
         t.fail(f"the report's recovery redid {redone} iterations: {recoveries[0]}")

@@ -48,7 +48,9 @@
 // The tasks re-run (RankStats::tasks_rerun) are tasks_rerun()'s prediction: the rolled-back
 // ranks' tasks times the iterations redone in sum, none on a rank that kept its state, and
 // the replayed iterations ran exactly the rolled-back ranks' tasks. With one team (T = 4) every
-// rank rolls back, and the recovery says why.
+// rank rolls back, and the recovery says why. In every mode the examples' JSON report
+// (runtime_extra) carries, per failure, the log bytes the survivors kept for the replay: their
+// recoveries' sum, none where every rank rolled back.
 // With `stopped` the victims are SIGSTOPped instead of killed, as a node cut from the network
 // looks: alive, silent, and no MPI call with them ever fails. The launcher then tells the
 // survivors what a control plane would (the controller's ranks-lost event, failure 1): each
@@ -64,7 +66,7 @@
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
 //   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped|teams=T]
-//                                                                     (the launcher; no MPI)
+//                                                   (the launcher, recovery_launcher.cpp; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
 #include "bellows/runtime/loss_notices.hpp"
@@ -74,8 +76,6 @@
 #include "bellows/runtime/team_replay.hpp"
 
 #include <mpi.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,7 +87,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <set>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -101,51 +100,28 @@
 #include "bellows/kernels/tile_kernels.hpp"
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
+#include "recovery_test.hpp"
 #include "separate_worlds.hpp"
-#include "spawned_processes.hpp"
 #include "watchdog.hpp"
 
+namespace bellows::testing::recovery {
 namespace {
 
-namespace fs = std::filesystem;
 namespace br = bellows::runtime;
 namespace be = bellows::examples;
-using Clock = std::chrono::steady_clock;
-using bellows::testing::read_file;
-using bellows::testing::read_int;
-using bellows::testing::reap_members;
-using bellows::testing::StartedMember;
-using bellows::testing::wall_seconds;
-using bellows::testing::write_file;
 
-constexpr int kRanks = 4;
 constexpr int kN = 384;
 constexpr int kTile = 96;  // 4 x 4 tiles: 64 GEMM tasks per iteration
 constexpr int kGemmTasksPerIteration = 64;
 constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
 constexpr int kIterations = 30;
 constexpr int kTeamsCheckpointEvery = 3;  // with teams=T: iterations between checkpoints
-constexpr int kFewestBeforeKill = 4;  // iterations rank 0 has completed when the victim is killed:
-constexpr int kMostBeforeKill = 12;   // a random count in [kFewestBeforeKill, kMostBeforeKill]
 constexpr unsigned kSeed = 11;
 constexpr auto kRebuildTimeout = std::chrono::seconds(10);
-constexpr double kLauncherLimitSeconds = 90.0;  // below the ctest timeout
 // With a second victim: shorter, so that a phase that could only end at its deadline still
 // ends well within the test's timeout (60 s).
 constexpr auto kSecondLossRebuildTimeout = std::chrono::seconds(5);
 constexpr auto kSecondLossMemberLimit = std::chrono::seconds(40);
-constexpr double kSecondLossLauncherLimitSeconds = 50.0;
-
-int failures = 0;
-std::string first_failure;
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    if (failures++ == 0) first_failure = what;
-    std::fprintf(stderr, "recovery_tests: FAILED: %s\n", what.c_str());
-  }
-}
-
-// ------------------------------------------------------------------------------------ member
 
 /// The Cholesky job instead of the GEMM (a file `cholesky` in the run's directory).
 bool cholesky_job = false;
@@ -238,18 +214,6 @@ std::size_t differing(const std::vector<double>& x, const std::vector<double>& y
 
 double seconds_from(double wall_start) { return wall_seconds() - wall_start; }
 
-/// "0,2" -> {0, 2}; "-1" -> {}.
-std::vector<int> parse_victims(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const int rank = std::atoi(item.c_str());
-    if (rank >= 0) out.push_back(rank);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 std::string rank_set(const std::vector<int>& ranks) {
   std::string out = "{";
@@ -281,6 +245,8 @@ std::jthread tell_when_told(const fs::path& dir, std::chrono::milliseconds delay
     br::loss_notices().tell(failure_id, parse_victims(ranks));
   });
 }
+
+}  // namespace
 
 int run_member(const fs::path& dir, int index, int count, const std::vector<int>& victims) {
   int provided = 0;
@@ -731,6 +697,24 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   }
   result["tasks_rerun_here"] = rerun;
   result["tasks_rerun"] = rerun_summed;
+  // The examples' JSON report (runtime_extra, on every rank): per failure, the log bytes kept
+  // for the replay, summed over the ranks, as each survivor's recovery counted them; none
+  // where every rank rolled back.
+  const nlohmann::json extra = be::runtime_extra(runtime);
+  if (recovered && !second_loss) {
+    unsigned long long kept_here = runtime.recoveries().front().log_bytes_for_replay, kept_summed = 0;
+    MPI_Allreduce(&kept_here, &kept_summed, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, job);
+    const nlohmann::json reported = extra.value("recoveries", nlohmann::json::array());
+    const auto in_report = reported.size() == 1 ? reported[0].value("log_bytes_for_replay", -1LL) : -1LL;
+    const bool every_rank = first_rolled_back.size() == old_of.size() + lost_in_all.size();
+    expect(in_report == static_cast<long long>(kept_summed) &&
+               (every_rank ? kept_summed == 0 : kept_summed > 0 || first_iterations_redone == 0),
+           "the JSON report's recoveries carry " + std::to_string(in_report) + " log bytes kept for the replay (" +
+               std::to_string(reported.size()) + " recoveries), the survivors kept " + std::to_string(kept_summed) +
+               (every_rank ? " with every rank rolled back" : " with ranks " + rank_set(first_rolled_back) +
+                                                                  " rolled back"));
+    result["log_bytes_for_replay_reported"] = in_report;
+  }
 
   const std::vector<double> a_all = a.gather_to_root(job);
   const std::vector<double> c_all = c.gather_to_root(job);
@@ -761,243 +745,10 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   return failures == 0 ? 0 : 1;
 }
 
-// ------------------------------------------------------------------------------------ launcher
-
-pid_t start_member(const std::string& mpiexec, const std::string& self, const fs::path& dir,
-                   int index, const std::string& victims) {
-  return bellows::testing::start_member_world(
-      mpiexec, {self, "--member", dir.string(), std::to_string(index), std::to_string(kRanks), victims},
-      dir / ("member." + std::to_string(index) + ".log"));
-}
-
-/// A rank killed while the survivors recover from the first loss: `second=R@MS` kills rank R
-/// MS milliseconds after the first survivor has started recovering.
-struct SecondVictim {
-  int rank = -1;
-  int delay_ms = 0;
-  /// `after=R`: rank R dies instead at a random point of the first iteration after the
-  /// first survivor recovered (a random fraction of an iteration's time after it wrote
-  /// recovered.<rank>), when a checkpoint under the new buddies must already be complete.
-  bool after_recovery = false;
-};
-
-int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
-                 bool no_checkpoint, bool cholesky, SecondVictim second, bool stopped, int team_size) {
-  const std::vector<int> victims = parse_victims(victims_text);
-  const bool second_loss = second.rank >= 0;
-  const bool valid = std::all_of(victims.begin(), victims.end(), [](int v) { return v < kRanks; }) &&
-                     static_cast<int>(victims.size()) < kRanks && (!no_checkpoint || !victims.empty()) &&
-                     (!second_loss || (second.rank < kRanks && victims.size() == 1 && second.rank != victims[0] &&
-                                       second.delay_ms >= 0)) &&
-                     (!stopped || !victims.empty());
-  if (!valid) {
-    std::fprintf(stderr, "recovery_tests: victims '%s' are not ranks of %d (or -1 with checkpoints), or the "
-                         "second victim %d@%d is not another rank after one victim\n",
-                 victims_text.c_str(), kRanks, second.rank, second.delay_ms);
-    return 2;
-  }
-  char pattern[] = "/tmp/bellows-recovery-XXXXXX";
-  const fs::path dir = ::mkdtemp(pattern);
-  if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
-  if (cholesky) write_file(dir / "cholesky", "1");
-  if (stopped) write_file(dir / "stopped", "1");
-  if (team_size > 0) write_file(dir / "teams", std::to_string(team_size));
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned kill_seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                                  : std::random_device{}();
-  std::mt19937 kill_random(kill_seed);
-  const int kill_after = std::uniform_int_distribution<int>(kFewestBeforeKill, kMostBeforeKill)(kill_random);
-  const double kill_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(kill_random);
-  write_file(dir / "kill_after", std::to_string(kill_after));
-  // Drawn after the first kill's, so that a seed gives the first kill it gave before.
-  const double second_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(kill_random);
-  if (second_loss) write_file(dir / "second", std::to_string(second.rank));
-  if (second.after_recovery) write_file(dir / "after", "1");
-  const double limit_seconds = second_loss ? kSecondLossLauncherLimitSeconds : kLauncherLimitSeconds;
-  const auto start = Clock::now();
-  const auto limit = start + std::chrono::duration<double>(limit_seconds);
-  std::vector<StartedMember> members(kRanks);
-  for (int i = 0; i < kRanks; ++i) {
-    members[static_cast<std::size_t>(i)].pid = start_member(mpiexec, self, dir, i, victims_text);
-    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
-  }
-  auto reap = [&](bool block_until_limit) {
-    return reap_members(members, block_until_limit ? std::chrono::time_point_cast<Clock::duration>(limit)
-                                                   : Clock::time_point{});
-  };
-  auto path_of = [&](const char* what, int rank) { return dir / (std::string(what) + "." + std::to_string(rank)); };
-
-  std::vector<int> victim_pids;
-  Clock::duration iteration_time{};  // rank 0's last iteration before the kill
-  if (!victims.empty()) {
-    // Once rank 0 has completed kill_after iterations, wait kill_fraction of the last
-    // iteration's time: the victim dies within the next iteration, or in the gap before it.
-    bool due = false;
-    int seen = -1;
-    Clock::time_point seen_at{}, previous_at{};
-    while (!due && Clock::now() < limit) {
-      const int progress = fs::exists(dir / "progress") ? std::atoi(read_file(dir / "progress").c_str()) : -1;
-      if (progress != seen) {
-        previous_at = seen_at;
-        seen_at = Clock::now();
-        seen = progress;
-      }
-      due = progress >= kill_after;
-      if (!due) {
-        if (reap(false)) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-    expect(due, "rank 0 did not reach iteration " + std::to_string(kill_after));
-    if (due && previous_at != Clock::time_point{}) {
-      iteration_time = seen_at - previous_at;
-      std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(iteration_time * kill_fraction));
-    }
-    if (due) {
-      for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));
-      char text[64];
-      std::snprintf(text, sizeof text, "%.6f\n", wall_seconds());
-      for (std::size_t v = 0; v < victims.size(); ++v) {
-        const int signal = stopped ? SIGSTOP : SIGKILL;
-        expect(::kill(victim_pids[v], signal) == 0, std::string(stopped ? "SIGSTOP" : "kill -9") + " of rank " +
-                                                        std::to_string(victims[v]) + " failed");
-      }
-      write_file(dir / "killed", text);  // for the survivors' times only: MPI tells them nothing
-      if (stopped) write_file(dir / "told_lost", "1 " + victims_text);  // the control plane's word
-    }
-  }
-  if (stopped && !victim_pids.empty()) {
-    // The stopped victims stay until every survivor has verified the result: then they die,
-    // as a node cut off is ended in the end.
-    bool finishing = false;
-    while (!finishing && Clock::now() < limit) {
-      finishing = true;
-      for (int r = 0; r < kRanks; ++r) {
-        const bool victim = std::find(victims.begin(), victims.end(), r) != victims.end();
-        if (!victim && !fs::exists(path_of("finishing", r))) finishing = false;
-      }
-      if (!finishing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    expect(finishing, "the survivors did not all finish with ranks " + victims_text + " stopped");
-    for (std::size_t v = 0; v < victims.size(); ++v) {
-      expect(::kill(victim_pids[v], SIGKILL) == 0, "kill -9 of stopped rank " + std::to_string(victims[v]) + " failed");
-    }
-  }
-  int second_pid = -1;
-  if (second_loss && !victim_pids.empty()) {
-    // Once a survivor has started recovering (it writes recovering.<rank> when its iteration
-    // reported the loss), and after the delay, the second victim dies; with `after`, once a
-    // survivor has recovered, a random fraction of an iteration later.
-    const char* mark = second.after_recovery ? "recovered" : "recovering";
-    bool recovering = false;
-    while (!recovering && Clock::now() < limit) {
-      for (int r = 0; r < kRanks && !recovering; ++r) recovering = fs::exists(path_of(mark, r));
-      if (!recovering) {
-        if (reap(false)) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-    }
-    expect(recovering, second.after_recovery ? "no survivor recovered" : "no survivor started recovering");
-    if (recovering) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(second.delay_ms));
-      if (second.after_recovery) {
-        std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(iteration_time * second_fraction));
-      }
-      second_pid = read_int(path_of("pid", second.rank));
-      expect(::kill(second_pid, SIGKILL) == 0, "kill -9 of rank " + std::to_string(second.rank) + " failed");
-      victim_pids.push_back(second_pid);
-    }
-  }
-  std::vector<int> all_victims = victims;
-  if (second_loss) all_victims.push_back(second.rank);
-  const bool all_ended = reap(true);
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-
-  // Whatever is left is killed: nothing the test started survives it.
-  std::vector<int> pids;
-  for (int i = 0; i < kRanks; ++i) {
-    auto& m = members[static_cast<std::size_t>(i)];
-    if (m.pid <= 0) continue;
-    pids.push_back(m.pid);
-    if (!m.ended) {
-      expect(false, "mpiexec of member " + std::to_string(i) + " still running after " +
-                        std::to_string(limit_seconds) + " s: killed");
-      ::kill(-m.pid, SIGKILL);
-      ::waitpid(m.pid, &m.status, 0);
-      m.ended = true;
-    }
-    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
-  }
-  for (int r = 0; r < kRanks; ++r) {
-    if (fs::exists(path_of("pid", r))) pids.push_back(read_int(path_of("pid", r)));
-  }
-  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
-
-  nlohmann::json survivors = nlohmann::json::array();
-  bool verified = false;
-  int refusals = 0;
-  for (int r = 0; r < kRanks; ++r) {
-    if (std::find(all_victims.begin(), all_victims.end(), r) != all_victims.end()) continue;
-    if (!fs::exists(path_of("result", r))) {
-      expect(false, "survivor " + std::to_string(r) + " wrote no result");
-      continue;
-    }
-    const auto result = nlohmann::json::parse(read_file(path_of("result", r)));
-    expect(result.value("result", "") == "PASS",
-           "survivor " + std::to_string(r) + ": " + result.value("result", "(none)"));
-    verified = verified || result.value("verified", false);
-    refusals += result.contains("refused") ? 1 : 0;
-    survivors.push_back(result);
-  }
-  expect(verified, "no survivor verified the result");
-  const int survivor_count = kRanks - static_cast<int>(all_victims.size());
-  // Every survivor recovered (and one verified the result), or every one was refused.
-  expect(!second_loss || refusals == 0 || refusals == survivor_count,
-         std::to_string(refusals) + " of " + std::to_string(survivor_count) + " survivors were refused");
-  expect(!second.after_recovery || refusals == 0,
-         "a loss in the first iteration after the recovery was refused on " + std::to_string(refusals) + " survivors");
-  int killed_exits = 0, clean_exits = 0;
-  for (auto& m : members) {
-    if (WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0) {
-      ++clean_exits;
-    } else {
-      ++killed_exits;
-    }
-  }
-  const int expected_killed = static_cast<int>(all_victims.size());
-  expect(clean_exits == kRanks - expected_killed && killed_exits == expected_killed,
-         std::to_string(clean_exits) + " mpiexecs exited 0 and " + std::to_string(killed_exits) +
-             " did not; expected " + std::to_string(kRanks - expected_killed) + " and " +
-             std::to_string(expected_killed));
-  expect(all_ended, "not every mpiexec ended by itself");
-  if (failures != 0) {
-    for (int i = 0; i < kRanks; ++i) {
-      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
-                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
-    }
-  }
-  fs::remove_all(dir);
-  std::printf("%s\n", nlohmann::json{{"victims", all_victims},
-                                     {"outcome", !second_loss ? "recovered"
-                                                 : refusals == 0 ? "folded in"
-                                                                 : "refused"},
-                                     {"victim_pids", victim_pids},
-                                     {"kill_seed", kill_seed},
-                                     {"killed_after_iterations", kill_after},
-                                     {"kill_fraction_of_an_iteration", kill_fraction},
-                                     {"second_kill_fraction_of_an_iteration",
-                                      second.after_recovery ? second_fraction : -1.0},
-                                     {"seconds", seconds},
-                                     {"survivors", survivors}}
-                          .dump()
-                          .c_str());
-  std::printf("recovery: %s\n", failures == 0 ? "PASS" : "FAIL");
-  return failures == 0 ? 0 : 1;
-}
-
-}  // namespace
+}  // namespace bellows::testing::recovery
 
 int main(int argc, char** argv) {
+  using namespace bellows::testing::recovery;
   if (argc == 6 && std::strcmp(argv[1], "--member") == 0) {
     return run_member(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), parse_victims(argv[5]));
   }

@@ -438,8 +438,33 @@ IterationResult iteration_result(const runtime::IterationReport& report, double 
           report.mean_compute_share};
 }
 
+namespace {
+
+/// Per failure this rank recovered from (Runtime::recoveries(), oldest first): the log bytes
+/// the ranks that kept their state held for the replay (RecoveryReport::log_bytes_for_replay),
+/// summed over the ranks now in the job, as the event log's `recovered` line sums them over the
+/// survivors. A rank that joined after a failure holds the later failures only, so each rank's
+/// list is aligned at its end. Collective over the runtime's communicator.
+std::vector<unsigned long long> log_bytes_for_replay_summed(const runtime::Runtime& runtime) {
+  const std::vector<runtime::RecoveryReport>& recoveries = runtime.recoveries();
+  const int mine = static_cast<int>(recoveries.size());
+  int most = 0;
+  MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, runtime.communicator());
+  std::vector<unsigned long long> bytes(static_cast<std::size_t>(most), 0);
+  std::vector<unsigned long long> summed(static_cast<std::size_t>(most), 0);
+  const std::size_t first = static_cast<std::size_t>(most - mine);
+  for (std::size_t i = 0; i < recoveries.size(); ++i) bytes[first + i] = recoveries[i].log_bytes_for_replay;
+  if (most > 0) {
+    MPI_Allreduce(bytes.data(), summed.data(), most, MPI_UNSIGNED_LONG_LONG, MPI_SUM, runtime.communicator());
+  }
+  return {summed.begin() + static_cast<std::ptrdiff_t>(first), summed.end()};
+}
+
+}  // namespace
+
 nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
   nlohmann::json extra = nlohmann::json::object();
+  const std::vector<unsigned long long> log_bytes_for_replay = log_bytes_for_replay_summed(runtime);
   if (const auto applied = runtime.teams_applied()) {
     extra["team_plan"] = {{"before_iteration", applied->before_iteration},
                           {"rank_team", applied->rank_team},
@@ -453,7 +478,8 @@ nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
   // rank_stats[].tasks_rerun.
   if (!runtime.recoveries().empty()) {
     nlohmann::json recoveries = nlohmann::json::array();
-    for (const runtime::RecoveryReport& r : runtime.recoveries()) {
+    for (std::size_t i = 0; i < runtime.recoveries().size(); ++i) {
+      const runtime::RecoveryReport& r = runtime.recoveries()[i];
       recoveries.push_back({{"lost", r.lost},
                             {"interrupted_iteration", r.interrupted_iteration},
                             {"rolled_back_to", r.iteration},
@@ -461,6 +487,7 @@ nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
                             {"ranks_rolled_back", r.ranks_rolled_back},
                             {"teams_rolled_back", r.teams_rolled_back},
                             {"rolled_back_globally_because", r.rolled_back_globally_because},
+                            {"log_bytes_for_replay", log_bytes_for_replay[i]},
                             {"ranks_before", r.old_size},
                             {"ranks_after", r.new_size},
                             {"seconds", r.seconds}});

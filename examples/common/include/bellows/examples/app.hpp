@@ -121,8 +121,10 @@ inline void forget_iterations_from(std::vector<IterationResult>& iterations, int
 /// What the runtime adds to an example's JSON report besides its statistics: under
 /// "team_plan", the teams TeamLB applied (MessageLogOptions::plan_teams), when it did; under
 /// "recoveries", per failure this rank recovered from (Runtime::recoveries()), the lost
-/// ranks, the iteration interrupted and the one rolled back to, the iterations redone and
-/// the ranks and teams that rolled back.
+/// ranks, the iteration interrupted and the one rolled back to, the iterations redone, the
+/// ranks and teams that rolled back and the log bytes kept for the replay (summed over the
+/// ranks now in the job; 0 where every rank rolled back). Collective over the runtime's
+/// communicator: call it on every rank.
 [[nodiscard]] nlohmann::json runtime_extra(const runtime::Runtime& runtime);
 
 /// Prints the human summary (unless quiet) and, as the last line, the JSON object

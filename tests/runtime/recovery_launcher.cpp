@@ -1,0 +1,257 @@
+// The launcher of recovery_tests (recovery_test.cpp says what the test does): it starts the
+// kRanks members, each under an mpiexec of its own, kills (or stops) the victims at moments
+// drawn from the seed, reaps every process it started, and passes when the victims' mpiexecs
+// report the kill and every survivor wrote a PASS result.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "recovery_test.hpp"
+#include "separate_worlds.hpp"
+#include "spawned_processes.hpp"
+
+namespace bellows::testing::recovery {
+namespace {
+
+constexpr int kFewestBeforeKill = 4;  // iterations rank 0 has completed when the victim is killed:
+constexpr int kMostBeforeKill = 12;   // a random count in [kFewestBeforeKill, kMostBeforeKill]
+constexpr double kLauncherLimitSeconds = 90.0;  // below the ctest timeout
+// With a second victim: shorter, so that the members' own limits end them first.
+constexpr double kSecondLossLauncherLimitSeconds = 50.0;
+
+pid_t start_member(const std::string& mpiexec, const std::string& self, const fs::path& dir,
+                   int index, const std::string& victims) {
+  return bellows::testing::start_member_world(
+      mpiexec, {self, "--member", dir.string(), std::to_string(index), std::to_string(kRanks), victims},
+      dir / ("member." + std::to_string(index) + ".log"));
+}
+
+}  // namespace
+
+int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
+                 bool no_checkpoint, bool cholesky, SecondVictim second, bool stopped, int team_size) {
+  const std::vector<int> victims = parse_victims(victims_text);
+  const bool second_loss = second.rank >= 0;
+  const bool valid = std::all_of(victims.begin(), victims.end(), [](int v) { return v < kRanks; }) &&
+                     static_cast<int>(victims.size()) < kRanks && (!no_checkpoint || !victims.empty()) &&
+                     (!second_loss || (second.rank < kRanks && victims.size() == 1 && second.rank != victims[0] &&
+                                       second.delay_ms >= 0)) &&
+                     (!stopped || !victims.empty());
+  if (!valid) {
+    std::fprintf(stderr, "recovery_tests: victims '%s' are not ranks of %d (or -1 with checkpoints), or the "
+                         "second victim %d@%d is not another rank after one victim\n",
+                 victims_text.c_str(), kRanks, second.rank, second.delay_ms);
+    return 2;
+  }
+  char pattern[] = "/tmp/bellows-recovery-XXXXXX";
+  const fs::path dir = ::mkdtemp(pattern);
+  if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
+  if (cholesky) write_file(dir / "cholesky", "1");
+  if (stopped) write_file(dir / "stopped", "1");
+  if (team_size > 0) write_file(dir / "teams", std::to_string(team_size));
+  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
+  const unsigned kill_seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
+                                                  : std::random_device{}();
+  std::mt19937 kill_random(kill_seed);
+  const int kill_after = std::uniform_int_distribution<int>(kFewestBeforeKill, kMostBeforeKill)(kill_random);
+  const double kill_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(kill_random);
+  write_file(dir / "kill_after", std::to_string(kill_after));
+  // Drawn after the first kill's, so that a seed gives the first kill it gave before.
+  const double second_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(kill_random);
+  if (second_loss) write_file(dir / "second", std::to_string(second.rank));
+  if (second.after_recovery) write_file(dir / "after", "1");
+  const double limit_seconds = second_loss ? kSecondLossLauncherLimitSeconds : kLauncherLimitSeconds;
+  const auto start = Clock::now();
+  const auto limit = start + std::chrono::duration<double>(limit_seconds);
+  std::vector<StartedMember> members(kRanks);
+  for (int i = 0; i < kRanks; ++i) {
+    members[static_cast<std::size_t>(i)].pid = start_member(mpiexec, self, dir, i, victims_text);
+    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
+  }
+  auto reap = [&](bool block_until_limit) {
+    return reap_members(members, block_until_limit ? std::chrono::time_point_cast<Clock::duration>(limit)
+                                                   : Clock::time_point{});
+  };
+  auto path_of = [&](const char* what, int rank) { return dir / (std::string(what) + "." + std::to_string(rank)); };
+
+  std::vector<int> victim_pids;
+  Clock::duration iteration_time{};  // rank 0's last iteration before the kill
+  if (!victims.empty()) {
+    // Once rank 0 has completed kill_after iterations, wait kill_fraction of the last
+    // iteration's time: the victim dies within the next iteration, or in the gap before it.
+    bool due = false;
+    int seen = -1;
+    Clock::time_point seen_at{}, previous_at{};
+    while (!due && Clock::now() < limit) {
+      const int progress = fs::exists(dir / "progress") ? std::atoi(read_file(dir / "progress").c_str()) : -1;
+      if (progress != seen) {
+        previous_at = seen_at;
+        seen_at = Clock::now();
+        seen = progress;
+      }
+      due = progress >= kill_after;
+      if (!due) {
+        if (reap(false)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    expect(due, "rank 0 did not reach iteration " + std::to_string(kill_after));
+    if (due && previous_at != Clock::time_point{}) {
+      iteration_time = seen_at - previous_at;
+      std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(iteration_time * kill_fraction));
+    }
+    if (due) {
+      for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));
+      char text[64];
+      std::snprintf(text, sizeof text, "%.6f\n", wall_seconds());
+      for (std::size_t v = 0; v < victims.size(); ++v) {
+        const int signal = stopped ? SIGSTOP : SIGKILL;
+        expect(::kill(victim_pids[v], signal) == 0, std::string(stopped ? "SIGSTOP" : "kill -9") + " of rank " +
+                                                        std::to_string(victims[v]) + " failed");
+      }
+      write_file(dir / "killed", text);  // for the survivors' times only: MPI tells them nothing
+      if (stopped) write_file(dir / "told_lost", "1 " + victims_text);  // the control plane's word
+    }
+  }
+  if (stopped && !victim_pids.empty()) {
+    // The stopped victims stay until every survivor has verified the result: then they die,
+    // as a node cut off is ended in the end.
+    bool finishing = false;
+    while (!finishing && Clock::now() < limit) {
+      finishing = true;
+      for (int r = 0; r < kRanks; ++r) {
+        const bool victim = std::find(victims.begin(), victims.end(), r) != victims.end();
+        if (!victim && !fs::exists(path_of("finishing", r))) finishing = false;
+      }
+      if (!finishing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    expect(finishing, "the survivors did not all finish with ranks " + victims_text + " stopped");
+    for (std::size_t v = 0; v < victims.size(); ++v) {
+      expect(::kill(victim_pids[v], SIGKILL) == 0, "kill -9 of stopped rank " + std::to_string(victims[v]) + " failed");
+    }
+  }
+  int second_pid = -1;
+  if (second_loss && !victim_pids.empty()) {
+    // Once a survivor has started recovering (it writes recovering.<rank> when its iteration
+    // reported the loss), and after the delay, the second victim dies; with `after`, once a
+    // survivor has recovered, a random fraction of an iteration later.
+    const char* mark = second.after_recovery ? "recovered" : "recovering";
+    bool recovering = false;
+    while (!recovering && Clock::now() < limit) {
+      for (int r = 0; r < kRanks && !recovering; ++r) recovering = fs::exists(path_of(mark, r));
+      if (!recovering) {
+        if (reap(false)) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+    expect(recovering, second.after_recovery ? "no survivor recovered" : "no survivor started recovering");
+    if (recovering) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(second.delay_ms));
+      if (second.after_recovery) {
+        std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(iteration_time * second_fraction));
+      }
+      second_pid = read_int(path_of("pid", second.rank));
+      expect(::kill(second_pid, SIGKILL) == 0, "kill -9 of rank " + std::to_string(second.rank) + " failed");
+      victim_pids.push_back(second_pid);
+    }
+  }
+  std::vector<int> all_victims = victims;
+  if (second_loss) all_victims.push_back(second.rank);
+  const bool all_ended = reap(true);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  // Whatever is left is killed: nothing the test started survives it.
+  std::vector<int> pids;
+  for (int i = 0; i < kRanks; ++i) {
+    auto& m = members[static_cast<std::size_t>(i)];
+    if (m.pid <= 0) continue;
+    pids.push_back(m.pid);
+    if (!m.ended) {
+      expect(false, "mpiexec of member " + std::to_string(i) + " still running after " +
+                        std::to_string(limit_seconds) + " s: killed");
+      ::kill(-m.pid, SIGKILL);
+      ::waitpid(m.pid, &m.status, 0);
+      m.ended = true;
+    }
+    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    if (fs::exists(path_of("pid", r))) pids.push_back(read_int(path_of("pid", r)));
+  }
+  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
+
+  nlohmann::json survivors = nlohmann::json::array();
+  bool verified = false;
+  int refusals = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    if (std::find(all_victims.begin(), all_victims.end(), r) != all_victims.end()) continue;
+    if (!fs::exists(path_of("result", r))) {
+      expect(false, "survivor " + std::to_string(r) + " wrote no result");
+      continue;
+    }
+    const auto result = nlohmann::json::parse(read_file(path_of("result", r)));
+    expect(result.value("result", "") == "PASS",
+           "survivor " + std::to_string(r) + ": " + result.value("result", "(none)"));
+    verified = verified || result.value("verified", false);
+    refusals += result.contains("refused") ? 1 : 0;
+    survivors.push_back(result);
+  }
+  expect(verified, "no survivor verified the result");
+  const int survivor_count = kRanks - static_cast<int>(all_victims.size());
+  // Every survivor recovered (and one verified the result), or every one was refused.
+  expect(!second_loss || refusals == 0 || refusals == survivor_count,
+         std::to_string(refusals) + " of " + std::to_string(survivor_count) + " survivors were refused");
+  expect(!second.after_recovery || refusals == 0,
+         "a loss in the first iteration after the recovery was refused on " + std::to_string(refusals) + " survivors");
+  int killed_exits = 0, clean_exits = 0;
+  for (auto& m : members) {
+    if (WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0) {
+      ++clean_exits;
+    } else {
+      ++killed_exits;
+    }
+  }
+  const int expected_killed = static_cast<int>(all_victims.size());
+  expect(clean_exits == kRanks - expected_killed && killed_exits == expected_killed,
+         std::to_string(clean_exits) + " mpiexecs exited 0 and " + std::to_string(killed_exits) +
+             " did not; expected " + std::to_string(kRanks - expected_killed) + " and " +
+             std::to_string(expected_killed));
+  expect(all_ended, "not every mpiexec ended by itself");
+  if (failures != 0) {
+    for (int i = 0; i < kRanks; ++i) {
+      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
+                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
+    }
+  }
+  fs::remove_all(dir);
+  std::printf("%s\n", nlohmann::json{{"victims", all_victims},
+                                     {"outcome", !second_loss ? "recovered"
+                                                 : refusals == 0 ? "folded in"
+                                                                 : "refused"},
+                                     {"victim_pids", victim_pids},
+                                     {"kill_seed", kill_seed},
+                                     {"killed_after_iterations", kill_after},
+                                     {"kill_fraction_of_an_iteration", kill_fraction},
+                                     {"second_kill_fraction_of_an_iteration",
+                                      second.after_recovery ? second_fraction : -1.0},
+                                     {"seconds", seconds},
+                                     {"survivors", survivors}}
+                          .dump()
+                          .c_str());
+  std::printf("recovery: %s\n", failures == 0 ? "PASS" : "FAIL");
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace bellows::testing::recovery

@@ -1,0 +1,63 @@
+// What the two halves of recovery_tests share (recovery_test.cpp: the members and main;
+// recovery_launcher.cpp: the launcher that starts, kills and reaps them).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace bellows::testing::recovery {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kRanks = 4;
+
+/// Failed checks of this process: the first one's text is its result.
+inline int failures = 0;
+inline std::string first_failure;
+inline void expect(bool ok, const std::string& what) {
+  if (!ok) {
+    if (failures++ == 0) first_failure = what;
+    std::fprintf(stderr, "recovery_tests: FAILED: %s\n", what.c_str());
+  }
+}
+
+/// "0,2" -> {0, 2}; "-1" -> {}.
+inline std::vector<int> parse_victims(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const int rank = std::atoi(item.c_str());
+    if (rank >= 0) out.push_back(rank);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// A rank killed while the survivors recover from the first loss: `second=R@MS` kills rank R
+/// MS milliseconds after the first survivor has started recovering.
+struct SecondVictim {
+  int rank = -1;
+  int delay_ms = 0;
+  /// `after=R`: rank R dies instead at a random point of the first iteration after the
+  /// first survivor recovered (a random fraction of an iteration's time after it wrote
+  /// recovered.<rank>), when a checkpoint under the new buddies must already be complete.
+  bool after_recovery = false;
+};
+
+/// A member of the job (`--member DIR INDEX COUNT VICTIMS`, under MPIEXEC -n 1).
+int run_member(const fs::path& dir, int index, int count, const std::vector<int>& victims);
+
+/// The launcher: starts kRanks members, kills the victims when due, reaps every process and
+/// checks the survivors' results; prints "recovery: PASS" or "recovery: FAIL".
+int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
+                 bool no_checkpoint, bool cholesky, SecondVictim second, bool stopped, int team_size);
+
+}  // namespace bellows::testing::recovery
