@@ -48,7 +48,8 @@ TEST(NamespaceInfo, JobEntriesInTheOrderRegisteredWithTheirValues) {
                                       "PMIX_NUM_NODES", "PMIX_NODE_MAP", "PMIX_PROC_MAP", "PMIX_JOB_NUM_APPS",
                                       "PMIX_APPNUM", "PMIX_LOCAL_PEERS", "PMIX_LOCAL_SIZE", "PMIX_LOCALLDR",
                                       "PMIX_HOSTNAME"}));
-  EXPECT_EQ(entry(info.job, "PMIX_JOBID"), (d::RegisteredInfo{PMIX_JOBID, "PMIX_JOBID", d::InfoForm::kString, "local-7", 0}));
+  EXPECT_EQ(entry(info.job, "PMIX_JOBID"),
+            (d::RegisteredInfo{PMIX_JOBID, "PMIX_JOBID", d::InfoForm::kString, "local-7", 0}));
   EXPECT_EQ(entry(info.job, "PMIX_JOB_SIZE"),
             (d::RegisteredInfo{PMIX_JOB_SIZE, "PMIX_JOB_SIZE", d::InfoForm::kUint32, "", 3}));
   EXPECT_EQ(entry(info.job, "PMIX_UNIV_SIZE").number, 3u);
