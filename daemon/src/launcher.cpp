@@ -1,4 +1,5 @@
 #include <bellows/daemon/launcher.hpp>
+#include <bellows/daemon/namespace_info.hpp>
 #include <bellows/daemon/stop_signals.hpp>
 
 #include <pmix.h>
@@ -65,38 +66,44 @@ struct PmixString {
   PmixString& operator=(const PmixString&) = delete;
 };
 
-/// The info of one node of the job (PMIX_NODE_INFO_ARRAY's entries).
-InfoArray node_info(const MappedNode& node) {
-  const std::string peers = joined(node.ranks);
-  const auto size = static_cast<std::uint32_t>(node.ranks.size());
-  const pmix_rank_t leader = node.ranks.front();
-  InfoArray info(6);
-  info.load(0, PMIX_HOSTNAME, node.hostname.c_str(), PMIX_STRING);
-  info.load(1, PMIX_NODEID, &node.node_id, PMIX_UINT32);
-  info.load(2, PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);
-  info.load(3, PMIX_LOCAL_SIZE, &size, PMIX_UINT32);
-  info.load(4, PMIX_NODE_SIZE, &size, PMIX_UINT32);
-  info.load(5, PMIX_LOCALLDR, &leader, PMIX_PROC_RANK);
-  return info;
+/// Loads `entry` into info[i]; a map goes in as the regular expression PMIx makes of it.
+void load_entry(InfoArray& info, std::size_t i, const RegisteredInfo& entry) {
+  const std::string key(entry.key);
+  switch (entry.form) {
+    case InfoForm::kString:
+      info.load(i, key.c_str(), entry.text.c_str(), PMIX_STRING);
+      return;
+    case InfoForm::kUint32:
+      info.load(i, key.c_str(), &entry.number, PMIX_UINT32);
+      return;
+    case InfoForm::kUint16: {
+      const auto value = static_cast<std::uint16_t>(entry.number);
+      info.load(i, key.c_str(), &value, PMIX_UINT16);
+      return;
+    }
+    case InfoForm::kRank: {
+      const pmix_rank_t rank = entry.number;
+      info.load(i, key.c_str(), &rank, PMIX_PROC_RANK);
+      return;
+    }
+    case InfoForm::kNodeRegex:
+    case InfoForm::kProcRegex: {
+      const bool nodes = entry.form == InfoForm::kNodeRegex;
+      PmixString regex;
+      const pmix_status_t rc = nodes ? PMIx_generate_regex(entry.text.c_str(), &regex.text)
+                                     : PMIx_generate_ppn(entry.text.c_str(), &regex.text);
+      if (rc != PMIX_SUCCESS)
+        throw PmixError(std::string(nodes ? "PMIx_generate_regex(" : "PMIx_generate_ppn(") + entry.text + ")", rc);
+      info.load(i, key.c_str(), regex.text, PMIX_REGEX);
+      return;
+    }
+  }
 }
 
-/// The info of one process of the job (PMIX_PROC_INFO_ARRAY's entries; PMIX_RANK first). A
-/// rank that left keeps its numbers and host name, without a node id or local rank.
-InfoArray proc_info(const MappedProc& proc) {
-  const pmix_rank_t rank = proc.rank;
-  const std::uint32_t appnum = 0;
-  InfoArray info(proc.in_job ? 8 : 5);
-  std::size_t i = 0;
-  info.load(i++, PMIX_RANK, &rank, PMIX_PROC_RANK);
-  info.load(i++, PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
-  info.load(i++, PMIX_APP_RANK, &rank, PMIX_PROC_RANK);
-  info.load(i++, PMIX_APPNUM, &appnum, PMIX_UINT32);
-  info.load(i++, PMIX_HOSTNAME, proc.hostname.c_str(), PMIX_STRING);
-  if (proc.in_job) {
-    info.load(i++, PMIX_LOCAL_RANK, &proc.local_rank, PMIX_UINT16);
-    info.load(i++, PMIX_NODE_RANK, &proc.local_rank, PMIX_UINT16);
-    info.load(i++, PMIX_NODEID, &proc.node_id, PMIX_UINT32);
-  }
+/// `entries` as a pmix_info_t array, with `room` zeroed entries after them.
+InfoArray info_array(const std::vector<RegisteredInfo>& entries, std::size_t room = 0) {
+  InfoArray info(entries.size() + room);
+  for (std::size_t i = 0; i < entries.size(); ++i) load_entry(info, i, entries[i]);
   return info;
 }
 
@@ -136,41 +143,16 @@ class LocalLauncher::Impl {
   std::vector<std::thread> watchers_;
 
   /// Registers the job's namespace with the job-level, node and process info of `plan`
-  /// (docs/daemon.md, "The job's namespace"), as PRRTE's server does.
+  /// (namespace_info(); docs/daemon.md, "The job's namespace"), as PRRTE's server does.
   void register_job(const std::string& nspace_name, const JobRegistration& plan) {
-    PmixString node_map;
-    PmixString proc_map;
-    pmix_status_t rc = PMIx_generate_regex(plan.node_list.c_str(), &node_map.text);
-    if (rc != PMIX_SUCCESS) throw PmixError("PMIx_generate_regex(" + plan.node_list + ")", rc);
-    rc = PMIx_generate_ppn(plan.ppn_list.c_str(), &proc_map.text);
-    if (rc != PMIX_SUCCESS) throw PmixError("PMIx_generate_ppn(" + plan.ppn_list + ")", rc);
-
+    const NamespaceInfo entries = namespace_info(nspace_name, plan);
     std::vector<InfoArray> nodes;
-    for (const MappedNode& node : plan.nodes) nodes.push_back(node_info(node));
+    for (const std::vector<RegisteredInfo>& node : entries.nodes) nodes.push_back(info_array(node));
     std::vector<InfoArray> procs;
-    for (const MappedProc& proc : plan.procs) procs.push_back(proc_info(proc));
+    for (const std::vector<RegisteredInfo>& proc : entries.procs) procs.push_back(info_array(proc));
 
-    const std::string peers = joined(plan.local.ranks);
-    const auto local_size = static_cast<std::uint32_t>(plan.local.ranks.size());
-    const pmix_rank_t leader = plan.local.ranks.front();
-    const std::uint32_t one = 1;
-    const std::uint32_t zero = 0;
-    constexpr std::size_t kJobEntries = 13;
-    InfoArray info(kJobEntries + nodes.size() + procs.size());
-    std::size_t i = 0;
-    info.load(i++, PMIX_JOBID, nspace_name.c_str(), PMIX_STRING);
-    info.load(i++, PMIX_JOB_SIZE, &plan.registered_size, PMIX_UINT32);
-    info.load(i++, PMIX_UNIV_SIZE, &plan.registered_size, PMIX_UINT32);
-    info.load(i++, PMIX_MAX_PROCS, &plan.registered_size, PMIX_UINT32);
-    info.load(i++, PMIX_NUM_NODES, &plan.num_nodes, PMIX_UINT32);
-    info.load(i++, PMIX_NODE_MAP, node_map.text, PMIX_REGEX);
-    info.load(i++, PMIX_PROC_MAP, proc_map.text, PMIX_REGEX);
-    info.load(i++, PMIX_JOB_NUM_APPS, &one, PMIX_UINT32);
-    info.load(i++, PMIX_APPNUM, &zero, PMIX_UINT32);
-    info.load(i++, PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);
-    info.load(i++, PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32);
-    info.load(i++, PMIX_LOCALLDR, &leader, PMIX_PROC_RANK);
-    info.load(i++, PMIX_HOSTNAME, plan.local.hostname.c_str(), PMIX_STRING);
+    InfoArray info = info_array(entries.job, nodes.size() + procs.size());
+    std::size_t i = entries.job.size();
     for (InfoArray& node : nodes) {
       pmix_data_array_t array{PMIX_INFO, node.size(), node.data()};
       info.load(i++, PMIX_NODE_INFO_ARRAY, &array, PMIX_DATA_ARRAY);
@@ -179,14 +161,15 @@ class LocalLauncher::Impl {
       pmix_data_array_t array{PMIX_INFO, proc.size(), proc.data()};
       info.load(i++, PMIX_PROC_INFO_ARRAY, &array, PMIX_DATA_ARRAY);
     }
+    const auto local_size = static_cast<std::uint32_t>(plan.local.ranks.size());
     pmix_nspace_t nspace;
     PMIX_LOAD_NSPACE(nspace, nspace_name.c_str());
-    rc = PMIx_server_register_nspace(nspace, static_cast<int>(local_size), info.data(), info.size(), nullptr,
-                                     nullptr);
+    const pmix_status_t rc = PMIx_server_register_nspace(nspace, static_cast<int>(local_size), info.data(),
+                                                         info.size(), nullptr, nullptr);
     if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
       throw PmixError("PMIx_server_register_nspace(" + nspace_name + ")", rc);
     spdlog::debug("registered namespace {}: {} rank(s) on {} node(s), here {}", nspace_name, plan.job_size,
-                  plan.num_nodes, peers);
+                  plan.num_nodes, joined(plan.local.ranks));
   }
 
   /// Checks the spec, registers its job (once per namespace) and returns its plan.

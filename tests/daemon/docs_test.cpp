@@ -1,9 +1,12 @@
 // docs/daemon.md carries the PMIx vocabulary as pmix_events.hpp declares it: every event code
 // with its name and value, every payload key with its type, and nothing the header lacks.
 // The direction, payload and meaning columns are prose; the keys they name must exist.
+// Its tables of PMIx calls, queries, standard events and registered job, node and process keys
+// are checked against the daemon's code the same way, both ways.
 
 #include "bellows/protocol/pmix_events.hpp"
 
+#include <bellows/daemon/namespace_info.hpp>
 #include <bellows/daemon/pmix_server.hpp>
 #include <bellows/daemon/queries.hpp>
 #include <bellows/daemon/standard_events.hpp>
@@ -11,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -84,6 +88,20 @@ std::vector<std::string> keys_named(const std::string& cell) {
     at = close + 1;
   }
   return keys;
+}
+
+/// The `code spans` of a cell that name a PMIx constant ("PMIX_..."; not PMIx's functions).
+std::set<std::string> pmix_constants_named(const std::string& cell) {
+  std::set<std::string> constants;
+  std::size_t at = 0;
+  while ((at = cell.find('`', at)) != std::string::npos) {
+    const auto close = cell.find('`', at + 1);
+    if (close == std::string::npos) break;
+    const std::string span = cell.substr(at + 1, close - at - 1);
+    if (span.starts_with("PMIX_")) constants.insert(span);
+    at = close + 1;
+  }
+  return constants;
 }
 
 std::string type_name(pmix_data_type_t type) {
@@ -233,6 +251,47 @@ TEST(DaemonDocs, StandardEventTableListsEveryStandardEventWithItsValue) {
     EXPECT_TRUE(raised) << "docs/daemon.md lists the standard event " << (row.empty() ? "" : row[0])
                         << ", which bellows/daemon/standard_events.hpp does not raise";
   }
+}
+
+TEST(DaemonDocs, RegisteredKeyTableListsEveryKeyRegisteredAtEachLevel) {
+  const auto rows = table_rows(section(read_doc(), "pmix registered keys"));
+  ASSERT_FALSE(rows.empty()) << "docs/daemon.md: no table between the pmix registered keys markers";
+  // Two nodes and a rank that left: every entry namespace_info() registers at some plan.
+  const auto plan = daemon::plan_registration({{"a", 0}, {"b", 1}, {"a", 2}}, {0, 1}, "a");
+  const daemon::NamespaceInfo info = daemon::namespace_info("local-7", plan);
+  const std::string job = "job";
+  const std::string node = "each node of the job (`PMIX_NODE_INFO_ARRAY`)";
+  const std::string proc = "each rank of the job (`PMIX_PROC_INFO_ARRAY`)";
+  std::map<std::string, std::set<std::string>> registered;
+  for (const auto& entry : info.job) registered[job].insert(std::string(entry.constant));
+  for (const auto& entries : info.nodes)
+    for (const auto& entry : entries) registered[node].insert(std::string(entry.constant));
+  for (const auto& entries : info.procs)
+    for (const auto& entry : entries) registered[proc].insert(std::string(entry.constant));
+  ASSERT_EQ(registered.size(), 3u);
+
+  std::map<std::string, int> rows_of_level;
+  for (const auto& row : rows) {
+    ASSERT_GE(row.size(), 2u) << "a row of the registered keys without its keys: " << row[0];
+    const auto level = registered.find(row[0]);
+    if (level == registered.end()) {
+      ADD_FAILURE() << "docs/daemon.md lists the level '" << row[0] << "'; the levels are '" << job << "', '"
+                    << node << "' and '" << proc << "'";
+      continue;
+    }
+    ++rows_of_level[row[0]];
+    const std::set<std::string> documented = pmix_constants_named(row[1]);
+    for (const std::string& key : level->second)
+      EXPECT_TRUE(documented.contains(key))
+          << "namespace_info() registers " << key << " at the level '" << row[0]
+          << "', which docs/daemon.md does not list there";
+    for (const std::string& key : documented)
+      EXPECT_TRUE(level->second.contains(key))
+          << "docs/daemon.md lists " << key << " at the level '" << row[0]
+          << "', which namespace_info() does not register there";
+  }
+  for (const auto& level : registered)
+    EXPECT_EQ(rows_of_level[level.first], 1) << "docs/daemon.md: expected one row | " << level.first << " | ... |";
 }
 
 TEST(DaemonDocs, StatesTheProtocolVersion) {

@@ -5,7 +5,8 @@
 // registered where is written down in docs/daemon.md ("The job's namespace").
 //
 // No PMIx calls here: values only, so that the map is checked and planned without a server
-// (the launcher turns a plan into PMIx_server_register_nspace's info).
+// (namespace_info.hpp gives a plan's keys and values; the launcher turns them into
+// PMIx_server_register_nspace's info).
 //
 // Thread safety: pure functions and value types.
 
