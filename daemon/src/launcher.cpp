@@ -48,15 +48,6 @@ class PmixArgv {
   char** argv_ = nullptr;
 };
 
-std::string joined(const std::vector<std::uint32_t>& ranks) {
-  std::string out;
-  for (const std::uint32_t rank : ranks) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(rank);
-  }
-  return out;
-}
-
 /// A string PMIx allocated (PMIx_generate_regex, PMIx_generate_ppn), freed with free().
 struct PmixString {
   char* text = nullptr;
@@ -169,7 +160,7 @@ class LocalLauncher::Impl {
     if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
       throw PmixError("PMIx_server_register_nspace(" + nspace_name + ")", rc);
     spdlog::debug("registered namespace {}: {} rank(s) on {} node(s), here {}", nspace_name, plan.job_size,
-                  plan.num_nodes, joined(plan.local.ranks));
+                  plan.num_nodes, joined_ranks(plan.local.ranks));
   }
 
   /// Checks the spec, registers its job (once per namespace) and returns its plan.
@@ -366,7 +357,7 @@ void LocalLauncher::announce_members(const std::string& nspace, const std::vecto
   // Its status is not read: PMIx 4.2.2 returns an uninitialized one (855565792 seen from a
   // call that defined the set and told the clients), docs/daemon.md.
   (void)PMIx_server_define_process_set(procs.data(), procs.size(), pset_name.c_str());
-  spdlog::debug("process set {}: ranks {} of {}", pset_name, joined(members), nspace);
+  spdlog::debug("process set {}: ranks {} of {}", pset_name, joined_ranks(members), nspace);
 }
 
 bool LocalLauncher::update_job(const std::string& nspace, const JobMap& map,

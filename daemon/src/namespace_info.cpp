@@ -17,22 +17,13 @@ RegisteredInfo number(std::string_view key, std::string_view constant, InfoForm 
   return {key, constant, form, "", value};
 }
 
-std::string joined(const std::vector<std::uint32_t>& ranks) {
-  std::string out;
-  for (const std::uint32_t rank : ranks) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(rank);
-  }
-  return out;
-}
-
 /// The entries of one node of the job (PMIX_NODE_INFO_ARRAY).
 std::vector<RegisteredInfo> node_entries(const MappedNode& node) {
   const auto size = static_cast<std::uint32_t>(node.ranks.size());
   return {
       text(PMIX_HOSTNAME, "PMIX_HOSTNAME", node.hostname),
       number(PMIX_NODEID, "PMIX_NODEID", InfoForm::kUint32, node.node_id),
-      text(PMIX_LOCAL_PEERS, "PMIX_LOCAL_PEERS", joined(node.ranks)),
+      text(PMIX_LOCAL_PEERS, "PMIX_LOCAL_PEERS", joined_ranks(node.ranks)),
       number(PMIX_LOCAL_SIZE, "PMIX_LOCAL_SIZE", InfoForm::kUint32, size),
       number(PMIX_NODE_SIZE, "PMIX_NODE_SIZE", InfoForm::kUint32, size),
       number(PMIX_LOCALLDR, "PMIX_LOCALLDR", InfoForm::kRank, node.ranks.front()),
@@ -75,7 +66,7 @@ NamespaceInfo namespace_info(const std::string& nspace, const JobRegistration& p
       {PMIX_PROC_MAP, "PMIX_PROC_MAP", InfoForm::kProcRegex, plan.ppn_list, 0},
       number(PMIX_JOB_NUM_APPS, "PMIX_JOB_NUM_APPS", InfoForm::kUint32, 1),
       number(PMIX_APPNUM, "PMIX_APPNUM", InfoForm::kUint32, 0),
-      text(PMIX_LOCAL_PEERS, "PMIX_LOCAL_PEERS", joined(plan.local.ranks)),
+      text(PMIX_LOCAL_PEERS, "PMIX_LOCAL_PEERS", joined_ranks(plan.local.ranks)),
       number(PMIX_LOCAL_SIZE, "PMIX_LOCAL_SIZE", InfoForm::kUint32,
              static_cast<std::uint32_t>(plan.local.ranks.size())),
       number(PMIX_LOCALLDR, "PMIX_LOCALLDR", InfoForm::kRank, plan.local.ranks.front()),
@@ -88,6 +79,15 @@ NamespaceInfo namespace_info(const std::string& nspace, const JobRegistration& p
   }
   for (const MappedProc& proc : plan.procs) info.procs.push_back(proc_entries(proc));
   return info;
+}
+
+std::string joined_ranks(const std::vector<std::uint32_t>& ranks) {
+  std::string out;
+  for (const std::uint32_t rank : ranks) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(rank);
+  }
+  return out;
 }
 
 }  // namespace bellows::daemon

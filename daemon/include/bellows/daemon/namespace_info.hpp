@@ -57,4 +57,7 @@ struct NamespaceInfo {
 /// of the job has no rank (plan_registration never plans one).
 NamespaceInfo namespace_info(const std::string& nspace, const JobRegistration& plan);
 
+/// Rank numbers as PMIx lists them (PMIX_LOCAL_PEERS, a process set in the log): "0,1,4".
+std::string joined_ranks(const std::vector<std::uint32_t>& ranks);
+
 }  // namespace bellows::daemon
