@@ -14,7 +14,10 @@ the two points whose median efficiencies bracket 50 %.
 `--variant NAME=OPTIONS` adds libbellows on 2 ranks with more bellows_metg options, in the same
 rounds (e.g. `--variant "handshake=--eager-tile-bytes 0"`; its empty-task run gets the options
 bellows_task_overhead knows, --comm-poll-us), and `--configs` picks which of the four base
-configurations run.
+configurations run. `--variant-program NAME=PATH` runs variant NAME with another build's
+bellows_metg (e.g. one built before a change, copied aside), so that two builds share the rounds:
+
+  python3 bench/metg.py --variant "before=" --variant-program before=/tmp/bellows_metg.before
 
 Prints the table, the METG line of each configuration, where libbellows' time goes at the
 smallest points, empty tasks per second per rank (bench/task_overhead.cpp), and, as the last
@@ -114,6 +117,9 @@ def main():
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME=OPTIONS: libbellows on 2 ranks with these bellows_metg options as "
                     "one more configuration (repeatable)")
+    ap.add_argument("--variant-program", action="append", default=[],
+                    help="NAME=PATH: variant NAME runs this bellows_metg instead of the build's "
+                    "(repeatable)")
     ap.add_argument("--configs", default="bellows 1r,bellows 2r,mpi 1r,mpi 2r",
                     help="which base configurations run, comma-separated")
     ap.add_argument("--autogroup-nice", type=int, default=None,
@@ -145,6 +151,17 @@ def main():
     if not configs:
         ap.error("--configs and --variant leave no configuration to run")
     program = os.path.join(args.build, "bench", "bellows_metg")
+    program_of = {}
+    for text in args.variant_program:
+        name, sep, path = text.partition("=")
+        name = name.strip()
+        if not sep or not name or not path:
+            ap.error(f"--variant-program wants NAME=PATH, got {text!r}")
+        if ("bellows", 2, name) not in extra:
+            ap.error(f"--variant-program {name!r}: no --variant of that name")
+        if not os.access(path, os.X_OK):
+            ap.error(f"--variant-program {name!r}: {path!r} is not an executable file")
+        program_of[name] = path
     prefix = []
     if args.autogroup_nice is not None:
         prefix = ["/bin/sh", "-c", f'echo {args.autogroup_nice} > /proc/self/autogroup && exec "$@"',
@@ -153,7 +170,8 @@ def main():
 
     def sweep(config):
         system, ranks = config[0], config[1]
-        cmd = [args.mpiexec, "-n", str(ranks)] + prefix + [program, "--system", system, "--quiet",
+        own_program = program_of.get(config[2], program) if len(config) == 3 else program
+        cmd = [args.mpiexec, "-n", str(ranks)] + prefix + [own_program, "--system", system, "--quiet",
                "--largest-us", str(args.largest_us), "--smallest-us", str(args.smallest_us),
                "--seconds-per-point", str(args.seconds_per_point),
                "--width-per-rank", str(args.width_per_rank), "--repeat", str(args.repeat)]
@@ -211,6 +229,8 @@ def main():
         if len(config) == 3:
             entry["variant"] = config[2]
             entry["options"] = extra[config]
+            if config[2] in program_of:
+                entry["program"] = program_of[config[2]]
         result["configurations"].append(entry)
     print("\nlibbellows per task (medians): busy = worker from taking the task to the end of "
           "its body; idle = workers waiting for a ready task; comm = CPU of the communication "

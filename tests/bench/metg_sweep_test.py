@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/metg.py end to end on a tiny sweep: the shape of its report, efficiencies in (0, 1.05],
 every task run once, the libbellows and MPI versions computing the same values, METG's
-interpolation, bellows_metg's refusal of a bad sweep, and a variant with every tile fetched
-(the same values, twice the control messages). No timing is asserted.
+interpolation, bellows_metg's refusal of a bad sweep, a variant with every tile fetched
+(the same values, twice the control messages), and a variant run by another program
+(--variant-program). No timing is asserted.
 
   metg_sweep_test.py BUILD_DIR MPIEXEC
 """
@@ -10,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "..", "..", "bench")
@@ -124,12 +126,56 @@ def check_variant(build, mpiexec):
           f"a variant without options is refused by name: {bad.returncode} {bad.stderr[-300:]!r}")
 
 
+def check_variant_program(build, mpiexec):
+    """--variant-program: the variant runs the program it names (here a wrapper of the build's
+    bellows_metg that leaves one line per rank in a file), the other configurations the build's;
+    a name without its --variant, a missing program and a text without '=' are refused."""
+    real = os.path.abspath(os.path.join(build, "bench", "bellows_metg"))
+    with tempfile.TemporaryDirectory() as scratch:
+        marks = os.path.join(scratch, "marks")
+        wrapper = os.path.join(scratch, "wrapped_metg")
+        with open(wrapper, "w") as f:
+            f.write(f'#!/bin/sh\necho ran >> "{marks}"\nexec "{real}" "$@"\n')
+        os.chmod(wrapper, 0o755)
+        common = [sys.executable, os.path.join(BENCH, "metg.py"), "--build", build,
+                  "--mpiexec", mpiexec]
+        out = subprocess.run(common + ["--rounds", "1", "--largest-us", "2", "--smallest-us", "2",
+                                       "--largest-iterations", "1000", "--steps", "30",
+                                       "--repeat", "1", "--empty-tasks", "0",
+                                       "--configs", "bellows 2r", "--variant", "wrapped=",
+                                       "--variant-program", f"wrapped={wrapper}"],
+                             capture_output=True, text=True, timeout=240)
+        check(out.returncode == 0, f"metg.py with --variant-program exits 0, got "
+              f"{out.returncode}: {out.stderr[-2000:]}")
+        if out.returncode == 0:
+            report = json.loads(out.stdout.strip().splitlines()[-1])
+            configs = report["configurations"]
+            check([c.get("program") for c in configs] == [None, wrapper],
+                  f"only the variant names its program, got {[c.get('program') for c in configs]}")
+            if len(configs) == 2:
+                check(configs[0]["points"][0]["checksums"] == configs[1]["points"][0]["checksums"],
+                      "the wrapped program computes the same values")
+        ran = open(marks).read().split() if os.path.exists(marks) else []
+        check(ran == ["ran", "ran"], f"the variant's 2 ranks ran the wrapper once each, got {ran}")
+        for args, expected in (
+                (["--variant", "a=", "--variant-program", f"b={wrapper}"],
+                 "--variant-program 'b': no --variant of that name"),
+                (["--variant", "a=", "--variant-program", "a=" + os.path.join(scratch, "none")],
+                 f"--variant-program 'a': {os.path.join(scratch, 'none')!r} is not an executable file"),
+                (["--variant", "a=", "--variant-program", "a"],
+                 "--variant-program wants NAME=PATH, got 'a'")):
+            bad = subprocess.run(common + args, capture_output=True, text=True, timeout=60)
+            check(bad.returncode == 2 and expected in bad.stderr,
+                  f"refused with {expected!r}: {bad.returncode} {bad.stderr[-300:]!r}")
+
+
 def main():
     build, mpiexec = sys.argv[1], sys.argv[2]
     check_interpolation()
     check_bad_sweep(build, mpiexec)
     check_sweep(build, mpiexec)
     check_variant(build, mpiexec)
+    check_variant_program(build, mpiexec)
     if failures:
         sys.exit(1)
     print("metg_sweep: PASS")
