@@ -722,12 +722,15 @@ void CommEngine::run() {
   const bool stealing = engine_.stealing();
   const bool counts_completions = stealing && rank_ == 0;
   for (;;) {
-    bool progressed = drain_outbox();
     // A task that what arrives makes ready may be run on this thread at the end of the pass
     // (Engine::run_held_task) instead of waking a worker.
     engine_.set_handling_messages(true);
+    // The same-host mailboxes first: what a worker of this host wrote is delivered before the
+    // thread enters MPI (whose progress engine polls), and a pass that delivered something
+    // does not sleep.
+    bool progressed = receive_mail();
+    progressed = drain_outbox() || progressed;
     progressed = receive_control() || progressed;
-    progressed = receive_mail() || progressed;
     // Tile copies wait until every control message of this pass is handled, so that a
     // steal request is not answered behind them.
     progressed = perform_pending_reads() || progressed;
