@@ -50,6 +50,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string steal_across_teams = "off";
   std::string team_plan = "off";
   std::string same_host = "on";
+  std::string same_host_mailboxes = o.same_host_mailboxes ? "on" : "off";
   std::string cuda_pinned = "on";
   std::string rebalance = "on";
   std::string emulated_compute = "off";
@@ -81,11 +82,18 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "longest sleep of the communication thread when idle, microseconds");
   cli.add_option("--same-host", same_host,
                  "doorbells and direct tile reads between ranks on one host: on or off");
+  cli.add_option("--same-host-mailboxes", same_host_mailboxes,
+                 "with --same-host on: a worker writes a small activation for a rank of the same "
+                 "host into that rank's mailbox itself (off: through the communication thread and "
+                 "MPI), on or off");
   cli.add_option("--eager-tile-bytes", o.eager_tile_bytes,
                  "a tile of at most this many bytes travels in its activation, with no fetch "
                  "(0: every tile is fetched)");
   cli.add_option("--comm-poll-us", o.comm_poll_us,
                  "microseconds the communication thread polls after a message before it sleeps");
+  cli.add_option("--comm-thread-task-us", o.comm_thread_task_us,
+                 "the communication thread runs a task a message made ready itself when every "
+                 "worker sleeps and tasks lately took at most this many microseconds (0: never)");
   cli.add_option("--cuda-pinned", cuda_pinned,
                  "--kernel cuda: pin the tile buffers so that copies to and from the GPU skip the "
                  "driver's staging buffer, on or off");
@@ -198,8 +206,9 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     runtime::RuntimeOptions communication;
     communication.eager_tile_bytes = o.eager_tile_bytes;
     communication.comm_poll_us = o.comm_poll_us;
+    communication.comm_thread_task_us = o.comm_thread_task_us;
     if (const auto problem = runtime::validate_communication(communication); !problem.empty()) {
-      return fail("--eager-tile-bytes/--comm-poll-us: " + problem);
+      return fail("--eager-tile-bytes/--comm-poll-us/--comm-thread-task-us: " + problem);
     }
   }
   if (!runtime::parse_device_kind(kernel, o.kernel)) {
@@ -214,6 +223,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--same-host must be on or off, got '" + same_host + "'");
   }
   o.same_host_transport = same_host == "on";
+  if (same_host_mailboxes != "on" && same_host_mailboxes != "off") {
+    return fail("--same-host-mailboxes must be on or off, got '" + same_host_mailboxes + "'");
+  }
+  o.same_host_mailboxes = same_host_mailboxes == "on";
   if (cuda_pinned != "on" && cuda_pinned != "off") {
     return fail("--cuda-pinned must be on or off, got '" + cuda_pinned + "'");
   }
@@ -386,8 +399,10 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.comm_max_sleep_us = options.comm_max_sleep_us;
   r.eager_tile_bytes = options.eager_tile_bytes;
   r.comm_poll_us = options.comm_poll_us;
+  r.comm_thread_task_us = options.comm_thread_task_us;
   r.steal = options.steal;
   r.same_host_transport = options.same_host_transport;
+  r.same_host_mailboxes = options.same_host_mailboxes;
   r.cuda_pinned_tiles = options.cuda_pinned_tiles;
   r.cuda_tile_cache_bytes = static_cast<std::size_t>(options.cuda_cache_mib) << 20;
   r.cuda_streams = options.cuda_streams;

@@ -40,15 +40,19 @@ struct AppOptions {
   unsigned seed = 42;
   bool quiet = false;             ///< only the JSON line
   int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
-  /// --eager-tile-bytes, --comm-poll-us (RuntimeOptions::eager_tile_bytes, comm_poll_us)
+  /// --eager-tile-bytes, --comm-poll-us, --comm-thread-task-us (RuntimeOptions::eager_tile_bytes,
+  /// comm_poll_us, comm_thread_task_us)
   std::size_t eager_tile_bytes = runtime::RuntimeOptions{}.eager_tile_bytes;
   int comm_poll_us = runtime::RuntimeOptions{}.comm_poll_us;
+  int comm_thread_task_us = runtime::RuntimeOptions{}.comm_thread_task_us;
   runtime::StealOptions steal;    ///< --steal on|off and the --steal-* parameters
   runtime::OffloadOptions offload;  ///< --offload on|off, --offload-min-*
   runtime::EmulatedSlowdown slowdown;  ///< --slow-rank, --slow-from, --slow-factor
   runtime::CheckpointOptions checkpoint;  ///< --checkpoint on|off, --checkpoint-mtbf, --checkpoint-every
   runtime::MessageLogOptions message_log;  ///< --message-log on|off, --team-size, --teams, --steal-across-teams
   bool same_host_transport = true;  ///< --same-host on|off
+  /// --same-host-mailboxes on|off (RuntimeOptions::same_host_mailboxes)
+  bool same_host_mailboxes = runtime::RuntimeOptions{}.same_host_mailboxes;
   bool cuda_pinned_tiles = true;    ///< --cuda-pinned on|off
   int cuda_cache_mib = 2048;        ///< --cuda-cache-mib (RuntimeOptions::cuda_tile_cache_bytes)
   int cuda_streams = 4;             ///< --cuda-streams (RuntimeOptions::cuda_streams)
