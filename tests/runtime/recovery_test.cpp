@@ -38,7 +38,9 @@
 // recovered.<rank>). recover() ended with a complete checkpoint of the state it restored under
 // the new buddies, so the survivors must recover from this loss too, never be refused, and
 // finish verified as above.
-// With `teams=T` the job logs messages between teams of T consecutive ranks (T = 4: one team)
+// With `teams=T` (`cholesky-teams=T` for the Cholesky job, whose logs hold task outputs that
+// the ranks keeping their state send again as activations) the job logs messages between
+// teams of T consecutive ranks (T = 4: one team)
 // and takes a checkpoint every 3 iterations instead of every one: a checkpoint's buddy is of
 // the rank's own team where the team has another rank. With more than one team only the teams
 // of the lost ranks and of their buddies roll back (every rank when the loss hit an
@@ -65,7 +67,8 @@
 // each survivor's times (the kill to the iteration abandoned, to the communicator rebuilt, to
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
-//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped|teams=T]
+//   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped|
+//                                        [cholesky-]teams=T]
 //                                                   (the launcher, recovery_launcher.cpp; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
@@ -311,13 +314,21 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   auto owned_runtime = std::make_unique<br::Runtime>(job, options);
   br::Runtime& runtime = *owned_runtime;
   runtime.add_collection(a);
+  std::vector<std::unique_ptr<br::TaskClass>> task_classes;
   if (cholesky_job) {
     runtime.add_collection(c);
-    for (auto& cls : be::make_cholesky_tasks(a, c)) runtime.add_task_class(std::move(cls));
+    task_classes = be::make_cholesky_tasks(a, c);
   } else {
     runtime.add_collection(b);
     runtime.add_collection(c);
-    runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+    task_classes.push_back(std::make_unique<be::GemmTasks>(0, a, b, c));
+  }
+  // Each rank's tasks per iteration as the job starts (GEMM's are spread evenly over the
+  // 2 x 2 grid, Cholesky's are not: the tasks of a tile's row and column go to its owner).
+  std::vector<long> tasks_per_rank(static_cast<std::size_t>(count), 0);
+  for (auto& cls : task_classes) {
+    cls->for_each_task([&](const br::TaskKey& key) { ++tasks_per_rank.at(static_cast<std::size_t>(cls->owner(key))); });
+    runtime.add_task_class(std::move(cls));
   }
 
   nlohmann::json result{{"old_rank", old_rank}};
@@ -645,10 +656,9 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   MPI_Comm_size(job, &size);
   MPI_Comm_rank(job, &rank);
   // The prediction of the work redone (tasks_rerun(), team_replay.hpp): the tasks of the ranks
-  // that rolled back, once per iteration of the window; GEMM's tasks are spread evenly over
-  // the 2 x 2 grid, and a lost rank's run on the rank that took its tiles.
-  const int ranks_at_start = static_cast<int>(old_of.size() + lost_in_all.size());
-  const std::vector<long> per_rank(static_cast<std::size_t>(ranks_at_start), tasks_per_iteration / ranks_at_start);
+  // that rolled back, once per iteration of the window (each rank's tasks as the job
+  // started), a lost rank's run on the rank that took its tiles.
+  const std::vector<long>& per_rank = tasks_per_rank;
   const std::vector<long> predicted_rerun =
       recovered && !second_loss
           ? br::tasks_rerun(per_rank, first_rolled_back, br::replay_window(window_first - 1, window_last + 1))
@@ -765,12 +775,15 @@ int main(int argc, char** argv) {
     cholesky_after = cholesky_after && second_loss;
   }
   const bool stopped = argc == 5 && std::strcmp(argv[4], "stopped") == 0;
+  // teams=T, or cholesky-teams=T for the Cholesky job.
+  const bool cholesky_prefix = argc == 5 && std::strncmp(argv[4], "cholesky-", 9) == 0;
   int team_size = 0;
-  const bool teams = argc == 5 && std::sscanf(argv[4], "teams=%d", &team_size) == 1 && team_size > 0;
-  const bool cholesky = cholesky_only || cholesky_after;
+  const bool teams = argc == 5 && std::sscanf(argv[4] + (cholesky_prefix ? 9 : 0), "teams=%d", &team_size) == 1 &&
+                     team_size > 0;
+  const bool cholesky = cholesky_only || cholesky_after || (cholesky_prefix && teams);
   if (argc != 4 && !no_checkpoint && !cholesky && !second_loss && !stopped && !teams) {
     std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS|"
-                         "[cholesky-]after=RANK|stopped|teams=T] | --member DIR INDEX COUNT VICTIMS\n");
+                         "[cholesky-]after=RANK|stopped|[cholesky-]teams=T] | --member DIR INDEX COUNT VICTIMS\n");
     return 2;
   }
   return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, cholesky, second, stopped, teams ? team_size : 0);

@@ -910,6 +910,12 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
       }
     }
     for (auto& [dest, targets] : remote) {
+      // While the teams that rolled back replay, a rank that kept its state runs no task and
+      // received this output before the loss: it is not sent again.
+      if (replaying(iteration_) &&
+          !std::binary_search(team_replay_->replaying.begin(), team_replay_->replaying.end(), dest)) {
+        continue;
+      }
       if (options_.message_log.enabled) {
         message_log_.task_tile_sent(iteration_, task->key, static_cast<int>(slot), dest, tile);
       }

@@ -444,6 +444,16 @@ class Engine final : public DeviceOwner {
     /// iterations, sent to ranks that roll back, by (collection, m, n, iteration); fetches
     /// during the window are served these instead of the tiles the rank holds now.
     std::map<std::tuple<CollectionId, int, int, long>, TilePtr> logged_tiles;
+    /// On a rank that kept its state: the task outputs its log kept of the window's
+    /// iterations, sent to ranks that roll back, one per (producer, slot, iteration); sent
+    /// again as activations as their iteration starts (replay_logged_outputs).
+    struct LoggedOutput {
+      long iteration = 0;
+      TaskKey producer{};
+      int slot = 0;
+      TilePtr tile;  ///< nullptr: a control token
+    };
+    std::vector<LoggedOutput> logged_outputs;
     /// The recovery's re-grid (rebalance_on_resize), carried out when the replay ends.
     std::vector<TileMove> moves_after;
   };
@@ -461,6 +471,11 @@ class Engine final : public DeviceOwner {
   /// every rank counts its tasks again and steals inside its team again, and the recovery's
   /// re-grid is due.
   void end_team_replay();
+  /// On a rank that kept its state, as an iteration of the window starts (after its
+  /// barrier): each task output its log kept of that iteration, sent as an activation to
+  /// every rank replaying that now holds consumers of the producer's slot (the tasks, or the
+  /// collection tiles it writes), naming those consumers.
+  void replay_logged_outputs();
   void keep_state_for_replay(RecoveryReport& out, const RecoveryPlan& plan, TeamReplayState& replay);
   /// MessageLogOptions::plan_teams: iterations completed since the communicator was attached
   /// (a resize or recovery plans again), and the latest plan applied.

@@ -111,6 +111,7 @@ IterationReport Engine::run_iteration() {
   if (resize_under_way_) resize_under_way_->phase = ResizePhase::first_iteration_tasks;
   for (auto& d : devices_) d->start();
   comm_engine_->start(*watch_);
+  if (replaying(iteration_) && !team_replay_->here) replay_logged_outputs();
   {
     std::vector<TileIndex> fetches;
     for (const auto& key : local_roots_) {
@@ -238,6 +239,37 @@ IterationReport Engine::run_iteration() {
     stolen_this_iteration_.clear();
   }
   return report;
+}
+
+void Engine::replay_logged_outputs() {
+  // Every rank passed this iteration's barrier: the ranks replaying have their tasks of it
+  // ready to receive inputs, and find each consumer named here as for any activation.
+  std::vector<Successor> successors;
+  for (const auto& output : team_replay_->logged_outputs) {
+    if (output.iteration != iteration_) continue;
+    successors.clear();
+    task_class(output.producer.task_class).successors(output.producer, output.slot, successors);
+    std::map<int, std::vector<wire::Target>> targets_by_rank;
+    for (const Successor& s : successors) {
+      wire::Target t;
+      int dest = -1;
+      if (s.kind == Successor::Kind::task) {
+        dest = rank_of(s.consumer);
+        t.consumer = s.consumer;
+        t.slot = s.consumer_slot;
+      } else {
+        dest = collection(s.tile.collection).owner(s.tile.m, s.tile.n);
+        t.to_collection = true;
+        t.tile = s.tile;
+      }
+      if (!std::binary_search(team_replay_->replaying.begin(), team_replay_->replaying.end(), dest)) continue;
+      targets_by_rank[dest].push_back(t);
+    }
+    for (auto& [dest, targets] : targets_by_rank) {
+      if (output.tile) bytes_replayed_.fetch_add(output.tile->bytes(), std::memory_order_relaxed);
+      comm_engine_->send_activation(dest, output.tile, std::move(targets));
+    }
+  }
 }
 
 void Engine::end_team_replay() {

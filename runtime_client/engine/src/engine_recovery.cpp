@@ -30,14 +30,13 @@ namespace {
 /// A CheckpointCopy as the longs that travel in the gather.
 constexpr int kLongsPerCopy = 5;
 /// What each survivor sends before its copies: the iterations it completed, the iteration
-/// whose start its kept tiles are of (-1: none), and whether its log holds task outputs.
-constexpr std::size_t kHeaderLongs = 3;
+/// whose start its kept tiles are of (-1: none).
+constexpr std::size_t kHeaderLongs = 2;
 
 /// What a survivor tells the others in the gather besides its copies.
 struct SurvivorState {
   long completed = 0;
   long tiles_kept_at = -1;
-  bool task_outputs_logged = false;
 };
 
 /// What decides a collective that completed while the watch found a survivor lost.
@@ -83,7 +82,7 @@ std::vector<int> wait_watched(MPI_Request& request, PeerWatch& watch, const char
 /// Every survivor's checkpoint copies, over `survivors` (collective, asleep, watched), and in
 /// `gathered` what the survivors' states say together: the fewest and most iterations any
 /// completed (a loss during an iteration's end leaves some survivors past it and others not),
-/// the range of iterations their kept tiles are of, and whether any log holds task outputs.
+/// and the range of iterations their kept tiles are of.
 /// Empty `lost` on success; otherwise the survivors (their ranks in `survivors`) found lost
 /// during the gather, whose result is then void.
 std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<CheckpointCopy>& mine,
@@ -95,7 +94,7 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
   static std::vector<std::vector<int>> kept_counts;
   int size = 0;
   MPI_Comm_size(survivors, &size);
-  std::vector<long> flat{state.completed, state.tiles_kept_at, state.task_outputs_logged ? 1L : 0L};
+  std::vector<long> flat{state.completed, state.tiles_kept_at};
   for (const CheckpointCopy& c : mine) {
     flat.insert(flat.end(), {static_cast<long>(c.owner), static_cast<long>(c.holder), c.iteration,
                              c.tiles_expected, c.tiles_held});
@@ -126,7 +125,6 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
   std::vector<CheckpointCopy> copies;
   gathered.fewest_completed = gathered.most_completed = state.completed;
   gathered.oldest_tiles_kept_at = gathered.newest_tiles_kept_at = state.tiles_kept_at;
-  gathered.task_outputs_logged = state.task_outputs_logged;
   for (int r = 0; r < size; ++r) {
     const auto begin = static_cast<std::size_t>(displacements[static_cast<std::size_t>(r)]);
     const auto end = begin + static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
@@ -135,7 +133,6 @@ std::vector<CheckpointCopy> gather_copies(MPI_Comm survivors, const std::vector<
       gathered.most_completed = std::max(gathered.most_completed, all[begin]);
       gathered.oldest_tiles_kept_at = std::min(gathered.oldest_tiles_kept_at, all[begin + 1]);
       gathered.newest_tiles_kept_at = std::max(gathered.newest_tiles_kept_at, all[begin + 1]);
-      gathered.task_outputs_logged = gathered.task_outputs_logged || all[begin + 2] != 0;
     }
     for (std::size_t i = begin + kHeaderLongs; i + kLongsPerCopy <= end; i += kLongsPerCopy) {
       copies.push_back(CheckpointCopy{static_cast<int>(all[i]), static_cast<int>(all[i + 1]), all[i + 2],
@@ -345,9 +342,19 @@ void Engine::keep_state_for_replay(RecoveryReport& out, const RecoveryPlan& plan
   // The collection tiles sent in the window to ranks that roll back: a rank re-running an
   // iteration of the window fetches from this rank what it fetched then (or what a rank of
   // its team fetched: stealing stays inside the teams). One copy per tile and iteration.
+  // The task outputs sent in the window to ranks that roll back: sent again as activations
+  // as their iteration starts (replay_logged_outputs), one per producer, slot and iteration.
   for (const LoggedMessage& m : message_log_.messages()) {
-    if (!m.from_collection) continue;
     if (replay_destination(m.iteration, m.destination, replay.window, out.ranks_rolled_back, plan.ranks) < 0) {
+      continue;
+    }
+    if (!m.from_collection) {
+      const bool kept = std::any_of(replay.logged_outputs.begin(), replay.logged_outputs.end(), [&](const auto& o) {
+        return o.iteration == m.iteration && o.producer == m.producer && o.slot == m.slot;
+      });
+      if (kept) continue;
+      replay.logged_outputs.push_back({m.iteration, m.producer, m.slot, m.tile});
+      if (m.tile) out.log_bytes_for_replay += m.tile->bytes();
       continue;
     }
     const auto [at, added] =
@@ -430,7 +437,6 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     SurvivorState state;
     state.completed = lost_ranks_.empty() ? iteration_ : iteration_ - 1;
     state.tiles_kept_at = tiles_at_start_.iteration();
-    state.task_outputs_logged = message_log_.holds_task_outputs();
     copies = gather_copies(survivors, checkpoints_->copies(), state, gathered, watch, kLossGrace, lost_now);
     if (!lost_now.empty()) throw lost_during(lost_now, "the survivors gathered their checkpoint copies");
     plan = decide_recovery(out, copies, gathered);

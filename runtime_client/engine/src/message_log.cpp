@@ -88,11 +88,6 @@ std::vector<LoggedDeterminant> MessageLog::determinants() const {
   return determinants_;
 }
 
-bool MessageLog::holds_task_outputs() const {
-  std::lock_guard lock(mutex_);
-  return std::any_of(messages_.begin(), messages_.end(), [](const LoggedMessage& m) { return !m.from_collection; });
-}
-
 MessageLogStats MessageLog::take_iteration_stats() {
   std::lock_guard lock(mutex_);
   MessageLogStats out = std::exchange(stats_, MessageLogStats{});

@@ -59,8 +59,6 @@ class MessageLog {
   /// The entries held, in the order they were logged.
   [[nodiscard]] std::vector<LoggedMessage> messages() const;
   [[nodiscard]] std::vector<LoggedDeterminant> determinants() const;
-  /// Whether an entry held is a task's output (not a collection tile).
-  [[nodiscard]] bool holds_task_outputs() const;
   /// At an iteration's end: what was logged since the last call, and the log as it is now.
   [[nodiscard]] MessageLogStats take_iteration_stats();
 

@@ -59,9 +59,6 @@ struct TeamRollbackFacts {
   /// keeps its collections' tile pointers as its latest iteration started; -1: none kept).
   long oldest_tiles_kept_at = -1;
   long newest_tiles_kept_at = -1;
-  /// Some survivor's log holds a task's output sent to another team (not only collection
-  /// tiles): the replay would have to deliver it as an activation, which it does not yet.
-  bool task_outputs_logged = false;
 };
 
 /// Whether the roll-back is by teams, and if not, why it is global.
@@ -77,8 +74,9 @@ struct TeamRollbackChoice {
 /// (its moves would mix ranks at different iterations; a recovery's own re-grid waits for the
 /// replay's end); every survivor at the same iteration, the one after the last it completed,
 /// with its tiles kept as that iteration started (a loss at an iteration's end can leave some
-/// survivors past it); and only collection tiles in the logs. Otherwise the roll-back is
-/// global, as without message logging, and `reason` says why.
+/// survivors past it). The logs may hold collection tiles and task outputs alike: a rank that
+/// keeps its state serves the first and sends the second again as activations. Otherwise the
+/// roll-back is global, as without message logging, and `reason` says why.
 [[nodiscard]] TeamRollbackChoice choose_team_rollback(const TeamRollbackFacts& facts);
 
 /// Where a rank outside the teams rolling back replays one entry of its log: the new number
