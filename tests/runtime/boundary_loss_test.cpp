@@ -61,6 +61,14 @@
 // others recover from the checkpoint before the expand as from a loss outside a resize (one
 // iteration redone) and finish on two ranks. Either way every task of every iteration from the
 // expand on ran once over the ranks, and C is bit-identical as above.
+// With `during-expand-onto` the same expand, and the victim dies later, after every member
+// confirmed the grown communicator: inside the runtime's mapping broadcasts (Runtime::expand_onto
+// on rank 0 or 1, Runtime::join_expansion on the joining rank 3), right after it posted the first
+// of them (MPI_Ibcast, caught through MPI's profiling interface), after the pause. The others meet
+// its death in those broadcasts or in the barrier after them, with the communicator and the
+// buddies' copies from before the expand still held: everything said for `during-expand` then
+// holds alike, with the phase named "while the runtime moved onto the communicator of the expand"
+// (the joiner is sent away by ElasticJob::attach instead of its constructor).
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -71,7 +79,7 @@
 //
 //   boundary_loss_tests MPIEXEC SELF VICTIM
 //       [with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|
-//        after-expand|after-shrink|expand-moves|during-expand]
+//        after-expand|after-shrink|expand-moves|during-expand|during-expand-onto]
 //                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
@@ -136,6 +144,12 @@ constexpr int kJoiner = kRanks;  // the process index (and rank) an expand adds 
 /// MPI_Ibarrier it posts is Membership::shrink's, the one that confirms the survivors'
 /// communicator (MPI_Ibarrier below).
 std::atomic<bool> die_at_next_barrier{false};
+/// during-expand-onto: set on the victim once the grown communicator is confirmed; the next
+/// MPI_Ibcast of MPI_INT64_T it posts is the first of the runtime's mapping broadcasts (the
+/// same-host probe before it broadcasts bytes), after which it waits `broadcast_kill_pause_us`
+/// and dies (MPI_Ibcast below).
+std::atomic<bool> die_after_next_broadcast{false};
+std::atomic<int> broadcast_kill_pause_us{0};
 
 int failures = 0;
 void expect(bool ok, const std::string& what) {
@@ -231,7 +245,11 @@ int run_member(const fs::path& dir, int index) {
   const bool with_request = fs::exists(dir / "with-request");
   const bool during_shrink = fs::exists(dir / "during-shrink");
   const bool expand_moves = fs::exists(dir / "expand-moves");
-  const bool during_expand = fs::exists(dir / "during-expand");
+  // during-expand: the victim dies in the expand's join; during-expand-onto: in its attach. The
+  // two end alike.
+  const bool during_expand_join = fs::exists(dir / "during-expand");
+  const bool during_expand_onto = fs::exists(dir / "during-expand-onto");
+  const bool during_expand = during_expand_join || during_expand_onto;
   const bool after_expand = fs::exists(dir / "after-expand") || expand_moves || during_expand;  // the same expand
   const bool after_shrink = fs::exists(dir / "after-shrink");
   const bool in_membership_shrink = fs::exists(dir / "in-membership-shrink");
@@ -261,32 +279,19 @@ int run_member(const fs::path& dir, int index) {
   write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
   write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));  // the join's order
   const int joined_at = joiner ? payload.at(0) : -1;
-  if (during_expand && joiner && victim == kJoiner) {
+  if (during_expand_join && joiner && victim == kJoiner) {
     std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
     ::raise(SIGKILL);  // joined (accept and merge done), before its setup and its confirmation
   }
   int loop_iteration = 0;
-  std::unique_ptr<br::ElasticJob> owned_job;
-  try {
-    owned_job = std::make_unique<br::ElasticJob>(
-      std::move(membership),
-      br::ElasticJob::Grow([&](br::Membership& m, int count, int join_iteration, std::uint64_t) -> const br::GrowReport& {
-        if (!after_expand) throw std::logic_error("this test expands only with after-expand");
-        if (m.rank() == 0) write_file(dir / "expand", "1");
-        const std::array<int, 1> join{join_iteration};
-        const br::GrowReport& grown = m.grow_by_accept(count, read_file(dir / "port"), join);
-        if (during_expand && m.rank() == victim && loop_iteration == kill_at) {
-          std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-          ::raise(SIGKILL);  // the accept and merge done, before the confirmation
-        }
-        return grown;
-      }),
-      joined_at);
-  } catch (const br::ExpandGivenUp& e) {
-    // during-expand, rank 1 lost: the joiner is sent away before it joins the job's work.
+  // during-expand, rank 0 or 1 lost: the joiner is sent away before it joins the job's work
+  // (by the ElasticJob constructor in the join, by ElasticJob::attach in the attach).
+  const auto sent_away = [&](const br::ExpandGivenUp& e) {
     std::printf("boundary_loss_tests: rank %d not joining: %s\n", old_rank, e.what());
+    const std::string phase = during_expand_onto ? "while the runtime moved onto the communicator of the expand"
+                                                 : "while the new ranks of the expand joined";
     const std::string expected = "expand to " + std::to_string(kRanks + 1) + " ranks given up: ranks {" +
-                                 std::to_string(victim) + "} were lost while the new ranks of the expand joined";
+                                 std::to_string(victim) + "} were lost " + phase;
     expect(during_expand && std::string(e.what()).rfind(expected, 0) == 0 &&
                std::string(e.what()).find("rank " + std::to_string(kJoiner) + ", which it was adding, leaves") !=
                    std::string::npos,
@@ -297,6 +302,26 @@ int run_member(const fs::path& dir, int index) {
     watchdog.disarm();
     MPI_Finalize();
     return failures == 0 ? 0 : 1;
+  };
+  broadcast_kill_pause_us = pause_us;
+  std::unique_ptr<br::ElasticJob> owned_job;
+  try {
+    owned_job = std::make_unique<br::ElasticJob>(
+      std::move(membership),
+      br::ElasticJob::Grow([&](br::Membership& m, int count, int join_iteration, std::uint64_t) -> const br::GrowReport& {
+        if (!after_expand) throw std::logic_error("this test expands only with after-expand");
+        if (m.rank() == 0) write_file(dir / "expand", "1");
+        const std::array<int, 1> join{join_iteration};
+        const br::GrowReport& grown = m.grow_by_accept(count, read_file(dir / "port"), join);
+        if (during_expand_join && m.rank() == victim && loop_iteration == kill_at) {
+          std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+          ::raise(SIGKILL);  // the accept and merge done, before the confirmation
+        }
+        return grown;
+      }),
+      joined_at);
+  } catch (const br::ExpandGivenUp& e) {
+    return sent_away(e);
   }
   br::ElasticJob& job = *owned_job;
   MPI_Comm_set_errhandler(job.communicator(), fatal);
@@ -308,6 +333,12 @@ int run_member(const fs::path& dir, int index) {
     refusal = e.reason;
     refused_seconds = e.seconds;
   });
+  if (during_expand_onto && old_rank == victim && !joiner) {
+    job.on_expand_confirmed([&](const br::ResizeEvent&) {
+      if (loop_iteration == kill_at) die_after_next_broadcast = true;  // in Runtime::expand_onto
+    });
+  }
+  if (during_expand_onto && joiner && victim == kJoiner) die_after_next_broadcast = true;  // in join_expansion
   if (during_shrink && old_rank == victim) {
     job.on_resize_start([&](const br::ResizeEvent&) {
       if (loop_iteration != kill_at) return;
@@ -339,7 +370,13 @@ int run_member(const fs::path& dir, int index) {
   options.checkpoint.node = "node" + std::to_string(old_rank);
   auto owned_runtime = std::make_unique<br::Runtime>(job.communicator(), options);
   br::Runtime& runtime = *owned_runtime;
-  job.attach(runtime);
+  try {
+    job.attach(runtime);
+  } catch (const br::ExpandGivenUp& e) {
+    owned_runtime.reset();
+    owned_job.reset();
+    return sent_away(e);
+  }
   runtime.add_collection(gemm.a);
   runtime.add_collection(gemm.b);
   runtime.add_collection(gemm.c);
@@ -533,10 +570,12 @@ int run_member(const fs::path& dir, int index) {
     result["refusal"] = refusal;
   } else if (during_expand) {
     const bool joiner_lost = victim == kJoiner;
+    const std::string phase = during_expand_onto
+                                  ? "while the runtime moved onto the communicator of the expand"
+                                  : "while the new ranks of the expand joined (the accept and merge, their setup), "
+                                    "before every member confirmed the grown communicator";
     const std::string given_up =
-        "expand by 1 given up: ranks {" + std::to_string(victim) +
-        "} were lost while the new ranks of the expand joined (the accept and merge, their setup), before every "
-        "member confirmed the grown communicator: " +
+        "expand by 1 given up: ranks {" + std::to_string(victim) + "} were lost " + phase + ": " +
         (joiner_lost ? "only ranks the expand was adding were lost: the expand is given up, and the ranks from before "
                        "it carry on on their communicator, nothing rolled back"
                      : "the expand is given up (no tile changed owner), and the job recovers from the checkpoint "
@@ -647,7 +686,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   const bool after_hand_off =
       mode == "after-hand-off" || mode == "in-membership-shrink" || mode == "two-leavers-after-hand-off";
   const bool expand_moves = mode == "expand-moves";
-  const bool during_expand = mode == "during-expand";
+  const bool during_expand = mode == "during-expand" || mode == "during-expand-onto";
   const bool after_expand = mode == "after-expand" || expand_moves || during_expand;
   const bool after_shrink = mode == "after-shrink";
   const int processes = after_expand ? kRanks + 1 : kRanks;
@@ -746,6 +785,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                                      {"after_expand", after_expand},
                                      {"expand_moves", expand_moves},
                                      {"during_expand", during_expand},
+                                     {"during_expand_onto", mode == "during-expand-onto"},
                                      {"after_shrink", after_shrink},
                                      {"seed", seed},
                                      {"killed_before_iteration", kill_at},
@@ -767,16 +807,27 @@ extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   return PMPI_Ibarrier(comm, request);
 }
 
+// during-expand-onto's victim dies right after it posted the runtime's first mapping broadcast.
+extern "C" int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                          MPI_Request* request) {
+  const int posted = PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+  if (die_after_next_broadcast.load() && datatype == MPI_INT64_T) {
+    std::this_thread::sleep_for(std::chrono::microseconds(broadcast_kill_pause_us.load()));
+    ::raise(SIGKILL);
+  }
+  return posted;
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return run_member(argv[2], std::atoi(argv[3]));
   const std::string mode = argc == 5 ? argv[4] : "";
   if ((argc != 4 && argc != 5) ||
       (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" &&
        mode != "in-membership-shrink" && mode != "two-leavers-after-hand-off" && mode != "after-expand" &&
-       mode != "after-shrink" && mode != "expand-moves" && mode != "during-expand")) {
+       mode != "after-shrink" && mode != "expand-moves" && mode != "during-expand" && mode != "during-expand-onto")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
                          "[with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|"
-                         "after-expand|after-shrink|expand-moves|during-expand] | "
+                         "after-expand|after-shrink|expand-moves|during-expand|during-expand-onto] | "
                          "--member DIR INDEX\n");
     return 2;
   }

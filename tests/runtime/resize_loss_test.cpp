@@ -67,7 +67,18 @@ TEST(ResizeLoss, AnExpandsJoinThatLostARankFromBeforeIsGivenUpAndRecoversFromThe
   EXPECT_EQ(decide(ResizeKind::expand, ResizePhase::join, false, false).action, ResizeLossAction::refuse);
 }
 
-TEST(ResizeLoss, OnlyNewLostCountsOnlyInAnExpandsJoin) {
+TEST(ResizeLoss, AnExpandsAttachThatLostOnlyNewRanksIsGivenUpWithNothingRolledBack) {
+  ResizeLossFacts facts{ResizeKind::expand, ResizePhase::attach, true, false};
+  facts.only_new_lost = true;
+  const auto d = on_loss_during_resize(facts);
+  EXPECT_EQ(d.action, ResizeLossAction::give_up);
+  EXPECT_EQ(d.reason,
+            "while the runtime moved onto the communicator of the expand: only ranks the expand was adding were "
+            "lost: the expand is given up, and the ranks from before it carry on on their communicator, nothing "
+            "rolled back");
+}
+
+TEST(ResizeLoss, OnlyNewLostCountsOnlyInAnExpandsJoinAndAttach) {
   ResizeLossFacts facts{ResizeKind::expand, ResizePhase::first_iteration_start, false, false};
   facts.only_new_lost = true;
   EXPECT_EQ(on_loss_during_resize(facts).action, ResizeLossAction::refuse);

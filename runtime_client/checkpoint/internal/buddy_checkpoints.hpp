@@ -32,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "bellows/runtime/collection.hpp"
@@ -61,6 +62,20 @@ class BuddyCheckpoints {
   /// collective could wait on a rank lost meanwhile. Throws std::invalid_argument when
   /// `nodes` does not have one name per rank.
   void attach(MPI_Comm comm, std::vector<std::string> nodes);
+
+  /// Every rank's node over a communicator, gathered by one MPI_Iallgather that the caller
+  /// completes (watched, as an expand's attach does) before reading nodes(). A gather given up
+  /// while pending must outlive its request: MPI may still write into it.
+  struct NodeGather {
+    std::vector<char> mine;
+    std::vector<char> all;
+    MPI_Request request = MPI_REQUEST_NULL;
+    /// The names, per rank, once the request completed (empty when checkpoints are off).
+    [[nodiscard]] std::vector<std::string> nodes() const;
+  };
+  /// Posts the gather attach(comm) waits for (collective over `comm`; nothing posted, and no
+  /// request, when checkpoints are off).
+  [[nodiscard]] std::unique_ptr<NodeGather> post_node_gather(MPI_Comm comm) const;
   /// The teams of message logging, per rank of the communicator attached (empty: one team):
   /// from the next take() on, a rank's buddy is of its own team where the team has a rank on
   /// another node (choose_buddies), so that a recovery's restore stays inside the team that

@@ -48,23 +48,29 @@ BuddyCheckpoints::~BuddyCheckpoints() {
   }
 }
 
+std::unique_ptr<BuddyCheckpoints::NodeGather> BuddyCheckpoints::post_node_gather(MPI_Comm comm) const {
+  auto gather = std::make_unique<NodeGather>();
+  if (!options_.enabled) return gather;
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  gather->mine.assign(kNodeNameBytes, '\0');
+  std::memcpy(gather->mine.data(), node_.data(), std::min(node_.size(), kNodeNameBytes - 1));
+  gather->all.resize(kNodeNameBytes * static_cast<std::size_t>(size));
+  MPI_Iallgather(gather->mine.data(), static_cast<int>(kNodeNameBytes), MPI_CHAR, gather->all.data(),
+                 static_cast<int>(kNodeNameBytes), MPI_CHAR, comm, &gather->request);
+  return gather;
+}
+
+std::vector<std::string> BuddyCheckpoints::NodeGather::nodes() const {
+  std::vector<std::string> names;
+  for (std::size_t at = 0; at + kNodeNameBytes <= all.size(); at += kNodeNameBytes) names.emplace_back(all.data() + at);
+  return names;
+}
+
 void BuddyCheckpoints::attach(MPI_Comm comm) {
-  std::vector<std::string> nodes;
-  if (options_.enabled) {
-    int size = 0;
-    MPI_Comm_size(comm, &size);
-    std::vector<char> mine(kNodeNameBytes, '\0');
-    std::memcpy(mine.data(), node_.data(), std::min(node_.size(), kNodeNameBytes - 1));
-    std::vector<char> all(kNodeNameBytes * static_cast<std::size_t>(size));
-    MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Iallgather(mine.data(), static_cast<int>(kNodeNameBytes), MPI_CHAR, all.data(),
-                   static_cast<int>(kNodeNameBytes), MPI_CHAR, comm, &request);
-    wait_asleep(request);
-    for (int r = 0; r < size; ++r) {
-      nodes.emplace_back(all.data() + static_cast<std::size_t>(r) * kNodeNameBytes);
-    }
-  }
-  attach(comm, std::move(nodes));
+  const auto gather = post_node_gather(comm);
+  if (gather->request != MPI_REQUEST_NULL) wait_asleep(gather->request);
+  attach(comm, gather->nodes());
 }
 
 void BuddyCheckpoints::attach(MPI_Comm comm, std::vector<std::string> nodes) {

@@ -181,6 +181,11 @@ void ControlPlaneLink::attach(ElasticJob& job) {
   job.on_resize_refused([this](const ResizeEvent& e) {
     if (job_->rank() != 0) return;
     expand_hosts_.clear();
+    // An expand given up after its confirmation (in expand_onto) had the grown job's nodes
+    // gathered already (on_expand_confirmed): the ranks it was adding, at the end, are gone.
+    if (nodes_by_rank_.size() > static_cast<std::size_t>(job_->size())) {
+      nodes_by_rank_.resize(static_cast<std::size_t>(job_->size()));
+    }
     settled_.insert(e.resize_id);
     if (e.resize_id != 0)
       report({e.resize_id, ResizeOutcome::refused, static_cast<std::uint32_t>(e.from_ranks), {},

@@ -54,7 +54,8 @@ ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts) {
                       "shrink is finished without them, and nothing is recovered";
     return decision;
   }
-  if (facts.kind == ResizeKind::expand && facts.phase == ResizePhase::join && facts.only_new_lost) {
+  if (facts.kind == ResizeKind::expand && (facts.phase == ResizePhase::join || facts.phase == ResizePhase::attach) &&
+      facts.only_new_lost) {
     // The ranks from before the expand still hold their communicator and every tile: they
     // were all alive at the loss, so none of their work is lost.
     decision.action = ResizeLossAction::give_up;

@@ -65,9 +65,10 @@ class Engine final : public DeviceOwner {
   [[nodiscard]] TiledMatrix& collection(CollectionId id) const;
 
   IterationReport run_iteration();
-  /// See Runtime::expand_onto and Runtime::join_expansion.
-  void expand_onto(MPI_Comm comm);
-  void join_expansion(int first_new_rank);
+  /// See Runtime::expand_onto and Runtime::join_expansion: the ranks lost while the mapping
+  /// state was shared (empty: every member holds it).
+  std::vector<int> expand_onto(MPI_Comm comm);
+  std::vector<int> join_expansion(int first_new_rank);
   /// See Runtime::prepare_shrink, release_state_before_shrink and give_up_hand_off
   /// (engine_mapping.cpp).
   ShrinkHandoff prepare_shrink(std::span<const int> leaving, StateBeforeShrink state);
@@ -275,9 +276,12 @@ class Engine final : public DeviceOwner {
   /// over the task graph and broadcasts the teams and tile moves; every rank then takes the new
   /// teams, queues the moves (pending_moves_) and starts its checkpoints afresh.
   void plan_teams_between_iterations();
-  /// Collective after an expand: rank 0's mapping state (which ranks are new, each
-  /// collection's placement, the pinned tasks) reaches the new ranks.
-  void share_mapping_state();
+  /// Collective after an expand, over comm_: rank 0's mapping state (which ranks are new, each
+  /// collection's placement, the pinned tasks) reaches the new ranks, then a barrier confirms
+  /// that every member holds it. Every step is watched by `watch` (armed, on the grown
+  /// communicator, errors returned). Returns the ranks lost before every member confirmed
+  /// (empty: confirmed, and the state taken); nothing of this rank changes when some were.
+  std::vector<int> share_mapping_state(PeerWatch& watch);
   /// Every task's weight (flops, at least 1) attributed to the tile whose owner decides
   /// it (found by probing the collections' owners), or to a rank for pinned tasks and
   /// tasks whose owner no tile decides. Pinned tasks of ranks marked in `pinned_leaves`

@@ -27,9 +27,9 @@ void Runtime::add_collection(TiledMatrix& collection) { engine_->add_collection(
 
 IterationReport Runtime::run_iteration() { return engine_->run_iteration(); }
 
-void Runtime::expand_onto(MPI_Comm comm) { engine_->expand_onto(comm); }
+std::vector<int> Runtime::expand_onto(MPI_Comm comm) { return engine_->expand_onto(comm); }
 
-void Runtime::join_expansion(int first_new_rank) { engine_->join_expansion(first_new_rank); }
+std::vector<int> Runtime::join_expansion(int first_new_rank) { return engine_->join_expansion(first_new_rank); }
 
 ShrinkHandoff Runtime::prepare_shrink(std::span<const int> leaving, StateBeforeShrink state) {
   return engine_->prepare_shrink(leaving, state);

@@ -211,10 +211,13 @@ ElasticJob::ElasticJob(Membership membership, Grow grow, int joined_at_iteration
 }
 
 void ElasticJob::confirm_join() {
-  const int old_size = joined_after_size_;
   const std::vector<int> lost = confirm_grown(communicator(), rank(), size());
-  if (lost.empty()) return;
-  ResizeLossFacts facts{ResizeKind::expand, ResizePhase::join, true, false};
+  if (!lost.empty()) leave_given_up_expand(lost, ResizePhase::join);
+}
+
+void ElasticJob::leave_given_up_expand(const std::vector<int>& lost, ResizePhase phase) {
+  const int old_size = joined_after_size_;
+  ResizeLossFacts facts{ResizeKind::expand, phase, true, false};
   facts.only_new_lost = std::all_of(lost.begin(), lost.end(), [old_size](int r) { return r >= old_size; });
   const std::string why = "expand to " + std::to_string(size()) + " ranks given up: ranks " + rank_set_text(lost) +
                           " were lost " + on_loss_during_resize(facts).reason +
@@ -245,7 +248,12 @@ void ElasticJob::write_trace(TraceLine& line, int iteration, std::int64_t base_n
 
 void ElasticJob::attach(Runtime& runtime) {
   runtime_ = &runtime;
-  if (joined_after_size_ > 0) runtime.join_expansion(joined_after_size_);
+  if (joined_after_size_ == 0) return;
+  // A member lost before every member held the mapping state gives the expand up (as the
+  // members' expand() does): this rank leaves.
+  if (const std::vector<int> lost = runtime.join_expansion(joined_after_size_); !lost.empty()) {
+    leave_given_up_expand(lost, ResizePhase::attach);
+  }
 }
 
 void ElasticJob::request_expand(int count, std::string reason, std::uint64_t resize_id) {
@@ -432,12 +440,17 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
   // of the runtime moved yet (its communicator, its tiles and the buddies' copies are as they
   // were), and the communicator from before it is kept.
   if (const std::vector<int> lost = confirm_grown(communicator(), rank(), size()); !lost.empty()) {
-    return give_up_expand(request, event, old_size, lost);
+    return give_up_expand(request, event, old_size, lost, ResizePhase::join);
+  }
+  for (const auto& callback : on_confirmed_) callback(event);
+  // The runtime keeps its communicator and the buddies' copies from before the expand until
+  // every member holds the mapping state (expand_onto's last barrier, watched), and so does
+  // the membership the communicator from before: a loss until then gives the expand up too.
+  const std::int64_t onto_start = steady_ns();
+  if (const std::vector<int> lost = runtime_->expand_onto(communicator()); !lost.empty()) {
+    return give_up_expand(request, event, old_size, lost, ResizePhase::attach);
   }
   membership_.confirm_grow();
-  for (const auto& callback : on_confirmed_) callback(event);
-  const std::int64_t onto_start = steady_ns();
-  runtime_->expand_onto(communicator());
   const double onto_seconds = seconds_since(onto_start);
   expand_request_steady_ns_ = request.posted_steady_ns;
   first_new_rank_ = old_size;
@@ -487,10 +500,11 @@ ElasticJob::Outcome ElasticJob::expand(const Request& request, ResizeEvent& even
 }
 
 ElasticJob::Outcome ElasticJob::give_up_expand(const Request& request, ResizeEvent& event, int old_size,
-                                               const std::vector<int>& lost) {
+                                               const std::vector<int>& lost, ResizePhase phase) {
   membership_.give_up_grow();  // the job's communicator from before the expand again
-  // The runtime has not moved: the buddies' copies from before the expand are all held.
-  ResizeLossFacts facts{ResizeKind::expand, ResizePhase::join, true, false};
+  // The runtime has not moved (or moved back, expand_onto): the buddies' copies from before
+  // the expand are all held.
+  ResizeLossFacts facts{ResizeKind::expand, phase, true, false};
   facts.only_new_lost = std::all_of(lost.begin(), lost.end(), [old_size](int r) { return r >= old_size; });
   const ResizeLossDecision decision = on_loss_during_resize(facts);
   const std::string what = "expand by " + std::to_string(request.add) + " given up: ranks " + rank_set_text(lost) +

@@ -60,8 +60,8 @@ namespace bellows::runtime {
 /// Thrown by ElasticSession in a rank a daemon started when the job stopped waiting for it
 /// before it joined (the resize it was started for was called off, or the job ended): the job
 /// closed the port it was connecting to; or when the expand it joined by was given up (a member
-/// lost before every member confirmed the grown communicator: ElasticJob's ExpandGivenUp, whose
-/// text it carries). Nothing is wrong; the process should finalize MPI and exit 0.
+/// lost before every member confirmed the grown communicator or held the runtime's mapping
+/// state: ElasticJob's ExpandGivenUp, whose text it carries). Nothing is wrong; the process should finalize MPI and exit 0.
 class JoinCalledOff : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -113,8 +113,16 @@ class ElasticSession {
   }
 
   /// Registers the runtime built on communicator(), right after constructing it and
-  /// before adding collections and task classes.
-  void attach(Runtime& runtime) { job_->attach(runtime); }
+  /// before adding collections and task classes. On a rank that joined by an expand, throws
+  /// JoinCalledOff when the expand was given up while the runtime's mapping state was shared
+  /// (ElasticJob::attach's ExpandGivenUp).
+  void attach(Runtime& runtime) {
+    try {
+      job_->attach(runtime);
+    } catch (const ExpandGivenUp& e) {
+      throw JoinCalledOff(e.what());
+    }
+  }
   /// Before iteration `it` (0-based): runs the control plane's events and carries out what
   /// is pending. Collective. Returns false on a rank that has just left the job: it must
   /// destroy its runtime and finalize MPI.

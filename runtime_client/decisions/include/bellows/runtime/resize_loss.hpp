@@ -9,7 +9,8 @@
 // after it matches them once it is complete (it completes before the first iteration's tasks).
 // So a rank lost:
 //   - during an expand's join (the accept and merge, the new ranks' setup, up to every member
-//     confirming the grown communicator), when only ranks the expand was adding were lost:
+//     confirming the grown communicator) or its attach (the runtime's mapping state, up to
+//     every member holding it), when only ranks the expand was adding were lost:
 //     the expand is given up, and the ranks from before it carry on with nothing rolled back;
 //   - before the tiles changed owner, with the copies from before kept: the resize is given
 //     up (nothing changed; it is reported refused with the reason), and the job recovers from
@@ -66,7 +67,8 @@ struct ResizeLossFacts {
   bool checkpoint_after_complete = false;
   /// Every rank lost was one the shrink removes (only meaningful for a shrink).
   bool only_leavers_lost = false;
-  /// Every rank lost was one the expand was adding (only meaningful for an expand's join).
+  /// Every rank lost was one the expand was adding (only meaningful for an expand's join and
+  /// attach).
   bool only_new_lost = false;
 };
 

@@ -168,15 +168,20 @@ class Runtime {
   /// Moves the runtime onto a grown communicator, between iterations (expand).
   /// `comm` must hold every rank of the current one with the same rank number, plus new
   /// ranks at the end (what grow_by_spawn() returns). Collective in two parts: every
-  /// current member disconnects its duplicate of the old communicator
-  /// (MPI_Comm_disconnect, so that ranks can later leave), and then every rank of
-  /// `comm`, new ones included (which construct their Runtime on `comm` instead), takes
-  /// a duplicate of it. With RuntimeOptions::rebalance_on_resize, rank 0 also re-grids
+  /// rank of `comm`, new ones included (which construct their Runtime on `comm` instead),
+  /// takes a duplicate of it and receives rank 0's mapping state, and then every current
+  /// member disconnects its duplicate of the old communicator (MPI_Comm_disconnect, so
+  /// that ranks can later leave). With RuntimeOptions::rebalance_on_resize, rank 0 also re-grids
   /// the collections for the new size (regrid.hpp); the tiles change hands at the start
   /// of the next iteration (collective, before its tasks are known). Without it, new
   /// ranks get work by stealing only; with it, stealing evens out what is left. Throws
   /// std::invalid_argument when `comm` is not a grown copy of the current communicator.
-  void expand_onto(MPI_Comm comm);
+  /// Until every rank of `comm` holds the mapping state (a barrier after it) the runtime keeps
+  /// its communicator from before and the buddies' copies, and every step is watched for lost
+  /// ranks (docs/recovery.md, "A loss during the expand itself"): returns the ranks of `comm`
+  /// lost before that, the runtime then as it was before the call (the expand is to be given
+  /// up), or an empty list once it moved onto `comm` (the old communicator disconnected).
+  std::vector<int> expand_onto(MPI_Comm comm);
   /// On a rank added by an expand, right after constructing the runtime on the grown
   /// communicator and before adding collections and task classes: ranks from
   /// `first_new_rank` on are the new ones (the size before the expand). Collective with
@@ -185,7 +190,10 @@ class Runtime {
   /// over, the pinned tasks). Without RuntimeOptions::rebalance_on_resize, the tasks that
   /// new ranks steal after it become theirs for good (see pinned()); with it, the new
   /// ranks own tiles and what they steal stays a steal.
-  void join_expansion(int first_new_rank);
+  /// Returns the ranks lost before every rank held the mapping state (watched as
+  /// expand_onto() is; the expand is then given up and this rank is to leave), else an
+  /// empty list.
+  std::vector<int> join_expansion(int first_new_rank);
   /// First half of a shrink, between iterations; collective over the current
   /// communicator, every rank passing the same `leaving` list (rank 0 may not leave).
   /// Each leaving rank has a backup, the staying rank that holds the least data (ties:

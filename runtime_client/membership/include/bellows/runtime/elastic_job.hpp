@@ -25,12 +25,14 @@
 #include <nlohmann/json.hpp>
 
 #include "bellows/runtime/membership.hpp"
+#include "bellows/runtime/resize_loss.hpp"
 #include "bellows/runtime/runtime.hpp"
 
 namespace bellows::runtime {
 
-/// Thrown by the ElasticJob constructor on a rank an expand was adding, when a member of the
-/// grown communicator was lost before every member confirmed it: the expand is given up, and
+/// Thrown by the ElasticJob constructor, or by attach(), on a rank an expand was adding, when a member of the
+/// grown communicator was lost before every member confirmed it, or before every member held
+/// the runtime's mapping state (ElasticJob::attach): the expand is given up, and
 /// the ranks from before it carry on without this one. what() names the lost ranks and the
 /// phase. Nothing is wrong with this rank: it should finalize MPI and exit 0.
 class ExpandGivenUp : public std::runtime_error {
@@ -95,7 +97,8 @@ class ElasticJob {
 
   /// Registers the runtime built on communicator(), right after constructing it and
   /// before adding collections and task classes. On a process that joined by an expand,
-  /// receives the job's mapping state (Runtime::join_expansion).
+  /// receives the job's mapping state (Runtime::join_expansion); throws ExpandGivenUp when a
+  /// member was lost before every member held it (the expand given up: this rank leaves).
   void attach(Runtime& runtime);
   /// The runtime attach() registered, or nullptr.
   [[nodiscard]] Runtime* runtime() const noexcept { return runtime_; }
@@ -220,13 +223,19 @@ class ElasticJob {
   /// after_iteration() after an expand: request to first task on each new rank.
   void time_first_tasks(const IterationReport& report);
   Outcome expand(const Request& request, ResizeEvent& event, int iteration);
-  /// expand() after a loss before every member confirmed the grown communicator: back on the
+  /// expand() after a loss before every member confirmed the grown communicator (`phase`
+  /// join) or held the runtime's mapping state (attach, Runtime::expand_onto): back on the
   /// communicator from before it; on_loss_during_resize decides (give the expand up, or throw
   /// RecoveryError). `lost` are ranks of the grown communicator.
-  Outcome give_up_expand(const Request& request, ResizeEvent& event, int old_size, const std::vector<int>& lost);
+  Outcome give_up_expand(const Request& request, ResizeEvent& event, int old_size, const std::vector<int>& lost,
+                         ResizePhase phase);
   /// On a rank an expand adds: confirms the grown communicator with every member, or gives the
   /// expand up and throws ExpandGivenUp.
   void confirm_join();
+  /// On a rank an expand adds, after a loss in `phase` (join: before every member confirmed
+  /// the grown communicator; attach: before every member held the mapping state): gives the
+  /// expand up and throws ExpandGivenUp naming `lost` (ranks of the grown communicator).
+  [[noreturn]] void leave_given_up_expand(const std::vector<int>& lost, ResizePhase phase);
   Outcome shrink(const Request& request, ResizeEvent& event);
   /// The fields of a shrink's telemetry record that every way a shrink ends shares (on rank 0).
   [[nodiscard]] nlohmann::json shrink_record(const Request& request, const ResizeEvent& event, int old_size) const;
