@@ -115,6 +115,9 @@ def main():
     events = t.events()
     path = [(e["event"], e["from"], e["to"]) for e in events if e["resize"] == 1]
     t.log(f"resize 1 went {path}")
+    stamps = {e["event"]: e["time"] for e in events if e["resize"] == 1}
+    t.log(f"resize 1 asked at {stamps.get('request')}, ranks added at {stamps.get('daemons_ready')}, refused at "
+          f"{stamps.get('job_refused')}, its node released at {stamps.get('release_done')}")
     if any(to == "committed" for _, _, to in path) or path[-2:] != [
             ("job_refused", refused["from"], "aborting"), ("release_done", "aborting", "aborted")]:
         t.fail(f"resize 1 went {path}, expected it to end refused by the job, then its node released")
