@@ -183,6 +183,57 @@ TEST_F(ControllerTest, RankDeathDuringReconfigurationCancelsAndGivesTheNodesBack
   EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
 }
 
+// The job gave the expand up because a rank it was adding was lost between the merge and the
+// grown communicator's confirmation (docs/recovery.md, "A loss during the expand itself"): its
+// refusal withdraws the new nodes and gives them back. The lost rank was never one of the
+// job's, so its daemon's word of the death, arriving once the nodes are gone, is refused and is
+// no failure of the job.
+TEST_F(ControllerTest, AnExpandGivenUpForALostNewRankGivesItsNodesBackAndIsNoFailure) {
+  expand_to_reconfiguring();
+  const std::string given_up =
+      "expand by 2 given up: ranks {3} were lost while the new ranks of the expand joined (the accept and "
+      "merge, their setup), before every member confirmed the grown communicator";
+  job.refused(1, given_up);
+  advance(10ms);
+  EXPECT_EQ(state(), S::aborting);
+  EXPECT_EQ(last_record().event, E::job_refused);
+  EXPECT_EQ(last_record().detail, "the job refused the resize: " + given_up + "; giving node2, node3 back to the "
+                                  "resource manager");
+  EXPECT_EQ(job.calls().back(), "withdraw 1 node2,node3");
+  advance(100ms);
+  EXPECT_EQ(state(), S::aborted);
+  EXPECT_EQ(rm.pool().nodes_of("42"), (Nodes{"node0", "node1"}));
+  EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
+  const std::size_t lines = records().size();
+  job.died(1, "node3", "exit status 9");
+  advance(10ms);
+  ASSERT_EQ(records().size(), lines + 1);
+  EXPECT_TRUE(last_record().refused);
+  EXPECT_EQ(last_record().detail, "rank_died refused: node3 is not a node of job 42 (a rank on node3 died: exit "
+                                  "status 9)");
+  EXPECT_TRUE(ctl->failures().empty());
+  EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
+}
+
+// The same loss, its daemon's word first: the expand is called off, and the job's refusal that
+// follows gives the nodes back, with no failure either.
+TEST_F(ControllerTest, ANewRanksDeathToldBeforeTheJobGaveTheExpandUpIsNoFailure) {
+  expand_to_reconfiguring();
+  job.died(1, "node3", "exit status 9");
+  advance(10ms);
+  EXPECT_EQ(state(), S::cancelling);
+  job.refused(1, "expand by 2 given up: ranks {3} were lost while the new ranks of the expand joined");
+  advance(10ms);
+  EXPECT_EQ(state(), S::aborting);
+  EXPECT_EQ(last_record().event, E::job_refused);
+  EXPECT_EQ(job.calls().back(), "withdraw 1 node2,node3");
+  advance(100ms);
+  EXPECT_EQ(state(), S::aborted);
+  EXPECT_TRUE(ctl->failures().empty());
+  EXPECT_EQ(rm.pool().nodes_of("42"), (Nodes{"node0", "node1"}));
+  EXPECT_EQ(ctl->nodes(), (Nodes{"node0", "node1"}));
+}
+
 // The job carried the expansion out before the cancellation reached it: its commit stands,
 // and the controller counts the new nodes as the job does.
 TEST_F(ControllerTest, ACancelledExpansionTheJobAlreadyCarriedOutCommits) {
