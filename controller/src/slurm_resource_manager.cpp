@@ -209,6 +209,29 @@ struct SlurmResourceManager::Impl {
     }
   }
 
+  /// Waits, polling every 50 ms until `bound`, until `job` runs no step on any of `nodes` (nodes
+  /// it is about to give back: Slurm kills the steps on a node it takes from a job). The step of a
+  /// daemon that a controller which took the job over told to stop (Stop) may take a moment after
+  /// its connection closed; killed, its srun would report the task killed. Steps of daemons a
+  /// launcher stopped have ended already: one query, then nothing to wait for.
+  static void await_steps_off(std::uint32_t job, const std::vector<std::string>& nodes, Clock::time_point bound) {
+    while (true) {
+      job_step_info_response_msg_t* raw = nullptr;
+      if (slurm_get_job_steps(0, job, NO_VAL, &raw, SHOW_ALL) != SLURM_SUCCESS) return;
+      const slurm::StepInfo steps(raw);
+      bool on_leaving_node = false;
+      for (std::uint32_t i = 0; i < steps->job_step_count && !on_leaving_node; ++i) {
+        const job_step_info_t& step = steps->job_steps[i];
+        if (step.step_id.step_id == SLURM_EXTERN_CONT || step.step_id.step_id == SLURM_BATCH_SCRIPT) continue;
+        for (const std::string& node : expand_hostlist(step.nodes != nullptr ? step.nodes : "")) {
+          if (contains(nodes, node)) on_leaving_node = true;
+        }
+      }
+      if (!on_leaving_node || Clock::now() >= bound) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
   Phase phase_of(RmRequestId id) {
     std::lock_guard lock(mutex);
     auto it = phases.find(id);
@@ -552,6 +575,7 @@ struct SlurmResourceManager::Impl {
     ReleaseSplit split = book.split(w.nodes);
     w.own = std::move(split.own);
     w.companions = std::move(split.companions);
+    if (!w.own.empty()) await_steps_off(w.job_id, w.own, Clock::now() + kStepsEndBound);
     const auto began = Clock::now();
     // Companions first: a refusal there leaves the job itself untouched.
     for (const CompanionRelease& c : w.companions) {
