@@ -16,7 +16,6 @@ become its children: it reaps them and reads their exit status.
 Prints "controller_killed: PASS" or "controller_killed: FAIL: why".
 """
 import ctypes
-import json
 import os
 import re
 import shutil
@@ -103,10 +102,7 @@ def main():
     if job.returncode != -signal.SIGKILL:
         t.fail(f"bellows run ended with {job.returncode}, expected -9 (killed)")
 
-    lines = [line for line in out.strip().splitlines() if line.startswith("{")]
-    if not lines:
-        t.fail(f"the job printed no report; stdout {out[-1500:]!r} stderr {err[-1500:]!r}")
-    report = json.loads(lines[-1])
+    report = t.report_after_loss(out, err, first_rank_lost=False)
     if report.get("verified") is not True:
         t.fail(f"the job's result is not verified: residual {report.get('residual')}")
     if report["ranks"] != 2 or any(i["ranks"] != 2 for i in report["iterations"]):

@@ -99,10 +99,7 @@ def main():
         t.fail_hung(job, "the job did not end within 180 s of the refusal")
     if job.returncode != 0:
         t.fail(f"bellows run exited {job.returncode}, expected 0; stderr {err[-2000:]!r}")
-    lines = [line for line in out.strip().splitlines() if line.startswith("{")]
-    if not lines:
-        t.fail(f"the job printed no report; stdout {out[-1500:]!r} stderr {err[-1500:]!r}")
-    report = json.loads(lines[-1])
+    report = t.report_after_loss(out, err, first_rank_lost=False)
     if report.get("verified") is not True:
         t.fail(f"the job's result is not verified: residual {report.get('residual')}")
     sizes = [i["ranks"] for i in report["iterations"]]
