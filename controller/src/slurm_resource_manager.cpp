@@ -191,43 +191,25 @@ struct SlurmResourceManager::Impl {
   static constexpr std::chrono::milliseconds kStepsEndBound{5000};
 
   /// Waits, polling every 50 ms until `bound`, until `job` runs no step of its own (its daemons'
-  /// steps: an extern step, if any, does not count): a companion completed under a step that
-  /// is still ending has that step CANCELLED (slurmstepd says so in the step's output). The
-  /// steps of daemons a launcher stopped have ended already; those of daemons a controller
-  /// that took the job over told to stop (Stop) may take a moment after their connection closed.
-  static void await_steps_end(std::uint32_t job, Clock::time_point bound) {
+  /// steps: an extern step, if any, and the batch step do not count), or, with `nodes`, none on
+  /// any of them. A companion completed under a step that is still ending has that step
+  /// CANCELLED (slurmstepd says so in the step's output), and Slurm kills the steps on a node it
+  /// takes from a job (the daemon's srun then reports its task killed). The steps of daemons a
+  /// launcher stopped have ended already (one query); those of daemons a controller that took
+  /// the job over told to stop (Stop) may take a moment after their connection closed.
+  static void await_steps_end(std::uint32_t job, Clock::time_point bound, const std::vector<std::string>& nodes = {}) {
+    const auto runs_here = [&nodes](const job_step_info_t& step) {
+      if (step.step_id.step_id == SLURM_EXTERN_CONT || step.step_id.step_id == SLURM_BATCH_SCRIPT) return false;
+      if (nodes.empty()) return true;
+      const auto on = expand_hostlist(step.nodes != nullptr ? step.nodes : "");
+      return std::any_of(on.begin(), on.end(), [&nodes](const std::string& node) { return contains(nodes, node); });
+    };
     while (true) {
       job_step_info_response_msg_t* raw = nullptr;
       if (slurm_get_job_steps(0, job, NO_VAL, &raw, SHOW_ALL) != SLURM_SUCCESS) return;
       const slurm::StepInfo steps(raw);
-      std::uint32_t running = 0;
-      for (std::uint32_t i = 0; i < steps->job_step_count; ++i) {
-        if (steps->job_steps[i].step_id.step_id != SLURM_EXTERN_CONT) ++running;
-      }
-      if (running == 0 || Clock::now() >= bound) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-
-  /// Waits, polling every 50 ms until `bound`, until `job` runs no step on any of `nodes` (nodes
-  /// it is about to give back: Slurm kills the steps on a node it takes from a job). The step of a
-  /// daemon that a controller which took the job over told to stop (Stop) may take a moment after
-  /// its connection closed; killed, its srun would report the task killed. Steps of daemons a
-  /// launcher stopped have ended already: one query, then nothing to wait for.
-  static void await_steps_off(std::uint32_t job, const std::vector<std::string>& nodes, Clock::time_point bound) {
-    while (true) {
-      job_step_info_response_msg_t* raw = nullptr;
-      if (slurm_get_job_steps(0, job, NO_VAL, &raw, SHOW_ALL) != SLURM_SUCCESS) return;
-      const slurm::StepInfo steps(raw);
-      bool on_leaving_node = false;
-      for (std::uint32_t i = 0; i < steps->job_step_count && !on_leaving_node; ++i) {
-        const job_step_info_t& step = steps->job_steps[i];
-        if (step.step_id.step_id == SLURM_EXTERN_CONT || step.step_id.step_id == SLURM_BATCH_SCRIPT) continue;
-        for (const std::string& node : expand_hostlist(step.nodes != nullptr ? step.nodes : "")) {
-          if (contains(nodes, node)) on_leaving_node = true;
-        }
-      }
-      if (!on_leaving_node || Clock::now() >= bound) return;
+      if (std::none_of(steps->job_steps, steps->job_steps + steps->job_step_count, runs_here) || Clock::now() >= bound)
+        return;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -575,7 +557,7 @@ struct SlurmResourceManager::Impl {
     ReleaseSplit split = book.split(w.nodes);
     w.own = std::move(split.own);
     w.companions = std::move(split.companions);
-    if (!w.own.empty()) await_steps_off(w.job_id, w.own, Clock::now() + kStepsEndBound);
+    if (!w.own.empty()) await_steps_end(w.job_id, Clock::now() + kStepsEndBound, w.own);
     const auto began = Clock::now();
     // Companions first: a refusal there leaves the job itself untouched.
     for (const CompanionRelease& c : w.companions) {
