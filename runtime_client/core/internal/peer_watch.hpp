@@ -85,6 +85,21 @@ class ErrorsReturned {
   MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
 };
 
+/// How a collective waited on under a PeerWatch ended (complete_watched).
+struct WatchedCompletion {
+  bool completed = false;   ///< it completed: its result stands on every rank that got it
+  int failed_code = MPI_SUCCESS;  ///< MPI's error when it failed (MPI_SUCCESS otherwise)
+  std::vector<int> lost;    ///< the peers the watch found lost when it did not complete
+};
+
+/// Completes `request`, which a collective posted with result `posted`, without spinning while
+/// `watch` (armed) watches every peer. Not completed when it failed (then `grace` is given to
+/// the watch to name a lost peer; none named leaves `lost` empty with `failed_code` set), or
+/// when it was still pending `grace` after the watch found a peer lost (the request, if
+/// pending, is left to MPI). Each caller says what a failure with no peer lost means.
+[[nodiscard]] WatchedCompletion complete_watched(int posted, MPI_Request& request, PeerWatch& watch,
+                                                 std::chrono::milliseconds grace);
+
 /// "MPIX_ERR_PROC_FAILED (101): <MPI_Error_string>" for an MPI error code.
 [[nodiscard]] std::string describe_mpi_error(int code);
 

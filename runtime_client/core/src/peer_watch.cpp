@@ -6,6 +6,7 @@
 #include "bellows/runtime/loss_notices.hpp"
 
 #include <algorithm>
+#include <thread>
 
 namespace bellows::runtime {
 namespace {
@@ -93,6 +94,31 @@ void PeerWatch::mark_lost(std::size_t r, const std::string& why) {
 void PeerWatch::disarm() {
   // Nobody sends on the tag: every receive cancels at once, and none writes into the sink.
   (void)cancel_requests(requests_);
+}
+
+WatchedCompletion complete_watched(int posted, MPI_Request& request, PeerWatch& watch,
+                                   std::chrono::milliseconds grace) {
+  std::chrono::steady_clock::time_point give_up{};
+  for (;;) {
+    int done = 0;
+    const int rc = posted != MPI_SUCCESS ? posted : MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && done) return {true, MPI_SUCCESS, {}};
+    watch.poll();
+    const auto now = std::chrono::steady_clock::now();
+    if (rc != MPI_SUCCESS) {
+      const auto until = now + grace;
+      while (watch.lost().empty() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        watch.poll();
+      }
+      return {false, rc, watch.lost()};
+    }
+    if (!watch.lost().empty()) {
+      if (give_up == std::chrono::steady_clock::time_point{}) give_up = now + grace;
+      if (now >= give_up) return {false, MPI_SUCCESS, watch.lost()};
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 }  // namespace bellows::runtime

@@ -49,31 +49,12 @@ constexpr auto kExpandLossGrace = std::chrono::milliseconds(100);
 /// completed); throws std::runtime_error naming `call` when it failed and no member was
 /// found lost within kExpandLossGrace.
 std::vector<int> completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call) {
-  std::chrono::steady_clock::time_point give_up{};
-  for (;;) {
-    int done = 0;
-    const int rc = posted != MPI_SUCCESS ? posted : MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (rc == MPI_SUCCESS && done) return {};
-    watch.poll();
-    const auto now = std::chrono::steady_clock::now();
-    if (rc != MPI_SUCCESS) {
-      const auto until = now + kExpandLossGrace;
-      while (watch.lost().empty() && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        watch.poll();
-      }
-      if (watch.lost().empty()) {
-        throw std::runtime_error(std::string("expand: ") + call + " failed (" + describe_mpi_error(rc) +
-                                 ") and no member was found lost");
-      }
-      return watch.lost();
-    }
-    if (!watch.lost().empty()) {
-      if (give_up == std::chrono::steady_clock::time_point{}) give_up = now + kExpandLossGrace;
-      if (now >= give_up) return watch.lost();
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  WatchedCompletion outcome = complete_watched(posted, request, watch, kExpandLossGrace);
+  if (!outcome.completed && outcome.lost.empty()) {
+    throw std::runtime_error(std::string("expand: ") + call + " failed (" + describe_mpi_error(outcome.failed_code) +
+                             ") and no member was found lost");
   }
+  return std::move(outcome.lost);
 }
 
 }  // namespace

@@ -98,28 +98,9 @@ void keep_until_exit(std::unique_ptr<Buffers> buffers) {
 /// to MPI). A failure with no peer found lost within kAgreementLossGrace throws MpiError
 /// naming `call`.
 bool completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call) {
-  std::chrono::steady_clock::time_point give_up{};
-  for (;;) {
-    int done = 0;
-    const int rc = posted != MPI_SUCCESS ? posted : MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (rc == MPI_SUCCESS && done) return true;
-    watch.poll();
-    const auto now = std::chrono::steady_clock::now();
-    if (rc != MPI_SUCCESS) {
-      const auto until = now + kAgreementLossGrace;
-      while (watch.lost().empty() && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        watch.poll();
-      }
-      if (watch.lost().empty()) throw MpiError(call, rc);
-      return false;
-    }
-    if (!watch.lost().empty()) {
-      if (give_up == std::chrono::steady_clock::time_point{}) give_up = now + kAgreementLossGrace;
-      if (now >= give_up) return false;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+  const WatchedCompletion outcome = complete_watched(posted, request, watch, kAgreementLossGrace);
+  if (!outcome.completed && outcome.lost.empty()) throw MpiError(call, outcome.failed_code);
+  return outcome.completed;
 }
 
 /// Every member of the grown communicator of an expand confirms it, the ranks from before it
