@@ -1,5 +1,6 @@
 #include "cholesky_tasks.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "bellows/kernels/tile_kernels.hpp"
@@ -13,10 +14,37 @@ using runtime::Successor;
 using runtime::TaskKey;
 using runtime::Tile;
 
-// Priorities (larger runs first) follow the critical path of the factorisation: step
-// k's panel (POTRF, TRSM) and the look-ahead updates of column k+1 come first; the rest
-// of the trailing update of step k yields to the panels of the next two steps.
-std::int64_t schedule_time_to_priority(std::int64_t time) { return -time; }
+// Priorities (larger runs first) follow the critical path of the factorisation with a
+// lookahead of kLookaheadSteps panels, as SLATE's potrf (its lookahead option) and PLASMA's
+// and DPLASMA's tile Cholesky order their tasks. Every task has a schedule time, a step:
+//   - the panel of column k (POTRF(k), then its TRSMs) runs at step k;
+//   - an update of column n at step k (SYRK(n, k), GEMM(., n, k)) runs at step
+//     min(n - 1, k + kLookaheadSteps): at step n - 1, just before the panel it feeds, once that
+//     panel is within the lookahead, and otherwise at step k + kLookaheadSteps, behind the
+//     panels of the next steps.
+// Within a step the panel runs first, then the updates, nearer columns and then older steps
+// first. So a rank that fell behind runs the next panels, and the updates that feed them,
+// before the trailing update of an earlier step, and the other ranks do not wait for them.
+constexpr int kLookaheadSteps = 2;
+
+enum class Stage : std::int64_t { potrf = 0, trsm = 1, update = 2 };
+
+std::int64_t cholesky_priority(int step, Stage stage, int column, int update_step, int tiles) {
+  const std::int64_t span = tiles + 1;
+  const std::int64_t order =
+      ((static_cast<std::int64_t>(step) * 3 + static_cast<std::int64_t>(stage)) * span + column) *
+          span + update_step;
+  return -order;
+}
+
+std::int64_t panel_priority(int k, Stage stage, int tiles) {
+  return cholesky_priority(k, stage, k, k, tiles);
+}
+
+std::int64_t update_priority(int column, int k, int tiles) {
+  return cholesky_priority(std::min(column - 1, k + kLookaheadSteps), Stage::update, column, k,
+                           tiles);
+}
 
 class CholeskyClass : public runtime::TaskClass {
  public:
@@ -63,7 +91,7 @@ class Potrf final : public CholeskyClass {
     return n * n * n / 3.0;
   }
   [[nodiscard]] std::int64_t priority(const TaskKey& key) const override {
-    return schedule_time_to_priority(3 * key.index[0]);
+    return panel_priority(key.index[0], Stage::potrf, nt_);
   }
   void execute_cpu(const TaskKey&, std::span<Tile* const> tiles) const override {
     kernels::potrf_lower(*tiles[0]);
@@ -105,7 +133,7 @@ class Trsm final : public CholeskyClass {
     return order(key.index[0]) * n * n;
   }
   [[nodiscard]] std::int64_t priority(const TaskKey& key) const override {
-    return schedule_time_to_priority(3 * key.index[1] + 1);
+    return panel_priority(key.index[1], Stage::trsm, nt_);
   }
   void execute_cpu(const TaskKey&, std::span<Tile* const> tiles) const override {
     kernels::trsm_right_lower_trans(*tiles[1], *tiles[0]);
@@ -145,8 +173,7 @@ class Syrk final : public CholeskyClass {
     return n * (n + 1) * order(key.index[1]);
   }
   [[nodiscard]] std::int64_t priority(const TaskKey& key) const override {
-    const int m = key.index[0], k = key.index[1];
-    return schedule_time_to_priority(3 * k + (m == k + 1 ? 2 : 6));
+    return update_priority(key.index[0], key.index[1], nt_);  // SYRK(m, k) updates A(m, m)
   }
   void execute_cpu(const TaskKey&, std::span<Tile* const> tiles) const override {
     kernels::syrk_lower_minus(*tiles[1], *tiles[0]);
@@ -188,8 +215,7 @@ class Gemm final : public CholeskyClass {
     return 2.0 * order(key.index[0]) * order(key.index[1]) * order(key.index[2]);
   }
   [[nodiscard]] std::int64_t priority(const TaskKey& key) const override {
-    const int n = key.index[1], k = key.index[2];
-    return schedule_time_to_priority(3 * k + (n == k + 1 ? 2 : 6));
+    return update_priority(key.index[1], key.index[2], nt_);
   }
   void execute_cpu(const TaskKey&, std::span<Tile* const> tiles) const override {
     kernels::gemm_nt_minus(*tiles[1], *tiles[2], *tiles[0]);

@@ -234,6 +234,66 @@ TEST(CholeskyPtg, FlopsSumToTheTiledOperationCount) {
   EXPECT_NEAR(flops, n * n * n / 3.0, n * n * n / 3.0 * 0.01);
 }
 
+// The schedule of cholesky_tasks.cpp: panel k at step k, an update of column n at step k at
+// step min(n - 1, k + 2). Ten tile columns, so every case below occurs.
+TEST(CholeskyPtg, PrioritiesPutPanelsAheadOfTheTrailingUpdateWithinTheLookahead) {
+  constexpr int nt = 10;
+  CholeskySetup s(nt * 100, 100, br::BlockCyclic2D{1, 1});
+  const auto& potrf = *s.classes[0];
+  const auto& trsm = *s.classes[1];
+  const auto& syrk = *s.classes[2];
+  const auto& gemm = *s.classes[3];
+  ASSERT_EQ(potrf.name(), "POTRF");
+  ASSERT_EQ(gemm.name(), "GEMM");
+  // The tasks of panel j and the updates of column n at step k (SYRK(n, k), GEMM(m, n, k)).
+  const auto panel = [&](int j) {
+    std::vector<std::pair<std::string, std::int64_t>> out{
+        {"POTRF(" + std::to_string(j) + ")", potrf.priority(potrf.key(j))}};
+    for (int m = j + 1; m < nt; ++m) {
+      out.emplace_back("TRSM(" + std::to_string(m) + "," + std::to_string(j) + ")",
+                       trsm.priority(trsm.key(m, j)));
+    }
+    return out;
+  };
+  const auto updates = [&](int n, int k) {
+    std::vector<std::pair<std::string, std::int64_t>> out{
+        {"SYRK(" + std::to_string(n) + "," + std::to_string(k) + ")",
+         syrk.priority(syrk.key(n, k))}};
+    for (int m = n + 1; m < nt; ++m) {
+      out.emplace_back("GEMM(" + std::to_string(m) + "," + std::to_string(n) + "," +
+                           std::to_string(k) + ")",
+                       gemm.priority(gemm.key(m, n, k)));
+    }
+    return out;
+  };
+  const auto expect_ahead = [](const auto& first, const auto& then) {
+    for (const auto& [a, pa] : first) {
+      for (const auto& [b, pb] : then) EXPECT_GT(pa, pb) << a << " should run before " << b;
+    }
+  };
+  int pairs = 0;
+  for (int j = 1; j < nt; ++j) {
+    expect_ahead(panel(j - 1), panel(j));
+    // Panel j runs before the updates of steps j-2 and j-1 into columns past j: a rank that
+    // fell behind does not leave the other ranks waiting for panel j.
+    for (int k = std::max(0, j - 2); k < j; ++k) {
+      for (int n = j + 1; n < nt; ++n, ++pairs) expect_ahead(panel(j), updates(n, k));
+    }
+    // The updates that feed panel j+1, from any step, run before the other updates of the
+    // steps since j-1.
+    for (int k = 0; k <= j && j + 1 < nt; ++k) {
+      for (int later = std::max(0, j - 1); later <= j; ++later) {
+        for (int n = j + 2; n < nt; ++n, ++pairs) expect_ahead(updates(j + 1, k), updates(n, later));
+      }
+    }
+    // The lookahead is bounded: the update of step k into a column past k+3 runs before panel
+    // k+3, so the trailing update is not all put off until its own column's panel.
+    const int k = j - 1;
+    for (int n = k + 4; n < nt && k + 3 < nt; ++n, ++pairs) expect_ahead(updates(n, k), panel(k + 3));
+  }
+  EXPECT_GT(pairs, 100);
+}
+
 TEST(CholeskyPtg, RejectsNonSquareInput) {
   const br::BlockCyclic2D g{1, 1};
   br::TiledMatrix a(0, 100, 120, 50, g, 0), l(1, 100, 120, 50, g, 0);
