@@ -7,6 +7,18 @@ per-configuration medians plus the ratios of each round, and their medians.
 
   python3 bench/foundation.py --build build/default --rounds 3
 
+`--variant-examples NAME=DIR` runs the Cholesky (and, unless --only cholesky, GEMM) of another
+build as well, in the same rounds: DIR holds that build's `cholesky` and `gemm` (copied aside
+before a change), and the table gets its rows and the same-round ratios of this build to it:
+
+  cp build/default/examples/{cholesky,gemm} /tmp/before/   # before the change, then rebuild
+  python3 bench/foundation.py --variant-examples before=/tmp/before --only cholesky --rounds 5
+
+`--autogroup-nice V` starts every rank (and the OpenBLAS process) with nice value V for its
+scheduler autogroup, as bench/metg.py does: on a host shared with other work, the measured
+processes then get the cores they ask for. Beside each libbellows row the script prints where
+its ranks' time went (per rank: idle share of the wall time, CPU of the communication threads).
+
 Every configuration prints a JSON object as its last line; this script reads it.
 """
 import argparse
@@ -17,57 +29,121 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import MPIEXEC, run_json  # noqa: E402
 
+def parse_variant(text):
+    """NAME=DIR -> (name, dir); raises ValueError naming what is wrong."""
+    name, sep, directory = text.partition("=")
+    if not sep or not name.strip() or not directory:
+        raise ValueError(f"--variant-examples wants NAME=DIR, got {text!r}")
+    return name.strip(), directory
+
+
+def where_time_went(report):
+    """Per rank of a libbellows report: idle seconds over wall seconds (all iterations), and the
+    CPU seconds of its communication and copy threads over wall seconds."""
+    wall = sum(it["seconds"] for it in report["iterations"])
+    return [(r["idle_seconds"] / wall, r["comm_cpu_seconds"] / wall) for r in report["rank_stats"]]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build/default")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--only", choices=["all", "cholesky", "gemm"], default="all",
+                    help="run only the Cholesky or only the GEMM configurations (and their "
+                    "references)")
+    ap.add_argument("--variant-examples", action="append", default=[],
+                    help="NAME=DIR: DIR holds another build's cholesky and gemm, run in the same "
+                    "rounds (repeatable)")
+    ap.add_argument("--autogroup-nice", type=int, default=None,
+                    help="start the measured processes with this nice value for their scheduler "
+                    "autogroup (a negative value needs root)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, got {args.rounds}")
+    variants = []
+    for text in args.variant_examples:
+        try:
+            name, directory = parse_variant(text)
+        except ValueError as e:
+            ap.error(str(e))
+        for app in (["cholesky"] if args.only == "cholesky" else ["gemm"] if args.only == "gemm"
+                    else ["cholesky", "gemm"]):
+            if not os.access(os.path.join(directory, app), os.X_OK):
+                ap.error(f"--variant-examples {name!r}: no executable {app} in {directory!r}")
+        variants.append((name, directory))
     ex = os.path.join(args.build, "examples")
     ref = os.path.join(args.build, "bench", "reference")
     n, p = str(args.n), str(args.ranks)
+    prefix = []
+    if args.autogroup_nice is not None:
+        prefix = ["/bin/sh", "-c", f'echo {args.autogroup_nice} > /proc/self/autogroup && exec "$@"',
+                  "foundation-rank"]
+    shares = {}
 
-    def bellows(app, tile, same_host="on"):
-        j = run_json([MPIEXEC, "-n", p, os.path.join(ex, app), "--n", n, "--tile", str(tile),
-                      "--iterations", "3", "--same-host", same_host, "--quiet"])
+    def bellows(app, tile, same_host="on", examples=ex, label=None, steal="off"):
+        j = run_json([MPIEXEC, "-n", p] + prefix + [os.path.join(examples, app), "--n", n,
+                      "--tile", str(tile), "--iterations", "3", "--same-host", same_host,
+                      "--steal", steal, "--quiet"])
+        if label:
+            shares.setdefault(label, []).append(where_time_went(j))
         return max(it["gflops"] for it in j["iterations"][1:])  # first iteration warms up
 
     def scalapack(op, tile):
-        j = run_json([MPIEXEC, "-n", p, os.path.join(ref, "bellows_scalapack_reference"),
+        j = run_json([MPIEXEC, "-n", p] + prefix + [os.path.join(ref, "bellows_scalapack_reference"),
                       "--op", op, "--n", n, "--tile", str(tile), "--repeat", "3"])
         return j["best_gflops"]
 
     def openblas(op):
-        j = run_json([os.path.join(ref, "bellows_blas_reference"), "--op", op, "--n", n,
+        j = run_json(prefix + [os.path.join(ref, "bellows_blas_reference"), "--op", op, "--n", n,
                       "--threads", p, "--repeat", "3"])
         return j["best_gflops"]
 
     def overhead():
-        j = run_json([MPIEXEC, "-n", p, os.path.join(args.build, "bench", "bellows_task_overhead"),
-                      "--tasks-per-rank", "1000000", "--repeat", "3"])
+        j = run_json([MPIEXEC, "-n", p] + prefix + [os.path.join(args.build, "bench",
+                      "bellows_task_overhead"), "--tasks-per-rank", "1000000", "--repeat", "3"])
         return j["best_tasks_per_second_per_rank"]
 
-    configs = [
+    gemm_configs = [
         ("bellows gemm tile 256", lambda: bellows("gemm", 256)),
         ("bellows gemm tile 512", lambda: bellows("gemm", 512)),
-        ("bellows gemm tile 1024", lambda: bellows("gemm", 1024)),
+        ("bellows gemm tile 1024", lambda: bellows("gemm", 1024, label="bellows gemm tile 1024")),
         ("bellows gemm 512 MPI only", lambda: bellows("gemm", 512, "off")),
         ("scalapack pdgemm nb 256", lambda: scalapack("gemm", 256)),
         ("scalapack pdgemm nb 512", lambda: scalapack("gemm", 512)),
         ("openblas dgemm 2 threads", lambda: openblas("gemm")),
-        ("bellows cholesky tile 256", lambda: bellows("cholesky", 256)),
-        ("bellows cholesky 256 MPI only", lambda: bellows("cholesky", 256, "off")),
+    ]
+    # Cholesky with work stealing between the ranks (--steal on): a rank whose core other work
+    # takes for a while no longer holds up the other one (docs/benchmarks.md).
+    cholesky_configs = [
+        ("bellows cholesky tile 256",
+         lambda: bellows("cholesky", 256, label="bellows cholesky tile 256", steal="on")),
+        ("bellows cholesky 256 steal off",
+         lambda: bellows("cholesky", 256, label="bellows cholesky 256 steal off")),
+        ("bellows cholesky 256 MPI only", lambda: bellows("cholesky", 256, "off", steal="on")),
         ("scalapack pdpotrf nb 256", lambda: scalapack("potrf", 256)),
         ("scalapack pdpotrf nb 128", lambda: scalapack("potrf", 128)),
         ("openblas dpotrf 2 threads", lambda: openblas("potrf")),
-        ("bellows empty tasks/s/rank", overhead),
     ]
+    for name, directory in variants:
+        cholesky_configs.insert(1, (f"bellows cholesky tile 256 {name}",
+                                    lambda d=directory, l=f"bellows cholesky tile 256 {name}":
+                                    bellows("cholesky", 256, examples=d, label=l,
+                                            steal="on")))
+        gemm_configs.insert(3, (f"bellows gemm tile 1024 {name}",
+                                lambda d=directory, l=f"bellows gemm tile 1024 {name}":
+                                bellows("gemm", 1024, examples=d, label=l)))
+    configs = ((gemm_configs if args.only != "cholesky" else []) +
+               (cholesky_configs if args.only != "gemm" else []) +
+               ([("bellows empty tasks/s/rank", overhead)] if args.only == "all" else []))
     samples = {name: [] for name, _ in configs}
+    load_before = os.getloadavg()[0]
     for r in range(args.rounds):
         for name, fn in configs:
             samples[name].append(fn())
             print(f"round {r + 1}: {name}: {samples[name][-1]:.1f}", file=sys.stderr, flush=True)
+    load_after = os.getloadavg()[0]
 
     def ratio(a, b):
         return [x / y for x, y in zip(samples[a], samples[b])]
@@ -75,27 +151,44 @@ def main():
     def best_of(*names):
         return [max(v) for v in zip(*(samples[x] for x in names))]
 
-    bellows_gemm = best_of("bellows gemm tile 256", "bellows gemm tile 512", "bellows gemm tile 1024")
-    scalapack_gemm = best_of("scalapack pdgemm nb 256", "scalapack pdgemm nb 512")
-    scalapack_potrf = best_of("scalapack pdpotrf nb 256", "scalapack pdpotrf nb 128")
-    ratios = [
-        ("cholesky tile 256 / best ScaLAPACK PDPOTRF", 1.2,
-         [a / b for a, b in zip(samples["bellows cholesky tile 256"], scalapack_potrf)]),
-        ("cholesky tile 256 / OpenBLAS 2-thread DPOTRF", 0.9,
-         ratio("bellows cholesky tile 256", "openblas dpotrf 2 threads")),
-        ("best GEMM / best ScaLAPACK PDGEMM", 1.8,
-         [a / b for a, b in zip(bellows_gemm, scalapack_gemm)]),
-        ("gemm tile 256 / ScaLAPACK PDGEMM nb 256", None,
-         ratio("bellows gemm tile 256", "scalapack pdgemm nb 256")),
-        ("best GEMM / OpenBLAS 2-thread DGEMM", None,
-         [a / b for a, b in zip(bellows_gemm, samples["openblas dgemm 2 threads"])]),
-        ("cholesky 256: same-host transport / MPI only", None,
-         ratio("bellows cholesky tile 256", "bellows cholesky 256 MPI only")),
-        ("gemm 512: same-host transport / MPI only", None,
-         ratio("bellows gemm tile 512", "bellows gemm 512 MPI only")),
-    ]
+    ratios = []
+    if args.only != "gemm":
+        scalapack_potrf = best_of("scalapack pdpotrf nb 256", "scalapack pdpotrf nb 128")
+        ratios += [
+            ("cholesky tile 256 / best ScaLAPACK PDPOTRF", 1.2,
+             [a / b for a, b in zip(samples["bellows cholesky tile 256"], scalapack_potrf)]),
+            ("cholesky tile 256 / OpenBLAS 2-thread DPOTRF", 1.0,
+             ratio("bellows cholesky tile 256", "openblas dpotrf 2 threads")),
+            ("cholesky 256: same-host transport / MPI only", None,
+             ratio("bellows cholesky tile 256", "bellows cholesky 256 MPI only")),
+            ("cholesky 256: steal on / steal off", None,
+             ratio("bellows cholesky tile 256", "bellows cholesky 256 steal off")),
+        ]
+        for name, _ in variants:
+            ratios.append((f"cholesky tile 256: this build / {name}", None,
+                           ratio("bellows cholesky tile 256", f"bellows cholesky tile 256 {name}")))
+    if args.only != "cholesky":
+        bellows_gemm = best_of("bellows gemm tile 256", "bellows gemm tile 512",
+                               "bellows gemm tile 1024")
+        scalapack_gemm = best_of("scalapack pdgemm nb 256", "scalapack pdgemm nb 512")
+        ratios += [
+            ("best GEMM / best ScaLAPACK PDGEMM", 1.8,
+             [a / b for a, b in zip(bellows_gemm, scalapack_gemm)]),
+            ("gemm tile 256 / ScaLAPACK PDGEMM nb 256", None,
+             ratio("bellows gemm tile 256", "scalapack pdgemm nb 256")),
+            ("best GEMM / OpenBLAS 2-thread DGEMM", 0.95,
+             [a / b for a, b in zip(bellows_gemm, samples["openblas dgemm 2 threads"])]),
+            ("gemm 512: same-host transport / MPI only", None,
+             ratio("bellows gemm tile 512", "bellows gemm 512 MPI only")),
+        ]
+        for name, _ in variants:
+            ratios.append((f"gemm tile 1024: this build / {name}", None,
+                           ratio("bellows gemm tile 1024", f"bellows gemm tile 1024 {name}")))
+    favoured = ("" if args.autogroup_nice is None
+                else f", measured processes at autogroup nice {args.autogroup_nice}")
     print(f"\nN={args.n}, {args.ranks} ranks x 1 thread (OpenBLAS: {args.ranks} threads), "
-          f"{args.rounds} interleaved rounds\n")
+          f"{args.rounds} interleaved rounds; load average (1 min) {load_before:.1f} before, "
+          f"{load_after:.1f} after{favoured}\n")
     print(f"{'configuration':34s} {'median':>10s}   per round (GFLOP/s; tasks/s for empty tasks)")
     for name, _ in configs:
         vals = samples[name]
@@ -106,9 +199,17 @@ def main():
         ok = "" if target is None else ("  met" if statistics.median(vals) >= target else "  NOT met")
         print(f"{name:46s} {statistics.median(vals):7.2f} {t:>7s}   " +
               " ".join(f"{v:.2f}" for v in vals) + ok)
-    e = statistics.median(samples["bellows empty tasks/s/rank"])
-    print(f"{'empty tasks per second per rank':46s} {e:7.0f} {'>=500000':>7s}" +
-          ("  met" if e >= 500000 else "  NOT met"))
+    if "bellows empty tasks/s/rank" in samples:
+        e = statistics.median(samples["bellows empty tasks/s/rank"])
+        print(f"{'empty tasks per second per rank':46s} {e:7.0f} {'>=1000000':>7s}" +
+              ("  met" if e >= 1000000 else "  NOT met"))
+    print("\nwhere the ranks' time went (median over rounds; per rank: idle = workers waiting for "
+          "a ready task, comm = CPU of the communication and copy threads, both over wall time)")
+    for label, runs in shares.items():
+        per_rank = list(zip(*runs))
+        print(f"{label:46s} " + "  ".join(
+            f"rank {r}: idle {statistics.median(x[0] for x in v):5.1%} "
+            f"comm {statistics.median(x[1] for x in v):5.1%}" for r, v in enumerate(per_rank)))
 
 
 if __name__ == "__main__":
