@@ -15,8 +15,9 @@ using runtime::TaskKey;
 using runtime::Tile;
 
 // Priorities (larger runs first) follow the critical path of the factorisation with a
-// lookahead of kLookaheadSteps panels, as SLATE's potrf (its lookahead option) and PLASMA's
-// and DPLASMA's tile Cholesky order their tasks. Every task has a schedule time, a step:
+// lookahead of kLookaheadSteps panels, as SLATE's potrf does with its lookahead option and
+// DPLASMA's potrf with priorities that favour the tasks nearest the next panel. Every task has
+// a schedule time, a step:
 //   - the panel of column k (POTRF(k), then its TRSMs) runs at step k;
 //   - an update of column n at step k (SYRK(n, k), GEMM(., n, k)) runs at step
 //     min(n - 1, k + kLookaheadSteps): at step n - 1, just before the panel it feeds, once that
@@ -24,7 +25,7 @@ using runtime::Tile;
 //     panels of the next steps.
 // Within a step the panel runs first, then the updates, nearer columns and then older steps
 // first. So a rank that fell behind runs the next panels, and the updates that feed them,
-// before the trailing update of an earlier step, and the other ranks do not wait for them.
+// before the trailing update of an earlier step, and the other ranks wait less for them.
 constexpr int kLookaheadSteps = 2;
 
 enum class Stage : std::int64_t { potrf = 0, trsm = 1, update = 2 };
