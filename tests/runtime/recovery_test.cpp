@@ -730,6 +730,14 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
     if (report.ran_here()) evolve(a, done);
     ++done;
     if (old_rank == 0) write_file(dir / "progress", std::to_string(done));
+    if (old_rank == 0 && team_size > 0 && !recovered && !victims.empty() && done == kill_after) {
+      // With teams the victims must die in the next iteration, the one after the one after a
+      // checkpoint (the launcher). Rank 0 starts it only once the launcher has killed them:
+      // the others wait in it for rank 0's part, so the kill falls there however late the
+      // launcher gets to run on a loaded machine.
+      const auto until = Clock::now() + kRebuildTimeout;
+      while (!fs::exists(dir / "killed") && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   if (second_loss && !refusal.empty()) {
     // The job could not recover from the second loss: it said why, and still ends.
