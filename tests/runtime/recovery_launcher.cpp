@@ -70,8 +70,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   // With teams the checkpoints are taken after iterations 0, K, 2K, ... (K =
   // kTeamsCheckpointEvery), and the one after c is complete everywhere once iteration c + 1
   // ends. The victim then dies once rank 0 has completed c + 1 iterations, in iteration
-  // c + 2: the roll-back redoes at least iteration c + 1, and the replay has work to do
-  // (a kill right after a checkpoint would redo none).
+  // c + 2 (rank 0 starts it only once the kill is done): the roll-back redoes iteration
+  // c + 1, and the replay has work to do (a kill right after a checkpoint would redo none).
   const int kill_after = team_size > 0 ? drawn_kill_after - (drawn_kill_after - 1) % kTeamsCheckpointEvery
                                        : drawn_kill_after;
   const double kill_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(kill_random);
