@@ -222,7 +222,9 @@ std::pair<std::vector<double>, std::vector<double>> bspgemm_reference() {
         if (!pattern.c_nonzero(i, j)) continue;
         auto result = std::make_shared<br::Tile>(kTile, kTile);
         const auto ks = pattern.ks(i, j);
-        for (const auto k : ks) bellows::kernels::gemm_nn(*a.tile(i, k), *b.tile(k, j), k == ks.front() ? 0.0 : 1.0, *result);
+        for (const auto k : ks) {
+          bellows::kernels::gemm_nn(*a.tile(i, k), *b.tile(k, j), k == ks.front() ? 0.0 : 1.0, *result);
+        }
         c.set_tile(i, j, std::move(result));
       }
     }
@@ -662,8 +664,8 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
         // With teams the launcher kills in the iteration after the one after a checkpoint:
         // at least that one is redone, so the replay is exercised.
         expect(team_size == 0 || recovery.iterations_redone >= 1,
-               "recover: " + std::to_string(recovery.iterations_redone) + " iterations redone after rolling back to " +
-                   std::to_string(recovery.iteration) + " (killed after " + std::to_string(kill_after) +
+               "recover: " + std::to_string(recovery.iterations_redone) +
+                   " iterations redone after rolling back to " + std::to_string(recovery.iteration) + " (killed after " + std::to_string(kill_after) +
                    "), expected at least 1");
       }
       expect(!runtime.recoveries().empty() && runtime.recoveries().back().iteration == recovery.iteration,
@@ -736,7 +738,9 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       // the others wait in it for rank 0's part, so the kill falls there however late the
       // launcher gets to run on a loaded machine.
       const auto until = Clock::now() + kRebuildTimeout;
-      while (!fs::exists(dir / "killed") && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      while (!fs::exists(dir / "killed") && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
   }
   if (second_loss && !refusal.empty()) {
@@ -847,8 +851,8 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       const long replaying_ranks = static_cast<long>(first_rolled_back.size() - lost_in_all.size());
       expect(replaying_ranks != 1 || replayed == predicted,
              "rank " + std::to_string(old_rank) + " served " + std::to_string(replayed) + " bytes from its log, " +
-                 "predicted " + std::to_string(served.size()) + " tiles x " + std::to_string(tile_bytes) + " bytes x " +
-                 std::to_string(first_iterations_redone) + " iterations redone");
+                 "predicted " + std::to_string(served.size()) + " tiles x " + std::to_string(tile_bytes) +
+                 " bytes x " + std::to_string(first_iterations_redone) + " iterations redone");
     }
   }
   result["tasks_rerun_here"] = rerun;
