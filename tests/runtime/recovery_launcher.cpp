@@ -41,7 +41,7 @@ pid_t start_member(const std::string& mpiexec, const std::string& self, const fs
 }  // namespace
 
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
-                 bool no_checkpoint, bool cholesky, SecondVictim second, bool stopped, int team_size) {
+                 bool no_checkpoint, Job job, SecondVictim second, bool stopped, int team_size) {
   const std::vector<int> victims = parse_victims(victims_text);
   const bool second_loss = second.rank >= 0;
   const bool valid = std::all_of(victims.begin(), victims.end(), [](int v) { return v < kRanks; }) &&
@@ -58,14 +58,22 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   char pattern[] = "/tmp/bellows-recovery-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
   if (no_checkpoint) write_file(dir / "no-checkpoint", "1");
-  if (cholesky) write_file(dir / "cholesky", "1");
+  if (job == Job::cholesky) write_file(dir / "cholesky", "1");
+  if (job == Job::bspgemm) write_file(dir / "bspgemm", "1");
   if (stopped) write_file(dir / "stopped", "1");
   if (team_size > 0) write_file(dir / "teams", std::to_string(team_size));
   const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
   const unsigned kill_seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
                                                   : std::random_device{}();
   std::mt19937 kill_random(kill_seed);
-  const int kill_after = std::uniform_int_distribution<int>(kFewestBeforeKill, kMostBeforeKill)(kill_random);
+  const int drawn_kill_after = std::uniform_int_distribution<int>(kFewestBeforeKill, kMostBeforeKill)(kill_random);
+  // With teams the checkpoints are taken after iterations 0, K, 2K, ... (K =
+  // kTeamsCheckpointEvery), and the one after c is complete everywhere once iteration c + 1
+  // ends. The victim then dies once rank 0 has completed c + 1 iterations, in iteration
+  // c + 2 (rank 0 starts it only once the kill is done): the roll-back redoes iteration
+  // c + 1, and the replay has work to do (a kill right after a checkpoint would redo none).
+  const int kill_after = team_size > 0 ? drawn_kill_after - (drawn_kill_after - 1) % kTeamsCheckpointEvery
+                                       : drawn_kill_after;
   const double kill_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(kill_random);
   write_file(dir / "kill_after", std::to_string(kill_after));
   // Drawn after the first kill's, so that a seed gives the first kill it gave before.
@@ -91,14 +99,19 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (!victims.empty()) {
     // Once rank 0 has completed kill_after iterations, wait kill_fraction of the last
     // iteration's time: the victim dies within the next iteration, or in the gap before it.
+    // With teams, of the shortest iteration's time instead: the last one took the checkpoint
+    // after c, and the iterations after it are quicker, so that a wait as long as it could
+    // carry the kill past c + 3 and into the next checkpoint's interval.
     bool due = false;
     int seen = -1;
     Clock::time_point seen_at{}, previous_at{};
+    Clock::duration shortest_iteration = Clock::duration::max();
     while (!due && Clock::now() < limit) {
       const int progress = fs::exists(dir / "progress") ? std::atoi(read_file(dir / "progress").c_str()) : -1;
       if (progress != seen) {
         previous_at = seen_at;
         seen_at = Clock::now();
+        if (seen >= 1 && progress == seen + 1) shortest_iteration = std::min(shortest_iteration, seen_at - previous_at);
         seen = progress;
       }
       due = progress >= kill_after;
@@ -110,7 +123,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
     expect(due, "rank 0 did not reach iteration " + std::to_string(kill_after));
     if (due && previous_at != Clock::time_point{}) {
       iteration_time = seen_at - previous_at;
-      std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(iteration_time * kill_fraction));
+      const Clock::duration wait_over =
+          team_size > 0 && shortest_iteration != Clock::duration::max() ? shortest_iteration : iteration_time;
+      std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(wait_over * kill_fraction));
     }
     if (due) {
       for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));

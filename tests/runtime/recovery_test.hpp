@@ -17,6 +17,12 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kRanks = 4;
+/// With teams (`[JOB-]teams=T`): iterations between checkpoints.
+constexpr int kTeamsCheckpointEvery = 3;
+
+/// The job the members run: C = A * B, A = L * L^T, or C = A * B with only some tiles of A
+/// and B nonzero (the bspgemm example's task graph).
+enum class Job { gemm, cholesky, bspgemm };
 
 /// Failed checks of this process: the first one's text is its result.
 inline int failures = 0;
@@ -58,6 +64,6 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
 /// The launcher: starts kRanks members, kills the victims when due, reaps every process and
 /// checks the survivors' results; prints "recovery: PASS" or "recovery: FAIL".
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
-                 bool no_checkpoint, bool cholesky, SecondVictim second, bool stopped, int team_size);
+                 bool no_checkpoint, Job job, SecondVictim second, bool stopped, int team_size);
 
 }  // namespace bellows::testing::recovery
