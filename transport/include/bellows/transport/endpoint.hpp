@@ -165,6 +165,11 @@ class Server {
   void request_async(const PeerId& peer, protocol::Message message,
                      std::chrono::milliseconds timeout, std::function<void(RequestResult)> done);
 
+  /// Connects to `endpoint` in place of the controller's endpoint it was given (the same
+  /// keys): a controller that took the job over on another host publishes its own endpoint.
+  /// Messages held for the connection go to the new one. Thread-safe.
+  void reconnect(std::string endpoint);
+
   /// Stops the receive thread; pending requests end with Status::closed. Idempotent.
   void stop();
 
@@ -215,6 +220,11 @@ class Client {
   /// Sends a request; `done` runs on the receive thread with the reply or the failure.
   void request_async(protocol::Message message, std::chrono::milliseconds timeout,
                      std::function<void(RequestResult)> done);
+
+  /// Connects to `endpoint` in place of the controller's endpoint it was given (the same
+  /// keys): a controller that took the job over on another host publishes its own endpoint.
+  /// Messages held for the connection go to the new one. Thread-safe.
+  void reconnect(std::string endpoint);
 
   /// Stops the receive thread; pending requests end with Status::closed. Idempotent.
   void stop();
