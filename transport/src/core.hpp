@@ -52,7 +52,7 @@ class Core : public std::enable_shared_from_this<Core> {
   const std::string& endpoint() const { return endpoint_; }
 
   /// Client: connects to `endpoint` in place of the one it connected to (on the receive thread,
-  /// at its next pass); what waits for the connection goes to the new one.
+  /// at its next pass); what is sent from then on goes to the new one.
   void reconnect(std::string endpoint);
 
   void notify(const PeerId& peer, protocol::Message message);

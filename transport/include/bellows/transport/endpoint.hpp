@@ -167,7 +167,8 @@ class Server {
 
   /// Connects to `endpoint` in place of the controller's endpoint it was given (the same
   /// keys): a controller that took the job over on another host publishes its own endpoint.
-  /// Messages held for the connection go to the new one. Thread-safe.
+  /// What is sent from then on goes there; a message ZeroMQ had queued for the old endpoint
+  /// may be lost with it (a daemon says hello again on the new connection). Thread-safe.
   void reconnect(std::string endpoint);
 
   /// Stops the receive thread; pending requests end with Status::closed. Idempotent.
@@ -223,7 +224,8 @@ class Client {
 
   /// Connects to `endpoint` in place of the controller's endpoint it was given (the same
   /// keys): a controller that took the job over on another host publishes its own endpoint.
-  /// Messages held for the connection go to the new one. Thread-safe.
+  /// What is sent from then on goes there; a message ZeroMQ had queued for the old endpoint
+  /// may be lost with it (a daemon says hello again on the new connection). Thread-safe.
   void reconnect(std::string endpoint);
 
   /// Stops the receive thread; pending requests end with Status::closed. Idempotent.
