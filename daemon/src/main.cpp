@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -144,9 +145,13 @@ int main(int argc, char** argv) {
     // (first_node_takeover.hpp), and the link follows it to its endpoint.
     std::jthread takeover;
     if (link && std::getenv("SLURM_JOB_ID") != nullptr) {
+      // Asked 1 s after the controller counts as gone, then less and less often (doubling up
+      // to every 30 s): slurmctld sets a silent node DOWN only after SlurmdTimeout, and every
+      // daemon of the job asks.
       takeover = std::jthread([&link, node = server.options().node_name](const std::stop_token& stop) {
         std::string last_said;
         auto next = std::chrono::steady_clock::now();
+        std::chrono::seconds wait{1};
         while (!stop.stop_requested()) {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
           if (std::chrono::steady_clock::now() < next || !link->controller_gone_while_ranks_run()) continue;
@@ -154,7 +159,8 @@ int main(int argc, char** argv) {
           if (attempt.said != last_said) spdlog::info("{}", attempt.said);
           last_said = attempt.said;
           if (attempt.settled) return;
-          next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+          next = std::chrono::steady_clock::now() + wait;
+          wait = std::min(wait * 2, std::chrono::seconds(30));
         }
       });
     }
