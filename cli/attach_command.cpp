@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,9 +122,10 @@ std::string address_problem(const std::string& endpoint) {
 }
 
 /// "" when this process may take Slurm job `record` over: it runs inside the job's allocation
-/// (SLURM_JOB_ID is the job's) on the host whose address the job's daemons reconnect to (the
-/// job's first node); else why not, with the command that works.
-std::string slurm_attach_problem(const ctl::JobRecord& record, const std::string& endpoint) {
+/// (SLURM_JOB_ID is the job's) and, unless the job's first node is lost (`endpoint_host_lost`),
+/// on the host whose address the job's daemons reconnect to (the job's first node); else why
+/// not, with the command that works.
+std::string slurm_attach_problem(const ctl::JobRecord& record, const std::string& endpoint, bool endpoint_host_lost) {
   const char* inside = std::getenv("SLURM_JOB_ID");
   const std::string where = "run it inside the job's allocation on its first node " + record.nodes.front() +
                             ": " + attach_command_for(record);
@@ -133,6 +135,7 @@ std::string slurm_attach_problem(const ctl::JobRecord& record, const std::string
   if (record.job != inside)
     return "job " + record.job + " runs on Slurm and this process is inside another job's allocation (SLURM_JOB_ID=" +
            inside + "): " + where;
+  if (endpoint_host_lost) return {};
   if (const std::string problem = address_problem(endpoint); !problem.empty()) {
     char host[256] = {};
     if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "this host");
@@ -148,6 +151,10 @@ struct AttachBackend {
   std::unique_ptr<ctl::LocalNodePool> pool;
   std::unique_ptr<ctl::ResourceManager> rm;
   std::unique_ptr<ctl::NodeLauncher> launcher;
+  /// Slurm: the job's first node, its batch host, when Slurm took it out of the job as it
+  /// failed (""  otherwise); then this controller ends the Slurm job itself (complete_job).
+  std::string first_node_lost;
+  std::function<ctl::RmStatus(int exit_status)> complete_job;
 };
 
 /// The Slurm backend of job `record`, its books rebuilt from the record; std::nullopt (having
@@ -165,7 +172,8 @@ std::optional<AttachBackend> slurm_backend(const ctl::JobRecord& record, const f
     return std::nullopt;
   }
   auto rm = std::make_unique<ctl::SlurmResourceManager>(slurm_options);
-  if (const ctl::RmStatus taken = rm->take_over(record.job, record.nodes, record.companions); !taken.ok()) {
+  if (const ctl::RmStatus taken = rm->take_over(record.job, record.nodes, record.companions, &backend.first_node_lost);
+      !taken.ok()) {
     std::fprintf(stderr, "bellows run: cannot take Slurm job %s over: %s\n", record.job.c_str(), taken.text.c_str());
     return std::nullopt;
   }
@@ -175,6 +183,9 @@ std::optional<AttachBackend> slurm_backend(const ctl::JobRecord& record, const f
                                            [slurm = rm.get(), job = record.job](const std::string& node) {
                                              return slurm->slurm_job_of(job, node);
                                            });
+  backend.complete_job = [slurm = rm.get(), job = record.job](int exit_status) {
+    return slurm->complete_job(job, exit_status);
+  };
   backend.rm = std::move(rm);
   return backend;
 #else
@@ -228,9 +239,10 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
     policy->nodes.max = static_cast<int>(record.max_nodes);
   }
   const bool slurm = record.backend == "slurm";
+  const std::string endpoint = slurm ? transport::read_controller_contact(job_dir).endpoint : std::string();
   if (slurm) {
-    const std::string endpoint = transport::read_controller_contact(job_dir).endpoint;
-    if (const std::string problem = slurm_attach_problem(record, endpoint); !problem.empty()) {
+    // Inside the job's allocation first: Slurm's view of the job is asked for after that.
+    if (const std::string problem = slurm_attach_problem(record, endpoint, true); !problem.empty()) {
       std::fprintf(stderr, "bellows run: %s\n", problem.c_str());
       return exit_failed;
     }
@@ -244,6 +256,13 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
     auto built = slurm_backend(record, job_dir, verbose, policy);
     if (!built) return exit_failed;
     backend = std::move(*built);
+    // The daemons reconnect to the first node's address, unless that node is lost: then this
+    // controller listens on its own host and publishes its endpoint, and they follow it.
+    if (const std::string problem = slurm_attach_problem(record, endpoint, !backend.first_node_lost.empty());
+        !problem.empty()) {
+      std::fprintf(stderr, "bellows run: %s\n", problem.c_str());
+      return exit_failed;
+    }
   } else {
     // The nodes of a job whose controller was killed went back to the pool: the job takes
     // them back, unless another job took one meanwhile.
@@ -276,6 +295,7 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
   options.backend = record.backend;
   options.job_dir = job_dir;
   options.nodes = record.nodes;
+  std::erase(options.nodes, backend.first_node_lost);
   options.min_nodes = record.min_nodes;
   options.max_nodes = record.max_nodes;
   options.policy = policy;
@@ -283,15 +303,26 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
   options.policy_text = record.policy_text;
   options.expand_strategy = record.expand_strategy;
   options.rank_launch = {record.rank_command, record.rank_environment, record.pmix_native};
-  options.attach = ctl::AttachOptions{record.ranks,
+  const bool first_node_lost = !backend.first_node_lost.empty();
+  std::string who = "bellows run --attach, pid " + std::to_string(::getpid());
+  if (first_node_lost) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "this host");
+    who += " on " + std::string(host) + ", after the job's first node " + backend.first_node_lost +
+           " (its batch host) was lost: Slurm took it out of job " + record.job + " (no-kill)";
+  }
+  // Every rank runs on a node of its own: the first node's is gone with it.
+  const unsigned ranks = first_node_lost && record.ranks > 0 ? record.ranks - 1 : record.ranks;
+  options.attach = ctl::AttachOptions{ranks,
                                       kReturnWindow,
-                                      "bellows run --attach, pid " + std::to_string(::getpid()),
+                                      who,
                                       record.pmix_job_map,
                                       record.pmix_rank_nodes,
-                                      record.first_rank_pid};
+                                      first_node_lost ? 0 : record.first_rank_pid,
+                                      first_node_lost ? transport::this_host_tcp_endpoint() : std::string()};
   ctl::ControllerService service(options, *backend.rm, *backend.launcher, clock);
   std::string nodes;
-  for (const auto& node : record.nodes) nodes += (nodes.empty() ? "" : ", ") + node;
+  for (const auto& node : options.nodes) nodes += (nodes.empty() ? "" : ", ") + node;
   std::fprintf(stderr, "bellows: taking job %s over (nodes %s, files in %s); waiting for its daemons\n",
                record.job.c_str(), nodes.c_str(), job_dir.c_str());
 
@@ -320,7 +351,7 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
                  record.job.c_str(), *daemons_back_s, *ranks_known_s);
   } else {
     std::fprintf(stderr, "bellows: took job %s over; %zu of %zu daemons back, not every rank known yet\n",
-                 record.job.c_str(), service.daemons_connected(), record.nodes.size());
+                 record.job.c_str(), service.daemons_connected(), options.nodes.size());
   }
 
   std::string last_line;
@@ -341,11 +372,11 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
     service.step(std::chrono::milliseconds(50));
     if (const int sig = g_attach_stop.load(); sig != 0 && !stopping) {
       std::fprintf(stderr, "bellows: signal %d: stopping the job\n", sig);
-      stop_ranks(service, record.nodes.front(), slurm);
+      stop_ranks(service, options.nodes.front(), slurm);
       stopping = true;
     } else if (const auto& why = service.termination_requested(); why && !stopping) {
       std::fprintf(stderr, "bellows: %s: stopping the job\n", why->c_str());
-      stop_ranks(service, record.nodes.front(), slurm);
+      stop_ranks(service, options.nodes.front(), slurm);
       stopping = true;
     }
     if (!quiet && Steady::now() >= next_progress) {
@@ -381,6 +412,18 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
   print_timeline(stderr, ctl::read_event_log(layout.event_log()));
   std::fprintf(stderr, "bellows: job %s ended on %zu node(s): %s; events: bellows events %s\n", record.job.c_str(),
                final_status["nodes"].size(), how.c_str(), record.job.c_str());
+  if (first_node_lost && backend.complete_job) {
+    // The batch script died with the first node: nothing else ends the Slurm job before its
+    // time limit. Slurm then ends what runs in it, this process's step included: said first.
+    std::fprintf(stderr, "bellows: job %s: its batch script died with %s; this controller ends Slurm job %s "
+                 "with exit status %d\n", record.job.c_str(), backend.first_node_lost.c_str(), record.job.c_str(),
+                 status);
+    std::fflush(stderr);
+    if (const ctl::RmStatus ended = backend.complete_job(status); !ended.ok()) {
+      std::fprintf(stderr, "bellows run: %s\n", ended.text.c_str());
+      return exit_failed;
+    }
+  }
   return status;
 }
 

@@ -66,9 +66,10 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
   if (options_.attach) {
     // The daemons keep reconnecting to where the controller that died listened, with its key.
     const transport::ControllerContact contact = transport::read_controller_contact(options_.job_dir);
-    server_options.endpoint = contact.endpoint;
+    server_options.endpoint = options_.attach->listen_endpoint.empty() ? contact.endpoint
+                                                                        : options_.attach->listen_endpoint;
     server_options.curve = contact.curve;
-    options_.endpoint = contact.endpoint;
+    options_.endpoint = server_options.endpoint;
   } else if (transport::is_tcp_endpoint(options_.endpoint)) {
     // Over tcp the daemons on other hosts prove they belong to the job by holding its key.
     server_options.curve = transport::generate_curve_key_pair();
@@ -113,7 +114,7 @@ ControllerService::ControllerService(ControllerOptions options, ResourceManager&
   server_ = std::make_unique<transport::Server>(server_options, handlers);
   // The daemons and the `bellows` commands find the controller here, whatever the job
   // directory's length and on whichever node they run.
-  if (!options_.attach)
+  if (!options_.attach || !options_.attach->listen_endpoint.empty())
     transport::publish_controller_contact(options_.job_dir, {server_->endpoint(), server_options.curve});
   write_job_record_if_changed();
   next_tick_ = clock_.now();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 namespace bellows::controller {
 
@@ -90,6 +91,11 @@ RmStatus SlurmDaemonLauncher::launch(const std::string& node, const std::string&
   // srun puts in SLURM_JOB_ID): a daemon left without its controller reads it (slurm_orphan.hpp).
   std::erase_if(env, [](const std::string& entry) { return entry.starts_with("BELLOWS_SLURM_JOB="); });
   env.push_back("BELLOWS_SLURM_JOB=" + job);
+  // The bellows command this controller runs as: a daemon that finds the job's first node
+  // lost starts `bellows run --attach` with it (slurm_orphan.hpp, first_node_takeover.hpp).
+  std::erase_if(env, [](const std::string& entry) { return entry.starts_with("BELLOWS_CLI="); });
+  std::error_code ec;
+  if (const auto self = std::filesystem::read_symlink("/proc/self/exe", ec); !ec) env.push_back("BELLOWS_CLI=" + self.string());
   std::string error;
   const pid_t pid = detail::spawn_logged(command(node), std::move(env),
                                          protocol::JobDirectory{options_.job_dir}.daemon_log(node), &error);

@@ -201,7 +201,7 @@ SlurmTakeover check_slurm_takeover(const std::string& job, const std::vector<std
     const auto it = std::find_if(views.begin(), views.end(), [&id](const SlurmJobView& v) { return v.id == id; });
     return it == views.end() || it->state.empty() ? nullptr : &*it;
   };
-  const auto denied = [](std::string text) { return SlurmTakeover{{RmCode::denied, std::move(text)}, {}}; };
+  const auto denied = [](std::string text) { return SlurmTakeover{{RmCode::denied, std::move(text)}, {}, {}}; };
   const SlurmJobView* own = view_of(job);
   if (own == nullptr) return denied("slurmctld does not know Slurm job " + job + " (any more): nothing to take over");
   if (own->state != "RUNNING")
@@ -232,6 +232,10 @@ SlurmTakeover check_slurm_takeover(const std::string& job, const std::vector<std
   }
   for (const std::string& node : nodes) {
     if (out.companions.holder_of(node)) continue;
+    if (node == nodes.front() && node == own->batch_host && !holds(own->nodes, node) && nodes.size() > 1) {
+      out.first_node_lost = node;
+      continue;
+    }
     if (!holds(own->nodes, node))
       return denied(node + ", a node of job " + job + " in its record, is no longer the job's: Slurm gives job " +
                     job + " " + join_names(own->nodes));

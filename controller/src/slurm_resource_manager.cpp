@@ -962,7 +962,8 @@ std::vector<CompanionAllocation> SlurmResourceManager::companion_allocations(con
 }
 
 RmStatus SlurmResourceManager::take_over(const std::string& job, const std::vector<std::string>& nodes,
-                                         const std::vector<CompanionAllocation>& companions) {
+                                         const std::vector<CompanionAllocation>& companions,
+                                         std::string* first_node_lost) {
   std::vector<std::string> ids = {job};
   for (const CompanionAllocation& c : companions) ids.push_back(c.id);
   std::vector<SlurmJobView> views;
@@ -972,10 +973,12 @@ RmStatus SlurmResourceManager::take_over(const std::string& job, const std::vect
     auto loaded = load_job(number);
     if (loaded.status.code == RmCode::unknown_job) continue;
     if (!loaded.status.ok()) return loaded.status;
-    views.push_back({id, state_name(loaded.value.state), loaded.value.comment, loaded.value.nodes});
+    views.push_back({id, state_name(loaded.value.state), loaded.value.comment, loaded.value.nodes,
+                     loaded.value.batch_host});
   }
   SlurmTakeover checked = check_slurm_takeover(job, nodes, companions, views);
   if (!checked.status.ok()) return checked.status;
+  if (first_node_lost != nullptr) *first_node_lost = checked.first_node_lost;
   {
     std::lock_guard lock(impl_->mutex);
     if (checked.companions.empty()) {
@@ -985,7 +988,19 @@ RmStatus SlurmResourceManager::take_over(const std::string& job, const std::vect
     }
   }
   // nodes_of() lists them in the record's order after the batch host.
-  impl_->granted[job] = nodes;
+  std::vector<std::string> held = nodes;
+  if (!checked.first_node_lost.empty()) std::erase(held, checked.first_node_lost);
+  impl_->granted[job] = std::move(held);
+  return {};
+}
+
+RmStatus SlurmResourceManager::complete_job(const std::string& job, int exit_status) {
+  std::uint32_t id = 0;
+  if (RmStatus parsed = parse_job_id(job, id); !parsed.ok()) return parsed;
+  // The job's return code as a wait status: its exit status in the second byte.
+  const std::uint32_t return_code = static_cast<std::uint32_t>(exit_status & 0xff) << 8;
+  if (slurm_complete_job(id, return_code) != SLURM_SUCCESS)
+    return slurm_error("ending job " + job + ": ", "slurm_complete_job", slurm_get_errno());
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include <bellows/protocol/job_file.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 #include <bellows/runtime/controller_loss.hpp>
+#include <bellows/transport/controller_contact.hpp>
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -151,6 +152,8 @@ struct ControllerLink::State {
   std::optional<std::chrono::steady_clock::time_point> last_probe;
   std::optional<HostAnswer> last_answer;
   std::optional<std::chrono::steady_clock::time_point> silent_since;
+  /// When the job directory's controller contact was last read while the controller is lost.
+  std::optional<std::chrono::steady_clock::time_point> last_contact_check;
 
   /// Every 100 ms: ranks whose process ended are reported (RankExited: exit code 0 after
   /// detaching, -1 without leaving the job; nothing after leaving it) and forgotten.
@@ -254,6 +257,7 @@ struct ControllerLink::State {
   void stop_when_orphaned(std::unique_lock<std::mutex>& lock) {
     if (!controller_lost_since || stopped_orphaned) return;
     const runtime::ControllerLossLimits& limits = loss_limits;
+    follow_published_contact();
     if (probe_due(limits)) {
       probe_host_once(lock);
       if (!controller_lost_since || stopped_orphaned) return;  // back, or stopped meanwhile
@@ -295,6 +299,31 @@ struct ControllerLink::State {
                       facts, "stopping");
         return;
     }
+  }
+
+  /// While the controller is lost: once a second, the endpoint the job directory publishes.
+  /// A controller that took the job over on another node (bellows run --attach, after the
+  /// job's first node was lost: first_node_takeover.hpp) published its own, with the job's
+  /// key; the connection moves there. With `mutex` held.
+  void follow_published_contact() {
+    if (options.job_dir.empty()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (last_contact_check && now - *last_contact_check < std::chrono::seconds(1)) return;
+    last_contact_check = now;
+    std::string published;
+    try {
+      published = transport::read_controller_contact(options.job_dir).endpoint;
+    } catch (const std::exception& e) {
+      spdlog::debug("the job's controller contact cannot be read: {}", e.what());
+      return;
+    }
+    if (published.empty() || published == options.endpoint) return;
+    spdlog::info("the job's controller now listens at {} (was {}): connecting there", published, options.endpoint);
+    client->reconnect(published);
+    options.endpoint = published;
+    last_probe.reset();
+    last_answer.reset();
+    silent_since.reset();
   }
 
   /// Ranks of this node that run: attached, or started here and not ended. With `mutex` held.
@@ -862,6 +891,13 @@ ControllerLink::~ControllerLink() {
   state_->server->on_metrics(nullptr);
   state_->server->on_resize_report(nullptr);
   state_->client->stop();
+}
+
+bool ControllerLink::controller_gone_while_ranks_run() const {
+  std::lock_guard lock(state_->mutex);
+  if (!state_->controller_lost_since || state_->stopped_orphaned) return false;
+  const runtime::ControllerLossFacts facts = state_->controller_loss_facts();
+  return runtime::on_controller_loss(facts, state_->loss_limits) == runtime::ControllerLossAction::keep_ranks;
 }
 
 bool ControllerLink::stopped_without_controller() const {

@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace {
 /// Set once the main thread took SIGTERM or SIGINT (ControllerLink::Options::stop_signal_arrived).
@@ -138,6 +140,30 @@ int main(int argc, char** argv) {
     }
     spdlog::info("listening at {} (node {}, protocol version {})", server.uri(),
                  server.options().node_name, bellows::protocol::pmix::kProtocolVersion);
+    // Under Slurm, a controller gone while this node's ranks run on may have died with the
+    // job's first node: one daemon left starts a controller that takes the job over
+    // (first_node_takeover.hpp), and the link follows it to its endpoint.
+    std::jthread takeover;
+    if (link && std::getenv("SLURM_JOB_ID") != nullptr) {
+      // Asked 1 s after the controller counts as gone, then less and less often (doubling up
+      // to every 30 s): slurmctld sets a silent node DOWN only after SlurmdTimeout, and every
+      // daemon of the job asks.
+      takeover = std::jthread([&link, node = server.options().node_name](const std::stop_token& stop) {
+        std::string last_said;
+        auto next = std::chrono::steady_clock::now();
+        std::chrono::seconds wait{1};
+        while (!stop.stop_requested()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          if (std::chrono::steady_clock::now() < next || !link->controller_gone_while_ranks_run()) continue;
+          const d::TakeoverAttempt attempt = d::start_takeover_if_first_node_lost(node, std::chrono::seconds(5));
+          if (attempt.said != last_said) spdlog::info("{}", attempt.said);
+          last_said = attempt.said;
+          if (attempt.settled) return;
+          next = std::chrono::steady_clock::now() + wait;
+          wait = std::min(wait * 2, std::chrono::seconds(30));
+        }
+      });
+    }
     siginfo_t taken{};
     int sig = -1;
     while (sig < 0) sig = sigwaitinfo(&stop_signals, &taken);  // -1 only on EINTR
@@ -145,6 +171,10 @@ int main(int argc, char** argv) {
     stopping_since = std::chrono::steady_clock::now();
     spdlog::info("received signal {} ({}) from {}: stopping", sig, sig == SIGTERM ? "SIGTERM" : "SIGINT",
                  sender_of(taken));
+    if (takeover.joinable()) {
+      takeover.request_stop();
+      takeover.join();
+    }
     if (link && link->stopped_without_controller()) {
       link.reset();  // the ranks started here end first
       // Under Slurm, a job whose batch host failed is kept running by Slurm until its time

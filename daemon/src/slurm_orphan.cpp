@@ -1,11 +1,22 @@
 #include <bellows/daemon/slurm_orphan.hpp>
+#include <bellows/runtime/first_node_takeover.hpp>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
+#include <sstream>
+#include <vector>
+
+extern char** environ;
 
 namespace bellows::daemon {
 namespace {
@@ -33,6 +44,43 @@ std::string output_of(const std::string& command, std::chrono::seconds timeout) 
 std::string field(const ScontrolRecord& record, std::string_view key) {
   const auto it = record.find(key);
   return it == record.end() ? std::string() : it->second;
+}
+
+/// The words of `text`, split at white space.
+std::vector<std::string> words_of(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+/// Starts `argv` in a new session, detached from this process (a grandchild: nothing of it is
+/// this daemon's to reap, and the daemon's end does not take it along), its standard output
+/// and error appended to `output`, its input /dev/null. Returns "" or why it could not start.
+std::string start_detached(const std::vector<std::string>& argv, const std::string& output) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  // Every string the child uses is made before fork: a threaded process forks.
+  const pid_t child = ::fork();
+  if (child < 0) return std::string("fork: ") + std::strerror(errno);
+  if (child == 0) {
+    ::setsid();
+    if (::fork() != 0) ::_exit(0);
+    const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int out = ::open(output.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (in >= 0) ::dup2(in, 0);
+    if (out >= 0) {
+      ::dup2(out, 1);
+      ::dup2(out, 2);
+    }
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return {};
 }
 
 }  // namespace
@@ -112,6 +160,47 @@ std::string end_job_if_batch_host_lost(const std::string& node, std::chrono::sec
     return said + " (and its companion allocation " + allocation + ")";
   }
   return said;
+}
+
+TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node, std::chrono::seconds timeout) {
+  const char* step_job = std::getenv("SLURM_JOB_ID");
+  if (step_job == nullptr || !plain_word(step_job)) return {true, "not a Slurm job step: no takeover"};
+  const char* served = std::getenv("BELLOWS_SLURM_JOB");
+  const std::string job_id = served != nullptr && plain_word(served) ? served : step_job;
+  const ScontrolRecord job = parse_scontrol_record(output_of("scontrol show job -o " + job_id, timeout));
+  if (job.count("JobState") == 0) return {false, "no answer from slurmctld about job " + job_id};
+  runtime::FirstNodeLossFacts facts;
+  facts.job_state = field(job, "JobState");
+  facts.batch_job = field(job, "BatchFlag") == "1";
+  facts.batch_host = field(job, "BatchHost");
+  if (plain_word(facts.batch_host))
+    facts.batch_host_state = field(parse_scontrol_record(output_of("scontrol show node -o " + facts.batch_host, timeout)), "State");
+  // NodeList is a host list ("n[2-3]"): scontrol expands it in slurmctld's order.
+  const std::string node_list = field(job, "NodeList");
+  if (!node_list.empty() && node_list != "(null)" &&
+      std::ranges::all_of(node_list, [](char c) { return c != '\'' && c != ' '; }))
+    facts.job_nodes = words_of(output_of("scontrol show hostnames '" + node_list + "'", timeout));
+  const runtime::FirstNodeTakeover plan = runtime::plan_first_node_takeover(facts);
+  if (!plan.take_over) return {false, "job " + job_id + ": " + plan.why + ": no takeover"};
+  if (plan.node != node) return {true, "job " + job_id + ": " + plan.why + "; this daemon waits for it"};
+  const char* cli = std::getenv("BELLOWS_CLI");
+  if (cli == nullptr || *cli == '\0')
+    return {true, "job " + job_id + ": " + plan.why + ", but BELLOWS_CLI is not set: no bellows command to start"};
+  const std::string output = field(job, "StdOut");
+  if (output.empty() || output.front() != '/')
+    return {true, "job " + job_id + ": " + plan.why + ", but its output file (StdOut) is '" + output +
+                      "': no controller started"};
+  {
+    std::ofstream out(output, std::ios::app);
+    out << "bellows: " << plan.why << "." << std::endl;
+  }
+  const std::vector<std::string> argv = {"srun", "--jobid", job_id, "--overlap", "-N1", "-n1", "-w", node,
+                                         "--job-name=bellows-takeover", cli, "run", "--attach", job_id};
+  if (const std::string failed = start_detached(argv, output); !failed.empty())
+    return {true, "job " + job_id + ": " + plan.why + ", but it could not be started: " + failed};
+  std::string command;
+  for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
+  return {true, "job " + job_id + ": " + plan.why + ": started " + command + " (output to " + output + ")"};
 }
 
 }  // namespace bellows::daemon

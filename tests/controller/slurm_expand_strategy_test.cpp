@@ -138,9 +138,9 @@ const std::vector<CompanionAllocation> kCompanions = {{"43", {"n2"}}, {"44", {"n
 const Nodes kJobNodes = {"n1", "n2", "n3", "n4"};
 
 std::vector<SlurmJobView> slurm_now() {
-  return {{"41", "RUNNING", "bellows:/home/u/.bellows/jobs/41", {"n1"}},
-          {"43", "RUNNING", "bellows:companion-of:41", {"n2"}},
-          {"44", "RUNNING", "bellows:companion-of:41", {"n3", "n4"}}};
+  return {{"41", "RUNNING", "bellows:/home/u/.bellows/jobs/41", {"n1"}, "n1"},
+          {"43", "RUNNING", "bellows:companion-of:41", {"n2"}, ""},
+          {"44", "RUNNING", "bellows:companion-of:41", {"n3", "n4"}, ""}};
 }
 
 TEST(SlurmTakeover, RebuildsTheCompanionBookFromTheRecord) {
@@ -153,7 +153,7 @@ TEST(SlurmTakeover, RebuildsTheCompanionBookFromTheRecord) {
 }
 
 TEST(SlurmTakeover, AMergedJobNeedsEveryNodeInTheJobItself) {
-  std::vector<SlurmJobView> merged = {{"41", "RUNNING", "bellows:/j/41", {"n1", "n2", "n3"}}};
+  std::vector<SlurmJobView> merged = {{"41", "RUNNING", "bellows:/j/41", {"n1", "n2", "n3"}, "n1"}};
   const SlurmTakeover ok = check_slurm_takeover("41", {"n1", "n3", "n2"}, {}, merged);
   ASSERT_TRUE(ok.status.ok()) << ok.status.text;
   EXPECT_TRUE(ok.companions.empty());
@@ -161,6 +161,27 @@ TEST(SlurmTakeover, AMergedJobNeedsEveryNodeInTheJobItself) {
   const SlurmTakeover lost = check_slurm_takeover("41", {"n1", "n3", "n2"}, {}, merged);
   EXPECT_EQ(lost.status.code, RmCode::denied);
   EXPECT_EQ(lost.status.text, "n3, a node of job 41 in its record, is no longer the job's: Slurm gives job 41 n1,n2");
+}
+
+TEST(SlurmTakeover, AFirstNodeThatWasTheBatchHostAndLeftTheJobIsLostNotRefused) {
+  // n1 failed: Slurm took it out of the no-kill job, which names it as its batch host still.
+  std::vector<SlurmJobView> views = {{"41", "RUNNING", "bellows:/j/41", {"n2", "n3"}, "n1"}};
+  const SlurmTakeover t = check_slurm_takeover("41", {"n1", "n3", "n2"}, {}, views);
+  ASSERT_TRUE(t.status.ok()) << t.status.text;
+  EXPECT_EQ(t.first_node_lost, "n1");
+  // Only the first node: another node gone is refused as before.
+  views[0].nodes = {"n2"};
+  EXPECT_EQ(check_slurm_takeover("41", {"n1", "n3", "n2"}, {}, views).status.text,
+            "n3, a node of job 41 in its record, is no longer the job's: Slurm gives job 41 n2");
+  // Only the batch host: a first node that is not is refused.
+  views[0] = {"41", "RUNNING", "bellows:/j/41", {"n2", "n3"}, "n2"};
+  EXPECT_EQ(check_slurm_takeover("41", {"n1", "n3", "n2"}, {}, views).status.text,
+            "n1, a node of job 41 in its record, is no longer the job's: Slurm gives job 41 n2,n3");
+  // A first node the job still holds is not lost.
+  views[0] = {"41", "RUNNING", "bellows:/j/41", {"n1", "n2", "n3"}, "n1"};
+  const SlurmTakeover kept = check_slurm_takeover("41", {"n1", "n3", "n2"}, {}, views);
+  ASSERT_TRUE(kept.status.ok()) << kept.status.text;
+  EXPECT_EQ(kept.first_node_lost, "");
 }
 
 TEST(SlurmTakeover, RefusesAJobThatNoLongerRuns) {

@@ -489,13 +489,18 @@ def test_cut_node(c, args, action):
 def test_lost_first_node(c, args):
     """The job's first node (its batch host: the batch script and `bellows run`) dies, whole, as
     test_lost_node kills a node. Slurm 22.05 takes it out of the no-kill job and keeps the job
-    RUNNING on the others without its batch script, until its time limit (docs/slurm.md, "The
-    job's first node"). The daemons left there stop once their ranks ended and, finding the
-    job's batch host DOWN, say why in the job's output and cancel it. Checks: the job ends
-    CANCELLED within 60 s of the kill (not at its 10-minute limit), its output says why, nothing
-    of it is left on any node, no node is drained (the dead one comes back and every node is
-    idle). On a cluster that grows jobs by companions the job holds only its first node, so
-    Slurm requeues it at once, and the daemons cancel the companions they ran in."""
+    RUNNING on the others without its batch script (docs/slurm.md, "The job's first node").
+
+    On the merge cluster the job survives it: the daemon of the first node left (in slurmctld's
+    order) says why in the job's output and starts `bellows run --attach` in the job's
+    allocation on its own node; the other daemon follows the new controller's endpoint. Checks:
+    the takeover is said in the output, `bellows status` answers again with the two nodes left,
+    the job runs to its last iteration on them (the controller's metrics), the controller ends
+    the Slurm job itself and says so, sacct shows it COMPLETED, the event log has the attached
+    line naming the lost node, nothing of the job is left on any node, no node is drained.
+
+    On a cluster that grows jobs by companions the job holds only its first node, so Slurm
+    requeues it at once, and the daemons cancel the companions they ran in."""
     work = start_clean(c, "lost_first_node")
     policy = GROW_POLICY + "recovery:\n  on_node_loss: shrink\n"
     job = ElasticJob(c, args, work, "e2e-lost-first", ["-N1", "--elastic=1:3", "--time=10"],
@@ -531,16 +536,7 @@ def test_lost_first_node(c, args):
             check(not comps, f"companions of job {job.id} left 60 s after its batch host died: {comps}")
             log(f"its companions cancelled {time.time() - killed_at:.2f} s after its batch host died")
         else:
-            deadline = time.monotonic() + 60
-            while (state := job.state()) not in ENDED and time.monotonic() < deadline:
-                time.sleep(0.2)
-            check(state in ENDED, f"job {job.id} still {state} 60 s after its batch host died")
-            log(f"job {job.id} {state} {time.time() - killed_at:.2f} s after its batch host died")
-            check(state == "CANCELLED", f"job {job.id} ended {state}, expected CANCELLED by a daemon")
-            said = [line for line in job.output().splitlines() if line.startswith("bellows: the job's first node")]
-            check(said and f"the job's first node {victim} (its batch host" in said[0] and "cancels it" in said[0],
-                  f"the job's output does not say why it ended:\n{job.output_tail()}")
-            log(f"the job's output: {said[0]}")
+            check_taken_over_after_first_node(c, job, victim, others, killed_at)
         deadline = time.monotonic() + 30
         while (left := [f"{node}: {describe(pid)}" for node in others for pid in processes_on(c, node)
                         if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
@@ -551,6 +547,59 @@ def test_lost_first_node(c, args):
         if victim is not None:
             bring_back(c, victim)
     job.check_nothing_left()
+
+
+def check_taken_over_after_first_node(c, job, victim, others, killed_at):
+    """The merge cluster's half of test_lost_first_node, from the kill of `victim` (the job's
+    first node) at `killed_at` on: the takeover by the daemon of the first node left, the job's
+    run to its end under the new controller, and that end in Slurm and in the job's files."""
+    left_in_order = c.run(["scontrol", "show", "hostnames", ",".join(others)]).stdout.split()
+    taker = left_in_order[0]
+    said = f"the daemon of {taker}, the first of them, starts a controller that takes it over"
+    deadline = time.monotonic() + 30
+    while not (lines := [l for l in job.output().splitlines() if l.startswith("bellows: the job's first node")]):
+        check(time.monotonic() < deadline, f"no takeover said in the job's output 30 s after {victim} died:\n"
+              f"{job.output_tail()}")
+        time.sleep(0.2)
+    check(f"the job's first node {victim} (its batch host" in lines[0] and said in lines[0],
+          f"the job's output says {lines[0]!r}, expected the first node {victim} lost and {said!r}")
+    log(f"{time.time() - killed_at:.2f} s after the kill, the job's output: {lines[0]}")
+    check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after its first node died")
+    deadline = time.monotonic() + 30
+    while not ((s := job.status()) and sorted(s["nodes"]) == sorted(others)):
+        check(time.monotonic() < deadline, f"bellows status does not show job {job.id} on {others} 30 s after "
+              f"{victim} died: {s and s['nodes']}")
+        time.sleep(0.2)
+    log(f"{time.time() - killed_at:.2f} s after the kill, bellows status answers: nodes {s['nodes']}, "
+        f"ranks {s['ranks']}, iteration {s['iteration']}")
+    deadline = time.monotonic() + 120
+    while (state := job.state()) not in ENDED:
+        check(time.monotonic() < deadline, f"job {job.id} still {state} 120 s after its first node died")
+        time.sleep(0.2)
+    log(f"job {job.id} {state} {time.time() - killed_at:.2f} s after its first node died")
+    ended = [l for l in job.output().splitlines() if "this controller ends Slurm job" in l]
+    check(ended and f"its batch script died with {victim}; this controller ends Slurm job {job.id} "
+          "with exit status 0" in ended[0], f"the job's output does not say how it ended:\n{job.output_tail()}")
+    log(f"the job's output: {ended[0]}")
+    sizes = job.accounting()
+    check(sizes and sizes[-1][0] == "COMPLETED", f"sacct: {sizes}, expected the job COMPLETED")
+    record = json.loads((job.job_dir / "job.json").read_text())
+    check(record.get("exit_status") == 0 and record.get("ended_at"),
+          f"job.json does not record the end with exit status 0: {record.get('ended_at')!r} "
+          f"{record.get('end')!r} {record.get('exit_status')!r}")
+    log(f"job.json: ended {record['ended_at']} ({record['end']}), exit status {record['exit_status']}")
+    events = job.events()
+    attached = [e for e in events if e["event"] == "attached"]
+    check(len(attached) == 1 and f"after the job's first node {victim} (its batch host) was lost" in attached[0]["reason"],
+          f"expected one attached line naming {victim} lost: {[(e['event'], e.get('reason')) for e in attached]}")
+    log(f"event log: attached by {attached[0]['reason']}")
+    after = [e for e in events[events.index(attached[0]):] if e["kind"] == "failure"]
+    log(f"failure records after the takeover: {[(e['resize'], e['event'], e['to'], e['detail']) for e in after]}")
+    # The survivors' iterations after the loss, as their reports reached the new controller.
+    metrics = [m for m in job_metrics(job) if m.get("node") in others]
+    last = max((m.get("iteration", -1) for m in metrics), default=-1)
+    check(last >= ITERATIONS - 1, f"the nodes left reported iterations up to {last}, expected {ITERATIONS - 1}")
+    log(f"the nodes left ran to iteration {last}")
 
 
 # What the loss itself makes the job's logs say, with why it comes: the srun of the dead

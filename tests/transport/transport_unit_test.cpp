@@ -425,6 +425,30 @@ TEST_F(InProcess, StoppedEndpointsEndRequestsAsClosed) {
   EXPECT_EQ(after.text, "the endpoint is stopped");
 }
 
+// A controller that took the job over on another host listens elsewhere: the client, told
+// the new endpoint, moves its connection there and what it sends from then on arrives there.
+TEST_F(InProcess, AClientReconnectedToAnotherEndpointReachesTheControllerThere) {
+  Inbox inbox;
+  const auto hellos_into = [&inbox](const std::string& where) {
+    Handlers h;
+    h.on_notification = [&inbox, where](const Incoming& in) {
+      if (const auto* hello = std::get_if<protocol::Hello>(&in.envelope.message))
+        inbox.push(where + ": " + hello->node_name);
+    };
+    return h;
+  };
+  auto first = std::make_unique<Server>(server_at("ipc://" + dir_ + "/first.sock"), hellos_into("first"));
+  Client client(client_at(first->endpoint()), {});
+  client.notify(protocol::Hello{"n2", 7, protocol::kProtocolVersion});
+  ASSERT_TRUE(inbox.wait(1, 5s)) << "no hello at the first endpoint";
+  first.reset();  // the controller died with its host
+  Server second(server_at("ipc://" + dir_ + "/second.sock"), hellos_into("second"));
+  client.reconnect(second.endpoint());
+  client.notify(protocol::Hello{"n2", 7, protocol::kProtocolVersion});
+  ASSERT_TRUE(inbox.wait(2, 5s)) << "no hello at the new endpoint";
+  EXPECT_EQ(inbox.items(), (std::vector<std::string>{"first: n2", "second: n2"}));
+}
+
 // The heartbeat interval is a fifth of the timeout: the default 1 s for 5 s, and for the
 // shortest timeout a job may set (recovery.heartbeat_timeout: 500ms) 100 ms.
 TEST(Heartbeats, IntervalIsAFifthOfTheTimeout) {

@@ -330,13 +330,40 @@ void Core::retry_held(Clock::time_point now) {
   }
 }
 
+void Core::reconnect(std::string endpoint) {
+  {
+    std::lock_guard lock(mutex_);
+    reconnect_to_ = std::move(endpoint);
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
+}
+
 bool Core::take_commands() {
   std::deque<Outgoing> batch;
   bool stopping = false;
+  std::optional<std::string> reconnect_to;
   {
     std::lock_guard lock(mutex_);
     batch.swap(queue_);
     stopping = stopping_;
+    reconnect_to.swap(reconnect_to_);
+  }
+  if (reconnect_to && *reconnect_to != endpoint_) {
+    try {
+      socket_.disconnect(endpoint_);
+    } catch (const zmq::error_t&) {
+      // Not connected there any more: nothing to undo.
+    }
+    try {
+      socket_.connect(*reconnect_to);
+      log(LogLevel::info, "reconnecting from the controller at " + endpoint_ + " to " + *reconnect_to);
+      logged_.erase("lost the connection to the controller at " + endpoint_);
+      endpoint_ = *reconnect_to;
+    } catch (const zmq::error_t& e) {
+      log(LogLevel::error, "cannot connect to the controller at " + *reconnect_to + ": " + e.what() +
+                               "; staying with " + endpoint_);
+    }
   }
   for (auto& out : batch) send_now(std::move(out));
   return stopping;

@@ -51,6 +51,10 @@ class Core : public std::enable_shared_from_this<Core> {
 
   const std::string& endpoint() const { return endpoint_; }
 
+  /// Client: connects to `endpoint` in place of the one it connected to (on the receive thread,
+  /// at its next pass); what is sent from then on goes to the new one.
+  void reconnect(std::string endpoint);
+
   void notify(const PeerId& peer, protocol::Message message);
   RequestResult request(const PeerId& peer, protocol::Message message,
                         std::chrono::milliseconds timeout);
@@ -133,6 +137,7 @@ class Core : public std::enable_shared_from_this<Core> {
   std::mutex mutex_;
   std::deque<Outgoing> queue_;
   bool stopping_ = false;
+  std::optional<std::string> reconnect_to_;  ///< client: the endpoint reconnect() asked for
   std::mutex join_mutex_;
   std::thread thread_;
   std::thread::id loop_thread_id_;

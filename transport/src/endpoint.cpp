@@ -154,6 +154,8 @@ void Client::request_async(protocol::Message message, std::chrono::milliseconds 
   core_->request_async(PeerId{}, std::move(message), timeout, std::move(done));
 }
 
+void Client::reconnect(std::string endpoint) { core_->reconnect(std::move(endpoint)); }
+
 void Client::stop() { core_->stop(); }
 
 }  // namespace bellows::transport

@@ -60,6 +60,10 @@ struct AttachOptions {
   std::vector<std::string> pmix_rank_nodes;
   /// The first rank's process as the job record says (0: unknown), kept in the record.
   std::int32_t first_rank_pid = 0;
+  /// Where to listen instead of the endpoint the daemons reconnect to ("": there), with the
+  /// job's key: a controller taking a job over whose first node, the host of that endpoint,
+  /// is lost. The contact is published again, and the daemons follow it there.
+  std::string listen_endpoint;
 };
 
 struct ControllerOptions {

@@ -120,6 +120,7 @@ struct SlurmJobView {
   std::string state;    ///< "RUNNING", "COMPLETED", ...; "" when slurmctld does not know the job
   std::string comment;  ///< the job's comment (a companion's is companion_comment(job))
   std::vector<std::string> nodes;
+  std::string batch_host;  ///< BatchHost: where the batch script ran ("" when none)
 };
 
 /// What a controller taking a Slurm job over rebuilds of the backend's books, or why it
@@ -127,12 +128,17 @@ struct SlurmJobView {
 struct SlurmTakeover {
   RmStatus status;
   CompanionBook companions;  ///< the job's companions and the nodes each holds (when ok)
+  /// The record's first node when it is the job's batch host and Slurm no longer gives it
+  /// the job: it failed, and Slurm took it out of the no-kill job (nothing else takes a
+  /// batch host out of a running job). "" when the first node is still the job's.
+  std::string first_node_lost;
 };
 
 /// Checks the record of a job taken over (`bellows run --attach`) against what Slurm says
 /// now: `job` runs and still holds each of `nodes` that no companion of `companions` holds
 /// (its own nodes); each companion runs, is one of `job` (its comment) and still holds the
-/// nodes the record gives it. ok with the companion book to rebuild, else denied naming the
+/// nodes the record gives it; only the record's first node may be missing from the job, when
+/// it is the job's batch host (first_node_lost). ok with the companion book to rebuild, else denied naming the
 /// first thing wrong, e.g. "n3, a node of job 41 held by its companion job 43, is no longer
 /// the companion's: Slurm gives job 43 n4". `views` holds what slurmctld said of the job and
 /// of each companion, by id (a job missing from it counts as unknown to slurmctld).

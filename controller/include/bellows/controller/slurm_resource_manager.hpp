@@ -113,9 +113,17 @@ class SlurmResourceManager final : public ResourceManager {
   /// is wrong, for a job that no longer runs, a companion no longer running or no longer the
   /// job's, a node Slurm no longer gives the job or its companion; unknown_job or
   /// unavailable as slurmctld answers. On ok the job's companions are this backend's, as if
-  /// it had granted them: released at a shrink, completed at the end.
+  /// it had granted them: released at a shrink, completed at the end. A first node that was
+  /// the job's batch host and that Slurm took out of the job when it failed is no longer the
+  /// job's: its name goes to `first_node_lost` (when given), else "" goes there.
   RmStatus take_over(const std::string& job, const std::vector<std::string>& nodes,
-                     const std::vector<CompanionAllocation>& companions);
+                     const std::vector<CompanionAllocation>& companions, std::string* first_node_lost = nullptr);
+
+  /// Ends Slurm job `job` with `exit_status` (slurm_complete_job: COMPLETED for 0, FAILED
+  /// otherwise), for a controller that took over a job whose batch script died with its first
+  /// node: nothing else would end it before its time limit. Slurm ends what still runs in it,
+  /// this process's own step included.
+  RmStatus complete_job(const std::string& job, int exit_status);
 
  private:
   struct Impl;

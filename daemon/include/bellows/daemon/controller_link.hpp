@@ -102,6 +102,12 @@ class ControllerLink {
   /// rather than on the controller's Stop.
   [[nodiscard]] bool stopped_without_controller() const;
 
+  /// Whether the controller counts as gone (its grace passed) while ranks of this node run
+  /// on and the controller's host answers (on_controller_loss says keep_ranks). Meanwhile
+  /// the link follows the endpoint the job directory publishes (a controller that took the
+  /// job over on another node).
+  [[nodiscard]] bool controller_gone_while_ranks_run() const;
+
   struct State;
 
  private:

@@ -48,4 +48,22 @@ struct OrphanedJobVerdict {
 /// Returns what it found or did, for the daemon's log.
 [[nodiscard]] std::string end_job_if_batch_host_lost(const std::string& node, std::chrono::seconds timeout);
 
+/// What start_takeover_if_first_node_lost found or did.
+struct TakeoverAttempt {
+  /// A controller was started here, or another node's daemon is the one to start it: asking
+  /// again changes nothing.
+  bool settled = false;
+  std::string said;  ///< for the daemon's log
+};
+
+/// Under Slurm, while the controller of the daemon of `node` is gone and the node's ranks run
+/// on: asks slurmctld about the job (BELLOWS_SLURM_JOB, else SLURM_JOB_ID), its batch host and
+/// its nodes, and when runtime::plan_first_node_takeover names this node, appends the reason to
+/// the job's output file (StdOut) and starts, detached from this daemon, `srun --jobid JOB
+/// --overlap -N1 -n1 -w NODE BELLOWS_CLI run --attach JOB` with its output appended to that
+/// file too (BELLOWS_CLI: the bellows command of the controller that started the daemon). Each
+/// scontrol command is bounded by `timeout`.
+[[nodiscard]] TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node,
+                                                                std::chrono::seconds timeout);
+
 }  // namespace bellows::daemon

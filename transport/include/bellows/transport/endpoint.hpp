@@ -165,6 +165,12 @@ class Server {
   void request_async(const PeerId& peer, protocol::Message message,
                      std::chrono::milliseconds timeout, std::function<void(RequestResult)> done);
 
+  /// Connects to `endpoint` in place of the controller's endpoint it was given (the same
+  /// keys): a controller that took the job over on another host publishes its own endpoint.
+  /// What is sent from then on goes there; a message ZeroMQ had queued for the old endpoint
+  /// may be lost with it (a daemon says hello again on the new connection). Thread-safe.
+  void reconnect(std::string endpoint);
+
   /// Stops the receive thread; pending requests end with Status::closed. Idempotent.
   void stop();
 
@@ -215,6 +221,12 @@ class Client {
   /// Sends a request; `done` runs on the receive thread with the reply or the failure.
   void request_async(protocol::Message message, std::chrono::milliseconds timeout,
                      std::function<void(RequestResult)> done);
+
+  /// Connects to `endpoint` in place of the controller's endpoint it was given (the same
+  /// keys): a controller that took the job over on another host publishes its own endpoint.
+  /// What is sent from then on goes there; a message ZeroMQ had queued for the old endpoint
+  /// may be lost with it (a daemon says hello again on the new connection). Thread-safe.
+  void reconnect(std::string endpoint);
 
   /// Stops the receive thread; pending requests end with Status::closed. Idempotent.
   void stop();
