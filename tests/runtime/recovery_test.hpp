@@ -16,7 +16,8 @@ namespace bellows::testing::recovery {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kRanks = 4;
+/// The job's ranks unless the launcher is told otherwise (`ranks=N`).
+constexpr int kDefaultRanks = 4;
 /// With teams (`[JOB-]teams=T`): iterations between checkpoints.
 constexpr int kTeamsCheckpointEvery = 3;
 
@@ -61,9 +62,9 @@ struct SecondVictim {
 /// A member of the job (`--member DIR INDEX COUNT VICTIMS`, under MPIEXEC -n 1).
 int run_member(const fs::path& dir, int index, int count, const std::vector<int>& victims);
 
-/// The launcher: starts kRanks members, kills the victims when due, reaps every process and
+/// The launcher: starts `ranks` members, kills the victims when due, reaps every process and
 /// checks the survivors' results; prints "recovery: PASS" or "recovery: FAIL".
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
-                 bool no_checkpoint, Job job, SecondVictim second, bool stopped, int team_size);
+                 bool no_checkpoint, Job job, SecondVictim second, bool stopped, int team_size, int ranks);
 
 }  // namespace bellows::testing::recovery
