@@ -156,6 +156,7 @@ def main():
                     flags = configurations[name]
                     report = run(app, gflops, flags)
                     times[name] = makespan(report) if args.overhead_only else mean_after_first(report)
+                    add(rows, f"{label}, {name}: iteration (ms)", times[name] * 1e3)
                     sizes[name] = log_sizes(report)
                     if name == "TeamLB applied" and "team_plan" in report:
                         plan = report["team_plan"]

@@ -2,10 +2,11 @@
 """Recovery benchmark: how long a job under `bellows run` takes from a rank's death to progress
 again, and how much work it redoes, on the local backend with real processes.
 
-Each run starts `bellows run --nodes R:R` (R from --ranks, 3 unless told; a rank per node) of an example (GEMM or Cholesky) on the emulated device
-computing at the given speed, with buddy checkpoints at every iteration boundary
-(`--checkpoint-every 1`, so that at most one iteration is redone), and SIGKILLs the rank of the
-last node (--victim last) or the job's first rank (--victim first, the process `bellows run`
+Each run starts `bellows run --nodes R:R` (R from --ranks, 3 unless told; a rank per node) of
+an example (GEMM or Cholesky) on the emulated device computing at the given speed, with buddy
+checkpoints at every iteration boundary (`--checkpoint-every 1`, so that at most one iteration
+is redone), and SIGKILLs the rank's process (found under the pid `bellows status` gives, which
+may be its launcher's) of the last node (--victim last) or the job's first rank (--victim first, the process `bellows run`
 started; the job's report then comes from the new first rank, in its node's log) once the job
 has reported --kill-after iterations, at a random point of the next
 iteration (uniform over its middle 80 %, from the last iteration's length; a death in the gap
@@ -47,7 +48,7 @@ redone at most one checkpoint interval.
   python3 bench/recovery.py --build build/default --rounds 3
   python3 bench/recovery.py --build build/default --apps gemm --gflops 10 --team-sizes 0,1,2 --checkpoint-every 3
   python3 bench/recovery.py --build build/default --apps gemm --ranks 8,16 --team-sizes 0,1,4,8 \
-      --checkpoint-every 3 --n 512 --tile 64
+      --checkpoint-every 3 --n 512 --tile 64 --iterations 30
 """
 import argparse
 import datetime
@@ -85,8 +86,40 @@ def record_time(record):
     return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
+def rank_process(pid, app):
+    """The process of the example under `pid`: `pid` itself, or a descendant of it (`bellows
+    status` may still name the rank's launcher, mpiexec, whose proxy started the rank)."""
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    todo = [pid]
+    while todo:
+        candidate = todo.pop(0)
+        try:
+            argv0 = (Path("/proc") / str(candidate) / "cmdline").read_bytes().split(b"\0")[0].decode()
+        except OSError:
+            argv0 = ""
+        if os.path.basename(argv0) == app:
+            return candidate
+        todo += children.get(candidate, [])
+    raise RuntimeError(f"{app}: no process of the example under pid {pid}")
+
+
 def one_run(args, ranks, app, gflops, team_size, seed):
     top = tempfile.mkdtemp(prefix="bellows-recovery-bench-")
+    try:
+        return run_in(top, args, ranks, app, gflops, team_size, seed)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def run_in(top, args, ranks, app, gflops, team_size, seed):
     env = dict(os.environ, BELLOWS_RUN_DIR=top, BELLOWS_LOCAL_POOL=os.path.join(top, "pool.json"),
                OPENBLAS_NUM_THREADS="1")
     example = os.path.join(args.build, "examples", app)
@@ -129,28 +162,29 @@ def one_run(args, ranks, app, gflops, team_size, seed):
         since = time.time() - record_time(iterations[0])
         wait = max(0.0, rng.uniform(0.1, 0.9) * iteration_seconds - since)
         time.sleep(wait)
+        victim_pid = rank_process(victim["pid"], app)
         killed_at = time.time()
         try:
-            os.kill(victim["pid"], signal.SIGKILL)
+            os.kill(victim_pid, signal.SIGKILL)
         except ProcessLookupError:
-            raise RuntimeError(f"{app}: rank {victim['rank']}'s pid {victim['pid']} from `bellows status` "
-                               f"is no process") from None
+            raise RuntimeError(f"{app}: rank {victim['rank']}'s process {victim_pid} ended before the kill") from None
         out, err = job.communicate(timeout=300)
     except BaseException:
         job.kill()
         job.communicate()
-        shutil.rmtree(top, ignore_errors=True)
         raise
     if job.returncode != 0:
         # The ranks' own errors, from their nodes' logs, say why.
         errors = sorted({line for log in Path(job_dir, "nodes").glob("*/*.log")
                          for line in log.read_text(errors="replace").splitlines() if f"{app}: error:" in line})
-        shutil.rmtree(top, ignore_errors=True)
         raise RuntimeError(f"{app}: bellows run exited {job.returncode}: " + "\n".join(errors) + "\n" + err[-2000:])
     lines = [line for line in out.splitlines() if line.startswith("{")]
     for log in sorted(Path(job_dir, "nodes").glob("*/bellowsd.log")):
         lines += [line for line in log.read_text().splitlines() if line.startswith('{"app"')]
     report = json.loads(lines[-1])
+    if report.get("ranks") == ranks:
+        raise RuntimeError(f"{app}: the job ended on {ranks} ranks: the kill ended no rank before its last "
+                           f"iteration")
     if report.get("verified") is not True or report.get("ranks") != ranks - 1:
         raise RuntimeError(f"{app}: not verified on {ranks - 1} ranks: ranks {report.get('ranks')}, "
                            f"residual {report.get('residual')}")
@@ -169,7 +203,6 @@ def one_run(args, ranks, app, gflops, team_size, seed):
     # kill, which reach the controller late on a loaded host.
     interrupted = recovery.get("interrupted_iteration")
     caught_up = [m for m in after if interrupted is not None and m.get("iteration", 0) > interrupted]
-    shutil.rmtree(top, ignore_errors=True)
     return {
         "ranks": ranks, "load": load_at_start, "app": app, "gflops": gflops, "team_size": team_size, "victim": victim["rank"], "victim_node": victim["node"],
         "iteration_seconds": iteration_seconds,
@@ -183,6 +216,7 @@ def one_run(args, ranks, app, gflops, team_size, seed):
         "iterations": len(report["iterations"]),
         "ranks_rolled_back": recovery.get("ranks_rolled_back"),
         "teams_rolled_back": recovery.get("teams_rolled_back"),
+        "rolled_back_globally_because": recovery.get("rolled_back_globally_because"),
         "runtime_iterations_redone": recovery.get("iterations_redone"),
         "interrupted_iteration": interrupted,
         "tasks_rerun": sum(r.get("tasks_rerun", 0) for r in report["rank_stats"]),
