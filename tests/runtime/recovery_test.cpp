@@ -376,26 +376,12 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   }
   const int checkpoint_every = static_cast<int>(options.checkpoint.every_iterations);
   const auto team_of = [&](int r) { return team_size > 0 && team_size < count ? r / team_size : 0; };
-  // Each rank on a node of its own with as many tiles as the others (GEMM; Cholesky's lower
-  // tiles and bspgemm's nonzero ones are uneven): choose_buddies() gives each the next rank of
-  // its team, in a ring inside each team of consecutive ranks, and the next rank of the job with
-  // one team or teams of 1.
   const bool buddies_in_rings =
       job_kind == Job::gemm && (team_size <= 1 || team_size >= count || count % team_size == 0);
-  const auto ring_buddy = [&](int r) {
-    if (team_size <= 1 || team_size >= count) return (r + 1) % count;
-    const int first = team_of(r) * team_size;
-    return first + (r - first + 1) % team_size;
-  };
+  const auto ring_buddy = [&](int r) { return ring_buddy_of(r, count, team_size); };
   // Victims of which one holds the other's only copy: the recovery must be refused, saying so.
-  std::string buddies_lost_together;
-  for (const int v : victims) {
-    const int buddy = ring_buddy(v);
-    if (!buddies_in_rings || second_loss || !std::binary_search(victims.begin(), victims.end(), buddy)) continue;
-    buddies_lost_together += (buddies_lost_together.empty() ? "" : "; ") + std::string("rank ") + std::to_string(v) +
-                             " and its buddy rank " + std::to_string(buddy) + " are both lost: no copy of rank " +
-                             std::to_string(v) + "'s checkpoint is left";
-  }
+  const std::string buddies_lost_together =
+      buddies_in_rings && !second_loss ? buddies_lost_together_text(victims, count, team_size) : "";
   auto owned_runtime = std::make_unique<br::Runtime>(job, options);
   br::Runtime& runtime = *owned_runtime;
   runtime.add_collection(a);

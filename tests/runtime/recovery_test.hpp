@@ -48,6 +48,30 @@ inline std::vector<int> parse_victims(const std::string& text) {
   return out;
 }
 
+/// Rank `rank`'s buddy when every rank is on a node of its own with as many tiles as the others
+/// (the GEMM job; Cholesky's lower tiles and bspgemm's nonzero ones are uneven):
+/// choose_buddies() gives each the next rank of its team, in a ring inside each team of
+/// `team_size` consecutive ranks, and the next rank of the job with one team or teams of 1.
+inline int ring_buddy_of(int rank, int ranks, int team_size) {
+  if (team_size <= 1 || team_size >= ranks) return (rank + 1) % ranks;
+  const int first = rank / team_size * team_size;
+  return first + (rank - first + 1) % team_size;
+}
+
+/// What recover() must say of `victims` (sorted) that include a rank and its ring buddy: "rank V
+/// and its buddy rank B are both lost: no copy of rank V's checkpoint is left", joined by "; ";
+/// empty when no victim's buddy is a victim.
+inline std::string buddies_lost_together_text(const std::vector<int>& victims, int ranks, int team_size) {
+  std::string text;
+  for (const int v : victims) {
+    const int buddy = ring_buddy_of(v, ranks, team_size);
+    if (!std::binary_search(victims.begin(), victims.end(), buddy)) continue;
+    text += (text.empty() ? "" : "; ") + std::string("rank ") + std::to_string(v) + " and its buddy rank " +
+            std::to_string(buddy) + " are both lost: no copy of rank " + std::to_string(v) + "'s checkpoint is left";
+  }
+  return text;
+}
+
 /// A rank killed while the survivors recover from the first loss: `second=R@MS` kills rank R
 /// MS milliseconds after the first survivor has started recovering.
 struct SecondVictim {
