@@ -1,6 +1,7 @@
 """What the benchmark scripts share: Bellows' mpiexec, running an example for its JSON report,
 and the steady iteration time of a report."""
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -48,3 +49,35 @@ def print_rounds(rows, ratios, target):
         med = statistics.median(values)
         print(f"{key:<{width}}{med:>8.3f}  <={target:<5}  " + " ".join(f"{v:.3f}" for v in values)
               + ("  met" if med <= target else "  NOT met"))
+
+
+# Two-sided 95 % quantiles of Student's t by degrees of freedom (1..30); 1.96 beyond.
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042]
+
+
+def ratio_interval(values):
+    """The geometric mean of same-round ratios and its 95 % confidence interval (a t interval
+    on their logarithms, the rounds taken as independent): (mean, low, high); the interval is
+    (nan, nan) with fewer than two rounds."""
+    logs = [math.log(v) for v in values]
+    mean = statistics.mean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), float("nan"), float("nan")
+    half = (_T95[len(logs) - 2] if len(logs) - 1 <= len(_T95) else 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def print_ratio_intervals(ratios, target):
+    """Per same-round ratio: the rounds, the geometric mean with its 95 % interval, the rounds
+    above 1, and what the interval says of `target` (below it, above it, or cannot tell)."""
+    width = max(len(k) for k in ratios) + 2
+    print(f"\n{'ratio (same round)':<{width}}{'rounds':>6} {'geo mean':>9} {'95 % interval':>17} "
+          f"{'above 1':>8}  against {target}")
+    for key, values in ratios.items():
+        mean, low, high = ratio_interval(values)
+        verdict = ("below" if high < target else "above" if low > target else "cannot tell") if high == high else "-"
+        above = sum(1 for v in values if v > 1.0)
+        print(f"{key:<{width}}{len(values):>6} {mean:>9.3f} {low:>8.3f} to {high:<6.3f} {above:>5}/{len(values):<2}  "
+              f"{verdict}")

@@ -22,7 +22,14 @@ machine is shared and noisy:
     determinant.
 
 Ratios are each run's mean iteration time (iterations 2..) over the same round's baseline; the
-median over the rounds is printed. Target for the overhead: under 3 %. The log's size: bytes
+median over the rounds is printed, and the geometric mean of the rounds' ratios with its 95 %
+interval (bench_common.ratio_interval), which says whether the overhead is below the target,
+above it, or cannot be told from the host's noise. Each round runs the configurations in an
+order rotated by one from the round before, so that none always follows the same neighbour.
+With --overhead-only it runs checkpoints alone, teams of 1 and consecutive teams only (no
+TeamLB, no stealing), so that more rounds fit, and takes each run's median iteration time
+(iterations 2..) rather than the mean, so that a burst of the host's other work in one
+iteration does not decide a round. Target for the overhead: under 3 %. The log's size: bytes
 logged per rank and iteration (mean over ranks and iterations), and the largest log a rank held
 (after any iteration), each against teams of one rank; predicted: bellows_teams_bench's bytes per
 rank for the same graph, rank count and team size (one iteration's messages), measured/predicted.
@@ -30,6 +37,7 @@ For TeamLB applied: the log after the second iteration (the first under the plan
 fresh checkpoint started empty) against the runtime's own plan's prediction.
 
   python3 bench/message_log.py --build build/default --rounds 3
+  python3 bench/message_log.py --build build/default --overhead-only --rounds 12 --iterations 8
 """
 import argparse
 import json
@@ -39,7 +47,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import MPIEXEC, mean_after_first, print_rounds, run_json  # noqa: E402
+from bench_common import (MPIEXEC, makespan, mean_after_first, print_ratio_intervals, print_rounds,  # noqa: E402
+                          run_json)
 
 TARGET = 1.03
 
@@ -81,6 +90,8 @@ def main():
     ap.add_argument("--gflops", default="10,1000", help="emulated device speeds")
     ap.add_argument("--apps", default="gemm,cholesky")
     ap.add_argument("--no-steal", action="store_true", help="leave out the stealing runs")
+    ap.add_argument("--overhead-only", action="store_true",
+                    help="checkpoints alone, teams of 1 and consecutive teams only: the failure-free overhead")
     args = ap.parse_args()
     ex = os.path.join(args.build, "examples")
 
@@ -109,10 +120,11 @@ def main():
     teams_applied = {}
     for app in apps:
         for gflops in speeds:
-            plans[(app, gflops)] = predicted_logs(args.build, app, args.ranks, args.n, args.tile,
-                                                  t, gflops)
+            plans[(app, gflops)] = (({}, []) if args.overhead_only else
+                                    predicted_logs(args.build, app, args.ranks, args.n, args.tile, t, gflops))
     for rnd in range(args.rounds):
         print(f"round {rnd + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
+        add(rows, "host load average (1 min) at the round's start", os.getloadavg()[0])
         for app in apps:
             for gflops in speeds:
                 label = f"{app} {gflops:g} GFLOP/s"
@@ -126,7 +138,10 @@ def main():
                     "TeamLB applied": ["--message-log", "on", "--team-size", str(t),
                                        "--team-plan", "on"],
                 }
-                if not args.no_steal:
+                if args.overhead_only:
+                    for name in ("TeamLB", "TeamLB applied"):
+                        del configurations[name]
+                if not args.no_steal and not args.overhead_only:
                     steal = ["--steal", "on"]
                     configurations.update({
                         "steal: checkpoints": steal,
@@ -135,9 +150,13 @@ def main():
                                                         str(t), "--steal-across-teams", "on"],
                     })
                 times, sizes = {}, {}
-                for name, flags in configurations.items():
+                names = list(configurations)
+                shift = rnd % len(names)
+                for name in names[shift:] + names[:shift]:
+                    flags = configurations[name]
                     report = run(app, gflops, flags)
-                    times[name] = mean_after_first(report)
+                    times[name] = makespan(report) if args.overhead_only else mean_after_first(report)
+                    add(rows, f"{label}, {name}: iteration (ms)", times[name] * 1e3)
                     sizes[name] = log_sizes(report)
                     if name == "TeamLB applied" and "team_plan" in report:
                         plan = report["team_plan"]
@@ -159,14 +178,16 @@ def main():
                     if name != base:
                         add(ratios, f"{label}: {name} / {base}", times[name] / times[base])
                 for name in ("team of 1", "consecutive", "TeamLB"):
+                    if name not in sizes:
+                        continue
                     logged, peak, _ = sizes[name]
                     add(rows, f"{label}, {name}: logged per rank per iteration (MB)", logged / 1e6)
                     add(rows, f"{label}, {name}: largest log held, mean rank (MB)", peak / 1e6)
                     if sizes["team of 1"][0] > 0:
                         add(rows, f"{label}, {name}: logged / team of 1", logged / sizes["team of 1"][0])
-                    if predicted[name] > 0:
+                    if predicted.get(name, 0) > 0:
                         add(rows, f"{label}, {name}: measured / predicted", logged / predicted[name])
-                if not args.no_steal:
+                if not args.no_steal and not args.overhead_only:
                     add(rows, f"{label}: determinants logged, stealing across teams",
                         sizes["steal: across teams"][2])
     print(f"TeamLB teams ({t} ranks each): " + "; ".join(
@@ -178,7 +199,9 @@ def main():
     print(f"\n{args.ranks} ranks, one node each, emulated device computing, n={args.n} "
           f"tile={args.tile}, {args.iterations} iterations (mean of 2..), a checkpoint every "
           f"{args.checkpoint_every} iterations, teams of {t}, {args.rounds} interleaved rounds\n")
+    print(f"host load average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print_rounds(rows, ratios, TARGET)
+    print_ratio_intervals(ratios, TARGET)
 
 
 if __name__ == "__main__":

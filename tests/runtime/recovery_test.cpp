@@ -58,8 +58,13 @@
 // ranks' tasks times the iterations redone in sum, none on a rank that kept its state, and
 // the replayed iterations ran exactly the rolled-back ranks' tasks (each rank's tasks counted
 // from the task graph as the job starts), and every rank that kept its state served bytes from
-// its log. With one team (T = 4) every
-// rank rolls back, and the recovery says why. In every mode the examples' JSON report
+// its log. With one team (T = 4) every rank rolls back, and the recovery says why. With
+// `ranks=8` (teams of 4: two teams, buddies in a ring inside each) two victims of one team,
+// neither the other's buddy, roll back that team alone; two that are, a rank and its buddy,
+// leave no copy of the first's checkpoint, and every survivor must be refused with recover()'s
+// text saying so, then still exit 0. Each rank's tasks re-run are printed by old rank
+// (`tasks_rerun_by_rank`): none on the ranks that kept their state, some on each rank that
+// rolled back. In every mode the examples' JSON report
 // (runtime_extra) carries, per failure, the log bytes the survivors kept for the replay: their
 // recoveries' sum, none where every rank rolled back.
 // With `stopped` the victims are SIGSTOPped instead of killed, as a node cut from the network
@@ -77,7 +82,7 @@
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
 //   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped|
-//                                        [cholesky-|bspgemm-]teams=T]
+//                                        [cholesky-|bspgemm-]teams=T] [ranks=N]
 //                                                   (the launcher, recovery_launcher.cpp; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
@@ -371,6 +376,12 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   }
   const int checkpoint_every = static_cast<int>(options.checkpoint.every_iterations);
   const auto team_of = [&](int r) { return team_size > 0 && team_size < count ? r / team_size : 0; };
+  const bool buddies_in_rings =
+      job_kind == Job::gemm && (team_size <= 1 || team_size >= count || count % team_size == 0);
+  const auto ring_buddy = [&](int r) { return ring_buddy_of(r, count, team_size); };
+  // Victims of which one holds the other's only copy: the recovery must be refused, saying so.
+  const std::string buddies_lost_together =
+      buddies_in_rings && !second_loss ? buddies_lost_together_text(victims, count, team_size) : "";
   auto owned_runtime = std::make_unique<br::Runtime>(job, options);
   br::Runtime& runtime = *owned_runtime;
   runtime.add_collection(a);
@@ -542,7 +553,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
         // Ranks r and r + 1 on nodes of their own: r + 1 is r's buddy (docs/recovery.md,
         // "Buddies"). A first recovery without the first victim and its buddy must be refused.
         const int first_victim = victims.empty() ? -1 : victims.front();
-        const int buddy = (first_victim + 1) % kRanks;
+        const int buddy = (first_victim + 1) % count;
         const bool buddy_lost_too = second_loss && !recovered &&
                                     std::binary_search(lost.begin(), lost.end(), first_victim) &&
                                     std::binary_search(lost.begin(), lost.end(), buddy);
@@ -551,6 +562,8 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
         try {
           recovery = runtime.recover(survivors, lost);
           expect(!buddy_lost_too, "recovered without ranks " + rank_set(lost) + ": " + buddy_refusal);
+          expect(buddies_lost_together.empty(),
+                 "recovered without ranks " + rank_set(lost) + " although " + buddies_lost_together);
           job = survivors;
           MPI_Comm old = before;
           MPI_Comm_free(&old);  // freed, never disconnected: it holds the dead
@@ -567,6 +580,18 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
           known.insert(known.end(), e.lost_ranks().begin(), e.lost_ranks().end());
           std::sort(known.begin(), known.end());
         } catch (const br::RecoveryError& e) {
+          if (!second_loss && !buddies_lost_together.empty()) {
+            // Two victims, one the other's buddy: no copy of the first's checkpoint is left.
+            refusal = e.what();
+            const std::string expected_end = ": " + buddies_lost_together;
+            const std::string expected_start = "recover: ranks " + rank_set(victims) + " lost in iteration ";
+            expect(refusal.rfind(expected_start, 0) == 0 && refusal.size() >= expected_end.size() &&
+                       refusal.compare(refusal.size() - expected_end.size(), expected_end.size(), expected_end) == 0,
+                   "recover refused with \"" + refusal + "\", expected \"" + expected_start + "N" + expected_end +
+                       "\"");
+            job = survivors;
+            break;
+          }
           if (!second_loss) throw;
           if (!result.contains("second_loss_noticed_in")) result["second_loss_noticed_in"] = "recover";
           refusal = e.what();
@@ -704,6 +729,14 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       continue;
     }
     if (done == 0) first_buddies = runtime.checkpoint_buddies();
+    if (done == 0 && buddies_in_rings && first_buddies.size() == static_cast<std::size_t>(count)) {
+      for (int r = 0; r < count; ++r) {
+        const int buddy = first_buddies[static_cast<std::size_t>(r)];
+        expect(buddy == ring_buddy(r), "rank " + std::to_string(r) + "'s buddy is rank " + std::to_string(buddy) +
+                                           ", expected rank " + std::to_string(ring_buddy(r)) +
+                                           " (the next of its team's ring)");
+      }
+    }
     if (done == 0 && team_size > 1 && team_size < count) {
       // The first checkpoint's buddies: each rank's is of its own team on another node.
       const std::vector<int> buddies = runtime.checkpoint_buddies();
@@ -743,8 +776,9 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       }
     }
   }
-  if (second_loss && !refusal.empty()) {
-    // The job could not recover from the second loss: it said why, and still ends.
+  if (!refusal.empty()) {
+    // The job could not recover (from the second loss, or from victims that held each other's
+    // only copies): it said why, and still ends.
     expect(names_phase_and_ranks(refusal), "a refusal that names no phase or ranks: " + refusal);
     expect(!loss_after_recovery, "a loss in the first iteration after the recovery was refused: " + refusal);
     result["refused"] = refusal;
@@ -816,10 +850,22 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
     expect(rerun_summed == predicted_summed && predicted_summed == predicted_in_window * first_iterations_redone,
            "the survivors re-ran " + std::to_string(rerun_summed) + " tasks, expected " +
                std::to_string(predicted_in_window) + " x " + std::to_string(first_iterations_redone));
-    // A rank that kept its state re-ran nothing.
-    expect(predicted_rerun[static_cast<std::size_t>(old_rank)] > 0 || rerun == 0,
-           "rank " + std::to_string(old_rank) + " kept its state but re-ran " + std::to_string(rerun) + " tasks");
+    // A rank that kept its state re-ran nothing; one that rolled back re-ran some of the
+    // window's tasks (with stealing inside the replaying ranks, not exactly its own).
+    const bool predicted_here = predicted_rerun[static_cast<std::size_t>(old_rank)] > 0;
+    expect(predicted_here ? rerun > 0 : rerun == 0,
+           "rank " + std::to_string(old_rank) +
+               (predicted_here ? " rolled back and re-ran " : " kept its state but re-ran ") + std::to_string(rerun) +
+               " tasks");
   }
+  // Per rank (old numbers), as the survivors counted them; -1 for a rank lost.
+  std::vector<long> rerun_by_new_rank(static_cast<std::size_t>(size), 0);
+  MPI_Allgather(&rerun, 1, MPI_LONG, rerun_by_new_rank.data(), 1, MPI_LONG, job);
+  std::vector<long> rerun_by_old_rank(static_cast<std::size_t>(count), -1);
+  for (std::size_t r = 0; r < old_of.size() && r < rerun_by_new_rank.size(); ++r) {
+    rerun_by_old_rank[static_cast<std::size_t>(old_of[r])] = rerun_by_new_rank[r];
+  }
+  result["tasks_rerun_by_rank"] = rerun_by_old_rank;
   result["tasks_rerun_predicted"] = predicted_rerun;
   // The replay's messages: served from the logs of the ranks that kept their state, only.
   const auto replayed = static_cast<long>(runtime.stats().message_log.bytes_replayed);
@@ -912,6 +958,15 @@ int main(int argc, char** argv) {
   if (argc == 6 && std::strcmp(argv[1], "--member") == 0) {
     return run_member(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), parse_victims(argv[5]));
   }
+  // A last argument `ranks=N`: a job of N ranks instead of kDefaultRanks.
+  int ranks = kDefaultRanks;
+  if (argc >= 5 && std::sscanf(argv[argc - 1], "ranks=%d", &ranks) == 1) {
+    --argc;
+    if (ranks < 2) {
+      std::fprintf(stderr, "recovery_tests: ranks=%d: a job needs 2 ranks or more\n", ranks);
+      return 2;
+    }
+  }
   const bool no_checkpoint = argc == 5 && std::strcmp(argv[4], "no-checkpoint") == 0;
   const bool cholesky_only = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
   SecondVictim second;
@@ -935,10 +990,10 @@ int main(int argc, char** argv) {
   const bool bspgemm = bspgemm_prefix && teams;
   if (argc != 4 && !no_checkpoint && !cholesky && !second_loss && !stopped && !teams) {
     std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS|"
-                         "[cholesky-]after=RANK|stopped|[cholesky-|bspgemm-]teams=T] | --member DIR INDEX COUNT "
-                         "VICTIMS\n");
+                         "[cholesky-]after=RANK|stopped|[cholesky-|bspgemm-]teams=T] [ranks=N] | --member DIR INDEX "
+                         "COUNT VICTIMS\n");
     return 2;
   }
   const Job job = cholesky ? Job::cholesky : bspgemm ? Job::bspgemm : Job::gemm;
-  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, job, second, stopped, teams ? team_size : 0);
+  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, job, second, stopped, teams ? team_size : 0, ranks);
 }

@@ -16,7 +16,8 @@ namespace bellows::testing::recovery {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kRanks = 4;
+/// The job's ranks unless the launcher is told otherwise (`ranks=N`).
+constexpr int kDefaultRanks = 4;
 /// With teams (`[JOB-]teams=T`): iterations between checkpoints.
 constexpr int kTeamsCheckpointEvery = 3;
 
@@ -47,6 +48,30 @@ inline std::vector<int> parse_victims(const std::string& text) {
   return out;
 }
 
+/// Rank `rank`'s buddy when every rank is on a node of its own with as many tiles as the others
+/// (the GEMM job; Cholesky's lower tiles and bspgemm's nonzero ones are uneven):
+/// choose_buddies() gives each the next rank of its team, in a ring inside each team of
+/// `team_size` consecutive ranks, and the next rank of the job with one team or teams of 1.
+inline int ring_buddy_of(int rank, int ranks, int team_size) {
+  if (team_size <= 1 || team_size >= ranks) return (rank + 1) % ranks;
+  const int first = rank / team_size * team_size;
+  return first + (rank - first + 1) % team_size;
+}
+
+/// What recover() must say of `victims` (sorted) that include a rank and its ring buddy: "rank V
+/// and its buddy rank B are both lost: no copy of rank V's checkpoint is left", joined by "; ";
+/// empty when no victim's buddy is a victim.
+inline std::string buddies_lost_together_text(const std::vector<int>& victims, int ranks, int team_size) {
+  std::string text;
+  for (const int v : victims) {
+    const int buddy = ring_buddy_of(v, ranks, team_size);
+    if (!std::binary_search(victims.begin(), victims.end(), buddy)) continue;
+    text += (text.empty() ? "" : "; ") + std::string("rank ") + std::to_string(v) + " and its buddy rank " +
+            std::to_string(buddy) + " are both lost: no copy of rank " + std::to_string(v) + "'s checkpoint is left";
+  }
+  return text;
+}
+
 /// A rank killed while the survivors recover from the first loss: `second=R@MS` kills rank R
 /// MS milliseconds after the first survivor has started recovering.
 struct SecondVictim {
@@ -61,9 +86,9 @@ struct SecondVictim {
 /// A member of the job (`--member DIR INDEX COUNT VICTIMS`, under MPIEXEC -n 1).
 int run_member(const fs::path& dir, int index, int count, const std::vector<int>& victims);
 
-/// The launcher: starts kRanks members, kills the victims when due, reaps every process and
+/// The launcher: starts `ranks` members, kills the victims when due, reaps every process and
 /// checks the survivors' results; prints "recovery: PASS" or "recovery: FAIL".
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
-                 bool no_checkpoint, Job job, SecondVictim second, bool stopped, int team_size);
+                 bool no_checkpoint, Job job, SecondVictim second, bool stopped, int team_size, int ranks);
 
 }  // namespace bellows::testing::recovery
