@@ -1,8 +1,10 @@
 // An expand as the runtime sees it: the ranks from before it move onto the grown communicator
-// (expand_onto), the ranks it adds receive the mapping state (join_expansion). Every step on
-// the grown communicator is watched for lost members, and the ranks from before keep their
-// communicator and the buddies' copies until every member holds the mapping state, so that a
-// loss until then gives the expand up (docs/recovery.md, "A loss during the expand itself").
+// (expand_onto), the ranks it adds receive the mapping state (join_expansion) after their
+// Runtime constructor (Engine::attach). Every step on the grown communicator, the same-host
+// probe included, is watched for lost members (watched_setup.hpp), and the ranks from before
+// keep their communicator, the buddies' copies and the message log until every member holds
+// the mapping state, so that a loss until then gives the expand up (docs/recovery.md, "A loss
+// during the expand itself").
 
 #include <mpi.h>
 
