@@ -69,6 +69,14 @@
 // buddies' copies from before the expand still held: everything said for `during-expand` then
 // holds alike, with the phase named "while the runtime moved onto the communicator of the expand"
 // (the joiner is sent away by ElasticJob::attach instead of its constructor).
+// `during-expand-dup`, `during-expand-probe` and `during-expand-nodes` end alike, the victim dying
+// right after it posted another step of the runtime's setup on the grown communicator: its
+// MPI_Comm_idup, the same-host probe's first MPI_Ibcast, or the nodes' MPI_Iallgather (rank 1 in
+// expand_onto, the joining rank 3 in its Runtime constructor), so that the others meet its death
+// in those steps, the joiner in its Runtime constructor. `during-expand-probe-teams` is
+// `during-expand-probe` with messages logged between teams of one rank: the survivors of rank 1
+// roll back by teams, and a survivor that keeps its state serves the replay from the entries its
+// log held from before the expand (RecoveryReport::log_bytes_for_replay).
 // BELLOWS_TEST_SEED fixes KILL_AT (2 to 5) and the pause; the seed is printed with the result.
 // A fatal MPI error still ends a member as MPI's default handler would, but first prints its
 // stack, which names the call that failed.
@@ -79,7 +87,8 @@
 //
 //   boundary_loss_tests MPIEXEC SELF VICTIM
 //       [with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|
-//        after-expand|after-shrink|expand-moves|during-expand|during-expand-onto]
+//        after-expand|after-shrink|expand-moves|during-expand|during-expand-onto|during-expand-dup|
+//        during-expand-probe|during-expand-nodes|during-expand-probe-teams]
 //                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
@@ -144,12 +153,22 @@ constexpr int kJoiner = kRanks;  // the process index (and rank) an expand adds 
 /// MPI_Ibarrier it posts is Membership::shrink's, the one that confirms the survivors'
 /// communicator (MPI_Ibarrier below).
 std::atomic<bool> die_at_next_barrier{false};
-/// during-expand-onto: set on the victim once the grown communicator is confirmed; the next
-/// MPI_Ibcast of MPI_INT64_T it posts is the first of the runtime's mapping broadcasts (the
-/// same-host probe before it broadcasts bytes), after which it waits `broadcast_kill_pause_us`
-/// and dies (MPI_Ibcast below).
-std::atomic<bool> die_after_next_broadcast{false};
-std::atomic<int> broadcast_kill_pause_us{0};
+/// during-expand-onto and the modes like it: the step of the runtime's setup on the grown
+/// communicator after whose posting the victim waits `posting_kill_pause_us` and dies, set once
+/// the grown communicator is confirmed (the wrappers of MPI's profiling interface below): the
+/// first mapping broadcast (an MPI_Ibcast of MPI_INT64_T; the same-host probe's broadcasts
+/// bytes), the duplicate (MPI_Comm_idup), the same-host probe's first MPI_Ibcast (of MPI_BYTE),
+/// or the nodes' gather (an MPI_Iallgather of MPI_CHAR; the probe's gathers bytes).
+enum class SetupStep { none, mapping_broadcast, duplicate, probe_broadcast, node_gather };
+std::atomic<SetupStep> die_after_posting{SetupStep::none};
+std::atomic<int> posting_kill_pause_us{0};
+
+/// The victim's end in the wrappers: after the pause, once it posted `step`.
+void die_if_armed_for(SetupStep step) {
+  if (die_after_posting.load() != step) return;
+  std::this_thread::sleep_for(std::chrono::microseconds(posting_kill_pause_us.load()));
+  ::raise(SIGKILL);
+}
 
 int failures = 0;
 void expect(bool ok, const std::string& what) {
@@ -248,7 +267,13 @@ int run_member(const fs::path& dir, int index) {
   // during-expand: the victim dies in the expand's join; during-expand-onto: in its attach. The
   // two end alike.
   const bool during_expand_join = fs::exists(dir / "during-expand");
-  const bool during_expand_onto = fs::exists(dir / "during-expand-onto");
+  const bool with_teams = fs::exists(dir / "during-expand-probe-teams");
+  const SetupStep onto_step = fs::exists(dir / "during-expand-onto")                    ? SetupStep::mapping_broadcast
+                              : fs::exists(dir / "during-expand-dup")                   ? SetupStep::duplicate
+                              : fs::exists(dir / "during-expand-probe") || with_teams   ? SetupStep::probe_broadcast
+                              : fs::exists(dir / "during-expand-nodes")                 ? SetupStep::node_gather
+                                                                                        : SetupStep::none;
+  const bool during_expand_onto = onto_step != SetupStep::none;
   const bool during_expand = during_expand_join || during_expand_onto;
   const bool after_expand = fs::exists(dir / "after-expand") || expand_moves || during_expand;  // the same expand
   const bool after_shrink = fs::exists(dir / "after-shrink");
@@ -303,7 +328,7 @@ int run_member(const fs::path& dir, int index) {
     MPI_Finalize();
     return failures == 0 ? 0 : 1;
   };
-  broadcast_kill_pause_us = pause_us;
+  posting_kill_pause_us = pause_us;
   std::unique_ptr<br::ElasticJob> owned_job;
   try {
     owned_job = std::make_unique<br::ElasticJob>(
@@ -335,10 +360,11 @@ int run_member(const fs::path& dir, int index) {
   });
   if (during_expand_onto && old_rank == victim && !joiner) {
     job.on_expand_confirmed([&](const br::ResizeEvent&) {
-      if (loop_iteration == kill_at) die_after_next_broadcast = true;  // in Runtime::expand_onto
+      if (loop_iteration == kill_at) die_after_posting = onto_step;  // in Runtime::expand_onto
     });
   }
-  if (during_expand_onto && joiner && victim == kJoiner) die_after_next_broadcast = true;  // in join_expansion
+  // In its Runtime constructor or join_expansion.
+  if (during_expand_onto && joiner && victim == kJoiner) die_after_posting = onto_step;
   if (during_shrink && old_rank == victim) {
     job.on_resize_start([&](const br::ResizeEvent&) {
       if (loop_iteration != kill_at) return;
@@ -368,6 +394,8 @@ int run_member(const fs::path& dir, int index) {
   options.checkpoint.enabled = true;
   options.checkpoint.every_iterations = 1;
   options.checkpoint.node = "node" + std::to_string(old_rank);
+  options.message_log.enabled = with_teams;
+  options.message_log.team_size = 1;
   auto owned_runtime = std::make_unique<br::Runtime>(job.communicator(), options);
   br::Runtime& runtime = *owned_runtime;
   try {
@@ -386,6 +414,7 @@ int run_member(const fs::path& dir, int index) {
   int recoveries = 0, resized = 0;
   bool left = false;
   long rolled_back_to = -1, iterations_redone = -1;
+  br::RecoveryReport last_recovery;
   std::vector<int> lost;
   std::map<long, std::uint64_t> tasks_run;  // runtime iteration -> tasks run here, the last run of each
   // The iteration before the resize and the first after it: its seconds, and what its
@@ -436,7 +465,8 @@ int run_member(const fs::path& dir, int index) {
     kill_in_next_task = (after_expand || after_shrink) && !during_expand && old_rank == victim && it == kill_at && recoveries == 0;
     const br::IterationReport report = runtime.run_iteration();
     if (report.completed()) {
-      tasks_run[report.iteration] = report.local.tasks_executed;
+      // A rank that kept its state while other teams replayed the iteration ran it before.
+      if (report.ran_here()) tasks_run[report.iteration] = report.local.tasks_executed;
       if (report.iteration == kill_at || report.iteration == kill_at + 1) {
         resize_iterations[report.iteration] = {report.seconds, report.local.checkpoint.post_seconds +
                                                                    report.local.checkpoint.wait_seconds};
@@ -453,6 +483,7 @@ int run_member(const fs::path& dir, int index) {
       break;
     }
     ++recoveries;
+    last_recovery = recovery;
     lost = recovery.lost;
     rolled_back_to = recovery.iteration;
     iterations_redone = report.iteration - recovery.iteration;
@@ -620,6 +651,22 @@ int run_member(const fs::path& dir, int index) {
     result["refusal"] = refusal;
     result["given_up_after_seconds"] = refused_seconds;
     result["rolled_back_to"] = rolled_back_to;
+    if (with_teams) {
+      // Only the lost rank's team and its buddy's roll back; a rank that keeps its state replays
+      // from its log the iterations redone, the one before the expand among them.
+      const auto& rolled_back = last_recovery.ranks_rolled_back;
+      const bool kept_state = !std::binary_search(rolled_back.begin(), rolled_back.end(), old_rank);
+      expect(rolled_back.size() < static_cast<std::size_t>(kRanks),
+             "ranks " + rank_set(rolled_back) + " rolled back, expected only the teams of the lost rank and its buddy (" +
+                 last_recovery.rolled_back_globally_because + ")");
+      expect(!kept_state || last_recovery.iterations_redone == 0 || last_recovery.log_bytes_for_replay > 0,
+             "rank " + std::to_string(old_rank) + " kept its state with " +
+                 std::to_string(last_recovery.iterations_redone) + " iterations redone, but its log holds nothing for "
+                 "them (the entries from before the expand dropped)");
+      result["ranks_rolled_back"] = rolled_back;
+      result["log_bytes_for_replay"] = last_recovery.log_bytes_for_replay;
+      result["iterations_replayed"] = last_recovery.iterations_redone;
+    }
   } else if (after_expand || after_shrink) {
     expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
     expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
@@ -686,7 +733,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   const bool after_hand_off =
       mode == "after-hand-off" || mode == "in-membership-shrink" || mode == "two-leavers-after-hand-off";
   const bool expand_moves = mode == "expand-moves";
-  const bool during_expand = mode == "during-expand" || mode == "during-expand-onto";
+  const bool during_expand = mode == "during-expand" || mode == "during-expand-onto" || mode == "during-expand-dup" ||
+                             mode == "during-expand-probe" || mode == "during-expand-nodes" ||
+                             mode == "during-expand-probe-teams";
   const bool after_expand = mode == "after-expand" || expand_moves || during_expand;
   const bool after_shrink = mode == "after-shrink";
   const int processes = after_expand ? kRanks + 1 : kRanks;
@@ -785,7 +834,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                                      {"after_expand", after_expand},
                                      {"expand_moves", expand_moves},
                                      {"during_expand", during_expand},
-                                     {"during_expand_onto", mode == "during-expand-onto"},
+                                     {"mode", mode},
                                      {"after_shrink", after_shrink},
                                      {"seed", seed},
                                      {"killed_before_iteration", kill_at},
@@ -807,14 +856,26 @@ extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   return PMPI_Ibarrier(comm, request);
 }
 
-// during-expand-onto's victim dies right after it posted the runtime's first mapping broadcast.
+// during-expand-onto's victim and the like die right after they posted the step of the runtime's
+// setup their mode names.
 extern "C" int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
                           MPI_Request* request) {
   const int posted = PMPI_Ibcast(buffer, count, datatype, root, comm, request);
-  if (die_after_next_broadcast.load() && datatype == MPI_INT64_T) {
-    std::this_thread::sleep_for(std::chrono::microseconds(broadcast_kill_pause_us.load()));
-    ::raise(SIGKILL);
-  }
+  if (datatype == MPI_INT64_T) die_if_armed_for(SetupStep::mapping_broadcast);
+  if (datatype == MPI_BYTE) die_if_armed_for(SetupStep::probe_broadcast);
+  return posted;
+}
+
+extern "C" int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+  const int posted = PMPI_Comm_idup(comm, newcomm, request);
+  die_if_armed_for(SetupStep::duplicate);
+  return posted;
+}
+
+extern "C" int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  const int posted = PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  if (sendtype == MPI_CHAR) die_if_armed_for(SetupStep::node_gather);
   return posted;
 }
 
@@ -824,10 +885,13 @@ int main(int argc, char** argv) {
   if ((argc != 4 && argc != 5) ||
       (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" &&
        mode != "in-membership-shrink" && mode != "two-leavers-after-hand-off" && mode != "after-expand" &&
-       mode != "after-shrink" && mode != "expand-moves" && mode != "during-expand" && mode != "during-expand-onto")) {
+       mode != "after-shrink" && mode != "expand-moves" && mode != "during-expand" && mode != "during-expand-onto" &&
+       mode != "during-expand-dup" && mode != "during-expand-probe" && mode != "during-expand-nodes" &&
+       mode != "during-expand-probe-teams")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
                          "[with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|"
-                         "after-expand|after-shrink|expand-moves|during-expand|during-expand-onto] | "
+                         "after-expand|after-shrink|expand-moves|during-expand|during-expand-onto|during-expand-dup|"
+                         "during-expand-probe|during-expand-nodes|during-expand-probe-teams] | "
                          "--member DIR INDEX\n");
     return 2;
   }

@@ -71,7 +71,8 @@ class ThreadCpuTime {
 
 }  // namespace
 
-CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool same_host_transport)
+CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool same_host_transport,
+                       PeerWatch* setup_watch)
     : engine_(engine),
       comm_(comm),
       rank_(rank_in(comm)),
@@ -79,7 +80,7 @@ CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool sam
       eager_tile_bytes_(engine.options().eager_tile_bytes),
       poll_after_progress_(std::chrono::microseconds(engine.options().comm_poll_us)),
       mailboxes_(engine.options().same_host_mailboxes),
-      same_host_(comm, same_host_transport),
+      same_host_(comm, same_host_transport, setup_watch),
       size_(size_of(comm)),
       steal_policy_(engine.options().steal, rank_, size_) {
   stats_.rank = rank_;

@@ -56,8 +56,10 @@ class PeerWatch;
 
 class CommEngine {
  public:
-  /// Collective over comm (probes what ranks on the same host can share).
-  CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool same_host_transport);
+  /// Collective over comm (probes what ranks on the same host can share), under
+  /// `setup_watch` when given: a member lost then throws MembersLost (same_host.hpp).
+  CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool same_host_transport,
+             PeerWatch* setup_watch = nullptr);
   ~CommEngine();
   CommEngine(const CommEngine&) = delete;
   CommEngine& operator=(const CommEngine&) = delete;

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -19,8 +20,9 @@
 #include "bellows/runtime/message_logging.hpp"
 #include "bellows/runtime/task_on_arrival.hpp"
 #include "comm_engine.hpp"
+#include "rank_set_text.hpp"
 #include "same_host.hpp"
-#include "sleeping_wait.hpp"
+#include "watched_setup.hpp"
 
 namespace bellows::runtime {
 namespace {
@@ -126,45 +128,91 @@ Engine::Engine(MPI_Comm comm, RuntimeOptions options) : options_(std::move(optio
   backlog_seconds_.assign(devices_.size(), 0.0);
   checkpoints_ = std::make_unique<BuddyCheckpoints>(options_.checkpoint, node_of(options_.checkpoint));
   // Duplicated only once nothing above can throw, so the duplicate is never leaked.
-  attach(comm);
+  lost_in_attach_ = attach(comm);
 }
 
-void Engine::attach(MPI_Comm comm) {
-  // Ranks get here at different times (a resize, new ranks starting): wait asleep.
-  MPI_Request request = MPI_REQUEST_NULL;
+std::vector<int> Engine::attach(MPI_Comm comm) {
+  // Ranks get here at different times (a resize, new ranks starting): wait asleep. On a rank
+  // an expand adds a member may be lost here (the expand is then given up: join_expansion),
+  // so every collective is watched, as expand_onto's are, with errors returned (on
+  // MPI_COMM_WORLD too, as in an iteration). The duplicate takes `comm`'s own handler.
+  int rank = -1, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(comm, &handler);
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(comm);
+  PeerWatch watch(comm, rank, size);
+  watch.arm();
   MPI_Comm duplicate = MPI_COMM_NULL;
-  MPI_Comm_idup(comm, &duplicate, &request);
-  wait_asleep(request);
-  use_communicator(duplicate);
-  checkpoints_->attach(comm_);  // new buddies; a checkpoint at the next boundary
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int posted = MPI_Comm_idup(comm, &duplicate, &request);
+  if (auto lost = completed_watched(posted, request, watch, "MPI_Comm_idup"); !lost.empty()) {
+    MPI_Errhandler_free(&handler);
+    return lost;  // a pending duplicate is left to MPI: it holds the dead
+  }
+  MPI_Comm_set_errhandler(duplicate, handler);
+  MPI_Errhandler_free(&handler);
+  std::optional<ErrorsReturned> duplicate_errors_returned;
+  duplicate_errors_returned.emplace(duplicate);
+  const auto given_up = [&](std::vector<int> lost) {
+    // The duplicate is freed, never disconnected (it holds the dead).
+    comm_engine_.reset();
+    watch_.reset();
+    duplicate_errors_returned.reset();
+    MPI_Comm_free(&duplicate);
+    comm_ = MPI_COMM_NULL;
+    return lost;
+  };
+  try {
+    use_communicator(duplicate, &watch);
+  } catch (const MembersLost& e) {
+    return given_up(e.lost());
+  }
+  auto nodes = checkpoints_->post_node_gather(comm_);
+  if (nodes->request != MPI_REQUEST_NULL) {
+    if (auto lost = completed_watched(MPI_SUCCESS, nodes->request, watch, "MPI_Iallgather"); !lost.empty()) {
+      keep_until_exit(std::move(nodes));
+      return given_up(std::move(lost));
+    }
+  }
+  checkpoints_->attach(comm_, nodes->nodes());  // new buddies; a checkpoint at the next boundary
+  return {};
 }
 
-void Engine::use_communicator(MPI_Comm duplicate) {
+void Engine::use_communicator(MPI_Comm duplicate, PeerWatch* setup_watch, MessageLogTeams log_teams) {
   comm_ = duplicate;
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);
   // Teams for the new rank count (the CommEngine confines stealing to them); the entries
   // logged before are forgotten, as the resize forgets the checkpoints they were kept for.
-  if (options_.message_log.enabled) {
-    message_log_.attach(resolve_teams(options_.message_log, size_), rank_);
-    checkpoints_->set_teams(message_log_.rank_team());  // buddies inside the teams
-  }
+  if (log_teams == MessageLogTeams::now) attach_message_log();
   iterations_since_attach_ = 0;
   teams_planned_ = false;
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
-                                              options_.same_host_transport);
+                                              options_.same_host_transport, setup_watch);
   // The trace and the statistics name this rank by its number in the new communicator.
   if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
   total_stats_.rank = rank_;
   local_tasks_known_ = false;  // the task total is summed over the new communicator
 }
 
+void Engine::attach_message_log() {
+  if (!options_.message_log.enabled) return;
+  message_log_.attach(resolve_teams(options_.message_log, size_), rank_);
+  checkpoints_->set_teams(message_log_.rank_team());  // buddies inside the teams
+}
+
 void Engine::attach_shrunk(MPI_Comm survivors) {
   if (comm_ != MPI_COMM_NULL) {
     throw std::logic_error("attach_shrunk without prepare_shrink");
   }
-  attach(survivors);
+  if (const std::vector<int> lost = attach(survivors); !lost.empty()) {
+    throw std::runtime_error("attach_shrunk: ranks " + rank_set_text(lost) +
+                             " of the survivors' communicator were lost while the runtime attached to it");
+  }
 }
 
 Engine::~Engine() {

@@ -356,13 +356,24 @@ class Engine final : public DeviceOwner {
   /// what involves a dead peer.
   static constexpr std::chrono::milliseconds kLossGrace{100};
   /// Takes a duplicate of `comm` and a communication engine on it; the trace and the
-  /// statistics then name this rank by its number there. Used at construction and after
-  /// every resize.
-  void attach(MPI_Comm comm);
-  /// What attach() and attach_recovered() share once they hold `duplicate`: this rank's
-  /// number and size there, a watch and a communication engine on it, the trace and the
-  /// statistics renamed, the local tasks to be counted again.
-  void use_communicator(MPI_Comm duplicate);
+  /// statistics then name this rank by its number there. Used at construction and after a
+  /// shrink. Its collectives (the duplicate, the same-host probe, the nodes' gather) are
+  /// watched (watched_setup.hpp): returns the members of `comm` lost before they completed,
+  /// the runtime then holding no communicator, else an empty list.
+  [[nodiscard]] std::vector<int> attach(MPI_Comm comm);
+  /// Whether use_communicator() gives the message log the teams of the new communicator at
+  /// once (forgetting its entries), or leaves the log and its entries as they are until the
+  /// caller knows the change stands (an expand, which may still be given up).
+  enum class MessageLogTeams { now, later };
+  /// What attach(), expand_onto() and attach_recovered() share once they hold `duplicate`:
+  /// this rank's number and size there, a watch and a communication engine on it (its
+  /// same-host probe under `setup_watch` when given: a member lost throws MembersLost), the
+  /// trace and the statistics renamed, the local tasks to be counted again.
+  void use_communicator(MPI_Comm duplicate, PeerWatch* setup_watch = nullptr,
+                        MessageLogTeams log_teams = MessageLogTeams::now);
+  /// The message log's teams for the communicator held (its entries forgotten), with the
+  /// checkpoints' buddies inside them; nothing without message logging.
+  void attach_message_log();
   /// attach() after a recovery (engine_recovery.cpp), without its collectives: `duplicate`
   /// is the survivors' communicator duplicated under a watch, and `nodes` (per rank of it)
   /// are known from before the loss.
@@ -413,6 +424,9 @@ class Engine final : public DeviceOwner {
   std::atomic<bool> abandoning_{false};
   /// The ranks the last iteration lost (comm_'s numbers); run_iteration refuses until recover().
   std::vector<int> lost_ranks_;
+  /// Members lost while the constructor attached to its communicator (attach()); on a rank an
+  /// expand adds, join_expansion() returns them and the rank leaves.
+  std::vector<int> lost_in_attach_;
   /// From a resize (expand_onto, join_expansion, prepare_shrink, a re-grid) until the first
   /// iteration after it completed: where it is, for a loss meanwhile (on_loss_during_resize).
   struct ResizeUnderWay {

@@ -1,8 +1,10 @@
 // An expand as the runtime sees it: the ranks from before it move onto the grown communicator
-// (expand_onto), the ranks it adds receive the mapping state (join_expansion). Every step on
-// the grown communicator is watched for lost members, and the ranks from before keep their
-// communicator and the buddies' copies until every member holds the mapping state, so that a
-// loss until then gives the expand up (docs/recovery.md, "A loss during the expand itself").
+// (expand_onto), the ranks it adds receive the mapping state (join_expansion) after their
+// Runtime constructor (Engine::attach). Every step on the grown communicator, the same-host
+// probe included, is watched for lost members (watched_setup.hpp), and the ranks from before
+// keep their communicator, the buddies' copies and the message log until every member holds
+// the mapping state, so that a loss until then gives the expand up (docs/recovery.md, "A loss
+// during the expand itself").
 
 #include <mpi.h>
 
@@ -20,42 +22,19 @@
 #include "comm_engine.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
+#include "watched_setup.hpp"
 
 namespace bellows::runtime {
 
 namespace {
 
-/// The buffers of an expand's mapping broadcasts. When a loss gives the expand up their
-/// collectives are left to MPI (a nonblocking collective's request can be neither cancelled
-/// nor freed), which may still write into them: they are then kept until the process exits.
+/// The buffers of an expand's mapping broadcasts, kept until the process exits when a loss
+/// leaves their collectives to MPI (watched_setup.hpp).
 struct MappingBuffers {
   std::array<std::int64_t, 3> sizes{};  // the state's length, the collection count, the iterations run
   std::vector<std::int32_t> state;
   MPI_Request request = MPI_REQUEST_NULL;
 };
-
-template <typename Buffers>
-void keep_until_exit(std::unique_ptr<Buffers> buffers) {
-  static std::vector<std::unique_ptr<Buffers>> kept;
-  kept.push_back(std::move(buffers));
-}
-
-/// How long a collective of an expand's attach that failed, or that is still pending when the
-/// watch found a peer lost, is given to complete after all or for the watch to name the peer.
-constexpr auto kExpandLossGrace = std::chrono::milliseconds(100);
-
-/// Completes `request`, which `call` posted with result `posted`, asleep, while `watch` (armed)
-/// watches every member of the grown communicator. Returns the members lost (empty: it
-/// completed); throws std::runtime_error naming `call` when it failed and no member was
-/// found lost within kExpandLossGrace.
-std::vector<int> completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call) {
-  WatchedCompletion outcome = complete_watched(posted, request, watch, kExpandLossGrace);
-  if (!outcome.completed && outcome.lost.empty()) {
-    throw std::runtime_error(std::string("expand: ") + call + " failed (" + describe_mpi_error(outcome.failed_code) +
-                             ") and no member was found lost");
-  }
-  return std::move(outcome.lost);
-}
 
 }  // namespace
 
@@ -150,6 +129,9 @@ std::vector<int> Engine::share_mapping_state(PeerWatch& watch) {
 }
 
 std::vector<int> Engine::join_expansion(int first_new_rank) {
+  // A member lost while the constructor attached (the duplicate, the same-host probe, the
+  // nodes' gather; this rank's number may be unknown): given up before the mapping state.
+  if (!lost_in_attach_.empty()) return lost_in_attach_;
   if (first_new_rank < 1 || first_new_rank > rank_) {
     throw std::invalid_argument("join_expansion: rank " + std::to_string(rank_) +
                                 " cannot be new when the ranks before the expand were " +
@@ -216,11 +198,12 @@ std::vector<int> Engine::expand_onto(MPI_Comm comm) {
   // building them again there would take collectives (the same-host probe) with the lost.
   std::unique_ptr<CommEngine> comm_engine_before = std::move(comm_engine_);
   std::unique_ptr<PeerWatch> watch_before = std::move(watch_);
-  use_communicator(duplicate);
   const auto back_to_before = [&](std::vector<int> lost) {
     // Back onto the communicator from before, as if the expand had not begun; the grown
     // one's duplicate is freed, never disconnected (it holds the dead). This rank's number is
-    // the same in both, so the trace and the statistics stand.
+    // the same in both, so the trace and the statistics stand. The message log kept its
+    // teams and its entries (MessageLogTeams::later): a loss after the expand given up is
+    // replayed by teams from the checkpoint before it, as outside a resize.
     comm_engine_.reset();
     duplicate_errors_returned.reset();
     MPI_Comm_free(&comm_);
@@ -228,10 +211,6 @@ std::vector<int> Engine::expand_onto(MPI_Comm comm) {
     size_ = old_size;
     watch_ = std::move(watch_before);
     comm_engine_ = std::move(comm_engine_before);
-    if (options_.message_log.enabled) {
-      message_log_.attach(resolve_teams(options_.message_log, size_), rank_);
-      checkpoints_->set_teams(message_log_.rank_team());
-    }
     local_tasks_known_ = false;
     iterations_since_attach_ = iterations_since_attach;
     teams_planned_ = teams_planned;
@@ -240,6 +219,13 @@ std::vector<int> Engine::expand_onto(MPI_Comm comm) {
     first_new_rank_ = first_new_rank_before;
     return lost;
   };
+  // The same-host probe on the grown communicator, watched; the message log keeps its teams
+  // and entries until the expand stands.
+  try {
+    use_communicator(duplicate, &watch, MessageLogTeams::later);
+  } catch (const MembersLost& e) {
+    return back_to_before(e.lost());
+  }
   // Every rank's node for the new buddies, as the new ranks' attach() gathers it.
   auto nodes = checkpoints_->post_node_gather(comm_);
   if (nodes->request != MPI_REQUEST_NULL) {
@@ -262,6 +248,11 @@ std::vector<int> Engine::expand_onto(MPI_Comm comm) {
   // the new tiles, and the communicator from before goes.
   resize_under_way_ = ResizeUnderWay{ResizeKind::expand, ResizePhase::attach};
   checkpoints_->detach();
+  attach_message_log();  // the grown communicator's teams; the entries from before forgotten
+  if (options_.message_log.enabled) {
+    comm_engine_->confine_steals(steal_partners(message_log_.rank_team(), rank_,
+                                                options_.message_log.steal_across_teams));
+  }
   comm_engine_before.reset();
   watch_before.reset();
   MPI_Comm old = before;

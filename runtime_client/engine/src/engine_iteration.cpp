@@ -24,6 +24,10 @@
 namespace bellows::runtime {
 
 IterationReport Engine::run_iteration() {
+  if (!lost_in_attach_.empty()) {
+    throw std::runtime_error("run_iteration: ranks " + rank_set_text(lost_in_attach_) +
+                             " were lost while the runtime attached to its communicator (its constructor)");
+  }
   if (comm_ == MPI_COMM_NULL) {
     throw std::logic_error("run_iteration on a runtime that is between the halves of a shrink "
                            "or has left the job");

@@ -1,6 +1,7 @@
 #include "same_host.hpp"
 
 #include "sleeping_wait.hpp"
+#include "watched_setup.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -55,16 +56,43 @@ std::string host_name() {
   return std::string(name.nodename, ::strnlen(name.nodename, sizeof name.nodename));
 }
 
-SameHost::SameHost(MPI_Comm comm, bool enabled) {
+/// The probe's buffers, on the heap: when a member is lost its collectives are left to MPI,
+/// which may still write into them, and they are kept until the process exits.
+struct SameHost::ProbeBuffers {
+  Announcement announcement;
+  volatile std::uint64_t probe = 0;  ///< a peer reads it and must find `mine.probe_value`
+  Card mine;
+  std::vector<Card> cards;
+  std::vector<std::uint8_t> can_read_row;
+  std::vector<std::uint8_t> matrix;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+void SameHost::complete(int posted, PeerWatch* watch, std::unique_ptr<ProbeBuffers>& buffers, const char* call) {
+  if (watch == nullptr) {
+    wait_asleep(buffers->request);
+    return;
+  }
+  std::vector<int> lost = completed_watched(posted, buffers->request, *watch, call);
+  if (lost.empty()) return;
+  // Given up: nothing of the probe is left behind, and its buffers stay while MPI may write.
+  if (buffers->request != MPI_REQUEST_NULL) keep_until_exit(std::move(buffers));
+  if (segment_ != nullptr) ::munmap(segment_, segment_bytes_);
+  segment_ = nullptr;
+  if (created_segment_[0] != '\0') ::shm_unlink(created_segment_);
+  throw MembersLost(std::move(lost), std::string("the same-host probe's ") + call);
+}
+
+SameHost::SameHost(MPI_Comm comm, bool enabled, PeerWatch* watch) {
   MPI_Comm_rank(comm, &rank_);
   MPI_Comm_size(comm, &size_);
   doorbell_peer_.assign(static_cast<std::size_t>(size_), 0);
   read_peer_.assign(static_cast<std::size_t>(size_), 0);
   pids_.assign(static_cast<std::size_t>(size_), 0);
   // Three collectives, each waited for asleep (ranks arrive at different times, e.g.
-  // new ranks after an expand, and MPICH's blocking collectives spin): the segment's
-  // name, every rank's card (which also tells rank 0 that all have tried to open the
-  // segment), and who can read whom.
+  // new ranks after an expand, and MPICH's blocking collectives spin), under `watch` when
+  // given: the segment's name, every rank's card (which also tells rank 0 that all have
+  // tried to open the segment), and who can read whom.
   //
   // The doorbell segment: created by rank 0, opened by every rank that sees the same
   // /dev/shm (its host), unlinked as soon as all have tried, so nothing is left behind.
@@ -74,7 +102,8 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
     segment_bytes_ += static_cast<std::size_t>(size_) * static_cast<std::size_t>(size_) *
                       (MailboxRing::kHeaderBytes + kMailboxBytes);
   }
-  Announcement announcement;
+  auto buffers = std::make_unique<ProbeBuffers>();
+  Announcement& announcement = buffers->announcement;
   bool created = false;
   if (rank_ == 0 && enabled) {
     announcement.token = random_token();
@@ -84,6 +113,7 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
     const int fd = ::shm_open(announcement.name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(segment_bytes_)) == 0) {
       created = true;
+      std::memcpy(created_segment_, announcement.name, sizeof created_segment_);
       void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (p != MAP_FAILED) {
         segment_ = p;
@@ -95,9 +125,8 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
     if (fd >= 0) ::close(fd);
     if (!created) announcement.name[0] = '\0';
   }
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ibcast(&announcement, sizeof announcement, MPI_BYTE, 0, comm, &request);
-  wait_asleep(request);
+  int posted = MPI_Ibcast(&announcement, sizeof announcement, MPI_BYTE, 0, comm, &buffers->request);
+  complete(posted, watch, buffers, "MPI_Ibcast");
   if (rank_ != 0 && enabled && announcement.name[0] != '\0') {
     const int fd = ::shm_open(announcement.name, O_RDWR, 0);
     struct stat info {};
@@ -119,20 +148,22 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
 
   // Who joined, and whether each pair can read the other's memory: a peer reads this
   // rank's probe word, which holds a random value, and must find that value.
-  volatile std::uint64_t probe = random_token();
-  Card mine;
+  buffers->probe = random_token();
+  Card& mine = buffers->mine;
   mine.pid = static_cast<std::int64_t>(::getpid());
-  mine.probe_address = reinterpret_cast<std::uintptr_t>(&probe);
-  mine.probe_value = probe;
+  mine.probe_address = reinterpret_cast<std::uintptr_t>(&buffers->probe);
+  mine.probe_value = buffers->probe;
   mine.joined = segment_ != nullptr ? 1 : 0;
   mine.wanted = enabled ? 1 : 0;
   const std::string host = host_name();  // truncated to fit a Card
   std::memcpy(mine.host, host.data(), std::min(host.size(), sizeof mine.host - 1));
-  std::vector<Card> cards(static_cast<std::size_t>(size_));
-  MPI_Iallgather(&mine, sizeof(Card), MPI_BYTE, cards.data(), sizeof(Card), MPI_BYTE, comm,
-                 &request);
-  wait_asleep(request);
+  std::vector<Card>& cards = buffers->cards;
+  cards.resize(static_cast<std::size_t>(size_));
+  posted = MPI_Iallgather(&mine, sizeof(Card), MPI_BYTE, cards.data(), sizeof(Card), MPI_BYTE, comm,
+                          &buffers->request);
+  complete(posted, watch, buffers, "MPI_Iallgather");
   if (created) ::shm_unlink(announcement.name);  // every rank has tried to open it
+  created_segment_[0] = '\0';
   const bool everyone = std::all_of(cards.begin(), cards.end(),
                                     [](const Card& card) { return card.wanted != 0; });
   if (!everyone) {
@@ -145,7 +176,8 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
     // The segment is zero-filled: every mailbox starts empty.
     if (with_mailboxes) mailboxes_ = doorbells_ + kCacheLine * static_cast<std::size_t>(size_);
   }
-  std::vector<std::uint8_t> can_read_row(static_cast<std::size_t>(size_), 0);
+  std::vector<std::uint8_t>& can_read_row = buffers->can_read_row;
+  can_read_row.assign(static_cast<std::size_t>(size_), 0);
   for (int r = 0; r < size_; ++r) {
     const auto& card = cards[static_cast<std::size_t>(r)];
     pids_[static_cast<std::size_t>(r)] = static_cast<long>(card.pid);
@@ -162,10 +194,11 @@ SameHost::SameHost(MPI_Comm comm, bool enabled) {
     can_read_row[static_cast<std::size_t>(r)] =
         (n == static_cast<ssize_t>(sizeof value) && value == card.probe_value) ? 1 : 0;
   }
-  std::vector<std::uint8_t> matrix(static_cast<std::size_t>(size_) * size_);
-  MPI_Iallgather(can_read_row.data(), size_, MPI_BYTE, matrix.data(), size_, MPI_BYTE, comm,
-                 &request);
-  wait_asleep(request);
+  std::vector<std::uint8_t>& matrix = buffers->matrix;
+  matrix.resize(static_cast<std::size_t>(size_) * size_);
+  posted = MPI_Iallgather(can_read_row.data(), size_, MPI_BYTE, matrix.data(), size_, MPI_BYTE, comm,
+                          &buffers->request);
+  complete(posted, watch, buffers, "MPI_Iallgather");
   all_doorbells_ = mine.joined != 0;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;

@@ -21,11 +21,13 @@
 //
 // Both are probed when the runtime starts (collective) and used only between ranks of one
 // node (the same host name) where the probe worked in both directions; every other pair
-// uses MPI alone, as ranks on different hosts of a cluster must.
+// uses MPI alone, as ranks on different hosts of a cluster must. On a communicator an expand
+// made the probe is watched for lost members (watched_setup.hpp).
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mpi.h>
 #include <mutex>
 #include <span>
@@ -37,14 +39,18 @@
 
 namespace bellows::runtime {
 
+class PeerWatch;
+
 /// This process's host name (uname: its node's UTS namespace); ranks of one node share it.
 [[nodiscard]] std::string host_name();
 
 class SameHost {
  public:
   /// Collective over comm. With `enabled` false (or when nothing can be shared) every
-  /// query answers false and ring/wait fall back to no-ops / plain sleeps.
-  SameHost(MPI_Comm comm, bool enabled);
+  /// query answers false and ring/wait fall back to no-ops / plain sleeps. With `watch`
+  /// (armed, on comm, which returns errors) its collectives are completed under it, and a
+  /// member lost throws MembersLost naming the call, nothing of the probe left behind.
+  SameHost(MPI_Comm comm, bool enabled, PeerWatch* watch = nullptr);
   ~SameHost();
   SameHost(const SameHost&) = delete;
   SameHost& operator=(const SameHost&) = delete;
@@ -90,6 +96,10 @@ class SameHost {
             std::string& error) const;
 
  private:
+  struct ProbeBuffers;
+  /// Completes the probe's collective that `call` posted with result `posted`: asleep, under
+  /// `watch` when given (a member lost throws MembersLost, `buffers` kept for MPI).
+  void complete(int posted, PeerWatch* watch, std::unique_ptr<ProbeBuffers>& buffers, const char* call);
   [[nodiscard]] std::atomic<std::uint32_t>* doorbell(int rank) const noexcept;
   /// The mailbox that `from` writes and `to` reads.
   [[nodiscard]] MailboxRing mailbox(int from, int to) const noexcept;
@@ -107,6 +117,7 @@ class SameHost {
   mutable PeerTiles peer_tiles_;
   bool all_doorbells_ = false;
   std::uint32_t seen_ = 0;
+  char created_segment_[56] = {};  ///< the segment's name on rank 0 until it is unlinked
 };
 
 }  // namespace bellows::runtime

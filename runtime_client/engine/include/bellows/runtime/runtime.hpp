@@ -146,7 +146,11 @@ class LostDuringRecovery : public RecoveryError {
 /// Thread safety: all methods are to be called from one thread (the application's).
 class Runtime {
  public:
-  /// comm is duplicated; the duplicate is freed by the destructor.
+  /// comm is duplicated; the duplicate is freed by the destructor. Collective over comm: the
+  /// duplicate, the same-host probe and the gather of the ranks' nodes, each watched for lost
+  /// members (errors returned meanwhile). A member lost there does not end this rank: on a
+  /// rank an expand adds join_expansion() returns the lost ranks (the expand is given up),
+  /// and elsewhere run_iteration() throws std::runtime_error naming them.
   Runtime(MPI_Comm comm, RuntimeOptions options);
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -177,7 +181,8 @@ class Runtime {
   /// ranks get work by stealing only; with it, stealing evens out what is left. Throws
   /// std::invalid_argument when `comm` is not a grown copy of the current communicator.
   /// Until every rank of `comm` holds the mapping state (a barrier after it) the runtime keeps
-  /// its communicator from before and the buddies' copies, and every step is watched for lost
+  /// its communicator from before, the buddies' copies and the message log's teams and entries,
+  /// and every step (the same-host probe included) is watched for lost
   /// ranks (docs/recovery.md, "A loss during the expand itself"): returns the ranks of `comm`
   /// lost before that, the runtime then as it was before the call (the expand is to be given
   /// up), or an empty list once it moved onto `comm` (the old communicator disconnected).
@@ -191,8 +196,8 @@ class Runtime {
   /// new ranks steal after it become theirs for good (see pinned()); with it, the new
   /// ranks own tiles and what they steal stays a steal.
   /// Returns the ranks lost before every rank held the mapping state (watched as
-  /// expand_onto() is; the expand is then given up and this rank is to leave), else an
-  /// empty list.
+  /// expand_onto() is, and so was this runtime's construction; the expand is then given up
+  /// and this rank is to leave), else an empty list.
   std::vector<int> join_expansion(int first_new_rank);
   /// First half of a shrink, between iterations; collective over the current
   /// communicator, every rank passing the same `leaving` list (rank 0 may not leave).

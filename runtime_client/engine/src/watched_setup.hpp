@@ -1,0 +1,51 @@
+#pragma once
+// The runtime's setup on a communicator that an expand made, watched for lost members: the
+// steps of expand_onto() on the ranks from before the expand, and of a new rank's Runtime
+// constructor and join_expansion(). Each collective is completed asleep under a PeerWatch
+// (armed, errors returned), and a member lost gives the setup up: its lost ranks are returned,
+// or thrown as MembersLost from a step that cannot return them (a constructor). A collective
+// given up is left to MPI (a nonblocking collective's request can be neither cancelled nor
+// freed), which may still write into its buffers: those are then kept until the process exits.
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bellows::runtime {
+
+class PeerWatch;
+
+/// How long a watched setup collective that failed, or that is still pending when the watch
+/// found a member lost, is given to complete after all or for the watch to name the member.
+inline constexpr auto kSetupLossGrace = std::chrono::milliseconds(100);
+
+/// Members of the communicator lost during a watched setup step that cannot return them.
+class MembersLost : public std::runtime_error {
+ public:
+  /// `lost`: the members lost, ascending; `step`: the step that found them ("the same-host
+  /// probe's MPI_Ibcast").
+  MembersLost(std::vector<int> lost, const std::string& step);
+  [[nodiscard]] const std::vector<int>& lost() const noexcept { return lost_; }
+
+ private:
+  std::vector<int> lost_;
+};
+
+/// Completes `request`, which `call` posted with result `posted`, asleep while `watch` (armed)
+/// watches every member. Returns the members lost (empty: it completed); throws
+/// std::runtime_error naming `call` when it failed and no member was found lost within
+/// kSetupLossGrace.
+std::vector<int> completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call);
+
+/// Keeps the buffers of a collective given up until the process exits (see the top).
+template <typename Buffers>
+void keep_until_exit(std::unique_ptr<Buffers> buffers) {
+  static std::vector<std::unique_ptr<Buffers>> kept;
+  kept.push_back(std::move(buffers));
+}
+
+}  // namespace bellows::runtime
