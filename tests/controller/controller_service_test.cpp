@@ -123,7 +123,7 @@ class ControllerServiceTest : public bellows::testing::LoggedTest {
       leave_a_dead_controllers_files(o.endpoint);
       o.endpoint = "tcp://127.0.0.1:*";  // not used: the job directory says where to listen
       // The job map of a job whose ranks 0 and 2 remain (1 left), as its record kept it.
-      o.attach = AttachOptions{2, 2s, "the test", {{"node0", 0}, {"node1", 2}}, {"node0", "node2", "node1"}, 4100};
+      o.attach = AttachOptions{2, 2s, "the test", {{"node0", 0}, {"node1", 2}}, {"node0", "node2", "node1"}, 4100, ""};
     }
     service_ = std::make_unique<ControllerService>(o, rm_, launcher_, clock_);
   }
@@ -680,7 +680,7 @@ TEST_F(ControllerServiceTakeoverTest, ASecondControllerOfTheJobIsRefusedNamingTh
   o.job = "42";
   o.job_dir = job_dir_;
   o.nodes = {"node0", "node1"};
-  o.attach = AttachOptions{2, 2s, "a second one", {}, {}, 0};
+  o.attach = AttachOptions{2, 2s, "a second one", {}, {}, 0, ""};
   try {
     ControllerService second(o, rm_, launcher_, clock_);
     ADD_FAILURE() << "two controllers of one job";
