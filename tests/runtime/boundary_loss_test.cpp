@@ -26,6 +26,12 @@
 // it (the boundary the resize ended at, one iteration redone), none refused, and finish on the
 // job's size less one, C bit-identical as above. A rank that joined must agree on the next
 // request at the boundary it joined through once the roll-back returns there.
+// With `shrink-done` the same shrink as `after-shrink`, and rank 1 (a rank that stays) SIGKILLs
+// itself once the shrink returned (the leaver gone, the job's communicator from before
+// disconnected), before the first iteration after it: the others meet its death at that
+// iteration's start. The survivors' first checkpoint under their buddies completed inside the
+// shrink, before the leaver went, so rank 0 must roll back to it (the boundary of the shrink,
+// one iteration redone), none refused, and finish alone, C bit-identical as above.
 // With `expand-moves` the victim dies instead right after the expand, before the first
 // iteration after it: the others meet its death at that iteration's start (its tile moves),
 // before any checkpoint under the new buddies, and the copies from before the expand were
@@ -43,10 +49,12 @@
 // tiles from its buddy, the leaver staying) and finish on the two of them: every task of every
 // iteration from the one rolled back to runs once over them, and C is bit-identical as above.
 // With `in-membership-shrink` the same shrink, and the victim (1 or 2) dies later, inside
-// Membership::shrink: once the survivors' communicator is made (rank 1 took part), as it would
-// post the barrier that confirms it (MPI_Ibarrier, caught through MPI's profiling interface).
-// The others meet its death in that barrier, with the job's communicator not yet disconnected:
-// everything said for `after-hand-off` then holds alike. With `two-leavers-after-hand-off` ranks 1
+// Membership::shrink, once the survivors' communicator is made (rank 1 took part), as it posts
+// its next MPI_Ibarrier (caught through MPI's profiling interface): the leaver the one that
+// confirms the survivors' communicator over the job's, rank 1 the one that ends the survivors'
+// first checkpoint on theirs, before that confirmation. The others meet its death in those
+// barriers, with the job's communicator not yet disconnected: everything said for
+// `after-hand-off` then holds alike. With `two-leavers-after-hand-off` ranks 1
 // and 2 are asked to leave, and rank 1 or 2 dies as with `after-hand-off`: the other leaver
 // leaves and rank 0 finishes the shrink alone (no resize refused, no recovery, every task once
 // per iteration on it, verified).
@@ -87,8 +95,8 @@
 //
 //   boundary_loss_tests MPIEXEC SELF VICTIM
 //       [with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|
-//        after-expand|after-shrink|expand-moves|during-expand|during-expand-onto|during-expand-dup|
-//        during-expand-probe|during-expand-nodes|during-expand-probe-teams]
+//        after-expand|after-shrink|shrink-done|expand-moves|during-expand|during-expand-onto|
+//        during-expand-dup|during-expand-probe|during-expand-nodes|during-expand-probe-teams]
 //                                                                 (the launcher; no MPI)
 //   boundary_loss_tests --member DIR INDEX                        (under MPIEXEC -n 1)
 
@@ -276,7 +284,9 @@ int run_member(const fs::path& dir, int index) {
   const bool during_expand_onto = onto_step != SetupStep::none;
   const bool during_expand = during_expand_join || during_expand_onto;
   const bool after_expand = fs::exists(dir / "after-expand") || expand_moves || during_expand;  // the same expand
-  const bool after_shrink = fs::exists(dir / "after-shrink");
+  // shrink-done: the same shrink as after-shrink, the victim dying once it returned.
+  const bool shrink_done = fs::exists(dir / "shrink-done");
+  const bool after_shrink = fs::exists(dir / "after-shrink") || shrink_done;
   const bool in_membership_shrink = fs::exists(dir / "in-membership-shrink");
   // The two lose the victim between the hand-off's barrier and the survivors' communicator
   // held on every rank, and end alike.
@@ -461,8 +471,12 @@ int run_member(const fs::path& dir, int index) {
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       ::raise(SIGKILL);  // the expand carried out, before the first iteration after it
     }
+    if (shrink_done && old_rank == victim && it == kill_at && recoveries == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      ::raise(SIGKILL);  // the shrink carried out (the leaver gone), before the first iteration after it
+    }
     // In the first iteration after the resize (the joiner's first), once its checkpoint completed.
-    kill_in_next_task = (after_expand || after_shrink) && !during_expand && old_rank == victim && it == kill_at && recoveries == 0;
+    kill_in_next_task = (after_expand || after_shrink) && !during_expand && !shrink_done && old_rank == victim && it == kill_at && recoveries == 0;
     const br::IterationReport report = runtime.run_iteration();
     if (report.completed()) {
       // A rank that kept its state while other teams replayed the iteration ran it before.
@@ -536,8 +550,8 @@ int run_member(const fs::path& dir, int index) {
     // shrink: the leaver stays, and the job ends on the two of them.
     const std::string given_up =
         "shrink without ranks {" + std::to_string(kLeaver) + "}: ranks {" + std::to_string(victim) +
-        "} were lost after the hand-off of the leavers' tiles of the shrink (its barrier passed), before the "
-        "survivors' communicator was made: the shrink is given up (its hand-off undone), and the job recovers from "
+        "} were lost after the hand-off of the leavers' tiles of the shrink (its barrier passed), before every rank "
+        "confirmed the survivors' communicator and their first checkpoint under it: the shrink is given up (its hand-off undone), and the job recovers from "
         "the checkpoint before it (the test's shrink)";
     expect(refused == 1 && refusal == given_up, std::to_string(refused) + " resizes refused, the last with \"" +
                                                     refusal + "\"; expected one: \"" + given_up + "\"");
@@ -737,7 +751,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                              mode == "during-expand-probe" || mode == "during-expand-nodes" ||
                              mode == "during-expand-probe-teams";
   const bool after_expand = mode == "after-expand" || expand_moves || during_expand;
-  const bool after_shrink = mode == "after-shrink";
+  const bool after_shrink = mode == "after-shrink" || mode == "shrink-done";
   const int processes = after_expand ? kRanks + 1 : kRanks;
   // A shrink's victim is a rank that stays or (during it) the leaver, never the first rank,
   // which asks for it; after it, a rank that stayed.
@@ -885,12 +899,12 @@ int main(int argc, char** argv) {
   if ((argc != 4 && argc != 5) ||
       (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" &&
        mode != "in-membership-shrink" && mode != "two-leavers-after-hand-off" && mode != "after-expand" &&
-       mode != "after-shrink" && mode != "expand-moves" && mode != "during-expand" && mode != "during-expand-onto" &&
-       mode != "during-expand-dup" && mode != "during-expand-probe" && mode != "during-expand-nodes" &&
-       mode != "during-expand-probe-teams")) {
+       mode != "after-shrink" && mode != "shrink-done" && mode != "expand-moves" && mode != "during-expand" &&
+       mode != "during-expand-onto" && mode != "during-expand-dup" && mode != "during-expand-probe" &&
+       mode != "during-expand-nodes" && mode != "during-expand-probe-teams")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
                          "[with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|"
-                         "after-expand|after-shrink|expand-moves|during-expand|during-expand-onto|during-expand-dup|"
+                         "after-expand|after-shrink|shrink-done|expand-moves|during-expand|during-expand-onto|during-expand-dup|"
                          "during-expand-probe|during-expand-nodes|during-expand-probe-teams] | "
                          "--member DIR INDEX\n");
     return 2;

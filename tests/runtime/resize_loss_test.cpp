@@ -119,8 +119,8 @@ TEST(ResizeLoss, AShrinkWhoseLostRanksWereAllLeavingIsFinishedWithoutThem) {
   const auto d = on_loss_during_resize(facts);
   EXPECT_EQ(d.action, ResizeLossAction::finish_without_lost);
   EXPECT_EQ(d.reason,
-            "after the hand-off of the leavers' tiles of the shrink (its barrier passed), before the survivors' "
-            "communicator was made: they were leaving, and the ranks that stay hold their tiles already: the shrink "
+            "after the hand-off of the leavers' tiles of the shrink (its barrier passed), before every rank confirmed "
+            "the survivors' communicator and their first checkpoint under it: they were leaving, and the ranks that stay hold their tiles already: the shrink "
             "is finished without them, and nothing is recovered");
 }
 
@@ -128,8 +128,8 @@ TEST(ResizeLoss, ARankThatStaysLostAfterAShrinksHandOffIsRefusedWithThePhaseName
   const auto d = decide(ResizeKind::shrink, ResizePhase::attach, false, false);
   EXPECT_EQ(d.action, ResizeLossAction::refuse);
   EXPECT_EQ(d.reason,
-            "after the hand-off of the leavers' tiles of the shrink (its barrier passed), before the survivors' "
-            "communicator was made: no copy of the tiles as they are exists (the copies from before the shrink were "
+            "after the hand-off of the leavers' tiles of the shrink (its barrier passed), before every rank confirmed "
+            "the survivors' communicator and their first checkpoint under it: no copy of the tiles as they are exists (the copies from before the shrink were "
             "dropped, and the checkpoint after it is not complete)");
 }
 
@@ -137,8 +137,8 @@ TEST(ResizeLoss, ARankThatStaysLostAfterAShrinksHandOffGivesItUpWhileTheCopiesFr
   const auto d = decide(ResizeKind::shrink, ResizePhase::attach, true, false);
   EXPECT_EQ(d.action, ResizeLossAction::give_up);
   EXPECT_EQ(d.reason,
-            "after the hand-off of the leavers' tiles of the shrink (its barrier passed), before the survivors' "
-            "communicator was made: the shrink is given up (its hand-off undone), and the job recovers from the "
+            "after the hand-off of the leavers' tiles of the shrink (its barrier passed), before every rank confirmed "
+            "the survivors' communicator and their first checkpoint under it: the shrink is given up (its hand-off undone), and the job recovers from the "
             "checkpoint before it");
   // The leavers alone lost: finishing the shrink redoes nothing, so it wins over giving it up.
   ResizeLossFacts leavers{ResizeKind::shrink, ResizePhase::attach, true, false};
@@ -148,6 +148,28 @@ TEST(ResizeLoss, ARankThatStaysLostAfterAShrinksHandOffGivesItUpWhileTheCopiesFr
   EXPECT_EQ(decide(ResizeKind::expand, ResizePhase::attach, true, false).reason,
             "while the runtime moved onto the communicator of the expand: the expand is given up (no tile changed "
             "owner), and the job recovers from the checkpoint before it");
+}
+
+TEST(ResizeLoss, ARankThatStaysLostOnceTheLeaversWentCarriesTheShrinkOnFromTheCheckpointCompletedBeforeThey) {
+  // The survivors complete their first checkpoint before the barrier that lets the leavers go:
+  // from the leavers' disconnect on, it is complete at every holder.
+  const auto d = decide(ResizeKind::shrink, ResizePhase::first_iteration_start, false, true);
+  EXPECT_EQ(d.action, ResizeLossAction::carry_on);
+  EXPECT_EQ(d.reason,
+            "at the start of the first iteration after the shrink, its leavers gone: the shrink stands, and the job "
+            "recovers from the checkpoint completed after it");
+  // A shrink finished without a leaver lost on its way out takes that checkpoint only at the
+  // next boundary: until it is complete, a rank that stays lost is refused.
+  const auto without = decide(ResizeKind::shrink, ResizePhase::first_iteration_start, false, false);
+  EXPECT_EQ(without.action, ResizeLossAction::refuse);
+  EXPECT_EQ(without.reason,
+            "at the start of the first iteration after the shrink, its leavers gone: no copy of the tiles as they are "
+            "exists (the copies from before the shrink may no longer match them, and the checkpoint after it is not "
+            "complete)");
+  // An expand's start keeps its words: its tile moves come there, before its checkpoint.
+  EXPECT_EQ(decide(ResizeKind::expand, ResizePhase::first_iteration_start, false, false).reason.rfind(
+                "at the start of the first iteration after the expand (its tile moves), before its checkpoint: ", 0),
+            0U);
 }
 
 TEST(ResizeLoss, OnlyLeaversLostCountsOnlyAfterAShrinksHandOff) {

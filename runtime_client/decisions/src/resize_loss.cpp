@@ -15,10 +15,16 @@ std::string phase_text(ResizeKind kind, ResizePhase phase) {
     case ResizePhase::attach:
       if (kind == ResizeKind::shrink) {
         return "after the hand-off of the leavers' tiles of " + resize +
-               " (its barrier passed), before the survivors' communicator was made";
+               " (its barrier passed), before every rank confirmed the survivors' communicator and their first "
+               "checkpoint under it";
       }
       return "while the runtime moved onto the communicator of " + resize;
     case ResizePhase::first_iteration_start:
+      if (kind == ResizeKind::shrink) {
+        // Its checkpoint completed before the leavers went (or, a leaver lost on its way out,
+        // comes at this iteration's start); no tile moves here.
+        return "at the start of the first iteration after " + resize + ", its leavers gone";
+      }
       return "at the start of the first iteration after " + resize + " (its tile moves), before its checkpoint";
     case ResizePhase::first_checkpoint:
       return "while the first checkpoint after " + resize + " completed";

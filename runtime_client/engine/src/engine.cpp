@@ -25,10 +25,7 @@
 #include "watched_setup.hpp"
 
 namespace bellows::runtime {
-namespace {
 
-/// The node a rank runs on, for its checkpoint buddies: as the options name it, else as the
-/// daemon that started it says (BELLOWS_NODE), else its host name.
 std::string node_of(const CheckpointOptions& options) {
   if (!options.node.empty()) return options.node;
   if (const char* node = std::getenv(protocol::job_environment::kNode); node != nullptr && *node != '\0') {
@@ -36,6 +33,8 @@ std::string node_of(const CheckpointOptions& options) {
   }
   return host_name();
 }
+
+namespace {
 
 /// How many GPUs a rank of `options` drives (RuntimeOptions::gpus, 0 resolved); 0 with
 /// DeviceKind::cpu. Throws std::invalid_argument when the count is out of range.

@@ -43,6 +43,10 @@ namespace bellows::runtime {
 
 class CommEngine;
 
+/// The node a rank runs on, for its checkpoint buddies: as the options name it, else as the
+/// daemon that started it says (BELLOWS_NODE), else its host name.
+[[nodiscard]] std::string node_of(const CheckpointOptions& options);
+
 
 /// The devices call back into the engine through DeviceOwner (device.hpp).
 class Engine final : public DeviceOwner {
@@ -75,6 +79,10 @@ class Engine final : public DeviceOwner {
   void release_state_before_shrink();
   void give_up_hand_off();
   void attach_shrunk(MPI_Comm survivors);
+  /// See Runtime::attach_shrunk_checkpointed and Runtime::leave_unconfirmed_survivors
+  /// (engine_shrink.cpp).
+  std::vector<int> attach_shrunk_checkpointed(MPI_Comm survivors);
+  void leave_unconfirmed_survivors();
   /// See Runtime::recover (engine_recovery.cpp).
   RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
   [[nodiscard]] Rebalance last_rebalance() const noexcept { return last_rebalance_; }
@@ -442,8 +450,25 @@ class Engine final : public DeviceOwner {
     std::vector<std::vector<TilePtr>> tiles;      ///< per collection, per slot: the tile held here, or none
     std::unordered_map<TaskKey, int> pinned;
     int first_new_rank = -1;
+    /// Set while the runtime is attached to the survivors' communicator ahead of the
+    /// shrink's confirmation (attach_shrunk_checkpointed): the job's communicator from before
+    /// and what ran on it, put back by leave_unconfirmed_survivors().
+    struct OnJobCommunicator {
+      MPI_Comm comm = MPI_COMM_NULL;  ///< the runtime's duplicate of the job's communicator
+      int rank = 0;
+      int size = 0;
+      std::unique_ptr<CommEngine> comm_engine;
+      std::unique_ptr<PeerWatch> watch;
+      std::unique_ptr<BuddyCheckpoints> checkpoints;  ///< the copies from before the shrink
+      int iterations_since_attach = 0;
+      bool teams_planned = false;
+    };
+    std::optional<OnJobCommunicator> job_communicator;
   };
   std::optional<StateBeforeHandOff> before_hand_off_;
+  /// Puts the runtime back onto the job's communicator from before_hand_off_->job_communicator
+  /// (the survivors' duplicate freed, the checkpoint under it dropped).
+  void back_onto_job_communicator();
   double abandon_seconds_ = 0.0;   ///< the last abandoned iteration's clean-up, grace included
   std::uint64_t tasks_dropped_ = 0;  ///< tasks queued or pending when it was abandoned
   std::unique_ptr<Trace> trace_;

@@ -440,6 +440,17 @@ void Engine::release_state_before_shrink() {
   if (!before_hand_off_) {
     throw std::logic_error("release_state_before_shrink without prepare_shrink holding the state before it");
   }
+  if (before_hand_off_->job_communicator) {
+    // Attached to the survivors' communicator, its checkpoint complete (attach_shrunk_checkpointed):
+    // only what ran on the job's communicator goes.
+    auto& kept = *before_hand_off_->job_communicator;
+    kept.checkpoints->detach();
+    kept.comm_engine.reset();
+    kept.watch.reset();
+    MPI_Comm_disconnect(&kept.comm);
+    before_hand_off_.reset();
+    return;
+  }
   before_hand_off_.reset();
   checkpoints_->detach();
   comm_engine_.reset();
@@ -455,6 +466,7 @@ void Engine::give_up_hand_off() {
   // mapping in the job's numbering, its pinned tasks. The tiles it received are dropped with
   // the mapping (set_mapping keeps only local tiles). The copies from before were never
   // dropped, the communicator never left: the job is as before the shrink.
+  leave_unconfirmed_survivors();
   StateBeforeHandOff kept = std::move(*before_hand_off_);
   before_hand_off_.reset();
   for (std::size_t id = 0; id < collections_.size(); ++id) {

@@ -41,6 +41,12 @@ void Runtime::give_up_hand_off() { engine_->give_up_hand_off(); }
 
 void Runtime::attach_shrunk(MPI_Comm survivors) { engine_->attach_shrunk(survivors); }
 
+std::vector<int> Runtime::attach_shrunk_checkpointed(MPI_Comm survivors) {
+  return engine_->attach_shrunk_checkpointed(survivors);
+}
+
+void Runtime::leave_unconfirmed_survivors() { engine_->leave_unconfirmed_survivors(); }
+
 RecoveryReport Runtime::recover(MPI_Comm survivors, std::span<const int> lost) {
   return engine_->recover(survivors, lost);
 }

@@ -518,9 +518,10 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
     unpinned += std::count(request.remove.begin(), request.remove.end(), owner) > 0 ? 1 : 0;
   }
   // The copies from before, the tiles and mapping as they were and the runtime's communicator
-  // are held until every rank holds the survivors' communicator, so that a rank that stays,
-  // lost after the hand-off's barrier, gives the shrink up instead of ending the job
-  // (finish_shrink_after_loss).
+  // are held until every rank holds the survivors' communicator and the survivors' first
+  // checkpoint under it is complete, so that a rank that stays, lost after the hand-off's
+  // barrier, gives the shrink up instead of ending the job (finish_shrink_after_loss), and
+  // one lost after that is recovered from that checkpoint.
   const auto handoff = runtime_->prepare_shrink(request.remove, StateBeforeShrink::held);
   if (!handoff.lost.empty()) {
     // A rank lost during the hand-off: nothing moved, every rank stays (the leavers too), and
@@ -566,6 +567,12 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
   // holds it leaves the job's communicator untouched (LostDuringShrink), and the runtime still
   // holds the state from before, which it lets go of only once every survivor holds it.
   const ShrinkReport* shrunk_here = nullptr;
+  // The ranks that stay complete their first checkpoint under the survivors' buddies before the
+  // barrier that confirms the survivors' communicator, while the leavers still hold the copies
+  // from before: a rank that stays, lost up to that barrier, gives the shrink up as above; lost
+  // after it (the leavers gone), the job recovers from that checkpoint.
+  std::vector<int> lost_on_survivors;  // numbers of the job's communicator
+  bool attached_to_survivors = false;
   {
     const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
     PeerWatch watch(before, rank(), size());  // Membership::shrink returns errors on `before`
@@ -574,7 +581,25 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
       watch.arm();
       return completed_watched(posted, collective, watch, call);
     };
-    shrink_watch.lost = [&watch] { return watch.lost(); };
+    shrink_watch.lost = [&watch, &lost_on_survivors] {
+      std::vector<int> found = watch.lost();
+      found.insert(found.end(), lost_on_survivors.begin(), lost_on_survivors.end());
+      std::sort(found.begin(), found.end());
+      found.erase(std::unique(found.begin(), found.end()), found.end());
+      return found;
+    };
+    shrink_watch.before_confirming = [&](MPI_Comm survivors) {
+      if (survivors == MPI_COMM_NULL) return true;  // a leaver: it waits in the confirming barrier
+      const std::vector<int> lost_here = runtime_->attach_shrunk_checkpointed(survivors);
+      // The survivors' numbers back to the job's: the ranks that stay, in order.
+      std::vector<int> staying;
+      for (int r = 0; r < old_size; ++r) {
+        if (std::count(request.remove.begin(), request.remove.end(), r) == 0) staying.push_back(r);
+      }
+      for (const int r : lost_here) lost_on_survivors.push_back(staying.at(static_cast<std::size_t>(r)));
+      attached_to_survivors = lost_here.empty();
+      return lost_here.empty();
+    };
     shrink_watch.before_disconnect = [&] {
       watch.disarm();  // no receive left pending on the communicator disconnected next
       runtime_->release_state_before_shrink();
@@ -583,6 +608,10 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
       shrunk_here = &membership_.shrink(request.remove, shrink_watch);
     } catch (const LostDuringShrink& e) {
       lost = e.lost_ranks();
+      // The job's communicator is untouched, and its handler back: the watch's receive from a
+      // rank found lost on the survivors' communicator only fails as it is disarmed.
+      const ErrorsReturned errors_returned(before);
+      watch.disarm();
     }
   }
   if (!lost.empty()) return finish_shrink_after_loss(request, event, handoff, lost);
@@ -606,7 +635,7 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
   // A ranks-lost event still pending names the ranks from before the shrink: from here on
   // it names them as the shrunk communicator does (the leavers, gone on purpose, dropped).
   loss_notices().renumber_at_shrink(request.remove);
-  runtime_->attach_shrunk(communicator());
+  if (!attached_to_survivors) runtime_->attach_shrunk(communicator());
   if (was_rank_zero) {
     nlohmann::json record = shrink_record(request, event, old_size);
     record["bytes_handed_to_backups"] = all_bytes / 2;  // sender and receiver count each byte
@@ -640,6 +669,9 @@ ElasticJob::Outcome ElasticJob::finish_shrink_after_loss(const Request& request,
   const MPI_Comm before = communicator();
   const int old_size = size();
   const auto deadline = std::chrono::steady_clock::now() + kLateShrinkLossTimeout;
+  // A rank that stays may hold the survivors' communicator and the checkpoint under it, which
+  // the shrink never confirmed: back onto the job's communicator first.
+  runtime_->leave_unconfirmed_survivors();
   MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
   MPI_Comm_get_errhandler(before, &handler);
   MPI_Comm_set_errhandler(before, MPI_ERRORS_RETURN);  // agree_on_lost reads the dead's errors

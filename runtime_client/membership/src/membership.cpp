@@ -506,6 +506,10 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
     // past it every survivor holds its communicator, and no rank has disconnected yet, so a
     // rank lost up to here gives the shrink up on every rank that finds it.
     if (survivors && prefix && staying > 1) put_in_order();
+    if (watch->before_confirming && !watch->before_confirming(survivors ? survivors.get() : MPI_COMM_NULL)) {
+      if (survivors) left_to_mpi().communicators.push_back(survivors.release());  // may hold the dead
+      throw lost_during_shrink(*watch, "the survivors' first checkpoint on their communicator");
+    }
     MPI_Request barrier = MPI_REQUEST_NULL;
     const int posted = MPI_Ibarrier(current.get(), &barrier);
     if (!watch->complete(posted, barrier, "MPI_Ibarrier")) {

@@ -19,7 +19,8 @@
 //     copies and the tiles as they were (its leavers have not left), so the hand-off is
 //     undone and the leavers recover with the others;
 //   - once the checkpoint after the resize is complete: the resize stands, and the job
-//     recovers from that checkpoint;
+//     recovers from that checkpoint (after a shrink under ElasticJob that is from the leavers'
+//     going on: its survivors complete it before the barrier that lets the leavers go);
 //   - in between, or before the step without the copies from before: no copy of the tiles as
 //     they are exists, and the recovery is refused with the phase named;
 //   - after a shrink's hand-off, when only leavers were lost: the ranks that stay hold every

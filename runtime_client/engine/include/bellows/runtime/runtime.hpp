@@ -238,6 +238,25 @@ class Runtime {
   void give_up_hand_off();
   /// Second half of a shrink, on the survivors: the runtime continues on `survivors`.
   void attach_shrunk(MPI_Comm survivors);
+  /// Second half of a shrink, on the survivors, after prepare_shrink(..., held) and before the
+  /// state from before is let go of: collective over `survivors` (once every survivor holds
+  /// it, before the barrier that confirms it over the job's communicator). The runtime moves
+  /// onto `survivors` and completes its first checkpoint under the survivors' buddies (every
+  /// tile, sent and confirmed by a barrier) while it keeps the job's communicator, the copies
+  /// from before the shrink and the tiles as they were. So a rank that stays, lost after the
+  /// leavers have gone, rolls back to this checkpoint instead of being refused. Every step is
+  /// watched (errors returned): returns the survivors found lost (numbers of `survivors`),
+  /// the runtime back on the job's communicator as before the call; empty when the checkpoint
+  /// is complete on every survivor. Then release_state_before_shrink() lets go of the job's
+  /// communicator and the copies from before (attach_shrunk() is not called), or, when the
+  /// shrink is not confirmed after all, leave_unconfirmed_survivors() or give_up_hand_off()
+  /// puts the runtime back. With checkpoints off it only moves onto `survivors`.
+  [[nodiscard]] std::vector<int> attach_shrunk_checkpointed(MPI_Comm survivors);
+  /// After attach_shrunk_checkpointed() succeeded, when a rank was lost before the shrink was
+  /// confirmed: the runtime back on the job's communicator (the survivors' duplicate freed,
+  /// the checkpoint under it dropped), the state from before still held. Nothing when it is
+  /// not on the survivors' communicator.
+  void leave_unconfirmed_survivors();
   /// After run_iteration() reported lost ranks (IterationReport::lost_ranks), on every
   /// survivor, collective over `survivors`: the job's communicator rebuilt without `lost`
   /// (rebuild_without(), which also agrees on the set; `lost` holds at least the ranks this

@@ -170,6 +170,12 @@ struct ShrinkLossWatch {
   std::function<bool(int posted, MPI_Request& request, const char* call)> complete;
   /// The peers found lost so far, ranks of the old communicator.
   std::function<std::vector<int>()> lost;
+  /// Optional: runs on every rank once its part of the survivors' communicator is made (put
+  /// in order), before the barrier that confirms it: `survivors` is that communicator on a
+  /// rank that stays, MPI_COMM_NULL on a leaver (ElasticJob's runtime completes its first
+  /// checkpoint under the survivors' buddies there). False when it found a rank lost, which
+  /// `lost` then names: the shrink throws LostDuringShrink, the job's communicator untouched.
+  std::function<bool(MPI_Comm survivors)> before_confirming;
   /// Optional: runs on every rank once every survivor holds the survivors' communicator,
   /// before the old one is disconnected (where a runtime lets go of its duplicate).
   std::function<void()> before_disconnect;
@@ -380,10 +386,11 @@ class Membership {
   const ShrinkReport& shrink(std::span<const int> leaving);
   /// The same, with a rank possibly lost while it runs: its check is an MPI_Iallreduce and
   /// the survivors' communicator comes from MPI_Comm_create_group over the survivors alone,
-  /// each completed through `watch`, then put in order and confirmed by an MPI_Ibarrier over
-  /// every rank, leavers too, before `watch.before_disconnect` and the old communicator's
-  /// disconnect. Throws LostDuringShrink, the job's communicator untouched, when a rank was
-  /// lost before that barrier completed here; std::invalid_argument when `watch` lacks
+  /// each completed through `watch`, then put in order, handed to `watch.before_confirming`,
+  /// and confirmed by an MPI_Ibarrier over every rank, leavers too, before
+  /// `watch.before_disconnect` and the old communicator's disconnect. Throws LostDuringShrink,
+  /// the job's communicator untouched, when a rank was lost before that barrier completed here
+  /// (or `before_confirming` found one); std::invalid_argument when `watch` lacks
   /// `complete` or `lost`. A rank lost while the barrier completes on some ranks only leaves
   /// those on the new communicator and the others throwing (a residual risk: the others then
   /// find no partner on the old one).

@@ -1,0 +1,160 @@
+// A shrink's survivors take their first checkpoint before the leavers go: once the survivors'
+// communicator is made, and before the barrier that confirms it over the job's communicator,
+// each rank that stays attaches to it and completes a checkpoint under the survivors' buddies
+// (attach_shrunk_checkpointed), while the job's communicator, the copies from before the
+// shrink (the leavers' included) and the tiles as they were stay held. So a rank that stays,
+// lost before that barrier, still gives the shrink up and the job recovers from the copies
+// from before; lost after it (the leavers' disconnect, the first iteration's start), the job
+// recovers from this checkpoint (docs/recovery.md, "A loss during a resize").
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bellows/runtime/message_logging.hpp"
+#include "comm_engine.hpp"
+#include "engine.hpp"
+#include "peer_watch.hpp"
+
+namespace bellows::runtime {
+
+namespace {
+
+/// How long a collective of the survivors' first checkpoint that failed, or that is still
+/// pending when the watch found a peer lost, is given to complete after all or for the watch
+/// to name the peer (as an expand's attach gives its collectives).
+constexpr auto kShrinkCheckpointLossGrace = std::chrono::milliseconds(100);
+
+/// Completes `request`, which `call` posted with result `posted`, asleep under `watch`.
+/// Returns the survivors lost (empty: it completed); throws std::runtime_error naming `call`
+/// when it failed and no survivor was found lost.
+std::vector<int> completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call) {
+  WatchedCompletion outcome = complete_watched(posted, request, watch, kShrinkCheckpointLossGrace);
+  if (!outcome.completed && outcome.lost.empty()) {
+    throw std::runtime_error(std::string("shrink: the survivors' ") + call + " failed (" +
+                             describe_mpi_error(outcome.failed_code) + ") and no survivor was found lost");
+  }
+  return std::move(outcome.lost);
+}
+
+/// What a given-up step leaves to MPI (a pending request may still write into it).
+template <typename Kept>
+void keep_until_exit(std::unique_ptr<Kept> kept) {
+  static std::vector<std::unique_ptr<Kept>> held;
+  held.push_back(std::move(kept));
+}
+
+}  // namespace
+
+std::vector<int> Engine::attach_shrunk_checkpointed(MPI_Comm survivors) {
+  if (!before_hand_off_ || before_hand_off_->job_communicator || comm_ == MPI_COMM_NULL) {
+    throw std::logic_error("attach_shrunk_checkpointed without prepare_shrink holding the state before it");
+  }
+  int new_rank = -1, new_size = 0;
+  MPI_Comm_rank(survivors, &new_rank);
+  MPI_Comm_size(survivors, &new_size);
+  // Every step on the survivors' communicator is watched (errors returned, on MPI_COMM_WORLD
+  // too). Its numbers are not the job's, so the control plane's notices are not read here;
+  // the watch on the job's communicator that confirms the shrink next reads them.
+  MPI_Errhandler survivors_handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(survivors, &survivors_handler);
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(survivors);
+  PeerWatch watch(survivors, new_rank, new_size, ControlPlaneWord::ignored);
+  watch.arm();
+  MPI_Comm duplicate = MPI_COMM_NULL;
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int posted = MPI_Comm_idup(survivors, &duplicate, &request);
+  if (auto lost = completed_watched(posted, request, watch, "MPI_Comm_idup"); !lost.empty()) {
+    MPI_Errhandler_free(&survivors_handler);
+    return lost;  // a pending duplicate is left to MPI: it holds the dead
+  }
+  MPI_Comm_set_errhandler(duplicate, survivors_handler);
+  MPI_Errhandler_free(&survivors_handler);
+  std::optional<ErrorsReturned> duplicate_errors_returned;
+  duplicate_errors_returned.emplace(duplicate);
+  const auto given_up = [&](std::vector<int> lost) {
+    duplicate_errors_returned.reset();  // before the duplicate is freed
+    back_onto_job_communicator();
+    return lost;
+  };
+
+  // The job's communicator and what runs on it are set aside, not let go of.
+  auto& kept = before_hand_off_->job_communicator.emplace();
+  kept.comm = comm_;
+  kept.rank = rank_;
+  kept.size = size_;
+  kept.comm_engine = std::move(comm_engine_);
+  kept.watch = std::move(watch_);
+  kept.checkpoints = std::move(checkpoints_);
+  kept.iterations_since_attach = iterations_since_attach_;
+  kept.teams_planned = teams_planned_;
+  checkpoints_ = std::make_unique<BuddyCheckpoints>(options_.checkpoint, node_of(options_.checkpoint));
+  use_communicator(duplicate);  // the teams for the survivors, the checkpoint's buddies inside them
+
+  auto nodes = checkpoints_->post_node_gather(comm_);
+  if (nodes->request != MPI_REQUEST_NULL) {
+    if (auto lost = completed_watched(MPI_SUCCESS, nodes->request, watch, "MPI_Iallgather"); !lost.empty()) {
+      keep_until_exit(std::move(nodes));
+      return given_up(std::move(lost));
+    }
+  }
+  checkpoints_->attach(comm_, nodes->nodes());
+  if (!checkpoints_->enabled() || collections_.empty()) return {};  // the next boundary takes it, as before
+
+  // The boundary after iteration_: the first checkpoint under the survivors' buddies, every
+  // tile of every collection (nothing of it was sent to these buddies before).
+  checkpoints_->take(iteration_, collections_);
+  const double seconds = checkpoints_->complete_transfers([&watch] {
+    watch.poll();
+    return !watch.lost().empty();
+  });
+  if (seconds < 0.0) {
+    checkpoints_->abandon_in_flight();
+    return given_up(watch.lost());
+  }
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  if (auto lost = completed_watched(MPI_Ibarrier(comm_, &barrier), barrier, watch, "MPI_Ibarrier"); !lost.empty()) {
+    return given_up(std::move(lost));
+  }
+  checkpoints_->confirmed_complete();
+  return {};
+}
+
+void Engine::leave_unconfirmed_survivors() {
+  if (before_hand_off_ && before_hand_off_->job_communicator) back_onto_job_communicator();
+}
+
+void Engine::back_onto_job_communicator() {
+  // The survivors' duplicate is freed, never disconnected (it may hold the dead); the
+  // checkpoint under it goes with it, its own copies' sends already complete or freed.
+  auto kept = std::move(*before_hand_off_->job_communicator);
+  before_hand_off_->job_communicator.reset();
+  comm_engine_.reset();
+  watch_.reset();
+  checkpoints_->abandon_in_flight();
+  MPI_Comm_free(&comm_);
+  comm_ = kept.comm;
+  rank_ = kept.rank;
+  size_ = kept.size;
+  comm_engine_ = std::move(kept.comm_engine);
+  watch_ = std::move(kept.watch);
+  checkpoints_ = std::move(kept.checkpoints);
+  iterations_since_attach_ = kept.iterations_since_attach;
+  teams_planned_ = kept.teams_planned;
+  if (options_.message_log.enabled) {
+    message_log_.attach(resolve_teams(options_.message_log, size_), rank_);
+    checkpoints_->set_teams(message_log_.rank_team());
+  }
+  if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path, rank_);
+  total_stats_.rank = rank_;
+  local_tasks_known_ = false;
+}
+
+}  // namespace bellows::runtime
