@@ -121,6 +121,22 @@ TEST(TileSize, OverheadPushesTilesUp) {
   }
 }
 
+TEST(TileSize, MovingTilesAddsTheirBytesToEachTask) {
+  // GEMM reads and writes 3 tiles: 3 x 8 x 512^2 bytes at 1 ns a byte.
+  auto problem = problem_of(TileGraph::gemm, 1024, 2, 0.0);
+  const double free_moves = predict_tile_time(problem, {512, 50.0, 0.0}).work_seconds;
+  problem.seconds_per_tile_byte = 1e-9;
+  const double moves = predict_tile_time(problem, {512, 50.0, 0.0}).work_seconds;
+  EXPECT_NEAR(moves - free_moves, 8.0 * 3.0 * 8.0 * 512.0 * 512.0 * 1e-9, 1e-12);
+  // Bytes grow as b^2 and flops as b^3: with a flat kernel speed, slow moves push tiles up.
+  const std::vector<TileCandidate> flat{{128, 60.0, 0.0}, {256, 60.0, 0.0}, {512, 60.0, 0.0},
+                                        {1024, 60.0, 0.0}};
+  auto gemm = problem_of(TileGraph::gemm, 4096, 2, 0.0);
+  const int free_tile = choose_tile_size(gemm, flat).tile;
+  gemm.seconds_per_tile_byte = 1.0 / 5e9;
+  EXPECT_GT(choose_tile_size(gemm, flat).tile, free_tile);
+}
+
 TEST(TileSize, TiesGoToTheSmallestTileWhateverTheOrder) {
   auto p = problem_of(TileGraph::gemm, 4096, 2);
   auto candidates = typical_cpu();
@@ -164,6 +180,10 @@ TEST(TileSize, BadInputIsRefusedByName) {
   bad = p;
   bad.workers_per_rank = -1;
   EXPECT_EQ(refusal(bad, typical_cpu()), "tile size: workers per rank must be at least 1, got -1");
+  bad = p;
+  bad.seconds_per_tile_byte = INFINITY;
+  EXPECT_EQ(refusal(bad, typical_cpu()),
+            "tile size: seconds per tile byte must be a finite number of at least 0, got inf");
   bad = p;
   bad.task_overhead_seconds = -1e-6;
   EXPECT_EQ(refusal(bad, typical_cpu()),

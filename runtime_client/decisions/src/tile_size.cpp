@@ -14,9 +14,12 @@ std::string candidate_name(std::size_t index, const TileCandidate& candidate) {
   return "candidate " + std::to_string(index) + " (tile " + std::to_string(candidate.tile) + ")";
 }
 
-/// Seconds of one task of `flops` at `gflops`, its overhead included.
-double task_seconds(double flops, double gflops, double overhead) noexcept {
-  return flops / (gflops * 1e9) + overhead;
+/// Seconds of one task of `flops` at `gflops` that reads and writes `tiles` tiles of `tile_bytes`,
+/// its overhead included.
+double task_seconds(const TileProblem& problem, double flops, double gflops, double tiles,
+                    double tile_bytes) noexcept {
+  return flops / (gflops * 1e9) + problem.task_overhead_seconds +
+         tiles * tile_bytes * problem.seconds_per_tile_byte;
 }
 
 }  // namespace
@@ -31,6 +34,10 @@ std::string tile_problem_error(const TileProblem& problem,
   if (!std::isfinite(problem.task_overhead_seconds) || problem.task_overhead_seconds < 0.0) {
     return "task overhead must be a finite number of seconds of at least 0, got " +
            std::to_string(problem.task_overhead_seconds);
+  }
+  if (!std::isfinite(problem.seconds_per_tile_byte) || problem.seconds_per_tile_byte < 0.0) {
+    return "seconds per tile byte must be a finite number of at least 0, got " +
+           std::to_string(problem.seconds_per_tile_byte);
   }
   if (!std::isfinite(problem.tie_fraction) || problem.tie_fraction < 0.0) {
     return "tie fraction must be a finite number of at least 0, got " +
@@ -61,8 +68,8 @@ TilePrediction predict_tile_time(const TileProblem& problem, const TileCandidate
   const double b = candidate.tile;
   const double t = std::ceil(static_cast<double>(problem.n) / b);  // tiles per side
   const double b3 = b * b * b;
-  const double overhead = problem.task_overhead_seconds;
-  const double gemm = task_seconds(2.0 * b3, candidate.gemm_gflops, overhead);
+  const double bytes = b * b * 8.0;
+  const double gemm = task_seconds(problem, 2.0 * b3, candidate.gemm_gflops, 3.0, bytes);
   TilePrediction p;
   p.tile = candidate.tile;
   double owned_tiles = 0.0;
@@ -74,9 +81,9 @@ TilePrediction predict_tile_time(const TileProblem& problem, const TileCandidate
   } else {
     const double panel_gflops =
         candidate.panel_gflops > 0.0 ? candidate.panel_gflops : candidate.gemm_gflops;
-    const double potrf = task_seconds(b3 / 3.0, panel_gflops, overhead);
-    const double trsm = task_seconds(b3, panel_gflops, overhead);
-    const double syrk = task_seconds(b3, panel_gflops, overhead);
+    const double potrf = task_seconds(problem, b3 / 3.0, panel_gflops, 1.0, bytes);
+    const double trsm = task_seconds(problem, b3, panel_gflops, 2.0, bytes);
+    const double syrk = task_seconds(problem, b3, panel_gflops, 2.0, bytes);
     const double below = t * (t - 1.0) / 2.0;                 // TRSMs, and SYRKs
     const double updates = t * (t - 1.0) * (t - 2.0) / 6.0;   // GEMMs
     p.tasks = t + 2.0 * below + updates;

@@ -7,7 +7,10 @@
 // short critical path). The model predicts the time of one run of the task graph with tile b,
 // T = ceil(N / b) tiles per side, R ranks of w workers (P = R x w cores):
 //
-//   task(kind)  = flops(kind, b) / speed(kind, b) + overhead
+//   task(kind)  = flops(kind, b) / speed(kind, b) + overhead + tiles(kind) x 8 b^2 x per_byte
+//                 tiles(kind): the tiles the task reads and writes (GEMM 3, TRSM and SYRK 2,
+//                 POTRF 1), brought from memory or a peer rather than a warm cache at
+//                 per_byte seconds a byte
 //   W           = the sum of task(kind) over the graph's tasks               (all the work)
 //   imbalance   = ceil(U / R) / (U / R) x max(1, w / ceil(U / R))
 //                 U: the tiles whose owner runs the tasks that write them (GEMM: the T x T tiles
@@ -49,6 +52,9 @@ struct TileProblem {
   int ranks = 1;
   int workers_per_rank = 1;
   double task_overhead_seconds = 0.0;  ///< fixed cost of one task (scheduling, activations)
+  /// Seconds to bring one byte of a task's tiles from memory or a peer (1 / the copy
+  /// bandwidth); 0: moving tiles is free.
+  double seconds_per_tile_byte = 0.0;
   /// Predictions within this fraction of the best count as ties; the smallest tile among them
   /// wins (more parallelism for the same predicted time), whatever the candidates' order.
   double tie_fraction = 0.02;
@@ -71,7 +77,7 @@ struct TileChoice {
 
 /// What is wrong with the problem or the candidates ("" when nothing is), naming the field and
 /// the candidate: a matrix order, rank or worker count below 1, a negative or non-finite
-/// overhead or tie fraction, no candidate, a tile below 1 or above n, a tile listed twice, a
+/// overhead, seconds per byte or tie fraction, no candidate, a tile below 1 or above n, a tile listed twice, a
 /// GEMM speed that is not a positive finite number, a negative or non-finite panel speed.
 [[nodiscard]] std::string tile_problem_error(const TileProblem& problem,
                                              const std::vector<TileCandidate>& candidates);
