@@ -5,6 +5,7 @@
 
 #include "bellows/examples/app.hpp"
 #include "bellows/examples/elastic.hpp"
+#include "bellows/examples/tile_auto.hpp"
 #include "bellows/examples/verify.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "cholesky_tasks.hpp"
@@ -19,7 +20,7 @@ int run(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   int exit_code = 0;
-  const auto options = be::parse_app_options(
+  auto options = be::parse_app_options(
       "cholesky", "Tiled Cholesky factorisation A = L * L^T on libbellows", argc, argv, world_size,
       world_rank == 0, exit_code);
   if (!options) return exit_code;
@@ -27,6 +28,8 @@ int run(int argc, char** argv) {
   be::ScheduledResizes resizes(*options, session);
   const int rank = session.rank();
 
+  const auto tile_auto = be::apply_tile_auto(br::TileGraph::cholesky, *options,
+                                              session.communicator(), session.grid_ranks(), rank);
   const auto grid = be::grid_for(*options, session.grid_ranks());
   const int n = options->n, tile = options->tile;
   const auto lower = [](int m, int k) { return m >= k; };
@@ -67,6 +70,7 @@ int run(int argc, char** argv) {
   const auto stats = runtime.gather_stats();
   auto extra = be::runtime_extra(runtime);
   if (!session.telemetry().empty()) extra["resizes"] = session.telemetry();
+  if (tile_auto && session.rank() == 0) extra["tile_auto"] = be::tile_choice_json(*tile_auto);
   if (session.rank() == 0) {
     be::print_report("cholesky", *options, session.size(), iterations, verified, residual, stats,
                      extra);

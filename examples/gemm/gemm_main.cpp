@@ -6,6 +6,7 @@
 
 #include "bellows/examples/app.hpp"
 #include "bellows/examples/elastic.hpp"
+#include "bellows/examples/tile_auto.hpp"
 #include "bellows/examples/verify.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "gemm_tasks.hpp"
@@ -20,7 +21,7 @@ int run(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   int exit_code = 0;
-  const auto options = be::parse_app_options("gemm", "Tiled GEMM C = A * B on libbellows", argc,
+  auto options = be::parse_app_options("gemm", "Tiled GEMM C = A * B on libbellows", argc,
                                              argv, world_size, world_rank == 0, exit_code);
   if (!options) return exit_code;
   br::ElasticSession session(argc, argv);
@@ -28,6 +29,8 @@ int run(int argc, char** argv) {
   const MPI_Comm comm = session.communicator();
   const int rank = session.rank();
 
+  const auto tile_auto = be::apply_tile_auto(br::TileGraph::gemm, *options,
+                                              session.communicator(), session.grid_ranks(), rank);
   const auto grid = be::grid_for(*options, session.grid_ranks());
   const int n = options->n, tile = options->tile;
   br::TiledMatrix a(0, n, n, tile, grid, rank), b(1, n, n, tile, grid, rank),
@@ -69,6 +72,7 @@ int run(int argc, char** argv) {
   const auto stats = runtime.gather_stats();
   auto extra = be::runtime_extra(runtime);
   if (!session.telemetry().empty()) extra["resizes"] = session.telemetry();
+  if (tile_auto && session.rank() == 0) extra["tile_auto"] = be::tile_choice_json(*tile_auto);
   if (session.rank() == 0) {
     be::print_report("gemm", *options, session.size(), iterations, verified, error, stats,
                      extra);

@@ -13,11 +13,48 @@ from report_runner import command_after_dashes, failer, run_report
 fail = failer("check_report")
 
 
+def check_tile_auto(report, output, args, expect):
+    """--tile auto: the choice in the report, consistent with its candidates and the run."""
+    auto = report.get("tile_auto")
+    if not isinstance(auto, dict):
+        expect(False, "key 'tile_auto' missing")
+        return
+    expect(auto.get("chosen") == report["tile"],
+           f"tile_auto.chosen {auto.get('chosen')!r}, but the run's tile is {report['tile']}")
+    candidates = auto.get("candidates", [])
+    tiles = [c.get("tile") for c in candidates]
+    if args.tile_candidates:
+        wanted = [int(t) for t in args.tile_candidates.split(",")]
+        expect(tiles == wanted, f"tile_auto candidates {tiles}, expected {wanted}")
+    expect(report["tile"] in tiles, f"chosen tile {report['tile']} is not a candidate {tiles}")
+    for c in candidates:
+        expect(c.get("gemm_gflops", 0) > 0 and c.get("predicted_seconds", 0) > 0,
+               f"candidate {c.get('tile')}: speed {c.get('gemm_gflops')!r}, predicted "
+               f"{c.get('predicted_seconds')!r}")
+    predicted = [c["predicted_seconds"] for c in candidates if c.get("predicted_seconds")]
+    chosen = [c for c in candidates if c.get("tile") == report["tile"]]
+    if predicted and chosen:
+        expect(chosen[0]["predicted_seconds"] <= min(predicted) * 1.02 + 1e-12,
+               f"chosen tile {report['tile']} predicted {chosen[0]['predicted_seconds']} s, "
+               f"best {min(predicted)} s")
+        ran = sum(sum(s.get("tasks_by_class", {}).values()) for s in report.get("rank_stats", []))
+        expect(ran == chosen[0].get("tasks") * args.iterations,
+               f"{ran} tasks ran, the model counted {chosen[0].get('tasks')} per iteration")
+    if "--quiet" not in args.command:
+        expect(f"tile auto: {report['tile']} of " in output,
+               f"no line 'tile auto: {report['tile']} of ...' in the output")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--app", required=True)
     parser.add_argument("--n", type=int, required=True)
-    parser.add_argument("--tile", type=int, required=True)
+    parser.add_argument("--tile", required=True,
+                        help="the tile order, or auto: the report's tile_auto names the chosen "
+                             "tile, the candidates (--tile-candidates), their speeds and "
+                             "predicted times, and the run's task count is the chosen tile's")
+    parser.add_argument("--tile-candidates",
+                        help="with --tile auto: the candidate sizes, comma-separated")
     parser.add_argument("--ranks", type=int, required=True)
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--iterations", type=int, required=True)
@@ -47,7 +84,10 @@ def main():
 
     expect(report["app"] == args.app, f"app {report['app']!r}, expected {args.app!r}")
     expect(report["n"] == args.n, f"n {report['n']}, expected {args.n}")
-    expect(report["tile"] == args.tile, f"tile {report['tile']}, expected {args.tile}")
+    if args.tile == "auto":
+        check_tile_auto(report, output, args, expect)
+    else:
+        expect(report["tile"] == int(args.tile), f"tile {report['tile']}, expected {args.tile}")
     expect(report["ranks"] == args.ranks, f"ranks {report['ranks']}, expected {args.ranks}")
     expect(report["kernel"] == args.kernel, f"kernel {report['kernel']!r}, expected {args.kernel!r}")
 

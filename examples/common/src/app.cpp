@@ -1,6 +1,7 @@
 #include "bellows/examples/app.hpp"
 
 #include "bellows/examples/elastic.hpp"
+#include "bellows/runtime/tile_size.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -57,7 +58,11 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string victim{runtime::to_string(o.steal.policy)};
   CLI::App cli(description, app);
   cli.add_option("--n", o.n, "matrix order");
-  cli.add_option("--tile", o.tile, "tile order");
+  std::string tile = std::to_string(o.tile);
+  cli.add_option("--tile", tile,
+                 "tile order, or auto: chosen before the first iteration from this machine's "
+                 "measured kernel speeds (--kernel cpu; a multiple of 32 from 64 to 1024 that "
+                 "divides --n)");
   cli.add_option("--iterations", o.iterations, "times the task graph runs");
   cli.add_option("--kernel", kernel,
                  "task bodies: cpu, cuda, emulated, or hybrid (CPU workers and the emulated "
@@ -184,8 +189,29 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail(e.what());
   }
   if (o.n <= 0) return fail("--n must be positive, got " + std::to_string(o.n));
-  if (o.tile <= 0) return fail("--tile must be positive, got " + std::to_string(o.tile));
-  if (o.tile > o.n) {
+  o.tile_auto = tile == "auto";
+  if (o.tile_auto) {
+    if (runtime::tile_size_candidates(o.n).empty()) {
+      return fail("--tile auto: no multiple of 32 from 64 to 1024 divides --n " +
+                  std::to_string(o.n) + "; give --tile a size");
+    }
+    if (kernel != "cpu") {
+      return fail("--tile auto measures the CPU kernels: it needs --kernel cpu, got '" + kernel +
+                  "'");
+    }
+    if (!o.resize.empty() || !o.ask_controller.empty()) {
+      return fail("--tile auto is chosen by the ranks that start the job; a job that grows "
+                  "(--resize, --ask-controller) needs --tile with a size");
+    }
+  } else {
+    const auto end = tile.data() + tile.size();
+    const auto [rest, error] = std::from_chars(tile.data(), end, o.tile);
+    if (error != std::errc{} || rest != end || tile.empty()) {
+      return fail("--tile must be a tile order or auto, got '" + tile + "'");
+    }
+    if (o.tile <= 0) return fail("--tile must be positive, got " + std::to_string(o.tile));
+  }
+  if (!o.tile_auto && o.tile > o.n) {
     return fail("--tile " + std::to_string(o.tile) + " is larger than the matrix (--n " +
                 std::to_string(o.n) + ")");
   }

@@ -24,6 +24,8 @@ namespace bellows::examples {
 struct AppOptions {
   int n = 2048;
   int tile = 256;
+  /// --tile auto: tile is chosen before the first iteration (bellows/examples/tile_auto.hpp).
+  bool tile_auto = false;
   int iterations = 1;
   runtime::DeviceKind kernel = runtime::DeviceKind::cpu;
   bool verify = false;
