@@ -1,4 +1,4 @@
-// Teams after a grow (docs/teams.md, issue 34): three ranks, each the only process of its own
+// Teams after a grow or a shrink (docs/teams.md, issue 34): three ranks, each the only process of its own
 // mpiexec, joined the way a Bellows job is (grow_by_accept / join_by_connect), each on a node
 // of its own for the checkpoints' buddies, run a GEMM under ElasticJob with stealing on, a
 // checkpoint at every boundary and team-based message logging in teams of 2 consecutive ranks:
@@ -20,14 +20,18 @@
 // 27 tasks once over the ranks (the replayed ones: the team's again, the other team's from
 // before the loss); at the end C bit-identical to a serial run. With VICTIM -1 nobody is
 // killed: the teams after the expand alone, every iteration from it on 27 tasks.
+// With `shrink` four ranks start, in teams {0, 1} and {2, 3}, and rank 3 is asked to leave
+// before iteration kExpandAt instead: the teams are then {0, 1} and {2} (rank 2's buddy of the
+// other team, rank 0's and 1's each other), and rank 1 (VICTIM 1) killed as above rolls back
+// {0, 1} only, rank 2 keeping its state; the leaver exits 0.
 // BELLOWS_TEST_SEED fixes the pause before the kill; the seed is printed with the result.
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
-// "teams_after_expand: PASS".
+// "teams_after_resize: PASS".
 //
-//   teams_after_expand_tests MPIEXEC SELF VICTIM     (the launcher; no MPI)
-//   teams_after_expand_tests --member DIR INDEX      (under MPIEXEC -n 1)
+//   teams_after_resize_tests MPIEXEC SELF VICTIM [shrink]     (the launcher; no MPI)
+//   teams_after_resize_tests --member DIR INDEX      (under MPIEXEC -n 1)
 
 #include "bellows/runtime/elastic_job.hpp"
 #include "bellows/runtime/membership.hpp"
@@ -73,6 +77,8 @@ using bellows::testing::write_file;
 
 constexpr int kRanks = 3;            // before the expand
 constexpr int kJoiner = kRanks;      // the process index (and rank) the expand adds
+constexpr int kShrinkFrom = 4;       // with `shrink`: the ranks before it, rank 3 leaving
+constexpr int kLeaver = 3;
 constexpr int kTeamSize = 2;
 constexpr int kN = 288;
 constexpr int kTile = 96;            // 3 x 3 tiles: 27 GEMM tasks per iteration
@@ -89,7 +95,7 @@ int failures = 0;
 void expect(bool ok, const std::string& what) {
   if (!ok) {
     ++failures;
-    std::fprintf(stderr, "teams_after_expand_tests: FAILED: %s\n", what.c_str());
+    std::fprintf(stderr, "teams_after_resize_tests: FAILED: %s\n", what.c_str());
   }
 }
 
@@ -155,11 +161,13 @@ std::vector<unsigned long long> summed(std::vector<unsigned long long> mine, MPI
 int run_member(const fs::path& dir, int index) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-  bellows::testing::Watchdog watchdog(std::chrono::seconds(45), "teams after expand member", index);
+  bellows::testing::Watchdog watchdog(std::chrono::seconds(45), "teams after resize member", index);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
   const int victim = read_int(dir / "victim");
   const int pause_us = read_int(dir / "pause_us");
-  const bool joiner = index == kJoiner;
+  const bool shrink = fs::exists(dir / "shrink");
+  const int first_ranks = shrink ? kShrinkFrom : kRanks;
+  const bool joiner = !shrink && index == kJoiner;
   std::vector<int> payload;
   auto membership = [&] {
     if (index != 0) {
@@ -172,7 +180,7 @@ int run_member(const fs::path& dir, int index) {
     MPI_Open_port(MPI_INFO_NULL, port);
     write_file(dir / "port", port);
     br::Membership first(MPI_COMM_WORLD);
-    first.grow_by_accept(kRanks - 1, port, payload);
+    first.grow_by_accept(first_ranks - 1, port, payload);
     return first;
   }();
   const int old_rank = membership.rank();
@@ -195,7 +203,7 @@ int run_member(const fs::path& dir, int index) {
   });
 
   std::atomic<bool> kill_in_next_task{false};
-  bellows::test::TiledGemm gemm(kN, kTile, kRanks, old_rank, kSeed);
+  bellows::test::TiledGemm gemm(kN, kTile, first_ranks, old_rank, kSeed);
   br::RuntimeOptions options;
   options.comm_max_sleep_us = 100;
   options.same_host_transport = false;  // tiles over MPI, as between nodes
@@ -215,22 +223,35 @@ int run_member(const fs::path& dir, int index) {
   nlohmann::json result{{"old_rank", old_rank}};
   int recoveries = 0, resized = 0;
   br::RecoveryReport recovery;
-  std::vector<int> teams_after_expand, buddies_after_expand;
+  std::vector<int> teams_after_resize, buddies_after_resize;
   std::map<long, std::uint64_t> tasks_run;        // iteration -> tasks run here, in its last run here
   std::map<long, std::uint64_t> log_bytes_held;   // iteration -> bytes the log held after it
   std::vector<long> replayed_iterations;          // the iterations the rolled-back team re-ran alone
   std::uint64_t tasks_run_in_replay = 0;          // tasks this rank ran in those
   for (int it = joiner ? joined_at : 0; it < kIterations;) {
-    if (old_rank == 0 && it == kExpandAt && resized == 0) job.request_expand(1, "the test's expand", 0);
+    if (old_rank == 0 && it == kExpandAt && resized == 0) {
+      if (shrink) {
+        job.request_shrink({kLeaver}, "the test's shrink", 0);
+      } else {
+        job.request_expand(1, "the test's expand", 0);
+      }
+    }
     const br::ElasticJob::Outcome outcome = job.apply_pending(it);
+    if (outcome == br::ElasticJob::Outcome::left) {  // the leaver of `shrink`
+      result["left"] = true;
+      result["result"] = failures == 0 ? "PASS" : "FAIL";
+      write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+      watchdog.disarm();
+      return failures == 0 ? 0 : 1;
+    }
     if (outcome == br::ElasticJob::Outcome::resized) ++resized;
     kill_in_next_task = job.rank() == victim && it == kKillAt && recoveries == 0;
     const br::IterationReport report = runtime.run_iteration();
     if (report.completed()) {
       if (report.iteration == kExpandAt + 2) {
         // Under the teams made for the grown job, with their first checkpoint complete.
-        teams_after_expand = runtime.teams();
-        buddies_after_expand = runtime.checkpoint_buddies();
+        teams_after_resize = runtime.teams();
+        buddies_after_resize = runtime.checkpoint_buddies();
       }
       if (!report.replaying_ranks.empty()) {
         replayed_iterations.push_back(report.iteration);
@@ -253,12 +274,17 @@ int run_member(const fs::path& dir, int index) {
 
   expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"");
   expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
-                                          (joiner ? "none (it joined through the expand)" : "the expand"));
-  const std::vector<int> expected_teams{0, 0, 1, 1};
-  expect(teams_after_expand == expected_teams, "teams after the expand " + rank_set(teams_after_expand) +
+                                          (joiner ? "none (it joined through the expand)" : "the resize"));
+  // After a shrink to 3 ranks, rank 2 is a team of one, whose buddy is of the other team.
+  const std::vector<int> expected_teams = shrink ? std::vector<int>{0, 0, 1} : std::vector<int>{0, 0, 1, 1};
+  expect(teams_after_resize == expected_teams, "teams after the resize " + rank_set(teams_after_resize) +
                                                    " (per rank), expected " + rank_set(expected_teams));
-  expect(buddies_after_expand == std::vector<int>{1, 0, 3, 2},
-         "buddies after the expand " + rank_set(buddies_after_expand) + " (per rank), expected {1, 0, 3, 2}");
+  const bool buddies_as_expected =
+      shrink ? buddies_after_resize.size() == 3 && buddies_after_resize[0] == 1 && buddies_after_resize[1] == 0 &&
+                   (buddies_after_resize[2] == 0 || buddies_after_resize[2] == 1)
+             : buddies_after_resize == std::vector<int>{1, 0, 3, 2};
+  expect(buddies_as_expected, "buddies after the resize " + rank_set(buddies_after_resize) + " (per rank), expected " +
+                                  (shrink ? "{1, 0, 0 or 1}" : "{1, 0, 3, 2}"));
   // The iterations under the new teams log what crosses them.
   const std::uint64_t held_after_expand = log_bytes_held.count(kExpandAt + 2) != 0 ? log_bytes_held[kExpandAt + 2] : 0;
   const auto held_by_survivors = summed({held_after_expand}, job.communicator());
@@ -268,7 +294,7 @@ int run_member(const fs::path& dir, int index) {
 
   const bool no_victim = victim < 0;
   expect(recoveries == (no_victim ? 0 : 1), "recovered " + std::to_string(recoveries) + " times");
-  const int expected_size = kRanks + 1 - (no_victim ? 0 : 1);
+  const int expected_size = (shrink ? kShrinkFrom - 1 : kRanks + 1) - (no_victim ? 0 : 1);
   expect(job.size() == expected_size,
          "the job has " + std::to_string(job.size()) + " ranks, expected " + std::to_string(expected_size));
   if (!no_victim) {
@@ -355,13 +381,14 @@ int finalize_member(const fs::path& dir, int index) {
 
 // ------------------------------------------------------------------------------------ launcher
 
-int run_launcher(const std::string& mpiexec, const std::string& self, int victim) {
-  if (victim != -1 && victim != 1 && victim != kJoiner) {
-    std::fprintf(stderr, "teams_after_expand_tests: the victim must be -1 (none), 1 or %d, got %d\n", kJoiner, victim);
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool shrink) {
+  if (victim != -1 && victim != 1 && (shrink || victim != kJoiner)) {
+    std::fprintf(stderr, "teams_after_resize_tests: the victim must be -1 (none), 1%s, got %d\n",
+                 shrink ? " (with shrink)" : (" or " + std::to_string(kJoiner)).c_str(), victim);
     return 2;
   }
-  const int processes = kRanks + 1;
-  char pattern[] = "/tmp/bellows-teams-after-expand-XXXXXX";
+  const int processes = shrink ? kShrinkFrom : kRanks + 1;
+  char pattern[] = "/tmp/bellows-teams-after-resize-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
   const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
   const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
@@ -370,6 +397,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   const int pause_us = std::uniform_int_distribution<int>(0, kMostPauseMicroseconds)(random);
   write_file(dir / "victim", std::to_string(victim));
   write_file(dir / "pause_us", std::to_string(pause_us));
+  if (shrink) write_file(dir / "shrink", "1");
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
   std::vector<StartedMember> members(static_cast<std::size_t>(processes));
@@ -433,13 +461,14 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   }
   fs::remove_all(dir);
   std::printf("%s\n", nlohmann::json{{"victim", victim},
+                                     {"shrink", shrink},
                                      {"seed", seed},
                                      {"pause_us", pause_us},
                                      {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
                                      {"survivors", survivors}}
                           .dump()
                           .c_str());
-  std::printf("teams_after_expand: %s\n", failures == 0 ? "PASS" : "FAIL");
+  std::printf("teams_after_resize: %s\n", failures == 0 ? "PASS" : "FAIL");
   return failures == 0 ? 0 : 1;
 }
 
@@ -447,9 +476,10 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return finalize_member(argv[2], std::atoi(argv[3]));
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: teams_after_expand_tests MPIEXEC SELF VICTIM | --member DIR INDEX\n");
+  const bool shrink = argc == 5 && std::strcmp(argv[4], "shrink") == 0;
+  if ((argc != 4 && !shrink) || argc > 5) {
+    std::fprintf(stderr, "usage: teams_after_resize_tests MPIEXEC SELF VICTIM [shrink] | --member DIR INDEX\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]));
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), shrink);
 }
