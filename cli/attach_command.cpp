@@ -409,7 +409,7 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
   service.note_end(how, status);
   service.shutdown();
   std::fprintf(stderr, "\n");
-  print_timeline(stderr, ctl::read_event_log(layout.event_log()));
+  print_timeline(stderr, ctl::read_event_log(layout.event_log()), MessageLogLines::counted);
   std::fprintf(stderr, "bellows: job %s ended on %zu node(s): %s; events: bellows events %s\n", record.job.c_str(),
                final_status["nodes"].size(), how.c_str(), record.job.c_str());
   if (first_node_lost && backend.complete_job) {

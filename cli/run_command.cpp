@@ -581,7 +581,8 @@ int run_job(RunOptions o) {
   service.shutdown();
 
   std::fprintf(stderr, "\n");
-  print_timeline(stderr, ctl::read_event_log(protocol::JobDirectory{job_dir}.event_log()));
+  print_timeline(stderr, ctl::read_event_log(protocol::JobDirectory{job_dir}.event_log()),
+                 MessageLogLines::counted);
   std::fprintf(stderr, "bellows: job %s ended on %zu node(s); events: bellows events %s\n",
                job.c_str(), final_status["nodes"].size(), job.c_str());
   return exit_status;

@@ -17,7 +17,8 @@ std::string join(const std::vector<std::string>& items) {
 
 }  // namespace
 
-void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& records) {
+void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& records,
+                    MessageLogLines message_log_lines) {
   using controller::to_string;
   if (records.empty()) {
     std::fprintf(out, "resize timeline: no resize\n");
@@ -30,6 +31,7 @@ void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& 
     double seconds = 0.0;
   };
   std::map<controller::ResizeId, Summary> resizes;
+  std::size_t message_log_reports = 0;
   for (const auto& r : records) {
     if (r.event == controller::ResizeEvent::job_control) {
       // No resize: who asked (its reason) and what was done or why not.
@@ -40,6 +42,13 @@ void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& 
     if (r.event == controller::ResizeEvent::attached) {
       // No resize: a controller took the running job over.
       std::fprintf(out, "  %s  controller attached: %s: %s\n", r.time.c_str(), r.reason.c_str(), r.detail.c_str());
+      continue;
+    }
+    if (r.event == controller::ResizeEvent::message_log) {
+      // No resize: a rank's message log after an iteration (docs/teams.md).
+      ++message_log_reports;
+      if (message_log_lines == MessageLogLines::counted) continue;
+      std::fprintf(out, "  %s  message log on %s: %s\n", r.time.c_str(), join(r.nodes).c_str(), r.detail.c_str());
       continue;
     }
     const std::string kind = r.kind ? std::string(to_string(*r.kind)) : std::string("-");
@@ -58,6 +67,10 @@ void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& 
     if (!r.nodes.empty()) s.nodes = join(r.nodes);
     s.state = std::string(to_string(r.to));
     s.seconds += r.duration_s;
+  }
+  if (message_log_lines == MessageLogLines::counted && message_log_reports > 0) {
+    std::fprintf(out, "  message log: %zu reports of the ranks' log sizes (bellows events shows them)\n",
+                 message_log_reports);
   }
   for (const auto& [id, s] : resizes) {
     if (s.kind == "failure") {  // no resize: lost nodes, and how the job came through

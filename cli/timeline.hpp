@@ -10,7 +10,14 @@
 
 namespace bellows::cli {
 
+/// Which lines of the event log the timeline shows.
+enum class MessageLogLines {
+  shown,    ///< every rank's message log after each iteration, one line each (`bellows events`)
+  counted,  ///< only their number, in one line (the end of `bellows run`)
+};
+
 /// Writes the timeline of `records` (an event log, oldest first) to `out`.
-void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& records);
+void print_timeline(std::FILE* out, const std::vector<controller::EventRecord>& records,
+                    MessageLogLines message_log_lines = MessageLogLines::shown);
 
 }  // namespace bellows::cli

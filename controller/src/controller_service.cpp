@@ -26,6 +26,22 @@ std::string signed_count(int delta) {
   return text;
 }
 
+/// The detail of a message_log line of the event log: "rank 2, iteration 5: 589824 bytes in
+/// 12 entries held" (docs/controller.md, "The event log").
+std::string message_log_detail(std::uint32_t rank, const protocol::Metrics& m) {
+  const std::string who = rank == protocol::kNoRank ? std::string("rank unknown") : "rank " + std::to_string(rank);
+  return who + ", iteration " + std::to_string(m.iteration) + ": " + std::to_string(m.message_log_bytes_held) +
+         " bytes in " + std::to_string(m.message_log_entries_held) + " entries held";
+}
+
+/// A process's message log in `bellows status --json`: null when its rank does not log.
+nlohmann::json message_log_json(const protocol::Metrics& m) {
+  if (m.message_log_on == 0) return nullptr;
+  return {{"iteration", m.iteration},
+          {"bytes_held", m.message_log_bytes_held},
+          {"entries_held", m.message_log_entries_held}};
+}
+
 transport::LogSink controller_log() {
   return [](transport::LogLevel level, const std::string& text) {
     std::fprintf(stderr, "bellows run: %s: %s\n", transport::to_string(level), text.c_str());
@@ -341,6 +357,16 @@ void ControllerService::on_request(const transport::Incoming& in, transport::Res
   }
 }
 
+void ControllerService::log_message_log(const std::string& node, const protocol::NodeMetrics& report) {
+  EventRecord record;
+  record.time = format_utc(clock_.wall_now());
+  record.job = options_.job;
+  record.event = ResizeEvent::message_log;
+  record.nodes = {node};
+  record.detail = message_log_detail(report.rank, report.metrics);
+  log_.write(record);
+}
+
 std::string ControllerService::node_of(const transport::PeerId& peer) const {
   for (const auto& [name, daemon] : daemons_) {
     if (daemon == peer) return name;
@@ -378,11 +404,15 @@ void ControllerService::on_notification(const transport::Incoming& in) {
                                    {"ready_tasks", reported.ready_tasks},
                                    {"busy_fraction", reported.busy_fraction},
                                    {"job_gflops", reported.job_gflops},
+                                   {"message_log_on", reported.message_log_on},
+                                   {"message_log_bytes_held", reported.message_log_bytes_held},
+                                   {"message_log_entries_held", reported.message_log_entries_held},
                                    {"nodes", resizes_->nodes().size()},
                                    {"ranks", job_control_.job_size()}}
                         .dump()
                  << '\n'
                  << std::flush;
+    if (reported.message_log_on != 0) log_message_log(node, *m);
   } else if (const auto* ack = std::get_if<protocol::ResizeAck>(&in.envelope.message)) {
     job_control_.resize_report(node, ack->report);
   } else if (const auto* contribution = std::get_if<protocol::FenceContribution>(&in.envelope.message)) {
@@ -595,7 +625,8 @@ nlohmann::json ControllerService::status() const {
     s["processes"].push_back(
         {{"node", node},
          {"rank", known ? nlohmann::json(it->second.rank) : nlohmann::json(nullptr)},
-         {"pid", known && it->second.pid > 0 ? nlohmann::json(it->second.pid) : nlohmann::json(nullptr)}});
+         {"pid", known && it->second.pid > 0 ? nlohmann::json(it->second.pid) : nlohmann::json(nullptr)},
+         {"message_log", known ? message_log_json(it->second.node.metrics) : nlohmann::json(nullptr)}});
   }
   s["iteration"] = iteration_;
   s["iteration_seconds"] = iteration_seconds_;

@@ -216,7 +216,8 @@ Outcome ResizeController::deliver(ResizeId resize, ResizeEvent event, std::strin
   input.event = event;
   input.detail = std::move(detail);
   if (event == ResizeEvent::rm_granted || event == ResizeEvent::request || event == ResizeEvent::job_control ||
-      event == ResizeEvent::attached || event == ResizeEvent::controller_lost) {
+      event == ResizeEvent::attached || event == ResizeEvent::controller_lost ||
+      event == ResizeEvent::message_log) {
     // A grant carries its nodes and comes from the resource manager; a request is an order.
     return refuse(input, std::string(to_string(event)) + " cannot be delivered from outside");
   }

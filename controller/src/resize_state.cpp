@@ -81,12 +81,12 @@ constexpr std::array<std::string_view, 3> kKindNames{"expand", "shrink", "failur
 constexpr std::array<std::string_view, 14> kStateNames{
     "none", "requested", "granted", "reconfiguring", "releasing", "aborting", "committed", "aborted", "draining",
     "cancelling", "detected", "agreed", "recovered", "given_up"};
-constexpr std::array<std::string_view, 24> kEventNames{
+constexpr std::array<std::string_view, 25> kEventNames{
     "request",         "rm_granted",  "rm_denied",     "rm_timeout",    "daemons_ready",  "daemon_start_timeout",
     "ranks_committed", "rank_died",   "drain_done",    "release_done",  "release_failed", "resize_deadline",
     "job_refused",     "job_ended",   "job_cancelled", "cancel_timeout", "node_lost",     "survivors_told",
     "job_recovered",   "recovery_deadline", "cancel_requested", "job_control",
-    "attached",        "controller_lost"};
+    "attached",        "controller_lost", "message_log"};
 constexpr std::array<std::string_view, 12> kActionNames{
     "none",         "ask_rm",        "cancel_rm_request", "start_daemons",   "add_ranks",  "withdraw_and_release",
     "remove_ranks", "cancel_in_job", "release_nodes",     "note_unreleased", "adopt_nodes", "drop_lost"};

@@ -230,6 +230,17 @@ std::string check(const Metrics& m) {
     return "steals_failed: " + std::to_string(m.steals_failed) + " exceeds steals_sent " +
            std::to_string(m.steals_sent);
   }
+  if (m.message_log_on > 1) {
+    return "message_log_on: " + std::to_string(m.message_log_on) + " is not 0 or 1";
+  }
+  if (m.message_log_on == 0 && (m.message_log_bytes_held != 0 || m.message_log_entries_held != 0)) {
+    return "message_log_bytes_held: " + std::to_string(m.message_log_bytes_held) + " bytes in " +
+           std::to_string(m.message_log_entries_held) + " entries held with message_log_on 0";
+  }
+  if (m.message_log_entries_held == 0 && m.message_log_bytes_held != 0) {
+    return "message_log_bytes_held: " + std::to_string(m.message_log_bytes_held) +
+           " bytes held in 0 entries";
+  }
   return {};
 }
 

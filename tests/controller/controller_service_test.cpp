@@ -352,8 +352,8 @@ TEST_F(ControllerServiceTest, EveryDaemonIsToldTheJobAndEachChangeOfIt) {
   EXPECT_EQ(node0.views().back(), expected);
   Peer& op = connect();
   const nlohmann::json processes = status(op)["processes"];
-  EXPECT_EQ(processes, nlohmann::json::parse(R"([{"node":"node0","rank":null,"pid":null},
-                                                {"node":"node1","rank":1,"pid":4242}])"));
+  EXPECT_EQ(processes, nlohmann::json::parse(R"([{"node":"node0","rank":null,"pid":null,"message_log":null},
+                                                {"node":"node1","rank":1,"pid":4242,"message_log":null}])"));
 
   // A resize in flight is in the view, with its state's name.
   ASSERT_TRUE(std::holds_alternative<protocol::Ack>(ask(op, protocol::OperatorResize{1, ""})));
@@ -384,8 +384,48 @@ TEST_F(ControllerServiceTest, NodeMetricsOfARegisteredDaemonLandInMetricsJsonl) 
   EXPECT_EQ(s["gflops"], 12.5);
   EXPECT_EQ(file_lines(metrics_log),
             Lines{R"({"busy_fraction":0.5,"iteration":4,"iteration_seconds":0.25,"job_gflops":12.5,)"
+                  R"("message_log_bytes_held":0,"message_log_entries_held":0,"message_log_on":0,)"
                   R"("node":"node0","nodes":2,"ranks":0,"ready_tasks":17,)"
                   R"("time":"2024-05-01T12:00:00.000Z"})"});
+  // A rank that does not log messages writes nothing to the event log.
+  EXPECT_EQ(file_lines(service_->event_log_path()), Lines{});
+}
+
+// Team-based message logging (docs/teams.md): each report of a rank that logs messages
+// between teams is a message_log line of the event log, and bellows status shows the last.
+TEST_F(ControllerServiceTest, TheMessageLogOfEachRankAfterEachIterationIsInTheEventLog) {
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  const auto report = [](std::uint64_t iteration, std::uint64_t bytes, std::uint64_t entries) {
+    protocol::Metrics m;
+    m.iteration = iteration;
+    m.message_log_on = 1;
+    m.message_log_bytes_held = bytes;
+    m.message_log_entries_held = entries;
+    return m;
+  };
+  node0.client->notify(protocol::NodeMetrics{"node0", report(1, 0, 0), 0, 4100});
+  node1.client->notify(protocol::NodeMetrics{"node1", report(1, 589824, 12), 1, 4101});
+  node1.client->notify(protocol::NodeMetrics{"node1", report(2, 1179648, 24), 1, 4101});
+  Peer& op = connect();
+  ASSERT_TRUE(run_until([&] { return read_event_log(service_->event_log_path()).size() == 3; }));
+  const auto records = read_event_log(service_->event_log_path());
+  std::vector<std::string> details;
+  for (const EventRecord& r : records) {
+    EXPECT_EQ(r.event, ResizeEvent::message_log);
+    EXPECT_EQ(r.resize, 0u);
+    EXPECT_EQ(r.kind, std::nullopt);
+    EXPECT_EQ(r.from, ResizeState::none);
+    EXPECT_EQ(r.to, ResizeState::none);
+    EXPECT_FALSE(r.refused);
+    details.push_back(r.nodes.at(0) + ": " + r.detail);
+  }
+  EXPECT_EQ(details, (std::vector<std::string>{"node0: rank 0, iteration 1: 0 bytes in 0 entries held",
+                                               "node1: rank 1, iteration 1: 589824 bytes in 12 entries held",
+                                               "node1: rank 1, iteration 2: 1179648 bytes in 24 entries held"}));
+  EXPECT_EQ(status(op)["processes"], nlohmann::json::parse(R"([
+      {"node":"node0","rank":0,"pid":4100,"message_log":{"iteration":1,"bytes_held":0,"entries_held":0}},
+      {"node":"node1","rank":1,"pid":4101,"message_log":{"iteration":2,"bytes_held":1179648,"entries_held":24}}])"));
 }
 
 TEST_F(ControllerServiceTest, ShutdownEndsTheResizeInFlightAndStopsTheDaemons) {

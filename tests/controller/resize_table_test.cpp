@@ -199,6 +199,8 @@ class EveryTransition : public ControllerTest,
       case ResizeEvent::attached:
       case ResizeEvent::controller_lost:
         FAIL() << to_string(event) << " is no transition: a controller that takes the job over writes it";
+      case ResizeEvent::message_log:
+        FAIL() << "message_log is no transition: a rank's metrics write it";
     }
   }
 };

@@ -114,7 +114,10 @@ int roundtrip(ControlChannel& channel) {
                .busy_fraction = 0.625,
                .steals_sent = 9,
                .steals_failed = 4,
-               .job_gflops = 41.5};
+               .job_gflops = 41.5,
+               .message_log_on = 1,
+               .message_log_bytes_held = 589824,
+               .message_log_entries_held = 12};
   channel.publish_metrics(m);
   std::printf("published\n");
   std::fflush(stdout);

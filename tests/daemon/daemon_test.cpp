@@ -178,7 +178,10 @@ TEST_F(DaemonTest, RankRequestsMetricsAndEventsRoundTrip) {
                                                      .busy_fraction = 0.625,
                                                      .steals_sent = 9,
                                                      .steals_failed = 4,
-                                                     .job_gflops = 41.5}));
+                                                     .job_gflops = 41.5,
+                                                     .message_log_on = 1,
+                                                     .message_log_bytes_held = 589824,
+                                                     .message_log_entries_held = 12}));
 
   // Events reach the rank's handlers with their exact payloads, in order.
   auto ok = server.notify(proto::kExpandDecided, {{proto::kResizeId, std::uint64_t{7}},

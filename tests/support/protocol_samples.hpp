@@ -32,7 +32,13 @@ inline std::vector<NodeMetrics> samples(std::type_identity<NodeMetrics>) {
   first_rank.graph_work_seconds = 3.5;
   first_rank.graph_critical_path_seconds = 1.25;
   first_rank.lanes_per_rank = 4;
-  return {NodeMetrics{"node-b", Metrics{}}, NodeMetrics{"node-c", first_rank, 0, 31337}};
+  first_rank.message_log_on = 1;
+  first_rank.message_log_bytes_held = 589824;
+  first_rank.message_log_entries_held = 12;
+  Metrics log_on_empty;
+  log_on_empty.message_log_on = 1;
+  return {NodeMetrics{"node-b", Metrics{}}, NodeMetrics{"node-c", first_rank, 0, 31337},
+          NodeMetrics{"node-d", log_on_empty, 3, 4243}};
 }
 inline std::vector<AllocationRequest> samples(std::type_identity<AllocationRequest>) {
   return {AllocationRequest{AllocationDirective::extend, 2, 0, "local0.1"},

@@ -86,10 +86,11 @@ TEST(Messages, HeaderLayoutIsFixed) {
 
 // NodeMetrics is the node's name, then the Metrics fields as visit_fields() lists them: the
 // layout it had when it spelled them out, then (protocol version 5) the task graph's profile,
-// then (version 7) the reporting rank and its pid.
+// then (version 7) the reporting rank and its pid; version 14 put the message log's size after
+// the task graph's profile.
 TEST(Messages, NodeMetricsBodyIsTheNameThenTheMetricsFields) {
   const Bytes bytes =
-      encode(NodeMetrics{"n7", {11, 0.5, 22, 0.25, 33, 3, 7.5, 2.0, 0.5, 4}, 5, 4321});
+      encode(NodeMetrics{"n7", {11, 0.5, 22, 0.25, 33, 3, 7.5, 2.0, 0.5, 4, 1, 589824, 12}, 5, 4321});
   Bytes body;
   auto put = [&body](const auto& value) {
     std::uint8_t raw[sizeof value];
@@ -109,6 +110,9 @@ TEST(Messages, NodeMetricsBodyIsTheNameThenTheMetricsFields) {
   put(2.0);                // graph_work_seconds
   put(0.5);                // graph_critical_path_seconds
   put(std::uint64_t{4});   // lanes_per_rank
+  put(std::uint64_t{1});       // message_log_on
+  put(std::uint64_t{589824});  // message_log_bytes_held
+  put(std::uint64_t{12});      // message_log_entries_held
   put(std::uint32_t{5});   // rank
   put(std::int32_t{4321}); // pid
   EXPECT_EQ(Bytes(bytes.begin() + kHeaderBytes, bytes.end()), body);
@@ -203,9 +207,11 @@ TEST(Metrics, VisitFieldsNamesEachFieldWithItsKey) {
   EXPECT_EQ(names, (std::vector<std::string>{"iteration", "iteration_seconds", "ready_tasks",
                                              "busy_fraction", "steals_sent", "steals_failed",
                                              "job_gflops", "graph_work_seconds",
-                                             "graph_critical_path_seconds", "lanes_per_rank"}));
+                                             "graph_critical_path_seconds", "lanes_per_rank",
+                                             "message_log_on", "message_log_bytes_held",
+                                             "message_log_entries_held"}));
   EXPECT_EQ(names.size(), kMetricsFields);
-  EXPECT_EQ(m, (Metrics{1, 2.0, 3, 4.0, 5, 6, 7.0, 8.0, 9.0, 10}));
+  EXPECT_EQ(m, (Metrics{1, 2.0, 3, 4.0, 5, 6, 7.0, 8.0, 9.0, 10, 11, 12, 13}));
 }
 
 TEST(Metrics, CheckNamesTheFirstImpossibleField) {
@@ -222,6 +228,15 @@ TEST(Metrics, CheckNamesTheFirstImpossibleField) {
             "graph_work_seconds 1.000000");
   EXPECT_EQ(check(Metrics{.steals_sent = 2, .steals_failed = 3}),
             "steals_failed: 3 exceeds steals_sent 2");
+  EXPECT_EQ(check(Metrics{.message_log_on = 2}), "message_log_on: 2 is not 0 or 1");
+  EXPECT_EQ(check(Metrics{.message_log_bytes_held = 4096, .message_log_entries_held = 1}),
+            "message_log_bytes_held: 4096 bytes in 1 entries held with message_log_on 0");
+  EXPECT_EQ(check(Metrics{.message_log_on = 1, .message_log_bytes_held = 4096}),
+            "message_log_bytes_held: 4096 bytes held in 0 entries");
+  EXPECT_EQ(check(Metrics{.message_log_on = 1}), "");  // on, with nothing held
+  EXPECT_EQ(check(Metrics{.message_log_on = 1, .message_log_bytes_held = 4096,
+                          .message_log_entries_held = 1}),
+            "");
 }
 
 TEST(Messages, NamesOfTypesAndErrors) {
@@ -269,6 +284,20 @@ TEST(Messages, RefusesAnotherVersionNamingBoth) {
   // Only the magic and the version are needed to refuse a version.
   const Bytes six(b.begin(), b.begin() + 6);
   EXPECT_REFUSED(six, unsupported_version, refused_text);
+}
+
+// A daemon of version 13 reports its node's metrics without the message log's size: its
+// message is refused whole, naming both versions, rather than read with fields missing.
+TEST(Messages, RefusesTheMetricsOfAVersion13DaemonNamingBoth) {
+  Bytes b = encode(NodeMetrics{"n7", {11, 0.5, 22, 0.25, 33, 3, 7.5, 2.0, 0.5, 4}, 5, 4321});
+  constexpr std::size_t message_log_fields_bytes = 3 * sizeof(std::uint64_t);
+  const std::size_t rank_and_pid_at = b.size() - sizeof(std::uint32_t) - sizeof(std::int32_t);
+  b.erase(b.begin() + static_cast<std::ptrdiff_t>(rank_and_pid_at - message_log_fields_bytes),
+          b.begin() + static_cast<std::ptrdiff_t>(rank_and_pid_at));
+  set_u32(b, 12, static_cast<std::uint32_t>(b.size() - kHeaderBytes));
+  set_u16(b, 4, 13);
+  EXPECT_EQ(kProtocolVersion, 14);
+  EXPECT_REFUSED(b, unsupported_version, "protocol version 13 refused: this side speaks version 14");
 }
 
 TEST(Messages, RefusesUnknownType) {
@@ -328,6 +357,10 @@ TEST(Messages, RefusesBadFields) {
                  bad_field, "bad field node_metrics.iteration_seconds: nan is not a finite time >= 0");
   EXPECT_REFUSED(body_of(NodeMetrics{"a", {1, 0.5, 1, 0.5, 2, 3}}), bad_field,
                  "bad field node_metrics.steals_failed: 3 exceeds steals_sent 2");
+  EXPECT_REFUSED(body_of(NodeMetrics{"a", {.message_log_bytes_held = 64, .message_log_entries_held = 1}}),
+                 bad_field,
+                 "bad field node_metrics.message_log_bytes_held: 64 bytes in 1 entries held with "
+                 "message_log_on 0");
   EXPECT_REFUSED(body_of(AllocationRequest{static_cast<AllocationDirective>(5), 1, 0, ""}), bad_field,
                  "bad field allocation_request.directive: 5 is neither extend (1), release (2) nor cancel (3)");
   EXPECT_REFUSED(body_of(AllocationRequest{AllocationDirective::cancel, 0, 0, ""}), bad_field,

@@ -204,7 +204,7 @@ std::vector<std::string> ControlPlaneLink::gather_nodes(MPI_Comm comm, const std
 }
 
 void ControlPlaneLink::publish(const IterationReport& report, int iterations_done,
-                               const std::optional<JobShape>& shape) {
+                               const std::optional<JobShape>& shape, bool message_log_on) {
   RankMetrics r;
   r.rank = static_cast<std::uint64_t>(job_ != nullptr ? job_->rank() : 0);
   protocol::Metrics& m = r.metrics;
@@ -221,6 +221,11 @@ void ControlPlaneLink::publish(const IterationReport& report, int iterations_don
     m.graph_work_seconds = shape->graph.work_seconds;
     m.graph_critical_path_seconds = std::min(shape->graph.critical_path_seconds, shape->graph.work_seconds);
     m.lanes_per_rank = static_cast<std::uint64_t>(std::max(shape->lanes_per_rank, 1));
+  }
+  if (message_log_on) {
+    m.message_log_on = 1;
+    m.message_log_bytes_held = report.local.message_log.bytes_held;
+    m.message_log_entries_held = report.local.message_log.entries_held;
   }
   try {
     channel_.publish_metrics(r);

@@ -349,7 +349,8 @@ void ElasticSession::after_iteration(int it, const IterationReport& report) {
     }
     shape = job_shape_;
   }
-  link_->publish(report, it + 1, shape);
+  const bool message_log_on = job_->runtime() != nullptr && !job_->runtime()->teams().empty();
+  link_->publish(report, it + 1, shape, message_log_on);
   if (recovery_unreported_) report_recovery(std::chrono::milliseconds(0));
 }
 

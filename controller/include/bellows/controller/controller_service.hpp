@@ -210,6 +210,8 @@ class ControllerService {
   void post(std::function<void()> work);
   void on_request(const transport::Incoming& in, transport::Responder responder);
   void on_notification(const transport::Incoming& in);
+  /// A message_log line in the event log for a report of a rank that logs messages.
+  void log_message_log(const std::string& node, const protocol::NodeMetrics& report);
   void on_peer_gone(const transport::PeerId& peer);
   /// The node whose daemon holds `peer`, or "" for a peer that is no registered daemon.
   [[nodiscard]] std::string node_of(const transport::PeerId& peer) const;

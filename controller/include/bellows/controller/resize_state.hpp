@@ -68,6 +68,8 @@ enum class ResizeEvent {
   // from a controller that takes a running job over (bellows run --attach)
   attached,              ///< not a transition: a new controller took the job over
   controller_lost,       ///< a resize or failure whose controller died, closed by the next one
+  // from a rank's metrics (team-based message logging, docs/teams.md)
+  message_log,           ///< not a transition: a rank's message log after an iteration
 };
 
 /// What the controller does on a transition.

@@ -51,6 +51,14 @@ inline constexpr const char* kMetricsGraphCriticalPathSeconds =
     "bellows.metrics.graph_critical_path_seconds";
 /// uint64: tasks one rank runs at once (its device's lanes; likewise).
 inline constexpr const char* kMetricsLanesPerRank = "bellows.metrics.lanes_per_rank";
+/// uint64, 0 or 1: whether the rank logs the messages it sends to other teams (team-based
+/// message logging, docs/teams.md; 1 also when a single team leaves nothing to log).
+inline constexpr const char* kMetricsMessageLogOn = "bellows.metrics.message_log_on";
+/// uint64: the bytes of tiles the rank's message log holds after the iteration (0 when off).
+inline constexpr const char* kMetricsMessageLogBytesHeld = "bellows.metrics.message_log_bytes_held";
+/// uint64: the entries (tiles sent to another team) the log holds after it (0 when off).
+inline constexpr const char* kMetricsMessageLogEntriesHeld =
+    "bellows.metrics.message_log_entries_held";
 
 }  // namespace pmix
 
@@ -68,6 +76,11 @@ struct Metrics {
   double graph_work_seconds = 0.0;
   double graph_critical_path_seconds = 0.0;
   std::uint64_t lanes_per_rank = 0;
+  /// The rank's message log after the iteration (docs/teams.md): whether message logging is
+  /// on (0 or 1), and the bytes and entries it holds (both 0 when it is off).
+  std::uint64_t message_log_on = 0;
+  std::uint64_t message_log_bytes_held = 0;
+  std::uint64_t message_log_entries_held = 0;
   bool operator==(const Metrics&) const = default;
 };
 
@@ -88,6 +101,10 @@ constexpr void visit_fields(M& m, Visit&& visit) {
   visit("graph_critical_path_seconds", pmix::kMetricsGraphCriticalPathSeconds,
         m.graph_critical_path_seconds);
   visit("lanes_per_rank", pmix::kMetricsLanesPerRank, m.lanes_per_rank);
+  visit("message_log_on", pmix::kMetricsMessageLogOn, m.message_log_on);
+  visit("message_log_bytes_held", pmix::kMetricsMessageLogBytesHeld, m.message_log_bytes_held);
+  visit("message_log_entries_held", pmix::kMetricsMessageLogEntriesHeld,
+        m.message_log_entries_held);
 }
 
 /// The number of fields visit_fields() visits.

@@ -37,7 +37,7 @@
 namespace bellows::protocol::pmix {
 
 /// Version of this vocabulary; raise it when a code or key changes meaning.
-inline constexpr std::uint64_t kProtocolVersion = 5;
+inline constexpr std::uint64_t kProtocolVersion = 6;
 
 /// PMIx reserves codes more negative than PMIX_EXTERNAL_ERR_BASE for hosts and users; Bellows
 /// takes the block just below PMIX_EXTERNAL_ERR_BASE - 100.
@@ -177,6 +177,9 @@ inline constexpr PayloadKey kPayloadKeys[] = {
     {kMetricsGraphWorkSeconds, "kMetricsGraphWorkSeconds", PMIX_DOUBLE},
     {kMetricsGraphCriticalPathSeconds, "kMetricsGraphCriticalPathSeconds", PMIX_DOUBLE},
     {kMetricsLanesPerRank, "kMetricsLanesPerRank", PMIX_UINT64},
+    {kMetricsMessageLogOn, "kMetricsMessageLogOn", PMIX_UINT64},
+    {kMetricsMessageLogBytesHeld, "kMetricsMessageLogBytesHeld", PMIX_UINT64},
+    {kMetricsMessageLogEntriesHeld, "kMetricsMessageLogEntriesHeld", PMIX_UINT64},
 };
 
 /// The PMIx data type a Bellows key carries (PMIX_UINT64, PMIX_DOUBLE or PMIX_STRING), or

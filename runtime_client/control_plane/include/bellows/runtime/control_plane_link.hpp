@@ -65,9 +65,11 @@ class ControlPlaneLink {
     int lanes_per_rank = 1;
   };
   /// After each iteration (1-based count of iterations done): publishes this rank's metrics,
-  /// with the job's shape when given (the first rank).
+  /// with the job's shape when given (the first rank). With message_log_on (the runtime logs
+  /// messages between teams, docs/teams.md) they carry the log's size after the iteration,
+  /// report.local.message_log's bytes_held and entries_held.
   void publish(const IterationReport& report, int iterations_done,
-               const std::optional<JobShape>& shape = std::nullopt);
+               const std::optional<JobShape>& shape = std::nullopt, bool message_log_on = false);
 
   /// What a spawn must add to the new processes' environment so that each finds its node:
   /// for the job's first grow to its initial size (ranks 1..n-1 on BELLOWS_NODES[1..]), or

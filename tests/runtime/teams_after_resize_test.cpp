@@ -1,0 +1,485 @@
+// Teams after a grow or a shrink (docs/teams.md, issue 34): three ranks, each the only process of its own
+// mpiexec, joined the way a Bellows job is (grow_by_accept / join_by_connect), each on a node
+// of its own for the checkpoints' buddies, run a GEMM under ElasticJob with stealing on, a
+// checkpoint at every boundary and team-based message logging in teams of 2 consecutive ranks:
+// teams {0, 1} and {2}. Before iteration kExpandAt the first rank asks for an expand by one,
+// and a fourth process joins (grow_by_accept on the job's port) as rank 3. The teams are then
+// made anew for 4 ranks, {0, 1} and {2, 3}: every rank reads the same teams
+// (Runtime::teams()), each rank's buddy is its team mate (on another node), and the logs hold
+// bytes again under them (after the second iteration under the new teams, summed).
+// The victim (rank 1, from before the expand, or rank 3, the one that joined) then SIGKILLs
+// itself in the first task it runs of iteration kKillAt, a few iterations after the expand:
+// only its team rolls back (its buddy is its team mate), the other team keeps its state and
+// feeds the replay from its log. Checked on every survivor: the lost rank named, the ranks and
+// teams rolled back, no reason for a global roll-back, the iterations the team re-ran alone
+// (IterationReport::replaying_ranks) in which the ranks that kept their state ran no task, the
+// tasks re-run (RankStats::tasks_rerun) 0 on those ranks and, summed, the tasks the team ran
+// in the iterations replayed (stealing stays inside the teams: its own tasks and the lost
+// rank's), bytes served from their logs (bytes_replayed) only by them and only when an
+// iteration was redone; every iteration from the checkpoint rolled back to on ran the GEMM's
+// 27 tasks once over the ranks (the replayed ones: the team's again, the other team's from
+// before the loss); at the end C bit-identical to a serial run. With VICTIM -1 nobody is
+// killed: the teams after the expand alone, every iteration from it on 27 tasks.
+// With `shrink` four ranks start, in teams {0, 1} and {2, 3}, and rank 3 is asked to leave
+// before iteration kExpandAt instead: the teams are then {0, 1} and {2} (rank 2's buddy of the
+// other team, rank 0's and 1's each other), and rank 1 (VICTIM 1) killed as above rolls back
+// {0, 1} only, rank 2 keeping its state; the leaver exits 0.
+// BELLOWS_TEST_SEED fixes the pause before the kill; the seed is printed with the result.
+//
+// The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
+// exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
+// "teams_after_resize: PASS".
+//
+//   teams_after_resize_tests MPIEXEC SELF VICTIM [shrink]     (the launcher; no MPI)
+//   teams_after_resize_tests --member DIR INDEX      (under MPIEXEC -n 1)
+
+#include "bellows/runtime/elastic_job.hpp"
+#include "bellows/runtime/membership.hpp"
+#include "bellows/runtime/runtime.hpp"
+
+#include <mpi.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bellows/kernels/tile_kernels.hpp"
+#include "gemm_tasks.hpp"
+#include "separate_worlds.hpp"
+#include "spawned_processes.hpp"
+#include "tiled_gemm.hpp"
+#include "watchdog.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace br = bellows::runtime;
+using Clock = std::chrono::steady_clock;
+using bellows::testing::read_file;
+using bellows::testing::read_int;
+using bellows::testing::reap_members;
+using bellows::testing::StartedMember;
+using bellows::testing::write_file;
+
+constexpr int kRanks = 3;            // before the expand
+constexpr int kJoiner = kRanks;      // the process index (and rank) the expand adds
+constexpr int kShrinkFrom = 4;       // with `shrink`: the ranks before it, rank 3 leaving
+constexpr int kLeaver = 3;
+constexpr int kTeamSize = 2;
+constexpr int kN = 288;
+constexpr int kTile = 96;            // 3 x 3 tiles: 27 GEMM tasks per iteration
+constexpr int kTasksPerIteration = 27;
+constexpr int kIterations = 10;
+constexpr int kExpandAt = 2;         // the expand is carried out before loop iteration 2 (iteration 3)
+constexpr int kKillAt = 6;           // the victim dies in loop iteration 6 (iteration 7)
+constexpr int kMostPauseMicroseconds = 3000;
+constexpr unsigned kSeed = 5;
+constexpr auto kRecoverTimeout = std::chrono::seconds(10);
+constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
+
+int failures = 0;
+void expect(bool ok, const std::string& what) {
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "teams_after_resize_tests: FAILED: %s\n", what.c_str());
+  }
+}
+
+std::string rank_set(const std::vector<int>& ranks) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "}";
+}
+
+/// C as a run without failure computes it: the same tile kernel in the same order.
+std::vector<double> reference_c() {
+  bellows::test::TiledGemm serial(kN, kTile, 1, 0, kSeed);
+  const int tiles = kN / kTile;
+  for (int j = 0; j < tiles; ++j) {
+    for (int i = 0; i < tiles; ++i) {
+      auto result = std::make_shared<br::Tile>(kTile, kTile);
+      for (int k = 0; k < tiles; ++k) {
+        bellows::kernels::gemm_nn(*serial.a.tile(i, k), *serial.b.tile(k, j), k == 0 ? 0.0 : 1.0, *result);
+      }
+      serial.c.set_tile(i, j, std::move(result));
+    }
+  }
+  return serial.c.gather_to_root(MPI_COMM_SELF);
+}
+
+/// The GEMM's tasks, except that once `armed` the first task this rank runs waits `pause_us`
+/// and SIGKILLs the process.
+class KillingGemm final : public br::TaskClass {
+ public:
+  KillingGemm(bellows::test::TiledGemm& gemm, const std::atomic<bool>& armed, int pause_us)
+      : TaskClass(0), gemm_(0, gemm.a, gemm.b, gemm.c), armed_(armed), pause_us_(pause_us) {}
+
+  [[nodiscard]] std::string_view name() const override { return gemm_.name(); }
+  void for_each_task(const std::function<void(const br::TaskKey&)>& fn) const override { gemm_.for_each_task(fn); }
+  [[nodiscard]] int owner(const br::TaskKey& key) const override { return gemm_.owner(key); }
+  void inputs(const br::TaskKey& key, std::vector<br::InputSource>& out) const override { gemm_.inputs(key, out); }
+  void successors(const br::TaskKey& key, int slot, std::vector<br::Successor>& out) const override {
+    gemm_.successors(key, slot, out);
+  }
+  [[nodiscard]] double flops(const br::TaskKey& key) const override { return gemm_.flops(key); }
+  [[nodiscard]] std::int64_t priority(const br::TaskKey& key) const override { return gemm_.priority(key); }
+  void execute_cpu(const br::TaskKey& key, std::span<br::Tile* const> tiles) const override {
+    if (armed_.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us_));
+      ::raise(SIGKILL);  // in the iteration's tasks
+    }
+    gemm_.execute_cpu(key, tiles);
+  }
+
+ private:
+  bellows::examples::GemmTasks gemm_;
+  const std::atomic<bool>& armed_;
+  int pause_us_;
+};
+
+/// Sums `mine` over the job's ranks.
+std::vector<unsigned long long> summed(std::vector<unsigned long long> mine, MPI_Comm comm) {
+  std::vector<unsigned long long> all(mine.size(), 0);
+  MPI_Allreduce(mine.data(), all.data(), static_cast<int>(mine.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
+  return all;
+}
+
+int run_member(const fs::path& dir, int index) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  bellows::testing::Watchdog watchdog(std::chrono::seconds(45), "teams after resize member", index);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  const int victim = read_int(dir / "victim");
+  const int pause_us = read_int(dir / "pause_us");
+  const bool shrink = fs::exists(dir / "shrink");
+  const int first_ranks = shrink ? kShrinkFrom : kRanks;
+  const bool joiner = !shrink && index == kJoiner;
+  std::vector<int> payload;
+  auto membership = [&] {
+    if (index != 0) {
+      // The joiner connects once the expand is carried out (the first rank says so).
+      const fs::path ready = joiner ? dir / "expand" : dir / "port";
+      while (!fs::exists(ready)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return br::Membership::join_by_connect(read_file(dir / "port"), payload);
+    }
+    char port[MPI_MAX_PORT_NAME] = {};
+    MPI_Open_port(MPI_INFO_NULL, port);
+    write_file(dir / "port", port);
+    br::Membership first(MPI_COMM_WORLD);
+    first.grow_by_accept(first_ranks - 1, port, payload);
+    return first;
+  }();
+  const int old_rank = membership.rank();
+  write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
+  write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));
+  const int joined_at = joiner ? payload.at(0) : -1;
+  br::ElasticJob job(
+      std::move(membership),
+      br::ElasticJob::Grow([&](br::Membership& m, int count, int join_iteration, std::uint64_t) -> const br::GrowReport& {
+        if (m.rank() == 0) write_file(dir / "expand", "1");
+        const std::array<int, 1> join{join_iteration};
+        return m.grow_by_accept(count, read_file(dir / "port"), join);
+      }),
+      joined_at);
+  int refused = 0;
+  std::string refusal;
+  job.on_resize_refused([&](const br::ResizeEvent& e) {
+    ++refused;
+    refusal = e.reason;
+  });
+
+  std::atomic<bool> kill_in_next_task{false};
+  bellows::test::TiledGemm gemm(kN, kTile, first_ranks, old_rank, kSeed);
+  br::RuntimeOptions options;
+  options.comm_max_sleep_us = 100;
+  options.same_host_transport = false;  // tiles over MPI, as between nodes
+  options.steal.enabled = true;
+  options.checkpoint.enabled = true;
+  options.checkpoint.every_iterations = 1;
+  options.checkpoint.node = "node" + std::to_string(old_rank);
+  options.message_log.enabled = true;
+  options.message_log.team_size = kTeamSize;
+  br::Runtime runtime(job.communicator(), options);
+  job.attach(runtime);
+  runtime.add_collection(gemm.a);
+  runtime.add_collection(gemm.b);
+  runtime.add_collection(gemm.c);
+  runtime.add_task_class(std::make_unique<KillingGemm>(gemm, kill_in_next_task, pause_us));
+
+  nlohmann::json result{{"old_rank", old_rank}};
+  int recoveries = 0, resized = 0;
+  br::RecoveryReport recovery;
+  std::vector<int> teams_after_resize, buddies_after_resize;
+  std::map<long, std::uint64_t> tasks_run;        // iteration -> tasks run here, in its last run here
+  std::map<long, std::uint64_t> log_bytes_held;   // iteration -> bytes the log held after it
+  std::vector<long> replayed_iterations;          // the iterations the rolled-back team re-ran alone
+  std::uint64_t tasks_run_in_replay = 0;          // tasks this rank ran in those
+  for (int it = joiner ? joined_at : 0; it < kIterations;) {
+    if (old_rank == 0 && it == kExpandAt && resized == 0) {
+      if (shrink) {
+        job.request_shrink({kLeaver}, "the test's shrink", 0);
+      } else {
+        job.request_expand(1, "the test's expand", 0);
+      }
+    }
+    const br::ElasticJob::Outcome outcome = job.apply_pending(it);
+    if (outcome == br::ElasticJob::Outcome::left) {  // the leaver of `shrink`
+      result["left"] = true;
+      result["result"] = failures == 0 ? "PASS" : "FAIL";
+      write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+      watchdog.disarm();
+      return failures == 0 ? 0 : 1;
+    }
+    if (outcome == br::ElasticJob::Outcome::resized) ++resized;
+    kill_in_next_task = job.rank() == victim && it == kKillAt && recoveries == 0;
+    const br::IterationReport report = runtime.run_iteration();
+    if (report.completed()) {
+      if (report.iteration == kExpandAt + 2) {
+        // Under the teams made for the grown job, with their first checkpoint complete.
+        teams_after_resize = runtime.teams();
+        buddies_after_resize = runtime.checkpoint_buddies();
+      }
+      if (!report.replaying_ranks.empty()) {
+        replayed_iterations.push_back(report.iteration);
+        if (report.ran_here()) tasks_run_in_replay += report.local.tasks_executed;
+        expect(report.ran_here() || report.local.tasks_executed == 0,
+               "rank " + std::to_string(job.rank()) + " kept its state but ran " +
+                   std::to_string(report.local.tasks_executed) + " tasks in iteration " +
+                   std::to_string(report.iteration));
+      }
+      if (report.ran_here()) tasks_run[report.iteration] = report.local.tasks_executed;
+      if (recoveries == 0) log_bytes_held[report.iteration] = report.local.message_log.bytes_held;
+      ++it;
+      continue;
+    }
+    recovery = job.recover(report, kRecoverTimeout);
+    ++recoveries;
+    // The runtime counts its iterations from 1; the loop resumes after the checkpoint's.
+    it -= report.iteration - 1 - static_cast<int>(recovery.iteration);
+  }
+
+  expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"");
+  expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
+                                          (joiner ? "none (it joined through the expand)" : "the resize"));
+  // After a shrink to 3 ranks, rank 2 is a team of one, whose buddy is of the other team.
+  const std::vector<int> expected_teams = shrink ? std::vector<int>{0, 0, 1} : std::vector<int>{0, 0, 1, 1};
+  expect(teams_after_resize == expected_teams, "teams after the resize " + rank_set(teams_after_resize) +
+                                                   " (per rank), expected " + rank_set(expected_teams));
+  const bool buddies_as_expected =
+      shrink ? buddies_after_resize.size() == 3 && buddies_after_resize[0] == 1 && buddies_after_resize[1] == 0 &&
+                   (buddies_after_resize[2] == 0 || buddies_after_resize[2] == 1)
+             : buddies_after_resize == std::vector<int>{1, 0, 3, 2};
+  expect(buddies_as_expected, "buddies after the resize " + rank_set(buddies_after_resize) + " (per rank), expected " +
+                                  (shrink ? "{1, 0, 0 or 1}" : "{1, 0, 3, 2}"));
+  // The iterations under the new teams log what crosses them.
+  const std::uint64_t held_after_expand = log_bytes_held.count(kExpandAt + 2) != 0 ? log_bytes_held[kExpandAt + 2] : 0;
+  const auto held_by_survivors = summed({held_after_expand}, job.communicator());
+  expect(held_by_survivors[0] > 0, "no survivor's log held a byte after iteration " + std::to_string(kExpandAt + 2) +
+                                       " under the teams of the grown job");
+  result["log_bytes_held_after_the_expand"] = held_after_expand;
+
+  const bool no_victim = victim < 0;
+  expect(recoveries == (no_victim ? 0 : 1), "recovered " + std::to_string(recoveries) + " times");
+  const int expected_size = (shrink ? kShrinkFrom - 1 : kRanks + 1) - (no_victim ? 0 : 1);
+  expect(job.size() == expected_size,
+         "the job has " + std::to_string(job.size()) + " ranks, expected " + std::to_string(expected_size));
+  if (!no_victim) {
+    // Only the victim's team rolls back: its buddy is its team mate.
+    const std::vector<int> team_of_victim = victim < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+    const int victim_team = victim < 2 ? 0 : 1;
+    expect(recovery.lost == std::vector<int>{victim}, "lost " + rank_set(recovery.lost));
+    expect(recovery.rolled_back_globally_because.empty(),
+           "rolled back globally because \"" + recovery.rolled_back_globally_because + "\"");
+    expect(recovery.ranks_rolled_back == team_of_victim, "ranks " + rank_set(recovery.ranks_rolled_back) +
+                                                             " rolled back, expected " + rank_set(team_of_victim));
+    expect(recovery.teams_rolled_back == std::vector<int>{victim_team},
+           "teams " + rank_set(recovery.teams_rolled_back) + " rolled back, expected {" + std::to_string(victim_team) + "}");
+    const bool kept_state = recovery.old_rank / kTeamSize != victim_team;
+    const std::uint64_t rerun = runtime.stats().tasks_rerun;
+    const std::uint64_t replayed_bytes = runtime.stats().message_log.bytes_replayed;
+    // The team re-ran the iterations after the checkpoint alone.
+    const auto redone = static_cast<std::size_t>(recovery.iterations_redone);
+    expect(replayed_iterations.size() == redone, std::to_string(replayed_iterations.size()) +
+                                                      " iterations replayed by the team, expected " +
+                                                      std::to_string(redone));
+    // The checkpoints overlap the iterations: the one completed last is at the boundary before
+    // the interrupted iteration or the one before it.
+    expect(redone <= 1, std::to_string(redone) + " iterations redone, expected 0 or 1");
+    // Stealing stays inside the teams, so what the team re-ran is its own tasks: summed over
+    // the survivors, what they ran in the replayed iterations, and the bytes served from the
+    // logs of the ranks that kept their state.
+    const auto all_rerun = summed({rerun, tasks_run_in_replay, replayed_bytes}, job.communicator());
+    if (kept_state) {
+      expect(rerun == 0, "rank " + std::to_string(recovery.old_rank) + " kept its state but re-ran " +
+                             std::to_string(rerun) + " tasks");
+    } else {
+      expect(replayed_bytes == 0, "rank " + std::to_string(recovery.old_rank) + " rolled back but served " +
+                                      std::to_string(replayed_bytes) + " bytes from its log");
+    }
+    expect(all_rerun[0] == all_rerun[1], "the survivors re-ran " + std::to_string(all_rerun[0]) +
+                                             " tasks, but ran " + std::to_string(all_rerun[1]) +
+                                             " in the iterations replayed");
+    expect((redone == 0) == (all_rerun[0] == 0) && (redone == 0) == (all_rerun[2] == 0),
+           std::to_string(redone) + " iterations redone, " + std::to_string(all_rerun[0]) + " tasks re-run and " +
+               std::to_string(all_rerun[2]) + " bytes served from the logs of the ranks that kept their state");
+    result["iterations_redone"] = recovery.iterations_redone;
+    result["rolled_back_to"] = recovery.iteration;
+    result["ranks_rolled_back"] = recovery.ranks_rolled_back;
+    result["tasks_rerun"] = rerun;
+    result["tasks_rerun_by_the_survivors"] = all_rerun[0];
+    result["bytes_replayed"] = replayed_bytes;
+    result["bytes_replayed_by_the_survivors"] = all_rerun[2];
+  }
+  // Every task of every iteration from the expand on (after a loss: from the checkpoint rolled
+  // back to on, since the victim's count went with it) ran once over the ranks: in the
+  // iterations replayed, the team that rolled back ran again its own tasks, the lost rank's
+  // with them, and the other team's count is that of its run before the loss.
+  const int first_counted = no_victim ? kExpandAt + 1 : static_cast<int>(recovery.iteration) + 1;
+  std::vector<unsigned long long> mine;
+  for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
+  const auto all = summed(mine, job.communicator());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    expect(all[i] == kTasksPerIteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) +
+                                             " ran " + std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                             std::to_string(kTasksPerIteration));
+  }
+  result["first_iteration_counted"] = first_counted;
+  result["tasks_per_iteration_counted"] = all;
+  const std::vector<double> c = gemm.c.gather_to_root(job.communicator());
+  if (job.rank() == 0) {
+    const std::vector<double> expected = reference_c();
+    const bool same = c.size() == expected.size() && std::memcmp(c.data(), expected.data(), c.size() * sizeof(double)) == 0;
+    expect(same, "C differs from a serial run");
+    result["verified"] = same;
+  }
+  result["recoveries"] = recoveries;
+  result["result"] = failures == 0 ? "PASS" : "FAIL";
+  write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+  watchdog.disarm();
+  return failures == 0 ? 0 : 1;
+}
+
+int finalize_member(const fs::path& dir, int index) {
+  const int status = run_member(dir, index);
+  MPI_Finalize();
+  return status;
+}
+
+// ------------------------------------------------------------------------------------ launcher
+
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool shrink) {
+  if (victim != -1 && victim != 1 && (shrink || victim != kJoiner)) {
+    std::fprintf(stderr, "teams_after_resize_tests: the victim must be -1 (none), 1%s, got %d\n",
+                 shrink ? " (with shrink)" : (" or " + std::to_string(kJoiner)).c_str(), victim);
+    return 2;
+  }
+  const int processes = shrink ? kShrinkFrom : kRanks + 1;
+  char pattern[] = "/tmp/bellows-teams-after-resize-XXXXXX";
+  const fs::path dir = ::mkdtemp(pattern);
+  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
+  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
+                                             : std::random_device{}();
+  std::mt19937 random(seed);
+  const int pause_us = std::uniform_int_distribution<int>(0, kMostPauseMicroseconds)(random);
+  write_file(dir / "victim", std::to_string(victim));
+  write_file(dir / "pause_us", std::to_string(pause_us));
+  if (shrink) write_file(dir / "shrink", "1");
+  const auto start = Clock::now();
+  const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
+  std::vector<StartedMember> members(static_cast<std::size_t>(processes));
+  for (int i = 0; i < processes; ++i) {
+    members[static_cast<std::size_t>(i)].pid = bellows::testing::start_member_world(
+        mpiexec, {self, "--member", dir.string(), std::to_string(i)}, dir / ("member." + std::to_string(i) + ".log"));
+    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
+  }
+  const bool all_ended = reap_members(members, limit);
+
+  // Whatever is left is killed: nothing the test started survives it.
+  std::vector<int> pids;
+  for (int i = 0; i < processes; ++i) {
+    auto& m = members[static_cast<std::size_t>(i)];
+    if (m.pid <= 0) continue;
+    pids.push_back(m.pid);
+    if (!m.ended) {
+      ::kill(-m.pid, SIGKILL);
+      ::waitpid(m.pid, &m.status, 0);
+      m.ended = true;
+    }
+    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
+    const fs::path pid_file = dir / ("pid." + std::to_string(i));
+    if (fs::exists(pid_file)) pids.push_back(read_int(pid_file));
+  }
+  expect(all_ended, "not every mpiexec ended within " + std::to_string(kLauncherLimitSeconds) + " s");
+  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
+
+  nlohmann::json survivors = nlohmann::json::array();
+  bool verified = false;
+  for (int i = 0; i < processes; ++i) {
+    const auto& m = members[static_cast<std::size_t>(i)];
+    const bool exited_zero = WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
+    const fs::path rank_file = dir / ("rank." + std::to_string(i));
+    if (!fs::exists(rank_file)) {
+      expect(false, "member " + std::to_string(i) + " never joined the job");
+      continue;
+    }
+    const int r = read_int(rank_file);
+    if (r == victim) {
+      expect(!exited_zero, "the victim's mpiexec exited 0");
+      continue;
+    }
+    expect(exited_zero, "survivor " + std::to_string(r) + "'s mpiexec did not exit 0");
+    const fs::path result_file = dir / ("result." + std::to_string(r));
+    if (!fs::exists(result_file)) {
+      expect(false, "survivor " + std::to_string(r) + " wrote no result");
+      continue;
+    }
+    const auto result = nlohmann::json::parse(read_file(result_file));
+    expect(result.value("result", "") == "PASS", "survivor " + std::to_string(r) + ": " + result.dump());
+    verified = verified || result.value("verified", false);
+    survivors.push_back(result);
+  }
+  expect(verified, "no survivor verified the result");
+  if (failures != 0) {
+    for (int i = 0; i < processes; ++i) {
+      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
+                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
+    }
+  }
+  fs::remove_all(dir);
+  std::printf("%s\n", nlohmann::json{{"victim", victim},
+                                     {"shrink", shrink},
+                                     {"seed", seed},
+                                     {"pause_us", pause_us},
+                                     {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
+                                     {"survivors", survivors}}
+                          .dump()
+                          .c_str());
+  std::printf("teams_after_resize: %s\n", failures == 0 ? "PASS" : "FAIL");
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return finalize_member(argv[2], std::atoi(argv[3]));
+  const bool shrink = argc == 5 && std::strcmp(argv[4], "shrink") == 0;
+  if ((argc != 4 && !shrink) || argc > 5) {
+    std::fprintf(stderr, "usage: teams_after_resize_tests MPIEXEC SELF VICTIM [shrink] | --member DIR INDEX\n");
+    return 2;
+  }
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), shrink);
+}
