@@ -366,34 +366,13 @@ bool Engine::wait_watching_peers(std::span<MPI_Request> requests) {
     if (!watch_->lost().empty()) return false;
     if (rc != MPI_SUCCESS) {
       // A transfer with a peer that died can fail before the watch sees the death.
-      if (wait_for_loss_verdict(Clock::now()) == LossVerdict::report_lost) return false;
+      if (wait_for_loss_verdict(*watch_, Clock::now(), kLossGrace) == LossVerdict::report_lost) return false;
       throw std::runtime_error("rank " + std::to_string(rank_) + ": " + describe_mpi_error(rc) +
                                " before an iteration, and no peer was found lost within " +
                                loss_verdict_limit_text() + " (neither by this rank's watch nor by the control plane)");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-}
-
-LossVerdict Engine::wait_for_loss_verdict(Clock::time_point failed_at) {
-  LossVerdictLimits limits;
-  limits.grace_seconds = std::chrono::duration<double>(kLossGrace).count();
-  limits.verdict_seconds = std::chrono::duration<double>(kLossVerdictLimit).count();
-  for (;;) {
-    watch_->poll();
-    const auto now = Clock::now();
-    LossVerdictFacts facts;
-    facts.peer_found_lost = !watch_->lost().empty();
-    facts.seconds_since_first_loss = facts.peer_found_lost ? seconds_between(watch_->first_loss_at(), now) : 0.0;
-    facts.seconds_since_failure = seconds_between(failed_at, now);
-    const LossVerdict verdict = decide_loss_verdict(facts, limits);
-    if (verdict != LossVerdict::wait) return verdict;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
-
-std::string Engine::loss_verdict_limit_text() {
-  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kLossVerdictLimit).count()) + " s";
 }
 
 bool Engine::starving() const {

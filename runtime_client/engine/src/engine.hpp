@@ -22,7 +22,6 @@
 
 #include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/cost_model.hpp"
-#include "bellows/runtime/loss_verdict.hpp"
 #include "bellows/runtime/device_choice.hpp"
 #include "bellows/runtime/offload_policy.hpp"
 #include "bellows/runtime/runtime.hpp"
@@ -349,22 +348,13 @@ class Engine final : public DeviceOwner {
   /// Ends an iteration in which a peer was lost or an MPI call failed (docs/recovery.md, "When
   /// a rank dies mid-iteration"): drops the queued and pending work (after stopping the
   /// devices when `devices_started`), the communication thread's messages and the checkpoint
-  /// in flight, waits kLossGrace for the watch to find every peer lost, and returns a report
-  /// naming them. Throws std::runtime_error with the MPI failure when no peer was lost.
+  /// in flight, waits for the verdict on who is lost (wait_for_loss_verdict, peer_watch.hpp:
+  /// kLossGrace after the first peer found lost, up to kLossVerdictLimit while none is), and
+  /// returns a report naming them. Throws std::runtime_error with the MPI failure when no peer was lost.
   IterationReport abandon_iteration(bool devices_started);
   /// How long an abandoned iteration waits after the first peer was found lost for the watch
   /// to find the others: more than the 2-20 ms ch3 takes to fail what involves a dead peer.
   static constexpr std::chrono::milliseconds kLossGrace{100};
-  /// How long an MPI failure that names no lost peer waits for the watch or the control
-  /// plane to name one (loss_verdict.hpp): the controller's default heartbeat timeout (5 s)
-  /// and as long again. A survivor that learnt of a death from a failed collective may find
-  /// the dead rank only through the control plane's word, late on a loaded host.
-  static constexpr std::chrono::seconds kLossVerdictLimit{10};
-  /// Polls the watch (and through it the control plane's word) until decide_loss_verdict()
-  /// says report_lost or unexplained, the failure seen at `failed_at`.
-  LossVerdict wait_for_loss_verdict(Clock::time_point failed_at);
-  /// kLossVerdictLimit as error texts name it: "10 s".
-  static std::string loss_verdict_limit_text();
   /// Takes a duplicate of `comm` and a communication engine on it; the trace and the
   /// statistics then name this rank by its number there. Used at construction and after a
   /// shrink. Its collectives (the duplicate, the same-host probe, the nodes' gather) are

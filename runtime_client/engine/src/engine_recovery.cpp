@@ -209,7 +209,7 @@ IterationReport Engine::abandon_iteration(bool devices_started) {
   // ranks that died together are named together; an MPI failure that names no lost peer waits
   // for the watch or the control plane up to the verdict limit, then is reported as what it is.
   const std::string failure = comm_engine_->mpi_failure();
-  (void)wait_for_loss_verdict(begin);
+  (void)wait_for_loss_verdict(*watch_, begin, kLossGrace);
   watch_->disarm();
   for (auto& d : devices_) (void)d->take_stats();  // the abandoned iteration's work is redone
   (void)comm_engine_->take_stats();
