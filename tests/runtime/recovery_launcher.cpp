@@ -42,18 +42,22 @@ pid_t start_member(const std::string& mpiexec, const std::string& self, const fs
 }  // namespace
 
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
-                 bool no_checkpoint, Job job, SecondVictim second, bool stopped, int team_size, int ranks) {
+                 bool no_checkpoint, Job job, SecondVictim second, bool stopped, int deaf_rank, int team_size,
+                 int ranks) {
   const std::vector<int> victims = parse_victims(victims_text);
   const bool second_loss = second.rank >= 0;
   const bool valid = std::all_of(victims.begin(), victims.end(), [&](int v) { return v < ranks; }) &&
                      static_cast<int>(victims.size()) < ranks && (!no_checkpoint || !victims.empty()) &&
                      (!second_loss || (second.rank < ranks && victims.size() == 1 && second.rank != victims[0] &&
                                        second.delay_ms >= 0)) &&
-                     (!stopped || !victims.empty());
+                     (!stopped || !victims.empty()) &&
+                     (deaf_rank < 0 || (deaf_rank < ranks && !victims.empty() &&
+                                        !std::binary_search(victims.begin(), victims.end(), deaf_rank)));
   if (!valid) {
     std::fprintf(stderr, "recovery_tests: victims '%s' are not ranks of %d (or -1 with checkpoints), or the "
-                         "second victim %d@%d is not another rank after one victim\n",
-                 victims_text.c_str(), ranks, second.rank, second.delay_ms);
+                         "second victim %d@%d is not another rank after one victim, or the deaf rank %d is "
+                         "not a survivor\n",
+                 victims_text.c_str(), ranks, second.rank, second.delay_ms, deaf_rank);
     return 2;
   }
   char pattern[] = "/tmp/bellows-recovery-XXXXXX";
@@ -62,6 +66,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (job == Job::cholesky) write_file(dir / "cholesky", "1");
   if (job == Job::bspgemm) write_file(dir / "bspgemm", "1");
   if (stopped) write_file(dir / "stopped", "1");
+  if (deaf_rank >= 0) write_file(dir / "deaf", std::to_string(deaf_rank));
   if (team_size > 0) write_file(dir / "teams", std::to_string(team_size));
   const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
   const unsigned kill_seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
@@ -128,6 +133,17 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
           team_size > 0 && shortest_iteration != Clock::duration::max() ? shortest_iteration : iteration_time;
       std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(wait_over * kill_fraction));
     }
+    if (due && deaf_rank >= 0) {
+      // The victims die in a barrier they posted (deaf_watch.hpp): each stops in its next one.
+      write_file(dir / "stop_in_barrier", "1");
+      const auto stop_limit = Clock::now() + std::chrono::seconds(20);
+      const auto all_stopped = [&] {
+        return std::all_of(victims.begin(), victims.end(), [&](int v) { return fs::exists(path_of("in_barrier", v)); });
+      };
+      while (!all_stopped() && Clock::now() < stop_limit) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      due = all_stopped();
+      expect(due, "victims " + victims_text + " did not reach a barrier within 20 s");
+    }
     if (due) {
       for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));
       char text[64];
@@ -138,7 +154,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
                                                         std::to_string(victims[v]) + " failed");
       }
       write_file(dir / "killed", text);  // for the survivors' times only: MPI tells them nothing
-      if (stopped) write_file(dir / "told_lost", "1 " + victims_text);  // the control plane's word
+      if (stopped || deaf_rank >= 0) write_file(dir / "told_lost", "1 " + victims_text);  // the control plane's word
     }
   }
   if (stopped && !victim_pids.empty()) {

@@ -75,6 +75,12 @@
 // survivor 100 ms after the one before (daemons hear at different moments). The survivors must
 // abandon the iteration, name the victims and recover as above; once every survivor has
 // verified and is finishing, the launcher kills the stopped victims.
+// With `deaf=R` the victims are killed in a barrier they posted (each stops in its next one
+// once rank 0 has reported the iterations before the kill), and survivor R's watch hears
+// nothing from MPI (deaf_watch.hpp): its barrier fails, and it learns who died only from the
+// control plane's word, told as with `stopped` (every survivor 100 ms after the one before,
+// rank R kDeafTellDelay after the kill, ten times the 100 ms the runtime once waited for a
+// verdict). Rank R must wait for that word, name the victims and recover like the others.
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result, and no process it started is left; it prints a JSON line with
@@ -82,7 +88,7 @@
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
 //   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped|
-//                                        [cholesky-|bspgemm-]teams=T] [ranks=N]
+//                                        [cholesky-|bspgemm-]teams=T] [deaf=R] [ranks=N]
 //                                                   (the launcher, recovery_launcher.cpp; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
@@ -91,6 +97,7 @@
 #include "bellows/runtime/rebuild.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "bellows/runtime/team_replay.hpp"
+#include "deaf_watch.hpp"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -137,6 +144,8 @@ constexpr int kIterations = 30;
 constexpr unsigned kSeed = 11;
 constexpr double kBspgemmDensity = 0.5;  // the share of A's and B's tiles that are nonzero
 constexpr auto kRebuildTimeout = std::chrono::seconds(10);
+/// `deaf=R`: how long after the kill rank R hears the control plane's word.
+constexpr auto kDeafTellDelay = std::chrono::milliseconds(1000);
 // With a second victim: shorter, so that a phase that could only end at its deadline still
 // ends well within the test's timeout (60 s).
 constexpr auto kSecondLossRebuildTimeout = std::chrono::seconds(5);
@@ -329,8 +338,21 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   expect(size == count, "joined size " + std::to_string(size));
   write_file(dir / ("pid." + std::to_string(rank)), std::to_string(::getpid()));
   const bool stopped_victims = fs::exists(dir / "stopped");
+  const int deaf_rank = fs::exists(dir / "deaf") ? std::atoi(read_file(dir / "deaf").c_str()) : -1;
+  if (old_rank == deaf_rank) make_watch_deaf();
+  std::jthread victim_stopper;  // `deaf=R`: a victim dies in a barrier it posted
+  if (deaf_rank >= 0 && std::binary_search(victims.begin(), victims.end(), old_rank)) {
+    victim_stopper = std::jthread([dir, old_rank](std::stop_token stop) {
+      while (!stop.stop_requested() && !fs::exists(dir / "stop_in_barrier")) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (!stop.stop_requested()) stop_in_next_barrier(dir / ("in_barrier." + std::to_string(old_rank)));
+    });
+  }
   std::jthread teller;
-  if (stopped_victims) teller = tell_when_told(dir, std::chrono::milliseconds(100 * old_rank));
+  if (stopped_victims || deaf_rank >= 0) {
+    teller = tell_when_told(dir, old_rank == deaf_rank ? kDeafTellDelay : std::chrono::milliseconds(100 * old_rank));
+  }
 
   job_kind = fs::exists(dir / "cholesky") ? Job::cholesky : fs::exists(dir / "bspgemm") ? Job::bspgemm : Job::gemm;
   cholesky_job = job_kind == Job::cholesky;
@@ -940,6 +962,11 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
                rank_set(br::loss_notices().ranks_lost(count)));
     write_file(dir / ("finishing." + std::to_string(old_rank)), "1");  // the stopped may go now
   }
+  if (old_rank == deaf_rank) {
+    result["deaf_watch_receives"] = deaf_watch_receives();
+    expect(deaf_watch_receives() > 0, "rank " + std::to_string(old_rank) + "'s watch posted no receive on the "
+                                      "watch's tag: deaf_watch.cpp's tag is not the runtime's");
+  }
   owned_runtime.reset();
   const auto t = Clock::now();
   MPI_Comm_free(&job);
@@ -967,6 +994,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // Before it, `deaf=R`: survivor R's watch hears nothing from MPI (with any mode, or alone).
+  int deaf_rank = -1;
+  if (argc >= 5 && std::sscanf(argv[argc - 1], "deaf=%d", &deaf_rank) == 1) {
+    --argc;
+    if (deaf_rank < 0) {
+      std::fprintf(stderr, "recovery_tests: deaf=%d: not a rank\n", deaf_rank);
+      return 2;
+    }
+  }
   const bool no_checkpoint = argc == 5 && std::strcmp(argv[4], "no-checkpoint") == 0;
   const bool cholesky_only = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
   SecondVictim second;
@@ -990,10 +1026,11 @@ int main(int argc, char** argv) {
   const bool bspgemm = bspgemm_prefix && teams;
   if (argc != 4 && !no_checkpoint && !cholesky && !second_loss && !stopped && !teams) {
     std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS|"
-                         "[cholesky-]after=RANK|stopped|[cholesky-|bspgemm-]teams=T] [ranks=N] | --member DIR INDEX "
-                         "COUNT VICTIMS\n");
+                         "[cholesky-]after=RANK|stopped|[cholesky-|bspgemm-]teams=T] [deaf=RANK] [ranks=N] | "
+                         "--member DIR INDEX COUNT VICTIMS\n");
     return 2;
   }
   const Job job = cholesky ? Job::cholesky : bspgemm ? Job::bspgemm : Job::gemm;
-  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, job, second, stopped, teams ? team_size : 0, ranks);
+  return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, job, second, stopped, deaf_rank,
+                      teams ? team_size : 0, ranks);
 }

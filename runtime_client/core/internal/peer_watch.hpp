@@ -14,6 +14,8 @@
 
 #include <mpi.h>
 
+#include "bellows/runtime/loss_verdict.hpp"
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -85,6 +87,21 @@ class ErrorsReturned {
   MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
 };
 
+/// How long an MPI failure that names no lost peer waits for the watch or the control plane
+/// to name one (loss_verdict.hpp): the controller's default heartbeat timeout (5 s) and as
+/// long again. A survivor that learnt of a death from a failed collective may find the dead
+/// rank only through the control plane's word, which comes late on a loaded host.
+inline constexpr std::chrono::seconds kLossVerdictLimit{10};
+
+/// Polls `watch` (and through it the control plane's word) every millisecond until
+/// decide_loss_verdict() says report_lost (`grace` after the first peer found lost) or
+/// unexplained (kLossVerdictLimit after `failed_at` with none found).
+[[nodiscard]] LossVerdict wait_for_loss_verdict(PeerWatch& watch, std::chrono::steady_clock::time_point failed_at,
+                                                std::chrono::milliseconds grace);
+
+/// kLossVerdictLimit as error texts name it: "10 s".
+[[nodiscard]] std::string loss_verdict_limit_text();
+
 /// How a collective waited on under a PeerWatch ended (complete_watched).
 struct WatchedCompletion {
   bool completed = false;   ///< it completed: its result stands on every rank that got it
@@ -93,8 +110,9 @@ struct WatchedCompletion {
 };
 
 /// Completes `request`, which a collective posted with result `posted`, without spinning while
-/// `watch` (armed) watches every peer. Not completed when it failed (then `grace` is given to
-/// the watch to name a lost peer; none named leaves `lost` empty with `failed_code` set), or
+/// `watch` (armed) watches every peer. Not completed when it failed (then the watch is waited
+/// on for a verdict, wait_for_loss_verdict; none named within kLossVerdictLimit leaves `lost`
+/// empty with `failed_code` set), or
 /// when it was still pending `grace` after the watch found a peer lost (the request, if
 /// pending, is left to MPI). Each caller says what a failure with no peer lost means.
 [[nodiscard]] WatchedCompletion complete_watched(int posted, MPI_Request& request, PeerWatch& watch,

@@ -96,6 +96,27 @@ void PeerWatch::disarm() {
   (void)cancel_requests(requests_);
 }
 
+LossVerdict wait_for_loss_verdict(PeerWatch& watch, std::chrono::steady_clock::time_point failed_at,
+                                  std::chrono::milliseconds grace) {
+  LossVerdictLimits limits;
+  limits.grace_seconds = std::chrono::duration<double>(grace).count();
+  limits.verdict_seconds = std::chrono::duration<double>(kLossVerdictLimit).count();
+  for (;;) {
+    watch.poll();
+    const auto now = std::chrono::steady_clock::now();
+    LossVerdictFacts facts;
+    facts.peer_found_lost = !watch.lost().empty();
+    facts.seconds_since_first_loss =
+        facts.peer_found_lost ? std::chrono::duration<double>(now - watch.first_loss_at()).count() : 0.0;
+    facts.seconds_since_failure = std::chrono::duration<double>(now - failed_at).count();
+    const LossVerdict verdict = decide_loss_verdict(facts, limits);
+    if (verdict != LossVerdict::wait) return verdict;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::string loss_verdict_limit_text() { return std::to_string(kLossVerdictLimit.count()) + " s"; }
+
 WatchedCompletion complete_watched(int posted, MPI_Request& request, PeerWatch& watch,
                                    std::chrono::milliseconds grace) {
   std::chrono::steady_clock::time_point give_up{};
@@ -106,11 +127,7 @@ WatchedCompletion complete_watched(int posted, MPI_Request& request, PeerWatch& 
     watch.poll();
     const auto now = std::chrono::steady_clock::now();
     if (rc != MPI_SUCCESS) {
-      const auto until = now + grace;
-      while (watch.lost().empty() && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        watch.poll();
-      }
+      (void)wait_for_loss_verdict(watch, now, grace);
       return {false, rc, watch.lost()};
     }
     if (!watch.lost().empty()) {

@@ -365,15 +365,10 @@ bool Engine::wait_watching_peers(std::span<MPI_Request> requests) {
     if (!watch_->lost().empty()) return false;
     if (rc != MPI_SUCCESS) {
       // A transfer with a peer that died can fail before the watch sees the death.
-      const auto give_up = Clock::now() + kLossGrace;
-      while (Clock::now() < give_up) {
-        watch_->poll();
-        if (!watch_->lost().empty()) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
+      if (wait_for_loss_verdict(*watch_, Clock::now(), kLossGrace) == LossVerdict::report_lost) return false;
       throw std::runtime_error("rank " + std::to_string(rank_) + ": " + describe_mpi_error(rc) +
                                " before an iteration, and no peer was found lost within " +
-                               std::to_string(kLossGrace.count()) + " ms");
+                               loss_verdict_limit_text() + " (neither by this rank's watch nor by the control plane)");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }

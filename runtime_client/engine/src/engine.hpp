@@ -356,12 +356,12 @@ class Engine final : public DeviceOwner {
   /// Ends an iteration in which a peer was lost or an MPI call failed (docs/recovery.md, "When
   /// a rank dies mid-iteration"): drops the queued and pending work (after stopping the
   /// devices when `devices_started`), the communication thread's messages and the checkpoint
-  /// in flight, waits kLossGrace for the watch to find every peer lost, and returns a report
-  /// naming them. Throws std::runtime_error with the MPI failure when no peer was lost.
+  /// in flight, waits for the verdict on who is lost (wait_for_loss_verdict, peer_watch.hpp:
+  /// kLossGrace after the first peer found lost, up to kLossVerdictLimit while none is), and
+  /// returns a report naming them. Throws std::runtime_error with the MPI failure when no peer was lost.
   IterationReport abandon_iteration(bool devices_started);
-  /// How long an abandoned iteration waits after the first peer was found lost (or after an
-  /// MPI failure) for the watch to find the others: more than the 2-20 ms ch3 takes to fail
-  /// what involves a dead peer.
+  /// How long an abandoned iteration waits after the first peer was found lost for the watch
+  /// to find the others: more than the 2-20 ms ch3 takes to fail what involves a dead peer.
   static constexpr std::chrono::milliseconds kLossGrace{100};
   /// Takes a duplicate of `comm` and a communication engine on it; the trace and the
   /// statistics then name this rank by its number there. Used at construction and after a

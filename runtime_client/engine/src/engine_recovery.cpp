@@ -205,17 +205,11 @@ IterationReport Engine::abandon_iteration(bool devices_started) {
     pending_.clear();
     cache_.clear();
   }
-  // Who is lost: the watch finds every peer that died within a few milliseconds of its death;
-  // waiting kLossGrace after the first one lets ranks that died together be found together,
-  // so that every survivor names the same set. An MPI failure with no peer lost is waited on
-  // as long, then reported as what it is.
+  // Who is lost (wait_for_loss_verdict): kLossGrace after the first peer found lost, so that
+  // ranks that died together are named together; an MPI failure that names no lost peer waits
+  // for the watch or the control plane up to the verdict limit, then is reported as what it is.
   const std::string failure = comm_engine_->mpi_failure();
-  const auto give_up = (watch_->lost().empty() ? Clock::now() : watch_->first_loss_at()) + kLossGrace;
-  while (Clock::now() < give_up) {
-    watch_->poll();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  watch_->poll();
+  (void)wait_for_loss_verdict(*watch_, begin, kLossGrace);
   watch_->disarm();
   for (auto& d : devices_) (void)d->take_stats();  // the abandoned iteration's work is redone
   (void)comm_engine_->take_stats();
@@ -224,8 +218,8 @@ IterationReport Engine::abandon_iteration(bool devices_started) {
     throw std::runtime_error("iteration " + std::to_string(iteration_) + " on rank " +
                              std::to_string(rank_) + ": " +
                              (failure.empty() ? std::string("an MPI call failed") : failure) +
-                             ", and no peer was found lost within " +
-                             std::to_string(kLossGrace.count()) + " ms");
+                             ", and no peer was found lost within " + loss_verdict_limit_text() +
+                             " (neither by this rank's watch nor by the control plane)");
   }
   lost_ranks_ = watch_->lost();
   IterationReport report;

@@ -19,8 +19,9 @@ namespace bellows::runtime {
 
 class PeerWatch;
 
-/// How long a watched setup collective that failed, or that is still pending when the watch
-/// found a member lost, is given to complete after all or for the watch to name the member.
+/// How long a watched setup collective still pending when the watch found a member lost is
+/// given to complete after all, and how long after the first member found lost a failed one
+/// waits for others (one that failed with none found waits for a verdict, kLossVerdictLimit).
 inline constexpr auto kSetupLossGrace = std::chrono::milliseconds(100);
 
 /// Members of the communicator lost during a watched setup step that cannot return them.
@@ -38,7 +39,7 @@ class MembersLost : public std::runtime_error {
 /// Completes `request`, which `call` posted with result `posted`, asleep while `watch` (armed)
 /// watches every member. Returns the members lost (empty: it completed); throws
 /// std::runtime_error naming `call` when it failed and no member was found lost within
-/// kSetupLossGrace.
+/// kLossVerdictLimit (peer_watch.hpp); kSetupLossGrace is the wait after the first one found.
 std::vector<int> completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call);
 
 /// Keeps the buffers of a collective given up until the process exits (see the top).

@@ -48,10 +48,10 @@ void wait_without_spinning(MPI_Request& request, const char* call) {
         call);
 }
 
-/// How long a collective of the agreement that failed, or that is still pending when the watch
-/// found a peer lost, is given: to complete after all (every rank then takes its result), or
-/// for the watch to name the peer whose loss failed it (a receive from a dead peer fails
-/// within milliseconds of its death).
+/// How long a collective of the agreement still pending when the watch found a peer lost is
+/// given to complete after all (every rank then takes its result), and how long after the first
+/// peer found lost a failed one waits for others. One that failed with no peer found waits for
+/// a verdict, up to kLossVerdictLimit (peer_watch.hpp): the control plane's word may come late.
 constexpr auto kAgreementLossGrace = std::chrono::milliseconds(100);
 
 /// The buffers of the agreement's collectives. An agreement given up after a loss leaves its
@@ -95,8 +95,8 @@ void keep_until_exit(std::unique_ptr<Buffers> buffers) {
 /// result stands on every rank that got it, and a peer lost meanwhile is left to the next
 /// iteration's watch. False when it failed, or was still pending kAgreementLossGrace after
 /// the watch found a peer lost: the agreement is given up (the request, if pending, is left
-/// to MPI). A failure with no peer found lost within kAgreementLossGrace throws MpiError
-/// naming `call`.
+/// to MPI). A failure with no peer found lost within kLossVerdictLimit (peer_watch.hpp) throws
+/// MpiError naming `call`.
 bool completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call) {
   const WatchedCompletion outcome = complete_watched(posted, request, watch, kAgreementLossGrace);
   if (!outcome.completed && outcome.lost.empty()) throw MpiError(call, outcome.failed_code);
