@@ -59,6 +59,7 @@
 
 #include "bellows/kernels/tile_kernels.hpp"
 #include "gemm_tasks.hpp"
+#include "loss_test_gemm.hpp"
 #include "separate_worlds.hpp"
 #include "spawned_processes.hpp"
 #include "tiled_gemm.hpp"
@@ -68,6 +69,8 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace br = bellows::runtime;
+using bellows::test::KillingGemm;
+using bellows::test::rank_set;
 using Clock = std::chrono::steady_clock;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
@@ -99,57 +102,8 @@ void expect(bool ok, const std::string& what) {
   }
 }
 
-std::string rank_set(const std::vector<int>& ranks) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "}";
-}
-
-/// C as a run without failure computes it: the same tile kernel in the same order.
-std::vector<double> reference_c() {
-  bellows::test::TiledGemm serial(kN, kTile, 1, 0, kSeed);
-  const int tiles = kN / kTile;
-  for (int j = 0; j < tiles; ++j) {
-    for (int i = 0; i < tiles; ++i) {
-      auto result = std::make_shared<br::Tile>(kTile, kTile);
-      for (int k = 0; k < tiles; ++k) {
-        bellows::kernels::gemm_nn(*serial.a.tile(i, k), *serial.b.tile(k, j), k == 0 ? 0.0 : 1.0, *result);
-      }
-      serial.c.set_tile(i, j, std::move(result));
-    }
-  }
-  return serial.c.gather_to_root(MPI_COMM_SELF);
-}
-
-/// The GEMM's tasks, except that once `armed` the first task this rank runs waits `pause_us`
-/// and SIGKILLs the process.
-class KillingGemm final : public br::TaskClass {
- public:
-  KillingGemm(bellows::test::TiledGemm& gemm, const std::atomic<bool>& armed, int pause_us)
-      : TaskClass(0), gemm_(0, gemm.a, gemm.b, gemm.c), armed_(armed), pause_us_(pause_us) {}
-
-  [[nodiscard]] std::string_view name() const override { return gemm_.name(); }
-  void for_each_task(const std::function<void(const br::TaskKey&)>& fn) const override { gemm_.for_each_task(fn); }
-  [[nodiscard]] int owner(const br::TaskKey& key) const override { return gemm_.owner(key); }
-  void inputs(const br::TaskKey& key, std::vector<br::InputSource>& out) const override { gemm_.inputs(key, out); }
-  void successors(const br::TaskKey& key, int slot, std::vector<br::Successor>& out) const override {
-    gemm_.successors(key, slot, out);
-  }
-  [[nodiscard]] double flops(const br::TaskKey& key) const override { return gemm_.flops(key); }
-  [[nodiscard]] std::int64_t priority(const br::TaskKey& key) const override { return gemm_.priority(key); }
-  void execute_cpu(const br::TaskKey& key, std::span<br::Tile* const> tiles) const override {
-    if (armed_.load()) {
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us_));
-      ::raise(SIGKILL);  // in the iteration's tasks
-    }
-    gemm_.execute_cpu(key, tiles);
-  }
-
- private:
-  bellows::examples::GemmTasks gemm_;
-  const std::atomic<bool>& armed_;
-  int pause_us_;
-};
+/// C as a run without failure computes it.
+std::vector<double> reference_c() { return bellows::test::serial_gemm_c(kN, kTile, kSeed); }
 
 /// Sums `mine` over the job's ranks.
 std::vector<unsigned long long> summed(std::vector<unsigned long long> mine, MPI_Comm comm) {
