@@ -126,6 +126,7 @@
 #include "bspgemm_tasks.hpp"
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
+#include "recovery_references.hpp"
 #include "recovery_test.hpp"
 #include "separate_worlds.hpp"
 #include "watchdog.hpp"
@@ -136,13 +137,8 @@ namespace {
 namespace br = bellows::runtime;
 namespace be = bellows::examples;
 
-constexpr int kN = 384;
-constexpr int kTile = 96;  // 4 x 4 tiles: 64 GEMM tasks per iteration
 constexpr int kGemmTasksPerIteration = 64;
 constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
-constexpr int kIterations = 30;
-constexpr unsigned kSeed = 11;
-constexpr double kBspgemmDensity = 0.5;  // the share of A's and B's tiles that are nonzero
 constexpr auto kRebuildTimeout = std::chrono::seconds(10);
 /// `deaf=R`: how long after the kill rank R hears the control plane's word.
 constexpr auto kDeafTellDelay = std::chrono::milliseconds(1000);
@@ -154,129 +150,6 @@ constexpr auto kSecondLossMemberLimit = std::chrono::seconds(40);
 /// The job: the GEMM, or a file `cholesky` or `bspgemm` in the run's directory.
 Job job_kind = Job::gemm;
 bool cholesky_job = false;
-
-/// The bspgemm job's nonzero tiles: a few dense rows of A and columns of B (the example's
-/// `skewed` pattern), 4 x 4 tiles like the others.
-const be::TilePattern& bspgemm_pattern() {
-  static const be::TilePattern pattern(kN / kTile, kN / kTile, kN / kTile, be::SparsityPattern::skewed,
-                                       kBspgemmDensity, kSeed);
-  return pattern;
-}
-
-/// What the application does to A after iteration `iteration` (counted from 0): a new tile
-/// per local tile, every element a * 0.75 + 0.125 * (iteration + 1); for the Cholesky job
-/// a * 0.99 + 0.001 (0.99 A plus a multiple of the all-ones matrix stays positive definite).
-double evolved(double a, int iteration) {
-  return cholesky_job ? a * 0.99 + 0.001 : a * 0.75 + 0.125 * (iteration + 1);
-}
-
-void evolve(br::TiledMatrix& a, int iteration) {
-  std::vector<std::pair<int, int>> local;
-  a.for_each_local_tile([&](int m, int n, br::Tile&) { local.emplace_back(m, n); });
-  for (const auto& [m, n] : local) {
-    const br::Tile& old = *a.tile(m, n);
-    auto t = std::make_shared<br::Tile>(old.rows(), old.cols());
-    for (std::size_t e = 0; e < old.elements(); ++e) t->data()[e] = evolved(old.data()[e], iteration);
-    a.set_tile(m, n, std::move(t));
-  }
-}
-
-/// A and C as a job without failure computes them: the same tile kernels in the same order
-/// (each C tile summed over k from 0), column-major with ld = kN.
-std::shared_ptr<br::Tile> clone(const br::Tile& t) {
-  auto copy = std::make_shared<br::Tile>(t.rows(), t.cols());
-  std::copy(t.data(), t.data() + t.elements(), copy->data());
-  return copy;
-}
-
-/// A and L as a job without failure computes them: per iteration the tiled right-looking
-/// factorization by the kernels of the Cholesky tasks, each tile updated in k order.
-std::pair<std::vector<double>, std::vector<double>> cholesky_reference() {
-  const auto lower = [](int m, int k) { return m >= k; };
-  br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
-  br::TiledMatrix l(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
-  be::fill_spd(a, kSeed);
-  const int tiles = kN / kTile;
-  for (int it = 0; it < kIterations; ++it) {
-    std::vector<std::vector<std::shared_ptr<br::Tile>>> w(static_cast<std::size_t>(tiles));
-    for (int m = 0; m < tiles; ++m) {
-      for (int n = 0; n <= m; ++n) w[static_cast<std::size_t>(m)].push_back(clone(*a.tile(m, n)));
-    }
-    const auto at = [&](int m, int n) -> br::Tile& { return *w[static_cast<std::size_t>(m)][static_cast<std::size_t>(n)]; };
-    for (int k = 0; k < tiles; ++k) {
-      bellows::kernels::potrf_lower(at(k, k));
-      for (int m = k + 1; m < tiles; ++m) bellows::kernels::trsm_right_lower_trans(at(k, k), at(m, k));
-      for (int m = k + 1; m < tiles; ++m) {
-        bellows::kernels::syrk_lower_minus(at(m, k), at(m, m));
-        for (int n = k + 1; n < m; ++n) bellows::kernels::gemm_nt_minus(at(m, k), at(n, k), at(m, n));
-      }
-    }
-    for (int m = 0; m < tiles; ++m) {
-      for (int n = 0; n <= m; ++n) l.set_tile(m, n, w[static_cast<std::size_t>(m)][static_cast<std::size_t>(n)]);
-    }
-    evolve(a, it);
-  }
-  return {a.gather_to_root(MPI_COMM_SELF), l.gather_to_root(MPI_COMM_SELF)};
-}
-
-/// A and C of the bspgemm job as a run without failure computes them: each nonzero C tile
-/// summed over its nonzero k's in increasing order, the first product with beta = 0, the
-/// bspgemm tasks' kernel call.
-std::pair<std::vector<double>, std::vector<double>> bspgemm_reference() {
-  const be::TilePattern& pattern = bspgemm_pattern();
-  const auto one_rank = br::BlockCyclic2D::square_for(1);
-  br::TiledMatrix a(0, kN, kN, kTile, one_rank, 0, [&](int i, int k) { return pattern.a_nonzero(i, k); });
-  br::TiledMatrix b(1, kN, kN, kTile, one_rank, 0, [&](int k, int j) { return pattern.b_nonzero(k, j); });
-  br::TiledMatrix c(2, kN, kN, kTile, one_rank, 0, [&](int i, int j) { return pattern.c_nonzero(i, j); });
-  be::fill_random(a, kSeed);
-  be::fill_random(b, kSeed + 1);
-  for (int it = 0; it < kIterations; ++it) {
-    for (int i = 0; i < pattern.mt(); ++i) {
-      for (int j = 0; j < pattern.nt(); ++j) {
-        if (!pattern.c_nonzero(i, j)) continue;
-        auto result = std::make_shared<br::Tile>(kTile, kTile);
-        const auto ks = pattern.ks(i, j);
-        for (const auto k : ks) {
-          bellows::kernels::gemm_nn(*a.tile(i, k), *b.tile(k, j), k == ks.front() ? 0.0 : 1.0, *result);
-        }
-        c.set_tile(i, j, std::move(result));
-      }
-    }
-    evolve(a, it);
-  }
-  return {a.gather_to_root(MPI_COMM_SELF), c.gather_to_root(MPI_COMM_SELF)};
-}
-
-std::pair<std::vector<double>, std::vector<double>> reference() {
-  if (job_kind == Job::cholesky) return cholesky_reference();
-  if (job_kind == Job::bspgemm) return bspgemm_reference();
-  br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
-  br::TiledMatrix b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
-  br::TiledMatrix c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
-  be::fill_random(a, kSeed);
-  be::fill_random(b, kSeed + 1);
-  const int tiles = kN / kTile;
-  for (int it = 0; it < kIterations; ++it) {
-    for (int j = 0; j < tiles; ++j) {
-      for (int i = 0; i < tiles; ++i) {
-        auto result = std::make_shared<br::Tile>(kTile, kTile);
-        for (int k = 0; k < tiles; ++k) {
-          bellows::kernels::gemm_nn(*a.tile(i, k), *b.tile(k, j), k == 0 ? 0.0 : 1.0, *result);
-        }
-        c.set_tile(i, j, std::move(result));
-      }
-    }
-    evolve(a, it);
-  }
-  return {a.gather_to_root(MPI_COMM_SELF), c.gather_to_root(MPI_COMM_SELF)};
-}
-
-std::size_t differing(const std::vector<double>& x, const std::vector<double>& y) {
-  if (x.size() != y.size()) return std::max(x.size(), y.size());
-  std::size_t count = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) count += std::memcmp(&x[i], &y[i], sizeof(double)) != 0 ? 1 : 0;
-  return count;
-}
 
 double seconds_from(double wall_start) { return wall_seconds() - wall_start; }
 
@@ -784,7 +657,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
              "rank " + std::to_string(old_rank) + " kept its state but ran " +
                  std::to_string(report.local.tasks_executed) + " tasks in iteration " + std::to_string(report.iteration));
     }
-    if (report.ran_here()) evolve(a, done);
+    if (report.ran_here()) evolve(a, done, job_kind);
     ++done;
     if (old_rank == 0) write_file(dir / "progress", std::to_string(done));
     if (old_rank == 0 && team_size > 0 && !recovered && !victims.empty() && done == kill_after) {
@@ -947,7 +820,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   const std::vector<double> a_all = a.gather_to_root(job);
   const std::vector<double> c_all = c.gather_to_root(job);
   if (rank == 0) {
-    const auto [a_ref, c_ref] = reference();
+    const auto [a_ref, c_ref] = reference(job_kind);
     const std::size_t a_wrong = differing(a_all, a_ref), c_wrong = differing(c_all, c_ref);
     expect(a_wrong == 0, std::to_string(a_wrong) + " elements of A differ from a run without failure");
     expect(c_wrong == 0, std::to_string(c_wrong) + (cholesky_job ? " elements of L" : " elements of C") +
