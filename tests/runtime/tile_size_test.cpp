@@ -1,4 +1,5 @@
-// choose_tile_size(): the tile size from measured kernel speeds, with made-up speeds (no MPI).
+// choose_tile_size(): the tile size and process grid from measured kernel speeds, with made-up
+// speeds (no MPI).
 
 #include <gtest/gtest.h>
 
@@ -10,7 +11,9 @@
 
 #include "bellows/runtime/tile_size.hpp"
 
+using bellows::runtime::BlockCyclic2D;
 using bellows::runtime::choose_tile_size;
+using bellows::runtime::process_grid_candidates;
 using bellows::runtime::predict_tile_time;
 using bellows::runtime::tile_problem_error;
 using bellows::runtime::tile_size_candidates;
@@ -34,6 +37,15 @@ TileProblem problem_of(TileGraph graph, int n, int ranks, double overhead_second
 std::vector<TileCandidate> typical_cpu() {
   return {{64, 25.0, 0.0}, {128, 40.0, 0.0}, {256, 50.0, 0.0}, {512, 55.0, 0.0},
           {1024, 57.0, 0.0}};
+}
+
+std::string names(const std::vector<BlockCyclic2D>& grids) {
+  std::string text;
+  for (const auto& g : grids) {
+    if (!text.empty()) text += ' ';
+    text += std::to_string(g.rows) + "x" + std::to_string(g.cols);
+  }
+  return text;
 }
 
 std::string refusal(const TileProblem& p, const std::vector<TileCandidate>& c) {
@@ -198,4 +210,138 @@ TEST(TileSize, CandidatesAreMultiplesOf32ThatDivideTheOrder) {
   EXPECT_TRUE(tile_size_candidates(300).empty());
   EXPECT_TRUE(tile_size_candidates(0).empty());
   EXPECT_EQ(tile_size_candidates(4096, 256, 512), (std::vector<int>{256, 512}));
+}
+
+TEST(TileSize, GridCandidatesAreTheFactorisationsMostSquareFirst) {
+  EXPECT_EQ(names(process_grid_candidates(12)), "3x4 4x3 2x6 6x2 1x12 12x1");
+  EXPECT_EQ(names(process_grid_candidates(4)), "2x2 1x4 4x1");
+  EXPECT_EQ(names(process_grid_candidates(2)), "1x2 2x1");
+  EXPECT_EQ(names(process_grid_candidates(7)), "1x7 7x1");
+  EXPECT_EQ(names(process_grid_candidates(1)), "1x1");
+  EXPECT_TRUE(process_grid_candidates(0).empty());
+  for (int ranks = 1; ranks <= 64; ++ranks) {
+    const auto first = process_grid_candidates(ranks).front();
+    const auto square = BlockCyclic2D::square_for(ranks);
+    EXPECT_EQ(first.rows, square.rows) << ranks << " ranks";
+    EXPECT_EQ(first.cols, square.cols) << ranks << " ranks";
+  }
+}
+
+TEST(TileSize, GemmReceivesItsRowsOfAAndColumnsOfB) {
+  // N 1024, tile 256: 4 x 4 tiles. On 2 x 2 each rank owns 2 rows and 2 columns of C and
+  // receives the 2 x 2 tiles of A in its rows held by the other column, and as many of B: 8.
+  // On 1 x 4: 4 rows of 1 column each, 4 x 3 tiles of A from elsewhere, B all local: 12.
+  auto problem = problem_of(TileGraph::gemm, 1024, 4, 0.0);
+  problem.seconds_per_tile_byte = 1e-9;
+  const double tile_bytes = 8.0 * 256 * 256;
+  const auto square = predict_tile_time(problem, {256, 50.0, 0.0}, {2, 2});
+  EXPECT_DOUBLE_EQ(square.received_bytes, 8 * tile_bytes);
+  EXPECT_NEAR(square.communication_seconds, 8 * tile_bytes * 1e-9, 1e-15);
+  const auto row = predict_tile_time(problem, {256, 50.0, 0.0}, {1, 4});
+  EXPECT_DOUBLE_EQ(row.received_bytes, 12 * tile_bytes);
+  EXPECT_DOUBLE_EQ(predict_tile_time(problem, {256, 50.0, 0.0}, {4, 1}).received_bytes,
+                   12 * tile_bytes);
+  // Everything else alike: the difference in predicted time is the communication's.
+  EXPECT_NEAR(row.predicted_seconds - square.predicted_seconds, 4 * tile_bytes * 1e-9, 1e-12);
+  // One rank receives nothing.
+  EXPECT_DOUBLE_EQ(predict_tile_time(problem_of(TileGraph::gemm, 1024, 1), {256, 50.0, 0.0}, {1, 1})
+                       .received_bytes,
+                   0.0);
+}
+
+TEST(TileSize, CholeskyReceivesItsPanelsAlongRowsAndColumns) {
+  // N 768, tile 256: 3 x 3 tiles on 1 x 2 (tile (m, n) on rank n mod 2). Rank 1 runs SYRK(1, 0)
+  // and GEMM(2, 1, 0), reading L(1, 0) and L(2, 0) of rank 0; rank 0 runs SYRK(2, 1), reading
+  // L(2, 1) of rank 1. The busiest receives 2 tiles.
+  const auto p = predict_tile_time(problem_of(TileGraph::cholesky, 768, 2), {256, 50.0, 0.0},
+                                   {1, 2});
+  EXPECT_DOUBLE_EQ(p.received_bytes, 2 * 8.0 * 256 * 256);
+  // The lower triangle of 4 x 4 tiles: 6 and 4 tiles on 1 x 2 (10 / 2 on average); 3, 3, 3 and
+  // 1 on 2 x 2 (10 / 4).
+  EXPECT_NEAR(predict_tile_time(problem_of(TileGraph::cholesky, 1024, 2), {256, 50.0, 0.0}, {1, 2})
+                  .imbalance,
+              6.0 / 5.0, 1e-12);
+  EXPECT_NEAR(predict_tile_time(problem_of(TileGraph::cholesky, 1024, 4), {256, 50.0, 0.0}, {2, 2})
+                  .imbalance,
+              3.0 / 2.5, 1e-12);
+  // 16 x 16 tiles on 4 ranks (counted by brute force): 2 x 2 sends 240 tiles, 28, 84, 92 and 36
+  // to its ranks (the second grid row holds the longer rows of the triangle); 1 x 4 sends 316,
+  // 72, 78, 82 and 84. The busiest rank counts: 92 against 84.
+  auto big = problem_of(TileGraph::cholesky, 4096, 4);
+  const double tile_bytes = 8.0 * 256 * 256;
+  EXPECT_DOUBLE_EQ(predict_tile_time(big, {256, 50.0, 0.0}, {2, 2}).received_bytes,
+                   92 * tile_bytes);
+  EXPECT_DOUBLE_EQ(predict_tile_time(big, {256, 50.0, 0.0}, {1, 4}).received_bytes,
+                   84 * tile_bytes);
+  EXPECT_DOUBLE_EQ(predict_tile_time(big, {256, 50.0, 0.0}, {4, 1}).received_bytes,
+                   96 * tile_bytes);
+}
+
+TEST(TileSize, TheModelChoosesTheGridWithTheTile) {
+  // 4 ranks, the grids listed with the square one last: 2 x 2 receives N^2 / 2 tiles' worth,
+  // 4 x 1 and 1 x 4 3 N^2 / 4. No tie margin: the first grid listed would win a tie.
+  auto problem = problem_of(TileGraph::gemm, 4096, 4);
+  problem.seconds_per_tile_byte = 1.0 / 5e9;
+  problem.tie_fraction = 0.0;
+  problem.grids = {{4, 1}, {1, 4}, {2, 2}};
+  const auto choice = choose_tile_size(problem, typical_cpu());
+  EXPECT_EQ(choice.grid.rows, 2);
+  EXPECT_EQ(choice.grid.cols, 2);
+  // Every candidate on every grid, candidate by candidate, grids in the order given.
+  ASSERT_EQ(choice.predictions.size(), typical_cpu().size() * 3);
+  EXPECT_EQ(choice.predictions[0].tile, 64);
+  EXPECT_EQ(choice.predictions[0].grid.rows, 4);
+  EXPECT_EQ(choice.predictions[2].grid.rows, 2);
+  EXPECT_EQ(choice.predictions[3].tile, 128);
+  // The choice has the least predicted time (within the tie margin).
+  double best = INFINITY, chosen = INFINITY;
+  for (const auto& p : choice.predictions) {
+    best = std::min(best, p.predicted_seconds);
+    if (p.tile == choice.tile && p.grid.rows == choice.grid.rows) chosen = p.predicted_seconds;
+  }
+  EXPECT_LE(chosen, best * 1.02);
+  // Within the tie margin the first listed wins: here the 2 % hold both.
+  problem.tie_fraction = 0.02;
+  EXPECT_EQ(choose_tile_size(problem, typical_cpu()).grid.rows, 4);
+  // Without grids the problem's is the most square one.
+  problem.grids.clear();
+  const auto square = choose_tile_size(problem, typical_cpu());
+  EXPECT_EQ(square.predictions.size(), typical_cpu().size());
+  EXPECT_EQ(square.grid.rows, 2);
+}
+
+TEST(TileSize, TooFewTilesForARowOfRanksPickTheSquareGrid) {
+  // N 512, tile 256 on 4 ranks: 2 x 2 tiles of C. On 1 x 4 two ranks hold 2 tiles and two none
+  // (imbalance 2); on 2 x 2 each holds one.
+  auto problem = problem_of(TileGraph::gemm, 512, 4, 0.0);
+  EXPECT_DOUBLE_EQ(predict_tile_time(problem, {256, 50.0, 0.0}, {1, 4}).imbalance, 2.0);
+  EXPECT_DOUBLE_EQ(predict_tile_time(problem, {256, 50.0, 0.0}, {2, 2}).imbalance, 1.0);
+  problem.grids = {{1, 4}, {4, 1}, {2, 2}};
+  const auto choice = choose_tile_size(problem, {{256, 50.0, 0.0}});
+  EXPECT_EQ(choice.grid.rows, 2);
+}
+
+TEST(TileSize, EqualGridsGoToTheFirstGiven) {
+  // 2 ranks: 1 x 2 and 2 x 1 predict the same for GEMM; the first listed wins, either way.
+  auto problem = problem_of(TileGraph::gemm, 4096, 2);
+  problem.seconds_per_tile_byte = 1.0 / 20e9;
+  problem.grids = {{2, 1}, {1, 2}};
+  auto choice = choose_tile_size(problem, typical_cpu());
+  EXPECT_DOUBLE_EQ(choice.predictions[0].predicted_seconds, choice.predictions[1].predicted_seconds);
+  EXPECT_EQ(choice.grid.rows, 2);
+  problem.grids = {{1, 2}, {2, 1}};
+  choice = choose_tile_size(problem, typical_cpu());
+  EXPECT_EQ(choice.grid.rows, 1);
+}
+
+TEST(TileSize, BadGridsAreRefusedByName) {
+  auto p = problem_of(TileGraph::gemm, 1024, 4);
+  p.grids = {{2, 2}, {2, 3}};
+  EXPECT_EQ(refusal(p, typical_cpu()),
+            "tile size: grid 1 (2x3): rows x columns must be the 4 ranks");
+  p.grids = {{0, 4}};
+  EXPECT_EQ(refusal(p, typical_cpu()),
+            "tile size: grid 0 (0x4): rows x columns must be the 4 ranks");
+  p.grids = {{1, 4}, {2, 2}, {1, 4}};
+  EXPECT_EQ(refusal(p, typical_cpu()), "tile size: grid 2 (1x4): grid listed twice");
 }
