@@ -13,8 +13,34 @@ from report_runner import command_after_dashes, failer, run_report
 fail = failer("check_report")
 
 
+def tasks_per_rank(app, n, tile, grid):
+    """Tasks per rank of one iteration of the example on a PxQ grid (block-cyclic, each task on
+    the owner of the tile it writes; tile divides n)."""
+    p, q = (int(x) for x in grid.split("x"))
+    t = n // tile
+    counts = [0] * (p * q)
+
+    def owner(m, c):
+        return (m % p) * q + c % q
+
+    if app == "gemm":
+        for i in range(t):
+            for j in range(t):
+                counts[owner(i, j)] += t
+    else:
+        for k in range(t):
+            counts[owner(k, k)] += 1                           # POTRF(k)
+            for m in range(k + 1, t):
+                counts[owner(m, k)] += 1                       # TRSM(m, k)
+                counts[owner(m, m)] += 1                       # SYRK(m, k)
+                for c in range(k + 1, m):
+                    counts[owner(m, c)] += 1                   # GEMM(m, c, k)
+    return counts
+
+
 def check_tile_auto(report, output, args, expect):
-    """--tile auto: the choice in the report, consistent with its candidates and the run."""
+    """--tile auto: the choice of tile and grid in the report, the least predicted time of every
+    tile on every grid, and the run made with it (task counts, per rank)."""
     auto = report.get("tile_auto")
     if not isinstance(auto, dict):
         expect(False, "key 'tile_auto' missing")
@@ -26,23 +52,46 @@ def check_tile_auto(report, output, args, expect):
     if args.tile_candidates:
         wanted = [int(t) for t in args.tile_candidates.split(",")]
         expect(tiles == wanted, f"tile_auto candidates {tiles}, expected {wanted}")
+    grids = auto.get("grids", [])
+    if args.tile_grids:
+        wanted = args.tile_grids.split(",")
+        expect(grids == wanted, f"tile_auto grids {grids}, expected {wanted}")
+    grid = auto.get("grid")
+    expect(grid in grids, f"chosen grid {grid!r} is not one of {grids}")
     expect(report["tile"] in tiles, f"chosen tile {report['tile']} is not a candidate {tiles}")
     for c in candidates:
         expect(c.get("gemm_gflops", 0) > 0 and c.get("predicted_seconds", 0) > 0,
                f"candidate {c.get('tile')}: speed {c.get('gemm_gflops')!r}, predicted "
                f"{c.get('predicted_seconds')!r}")
-    predicted = [c["predicted_seconds"] for c in candidates if c.get("predicted_seconds")]
-    chosen = [c for c in candidates if c.get("tile") == report["tile"]]
+    predictions = auto.get("predictions", [])
+    pairs = [(p.get("tile"), p.get("grid")) for p in predictions]
+    expected_pairs = [(t, g) for t in tiles for g in grids]
+    expect(pairs == expected_pairs,
+           f"tile_auto predictions for {pairs}, expected every tile on every grid {expected_pairs}")
+    overhead = auto.get("task_overhead", {})
+    expect(auto.get("task_overhead_us", -1) >= 0 and overhead.get("tile") == min(tiles or [0])
+           and 0 < overhead.get("measuring_seconds", 0) < 2.0,
+           f"task overhead {auto.get('task_overhead_us')!r} us, probe {overhead!r}: expected at "
+           f"least 0, measured at the smallest candidate in under 2 s")
+    predicted = [p["predicted_seconds"] for p in predictions if p.get("predicted_seconds")]
+    chosen = [p for p in predictions if (p.get("tile"), p.get("grid")) == (report["tile"], grid)]
     if predicted and chosen:
         expect(chosen[0]["predicted_seconds"] <= min(predicted) * 1.02 + 1e-12,
-               f"chosen tile {report['tile']} predicted {chosen[0]['predicted_seconds']} s, "
-               f"best {min(predicted)} s")
+               f"chosen tile {report['tile']} on {grid} predicted {chosen[0]['predicted_seconds']}"
+               f" s, best {min(predicted)} s")
+        model_tasks = [c.get("tasks") for c in candidates if c.get("tile") == report["tile"]][0]
         ran = sum(sum(s.get("tasks_by_class", {}).values()) for s in report.get("rank_stats", []))
-        expect(ran == chosen[0].get("tasks") * args.iterations,
-               f"{ran} tasks ran, the model counted {chosen[0].get('tasks')} per iteration")
+        expect(ran == model_tasks * args.iterations,
+               f"{ran} tasks ran, the model counted {model_tasks} per iteration")
+        per_rank = {s.get("rank"): sum(s.get("tasks_by_class", {}).values())
+                    for s in report.get("rank_stats", [])}
+        wanted = tasks_per_rank(args.app, args.n, report["tile"], grid)
+        got = [per_rank.get(r, 0) for r in range(len(wanted))]
+        expect(got == [w * args.iterations for w in wanted],
+               f"tasks per rank {got}, expected {wanted} per iteration on grid {grid}")
     if "--quiet" not in args.command:
-        expect(f"tile auto: {report['tile']} of " in output,
-               f"no line 'tile auto: {report['tile']} of ...' in the output")
+        expect(f"tile auto: {report['tile']} of " in output and f", grid {grid} of " in output,
+               f"no line 'tile auto: {report['tile']} of ..., grid {grid} of ...' in the output")
 
 
 def main():
@@ -55,6 +104,8 @@ def main():
                              "predicted times, and the run's task count is the chosen tile's")
     parser.add_argument("--tile-candidates",
                         help="with --tile auto: the candidate sizes, comma-separated")
+    parser.add_argument("--tile-grids",
+                        help="with --tile auto: the grids chosen among, comma-separated PxQ")
     parser.add_argument("--ranks", type=int, required=True)
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--iterations", type=int, required=True)

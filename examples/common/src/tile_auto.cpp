@@ -84,6 +84,25 @@ double copy_bytes_per_second() {
   return static_cast<double>(bytes) / seconds;
 }
 
+std::string grid_text(const runtime::BlockCyclic2D& grid) {
+  return std::to_string(grid.rows) + "x" + std::to_string(grid.cols);
+}
+
+/// The prediction of each candidate tile on its best grid, in the candidates' order.
+std::vector<runtime::TilePrediction> best_per_tile(const MeasuredTileChoice& measured) {
+  std::vector<runtime::TilePrediction> best;
+  for (const auto& s : measured.speeds) {
+    const runtime::TilePrediction* tile_best = nullptr;
+    for (const auto& p : measured.choice.predictions) {
+      if (p.tile == s.tile && (!tile_best || p.predicted_seconds < tile_best->predicted_seconds)) {
+        tile_best = &p;
+      }
+    }
+    if (tile_best) best.push_back(*tile_best);
+  }
+  return best;
+}
+
 }  // namespace
 
 MeasuredTileChoice choose_tile_by_measuring(runtime::TileGraph graph, const AppOptions& options,
@@ -91,29 +110,38 @@ MeasuredTileChoice choose_tile_by_measuring(runtime::TileGraph graph, const AppO
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   MeasuredTileChoice measured;
+  measured.grids = options.grid.empty() ? runtime::process_grid_candidates(ranks)
+                                        : std::vector{grid_for(options, ranks)};
   MPI_Barrier(comm);  // every rank measures at once, as the job will run
   const auto start = Clock::now();
   for (const int b : runtime::tile_size_candidates(options.n)) {
     measured.speeds.push_back(measure(b, graph == runtime::TileGraph::cholesky));
   }
   measured.copy_gbytes_per_s = copy_bytes_per_second() / 1e9;
+  const double seconds_per_tile_byte = 1.0 / (measured.copy_gbytes_per_s * 1e9);
+  const auto& smallest = measured.speeds.front();
+  measured.overhead = measure_task_overhead(smallest.tile, smallest.gemm_gflops, options);
   measured.measuring_seconds = seconds_since(start);
-  int tile = 0;
+  int chosen[3] = {0, 0, 0};  // tile, grid rows, grid columns
   if (rank == 0) {
     runtime::TileProblem problem;
     problem.graph = graph;
     problem.n = options.n;
     problem.ranks = ranks;
     problem.workers_per_rank = options.workers;
-    problem.task_overhead_seconds = kTileAutoTaskOverheadSeconds;
-    problem.seconds_per_tile_byte = 1.0 / (measured.copy_gbytes_per_s * 1e9);
+    problem.task_overhead_seconds = measured.overhead.overhead_seconds;
+    problem.seconds_per_tile_byte = seconds_per_tile_byte;
+    problem.grids = measured.grids;
     measured.choice = runtime::choose_tile_size(problem, measured.speeds);
-    tile = measured.choice.tile;
+    chosen[0] = measured.choice.tile;
+    chosen[1] = measured.choice.grid.rows;
+    chosen[2] = measured.choice.grid.cols;
   } else {
     measured.speeds.clear();
   }
-  MPI_Bcast(&tile, 1, MPI_INT, 0, comm);
-  measured.choice.tile = tile;
+  MPI_Bcast(chosen, 3, MPI_INT, 0, comm);
+  measured.choice.tile = chosen[0];
+  measured.choice.grid = runtime::BlockCyclic2D{chosen[1], chosen[2]};
   return measured;
 }
 
@@ -122,50 +150,89 @@ std::optional<MeasuredTileChoice> apply_tile_auto(runtime::TileGraph graph, AppO
   if (!options.tile_auto) return std::nullopt;
   auto measured = choose_tile_by_measuring(graph, options, comm, ranks);
   options.tile = measured.choice.tile;
+  options.grid = grid_text(measured.choice.grid);
   if (rank == 0 && !options.quiet) std::printf("%s\n", describe_tile_choice(measured).c_str());
   return measured;
 }
 
 std::string describe_tile_choice(const MeasuredTileChoice& measured) {
-  std::string candidates, predicted, gemm, panel;
+  std::string candidates, grids, predicted, gemm, panel;
   char number[64];
+  const auto best = best_per_tile(measured);
   for (std::size_t i = 0; i < measured.speeds.size(); ++i) {
     const auto& s = measured.speeds[i];
-    const auto& p = measured.choice.predictions.at(i);
+    const auto& p = best.at(i);
     const std::string sep = i == 0 ? "" : ", ";
     if (i > 0) candidates += ' ';
     candidates += std::to_string(s.tile);
     std::snprintf(number, sizeof number, "%d %.3f", p.tile, p.predicted_seconds);
     predicted += sep + number;
+    if (measured.grids.size() > 1) {
+      predicted += ' ';
+      predicted += grid_text(p.grid);
+    }
     std::snprintf(number, sizeof number, "%d %.1f", s.tile, s.gemm_gflops);
     gemm += sep + number;
     std::snprintf(number, sizeof number, "%d %.1f", s.tile, s.panel_gflops);
     panel += sep + number;
   }
+  for (std::size_t i = 0; i < measured.grids.size(); ++i) {
+    if (i > 0) grids += ' ';
+    grids += grid_text(measured.grids[i]);
+  }
   std::string line = "tile auto: " + std::to_string(measured.choice.tile) + " of " + candidates +
-                     " (predicted s: " + predicted + "; GEMM GFLOP/s: " + gemm;
+                     ", grid " + grid_text(measured.choice.grid) + " of " + grids +
+                     " (predicted s, each tile on its best grid: " + predicted +
+                     "; GEMM GFLOP/s: " + gemm;
   if (!measured.speeds.empty() && measured.speeds.front().panel_gflops > 0.0) {
     line += "; TRSM GFLOP/s: " + panel;
   }
-  std::snprintf(number, sizeof number, "; copies %.1f GB/s; measured in %.2f s)",
-                measured.copy_gbytes_per_s, measured.measuring_seconds);
-  return line + number;
+  const auto& o = measured.overhead;
+  char tail[256];
+  std::snprintf(tail, sizeof tail,
+                "; copies %.1f GB/s; task overhead %.1f us (tile %d: %.1f us a task, kernel %.1f "
+                "us, measured in %.2f s); measured in %.2f s)",
+                measured.copy_gbytes_per_s, o.overhead_seconds * 1e6, o.tile,
+                o.seconds_per_task * 1e6, o.kernel_seconds * 1e6, o.measuring_seconds,
+                measured.measuring_seconds);
+  return line + tail;
 }
 
 nlohmann::json tile_choice_json(const MeasuredTileChoice& measured) {
   nlohmann::json candidates = nlohmann::json::array();
+  const auto best = best_per_tile(measured);
   for (std::size_t i = 0; i < measured.speeds.size(); ++i) {
     const auto& s = measured.speeds[i];
-    const auto& p = measured.choice.predictions.at(i);
+    const auto& p = best.at(i);
     candidates.push_back({{"tile", s.tile},
                           {"gemm_gflops", s.gemm_gflops},
                           {"panel_gflops", s.panel_gflops},
                           {"predicted_seconds", p.predicted_seconds},
+                          {"grid", grid_text(p.grid)},
                           {"tasks", p.tasks}});
   }
+  nlohmann::json predictions = nlohmann::json::array();
+  for (const auto& p : measured.choice.predictions) {
+    predictions.push_back({{"tile", p.tile},
+                           {"grid", grid_text(p.grid)},
+                           {"predicted_seconds", p.predicted_seconds},
+                           {"imbalance", p.imbalance},
+                           {"communication_seconds", p.communication_seconds}});
+  }
+  nlohmann::json grids = nlohmann::json::array();
+  for (const auto& g : measured.grids) grids.push_back(grid_text(g));
+  const auto& o = measured.overhead;
   return {{"chosen", measured.choice.tile},
+          {"grid", grid_text(measured.choice.grid)},
           {"candidates", candidates},
-          {"task_overhead_us", kTileAutoTaskOverheadSeconds * 1e6},
+          {"predictions", predictions},
+          {"grids", grids},
+          {"task_overhead_us", o.overhead_seconds * 1e6},
+          {"task_overhead",
+           {{"tile", o.tile},
+            {"seconds_per_task_us", o.seconds_per_task * 1e6},
+            {"kernel_us", o.kernel_seconds * 1e6},
+            {"measuring_seconds", o.measuring_seconds}}},
           {"copy_gbytes_per_s", measured.copy_gbytes_per_s},
           {"measuring_seconds", measured.measuring_seconds}};
 }
