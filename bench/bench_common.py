@@ -81,3 +81,39 @@ def print_ratio_intervals(ratios, target):
         above = sum(1 for v in values if v > 1.0)
         print(f"{key:<{width}}{len(values):>6} {mean:>9.3f} {low:>8.3f} to {high:<6.3f} {above:>5}/{len(values):<2}  "
               f"{verdict}")
+
+
+def add_example_arguments(ap, rounds=3, n=4096, ranks=2):
+    """The arguments of the benchmarks that run the GEMM and Cholesky examples in interleaved
+    rounds (foundation.py, tile_auto.py): --build, --rounds, --n, --ranks, --autogroup-nice."""
+    ap.add_argument("--build", default="build/default",
+                    help="the build directory whose examples and references run")
+    ap.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds")
+    ap.add_argument("--n", type=int, default=n, help="matrix order")
+    ap.add_argument("--ranks", type=int, default=ranks, help="MPI ranks of each run")
+    ap.add_argument("--autogroup-nice", type=int, default=None,
+                    help="start the measured processes with this nice value for their scheduler "
+                    "autogroup (a negative value needs root)")
+
+
+def check_example_arguments(ap, args):
+    """Refuses (ap.error) a round, matrix order or rank count below 1, naming the option."""
+    for option, value in (("--rounds", args.rounds), ("--n", args.n), ("--ranks", args.ranks)):
+        if value < 1:
+            ap.error(f"{option} must be at least 1, got {value}")
+
+
+def autogroup_prefix(args, name):
+    """The command prefix that starts a process with --autogroup-nice's value for its scheduler
+    autogroup, as bench/metg.py does: on a host shared with other work, the measured processes
+    then get the cores they ask for. Empty without the option."""
+    if args.autogroup_nice is None:
+        return []
+    return ["/bin/sh", "-c", f'echo {args.autogroup_nice} > /proc/self/autogroup && exec "$@"',
+            name]
+
+
+def load_average():
+    """The host's load averages over 1, 5 and 15 minutes, as /proc/loadavg writes them."""
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])

@@ -27,7 +27,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import MPIEXEC, run_json  # noqa: E402
+from bench_common import (MPIEXEC, add_example_arguments, autogroup_prefix,  # noqa: E402
+                          check_example_arguments, run_json)
 
 def parse_variant(text):
     """NAME=DIR -> (name, dir); raises ValueError naming what is wrong."""
@@ -46,22 +47,15 @@ def where_time_went(report):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", default="build/default")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--n", type=int, default=4096)
-    ap.add_argument("--ranks", type=int, default=2)
+    add_example_arguments(ap)
     ap.add_argument("--only", choices=["all", "cholesky", "gemm"], default="all",
                     help="run only the Cholesky or only the GEMM configurations (and their "
                     "references)")
     ap.add_argument("--variant-examples", action="append", default=[],
                     help="NAME=DIR: DIR holds another build's cholesky and gemm, run in the same "
                     "rounds (repeatable)")
-    ap.add_argument("--autogroup-nice", type=int, default=None,
-                    help="start the measured processes with this nice value for their scheduler "
-                    "autogroup (a negative value needs root)")
     args = ap.parse_args()
-    if args.rounds < 1:
-        ap.error(f"--rounds must be at least 1, got {args.rounds}")
+    check_example_arguments(ap, args)
     variants = []
     for text in args.variant_examples:
         try:
@@ -76,10 +70,7 @@ def main():
     ex = os.path.join(args.build, "examples")
     ref = os.path.join(args.build, "bench", "reference")
     n, p = str(args.n), str(args.ranks)
-    prefix = []
-    if args.autogroup_nice is not None:
-        prefix = ["/bin/sh", "-c", f'echo {args.autogroup_nice} > /proc/self/autogroup && exec "$@"',
-                  "foundation-rank"]
+    prefix = autogroup_prefix(args, "foundation-rank")
     shares = {}
 
     def bellows(app, tile, same_host="on", examples=ex, label=None, steal="off"):
