@@ -4,24 +4,29 @@
 // ElasticJob with stealing on and a checkpoint every second boundary, then end the job with
 // Runtime::finish, which gathers C and every rank's statistics to rank 0.
 // With `tail` the victim SIGKILLs itself once its last iteration returned (its end-of-iteration
-// reductions completed on every rank), after a pause of 0 to 3 ms, before it calls finish():
-// the others meet its death in finish(). With `gather` the victim calls finish() and SIGKILLs
-// itself right after it posted its first transfer of the gather (an MPI_Isend of a tile of C
-// to rank 0, or on rank 0 its first MPI_Irecv of one, caught through MPI's profiling
-// interface), after the pause. Either way the survivors must not die of it nor wait for it:
+// reductions completed), after a pause of 0 to 3 ms, before it calls finish(): the others meet
+// its death in finish(), or, a survivor still at that iteration's end (its watch polled once
+// more after its reductions), there; either recovers alike. With `gather` the victim calls
+// finish() and SIGKILLs itself right after it posted its first transfer of the gather (an
+// MPI_Isend of a tile of C to rank 0, or on rank 0 its first MPI_Irecv of one, caught through
+// MPI's profiling interface), after the pause. Either way the survivors must not die of it nor wait for it:
 // finish() reports the victim lost, the survivors recover (ElasticJob::recover) to the last
 // checkpoint (the victim's tiles from its buddy), run the iterations after it again, and
 // finish() again on the two of them: every task of every iteration after the checkpoint ran
 // once over them, C on the new rank 0 is bit-identical to a serial run, and rank 0 holds both
 // survivors' statistics. Victim -1: nobody dies, finish() completes at once with three ranks'
-// statistics and C verified.
+// statistics and C verified. With `cholesky` the job is the tiled Cholesky factorization of the
+// cholesky example instead (L gathered, bit-identical to a serial factorization by the same
+// kernels in the same order). With `teams` the GEMM logs its messages between teams of one rank
+// (docs/teams.md): only the lost rank and its buddy roll back, and the third rank serves the
+// iterations redone from its log.
 // BELLOWS_TEST_SEED fixes the pause; the seed is printed with the result.
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
 // "job_end_loss: PASS".
 //
-//   job_end_loss_tests MPIEXEC SELF VICTIM tail|gather [cholesky]   (the launcher; no MPI)
+//   job_end_loss_tests MPIEXEC SELF VICTIM tail|gather [cholesky|teams]   (the launcher; no MPI)
 //   job_end_loss_tests --member DIR INDEX                (under MPIEXEC -n 1)
 
 #include "bellows/runtime/elastic_job.hpp"
@@ -149,6 +154,7 @@ int run_member(const fs::path& dir, int index) {
   const int pause_us = read_int(dir / "pause_us");
   const bool in_gather = fs::exists(dir / "gather");
   const bool cholesky = fs::exists(dir / "cholesky");
+  const bool teams = fs::exists(dir / "teams");
   kill_pause_us = pause_us;
   std::vector<int> payload;
   auto membership = [&] {
@@ -178,6 +184,8 @@ int run_member(const fs::path& dir, int index) {
   options.checkpoint.enabled = true;
   options.checkpoint.every_iterations = kCheckpointEvery;
   options.checkpoint.node = "node" + std::to_string(old_rank);
+  options.message_log.enabled = teams;
+  options.message_log.team_size = 1;
   auto owned_runtime = std::make_unique<br::Runtime>(job.communicator(), options);
   br::Runtime& runtime = *owned_runtime;
   job.attach(runtime);
@@ -193,13 +201,25 @@ int run_member(const fs::path& dir, int index) {
   nlohmann::json result{{"old_rank", old_rank}};
   int recoveries = 0;
   long checkpoint_at_end = -1, rolled_back_to = -1;
+  br::RecoveryReport last_recovery;
   std::vector<int> lost;
   std::map<long, std::uint64_t> tasks_run;  // runtime iteration -> tasks run here, the last run of each
   const br::TiledMatrix* result_collections[] = {cholesky ? &l : &gemm.c};
   br::JobEnd end;
+  // Recovers from a loss that `report` names (of an iteration or of finish()); the loop resumes
+  // after the checkpoint rolled back to.
+  const auto recover = [&](const br::IterationReport& report, int& it) {
+    if (recoveries == 0) checkpoint_at_end = runtime.last_checkpoint().value_or(-1);
+    const br::RecoveryReport recovery = job.recover(report, kRecoverTimeout);
+    ++recoveries;
+    lost = recovery.lost;
+    rolled_back_to = recovery.iteration;
+    last_recovery = recovery;
+    // The runtime counts its iterations from 1; the loop resumes after the checkpoint's.
+    it -= report.iteration - 1 - static_cast<int>(recovery.iteration);
+  };
   for (int it = 0;;) {
     if (it >= kIterations) {
-      if (recoveries == 0) checkpoint_at_end = runtime.last_checkpoint().value_or(-1);
       if (old_rank == victim && recoveries == 0) {
         if (in_gather) {
           die_after_posting_a_tile = true;  // in finish(), below
@@ -210,22 +230,22 @@ int run_member(const fs::path& dir, int index) {
       }
       end = runtime.finish(result_collections);
       if (end.completed()) break;
-      const br::RecoveryReport recovery = job.recover(end.report, kRecoverTimeout);
-      ++recoveries;
-      lost = recovery.lost;
-      rolled_back_to = recovery.iteration;
-      it -= end.report.iteration - 1 - static_cast<int>(recovery.iteration);
+      recover(end.report, it);
       continue;
     }
     const br::IterationReport report = runtime.run_iteration();
     if (report.completed()) {
-      tasks_run[report.iteration] = report.local.tasks_executed;
+      // A rank that kept its state while other teams replayed the iteration ran it before.
+      if (report.ran_here()) tasks_run[report.iteration] = report.local.tasks_executed;
       ++it;
       continue;
     }
-    expect(false, "iteration " + std::to_string(report.iteration) + " lost ranks " + rank_set(report.lost_ranks) +
-                      ": the victim dies after the last iteration");
-    break;
+    // The victim died right after its last iteration: a survivor still at that iteration's end
+    // (its reductions completed, its watch polled once more) finds the loss there. The others,
+    // past it, find it in finish(); both recover alike.
+    expect(report.iteration == kIterations, "iteration " + std::to_string(report.iteration) + " lost ranks " +
+                                                rank_set(report.lost_ranks) + ": the victim dies after the last iteration");
+    recover(report, it);
   }
   const bool no_victim = victim < 0;
   expect(recoveries == (no_victim ? 0 : 1),
@@ -252,6 +272,13 @@ int run_member(const fs::path& dir, int index) {
     expect(all[i] == expected_tasks, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
                                          std::to_string(all[i]) + " tasks over the ranks, expected " +
                                          std::to_string(expected_tasks));
+  }
+  if (teams && !no_victim) {
+    // Teams of one: the lost rank's buddy rolls back with it, the third rank keeps its state.
+    expect(last_recovery.ranks_rolled_back.size() == 2,
+           "ranks " + rank_set(last_recovery.ranks_rolled_back) + " rolled back, expected the lost rank and its buddy (" +
+               last_recovery.rolled_back_globally_because + ")");
+    result["ranks_rolled_back"] = last_recovery.ranks_rolled_back;
   }
   if (job.rank() == 0) {
     const std::vector<double> expected = cholesky ? serial_cholesky_l() : bellows::test::serial_gemm_c(kN, kTile, kSeed);
@@ -284,7 +311,7 @@ int run_member(const fs::path& dir, int index) {
 // ------------------------------------------------------------------------------------ launcher
 
 int run_launcher(const std::string& mpiexec, const std::string& self, int victim, const std::string& mode,
-                 bool cholesky) {
+                 const std::string& variant) {
   if (victim < -1 || victim >= kRanks) {
     std::fprintf(stderr, "job_end_loss_tests: the victim must be a rank from 0 to %d, or -1 for none, got %d\n",
                  kRanks - 1, victim);
@@ -300,7 +327,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   write_file(dir / "victim", std::to_string(victim));
   write_file(dir / "pause_us", std::to_string(pause_us));
   write_file(dir / mode, "1");
-  if (cholesky) write_file(dir / "cholesky", "1");
+  if (!variant.empty()) write_file(dir / variant, "1");
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
   std::vector<StartedMember> members(static_cast<std::size_t>(kRanks));
@@ -363,7 +390,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   fs::remove_all(dir);
   std::printf("%s\n", nlohmann::json{{"victim", victim},
                                      {"mode", mode},
-                                     {"job", cholesky ? "cholesky" : "gemm"},
+                                     {"variant", variant},
                                      {"seed", seed},
                                      {"pause_us", pause_us},
                                      {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
@@ -395,10 +422,11 @@ extern "C" int MPI_Irecv(void* buffer, int count, MPI_Datatype datatype, int sou
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return run_member(argv[2], std::atoi(argv[3]));
   const std::string mode = argc >= 5 ? argv[4] : "";
-  const bool cholesky = argc == 6 && std::strcmp(argv[5], "cholesky") == 0;
-  if ((argc != 5 && !cholesky) || (mode != "tail" && mode != "gather")) {
-    std::fprintf(stderr, "usage: job_end_loss_tests MPIEXEC SELF VICTIM tail|gather [cholesky] | --member DIR INDEX\n");
+  const std::string variant = argc == 6 ? argv[5] : "";
+  if ((argc != 5 && argc != 6) || (mode != "tail" && mode != "gather") ||
+      (!variant.empty() && variant != "cholesky" && variant != "teams")) {
+    std::fprintf(stderr, "usage: job_end_loss_tests MPIEXEC SELF VICTIM tail|gather [cholesky|teams] | --member DIR INDEX\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), mode, cholesky);
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), mode, variant);
 }
