@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -126,16 +127,28 @@ int run(int argc, char** argv) {
     iterations.push_back(be::iteration_result(report, flops));
   }
 
+  // The job's end, watched: bspgemm does not recover from a lost rank, so one lost there is
+  // refused with its name instead of leaving the others waiting for it.
+  const br::TiledMatrix* result[] = {&c};
+  const br::JobEnd end = runtime.finish(options->verify ? std::span<const br::TiledMatrix* const>(result)
+                                                         : std::span<const br::TiledMatrix* const>());
+  if (!end.completed()) {
+    std::string lost;
+    for (const int r : end.report.lost_ranks) lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+    std::fprintf(stderr, "bspgemm: error: ranks {%s} were lost at the job's end, and bspgemm does not recover\n",
+                 lost.c_str());
+    return 1;
+  }
   std::optional<bool> verified;
   double error = 0.0;
   if (options->verify) {
-    const auto full = c.gather_to_root(runtime.communicator());
     if (rank == 0) {
+      const auto& full = end.gathered.at(0);
       error = be::bspgemm_max_relative_error(full, pattern, n, n, k, tile, options->seed, widths);
       verified = error <= 16.0 * k * DBL_EPSILON;
     }
   }
-  const auto stats = runtime.gather_stats();
+  const auto& stats = end.stats;
   if (rank == 0) {
     nlohmann::json extra = {
         {"pattern", std::string(be::to_string(pattern.pattern()))},

@@ -3,6 +3,7 @@
 
 #include <cfloat>
 #include <cstdio>
+#include <span>
 
 #include "bellows/examples/app.hpp"
 #include "bellows/examples/elastic.hpp"
@@ -47,7 +48,20 @@ int run(int argc, char** argv) {
 
   std::vector<be::IterationResult> iterations;
   const double flops = 2.0 * n * static_cast<double>(n) * n;
-  for (int it = session.first_iteration(); it < options->iterations; ++it) {
+  // The job's end is watched as an iteration is: a rank lost after the last iteration (in its
+  // tail or in the gather) is recovered from like any, the iterations after the checkpoint run
+  // again, and the end is reached again (docs/recovery.md, "The end of a job").
+  const br::TiledMatrix* result[] = {&c};
+  br::JobEnd end;
+  for (int it = session.first_iteration();; ++it) {
+    if (it >= options->iterations) {
+      end = runtime.finish(options->verify ? std::span<const br::TiledMatrix* const>(result)
+                                           : std::span<const br::TiledMatrix* const>());
+      if (end.completed()) break;
+      it = session.recover(it, end.report) - 1;
+      be::forget_iterations_from(iterations, it + 1 - session.first_iteration());
+      continue;
+    }
     resizes.post_before(it);
     if (!session.before_iteration(it)) return 0;  // this rank left the job
     const auto report = runtime.run_iteration();
@@ -63,13 +77,13 @@ int run(int argc, char** argv) {
   std::optional<bool> verified;
   double error = 0.0;
   if (options->verify) {
-    const auto full = c.gather_to_root(session.communicator());
     if (session.rank() == 0) {
+      const auto& full = end.gathered.at(0);
       error = be::gemm_max_relative_error(full, n, n, n, options->seed);
       verified = error <= 16.0 * n * DBL_EPSILON;
     }
   }
-  const auto stats = runtime.gather_stats();
+  const auto& stats = end.stats;
   auto extra = be::runtime_extra(runtime);
   if (!session.telemetry().empty()) extra["resizes"] = session.telemetry();
   if (tile_auto && session.rank() == 0) extra["tile_auto"] = be::tile_choice_json(*tile_auto);

@@ -367,7 +367,7 @@ bool Engine::wait_watching_peers(std::span<MPI_Request> requests) {
       // A transfer with a peer that died can fail before the watch sees the death.
       if (wait_for_loss_verdict(*watch_, Clock::now(), kLossGrace) == LossVerdict::report_lost) return false;
       throw std::runtime_error("rank " + std::to_string(rank_) + ": " + describe_mpi_error(rc) +
-                               " before an iteration, and no peer was found lost within " +
+                               " between iterations, and no peer was found lost within " +
                                loss_verdict_limit_text() + " (neither by this rank's watch nor by the control plane)");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));

@@ -85,6 +85,14 @@ class Engine final : public DeviceOwner {
   void leave_unconfirmed_survivors();
   /// See Runtime::recover (engine_recovery.cpp).
   RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
+  /// See Runtime::finish (engine_finish.cpp). `my_stats`: this rank's statistics as numbers
+  /// (Runtime encodes and decodes them); rank 0 gets every rank's in `stats_by_rank`.
+  struct JobEndTransfers {
+    IterationReport report;
+    std::vector<std::vector<double>> gathered;
+    std::vector<std::vector<double>> stats_by_rank;
+  };
+  JobEndTransfers finish(std::span<const TiledMatrix* const> gather, const std::vector<double>& my_stats);
   [[nodiscard]] Rebalance last_rebalance() const noexcept { return last_rebalance_; }
   /// See Runtime::graph_profile (engine_profile.cpp).
   [[nodiscard]] GraphProfile graph_profile() const;

@@ -1,10 +1,11 @@
 #include "bellows/runtime/runtime.hpp"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "engine.hpp"
-#include "gather_strings.hpp"
 #include "same_host.hpp"
 
 namespace bellows::runtime {
@@ -160,84 +161,102 @@ void for_each_number(Stats& s, F&& f) {
   f(s.cost.round_trip_us);
 }
 
+/// A rank's statistics as the numbers that travel to rank 0 (one definition for
+/// gather_stats() and finish()): the fixed fields, the per-class counts in class order, the
+/// steal round trips and their forwards, the message log's size after each iteration, the
+/// host's name.
+std::vector<double> encode_stats(const RankStats& s, const std::vector<std::string>& class_names,
+                                 const std::string& host) {
+  std::vector<double> out;
+  for_each_number(s, [&](const auto& x) { out.push_back(static_cast<double>(x)); });
+  for (const auto& name : class_names) {
+    auto it = s.tasks_by_class.find(name);
+    out.push_back(it == s.tasks_by_class.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  out.push_back(static_cast<double>(s.steal.round_trip_seconds.size()));
+  out.insert(out.end(), s.steal.round_trip_seconds.begin(), s.steal.round_trip_seconds.end());
+  for (const int forwards : s.steal.round_trip_forwards) out.push_back(forwards);
+  const auto& log = s.message_log.bytes_held_by_iteration;
+  out.push_back(static_cast<double>(log.size()));
+  out.insert(out.end(), log.begin(), log.end());
+  out.push_back(static_cast<double>(host.size()));
+  for (const char c : host) out.push_back(static_cast<unsigned char>(c));
+  return out;
+}
+
+/// encode_stats() read back, for rank `rank`; throws std::runtime_error on numbers that do
+/// not fit (a rank with another task class list).
+RankStats decode_stats(const std::vector<double>& v, const std::vector<std::string>& class_names, int rank) {
+  std::size_t at = 0;
+  const auto next = [&]() -> double {
+    if (at >= v.size()) {
+      throw std::runtime_error("rank " + std::to_string(rank) + "'s statistics end after " + std::to_string(v.size()) +
+                               " numbers, before what they must hold");
+    }
+    return v[at++];
+  };
+  const auto count = [&]() { return static_cast<std::size_t>(next()); };
+  RankStats rs;
+  rs.rank = rank;
+  for_each_number(rs, [&](auto& x) { x = static_cast<std::decay_t<decltype(x)>>(next()); });
+  for (const auto& name : class_names) {
+    const auto tasks = static_cast<std::uint64_t>(next());
+    if (tasks != 0) rs.tasks_by_class[name] = tasks;
+  }
+  const std::size_t round_trips = count();
+  for (std::size_t i = 0; i < round_trips; ++i) rs.steal.round_trip_seconds.push_back(next());
+  for (std::size_t i = 0; i < round_trips; ++i) rs.steal.round_trip_forwards.push_back(static_cast<int>(next()));
+  const std::size_t log = count();
+  for (std::size_t i = 0; i < log; ++i) rs.message_log.bytes_held_by_iteration.push_back(next());
+  const std::size_t host = count();
+  for (std::size_t i = 0; i < host; ++i) rs.host.push_back(static_cast<char>(static_cast<unsigned char>(next())));
+  return rs;
+}
+
+std::vector<std::string> class_names(const Engine& engine) {
+  std::vector<std::string> names;
+  for (std::size_t id = 0; id < engine.class_count(); ++id) {
+    names.push_back(engine.class_name(static_cast<TaskClassId>(id)));
+  }
+  return names;
+}
+
 }  // namespace
 
 std::vector<RankStats> Runtime::gather_stats() const {
-  // Fixed numeric fields travel as doubles; per-class counts follow the class order,
-  // which every rank shares.
-  const RankStats& s = engine_->stats();
   const MPI_Comm comm = engine_->communicator();
-  std::vector<std::string> names;
-  for (std::size_t id = 0; id < engine_->class_count(); ++id) {
-    names.push_back(engine_->class_name(static_cast<TaskClassId>(id)));
+  const std::vector<std::string> names = class_names(*engine_);
+  const std::vector<double> mine = encode_stats(engine_->stats(), names, host_name());
+  const int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(engine_->size()));
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
+  std::vector<int> displacements(counts.size());
+  int total = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    displacements[r] = total;
+    total += counts[r];
   }
-  std::vector<double> mine;
-  for_each_number(s, [&](const auto& x) { mine.push_back(static_cast<double>(x)); });
-  const std::size_t fixed_fields = mine.size();
-  for (const auto& name : names) {
-    auto it = s.tasks_by_class.find(name);
-    mine.push_back(it == s.tasks_by_class.end() ? 0.0 : static_cast<double>(it->second));
-  }
-  const int width = static_cast<int>(mine.size());
-  std::vector<double> all(static_cast<std::size_t>(width) * engine_->size());
-  MPI_Gather(mine.data(), width, MPI_DOUBLE, all.data(), width, MPI_DOUBLE, 0, comm);
-  // The steal round trips, one vector per rank.
-  const int my_round_trips = static_cast<int>(s.steal.round_trip_seconds.size());
-  std::vector<int> round_trips_counts(static_cast<std::size_t>(engine_->size()));
-  MPI_Gather(&my_round_trips, 1, MPI_INT, round_trips_counts.data(), 1, MPI_INT, 0, comm);
-  std::vector<int> round_trips_displacements(round_trips_counts.size());
-  int total_round_trips = 0;
-  for (std::size_t r = 0; r < round_trips_counts.size(); ++r) {
-    round_trips_displacements[r] = total_round_trips;
-    total_round_trips += round_trips_counts[r];
-  }
-  std::vector<double> all_round_trips(static_cast<std::size_t>(total_round_trips));
-  MPI_Gatherv(s.steal.round_trip_seconds.data(), my_round_trips, MPI_DOUBLE,
-              all_round_trips.data(), round_trips_counts.data(),
-              round_trips_displacements.data(), MPI_DOUBLE, 0, comm);
-  std::vector<int> all_forwards(static_cast<std::size_t>(total_round_trips));
-  MPI_Gatherv(s.steal.round_trip_forwards.data(), my_round_trips, MPI_INT, all_forwards.data(),
-              round_trips_counts.data(), round_trips_displacements.data(), MPI_INT, 0, comm);
-  // The message log's size after each iteration, one vector per rank.
-  const std::vector<double>& my_log = s.message_log.bytes_held_by_iteration;
-  const int my_log_count = static_cast<int>(my_log.size());
-  std::vector<int> log_counts(static_cast<std::size_t>(engine_->size()));
-  MPI_Gather(&my_log_count, 1, MPI_INT, log_counts.data(), 1, MPI_INT, 0, comm);
-  std::vector<int> log_displacements(log_counts.size());
-  int total_log = 0;
-  for (std::size_t r = 0; r < log_counts.size(); ++r) {
-    log_displacements[r] = total_log;
-    total_log += log_counts[r];
-  }
-  std::vector<double> all_log(static_cast<std::size_t>(total_log));
-  MPI_Gatherv(my_log.data(), my_log_count, MPI_DOUBLE, all_log.data(), log_counts.data(),
-              log_displacements.data(), MPI_DOUBLE, 0, comm);
-  const std::vector<std::string> hosts = gather_strings(comm, host_name());
+  std::vector<double> all(static_cast<std::size_t>(total));
+  MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), displacements.data(), MPI_DOUBLE, 0, comm);
   std::vector<RankStats> out;
   if (engine_->rank() != 0) return out;
   for (int r = 0; r < engine_->size(); ++r) {
-    const double* v = all.data() + static_cast<std::size_t>(r) * width;
-    RankStats rs;
-    rs.rank = r;
-    rs.host = hosts[static_cast<std::size_t>(r)];
-    std::size_t field = 0;
-    for_each_number(rs, [&](auto& x) { x = static_cast<std::decay_t<decltype(x)>>(v[field++]); });
-    const auto first = round_trips_displacements[static_cast<std::size_t>(r)];
-    const auto samples = round_trips_counts[static_cast<std::size_t>(r)];
-    rs.steal.round_trip_seconds.assign(all_round_trips.begin() + first,
-                                       all_round_trips.begin() + first + samples);
-    rs.steal.round_trip_forwards.assign(all_forwards.begin() + first,
-                                        all_forwards.begin() + first + samples);
-    const auto first_log = log_displacements[static_cast<std::size_t>(r)];
-    rs.message_log.bytes_held_by_iteration.assign(
-        all_log.begin() + first_log, all_log.begin() + first_log + log_counts[static_cast<std::size_t>(r)]);
-    for (std::size_t c = 0; c < names.size(); ++c) {
-      const auto count = static_cast<std::uint64_t>(v[fixed_fields + c]);
-      if (count != 0) rs.tasks_by_class[names[c]] = count;
-    }
-    out.push_back(std::move(rs));
+    const auto first = all.begin() + displacements[static_cast<std::size_t>(r)];
+    out.push_back(decode_stats(std::vector<double>(first, first + counts[static_cast<std::size_t>(r)]), names, r));
   }
   return out;
+}
+
+JobEnd Runtime::finish(std::span<const TiledMatrix* const> gather) {
+  const std::vector<std::string> names = class_names(*engine_);
+  Engine::JobEndTransfers transfers = engine_->finish(gather, encode_stats(engine_->stats(), names, host_name()));
+  JobEnd end;
+  end.report = std::move(transfers.report);
+  end.gathered = std::move(transfers.gathered);
+  for (std::size_t r = 0; r < transfers.stats_by_rank.size(); ++r) {
+    end.stats.push_back(decode_stats(transfers.stats_by_rank[r], names, static_cast<int>(r)));
+  }
+  return end;
 }
 
 }  // namespace bellows::runtime

@@ -94,6 +94,23 @@ struct RecoveryReport {
   double checkpoint_seconds = 0.0;
 };
 
+/// What Runtime::finish() found at the job's end (docs/recovery.md, "The end of a job").
+struct JobEnd {
+  /// completed(): every rank reached the end after the same last iteration, and rank 0 holds
+  /// what was asked for. Otherwise `lost_ranks` names the ranks lost there (numbers in the
+  /// communicator the job ran on) and `iteration` is the one after the last iteration the job
+  /// completed, as an abandoned iteration reports it: the survivors recover from it
+  /// (ElasticJob::recover, ElasticSession::recover), run the iterations after the checkpoint
+  /// again and call finish() again.
+  IterationReport report;
+  /// On rank 0, per collection asked for, in that order: the whole matrix, column-major, as
+  /// TiledMatrix::gather_to_root lays it out (0.0 where a tile is not kept). Empty elsewhere.
+  std::vector<std::vector<double>> gathered;
+  /// On rank 0: every rank's statistics, as gather_stats() returns them. Empty elsewhere.
+  std::vector<RankStats> stats;
+  [[nodiscard]] bool completed() const noexcept { return report.completed(); }
+};
+
 /// Teams TeamLB chose between iterations (MessageLogOptions::plan_teams; docs/teams.md).
 struct TeamsApplied {
   int before_iteration = 0;   ///< the first iteration run with these teams
@@ -285,6 +302,17 @@ class Runtime {
   /// it follows a communicator that code of its own rebuilt between iterations (a TaskBag's
   /// run, ElasticJob::adopt_survivors), with `lost` the ranks that run lost.
   RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
+  /// The job's end, after its last iteration, on every rank: collective over the communicator,
+  /// watched as an iteration is (every peer, errors returned). Gathers to rank 0 the tiles of
+  /// `gather` (registered collections), every rank's statistics (as gather_stats()), and ends
+  /// with a barrier, so that no rank leaves before rank 0 holds all of it. A rank lost on the
+  /// way is reported as by an abandoned iteration (JobEnd::report); the application recovers
+  /// from it as from any loss and calls finish() again once it ran the last iteration again.
+  /// A rank lost after that barrier completed on some ranks but not on others leaves those
+  /// others in their recovery until its deadline (RebuildError): such a job ends, it never
+  /// hangs. Throws std::invalid_argument naming a collection that is not registered, and
+  /// std::logic_error where run_iteration() would (lost ranks not yet recovered from).
+  JobEnd finish(std::span<const TiledMatrix* const> gather = {});
   /// What every recover() of this rank that returned reported, oldest first.
   [[nodiscard]] const std::vector<RecoveryReport>& recoveries() const noexcept;
   /// Tasks pinned to ranks added by an expand: key -> rank. The same on every rank;
@@ -301,7 +329,8 @@ class Runtime {
   [[nodiscard]] int lanes() const noexcept;
   /// Statistics accumulated over all iterations so far.
   [[nodiscard]] const RankStats& stats() const noexcept;
-  /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective.
+  /// Rank statistics of all ranks, gathered to rank 0 (empty elsewhere). Collective, not
+  /// watched: at the job's end, finish() gathers them watched (JobEnd::stats).
   [[nodiscard]] std::vector<RankStats> gather_stats() const;
   // ---- buddy checkpoints (RuntimeOptions::checkpoint; docs/recovery.md, "Recovery") ----
   //
