@@ -598,7 +598,11 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       }
       expect(!runtime.recoveries().empty() && runtime.recoveries().back().iteration == recovery.iteration,
              "Runtime::recoveries() does not end with this recovery");
-      expect(recovery.tiles_restored > 0 || !rolled_back_here, "no tile restored");
+      expect(recovery.tiles_restored > 0 || !rolled_back_here,
+             "rank " + std::to_string(old_rank) + " rolled back to iteration " + std::to_string(recovery.iteration) +
+                 " with ranks " + rank_set(recovery.ranks_rolled_back) + " but restored no tile (" +
+                 std::to_string(recovery.tiles_taken_over) + " taken over, buddies " + rank_set(first_buddies) +
+                 ", lost " + rank_set(lost) + ")");
       result["recoveries"] = result.value("recoveries", 0) + 1;
       result["lost"] = lost_in_all;
       if (recovered) {
