@@ -53,15 +53,17 @@ std::shared_ptr<br::Tile> clone(const br::Tile& t) {
   return copy;
 }
 
+}  // namespace
+
 /// A and L as a job without failure computes them: per iteration the tiled right-looking
 /// factorization by the kernels of the Cholesky tasks, each tile updated in k order.
-std::pair<std::vector<double>, std::vector<double>> cholesky_reference() {
+std::pair<std::vector<double>, std::vector<double>> cholesky_reference(int iterations) {
   const auto lower = [](int m, int k) { return m >= k; };
   br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
   br::TiledMatrix l(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
   be::fill_spd(a, kSeed);
   const int tiles = kN / kTile;
-  for (int it = 0; it < kIterations; ++it) {
+  for (int it = 0; it < iterations; ++it) {
     std::vector<std::vector<std::shared_ptr<br::Tile>>> w(static_cast<std::size_t>(tiles));
     for (int m = 0; m < tiles; ++m) {
       for (int n = 0; n <= m; ++n) w[static_cast<std::size_t>(m)].push_back(clone(*a.tile(m, n)));
@@ -82,6 +84,8 @@ std::pair<std::vector<double>, std::vector<double>> cholesky_reference() {
   }
   return {a.gather_to_root(MPI_COMM_SELF), l.gather_to_root(MPI_COMM_SELF)};
 }
+
+namespace {
 
 /// A and C of the bspgemm job as a run without failure computes them: each nonzero C tile
 /// summed over its nonzero k's in increasing order, the first product with beta = 0, the
@@ -115,7 +119,7 @@ std::pair<std::vector<double>, std::vector<double>> bspgemm_reference() {
 
 /// The GEMM job: the same tile kernels in the same order (each C tile summed over k from 0).
 std::pair<std::vector<double>, std::vector<double>> reference(Job job) {
-  if (job == Job::cholesky) return cholesky_reference();
+  if (job == Job::cholesky) return cholesky_reference(kIterations);
   if (job == Job::bspgemm) return bspgemm_reference();
   br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);
   br::TiledMatrix b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0);

@@ -64,7 +64,12 @@
 // leave no copy of the first's checkpoint, and every survivor must be refused with recover()'s
 // text saying so, then still exit 0. Each rank's tasks re-run are printed by old rank
 // (`tasks_rerun_by_rank`): none on the ranks that kept their state, some on each rank that
-// rolled back. In every mode the examples' JSON report
+// rolled back. The same with `cholesky-teams=4 ranks=8` and `bspgemm-teams=4 ranks=8`, whose
+// buddies follow their uneven tiles: the victims' buddies must be survivors, and differ.
+// For Cholesky and bspgemm the bytes the ranks that kept their state serve from their logs
+// are predicted from the task graph (replay_prediction.hpp): the task outputs they send again,
+// summed over them, and per rank the tiles it serves, exactly where no rank re-running the
+// window stole a task, between bounds otherwise. In every mode the examples' JSON report
 // (runtime_extra) carries, per failure, the log bytes the survivors kept for the replay: their
 // recoveries' sum, none where every rank rolled back.
 // With `stopped` the victims are SIGSTOPped instead of killed, as a node cut from the network
@@ -103,6 +108,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -128,6 +134,7 @@
 #include "gemm_tasks.hpp"
 #include "recovery_references.hpp"
 #include "recovery_test.hpp"
+#include "replay_prediction.hpp"
 #include "separate_worlds.hpp"
 #include "watchdog.hpp"
 
@@ -302,6 +309,22 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   // its C tile's owner and GEMM's tasks have no task successors, so theirs hold collection
   // tiles only.
   long task_outputs_between_teams = 0;
+  // The tiles each rank holds as the job starts, over the collections the job registers.
+  std::vector<std::uint64_t> tiles_held_at_start(static_cast<std::size_t>(count), 0);
+  for (const br::TiledMatrix* m : cholesky_job ? std::vector<const br::TiledMatrix*>{&a, &c}
+                                               : std::vector<const br::TiledMatrix*>{&a, &b, &c}) {
+    for (int n = 0; n < m->tile_cols(); ++n) {
+      for (int i = 0; i < m->tile_rows(); ++i) {
+        if (m->kept(i, n)) ++tiles_held_at_start.at(static_cast<std::size_t>(m->owner(i, n)));
+      }
+    }
+  }
+  // Per task and collection tile it reads: the task's owner and the tile's holder.
+  std::vector<TileRead> tile_reads;
+  const auto holder_of = [&](const br::TileIndex& t) {
+    const br::TiledMatrix& m = t.collection == c.id() ? c : t.collection == a.id() ? a : b;  // L is c
+    return m.owner(t.m, t.n);
+  };
   std::vector<br::InputSource> inputs;
   std::vector<br::Successor> successors;
   for (const auto& cls : task_classes) {
@@ -310,6 +333,10 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       ++tasks_per_rank.at(static_cast<std::size_t>(owner));
       inputs.clear();
       cls->inputs(key, inputs);
+      for (const br::InputSource& input : inputs) {
+        if (input.kind != br::InputSource::Kind::collection) continue;
+        tile_reads.push_back(TileRead{owner, input.tile.collection, input.tile.m, input.tile.n, holder_of(input.tile)});
+      }
       for (int slot = 0; slot < static_cast<int>(inputs.size()); ++slot) {
         successors.clear();
         cls->successors(key, slot, successors);
@@ -321,22 +348,8 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       }
     });
   }
-  // bspgemm: which rank ran each task as the job started, and which ranks held the tiles of A
-  // and B it reads (the replay's prediction below).
-  struct TileRead {
-    int task_owner;
-    int collection, m, n;
-    int holder;
-  };
-  std::vector<TileRead> bspgemm_reads;
-  if (sparse) {
-    task_classes.front()->for_each_task([&](const br::TaskKey& key) {
-      const auto [i, j, k] = key.index;
-      const int owner = task_classes.front()->owner(key);
-      bspgemm_reads.push_back(TileRead{owner, a.id(), i, k, a.owner(i, k)});
-      bspgemm_reads.push_back(TileRead{owner, b.id(), k, j, b.owner(k, j)});
-    });
-  }
+  // Per producer and output slot: the ranks that take it (the replay's prediction below).
+  const std::vector<OutputTakers> task_outputs = output_takers(task_classes, holder_of);
   for (auto& cls : task_classes) runtime.add_task_class(std::move(cls));
 
   nlohmann::json result{{"old_rank", old_rank}};
@@ -347,6 +360,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
                                                 " task outputs go to another team's task");
   }
   std::map<int, std::uint64_t> tasks_after_recovery;  // iteration -> tasks run here
+  long steals_in_window = 0;  // tasks this rank stole in the iterations re-run alone
   bool recovered = false;
   int done = 0;
   std::vector<int> old_of(static_cast<std::size_t>(count));  // rank now -> rank at the start
@@ -566,7 +580,11 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       }
       const bool rolled_back_here = std::binary_search(recovery.ranks_rolled_back.begin(),
                                                        recovery.ranks_rolled_back.end(), recovery.old_rank);
-      expect(rolled_back_here || recovery.log_bytes_for_replay > 0 || recovery.iterations_redone == 0,
+      // Every GEMM rank holds tiles of A and B that every other rank reads; a Cholesky or a
+      // bspgemm rank may hold nothing a rank rolling back takes (checked from the task graph
+      // below).
+      expect(rolled_back_here || recovery.log_bytes_for_replay > 0 || recovery.iterations_redone == 0 ||
+                 job_kind != Job::gemm,
              "recover: rank " + std::to_string(old_rank) + " kept its state with nothing in its log for the replay");
       if (!recovered) {  // the teams of the job as it started (a recovery makes them anew)
         first_rolled_back = recovery.ranks_rolled_back;
@@ -590,7 +608,25 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       }
       expect(!runtime.recoveries().empty() && runtime.recoveries().back().iteration == recovery.iteration,
              "Runtime::recoveries() does not end with this recovery");
-      expect(recovery.tiles_restored > 0 || !rolled_back_here, "no tile restored");
+      if (!recovered && rolled_back_here && first_buddies.size() == static_cast<std::size_t>(count)) {
+        // The tiles it installs: its own copy's and its lost wards', as the job started (nothing
+        // moves a tile before the first recovery). A rank may hold none: bspgemm's rank 4 on 8
+        // ranks, which restores nothing when the loss at an iteration's end rolls back every rank.
+        std::uint64_t wards_tiles = 0;
+        for (const int v : lost) {
+          const bool ward = first_buddies[static_cast<std::size_t>(v)] == old_rank;
+          wards_tiles += ward ? tiles_held_at_start[static_cast<std::size_t>(v)] : 0;
+        }
+        const std::uint64_t own_tiles = tiles_held_at_start[static_cast<std::size_t>(old_rank)];
+        expect(recovery.tiles_restored == own_tiles + wards_tiles && recovery.tiles_taken_over == wards_tiles,
+               "rank " + std::to_string(old_rank) + " rolled back to iteration " + std::to_string(recovery.iteration) +
+                   " and restored " + std::to_string(recovery.tiles_restored) + " tiles, " +
+                   std::to_string(recovery.tiles_taken_over) + " of them taken over; expected its " +
+                   std::to_string(own_tiles) + " and its lost wards' " + std::to_string(wards_tiles) + " (buddies " +
+                   rank_set(first_buddies) + ", lost " + rank_set(lost) + ")");
+      } else {
+        expect(recovery.tiles_restored > 0 || !rolled_back_here, "no tile restored");
+      }
       result["recoveries"] = result.value("recoveries", 0) + 1;
       result["lost"] = lost_in_all;
       if (recovered) {
@@ -632,6 +668,19 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
                                            " (the next of its team's ring)");
       }
     }
+    if (done == 0 && victims.size() > 1 && !buddies_in_rings && first_buddies.size() == static_cast<std::size_t>(count)) {
+      // Victims whose buddies are survivors, and differ: each lost rank's tiles go to a rank of
+      // its own.
+      std::set<int> buddies_of_victims;
+      for (const int v : victims) {
+        const int buddy = first_buddies[static_cast<std::size_t>(v)];
+        buddies_of_victims.insert(buddy);
+        expect(!std::binary_search(victims.begin(), victims.end(), buddy),
+               "victim " + std::to_string(v) + "'s buddy is rank " + std::to_string(buddy) + ", another victim");
+      }
+      expect(buddies_of_victims.size() == victims.size(),
+             "the victims " + rank_set(victims) + " share a buddy: " + rank_set(first_buddies));
+    }
     if (done == 0 && team_size > 1 && team_size < count) {
       // The first checkpoint's buddies: each rank's is of its own team on another node.
       const std::vector<int> buddies = runtime.checkpoint_buddies();
@@ -651,6 +700,7 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
       // leave their tiles as they are.
       const bool in_window = report.iteration >= window_first && report.iteration <= window_last &&
                              first_rolled_back.size() < old_of.size() + lost_in_all.size();
+      if (in_window) steals_in_window += static_cast<long>(report.local.steal.tasks_stolen);
       expect(in_window == !report.replaying_ranks.empty(),
              "iteration " + std::to_string(report.iteration) + (in_window ? " not" : "") + " replayed by teams");
       expect(report.ran_here() || report.local.tasks_executed == 0,
@@ -746,12 +796,22 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
            "the survivors re-ran " + std::to_string(rerun_summed) + " tasks, expected " +
                std::to_string(predicted_in_window) + " x " + std::to_string(first_iterations_redone));
     // A rank that kept its state re-ran nothing; one that rolled back re-ran some of the
-    // window's tasks (with stealing inside the replaying ranks, not exactly its own).
-    const bool predicted_here = predicted_rerun[static_cast<std::size_t>(old_rank)] > 0;
-    expect(predicted_here ? rerun > 0 : rerun == 0,
+    // window's tasks where it owed some: its own, and those of the lost ranks it was the
+    // buddy of (with stealing inside the replaying ranks, not exactly those; a rank that owed
+    // none, holding no tasks, may steal some).
+    const bool rolled_back_here =
+        std::binary_search(first_rolled_back.begin(), first_rolled_back.end(), old_rank);
+    long owed_here = predicted_rerun[static_cast<std::size_t>(old_rank)];
+    for (const int v : lost_in_all) {
+      const bool ward = first_buddies.size() == static_cast<std::size_t>(count) &&
+                        first_buddies[static_cast<std::size_t>(v)] == old_rank;
+      owed_here += ward ? predicted_rerun[static_cast<std::size_t>(v)] : 0;
+    }
+    expect(rolled_back_here ? owed_here == 0 || rerun > 0 : rerun == 0,
            "rank " + std::to_string(old_rank) +
-               (predicted_here ? " rolled back and re-ran " : " kept its state but re-ran ") + std::to_string(rerun) +
-               " tasks");
+               (rolled_back_here ? " rolled back, owed " + std::to_string(owed_here) + " tasks and re-ran "
+                                 : " kept its state but re-ran ") +
+               std::to_string(rerun) + " tasks");
   }
   // Per rank (old numbers), as the survivors counted them; -1 for a rank lost.
   std::vector<long> rerun_by_new_rank(static_cast<std::size_t>(size), 0);
@@ -767,33 +827,55 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   result["log_bytes_replayed_here"] = replayed;
   if (recovered && !second_loss) {
     const bool kept_state = !std::binary_search(first_rolled_back.begin(), first_rolled_back.end(), old_rank);
-    expect(kept_state ? replayed > 0 : replayed == 0,
+    // Every GEMM rank holds tiles of A and B that each other rank reads; a Cholesky or a
+    // bspgemm rank may hold nothing a rank rolling back takes (predicted below).
+    expect(kept_state ? replayed > 0 || job_kind != Job::gemm : replayed == 0,
            "rank " + std::to_string(old_rank) + (kept_state ? " kept its state" : " rolled back") + " and served " +
                std::to_string(replayed) + " bytes from its log to the replay");
-    if (sparse && kept_state && first_buddies.size() == static_cast<std::size_t>(count)) {
-      // bspgemm's log holds collection tiles only: per iteration redone, a rank that kept its
-      // state serves each tile of A and B it holds once to each rank now running a task of a
-      // rank that rolled back that reads it (a lost rank's tasks run on its buddy, which took
-      // its tiles). Exact while stealing cannot move those tasks: the lost rank's team replays
-      // on one rank (teams of 2).
-      std::set<std::tuple<int, int, int, int>> served;  // (collection, m, n, rank running the task)
-      for (const TileRead& read : bspgemm_reads) {
-        if (read.holder != old_rank ||
-            !std::binary_search(first_rolled_back.begin(), first_rolled_back.end(), read.task_owner)) {
-          continue;
-        }
-        const bool owner_lost = std::binary_search(lost_in_all.begin(), lost_in_all.end(), read.task_owner);
-        const int runner = owner_lost ? first_buddies[static_cast<std::size_t>(read.task_owner)] : read.task_owner;
-        served.emplace(read.collection, read.m, read.n, runner);
-      }
+    if (job_kind != Job::gemm && first_buddies.size() == static_cast<std::size_t>(count)) {
+      // Per iteration redone, from the task graph as the job started (replay_prediction.hpp):
+      // the collection tiles a rank that kept its state serves, each once to each rank now
+      // running a task of a rank that rolled back that reads it (a lost rank's tasks run on
+      // its buddy), and the task outputs the ranks that kept their state send again, one
+      // activation per producer, slot and rank now running a taker. Where the job put the
+      // tasks unless a rank re-running the window stole one; then between each tile once and
+      // once per rank re-running. The outputs are compared summed over the ranks that kept
+      // their state: stealing inside their teams before the loss moves a producer to a rank
+      // of its team, which logged the output in its place.
       const long tile_bytes = static_cast<long>(kTile) * kTile * static_cast<long>(sizeof(double));
-      const long predicted = static_cast<long>(served.size()) * tile_bytes * first_iterations_redone;
-      result["log_bytes_replayed_predicted"] = predicted;
-      const long replaying_ranks = static_cast<long>(first_rolled_back.size() - lost_in_all.size());
-      expect(replaying_ranks != 1 || replayed == predicted,
-             "rank " + std::to_string(old_rank) + " served " + std::to_string(replayed) + " bytes from its log, " +
-                 "predicted " + std::to_string(served.size()) + " tiles x " + std::to_string(tile_bytes) +
-                 " bytes x " + std::to_string(first_iterations_redone) + " iterations redone");
+      const long redone = first_iterations_redone;
+      const TilesServed tiles =
+          kept_state ? tiles_served(tile_reads, old_rank, first_rolled_back, lost_in_all, first_buddies) : TilesServed{};
+      const long outputs = outputs_replayed(task_outputs, first_rolled_back, lost_in_all, first_buddies);
+      std::array<long, 5> here{steals_in_window, kept_state ? replayed : 0L, tiles.as_placed, tiles.fewest, tiles.most};
+      std::array<long, 5> all{};
+      MPI_Allreduce(here.data(), all.data(), static_cast<int>(here.size()), MPI_LONG, MPI_SUM, job);
+      const long steals = all[0], served_by_kept = all[1];
+      const bool as_placed = steals == 0;
+      result["tasks_stolen_in_window"] = steals;
+      result["log_bytes_replayed_predicted"] = tiles.as_placed * tile_bytes * redone;
+      result["log_outputs_replayed_predicted"] = outputs * redone;
+      result["log_bytes_replayed_by_ranks_that_kept_state"] = served_by_kept;
+      const auto bytes = [&](long tile_count) { return tile_count * tile_bytes * redone; };
+      if (outputs == 0) {  // what this rank served is tiles only
+        const bool within = as_placed ? replayed == bytes(tiles.as_placed)
+                                      : replayed >= bytes(tiles.fewest) && replayed <= bytes(tiles.most);
+        expect(within, "rank " + std::to_string(old_rank) + " served " + std::to_string(replayed) +
+                           " bytes from its log, predicted " +
+                           (as_placed ? std::to_string(tiles.as_placed) + " tiles"
+                                      : std::to_string(tiles.fewest) + " to " + std::to_string(tiles.most) +
+                                            " tiles (" + std::to_string(steals) + " tasks stolen in the window)") +
+                           " x " + std::to_string(tile_bytes) + " bytes x " + std::to_string(redone) +
+                           " iterations redone");
+      }
+      const long fewest_bytes = bytes(outputs + (as_placed ? all[2] : all[3]));
+      const long most_bytes = bytes(outputs + (as_placed ? all[2] : all[4]));
+      expect(served_by_kept >= fewest_bytes && served_by_kept <= most_bytes,
+             "the ranks that kept their state served " + std::to_string(served_by_kept) +
+                 " bytes from their logs, predicted " + std::to_string(outputs) + " task outputs and " +
+                 (as_placed ? std::to_string(all[2]) : std::to_string(all[3]) + " to " + std::to_string(all[4])) +
+                 " tiles x " + std::to_string(tile_bytes) + " bytes x " + std::to_string(redone) +
+                 " iterations redone");
     }
   }
   result["tasks_rerun_here"] = rerun;

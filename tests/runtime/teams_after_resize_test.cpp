@@ -24,13 +24,23 @@
 // before iteration kExpandAt instead: the teams are then {0, 1} and {2} (rank 2's buddy of the
 // other team, rank 0's and 1's each other), and rank 1 (VICTIM 1) killed as above rolls back
 // {0, 1} only, rank 2 keeping its state; the leaver exits 0.
+// With `cholesky` the job is the Cholesky factorization instead (4 x 4 tiles of the lower
+// triangle, 20 tasks per iteration, A changed after each iteration as recovery_test.cpp's
+// Cholesky job does), whose logs hold task outputs sent between the teams, to and from the
+// joined rank 3: the ranks that keep their state send them again as activations to the
+// ranks re-running the window. A checkpoint every 3 iterations (the one after the expand,
+// then after iteration 5), and the victim armed from iteration 7 on until a task of its runs:
+// the roll-back goes to the checkpoint after iteration 5 and redoes at least one iteration,
+// which the test insists on. The bytes the ranks that kept their state served, summed, are
+// those the task graph after the expand predicts (replay_prediction.hpp), and A and L are
+// bit-identical to a serial run.
 // BELLOWS_TEST_SEED fixes the pause before the kill; the seed is printed with the result.
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
 // "teams_after_resize: PASS".
 //
-//   teams_after_resize_tests MPIEXEC SELF VICTIM [shrink]     (the launcher; no MPI)
+//   teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky]   (the launcher; no MPI)
 //   teams_after_resize_tests --member DIR INDEX      (under MPIEXEC -n 1)
 
 #include "bellows/runtime/elastic_job.hpp"
@@ -57,9 +67,14 @@
 #include <thread>
 #include <vector>
 
+#include "bellows/examples/app.hpp"
 #include "bellows/kernels/tile_kernels.hpp"
+#include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
+#include "killing_tasks.hpp"
 #include "loss_test_gemm.hpp"
+#include "recovery_references.hpp"
+#include "replay_prediction.hpp"
 #include "separate_worlds.hpp"
 #include "spawned_processes.hpp"
 #include "tiled_gemm.hpp"
@@ -86,6 +101,9 @@ constexpr int kTeamSize = 2;
 constexpr int kN = 288;
 constexpr int kTile = 96;            // 3 x 3 tiles: 27 GEMM tasks per iteration
 constexpr int kTasksPerIteration = 27;
+// With `cholesky`: recovery_test.cpp's Cholesky job (recovery_references.hpp), 4 x 4 tiles.
+constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
+constexpr int kCholeskyCheckpointEvery = 3;
 constexpr int kIterations = 10;
 constexpr int kExpandAt = 2;         // the expand is carried out before loop iteration 2 (iteration 3)
 constexpr int kKillAt = 6;           // the victim dies in loop iteration 6 (iteration 7)
@@ -120,6 +138,7 @@ int run_member(const fs::path& dir, int index) {
   const int victim = read_int(dir / "victim");
   const int pause_us = read_int(dir / "pause_us");
   const bool shrink = fs::exists(dir / "shrink");
+  const bool cholesky = fs::exists(dir / "cholesky");
   const int first_ranks = shrink ? kShrinkFrom : kRanks;
   const bool joiner = !shrink && index == kJoiner;
   std::vector<int> payload;
@@ -158,26 +177,47 @@ int run_member(const fs::path& dir, int index) {
 
   std::atomic<bool> kill_in_next_task{false};
   bellows::test::TiledGemm gemm(kN, kTile, first_ranks, old_rank, kSeed);
+  // The Cholesky job's A and L (lower tiles), and its task graph as the tiles lie (the tasks
+  // the runtime runs are the same, wrapped to kill).
+  const br::TiledMatrix::TileFilter lower = [](int m, int k) { return m >= k; };
+  const int cholesky_tile = bellows::testing::recovery::kTile;
+  const int cholesky_n = cholesky ? bellows::testing::recovery::kN : cholesky_tile;
+  const auto first_grid = br::BlockCyclic2D::square_for(first_ranks);
+  br::TiledMatrix cholesky_a(0, cholesky_n, cholesky_n, cholesky_tile, first_grid, old_rank, lower);
+  br::TiledMatrix cholesky_l(1, cholesky_n, cholesky_n, cholesky_tile, first_grid, old_rank, lower);
+  if (cholesky) bellows::examples::fill_spd(cholesky_a, bellows::testing::recovery::kSeed);
+  const auto cholesky_graph = bellows::examples::make_cholesky_tasks(cholesky_a, cholesky_l);
+  const int tasks_per_iteration = cholesky ? kCholeskyTasksPerIteration : kTasksPerIteration;
   br::RuntimeOptions options;
   options.comm_max_sleep_us = 100;
   options.same_host_transport = false;  // tiles over MPI, as between nodes
   options.steal.enabled = true;
   options.checkpoint.enabled = true;
-  options.checkpoint.every_iterations = 1;
+  options.checkpoint.every_iterations = cholesky ? kCholeskyCheckpointEvery : 1;
   options.checkpoint.node = "node" + std::to_string(old_rank);
   options.message_log.enabled = true;
   options.message_log.team_size = kTeamSize;
   br::Runtime runtime(job.communicator(), options);
   job.attach(runtime);
-  runtime.add_collection(gemm.a);
-  runtime.add_collection(gemm.b);
-  runtime.add_collection(gemm.c);
-  runtime.add_task_class(std::make_unique<KillingGemm>(gemm, kill_in_next_task, pause_us));
+  if (cholesky) {
+    runtime.add_collection(cholesky_a);
+    runtime.add_collection(cholesky_l);
+    for (auto& tasks : bellows::test::killing(bellows::examples::make_cholesky_tasks(cholesky_a, cholesky_l),
+                                              kill_in_next_task, pause_us)) {
+      runtime.add_task_class(std::move(tasks));
+    }
+  } else {
+    runtime.add_collection(gemm.a);
+    runtime.add_collection(gemm.b);
+    runtime.add_collection(gemm.c);
+    runtime.add_task_class(std::make_unique<KillingGemm>(gemm, kill_in_next_task, pause_us));
+  }
 
   nlohmann::json result{{"old_rank", old_rank}};
   int recoveries = 0, resized = 0;
   br::RecoveryReport recovery;
   std::vector<int> teams_after_resize, buddies_after_resize;
+  std::vector<bellows::testing::recovery::OutputTakers> outputs_after_resize;  // Cholesky's task graph then
   std::map<long, std::uint64_t> tasks_run;        // iteration -> tasks run here, in its last run here
   std::map<long, std::uint64_t> log_bytes_held;   // iteration -> bytes the log held after it
   std::vector<long> replayed_iterations;          // the iterations the rolled-back team re-ran alone
@@ -199,13 +239,16 @@ int run_member(const fs::path& dir, int index) {
       return failures == 0 ? 0 : 1;
     }
     if (outcome == br::ElasticJob::Outcome::resized) ++resized;
-    kill_in_next_task = job.rank() == victim && it == kKillAt && recoveries == 0;
+    // The Cholesky victim runs few tasks, which its team mate may steal: armed until one runs.
+    kill_in_next_task = job.rank() == victim && (cholesky ? it >= kKillAt : it == kKillAt) && recoveries == 0;
     const br::IterationReport report = runtime.run_iteration();
     if (report.completed()) {
       if (report.iteration == kExpandAt + 2) {
         // Under the teams made for the grown job, with their first checkpoint complete.
         teams_after_resize = runtime.teams();
         buddies_after_resize = runtime.checkpoint_buddies();
+        outputs_after_resize = bellows::testing::recovery::output_takers(
+            cholesky_graph, [&](const br::TileIndex& t) { return cholesky_l.owner(t.m, t.n); });
       }
       if (!report.replaying_ranks.empty()) {
         replayed_iterations.push_back(report.iteration);
@@ -217,6 +260,10 @@ int run_member(const fs::path& dir, int index) {
       }
       if (report.ran_here()) tasks_run[report.iteration] = report.local.tasks_executed;
       if (recoveries == 0) log_bytes_held[report.iteration] = report.local.message_log.bytes_held;
+      // As recovery_test.cpp's Cholesky job: a rank that kept its state leaves its tiles.
+      if (cholesky && report.ran_here()) {
+        bellows::testing::recovery::evolve(cholesky_a, it, bellows::testing::recovery::Job::cholesky);
+      }
       ++it;
       continue;
     }
@@ -271,8 +318,15 @@ int run_member(const fs::path& dir, int index) {
                                                       " iterations replayed by the team, expected " +
                                                       std::to_string(redone));
     // The checkpoints overlap the iterations: the one completed last is at the boundary before
-    // the interrupted iteration or the one before it.
-    expect(redone <= 1, std::to_string(redone) + " iterations redone, expected 0 or 1");
+    // the interrupted iteration or the one before it. Cholesky's, every 3 iterations, is after
+    // iteration 5: the loss in iteration 7 (or 8) redoes 6 (and 7).
+    if (cholesky) {
+      expect(redone >= 1 && redone <= 2 && recovery.iteration == 5,
+             std::to_string(redone) + " iterations redone after rolling back to " +
+                 std::to_string(recovery.iteration) + ", expected 1 or 2 after 5");
+    } else {
+      expect(redone <= 1, std::to_string(redone) + " iterations redone, expected 0 or 1");
+    }
     // Stealing stays inside the teams, so what the team re-ran is its own tasks: summed over
     // the survivors, what they ran in the replayed iterations, and the bytes served from the
     // logs of the ranks that kept their state.
@@ -290,6 +344,20 @@ int run_member(const fs::path& dir, int index) {
     expect((redone == 0) == (all_rerun[0] == 0) && (redone == 0) == (all_rerun[2] == 0),
            std::to_string(redone) + " iterations redone, " + std::to_string(all_rerun[0]) + " tasks re-run and " +
                std::to_string(all_rerun[2]) + " bytes served from the logs of the ranks that kept their state");
+    if (cholesky) {
+      // The task outputs the ranks that kept their state sent again: one activation per
+      // producer, slot and rank now running a taker of the team that rolled back (the lost
+      // rank's on its buddy), as the task graph after the expand has them.
+      const long tile_bytes = static_cast<long>(cholesky_tile) * cholesky_tile * static_cast<long>(sizeof(double));
+      const long outputs = bellows::testing::recovery::outputs_replayed(
+          outputs_after_resize, recovery.ranks_rolled_back, recovery.lost, buddies_after_resize);
+      const auto predicted = static_cast<unsigned long long>(outputs * tile_bytes * static_cast<long>(redone));
+      expect(all_rerun[2] == predicted && outputs > 0,
+             "the ranks that kept their state served " + std::to_string(all_rerun[2]) + " bytes from their logs, " +
+                 "predicted " + std::to_string(outputs) + " task outputs x " + std::to_string(tile_bytes) +
+                 " bytes x " + std::to_string(redone) + " iterations redone");
+      result["bytes_replayed_predicted"] = predicted;
+    }
     result["iterations_redone"] = recovery.iterations_redone;
     result["rolled_back_to"] = recovery.iteration;
     result["ranks_rolled_back"] = recovery.ranks_rolled_back;
@@ -307,18 +375,33 @@ int run_member(const fs::path& dir, int index) {
   for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
   const auto all = summed(mine, job.communicator());
   for (std::size_t i = 0; i < all.size(); ++i) {
-    expect(all[i] == kTasksPerIteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) +
-                                             " ran " + std::to_string(all[i]) + " tasks over the ranks, expected " +
-                                             std::to_string(kTasksPerIteration));
+    expect(all[i] == static_cast<unsigned long long>(tasks_per_iteration),
+           "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " + std::to_string(all[i]) +
+               " tasks over the ranks, expected " + std::to_string(tasks_per_iteration));
   }
   result["first_iteration_counted"] = first_counted;
   result["tasks_per_iteration_counted"] = all;
-  const std::vector<double> c = gemm.c.gather_to_root(job.communicator());
-  if (job.rank() == 0) {
-    const std::vector<double> expected = reference_c();
-    const bool same = c.size() == expected.size() && std::memcmp(c.data(), expected.data(), c.size() * sizeof(double)) == 0;
-    expect(same, "C differs from a serial run");
-    result["verified"] = same;
+  if (cholesky) {
+    const std::vector<double> a_all = cholesky_a.gather_to_root(job.communicator());
+    const std::vector<double> l_all = cholesky_l.gather_to_root(job.communicator());
+    if (job.rank() == 0) {
+      const auto [a_ref, l_ref] = bellows::testing::recovery::cholesky_reference(kIterations);
+      const std::size_t a_wrong = bellows::testing::recovery::differing(a_all, a_ref);
+      const std::size_t l_wrong = bellows::testing::recovery::differing(l_all, l_ref);
+      expect(a_wrong == 0 && l_wrong == 0, std::to_string(a_wrong) + " elements of A and " + std::to_string(l_wrong) +
+                                               " of L differ from a serial run");
+      result["verified"] = a_wrong == 0 && l_wrong == 0;
+    }
+  }
+  if (!cholesky) {
+    const std::vector<double> c = gemm.c.gather_to_root(job.communicator());
+    if (job.rank() == 0) {
+      const std::vector<double> expected = reference_c();
+      const bool same =
+          c.size() == expected.size() && std::memcmp(c.data(), expected.data(), c.size() * sizeof(double)) == 0;
+      expect(same, "C differs from a serial run");
+      result["verified"] = same;
+    }
   }
   result["recoveries"] = recoveries;
   result["result"] = failures == 0 ? "PASS" : "FAIL";
@@ -335,7 +418,7 @@ int finalize_member(const fs::path& dir, int index) {
 
 // ------------------------------------------------------------------------------------ launcher
 
-int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool shrink) {
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool shrink, bool cholesky) {
   if (victim != -1 && victim != 1 && (shrink || victim != kJoiner)) {
     std::fprintf(stderr, "teams_after_resize_tests: the victim must be -1 (none), 1%s, got %d\n",
                  shrink ? " (with shrink)" : (" or " + std::to_string(kJoiner)).c_str(), victim);
@@ -352,6 +435,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   write_file(dir / "victim", std::to_string(victim));
   write_file(dir / "pause_us", std::to_string(pause_us));
   if (shrink) write_file(dir / "shrink", "1");
+  if (cholesky) write_file(dir / "cholesky", "1");
   const auto start = Clock::now();
   const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
   std::vector<StartedMember> members(static_cast<std::size_t>(processes));
@@ -416,6 +500,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   fs::remove_all(dir);
   std::printf("%s\n", nlohmann::json{{"victim", victim},
                                      {"shrink", shrink},
+                                     {"cholesky", cholesky},
                                      {"seed", seed},
                                      {"pause_us", pause_us},
                                      {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
@@ -431,9 +516,11 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return finalize_member(argv[2], std::atoi(argv[3]));
   const bool shrink = argc == 5 && std::strcmp(argv[4], "shrink") == 0;
-  if ((argc != 4 && !shrink) || argc > 5) {
-    std::fprintf(stderr, "usage: teams_after_resize_tests MPIEXEC SELF VICTIM [shrink] | --member DIR INDEX\n");
+  const bool cholesky = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
+  if ((argc != 4 && !shrink && !cholesky) || argc > 5) {
+    std::fprintf(stderr,
+                 "usage: teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky] | --member DIR INDEX\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), shrink);
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), shrink, cholesky);
 }

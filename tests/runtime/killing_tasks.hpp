@@ -1,0 +1,61 @@
+#pragma once
+// Any task class whose first task run once armed kills the process (the Cholesky job of
+// teams_after_resize_test.cpp; loss_test_gemm.hpp's KillingGemm does the same for GEMM).
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "bellows/runtime/task.hpp"
+
+namespace bellows::test {
+
+/// `tasks` as they are, except that once `armed` the first of its tasks this rank runs waits
+/// `pause_us` and SIGKILLs the process.
+class KillingTasks final : public runtime::TaskClass {
+ public:
+  KillingTasks(std::unique_ptr<runtime::TaskClass> tasks, const std::atomic<bool>& armed, int pause_us)
+      : TaskClass(tasks->id()), tasks_(std::move(tasks)), armed_(armed), pause_us_(pause_us) {}
+
+  [[nodiscard]] std::string_view name() const override { return tasks_->name(); }
+  void for_each_task(const std::function<void(const runtime::TaskKey&)>& fn) const override {
+    tasks_->for_each_task(fn);
+  }
+  [[nodiscard]] int owner(const runtime::TaskKey& key) const override { return tasks_->owner(key); }
+  void inputs(const runtime::TaskKey& key, std::vector<runtime::InputSource>& out) const override {
+    tasks_->inputs(key, out);
+  }
+  void successors(const runtime::TaskKey& key, int slot, std::vector<runtime::Successor>& out) const override {
+    tasks_->successors(key, slot, out);
+  }
+  [[nodiscard]] double flops(const runtime::TaskKey& key) const override { return tasks_->flops(key); }
+  [[nodiscard]] std::int64_t priority(const runtime::TaskKey& key) const override { return tasks_->priority(key); }
+  void execute_cpu(const runtime::TaskKey& key, std::span<runtime::Tile* const> tiles) const override {
+    if (armed_.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us_));
+      ::raise(SIGKILL);  // in the iteration's tasks
+    }
+    tasks_->execute_cpu(key, tiles);
+  }
+
+ private:
+  std::unique_ptr<runtime::TaskClass> tasks_;
+  const std::atomic<bool>& armed_;
+  int pause_us_;
+};
+
+/// Each of `classes` wrapped in KillingTasks, in order.
+inline std::vector<std::unique_ptr<runtime::TaskClass>> killing(std::vector<std::unique_ptr<runtime::TaskClass>> classes,
+                                                                const std::atomic<bool>& armed, int pause_us) {
+  std::vector<std::unique_ptr<runtime::TaskClass>> out;
+  for (auto& tasks : classes) out.push_back(std::make_unique<KillingTasks>(std::move(tasks), armed, pause_us));
+  return out;
+}
+
+}  // namespace bellows::test
