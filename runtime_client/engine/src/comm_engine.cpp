@@ -432,11 +432,13 @@ void CommEngine::worker_awake(bool awake) {
   if (workers_read_mail_) same_host_.attend(awake);
 }
 
-void CommEngine::read_mail_between_tasks() {
-  if (!workers_read_mail_ || !same_host_.mail_waiting()) return;
+std::size_t CommEngine::read_mail_between_tasks() {
+  if (!workers_read_mail_ || !same_host_.mail_waiting()) return 0;
   std::unique_lock lock(mail_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // the reader that holds it delivers what waits
-  mail_read_by_workers_.fetch_add(read_mail_locked(), std::memory_order_relaxed);
+  if (!lock.owns_lock()) return 0;  // the reader that holds it delivers what waits
+  const std::size_t delivered = read_mail_locked();
+  mail_read_by_workers_.fetch_add(delivered, std::memory_order_relaxed);
+  return delivered;
 }
 
 bool CommEngine::read_mail_while_idle(const std::function<bool()>& woken) {
@@ -447,10 +449,8 @@ bool CommEngine::read_mail_while_idle(const std::function<bool()>& woken) {
   const auto until = std::chrono::steady_clock::now() + worker_poll_;
   for (;;) {
     if (woken()) return false;
-    if (same_host_.mail_waiting()) {
-      read_mail_between_tasks();
-      continue;
-    }
+    // Mail waiting may be another reader's, or closed to workers (no iteration under way).
+    if (read_mail_between_tasks() != 0) continue;
     if (std::chrono::steady_clock::now() >= until) break;
     std::this_thread::yield();
   }

@@ -105,8 +105,8 @@ class CommEngine {
   /// peers put mail for this rank without ringing it (SameHost::attend).
   void worker_awake(bool awake);
   /// Between two tasks: delivers what the mailboxes hold, unless another thread is reading
-  /// them now (which then delivers it).
-  void read_mail_between_tasks();
+  /// them now (which then delivers it); returns how many messages it delivered.
+  std::size_t read_mail_between_tasks();
   /// No task is ready: reads the mailboxes until `woken()`, or for RuntimeOptions::worker_poll_us,
   /// yielding the core between looks. Returns false when woken (still awake), true when it
   /// gave up (worker_awake(false) done, and what arrived until then delivered).
