@@ -46,6 +46,8 @@ struct SweepOptions {
   std::size_t eager_tile_bytes = bellows::runtime::RuntimeOptions{}.eager_tile_bytes;
   int comm_poll_us = bellows::runtime::RuntimeOptions{}.comm_poll_us;
   int comm_thread_task_us = bellows::runtime::RuntimeOptions{}.comm_thread_task_us;
+  bool workers_read_mail = bellows::runtime::RuntimeOptions{}.workers_read_mail;
+  int worker_poll_us = bellows::runtime::RuntimeOptions{}.worker_poll_us;
   bool quiet = false;
 };
 
@@ -107,6 +109,8 @@ int run(const SweepOptions& o, int rank, int size) {
   options.eager_tile_bytes = o.eager_tile_bytes;
   options.comm_poll_us = o.comm_poll_us;
   options.comm_thread_task_us = o.comm_thread_task_us;
+  options.workers_read_mail = o.workers_read_mail;
+  options.worker_poll_us = o.worker_poll_us;
   if (rank == 0 && !o.quiet) {
     std::printf("%s on %d rank(s) x 1 core, width %d, busy loop %.3f ns per iteration\n",
                 o.system.c_str(), size, shape.width, ns);
@@ -161,6 +165,7 @@ int main(int argc, char** argv) {
   SweepOptions o;
   std::string same_host = "on";
   std::string mailboxes = "on";
+  std::string workers_read_mail = o.workers_read_mail ? "on" : "off";
   CLI::App cli("METG of a 3-dependency stencil: libbellows or hand-written MPI", "bellows_metg");
   cli.add_option("--system", o.system, "bellows or mpi")
       ->required()->check(CLI::IsMember({"bellows", "mpi"}));
@@ -196,6 +201,13 @@ int main(int argc, char** argv) {
   cli.add_option("--comm-thread-task-us", o.comm_thread_task_us,
                  "libbellows: the communication thread runs a task a message made ready itself "
                  "when every worker sleeps and tasks lately took at most this long (0: never)");
+  cli.add_option("--workers-read-mail", workers_read_mail,
+                 "libbellows: the worker reads the same-host mailboxes itself between tasks and "
+                 "before it sleeps; peers ring only a rank whose worker sleeps")
+      ->check(CLI::IsMember({"on", "off"}));
+  cli.add_option("--worker-poll-us", o.worker_poll_us,
+                 "libbellows, with --workers-read-mail on: microseconds an idle worker polls the "
+                 "mailboxes before it sleeps");
   cli.add_flag("--quiet", o.quiet, "only the JSON line");
   try {
     cli.parse(argc, argv);
@@ -208,9 +220,11 @@ int main(int argc, char** argv) {
     communication.eager_tile_bytes = o.eager_tile_bytes;
     communication.comm_poll_us = o.comm_poll_us;
     communication.comm_thread_task_us = o.comm_thread_task_us;
+    communication.worker_poll_us = o.worker_poll_us;
     if (const auto problem = bellows::runtime::validate_communication(communication);
         !problem.empty()) {
-      throw CLI::ValidationError("--eager-tile-bytes/--comm-poll-us/--comm-thread-task-us", problem);
+      throw CLI::ValidationError(
+          "--eager-tile-bytes/--comm-poll-us/--comm-thread-task-us/--worker-poll-us", problem);
     }
     if (o.min_steps > o.max_steps) {
       throw CLI::ValidationError("--min-steps", "must not exceed --max-steps (" +
@@ -224,6 +238,7 @@ int main(int argc, char** argv) {
   }
   o.same_host = same_host == "on";
   o.mailboxes = mailboxes == "on";
+  o.workers_read_mail = workers_read_mail == "on";
   const int status = run(o, rank, size);
   MPI_Finalize();
   return status;

@@ -35,7 +35,7 @@ from bench_common import MPIEXEC, run_json  # noqa: E402
 CONFIGS = [("bellows", 1), ("bellows", 2), ("mpi", 1), ("mpi", 2)]
 THRESHOLD = 0.5
 # bellows_metg's options that bellows_task_overhead also takes (each with one value).
-EMPTY_TASK_OPTIONS = ("--comm-poll-us",)
+EMPTY_TASK_OPTIONS = ("--comm-poll-us", "--workers-read-mail", "--worker-poll-us")
 
 
 def parse_variant(text):

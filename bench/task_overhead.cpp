@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "bellows/runtime/runtime.hpp"
 
@@ -67,6 +68,13 @@ int main(int argc, char** argv) {
   cli.add_option("--comm-poll-us", options.comm_poll_us,
                  "microseconds the communication thread polls after a message")
       ->check(CLI::Range(0, br::kMaxCommPollUs));
+  std::string workers_read_mail = options.workers_read_mail ? "on" : "off";
+  cli.add_option("--workers-read-mail", workers_read_mail,
+                 "workers read the same-host mailboxes themselves between tasks and before they sleep")
+      ->check(CLI::IsMember({"on", "off"}));
+  cli.add_option("--worker-poll-us", options.worker_poll_us,
+                 "with --workers-read-mail on: microseconds an idle worker polls the mailboxes")
+      ->check(CLI::Range(0, br::kMaxWorkerPollUs));
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -74,6 +82,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return e.get_exit_code() == 0 ? 0 : 2;
   }
+  options.workers_read_mail = workers_read_mail == "on";
   const int length = static_cast<int>(tasks_per_rank / chains);
   const double tasks = static_cast<double>(length) * chains;
   nlohmann::json runs = nlohmann::json::array();

@@ -1,5 +1,5 @@
-// The communication thread's options (RuntimeOptions::eager_tile_bytes, comm_poll_us,
-// comm_thread_task_us): what
+// The communication options (RuntimeOptions::eager_tile_bytes, comm_poll_us,
+// comm_thread_task_us, worker_poll_us): what
 // validate_communication() accepts and how it names what it refuses.
 
 #include <gtest/gtest.h>
@@ -21,6 +21,10 @@ TEST(CommunicationOptions, TheDefaultsAndTheLimitsAreAccepted) {
   EXPECT_EQ(br::validate_communication(o), "");
   o.comm_thread_task_us = 0;
   EXPECT_EQ(br::validate_communication(o), "");
+  EXPECT_FALSE(o.workers_read_mail);
+  o.workers_read_mail = true;
+  o.worker_poll_us = br::kMaxWorkerPollUs;
+  EXPECT_EQ(br::validate_communication(o), "");
 }
 
 TEST(CommunicationOptions, RefusalsNameTheOptionAndTheValue) {
@@ -41,4 +45,11 @@ TEST(CommunicationOptions, RefusalsNameTheOptionAndTheValue) {
   o.comm_thread_task_us = 1001;
   EXPECT_EQ(br::validate_communication(o),
             "longest task the communication thread runs itself must be 0 to 1000 us, got 1001 us");
+  o = br::RuntimeOptions{};
+  o.worker_poll_us = -1;
+  EXPECT_EQ(br::validate_communication(o),
+            "worker's poll of the mailboxes before it sleeps must be 0 to 1000 us, got -1 us");
+  o.worker_poll_us = 1001;
+  EXPECT_EQ(br::validate_communication(o),
+            "worker's poll of the mailboxes before it sleeps must be 0 to 1000 us, got 1001 us");
 }

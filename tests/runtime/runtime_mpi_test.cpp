@@ -368,6 +368,68 @@ TEST_F(MpiTest, WorkersWriteSmallActivationsIntoSameHostMailboxesWithTheSameResu
   }
 }
 
+// Workers that read their rank's mailboxes themselves (RuntimeOptions::workers_read_mail),
+// looking once or polling before they sleep: the same L as when only the communication thread
+// reads them, the same messages, each received once, and no more read by workers than came by
+// mailbox (none with the option off).
+TEST_F(MpiTest, WorkersThatReadTheirMailboxesComputeTheSameResult) {
+  constexpr int kOrder = 96, kSmallTile = 16;
+  const auto grid = br::BlockCyclic2D::square_for(size());
+  const auto by_comm_thread = run_cholesky(kOrder, kSmallTile, grid, 2, 1, cpu_options(1));
+  check_cholesky(by_comm_thread, kOrder, kSmallTile, rank(), 2);
+  EXPECT_EQ(bt::sum_over_ranks(by_comm_thread.stats.activations_read_by_workers), 0U);
+  for (const int poll_us : {0, 200}) {
+    SCOPED_TRACE("worker_poll_us " + std::to_string(poll_us));
+    auto options = cpu_options(1);
+    options.workers_read_mail = true;
+    options.worker_poll_us = poll_us;
+    const auto by_workers = run_cholesky(kOrder, kSmallTile, grid, 2, 1, options);
+    check_cholesky(by_workers, kOrder, kSmallTile, rank(), 2);
+    const auto sent = bt::sum_over_ranks(by_workers.stats.messages_sent);
+    EXPECT_EQ(sent, bt::sum_over_ranks(by_comm_thread.stats.messages_sent));
+    EXPECT_EQ(sent, bt::sum_over_ranks(by_workers.stats.messages_received));
+    EXPECT_EQ(bt::sum_over_ranks(by_workers.stats.bytes_received_in_activations),
+              bt::sum_over_ranks(by_comm_thread.stats.bytes_received_in_activations));
+    const auto read_by_workers = bt::sum_over_ranks(by_workers.stats.activations_read_by_workers);
+    EXPECT_LE(read_by_workers, bt::sum_over_ranks(by_workers.stats.activations_by_mailbox));
+    if (rank() == 0) {
+      EXPECT_TRUE(bitwise_equal(by_workers.l.back(), by_comm_thread.l.back()))
+          << "workers reading the mailboxes gave another L";
+    }
+  }
+}
+
+// A chain whose every link crosses ranks, with workers that read their mailboxes and poll for
+// a millisecond: every task runs once, in order, over two iterations, and on ranks of one host
+// some of the 400 activations are read by the worker that polls for them (each comes within
+// the poll unless its rank lost its core for that long).
+TEST_F(MpiTest, AChainAcrossRanksRunsInOrderWhenWorkersReadTheirMailboxes) {
+  constexpr int kLength = 200;
+  auto chain = std::make_unique<bt::ChainTasks>(0, kLength, 1.0, size());
+  auto* probe = chain.get();
+  auto options = cpu_options(1);
+  options.workers_read_mail = true;
+  options.worker_poll_us = br::kMaxWorkerPollUs;
+  br::Runtime runtime(MPI_COMM_WORLD, options);
+  runtime.add_task_class(std::move(chain));
+  for (int it = 1; it <= 2; ++it) {
+    probe->clear();
+    (void)runtime.run_iteration();
+    std::vector<int> mine;
+    for (int i = rank(); i < kLength; i += size()) mine.push_back(i);
+    EXPECT_EQ(probe->order(), mine) << "rank " << rank() << ", iteration " << it;
+    EXPECT_EQ(probe->bad_slots(), 0);
+  }
+  EXPECT_EQ(bt::sum_over_ranks(runtime.stats().tasks_executed), 2U * kLength);
+  EXPECT_EQ(bt::sum_over_ranks(runtime.stats().messages_sent),
+            bt::sum_over_ranks(runtime.stats().messages_received));
+  const auto read_by_workers = bt::sum_over_ranks(runtime.stats().activations_read_by_workers);
+  EXPECT_LE(read_by_workers, bt::sum_over_ranks(runtime.stats().activations_by_mailbox));
+  if (size() > 1 && bt::sum_over_ranks(runtime.stats().activations_by_mailbox) > 0) {
+    EXPECT_GT(read_by_workers, 0U) << "no worker read an activation itself";
+  }
+}
+
 TEST_F(MpiTest, GemmWithSmallTilesAndStealingVerifies) {
   // A stolen task's inputs are fetched from its victim; its output goes back to the owner of
   // its successor in an activation that carries it.

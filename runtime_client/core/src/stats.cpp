@@ -140,6 +140,7 @@ void RankStats::add(const RankStats& o) {
   messages_sent += o.messages_sent;
   messages_received += o.messages_received;
   activations_by_mailbox += o.activations_by_mailbox;
+  activations_read_by_workers += o.activations_read_by_workers;
   tasks_on_comm_thread += o.tasks_on_comm_thread;
   busy_seconds += o.busy_seconds;
   idle_seconds += o.idle_seconds;
@@ -197,6 +198,7 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"messages_sent", s.messages_sent},
                      {"messages_received", s.messages_received},
                      {"activations_by_mailbox", s.activations_by_mailbox},
+                     {"activations_read_by_workers", s.activations_read_by_workers},
                      {"tasks_on_comm_thread", s.tasks_on_comm_thread},
                      {"busy_seconds", s.busy_seconds},
                      {"idle_seconds", s.idle_seconds},

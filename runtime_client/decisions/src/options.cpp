@@ -67,6 +67,10 @@ std::string validate_communication(const RuntimeOptions& o) {
            std::to_string(kMaxCommThreadTaskUs) + " us, got " +
            std::to_string(o.comm_thread_task_us) + " us";
   }
+  if (o.worker_poll_us < 0 || o.worker_poll_us > kMaxWorkerPollUs) {
+    return "worker's poll of the mailboxes before it sleeps must be 0 to " +
+           std::to_string(kMaxWorkerPollUs) + " us, got " + std::to_string(o.worker_poll_us) + " us";
+  }
   return {};
 }
 

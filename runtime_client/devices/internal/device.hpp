@@ -40,6 +40,19 @@ class DeviceOwner {
   /// A task has run: its outputs are ready for their consumers.
   virtual void complete(std::unique_ptr<ReadyTask> task) = 0;
 
+  // What arrives from other ranks, taken by a host execution unit (a CPU worker) itself while it
+  // is awake instead of by a thread it would have to wake (Engine: the same-host mailboxes,
+  // RuntimeOptions::workers_read_mail). Each is called by the unit's own thread.
+
+  /// The unit is awake (it started, or woke from its sleep) or is about to sleep or end.
+  virtual void unit_awake(bool awake) = 0;
+  /// Between two tasks of an awake unit: takes what arrived, if anything did.
+  virtual void take_arrivals() = 0;
+  /// The unit found no ready task: takes arrivals until `woken()` (a ready task, or stop)
+  /// or the owner gives up. Returns true when it gave up, having called unit_awake(false)
+  /// and taken what arrived until then; false when woken, still awake.
+  virtual bool take_arrivals_while_idle(const std::function<bool()>& woken) = 0;
+
  protected:
   ~DeviceOwner() = default;
 };
@@ -155,8 +168,10 @@ class Device {
 
  protected:
   /// Blocks until a task is ready (returns it) or stop was requested (returns null).
-  /// Time spent blocked is counted as idle.
-  std::unique_ptr<ReadyTask> pop_or_wait(UnitStats& unit_stats);
+  /// Time spent blocked is counted as idle. `takes_arrivals`: the caller is a host unit that
+  /// takes arrivals between tasks and before it sleeps (DeviceOwner::take_arrivals); it has
+  /// called unit_awake(true) when it started and calls unit_awake(false) when it ends.
+  std::unique_ptr<ReadyTask> pop_or_wait(UnitStats& unit_stats, bool takes_arrivals = false);
   /// Returns a ready task if one is queued, without blocking.
   std::unique_ptr<ReadyTask> try_pop();
   [[nodiscard]] bool stop_requested() const;

@@ -38,7 +38,9 @@ class CpuDevice final : public Device {
   void work() {
     UnitStats unit;
     std::vector<Tile*> views;
-    while (auto task = pop_or_wait(unit)) run(std::move(task), unit, views);
+    owner_.unit_awake(true);
+    while (auto task = pop_or_wait(unit, true)) run(std::move(task), unit, views);
+    owner_.unit_awake(false);
     merge_stats(unit);
   }
 

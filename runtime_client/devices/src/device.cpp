@@ -74,13 +74,27 @@ std::size_t Device::discard_queued() {
   return dropped;
 }
 
-std::unique_ptr<ReadyTask> Device::pop_or_wait(UnitStats& unit_stats) {
+std::unique_ptr<ReadyTask> Device::pop_or_wait(UnitStats& unit_stats, bool takes_arrivals) {
+  if (takes_arrivals) owner_.take_arrivals();
   std::unique_lock lock(mutex_);
   if (queue_.empty() && !stopping_) {
     const auto begin = Clock::now();
-    sleeping_units_.fetch_add(1, std::memory_order_acq_rel);
-    ready_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-    sleeping_units_.fetch_sub(1, std::memory_order_acq_rel);
+    bool gave_up = true;
+    if (takes_arrivals) {
+      // What it takes makes tasks ready through push(), which locks the queue.
+      lock.unlock();
+      gave_up = owner_.take_arrivals_while_idle([this] {
+        std::lock_guard queue_lock(mutex_);
+        return !queue_.empty() || stopping_;
+      });
+      lock.lock();
+    }
+    if (queue_.empty() && !stopping_) {
+      sleeping_units_.fetch_add(1, std::memory_order_acq_rel);
+      ready_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      sleeping_units_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    if (takes_arrivals && gave_up) owner_.unit_awake(true);
     unit_stats.totals.idle_seconds += seconds_between(begin, Clock::now());
   }
   if (queue_.empty()) return nullptr;

@@ -80,6 +80,8 @@ CommEngine::CommEngine(Engine& engine, MPI_Comm comm, int max_sleep_us, bool sam
       eager_tile_bytes_(engine.options().eager_tile_bytes),
       poll_after_progress_(std::chrono::microseconds(engine.options().comm_poll_us)),
       mailboxes_(engine.options().same_host_mailboxes),
+      workers_read_mail_(engine.options().same_host_mailboxes && engine.options().workers_read_mail),
+      worker_poll_(std::chrono::microseconds(engine.options().worker_poll_us)),
       same_host_(comm, same_host_transport, setup_watch),
       size_(size_of(comm)),
       steal_policy_(engine.options().steal, rank_, size_) {
@@ -128,6 +130,10 @@ void CommEngine::start(PeerWatch& watch) {
   {
     std::lock_guard lock(copy_mutex_);
     copier_stop_ = false;
+  }
+  {
+    std::lock_guard lock(mail_mutex_);
+    mail_open_ = true;
   }
   copier_ = std::thread([this] { copy_loop(); });
   thread_ = std::thread([this] {
@@ -214,7 +220,7 @@ void CommEngine::send_activation(int dest, TilePtr tile, std::vector<wire::Targe
       a.targets = std::move(targets);
       const auto bytes = wire::encode(a);
       if (bytes.size() <= same_host_.largest_mail() && same_host_.post(dest, bytes)) {
-        same_host_.ring(dest);
+        same_host_.ring_for_mail(dest);
         mailbox_messages_sent_.fetch_add(1, std::memory_order_relaxed);
         mailbox_bytes_sent_.fetch_add(a.tile_bytes.size(), std::memory_order_relaxed);
         return;
@@ -244,6 +250,12 @@ RankStats CommEngine::take_stats() {
   const auto mailbox_bytes = mailbox_bytes_sent_.exchange(0);
   out.messages_sent += by_mailbox;
   out.activations_by_mailbox += by_mailbox;
+  const auto mail_received = mail_received_.exchange(0);
+  const auto mail_bytes = mail_bytes_received_.exchange(0);
+  out.messages_received += mail_received;
+  out.bytes_received += mail_bytes;
+  out.bytes_received_in_activations += mail_bytes;
+  out.activations_read_by_workers += mail_read_by_workers_.exchange(0);
   out.bytes_sent += mailbox_bytes;
   out.bytes_sent_in_activations += mailbox_bytes;
   const auto copied = copied_bytes_.exchange(0);
@@ -360,7 +372,13 @@ bool CommEngine::receive_control() {
 }
 
 bool CommEngine::receive_mail() {
-  bool received = false;
+  std::lock_guard lock(mail_mutex_);
+  return read_mail_locked() != 0;
+}
+
+std::size_t CommEngine::read_mail_locked() {
+  if (!mail_open_) return 0;
+  std::size_t received = 0;
   for (int source = 0; source < size_; ++source) {
     if (source == rank_ || !same_host_.has_mailbox(source)) continue;
     mail_.clear();
@@ -370,18 +388,80 @@ bool CommEngine::receive_mail() {
       fail("the mailbox from rank " + std::to_string(source) + ": " + e.what());
     }
     for (auto& bytes : mail_) {
-      ++stats_.messages_received;
       std::string error;
       auto message = wire::decode(bytes, error);
-      if (!message || !std::holds_alternative<wire::Activate>(*message)) {
+      auto* activation = message ? std::get_if<wire::Activate>(&*message) : nullptr;
+      if (activation == nullptr || (activation->rows != 0 && activation->tile_bytes.empty())) {
         fail("malformed message in the mailbox from rank " + std::to_string(source) + ": " +
-             (message ? std::string("not an activation") : error));
+             (!message ? error
+                       : activation == nullptr ? std::string("not an activation")
+                                               : std::string("an activation without its tile")));
       }
-      handle(source, std::move(*message));
-      received = true;
+      deliver_mail(source, *activation);
+      ++received;
     }
   }
   return received;
+}
+
+void CommEngine::deliver_mail(int source, wire::Activate& a) {
+  mail_received_.fetch_add(1, std::memory_order_relaxed);
+  if (a.rows == 0) {
+    for (const auto& t : a.targets) {
+      if (t.to_collection) fail("control activation from rank " + std::to_string(source) +
+                                " targets a collection tile");
+      engine_.deliver(t.consumer, t.slot, nullptr);
+    }
+    return;
+  }
+  // Carried in the activation (decode checked that it holds rows x cols doubles).
+  auto tile = std::make_shared<Tile>(a.rows, a.cols);
+  last_tile_bytes_.store(tile->bytes(), std::memory_order_relaxed);
+  std::memcpy(tile->data(), a.tile_bytes.data(), tile->bytes());
+  mail_bytes_received_.fetch_add(tile->bytes(), std::memory_order_relaxed);
+  deliver_to_targets(a.targets, std::move(tile));
+}
+
+void CommEngine::close_mail(bool read_last) {
+  std::lock_guard lock(mail_mutex_);
+  if (read_last) read_mail_locked();
+  mail_open_ = false;
+}
+
+void CommEngine::worker_awake(bool awake) {
+  if (workers_read_mail_) same_host_.attend(awake);
+}
+
+std::size_t CommEngine::read_mail_between_tasks() {
+  if (!workers_read_mail_ || !same_host_.mail_waiting()) return 0;
+  std::unique_lock lock(mail_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;  // the reader that holds it delivers what waits
+  const std::size_t delivered = read_mail_locked();
+  mail_read_by_workers_.fetch_add(delivered, std::memory_order_relaxed);
+  return delivered;
+}
+
+bool CommEngine::read_mail_while_idle(const std::function<bool()>& woken) {
+  if (!workers_read_mail_ || !same_host_.any_mailbox()) {
+    worker_awake(false);
+    return true;
+  }
+  const auto until = std::chrono::steady_clock::now() + worker_poll_;
+  for (;;) {
+    if (woken()) return false;
+    // Mail waiting may be another reader's, or closed to workers (no iteration under way).
+    if (read_mail_between_tasks() != 0) continue;
+    if (std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::yield();
+  }
+  same_host_.attend(false);
+  // A peer that saw this worker attending did not ring: what it posted is read here, waiting
+  // for a reader that holds the mailboxes (it may have collected before the post).
+  if (same_host_.mail_waiting()) {
+    std::lock_guard lock(mail_mutex_);
+    mail_read_by_workers_.fetch_add(read_mail_locked(), std::memory_order_relaxed);
+  }
+  return true;
 }
 
 void CommEngine::handle(int source, wire::Message&& message) {
@@ -752,6 +832,7 @@ void CommEngine::run() {
     }
     if (!watch_->lost().empty() || !mpi_failure_.empty()) {
       if (barrier_posted && !barrier_done) abandoned_requests_.push_back(barrier);
+      close_mail(false);
       abandoned_ = true;
       return;
     }
@@ -790,8 +871,8 @@ void CommEngine::run() {
     // first rank, when it retired, counts them all before it leaves.
     if (barrier_done && quiet && published_.empty() && (!counts_completions || global_done_)) {
       // A write-back a peer's worker posted before that peer entered the barrier is in the
-      // mailbox by now, and belongs to this iteration.
-      receive_mail();
+      // mailbox by now, and belongs to this iteration. What comes later is the next one's.
+      close_mail(true);
       break;
     }
 

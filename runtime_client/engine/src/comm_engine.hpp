@@ -35,6 +35,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mpi.h>
 #include <mutex>
 #include <string>
@@ -96,6 +97,20 @@ class CommEngine {
   [[nodiscard]] bool barrier_without_spinning(PeerWatch& watch);
   /// Wakes the thread (e.g. the last local task completed).
   void notify();
+
+  // Workers that read the same-host mailboxes (RuntimeOptions::workers_read_mail); each is
+  // called by a CPU worker's own thread, and does nothing with the option off.
+
+  /// The worker is awake (true) or about to sleep or end (false): while a worker is awake,
+  /// peers put mail for this rank without ringing it (SameHost::attend).
+  void worker_awake(bool awake);
+  /// Between two tasks: delivers what the mailboxes hold, unless another thread is reading
+  /// them now (which then delivers it); returns how many messages it delivered.
+  std::size_t read_mail_between_tasks();
+  /// No task is ready: reads the mailboxes until `woken()`, or for RuntimeOptions::worker_poll_us,
+  /// yielding the core between looks. Returns false when woken (still awake), true when it
+  /// gave up (worker_awake(false) done, and what arrived until then delivered).
+  bool read_mail_while_idle(const std::function<bool()>& woken);
   /// Wakes the thread because the rank starves, unless a steal request is already out or
   /// the rank backs off after an empty answer (cheap: atomic loads and a clock read).
   void notify_starving();
@@ -162,7 +177,17 @@ class CommEngine {
   /// elements is a control token (rows 0) and needs nothing.
   [[nodiscard]] bool carry_small_tile(const Tile& tile, wire::Activate& a) const;
   /// Handles what peers of this host wrote into this rank's mailboxes; true when anything.
+  /// The communication thread's: waits for a worker that is reading them.
   bool receive_mail();
+  /// receive_mail() with mail_mutex_ held, returning how many messages it delivered: none
+  /// when the mailboxes are closed (no iteration under way on the communication thread).
+  std::size_t read_mail_locked();
+  /// An activation from a mailbox (its tile carried, or a control token), delivered on the
+  /// calling thread.
+  void deliver_mail(int source, wire::Activate& activation);
+  /// Closes the mailboxes to workers until the next start(), reading them a last time first
+  /// when `read_last`.
+  void close_mail(bool read_last);
   // Work stealing and the global end-of-iteration count.
   bool maybe_send_steal_request(std::chrono::steady_clock::time_point now);
   /// Sends a request for tasks to `victim` and starts waiting for its answer.
@@ -235,7 +260,18 @@ class CommEngine {
   // What workers sent by mailbox, added to the statistics by take_stats().
   std::atomic<std::uint64_t> mailbox_messages_sent_{0};
   std::atomic<std::uint64_t> mailbox_bytes_sent_{0};
-  std::vector<std::vector<std::byte>> mail_;  // communication thread only: read, not yet handled
+  /// Workers read the mailboxes too (RuntimeOptions::workers_read_mail), and poll them this
+  /// long before they sleep (RuntimeOptions::worker_poll_us).
+  bool workers_read_mail_;
+  std::chrono::steady_clock::duration worker_poll_;
+  /// One reader of the mailboxes at a time: the communication thread or a worker.
+  std::mutex mail_mutex_;
+  std::vector<std::vector<std::byte>> mail_;  // guarded by mail_mutex_: read, not yet handled
+  bool mail_open_ = false;                    // guarded by mail_mutex_: an iteration is under way
+  // What arrived by mailbox, added to the statistics by take_stats().
+  std::atomic<std::uint64_t> mail_received_{0};
+  std::atomic<std::uint64_t> mail_bytes_received_{0};
+  std::atomic<std::uint64_t> mail_read_by_workers_{0};
 
   std::mutex outbox_mutex_;
   std::condition_variable wake_cv_;
@@ -261,7 +297,7 @@ class CommEngine {
   std::atomic<double> copier_cpu_seconds_{0.0};
   int mpi_transfers_ = 0;  // tile payloads moving through MPI (need both sides to poll)
   int mpi_receives_ = 0;   // of which coming to this rank
-  std::uint64_t last_tile_bytes_ = 0;  // the latest tile announced to or asked for by this rank
+  std::atomic<std::uint64_t> last_tile_bytes_{0};  // the latest tile announced to or asked for by this rank
   std::chrono::steady_clock::time_point last_receive_done_{};  // the latest MPI tile receive
   SameHost same_host_;
   std::uint64_t next_handle_ = 1;

@@ -83,7 +83,10 @@ void CommEngine::abandon() {
   published_.clear();
   collection_reads_.clear();
   pending_reads_.clear();
-  same_host_.drop_mail();
+  {
+    std::lock_guard lock(mail_mutex_);  // a worker may still be looking at the mailboxes
+    same_host_.drop_mail();
+  }
   {
     std::lock_guard lock(outbox_mutex_);
     outbox_.clear();

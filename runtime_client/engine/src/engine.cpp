@@ -759,6 +759,19 @@ bool Engine::run_held_task() {
   return true;
 }
 
+void Engine::unit_awake(bool awake) {
+  if (comm_engine_) comm_engine_->worker_awake(awake);
+}
+
+void Engine::take_arrivals() {
+  if (comm_engine_) comm_engine_->read_mail_between_tasks();
+}
+
+bool Engine::take_arrivals_while_idle(const std::function<bool()>& woken) {
+  if (!comm_engine_) return true;
+  return comm_engine_->read_mail_while_idle(woken);
+}
+
 void Engine::collection_tile_arrived(const TileIndex& index, TilePtr tile) {
   std::vector<std::pair<TaskKey, PendingTask>> ready;
   {

@@ -137,6 +137,9 @@ class Engine final : public DeviceOwner {
   void write_back(const TileIndex& index, TilePtr tile);
   /// A device ran `task`: activate its successors, count it done.
   void complete(std::unique_ptr<ReadyTask> task) override;
+  void unit_awake(bool awake) override;
+  void take_arrivals() override;
+  bool take_arrivals_while_idle(const std::function<bool()>& woken) override;
   /// True when every task this rank is responsible for in the current iteration has
   /// run: those it owns, less those given to thieves, plus those it stole.
   [[nodiscard]] bool local_work_done() const noexcept {

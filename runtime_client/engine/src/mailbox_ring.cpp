@@ -76,4 +76,8 @@ void MailboxRing::drop_all() noexcept {
   store(tail_, load(head_, std::memory_order_acquire), std::memory_order_release);
 }
 
+bool MailboxRing::empty() const noexcept {
+  return load(head_, std::memory_order_acquire) == load(tail_, std::memory_order_relaxed);
+}
+
 }  // namespace bellows::runtime

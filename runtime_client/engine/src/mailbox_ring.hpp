@@ -39,6 +39,8 @@ class MailboxRing {
   std::size_t read_all(std::vector<std::vector<std::byte>>& out);
   /// Reader: frees every record written so far without reading it.
   void drop_all() noexcept;
+  /// Reader: nothing written is left unread (an acquire load of the write position).
+  [[nodiscard]] bool empty() const noexcept;
   /// The largest message that fits into the empty ring.
   [[nodiscard]] std::size_t largest_message() const noexcept { return capacity_ - 8; }
 

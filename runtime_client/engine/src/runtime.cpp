@@ -103,6 +103,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.messages_sent);
   f(s.messages_received);
   f(s.activations_by_mailbox);
+  f(s.activations_read_by_workers);
   f(s.tasks_on_comm_thread);
   f(s.busy_seconds);
   f(s.idle_seconds);

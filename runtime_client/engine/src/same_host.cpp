@@ -226,6 +226,10 @@ std::atomic<std::uint32_t>* SameHost::doorbell(int rank) const noexcept {
                                                        kCacheLine * static_cast<std::size_t>(rank));
 }
 
+std::atomic<std::uint32_t>* SameHost::attendance(int rank) const noexcept {
+  return doorbell(rank) + 1;
+}
+
 bool SameHost::has_mailbox(int rank) const noexcept {
   return mailboxes_ != nullptr && has_doorbell(rank);
 }
@@ -255,6 +259,33 @@ void SameHost::drop_mail() noexcept {
   for (int r = 0; r < size_; ++r) {
     if (has_mailbox(r)) mailbox(r, rank_).drop_all();
   }
+}
+
+bool SameHost::mail_waiting() const noexcept {
+  if (mailboxes_ == nullptr) return false;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && has_doorbell(r) && !mailbox(r, rank_).empty()) return true;
+  }
+  return false;
+}
+
+void SameHost::ring_for_mail(int rank) noexcept {
+  if (doorbells_ == nullptr || !has_doorbell(rank)) return;
+  // Pairs with attend(false): the message's write position is stored before this load.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (attendance(rank)->load(std::memory_order_relaxed) != 0) return;
+  ring(rank);
+}
+
+void SameHost::attend(bool attending) noexcept {
+  if (mailboxes_ == nullptr) return;
+  if (attending) {
+    attendance(rank_)->fetch_add(1, std::memory_order_seq_cst);
+  } else {
+    attendance(rank_)->fetch_sub(1, std::memory_order_seq_cst);
+  }
+  // Pairs with ring_for_mail(): the count is stored before the caller's mail_waiting().
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void SameHost::ring(int rank) noexcept {

@@ -10,7 +10,9 @@
 //
 //  - a doorbell per rank: a futex word in a POSIX shared-memory segment. A sender rings
 //    the receiver after handing MPI a control message; an idle communication thread
-//    sleeps on its own doorbell instead of polling.
+//    sleeps on its own doorbell instead of polling. Beside it, the count of the rank's
+//    threads that attend its mailboxes (awake workers, RuntimeOptions::workers_read_mail):
+//    while it is not zero, a message put into a mailbox rings nobody.
 //  - a mailbox per ordered pair of ranks (mailbox_ring.hpp): a worker that finishes a task
 //    whose consumer is on a rank of the host writes the (small) activation there itself and
 //    rings that rank, so its own communication thread is neither woken nor involved, and MPI
@@ -62,6 +64,7 @@ class SameHost {
   /// Every other rank has a doorbell with this one.
   [[nodiscard]] bool all_have_doorbells() const noexcept { return all_doorbells_; }
   [[nodiscard]] bool any_doorbell() const noexcept { return doorbells_ != nullptr; }
+  [[nodiscard]] bool any_mailbox() const noexcept { return mailboxes_ != nullptr; }
 
   /// Wakes `rank`'s communication thread (thread-safe; no-op without a doorbell).
   void ring(int rank) noexcept;
@@ -82,6 +85,17 @@ class SameHost {
   std::size_t collect(int source, std::vector<std::vector<std::byte>>& out);
   /// Frees every message waiting in this rank's mailboxes unread (an abandoned iteration).
   void drop_mail() noexcept;
+  /// Some peer's mailbox to this rank holds a message not collected yet (acquire loads only).
+  [[nodiscard]] bool mail_waiting() const noexcept;
+  /// After post(rank, ...): rings `rank` unless a thread of `rank` attends its mailboxes
+  /// (attend()), which then reads the message without a wake-up (thread-safe).
+  void ring_for_mail(int rank) noexcept;
+  /// A thread of this rank starts (true) or stops (false) attending its mailboxes: while any
+  /// attends, peers do not ring for mail (ring_for_mail). A thread that stops must look at
+  /// mail_waiting() once more afterwards: a peer that saw it attending did not ring. The
+  /// count and the mailboxes' positions are ordered (sequentially consistent fences on both
+  /// sides), so either the peer rings or that look sees its message.
+  void attend(bool attending) noexcept;
 
   /// Jobs larger than this have no mailboxes (the segment grows with the square of the size).
   static constexpr int kMaxMailboxRanks = 32;
@@ -101,6 +115,8 @@ class SameHost {
   /// `watch` when given (a member lost throws MembersLost, `buffers` kept for MPI).
   void complete(int posted, PeerWatch* watch, std::unique_ptr<ProbeBuffers>& buffers, const char* call);
   [[nodiscard]] std::atomic<std::uint32_t>* doorbell(int rank) const noexcept;
+  /// How many threads of `rank` attend its mailboxes: the word after its doorbell.
+  [[nodiscard]] std::atomic<std::uint32_t>* attendance(int rank) const noexcept;
   /// The mailbox that `from` writes and `to` reads.
   [[nodiscard]] MailboxRing mailbox(int from, int to) const noexcept;
 

@@ -130,6 +130,9 @@ struct RankStats {
   /// Of messages_sent: activations a worker wrote into a same-host peer's mailbox itself
   /// (RuntimeOptions::same_host_mailboxes); the rest went through MPI.
   std::uint64_t activations_by_mailbox = 0;
+  /// Of messages_received: activations a worker read from a mailbox itself, the communication
+  /// thread not woken (RuntimeOptions::workers_read_mail); the rest it read.
+  std::uint64_t activations_read_by_workers = 0;
   /// Of tasks_executed: those the communication thread ran itself, a message having made them
   /// ready while every worker slept (RuntimeOptions::comm_thread_task_us).
   std::uint64_t tasks_on_comm_thread = 0;

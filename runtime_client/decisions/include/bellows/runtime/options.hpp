@@ -250,6 +250,21 @@ struct RuntimeOptions {
   /// Off, or when the mailbox is full, the communication thread sends it through MPI. Each
   /// rank decides for what it sends, so ranks may differ.
   bool same_host_mailboxes = true;
+  /// With same_host_mailboxes: the CPU workers read their rank's mailboxes themselves, between
+  /// tasks and, when no task is ready, for worker_poll_us before they sleep; while one is
+  /// awake a peer that posts mail rings nobody, and the activation is delivered and its task
+  /// run on the worker with no thread woken on either side. Only an activation that arrives
+  /// while every worker sleeps rings the communication thread, as without this. A worker never
+  /// calls MPI (MPI_THREAD_SERIALIZED is enough). While a worker runs a task, mail waits until
+  /// the task ends. The folding of the communication thread's progress into an idle worker
+  /// follows PaRSEC's, whose execution streams call remote_dep_progress when the runtime runs
+  /// without its communication thread (`__parsec_context_wait`, parsec/scheduling.c). Off:
+  /// only the communication thread reads the mailboxes, rung for every message.
+  bool workers_read_mail = false;
+  /// With workers_read_mail: microseconds a worker that finds no ready task keeps polling the
+  /// mailboxes (yielding its core between looks) before it sleeps. 0: it looks once and
+  /// sleeps. At most kMaxWorkerPollUs.
+  int worker_poll_us = 0;
   /// Re-grids at a resize (regrid.hpp): every tile, and with it the tasks it decides,
   /// goes where a job started at the new size would hold it, with the grid's positions
   /// given to the ranks that already hold most of their tiles. The iterations after the
@@ -277,10 +292,11 @@ inline constexpr int kMaxCommPollUs = 1000;
 
 /// The largest RuntimeOptions::comm_thread_task_us: a longer task keeps messages waiting.
 inline constexpr int kMaxCommThreadTaskUs = 1000;
+/// The largest RuntimeOptions::worker_poll_us: a poll that long is a spin, not a pause.
+inline constexpr int kMaxWorkerPollUs = 1000;
 
-/// What is wrong with the communication thread's options eager_tile_bytes, comm_poll_us and
-/// comm_thread_task_us,
-/// naming the option and the value; empty: nothing.
+/// What is wrong with the communication options eager_tile_bytes, comm_poll_us,
+/// comm_thread_task_us and worker_poll_us, naming the option and the value; empty: nothing.
 [[nodiscard]] std::string validate_communication(const RuntimeOptions& options);
 
 /// The link rate the emulated device charges, GB/s: `emulated_link_gbps` as named, or for
