@@ -659,6 +659,17 @@ std::vector<double> team_imbalances(const TeamRequest& request, std::span<const 
   return imbalance;
 }
 
+/// I of `ranks`' loads from `tiles` on `holders` (the tiles all held by those ranks).
+double imbalance_of(const TeamRequest& request, const std::vector<int>& ranks,
+                    const std::vector<int>& tiles, std::span<const int> holders) {
+  std::vector<double> loads(ranks.size(), 0.0);
+  for (const int tile : tiles) {
+    const auto found = std::find(ranks.begin(), ranks.end(), holders[at(tile)]);
+    loads[static_cast<std::size_t>(found - ranks.begin())] += request.tile_seconds[at(tile)];
+  }
+  return load_imbalance(loads);
+}
+
 /// The plan with ranks in `rank_team` and each tile in the team `tile_team` names, balanced
 /// inside each team.
 TeamPlan balanced_plan(const TeamRequest& request, std::vector<int> rank_team,
@@ -675,7 +686,18 @@ TeamPlan balanced_plan(const TeamRequest& request, std::vector<int> rank_team,
     tiles_of[at(tile_team[t])].push_back(static_cast<int>(t));
   }
   for (int team = 0; team < teams; ++team) {
-    balance_team(request, ranks_of[at(team)], std::move(tiles_of[at(team)]), plan.tile_holders);
+    const std::vector<int>& ranks = ranks_of[at(team)];
+    const std::vector<int>& tiles = tiles_of[at(team)];
+    balance_team(request, ranks, tiles, plan.tile_holders);
+    // A team whose tiles all sat on its ranks keeps them there when the greedy pass leaves it
+    // less balanced than it was (it can, by a little, on a team that was balanced already).
+    const bool held_inside = std::all_of(tiles.begin(), tiles.end(), [&](int tile) {
+      return std::find(ranks.begin(), ranks.end(), request.tile_holders[at(tile)]) != ranks.end();
+    });
+    if (held_inside && imbalance_of(request, ranks, tiles, plan.tile_holders) >
+                           imbalance_of(request, ranks, tiles, request.tile_holders)) {
+      for (const int tile : tiles) plan.tile_holders[at(tile)] = request.tile_holders[at(tile)];
+    }
   }
   for (std::size_t t = 0; t < plan.tile_holders.size(); ++t) {
     if (plan.tile_holders[t] != request.tile_holders[t]) {
