@@ -15,11 +15,13 @@
 //            ref  the same partitioner blind to load (TeamWeighting::uniform): the reference
 //            con  teams of consecutive ranks over the block-cyclic layout
 //            obj  TeamLB over the tile graph, as the paper partitions objects (TeamUnit::tiles)
-//          and tlb/rf, TeamLB's cut over the reference's
+//          and tlb/rf, TeamLB's cut over the reference's; xb/rf, its crossing bytes over the
+//          reference's (TeamLB holds both within 1 + --cut-bound)
 //   log    what senders would log per iteration (every tile sent to a rank of another team),
 //          mean MiB per rank, for tlb, con and obj; r_tlb and r_con: relative to logging every
 //          message of the block-cyclic layout (team size 1 there)
-//   I      load imbalance (max - avg) / avg over all ranks: block-cyclic, after tlb, after obj
+//   I      load imbalance (max - avg) / avg over all ranks: block-cyclic, after tlb, after obj;
+//          Itm_tlb: the worst team's I after tlb (inside the team)
 //   moved  the share of tiles TeamLB's plan (tlb) moves; ms: its planning time
 //
 //   ./bellows_teams_bench --tiles 32 --ranks 16,64 --team-sizes 1,4,8,16
@@ -144,6 +146,7 @@ struct Options {
   double gflops = 10.0;
   double density = 0.5;
   unsigned seed = 42;
+  double cut_bound = 0.10;
 };
 
 }  // namespace
@@ -159,14 +162,17 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--density", o.density, "bspgemm's density (default 0.5)");
   app.add_option("--seed", o.seed, "bspgemm's pattern seed (default 42)");
+  app.add_option("--cut-bound", o.cut_bound,
+                 "TeamLB's bound on its cut over the load-blind partition's (default 0.10)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   const double tile_bytes = 8.0 * o.tile * static_cast<double>(o.tile);
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("%-8s %5s %3s | %7s %7s %7s %7s %7s %6s | %8s %8s %8s %6s %6s | %5s %5s %5s | %5s %5s\n",
+  std::printf("%-8s %5s %3s | %7s %7s %7s %7s %7s %6s %6s | %8s %8s %8s %6s %6s | %5s %5s %5s %7s | %5s %5s\n",
               "graph", "ranks", "T", "cut_tlb", "tlb_0", "cut_ref", "cut_con", "cut_obj", "tlb/rf",
-              "log_tlb", "log_con", "log_obj", "r_tlb", "r_con", "I_bc", "I_tlb", "I_obj",
-              "moved", "ms");
+              "xb/rf", "log_tlb", "log_con", "log_obj", "r_tlb", "r_con", "I_bc", "I_tlb", "I_obj",
+              "Itm_tlb", "moved", "ms");
   for (const int ranks : o.ranks) {
     const auto grid = br::BlockCyclic2D::square_for(ranks);
     const std::vector<Workload> workloads{gemm(o.tiles, o.tile, grid),
@@ -185,7 +191,7 @@ int main(int argc, char** argv) {
       for (const int team_size : o.team_sizes) {
         if (team_size > ranks) continue;
         br::TeamRequest request{ranks, team_size, seconds, w.holders, traffic,
-                                br::TeamWeighting::load, br::TeamUnit::ranks};
+                                br::TeamWeighting::load, br::TeamUnit::ranks, o.cut_bound};
         const auto started = std::chrono::steady_clock::now();
         const br::TeamPlan teamlb = br::plan_teams(request);
         const double plan_ms =
@@ -212,19 +218,24 @@ int main(int argc, char** argv) {
         const double ratio = reference.cut.fraction() > 0.0
                                  ? teamlb.cut.fraction() / reference.cut.fraction()
                                  : 0.0;
+        const double bytes_ratio = reference.cut.crossing_bytes > 0.0
+                                       ? teamlb.cut.crossing_bytes / reference.cut.crossing_bytes
+                                       : 0.0;
+        const double i_team = *std::max_element(teamlb.imbalance_after.begin(),
+                                                teamlb.imbalance_after.end());
         const double i_bc = imbalance(w.holders, seconds, ranks);
         const double i_tlb = imbalance(teamlb.tile_holders, seconds, ranks);
         const double i_obj = imbalance(objects.tile_holders, seconds, ranks);
         const double moved = static_cast<double>(teamlb.moves.size()) /
                              static_cast<double>(teamlb.tile_holders.size());
         std::printf(
-            "%-8s %5d %3d | %7.3f %7.3f %7.3f %7.3f %7.3f %6.2f | %7.1fM %7.1fM %7.1fM %6.3f %6.3f | "
-            "%5.2f %5.2f %5.2f | %5.2f %5.1f\n",
+            "%-8s %5d %3d | %7.3f %7.3f %7.3f %7.3f %7.3f %6.2f %6.2f | %7.1fM %7.1fM %7.1fM %6.3f %6.3f | "
+            "%5.2f %5.2f %5.2f %7.2f | %5.2f %5.1f\n",
             w.name.c_str(), ranks, team_size, teamlb.cut.fraction(), teams_only.fraction(),
             reference.cut.fraction(),
-            consecutive.fraction(), objects.cut.fraction(), ratio, mean_mib(teamlb.cut),
+            consecutive.fraction(), objects.cut.fraction(), ratio, bytes_ratio, mean_mib(teamlb.cut),
             mean_mib(consecutive), mean_mib(objects.cut), versus_every_message(teamlb.cut),
-            versus_every_message(consecutive), i_bc, i_tlb, i_obj, moved, plan_ms);
+            versus_every_message(consecutive), i_bc, i_tlb, i_obj, i_team, moved, plan_ms);
         rows.push_back({{"graph", w.name},
                         {"ranks", ranks},
                         {"team_size", team_size},
@@ -233,6 +244,7 @@ int main(int argc, char** argv) {
                         {"cut_teamlb", teamlb.cut.fraction()},
                         {"cut_teamlb_before_moves", teams_only.fraction()},
                         {"cut_reference", reference.cut.fraction()},
+                        {"crossing_bytes_teamlb_over_reference", bytes_ratio},
                         {"cut_consecutive", consecutive.fraction()},
                         {"cut_teamlb_tiles", objects.cut.fraction()},
                         {"log_bytes_per_rank_teamlb", teamlb.cut.crossing_bytes / ranks},
@@ -246,6 +258,7 @@ int main(int argc, char** argv) {
                         {"imbalance_block_cyclic", i_bc},
                         {"imbalance_teamlb", i_tlb},
                         {"imbalance_teamlb_tiles", i_obj},
+                        {"worst_team_imbalance_teamlb", i_team},
                         {"tiles_moved_teamlb", teamlb.moves.size()},
                         {"tiles_moved_teamlb_tiles", objects.moves.size()},
                         {"plan_ms", plan_ms}});
@@ -255,6 +268,7 @@ int main(int argc, char** argv) {
   const nlohmann::json report{{"tiles_per_dimension", o.tiles},
                               {"tile", o.tile},
                               {"gflops_per_rank", o.gflops},
+                              {"cut_bound", o.cut_bound},
                               {"bspgemm", {{"pattern", "skewed"}, {"density", o.density}, {"seed", o.seed}}},
                               {"rows", rows}};
   std::printf("%s\n", report.dump().c_str());

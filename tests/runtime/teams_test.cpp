@@ -15,8 +15,11 @@
 
 using bellows::runtime::consecutive_teams;
 using bellows::runtime::load_imbalance;
+using bellows::runtime::EdgeCut;
 using bellows::runtime::message_cut;
+using bellows::runtime::most_balanced_within;
 using bellows::runtime::plan_teams;
+using bellows::runtime::TeamCandidate;
 using bellows::runtime::TeamPlan;
 using bellows::runtime::TeamRequest;
 using bellows::runtime::TeamUnit;
@@ -73,6 +76,79 @@ struct PairedRanks {
     return {4, team_size, seconds, holders, traffic, TeamWeighting::load, TeamUnit::ranks};
   }
 };
+
+/// Right-looking Cholesky on `tiles` x `tiles` tiles over a `grid` x `grid` process grid
+/// (tile (m, n) on rank grid (m mod grid) + (n mod grid)), as the examples' task graph: each
+/// tile weighs its tasks' flops, each task reads its panels (8 bytes a tile).
+struct CholeskyGraph {
+  std::vector<int> holders;
+  std::vector<double> seconds;
+  std::vector<TileTraffic> traffic;
+
+  CholeskyGraph(int tiles, int grid) {
+    const auto slot = [tiles](int m, int n) { return static_cast<std::size_t>(m * tiles + n); };
+    holders.resize(slot(tiles, 0));
+    seconds.assign(holders.size(), 0.0);
+    for (int m = 0; m < tiles; ++m) {
+      for (int n = 0; n < tiles; ++n) holders[slot(m, n)] = grid * (m % grid) + n % grid;
+    }
+    const auto read = [&](std::size_t reader, std::size_t tile) {
+      traffic.push_back({static_cast<int>(reader), static_cast<int>(tile), 8.0});
+    };
+    for (int k = 0; k < tiles; ++k) {
+      seconds[slot(k, k)] += 1.0;
+      for (int m = k + 1; m < tiles; ++m) {
+        read(slot(m, k), slot(k, k));
+        read(slot(m, m), slot(m, k));
+        seconds[slot(m, k)] += 3.0;
+        seconds[slot(m, m)] += 3.0;
+        for (int n = k + 1; n < m; ++n) {
+          read(slot(m, n), slot(m, k));
+          read(slot(m, n), slot(n, k));
+          seconds[slot(m, n)] += 6.0;
+        }
+      }
+    }
+  }
+};
+
+/// C += A B over `tiles` x `tiles` tiles of each on a `grid` x `grid` process grid, with
+/// product (i, j, k) present when k < tiles >> (i mod 3) and k < tiles >> (j mod 2): rows
+/// and columns of C that carry up to six times the work of others, as the bspgemm
+/// example's skewed pattern does.
+struct SkewedGemmGraph {
+  std::vector<int> holders;
+  std::vector<double> seconds;
+  std::vector<TileTraffic> traffic;
+
+  SkewedGemmGraph(int tiles, int grid) {
+    const auto slot = [tiles](int matrix, int m, int n) {
+      return static_cast<std::size_t>((matrix * tiles + m) * tiles + n);
+    };
+    holders.resize(slot(3, 0, 0));
+    seconds.assign(holders.size(), 0.0);
+    for (int matrix = 0; matrix < 3; ++matrix) {
+      for (int m = 0; m < tiles; ++m) {
+        for (int n = 0; n < tiles; ++n) holders[slot(matrix, m, n)] = grid * (m % grid) + n % grid;
+      }
+    }
+    for (int i = 0; i < tiles; ++i) {
+      for (int j = 0; j < tiles; ++j) {
+        const int ks = std::min(tiles >> (i % 3), tiles >> (j % 2));
+        for (int k = 0; k < ks; ++k) {
+          seconds[slot(2, i, j)] += 1.0;
+          traffic.push_back({static_cast<int>(slot(2, i, j)), static_cast<int>(slot(0, i, k)), 8.0});
+          traffic.push_back({static_cast<int>(slot(2, i, j)), static_cast<int>(slot(1, k, j)), 8.0});
+        }
+      }
+    }
+  }
+};
+
+double heaviest_rank(const TeamPlan& plan, const std::vector<double>& seconds, int ranks) {
+  const std::vector<double> loads = rank_loads(plan.tile_holders, seconds, ranks);
+  return *std::max_element(loads.begin(), loads.end());
+}
 
 // ---------------------------------------------------------------- teams of ranks
 
@@ -198,6 +274,123 @@ TEST(PlanTeamsOfRanks, TeamsNeverCutMoreThanConsecutiveRanksWhenLoadIsNotWeighed
       EXPECT_EQ(std::count(plan.rank_team.begin(), plan.rank_team.end(), team), team_size);
     }
   }
+}
+
+// ---------------------------------------------------------------- the bound on the cut
+
+TEST(PlanTeamsWithinTheBound, TheCutStaysWithinTheBoundOfTheLoadBlindPartitionsOnTheExamplesGraphs) {
+  const CholeskyGraph cholesky(16, 4);
+  const SkewedGemmGraph gemm(12, 4);
+  struct Graph {
+    const char* name;
+    const std::vector<int>& holders;
+    const std::vector<double>& seconds;
+    const std::vector<TileTraffic>& traffic;
+  };
+  for (const Graph& graph : {Graph{"cholesky", cholesky.holders, cholesky.seconds, cholesky.traffic},
+                             Graph{"skewed gemm", gemm.holders, gemm.seconds, gemm.traffic}}) {
+    for (const int team_size : {2, 4, 8}) {
+      TeamRequest request{16, team_size, graph.seconds, graph.holders, graph.traffic,
+                          TeamWeighting::uniform, TeamUnit::ranks};
+      const TeamPlan blind = plan_teams(request);
+      ASSERT_TRUE(blind.reference_cut.has_value());
+      EXPECT_DOUBLE_EQ(blind.reference_cut->crossing_bytes, blind.cut.crossing_bytes);
+      request.weighting = TeamWeighting::load;
+      double heaviest_before = 0.0;
+      for (const double bound : {0.0, 0.05, 0.10, 0.25, 1.0}) {
+        request.cut_bound = bound;
+        const TeamPlan plan = plan_teams(request);
+        const std::string row = std::string(graph.name) + ", teams of " +
+                                std::to_string(team_size) + ", bound " + std::to_string(bound);
+        EXPECT_DOUBLE_EQ(plan.cut_bound, bound) << row;
+        ASSERT_TRUE(plan.reference_cut.has_value()) << row;
+        EXPECT_DOUBLE_EQ(plan.reference_cut->crossing_bytes, blind.cut.crossing_bytes) << row;
+        EXPECT_LE(plan.cut.crossing_bytes, blind.cut.crossing_bytes * (1.0 + bound) * (1 + 1e-9)) << row;
+        EXPECT_LE(plan.cut.fraction(), blind.cut.fraction() * (1.0 + bound) * (1 + 1e-9)) << row;
+        for (int team = 0; team < 16 / team_size; ++team) {
+          EXPECT_EQ(std::count(plan.rank_team.begin(), plan.rank_team.end(), team), team_size) << row;
+        }
+        // A wider bound admits every plan a narrower one did: never a heavier rank.
+        const double heaviest = heaviest_rank(plan, graph.seconds, 16);
+        if (bound > 0.0) {
+          EXPECT_LE(heaviest, heaviest_before * (1 + 1e-9)) << row;
+        }
+        EXPECT_LE(heaviest, heaviest_rank(blind, graph.seconds, 16) * (1 + 1e-9)) << row;
+        heaviest_before = heaviest;
+      }
+    }
+  }
+}
+
+TEST(PlanTeamsWithinTheBound, AZeroBoundKeepsTheLoadBlindCutAndAWideOneBalances) {
+  // Ranks 0 and 2 talk (100 bytes each way), so do ranks 1 and 3; ranks 0 and 2 carry four
+  // times the work of ranks 1 and 3. The load-blind teams {0, 2} {1, 3} cross 1 byte and
+  // leave ranks 0 and 2 with 8 seconds; teams {0, 1} {2, 3} even the loads to 5 and cross
+  // hundreds of bytes.
+  PairedRanks job;
+  job.seconds = {4, 1, 4, 1, 4, 1, 4, 1};
+  TeamRequest request = job.request(2);
+  request.weighting = TeamWeighting::uniform;
+  const TeamPlan blind = plan_teams(request);
+  EXPECT_EQ(blind.rank_team, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_DOUBLE_EQ(blind.cut.crossing_bytes, 1.0);
+
+  request.weighting = TeamWeighting::load;
+  request.cut_bound = 0.0;
+  const TeamPlan held = plan_teams(request);
+  EXPECT_EQ(held.rank_team, blind.rank_team);
+  EXPECT_DOUBLE_EQ(held.cut.crossing_bytes, 1.0);
+  EXPECT_DOUBLE_EQ(heaviest_rank(held, job.seconds, 4), 8.0);
+
+  request.cut_bound = 1000.0;
+  const TeamPlan balanced = plan_teams(request);
+  EXPECT_NE(balanced.rank_team, blind.rank_team);
+  EXPECT_GT(balanced.cut.crossing_bytes, 1.0);
+  EXPECT_LE(balanced.cut.crossing_bytes, 1001.0);
+  EXPECT_DOUBLE_EQ(heaviest_rank(balanced, job.seconds, 4), 5.0);
+}
+
+TEST(PlanTeamsWithinTheBound, ABadBoundIsNamed) {
+  const PairedRanks job;
+  TeamRequest request = job.request(2);
+  request.cut_bound = -0.1;
+  EXPECT_EQ(thrown_message([&] { (void)plan_teams(request); }),
+            "plan_teams: cut bound -0.1 is not a finite fraction of 0 or more");
+  request.cut_bound = std::nan("");
+  EXPECT_EQ(thrown_message([&] { (void)plan_teams(request); }),
+            "plan_teams: cut bound nan is not a finite fraction of 0 or more");
+}
+
+TEST(MostBalancedWithin, TheMostBalancedCandidateWithinTheBoundWins) {
+  const auto cut = [](double crossing, double total) {
+    EdgeCut c;
+    c.crossing_bytes = crossing;
+    c.total_bytes = total;
+    return c;
+  };
+  const EdgeCut reference = cut(100, 200);
+  const std::vector<TeamCandidate> candidates{
+      {cut(100, 200), 9.0},  // the reference itself
+      {cut(108, 200), 6.0},  // within 10 %
+      {cut(115, 200), 4.0},  // more balanced, 15 % more bytes
+      {cut(104, 180), 5.0},  // 4 % more bytes, but a share of 0.578: 16 % more
+      {cut(109, 220), 7.0},
+  };
+  EXPECT_EQ(most_balanced_within(candidates, reference, 0.10), 1U);
+  EXPECT_EQ(most_balanced_within(candidates, reference, 0.20), 2U);
+  EXPECT_EQ(most_balanced_within(candidates, reference, 0.0), 0U);
+  // Equally balanced: the fewer crossing bytes, then the first.
+  const std::vector<TeamCandidate> ties{{cut(105, 200), 6.0}, {cut(102, 200), 6.0},
+                                        {cut(102, 200), 6.0}};
+  EXPECT_EQ(most_balanced_within(ties, reference, 0.10), 1U);
+  EXPECT_EQ(thrown_message([&] { (void)most_balanced_within(candidates, reference, -1.0); }),
+            "most_balanced_within: cut bound -1 is not a finite fraction of 0 or more");
+  EXPECT_EQ(thrown_message([&] {
+              (void)most_balanced_within(std::vector<TeamCandidate>{{cut(120, 200), 1.0}},
+                                         reference, 0.10);
+            }),
+            "most_balanced_within: none of the 1 candidates' cuts is within 0.1 of the "
+            "reference's 100 crossing bytes");
 }
 
 // ---------------------------------------------------------------- teams of tiles

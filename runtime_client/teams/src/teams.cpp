@@ -3,6 +3,7 @@
 #include <metis.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -23,6 +24,13 @@ constexpr idx_t kMetisSeed = 1;
 /// A team's load may pass its share of the job's load by this fraction when ranks are
 /// swapped between teams to cut fewer bytes (METIS' own default tolerance is 3 %).
 constexpr double kTeamLoadTolerance = 0.05;
+/// The other groupings TeamLB weighs: METIS' teams under these imbalance tolerances and from
+/// these seeds, and each grouping improved by swaps under these load tolerances.
+constexpr std::array<real_t, 3> kMetisTolerances{1.03F, 1.10F, 1.25F};
+constexpr std::array<idx_t, 1> kMetisSeeds{kMetisSeed};
+constexpr std::array<double, 3> kSwapTolerances{0.05, 0.10, 0.25};
+/// Relative rounding in comparing plans' loads and bytes.
+constexpr double kRounding = 1e-12;
 /// A rank's load may pass its team's average by this fraction (rounding) and keep a tile.
 constexpr double kLoadTolerance = 1e-9;
 
@@ -95,6 +103,10 @@ void check_request(const TeamRequest& request) {
     }
   }
   check_traffic(request.traffic, tiles, "plan_teams");
+  if (!std::isfinite(request.cut_bound) || request.cut_bound < 0.0) {
+    throw std::invalid_argument("plan_teams: cut bound " + number(request.cut_bound) +
+                                " is not a finite fraction of 0 or more");
+  }
   const int teams = team_count(request.ranks, request.team_size);
   if (request.unit == TeamUnit::tiles && tiles < static_cast<std::size_t>(teams)) {
     throw std::invalid_argument("plan_teams: " + std::to_string(tiles) + " tiles cannot fill " +
@@ -103,16 +115,45 @@ void check_request(const TeamRequest& request) {
   }
 }
 
-/// One iteration's messages: per (tile, receiving rank), the tile's bytes.
-std::map<std::pair<int, int>, double> messages(std::span<const TileTraffic> traffic,
-                                               std::span<const int> holders) {
-  std::map<std::pair<int, int>, double> sent;
+/// One message of an iteration: a tile sent to a rank that reads it.
+struct Message {
+  int tile = -1;
+  int receiver = -1;
+  double bytes = 0.0;
+};
+
+/// One iteration's messages: one per (tile, receiving rank), the tile's bytes, ordered by
+/// tile, then receiver.
+std::vector<Message> messages(std::span<const TileTraffic> traffic, std::span<const int> holders) {
+  // Bucketed by tile (a counting sort), then each tile's messages sorted by receiver.
+  std::vector<std::size_t> first(holders.size() + 1, 0);
+  const auto travels = [&holders](const TileTraffic& t) {
+    return holders[at(t.read)] != holders[at(t.reader)];
+  };
   for (const TileTraffic& t : traffic) {
-    const int receiver = holders[at(t.reader)];
-    if (holders[at(t.read)] == receiver) continue;
-    double& bytes = sent[{t.read, receiver}];
-    bytes = std::max(bytes, t.bytes);
+    if (travels(t)) ++first[at(t.read) + 1];
   }
+  std::partial_sum(first.begin(), first.end(), first.begin());
+  std::vector<Message> sent(first.back());
+  std::vector<std::size_t> next(first.begin(), first.end() - 1);
+  for (const TileTraffic& t : traffic) {
+    if (travels(t)) sent[next[at(t.read)]++] = {t.read, holders[at(t.reader)], t.bytes};
+  }
+  for (std::size_t tile = 0; tile < holders.size(); ++tile) {
+    std::sort(sent.begin() + static_cast<std::ptrdiff_t>(first[tile]),
+              sent.begin() + static_cast<std::ptrdiff_t>(first[tile + 1]),
+              [](const Message& a, const Message& b) { return a.receiver < b.receiver; });
+  }
+  std::size_t kept = 0;
+  for (const Message& message : sent) {
+    if (kept > 0 && sent[kept - 1].tile == message.tile &&
+        sent[kept - 1].receiver == message.receiver) {
+      sent[kept - 1].bytes = std::max(sent[kept - 1].bytes, message.bytes);
+    } else {
+      sent[kept++] = message;
+    }
+  }
+  sent.resize(kept);
   return sent;
 }
 
@@ -156,8 +197,14 @@ void add_edges(const std::map<std::pair<int, int>, double>& pairs, std::size_t v
   }
 }
 
-/// Per vertex: its part, part p targeting team p's share of the ranks in every constraint.
-std::vector<int> metis_parts(MetisGraph& graph, const TeamRequest& request, int teams) {
+/// METIS' own choice of imbalance tolerance (1.03 for k-way).
+constexpr real_t kMetisDefaultTolerance = 0.0F;
+
+/// Per vertex: its part, part p targeting team p's share of the ranks in every constraint,
+/// each constraint within `tolerance` (1.10: 10 % over the target; kMetisDefaultTolerance:
+/// METIS' default), from `seed`.
+std::vector<int> metis_parts(MetisGraph& graph, const TeamRequest& request, int teams,
+                             real_t tolerance = kMetisDefaultTolerance, idx_t seed = kMetisSeed) {
   const std::size_t vertices = graph.xadj.size() - 1;
   std::vector<real_t> target;
   for (int p = 0; p < teams; ++p) {
@@ -169,15 +216,17 @@ std::vector<int> metis_parts(MetisGraph& graph, const TeamRequest& request, int 
   idx_t options[METIS_NOPTIONS];
   METIS_SetDefaultOptions(options);
   options[METIS_OPTION_NUMBERING] = 0;
-  options[METIS_OPTION_SEED] = kMetisSeed;
+  options[METIS_OPTION_SEED] = seed;
+  std::vector<real_t> tolerances(static_cast<std::size_t>(graph.constraints), tolerance);
   idx_t count = static_cast<idx_t>(vertices);
   idx_t parts = teams;
   idx_t cut = 0;
   std::vector<idx_t> part(vertices, 0);
   const int status = METIS_PartGraphKway(&count, &graph.constraints, graph.xadj.data(),
                                          graph.adjncy.data(), graph.vwgt.data(), nullptr,
-                                         graph.adjwgt.data(), &parts, target.data(), nullptr,
-                                         options, &cut, part.data());
+                                         graph.adjwgt.data(), &parts, target.data(),
+                                         tolerance > 0.0F ? tolerances.data() : nullptr, options,
+                                         &cut, part.data());
   if (status != METIS_OK) {
     throw std::runtime_error("plan_teams: METIS_PartGraphKway failed (status " +
                              std::to_string(status) + ") partitioning " +
@@ -265,10 +314,10 @@ std::pair<double, double> grouping_cost(const TeamRequest& request, const RankGr
 }
 
 /// Swaps two ranks of different teams while a swap lowers the crossing bytes, the best swap
-/// first (ties: lower ranks), never taking a team's load past its share of the job's load
-/// with the tolerance, or past its former load where it was already there.
+/// first (ties: lower ranks), never taking a team's load more than `load_tolerance` past its
+/// share of the job's load, or past its former load where it was already there.
 void refine_by_swaps(const TeamRequest& request, const RankGraph& graph, std::vector<int>& team,
-                     int teams) {
+                     int teams, double load_tolerance = kTeamLoadTolerance) {
   const auto ranks = at(request.ranks);
   // toward[r][t]: the bytes between rank r and the ranks of team t.
   std::vector<std::vector<double>> toward(ranks, std::vector<double>(at(teams), 0.0));
@@ -285,7 +334,7 @@ void refine_by_swaps(const TeamRequest& request, const RankGraph& graph, std::ve
   const bool weigh_load = request.weighting == TeamWeighting::load && total_load > 0.0;
   const auto cap = [&](int t) {
     return total_load * team_ranks(t, request.ranks, request.team_size) / request.ranks *
-           (1.0 + kTeamLoadTolerance);
+           (1.0 + load_tolerance);
   };
   const double least_gain = total_bytes * 1e-12;
   for (;;) {
@@ -329,27 +378,46 @@ void refine_by_swaps(const TeamRequest& request, const RankGraph& graph, std::ve
   }
 }
 
-std::vector<int> rank_teams(const TeamRequest& request, int teams) {
-  if (teams == 1 || request.team_size == 1) {
-    return consecutive_teams(request.ranks, request.team_size);
-  }
+/// The ranks' message graph of the layout `request` starts from.
+RankGraph rank_graph(const TeamRequest& request) {
   RankGraph ranks{std::vector<std::vector<double>>(at(request.ranks),
                                                    std::vector<double>(at(request.ranks), 0.0)),
                   std::vector<double>(at(request.ranks), 0.0)};
-  std::map<std::pair<int, int>, double> pairs;
-  for (const auto& [message, size] : messages(request.traffic, request.tile_holders)) {
-    const int sender = request.tile_holders[at(message.first)];
-    const int receiver = message.second;
-    pairs[std::minmax(sender, receiver)] += size;
-    ranks.bytes[at(sender)][at(receiver)] += size;
-    ranks.bytes[at(receiver)][at(sender)] += size;
+  for (const Message& message : messages(request.traffic, request.tile_holders)) {
+    const int sender = request.tile_holders[at(message.tile)];
+    ranks.bytes[at(sender)][at(message.receiver)] += message.bytes;
+    ranks.bytes[at(message.receiver)][at(sender)] += message.bytes;
   }
-  if (!any_bytes(pairs)) return consecutive_teams(request.ranks, request.team_size);
   for (std::size_t t = 0; t < request.tile_holders.size(); ++t) {
     ranks.load[at(request.tile_holders[t])] += request.tile_seconds[t];
   }
-  const double total_load = std::accumulate(ranks.load.begin(), ranks.load.end(), 0.0);
+  return ranks;
+}
 
+/// Whether any two ranks exchange bytes: without, any grouping cuts nothing.
+bool any_bytes(const RankGraph& graph) {
+  return std::any_of(graph.bytes.begin(), graph.bytes.end(), [](const std::vector<double>& row) {
+    return std::any_of(row.begin(), row.end(), [](double bytes) { return bytes > 0.0; });
+  });
+}
+
+/// Whether partitioning ranks has a choice to make: several teams of several ranks that
+/// exchange bytes. Otherwise the teams are consecutive.
+bool ranks_to_partition(const TeamRequest& request, int teams, const RankGraph& graph) {
+  return teams > 1 && request.team_size > 1 && any_bytes(graph);
+}
+
+/// METIS over the ranks' graph, weighing the ranks' load when the request does (a second
+/// constraint), made exactly T ranks per team; not yet numbered.
+std::vector<int> metis_teams(const TeamRequest& request, const RankGraph& ranks, int teams,
+                             real_t tolerance, idx_t seed) {
+  std::map<std::pair<int, int>, double> pairs;
+  for (int r = 0; r < request.ranks; ++r) {
+    for (int s = r + 1; s < request.ranks; ++s) {
+      if (ranks.bytes[at(r)][at(s)] > 0.0) pairs[{r, s}] = ranks.bytes[at(r)][at(s)];
+    }
+  }
+  const double total_load = std::accumulate(ranks.load.begin(), ranks.load.end(), 0.0);
   MetisGraph graph;
   add_edges(pairs, at(request.ranks), graph);
   graph.constraints = request.weighting == TeamWeighting::load && total_load > 0.0 ? 2 : 1;
@@ -357,8 +425,20 @@ std::vector<int> rank_teams(const TeamRequest& request, int teams) {
     graph.vwgt.push_back(1);
     if (graph.constraints == 2) graph.vwgt.push_back(seconds > 0.0 ? scaled(seconds, total_load) : 0);
   }
-  std::vector<int> partitioned = metis_parts(graph, request, teams);
-  make_teams_exact(request, ranks.bytes, partitioned, teams);
+  std::vector<int> team = metis_parts(graph, request, teams, tolerance, seed);
+  make_teams_exact(request, ranks.bytes, team, teams);
+  return team;
+}
+
+/// The partition itself: METIS' teams and consecutive teams, each improved by swaps, the
+/// one with the lesser load excess, then the fewer crossing bytes (METIS' on a tie). Under
+/// TeamWeighting::uniform this is the load-blind reference.
+std::vector<int> rank_teams(const TeamRequest& request, const RankGraph& ranks, int teams) {
+  if (!ranks_to_partition(request, teams, ranks)) {
+    return consecutive_teams(request.ranks, request.team_size);
+  }
+  std::vector<int> partitioned =
+      metis_teams(request, ranks, teams, kMetisDefaultTolerance, kMetisSeed);
   refine_by_swaps(request, ranks, partitioned, teams);
   // METIS is a heuristic, and on a few dozen ranks it can miss a grouping as plain as the
   // consecutive one (a row of the process grid): that one, refined alike, is the other
@@ -371,6 +451,104 @@ std::vector<int> rank_teams(const TeamRequest& request, int teams) {
           : std::move(partitioned);
   number_by_lowest_rank(request, team, teams);
   return team;
+}
+
+/// From `team`, swaps two ranks of different teams while a swap lowers the load of the
+/// heaviest team (per rank of it), the swap leaving it lowest first (ties: the fewer crossing
+/// bytes, lower ranks), never taking the crossing bytes of the ranks' graph past `allowed`.
+/// Returns every grouping on the way, not yet numbered.
+std::vector<std::vector<int>> swaps_toward_balance(const TeamRequest& request,
+                                                   const RankGraph& graph, std::vector<int> team,
+                                                   int teams, double allowed) {
+  const auto ranks = at(request.ranks);
+  std::vector<std::vector<double>> toward(ranks, std::vector<double>(at(teams), 0.0));
+  std::vector<double> team_load(at(teams), 0.0);
+  double crossing = 0.0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    team_load[at(team[r])] += graph.load[r];
+    for (std::size_t s = 0; s < ranks; ++s) {
+      toward[r][at(team[s])] += graph.bytes[r][s];
+      if (r < s && team[r] != team[s]) crossing += graph.bytes[r][s];
+    }
+  }
+  std::vector<double> per_rank(at(teams));
+  for (int t = 0; t < teams; ++t) per_rank[at(t)] = 1.0 / team_ranks(t, request.ranks, request.team_size);
+  const auto heaviest = [&](int a, double load_a, int b, double load_b) {
+    double most = 0.0;
+    for (int t = 0; t < teams; ++t) {
+      const double load = t == a ? load_a : t == b ? load_b : team_load[at(t)];
+      most = std::max(most, load * per_rank[at(t)]);
+    }
+    return most;
+  };
+  std::vector<std::vector<int>> visited;
+  for (std::size_t step = 0; step < ranks; ++step) {
+    const double now = heaviest(-1, 0.0, -1, 0.0);
+    std::tuple<double, double, int, int> best{now * (1.0 - 1e-9), 0.0, -1, -1};
+    for (int r = 0; r < request.ranks; ++r) {
+      for (int s = r + 1; s < request.ranks; ++s) {
+        const int a = team[at(r)];
+        const int b = team[at(s)];
+        if (a == b) continue;
+        const double gain = toward[at(r)][at(b)] - toward[at(r)][at(a)] + toward[at(s)][at(a)] -
+                            toward[at(s)][at(b)] - 2.0 * graph.bytes[at(r)][at(s)];
+        const double after = crossing - gain;
+        if (after > allowed) continue;
+        const double moved = graph.load[at(s)] - graph.load[at(r)];
+        const std::tuple<double, double, int, int> candidate{
+            heaviest(a, team_load[at(a)] + moved, b, team_load[at(b)] - moved), after, r, s};
+        if (candidate < best) best = candidate;
+      }
+    }
+    const auto [most, after, r, s] = best;
+    if (r < 0) break;
+    const int a = team[at(r)];
+    const int b = team[at(s)];
+    for (std::size_t x = 0; x < ranks; ++x) {
+      toward[x][at(a)] += graph.bytes[x][at(s)] - graph.bytes[x][at(r)];
+      toward[x][at(b)] += graph.bytes[x][at(r)] - graph.bytes[x][at(s)];
+    }
+    const double moved = graph.load[at(s)] - graph.load[at(r)];
+    team_load[at(a)] += moved;
+    team_load[at(b)] -= moved;
+    team[at(r)] = b;
+    team[at(s)] = a;
+    crossing = after;
+    visited.push_back(team);
+  }
+  return visited;
+}
+
+/// The other groupings TeamLB weighs (see the file comment), numbered, without repeats.
+std::vector<std::vector<int>> other_groupings(const TeamRequest& request, const RankGraph& ranks,
+                                              int teams, const std::vector<int>& reference) {
+  std::vector<std::vector<int>> raw;
+  raw.push_back(consecutive_teams(request.ranks, request.team_size));
+  for (const real_t tolerance : kMetisTolerances) {
+    for (const idx_t seed : kMetisSeeds) raw.push_back(metis_teams(request, ranks, teams, tolerance, seed));
+  }
+  std::vector<std::vector<int>> groupings;
+  for (const std::vector<int>& team : raw) {
+    groupings.push_back(team);
+    for (const double tolerance : kSwapTolerances) {
+      groupings.push_back(team);
+      refine_by_swaps(request, ranks, groupings.back(), teams, tolerance);
+    }
+  }
+  double reference_crossing = 0.0;
+  for (int r = 0; r < request.ranks; ++r) {
+    for (int s = r + 1; s < request.ranks; ++s) {
+      if (reference[at(r)] != reference[at(s)]) reference_crossing += ranks.bytes[at(r)][at(s)];
+    }
+  }
+  for (std::vector<int>& team : swaps_toward_balance(request, ranks, reference, teams,
+                                                     reference_crossing * (1.0 + request.cut_bound))) {
+    groupings.push_back(std::move(team));
+  }
+  for (std::vector<int>& team : groupings) number_by_lowest_rank(request, team, teams);
+  std::sort(groupings.begin(), groupings.end());
+  groupings.erase(std::unique(groupings.begin(), groupings.end()), groupings.end());
+  return groupings;
 }
 
 // ---------------------------------------------------------------- tiles onto teams
@@ -481,33 +659,45 @@ std::vector<double> team_imbalances(const TeamRequest& request, std::span<const 
   return imbalance;
 }
 
-}  // namespace
+/// I of `ranks`' loads from `tiles` on `holders` (the tiles all held by those ranks).
+double imbalance_of(const TeamRequest& request, const std::vector<int>& ranks,
+                    const std::vector<int>& tiles, std::span<const int> holders) {
+  std::vector<double> loads(ranks.size(), 0.0);
+  for (const int tile : tiles) {
+    const auto found = std::find(ranks.begin(), ranks.end(), holders[at(tile)]);
+    loads[static_cast<std::size_t>(found - ranks.begin())] += request.tile_seconds[at(tile)];
+  }
+  return load_imbalance(loads);
+}
 
-TeamPlan plan_teams(const TeamRequest& request) {
-  check_request(request);
-  const int teams = team_count(request.ranks, request.team_size);
+/// The plan with ranks in `rank_team` and each tile in the team `tile_team` names, balanced
+/// inside each team.
+TeamPlan balanced_plan(const TeamRequest& request, std::vector<int> rank_team,
+                       const std::vector<int>& tile_team, int teams) {
   TeamPlan plan;
   plan.team_size = request.team_size;
-  std::vector<int> tile_team;
-  if (request.unit == TeamUnit::ranks) {
-    plan.rank_team = rank_teams(request, teams);
-    for (const int holder : request.tile_holders) tile_team.push_back(plan.rank_team[at(holder)]);
-  } else {
-    plan.rank_team = consecutive_teams(request.ranks, request.team_size);
-    tile_team = tile_teams(request, teams);
-  }
-
+  plan.rank_team = std::move(rank_team);
+  plan.cut_bound = request.cut_bound;
   plan.tile_holders.assign(request.tile_holders.begin(), request.tile_holders.end());
+  std::vector<std::vector<int>> ranks_of(at(teams));
+  for (int r = 0; r < request.ranks; ++r) ranks_of[at(plan.rank_team[at(r)])].push_back(r);
+  std::vector<std::vector<int>> tiles_of(at(teams));
+  for (std::size_t t = 0; t < tile_team.size(); ++t) {
+    tiles_of[at(tile_team[t])].push_back(static_cast<int>(t));
+  }
   for (int team = 0; team < teams; ++team) {
-    std::vector<int> ranks;
-    for (int r = 0; r < request.ranks; ++r) {
-      if (plan.rank_team[at(r)] == team) ranks.push_back(r);
+    const std::vector<int>& ranks = ranks_of[at(team)];
+    const std::vector<int>& tiles = tiles_of[at(team)];
+    balance_team(request, ranks, tiles, plan.tile_holders);
+    // A team whose tiles all sat on its ranks keeps them there when the greedy pass leaves it
+    // less balanced than it was (it can, by a little, on a team that was balanced already).
+    const bool held_inside = std::all_of(tiles.begin(), tiles.end(), [&](int tile) {
+      return std::find(ranks.begin(), ranks.end(), request.tile_holders[at(tile)]) != ranks.end();
+    });
+    if (held_inside && imbalance_of(request, ranks, tiles, plan.tile_holders) >
+                           imbalance_of(request, ranks, tiles, request.tile_holders)) {
+      for (const int tile : tiles) plan.tile_holders[at(tile)] = request.tile_holders[at(tile)];
     }
-    std::vector<int> tiles;
-    for (std::size_t t = 0; t < tile_team.size(); ++t) {
-      if (tile_team[t] == team) tiles.push_back(static_cast<int>(t));
-    }
-    balance_team(request, ranks, std::move(tiles), plan.tile_holders);
   }
   for (std::size_t t = 0; t < plan.tile_holders.size(); ++t) {
     if (plan.tile_holders[t] != request.tile_holders[t]) {
@@ -518,6 +708,107 @@ TeamPlan plan_teams(const TeamRequest& request) {
   plan.imbalance_before = team_imbalances(request, request.tile_holders, plan.rank_team, teams);
   plan.imbalance_after = team_imbalances(request, plan.tile_holders, plan.rank_team, teams);
   return plan;
+}
+
+/// The plan with ranks in `rank_team`, the tiles staying in their holder's team.
+TeamPlan plan_for_ranks(const TeamRequest& request, std::vector<int> rank_team, int teams) {
+  std::vector<int> tile_team;
+  tile_team.reserve(request.tile_holders.size());
+  for (const int holder : request.tile_holders) tile_team.push_back(rank_team[at(holder)]);
+  return balanced_plan(request, std::move(rank_team), tile_team, teams);
+}
+
+/// The seconds of the most loaded rank with the plan's tiles.
+double heaviest_rank(const TeamRequest& request, const TeamPlan& plan) {
+  std::vector<double> load(at(request.ranks), 0.0);
+  for (std::size_t t = 0; t < plan.tile_holders.size(); ++t) {
+    load[at(plan.tile_holders[t])] += request.tile_seconds[t];
+  }
+  return *std::max_element(load.begin(), load.end());
+}
+
+/// TeamLB partitioning ranks and weighing load: the most balanced of its groupings whose cut
+/// stays within the bound of the load-blind partition's (see the file comment).
+TeamPlan bounded_rank_plan(const TeamRequest& request, int teams) {
+  const RankGraph ranks = rank_graph(request);
+  TeamRequest blind = request;
+  blind.weighting = TeamWeighting::uniform;
+  TeamPlan reference = plan_for_ranks(request, rank_teams(blind, ranks, teams), teams);
+  if (!ranks_to_partition(request, teams, ranks)) {
+    reference.reference_cut = reference.cut;
+    return reference;
+  }
+  std::vector<TeamCandidate> weighed;
+  std::vector<TeamPlan> plans;
+  const auto weigh = [&](TeamPlan plan) {
+    weighed.push_back({plan.cut, heaviest_rank(request, plan)});
+    plans.push_back(std::move(plan));
+  };
+  // TeamLB's own grouping first, so that it wins a tie, then the reference, which is always
+  // within the bound.
+  std::vector<int> teamlb = rank_teams(request, ranks, teams);
+  weigh(plan_for_ranks(request, teamlb, teams));
+  if (reference.rank_team != teamlb) weigh(reference);
+  for (std::vector<int>& team : other_groupings(request, ranks, teams, reference.rank_team)) {
+    if (team != teamlb && team != reference.rank_team) weigh(plan_for_ranks(request, std::move(team), teams));
+  }
+  TeamPlan chosen = std::move(plans[most_balanced_within(weighed, reference.cut, request.cut_bound)]);
+  chosen.reference_cut = reference.cut;
+  return chosen;
+}
+
+}  // namespace
+
+std::size_t most_balanced_within(std::span<const TeamCandidate> candidates,
+                                 const EdgeCut& reference, double bound) {
+  if (!std::isfinite(bound) || bound < 0.0) {
+    throw std::invalid_argument("most_balanced_within: cut bound " + number(bound) +
+                                " is not a finite fraction of 0 or more");
+  }
+  const auto within = [&](const EdgeCut& cut) {
+    const double slack = (1.0 + bound) * (1.0 + kRounding);
+    return cut.crossing_bytes <= reference.crossing_bytes * slack &&
+           cut.fraction() <= reference.fraction() * slack;
+  };
+  std::size_t chosen = candidates.size();
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const TeamCandidate& candidate = candidates[c];
+    if (!within(candidate.cut)) continue;
+    if (chosen == candidates.size()) {
+      chosen = c;
+      continue;
+    }
+    const TeamCandidate& best = candidates[chosen];
+    const double rounding = kRounding * std::max(best.heaviest_rank_seconds, 1e-300);
+    if (candidate.heaviest_rank_seconds < best.heaviest_rank_seconds - rounding ||
+        (candidate.heaviest_rank_seconds <= best.heaviest_rank_seconds + rounding &&
+         candidate.cut.crossing_bytes < best.cut.crossing_bytes * (1.0 - kRounding))) {
+      chosen = c;
+    }
+  }
+  if (chosen == candidates.size()) {
+    throw std::invalid_argument("most_balanced_within: none of the " +
+                                std::to_string(candidates.size()) +
+                                " candidates' cuts is within " + number(bound) +
+                                " of the reference's " + number(reference.crossing_bytes) +
+                                " crossing bytes");
+  }
+  return chosen;
+}
+
+TeamPlan plan_teams(const TeamRequest& request) {
+  check_request(request);
+  const int teams = team_count(request.ranks, request.team_size);
+  if (request.unit == TeamUnit::tiles) {
+    return balanced_plan(request, consecutive_teams(request.ranks, request.team_size),
+                         tile_teams(request, teams), teams);
+  }
+  if (request.weighting == TeamWeighting::uniform) {
+    TeamPlan plan = plan_for_ranks(request, rank_teams(request, rank_graph(request), teams), teams);
+    plan.reference_cut = plan.cut;
+    return plan;
+  }
+  return bounded_rank_plan(request, teams);
 }
 
 std::vector<int> consecutive_teams(int ranks, int team_size) {
@@ -539,12 +830,12 @@ EdgeCut message_cut(std::span<const TileTraffic> traffic, std::span<const int> t
   }
   EdgeCut cut;
   cut.logged_bytes.assign(rank_team.size(), 0.0);
-  for (const auto& [message, bytes] : messages(traffic, tile_holders)) {
-    const int sender = tile_holders[at(message.first)];
-    cut.total_bytes += bytes;
-    if (rank_team[at(sender)] != rank_team[at(message.second)]) {
-      cut.crossing_bytes += bytes;
-      cut.logged_bytes[at(sender)] += bytes;
+  for (const Message& message : messages(traffic, tile_holders)) {
+    const int sender = tile_holders[at(message.tile)];
+    cut.total_bytes += message.bytes;
+    if (rank_team[at(sender)] != rank_team[at(message.receiver)]) {
+      cut.crossing_bytes += message.bytes;
+      cut.logged_bytes[at(sender)] += message.bytes;
     }
   }
   return cut;
