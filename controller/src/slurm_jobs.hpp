@@ -1,9 +1,10 @@
 #pragma once
 // Job records and errors of libslurm as the Slurm backend uses them: a job's record copied out
 // of libslurm's buffer, parsing job ids, and libslurm's error numbers as RmStatus. Private to
-// the Slurm backend (slurm_resource_manager.cpp, slurm_companions.cpp).
+// the Slurm backend (slurm_resource_manager.cpp, slurm_takeover.cpp).
 
 #include "bellows/controller/resource_manager.hpp"
+#include "bellows/controller/slurm_expand_strategy.hpp"
 #include "slurm_handles.hpp"
 
 #include <cstdint>
@@ -51,5 +52,11 @@ RmStatus parse_job_id(const std::string& job, std::uint32_t& id);
 RmResult<Job> load_job(std::uint32_t id);
 
 bool contains(const std::vector<std::string>& v, const std::string& s);
+
+/// Job `job` (running on `nodes` by its record) and its companions as slurmctld has them now,
+/// checked for a takeover (check_slurm_takeover); a failed load of any is the status.
+/// Defined in slurm_takeover.cpp.
+SlurmTakeover check_takeover(const std::string& job, const std::vector<std::string>& nodes,
+                             const std::vector<CompanionAllocation>& companions);
 
 }  // namespace bellows::controller::slurm
