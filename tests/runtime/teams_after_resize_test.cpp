@@ -71,11 +71,10 @@ namespace fs = std::filesystem;
 namespace br = bellows::runtime;
 using bellows::test::KillingGemm;
 using bellows::test::rank_set;
+using bellows::test::SurvivorResults;
 using Clock = std::chrono::steady_clock;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
-using bellows::testing::reap_members;
-using bellows::testing::StartedMember;
 using bellows::testing::write_file;
 
 constexpr int kRanks = 3;            // before the expand
@@ -353,73 +352,18 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   write_file(dir / "pause_us", std::to_string(pause_us));
   if (shrink) write_file(dir / "shrink", "1");
   const auto start = Clock::now();
-  const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
-  std::vector<StartedMember> members(static_cast<std::size_t>(processes));
-  for (int i = 0; i < processes; ++i) {
-    members[static_cast<std::size_t>(i)].pid = bellows::testing::start_member_world(
-        mpiexec, {self, "--member", dir.string(), std::to_string(i)}, dir / ("member." + std::to_string(i) + ".log"));
-    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
-  }
-  const bool all_ended = reap_members(members, limit);
-
-  // Whatever is left is killed: nothing the test started survives it.
-  std::vector<int> pids;
-  for (int i = 0; i < processes; ++i) {
-    auto& m = members[static_cast<std::size_t>(i)];
-    if (m.pid <= 0) continue;
-    pids.push_back(m.pid);
-    if (!m.ended) {
-      ::kill(-m.pid, SIGKILL);
-      ::waitpid(m.pid, &m.status, 0);
-      m.ended = true;
-    }
-    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
-    const fs::path pid_file = dir / ("pid." + std::to_string(i));
-    if (fs::exists(pid_file)) pids.push_back(read_int(pid_file));
-  }
-  expect(all_ended, "not every mpiexec ended within " + std::to_string(kLauncherLimitSeconds) + " s");
-  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
-
-  nlohmann::json survivors = nlohmann::json::array();
-  bool verified = false;
-  for (int i = 0; i < processes; ++i) {
-    const auto& m = members[static_cast<std::size_t>(i)];
-    const bool exited_zero = WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
-    const fs::path rank_file = dir / ("rank." + std::to_string(i));
-    if (!fs::exists(rank_file)) {
-      expect(false, "member " + std::to_string(i) + " never joined the job");
-      continue;
-    }
-    const int r = read_int(rank_file);
-    if (r == victim) {
-      expect(!exited_zero, "the victim's mpiexec exited 0");
-      continue;
-    }
-    expect(exited_zero, "survivor " + std::to_string(r) + "'s mpiexec did not exit 0");
-    const fs::path result_file = dir / ("result." + std::to_string(r));
-    if (!fs::exists(result_file)) {
-      expect(false, "survivor " + std::to_string(r) + " wrote no result");
-      continue;
-    }
-    const auto result = nlohmann::json::parse(read_file(result_file));
-    expect(result.value("result", "") == "PASS", "survivor " + std::to_string(r) + ": " + result.dump());
-    verified = verified || result.value("verified", false);
-    survivors.push_back(result);
-  }
-  expect(verified, "no survivor verified the result");
-  if (failures != 0) {
-    for (int i = 0; i < processes; ++i) {
-      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
-                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
-    }
-  }
+  const SurvivorResults read =
+      bellows::test::run_members(mpiexec, self, dir, processes, victim, kLauncherLimitSeconds);
+  for (const std::string& wrong : read.wrong) expect(false, wrong);
+  expect(read.verified, "no survivor verified the result");
+  if (failures != 0) std::fputs(read.outputs.c_str(), stderr);
   fs::remove_all(dir);
   std::printf("%s\n", nlohmann::json{{"victim", victim},
                                      {"shrink", shrink},
                                      {"seed", seed},
                                      {"pause_us", pause_us},
                                      {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
-                                     {"survivors", survivors}}
+                                     {"survivors", read.results}}
                           .dump()
                           .c_str());
   std::printf("teams_after_resize: %s\n", failures == 0 ? "PASS" : "FAIL");
