@@ -61,9 +61,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (stopped) write_file(dir / "stopped", "1");
   if (deaf_rank >= 0) write_file(dir / "deaf", std::to_string(deaf_rank));
   if (team_size > 0) write_file(dir / "teams", std::to_string(team_size));
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned kill_seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                                  : std::random_device{}();
+  const unsigned kill_seed = bellows::testing::test_seed();
   std::mt19937 kill_random(kill_seed);
   const int drawn_kill_after = std::uniform_int_distribution<int>(kFewestBeforeKill, kMostBeforeKill)(kill_random);
   // With teams the checkpoints are taken after iterations 0, K, 2K, ... (K =

@@ -165,9 +165,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   }
   char pattern[] = "/tmp/bellows-bag-loss-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                             : std::random_device{}();
+  const unsigned seed = bellows::testing::test_seed();
   std::mt19937 random(seed);
   // Two runs at least follow the one the kill is timed from: a kill that comes after it
   // ended is noticed in one of them.

@@ -69,7 +69,11 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace br = bellows::runtime;
-using bellows::test::KillingGemm;
+using bellows::test::kGemmN;
+using bellows::test::kGemmSeed;
+using bellows::test::kGemmTasks;
+using bellows::test::kGemmTile;
+using bellows::test::kMostPauseMicroseconds;
 using bellows::test::rank_set;
 using bellows::test::SurvivorResults;
 using Clock = std::chrono::steady_clock;
@@ -82,14 +86,9 @@ constexpr int kJoiner = kRanks;      // the process index (and rank) the expand 
 constexpr int kShrinkFrom = 4;       // with `shrink`: the ranks before it, rank 3 leaving
 constexpr int kLeaver = 3;
 constexpr int kTeamSize = 2;
-constexpr int kN = 288;
-constexpr int kTile = 96;            // 3 x 3 tiles: 27 GEMM tasks per iteration
-constexpr int kTasksPerIteration = 27;
 constexpr int kIterations = 10;
 constexpr int kExpandAt = 2;         // the expand is carried out before loop iteration 2 (iteration 3)
 constexpr int kKillAt = 6;           // the victim dies in loop iteration 6 (iteration 7)
-constexpr int kMostPauseMicroseconds = 3000;
-constexpr unsigned kSeed = 5;
 constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
 
@@ -102,7 +101,7 @@ void expect(bool ok, const std::string& what) {
 }
 
 /// C as a run without failure computes it.
-std::vector<double> reference_c() { return bellows::test::serial_gemm_c(kN, kTile, kSeed); }
+std::vector<double> reference_c() { return bellows::test::serial_gemm_c(kGemmN, kGemmTile, kGemmSeed); }
 
 /// Sums `mine` over the job's ranks.
 std::vector<unsigned long long> summed(std::vector<unsigned long long> mine, MPI_Comm comm) {
@@ -156,22 +155,10 @@ int run_member(const fs::path& dir, int index) {
   });
 
   std::atomic<bool> kill_in_next_task{false};
-  bellows::test::TiledGemm gemm(kN, kTile, first_ranks, old_rank, kSeed);
-  br::RuntimeOptions options;
-  options.comm_max_sleep_us = 100;
-  options.same_host_transport = false;  // tiles over MPI, as between nodes
-  options.steal.enabled = true;
-  options.checkpoint.enabled = true;
-  options.checkpoint.every_iterations = 1;
-  options.checkpoint.node = "node" + std::to_string(old_rank);
-  options.message_log.enabled = true;
-  options.message_log.team_size = kTeamSize;
-  br::Runtime runtime(job.communicator(), options);
+  bellows::test::TiledGemm gemm(kGemmN, kGemmTile, first_ranks, old_rank, kGemmSeed);
+  br::Runtime runtime(job.communicator(), bellows::test::loss_test_options(old_rank, kTeamSize));
   job.attach(runtime);
-  runtime.add_collection(gemm.a);
-  runtime.add_collection(gemm.b);
-  runtime.add_collection(gemm.c);
-  runtime.add_task_class(std::make_unique<KillingGemm>(gemm, kill_in_next_task, pause_us));
+  bellows::test::add_gemm(runtime, gemm, kill_in_next_task, pause_us);
 
   nlohmann::json result{{"old_rank", old_rank}};
   int recoveries = 0, resized = 0;
@@ -306,9 +293,9 @@ int run_member(const fs::path& dir, int index) {
   for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
   const auto all = summed(mine, job.communicator());
   for (std::size_t i = 0; i < all.size(); ++i) {
-    expect(all[i] == kTasksPerIteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) +
+    expect(all[i] == kGemmTasks, "iteration " + std::to_string(first_counted + static_cast<int>(i)) +
                                              " ran " + std::to_string(all[i]) + " tasks over the ranks, expected " +
-                                             std::to_string(kTasksPerIteration));
+                                             std::to_string(kGemmTasks));
   }
   result["first_iteration_counted"] = first_counted;
   result["tasks_per_iteration_counted"] = all;
@@ -320,10 +307,8 @@ int run_member(const fs::path& dir, int index) {
     result["verified"] = same;
   }
   result["recoveries"] = recoveries;
-  result["result"] = failures == 0 ? "PASS" : "FAIL";
-  write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
   watchdog.disarm();
-  return failures == 0 ? 0 : 1;
+  return bellows::test::write_member_result(dir, old_rank, result, failures);
 }
 
 int finalize_member(const fs::path& dir, int index) {
@@ -341,33 +326,10 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     return 2;
   }
   const int processes = shrink ? kShrinkFrom : kRanks + 1;
-  char pattern[] = "/tmp/bellows-teams-after-resize-XXXXXX";
-  const fs::path dir = ::mkdtemp(pattern);
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                             : std::random_device{}();
-  std::mt19937 random(seed);
-  const int pause_us = std::uniform_int_distribution<int>(0, kMostPauseMicroseconds)(random);
-  write_file(dir / "victim", std::to_string(victim));
-  write_file(dir / "pause_us", std::to_string(pause_us));
-  if (shrink) write_file(dir / "shrink", "1");
-  const auto start = Clock::now();
-  const SurvivorResults read =
-      bellows::test::run_members(mpiexec, self, dir, processes, victim, kLauncherLimitSeconds);
-  for (const std::string& wrong : read.wrong) expect(false, wrong);
-  expect(read.verified, "no survivor verified the result");
-  if (failures != 0) std::fputs(read.outputs.c_str(), stderr);
-  fs::remove_all(dir);
-  std::printf("%s\n", nlohmann::json{{"victim", victim},
-                                     {"shrink", shrink},
-                                     {"seed", seed},
-                                     {"pause_us", pause_us},
-                                     {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
-                                     {"survivors", read.results}}
-                          .dump()
-                          .c_str());
-  std::printf("teams_after_resize: %s\n", failures == 0 ? "PASS" : "FAIL");
-  return failures == 0 ? 0 : 1;
+  const bellows::test::LossRun run("teams-after-resize", victim, kMostPauseMicroseconds);
+  if (shrink) write_file(run.dir / "shrink", "1");
+  return run.to_the_end("teams_after_resize", mpiexec, self, processes, kLauncherLimitSeconds, {{"shrink", shrink}},
+                        failures);
 }
 
 }  // namespace

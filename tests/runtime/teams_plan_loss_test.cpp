@@ -55,21 +55,14 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace br = bellows::runtime;
-using bellows::test::rank_set;
-using bellows::test::SurvivorResults;
+namespace bt = bellows::test;
 using bellows::testing::read_int;
 using bellows::testing::write_file;
-using Clock = std::chrono::steady_clock;
 
 constexpr int kRanks = 3;
 constexpr int kTeamSize = 2;
-constexpr int kN = 288;
-constexpr int kTile = 96;  // 3 x 3 tiles: 27 GEMM tasks per iteration
-constexpr int kTasksPerIteration = 27;
 constexpr int kIterations = 6;
 constexpr long kPlannedBefore = 2;  // TeamLB plans after the first iteration since the attach
-constexpr int kMostPauseMicroseconds = 3000;
-constexpr unsigned kSeed = 5;
 constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
 
@@ -81,9 +74,7 @@ std::atomic<bool> gather_posted{false};  // the plan's broadcasts come after its
 std::atomic<int> kill_pause_us{0};
 
 void die_if_armed_for(PlanStep step) {
-  if (die_after_posting.load() != step) return;
-  std::this_thread::sleep_for(std::chrono::microseconds(kill_pause_us.load()));
-  ::raise(SIGKILL);
+  if (die_after_posting.load() == step) bt::die_after_pause(kill_pause_us.load());
 }
 
 int failures = 0;
@@ -112,24 +103,13 @@ int run_member(const fs::path& dir, int index) {
     die_after_posting = fs::exists(dir / "gather") ? PlanStep::gather : PlanStep::broadcast;
   }
 
-  bellows::test::TiledGemm gemm(kN, kTile, kRanks, rank, kSeed);
+  bt::TiledGemm gemm(bt::kGemmN, bt::kGemmTile, kRanks, rank, bt::kGemmSeed);
   const std::atomic<bool> never{false};
-  br::RuntimeOptions options;
-  options.comm_max_sleep_us = 100;
-  options.same_host_transport = false;  // tiles over MPI, as between nodes
-  options.steal.enabled = true;
-  options.checkpoint.enabled = true;
-  options.checkpoint.every_iterations = 1;
-  options.checkpoint.node = "node" + std::to_string(rank);
-  options.message_log.enabled = true;
-  options.message_log.team_size = kTeamSize;
+  br::RuntimeOptions options = bt::loss_test_options(rank, kTeamSize);
   options.message_log.plan_teams = true;
   br::Runtime runtime(job.communicator(), options);
   job.attach(runtime);
-  runtime.add_collection(gemm.a);
-  runtime.add_collection(gemm.b);
-  runtime.add_collection(gemm.c);
-  runtime.add_task_class(std::make_unique<bellows::test::KillingGemm>(gemm, never, 0));
+  bt::add_gemm(runtime, gemm, never, 0);
 
   nlohmann::json result{{"old_rank", rank}};
   int recoveries = 0;
@@ -164,7 +144,7 @@ int run_member(const fs::path& dir, int index) {
   expect(lost_in == kPlannedBefore, "the loss reported in iteration " + std::to_string(lost_in) + ", expected " +
                                         std::to_string(kPlannedBefore) + " (the plan before it)");
   expect(!plan_applied_before_recovery, "TeamLB's plan was applied although a rank was lost sharing it");
-  expect(recovery.lost == std::vector<int>{victim}, "lost " + rank_set(recovery.lost));
+  expect(recovery.lost == std::vector<int>{victim}, "lost " + bt::rank_set(recovery.lost));
   expect(job.size() == kRanks - 1, "the job has " + std::to_string(job.size()) + " ranks");
   // The runtime counts its iterations again from the checkpoint rolled back to, and TeamLB
   // plans after the first iteration it completes on the survivors.
@@ -179,12 +159,12 @@ int run_member(const fs::path& dir, int index) {
     MPI_Allreduce(mine.data(), all.data(), static_cast<int>(mine.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
                   job.communicator());
     for (std::size_t i = 0; i < all.size(); ++i) {
-      expect(all[i] == kTasksPerIteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) +
+      expect(all[i] == bt::kGemmTasks, "iteration " + std::to_string(first_counted + static_cast<int>(i)) +
                                                " ran " + std::to_string(all[i]) + " tasks over the ranks");
     }
     const std::vector<double> c = gemm.c.gather_to_root(job.communicator());
     if (job.rank() == 0) {
-      const std::vector<double> expected = bellows::test::serial_gemm_c(kN, kTile, kSeed);
+      const std::vector<double> expected = bt::serial_gemm_c(bt::kGemmN, bt::kGemmTile, bt::kGemmSeed);
       const bool same = c.size() == expected.size() && std::memcmp(c.data(), expected.data(), c.size() * sizeof(double)) == 0;
       expect(same, "C differs from a serial run");
       result["verified"] = same;
@@ -196,10 +176,8 @@ int run_member(const fs::path& dir, int index) {
     result["planned_again_before"] = applied ? applied->before_iteration : -1;
   }
   result["lost_in_iteration"] = lost_in;
-  result["result"] = failures == 0 ? "PASS" : "FAIL";
-  write_file(dir / ("result." + std::to_string(rank)), result.dump());
   watchdog.disarm();
-  return failures == 0 ? 0 : 1;
+  return bt::write_member_result(dir, rank, result, failures);
 }
 
 int finalize_member(const fs::path& dir, int index) {
@@ -216,32 +194,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                          "broadcast, got %d and '%s'\n", kRanks, victim, step.c_str());
     return 2;
   }
-  char pattern[] = "/tmp/bellows-teams-plan-loss-XXXXXX";
-  const fs::path dir = ::mkdtemp(pattern);
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                             : std::random_device{}();
-  std::mt19937 random(seed);
-  const int pause_us = std::uniform_int_distribution<int>(0, kMostPauseMicroseconds)(random);
-  write_file(dir / "victim", std::to_string(victim));
-  write_file(dir / "pause_us", std::to_string(pause_us));
-  write_file(dir / step, "1");
-  const auto start = Clock::now();
-  const SurvivorResults read = bellows::test::run_members(mpiexec, self, dir, kRanks, victim, kLauncherLimitSeconds);
-  for (const std::string& wrong : read.wrong) expect(false, wrong);
-  expect(read.verified, "no survivor verified the result");
-  if (failures != 0) std::fputs(read.outputs.c_str(), stderr);
-  fs::remove_all(dir);
-  std::printf("%s\n", nlohmann::json{{"victim", victim},
-                                     {"step", step},
-                                     {"seed", seed},
-                                     {"pause_us", pause_us},
-                                     {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
-                                     {"survivors", read.results}}
-                          .dump()
-                          .c_str());
-  std::printf("teams_plan_loss: %s\n", failures == 0 ? "PASS" : "FAIL");
-  return failures == 0 ? 0 : 1;
+  const bt::LossRun run("teams-plan-loss", victim, bt::kMostPauseMicroseconds);
+  write_file(run.dir / step, "1");
+  return run.to_the_end("teams_plan_loss", mpiexec, self, kRanks, kLauncherLimitSeconds, {{"step", step}}, failures);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -31,6 +32,13 @@ inline double wall_seconds() {
   timespec t{};
   clock_gettime(CLOCK_REALTIME, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+/// The seed a launcher draws its moments from: BELLOWS_TEST_SEED when set, a random one
+/// otherwise (the launcher prints it with its result, so that a run can be repeated).
+inline unsigned test_seed() {
+  const char* text = std::getenv("BELLOWS_TEST_SEED");
+  return text != nullptr ? static_cast<unsigned>(std::strtoul(text, nullptr, 10)) : std::random_device{}();
 }
 
 /// Writes `text` to `path` at once (a temporary file renamed): a reader sees all or nothing.
