@@ -51,6 +51,25 @@ struct StartedMember {
   bool ended = false;
 };
 
+/// Reaps the members whose mpiexec ended; with `block_until`, waits until all have ended or
+/// that time has come. Returns whether all have ended.
+inline bool reap_members(std::vector<StartedMember>& members,
+                         std::chrono::steady_clock::time_point block_until = {}) {
+  for (;;) {
+    bool all = true;
+    for (auto& m : members) {
+      if (m.ended || m.pid <= 0) continue;
+      if (::waitpid(m.pid, &m.status, WNOHANG) == m.pid) {
+        m.ended = true;
+      } else {
+        all = false;
+      }
+    }
+    if (all || std::chrono::steady_clock::now() >= block_until) return all;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 /// The members of a job a launcher runs as separate worlds: member I is `MPIEXEC -n 1
 /// ARGS_OF(I)...` (start_member_world), its output in DIR/member.I.log, given until the
 /// launcher's limit to end by itself. end() kills what is left, so that nothing the test
@@ -74,9 +93,9 @@ class LaunchedMembers {
   }
 
   /// Reaps the members whose mpiexec ended, without waiting. Returns whether all have ended.
-  bool reap() { return reap_until({}); }
+  bool reap() { return reap_members(members_); }
   /// Waits until every member's mpiexec ended or the limit came. Returns whether all ended.
-  bool reap_until_limit() { return reap_until(limit_); }
+  bool reap_until_limit() { return reap_members(members_, limit_); }
   [[nodiscard]] Clock::time_point limit() const { return limit_; }
   [[nodiscard]] std::size_t size() const { return members_.size(); }
   [[nodiscard]] const StartedMember& operator[](std::size_t index) const { return members_[index]; }
@@ -136,22 +155,6 @@ class LaunchedMembers {
   }
 
  private:
-  bool reap_until(Clock::time_point block_until) {
-    for (;;) {
-      bool all = true;
-      for (auto& m : members_) {
-        if (m.ended || m.pid <= 0) continue;
-        if (::waitpid(m.pid, &m.status, WNOHANG) == m.pid) {
-          m.ended = true;
-        } else {
-          all = false;
-        }
-      }
-      if (all || Clock::now() >= block_until) return all;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-
   std::string mpiexec_;
   std::filesystem::path dir_;
   double limit_seconds_;
