@@ -138,23 +138,22 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace br = bellows::runtime;
-using bellows::test::KillingGemm;
+using bellows::test::kGemmN;
+using bellows::test::kGemmSeed;
+using bellows::test::kGemmTasks;
+using bellows::test::kGemmTile;
+using bellows::test::kMostPauseMicroseconds;
 using bellows::test::rank_set;
+using bellows::test::SurvivorResults;
 using Clock = std::chrono::steady_clock;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
-using bellows::testing::reap_members;
-using bellows::testing::StartedMember;
 using bellows::testing::write_file;
 
 constexpr int kRanks = 3;
-constexpr int kN = 288;
-constexpr int kTile = 96;  // 3 x 3 tiles: 27 GEMM tasks per iteration
 constexpr int kIterations = 10;
 constexpr int kEarliestKill = 2;  // the victim dies before an iteration in [kEarliestKill, kLatestKill]
 constexpr int kLatestKill = 5;
-constexpr int kMostPauseMicroseconds = 3000;
-constexpr unsigned kSeed = 5;
 constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
 constexpr int kLeaver = 2;  // the rank a shrink removes in during-shrink and after-shrink
@@ -177,8 +176,7 @@ std::atomic<int> posting_kill_pause_us{0};
 /// The victim's end in the wrappers: after the pause, once it posted `step`.
 void die_if_armed_for(SetupStep step) {
   if (die_after_posting.load() != step) return;
-  std::this_thread::sleep_for(std::chrono::microseconds(posting_kill_pause_us.load()));
-  ::raise(SIGKILL);
+  bellows::test::die_after_pause(posting_kill_pause_us.load());
 }
 
 int failures = 0;
@@ -190,7 +188,7 @@ void expect(bool ok, const std::string& what) {
 }
 
 /// C as a run without failure computes it.
-std::vector<double> reference_c() { return bellows::test::serial_gemm_c(kN, kTile, kSeed); }
+std::vector<double> reference_c() { return bellows::test::serial_gemm_c(kGemmN, kGemmTile, kGemmSeed); }
 
 // ------------------------------------------------------------------------------------ member
 
@@ -268,8 +266,7 @@ int run_member(const fs::path& dir, int index) {
   write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));  // the join's order
   const int joined_at = joiner ? payload.at(0) : -1;
   if (during_expand_join && joiner && victim == kJoiner) {
-    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-    ::raise(SIGKILL);  // joined (accept and merge done), before its setup and its confirmation
+    bellows::test::die_after_pause(pause_us);  // joined (accept and merge done), before its setup and its confirmation
   }
   int loop_iteration = 0;
   // during-expand, rank 0 or 1 lost: the joiner is sent away before it joins the job's work
@@ -302,8 +299,7 @@ int run_member(const fs::path& dir, int index) {
         const std::array<int, 1> join{join_iteration};
         const br::GrowReport& grown = m.grow_by_accept(count, read_file(dir / "port"), join);
         if (during_expand_join && m.rank() == victim && loop_iteration == kill_at) {
-          std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-          ::raise(SIGKILL);  // the accept and merge done, before the confirmation
+          bellows::test::die_after_pause(pause_us);  // the accept and merge done, before the confirmation
         }
         return grown;
       }),
@@ -331,8 +327,7 @@ int run_member(const fs::path& dir, int index) {
   if (during_shrink && old_rank == victim) {
     job.on_resize_start([&](const br::ResizeEvent&) {
       if (loop_iteration != kill_at) return;
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-      ::raise(SIGKILL);  // as the shrink is carried out
+      bellows::test::die_after_pause(pause_us);  // as the shrink is carried out
     });
   }
 
@@ -343,23 +338,14 @@ int run_member(const fs::path& dir, int index) {
         die_at_next_barrier = true;  // inside Membership::shrink, its confirming barrier
         return;
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-      ::raise(SIGKILL);  // the hand-off's barrier passed on every rank
+      bellows::test::die_after_pause(pause_us);  // the hand-off's barrier passed on every rank
     });
   }
 
   std::atomic<bool> kill_in_next_task{false};
-  bellows::test::TiledGemm gemm(kN, kTile, kRanks, old_rank, kSeed);
-  br::RuntimeOptions options;
-  options.comm_max_sleep_us = 100;
-  options.same_host_transport = false;  // tiles over MPI, as between nodes
-  options.steal.enabled = true;
-  options.checkpoint.enabled = true;
-  options.checkpoint.every_iterations = 1;
-  options.checkpoint.node = "node" + std::to_string(old_rank);
-  options.message_log.enabled = with_teams;
-  options.message_log.team_size = 1;
-  auto owned_runtime = std::make_unique<br::Runtime>(job.communicator(), options);
+  bellows::test::TiledGemm gemm(kGemmN, kGemmTile, kRanks, old_rank, kGemmSeed);
+  auto owned_runtime =
+      std::make_unique<br::Runtime>(job.communicator(), bellows::test::loss_test_options(old_rank, with_teams ? 1 : 0));
   br::Runtime& runtime = *owned_runtime;
   try {
     job.attach(runtime);
@@ -368,10 +354,7 @@ int run_member(const fs::path& dir, int index) {
     owned_job.reset();
     return sent_away(e);
   }
-  runtime.add_collection(gemm.a);
-  runtime.add_collection(gemm.b);
-  runtime.add_collection(gemm.c);
-  runtime.add_task_class(std::make_unique<KillingGemm>(gemm, kill_in_next_task, pause_us));
+  bellows::test::add_gemm(runtime, gemm, kill_in_next_task, pause_us);
 
   nlohmann::json result{{"old_rank", old_rank}};
   int recoveries = 0, resized = 0;
@@ -393,8 +376,7 @@ int run_member(const fs::path& dir, int index) {
     }
     if (old_rank == victim && it == kill_at && !with_request && !during_shrink && !after_expand && !after_shrink &&
         !after_hand_off) {
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-      ::raise(SIGKILL);  // where this rank would agree on the next request
+      bellows::test::die_after_pause(pause_us);  // where this rank would agree on the next request
     }
     if (old_rank == victim && it == kill_at && with_request) {
       // The agreement's first step as apply_pending() takes it (MPI_MIN over {the rank if it
@@ -404,8 +386,7 @@ int run_member(const fs::path& dir, int index) {
       MPI_Request request = MPI_REQUEST_NULL;
       MPI_Iallreduce(MPI_IN_PLACE, values.data(), 2, MPI_INT, MPI_MIN, job.communicator(), &request);
       MPI_Wait(&request, MPI_STATUS_IGNORE);
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-      ::raise(SIGKILL);
+      bellows::test::die_after_pause(pause_us);
     }
     br::ElasticJob::Outcome outcome = br::ElasticJob::Outcome::none;
     try {
@@ -421,12 +402,10 @@ int run_member(const fs::path& dir, int index) {
     }
     resized += outcome == br::ElasticJob::Outcome::resized ? 1 : 0;
     if (expand_moves && old_rank == victim && it == kill_at) {
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-      ::raise(SIGKILL);  // the expand carried out, before the first iteration after it
+      bellows::test::die_after_pause(pause_us);  // the expand carried out, before the first iteration after it
     }
     if (shrink_done && old_rank == victim && it == kill_at && recoveries == 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-      ::raise(SIGKILL);  // the shrink carried out (the leaver gone), before the first iteration after it
+      bellows::test::die_after_pause(pause_us);  // the shrink carried out (the leaver gone), before the first iteration after it
     }
     // In the first iteration after the resize (the joiner's first), once its checkpoint completed.
     kill_in_next_task = (after_expand || after_shrink) && !during_expand && !shrink_done && old_rank == victim && it == kill_at && recoveries == 0;
@@ -522,7 +501,7 @@ int run_member(const fs::path& dir, int index) {
     for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
     MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
                   job.communicator());
-    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
     for (std::size_t i = 0; i < all.size(); ++i) {
       expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
                                                 std::to_string(all[i]) + " tasks over the ranks, expected " +
@@ -550,7 +529,7 @@ int run_member(const fs::path& dir, int index) {
     for (int i = kill_at + 1; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
     MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
                   job.communicator());
-    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
     for (std::size_t i = 0; i < all.size(); ++i) {
       expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(kill_at + 1 + static_cast<int>(i)) + " ran " +
                                                 std::to_string(all[i]) + " tasks over the ranks, expected " +
@@ -608,7 +587,7 @@ int run_member(const fs::path& dir, int index) {
     for (int i = kill_at + 1; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
     MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
                   job.communicator());
-    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
     for (std::size_t i = 0; i < all.size(); ++i) {
       expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(kill_at + 1 + static_cast<int>(i)) + " ran " +
                                                 std::to_string(all[i]) + " tasks over the ranks, expected " +
@@ -655,7 +634,7 @@ int run_member(const fs::path& dir, int index) {
     for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
     MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
                   job.communicator());
-    const unsigned long long tiles = kN / kTile, tasks_per_iteration = tiles * tiles * tiles;
+    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
     for (std::size_t i = 0; i < all.size(); ++i) {
       expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
                                                 std::to_string(all[i]) + " tasks over the ranks, expected " +
@@ -720,9 +699,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   }
   char pattern[] = "/tmp/bellows-boundary-loss-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                             : std::random_device{}();
+  const unsigned seed = bellows::testing::test_seed();
   std::mt19937 random(seed);
   const int kill_at = std::uniform_int_distribution<int>(kEarliestKill, kLatestKill)(random);
   const int pause_us = std::uniform_int_distribution<int>(0, kMostPauseMicroseconds)(random);
@@ -731,87 +708,24 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   write_file(dir / "pause_us", std::to_string(pause_us));
   if (!mode.empty()) write_file(dir / mode, "1");
   const auto start = Clock::now();
-  const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
-  std::vector<StartedMember> members(static_cast<std::size_t>(processes));
-  for (int i = 0; i < processes; ++i) {
-    members[static_cast<std::size_t>(i)].pid = bellows::testing::start_member_world(
-        mpiexec, {self, "--member", dir.string(), std::to_string(i)}, dir / ("member." + std::to_string(i) + ".log"));
-    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
-  }
-  const bool all_ended = reap_members(members, limit);
-
-  // Whatever is left is killed: nothing the test started survives it.
-  std::vector<int> pids;
-  for (int i = 0; i < processes; ++i) {
-    auto& m = members[static_cast<std::size_t>(i)];
-    if (m.pid <= 0) continue;
-    pids.push_back(m.pid);
-    if (!m.ended) {
-      ::kill(-m.pid, SIGKILL);
-      ::waitpid(m.pid, &m.status, 0);
-      m.ended = true;
-    }
-    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
-    const fs::path pid_file = dir / ("pid." + std::to_string(i));
-    if (fs::exists(pid_file)) pids.push_back(read_int(pid_file));
-  }
-  expect(all_ended, "not every mpiexec ended within " + std::to_string(kLauncherLimitSeconds) + " s");
-  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
-
-  nlohmann::json survivors = nlohmann::json::array();
-  bool verified = false;
-  for (int i = 0; i < processes; ++i) {
-    const auto& m = members[static_cast<std::size_t>(i)];
-    const bool exited_zero = WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
-    const fs::path rank_file = dir / ("rank." + std::to_string(i));
-    if (!fs::exists(rank_file)) {
-      expect(false, "member " + std::to_string(i) + " never joined the job");
-      continue;
-    }
-    const int r = read_int(rank_file);
-    if (r == victim) {
-      expect(!exited_zero, "the victim's mpiexec exited 0");
-      continue;
-    }
-    expect(exited_zero, "survivor " + std::to_string(r) + "'s mpiexec did not exit 0");
-    const fs::path result_file = dir / ("result." + std::to_string(r));
-    if (!fs::exists(result_file)) {
-      expect(false, "survivor " + std::to_string(r) + " wrote no result");
-      continue;
-    }
-    const auto result = nlohmann::json::parse(read_file(result_file));
-    expect(result.value("result", "") == "PASS", "survivor " + std::to_string(r) + ": " + result.dump());
-    verified = verified || result.value("verified", false);
-    survivors.push_back(result);
-  }
+  const SurvivorResults read =
+      bellows::test::run_members(mpiexec, self, dir, processes, victim, kLauncherLimitSeconds);
   const bool all_refused = expand_moves;  // every survivor refused: nothing to verify
-  expect(verified || all_refused, "no survivor verified the result");
-  if (failures != 0) {
-    for (int i = 0; i < processes; ++i) {
-      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
-                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
-    }
-  }
-  fs::remove_all(dir);
-  std::printf("%s\n", nlohmann::json{{"victim", victim},
-                                     {"with_request", with_request},
-                                     {"during_shrink", during_shrink},
-                                     {"after_hand_off", after_hand_off},
-                                     {"in_membership_shrink", mode == "in-membership-shrink"},
-                                     {"after_expand", after_expand},
-                                     {"expand_moves", expand_moves},
-                                     {"during_expand", during_expand},
-                                     {"mode", mode},
-                                     {"after_shrink", after_shrink},
-                                     {"seed", seed},
-                                     {"killed_before_iteration", kill_at},
-                                     {"pause_us", pause_us},
-                                     {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
-                                     {"survivors", survivors}}
-                          .dump()
-                          .c_str());
-  std::printf("boundary_loss: %s\n", failures == 0 ? "PASS" : "FAIL");
-  return failures == 0 ? 0 : 1;
+  return bellows::test::report_launcher("boundary_loss",
+                                       {{"victim", victim},
+                                        {"with_request", with_request},
+                                        {"during_shrink", during_shrink},
+                                        {"after_hand_off", after_hand_off},
+                                        {"in_membership_shrink", mode == "in-membership-shrink"},
+                                        {"after_expand", after_expand},
+                                        {"expand_moves", expand_moves},
+                                        {"during_expand", during_expand},
+                                        {"mode", mode},
+                                        {"after_shrink", after_shrink},
+                                        {"seed", seed},
+                                        {"killed_before_iteration", kill_at},
+                                        {"pause_us", pause_us}},
+                                       read, !all_refused, failures, dir, start);
 }
 
 }  // namespace

@@ -1,13 +1,19 @@
 #pragma once
-// The GEMM pieces the tests of a rank lost around a resize share (boundary_loss_test.cpp,
-// teams_after_resize_test.cpp): the ranks as a set in messages, C as a run without failure
-// computes it, and GEMM tasks whose first task run once armed kills the process.
+// The GEMM pieces the tests of a rank lost around a resize or TeamLB's plan share
+// (boundary_loss_test.cpp, teams_after_resize_test.cpp, teams_plan_loss_test.cpp): the ranks as
+// a set in messages, C as a run without failure computes it, GEMM tasks whose first task run
+// once armed kills the process, and the survivors' results as their launcher reads them.
 
 #include <signal.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <random>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,9 +21,25 @@
 #include "bellows/kernels/tile_kernels.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "gemm_tasks.hpp"
+#include "spawned_processes.hpp"
 #include "tiled_gemm.hpp"
 
 namespace bellows::test {
+
+/// The job of these tests: C = A * B of kGemmN x kGemmN in tiles of kGemmTile (3 x 3 tiles:
+/// kGemmTasks GEMM tasks per iteration) from kGemmSeed; a victim waits 0 to
+/// kMostPauseMicroseconds before it dies.
+inline constexpr int kGemmN = 288;
+inline constexpr int kGemmTile = 96;
+inline constexpr int kGemmTasks = 27;
+inline constexpr unsigned kGemmSeed = 5;
+inline constexpr int kMostPauseMicroseconds = 3000;
+
+/// A victim's end: waits `pause_us` microseconds, then SIGKILLs this process.
+inline void die_after_pause(int pause_us) {
+  std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+  ::raise(SIGKILL);
+}
 
 /// "{1, 3}".
 inline std::string rank_set(const std::vector<int>& ranks) {
@@ -65,10 +87,7 @@ class KillingGemm final : public runtime::TaskClass {
   [[nodiscard]] double flops(const runtime::TaskKey& key) const override { return gemm_.flops(key); }
   [[nodiscard]] std::int64_t priority(const runtime::TaskKey& key) const override { return gemm_.priority(key); }
   void execute_cpu(const runtime::TaskKey& key, std::span<runtime::Tile* const> tiles) const override {
-    if (armed_.load()) {
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us_));
-      ::raise(SIGKILL);  // in the iteration's tasks
-    }
+    if (armed_.load()) die_after_pause(pause_us_);  // in the iteration's tasks
     gemm_.execute_cpu(key, tiles);
   }
 
@@ -76,6 +95,152 @@ class KillingGemm final : public runtime::TaskClass {
   examples::GemmTasks gemm_;
   const std::atomic<bool>& armed_;
   int pause_us_;
+};
+
+/// The runtime's options of these tests on rank `rank`: a short sleep of the communication
+/// thread, tiles over MPI (as between nodes), stealing on, a checkpoint at every boundary on a
+/// node of its own ("nodeRANK"), and messages logged between teams of `team_size` (0: none).
+inline runtime::RuntimeOptions loss_test_options(int rank, int team_size) {
+  runtime::RuntimeOptions options;
+  options.comm_max_sleep_us = 100;
+  options.same_host_transport = false;
+  options.steal.enabled = true;
+  options.checkpoint.enabled = true;
+  options.checkpoint.every_iterations = 1;
+  options.checkpoint.node = "node" + std::to_string(rank);
+  options.message_log.enabled = team_size > 0;
+  options.message_log.team_size = team_size;
+  return options;
+}
+
+/// Registers the GEMM's collections A, B and C and its tasks (KillingGemm: `armed`, `pause_us`).
+inline void add_gemm(runtime::Runtime& runtime, TiledGemm& gemm, const std::atomic<bool>& armed, int pause_us) {
+  runtime.add_collection(gemm.a);
+  runtime.add_collection(gemm.b);
+  runtime.add_collection(gemm.c);
+  runtime.add_task_class(std::make_unique<KillingGemm>(gemm, armed, pause_us));
+}
+
+/// A member's end: its `result` with "result" set to PASS (no failed check) or FAIL, written to
+/// DIR/result.RANK for the launcher. Returns the member's exit status.
+inline int write_member_result(const std::filesystem::path& dir, int rank, nlohmann::json result, int failures) {
+  result["result"] = failures == 0 ? "PASS" : "FAIL";
+  testing::write_file(dir / ("result." + std::to_string(rank)), result.dump());
+  return failures == 0 ? 0 : 1;
+}
+
+/// The survivors' results, as the launcher reads them once every member ended.
+struct SurvivorResults {
+  nlohmann::json results = nlohmann::json::array();  ///< each survivor's, as it wrote it
+  bool verified = false;                             ///< some survivor verified C
+  std::vector<std::string> wrong;                    ///< what was wrong, each as a sentence
+  std::string outputs;                               ///< the members' (run_members)
+};
+
+/// Reads member I's rank from DIR/rank.I: the victim's mpiexec must not have exited 0, every
+/// other one must have, and that survivor must have written DIR/result.RANK, a JSON object
+/// whose "result" is "PASS" ("verified": true where it checked C).
+inline SurvivorResults survivor_results(const testing::LaunchedMembers& members, const std::filesystem::path& dir,
+                                        int victim) {
+  SurvivorResults out;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const std::filesystem::path rank_file = dir / ("rank." + std::to_string(i));
+    if (!std::filesystem::exists(rank_file)) {
+      out.wrong.push_back("member " + std::to_string(i) + " never joined the job");
+      continue;
+    }
+    const int r = testing::read_int(rank_file);
+    const bool exited_zero = members.exited_zero(i);
+    if (r == victim) {
+      if (exited_zero) out.wrong.emplace_back("the victim's mpiexec exited 0");
+      continue;
+    }
+    if (!exited_zero) out.wrong.push_back("survivor " + std::to_string(r) + "'s mpiexec did not exit 0");
+    const std::filesystem::path result_file = dir / ("result." + std::to_string(r));
+    if (!std::filesystem::exists(result_file)) {
+      out.wrong.push_back("survivor " + std::to_string(r) + " wrote no result");
+      continue;
+    }
+    const auto result = nlohmann::json::parse(testing::read_file(result_file));
+    if (result.value("result", "") != "PASS") out.wrong.push_back("survivor " + std::to_string(r) + ": " + result.dump());
+    out.verified = out.verified || result.value("verified", false);
+    out.results.push_back(result);
+  }
+  return out;
+}
+
+/// Starts the job's `processes` members, member I as `MPIEXEC -n 1 SELF --member DIR I`, waits
+/// until every one ended or `limit_seconds` passed, kills what is left (LaunchedMembers::end,
+/// the members' pids in DIR/pid.I) and reads the survivors' results (survivor_results).
+inline SurvivorResults run_members(const std::string& mpiexec, const std::string& self,
+                                   const std::filesystem::path& dir, int processes, int victim,
+                                   double limit_seconds) {
+  testing::LaunchedMembers members(
+      mpiexec, processes, dir,
+      [&](int i) { return std::vector<std::string>{self, "--member", dir.string(), std::to_string(i)}; },
+      limit_seconds);
+  members.reap_until_limit();
+  const std::vector<std::string> left = members.end("pid");
+  SurvivorResults out = survivor_results(members, dir, victim);
+  out.wrong.insert(out.wrong.begin(), left.begin(), left.end());
+  out.outputs = members.outputs();
+  return out;
+}
+
+/// The end of such a launcher: counts each thing `read` found wrong, and a result no
+/// survivor verified where `verified_expected`, with the launcher's own `failures`, each printed
+/// as "TEST_tests: FAILED: ..."; prints the members' outputs when any check failed, removes
+/// DIR, prints `summary` with the seconds since `start` and the survivors' results as one JSON
+/// line, then "TEST: PASS" or "TEST: FAIL". Returns the launcher's exit status.
+inline int report_launcher(const std::string& test, nlohmann::json summary, const SurvivorResults& read,
+                           bool verified_expected, int failures, const std::filesystem::path& dir,
+                           std::chrono::steady_clock::time_point start) {
+  std::vector<std::string> wrong = read.wrong;
+  if (verified_expected && !read.verified) wrong.emplace_back("no survivor verified the result");
+  for (const std::string& what : wrong) std::fprintf(stderr, "%s_tests: FAILED: %s\n", test.c_str(), what.c_str());
+  failures += static_cast<int>(wrong.size());
+  if (failures != 0) std::fputs(read.outputs.c_str(), stderr);
+  std::filesystem::remove_all(dir);
+  summary["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary["survivors"] = read.results;
+  std::printf("%s\n%s: %s\n", summary.dump().c_str(), test.c_str(), failures == 0 ? "PASS" : "FAIL");
+  return failures == 0 ? 0 : 1;
+}
+
+/// A launcher's run of such a job: its directory (/tmp/bellows-NAME-XXXXXX) holding the
+/// victim's rank (DIR/victim) and its pause before it dies (DIR/pause_us: 0 to `most_pause_us`
+/// microseconds, drawn from test_seed()), for the members to read.
+struct LossRun {
+  LossRun(const std::string& name, int victim_rank, int most_pause_us)
+      : dir(make_dir(name)), victim(victim_rank), seed(testing::test_seed()) {
+    std::mt19937 random(seed);
+    pause_us = std::uniform_int_distribution<int>(0, most_pause_us)(random);
+    testing::write_file(dir / "victim", std::to_string(victim));
+    testing::write_file(dir / "pause_us", std::to_string(pause_us));
+  }
+
+  /// Runs the job's `processes` members to their end (run_members) and reports it
+  /// (report_launcher: a verified result expected; the victim, seed and pause in `summary`).
+  int to_the_end(const std::string& test, const std::string& mpiexec, const std::string& self, int processes,
+                 double limit_seconds, nlohmann::json summary, int failures) const {
+    const SurvivorResults read = run_members(mpiexec, self, dir, processes, victim, limit_seconds);
+    summary["victim"] = victim;
+    summary["seed"] = seed;
+    summary["pause_us"] = pause_us;
+    return report_launcher(test, std::move(summary), read, true, failures, dir, start);
+  }
+
+  std::filesystem::path dir;
+  int victim;
+  unsigned seed;
+  int pause_us = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+ private:
+  static std::filesystem::path make_dir(const std::string& name) {
+    std::string pattern = "/tmp/bellows-" + name + "-XXXXXX";
+    return ::mkdtemp(pattern.data());
+  }
 };
 
 }  // namespace bellows::test

@@ -55,10 +55,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using bellows::testing::LaunchedMembers;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
-using bellows::testing::reap_members;
-using bellows::testing::StartedMember;
 using bellows::testing::wall_seconds;
 using bellows::testing::write_file;
 
@@ -276,13 +275,6 @@ int run_member(const fs::path& dir, int index, int count) {
 
 // ------------------------------------------------------------------------------------ launcher
 
-pid_t start_member(const std::string& mpiexec, const std::string& self, const fs::path& dir,
-                   int index) {
-  return bellows::testing::start_member_world(
-      mpiexec, {self, "--member", dir.string(), std::to_string(index), std::to_string(kRanks)},
-      dir / ("member." + std::to_string(index) + ".log"));
-}
-
 int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool disagree, bool late,
                  bool stopped) {
   if (victim < 0 || victim >= kRanks || (disagree && victim != 2)) {
@@ -294,16 +286,13 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   if (disagree) write_file(dir / "disagree", "1");
   if (late) write_file(dir / "late", "1");
   const auto start = Clock::now();
-  const auto limit = start + std::chrono::duration<double>(kLauncherLimitSeconds);
-  std::vector<StartedMember> members(kRanks);
-  for (int i = 0; i < kRanks; ++i) {
-    members[static_cast<std::size_t>(i)].pid = start_member(mpiexec, self, dir, i);
-    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
-  }
-  auto reap = [&](bool block_until_limit) {
-    return reap_members(members, block_until_limit ? std::chrono::time_point_cast<Clock::duration>(limit)
-                                                   : Clock::time_point{});
-  };
+  LaunchedMembers members(
+      mpiexec, kRanks, dir,
+      [&](int i) {
+        return std::vector<std::string>{self, "--member", dir.string(), std::to_string(i), std::to_string(kRanks)};
+      },
+      kLauncherLimitSeconds);
+  const auto limit = members.limit();
   auto path_of = [&](const char* what, int rank) { return dir / (std::string(what) + "." + std::to_string(rank)); };
 
   // Every rank in traffic, then the kill.
@@ -312,7 +301,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     in_traffic = true;
     for (int r = 0; r < kRanks; ++r) in_traffic = in_traffic && fs::exists(path_of("traffic", r));
     if (!in_traffic) {
-      if (reap(false)) break;
+      if (members.reap()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
@@ -339,28 +328,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     expect(finishing, "the survivors did not all finish with rank " + std::to_string(victim) + " stopped");
     expect(::kill(victim_pid, SIGKILL) == 0, "kill -9 of stopped rank " + std::to_string(victim) + " failed");
   }
-  const bool all_ended = reap(true);
+  members.reap_until_limit();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-
-  // Whatever is left is killed: nothing the test started survives it.
-  std::vector<int> pids;
-  for (int i = 0; i < kRanks; ++i) {
-    auto& m = members[static_cast<std::size_t>(i)];
-    if (m.pid <= 0) continue;
-    pids.push_back(m.pid);
-    if (!m.ended) {
-      expect(false, "mpiexec of member " + std::to_string(i) + " still running after " +
-                        std::to_string(kLauncherLimitSeconds) + " s: killed");
-      ::kill(-m.pid, SIGKILL);
-      ::waitpid(m.pid, &m.status, 0);
-      m.ended = true;
-    }
-    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
-  }
-  for (int r = 0; r < kRanks; ++r) {
-    if (fs::exists(path_of("traffic", r))) pids.push_back(read_int(path_of("traffic", r)));
-  }
-  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
+  for (const std::string& wrong : members.end("traffic")) expect(false, wrong);
 
   nlohmann::json survivors = nlohmann::json::array();
   for (int r = 0; r < kRanks; ++r) {
@@ -374,24 +344,12 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
            "survivor " + std::to_string(r) + ": " + result.value("result", "(none)"));
     survivors.push_back(result);
   }
-  int killed_exits = 0, clean_exits = 0;
-  for (auto& m : members) {
-    if (WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0) {
-      ++clean_exits;
-    } else {
-      ++killed_exits;
-    }
-  }
+  const int clean_exits = members.exited_zero_count();
+  const int killed_exits = static_cast<int>(members.size()) - clean_exits;
   expect(clean_exits == kRanks - 1 && killed_exits == 1,
          std::to_string(clean_exits) + " mpiexecs exited 0 and " + std::to_string(killed_exits) +
              " did not; expected " + std::to_string(kRanks - 1) + " and 1");
-  expect(all_ended, "not every mpiexec ended by itself");
-  if (failures != 0) {
-    for (int i = 0; i < kRanks; ++i) {
-      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
-                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
-    }
-  }
+  if (failures != 0) members.print_outputs();
   fs::remove_all(dir);
   std::printf("%s\n", nlohmann::json{{"victim", victim},
                                      {"victim_pid", victim_pid},

@@ -32,13 +32,6 @@ constexpr double kLauncherLimitSeconds = 90.0;  // below the ctest timeout
 // With a second victim: shorter, so that the members' own limits end them first.
 constexpr double kSecondLossLauncherLimitSeconds = 50.0;
 
-pid_t start_member(const std::string& mpiexec, const std::string& self, const fs::path& dir,
-                   int index, int ranks, const std::string& victims) {
-  return bellows::testing::start_member_world(
-      mpiexec, {self, "--member", dir.string(), std::to_string(index), std::to_string(ranks), victims},
-      dir / ("member." + std::to_string(index) + ".log"));
-}
-
 }  // namespace
 
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
@@ -68,9 +61,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (stopped) write_file(dir / "stopped", "1");
   if (deaf_rank >= 0) write_file(dir / "deaf", std::to_string(deaf_rank));
   if (team_size > 0) write_file(dir / "teams", std::to_string(team_size));
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned kill_seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                                  : std::random_device{}();
+  const unsigned kill_seed = bellows::testing::test_seed();
   std::mt19937 kill_random(kill_seed);
   const int drawn_kill_after = std::uniform_int_distribution<int>(kFewestBeforeKill, kMostBeforeKill)(kill_random);
   // With teams the checkpoints are taken after iterations 0, K, 2K, ... (K =
@@ -88,16 +79,14 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (second.after_recovery) write_file(dir / "after", "1");
   const double limit_seconds = second_loss ? kSecondLossLauncherLimitSeconds : kLauncherLimitSeconds;
   const auto start = Clock::now();
-  const auto limit = start + std::chrono::duration<double>(limit_seconds);
-  std::vector<StartedMember> members(ranks);
-  for (int i = 0; i < ranks; ++i) {
-    members[static_cast<std::size_t>(i)].pid = start_member(mpiexec, self, dir, i, ranks, victims_text);
-    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
-  }
-  auto reap = [&](bool block_until_limit) {
-    return reap_members(members, block_until_limit ? std::chrono::time_point_cast<Clock::duration>(limit)
-                                                   : Clock::time_point{});
-  };
+  LaunchedMembers members(
+      mpiexec, ranks, dir,
+      [&](int i) {
+        return std::vector<std::string>{self, "--member", dir.string(), std::to_string(i), std::to_string(ranks),
+                                        victims_text};
+      },
+      limit_seconds);
+  const auto limit = members.limit();
   auto path_of = [&](const char* what, int rank) { return dir / (std::string(what) + "." + std::to_string(rank)); };
 
   std::vector<int> victim_pids;
@@ -122,7 +111,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
       }
       due = progress >= kill_after;
       if (!due) {
-        if (reap(false)) break;
+        if (members.reap()) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
@@ -184,7 +173,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
     while (!recovering && Clock::now() < limit) {
       for (int r = 0; r < ranks && !recovering; ++r) recovering = fs::exists(path_of(mark, r));
       if (!recovering) {
-        if (reap(false)) break;
+        if (members.reap()) break;
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     }
@@ -201,28 +190,9 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   }
   std::vector<int> all_victims = victims;
   if (second_loss) all_victims.push_back(second.rank);
-  const bool all_ended = reap(true);
+  members.reap_until_limit();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-
-  // Whatever is left is killed: nothing the test started survives it.
-  std::vector<int> pids;
-  for (int i = 0; i < ranks; ++i) {
-    auto& m = members[static_cast<std::size_t>(i)];
-    if (m.pid <= 0) continue;
-    pids.push_back(m.pid);
-    if (!m.ended) {
-      expect(false, "mpiexec of member " + std::to_string(i) + " still running after " +
-                        std::to_string(limit_seconds) + " s: killed");
-      ::kill(-m.pid, SIGKILL);
-      ::waitpid(m.pid, &m.status, 0);
-      m.ended = true;
-    }
-    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
-  }
-  for (int r = 0; r < ranks; ++r) {
-    if (fs::exists(path_of("pid", r))) pids.push_back(read_int(path_of("pid", r)));
-  }
-  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
+  for (const std::string& wrong : members.end("pid")) expect(false, wrong);
 
   nlohmann::json survivors = nlohmann::json::array();
   bool verified = false;
@@ -247,26 +217,14 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
          std::to_string(refusals) + " of " + std::to_string(survivor_count) + " survivors were refused");
   expect(!second.after_recovery || refusals == 0,
          "a loss in the first iteration after the recovery was refused on " + std::to_string(refusals) + " survivors");
-  int killed_exits = 0, clean_exits = 0;
-  for (auto& m : members) {
-    if (WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0) {
-      ++clean_exits;
-    } else {
-      ++killed_exits;
-    }
-  }
+  const int clean_exits = members.exited_zero_count();
+  const int killed_exits = static_cast<int>(members.size()) - clean_exits;
   const int expected_killed = static_cast<int>(all_victims.size());
   expect(clean_exits == ranks - expected_killed && killed_exits == expected_killed,
          std::to_string(clean_exits) + " mpiexecs exited 0 and " + std::to_string(killed_exits) +
              " did not; expected " + std::to_string(ranks - expected_killed) + " and " +
              std::to_string(expected_killed));
-  expect(all_ended, "not every mpiexec ended by itself");
-  if (failures != 0) {
-    for (int i = 0; i < ranks; ++i) {
-      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
-                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
-    }
-  }
+  if (failures != 0) members.print_outputs();
   fs::remove_all(dir);
   std::printf("%s\n", nlohmann::json{{"victims", all_victims},
                                      {"outcome", refusals > 0 ? "refused"

@@ -60,8 +60,7 @@ namespace br = bellows::runtime;
 using Clock = std::chrono::steady_clock;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
-using bellows::testing::reap_members;
-using bellows::testing::StartedMember;
+using bellows::testing::LaunchedMembers;
 using bellows::testing::write_file;
 
 constexpr int kRanks = 4;
@@ -166,9 +165,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   }
   char pattern[] = "/tmp/bellows-bag-loss-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                             : std::random_device{}();
+  const unsigned seed = bellows::testing::test_seed();
   std::mt19937 random(seed);
   // Two runs at least follow the one the kill is timed from: a kill that comes after it
   // ended is noticed in one of them.
@@ -177,21 +174,16 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   std::printf("task_bag_loss_tests: seed %u: rank %d killed %.3f s after run %d started\n", seed, victim,
               kill_fraction * kExpectedRunSeconds, kill_run);
   std::fflush(stdout);
-  const auto start = Clock::now();
-  const auto limit = start + std::chrono::duration<double>(kLauncherLimitSeconds);
-  std::vector<StartedMember> members(kRanks);
-  for (int i = 0; i < kRanks; ++i) {
-    members[static_cast<std::size_t>(i)].pid = bellows::testing::start_member_world(
-        mpiexec, {self, "--member", dir.string(), std::to_string(i), distribution},
-        dir / ("member." + std::to_string(i) + ".log"));
-    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
-  }
+  LaunchedMembers members(
+      mpiexec, kRanks, dir,
+      [&](int i) { return std::vector<std::string>{self, "--member", dir.string(), std::to_string(i), distribution}; },
+      kLauncherLimitSeconds);
   auto path_of = [&](const std::string& what, int rank) { return dir / (what + "." + std::to_string(rank)); };
   bool due = false;
-  while (!due && Clock::now() < limit) {
+  while (!due && Clock::now() < members.limit()) {
     due = fs::exists(dir / "started") && read_int(dir / "started") >= kill_run;
     if (!due) {
-      if (reap_members(members)) break;
+      if (members.reap()) break;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
@@ -202,33 +194,15 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
     victim_pid = read_int(path_of("pid", victim));
     expect(::kill(victim_pid, SIGKILL) == 0, "kill -9 of rank " + std::to_string(victim) + " failed");
   }
-  const bool all_ended = reap_members(members, std::chrono::time_point_cast<Clock::duration>(limit));
-  std::vector<int> pids;
-  for (int i = 0; i < kRanks; ++i) {
-    auto& m = members[static_cast<std::size_t>(i)];
-    if (m.pid <= 0) continue;
-    pids.push_back(m.pid);
-    if (!m.ended) {
-      expect(false, "mpiexec of member " + std::to_string(i) + " still running after the limit: killed");
-      ::kill(-m.pid, SIGKILL);
-      ::waitpid(m.pid, &m.status, 0);
-      m.ended = true;
-    }
-    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
-  }
-  for (int r = 0; r < kRanks; ++r) {
-    if (fs::exists(path_of("pid", r))) pids.push_back(read_int(path_of("pid", r)));
-  }
-  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
-  expect(all_ended, "not every mpiexec ended by itself");
+  members.reap_until_limit();
+  for (const std::string& wrong : members.end("pid")) expect(false, wrong);
   for (int i = 0; i < kRanks; ++i) {
     // Members join in any order: member i is the job's rank rank_of_member.i.
     const fs::path rank_file = path_of("rank_of_member", i);
     const int rank = fs::exists(rank_file) ? read_int(rank_file) : -1;
-    const auto& m = members[static_cast<std::size_t>(i)];
-    const bool clean = WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
-    expect(rank == victim ? !clean : clean, "the mpiexec of rank " + std::to_string(rank) +
-                                                " ended with status " + std::to_string(m.status));
+    const bool clean = members.exited_zero(static_cast<std::size_t>(i));
+    expect(rank == victim ? !clean : clean, "the mpiexec of rank " + std::to_string(rank) + " ended with status " +
+                                                std::to_string(members[static_cast<std::size_t>(i)].status));
   }
 
   // Every survivor's reports, run by run.
@@ -317,10 +291,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   expect(runs_with_loss == 1 || (refused && runs_with_loss == 0),
          std::to_string(runs_with_loss) + " runs lost a rank, not 1");
   if (failures != 0) {
-    for (int i = 0; i < kRanks; ++i) {
-      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
-                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
-    }
+    members.print_outputs();
     for (const auto& result : results) {
       nlohmann::json brief = result;
       for (auto& run : brief["runs"]) run.erase("ranks");

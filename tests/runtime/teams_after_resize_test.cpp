@@ -84,13 +84,16 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace br = bellows::runtime;
-using bellows::test::KillingGemm;
+using bellows::test::kGemmN;
+using bellows::test::kGemmSeed;
+using bellows::test::kGemmTasks;
+using bellows::test::kGemmTile;
+using bellows::test::kMostPauseMicroseconds;
 using bellows::test::rank_set;
+using bellows::test::SurvivorResults;
 using Clock = std::chrono::steady_clock;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
-using bellows::testing::reap_members;
-using bellows::testing::StartedMember;
 using bellows::testing::write_file;
 
 constexpr int kRanks = 3;            // before the expand
@@ -98,17 +101,12 @@ constexpr int kJoiner = kRanks;      // the process index (and rank) the expand 
 constexpr int kShrinkFrom = 4;       // with `shrink`: the ranks before it, rank 3 leaving
 constexpr int kLeaver = 3;
 constexpr int kTeamSize = 2;
-constexpr int kN = 288;
-constexpr int kTile = 96;            // 3 x 3 tiles: 27 GEMM tasks per iteration
-constexpr int kTasksPerIteration = 27;
 // With `cholesky`: recovery_test.cpp's Cholesky job (recovery_references.hpp), 4 x 4 tiles.
 constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
 constexpr int kCholeskyCheckpointEvery = 3;
 constexpr int kIterations = 10;
 constexpr int kExpandAt = 2;         // the expand is carried out before loop iteration 2 (iteration 3)
 constexpr int kKillAt = 6;           // the victim dies in loop iteration 6 (iteration 7)
-constexpr int kMostPauseMicroseconds = 3000;
-constexpr unsigned kSeed = 5;
 constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
 
@@ -121,7 +119,7 @@ void expect(bool ok, const std::string& what) {
 }
 
 /// C as a run without failure computes it.
-std::vector<double> reference_c() { return bellows::test::serial_gemm_c(kN, kTile, kSeed); }
+std::vector<double> reference_c() { return bellows::test::serial_gemm_c(kGemmN, kGemmTile, kGemmSeed); }
 
 /// Sums `mine` over the job's ranks.
 std::vector<unsigned long long> summed(std::vector<unsigned long long> mine, MPI_Comm comm) {
@@ -176,7 +174,7 @@ int run_member(const fs::path& dir, int index) {
   });
 
   std::atomic<bool> kill_in_next_task{false};
-  bellows::test::TiledGemm gemm(kN, kTile, first_ranks, old_rank, kSeed);
+  bellows::test::TiledGemm gemm(kGemmN, kGemmTile, first_ranks, old_rank, kGemmSeed);
   // The Cholesky job's A and L (lower tiles), and its task graph as the tiles lie (the tasks
   // the runtime runs are the same, wrapped to kill).
   const br::TiledMatrix::TileFilter lower = [](int m, int k) { return m >= k; };
@@ -187,16 +185,9 @@ int run_member(const fs::path& dir, int index) {
   br::TiledMatrix cholesky_l(1, cholesky_n, cholesky_n, cholesky_tile, first_grid, old_rank, lower);
   if (cholesky) bellows::examples::fill_spd(cholesky_a, bellows::testing::recovery::kSeed);
   const auto cholesky_graph = bellows::examples::make_cholesky_tasks(cholesky_a, cholesky_l);
-  const int tasks_per_iteration = cholesky ? kCholeskyTasksPerIteration : kTasksPerIteration;
-  br::RuntimeOptions options;
-  options.comm_max_sleep_us = 100;
-  options.same_host_transport = false;  // tiles over MPI, as between nodes
-  options.steal.enabled = true;
-  options.checkpoint.enabled = true;
+  const int tasks_per_iteration = cholesky ? kCholeskyTasksPerIteration : kGemmTasks;
+  auto options = bellows::test::loss_test_options(old_rank, kTeamSize);
   options.checkpoint.every_iterations = cholesky ? kCholeskyCheckpointEvery : 1;
-  options.checkpoint.node = "node" + std::to_string(old_rank);
-  options.message_log.enabled = true;
-  options.message_log.team_size = kTeamSize;
   br::Runtime runtime(job.communicator(), options);
   job.attach(runtime);
   if (cholesky) {
@@ -207,10 +198,7 @@ int run_member(const fs::path& dir, int index) {
       runtime.add_task_class(std::move(tasks));
     }
   } else {
-    runtime.add_collection(gemm.a);
-    runtime.add_collection(gemm.b);
-    runtime.add_collection(gemm.c);
-    runtime.add_task_class(std::make_unique<KillingGemm>(gemm, kill_in_next_task, pause_us));
+    bellows::test::add_gemm(runtime, gemm, kill_in_next_task, pause_us);
   }
 
   nlohmann::json result{{"old_rank", old_rank}};
@@ -404,10 +392,8 @@ int run_member(const fs::path& dir, int index) {
     }
   }
   result["recoveries"] = recoveries;
-  result["result"] = failures == 0 ? "PASS" : "FAIL";
-  write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
   watchdog.disarm();
-  return failures == 0 ? 0 : 1;
+  return bellows::test::write_member_result(dir, old_rank, result, failures);
 }
 
 int finalize_member(const fs::path& dir, int index) {
@@ -425,90 +411,11 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
     return 2;
   }
   const int processes = shrink ? kShrinkFrom : kRanks + 1;
-  char pattern[] = "/tmp/bellows-teams-after-resize-XXXXXX";
-  const fs::path dir = ::mkdtemp(pattern);
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                             : std::random_device{}();
-  std::mt19937 random(seed);
-  const int pause_us = std::uniform_int_distribution<int>(0, kMostPauseMicroseconds)(random);
-  write_file(dir / "victim", std::to_string(victim));
-  write_file(dir / "pause_us", std::to_string(pause_us));
-  if (shrink) write_file(dir / "shrink", "1");
-  if (cholesky) write_file(dir / "cholesky", "1");
-  const auto start = Clock::now();
-  const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
-  std::vector<StartedMember> members(static_cast<std::size_t>(processes));
-  for (int i = 0; i < processes; ++i) {
-    members[static_cast<std::size_t>(i)].pid = bellows::testing::start_member_world(
-        mpiexec, {self, "--member", dir.string(), std::to_string(i)}, dir / ("member." + std::to_string(i) + ".log"));
-    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
-  }
-  const bool all_ended = reap_members(members, limit);
-
-  // Whatever is left is killed: nothing the test started survives it.
-  std::vector<int> pids;
-  for (int i = 0; i < processes; ++i) {
-    auto& m = members[static_cast<std::size_t>(i)];
-    if (m.pid <= 0) continue;
-    pids.push_back(m.pid);
-    if (!m.ended) {
-      ::kill(-m.pid, SIGKILL);
-      ::waitpid(m.pid, &m.status, 0);
-      m.ended = true;
-    }
-    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
-    const fs::path pid_file = dir / ("pid." + std::to_string(i));
-    if (fs::exists(pid_file)) pids.push_back(read_int(pid_file));
-  }
-  expect(all_ended, "not every mpiexec ended within " + std::to_string(kLauncherLimitSeconds) + " s");
-  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
-
-  nlohmann::json survivors = nlohmann::json::array();
-  bool verified = false;
-  for (int i = 0; i < processes; ++i) {
-    const auto& m = members[static_cast<std::size_t>(i)];
-    const bool exited_zero = WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
-    const fs::path rank_file = dir / ("rank." + std::to_string(i));
-    if (!fs::exists(rank_file)) {
-      expect(false, "member " + std::to_string(i) + " never joined the job");
-      continue;
-    }
-    const int r = read_int(rank_file);
-    if (r == victim) {
-      expect(!exited_zero, "the victim's mpiexec exited 0");
-      continue;
-    }
-    expect(exited_zero, "survivor " + std::to_string(r) + "'s mpiexec did not exit 0");
-    const fs::path result_file = dir / ("result." + std::to_string(r));
-    if (!fs::exists(result_file)) {
-      expect(false, "survivor " + std::to_string(r) + " wrote no result");
-      continue;
-    }
-    const auto result = nlohmann::json::parse(read_file(result_file));
-    expect(result.value("result", "") == "PASS", "survivor " + std::to_string(r) + ": " + result.dump());
-    verified = verified || result.value("verified", false);
-    survivors.push_back(result);
-  }
-  expect(verified, "no survivor verified the result");
-  if (failures != 0) {
-    for (int i = 0; i < processes; ++i) {
-      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
-                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
-    }
-  }
-  fs::remove_all(dir);
-  std::printf("%s\n", nlohmann::json{{"victim", victim},
-                                     {"shrink", shrink},
-                                     {"cholesky", cholesky},
-                                     {"seed", seed},
-                                     {"pause_us", pause_us},
-                                     {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
-                                     {"survivors", survivors}}
-                          .dump()
-                          .c_str());
-  std::printf("teams_after_resize: %s\n", failures == 0 ? "PASS" : "FAIL");
-  return failures == 0 ? 0 : 1;
+  const bellows::test::LossRun run("teams-after-resize", victim, kMostPauseMicroseconds);
+  if (shrink) write_file(run.dir / "shrink", "1");
+  if (cholesky) write_file(run.dir / "cholesky", "1");
+  return run.to_the_end("teams_after_resize", mpiexec, self, processes, kLauncherLimitSeconds,
+                        {{"shrink", shrink}, {"cholesky", cholesky}}, failures);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #pragma once
 // What the tests that run a job as separate worlds (one `mpiexec -n 1` per member, started by
 // a launcher in the same binary, joined by connect/accept) share: the files the launcher and
-// its members pass each other in the test's directory, and the launcher's record of each
-// member's mpiexec.
+// its members pass each other in the test's directory, and how a member's mpiexec is started
+// (the launcher's record of them: LaunchedMembers, spawned_processes.hpp).
 
 #include "bellows/runtime/membership.hpp"
 
@@ -17,6 +17,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -31,6 +32,13 @@ inline double wall_seconds() {
   timespec t{};
   clock_gettime(CLOCK_REALTIME, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+/// The seed a launcher draws its moments from: BELLOWS_TEST_SEED when set, a random one
+/// otherwise (the launcher prints it with its result, so that a run can be repeated).
+inline unsigned test_seed() {
+  const char* text = std::getenv("BELLOWS_TEST_SEED");
+  return text != nullptr ? static_cast<unsigned>(std::strtoul(text, nullptr, 10)) : std::random_device{}();
 }
 
 /// Writes `text` to `path` at once (a temporary file renamed): a reader sees all or nothing.
@@ -89,32 +97,6 @@ inline pid_t start_member_world(const std::string& mpiexec, const std::vector<st
   posix_spawn_file_actions_destroy(&files);
   posix_spawnattr_destroy(&attr);
   return rc == 0 ? pid : -1;
-}
-
-/// A member's mpiexec, as the launcher started it.
-struct StartedMember {
-  pid_t pid = -1;  ///< mpiexec, leader of its own process group
-  int status = -1;
-  bool ended = false;
-};
-
-/// Reaps the members whose mpiexec ended; with `block_until`, waits until all have ended or
-/// that time has come. Returns whether all have ended.
-inline bool reap_members(std::vector<StartedMember>& members,
-                         std::chrono::steady_clock::time_point block_until = {}) {
-  for (;;) {
-    bool all = true;
-    for (auto& m : members) {
-      if (m.ended || m.pid <= 0) continue;
-      if (::waitpid(m.pid, &m.status, WNOHANG) == m.pid) {
-        m.ended = true;
-      } else {
-        all = false;
-      }
-    }
-    if (all || std::chrono::steady_clock::now() >= block_until) return all;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
 }
 
 /// A member's side of forming the job of `count` member worlds: member 0 opens a port, writes

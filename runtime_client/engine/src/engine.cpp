@@ -144,15 +144,8 @@ std::vector<int> Engine::attach(MPI_Comm comm) {
   const ErrorsReturned errors_returned(comm);
   PeerWatch watch(comm, rank, size);
   watch.arm();
-  MPI_Comm duplicate = MPI_COMM_NULL;
-  MPI_Request request = MPI_REQUEST_NULL;
-  const int posted = MPI_Comm_idup(comm, &duplicate, &request);
-  if (auto lost = completed_watched(posted, request, watch, "MPI_Comm_idup"); !lost.empty()) {
-    MPI_Errhandler_free(&handler);
-    return lost;  // a pending duplicate is left to MPI: it holds the dead
-  }
-  MPI_Comm_set_errhandler(duplicate, handler);
-  MPI_Errhandler_free(&handler);
+  auto [duplicate, lost_in_duplicate] = duplicate_watched(comm, handler, watch);
+  if (!lost_in_duplicate.empty()) return std::move(lost_in_duplicate);
   std::optional<ErrorsReturned> duplicate_errors_returned;
   duplicate_errors_returned.emplace(duplicate);
   const auto given_up = [&](std::vector<int> lost) {

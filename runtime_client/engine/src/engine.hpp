@@ -293,8 +293,10 @@ class Engine final : public DeviceOwner {
   /// MessageLogOptions::plan_teams, collective between iterations (engine_teams.cpp): every
   /// rank's measured seconds per tile are summed on the first rank, which calls plan_teams()
   /// over the task graph and broadcasts the teams and tile moves; every rank then takes the new
-  /// teams, queues the moves (pending_moves_) and starts its checkpoints afresh.
-  void plan_teams_between_iterations();
+  /// teams, queues the moves (pending_moves_) and starts its checkpoints afresh. Each
+  /// collective is watched (watch_ armed): returns false, nothing applied, once a peer is
+  /// found lost; throws when plan_teams() refused on the first rank.
+  [[nodiscard]] bool plan_teams_between_iterations();
   /// Collective after an expand, over comm_: rank 0's mapping state (which ranks are new, each
   /// collection's placement, the pinned tasks) reaches the new ranks, then a barrier confirms
   /// that every member holds it. Every step is watched by `watch` (armed, on the grown

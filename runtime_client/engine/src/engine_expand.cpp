@@ -176,15 +176,8 @@ std::vector<int> Engine::expand_onto(MPI_Comm comm) {
   const ErrorsReturned errors_returned(comm);
   PeerWatch watch(comm, new_rank, new_size);
   watch.arm();
-  MPI_Comm duplicate = MPI_COMM_NULL;
-  MPI_Request request = MPI_REQUEST_NULL;
-  const int posted = MPI_Comm_idup(comm, &duplicate, &request);
-  if (auto lost = completed_watched(posted, request, watch, "MPI_Comm_idup"); !lost.empty()) {
-    MPI_Errhandler_free(&grown_handler);
-    return lost;  // a pending duplicate is left to MPI: it holds the dead
-  }
-  MPI_Comm_set_errhandler(duplicate, grown_handler);
-  MPI_Errhandler_free(&grown_handler);
+  auto [duplicate, lost_in_duplicate] = duplicate_watched(comm, grown_handler, watch);
+  if (!lost_in_duplicate.empty()) return std::move(lost_in_duplicate);
   std::optional<ErrorsReturned> duplicate_errors_returned;
   duplicate_errors_returned.emplace(duplicate);
   const MPI_Comm before = comm_;

@@ -42,15 +42,16 @@ IterationReport Engine::run_iteration() {
   const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
   const ErrorsReturned errors_returned(comm_);
   if (team_replay_ && !replaying(iteration_ + 1)) end_team_replay();
-  // The watch from here: the tile moves after a resize and the task count are collectives
-  // too, and a peer lost in them is this iteration's loss.
-  if (options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_ &&
-      iterations_since_attach_ >= 1 && size_ > 1) {
-    plan_teams_between_iterations();
-  }
+  // The watch from here: TeamLB's plan, the tile moves after a resize and the task count are
+  // collectives too, and a peer lost in them is this iteration's loss.
   watch_->arm();
   if (!watch_->lost().empty()) {
     // Found lost by recover() while it checkpointed the state it restored.
+    ++iteration_;
+    return abandon_iteration(false);
+  }
+  if (options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_ &&
+      iterations_since_attach_ >= 1 && size_ > 1 && !plan_teams_between_iterations()) {
     ++iteration_;
     return abandon_iteration(false);
   }

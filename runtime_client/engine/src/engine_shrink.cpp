@@ -9,7 +9,6 @@
 
 #include <mpi.h>
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -21,34 +20,15 @@
 #include "comm_engine.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
+#include "watched_setup.hpp"
 
 namespace bellows::runtime {
 
 namespace {
 
-/// How long a collective of the survivors' first checkpoint that failed, or that is still
-/// pending when the watch found a peer lost, is given to complete after all or for the watch
-/// to name the peer (as an expand's attach gives its collectives).
-constexpr auto kShrinkCheckpointLossGrace = std::chrono::milliseconds(100);
-
-/// Completes `request`, which `call` posted with result `posted`, asleep under `watch`.
-/// Returns the survivors lost (empty: it completed); throws std::runtime_error naming `call`
-/// when it failed and no survivor was found lost.
-std::vector<int> completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call) {
-  WatchedCompletion outcome = complete_watched(posted, request, watch, kShrinkCheckpointLossGrace);
-  if (!outcome.completed && outcome.lost.empty()) {
-    throw std::runtime_error(std::string("shrink: the survivors' ") + call + " failed (" +
-                             describe_mpi_error(outcome.failed_code) + ") and no survivor was found lost");
-  }
-  return std::move(outcome.lost);
-}
-
-/// What a given-up step leaves to MPI (a pending request may still write into it).
-template <typename Kept>
-void keep_until_exit(std::unique_ptr<Kept> kept) {
-  static std::vector<std::unique_ptr<Kept>> held;
-  held.push_back(std::move(kept));
-}
+/// What begins the text of a failed step of the survivors' first checkpoint that found no
+/// survivor lost (completed_watched).
+constexpr const char* kShrinkStretch = "shrink: the survivors' ";
 
 }  // namespace
 
@@ -68,15 +48,8 @@ std::vector<int> Engine::attach_shrunk_checkpointed(MPI_Comm survivors) {
   const ErrorsReturned errors_returned(survivors);
   PeerWatch watch(survivors, new_rank, new_size, ControlPlaneWord::ignored);
   watch.arm();
-  MPI_Comm duplicate = MPI_COMM_NULL;
-  MPI_Request request = MPI_REQUEST_NULL;
-  const int posted = MPI_Comm_idup(survivors, &duplicate, &request);
-  if (auto lost = completed_watched(posted, request, watch, "MPI_Comm_idup"); !lost.empty()) {
-    MPI_Errhandler_free(&survivors_handler);
-    return lost;  // a pending duplicate is left to MPI: it holds the dead
-  }
-  MPI_Comm_set_errhandler(duplicate, survivors_handler);
-  MPI_Errhandler_free(&survivors_handler);
+  auto [duplicate, lost_in_duplicate] = duplicate_watched(survivors, survivors_handler, watch, kShrinkStretch);
+  if (!lost_in_duplicate.empty()) return std::move(lost_in_duplicate);
   std::optional<ErrorsReturned> duplicate_errors_returned;
   duplicate_errors_returned.emplace(duplicate);
   const auto given_up = [&](std::vector<int> lost) {
@@ -100,7 +73,7 @@ std::vector<int> Engine::attach_shrunk_checkpointed(MPI_Comm survivors) {
 
   auto nodes = checkpoints_->post_node_gather(comm_);
   if (nodes->request != MPI_REQUEST_NULL) {
-    if (auto lost = completed_watched(MPI_SUCCESS, nodes->request, watch, "MPI_Iallgather"); !lost.empty()) {
+    if (auto lost = completed_watched(MPI_SUCCESS, nodes->request, watch, "MPI_Iallgather", kShrinkStretch); !lost.empty()) {
       keep_until_exit(std::move(nodes));
       return given_up(std::move(lost));
     }
@@ -120,7 +93,8 @@ std::vector<int> Engine::attach_shrunk_checkpointed(MPI_Comm survivors) {
     return given_up(watch.lost());
   }
   MPI_Request barrier = MPI_REQUEST_NULL;
-  if (auto lost = completed_watched(MPI_Ibarrier(comm_, &barrier), barrier, watch, "MPI_Ibarrier"); !lost.empty()) {
+  if (auto lost = completed_watched(MPI_Ibarrier(comm_, &barrier), barrier, watch, "MPI_Ibarrier",
+                                    kShrinkStretch); !lost.empty()) {
     return given_up(std::move(lost));
   }
   checkpoints_->confirmed_complete();

@@ -9,10 +9,18 @@
 // producing task. A rank receives a tile once per iteration for all its readers, which is how
 // plan_teams() counts bytes, so its prediction is the log's size (runtime_teams_message_log_np*
 // checks this for GEMM and for the first iteration under a plan on Cholesky).
+//
+// The plan is shared as the runtime's other collectives between iterations are: each one
+// completes asleep under the armed watch (wait_watching_peers), and nothing of it is applied
+// until a barrier says that every rank holds it. A rank lost on the way gives the plan up on
+// every survivor (a rank lost before that barrier stops every other rank in it), and the
+// iteration reports the loss, recovered from as one lost in it (docs/teams.md).
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <numeric>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -22,7 +30,7 @@
 #include "bellows/runtime/teams.hpp"
 #include "comm_engine.hpp"
 #include "engine.hpp"
-#include "sleeping_wait.hpp"
+#include "watched_setup.hpp"
 
 namespace bellows::runtime {
 
@@ -35,9 +43,20 @@ struct TilePlace {
   int n = 0;
 };
 
+/// The buffers of the plan's collectives, of their own: when a rank is lost in one, it may
+/// never complete, and they are then left to MPI until the process exits (keep_until_exit).
+struct SharedPlan {
+  std::vector<double> mine;     ///< per tile: the seconds this rank measured
+  std::vector<double> seconds;  ///< per tile: summed over the ranks, on the first rank
+  std::int64_t length = 0;      ///< of `decided`; -1: plan_teams() refused on the first rank
+  std::vector<std::int32_t> decided;
+  std::vector<double> predicted;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
 }  // namespace
 
-void Engine::plan_teams_between_iterations() {
+bool Engine::plan_teams_between_iterations() {
   teams_planned_ = true;
   // The tiles, numbered as for_each_task_by_tile numbers them, and the tile deciding each
   // task: every rank needs them to add up its measured seconds per tile.
@@ -75,7 +94,9 @@ void Engine::plan_teams_between_iterations() {
   });
   // Per tile: the compute seconds this rank measured for the tasks it decides in the last
   // iteration (a stolen task counts where it ran), summed over the ranks on the first.
-  std::vector<double> mine(places.size(), 0.0);
+  auto shared = std::make_unique<SharedPlan>();
+  std::vector<double>& mine = shared->mine;
+  mine.assign(places.size(), 0.0);
   {
     std::lock_guard lock(cost_mutex_);
     for (const auto& [key, seconds] : task_seconds_this_iteration_) {
@@ -85,14 +106,24 @@ void Engine::plan_teams_between_iterations() {
     task_seconds_this_iteration_.clear();
     measuring_task_seconds_ = false;
   }
-  std::vector<double> seconds(places.size(), 0.0);
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ireduce(mine.data(), seconds.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_SUM, 0,
-              comm_, &request);
-  wait_asleep(request);
+  std::vector<double>& seconds = shared->seconds;
+  seconds.assign(places.size(), 0.0);
+  MPI_Request& request = shared->request;
+  // A collective posted and completed under the watch; a rank lost gives the plan up.
+  const auto completed = [&](int posted) {
+    return posted == MPI_SUCCESS && wait_watching_peers(std::span<MPI_Request>(&request, 1));
+  };
+  const auto given_up = [&] {
+    keep_until_exit(std::move(shared));
+    return false;
+  };
+  if (!completed(MPI_Ireduce(mine.data(), seconds.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_SUM, 0,
+                             comm_, &request))) {
+    return given_up();
+  }
 
   // [rank_team per rank, then per move (collection, m, n, to, tasks)], from the first rank.
-  std::vector<std::int32_t> decided;
+  std::vector<std::int32_t>& decided = shared->decided;
   TeamsApplied applied;
   std::string failure;  // the first rank's: why plan_teams() refused
   if (rank_ == 0) {
@@ -139,19 +170,21 @@ void Engine::plan_teams_between_iterations() {
     for (const double i : plan.imbalance_after) applied.imbalance_after = std::max(applied.imbalance_after, i);
   }
   // A length of -1 tells every rank that the plan failed, so that none waits for the rest.
-  std::int64_t length = failure.empty() ? static_cast<std::int64_t>(decided.size()) : -1;
-  MPI_Ibcast(&length, 1, MPI_INT64_T, 0, comm_, &request);
-  wait_asleep(request);
+  std::int64_t& length = shared->length;
+  length = failure.empty() ? static_cast<std::int64_t>(decided.size()) : -1;
+  if (!completed(MPI_Ibcast(&length, 1, MPI_INT64_T, 0, comm_, &request))) return given_up();
   if (length < 0) {
     throw std::runtime_error("TeamLB between iterations: plan_teams() refused on the first rank" +
                              (failure.empty() ? std::string() : ": " + failure));
   }
   decided.resize(static_cast<std::size_t>(length));
-  MPI_Ibcast(decided.data(), static_cast<int>(length), MPI_INT32_T, 0, comm_, &request);
-  wait_asleep(request);
+  if (!completed(MPI_Ibcast(decided.data(), static_cast<int>(length), MPI_INT32_T, 0, comm_, &request))) {
+    return given_up();
+  }
 
   // The plan's predictions, [cut, I before, I after, logged bytes per rank], from the first rank.
-  std::vector<double> predicted(3 + static_cast<std::size_t>(size_), 0.0);
+  std::vector<double>& predicted = shared->predicted;
+  predicted.assign(3 + static_cast<std::size_t>(size_), 0.0);
   if (rank_ == 0) {
     predicted[0] = applied.predicted_cut;
     predicted[1] = applied.imbalance_before;
@@ -159,8 +192,12 @@ void Engine::plan_teams_between_iterations() {
     std::copy(applied.predicted_logged_bytes.begin(), applied.predicted_logged_bytes.end(),
               predicted.begin() + 3);
   }
-  MPI_Ibcast(predicted.data(), static_cast<int>(predicted.size()), MPI_DOUBLE, 0, comm_, &request);
-  wait_asleep(request);
+  if (!completed(MPI_Ibcast(predicted.data(), static_cast<int>(predicted.size()), MPI_DOUBLE, 0, comm_, &request))) {
+    return given_up();
+  }
+  // Every rank holds the plan: a rank that stops sharing it stops every other one here, so
+  // that none applies it while another gives it up.
+  if (!completed(MPI_Ibarrier(comm_, &request))) return given_up();
   applied.predicted_cut = predicted[0];
   applied.imbalance_before = predicted[1];
   applied.imbalance_after = predicted[2];
@@ -185,6 +222,7 @@ void Engine::plan_teams_between_iterations() {
   checkpoints_->attach(comm_, checkpoints_->nodes());
   resize_under_way_ = ResizeUnderWay{ResizeKind::regrid, ResizePhase::attach};
   teams_applied_ = std::move(applied);
+  return true;
 }
 
 }  // namespace bellows::runtime

@@ -1,7 +1,8 @@
 #pragma once
-// The runtime's setup on a communicator that an expand made, watched for lost members: the
-// steps of expand_onto() on the ranks from before the expand, and of a new rank's Runtime
-// constructor and join_expansion(). Each collective is completed asleep under a PeerWatch
+// The runtime's setup on a communicator that an expand or a shrink made, watched for lost
+// members: the steps of expand_onto() on the ranks from before the expand, of a new rank's
+// Runtime constructor (attach) and join_expansion(), and of the survivors' first checkpoint
+// under a shrink (attach_shrunk_checkpointed). Each collective is completed asleep under a PeerWatch
 // (armed, errors returned), and a member lost gives the setup up: its lost ranks are returned,
 // or thrown as MembersLost from a step that cannot return them (a constructor). A collective
 // given up is left to MPI (a nonblocking collective's request can be neither cancelled nor
@@ -40,7 +41,25 @@ class MembersLost : public std::runtime_error {
 /// watches every member. Returns the members lost (empty: it completed); throws
 /// std::runtime_error naming `call` when it failed and no member was found lost within
 /// kLossVerdictLimit (peer_watch.hpp); kSetupLossGrace is the wait after the first one found.
-std::vector<int> completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call);
+/// `stretch` begins that error's text ("runtime setup: MPI_Ibcast failed (...) and no member
+/// was found lost").
+std::vector<int> completed_watched(int posted, MPI_Request& request, PeerWatch& watch, const char* call,
+                                   const char* stretch = "runtime setup: ");
+
+/// A duplicate of a communicator made in a watched stretch: `comm` is the duplicate, or
+/// MPI_COMM_NULL when members were lost (`lost`, ascending).
+struct WatchedDuplicate {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<int> lost;
+};
+
+/// Duplicates `comm` (MPI_Comm_idup, completed_watched under `watch`) and gives the duplicate
+/// `handler`, the error handler `comm` had before the stretch set errors to return on it (as a
+/// duplicate made outside the stretch would have); `handler` is freed either way. A duplicate
+/// still pending when a member was found lost is left to MPI: it holds the dead. `stretch` as
+/// for completed_watched.
+WatchedDuplicate duplicate_watched(MPI_Comm comm, MPI_Errhandler handler, PeerWatch& watch,
+                                   const char* stretch = "runtime setup: ");
 
 /// Keeps the buffers of a collective given up until the process exits (see the top).
 template <typename Buffers>
