@@ -70,6 +70,17 @@ int status(const std::string& job, bool json) {
   std::printf("  nodes      %zu [%s], range %d:%d\n", s["nodes"].size(), nodes.c_str(),
               s["node_range"][0].get<int>(), s["node_range"][1].get<int>());
   std::printf("  ranks      %d\n", s["ranks"].get<int>());
+  // With message logging: each rank's log as its last metrics gave it, in the event log's words.
+  for (const auto& p : s["processes"]) {
+    if (!p.contains("message_log") || p["message_log"].is_null()) continue;
+    const auto& log = p["message_log"];
+    const std::string rank = p["rank"].is_null() ? "rank unknown" : "rank " + std::to_string(p["rank"].get<long>());
+    std::printf("  message log on %s: %s, iteration %llu: %llu bytes in %llu entries held\n",
+                p["node"].get<std::string>().c_str(), rank.c_str(),
+                static_cast<unsigned long long>(log["iteration"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(log["bytes_held"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(log["entries_held"].get<std::uint64_t>()));
+  }
   std::printf("  iteration  %llu (%.3f s, %.1f GFLOP/s)\n",
               static_cast<unsigned long long>(s["iteration"].get<std::uint64_t>()),
               s["iteration_seconds"].get<double>(), s["gflops"].get<double>());

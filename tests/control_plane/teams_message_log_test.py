@@ -5,7 +5,9 @@ team-based message logging in teams of 2 (docs/teams.md).
 
 Every rank's metrics after each iteration carry its log's size (protocol::Metrics
 message_log_on, message_log_bytes_held, message_log_entries_held). While the job runs,
-`bellows status --json` shows each process's last (`processes[].message_log`). Once it ended:
+`bellows status --json` shows each process's last (`processes[].message_log`), and plain
+`bellows status` a line per process in the event log's words (`message log on n2: rank 1,
+iteration 5: 589824 bytes in 12 entries held`). Once it ended:
 
 - the event log holds one `message_log` line per rank and iteration (resize 0, no kind, the
   rank's node), whose bytes are the JSON report's `rank_stats[r].message_log.
@@ -30,6 +32,7 @@ from local_job import LocalJobTest  # noqa: E402
 RANKS = 4
 ITERATIONS = 8
 DETAIL = re.compile(r"rank (\d+), iteration (\d+): (\d+) bytes in (\d+) entries held")
+STATUS_LINE = re.compile(r"  message log on (\S+): rank (\d+), iteration (\d+): (\d+) bytes in (\d+) entries held")
 
 
 def main():
@@ -50,6 +53,21 @@ def main():
         for p in running:
             if set(p["message_log"]) != {"iteration", "bytes_held", "entries_held"} or p["message_log"]["iteration"] < 1:
                 t.fail(f"bellows status shows a message log that is not an iteration's: {p}")
+        # Plain `bellows status`: a line per process, its node and rank those of the JSON.
+        plain = t.bellows("status", "latest")
+        if plain.returncode != 0:
+            t.fail(f"bellows status exited {plain.returncode}: {plain.stderr}")
+        shown = {}
+        for line in plain.stdout.splitlines():
+            if line.startswith("  message log"):
+                match = STATUS_LINE.fullmatch(line)
+                if not match or int(match.group(3)) < 1:
+                    t.fail(f"bellows status prints a message log line not in its form: {line!r}")
+                shown[match.group(1)] = int(match.group(2))
+        expected_shown = {p["node"]: p["rank"] for p in running}
+        if shown != expected_shown:
+            t.fail(f"bellows status prints the message logs of {shown} (node: rank), its JSON those of "
+                   f"{expected_shown}: {plain.stdout}")
         out, err = job.communicate(timeout=180)
     except BaseException:
         t.kill_all(job)

@@ -10,7 +10,8 @@
 // The codec is not canonical, so e == b does not hold for every accepted b: a collection
 // target of an Activate has no slot, and the slot byte of its 15 bytes is padding that the
 // encoder writes as 0 and the decoder ignores. The target checks that e differs from b in
-// those padding bytes only (a tile carried after the targets re-encodes byte for byte).
+// those padding bytes only (the producer after the targets and a tile carried after it
+// re-encode byte for byte).
 
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +37,7 @@ namespace {
 // The layout that the checks below and length_fields() need (wire.cpp has the rest).
 constexpr std::size_t kHeaderBytes = 4;                       // magic u16, version, type
 constexpr std::size_t kTypeOffset = 3;
-constexpr std::size_t kActivateCountOffset = kHeaderBytes + 8 + 8 + 4 + 4 + 1;  // after the flag
+constexpr std::size_t kActivateCountOffset = kHeaderBytes + 8 + 8 + 4 + 4 + 1;  // after the flags
 constexpr std::size_t kActivateTargetsOffset = kActivateCountOffset + 4;
 constexpr std::size_t kTargetBytes = 2 + 3 * 4 + 1;           // class, three indices, slot
 constexpr std::size_t kTargetSlotOffset = kTargetBytes - 1;   // padding in a collection target
@@ -63,7 +64,16 @@ std::vector<wire::Activate> samples(std::type_identity<wire::Activate>) {
   carried.cols = 3;
   carried.targets = {tile.targets[0], tile.targets[1]};
   for (int i = 0; i < 2 * 3 * 8; ++i) carried.tile_bytes.push_back(static_cast<std::byte>(0xA0 + i));
-  return {wire::Activate{}, tile, same_host, carried};
+  // With message logging between teams each names its producer and version (after the
+  // targets, before a carried tile): a receiver drops a copy it already holds.
+  wire::Activate named = tile;
+  named.producer = wire::Producer{TaskKey{4, {0, -3, 2147483647}}, 1, 7};
+  wire::Activate carried_named = carried;
+  carried_named.producer = wire::Producer{TaskKey{0, {1, 1, 0}}, 0, 4294967295U};
+  wire::Activate token;  // a control token, named
+  token.targets = {tile.targets[2]};
+  token.producer = wire::Producer{TaskKey{65534, {5, 6, 7}}, 255, 1};
+  return {wire::Activate{}, tile, same_host, carried, named, carried_named, token};
 }
 std::vector<wire::Fetch> samples(std::type_identity<wire::Fetch>) {
   return {wire::Fetch{std::numeric_limits<std::uint64_t>::max(), 31999}};
@@ -104,6 +114,9 @@ std::vector<wire::CollectionTileAt> samples(std::type_identity<wire::CollectionT
 }
 std::vector<wire::StealInvitation> samples(std::type_identity<wire::StealInvitation>) {
   return {wire::StealInvitation{17}};
+}
+std::vector<wire::AlreadyHeld> samples(std::type_identity<wire::AlreadyHeld>) {
+  return {wire::AlreadyHeld{1}, wire::AlreadyHeld{std::numeric_limits<std::uint64_t>::max()}};
 }
 
 std::vector<wire::Message> one_of_each() {

@@ -36,7 +36,7 @@ constexpr double kSecondLossLauncherLimitSeconds = 50.0;
 
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
                  bool no_checkpoint, Job job, SecondVictim second, bool stopped, int deaf_rank, int team_size,
-                 int ranks) {
+                 bool replay_to_kept, int ranks) {
   const std::vector<int> victims = parse_victims(victims_text);
   const bool second_loss = second.rank >= 0;
   const bool valid = std::all_of(victims.begin(), victims.end(), [&](int v) { return v < ranks; }) &&
@@ -61,6 +61,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (stopped) write_file(dir / "stopped", "1");
   if (deaf_rank >= 0) write_file(dir / "deaf", std::to_string(deaf_rank));
   if (team_size > 0) write_file(dir / "teams", std::to_string(team_size));
+  if (replay_to_kept) write_file(dir / "replay-to-kept", "1");
   const unsigned kill_seed = bellows::testing::test_seed();
   std::mt19937 kill_random(kill_seed);
   const int drawn_kill_after = std::uniform_int_distribution<int>(kFewestBeforeKill, kMostBeforeKill)(kill_random);

@@ -72,6 +72,13 @@
 // window stole a task, between bounds otherwise. In every mode the examples' JSON report
 // (runtime_extra) carries, per failure, the log bytes the survivors kept for the replay: their
 // recoveries' sum, none where every rank rolled back.
+// With `replay-to-kept` (after a teams mode) the ranks re-running the window send their task
+// outputs to the ranks that kept their state too (MessageLogOptions::replay_to_ranks_kept):
+// each such rank must drop every one as a copy it holds (ReceivedVersions), exactly the
+// outputs of the rolled-back ranks' tasks with a consumer or a written tile on it, once per
+// iteration redone (MessageLogStats::copies_dropped), and the result stays bit-identical;
+// without it nobody drops anything. Per failure, each rank's recovery counts what its log
+// served and the copies it dropped, and the JSON report's recoveries carry their sums.
 // With `stopped` the victims are SIGSTOPped instead of killed, as a node cut from the network
 // looks: alive, silent, and no MPI call with them ever fails. The launcher then tells the
 // survivors what a control plane would (the controller's ranks-lost event, failure 1): each
@@ -93,7 +100,7 @@
 // the runtime recovered, to the first iteration completed after it) and "recovery: PASS".
 //
 //   recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=R@MS|[cholesky-]after=R|stopped|
-//                                        [cholesky-|bspgemm-]teams=T] [deaf=R] [ranks=N]
+//                                        [cholesky-|bspgemm-]teams=T] [deaf=R] [replay-to-kept] [ranks=N]
 //                                                   (the launcher, recovery_launcher.cpp; no MPI)
 //   recovery_tests --member DIR INDEX COUNT VICTIMS (under MPIEXEC -n 1)
 
@@ -271,9 +278,13 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   options.checkpoint.every_iterations = 1;
   options.checkpoint.node = "node" + std::to_string(rank);
   const int team_size = fs::exists(dir / "teams") ? std::atoi(read_file(dir / "teams").c_str()) : 0;
+  // `replay-to-kept`: the ranks re-running the window send their outputs to the ranks that
+  // kept their state too, which must recognise each as a copy they hold and drop it.
+  const bool replay_to_kept = fs::exists(dir / "replay-to-kept");
   if (team_size > 0) {
     options.message_log.enabled = true;
     options.message_log.team_size = team_size;
+    options.message_log.replay_to_ranks_kept = replay_to_kept;
     options.checkpoint.every_iterations = kTeamsCheckpointEvery;
   }
   const int checkpoint_every = static_cast<int>(options.checkpoint.every_iterations);
@@ -325,6 +336,13 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
     const br::TiledMatrix& m = t.collection == c.id() ? c : t.collection == a.id() ? a : b;  // L is c
     return m.owner(t.m, t.n);
   };
+  // Per task output (task and slot): the rank of its task as the job starts, and the ranks
+  // one activation of it goes to (its consumer tasks' and written tiles' ranks but its own).
+  struct OutputSent {
+    int producer_rank;
+    std::set<int> to_ranks;
+  };
+  std::vector<OutputSent> outputs_sent;
   std::vector<br::InputSource> inputs;
   std::vector<br::Successor> successors;
   for (const auto& cls : task_classes) {
@@ -337,14 +355,20 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
         if (input.kind != br::InputSource::Kind::collection) continue;
         tile_reads.push_back(TileRead{owner, input.tile.collection, input.tile.m, input.tile.n, holder_of(input.tile)});
       }
-      for (int slot = 0; slot < static_cast<int>(inputs.size()); ++slot) {
+      for (int slot = 0; slot < std::max(static_cast<int>(inputs.size()), 1); ++slot) {
         successors.clear();
         cls->successors(key, slot, successors);
+        OutputSent sent{owner, {}};
         for (const br::Successor& next : successors) {
-          if (next.kind != br::Successor::Kind::task) continue;
+          if (next.kind != br::Successor::Kind::task) {
+            if (holder_of(next.tile) != owner) sent.to_ranks.insert(holder_of(next.tile));
+            continue;
+          }
           const int consumer = task_classes.at(next.consumer.task_class)->owner(next.consumer);
           task_outputs_between_teams += team_of(consumer) != team_of(owner) ? 1 : 0;
+          if (consumer != owner) sent.to_ranks.insert(consumer);
         }
+        if (!sent.to_ranks.empty()) outputs_sent.push_back(std::move(sent));
       }
     });
   }
@@ -878,6 +902,36 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
                  " iterations redone");
     }
   }
+  // The receiver's check (ReceivedVersions): with the sends to the ranks that kept their state
+  // left in, each such rank drops every task output a rank replaying sent it again, one
+  // activation per output of a task of a rank that rolled back with a consumer or a written
+  // tile here, per iteration redone; without them nobody drops anything.
+  const auto copies_dropped = static_cast<long>(runtime.stats().message_log.copies_dropped);
+  result["copies_dropped_here"] = copies_dropped;
+  if (recovered && !second_loss) {
+    const bool kept_state = !std::binary_search(first_rolled_back.begin(), first_rolled_back.end(), old_rank);
+    long copies_predicted = 0;
+    if (replay_to_kept && kept_state) {
+      for (const OutputSent& sent : outputs_sent) {
+        const bool from_replaying =
+            std::binary_search(first_rolled_back.begin(), first_rolled_back.end(), sent.producer_rank);
+        copies_predicted += from_replaying && sent.to_ranks.contains(old_rank) ? 1 : 0;
+      }
+      copies_predicted *= first_iterations_redone;
+    }
+    result["copies_dropped_predicted"] = copies_predicted;
+    expect(copies_dropped == copies_predicted,
+           "rank " + std::to_string(old_rank) + (kept_state ? " kept its state" : " rolled back") + " and dropped " +
+               std::to_string(copies_dropped) + " copies of task outputs it held, predicted " +
+               std::to_string(copies_predicted) + (replay_to_kept ? " (the replay sent to it)" : ""));
+    // Per failure, as this rank counted them: the bytes its log served and the copies it dropped.
+    const br::RecoveryReport& first = runtime.recoveries().front();
+    expect(first.bytes_replayed == static_cast<std::uint64_t>(replayed) &&
+               first.copies_dropped == static_cast<std::uint64_t>(copies_dropped),
+           "the recovery counts " + std::to_string(first.bytes_replayed) + " bytes replayed and " +
+               std::to_string(first.copies_dropped) + " copies dropped, the rank " + std::to_string(replayed) +
+               " and " + std::to_string(copies_dropped));
+  }
   result["tasks_rerun_here"] = rerun;
   result["tasks_rerun"] = rerun_summed;
   // The examples' JSON report (runtime_extra, on every rank): per failure, the log bytes kept
@@ -897,6 +951,18 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
                (every_rank ? " with every rank rolled back" : " with ranks " + rank_set(first_rolled_back) +
                                                                   " rolled back"));
     result["log_bytes_for_replay_reported"] = in_report;
+    // And the bytes the replay served and the copies dropped, summed over the ranks.
+    const long long counted[2] = {replayed, static_cast<long long>(runtime.stats().message_log.copies_dropped)};
+    long long summed_counts[2] = {0, 0};
+    MPI_Allreduce(counted, summed_counts, 2, MPI_LONG_LONG, MPI_SUM, job);
+    const auto served_in_report = reported.size() == 1 ? reported[0].value("bytes_replayed", -1LL) : -1LL;
+    const auto dropped_in_report = reported.size() == 1 ? reported[0].value("copies_dropped", -1LL) : -1LL;
+    expect(served_in_report == summed_counts[0] && dropped_in_report == summed_counts[1],
+           "the JSON report's recoveries carry " + std::to_string(served_in_report) + " bytes replayed and " +
+               std::to_string(dropped_in_report) + " copies dropped, the ranks counted " +
+               std::to_string(summed_counts[0]) + " and " + std::to_string(summed_counts[1]));
+    result["bytes_replayed_reported"] = served_in_report;
+    result["copies_dropped_reported"] = dropped_in_report;
   }
 
   const std::vector<double> a_all = a.gather_to_root(job);
@@ -949,6 +1015,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // Before it, `replay-to-kept`: the sender's filter of the replay off (with a teams mode).
+  bool replay_to_kept = false;
+  if (argc >= 5 && std::strcmp(argv[argc - 1], "replay-to-kept") == 0) {
+    --argc;
+    replay_to_kept = true;
+  }
   // Before it, `deaf=R`: survivor R's watch hears nothing from MPI (with any mode, or alone).
   int deaf_rank = -1;
   if (argc >= 5 && std::sscanf(argv[argc - 1], "deaf=%d", &deaf_rank) == 1) {
@@ -981,11 +1053,15 @@ int main(int argc, char** argv) {
   const bool bspgemm = bspgemm_prefix && teams;
   if (argc != 4 && !no_checkpoint && !cholesky && !second_loss && !stopped && !teams) {
     std::fprintf(stderr, "usage: recovery_tests MPIEXEC SELF VICTIMS [no-checkpoint|cholesky|second=RANK@MS|"
-                         "[cholesky-]after=RANK|stopped|[cholesky-|bspgemm-]teams=T] [deaf=RANK] [ranks=N] | "
+                         "[cholesky-]after=RANK|stopped|[cholesky-|bspgemm-]teams=T] [deaf=RANK] [replay-to-kept] [ranks=N] | "
                          "--member DIR INDEX COUNT VICTIMS\n");
     return 2;
   }
   const Job job = cholesky ? Job::cholesky : bspgemm ? Job::bspgemm : Job::gemm;
+  if (replay_to_kept && !teams) {
+    std::fprintf(stderr, "recovery_tests: replay-to-kept needs a teams mode ([cholesky-|bspgemm-]teams=T)\n");
+    return 2;
+  }
   return run_launcher(argv[1], argv[2], argv[3], no_checkpoint, job, second, stopped, deaf_rank,
-                      teams ? team_size : 0, ranks);
+                      teams ? team_size : 0, replay_to_kept, ranks);
 }

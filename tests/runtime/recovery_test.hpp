@@ -91,6 +91,6 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
 /// `deaf_rank`: the survivor whose watch hears nothing from MPI (-1: none).
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& victims_text,
                  bool no_checkpoint, Job job, SecondVictim second, bool stopped, int deaf_rank, int team_size,
-                 int ranks);
+                 bool replay_to_kept, int ranks);
 
 }  // namespace bellows::testing::recovery

@@ -113,6 +113,23 @@ TEST(TeamReplay, AReceiverDropsACopyOfAMessageItHolds) {
   EXPECT_TRUE(received.first_receipt(task_tile));
 }
 
+TEST(TeamReplay, ReceivedVersionsForgetFromARecoverysIteration) {
+  ReceivedVersions received;
+  for (long version = 4; version <= 7; ++version) {
+    EXPECT_TRUE(received.first_receipt(MessageVersion{false, 2, {0, 1, 0}, 0, version}));
+  }
+  // Kept its state through a loss in iteration 7: 7 runs again, 5 and 6 are still held.
+  received.forget_from(7);
+  EXPECT_EQ(received.size(), 3U);
+  EXPECT_TRUE(received.first_receipt(MessageVersion{false, 2, {0, 1, 0}, 0, 7}));
+  EXPECT_FALSE(received.first_receipt(MessageVersion{false, 2, {0, 1, 0}, 0, 6}));
+  // Rolled back to the checkpoint after 4: everything from 5 is received anew.
+  received.forget_from(5);
+  EXPECT_EQ(received.size(), 1U);
+  EXPECT_TRUE(received.first_receipt(MessageVersion{false, 2, {0, 1, 0}, 0, 5}));
+  EXPECT_EQ(received.duplicates(), 1);
+}
+
 TeamRollbackFacts team_rollback_possible() {
   TeamRollbackFacts facts;
   facts.logging_between_teams = true;

@@ -19,7 +19,7 @@ using bellows::runtime::TileIndex;
 namespace {
 
 constexpr std::size_t kHeaderBytes = 4;
-// handle, address, rows, cols, carried-tile flag, target count
+// handle, address, rows, cols, flags (a carried tile, a producer), target count
 constexpr std::size_t kActivateFixedBytes = kHeaderBytes + 8 + 8 + 4 + 4 + 1 + 4;
 constexpr std::size_t kActivateFlagOffset = kActivateFixedBytes - 5;
 constexpr std::size_t kTargetBytes = 15;
@@ -179,17 +179,17 @@ TEST(Wire, RefusesBadMagic) {
 
 TEST(Wire, RefusesOtherProtocolVersion) {
   auto bytes = wire::encode(wire::Fetch{1, 2});
-  bytes[2] = std::byte{5};  // before tiles carried in activations
+  bytes[2] = std::byte{6};  // before activations named their producers
   const auto error = decode_error(bytes);
   EXPECT_NE(error.find("version"), std::string::npos) << error;
-  EXPECT_EQ(error, "unsupported protocol version 5 (this build speaks 6)");
+  EXPECT_EQ(error, "unsupported protocol version 6 (this build speaks 7)");
   bytes[2] = std::byte{0};
-  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 6)");
+  EXPECT_EQ(decode_error(bytes), "unsupported protocol version 0 (this build speaks 7)");
 }
 
 TEST(Wire, RefusesUnknownType) {
   EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 0)), "unknown message type 0");
-  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 11)), "unknown message type 11");
+  EXPECT_EQ(decode_error(header(wire::kMagic, wire::kVersion, 12)), "unknown message type 12");
   auto bytes = wire::encode(wire::Fetch{1, 2});
   bytes[3] = std::byte{200};
   EXPECT_EQ(decode_error(bytes), "unknown message type 200");
@@ -493,6 +493,66 @@ TEST(Wire, RefusesACarriedTileWithAHandleAnAddressOrNoElementsAndABadFlag) {
             "activate carries a tile of 0 x 2 with handle 0 and address 0 (a carried tile has "
             "elements, and neither handle nor address)");
   bytes = wire::encode(carrying(2, 2, 0));
+  bytes[kActivateFlagOffset] = std::byte{4};
+  EXPECT_EQ(decode_error(bytes), "activate with flags 4 (known: 1, a carried tile; 2, its producer)");
+}
+
+// ---------------------------------------------------------------- producers and versions
+
+TEST(Wire, ActivateNamingItsProducerRoundTripsAndAddsNineteenBytes) {
+  // The bytes that name a message (team_replay.hpp's MessageVersion): what it costs is
+  // measured here, and nothing when logging between teams is off (no producer).
+  EXPECT_EQ(wire::kProducerBytes, 19U);
+  for (wire::Activate a : {carrying(4, 3, 7), wire::Activate{}}) {
+    if (a.tile_bytes.empty()) {
+      a.handle = 5;
+      a.rows = 96;
+      a.cols = 96;
+      a.targets = {task_target(2, 3, 1, 0, 1)};
+    }
+    const auto without = wire::encode(a);
+    a.producer = wire::Producer{TaskKey{3, {-1, 7, 2147483647}}, 2, 4000000000U};
+    const auto with = wire::encode(a);
+    EXPECT_EQ(with.size(), without.size() + wire::kProducerBytes);
+    EXPECT_EQ(with[kActivateFlagOffset], std::byte{static_cast<unsigned char>(a.tile_bytes.empty() ? 2 : 3)});
+    EXPECT_EQ(round_trip(a), wire::Message{a});
+  }
+  // A control token names its producer too: it can be replayed like a tile.
+  wire::Activate token;
+  token.targets = {task_target(1, 0, 0, 0, 3)};
+  token.producer = wire::Producer{TaskKey{0, {1, 2, 3}}, 0, 1};
+  EXPECT_EQ(round_trip(token), wire::Message{token});
+}
+
+TEST(Wire, RefusesAProducerOfNoTaskClassOrIterationAndATruncatedOne) {
+  wire::Activate a;
+  a.targets = {task_target(1, 0, 0, 0, 0)};
+  a.producer = wire::Producer{TaskKey{1, {0, 0, 0}}, 0, 0};
+  EXPECT_EQ(decode_error(wire::encode(a)),
+            "activate names its producer as task class 1 in iteration 0 (a task class is below 65535, "
+            "iterations count from 1)");
+  a.producer = wire::Producer{TaskKey{0xFFFF, {0, 0, 0}}, 0, 3};
+  EXPECT_EQ(decode_error(wire::encode(a)),
+            "activate names its producer as task class 65535 in iteration 3 (a task class is below 65535, "
+            "iterations count from 1)");
+  a.producer = wire::Producer{TaskKey{1, {0, 0, 0}}, 0, 3};
+  auto bytes = wire::encode(a);
+  bytes.pop_back();
+  EXPECT_EQ(decode_error(bytes), "activate announces 1 targets, its producer but carries 33 bytes of them");
+  // The flag without the producer's bytes.
+  a.producer.reset();
+  bytes = wire::encode(a);
   bytes[kActivateFlagOffset] = std::byte{2};
-  EXPECT_EQ(decode_error(bytes), "activate with carried-tile flag 2");
+  EXPECT_EQ(decode_error(bytes), "activate announces 1 targets, its producer but carries 15 bytes of them");
+}
+
+TEST(Wire, AlreadyHeldRoundTripsAndNamesWhatIsWrong) {
+  EXPECT_EQ(round_trip(wire::AlreadyHeld{77}), wire::Message{wire::AlreadyHeld{77}});
+  EXPECT_EQ(wire::encode(wire::AlreadyHeld{77}).size(), kHeaderBytes + 8);
+  EXPECT_EQ(decode_error(wire::encode(wire::AlreadyHeld{0})), "already_held for handle 0 (handles count from 1)");
+  auto bytes = wire::encode(wire::AlreadyHeld{1});
+  bytes.push_back(std::byte{0});
+  EXPECT_EQ(decode_error(bytes), "already_held message has trailing bytes");
+  bytes.resize(kHeaderBytes + 3);
+  EXPECT_EQ(decode_error(bytes), "truncated already_held message");
 }

@@ -481,12 +481,14 @@ IterationResult iteration_result(const runtime::IterationReport& report, double 
 
 namespace {
 
-/// Per failure this rank recovered from (Runtime::recoveries(), oldest first): the log bytes
-/// the ranks that kept their state held for the replay (RecoveryReport::log_bytes_for_replay),
-/// summed over the ranks now in the job, as the event log's `recovered` line sums them over the
-/// survivors. A rank that joined after a failure holds the later failures only, so each rank's
-/// list is aligned at its end. Collective over the runtime's communicator.
-std::vector<unsigned long long> log_bytes_for_replay_summed(const runtime::Runtime& runtime) {
+/// Per failure this rank recovered from (Runtime::recoveries(), oldest first): a count of its
+/// RecoveryReport (`field`: the log bytes the ranks that kept their state held for the replay,
+/// those their logs served, the copies dropped), summed over the ranks now in the job, as the
+/// event log's `recovered` line sums them over the survivors. A rank that joined after a
+/// failure holds the later failures only, so each rank's list is aligned at its end.
+/// Collective over the runtime's communicator.
+std::vector<unsigned long long> recoveries_summed(const runtime::Runtime& runtime,
+                                                  std::uint64_t runtime::RecoveryReport::*field) {
   const std::vector<runtime::RecoveryReport>& recoveries = runtime.recoveries();
   const int mine = static_cast<int>(recoveries.size());
   int most = 0;
@@ -494,7 +496,7 @@ std::vector<unsigned long long> log_bytes_for_replay_summed(const runtime::Runti
   std::vector<unsigned long long> bytes(static_cast<std::size_t>(most), 0);
   std::vector<unsigned long long> summed(static_cast<std::size_t>(most), 0);
   const std::size_t first = static_cast<std::size_t>(most - mine);
-  for (std::size_t i = 0; i < recoveries.size(); ++i) bytes[first + i] = recoveries[i].log_bytes_for_replay;
+  for (std::size_t i = 0; i < recoveries.size(); ++i) bytes[first + i] = recoveries[i].*field;
   if (most > 0) {
     MPI_Allreduce(bytes.data(), summed.data(), most, MPI_UNSIGNED_LONG_LONG, MPI_SUM, runtime.communicator());
   }
@@ -505,7 +507,10 @@ std::vector<unsigned long long> log_bytes_for_replay_summed(const runtime::Runti
 
 nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
   nlohmann::json extra = nlohmann::json::object();
-  const std::vector<unsigned long long> log_bytes_for_replay = log_bytes_for_replay_summed(runtime);
+  using Report = runtime::RecoveryReport;
+  const std::vector<unsigned long long> log_bytes_for_replay = recoveries_summed(runtime, &Report::log_bytes_for_replay);
+  const std::vector<unsigned long long> bytes_replayed = recoveries_summed(runtime, &Report::bytes_replayed);
+  const std::vector<unsigned long long> copies_dropped = recoveries_summed(runtime, &Report::copies_dropped);
   if (const auto applied = runtime.teams_applied()) {
     extra["team_plan"] = {{"before_iteration", applied->before_iteration},
                           {"rank_team", applied->rank_team},
@@ -529,6 +534,8 @@ nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
                             {"teams_rolled_back", r.teams_rolled_back},
                             {"rolled_back_globally_because", r.rolled_back_globally_because},
                             {"log_bytes_for_replay", log_bytes_for_replay[i]},
+                            {"bytes_replayed", bytes_replayed[i]},
+                            {"copies_dropped", copies_dropped[i]},
                             {"ranks_before", r.old_size},
                             {"ranks_after", r.new_size},
                             {"seconds", r.seconds}});
@@ -614,6 +621,7 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
     logs.bytes_held += l.bytes_held;
     logs.peak_bytes_held = std::max(logs.peak_bytes_held, l.peak_bytes_held);
     logs.bytes_replayed += l.bytes_replayed;
+    logs.copies_dropped += l.copies_dropped;
     // Per iteration: the bytes held after it, summed over the ranks.
     const auto& held = l.bytes_held_by_iteration;
     if (logs.bytes_held_by_iteration.size() < held.size()) logs.bytes_held_by_iteration.resize(held.size(), 0.0);

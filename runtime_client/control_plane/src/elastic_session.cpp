@@ -288,11 +288,32 @@ int ElasticSession::recover(int it, const IterationReport& report) {
     MPI_Allreduce(&mine, &summed, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, communicator());
     if (summed > 0) replay = ", " + std::to_string(summed) + " log bytes kept for the replay";
   }
-  report_survived("rolled back to iteration " + std::to_string(recovery.iteration) + " on " +
-                  std::to_string(size()) + " ranks: ranks " + rank_set_text(recovery.ranks_rolled_back) +
-                  " of teams " + rank_set_text(recovery.teams_rolled_back) + " rolled back, " +
-                  std::to_string(recovery.iterations_redone) + " completed iterations redone" + replay);
+  std::string detail = "rolled back to iteration " + std::to_string(recovery.iteration) + " on " +
+                       std::to_string(size()) + " ranks: ranks " + rank_set_text(recovery.ranks_rolled_back) +
+                       " of teams " + rank_set_text(recovery.teams_rolled_back) + " rolled back, " +
+                       std::to_string(recovery.iterations_redone) + " completed iterations redone" + replay;
+  if (link_ && by_teams && recovery.iterations_redone > 0) {
+    // What the replay serves is known once it is over: reported after the interrupted
+    // iteration ran again (after_iteration).
+    replay_unreported_ = std::move(detail);
+  } else {
+    replay_unreported_.reset();
+    report_survived(std::move(detail));
+  }
   return resume;
+}
+
+void ElasticSession::report_replayed() {
+  // The bytes the logs of the ranks that kept their state served the replay, summed over them
+  // (collective: every rank completes the interrupted iteration and gets here).
+  unsigned long long mine = 0, summed = 0;
+  if (const Runtime* runtime = job_->runtime(); runtime != nullptr && !runtime->recoveries().empty()) {
+    mine = runtime->recoveries().back().bytes_replayed;
+  }
+  MPI_Allreduce(&mine, &summed, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, communicator());
+  std::string detail = std::move(*replay_unreported_) + ", " + std::to_string(summed) + " bytes served by the replay";
+  replay_unreported_.reset();
+  report_survived(std::move(detail));
 }
 
 void ElasticSession::adopt_survivors(MPI_Comm survivors, std::span<const int> lost) {
@@ -337,6 +358,7 @@ void ElasticSession::report_recovery(std::chrono::milliseconds wait) {
 
 void ElasticSession::after_iteration(int it, const IterationReport& report) {
   job_->after_iteration(report);
+  if (replay_unreported_ && report.replaying_ranks.empty()) report_replayed();
   if (!link_) return;
   std::optional<ControlPlaneLink::JobShape> shape;
   if (rank() == 0 && job_->runtime() != nullptr) {

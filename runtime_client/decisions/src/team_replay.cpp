@@ -80,4 +80,8 @@ void ReceivedVersions::release_through(long checkpoint_iteration) {
   });
 }
 
+void ReceivedVersions::forget_from(long iteration) {
+  std::erase_if(received_, [&](const MessageVersion& m) { return m.version >= iteration; });
+}
+
 }  // namespace bellows::runtime

@@ -213,11 +213,13 @@ bool CommEngine::carry_small_tile(const Tile& tile, wire::Activate& a) const {
   return true;
 }
 
-void CommEngine::send_activation(int dest, TilePtr tile, std::vector<wire::Target> targets) {
+void CommEngine::send_activation(int dest, TilePtr tile, std::vector<wire::Target> targets,
+                                 std::optional<wire::Producer> producer) {
   if (mailboxes_ && same_host_.has_mailbox(dest)) {
     wire::Activate a;
     if (!tile || carry_small_tile(*tile, a)) {
       a.targets = std::move(targets);
+      a.producer = producer;
       const auto bytes = wire::encode(a);
       if (bytes.size() <= same_host_.largest_mail() && same_host_.post(dest, bytes)) {
         same_host_.ring_for_mail(dest);
@@ -230,7 +232,7 @@ void CommEngine::send_activation(int dest, TilePtr tile, std::vector<wire::Targe
   }
   {
     std::lock_guard lock(outbox_mutex_);
-    outbox_.push_back(Command{Command::Kind::activate, dest, std::move(tile), std::move(targets), {}});
+    outbox_.push_back(Command{Command::Kind::activate, dest, std::move(tile), std::move(targets), {}, 0, producer});
   }
   wake_self();
 }
@@ -311,6 +313,7 @@ bool CommEngine::drain_outbox() {
     if (c.kind == Command::Kind::activate) {
       wire::Activate a;
       a.targets = std::move(c.targets);
+      a.producer = c.producer;
       // A tile without elements travels as a control token (rows == 0): nothing to fetch.
       // Small: the bytes go in the activation, and nothing stays published. Copied here,
       // while the outbox's reference keeps a local reader from writing the tile in place.
@@ -466,6 +469,12 @@ bool CommEngine::read_mail_while_idle(const std::function<bool()>& woken) {
 
 void CommEngine::handle(int source, wire::Message&& message) {
   if (auto* a = std::get_if<wire::Activate>(&message)) {
+    if (a->producer && !engine_.first_receipt(a->producer->task, a->producer->slot, a->producer->version)) {
+      // A copy of a task output this rank holds, sent again by a rank re-running its
+      // iteration in a replay: dropped, and a tile published for it is given back.
+      if (a->rows != 0 && a->tile_bytes.empty()) send_control(source, wire::AlreadyHeld{a->handle});
+      return;
+    }
     if (a->rows == 0) {
       for (const auto& t : a->targets) {
         if (t.to_collection) fail("control activation from rank " + std::to_string(source) +
@@ -529,6 +538,11 @@ void CommEngine::handle(int source, wire::Message&& message) {
     MPI_Request request;
     checked(MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request), request, "MPI_Isend");
     post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
+  } else if (auto* held = std::get_if<wire::AlreadyHeld>(&message)) {
+    if (published_.erase(held->handle) == 0) {
+      fail("rank " + std::to_string(source) + " already holds unknown tile handle " +
+           std::to_string(held->handle));
+    }
   } else if (auto* done = std::get_if<wire::Fetched>(&message)) {
     auto it = published_.find(done->handle);
     if (it == published_.end()) {

@@ -38,6 +38,7 @@
 #include <functional>
 #include <mpi.h>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -86,8 +87,10 @@ class CommEngine {
 
   /// Tells `dest` that `tile` (nullptr: a control token) is ready for `targets`: through
   /// `dest`'s mailbox on the calling thread when it can (see the top of this file), else
-  /// through the communication thread.
-  void send_activation(int dest, TilePtr tile, std::vector<wire::Target> targets);
+  /// through the communication thread. `producer`: what made the tile and when, which the
+  /// receiver checks against what it holds (Engine::first_receipt) and drops a copy of.
+  void send_activation(int dest, TilePtr tile, std::vector<wire::Target> targets,
+                       std::optional<wire::Producer> producer = std::nullopt);
   /// Fetches collection tile `index` of shape rows x cols from its owner.
   void fetch_collection_tile(const TileIndex& index, int owner, int rows, int cols);
   /// A barrier over the communicator that sleeps instead of spinning in MPI (MPICH ch3's
@@ -128,6 +131,7 @@ class CommEngine {
     std::vector<wire::Target> targets;
     TileIndex index{};
     std::uint64_t handle = 0;  // fetched: the peer's handle of the tile copied
+    std::optional<wire::Producer> producer = std::nullopt;  // activate: named on the wire
   };
   struct Operation {
     enum class Kind : std::uint8_t { control_send, data_send, activation_recv, collection_recv };

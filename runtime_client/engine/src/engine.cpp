@@ -709,6 +709,14 @@ TilePtr Engine::tile_to_serve(const TileIndex& index, int peer) {
   return tile;
 }
 
+bool Engine::first_receipt(const TaskKey& producer, int slot, long version) {
+  if (received_versions_.first_receipt(MessageVersion{false, producer.task_class, producer.index, slot, version})) {
+    return true;
+  }
+  copies_dropped_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 void Engine::deliver(const TaskKey& key, int slot, TilePtr tile) {
   thread_local std::vector<TileIndex> fetches;
   fetches.clear();
@@ -837,17 +845,23 @@ void Engine::complete(std::unique_ptr<ReadyTask> task) {
         }
       }
     }
+    // With logging between teams an activation names its producer and version, so that a
+    // receiver recognises a copy it holds (first_receipt).
+    std::optional<wire::Producer> named;
+    if (message_log_.active()) {
+      named = wire::Producer{task->key, static_cast<std::uint8_t>(slot), static_cast<std::uint32_t>(iteration_)};
+    }
     for (auto& [dest, targets] : remote) {
       // While the teams that rolled back replay, a rank that kept its state runs no task and
-      // received this output before the loss: it is not sent again.
-      if (replaying(iteration_) &&
+      // received this output before the loss: it is not sent again (it would drop the copy).
+      if (replaying(iteration_) && !options_.message_log.replay_to_ranks_kept &&
           !std::binary_search(team_replay_->replaying.begin(), team_replay_->replaying.end(), dest)) {
         continue;
       }
       if (options_.message_log.enabled) {
         message_log_.task_tile_sent(iteration_, task->key, static_cast<int>(slot), dest, tile);
       }
-      comm_engine_->send_activation(dest, tile, std::move(targets));
+      comm_engine_->send_activation(dest, tile, std::move(targets), named);
     }
     for (std::size_t i = 0; i < local.size(); ++i) {
       deliver(local[i].first, local[i].second, i + 1 == local.size() ? std::move(tile) : tile);

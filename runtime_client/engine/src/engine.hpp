@@ -115,6 +115,12 @@ class Engine final : public DeviceOwner {
   /// its log kept of the iteration being replayed. Throws std::out_of_range naming the tile
   /// when it is not local, or when the log kept no copy of it for that iteration.
   [[nodiscard]] TilePtr tile_to_serve(const TileIndex& index, int peer);
+  /// For an activation naming its producer (message logging between teams; communication
+  /// thread only): true when this rank had not received output `slot` of `producer` in
+  /// iteration `version` since its last complete checkpoint (it is recorded now); false for
+  /// a copy of one it holds, which a rank re-running that iteration in a replay sent again:
+  /// counted (MessageLogStats::copies_dropped), and the caller drops it.
+  [[nodiscard]] bool first_receipt(const TaskKey& producer, int slot, long version);
 
   /// The rank that runs `key`: its pinned placement if it has one (see pin_new_placements),
   /// else the fixed mapping of its class.
@@ -516,6 +522,12 @@ class Engine final : public DeviceOwner {
   std::optional<TeamReplayState> team_replay_;
   /// Served from logged_tiles since the last iteration's end (MessageLogStats::bytes_replayed).
   std::atomic<std::uint64_t> bytes_replayed_{0};
+  /// The task outputs this rank received since its last complete checkpoint, by producer,
+  /// slot and iteration (first_receipt): the communication thread's during an iteration, the
+  /// caller's between iterations (released at a complete checkpoint, trimmed by recover()).
+  ReceivedVersions received_versions_;
+  /// Copies first_receipt() refused since the last iteration's end.
+  std::atomic<std::uint64_t> copies_dropped_{0};
   /// Whether the iteration running (or about to run, `iteration`) is one the teams that
   /// rolled back re-run alone.
   [[nodiscard]] bool replaying(long iteration) const noexcept {

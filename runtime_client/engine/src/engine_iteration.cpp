@@ -270,9 +270,11 @@ void Engine::replay_logged_outputs() {
       if (!std::binary_search(team_replay_->replaying.begin(), team_replay_->replaying.end(), dest)) continue;
       targets_by_rank[dest].push_back(t);
     }
+    const wire::Producer named{output.producer, static_cast<std::uint8_t>(output.slot),
+                               static_cast<std::uint32_t>(output.iteration)};
     for (auto& [dest, targets] : targets_by_rank) {
       if (output.tile) bytes_replayed_.fetch_add(output.tile->bytes(), std::memory_order_relaxed);
-      comm_engine_->send_activation(dest, output.tile, std::move(targets));
+      comm_engine_->send_activation(dest, output.tile, std::move(targets), named);
     }
   }
 }
@@ -312,9 +314,17 @@ void Engine::log_iteration_ended(IterationReport& report) {
   // The checkpoint taken at this iteration's start is now complete everywhere.
   if (const auto checkpoint = checkpoints_->last_complete()) {
     message_log_.release_through(*checkpoint);
+    received_versions_.release_through(*checkpoint);
   }
   report.local.message_log = message_log_.take_iteration_stats();
   report.local.message_log.bytes_replayed = bytes_replayed_.exchange(0, std::memory_order_relaxed);
+  report.local.message_log.copies_dropped = copies_dropped_.exchange(0, std::memory_order_relaxed);
+  // Per failure: what the replay after the latest recovery served from this rank's log, and
+  // the copies it dropped (a replay is over before another loss can be recovered from).
+  if (!recoveries_.empty()) {
+    recoveries_.back().bytes_replayed += report.local.message_log.bytes_replayed;
+    recoveries_.back().copies_dropped += report.local.message_log.copies_dropped;
+  }
   if (!options_.trace_path.empty()) {
     const auto& log = report.local.message_log;
     const nlohmann::json line{

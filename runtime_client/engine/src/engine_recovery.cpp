@@ -470,6 +470,11 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
                                                                      out.ranks_rolled_back.end(), out.old_rank);
   team_replay_.reset();
   bytes_replayed_.store(0, std::memory_order_relaxed);
+  copies_dropped_.store(0, std::memory_order_relaxed);
+  // The task outputs received that this rank takes again: a rank that rolls back re-runs the
+  // iterations after the checkpoint, and every rank runs the interrupted iteration again; a
+  // rank that keeps its state still holds what it received in the window, and drops a copy.
+  received_versions_.forget_from(rolls_back_here ? out.iteration + 1 : out.interrupted_iteration);
   TeamReplayState replay;
   if (team_roll_back) {
     replay.window = replay_window(out.iteration, out.interrupted_iteration);

@@ -23,7 +23,7 @@
 namespace bellows::runtime::wire {
 
 inline constexpr std::uint16_t kMagic = 0xBE11;
-inline constexpr std::uint8_t kVersion = 6;
+inline constexpr std::uint8_t kVersion = 7;
 
 enum class MessageType : std::uint8_t {
   activate = 1,          ///< a tile (or a control token) is ready for these consumers
@@ -36,6 +36,7 @@ enum class MessageType : std::uint8_t {
   fetched = 8,           ///< the consumer read the tile behind handle itself (same host)
   collection_tile_at = 9,  ///< where collection tile (c, m, n) lies, for a same-host read
   steal_invitation = 10,   ///< a rank that drifts behind the plan asks another to steal from it
+  already_held = 11,       ///< the consumer holds the tile behind handle already: drop it
 };
 
 /// One consumer of an activation: a task slot, or a collection tile (write-back).
@@ -47,6 +48,23 @@ struct Target {
 
   friend bool operator==(const Target&, const Target&) = default;
 };
+
+/// What produced the tile of an activation, and its version: the task, its output slot and
+/// the iteration it ran in. With message logging between teams it names the message, so that
+/// a receiver recognises a copy it already holds (team_replay.hpp, ReceivedVersions): a team
+/// that rolled back sends its outputs of the iterations it re-runs again.
+struct Producer {
+  TaskKey task{};
+  std::uint8_t slot = 0;
+  std::uint32_t version = 0;  ///< the iteration, counted from 1
+
+  friend bool operator==(const Producer&, const Producer&) = default;
+};
+
+/// Bytes a Producer adds to an activation that carries it (task class, three indices, slot,
+/// version); activations without one carry nothing more.
+inline constexpr std::size_t kProducerBytes = sizeof(std::uint16_t) + 3 * sizeof(std::int32_t) +
+                                              sizeof(std::uint8_t) + sizeof(std::uint32_t);
 
 struct Activate {
   /// Producer-side name of the tile; unused when rows == 0 or the tile is carried (0 then).
@@ -61,6 +79,8 @@ struct Activate {
   /// (column-major), carried in the activation; the consumer sends no fetch and answers
   /// nothing. Bytes, not doubles, so that every bit pattern compares equal to itself.
   std::vector<std::byte> tile_bytes;
+  /// Present with message logging between teams (kProducerBytes more on the wire).
+  std::optional<Producer> producer = std::nullopt;
   friend bool operator==(const Activate&, const Activate&) = default;
 };
 
@@ -83,6 +103,13 @@ inline constexpr std::int32_t kWhereIsTag = -1;
 struct Fetched {
   std::uint64_t handle = 0;
   friend bool operator==(const Fetched&, const Fetched&) = default;
+};
+
+/// The consumer holds the tile behind handle already (a copy the replay of a team that rolled
+/// back sent again, which it drops): the producer drops it too, and nothing is fetched.
+struct AlreadyHeld {
+  std::uint64_t handle = 0;
+  friend bool operator==(const AlreadyHeld&, const AlreadyHeld&) = default;
 };
 
 /// Answer to a CollectionFetch with kWhereIsTag: read rows x cols doubles at address,
@@ -166,7 +193,7 @@ struct StealInvitation {
 };
 
 using Message = std::variant<Activate, Fetch, CollectionFetch, StealRequest, StealReply, Progress,
-                             IterationDone, Fetched, CollectionTileAt, StealInvitation>;
+                             IterationDone, Fetched, CollectionTileAt, StealInvitation, AlreadyHeld>;
 
 std::vector<std::byte> encode(const Message& message);
 

@@ -57,6 +57,9 @@ void put_header(Writer& w, MessageType type) {
 }
 
 constexpr std::size_t kTargetBytes = sizeof(std::uint16_t) + 3 * sizeof(std::int32_t) + 1;
+// The bits of an activation's flag byte.
+constexpr std::uint8_t kCarriesTile = 1;    // the tile's bytes end the message
+constexpr std::uint8_t kNamesProducer = 2;  // a Producer follows the targets
 
 }  // namespace
 
@@ -68,7 +71,8 @@ std::vector<std::byte> encode(const Message& message) {
     w.put(a->address);
     w.put(a->rows);
     w.put(a->cols);
-    w.put(static_cast<std::uint8_t>(a->tile_bytes.empty() ? 0 : 1));
+    w.put(static_cast<std::uint8_t>((a->tile_bytes.empty() ? 0 : kCarriesTile) |
+                                    (a->producer ? kNamesProducer : 0)));
     w.put(static_cast<std::uint32_t>(a->targets.size()));
     for (const auto& t : a->targets) {
       if (t.to_collection) {
@@ -82,6 +86,12 @@ std::vector<std::byte> encode(const Message& message) {
         for (auto v : t.consumer.index) w.put(v);
         w.put(t.slot);
       }
+    }
+    if (a->producer) {
+      w.put(a->producer->task.task_class);
+      for (auto v : a->producer->task.index) w.put(v);
+      w.put(a->producer->slot);
+      w.put(a->producer->version);
     }
     w.put_bytes(a->tile_bytes);
   } else if (const auto* f = std::get_if<Fetch>(&message)) {
@@ -132,6 +142,9 @@ std::vector<std::byte> encode(const Message& message) {
   } else if (const auto* fetched = std::get_if<Fetched>(&message)) {
     put_header(w, MessageType::fetched);
     w.put(fetched->handle);
+  } else if (const auto* held = std::get_if<AlreadyHeld>(&message)) {
+    put_header(w, MessageType::already_held);
+    w.put(held->handle);
   } else if (const auto* invitation = std::get_if<StealInvitation>(&message)) {
     put_header(w, MessageType::steal_invitation);
     w.put(invitation->iteration);
@@ -178,23 +191,25 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
   switch (static_cast<MessageType>(type)) {
     case MessageType::activate: {
       Activate a;
-      std::uint8_t carries_tile = 0;
+      std::uint8_t flags = 0;
       std::uint32_t count = 0;
       if (!r.get(a.handle) || !r.get(a.address) || !r.get(a.rows) || !r.get(a.cols) ||
-          !r.get(carries_tile) || !r.get(count)) {
+          !r.get(flags) || !r.get(count)) {
         return truncated("activate");
       }
       if (a.rows < 0 || a.cols < 0) {
         error = "activate with negative tile shape";
         return std::nullopt;
       }
-      if (carries_tile > 1) {
-        error = "activate with carried-tile flag " + std::to_string(carries_tile);
+      if ((flags & ~(kCarriesTile | kNamesProducer)) != 0) {
+        error = "activate with flags " + std::to_string(flags) + " (known: 1, a carried tile; 2, its producer)";
         return std::nullopt;
       }
+      const bool carries_tile = (flags & kCarriesTile) != 0;
+      const std::size_t producer_bytes = (flags & kNamesProducer) != 0 ? kProducerBytes : 0;
       const std::size_t target_bytes = static_cast<std::size_t>(count) * kTargetBytes;
       std::size_t tile_bytes = 0;
-      if (carries_tile == 1) {
+      if (carries_tile) {
         if (a.rows == 0 || a.cols == 0 || a.handle != 0 || a.address != 0) {
           error = "activate carries a tile of " + std::to_string(a.rows) + " x " +
                   std::to_string(a.cols) + " with handle " + std::to_string(a.handle) +
@@ -212,9 +227,10 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
         }
         tile_bytes = static_cast<std::size_t>(elements) * sizeof(double);
       }
-      if (r.remaining() != target_bytes + tile_bytes) {
+      if (r.remaining() != target_bytes + producer_bytes + tile_bytes) {
         error = "activate announces " + std::to_string(count) + " targets" +
-                (carries_tile == 1 ? " and a tile of " + std::to_string(tile_bytes) + " bytes" : "") +
+                (producer_bytes > 0 ? ", its producer" : "") +
+                (carries_tile ? " and a tile of " + std::to_string(tile_bytes) + " bytes" : "") +
                 " but carries " + std::to_string(r.remaining()) + " bytes of them";
         return std::nullopt;
       }
@@ -242,6 +258,18 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
           t.consumer = TaskKey{cls, {i0, i1, i2}};
           t.slot = slot;
         }
+      }
+      if (producer_bytes > 0) {
+        Producer p;
+        r.get(p.task.task_class), r.get(p.task.index[0]), r.get(p.task.index[1]), r.get(p.task.index[2]);
+        r.get(p.slot), r.get(p.version);
+        if (p.task.task_class == kReservedTaskClassId || p.version == 0) {
+          error = "activate names its producer as task class " + std::to_string(p.task.task_class) +
+                  " in iteration " + std::to_string(p.version) + " (a task class is below " +
+                  std::to_string(kReservedTaskClassId) + ", iterations count from 1)";
+          return std::nullopt;
+        }
+        a.producer = p;
       }
       return Message{std::move(a)};
     }
@@ -371,6 +399,19 @@ std::optional<Message> decode(std::span<const std::byte> bytes, std::string& err
         return std::nullopt;
       }
       return Message{f};
+    }
+    case MessageType::already_held: {
+      AlreadyHeld held;
+      if (!r.get(held.handle)) return truncated("already_held");
+      if (r.remaining() != 0) {
+        error = "already_held message has trailing bytes";
+        return std::nullopt;
+      }
+      if (held.handle == 0) {
+        error = "already_held for handle 0 (handles count from 1)";
+        return std::nullopt;
+      }
+      return Message{held};
     }
     case MessageType::collection_tile_at: {
       CollectionTileAt at;

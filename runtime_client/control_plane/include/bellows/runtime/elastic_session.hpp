@@ -191,6 +191,12 @@ class ElasticSession {
     std::string detail;
   };
   std::optional<UnreportedRecovery> recovery_unreported_;
+  /// Every rank, after a team roll-back that redoes iterations: the recovery's detail for the
+  /// event log, reported once the replay is over (report_replayed).
+  std::optional<std::string> replay_unreported_;
+  /// Collective: adds the bytes the replay served, summed over the ranks, to
+  /// replay_unreported_ and reports the recovery (report_survived).
+  void report_replayed();
   /// Rank 0: reports recovery_unreported_ as soon as the controller's failure is here,
   /// waiting for it at most `wait`.
   void report_recovery(std::chrono::milliseconds wait);

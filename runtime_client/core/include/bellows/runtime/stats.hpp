@@ -99,6 +99,10 @@ struct MessageLogStats {
   /// After a team roll-back, on a rank that kept its state: the bytes of its log it served to
   /// the ranks re-running the iterations since the checkpoint (the replay).
   std::uint64_t bytes_replayed = 0;
+  /// Activations this rank received again and dropped: copies of task outputs it already
+  /// held (same producer, output slot and iteration), which a rank re-running an iteration of
+  /// a replay sent once more (team_replay.hpp, ReceivedVersions).
+  std::uint64_t copies_dropped = 0;
   /// Bytes held after each iteration, in order (add() appends).
   std::vector<double> bytes_held_by_iteration;
   void add(const MessageLogStats& other);

@@ -158,6 +158,12 @@ struct MessageLogOptions {
   /// the tile moves are carried out at the start of the next iteration, which takes a fresh
   /// checkpoint under the new teams. `rank_team` is then ignored.
   bool plan_teams = false;
+  /// After a team roll-back, a rank re-running an iteration of the replay sends its task
+  /// outputs to the ranks that kept their state too, which drop them as copies they hold
+  /// (team_replay.hpp, ReceivedVersions). Off (the default), the sender leaves those sends
+  /// out, since it knows which ranks replay: the receiver's check is the guarantee, and this
+  /// switch lets a test exercise it.
+  bool replay_to_ranks_kept = false;
 };
 
 /// Returns an empty string when the options are usable, else what is wrong with them.

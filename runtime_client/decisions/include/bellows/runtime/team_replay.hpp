@@ -127,6 +127,10 @@ class ReceivedVersions {
   /// The checkpoint at the boundary after `checkpoint_iteration` is complete everywhere:
   /// forgets the versions up to it (released_by_checkpoint()).
   void release_through(long checkpoint_iteration);
+  /// A recovery: forgets the versions of `iteration` and later, which the rank receives again
+  /// and must take (a rank that rolls back to the checkpoint after c forgets from c + 1; one
+  /// that keeps its state, from the interrupted iteration, which every rank runs again).
+  void forget_from(long iteration);
   [[nodiscard]] std::size_t size() const noexcept { return received_.size(); }
   /// Copies dropped since construction.
   [[nodiscard]] long duplicates() const noexcept { return duplicates_; }

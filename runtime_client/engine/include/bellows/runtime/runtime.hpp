@@ -81,6 +81,13 @@ struct RecoveryReport {
   /// On a rank that kept its state: the bytes of its log that the replay may serve (the
   /// collection tiles it sent in the iterations re-run to ranks that roll back); 0 elsewhere.
   std::uint64_t log_bytes_for_replay = 0;
+  /// Counted as the replay runs, so complete once the interrupted iteration has run again:
+  /// on a rank that kept its state, the bytes its log actually served to the replay
+  /// (MessageLogStats::bytes_replayed of the window's iterations); 0 elsewhere.
+  std::uint64_t bytes_replayed = 0;
+  /// Likewise: the task outputs the replay sent this rank again, which it dropped as copies
+  /// it held (MessageLogOptions::replay_to_ranks_kept; MessageLogStats::copies_dropped).
+  std::uint64_t copies_dropped = 0;
   int old_rank = -1;
   int old_size = 0;
   int new_rank = -1;
@@ -313,7 +320,8 @@ class Runtime {
   /// hangs. Throws std::invalid_argument naming a collection that is not registered, and
   /// std::logic_error where run_iteration() would (lost ranks not yet recovered from).
   JobEnd finish(std::span<const TiledMatrix* const> gather = {});
-  /// What every recover() of this rank that returned reported, oldest first.
+  /// What every recover() of this rank that returned reported, oldest first; the latest's
+  /// bytes_replayed and copies_dropped grow as the replay after it runs.
   [[nodiscard]] const std::vector<RecoveryReport>& recoveries() const noexcept;
   /// Tasks pinned to ranks added by an expand: key -> rank. The same on every rank;
   /// changes only between iterations.
