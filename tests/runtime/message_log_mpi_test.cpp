@@ -12,11 +12,17 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bellows/examples/app.hpp"
@@ -37,6 +43,99 @@ constexpr int kN = 384;
 constexpr int kTile = 96;
 constexpr unsigned kSeed = 11;
 
+/// A flag in memory shared by the ranks of the host (MPI_Win_allocate_shared), raised by one
+/// rank's task body and awaited by another's without a message. Collective to make and free.
+class HostFlag {
+ public:
+  HostFlag() {
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host_);
+    int host_size = 0;
+    MPI_Comm_size(host_, &host_size);
+    if (host_size != bt::world_size()) {
+      throw std::runtime_error("HostFlag: the ranks are not all on one host");
+    }
+    void* mine = nullptr;
+    const MPI_Aint bytes = bt::world_rank() == 0 ? static_cast<MPI_Aint>(sizeof(int)) : 0;
+    MPI_Win_allocate_shared(bytes, sizeof(int), MPI_INFO_NULL, host_, &mine, &window_);
+    MPI_Aint size = 0;
+    int unit = 0;
+    MPI_Win_shared_query(window_, 0, &size, &unit, &flag_);
+    if (bt::world_rank() == 0) std::atomic_ref<int>(*static_cast<int*>(flag_)).store(0);
+    MPI_Barrier(host_);
+  }
+  HostFlag(const HostFlag&) = delete;
+  HostFlag& operator=(const HostFlag&) = delete;
+  ~HostFlag() {
+    MPI_Win_free(&window_);
+    MPI_Comm_free(&host_);
+  }
+
+  void raise() const { std::atomic_ref<int>(*static_cast<int*>(flag_)).store(1); }
+  [[nodiscard]] bool raised() const {
+    return std::atomic_ref<int>(*static_cast<int*>(flag_)).load() != 0;
+  }
+  /// Waits until the flag is raised or `limit` has passed; returns whether it was raised.
+  [[nodiscard]] bool wait(std::chrono::milliseconds limit) const {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!raised()) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return true;
+  }
+
+ private:
+  MPI_Comm host_ = MPI_COMM_NULL;
+  MPI_Win window_ = MPI_WIN_NULL;
+  void* flag_ = nullptr;
+};
+
+/// GEMM whose victim keeps its tasks until a thief has taken one: every task of `victim`
+/// waits (up to 20 s) for `stolen`, which a rank `counts` raises when it runs a task of
+/// the victim. Steals then happen however late the thieves' requests arrive on a loaded host.
+class GemmUntilStolen final : public br::TaskClass {
+ public:
+  GemmUntilStolen(std::unique_ptr<be::GemmTasks> gemm, int victim, const HostFlag& stolen,
+                  std::function<bool(int thief)> counts)
+      : TaskClass(gemm->id()),
+        gemm_(std::move(gemm)),
+        victim_(victim),
+        stolen_(stolen),
+        counts_(std::move(counts)) {}
+
+  [[nodiscard]] std::string_view name() const override { return gemm_->name(); }
+  void for_each_task(const std::function<void(const br::TaskKey&)>& fn) const override {
+    gemm_->for_each_task(fn);
+  }
+  [[nodiscard]] int owner(const br::TaskKey& key) const override { return gemm_->owner(key); }
+  void inputs(const br::TaskKey& key, std::vector<br::InputSource>& out) const override {
+    gemm_->inputs(key, out);
+  }
+  void successors(const br::TaskKey& key, int slot,
+                  std::vector<br::Successor>& out) const override {
+    gemm_->successors(key, slot, out);
+  }
+  [[nodiscard]] double flops(const br::TaskKey& key) const override { return gemm_->flops(key); }
+  [[nodiscard]] std::int64_t priority(const br::TaskKey& key) const override {
+    return gemm_->priority(key);
+  }
+  void execute_cpu(const br::TaskKey& key, std::span<br::Tile* const> tiles) const override {
+    const int here = bt::world_rank();
+    if (here == victim_) {
+      (void)stolen_.wait(std::chrono::seconds(20));  // the test's counts tell if it timed out
+    } else if (gemm_->owner(key) == victim_ && counts_(here)) {
+      stolen_.raise();
+    }
+    gemm_->execute_cpu(key, tiles);
+  }
+
+ private:
+  std::unique_ptr<be::GemmTasks> gemm_;
+  int victim_;
+  const HostFlag& stolen_;
+  std::function<bool(int)> counts_;
+};
+
 /// A GEMM C = A * B on the CPU with checkpoints every `every` iterations and message logging
 /// by `log` (enabled unless `log_on` is false), each rank on a node of its own.
 struct Gemm {
@@ -45,7 +144,8 @@ struct Gemm {
 
   Gemm(br::MessageLogOptions log, long every, bool log_on = true,
        const std::string& trace_path = {}, const br::StealOptions& steal = {},
-       int slow_rank = -1)
+       int slow_rank = -1, const std::function<std::unique_ptr<br::TaskClass>(
+                               std::unique_ptr<be::GemmTasks>)>& wrap = {})
       : a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
         b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
         c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()) {
@@ -65,12 +165,18 @@ struct Gemm {
       options.device = br::DeviceKind::emulated;
       options.emulated_gflops = 10.0;
       options.emulated_slowdown = br::EmulatedSlowdown{slow_rank, 1, 8.0};
+      options.emulated_compute = static_cast<bool>(wrap);  // runs the bodies wrap gives
     }
     runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
     runtime->add_collection(a);
     runtime->add_collection(b);
     runtime->add_collection(c);
-    runtime->add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+    auto gemm = std::make_unique<be::GemmTasks>(0, a, b, c);
+    if (wrap) {
+      runtime->add_task_class(wrap(std::move(gemm)));
+    } else {
+      runtime->add_task_class(std::move(gemm));
+    }
   }
 
   /// One iteration's messages as teams.hpp counts them: tiles numbered A, then B, then C
@@ -319,18 +425,35 @@ TEST_F(MpiTest, TeamLBBetweenIterationsMovesTilesInsideTeamsAndLogsWhatItPredict
 
 TEST_F(MpiTest, StealingStaysInTheTeamOrEachTaskGivenAcrossIsADeterminant) {
   const int size = bt::world_size(), rank = bt::world_rank();
+  constexpr int kSlowRank = 0;
   br::StealOptions steal;
   steal.enabled = true;
   steal.cost_rule = false;  // steal whatever a victim can spare
+  const auto expected_teams = br::consecutive_teams(size, 2);
+  const auto team = [&](int r) { return expected_teams[static_cast<std::size_t>(r)]; };
   for (const bool across : {false, true}) {
     br::MessageLogOptions log = teams_of(2);
     log.steal_across_teams = across;
-    Gemm gemm(log, 1, true, {}, steal, /*slow_rank=*/0);
+    // The slow rank's tasks wait until a rank of its team (across: of another team) has run
+    // one of them, so that there is a steal to check however loaded the host. Across, its team
+    // mate never asks (thresholds of 0): what the slow rank spares goes to another team.
+    HostFlag stolen;
+    br::StealOptions options = steal;
+    if (across && rank != kSlowRank && team(rank) == team(kSlowRank)) {
+      options.device_threshold = 0;
+      options.node_threshold = 0;
+    }
+    const auto counts = [&team, across](int thief) {
+      return (team(thief) != team(kSlowRank)) == across;
+    };
+    Gemm gemm(log, 1, true, {}, options, kSlowRank, [&](std::unique_ptr<be::GemmTasks> tasks) {
+      return std::make_unique<GemmUntilStolen>(std::move(tasks), kSlowRank, stolen, counts);
+    });
     const auto report = gemm.runtime->run_iteration();
     ASSERT_TRUE(report.completed());
-    const auto teams = gemm.runtime->teams();
-    ASSERT_EQ(teams, br::consecutive_teams(size, 2));
-    const auto team = [&](int r) { return teams[static_cast<std::size_t>(r)]; };
+    ASSERT_EQ(gemm.runtime->teams(), expected_teams);
+    EXPECT_TRUE(stolen.raised()) << "no rank " << (across ? "of another team" : "of its team")
+                                 << " ran a task of the slow rank within 20 s";
     // Tasks this rank owned that ran on a rank of another team (the victim's record).
     std::uint64_t given_across = 0, moved_across = 0;
     for (const auto& [key, where] : gemm.runtime->migrations()) {
@@ -345,8 +468,10 @@ TEST_F(MpiTest, StealingStaysInTheTeamOrEachTaskGivenAcrossIsADeterminant) {
       EXPECT_EQ(report.local.message_log.determinants_logged, 0U);
     } else {
       EXPECT_EQ(report.local.message_log.determinants_logged, given_across) << "rank " << rank;
-      // The slow rank's tasks go to the other team too (7 to 19 in 10 runs on 3 and 4 ranks).
-      EXPECT_GT(bt::sum_over_ranks(report.local.message_log.determinants_logged), 0U);
+      // The slow rank's tasks go to the other team (it waits until they have).
+      if (rank == kSlowRank) {
+        EXPECT_GT(report.local.message_log.determinants_logged, 0U);
+      }
     }
   }
 }
