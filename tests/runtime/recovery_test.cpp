@@ -311,69 +311,23 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
     runtime.add_collection(c);
     task_classes.push_back(std::make_unique<be::GemmTasks>(0, a, b, c));
   }
-  // Each rank's tasks per iteration as the job starts (GEMM's are spread evenly over the
-  // 2 x 2 grid, Cholesky's and bspgemm's are not: the tasks of a tile's row and column, or of
-  // a C tile's chain, go to its owner).
-  std::vector<long> tasks_per_rank(static_cast<std::size_t>(count), 0);
-  // What the logs can hold besides collection tiles: the task outputs that go to a task of
-  // another team (stealing stays inside the teams). Cholesky's do; a bspgemm chain runs on
-  // its C tile's owner and GEMM's tasks have no task successors, so theirs hold collection
-  // tiles only.
-  long task_outputs_between_teams = 0;
-  // The tiles each rank holds as the job starts, over the collections the job registers.
-  std::vector<std::uint64_t> tiles_held_at_start(static_cast<std::size_t>(count), 0);
-  for (const br::TiledMatrix* m : cholesky_job ? std::vector<const br::TiledMatrix*>{&a, &c}
-                                               : std::vector<const br::TiledMatrix*>{&a, &b, &c}) {
-    for (int n = 0; n < m->tile_cols(); ++n) {
-      for (int i = 0; i < m->tile_rows(); ++i) {
-        if (m->kept(i, n)) ++tiles_held_at_start.at(static_cast<std::size_t>(m->owner(i, n)));
-      }
-    }
-  }
-  // Per task and collection tile it reads: the task's owner and the tile's holder.
-  std::vector<TileRead> tile_reads;
+  // The task graph as the job starts (replay_prediction.hpp): each rank's tasks per iteration
+  // (GEMM's are spread evenly over the 2 x 2 grid, Cholesky's and bspgemm's are not), the
+  // task outputs that go to a task of another team (Cholesky's; a bspgemm chain runs on its C
+  // tile's owner and GEMM's tasks have no task successors), the tiles each rank holds, the
+  // collection tiles each task reads and, per producer and output slot, the ranks that take it.
   const auto holder_of = [&](const br::TileIndex& t) {
     const br::TiledMatrix& m = t.collection == c.id() ? c : t.collection == a.id() ? a : b;  // L is c
     return m.owner(t.m, t.n);
   };
-  // Per task output (task and slot): the rank of its task as the job starts, and the ranks
-  // one activation of it goes to (its consumer tasks' and written tiles' ranks but its own).
-  struct OutputSent {
-    int producer_rank;
-    std::set<int> to_ranks;
-  };
-  std::vector<OutputSent> outputs_sent;
-  std::vector<br::InputSource> inputs;
-  std::vector<br::Successor> successors;
-  for (const auto& cls : task_classes) {
-    cls->for_each_task([&](const br::TaskKey& key) {
-      const int owner = cls->owner(key);
-      ++tasks_per_rank.at(static_cast<std::size_t>(owner));
-      inputs.clear();
-      cls->inputs(key, inputs);
-      for (const br::InputSource& input : inputs) {
-        if (input.kind != br::InputSource::Kind::collection) continue;
-        tile_reads.push_back(TileRead{owner, input.tile.collection, input.tile.m, input.tile.n, holder_of(input.tile)});
-      }
-      for (int slot = 0; slot < std::max(static_cast<int>(inputs.size()), 1); ++slot) {
-        successors.clear();
-        cls->successors(key, slot, successors);
-        OutputSent sent{owner, {}};
-        for (const br::Successor& next : successors) {
-          if (next.kind != br::Successor::Kind::task) {
-            if (holder_of(next.tile) != owner) sent.to_ranks.insert(holder_of(next.tile));
-            continue;
-          }
-          const int consumer = task_classes.at(next.consumer.task_class)->owner(next.consumer);
-          task_outputs_between_teams += team_of(consumer) != team_of(owner) ? 1 : 0;
-          if (consumer != owner) sent.to_ranks.insert(consumer);
-        }
-        if (!sent.to_ranks.empty()) outputs_sent.push_back(std::move(sent));
-      }
-    });
-  }
-  // Per producer and output slot: the ranks that take it (the replay's prediction below).
-  const std::vector<OutputTakers> task_outputs = output_takers(task_classes, holder_of);
+  const JobGraph graph = job_graph(task_classes, cholesky_job ? std::vector<const br::TiledMatrix*>{&a, &c}
+                                                              : std::vector<const br::TiledMatrix*>{&a, &b, &c},
+                                   count, holder_of, team_of);
+  const std::vector<long>& tasks_per_rank = graph.tasks_per_rank;
+  const long task_outputs_between_teams = graph.task_outputs_between_teams;
+  const std::vector<std::uint64_t>& tiles_held_at_start = graph.tiles_held_at_start;
+  const std::vector<TileRead>& tile_reads = graph.tile_reads;
+  const std::vector<OutputTakers>& task_outputs = graph.outputs;
   for (auto& cls : task_classes) runtime.add_task_class(std::move(cls));
 
   nlohmann::json result{{"old_rank", old_rank}};
@@ -910,15 +864,10 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
   result["copies_dropped_here"] = copies_dropped;
   if (recovered && !second_loss) {
     const bool kept_state = !std::binary_search(first_rolled_back.begin(), first_rolled_back.end(), old_rank);
-    long copies_predicted = 0;
-    if (replay_to_kept && kept_state) {
-      for (const OutputSent& sent : outputs_sent) {
-        const bool from_replaying =
-            std::binary_search(first_rolled_back.begin(), first_rolled_back.end(), sent.producer_rank);
-        copies_predicted += from_replaying && sent.to_ranks.contains(old_rank) ? 1 : 0;
-      }
-      copies_predicted *= first_iterations_redone;
-    }
+    const long copies_predicted =
+        replay_to_kept && kept_state
+            ? copies_dropped_per_iteration(task_outputs, first_rolled_back, old_rank) * first_iterations_redone
+            : 0;
     result["copies_dropped_predicted"] = copies_predicted;
     expect(copies_dropped == copies_predicted,
            "rank " + std::to_string(old_rank) + (kept_state ? " kept its state" : " rolled back") + " and dropped " +

@@ -7,11 +7,13 @@
 // compare them with MessageLogStats::bytes_replayed.
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <set>
 #include <tuple>
 #include <vector>
 
+#include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/task.hpp"
 
 namespace bellows::testing::recovery {
@@ -22,6 +24,7 @@ namespace bellows::testing::recovery {
 struct OutputTakers {
   int producer_rank = -1;
   std::vector<int> taker_ranks;
+  std::vector<bool> taker_is_task;  ///< per taker: a consumer task (or a collection tile written)
 };
 
 /// A tile of a collection that a task reads, as the job starts: the rank owning the task and
@@ -47,17 +50,84 @@ std::vector<OutputTakers> output_takers(const std::vector<std::unique_ptr<runtim
       for (int slot = 0; slot < static_cast<int>(inputs.size()); ++slot) {
         successors.clear();
         tasks->successors(key, slot, successors);
-        OutputTakers output{tasks->owner(key), {}};
+        OutputTakers output{tasks->owner(key), {}, {}};
         for (const runtime::Successor& next : successors) {
-          output.taker_ranks.push_back(next.kind == runtime::Successor::Kind::task
-                                           ? classes.at(next.consumer.task_class)->owner(next.consumer)
-                                           : holder_of(next.tile));
+          const bool task = next.kind == runtime::Successor::Kind::task;
+          output.taker_ranks.push_back(task ? classes.at(next.consumer.task_class)->owner(next.consumer)
+                                            : holder_of(next.tile));
+          output.taker_is_task.push_back(task);
         }
         outputs.push_back(std::move(output));
       }
     });
   }
   return outputs;
+}
+
+/// The task graph of a job as it starts, as the recovery tests predict from it.
+struct JobGraph {
+  std::vector<long> tasks_per_rank;                ///< each rank's tasks per iteration
+  long task_outputs_between_teams = 0;             ///< outputs that go to a task of another team
+  std::vector<std::uint64_t> tiles_held_at_start;  ///< each rank's tiles over the collections
+  std::vector<TileRead> tile_reads;                ///< per task, the collection tiles it reads
+  std::vector<OutputTakers> outputs;               ///< output_takers()
+};
+
+/// Walks `classes` over `ranks` ranks and the tiles of `collections`: `holder_of(TileIndex)`
+/// names a tile's holder, `team_of(rank)` a rank's team.
+template <class HolderOf, class TeamOf>
+JobGraph job_graph(const std::vector<std::unique_ptr<runtime::TaskClass>>& classes,
+                   const std::vector<const runtime::TiledMatrix*>& collections, int ranks, HolderOf holder_of,
+                   TeamOf team_of) {
+  JobGraph graph;
+  graph.tasks_per_rank.assign(static_cast<std::size_t>(ranks), 0);
+  graph.tiles_held_at_start.assign(static_cast<std::size_t>(ranks), 0);
+  for (const runtime::TiledMatrix* m : collections) {
+    for (int n = 0; n < m->tile_cols(); ++n) {
+      for (int i = 0; i < m->tile_rows(); ++i) {
+        if (m->kept(i, n)) ++graph.tiles_held_at_start.at(static_cast<std::size_t>(m->owner(i, n)));
+      }
+    }
+  }
+  std::vector<runtime::InputSource> inputs;
+  for (const auto& tasks : classes) {
+    tasks->for_each_task([&](const runtime::TaskKey& key) {
+      const int owner = tasks->owner(key);
+      ++graph.tasks_per_rank.at(static_cast<std::size_t>(owner));
+      inputs.clear();
+      tasks->inputs(key, inputs);
+      for (const runtime::InputSource& input : inputs) {
+        if (input.kind != runtime::InputSource::Kind::collection) continue;
+        graph.tile_reads.push_back(
+            TileRead{owner, input.tile.collection, input.tile.m, input.tile.n, holder_of(input.tile)});
+      }
+    });
+  }
+  graph.outputs = output_takers(classes, holder_of);
+  for (const OutputTakers& output : graph.outputs) {
+    for (std::size_t t = 0; t < output.taker_ranks.size(); ++t) {
+      const bool to_other_team = team_of(output.taker_ranks[t]) != team_of(output.producer_rank);
+      graph.task_outputs_between_teams += output.taker_is_task[t] && to_other_team ? 1 : 0;
+    }
+  }
+  return graph;
+}
+
+/// The copies of task outputs rank `rank`, one that kept its state, drops per iteration redone
+/// when the replay sends to it too (MessageLogOptions::replay_to_ranks_kept, ReceivedVersions):
+/// one per output of a producer of a rank that rolled back (`rolled_back`, sorted) it takes.
+inline long copies_dropped_per_iteration(const std::vector<OutputTakers>& outputs, const std::vector<int>& rolled_back,
+                                         int rank) {
+  long copies = 0;
+  for (const OutputTakers& output : outputs) {
+    if (output.producer_rank == rank ||
+        !std::binary_search(rolled_back.begin(), rolled_back.end(), output.producer_rank)) {
+      continue;
+    }
+    const auto& takers = output.taker_ranks;
+    copies += std::find(takers.begin(), takers.end(), rank) != takers.end() ? 1 : 0;
+  }
+  return copies;
 }
 
 /// The rank that runs rank `rank`'s tasks after a recovery from losing `lost` (sorted): the
