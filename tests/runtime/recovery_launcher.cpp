@@ -138,6 +138,18 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
       for (const int victim : victims) victim_pids.push_back(read_int(path_of("pid", victim)));
       char text[64];
       std::snprintf(text, sizeof text, "%.6f\n", wall_seconds());
+      // Two victims die at once, as two nodes that fail together: each is stopped before any
+      // is killed. A stopped rank fails no MPI call and answers none, so the survivors cannot
+      // finish agreeing on the first death while the second victim still runs, however long
+      // this process is descheduled between two kills: the agreement waits for the second
+      // victim until its kill fails the receive, and names both (docs/teams.md, "Two ranks of
+      // one team"). Deaths some time apart are the `second=` and `after=` cases.
+      if (!stopped && victim_pids.size() > 1) {
+        for (std::size_t v = 0; v < victims.size(); ++v) {
+          expect(::kill(victim_pids[v], SIGSTOP) == 0,
+                 "SIGSTOP before the kill of rank " + std::to_string(victims[v]) + " failed");
+        }
+      }
       for (std::size_t v = 0; v < victims.size(); ++v) {
         const int signal = stopped ? SIGSTOP : SIGKILL;
         expect(::kill(victim_pids[v], signal) == 0, std::string(stopped ? "SIGSTOP" : "kill -9") + " of rank " +

@@ -15,8 +15,9 @@
 // checkpoint's iteration. At the end the first survivor gathers A and C and compares them bit
 // for bit with a serial computation of the same tile kernels in the same order (a run without
 // failure), and every iteration after the recovery ran exactly the GEMM's 64 tasks over the
-// survivors. VICTIMS may name two ranks ("0,2", whose buddies survive), killed one right after
-// the other: every survivor must name both. With -1 nobody is killed and the same checks apply
+// survivors. VICTIMS may name two ranks ("0,2", whose buddies survive), killed at once (both
+// stopped, then both killed): a survivor's iteration may name one or both, and every
+// survivor's agreement must name both, recovered from in one recovery. With -1 nobody is killed and the same checks apply
 // to the four ranks.
 // With `cholesky` the job factors A = L * L^T instead (A symmetric positive definite, its
 // lower tiles kept; between iterations a' = a * 0.99 + 0.001, which keeps it so; 20 tasks per
@@ -372,8 +373,14 @@ int run_member(const fs::path& dir, int index, int count, const std::vector<int>
                                  rank_set(lost_old) + ", not among the victims " + rank_set(all_victims));
       } else {
         expect(!recovered, "a second loss");
-        expect(report.lost_ranks == victims, "iteration " + std::to_string(report.iteration) + " lost ranks " +
-                                                 rank_set(report.lost_ranks) + ", expected " + rank_set(victims));
+        // The iteration names the deaths it found before it gave up: of two victims killed at
+        // once, one or both. The agreement below must name both.
+        const bool among_victims =
+            !report.lost_ranks.empty() && std::all_of(report.lost_ranks.begin(), report.lost_ranks.end(), [&](int r) {
+              return std::binary_search(victims.begin(), victims.end(), r);
+            });
+        expect(among_victims, "iteration " + std::to_string(report.iteration) + " lost ranks " +
+                                  rank_set(report.lost_ranks) + ", expected some of " + rank_set(victims));
       }
       if (no_checkpoint) {
         std::string refused = "(not refused)";
