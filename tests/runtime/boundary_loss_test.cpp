@@ -59,7 +59,7 @@
 // communicator: it posts it (its first round goes out), waits 2 ms and SIGKILLs itself, so that
 // in MPICH's dissemination barrier over 3 ranks the leaver (which needs rank 1's first round and
 // rank 0's second) passes it while rank 0 (which needs rank 1's second round) does not. Meant:
-// every survivor recovered or refused alike within a bounded time. Found instead (2 runs of 2):
+// every survivor recovered or refused alike within a bounded time. Found instead (5 runs of 5):
 // the leaver takes the shrink as confirmed and leaves (PASS); rank 0 gives the shrink up, its
 // agreement on the lost waits for the leaver until its deadline and ends it 30 s after the
 // start with RebuildError ("agree_on_lost: rank 0 had no answer from ranks {2} in round 1
