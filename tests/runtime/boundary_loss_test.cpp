@@ -54,7 +54,17 @@
 // confirms the survivors' communicator over the job's, rank 1 the one that ends the survivors'
 // first checkpoint on theirs, before that confirmation. The others meet its death in those
 // barriers, with the job's communicator not yet disconnected: everything said for
-// `after-hand-off` then holds alike. With `two-leavers-after-hand-off` ranks 1
+// `after-hand-off` then holds alike. With `in-confirming-barrier` the same shrink, and rank 1
+// (a rank that stays) dies inside the barrier over every rank that confirms the survivors'
+// communicator: it posts it (its first round goes out), waits 2 ms and SIGKILLs itself, so that
+// in MPICH's dissemination barrier over 3 ranks the leaver (which needs rank 1's first round and
+// rank 0's second) passes it while rank 0 (which needs rank 1's second round) does not. Meant:
+// every survivor recovered or refused alike within a bounded time. Found instead (5 runs of 5):
+// the leaver takes the shrink as confirmed and leaves (PASS); rank 0 gives the shrink up, its
+// agreement on the lost waits for the leaver until its deadline and ends it 30 s after the
+// start with RebuildError ("agree_on_lost: rank 0 had no answer from ranks {2} in round 1
+// before its deadline"). Not registered with CTest until the shrink settles this.
+// With `two-leavers-after-hand-off` ranks 1
 // and 2 are asked to leave, and rank 1 or 2 dies as with `after-hand-off`: the other leaver
 // leaves and rank 0 finishes the shrink alone (no resize refused, no recovery, every task once
 // per iteration on it, verified).
@@ -163,6 +173,11 @@ constexpr int kJoiner = kRanks;  // the process index (and rank) an expand adds 
 /// MPI_Ibarrier it posts is Membership::shrink's, the one that confirms the survivors'
 /// communicator (MPI_Ibarrier below).
 std::atomic<bool> die_at_next_barrier{false};
+/// in-confirming-barrier's victim: the barrier over the job's `kConfirmingSize` ranks that
+/// confirms the survivors' communicator, which it posts and dies in `kConfirmingPauseUs` after.
+std::atomic<bool> die_in_confirming_barrier{false};
+constexpr int kConfirmingSize = 3;
+constexpr int kConfirmingPauseUs = 2000;
 /// during-expand-onto and the modes like it: the step of the runtime's setup on the grown
 /// communicator after whose posting the victim waits `posting_kill_pause_us` and dies, set once
 /// the grown communicator is confirmed (the wrappers of MPI's profiling interface below): the
@@ -239,10 +254,12 @@ int run_member(const fs::path& dir, int index) {
   const bool shrink_done = fs::exists(dir / "shrink-done");
   const bool after_shrink = fs::exists(dir / "after-shrink") || shrink_done;
   const bool in_membership_shrink = fs::exists(dir / "in-membership-shrink");
+  const bool in_confirming_barrier = fs::exists(dir / "in-confirming-barrier");
   // The two lose the victim between the hand-off's barrier and the survivors' communicator
   // held on every rank, and end alike.
   const bool two_leavers = fs::exists(dir / "two-leavers-after-hand-off");
-  const bool after_hand_off = fs::exists(dir / "after-hand-off") || in_membership_shrink || two_leavers;
+  const bool after_hand_off =
+      fs::exists(dir / "after-hand-off") || in_membership_shrink || in_confirming_barrier || two_leavers;
   const std::vector<int> leavers = two_leavers ? std::vector<int>{1, kLeaver} : std::vector<int>{kLeaver};
   const bool victim_leaves = std::count(leavers.begin(), leavers.end(), victim) > 0;
   const bool joiner = index == kJoiner;  // after-expand: joins by the expand
@@ -336,6 +353,10 @@ int run_member(const fs::path& dir, int index) {
       if (loop_iteration != kill_at) return;
       if (in_membership_shrink) {
         die_at_next_barrier = true;  // inside Membership::shrink, its confirming barrier
+        return;
+      }
+      if (in_confirming_barrier) {
+        die_in_confirming_barrier = true;  // once it posted the confirming barrier
         return;
       }
       bellows::test::die_after_pause(pause_us);  // the hand-off's barrier passed on every rank
@@ -677,7 +698,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   const bool with_request = mode == "with-request";
   const bool during_shrink = mode == "during-shrink";
   const bool after_hand_off =
-      mode == "after-hand-off" || mode == "in-membership-shrink" || mode == "two-leavers-after-hand-off";
+      mode == "after-hand-off" || mode == "in-membership-shrink" || mode == "in-confirming-barrier" ||
+      mode == "two-leavers-after-hand-off";
   const bool expand_moves = mode == "expand-moves";
   const bool during_expand = mode == "during-expand" || mode == "during-expand-onto" || mode == "during-expand-dup" ||
                              mode == "during-expand-probe" || mode == "during-expand-nodes" ||
@@ -734,7 +756,14 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 // that confirms the survivors' communicator. Every other call goes straight to MPI.
 extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   if (die_at_next_barrier.load()) ::raise(SIGKILL);
-  return PMPI_Ibarrier(comm, request);
+  const int posted = PMPI_Ibarrier(comm, request);
+  int size = 0;
+  if (die_in_confirming_barrier.load() && MPI_Comm_size(comm, &size) == MPI_SUCCESS && size == kConfirmingSize) {
+    // Its first round went out as it posted; the next never will.
+    std::this_thread::sleep_for(std::chrono::microseconds(kConfirmingPauseUs));
+    ::raise(SIGKILL);
+  }
+  return posted;
 }
 
 // during-expand-onto's victim and the like die right after they posted the step of the runtime's
@@ -765,12 +794,14 @@ int main(int argc, char** argv) {
   const std::string mode = argc == 5 ? argv[4] : "";
   if ((argc != 4 && argc != 5) ||
       (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" &&
-       mode != "in-membership-shrink" && mode != "two-leavers-after-hand-off" && mode != "after-expand" &&
+       mode != "in-membership-shrink" && mode != "in-confirming-barrier" && mode != "two-leavers-after-hand-off" &&
+       mode != "after-expand" &&
        mode != "after-shrink" && mode != "shrink-done" && mode != "expand-moves" && mode != "during-expand" &&
        mode != "during-expand-onto" && mode != "during-expand-dup" && mode != "during-expand-probe" &&
        mode != "during-expand-nodes" && mode != "during-expand-probe-teams")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
-                         "[with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|"
+                         "[with-request|during-shrink|after-hand-off|in-membership-shrink|in-confirming-barrier|"
+                         "two-leavers-after-hand-off|"
                          "after-expand|after-shrink|shrink-done|expand-moves|during-expand|during-expand-onto|during-expand-dup|"
                          "during-expand-probe|during-expand-nodes|during-expand-probe-teams] | "
                          "--member DIR INDEX\n");

@@ -22,9 +22,20 @@
 // before it checked as above. Every survivor's mpiexec exits 0, the victim's is killed, and no
 // process is left.
 //
-//   task_bag_loss_tests MPIEXEC SELF DISTRIBUTION VICTIM     (the launcher; no MPI)
+// With `deaf=R` the verdict on who died comes late: the victim stops in the first
+// MPI_Ibarrier it posts once the run the kill is timed from started (deaf_watch.hpp), and is
+// SIGKILLed there, so that the survivors' barrier fails; survivor R's watch hears nothing from
+// MPI, and R learns who died only from the control plane's word, told 1 s after the kill (the
+// others 100 ms apart, as a controller's would reach them). With victim 1, R = 3 is the survivor
+// whose barrier fails rather than waits: in MPICH's dissemination barrier over 4 ranks it waits
+// for the victim's second round, which never comes. R must wait for that word (the
+// verdict, wait_for_loss_verdict) rather than end on its failed barrier, and recover with the
+// others; the checks are the same, with no refusal allowed.
+//
+//   task_bag_loss_tests MPIEXEC SELF DISTRIBUTION VICTIM [deaf=R]  (the launcher; no MPI)
 //   task_bag_loss_tests --member DIR INDEX DISTRIBUTION      (under MPIEXEC -n 1)
 
+#include "bellows/runtime/loss_notices.hpp"
 #include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/rebuild.hpp"
 #include "bellows/runtime/task_bag.hpp"
@@ -43,12 +54,14 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "deaf_watch.hpp"
 #include "separate_worlds.hpp"
 #include "spawned_processes.hpp"
 #include "watchdog.hpp"
@@ -70,6 +83,9 @@ constexpr std::int64_t kTasks = 3000;
 // of 0.6 ms on average over 8 workers), so two runs and their gaps outlast it.
 constexpr double kExpectedRunSeconds = 0.5;
 constexpr double kLauncherLimitSeconds = 90.0;
+// `deaf=R`: how long after the kill survivor R hears the control plane's word (each other
+// survivor 100 ms times its rank after it).
+constexpr auto kDeafTellDelay = std::chrono::milliseconds(1000);
 
 int failures = 0;
 std::string first_failure;
@@ -97,6 +113,24 @@ std::uint64_t expected_digest() {
 
 // ------------------------------------------------------------------------------------ member
 
+// `deaf=R`: the control plane's word, as the launcher writes it in `told_lost` ("FAILURE_ID
+// RANK"), handed to the process's LossNotices from a thread of its own, as the PMIx handler
+// does, `delay` after the file appears.
+std::jthread tell_when_told(const fs::path& dir, std::chrono::milliseconds delay) {
+  return std::jthread([dir, delay](std::stop_token stop) {
+    while (!stop.stop_requested() && !fs::exists(dir / "told_lost")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (stop.stop_requested()) return;
+    std::this_thread::sleep_for(delay);
+    unsigned long long failure_id = 0;
+    int lost = -1;
+    if (std::sscanf(read_file(dir / "told_lost").c_str(), "%llu %d", &failure_id, &lost) == 2) {
+      br::loss_notices().tell(failure_id, {lost});
+    }
+  });
+}
+
 int run_member(const fs::path& dir, int index, const std::string& distribution) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
@@ -107,6 +141,22 @@ int run_member(const fs::path& dir, int index, const std::string& distribution) 
   const int first_rank = rank;
   write_file(dir / ("pid." + std::to_string(rank)), std::to_string(::getpid()));
   write_file(dir / ("rank_of_member." + std::to_string(index)), std::to_string(rank));
+  namespace deaf = bellows::testing::recovery;
+  const int deaf_rank = fs::exists(dir / "deaf") ? read_int(dir / "deaf") : -1;
+  const int victim = fs::exists(dir / "victim") ? read_int(dir / "victim") : -1;
+  if (rank == deaf_rank) deaf::make_watch_deaf();
+  std::jthread victim_stopper;  // `deaf=R`: the victim dies in a barrier it posted
+  std::jthread teller;
+  if (deaf_rank >= 0 && rank == victim) {
+    victim_stopper = std::jthread([dir, rank](std::stop_token stop) {
+      while (!stop.stop_requested() && !fs::exists(dir / "stop_in_barrier")) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (!stop.stop_requested()) deaf::stop_in_next_barrier(dir / ("in_barrier." + std::to_string(rank)));
+    });
+  } else if (deaf_rank >= 0) {
+    teller = tell_when_told(dir, rank == deaf_rank ? kDeafTellDelay : std::chrono::milliseconds(100 * rank));
+  }
 
   br::BagOptions options;
   expect(br::parse_bag_distribution(distribution, options.distribution), "distribution " + distribution);
@@ -147,6 +197,9 @@ int run_member(const fs::path& dir, int index, const std::string& distribution) 
     result["result"] = std::string(refused ? "REFUSED: " : "FAIL: ") + e.what();
     if (!refused) failures++;
   }
+  if (first_rank == deaf_rank) {
+    result["deaf_watch_receives"] = deaf::deaf_watch_receives();
+  }
   write_file(dir / ("result." + std::to_string(first_rank)), result.dump());
   MPI_Finalize();
   watchdog.disarm();
@@ -156,7 +209,12 @@ int run_member(const fs::path& dir, int index, const std::string& distribution) 
 // ------------------------------------------------------------------------------------ launcher
 
 int run_launcher(const std::string& mpiexec, const std::string& self, const std::string& distribution,
-                 int victim) {
+                 int victim, int deaf_rank) {
+  if (deaf_rank == victim || deaf_rank >= kRanks) {
+    std::fprintf(stderr, "task_bag_loss_tests: deaf=%d: not a survivor of %d ranks losing rank %d\n", deaf_rank,
+                 kRanks, victim);
+    return 2;
+  }
   if (victim < 0 || victim >= kRanks ||
       (distribution != "dtree" && distribution != "steal" && distribution != "static")) {
     std::fprintf(stderr, "task_bag_loss_tests: the victim must be a rank of %d and the distribution dtree, "
@@ -171,8 +229,15 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   // ended is noticed in one of them.
   const int kill_run = std::uniform_int_distribution<int>(0, kRuns - 3)(random);
   const double kill_fraction = std::uniform_real_distribution<double>(0.0, 1.0)(random);
-  std::printf("task_bag_loss_tests: seed %u: rank %d killed %.3f s after run %d started\n", seed, victim,
-              kill_fraction * kExpectedRunSeconds, kill_run);
+  if (deaf_rank >= 0) {
+    std::printf("task_bag_loss_tests: seed %u: rank %d killed in its first barrier after run %d started, "
+                "rank %d deaf\n", seed, victim, kill_run, deaf_rank);
+    write_file(dir / "deaf", std::to_string(deaf_rank));
+    write_file(dir / "victim", std::to_string(victim));
+  } else {
+    std::printf("task_bag_loss_tests: seed %u: rank %d killed %.3f s after run %d started\n", seed, victim,
+                kill_fraction * kExpectedRunSeconds, kill_run);
+  }
   std::fflush(stdout);
   LaunchedMembers members(
       mpiexec, kRanks, dir,
@@ -189,10 +254,19 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   }
   expect(due, "rank 0 did not start run " + std::to_string(kill_run));
   int victim_pid = -1;
-  if (due) {
+  if (due && deaf_rank >= 0) {
+    write_file(dir / "stop_in_barrier", "1");
+    while (!fs::exists(path_of("in_barrier", victim)) && Clock::now() < limit) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    expect(fs::exists(path_of("in_barrier", victim)), "rank " + std::to_string(victim) + " posted no barrier");
+  } else if (due) {
     std::this_thread::sleep_for(std::chrono::duration<double>(kill_fraction * kExpectedRunSeconds));
+  }
+  if (due) {
     victim_pid = read_int(path_of("pid", victim));
     expect(::kill(victim_pid, SIGKILL) == 0, "kill -9 of rank " + std::to_string(victim) + " failed");
+    if (deaf_rank >= 0) write_file(dir / "told_lost", "1 " + std::to_string(victim));  // the control plane's word
   }
   members.reap_until_limit();
   for (const std::string& wrong : members.end("pid")) expect(false, wrong);
@@ -215,7 +289,13 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
     }
     results.push_back(nlohmann::json::parse(read_file(path_of("result", r))));
     const std::string outcome = results.back().value("result", "(none)");
-    expect(outcome == "PASS" || outcome.rfind("REFUSED: ", 0) == 0, "survivor " + std::to_string(r) + ": " + outcome);
+    expect(outcome == "PASS" || (deaf_rank < 0 && outcome.rfind("REFUSED: ", 0) == 0),
+           "survivor " + std::to_string(r) + ": " + outcome);
+    if (r == deaf_rank) {
+      expect(results.back().value("deaf_watch_receives", 0L) > 0,
+             "rank " + std::to_string(r) + "'s watch posted no receive on the watch's tag: deaf_watch.cpp's "
+             "tag is not the bag's");
+    }
   }
   // Every survivor finished every run, or every one was refused (a death as a run ended, seen
   // by some survivors only: they are not recovering the same run) after the runs before.
@@ -318,10 +398,12 @@ int main(int argc, char** argv) {
   if (argc == 5 && std::strcmp(argv[1], "--member") == 0) {
     return run_member(argv[2], std::atoi(argv[3]), argv[4]);
   }
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: task_bag_loss_tests MPIEXEC SELF DISTRIBUTION VICTIM | "
+  int deaf_rank = -1;
+  if (argc == 6 && std::sscanf(argv[5], "deaf=%d", &deaf_rank) != 1) deaf_rank = -2;
+  if ((argc != 5 && argc != 6) || deaf_rank < -1) {
+    std::fprintf(stderr, "usage: task_bag_loss_tests MPIEXEC SELF DISTRIBUTION VICTIM [deaf=RANK] | "
                          "--member DIR INDEX DISTRIBUTION\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], argv[3], std::atoi(argv[4]));
+  return run_launcher(argv[1], argv[2], argv[3], std::atoi(argv[4]), deaf_rank);
 }

@@ -123,20 +123,18 @@ class Watched {
                                " s (timeout_seconds)");
     }
   }
-  // After a loss or a failed call: keeps watching for the grace, so that ranks that died
-  // together are named together, and returns the lost (ranks of the watched communicator,
-  // ascending). Throws std::runtime_error naming the call when no peer is lost.
+  // After a loss or a failed call: waits for the verdict on who is lost, as the runtime does
+  // (wait_for_loss_verdict, peer_watch.hpp): kLossGrace after the first peer found lost, so
+  // that ranks that died together are named together, and up to kLossVerdictLimit for a
+  // failure that names nobody yet (the watch or the control plane's word may name the dead
+  // late). Returns the lost (ranks of the watched communicator, ascending). Throws
+  // std::runtime_error naming the call when no peer is lost within the limit.
   std::vector<int> settle() {
-    const auto first = watch_.lost().empty() ? failed_at_ : watch_.first_loss_at();
-    const auto until = std::max(first, Clock::now() - kLossGrace) + kLossGrace;
-    while (Clock::now() < until) {
-      poll();
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
-    }
-    poll();
-    if (watch_.lost().empty()) {
-      throw std::runtime_error("task bag: " + failure_ + " (no peer was found lost within " +
-                               std::to_string(kLossGrace.count()) + " ms)");
+    const auto failed_at = failure_.empty() ? Clock::now() : failed_at_;
+    if (wait_for_loss_verdict(watch_, failed_at, kLossGrace) != LossVerdict::report_lost) {
+      throw std::runtime_error("task bag: " + failure_ + ", and no peer was found lost within " +
+                               loss_verdict_limit_text() +
+                               " (neither by this rank's watch nor by the control plane)");
     }
     noticed_at_ = failure_.empty() ? watch_.first_loss_at() : std::min(failed_at_, watch_.first_loss_at());
     return watch_.lost();
