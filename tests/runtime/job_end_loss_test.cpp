@@ -35,7 +35,6 @@
 
 #include <mpi.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,7 +47,6 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,11 +65,8 @@ namespace {
 namespace fs = std::filesystem;
 namespace br = bellows::runtime;
 using bellows::test::rank_set;
-using Clock = std::chrono::steady_clock;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
-using bellows::testing::reap_members;
-using bellows::testing::StartedMember;
 using bellows::testing::write_file;
 
 constexpr int kRanks = 3;
@@ -79,7 +74,6 @@ constexpr int kN = 288;
 constexpr int kTile = 96;  // 3 x 3 tiles: 27 GEMM tasks per iteration
 constexpr int kIterations = 4;
 constexpr int kCheckpointEvery = 2;
-constexpr int kMostPauseMicroseconds = 3000;
 constexpr unsigned kSeed = 5;
 constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
@@ -317,88 +311,11 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                  kRanks - 1, victim);
     return 2;
   }
-  char pattern[] = "/tmp/bellows-job-end-loss-XXXXXX";
-  const fs::path dir = ::mkdtemp(pattern);
-  const char* seed_text = std::getenv("BELLOWS_TEST_SEED");
-  const unsigned seed = seed_text != nullptr ? static_cast<unsigned>(std::strtoul(seed_text, nullptr, 10))
-                                             : std::random_device{}();
-  std::mt19937 random(seed);
-  const int pause_us = std::uniform_int_distribution<int>(0, kMostPauseMicroseconds)(random);
-  write_file(dir / "victim", std::to_string(victim));
-  write_file(dir / "pause_us", std::to_string(pause_us));
-  write_file(dir / mode, "1");
-  if (!variant.empty()) write_file(dir / variant, "1");
-  const auto start = Clock::now();
-  const auto limit = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLauncherLimitSeconds));
-  std::vector<StartedMember> members(static_cast<std::size_t>(kRanks));
-  for (int i = 0; i < kRanks; ++i) {
-    members[static_cast<std::size_t>(i)].pid = bellows::testing::start_member_world(
-        mpiexec, {self, "--member", dir.string(), std::to_string(i)}, dir / ("member." + std::to_string(i) + ".log"));
-    expect(members[static_cast<std::size_t>(i)].pid > 0, "could not start " + mpiexec);
-  }
-  const bool all_ended = reap_members(members, limit);
-  // Whatever is left is killed: nothing the test started survives it.
-  std::vector<int> pids;
-  for (int i = 0; i < kRanks; ++i) {
-    auto& m = members[static_cast<std::size_t>(i)];
-    if (m.pid <= 0) continue;
-    pids.push_back(m.pid);
-    if (!m.ended) {
-      ::kill(-m.pid, SIGKILL);
-      ::waitpid(m.pid, &m.status, 0);
-      m.ended = true;
-    }
-    ::kill(-m.pid, SIGKILL);  // hydra's proxy and the rank share mpiexec's group
-    const fs::path pid_file = dir / ("pid." + std::to_string(i));
-    if (fs::exists(pid_file)) pids.push_back(read_int(pid_file));
-  }
-  expect(all_ended, "not every mpiexec ended within " + std::to_string(kLauncherLimitSeconds) + " s");
-  expect(bellows::testing::wait_gone(pids, Clock::now(), 5.0) >= 0.0, "a member process is left");
-  nlohmann::json survivors = nlohmann::json::array();
-  bool verified = false;
-  for (int i = 0; i < kRanks; ++i) {
-    const auto& m = members[static_cast<std::size_t>(i)];
-    const bool exited_zero = WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
-    const fs::path rank_file = dir / ("rank." + std::to_string(i));
-    if (!fs::exists(rank_file)) {
-      expect(false, "member " + std::to_string(i) + " never joined the job");
-      continue;
-    }
-    const int r = read_int(rank_file);
-    if (r == victim) {
-      expect(!exited_zero, "the victim's mpiexec exited 0");
-      continue;
-    }
-    expect(exited_zero, "survivor " + std::to_string(r) + "'s mpiexec did not exit 0");
-    const fs::path result_file = dir / ("result." + std::to_string(r));
-    if (!fs::exists(result_file)) {
-      expect(false, "survivor " + std::to_string(r) + " wrote no result");
-      continue;
-    }
-    const auto result = nlohmann::json::parse(read_file(result_file));
-    expect(result.value("result", "") == "PASS", "survivor " + std::to_string(r) + ": " + result.dump());
-    verified = verified || result.value("verified", false);
-    survivors.push_back(result);
-  }
-  expect(verified, "no survivor verified the result");
-  if (failures != 0) {
-    for (int i = 0; i < kRanks; ++i) {
-      std::fprintf(stderr, "--- member %d (mpiexec) output:\n%s", i,
-                   read_file(dir / ("member." + std::to_string(i) + ".log")).c_str());
-    }
-  }
-  fs::remove_all(dir);
-  std::printf("%s\n", nlohmann::json{{"victim", victim},
-                                     {"mode", mode},
-                                     {"variant", variant},
-                                     {"seed", seed},
-                                     {"pause_us", pause_us},
-                                     {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
-                                     {"survivors", survivors}}
-                          .dump()
-                          .c_str());
-  std::printf("job_end_loss: %s\n", failures == 0 ? "PASS" : "FAIL");
-  return failures == 0 ? 0 : 1;
+  const bellows::test::LossRun run("job-end-loss", victim, bellows::test::kMostPauseMicroseconds);
+  write_file(run.dir / mode, "1");
+  if (!variant.empty()) write_file(run.dir / variant, "1");
+  return run.to_the_end("job_end_loss", mpiexec, self, kRanks, kLauncherLimitSeconds,
+                        {{"mode", mode}, {"variant", variant}}, failures);
 }
 
 }  // namespace

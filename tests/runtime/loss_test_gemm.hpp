@@ -1,8 +1,8 @@
 #pragma once
-// The GEMM pieces the tests of a rank lost around a resize or TeamLB's plan share
-// (boundary_loss_test.cpp, teams_after_resize_test.cpp, teams_plan_loss_test.cpp): the ranks as
-// a set in messages, C as a run without failure computes it, GEMM tasks whose first task run
-// once armed kills the process, and the survivors' results as their launcher reads them.
+// The GEMM pieces the tests of a rank lost around a resize, TeamLB's plan or the job's end share
+// (boundary_loss_test.cpp, teams_after_resize_test.cpp, teams_plan_loss_test.cpp, job_end_loss_test.cpp):
+// the ranks as a set in messages, C as a run without failure computes it, GEMM tasks whose first task
+// run once armed kills the process, and the survivors' results as their launcher reads them.
 
 #include <signal.h>
 #include <stdlib.h>
