@@ -140,6 +140,7 @@
 #include "bspgemm_tasks.hpp"
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
+#include "loss_test_gemm.hpp"
 #include "recovery_references.hpp"
 #include "recovery_test.hpp"
 #include "replay_prediction.hpp"
@@ -151,6 +152,7 @@ namespace {
 
 namespace br = bellows::runtime;
 namespace be = bellows::examples;
+using bellows::test::rank_set;
 
 constexpr int kGemmTasksPerIteration = 64;
 constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
@@ -168,37 +170,6 @@ bool cholesky_job = false;
 
 double seconds_from(double wall_start) { return wall_seconds() - wall_start; }
 
-
-std::string rank_set(const std::vector<int>& ranks) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "}";
-}
-
-/// What a refusal must say: the phase it came from and the ranks.
-bool names_phase_and_ranks(const std::string& text) {
-  const bool phase = text.rfind("agree_on_lost:", 0) == 0 || text.rfind("rebuild_without:", 0) == 0 ||
-                     text.rfind("recover:", 0) == 0;
-  return phase && text.find("rank") != std::string::npos && text.find('{') != std::string::npos;
-}
-
-/// The control plane's word, as the launcher writes it in `told_lost`: "FAILURE_ID R1,R2".
-/// Handed to the process's LossNotices from a thread of its own, as the PMIx handler does,
-/// `delay` after the file appears.
-std::jthread tell_when_told(const fs::path& dir, std::chrono::milliseconds delay) {
-  return std::jthread([dir, delay](std::stop_token stop) {
-    while (!stop.stop_requested() && !fs::exists(dir / "told_lost")) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    if (stop.stop_requested()) return;
-    std::this_thread::sleep_for(delay);
-    std::stringstream text(read_file(dir / "told_lost"));
-    std::uint64_t failure_id = 0;
-    std::string ranks;
-    text >> failure_id >> ranks;
-    br::loss_notices().tell(failure_id, parse_victims(ranks));
-  });
-}
 
 }  // namespace
 

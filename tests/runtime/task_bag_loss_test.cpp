@@ -256,7 +256,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   int victim_pid = -1;
   if (due && deaf_rank >= 0) {
     write_file(dir / "stop_in_barrier", "1");
-    while (!fs::exists(path_of("in_barrier", victim)) && Clock::now() < limit) {
+    while (!fs::exists(path_of("in_barrier", victim)) && Clock::now() < members.limit()) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     expect(fs::exists(path_of("in_barrier", victim)), "rank " + std::to_string(victim) + " posted no barrier");
