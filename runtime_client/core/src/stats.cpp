@@ -106,6 +106,7 @@ void MessageLogStats::add(const MessageLogStats& o) {
   bytes_released += o.bytes_released;
   bytes_replayed += o.bytes_replayed;
   copies_dropped += o.copies_dropped;
+  seconds += o.seconds;
   entries_held = o.entries_held;
   bytes_held = o.bytes_held;
   peak_bytes_held = std::max(peak_bytes_held, o.peak_bytes_held);
@@ -126,6 +127,7 @@ void to_json(nlohmann::json& j, const MessageLogStats& s) {
                      {"peak_bytes_held", s.peak_bytes_held},
                      {"bytes_replayed", s.bytes_replayed},
                      {"copies_dropped", s.copies_dropped},
+                     {"seconds", s.seconds},
                      {"bytes_held_by_iteration", s.bytes_held_by_iteration}};
 }
 

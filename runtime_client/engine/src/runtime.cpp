@@ -153,6 +153,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.message_log.peak_bytes_held);
   f(s.message_log.bytes_replayed);
   f(s.message_log.copies_dropped);
+  f(s.message_log.seconds);
   f(s.cost.task_samples);
   f(s.cost.task_overhead_us);
   f(s.cost.seconds_per_gflop);

@@ -103,6 +103,12 @@ struct MessageLogStats {
   /// held (same producer, output slot and iteration), which a rank re-running an iteration of
   /// a replay sent once more (team_replay.hpp, ReceivedVersions).
   std::uint64_t copies_dropped = 0;
+  /// Time this rank spent in the log's own work (steady clock, one pair of reads per
+  /// operation): recording a tile sent or a determinant, trimming the log after a checkpoint,
+  /// taking the iteration's statistics and keeping the collection tiles as an iteration starts.
+  /// The log holds references to tiles, never copies: a task that later writes a tile still
+  /// held copies it first (copy on write), which is charged to the task, not counted here.
+  double seconds = 0.0;
   /// Bytes held after each iteration, in order (add() appends).
   std::vector<double> bytes_held_by_iteration;
   void add(const MessageLogStats& other);
