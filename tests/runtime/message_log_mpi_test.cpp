@@ -345,6 +345,8 @@ TEST_F(MpiTest, TheLogsOwnTimeIsCountedPerIterationAndGathered) {
     ASSERT_GT(on.local.message_log.messages_logged, 0U);
     EXPECT_GT(on.local.message_log.seconds, 0.0) << "iteration " << it + 1;
     EXPECT_LT(on.local.message_log.seconds, on.seconds) << "iteration " << it + 1;
+    EXPECT_EQ(on.local.copy_on_write_bytes, off.local.copy_on_write_bytes)
+        << "the log holds references: no task copies a tile it writes because of it";
     summed += on.local.message_log.seconds;
   }
   const double mine = logged.runtime->stats().message_log.seconds;

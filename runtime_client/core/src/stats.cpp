@@ -152,6 +152,7 @@ void RankStats::add(const RankStats& o) {
   tasks_on_device += o.tasks_on_device;
   for (std::size_t d = 0; d < tasks_by_device.size(); ++d) tasks_by_device[d] += o.tasks_by_device[d];
   link_bytes += o.link_bytes;
+  copy_on_write_bytes += o.copy_on_write_bytes;
   flops += o.flops;
   comm_cpu_seconds += o.comm_cpu_seconds;
   tasks_offloaded += o.tasks_offloaded;
@@ -210,6 +211,7 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"tasks_on_device", s.tasks_on_device},
                      {"tasks_by_device", devices_used(s.tasks_by_device)},
                      {"link_bytes", s.link_bytes},
+                     {"copy_on_write_bytes", s.copy_on_write_bytes},
                      {"comm_cpu_seconds", s.comm_cpu_seconds},
                      {"tasks_offloaded", s.tasks_offloaded},
                      {"tasks_offloaded_here", s.tasks_offloaded_here},

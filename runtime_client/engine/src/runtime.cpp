@@ -111,6 +111,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.tasks_on_device);
   for (auto& count : s.tasks_by_device) f(count);
   f(s.link_bytes);
+  f(s.copy_on_write_bytes);
   f(s.flops);
   f(s.comm_cpu_seconds);
   f(s.tasks_offloaded);

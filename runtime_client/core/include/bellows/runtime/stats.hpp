@@ -157,6 +157,10 @@ struct RankStats {
   /// Bytes moved between host and device memory, both ways: over the emulated device's link
   /// (modeled), or copied to and from the GPU (device cuda).
   std::uint64_t link_bytes = 0;
+  /// Bytes of tiles a task copied before writing them (copy on write) because another holder
+  /// still referenced them: the message log, the tiles kept as an iteration started, a
+  /// checkpoint or a send in flight (CPU workers and the emulated device computing).
+  std::uint64_t copy_on_write_bytes = 0;
   double flops = 0.0;                   ///< flops of the tasks executed here
   double comm_cpu_seconds = 0.0;        ///< CPU time of the communication and copy threads
   /// Proactive offloading (RuntimeOptions::offload): tasks of this rank that the plans of
