@@ -170,6 +170,9 @@ def main():
                     times[name] = makespan(report) if args.overhead_only else mean_after_first(report)
                     add(rows, f"{label}, {name}: iteration (ms)", times[name] * 1e3)
                     sizes[name] = log_sizes(report)
+                    add(rows, f"{label}, {name}: copied on write per rank per iteration (MB)",
+                        statistics.mean(s["copy_on_write_bytes"] for s in report["rank_stats"])
+                        / len(report["iterations"]) / 1e6)
                     if name != "checkpoints" and not name.startswith("steal: checkpoints"):
                         rank_shares = log_time_shares(report)
                         shares.setdefault((label, name), []).extend(rank_shares)
