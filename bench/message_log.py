@@ -24,7 +24,10 @@ machine is shared and noisy:
 Ratios are each run's mean iteration time (iterations 2..) over the same round's baseline; the
 median over the rounds is printed, and the geometric mean of the rounds' ratios with its 95 %
 interval (bench_common.ratio_interval), which says whether the overhead is below the target,
-above it, or cannot be told from the host's noise. Each round runs the configurations in an
+above it, or cannot be told from the host's noise. Because that interval is wide on a shared
+host, the log's cost is also measured where it is paid: each rank's time in the log's own work
+(rank_stats[].message_log.seconds) over the iteration time, printed per cell and team kind as
+the median and largest over rounds and ranks beside the wall-clock ratio. Each round runs the configurations in an
 order rotated by one from the round before, so that none always follows the same neighbour.
 With --overhead-only it runs checkpoints alone, teams of 1 and consecutive teams only (no
 TeamLB, no stealing), so that more rounds fit, and takes each run's median iteration time
@@ -61,6 +64,14 @@ def log_sizes(report):
     peak = statistics.mean(s["message_log"]["peak_bytes_held"] for s in stats)
     determinants = sum(s["message_log"]["determinants_logged"] for s in stats)
     return logged, peak, determinants
+
+
+def log_time_shares(report):
+    """Per rank: the time it spent in the message log's own work (rank_stats[].message_log.seconds:
+    recording, trimming, the tiles kept as an iteration starts) over the run's iteration time
+    (all iterations, the same on every rank)."""
+    run_seconds = sum(it["seconds"] for it in report["iterations"])
+    return [s["message_log"]["seconds"] / run_seconds for s in report["rank_stats"]]
 
 
 def predicted_logs(build, app, ranks, n, tile, team_size, gflops):
@@ -112,6 +123,7 @@ def main():
     apps = args.apps.split(",")
     t = args.team_size
     rows, ratios = {}, {}
+    shares = {}  # (cell, team kind) -> the log's share of the iteration time, every rank and round
 
     def add(table, key, value):
         table.setdefault(key, []).append(value)
@@ -158,6 +170,14 @@ def main():
                     times[name] = makespan(report) if args.overhead_only else mean_after_first(report)
                     add(rows, f"{label}, {name}: iteration (ms)", times[name] * 1e3)
                     sizes[name] = log_sizes(report)
+                    add(rows, f"{label}, {name}: copied on write per rank per iteration (MB)",
+                        statistics.mean(s["copy_on_write_bytes"] for s in report["rank_stats"])
+                        / len(report["iterations"]) / 1e6)
+                    if name != "checkpoints" and not name.startswith("steal: checkpoints"):
+                        rank_shares = log_time_shares(report)
+                        shares.setdefault((label, name), []).extend(rank_shares)
+                        add(rows, f"{label}, {name}: log's own time / iteration time, median rank (%)",
+                            statistics.median(rank_shares) * 100)
                     if name == "TeamLB applied" and "team_plan" in report:
                         plan = report["team_plan"]
                         after = statistics.mean(s["message_log"]["bytes_held_by_iteration"][1]
@@ -197,11 +217,30 @@ def main():
           file=sys.stderr)
 
     print(f"\n{args.ranks} ranks, one node each, emulated device computing, n={args.n} "
-          f"tile={args.tile}, {args.iterations} iterations (mean of 2..), a checkpoint every "
+          f"tile={args.tile}, {args.iterations} iterations "
+          f"({'median' if args.overhead_only else 'mean'} of 2..), a checkpoint every "
           f"{args.checkpoint_every} iterations, teams of {t}, {args.rounds} interleaved rounds\n")
     print(f"host load average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print_rounds(rows, ratios, TARGET)
     print_ratio_intervals(ratios, TARGET)
+    print_log_time_shares(shares, ratios)
+
+
+def print_log_time_shares(shares, ratios):
+    """The log's cost where it is paid, per cell and team kind: its own time as a share of the
+    iteration time (median and largest over rounds and ranks), beside the wall-clock ratio's
+    median over the rounds."""
+    print("\nthe log's own time (rank_stats[].message_log.seconds) / iteration time, "
+          "over rounds and ranks; wall clock: median same-round ratio to checkpoints alone")
+    width = max(len(f"{cell}, {name}") for cell, name in shares) + 2
+    print(f"{'cell, teams':<{width}}{'median %':>10}{'max %':>8}{'wall ratio':>12}   < 3 %")
+    for (cell, name), values in shares.items():
+        base = "steal: checkpoints" if name.startswith("steal") else "checkpoints"
+        wall = ratios.get(f"{cell}: {name} / {base}")
+        median = statistics.median(values) * 100
+        print(f"{cell + ', ' + name:<{width}}{median:>10.3f}{max(values) * 100:>8.3f}"
+              f"{statistics.median(wall) if wall else float('nan'):>12.3f}   "
+              f"{'yes' if median < 3 else 'no'}")
 
 
 if __name__ == "__main__":

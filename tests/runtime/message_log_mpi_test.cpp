@@ -332,6 +332,36 @@ TEST_F(MpiTest, ACompleteCheckpointReleasesTheIterationsUpToItsBoundary) {
   }
 }
 
+TEST_F(MpiTest, TheLogsOwnTimeIsCountedPerIterationAndGathered) {
+  Gemm plain(teams_of(1), 1, /*log_on=*/false);
+  Gemm logged(teams_of(1), 1);
+  double summed = 0.0;
+  for (int it = 0; it < 2; ++it) {
+    const auto off = plain.runtime->run_iteration();
+    ASSERT_TRUE(off.completed());
+    EXPECT_EQ(off.local.message_log.seconds, 0.0) << "no log, no time in it";
+    const auto on = logged.runtime->run_iteration();
+    ASSERT_TRUE(on.completed());
+    ASSERT_GT(on.local.message_log.messages_logged, 0U);
+    EXPECT_GT(on.local.message_log.seconds, 0.0) << "iteration " << it + 1;
+    EXPECT_LT(on.local.message_log.seconds, on.seconds) << "iteration " << it + 1;
+    EXPECT_EQ(on.local.copy_on_write_bytes, off.local.copy_on_write_bytes)
+        << "the log holds references: no task copies a tile it writes because of it";
+    summed += on.local.message_log.seconds;
+  }
+  const double mine = logged.runtime->stats().message_log.seconds;
+  EXPECT_EQ(mine, summed) << "the run's statistics sum the iterations'";
+  const auto gathered = logged.runtime->gather_stats();
+  std::vector<double> all(static_cast<std::size_t>(bt::world_size()));
+  MPI_Gather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (bt::world_rank() == 0) {
+    ASSERT_EQ(gathered.size(), all.size());
+    for (std::size_t r = 0; r < gathered.size(); ++r) {
+      EXPECT_EQ(gathered[r].message_log.seconds, all[r]) << "rank " << r;
+    }
+  }
+}
+
 TEST_F(MpiTest, LoggingLeavesTheResultBitIdentical) {
   Gemm plain(teams_of(1), 1, /*log_on=*/false);
   Gemm logged(teams_of(1), 1);

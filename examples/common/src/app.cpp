@@ -605,7 +605,7 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   }
   j["checkpoint"] = checkpoints;
   j["checkpoint"]["enabled"] = options.checkpoint.enabled;
-  // The message log over all ranks: counts, bytes and what is held summed (after each
+  // The message log over all ranks: counts, bytes, seconds and what is held summed (after each
   // iteration too); the peak of the largest rank's log.
   runtime::MessageLogStats logs;
   for (const auto& s : rank_stats) {
@@ -622,6 +622,7 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
     logs.peak_bytes_held = std::max(logs.peak_bytes_held, l.peak_bytes_held);
     logs.bytes_replayed += l.bytes_replayed;
     logs.copies_dropped += l.copies_dropped;
+    logs.seconds += l.seconds;
     // Per iteration: the bytes held after it, summed over the ranks.
     const auto& held = l.bytes_held_by_iteration;
     if (logs.bytes_held_by_iteration.size() < held.size()) logs.bytes_held_by_iteration.resize(held.size(), 0.0);

@@ -106,6 +106,7 @@ void MessageLogStats::add(const MessageLogStats& o) {
   bytes_released += o.bytes_released;
   bytes_replayed += o.bytes_replayed;
   copies_dropped += o.copies_dropped;
+  seconds += o.seconds;
   entries_held = o.entries_held;
   bytes_held = o.bytes_held;
   peak_bytes_held = std::max(peak_bytes_held, o.peak_bytes_held);
@@ -126,6 +127,7 @@ void to_json(nlohmann::json& j, const MessageLogStats& s) {
                      {"peak_bytes_held", s.peak_bytes_held},
                      {"bytes_replayed", s.bytes_replayed},
                      {"copies_dropped", s.copies_dropped},
+                     {"seconds", s.seconds},
                      {"bytes_held_by_iteration", s.bytes_held_by_iteration}};
 }
 
@@ -150,6 +152,7 @@ void RankStats::add(const RankStats& o) {
   tasks_on_device += o.tasks_on_device;
   for (std::size_t d = 0; d < tasks_by_device.size(); ++d) tasks_by_device[d] += o.tasks_by_device[d];
   link_bytes += o.link_bytes;
+  copy_on_write_bytes += o.copy_on_write_bytes;
   flops += o.flops;
   comm_cpu_seconds += o.comm_cpu_seconds;
   tasks_offloaded += o.tasks_offloaded;
@@ -208,6 +211,7 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"tasks_on_device", s.tasks_on_device},
                      {"tasks_by_device", devices_used(s.tasks_by_device)},
                      {"link_bytes", s.link_bytes},
+                     {"copy_on_write_bytes", s.copy_on_write_bytes},
                      {"comm_cpu_seconds", s.comm_cpu_seconds},
                      {"tasks_offloaded", s.tasks_offloaded},
                      {"tasks_offloaded_here", s.tasks_offloaded_here},

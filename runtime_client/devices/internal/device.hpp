@@ -88,8 +88,9 @@ struct ReadyTask {
   std::size_t device_index = 0;   ///< the engine's device that runs it
   double predicted_seconds = 0.0; ///< what the choice charged to that device's backlog
 
-  /// Gives every writable slot a tile that nobody else references (copy on write).
-  void make_writable_slots_exclusive();
+  /// Gives every writable slot a tile that nobody else references (copy on write); returns
+  /// the bytes copied.
+  std::uint64_t make_writable_slots_exclusive();
 };
 
 /// The host <-> device link of the emulated device: transfers take latency + bytes / rate

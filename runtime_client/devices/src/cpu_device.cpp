@@ -48,7 +48,7 @@ class CpuDevice final : public Device {
     const auto begin = Clock::now();
     if (link_) unit.totals.link_bytes += bring_back(*task, begin);
     const auto computing = Clock::now();
-    task->make_writable_slots_exclusive();
+    unit.totals.copy_on_write_bytes += task->make_writable_slots_exclusive();
     views.clear();
     for (auto& t : task->tiles) views.push_back(t.get());
     task->task_class->execute_cpu(task->key, views);

@@ -6,12 +6,15 @@
 
 namespace bellows::runtime {
 
-void ReadyTask::make_writable_slots_exclusive() {
+std::uint64_t ReadyTask::make_writable_slots_exclusive() {
+  std::uint64_t copied = 0;
   for (std::size_t i = 0; i < tiles.size(); ++i) {
     if ((writable >> i & 1U) && tiles[i] && tiles[i].use_count() > 1) {
       tiles[i] = tiles[i]->clone();
+      copied += tiles[i]->bytes();
     }
   }
+  return copied;
 }
 
 Clock::time_point EmulatedLink::reserve(Clock::time_point earliest, std::uint64_t bytes) {

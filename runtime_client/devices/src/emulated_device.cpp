@@ -74,7 +74,7 @@ class EmulatedDevice final : public Device {
                                             std::chrono::duration<double>(modeled));
       lane_clock = link_->reserve(computed, out_bytes);
       if (compute_) {
-        task->make_writable_slots_exclusive();
+        unit.totals.copy_on_write_bytes += task->make_writable_slots_exclusive();
         views.clear();
         for (auto& t : task->tiles) views.push_back(t.get());
         task->task_class->execute_cpu(task->key, views);

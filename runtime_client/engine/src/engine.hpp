@@ -348,6 +348,9 @@ class Engine final : public DeviceOwner {
   /// the new ranks have registered their collections. False when a peer was lost during the
   /// transfers (the watch armed): no move is applied, the transfers are let go.
   bool apply_tile_moves();
+  /// With logging between teams: keeps the collections' tiles as iteration iteration_ + 1
+  /// starts (tiles_at_start_), its time charged to the message log's statistics.
+  void keep_tiles_at_start();
   /// In run_iteration, after take() of the first checkpoint since a resize: completes its
   /// transfers under the watch and confirms them with a barrier, so that a loss in the rest
   /// of the iteration recovers from it. False when a peer was lost meanwhile (the caller

@@ -95,7 +95,7 @@ Engine::JobEndTransfers Engine::finish(std::span<const TiledMatrix* const> gathe
   };
   if (!watch_->lost().empty()) return given_up();  // found by recover()'s last checkpoint
   if (!pending_moves_.empty() && !apply_tile_moves()) return given_up();
-  if (message_log_.active() && !collections_.empty()) tiles_at_start_.remember(iteration_ + 1, collections_);
+  keep_tiles_at_start();
 
   // The tiles and the sizes of the statistics, then the statistics.
   auto first = std::make_unique<EndTransfers>();

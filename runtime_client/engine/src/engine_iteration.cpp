@@ -62,7 +62,7 @@ IterationReport Engine::run_iteration() {
   }
   // With logging between teams, the tiles as this iteration starts: what this rank keeps if
   // a loss in it rolls back only other teams (pointers only; a task writes a new tile).
-  if (message_log_.active() && !collections_.empty()) tiles_at_start_.remember(iteration_ + 1, collections_);
+  keep_tiles_at_start();
   if (options_.offload.enabled) plan_offloads();
   if (!local_tasks_known_ && !prepare_local_tasks()) {
     ++iteration_;
@@ -374,6 +374,13 @@ void Engine::pin_new_placements() {
     pinned_.emplace(key, all[i + 4]);  // a pinned task is never stolen, so never re-pinned
   }
   local_tasks_known_ = false;  // this rank's own tasks changed
+}
+
+void Engine::keep_tiles_at_start() {
+  if (!message_log_.active() || collections_.empty()) return;
+  const auto started = MessageLog::Clock::now();
+  tiles_at_start_.remember(iteration_ + 1, collections_);
+  message_log_.add_seconds(std::chrono::duration<double>(MessageLog::Clock::now() - started).count());
 }
 
 }  // namespace bellows::runtime

@@ -5,7 +5,10 @@
 // copies it first, copy on write), until a complete checkpoint releases its iteration. Tiles
 // sent within the team are only counted. Thread-safe: workers record the tiles their tasks
 // send, the communication thread the collection tiles it serves and the tasks it gives away.
+// Each operation reads the steady clock twice (on entry, and under the lock as it ends) and adds
+// the difference to MessageLogStats::seconds: the log's own cost, apart from wall-clock ratios.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -61,9 +64,16 @@ class MessageLog {
   [[nodiscard]] std::vector<LoggedDeterminant> determinants() const;
   /// At an iteration's end: what was logged since the last call, and the log as it is now.
   [[nodiscard]] MessageLogStats take_iteration_stats();
+  /// Adds work done for the log outside it (the engine keeping the collection tiles as an
+  /// iteration starts) to this iteration's MessageLogStats::seconds.
+  void add_seconds(double seconds);
+
+  using Clock = std::chrono::steady_clock;
 
  private:
-  void record(LoggedMessage&& message);
+  void record(LoggedMessage&& message, Clock::time_point started);
+  /// Under mutex_: adds the time since `started` to stats_.seconds.
+  void charge_since(Clock::time_point started);
 
   mutable std::mutex mutex_;
   bool active_ = false;

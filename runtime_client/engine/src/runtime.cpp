@@ -111,6 +111,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.tasks_on_device);
   for (auto& count : s.tasks_by_device) f(count);
   f(s.link_bytes);
+  f(s.copy_on_write_bytes);
   f(s.flops);
   f(s.comm_cpu_seconds);
   f(s.tasks_offloaded);
@@ -153,6 +154,7 @@ void for_each_number(Stats& s, F&& f) {
   f(s.message_log.peak_bytes_held);
   f(s.message_log.bytes_replayed);
   f(s.message_log.copies_dropped);
+  f(s.message_log.seconds);
   f(s.cost.task_samples);
   f(s.cost.task_overhead_us);
   f(s.cost.seconds_per_gflop);

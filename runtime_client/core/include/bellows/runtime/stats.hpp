@@ -103,6 +103,12 @@ struct MessageLogStats {
   /// held (same producer, output slot and iteration), which a rank re-running an iteration of
   /// a replay sent once more (team_replay.hpp, ReceivedVersions).
   std::uint64_t copies_dropped = 0;
+  /// Time this rank spent in the log's own work (steady clock, one pair of reads per
+  /// operation): recording a tile sent or a determinant, trimming the log after a checkpoint,
+  /// taking the iteration's statistics and keeping the collection tiles as an iteration starts.
+  /// The log holds references to tiles, never copies: a task that later writes a tile still
+  /// held copies it first (copy on write), which is charged to the task, not counted here.
+  double seconds = 0.0;
   /// Bytes held after each iteration, in order (add() appends).
   std::vector<double> bytes_held_by_iteration;
   void add(const MessageLogStats& other);
@@ -151,6 +157,10 @@ struct RankStats {
   /// Bytes moved between host and device memory, both ways: over the emulated device's link
   /// (modeled), or copied to and from the GPU (device cuda).
   std::uint64_t link_bytes = 0;
+  /// Bytes of tiles a task copied before writing them (copy on write) because another holder
+  /// still referenced them: the message log, the tiles kept as an iteration started, a
+  /// checkpoint or a send in flight (CPU workers and the emulated device computing).
+  std::uint64_t copy_on_write_bytes = 0;
   double flops = 0.0;                   ///< flops of the tasks executed here
   double comm_cpu_seconds = 0.0;        ///< CPU time of the communication and copy threads
   /// Proactive offloading (RuntimeOptions::offload): tasks of this rank that the plans of
