@@ -49,30 +49,14 @@ int run(int argc, char** argv) {
   std::vector<be::IterationResult> iterations;
   const double flops = 2.0 * n * static_cast<double>(n) * n;
   // The job's end is watched as an iteration is: a rank lost after the last iteration (in its
-  // tail or in the gather) is recovered from like any, the iterations after the checkpoint run
-  // again, and the end is reached again (docs/recovery.md, "The end of a job").
+  // tail or in the gather) is recovered from like any (docs/recovery.md, "The end of a job").
   const br::TiledMatrix* result[] = {&c};
-  br::JobEnd end;
-  for (int it = session.first_iteration();; ++it) {
-    if (it >= options->iterations) {
-      end = runtime.finish(options->verify ? std::span<const br::TiledMatrix* const>(result)
-                                           : std::span<const br::TiledMatrix* const>());
-      if (end.completed()) break;
-      it = session.recover(it, end.report) - 1;
-      be::forget_iterations_from(iterations, it + 1 - session.first_iteration());
-      continue;
-    }
-    resizes.post_before(it);
-    if (!session.before_iteration(it)) return 0;  // this rank left the job
-    const auto report = runtime.run_iteration();
-    if (!report.completed()) {  // ranks were lost: roll back to the buddies' checkpoint
-      it = session.recover(it, report) - 1;
-      be::forget_iterations_from(iterations, it + 1 - session.first_iteration());
-      continue;
-    }
-    session.after_iteration(it, report);
-    iterations.push_back(be::iteration_result(report, flops));
-  }
+  const auto ended = be::run_elastic_iterations(*options, session, runtime, resizes,
+                                                options->verify ? std::span<const br::TiledMatrix* const>(result)
+                                                                : std::span<const br::TiledMatrix* const>(),
+                                                flops, iterations);
+  if (!ended) return 0;  // this rank left the job
+  const br::JobEnd& end = *ended;
 
   std::optional<bool> verified;
   double error = 0.0;

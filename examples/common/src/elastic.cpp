@@ -113,4 +113,29 @@ void ScheduledResizes::post_before(int it) {
   }
 }
 
+std::optional<runtime::JobEnd> run_elastic_iterations(const AppOptions& options, runtime::ElasticSession& session,
+                                                      runtime::Runtime& runtime, ScheduledResizes& resizes,
+                                                      std::span<const runtime::TiledMatrix* const> gather,
+                                                      double flops, std::vector<IterationResult>& iterations) {
+  for (int it = session.first_iteration();; ++it) {
+    if (it >= options.iterations) {
+      runtime::JobEnd end = runtime.finish(gather);
+      if (end.completed()) return end;
+      it = session.recover(it, end.report) - 1;
+      forget_iterations_from(iterations, it + 1 - session.first_iteration());
+      continue;
+    }
+    resizes.post_before(it);
+    if (!session.before_iteration(it)) return std::nullopt;  // this rank left the job
+    const auto report = runtime.run_iteration();
+    if (!report.completed()) {  // ranks were lost: roll back to the buddies' checkpoint
+      it = session.recover(it, report) - 1;
+      forget_iterations_from(iterations, it + 1 - session.first_iteration());
+      continue;
+    }
+    session.after_iteration(it, report);
+    iterations.push_back(iteration_result(report, flops));
+  }
+}
+
 }  // namespace bellows::examples

@@ -313,23 +313,47 @@ std::pair<double, double> grouping_cost(const TeamRequest& request, const RankGr
   return {std::max(0.0, excess), crossing};
 }
 
+/// A grouping being improved by swaps: each rank's team, the bytes between each rank and the
+/// ranks of each team, and each team's load, kept in step by swap().
+struct SwapState {
+  SwapState(const RankGraph& ranks_graph, std::vector<int> teams_of_ranks, int teams)
+      : graph(ranks_graph), team(std::move(teams_of_ranks)),
+        toward(team.size(), std::vector<double>(at(teams), 0.0)), team_load(at(teams), 0.0) {
+    for (std::size_t r = 0; r < team.size(); ++r) {
+      team_load[at(team[r])] += graph.load[r];
+      for (std::size_t s = 0; s < team.size(); ++s) toward[r][at(team[s])] += graph.bytes[r][s];
+    }
+  }
+  /// Ranks r and s (of different teams) trade teams.
+  void swap(int r, int s) {
+    const int a = team[at(r)];
+    const int b = team[at(s)];
+    for (std::size_t x = 0; x < team.size(); ++x) {
+      toward[x][at(a)] += graph.bytes[x][at(s)] - graph.bytes[x][at(r)];
+      toward[x][at(b)] += graph.bytes[x][at(r)] - graph.bytes[x][at(s)];
+    }
+    const double moved = graph.load[at(s)] - graph.load[at(r)];
+    team_load[at(a)] += moved;
+    team_load[at(b)] -= moved;
+    team[at(r)] = b;
+    team[at(s)] = a;
+  }
+  const RankGraph& graph;
+  std::vector<int> team;
+  std::vector<std::vector<double>> toward;  ///< toward[r][t]: bytes between rank r and team t's ranks
+  std::vector<double> team_load;
+};
+
 /// Swaps two ranks of different teams while a swap lowers the crossing bytes, the best swap
 /// first (ties: lower ranks), never taking a team's load more than `load_tolerance` past its
 /// share of the job's load, or past its former load where it was already there.
 void refine_by_swaps(const TeamRequest& request, const RankGraph& graph, std::vector<int>& team,
                      int teams, double load_tolerance = kTeamLoadTolerance) {
-  const auto ranks = at(request.ranks);
-  // toward[r][t]: the bytes between rank r and the ranks of team t.
-  std::vector<std::vector<double>> toward(ranks, std::vector<double>(at(teams), 0.0));
-  std::vector<double> team_load(at(teams), 0.0);
+  SwapState state(graph, team, teams);
+  const auto& toward = state.toward;
+  const auto& team_load = state.team_load;
   double total_bytes = 0.0;
-  for (std::size_t r = 0; r < ranks; ++r) {
-    team_load[at(team[r])] += graph.load[r];
-    for (std::size_t s = 0; s < ranks; ++s) {
-      toward[r][at(team[s])] += graph.bytes[r][s];
-      total_bytes += graph.bytes[r][s];
-    }
-  }
+  for (const auto& row : graph.bytes) total_bytes += std::accumulate(row.begin(), row.end(), 0.0);
   const double total_load = std::accumulate(graph.load.begin(), graph.load.end(), 0.0);
   const bool weigh_load = request.weighting == TeamWeighting::load && total_load > 0.0;
   const auto cap = [&](int t) {
@@ -343,8 +367,8 @@ void refine_by_swaps(const TeamRequest& request, const RankGraph& graph, std::ve
     int best_s = -1;
     for (int r = 0; r < request.ranks; ++r) {
       for (int s = r + 1; s < request.ranks; ++s) {
-        const int a = team[at(r)];
-        const int b = team[at(s)];
+        const int a = state.team[at(r)];
+        const int b = state.team[at(s)];
         if (a == b) continue;
         const double gain = toward[at(r)][at(b)] - toward[at(r)][at(a)] + toward[at(s)][at(a)] -
                             toward[at(s)][at(b)] - 2.0 * graph.bytes[at(r)][at(s)];
@@ -363,19 +387,10 @@ void refine_by_swaps(const TeamRequest& request, const RankGraph& graph, std::ve
         best_s = s;
       }
     }
-    if (best_r < 0) return;
-    const int a = team[at(best_r)];
-    const int b = team[at(best_s)];
-    for (std::size_t x = 0; x < ranks; ++x) {
-      toward[x][at(a)] += graph.bytes[x][at(best_s)] - graph.bytes[x][at(best_r)];
-      toward[x][at(b)] += graph.bytes[x][at(best_r)] - graph.bytes[x][at(best_s)];
-    }
-    const double moved = graph.load[at(best_s)] - graph.load[at(best_r)];
-    team_load[at(a)] += moved;
-    team_load[at(b)] -= moved;
-    team[at(best_r)] = b;
-    team[at(best_s)] = a;
+    if (best_r < 0) break;
+    state.swap(best_r, best_s);
   }
+  team = std::move(state.team);
 }
 
 /// The ranks' message graph of the layout `request` starts from.
@@ -461,15 +476,12 @@ std::vector<std::vector<int>> swaps_toward_balance(const TeamRequest& request,
                                                    const RankGraph& graph, std::vector<int> team,
                                                    int teams, double allowed) {
   const auto ranks = at(request.ranks);
-  std::vector<std::vector<double>> toward(ranks, std::vector<double>(at(teams), 0.0));
-  std::vector<double> team_load(at(teams), 0.0);
+  SwapState state(graph, std::move(team), teams);
+  const auto& toward = state.toward;
+  const auto& team_load = state.team_load;
   double crossing = 0.0;
   for (std::size_t r = 0; r < ranks; ++r) {
-    team_load[at(team[r])] += graph.load[r];
-    for (std::size_t s = 0; s < ranks; ++s) {
-      toward[r][at(team[s])] += graph.bytes[r][s];
-      if (r < s && team[r] != team[s]) crossing += graph.bytes[r][s];
-    }
+    for (std::size_t s = r + 1; s < ranks; ++s) crossing += state.team[r] != state.team[s] ? graph.bytes[r][s] : 0.0;
   }
   std::vector<double> per_rank(at(teams));
   for (int t = 0; t < teams; ++t) per_rank[at(t)] = 1.0 / team_ranks(t, request.ranks, request.team_size);
@@ -487,8 +499,8 @@ std::vector<std::vector<int>> swaps_toward_balance(const TeamRequest& request,
     std::tuple<double, double, int, int> best{now * (1.0 - 1e-9), 0.0, -1, -1};
     for (int r = 0; r < request.ranks; ++r) {
       for (int s = r + 1; s < request.ranks; ++s) {
-        const int a = team[at(r)];
-        const int b = team[at(s)];
+        const int a = state.team[at(r)];
+        const int b = state.team[at(s)];
         if (a == b) continue;
         const double gain = toward[at(r)][at(b)] - toward[at(r)][at(a)] + toward[at(s)][at(a)] -
                             toward[at(s)][at(b)] - 2.0 * graph.bytes[at(r)][at(s)];
@@ -502,19 +514,9 @@ std::vector<std::vector<int>> swaps_toward_balance(const TeamRequest& request,
     }
     const auto [most, after, r, s] = best;
     if (r < 0) break;
-    const int a = team[at(r)];
-    const int b = team[at(s)];
-    for (std::size_t x = 0; x < ranks; ++x) {
-      toward[x][at(a)] += graph.bytes[x][at(s)] - graph.bytes[x][at(r)];
-      toward[x][at(b)] += graph.bytes[x][at(r)] - graph.bytes[x][at(s)];
-    }
-    const double moved = graph.load[at(s)] - graph.load[at(r)];
-    team_load[at(a)] += moved;
-    team_load[at(b)] -= moved;
-    team[at(r)] = b;
-    team[at(s)] = a;
+    state.swap(r, s);
     crossing = after;
-    visited.push_back(team);
+    visited.push_back(state.team);
   }
   return visited;
 }

@@ -16,6 +16,7 @@
 // and each leaving rank hands its tiles to one backup.
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,5 +56,16 @@ class ScheduledResizes {
   std::vector<ResizeStep> schedule_;
   std::vector<ResizeStep> asks_;
 };
+
+/// Runs the example's iterations from the session's first to `options.iterations` and ends
+/// the job with runtime.finish(`gather`): a loss in an iteration or at the end rolls back to the
+/// buddies' checkpoint (session.recover()) and runs the iterations after it again, forgetting
+/// their results (docs/recovery.md, "The end of a job"). `iterations` gets each completed
+/// iteration's result at `flops` per iteration. Returns the job's end on every rank that
+/// reached it, nullopt on a rank that left the job in a shrink.
+std::optional<runtime::JobEnd> run_elastic_iterations(const AppOptions& options, runtime::ElasticSession& session,
+                                                      runtime::Runtime& runtime, ScheduledResizes& resizes,
+                                                      std::span<const runtime::TiledMatrix* const> gather,
+                                                      double flops, std::vector<IterationResult>& iterations);
 
 }  // namespace bellows::examples
