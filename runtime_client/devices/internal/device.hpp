@@ -85,6 +85,8 @@ struct ReadyTask {
   std::uint32_t leaving = 0;      ///< bit i set: after the task, slot i's tile is needed on
                                   ///< the host (another rank or a collection); devices
                                   ///< emulated, hybrid and cuda
+  std::uint32_t to_other_ranks = 0;  ///< bit i set: slot i's tile goes to another rank (a task
+                                     ///< or a collection there); a subset of `leaving`
   std::size_t device_index = 0;   ///< the engine's device that runs it
   double predicted_seconds = 0.0; ///< what the choice charged to that device's backlog
 

@@ -582,7 +582,7 @@ void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
                                         offloaded_.count(key) == 0);
   // The emulated link charges the outputs that leave the device; the CUDA device copies back
   // only those.
-  if (link_ || options_.device == DeviceKind::cuda) task->leaving = leaving_slots(*task);
+  if (link_ || options_.device == DeviceKind::cuda) mark_leaving_slots(*task);
   if (devices_.size() == 1 && message_handler_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
     TaskOnArrival facts;
     facts.device = options_.device;
@@ -603,22 +603,22 @@ void Engine::make_ready(const TaskKey& key, PendingTask&& pending) {
   if (trace_) trace_->sample(iteration_clock(), ready_count(), completed_this_iteration_.load());
 }
 
-std::uint32_t Engine::leaving_slots(const ReadyTask& task) const {
+void Engine::mark_leaving_slots(ReadyTask& task) const {
   thread_local std::vector<Successor> successors;
-  std::uint32_t leaving = 0;
+  task.leaving = 0;
+  task.to_other_ranks = 0;
   for (std::size_t slot = 0; slot < task.tiles.size(); ++slot) {
     if (!task.tiles[slot]) continue;
     successors.clear();
     task.task_class->successors(task.key, static_cast<int>(slot), successors);
     for (const auto& s : successors) {
-      const bool away = s.kind == Successor::Kind::collection || rank_of(s.consumer) != rank_;
-      if (away) {
-        leaving |= 1U << slot;
-        break;
-      }
+      const int dest = s.kind == Successor::Kind::collection
+                           ? collection(s.tile.collection).owner(s.tile.m, s.tile.n)
+                           : rank_of(s.consumer);
+      if (s.kind == Successor::Kind::collection || dest != rank_) task.leaving |= 1U << slot;
+      if (dest != rank_) task.to_other_ranks |= 1U << slot;
     }
   }
-  return leaving;
 }
 
 std::size_t Engine::place(ReadyTask& task) {

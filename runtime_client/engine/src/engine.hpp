@@ -447,7 +447,9 @@ class Engine final : public DeviceOwner {
   /// backlog. Returns the device's index.
   std::size_t place(ReadyTask& task);
   /// The slots whose tile is needed on the host after `task` (ReadyTask::leaving).
-  [[nodiscard]] std::uint32_t leaving_slots(const ReadyTask& task) const;
+  /// The slots whose tile leaves the device after `task` (ReadyTask::leaving), and of them
+  /// those whose tile goes to another rank (ReadyTask::to_other_ranks).
+  void mark_leaving_slots(ReadyTask& task) const;
   std::unique_ptr<CommEngine> comm_engine_;
   std::unique_ptr<PeerWatch> watch_;  ///< dead peers of comm_ (peer_watch.hpp)
   /// Set while an abandoned iteration is cleaned up: make_ready() queues nothing.
