@@ -151,18 +151,7 @@ int run_member(const fs::path& dir, int index) {
   const bool teams = fs::exists(dir / "teams");
   kill_pause_us = pause_us;
   std::vector<int> payload;
-  auto membership = [&] {
-    if (index != 0) {
-      while (!fs::exists(dir / "port")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      return br::Membership::join_by_connect(read_file(dir / "port"), payload);
-    }
-    char port[MPI_MAX_PORT_NAME] = {};
-    MPI_Open_port(MPI_INFO_NULL, port);
-    write_file(dir / "port", port);
-    br::Membership first(MPI_COMM_WORLD);
-    first.grow_by_accept(kRanks - 1, port, payload);
-    return first;
-  }();
+  auto membership = bellows::testing::join_member_job(dir, index, kRanks, payload);
   const int old_rank = membership.rank();
   write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
   write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));
