@@ -61,12 +61,13 @@ std::shared_ptr<br::Tile> clone(const br::Tile& t) {
 
 /// A and L as a job without failure computes them: per iteration the tiled right-looking
 /// factorization by the kernels of the Cholesky tasks, each tile updated in k order.
-std::pair<std::vector<double>, std::vector<double>> cholesky_reference(int iterations) {
+std::pair<std::vector<double>, std::vector<double>> cholesky_reference(int iterations, int order, int tile,
+                                                                       unsigned seed) {
   const auto lower = [](int m, int k) { return m >= k; };
-  br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
-  br::TiledMatrix l(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
-  be::fill_spd(a, kSeed);
-  const int tiles = kN / kTile;
+  br::TiledMatrix a(0, order, order, tile, br::BlockCyclic2D::square_for(1), 0, lower);
+  br::TiledMatrix l(1, order, order, tile, br::BlockCyclic2D::square_for(1), 0, lower);
+  be::fill_spd(a, seed);
+  const int tiles = order / tile;
   for (int it = 0; it < iterations; ++it) {
     std::vector<std::vector<std::shared_ptr<br::Tile>>> w(static_cast<std::size_t>(tiles));
     for (int m = 0; m < tiles; ++m) {

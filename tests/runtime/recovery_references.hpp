@@ -33,9 +33,11 @@ void evolve(bellows::runtime::TiledMatrix& a, int iteration, Job job);
 /// column-major with ld = kN.
 std::pair<std::vector<double>, std::vector<double>> reference(Job job);
 
-/// A and L of the Cholesky job (A filled by fill_spd from kSeed, evolved after each
-/// iteration) after `iterations` iterations without failure, column-major with ld = kN.
-std::pair<std::vector<double>, std::vector<double>> cholesky_reference(int iterations);
+/// A and L of the Cholesky job (A of order x order in tiles of `tile`, filled by fill_spd from
+/// `seed`, evolved after each iteration) after `iterations` iterations without failure,
+/// column-major with ld = order. L after one iteration is that of A as filled.
+std::pair<std::vector<double>, std::vector<double>> cholesky_reference(int iterations, int order = kN,
+                                                                       int tile = kTile, unsigned seed = kSeed);
 
 /// How many elements of `x` and `y` differ bit for bit (the longer's size if the sizes differ).
 std::size_t differing(const std::vector<double>& x, const std::vector<double>& y);
