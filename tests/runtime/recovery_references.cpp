@@ -8,13 +8,9 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <sstream>
-#include <stop_token>
 
 #include "bellows/examples/app.hpp"
 #include "bellows/kernels/tile_kernels.hpp"
-#include "bellows/runtime/loss_notices.hpp"
-#include "separate_worlds.hpp"
 
 namespace bellows::testing::recovery {
 
@@ -158,21 +154,6 @@ bool names_phase_and_ranks(const std::string& text) {
   const bool phase = text.rfind("agree_on_lost:", 0) == 0 || text.rfind("rebuild_without:", 0) == 0 ||
                      text.rfind("recover:", 0) == 0;
   return phase && text.find("rank") != std::string::npos && text.find('{') != std::string::npos;
-}
-
-std::jthread tell_when_told(const fs::path& dir, std::chrono::milliseconds delay) {
-  return std::jthread([dir, delay](std::stop_token stop) {
-    while (!stop.stop_requested() && !fs::exists(dir / "told_lost")) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    if (stop.stop_requested()) return;
-    std::this_thread::sleep_for(delay);
-    std::stringstream text(read_file(dir / "told_lost"));
-    std::uint64_t failure_id = 0;
-    std::string ranks;
-    text >> failure_id >> ranks;
-    br::loss_notices().tell(failure_id, parse_victims(ranks));
-  });
 }
 
 }  // namespace bellows::testing::recovery
