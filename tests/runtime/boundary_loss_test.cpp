@@ -264,20 +264,8 @@ int run_member(const fs::path& dir, int index) {
   const bool victim_leaves = std::count(leavers.begin(), leavers.end(), victim) > 0;
   const bool joiner = index == kJoiner;  // after-expand: joins by the expand
   std::vector<int> payload;
-  auto membership = [&] {
-    if (index != 0) {
-      // The joiner connects once the expand is carried out (the first rank says so).
-      const fs::path ready = joiner ? dir / "expand" : dir / "port";
-      while (!fs::exists(ready)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      return br::Membership::join_by_connect(read_file(dir / "port"), payload);
-    }
-    char port[MPI_MAX_PORT_NAME] = {};
-    MPI_Open_port(MPI_INFO_NULL, port);
-    write_file(dir / "port", port);
-    br::Membership first(MPI_COMM_WORLD);
-    first.grow_by_accept(kRanks - 1, port, payload);
-    return first;
-  }();
+  // The joiner connects once the expand is carried out (the first rank says so).
+  auto membership = bellows::testing::join_member_job(dir, index, kRanks, payload, joiner ? dir / "expand" : fs::path());
   const int old_rank = membership.rank();
   write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
   write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));  // the join's order

@@ -51,10 +51,10 @@
 #include <thread>
 #include <vector>
 
-#include "bellows/kernels/tile_kernels.hpp"
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
 #include "loss_test_gemm.hpp"
+#include "recovery_references.hpp"
 #include "separate_worlds.hpp"
 #include "spawned_processes.hpp"
 #include "tiled_gemm.hpp"
@@ -64,17 +64,17 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace br = bellows::runtime;
+using bellows::test::kGemmN;
+using bellows::test::kGemmSeed;
+using bellows::test::kGemmTile;
 using bellows::test::rank_set;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
 using bellows::testing::write_file;
 
 constexpr int kRanks = 3;
-constexpr int kN = 288;
-constexpr int kTile = 96;  // 3 x 3 tiles: 27 GEMM tasks per iteration
 constexpr int kIterations = 4;
 constexpr int kCheckpointEvery = 2;
-constexpr unsigned kSeed = 5;
 constexpr auto kRecoverTimeout = std::chrono::seconds(10);
 constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
 
@@ -97,38 +97,9 @@ void expect(bool ok, const std::string& what) {
   }
 }
 
-/// L of the Cholesky factorization of the cholesky example's SPD matrix of `seed`, as a run
-/// without failure computes it: the tiled right-looking factorization by the Cholesky tasks'
-/// kernels, each tile updated in k order, on this process alone.
-std::vector<double> serial_cholesky_l() {
-  const auto lower = [](int m, int k) { return m >= k; };
-  br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
-  br::TiledMatrix l(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
-  bellows::examples::fill_spd(a, kSeed);
-  const int tiles = kN / kTile;
-  for (int m = 0; m < tiles; ++m) {
-    for (int n = 0; n <= m; ++n) {
-      const br::Tile& from = *a.tile(m, n);
-      auto copy = std::make_shared<br::Tile>(from.rows(), from.cols());
-      std::copy(from.data(), from.data() + from.elements(), copy->data());
-      l.set_tile(m, n, std::move(copy));
-    }
-  }
-  const auto at = [&](int m, int n) -> br::Tile& { return *l.tile(m, n); };
-  for (int k = 0; k < tiles; ++k) {
-    bellows::kernels::potrf_lower(at(k, k));
-    for (int m = k + 1; m < tiles; ++m) bellows::kernels::trsm_right_lower_trans(at(k, k), at(m, k));
-    for (int m = k + 1; m < tiles; ++m) {
-      bellows::kernels::syrk_lower_minus(at(m, k), at(m, m));
-      for (int n = k + 1; n < m; ++n) bellows::kernels::gemm_nt_minus(at(m, k), at(n, k), at(m, n));
-    }
-  }
-  return l.gather_to_root(MPI_COMM_SELF);
-}
-
 /// The tasks of one iteration: GEMM's tiles^3; Cholesky's potrf, trsm, syrk and gemm per step k.
 unsigned long long tasks_per_iteration(bool cholesky) {
-  const unsigned long long tiles = kN / kTile;
+  const unsigned long long tiles = kGemmN / kGemmTile;
   if (!cholesky) return tiles * tiles * tiles;
   unsigned long long tasks = 0;
   for (unsigned long long k = 0; k < tiles; ++k) {
@@ -151,26 +122,16 @@ int run_member(const fs::path& dir, int index) {
   const bool teams = fs::exists(dir / "teams");
   kill_pause_us = pause_us;
   std::vector<int> payload;
-  auto membership = [&] {
-    if (index != 0) {
-      while (!fs::exists(dir / "port")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      return br::Membership::join_by_connect(read_file(dir / "port"), payload);
-    }
-    char port[MPI_MAX_PORT_NAME] = {};
-    MPI_Open_port(MPI_INFO_NULL, port);
-    write_file(dir / "port", port);
-    br::Membership first(MPI_COMM_WORLD);
-    first.grow_by_accept(kRanks - 1, port, payload);
-    return first;
-  }();
+  auto membership = bellows::testing::join_member_job(dir, index, kRanks, payload);
   const int old_rank = membership.rank();
   write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
   write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));
   br::ElasticJob job(std::move(membership), br::ElasticJob::Grow(), -1);
 
-  bellows::test::TiledGemm gemm(kN, kTile, kRanks, old_rank, kSeed);
+  bellows::test::TiledGemm gemm(kGemmN, kGemmTile, kRanks, old_rank, kGemmSeed);
   const auto lower = [](int m, int k) { return m >= k; };
-  br::TiledMatrix spd(0, kN, kN, kTile, gemm.grid, old_rank, lower), l(1, kN, kN, kTile, gemm.grid, old_rank, lower);
+  br::TiledMatrix spd(0, kGemmN, kGemmN, kGemmTile, gemm.grid, old_rank, lower);
+  br::TiledMatrix l(1, kGemmN, kGemmN, kGemmTile, gemm.grid, old_rank, lower);
   br::RuntimeOptions options;
   options.comm_max_sleep_us = 100;
   options.same_host_transport = false;  // tiles over MPI, as between nodes
@@ -184,7 +145,7 @@ int run_member(const fs::path& dir, int index) {
   br::Runtime& runtime = *owned_runtime;
   job.attach(runtime);
   if (cholesky) {
-    bellows::examples::fill_spd(spd, kSeed);
+    bellows::examples::fill_spd(spd, kGemmSeed);
     runtime.add_collection(spd);
     runtime.add_collection(l);
     for (auto& task_class : bellows::examples::make_cholesky_tasks(spd, l)) runtime.add_task_class(std::move(task_class));
@@ -275,7 +236,10 @@ int run_member(const fs::path& dir, int index) {
     result["ranks_rolled_back"] = last_recovery.ranks_rolled_back;
   }
   if (job.rank() == 0) {
-    const std::vector<double> expected = cholesky ? serial_cholesky_l() : bellows::test::serial_gemm_c(kN, kTile, kSeed);
+    // Every iteration factors the same matrix: L is that of one iteration.
+    const std::vector<double> expected =
+        cholesky ? bellows::testing::recovery::cholesky_reference(1, kGemmN, kGemmTile, kGemmSeed).second
+                 : bellows::test::serial_gemm_c(kGemmN, kGemmTile, kGemmSeed);
     const std::vector<double>& c = end.gathered.at(0);
     const bool same = c.size() == expected.size() && std::memcmp(c.data(), expected.data(), c.size() * sizeof(double)) == 0;
     expect(same, std::string(cholesky ? "L" : "C") + " differs from a serial run");
@@ -294,12 +258,11 @@ int run_member(const fs::path& dir, int index) {
   result["checkpoint_at_end"] = checkpoint_at_end;
   result["rolled_back_to"] = rolled_back_to;
   result["tasks_per_iteration_from_the_roll_back"] = all;
-  result["result"] = failures == 0 ? "PASS" : "FAIL";
-  write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
+  const int status = bellows::test::write_member_result(dir, old_rank, std::move(result), failures);
   owned_runtime.reset();  // its communicator freed before MPI_Finalize
   watchdog.disarm();
   MPI_Finalize();
-  return failures == 0 ? 0 : 1;
+  return status;
 }
 
 // ------------------------------------------------------------------------------------ launcher

@@ -8,13 +8,9 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <sstream>
-#include <stop_token>
 
 #include "bellows/examples/app.hpp"
 #include "bellows/kernels/tile_kernels.hpp"
-#include "bellows/runtime/loss_notices.hpp"
-#include "separate_worlds.hpp"
 
 namespace bellows::testing::recovery {
 
@@ -61,12 +57,13 @@ std::shared_ptr<br::Tile> clone(const br::Tile& t) {
 
 /// A and L as a job without failure computes them: per iteration the tiled right-looking
 /// factorization by the kernels of the Cholesky tasks, each tile updated in k order.
-std::pair<std::vector<double>, std::vector<double>> cholesky_reference(int iterations) {
+std::pair<std::vector<double>, std::vector<double>> cholesky_reference(int iterations, int order, int tile,
+                                                                       unsigned seed) {
   const auto lower = [](int m, int k) { return m >= k; };
-  br::TiledMatrix a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
-  br::TiledMatrix l(1, kN, kN, kTile, br::BlockCyclic2D::square_for(1), 0, lower);
-  be::fill_spd(a, kSeed);
-  const int tiles = kN / kTile;
+  br::TiledMatrix a(0, order, order, tile, br::BlockCyclic2D::square_for(1), 0, lower);
+  br::TiledMatrix l(1, order, order, tile, br::BlockCyclic2D::square_for(1), 0, lower);
+  be::fill_spd(a, seed);
+  const int tiles = order / tile;
   for (int it = 0; it < iterations; ++it) {
     std::vector<std::vector<std::shared_ptr<br::Tile>>> w(static_cast<std::size_t>(tiles));
     for (int m = 0; m < tiles; ++m) {
@@ -157,21 +154,6 @@ bool names_phase_and_ranks(const std::string& text) {
   const bool phase = text.rfind("agree_on_lost:", 0) == 0 || text.rfind("rebuild_without:", 0) == 0 ||
                      text.rfind("recover:", 0) == 0;
   return phase && text.find("rank") != std::string::npos && text.find('{') != std::string::npos;
-}
-
-std::jthread tell_when_told(const fs::path& dir, std::chrono::milliseconds delay) {
-  return std::jthread([dir, delay](std::stop_token stop) {
-    while (!stop.stop_requested() && !fs::exists(dir / "told_lost")) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    if (stop.stop_requested()) return;
-    std::this_thread::sleep_for(delay);
-    std::stringstream text(read_file(dir / "told_lost"));
-    std::uint64_t failure_id = 0;
-    std::string ranks;
-    text >> failure_id >> ranks;
-    br::loss_notices().tell(failure_id, parse_victims(ranks));
-  });
 }
 
 }  // namespace bellows::testing::recovery

@@ -2,10 +2,8 @@
 // The job the recovery tests' members run, as a run without failure computes it: its shape,
 // what the application does to A after each iteration, and A and C (or L) at the end.
 
-#include <chrono>
 #include <cstddef>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,19 +31,16 @@ void evolve(bellows::runtime::TiledMatrix& a, int iteration, Job job);
 /// column-major with ld = kN.
 std::pair<std::vector<double>, std::vector<double>> reference(Job job);
 
-/// A and L of the Cholesky job (A filled by fill_spd from kSeed, evolved after each
-/// iteration) after `iterations` iterations without failure, column-major with ld = kN.
-std::pair<std::vector<double>, std::vector<double>> cholesky_reference(int iterations);
+/// A and L of the Cholesky job (A of order x order in tiles of `tile`, filled by fill_spd from
+/// `seed`, evolved after each iteration) after `iterations` iterations without failure,
+/// column-major with ld = order. L after one iteration is that of A as filled.
+std::pair<std::vector<double>, std::vector<double>> cholesky_reference(int iterations, int order = kN,
+                                                                       int tile = kTile, unsigned seed = kSeed);
 
 /// How many elements of `x` and `y` differ bit for bit (the longer's size if the sizes differ).
 std::size_t differing(const std::vector<double>& x, const std::vector<double>& y);
 
 /// What a refusal must say: the phase it came from and the ranks.
 bool names_phase_and_ranks(const std::string& text);
-
-/// The control plane's word, as the launcher writes it in `told_lost`: "FAILURE_ID R1,R2".
-/// Handed to the process's LossNotices from a thread of its own, as the PMIx handler does,
-/// `delay` after the file appears.
-std::jthread tell_when_told(const fs::path& dir, std::chrono::milliseconds delay);
 
 }  // namespace bellows::testing::recovery

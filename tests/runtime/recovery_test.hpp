@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "control_plane_word.hpp"
 
 namespace bellows::testing::recovery {
 
@@ -33,19 +33,6 @@ inline void expect(bool ok, const std::string& what) {
     if (failures++ == 0) first_failure = what;
     std::fprintf(stderr, "recovery_tests: FAILED: %s\n", what.c_str());
   }
-}
-
-/// "0,2" -> {0, 2}; "-1" -> {}.
-inline std::vector<int> parse_victims(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const int rank = std::atoi(item.c_str());
-    if (rank >= 0) out.push_back(rank);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 /// Rank `rank`'s buddy when every rank is on a node of its own with as many tiles as the others

@@ -61,6 +61,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control_plane_word.hpp"
 #include "deaf_watch.hpp"
 #include "separate_worlds.hpp"
 #include "spawned_processes.hpp"
@@ -74,6 +75,7 @@ using Clock = std::chrono::steady_clock;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
 using bellows::testing::LaunchedMembers;
+using bellows::testing::recovery::tell_when_told;
 using bellows::testing::write_file;
 
 constexpr int kRanks = 4;
@@ -112,24 +114,6 @@ std::uint64_t expected_digest() {
 }
 
 // ------------------------------------------------------------------------------------ member
-
-// `deaf=R`: the control plane's word, as the launcher writes it in `told_lost` ("FAILURE_ID
-// RANK"), handed to the process's LossNotices from a thread of its own, as the PMIx handler
-// does, `delay` after the file appears.
-std::jthread tell_when_told(const fs::path& dir, std::chrono::milliseconds delay) {
-  return std::jthread([dir, delay](std::stop_token stop) {
-    while (!stop.stop_requested() && !fs::exists(dir / "told_lost")) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    if (stop.stop_requested()) return;
-    std::this_thread::sleep_for(delay);
-    unsigned long long failure_id = 0;
-    int lost = -1;
-    if (std::sscanf(read_file(dir / "told_lost").c_str(), "%llu %d", &failure_id, &lost) == 2) {
-      br::loss_notices().tell(failure_id, {lost});
-    }
-  });
-}
 
 int run_member(const fs::path& dir, int index, const std::string& distribution) {
   int provided = 0;

@@ -1,8 +1,9 @@
 #pragma once
 // What the tests that run a job as separate worlds (one `mpiexec -n 1` per member, started by
 // a launcher in the same binary, joined by connect/accept) share: the files the launcher and
-// its members pass each other in the test's directory, and how a member's mpiexec is started
-// (the launcher's record of them: LaunchedMembers, spawned_processes.hpp).
+// its members pass each other in the test's directory, how a member's mpiexec is started
+// (the launcher's record of them: LaunchedMembers, spawned_processes.hpp), and how the members
+// form their job (a communicator, or a Membership for ElasticJob).
 
 #include "bellows/runtime/membership.hpp"
 
@@ -117,6 +118,28 @@ inline MPI_Comm join_member_worlds(const std::filesystem::path& dir, int index, 
   }
   while (!std::filesystem::exists(dir / "port")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   return bellows::runtime::join_by_connect(read_file(dir / "port"), payload);
+}
+
+/// The same for a job that runs under bellows::runtime::Membership (ElasticJob): member 0 opens
+/// a port, writes it to DIR/port and accepts `count` - 1 others (Membership::grow_by_accept);
+/// each other member waits for `wait_for` (DIR/port when empty: a member that joins later, by
+/// an expand, waits for the file the first rank writes when it carries the expand out), then
+/// connects to DIR/port (Membership::join_by_connect), receiving rank 0's payload in `payload`.
+/// Collective over the `count` members. Returns this member's membership of the job.
+inline bellows::runtime::Membership join_member_job(const std::filesystem::path& dir, int index, int count,
+                                                    std::vector<int>& payload,
+                                                    const std::filesystem::path& wait_for = {}) {
+  if (index != 0) {
+    const std::filesystem::path ready = wait_for.empty() ? dir / "port" : wait_for;
+    while (!std::filesystem::exists(ready)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return bellows::runtime::Membership::join_by_connect(read_file(dir / "port"), payload);
+  }
+  char port[MPI_MAX_PORT_NAME] = {};
+  MPI_Open_port(MPI_INFO_NULL, port);
+  write_file(dir / "port", port);
+  bellows::runtime::Membership first(MPI_COMM_WORLD);
+  first.grow_by_accept(count - 1, port, payload);
+  return first;
 }
 
 }  // namespace bellows::testing

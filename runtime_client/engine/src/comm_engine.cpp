@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 
 #include "bellows/runtime/message_logging.hpp"
+#include "comm_numbers.hpp"
 #include "engine.hpp"
 #include "peer_watch.hpp"
 #include "sleeping_wait.hpp"
@@ -39,18 +40,6 @@ constexpr int kDoorbellBackupPollUs = 100;
 constexpr int kDoorbellIdleSleepUs = 2000;
 // How often the communication thread tests the receives that notice a dead peer.
 constexpr auto kWatchPollInterval = std::chrono::microseconds(500);
-
-int rank_in(MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  return rank;
-}
-
-int size_of(MPI_Comm comm) {
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  return size;
-}
 
 /// Hands the CPU time the calling thread used to `record` when the thread's loop ends.
 class ThreadCpuTime {

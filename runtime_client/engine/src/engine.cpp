@@ -135,24 +135,15 @@ std::vector<int> Engine::attach(MPI_Comm comm) {
   // an expand adds a member may be lost here (the expand is then given up: join_expansion),
   // so every collective is watched, as expand_onto's are, with errors returned (on
   // MPI_COMM_WORLD too, as in an iteration). The duplicate takes `comm`'s own handler.
-  int rank = -1, size = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
-  MPI_Comm_get_errhandler(comm, &handler);
-  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
-  const ErrorsReturned errors_returned(comm);
-  PeerWatch watch(comm, rank, size);
-  watch.arm();
-  auto [duplicate, lost_in_duplicate] = duplicate_watched(comm, handler, watch);
-  if (!lost_in_duplicate.empty()) return std::move(lost_in_duplicate);
-  std::optional<ErrorsReturned> duplicate_errors_returned;
-  duplicate_errors_returned.emplace(duplicate);
+  WatchedSetup setup(comm);
+  if (!setup.lost_in_duplicate().empty()) return setup.lost_in_duplicate();
+  MPI_Comm duplicate = setup.duplicate();
+  PeerWatch& watch = setup.watch();
   const auto given_up = [&](std::vector<int> lost) {
     // The duplicate is freed, never disconnected (it holds the dead).
     comm_engine_.reset();
     watch_.reset();
-    duplicate_errors_returned.reset();
+    setup.restore_duplicate_errhandler();
     MPI_Comm_free(&duplicate);
     comm_ = MPI_COMM_NULL;
     return lost;

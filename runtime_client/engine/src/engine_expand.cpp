@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -170,16 +169,10 @@ std::vector<int> Engine::expand_onto(MPI_Comm comm) {
   // the communication engine is alive.
   // The duplicate takes the grown communicator's handler, as a duplicate made outside this
   // watched stretch would, and returns errors only until it ends.
-  MPI_Errhandler grown_handler = MPI_ERRHANDLER_NULL;
-  MPI_Comm_get_errhandler(comm, &grown_handler);
-  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
-  const ErrorsReturned errors_returned(comm);
-  PeerWatch watch(comm, new_rank, new_size);
-  watch.arm();
-  auto [duplicate, lost_in_duplicate] = duplicate_watched(comm, grown_handler, watch);
-  if (!lost_in_duplicate.empty()) return std::move(lost_in_duplicate);
-  std::optional<ErrorsReturned> duplicate_errors_returned;
-  duplicate_errors_returned.emplace(duplicate);
+  WatchedSetup setup(comm);
+  if (!setup.lost_in_duplicate().empty()) return setup.lost_in_duplicate();
+  const MPI_Comm duplicate = setup.duplicate();
+  PeerWatch& watch = setup.watch();
   const MPI_Comm before = comm_;
   const int old_size = size_;
   const int iterations_since_attach = iterations_since_attach_;
@@ -198,7 +191,7 @@ std::vector<int> Engine::expand_onto(MPI_Comm comm) {
     // teams and its entries (MessageLogTeams::later): a loss after the expand given up is
     // replayed by teams from the checkpoint before it, as outside a resize.
     comm_engine_.reset();
-    duplicate_errors_returned.reset();
+    setup.restore_duplicate_errhandler();
     MPI_Comm_free(&comm_);
     comm_ = before;
     size_ = old_size;

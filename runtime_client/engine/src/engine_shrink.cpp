@@ -10,7 +10,6 @@
 #include <mpi.h>
 
 #include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -36,24 +35,15 @@ std::vector<int> Engine::attach_shrunk_checkpointed(MPI_Comm survivors) {
   if (!before_hand_off_ || before_hand_off_->job_communicator || comm_ == MPI_COMM_NULL) {
     throw std::logic_error("attach_shrunk_checkpointed without prepare_shrink holding the state before it");
   }
-  int new_rank = -1, new_size = 0;
-  MPI_Comm_rank(survivors, &new_rank);
-  MPI_Comm_size(survivors, &new_size);
   // Every step on the survivors' communicator is watched (errors returned, on MPI_COMM_WORLD
   // too). Its numbers are not the job's, so the control plane's notices are not read here;
   // the watch on the job's communicator that confirms the shrink next reads them.
-  MPI_Errhandler survivors_handler = MPI_ERRHANDLER_NULL;
-  MPI_Comm_get_errhandler(survivors, &survivors_handler);
-  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
-  const ErrorsReturned errors_returned(survivors);
-  PeerWatch watch(survivors, new_rank, new_size, ControlPlaneWord::ignored);
-  watch.arm();
-  auto [duplicate, lost_in_duplicate] = duplicate_watched(survivors, survivors_handler, watch, kShrinkStretch);
-  if (!lost_in_duplicate.empty()) return std::move(lost_in_duplicate);
-  std::optional<ErrorsReturned> duplicate_errors_returned;
-  duplicate_errors_returned.emplace(duplicate);
+  WatchedSetup setup(survivors, ControlPlaneWord::ignored, kShrinkStretch);
+  if (!setup.lost_in_duplicate().empty()) return setup.lost_in_duplicate();
+  const MPI_Comm duplicate = setup.duplicate();
+  PeerWatch& watch = setup.watch();
   const auto given_up = [&](std::vector<int> lost) {
-    duplicate_errors_returned.reset();  // before the duplicate is freed
+    setup.restore_duplicate_errhandler();  // before the duplicate is freed
     back_onto_job_communicator();
     return lost;
   };

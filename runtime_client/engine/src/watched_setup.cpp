@@ -1,5 +1,6 @@
 #include "watched_setup.hpp"
 
+#include "comm_numbers.hpp"
 #include "rank_set_text.hpp"
 #include "peer_watch.hpp"
 
@@ -38,6 +39,30 @@ WatchedDuplicate duplicate_watched(MPI_Comm comm, MPI_Errhandler handler, PeerWa
   }
   MPI_Errhandler_free(&handler);
   return duplicate;
+}
+
+namespace {
+
+/// The handler `comm` has now (the caller frees it).
+MPI_Errhandler errhandler_of(MPI_Comm comm) {
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(comm, &handler);
+  return handler;
+}
+
+}  // namespace
+
+// `comm`'s handler is taken before the stretch sets errors to return on it.
+WatchedSetup::WatchedSetup(MPI_Comm comm, ControlPlaneWord word, const char* stretch)
+    : WatchedSetup(comm, errhandler_of(comm), word, stretch) {}
+
+WatchedSetup::WatchedSetup(MPI_Comm comm, MPI_Errhandler handler, ControlPlaneWord word, const char* stretch)
+    : world_errors_returned_(MPI_COMM_WORLD),
+      errors_returned_(comm),
+      watch_(comm, rank_in(comm), size_of(comm), word) {
+  watch_.arm();
+  duplicate_ = duplicate_watched(comm, handler, watch_, stretch);
+  if (duplicate_.lost.empty()) duplicate_errors_returned_.emplace(duplicate_.comm);
 }
 
 }  // namespace bellows::runtime

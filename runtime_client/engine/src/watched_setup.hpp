@@ -12,13 +12,14 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace bellows::runtime {
+#include "peer_watch.hpp"
 
-class PeerWatch;
+namespace bellows::runtime {
 
 /// How long a watched setup collective still pending when the watch found a member lost is
 /// given to complete after all, and how long after the first member found lost a failed one
@@ -60,6 +61,42 @@ struct WatchedDuplicate {
 /// for completed_watched.
 WatchedDuplicate duplicate_watched(MPI_Comm comm, MPI_Errhandler handler, PeerWatch& watch,
                                    const char* stretch = "runtime setup: ");
+
+/// The watched stretch of a setup on `comm`, held while it lives: MPI_COMM_WORLD and `comm`
+/// return errors (ErrorsReturned), a PeerWatch over `comm`'s members is armed, and `comm` is
+/// duplicated under it (duplicate_watched: the duplicate takes the handler `comm` had before
+/// the stretch), the duplicate returning errors too. Its end undoes them on every path, in
+/// reverse order: the duplicate's handler (unless restore_duplicate_errhandler() did before),
+/// the watch's receives cancelled, `comm`'s handler, MPI_COMM_WORLD's. Freeing the duplicate
+/// is the caller's.
+class WatchedSetup {
+ public:
+  /// `word` as for PeerWatch (ignored on a communicator not numbered as the job is), `stretch`
+  /// as for completed_watched. Throws as duplicate_watched does, with the stretch undone.
+  explicit WatchedSetup(MPI_Comm comm, ControlPlaneWord word = ControlPlaneWord::heeded,
+                        const char* stretch = "runtime setup: ");
+  WatchedSetup(const WatchedSetup&) = delete;
+  WatchedSetup& operator=(const WatchedSetup&) = delete;
+
+  /// The members lost while `comm` was duplicated, ascending; empty: duplicate() holds it.
+  [[nodiscard]] const std::vector<int>& lost_in_duplicate() const noexcept { return duplicate_.lost; }
+  /// The duplicate (MPI_COMM_NULL when members were lost), returning errors until
+  /// restore_duplicate_errhandler() or the stretch's end.
+  [[nodiscard]] MPI_Comm duplicate() const noexcept { return duplicate_.comm; }
+  /// The armed watch over `comm`'s members, for every collective of the setup.
+  [[nodiscard]] PeerWatch& watch() noexcept { return watch_; }
+  /// Gives the duplicate its own handler back now: a setup given up does before it frees it.
+  void restore_duplicate_errhandler() noexcept { duplicate_errors_returned_.reset(); }
+
+ private:
+  WatchedSetup(MPI_Comm comm, MPI_Errhandler handler, ControlPlaneWord word, const char* stretch);
+
+  ErrorsReturned world_errors_returned_;
+  ErrorsReturned errors_returned_;
+  PeerWatch watch_;
+  WatchedDuplicate duplicate_;
+  std::optional<ErrorsReturned> duplicate_errors_returned_;
+};
 
 /// Keeps the buffers of a collective given up until the process exits (see the top).
 template <typename Buffers>

@@ -324,6 +324,14 @@ struct SwapState {
       for (std::size_t s = 0; s < team.size(); ++s) toward[r][at(team[s])] += graph.bytes[r][s];
     }
   }
+  /// The gain of a swap: how many fewer bytes cross between the teams once ranks r and s (of
+  /// different teams) trade teams (negative: more).
+  [[nodiscard]] double gain(int r, int s) const {
+    const int a = team[at(r)];
+    const int b = team[at(s)];
+    return toward[at(r)][at(b)] - toward[at(r)][at(a)] + toward[at(s)][at(a)] - toward[at(s)][at(b)] -
+           2.0 * graph.bytes[at(r)][at(s)];
+  }
   /// Ranks r and s (of different teams) trade teams.
   void swap(int r, int s) {
     const int a = team[at(r)];
@@ -350,7 +358,6 @@ struct SwapState {
 void refine_by_swaps(const TeamRequest& request, const RankGraph& graph, std::vector<int>& team,
                      int teams, double load_tolerance = kTeamLoadTolerance) {
   SwapState state(graph, team, teams);
-  const auto& toward = state.toward;
   const auto& team_load = state.team_load;
   double total_bytes = 0.0;
   for (const auto& row : graph.bytes) total_bytes += std::accumulate(row.begin(), row.end(), 0.0);
@@ -370,8 +377,7 @@ void refine_by_swaps(const TeamRequest& request, const RankGraph& graph, std::ve
         const int a = state.team[at(r)];
         const int b = state.team[at(s)];
         if (a == b) continue;
-        const double gain = toward[at(r)][at(b)] - toward[at(r)][at(a)] + toward[at(s)][at(a)] -
-                            toward[at(s)][at(b)] - 2.0 * graph.bytes[at(r)][at(s)];
+        const double gain = state.gain(r, s);
         if (gain <= best_gain) continue;
         if (weigh_load) {
           const double moved = graph.load[at(s)] - graph.load[at(r)];
@@ -477,7 +483,6 @@ std::vector<std::vector<int>> swaps_toward_balance(const TeamRequest& request,
                                                    int teams, double allowed) {
   const auto ranks = at(request.ranks);
   SwapState state(graph, std::move(team), teams);
-  const auto& toward = state.toward;
   const auto& team_load = state.team_load;
   double crossing = 0.0;
   for (std::size_t r = 0; r < ranks; ++r) {
@@ -502,8 +507,7 @@ std::vector<std::vector<int>> swaps_toward_balance(const TeamRequest& request,
         const int a = state.team[at(r)];
         const int b = state.team[at(s)];
         if (a == b) continue;
-        const double gain = toward[at(r)][at(b)] - toward[at(r)][at(a)] + toward[at(s)][at(a)] -
-                            toward[at(s)][at(b)] - 2.0 * graph.bytes[at(r)][at(s)];
+        const double gain = state.gain(r, s);
         const double after = crossing - gain;
         if (after > allowed) continue;
         const double moved = graph.load[at(s)] - graph.load[at(r)];
