@@ -126,6 +126,36 @@ TEST(TileLoadHistory, BadInputIsRefusedByName) {
   EXPECT_EQ(history.loads(), (std::vector<double>{1.0, 2.0})) << "a refused iteration changes nothing";
 }
 
+TEST(RankSlowness, ARankSlowerPerFlopThanTheMedianByMoreThanTheTolerance) {
+  // Rank 1 took four times the seconds per flop of the others; rank 3 a tenth more, which
+  // kernels of different kinds can account for.
+  const std::vector<double> seconds{1.0, 4.0, 2.0, 1.1}, flops{1e9, 1e9, 2e9, 1e9};
+  const auto slowness = rank_slowness(seconds, flops);
+  ASSERT_EQ(slowness.size(), 4U);
+  EXPECT_DOUBLE_EQ(slowness[0], 1.0);
+  EXPECT_DOUBLE_EQ(slowness[1], 4.0 / 1.05) << "against the median of 1.0, 1.0, 1.1 and 4.0 ns per flop";
+  EXPECT_DOUBLE_EQ(slowness[2], 1.0);
+  EXPECT_DOUBLE_EQ(slowness[3], 1.0) << "within the tolerance";
+  EXPECT_NEAR(rank_slowness(seconds, flops, 0.0)[3], 1.1 / 1.05, 1e-12);
+}
+
+TEST(RankSlowness, ARankThatRanNothingCountsAsTheMedian) {
+  const std::vector<double> seconds{0.0, 2.0, 1.0}, flops{0.0, 1.0, 1.0};
+  EXPECT_EQ(rank_slowness(seconds, flops), (std::vector<double>{1.0, 2.0 / 1.5, 1.0 / 1.5}));
+  const std::vector<double> none{0.0, 0.0};
+  EXPECT_EQ(rank_slowness(none, none), (std::vector<double>{1.0, 1.0}));
+  EXPECT_TRUE(rank_slowness({}, {}).empty());
+}
+
+TEST(RankSlowness, BadInputIsRefusedByName) {
+  const std::vector<double> two{1.0, 1.0}, one{1.0}, negative{1.0, -1.0};
+  EXPECT_EQ(refusal([&] { (void)rank_slowness(two, one); }), "rank_slowness: seconds of 2 ranks but flops of 1");
+  EXPECT_EQ(refusal([&] { (void)rank_slowness(two, negative); }),
+            "rank_slowness: rank 1's flops must be finite and not negative, got -1");
+  EXPECT_EQ(refusal([&] { (void)rank_slowness(two, two, -0.5); }),
+            "rank_slowness: the tolerance must be finite and not negative, got -0.5");
+}
+
 ReplanFacts facts(const std::vector<double>& now, const std::vector<double>& planned) {
   ReplanFacts f;
   f.rank_seconds_now = now;

@@ -88,6 +88,32 @@ void TileLoadHistory::clear() noexcept {
   iterations_ = 0;
 }
 
+std::vector<double> rank_slowness(std::span<const double> seconds, std::span<const double> flops,
+                                  double tolerance) {
+  if (seconds.size() != flops.size()) {
+    throw std::invalid_argument("rank_slowness: seconds of " + std::to_string(seconds.size()) + " ranks but flops of " +
+                                std::to_string(flops.size()));
+  }
+  require_finite_not_negative(tolerance, "rank_slowness: the tolerance");
+  std::vector<double> per_flop;
+  for (std::size_t r = 0; r < seconds.size(); ++r) {
+    require_finite_not_negative(seconds[r], "rank_slowness: rank " + std::to_string(r) + "'s seconds");
+    require_finite_not_negative(flops[r], "rank_slowness: rank " + std::to_string(r) + "'s flops");
+    if (seconds[r] > 0.0 && flops[r] > 0.0) per_flop.push_back(seconds[r] / flops[r]);
+  }
+  std::vector<double> out(seconds.size(), 1.0);
+  if (per_flop.empty()) return out;
+  std::sort(per_flop.begin(), per_flop.end());
+  const std::size_t middle = per_flop.size() / 2;
+  const double median = per_flop.size() % 2 == 1 ? per_flop[middle] : (per_flop[middle - 1] + per_flop[middle]) / 2.0;
+  for (std::size_t r = 0; r < seconds.size(); ++r) {
+    if (!(seconds[r] > 0.0 && flops[r] > 0.0)) continue;
+    const double slowness = seconds[r] / flops[r] / median;
+    if (std::abs(slowness - 1.0) > tolerance) out[r] = slowness;
+  }
+  return out;
+}
+
 ReplanDecision replan_decision(const ReplanFacts& facts) {
   if (facts.rank_seconds_now.empty() || facts.rank_seconds_now.size() != facts.rank_seconds_planned.size()) {
     throw std::invalid_argument("replan_decision: seconds of " + std::to_string(facts.rank_seconds_now.size()) +

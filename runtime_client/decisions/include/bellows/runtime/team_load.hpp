@@ -59,6 +59,17 @@ class TileLoadHistory {
   std::vector<std::deque<double>> kept_;  ///< per tile: its samples, oldest first
 };
 
+/// Per rank: how many times longer per flop than the job's median rank the tasks of the tiles
+/// it holds took (`seconds` and `flops` per rank, summed over its tiles), so that TeamLB
+/// weighs each tile by its seconds at the median speed and gives a slowed rank fewer of them
+/// (TeamRequest::rank_slowness). 1 for a rank that ran no flops or no seconds, and for one
+/// within `tolerance` of the median: kernels of different kinds run at different speeds per
+/// flop, so a rank counts as slower or faster only past that. Throws std::invalid_argument,
+/// naming the value, for spans of different lengths, negative or non-finite seconds or flops,
+/// or a tolerance that is negative or not finite.
+[[nodiscard]] std::vector<double> rank_slowness(std::span<const double> seconds, std::span<const double> flops,
+                                                double tolerance = 0.25);
+
 /// What replan_decision() weighs: one iteration's predicted seconds per rank (the tiles'
 /// loads summed on their holders) under the teams and holders now and under a new plan, and
 /// the bytes crossing teams under each.
