@@ -518,7 +518,10 @@ nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
                           {"predicted_cut", applied->predicted_cut},
                           {"predicted_logged_bytes", applied->predicted_logged_bytes},
                           {"imbalance_before", applied->imbalance_before},
-                          {"imbalance_after", applied->imbalance_after}};
+                          {"imbalance_after", applied->imbalance_after},
+                          {"iterations_weighed", applied->iterations_weighed},
+                          {"replanned", applied->replanned},
+                          {"predicted_gain", applied->predicted_gain}};
   }
   // Per failure: what rolled back and how far; the tasks each rank re-ran are its
   // rank_stats[].tasks_rerun.

@@ -156,7 +156,8 @@ struct MessageLogOptions {
   /// `team_size` ranks (0: one team) and the tiles' places inside each team are chosen from
   /// the task graph's traffic and the compute seconds measured for each tile's tasks;
   /// the tile moves are carried out at the start of the next iteration, which takes a fresh
-  /// checkpoint under the new teams. `rank_team` is then ignored.
+  /// checkpoint under the new teams; later, planned again where it pays (`replan`).
+  /// `rank_team` is then ignored.
   bool plan_teams = false;
   /// With plan_teams: a tile weighs the median of its measured seconds over the last
   /// `load_window` iterations (TileLoadHistory, team_load.hpp), >= 1. The first plan after an
