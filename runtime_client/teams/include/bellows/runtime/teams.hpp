@@ -55,6 +55,10 @@
 // tiles: a tile stays with its holder, when the holder is in its team, as long as the
 // holder's load stays within the team's average. So a tile with no work (an input only read)
 // stays with a holder in its team, or else goes to the team's rank with the fewest tiles.
+// With ranks of different speeds (TeamRequest::rank_slowness), a tile's seconds on a rank are
+// its seconds times the rank's slowness, the team's average is what each rank would carry
+// with the team's seconds spread in proportion to its speed, and the least loaded rank is the
+// one that would finish the tile first.
 //
 // The reference: the same partition with every rank (or tile) weighing 1
 // (TeamWeighting::uniform), the partition "without considering the load of the objects" that
