@@ -7,8 +7,12 @@
 // iteration of the window (task_seconds_by_iteration_: the one iteration after an attach, up
 // to MessageLogOptions::load_window later; each rank adds up its own, a stolen task where it
 // ran, and the first rank sums them and weighs each tile by its median over the window,
-// TileLoadHistory); and per task, the tiles it reads: a collection tile, or the tile that
-// decides the producing task.
+// TileLoadHistory, each rank's slowness from its tiles' seconds per flop, rank_slowness);
+// and per task, the tiles it reads: a collection tile, or the tile that decides the
+// producing task. A rank receives a tile once per iteration for all its readers, which is how
+// plan_teams() counts bytes, so its prediction is the log's size (runtime_teams_message_log_np*
+// checks this for GEMM, for the first iteration under a plan on Cholesky and under a re-plan
+// on GEMM).
 //
 // A re-plan (replan_due): at a boundary that takes a checkpoint, once a full window was
 // weighed since the last plan, the first rank plans again and replan_decision() compares the
@@ -17,9 +21,7 @@
 // checkpoints. One that pays is applied as the first plan is: the log and the copies kept
 // under the old teams are dropped, the moves are carried out as the next iteration starts,
 // and the checkpoint of that boundary, under the new teams, completes before its tasks send
-// anything, so no roll-back mixes logs kept under two groupings. A rank receives a tile once per iteration for all its readers, which is how
-// plan_teams() counts bytes, so its prediction is the log's size (runtime_teams_message_log_np*
-// checks this for GEMM and for the first iteration under a plan on Cholesky).
+// anything, so no roll-back mixes logs kept under two groupings.
 //
 // The plan is shared as the runtime's other collectives between iterations are: each one
 // completes asleep under the armed watch (wait_watching_peers), and nothing of it is applied
