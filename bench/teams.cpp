@@ -27,19 +27,39 @@
 //   ./bellows_teams_bench --tiles 32 --ranks 16,64 --team-sizes 1,4,8,16
 //
 // Prints a table, then as the last line a JSON object with the same numbers.
+//
+// With --noise-rounds R, instead: what TeamLB's plan is worth when the seconds it weighs are
+// measured on a noisy host, weighing one iteration against the median of a window
+// (TileLoadHistory, --window iterations, MessageLogOptions::load_window's default). Each
+// measured iteration multiplies every tile's seconds by exp(N(0, --noise-sigma)), and each
+// rank's tiles, with chance --spike-chance, by a spike drawn from [1.5, --spike-max] (a rank
+// preempted for part of the iteration). Each plan is made as the runtime makes it (rank
+// slowness from the measured seconds and flops, rank_slowness(); tiles at the median speed)
+// and judged by the noiseless seconds with its holders. Per row, the medians over R rounds:
+//   I_exact  I over all ranks of the plan made from the noiseless seconds
+//   I_one    of the plan made from one measured iteration
+//   I_med    of the plan made from the median of the window's iterations
+//   one/med  the heaviest rank's noiseless seconds under I_one's plan over under I_med's
+//            (above 1: weighing one iteration makes the iteration longer)
+//
+//   ./bellows_teams_bench --tiles 16 --ranks 16 --team-sizes 4,8 --noise-rounds 20
 
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "bellows/runtime/block_cyclic.hpp"
+#include "bellows/runtime/options.hpp"
+#include "bellows/runtime/team_load.hpp"
 #include "bellows/runtime/teams.hpp"
 #include "bspgemm_tasks.hpp"
 
@@ -147,7 +167,124 @@ struct Options {
   double density = 0.5;
   unsigned seed = 42;
   double cut_bound = 0.10;
+  int noise_rounds = 0;
+  int window = br::MessageLogOptions{}.load_window;
+  double noise_sigma = 0.10;
+  double spike_chance = 0.20;
+  double spike_max = 4.0;
 };
+
+/// One iteration's seconds per tile as a noisy host measures them (see the file comment).
+std::vector<double> measured(const std::vector<double>& exact, const std::vector<int>& holders, int ranks,
+                             const Options& o, std::mt19937_64& random) {
+  std::normal_distribution<double> jitter(0.0, o.noise_sigma);
+  std::uniform_real_distribution<double> chance(0.0, 1.0);
+  std::uniform_real_distribution<double> spike(1.5, std::max(1.5, o.spike_max));
+  std::vector<double> rank_factor(static_cast<std::size_t>(ranks), 1.0);
+  for (double& f : rank_factor) f = chance(random) < o.spike_chance ? spike(random) : 1.0;
+  std::vector<double> out(exact.size(), 0.0);
+  for (std::size_t t = 0; t < exact.size(); ++t) {
+    out[t] = exact[t] * std::exp(jitter(random)) * rank_factor[static_cast<std::size_t>(holders[t])];
+  }
+  return out;
+}
+
+/// The plan the runtime makes from `seconds` measured per tile (engine_teams.cpp): each rank's
+/// slowness from its tiles' seconds and flops, each tile at the median rank's speed.
+br::TeamPlan plan_as_the_runtime(const std::vector<double>& seconds, const std::vector<double>& flops,
+                                 const std::vector<int>& holders, const std::vector<br::TileTraffic>& traffic,
+                                 int ranks, int team_size, double cut_bound) {
+  std::vector<double> rank_seconds(static_cast<std::size_t>(ranks), 0.0), rank_flops(rank_seconds);
+  for (std::size_t t = 0; t < seconds.size(); ++t) {
+    rank_seconds[static_cast<std::size_t>(holders[t])] += seconds[t];
+    rank_flops[static_cast<std::size_t>(holders[t])] += flops[t];
+  }
+  const auto slowness = br::rank_slowness(rank_seconds, rank_flops);
+  std::vector<double> loads(seconds.size(), 0.0);
+  for (std::size_t t = 0; t < seconds.size(); ++t) loads[t] = seconds[t] / slowness[static_cast<std::size_t>(holders[t])];
+  br::TeamRequest request{ranks, team_size, loads, holders, traffic, br::TeamWeighting::load, br::TeamUnit::ranks,
+                          cut_bound};
+  request.rank_slowness = slowness;
+  return br::plan_teams(request);
+}
+
+double heaviest(const std::vector<int>& holders, const std::vector<double>& seconds, int ranks) {
+  std::vector<double> loads(static_cast<std::size_t>(ranks), 0.0);
+  for (std::size_t t = 0; t < holders.size(); ++t) loads[static_cast<std::size_t>(holders[t])] += seconds[t];
+  return *std::max_element(loads.begin(), loads.end());
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2.0;
+}
+
+/// The --noise-rounds report (see the file comment).
+int noise_report(const Options& o) {
+  const double tile_bytes = 8.0 * o.tile * static_cast<double>(o.tile);
+  std::mt19937_64 random(o.seed);
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("%-8s %5s %3s | %7s %7s %7s | %7s\n", "graph", "ranks", "T", "I_exact", "I_one", "I_med", "one/med");
+  for (const int ranks : o.ranks) {
+    const auto grid = br::BlockCyclic2D::square_for(ranks);
+    const std::vector<Workload> workloads{gemm(o.tiles, o.tile, grid), cholesky(o.tiles, o.tile, grid),
+                                          bspgemm(o.tiles, o.tile, grid, o.density, o.seed)};
+    for (const Workload& w : workloads) {
+      std::vector<double> exact(w.holders.size(), 0.0), flops(w.holders.size(), 0.0);
+      std::vector<br::TileTraffic> traffic;
+      for (const Task& task : w.tasks) {
+        exact[static_cast<std::size_t>(task.written)] += task.flops / (o.gflops * 1e9);
+        flops[static_cast<std::size_t>(task.written)] += task.flops;
+        for (const int tile : task.read) traffic.push_back({task.written, tile, tile_bytes});
+      }
+      for (const int team_size : o.team_sizes) {
+        if (team_size <= 1 || team_size > ranks) continue;  // a team of one has nothing to balance
+        const br::TeamPlan ideal = plan_as_the_runtime(exact, flops, w.holders, traffic, ranks, team_size, o.cut_bound);
+        std::vector<double> i_one, i_med, ratio;
+        for (int round = 0; round < o.noise_rounds; ++round) {
+          br::TileLoadHistory history(o.window);
+          const std::vector<double> tasks(exact.size(), 1.0);
+          std::vector<double> last;
+          for (int k = 0; k < o.window; ++k) {
+            last = measured(exact, w.holders, ranks, o, random);
+            history.add_iteration(last, tasks);
+          }
+          const br::TeamPlan one = plan_as_the_runtime(last, flops, w.holders, traffic, ranks, team_size, o.cut_bound);
+          const br::TeamPlan med =
+              plan_as_the_runtime(history.loads(), flops, w.holders, traffic, ranks, team_size, o.cut_bound);
+          i_one.push_back(imbalance(one.tile_holders, exact, ranks));
+          i_med.push_back(imbalance(med.tile_holders, exact, ranks));
+          ratio.push_back(heaviest(one.tile_holders, exact, ranks) / heaviest(med.tile_holders, exact, ranks));
+        }
+        const double i_exact = imbalance(ideal.tile_holders, exact, ranks);
+        std::printf("%-8s %5d %3d | %7.3f %7.3f %7.3f | %7.3f\n", w.name.c_str(), ranks, team_size, i_exact,
+                    median(i_one), median(i_med), median(ratio));
+        rows.push_back({{"graph", w.name},
+                        {"ranks", ranks},
+                        {"team_size", team_size},
+                        {"imbalance_exact", i_exact},
+                        {"imbalance_one_iteration", median(i_one)},
+                        {"imbalance_window_median", median(i_med)},
+                        {"heaviest_one_over_median", median(ratio)},
+                        {"heaviest_one_over_median_worst", *std::max_element(ratio.begin(), ratio.end())}});
+      }
+    }
+  }
+  const nlohmann::json report{{"tiles_per_dimension", o.tiles},
+                              {"tile", o.tile},
+                              {"gflops_per_rank", o.gflops},
+                              {"cut_bound", o.cut_bound},
+                              {"noise", {{"rounds", o.noise_rounds},
+                                         {"window", o.window},
+                                         {"sigma", o.noise_sigma},
+                                         {"spike_chance", o.spike_chance},
+                                         {"spike_max", o.spike_max},
+                                         {"seed", o.seed}}},
+                              {"rows", rows}};
+  std::printf("%s\n", report.dump().c_str());
+  return 0;
+}
 
 }  // namespace
 
@@ -165,7 +302,19 @@ int main(int argc, char** argv) {
   app.add_option("--cut-bound", o.cut_bound,
                  "TeamLB's bound on its cut over the load-blind partition's (default 0.10)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--noise-rounds", o.noise_rounds,
+                 "instead of the table: one iteration against the window's median under noise, this many rounds")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--window", o.window, "the window's iterations (default: MessageLogOptions::load_window's)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--noise-sigma", o.noise_sigma, "per tile: seconds times exp(N(0, sigma)) (default 0.10)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--spike-chance", o.spike_chance, "per rank and iteration: the chance of a spike (default 0.20)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--spike-max", o.spike_max, "a spike multiplies a rank's seconds by 1.5 to this (default 4)")
+      ->check(CLI::Range(1.5, 100.0));
   CLI11_PARSE(app, argc, argv);
+  if (o.noise_rounds > 0) return noise_report(o);
 
   const double tile_bytes = 8.0 * o.tile * static_cast<double>(o.tile);
   nlohmann::json rows = nlohmann::json::array();

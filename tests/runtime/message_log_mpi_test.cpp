@@ -241,6 +241,48 @@ struct Cholesky {
   }
 };
 
+/// A GEMM C = A * B on the emulated device, which runs every task's CPU body (C exact) and
+/// then waits out its modeled time at 0.25 GFLOP/s, with rank `slow_rank` `factor` times slower
+/// from iteration `slow_from` on; a checkpoint at every boundary; message logging by `log`
+/// (enabled unless `log_on` is false), each rank on a node of its own.
+struct SlowedGemm {
+  br::TiledMatrix a, b, c;
+  std::unique_ptr<br::Runtime> runtime;
+
+  SlowedGemm(br::MessageLogOptions log, bool log_on, int slow_rank, int slow_from, double factor)
+      : a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
+        b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
+        c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()) {
+    be::fill_random(a, kSeed);
+    be::fill_random(b, kSeed + 1);
+    br::RuntimeOptions options;
+    options.comm_max_sleep_us = 100;
+    options.device = br::DeviceKind::emulated;
+    options.emulated_gflops = 0.25;
+    options.emulated_compute = true;
+    options.emulated_slowdown = br::EmulatedSlowdown{slow_rank, slow_from, factor};
+    options.checkpoint.enabled = true;
+    options.checkpoint.every_iterations = 1;
+    options.checkpoint.node = "node" + std::to_string(bt::world_rank());
+    log.enabled = log_on;
+    options.message_log = log;
+    runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
+    runtime->add_collection(a);
+    runtime->add_collection(b);
+    runtime->add_collection(c);
+    runtime->add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+  }
+
+  /// The C tiles `rank` holds.
+  [[nodiscard]] int c_tiles_of(int rank) const {
+    int held = 0;
+    for (int n = 0; n < c.tile_cols(); ++n) {
+      for (int m = 0; m < c.tile_rows(); ++m) held += c.owner(m, n) == rank ? 1 : 0;
+    }
+    return held;
+  }
+};
+
 br::MessageLogOptions teams_of(int size) {
   br::MessageLogOptions log;
   log.team_size = size;
@@ -450,6 +492,79 @@ TEST_F(MpiTest, TeamLBBetweenIterationsMovesTilesInsideTeamsAndLogsWhatItPredict
     ASSERT_EQ(expected.size(), got.size());
     EXPECT_EQ(std::memcmp(expected.data(), got.data(), expected.size() * sizeof(double)), 0)
         << "L is bit-identical with the tiles moved";
+  }
+}
+
+TEST_F(MpiTest, TeamLBWeighsAWindowOfIterationsAndPlansAgainOnceARankStaysSlow) {
+  const int size = bt::world_size(), rank = bt::world_rank();
+  constexpr int kSlowRank = 1, kSlowFrom = 5, kIterations = 9;
+  // Teams of 2 on 4 ranks; one team of the 3 ranks on 3, so that the slowed rank has a team
+  // mate whatever the teams TeamLB picks.
+  br::MessageLogOptions log = teams_of(size == 4 ? 2 : size);
+  log.plan_teams = true;
+  log.load_window = 3;
+  SlowedGemm planned(log, true, kSlowRank, kSlowFrom, 4.0);
+  SlowedGemm plain(teams_of(2), false, -1, 1, 1.0);
+
+  std::vector<int> c_owners_before_replan;
+  for (int it = 1; it <= kIterations; ++it) {
+    if (it == kSlowFrom + 2) {
+      for (int n = 0; n < planned.c.tile_cols(); ++n) {
+        for (int m = 0; m < planned.c.tile_rows(); ++m) c_owners_before_replan.push_back(planned.c.owner(m, n));
+      }
+    }
+    const auto report = planned.runtime->run_iteration();
+    ASSERT_TRUE(report.completed()) << "iteration " << it;
+    if (rank == 0) std::printf("iteration %d: %.3f s\n", it, report.seconds);  // read, not checked
+    const auto applied = planned.runtime->teams_applied();
+    if (it == 1) {
+      EXPECT_FALSE(applied.has_value());
+      continue;
+    }
+    ASSERT_TRUE(applied.has_value()) << "iteration " << it;
+    if (it < kSlowFrom + 2) {
+      // The first plan, from iteration 1; before iterations 5 and 6 the window (2-4, then 3-5)
+      // weighs the slowed rank's tiles by their median, which one slow iteration leaves as it was.
+      EXPECT_EQ(applied->before_iteration, 2) << "iteration " << it;
+      EXPECT_EQ(applied->iterations_weighed, 1);
+      EXPECT_FALSE(applied->replanned);
+    } else {
+      // Iterations 5 and 6 slow: the median of 4-6 is, and TeamLB plans again before 7.
+      EXPECT_EQ(applied->before_iteration, kSlowFrom + 2) << "iteration " << it;
+      EXPECT_EQ(applied->iterations_weighed, 3);
+      EXPECT_TRUE(applied->replanned);
+      EXPECT_GT(applied->predicted_gain, log.replan_min_gain);
+      EXPECT_GT(applied->tiles_moved, 0U);
+    }
+    if (it == kSlowFrom + 2) {
+      EXPECT_EQ(report.local.checkpoint.checkpoints, 1U) << "a fresh checkpoint under the new teams";
+      EXPECT_EQ(static_cast<double>(report.local.message_log.bytes_logged),
+                applied->predicted_logged_bytes[static_cast<std::size_t>(rank)])
+          << "the first iteration under the new plan logs what it predicts";
+      EXPECT_EQ(planned.runtime->teams(), applied->rank_team);
+    }
+  }
+  // The plan took tiles off the slowed rank and gave it none.
+  ASSERT_EQ(c_owners_before_replan.size(), static_cast<std::size_t>(planned.c.tile_rows() * planned.c.tile_cols()));
+  int held_before = 0;
+  for (const int owner : c_owners_before_replan) held_before += owner == kSlowRank ? 1 : 0;
+  EXPECT_LT(planned.c_tiles_of(kSlowRank), held_before);
+  std::size_t at = 0;
+  for (int n = 0; n < planned.c.tile_cols(); ++n) {
+    for (int m = 0; m < planned.c.tile_rows(); ++m, ++at) {
+      if (planned.c.owner(m, n) == kSlowRank) {
+        EXPECT_EQ(c_owners_before_replan[at], kSlowRank) << "C(" << m << "," << n << ") moved onto the slowed rank";
+      }
+    }
+  }
+
+  for (int it = 0; it < kIterations; ++it) ASSERT_TRUE(plain.runtime->run_iteration().completed());
+  const auto expected = plain.c.gather_to_root(MPI_COMM_WORLD);
+  const auto got = planned.c.gather_to_root(MPI_COMM_WORLD);
+  if (rank == 0) {
+    ASSERT_EQ(expected.size(), got.size());
+    EXPECT_EQ(std::memcmp(expected.data(), got.data(), expected.size() * sizeof(double)), 0)
+        << "C is bit-identical with the tiles moved";
   }
 }
 

@@ -547,6 +547,33 @@ TEST(PlanTeams, TrafficWithoutBytesLeavesConsecutiveTeams) {
   }
 }
 
+TEST(PlanTeams, ASlowedRankKeepsFewerSecondsOfTilesInItsTeam) {
+  // One team of two ranks, eight tiles of one second each, four on each rank, nothing read:
+  // rank 1 takes four times as long as the seconds say.
+  const std::vector<double> seconds(8, 1.0);
+  const std::vector<int> holders{0, 0, 0, 0, 1, 1, 1, 1};
+  const std::vector<double> slowed{1.0, 4.0}, alike{1.0, 1.0};
+  TeamRequest request{2, 2, seconds, holders, {}};
+  const TeamPlan blind = plan_teams(request);
+  EXPECT_TRUE(blind.moves.empty()) << "alike in seconds, the ranks keep their tiles";
+  request.rank_slowness = alike;
+  const TeamPlan same = plan_teams(request);
+  EXPECT_EQ(same.tile_holders, blind.tile_holders);
+  EXPECT_EQ(same.imbalance_after, blind.imbalance_after);
+
+  request.rank_slowness = slowed;
+  const TeamPlan plan = plan_teams(request);
+  int on_slowed = 0;
+  for (const int holder : plan.tile_holders) on_slowed += holder == 1 ? 1 : 0;
+  // Each tile to the rank that would finish it first: 7 s on rank 0 and 4 s on rank 1 (two
+  // tiles there would take 8 s).
+  EXPECT_EQ(on_slowed, 1);
+  for (const TileMove& move : plan.moves) EXPECT_EQ(move.from, 1) << "tile " << move.tile;
+  ASSERT_EQ(plan.imbalance_before.size(), 1U);
+  EXPECT_DOUBLE_EQ(plan.imbalance_before[0], (16.0 - 10.0) / 10.0) << "4 s and 16 s";
+  EXPECT_DOUBLE_EQ(plan.imbalance_after[0], (7.0 - 5.5) / 5.5) << "7 s and 4 s";
+}
+
 TEST(PlanTeams, BadInputIsNamed) {
   const TwoCliques graph;
   EXPECT_EQ(thrown_message([&] { (void)plan_teams(graph.request(0)); }),
@@ -575,6 +602,15 @@ TEST(PlanTeams, BadInputIsNamed) {
   request.tile_seconds = negative_seconds;
   EXPECT_EQ(thrown_message([&] { (void)plan_teams(request); }),
             "plan_teams: tile 2 has -1.5 seconds of work; seconds are finite and not negative");
+
+  const std::vector<double> slowness_of_three{1, 1, 1}, zero_slowness{1, 0, 1, 1};
+  request = graph.request(2);
+  request.rank_slowness = slowness_of_three;
+  EXPECT_EQ(thrown_message([&] { (void)plan_teams(request); }),
+            "plan_teams: slowness of 3 ranks for a job of 4; give one per rank, or none");
+  request.rank_slowness = zero_slowness;
+  EXPECT_EQ(thrown_message([&] { (void)plan_teams(request); }),
+            "plan_teams: rank 1 has slowness 0; a slowness is finite and above 0");
 
   std::vector<TileTraffic> negative_bytes = graph.traffic;
   negative_bytes[3].bytes = -8.0;

@@ -50,6 +50,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string teams;
   std::string steal_across_teams = "off";
   std::string team_plan = "off";
+  std::string replan = o.message_log.replan ? "on" : "off";
   std::string same_host = "on";
   std::string same_host_mailboxes = o.same_host_mailboxes ? "on" : "off";
   std::string cuda_pinned = "on";
@@ -156,6 +157,14 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   cli.add_option("--team-plan", team_plan,
                  "TeamLB after the first iteration: teams of --team-size ranks and the tiles' "
                  "places in them chosen from the task graph and the measured task times (on or off)");
+  cli.add_option("--load-window", o.message_log.load_window,
+                 "TeamLB weighs each tile by its median seconds over this many iterations (default 5)");
+  cli.add_option("--replan", replan,
+                 "TeamLB plans again at a checkpoint once a window was weighed, taking the plan when "
+                 "it pays (on or off; default on)");
+  cli.add_option("--replan-gain", o.message_log.replan_min_gain,
+                 "the fall of the heaviest rank's predicted seconds that pays for a re-plan, a "
+                 "fraction (default 0.10)");
   cli.add_option("--steal-across-teams", steal_across_teams,
                  "stealing may cross teams, each task given logged as a determinant (on or off; "
                  "default off: stealing stays inside teams)");
@@ -302,6 +311,8 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--team-plan must be on or off, got '" + team_plan + "'");
   }
   o.message_log.plan_teams = team_plan == "on";
+  if (replan != "on" && replan != "off") return fail("--replan must be on or off, got '" + replan + "'");
+  o.message_log.replan = replan == "on";
   if (!teams.empty()) {
     std::size_t start = 0;
     while (start <= teams.size()) {
@@ -322,7 +333,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     }
   }
   if (const auto problem = runtime::validate(o.message_log); !problem.empty()) {
-    return fail("--team-size/--teams: " + problem);
+    return fail("--team-size/--teams/--load-window/--replan-gain: " + problem);
   }
   if (o.message_log.enabled && !o.checkpoint.enabled) {
     return fail("--message-log on needs --checkpoint on (a checkpoint releases the log)");
@@ -518,7 +529,10 @@ nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
                           {"predicted_cut", applied->predicted_cut},
                           {"predicted_logged_bytes", applied->predicted_logged_bytes},
                           {"imbalance_before", applied->imbalance_before},
-                          {"imbalance_after", applied->imbalance_after}};
+                          {"imbalance_after", applied->imbalance_after},
+                          {"iterations_weighed", applied->iterations_weighed},
+                          {"replanned", applied->replanned},
+                          {"predicted_gain", applied->predicted_gain}};
   }
   // Per failure: what rolled back and how far; the tasks each rank re-ran are its
   // rank_stats[].tasks_rerun.

@@ -129,6 +129,14 @@ std::string validate(const MessageLogOptions& o) {
     return "message log: the team size must not be negative (0: one team), got " +
            std::to_string(o.team_size);
   }
+  if (o.load_window < 1) {
+    return "message log: TeamLB's load window must be at least 1 iteration, got " +
+           std::to_string(o.load_window);
+  }
+  if (!std::isfinite(o.replan_min_gain) || o.replan_min_gain < 0.0) {
+    return "message log: TeamLB's least gain for a re-plan must be finite and not negative, got " +
+           std::to_string(o.replan_min_gain);
+  }
   for (std::size_t r = 0; r < o.rank_team.size(); ++r) {
     if (o.rank_team[r] < 0 || static_cast<std::size_t>(o.rank_team[r]) >= o.rank_team.size()) {
       return "message log: rank " + std::to_string(r) + " is given team " +

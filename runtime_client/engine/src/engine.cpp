@@ -174,6 +174,7 @@ void Engine::use_communicator(MPI_Comm duplicate, PeerWatch* setup_watch, Messag
   if (log_teams == MessageLogTeams::now) attach_message_log();
   iterations_since_attach_ = 0;
   teams_planned_ = false;
+  task_seconds_by_iteration_.clear();  // of tiles on other ranks, or of other ranks
   comm_engine_ = std::make_unique<CommEngine>(*this, comm_, options_.comm_max_sleep_us,
                                               options_.same_host_transport, setup_watch);
   // The trace and the statistics name this rank by its number in the new communicator.

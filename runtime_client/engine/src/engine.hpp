@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -301,8 +302,10 @@ class Engine final : public DeviceOwner {
   /// over the task graph and broadcasts the teams and tile moves; every rank then takes the new
   /// teams, queues the moves (pending_moves_) and starts its checkpoints afresh. Each
   /// collective is watched (watch_ armed): returns false, nothing applied, once a peer is
-  /// found lost; throws when plan_teams() refused on the first rank.
-  [[nodiscard]] bool plan_teams_between_iterations();
+  /// found lost; throws when plan_teams() refused on the first rank. With `replan`, teams
+  /// were planned before on these ranks: the first rank takes the new plan only when
+  /// replan_decision() says it pays, and otherwise every rank keeps its teams and tiles.
+  [[nodiscard]] bool plan_teams_between_iterations(bool replan);
   /// Collective after an expand, over comm_: rank 0's mapping state (which ranks are new, each
   /// collection's placement, the pinned tasks) reaches the new ranks, then a barrier confirms
   /// that every member holds it. Every step is watched by `watch` (armed, on the grown
@@ -486,6 +489,7 @@ class Engine final : public DeviceOwner {
       std::unique_ptr<BuddyCheckpoints> checkpoints;  ///< the copies from before the shrink
       int iterations_since_attach = 0;
       bool teams_planned = false;
+      std::deque<std::unordered_map<TaskKey, double>> task_seconds_by_iteration;
     };
     std::optional<OnJobCommunicator> job_communicator;
   };
@@ -554,10 +558,17 @@ class Engine final : public DeviceOwner {
   /// (a resize or recovery plans again), and the latest plan applied.
   int iterations_since_attach_ = 0;
   bool teams_planned_ = false;
-  /// While a plan is due: each task's measured compute seconds on this rank in the current
-  /// iteration (stolen tasks on the thief), TeamLB's loads; guarded by cost_mutex_.
+  /// While TeamLB weighs loads: each task's measured compute seconds on this rank in the
+  /// current iteration (stolen tasks on the thief); guarded by cost_mutex_.
   bool measuring_task_seconds_ = false;
   std::unordered_map<TaskKey, double> task_seconds_this_iteration_;
+  /// The same of the last MessageLogOptions::load_window iterations completed since the
+  /// attach or the latest plan, oldest first: what the next plan weighs. Alike in length on
+  /// every rank (each completed iteration outside a replay adds one).
+  std::deque<std::unordered_map<TaskKey, double>> task_seconds_by_iteration_;
+  /// Whether TeamLB plans again before the next iteration (MessageLogOptions::replan): at a
+  /// boundary that takes a checkpoint, with a full window, outside a replay or a resize.
+  [[nodiscard]] bool replan_due() const;
   std::optional<TeamsApplied> teams_applied_;
   std::vector<RecoveryReport> recoveries_;  ///< what each recover() that returned reported
   /// The last iteration completed before the latest loss: iterations up to it that run after

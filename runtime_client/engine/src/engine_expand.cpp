@@ -177,6 +177,7 @@ std::vector<int> Engine::expand_onto(MPI_Comm comm) {
   const int old_size = size_;
   const int iterations_since_attach = iterations_since_attach_;
   const bool teams_planned = teams_planned_;
+  auto task_seconds_by_iteration = task_seconds_by_iteration_;
   const auto moves_before = pending_moves_;
   const Rebalance rebalance_before = last_rebalance_;
   const int first_new_rank_before = first_new_rank_;
@@ -200,6 +201,7 @@ std::vector<int> Engine::expand_onto(MPI_Comm comm) {
     local_tasks_known_ = false;
     iterations_since_attach_ = iterations_since_attach;
     teams_planned_ = teams_planned;
+    task_seconds_by_iteration_ = std::move(task_seconds_by_iteration);
     pending_moves_ = moves_before;
     last_rebalance_ = rebalance_before;
     first_new_rank_ = first_new_rank_before;

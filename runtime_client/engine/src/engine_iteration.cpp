@@ -50,8 +50,9 @@ IterationReport Engine::run_iteration() {
     ++iteration_;
     return abandon_iteration(false);
   }
-  if (options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_ &&
-      iterations_since_attach_ >= 1 && size_ > 1 && !plan_teams_between_iterations()) {
+  const bool plan_due = options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_ &&
+                        iterations_since_attach_ >= 1 && size_ > 1;
+  if ((plan_due || replan_due()) && !plan_teams_between_iterations(!plan_due)) {
     ++iteration_;
     return abandon_iteration(false);
   }
@@ -88,9 +89,10 @@ IterationReport Engine::run_iteration() {
     compute_seconds_this_iteration_ = 0.0;
     flops_this_iteration_ = 0.0;
     tasks_measured_this_iteration_ = 0;
-    // TeamLB plans after this iteration when it has not planned since the attach.
-    measuring_task_seconds_ =
-        options_.message_log.enabled && options_.message_log.plan_teams && !teams_planned_;
+    // TeamLB plans after this iteration when it has not planned since the attach, and weighs
+    // it for a re-plan later when it may plan again.
+    measuring_task_seconds_ = options_.message_log.enabled && options_.message_log.plan_teams &&
+                              (!teams_planned_ || options_.message_log.replan);
     task_seconds_this_iteration_.clear();
   }
 
@@ -228,7 +230,17 @@ IterationReport Engine::run_iteration() {
     report.local.offload_plans_held_back = rank_ == 0 ? offload_feedback_.held_back() - held_back : 0;
   }
   total_stats_.add(report.local);
-  if (!replaying(iteration_)) ++iterations_since_attach_;  // TeamLB measures a full iteration
+  if (!replaying(iteration_)) {
+    ++iterations_since_attach_;  // TeamLB measures a full iteration
+    std::lock_guard lock(cost_mutex_);
+    if (measuring_task_seconds_) {
+      task_seconds_by_iteration_.push_back(std::move(task_seconds_this_iteration_));
+      task_seconds_this_iteration_.clear();
+      while (task_seconds_by_iteration_.size() > static_cast<std::size_t>(options_.message_log.load_window)) {
+        task_seconds_by_iteration_.pop_front();
+      }
+    }
+  }
   resize_under_way_.reset();  // the first iteration after it completed
   if (trace_) trace_->flush();
   // The offloads were for this iteration only: the next plan starts from the fixed mapping.

@@ -58,6 +58,7 @@ std::vector<int> Engine::attach_shrunk_checkpointed(MPI_Comm survivors) {
   kept.checkpoints = std::move(checkpoints_);
   kept.iterations_since_attach = iterations_since_attach_;
   kept.teams_planned = teams_planned_;
+  kept.task_seconds_by_iteration = task_seconds_by_iteration_;
   checkpoints_ = std::make_unique<BuddyCheckpoints>(options_.checkpoint, node_of(options_.checkpoint));
   use_communicator(duplicate);  // the teams for the survivors, the checkpoint's buddies inside them
 
@@ -112,6 +113,7 @@ void Engine::back_onto_job_communicator() {
   checkpoints_ = std::move(kept.checkpoints);
   iterations_since_attach_ = kept.iterations_since_attach;
   teams_planned_ = kept.teams_planned;
+  task_seconds_by_iteration_ = std::move(kept.task_seconds_by_iteration);
   if (options_.message_log.enabled) {
     message_log_.attach(resolve_teams(options_.message_log, size_), rank_);
     checkpoints_->set_teams(message_log_.rank_team());

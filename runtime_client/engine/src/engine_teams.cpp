@@ -3,12 +3,25 @@
 // out with the machinery of a re-grid (pending_moves_, applied at the next iteration's start).
 //
 // The inputs: the tiles of every collection, numbered as for_each_task_by_tile numbers them,
-// on their holders; per tile the compute seconds measured in the last iteration for the tasks
-// it decides (each rank adds up its own, a stolen task where it ran, and the first rank sums
-// them); and per task, the tiles it reads: a collection tile, or the tile that decides the
+// on their holders; per tile the compute seconds measured for the tasks it decides in each
+// iteration of the window (task_seconds_by_iteration_: the one iteration after an attach, up
+// to MessageLogOptions::load_window later; each rank adds up its own, a stolen task where it
+// ran, and the first rank sums them and weighs each tile by its median over the window,
+// TileLoadHistory, each rank's slowness from its tiles' seconds per flop, rank_slowness);
+// and per task, the tiles it reads: a collection tile, or the tile that decides the
 // producing task. A rank receives a tile once per iteration for all its readers, which is how
 // plan_teams() counts bytes, so its prediction is the log's size (runtime_teams_message_log_np*
-// checks this for GEMM and for the first iteration under a plan on Cholesky).
+// checks this for GEMM, for the first iteration under a plan on Cholesky and under a re-plan
+// on GEMM).
+//
+// A re-plan (replan_due): at a boundary that takes a checkpoint, once a full window was
+// weighed since the last plan, the first rank plans again and replan_decision() compares the
+// heaviest rank's predicted seconds under the teams and holders now with the plan's. A plan
+// that does not pay is shared as an empty one, and every rank keeps its teams, tiles, log and
+// checkpoints. One that pays is applied as the first plan is: the log and the copies kept
+// under the old teams are dropped, the moves are carried out as the next iteration starts,
+// and the checkpoint of that boundary, under the new teams, completes before its tasks send
+// anything, so no roll-back mixes logs kept under two groupings.
 //
 // The plan is shared as the runtime's other collectives between iterations are: each one
 // completes asleep under the armed watch (wait_watching_peers), and nothing of it is applied
@@ -27,6 +40,7 @@
 #include <vector>
 
 #include "bellows/runtime/message_logging.hpp"
+#include "bellows/runtime/team_load.hpp"
 #include "bellows/runtime/teams.hpp"
 #include "comm_engine.hpp"
 #include "engine.hpp"
@@ -46,9 +60,12 @@ struct TilePlace {
 /// The buffers of the plan's collectives, of their own: when a rank is lost in one, it may
 /// never complete, and they are then left to MPI until the process exits (keep_until_exit).
 struct SharedPlan {
-  std::vector<double> mine;     ///< per tile: the seconds this rank measured
-  std::vector<double> seconds;  ///< per tile: summed over the ranks, on the first rank
-  std::int64_t length = 0;      ///< of `decided`; -1: plan_teams() refused on the first rank
+  /// Per iteration of the window, per tile: the seconds this rank measured; then, alike, the
+  /// tasks it measured.
+  std::vector<double> mine;
+  std::vector<double> seconds;  ///< the same summed over the ranks, on the first rank
+  /// Of `decided`; -1: plan_teams() refused on the first rank; 0: a re-plan that does not pay.
+  std::int64_t length = 0;
   std::vector<std::int32_t> decided;
   std::vector<double> predicted;
   MPI_Request request = MPI_REQUEST_NULL;
@@ -56,7 +73,14 @@ struct SharedPlan {
 
 }  // namespace
 
-bool Engine::plan_teams_between_iterations() {
+bool Engine::replan_due() const {
+  const auto& log = options_.message_log;
+  return log.enabled && log.plan_teams && log.replan && teams_planned_ && size_ > 1 &&
+         task_seconds_by_iteration_.size() >= static_cast<std::size_t>(log.load_window) && !team_replay_ &&
+         !resize_under_way_ && pending_moves_.empty() && checkpoints_->due(iteration_);
+}
+
+bool Engine::plan_teams_between_iterations(bool replan) {
   teams_planned_ = true;
   // The tiles, numbered as for_each_task_by_tile numbers them, and the tile deciding each
   // task: every rank needs them to add up its measured seconds per tile.
@@ -92,22 +116,28 @@ bool Engine::plan_teams_between_iterations() {
     tasks.push_back(Decided{&cls, key, tile});
     tile_of.emplace(key, tile);
   });
-  // Per tile: the compute seconds this rank measured for the tasks it decides in the last
-  // iteration (a stolen task counts where it ran), summed over the ranks on the first.
+  // Per iteration of the window and tile: the compute seconds this rank measured for the
+  // tasks the tile decides (a stolen task counts where it ran) and how many ran, summed over
+  // the ranks on the first.
   auto shared = std::make_unique<SharedPlan>();
   std::vector<double>& mine = shared->mine;
-  mine.assign(places.size(), 0.0);
+  const std::size_t tiles = places.size();
+  const std::size_t window = task_seconds_by_iteration_.size();
+  mine.assign(2 * window * tiles, 0.0);
   {
     std::lock_guard lock(cost_mutex_);
-    for (const auto& [key, seconds] : task_seconds_this_iteration_) {
-      const auto it = tile_of.find(key);
-      if (it != tile_of.end() && it->second >= 0) mine[static_cast<std::size_t>(it->second)] += seconds;
+    for (std::size_t k = 0; k < window; ++k) {
+      for (const auto& [key, seconds] : task_seconds_by_iteration_[k]) {
+        const auto it = tile_of.find(key);
+        if (it == tile_of.end() || it->second < 0) continue;
+        const auto tile = static_cast<std::size_t>(it->second);
+        mine[k * tiles + tile] += seconds;
+        mine[(window + k) * tiles + tile] += 1.0;
+      }
     }
-    task_seconds_this_iteration_.clear();
-    measuring_task_seconds_ = false;
   }
   std::vector<double>& seconds = shared->seconds;
-  seconds.assign(places.size(), 0.0);
+  seconds.assign(mine.size(), 0.0);
   MPI_Request& request = shared->request;
   // A collective posted and completed under the watch; a rank lost gives the plan up.
   const auto completed = [&](int posted) {
@@ -128,11 +158,13 @@ bool Engine::plan_teams_between_iterations() {
   std::string failure;  // the first rank's: why plan_teams() refused
   if (rank_ == 0) {
     std::vector<std::uint32_t> tasks_of_tile(places.size(), 0);
+    std::vector<double> tile_flops(places.size(), 0.0);
     std::vector<TileTraffic> traffic;
     std::vector<InputSource> inputs;
     for (const auto& t : tasks) {
       if (t.tile < 0) continue;  // no tile decides it: it goes nowhere with the tiles
       ++tasks_of_tile[static_cast<std::size_t>(t.tile)];
+      tile_flops[static_cast<std::size_t>(t.tile)] += t.cls->flops(t.key);
       inputs.clear();
       t.cls->inputs(t.key, inputs);
       for (const auto& in : inputs) {
@@ -151,12 +183,49 @@ bool Engine::plan_teams_between_iterations() {
                               ? size_
                               : std::min(options_.message_log.team_size, size_);
     TeamPlan plan;
+    bool keep_teams = false;
     try {
-      plan = plan_teams(TeamRequest{size_, team_size, seconds, holders, traffic,
-                                    TeamWeighting::load, TeamUnit::ranks});
+      TileLoadHistory history(options_.message_log.load_window);
+      for (std::size_t k = 0; k < window; ++k) {
+        history.add_iteration(std::span<const double>(seconds).subspan(k * tiles, tiles),
+                              std::span<const double>(seconds).subspan((window + k) * tiles, tiles));
+      }
+      // Each tile at the speed of the job's median rank, and each rank's slowness: a tile
+      // that leaves a slowed rank takes its seconds at its new rank's speed (a stolen task's
+      // seconds count on the tile's holder here).
+      const auto measured = history.loads();
+      std::vector<double> rank_measured(static_cast<std::size_t>(size_), 0.0);
+      std::vector<double> rank_flops(static_cast<std::size_t>(size_), 0.0);
+      for (std::size_t t = 0; t < tiles; ++t) {
+        rank_measured[static_cast<std::size_t>(holders[t])] += measured[t];
+        rank_flops[static_cast<std::size_t>(holders[t])] += tile_flops[t];
+      }
+      const auto slowness = rank_slowness(rank_measured, rank_flops);
+      std::vector<double> loads(tiles, 0.0);
+      for (std::size_t t = 0; t < tiles; ++t) loads[t] = measured[t] / slowness[static_cast<std::size_t>(holders[t])];
+      TeamRequest weighed{size_, team_size, loads, holders, traffic, TeamWeighting::load, TeamUnit::ranks};
+      weighed.rank_slowness = slowness;
+      plan = plan_teams(weighed);
+      // The heaviest rank now and under the plan, for the gain it predicts.
+      std::vector<double> rank_seconds_now(static_cast<std::size_t>(size_), 0.0);
+      std::vector<double> rank_seconds_planned(static_cast<std::size_t>(size_), 0.0);
+      for (std::size_t t = 0; t < tiles; ++t) {
+        const auto now_on = static_cast<std::size_t>(holders[t]);
+        const auto planned_on = static_cast<std::size_t>(plan.tile_holders[t]);
+        rank_seconds_now[now_on] += loads[t] * slowness[now_on];
+        rank_seconds_planned[planned_on] += loads[t] * slowness[planned_on];
+      }
+      const auto now = message_cut(traffic, holders, message_log_.rank_team());
+      const auto decision = replan_decision(
+          ReplanFacts{rank_seconds_now, rank_seconds_planned, now.crossing_bytes, plan.cut.crossing_bytes,
+                      plan.reference_cut ? plan.reference_cut->crossing_bytes : -1.0, plan.cut_bound,
+                      options_.message_log.replan_min_gain});
+      applied.predicted_gain = decision.gain;
+      keep_teams = replan && !decision.replan;
     } catch (const std::exception& e) {
       failure = e.what();
     }
+    if (keep_teams) plan = TeamPlan{};  // shared as an empty plan: every rank keeps what it has
     decided.assign(plan.rank_team.begin(), plan.rank_team.end());
     for (const auto& move : plan.moves) {
       const auto& at = places[static_cast<std::size_t>(move.tile)];
@@ -177,20 +246,24 @@ bool Engine::plan_teams_between_iterations() {
     throw std::runtime_error("TeamLB between iterations: plan_teams() refused on the first rank" +
                              (failure.empty() ? std::string() : ": " + failure));
   }
+  if (length == 0) return true;  // a re-plan that does not pay: the teams and tiles stay
   decided.resize(static_cast<std::size_t>(length));
   if (!completed(MPI_Ibcast(decided.data(), static_cast<int>(length), MPI_INT32_T, 0, comm_, &request))) {
     return given_up();
   }
 
-  // The plan's predictions, [cut, I before, I after, logged bytes per rank], from the first rank.
+  // The plan's predictions, [cut, I before, I after, gain, logged bytes per rank], from the
+  // first rank.
+  constexpr std::size_t kLogged = 4;
   std::vector<double>& predicted = shared->predicted;
-  predicted.assign(3 + static_cast<std::size_t>(size_), 0.0);
+  predicted.assign(kLogged + static_cast<std::size_t>(size_), 0.0);
   if (rank_ == 0) {
     predicted[0] = applied.predicted_cut;
     predicted[1] = applied.imbalance_before;
     predicted[2] = applied.imbalance_after;
+    predicted[3] = applied.predicted_gain;
     std::copy(applied.predicted_logged_bytes.begin(), applied.predicted_logged_bytes.end(),
-              predicted.begin() + 3);
+              predicted.begin() + kLogged);
   }
   if (!completed(MPI_Ibcast(predicted.data(), static_cast<int>(predicted.size()), MPI_DOUBLE, 0, comm_, &request))) {
     return given_up();
@@ -201,8 +274,11 @@ bool Engine::plan_teams_between_iterations() {
   applied.predicted_cut = predicted[0];
   applied.imbalance_before = predicted[1];
   applied.imbalance_after = predicted[2];
-  applied.predicted_logged_bytes.assign(predicted.begin() + 3, predicted.end());
+  applied.predicted_gain = predicted[3];
+  applied.predicted_logged_bytes.assign(predicted.begin() + kLogged, predicted.end());
   applied.before_iteration = iteration_ + 1;
+  applied.iterations_weighed = static_cast<int>(window);
+  applied.replanned = replan;
   applied.rank_team.assign(decided.begin(), decided.begin() + size_);
   pending_moves_.clear();
   for (auto at = static_cast<std::size_t>(size_); at + 5 <= decided.size(); at += 5) {
@@ -222,6 +298,10 @@ bool Engine::plan_teams_between_iterations() {
   checkpoints_->attach(comm_, checkpoints_->nodes());
   resize_under_way_ = ResizeUnderWay{ResizeKind::regrid, ResizePhase::attach};
   teams_applied_ = std::move(applied);
+  {
+    std::lock_guard lock(cost_mutex_);
+    task_seconds_by_iteration_.clear();  // the tiles move: the next window weighs them where they go
+  }
   return true;
 }
 

@@ -43,6 +43,17 @@ std::string number(double value) {
 
 std::size_t at(int index) { return static_cast<std::size_t>(index); }
 
+/// How many times longer than its seconds a tile takes on `rank` (TeamRequest::rank_slowness).
+double slowness_of(const TeamRequest& request, int rank) {
+  return request.rank_slowness.empty() ? 1.0 : request.rank_slowness[at(rank)];
+}
+
+/// Tile `tile`'s seconds on `rank`.
+double seconds_on(const TeamRequest& request, std::size_t tile, int rank) {
+  return request.rank_slowness.empty() ? request.tile_seconds[tile]
+                                       : request.tile_seconds[tile] * slowness_of(request, rank);
+}
+
 void check_traffic(std::span<const TileTraffic> traffic, std::size_t tiles, const char* where) {
   for (std::size_t e = 0; e < traffic.size(); ++e) {
     const TileTraffic& t = traffic[e];
@@ -103,6 +114,18 @@ void check_request(const TeamRequest& request) {
     }
   }
   check_traffic(request.traffic, tiles, "plan_teams");
+  if (!request.rank_slowness.empty() && request.rank_slowness.size() != at(request.ranks)) {
+    throw std::invalid_argument("plan_teams: slowness of " + std::to_string(request.rank_slowness.size()) +
+                                " ranks for a job of " + std::to_string(request.ranks) +
+                                "; give one per rank, or none");
+  }
+  for (std::size_t r = 0; r < request.rank_slowness.size(); ++r) {
+    const double slowness = request.rank_slowness[r];
+    if (!std::isfinite(slowness) || slowness <= 0.0) {
+      throw std::invalid_argument("plan_teams: rank " + std::to_string(r) + " has slowness " + number(slowness) +
+                                  "; a slowness is finite and above 0");
+    }
+  }
   if (!std::isfinite(request.cut_bound) || request.cut_bound < 0.0) {
     throw std::invalid_argument("plan_teams: cut bound " + number(request.cut_bound) +
                                 " is not a finite fraction of 0 or more");
@@ -410,7 +433,7 @@ RankGraph rank_graph(const TeamRequest& request) {
     ranks.bytes[at(message.receiver)][at(sender)] += message.bytes;
   }
   for (std::size_t t = 0; t < request.tile_holders.size(); ++t) {
-    ranks.load[at(request.tile_holders[t])] += request.tile_seconds[t];
+    ranks.load[at(request.tile_holders[t])] += seconds_on(request, t, request.tile_holders[t]);
   }
   return ranks;
 }
@@ -624,28 +647,36 @@ void balance_team(const TeamRequest& request, const std::vector<int>& ranks,
   const auto size = static_cast<int>(ranks.size());
   double team_seconds = 0.0;
   for (const int tile : tiles) team_seconds += request.tile_seconds[at(tile)];
-  const double average = team_seconds / static_cast<double>(size);
+  // The load every rank would carry with the team's seconds spread in proportion to its
+  // speed: the average when the ranks are alike.
+  double speed = 0.0;
+  for (const int rank : ranks) speed += 1.0 / slowness_of(request, rank);
+  const double average = request.rank_slowness.empty() ? team_seconds / static_cast<double>(size)
+                                                       : team_seconds / speed;
   std::vector<double> load(ranks.size(), 0.0);
   std::vector<int> tile_count(ranks.size(), 0);
   for (const int tile : tiles) {
     const double seconds = request.tile_seconds[at(tile)];
     const auto found = std::find(ranks.begin(), ranks.end(), request.tile_holders[at(tile)]);
     const int holder = found == ranks.end() ? -1 : static_cast<int>(found - ranks.begin());
+    const auto on = [&](int r) { return seconds * slowness_of(request, ranks[at(r)]); };
     // The holder while it stays within the average; else the rank with the least key: a
-    // tile with work goes to the least loaded rank, a tile without work (which changes no
-    // load) to the rank with the fewest tiles; either way its holder first among equals.
+    // tile with work goes to the least loaded rank (with ranks of different speeds, the
+    // one that would finish it first), a tile without work (which changes no load) to the
+    // rank with the fewest tiles; either way its holder first among equals.
     const auto key = [&](int r) {
-      return std::tuple(seconds > 0.0 ? load[at(r)] : 0.0, r != holder, tile_count[at(r)], r);
+      const double loaded = request.rank_slowness.empty() ? load[at(r)] : load[at(r)] + on(r);
+      return std::tuple(seconds > 0.0 ? loaded : 0.0, r != holder, tile_count[at(r)], r);
     };
     int chosen = 0;
-    if (holder >= 0 && load[at(holder)] + seconds <= average * (1.0 + kLoadTolerance)) {
+    if (holder >= 0 && load[at(holder)] + on(holder) <= average * (1.0 + kLoadTolerance)) {
       chosen = holder;
     } else {
       for (int r = 1; r < size; ++r) {
         if (key(r) < key(chosen)) chosen = r;
       }
     }
-    load[at(chosen)] += seconds;
+    load[at(chosen)] += on(chosen);
     ++tile_count[at(chosen)];
     holders[at(tile)] = ranks[at(chosen)];
   }
@@ -655,9 +686,7 @@ void balance_team(const TeamRequest& request, const std::vector<int>& ranks,
 std::vector<double> team_imbalances(const TeamRequest& request, std::span<const int> holders,
                                     const std::vector<int>& rank_team, int teams) {
   std::vector<double> rank_load(at(request.ranks), 0.0);
-  for (std::size_t t = 0; t < holders.size(); ++t) {
-    rank_load[at(holders[t])] += request.tile_seconds[t];
-  }
+  for (std::size_t t = 0; t < holders.size(); ++t) rank_load[at(holders[t])] += seconds_on(request, t, holders[t]);
   std::vector<std::vector<double>> loads(at(teams));
   for (int r = 0; r < request.ranks; ++r) loads[at(rank_team[at(r)])].push_back(rank_load[at(r)]);
   std::vector<double> imbalance;
@@ -671,7 +700,7 @@ double imbalance_of(const TeamRequest& request, const std::vector<int>& ranks,
   std::vector<double> loads(ranks.size(), 0.0);
   for (const int tile : tiles) {
     const auto found = std::find(ranks.begin(), ranks.end(), holders[at(tile)]);
-    loads[static_cast<std::size_t>(found - ranks.begin())] += request.tile_seconds[at(tile)];
+    loads[static_cast<std::size_t>(found - ranks.begin())] += seconds_on(request, at(tile), holders[at(tile)]);
   }
   return load_imbalance(loads);
 }
@@ -728,7 +757,7 @@ TeamPlan plan_for_ranks(const TeamRequest& request, std::vector<int> rank_team, 
 double heaviest_rank(const TeamRequest& request, const TeamPlan& plan) {
   std::vector<double> load(at(request.ranks), 0.0);
   for (std::size_t t = 0; t < plan.tile_holders.size(); ++t) {
-    load[at(plan.tile_holders[t])] += request.tile_seconds[t];
+    load[at(plan.tile_holders[t])] += seconds_on(request, t, plan.tile_holders[t]);
   }
   return *std::max_element(load.begin(), load.end());
 }

@@ -156,8 +156,19 @@ struct MessageLogOptions {
   /// `team_size` ranks (0: one team) and the tiles' places inside each team are chosen from
   /// the task graph's traffic and the compute seconds measured for each tile's tasks;
   /// the tile moves are carried out at the start of the next iteration, which takes a fresh
-  /// checkpoint under the new teams. `rank_team` is then ignored.
+  /// checkpoint under the new teams; later, planned again where it pays (`replan`).
+  /// `rank_team` is then ignored.
   bool plan_teams = false;
+  /// With plan_teams: a tile weighs the median of its measured seconds over the last
+  /// `load_window` iterations (TileLoadHistory, team_load.hpp), >= 1. The first plan after an
+  /// attach weighs the one iteration it follows; the history starts again after each plan.
+  int load_window = 5;
+  /// With plan_teams: at a boundary that takes a checkpoint, once `load_window` iterations
+  /// were weighed since the last plan, TeamLB plans again and takes the new teams only when
+  /// the heaviest rank's predicted seconds fall by more than `replan_min_gain` (a fraction,
+  /// finite and >= 0) and the cut stays within its bound (replan_decision, team_load.hpp).
+  bool replan = true;
+  double replan_min_gain = 0.10;
   /// After a team roll-back, a rank re-running an iteration of the replay sends its task
   /// outputs to the ranks that kept their state too, which drop them as copies they hold
   /// (team_replay.hpp, ReceivedVersions). Off (the default), the sender leaves those sends

@@ -130,6 +130,14 @@ struct TeamsApplied {
   /// The most imbalanced team's I = (max - avg) / avg, with the tiles before and after.
   double imbalance_before = 0.0;
   double imbalance_after = 0.0;
+  /// The iterations whose measured seconds the plan weighed (each tile by its median over
+  /// them, MessageLogOptions::load_window): 1 for the first plan after an attach.
+  int iterations_weighed = 0;
+  /// Whether these teams replaced teams TeamLB chose before on the same ranks (a re-plan at
+  /// a checkpoint boundary, MessageLogOptions::replan), and its predicted gain: the fall of
+  /// the heaviest rank's seconds, as a fraction of its seconds under the teams before.
+  bool replanned = false;
+  double predicted_gain = 0.0;
 };
 
 /// Thrown by Runtime::recover(), alike on every survivor, when the job cannot recover: the

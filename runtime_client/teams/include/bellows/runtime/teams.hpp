@@ -55,6 +55,10 @@
 // tiles: a tile stays with its holder, when the holder is in its team, as long as the
 // holder's load stays within the team's average. So a tile with no work (an input only read)
 // stays with a holder in its team, or else goes to the team's rank with the fewest tiles.
+// With ranks of different speeds (TeamRequest::rank_slowness), a tile's seconds on a rank are
+// its seconds times the rank's slowness, the team's average is what each rank would carry
+// with the team's seconds spread in proportion to its speed, and the least loaded rank is the
+// one that would finish the tile first.
 //
 // The reference: the same partition with every rank (or tile) weighing 1
 // (TeamWeighting::uniform), the partition "without considering the load of the objects" that
@@ -109,6 +113,12 @@ struct TeamRequest {
   /// may each pass the load-blind partition's, as a fraction (0.10: at most 1.10 times).
   /// 0 keeps the load-blind partition's cut or less. Finite and not negative.
   double cut_bound = 0.10;
+  /// Per rank: how many times longer than `tile_seconds` its tiles' tasks take there (a
+  /// rank slowed down, TileLoadHistory's rank_slowness()); `tile_seconds` are then the
+  /// seconds at slowness 1, a rank's load is its tiles' seconds times its slowness, and the
+  /// balancing inside a team gives a slower rank fewer seconds of tiles. Empty: 1 for every
+  /// rank. Else one per rank, each finite and above 0.
+  std::span<const double> rank_slowness = {};
 };
 
 /// A tile that changes rank.
@@ -167,7 +177,8 @@ struct TeamCandidate {
 /// naming the value, for ranks < 1, a team size outside 1 .. ranks, tile seconds and holders
 /// of different counts, a holder outside the ranks, negative or non-finite seconds or bytes,
 /// a traffic entry naming a tile that does not exist, a cut bound that is negative or not
-/// finite, or, partitioning tiles, fewer tiles than teams; std::runtime_error when METIS
+/// finite, slowness not one per rank or not finite and above 0, or, partitioning tiles,
+/// fewer tiles than teams; std::runtime_error when METIS
 /// reports an error.
 [[nodiscard]] TeamPlan plan_teams(const TeamRequest& request);
 
