@@ -3,10 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace {
 
 using bellows::runtime::FirstNodeLossFacts;
+using bellows::runtime::keep_ranks_for_takeover;
 using bellows::runtime::plan_first_node_takeover;
+using bellows::runtime::SilentControllerFacts;
+using bellows::runtime::takeover_grace_seconds;
 
 /// A no-kill batch job of 3 nodes whose batch host n1 failed: Slurm took it out of the job.
 FirstNodeLossFacts first_node_lost() {
@@ -70,6 +75,98 @@ TEST(FirstNodeTakeover, OnlyARunningBatchJobWithNodesLeftIsTakenOver) {
   const auto plan = plan_first_node_takeover(facts);
   EXPECT_FALSE(plan.take_over);
   EXPECT_EQ(plan.why, "the job has no node left");
+}
+
+/// The same job seen by a daemon on n2 whose controller's host n1 has answered nothing for
+/// 10 s, before slurmctld noticed (its pings come every third of SlurmdTimeout).
+SilentControllerFacts batch_host_silent() {
+  FirstNodeLossFacts job = first_node_lost();
+  job.batch_host_state = "ALLOCATED";
+  job.job_nodes = {"n1", "n2", "n3"};
+  return {job, true, 10.0, 450.0};
+}
+
+TEST(FirstNodeTakeover, RanksAreKeptWhileSlurmctldHasNotFoundTheSilentBatchHost) {
+  SilentControllerFacts facts = batch_host_silent();
+  auto verdict = keep_ranks_for_takeover(facts);
+  EXPECT_TRUE(verdict.keep_ranks);
+  EXPECT_EQ(verdict.why,
+            "slurmctld says the job's batch host n1 is ALLOCATED (it sets a silent node DOWN after SlurmdTimeout): "
+            "the ranks are kept for a takeover for at most the takeover grace of 450 s");
+  facts.slurmctld_said->batch_host_state = "ALLOCATED+NOT_RESPONDING";
+  facts.silent_seconds = 449.9;
+  EXPECT_TRUE(keep_ranks_for_takeover(facts).keep_ranks);
+  facts.slurmctld_said->batch_host_state = "";
+  verdict = keep_ranks_for_takeover(facts);
+  EXPECT_TRUE(verdict.keep_ranks);
+  EXPECT_NE(verdict.why.find("batch host n1 is unknown"), std::string::npos) << verdict.why;
+}
+
+TEST(FirstNodeTakeover, RanksAreKeptOnceTheBatchHostIsDownWhateverTheGrace) {
+  SilentControllerFacts facts = batch_host_silent();
+  facts.slurmctld_said = first_node_lost();  // DOWN, out of the job
+  facts.silent_seconds = 1000.0;
+  auto verdict = keep_ranks_for_takeover(facts);
+  EXPECT_TRUE(verdict.keep_ranks);
+  EXPECT_EQ(verdict.why, "slurmctld says the job's batch host n1 is DOWN+NOT_RESPONDING: the ranks are kept for "
+                         "the controller that takes the job over");
+  facts.slurmctld_said->job_nodes = {"n1", "n2", "n3"};  // DOWN, not taken out of the job yet
+  EXPECT_TRUE(keep_ranks_for_takeover(facts).keep_ranks);
+}
+
+TEST(FirstNodeTakeover, RanksEndOnceTheGracePassesWithTheBatchHostNotDown) {
+  SilentControllerFacts facts = batch_host_silent();
+  facts.silent_seconds = 450.0;
+  auto verdict = keep_ranks_for_takeover(facts);
+  EXPECT_FALSE(verdict.keep_ranks);
+  EXPECT_EQ(verdict.why, "slurmctld still says the job's batch host n1 is ALLOCATED after 450 s of silence, past the "
+                         "takeover grace of 450 s: only this node cannot reach it");
+  facts.grace_seconds = 0.0;
+  facts.silent_seconds = 5.0;
+  EXPECT_FALSE(keep_ranks_for_takeover(facts).keep_ranks);
+}
+
+TEST(FirstNodeTakeover, RanksEndWhenSlurmctldSaysTheJobIsGoneOrEnding) {
+  SilentControllerFacts facts = batch_host_silent();
+  for (const char* state : {"COMPLETING", "CANCELLED", "PENDING", "REQUEUED"}) {
+    facts.slurmctld_said->job_state = state;
+    const auto verdict = keep_ranks_for_takeover(facts);
+    EXPECT_FALSE(verdict.keep_ranks) << state;
+    EXPECT_EQ(verdict.why, std::string("slurmctld says the job is ") + state);
+  }
+  facts.slurmctld_said->job_state = "";  // "Invalid job id": slurmctld no longer knows it
+  EXPECT_EQ(keep_ranks_for_takeover(facts).why, "slurmctld says the job is unknown");
+  EXPECT_FALSE(keep_ranks_for_takeover(facts).keep_ranks);
+}
+
+TEST(FirstNodeTakeover, RanksEndWhenNoTakeoverCanCome) {
+  SilentControllerFacts facts = batch_host_silent();
+  facts.slurmctld_said.reset();
+  auto verdict = keep_ranks_for_takeover(facts);
+  EXPECT_FALSE(verdict.keep_ranks);
+  EXPECT_EQ(verdict.why, "slurmctld does not answer either: this node is cut off, no takeover to wait for");
+  facts = batch_host_silent();
+  facts.controller_on_batch_host = false;
+  EXPECT_EQ(keep_ranks_for_takeover(facts).why,
+            "the controller took the job over after its first node was lost: no takeover to wait for");
+  facts = batch_host_silent();
+  facts.slurmctld_said->batch_job = false;
+  EXPECT_EQ(keep_ranks_for_takeover(facts).why, "the job is not a batch job: no takeover to wait for");
+  facts = batch_host_silent();
+  facts.slurmctld_said->batch_host = "(null)";
+  EXPECT_EQ(keep_ranks_for_takeover(facts).why, "the job names no batch host: no takeover to wait for");
+  EXPECT_FALSE(keep_ranks_for_takeover(facts).keep_ranks);
+}
+
+TEST(FirstNodeTakeover, TheGraceIsConfiguredOrOneAndAHalfSlurmdTimeouts) {
+  EXPECT_DOUBLE_EQ(takeover_grace_seconds(std::nullopt, 300.0), 450.0);
+  EXPECT_DOUBLE_EQ(takeover_grace_seconds(std::nullopt, 20.0), 30.0);
+  EXPECT_DOUBLE_EQ(takeover_grace_seconds(std::nullopt, std::nullopt), 450.0);
+  EXPECT_DOUBLE_EQ(takeover_grace_seconds(std::nullopt, 0.0), 450.0);
+  EXPECT_DOUBLE_EQ(takeover_grace_seconds(std::nullopt, std::nan("")), 450.0);
+  EXPECT_DOUBLE_EQ(takeover_grace_seconds(60.0, 300.0), 60.0);
+  EXPECT_DOUBLE_EQ(takeover_grace_seconds(0.0, 300.0), 0.0);
+  EXPECT_DOUBLE_EQ(takeover_grace_seconds(-5.0, 300.0), 0.0);
 }
 
 }  // namespace

@@ -24,4 +24,37 @@ FirstNodeTakeover plan_first_node_takeover(const FirstNodeLossFacts& facts) {
               ", the first of them, starts a controller that takes it over"};
 }
 
+SilentControllerVerdict keep_ranks_for_takeover(const SilentControllerFacts& facts) {
+  const auto end = [](std::string why) { return SilentControllerVerdict{false, std::move(why)}; };
+  if (!facts.slurmctld_said) return end("slurmctld does not answer either: this node is cut off, no takeover to wait for");
+  if (!facts.controller_on_batch_host)
+    return end("the controller took the job over after its first node was lost: no takeover to wait for");
+  const FirstNodeLossFacts& job = *facts.slurmctld_said;
+  if (job.job_state != "RUNNING")
+    return end("slurmctld says the job is " + (job.job_state.empty() ? std::string("unknown") : job.job_state));
+  if (!job.batch_job) return end("the job is not a batch job: no takeover to wait for");
+  if (job.batch_host.empty() || job.batch_host == "(null)") return end("the job names no batch host: no takeover to wait for");
+  if (job.batch_host_state.find("DOWN") != std::string::npos)
+    return {true, "slurmctld says the job's batch host " + job.batch_host + " is " + job.batch_host_state +
+                      ": the ranks are kept for the controller that takes the job over"};
+  const std::string state = job.batch_host_state.empty() ? "unknown" : job.batch_host_state;
+  const auto seconds = [](double s) { return std::to_string(static_cast<long long>(s)) + " s"; };
+  if (facts.silent_seconds < facts.grace_seconds)
+    return {true, "slurmctld says the job's batch host " + job.batch_host + " is " + state +
+                      " (it sets a silent node DOWN after SlurmdTimeout): the ranks are kept for a takeover for "
+                      "at most the takeover grace of " + seconds(facts.grace_seconds)};
+  return end("slurmctld still says the job's batch host " + job.batch_host + " is " + state + " after " +
+             seconds(facts.silent_seconds) + " of silence, past the takeover grace of " +
+             seconds(facts.grace_seconds) + ": only this node cannot reach it");
+}
+
+double takeover_grace_seconds(std::optional<double> configured, std::optional<double> slurmd_timeout_seconds) {
+  constexpr double kSlurmDefaultSlurmdTimeout = 300.0;
+  if (configured) return *configured > 0.0 ? *configured : 0.0;
+  // A NaN timeout compares false: the default too.
+  const double timeout = slurmd_timeout_seconds && *slurmd_timeout_seconds > 0.0 ? *slurmd_timeout_seconds
+                                                                                  : kSlurmDefaultSlurmdTimeout;
+  return 1.5 * timeout;
+}
+
 }  // namespace bellows::runtime

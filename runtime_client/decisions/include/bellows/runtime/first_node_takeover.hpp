@@ -10,8 +10,16 @@
 // answer must be the same on every node for the same facts: the first node Slurm still gives
 // the job, in the order slurmctld lists them.
 //
+// A dead host answers nothing: its death is no refused connection but silence, and slurmctld
+// sets it DOWN only once it has not answered for SlurmdTimeout (300 s by default), long after
+// a daemon ends its ranks for a silent controller host (controller_loss.hpp: the heartbeat
+// timeout, its grace and as long again). keep_ranks_for_takeover says when the daemon keeps
+// them instead, waiting for slurmctld's word: while a takeover may still come, for at most a
+// bounded grace (takeover_grace_seconds).
+//
 // Pure: the daemon reads the facts from slurmctld; this decides.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,5 +47,45 @@ struct FirstNodeTakeover {
 /// its nodes (Slurm took it out: no-kill) and some node is left; the node is the first of
 /// job_nodes. Otherwise not, saying why.
 [[nodiscard]] FirstNodeTakeover plan_first_node_takeover(const FirstNodeLossFacts& facts);
+
+/// What a daemon knows once its controller's host has answered nothing for the daemon's
+/// unreachable limit (ControllerLossLimits::unreachable_seconds) while its ranks run.
+struct SilentControllerFacts {
+  /// What slurmctld said at the daemon's last question about the job; nullopt when it has not
+  /// answered (yet: a node cut off from slurmctld too never hears), or the daemon does not run
+  /// in a Slurm job.
+  std::optional<FirstNodeLossFacts> slurmctld_said;
+  /// The controller is the one the job started with on its batch host (not one that took the
+  /// job over on another node: only the batch host's loss has a takeover).
+  bool controller_on_batch_host = true;
+  /// How long the controller's host has answered nothing.
+  double silent_seconds = 0.0;
+  /// How long the daemon keeps its ranks for a batch host that slurmctld has not set DOWN
+  /// (takeover_grace_seconds).
+  double grace_seconds = 0.0;
+};
+
+/// Whether the daemon keeps its ranks running for a takeover, and why, in words for its log.
+struct SilentControllerVerdict {
+  bool keep_ranks = false;
+  std::string why;
+};
+
+/// keep_ranks while a takeover may still come: slurmctld answered, the job is a RUNNING batch
+/// job with a batch host, and that host is DOWN (the takeover's own condition follows: Slurm
+/// takes it out of the job), or is not DOWN yet and the host has been silent for less than the
+/// grace (slurmctld finds a silent node DOWN only after SlurmdTimeout). Otherwise the ranks
+/// end, saying why: no answer from slurmctld (this node is cut off from it too), the job not
+/// RUNNING or unknown (gone, ending, requeued), no batch job or host, a controller that took
+/// the job over, or the grace passed with the batch host not DOWN (slurmctld hears from it:
+/// only this node cannot reach it).
+[[nodiscard]] SilentControllerVerdict keep_ranks_for_takeover(const SilentControllerFacts& facts);
+
+/// The grace of keep_ranks_for_takeover: `configured` when given (bellowsd --takeover-grace,
+/// BELLOWS_TAKEOVER_GRACE), else one and a half times Slurm's SlurmdTimeout: slurmctld sets a
+/// node DOWN once it has not answered for SlurmdTimeout, and notices at its pings, every
+/// third of it, so within 4/3 of it after its death. An unknown or not positive SlurmdTimeout
+/// counts as Slurm's default, 300 s (450 s of grace); a configured grace below 0 counts as 0.
+[[nodiscard]] double takeover_grace_seconds(std::optional<double> configured, std::optional<double> slurmd_timeout_seconds);
 
 }  // namespace bellows::runtime
