@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -162,13 +163,49 @@ std::string end_job_if_batch_host_lost(const std::string& node, std::chrono::sec
   return said;
 }
 
+namespace {
+
+/// What a daemon of `node` does with `plan`, made of slurmctld's record `job` of job `job_id`.
+TakeoverAttempt attempt_takeover(const std::string& job_id, const std::string& node, const ScontrolRecord& job,
+                                 const runtime::FirstNodeTakeover& plan) {
+  if (!plan.take_over) return {false, "job " + job_id + ": " + plan.why + ": no takeover", nullptr};
+  if (plan.node != node) return {true, "job " + job_id + ": " + plan.why + "; this daemon waits for it", nullptr};
+  const char* cli = std::getenv("BELLOWS_CLI");
+  if (cli == nullptr || *cli == '\0')
+    return {true, "job " + job_id + ": " + plan.why + ", but BELLOWS_CLI is not set: no bellows command to start", nullptr};
+  const std::string output = field(job, "StdOut");
+  if (output.empty() || output.front() != '/')
+    return {true, "job " + job_id + ": " + plan.why + ", but its output file (StdOut) is '" + output +
+                      "': no controller started", nullptr};
+  {
+    std::ofstream out(output, std::ios::app);
+    out << "bellows: " << plan.why << "." << std::endl;
+  }
+  const std::vector<std::string> argv = {"srun", "--jobid", job_id, "--overlap", "-N1", "-n1", "-w", node,
+                                         "--job-name=bellows-takeover", cli, "run", "--attach", job_id};
+  if (const std::string failed = start_detached(argv, output); !failed.empty())
+    return {true, "job " + job_id + ": " + plan.why + ", but it could not be started: " + failed, nullptr};
+  std::string command;
+  for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
+  return {true, "job " + job_id + ": " + plan.why + ": started " + command + " (output to " + output + ")", nullptr};
+}
+
+}  // namespace
+
 TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node, std::chrono::seconds timeout) {
   const char* step_job = std::getenv("SLURM_JOB_ID");
-  if (step_job == nullptr || !plain_word(step_job)) return {true, "not a Slurm job step: no takeover"};
+  if (step_job == nullptr || !plain_word(step_job)) return {true, "not a Slurm job step: no takeover", nullptr};
   const char* served = std::getenv("BELLOWS_SLURM_JOB");
   const std::string job_id = served != nullptr && plain_word(served) ? served : step_job;
-  const ScontrolRecord job = parse_scontrol_record(output_of("scontrol show job -o " + job_id, timeout));
-  if (job.count("JobState") == 0) return {false, "no answer from slurmctld about job " + job_id};
+  const std::string answer = output_of("scontrol show job -o " + job_id, timeout);
+  const ScontrolRecord job = parse_scontrol_record(answer);
+  if (job.count("JobState") == 0) {
+    // "slurm_load_jobs error: Invalid job id specified": slurmctld no longer knows the job.
+    if (answer.find("Invalid job id") != std::string::npos)
+      return {false, "job " + job_id + " is unknown to slurmctld: no takeover",
+              std::make_shared<const runtime::FirstNodeLossFacts>()};
+    return {false, "no answer from slurmctld about job " + job_id, nullptr};
+  }
   runtime::FirstNodeLossFacts facts;
   facts.job_state = field(job, "JobState");
   facts.batch_job = field(job, "BatchFlag") == "1";
@@ -181,26 +218,31 @@ TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node, std::
       std::ranges::all_of(node_list, [](char c) { return c != '\'' && c != ' '; }))
     facts.job_nodes = words_of(output_of("scontrol show hostnames '" + node_list + "'", timeout));
   const runtime::FirstNodeTakeover plan = runtime::plan_first_node_takeover(facts);
-  if (!plan.take_over) return {false, "job " + job_id + ": " + plan.why + ": no takeover"};
-  if (plan.node != node) return {true, "job " + job_id + ": " + plan.why + "; this daemon waits for it"};
-  const char* cli = std::getenv("BELLOWS_CLI");
-  if (cli == nullptr || *cli == '\0')
-    return {true, "job " + job_id + ": " + plan.why + ", but BELLOWS_CLI is not set: no bellows command to start"};
-  const std::string output = field(job, "StdOut");
-  if (output.empty() || output.front() != '/')
-    return {true, "job " + job_id + ": " + plan.why + ", but its output file (StdOut) is '" + output +
-                      "': no controller started"};
-  {
-    std::ofstream out(output, std::ios::app);
-    out << "bellows: " << plan.why << "." << std::endl;
-  }
-  const std::vector<std::string> argv = {"srun", "--jobid", job_id, "--overlap", "-N1", "-n1", "-w", node,
-                                         "--job-name=bellows-takeover", cli, "run", "--attach", job_id};
-  if (const std::string failed = start_detached(argv, output); !failed.empty())
-    return {true, "job " + job_id + ": " + plan.why + ", but it could not be started: " + failed};
-  std::string command;
-  for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
-  return {true, "job " + job_id + ": " + plan.why + ": started " + command + " (output to " + output + ")"};
+  const auto said = std::make_shared<const runtime::FirstNodeLossFacts>(facts);
+  TakeoverAttempt attempt = attempt_takeover(job_id, node, job, plan);
+  attempt.slurmctld_said = said;
+  return attempt;
 }
+
+std::optional<double> parse_slurmd_timeout(std::string_view config) {
+  constexpr std::string_view kKey = "SlurmdTimeout";
+  for (std::size_t at = config.find(kKey); at != std::string_view::npos; at = config.find(kKey, at + 1)) {
+    if (at > 0 && config[at - 1] != '\n') continue;
+    std::size_t value = config.find_first_not_of(" \t", at + kKey.size());
+    if (value == std::string_view::npos || config[value] != '=') continue;
+    value = config.find_first_not_of(" \t", value + 1);
+    if (value == std::string_view::npos) return std::nullopt;
+    double seconds = 0.0;
+    const auto [end, error] = std::from_chars(config.data() + value, config.data() + config.size(), seconds);
+    if (error != std::errc() || end == config.data() + value) return std::nullopt;
+    return seconds;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> slurmd_timeout_seconds(std::chrono::seconds timeout) {
+  return parse_slurmd_timeout(output_of("scontrol show config", timeout));
+}
+
 
 }  // namespace bellows::daemon

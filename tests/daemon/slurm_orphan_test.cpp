@@ -9,6 +9,7 @@ namespace {
 using bellows::daemon::companion_left_behind;
 using bellows::daemon::judge_orphaned_job;
 using bellows::daemon::parse_scontrol_record;
+using bellows::daemon::parse_slurmd_timeout;
 using bellows::daemon::ScontrolRecord;
 
 // As `scontrol show job -o 23` printed it for a job whose batch host n1 was removed (shortened).
@@ -70,6 +71,21 @@ TEST(SlurmOrphan, ACompanionIsLeftBehindOnceItsJobNoLongerRunsOrWaits) {
     EXPECT_TRUE(companion_left_behind(state)) << state;
   for (const char* state : {"RUNNING", "SUSPENDED", "RESIZING"})
     EXPECT_FALSE(companion_left_behind(state)) << state;
+}
+
+// SlurmdTimeout out of `scontrol show config` (the grace a daemon keeps its ranks for a takeover).
+TEST(SlurmOrphan, ReadsSlurmdTimeoutFromTheConfiguration) {
+  const char* config =
+      "Configuration data as of 2026-11-28T17:00:00\n"
+      "SlurmdSpoolDir          = /w/spool/slurmd-%n\n"
+      "SlurmdTimeout           = 300 sec\n"
+      "SlurmdUser              = root(0)\n";
+  EXPECT_EQ(parse_slurmd_timeout(config), 300.0);
+  EXPECT_EQ(parse_slurmd_timeout("SlurmdTimeout = 20 sec\n"), 20.0);
+  EXPECT_EQ(parse_slurmd_timeout("SlurmdSpoolDir = /x\nSlurmdUser = root(0)\n"), std::nullopt);
+  EXPECT_EQ(parse_slurmd_timeout("SlurmdTimeout = (null)\n"), std::nullopt);
+  EXPECT_EQ(parse_slurmd_timeout("MySlurmdTimeout = 5 sec\n"), std::nullopt);
+  EXPECT_EQ(parse_slurmd_timeout(""), std::nullopt);
 }
 
 }  // namespace

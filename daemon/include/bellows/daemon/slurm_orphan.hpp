@@ -13,8 +13,14 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+
+namespace bellows::runtime {
+struct FirstNodeLossFacts;
+}  // namespace bellows::runtime
 
 namespace bellows::daemon {
 
@@ -54,6 +60,9 @@ struct TakeoverAttempt {
   /// again changes nothing.
   bool settled = false;
   std::string said;  ///< for the daemon's log
+  /// What slurmctld said of the job (its state "" when slurmctld no longer knows it); null
+  /// when it did not answer (ControllerLink::slurmctld_said).
+  std::shared_ptr<const runtime::FirstNodeLossFacts> slurmctld_said;
 };
 
 /// Under Slurm, while the controller of the daemon of `node` is gone and the node's ranks run
@@ -65,5 +74,13 @@ struct TakeoverAttempt {
 /// scontrol command is bounded by `timeout`.
 [[nodiscard]] TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node,
                                                                 std::chrono::seconds timeout);
+
+/// SlurmdTimeout in seconds from the text of `scontrol show config` ("SlurmdTimeout = 300
+/// sec"); nullopt when the text has none.
+[[nodiscard]] std::optional<double> parse_slurmd_timeout(std::string_view config);
+
+/// Slurm's SlurmdTimeout, asked of slurmctld (scontrol show config, bounded by `timeout`);
+/// nullopt without an answer.
+[[nodiscard]] std::optional<double> slurmd_timeout_seconds(std::chrono::seconds timeout);
 
 }  // namespace bellows::daemon
