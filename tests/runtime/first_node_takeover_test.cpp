@@ -9,6 +9,9 @@ namespace {
 
 using bellows::runtime::FirstNodeLossFacts;
 using bellows::runtime::keep_ranks_for_takeover;
+using bellows::runtime::lost_ranks_after_takeover;
+using bellows::runtime::TakeoverLossAction;
+using bellows::runtime::TakeoverLossFacts;
 using bellows::runtime::plan_first_node_takeover;
 using bellows::runtime::SilentControllerFacts;
 using bellows::runtime::takeover_grace_seconds;
@@ -167,6 +170,95 @@ TEST(FirstNodeTakeover, TheGraceIsConfiguredOrOneAndAHalfSlurmdTimeouts) {
   EXPECT_DOUBLE_EQ(takeover_grace_seconds(60.0, 300.0), 60.0);
   EXPECT_DOUBLE_EQ(takeover_grace_seconds(0.0, 300.0), 0.0);
   EXPECT_DOUBLE_EQ(takeover_grace_seconds(-5.0, 300.0), 0.0);
+}
+
+/// The controller that took the job over after n1, its first node, went silent: n2 and n3 are
+/// back and report ranks 1 and 2, as before the loss (MPI told them nothing).
+TakeoverLossFacts silent_first_node_lost() {
+  TakeoverLossFacts facts;
+  facts.lost_node = "n1";
+  facts.lost_node_ranks = {0};
+  facts.survivor_ranks = {1, 2};
+  facts.every_survivor_reported = true;
+  return facts;
+}
+
+TEST(FirstNodeTakeover, TheSilentFirstNodesRankIsDeclaredLostOnceTheSurvivorsReported) {
+  const auto declared = lost_ranks_after_takeover(silent_first_node_lost());
+  EXPECT_EQ(declared.action, TakeoverLossAction::declare);
+  EXPECT_EQ(declared.ranks, (std::vector<std::uint32_t>{0}));
+  EXPECT_FALSE(declared.lower_job_size);
+  EXPECT_EQ(declared.why,
+            "rank 0 on n1, the job's first node, lost before this controller took the job over: no survivor "
+            "reports it as its own; the job's size counts them out already");
+}
+
+TEST(FirstNodeTakeover, NothingIsDeclaredForRanksTheSurvivorsRenumberedAlready) {
+  // n1 was killed: MPI failed the survivors' calls, they rebuilt without rank 0 and are 0 and 1.
+  TakeoverLossFacts facts = silent_first_node_lost();
+  facts.survivor_ranks = {0, 1};
+  const auto declared = lost_ranks_after_takeover(facts);
+  EXPECT_EQ(declared.action, TakeoverLossAction::nothing);
+  EXPECT_TRUE(declared.ranks.empty());
+  EXPECT_FALSE(declared.lower_job_size);
+  EXPECT_EQ(declared.why,
+            "every rank n1 held (rank 0) is reported by a survivor as its own: the survivors found the loss and "
+            "renumbered already");
+}
+
+TEST(FirstNodeTakeover, OnlyTheLostRanksNoSurvivorReportsAreDeclared) {
+  TakeoverLossFacts facts = silent_first_node_lost();
+  facts.lost_node_ranks = {3, 0, 3};
+  facts.survivor_ranks = {0, 1, 2};
+  const auto declared = lost_ranks_after_takeover(facts);
+  EXPECT_EQ(declared.action, TakeoverLossAction::declare);
+  EXPECT_EQ(declared.ranks, (std::vector<std::uint32_t>{3}));
+  facts.lost_node_ranks = {2, 0};
+  facts.survivor_ranks = {1};
+  EXPECT_EQ(lost_ranks_after_takeover(facts).ranks, (std::vector<std::uint32_t>{0, 2}));
+  EXPECT_EQ(lost_ranks_after_takeover(facts).why.substr(0, 17), "ranks 0, 2 on n1,");
+}
+
+TEST(FirstNodeTakeover, TheDeclarationWaitsForEverySurvivorUntilTheReturnWindowIsOver) {
+  TakeoverLossFacts facts = silent_first_node_lost();
+  facts.every_survivor_reported = false;
+  facts.survivor_ranks = {1};
+  auto declared = lost_ranks_after_takeover(facts);
+  EXPECT_EQ(declared.action, TakeoverLossAction::wait);
+  EXPECT_TRUE(declared.ranks.empty());
+  EXPECT_EQ(declared.why, "waiting for every surviving daemon to come back and report its rank");
+  facts.return_window_over = true;
+  declared = lost_ranks_after_takeover(facts);
+  EXPECT_EQ(declared.action, TakeoverLossAction::declare);
+  EXPECT_EQ(declared.ranks, (std::vector<std::uint32_t>{0}));
+  EXPECT_NE(declared.why.find("(not every surviving daemon came back or reported its rank in time)"),
+            std::string::npos)
+      << declared.why;
+}
+
+TEST(FirstNodeTakeover, ALossIsDecidedOnceAndLowersTheJobsSizeOnce) {
+  TakeoverLossFacts facts = silent_first_node_lost();
+  facts.decided_already = true;
+  auto declared = lost_ranks_after_takeover(facts);
+  EXPECT_EQ(declared.action, TakeoverLossAction::nothing);
+  EXPECT_EQ(declared.why, "the loss of n1 was decided on already");
+  // A size that still counts the lost rank is lowered by the declaration, once.
+  facts.decided_already = false;
+  facts.size_counts_them_out = false;
+  declared = lost_ranks_after_takeover(facts);
+  EXPECT_EQ(declared.action, TakeoverLossAction::declare);
+  EXPECT_TRUE(declared.lower_job_size);
+  EXPECT_NE(declared.why.find("the job's size is lowered by them"), std::string::npos) << declared.why;
+}
+
+TEST(FirstNodeTakeover, AFirstNodeThatHeldNoRankHasNothingToDeclare) {
+  // The job's first rank was lost before, and the job recovered without it.
+  TakeoverLossFacts facts = silent_first_node_lost();
+  facts.lost_node_ranks.clear();
+  facts.every_survivor_reported = false;
+  const auto declared = lost_ranks_after_takeover(facts);
+  EXPECT_EQ(declared.action, TakeoverLossAction::nothing);
+  EXPECT_EQ(declared.why, "n1 held no rank of the job: no rank to declare lost");
 }
 
 }  // namespace

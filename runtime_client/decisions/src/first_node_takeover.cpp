@@ -1,6 +1,7 @@
 #include <bellows/runtime/first_node_takeover.hpp>
 
 #include <algorithm>
+#include <vector>
 
 namespace bellows::runtime {
 
@@ -55,6 +56,43 @@ double takeover_grace_seconds(std::optional<double> configured, std::optional<do
   const double timeout = slurmd_timeout_seconds && *slurmd_timeout_seconds > 0.0 ? *slurmd_timeout_seconds
                                                                                   : kSlurmDefaultSlurmdTimeout;
   return 1.5 * timeout;
+}
+
+namespace {
+
+std::string ranks_text(const std::vector<std::uint32_t>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
+  return out;
+}
+
+}  // namespace
+
+TakeoverLossDeclaration lost_ranks_after_takeover(const TakeoverLossFacts& facts) {
+  const auto nothing = [](std::string why) {
+    return TakeoverLossDeclaration{TakeoverLossAction::nothing, {}, false, std::move(why)};
+  };
+  if (facts.decided_already) return nothing("the loss of " + facts.lost_node + " was decided on already");
+  if (facts.lost_node_ranks.empty()) return nothing(facts.lost_node + " held no rank of the job: no rank to declare lost");
+  if (!facts.every_survivor_reported && !facts.return_window_over)
+    return {TakeoverLossAction::wait, {}, false, "waiting for every surviving daemon to come back and report its rank"};
+  std::vector<std::uint32_t> lost = facts.lost_node_ranks;
+  std::ranges::sort(lost);
+  const auto [first, last] = std::ranges::unique(lost);
+  lost.erase(first, last);
+  std::erase_if(lost, [&facts](std::uint32_t rank) {
+    return std::ranges::find(facts.survivor_ranks, rank) != facts.survivor_ranks.end();
+  });
+  if (lost.empty())
+    return nothing("every rank " + facts.lost_node + " held (" + ranks_text(facts.lost_node_ranks) +
+                   ") is reported by a survivor as its own: the survivors found the loss and renumbered already");
+  const std::string size = facts.size_counts_them_out ? "the job's size counts them out already"
+                                                      : "the job's size is lowered by them";
+  std::string why = ranks_text(lost) + " on " + facts.lost_node +
+                    ", the job's first node, lost before this controller took the job over: no survivor reports " +
+                    (lost.size() == 1 ? "it" : "them") + " as its own; " + size;
+  if (!facts.every_survivor_reported) why += " (not every surviving daemon came back or reported its rank in time)";
+  return {TakeoverLossAction::declare, std::move(lost), !facts.size_counts_them_out, std::move(why)};
 }
 
 }  // namespace bellows::runtime

@@ -17,8 +17,16 @@
 // them instead, waiting for slurmctld's word: while a takeover may still come, for at most a
 // bounded grace (takeover_grace_seconds).
 //
+// The controller that takes the job over runs without the lost node, whose ranks the
+// survivors may not know lost: a silent peer fails no MPI call, and the controller that would
+// have told them died with the node. lost_ranks_after_takeover says which of the lost node's
+// ranks it names lost to them (the same RanksLost a controller sends when a node is lost),
+// once they are back: only ranks no survivor reports as its own (when MPI found the loss, the
+// survivors rebuilt without it and renumbered), once.
+//
 // Pure: the daemon reads the facts from slurmctld; this decides.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,5 +95,51 @@ struct SilentControllerVerdict {
 /// third of it, so within 4/3 of it after its death. An unknown or not positive SlurmdTimeout
 /// counts as Slurm's default, 300 s (450 s of grace); a configured grace below 0 counts as 0.
 [[nodiscard]] double takeover_grace_seconds(std::optional<double> configured, std::optional<double> slurmd_timeout_seconds);
+
+/// What the controller that took a job over after its first node was lost knows of that
+/// node's ranks and of the survivors.
+struct TakeoverLossFacts {
+  /// The node lost (the job's first node, out of the job) and the job ranks it held, as the
+  /// job's record says (the first node holds the job's first rank, 0; none when that rank was
+  /// lost before).
+  std::string lost_node;
+  std::vector<std::uint32_t> lost_node_ranks;
+  /// The ranks the surviving daemons report as their own (each rank's last metrics report,
+  /// sent again when its daemon came back).
+  std::vector<std::uint32_t> survivor_ranks;
+  /// Every surviving node's daemon is back and has reported its rank.
+  bool every_survivor_reported = false;
+  /// The takeover's window for the daemons to come back has passed: what is reported by then
+  /// is all there will be.
+  bool return_window_over = false;
+  /// The loss was declared (or found to need no declaration) already.
+  bool decided_already = false;
+  /// The job's size already counts the lost node's ranks out (the takeover counted the job's
+  /// ranks without them).
+  bool size_counts_them_out = true;
+};
+
+enum class TakeoverLossAction {
+  wait,     ///< survivors still to come back or to report their ranks
+  declare,  ///< tell the survivors `ranks` are lost, as a failure of the new controller
+  nothing,  ///< nothing to tell (decided already, no rank held, or every one renumbered)
+};
+
+/// What lost_ranks_after_takeover decided, with why in words for the controller's log.
+struct TakeoverLossDeclaration {
+  TakeoverLossAction action = TakeoverLossAction::wait;
+  /// declare: the lost node's ranks no survivor reports as its own, ascending.
+  std::vector<std::uint32_t> ranks;
+  /// declare: whether the failure lowers the job's size by them (not when the size counts
+  /// them out already: one loss lowers it once).
+  bool lower_job_size = false;
+  std::string why;
+};
+
+/// nothing once decided, or when the lost node held no rank; wait until every survivor has
+/// reported its rank (or the return window is over); then declare the lost node's ranks that
+/// no survivor reports as its own, or nothing when every one of them is (the survivors found
+/// the loss through MPI and renumbered: the ranks are theirs now).
+[[nodiscard]] TakeoverLossDeclaration lost_ranks_after_takeover(const TakeoverLossFacts& facts);
 
 }  // namespace bellows::runtime
