@@ -551,11 +551,13 @@ def test_lost_first_node(c, args):
     job.check_nothing_left()
 
 
-def check_taken_over_after_first_node(c, job, victim, others, killed_at):
+def check_taken_over_after_first_node(c, job, victim, others, killed_at, declared=False):
     """The merge cluster's half of test_lost_first_node, from the loss of `victim` (the job's
     first node) in slurmctld at `killed_at` on (its kill, or its DOWN after a cut): the takeover
     by the daemon of the first node left, the job's run to its end under the new controller, and
-    that end in Slurm and in the job's files."""
+    that end in Slurm and in the job's files. With `declared` (the survivors could not find the
+    loss themselves), the new controller's failure that tells them rank 0 on `victim` is lost:
+    detected, agreed, recovered."""
     left_in_order = c.run(["scontrol", "show", "hostnames", ",".join(others)]).stdout.split()
     taker = left_in_order[0]
     said = f"the daemon of {taker}, the first of them, starts a controller that takes it over"
@@ -598,6 +600,21 @@ def check_taken_over_after_first_node(c, job, victim, others, killed_at):
     log(f"event log: attached by {attached[0]['reason']}")
     after = [e for e in events[events.index(attached[0]):] if e["kind"] == "failure"]
     log(f"failure records after the takeover: {[(e['resize'], e['event'], e['to'], e['detail']) for e in after]}")
+    if declared:
+        phases = [e["to"] for e in after if not e["refused"]]
+        check(phases == ["detected", "agreed", "recovered"],
+              f"the failure after the takeover went {phases}, expected detected, agreed, recovered")
+        check(after[0]["event"] == "node_lost" and after[0]["nodes"] == [victim]
+              and f"lost rank 0 on {victim}" in after[0]["detail"],
+              f"the failure after the takeover is {after[0]['event']} of {after[0]['nodes']} ({after[0]['detail']}), "
+              f"expected node_lost of rank 0 on {victim}")
+        recovered = after[-1]
+        check(f"without the lost ones (rank 0 on {victim})" in recovered["detail"],
+              f"the recovery's line does not name rank 0 on {victim}: {recovered['detail']}")
+        stamps = {e["to"]: record_time(e) - killed_at for e in after}
+        log(f"failure {recovered['resize']} declared by the new controller: {victim} lost -> detected "
+            f"{stamps['detected']:.2f} s, agreed {stamps['agreed']:.2f} s, recovered {stamps['recovered']:.2f} s: "
+            f"{recovered['detail']}")
     # The survivors' iterations after the loss, as their reports reached the new controller.
     metrics = [m for m in job_metrics(job) if m.get("node") in others]
     last = max((m.get("iteration", -1) for m in metrics), default=-1)
@@ -625,9 +642,13 @@ def test_lost_first_node_cut(c, args):
     heartbeat_ms = round(args.heartbeat_timeout * 1000)
     policy = GROW_POLICY + f"recovery:\n  on_node_loss: shrink\n  heartbeat_timeout: {heartbeat_ms}ms\n"
     down_after = cut_off_ranks_end(args.heartbeat_timeout)[1] + 3.0
+    # The first rank's output is lost with n1's sruns: the survivors' new first rank appends
+    # its report to a file of the shared work directory too.
+    report_file = work / "report.jsonl"
     job = ElasticJob(c, args, work, "e2e-lost-first-cut", ["-N1", "--elastic=1:3", "--time=10"],
                      f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
-                     "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
+                     "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify "
+                     f"--report {report_file}",
                      policy=policy)
     victim, veth = None, None
     try:
@@ -669,7 +690,8 @@ def test_lost_first_node_cut(c, args):
             check(not comps, f"companions of job {job.id} left 60 s after its batch host went DOWN: {comps}")
             log(f"its companions cancelled {time.time() - down_at:.2f} s after its batch host went DOWN")
         else:
-            check_taken_over_after_first_node(c, job, victim, others, down_at)
+            check_taken_over_after_first_node(c, job, victim, others, down_at, declared=True)
+            job.report(ranks=len(others), path=report_file)
         deadline = time.monotonic() + 30
         while (left := [f"{node}: {describe(pid)}" for node in others for pid in processes_on(c, node)
                         if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
