@@ -169,11 +169,14 @@ int main(int argc, char** argv) {
         while (!stop.stop_requested()) {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
           if (std::chrono::steady_clock::now() < next || !link->controller_gone_while_ranks_run()) continue;
-          const d::TakeoverAttempt attempt = d::start_takeover_if_first_node_lost(node, std::chrono::seconds(5));
+          // Each question ends at once when the daemon stops (its ranks end only after this
+          // thread is joined), else within 5 s: a cut-off node's slurmctld never answers.
+          const d::TakeoverAttempt attempt = d::start_takeover_if_first_node_lost(node, std::chrono::seconds(5), stop);
           if (attempt.slurmctld_said && !timeout_asked) {
             timeout_asked = true;
-            slurmd_timeout = d::slurmd_timeout_seconds(std::chrono::seconds(5));
+            slurmd_timeout = d::slurmd_timeout_seconds(std::chrono::seconds(5), stop);
           }
+          if (stop.stop_requested()) return;
           link->slurmctld_said(attempt.slurmctld_said.get(), slurmd_timeout);
           if (attempt.said != last_said) spdlog::info("{}", attempt.said);
           last_said = attempt.said;

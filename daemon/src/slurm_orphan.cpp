@@ -2,6 +2,8 @@
 #include <bellows/runtime/first_node_takeover.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,15 +33,53 @@ bool plain_word(std::string_view word) {
 }
 
 /// The standard output and error of `command` (run by /bin/sh under coreutils' timeout), ""
-/// when it could not run or said nothing.
-std::string output_of(const std::string& command, std::chrono::seconds timeout) {
-  const std::string bounded = "timeout " + std::to_string(timeout.count()) + " " + command + " 2>&1";
-  const std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(bounded.c_str(), "r"), &::pclose);
-  if (!pipe) return {};
+/// when it could not run or said nothing. A stop requested through `stop` ends it within
+/// 0.1 s (SIGTERM to `timeout`, which passes it on to the command) and gives "": a daemon that
+/// stops does not wait for a question to a slurmctld it cannot reach.
+std::string output_of(const std::string& command, std::chrono::seconds timeout, const std::stop_token& stop = {}) {
+  // exec: the shell's process is `timeout` itself, whose SIGTERM reaches the command.
+  const std::string bounded = "exec timeout " + std::to_string(timeout.count()) + " " + command + " 2>&1";
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
+  // Every string the child uses is made before fork: a threaded process forks.
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return {};
+  }
+  if (child == 0) {
+    // The daemon blocks its stop signals in every thread (sigwaitinfo), and a mask outlives
+    // exec: `timeout` and the command would never see the SIGTERM that ends them.
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::execl("/bin/sh", "sh", "-c", bounded.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
   std::string text;
+  bool stopped = false;
   std::array<char, 4096> chunk{};
-  while (std::fgets(chunk.data(), static_cast<int>(chunk.size()), pipe.get()) != nullptr) text += chunk.data();
-  return text;
+  pollfd readable{fds[0], POLLIN, 0};
+  for (;;) {
+    if (!stopped && stop.stop_requested()) {
+      ::kill(child, SIGTERM);
+      stopped = true;
+    }
+    const int ready = ::poll(&readable, 1, 100);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    const ssize_t got = ::read(fds[0], chunk.data(), chunk.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    text.append(chunk.data(), static_cast<std::size_t>(got));
+  }
+  ::close(fds[0]);
+  while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  return stopped ? std::string() : text;
 }
 
 std::string field(const ScontrolRecord& record, std::string_view key) {
@@ -192,12 +232,13 @@ TakeoverAttempt attempt_takeover(const std::string& job_id, const std::string& n
 
 }  // namespace
 
-TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node, std::chrono::seconds timeout) {
+TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node, std::chrono::seconds timeout,
+                                                  const std::stop_token& stop) {
   const char* step_job = std::getenv("SLURM_JOB_ID");
   if (step_job == nullptr || !plain_word(step_job)) return {true, "not a Slurm job step: no takeover", nullptr};
   const char* served = std::getenv("BELLOWS_SLURM_JOB");
   const std::string job_id = served != nullptr && plain_word(served) ? served : step_job;
-  const std::string answer = output_of("scontrol show job -o " + job_id, timeout);
+  const std::string answer = output_of("scontrol show job -o " + job_id, timeout, stop);
   const ScontrolRecord job = parse_scontrol_record(answer);
   if (job.count("JobState") == 0) {
     // "slurm_load_jobs error: Invalid job id specified": slurmctld no longer knows the job.
@@ -211,12 +252,12 @@ TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node, std::
   facts.batch_job = field(job, "BatchFlag") == "1";
   facts.batch_host = field(job, "BatchHost");
   if (plain_word(facts.batch_host))
-    facts.batch_host_state = field(parse_scontrol_record(output_of("scontrol show node -o " + facts.batch_host, timeout)), "State");
+    facts.batch_host_state = field(parse_scontrol_record(output_of("scontrol show node -o " + facts.batch_host, timeout, stop)), "State");
   // NodeList is a host list ("n[2-3]"): scontrol expands it in slurmctld's order.
   const std::string node_list = field(job, "NodeList");
   if (!node_list.empty() && node_list != "(null)" &&
       std::ranges::all_of(node_list, [](char c) { return c != '\'' && c != ' '; }))
-    facts.job_nodes = words_of(output_of("scontrol show hostnames '" + node_list + "'", timeout));
+    facts.job_nodes = words_of(output_of("scontrol show hostnames '" + node_list + "'", timeout, stop));
   const runtime::FirstNodeTakeover plan = runtime::plan_first_node_takeover(facts);
   const auto said = std::make_shared<const runtime::FirstNodeLossFacts>(facts);
   TakeoverAttempt attempt = attempt_takeover(job_id, node, job, plan);
@@ -240,8 +281,8 @@ std::optional<double> parse_slurmd_timeout(std::string_view config) {
   return std::nullopt;
 }
 
-std::optional<double> slurmd_timeout_seconds(std::chrono::seconds timeout) {
-  return parse_slurmd_timeout(output_of("scontrol show config", timeout));
+std::optional<double> slurmd_timeout_seconds(std::chrono::seconds timeout, const std::stop_token& stop) {
+  return parse_slurmd_timeout(output_of("scontrol show config", timeout, stop));
 }
 
 

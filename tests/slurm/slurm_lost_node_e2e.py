@@ -47,6 +47,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -128,6 +129,40 @@ def processes_on(c, node):
         if name is not None and name != "munged" and running(entry.name):
             found.append(int(entry.name))
     return found
+
+
+class EndTimes:
+    """When each of `pids` stopped running, in seconds after `start`: polled every 0.05 s on a
+    thread of its own, so that the times stay true while the test waits for something else."""
+
+    def __init__(self, pids, start):
+        self.start = start
+        self.pids = list(pids)
+        self.ended = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self):
+        while True:
+            with self._lock:
+                for pid in self.pids:
+                    if pid not in self.ended and not running(pid):
+                        self.ended[pid] = time.time() - self.start
+                if len(self.ended) == len(self.pids):
+                    return
+            time.sleep(0.05)
+
+    def wait(self, pids, deadline):
+        """Waits until every one of `pids` ended or `deadline` (time.time()) passed; returns
+        (the pids still running, the last end among the others in seconds after start)."""
+        while True:
+            with self._lock:
+                left = [pid for pid in pids if pid not in self.ended]
+                last = max((self.ended[pid] for pid in pids if pid in self.ended), default=None)
+            if not left or time.time() >= deadline:
+                return left, last
+            time.sleep(0.05)
 
 
 def kill_node(c, node, only=None):
@@ -440,8 +475,13 @@ def test_cut_node(c, args, action):
         for program in ("bellowsd", "mpiexec", Path(args.app).name):
             check(any(program in text for text in of_job.values()), f"no {program} on {victim}: {list(of_job.values())}")
         veth = veth_of(c, victim)
+        names = {pid: command_name(pid) for pid in of_job}
+        ranks = [pid for pid, name in names.items() if name not in ("slurmstepd", "bellowsd")]
+        daemons = [pid for pid, name in names.items() if name == "bellowsd"]
         cut_at = time.time()
         set_link(veth, "down")
+        # Timed from now on, while check_runs_without waits for slurmctld (seconds, at times).
+        ends = EndTimes(ranks + daemons, cut_at)
         log(f"{victim} cut from the network at iteration {status['iteration']} ({veth} down); it runs "
             f"{'; '.join(of_job.values())}")
         # The cut-off daemon ends the job's processes on its node: its connection to the
@@ -453,24 +493,15 @@ def test_cut_node(c, args, action):
         # the evidence). Its slurmstepd waits to report the step's end until it is back.
         # Meanwhile the controller gives the node back: the job runs on without it.
         check_runs_without(c, job, victim, holder_of_victim, "was cut off")
-        names = {pid: command_name(pid) for pid in of_job}
-        ranks = [pid for pid, name in names.items() if name not in ("slurmstepd", "bellowsd")]
-        daemons = [pid for pid, name in names.items() if name == "bellowsd"]
-        deadline = cut_at + latest
-        while (left := [pid for pid in ranks if running(pid)]) and time.time() < deadline:
-            time.sleep(0.05)
-        ranks_gone_after = time.time() - cut_at
-        check(not left, f"{ranks_gone_after:.2f} s after the cut, {victim} still runs "
+        left, ranks_gone_after = ends.wait(ranks, cut_at + latest)
+        check(not left, f"{time.time() - cut_at:.2f} s after the cut, {victim} still runs "
               + ", ".join(describe(pid) for pid in left))
         check(ranks_gone_after >= earliest, f"the job's ranks on the cut-off {victim} ended {ranks_gone_after:.2f} s "
               f"after the cut, before its daemon could have found its controller's host silent ({earliest:.1f} s)")
         check(job.state() == "RUNNING", f"job {job.id} is {job.state()} once the ranks of the cut-off {victim} ended")
-        deadline = cut_at + ranks_gone_after + DAEMON_AFTER_RANKS
-        while (left := [pid for pid in daemons if running(pid)]) and time.time() < deadline:
-            time.sleep(0.05)
-        gone_after = time.time() - cut_at
-        check(not left, f"{gone_after:.2f} s after the cut, {DAEMON_AFTER_RANKS:g} s after its ranks, {victim} still "
-              "runs " + ", ".join(describe(pid) for pid in left))
+        left, gone_after = ends.wait(daemons, cut_at + ranks_gone_after + DAEMON_AFTER_RANKS)
+        check(not left, f"{time.time() - cut_at:.2f} s after the cut, {DAEMON_AFTER_RANKS:g} s after its ranks, "
+              f"{victim} still runs " + ", ".join(describe(pid) for pid in left))
         log(f"on the cut-off {victim}, the job's mpiexec and rank ended {ranks_gone_after:.2f} s after the cut "
             f"(heartbeat timeout {args.heartbeat_timeout:g} s; expected {earliest:.1f} to {latest:.1f} s), "
             f"its bellowsd {gone_after:.2f} s after it; job {job.id} was RUNNING then")
