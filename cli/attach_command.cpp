@@ -319,7 +319,17 @@ int attach_job(const std::string& job_name, bool verbose, bool quiet) {
                                       record.pmix_job_map,
                                       record.pmix_rank_nodes,
                                       first_node_lost ? 0 : record.first_rank_pid,
-                                      first_node_lost ? transport::this_host_tcp_endpoint() : std::string()};
+                                      first_node_lost ? transport::this_host_tcp_endpoint() : std::string(),
+                                      std::string(),
+                                      {}};
+  if (first_node_lost) {
+    // The first node holds the job's first rank, rank 0 for as long as it runs (a rebuild
+    // numbers the survivors in their old order, a grow adds after the last, a shrink never
+    // takes the first node); it left the job map when that rank was lost before. Once the
+    // survivors are back, the new controller tells them it is lost unless they renumbered.
+    options.attach->lost_first_node = backend.first_node_lost;
+    if (record.pmix_job_map.contains(backend.first_node_lost)) options.attach->lost_first_node_ranks = {0};
+  }
   ctl::ControllerService service(options, *backend.rm, *backend.launcher, clock);
   std::string nodes;
   for (const auto& node : options.nodes) nodes += (nodes.empty() ? "" : ", ") + node;

@@ -4,6 +4,7 @@
 
 #include <bellows/protocol/job_directory.hpp>
 #include <bellows/protocol/process_identity.hpp>
+#include <bellows/runtime/first_node_takeover.hpp>
 #include <bellows/transport/controller_contact.hpp>
 #include <bellows/transport/security.hpp>
 
@@ -200,6 +201,35 @@ void ControllerService::give_up_on_missing_daemons() {
   resizes_->poll();
 }
 
+void ControllerService::declare_lost_first_node() {
+  if (!options_.attach || options_.attach->lost_first_node.empty() || first_node_loss_decided_) return;
+  runtime::TakeoverLossFacts facts;
+  facts.lost_node = options_.attach->lost_first_node;
+  facts.lost_node_ranks = options_.attach->lost_first_node_ranks;
+  facts.every_survivor_reported = awaiting_return_.empty();
+  for (const std::string& node : resizes_->nodes()) {
+    const auto it = node_state_.find(node);
+    if (job_control_.registered(node) && it != node_state_.end() && it->second.rank != protocol::kNoRank) {
+      facts.survivor_ranks.push_back(it->second.rank);
+    } else {
+      facts.every_survivor_reported = false;
+    }
+  }
+  facts.return_window_over = clock_.now() >= return_deadline_;
+  facts.size_counts_them_out = true;  // AttachOptions::ranks counts the lost node's ranks out
+  const runtime::TakeoverLossDeclaration declared = runtime::lost_ranks_after_takeover(facts);
+  if (declared.action == runtime::TakeoverLossAction::wait) return;
+  first_node_loss_decided_ = true;
+  if (declared.action == runtime::TakeoverLossAction::nothing) {
+    std::fprintf(stderr, "bellows run: info: no rank declared lost with %s: %s\n", facts.lost_node.c_str(),
+                 declared.why.c_str());
+    return;
+  }
+  std::fprintf(stderr, "bellows run: info: declaring %s\n", declared.why.c_str());
+  resizes_->declare_lost(facts.lost_node, declared.ranks, declared.why, declared.lower_job_size);
+  resizes_->poll();
+}
+
 ControllerService::~ControllerService() { shutdown(); }
 
 const std::string& ControllerService::endpoint() const { return server_->endpoint(); }
@@ -241,6 +271,7 @@ void ControllerService::step(std::chrono::milliseconds wait) {
   for (auto& item : work) item();
   resizes_->poll();
   give_up_on_missing_daemons();
+  declare_lost_first_node();
   track_finished();
   replace_lost_nodes();
   // A job taken over: no tick on the metrics of some nodes while the others come back.

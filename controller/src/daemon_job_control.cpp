@@ -265,7 +265,7 @@ void DaemonJobControl::cancel(ResizeId resize, const std::string& why) {
 bool DaemonJobControl::tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
                                  const std::vector<std::uint32_t>& lost_ranks, const std::string& reason,
                                  const JobReport& found_by, const std::vector<std::string>& survivors) {
-  const auto lost = static_cast<unsigned>(lost_nodes.size());
+  const auto lost = found_by.lowers_job_size ? static_cast<unsigned>(lost_nodes.size()) : 0u;
   job_size_ = job_size_ > lost ? job_size_ - lost : 0;
   for (const std::string& node : lost_nodes) {
     node_ranks_.erase(node);

@@ -98,6 +98,43 @@ void ResizeController::on_failure(const JobReport& report) {
   apply_failure(failures_.size() - 1, event, detail);
 }
 
+Outcome ResizeController::declare_lost(const std::string& node, const std::vector<std::uint32_t>& ranks,
+                                       const std::string& why, bool lower_job_size) {
+  Input input;
+  input.event = ResizeEvent::node_lost;
+  input.nodes = {node};
+  input.detail = why;
+  if (node.empty() || ranks.empty()) return refuse(input, "a loss declared names a node and its ranks");
+  if (std::ranges::find(nodes_, node) != nodes_.end())
+    return refuse(input, node + " is a node of job " + job_ + ": its loss is found, not declared");
+  for (const Failure& f : failures_) {
+    if (std::ranges::find(f.view.nodes, node) != f.view.nodes.end())
+      return refuse(input, node + " was lost in failure " + std::to_string(f.view.id) + " already");
+  }
+  JobReport found_by{JobReportKind::node_lost, 0, node, 0, why, ranks.front()};
+  found_by.lowers_job_size = lower_job_size;
+  std::string detail = why;
+  for (const Failure& f : failures_) {
+    if (!is_final(f.view.state)) {
+      append(detail, "failure " + std::to_string(f.view.id) + " is still being recovered from: this one is " +
+                         "recorded and told on its own");
+    }
+  }
+  Failure failure;
+  failure.view.id = next_id_++;
+  failure.view.state = ResizeState::none;
+  failure.view.nodes = {node};
+  failure.view.ranks = ranks;
+  failure.view.reason = why;
+  failure.view.detected_at = format_utc(clock_.wall_now());
+  failure.found_by = std::move(found_by);
+  failure.detected = clock_.now();
+  failure.entered = failure.detected;
+  failure.deadline = failure.detected + limits_.resize_deadline;
+  failures_.push_back(std::move(failure));
+  return apply_failure(failures_.size() - 1, ResizeEvent::node_lost, detail);
+}
+
 void ResizeController::on_recovered(const JobReport& report) {
   const auto reported =
       std::ranges::find_if(failures_, [&report](const Failure& f) { return f.view.id == report.resize; });
@@ -114,7 +151,9 @@ void ResizeController::on_recovered(const JobReport& report) {
   // earlier one it was told of.
   for (std::size_t i = 0; i < failures_.size() && failures_[i].view.id <= report.resize; ++i) {
     if (failures_[i].view.id != report.resize && is_final(failures_[i].view.state)) continue;
+    const FailureView& lost = failures_[i].view;
     std::string detail = runs_on;
+    if (!lost.ranks.empty()) detail += " (" + ranks_text(lost.ranks) + " on " + join(lost.nodes) + ")";
     if (failures_[i].view.id != report.resize)
       append(detail, "reported with failure " + std::to_string(report.resize) + ", which came after it");
     if (!report.text.empty()) append(detail, report.text);
@@ -168,6 +207,11 @@ void ResizeController::drop_lost(std::size_t index, std::string& detail) {
   append(detail, "lost " + ranks_text(lost.ranks) + " on " + join(lost.nodes));
   std::vector<std::string> dropped;
   for (const std::string& node : lost.nodes) {
+    if (std::ranges::find(nodes_, node) == nodes_.end()) {
+      // Declared lost after it left the job (declare_lost): nothing to give back or stop.
+      append(detail, node + " is no node of the job any more: nothing to give back");
+      continue;
+    }
     if (node == nodes_.front()) {
       append(detail, node + " is the job's first node and stays in the job, where `bellows run` runs");
       continue;

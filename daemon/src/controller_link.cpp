@@ -8,6 +8,7 @@
 #include <bellows/protocol/job_file.hpp>
 #include <bellows/protocol/pmix_events.hpp>
 #include <bellows/runtime/controller_loss.hpp>
+#include <bellows/runtime/first_node_takeover.hpp>
 #include <bellows/transport/controller_contact.hpp>
 
 #include <spdlog/spdlog.h>
@@ -154,6 +155,17 @@ struct ControllerLink::State {
   std::optional<std::chrono::steady_clock::time_point> silent_since;
   /// When the job directory's controller contact was last read while the controller is lost.
   std::optional<std::chrono::steady_clock::time_point> last_contact_check;
+  /// Under Slurm, while the controller is gone: what slurmctld said of the job at the last
+  /// question (slurmctld_said; unset when it did not answer), whether it was asked at all, and
+  /// its SlurmdTimeout once known. Forgotten once the controller is back.
+  std::optional<runtime::FirstNodeLossFacts> slurmctld_word;
+  bool slurmctld_asked = false;
+  std::optional<double> slurmd_timeout_seconds;
+  /// The endpoint is one the job directory published after the first was lost: a controller
+  /// that took the job over, not the one on the job's batch host.
+  bool followed_takeover = false;
+  /// Whether the daemon said that it keeps its ranks for a takeover past the unreachable limit.
+  bool said_kept_for_takeover = false;
 
   /// Every 100 ms: ranks whose process ended are reported (RankExited: exit code 0 after
   /// detaching, -1 without leaving the job; nothing after leaving it) and forgotten.
@@ -208,6 +220,9 @@ struct ControllerLink::State {
         last_probe.reset();
         last_answer.reset();
         silent_since.reset();
+        slurmctld_word.reset();
+        slurmctld_asked = false;
+        said_kept_for_takeover = false;
         hello_again = connection_lost_once && !stopped_orphaned;
       } else {
         connection_lost_once = true;
@@ -262,7 +277,9 @@ struct ControllerLink::State {
       probe_host_once(lock);
       if (!controller_lost_since || stopped_orphaned) return;  // back, or stopped meanwhile
     }
-    const runtime::ControllerLossFacts facts = controller_loss_facts();
+    runtime::ControllerLossFacts facts = controller_loss_facts();
+    const runtime::SilentControllerVerdict takeover = takeover_verdict(facts);
+    facts.kept_for_takeover = takeover.keep_ranks;
     const runtime::ControllerLossAction action = runtime::on_controller_loss(facts, limits);
     if (action == runtime::ControllerLossAction::wait) return;
     if (!collectives_told_gone) {
@@ -284,12 +301,20 @@ struct ControllerLink::State {
               options.endpoint, facts.lost_seconds, options.node_name, watched.size(),
               launcher ? launcher->running() : 0);
         }
+        if (facts.kept_for_takeover && !said_kept_for_takeover) {
+          said_kept_for_takeover = true;
+          spdlog::warn("the host of the controller at {} has answered nothing for {} s: the {} rank(s) of node {} "
+                       "run on: {} (takeover grace {} s, bellowsd --takeover-grace)",
+                       options.endpoint, static_cast<int>(facts.unreachable_seconds), facts.ranks_running,
+                       options.node_name, takeover.why, static_cast<long long>(takeover_grace()));
+        }
         return;
       case runtime::ControllerLossAction::end_ranks:
         stop_orphaned(lock, spdlog::level::warn,
                       "the host of the controller at " + options.endpoint + " has answered nothing for " +
                           std::to_string(static_cast<int>(facts.unreachable_seconds)) + " s: node " +
-                          options.node_name + " is cut off (or that host is gone) and the controller counts its ranks lost",
+                          options.node_name + " is cut off (or that host is gone) and the controller counts its ranks lost" +
+                          (slurmctld_asked ? " (" + takeover.why + ")" : std::string()),
                       facts, "ending its " + std::to_string(facts.ranks_running) + " rank(s) and stopping");
         return;
       case runtime::ControllerLossAction::stop:
@@ -321,6 +346,7 @@ struct ControllerLink::State {
     spdlog::info("the job's controller now listens at {} (was {}): connecting there", published, options.endpoint);
     client->reconnect(published);
     options.endpoint = published;
+    followed_takeover = true;
     last_probe.reset();
     last_answer.reset();
     silent_since.reset();
@@ -355,6 +381,24 @@ struct ControllerLink::State {
     };
     return {seconds_since(*controller_lost_since), silent_since ? seconds_since(*silent_since) : 0.0,
             ranks_running()};
+  }
+
+  /// The takeover grace in seconds: the configured one, else 1.5 SlurmdTimeouts.
+  double takeover_grace() const {
+    std::optional<double> configured;
+    if (options.takeover_grace) configured = std::chrono::duration<double>(*options.takeover_grace).count();
+    return runtime::takeover_grace_seconds(configured, slurmd_timeout_seconds);
+  }
+
+  /// Whether the ranks are kept past the unreachable limit for a takeover, and why: only
+  /// asked once that limit has passed (before, the ranks are kept anyway) and slurmctld was
+  /// asked (a daemon under Slurm). With `mutex` held, the controller lost.
+  runtime::SilentControllerVerdict takeover_verdict(const runtime::ControllerLossFacts& facts) const {
+    if (loss_limits.unreachable_seconds <= 0.0 || facts.unreachable_seconds < loss_limits.unreachable_seconds)
+      return {};
+    if (!slurmctld_asked) return {false, "not a Slurm job: no takeover to wait for"};
+    return runtime::keep_ranks_for_takeover(
+        {slurmctld_word, !followed_takeover, facts.unreachable_seconds, takeover_grace()});
   }
 
   /// Whether the controller's host is to be probed now: past the grace, with ranks running
@@ -896,8 +940,20 @@ ControllerLink::~ControllerLink() {
 bool ControllerLink::controller_gone_while_ranks_run() const {
   std::lock_guard lock(state_->mutex);
   if (!state_->controller_lost_since || state_->stopped_orphaned) return false;
-  const runtime::ControllerLossFacts facts = state_->controller_loss_facts();
+  runtime::ControllerLossFacts facts = state_->controller_loss_facts();
+  facts.kept_for_takeover = state_->takeover_verdict(facts).keep_ranks;
   return runtime::on_controller_loss(facts, state_->loss_limits) == runtime::ControllerLossAction::keep_ranks;
+}
+
+void ControllerLink::slurmctld_said(const runtime::FirstNodeLossFacts* job, std::optional<double> slurmd_timeout_seconds) {
+  std::lock_guard lock(state_->mutex);
+  if (!state_->controller_lost_since) return;  // back meanwhile: the word is of a loss that ended
+  state_->slurmctld_asked = true;
+  if (job != nullptr)
+    state_->slurmctld_word = *job;
+  else
+    state_->slurmctld_word.reset();
+  if (slurmd_timeout_seconds) state_->slurmd_timeout_seconds = slurmd_timeout_seconds;
 }
 
 bool ControllerLink::stopped_without_controller() const {

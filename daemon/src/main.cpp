@@ -78,6 +78,13 @@ int main(int argc, char** argv) {
                  "lost (the job's recovery.heartbeat_timeout)")
       ->check(CLI::Range(0.5, 60.0))
       ->default_val(5.0);
+  std::optional<double> takeover_grace_s;
+  app.add_option("--takeover-grace", takeover_grace_s,
+                 "under Slurm, seconds this node's ranks are kept once the controller's host has "
+                 "answered nothing for the heartbeat timeout, while slurmctld has not set the job's "
+                 "batch host DOWN (a takeover may still come); default: 1.5 times Slurm's SlurmdTimeout")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->envname("BELLOWS_TAKEOVER_GRACE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -126,6 +133,8 @@ int main(int argc, char** argv) {
       link_options.node_name = server.options().node_name;
       link_options.job_dir = job_dir;
       link_options.heartbeat_timeout = std::chrono::milliseconds(std::lround(heartbeat_timeout_s * 1000.0));
+      if (takeover_grace_s)
+        link_options.takeover_grace = std::chrono::milliseconds(std::llround(*takeover_grace_s * 1000.0));
       link_options.stop_signal_arrived = [] {
         return stop_signal_taken.load() || d::stop_signal_pending();
       };
@@ -145,17 +154,30 @@ int main(int argc, char** argv) {
     // (first_node_takeover.hpp), and the link follows it to its endpoint.
     std::jthread takeover;
     if (link && std::getenv("SLURM_JOB_ID") != nullptr) {
-      // Asked 1 s after the controller counts as gone, then less and less often (doubling up
-      // to every 30 s): slurmctld sets a silent node DOWN only after SlurmdTimeout, and every
-      // daemon of the job asks.
-      takeover = std::jthread([&link, node = server.options().node_name](const std::stop_token& stop) {
+      // Asked once the controller counts as gone, then less and less often (doubling up to
+      // every 30 s): slurmctld sets a silent node DOWN only after SlurmdTimeout, and every
+      // daemon of the job asks. What slurmctld says also tells the link whether to keep its
+      // ranks while the controller's host answers nothing (a takeover may still come), for
+      // which it needs SlurmdTimeout unless --takeover-grace is given.
+      takeover = std::jthread([&link, node = server.options().node_name,
+                               ask_timeout = !takeover_grace_s](const std::stop_token& stop) {
         std::string last_said;
         auto next = std::chrono::steady_clock::now();
         std::chrono::seconds wait{1};
+        std::optional<double> slurmd_timeout;
+        bool timeout_asked = !ask_timeout;
         while (!stop.stop_requested()) {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
           if (std::chrono::steady_clock::now() < next || !link->controller_gone_while_ranks_run()) continue;
-          const d::TakeoverAttempt attempt = d::start_takeover_if_first_node_lost(node, std::chrono::seconds(5));
+          // Each question ends at once when the daemon stops (its ranks end only after this
+          // thread is joined), else within 5 s: a cut-off node's slurmctld never answers.
+          const d::TakeoverAttempt attempt = d::start_takeover_if_first_node_lost(node, std::chrono::seconds(5), stop);
+          if (attempt.slurmctld_said && !timeout_asked) {
+            timeout_asked = true;
+            slurmd_timeout = d::slurmd_timeout_seconds(std::chrono::seconds(5), stop);
+          }
+          if (stop.stop_requested()) return;
+          link->slurmctld_said(attempt.slurmctld_said.get(), slurmd_timeout);
           if (attempt.said != last_said) spdlog::info("{}", attempt.said);
           last_said = attempt.said;
           if (attempt.settled) return;

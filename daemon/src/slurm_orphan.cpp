@@ -2,12 +2,15 @@
 #include <bellows/runtime/first_node_takeover.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,15 +33,53 @@ bool plain_word(std::string_view word) {
 }
 
 /// The standard output and error of `command` (run by /bin/sh under coreutils' timeout), ""
-/// when it could not run or said nothing.
-std::string output_of(const std::string& command, std::chrono::seconds timeout) {
-  const std::string bounded = "timeout " + std::to_string(timeout.count()) + " " + command + " 2>&1";
-  const std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(bounded.c_str(), "r"), &::pclose);
-  if (!pipe) return {};
+/// when it could not run or said nothing. A stop requested through `stop` ends it within
+/// 0.1 s (SIGTERM to `timeout`, which passes it on to the command) and gives "": a daemon that
+/// stops does not wait for a question to a slurmctld it cannot reach.
+std::string output_of(const std::string& command, std::chrono::seconds timeout, const std::stop_token& stop = {}) {
+  // exec: the shell's process is `timeout` itself, whose SIGTERM reaches the command.
+  const std::string bounded = "exec timeout " + std::to_string(timeout.count()) + " " + command + " 2>&1";
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
+  // Every string the child uses is made before fork: a threaded process forks.
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return {};
+  }
+  if (child == 0) {
+    // The daemon blocks its stop signals in every thread (sigwaitinfo), and a mask outlives
+    // exec: `timeout` and the command would never see the SIGTERM that ends them.
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::execl("/bin/sh", "sh", "-c", bounded.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
   std::string text;
+  bool stopped = false;
   std::array<char, 4096> chunk{};
-  while (std::fgets(chunk.data(), static_cast<int>(chunk.size()), pipe.get()) != nullptr) text += chunk.data();
-  return text;
+  pollfd readable{fds[0], POLLIN, 0};
+  for (;;) {
+    if (!stopped && stop.stop_requested()) {
+      ::kill(child, SIGTERM);
+      stopped = true;
+    }
+    const int ready = ::poll(&readable, 1, 100);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    const ssize_t got = ::read(fds[0], chunk.data(), chunk.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    text.append(chunk.data(), static_cast<std::size_t>(got));
+  }
+  ::close(fds[0]);
+  while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  return stopped ? std::string() : text;
 }
 
 std::string field(const ScontrolRecord& record, std::string_view key) {
@@ -162,34 +203,20 @@ std::string end_job_if_batch_host_lost(const std::string& node, std::chrono::sec
   return said;
 }
 
-TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node, std::chrono::seconds timeout) {
-  const char* step_job = std::getenv("SLURM_JOB_ID");
-  if (step_job == nullptr || !plain_word(step_job)) return {true, "not a Slurm job step: no takeover"};
-  const char* served = std::getenv("BELLOWS_SLURM_JOB");
-  const std::string job_id = served != nullptr && plain_word(served) ? served : step_job;
-  const ScontrolRecord job = parse_scontrol_record(output_of("scontrol show job -o " + job_id, timeout));
-  if (job.count("JobState") == 0) return {false, "no answer from slurmctld about job " + job_id};
-  runtime::FirstNodeLossFacts facts;
-  facts.job_state = field(job, "JobState");
-  facts.batch_job = field(job, "BatchFlag") == "1";
-  facts.batch_host = field(job, "BatchHost");
-  if (plain_word(facts.batch_host))
-    facts.batch_host_state = field(parse_scontrol_record(output_of("scontrol show node -o " + facts.batch_host, timeout)), "State");
-  // NodeList is a host list ("n[2-3]"): scontrol expands it in slurmctld's order.
-  const std::string node_list = field(job, "NodeList");
-  if (!node_list.empty() && node_list != "(null)" &&
-      std::ranges::all_of(node_list, [](char c) { return c != '\'' && c != ' '; }))
-    facts.job_nodes = words_of(output_of("scontrol show hostnames '" + node_list + "'", timeout));
-  const runtime::FirstNodeTakeover plan = runtime::plan_first_node_takeover(facts);
-  if (!plan.take_over) return {false, "job " + job_id + ": " + plan.why + ": no takeover"};
-  if (plan.node != node) return {true, "job " + job_id + ": " + plan.why + "; this daemon waits for it"};
+namespace {
+
+/// What a daemon of `node` does with `plan`, made of slurmctld's record `job` of job `job_id`.
+TakeoverAttempt attempt_takeover(const std::string& job_id, const std::string& node, const ScontrolRecord& job,
+                                 const runtime::FirstNodeTakeover& plan) {
+  if (!plan.take_over) return {false, "job " + job_id + ": " + plan.why + ": no takeover", nullptr};
+  if (plan.node != node) return {true, "job " + job_id + ": " + plan.why + "; this daemon waits for it", nullptr};
   const char* cli = std::getenv("BELLOWS_CLI");
   if (cli == nullptr || *cli == '\0')
-    return {true, "job " + job_id + ": " + plan.why + ", but BELLOWS_CLI is not set: no bellows command to start"};
+    return {true, "job " + job_id + ": " + plan.why + ", but BELLOWS_CLI is not set: no bellows command to start", nullptr};
   const std::string output = field(job, "StdOut");
   if (output.empty() || output.front() != '/')
     return {true, "job " + job_id + ": " + plan.why + ", but its output file (StdOut) is '" + output +
-                      "': no controller started"};
+                      "': no controller started", nullptr};
   {
     std::ofstream out(output, std::ios::app);
     out << "bellows: " << plan.why << "." << std::endl;
@@ -197,10 +224,66 @@ TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node, std::
   const std::vector<std::string> argv = {"srun", "--jobid", job_id, "--overlap", "-N1", "-n1", "-w", node,
                                          "--job-name=bellows-takeover", cli, "run", "--attach", job_id};
   if (const std::string failed = start_detached(argv, output); !failed.empty())
-    return {true, "job " + job_id + ": " + plan.why + ", but it could not be started: " + failed};
+    return {true, "job " + job_id + ": " + plan.why + ", but it could not be started: " + failed, nullptr};
   std::string command;
   for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
-  return {true, "job " + job_id + ": " + plan.why + ": started " + command + " (output to " + output + ")"};
+  return {true, "job " + job_id + ": " + plan.why + ": started " + command + " (output to " + output + ")", nullptr};
 }
+
+}  // namespace
+
+TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node, std::chrono::seconds timeout,
+                                                  const std::stop_token& stop) {
+  const char* step_job = std::getenv("SLURM_JOB_ID");
+  if (step_job == nullptr || !plain_word(step_job)) return {true, "not a Slurm job step: no takeover", nullptr};
+  const char* served = std::getenv("BELLOWS_SLURM_JOB");
+  const std::string job_id = served != nullptr && plain_word(served) ? served : step_job;
+  const std::string answer = output_of("scontrol show job -o " + job_id, timeout, stop);
+  const ScontrolRecord job = parse_scontrol_record(answer);
+  if (job.count("JobState") == 0) {
+    // "slurm_load_jobs error: Invalid job id specified": slurmctld no longer knows the job.
+    if (answer.find("Invalid job id") != std::string::npos)
+      return {false, "job " + job_id + " is unknown to slurmctld: no takeover",
+              std::make_shared<const runtime::FirstNodeLossFacts>()};
+    return {false, "no answer from slurmctld about job " + job_id, nullptr};
+  }
+  runtime::FirstNodeLossFacts facts;
+  facts.job_state = field(job, "JobState");
+  facts.batch_job = field(job, "BatchFlag") == "1";
+  facts.batch_host = field(job, "BatchHost");
+  if (plain_word(facts.batch_host))
+    facts.batch_host_state = field(parse_scontrol_record(output_of("scontrol show node -o " + facts.batch_host, timeout, stop)), "State");
+  // NodeList is a host list ("n[2-3]"): scontrol expands it in slurmctld's order.
+  const std::string node_list = field(job, "NodeList");
+  if (!node_list.empty() && node_list != "(null)" &&
+      std::ranges::all_of(node_list, [](char c) { return c != '\'' && c != ' '; }))
+    facts.job_nodes = words_of(output_of("scontrol show hostnames '" + node_list + "'", timeout, stop));
+  const runtime::FirstNodeTakeover plan = runtime::plan_first_node_takeover(facts);
+  const auto said = std::make_shared<const runtime::FirstNodeLossFacts>(facts);
+  TakeoverAttempt attempt = attempt_takeover(job_id, node, job, plan);
+  attempt.slurmctld_said = said;
+  return attempt;
+}
+
+std::optional<double> parse_slurmd_timeout(std::string_view config) {
+  constexpr std::string_view kKey = "SlurmdTimeout";
+  for (std::size_t at = config.find(kKey); at != std::string_view::npos; at = config.find(kKey, at + 1)) {
+    if (at > 0 && config[at - 1] != '\n') continue;
+    std::size_t value = config.find_first_not_of(" \t", at + kKey.size());
+    if (value == std::string_view::npos || config[value] != '=') continue;
+    value = config.find_first_not_of(" \t", value + 1);
+    if (value == std::string_view::npos) return std::nullopt;
+    double seconds = 0.0;
+    const auto [end, error] = std::from_chars(config.data() + value, config.data() + config.size(), seconds);
+    if (error != std::errc() || end == config.data() + value) return std::nullopt;
+    return seconds;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> slurmd_timeout_seconds(std::chrono::seconds timeout, const std::stop_token& stop) {
+  return parse_slurmd_timeout(output_of("scontrol show config", timeout, stop));
+}
+
 
 }  // namespace bellows::daemon

@@ -102,7 +102,10 @@ class ControllerServiceTest : public bellows::testing::LoggedTest {
   /// listen: "" for the ipc socket, else a tcp endpoint to bind ("tcp://127.0.0.1:*").
   /// take_over: the job's controller died (its files are in the job directory, resize 3 left
   /// in granted) and this service takes the job over, giving its daemons 2 s to come back.
-  explicit ControllerServiceTest(const std::string& listen, bool take_over = false) {
+  /// lost_first_node: the job's first node, holding rank 0, was lost before the takeover and
+  /// is no node of the job any more (a Slurm job's batch host).
+  explicit ControllerServiceTest(const std::string& listen, bool take_over = false,
+                                 const std::string& lost_first_node = "") {
     char pattern[] = "/tmp/bellows-service-XXXXXX";
     if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = pattern;
@@ -123,7 +126,11 @@ class ControllerServiceTest : public bellows::testing::LoggedTest {
       leave_a_dead_controllers_files(o.endpoint);
       o.endpoint = "tcp://127.0.0.1:*";  // not used: the job directory says where to listen
       // The job map of a job whose ranks 0 and 2 remain (1 left), as its record kept it.
-      o.attach = AttachOptions{2, 2s, "the test", {{"node0", 0}, {"node1", 2}}, {"node0", "node2", "node1"}, 4100, ""};
+      o.attach = AttachOptions{2, 2s, "the test", {{"node0", 0}, {"node1", 2}}, {"node0", "node2", "node1"}, 4100, "", "", {}};
+      if (!lost_first_node.empty()) {
+        o.attach->lost_first_node = lost_first_node;
+        o.attach->lost_first_node_ranks = {0};
+      }
     }
     service_ = std::make_unique<ControllerService>(o, rm_, launcher_, clock_);
   }
@@ -723,7 +730,7 @@ TEST_F(ControllerServiceTakeoverTest, ASecondControllerOfTheJobIsRefusedNamingTh
   o.job = "42";
   o.job_dir = job_dir_;
   o.nodes = {"node0", "node1"};
-  o.attach = AttachOptions{2, 2s, "a second one", {}, {}, 0, ""};
+  o.attach = AttachOptions{2, 2s, "a second one", {}, {}, 0, "", "", {}};
   try {
     ControllerService second(o, rm_, launcher_, clock_);
     ADD_FAILURE() << "two controllers of one job";
@@ -748,6 +755,62 @@ TEST_F(ControllerServiceTakeoverTest, ADaemonThatDoesNotComeBackInTimeIsALostNod
   EXPECT_EQ(failures[0].reason, "the daemon of node1 did not come back within 2.0 s of the takeover");
   EXPECT_FALSE(service_->awaiting_daemons());
   allow_log("did not come back within 2.0 s of the takeover: node1 counts as lost");
+}
+
+/// A controller that takes job 42 over after its first node, node9, which held rank 0, was
+/// lost: the job runs on node0 and node1, as its daemons left.
+class ControllerServiceFirstNodeLostTest : public ControllerServiceTest {
+ protected:
+  ControllerServiceFirstNodeLostTest() : ControllerServiceTest("", true, "node9") {}
+
+  /// The RanksLost among what `peer` received.
+  static std::vector<protocol::RanksLost> ranks_lost(Peer& peer) {
+    std::vector<protocol::RanksLost> found;
+    for (const protocol::Message& m : peer.received()) {
+      if (const auto* lost = std::get_if<protocol::RanksLost>(&m)) found.push_back(*lost);
+    }
+    return found;
+  }
+};
+
+TEST_F(ControllerServiceFirstNodeLostTest, TheSurvivorsAreToldTheLostFirstNodesRankOnceTheyAreBack) {
+  Peer& node0 = daemon("node0");
+  node0.client->notify(protocol::NodeMetrics{"node0", {}, 1, 4101});
+  for (int i = 0; i < 20; ++i) service_->step(5ms);
+  EXPECT_TRUE(service_->resizes().failures().empty()) << "node1 is not back yet";
+  Peer& node1 = daemon("node1");
+  node1.client->notify(protocol::NodeMetrics{"node1", {}, 2, 4102});
+  ASSERT_TRUE(run_until([&] { return !ranks_lost(node0).empty() && !ranks_lost(node1).empty(); }));
+  const protocol::RanksLost told = ranks_lost(node1).front();
+  EXPECT_EQ(told.failure_id, 4u);
+  EXPECT_EQ(told.lost_ranks, (std::vector<std::uint32_t>{0}));
+  EXPECT_EQ(told.lost_nodes, Lines{"node9"});
+  EXPECT_EQ(told.cause, protocol::LossCause::node_lost);
+  const auto failures = service_->resizes().failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].state, ResizeState::agreed);
+  EXPECT_EQ(failures[0].reason, "rank 0 on node9, the job's first node, lost before this controller took the job "
+                                "over: no survivor reports it as its own; the job's size counts them out already");
+  Peer& op = connect();
+  EXPECT_EQ(status(op)["ranks"], 2) << "the takeover counted rank 0 out: not lowered again";
+  // Once: later reports change nothing.
+  node0.client->notify(protocol::NodeMetrics{"node0", {}, 1, 4101});
+  for (int i = 0; i < 20; ++i) service_->step(5ms);
+  EXPECT_EQ(service_->resizes().failures().size(), 1u);
+  EXPECT_EQ(ranks_lost(node0).size(), 1u);
+}
+
+TEST_F(ControllerServiceFirstNodeLostTest, NothingIsToldWhenTheSurvivorsRenumberedAlready) {
+  // MPI found the loss: the survivors rebuilt without rank 0 and report 0 and 1.
+  Peer& node0 = daemon("node0");
+  Peer& node1 = daemon("node1");
+  node0.client->notify(protocol::NodeMetrics{"node0", {}, 0, 4101});
+  node1.client->notify(protocol::NodeMetrics{"node1", {}, 1, 4102});
+  ASSERT_TRUE(run_until([&] { return service_->ranks_known(); }));
+  for (int i = 0; i < 20; ++i) service_->step(5ms);
+  EXPECT_TRUE(service_->resizes().failures().empty());
+  EXPECT_TRUE(ranks_lost(node0).empty());
+  EXPECT_TRUE(ranks_lost(node1).empty());
 }
 
 }  // namespace

@@ -87,7 +87,48 @@ TEST_F(FailureTest, ARankKilledOutsideAResizeIsDetectedTheNodeDroppedAndTheSurvi
   EXPECT_EQ(last.event, ResizeEvent::job_recovered);
   EXPECT_EQ(last.from, ResizeState::agreed);
   EXPECT_EQ(last.to, ResizeState::recovered);
-  EXPECT_EQ(last.detail, "the job runs on 1 rank without the lost ones; 1.6 s after it was detected");
+  EXPECT_EQ(last.detail, "the job runs on 1 rank without the lost ones (rank 1 on node1); 1.6 s after it was "
+                         "detected");
+}
+
+TEST_F(FailureTest, ANodeLostBeforeATakeoverIsDeclaredToTheSurvivorsWithNothingGivenBack) {
+  // A controller that took the job over after its first node, gone0, left the job (Slurm
+  // took it out): the survivors never heard that its rank 0 is lost.
+  const std::string why = "rank 0 on gone0, the job's first node, lost before this controller took the job over";
+  const Outcome declared = ctl->declare_lost("gone0", {0}, why, false);
+  EXPECT_TRUE(declared.accepted) << declared.text;
+  advance(10ms);
+  EXPECT_EQ(job.calls(), (Calls{"tell_lost 1 gone0 ranks 0 to node0,node1"}));
+  ASSERT_EQ(job.lost_found_by.size(), 1u);
+  EXPECT_EQ(job.lost_found_by[0].kind, JobReportKind::node_lost);
+  EXPECT_FALSE(job.lost_found_by[0].lowers_job_size);
+  EXPECT_EQ(ctl->nodes(), (std::vector<std::string>{"node0", "node1"}));
+  const FailureView f = failure(0);
+  EXPECT_EQ(f.state, ResizeState::agreed);
+  EXPECT_EQ(f.nodes, (std::vector<std::string>{"gone0"}));
+  EXPECT_EQ(f.ranks, (std::vector<std::uint32_t>{0}));
+  EXPECT_EQ(f.reason, why);
+  const auto lines = records();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].event, ResizeEvent::node_lost);
+  EXPECT_EQ(lines[0].to, ResizeState::detected);
+  EXPECT_EQ(lines[0].detail, why + "; lost rank 0 on gone0; gone0 is no node of the job any more: nothing to give back");
+  EXPECT_EQ(lines[1].detail, "the daemons of node0, node1 were told: rank 0 on gone0 lost");
+  advance(100ms);
+  EXPECT_TRUE(rm.releases().empty());
+
+  recovered(1, 2);
+  advance(0ms);
+  EXPECT_EQ(failure(0).state, ResizeState::recovered);
+  EXPECT_EQ(last_record().detail, "the job runs on 2 ranks without the lost ones (rank 0 on gone0); 0.1 s after it "
+                                  "was detected");
+  // Declared once; a node of the job is found lost, not declared.
+  EXPECT_EQ(ctl->declare_lost("gone0", {0}, why, false).text,
+            "node_lost refused: gone0 was lost in failure 1 already (" + why + ")");
+  EXPECT_FALSE(ctl->declare_lost("node1", {1}, why, false).accepted);
+  EXPECT_EQ(last_record().detail,
+            "node_lost refused: node1 is a node of job 42: its loss is found, not declared (" + why + ")");
+  EXPECT_EQ(ctl->failures().size(), 1u);
 }
 
 TEST_F(FailureTest, ADaemonGoneIsALostNode) {
@@ -176,7 +217,7 @@ TEST_F(FailureTest, NoRecoveryReportedInTimeGivesUpAndTheJobStaysDegraded) {
   EXPECT_EQ(failure(0).state, ResizeState::given_up);
   EXPECT_TRUE(last_record().refused);
   EXPECT_EQ(last_record().detail, "job_recovered refused: job_recovered is not allowed for a failure in state "
-                                  "given_up (the job runs on 1 rank without the lost ones)");
+                                  "given_up (the job runs on 1 rank without the lost ones (rank 1 on node1))");
 }
 
 TEST_F(FailureTest, ASecondFailureDuringARecoveryIsRecordedOnItsOwnAndOneReportEndsBoth) {
@@ -211,8 +252,8 @@ TEST_F(FailureTest, ASecondFailureDuringARecoveryIsRecordedOnItsOwnAndOneReportE
   EXPECT_FALSE(ctl->degraded());
   const auto all = records();
   EXPECT_EQ(all[all.size() - 2].resize, 1u);
-  EXPECT_EQ(all[all.size() - 2].detail, "the job runs on 0 ranks without the lost ones; reported with failure "
-                                        "2, which came after it; 0.0 s after it was detected");
+  EXPECT_EQ(all[all.size() - 2].detail, "the job runs on 0 ranks without the lost ones (rank 1 on node1); "
+                                        "reported with failure 2, which came after it; 0.0 s after it was detected");
   EXPECT_EQ(all.back().resize, 2u);
 }
 

@@ -4,12 +4,48 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+
 namespace {
 
 using bellows::daemon::companion_left_behind;
 using bellows::daemon::judge_orphaned_job;
 using bellows::daemon::parse_scontrol_record;
+using bellows::daemon::parse_slurmd_timeout;
 using bellows::daemon::ScontrolRecord;
+using bellows::daemon::start_takeover_if_first_node_lost;
+
+/// Sets an environment variable for one test and puts back what it was.
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const std::string& value) : name_(name) {
+    if (const char* was = std::getenv(name)) was_ = was;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedVariable() {
+    if (was_)
+      ::setenv(name_, was_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedVariable(const ScopedVariable&) = delete;
+  ScopedVariable& operator=(const ScopedVariable&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> was_;
+};
 
 // As `scontrol show job -o 23` printed it for a job whose batch host n1 was removed (shortened).
 constexpr const char* kJob =
@@ -70,6 +106,67 @@ TEST(SlurmOrphan, ACompanionIsLeftBehindOnceItsJobNoLongerRunsOrWaits) {
     EXPECT_TRUE(companion_left_behind(state)) << state;
   for (const char* state : {"RUNNING", "SUSPENDED", "RESIZING"})
     EXPECT_FALSE(companion_left_behind(state)) << state;
+}
+
+// SlurmdTimeout out of `scontrol show config` (the grace a daemon keeps its ranks for a takeover).
+TEST(SlurmOrphan, ReadsSlurmdTimeoutFromTheConfiguration) {
+  const char* config =
+      "Configuration data as of 2026-11-28T17:00:00\n"
+      "SlurmdSpoolDir          = /w/spool/slurmd-%n\n"
+      "SlurmdTimeout           = 300 sec\n"
+      "SlurmdUser              = root(0)\n";
+  EXPECT_EQ(parse_slurmd_timeout(config), 300.0);
+  EXPECT_EQ(parse_slurmd_timeout("SlurmdTimeout = 20 sec\n"), 20.0);
+  EXPECT_EQ(parse_slurmd_timeout("SlurmdSpoolDir = /x\nSlurmdUser = root(0)\n"), std::nullopt);
+  EXPECT_EQ(parse_slurmd_timeout("SlurmdTimeout = (null)\n"), std::nullopt);
+  EXPECT_EQ(parse_slurmd_timeout("MySlurmdTimeout = 5 sec\n"), std::nullopt);
+  EXPECT_EQ(parse_slurmd_timeout(""), std::nullopt);
+}
+
+// A daemon that stops while it asks a slurmctld that does not answer (its node cut off): the
+// question ends at once, not after its 5 s bound, and the scontrol it ran is gone.
+TEST(SlurmOrphan, AQuestionToSlurmctldEndsWhenTheDaemonStops) {
+  char pattern[] = "/tmp/bellows-orphan-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::filesystem::path dir = pattern;
+  const std::filesystem::path pid_file = dir / "scontrol.pid";
+  {
+    std::ofstream fake(dir / "scontrol");
+    fake << "#!/bin/sh\necho $$ > " << pid_file.string() << "\nexec sleep 30\n";
+  }
+  std::filesystem::permissions(dir / "scontrol", std::filesystem::perms::owner_all);
+  const char* path = std::getenv("PATH");
+  const ScopedVariable search("PATH", dir.string() + ":" + (path != nullptr ? path : "/usr/bin:/bin"));
+  const ScopedVariable job("SLURM_JOB_ID", "7");
+  const ScopedVariable served("BELLOWS_SLURM_JOB", "7");
+
+  // As in bellowsd, whose threads all block its stop signals (it waits for them).
+  sigset_t stop_signals;
+  ::sigemptyset(&stop_signals);
+  ::sigaddset(&stop_signals, SIGTERM);
+  ::sigaddset(&stop_signals, SIGINT);
+  sigset_t was;
+  ::pthread_sigmask(SIG_BLOCK, &stop_signals, &was);
+  std::stop_source stop;
+  std::jthread stopper([&stop] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop.request_stop();
+  });
+  const auto began = std::chrono::steady_clock::now();
+  const auto attempt = start_takeover_if_first_node_lost("n2", std::chrono::seconds(5), stop.get_token());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  ::pthread_sigmask(SIG_SETMASK, &was, nullptr);
+  EXPECT_LT(seconds, 1.5) << "the question ran to its bound";
+  EXPECT_GE(seconds, 0.25);
+  EXPECT_FALSE(attempt.settled);
+  EXPECT_EQ(attempt.said, "no answer from slurmctld about job 7");
+  EXPECT_EQ(attempt.slurmctld_said, nullptr);
+  int pid = 0;
+  std::ifstream(pid_file) >> pid;
+  ASSERT_GT(pid, 0) << "the fake scontrol did not run";
+  EXPECT_EQ(::kill(pid, 0), -1) << "scontrol (pid " << pid << ") still runs";
+  EXPECT_EQ(errno, ESRCH);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

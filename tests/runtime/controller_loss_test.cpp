@@ -43,6 +43,19 @@ TEST(ControllerLoss, EndsTheRanksOnceTheHostHasAnsweredNothingForTheLimit) {
   EXPECT_EQ(action(70.0, 60.0, 2, patient), ControllerLossAction::end_ranks);
 }
 
+TEST(ControllerLoss, RanksKeptForATakeoverOutliveTheUnreachableLimit) {
+  ControllerLossFacts facts{30.0, 25.0, 2};
+  facts.kept_for_takeover = true;
+  EXPECT_EQ(on_controller_loss(facts, {}), ControllerLossAction::keep_ranks);
+  facts.kept_for_takeover = false;
+  EXPECT_EQ(on_controller_loss(facts, {}), ControllerLossAction::end_ranks);
+  // Kept or not, the grace and a node without ranks decide first.
+  facts = ControllerLossFacts{1.0, 0.5, 2, true};
+  EXPECT_EQ(on_controller_loss(facts, {}), ControllerLossAction::wait);
+  facts = ControllerLossFacts{30.0, 25.0, 0, true};
+  EXPECT_EQ(on_controller_loss(facts, {}), ControllerLossAction::stop);
+}
+
 TEST(ControllerLoss, AZeroUnreachableLimitNeverEndsTheRanks) {
   EXPECT_EQ(action(1e6, 1e6, 1, ControllerLossLimits{2.0, 0.0}), ControllerLossAction::keep_ranks);
 }

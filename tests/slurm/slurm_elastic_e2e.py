@@ -194,10 +194,12 @@ class ElasticJob:
         lines = [line for line in self.output().splitlines() if not slurm_evidence.is_progress(line)]
         return "\n".join(lines[-count:])
 
-    def report(self, ranks=None):
-        """The application's JSON line: it must have verified (on `ranks` ranks if given)."""
-        reports = [line for line in self.output().splitlines() if line.startswith("{") and "verified" in line]
-        check(reports, f"no report in the output of job {self.id}:\n{self.output_tail()}")
+    def report(self, ranks=None, path=None):
+        """The application's JSON line, from its output or from the file `path` it appended it
+        to (--report): it must have verified (on `ranks` ranks if given)."""
+        text = self.output() if path is None else (path.read_text() if path.exists() else "")
+        reports = [line for line in text.splitlines() if line.startswith("{") and "verified" in line]
+        check(reports, f"no report in {'the output' if path is None else path} of job {self.id}:\n{self.output_tail()}")
         report = json.loads(reports[-1])
         check(report.get("verified") is True, f"the result did not verify: {reports[-1][:400]}")
         check(ranks is None or report.get("ranks") == ranks, f"the job ended on {report.get('ranks')} ranks, expected {ranks}")

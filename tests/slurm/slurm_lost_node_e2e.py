@@ -4,7 +4,8 @@ finishes.
 
   slurm_lost_node_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM [--no-job-expansion]
                          [--heartbeat-timeout S] lost_node_replace | lost_node_shrink | lost_daemon
-                         | lost_first_node | lost_node_cut_replace | lost_node_cut_shrink
+                         | lost_first_node | lost_first_node_cut | lost_node_cut_replace
+                         | lost_node_cut_shrink
 
 --heartbeat-timeout (seconds, default 2; the policy's own default is 5) is the
 recovery.heartbeat_timeout of the cut tests' policy: how long the controller's connection to
@@ -46,6 +47,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -127,6 +129,40 @@ def processes_on(c, node):
         if name is not None and name != "munged" and running(entry.name):
             found.append(int(entry.name))
     return found
+
+
+class EndTimes:
+    """When each of `pids` stopped running, in seconds after `start`: polled every 0.05 s on a
+    thread of its own, so that the times stay true while the test waits for something else."""
+
+    def __init__(self, pids, start):
+        self.start = start
+        self.pids = list(pids)
+        self.ended = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self):
+        while True:
+            with self._lock:
+                for pid in self.pids:
+                    if pid not in self.ended and not running(pid):
+                        self.ended[pid] = time.time() - self.start
+                if len(self.ended) == len(self.pids):
+                    return
+            time.sleep(0.05)
+
+    def wait(self, pids, deadline):
+        """Waits until every one of `pids` ended or `deadline` (time.time()) passed; returns
+        (the pids still running, the last end among the others in seconds after start)."""
+        while True:
+            with self._lock:
+                left = [pid for pid in pids if pid not in self.ended]
+                last = max((self.ended[pid] for pid in pids if pid in self.ended), default=None)
+            if not left or time.time() >= deadline:
+                return left, last
+            time.sleep(0.05)
 
 
 def kill_node(c, node, only=None):
@@ -439,8 +475,13 @@ def test_cut_node(c, args, action):
         for program in ("bellowsd", "mpiexec", Path(args.app).name):
             check(any(program in text for text in of_job.values()), f"no {program} on {victim}: {list(of_job.values())}")
         veth = veth_of(c, victim)
+        names = {pid: command_name(pid) for pid in of_job}
+        ranks = [pid for pid, name in names.items() if name not in ("slurmstepd", "bellowsd")]
+        daemons = [pid for pid, name in names.items() if name == "bellowsd"]
         cut_at = time.time()
         set_link(veth, "down")
+        # Timed from now on, while check_runs_without waits for slurmctld (seconds, at times).
+        ends = EndTimes(ranks + daemons, cut_at)
         log(f"{victim} cut from the network at iteration {status['iteration']} ({veth} down); it runs "
             f"{'; '.join(of_job.values())}")
         # The cut-off daemon ends the job's processes on its node: its connection to the
@@ -452,24 +493,15 @@ def test_cut_node(c, args, action):
         # the evidence). Its slurmstepd waits to report the step's end until it is back.
         # Meanwhile the controller gives the node back: the job runs on without it.
         check_runs_without(c, job, victim, holder_of_victim, "was cut off")
-        names = {pid: command_name(pid) for pid in of_job}
-        ranks = [pid for pid, name in names.items() if name not in ("slurmstepd", "bellowsd")]
-        daemons = [pid for pid, name in names.items() if name == "bellowsd"]
-        deadline = cut_at + latest
-        while (left := [pid for pid in ranks if running(pid)]) and time.time() < deadline:
-            time.sleep(0.05)
-        ranks_gone_after = time.time() - cut_at
-        check(not left, f"{ranks_gone_after:.2f} s after the cut, {victim} still runs "
+        left, ranks_gone_after = ends.wait(ranks, cut_at + latest)
+        check(not left, f"{time.time() - cut_at:.2f} s after the cut, {victim} still runs "
               + ", ".join(describe(pid) for pid in left))
         check(ranks_gone_after >= earliest, f"the job's ranks on the cut-off {victim} ended {ranks_gone_after:.2f} s "
               f"after the cut, before its daemon could have found its controller's host silent ({earliest:.1f} s)")
         check(job.state() == "RUNNING", f"job {job.id} is {job.state()} once the ranks of the cut-off {victim} ended")
-        deadline = cut_at + ranks_gone_after + DAEMON_AFTER_RANKS
-        while (left := [pid for pid in daemons if running(pid)]) and time.time() < deadline:
-            time.sleep(0.05)
-        gone_after = time.time() - cut_at
-        check(not left, f"{gone_after:.2f} s after the cut, {DAEMON_AFTER_RANKS:g} s after its ranks, {victim} still "
-              "runs " + ", ".join(describe(pid) for pid in left))
+        left, gone_after = ends.wait(daemons, cut_at + ranks_gone_after + DAEMON_AFTER_RANKS)
+        check(not left, f"{time.time() - cut_at:.2f} s after the cut, {DAEMON_AFTER_RANKS:g} s after its ranks, "
+              f"{victim} still runs " + ", ".join(describe(pid) for pid in left))
         log(f"on the cut-off {victim}, the job's mpiexec and rank ended {ranks_gone_after:.2f} s after the cut "
             f"(heartbeat timeout {args.heartbeat_timeout:g} s; expected {earliest:.1f} to {latest:.1f} s), "
             f"its bellowsd {gone_after:.2f} s after it; job {job.id} was RUNNING then")
@@ -550,28 +582,31 @@ def test_lost_first_node(c, args):
     job.check_nothing_left()
 
 
-def check_taken_over_after_first_node(c, job, victim, others, killed_at):
-    """The merge cluster's half of test_lost_first_node, from the kill of `victim` (the job's
-    first node) at `killed_at` on: the takeover by the daemon of the first node left, the job's
-    run to its end under the new controller, and that end in Slurm and in the job's files."""
+def check_taken_over_after_first_node(c, job, victim, others, killed_at, declared=False):
+    """The merge cluster's half of test_lost_first_node, from the loss of `victim` (the job's
+    first node) in slurmctld at `killed_at` on (its kill, or its DOWN after a cut): the takeover
+    by the daemon of the first node left, the job's run to its end under the new controller, and
+    that end in Slurm and in the job's files. With `declared` (the survivors could not find the
+    loss themselves), the new controller's failure that tells them rank 0 on `victim` is lost:
+    detected, agreed, recovered."""
     left_in_order = c.run(["scontrol", "show", "hostnames", ",".join(others)]).stdout.split()
     taker = left_in_order[0]
     said = f"the daemon of {taker}, the first of them, starts a controller that takes it over"
     deadline = time.monotonic() + 30
     while not (lines := [l for l in job.output().splitlines() if l.startswith("bellows: the job's first node")]):
-        check(time.monotonic() < deadline, f"no takeover said in the job's output 30 s after {victim} died:\n"
+        check(time.monotonic() < deadline, f"no takeover said in the job's output 30 s after {victim} was lost:\n"
               f"{job.output_tail()}")
         time.sleep(0.2)
     check(f"the job's first node {victim} (its batch host" in lines[0] and said in lines[0],
           f"the job's output says {lines[0]!r}, expected the first node {victim} lost and {said!r}")
-    log(f"{time.time() - killed_at:.2f} s after the kill, the job's output: {lines[0]}")
+    log(f"{time.time() - killed_at:.2f} s after {victim} was lost, the job's output: {lines[0]}")
     check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after its first node died")
     deadline = time.monotonic() + 30
     while not ((s := job.status()) and sorted(s["nodes"]) == sorted(others)):
         check(time.monotonic() < deadline, f"bellows status does not show job {job.id} on {others} 30 s after "
               f"{victim} died: {s and s['nodes']}")
         time.sleep(0.2)
-    log(f"{time.time() - killed_at:.2f} s after the kill, bellows status answers: nodes {s['nodes']}, "
+    log(f"{time.time() - killed_at:.2f} s after {victim} was lost, bellows status answers: nodes {s['nodes']}, "
         f"ranks {s['ranks']}, iteration {s['iteration']}")
     deadline = time.monotonic() + 120
     while (state := job.state()) not in ENDED:
@@ -596,6 +631,21 @@ def check_taken_over_after_first_node(c, job, victim, others, killed_at):
     log(f"event log: attached by {attached[0]['reason']}")
     after = [e for e in events[events.index(attached[0]):] if e["kind"] == "failure"]
     log(f"failure records after the takeover: {[(e['resize'], e['event'], e['to'], e['detail']) for e in after]}")
+    if declared:
+        phases = [e["to"] for e in after if not e["refused"]]
+        check(phases == ["detected", "agreed", "recovered"],
+              f"the failure after the takeover went {phases}, expected detected, agreed, recovered")
+        check(after[0]["event"] == "node_lost" and after[0]["nodes"] == [victim]
+              and f"lost rank 0 on {victim}" in after[0]["detail"],
+              f"the failure after the takeover is {after[0]['event']} of {after[0]['nodes']} ({after[0]['detail']}), "
+              f"expected node_lost of rank 0 on {victim}")
+        recovered = after[-1]
+        check(f"without the lost ones (rank 0 on {victim})" in recovered["detail"],
+              f"the recovery's line does not name rank 0 on {victim}: {recovered['detail']}")
+        stamps = {e["to"]: record_time(e) - killed_at for e in after}
+        log(f"failure {recovered['resize']} declared by the new controller: {victim} lost -> detected "
+            f"{stamps['detected']:.2f} s, agreed {stamps['agreed']:.2f} s, recovered {stamps['recovered']:.2f} s: "
+            f"{recovered['detail']}")
     # The survivors' iterations after the loss, as their reports reached the new controller.
     metrics = [m for m in job_metrics(job) if m.get("node") in others]
     last = max((m.get("iteration", -1) for m in metrics), default=-1)
@@ -603,11 +653,98 @@ def check_taken_over_after_first_node(c, job, victim, others, killed_at):
     log(f"the nodes left ran to iteration {last}")
 
 
+def test_lost_first_node_cut(c, args):
+    """The job's first node (its batch host) dies as a real host does: silently. Its veth is
+    taken down first and only then is every process of it killed, so that nothing of its death
+    (no refused connection, no reset) reaches anyone: the other nodes' daemons find their
+    controller's host answering nothing, as they would a host that lost its power.
+
+    slurmctld sets a silent node DOWN once it has not answered for SlurmdTimeout (300 s on this
+    cluster, Slurm's default); the test does it for slurmctld (`scontrol update State=DOWN`)
+    DOWN_AFTER_CUT seconds after the cut: past the moment the daemons used to end their ranks
+    (cut_off_ranks_end, 2.2-2.4 heartbeat timeouts, with its slack), well within the takeover
+    grace they keep them for (1.5 SlurmdTimeouts: runtime::takeover_grace_seconds). Checks: the
+    job's ranks on the other nodes still run when n1 goes DOWN; then, as in test_lost_first_node,
+    on the merge cluster the daemon of the first node left takes the job over and it runs to its
+    end, COMPLETED; on the companion cluster Slurm requeues the job once its only node is DOWN
+    and the daemons, told so by slurmctld, end their ranks and cancel the companions. Nothing
+    left, no node drained; the node is idle again once it is back."""
+    work = start_clean(c, "lost_first_node_cut")
+    heartbeat_ms = round(args.heartbeat_timeout * 1000)
+    policy = GROW_POLICY + f"recovery:\n  on_node_loss: shrink\n  heartbeat_timeout: {heartbeat_ms}ms\n"
+    down_after = cut_off_ranks_end(args.heartbeat_timeout)[1] + 3.0
+    # The first rank's output is lost with n1's sruns: the survivors' new first rank appends
+    # its report to a file of the shared work directory too.
+    report_file = work / "report.jsonl"
+    job = ElasticJob(c, args, work, "e2e-lost-first-cut", ["-N1", "--elastic=1:3", "--time=10"],
+                     f"{args.app} --n 768 --tile 128 --iterations {ITERATIONS} --kernel emulated "
+                     "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify "
+                     f"--report {report_file}",
+                     policy=policy)
+    victim, veth = None, None
+    try:
+        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+        grown_at = job.status()["iteration"]
+        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
+                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
+        status = job.status()
+        victim = status["nodes"][0]
+        others = status["nodes"][1:]
+        app = Path(args.app).name
+        ranks = {pid: f"{node}: {describe(pid)}" for node in others for pid in processes_on(c, node)
+                 if command_name(pid) == app[:15]}
+        check(len(ranks) == len(others), f"expected one rank on each of {others}: {list(ranks.values())}")
+        veth = veth_of(c, victim)
+        cut_at = time.time()
+        set_link(veth, "down")
+        killed = kill_node(c, victim)
+        log(f"the batch host {victim} cut from the network at iteration {status['iteration']} ({veth} down), "
+            f"then killed: {'; '.join(killed)}")
+        while time.time() < cut_at + down_after:
+            time.sleep(0.2)
+        gone = [text for pid, text in ranks.items() if not running(pid)]
+        check(not gone, f"{down_after:.1f} s after {victim} went silent, before slurmctld set it DOWN, ranks of the "
+              f"job ended: {gone}")
+        down_at = time.time()
+        c.run(["scontrol", "update", f"NodeName={victim}", "State=DOWN", "Reason=e2e: the batch host went silent"])
+        log(f"{down_at - cut_at:.2f} s after the cut, the job's ranks on {others} still run; {victim} set DOWN "
+            "(slurmctld would after SlurmdTimeout)")
+        if args.no_job_expansion:
+            deadline = time.monotonic() + 60
+            while (state := job.state()) == "RUNNING" and time.monotonic() < deadline:
+                time.sleep(0.2)
+            check(state != "RUNNING", f"job {job.id} still RUNNING 60 s after its batch host went DOWN")
+            log(f"job {job.id} {state} {time.time() - down_at:.2f} s after its batch host went DOWN (Slurm's doing)")
+            deadline = time.monotonic() + 60
+            while (comps := job.companions()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            check(not comps, f"companions of job {job.id} left 60 s after its batch host went DOWN: {comps}")
+            log(f"its companions cancelled {time.time() - down_at:.2f} s after its batch host went DOWN")
+        else:
+            check_taken_over_after_first_node(c, job, victim, others, down_at, declared=True)
+            job.report(ranks=len(others), path=report_file)
+        deadline = time.monotonic() + 30
+        while (left := [f"{node}: {describe(pid)}" for node in others for pid in processes_on(c, node)
+                        if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        check(not left, f"processes of the job left on {others}: {left}")
+    finally:
+        job.cancel()
+        if veth is not None:
+            set_link(veth, "up")
+            log(f"{veth} up again: {victim} is back on the network")
+        if victim is not None:
+            bring_back(c, victim)
+    job.check_nothing_left()
+
+
 # What the loss itself makes the job's logs say, with why it comes: the srun of the dead
 # node's daemon step hears from slurmctld that its node failed, into that daemon's log.
 LOST_NODE_LINES = ["srun: error: Node failure on "]
-# The srun of the killed daemon's step says its task was killed, into that daemon's log.
-LOST_DAEMON_LINES = [": task 0: Killed"]
+# The srun of the killed daemon's step says its task was killed, into that daemon's log; and
+# when the controller's SIGTERM to that srun (it cancels the step) reaches the node's slurmstepd
+# before the task's end does, slurmstepd says the step was cancelled there too (1 run of 4).
+LOST_DAEMON_LINES = [": task 0: Killed", "error: *** STEP "]
 # The srun of the cut-off node's daemon step, told to stop (SIGTERM) once the node is lost, waits
 # for a step that cannot answer, and says so into that daemon's log.
 CUT_NODE_LINES = ["srun: error: Timed out waiting for job step to complete"]
@@ -623,6 +760,7 @@ TESTS = {
     "lost_node_shrink": lambda c, args: test_lost_node(c, args, "shrink"),
     "lost_daemon": test_lost_daemon,
     "lost_first_node": test_lost_first_node,
+    "lost_first_node_cut": test_lost_first_node_cut,
     "lost_node_cut_replace": lambda c, args: test_cut_node(c, args, "replace"),
     "lost_node_cut_shrink": lambda c, args: test_cut_node(c, args, "shrink"),
 }

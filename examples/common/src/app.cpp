@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <iostream>
 
@@ -84,6 +85,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "fixed cost of one transfer over that link, microseconds");
   cli.add_option("--seed", o.seed, "seed of the input matrices");
   cli.add_flag("--quiet", o.quiet, "print only the JSON line");
+  cli.add_option("--report", o.report_path, "also append the JSON line to FILE");
   cli.add_option("--comm-sleep-us", o.comm_max_sleep_us,
                  "longest sleep of the communication thread when idle, microseconds");
   cli.add_option("--same-host", same_host,
@@ -695,6 +697,12 @@ void print_report(const std::string& app, const AppOptions& options, int ranks,
   }
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
+  if (!options.report_path.empty()) {
+    std::ofstream out(options.report_path, std::ios::app);
+    out << j.dump() << '\n' << std::flush;
+    if (!out) std::fprintf(stderr, "%s: warning: could not append the report to %s\n", app.c_str(),
+                           options.report_path.c_str());
+  }
 }
 
 }  // namespace bellows::examples

@@ -8,7 +8,8 @@ ControllerLossAction on_controller_loss(const ControllerLossFacts& facts,
                                         const ControllerLossLimits& limits) noexcept {
   if (facts.lost_seconds < limits.grace_seconds) return ControllerLossAction::wait;
   if (facts.ranks_running == 0) return ControllerLossAction::stop;
-  if (limits.unreachable_seconds > 0.0 && facts.unreachable_seconds >= limits.unreachable_seconds)
+  if (limits.unreachable_seconds > 0.0 && facts.unreachable_seconds >= limits.unreachable_seconds &&
+      !facts.kept_for_takeover)
     return ControllerLossAction::end_ranks;
   return ControllerLossAction::keep_ranks;
 }

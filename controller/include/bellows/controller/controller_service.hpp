@@ -64,6 +64,13 @@ struct AttachOptions {
   /// job's key: a controller taking a job over whose first node, the host of that endpoint,
   /// is lost. The contact is published again, and the daemons follow it there.
   std::string listen_endpoint;
+  /// The job's first node when it was lost before the takeover (Slurm took it out of the job;
+  /// not among the nodes), with the job ranks it held as the record says: once the survivors
+  /// are back, the ranks none of them reports as its own are declared lost to them
+  /// (runtime::lost_ranks_after_takeover), a failure of this controller. `ranks` above counts
+  /// them out already.
+  std::string lost_first_node;
+  std::vector<std::uint32_t> lost_first_node_ranks;
 };
 
 struct ControllerOptions {
@@ -250,6 +257,10 @@ class ControllerService {
   void write_job_record_if_changed();
   /// A job taken over: the daemons not back by the end of the return window are lost nodes.
   void give_up_on_missing_daemons();
+  /// A job taken over after its first node was lost (AttachOptions::lost_first_node): once
+  /// the survivors are back, declares the ranks of that node that none of them reports as its
+  /// own lost to them (ResizeController::declare_lost), once.
+  void declare_lost_first_node();
 
   ControllerOptions options_;
   ControllerLock lock_;
@@ -305,6 +316,7 @@ class ControllerService {
   /// A job taken over: the nodes whose daemon has not said hello again, and until when it may.
   std::set<std::string> awaiting_return_;
   Clock::time_point return_deadline_{};
+  bool first_node_loss_decided_ = false;  ///< declare_lost_first_node decided (declared or not)
   std::optional<protocol::RankExited> first_rank_end_;
   std::int32_t first_rank_pid_ = 0;  ///< note_first_rank_pid, or the record's of a job taken over
   FenceBook fences_;

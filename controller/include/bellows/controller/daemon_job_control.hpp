@@ -89,7 +89,8 @@ class DaemonJobControl final : public JobControl {
   void withdraw(ResizeId resize, const std::vector<std::string>& nodes) override;
   void remove_ranks(ResizeId resize, const std::vector<std::string>& nodes) override;
   void cancel(ResizeId resize, const std::string& why) override;
-  /// Sends RanksLost to each survivor's daemon; the job counts one rank per lost node less.
+  /// Sends RanksLost to each survivor's daemon; the job counts one rank per lost node less
+  /// (none when found_by.lowers_job_size is false).
   bool tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
                  const std::vector<std::uint32_t>& lost_ranks, const std::string& reason,
                  const JobReport& found_by, const std::vector<std::string>& survivors) override;

@@ -45,6 +45,9 @@ struct JobReport {
   /// killed by a signal, -1 when unknown; the signal, 0 when none or unknown). Otherwise -1, 0.
   std::int32_t exit_code = -1;
   std::int32_t signal = 0;
+  /// rank_died and node_lost: whether the loss lowers the job's size (tell_lost). Not for a
+  /// node the job's size counts out already (ResizeController::declare_lost).
+  bool lowers_job_size = true;
 };
 
 /// Steers the job and the daemons of its nodes.
@@ -86,7 +89,8 @@ class JobControl {
   /// A failure (`failure`, numbered with the resizes): tells the daemon of every node in
   /// `survivors` that the ranks `lost_ranks` on `lost_nodes` are lost, saying how (`reason`,
   /// and `found_by`, the rank_died or node_lost report that found it, with its exit status and
-  /// signal). True when every one of them could be told.
+  /// signal), and lowers the job's size by one rank per lost node unless `found_by` says it
+  /// lowers it not. True when every one of them could be told.
   virtual bool tell_lost(ResizeId failure, const std::vector<std::string>& lost_nodes,
                          const std::vector<std::uint32_t>& lost_ranks, const std::string& reason,
                          const JobReport& found_by, const std::vector<std::string>& survivors) = 0;

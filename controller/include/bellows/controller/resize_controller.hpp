@@ -142,6 +142,14 @@ class ResizeController {
   [[nodiscard]] bool degraded() const;
   /// Ends the failures still open when the job ends (given_up, with `why`).
   void end_failures(const std::string& why);
+  /// Records a failure for `node`, which left the job before this controller could find its
+  /// loss (a first node Slurm took out of the job before a takeover), and its job ranks
+  /// `ranks`: node_lost as for any lost node (`why` its reason), and the survivors are told,
+  /// with nothing given back or stopped; the job's size is lowered by it only when
+  /// `lower_job_size`. Refused (and logged) for a node of the job, a node lost in a failure
+  /// already, or no node or rank.
+  Outcome declare_lost(const std::string& node, const std::vector<std::uint32_t>& ranks, const std::string& why,
+                       bool lower_job_size);
   /// Numbers the resizes and failures from now on after `last` (a controller that took a
   /// running job over continues the ids of its event log). Never numbers backwards.
   void continue_ids_after(ResizeId last) noexcept {

@@ -39,6 +39,10 @@
 #include <optional>
 #include <string>
 
+namespace bellows::runtime {
+struct FirstNodeLossFacts;
+}  // namespace bellows::runtime
+
 namespace bellows::daemon {
 
 /// Joins one PmixServer to the job's controller. Registers the server's allocation, metrics
@@ -78,6 +82,11 @@ class ControllerLink {
     /// How long the connection to the controller may stay silent before it counts as lost
     /// (the job's recovery.heartbeat_timeout; heartbeats every transport::heartbeat_interval_for).
     std::chrono::milliseconds heartbeat_timeout{5000};
+    /// Under Slurm, how long the ranks are kept past the unreachable limit for a takeover while
+    /// slurmctld has not set the job's silent batch host DOWN (runtime::keep_ranks_for_takeover;
+    /// bellowsd --takeover-grace). Unset: runtime::takeover_grace_seconds of Slurm's
+    /// SlurmdTimeout, as slurmctld_said() gets it.
+    std::optional<std::chrono::milliseconds> takeover_grace{};
   };
 
   /// How long a launcher's abnormal end waits for the daemon's own stop signal.
@@ -107,6 +116,13 @@ class ControllerLink {
   /// the link follows the endpoint the job directory publishes (a controller that took the
   /// job over on another node).
   [[nodiscard]] bool controller_gone_while_ranks_run() const;
+
+  /// What slurmctld said when asked about the job while the controller is gone (`job`: null
+  /// when it did not answer), and Slurm's SlurmdTimeout when known: while the controller's host
+  /// answers nothing, the ranks are kept past the unreachable limit as long as
+  /// runtime::keep_ranks_for_takeover says a takeover may still come. Forgotten once the
+  /// controller is back. Thread-safe.
+  void slurmctld_said(const runtime::FirstNodeLossFacts* job, std::optional<double> slurmd_timeout_seconds);
 
   struct State;
 

@@ -13,8 +13,15 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
+#include <stop_token>
 #include <string_view>
+
+namespace bellows::runtime {
+struct FirstNodeLossFacts;
+}  // namespace bellows::runtime
 
 namespace bellows::daemon {
 
@@ -54,6 +61,9 @@ struct TakeoverAttempt {
   /// again changes nothing.
   bool settled = false;
   std::string said;  ///< for the daemon's log
+  /// What slurmctld said of the job (its state "" when slurmctld no longer knows it); null
+  /// when it did not answer (ControllerLink::slurmctld_said).
+  std::shared_ptr<const runtime::FirstNodeLossFacts> slurmctld_said;
 };
 
 /// Under Slurm, while the controller of the daemon of `node` is gone and the node's ranks run
@@ -62,8 +72,19 @@ struct TakeoverAttempt {
 /// the job's output file (StdOut) and starts, detached from this daemon, `srun --jobid JOB
 /// --overlap -N1 -n1 -w NODE BELLOWS_CLI run --attach JOB` with its output appended to that
 /// file too (BELLOWS_CLI: the bellows command of the controller that started the daemon). Each
-/// scontrol command is bounded by `timeout`.
+/// scontrol command is bounded by `timeout`, and ends within 0.1 s once `stop` is requested
+/// (the daemon stops): no answer then.
 [[nodiscard]] TakeoverAttempt start_takeover_if_first_node_lost(const std::string& node,
-                                                                std::chrono::seconds timeout);
+                                                                std::chrono::seconds timeout,
+                                                                const std::stop_token& stop = {});
+
+/// SlurmdTimeout in seconds from the text of `scontrol show config` ("SlurmdTimeout = 300
+/// sec"); nullopt when the text has none.
+[[nodiscard]] std::optional<double> parse_slurmd_timeout(std::string_view config);
+
+/// Slurm's SlurmdTimeout, asked of slurmctld (scontrol show config, bounded by `timeout`, or
+/// until `stop` is requested); nullopt without an answer.
+[[nodiscard]] std::optional<double> slurmd_timeout_seconds(std::chrono::seconds timeout,
+                                                           const std::stop_token& stop = {});
 
 }  // namespace bellows::daemon

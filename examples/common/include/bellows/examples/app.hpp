@@ -41,6 +41,9 @@ struct AppOptions {
   double emulated_link_latency_us = 10.0;
   unsigned seed = 42;
   bool quiet = false;             ///< only the JSON line
+  /// --report FILE: the JSON line is also appended to FILE (a job whose first rank's output
+  /// is lost with its first node: docs/slurm.md, "The job's first node").
+  std::string report_path;
   int comm_max_sleep_us = 200;    ///< see RuntimeOptions::comm_max_sleep_us
   /// --eager-tile-bytes, --comm-poll-us, --comm-thread-task-us (RuntimeOptions::eager_tile_bytes,
   /// comm_poll_us, comm_thread_task_us)

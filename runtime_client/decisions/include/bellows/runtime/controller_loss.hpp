@@ -15,7 +15,9 @@
 //     job's step there cannot reach the node either; it would only come with the node's
 //     registration once the network is back). So after `unreachable_seconds` of that, the
 //     daemon ends its ranks and exits. When it was the controller's host that died, the job
-//     has lost its first node, which it does not survive anyway (docs/slurm.md).
+//     has lost its first node: under Slurm another node's daemon may take it over once
+//     slurmctld sets that host DOWN, so while keep_ranks_for_takeover (first_node_takeover.hpp)
+//     says a takeover may still come, the ranks are kept (kept_for_takeover).
 //
 // Every limit follows the job's recovery.heartbeat_timeout (controller_loss_limits): a job
 // that finds a silent node lost after 2 s also ends that node's ranks a few seconds later,
@@ -31,7 +33,7 @@ namespace bellows::runtime {
 /// What the daemon does now.
 enum class ControllerLossAction {
   wait,        ///< within the grace: a controller that comes back is no loss
-  keep_ranks,  ///< the controller is gone but its host answers: serve the ranks until they end
+  keep_ranks,  ///< the controller is gone but its host answers (or a takeover may come): serve the ranks
   end_ranks,   ///< the controller's host has answered nothing for too long: end them and exit
   stop,        ///< no rank of the node runs: exit
 };
@@ -45,6 +47,9 @@ struct ControllerLossFacts {
   double unreachable_seconds = 0.0;
   /// Ranks of the node that run (attached, or started by the daemon and not ended).
   std::size_t ranks_running = 0;
+  /// The controller's host answers nothing, but a takeover of the job may still come
+  /// (runtime::keep_ranks_for_takeover): the ranks are kept past the unreachable limit.
+  bool kept_for_takeover = false;
 };
 
 /// The limits the daemon runs with.
