@@ -16,9 +16,14 @@
 //                                     then detach and exit 0 (a rank whose program ended)
 //   control_channel_probe client FILE as a PMIx client started by the daemon: write
 //                                     "nspace:rank size N" to FILE.rank
-//   control_channel_probe flood N     publish N metrics back to back while the daemon's
+//   control_channel_probe flood N [E] publish N metrics back to back while the daemon's
 //                                     events arrive, then wait for an abort event; print how
-//                                     many publications failed and how many expands came
+//                                     many publications failed and how many expands came;
+//                                     with E, exit 1 unless all went out and E expands came
+//   control_channel_probe stall DIR   once DIR/stopped exists (the daemon is stopped), publish
+//                                     metrics until one is refused and once more, print how
+//                                     many went out and each refusal; once DIR/resumed exists,
+//                                     publish until one goes out (10 s at most)
 //   control_channel_probe survive DIR SECONDS
 //                                     a rank of a `bellows run` job that only attaches and
 //                                     waits: attaches to its node's daemon ($BELLOWS_NODE,
@@ -188,7 +193,7 @@ int leave(ControlChannel& channel) {
 /// A rank that publishes its metrics every few milliseconds while the daemon's events come:
 /// PMIx 4.2.2 keeps both in one cache of the process (512 entries), the events from its
 /// progress thread and the metrics from this one; nothing the daemon sends may be cached.
-int flood(ControlChannel& channel, int count) {
+int flood(ControlChannel& channel, int count, long long expected_expands) {
   bool aborted = false;
   unsigned long long expands = 0;
   channel.on_expand([&expands](const bellows::runtime::ExpandEvent&) { ++expands; });
@@ -210,7 +215,56 @@ int flood(ControlChannel& channel, int count) {
   wait_for_abort(channel, aborted);
   std::printf("flood published=%d failed=%d expands=%llu aborted=%d%s%s\n", count - failed, failed, expands,
               aborted ? 1 : 0, failed ? " first failure: " : "", first_failure.c_str());
-  return 0;
+  if (expected_expands < 0) return 0;
+  return failed == 0 && aborted && expands == static_cast<unsigned long long>(expected_expands) ? 0 : 1;
+}
+
+bool wait_for_file(const std::filesystem::path& file) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!std::filesystem::exists(file)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+/// A rank whose daemon stops reading: the notifications it has on their way are bounded, a
+/// publication beyond them waits, is refused, and the next is refused at once until the
+/// daemon acknowledges again.
+int stall(ControlChannel& channel, const std::filesystem::path& dir) {
+  std::printf("waiting\n");
+  if (!wait_for_file(dir / "stopped")) return 1;
+  bellows::runtime::RankMetrics m;
+  m.rank = 2;
+  int published = 0;
+  int refusals = 0;
+  while (refusals < 2 && published < 100) {
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      channel.publish_metrics(m);
+      ++published;
+    } catch (const bellows::runtime::ControlChannelError& e) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      if (refusals++ == 0) std::printf("published %d\n", published);
+      std::printf("refused after %lld ms: %s\n", static_cast<long long>(waited.count()), e.what());
+    }
+  }
+  if (refusals == 0) std::printf("published %d\n", published);
+  if (!wait_for_file(dir / "resumed")) return 1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    try {
+      channel.publish_metrics(m);
+      std::printf("published again\n");
+      return 0;
+    } catch (const bellows::runtime::ControlChannelError& e) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::printf("still refused: %s\n", e.what());
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
 }
 
 int client(const std::string& file) {
@@ -326,14 +380,16 @@ int main(int argc, char** argv) {
       std::printf("detached\n");
       return 0;
     }
-    if (mode == "flood" && argc == 3) return flood(*channel, std::stoi(argv[2]));
+    if (mode == "flood" && (argc == 3 || argc == 4))
+      return flood(*channel, std::stoi(argv[2]), argc == 4 ? std::stoll(argv[3]) : -1);
+    if (mode == "stall" && argc == 3) return stall(*channel, argv[2]);
     if (mode == "ask" && argc == 3) {
       print_answer("answer", channel->request_resize(std::stoi(argv[2])));
       return 0;
     }
     std::fprintf(stderr,
-                 "usage: control_channel_probe roundtrip | ask N | link | leave | hold | finish | flood N | "
-                 "client FILE | survive DIR SECONDS\n");
+                 "usage: control_channel_probe roundtrip | ask N | link | leave | hold | finish | flood N [E] | "
+                 "stall DIR | client FILE | survive DIR SECONDS\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());

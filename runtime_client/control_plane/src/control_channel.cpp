@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -17,6 +19,7 @@
 #include <mutex>
 #include <sstream>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 
@@ -160,13 +163,81 @@ struct ControlChannel::State {
   std::function<void(const ShrinkEvent&)> shrink;
   std::function<void(const AbortEvent&)> abort;
   std::function<void(const RanksLostEvent&)> ranks_lost;
+
+  // Notifications sent to the daemon and not yet acknowledged (notify_daemon()).
+  std::mutex sent_mutex;
+  std::condition_variable acknowledged;
+  /// Each one's PMIx completion callbacks still to come, by the id it was sent with.
+  std::unordered_map<std::uint64_t, int> unacknowledged;
+  std::uint64_t next_notification = 1;
+  /// The last wait for room ran out and the daemon has acknowledged nothing since.
+  bool stalled = false;
 };
 
 namespace {
 
-// The event handler finds the channel here (PMIx passes it no pointer of ours; one channel
-// exists at a time).
+// The event handler and the completion callbacks find the channel here (PMIx passes them no
+// pointer of ours; one channel exists at a time).
 std::atomic<ControlChannel::State*> g_state{nullptr};
+
+// PMIx 4.2.2 loses the bytes of a message header that it read only in part (its
+// pmix_ptl_base_recv_handler reads the header into a local variable and returns when the socket
+// has no more bytes, src/mca/ptl/base/ptl_base_sendrecv.c; the same in openpmix's master of
+// August 2026): the connection then reads every later message at the wrong offset. On the
+// loopback connection between a rank and its daemon, TCP cuts a message at an arbitrary byte
+// only when the reader's receive window is full, so a rank keeps few notifications on their
+// way to its daemon: at most kMaxUnacknowledged, each acknowledged by the daemon once its PMIx
+// has read it. 8 notifications are under 5 KB; a receive window starts at 64 KB
+// (docs/daemon.md, "What PMIx 4.2.2 does here").
+constexpr std::size_t kMaxUnacknowledged = 8;
+/// How long a notification waits for room before it is given up.
+constexpr std::chrono::milliseconds kAcknowledgementWait{5000};
+
+/// PMIx's completion callback of a notification sent by notify_daemon(); cbdata is its id.
+void notification_done(pmix_status_t /*status*/, void* cbdata) {
+  ControlChannel::State* state = g_state.load();
+  if (state == nullptr) return;
+  const auto id = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(cbdata));
+  std::lock_guard lock(state->sent_mutex);
+  const auto it = state->unacknowledged.find(id);
+  if (it == state->unacknowledged.end() || --it->second > 0) return;
+  state->unacknowledged.erase(it);
+  state->stalled = false;
+  state->acknowledged.notify_all();
+}
+
+/// Sends `info` to the daemon as event `code` (PMIX_RANGE_RM) once fewer than
+/// kMaxUnacknowledged notifications are on their way; `what` names the call in errors.
+void notify_daemon(ControlChannel::State& state, pmix_status_t code, const pmix_info_t* info, std::size_t ninfo,
+                   const char* what) {
+  std::uint64_t id = 0;
+  {
+    std::unique_lock lock(state.sent_mutex);
+    const auto room = [&state] { return state.unacknowledged.size() < kMaxUnacknowledged; };
+    if (!room() && (state.stalled || !state.acknowledged.wait_for(lock, kAcknowledgementWait, room))) {
+      state.stalled = true;
+      throw ControlChannelError(std::string(what) + ": not sent: the daemon acknowledged none of the last " +
+                                std::to_string(kMaxUnacknowledged) + " notifications within " +
+                                std::to_string(kAcknowledgementWait.count()) + " ms");
+    }
+    id = state.next_notification++;
+    // The daemon's acknowledgement calls back once; a tool's PMIx_Notify_event also delivers
+    // the event to the tool itself first and calls back for that too (PMIx 4.2.2,
+    // src/event/pmix_event_notification.c: pmix_server_notify_client_of_event, then
+    // pmix_notify_server_of_event). The info is copied before the call returns.
+    state.unacknowledged.emplace(id, state.client ? 1 : 2);
+  }
+  const pmix_status_t rc = PMIx_Notify_event(code, &state.self, PMIX_RANGE_RM, info, ninfo, notification_done,
+                                             reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)));
+  if (rc != PMIX_SUCCESS) {
+    {
+      std::lock_guard lock(state.sent_mutex);
+      state.unacknowledged.erase(id);  // a callback that still comes finds nothing
+    }
+    if (rc != PMIX_OPERATION_SUCCEEDED)
+      throw ControlChannelError(std::string(what) + ": PMIx_Notify_event failed: " + PMIx_Error_string(rc));
+  }
+}
 
 void event_handler(size_t /*id*/, pmix_status_t code, const pmix_proc_t* /*source*/,
                    pmix_info_t info[], size_t ninfo, pmix_info_t* /*results*/,
@@ -372,14 +443,7 @@ void ControlChannel::publish_metrics(const RankMetrics& m) {
   // publishes often fails with OUT-OF-RESOURCE or crashes once it is full.
   const bool no_cache = true;
   info.load(i++, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
-  // The blocking form: PMIx 4.2.2 runs the completion callback of the non-blocking form twice
-  // for a tool (once for the local delivery, once for the daemon's acknowledgement), so the
-  // array could not be released from it safely.
-  const pmix_status_t rc = PMIx_Notify_event(proto::kRankMetrics, &state_->self, PMIX_RANGE_RM,
-                                             info.data(), info.size(), nullptr, nullptr);
-  if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
-    throw ControlChannelError(std::string("publish_metrics: PMIx_Notify_event failed: ") +
-                              PMIx_Error_string(rc));
+  notify_daemon(*state_, proto::kRankMetrics, info.data(), info.size(), "publish_metrics");
 }
 
 void ControlChannel::report_resize(const protocol::ResizeReport& r) {
@@ -392,12 +456,7 @@ void ControlChannel::report_resize(const protocol::ResizeReport& r) {
   });
   const bool no_cache = true;  // see publish_metrics()
   info.load(i++, PMIX_EVENT_DO_NOT_CACHE, &no_cache, PMIX_BOOL);
-  // Blocking, as publish_metrics().
-  const pmix_status_t rc = PMIx_Notify_event(proto::kResizeReport, &state_->self, PMIX_RANGE_RM,
-                                             info.data(), info.size(), nullptr, nullptr);
-  if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
-    throw ControlChannelError(std::string("report_resize: PMIx_Notify_event failed: ") +
-                              PMIx_Error_string(rc));
+  notify_daemon(*state_, proto::kResizeReport, info.data(), info.size(), "report_resize");
 }
 
 void ControlChannel::on_expand(std::function<void(const ExpandEvent&)> callback) {

@@ -91,8 +91,8 @@ class ControlChannelError : public std::runtime_error {
 /// one such connection per process, so at most one ControlChannel exists at a time (a second
 /// connect throws ControlChannelError). Move-only.
 ///
-/// Thread safety: request_resize() and publish_metrics() may be called from any thread;
-/// the on_*() setters and poll_events() from one application thread.
+/// Thread safety: request_resize(), publish_metrics() and report_resize() may be called from
+/// any thread; the on_*() setters and poll_events() from one application thread.
 class ControlChannel {
  public:
   /// Environment variable holding the daemon's URI, or "file:PATH" naming a file that holds it.
@@ -117,11 +117,14 @@ class ControlChannel {
   /// PMIX_ALLOC_RELEASE) and waits for the daemon's answer. std::invalid_argument for 0.
   ResizeAnswer request_resize(int delta_nodes);
   /// Sends metrics to the daemon (PMIx_Notify_event, range PMIX_RANGE_RM); returns once PMIx
-  /// has queued them. Throws ControlChannelError when PMIx refuses to send.
+  /// has queued them. At most 8 notifications (metrics and reports) are on their way
+  /// unacknowledged by the daemon: a 9th waits up to 5 s for room (docs/daemon.md, "What PMIx
+  /// 4.2.2 does here"). Throws ControlChannelError when PMIx refuses to send, or when no room
+  /// came (at once while the daemon has acknowledged nothing since the last such refusal).
   void publish_metrics(const RankMetrics& metrics);
   /// Tells the daemon how a resize ended on this rank (PMIx_Notify_event kResizeReport, range
-  /// PMIX_RANGE_RM); returns once PMIx has queued it. Throws ControlChannelError when PMIx
-  /// refuses to send.
+  /// PMIX_RANGE_RM); returns once PMIx has queued it, waiting for room as publish_metrics().
+  /// Throws ControlChannelError as publish_metrics().
   void report_resize(const protocol::ResizeReport& report);
 
   void on_expand(std::function<void(const ExpandEvent&)> callback);
