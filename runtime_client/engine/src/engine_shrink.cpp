@@ -92,13 +92,27 @@ std::vector<int> Engine::attach_shrunk_checkpointed(MPI_Comm survivors) {
     checkpoints_->abandon_in_flight();
     return given_up(watch.lost());
   }
+  // The shrink's point of no return: past this barrier every rank that stays completed the
+  // checkpoint's transfers. Failed here, this rank completed its own and stays on the survivors'
+  // communicator: the shrink's confirmation tells whether another rank that stays passed it
+  // (confirm_shrunk_checkpoint) or not (leave_unconfirmed_survivors).
   MPI_Request barrier = MPI_REQUEST_NULL;
   if (auto lost = completed_watched(MPI_Ibarrier(comm_, &barrier), barrier, watch, "MPI_Ibarrier",
                                     kShrinkStretch); !lost.empty()) {
-    return given_up(std::move(lost));
+    kept.checkpoint_barrier_failed = true;
+    return lost;
   }
   checkpoints_->confirmed_complete();
   return {};
+}
+
+void Engine::confirm_shrunk_checkpoint() {
+  if (!before_hand_off_ || !before_hand_off_->job_communicator ||
+      !before_hand_off_->job_communicator->checkpoint_barrier_failed) {
+    throw std::logic_error("confirm_shrunk_checkpoint without a survivors' checkpoint whose barrier failed here");
+  }
+  before_hand_off_->job_communicator->checkpoint_barrier_failed = false;
+  checkpoints_->confirmed_complete();
 }
 
 void Engine::leave_unconfirmed_survivors() {
