@@ -54,16 +54,21 @@
 // confirms the survivors' communicator over the job's, rank 1 the one that ends the survivors'
 // first checkpoint on theirs, before that confirmation. The others meet its death in those
 // barriers, with the job's communicator not yet disconnected: everything said for
-// `after-hand-off` then holds alike. With `in-confirming-barrier` the same shrink, and rank 1
-// (a rank that stays) dies inside the barrier over every rank that confirms the survivors'
-// communicator: it posts it (its first round goes out), waits 2 ms and SIGKILLs itself, so that
-// in MPICH's dissemination barrier over 3 ranks the leaver (which needs rank 1's first round and
-// rank 0's second) passes it while rank 0 (which needs rank 1's second round) does not. Meant:
-// every survivor recovered or refused alike within a bounded time. Found instead (5 runs of 5):
-// the leaver takes the shrink as confirmed and leaves (PASS); rank 0 gives the shrink up, its
-// agreement on the lost waits for the leaver until its deadline and ends it 30 s after the
-// start with RebuildError ("agree_on_lost: rank 0 had no answer from ranks {2} in round 1
-// before its deadline"). Not registered with CTest until the shrink settles this.
+// `after-hand-off` then holds alike. With `in-confirming-barrier` the same shrink, and the victim
+// (1, a rank that stays, or 2, the leaver) dies inside the barrier over every rank that confirms
+// the survivors' communicator: it posts it (its first round goes out), waits 2 ms and SIGKILLs
+// itself, so that in MPICH's dissemination barrier over 3 ranks some ranks pass it and others do
+// not (rank 1 lost: the leaver, which needs rank 1's first round and rank 0's second, passes it,
+// while rank 0, which needs rank 1's second round, does not). With `before-confirming-barrier`
+// rank 1 dies as it would post that barrier, its word to every rank sent (Membership::shrink), so
+// that the leaver's barrier fails and it must learn from the words of the ranks that stay. Every
+// rank that stays passed the survivors' checkpoint barrier, the shrink's point of no return, so
+// the shrink stands on every rank alive: the leaver leaves, and without rank 1 rank 0 rolls back
+// to the checkpoint the ranks that stay completed inside the shrink (one iteration redone) and
+// finishes alone, the shrink's record naming rank 1 lost after the hand-off; without the leaver
+// ranks 0 and 1 finish the shrink, nothing recovered. Before the shrink had its point of no return, `in-confirming-barrier`
+// with rank 1 failed 5 runs of 5: the leaver left, and rank 0 gave the shrink up and waited for
+// the leaver in agree_on_lost until its deadline (RebuildError 30 s after the start).
 // With `two-leavers-after-hand-off` ranks 1
 // and 2 are asked to leave, and rank 1 or 2 dies as with `after-hand-off`: the other leaver
 // leaves and rank 0 finishes the shrink alone (no resize refused, no recovery, every task once
