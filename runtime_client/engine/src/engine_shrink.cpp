@@ -2,10 +2,11 @@
 // communicator is made, and before the barrier that confirms it over the job's communicator,
 // each rank that stays attaches to it and completes a checkpoint under the survivors' buddies
 // (attach_shrunk_checkpointed), while the job's communicator, the copies from before the
-// shrink (the leavers' included) and the tiles as they were stay held. So a rank that stays,
-// lost before that barrier, still gives the shrink up and the job recovers from the copies
-// from before; lost after it (the leavers' disconnect, the first iteration's start), the job
-// recovers from this checkpoint (docs/recovery.md, "A loss during a resize").
+// shrink (the leavers' included) and the tiles as they were stay held. The barrier that ends
+// that checkpoint is the shrink's point of no return: a rank that stays, lost before any rank
+// that stays passed it, still gives the shrink up and the job recovers from the copies from
+// before; lost after it (the confirming barrier, the leavers' disconnect, the first iteration's
+// start), the job recovers from this checkpoint (docs/recovery.md, "A loss during a resize").
 
 #include <mpi.h>
 

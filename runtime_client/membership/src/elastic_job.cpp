@@ -569,8 +569,9 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
   const ShrinkReport* shrunk_here = nullptr;
   // The ranks that stay complete their first checkpoint under the survivors' buddies before the
   // barrier that confirms the survivors' communicator, while the leavers still hold the copies
-  // from before: a rank that stays, lost up to that barrier, gives the shrink up as above; lost
-  // after it (the leavers gone), the job recovers from that checkpoint.
+  // from before: a rank that stays, lost before any rank that stays passed that checkpoint's
+  // barrier, gives the shrink up as above; lost after it (in the confirming barrier, the leavers
+  // gone), the shrink stands on every rank alive and the job recovers from that checkpoint.
   std::vector<int> lost_on_survivors;  // numbers of the job's communicator
   bool attached_to_survivors = false;
   {

@@ -183,7 +183,8 @@ struct ShrinkLossWatch {
   /// shrink's point of no return). True once it passed that barrier. False when it found a
   /// rank lost, which `lost` then names: the shrink stands if another rank that stays passed
   /// it (`confirmed_by_word` runs), else it throws LostDuringShrink, the job's communicator
-  /// untouched.
+  /// untouched. Without it, a rank that stays is past the point of no return once it holds
+  /// the survivors' communicator.
   std::function<bool(MPI_Comm survivors)> before_confirming;
   /// Optional: on a rank that stays whose `before_confirming` returned false, once the shrink
   /// learned that another rank that stays passed the survivors' checkpoint barrier: the
