@@ -549,7 +549,8 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
     peers_lost = !own.confirming_barrier_passed || !lost.empty();
     report.lost_while_confirming = std::move(lost);
     if (watch->before_disconnect) watch->before_disconnect(peers_lost);
-  }  report.create_seconds = seconds_since(t);
+  }
+  report.create_seconds = seconds_since(t);
 
   // Every rank, leavers included, disconnects the old communicator: it was the last user
   // of the connections between leavers and survivors, so ch3 closes them now (close
