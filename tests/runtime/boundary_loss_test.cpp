@@ -66,7 +66,8 @@
 // the shrink stands on every rank alive: the leaver leaves, and without rank 1 rank 0 rolls back
 // to the checkpoint the ranks that stay completed inside the shrink (one iteration redone) and
 // finishes alone, the shrink's record naming rank 1 lost after the hand-off; without the leaver
-// ranks 0 and 1 finish the shrink, nothing recovered. Before the shrink had its point of no return, `in-confirming-barrier`
+// ranks 0 and 1 finish the shrink, nothing recovered (rank 0's record names the leaver unless rank 0
+// passed the barrier and had every word before it died). Before the shrink had its point of no return, `in-confirming-barrier`
 // with rank 1 failed 5 runs of 5: the leaver left, and rank 0 gave the shrink up and waited for
 // the leaver in agree_on_lost until its deadline (RebuildError 30 s after the start).
 // With `two-leavers-after-hand-off` ranks 1
@@ -602,7 +603,11 @@ int run_member(const fs::path& dir, int index) {
                                             std::to_string(expected_size) + ": shrunk, a leaver lost on its way out");
     if (job.rank() == 0) {
       const auto& shrink = job.telemetry().back();
-      expect(shrink.value("lost_after_hand_off", nlohmann::json::array()) == nlohmann::json::array({victim}),
+      // A leaver lost inside the confirming barrier may die after rank 0 passed it and had every
+      // word: rank 0 then saw no loss (the shrink stands alike), and its record names none.
+      const bool may_have_seen_none = in_confirming_barrier && !shrink.contains("lost_after_hand_off");
+      expect(may_have_seen_none ||
+                 shrink.value("lost_after_hand_off", nlohmann::json::array()) == nlohmann::json::array({victim}),
              "the shrink's record names " + shrink.value("lost_after_hand_off", nlohmann::json()).dump() +
                  " lost after the hand-off, expected [" + std::to_string(victim) + "]");
       result["shrink"] = shrink;
