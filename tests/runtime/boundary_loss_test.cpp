@@ -54,16 +54,22 @@
 // confirms the survivors' communicator over the job's, rank 1 the one that ends the survivors'
 // first checkpoint on theirs, before that confirmation. The others meet its death in those
 // barriers, with the job's communicator not yet disconnected: everything said for
-// `after-hand-off` then holds alike. With `in-confirming-barrier` the same shrink, and rank 1
-// (a rank that stays) dies inside the barrier over every rank that confirms the survivors'
-// communicator: it posts it (its first round goes out), waits 2 ms and SIGKILLs itself, so that
-// in MPICH's dissemination barrier over 3 ranks the leaver (which needs rank 1's first round and
-// rank 0's second) passes it while rank 0 (which needs rank 1's second round) does not. Meant:
-// every survivor recovered or refused alike within a bounded time. Found instead (5 runs of 5):
-// the leaver takes the shrink as confirmed and leaves (PASS); rank 0 gives the shrink up, its
-// agreement on the lost waits for the leaver until its deadline and ends it 30 s after the
-// start with RebuildError ("agree_on_lost: rank 0 had no answer from ranks {2} in round 1
-// before its deadline"). Not registered with CTest until the shrink settles this.
+// `after-hand-off` then holds alike. With `in-confirming-barrier` the same shrink, and the victim
+// (1, a rank that stays, or 2, the leaver) dies inside the barrier over every rank that confirms
+// the survivors' communicator: it posts it (its first round goes out), waits 2 ms and SIGKILLs
+// itself, so that in MPICH's dissemination barrier over 3 ranks some ranks pass it and others do
+// not (rank 1 lost: the leaver, which needs rank 1's first round and rank 0's second, passes it,
+// while rank 0, which needs rank 1's second round, does not). With `before-confirming-barrier`
+// rank 1 dies as it would post that barrier, its word to every rank sent (Membership::shrink), so
+// that the leaver's barrier fails and it must learn from the words of the ranks that stay. Every
+// rank that stays passed the survivors' checkpoint barrier, the shrink's point of no return, so
+// the shrink stands on every rank alive: the leaver leaves, and without rank 1 rank 0 rolls back
+// to the checkpoint the ranks that stay completed inside the shrink (one iteration redone) and
+// finishes alone, the shrink's record naming rank 1 lost after the hand-off; without the leaver
+// ranks 0 and 1 finish the shrink, nothing recovered (rank 0's record names the leaver unless rank 0
+// passed the barrier and had every word before it died). Before the shrink had its point of no return, `in-confirming-barrier`
+// with rank 1 failed 5 runs of 5: the leaver left, and rank 0 gave the shrink up and waited for
+// the leaver in agree_on_lost until its deadline (RebuildError 30 s after the start).
 // With `two-leavers-after-hand-off` ranks 1
 // and 2 are asked to leave, and rank 1 or 2 dies as with `after-hand-off`: the other leaver
 // leaves and rank 0 finishes the shrink alone (no resize refused, no recovery, every task once
@@ -104,7 +110,8 @@
 // "boundary_loss: PASS".
 //
 //   boundary_loss_tests MPIEXEC SELF VICTIM
-//       [with-request|during-shrink|after-hand-off|in-membership-shrink|two-leavers-after-hand-off|
+//       [with-request|during-shrink|after-hand-off|in-membership-shrink|in-confirming-barrier|
+//        before-confirming-barrier|two-leavers-after-hand-off|
 //        after-expand|after-shrink|shrink-done|expand-moves|during-expand|during-expand-onto|
 //        during-expand-dup|during-expand-probe|during-expand-nodes|during-expand-probe-teams]
 //                                                                 (the launcher; no MPI)
@@ -176,6 +183,9 @@ std::atomic<bool> die_at_next_barrier{false};
 /// in-confirming-barrier's victim: the barrier over the job's `kConfirmingSize` ranks that
 /// confirms the survivors' communicator, which it posts and dies in `kConfirmingPauseUs` after.
 std::atomic<bool> die_in_confirming_barrier{false};
+/// before-confirming-barrier's victim: the same barrier, which it dies as it would post (its
+/// word to every rank sent).
+std::atomic<bool> die_before_confirming_barrier{false};
 constexpr int kConfirmingSize = 3;
 constexpr int kConfirmingPauseUs = 2000;
 /// during-expand-onto and the modes like it: the step of the runtime's setup on the grown
@@ -255,13 +265,19 @@ int run_member(const fs::path& dir, int index) {
   const bool after_shrink = fs::exists(dir / "after-shrink") || shrink_done;
   const bool in_membership_shrink = fs::exists(dir / "in-membership-shrink");
   const bool in_confirming_barrier = fs::exists(dir / "in-confirming-barrier");
+  const bool before_confirming_barrier = fs::exists(dir / "before-confirming-barrier");
   // The two lose the victim between the hand-off's barrier and the survivors' communicator
   // held on every rank, and end alike.
   const bool two_leavers = fs::exists(dir / "two-leavers-after-hand-off");
   const bool after_hand_off =
-      fs::exists(dir / "after-hand-off") || in_membership_shrink || in_confirming_barrier || two_leavers;
+      fs::exists(dir / "after-hand-off") || in_membership_shrink || in_confirming_barrier || before_confirming_barrier ||
+      two_leavers;
   const std::vector<int> leavers = two_leavers ? std::vector<int>{1, kLeaver} : std::vector<int>{kLeaver};
   const bool victim_leaves = std::count(leavers.begin(), leavers.end(), victim) > 0;
+  // A rank that stays, lost once every rank that stays passed the survivors' checkpoint
+  // barrier (the shrink's point of no return): the shrink stands, and the others recover it
+  // from that checkpoint.
+  const bool lost_past_no_return = (in_confirming_barrier || before_confirming_barrier) && !victim_leaves;
   const bool joiner = index == kJoiner;  // after-expand: joins by the expand
   std::vector<int> payload;
   // The joiner connects once the expand is carried out (the first rank says so).
@@ -345,6 +361,10 @@ int run_member(const fs::path& dir, int index) {
       }
       if (in_confirming_barrier) {
         die_in_confirming_barrier = true;  // once it posted the confirming barrier
+        return;
+      }
+      if (before_confirming_barrier) {
+        die_before_confirming_barrier = true;  // as it would post the confirming barrier
         return;
       }
       bellows::test::die_after_pause(pause_us);  // the hand-off's barrier passed on every rank
@@ -451,6 +471,14 @@ int run_member(const fs::path& dir, int index) {
     expect(resized == 0 && recoveries == 0, "the leaver resized " + std::to_string(resized) + " times and recovered " +
                                                 std::to_string(recoveries) + " times before it left");
     result["left"] = true;
+    if (lost_past_no_return) {
+      // Its confirming barrier failed or passed: either way it left on the ranks that stay's word.
+      const std::vector<int>& lost_then = job.membership().shrinks().back().lost_while_confirming;
+      result["lost_while_confirming"] = lost_then;
+      expect(!before_confirming_barrier || std::count(lost_then.begin(), lost_then.end(), victim) == 1,
+             "the leaver's shrink names ranks " + rank_set(lost_then) + " lost while it was confirmed, expected rank " +
+                 std::to_string(victim) + " among them (its barrier failed, the words told it the shrink stands)");
+    }
     result["result"] = failures == 0 ? "PASS" : "FAIL";
     write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
     owned_runtime.reset();
@@ -486,7 +514,42 @@ int run_member(const fs::path& dir, int index) {
          "recovered " + std::to_string(recoveries) + " times, expected " + (no_recovery ? "never" : "once"));
   expect(no_recovery ? lost.empty() : lost == std::vector<int>{victim},
          "lost ranks " + rank_set(lost) + ", expected " + (no_recovery ? "{}" : "{" + std::to_string(victim) + "}"));
-  if (after_hand_off && !victim_leaves) {
+  if (lost_past_no_return) {
+    // The shrink stands: the leaver left, and rank 0 rolls back to the checkpoint the ranks that
+    // stay completed inside the shrink (the boundary of the shrink, one iteration redone).
+    expect(refused == 0, std::to_string(refused) + " resizes refused, the last with \"" + refusal + "\"; expected none");
+    expect(resized == 1, "carried out " + std::to_string(resized) + " resizes, expected the shrink");
+    expect(rolled_back_to == kill_at, "rolled back to the checkpoint of iteration " + std::to_string(rolled_back_to) +
+                                          ", expected " + std::to_string(kill_at) + " (the one the shrink completed)");
+    expect(iterations_redone == 1, std::to_string(iterations_redone) + " iterations redone, expected 1");
+    expect(job.size() == kRanks - 2, "the job has " + std::to_string(job.size()) + " ranks, expected " +
+                                         std::to_string(kRanks - 2) + ": shrunk, then the victim lost");
+    if (job.rank() == 0) {
+      nlohmann::json shrink;
+      for (const auto& record : job.telemetry()) {
+        if (record.contains("remove")) shrink = record;
+      }
+      const nlohmann::json lost_then = shrink.value("lost_after_hand_off", nlohmann::json::array());
+      expect(std::count(lost_then.begin(), lost_then.end(), victim) == 1,
+             "the shrink's record is " + shrink.dump() + ", expected it to name rank " + std::to_string(victim) +
+                 " lost after the hand-off");
+      result["shrink"] = shrink;
+    }
+    const int first_counted = kill_at + 1;
+    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
+    for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
+    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
+                  job.communicator());
+    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
+                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                                std::to_string(tasks_per_iteration));
+    }
+    result["rolled_back_to"] = rolled_back_to;
+    result["iterations_redone"] = iterations_redone;
+    result["tasks_per_iteration_from_the_resize"] = all;
+  } else if (after_hand_off && !victim_leaves) {
     // Given up alike on rank 0 and the leaver, then one recovery from the checkpoint before the
     // shrink: the leaver stays, and the job ends on the two of them.
     const std::string given_up =
@@ -528,7 +591,11 @@ int run_member(const fs::path& dir, int index) {
                                             std::to_string(expected_size) + ": shrunk, a leaver lost on its way out");
     if (job.rank() == 0) {
       const auto& shrink = job.telemetry().back();
-      expect(shrink.value("lost_after_hand_off", nlohmann::json::array()) == nlohmann::json::array({victim}),
+      // A leaver lost inside the confirming barrier may die after rank 0 passed it and had every
+      // word: rank 0 then saw no loss (the shrink stands alike), and its record names none.
+      const bool may_have_seen_none = in_confirming_barrier && !shrink.contains("lost_after_hand_off");
+      expect(may_have_seen_none ||
+                 shrink.value("lost_after_hand_off", nlohmann::json::array()) == nlohmann::json::array({victim}),
              "the shrink's record names " + shrink.value("lost_after_hand_off", nlohmann::json()).dump() +
                  " lost after the hand-off, expected [" + std::to_string(victim) + "]");
       result["shrink"] = shrink;
@@ -687,7 +754,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   const bool during_shrink = mode == "during-shrink";
   const bool after_hand_off =
       mode == "after-hand-off" || mode == "in-membership-shrink" || mode == "in-confirming-barrier" ||
-      mode == "two-leavers-after-hand-off";
+      mode == "before-confirming-barrier" || mode == "two-leavers-after-hand-off";
   const bool expand_moves = mode == "expand-moves";
   const bool during_expand = mode == "during-expand" || mode == "during-expand-onto" || mode == "during-expand-dup" ||
                              mode == "during-expand-probe" || mode == "during-expand-nodes" ||
@@ -740,12 +807,17 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
 
 }  // namespace
 
-// MPI's profiling interface: in-membership-shrink's victim dies as it would post the barrier
-// that confirms the survivors' communicator. Every other call goes straight to MPI.
+// MPI's profiling interface: in-membership-shrink's victim dies as it would post its next
+// barrier, before-confirming-barrier's as it would post the one over every rank that confirms
+// the survivors' communicator, in-confirming-barrier's 2 ms after it posted that one. Every
+// other call goes straight to MPI.
 extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   if (die_at_next_barrier.load()) ::raise(SIGKILL);
-  const int posted = PMPI_Ibarrier(comm, request);
   int size = 0;
+  if (die_before_confirming_barrier.load() && MPI_Comm_size(comm, &size) == MPI_SUCCESS && size == kConfirmingSize) {
+    ::raise(SIGKILL);
+  }
+  const int posted = PMPI_Ibarrier(comm, request);
   if (die_in_confirming_barrier.load() && MPI_Comm_size(comm, &size) == MPI_SUCCESS && size == kConfirmingSize) {
     // Its first round went out as it posted; the next never will.
     std::this_thread::sleep_for(std::chrono::microseconds(kConfirmingPauseUs));
@@ -782,14 +854,15 @@ int main(int argc, char** argv) {
   const std::string mode = argc == 5 ? argv[4] : "";
   if ((argc != 4 && argc != 5) ||
       (argc == 5 && mode != "with-request" && mode != "during-shrink" && mode != "after-hand-off" &&
-       mode != "in-membership-shrink" && mode != "in-confirming-barrier" && mode != "two-leavers-after-hand-off" &&
+       mode != "in-membership-shrink" && mode != "in-confirming-barrier" && mode != "before-confirming-barrier" &&
+       mode != "two-leavers-after-hand-off" &&
        mode != "after-expand" &&
        mode != "after-shrink" && mode != "shrink-done" && mode != "expand-moves" && mode != "during-expand" &&
        mode != "during-expand-onto" && mode != "during-expand-dup" && mode != "during-expand-probe" &&
        mode != "during-expand-nodes" && mode != "during-expand-probe-teams")) {
     std::fprintf(stderr, "usage: boundary_loss_tests MPIEXEC SELF VICTIM "
                          "[with-request|during-shrink|after-hand-off|in-membership-shrink|in-confirming-barrier|"
-                         "two-leavers-after-hand-off|"
+                         "before-confirming-barrier|two-leavers-after-hand-off|"
                          "after-expand|after-shrink|shrink-done|expand-moves|during-expand|during-expand-onto|during-expand-dup|"
                          "during-expand-probe|during-expand-nodes|during-expand-probe-teams] | "
                          "--member DIR INDEX\n");

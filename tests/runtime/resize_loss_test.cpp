@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 namespace {
 
 using bellows::runtime::on_loss_during_resize;
@@ -12,6 +14,9 @@ using bellows::runtime::ResizeLossDecision;
 using bellows::runtime::ResizeLossFacts;
 using bellows::runtime::ResizePhase;
 using bellows::runtime::tiles_may_have_moved;
+using bellows::runtime::confirm_or_give_up_shrink;
+using bellows::runtime::ShrinkConfirmation;
+using bellows::runtime::ShrinkConfirmationFacts;
 
 ResizeLossDecision decide(ResizeKind kind, ResizePhase phase, bool copies_before_kept, bool checkpoint_after_complete) {
   return on_loss_during_resize(ResizeLossFacts{kind, phase, copies_before_kept, checkpoint_after_complete});
@@ -193,6 +198,89 @@ TEST(ResizeLoss, ActionsHaveNames) {
   EXPECT_STREQ(bellows::runtime::to_string(ResizeLossAction::carry_on), "carry_on");
   EXPECT_STREQ(bellows::runtime::to_string(ResizeLossAction::refuse), "refuse");
   EXPECT_STREQ(bellows::runtime::to_string(ResizeKind::regrid), "re-grid");
+}
+
+// The barrier that confirms a shrink's survivors' communicator over every rank, with a rank lost
+// around it (confirm_or_give_up_shrink).
+
+TEST(ShrinkConfirmation, ARankThatStaysPastTheSurvivorsCheckpointBarrierConfirmsWhateverElseIsKnown) {
+  ShrinkConfirmationFacts facts;
+  facts.passed_survivors_checkpoint = true;
+  facts.stayers_not_passed = 2;  // cannot happen, and changes nothing: the point of no return is passed
+  facts.stayers_unheard = 1;
+  const auto d = confirm_or_give_up_shrink(facts);
+  EXPECT_EQ(d.action, ShrinkConfirmation::confirm);
+  EXPECT_EQ(d.reason,
+            "this rank passed the survivors' checkpoint barrier: the checkpoint is complete on every rank that stays");
+}
+
+TEST(ShrinkConfirmation, TheBarrierOverEveryRankPassedConfirmsWithoutAWord) {
+  ShrinkConfirmationFacts leaver;
+  leaver.confirming_barrier_passed = true;
+  leaver.stayers_unheard = 2;
+  const auto d = confirm_or_give_up_shrink(leaver);
+  EXPECT_EQ(d.action, ShrinkConfirmation::confirm);
+  EXPECT_EQ(d.reason, "the barrier over every rank passed: every rank that stays passed the survivors' checkpoint barrier");
+}
+
+TEST(ShrinkConfirmation, OneWordThatARankThatStaysPassedConfirms) {
+  // A leaver whose barrier failed: one rank that stays lost without a word, another passed.
+  ShrinkConfirmationFacts facts;
+  facts.stayers_lost_unheard = 1;
+  facts.stayers_passed = 1;
+  facts.stayers_unheard = 1;  // the rest need not be waited for
+  const auto d = confirm_or_give_up_shrink(facts);
+  EXPECT_EQ(d.action, ShrinkConfirmation::confirm);
+  EXPECT_EQ(d.reason,
+            "1 of the ranks that stay passed the survivors' checkpoint barrier: the checkpoint is complete on every rank "
+            "that stays");
+  // A rank that stays, in the barrier when another died in it, learns the same.
+  ShrinkConfirmationFacts in_doubt;
+  in_doubt.stayers_passed = 1;
+  in_doubt.stayers_lost_unheard = 1;
+  EXPECT_EQ(confirm_or_give_up_shrink(in_doubt).action, ShrinkConfirmation::confirm);
+}
+
+TEST(ShrinkConfirmation, AWordStillToComeIsWaitedFor) {
+  ShrinkConfirmationFacts facts;
+  facts.stayers_not_passed = 1;
+  facts.stayers_unheard = 1;
+  const auto d = confirm_or_give_up_shrink(facts);
+  EXPECT_EQ(d.action, ShrinkConfirmation::wait);
+  EXPECT_EQ(d.reason, "the word of 1 of the ranks that stay is still to come");
+}
+
+TEST(ShrinkConfirmation, NoRankThatStaysAndIsAlivePastThePointOfNoReturnGivesUp) {
+  ShrinkConfirmationFacts facts;
+  facts.stayers_not_passed = 1;
+  facts.stayers_lost_unheard = 1;
+  const auto d = confirm_or_give_up_shrink(facts);
+  EXPECT_EQ(d.action, ShrinkConfirmation::give_up);
+  EXPECT_EQ(d.reason,
+            "no rank that stays and is alive passed the survivors' checkpoint barrier (1 did not, 1 lost without a word)");
+  // Every rank that stays lost: nothing can confirm.
+  ShrinkConfirmationFacts all_lost;
+  all_lost.stayers_lost_unheard = 2;
+  EXPECT_EQ(confirm_or_give_up_shrink(all_lost).action, ShrinkConfirmation::give_up);
+  // A rank that stays alone, its own barrier failed: nobody else to hear from.
+  EXPECT_EQ(confirm_or_give_up_shrink(ShrinkConfirmationFacts{}).action, ShrinkConfirmation::give_up);
+}
+
+TEST(ShrinkConfirmation, ANegativeCountIsRefusedByName) {
+  ShrinkConfirmationFacts facts;
+  facts.stayers_lost_unheard = -1;
+  try {
+    (void)confirm_or_give_up_shrink(facts);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "confirm_or_give_up_shrink: stayers_lost_unheard is -1, expected 0 or more");
+  }
+}
+
+TEST(ShrinkConfirmation, ActionsByName) {
+  EXPECT_STREQ(bellows::runtime::to_string(ShrinkConfirmation::confirm), "confirm");
+  EXPECT_STREQ(bellows::runtime::to_string(ShrinkConfirmation::give_up), "give_up");
+  EXPECT_STREQ(bellows::runtime::to_string(ShrinkConfirmation::wait), "wait");
 }
 
 }  // namespace

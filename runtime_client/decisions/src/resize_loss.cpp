@@ -1,5 +1,9 @@
 #include "bellows/runtime/resize_loss.hpp"
 
+#include <stdexcept>
+#include <string>
+#include <utility>
+
 namespace bellows::runtime {
 namespace {
 
@@ -85,6 +89,54 @@ ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts) {
                     (tiles_may_have_moved(facts.phase) ? before + " may no longer match them" : before + " were dropped") +
                     ", and the checkpoint after it is not complete)";
   return decision;
+}
+
+ShrinkConfirmationDecision confirm_or_give_up_shrink(const ShrinkConfirmationFacts& facts) {
+  const std::pair<const char*, int> counts[] = {{"stayers_passed", facts.stayers_passed},
+                                                {"stayers_not_passed", facts.stayers_not_passed},
+                                                {"stayers_lost_unheard", facts.stayers_lost_unheard},
+                                                {"stayers_unheard", facts.stayers_unheard}};
+  for (const auto& [name, count] : counts) {
+    if (count < 0) {
+      throw std::invalid_argument(std::string("confirm_or_give_up_shrink: ") + name + " is " + std::to_string(count) +
+                                  ", expected 0 or more");
+    }
+  }
+  ShrinkConfirmationDecision decision;
+  if (facts.passed_survivors_checkpoint) {
+    decision.action = ShrinkConfirmation::confirm;
+    decision.reason = "this rank passed the survivors' checkpoint barrier: the checkpoint is complete on every rank "
+                      "that stays";
+  } else if (facts.confirming_barrier_passed) {
+    decision.action = ShrinkConfirmation::confirm;
+    decision.reason = "the barrier over every rank passed: every rank that stays passed the survivors' checkpoint "
+                      "barrier";
+  } else if (facts.stayers_passed > 0) {
+    decision.action = ShrinkConfirmation::confirm;
+    decision.reason = std::to_string(facts.stayers_passed) + " of the ranks that stay passed the survivors' "
+                      "checkpoint barrier: the checkpoint is complete on every rank that stays";
+  } else if (facts.stayers_unheard > 0) {
+    decision.action = ShrinkConfirmation::wait;
+    decision.reason = "the word of " + std::to_string(facts.stayers_unheard) + " of the ranks that stay is still to come";
+  } else {
+    decision.action = ShrinkConfirmation::give_up;
+    decision.reason = "no rank that stays and is alive passed the survivors' checkpoint barrier (" +
+                      std::to_string(facts.stayers_not_passed) + " did not, " +
+                      std::to_string(facts.stayers_lost_unheard) + " lost without a word)";
+  }
+  return decision;
+}
+
+const char* to_string(ShrinkConfirmation action) noexcept {
+  switch (action) {
+    case ShrinkConfirmation::confirm:
+      return "confirm";
+    case ShrinkConfirmation::give_up:
+      return "give_up";
+    case ShrinkConfirmation::wait:
+      return "wait";
+  }
+  return "wait";
 }
 
 const char* to_string(ResizeKind kind) noexcept {

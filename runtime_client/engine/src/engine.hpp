@@ -77,12 +77,13 @@ class Engine final : public DeviceOwner {
   /// See Runtime::prepare_shrink, release_state_before_shrink and give_up_hand_off
   /// (engine_mapping.cpp).
   ShrinkHandoff prepare_shrink(std::span<const int> leaving, StateBeforeShrink state);
-  void release_state_before_shrink();
+  void release_state_before_shrink(OldCommunicator old = OldCommunicator::disconnect);
   void give_up_hand_off();
   void attach_shrunk(MPI_Comm survivors);
   /// See Runtime::attach_shrunk_checkpointed and Runtime::leave_unconfirmed_survivors
   /// (engine_shrink.cpp).
   std::vector<int> attach_shrunk_checkpointed(MPI_Comm survivors);
+  void confirm_shrunk_checkpoint();
   void leave_unconfirmed_survivors();
   /// See Runtime::recover (engine_recovery.cpp).
   RecoveryReport recover(MPI_Comm survivors, std::span<const int> lost);
@@ -490,6 +491,10 @@ class Engine final : public DeviceOwner {
       int iterations_since_attach = 0;
       bool teams_planned = false;
       std::deque<std::unordered_map<TaskKey, double>> task_seconds_by_iteration;
+      /// The survivors' checkpoint's transfers completed here, but its barrier failed: whether
+      /// it is complete on every rank that stays is for the shrink's confirmation to tell
+      /// (confirm_shrunk_checkpoint()).
+      bool checkpoint_barrier_failed = false;
     };
     std::optional<OnJobCommunicator> job_communicator;
   };

@@ -436,18 +436,29 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving, StateBeforeSh
   return out;
 }
 
-void Engine::release_state_before_shrink() {
+void Engine::release_state_before_shrink(OldCommunicator old) {
   if (!before_hand_off_) {
     throw std::logic_error("release_state_before_shrink without prepare_shrink holding the state before it");
   }
+  // Freed, never disconnected, when a rank was lost: a dead peer would make that wait.
+  const auto let_go = [old](MPI_Comm& comm) {
+    if (old == OldCommunicator::free) {
+      MPI_Comm_free(&comm);
+    } else {
+      MPI_Comm_disconnect(&comm);
+    }
+  };
   if (before_hand_off_->job_communicator) {
     // Attached to the survivors' communicator, its checkpoint complete (attach_shrunk_checkpointed):
     // only what ran on the job's communicator goes.
     auto& kept = *before_hand_off_->job_communicator;
+    if (kept.checkpoint_barrier_failed) {
+      throw std::logic_error("release_state_before_shrink with the survivors' checkpoint not confirmed");
+    }
     kept.checkpoints->detach();
     kept.comm_engine.reset();
     kept.watch.reset();
-    MPI_Comm_disconnect(&kept.comm);
+    let_go(kept.comm);
     before_hand_off_.reset();
     return;
   }
@@ -455,7 +466,7 @@ void Engine::release_state_before_shrink() {
   checkpoints_->detach();
   comm_engine_.reset();
   watch_.reset();
-  MPI_Comm_disconnect(&comm_);
+  let_go(comm_);
 }
 
 void Engine::give_up_hand_off() {

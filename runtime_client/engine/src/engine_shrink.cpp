@@ -2,10 +2,11 @@
 // communicator is made, and before the barrier that confirms it over the job's communicator,
 // each rank that stays attaches to it and completes a checkpoint under the survivors' buddies
 // (attach_shrunk_checkpointed), while the job's communicator, the copies from before the
-// shrink (the leavers' included) and the tiles as they were stay held. So a rank that stays,
-// lost before that barrier, still gives the shrink up and the job recovers from the copies
-// from before; lost after it (the leavers' disconnect, the first iteration's start), the job
-// recovers from this checkpoint (docs/recovery.md, "A loss during a resize").
+// shrink (the leavers' included) and the tiles as they were stay held. The barrier that ends
+// that checkpoint is the shrink's point of no return: a rank that stays, lost before any rank
+// that stays passed it, still gives the shrink up and the job recovers from the copies from
+// before; lost after it (the confirming barrier, the leavers' disconnect, the first iteration's
+// start), the job recovers from this checkpoint (docs/recovery.md, "A loss during a resize").
 
 #include <mpi.h>
 
@@ -83,13 +84,27 @@ std::vector<int> Engine::attach_shrunk_checkpointed(MPI_Comm survivors) {
     checkpoints_->abandon_in_flight();
     return given_up(watch.lost());
   }
+  // The shrink's point of no return: past this barrier every rank that stays completed the
+  // checkpoint's transfers. Failed here, this rank completed its own and stays on the survivors'
+  // communicator: the shrink's confirmation tells whether another rank that stays passed it
+  // (confirm_shrunk_checkpoint) or not (leave_unconfirmed_survivors).
   MPI_Request barrier = MPI_REQUEST_NULL;
   if (auto lost = completed_watched(MPI_Ibarrier(comm_, &barrier), barrier, watch, "MPI_Ibarrier",
                                     kShrinkStretch); !lost.empty()) {
-    return given_up(std::move(lost));
+    kept.checkpoint_barrier_failed = true;
+    return lost;
   }
   checkpoints_->confirmed_complete();
   return {};
+}
+
+void Engine::confirm_shrunk_checkpoint() {
+  if (!before_hand_off_ || !before_hand_off_->job_communicator ||
+      !before_hand_off_->job_communicator->checkpoint_barrier_failed) {
+    throw std::logic_error("confirm_shrunk_checkpoint without a survivors' checkpoint whose barrier failed here");
+  }
+  before_hand_off_->job_communicator->checkpoint_barrier_failed = false;
+  checkpoints_->confirmed_complete();
 }
 
 void Engine::leave_unconfirmed_survivors() {

@@ -36,7 +36,7 @@ ShrinkHandoff Runtime::prepare_shrink(std::span<const int> leaving, StateBeforeS
   return engine_->prepare_shrink(leaving, state);
 }
 
-void Runtime::release_state_before_shrink() { engine_->release_state_before_shrink(); }
+void Runtime::release_state_before_shrink(OldCommunicator old) { engine_->release_state_before_shrink(old); }
 
 void Runtime::give_up_hand_off() { engine_->give_up_hand_off(); }
 
@@ -45,6 +45,8 @@ void Runtime::attach_shrunk(MPI_Comm survivors) { engine_->attach_shrunk(survivo
 std::vector<int> Runtime::attach_shrunk_checkpointed(MPI_Comm survivors) {
   return engine_->attach_shrunk_checkpointed(survivors);
 }
+
+void Runtime::confirm_shrunk_checkpoint() { engine_->confirm_shrunk_checkpoint(); }
 
 void Runtime::leave_unconfirmed_survivors() { engine_->leave_unconfirmed_survivors(); }
 

@@ -569,8 +569,9 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
   const ShrinkReport* shrunk_here = nullptr;
   // The ranks that stay complete their first checkpoint under the survivors' buddies before the
   // barrier that confirms the survivors' communicator, while the leavers still hold the copies
-  // from before: a rank that stays, lost up to that barrier, gives the shrink up as above; lost
-  // after it (the leavers gone), the job recovers from that checkpoint.
+  // from before: a rank that stays, lost before any rank that stays passed that checkpoint's
+  // barrier, gives the shrink up as above; lost after it (in the confirming barrier, the leavers
+  // gone), the shrink stands on every rank alive and the job recovers from that checkpoint.
   std::vector<int> lost_on_survivors;  // numbers of the job's communicator
   bool attached_to_survivors = false;
   {
@@ -600,9 +601,19 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
       attached_to_survivors = lost_here.empty();
       return lost_here.empty();
     };
-    shrink_watch.before_disconnect = [&] {
-      watch.disarm();  // no receive left pending on the communicator disconnected next
-      runtime_->release_state_before_shrink();
+    shrink_watch.confirmed_by_word = [&] {
+      // Its own checkpoint barrier failed, another rank that stays passed it: the checkpoint is
+      // complete on every rank that stays, and the runtime stays on the survivors' communicator.
+      runtime_->confirm_shrunk_checkpoint();
+      attached_to_survivors = true;
+    };
+    shrink_watch.poll = [&watch] {
+      watch.arm();
+      watch.poll();
+    };
+    shrink_watch.before_disconnect = [&](bool peers_lost) {
+      watch.disarm();  // no receive left pending on the communicator let go of next
+      runtime_->release_state_before_shrink(peers_lost ? OldCommunicator::free : OldCommunicator::disconnect);
     };
     try {
       shrunk_here = &membership_.shrink(request.remove, shrink_watch);
@@ -645,6 +656,9 @@ ElasticJob::Outcome ElasticJob::shrink(const Request& request, ResizeEvent& even
     record["tiles_migrated"] = rebalance.tiles;
     record["tasks_migrated"] = rebalance.tasks;
     record["shrink_seconds"] = shrunk.total_seconds;
+    // Lost around its confirmation, past its point of no return: it stands without them, and
+    // a rank that stays among them is recovered at the next iteration.
+    if (!shrunk.lost_while_confirming.empty()) record["lost_after_hand_off"] = shrunk.lost_while_confirming;
     telemetry_.push_back(std::move(record));
   }
   return Outcome::resized;

@@ -2,6 +2,7 @@
 
 #include "join_tree.hpp"
 #include "membership_support.hpp"
+#include "shrink_words.hpp"
 #include "sleeping_wait.hpp"
 
 #include <thread>
@@ -411,6 +412,13 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
   report.old_size = size;
 
   ReturnErrors errors(current.get());
+  const bool leaves_here = std::binary_search(sorted.begin(), sorted.end(), my_rank);
+  // A rank that stays and gives the shrink up tells every rank so first: a rank whose barrier
+  // that confirms the survivors' communicator failed waits for that word (shrink_words.hpp).
+  const auto given_up = [&](const std::string& step) {
+    if (!leaves_here) tell_shrink_word(current.get(), my_rank, size, false);
+    return lost_during_shrink(*watch, step);
+  };
   // One allreduce checks that all ranks agree (max of h and of ~h equal the local ones
   // only if every rank has the same h) and finds the smallest leaver that shares its MPI
   // world with a rank that stays.
@@ -425,7 +433,7 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
         MPI_Iallreduce(MPI_IN_PLACE, values->data(), 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, current.get(), &request);
     if (!watch->complete(posted, request, "MPI_Iallreduce")) {
       if (request != MPI_REQUEST_NULL) left_to_mpi().values.push_back(std::move(values));
-      throw lost_during_shrink(*watch, "its check that every rank names the same leavers (MPI_Iallreduce)");
+      throw given_up("its check that every rank names the same leavers (MPI_Iallreduce)");
     }
   } else {
     check(MPI_Allreduce(MPI_IN_PLACE, values->data(), 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, current.get()),
@@ -463,7 +471,6 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
   check(MPI_Comm_group(current.get(), all.out()), "MPI_Comm_group");
   check(MPI_Group_incl(all.get(), staying, order.data(), survivors_group.out()), "MPI_Group_incl");
   MPI_Comm survivors_raw = MPI_COMM_NULL;
-  const bool leaves_here = std::binary_search(sorted.begin(), sorted.end(), my_rank);
   if (watch == nullptr) {
     check(MPI_Comm_create(current.get(), survivors_group.get(), &survivors_raw), "MPI_Comm_create");
   } else if (!leaves_here) {
@@ -473,7 +480,7 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
         MPI_Comm_create_group(current.get(), survivors_group.get(), kShrinkCreateGroupTag, &survivors_raw);
     MPI_Request none = MPI_REQUEST_NULL;
     if (!watch->complete(created, none, "MPI_Comm_create_group")) {
-      throw lost_during_shrink(*watch, "the survivors' MPI_Comm_create_group");
+      throw given_up("the survivors' MPI_Comm_create_group");
     }
   }
   Communicator survivors = adopt(survivors_raw);
@@ -494,29 +501,54 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
       MPI_Request none = MPI_REQUEST_NULL;
       if (!watch->complete(created, none, "MPI_Comm_create")) {
         left_to_mpi().communicators.push_back(survivors.release());  // may hold the dead
-        throw lost_during_shrink(*watch, "the survivors' MPI_Comm_create that puts them in order");
+        throw given_up("the survivors' MPI_Comm_create that puts them in order");
       }
     }
     Communicator in_order = adopt(ordered_raw);
     survivors.disconnect();
     survivors = std::move(in_order);
   };
+  bool peers_lost = false;  // around the confirmation, the shrink standing: the old communicator is freed
   if (watch != nullptr) {
-    // In order before anything is let go of, then a barrier over every rank, leavers too:
-    // past it every survivor holds its communicator, and no rank has disconnected yet, so a
-    // rank lost up to here gives the shrink up on every rank that finds it.
+    // In order before anything is let go of; then the survivors' first checkpoint on their
+    // communicator (before_confirming), whose last barrier is the shrink's point of no return;
+    // then the words and a barrier over every rank, leavers too. Past that barrier every rank
+    // that stays passed the point of no return, and no rank has disconnected yet.
     if (survivors && prefix && staying > 1) put_in_order();
-    if (watch->before_confirming && !watch->before_confirming(survivors ? survivors.get() : MPI_COMM_NULL)) {
-      if (survivors) left_to_mpi().communicators.push_back(survivors.release());  // may hold the dead
-      throw lost_during_shrink(*watch, "the survivors' first checkpoint on their communicator");
+    std::vector<int> stayers(order);
+    std::sort(stayers.begin(), stayers.end());
+    ShrinkWords words(current.get(), my_rank, stayers);
+    ShrinkConfirmationFacts own;
+    if (!leaves_here) {
+      own.passed_survivors_checkpoint = !watch->before_confirming || watch->before_confirming(survivors.get());
+      tell_shrink_word(current.get(), my_rank, size, own.passed_survivors_checkpoint);
+    } else if (watch->before_confirming) {
+      (void)watch->before_confirming(MPI_COMM_NULL);
     }
-    MPI_Request barrier = MPI_REQUEST_NULL;
-    const int posted = MPI_Ibarrier(current.get(), &barrier);
-    if (!watch->complete(posted, barrier, "MPI_Ibarrier")) {
-      if (survivors) left_to_mpi().communicators.push_back(survivors.release());  // may hold the dead
-      throw lost_during_shrink(*watch, "the barrier that confirms the survivors' communicator (MPI_Ibarrier)");
+    // A rank that stays and did not pass the point of no return posts no barrier: it found a
+    // rank lost, so the barrier fails everywhere, and it waits for the others' words.
+    if (leaves_here || own.passed_survivors_checkpoint) {
+      MPI_Request barrier = MPI_REQUEST_NULL;
+      const int posted = MPI_Ibarrier(current.get(), &barrier);
+      own.confirming_barrier_passed = watch->complete(posted, barrier, "MPI_Ibarrier");
     }
-    if (watch->before_disconnect) watch->before_disconnect();
+    // Passed: every word was sent before it, and they are received before the old
+    // communicator is let go of. Failed: the words tell the outcome.
+    const ShrinkConfirmationDecision decision = words.settle(own, *watch, own.confirming_barrier_passed);
+    std::vector<int> lost = watch->lost();
+    lost.insert(lost.end(), words.lost().begin(), words.lost().end());
+    std::sort(lost.begin(), lost.end());
+    lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
+    if (decision.action == ShrinkConfirmation::give_up) {
+      if (survivors) left_to_mpi().communicators.push_back(survivors.release());  // may hold the dead
+      throw lost_during_shrink(*watch, own.confirming_barrier_passed || leaves_here
+                                           ? "the barrier that confirms the survivors' communicator (MPI_Ibarrier)"
+                                           : "the survivors' first checkpoint on their communicator");
+    }
+    if (!own.passed_survivors_checkpoint && !leaves_here && watch->confirmed_by_word) watch->confirmed_by_word();
+    peers_lost = !own.confirming_barrier_passed || !lost.empty();
+    report.lost_while_confirming = std::move(lost);
+    if (watch->before_disconnect) watch->before_disconnect(peers_lost);
   }
   report.create_seconds = seconds_since(t);
 
@@ -525,7 +557,14 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
   // message, acknowledgement) and nothing ties a leaver to the job any more.
   t = Clock::now();
   errors.consumed();
-  current.disconnect();
+  if (peers_lost) {
+    // A rank was lost around the confirmation: freed, never disconnected (a dead peer would
+    // make that wait), and the ranks that passed the barrier disconnect their side.
+    MPI_Comm old = current.release();
+    MPI_Comm_free(&old);
+  } else {
+    current.disconnect();
+  }
   report.disconnect_seconds = seconds_since(t);
 
   if (watch == nullptr && survivors && prefix && staying > 1) {

@@ -19,8 +19,10 @@
 //     copies and the tiles as they were (its leavers have not left), so the hand-off is
 //     undone and the leavers recover with the others;
 //   - once the checkpoint after the resize is complete: the resize stands, and the job
-//     recovers from that checkpoint (after a shrink under ElasticJob that is from the leavers'
-//     going on: its survivors complete it before the barrier that lets the leavers go);
+//     recovers from that checkpoint (after a shrink under ElasticJob that is from the barrier
+//     that ends its survivors' first checkpoint on: once a rank that stays passed it, the shrink
+//     is never given up, and every rank learns so from the ranks that stay before the leavers
+//     go: confirm_or_give_up_shrink);
 //   - in between, or before the step without the copies from before: no copy of the tiles as
 //     they are exists, and the recovery is refused with the phase named;
 //   - after a shrink's hand-off, when only leavers were lost: the ranks that stay hold every
@@ -85,6 +87,54 @@ struct ResizeLossDecision {
 
 /// Whether the tiles may have changed owner by `phase` (the resize's point of no return passed).
 [[nodiscard]] bool tiles_may_have_moved(ResizePhase phase) noexcept;
+
+/// What one rank of a shrink knows at the barrier that confirms the survivors' communicator
+/// over every rank (Membership::shrink with a ShrinkLossWatch), when a rank was lost around it.
+/// Each rank that stays has sent every other rank its word: whether it passed the barrier that
+/// ends the survivors' first checkpoint on their communicator. That barrier is the shrink's
+/// point of no return: a rank that passed it knows every rank that stays entered it, so the
+/// checkpoint is complete on each of them.
+struct ShrinkConfirmationFacts {
+  /// This rank stays and passed the survivors' checkpoint barrier.
+  bool passed_survivors_checkpoint = false;
+  /// This rank passed the barrier over every rank (it is posted only by the leavers and by the
+  /// ranks that stay and passed the survivors' checkpoint barrier).
+  bool confirming_barrier_passed = false;
+  /// Other ranks that stay, by what this rank knows of them: their word says they passed the
+  /// survivors' checkpoint barrier, or that they did not; found lost before their word came;
+  /// alive with no word yet.
+  int stayers_passed = 0;
+  int stayers_not_passed = 0;
+  int stayers_lost_unheard = 0;
+  int stayers_unheard = 0;
+};
+
+/// What the rank does about the shrink.
+enum class ShrinkConfirmation {
+  confirm,  ///< the shrink stands: the ranks that stay carry on from the survivors' checkpoint
+            ///< (a rank that stays and was lost is recovered from it as outside a resize), the
+            ///< leavers leave
+  give_up,  ///< no rank that stays and is alive passed the point of no return: every rank
+            ///< gives the shrink up (on_loss_during_resize, phase attach)
+  wait,     ///< a word still to come from a rank that stays and is not found lost
+};
+
+struct ShrinkConfirmationDecision {
+  ShrinkConfirmation action = ShrinkConfirmation::wait;
+  /// Why, in words (names what decided it).
+  std::string reason;
+};
+
+/// Confirm once anything shows that a rank that stays passed the survivors' checkpoint barrier;
+/// give up once every other rank that stays said it did not or was lost without a word; wait
+/// otherwise. Every rank alive decides alike: a rank that stays and passed that barrier sent its
+/// word to every rank before anything else, and a rank lost after passing it let every other
+/// rank that stays pass it too (its last round went out before it passed). Throws
+/// std::invalid_argument for a negative count, naming it.
+[[nodiscard]] ShrinkConfirmationDecision confirm_or_give_up_shrink(const ShrinkConfirmationFacts& facts);
+
+/// "confirm", "give_up" or "wait".
+[[nodiscard]] const char* to_string(ShrinkConfirmation action) noexcept;
 
 /// "expand", "shrink" or "re-grid".
 [[nodiscard]] const char* to_string(ResizeKind kind) noexcept;

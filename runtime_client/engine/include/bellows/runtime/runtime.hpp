@@ -51,6 +51,13 @@ enum class StateBeforeShrink {
   held,      ///< kept until release_state_before_shrink() or give_up_hand_off()
 };
 
+/// How Runtime::release_state_before_shrink() lets go of its duplicate of the job's
+/// communicator.
+enum class OldCommunicator {
+  disconnect,  ///< every rank alive and letting go of it too (the shrink confirmed, nobody lost)
+  free,        ///< a rank was lost around the shrink's confirmation: freed, never disconnected
+};
+
 /// What Runtime::recover() did on this rank.
 struct RecoveryReport {
   /// The checkpoint rolled back to: the iterations completed at it. The next run_iteration()
@@ -258,9 +265,10 @@ class Runtime {
   ShrinkHandoff prepare_shrink(std::span<const int> leaving,
                                StateBeforeShrink state = StateBeforeShrink::released);
   /// After prepare_shrink(..., held): drops the checkpoint copies and the mapping from before,
-  /// and disconnects the runtime's duplicate, as prepare_shrink() does with `released`.
-  /// Throws std::logic_error when nothing is held.
-  void release_state_before_shrink();
+  /// and disconnects the runtime's duplicate, as prepare_shrink() does with `released` (frees
+  /// it with OldCommunicator::free). Throws std::logic_error when nothing is held, or while the
+  /// survivors' checkpoint awaits confirm_shrunk_checkpoint().
+  void release_state_before_shrink(OldCommunicator old = OldCommunicator::disconnect);
   /// After prepare_shrink(..., held), on every rank alike (leavers too), when a rank was lost
   /// after the hand-off's barrier: the hand-off is undone (every rank's tiles, mapping and
   /// pinned tasks as before prepare_shrink; the copies from before kept), the shrink is over,
@@ -278,12 +286,20 @@ class Runtime {
   /// from before the shrink and the tiles as they were. So a rank that stays, lost after the
   /// leavers have gone, rolls back to this checkpoint instead of being refused. Every step is
   /// watched (errors returned): returns the survivors found lost (numbers of `survivors`),
-  /// the runtime back on the job's communicator as before the call; empty when the checkpoint
+  /// the runtime back on the job's communicator as before the call, except when they were
+  /// found in the checkpoint's last barrier (see confirm_shrunk_checkpoint()); empty when the checkpoint
   /// is complete on every survivor. Then release_state_before_shrink() lets go of the job's
   /// communicator and the copies from before (attach_shrunk() is not called), or, when the
   /// shrink is not confirmed after all, leave_unconfirmed_survivors() or give_up_hand_off()
   /// puts the runtime back. With checkpoints off it only moves onto `survivors`.
   [[nodiscard]] std::vector<int> attach_shrunk_checkpointed(MPI_Comm survivors);
+  /// After attach_shrunk_checkpointed() found a survivor lost in the barrier that ends the
+  /// checkpoint (the transfers complete here; the runtime then stays on `survivors`), once the
+  /// shrink's confirmation learned that another rank that stays passed that barrier: the
+  /// checkpoint is complete on every survivor, and this rank takes it as such, as if its own
+  /// barrier had passed. Throws std::logic_error in any other state. Without it,
+  /// leave_unconfirmed_survivors() or give_up_hand_off() puts the runtime back.
+  void confirm_shrunk_checkpoint();
   /// After attach_shrunk_checkpointed() succeeded, when a rank was lost before the shrink was
   /// confirmed: the runtime back on the job's communicator (the survivors' duplicate freed,
   /// the checkpoint under it dropped), the state from before still held. Nothing when it is

@@ -158,6 +158,12 @@ struct ShrinkReport {
   double create_seconds = 0.0;      ///< building the survivors' communicator (MPI_Comm_create)
   double disconnect_seconds = 0.0;  ///< MPI_Comm_disconnect of the old communicator
   double total_seconds = 0.0;
+  /// Ranks of the old communicator lost around the barrier that confirms the survivors'
+  /// communicator, once a rank that stays had passed the survivors' checkpoint barrier (the
+  /// shrink's point of no return): the shrink stands without them, and the old communicator
+  /// was freed instead of disconnected. A rank that stays among them is lost to the survivors'
+  /// communicator too, where their next iteration finds it.
+  std::vector<int> lost_while_confirming;
 };
 
 /// How Membership::shrink() meets a rank lost while it runs (ElasticJob's shrink, after the
@@ -173,12 +179,24 @@ struct ShrinkLossWatch {
   /// Optional: runs on every rank once its part of the survivors' communicator is made (put
   /// in order), before the barrier that confirms it: `survivors` is that communicator on a
   /// rank that stays, MPI_COMM_NULL on a leaver (ElasticJob's runtime completes its first
-  /// checkpoint under the survivors' buddies there). False when it found a rank lost, which
-  /// `lost` then names: the shrink throws LostDuringShrink, the job's communicator untouched.
+  /// checkpoint under the survivors' buddies there, ending with a barrier over them: the
+  /// shrink's point of no return). True once it passed that barrier. False when it found a
+  /// rank lost, which `lost` then names: the shrink stands if another rank that stays passed
+  /// it (`confirmed_by_word` runs), else it throws LostDuringShrink, the job's communicator
+  /// untouched. Without it, a rank that stays is past the point of no return once it holds
+  /// the survivors' communicator.
   std::function<bool(MPI_Comm survivors)> before_confirming;
-  /// Optional: runs on every rank once every survivor holds the survivors' communicator,
-  /// before the old one is disconnected (where a runtime lets go of its duplicate).
-  std::function<void()> before_disconnect;
+  /// Optional: on a rank that stays whose `before_confirming` returned false, once the shrink
+  /// learned that another rank that stays passed the survivors' checkpoint barrier: the
+  /// checkpoint is complete on every rank that stays, and the shrink stands.
+  std::function<void()> confirmed_by_word;
+  /// Optional: looks for lost peers once more (the control plane's word included) while the
+  /// shrink waits for the words of the ranks that stay.
+  std::function<void()> poll;
+  /// Optional: runs on every rank once the shrink stands, before the old communicator is let
+  /// go of (where a runtime lets go of its duplicate); `peers_lost`: a rank was lost around the
+  /// confirmation, so the old communicator is freed, never disconnected.
+  std::function<void(bool peers_lost)> before_disconnect;
 };
 
 /// Thrown by Membership::shrink(leaving, watch) when a rank was lost before every rank held
@@ -390,10 +408,14 @@ class Membership {
   /// and confirmed by an MPI_Ibarrier over every rank, leavers too, before
   /// `watch.before_disconnect` and the old communicator's disconnect. Throws LostDuringShrink,
   /// the job's communicator untouched, when a rank was lost before that barrier completed here
-  /// (or `before_confirming` found one); std::invalid_argument when `watch` lacks
-  /// `complete` or `lost`. A rank lost while the barrier completes on some ranks only leaves
-  /// those on the new communicator and the others throwing (a residual risk: the others then
-  /// find no partner on the old one).
+  /// (or `before_confirming` found one) and no rank that stays had passed the survivors'
+  /// checkpoint barrier; std::invalid_argument when `watch` lacks `complete` or `lost`. Every
+  /// rank that stays tells every other rank, before that barrier, whether it passed the
+  /// survivors' checkpoint barrier (the shrink's point of no return); a rank whose barrier
+  /// failed waits for those words (confirm_or_give_up_shrink) and every rank alive ends alike:
+  /// the shrink stands (ShrinkReport::lost_while_confirming names the lost) or is given up.
+  /// Throws std::runtime_error when a word is still missing 10 s after the barrier failed
+  /// with its rank not found lost.
   const ShrinkReport& shrink(std::span<const int> leaving, const ShrinkLossWatch& watch);
 
   /// From now on a grow keeps the communicator from before it until confirm_grow() or
