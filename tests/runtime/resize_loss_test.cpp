@@ -108,6 +108,45 @@ TEST(ResizeLoss, OnceTilesMayHaveMovedTheCopiesFromBeforeDoNotHelp) {
             "copies from before the re-grid may no longer match them, and the checkpoint after it is not complete)");
 }
 
+TEST(ResizeLoss, AReGridWithTheCopiesFromBeforeKeptIsGivenUpAtEveryStepBeforeItsCheckpoint) {
+  // TeamLB's plan keeps the copies, the tiles' owners and the teams from before it until the
+  // checkpoint under its teams is complete: a loss before then rolls every rank back to them,
+  // whether or not the tile moves were carried out.
+  for (const auto phase : {ResizePhase::attach, ResizePhase::first_iteration_start, ResizePhase::first_checkpoint,
+                           ResizePhase::first_iteration_tasks}) {
+    EXPECT_EQ(decide(ResizeKind::regrid, phase, true, false).action, ResizeLossAction::give_up);
+  }
+  EXPECT_EQ(decide(ResizeKind::regrid, ResizePhase::first_iteration_start, true, false).reason,
+            "at the start of the first iteration after the re-grid (its tile moves), before its checkpoint: the "
+            "re-grid is given up (the copies, the tiles' owners and the teams from before it were kept), and every "
+            "rank rolls back to the checkpoint before it");
+  EXPECT_EQ(decide(ResizeKind::regrid, ResizePhase::attach, true, false).reason,
+            "once the plan of the re-grid was applied, before its tile moves: the re-grid is given up (the copies, "
+            "the tiles' owners and the teams from before it were kept), and every rank rolls back to the checkpoint "
+            "before it");
+}
+
+TEST(ResizeLoss, AReGridWhoseCheckpointIsCompleteStandsWithTheCopiesFromBeforeKeptOrNot) {
+  for (const bool kept : {false, true}) {
+    for (const auto phase : {ResizePhase::first_checkpoint, ResizePhase::first_iteration_tasks}) {
+      const auto d = decide(ResizeKind::regrid, phase, kept, true);
+      EXPECT_EQ(d.action, ResizeLossAction::carry_on);
+    }
+  }
+  EXPECT_EQ(decide(ResizeKind::regrid, ResizePhase::first_checkpoint, true, true).reason,
+            "while the first checkpoint after the re-grid completed: the re-grid stands, and the job recovers from "
+            "the checkpoint completed after it");
+}
+
+TEST(ResizeLoss, AReGridWithoutTheCopiesFromBeforeIsRefusedOnceItsTilesMayHaveMoved) {
+  for (const auto phase : {ResizePhase::first_iteration_start, ResizePhase::first_checkpoint}) {
+    EXPECT_EQ(decide(ResizeKind::regrid, phase, false, false).action, ResizeLossAction::refuse);
+  }
+  EXPECT_EQ(decide(ResizeKind::regrid, ResizePhase::attach, false, false).reason,
+            "once the plan of the re-grid was applied, before its tile moves: no copy of the tiles as they are exists "
+            "(the copies from before the re-grid were dropped, and the checkpoint after it is not complete)");
+}
+
 TEST(ResizeLoss, TheCheckpointAfterTheResizeCarriesItOn) {
   for (const auto kind : {ResizeKind::expand, ResizeKind::shrink, ResizeKind::regrid}) {
     EXPECT_EQ(decide(kind, ResizePhase::first_iteration_tasks, false, true).action, ResizeLossAction::carry_on);

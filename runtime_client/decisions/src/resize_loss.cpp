@@ -22,6 +22,7 @@ std::string phase_text(ResizeKind kind, ResizePhase phase) {
                " (its barrier passed), before every rank confirmed the survivors' communicator and their first "
                "checkpoint under it";
       }
+      if (kind == ResizeKind::regrid) return "once the plan of " + resize + " was applied, before its tile moves";
       return "while the runtime moved onto the communicator of " + resize;
     case ResizePhase::first_iteration_start:
       if (kind == ResizeKind::shrink) {
@@ -71,6 +72,15 @@ ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts) {
     decision.action = ResizeLossAction::give_up;
     decision.reason = where + ": only ranks the expand was adding were lost: the expand is given up, and the ranks "
                       "from before it carry on on their communicator, nothing rolled back";
+    return decision;
+  }
+  if (facts.kind == ResizeKind::regrid && facts.copies_before_kept) {
+    // The same ranks on the same communicator: with the copies from before the re-grid, the
+    // runtime kept the tiles' owners and the teams from before its moves, so every rank rolls
+    // back to those copies under them, whether or not the moves were carried out.
+    decision.action = ResizeLossAction::give_up;
+    decision.reason = where + ": the re-grid is given up (the copies, the tiles' owners and the teams from before "
+                      "it were kept), and every rank rolls back to the checkpoint before it";
     return decision;
   }
   if (!tiles_may_have_moved(facts.phase) && facts.copies_before_kept) {

@@ -23,6 +23,10 @@
 //     that ends its survivors' first checkpoint on: once a rank that stays passed it, the shrink
 //     is never given up, and every rank learns so from the ranks that stay before the leavers
 //     go: confirm_or_give_up_shrink);
+//   - a re-grid's (TeamLB's plan: the same ranks, tiles moved between them) at any step before
+//     its checkpoint is complete, with the copies from before kept: the runtime also kept the
+//     tiles' owners and the teams from before the moves, so the re-grid is given up and every
+//     rank rolls back to those copies under them (the moves undone by the roll-back);
 //   - in between, or before the step without the copies from before: no copy of the tiles as
 //     they are exists, and the recovery is refused with the phase named;
 //   - after a shrink's hand-off, when only leavers were lost: the ranks that stay hold every
@@ -64,7 +68,8 @@ enum class ResizeLossAction {
 struct ResizeLossFacts {
   ResizeKind kind = ResizeKind::expand;
   ResizePhase phase = ResizePhase::attach;
-  /// Every buddy copy of the last checkpoint before the resize is still held.
+  /// Every buddy copy of the last checkpoint before the resize is still held (for a re-grid:
+  /// with the tiles' owners and the teams from before its moves).
   bool copies_before_kept = false;
   /// The first checkpoint after the resize is complete at every holder.
   bool checkpoint_after_complete = false;
