@@ -499,6 +499,31 @@ class Engine final : public DeviceOwner {
     std::optional<OnJobCommunicator> job_communicator;
   };
   std::optional<StateBeforeHandOff> before_hand_off_;
+  /// What TeamLB's plan replaced on this rank (engine_teams.cpp), kept from the plan's
+  /// application until the checkpoint under its teams is complete everywhere
+  /// (complete_checkpoint_before_tasks): a loss in between gives the plan up
+  /// (on_loss_during_resize, kind regrid, with the copies kept) and every rank rolls back to
+  /// those copies, under the tiles' owners and the teams from before the plan.
+  struct StateBeforePlan {
+    long boundary = 0;  ///< the boundary the plan came at: its checkpoint's iteration; older ones are these copies'
+    std::unique_ptr<BuddyCheckpoints> checkpoints;  ///< the copies from before the plan
+    std::vector<int> rank_team;
+    std::vector<std::vector<int>> placements;   ///< per collection
+    std::vector<std::vector<int>> tile_owners;  ///< per collection
+    std::optional<TeamsApplied> teams_applied;
+  };
+  std::optional<StateBeforePlan> before_plan_;
+  /// Set by give_up_plan() until recover() returns: the roll-back is global (the log was kept
+  /// under the plan's teams from its application on, and dropped with them).
+  bool plan_given_up_ = false;
+  /// At a recovery while before_plan_ is held: carries the plan on when the checkpoint under
+  /// its teams holds every copy the recovery needs (before_plan_ dropped), or gives it up
+  /// (give_up_plan()); returns the copies, of all the survivors', of the checkpoints that stay.
+  std::vector<CheckpointCopy> settle_plan_before_recovery(const RecoveryReport& out,
+                                                          std::vector<CheckpointCopy> copies);
+  /// Puts back what before_plan_ holds: the copies, the tiles' owners and the teams from
+  /// before the plan (the checkpoint under its teams is kept, unused, until the process exits).
+  void give_up_plan();
   /// Puts the runtime back onto the job's communicator from before_hand_off_->job_communicator
   /// (the survivors' duplicate freed, the checkpoint under it dropped).
   void back_onto_job_communicator();

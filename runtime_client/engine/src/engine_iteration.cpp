@@ -242,6 +242,7 @@ IterationReport Engine::run_iteration() {
     }
   }
   resize_under_way_.reset();  // the first iteration after it completed
+  before_plan_.reset();
   if (trace_) trace_->flush();
   // The offloads were for this iteration only: the next plan starts from the fixed mapping.
   withdraw_offloads();
@@ -306,9 +307,10 @@ void Engine::end_team_replay() {
 }
 
 bool Engine::complete_checkpoint_before_tasks() {
-  // A resize (expand_onto, prepare_shrink, a re-grid) dropped the copies from before it, which
-  // match neither the new numbers nor the new tiles: until this checkpoint is complete, a loss
-  // would find nothing to roll back to. So its transfers complete here, under the watch, and a
+  // A resize (expand_onto, prepare_shrink) dropped the copies from before it, which match
+  // neither the new numbers nor the new tiles: until this checkpoint is complete, a loss would
+  // find nothing to roll back to (a re-grid, TeamLB's plan, keeps them until then in
+  // before_plan_, and a loss gives the plan up). So its transfers complete here, under the watch, and a
   // barrier tells every rank that every rank completed them. Its cost then lies before the
   // iteration's tasks instead of under them; it does not set the interval (as the one that
   // ends a recovery, checkpoint_recovered_state).
@@ -319,6 +321,7 @@ bool Engine::complete_checkpoint_before_tasks() {
   if (seconds < 0.0) return false;  // abandon_iteration drops what did not arrive
   if (!comm_engine_->barrier_without_spinning(*watch_)) return false;
   checkpoints_->confirmed_complete();
+  before_plan_.reset();  // every rank holds its copies under TeamLB's teams: the plan stands
   return true;
 }
 

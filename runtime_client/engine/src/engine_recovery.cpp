@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <deque>
 #include <iterator>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -298,7 +299,7 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   facts.logging_between_teams = message_log_.active();
   facts.steal_across_teams = options_.message_log.steal_across_teams;
   facts.offloading = options_.offload.enabled;
-  facts.resize_under_way = resize_under_way_.has_value();
+  facts.resize_under_way = resize_under_way_.has_value() || plan_given_up_;
   const TeamRollbackChoice scope = choose_team_rollback(facts);
   if (scope.by_teams) {
     request.rank_team = message_log_.rank_team();
@@ -370,6 +371,67 @@ void Engine::refuse_unless_resize_carries_on(const RecoveryReport& out, bool che
                       (detail.empty() ? "" : "; " + detail));
 }
 
+std::vector<CheckpointCopy> Engine::settle_plan_before_recovery(const RecoveryReport& out,
+                                                                std::vector<CheckpointCopy> copies) {
+  // The copies are every survivor's, so every survivor that holds before_plan_ decides alike;
+  // one that let it go passed the barrier after the plan's checkpoint, so every survivor
+  // completed that checkpoint's transfers, and the plan is carried on here too.
+  std::vector<CheckpointCopy> after;
+  std::vector<CheckpointCopy> before;
+  for (const CheckpointCopy& copy : copies) {
+    (copy.iteration >= before_plan_->boundary ? after : before).push_back(copy);
+  }
+  // Whether the checkpoint under the plan's teams holds every copy a global roll-back needs
+  // (a resize under way rolls every rank back, choose_team_rollback).
+  bool checkpoint_after_complete = false;
+  if (const std::vector<int> buddies = checkpoints_->buddies(); !buddies.empty()) {
+    RecoveryRequest request;
+    request.hosts = checkpoints_->nodes();
+    request.buddies = buddies;
+    request.lost = out.lost;
+    request.on_node_loss = NodeLossAction::shrink;
+    if (const RecoveryDecision decision = plan_recovery(request); decision.plan) {
+      checkpoint_after_complete = choose_checkpoint(after, decision.plan->roll_back).iteration.has_value();
+    }
+  }
+  const ResizePhase phase = resize_under_way_ ? resize_under_way_->phase : ResizePhase::first_iteration_tasks;
+  const ResizeLossDecision decision =
+      on_loss_during_resize(ResizeLossFacts{ResizeKind::regrid, phase, true, checkpoint_after_complete});
+  if (decision.action == ResizeLossAction::carry_on) {
+    before_plan_.reset();
+    return after;
+  }
+  give_up_plan();
+  return before;
+}
+
+void Engine::give_up_plan() {
+  StateBeforePlan kept = std::move(*before_plan_);
+  before_plan_.reset();
+  // The checkpoint under the plan's teams may have receives in flight (abandon_iteration
+  // cancelled them): MPI may still write into its copies, kept until the process exits.
+  static std::vector<std::unique_ptr<BuddyCheckpoints>> given_up;
+  given_up.push_back(std::move(checkpoints_));
+  checkpoints_ = std::move(kept.checkpoints);
+  // The tiles' owners before the moves: a tile that came here is dropped, one that left is
+  // empty until the roll-back installs this rank's copy of it.
+  for (std::size_t id = 0; id < collections_.size(); ++id) {
+    auto* c = collections_[id];
+    std::vector<int>& placement = kept.placements[id];
+    if (placement.empty()) {
+      placement.resize(static_cast<std::size_t>(c->distribution().size()));
+      std::iota(placement.begin(), placement.end(), 0);
+    }
+    c->set_mapping(std::move(placement), std::move(kept.tile_owners[id]), rank_);
+  }
+  message_log_.attach(std::move(kept.rank_team), rank_);
+  teams_applied_ = std::move(kept.teams_applied);
+  pending_moves_.clear();
+  local_tasks_known_ = false;
+  resize_under_way_.reset();
+  plan_given_up_ = true;
+}
+
 void Engine::attach_recovered(MPI_Comm duplicate, std::vector<std::string> nodes) {
   // attach()'s steps, less its two collectives (the duplicate, the nodes' gather).
   use_communicator(duplicate);
@@ -431,8 +493,14 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     SurvivorState state;
     state.completed = lost_ranks_.empty() ? iteration_ : iteration_ - 1;
     state.tiles_kept_at = tiles_at_start_.iteration();
-    copies = gather_copies(survivors, checkpoints_->copies(), state, gathered, watch, kLossGrace, lost_now);
+    std::vector<CheckpointCopy> held = checkpoints_->copies();
+    if (before_plan_) {  // the copies from before TeamLB's plan too, older than its checkpoint
+      const auto before = before_plan_->checkpoints->copies();
+      held.insert(held.end(), before.begin(), before.end());
+    }
+    copies = gather_copies(survivors, held, state, gathered, watch, kLossGrace, lost_now);
     if (!lost_now.empty()) throw lost_during(lost_now, "the survivors gathered their checkpoint copies");
+    if (before_plan_) copies = settle_plan_before_recovery(out, std::move(copies));
     plan = decide_recovery(out, copies, gathered);
     // Where a duplicate left unfinished may still write its handle: a deque keeps each
     // element in place as others are added.
@@ -503,6 +571,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
   pending_moves_.clear();
   lost_ranks_.clear();
   resize_under_way_.reset();  // carried on: the state restored is the one after it
+  plan_given_up_ = false;
   iteration_ = static_cast<int>(out.iteration);
   std::vector<std::string> survivor_nodes;  // nodes do not change: known from before the loss
   if (checkpoints_->enabled()) {  // else the checkpoints never learnt them, nor need them

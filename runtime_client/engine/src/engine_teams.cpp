@@ -18,10 +18,12 @@
 // weighed since the last plan, the first rank plans again and replan_decision() compares the
 // heaviest rank's predicted seconds under the teams and holders now with the plan's. A plan
 // that does not pay is shared as an empty one, and every rank keeps its teams, tiles, log and
-// checkpoints. One that pays is applied as the first plan is: the log and the copies kept
-// under the old teams are dropped, the moves are carried out as the next iteration starts,
-// and the checkpoint of that boundary, under the new teams, completes before its tasks send
-// anything, so no roll-back mixes logs kept under two groupings.
+// checkpoints. One that pays is applied as the first plan is: the log kept under the old teams
+// is dropped and the copies are set aside (before_plan_), the moves are carried out as the next
+// iteration starts, and the checkpoint of that boundary, under the new teams, completes before
+// its tasks send anything, so no roll-back mixes logs kept under two groupings. A rank lost
+// before that checkpoint is complete gives the plan up: every rank rolls back to the copies
+// set aside, under the tiles' owners and teams from before it (settle_plan_before_recovery).
 //
 // The plan is shared as the runtime's other collectives between iterations are: each one
 // completes asleep under the armed watch (wait_watching_peers), and nothing of it is applied
@@ -287,15 +289,30 @@ bool Engine::plan_teams_between_iterations(bool replan) {
                                       static_cast<std::uint32_t>(decided[at + 4])});
   }
   applied.tiles_moved = pending_moves_.size();
-  // The new teams log from the next checkpoint on: the copies and the log kept under the old
-  // ones are dropped, and the next boundary (after the moves) takes a checkpoint.
+  // The new teams log from the next checkpoint on: the log kept under the old ones is
+  // dropped, and the next boundary (after the moves) takes a checkpoint under them. The copies
+  // from before, the tiles' owners before the moves and the old teams are kept until that
+  // checkpoint is complete everywhere: a loss meanwhile gives the plan up and rolls back to
+  // them (settle_plan_before_recovery).
+  StateBeforePlan before;
+  before.boundary = iteration_;
+  before.rank_team = message_log_.rank_team();
+  for (const auto* c : collections_) {
+    before.placements.push_back(c->placement());
+    before.tile_owners.push_back(c->tile_owners());
+  }
+  before.teams_applied = teams_applied_;
+  std::vector<std::string> nodes = checkpoints_->nodes();
+  before.checkpoints = std::move(checkpoints_);
+  checkpoints_ = std::make_unique<BuddyCheckpoints>(options_.checkpoint, node_of(options_.checkpoint));
   MessageLogOptions planned = options_.message_log;
   planned.rank_team = applied.rank_team;
   message_log_.attach(resolve_teams(planned, size_), rank_);
   comm_engine_->confine_steals(steal_partners(message_log_.rank_team(), rank_,
                                               options_.message_log.steal_across_teams));
   checkpoints_->set_teams(message_log_.rank_team());
-  checkpoints_->attach(comm_, checkpoints_->nodes());
+  checkpoints_->attach(comm_, std::move(nodes));
+  if (checkpoints_->enabled()) before_plan_ = std::move(before);
   resize_under_way_ = ResizeUnderWay{ResizeKind::regrid, ResizePhase::attach};
   teams_applied_ = std::move(applied);
   {
