@@ -772,7 +772,8 @@ def test_lost_first_node_cut(c, args, action="shrink"):
                                               replaced=action == "replace")
             job.report(ranks=len(others) + (1 if action == "replace" else 0), path=report_file)
         deadline = time.monotonic() + 30
-        alive = [node for node in holders(c) if node != victim]
+        # With replace, the node that replaced the victim too.
+        alive = [node for node in holders(c) if node != victim] if action == "replace" else others
         while (left := [f"{node}: {describe(pid)}" for node in alive for pid in processes_on(c, node)
                         if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
             time.sleep(0.2)
