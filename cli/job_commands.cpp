@@ -74,7 +74,8 @@ transport::RequestResult ask_controller(const std::string& job, const protocol::
     // Shared with the receive thread: a request left for another endpoint still ends there.
     auto reply = std::make_shared<std::promise<transport::RequestResult>>();
     auto answered = reply->get_future();
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     client.request_async(message, std::max(left, 1ms),
                          [reply](transport::RequestResult r) { reply->set_value(std::move(r)); });
     std::string moved_to;
