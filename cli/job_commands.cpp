@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,7 +36,27 @@ namespace {
 
 using namespace std::chrono_literals;
 
-transport::RequestResult ask_controller(const std::string& job, protocol::Message message) {
+/// How long a command waits for its controller's reply.
+constexpr auto kReplyBound = 5s;
+/// How often, while it waits, it looks whether the job directory names another endpoint: a
+/// controller that took the job over on another host (its first node lost) publishes its own
+/// there, and the old endpoint answers nothing (docs/slurm.md, "The job's first node").
+constexpr auto kContactCheck = 200ms;
+
+/// The endpoint the job directory `dir` names now, or "" when it names none that can be read.
+std::string published_endpoint(const std::filesystem::path& dir) {
+  try {
+    return transport::read_controller_contact(dir).endpoint;
+  } catch (const transport::TransportError&) {
+    return {};
+  }
+}
+
+/// Asks the controller of `job` and waits up to kReplyBound for its reply. When the job
+/// directory names another endpoint meanwhile, the request goes there again: the controller it
+/// was sent to is gone (a takeover publishes its endpoint only once it has the job), and a
+/// request sent before that would otherwise wait out the whole bound.
+transport::RequestResult ask_controller(const std::string& job, const protocol::Message& message) {
   const auto dir = find_job_dir(job);
   transport::ClientOptions options;
   try {
@@ -44,8 +66,33 @@ transport::RequestResult ask_controller(const std::string& job, protocol::Messag
                              "; has the job started?");
   }
   options.log = [](transport::LogLevel, const std::string&) {};
+  std::string endpoint = options.endpoint;
   transport::Client client(options, {});
-  auto result = client.request(std::move(message), 5s);
+  const auto deadline = std::chrono::steady_clock::now() + kReplyBound;
+  transport::RequestResult result;
+  for (;;) {
+    // Shared with the receive thread: a request left for another endpoint still ends there.
+    auto reply = std::make_shared<std::promise<transport::RequestResult>>();
+    auto answered = reply->get_future();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    client.request_async(message, std::max(left, 1ms),
+                         [reply](transport::RequestResult r) { reply->set_value(std::move(r)); });
+    std::string moved_to;
+    while (answered.wait_for(kContactCheck) != std::future_status::ready) {
+      const std::string now_published = published_endpoint(dir);
+      if (!now_published.empty() && now_published != endpoint) {
+        moved_to = now_published;
+        break;
+      }
+    }
+    if (moved_to.empty() || std::chrono::steady_clock::now() >= deadline) {
+      result = answered.get();
+      break;
+    }
+    client.reconnect(moved_to);
+    endpoint = moved_to;
+  }
   client.stop();
   if (!result.ok()) {
     throw std::runtime_error("the controller of " + dir.filename().string() + " did not answer (" +

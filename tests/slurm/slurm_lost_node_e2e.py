@@ -4,8 +4,8 @@ finishes.
 
   slurm_lost_node_e2e.py --dir DIR --local-slurm PATH --bellows CLI --app GEMM [--no-job-expansion]
                          [--heartbeat-timeout S] lost_node_replace | lost_node_shrink | lost_daemon
-                         | lost_first_node | lost_first_node_cut | lost_node_cut_replace
-                         | lost_node_cut_shrink
+                         | lost_first_node | lost_first_node_cut | lost_first_node_cut_replace
+                         | lost_node_cut_replace | lost_node_cut_shrink
 
 --heartbeat-timeout (seconds, default 2; the policy's own default is 5) is the
 recovery.heartbeat_timeout of the cut tests' policy: how long the controller's connection to
@@ -57,6 +57,10 @@ from slurm_elastic_e2e import ElasticJob, start_clean
 
 ITERATIONS = 40
 KILL_AFTER_ITERATIONS = 4  # on 3 nodes
+# A `bellows status` answers this soon after a controller that took the job over published its
+# endpoint: it looks for a new one every 0.2 s while it waits (the test asks every 0.2 s), where
+# it used to wait for the old endpoint's reply for 5 s.
+STATUS_AFTER_TAKEOVER = 2.5
 
 
 def cut_off_ranks_end(heartbeat_timeout):
@@ -582,13 +586,17 @@ def test_lost_first_node(c, args):
     job.check_nothing_left()
 
 
-def check_taken_over_after_first_node(c, job, victim, others, killed_at, declared=False):
+def check_taken_over_after_first_node(c, job, victim, others, killed_at, declared=False, replaced=False):
     """The merge cluster's half of test_lost_first_node, from the loss of `victim` (the job's
     first node) in slurmctld at `killed_at` on (its kill, or its DOWN after a cut): the takeover
     by the daemon of the first node left, the job's run to its end under the new controller, and
     that end in Slurm and in the job's files. With `declared` (the survivors could not find the
     loss themselves), the new controller's failure that tells them rank 0 on `victim` is lost:
-    detected, agreed, recovered."""
+    detected, agreed, recovered; with `replaced` (recovery.on_node_loss: replace), then the
+    policy's expand that replaces `victim` by another node, committed."""
+    # The first controller's endpoint: the takeover comes seconds after the loss.
+    endpoint_file = job.job_dir / "controller.endpoint"
+    old_endpoint = endpoint_file.read_text().strip()
     left_in_order = c.run(["scontrol", "show", "hostnames", ",".join(others)]).stdout.split()
     taker = left_in_order[0]
     said = f"the daemon of {taker}, the first of them, starts a controller that takes it over"
@@ -601,13 +609,25 @@ def check_taken_over_after_first_node(c, job, victim, others, killed_at, declare
           f"the job's output says {lines[0]!r}, expected the first node {victim} lost and {said!r}")
     log(f"{time.time() - killed_at:.2f} s after {victim} was lost, the job's output: {lines[0]}")
     check(job.state() == "RUNNING", f"job {job.id} is {job.state()} after its first node died")
+    said_at = time.time()
     deadline = time.monotonic() + 30
     while not ((s := job.status()) and sorted(s["nodes"]) == sorted(others)):
         check(time.monotonic() < deadline, f"bellows status does not show job {job.id} on {others} 30 s after "
               f"{victim} died: {s and s['nodes']}")
         time.sleep(0.2)
-    log(f"{time.time() - killed_at:.2f} s after {victim} was lost, bellows status answers: nodes {s['nodes']}, "
-        f"ranks {s['ranks']}, iteration {s['iteration']}")
+    answered_at = time.time()
+    # The new controller publishes its endpoint once it has the job; a `bellows status` asked
+    # before that follows it there at once (it used to wait out its 5 s bound on the old one).
+    published_at = endpoint_file.stat().st_mtime
+    check(endpoint_file.read_text().strip() != old_endpoint,
+          f"the new controller answered at the old endpoint {old_endpoint}, expected one on {others[0]}")
+    check(answered_at - published_at < STATUS_AFTER_TAKEOVER,
+          f"bellows status answered {answered_at - published_at:.2f} s after the new controller published its "
+          f"endpoint, expected within {STATUS_AFTER_TAKEOVER:g} s")
+    log(f"{answered_at - killed_at:.2f} s after {victim} was lost, bellows status answers: nodes {s['nodes']}, "
+        f"ranks {s['ranks']}, iteration {s['iteration']}; {answered_at - said_at:.2f} s after the takeover was "
+        f"said, {answered_at - published_at:.2f} s after the new controller published its endpoint "
+        f"({published_at - said_at:.2f} s after the takeover was said)")
     deadline = time.monotonic() + 120
     while (state := job.state()) not in ENDED:
         check(time.monotonic() < deadline, f"job {job.id} still {state} 120 s after its first node died")
@@ -646,6 +666,29 @@ def check_taken_over_after_first_node(c, job, victim, others, killed_at, declare
         log(f"failure {recovered['resize']} declared by the new controller: {victim} lost -> detected "
             f"{stamps['detected']:.2f} s, agreed {stamps['agreed']:.2f} s, recovered {stamps['recovered']:.2f} s: "
             f"{recovered['detail']}")
+    expands = [e for e in events[events.index(attached[0]):] if e["kind"] == "expand"]
+    if replaced:
+        failure = after[0]["resize"]
+        wanted = f"replacing {victim}, lost in failure {failure} (recovery.on_node_loss: replace)"
+        asked = [e for e in expands if e["reason"] == wanted]
+        done = [e for e in asked if e["to"] == "committed" and not e["refused"]]
+        check(done and asked[0]["requester"] == "policy",
+              f"no committed expand by the policy with reason {wanted!r} after the takeover: "
+              f"{[(e['reason'], e['to'], e['refused']) for e in expands]}")
+        requested = [e for e in asked if e["to"] == "requested"]
+        check(requested and f", not {victim}" in requested[0]["detail"],
+              f"the replacement's request does not exclude {victim}: "
+              f"{requested[0]['detail'] if requested else [(e['to'], e['detail']) for e in asked]!r}")
+        new_nodes = sorted({node for e in asked for node in e.get("nodes", [])})
+        check(new_nodes and victim not in new_nodes and not set(new_nodes) & set(others),
+              f"the replacement of {victim} was granted {new_nodes}, expected a node other than {victim} "
+              f"and {others}")
+        log(f"replacement of {victim}: {[(e['event'], e['to']) for e in asked]} on {new_nodes}, committed "
+            f"{record_time(done[0]) - killed_at:.2f} s after {victim} was lost; requested: {requested[0]['detail']}")
+    else:
+        check(not [e for e in expands if "replacing" in e["reason"]],
+              f"a replacement after the takeover with on_node_loss: shrink: "
+              f"{[(e['reason'], e['to']) for e in expands]}")
     # The survivors' iterations after the loss, as their reports reached the new controller.
     metrics = [m for m in job_metrics(job) if m.get("node") in others]
     last = max((m.get("iteration", -1) for m in metrics), default=-1)
@@ -653,7 +696,7 @@ def check_taken_over_after_first_node(c, job, victim, others, killed_at, declare
     log(f"the nodes left ran to iteration {last}")
 
 
-def test_lost_first_node_cut(c, args):
+def test_lost_first_node_cut(c, args, action="shrink"):
     """The job's first node (its batch host) dies as a real host does: silently. Its veth is
     taken down first and only then is every process of it killed, so that nothing of its death
     (no refused connection, no reset) reaches anyone: the other nodes' daemons find their
@@ -668,10 +711,14 @@ def test_lost_first_node_cut(c, args):
     on the merge cluster the daemon of the first node left takes the job over and it runs to its
     end, COMPLETED; on the companion cluster Slurm requeues the job once its only node is DOWN
     and the daemons, told so by slurmctld, end their ranks and cancel the companions. Nothing
-    left, no node drained; the node is idle again once it is back."""
-    work = start_clean(c, "lost_first_node_cut")
+    left, no node drained; the node is idle again once it is back.
+
+    With `action` replace (recovery.on_node_loss: replace), the loss the new controller declares
+    counts as any lost node's: once the job recovered, the controller asks Slurm for a node
+    other than the lost one, which joins the job; it finishes verified on 3 ranks again."""
+    work = start_clean(c, f"lost_first_node_cut_{action}")
     heartbeat_ms = round(args.heartbeat_timeout * 1000)
-    policy = GROW_POLICY + f"recovery:\n  on_node_loss: shrink\n  heartbeat_timeout: {heartbeat_ms}ms\n"
+    policy = GROW_POLICY + f"recovery:\n  on_node_loss: {action}\n  heartbeat_timeout: {heartbeat_ms}ms\n"
     down_after = cut_off_ranks_end(args.heartbeat_timeout)[1] + 3.0
     # The first rank's output is lost with n1's sruns: the survivors' new first rank appends
     # its report to a file of the shared work directory too.
@@ -721,13 +768,16 @@ def test_lost_first_node_cut(c, args):
             check(not comps, f"companions of job {job.id} left 60 s after its batch host went DOWN: {comps}")
             log(f"its companions cancelled {time.time() - down_at:.2f} s after its batch host went DOWN")
         else:
-            check_taken_over_after_first_node(c, job, victim, others, down_at, declared=True)
-            job.report(ranks=len(others), path=report_file)
+            check_taken_over_after_first_node(c, job, victim, others, down_at, declared=True,
+                                              replaced=action == "replace")
+            job.report(ranks=len(others) + (1 if action == "replace" else 0), path=report_file)
         deadline = time.monotonic() + 30
-        while (left := [f"{node}: {describe(pid)}" for node in others for pid in processes_on(c, node)
+        # With replace, the node that replaced the victim too.
+        alive = [node for node in holders(c) if node != victim] if action == "replace" else others
+        while (left := [f"{node}: {describe(pid)}" for node in alive for pid in processes_on(c, node)
                         if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
             time.sleep(0.2)
-        check(not left, f"processes of the job left on {others}: {left}")
+        check(not left, f"processes of the job left on {alive}: {left}")
     finally:
         job.cancel()
         if veth is not None:
@@ -761,6 +811,7 @@ TESTS = {
     "lost_daemon": test_lost_daemon,
     "lost_first_node": test_lost_first_node,
     "lost_first_node_cut": test_lost_first_node_cut,
+    "lost_first_node_cut_replace": lambda c, args: test_lost_first_node_cut(c, args, "replace"),
     "lost_node_cut_replace": lambda c, args: test_cut_node(c, args, "replace"),
     "lost_node_cut_shrink": lambda c, args: test_cut_node(c, args, "shrink"),
 }
