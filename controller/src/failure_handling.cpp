@@ -76,6 +76,13 @@ void ResizeController::on_failure(const JobReport& report) {
     refuse(input, why);
     return;
   }
+  std::vector<std::uint32_t> ranks;
+  if (report.rank) ranks = {*report.rank};
+  record_failure(report.node, std::move(ranks), how, report, event);
+}
+
+Outcome ResizeController::record_failure(const std::string& node, std::vector<std::uint32_t> ranks,
+                                         const std::string& how, JobReport found_by, ResizeEvent event) {
   std::string detail = how;
   for (const Failure& f : failures_) {
     if (!is_final(f.view.state)) {
@@ -86,16 +93,16 @@ void ResizeController::on_failure(const JobReport& report) {
   Failure failure;
   failure.view.id = next_id_++;
   failure.view.state = ResizeState::none;
-  failure.view.nodes = {report.node};
-  if (report.rank) failure.view.ranks = {*report.rank};
+  failure.view.nodes = {node};
+  failure.view.ranks = std::move(ranks);
   failure.view.reason = how;
   failure.view.detected_at = format_utc(clock_.wall_now());
-  failure.found_by = report;
+  failure.found_by = std::move(found_by);
   failure.detected = clock_.now();
   failure.entered = failure.detected;
   failure.deadline = failure.detected + limits_.resize_deadline;
   failures_.push_back(std::move(failure));
-  apply_failure(failures_.size() - 1, event, detail);
+  return apply_failure(failures_.size() - 1, event, detail);
 }
 
 Outcome ResizeController::declare_lost(const std::string& node, const std::vector<std::uint32_t>& ranks,
@@ -113,26 +120,7 @@ Outcome ResizeController::declare_lost(const std::string& node, const std::vecto
   }
   JobReport found_by{JobReportKind::node_lost, 0, node, 0, why, ranks.front()};
   found_by.lowers_job_size = lower_job_size;
-  std::string detail = why;
-  for (const Failure& f : failures_) {
-    if (!is_final(f.view.state)) {
-      append(detail, "failure " + std::to_string(f.view.id) + " is still being recovered from: this one is " +
-                         "recorded and told on its own");
-    }
-  }
-  Failure failure;
-  failure.view.id = next_id_++;
-  failure.view.state = ResizeState::none;
-  failure.view.nodes = {node};
-  failure.view.ranks = ranks;
-  failure.view.reason = why;
-  failure.view.detected_at = format_utc(clock_.wall_now());
-  failure.found_by = std::move(found_by);
-  failure.detected = clock_.now();
-  failure.entered = failure.detected;
-  failure.deadline = failure.detected + limits_.resize_deadline;
-  failures_.push_back(std::move(failure));
-  return apply_failure(failures_.size() - 1, ResizeEvent::node_lost, detail);
+  return record_failure(node, ranks, why, std::move(found_by), ResizeEvent::node_lost);
 }
 
 void ResizeController::on_recovered(const JobReport& report) {

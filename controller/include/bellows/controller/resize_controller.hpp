@@ -185,6 +185,9 @@ class ResizeController {
   // failures (failure_handling.cpp)
   void on_failure(const JobReport& report);
   void on_recovered(const JobReport& report);
+  /// A new failure of `node` (its `ranks`, those known), learnt `how`, and its first step.
+  Outcome record_failure(const std::string& node, std::vector<std::uint32_t> ranks, const std::string& how,
+                         JobReport found_by, ResizeEvent event);
   Outcome apply_failure(std::size_t index, ResizeEvent event, std::string detail);
   void drop_lost(std::size_t index, std::string& detail);
   void fire_failure_deadlines();
