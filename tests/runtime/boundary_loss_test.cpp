@@ -212,6 +212,27 @@ void expect(bool ok, const std::string& what) {
   }
 }
 
+/// Every task of every iteration from `first_counted` to the last ran once over the job's ranks:
+/// each rank's count of the last run of each iteration (`tasks_run`), summed on `comm`. Returns
+/// the sums, one per iteration from `first_counted` on.
+std::vector<unsigned long long> expect_every_task_once_from(int first_counted,
+                                                            const std::map<long, std::uint64_t>& tasks_run,
+                                                            MPI_Comm comm) {
+  std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
+  for (int i = first_counted; i <= kIterations; ++i) {
+    const auto ran = tasks_run.find(i);
+    mine.push_back(ran != tasks_run.end() ? ran->second : 0);
+  }
+  MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
+  const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
+                                              std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                              std::to_string(tasks_per_iteration));
+  }
+  return all;
+}
+
 /// C as a run without failure computes it.
 std::vector<double> reference_c() { return bellows::test::serial_gemm_c(kGemmN, kGemmTile, kGemmSeed); }
 
@@ -536,16 +557,7 @@ int run_member(const fs::path& dir, int index) {
       result["shrink"] = shrink;
     }
     const int first_counted = kill_at + 1;
-    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
-    for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
-    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
-                  job.communicator());
-    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
-                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
-                                                std::to_string(tasks_per_iteration));
-    }
+    const std::vector<unsigned long long> all = expect_every_task_once_from(first_counted, tasks_run, job.communicator());
     result["rolled_back_to"] = rolled_back_to;
     result["iterations_redone"] = iterations_redone;
     result["tasks_per_iteration_from_the_resize"] = all;
@@ -569,16 +581,7 @@ int run_member(const fs::path& dir, int index) {
                                               " (the last complete one before the shrink)");
     // Every task of every iteration from the one rolled back to ran once over the two ranks left.
     const int first_counted = kill_at;
-    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
-    for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
-    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
-                  job.communicator());
-    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
-                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
-                                                std::to_string(tasks_per_iteration));
-    }
+    const std::vector<unsigned long long> all = expect_every_task_once_from(first_counted, tasks_run, job.communicator());
     result["refusal"] = refusal;
     result["rolled_back_to"] = rolled_back_to;
     result["iterations_redone"] = iterations_redone;
@@ -601,16 +604,7 @@ int run_member(const fs::path& dir, int index) {
       result["shrink"] = shrink;
     }
     // Every task of every iteration from the shrink on ran once over the ranks left.
-    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - kill_at), 0);
-    for (int i = kill_at + 1; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
-    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
-                  job.communicator());
-    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(kill_at + 1 + static_cast<int>(i)) + " ran " +
-                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
-                                                std::to_string(tasks_per_iteration));
-    }
+    const std::vector<unsigned long long> all = expect_every_task_once_from(kill_at + 1, tasks_run, job.communicator());
     result["tasks_per_iteration_from_the_resize"] = all;
   } else if (during_shrink) {
     const std::string given_up = "shrink without ranks {" + std::to_string(kLeaver) + "} given up: ranks {" +
@@ -659,16 +653,7 @@ int run_member(const fs::path& dir, int index) {
       result["expand"] = expand;
     }
     // Every task of every iteration from the expand on ran once over the ranks.
-    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - kill_at), 0);
-    for (int i = kill_at + 1; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
-    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
-                  job.communicator());
-    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(kill_at + 1 + static_cast<int>(i)) + " ran " +
-                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
-                                                std::to_string(tasks_per_iteration));
-    }
+    const std::vector<unsigned long long> all = expect_every_task_once_from(kill_at + 1, tasks_run, job.communicator());
     result["tasks_per_iteration_from_the_resize"] = all;
     result["refusal"] = refusal;
     result["given_up_after_seconds"] = refused_seconds;
@@ -706,16 +691,7 @@ int run_member(const fs::path& dir, int index) {
     // Every task of every iteration from the resize on ran once over the ranks (the
     // interrupted one counted from its run again).
     const int first_counted = kill_at + 1;
-    std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
-    for (int i = first_counted; i <= kIterations; ++i) mine.push_back(tasks_run.count(i) != 0 ? tasks_run[i] : 0);
-    MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
-                  job.communicator());
-    const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
-                                                std::to_string(all[i]) + " tasks over the ranks, expected " +
-                                                std::to_string(tasks_per_iteration));
-    }
+    const std::vector<unsigned long long> all = expect_every_task_once_from(first_counted, tasks_run, job.communicator());
     result["tasks_per_iteration_from_the_resize"] = all;
     if (no_victim) {
       // The first checkpoint under the new buddies completed before the tasks of the first
