@@ -541,12 +541,11 @@ class CudaDevice final : public Device {
           ++it;
           continue;
         }
+        if (timeline()) f.copied_back_ms = timeline_ms(f.done);
         if (f.completed) {
-          if (timeline()) f.copied_back_ms = timeline_ms(f.done);
           end_copies_back(f);
           copying_back -= 1;
         } else {
-          if (timeline()) f.copied_back_ms = timeline_ms(f.done);
           complete(f, unit, last_retired, true);
         }
         if (timeline()) record_timeline(f, origin);
