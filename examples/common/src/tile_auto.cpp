@@ -27,18 +27,27 @@ double thread_cpu_seconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
-/// The fastest of the timed calls of `kernel` (after one warm-up call), in thread CPU time: at
-/// least 2, and more while the calls so far took less than kTileAutoSecondsPerKernel. The
-/// fastest, not the mean: the host's other work slows some calls down, never speeds one up.
+/// The fastest call of `kernel` (after one warm-up call), in thread CPU time, from at least 2
+/// timed samples, and more while they took less than kTileAutoSecondsPerKernel. A sample times
+/// as many calls as it takes to last kShortestSample: the thread CPU clock may advance in steps
+/// longer than a small tile's call, which alone could read as taking no time. The fastest, not
+/// the mean: the host's other work slows some calls down, never speeds one up.
 double fastest_call_seconds(const std::function<void()>& kernel) {
+  constexpr double kShortestSample = 1e-4;
   kernel();
   double fastest = 1e300, spent = 0.0;
-  for (int calls = 0; calls < 2 || spent < kTileAutoSecondsPerKernel; ++calls) {
+  int calls_per_sample = 1;
+  for (int samples = 0; samples < 2 || spent < kTileAutoSecondsPerKernel;) {
     const double start = thread_cpu_seconds();
-    kernel();
+    for (int call = 0; call < calls_per_sample; ++call) kernel();
     const double seconds = thread_cpu_seconds() - start;
-    fastest = std::min(fastest, seconds);
     spent += seconds;
+    if (seconds < kShortestSample) {
+      calls_per_sample *= 2;
+      continue;
+    }
+    fastest = std::min(fastest, seconds / calls_per_sample);
+    ++samples;
   }
   return fastest;
 }
