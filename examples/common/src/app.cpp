@@ -54,6 +54,7 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
   std::string replan = o.message_log.replan ? "on" : "off";
   std::string same_host = "on";
   std::string same_host_mailboxes = o.same_host_mailboxes ? "on" : "off";
+  std::string workers_read_mail = o.workers_read_mail ? "on" : "off";
   std::string cuda_pinned = "on";
   std::string rebalance = "on";
   std::string emulated_compute = "off";
@@ -94,6 +95,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
                  "with --same-host on: a worker writes a small activation for a rank of the same "
                  "host into that rank's mailbox itself (off: through the communication thread and "
                  "MPI), on or off");
+  cli.add_option("--workers-read-mail", workers_read_mail,
+                 "with --same-host-mailboxes on: the workers read their rank's mailboxes between "
+                 "tasks and before they sleep (off: only the communication thread reads them), on "
+                 "or off");
   cli.add_option("--eager-tile-bytes", o.eager_tile_bytes,
                  "a tile of at most this many bytes travels in its activation, with no fetch "
                  "(0: every tile is fetched)");
@@ -264,6 +269,10 @@ std::optional<AppOptions> parse_app_options(const std::string& app, const std::s
     return fail("--same-host-mailboxes must be on or off, got '" + same_host_mailboxes + "'");
   }
   o.same_host_mailboxes = same_host_mailboxes == "on";
+  if (workers_read_mail != "on" && workers_read_mail != "off") {
+    return fail("--workers-read-mail must be on or off, got '" + workers_read_mail + "'");
+  }
+  o.workers_read_mail = workers_read_mail == "on";
   if (cuda_pinned != "on" && cuda_pinned != "off") {
     return fail("--cuda-pinned must be on or off, got '" + cuda_pinned + "'");
   }
@@ -442,6 +451,7 @@ runtime::RuntimeOptions runtime_options(const AppOptions& options) {
   r.steal = options.steal;
   r.same_host_transport = options.same_host_transport;
   r.same_host_mailboxes = options.same_host_mailboxes;
+  r.workers_read_mail = options.workers_read_mail;
   r.cuda_pinned_tiles = options.cuda_pinned_tiles;
   r.cuda_tile_cache_bytes = static_cast<std::size_t>(options.cuda_cache_mib) << 20;
   r.cuda_streams = options.cuda_streams;

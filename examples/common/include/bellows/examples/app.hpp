@@ -58,6 +58,8 @@ struct AppOptions {
   bool same_host_transport = true;  ///< --same-host on|off
   /// --same-host-mailboxes on|off (RuntimeOptions::same_host_mailboxes)
   bool same_host_mailboxes = runtime::RuntimeOptions{}.same_host_mailboxes;
+  /// --workers-read-mail on|off (RuntimeOptions::workers_read_mail)
+  bool workers_read_mail = runtime::RuntimeOptions{}.workers_read_mail;
   bool cuda_pinned_tiles = true;    ///< --cuda-pinned on|off
   int cuda_cache_mib = 2048;        ///< --cuda-cache-mib (RuntimeOptions::cuda_tile_cache_bytes)
   int cuda_streams = 4;             ///< --cuda-streams (RuntimeOptions::cuda_streams)
