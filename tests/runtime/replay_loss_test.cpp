@@ -16,7 +16,12 @@
 // left, end with A and C (or L) bit-identical to a run without failure, and exit 0. With
 // `with_buddy` rank 3 and its new buddy (the survivor that holds its re-homed copy) stop
 // there and are killed together: no copy of rank 3's checkpoint is left, and the one survivor
-// must be refused with recover()'s text naming both, and exit 0.
+// must be refused with recover()'s text naming both, and exit 0. With `after_replay` rank 3
+// stops instead right after it posted the first send of the checkpoint at the start of the
+// interrupted iteration, after the replay and the recovery's re-grid moves, before that
+// checkpoint is complete: every survivor must report the loss in the interrupted iteration and
+// roll every rank back to the re-homed checkpoint after iteration 3 (the tiles' owners put
+// back as they were before the moves), and end as with `kept`.
 // Each rank writes the bytes it sent re-homing the checkpoint (RecoveryReport::
 // checkpoint_bytes_rehomed); the launcher prints their sum. BELLOWS_TEST_SEED fixes the pauses.
 //
@@ -24,7 +29,7 @@
 // with a PASS result, and no process it started is left; it prints one JSON line and
 // "replay_loss: PASS".
 //
-//   replay_loss_tests MPIEXEC SELF gemm|cholesky TEAMS kept|with_buddy   (the launcher; no MPI)
+//   replay_loss_tests MPIEXEC SELF gemm|cholesky TEAMS kept|with_buddy|after_replay   (the launcher; no MPI)
 //   replay_loss_tests --member DIR INDEX                                 (under MPIEXEC -n 1)
 
 #include "bellows/runtime/elastic_job.hpp"
@@ -89,6 +94,10 @@ constexpr double kLauncherLimitSeconds = 60.0;  // below the ctest timeout
 
 /// On a second victim: stop in the next MPI_Ibarrier this process posts (the wrapper below).
 std::atomic<bool> stop_in_next_barrier{false};
+/// With `after_replay`: stop in the next checkpoint send this process posts (tag 32100,
+/// buddy_checkpoints.cpp's kCheckpointTag), the first after the replay.
+std::atomic<bool> stop_in_next_checkpoint_send{false};
+constexpr int kCheckpointTag = 32100;
 std::atomic<int> stop_pause_us{0};
 fs::path stopped_file;
 
@@ -144,6 +153,7 @@ int run_member(const fs::path& dir, int index) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
   const bool cholesky = fs::exists(dir / "cholesky");
   const bool with_buddy = fs::exists(dir / "with_buddy");
+  const bool after_replay = fs::exists(dir / "after_replay");
   const int team_size = read_int(dir / "teams");
   const int pause_us = read_int(dir / "pause_us");
   stop_pause_us = read_int(dir / "stop_pause_us");
@@ -239,7 +249,9 @@ int run_member(const fs::path& dir, int index) {
       if (buddy >= 0) second_victims.push_back(survivors[static_cast<std::size_t>(buddy)]);
     }
     std::sort(second_victims.begin(), second_victims.end());
-    if (std::binary_search(second_victims.begin(), second_victims.end(), old_rank)) stop_in_next_barrier = true;
+    if (std::binary_search(second_victims.begin(), second_victims.end(), old_rank)) {
+      (after_replay ? stop_in_next_checkpoint_send : stop_in_next_barrier) = true;
+    }
   }
 
   // The first recovery: rank 1 lost, its team and its buddy's rolled back, at least one
@@ -258,6 +270,7 @@ int run_member(const fs::path& dir, int index) {
     expect(buddies_after_first.size() == kRanks - 1, "no re-homed buddies: " + rank_set(buddies_after_first));
     result["first_rolled_back_to"] = first.iteration;
     result["first_iterations_redone"] = first.iterations_redone;
+    result["first_tiles_regridded"] = first.tiles_regridded;
     result["checkpoint_bytes_rehomed"] = first.checkpoint_bytes_rehomed;
     result["buddies_after_first"] = buddies_after_first;
   }
@@ -274,9 +287,13 @@ int run_member(const fs::path& dir, int index) {
   }
   result["second_victims"] = second_victims;
   result["lost_in"] = lost_in;
-  expect(lost_in.size() == 2 && lost_in[1] == kRolledBackTo + 1,
+  // The second loss: in the first iteration replayed, or with `after_replay` in the
+  // interrupted iteration, which every rank runs again after the replay.
+  const long second_expected_in =
+      after_replay && !recoveries.empty() ? recoveries.front().interrupted_iteration : kRolledBackTo + 1;
+  expect(lost_in.size() == 2 && lost_in[1] == second_expected_in,
          "losses reported in iterations " + rank_set(std::vector<int>(lost_in.begin(), lost_in.end())) +
-             ", the second expected in the first iteration replayed, " + std::to_string(kRolledBackTo + 1));
+             ", the second expected in iteration " + std::to_string(second_expected_in));
   if (with_buddy) {
     const std::string expected = refusal_for(second_lost_now, buddies_after_first, kRolledBackTo + 1);
     expect(refusal == expected, "refused with \"" + refusal + "\", expected \"" + expected + "\"");
@@ -344,11 +361,13 @@ int finalize_member(const fs::path& dir, int index) {
 
 // ------------------------------------------------------------------------------------ launcher
 
-int run_launcher(const std::string& mpiexec, const std::string& self, bool cholesky, int team_size, bool with_buddy) {
+int run_launcher(const std::string& mpiexec, const std::string& self, bool cholesky, int team_size,
+                 const std::string& second) {
+  const bool with_buddy = second == "with_buddy";
   const bellows::test::LossRun run("replay-loss", kFirstVictim, bellows::test::kMostPauseMicroseconds);
   const fs::path& dir = run.dir;
   if (cholesky) write_file(dir / "cholesky", "1");
-  if (with_buddy) write_file(dir / "with_buddy", "1");
+  if (second != "kept") write_file(dir / second, "1");
   write_file(dir / "teams", std::to_string(team_size));
   // The second victims' pause before they stop, drawn after the first's.
   std::mt19937 random(run.seed + 1);
@@ -418,7 +437,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, bool chole
   return bellows::test::report_launcher("replay_loss",
                                         {{"job", cholesky ? "cholesky" : "gemm"},
                                          {"teams", team_size},
-                                         {"second", with_buddy ? "with_buddy" : "kept"},
+                                         {"second", second},
                                          {"second_victims", second_victims},
                                          {"checkpoint_bytes_rehomed", rehomed_bytes},
                                          {"seed", run.seed},
@@ -430,6 +449,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, bool chole
 }  // namespace
 
 // MPI's profiling interface: a second victim stops right after it posted the first
+// checkpoint send after its first recovery (`after_replay`; recover()'s own come before it is
+// armed, and none is taken during the replay), or the first
 // MPI_Ibarrier after its first recovery, the one that starts the first iteration replayed
 // (recover()'s own barriers come before it is armed), after a pause; the launcher kills it.
 extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
@@ -442,15 +463,27 @@ extern "C" int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   return posted;
 }
 
+extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                         MPI_Request* request) {
+  const int posted = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
+  if (tag == kCheckpointTag && stop_in_next_checkpoint_send.exchange(false)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(stop_pause_us.load()));
+    write_file(stopped_file, std::to_string(::getpid()));
+    ::raise(SIGSTOP);
+  }
+  return posted;
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return finalize_member(argv[2], std::atoi(argv[3]));
   const bool job_named = argc == 6 && (std::strcmp(argv[3], "gemm") == 0 || std::strcmp(argv[3], "cholesky") == 0);
   const int team_size = argc == 6 ? std::atoi(argv[4]) : 0;
-  const bool second_named = argc == 6 && (std::strcmp(argv[5], "kept") == 0 || std::strcmp(argv[5], "with_buddy") == 0);
+  const std::string second = argc == 6 ? argv[5] : "";
+  const bool second_named = second == "kept" || second == "with_buddy" || second == "after_replay";
   if (!job_named || (team_size != 1 && team_size != 2) || !second_named) {
-    std::fprintf(stderr, "usage: replay_loss_tests MPIEXEC SELF gemm|cholesky 1|2 kept|with_buddy | --member DIR INDEX\n");
+    std::fprintf(stderr, "usage: replay_loss_tests MPIEXEC SELF gemm|cholesky 1|2 kept|with_buddy|after_replay | "
+                         "--member DIR INDEX\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::strcmp(argv[3], "cholesky") == 0, team_size,
-                      std::strcmp(argv[5], "with_buddy") == 0);
+  return run_launcher(argv[1], argv[2], std::strcmp(argv[3], "cholesky") == 0, team_size, second);
 }
