@@ -160,10 +160,91 @@ TEST(TeamReplay, EachMissingConditionMakesTheRollBackGlobalAndSaysWhy) {
   EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.offloading = true; }),
             "proactive offloading pushes tasks across teams");
   EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.resize_under_way = true; }), "a resize is under way");
+  EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.replay_under_way = true; }),
+            "the loss came during the replay of an earlier team roll-back (its ranks were at different iterations, "
+            "and no log was kept from its checkpoint for a replay of a replay)");
   EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.fewest_completed = 6; }),
             "the survivors completed 6 to 7 iterations (the loss hit an iteration's end)");
   EXPECT_EQ(reason([](TeamRollbackFacts& f) { f.oldest_tiles_kept_at = 7; }),
             "the survivors kept their tiles as iterations 7 to 8 started, not as the interrupted iteration 8 started");
+}
+
+std::string rehome_error(const std::vector<int>& old_buddies, const ShrinkPlan& ranks,
+                         const std::vector<int>& new_buddies) {
+  try {
+    (void)rehome_checkpoint(old_buddies, ranks, new_buddies);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TeamReplay, ARehomedCopyJoinsTheLostWardsCopiesAndGoesToTheNewBuddy) {
+  // 4 ranks in teams of 2, buddies 1, 0, 3, 2; rank 1 lost, its tiles to its buddy 0. The
+  // survivors 0, 2, 3 are new 0, 1, 2, in teams {0, 1} and {2}, with new buddies 1, 0, 0.
+  const ShrinkPlan ranks{{0, 0, 2, 3}, {0, -1, 1, 2}};
+  const std::vector<RehomedCopy> copies = rehome_checkpoint(std::vector<int>{1, 0, 3, 2}, ranks, std::vector<int>{1, 0, 0});
+  ASSERT_EQ(copies.size(), 3u);
+  // New 0 joins its copy and the lost rank 1's (held by it, rank 1's buddy): sent.
+  EXPECT_EQ(copies[0], (RehomedCopy{0, {0, 1}, 1, true}));
+  // Old 2's copy was at old 3, and its new buddy is new 0: sent.
+  EXPECT_EQ(copies[1], (RehomedCopy{1, {2}, 0, true}));
+  // Old 3's copy was at old 2 (new 1), its new buddy new 0: sent.
+  EXPECT_EQ(copies[2], (RehomedCopy{2, {3}, 0, true}));
+}
+
+TEST(TeamReplay, ACopyItsNewBuddyHeldAlreadyIsNotSentAgain) {
+  // Teams of 1 on 4 ranks, buddies in a ring 1, 2, 3, 0; rank 1 lost, its tiles to rank 2.
+  // Survivors 0, 2, 3 as new 0, 1, 2 with new buddies 2, 0, 1: old 2's buddy was old 3 (new 2)
+  // and is not now; old 3's was old 0 (new 0) and is not now; old 0's was the lost rank 1.
+  const ShrinkPlan ranks{{0, 2, 2, 3}, {0, -1, 1, 2}};
+  const std::vector<int> old_buddies{1, 2, 3, 0};
+  const std::vector<RehomedCopy> ring = rehome_checkpoint(old_buddies, ranks, std::vector<int>{2, 0, 1});
+  EXPECT_EQ(ring[0], (RehomedCopy{0, {0}, 2, true}));     // its holder is lost
+  EXPECT_EQ(ring[1], (RehomedCopy{1, {1, 2}, 0, true}));  // joins the lost rank's copy
+  EXPECT_EQ(ring[2], (RehomedCopy{2, {3}, 1, true}));     // another buddy now
+  // With new buddies 2, 0, 0, old 3 (new 2) keeps old 0 (new 0), which holds its copy.
+  const std::vector<RehomedCopy> kept = rehome_checkpoint(old_buddies, ranks, std::vector<int>{2, 0, 0});
+  EXPECT_EQ(kept[2], (RehomedCopy{2, {3}, 0, false}));
+  // A survivor without a buddy sends nothing.
+  const std::vector<RehomedCopy> alone = rehome_checkpoint(old_buddies, ranks, std::vector<int>{-1, 0, 0});
+  EXPECT_EQ(alone[0], (RehomedCopy{0, {0}, -1, false}));
+}
+
+TEST(TeamReplay, RehomingRefusesInputsThatDoNotFitTogether) {
+  const ShrinkPlan ranks{{0, 0, 2, 3}, {0, -1, 1, 2}};
+  EXPECT_EQ(rehome_error({1, 0, 3}, ranks, {1, 0, 0}),
+            "rehome_checkpoint: 3 old buddies and a renumbering of 4 ranks (4 backups)");
+  EXPECT_EQ(rehome_error({1, 0, 3, 2}, ranks, {1, 0}), "rehome_checkpoint: 2 new buddies for 3 survivors");
+  EXPECT_EQ(rehome_error({1, 0, 3, 2}, ranks, {1, 0, 2}),
+            "rehome_checkpoint: survivor 2's new buddy 2 is not another of the 3 survivors");
+  EXPECT_EQ(rehome_error({1, 0, 3, 7}, ranks, {1, 0, 0}), "rehome_checkpoint: rank 3's buddy 7 is not a rank of the 4");
+  EXPECT_EQ(rehome_error({1, 0, 3, 2}, ShrinkPlan{{0, 2, 2, 3}, {0, -1, -1, 1}}, {1, 0}),
+            "rehome_checkpoint: rank 1 is lost and its tiles went to rank 2, which is not a survivor");
+}
+
+TEST(TeamReplay, ALossInTheReplayRollsEveryRankBackToTheRehomedCheckpointWhileACopyOfEachIsLeft) {
+  // After the recovery above (new 0, 1, 2 with new buddies 1, 0, 0), the re-homed copies of
+  // the checkpoint after iteration 3: each survivor's own, and its new buddy's.
+  const std::vector<std::string> hosts{"n0", "n2", "n3"};
+  const std::vector<int> buddies{1, 0, 0};
+  std::vector<CheckpointCopy> copies;
+  for (int owner = 0; owner < 3; ++owner) {
+    copies.push_back({owner, owner, 3, 8, 8});
+    copies.push_back({owner, buddies[static_cast<std::size_t>(owner)], 3, 8, 8});
+  }
+  // New 2 (old 3) lost in the replay: its copy is at new 0, and every rank rolls back to 3.
+  const std::vector<int> one{2};
+  const auto recovered = plan_recovery({hosts, buddies, one, NodeLossAction::shrink, 0, 1, {}, {}});
+  ASSERT_TRUE(recovered.plan) << recovered.refusal;
+  EXPECT_EQ(recovered.plan->roll_back.size(), 3u);
+  EXPECT_EQ(choose_checkpoint(copies, recovered.plan->roll_back).iteration, 3);
+  // New 1 and its buddy new 0 lost together: no copy of new 1's is left.
+  const std::vector<int> two{0, 1};
+  const auto refused = plan_recovery({hosts, buddies, two, NodeLossAction::shrink, 0, 1, {}, {}});
+  EXPECT_FALSE(refused.plan);
+  EXPECT_EQ(refused.refusal, "rank 0 and its buddy rank 1 are both lost: no copy of rank 0's checkpoint is left; "
+                             "rank 1 and its buddy rank 0 are both lost: no copy of rank 1's checkpoint is left");
 }
 
 }  // namespace

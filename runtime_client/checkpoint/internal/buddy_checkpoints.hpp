@@ -38,6 +38,7 @@
 #include "bellows/runtime/collection.hpp"
 #include "bellows/runtime/options.hpp"
 #include "bellows/runtime/recovery_plan.hpp"
+#include "bellows/runtime/shrink_plan.hpp"
 #include "bellows/runtime/stats.hpp"
 #include "bellows/runtime/tile.hpp"
 
@@ -82,6 +83,24 @@ class BuddyCheckpoints {
   /// rolls back (recovery_plan.hpp). Kept across attach(); the caller sets them again when
   /// the teams change.
   void set_teams(std::vector<int> rank_team) { rank_team_ = std::move(rank_team); }
+  /// At a recovery that rolls back only some teams and redoes iterations (docs/teams.md, "A
+  /// loss during the replay"), collective over `comm`, the survivors' communicator, with
+  /// `nodes` per rank of it: attaches to it as attach(comm, nodes) does, but keeps the
+  /// checkpoint at the boundary after `iteration` (the one the teams rolled back to),
+  /// re-homed for the survivors. `ranks` is the recovery's renumbering, and the collections
+  /// are mapped onto the survivors already (each lost rank's tiles on its backup). This
+  /// rank's copy holds the tiles it owns now, from its own copy and the copies it holds of the
+  /// lost ranks whose tiles it took (its tiles themselves may be at a later iteration); the
+  /// buddies are chosen over the survivors, and each copy goes to its new buddy unless that
+  /// buddy holds it already (rehome_checkpoint()). Posts the sends and receives, which
+  /// complete_transfers() completes; confirmed_complete() then marks the checkpoint complete.
+  /// The next boundary takes a checkpoint, as after attach(). Returns the bytes this rank
+  /// posted. Throws std::logic_error when this rank holds no complete copy it needs.
+  std::uint64_t rehome(MPI_Comm comm, std::vector<std::string> nodes, long iteration, const ShrinkPlan& ranks,
+                       std::span<TiledMatrix* const> collections);
+  /// Local, after an abandoned iteration (abandon_in_flight() called): drops every checkpoint
+  /// taken after the boundary after `iteration`, and the copies held of them.
+  void drop_newer_than(long iteration);
   /// Before the communicator goes away (a resize): waits for transfers in flight and drops
   /// every copy, which would match neither the new ranks nor their tiles.
   void detach();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <tuple>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -10,6 +12,7 @@
 
 #include "bellows/runtime/buddies.hpp"
 #include "bellows/runtime/checkpoint_interval.hpp"
+#include "bellows/runtime/team_replay.hpp"
 #include "cancelled_requests.hpp"
 #include "sleeping_wait.hpp"
 
@@ -100,6 +103,109 @@ void BuddyCheckpoints::detach() {
   checkpoints_.clear();
   held_.clear();
   comm_ = MPI_COMM_NULL;
+}
+
+std::uint64_t BuddyCheckpoints::rehome(MPI_Comm comm, std::vector<std::string> nodes, long iteration,
+                                       const ShrinkPlan& ranks, std::span<TiledMatrix* const> collections) {
+  const auto begin = Clock::now();
+  const Checkpoint* before = find(iteration);
+  if (before == nullptr || !requests_.empty()) {
+    throw std::logic_error("rehome: " + rank_text(rank_) + " holds no checkpoint of iteration " +
+                           std::to_string(iteration) + (requests_.empty() ? "" : ", or has transfers in flight"));
+  }
+  const std::vector<int> old_buddies = before->buddies;
+  std::vector<HeldCopy> old_copies;
+  for (HeldCopy& copy : held_) {
+    if (copy.iteration == iteration && copy.arrived) old_copies.push_back(std::move(copy));
+  }
+  const auto old_copy_of = [&](int old_owner) -> HeldCopy& {
+    for (HeldCopy& copy : old_copies) {
+      if (copy.owner == old_owner) return copy;
+    }
+    throw std::logic_error("rehome: " + rank_text(rank_) + " holds no complete copy of " + rank_text(old_owner) +
+                           "'s checkpoint of iteration " + std::to_string(iteration));
+  };
+  attach(comm, std::move(nodes));  // every checkpoint dropped; this one is made again below
+  if (!options_.enabled) return 0;
+  std::vector<int> old_of;  // per survivor: its old number
+  for (int r = 0; r < static_cast<int>(ranks.new_rank.size()); ++r) {
+    if (!ranks.leaves(r)) old_of.push_back(r);
+  }
+  Checkpoint checkpoint;
+  checkpoint.iteration = iteration;
+  checkpoint.tiles.assign(static_cast<std::size_t>(size_), 0);
+  for (const TiledMatrix* c : collections) {
+    for (int n = 0; n < c->tile_cols(); ++n) {
+      for (int m = 0; m < c->tile_rows(); ++m) {
+        if (c->kept(m, n)) ++checkpoint.tiles[static_cast<std::size_t>(c->owner(m, n))];
+      }
+    }
+  }
+  checkpoint.buddies = choose_buddies(nodes_, checkpoint.tiles, rank_team_);
+  const std::vector<RehomedCopy> plan = rehome_checkpoint(old_buddies, ranks, checkpoint.buddies);
+
+  // This rank's copy: the tiles it owns now, each from the copy of whoever owned it then.
+  std::map<std::tuple<CollectionId, int, int>, TilePtr> copied;
+  for (const int old_owner : plan[static_cast<std::size_t>(rank_)].made_of) {
+    for (const CopiedTile& t : old_copy_of(old_owner).tiles) copied[{t.collection, t.m, t.n}] = t.tile;
+  }
+  HeldCopy own{rank_, iteration, owned_tiles(collections, rank_), 0, true};
+  for (CopiedTile& t : own.tiles) {
+    const auto found = copied.find({t.collection, t.m, t.n});
+    if (found == copied.end()) {
+      throw std::logic_error("rehome: " + rank_text(rank_) + " owns tile (" + std::to_string(t.m) + ", " +
+                             std::to_string(t.n) + ") of collection " + std::to_string(t.collection) +
+                             ", which no copy of iteration " + std::to_string(iteration) + " it holds has");
+    }
+    t.tile = found->second;
+    own.bytes += t.tile->bytes();
+  }
+  std::uint64_t sent = 0;
+  const RehomedCopy& mine = plan[static_cast<std::size_t>(rank_)];
+  if (mine.sent) {
+    for (const CopiedTile& t : own.tiles) {
+      requests_.emplace_back();
+      receives_.emplace_back();
+      MPI_Isend(t.tile->data(), static_cast<int>(t.tile->elements()), MPI_DOUBLE, mine.buddy, kCheckpointTag, comm_,
+                &requests_.back());
+      sent += t.tile->bytes();
+    }
+  }
+  held_.push_back(std::move(own));
+  // The wards' copies: kept where this rank held them already, received otherwise.
+  for (const int ward : wards_of(checkpoint.buddies, rank_)) {
+    if (!plan[static_cast<std::size_t>(ward)].sent) {
+      HeldCopy& kept = old_copy_of(old_of[static_cast<std::size_t>(ward)]);
+      kept.owner = ward;
+      held_.push_back(std::move(kept));
+      continue;
+    }
+    HeldCopy copy{ward, iteration, owned_tiles(collections, ward), 0, false};
+    for (std::size_t i = 0; i < copy.tiles.size(); ++i) {
+      CopiedTile& t = copy.tiles[i];
+      const TiledMatrix& c = *collections[t.collection];
+      t.tile = std::make_shared<Tile>(c.rows_of_tile(t.m), c.cols_of_tile(t.n));
+      requests_.emplace_back();
+      receives_.push_back(PendingReceive{ward, i, -1});
+      MPI_Irecv(t.tile->data(), static_cast<int>(t.tile->elements()), MPI_DOUBLE, ward, kCheckpointTag, comm_,
+                &requests_.back());
+      copy.bytes += t.tile->bytes();
+    }
+    held_.push_back(std::move(copy));
+  }
+  checkpoints_.push_back(std::move(checkpoint));
+  stats_.bytes_sent += sent;
+  post_seconds_ = seconds_since(begin);
+  stats_.post_seconds += post_seconds_;
+  return sent;  // resized_ stays set: the next boundary outside the replay takes a checkpoint
+}
+
+void BuddyCheckpoints::drop_newer_than(long iteration) {
+  if (!requests_.empty()) {
+    throw std::logic_error("drop_newer_than: transfers in flight (abandon_in_flight() first)");
+  }
+  std::erase_if(held_, [&](const HeldCopy& h) { return h.iteration > iteration; });
+  std::erase_if(checkpoints_, [&](const Checkpoint& c) { return c.iteration > iteration; });
 }
 
 bool BuddyCheckpoints::due(long completed) const {

@@ -431,6 +431,18 @@ class Engine final : public DeviceOwner {
   /// throw RecoveryError naming the phase and the ranks; one lost during the checkpoint is
   /// left to the next run_iteration(), which reports it at once (engine_recovery.cpp).
   void checkpoint_recovered_state(const RecoveryReport& out);
+  /// The end of recover() after a team roll-back that redoes iterations, collective over the
+  /// survivors' duplicate (held, its checkpoints not yet attached) under a watch of every
+  /// survivor: the checkpoint rolled back to, re-homed for the survivors
+  /// (BuddyCheckpoints::rehome) and completed before recover() returns, so that a loss in the
+  /// replay rolls every rank back to it. Sets out.checkpoint_bytes_rehomed. A survivor lost
+  /// meanwhile is left to the next run_iteration(), as in checkpoint_recovered_state().
+  void rehome_checkpoint_for_replay(RecoveryReport& out, const ShrinkPlan& ranks, std::vector<std::string> nodes);
+  /// What checkpoint_recovered_state() and rehome_checkpoint_for_replay() share: completes the
+  /// transfers posted under watch_ and confirms them with a barrier, then marks the checkpoint
+  /// complete; `what` names it in an error. Returns with the watch's loss kept when a survivor
+  /// was lost (the checkpoint not marked complete).
+  void complete_recovery_checkpoint(const std::string& what);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
@@ -559,6 +571,24 @@ class Engine final : public DeviceOwner {
     std::vector<TileMove> moves_after;
   };
   std::optional<TeamReplayState> team_replay_;
+  /// From a team roll-back's recovery that re-homed the checkpoint it went to (a window to
+  /// replay) until the checkpoint at the interrupted iteration's start is complete
+  /// (complete_checkpoint_before_tasks): that checkpoint's iteration and the tiles' owners it
+  /// was re-homed under (per collection). A loss meanwhile rolls every rank back to it
+  /// (choose_team_rollback, replay_under_way), under those owners (the recovery's re-grid
+  /// moves tiles as the interrupted iteration starts).
+  struct ReplayCheckpoint {
+    long iteration = 0;
+    std::vector<std::vector<int>> placements;   ///< per collection
+    std::vector<std::vector<int>> tile_owners;  ///< per collection
+  };
+  std::optional<ReplayCheckpoint> replay_checkpoint_;
+  /// At a recovery while replay_checkpoint_ is held: carries on from the checkpoint taken at
+  /// the interrupted iteration's start when it holds every copy the recovery needs
+  /// (replay_checkpoint_ dropped), or goes back to the re-homed checkpoint (the newer one
+  /// dropped, the tiles' owners put back); returns the copies, of all the survivors', of the
+  /// checkpoint that stays.
+  std::vector<CheckpointCopy> settle_replay_checkpoint(const RecoveryReport& out, std::vector<CheckpointCopy> copies);
   /// Served from logged_tiles since the last iteration's end (MessageLogStats::bytes_replayed).
   std::atomic<std::uint64_t> bytes_replayed_{0};
   /// The task outputs this rank received since its last complete checkpoint, by producer,

@@ -107,10 +107,13 @@ IterationReport Engine::run_iteration() {
   if (!comm_engine_->barrier_without_spinning(*watch_)) return abandon_iteration(false);
   iteration_start_ = Clock::now();
   // The boundary after iteration_ - 1: the checkpoint's transfers overlap this iteration,
-  // except for the first one after a resize, which completes before the tasks start.
+  // except for the first one after a resize, which completes before the tasks start, as does
+  // the first one after a team roll-back's replay (until it is complete, a loss rolls every
+  // rank back to the checkpoint re-homed for the replay).
   // Not while some teams replay: the ranks are at different iterations until it ends.
   if (!replaying(iteration_) && checkpoints_->due(iteration_ - 1)) {
-    const bool first_since_resize = !checkpoints_->last_complete() && iteration_ > 1 && !collections_.empty();
+    const bool first_since_resize =
+        (!checkpoints_->last_complete() || replay_checkpoint_) && iteration_ > 1 && !collections_.empty();
     if (first_since_resize && resize_under_way_) resize_under_way_->phase = ResizePhase::first_checkpoint;
     checkpoints_->take(iteration_ - 1, collections_);
     if (first_since_resize && !complete_checkpoint_before_tasks()) return abandon_iteration(false);
@@ -322,6 +325,7 @@ bool Engine::complete_checkpoint_before_tasks() {
   if (!comm_engine_->barrier_without_spinning(*watch_)) return false;
   checkpoints_->confirmed_complete();
   before_plan_.reset();  // every rank holds its copies under TeamLB's teams: the plan stands
+  replay_checkpoint_.reset();  // and the state after a replay has its copies
   return true;
 }
 

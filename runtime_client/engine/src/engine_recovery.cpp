@@ -3,7 +3,9 @@
 // from their buddies' memory, and continue on the communicator rebuilt without the dead.
 // With message logging between teams, where choose_team_rollback() allows it, only the teams
 // that lost a rank roll back; the others keep their state and serve the replay from their
-// logs (docs/teams.md, "Only the lost rank's team rolls back").
+// logs (docs/teams.md, "Only the lost rank's team rolls back"), and the checkpoint rolled
+// back to is re-homed for the survivors, so that a loss during that replay rolls every rank
+// back to it (docs/teams.md, "A loss during the replay").
 // What to do is decided by plan_recovery and choose_checkpoint (recovery_plan.hpp); this
 // file carries it out.
 
@@ -300,6 +302,7 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   facts.steal_across_teams = options_.message_log.steal_across_teams;
   facts.offloading = options_.offload.enabled;
   facts.resize_under_way = resize_under_way_.has_value() || plan_given_up_;
+  facts.replay_under_way = replay_checkpoint_.has_value();
   const TeamRollbackChoice scope = choose_team_rollback(facts);
   if (scope.by_teams) {
     request.rank_team = message_log_.rank_team();
@@ -501,6 +504,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     copies = gather_copies(survivors, held, state, gathered, watch, kLossGrace, lost_now);
     if (!lost_now.empty()) throw lost_during(lost_now, "the survivors gathered their checkpoint copies");
     if (before_plan_) copies = settle_plan_before_recovery(out, std::move(copies));
+    if (replay_checkpoint_) copies = settle_replay_checkpoint(out, std::move(copies));
     plan = decide_recovery(out, copies, gathered);
     // Where a duplicate left unfinished may still write its handle: a deque keeps each
     // element in place as others are added.
@@ -514,6 +518,7 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     duplicate = pending_duplicates.back();
     pending_duplicates.pop_back();
   }
+  replay_checkpoint_.reset();  // rolled back to it, or carried on from the one after it
 
   // The old communicator holds the dead, so it is never disconnected (rebuild.hpp says why);
   // nor is it freed: messages of the abandoned iteration may still be on their way to this
@@ -579,7 +584,14 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
       survivor_nodes.push_back(checkpoints_->nodes()[static_cast<std::size_t>(r)]);
     }
   }
-  attach_recovered(duplicate, std::move(survivor_nodes));
+  // With iterations to replay, the checkpoint rolled back to is kept, re-homed for the
+  // survivors, so that a loss in the replay can roll every rank back to it.
+  const bool rehome = team_roll_back && replay.window.iterations() > 0 && checkpoints_->enabled();
+  if (rehome) {
+    use_communicator(duplicate);  // attach_recovered() less the checkpoints' attach
+  } else {
+    attach_recovered(duplicate, std::move(survivor_nodes));
+  }
   if (team_roll_back) {
     // The ranks that re-run the window steal only from each other; the others run no task.
     std::vector<int> partners;
@@ -594,7 +606,13 @@ RecoveryReport Engine::recover(MPI_Comm survivors, std::span<const int> lost) {
     out.tiles_regridded = replay.moves_after.size();
     team_replay_ = std::move(replay);
     // No checkpoint of the state now: the ranks are at different iterations until the
-    // replay ends. The first boundary after it takes one (the copies were dropped).
+    // replay ends. The first boundary after it takes one, completed before its tasks; until
+    // then the checkpoint rolled back to, re-homed, is the one a loss goes back to.
+    if (rehome) {
+      const auto restored = Clock::now();
+      rehome_checkpoint_for_replay(out, plan.ranks, std::move(survivor_nodes));
+      out.checkpoint_seconds = seconds_between(restored, Clock::now());
+    }
     out.seconds = seconds_between(begin, Clock::now());
     recoveries_.push_back(out);
     return out;
@@ -642,6 +660,31 @@ void Engine::checkpoint_recovered_state(const RecoveryReport& out) {
   }
   pending_moves_.clear();
   checkpoints_->take(iteration_, collections_);
+  complete_recovery_checkpoint("the checkpoint of the state restored from iteration " + std::to_string(out.iteration));
+}
+
+void Engine::rehome_checkpoint_for_replay(RecoveryReport& out, const ShrinkPlan& ranks,
+                                          std::vector<std::string> nodes) {
+  // The survivors' copies of the checkpoint rolled back to: a rank that kept its state sends
+  // its copy of it, not its tiles (at the iteration before the interrupted one). Every
+  // survivor is watched meanwhile, as in checkpoint_recovered_state().
+  const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
+  const ErrorsReturned errors_returned(comm_);
+  watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_, ControlPlaneWord::ignored);
+  watch_->arm();
+  ReplayCheckpoint kept;
+  kept.iteration = out.iteration;
+  for (const TiledMatrix* c : collections_) {
+    kept.placements.push_back(c->placement());
+    kept.tile_owners.push_back(c->tile_owners());
+  }
+  out.checkpoint_bytes_rehomed = checkpoints_->rehome(comm_, std::move(nodes), out.iteration, ranks, collections_);
+  replay_checkpoint_ = std::move(kept);
+  complete_recovery_checkpoint("the copies of the checkpoint of iteration " + std::to_string(out.iteration) +
+                               " re-homed for the replay");
+}
+
+void Engine::complete_recovery_checkpoint(const std::string& what) {
   const double posted_and_waited = checkpoints_->complete_transfers([this] {
     watch_->poll();
     return !watch_->lost().empty();
@@ -656,8 +699,7 @@ void Engine::checkpoint_recovered_state(const RecoveryReport& out) {
       watch_->poll();
     }
     if (watch_->lost().empty()) {
-      throw RecoveryError("recover: a transfer of the checkpoint of the state restored from iteration " +
-                          std::to_string(out.iteration) + " failed and no survivor was found lost");
+      throw RecoveryError("recover: a transfer of " + what + " failed and no survivor was found lost");
     }
   } else {
     // Every survivor that gets through the barrier completed its transfers: the checkpoint is
@@ -665,21 +707,59 @@ void Engine::checkpoint_recovered_state(const RecoveryReport& out) {
     // iteration's); one that a loss held up leaves the checkpoint complete here but not marked.
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Ibarrier(comm_, &request);
-    (void)wait_watched(request, *watch_, "confirming the checkpoint of the restored state", kLossGrace,
-                       WhenBothSeen::completed);
+    (void)wait_watched(request, *watch_, ("confirming " + what).c_str(), kLossGrace, WhenBothSeen::completed);
   }
   if (!watch_->lost().empty()) {
-    // A survivor lost while the state restored was being checkpointed: this survivor and those
-    // that got through the barrier before the loss cannot tell which copies every holder
-    // completed. So none refuses here: the watch, kept, makes the next run_iteration() report
-    // the loss at once (the others' finds it in its barrier), and the recovery from it decides
-    // alike on every survivor from the copies that arrived, as for a loss during an
-    // iteration's end.
+    // A survivor lost while the checkpoint was completed: this survivor and those that got
+    // through the barrier before the loss cannot tell which copies every holder completed.
+    // So none refuses here: the watch, kept, makes the next run_iteration() report the loss at
+    // once (the others' finds it in its barrier), and the recovery from it decides alike on
+    // every survivor from the copies that arrived, as for a loss during an iteration's end.
     return;
   }
   watch_->disarm();
   checkpoints_->confirmed_complete();
   watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_);  // the job's numbering from here
+}
+
+std::vector<CheckpointCopy> Engine::settle_replay_checkpoint(const RecoveryReport& out,
+                                                             std::vector<CheckpointCopy> copies) {
+  // The copies are every survivor's, so every survivor decides alike. Newer than the re-homed
+  // checkpoint: the one taken at the interrupted iteration's start, after the replay and the
+  // recovery's re-grid, not yet confirmed complete (replay_checkpoint_ is still held).
+  const long rehomed = replay_checkpoint_->iteration;
+  std::vector<CheckpointCopy> after;
+  std::vector<CheckpointCopy> before;
+  for (const CheckpointCopy& copy : copies) (copy.iteration > rehomed ? after : before).push_back(copy);
+  if (!after.empty()) {
+    // Every copy a global roll-back to it needs arrived: every rank took it, so every rank
+    // applied the re-grid's moves it was taken after; carried on from it.
+    RecoveryRequest request;
+    request.hosts = checkpoints_->nodes();
+    const std::vector<int> buddies = checkpoints_->buddies();
+    request.buddies = buddies;
+    request.lost = out.lost;
+    request.on_node_loss = NodeLossAction::shrink;
+    if (const RecoveryDecision decision = plan_recovery(request);
+        decision.plan && choose_checkpoint(after, decision.plan->roll_back).iteration) {
+      replay_checkpoint_.reset();
+      return after;
+    }
+  }
+  // Back to the re-homed checkpoint, under the tiles' owners it was re-homed under: a tile
+  // the re-grid moved here is dropped, one that left is empty until the roll-back installs
+  // this rank's copy of it.
+  checkpoints_->drop_newer_than(rehomed);
+  for (std::size_t id = 0; id < collections_.size(); ++id) {
+    auto* c = collections_[id];
+    std::vector<int> placement = replay_checkpoint_->placements[id];
+    if (placement.empty()) {
+      placement.resize(static_cast<std::size_t>(c->distribution().size()));
+      std::iota(placement.begin(), placement.end(), 0);
+    }
+    c->set_mapping(std::move(placement), replay_checkpoint_->tile_owners[id], rank_);
+  }
+  return before;
 }
 
 }  // namespace bellows::runtime

@@ -53,6 +53,10 @@ struct TeamRollbackFacts {
   bool steal_across_teams = false;     ///< MessageLogOptions::steal_across_teams
   bool offloading = false;             ///< RuntimeOptions::offload (tasks pushed to other ranks)
   bool resize_under_way = false;       ///< the loss came during a resize or its first iteration
+  /// The loss came while an earlier team roll-back's replay ran, or after it before the
+  /// checkpoint at the interrupted iteration's start was complete: the survivors hold the
+  /// checkpoint that roll-back went to, re-homed for them (rehome_checkpoint()).
+  bool replay_under_way = false;
   long fewest_completed = 0;           ///< the fewest iterations any survivor completed
   long most_completed = 0;             ///< the most
   /// The oldest and newest iteration whose start a survivor's kept tiles are of (each rank
@@ -75,8 +79,10 @@ struct TeamRollbackChoice {
 /// replay's end); every survivor at the same iteration, the one after the last it completed,
 /// with its tiles kept as that iteration started (a loss at an iteration's end can leave some
 /// survivors past it). The logs may hold collection tiles and task outputs alike: a rank that
-/// keeps its state serves the first and sends the second again as activations. Otherwise the
-/// roll-back is global, as without message logging, and `reason` says why.
+/// keeps its state serves the first and sends the second again as activations. No replay
+/// under way: its ranks are at different iterations, and no log was kept from its checkpoint
+/// for a replay of a replay, so a loss then rolls every rank back to that checkpoint.
+/// Otherwise the roll-back is global, as without message logging, and `reason` says why.
 [[nodiscard]] TeamRollbackChoice choose_team_rollback(const TeamRollbackFacts& facts);
 
 /// Where a rank outside the teams rolling back replays one entry of its log: the new number
@@ -87,6 +93,33 @@ struct TeamRollbackChoice {
 /// rank for a destination out of range of `ranks` or a lost destination whose backup is lost.
 [[nodiscard]] int replay_destination(long entry_iteration, int destination, const ReplayWindow& window,
                                      std::span<const int> rolling_back, const ShrinkPlan& ranks);
+
+/// One survivor's copy of the checkpoint a team roll-back went to, as a recovery re-homes it
+/// before the replay (docs/teams.md, "A loss during the replay"): the tiles the survivor holds
+/// now, from its own copy and the copies of the lost ranks whose tiles it took (its buddy's
+/// copies of them), kept by its new buddy.
+struct RehomedCopy {
+  int owner = -1;  ///< the survivor, new number
+  /// The old ranks whose copies it joins: the survivor itself and the lost ranks whose
+  /// tiles it took (ShrinkPlan::backup), ascending.
+  std::vector<int> made_of;
+  int buddy = -1;  ///< its buddy among the survivors (new number), -1: none
+  /// Whether the owner sends it to `buddy`: not when the buddy already holds every tile of
+  /// it (it was the survivor's buddy before the loss, and the survivor took no lost rank's
+  /// tiles), and not without a buddy.
+  bool sent = false;
+  friend bool operator==(const RehomedCopy&, const RehomedCopy&) = default;
+};
+
+/// The re-homing of a checkpoint's copies for the survivors, one per survivor in new order:
+/// `old_buddies` per old rank (under which the checkpoint was taken, -1 for none), `ranks`
+/// the recovery's renumbering (a lost rank's backup holds its copy), `new_buddies` per
+/// survivor (choose_buddies() over the survivors). A copy is sent when its holder is lost,
+/// when the survivor's new buddy is another rank, or when it joins a lost rank's copy. Throws
+/// std::invalid_argument naming the value when the lengths do not fit together, a buddy is
+/// out of range, or a lost rank's backup is not a survivor.
+[[nodiscard]] std::vector<RehomedCopy> rehome_checkpoint(std::span<const int> old_buddies, const ShrinkPlan& ranks,
+                                                         std::span<const int> new_buddies);
 
 /// Whether an entry of iteration `entry_iteration` stays in a surviving sender's log at the
 /// recovery: entries of the interrupted iteration or later go, since every rank runs that

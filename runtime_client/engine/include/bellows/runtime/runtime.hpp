@@ -95,6 +95,10 @@ struct RecoveryReport {
   /// Likewise: the task outputs the replay sent this rank again, which it dropped as copies
   /// it held (MessageLogOptions::replay_to_ranks_kept; MessageLogStats::copies_dropped).
   std::uint64_t copies_dropped = 0;
+  /// Where only some teams rolled back and iterations are redone: the bytes of the copies of
+  /// the checkpoint rolled back to that this rank sent its new buddy as the survivors
+  /// re-homed them, before the replay (docs/teams.md, "A loss during the replay"); 0 elsewhere.
+  std::uint64_t checkpoint_bytes_rehomed = 0;
   int old_rank = -1;
   int old_size = 0;
   int new_rank = -1;
@@ -104,7 +108,8 @@ struct RecoveryReport {
   std::uint64_t tiles_regridded = 0;    ///< tiles the re-grid moved onto the survivors
   double seconds = 0.0;
   /// Of `seconds`: the re-grid's moves and the checkpoint of the state restored, taken under
-  /// the new buddies and completed before recover() returned.
+  /// the new buddies and completed before recover() returned; where only some teams rolled
+  /// back and iterations are redone, the re-homing of the checkpoint rolled back to.
   double checkpoint_seconds = 0.0;
 };
 
