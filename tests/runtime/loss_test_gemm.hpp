@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -137,11 +138,11 @@ struct SurvivorResults {
   std::string outputs;                               ///< the members' (run_members)
 };
 
-/// Reads member I's rank from DIR/rank.I: the victim's mpiexec must not have exited 0, every
+/// Reads member I's rank from DIR/rank.I: the victims' mpiexecs must not have exited 0, every
 /// other one must have, and that survivor must have written DIR/result.RANK, a JSON object
 /// whose "result" is "PASS" ("verified": true where it checked C).
 inline SurvivorResults survivor_results(const testing::LaunchedMembers& members, const std::filesystem::path& dir,
-                                        int victim) {
+                                        const std::vector<int>& victims) {
   SurvivorResults out;
   for (std::size_t i = 0; i < members.size(); ++i) {
     const std::filesystem::path rank_file = dir / ("rank." + std::to_string(i));
@@ -151,7 +152,7 @@ inline SurvivorResults survivor_results(const testing::LaunchedMembers& members,
     }
     const int r = testing::read_int(rank_file);
     const bool exited_zero = members.exited_zero(i);
-    if (r == victim) {
+    if (std::find(victims.begin(), victims.end(), r) != victims.end()) {
       if (exited_zero) out.wrong.emplace_back("the victim's mpiexec exited 0");
       continue;
     }
@@ -173,7 +174,7 @@ inline SurvivorResults survivor_results(const testing::LaunchedMembers& members,
 /// until every one ended or `limit_seconds` passed, kills what is left (LaunchedMembers::end,
 /// the members' pids in DIR/pid.I) and reads the survivors' results (survivor_results).
 inline SurvivorResults run_members(const std::string& mpiexec, const std::string& self,
-                                   const std::filesystem::path& dir, int processes, int victim,
+                                   const std::filesystem::path& dir, int processes, const std::vector<int>& victims,
                                    double limit_seconds) {
   testing::LaunchedMembers members(
       mpiexec, processes, dir,
@@ -181,10 +182,17 @@ inline SurvivorResults run_members(const std::string& mpiexec, const std::string
       limit_seconds);
   members.reap_until_limit();
   const std::vector<std::string> left = members.end("pid");
-  SurvivorResults out = survivor_results(members, dir, victim);
+  SurvivorResults out = survivor_results(members, dir, victims);
   out.wrong.insert(out.wrong.begin(), left.begin(), left.end());
   out.outputs = members.outputs();
   return out;
+}
+
+/// The same with one victim (-1: none).
+inline SurvivorResults run_members(const std::string& mpiexec, const std::string& self,
+                                   const std::filesystem::path& dir, int processes, int victim,
+                                   double limit_seconds) {
+  return run_members(mpiexec, self, dir, processes, std::vector<int>{victim}, limit_seconds);
 }
 
 /// The end of such a launcher: counts each thing `read` found wrong, and a result no

@@ -13,6 +13,7 @@ using bellows::runtime::ResizeLossAction;
 using bellows::runtime::ResizeLossDecision;
 using bellows::runtime::ResizeLossFacts;
 using bellows::runtime::ResizePhase;
+using bellows::runtime::resize_loss_phase_text;
 using bellows::runtime::tiles_may_have_moved;
 using bellows::runtime::confirm_or_give_up_shrink;
 using bellows::runtime::ShrinkConfirmation;
@@ -229,6 +230,18 @@ TEST(ResizeLoss, OnlyLeaversLostCountsOnlyAfterAShrinksHandOff) {
   ResizeLossFacts expand{ResizeKind::expand, ResizePhase::attach, false, false};
   expand.only_leavers_lost = true;
   EXPECT_EQ(on_loss_during_resize(expand).action, ResizeLossAction::refuse);
+}
+
+TEST(ResizeLoss, ThePhaseInWordsBeginsEveryReason) {
+  // A refusal found after the decision (no survivor holds a lost rank's copy) names the phase
+  // with these words, as the decision's reasons do.
+  EXPECT_EQ(resize_loss_phase_text(ResizeKind::shrink, ResizePhase::first_iteration_start),
+            "at the start of the first iteration after the shrink, its leavers gone");
+  EXPECT_EQ(resize_loss_phase_text(ResizeKind::expand, ResizePhase::first_iteration_tasks),
+            "in the first iteration after the expand, its checkpoint complete");
+  const auto d = decide(ResizeKind::shrink, ResizePhase::first_iteration_start, false, true);
+  EXPECT_EQ(d.reason.rfind(resize_loss_phase_text(ResizeKind::shrink, ResizePhase::first_iteration_start) + ": ", 0),
+            0U);
 }
 
 TEST(ResizeLoss, ActionsHaveNames) {

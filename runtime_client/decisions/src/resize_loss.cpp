@@ -5,10 +5,8 @@
 #include <utility>
 
 namespace bellows::runtime {
-namespace {
 
-/// "during the hand-off of the tiles of a shrink", ... (the phase, for a reason).
-std::string phase_text(ResizeKind kind, ResizePhase phase) {
+std::string resize_loss_phase_text(ResizeKind kind, ResizePhase phase) {
   const std::string resize = std::string("the ") + to_string(kind);
   switch (phase) {
     case ResizePhase::join:
@@ -39,8 +37,6 @@ std::string phase_text(ResizeKind kind, ResizePhase phase) {
   return "during " + resize;
 }
 
-}  // namespace
-
 bool tiles_may_have_moved(ResizePhase phase) noexcept {
   // An expand's join and a shrink's hand-off change nothing before its barrier; an expand's attach moves no tile
   // (the moves wait for the new ranks' collections). From the first iteration's start on, the
@@ -50,7 +46,7 @@ bool tiles_may_have_moved(ResizePhase phase) noexcept {
 
 ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts) {
   ResizeLossDecision decision;
-  const std::string where = phase_text(facts.kind, facts.phase);
+  const std::string where = resize_loss_phase_text(facts.kind, facts.phase);
   if (facts.checkpoint_after_complete) {
     decision.action = ResizeLossAction::carry_on;
     decision.reason = where + ": the " + to_string(facts.kind) +

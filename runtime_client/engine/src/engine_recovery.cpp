@@ -311,8 +311,11 @@ RecoveryPlan Engine::decide_recovery(RecoveryReport& out, const std::vector<Chec
   }
   RecoveryDecision decision = plan_recovery(request);
   if (!decision.plan) {
-    throw RecoveryError("recover: ranks " + rank_set_text(out.lost) + " lost in iteration " +
-                        std::to_string(iteration_) + ": " + decision.refusal);
+    // During a resize its phase is named, as for a refusal of on_loss_during_resize.
+    const std::string when = resize_under_way_
+                                 ? " were lost " + resize_loss_phase_text(resize_under_way_->kind, resize_under_way_->phase)
+                                 : " lost in iteration " + std::to_string(iteration_);
+    throw RecoveryError("recover: ranks " + rank_set_text(out.lost) + when + ": " + decision.refusal);
   }
   const RecoveryPlan& plan = *decision.plan;
   check_renumbering(out, plan);

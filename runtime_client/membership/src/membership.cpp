@@ -545,7 +545,10 @@ MPI_Comm shrink_owned(Communicator& current, std::span<const int> leaving, Shrin
                                            ? "the barrier that confirms the survivors' communicator (MPI_Ibarrier)"
                                            : "the survivors' first checkpoint on their communicator");
     }
-    if (!own.passed_survivors_checkpoint && !leaves_here && watch->confirmed_by_word) watch->confirmed_by_word();
+    if (!own.passed_survivors_checkpoint && !leaves_here) {
+      report.confirmed_by_word = true;
+      if (watch->confirmed_by_word) watch->confirmed_by_word();
+    }
     peers_lost = !own.confirming_barrier_passed || !lost.empty();
     report.lost_while_confirming = std::move(lost);
     if (watch->before_disconnect) watch->before_disconnect(peers_lost);

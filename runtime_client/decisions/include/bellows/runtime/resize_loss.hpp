@@ -90,6 +90,12 @@ struct ResizeLossDecision {
 /// The action for `facts` (see the file's comment).
 [[nodiscard]] ResizeLossDecision on_loss_during_resize(const ResizeLossFacts& facts);
 
+/// Where in a resize of `kind` a loss found in `phase` happened, in words that follow "were
+/// lost " (as every reason above begins): "at the start of the first iteration after the shrink,
+/// its leavers gone", ... A refusal found after the decision (no survivor holds a lost rank's
+/// copy) names the phase with it.
+[[nodiscard]] std::string resize_loss_phase_text(ResizeKind kind, ResizePhase phase);
+
 /// Whether the tiles may have changed owner by `phase` (the resize's point of no return passed).
 [[nodiscard]] bool tiles_may_have_moved(ResizePhase phase) noexcept;
 

@@ -164,6 +164,10 @@ struct ShrinkReport {
   /// was freed instead of disconnected. A rank that stays among them is lost to the survivors'
   /// communicator too, where their next iteration finds it.
   std::vector<int> lost_while_confirming;
+  /// On a rank that stays: its survivors' checkpoint barrier failed, and the words of the other
+  /// ranks that stay told it that one of them passed that barrier, so the shrink stands here on
+  /// their word (ShrinkLossWatch::confirmed_by_word ran).
+  bool confirmed_by_word = false;
 };
 
 /// How Membership::shrink() meets a rank lost while it runs (ElasticJob's shrink, after the
