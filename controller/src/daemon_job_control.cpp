@@ -16,6 +16,7 @@ DaemonJobControl::DaemonJobControl(std::string job, std::string first_node, Node
 
 void DaemonJobControl::daemon_registered(const std::string& node) {
   registered_.insert(node);
+  if (awaiting_first_hello_.erase(node) != 0 && node == first_node_) send_held_for_first_node();
   const auto it = starting_.find(node);
   if (it != starting_.end()) {
     report({JobReportKind::daemon_up, it->second, node, 0, "", {}});
@@ -136,10 +137,22 @@ void DaemonJobControl::start_daemons(ResizeId resize, const std::vector<std::str
 }
 
 void DaemonJobControl::send_to_first_node(ResizeId resize, const protocol::Message& message) {
+  // An order decided while the job starts (an operator's +1 as soon as the controller answers)
+  // may find the first node's daemon still starting: it goes once that daemon registered.
+  if (awaiting_first_hello_.contains(first_node_)) {
+    held_for_first_node_.emplace_back(resize, message);
+    return;
+  }
   if (!send_(first_node_, message)) {
     report({JobReportKind::rank_died, resize, first_node_, 0,
             "no daemon is registered on " + first_node_ + ", the job's first node", {}});
   }
+}
+
+void DaemonJobControl::send_held_for_first_node() {
+  std::deque<std::pair<ResizeId, protocol::Message>> held;
+  held.swap(held_for_first_node_);
+  for (const auto& [resize, message] : held) send_to_first_node(resize, message);
 }
 
 void DaemonJobControl::add_ranks(ResizeId resize, const std::vector<std::string>& nodes) {
@@ -297,11 +310,15 @@ void DaemonJobControl::start_initial_daemons(const std::vector<std::string>& nod
     if (pmix_ranks_.emplace(node, static_cast<std::uint32_t>(rank_nodes_.size())).second) rank_nodes_.push_back(node);
   }
   for (const std::string& node : nodes) {
-    if (launcher_.launch(node, job_).ok()) started_.insert(node);
+    if (!launcher_.launch(node, job_).ok()) continue;
+    started_.insert(node);
+    if (!registered_.contains(node)) awaiting_first_hello_.insert(node);
   }
 }
 
 void DaemonJobControl::stop_started_daemons() {
+  awaiting_first_hello_.clear();
+  held_for_first_node_.clear();
   for (const std::string& node : started_) {
     registered_.erase(node);
     stop_daemon(node);

@@ -10,10 +10,18 @@ the first would join at iteration 0, where the initial ranks join, and could not
 them). Checked: the expand commits, before iteration 2 (1-based, the report's count); the job
 ends on 2 ranks, with every iteration after the expand on 2; no warning or error in the logs.
 
-  early_expand_test.py --bellows PATH --app PATH
+With --first-daemon-late S (and --bellowsd PATH), the daemon of the job's first node, local0,
+starts S seconds late (`bellows run` starts a wrapper that waits, named by BELLOWS_BELLOWSD), so
+that the expand's new daemon registers first, as it may on a loaded host: the controller must
+hold the expand's order for local0 until that daemon registered (once a death of local0, the
+expand called off). Checked too: the expand's daemon came up before local0's daemon started.
+
+  early_expand_test.py --bellows PATH --app PATH [--first-daemon-late S --bellowsd PATH]
 Prints "early_expand: PASS" or "early_expand: FAIL: why".
 """
+import datetime
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,9 +37,39 @@ nodes:
 """
 
 
+def configure(parser):
+    parser.add_argument("--first-daemon-late", type=float, default=0.0,
+                        help="seconds the daemon of the job's first node starts late")
+    parser.add_argument("--bellowsd", help="the bellowsd that the late start runs")
+
+
+def start_first_daemon_late(t):
+    """Has `bellows run` start its daemons through a wrapper that holds local0's back for
+    --first-daemon-late seconds and writes when it let it go (seconds since the epoch) to the
+    file it returns."""
+    started = os.path.join(t.top, "first-daemon-started")
+    wrapper = t.write("late-first-daemon.sh", f"""#!/bin/sh
+case " $* " in *" --node-name local0 "*) sleep {t.args.first_daemon_late:g}; date +%s.%N > '{started}' ;; esac
+exec '{t.args.bellowsd}' "$@"
+""")
+    os.chmod(wrapper, 0o755)
+    t.env["BELLOWS_BELLOWSD"] = wrapper
+    return started
+
+
+def event_time(event):
+    stamp = datetime.datetime.strptime(event["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
 def main():
-    t = LocalJobTest("early_expand")
+    t = LocalJobTest("early_expand", configure)
     t.log(f"job files in {t.run_dir}")
+    late_file = None
+    if t.args.first_daemon_late > 0:
+        if not t.args.bellowsd:
+            t.fail("--first-daemon-late needs --bellowsd")
+        late_file = start_first_daemon_late(t)
     policy = t.write("early.yaml", POLICY)
     job = t.start("--nodes", "1:2", "--pool", "2", "--policy", policy, "--quiet", "--",
                   t.args.app, "--n", "6144", "--tile", "512", "--iterations", "4", "--kernel", "emulated",
@@ -62,6 +100,14 @@ def main():
     path = [(e["event"], e["to"]) for e in t.events() if e["resize"] == 1]
     if not path or path[-1][1] != "committed":
         t.fail(f"resize 1 went {path}, expected it to commit")
+    if late_file is not None:
+        # The order the test is about: the expand's daemon up while local0's had not started.
+        ready = [event_time(e) for e in t.events() if e["resize"] == 1 and e["event"] == "daemons_ready"]
+        first_started = float(Path(late_file).read_text())
+        if not ready or ready[0] >= first_started:
+            t.fail(f"the expand's daemon came up at {ready}, not before local0's daemon started at "
+                   f"{first_started:.3f}: nothing was decided before the first node's daemon registered")
+        t.log(f"the expand's daemon came up {first_started - ready[0]:.2f} s before local0's daemon started")
     report = json.loads(out.strip().splitlines()[-1])
     resizes = report.get("resizes", [])
     if len(resizes) != 1 or resizes[0]["to_ranks"] != 2 or resizes[0]["before_iteration"] < 2:

@@ -260,6 +260,41 @@ TEST_F(DaemonJobControlTest, AddRanksWithoutADaemonOnTheFirstNodeIsADeath) {
                                "on node0, the job's first node"}));
 }
 
+// The controller answers, and takes an operator's resize, while the job's first daemons are
+// still starting: a new node's daemon may register before the first node's, and the expand's
+// order waits for the first node's daemon instead of counting as a death there.
+TEST_F(DaemonJobControlTest, AnOrderDecidedBeforeTheFirstNodesDaemonRegisteredWaitsForIt) {
+  control.start_initial_daemons({"node0"});
+  control.start_daemons(1, {"node1"});
+  register_daemons({"node1"});
+  ASSERT_EQ(progress(), (Lines{"daemon_up resize 1 node node1 ranks 0"}));
+  control.add_ranks(1, {"node1"});
+  control.cancel(1, "the resize passed its limit of 1 s");
+  EXPECT_TRUE(sent_now().empty());
+  EXPECT_EQ(progress(), Lines{});
+  register_daemons({"node0"});
+  EXPECT_EQ(sent_now(), (std::vector<Sent>{{"node0", expand_order(1, {"node1"})},
+                                           {"node0", protocol::Abort{1, "the resize passed its limit of 1 s"}}}));
+  EXPECT_EQ(progress(), Lines{});
+  // Registered once, the first node's daemon that is gone is a death there, as at any time.
+  reachable.erase("node0");
+  control.remove_ranks(2, {"node1"});
+  EXPECT_TRUE(sent_now().empty());
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 2 node node0 ranks 0: no daemon is registered "
+                               "on node0, the job's first node"}));
+}
+
+TEST_F(DaemonJobControlTest, AnOrderForAFirstNodeWhoseDaemonCouldNotStartIsADeathAtOnce) {
+  launcher.failing = {"node0"};
+  control.start_initial_daemons({"node0"});
+  register_daemons({"node1"});
+  control.add_ranks(1, {"node1"});
+  EXPECT_EQ(progress(), (Lines{"rank_died resize 1 node node0 ranks 0: no daemon is registered "
+                               "on node0, the job's first node"}));
+  control.stop_started_daemons();
+  EXPECT_EQ(launcher.calls, (Lines{"launch node0 42"}));
+}
+
 TEST_F(DaemonJobControlTest, WithARankLaunchTheNewNodesDaemonsStartTheirRanks) {
   const RankLaunch launch{{"mpiexec", "-n", "1", "/bin/app"}, {"BELLOWS_JOIN=port"}};
   control.set_rank_launch(launch);

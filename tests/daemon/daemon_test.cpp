@@ -26,6 +26,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <mutex>
 #include <optional>
@@ -242,6 +243,10 @@ TEST_F(DaemonTest, RankRequestsMetricsAndEventsRoundTrip) {
 /// The metrics the daemon's worker handed over so far.
 class MetricsCount {
  public:
+  /// Counts every metrics report `server` receives from now on.
+  explicit MetricsCount(d::PmixServer& server) {
+    server.on_metrics([this](const d::ReceivedMetrics&) { add(); });
+  }
   void add() {
     {
       std::lock_guard lock(mutex_);
@@ -281,6 +286,20 @@ void expands_while_metrics_arrive(d::PmixServer& server, MetricsCount& metrics, 
   ASSERT_TRUE(s.ok()) << s.text;
 }
 
+/// What a rank of the probe's `flood` publishes, and the expands it receives meanwhile.
+constexpr int kFloodMetrics = 6000;
+constexpr std::uint64_t kFloodEvents = 3000;
+
+/// The flooding rank publishes: kFloodEvents expands and the abort go to it meanwhile
+/// (expands_while_metrics_arrive), `rank_ended` checks how it ended, and every one of its
+/// kFloodMetrics metrics reached `server` (counted by `received`).
+void expect_flood_delivered(d::PmixServer& server, MetricsCount& received, const std::function<void()>& rank_ended) {
+  expands_while_metrics_arrive(server, received, kFloodEvents);
+  rank_ended();
+  received.wait_for(kFloodMetrics, 10s);
+  EXPECT_EQ(received.value(), std::uint64_t{kFloodMetrics});
+}
+
 // A rank caches what it publishes (PMIx 4.2.2 does so unconditionally), in a cache of 512
 // entries that its PMIx progress thread also fills with the events it receives unless they
 // say PMIX_EVENT_DO_NOT_CACHE; the two threads do not lock it. Full, it was corrupted when
@@ -289,22 +308,18 @@ void expands_while_metrics_arrive(d::PmixServer& server, MetricsCount& metrics, 
 // therefore never cached: every publication goes through while events arrive.
 TEST_F(DaemonTest, EventsWhileTheRankPublishesLoseNothing) {
   d::PmixServer server(options());
-  MetricsCount received;
-  server.on_metrics([&](const d::ReceivedMetrics&) { received.add(); });
-  constexpr int kMetrics = 6000;
-  constexpr std::uint64_t kEvents = 3000;
-  ChildProcess rank({BELLOWS_PROBE_PATH, "flood", std::to_string(kMetrics)},
+  MetricsCount received(server);
+  ChildProcess rank({BELLOWS_PROBE_PATH, "flood", std::to_string(kFloodMetrics)},
                     {"BELLOWS_DAEMON_URI=" + server.uri()});
   EXPECT_EQ(line(rank).rfind("attached ", 0), 0u);
   EXPECT_EQ(line(rank), "flooding");
-  expands_while_metrics_arrive(server, received, kEvents);
-  EXPECT_EQ(line(rank), "flood published=" + std::to_string(kMetrics) +
-                            " failed=0 expands=" + std::to_string(kEvents) + " aborted=1");
-  const auto status = rank.wait_exit(60s);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
-  received.wait_for(kMetrics, 10s);
-  EXPECT_EQ(received.value(), std::uint64_t{kMetrics});
+  expect_flood_delivered(server, received, [&] {
+    EXPECT_EQ(line(rank), "flood published=" + std::to_string(kFloodMetrics) +
+                              " failed=0 expands=" + std::to_string(kFloodEvents) + " aborted=1");
+    const auto status = rank.wait_exit(60s);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  });
 }
 
 // The same with the rank as the daemon's PMIx client, as every rank of a job is: its
@@ -312,17 +327,14 @@ TEST_F(DaemonTest, EventsWhileTheRankPublishesLoseNothing) {
 // the daemon's acknowledgements by them (control_channel.cpp, notify_daemon()).
 TEST_F(DaemonTest, EventsWhileAClientRankPublishesLoseNothing) {
   d::PmixServer server(options());
-  MetricsCount received;
-  server.on_metrics([&](const d::ReceivedMetrics&) { received.add(); });
+  MetricsCount received(server);
   Mailbox<d::ProcId> attached;
   server.on_rank_attached([&](const d::ProcId& proc, pid_t) { attached.push(proc); });
   Mailbox<d::ExitStatus> exits;
   d::LocalLauncher launcher(server, [&](const d::ExitStatus& e) { exits.push(e); });
-  constexpr int kMetrics = 6000;
-  constexpr std::uint64_t kEvents = 3000;
-  // Exits 0 only when every publication went out, kEvents expands came and the abort.
+  // Exits 0 only when every publication went out, kFloodEvents expands came and the abort.
   d::LaunchSpec spec{"job-f",
-                     {BELLOWS_PROBE_PATH, "flood", std::to_string(kMetrics), std::to_string(kEvents)},
+                     {BELLOWS_PROBE_PATH, "flood", std::to_string(kFloodMetrics), std::to_string(kFloodEvents)},
                      0,
                      {"BELLOWS_DAEMON_URI=file:" + (dir_ / "uri").string()}};
   spec.job_map = {{"n1", 0}};
@@ -330,12 +342,11 @@ TEST_F(DaemonTest, EventsWhileAClientRankPublishesLoseNothing) {
   const auto rank = attached.pop(20s);
   ASSERT_TRUE(rank.has_value());
   EXPECT_EQ(to_string(*rank), "job-f:0");
-  expands_while_metrics_arrive(server, received, kEvents);
-  const auto exit = exits.pop(60s);
-  ASSERT_TRUE(exit.has_value());
-  EXPECT_EQ(exit->describe(), "exited with status 0");
-  received.wait_for(kMetrics, 10s);
-  EXPECT_EQ(received.value(), std::uint64_t{kMetrics});
+  expect_flood_delivered(server, received, [&] {
+    const auto exit = exits.pop(60s);
+    ASSERT_TRUE(exit.has_value());
+    EXPECT_EQ(exit->describe(), "exited with status 0");
+  });
 }
 
 TEST_F(DaemonTest, UnansweredRequestAndMissingHandlerGetClearAnswers) {

@@ -23,6 +23,7 @@
 #include "bellows/runtime/runtime.hpp"
 #include "gemm_tasks.hpp"
 #include "mpi_test_support.hpp"
+#include "tiled_gemm.hpp"
 
 namespace br = bellows::runtime;
 namespace be = bellows::examples;
@@ -71,26 +72,18 @@ bool same_bits(const TileContents& a, const TileContents& b) {
 
 /// A GEMM C = A * B on the CPU, its three collections registered with a runtime whose
 /// checkpoints are configured by `checkpoint` (enabled), each rank on node `node`.
-struct Gemm {
-  br::TiledMatrix a, b, c;
+struct Gemm : bellows::test::TiledGemm {
   std::unique_ptr<br::Runtime> runtime;
 
   Gemm(br::CheckpointOptions checkpoint, const std::string& node)
-      : a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
-        b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
-        c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()) {
-    be::fill_random(a, kSeed);
-    be::fill_random(b, kSeed + 1);
+      : TiledGemm(kN, kTile, bt::world_size(), bt::world_rank(), kSeed) {
     br::RuntimeOptions options;
     options.comm_max_sleep_us = 100;
     checkpoint.enabled = true;
     checkpoint.node = node;
     options.checkpoint = checkpoint;
     runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
-    runtime->add_collection(a);
-    runtime->add_collection(b);
-    runtime->add_collection(c);
-    runtime->add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+    attach(*runtime);
   }
 
   /// Every local tile of A, B and C, in that order.
@@ -335,17 +328,9 @@ TEST_F(MpiTest, IntervalFollowsYoungDalyFromTheMeasuredCost) {
 }
 
 TEST_F(MpiTest, CheckpointsOffTakeNoneAndHoldNothing) {
-  const int rank = bt::world_rank();
-  const auto grid = br::BlockCyclic2D::square_for(bt::world_size());
-  br::TiledMatrix a(0, kN, kN, kTile, grid, rank), b(1, kN, kN, kTile, grid, rank),
-      c(2, kN, kN, kTile, grid, rank);
-  be::fill_random(a, kSeed);
-  be::fill_random(b, kSeed + 1);
+  bellows::test::TiledGemm gemm(kN, kTile, bt::world_size(), bt::world_rank(), kSeed);
   br::Runtime runtime(MPI_COMM_WORLD, br::RuntimeOptions{});
-  runtime.add_collection(a);
-  runtime.add_collection(b);
-  runtime.add_collection(c);
-  runtime.add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+  gemm.attach(runtime);
   const auto report = runtime.run_iteration();
   EXPECT_EQ(report.local.checkpoint.checkpoints, 0U);
   EXPECT_EQ(report.local.checkpoint.bytes_sent, 0U);

@@ -31,6 +31,7 @@
 #include "cholesky_tasks.hpp"
 #include "gemm_tasks.hpp"
 #include "mpi_test_support.hpp"
+#include "tiled_gemm.hpp"
 
 namespace br = bellows::runtime;
 namespace be = bellows::examples;
@@ -138,19 +139,14 @@ class GemmUntilStolen final : public br::TaskClass {
 
 /// A GEMM C = A * B on the CPU with checkpoints every `every` iterations and message logging
 /// by `log` (enabled unless `log_on` is false), each rank on a node of its own.
-struct Gemm {
-  br::TiledMatrix a, b, c;
+struct Gemm : bellows::test::TiledGemm {
   std::unique_ptr<br::Runtime> runtime;
 
   Gemm(br::MessageLogOptions log, long every, bool log_on = true,
        const std::string& trace_path = {}, const br::StealOptions& steal = {},
        int slow_rank = -1, const std::function<std::unique_ptr<br::TaskClass>(
                                std::unique_ptr<be::GemmTasks>)>& wrap = {})
-      : a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
-        b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
-        c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()) {
-    be::fill_random(a, kSeed);
-    be::fill_random(b, kSeed + 1);
+      : TiledGemm(kN, kTile, bt::world_size(), bt::world_rank(), kSeed) {
     br::RuntimeOptions options;
     options.comm_max_sleep_us = 100;
     options.checkpoint.enabled = true;
@@ -168,15 +164,12 @@ struct Gemm {
       options.emulated_compute = static_cast<bool>(wrap);  // runs the bodies wrap gives
     }
     runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
-    runtime->add_collection(a);
-    runtime->add_collection(b);
-    runtime->add_collection(c);
-    auto gemm = std::make_unique<be::GemmTasks>(0, a, b, c);
-    if (wrap) {
-      runtime->add_task_class(wrap(std::move(gemm)));
-    } else {
-      runtime->add_task_class(std::move(gemm));
+    if (!wrap) {
+      attach(*runtime);
+      return;
     }
+    add_collections(*runtime);
+    runtime->add_task_class(wrap(std::make_unique<be::GemmTasks>(0, a, b, c)));
   }
 
   /// One iteration's messages as teams.hpp counts them: tiles numbered A, then B, then C
@@ -245,16 +238,11 @@ struct Cholesky {
 /// then waits out its modeled time at 0.25 GFLOP/s, with rank `slow_rank` `factor` times slower
 /// from iteration `slow_from` on; a checkpoint at every boundary; message logging by `log`
 /// (enabled unless `log_on` is false), each rank on a node of its own.
-struct SlowedGemm {
-  br::TiledMatrix a, b, c;
+struct SlowedGemm : bellows::test::TiledGemm {
   std::unique_ptr<br::Runtime> runtime;
 
   SlowedGemm(br::MessageLogOptions log, bool log_on, int slow_rank, int slow_from, double factor)
-      : a(0, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
-        b(1, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()),
-        c(2, kN, kN, kTile, br::BlockCyclic2D::square_for(bt::world_size()), bt::world_rank()) {
-    be::fill_random(a, kSeed);
-    be::fill_random(b, kSeed + 1);
+      : TiledGemm(kN, kTile, bt::world_size(), bt::world_rank(), kSeed) {
     br::RuntimeOptions options;
     options.comm_max_sleep_us = 100;
     options.device = br::DeviceKind::emulated;
@@ -267,10 +255,7 @@ struct SlowedGemm {
     log.enabled = log_on;
     options.message_log = log;
     runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
-    runtime->add_collection(a);
-    runtime->add_collection(b);
-    runtime->add_collection(c);
-    runtime->add_task_class(std::make_unique<be::GemmTasks>(0, a, b, c));
+    attach(*runtime);
   }
 
   /// The C tiles `rank` holds.

@@ -205,6 +205,43 @@ def bring_back(c, node):
     log(f"{node}: slurmd started again, the node resumed; every node idle")
 
 
+def grown_to_three(job):
+    """Waits until `job` settled on 3 nodes and 3 ranks (its policy grows it) and ran
+    KILL_AFTER_ITERATIONS iterations on them; returns its `bellows status` then."""
+    job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
+    grown_at = job.status()["iteration"]
+    job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
+             lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
+    return job.status()
+
+
+def check_requeued_without_companions(job, since, what):
+    """The companion cluster's end of a job that lost its batch host: the job itself holds only
+    its first node (the others are companions'), so Slurm requeues it (a batch job of one node
+    whose node fails: NODE_FAIL without requeue), and the daemons cancel the companions they ran
+    in. `what` happened to the batch host at `since` (time.time())."""
+    deadline = time.monotonic() + 60
+    while (state := job.state()) == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    check(state != "RUNNING", f"job {job.id} still RUNNING 60 s after {what}")
+    log(f"job {job.id} {state} {time.time() - since:.2f} s after {what} (Slurm's doing)")
+    deadline = time.monotonic() + 60
+    while (comps := job.companions()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    check(not comps, f"companions of job {job.id} left 60 s after {what}: {comps}")
+    log(f"its companions cancelled {time.time() - since:.2f} s after {what}")
+
+
+def check_nothing_left_on(c, nodes):
+    """Within 30 s no process of the job runs on `nodes` (their slurmd, and the subreaper a
+    lost-node test before may have started it under, stay)."""
+    deadline = time.monotonic() + 30
+    while (left := [f"{node}: {describe(pid)}" for node in nodes for pid in processes_on(c, node)
+                    if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    check(not left, f"processes of the job left on {nodes}: {left}")
+
+
 def test_lost_daemon(c, args):
     """Only the daemon of the job's last node is killed (SIGKILL to its bellowsd; the node, its
     slurmd and the job's rank there live on). The controller finds the node lost, stops the
@@ -218,11 +255,7 @@ def test_lost_daemon(c, args):
                      "--emulated-gflops 2 --emulated-compute on --checkpoint on --checkpoint-every 1 --verify",
                      policy=policy)
     try:
-        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
-        grown_at = job.status()["iteration"]
-        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
-                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
-        victim = job.status()["nodes"][-1]
+        victim = grown_to_three(job)["nodes"][-1]
         # What the job has there: not the node's slurmd, nor the subreaper a lost-node test
         # before may have started it under (bring_back).
         of_job = {pid: describe(pid) for pid in processes_on(c, victim)
@@ -277,11 +310,7 @@ def test_lost_node(c, args, action):
                      policy=policy, directives=action == "shrink")
     victim, before = None, None
     try:
-        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
-        grown_at = job.status()["iteration"]
-        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
-                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
-        status = job.status()
+        status = grown_to_three(job)
         victim = status["nodes"][-1]
         holder_of_victim = job.step_jobs().get(victim)
         check(holder_of_victim, f"no bellowsd step on {victim}: {job.step_jobs()}")
@@ -465,11 +494,7 @@ def test_cut_node(c, args, action):
                      policy=policy, directives=action == "shrink")
     victim, veth, of_job = None, None, {}
     try:
-        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
-        grown_at = job.status()["iteration"]
-        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
-                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
-        status = job.status()
+        status = grown_to_three(job)
         victim = status["nodes"][-1]
         holder_of_victim = job.step_jobs().get(victim)
         check(holder_of_victim, f"no bellowsd step on {victim}: {job.step_jobs()}")
@@ -545,11 +570,7 @@ def test_lost_first_node(c, args):
                      policy=policy)
     victim, killed_at = None, None
     try:
-        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
-        grown_at = job.status()["iteration"]
-        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
-                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
-        status = job.status()
+        status = grown_to_three(job)
         victim = status["nodes"][0]
         others = status["nodes"][1:]
         killed_at = time.time()
@@ -559,26 +580,10 @@ def test_lost_first_node(c, args):
         c.run(["scontrol", "update", f"NodeName={victim}", "State=DOWN", "Reason=e2e: the batch host died"])
         log(f"the batch host {victim} died at iteration {status['iteration']}: {'; '.join(killed)}")
         if args.no_job_expansion:
-            # The job itself holds only its first node (the others are companions'): Slurm
-            # requeues a batch job of one node whose node fails (NODE_FAIL without requeue), and
-            # the daemons cancel the companions they ran in.
-            deadline = time.monotonic() + 60
-            while (state := job.state()) == "RUNNING" and time.monotonic() < deadline:
-                time.sleep(0.2)
-            check(state != "RUNNING", f"job {job.id} still RUNNING 60 s after its batch host (its only node) died")
-            log(f"job {job.id} {state} {time.time() - killed_at:.2f} s after its batch host died (Slurm's doing)")
-            deadline = time.monotonic() + 60
-            while (comps := job.companions()) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            check(not comps, f"companions of job {job.id} left 60 s after its batch host died: {comps}")
-            log(f"its companions cancelled {time.time() - killed_at:.2f} s after its batch host died")
+            check_requeued_without_companions(job, killed_at, "its batch host died")
         else:
             check_taken_over_after_first_node(c, job, victim, others, killed_at)
-        deadline = time.monotonic() + 30
-        while (left := [f"{node}: {describe(pid)}" for node in others for pid in processes_on(c, node)
-                        if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        check(not left, f"processes of the job left on {others}: {left}")
+        check_nothing_left_on(c, others)
     finally:
         job.cancel()
         if victim is not None:
@@ -730,11 +735,7 @@ def test_lost_first_node_cut(c, args, action="shrink"):
                      policy=policy)
     victim, veth = None, None
     try:
-        job.wait("3 nodes, 3 ranks", lambda: job.settled_on(3), 60)
-        grown_at = job.status()["iteration"]
-        job.wait(f"{KILL_AFTER_ITERATIONS} iterations on 3 nodes",
-                 lambda: job.status()["iteration"] >= grown_at + KILL_AFTER_ITERATIONS, 60)
-        status = job.status()
+        status = grown_to_three(job)
         victim = status["nodes"][0]
         others = status["nodes"][1:]
         app = Path(args.app).name
@@ -757,27 +758,13 @@ def test_lost_first_node_cut(c, args, action="shrink"):
         log(f"{down_at - cut_at:.2f} s after the cut, the job's ranks on {others} still run; {victim} set DOWN "
             "(slurmctld would after SlurmdTimeout)")
         if args.no_job_expansion:
-            deadline = time.monotonic() + 60
-            while (state := job.state()) == "RUNNING" and time.monotonic() < deadline:
-                time.sleep(0.2)
-            check(state != "RUNNING", f"job {job.id} still RUNNING 60 s after its batch host went DOWN")
-            log(f"job {job.id} {state} {time.time() - down_at:.2f} s after its batch host went DOWN (Slurm's doing)")
-            deadline = time.monotonic() + 60
-            while (comps := job.companions()) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            check(not comps, f"companions of job {job.id} left 60 s after its batch host went DOWN: {comps}")
-            log(f"its companions cancelled {time.time() - down_at:.2f} s after its batch host went DOWN")
+            check_requeued_without_companions(job, down_at, "its batch host went DOWN")
         else:
             check_taken_over_after_first_node(c, job, victim, others, down_at, declared=True,
                                               replaced=action == "replace")
             job.report(ranks=len(others) + (1 if action == "replace" else 0), path=report_file)
-        deadline = time.monotonic() + 30
         # With replace, the node that replaced the victim too.
-        alive = [node for node in holders(c) if node != victim] if action == "replace" else others
-        while (left := [f"{node}: {describe(pid)}" for node in alive for pid in processes_on(c, node)
-                        if command_name(pid) not in ("slurmd", "bellows-subreap")]) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        check(not left, f"processes of the job left on {alive}: {left}")
+        check_nothing_left_on(c, [node for node in holders(c) if node != victim] if action == "replace" else others)
     finally:
         job.cancel()
         if veth is not None:

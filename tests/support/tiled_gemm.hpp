@@ -21,11 +21,16 @@ struct TiledGemm {
     examples::fill_random(b, seed + 1);
   }
 
-  /// Registers the three matrices and the GEMM task class with `runtime`.
-  void attach(runtime::Runtime& runtime) {
+  /// Registers the three matrices with `runtime`: A, B and C, collections 0, 1 and 2.
+  void add_collections(runtime::Runtime& runtime) {
     runtime.add_collection(a);
     runtime.add_collection(b);
     runtime.add_collection(c);
+  }
+
+  /// Registers the three matrices and the GEMM task class with `runtime`.
+  void attach(runtime::Runtime& runtime) {
+    add_collections(runtime);
     runtime.add_task_class(std::make_unique<examples::GemmTasks>(0, a, b, c));
   }
 

@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bellows::controller {
@@ -120,7 +121,9 @@ class DaemonJobControl final : public JobControl {
   /// says (a rank that left stays there: PMIx 4.2.2 takes a namespace's ranks only as 0..n-1).
   [[nodiscard]] const std::vector<std::string>& numbered_nodes() const noexcept { return rank_nodes_; }
   /// Starts the daemons of the job's first nodes (before the job starts); a node whose
-  /// daemon cannot start shows as one that never registers.
+  /// daemon cannot start shows as one that never registers. A resize order for the first
+  /// node decided before its daemon registered waits for it (the controller answers, and
+  /// takes resizes, while the job's daemons are still starting).
   void start_initial_daemons(const std::vector<std::string>& nodes);
   /// Whether the daemon of `node` is registered.
   [[nodiscard]] bool registered(const std::string& node) const { return registered_.contains(node); }
@@ -155,8 +158,12 @@ class DaemonJobControl final : public JobControl {
   /// A PMIx-native job's shrink: its leaving nodes leave the job map at once, so that the next
   /// JobView tells every daemon the ranks that stay (their process set), and wait there.
   void remove_native_ranks(ResizeId resize, const std::vector<std::string>& nodes);
-  /// Sends to the first node's daemon; a missing one is reported as a death there.
+  /// Sends to the first node's daemon; a missing one is reported as a death there. While the
+  /// job starts and that daemon, launched by start_initial_daemons(), has not registered yet,
+  /// the message is held and sent once it has (in the order held).
   void send_to_first_node(ResizeId resize, const protocol::Message& message);
+  /// The first node's daemon registered: what was held for it goes, in order.
+  void send_held_for_first_node();
   /// The StartRank of `node`'s rank, with the job map (every number given) and the numbers in
   /// it that left the job (none of the job map's nodes holds them now).
   protocol::StartRank start_order(ResizeId resize, const std::string& node, std::vector<std::string> environment,
@@ -176,6 +183,11 @@ class DaemonJobControl final : public JobControl {
   std::map<std::string, ResizeId> starting_;   ///< node -> resize that started its daemon
   std::set<std::string> started_;              ///< daemons started here and not stopped
   std::set<std::string> gone_;                 ///< started here, went away on their own
+  /// The job's first daemons (start_initial_daemons) launched and not registered yet.
+  std::set<std::string> awaiting_first_hello_;
+  /// Resize orders to the first node decided before its daemon first registered: resize,
+  /// message, in order.
+  std::deque<std::pair<ResizeId, protocol::Message>> held_for_first_node_;
   /// Daemons not started here, told to stop as their node left: node -> the `left` report,
   /// delivered once the daemon has gone.
   std::map<std::string, JobReport> stopping_;
