@@ -6,7 +6,8 @@
 // logs what its plan predicts, with L bit-identical, a complete
 // checkpoint releases the iterations up to its boundary, the result is bit-identical to a run
 // without logging, stealing stays inside the teams unless it may cross them (then each task
-// given to another team is a determinant), the trace carries a line per rank and iteration, and logging without
+// given to another team is a determinant), the trace carries a line per rank and iteration, each
+// iteration counts its page faults and tile buffers (gathered with the rest), and logging without
 // checkpoints is refused.
 
 #include <gtest/gtest.h>
@@ -400,6 +401,53 @@ TEST_F(MpiTest, TheLogsOwnTimeIsCountedPerIterationAndGathered) {
     ASSERT_EQ(gathered.size(), all.size());
     for (std::size_t r = 0; r < gathered.size(); ++r) {
       EXPECT_EQ(gathered[r].message_log.seconds, all[r]) << "rank " << r;
+    }
+  }
+}
+
+TEST_F(MpiTest, EachIterationCountsItsPageFaultsAndTileBuffersAndTheyAreGathered) {
+  Gemm gemm(teams_of(1), 2);
+  constexpr std::uint64_t kTileBytes = std::uint64_t{kTile} * kTile * sizeof(double);  // whole pages
+  for (int it = 0; it < 3; ++it) {
+    const auto report = gemm.runtime->run_iteration();
+    ASSERT_TRUE(report.completed());
+    const auto& memory = report.local.memory;
+    EXPECT_GT(memory.tile_buffers_reused + memory.tile_buffers_fresh, 0U)
+        << "iteration " << it + 1 << ": the tasks' outputs and the tiles received take buffers";
+    EXPECT_EQ(memory.tile_bytes_fresh, memory.tile_buffers_fresh * kTileBytes) << "iteration " << it + 1;
+    EXPECT_GE(memory.peak_tile_bytes_in_use, report.local.message_log.bytes_held)
+        << "iteration " << it + 1 << ": the tiles the log holds are in use";
+    EXPECT_GE(memory.tile_pool_bytes, report.local.message_log.bytes_held) << "iteration " << it + 1;
+    EXPECT_EQ(memory.minor_page_faults_by_iteration,
+              std::vector<double>{static_cast<double>(memory.minor_page_faults)});
+    EXPECT_EQ(memory.tile_buffers_fresh_by_iteration,
+              std::vector<double>{static_cast<double>(memory.tile_buffers_fresh)});
+    EXPECT_EQ(memory.peak_tile_bytes_in_use_by_iteration,
+              std::vector<double>{static_cast<double>(memory.peak_tile_bytes_in_use)});
+  }
+  const auto& total = gemm.runtime->stats().memory;
+  ASSERT_EQ(total.tile_buffers_fresh_by_iteration.size(), 3U);
+  // gather_stats carries each rank's counts per iteration to the first rank.
+  std::vector<double> mine = total.minor_page_faults_by_iteration;
+  mine.insert(mine.end(), total.tile_buffers_fresh_by_iteration.begin(), total.tile_buffers_fresh_by_iteration.end());
+  mine.insert(mine.end(), total.peak_tile_bytes_in_use_by_iteration.begin(),
+              total.peak_tile_bytes_in_use_by_iteration.end());
+  mine.push_back(static_cast<double>(total.tile_buffers_reused));
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(bt::world_size()));
+  const auto gathered = gemm.runtime->gather_stats();
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
+             MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (bt::world_rank() == 0) {
+    ASSERT_EQ(gathered.size(), static_cast<std::size_t>(bt::world_size()));
+    for (std::size_t r = 0; r < gathered.size(); ++r) {
+      const auto& m = gathered[r].memory;
+      std::vector<double> got = m.minor_page_faults_by_iteration;
+      got.insert(got.end(), m.tile_buffers_fresh_by_iteration.begin(), m.tile_buffers_fresh_by_iteration.end());
+      got.insert(got.end(), m.peak_tile_bytes_in_use_by_iteration.begin(), m.peak_tile_bytes_in_use_by_iteration.end());
+      got.push_back(static_cast<double>(m.tile_buffers_reused));
+      const std::vector<double> expected(all.begin() + static_cast<long>(r * mine.size()),
+                                         all.begin() + static_cast<long>((r + 1) * mine.size()));
+      EXPECT_EQ(got, expected) << "rank " << r;
     }
   }
 }
