@@ -39,8 +39,17 @@ rank for the same graph, rank count and team size (one iteration's messages), me
 For TeamLB applied: the log after the second iteration (the first under the plan, which the
 fresh checkpoint started empty) against the runtime's own plan's prediction.
 
+Memory, as counts the host's load cannot move (rank_stats[].memory): per rank and iteration
+after --warmup, the minor page faults, the tile buffers that took fresh pages, and the most
+tile bytes in use at once; and for the first round, per iteration, the iteration's time, faults
+and fresh buffers. The log holds up to --checkpoint-every iterations of tiles, so its memory is
+taken in the first iterations and reused from then on: --also-warmup N (with --overhead-only)
+also gives the same runs' ratios over iterations N+1.., after that warm-up.
+
   python3 bench/message_log.py --build build/default --rounds 3
   python3 bench/message_log.py --build build/default --overhead-only --rounds 12 --iterations 8
+  python3 bench/message_log.py --build build/default --overhead-only --apps cholesky --gflops 1000 \
+      --rounds 15 --iterations 14 --also-warmup 4
 """
 import argparse
 import json
@@ -154,6 +163,7 @@ def main():
     rows, ratios = {}, {}
     shares = {}  # (cell, team kind) -> the log's share of the iteration time, every rank and round
     series = {}  # (cell, configuration) -> the first round's memory counts per iteration
+    by_iteration = {}  # (cell, configuration) -> per round, its iteration times over the same round's baseline's
 
     def add(table, key, value):
         table.setdefault(key, []).append(value)
@@ -191,7 +201,7 @@ def main():
                         "steal: across teams": steal + ["--message-log", "on", "--team-size",
                                                         str(t), "--steal-across-teams", "on"],
                     })
-                times, sizes, later = {}, {}, {}
+                times, sizes, later, seconds = {}, {}, {}, {}
                 names = list(configurations)
                 shift = rnd % len(names)
                 for name in names[shift:] + names[:shift]:
@@ -203,6 +213,7 @@ def main():
                         later[name] = makespan(report, args.also_warmup)
                     add(rows, f"{label}, {name}: iteration (ms)", times[name] * 1e3)
                     sizes[name] = log_sizes(report)
+                    seconds[name] = [it["seconds"] for it in report["iterations"]]
                     for what, value in memory_counts(report, args.warmup).items():
                         add(rows, f"{label}, {name}: {what} per rank"
                             + ("" if what.startswith("tile MB") else f" per iteration ({args.warmup + 1}..)"), value)
@@ -234,6 +245,8 @@ def main():
                 for name in configurations:
                     base = "steal: checkpoints" if name.startswith("steal") else "checkpoints"
                     if name != base:
+                        by_iteration.setdefault((label, name), []).append(
+                            [a / b for a, b in zip(seconds[name], seconds[base])])
                         add(ratios, f"{label}: {name} / {base}", times[name] / times[base])
                         if name in later:
                             add(ratios, f"{label}: {name} / {base}, iterations {args.also_warmup + 1}..",
@@ -266,6 +279,7 @@ def main():
     print_ratio_intervals(ratios, TARGET)
     print_log_time_shares(shares, ratios)
     print_memory_series(series)
+    print_iteration_ratios(by_iteration)
 
 
 def print_log_time_shares(shares, ratios):
@@ -296,6 +310,17 @@ def print_memory_series(series):
         faults = " ".join(f"{v:.0f}" for v in counts["minor_page_faults_by_iteration"])
         fresh = " ".join(f"{v:.1f}" for v in counts["tile_buffers_fresh_by_iteration"])
         print(f"{cell + ', ' + name:<{width}}{ms} | {faults} | {fresh}")
+
+
+def print_iteration_ratios(by_iteration):
+    """Per iteration: the median over the rounds of its time over the same iteration's in the
+    same round's baseline: which iterations a configuration makes slower."""
+    print("\nper iteration: median over rounds of (iteration time) / (the same iteration, same round, "
+          "checkpoints alone)")
+    width = max(len(f"{cell}, {name}") for cell, name in by_iteration) + 2
+    for (cell, name), rounds in by_iteration.items():
+        medians = [statistics.median(values) for values in zip(*rounds)]
+        print(f"{cell + ', ' + name:<{width}}" + " ".join(f"{v:.2f}" for v in medians))
 
 
 if __name__ == "__main__":
