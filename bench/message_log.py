@@ -39,8 +39,17 @@ rank for the same graph, rank count and team size (one iteration's messages), me
 For TeamLB applied: the log after the second iteration (the first under the plan, which the
 fresh checkpoint started empty) against the runtime's own plan's prediction.
 
+Memory, as counts the host's load cannot move (rank_stats[].memory): per rank and iteration
+after --warmup, the minor page faults, the tile buffers that took fresh pages, and the most
+tile bytes in use at once; and for the first round, per iteration, the iteration's time, faults
+and fresh buffers. The log holds up to --checkpoint-every iterations of tiles, so its memory is
+taken in the first iterations and reused from then on: --also-warmup N (with --overhead-only)
+also gives the same runs' ratios over iterations N+1.., after that warm-up.
+
   python3 bench/message_log.py --build build/default --rounds 3
   python3 bench/message_log.py --build build/default --overhead-only --rounds 12 --iterations 8
+  python3 bench/message_log.py --build build/default --overhead-only --apps cholesky --gflops 1000 \
+      --rounds 15 --iterations 14 --also-warmup 4
 """
 import argparse
 import json
@@ -74,6 +83,30 @@ def log_time_shares(report):
     return [s["message_log"]["seconds"] / run_seconds for s in report["rank_stats"]]
 
 
+def memory_counts(report, warmup):
+    """Per rank, over the iterations after the first `warmup` (rank_stats[].memory): minor page
+    faults and fresh tile buffers per iteration, and the most tile bytes in use at once (each
+    the mean over ranks); counts the host's load cannot move."""
+    stats = report["rank_stats"]
+
+    def per_iteration(key):
+        return statistics.mean(statistics.mean(s["memory"][key][warmup:] or s["memory"][key][-1:])
+                               for s in stats)
+    return {"minor page faults": per_iteration("minor_page_faults_by_iteration"),
+            "fresh tile buffers": per_iteration("tile_buffers_fresh_by_iteration"),
+            "tile MB in use, peak": statistics.mean(s["memory"]["peak_tile_bytes_in_use"] for s in stats) / 1e6}
+
+
+def memory_series(report):
+    """Per iteration: its time (ms), and the mean over ranks of its minor page faults and fresh
+    tile buffers."""
+    stats = report["rank_stats"]
+    out = {key: [statistics.mean(values) for values in zip(*(s["memory"][key] for s in stats))]
+           for key in ("minor_page_faults_by_iteration", "tile_buffers_fresh_by_iteration")}
+    out["ms"] = [it["seconds"] * 1e3 for it in report["iterations"]]
+    return out
+
+
 def predicted_logs(build, app, ranks, n, tile, team_size, gflops):
     """bellows_teams_bench's row for the graph: bytes logged per rank per iteration for teams of
     one, consecutive teams and TeamLB's teams (tiles unmoved), and TeamLB's rank teams."""
@@ -103,6 +136,11 @@ def main():
     ap.add_argument("--no-steal", action="store_true", help="leave out the stealing runs")
     ap.add_argument("--overhead-only", action="store_true",
                     help="checkpoints alone, teams of 1 and consecutive teams only: the failure-free overhead")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="iterations left out of each run's time and memory counts (the first pays the warm-up)")
+    ap.add_argument("--also-warmup", type=int, default=0,
+                    help="with --overhead-only: also the same runs' ratios leaving out this many iterations "
+                         "(e.g. until the log has been released once: --checkpoint-every + 1)")
     args = ap.parse_args()
     ex = os.path.join(args.build, "examples")
 
@@ -124,6 +162,8 @@ def main():
     t = args.team_size
     rows, ratios = {}, {}
     shares = {}  # (cell, team kind) -> the log's share of the iteration time, every rank and round
+    series = {}  # (cell, configuration) -> the first round's memory counts per iteration
+    by_iteration = {}  # (cell, configuration) -> per round, its iteration times over the same round's baseline's
 
     def add(table, key, value):
         table.setdefault(key, []).append(value)
@@ -161,15 +201,24 @@ def main():
                         "steal: across teams": steal + ["--message-log", "on", "--team-size",
                                                         str(t), "--steal-across-teams", "on"],
                     })
-                times, sizes = {}, {}
+                times, sizes, later, seconds = {}, {}, {}, {}
                 names = list(configurations)
                 shift = rnd % len(names)
                 for name in names[shift:] + names[:shift]:
                     flags = configurations[name]
                     report = run(app, gflops, flags)
-                    times[name] = makespan(report) if args.overhead_only else mean_after_first(report)
+                    times[name] = (makespan(report, args.warmup) if args.overhead_only
+                                   else mean_after_first(report))
+                    if args.also_warmup and args.overhead_only:
+                        later[name] = makespan(report, args.also_warmup)
                     add(rows, f"{label}, {name}: iteration (ms)", times[name] * 1e3)
                     sizes[name] = log_sizes(report)
+                    seconds[name] = [it["seconds"] for it in report["iterations"]]
+                    for what, value in memory_counts(report, args.warmup).items():
+                        add(rows, f"{label}, {name}: {what} per rank"
+                            + ("" if what.startswith("tile MB") else f" per iteration ({args.warmup + 1}..)"), value)
+                    if rnd == 0:
+                        series[(label, name)] = memory_series(report)
                     add(rows, f"{label}, {name}: copied on write per rank per iteration (MB)",
                         statistics.mean(s["copy_on_write_bytes"] for s in report["rank_stats"])
                         / len(report["iterations"]) / 1e6)
@@ -196,7 +245,12 @@ def main():
                 for name in configurations:
                     base = "steal: checkpoints" if name.startswith("steal") else "checkpoints"
                     if name != base:
+                        by_iteration.setdefault((label, name), []).append(
+                            [a / b for a, b in zip(seconds[name], seconds[base])])
                         add(ratios, f"{label}: {name} / {base}", times[name] / times[base])
+                        if name in later:
+                            add(ratios, f"{label}: {name} / {base}, iterations {args.also_warmup + 1}..",
+                                later[name] / later[base])
                 for name in ("team of 1", "consecutive", "TeamLB"):
                     if name not in sizes:
                         continue
@@ -224,6 +278,8 @@ def main():
     print_rounds(rows, ratios, TARGET)
     print_ratio_intervals(ratios, TARGET)
     print_log_time_shares(shares, ratios)
+    print_memory_series(series)
+    print_iteration_ratios(by_iteration)
 
 
 def print_log_time_shares(shares, ratios):
@@ -241,6 +297,30 @@ def print_log_time_shares(shares, ratios):
         print(f"{cell + ', ' + name:<{width}}{median:>10.3f}{max(values) * 100:>8.3f}"
               f"{statistics.median(wall) if wall else float('nan'):>12.3f}   "
               f"{'yes' if median < 3 else 'no'}")
+
+
+def print_memory_series(series):
+    """The first round's minor page faults and fresh tile buffers per iteration (mean over the
+    ranks, rank_stats[].memory): where a configuration takes fresh memory, and for how long."""
+    print("\nper iteration, first round: iteration time (ms) | mean over ranks "
+          "(rank_stats[].memory): minor page faults | fresh tile buffers")
+    width = max(len(f"{cell}, {name}") for cell, name in series) + 2
+    for (cell, name), counts in series.items():
+        ms = " ".join(f"{v:.0f}" for v in counts["ms"])
+        faults = " ".join(f"{v:.0f}" for v in counts["minor_page_faults_by_iteration"])
+        fresh = " ".join(f"{v:.1f}" for v in counts["tile_buffers_fresh_by_iteration"])
+        print(f"{cell + ', ' + name:<{width}}{ms} | {faults} | {fresh}")
+
+
+def print_iteration_ratios(by_iteration):
+    """Per iteration: the median over the rounds of its time over the same iteration's in the
+    same round's baseline: which iterations a configuration makes slower."""
+    print("\nper iteration: median over rounds of (iteration time) / (the same iteration, same round, "
+          "checkpoints alone)")
+    width = max(len(f"{cell}, {name}") for cell, name in by_iteration) + 2
+    for (cell, name), rounds in by_iteration.items():
+        medians = [statistics.median(values) for values in zip(*rounds)]
+        print(f"{cell + ', ' + name:<{width}}" + " ".join(f"{v:.2f}" for v in medians))
 
 
 if __name__ == "__main__":

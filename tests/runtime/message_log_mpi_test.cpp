@@ -3,10 +3,12 @@
 // logged and every tile sent within its team is not (the two add up to the bytes it sent), the
 // bytes logged are exactly what message_cut() predicts from the task graph, TeamLB applied
 // between iterations moves Cholesky's tiles inside the teams it picks and the next iteration
-// logs what its plan predicts, with L bit-identical, a complete
+// logs what its plan predicts, with L bit-identical, it reads Cholesky's kernel mix as no
+// slowness and a rank slowed four times as four (class by class), a complete
 // checkpoint releases the iterations up to its boundary, the result is bit-identical to a run
 // without logging, stealing stays inside the teams unless it may cross them (then each task
-// given to another team is a determinant), the trace carries a line per rank and iteration, and logging without
+// given to another team is a determinant), the trace carries a line per rank and iteration, each
+// iteration counts its page faults and tile buffers (gathered with the rest), and logging without
 // checkpoints is refused.
 
 #include <gtest/gtest.h>
@@ -201,16 +203,53 @@ struct Gemm : bellows::test::TiledGemm {
   }
 };
 
+/// A task class whose tasks take a time set by their flops: after the body, each sleeps
+/// `ns_per_flop` ns per flop, `diagonal_factor` times that for POTRF and SYRK (the diagonal
+/// tiles' kernels) and `slow_factor` times more on rank `slow_rank`: a kernel mix and a
+/// slowed rank whose seconds per flop the host's load moves little.
+class PacedClass final : public br::TaskClass {
+ public:
+  PacedClass(std::unique_ptr<br::TaskClass> inner, double ns_per_flop, double diagonal_factor, int slow_rank,
+             double slow_factor)
+      : TaskClass(inner->id()),
+        inner_(std::move(inner)),
+        ns_per_flop_(ns_per_flop * (inner_->name() == "POTRF" || inner_->name() == "SYRK" ? diagonal_factor : 1.0) *
+                     (bt::world_rank() == slow_rank ? slow_factor : 1.0)) {}
+
+  [[nodiscard]] std::string_view name() const override { return inner_->name(); }
+  void for_each_task(const std::function<void(const br::TaskKey&)>& fn) const override {
+    inner_->for_each_task(fn);
+  }
+  [[nodiscard]] int owner(const br::TaskKey& key) const override { return inner_->owner(key); }
+  void inputs(const br::TaskKey& key, std::vector<br::InputSource>& out) const override { inner_->inputs(key, out); }
+  void successors(const br::TaskKey& key, int slot, std::vector<br::Successor>& out) const override {
+    inner_->successors(key, slot, out);
+  }
+  [[nodiscard]] double flops(const br::TaskKey& key) const override { return inner_->flops(key); }
+  [[nodiscard]] std::int64_t priority(const br::TaskKey& key) const override { return inner_->priority(key); }
+  void execute_cpu(const br::TaskKey& key, std::span<br::Tile* const> tiles) const override {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::nanoseconds(static_cast<std::int64_t>(inner_->flops(key) * ns_per_flop_));
+    inner_->execute_cpu(key, tiles);
+    std::this_thread::sleep_until(until);
+  }
+
+ private:
+  std::unique_ptr<br::TaskClass> inner_;
+  double ns_per_flop_;
+};
+
 /// A Cholesky A = L * L^T over 8 x 8 tiles (of `tile` rows, kTile by default) on the CPU,
 /// checkpoints every iteration, message logging by `log` (enabled unless `log_on` is false),
 /// each rank on a node of its own; tiles of at most `eager_tile_bytes` travel in their
-/// activations.
+/// activations; `wrap`, when given, wraps each task class.
 struct Cholesky {
   br::TiledMatrix a, l;
   std::unique_ptr<br::Runtime> runtime;
 
   Cholesky(br::MessageLogOptions log, bool log_on, int tile = kTile,
-           std::size_t eager_tile_bytes = br::RuntimeOptions{}.eager_tile_bytes)
+           std::size_t eager_tile_bytes = br::RuntimeOptions{}.eager_tile_bytes,
+           const std::function<std::unique_ptr<br::TaskClass>(std::unique_ptr<br::TaskClass>)>& wrap = {})
       : a(0, 8 * tile, 8 * tile, tile, br::BlockCyclic2D::square_for(bt::world_size()),
           bt::world_rank(), lower()),
         l(1, 8 * tile, 8 * tile, tile, br::BlockCyclic2D::square_for(bt::world_size()),
@@ -227,7 +266,7 @@ struct Cholesky {
     runtime = std::make_unique<br::Runtime>(MPI_COMM_WORLD, options);
     runtime->add_collection(a);
     runtime->add_collection(l);
-    for (auto& cls : be::make_cholesky_tasks(a, l)) runtime->add_task_class(std::move(cls));
+    for (auto& cls : be::make_cholesky_tasks(a, l)) runtime->add_task_class(wrap ? wrap(std::move(cls)) : std::move(cls));
   }
   static br::TiledMatrix::TileFilter lower() {
     return [](int m, int n) { return m >= n; };
@@ -389,6 +428,53 @@ TEST_F(MpiTest, TheLogsOwnTimeIsCountedPerIterationAndGathered) {
   }
 }
 
+TEST_F(MpiTest, EachIterationCountsItsPageFaultsAndTileBuffersAndTheyAreGathered) {
+  Gemm gemm(teams_of(1), 2);
+  constexpr std::uint64_t kTileBytes = std::uint64_t{kTile} * kTile * sizeof(double);  // whole pages
+  for (int it = 0; it < 3; ++it) {
+    const auto report = gemm.runtime->run_iteration();
+    ASSERT_TRUE(report.completed());
+    const auto& memory = report.local.memory;
+    EXPECT_GT(memory.tile_buffers_reused + memory.tile_buffers_fresh, 0U)
+        << "iteration " << it + 1 << ": the tasks' outputs and the tiles received take buffers";
+    EXPECT_EQ(memory.tile_bytes_fresh, memory.tile_buffers_fresh * kTileBytes) << "iteration " << it + 1;
+    EXPECT_GE(memory.peak_tile_bytes_in_use, report.local.message_log.bytes_held)
+        << "iteration " << it + 1 << ": the tiles the log holds are in use";
+    EXPECT_GE(memory.tile_pool_bytes, report.local.message_log.bytes_held) << "iteration " << it + 1;
+    EXPECT_EQ(memory.minor_page_faults_by_iteration,
+              std::vector<double>{static_cast<double>(memory.minor_page_faults)});
+    EXPECT_EQ(memory.tile_buffers_fresh_by_iteration,
+              std::vector<double>{static_cast<double>(memory.tile_buffers_fresh)});
+    EXPECT_EQ(memory.peak_tile_bytes_in_use_by_iteration,
+              std::vector<double>{static_cast<double>(memory.peak_tile_bytes_in_use)});
+  }
+  const auto& total = gemm.runtime->stats().memory;
+  ASSERT_EQ(total.tile_buffers_fresh_by_iteration.size(), 3U);
+  // gather_stats carries each rank's counts per iteration to the first rank.
+  std::vector<double> mine = total.minor_page_faults_by_iteration;
+  mine.insert(mine.end(), total.tile_buffers_fresh_by_iteration.begin(), total.tile_buffers_fresh_by_iteration.end());
+  mine.insert(mine.end(), total.peak_tile_bytes_in_use_by_iteration.begin(),
+              total.peak_tile_bytes_in_use_by_iteration.end());
+  mine.push_back(static_cast<double>(total.tile_buffers_reused));
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(bt::world_size()));
+  const auto gathered = gemm.runtime->gather_stats();
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
+             MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (bt::world_rank() == 0) {
+    ASSERT_EQ(gathered.size(), static_cast<std::size_t>(bt::world_size()));
+    for (std::size_t r = 0; r < gathered.size(); ++r) {
+      const auto& m = gathered[r].memory;
+      std::vector<double> got = m.minor_page_faults_by_iteration;
+      got.insert(got.end(), m.tile_buffers_fresh_by_iteration.begin(), m.tile_buffers_fresh_by_iteration.end());
+      got.insert(got.end(), m.peak_tile_bytes_in_use_by_iteration.begin(), m.peak_tile_bytes_in_use_by_iteration.end());
+      got.push_back(static_cast<double>(m.tile_buffers_reused));
+      const std::vector<double> expected(all.begin() + static_cast<long>(r * mine.size()),
+                                         all.begin() + static_cast<long>((r + 1) * mine.size()));
+      EXPECT_EQ(got, expected) << "rank " << r;
+    }
+  }
+}
+
 TEST_F(MpiTest, LoggingLeavesTheResultBitIdentical) {
   Gemm plain(teams_of(1), 1, /*log_on=*/false);
   Gemm logged(teams_of(1), 1);
@@ -477,6 +563,34 @@ TEST_F(MpiTest, TeamLBBetweenIterationsMovesTilesInsideTeamsAndLogsWhatItPredict
     ASSERT_EQ(expected.size(), got.size());
     EXPECT_EQ(std::memcmp(expected.data(), got.data(), expected.size() * sizeof(double)), 0)
         << "L is bit-identical with the tiles moved";
+  }
+}
+
+TEST_F(MpiTest, TeamLBReadsARanksSlownessClassByClassNotItsKernelMix) {
+  // Cholesky's tasks (tiles of 48) paced at 100 ns per flop, hundreds of times what their
+  // bodies take, POTRF and SYRK three times that: the ranks that hold diagonal tiles spend
+  // more seconds per flop. Summed per rank (rank_slowness), on 4 ranks rank 0 reads 1.31 times
+  // the median rank and ranks 1 and 2 0.75, past the 25 % tolerance; class by class no rank
+  // is slower or faster. Then rank 1 four times slower in every class reads four.
+  const int size = bt::world_size();
+  br::MessageLogOptions log = teams_of(size == 4 ? 2 : size);
+  log.plan_teams = true;
+  constexpr int kSlowRank = 1;
+  for (const double slowed : {1.0, 4.0}) {
+    Cholesky paced(log, true, 48, br::RuntimeOptions{}.eager_tile_bytes, [&](std::unique_ptr<br::TaskClass> cls) {
+      return std::make_unique<PacedClass>(std::move(cls), 100.0, 3.0, kSlowRank, slowed);
+    });
+    for (int it = 0; it < 2; ++it) ASSERT_TRUE(paced.runtime->run_iteration().completed());
+    const auto applied = paced.runtime->teams_applied();
+    ASSERT_TRUE(applied.has_value());
+    ASSERT_EQ(applied->rank_slowness.size(), static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      if (r == kSlowRank && slowed > 1.0) {
+        EXPECT_NEAR(applied->rank_slowness[static_cast<std::size_t>(r)], slowed, 0.1 * slowed) << "rank " << r;
+      } else {
+        EXPECT_EQ(applied->rank_slowness[static_cast<std::size_t>(r)], 1.0) << "rank " << r << ", slowed " << slowed;
+      }
+    }
   }
 }
 

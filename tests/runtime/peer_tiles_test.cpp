@@ -73,6 +73,37 @@ TEST(TilePool, TilesLieInSharedSlabsAndAreRecycled) {
   EXPECT_EQ(again.data(), first);
 }
 
+TEST(TilePool, CountsFreshAndReusedBuffersTheBytesInUseAndTheirPeak) {
+  // A shape no other test of this process uses: 67 x 61 doubles, 32,696 bytes, 8 pages.
+  constexpr int kRows = 67, kCols = 61;
+  constexpr std::uint64_t kBytes = 8 * 4096;
+  br::tile_pool::restart_peak();
+  const auto before = br::tile_pool::counters();
+  EXPECT_EQ(before.peak_bytes_in_use, before.bytes_in_use);
+  {
+    br::Tile a(kRows, kCols), b(kRows, kCols);
+    const auto both = br::tile_pool::counters();
+    EXPECT_EQ(both.buffers_fresh - before.buffers_fresh, 2U) << "none of this shape was cached";
+    EXPECT_EQ(both.buffers_reused, before.buffers_reused);
+    EXPECT_EQ(both.bytes_fresh - before.bytes_fresh, 2 * kBytes);
+    EXPECT_EQ(both.bytes_in_use - before.bytes_in_use, 2 * kBytes);
+    EXPECT_EQ(both.peak_bytes_in_use, both.bytes_in_use);
+    EXPECT_EQ(both.bytes_held - before.bytes_held, 2 * kBytes);
+  }
+  const auto released = br::tile_pool::counters();
+  EXPECT_EQ(released.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(released.bytes_held, before.bytes_held + 2 * kBytes) << "both cached, pages kept";
+  EXPECT_EQ(released.peak_bytes_in_use, before.bytes_in_use + 2 * kBytes) << "until restarted";
+  {
+    br::Tile again(kRows, kCols);
+    const auto reused = br::tile_pool::counters();
+    EXPECT_EQ(reused.buffers_reused - before.buffers_reused, 1U);
+    EXPECT_EQ(reused.buffers_fresh, released.buffers_fresh) << "a cached buffer takes no page";
+  }
+  br::tile_pool::restart_peak();
+  EXPECT_EQ(br::tile_pool::counters().peak_bytes_in_use, before.bytes_in_use);
+}
+
 namespace {
 
 struct PinnedRange {

@@ -1,6 +1,8 @@
 // What TeamLB weighs each tile by and whether planning again pays (team_load.hpp): the median
 // over a window of iterations forgets a one-off spike, follows a lasting change, weighs a tile
-// seen once by its one sample; a re-plan only above the least gain and within the cut bound.
+// seen once by its one sample; a rank's slowness per flop against the median rank, as a whole
+// and class by class (a kernel mix is no slowness, a rank slowed in every class reads its
+// factor); a re-plan only above the least gain and within the cut bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -154,6 +156,66 @@ TEST(RankSlowness, BadInputIsRefusedByName) {
             "rank_slowness: rank 1's flops must be finite and not negative, got -1");
   EXPECT_EQ(refusal([&] { (void)rank_slowness(two, two, -0.5); }),
             "rank_slowness: the tolerance must be finite and not negative, got -0.5");
+}
+
+// Four ranks of a Cholesky-like mix, classes (diagonal, off-diagonal): the diagonal class runs
+// at 3 ns per flop, the other at 1 ns, on every rank that runs it; ranks 0 and 3 hold the
+// diagonal tiles. Rank r's class c at r * 2 + c.
+const std::vector<double> kMixFlops{1e9, 3e9, 0.0, 4e9, 0.0, 4e9, 1e9, 3e9};
+std::vector<double> mix_seconds(double rank_1_slowed = 1.0, double rank_3_slowed = 1.0) {
+  return {3.0, 3.0, 0.0, 4.0 * rank_1_slowed, 0.0, 4.0, 3.0 * rank_3_slowed, 3.0 * rank_3_slowed};
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& expected, const std::string& what) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (std::size_t r = 0; r < got.size(); ++r) EXPECT_NEAR(got[r], expected[r], 1e-12) << what << ", rank " << r;
+}
+
+TEST(RankSlowness, AKernelMixAloneReadsAsNoSlownessClassByClass) {
+  const auto seconds = mix_seconds();
+  EXPECT_EQ(rank_slowness_by_class(seconds, kMixFlops, 2), (std::vector<double>{1.0, 1.0, 1.0, 1.0}));
+  EXPECT_EQ(rank_slowness_by_class(seconds, kMixFlops, 2, 0.0), (std::vector<double>{1.0, 1.0, 1.0, 1.0}))
+      << "not even past no tolerance (each class at its median)";
+  // Per rank alone, the ranks with diagonal tiles read 1.5 ns per flop against a median of
+  // 1.25: 1.2 times slower, the others 0.8, past a tolerance of 0.1.
+  std::vector<double> rank_seconds(4), rank_flops(4);
+  for (std::size_t r = 0; r < 4; ++r) {
+    rank_seconds[r] = seconds[2 * r] + seconds[2 * r + 1];
+    rank_flops[r] = kMixFlops[2 * r] + kMixFlops[2 * r + 1];
+  }
+  expect_near(rank_slowness(rank_seconds, rank_flops, 0.1), {1.2, 0.8, 0.8, 1.2}, "per rank alone");
+}
+
+TEST(RankSlowness, ARankSlowedInEveryClassReadsItsFactorWhateverItsMix) {
+  expect_near(rank_slowness_by_class(mix_seconds(4.0), kMixFlops, 2), {1.0, 4.0, 1.0, 1.0},
+              "rank 1 (off-diagonal tiles only) four times slower");
+  // Rank 3 holds diagonal tiles, which only ranks 0 and 3 run: the diagonal class's median is
+  // then the mean of 3 and 12 ns per flop (7.5), the other's 1 (ranks 0, 1, 2 against 4 on
+  // rank 3). Rank 3 still reads slow (2.29), rank 0 fast (0.57).
+  expect_near(rank_slowness_by_class(mix_seconds(1.0, 4.0), kMixFlops, 2),
+              {6.0 / 10.5, 1.0, 1.0, 24.0 / 10.5}, "rank 3 (diagonal tiles too) four times slower");
+}
+
+TEST(RankSlowness, ByClassARankThatRanNothingCountsAsTheMedian) {
+  // Class 0's median: 1.5 ns per flop (ranks 1 and 2), class 1's: 1 ns. Rank 1 (2 + 1 s)
+  // against 1.5 + 1 reads 1.2, rank 2 (1 + 1 s) 0.8: both inside the tolerance.
+  const std::vector<double> seconds{0.0, 0.0, 2.0, 1.0, 1.0, 1.0}, flops{0.0, 0.0, 1.0, 1.0, 1.0, 1.0};
+  EXPECT_EQ(rank_slowness_by_class(seconds, flops, 2), (std::vector<double>{1.0, 1.0, 1.0}));
+  expect_near(rank_slowness_by_class(seconds, flops, 2, 0.0), {1.0, 1.2, 0.8}, "no tolerance");
+  EXPECT_TRUE(rank_slowness_by_class({}, {}, 3).empty());
+}
+
+TEST(RankSlowness, ByClassBadInputIsRefusedByName) {
+  const std::vector<double> four{1.0, 1.0, 1.0, 1.0}, three{1.0, 1.0, 1.0}, negative{1.0, 1.0, 1.0, -1.0};
+  EXPECT_EQ(refusal([&] { (void)rank_slowness_by_class(four, four, 0); }), "rank_slowness_by_class: no task classes");
+  EXPECT_EQ(refusal([&] { (void)rank_slowness_by_class(four, three, 2); }),
+            "rank_slowness_by_class: 4 seconds but 3 flops");
+  EXPECT_EQ(refusal([&] { (void)rank_slowness_by_class(three, three, 2); }),
+            "rank_slowness_by_class: 3 values are not a whole number of ranks of 2 classes");
+  EXPECT_EQ(refusal([&] { (void)rank_slowness_by_class(four, negative, 2); }),
+            "rank_slowness_by_class: rank 1's flops of class 1 must be finite and not negative, got -1");
+  EXPECT_EQ(refusal([&] { (void)rank_slowness_by_class(four, four, 2, -0.5); }),
+            "rank_slowness_by_class: the tolerance must be finite and not negative, got -0.5");
 }
 
 ReplanFacts facts(const std::vector<double>& now, const std::vector<double>& planned) {

@@ -544,7 +544,8 @@ nlohmann::json runtime_extra(const runtime::Runtime& runtime) {
                           {"imbalance_after", applied->imbalance_after},
                           {"iterations_weighed", applied->iterations_weighed},
                           {"replanned", applied->replanned},
-                          {"predicted_gain", applied->predicted_gain}};
+                          {"predicted_gain", applied->predicted_gain},
+                          {"rank_slowness", applied->rank_slowness}};
   }
   // Per failure: what rolled back and how far; the tasks each rank re-ran are its
   // rank_stats[].tasks_rerun.

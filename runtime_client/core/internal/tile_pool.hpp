@@ -10,6 +10,7 @@
 // Where a memfd cannot be had, buffers come from posix_memalign.
 
 #include <cstddef>
+#include <cstdint>
 
 namespace bellows::runtime::tile_pool {
 
@@ -19,8 +20,30 @@ namespace bellows::runtime::tile_pool {
 double* acquire(std::size_t elements);
 /// Returns a buffer obtained from acquire(elements). Thread-safe.
 void release(double* buffer, std::size_t elements) noexcept;
-/// Bytes currently cached (not in use).
+/// Bytes currently cached (not in use), whole pages.
 std::size_t cached_bytes() noexcept;
+
+/// What the pool did since the process started, and holds now. Bytes are the buffers' sizes
+/// rounded up to whole pages.
+struct Counters {
+  /// acquire() calls served with a cached buffer whose pages were resident: no page taken.
+  std::uint64_t buffers_reused = 0;
+  /// acquire() calls that took fresh pages: new space in a slab, a buffer whose pages had gone
+  /// back to the system (beyond kMaxCachedBytes), or posix_memalign. Each such page is zeroed
+  /// by the kernel, and a peer on the same host reading the buffer maps it for the first time.
+  std::uint64_t buffers_fresh = 0;
+  std::uint64_t bytes_fresh = 0;  ///< likewise, bytes
+  std::uint64_t bytes_in_use = 0;  ///< acquired and not yet released
+  /// The most bytes in use at once since restart_peak() (or the process's start).
+  std::uint64_t peak_bytes_in_use = 0;
+  /// In use and cached: the memory the pool holds (its high-water mark, as it never shrinks
+  /// below the cache limit).
+  std::uint64_t bytes_held = 0;
+};
+/// The counters now. Thread-safe.
+Counters counters() noexcept;
+/// Starts a new peak: peak_bytes_in_use becomes bytes_in_use. Thread-safe.
+void restart_peak() noexcept;
 /// Whether `buffer` (from acquire) lies in a shared slab. Thread-safe.
 bool in_shared_slab(const void* buffer) noexcept;
 

@@ -131,6 +131,33 @@ void to_json(nlohmann::json& j, const MessageLogStats& s) {
                      {"bytes_held_by_iteration", s.bytes_held_by_iteration}};
 }
 
+void MemoryStats::add(const MemoryStats& o) {
+  minor_page_faults += o.minor_page_faults;
+  tile_buffers_reused += o.tile_buffers_reused;
+  tile_buffers_fresh += o.tile_buffers_fresh;
+  tile_bytes_fresh += o.tile_bytes_fresh;
+  peak_tile_bytes_in_use = std::max(peak_tile_bytes_in_use, o.peak_tile_bytes_in_use);
+  tile_pool_bytes = o.tile_pool_bytes;
+  const auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  append(minor_page_faults_by_iteration, o.minor_page_faults_by_iteration);
+  append(tile_buffers_fresh_by_iteration, o.tile_buffers_fresh_by_iteration);
+  append(peak_tile_bytes_in_use_by_iteration, o.peak_tile_bytes_in_use_by_iteration);
+}
+
+void to_json(nlohmann::json& j, const MemoryStats& s) {
+  j = nlohmann::json{{"minor_page_faults", s.minor_page_faults},
+                     {"tile_buffers_reused", s.tile_buffers_reused},
+                     {"tile_buffers_fresh", s.tile_buffers_fresh},
+                     {"tile_bytes_fresh", s.tile_bytes_fresh},
+                     {"peak_tile_bytes_in_use", s.peak_tile_bytes_in_use},
+                     {"tile_pool_bytes", s.tile_pool_bytes},
+                     {"minor_page_faults_by_iteration", s.minor_page_faults_by_iteration},
+                     {"tile_buffers_fresh_by_iteration", s.tile_buffers_fresh_by_iteration},
+                     {"peak_tile_bytes_in_use_by_iteration", s.peak_tile_bytes_in_use_by_iteration}};
+}
+
 void RankStats::add(const RankStats& o) {
   for (const auto& [name, count] : o.tasks_by_class) tasks_by_class[name] += count;
   tasks_executed += o.tasks_executed;
@@ -161,6 +188,7 @@ void RankStats::add(const RankStats& o) {
   steal.add(o.steal);
   checkpoint.add(o.checkpoint);
   message_log.add(o.message_log);
+  memory.add(o.memory);
   if (o.cost.task_samples > 0 || o.cost.transfer_samples > 0 || o.cost.round_trip_samples > 0) {
     cost = o.cost;
   }
@@ -219,6 +247,7 @@ void to_json(nlohmann::json& j, const RankStats& s) {
                      {"steal", s.steal},
                      {"checkpoint", s.checkpoint},
                      {"message_log", s.message_log},
+                     {"memory", s.memory},
                      {"cost", s.cost}};
 }
 

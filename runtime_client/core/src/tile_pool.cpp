@@ -29,11 +29,25 @@ struct Pool {
   std::unordered_map<std::size_t, std::vector<double*>> free_by_size;   // pages resident
   std::unordered_map<std::size_t, std::vector<double*>> given_back;     // pages returned
   std::vector<Slab> slabs;
-  std::size_t cached = 0;
+  std::size_t cached = 0;  // bytes of the buffers in free_by_size, whole pages
   bool slabs_fail = false;  // memfd_create or mmap refused once: plain allocations from then on
   unsigned serial = 0;
   PinSlab pin = nullptr;  // pin_slabs
+  Counters counters;        // bytes_held left 0: counters() adds `cached`
 };
+
+/// Counts a buffer of `bytes` handed out. Locked.
+void count_acquired(Pool& p, std::size_t bytes, bool fresh) {
+  Counters& c = p.counters;
+  if (fresh) {
+    ++c.buffers_fresh;
+    c.bytes_fresh += bytes;
+  } else {
+    ++c.buffers_reused;
+  }
+  c.bytes_in_use += bytes;
+  c.peak_bytes_in_use = std::max(c.peak_bytes_in_use, c.bytes_in_use);
+}
 
 Pool& pool() {
   static Pool* p = new Pool;  // never destroyed: tiles may outlive static destruction
@@ -93,7 +107,8 @@ double* acquire(std::size_t elements) {
     Pool& p = pool();
     std::lock_guard lock(p.mutex);
     if (double* b = take(p.free_by_size, elements)) {
-      p.cached -= elements * sizeof(double);
+      p.cached -= bytes;
+      count_acquired(p, bytes, false);
       return b;
     }
     without_pages = take(p.given_back, elements);
@@ -105,6 +120,7 @@ double* acquire(std::size_t elements) {
         slab->used += bytes;
       }
     }
+    count_acquired(p, bytes, true);  // from a slab, or from posix_memalign below
   }
   if (without_pages != nullptr) {
     // Its pages all at once, outside the lock: one call instead of a fault per page on first
@@ -123,17 +139,19 @@ void release(double* buffer, std::size_t elements) noexcept {
   Pool& p = pool();
   std::lock_guard lock(p.mutex);
   const Slab* slab = slab_of(p, buffer);
+  const std::size_t bytes = rounded(elements);
+  p.counters.bytes_in_use -= std::min<std::uint64_t>(p.counters.bytes_in_use, bytes);
   try {
-    if (p.cached + elements * sizeof(double) <= kMaxCachedBytes || (slab != nullptr && slab->pinned)) {
+    if (p.cached + bytes <= kMaxCachedBytes || (slab != nullptr && slab->pinned)) {
       p.free_by_size[elements].push_back(buffer);
-      p.cached += elements * sizeof(double);
+      p.cached += bytes;
       return;
     }
     if (slab != nullptr) {
       // Over the cache limit: the pages go back to the system, the addresses stay.
       const auto offset = reinterpret_cast<std::byte*>(buffer) - slab->base;
       ::fallocate(slab->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
-                  static_cast<off_t>(rounded(elements)));
+                  static_cast<off_t>(bytes));
       p.given_back[elements].push_back(buffer);
       return;
     }
@@ -147,6 +165,20 @@ std::size_t cached_bytes() noexcept {
   Pool& p = pool();
   std::lock_guard lock(p.mutex);
   return p.cached;
+}
+
+Counters counters() noexcept {
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  Counters c = p.counters;
+  c.bytes_held = c.bytes_in_use + p.cached;
+  return c;
+}
+
+void restart_peak() noexcept {
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  p.counters.peak_bytes_in_use = p.counters.bytes_in_use;
 }
 
 bool in_shared_slab(const void* buffer) noexcept {

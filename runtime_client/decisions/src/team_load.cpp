@@ -114,6 +114,59 @@ std::vector<double> rank_slowness(std::span<const double> seconds, std::span<con
   return out;
 }
 
+std::vector<double> rank_slowness_by_class(std::span<const double> seconds, std::span<const double> flops,
+                                           std::size_t classes, double tolerance) {
+  if (classes == 0) throw std::invalid_argument("rank_slowness_by_class: no task classes");
+  if (seconds.size() != flops.size()) {
+    throw std::invalid_argument("rank_slowness_by_class: " + std::to_string(seconds.size()) + " seconds but " +
+                                std::to_string(flops.size()) + " flops");
+  }
+  if (seconds.size() % classes != 0) {
+    throw std::invalid_argument("rank_slowness_by_class: " + std::to_string(seconds.size()) +
+                                " values are not a whole number of ranks of " + std::to_string(classes) +
+                                " classes");
+  }
+  require_finite_not_negative(tolerance, "rank_slowness_by_class: the tolerance");
+  const std::size_t ranks = seconds.size() / classes;
+  const auto ran = [&](std::size_t r, std::size_t c) {
+    return seconds[r * classes + c] > 0.0 && flops[r * classes + c] > 0.0;
+  };
+  for (std::size_t r = 0; r < ranks; ++r) {
+    for (std::size_t c = 0; c < classes; ++c) {
+      const std::string which = "rank_slowness_by_class: rank " + std::to_string(r) + "'s ";
+      const std::string of = " of class " + std::to_string(c);
+      require_finite_not_negative(seconds[r * classes + c], which + "seconds" + of);
+      require_finite_not_negative(flops[r * classes + c], which + "flops" + of);
+    }
+  }
+  // Per class: the median rank's seconds per flop among the ranks that ran it; 0: none did.
+  std::vector<double> median(classes, 0.0);
+  std::vector<double> per_flop;
+  for (std::size_t c = 0; c < classes; ++c) {
+    per_flop.clear();
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (ran(r, c)) per_flop.push_back(seconds[r * classes + c] / flops[r * classes + c]);
+    }
+    if (per_flop.empty()) continue;
+    std::sort(per_flop.begin(), per_flop.end());
+    const std::size_t middle = per_flop.size() / 2;
+    median[c] = per_flop.size() % 2 == 1 ? per_flop[middle] : (per_flop[middle - 1] + per_flop[middle]) / 2.0;
+  }
+  std::vector<double> out(ranks, 1.0);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    double measured = 0.0, at_median = 0.0;
+    for (std::size_t c = 0; c < classes; ++c) {
+      if (!ran(r, c)) continue;
+      measured += seconds[r * classes + c];
+      at_median += flops[r * classes + c] * median[c];
+    }
+    if (!(at_median > 0.0)) continue;
+    const double slowness = measured / at_median;
+    if (std::abs(slowness - 1.0) > tolerance) out[r] = slowness;
+  }
+  return out;
+}
+
 ReplanDecision replan_decision(const ReplanFacts& facts) {
   if (facts.rank_seconds_now.empty() || facts.rank_seconds_now.size() != facts.rank_seconds_planned.size()) {
     throw std::invalid_argument("replan_decision: seconds of " + std::to_string(facts.rank_seconds_now.size()) +

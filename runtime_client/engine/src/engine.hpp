@@ -35,6 +35,7 @@
 #include "bellows/runtime/team_replay.hpp"
 #include "buddy_checkpoints.hpp"
 #include "device.hpp"
+#include "iteration_memory.hpp"
 #include "message_log.hpp"
 #include "tiles_at_start.hpp"
 #include "peer_watch.hpp"
@@ -723,6 +724,7 @@ class Engine final : public DeviceOwner {
 
   int iteration_ = 0;
   Clock::time_point iteration_start_{};
+  IterationMemory iteration_memory_;  ///< page faults and tile pool counts of the iteration
   RankStats total_stats_;
 };
 

@@ -42,6 +42,7 @@ IterationReport Engine::run_iteration() {
   const ErrorsReturned world_errors_returned(MPI_COMM_WORLD);
   const ErrorsReturned errors_returned(comm_);
   if (team_replay_ && !replaying(iteration_ + 1)) end_team_replay();
+  iteration_memory_.start();
   // The watch from here: TeamLB's plan, the tile moves after a resize and the task count are
   // collectives too, and a peer lost in them is this iteration's loss.
   watch_->arm();
@@ -150,6 +151,7 @@ IterationReport Engine::run_iteration() {
   });
   if (checkpoint_seconds < 0.0) return abandon_iteration(false);
   const double elapsed = iteration_clock();
+  const MemoryStats memory = iteration_memory_.since_start();
 
   if (!pending_.empty()) {
     const auto& [key, p] = *pending_.begin();
@@ -167,6 +169,7 @@ IterationReport Engine::run_iteration() {
   for (std::size_t d = 1; d < devices_.size(); ++d) report.local.add(devices_[d]->take_stats());
   report.local.add(comm_engine_->take_stats());
   report.local.rank = rank_;
+  report.local.memory = memory;
   if (replaying(iteration_)) report.replaying_ranks = team_replay_->replaying;
   if (iteration_ <= completed_before_loss_) report.local.tasks_rerun = report.local.tasks_executed;
   report.local.tasks_offloaded = tasks_offloaded_;

@@ -7,7 +7,8 @@
 // iteration of the window (task_seconds_by_iteration_: the one iteration after an attach, up
 // to MessageLogOptions::load_window later; each rank adds up its own, a stolen task where it
 // ran, and the first rank sums them and weighs each tile by its median over the window,
-// TileLoadHistory, each rank's slowness from its tiles' seconds per flop, rank_slowness);
+// TileLoadHistory, each rank's slowness from its tiles' seconds per flop class by class,
+// rank_slowness_by_class);
 // and per task, the tiles it reads: a collection tile, or the tile that decides the
 // producing task. A rank receives a tile once per iteration for all its readers, which is how
 // plan_teams() counts bytes, so its prediction is the log's size (runtime_teams_message_log_np*
@@ -63,7 +64,8 @@ struct TilePlace {
 /// never complete, and they are then left to MPI until the process exits (keep_until_exit).
 struct SharedPlan {
   /// Per iteration of the window, per tile: the seconds this rank measured; then, alike, the
-  /// tasks it measured.
+  /// tasks it measured; then both again per tile and task class (tile t's class c at
+  /// t * classes + c), for each rank's slowness class by class.
   std::vector<double> mine;
   std::vector<double> seconds;  ///< the same summed over the ranks, on the first rank
   /// Of `decided`; -1: plan_teams() refused on the first rank; 0: a re-plan that does not pay.
@@ -124,8 +126,10 @@ bool Engine::plan_teams_between_iterations(bool replan) {
   auto shared = std::make_unique<SharedPlan>();
   std::vector<double>& mine = shared->mine;
   const std::size_t tiles = places.size();
+  const std::size_t classes = class_count();
   const std::size_t window = task_seconds_by_iteration_.size();
-  mine.assign(2 * window * tiles, 0.0);
+  const std::size_t by_class = 2 * window * tiles;  // where the per-class blocks start
+  mine.assign(by_class + 2 * window * tiles * classes, 0.0);
   {
     std::lock_guard lock(cost_mutex_);
     for (std::size_t k = 0; k < window; ++k) {
@@ -135,6 +139,9 @@ bool Engine::plan_teams_between_iterations(bool replan) {
         const auto tile = static_cast<std::size_t>(it->second);
         mine[k * tiles + tile] += seconds;
         mine[(window + k) * tiles + tile] += 1.0;
+        const std::size_t pair = tile * classes + static_cast<std::size_t>(key.task_class);
+        mine[by_class + k * tiles * classes + pair] += seconds;
+        mine[by_class + (window + k) * tiles * classes + pair] += 1.0;
       }
     }
   }
@@ -161,12 +168,15 @@ bool Engine::plan_teams_between_iterations(bool replan) {
   if (rank_ == 0) {
     std::vector<std::uint32_t> tasks_of_tile(places.size(), 0);
     std::vector<double> tile_flops(places.size(), 0.0);
+    std::vector<double> tile_class_flops(places.size() * classes, 0.0);  // tile t's class c at t * classes + c
     std::vector<TileTraffic> traffic;
     std::vector<InputSource> inputs;
     for (const auto& t : tasks) {
       if (t.tile < 0) continue;  // no tile decides it: it goes nowhere with the tiles
       ++tasks_of_tile[static_cast<std::size_t>(t.tile)];
       tile_flops[static_cast<std::size_t>(t.tile)] += t.cls->flops(t.key);
+      tile_class_flops[static_cast<std::size_t>(t.tile) * classes + static_cast<std::size_t>(t.key.task_class)] +=
+          t.cls->flops(t.key);
       inputs.clear();
       t.cls->inputs(t.key, inputs);
       for (const auto& in : inputs) {
@@ -192,17 +202,30 @@ bool Engine::plan_teams_between_iterations(bool replan) {
         history.add_iteration(std::span<const double>(seconds).subspan(k * tiles, tiles),
                               std::span<const double>(seconds).subspan((window + k) * tiles, tiles));
       }
-      // Each tile at the speed of the job's median rank, and each rank's slowness: a tile
-      // that leaves a slowed rank takes its seconds at its new rank's speed (a stolen task's
-      // seconds count on the tile's holder here).
+      // Each tile at the speed of the job's median rank, and each rank's slowness, class by
+      // class so that a rank's mix of kernels does not read as slowness (rank_slowness_by_class):
+      // a tile that leaves a slowed rank takes its seconds at its new rank's speed (a stolen
+      // task's seconds count on the tile's holder here). Each (tile, class) weighs the median
+      // of its seconds over the window, as each tile does.
       const auto measured = history.loads();
-      std::vector<double> rank_measured(static_cast<std::size_t>(size_), 0.0);
-      std::vector<double> rank_flops(static_cast<std::size_t>(size_), 0.0);
-      for (std::size_t t = 0; t < tiles; ++t) {
-        rank_measured[static_cast<std::size_t>(holders[t])] += measured[t];
-        rank_flops[static_cast<std::size_t>(holders[t])] += tile_flops[t];
+      TileLoadHistory class_history(options_.message_log.load_window);
+      const std::span<const double> class_seconds = std::span<const double>(seconds).subspan(by_class);
+      for (std::size_t k = 0; k < window; ++k) {
+        class_history.add_iteration(class_seconds.subspan(k * tiles * classes, tiles * classes),
+                                    class_seconds.subspan((window + k) * tiles * classes, tiles * classes));
       }
-      const auto slowness = rank_slowness(rank_measured, rank_flops);
+      const auto measured_by_class = class_history.loads();
+      std::vector<double> rank_measured(static_cast<std::size_t>(size_) * classes, 0.0);
+      std::vector<double> rank_flops(static_cast<std::size_t>(size_) * classes, 0.0);
+      for (std::size_t t = 0; t < tiles; ++t) {
+        const auto on = static_cast<std::size_t>(holders[t]);
+        for (std::size_t c = 0; c < classes; ++c) {
+          rank_measured[on * classes + c] += measured_by_class[t * classes + c];
+          rank_flops[on * classes + c] += tile_class_flops[t * classes + c];
+        }
+      }
+      const auto slowness = rank_slowness_by_class(rank_measured, rank_flops, classes);
+      applied.rank_slowness = slowness;
       std::vector<double> loads(tiles, 0.0);
       for (std::size_t t = 0; t < tiles; ++t) loads[t] = measured[t] / slowness[static_cast<std::size_t>(holders[t])];
       TeamRequest weighed{size_, team_size, loads, holders, traffic, TeamWeighting::load, TeamUnit::ranks};
@@ -254,11 +277,12 @@ bool Engine::plan_teams_between_iterations(bool replan) {
     return given_up();
   }
 
-  // The plan's predictions, [cut, I before, I after, gain, logged bytes per rank], from the
-  // first rank.
+  // The plan's predictions, [cut, I before, I after, gain, logged bytes per rank, slowness
+  // per rank], from the first rank.
   constexpr std::size_t kLogged = 4;
+  const auto ranks = static_cast<std::size_t>(size_);
   std::vector<double>& predicted = shared->predicted;
-  predicted.assign(kLogged + static_cast<std::size_t>(size_), 0.0);
+  predicted.assign(kLogged + 2 * ranks, 0.0);
   if (rank_ == 0) {
     predicted[0] = applied.predicted_cut;
     predicted[1] = applied.imbalance_before;
@@ -266,6 +290,7 @@ bool Engine::plan_teams_between_iterations(bool replan) {
     predicted[3] = applied.predicted_gain;
     std::copy(applied.predicted_logged_bytes.begin(), applied.predicted_logged_bytes.end(),
               predicted.begin() + kLogged);
+    std::copy(applied.rank_slowness.begin(), applied.rank_slowness.end(), predicted.begin() + kLogged + ranks);
   }
   if (!completed(MPI_Ibcast(predicted.data(), static_cast<int>(predicted.size()), MPI_DOUBLE, 0, comm_, &request))) {
     return given_up();
@@ -277,7 +302,8 @@ bool Engine::plan_teams_between_iterations(bool replan) {
   applied.imbalance_before = predicted[1];
   applied.imbalance_after = predicted[2];
   applied.predicted_gain = predicted[3];
-  applied.predicted_logged_bytes.assign(predicted.begin() + kLogged, predicted.end());
+  applied.predicted_logged_bytes.assign(predicted.begin() + kLogged, predicted.begin() + kLogged + ranks);
+  applied.rank_slowness.assign(predicted.begin() + kLogged + ranks, predicted.end());
   applied.before_iteration = iteration_ + 1;
   applied.iterations_weighed = static_cast<int>(window);
   applied.replanned = replan;

@@ -157,6 +157,12 @@ void for_each_number(Stats& s, F&& f) {
   f(s.message_log.bytes_replayed);
   f(s.message_log.copies_dropped);
   f(s.message_log.seconds);
+  f(s.memory.minor_page_faults);
+  f(s.memory.tile_buffers_reused);
+  f(s.memory.tile_buffers_fresh);
+  f(s.memory.tile_bytes_fresh);
+  f(s.memory.peak_tile_bytes_in_use);
+  f(s.memory.tile_pool_bytes);
   f(s.cost.task_samples);
   f(s.cost.task_overhead_us);
   f(s.cost.seconds_per_gflop);
@@ -170,7 +176,7 @@ void for_each_number(Stats& s, F&& f) {
 /// A rank's statistics as the numbers that travel to rank 0 (one definition for
 /// gather_stats() and finish()): the fixed fields, the per-class counts in class order, the
 /// steal round trips and their forwards, the message log's size after each iteration, the
-/// host's name.
+/// memory counts of each iteration, the host's name.
 std::vector<double> encode_stats(const RankStats& s, const std::vector<std::string>& class_names,
                                  const std::string& host) {
   std::vector<double> out;
@@ -182,9 +188,14 @@ std::vector<double> encode_stats(const RankStats& s, const std::vector<std::stri
   out.push_back(static_cast<double>(s.steal.round_trip_seconds.size()));
   out.insert(out.end(), s.steal.round_trip_seconds.begin(), s.steal.round_trip_seconds.end());
   for (const int forwards : s.steal.round_trip_forwards) out.push_back(forwards);
-  const auto& log = s.message_log.bytes_held_by_iteration;
-  out.push_back(static_cast<double>(log.size()));
-  out.insert(out.end(), log.begin(), log.end());
+  const auto series = [&](const std::vector<double>& values) {
+    out.push_back(static_cast<double>(values.size()));
+    out.insert(out.end(), values.begin(), values.end());
+  };
+  series(s.message_log.bytes_held_by_iteration);
+  series(s.memory.minor_page_faults_by_iteration);
+  series(s.memory.tile_buffers_fresh_by_iteration);
+  series(s.memory.peak_tile_bytes_in_use_by_iteration);
   out.push_back(static_cast<double>(host.size()));
   for (const char c : host) out.push_back(static_cast<unsigned char>(c));
   return out;
@@ -212,8 +223,14 @@ RankStats decode_stats(const std::vector<double>& v, const std::vector<std::stri
   const std::size_t round_trips = count();
   for (std::size_t i = 0; i < round_trips; ++i) rs.steal.round_trip_seconds.push_back(next());
   for (std::size_t i = 0; i < round_trips; ++i) rs.steal.round_trip_forwards.push_back(static_cast<int>(next()));
-  const std::size_t log = count();
-  for (std::size_t i = 0; i < log; ++i) rs.message_log.bytes_held_by_iteration.push_back(next());
+  const auto series = [&](std::vector<double>& values) {
+    const std::size_t size = count();
+    for (std::size_t i = 0; i < size; ++i) values.push_back(next());
+  };
+  series(rs.message_log.bytes_held_by_iteration);
+  series(rs.memory.minor_page_faults_by_iteration);
+  series(rs.memory.tile_buffers_fresh_by_iteration);
+  series(rs.memory.peak_tile_bytes_in_use_by_iteration);
   const std::size_t host = count();
   for (std::size_t i = 0; i < host; ++i) rs.host.push_back(static_cast<char>(static_cast<unsigned char>(next())));
   return rs;

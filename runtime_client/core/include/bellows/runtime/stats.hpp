@@ -114,6 +114,35 @@ struct MessageLogStats {
   void add(const MessageLogStats& other);
 };
 
+/// Memory of one rank (a process) during its iterations: page faults, and the tile buffer pool
+/// (tile_pool.hpp), from the iteration's start to the end of its tasks and checkpoint
+/// transfers. Counts that the host's load cannot move, unlike times: what holding tiles longer
+/// (the message log, docs/teams.md) does to memory shows here.
+struct MemoryStats {
+  /// Minor page faults of the whole process (every thread: getrusage RUSAGE_SELF ru_minflt),
+  /// pages populated at once for a fresh tile buffer (MADV_POPULATE_WRITE) and first reads
+  /// through a mapping of a peer's tile slab included.
+  std::uint64_t minor_page_faults = 0;
+  /// Tile buffers the pool handed out from those it cached, pages resident (no page taken).
+  std::uint64_t tile_buffers_reused = 0;
+  /// Tile buffers that took fresh pages (zeroed by the kernel): new space in a slab, a buffer
+  /// whose pages had gone back to the system, or a plain allocation.
+  std::uint64_t tile_buffers_fresh = 0;
+  std::uint64_t tile_bytes_fresh = 0;  ///< likewise, bytes
+  /// The most bytes of tile buffers in use at once in any iteration (the pool's high-water
+  /// mark of buffers handed out; a gauge: add() keeps the larger).
+  std::uint64_t peak_tile_bytes_in_use = 0;
+  /// Bytes the pool held, in use and cached, after the latest iteration (a gauge: add() keeps
+  /// the newer).
+  std::uint64_t tile_pool_bytes = 0;
+  /// Per iteration, in order (add() appends): minor page faults, fresh tile buffers and the
+  /// most tile bytes in use at once.
+  std::vector<double> minor_page_faults_by_iteration;
+  std::vector<double> tile_buffers_fresh_by_iteration;
+  std::vector<double> peak_tile_bytes_in_use_by_iteration;
+  void add(const MemoryStats& other);
+};
+
 /// A rank's devices: up to Tile::kMaxDevices GPUs and the CPU workers.
 inline constexpr std::size_t kMaxDevicesPerRank = Tile::kMaxDevices + 1;
 
@@ -173,6 +202,7 @@ struct RankStats {
   StealStats steal;
   CheckpointStats checkpoint;
   MessageLogStats message_log;
+  MemoryStats memory;
   /// The cost model at the end of the latest iteration (a gauge: add() keeps the newer one).
   CostSummary cost;
   /// Mean number of ready tasks waiting on this rank, sampled at each task completion of
@@ -185,6 +215,7 @@ struct RankStats {
 void to_json(nlohmann::json& j, const StealStats& s);
 void to_json(nlohmann::json& j, const CheckpointStats& s);
 void to_json(nlohmann::json& j, const MessageLogStats& s);
+void to_json(nlohmann::json& j, const MemoryStats& s);
 void to_json(nlohmann::json& j, const RankStats& s);
 void to_json(nlohmann::json& j, const CostSummary& s);
 

@@ -70,6 +70,22 @@ class TileLoadHistory {
 [[nodiscard]] std::vector<double> rank_slowness(std::span<const double> seconds, std::span<const double> flops,
                                                 double tolerance = 0.25);
 
+/// Per rank: its slowness measured class by class, so that a rank whose mix of task classes
+/// differs from the others' (Cholesky's diagonal tiles, whose POTRF and SYRK run slower per
+/// flop than GEMM) does not read as slower or faster for its mix. For each task class, the
+/// median rank's seconds per flop among the ranks that ran it; a rank's slowness is its
+/// measured seconds over what its flops of each class would take at that class's median
+/// (a rank slowed k times in every class reads k, whatever its mix). `seconds` and `flops`
+/// hold one value per rank and class, rank by rank (rank r's class c at r * classes + c).
+/// 1 for a rank that ran nothing, and for one within `tolerance` of 1. A class that only one
+/// rank ran is its own median and tells nothing of that rank. Throws std::invalid_argument,
+/// naming the value, for spans of different lengths, a length that is not a whole number of
+/// ranks of `classes` values, no classes, negative or non-finite seconds or flops, or a
+/// tolerance that is negative or not finite.
+[[nodiscard]] std::vector<double> rank_slowness_by_class(std::span<const double> seconds,
+                                                         std::span<const double> flops, std::size_t classes,
+                                                         double tolerance = 0.25);
+
 /// What replan_decision() weighs: one iteration's predicted seconds per rank (the tiles'
 /// loads summed on their holders) under the teams and holders now and under a new plan, and
 /// the bytes crossing teams under each.

@@ -150,6 +150,10 @@ struct TeamsApplied {
   /// the heaviest rank's seconds, as a fraction of its seconds under the teams before.
   bool replanned = false;
   double predicted_gain = 0.0;
+  /// Per rank: how many times longer per flop than the median rank its tiles' tasks took,
+  /// class by class (rank_slowness_by_class, team_load.hpp), as the plan weighed it; 1 within
+  /// the tolerance of 25 %.
+  std::vector<double> rank_slowness;
 };
 
 /// Thrown by Runtime::recover(), alike on every survivor, when the job cannot recover: the
