@@ -50,6 +50,19 @@ also gives the same runs' ratios over iterations N+1.., after that warm-up.
   python3 bench/message_log.py --build build/default --overhead-only --rounds 12 --iterations 8
   python3 bench/message_log.py --build build/default --overhead-only --apps cholesky --gflops 1000 \
       --rounds 15 --iterations 14 --also-warmup 4
+
+With --replan-timed it times a job that re-plans instead: logging in --team-size teams with
+TeamLB applied (--team-plan on, a window of --load-window iterations), rank --slow-rank
+--slow-factor times slower from iteration --slow-from on, run with re-plans on and off in the
+same rounds (their order alternating). Per run it prints the iterations' median times after the
+first plan before the slowdown, from the slowdown until the re-plan, and after the re-plan (the
+off run split at the same iterations as the on run of its round); the re-plan iteration (which
+moves the tiles and completes a fresh checkpoint first) against the iteration before it and the
+median after it; the team_plan JSON's iteration, gain and slowness; the bytes logged per rank
+and iteration before the slowdown and after the re-plan; and the ratio of the job's total time
+(all iterations) with re-plans on over off, median and range over the rounds.
+
+  python3 bench/message_log.py --build build/default --replan-timed --rounds 3 --iterations 12
 """
 import argparse
 import json
@@ -59,8 +72,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (MPIEXEC, makespan, mean_after_first, print_ratio_intervals, print_rounds,  # noqa: E402
-                          run_json)
+from bench_common import (MPIEXEC, load_average, makespan, mean_after_first,  # noqa: E402
+                          print_ratio_intervals, print_rounds, run_json)
 
 TARGET = 1.03
 
@@ -141,7 +154,26 @@ def main():
     ap.add_argument("--also-warmup", type=int, default=0,
                     help="with --overhead-only: also the same runs' ratios leaving out this many iterations "
                          "(e.g. until the log has been released once: --checkpoint-every + 1)")
+    ap.add_argument("--replan-timed", action="store_true",
+                    help="time a job whose rank slows down with TeamLB's re-plans on and off")
+    ap.add_argument("--slow-rank", type=int, default=1, help="with --replan-timed: the slowed rank")
+    ap.add_argument("--slow-from", type=int, default=5,
+                    help="with --replan-timed: the first slowed iteration (counting from 1)")
+    ap.add_argument("--slow-factor", type=float, default=4.0,
+                    help="with --replan-timed: how many times longer the slowed rank's tasks take")
+    ap.add_argument("--load-window", type=int, default=3,
+                    help="with --replan-timed: TeamLB's window of iterations")
     args = ap.parse_args()
+    for option, value, least in (("--rounds", args.rounds, 1), ("--ranks", args.ranks, 2),
+                                 ("--iterations", args.iterations, 1), ("--slow-from", args.slow_from, 1),
+                                 ("--load-window", args.load_window, 1)):
+        if value < least:
+            ap.error(f"{option} must be at least {least}, got {value}")
+    if args.replan_timed and not 0 <= args.slow_rank < args.ranks:
+        ap.error(f"--slow-rank must be a rank below --ranks {args.ranks}, got {args.slow_rank}")
+    if args.replan_timed and args.slow_from < 3:
+        ap.error(f"--slow-from must be at least 3 with --replan-timed (iteration 2 applies the first plan), "
+                 f"got {args.slow_from}")
     ex = os.path.join(args.build, "examples")
 
     def run(app, gflops, flags):
@@ -160,6 +192,9 @@ def main():
     speeds = [float(g) for g in args.gflops.split(",")]
     apps = args.apps.split(",")
     t = args.team_size
+    if args.replan_timed:
+        replan_timed(args, run, apps, speeds)
+        return
     rows, ratios = {}, {}
     shares = {}  # (cell, team kind) -> the log's share of the iteration time, every rank and round
     series = {}  # (cell, configuration) -> the first round's memory counts per iteration
@@ -280,6 +315,100 @@ def main():
     print_log_time_shares(shares, ratios)
     print_memory_series(series)
     print_iteration_ratios(by_iteration)
+
+
+def logged_by_iteration(report):
+    """Per iteration, the bytes logged per rank (mean over ranks): the growth of the log held
+    after it (rank_stats[].message_log.bytes_held_by_iteration), or all of it where a checkpoint
+    or a plan released the log before the iteration."""
+    series = [s["message_log"]["bytes_held_by_iteration"] for s in report["rank_stats"]]
+    held = [statistics.mean(values) for values in zip(*series)]
+    return [h - p if h >= p else h for p, h in zip([0.0] + held, held)]
+
+
+def replan_timed(args, run, apps, speeds):
+    """--replan-timed: per app and speed, runs with re-plans on and off in the same rounds and
+    prints per run the phases' iteration times, the re-plan's own iteration, the plan that holds
+    and the log per iteration, then the job's total time on over off."""
+    flags = ["--message-log", "on", "--team-size", str(args.team_size), "--team-plan", "on",
+             "--load-window", str(args.load_window), "--slow-rank", str(args.slow_rank),
+             "--slow-from", str(args.slow_from), "--slow-factor", f"{args.slow_factor:g}"]
+    totals = {}  # (app, gflops) -> per round, total time with re-plans on over off
+    lines = []
+    loads = []
+
+    def median_ms(seconds, first, last):
+        """The median of iterations first..last (counting from 1, inclusive) in ms, or nan."""
+        part = seconds[first - 1:last]
+        return statistics.median(part) * 1e3 if part else float("nan")
+
+    for rnd in range(args.rounds):
+        print(f"round {rnd + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
+        loads.append(os.getloadavg()[0])
+        for app in apps:
+            for gflops in speeds:
+                reports = {}
+                order = ("on", "off") if rnd % 2 == 0 else ("off", "on")
+                for replan in order:
+                    reports[replan] = run(app, gflops, flags + ["--replan", replan])
+                plan = reports["on"].get("team_plan", {})
+                replanned = plan.get("replanned", False)
+                at = plan["before_iteration"] if replanned else None
+                for replan in ("on", "off"):
+                    report = reports[replan]
+                    seconds = [it["seconds"] for it in report["iterations"]]
+                    logged = logged_by_iteration(report)
+                    holds = report.get("team_plan", {})
+                    last = len(seconds)
+                    end = at - 1 if at else last
+                    row = {"round": rnd + 1, "app": app, "gflops": gflops, "replan": replan,
+                           "total_s": sum(seconds),
+                           "before_ms": median_ms(seconds, 3, args.slow_from - 1),
+                           "slowed_ms": median_ms(seconds, args.slow_from, end),
+                           "after_ms": median_ms(seconds, at + 1, last) if at else float("nan"),
+                           "replan_iteration_ms": seconds[at - 1] * 1e3 if at else float("nan"),
+                           "iteration_before_it_ms": seconds[at - 2] * 1e3 if at else float("nan"),
+                           "plan_before_iteration": holds.get("before_iteration"),
+                           "replanned": holds.get("replanned"),
+                           "predicted_gain": holds.get("predicted_gain"),
+                           "rank_slowness": holds.get("rank_slowness"),
+                           "tiles_moved": holds.get("tiles_moved"),
+                           "logged_before_MB": (statistics.mean(logged[2:args.slow_from - 1] or [float("nan")])
+                                                / 1e6),
+                           "logged_after_MB": (statistics.mean(logged[at:] or [float("nan")]) / 1e6
+                                               if at else float("nan"))}
+                    lines.append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+                totals.setdefault((app, gflops), []).append(
+                    sum(it["seconds"] for it in reports["on"]["iterations"]) /
+                    sum(it["seconds"] for it in reports["off"]["iterations"]))
+
+    print(f"\n{args.ranks} ranks, one node each, emulated device computing, n={args.n} tile={args.tile}, "
+          f"{args.iterations} iterations, a checkpoint every {args.checkpoint_every} iterations, teams of "
+          f"{args.team_size}, TeamLB applied with a window of {args.load_window}, rank {args.slow_rank} "
+          f"{args.slow_factor:g}x slower from iteration {args.slow_from}, {args.rounds} rounds "
+          f"(re-plans on and off alternating first)")
+    print("host load average (1 min) at each round's start: " + " ".join(f"{v:.2f}" for v in loads)
+          + f"; at the end: {load_average()} on {os.cpu_count()} cores")
+    print("\nper run: iteration medians (ms): before = 3..slow-from-1, slowed = slow-from..re-plan-1, "
+          "after = re-plan+1..; the re-plan's iteration and the one before it (ms); the plan that holds "
+          "(before iteration, re-plan?, predicted gain, slowness, tiles moved); "
+          "logged per rank and iteration (MB) before and after")
+    header = (f"{'cell':<22}{'rnd':>4}{'replan':>7}{'total s':>9}{'before':>8}{'slowed':>8}{'after':>8}"
+              f"{'re-plan':>9}{'prior':>8}  {'plan':<44}{'log MB':>14}")
+    print(header)
+    for r in lines:
+        plan = (f"it {r['plan_before_iteration']} {'re-plan' if r['replanned'] else 'first'} "
+                f"gain {r['predicted_gain'] or 0:.2f} moved {r['tiles_moved']} "
+                f"{[round(v, 2) for v in r['rank_slowness'] or []]}")
+        print(f"{r['app'] + ' ' + format(r['gflops'], 'g') + ' GFLOP/s':<22}{r['round']:>4}{r['replan']:>7}"
+              f"{r['total_s']:>9.2f}{r['before_ms']:>8.0f}{r['slowed_ms']:>8.0f}{r['after_ms']:>8.0f}"
+              f"{r['replan_iteration_ms']:>9.0f}{r['iteration_before_it_ms']:>8.0f}  {plan:<44}"
+              f"{r['logged_before_MB']:>7.2f}{r['logged_after_MB']:>7.2f}")
+    print("\ntotal job time, re-plans on / off (same round): median [range] per round")
+    for (app, gflops), values in totals.items():
+        print(f"{app + ' ' + format(gflops, 'g') + ' GFLOP/s':<22}{statistics.median(values):>7.3f} "
+              f"[{min(values):.3f}, {max(values):.3f}]   " + " ".join(f"{v:.3f}" for v in values))
 
 
 def print_log_time_shares(shares, ratios):
