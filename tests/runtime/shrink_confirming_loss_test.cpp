@@ -193,6 +193,15 @@ int run_member(const fs::path& dir, int index) {
   bt::TiledGemm gemm(bt::kGemmN, bt::kGemmTile, ranks, old_rank, bt::kGemmSeed);
   auto owned_runtime = std::make_unique<br::Runtime>(job.communicator(), bt::loss_test_options(old_rank, 0));
   br::Runtime& runtime = *owned_runtime;
+  // The member's end, whichever way it comes: its runtime gone before MPI, its result written
+  // for the launcher.
+  const auto end_member = [&](const nlohmann::json& result) {
+    owned_runtime.reset();
+    watchdog.disarm();
+    const int status = bt::write_member_result(dir, old_rank, result, checks.failures);
+    MPI_Finalize();
+    return status;
+  };
   job.attach(runtime);
   bt::add_gemm(runtime, gemm, never, 0);
 
@@ -249,11 +258,7 @@ int run_member(const fs::path& dir, int index) {
                                                 std::to_string(recoveries) + " recoveries before it left");
     result["left"] = true;
     result["lost_while_confirming"] = job.membership().shrinks().back().lost_while_confirming;
-    owned_runtime.reset();
-    watchdog.disarm();
-    const int status = bt::write_member_result(dir, old_rank, result, checks.failures);
-    MPI_Finalize();
-    return status;
+    return end_member(result);
   }
 
   // Whether a copy of every lost rank's tiles is left: each lost rank's buddy under the
@@ -275,11 +280,7 @@ int run_member(const fs::path& dir, int index) {
            std::to_string(recoveries) + " recoveries, refused with \"" + recovery_refusal + "\"; expected none, refused: \"" +
                expected + " (...)\"");
     result["refusal"] = recovery_refusal;
-    owned_runtime.reset();
-    watchdog.disarm();
-    const int status = bt::write_member_result(dir, old_rank, result, checks.failures);
-    MPI_Finalize();
-    return status;
+    return end_member(result);
   }
   expect(recovery_refusal.empty(), "recover threw RecoveryError \"" + recovery_refusal + "\"");
   const bool recovery_expected = !staying_victims.empty();
@@ -331,11 +332,7 @@ int run_member(const fs::path& dir, int index) {
   result["lost"] = lost;
   result["rolled_back_to"] = rolled_back_to;
   result["iterations_redone"] = iterations_redone;
-  owned_runtime.reset();
-  watchdog.disarm();
-  const int status = bt::write_member_result(dir, old_rank, result, checks.failures);
-  MPI_Finalize();
-  return status;
+  return end_member(result);
 }
 
 // ------------------------------------------------------------------------------------ launcher
