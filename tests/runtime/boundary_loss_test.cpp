@@ -299,7 +299,8 @@ int run_member(const fs::path& dir, int index) {
                    std::string::npos,
            std::string("sent away with \"") + e.what() + "\"; expected \"" + expected + " (...) rank " +
                std::to_string(kJoiner) + ", which it was adding, leaves\"");
-    const nlohmann::json result{{"old_rank", old_rank}, {"sent_away", e.what()}, {"result", checks.failures == 0 ? "PASS" : "FAIL"}};
+    const nlohmann::json result{
+        {"old_rank", old_rank}, {"sent_away", e.what()}, {"result", checks.failures == 0 ? "PASS" : "FAIL"}};
     write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
     watchdog.disarm();
     MPI_Finalize();

@@ -104,9 +104,10 @@ inline std::vector<unsigned long long> expect_every_task_once_from(int first_cou
   MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
   const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
   for (std::size_t i = 0; i < all.size(); ++i) {
-    checks.expect(all[i] == tasks_per_iteration,
-                  "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " + std::to_string(all[i]) +
-                      " tasks over the ranks, expected " + std::to_string(tasks_per_iteration));
+    const int iteration = first_counted + static_cast<int>(i);
+    checks.expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(iteration) + " ran " +
+                                                     std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                                     std::to_string(tasks_per_iteration));
   }
   return all;
 }

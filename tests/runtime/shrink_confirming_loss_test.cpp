@@ -376,7 +376,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (expected == "refused" && !refused) fail("no survivor was refused; expected every one (a lost rank's buddy lost too)");
   if (expected == "recovered" && refused) fail("survivors were refused; expected them to recover");
   if (mode == "by-word" && confirmed_by_word != std::vector<int>{0}) {
-    fail("the shrink stood on another rank's word on ranks " + bt::rank_set(confirmed_by_word) + ", expected on rank 0 alone");
+    fail("the shrink stood on another rank's word on ranks " + bt::rank_set(confirmed_by_word) +
+         ", expected on rank 0 alone");
   }
   return bt::report_launcher("shrink_confirming_loss",
                                        {{"mode", mode},

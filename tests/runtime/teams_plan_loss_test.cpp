@@ -290,7 +290,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   }
   const bt::LossRun run("teams-plan-loss", victim, bt::kMostPauseMicroseconds);
   write_file(run.dir / step, "1");
-  return run.to_the_end("teams_plan_loss", mpiexec, self, kRanks, kLauncherLimitSeconds, {{"step", step}}, checks.failures);
+  return run.to_the_end("teams_plan_loss", mpiexec, self, kRanks, kLauncherLimitSeconds, {{"step", step}},
+                        checks.failures);
 }
 
 }  // namespace
