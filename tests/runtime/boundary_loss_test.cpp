@@ -155,6 +155,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace br = bellows::runtime;
+using bellows::test::expect_every_task_once_from;
 using bellows::test::kGemmN;
 using bellows::test::kGemmSeed;
 using bellows::test::kGemmTasks;
@@ -204,34 +205,8 @@ void die_if_armed_for(SetupStep step) {
   bellows::test::die_after_pause(posting_kill_pause_us.load());
 }
 
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "boundary_loss_tests: FAILED: %s\n", what.c_str());
-  }
-}
-
-/// Every task of every iteration from `first_counted` to the last ran once over the job's ranks:
-/// each rank's count of the last run of each iteration (`tasks_run`), summed on `comm`. Returns
-/// the sums, one per iteration from `first_counted` on.
-std::vector<unsigned long long> expect_every_task_once_from(int first_counted,
-                                                            const std::map<long, std::uint64_t>& tasks_run,
-                                                            MPI_Comm comm) {
-  std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
-  for (int i = first_counted; i <= kIterations; ++i) {
-    const auto ran = tasks_run.find(i);
-    mine.push_back(ran != tasks_run.end() ? ran->second : 0);
-  }
-  MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
-  const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
-                                              std::to_string(all[i]) + " tasks over the ranks, expected " +
-                                              std::to_string(tasks_per_iteration));
-  }
-  return all;
-}
+bellows::test::Checks checks{"boundary_loss_tests"};
+void expect(bool ok, const std::string& what) { checks.expect(ok, what); }
 
 /// C as a run without failure computes it.
 std::vector<double> reference_c() { return bellows::test::serial_gemm_c(kGemmN, kGemmTile, kGemmSeed); }
@@ -324,11 +299,12 @@ int run_member(const fs::path& dir, int index) {
                    std::string::npos,
            std::string("sent away with \"") + e.what() + "\"; expected \"" + expected + " (...) rank " +
                std::to_string(kJoiner) + ", which it was adding, leaves\"");
-    const nlohmann::json result{{"old_rank", old_rank}, {"sent_away", e.what()}, {"result", failures == 0 ? "PASS" : "FAIL"}};
+    const nlohmann::json result{
+        {"old_rank", old_rank}, {"sent_away", e.what()}, {"result", checks.failures == 0 ? "PASS" : "FAIL"}};
     write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
     watchdog.disarm();
     MPI_Finalize();
-    return failures == 0 ? 0 : 1;
+    return checks.failures == 0 ? 0 : 1;
   };
   posting_kill_pause_us = pause_us;
   std::unique_ptr<br::ElasticJob> owned_job;
@@ -500,12 +476,12 @@ int run_member(const fs::path& dir, int index) {
              "the leaver's shrink names ranks " + rank_set(lost_then) + " lost while it was confirmed, expected rank " +
                  std::to_string(victim) + " among them (its barrier failed, the words told it the shrink stands)");
     }
-    result["result"] = failures == 0 ? "PASS" : "FAIL";
+    result["result"] = checks.failures == 0 ? "PASS" : "FAIL";
     write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
     owned_runtime.reset();
     watchdog.disarm();
     MPI_Finalize();
-    return failures == 0 ? 0 : 1;
+    return checks.failures == 0 ? 0 : 1;
   }
   if (expand_moves) {
     // Refused on every survivor, alike: nothing to verify.
@@ -519,12 +495,12 @@ int run_member(const fs::path& dir, int index) {
     expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
                                             (joiner ? "none (it joined through the expand)" : "one"));
     result["refused"] = recovery_refusal;
-    result["result"] = failures == 0 ? "PASS" : "FAIL";
+    result["result"] = checks.failures == 0 ? "PASS" : "FAIL";
     write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
     owned_runtime.reset();
     watchdog.disarm();
     MPI_Finalize();
-    return failures == 0 ? 0 : 1;
+    return checks.failures == 0 ? 0 : 1;
   }
   const bool no_victim = victim < 0;  // after-expand or after-shrink: the resize alone
   // A leaver lost after the hand-off: the shrink is finished without it, nothing recovered; nor
@@ -557,7 +533,8 @@ int run_member(const fs::path& dir, int index) {
       result["shrink"] = shrink;
     }
     const int first_counted = kill_at + 1;
-    const std::vector<unsigned long long> all = expect_every_task_once_from(first_counted, tasks_run, job.communicator());
+    const std::vector<unsigned long long> all =
+        expect_every_task_once_from(first_counted, kIterations, tasks_run, job.communicator(), checks);
     result["rolled_back_to"] = rolled_back_to;
     result["iterations_redone"] = iterations_redone;
     result["tasks_per_iteration_from_the_resize"] = all;
@@ -581,7 +558,8 @@ int run_member(const fs::path& dir, int index) {
                                               " (the last complete one before the shrink)");
     // Every task of every iteration from the one rolled back to ran once over the two ranks left.
     const int first_counted = kill_at;
-    const std::vector<unsigned long long> all = expect_every_task_once_from(first_counted, tasks_run, job.communicator());
+    const std::vector<unsigned long long> all =
+        expect_every_task_once_from(first_counted, kIterations, tasks_run, job.communicator(), checks);
     result["refusal"] = refusal;
     result["rolled_back_to"] = rolled_back_to;
     result["iterations_redone"] = iterations_redone;
@@ -604,7 +582,8 @@ int run_member(const fs::path& dir, int index) {
       result["shrink"] = shrink;
     }
     // Every task of every iteration from the shrink on ran once over the ranks left.
-    const std::vector<unsigned long long> all = expect_every_task_once_from(kill_at + 1, tasks_run, job.communicator());
+    const std::vector<unsigned long long> all =
+        expect_every_task_once_from(kill_at + 1, kIterations, tasks_run, job.communicator(), checks);
     result["tasks_per_iteration_from_the_resize"] = all;
   } else if (during_shrink) {
     const std::string given_up = "shrink without ranks {" + std::to_string(kLeaver) + "} given up: ranks {" +
@@ -653,7 +632,8 @@ int run_member(const fs::path& dir, int index) {
       result["expand"] = expand;
     }
     // Every task of every iteration from the expand on ran once over the ranks.
-    const std::vector<unsigned long long> all = expect_every_task_once_from(kill_at + 1, tasks_run, job.communicator());
+    const std::vector<unsigned long long> all =
+        expect_every_task_once_from(kill_at + 1, kIterations, tasks_run, job.communicator(), checks);
     result["tasks_per_iteration_from_the_resize"] = all;
     result["refusal"] = refusal;
     result["given_up_after_seconds"] = refused_seconds;
@@ -691,7 +671,8 @@ int run_member(const fs::path& dir, int index) {
     // Every task of every iteration from the resize on ran once over the ranks (the
     // interrupted one counted from its run again).
     const int first_counted = kill_at + 1;
-    const std::vector<unsigned long long> all = expect_every_task_once_from(first_counted, tasks_run, job.communicator());
+    const std::vector<unsigned long long> all =
+        expect_every_task_once_from(first_counted, kIterations, tasks_run, job.communicator(), checks);
     result["tasks_per_iteration_from_the_resize"] = all;
     if (no_victim) {
       // The first checkpoint under the new buddies completed before the tasks of the first
@@ -715,12 +696,12 @@ int run_member(const fs::path& dir, int index) {
   }
   result["recoveries"] = recoveries;
   result["lost"] = lost;
-  result["result"] = failures == 0 ? "PASS" : "FAIL";
+  result["result"] = checks.failures == 0 ? "PASS" : "FAIL";
   write_file(dir / ("result." + std::to_string(old_rank)), result.dump());
   owned_runtime.reset();
   watchdog.disarm();
   MPI_Finalize();
-  return failures == 0 ? 0 : 1;
+  return checks.failures == 0 ? 0 : 1;
 }
 
 // ------------------------------------------------------------------------------------ launcher
@@ -778,7 +759,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
                                         {"seed", seed},
                                         {"killed_before_iteration", kill_at},
                                         {"pause_us", pause_us}},
-                                       read, !all_refused, failures, dir, start);
+                                       read, !all_refused, checks.failures, dir, start);
 }
 
 }  // namespace

@@ -89,13 +89,8 @@ void die_if_armed() {
   ::raise(SIGKILL);
 }
 
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "job_end_loss_tests: FAILED: %s\n", what.c_str());
-  }
-}
+bellows::test::Checks checks{"job_end_loss_tests"};
+void expect(bool ok, const std::string& what) { checks.expect(ok, what); }
 
 /// The tasks of one iteration: GEMM's tiles^3; Cholesky's potrf, trsm, syrk and gemm per step k.
 unsigned long long tasks_per_iteration(bool cholesky) {
@@ -258,7 +253,7 @@ int run_member(const fs::path& dir, int index) {
   result["checkpoint_at_end"] = checkpoint_at_end;
   result["rolled_back_to"] = rolled_back_to;
   result["tasks_per_iteration_from_the_roll_back"] = all;
-  const int status = bellows::test::write_member_result(dir, old_rank, std::move(result), failures);
+  const int status = bellows::test::write_member_result(dir, old_rank, std::move(result), checks.failures);
   owned_runtime.reset();  // its communicator freed before MPI_Finalize
   watchdog.disarm();
   MPI_Finalize();
@@ -278,7 +273,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   write_file(run.dir / mode, "1");
   if (!variant.empty()) write_file(run.dir / variant, "1");
   return run.to_the_end("job_end_loss", mpiexec, self, kRanks, kLauncherLimitSeconds,
-                        {{"mode", mode}, {"variant", variant}}, failures);
+                        {{"mode", mode}, {"variant", variant}}, checks.failures);
 }
 
 }  // namespace

@@ -1,27 +1,37 @@
 #pragma once
-// The GEMM pieces the tests of a rank lost around a resize, TeamLB's plan or the job's end share
-// (boundary_loss_test.cpp, teams_after_resize_test.cpp, teams_plan_loss_test.cpp, job_end_loss_test.cpp):
-// the ranks as a set in messages, C as a run without failure computes it, GEMM tasks whose first task
-// run once armed kills the process, and the survivors' results as their launcher reads them.
+// The GEMM pieces the tests of a rank lost around a resize, TeamLB's plan, a replay or the job's
+// end share (boundary_loss_test.cpp, teams_after_resize_test.cpp, teams_plan_loss_test.cpp,
+// job_end_loss_test.cpp, replay_loss_test.cpp, shrink_confirming_loss_test.cpp,
+// shrink_confirmation_test.cpp): a member's checks, its job joined from worlds of their own, the
+// ranks as a set in messages, C as a run without failure computes it, every task run once over
+// the ranks, GEMM tasks whose first task run once armed kills the process, and the survivors'
+// results as their launcher reads them.
 
+#include <mpi.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bellows/kernels/tile_kernels.hpp"
+#include "bellows/runtime/elastic_job.hpp"
+#include "bellows/runtime/membership.hpp"
 #include "bellows/runtime/runtime.hpp"
 #include "gemm_tasks.hpp"
+#include "separate_worlds.hpp"
 #include "spawned_processes.hpp"
 #include "tiled_gemm.hpp"
 
@@ -35,6 +45,19 @@ inline constexpr int kGemmTile = 96;
 inline constexpr int kGemmTasks = 27;
 inline constexpr unsigned kGemmSeed = 5;
 inline constexpr int kMostPauseMicroseconds = 3000;
+
+/// A process's checks: each one that fails is counted in `failures` and printed as
+/// "PROGRAM: FAILED: WHAT".
+struct Checks {
+  const char* program;
+  int failures = 0;
+
+  void expect(bool ok, const std::string& what) {
+    if (ok) return;
+    ++failures;
+    std::fprintf(stderr, "%s: FAILED: %s\n", program, what.c_str());
+  }
+};
 
 /// A victim's end: waits `pause_us` microseconds, then SIGKILLs this process.
 inline void die_after_pause(int pause_us) {
@@ -64,6 +87,56 @@ inline std::vector<double> serial_gemm_c(int n, int tile, unsigned seed) {
     }
   }
   return serial.c.gather_to_root(MPI_COMM_SELF);
+}
+
+/// Every GEMM task (kGemmN / kGemmTile cubed) of every iteration from `first_counted` to
+/// `last_counted` ran once over the job's ranks: each rank's count of the last run of each
+/// iteration (`tasks_run`), summed on `comm`, each sum that differs failed in `checks`. Returns
+/// the sums, one per iteration from `first_counted` on.
+inline std::vector<unsigned long long> expect_every_task_once_from(int first_counted, int last_counted,
+                                                                   const std::map<long, std::uint64_t>& tasks_run,
+                                                                   MPI_Comm comm, Checks& checks) {
+  std::vector<unsigned long long> mine, all(static_cast<std::size_t>(last_counted - first_counted + 1), 0);
+  for (int i = first_counted; i <= last_counted; ++i) {
+    const auto ran = tasks_run.find(i);
+    mine.push_back(ran != tasks_run.end() ? ran->second : 0);
+  }
+  MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
+  const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const int iteration = first_counted + static_cast<int>(i);
+    checks.expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(iteration) + " ran " +
+                                                     std::to_string(all[i]) + " tasks over the ranks, expected " +
+                                                     std::to_string(tasks_per_iteration));
+  }
+  return all;
+}
+
+/// Member INDEX's run in DIR (`run_member`) between MPI_Init_thread (MPI_THREAD_SERIALIZED)
+/// and MPI_Finalize. Returns its exit status.
+inline int run_member_under_mpi(int (*run_member)(const std::filesystem::path&, int), const std::filesystem::path& dir,
+                                int index) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  const int status = run_member(dir, index);
+  MPI_Finalize();
+  return status;
+}
+
+/// Member INDEX's job of `count` members, each its own MPI world joined as join_member_worlds
+/// joins them, under an ElasticJob that never grows; writes DIR/pid.INDEX and DIR/rank.INDEX for
+/// the launcher (run_members, survivor_results). Collective over the members.
+inline std::unique_ptr<runtime::ElasticJob> join_fixed_job(const std::filesystem::path& dir, int index, int count) {
+  MPI_Comm joined = testing::join_member_worlds(dir, index, count);
+  auto job = std::make_unique<runtime::ElasticJob>(
+      runtime::Membership(joined),
+      runtime::ElasticJob::Grow([](runtime::Membership&, int, int, std::uint64_t) -> const runtime::GrowReport& {
+        throw std::logic_error("this test does not grow");
+      }));
+  MPI_Comm_free(&joined);
+  testing::write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
+  testing::write_file(dir / ("rank." + std::to_string(index)), std::to_string(job->rank()));
+  return job;
 }
 
 /// The GEMM's tasks, except that once `armed` the first task this rank runs waits `pause_us`

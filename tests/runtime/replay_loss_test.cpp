@@ -101,13 +101,8 @@ constexpr int kCheckpointTag = 32100;
 std::atomic<int> stop_pause_us{0};
 fs::path stopped_file;
 
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "replay_loss_tests: FAILED: %s\n", what.c_str());
-  }
-}
+bellows::test::Checks checks{"replay_loss_tests"};
+void expect(bool ok, const std::string& what) { checks.expect(ok, what); }
 
 /// A and C of the GEMM job after kIterations iterations without failure (A evolved after each).
 std::pair<std::vector<double>, std::vector<double>> gemm_reference() {
@@ -157,15 +152,9 @@ int run_member(const fs::path& dir, int index) {
   const int team_size = read_int(dir / "teams");
   const int pause_us = read_int(dir / "pause_us");
   stop_pause_us = read_int(dir / "stop_pause_us");
-  MPI_Comm joined = bellows::testing::join_member_worlds(dir, index, kRanks);
-  br::ElasticJob job(br::Membership(joined),
-                     br::ElasticJob::Grow([](br::Membership&, int, int, std::uint64_t) -> const br::GrowReport& {
-                       throw std::logic_error("this test does not grow");
-                     }));
-  MPI_Comm_free(&joined);
+  const std::unique_ptr<br::ElasticJob> joined_job = bellows::test::join_fixed_job(dir, index, kRanks);
+  br::ElasticJob& job = *joined_job;
   const int old_rank = job.rank();
-  write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
-  write_file(dir / ("rank." + std::to_string(index)), std::to_string(old_rank));
   stopped_file = dir / ("stopped." + std::to_string(old_rank));
 
   const rt::Job kind = cholesky ? rt::Job::cholesky : rt::Job::gemm;
@@ -300,7 +289,7 @@ int run_member(const fs::path& dir, int index) {
     result["refused"] = refusal;
     result["verified"] = true;  // nothing to verify: the job could not recover, and said why
     watchdog.disarm();
-    return bellows::test::write_member_result(dir, old_rank, result, failures);
+    return bellows::test::write_member_result(dir, old_rank, result, checks.failures);
   }
   expect(refusal.empty(), "refused: " + refusal);
   expect(recoveries.size() == 2, "recovered " + std::to_string(recoveries.size()) + " times");
@@ -348,15 +337,7 @@ int run_member(const fs::path& dir, int index) {
     result["verified"] = a_wrong == 0 && c_wrong == 0;
   }
   watchdog.disarm();
-  return bellows::test::write_member_result(dir, old_rank, result, failures);
-}
-
-int finalize_member(const fs::path& dir, int index) {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-  const int status = run_member(dir, index);
-  MPI_Finalize();
-  return status;
+  return bellows::test::write_member_result(dir, old_rank, result, checks.failures);
 }
 
 // ------------------------------------------------------------------------------------ launcher
@@ -443,7 +424,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self, bool chole
                                          {"seed", run.seed},
                                          {"pause_us", run.pause_us},
                                          {"stop_pause_us", pause_before_stop_us}},
-                                        read, true, failures, dir, run.start);
+                                        read, true, checks.failures, dir, run.start);
 }
 
 }  // namespace
@@ -475,7 +456,9 @@ extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int 
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return finalize_member(argv[2], std::atoi(argv[3]));
+  if (argc == 4 && std::strcmp(argv[1], "--member") == 0) {
+    return bellows::test::run_member_under_mpi(run_member, argv[2], std::atoi(argv[3]));
+  }
   const bool job_named = argc == 6 && (std::strcmp(argv[3], "gemm") == 0 || std::strcmp(argv[3], "cholesky") == 0);
   const int team_size = argc == 6 ? std::atoi(argv[4]) : 0;
   const std::string second = argc == 6 ? argv[5] : "";

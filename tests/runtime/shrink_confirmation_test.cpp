@@ -62,13 +62,8 @@ constexpr auto kCompletionLimit = std::chrono::seconds(10);
 constexpr auto kLossGrace = std::chrono::milliseconds(100);
 constexpr double kLauncherLimitSeconds = 60.0;
 
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "shrink_confirmation_tests: FAILED: %s\n", what.c_str());
-  }
-}
+bellows::test::Checks checks{"shrink_confirmation_tests"};
+void expect(bool ok, const std::string& what) { checks.expect(ok, what); }
 
 /// A zero-byte receive from every peer on a tag nobody sends on: it fails once the peer died.
 class DeathWatch {
@@ -216,11 +211,11 @@ int run_member(const fs::path& dir, int index) {
   } catch (const std::exception& e) {
     expect(false, std::string("rank ") + std::to_string(rank) + ": " + e.what());
   }
-  result["result"] = failures == 0 ? "PASS" : "FAIL";
+  result["result"] = checks.failures == 0 ? "PASS" : "FAIL";
   write_file(dir / ("result." + std::to_string(rank)), result.dump());
   watchdog.disarm();
   MPI_Finalize();
-  return failures == 0 ? 0 : 1;
+  return checks.failures == 0 ? 0 : 1;
 }
 
 int run_launcher(const std::string& mpiexec, const std::string& self) {
@@ -230,7 +225,7 @@ int run_launcher(const std::string& mpiexec, const std::string& self) {
   const bellows::test::SurvivorResults read =
       bellows::test::run_members(mpiexec, self, dir, kMembers, kVictim, kLauncherLimitSeconds);
   return bellows::test::report_launcher("shrink_confirmation", {{"victim", kVictim}, {"leaver", kLeaver}}, read, false,
-                                        failures, dir, start);
+                                        checks.failures, dir, start);
 }
 
 }  // namespace

@@ -81,10 +81,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace br = bellows::runtime;
-using bellows::test::kGemmN;
-using bellows::test::kGemmSeed;
-using bellows::test::kGemmTile;
-using bellows::test::rank_set;
+namespace bt = bellows::test;
 using bellows::testing::read_file;
 using bellows::testing::read_int;
 using bellows::testing::write_file;
@@ -119,13 +116,8 @@ std::atomic<int> confirming_size{0};  // the job's communicator, over which the 
 fs::path member_dir;
 int member_rank = -1;
 
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "shrink_confirming_loss_tests: FAILED: %s\n", what.c_str());
-  }
-}
+bt::Checks checks{"shrink_confirming_loss_tests"};
+void expect(bool ok, const std::string& what) { checks.expect(ok, what); }
 
 /// Waits, without any MPI call, until `path` exists; false after kHandshakeLimit.
 bool wait_for_file(const fs::path& path) {
@@ -143,25 +135,6 @@ std::vector<int> read_ranks(const fs::path& path) {
   std::vector<int> ranks;
   for (int r = 0; in >> r;) ranks.push_back(r);
   return ranks;
-}
-
-/// Every task of every iteration from `first_counted` on ran once over the job's ranks.
-std::vector<unsigned long long> expect_every_task_once_from(int first_counted,
-                                                            const std::map<long, std::uint64_t>& tasks_run,
-                                                            MPI_Comm comm) {
-  std::vector<unsigned long long> mine, all(static_cast<std::size_t>(kIterations - first_counted + 1), 0);
-  for (int i = first_counted; i <= kIterations; ++i) {
-    const auto ran = tasks_run.find(i);
-    mine.push_back(ran != tasks_run.end() ? ran->second : 0);
-  }
-  MPI_Allreduce(mine.data(), all.data(), static_cast<int>(all.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
-  const unsigned long long tiles = kGemmN / kGemmTile, tasks_per_iteration = tiles * tiles * tiles;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    expect(all[i] == tasks_per_iteration, "iteration " + std::to_string(first_counted + static_cast<int>(i)) + " ran " +
-                                              std::to_string(all[i]) + " tasks over the ranks, expected " +
-                                              std::to_string(tasks_per_iteration));
-  }
-  return all;
 }
 
 // ------------------------------------------------------------------------------------ member
@@ -217,11 +190,20 @@ int run_member(const fs::path& dir, int index) {
   });
 
   const std::atomic<bool> never{false};
-  bellows::test::TiledGemm gemm(kGemmN, kGemmTile, ranks, old_rank, kGemmSeed);
-  auto owned_runtime = std::make_unique<br::Runtime>(job.communicator(), bellows::test::loss_test_options(old_rank, 0));
+  bt::TiledGemm gemm(bt::kGemmN, bt::kGemmTile, ranks, old_rank, bt::kGemmSeed);
+  auto owned_runtime = std::make_unique<br::Runtime>(job.communicator(), bt::loss_test_options(old_rank, 0));
   br::Runtime& runtime = *owned_runtime;
+  // The member's end, whichever way it comes: its runtime gone before MPI, its result written
+  // for the launcher.
+  const auto end_member = [&](const nlohmann::json& result) {
+    owned_runtime.reset();
+    watchdog.disarm();
+    const int status = bt::write_member_result(dir, old_rank, result, checks.failures);
+    MPI_Finalize();
+    return status;
+  };
   job.attach(runtime);
-  bellows::test::add_gemm(runtime, gemm, never, 0);
+  bt::add_gemm(runtime, gemm, never, 0);
 
   nlohmann::json result{{"old_rank", old_rank}};
   int recoveries = 0, resized = 0;
@@ -276,11 +258,7 @@ int run_member(const fs::path& dir, int index) {
                                                 std::to_string(recoveries) + " recoveries before it left");
     result["left"] = true;
     result["lost_while_confirming"] = job.membership().shrinks().back().lost_while_confirming;
-    owned_runtime.reset();
-    watchdog.disarm();
-    const int status = bellows::test::write_member_result(dir, old_rank, result, failures);
-    MPI_Finalize();
-    return status;
+    return end_member(result);
   }
 
   // Whether a copy of every lost rank's tiles is left: each lost rank's buddy under the
@@ -296,23 +274,19 @@ int run_member(const fs::path& dir, int index) {
   if (!copies_left) {
     // Refused alike on every survivor (the launcher compares the texts): the lost ranks and the
     // phase named.
-    const std::string expected = "recover: ranks " + rank_set(staying_victims) +
+    const std::string expected = "recover: ranks " + bt::rank_set(staying_victims) +
                                  " were lost at the start of the first iteration after the shrink, its leavers gone";
     expect(recoveries == 0 && recovery_refusal.rfind(expected, 0) == 0,
            std::to_string(recoveries) + " recoveries, refused with \"" + recovery_refusal + "\"; expected none, refused: \"" +
                expected + " (...)\"");
     result["refusal"] = recovery_refusal;
-    owned_runtime.reset();
-    watchdog.disarm();
-    const int status = bellows::test::write_member_result(dir, old_rank, result, failures);
-    MPI_Finalize();
-    return status;
+    return end_member(result);
   }
   expect(recovery_refusal.empty(), "recover threw RecoveryError \"" + recovery_refusal + "\"");
   const bool recovery_expected = !staying_victims.empty();
   expect(recoveries == (recovery_expected ? 1 : 0),
          "recovered " + std::to_string(recoveries) + " times, expected " + (recovery_expected ? "once" : "never"));
-  expect(lost == staying_victims, "lost ranks " + rank_set(lost) + ", expected " + rank_set(staying_victims));
+  expect(lost == staying_victims, "lost ranks " + bt::rank_set(lost) + ", expected " + bt::rank_set(staying_victims));
   if (recovery_expected) {
     // The checkpoint the ranks that stay completed inside the shrink: its boundary, one
     // iteration redone.
@@ -341,15 +315,16 @@ int run_member(const fs::path& dir, int index) {
       const bool named = std::count(lost_then.begin(), lost_then.end(), r) > 0 ||
                          std::count(lost.begin(), lost.end(), r) > 0;
       expect(named, "rank " + std::to_string(r) + " is named lost neither by the shrink's record " + shrink.dump() +
-                        " nor by the recovery (" + rank_set(lost) + ")");
+                        " nor by the recovery (" + bt::rank_set(lost) + ")");
     }
     result["shrink"] = shrink;
   }
-  const std::vector<unsigned long long> all = expect_every_task_once_from(shrink_at + 1, tasks_run, job.communicator());
+  const std::vector<unsigned long long> all =
+      bt::expect_every_task_once_from(shrink_at + 1, kIterations, tasks_run, job.communicator(), checks);
   result["tasks_per_iteration_from_the_shrink"] = all;
   const std::vector<double> c = gemm.c.gather_to_root(job.communicator());
   if (job.rank() == 0) {
-    const std::vector<double> expected = bellows::test::serial_gemm_c(kGemmN, kGemmTile, kGemmSeed);
+    const std::vector<double> expected = bt::serial_gemm_c(bt::kGemmN, bt::kGemmTile, bt::kGemmSeed);
     const bool same = c.size() == expected.size() && std::memcmp(c.data(), expected.data(), c.size() * sizeof(double)) == 0;
     expect(same, "C differs from a serial run");
     result["verified"] = same;
@@ -357,11 +332,7 @@ int run_member(const fs::path& dir, int index) {
   result["lost"] = lost;
   result["rolled_back_to"] = rolled_back_to;
   result["iterations_redone"] = iterations_redone;
-  owned_runtime.reset();
-  watchdog.disarm();
-  const int status = bellows::test::write_member_result(dir, old_rank, result, failures);
-  MPI_Finalize();
-  return status;
+  return end_member(result);
 }
 
 // ------------------------------------------------------------------------------------ launcher
@@ -381,8 +352,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   write_file(dir / "shrink_at", std::to_string(shrink_at));
   write_file(dir / "victims", victim_list);
   const auto start = Clock::now();
-  const bellows::test::SurvivorResults read =
-      bellows::test::run_members(mpiexec, self, dir, ranks, victims.empty() ? std::vector<int>{-1} : victims,
+  const bt::SurvivorResults read =
+      bt::run_members(mpiexec, self, dir, ranks, victims.empty() ? std::vector<int>{-1} : victims,
                                  kLauncherLimitSeconds);
   std::vector<int> confirmed_by_word;
   std::vector<std::string> refusals;
@@ -405,9 +376,10 @@ int run_launcher(const std::string& mpiexec, const std::string& self, const std:
   if (expected == "refused" && !refused) fail("no survivor was refused; expected every one (a lost rank's buddy lost too)");
   if (expected == "recovered" && refused) fail("survivors were refused; expected them to recover");
   if (mode == "by-word" && confirmed_by_word != std::vector<int>{0}) {
-    fail("the shrink stood on another rank's word on ranks " + rank_set(confirmed_by_word) + ", expected on rank 0 alone");
+    fail("the shrink stood on another rank's word on ranks " + bt::rank_set(confirmed_by_word) +
+         ", expected on rank 0 alone");
   }
-  return bellows::test::report_launcher("shrink_confirming_loss",
+  return bt::report_launcher("shrink_confirming_loss",
                                        {{"mode", mode},
                                         {"victims", victims},
                                         {"seed", seed},

@@ -61,7 +61,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -147,13 +146,8 @@ class SlowedGemm final : public br::TaskClass {
   bellows::examples::GemmTasks gemm_;
 };
 
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "teams_plan_loss_tests: FAILED: %s\n", what.c_str());
-  }
-}
+bellows::test::Checks checks{"teams_plan_loss_tests"};
+void expect(bool ok, const std::string& what) { checks.expect(ok, what); }
 
 /// The step the launcher wrote (one of the files gather, broadcast, moves, checkpoint).
 std::string read_step(const fs::path& dir) {
@@ -167,15 +161,9 @@ int run_member(const fs::path& dir, int index) {
   bellows::testing::Watchdog watchdog(std::chrono::seconds(45), "teams plan loss member", index);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
   const int victim = read_int(dir / "victim");
-  MPI_Comm joined = bellows::testing::join_member_worlds(dir, index, kRanks);
-  br::ElasticJob job(br::Membership(joined),
-                     br::ElasticJob::Grow([](br::Membership&, int, int, std::uint64_t) -> const br::GrowReport& {
-                       throw std::logic_error("this test does not grow");
-                     }));
-  MPI_Comm_free(&joined);
+  const std::unique_ptr<br::ElasticJob> joined_job = bellows::test::join_fixed_job(dir, index, kRanks);
+  br::ElasticJob& job = *joined_job;
   const int rank = job.rank();
-  write_file(dir / ("pid." + std::to_string(index)), std::to_string(::getpid()));
-  write_file(dir / ("rank." + std::to_string(index)), std::to_string(rank));
   if (rank == victim) {
     kill_pause_us = read_int(dir / "pause_us");
     die_after_posting = step_named(read_step(dir));
@@ -291,15 +279,7 @@ int run_member(const fs::path& dir, int index) {
   }
   result["lost_in_iteration"] = lost_in;
   watchdog.disarm();
-  return bt::write_member_result(dir, rank, result, failures);
-}
-
-int finalize_member(const fs::path& dir, int index) {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-  const int status = run_member(dir, index);
-  MPI_Finalize();
-  return status;
+  return bt::write_member_result(dir, rank, result, checks.failures);
 }
 
 int run_launcher(const std::string& mpiexec, const std::string& self, int victim, const std::string& step) {
@@ -310,7 +290,8 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   }
   const bt::LossRun run("teams-plan-loss", victim, bt::kMostPauseMicroseconds);
   write_file(run.dir / step, "1");
-  return run.to_the_end("teams_plan_loss", mpiexec, self, kRanks, kLauncherLimitSeconds, {{"step", step}}, failures);
+  return run.to_the_end("teams_plan_loss", mpiexec, self, kRanks, kLauncherLimitSeconds, {{"step", step}},
+                        checks.failures);
 }
 
 }  // namespace
@@ -352,7 +333,9 @@ extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int 
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return finalize_member(argv[2], std::atoi(argv[3]));
+  if (argc == 4 && std::strcmp(argv[1], "--member") == 0) {
+    return bt::run_member_under_mpi(run_member, argv[2], std::atoi(argv[3]));
+  }
   if (argc != 5) {
     std::fprintf(stderr, "usage: teams_plan_loss_tests MPIEXEC SELF VICTIM gather|broadcast|moves|checkpoint | --member DIR INDEX\n");
     return 2;
