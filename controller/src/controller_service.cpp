@@ -514,6 +514,19 @@ Outcome ControllerService::resize(int delta, Requester requester, const std::str
                                   const std::vector<std::string>& exclude) {
   const auto size = static_cast<int>(resizes_->nodes().size());
   if (delta == 0) return {false, 0, "a resize by 0 nodes changes nothing"};
+  // A job just taken over: an order to a node whose daemon has not come back yet would count as
+  // that node's death, so an operator's or the application's resize waits until every daemon is
+  // back or counted lost (the policy does not tick until then either).
+  if (requester != Requester::policy && !awaiting_return_.empty()) {
+    std::string waiting;
+    for (const std::string& node : awaiting_return_) waiting += (waiting.empty() ? "" : ", ") + node;
+    const auto left = std::chrono::duration<double>(return_deadline_ - clock_.now()).count();
+    char within[64];
+    std::snprintf(within, sizeof within, "%.1f", left > 0 ? left : 0.0);
+    return {false, 0, "job " + options_.job + " was just taken over and the daemons of " + waiting +
+                          " have not come back yet: ask again once they have (at the latest in " + within +
+                          " s, when those still missing count as lost)"};
+  }
   if (size + delta < static_cast<int>(options_.min_nodes) ||
       size + delta > static_cast<int>(options_.max_nodes)) {
     return {false, 0, "job " + options_.job + " may hold " + std::to_string(options_.min_nodes) +

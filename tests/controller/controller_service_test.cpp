@@ -741,6 +741,23 @@ TEST_F(ControllerServiceTakeoverTest, ASecondControllerOfTheJobIsRefusedNamingTh
   EXPECT_EQ(read_event_log(service_->event_log_path()).size(), 3u) << "the refused one wrote nothing";
 }
 
+TEST_F(ControllerServiceTakeoverTest, AResizeAskedBeforeEveryDaemonCameBackIsRefusedNamingThem) {
+  // An order to node1, whose daemon is not back, would count as node1's death: it waits.
+  daemon("node0");
+  Peer& op = connect();
+  clock_.advance(500ms);
+  EXPECT_EQ(ask(op, protocol::OperatorResize{1, ""}),
+            protocol::Message(protocol::Ack{protocol::AckCode::refused,
+                                            "job 42 was just taken over and the daemons of node1 have not come "
+                                            "back yet: ask again once they have (at the latest in 1.5 s, when "
+                                            "those still missing count as lost)"}));
+  EXPECT_EQ(status(op)["active_resize"], nullptr) << "nothing started";
+  daemon("node1");
+  EXPECT_FALSE(service_->awaiting_daemons());
+  EXPECT_EQ(ask(op, protocol::OperatorResize{1, ""}),
+            protocol::Message(protocol::Ack{protocol::AckCode::ok, "asked the fake resource manager for 1 node"}));
+}
+
 TEST_F(ControllerServiceTakeoverTest, ADaemonThatDoesNotComeBackInTimeIsALostNode) {
   daemon("node0");
   clock_.advance(1s);
