@@ -45,13 +45,17 @@
 // of rank 3's tasks that team {0, 1} takes are served from rank 3's log (VICTIM 1), and those
 // team {0, 1} sends to rank 3's tasks go, once it is lost, to the owner of their tiles, rank 2
 // (VICTIM 3); at least one output served again is of a pinned task or to one (counted).
+// With `pinned teams_of1` the teams are of 1 rank ({0}, {1}, {2}, {3}), where a joined rank
+// can steal only across the teams (steal_across_teams on): every rank then rolls back, the
+// decision's reason "stealing crosses teams (steal_across_teams)", every task of the iterations
+// redone re-run once over the survivors, nothing served from a log, the result as above.
 // BELLOWS_TEST_SEED fixes the pause before the kill; the seed is printed with the result.
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
 // "teams_after_resize: PASS".
 //
-//   teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky] [pinned]   (the launcher; no MPI)
+//   teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky] [pinned [teams_of1]]   (the launcher)
 //   teams_after_resize_tests --member DIR INDEX      (under MPIEXEC -n 1)
 
 #include "bellows/runtime/elastic_job.hpp"
@@ -156,6 +160,7 @@ int run_member(const fs::path& dir, int index) {
   const bool shrink = fs::exists(dir / "shrink");
   const bool cholesky = fs::exists(dir / "cholesky");
   const bool pinned = fs::exists(dir / "pinned");
+  const bool teams_of1 = fs::exists(dir / "teams_of1");
   const int first_ranks = shrink ? kShrinkFrom : kRanks;
   const bool joiner = !shrink && index == kJoiner;
   std::vector<int> payload;
@@ -194,7 +199,9 @@ int run_member(const fs::path& dir, int index) {
   const auto cholesky_graph = bellows::examples::make_cholesky_tasks(cholesky_a, cholesky_l);
   const int tasks_per_iteration =
       cholesky ? (pinned ? kPinnedCholeskyTasksPerIteration : kCholeskyTasksPerIteration) : kGemmTasks;
-  auto options = bellows::test::loss_test_options(old_rank, kTeamSize);
+  auto options = bellows::test::loss_test_options(old_rank, teams_of1 ? 1 : kTeamSize);
+  // A team of one has no one to steal from inside it.
+  options.message_log.steal_across_teams = teams_of1;
   options.checkpoint.every_iterations = cholesky ? kCholeskyCheckpointEvery : 1;
   options.rebalance_on_resize = !pinned;
   // Any task a victim can spare goes (no cost rule, as in John & Milthorpe): with the rule,
@@ -300,15 +307,20 @@ int run_member(const fs::path& dir, int index) {
   expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
                                           (joiner ? "none (it joined through the expand)" : "the resize"));
   // After a shrink to 3 ranks, rank 2 is a team of one, whose buddy is of the other team.
-  const std::vector<int> expected_teams = shrink ? std::vector<int>{0, 0, 1} : std::vector<int>{0, 0, 1, 1};
+  const std::vector<int> expected_teams = shrink      ? std::vector<int>{0, 0, 1}
+                                          : teams_of1 ? std::vector<int>{0, 1, 2, 3}
+                                                      : std::vector<int>{0, 0, 1, 1};
   expect(teams_after_resize == expected_teams, "teams after the resize " + rank_set(teams_after_resize) +
                                                    " (per rank), expected " + rank_set(expected_teams));
   const bool buddies_as_expected =
       shrink ? buddies_after_resize.size() == 3 && buddies_after_resize[0] == 1 && buddies_after_resize[1] == 0 &&
                    (buddies_after_resize[2] == 0 || buddies_after_resize[2] == 1)
-             : buddies_after_resize == std::vector<int>{1, 0, 3, 2};
+      : teams_of1
+          ? buddies_after_resize.size() == 4 && buddies_after_resize[0] != 0 && buddies_after_resize[1] != 1 &&
+                buddies_after_resize[2] != 2 && buddies_after_resize[3] != 3
+          : buddies_after_resize == std::vector<int>{1, 0, 3, 2};
   expect(buddies_as_expected, "buddies after the resize " + rank_set(buddies_after_resize) + " (per rank), expected " +
-                                  (shrink ? "{1, 0, 0 or 1}" : "{1, 0, 3, 2}"));
+                                  (shrink ? "{1, 0, 0 or 1}" : teams_of1 ? "another rank each" : "{1, 0, 3, 2}"));
   // The iterations under the new teams log what crosses them.
   const std::uint64_t held_after_expand = log_bytes_held.count(kExpandAt + 2) != 0 ? log_bytes_held[kExpandAt + 2] : 0;
   const auto held_by_survivors = summed({held_after_expand}, job.communicator());
@@ -330,24 +342,32 @@ int run_member(const fs::path& dir, int index) {
   expect(job.size() == expected_size,
          "the job has " + std::to_string(job.size()) + " ranks, expected " + std::to_string(expected_size));
   if (!no_victim) {
-    // Only the victim's team rolls back: its buddy is its team mate.
-    const std::vector<int> team_of_victim = victim < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+    // Only the victim's team rolls back: its buddy is its team mate. With teams of 1, whose
+    // steals cross the teams, every rank rolls back, and the decision says why.
+    const bool global = teams_of1;
+    const std::vector<int> every_rank{0, 1, 2, 3};
+    const std::vector<int> team_of_victim =
+        global ? every_rank : victim < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
     const int victim_team = victim < 2 ? 0 : 1;
+    const std::vector<int> teams_expected = global ? every_rank : std::vector<int>{victim_team};
+    const std::string global_reason = global ? "stealing crosses teams (steal_across_teams)" : "";
     expect(recovery.lost == std::vector<int>{victim}, "lost " + rank_set(recovery.lost));
-    expect(recovery.rolled_back_globally_because.empty(),
-           "rolled back globally because \"" + recovery.rolled_back_globally_because + "\"");
+    expect(recovery.rolled_back_globally_because == global_reason,
+           "rolled back globally because \"" + recovery.rolled_back_globally_because + "\", expected \"" +
+               global_reason + "\"");
     expect(recovery.ranks_rolled_back == team_of_victim, "ranks " + rank_set(recovery.ranks_rolled_back) +
                                                              " rolled back, expected " + rank_set(team_of_victim));
-    expect(recovery.teams_rolled_back == std::vector<int>{victim_team},
-           "teams " + rank_set(recovery.teams_rolled_back) + " rolled back, expected {" + std::to_string(victim_team) + "}");
-    const bool kept_state = recovery.old_rank / kTeamSize != victim_team;
+    expect(recovery.teams_rolled_back == teams_expected, "teams " + rank_set(recovery.teams_rolled_back) +
+                                                             " rolled back, expected " + rank_set(teams_expected));
+    const bool kept_state = !global && recovery.old_rank / kTeamSize != victim_team;
     const std::uint64_t rerun = runtime.stats().tasks_rerun;
     const std::uint64_t replayed_bytes = runtime.stats().message_log.bytes_replayed;
     // The team re-ran the iterations after the checkpoint alone.
     const auto redone = static_cast<std::size_t>(recovery.iterations_redone);
-    expect(replayed_iterations.size() == redone, std::to_string(replayed_iterations.size()) +
-                                                      " iterations replayed by the team, expected " +
-                                                      std::to_string(redone));
+    const std::size_t replayed_expected = global ? 0 : redone;
+    expect(replayed_iterations.size() == replayed_expected, std::to_string(replayed_iterations.size()) +
+                                                                 " iterations replayed by the team, expected " +
+                                                                 std::to_string(replayed_expected));
     // The checkpoints overlap the iterations: the one completed last is at the boundary before
     // the interrupted iteration or the one before it. Cholesky's, every 3 iterations, is after
     // iteration 5: the loss in iteration 7 (or 8) redoes 6 (and 7).
@@ -369,13 +389,22 @@ int run_member(const fs::path& dir, int index) {
       expect(replayed_bytes == 0, "rank " + std::to_string(recovery.old_rank) + " rolled back but served " +
                                       std::to_string(replayed_bytes) + " bytes from its log");
     }
-    expect(all_rerun[0] == all_rerun[1], "the survivors re-ran " + std::to_string(all_rerun[0]) +
-                                             " tasks, but ran " + std::to_string(all_rerun[1]) +
-                                             " in the iterations replayed");
-    expect((redone == 0) == (all_rerun[0] == 0) && (redone == 0) == (all_rerun[2] == 0),
-           std::to_string(redone) + " iterations redone, " + std::to_string(all_rerun[0]) + " tasks re-run and " +
-               std::to_string(all_rerun[2]) + " bytes served from the logs of the ranks that kept their state");
-    if (cholesky) {
+    if (global) {
+      // Every task of the iterations redone ran again, and nothing came from a log.
+      const auto all_tasks = static_cast<unsigned long long>(tasks_per_iteration) * redone;
+      expect(all_rerun[0] == all_tasks && all_rerun[2] == 0,
+             "the survivors re-ran " + std::to_string(all_rerun[0]) + " tasks (expected " +
+                 std::to_string(all_tasks) + ") and served " + std::to_string(all_rerun[2]) +
+                 " bytes from their logs in a global roll-back");
+    } else {
+      expect(all_rerun[0] == all_rerun[1], "the survivors re-ran " + std::to_string(all_rerun[0]) +
+                                               " tasks, but ran " + std::to_string(all_rerun[1]) +
+                                               " in the iterations replayed");
+      expect((redone == 0) == (all_rerun[0] == 0) && (redone == 0) == (all_rerun[2] == 0),
+             std::to_string(redone) + " iterations redone, " + std::to_string(all_rerun[0]) + " tasks re-run and " +
+                 std::to_string(all_rerun[2]) + " bytes served from the logs of the ranks that kept their state");
+    }
+    if (cholesky && !global) {
       // The task outputs the ranks that kept their state sent again: one activation per
       // producer, slot and rank now running a taker of the team that rolled back (the lost
       // rank's on its buddy), as the task graph after the expand has them.
@@ -464,7 +493,7 @@ int finalize_member(const fs::path& dir, int index) {
 // ------------------------------------------------------------------------------------ launcher
 
 int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool shrink, bool cholesky,
-                 bool pinned) {
+                 bool pinned, bool teams_of1) {
   if (victim != -1 && victim != 1 && (shrink || victim != kJoiner)) {
     std::fprintf(stderr, "teams_after_resize_tests: the victim must be -1 (none), 1%s, got %d\n",
                  shrink ? " (with shrink)" : (" or " + std::to_string(kJoiner)).c_str(), victim);
@@ -475,25 +504,27 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   if (shrink) write_file(run.dir / "shrink", "1");
   if (cholesky) write_file(run.dir / "cholesky", "1");
   if (pinned) write_file(run.dir / "pinned", "1");
+  if (teams_of1) write_file(run.dir / "teams_of1", "1");
   return run.to_the_end("teams_after_resize", mpiexec, self, processes, kLauncherLimitSeconds,
-                        {{"shrink", shrink}, {"cholesky", cholesky}, {"pinned", pinned}}, failures);
+                        {{"shrink", shrink}, {"cholesky", cholesky}, {"pinned", pinned}, {"teams_of1", teams_of1}},
+                        failures);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return finalize_member(argv[2], std::atoi(argv[3]));
-  bool shrink = false, cholesky = false, pinned = false, known = argc >= 4 && argc <= 6;
+  bool shrink = false, cholesky = false, pinned = false, teams_of1 = false, known = argc >= 4 && argc <= 7;
   for (int i = 4; i < argc && known; ++i) {
     const std::string word = argv[i];
-    bool& flag = word == "shrink" ? shrink : word == "cholesky" ? cholesky : pinned;
-    known = (word == "shrink" || word == "cholesky" || word == "pinned") && !flag;
+    bool& flag = word == "shrink" ? shrink : word == "cholesky" ? cholesky : word == "pinned" ? pinned : teams_of1;
+    known = (word == "shrink" || word == "cholesky" || word == "pinned" || word == "teams_of1") && !flag;
     flag = true;
   }
-  if (!known || (shrink && (cholesky || pinned))) {
-    std::fprintf(stderr, "usage: teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky] [pinned] | "
+  if (!known || (shrink && (cholesky || pinned)) || (teams_of1 && !pinned)) {
+    std::fprintf(stderr, "usage: teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky] [pinned [teams_of1]] | "
                          "--member DIR INDEX\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), shrink, cholesky, pinned);
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), shrink, cholesky, pinned, teams_of1);
 }
