@@ -17,11 +17,13 @@
 namespace bellows::test {
 
 /// `tasks` as they are, except that once `armed` the first of its tasks this rank runs waits
-/// `pause_us` and SIGKILLs the process.
+/// `pause_us` and SIGKILLs the process, and that every task first waits `task_us` (0: none),
+/// as a slower kernel would, so that ready tasks queue up for thieves.
 class KillingTasks final : public runtime::TaskClass {
  public:
-  KillingTasks(std::unique_ptr<runtime::TaskClass> tasks, const std::atomic<bool>& armed, int pause_us)
-      : TaskClass(tasks->id()), tasks_(std::move(tasks)), armed_(armed), pause_us_(pause_us) {}
+  KillingTasks(std::unique_ptr<runtime::TaskClass> tasks, const std::atomic<bool>& armed, int pause_us,
+               int task_us = 0)
+      : TaskClass(tasks->id()), tasks_(std::move(tasks)), armed_(armed), pause_us_(pause_us), task_us_(task_us) {}
 
   [[nodiscard]] std::string_view name() const override { return tasks_->name(); }
   void for_each_task(const std::function<void(const runtime::TaskKey&)>& fn) const override {
@@ -41,6 +43,7 @@ class KillingTasks final : public runtime::TaskClass {
       std::this_thread::sleep_for(std::chrono::microseconds(pause_us_));
       ::raise(SIGKILL);  // in the iteration's tasks
     }
+    if (task_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(task_us_));
     tasks_->execute_cpu(key, tiles);
   }
 
@@ -48,13 +51,17 @@ class KillingTasks final : public runtime::TaskClass {
   std::unique_ptr<runtime::TaskClass> tasks_;
   const std::atomic<bool>& armed_;
   int pause_us_;
+  int task_us_;
 };
 
 /// Each of `classes` wrapped in KillingTasks, in order.
 inline std::vector<std::unique_ptr<runtime::TaskClass>> killing(std::vector<std::unique_ptr<runtime::TaskClass>> classes,
-                                                                const std::atomic<bool>& armed, int pause_us) {
+                                                                const std::atomic<bool>& armed, int pause_us,
+                                                                int task_us = 0) {
   std::vector<std::unique_ptr<runtime::TaskClass>> out;
-  for (auto& tasks : classes) out.push_back(std::make_unique<KillingTasks>(std::move(tasks), armed, pause_us));
+  for (auto& tasks : classes) {
+    out.push_back(std::make_unique<KillingTasks>(std::move(tasks), armed, pause_us, task_us));
+  }
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "bellows/runtime/collection.hpp"
@@ -25,6 +26,7 @@ struct OutputTakers {
   int producer_rank = -1;
   std::vector<int> taker_ranks;
   std::vector<bool> taker_is_task;  ///< per taker: a consumer task (or a collection tile written)
+  bool pinned = false;              ///< its producer or a consumer task is pinned (output_takers' `pinned`)
 };
 
 /// A tile of a collection that a task reads, as the job starts: the rank owning the task and
@@ -36,10 +38,17 @@ struct TileRead {
 };
 
 /// Per producer and output slot of `classes`, the ranks that take the output as the tasks and
-/// tiles lie now: `holder_of(TileIndex)` names the rank holding a collection tile.
+/// tiles lie now: `holder_of(TileIndex)` names the rank holding a collection tile, and a task
+/// in `pinned` (Runtime::pinned(): stolen by a new rank without a re-grid) runs on the rank
+/// it is pinned to instead of its tile's owner.
 template <class HolderOf>
 std::vector<OutputTakers> output_takers(const std::vector<std::unique_ptr<runtime::TaskClass>>& classes,
-                                        HolderOf holder_of) {
+                                        HolderOf holder_of,
+                                        const std::unordered_map<runtime::TaskKey, int>& pinned = {}) {
+  const auto rank_of = [&](const runtime::TaskClass& tasks, const runtime::TaskKey& key) {
+    const auto it = pinned.find(key);
+    return it != pinned.end() ? it->second : tasks.owner(key);
+  };
   std::vector<OutputTakers> outputs;
   std::vector<runtime::InputSource> inputs;
   std::vector<runtime::Successor> successors;
@@ -50,12 +59,13 @@ std::vector<OutputTakers> output_takers(const std::vector<std::unique_ptr<runtim
       for (int slot = 0; slot < static_cast<int>(inputs.size()); ++slot) {
         successors.clear();
         tasks->successors(key, slot, successors);
-        OutputTakers output{tasks->owner(key), {}, {}};
+        OutputTakers output{rank_of(*tasks, key), {}, {}, pinned.count(key) != 0};
         for (const runtime::Successor& next : successors) {
           const bool task = next.kind == runtime::Successor::Kind::task;
-          output.taker_ranks.push_back(task ? classes.at(next.consumer.task_class)->owner(next.consumer)
+          output.taker_ranks.push_back(task ? rank_of(*classes.at(next.consumer.task_class), next.consumer)
                                             : holder_of(next.tile));
           output.taker_is_task.push_back(task);
+          output.pinned = output.pinned || (task && pinned.count(next.consumer) != 0);
         }
         outputs.push_back(std::move(output));
       }

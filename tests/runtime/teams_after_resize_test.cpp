@@ -34,13 +34,28 @@
 // which the test insists on. The bytes the ranks that kept their state served, summed, are
 // those the task graph after the expand predicts (replay_prediction.hpp), and A and L are
 // bit-identical to a serial run.
+// With `pinned` the expand does not re-grid (RuntimeOptions::rebalance_on_resize off): the
+// joined rank 3 owns no tile and gets its work by stealing from its team mate 2 only, and what
+// it steals is pinned to it from then on (Runtime::pinned(), the same table on every rank).
+// Every task lasts at least 1 ms and any task a victim can spare goes (no cost rule), so that
+// rank 3 steals; Cholesky's tiles are smaller (6 x 6 tiles, 56 tasks per iteration). Checked:
+// tasks were pinned to rank 3 before the loss (counted, and printed in the result), then the
+// team roll-back as above. With `cholesky` the outputs predicted are those of the task graph
+// with the pinned tasks on rank 3 as the last iteration before the loss left them: the outputs
+// of rank 3's tasks that team {0, 1} takes are served from rank 3's log (VICTIM 1), and those
+// team {0, 1} sends to rank 3's tasks go, once it is lost, to the owner of their tiles, rank 2
+// (VICTIM 3); at least one output served again is of a pinned task or to one (counted).
+// With `pinned teams_of1` the teams are of 1 rank ({0}, {1}, {2}, {3}), where a joined rank
+// can steal only across the teams (steal_across_teams on): every rank then rolls back, the
+// decision's reason "stealing crosses teams (steal_across_teams)", every task of the iterations
+// redone re-run once over the survivors, nothing served from a log, the result as above.
 // BELLOWS_TEST_SEED fixes the pause before the kill; the seed is printed with the result.
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
 // exits 0 with a PASS result, and no process it started is left; it prints one JSON line and
 // "teams_after_resize: PASS".
 //
-//   teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky]   (the launcher; no MPI)
+//   teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky] [pinned [teams_of1]]   (the launcher)
 //   teams_after_resize_tests --member DIR INDEX      (under MPIEXEC -n 1)
 
 #include "bellows/runtime/elastic_job.hpp"
@@ -104,6 +119,13 @@ constexpr int kTeamSize = 2;
 // With `cholesky`: recovery_test.cpp's Cholesky job (recovery_references.hpp), 4 x 4 tiles.
 constexpr int kCholeskyTasksPerIteration = 20;  // 4 POTRF, 6 TRSM, 6 SYRK, 4 GEMM
 constexpr int kCholeskyCheckpointEvery = 3;
+// With `pinned`, Cholesky's tiles are smaller (6 x 6 of them, 56 tasks per iteration) and each
+// task (GEMM's too) lasts at least kPinnedTaskMicroseconds, so that rank 2 has two or more ready
+// tasks queued while it runs one (a victim keeps one, StealPolicy::tasks_kept) and rank 3 has
+// some to steal (without the pause, GEMM's rank 3 stole nothing in some runs).
+constexpr int kPinnedCholeskyTile = 64;
+constexpr int kPinnedCholeskyTasksPerIteration = 56;  // 6 POTRF, 15 TRSM, 15 SYRK, 20 GEMM
+constexpr int kPinnedTaskMicroseconds = 1000;
 constexpr int kIterations = 10;
 constexpr int kExpandAt = 2;         // the expand is carried out before loop iteration 2 (iteration 3)
 constexpr int kKillAt = 6;           // the victim dies in loop iteration 6 (iteration 7)
@@ -137,6 +159,8 @@ int run_member(const fs::path& dir, int index) {
   const int pause_us = read_int(dir / "pause_us");
   const bool shrink = fs::exists(dir / "shrink");
   const bool cholesky = fs::exists(dir / "cholesky");
+  const bool pinned = fs::exists(dir / "pinned");
+  const bool teams_of1 = fs::exists(dir / "teams_of1");
   const int first_ranks = shrink ? kShrinkFrom : kRanks;
   const bool joiner = !shrink && index == kJoiner;
   std::vector<int> payload;
@@ -166,23 +190,42 @@ int run_member(const fs::path& dir, int index) {
   // The Cholesky job's A and L (lower tiles), and its task graph as the tiles lie (the tasks
   // the runtime runs are the same, wrapped to kill).
   const br::TiledMatrix::TileFilter lower = [](int m, int k) { return m >= k; };
-  const int cholesky_tile = bellows::testing::recovery::kTile;
+  const int cholesky_tile = pinned ? kPinnedCholeskyTile : bellows::testing::recovery::kTile;
   const int cholesky_n = cholesky ? bellows::testing::recovery::kN : cholesky_tile;
   const auto first_grid = br::BlockCyclic2D::square_for(first_ranks);
   br::TiledMatrix cholesky_a(0, cholesky_n, cholesky_n, cholesky_tile, first_grid, old_rank, lower);
   br::TiledMatrix cholesky_l(1, cholesky_n, cholesky_n, cholesky_tile, first_grid, old_rank, lower);
   if (cholesky) bellows::examples::fill_spd(cholesky_a, bellows::testing::recovery::kSeed);
   const auto cholesky_graph = bellows::examples::make_cholesky_tasks(cholesky_a, cholesky_l);
-  const int tasks_per_iteration = cholesky ? kCholeskyTasksPerIteration : kGemmTasks;
-  auto options = bellows::test::loss_test_options(old_rank, kTeamSize);
+  const int tasks_per_iteration =
+      cholesky ? (pinned ? kPinnedCholeskyTasksPerIteration : kCholeskyTasksPerIteration) : kGemmTasks;
+  auto options = bellows::test::loss_test_options(old_rank, teams_of1 ? 1 : kTeamSize);
+  // A team of one has no one to steal from inside it.
+  options.message_log.steal_across_teams = teams_of1;
   options.checkpoint.every_iterations = cholesky ? kCholeskyCheckpointEvery : 1;
+  options.rebalance_on_resize = !pinned;
+  // Any task a victim can spare goes (no cost rule, as in John & Milthorpe): with the rule,
+  // rank 3 stole nothing in either job.
+  if (pinned) options.steal.cost_rule = false;
   br::Runtime runtime(job.communicator(), options);
   job.attach(runtime);
   if (cholesky) {
     runtime.add_collection(cholesky_a);
     runtime.add_collection(cholesky_l);
     for (auto& tasks : bellows::test::killing(bellows::examples::make_cholesky_tasks(cholesky_a, cholesky_l),
-                                              kill_in_next_task, pause_us)) {
+                                              kill_in_next_task, pause_us,
+                                              pinned ? kPinnedTaskMicroseconds : 0)) {
+      runtime.add_task_class(std::move(tasks));
+    }
+  } else if (pinned) {
+    // Each task lasts at least kPinnedTaskMicroseconds, as Cholesky's, so that rank 3 steals.
+    runtime.add_collection(gemm.a);
+    runtime.add_collection(gemm.b);
+    runtime.add_collection(gemm.c);
+    std::vector<std::unique_ptr<br::TaskClass>> gemm_tasks;
+    gemm_tasks.push_back(std::make_unique<bellows::examples::GemmTasks>(0, gemm.a, gemm.b, gemm.c));
+    for (auto& tasks :
+         bellows::test::killing(std::move(gemm_tasks), kill_in_next_task, pause_us, kPinnedTaskMicroseconds)) {
       runtime.add_task_class(std::move(tasks));
     }
   } else {
@@ -194,6 +237,8 @@ int run_member(const fs::path& dir, int index) {
   br::RecoveryReport recovery;
   std::vector<int> teams_after_resize, buddies_after_resize;
   std::vector<bellows::testing::recovery::OutputTakers> outputs_after_resize;  // Cholesky's task graph then
+  std::vector<bellows::testing::recovery::OutputTakers> outputs_before_loss;   // ... after the last iteration before it
+  std::size_t pinned_before_loss = 0;      // tasks pinned to new ranks then (the same on every rank)
   std::map<long, std::uint64_t> tasks_run;        // iteration -> tasks run here, in its last run here
   std::map<long, std::uint64_t> log_bytes_held;   // iteration -> bytes the log held after it
   std::vector<long> replayed_iterations;          // the iterations the rolled-back team re-ran alone
@@ -235,7 +280,16 @@ int run_member(const fs::path& dir, int index) {
                    std::to_string(report.iteration));
       }
       if (report.ran_here()) tasks_run[report.iteration] = report.local.tasks_executed;
-      if (recoveries == 0) log_bytes_held[report.iteration] = report.local.message_log.bytes_held;
+      if (recoveries == 0) {
+        log_bytes_held[report.iteration] = report.local.message_log.bytes_held;
+        // The replay sends outputs to the consumers' ranks as they are at the loss, pinned
+        // tasks included (the table grows after every iteration with the new ranks' steals).
+        pinned_before_loss = runtime.pinned().size();
+        if (cholesky && report.iteration > kExpandAt + 2) {
+          outputs_before_loss = bellows::testing::recovery::output_takers(
+              cholesky_graph, [&](const br::TileIndex& t) { return cholesky_l.owner(t.m, t.n); }, runtime.pinned());
+        }
+      }
       // As recovery_test.cpp's Cholesky job: a rank that kept its state leaves its tiles.
       if (cholesky && report.ran_here()) {
         bellows::testing::recovery::evolve(cholesky_a, it, bellows::testing::recovery::Job::cholesky);
@@ -253,15 +307,20 @@ int run_member(const fs::path& dir, int index) {
   expect(resized == (joiner ? 0 : 1), "carried out " + std::to_string(resized) + " resizes, expected " +
                                           (joiner ? "none (it joined through the expand)" : "the resize"));
   // After a shrink to 3 ranks, rank 2 is a team of one, whose buddy is of the other team.
-  const std::vector<int> expected_teams = shrink ? std::vector<int>{0, 0, 1} : std::vector<int>{0, 0, 1, 1};
+  const std::vector<int> expected_teams = shrink      ? std::vector<int>{0, 0, 1}
+                                          : teams_of1 ? std::vector<int>{0, 1, 2, 3}
+                                                      : std::vector<int>{0, 0, 1, 1};
   expect(teams_after_resize == expected_teams, "teams after the resize " + rank_set(teams_after_resize) +
                                                    " (per rank), expected " + rank_set(expected_teams));
   const bool buddies_as_expected =
       shrink ? buddies_after_resize.size() == 3 && buddies_after_resize[0] == 1 && buddies_after_resize[1] == 0 &&
                    (buddies_after_resize[2] == 0 || buddies_after_resize[2] == 1)
-             : buddies_after_resize == std::vector<int>{1, 0, 3, 2};
+      : teams_of1
+          ? buddies_after_resize.size() == 4 && buddies_after_resize[0] != 0 && buddies_after_resize[1] != 1 &&
+                buddies_after_resize[2] != 2 && buddies_after_resize[3] != 3
+          : buddies_after_resize == std::vector<int>{1, 0, 3, 2};
   expect(buddies_as_expected, "buddies after the resize " + rank_set(buddies_after_resize) + " (per rank), expected " +
-                                  (shrink ? "{1, 0, 0 or 1}" : "{1, 0, 3, 2}"));
+                                  (shrink ? "{1, 0, 0 or 1}" : teams_of1 ? "another rank each" : "{1, 0, 3, 2}"));
   // The iterations under the new teams log what crosses them.
   const std::uint64_t held_after_expand = log_bytes_held.count(kExpandAt + 2) != 0 ? log_bytes_held[kExpandAt + 2] : 0;
   const auto held_by_survivors = summed({held_after_expand}, job.communicator());
@@ -269,30 +328,46 @@ int run_member(const fs::path& dir, int index) {
                                        " under the teams of the grown job");
   result["log_bytes_held_after_the_expand"] = held_after_expand;
 
+  // Without the re-grid the joined rank owns nothing and what it stole is pinned to it.
+  if (pinned) {
+    expect(pinned_before_loss > 0, "no task was pinned to the joined rank before the loss");
+  } else {
+    expect(pinned_before_loss == 0, std::to_string(pinned_before_loss) + " tasks pinned with the re-grid on");
+  }
+  result["tasks_pinned_before_the_loss"] = pinned_before_loss;
+
   const bool no_victim = victim < 0;
   expect(recoveries == (no_victim ? 0 : 1), "recovered " + std::to_string(recoveries) + " times");
   const int expected_size = (shrink ? kShrinkFrom - 1 : kRanks + 1) - (no_victim ? 0 : 1);
   expect(job.size() == expected_size,
          "the job has " + std::to_string(job.size()) + " ranks, expected " + std::to_string(expected_size));
   if (!no_victim) {
-    // Only the victim's team rolls back: its buddy is its team mate.
-    const std::vector<int> team_of_victim = victim < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+    // Only the victim's team rolls back: its buddy is its team mate. With teams of 1, whose
+    // steals cross the teams, every rank rolls back, and the decision says why.
+    const bool global = teams_of1;
+    const std::vector<int> every_rank{0, 1, 2, 3};
+    const std::vector<int> team_of_victim =
+        global ? every_rank : victim < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
     const int victim_team = victim < 2 ? 0 : 1;
+    const std::vector<int> teams_expected = global ? every_rank : std::vector<int>{victim_team};
+    const std::string global_reason = global ? "stealing crosses teams (steal_across_teams)" : "";
     expect(recovery.lost == std::vector<int>{victim}, "lost " + rank_set(recovery.lost));
-    expect(recovery.rolled_back_globally_because.empty(),
-           "rolled back globally because \"" + recovery.rolled_back_globally_because + "\"");
+    expect(recovery.rolled_back_globally_because == global_reason,
+           "rolled back globally because \"" + recovery.rolled_back_globally_because + "\", expected \"" +
+               global_reason + "\"");
     expect(recovery.ranks_rolled_back == team_of_victim, "ranks " + rank_set(recovery.ranks_rolled_back) +
                                                              " rolled back, expected " + rank_set(team_of_victim));
-    expect(recovery.teams_rolled_back == std::vector<int>{victim_team},
-           "teams " + rank_set(recovery.teams_rolled_back) + " rolled back, expected {" + std::to_string(victim_team) + "}");
-    const bool kept_state = recovery.old_rank / kTeamSize != victim_team;
+    expect(recovery.teams_rolled_back == teams_expected, "teams " + rank_set(recovery.teams_rolled_back) +
+                                                             " rolled back, expected " + rank_set(teams_expected));
+    const bool kept_state = !global && recovery.old_rank / kTeamSize != victim_team;
     const std::uint64_t rerun = runtime.stats().tasks_rerun;
     const std::uint64_t replayed_bytes = runtime.stats().message_log.bytes_replayed;
     // The team re-ran the iterations after the checkpoint alone.
     const auto redone = static_cast<std::size_t>(recovery.iterations_redone);
-    expect(replayed_iterations.size() == redone, std::to_string(replayed_iterations.size()) +
-                                                      " iterations replayed by the team, expected " +
-                                                      std::to_string(redone));
+    const std::size_t replayed_expected = global ? 0 : redone;
+    expect(replayed_iterations.size() == replayed_expected, std::to_string(replayed_iterations.size()) +
+                                                                 " iterations replayed by the team, expected " +
+                                                                 std::to_string(replayed_expected));
     // The checkpoints overlap the iterations: the one completed last is at the boundary before
     // the interrupted iteration or the one before it. Cholesky's, every 3 iterations, is after
     // iteration 5: the loss in iteration 7 (or 8) redoes 6 (and 7).
@@ -314,25 +389,49 @@ int run_member(const fs::path& dir, int index) {
       expect(replayed_bytes == 0, "rank " + std::to_string(recovery.old_rank) + " rolled back but served " +
                                       std::to_string(replayed_bytes) + " bytes from its log");
     }
-    expect(all_rerun[0] == all_rerun[1], "the survivors re-ran " + std::to_string(all_rerun[0]) +
-                                             " tasks, but ran " + std::to_string(all_rerun[1]) +
-                                             " in the iterations replayed");
-    expect((redone == 0) == (all_rerun[0] == 0) && (redone == 0) == (all_rerun[2] == 0),
-           std::to_string(redone) + " iterations redone, " + std::to_string(all_rerun[0]) + " tasks re-run and " +
-               std::to_string(all_rerun[2]) + " bytes served from the logs of the ranks that kept their state");
-    if (cholesky) {
+    if (global) {
+      // Every task of the iterations redone ran again, and nothing came from a log.
+      const auto all_tasks = static_cast<unsigned long long>(tasks_per_iteration) * redone;
+      expect(all_rerun[0] == all_tasks && all_rerun[2] == 0,
+             "the survivors re-ran " + std::to_string(all_rerun[0]) + " tasks (expected " +
+                 std::to_string(all_tasks) + ") and served " + std::to_string(all_rerun[2]) +
+                 " bytes from their logs in a global roll-back");
+    } else {
+      expect(all_rerun[0] == all_rerun[1], "the survivors re-ran " + std::to_string(all_rerun[0]) +
+                                               " tasks, but ran " + std::to_string(all_rerun[1]) +
+                                               " in the iterations replayed");
+      expect((redone == 0) == (all_rerun[0] == 0) && (redone == 0) == (all_rerun[2] == 0),
+             std::to_string(redone) + " iterations redone, " + std::to_string(all_rerun[0]) + " tasks re-run and " +
+                 std::to_string(all_rerun[2]) + " bytes served from the logs of the ranks that kept their state");
+    }
+    if (cholesky && !global) {
       // The task outputs the ranks that kept their state sent again: one activation per
       // producer, slot and rank now running a taker of the team that rolled back (the lost
       // rank's on its buddy), as the task graph after the expand has them.
       const long tile_bytes = static_cast<long>(cholesky_tile) * cholesky_tile * static_cast<long>(sizeof(double));
       const long outputs = bellows::testing::recovery::outputs_replayed(
-          outputs_after_resize, recovery.ranks_rolled_back, recovery.lost, buddies_after_resize);
+          pinned ? outputs_before_loss : outputs_after_resize, recovery.ranks_rolled_back, recovery.lost,
+          buddies_after_resize);
       const auto predicted = static_cast<unsigned long long>(outputs * tile_bytes * static_cast<long>(redone));
       expect(all_rerun[2] == predicted && outputs > 0,
              "the ranks that kept their state served " + std::to_string(all_rerun[2]) + " bytes from their logs, " +
                  "predicted " + std::to_string(outputs) + " task outputs x " + std::to_string(tile_bytes) +
                  " bytes x " + std::to_string(redone) + " iterations redone");
       result["bytes_replayed_predicted"] = predicted;
+      if (pinned) {
+        // Of those, the outputs of a pinned task or to one: the victim's team is fed by rank
+        // 3's pinned tasks (VICTIM 1), or fed rank 3's pinned tasks (VICTIM 3). How many
+        // depends on the steals; the sum above does not (a pinned task stays in its team).
+        std::vector<bellows::testing::recovery::OutputTakers> of_pinned;
+        for (const auto& output : outputs_before_loss) {
+          if (output.pinned) of_pinned.push_back(output);
+        }
+        const long of_pinned_replayed = bellows::testing::recovery::outputs_replayed(
+            of_pinned, recovery.ranks_rolled_back, recovery.lost, buddies_after_resize);
+        expect(of_pinned_replayed > 0, "no task output served again was of a pinned task or to one (" +
+                                           std::to_string(of_pinned.size()) + " outputs of or to pinned tasks)");
+        result["pinned_task_outputs_replayed"] = of_pinned_replayed;
+      }
     }
     result["iterations_redone"] = recovery.iterations_redone;
     result["rolled_back_to"] = recovery.iteration;
@@ -361,7 +460,8 @@ int run_member(const fs::path& dir, int index) {
     const std::vector<double> a_all = cholesky_a.gather_to_root(job.communicator());
     const std::vector<double> l_all = cholesky_l.gather_to_root(job.communicator());
     if (job.rank() == 0) {
-      const auto [a_ref, l_ref] = bellows::testing::recovery::cholesky_reference(kIterations);
+      const auto [a_ref, l_ref] =
+          bellows::testing::recovery::cholesky_reference(kIterations, cholesky_n, cholesky_tile);
       const std::size_t a_wrong = bellows::testing::recovery::differing(a_all, a_ref);
       const std::size_t l_wrong = bellows::testing::recovery::differing(l_all, l_ref);
       expect(a_wrong == 0 && l_wrong == 0, std::to_string(a_wrong) + " elements of A and " + std::to_string(l_wrong) +
@@ -392,7 +492,8 @@ int finalize_member(const fs::path& dir, int index) {
 
 // ------------------------------------------------------------------------------------ launcher
 
-int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool shrink, bool cholesky) {
+int run_launcher(const std::string& mpiexec, const std::string& self, int victim, bool shrink, bool cholesky,
+                 bool pinned, bool teams_of1) {
   if (victim != -1 && victim != 1 && (shrink || victim != kJoiner)) {
     std::fprintf(stderr, "teams_after_resize_tests: the victim must be -1 (none), 1%s, got %d\n",
                  shrink ? " (with shrink)" : (" or " + std::to_string(kJoiner)).c_str(), victim);
@@ -402,20 +503,28 @@ int run_launcher(const std::string& mpiexec, const std::string& self, int victim
   const bellows::test::LossRun run("teams-after-resize", victim, kMostPauseMicroseconds);
   if (shrink) write_file(run.dir / "shrink", "1");
   if (cholesky) write_file(run.dir / "cholesky", "1");
+  if (pinned) write_file(run.dir / "pinned", "1");
+  if (teams_of1) write_file(run.dir / "teams_of1", "1");
   return run.to_the_end("teams_after_resize", mpiexec, self, processes, kLauncherLimitSeconds,
-                        {{"shrink", shrink}, {"cholesky", cholesky}}, failures);
+                        {{"shrink", shrink}, {"cholesky", cholesky}, {"pinned", pinned}, {"teams_of1", teams_of1}},
+                        failures);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--member") == 0) return finalize_member(argv[2], std::atoi(argv[3]));
-  const bool shrink = argc == 5 && std::strcmp(argv[4], "shrink") == 0;
-  const bool cholesky = argc == 5 && std::strcmp(argv[4], "cholesky") == 0;
-  if ((argc != 4 && !shrink && !cholesky) || argc > 5) {
-    std::fprintf(stderr,
-                 "usage: teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky] | --member DIR INDEX\n");
+  bool shrink = false, cholesky = false, pinned = false, teams_of1 = false, known = argc >= 4 && argc <= 7;
+  for (int i = 4; i < argc && known; ++i) {
+    const std::string word = argv[i];
+    bool& flag = word == "shrink" ? shrink : word == "cholesky" ? cholesky : word == "pinned" ? pinned : teams_of1;
+    known = (word == "shrink" || word == "cholesky" || word == "pinned" || word == "teams_of1") && !flag;
+    flag = true;
+  }
+  if (!known || (shrink && (cholesky || pinned)) || (teams_of1 && !pinned)) {
+    std::fprintf(stderr, "usage: teams_after_resize_tests MPIEXEC SELF VICTIM [shrink|cholesky] [pinned [teams_of1]] | "
+                         "--member DIR INDEX\n");
     return 2;
   }
-  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), shrink, cholesky);
+  return run_launcher(argv[1], argv[2], std::atoi(argv[3]), shrink, cholesky, pinned, teams_of1);
 }
