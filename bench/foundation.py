@@ -19,6 +19,10 @@ scheduler autogroup, as bench/metg.py does: on a host shared with other work, th
 processes then get the cores they ask for. Beside each libbellows row the script prints where
 its ranks' time went (per rank: idle share of the wall time, CPU of the communication threads).
 
+The "one rank" rows run the same job as one rank with as many workers as the other rows have
+ranks: how Bellows runs a node's share of a job (one rank per node, a worker per core), against
+the same references; their ratios carry no target (the targets are for ranks x 1 core).
+
 Every configuration prints a JSON object as its last line; this script reads it.
 """
 import argparse
@@ -73,10 +77,13 @@ def main():
     prefix = autogroup_prefix(args, "foundation-rank")
     shares = {}
 
-    def bellows(app, tile, same_host="on", examples=ex, label=None, steal="off"):
-        j = run_json([MPIEXEC, "-n", p] + prefix + [os.path.join(examples, app), "--n", n,
+    def bellows(app, tile, same_host="on", examples=ex, label=None, steal="off", one_rank=False):
+        # one_rank: a single rank with as many workers as the other runs have ranks (how a
+        # node runs its share of a job: one rank per node), against the same references.
+        ranks, workers = ("1", p) if one_rank else (p, "1")
+        j = run_json([MPIEXEC, "-n", ranks] + prefix + [os.path.join(examples, app), "--n", n,
                       "--tile", str(tile), "--iterations", "3", "--same-host", same_host,
-                      "--steal", steal, "--quiet"])
+                      "--steal", steal, "--workers", workers, "--quiet"])
         if label:
             shares.setdefault(label, []).append(where_time_went(j))
         return max(it["gflops"] for it in j["iterations"][1:])  # first iteration warms up
@@ -101,6 +108,7 @@ def main():
         ("bellows gemm tile 512", lambda: bellows("gemm", 512)),
         ("bellows gemm tile 1024", lambda: bellows("gemm", 1024, label="bellows gemm tile 1024")),
         ("bellows gemm 512 MPI only", lambda: bellows("gemm", 512, "off")),
+        ("bellows gemm 1024, one rank", lambda: bellows("gemm", 1024, one_rank=True)),
         ("scalapack pdgemm nb 256", lambda: scalapack("gemm", 256)),
         ("scalapack pdgemm nb 512", lambda: scalapack("gemm", 512)),
         ("openblas dgemm 2 threads", lambda: openblas("gemm")),
@@ -113,6 +121,7 @@ def main():
         ("bellows cholesky 256 steal off",
          lambda: bellows("cholesky", 256, label="bellows cholesky 256 steal off")),
         ("bellows cholesky 256 MPI only", lambda: bellows("cholesky", 256, "off", steal="on")),
+        ("bellows cholesky 256, one rank", lambda: bellows("cholesky", 256, one_rank=True)),
         ("scalapack pdpotrf nb 256", lambda: scalapack("potrf", 256)),
         ("scalapack pdpotrf nb 128", lambda: scalapack("potrf", 128)),
         ("openblas dpotrf 2 threads", lambda: openblas("potrf")),
@@ -154,6 +163,12 @@ def main():
              ratio("bellows cholesky tile 256", "bellows cholesky 256 MPI only")),
             ("cholesky 256: steal on / steal off", None,
              ratio("bellows cholesky tile 256", "bellows cholesky 256 steal off")),
+            ("cholesky 256, one rank / OpenBLAS DPOTRF", None,
+             ratio("bellows cholesky 256, one rank", "openblas dpotrf 2 threads")),
+            ("cholesky 256, one rank / best ScaLAPACK", None,
+             [a / b for a, b in zip(samples["bellows cholesky 256, one rank"], scalapack_potrf)]),
+            ("cholesky 256: ranks x 1 worker / one rank", None,
+             ratio("bellows cholesky tile 256", "bellows cholesky 256, one rank")),
         ]
         for name, _ in variants:
             ratios.append((f"cholesky tile 256: this build / {name}", None,
@@ -171,13 +186,16 @@ def main():
              [a / b for a, b in zip(bellows_gemm, samples["openblas dgemm 2 threads"])]),
             ("gemm 512: same-host transport / MPI only", None,
              ratio("bellows gemm tile 512", "bellows gemm 512 MPI only")),
+            ("gemm 1024, one rank / OpenBLAS DGEMM", None,
+             ratio("bellows gemm 1024, one rank", "openblas dgemm 2 threads")),
         ]
         for name, _ in variants:
             ratios.append((f"gemm tile 1024: this build / {name}", None,
                            ratio("bellows gemm tile 1024", f"bellows gemm tile 1024 {name}")))
     favoured = ("" if args.autogroup_nice is None
                 else f", measured processes at autogroup nice {args.autogroup_nice}")
-    print(f"\nN={args.n}, {args.ranks} ranks x 1 thread (OpenBLAS: {args.ranks} threads), "
+    print(f"\nN={args.n}, {args.ranks} ranks x 1 thread (\"one rank\": 1 rank x {args.ranks} "
+          f"workers; OpenBLAS: {args.ranks} threads), "
           f"{args.rounds} interleaved rounds; load average (1 min) {load_before:.1f} before, "
           f"{load_after:.1f} after{favoured}\n")
     print(f"{'configuration':34s} {'median':>10s}   per round (GFLOP/s; tasks/s for empty tasks)")
