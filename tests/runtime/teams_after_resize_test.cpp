@@ -73,7 +73,7 @@
 // iteration 7 rolls back its team {1, 4} only, ranks 0, 2 and the other joined rank 3 keeping
 // their state, the rest as above (with `cholesky`, the outputs served again as predicted).
 // With GEMM, ranks 0 and 1 hold their first task of iteration 3 until their joined team mate
-// has run one, as rank 2 does above (without it, rank 3 had nothing pinned in 1 of 7 runs).
+// has run one, as rank 2 does above (without it, rank 3 had nothing pinned in 1 of 12 runs).
 // BELLOWS_TEST_SEED fixes the pause before the kill; the seed is printed with the result.
 //
 // The launcher passes when the victim's mpiexec reports the kill, every survivor's mpiexec
