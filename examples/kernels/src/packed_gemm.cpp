@@ -207,6 +207,10 @@ bool available() {
   return use;
 }
 
+bool suits(int m, int n, int k) {
+  return available() && std::max({m, n, k}) <= kLargestPackedOrder;
+}
+
 void gemm(const Tile& a, const Tile& b, bool b_transposed, double alpha, double beta, Tile& c) {
   const auto left = packed(a, kLeft);
   const auto right = packed(b, b_transposed ? kRightTransposed : kRight);

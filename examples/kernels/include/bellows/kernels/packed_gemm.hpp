@@ -30,6 +30,14 @@ using runtime::Tile;
 /// "packed" or "openblas".
 [[nodiscard]] bool available();
 
+/// The largest tile order the kernels hand to the micro-kernel: above it OpenBLAS's own packing
+/// is amortised over a large call and its kernel is the faster (bench/tile_gemm.cpp:
+/// docs/benchmarks.md).
+inline constexpr int kLargestPackedOrder = 512;
+
+/// available() and no dimension of the product above kLargestPackedOrder.
+[[nodiscard]] bool suits(int m, int n, int k);
+
 /// C = alpha * A * op(B) + beta * C, op(B) = B^T when `b_transposed` (B is n x k), else B
 /// (k x n). With beta 0, C is not read. Requires available().
 void gemm(const Tile& a, const Tile& b, bool b_transposed, double alpha, double beta, Tile& c);
