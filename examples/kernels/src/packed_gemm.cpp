@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
-#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -32,22 +31,21 @@ enum Form : int {
 
 std::atomic<std::uint64_t> built{0};
 
+
 /// A tile packed for the micro-kernel: `panels` panels, each `depth` steps of `width` doubles
 /// (panel p, step s, lane l at p * depth * width + s * width + l), zero beyond the tile's edge.
+/// Its storage is itself a tile's buffer, recycled through the tile pool: packing a tile takes
+/// no fresh pages once the job runs.
 struct PackedOperand {
-  int panels = 0;
-  int depth = 0;
-  int width = 0;
-  double* values = nullptr;
-  PackedOperand(int panel_count, int steps, int lanes) : panels(panel_count), depth(steps), width(lanes) {
-    const std::size_t bytes = static_cast<std::size_t>(panels) * depth * width * sizeof(double);
-    values = static_cast<double*>(::operator new(std::max<std::size_t>(bytes, 64), std::align_val_t{64}));
-  }
-  ~PackedOperand() { ::operator delete(values, std::align_val_t{64}); }
-  PackedOperand(const PackedOperand&) = delete;
-  PackedOperand& operator=(const PackedOperand&) = delete;
+  int panels;
+  int depth;
+  int width;
+  Tile storage;
+  PackedOperand(int panel_count, int steps, int lanes)
+      : panels(panel_count), depth(steps), width(lanes), storage(steps * lanes, panel_count) {}
+  [[nodiscard]] double* values() noexcept { return storage.data(); }
   [[nodiscard]] const double* panel(int p) const noexcept {
-    return values + static_cast<std::size_t>(p) * depth * width;
+    return storage.data() + static_cast<std::size_t>(p) * depth * width;
   }
 };
 
@@ -59,7 +57,7 @@ std::shared_ptr<const PackedOperand> pack(const Tile& tile, Form form) {
     // Panels of `width` rows; step s is column s of the tile.
     const int width = form == kLeft ? kPanelRows : kPanelCols;
     out = std::make_shared<PackedOperand>((rows + width - 1) / width, cols, width);
-    double* dst = out->values;
+    double* dst = out->values();
     for (int p = 0; p < out->panels; ++p) {
       const int first = p * width, take = std::min(width, rows - first);
       for (int s = 0; s < cols; ++s) {
@@ -73,7 +71,7 @@ std::shared_ptr<const PackedOperand> pack(const Tile& tile, Form form) {
     // Panels of kPanelCols columns; step s is row s of the tile.
     out = std::make_shared<PackedOperand>((cols + kPanelCols - 1) / kPanelCols, rows, kPanelCols);
     for (int p = 0; p < out->panels; ++p) {
-      double* dst = out->values + static_cast<std::size_t>(p) * rows * kPanelCols;
+      double* dst = out->values() + static_cast<std::size_t>(p) * rows * kPanelCols;
       const int first = p * kPanelCols, take = std::min(kPanelCols, cols - first);
       for (int l = 0; l < kPanelCols; ++l) {
         if (l >= take) {
