@@ -282,6 +282,41 @@ TEST(TiledMatrix, TileOwnersOverrideThePlacementAndDropTilesThatLeave) {
             "tile owners of collection 0 have 2 entries for 9 tiles");
 }
 
+TEST(TiledMatrix, AnEmptyPlacementIsTheIdentity) {
+  const BlockCyclic2D grid{1, 2};  // 3 x 3 tiles: columns 0 and 2 on grid rank 0, 1 on 1
+  TiledMatrix a(0, 300, 300, 100, grid, 0);
+  a.set_placement({1, 0}, 0);  // rank 0 now holds column 1
+  a.set_tile(0, 1, std::make_shared<Tile>(100, 100));
+  std::vector<int> owners(9, TiledMatrix::kNoTileOwner);
+  owners[2 * 3 + 1] = 1;  // tile (1, 2) to rank 1
+  a.set_mapping({}, owners, 0);
+  EXPECT_TRUE(a.placement().empty());
+  EXPECT_EQ(a.tile_owners(), owners);
+  for (int n = 0; n < 3; ++n) {
+    for (int m = 0; m < 3; ++m) {
+      const int expected = m == 1 && n == 2 ? 1 : grid.owner(m, n);
+      EXPECT_EQ(a.owner(m, n), expected) << "tile (" << m << ", " << n << ")";
+    }
+  }
+  EXPECT_FALSE(a.is_local(0, 1));
+  EXPECT_THROW((void)a.tile(0, 1), std::out_of_range);  // left with the identity
+  EXPECT_TRUE(a.is_local(0, 0));  // back: empty until installed
+  EXPECT_THROW((void)a.tile(0, 0), std::out_of_range);
+  // The same as the identity written out, on either side.
+  TiledMatrix b(0, 300, 300, 100, grid, 1);
+  b.set_mapping({0, 1}, owners, 1);
+  for (int n = 0; n < 3; ++n) {
+    for (int m = 0; m < 3; ++m) EXPECT_EQ(a.owner(m, n), b.owner(m, n));
+  }
+  // set_placement reads an empty placement the same way.
+  a.set_placement({1, 0}, 0);
+  a.set_placement({}, 0);
+  EXPECT_TRUE(a.placement().empty());
+  EXPECT_EQ(a.owner(0, 1), 1);
+  EXPECT_EQ(bellows::testing::thrown_message([&] { a.set_mapping({0}, {}, 0); }),
+            "placement of collection 0 has 1 entries for a grid of 2 ranks");
+}
+
 TEST(TiledMatrix, RejectsNonPositiveSizesAndGrids) {
   EXPECT_EQ(bellows::testing::thrown_message([] { TiledMatrix(0, 0, 10, 5, BlockCyclic2D{1, 1}, 0); }),
             "matrix 0x10 with tile 5: sizes must be positive");

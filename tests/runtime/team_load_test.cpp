@@ -2,7 +2,8 @@
 // over a window of iterations forgets a one-off spike, follows a lasting change, weighs a tile
 // seen once by its one sample; a rank's slowness per flop against the median rank, as a whole
 // and class by class (a kernel mix is no slowness, a rank slowed in every class reads its
-// factor); a re-plan only above the least gain and within the cut bound.
+// factor, a slowed rank of a class two ranks run leaves the other's reading alone); a re-plan
+// only above the least gain and within the cut bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -189,11 +190,52 @@ TEST(RankSlowness, AKernelMixAloneReadsAsNoSlownessClassByClass) {
 TEST(RankSlowness, ARankSlowedInEveryClassReadsItsFactorWhateverItsMix) {
   expect_near(rank_slowness_by_class(mix_seconds(4.0), kMixFlops, 2), {1.0, 4.0, 1.0, 1.0},
               "rank 1 (off-diagonal tiles only) four times slower");
-  // Rank 3 holds diagonal tiles, which only ranks 0 and 3 run: the diagonal class's median is
-  // then the mean of 3 and 12 ns per flop (7.5), the other's 1 (ranks 0, 1, 2 against 4 on
-  // rank 3). Rank 3 still reads slow (2.29), rank 0 fast (0.57).
-  expect_near(rank_slowness_by_class(mix_seconds(1.0, 4.0), kMixFlops, 2),
-              {6.0 / 10.5, 1.0, 1.0, 24.0 / 10.5}, "rank 3 (diagonal tiles too) four times slower");
+  // Rank 3 holds diagonal tiles too, a class only ranks 0 and 3 run: the off-diagonal class,
+  // which every rank runs, tells its speed.
+  expect_near(rank_slowness_by_class(mix_seconds(1.0, 4.0), kMixFlops, 2), {1.0, 1.0, 1.0, 4.0},
+              "rank 3 (diagonal tiles too) four times slower");
+}
+
+TEST(RankSlowness, OneSlowedRankOfAClassTwoRanksRunDoesNotMakeTheOtherReadFast) {
+  // The diagonal class's median among ranks 0 and 3 alone would be the mean of 3 and 12 ns
+  // per flop: rank 3 would read 2.29 and rank 0 0.57. Each reads from the class all four run.
+  for (const double tolerance : {0.25, 0.0}) {
+    const std::string what = "tolerance " + std::to_string(tolerance);
+    expect_near(rank_slowness_by_class(mix_seconds(1.0, 4.0), kMixFlops, 2, tolerance), {1.0, 1.0, 1.0, 4.0},
+                "rank 3 slowed, " + what);
+    std::vector<double> rank_0_slowed = mix_seconds();
+    rank_0_slowed[0] *= 4.0;
+    rank_0_slowed[1] *= 4.0;
+    expect_near(rank_slowness_by_class(rank_0_slowed, kMixFlops, 2, tolerance), {4.0, 1.0, 1.0, 1.0},
+                "rank 0 slowed, " + what);
+  }
+}
+
+// Classes (A, B): ranks 0, 1 and 2 run A at 1 ns per flop; B, at 2 ns, only ranks 0 and 3.
+const std::vector<double> kFewRankFlops{1e9, 1e9, 2e9, 0.0, 2e9, 0.0, 0.0, 2e9};
+std::vector<double> few_rank_seconds(double rank_0_slowed, double rank_3_slowed) {
+  return {1.0 * rank_0_slowed, 2.0 * rank_0_slowed, 2.0, 0.0, 2.0, 0.0, 0.0, 4.0 * rank_3_slowed};
+}
+
+TEST(RankSlowness, ARankThatRanOnlyAFewRankClassIsReadAgainstThePeersOtherClassesTell) {
+  // Rank 3 runs only B, with rank 0, whose speed A tells: B's speed is rank 0's with its
+  // slowness taken out. Against B's plain median, rank 3 would read 0.4 with rank 0 slowed
+  // four times, and 1.6 (rank 0 0.67) slowed four times itself.
+  expect_near(rank_slowness_by_class(few_rank_seconds(1.0, 1.0), kFewRankFlops, 2, 0.0), {1.0, 1.0, 1.0, 1.0},
+              "none slowed");
+  expect_near(rank_slowness_by_class(few_rank_seconds(4.0, 1.0), kFewRankFlops, 2), {4.0, 1.0, 1.0, 1.0},
+              "rank 0 slowed");
+  expect_near(rank_slowness_by_class(few_rank_seconds(1.0, 4.0), kFewRankFlops, 2), {1.0, 1.0, 1.0, 4.0},
+              "rank 3 slowed");
+  // Both slowed alike: each reads its factor.
+  expect_near(rank_slowness_by_class(few_rank_seconds(2.0, 2.0), kFewRankFlops, 2), {2.0, 1.0, 1.0, 2.0},
+              "ranks 0 and 3 slowed twice");
+}
+
+TEST(RankSlowness, TwoRanksThatAloneRanAnythingReadAgainstTheirMean) {
+  // No class tells either's speed: one is slower than the other, no more.
+  const std::vector<double> seconds{3.0, 1.0, 1.0, 1.0}, flops{1.0, 1.0, 1.0, 1.0};
+  expect_near(rank_slowness_by_class(seconds, flops, 2), {4.0 / 3.0, 2.0 / 3.0}, "ranks 0 and 1");
 }
 
 TEST(RankSlowness, ByClassARankThatRanNothingCountsAsTheMedian) {

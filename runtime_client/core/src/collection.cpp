@@ -66,7 +66,7 @@ void TiledMatrix::set_placement(std::vector<int> placement, int my_rank) {
 
 void TiledMatrix::set_mapping(std::vector<int> placement, std::vector<int> tile_owners,
                               int my_rank) {
-  if (placement.size() != static_cast<std::size_t>(dist_.size())) {
+  if (!placement.empty() && placement.size() != static_cast<std::size_t>(dist_.size())) {
     throw std::invalid_argument("placement of collection " + std::to_string(id_) + " has " +
                                 std::to_string(placement.size()) + " entries for a grid of " +
                                 std::to_string(dist_.size()) + " ranks");

@@ -28,6 +28,15 @@ void require_finite_not_negative(double value, const std::string& what) {
   }
 }
 
+/// The median of `values` (the mean of the middle two for an even count), 0 for none;
+/// sorts them.
+double median_of(std::vector<double>& values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2.0;
+}
+
 double heaviest(std::span<const double> seconds, const char* which) {
   double most = 0.0;
   for (std::size_t r = 0; r < seconds.size(); ++r) {
@@ -76,9 +85,7 @@ std::vector<double> TileLoadHistory::loads() const {
   for (std::size_t t = 0; t < kept_.size(); ++t) {
     if (kept_[t].empty()) continue;
     sorted.assign(kept_[t].begin(), kept_[t].end());
-    std::sort(sorted.begin(), sorted.end());
-    const std::size_t middle = sorted.size() / 2;
-    out[t] = sorted.size() % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2.0;
+    out[t] = median_of(sorted);
   }
   return out;
 }
@@ -103,9 +110,7 @@ std::vector<double> rank_slowness(std::span<const double> seconds, std::span<con
   }
   std::vector<double> out(seconds.size(), 1.0);
   if (per_flop.empty()) return out;
-  std::sort(per_flop.begin(), per_flop.end());
-  const std::size_t middle = per_flop.size() / 2;
-  const double median = per_flop.size() % 2 == 1 ? per_flop[middle] : (per_flop[middle - 1] + per_flop[middle]) / 2.0;
+  const double median = median_of(per_flop);
   for (std::size_t r = 0; r < seconds.size(); ++r) {
     if (!(seconds[r] > 0.0 && flops[r] > 0.0)) continue;
     const double slowness = seconds[r] / flops[r] / median;
@@ -139,30 +144,51 @@ std::vector<double> rank_slowness_by_class(std::span<const double> seconds, std:
       require_finite_not_negative(flops[r * classes + c], which + "flops" + of);
     }
   }
-  // Per class: the median rank's seconds per flop among the ranks that ran it; 0: none did.
+  const auto per_flop = [&](std::size_t r, std::size_t c) { return seconds[r * classes + c] / flops[r * classes + c]; };
+  // Per class: the median rank's seconds per flop among the ranks that ran it (0: none did),
+  // and whether enough ranks ran it for that median to tell a rank's speed.
   std::vector<double> median(classes, 0.0);
-  std::vector<double> per_flop;
+  std::vector<bool> told_by_many(classes, false);
+  std::vector<double> values;
   for (std::size_t c = 0; c < classes; ++c) {
-    per_flop.clear();
+    values.clear();
     for (std::size_t r = 0; r < ranks; ++r) {
-      if (ran(r, c)) per_flop.push_back(seconds[r * classes + c] / flops[r * classes + c]);
+      if (ran(r, c)) values.push_back(per_flop(r, c));
     }
-    if (per_flop.empty()) continue;
-    std::sort(per_flop.begin(), per_flop.end());
-    const std::size_t middle = per_flop.size() / 2;
-    median[c] = per_flop.size() % 2 == 1 ? per_flop[middle] : (per_flop[middle - 1] + per_flop[middle]) / 2.0;
+    median[c] = median_of(values);
+    told_by_many[c] = values.size() >= kRanksForAClassMedian;
+  }
+  // A rank's measured seconds in the classes `counted` over what its flops of them would
+  // take at the `reference` seconds per flop of each; 0 when it ran none of them.
+  const auto ratio = [&](std::size_t r, const std::vector<double>& reference, const auto& counted) {
+    double measured = 0.0, at_reference = 0.0;
+    for (std::size_t c = 0; c < classes; ++c) {
+      if (!ran(r, c) || !counted(c)) continue;
+      measured += seconds[r * classes + c];
+      at_reference += flops[r * classes + c] * reference[c];
+    }
+    return at_reference > 0.0 ? measured / at_reference : 0.0;
+  };
+  // First from the classes many ranks ran; 0: the rank ran none of them.
+  std::vector<double> slowness(ranks, 0.0);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    slowness[r] = ratio(r, median, [&](std::size_t c) { return told_by_many[c]; });
+  }
+  // The ranks that ran only classes few ranks ran: against each such class's median speed
+  // of its ranks read above, their slowness taken out; its plain median where none was read.
+  std::vector<double> reference = median;
+  for (std::size_t c = 0; c < classes; ++c) {
+    if (told_by_many[c]) continue;
+    values.clear();
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (ran(r, c) && slowness[r] > 0.0) values.push_back(per_flop(r, c) / slowness[r]);
+    }
+    if (!values.empty()) reference[c] = median_of(values);
   }
   std::vector<double> out(ranks, 1.0);
   for (std::size_t r = 0; r < ranks; ++r) {
-    double measured = 0.0, at_median = 0.0;
-    for (std::size_t c = 0; c < classes; ++c) {
-      if (!ran(r, c)) continue;
-      measured += seconds[r * classes + c];
-      at_median += flops[r * classes + c] * median[c];
-    }
-    if (!(at_median > 0.0)) continue;
-    const double slowness = measured / at_median;
-    if (std::abs(slowness - 1.0) > tolerance) out[r] = slowness;
+    const double read = slowness[r] > 0.0 ? slowness[r] : ratio(r, reference, [](std::size_t) { return true; });
+    if (read > 0.0 && std::abs(read - 1.0) > tolerance) out[r] = read;
   }
   return out;
 }

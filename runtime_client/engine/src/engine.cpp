@@ -242,12 +242,7 @@ void Engine::add_collection(TiledMatrix& collection) {
   const auto id = collections_.size();
   if (id < joined_placements_.size() &&
       (!joined_placements_[id].empty() || !joined_tile_owners_[id].empty())) {
-    std::vector<int> placement = joined_placements_[id];
-    if (placement.empty()) {
-      placement.resize(static_cast<std::size_t>(collection.distribution().size()));
-      for (std::size_t g = 0; g < placement.size(); ++g) placement[g] = static_cast<int>(g);
-    }
-    collection.set_mapping(std::move(placement), joined_tile_owners_[id], rank_);
+    collection.set_mapping(joined_placements_[id], joined_tile_owners_[id], rank_);
   }
   check_fits(collection);
   collections_.push_back(&collection);

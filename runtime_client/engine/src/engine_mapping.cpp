@@ -204,12 +204,7 @@ bool Engine::apply_tile_moves() {
       changed = true;
     }
     if (!changed) continue;
-    std::vector<int> placement = c->placement();
-    if (placement.empty()) {
-      placement.resize(static_cast<std::size_t>(c->distribution().size()));
-      std::iota(placement.begin(), placement.end(), 0);
-    }
-    c->set_mapping(std::move(placement), std::move(owners), rank_);
+    c->set_mapping(c->placement(), std::move(owners), rank_);
   }
   for (auto& [move, tile] : received) {
     collection(move->collection).set_tile(move->m, move->n, std::move(tile));
@@ -483,12 +478,7 @@ void Engine::give_up_hand_off() {
   before_hand_off_.reset();
   for (std::size_t id = 0; id < collections_.size(); ++id) {
     auto* c = collections_[id];
-    std::vector<int>& placement = kept.placements[id];
-    if (placement.empty()) {  // none set: the grid's own ranks
-      placement.resize(static_cast<std::size_t>(c->distribution().size()));
-      std::iota(placement.begin(), placement.end(), 0);
-    }
-    c->set_mapping(std::move(placement), std::move(kept.tile_owners[id]), rank_);
+    c->set_mapping(std::move(kept.placements[id]), std::move(kept.tile_owners[id]), rank_);
     for (int n = 0; n < c->tile_cols(); ++n) {
       for (int m = 0; m < c->tile_rows(); ++m) {
         TilePtr& tile = kept.tiles[id][c->slot(m, n)];

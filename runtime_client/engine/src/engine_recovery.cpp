@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <deque>
 #include <iterator>
-#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -422,13 +421,7 @@ void Engine::give_up_plan() {
   // The tiles' owners before the moves: a tile that came here is dropped, one that left is
   // empty until the roll-back installs this rank's copy of it.
   for (std::size_t id = 0; id < collections_.size(); ++id) {
-    auto* c = collections_[id];
-    std::vector<int>& placement = kept.placements[id];
-    if (placement.empty()) {
-      placement.resize(static_cast<std::size_t>(c->distribution().size()));
-      std::iota(placement.begin(), placement.end(), 0);
-    }
-    c->set_mapping(std::move(placement), std::move(kept.tile_owners[id]), rank_);
+    collections_[id]->set_mapping(std::move(kept.placements[id]), std::move(kept.tile_owners[id]), rank_);
   }
   message_log_.attach(std::move(kept.rank_team), rank_);
   teams_applied_ = std::move(kept.teams_applied);
@@ -754,13 +747,8 @@ std::vector<CheckpointCopy> Engine::settle_replay_checkpoint(const RecoveryRepor
   // this rank's copy of it.
   checkpoints_->drop_newer_than(rehomed);
   for (std::size_t id = 0; id < collections_.size(); ++id) {
-    auto* c = collections_[id];
-    std::vector<int> placement = replay_checkpoint_->placements[id];
-    if (placement.empty()) {
-      placement.resize(static_cast<std::size_t>(c->distribution().size()));
-      std::iota(placement.begin(), placement.end(), 0);
-    }
-    c->set_mapping(std::move(placement), replay_checkpoint_->tile_owners[id], rank_);
+    collections_[id]->set_mapping(replay_checkpoint_->placements[id],
+                                  replay_checkpoint_->tile_owners[id], rank_);
   }
   return before;
 }

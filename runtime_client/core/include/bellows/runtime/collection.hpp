@@ -49,11 +49,14 @@ class TiledMatrix {
   static constexpr int kNoTileOwner = -1;
   /// Where the distribution's ranks live after a resize: grid rank g is held by rank
   /// placement[g] of the current communicator, and this process is now `my_rank` (-1: it
-  /// left). Per-tile owners set by set_mapping() are kept. Tiles this rank no longer
+  /// left). An empty placement is the identity: grid rank g is communicator rank g. A
+  /// placement that is not empty has one entry per grid rank (else std::invalid_argument
+  /// naming the collection and both sizes). Per-tile owners set by set_mapping() are kept. Tiles this rank no longer
   /// holds are dropped; tiles it gains are empty until set_tile() installs them (the
   /// runtime does, with the data of the rank that held them).
   void set_placement(std::vector<int> placement, int my_rank);
-  /// The placement (as set_placement) and per-tile owners at once: tile_owners is empty
+  /// The placement (as set_placement: empty is the identity, kept empty) and per-tile
+  /// owners at once: tile_owners is empty
   /// (none) or holds tile_rows() * tile_cols() entries, entry n * tile_rows() + m being
   /// the rank that holds tile (m, n) or kNoTileOwner. The runtime uses per-tile owners
   /// to spread the tiles of ranks that leave and to give new ranks a share of the tiles.

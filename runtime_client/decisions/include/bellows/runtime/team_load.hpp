@@ -70,18 +70,34 @@ class TileLoadHistory {
 [[nodiscard]] std::vector<double> rank_slowness(std::span<const double> seconds, std::span<const double> flops,
                                                 double tolerance = 0.25);
 
+/// The fewest ranks whose median speed on a task class tells the others' slowness: of two,
+/// the median is their mean, and one slowed rank makes the other read fast; of three, a
+/// slowed rank is outvoted.
+inline constexpr std::size_t kRanksForAClassMedian = 3;
+
 /// Per rank: its slowness measured class by class, so that a rank whose mix of task classes
 /// differs from the others' (Cholesky's diagonal tiles, whose POTRF and SYRK run slower per
 /// flop than GEMM) does not read as slower or faster for its mix. For each task class, the
 /// median rank's seconds per flop among the ranks that ran it; a rank's slowness is its
-/// measured seconds over what its flops of each class would take at that class's median
-/// (a rank slowed k times in every class reads k, whatever its mix). `seconds` and `flops`
-/// hold one value per rank and class, rank by rank (rank r's class c at r * classes + c).
-/// 1 for a rank that ran nothing, and for one within `tolerance` of 1. A class that only one
-/// rank ran is its own median and tells nothing of that rank. Throws std::invalid_argument,
-/// naming the value, for spans of different lengths, a length that is not a whole number of
-/// ranks of `classes` values, no classes, negative or non-finite seconds or flops, or a
-/// tolerance that is negative or not finite.
+/// measured seconds over what its flops of each class would take at that class's median, so
+/// each class counts by the seconds it takes the rank at the median speed (a rank slowed k
+/// times in every class reads k, whatever its mix).
+///
+/// A class that fewer than kRanksForAClassMedian ranks ran (Cholesky's POTRF and SYRK on the
+/// 2 of 4 ranks that hold diagonal tiles) does not decide the slowness of a rank that ran a
+/// class more ranks ran: that rank is read from those classes alone. A rank that ran only
+/// such few-rank classes is read against, for each of them, the median of its ranks' seconds
+/// per flop each divided by that rank's slowness from its other classes, among the ranks
+/// that have one (as a rank is slowed alike in every class); where none has, the class's
+/// plain median (two ranks that alone ran anything tell only that one is slower than the
+/// other, and read as their mean's slowness).
+///
+/// `seconds` and `flops` hold one value per rank and class, rank by rank (rank r's class c
+/// at r * classes + c). 1 for a rank that ran nothing, and for one within `tolerance` of 1.
+/// A class that only one rank ran is its own median and tells nothing of that rank. Throws
+/// std::invalid_argument, naming the value, for spans of different lengths, a length that is
+/// not a whole number of ranks of `classes` values, no classes, negative or non-finite
+/// seconds or flops, or a tolerance that is negative or not finite.
 [[nodiscard]] std::vector<double> rank_slowness_by_class(std::span<const double> seconds,
                                                          std::span<const double> flops, std::size_t classes,
                                                          double tolerance = 0.25);
