@@ -4,7 +4,8 @@
 // bytes logged are exactly what message_cut() predicts from the task graph, TeamLB applied
 // between iterations moves Cholesky's tiles inside the teams it picks and the next iteration
 // logs what its plan predicts, with L bit-identical, it reads Cholesky's kernel mix as no
-// slowness and a rank slowed four times as four (class by class), a complete
+// slowness and a rank slowed four times as four (class by class), a modeled slowdown that the
+// bodies' compute hides as none, a complete
 // checkpoint releases the iterations up to its boundary, the result is bit-identical to a run
 // without logging, stealing stays inside the teams unless it may cross them (then each task
 // given to another team is a determinant), the trace carries a line per rank and iteration, each
@@ -591,6 +592,29 @@ TEST_F(MpiTest, TeamLBReadsARanksSlownessClassByClassNotItsKernelMix) {
         EXPECT_EQ(applied->rank_slowness[static_cast<std::size_t>(r)], 1.0) << "rank " << r << ", slowed " << slowed;
       }
     }
+  }
+}
+
+TEST_F(MpiTest, TeamLBReadsNoSlownessThatTheBodiesComputeHides) {
+  // GEMM (tiles of 96: 1.77 MFLOP a task) on the emulated device at 10 GFLOP/s, computing,
+  // rank 1 eight times slower: 0.18 ms modeled a task, 1.4 ms on rank 1. Every task's body is
+  // paced to 10 ns per flop (18 ms) on every rank, so the lanes are occupied by the bodies
+  // alike and rank 1 is no slower: it reads 1, as every rank does (the device's modeled seconds
+  // alone read 8). TeamLBWeighsAWindowOfIterationsAndPlansAgainOnceARankStaysSlow reads a
+  // slowdown that shows.
+  const int size = bt::world_size();
+  constexpr int kSlowRank = 1;
+  br::MessageLogOptions log = teams_of(size == 4 ? 2 : size);
+  log.plan_teams = true;
+  Gemm gemm(log, 1, true, {}, {}, kSlowRank, [](std::unique_ptr<be::GemmTasks> tasks) {
+    return std::make_unique<PacedClass>(std::move(tasks), 10.0, 1.0, -1, 1.0);
+  });
+  for (int it = 0; it < 2; ++it) ASSERT_TRUE(gemm.runtime->run_iteration().completed());
+  const auto applied = gemm.runtime->teams_applied();
+  ASSERT_TRUE(applied.has_value());
+  ASSERT_EQ(applied->rank_slowness.size(), static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(applied->rank_slowness[static_cast<std::size_t>(r)], 1.0) << "rank " << r;
   }
 }
 

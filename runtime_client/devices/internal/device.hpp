@@ -215,7 +215,9 @@ class Device {
 /// in device memory (Tile::residency) before running a task (device hybrid).
 std::unique_ptr<Device> make_cpu_device(DeviceOwner& owner, int workers, std::size_t index = 0,
                                         std::shared_ptr<EmulatedLink> link = nullptr);
-/// `compute`: also run each task's CPU body (RuntimeOptions::emulated_compute). `link`
+/// `compute`: also run each task's CPU body (RuntimeOptions::emulated_compute); a task's
+/// compute seconds (DeviceOwner::device_task_measured) are then the larger of its modeled
+/// seconds and its body's wall seconds, else the modeled seconds. `link`
 /// carries the inputs not resident in device memory in, and the outputs marked `leaving`
 /// out (not null).
 std::unique_ptr<Device> make_emulated_device(DeviceOwner& owner, double gflops, int lanes, bool compute,

@@ -3,6 +3,17 @@
 // while queues, messages and data transfers stay real. With `compute` it also runs the
 // task's CPU body within that time (a node of a stated speed with exact results).
 //
+// The compute seconds it reports (Device::finish, to the engine) are the modeled seconds,
+// or with `compute` the larger of those and the body's own wall seconds: a body computed on
+// the host's CPU may take far longer than a fast device's modeled time (a 256-tile GEMM is
+// 34 us at 1000 GFLOP/s, milliseconds on a shared core), and the lane is then occupied until
+// the body ends. Every consumer takes that value (the iteration's compute share, the device's
+// cost model for the hybrid choice and offloading, the per-task seconds TeamLB weighs): it is
+// what the device did. Reporting the modeled seconds alone made a modeled slowdown that the
+// body's compute hides read as a slower rank, and TeamLB moved tiles onto ranks that then had
+// more bodies to compute (docs/benchmarks.md, "A job that re-plans its teams, timed"). The
+// lane's clock follows a body that overran too: the task's copies out start once it ended.
+//
 // Data movement: the device keeps track of which tiles are in its memory (Tile::residency).
 // A task first moves in, over the host <-> device link (EmulatedLink), the inputs that have
 // no valid copy there; a tile it writes then exists only in device memory, unless the task's
@@ -11,6 +22,7 @@
 // like compute time, in, compute, out, one after the other (no overlap of copies and
 // compute within a lane).
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -70,15 +82,20 @@ class EmulatedDevice final : public Device {
         }
       }
       const auto computing = link_->reserve(start, in_bytes);
-      const auto computed = computing + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(modeled));
-      lane_clock = link_->reserve(computed, out_bytes);
+      auto computed = computing + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(modeled));
+      double compute_seconds = modeled;
       if (compute_) {
         unit.totals.copy_on_write_bytes += task->make_writable_slots_exclusive();
         views.clear();
         for (auto& t : task->tiles) views.push_back(t.get());
+        const auto body_begin = Clock::now();
         task->task_class->execute_cpu(task->key, views);
+        const auto body_end = Clock::now();
+        compute_seconds = std::max(modeled, seconds_between(body_begin, body_end));
+        computed = std::max(computed, body_end);
       }
+      lane_clock = link_->reserve(computed, out_bytes);
       for (std::size_t i = 0; i < task->tiles.size(); ++i) {
         const auto& t = task->tiles[i];
         if (!t) continue;
@@ -93,7 +110,7 @@ class EmulatedDevice final : public Device {
       unit.totals.modeled_seconds += modeled;
       unit.totals.tasks_on_device += 1;
       unit.totals.link_bytes += in_bytes + out_bytes;
-      finish(std::move(task), unit, seconds_between(start, Clock::now()), modeled);
+      finish(std::move(task), unit, seconds_between(start, Clock::now()), compute_seconds);
     }
     merge_stats(unit);
   }

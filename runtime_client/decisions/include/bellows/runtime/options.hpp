@@ -190,7 +190,8 @@ struct RuntimeOptions {
   int emulated_lanes = 1;
   /// The emulated device also runs each task's CPU body, then waits out the rest of the
   /// task's modeled time: a node of a stated speed whose results are exact. The modeled
-  /// speed must stay below what the host computes for the rank, or tasks take longer.
+  /// speed must stay below what the host computes for the rank, or tasks take longer: a
+  /// task then reports as its compute seconds its body's wall seconds, not the modeled ones.
   bool emulated_compute = false;
   /// Host <-> device link of the emulated device (devices emulated and hybrid), GB/s
   /// (1e9 bytes per second); 0: a free link, no data movement charged. The device keeps
