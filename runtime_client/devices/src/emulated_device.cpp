@@ -59,7 +59,9 @@ class EmulatedDevice final : public Device {
  private:
   // Each lane keeps a modeled clock. While the lane is continuously busy, a task starts
   // at the modeled end of the previous one, not at the moment the thread woke up: sleep
-  // overshoot and completion overhead are absorbed instead of accumulating.
+  // overshoot and completion overhead are absorbed instead of accumulating. A computed body
+  // that outlasts its modeled time moves that end to its own, so that the next task's busy
+  // seconds do not count the overrun again.
   void run_lane() {
     UnitStats unit;
     Clock::time_point lane_clock{};
