@@ -22,6 +22,8 @@ its ranks' time went (per rank: idle share of the wall time, CPU of the communic
 The "one rank" rows run the same job as one rank with as many workers as the other rows have
 ranks: how Bellows runs a node's share of a job (one rank per node, a worker per core), against
 the same references; their ratios carry no target (the targets are for ranks x 1 core).
+The "OpenBLAS tiles" rows run the same build with BELLOWS_TILE_GEMM=openblas: every tile product
+calls OpenBLAS's DGEMM/DSYRK instead of the micro-kernel over operands packed once per tile.
 
 Every configuration prints a JSON object as its last line; this script reads it.
 """
@@ -77,13 +79,15 @@ def main():
     prefix = autogroup_prefix(args, "foundation-rank")
     shares = {}
 
-    def bellows(app, tile, same_host="on", examples=ex, label=None, steal="off", one_rank=False):
+    def bellows(app, tile, same_host="on", examples=ex, label=None, steal="off", one_rank=False,
+                tile_gemm="packed"):
         # one_rank: a single rank with as many workers as the other runs have ranks (how a
         # node runs its share of a job: one rank per node), against the same references.
         ranks, workers = ("1", p) if one_rank else (p, "1")
         j = run_json([MPIEXEC, "-n", ranks] + prefix + [os.path.join(examples, app), "--n", n,
                       "--tile", str(tile), "--iterations", "3", "--same-host", same_host,
-                      "--steal", steal, "--workers", workers, "--quiet"])
+                      "--steal", steal, "--workers", workers, "--quiet"],
+                     env_extra={"BELLOWS_TILE_GEMM": tile_gemm})
         if label:
             shares.setdefault(label, []).append(where_time_went(j))
         return max(it["gflops"] for it in j["iterations"][1:])  # first iteration warms up
@@ -109,6 +113,7 @@ def main():
         ("bellows gemm tile 1024", lambda: bellows("gemm", 1024, label="bellows gemm tile 1024")),
         ("bellows gemm 512 MPI only", lambda: bellows("gemm", 512, "off")),
         ("bellows gemm 1024, one rank", lambda: bellows("gemm", 1024, one_rank=True)),
+        ("bellows gemm 1024, OpenBLAS tiles", lambda: bellows("gemm", 1024, tile_gemm="openblas")),
         ("scalapack pdgemm nb 256", lambda: scalapack("gemm", 256)),
         ("scalapack pdgemm nb 512", lambda: scalapack("gemm", 512)),
         ("openblas dgemm 2 threads", lambda: openblas("gemm")),
@@ -122,6 +127,8 @@ def main():
          lambda: bellows("cholesky", 256, label="bellows cholesky 256 steal off")),
         ("bellows cholesky 256 MPI only", lambda: bellows("cholesky", 256, "off", steal="on")),
         ("bellows cholesky 256, one rank", lambda: bellows("cholesky", 256, one_rank=True)),
+        ("bellows cholesky 256, OpenBLAS tiles",
+         lambda: bellows("cholesky", 256, steal="on", tile_gemm="openblas")),
         ("scalapack pdpotrf nb 256", lambda: scalapack("potrf", 256)),
         ("scalapack pdpotrf nb 128", lambda: scalapack("potrf", 128)),
         ("openblas dpotrf 2 threads", lambda: openblas("potrf")),
@@ -169,6 +176,8 @@ def main():
              [a / b for a, b in zip(samples["bellows cholesky 256, one rank"], scalapack_potrf)]),
             ("cholesky 256: ranks x 1 worker / one rank", None,
              ratio("bellows cholesky tile 256", "bellows cholesky 256, one rank")),
+            ("cholesky 256: packed tiles / OpenBLAS tiles", None,
+             ratio("bellows cholesky tile 256", "bellows cholesky 256, OpenBLAS tiles")),
         ]
         for name, _ in variants:
             ratios.append((f"cholesky tile 256: this build / {name}", None,
@@ -188,6 +197,8 @@ def main():
              ratio("bellows gemm tile 512", "bellows gemm 512 MPI only")),
             ("gemm 1024, one rank / OpenBLAS DGEMM", None,
              ratio("bellows gemm 1024, one rank", "openblas dgemm 2 threads")),
+            ("gemm 1024: packed tiles / OpenBLAS tiles", None,
+             ratio("bellows gemm tile 1024", "bellows gemm 1024, OpenBLAS tiles")),
         ]
         for name, _ in variants:
             ratios.append((f"gemm tile 1024: this build / {name}", None,

@@ -4,21 +4,28 @@
 #include <stdexcept>
 #include <string>
 
+#include "bellows/kernels/packed_gemm.hpp"
 #include "bellows/kernels/tile_kernels.hpp"
 
 namespace bellows::kernels {
 
+// The products of tiles up to packed::kLargestPackedOrder run on operands packed once per
+// tile where the CPU allows (packed_gemm.hpp), the others on OpenBLAS.
+
 void gemm_nn(const Tile& a, const Tile& b, double beta, Tile& c) {
+  if (packed::suits(c.rows(), c.cols(), a.cols())) return packed::gemm(a, b, false, 1.0, beta, c);
   cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, c.rows(), c.cols(), a.cols(), 1.0,
               a.data(), a.rows(), b.data(), b.rows(), beta, c.data(), c.rows());
 }
 
 void gemm_nt_minus(const Tile& a, const Tile& b, Tile& c) {
+  if (packed::suits(c.rows(), c.cols(), a.cols())) return packed::gemm(a, b, true, -1.0, 1.0, c);
   cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, c.rows(), c.cols(), a.cols(), -1.0,
               a.data(), a.rows(), b.data(), b.rows(), 1.0, c.data(), c.rows());
 }
 
 void syrk_lower_minus(const Tile& a, Tile& c) {
+  if (packed::suits(c.rows(), c.cols(), a.cols())) return packed::syrk_lower_minus(a, c);
   cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, c.rows(), a.cols(), -1.0, a.data(),
               a.rows(), 1.0, c.data(), c.rows());
 }

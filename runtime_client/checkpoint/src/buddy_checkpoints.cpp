@@ -166,7 +166,7 @@ std::uint64_t BuddyCheckpoints::rehome(MPI_Comm comm, std::vector<std::string> n
     for (const CopiedTile& t : own.tiles) {
       requests_.emplace_back();
       receives_.emplace_back();
-      MPI_Isend(t.tile->data(), static_cast<int>(t.tile->elements()), MPI_DOUBLE, mine.buddy, kCheckpointTag, comm_,
+      MPI_Isend(std::as_const(*t.tile).data(), static_cast<int>(t.tile->elements()), MPI_DOUBLE, mine.buddy, kCheckpointTag, comm_,
                 &requests_.back());
       sent += t.tile->bytes();
     }
@@ -537,7 +537,7 @@ void BuddyCheckpoints::restore(long iteration, std::span<const CheckpointSource>
       const HeldCopy* copy = held(s.owner, iteration);
       for (const CopiedTile& t : copy->tiles) {
         requests.emplace_back();
-        MPI_Isend(t.tile->data(), static_cast<int>(t.tile->elements()), MPI_DOUBLE, s.owner,
+        MPI_Isend(std::as_const(*t.tile).data(), static_cast<int>(t.tile->elements()), MPI_DOUBLE, s.owner,
                   kRestoreTag, comm_, &requests.back());
       }
     } else if (s.owner == rank_ && s.holder != rank_) {

@@ -1,5 +1,6 @@
 #include "bellows/runtime/collection.hpp"
 
+#include <utility>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -117,7 +118,7 @@ std::vector<double> TiledMatrix::gather_to_root(MPI_Comm comm) const {
       if (rank == 0) {
         const double* src = nullptr;
         if (owner == 0) {
-          src = tiles_[slot(m, n)]->data();
+          src = std::as_const(*tiles_[slot(m, n)]).data();
         } else {
           buffer.resize(static_cast<std::size_t>(tr) * tc);
           MPI_Recv(buffer.data(), tr * tc, MPI_DOUBLE, owner, kTag, comm, MPI_STATUS_IGNORE);
@@ -130,7 +131,7 @@ std::vector<double> TiledMatrix::gather_to_root(MPI_Comm comm) const {
           }
         }
       } else if (owner == rank) {
-        MPI_Send(tiles_[slot(m, n)]->data(), tr * tc, MPI_DOUBLE, 0, kTag, comm);
+        MPI_Send(std::as_const(*tiles_[slot(m, n)]).data(), tr * tc, MPI_DOUBLE, 0, kTag, comm);
       }
     }
   }

@@ -29,6 +29,7 @@
 // stage with CUDA events, so it is for finding where an iteration's time goes, not for runs
 // whose speed is reported.
 
+#include <utility>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -346,7 +347,7 @@ class CudaDevice final : public Device {
       if (!f.device_tiles[i]) {
         if (host_stale(*t)) throw std::logic_error("CUDA device: a host-stale tile is not in GPU memory");
         auto* d = static_cast<double*>(buffers_.take(t->bytes()));
-        check(cudaMemcpyAsync(d, t->data(), t->bytes(), cudaMemcpyHostToDevice, copy_in_stream_),
+        check(cudaMemcpyAsync(d, std::as_const(*t).data(), t->bytes(), cudaMemcpyHostToDevice, copy_in_stream_),
               "stage-in copy");
         copies_in = true;
         f.copied_bytes += t->bytes();

@@ -313,7 +313,7 @@ bool CommEngine::drain_outbox() {
         a.handle = next_handle_++;
         a.rows = c.tile->rows();
         a.cols = c.tile->cols();
-        if (same_host_.can_read(c.peer)) a.address = reinterpret_cast<std::uintptr_t>(c.tile->data());
+        if (same_host_.can_read(c.peer)) a.address = reinterpret_cast<std::uintptr_t>(std::as_const(*c.tile).data());
         published_.emplace(a.handle, std::move(c.tile));
       }
       send_control(c.peer, a);
@@ -503,7 +503,7 @@ void CommEngine::handle(int source, wire::Message&& message) {
     TilePtr tile = std::move(it->second);
     published_.erase(it);
     MPI_Request request;
-    checked(MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, f->tag, comm_, &request), request, "MPI_Isend");
+    checked(MPI_Isend(std::as_const(*tile).data(), element_count(*tile), MPI_DOUBLE, source, f->tag, comm_, &request), request, "MPI_Isend");
     post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
   } else if (auto* c = std::get_if<wire::CollectionFetch>(&message)) {
     TilePtr tile;
@@ -518,14 +518,14 @@ void CommEngine::handle(int source, wire::Message&& message) {
         fail("rank " + std::to_string(source) + " asked where a tile lies but cannot read here");
       }
       wire::CollectionTileAt at{c->tile, next_handle_++,
-                                reinterpret_cast<std::uintptr_t>(tile->data()), tile->rows(),
+                                reinterpret_cast<std::uintptr_t>(std::as_const(*tile).data()), tile->rows(),
                                 tile->cols()};
       published_.emplace(at.handle, std::move(tile));
       send_control(source, at);
       return;
     }
     MPI_Request request;
-    checked(MPI_Isend(tile->data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request), request, "MPI_Isend");
+    checked(MPI_Isend(std::as_const(*tile).data(), element_count(*tile), MPI_DOUBLE, source, c->tag, comm_, &request), request, "MPI_Isend");
     post(request, Operation{Operation::Kind::data_send, -1, {}, std::move(tile), {}, {}});
   } else if (auto* held = std::get_if<wire::AlreadyHeld>(&message)) {
     if (published_.erase(held->handle) == 0) {

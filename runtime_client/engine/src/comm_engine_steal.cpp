@@ -190,7 +190,7 @@ void CommEngine::handle_steal_request(int source, const wire::StealRequest& requ
         input.rows = tile->rows();
         input.cols = tile->cols();
         if (same_host_.can_read(request.thief)) {
-          input.address = reinterpret_cast<std::uintptr_t>(tile->data());
+          input.address = reinterpret_cast<std::uintptr_t>(std::as_const(*tile).data());
         }
         published_.emplace(input.handle, std::move(tile));
       }

@@ -5,6 +5,7 @@
 // that the survivors recover from it (engine_recovery.cpp) as from any loss, run the
 // iterations after the checkpoint again, and come back here.
 
+#include <utility>
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
@@ -126,7 +127,7 @@ Engine::JobEndTransfers Engine::finish(std::span<const TiledMatrix* const> gathe
         } else if (rank_ != 0 && owner == rank_) {
           const TilePtr& tile = c->tile(m, n);
           first->sent.push_back(tile);
-          MPI_Isend(tile->data(), values, MPI_DOUBLE, 0, kEndTileTag, comm_, &request);
+          MPI_Isend(std::as_const(*tile).data(), values, MPI_DOUBLE, 0, kEndTileTag, comm_, &request);
           first->add(request, false);
         }
       }
@@ -189,7 +190,7 @@ Engine::JobEndTransfers Engine::finish(std::span<const TiledMatrix* const> gathe
       for (int m = 0; m < c->tile_rows(); ++m) {
         if (!c->kept(m, n)) continue;
         const int tr = c->rows_of_tile(m), tc = c->cols_of_tile(n);
-        const double* src = c->owner(m, n) == 0 ? c->tile(m, n)->data() : first->received[next++].data();
+        const double* src = c->owner(m, n) == 0 ? std::as_const(*c->tile(m, n)).data() : first->received[next++].data();
         for (int j = 0; j < tc; ++j) {
           std::copy_n(src + static_cast<std::size_t>(j) * tr, tr,
                       full.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(n * tile + j) * rows +

@@ -11,6 +11,7 @@
 // rank), so that the iterations after it read and move what such a job would; stealing
 // still evens out what is left.
 
+#include <utility>
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
@@ -160,7 +161,7 @@ bool Engine::apply_tile_moves() {
       requests.emplace_back();
       buffers.push_back(t);
       receiving.push_back(0);
-      MPI_Isend(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, move.to, kMoveTag, comm_,
+      MPI_Isend(std::as_const(*t).data(), static_cast<int>(t->elements()), MPI_DOUBLE, move.to, kMoveTag, comm_,
                 &requests.back());
     } else if (move.to == rank_) {
       auto t = std::make_shared<Tile>(c.rows_of_tile(move.m), c.cols_of_tile(move.n));
@@ -322,7 +323,7 @@ ShrinkHandoff Engine::prepare_shrink(std::span<const int> leaving, StateBeforeSh
         if (holder == rank_) {
           const TilePtr& t = c->tile(m, n);
           requests.emplace_back();
-          MPI_Isend(t->data(), static_cast<int>(t->elements()), MPI_DOUBLE, heir[s], kHandoffTag,
+          MPI_Isend(std::as_const(*t).data(), static_cast<int>(t->elements()), MPI_DOUBLE, heir[s], kHandoffTag,
                     comm_, &requests.back());
           buffers.push_back(t);
           receiving.push_back(0);

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 namespace bellows::runtime {
 
@@ -13,6 +14,11 @@ namespace bellows::runtime {
 /// kernel, a received message or a copy). Buffers are 64-byte aligned and recycled
 /// through a process-wide pool, so that a steady stream of tiles causes no page faults. Not internally synchronised: the
 /// runtime hands a writable tile to exactly one task at a time.
+///
+/// A tile may also carry read-only forms derived from its contents (derived_form): a kernel's
+/// packed copy of the tile as an operand, built by the first task that reads the tile that way
+/// and reused by every later reader of the same contents. Any access that may change the
+/// contents (the non-const data() and at()) drops them first.
 class Tile {
  public:
   Tile(int rows, int cols);
@@ -26,16 +32,31 @@ class Tile {
     return static_cast<std::size_t>(rows_) * static_cast<std::size_t>(cols_);
   }
   [[nodiscard]] std::size_t bytes() const noexcept { return elements() * sizeof(double); }
-  [[nodiscard]] double* data() noexcept { return data_; }
+  /// The contents, to be written: drops the derived forms.
+  [[nodiscard]] double* data() noexcept {
+    drop_derived_forms();
+    return data_;
+  }
   [[nodiscard]] const double* data() const noexcept { return data_; }
-  /// Element (i, j), column-major.
+  /// Element (i, j), column-major, to be written: drops the derived forms.
   [[nodiscard]] double& at(int i, int j) noexcept {
+    drop_derived_forms();
     return data_[static_cast<std::size_t>(j) * rows_ + i];
   }
   [[nodiscard]] double at(int i, int j) const noexcept {
     return data_[static_cast<std::size_t>(j) * rows_ + i];
   }
-  /// A deep copy (with the same residency).
+  /// How many derived forms a tile can carry at once (slots 0 .. kDerivedForms - 1); which
+  /// slot holds which form is the convention of the kernels that build them.
+  static constexpr int kDerivedForms = 4;
+  /// The form kept in `slot` for the present contents, or null. Safe from any thread that may
+  /// read the tile.
+  [[nodiscard]] std::shared_ptr<const void> derived_form(int slot) const;
+  /// Keeps `form` in `slot` for the present contents, unless another reader kept one there
+  /// first; returns the form kept. Safe from any thread that may read the tile.
+  std::shared_ptr<const void> keep_derived_form(int slot, std::shared_ptr<const void> form) const;
+
+  /// A deep copy (with the same residency; without derived forms).
   [[nodiscard]] std::shared_ptr<Tile> clone() const;
 
   /// Where a valid copy of the contents is: a set of kOnHost and on_device(g) bits, one per
@@ -67,10 +88,18 @@ class Tile {
   }
 
  private:
+  void drop_derived_forms() noexcept {
+    if (has_derived_forms_.load(std::memory_order_relaxed)) drop_derived_forms_slow();
+  }
+  void drop_derived_forms_slow() noexcept;
+
   int rows_;
   int cols_;
   double* data_;
   std::atomic<std::uint8_t> residency_{kOnHost};  // from the tile buffer pool (tile_pool.hpp), returned there on destruction
+  mutable std::atomic<bool> has_derived_forms_{false};
+  mutable std::mutex derived_forms_mutex_;
+  mutable std::shared_ptr<const void> derived_forms_[kDerivedForms];
 };
 
 using TilePtr = std::shared_ptr<Tile>;

@@ -1,0 +1,226 @@
+#include "bellows/kernels/packed_gemm.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace bellows::kernels::packed {
+namespace {
+
+// The micro-kernel's block of C: kPanelRows x kPanelCols doubles (2 x 8 AVX-512 registers).
+constexpr int kPanelRows = 16;
+constexpr int kPanelCols = 8;
+// Cache blocking around the micro-kernel: a step of k short enough that a panel of A and one
+// of B stay in L1 while the micro-kernel reads them (16 x 256 and 8 x 256 doubles: 32 and
+// 16 KiB), and a block of A rows (128 x 256 doubles, 256 KiB) that stays in L2 while every
+// panel of B passes over it.
+constexpr int kStepK = 256;
+constexpr int kBlockRows = 128;
+
+// Which slot of Tile::derived_form holds which packed form.
+enum Form : int {
+  kLeft = 0,             ///< the tile as A (m x k): panels of kPanelRows rows
+  kRightTransposed = 1,  ///< the tile as B^T, B n x k: panels of kPanelCols rows of the tile
+  kRight = 2,            ///< the tile as B, k x n: panels of kPanelCols columns
+};
+
+std::atomic<std::uint64_t> built{0};
+
+
+/// A tile packed for the micro-kernel: `panels` panels, each `depth` steps of `width` doubles
+/// (panel p, step s, lane l at p * depth * width + s * width + l), zero beyond the tile's edge.
+/// Its storage is itself a tile's buffer, recycled through the tile pool: packing a tile takes
+/// no fresh pages once the job runs.
+struct PackedOperand {
+  int panels;
+  int depth;
+  int width;
+  Tile storage;
+  PackedOperand(int panel_count, int steps, int lanes)
+      : panels(panel_count), depth(steps), width(lanes), storage(steps * lanes, panel_count) {}
+  [[nodiscard]] double* values() noexcept { return storage.data(); }
+  [[nodiscard]] const double* panel(int p) const noexcept {
+    return storage.data() + static_cast<std::size_t>(p) * depth * width;
+  }
+};
+
+std::shared_ptr<const PackedOperand> pack(const Tile& tile, Form form) {
+  const int rows = tile.rows(), cols = tile.cols();
+  const double* src = tile.data();
+  std::shared_ptr<PackedOperand> out;
+  if (form == kLeft || form == kRightTransposed) {
+    // Panels of `width` rows; step s is column s of the tile.
+    const int width = form == kLeft ? kPanelRows : kPanelCols;
+    out = std::make_shared<PackedOperand>((rows + width - 1) / width, cols, width);
+    double* dst = out->values();
+    for (int p = 0; p < out->panels; ++p) {
+      const int first = p * width, take = std::min(width, rows - first);
+      for (int s = 0; s < cols; ++s) {
+        const double* column = src + static_cast<std::size_t>(s) * rows + first;
+        for (int l = 0; l < take; ++l) dst[l] = column[l];
+        for (int l = take; l < width; ++l) dst[l] = 0.0;
+        dst += width;
+      }
+    }
+  } else {
+    // Panels of kPanelCols columns; step s is row s of the tile.
+    out = std::make_shared<PackedOperand>((cols + kPanelCols - 1) / kPanelCols, rows, kPanelCols);
+    for (int p = 0; p < out->panels; ++p) {
+      double* dst = out->values() + static_cast<std::size_t>(p) * rows * kPanelCols;
+      const int first = p * kPanelCols, take = std::min(kPanelCols, cols - first);
+      for (int l = 0; l < kPanelCols; ++l) {
+        if (l >= take) {
+          for (int s = 0; s < rows; ++s) dst[static_cast<std::size_t>(s) * kPanelCols + l] = 0.0;
+          continue;
+        }
+        const double* column = src + static_cast<std::size_t>(first + l) * rows;
+        for (int s = 0; s < rows; ++s) dst[static_cast<std::size_t>(s) * kPanelCols + l] = column[s];
+      }
+    }
+  }
+  built.fetch_add(1, std::memory_order_relaxed);
+  return out;
+}
+
+/// The tile's packed form, built and kept with it by the first reader.
+std::shared_ptr<const PackedOperand> packed(const Tile& tile, Form form) {
+  if (auto kept = tile.derived_form(form)) return std::static_pointer_cast<const PackedOperand>(kept);
+  return std::static_pointer_cast<const PackedOperand>(tile.keep_derived_form(form, pack(tile, form)));
+}
+
+/// How the micro-kernel writes its block into C: C = scale * C + sign * product, where scale
+/// is 0 (C not read), 1 or another value, and sign is alpha (the products are summed first).
+struct Update {
+  double alpha;
+  double beta;
+};
+
+/// The product of `steps` steps of panel `a` (kPanelRows wide) and panel `b` (kPanelCols wide)
+/// into the kPanelRows x kPanelCols block of C at `c` (leading dimension ldc), as `update` says.
+__attribute__((target("avx512f,fma"))) void micro_kernel(int steps, const double* __restrict a,
+                                                          const double* __restrict b, double* __restrict c,
+                                                          int ldc, Update update) {
+  __m512d sum[kPanelCols][2];
+  for (int j = 0; j < kPanelCols; ++j) sum[j][0] = sum[j][1] = _mm512_setzero_pd();
+  for (int s = 0; s < steps; ++s) {
+    const __m512d a0 = _mm512_load_pd(a), a1 = _mm512_load_pd(a + 8);
+    _mm_prefetch(reinterpret_cast<const char*>(a + 8 * kPanelRows), _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int j = 0; j < kPanelCols; ++j) {
+      const __m512d bj = _mm512_set1_pd(b[j]);
+      sum[j][0] = _mm512_fmadd_pd(a0, bj, sum[j][0]);
+      sum[j][1] = _mm512_fmadd_pd(a1, bj, sum[j][1]);
+    }
+    a += kPanelRows;
+    b += kPanelCols;
+  }
+  const __m512d alpha = _mm512_set1_pd(update.alpha);
+  for (int j = 0; j < kPanelCols; ++j) {
+    double* column = c + static_cast<std::size_t>(j) * ldc;
+    __m512d lo = _mm512_mul_pd(alpha, sum[j][0]), hi = _mm512_mul_pd(alpha, sum[j][1]);
+    if (update.beta == 1.0) {
+      lo = _mm512_add_pd(_mm512_loadu_pd(column), lo);
+      hi = _mm512_add_pd(_mm512_loadu_pd(column + 8), hi);
+    } else if (update.beta != 0.0) {
+      const __m512d beta = _mm512_set1_pd(update.beta);
+      lo = _mm512_fmadd_pd(beta, _mm512_loadu_pd(column), lo);
+      hi = _mm512_fmadd_pd(beta, _mm512_loadu_pd(column + 8), hi);
+    }
+    _mm512_storeu_pd(column, lo);
+    _mm512_storeu_pd(column + 8, hi);
+  }
+}
+
+/// The same for a block cut by C's edge (rows x cols of it), or, with `lower_only`, a block
+/// that crosses the diagonal of C: only the elements with i >= j (C's own indices i0 + i,
+/// j0 + j) are written.
+__attribute__((target("avx512f,fma"))) void edge_kernel(int steps, const double* a, const double* b, double* c,
+                                                         int ldc, Update update, int rows, int cols,
+                                                         bool lower_only, int i0, int j0) {
+  alignas(64) double block[kPanelRows * kPanelCols];
+  micro_kernel(steps, a, b, block, kPanelRows, Update{update.alpha, 0.0});
+  for (int j = 0; j < cols; ++j) {
+    for (int i = 0; i < rows; ++i) {
+      if (lower_only && i0 + i < j0 + j) continue;
+      double& x = c[static_cast<std::size_t>(j) * ldc + i];
+      const double product = block[j * kPanelRows + i];
+      x = update.beta == 0.0 ? product : update.beta == 1.0 ? x + product : update.beta * x + product;
+    }
+  }
+}
+
+/// C = alpha * A * B + beta * C over packed panels; with `lower_only`, only C's lower triangle.
+void multiply(const PackedOperand& a, const PackedOperand& b, double alpha, double beta, Tile& c,
+              bool lower_only) {
+  const int m = c.rows(), n = c.cols(), k = a.depth, ldc = c.rows();
+  double* cv = c.data();
+  for (int k0 = 0; k0 < k; k0 += kStepK) {
+    const int steps = std::min(kStepK, k - k0);
+    const Update update{alpha, k0 == 0 ? beta : 1.0};
+    for (int i_block = 0; i_block < m; i_block += kBlockRows) {
+      const int i_end = std::min(m, i_block + kBlockRows);
+      for (int jp = 0; jp < b.panels; ++jp) {
+        const int j0 = jp * kPanelCols, cols = std::min(kPanelCols, n - j0);
+        const double* bp = b.panel(jp) + static_cast<std::size_t>(k0) * kPanelCols;
+        for (int i0 = i_block; i0 < i_end; i0 += kPanelRows) {
+          if (lower_only && i0 + kPanelRows - 1 < j0) continue;  // wholly above the diagonal
+          const int rows = std::min(kPanelRows, m - i0);
+          const double* ap = a.panel(i0 / kPanelRows) + static_cast<std::size_t>(k0) * kPanelRows;
+          double* cp = cv + static_cast<std::size_t>(j0) * ldc + i0;
+          const bool crosses = lower_only && i0 < j0 + cols - 1;
+          if (rows == kPanelRows && cols == kPanelCols && !crosses) {
+            micro_kernel(steps, ap, bp, cp, ldc, update);
+          } else {
+            edge_kernel(steps, ap, bp, cp, ldc, update, rows, cols, crosses, i0, j0);
+          }
+        }
+      }
+    }
+  }
+}
+
+bool cpu_has_kernel() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+}
+
+bool chosen() {
+  const char* text = std::getenv("BELLOWS_TILE_GEMM");
+  const std::string choice = text ? text : "packed";
+  if (choice != "packed" && choice != "openblas") {
+    throw std::invalid_argument("BELLOWS_TILE_GEMM must be packed or openblas, got '" + choice + "'");
+  }
+  return choice == "packed" && cpu_has_kernel();
+}
+
+}  // namespace
+
+bool available() {
+  static const bool use = chosen();
+  return use;
+}
+
+bool suits(int m, int n, int k) {
+  return available() && std::max({m, n, k}) <= kLargestPackedOrder;
+}
+
+void gemm(const Tile& a, const Tile& b, bool b_transposed, double alpha, double beta, Tile& c) {
+  const auto left = packed(a, kLeft);
+  const auto right = packed(b, b_transposed ? kRightTransposed : kRight);
+  multiply(*left, *right, alpha, beta, c, false);
+}
+
+void syrk_lower_minus(const Tile& a, Tile& c) {
+  const auto left = packed(a, kLeft);
+  const auto right = packed(a, kRightTransposed);
+  multiply(*left, *right, -1.0, 1.0, c, true);
+}
+
+std::uint64_t forms_built() noexcept { return built.load(std::memory_order_relaxed); }
+
+}  // namespace bellows::kernels::packed
