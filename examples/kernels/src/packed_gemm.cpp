@@ -20,7 +20,7 @@ constexpr int kPanelCols = 8;
 // 16 KiB), and a block of A rows (128 x 256 doubles, 256 KiB) that stays in L2 while every
 // panel of B passes over it.
 constexpr int kStepK = 256;
-constexpr int kBlockRows = 128;
+constexpr int kBlockRows = 4096;
 
 // Which slot of Tile::derived_form holds which packed form.
 enum Form : int {
@@ -105,6 +105,11 @@ struct Update {
 __attribute__((target("avx512f,fma"))) void micro_kernel(int steps, const double* __restrict a,
                                                           const double* __restrict b, double* __restrict c,
                                                           int ldc, Update update) {
+  // C's block is read and written once, after the steps: fetch its lines while they run.
+  for (int j = 0; j < kPanelCols; ++j) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + static_cast<std::size_t>(j) * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + static_cast<std::size_t>(j) * ldc + 8), _MM_HINT_T0);
+  }
   __m512d sum[kPanelCols][2];
   for (int j = 0; j < kPanelCols; ++j) sum[j][0] = sum[j][1] = _mm512_setzero_pd();
   for (int s = 0; s < steps; ++s) {
@@ -164,7 +169,7 @@ void multiply(const PackedOperand& a, const PackedOperand& b, double alpha, doub
     const Update update{alpha, k0 == 0 ? beta : 1.0};
     for (int i_block = 0; i_block < m; i_block += kBlockRows) {
       const int i_end = std::min(m, i_block + kBlockRows);
-      for (int jp = 0; jp < b.panels; ++jp) {
+      for (int jp = 0; jp < b.panels; ++jp) {  // a panel of B stays near while A's block passes
         const int j0 = jp * kPanelCols, cols = std::min(kPanelCols, n - j0);
         const double* bp = b.panel(jp) + static_cast<std::size_t>(k0) * kPanelCols;
         for (int i0 = i_block; i0 < i_end; i0 += kPanelRows) {
