@@ -129,6 +129,21 @@ TEST_F(PackedGemm, AFormIsBuiltOnceAndReusedUntilTheTileIsWritten) {
   EXPECT_LT(largest_difference(*c2, *expected), 1e-12 * 64);
 }
 
+TEST_F(PackedGemm, ATileReadAsTheLeftOperandAndAsTheTransposedRightIsPackedOnce) {
+  const auto a = random_tile(40, 24, 41), b = random_tile(24, 24, 42);  // edges: 40 = 2 x 16 + 8
+  auto c = random_tile(40, 40, 43);
+  const auto expected = reference(*a, *a, true, -1.0, 1.0, *c);
+  const auto first = packed::forms_built();
+  packed::gemm(*a, *a, true, -1.0, 1.0, *c);
+  EXPECT_EQ(packed::forms_built() - first, 1U) << "A as the left operand and as B^T is one form";
+  EXPECT_LT(largest_difference(*c, *expected), 1e-12 * 24);
+  auto lower = random_tile(40, 40, 44);
+  packed::syrk_lower_minus(*a, *lower);
+  EXPECT_EQ(packed::forms_built() - first, 1U) << "SYRK reuses the same form";
+  packed::gemm(*b, *a, true, 1.0, 0.0, *random_tile(24, 40, 45));
+  EXPECT_EQ(packed::forms_built() - first, 2U) << "only B's form is new";
+}
+
 TEST_F(PackedGemm, TheTileKernelsGiveTheSameBitsWhicheverTaskPackedTheOperands) {
   const auto a = random_tile(256, 256, 31), b = random_tile(256, 256, 32);
   auto c1 = random_tile(256, 256, 33);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -22,30 +23,34 @@ constexpr int kPanelCols = 8;
 constexpr int kStepK = 256;
 constexpr int kBlockRows = 4096;
 
-// Which slot of Tile::derived_form holds which packed form.
+// The packed forms, both made of panels kPanelCols doubles wide (one AVX-512 register): panel
+// p, step s, lane l at p * depth * kPanelCols + s * kPanelCols + l, zero beyond the tile's edge.
+// Which slot of Tile::derived_form holds which form:
 enum Form : int {
-  kLeft = 0,             ///< the tile as A (m x k): panels of kPanelRows rows
-  kRightTransposed = 1,  ///< the tile as B^T, B n x k: panels of kPanelCols rows of the tile
-  kRight = 2,            ///< the tile as B, k x n: panels of kPanelCols columns
+  // Panels of kPanelCols rows, step s = column s of the tile. The same form serves the tile as
+  // A (m x k: a block of kPanelRows rows is two consecutive panels, so the panel count is even)
+  // and as B^T (B n x k: a panel of B^T is one panel): a Cholesky panel tile, read both ways by
+  // the updates of its row and its column, is packed once.
+  kRowPanels = 0,
+  // Panels of kPanelCols columns, step s = row s of the tile: the tile as B (k x n).
+  kColumnPanels = 1,
 };
+static_assert(kPanelRows == 2 * kPanelCols, "a block of A rows is two panels");
 
 std::atomic<std::uint64_t> built{0};
 
-
-/// A tile packed for the micro-kernel: `panels` panels, each `depth` steps of `width` doubles
-/// (panel p, step s, lane l at p * depth * width + s * width + l), zero beyond the tile's edge.
-/// Its storage is itself a tile's buffer, recycled through the tile pool: packing a tile takes
-/// no fresh pages once the job runs.
+/// A tile packed for the micro-kernel: `panels` panels of `depth` steps. Its storage is itself a
+/// tile's buffer, recycled through the tile pool: packing a tile takes no fresh pages once the
+/// job runs.
 struct PackedOperand {
   int panels;
   int depth;
-  int width;
   Tile storage;
-  PackedOperand(int panel_count, int steps, int lanes)
-      : panels(panel_count), depth(steps), width(lanes), storage(steps * lanes, panel_count) {}
+  PackedOperand(int panel_count, int steps)
+      : panels(panel_count), depth(steps), storage(steps * kPanelCols, panel_count) {}
   [[nodiscard]] double* values() noexcept { return storage.data(); }
   [[nodiscard]] const double* panel(int p) const noexcept {
-    return storage.data() + static_cast<std::size_t>(p) * depth * width;
+    return storage.data() + static_cast<std::size_t>(p) * depth * kPanelCols;
   }
 };
 
@@ -53,23 +58,26 @@ std::shared_ptr<const PackedOperand> pack(const Tile& tile, Form form) {
   const int rows = tile.rows(), cols = tile.cols();
   const double* src = tile.data();
   std::shared_ptr<PackedOperand> out;
-  if (form == kLeft || form == kRightTransposed) {
-    // Panels of `width` rows; step s is column s of the tile.
-    const int width = form == kLeft ? kPanelRows : kPanelCols;
-    out = std::make_shared<PackedOperand>((rows + width - 1) / width, cols, width);
+  if (form == kRowPanels) {
+    const int blocks = (rows + kPanelRows - 1) / kPanelRows;
+    out = std::make_shared<PackedOperand>(2 * blocks, cols);
     double* dst = out->values();
     for (int p = 0; p < out->panels; ++p) {
-      const int first = p * width, take = std::min(width, rows - first);
-      for (int s = 0; s < cols; ++s) {
+      const int first = p * kPanelCols, take = std::clamp(rows - first, 0, kPanelCols);
+      if (take == kPanelCols) {
+        for (int s = 0; s < cols; ++s, dst += kPanelCols) {
+          std::memcpy(dst, src + static_cast<std::size_t>(s) * rows + first, sizeof(double) * kPanelCols);
+        }
+        continue;
+      }
+      for (int s = 0; s < cols; ++s, dst += kPanelCols) {
         const double* column = src + static_cast<std::size_t>(s) * rows + first;
         for (int l = 0; l < take; ++l) dst[l] = column[l];
-        for (int l = take; l < width; ++l) dst[l] = 0.0;
-        dst += width;
+        for (int l = take; l < kPanelCols; ++l) dst[l] = 0.0;
       }
     }
   } else {
-    // Panels of kPanelCols columns; step s is row s of the tile.
-    out = std::make_shared<PackedOperand>((cols + kPanelCols - 1) / kPanelCols, rows, kPanelCols);
+    out = std::make_shared<PackedOperand>((cols + kPanelCols - 1) / kPanelCols, rows);
     for (int p = 0; p < out->panels; ++p) {
       double* dst = out->values() + static_cast<std::size_t>(p) * rows * kPanelCols;
       const int first = p * kPanelCols, take = std::min(kPanelCols, cols - first);
@@ -100,9 +108,11 @@ struct Update {
   double beta;
 };
 
-/// The product of `steps` steps of panel `a` (kPanelRows wide) and panel `b` (kPanelCols wide)
-/// into the kPanelRows x kPanelCols block of C at `c` (leading dimension ldc), as `update` says.
-__attribute__((target("avx512f,fma"))) void micro_kernel(int steps, const double* __restrict a,
+/// The product of `steps` steps of A's two panels `a_upper` and `a_lower` (kPanelRows rows) and
+/// panel `b` (kPanelCols wide) into the kPanelRows x kPanelCols block of C at `c` (leading
+/// dimension ldc), as `update` says.
+__attribute__((target("avx512f,fma"))) void micro_kernel(int steps, const double* __restrict a_upper,
+                                                          const double* __restrict a_lower,
                                                           const double* __restrict b, double* __restrict c,
                                                           int ldc, Update update) {
   // C's block is read and written once, after the steps: fetch its lines while they run.
@@ -113,15 +123,17 @@ __attribute__((target("avx512f,fma"))) void micro_kernel(int steps, const double
   __m512d sum[kPanelCols][2];
   for (int j = 0; j < kPanelCols; ++j) sum[j][0] = sum[j][1] = _mm512_setzero_pd();
   for (int s = 0; s < steps; ++s) {
-    const __m512d a0 = _mm512_load_pd(a), a1 = _mm512_load_pd(a + 8);
-    _mm_prefetch(reinterpret_cast<const char*>(a + 8 * kPanelRows), _MM_HINT_T0);
+    const __m512d a0 = _mm512_load_pd(a_upper), a1 = _mm512_load_pd(a_lower);
+    _mm_prefetch(reinterpret_cast<const char*>(a_upper + 8 * kPanelCols), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(a_lower + 8 * kPanelCols), _MM_HINT_T0);
 #pragma GCC unroll 8
     for (int j = 0; j < kPanelCols; ++j) {
       const __m512d bj = _mm512_set1_pd(b[j]);
       sum[j][0] = _mm512_fmadd_pd(a0, bj, sum[j][0]);
       sum[j][1] = _mm512_fmadd_pd(a1, bj, sum[j][1]);
     }
-    a += kPanelRows;
+    a_upper += kPanelCols;
+    a_lower += kPanelCols;
     b += kPanelCols;
   }
   const __m512d alpha = _mm512_set1_pd(update.alpha);
@@ -144,11 +156,12 @@ __attribute__((target("avx512f,fma"))) void micro_kernel(int steps, const double
 /// The same for a block cut by C's edge (rows x cols of it), or, with `lower_only`, a block
 /// that crosses the diagonal of C: only the elements with i >= j (C's own indices i0 + i,
 /// j0 + j) are written.
-__attribute__((target("avx512f,fma"))) void edge_kernel(int steps, const double* a, const double* b, double* c,
+__attribute__((target("avx512f,fma"))) void edge_kernel(int steps, const double* a_upper, const double* a_lower,
+                                                         const double* b, double* c,
                                                          int ldc, Update update, int rows, int cols,
                                                          bool lower_only, int i0, int j0) {
   alignas(64) double block[kPanelRows * kPanelCols];
-  micro_kernel(steps, a, b, block, kPanelRows, Update{update.alpha, 0.0});
+  micro_kernel(steps, a_upper, a_lower, b, block, kPanelRows, Update{update.alpha, 0.0});
   for (int j = 0; j < cols; ++j) {
     for (int i = 0; i < rows; ++i) {
       if (lower_only && i0 + i < j0 + j) continue;
@@ -169,19 +182,23 @@ void multiply(const PackedOperand& a, const PackedOperand& b, double alpha, doub
     const Update update{alpha, k0 == 0 ? beta : 1.0};
     for (int i_block = 0; i_block < m; i_block += kBlockRows) {
       const int i_end = std::min(m, i_block + kBlockRows);
-      for (int jp = 0; jp < b.panels; ++jp) {  // a panel of B stays near while A's block passes
+      // A panel of B stays near while A's block passes. (B's row panels may end in a panel of
+      // zeros past C's last column: a block of rows is two panels.)
+      for (int jp = 0; jp * kPanelCols < n; ++jp) {
         const int j0 = jp * kPanelCols, cols = std::min(kPanelCols, n - j0);
         const double* bp = b.panel(jp) + static_cast<std::size_t>(k0) * kPanelCols;
         for (int i0 = i_block; i0 < i_end; i0 += kPanelRows) {
           if (lower_only && i0 + kPanelRows - 1 < j0) continue;  // wholly above the diagonal
           const int rows = std::min(kPanelRows, m - i0);
-          const double* ap = a.panel(i0 / kPanelRows) + static_cast<std::size_t>(k0) * kPanelRows;
+          const int upper = 2 * (i0 / kPanelRows);
+          const double* a_upper = a.panel(upper) + static_cast<std::size_t>(k0) * kPanelCols;
+          const double* a_lower = a.panel(upper + 1) + static_cast<std::size_t>(k0) * kPanelCols;
           double* cp = cv + static_cast<std::size_t>(j0) * ldc + i0;
           const bool crosses = lower_only && i0 < j0 + cols - 1;
           if (rows == kPanelRows && cols == kPanelCols && !crosses) {
-            micro_kernel(steps, ap, bp, cp, ldc, update);
+            micro_kernel(steps, a_upper, a_lower, bp, cp, ldc, update);
           } else {
-            edge_kernel(steps, ap, bp, cp, ldc, update, rows, cols, crosses, i0, j0);
+            edge_kernel(steps, a_upper, a_lower, bp, cp, ldc, update, rows, cols, crosses, i0, j0);
           }
         }
       }
@@ -215,15 +232,14 @@ bool suits(int m, int n, int k) {
 }
 
 void gemm(const Tile& a, const Tile& b, bool b_transposed, double alpha, double beta, Tile& c) {
-  const auto left = packed(a, kLeft);
-  const auto right = packed(b, b_transposed ? kRightTransposed : kRight);
+  const auto left = packed(a, kRowPanels);
+  const auto right = packed(b, b_transposed ? kRowPanels : kColumnPanels);
   multiply(*left, *right, alpha, beta, c, false);
 }
 
 void syrk_lower_minus(const Tile& a, Tile& c) {
-  const auto left = packed(a, kLeft);
-  const auto right = packed(a, kRightTransposed);
-  multiply(*left, *right, -1.0, 1.0, c, true);
+  const auto both = packed(a, kRowPanels);
+  multiply(*both, *both, -1.0, 1.0, c, true);
 }
 
 std::uint64_t forms_built() noexcept { return built.load(std::memory_order_relaxed); }
