@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "bellows/kernels/packed_gemm.hpp"
 #include "bellows/kernels/tile_kernels.hpp"
@@ -142,6 +143,46 @@ TEST_F(PackedGemm, ATileReadAsTheLeftOperandAndAsTheTransposedRightIsPackedOnce)
   EXPECT_EQ(packed::forms_built() - first, 1U) << "SYRK reuses the same form";
   packed::gemm(*b, *a, true, 1.0, 0.0, *random_tile(24, 40, 45));
   EXPECT_EQ(packed::forms_built() - first, 2U) << "only B's form is new";
+}
+
+/// A well-conditioned lower triangular L (diagonal 2..3, off-diagonal within +-1/order).
+std::shared_ptr<Tile> lower_triangular(int order, unsigned seed) {
+  auto l = random_tile(order, order, seed);
+  for (int j = 0; j < order; ++j) {
+    for (int i = 0; i < order; ++i) {
+      if (i < j) l->at(i, j) = 0.0;
+      else if (i == j) l->at(i, j) = 2.5 + 0.5 * l->at(i, j);
+      else l->at(i, j) /= order;
+    }
+  }
+  return l;
+}
+
+TEST_F(PackedGemm, TheTriangularSolveMeetsItsDefinitionAndKeepsTheResultsForm) {
+  for (const auto& [m, n] : {std::pair{16, 8}, std::pair{48, 24}, std::pair{256, 256}, std::pair{64, 512}}) {
+    SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n));
+    ASSERT_TRUE(packed::suits_trsm(m, n));
+    const auto l = lower_triangular(n, 51);
+    const auto b = random_tile(m, n, 52);
+    auto x = b->clone();
+    const auto first = packed::forms_built();
+    packed::trsm_right_lower_trans(*l, *x);
+    EXPECT_EQ(packed::forms_built() - first, 2U) << "L's form and the result's";
+    // X L^T gives B back.
+    const auto product = reference(*x, *l, true, 1.0, 0.0, *x);
+    EXPECT_LT(largest_difference(*product, *b), 1e-12 * n);
+    // The form kept with X is what packing X afresh gives: a product reads the same bits.
+    const auto other = random_tile(24, n, 53);
+    auto from_kept = random_tile(m, 24, 54);
+    auto from_fresh = from_kept->clone();
+    packed::gemm(*x, *other, true, -1.0, 1.0, *from_kept);
+    EXPECT_EQ(packed::forms_built() - first, 3U) << "X's form was reused, only the other operand's is new";
+    packed::gemm(*x->clone(), *other, true, -1.0, 1.0, *from_fresh);
+    EXPECT_EQ(largest_difference(*from_kept, *from_fresh), 0.0);
+  }
+  EXPECT_FALSE(packed::suits_trsm(40, 24)) << "rows not a multiple of 16";
+  EXPECT_FALSE(packed::suits_trsm(48, 20)) << "columns not a multiple of 8";
+  EXPECT_FALSE(packed::suits_trsm(1024, 1024)) << "above the largest packed order";
 }
 
 TEST_F(PackedGemm, TheTileKernelsGiveTheSameBitsWhicheverTaskPackedTheOperands) {

@@ -31,6 +31,7 @@ void syrk_lower_minus(const Tile& a, Tile& c) {
 }
 
 void trsm_right_lower_trans(const Tile& l, Tile& a) {
+  if (packed::suits_trsm(a.rows(), a.cols())) return packed::trsm_right_lower_trans(l, a);
   cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, a.rows(), a.cols(),
               1.0, l.data(), l.rows(), a.data(), a.rows());
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace bellows::kernels::packed {
 namespace {
@@ -240,6 +241,62 @@ void gemm(const Tile& a, const Tile& b, bool b_transposed, double alpha, double 
 void syrk_lower_minus(const Tile& a, Tile& c) {
   const auto both = packed(a, kRowPanels);
   multiply(*both, *both, -1.0, 1.0, c, true);
+}
+
+bool suits_trsm(int m, int n) {
+  return available() && m % kPanelRows == 0 && n % kPanelCols == 0 && std::max(m, n) <= kLargestPackedOrder;
+}
+
+namespace {
+
+/// Columns [j0, j0 + kPanelCols) of X (m rows, leading dimension m) after the update by the
+/// columns before them: X_J = X_J L_JJ^-T, column by column, with `inverse` the reciprocals
+/// of L's diagonal.
+__attribute__((target("avx512f,fma"))) void solve_block(double* x, int m, const Tile& l, int j0,
+                                                          const double* inverse) {
+  for (int c = j0; c < j0 + kPanelCols; ++c) {
+    double* column = x + static_cast<std::size_t>(c) * m;
+    for (int i = 0; i < m; i += 8) {
+      __m512d v = _mm512_loadu_pd(column + i);
+      for (int q = j0; q < c; ++q) {
+        v = _mm512_fnmadd_pd(_mm512_loadu_pd(x + static_cast<std::size_t>(q) * m + i),
+                             _mm512_set1_pd(l.at(c, q)), v);
+      }
+      _mm512_storeu_pd(column + i, _mm512_mul_pd(v, _mm512_set1_pd(inverse[c])));
+    }
+  }
+}
+
+}  // namespace
+
+void trsm_right_lower_trans(const Tile& l, Tile& a) {
+  const int m = a.rows(), n = a.cols();
+  const auto lower = packed(l, kRowPanels);  // row panel J of L: L_{J,<J} as B^T, steps 0..j0
+  std::vector<double> inverse(static_cast<std::size_t>(n));
+  for (int c = 0; c < n; ++c) inverse[c] = 1.0 / l.at(c, c);
+  double* x = a.data();  // written: drops the forms kept with the right-hand side
+  // X's row panels fill step by step as its columns are solved: the updates read them, and
+  // the whole form is kept with X for the products that read it next.
+  auto solved = std::make_shared<PackedOperand>(2 * (m / kPanelRows), n);
+  for (int j0 = 0; j0 < n; j0 += kPanelCols) {
+    if (j0 > 0) {
+      const double* b = lower->panel(j0 / kPanelCols);
+      for (int i0 = 0; i0 < m; i0 += kPanelRows) {
+        const int upper = 2 * (i0 / kPanelRows);
+        micro_kernel(j0, solved->panel(upper), solved->panel(upper + 1), b,
+                     x + static_cast<std::size_t>(j0) * m + i0, m, Update{-1.0, 1.0});
+      }
+    }
+    solve_block(x, m, l, j0, inverse.data());
+    for (int p = 0; p < solved->panels; ++p) {
+      double* dst = solved->values() + (static_cast<std::size_t>(p) * n + j0) * kPanelCols;
+      for (int c = j0; c < j0 + kPanelCols; ++c, dst += kPanelCols) {
+        std::memcpy(dst, x + static_cast<std::size_t>(c) * m + p * kPanelCols, sizeof(double) * kPanelCols);
+      }
+    }
+  }
+  built.fetch_add(1, std::memory_order_relaxed);
+  a.keep_derived_form(kRowPanels, std::move(solved));
 }
 
 std::uint64_t forms_built() noexcept { return built.load(std::memory_order_relaxed); }

@@ -46,6 +46,17 @@ void gemm(const Tile& a, const Tile& b, bool b_transposed, double alpha, double 
 /// Requires available().
 void syrk_lower_minus(const Tile& a, Tile& c);
 
+/// available(), A's rows a multiple of 16, its columns (L's order) a multiple of 8, neither
+/// above kLargestPackedOrder.
+[[nodiscard]] bool suits_trsm(int m, int n);
+
+/// A = A * L^-T, L lower triangular (non-unit), blocked by 8 columns: each block is updated by
+/// the micro-kernel from the columns solved before it, read from their packed form as it
+/// fills, then solved against its 8 x 8 diagonal block. The packed form of the result, built on
+/// the way while its columns are in cache, is kept with A for the products that read it next
+/// (in Cholesky every update of A's row and column). Requires suits_trsm(A's rows, A's columns).
+void trsm_right_lower_trans(const Tile& l, Tile& a);
+
 /// Packed forms built so far in this process (each tile and way of reading it once per
 /// contents): for benchmarks that check the forms are reused.
 [[nodiscard]] std::uint64_t forms_built() noexcept;
