@@ -23,7 +23,9 @@ The "one rank" rows run the same job as one rank with as many workers as the oth
 ranks: how Bellows runs a node's share of a job (one rank per node, a worker per core), against
 the same references; their ratios carry no target (the targets are for ranks x 1 core).
 The "OpenBLAS tiles" rows run the same build with BELLOWS_TILE_GEMM=openblas: every tile product
-calls OpenBLAS's DGEMM/DSYRK instead of the micro-kernel over operands packed once per tile.
+and triangular solve calls OpenBLAS instead of the micro-kernel over operands packed once per
+tile. The "tile auto" row lets the cost model choose the tile and the grid (`--tile auto`: from
+the kernels' speeds measured at start-up, docs/benchmarks.md), beside the hand-picked tile 256.
 
 Every configuration prints a JSON object as its last line; this script reads it.
 """
@@ -123,6 +125,8 @@ def main():
     cholesky_configs = [
         ("bellows cholesky tile 256",
          lambda: bellows("cholesky", 256, label="bellows cholesky tile 256", steal="on")),
+        ("bellows cholesky tile auto",
+         lambda: bellows("cholesky", "auto", label="bellows cholesky tile auto", steal="on")),
         ("bellows cholesky 256 steal off",
          lambda: bellows("cholesky", 256, label="bellows cholesky 256 steal off")),
         ("bellows cholesky 256 MPI only", lambda: bellows("cholesky", 256, "off", steal="on")),
@@ -166,6 +170,10 @@ def main():
              [a / b for a, b in zip(samples["bellows cholesky tile 256"], scalapack_potrf)]),
             ("cholesky tile 256 / OpenBLAS 2-thread DPOTRF", 1.0,
              ratio("bellows cholesky tile 256", "openblas dpotrf 2 threads")),
+            ("cholesky tile auto / best ScaLAPACK PDPOTRF", 1.2,
+             [a / b for a, b in zip(samples["bellows cholesky tile auto"], scalapack_potrf)]),
+            ("cholesky tile auto / OpenBLAS 2-thread DPOTRF", 1.0,
+             ratio("bellows cholesky tile auto", "openblas dpotrf 2 threads")),
             ("cholesky 256: same-host transport / MPI only", None,
              ratio("bellows cholesky tile 256", "bellows cholesky 256 MPI only")),
             ("cholesky 256: steal on / steal off", None,
