@@ -17,10 +17,11 @@ namespace {
 // The micro-kernel's block of C: kPanelRows x kPanelCols doubles (2 x 8 AVX-512 registers).
 constexpr int kPanelRows = 16;
 constexpr int kPanelCols = 8;
-// Cache blocking around the micro-kernel: a step of k short enough that a panel of A and one
-// of B stay in L1 while the micro-kernel reads them (16 x 256 and 8 x 256 doubles: 32 and
-// 16 KiB), and a block of A rows (128 x 256 doubles, 256 KiB) that stays in L2 while every
-// panel of B passes over it.
+// Cache blocking around the micro-kernel: steps of k in chunks of kStepK (A's two panels and
+// B's panel of one call: 16 x 256 and 8 x 256 doubles, 32 and 16 KiB), and A's rows in blocks
+// of kBlockRows, over which every panel of B passes. A tile of up to 512 rows is one block:
+// smaller blocks (64, 128 rows) measured no faster in the jobs (bench/tile_gemm.cpp and the
+// examples, within the host's noise), nor shorter chunks of k (64, 128: slower).
 constexpr int kStepK = 256;
 constexpr int kBlockRows = 4096;
 
